@@ -1,0 +1,1 @@
+"""Shared data model: canonical sample schema, ids, image store, quarantine, ledger, config."""

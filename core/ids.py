@@ -1,0 +1,27 @@
+"""Stable identifiers: the same source record gets the same id in every run and version."""
+from __future__ import annotations
+
+import hashlib
+
+ID_HEX = 20  # 80 bits: collision-free in practice for hundreds of millions of records
+
+
+def stable_id(*parts: str) -> str:
+    """Hash of the parts joined by a separator that cannot occur in ordinary text."""
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:ID_HEX]
+
+
+def sample_id(source: str, source_id: str) -> str:
+    return stable_id(source, source_id)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | bytes, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,104 @@
+"""Content-addressed image store: every image lives once, at ``<sha[:2]>/<sha>.<ext>``.
+
+Bytes are decode-checked with Pillow before they are stored (fully decoded, so a
+truncated JPEG is caught), pixel counts are capped against decompression bombs, and
+paths read from a source never resolve outside that source's root.
+"""
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from pathlib import Path
+
+from PIL import Image
+
+from .errors import ImageRejected
+from .ids import sha256_bytes
+
+MAX_PIXELS = 50_000_000  # ~7000x7000; larger images are rejected, not resized
+FORMAT_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}
+
+
+def check_image(data: bytes, max_pixels: int = MAX_PIXELS) -> str:
+    """Decode ``data`` fully; return the file extension of its format or raise ImageRejected."""
+    if not data:
+        raise ImageRejected("empty image file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as img:
+                width, height = img.size
+                if width * height > max_pixels:
+                    raise ImageRejected(f"image too large: {width}x{height} pixels exceeds {max_pixels}")
+                img.load()  # full decode: truncated files raise here
+                fmt = img.format or ""
+    except ImageRejected:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise ImageRejected(f"decompression bomb: {exc}") from None
+    except Exception as exc:  # Pillow raises many types for corrupt data
+        raise ImageRejected(f"undecodable image: {type(exc).__name__}: {exc}") from None
+    if fmt not in FORMAT_EXT:
+        raise ImageRejected(f"unsupported image format {fmt or 'unknown'}")
+    return FORMAT_EXT[fmt]
+
+
+def resolve_inside(root: Path, relative: str) -> Path:
+    """Join ``relative`` to ``root``; refuse absolute paths and any that escape the root."""
+    if not relative or os.path.isabs(relative):
+        raise ImageRejected(f"image path {relative!r} is not relative to the source root")
+    root_real = Path(root).resolve()
+    target = (root_real / relative).resolve()
+    if target != root_real and root_real not in target.parents:
+        raise ImageRejected(f"image path {relative!r} escapes the source root")
+    return target
+
+
+class ImageStore:
+    """A directory of decode-checked images named by the sha256 of their bytes."""
+
+    def __init__(self, root: Path | str, max_pixels: int = MAX_PIXELS) -> None:
+        self.root = Path(root)
+        self.max_pixels = max_pixels
+
+    def put(self, data: bytes) -> str:
+        """Check and store ``data``; return its sha256. Idempotent."""
+        sha = sha256_bytes(data)
+        if self.find(sha) is not None:
+            return sha
+        ext = check_image(data, self.max_pixels)
+        path = self.root / sha[:2] / f"{sha}.{ext}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)  # never a half-written image under its final name
+        return sha
+
+    def put_file(self, root: Path, relative: str) -> str:
+        """Store the image at ``relative`` under ``root``; raise ImageRejected if unusable."""
+        path = resolve_inside(root, relative)
+        if not path.is_file():
+            raise ImageRejected(f"image file missing: {relative}")
+        return self.put(path.read_bytes())
+
+    def find(self, sha: str) -> Path | None:
+        folder = self.root / sha[:2]
+        if not folder.is_dir():
+            return None
+        for candidate in folder.glob(f"{sha}.*"):
+            if not candidate.name.endswith(".tmp"):
+                return candidate
+        return None
+
+    def path(self, sha: str) -> Path:
+        found = self.find(sha)
+        if found is None:
+            raise KeyError(f"image {sha} is not in the store at {self.root}")
+        return found
+
+    def read(self, sha: str) -> bytes:
+        return self.path(sha).read_bytes()
+
+    def __contains__(self, sha: str) -> bool:
+        return self.find(sha) is not None

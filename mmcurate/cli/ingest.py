@@ -1,0 +1,33 @@
+"""``mmcurate ingest SOURCE ROOT --out DIR [--images IMGDIR]``."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from mmcurate.sources.ingest import ingest as run_ingest
+
+from .app import app
+
+
+@app.command()
+def ingest(
+    source: Annotated[str, typer.Argument(help="reddit, infoseek, evqa, webqa, mmdocrag, mragbench or viquae")],
+    root: Annotated[Path, typer.Argument(help="the source's data folder, in its published layout")],
+    out: Annotated[Path, typer.Option("--out", help="output folder")],
+    images: Annotated[Optional[Path], typer.Option("--images", help="image folder (default: per source)")] = None,
+) -> None:
+    """Read a raw source into DIR/samples.parquet, DIR/quarantine.parquet and DIR/images/."""
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True) as bar:
+        task = bar.add_task(f"ingesting {source}", total=None)
+
+        def report(kept: int, rejected: int) -> None:
+            bar.update(task, description=f"ingesting {source}: {kept} samples, {rejected} quarantined")
+
+        result = run_ingest(source, root, out, images=images, progress=report)
+    typer.echo(
+        f"{source}: {result.samples} samples -> {result.samples_path}; "
+        f"{result.quarantined} quarantined -> {result.quarantine_path}"
+    )
