@@ -25,3 +25,12 @@ def sha256_file(path: str | bytes, chunk: int = 1 << 20) -> str:
         while block := handle.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def new_run_id() -> str:
+    """A sortable, unique id for one pipeline run: UTC time plus random suffix."""
+    import datetime
+    import secrets
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{now}-{secrets.token_hex(3)}"

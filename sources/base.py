@@ -7,6 +7,7 @@ root as a whole is unusable (missing folder, no data files).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,6 +40,9 @@ class SourceAdapter(ABC):
         if not self.root.is_dir():
             raise SourceError(f"{self.name}: source root {self.root} is not a readable directory")
         self.store = store
+        # records that are not errors but not samples either (e.g. a Reddit post that is not
+        # a question), counted per reason for the funnel; errors go to quarantine instead
+        self.skipped: Counter[str] = Counter()
         self.images = Path(images) if images is not None else None
         try:
             self.options = self.Options(**(options or {}))

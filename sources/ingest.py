@@ -24,6 +24,7 @@ class IngestResult:
     samples: int
     quarantined: int
     source_files: list[str]
+    skipped: dict[str, int]
 
     @property
     def samples_path(self) -> Path:
@@ -45,14 +46,16 @@ def ingest(
     images: Path | str | None = None,
     options: dict[str, Any] | None = None,
     progress: Progress | None = None,
+    store: ImageStore | None = None,
 ) -> IngestResult:
     """Ingest ``root`` with the ``source`` adapter into ``out``.
 
     ``samples.parquet`` and ``quarantine.parquet`` appear only when the run completes; a
-    sample id seen twice is quarantined as a duplicate rather than written twice.
+    sample id seen twice is quarantined as a duplicate rather than written twice. Images go
+    to ``out/images`` unless a shared ``store`` is given (flows share one across sources).
     """
     out = Path(out)
-    store = ImageStore(out / "images")
+    store = store or ImageStore(out / "images")
     adapter = adapter_class(source)(root, store, images=images, options=options)
     seen: set[str] = set()
     kept = rejected = 0
@@ -77,7 +80,38 @@ def ingest(
     if progress is not None:
         progress(kept, rejected)
     files = [str(p) for p in adapter.source_files()]
+    skipped = dict(sorted(adapter.skipped.items()))
     summary = {"source": source, "root": str(Path(root).resolve()), "samples": kept,
-               "quarantined": rejected, "source_files": files}
+               "quarantined": rejected, "skipped": skipped, "source_files": files}
     (out / "ingest.json").write_text(json.dumps(summary, indent=2))
-    return IngestResult(source, out, kept, rejected, files)
+    return IngestResult(source, out, kept, rejected, files, skipped)
+
+
+def root_fingerprint(root: Path | str, options: dict[str, Any] | None = None, depth: int = 2) -> str:
+    """A cheap identity of a source root: names, sizes and mtimes of files up to ``depth``
+    folders deep (image folders with millions of files are below that), plus the options.
+    An ingest is redone when it changes."""
+    from mmcurate.core.ids import stable_id
+
+    root = Path(root).resolve()
+    parts = [str(root), json.dumps(options or {}, sort_keys=True, default=str)]
+    frontier = [(root, 0)]
+    while frontier:
+        folder, level = frontier.pop()
+        for entry in sorted(folder.iterdir()):
+            if entry.is_dir() and level < depth:
+                frontier.append((entry, level + 1))
+            elif entry.is_file():
+                stat = entry.stat()
+                parts.append(f"{entry.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}")
+    return stable_id(*parts)
+
+
+def load_ingest(out: Path | str) -> IngestResult | None:
+    """The result of a completed ingest in ``out`` (``ingest.json`` is written last), or None."""
+    marker = Path(out) / "ingest.json"
+    if not marker.is_file():
+        return None
+    data = json.loads(marker.read_text())
+    return IngestResult(data["source"], Path(out), data["samples"], data["quarantined"],
+                        data["source_files"], data.get("skipped", {}))

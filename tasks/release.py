@@ -1,0 +1,28 @@
+"""Publishing tasks: assemble the release draft, write it (validated) and report it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from mmcurate.core.images import ImageStore
+from mmcurate.releases.draft import ReleaseDraft
+from mmcurate.releases.writer import write_release
+
+
+@task(name="publish-release", cache_policy=NO_CACHE)
+def publish_release(draft: ReleaseDraft, releases_root: Path, images: Path) -> Path:
+    """Write the release; the writer validates it and refuses to publish a failing one."""
+    for name, rows in draft.statistics.items():
+        if rows:
+            create_table_artifact(key=f"{draft.benchmark}-{name.replace('_', '-')}", table=rows,
+                                  description=f"{draft.benchmark} {draft.version}: {name}")
+    path = write_release(draft, releases_root, ImageStore(images))
+    create_markdown_artifact(
+        key=f"{draft.benchmark}-release",
+        markdown=f"# {draft.benchmark} {draft.version}\n\nWritten to `{path}`.\n\n"
+        + "\n".join(f"- {note}" for note in draft.notes),
+    )
+    return path
