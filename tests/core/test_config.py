@@ -1,0 +1,70 @@
+import textwrap
+
+import pytest
+
+from mmcurate.core.config import load_config
+from mmcurate.core.errors import ConfigError
+
+BASE = """
+workdir: work
+models:
+  a: {backend: scripted, script: rules.jsonl, default: "no idea"}
+  b: {backend: openai, model: gpt-4o, api_key_env: OPENAI_API_KEY}
+deflectionbench:
+  sources: [{name: webqa, root: data/webqa}]
+  gating: {pool: [a, b]}
+"""
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_defaults_names_and_relative_paths(tmp_path):
+    cfg = load_config(_write(tmp_path, BASE))
+    assert cfg.workdir == (tmp_path / "work").resolve()
+    assert cfg.deflectionbench.sources[0].root == (tmp_path / "data/webqa").resolve()
+    a = cfg.model("a")
+    assert a.name == "a" and a.script == (tmp_path / "rules.jsonl").resolve()
+    b = cfg.model("b")
+    # the paper's sampling defaults
+    assert (b.temperature, b.top_p, b.repetition_penalty) == (0.2, 1.0, 1.05)
+    assert cfg.deflectionbench.k_min == 5 and cfg.deflectionbench.gating.rule == "all_incorrect"
+
+
+def test_environment_overrides_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMCURATE_DEFLECTIONBENCH__K_MIN", "3")
+    cfg = load_config(_write(tmp_path, BASE))
+    assert cfg.deflectionbench.k_min == 3
+    assert cfg.deflectionbench.gating.pool == ["a", "b"]
+
+
+def test_unknown_model_reference_is_one_line_error(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, BASE.replace("pool: [a, b]", "pool: [a, c]")))
+    assert "unknown model(s) ['c']" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_unknown_key_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="k_mn"):
+        load_config(_write(tmp_path, BASE + "  k_mn: 4\n"))
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_backend_requirements(tmp_path):
+    with pytest.raises(ConfigError, match="needs 'script'"):
+        load_config(_write(tmp_path, BASE.replace("script: rules.jsonl, ", "")))
+
+
+def test_demo_and_paper_configs_load():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "configs"
+    demo = load_config(root / "demo.yaml")
+    assert demo.model("smollm2").backend == "embedded"
+    paper = load_config(root / "deflectionbench-paper.yaml")
+    assert paper.judge.kind == "llm" and len(paper.deflectionbench.gating.pool) == 4
+    assert paper.model("gpt-4o").api_key_env == "OPENAI_API_KEY"

@@ -1,0 +1,67 @@
+import io
+import os
+
+import pytest
+from PIL import Image
+
+from mmcurate.core.errors import ImageRejected
+from mmcurate.core.images import ImageStore, check_image, resolve_inside
+
+
+def _png(size=(8, 8), color=(200, 10, 10)) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _jpeg() -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), (0, 90, 200)).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def test_put_is_content_addressed_and_idempotent(tmp_path):
+    store = ImageStore(tmp_path)
+    sha = store.put(_png())
+    assert store.put(_png()) == sha
+    path = store.path(sha)
+    assert path == tmp_path / sha[:2] / f"{sha}.png"
+    assert store.read(sha) == _png()
+    assert sha in store
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_truncated_jpeg_is_rejected():
+    data = _jpeg()
+    with pytest.raises(ImageRejected, match="undecodable"):
+        check_image(data[: len(data) // 2])
+
+
+def test_decompression_bomb_is_rejected():
+    with pytest.raises(ImageRejected, match="too large|decompression bomb"):
+        check_image(_png(size=(10000, 10000), color=(0, 0, 0)), max_pixels=1_000_000)
+
+
+def test_garbage_and_empty_are_rejected():
+    with pytest.raises(ImageRejected, match="undecodable"):
+        check_image(b"not an image at all")
+    with pytest.raises(ImageRejected, match="empty"):
+        check_image(b"")
+
+
+def test_paths_cannot_escape_the_root(tmp_path):
+    (tmp_path / "root").mkdir()
+    (tmp_path / "secret.png").write_bytes(_png())
+    with pytest.raises(ImageRejected, match="escapes"):
+        resolve_inside(tmp_path / "root", "../secret.png")
+    with pytest.raises(ImageRejected, match="not relative"):
+        resolve_inside(tmp_path / "root", str(tmp_path / "secret.png"))
+    os.symlink(tmp_path / "secret.png", tmp_path / "root" / "link.png")
+    with pytest.raises(ImageRejected, match="escapes"):
+        resolve_inside(tmp_path / "root", "link.png")
+
+
+def test_put_file_reports_missing_files(tmp_path):
+    store = ImageStore(tmp_path / "store")
+    with pytest.raises(ImageRejected, match="missing"):
+        store.put_file(tmp_path, "nope.jpg")
