@@ -1,0 +1,139 @@
+"""Stream the members of one huge top-level JSON object without loading it whole.
+
+Some sources ship a single multi-gigabyte object (``{"<key>": {...}, ...}``). This reader
+decodes it member by member with ``json.JSONDecoder.raw_decode`` over a growing text
+buffer: when a value does not fit in the buffer yet, more of the file is read (at least
+doubling what is buffered, so a huge value is re-scanned O(log n) times, not O(n)).
+Memory is bounded by the largest single member, not by the file.
+"""
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from mmcurate.core.errors import MmcurateError
+
+CHUNK = 1 << 20
+MAX_MEMBER = 1 << 28  # characters; a longer value is treated as malformed, not buffered forever
+_WHITESPACE = " \t\n\r"
+_NUMBER_TAIL = 8
+
+
+class JsonMembersError(MmcurateError):
+    """The file stops being a JSON object at ``offset`` (characters from the start)."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(f"{message} at character {offset}")
+        self.offset = offset
+
+
+class _Buffer:
+    """Decoded text of a file, read on demand; ``pos`` is the next unconsumed character."""
+
+    def __init__(self, path: Path, chunk: int, max_member: int) -> None:
+        self._handle = open(path, "rb")
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self._chunk = chunk
+        self._max_member = max_member
+        self.text = ""
+        self.pos = 0
+        self.consumed = 0  # characters dropped from the front of ``text``
+        self.eof = False
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def offset(self) -> int:
+        return self.consumed + self.pos
+
+    def more(self) -> bool:
+        """Append at least as much as is buffered (and at least one chunk); False at EOF."""
+        if self.eof:
+            return False
+        if self.pos > len(self.text) // 2:  # drop what has been consumed before growing
+            self.consumed += self.pos
+            self.text = self.text[self.pos :]
+            self.pos = 0
+        want = max(self._chunk, len(self.text) - self.pos)
+        data = self._handle.read(want)
+        if not data:
+            self.eof = True
+            self.text += self._decoder.decode(b"", final=True)
+            return False
+        self.text += self._decoder.decode(data)
+        return True
+
+    def skip_whitespace(self) -> str:
+        """The next non-whitespace character, reading more as needed; "" at EOF."""
+        while True:
+            text, pos = self.text, self.pos
+            while pos < len(text) and text[pos] in _WHITESPACE:
+                pos += 1
+            self.pos = pos
+            if pos < len(text):
+                return text[pos]
+            if not self.more():
+                return ""
+
+    def expect(self, allowed: str, what: str) -> str:
+        char = self.skip_whitespace()
+        if not char or char not in allowed:
+            found = repr(char) if char else "end of file"
+            raise JsonMembersError(f"expected {what}, found {found}", self.offset())
+        self.pos += 1
+        return char
+
+    def decode_value(self, decoder: json.JSONDecoder) -> Any:
+        """Decode one JSON value at ``pos``, reading more until it is complete.
+
+        Positions are kept absolute (``consumed + index``) because ``more()`` may drop
+        consumed text from the front of the buffer.
+        """
+        self.skip_whitespace()
+        while True:
+            try:
+                value, end = decoder.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as exc:
+                error_at = self.consumed + exc.pos
+                if len(self.text) - self.pos <= self._max_member and self.more():
+                    continue
+                raise JsonMembersError(f"invalid JSON value ({exc.msg})", error_at) from None
+            end += self.consumed
+            # a number near the buffer end may continue in the file ("1.5" + "e-7"): the
+            # decoder stops before a partial exponent, so look a few characters further
+            if self.consumed + len(self.text) - end < _NUMBER_TAIL and self.more():
+                continue
+            self.pos = end - self.consumed
+            return value
+
+
+def iter_members(
+    path: Path | str, chunk: int = CHUNK, max_member: int = MAX_MEMBER
+) -> Iterator[tuple[str, Any]]:
+    """Yield ``(key, value)`` for each member of the top-level JSON object in ``path``.
+
+    Raises ``JsonMembersError`` where the file stops being a well-formed object (or a value
+    exceeds ``max_member`` characters); members before that point have been yielded.
+    """
+    decoder = json.JSONDecoder()
+    buf = _Buffer(Path(path), chunk, max_member)
+    try:
+        buf.expect("{", "'{' opening the top-level object")
+        if buf.skip_whitespace() == "}":
+            buf.pos += 1
+        else:
+            while True:
+                if buf.skip_whitespace() != '"':
+                    raise JsonMembersError("expected a member name", buf.offset())
+                key = buf.decode_value(decoder)
+                buf.expect(":", "':' after a member name")
+                yield key, buf.decode_value(decoder)
+                if buf.expect(",}", "',' or '}' after a member") == "}":
+                    break
+        if buf.skip_whitespace():
+            raise JsonMembersError("unexpected data after the top-level object", buf.offset())
+    finally:
+        buf.close()

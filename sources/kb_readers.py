@@ -1,0 +1,360 @@
+"""Streaming readers of the knowledge bases behind the knowledge-based VQA sources.
+
+The published KBs are large (Wiki6M 6.9 GB gzipped, the Encyclopedic-VQA KB a single
+JSON object of 2M articles, KILT Wikipedia 35 GB): every reader streams its file once and
+keeps only the entries whose ids the caller asks for, stopping early when all are found.
+KB lines that mention a wanted id but cannot be read are reported as ``Rejected``
+(locator ``file:line``) so the adapter can quarantine them; they never stop the read.
+Lines about entries nobody asked for are not parsed at all.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Generic, TypeVar
+
+from mmcurate.core.errors import SourceError
+from mmcurate.core.records import Rejected
+
+T = TypeVar("T")
+
+
+def open_text(path: Path) -> IO[str]:
+    """Open a UTF-8 text file (a leading BOM is dropped), transparently gunzipping ``*.gz``."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8-sig")
+    return open(path, encoding="utf-8-sig")
+
+
+def locate(source: str, root: Path, given: Path | None, defaults: Sequence[str], what: str) -> Path | None:
+    """An adapter's optional input file: ``given`` (relative to ``root``) must exist;
+    otherwise the first of ``defaults`` present in ``root``, or None."""
+    if given is not None:
+        path = given if given.is_absolute() else root / given
+        if not path.is_file():
+            raise SourceError(f"{source}: {what} file {path} not found")
+        return path
+    return next((root / name for name in defaults if (root / name).is_file()), None)
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` for every non-blank line of a (gzipped) JSONL file."""
+    with open_text(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                yield number, line.rstrip("\r\n")
+
+
+@dataclass
+class KBLoad(Generic[T]):
+    """The entries found for the wanted ids, and the KB lines that could not be read."""
+
+    entries: dict[str, T] = field(default_factory=dict)
+    problems: list[Rejected] = field(default_factory=list)
+
+
+def _scan_jsonl(
+    path: Path,
+    wanted: Collection[str],
+    candidate_ids: Callable[[str], set[str]],
+    parse: Callable[[dict[str, Any]], tuple[list[str], T]],
+) -> KBLoad[T]:
+    """Stream ``path`` once, fully parsing only lines that may hold a wanted id.
+
+    ``candidate_ids`` is a cheap regex look at the raw line (false positives are fine:
+    the parsed record decides); ``parse`` returns the record's real keys and its entry.
+    """
+    result: KBLoad[T] = KBLoad()
+    remaining = set(wanted)
+    for number, line in iter_lines(path):
+        if not remaining:
+            break
+        if not (candidate_ids(line) & remaining):
+            continue
+        locator = f"{path.name}:{number}"
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+            keys, entry = parse(record)
+        except (ValueError, TypeError, KeyError) as exc:
+            result.problems.append(Rejected(locator, f"unreadable KB entry: {exc}", line.strip()))
+            continue
+        for key in keys:
+            if key in remaining:
+                result.entries[key] = entry
+                remaining.discard(key)
+    return result
+
+
+# --------------------------------------------------------------------------- Wiki6M
+
+
+@dataclass(frozen=True)
+class Wiki6MEntity:
+    wikidata_id: str
+    title: str
+    summary: str | None  # absent for some entities
+    content: str | None
+
+
+_WIKIDATA_ID = re.compile(r'"wikidata_id"\s*:\s*"([^"]+)"')
+
+
+def _optional_text(record: dict[str, Any], name: str) -> str | None:
+    value = record.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} is {type(value).__name__}, not a string")
+    return value
+
+
+def _wiki6m_entry(record: dict[str, Any]) -> tuple[list[str], Wiki6MEntity]:
+    qid = record["wikidata_id"]
+    if not isinstance(qid, str) or not qid:
+        raise ValueError("wikidata_id missing or not a string")
+    entity = Wiki6MEntity(
+        wikidata_id=qid,
+        title=_optional_text(record, "wikipedia_title") or "",
+        summary=_optional_text(record, "wikipedia_summary"),
+        content=_optional_text(record, "wikipedia_content"),
+    )
+    return [qid], entity
+
+
+def read_wiki6m(path: Path, wanted: Collection[str]) -> KBLoad[Wiki6MEntity]:
+    """Entities of ``Wiki6M_ver_1_0.jsonl(.gz)`` whose ``wikidata_id`` is in ``wanted``."""
+    return _scan_jsonl(path, wanted, lambda line: set(_WIKIDATA_ID.findall(line)), _wiki6m_entry)
+
+
+# --------------------------------------------------------------------------- KILT
+
+
+@dataclass(frozen=True)
+class KiltArticle:
+    wikipedia_id: str
+    title: str
+    paragraphs: tuple[str, ...]
+
+
+# KILT anchors also carry "wikipedia_id"/"wikipedia_title" keys: those are harmless false
+# positives, the parsed top-level fields decide.
+_KILT_ID = re.compile(r'"(?:kilt_id|wikipedia_id)"\s*:\s*"?([^",}\s]+)')
+_KILT_TITLE = re.compile(r'"wikipedia_title"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def title_key(title: str) -> str:
+    """How articles are matched by title: case- and whitespace-insensitive."""
+    return "title:" + " ".join(title.split()).casefold()
+
+
+def _kilt_candidates(line: str) -> set[str]:
+    found = set(_KILT_ID.findall(line))
+    for quoted in _KILT_TITLE.findall(line):
+        try:
+            found.add(title_key(json.loads(quoted)))
+        except ValueError:
+            continue
+    return found
+
+
+def _kilt_entry(record: dict[str, Any]) -> tuple[list[str], KiltArticle]:
+    ids = [str(record[k]) for k in ("kilt_id", "wikipedia_id") if record.get(k) not in (None, "")]
+    if not ids:
+        raise ValueError("neither kilt_id nor wikipedia_id")
+    title = record.get("wikipedia_title") or ""
+    if not isinstance(title, str):
+        raise ValueError("wikipedia_title is not a string")
+    text = record.get("text")
+    # KILT ships text as a list of paragraphs; the ViQuAE KB (a datasets export) nests
+    # them as {"paragraph": [...]}.
+    paragraphs = text.get("paragraph") if isinstance(text, dict) else text
+    if not isinstance(paragraphs, list) or not all(isinstance(p, str) for p in paragraphs):
+        raise ValueError("text is neither a list of paragraphs nor {paragraph: [...]}")
+    article = KiltArticle(ids[-1], title, tuple(paragraphs))
+    keys = list(dict.fromkeys(ids)) + ([title_key(title)] if title else [])
+    return keys, article
+
+
+def read_kilt(path: Path, wanted: Collection[str]) -> KBLoad[KiltArticle]:
+    """KILT-format articles (JSONL, optionally gzipped) matching ``wanted``.
+
+    ``wanted`` holds article ids (``kilt_id`` / ``wikipedia_id`` as strings) and/or
+    ``title_key(title)`` values; an article is returned under every wanted key it matches.
+    """
+    return _scan_jsonl(path, wanted, _kilt_candidates, _kilt_entry)
+
+
+# --------------------------------------------------------------------------- JSON object members
+
+
+class _Buffer:
+    """A growing window over a text stream, for ``raw_decode`` of one member at a time."""
+
+    def __init__(self, handle: IO[str], chunk_chars: int) -> None:
+        self.handle = handle
+        self.chunk = chunk_chars
+        self.text = ""
+        self.pos = 0
+        self.offset = 0  # characters of the stream dropped before ``text``
+        self.eof = False
+
+    def fill(self, at_least: int) -> None:
+        """Read more so that at least ``at_least`` characters follow ``pos`` (or EOF)."""
+        if self.pos > self.chunk:  # drop what is consumed, keeping memory bounded
+            self.offset += self.pos
+            self.text = self.text[self.pos :]
+            self.pos = 0
+        while not self.eof and len(self.text) - self.pos < at_least:
+            block = self.handle.read(max(self.chunk, at_least))
+            if not block:
+                self.eof = True
+            self.text += block
+
+    def skip_ws(self) -> str:
+        """Skip whitespace; return the next character ('' at EOF) without consuming it."""
+        while True:
+            while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
+                self.pos += 1
+            if self.pos < len(self.text):
+                return self.text[self.pos]
+            if self.eof:
+                return ""
+            self.fill(1)
+
+    def expect(self, chars: str, where: str) -> str:
+        char = self.skip_ws()
+        if not char or char not in chars:
+            found = repr(char) if char else "end of file"
+            raise SourceError(f"{where}: expected {' or '.join(map(repr, chars))} at character {self.offset + self.pos}, found {found}")
+        self.pos += 1
+        return char
+
+
+_DECODER = json.JSONDecoder()
+_NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
+
+
+def _incomplete(exc: json.JSONDecodeError, length: int) -> bool:
+    """Whether a decode error may only mean that the buffer ends inside the value."""
+    return exc.msg.startswith("Unterminated string") or exc.pos >= length - 8
+
+
+def _decode_value(buf: _Buffer, where: str, max_chars: int) -> Any:
+    """Decode one JSON value at ``buf.pos``, reading more while the buffer cuts it short."""
+    want = buf.chunk
+    while True:
+        buf.fill(want)
+        try:
+            value, end = _DECODER.raw_decode(buf.text, buf.pos)
+        except json.JSONDecodeError as exc:
+            if buf.eof or not _incomplete(exc, len(buf.text)):
+                raise SourceError(f"{where}: invalid JSON at character {buf.offset + exc.pos}: {exc.msg}") from None
+        else:
+            # a number followed only by number characters up to the buffer end ("12" of
+            # "12.5e3") may continue in the next read; anything else is complete
+            if buf.eof or not _NUMBER_TAIL.fullmatch(buf.text, end):
+                buf.pos = end
+                return value
+        if len(buf.text) - buf.pos >= max_chars:
+            raise SourceError(f"{where}: one value exceeds {max_chars} characters at character {buf.offset + buf.pos}")
+        want = 2 * max(want, len(buf.text) - buf.pos)  # doubling keeps re-decoding linear overall
+
+
+def iter_object_members(
+    path: Path,
+    wanted: Collection[str] | None = None,
+    chunk_chars: int = 1 << 20,
+    max_value_chars: int = 1 << 30,
+) -> Iterator[tuple[str, Any]]:
+    """Yield ``(key, value)`` of the top-level JSON object in ``path`` without loading it.
+
+    Only members whose key is in ``wanted`` are yielded (all when ``wanted`` is None); the
+    read stops once every wanted key was seen. Each value is decoded with
+    ``json.JSONDecoder.raw_decode`` over a window that grows only while one value is cut
+    by the window's end, so memory stays around one value plus one chunk. A file that is
+    not one JSON object raises ``SourceError`` naming the character offset.
+    """
+    remaining = None if wanted is None else set(wanted)
+    where = path.name
+    with open_text(path) as handle:
+        buf = _Buffer(handle, chunk_chars)
+        buf.expect("{", where)
+        if buf.skip_ws() == "}":
+            return
+        while remaining is None or remaining:
+            if buf.skip_ws() != '"':
+                buf.expect('"', where)  # raises with the position
+            key = _decode_value(buf, where, max_value_chars)
+            buf.expect(":", where)
+            buf.skip_ws()
+            value = _decode_value(buf, where, max_value_chars)
+            if remaining is None or key in remaining:
+                if remaining is not None:
+                    remaining.discard(key)
+                yield key, value
+            if buf.expect(",}", where) == "}":
+                return
+
+
+# --------------------------------------------------------------------------- Encyclopedic-VQA
+
+
+@dataclass(frozen=True)
+class EncyclopedicArticle:
+    url: str
+    title: str
+    section_titles: tuple[str, ...]
+    section_texts: tuple[str, ...]
+
+
+def read_encyclopedic_kb(path: Path, wanted: Collection[str]) -> KBLoad[EncyclopedicArticle]:
+    """Articles of ``encyclopedic_kb_wiki.json`` (url -> article) whose url is wanted."""
+    result: KBLoad[EncyclopedicArticle] = KBLoad()
+    for url, value in iter_object_members(path, wanted):
+        try:
+            if not isinstance(value, dict):
+                raise ValueError(f"expected an object, got {type(value).__name__}")
+            titles, texts = value.get("section_titles") or [], value.get("section_texts")
+            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                raise ValueError("section_texts is not a list of strings")
+            result.entries[url] = EncyclopedicArticle(
+                url=url,
+                title=str(value.get("title") or ""),
+                section_titles=tuple(str(t) for t in titles),
+                section_texts=tuple(texts),
+            )
+        except ValueError as exc:
+            result.problems.append(Rejected(f"{path.name}:{url}", f"unreadable KB entry: {exc}", json.dumps(value)[:2000]))
+    return result
+
+
+# --------------------------------------------------------------------------- passages
+
+
+def find_answer(text: str, answers: Collection[str]) -> int:
+    """Character offset of the earliest case-insensitive occurrence of any answer, or -1."""
+    folded = text.casefold()
+    hits = [folded.find(a.casefold()) for a in answers if a.strip()]
+    hits = [h for h in hits if h >= 0]
+    return min(hits) if hits else -1
+
+
+def word_window(text: str, at: int, words: int) -> tuple[int, str]:
+    """At most ``words`` words of ``text`` centred on character ``at``.
+
+    Returns ``(index of the first word, passage)``; the passage keeps the original
+    whitespace between its words.
+    """
+    spans = [m.span() for m in re.finditer(r"\S+", text)]
+    if not spans:
+        return 0, ""
+    centre = next((i for i, (_, end) in enumerate(spans) if end > at), len(spans) - 1)
+    start = max(0, min(centre - words // 2, len(spans) - words))
+    end = min(len(spans), start + words)
+    return start, text[spans[start][0] : spans[end - 1][1]]

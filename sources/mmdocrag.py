@@ -1,0 +1,177 @@
+"""MMDocRAG: document questions with candidate text and image quotes, some marked gold.
+
+Reads ``dataset/{dev,evaluation}_{15,20}.jsonl`` (or the same files directly under the
+root). ``train.jsonl`` is in chat-messages format and is never opened. The ``_15`` and
+``_20`` files hold the same questions with 15 or 20 candidate quotes; option ``quotes``
+picks which (default ``20``, the harder set). ``source_id`` is ``<file stem>:<q_id>``, so
+both variants can be ingested side by side without colliding.
+
+Quote ids (``text3``, ``image1``) are numbered per question, so they are not identities.
+A context is named by the layout element it quotes: ``mmdocrag:<doc_name>:p<page_id>:l<layout_id>``
+(the same element quoted by two questions gets the same context id). ``meta["quote_ids"]``
+maps each kept quote id to its context id, for resolving ``answer_interleaved``.
+
+``img_path`` is resolved under the images folder (``--images``, default ``ROOT/images``,
+the unzipped ``images.zip``); both ``images/x.jpg`` and ``x.jpg`` forms are accepted,
+paths escaping the folder are refused. An unusable gold quote quarantines the whole
+sample (it would lose gold); an unusable non-gold quote is dropped with a quarantine row.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from mmcurate.core.errors import ImageRejected, SourceError
+from mmcurate.core.images import resolve_inside
+from mmcurate.core.records import Context, Rejected, Sample
+
+from .base import AdapterOptions, SourceAdapter
+
+SPLITS = ("dev", "evaluation")
+
+
+class MMDocRAGOptions(AdapterOptions):
+    quotes: Literal["15", "20", "both"] = "20"
+    splits: list[Literal["dev", "evaluation"]] = list(SPLITS)
+
+
+class QuoteError(ValueError):
+    """One candidate quote is unusable; the message says why."""
+
+
+class MMDocRAGSource(SourceAdapter):
+    name = "mmdocrag"
+    Options = MMDocRAGOptions
+    options: MMDocRAGOptions
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        folder = self.root / "dataset" if (self.root / "dataset").is_dir() else self.root
+        counts = ("15", "20") if self.options.quotes == "both" else (self.options.quotes,)
+        self.files = [folder / f"{split}_{n}.jsonl" for split in self.options.splits for n in counts]
+        missing = [f.name for f in self.files if not f.is_file()]
+        if missing:
+            raise SourceError(f"mmdocrag: {', '.join(missing)} missing under {folder}")
+        self.image_dir = self.images if self.images is not None else self.root / "images"
+        if not self.image_dir.is_dir():
+            raise SourceError(f"mmdocrag: image folder {self.image_dir} not found (unzip images.zip there)")
+
+    def source_files(self) -> list[Path]:
+        return list(self.files)
+
+    def records(self) -> Iterator[Sample | Rejected]:
+        for path in self.files:
+            with open(path, encoding="utf-8") as handle:
+                for number, line in enumerate(handle, start=1):
+                    if line.strip():
+                        yield from self._line(path.stem, f"{path.name}:{number}", line.rstrip("\r\n"))
+
+    def _line(self, stem: str, locator: str, line: str) -> Iterator[Sample | Rejected]:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield Rejected(locator, f"malformed JSON: {exc.msg}", line)
+            return
+        problem = _shape_problem(record)
+        if problem:
+            yield Rejected(locator, problem, line)
+            return
+        quotes = {q["quote_id"]: ("text", q) for q in record["text_quotes"]}
+        quotes.update({q["quote_id"]: ("image", q) for q in record["img_quotes"]})
+        gold_ids = record["gold_quotes"]
+        unknown = [g for g in gold_ids if g not in quotes]
+        if unknown:
+            yield Rejected(locator, f"gold quote(s) {', '.join(unknown)} not among the candidate quotes", line)
+            return
+
+        kept: dict[str, Context] = {}
+        dropped: list[Rejected] = []
+        for quote_id, (modality, quote) in quotes.items():
+            try:
+                context = self._context(record["doc_name"], modality, quote)
+                clash = next((q for q, c in kept.items() if c.context_id == context.context_id), None)
+                if clash is not None:
+                    raise QuoteError(f"same page and layout as {clash}")
+            except (QuoteError, ImageRejected) as exc:
+                if quote_id in gold_ids:
+                    yield Rejected(locator, f"gold quote {quote_id} unusable: {exc}", line)
+                    return
+                dropped.append(Rejected(locator, f"dropped quote {quote_id}: {exc}", json.dumps(quote)))
+                continue
+            kept[quote_id] = context
+        yield from dropped
+        yield Sample(
+            source=self.name,
+            source_id=f"{stem}:{record['q_id']}",
+            question=record["question"],
+            answers=[record["answer_short"]],
+            gold_contexts=[kept[g] for g in gold_ids],
+            negative_contexts=[c for q, c in kept.items() if q not in gold_ids],
+            meta={
+                "q_id": record["q_id"],
+                "doc_name": record["doc_name"],
+                "domain": record.get("domain"),
+                "question_type": record.get("question_type"),
+                "evidence_modality_type": record.get("evidence_modality_type"),
+                "answer_interleaved": record.get("answer_interleaved"),
+                "quote_ids": {q: c.context_id for q, c in kept.items()},
+            },
+        )
+
+    def _context(self, doc_name: str, modality: str, quote: dict[str, Any]) -> Context:
+        page, layout = quote.get("page_id"), quote.get("layout_id")
+        if page is None or layout is None:
+            raise QuoteError("quote without page_id or layout_id")
+        context_id = f"mmdocrag:{doc_name}:p{page}:l{layout}"
+        if modality == "image":
+            description = quote.get("img_description")
+            return Context(
+                context_id,
+                "image",
+                text=description if isinstance(description, str) else None,
+                image=self._image(quote.get("img_path")),
+            )
+        text = quote.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise QuoteError("text quote without text")
+        return Context(context_id, "text", text=text)
+
+    def _image(self, img_path: Any) -> str:
+        """Store the quote's image; ``images/x.jpg`` and ``x.jpg`` both resolve under the folder."""
+        if not isinstance(img_path, str) or not img_path:
+            raise QuoteError("image quote without img_path")
+        relative = img_path.replace("\\", "/")
+        candidates = [relative]
+        if relative.startswith("images/"):
+            candidates.append(relative.removeprefix("images/"))
+        for candidate in candidates:
+            path = resolve_inside(self.image_dir, candidate)
+            if path.is_file():
+                return self.store.put(path.read_bytes())
+        raise ImageRejected(f"image file missing: {img_path}")
+
+
+def _shape_problem(record: Any) -> str | None:
+    """Why ``record`` is not an MMDocRAG question line, or None if it is one."""
+    if not isinstance(record, dict):
+        return f"line is a JSON {type(record).__name__}, not an object"
+    for key in ("q_id", "doc_name", "question", "answer_short"):
+        if record.get(key) in (None, ""):
+            return f"missing {key}"
+    for key in ("question", "answer_short", "doc_name"):
+        if not isinstance(record[key], str):
+            return f"{key} is not a string"
+    for key in ("text_quotes", "img_quotes", "gold_quotes"):
+        if not isinstance(record.get(key), list):
+            return f"{key} is missing or not a list"
+    quotes = record["text_quotes"] + record["img_quotes"]
+    if not all(isinstance(q, dict) and isinstance(q.get("quote_id"), str) for q in quotes):
+        return "a quote is not an object with a quote_id"
+    ids = [q["quote_id"] for q in quotes]
+    if len(set(ids)) != len(ids):
+        return "duplicate quote_id within the question"
+    if not record["gold_quotes"] or not all(isinstance(g, str) for g in record["gold_quotes"]):
+        return "gold_quotes is empty or not a list of quote ids"
+    return None
