@@ -1,9 +1,17 @@
-"""Statistics tables of a DeflectionBench run: the paper's Tables 2 and 3 and the funnel."""
+"""A DeflectionBench run as a release draft: the paper's Tables 2 and 3, funnel, calls."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+from mmcurate.core.config import Settings
+from mmcurate.releases.draft import ReleaseDraft
+from mmcurate.sources.ingest import IngestResult
+
+if TYPE_CHECKING:  # the task layer's result type; imported for annotations only
+    from mmcurate.tasks.deflectionbench import StageRun
 
 
 def _modality(contexts: list[dict]) -> str:
@@ -71,14 +79,95 @@ def funnel(ingested: int, quarantined: int, after_gating: int, after_pairing: in
 
 
 def calls_table(stage_rows: dict[str, list[dict]], naive: dict[str, int]) -> list[dict]:
-    """Model calls per stage and model, with the naive count (every model on every item)."""
+    """Model calls per pipeline stage, model and step (answering, judging), then a total row
+    per stage beside the naive count (every model on every item, no early elimination)."""
     rows = []
     for stage, counted in stage_rows.items():
-        for row in counted:
-            rows.append({**row, "pipeline_stage": stage})
-        rows.append({"stage": "total", "model": "*", "pipeline_stage": stage,
+        for r in counted:
+            rows.append({"stage": stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
+                         "cache_hits": r["cache_hits"], "failures": r["failures"], "naive": None})
+        rows.append({"stage": stage, "step": "total", "model": "all",
                      "calls": sum(r["calls"] for r in counted),
                      "cache_hits": sum(r["cache_hits"] for r in counted),
                      "failures": sum(r["failures"] for r in counted),
                      "naive": naive.get(stage, 0)})
     return rows
+
+
+def judge_errors(ledger: pa.Table) -> list[dict]:
+    """Judge errors per model (answers the judge could not grade; never counted as grades)."""
+    counts = Counter(
+        row["model"] for row in ledger.select(["model", "verdict"]).to_pylist() if row["verdict"] == "JUDGE_ERROR"
+    )
+    return [{"model": model, "judge_errors": n} for model, n in sorted(counts.items())]
+
+
+def release_table(kept: pa.Table, seed: int) -> pa.Table:
+    """The released rows: canonical samples plus the shuffling seed evaluations must use."""
+    return kept.append_column("shuffle_seed", pa.array([seed] * kept.num_rows, pa.int64()))
+
+
+def deflection_draft(
+    settings: Settings,
+    version: str,
+    run_id: str,
+    ingested: list[IngestResult],
+    samples: pa.Table,
+    quarantine: pa.Table,
+    stages: list[StageRun],
+    parent: str | None = None,
+    removed: list[dict] | None = None,
+) -> ReleaseDraft:
+    """Everything the release writer needs from one DeflectionBench run."""
+    cfg = settings.deflectionbench
+    gating, pairing, oracle = stages
+    kept = oracle.result.kept
+    ledger = pa.concat_tables([s.result.ledger(run_id) for s in stages])
+    per_source_in = {r.source: r.samples for r in ingested}
+    models = [{"role": "gating", **settings.model(name).identity()} for name in cfg.gating.pool]
+    if settings.judge.model:
+        models.append({"role": "judge", **settings.model(settings.judge.model).identity()})
+    naive = {"I": gating.result.naive_calls, "III": oracle.result.naive_calls}
+    statistics = {
+        "per_source": per_source_table(per_source_in, kept),
+        "global": global_table(kept),
+        "funnel": funnel(samples.num_rows, quarantine.num_rows, gating.result.kept.num_rows,
+                         pairing.result.kept.num_rows, kept.num_rows),
+        "calls": calls_table({"I": gating.calls, "III": oracle.calls}, naive),
+        "convergence": gating.result.convergence,
+        "judge_errors": judge_errors(ledger),
+    }
+    notes = [
+        f"Retrieval used {pairing.components.get('text_encoder')} (text) and "
+        f"{pairing.components.get('image_encoder')} (images).",
+        f"Judged by {gating.judge}.",
+    ]
+    if "descriptor" in pairing.components.get("image_encoder", ""):
+        notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
+                     "they are visually similar, not semantically similar.")
+    if gating.judge and gating.judge.startswith("lexical"):
+        notes.append("The lexical judge (normalised match plus token containment) stands in for an LLM judge.")
+    return ReleaseDraft(
+        benchmark="deflectionbench",
+        version=version,
+        parent=parent,
+        tables={"test": release_table(kept, cfg.seed)},
+        ledger=ledger,
+        quarantine=quarantine,
+        config=settings.resolved(),
+        models=models,
+        judge={"name": gating.judge},
+        components=pairing.components,
+        source_files=sorted({f for r in ingested for f in r.source_files}),
+        counts={
+            "per_stage": {row["stage"]: row["remaining"] for row in statistics["funnel"]},
+            "per_source": {row["source"]: {"ingested": row["ingested"], "retained": row["retained"]}
+                           for row in statistics["per_source"]},
+            "run_id": run_id,
+        },
+        statistics=statistics,
+        seed=cfg.seed,
+        k_min=cfg.k_min,
+        removed=removed or [],
+        notes=notes,
+    )

@@ -1,0 +1,87 @@
+"""Release commands: ``verify``, ``why``, ``diff``, ``validate``, ``report``, ``publish``."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mmcurate.releases.diff import diff_releases
+from mmcurate.releases.reader import open_release
+from mmcurate.releases.verify import verify_release
+from mmcurate.releases.why import trace_sample
+
+from .app import app
+
+ReleaseArg = Annotated[Path, typer.Argument(help="a release folder: ROOT/<benchmark>/<version>")]
+
+
+@app.command()
+def verify(release: ReleaseArg) -> None:
+    """Recompute every checksum; exit 1 listing any mismatched, missing or extra file."""
+    result = verify_release(release)
+    for problem in result.problems():
+        typer.echo(problem)
+    if not result.ok:
+        raise SystemExit(1)  # click returns (not raises) typer.Exit when not standalone
+    typer.echo(f"ok: {result.checked} files verified")
+
+
+@app.command()
+def why(release: ReleaseArg, sample_id: Annotated[str, typer.Argument(help="sample id")]) -> None:
+    """Print the decision trace of one sample and whether it is in the release."""
+    opened = open_release(release)
+    trace = trace_sample(opened, sample_id)
+    state = "IN" if trace.in_release else "NOT in"
+    typer.echo(f"{sample_id} is {state} {opened.benchmark} {opened.version}; {len(trace.decisions)} decision(s):")
+    for d in trace.decisions:
+        model = f" model={d['model']}" if d["model"] else ""
+        context = f" context={d['context_id']}" if d["context_id"] else ""
+        typer.echo(f"  [{d['run_id']}] {d['stage']}/{d['check']}{model}{context}: {d['verdict']} {d['detail'] or ''}")
+
+
+@app.command()
+def diff(old: ReleaseArg, new: ReleaseArg) -> None:
+    """Samples added and removed between two releases, with each removal's reason."""
+    result = diff_releases(old, new)
+    typer.echo(f"{result.old_version} -> {result.new_version}: +{len(result.added)} added, -{len(result.removed)} removed")
+    for sid in result.added:
+        typer.echo(f"+ {sid}")
+    for removal in result.removed:
+        typer.echo(f"- {removal.sample_id}: {removal.reason}")
+
+
+@app.command()
+def validate(release: ReleaseArg) -> None:
+    """Run the Great Expectations suite; write RELEASE/quality/ (results JSON, Data Docs); exit 1 on failure."""
+    from mmcurate.releases.validation import DATA_DOCS_DIR, validate_release
+
+    outcome = validate_release(release)
+    for note in outcome.notes:
+        typer.echo(f"note: {note}")
+    for failure in outcome.failures:
+        typer.echo(f"FAILED {failure}")
+    typer.echo(f"Data Docs: {release / DATA_DOCS_DIR / 'index.html'}")
+    if not outcome.success:
+        raise SystemExit(1)  # click returns (not raises) typer.Exit when not standalone
+    typer.echo("validation passed")
+
+
+@app.command()
+def report(release: ReleaseArg) -> None:
+    """Write RELEASE/report.html: one self-contained page with plots and tables."""
+    from mmcurate.releases.report import write_report
+
+    typer.echo(str(write_report(release)))
+
+
+@app.command()
+def publish(
+    release: ReleaseArg,
+    repo_id: Annotated[str, typer.Option("--repo-id", help="Hub dataset repo ORG/NAME")],
+    target_dir: Annotated[Optional[Path], typer.Option("--target-dir", help="copy here instead of uploading")] = None,
+) -> None:
+    """Upload a verified, validated release to the Hugging Face Hub (token from HF_TOKEN)."""
+    from mmcurate.releases.publish import publish as run_publish
+
+    typer.echo(run_publish(release, repo_id, target_dir))

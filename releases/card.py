@@ -1,0 +1,82 @@
+"""README.md in the Hugging Face dataset-card format: YAML header, then explanation."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+TEMPLATES = Path(__file__).parent / "templates"
+SPLIT = "test"  # every config is an evaluation set
+PRETTY = {"deflectionbench": "VLM-DeflectionBench", "reflvqa": "RefLVQA"}
+
+
+def environment() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """Rows of dicts as a GitHub markdown table; columns in first-seen order."""
+    if not rows:
+        return "_(empty)_"
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+
+    def cell(value: object) -> str:
+        if isinstance(value, float):
+            text = f"{value:.4g}"
+        elif isinstance(value, (dict, list)):
+            text = json.dumps(value, sort_keys=True)
+        else:
+            text = "" if value is None else str(value)
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def yaml_header(manifest: dict, features: dict) -> str:
+    """``features`` maps config -> datasets.Features of its (image-embedded) table."""
+    rows = manifest["counts"]["rows"]
+    header = {
+        "pretty_name": f"{PRETTY.get(manifest['benchmark'], manifest['benchmark'])} {manifest['version']}",
+        "license": "other",  # placeholder: the sources' licenses decide; see the card body
+        "configs": [
+            {"config_name": c, "data_files": [{"split": SPLIT, "path": f"data/{c}-*.parquet"}]} for c in features
+        ],
+        "dataset_info": [
+            {
+                "config_name": c,
+                "features": f._to_yaml_list(),
+                "splits": [{"name": SPLIT, "num_examples": int(rows[c])}],
+            }
+            for c, f in features.items()
+        ],
+    }
+    return yaml.safe_dump(header, sort_keys=False, allow_unicode=True)
+
+
+def config_highlights(manifest: dict) -> dict:
+    """The few settings a reader of the card needs; the full config is in manifest.json."""
+    config = manifest.get("config") or {}
+    bench = config.get(manifest["benchmark"]) or {}
+    return {k: v for k, v in bench.items() if not isinstance(v, (dict, list)) or k in ("gating", "source_mix")}
+
+
+def render_card(manifest: dict, features: dict, plots: dict[str, str]) -> str:
+    template = environment().get_template("card.md.j2")
+    return template.render(
+        m=manifest,
+        pretty=PRETTY.get(manifest["benchmark"], manifest["benchmark"]),
+        header=yaml_header(manifest, features),
+        configs=list(features),
+        split=SPLIT,
+        tables={name: markdown_table(rows) for name, rows in manifest["statistics"].items() if rows},
+        plots=plots,
+        highlights=yaml.safe_dump(config_highlights(manifest), sort_keys=True).strip(),
+    )

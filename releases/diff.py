@@ -1,0 +1,82 @@
+"""What changed between two releases, and why each removed sample was dropped."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from .draft import ReleaseDraft
+from .reader import ID_COLUMNS, Release, open_release
+
+NOT_IN_LEDGER = "not in NEW's ledger"
+
+
+@dataclass
+class Removal:
+    sample_id: str
+    reason: str
+    removed_in: str
+
+
+@dataclass
+class ReleaseDiff:
+    old_version: str
+    new_version: str
+    added: list[str] = field(default_factory=list)
+    removed: list[Removal] = field(default_factory=list)
+
+    def removed_records(self) -> list[dict]:
+        """The shape of ``ReleaseDraft.removed``."""
+        return [{"sample_id": r.sample_id, "reason": r.reason, "removed_in": r.removed_in} for r in self.removed]
+
+
+def drop_reason(decision: dict, version: str) -> str:
+    """One line such as ``gating/parametric_answer: drop by qwen-vl in v1.1.0 (answered correctly)``."""
+    text = f"{decision['stage']}/{decision['check']}: {decision['verdict']}"
+    if decision.get("model"):
+        text += f" by {decision['model']}"
+    if decision.get("context_id"):
+        text += f" on context {decision['context_id']}"
+    text += f" in v{version}"
+    try:
+        detail = json.loads(decision.get("detail") or "{}")
+    except json.JSONDecodeError:
+        detail = {}
+    if isinstance(detail, dict) and detail.get("reason"):
+        text += f" ({detail['reason']})"
+    return text
+
+
+def latest_drops(ledger: pa.Table) -> dict[str, dict]:
+    """The last ``drop`` decision recorded for each sample."""
+    latest: dict[str, dict] = {}
+    for row in ledger.to_pylist():
+        if row["verdict"] == "drop":
+            latest[row["sample_id"]] = row
+    return latest
+
+
+def _side(release: Release | ReleaseDraft | Path | str) -> tuple[str, list[str], pa.Table]:
+    if isinstance(release, (str, Path)):
+        release = open_release(release)
+    if isinstance(release, ReleaseDraft):
+        config, column = ID_COLUMNS[release.benchmark]
+        return release.version, release.tables[config].column(column).to_pylist(), release.ledger
+    return release.version, release.sample_ids, release.ledger
+
+
+def diff_releases(old: Release | Path | str, new: Release | ReleaseDraft | Path | str) -> ReleaseDiff:
+    """Added and removed samples. ``new`` may be a draft, so a re-curation can fill ``removed``."""
+    old_version, old_ids, _ = _side(old)
+    new_version, new_ids, new_ledger = _side(new)
+    new_set, old_set = set(new_ids), set(old_ids)
+    drops = latest_drops(new_ledger)
+    removed = [
+        Removal(sid, drop_reason(drops[sid], new_version) if sid in drops else NOT_IN_LEDGER, new_version)
+        for sid in old_ids
+        if sid not in new_set
+    ]
+    return ReleaseDiff(old_version, new_version, [s for s in new_ids if s not in old_set], removed)
+

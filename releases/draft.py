@@ -1,0 +1,31 @@
+"""What a flow hands to the release writer: tables plus everything needed to explain them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+BENCHMARKS = ("deflectionbench", "reflvqa")
+# The Hugging Face configs each benchmark publishes; the writer refuses any other set.
+CONFIGS = {"deflectionbench": ("test",), "reflvqa": ("qa", "documents", "knowledge_base")}
+
+
+@dataclass
+class ReleaseDraft:
+    benchmark: str  # "deflectionbench" | "reflvqa"
+    version: str  # semantic version "1.0.0"
+    parent: str | None  # parent version, or None
+    tables: dict[str, pa.Table]  # HF configs, see CONFIGS
+    ledger: pa.Table  # core.schema.LEDGER: every decision of the run
+    quarantine: pa.Table  # core.schema.QUARANTINE
+    config: dict  # fully resolved config
+    models: list[dict]  # each {"role": ..., **ModelSpec.identity()}
+    judge: dict  # {"name": ...}
+    components: dict[str, str]  # stand-ins stay visible, e.g. {"entailment": "lexical-overlap-v1"}
+    source_files: list[str]  # raw input files: sha256 recorded in the manifest
+    counts: dict  # {"per_stage": {...}, "per_source": {...}}
+    statistics: dict[str, list[dict]]  # named tables: per_source, global, funnel, calls, convergence, judge_errors
+    seed: int
+    k_min: int | None = None
+    removed: list[dict] = field(default_factory=list)  # vs parent: {sample_id, reason, removed_in}
+    notes: list[str] = field(default_factory=list)  # limitations, skipped stages

@@ -1,0 +1,126 @@
+"""manifest.json: what a release is, how it was made, and a checksum of every file in it.
+
+Checksum policy. The manifest lists sha256 and size of every file written while the
+release was sealed, except itself and ``quality/``. Files produced *after* sealing
+(``quality/*`` by ``mmcurate validate``, ``report.html`` by ``mmcurate report``) are
+listed in ``quality/checksums.json``, which every such command rewrites. ``verify``
+checks both lists and reports any file in neither, so a re-validated or reported release
+still verifies, while the data, ledger, card and plots stay pinned by the manifest.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from mmcurate.core.ids import sha256_file
+
+from .draft import ReleaseDraft
+from .errors import ReleaseError
+
+MANIFEST = "manifest.json"
+QUALITY_DIR = "quality"
+ARTIFACT_CHECKSUMS = "quality/checksums.json"
+REPORT = "report.html"
+MANIFEST_FORMAT = 1
+
+
+def code_version() -> dict[str, str]:
+    """The git commit of the checkout this code runs from, or ``unknown`` outside git."""
+    from mmcurate import __version__
+
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    return {"package": __version__, "git_commit": commit or "unknown"}
+
+
+def file_entry(path: Path) -> dict[str, Any]:
+    return {"sha256": sha256_file(path), "size": path.stat().st_size}
+
+
+def source_file_entries(paths: list[str]) -> list[dict[str, Any]]:
+    entries = []
+    for name in paths:
+        path = Path(name)
+        if not path.is_file():
+            raise ReleaseError(f"source file {name} recorded in the draft does not exist")
+        entries.append({"path": str(path), **file_entry(path)})
+    return entries
+
+
+def is_post_seal(relative: str) -> bool:
+    """Files that commands may (re)write after the release is sealed."""
+    return relative == REPORT or relative.startswith(QUALITY_DIR + "/")
+
+
+def release_files(release_dir: Path) -> list[str]:
+    """Every file below ``release_dir`` as a sorted POSIX path relative to it."""
+    return sorted(p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*") if p.is_file())
+
+
+def build_manifest(draft: ReleaseDraft, rows: dict[str, int], shards: dict[str, list[str]]) -> dict:
+    """Everything but ``files``, which ``seal`` adds once all other files are written."""
+    return {
+        "format": MANIFEST_FORMAT,
+        "benchmark": draft.benchmark,
+        "version": draft.version,
+        "parent": draft.parent,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "code_version": code_version(),
+        "config": draft.config,
+        "models": draft.models,
+        "judge": draft.judge,
+        "components": draft.components,
+        "source_files": source_file_entries(draft.source_files),
+        "counts": {**draft.counts, "rows": rows},
+        "statistics": draft.statistics,
+        "removed": draft.removed,
+        "seed": draft.seed,
+        "k_min": draft.k_min,
+        "notes": draft.notes,
+        "shards": shards,
+    }
+
+
+def seal(release_dir: Path, manifest: dict) -> dict:
+    """Checksum every file written so far and write manifest.json last."""
+    manifest = {**manifest, "files": {
+        rel: file_entry(release_dir / rel)
+        for rel in release_files(release_dir)
+        if rel != MANIFEST and not is_post_seal(rel)
+    }}
+    write_json(release_dir / MANIFEST, manifest)
+    return manifest
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+
+
+def load_manifest(release_dir: Path) -> dict:
+    path = release_dir / MANIFEST
+    if not path.is_file():
+        raise ReleaseError(f"{release_dir} is not a release: no {MANIFEST}")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ReleaseError(f"{path} is not valid JSON: {exc}") from None
+
+
+def record_artifacts(release_dir: Path) -> dict[str, dict[str, Any]]:
+    """Rewrite ``quality/checksums.json`` over all post-seal files that exist now."""
+    entries = {
+        rel: file_entry(release_dir / rel)
+        for rel in release_files(release_dir)
+        if is_post_seal(rel) and rel != ARTIFACT_CHECKSUMS
+    }
+    write_json(release_dir / ARTIFACT_CHECKSUMS, entries)
+    return entries

@@ -1,0 +1,116 @@
+"""Publish a verified, validated release to the Hugging Face Hub (or copy it to a folder).
+
+The hub upload is described by a pure ``UploadPlan`` first, so what would be sent can be
+checked without a network. The token comes from ``HF_TOKEN`` and is only handed to
+``HfApi``: it is never printed or written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ReleaseError
+from .manifest import ARTIFACT_CHECKSUMS, MANIFEST
+from .reader import open_release
+from .validation import recorded_validation
+from .verify import verify_release
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class UploadPlan:
+    repo_id: str
+    folder: Path
+    files: tuple[str, ...]  # paths relative to ``folder``
+    commit_message: str
+    tag: str
+    repo_type: str = "dataset"
+
+    def create_repo_kwargs(self) -> dict[str, Any]:
+        return {"repo_id": self.repo_id, "repo_type": self.repo_type, "exist_ok": True}
+
+    def upload_folder_kwargs(self) -> dict[str, Any]:
+        return {
+            "repo_id": self.repo_id,
+            "repo_type": self.repo_type,
+            "folder_path": str(self.folder),
+            "allow_patterns": list(self.files),
+            "commit_message": self.commit_message,
+        }
+
+    def create_tag_kwargs(self) -> dict[str, Any]:
+        return {"repo_id": self.repo_id, "repo_type": self.repo_type, "tag": self.tag, "exist_ok": True}
+
+
+def publishable_files(path: Path) -> list[str]:
+    """Exactly the files ``verify`` vouches for, plus the two checksum lists."""
+    manifest = open_release(path).manifest
+    files = set(manifest["files"]) | {MANIFEST}
+    checksums = path / ARTIFACT_CHECKSUMS
+    if checksums.is_file():
+        files |= set(json.loads(checksums.read_text())) | {ARTIFACT_CHECKSUMS}
+    return sorted(files)
+
+
+def check_publishable(path: Path) -> None:
+    """Refuse a release that does not verify or has no passing validation results."""
+    verified = verify_release(path)
+    if not verified.ok:
+        raise ReleaseError(f"release {path} does not verify: " + "; ".join(verified.problems()))
+    validation = recorded_validation(path)
+    if validation is None:
+        raise ReleaseError(f"release {path} has no validation results in quality/: run `mmcurate validate` first")
+    if not validation.get("success"):
+        raise ReleaseError(f"release {path} failed validation ({len(validation.get('failures', []))} failing expectations)")
+
+
+def upload_plan(path: Path | str, repo_id: str) -> UploadPlan:
+    path = Path(path)
+    if not REPO_ID.match(repo_id):
+        raise ReleaseError(f"repo id {repo_id!r} is not of the form ORG/NAME")
+    release = open_release(path)
+    return UploadPlan(
+        repo_id=repo_id,
+        folder=path.resolve(),
+        files=tuple(publishable_files(path)),
+        commit_message=f"{release.benchmark} {release.version}",
+        tag=f"v{release.version}",
+    )
+
+
+def copy_release(plan: UploadPlan, target: Path) -> Path:
+    """The local stand-in for the upload: the same file selection, copied to ``target``."""
+    if target.exists() and any(target.iterdir()):
+        raise ReleaseError(f"target directory {target} is not empty")
+    for rel in plan.files:
+        dest = target / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(plan.folder / rel, dest)
+    return target
+
+
+def upload(plan: UploadPlan) -> str:
+    """Create the dataset repo if needed, upload the files, tag the version; return the commit URL."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=os.environ.get("HF_TOKEN") or None)
+    api.create_repo(**plan.create_repo_kwargs())
+    commit = api.upload_folder(**plan.upload_folder_kwargs())
+    api.create_tag(**plan.create_tag_kwargs())
+    return str(getattr(commit, "commit_url", commit))
+
+
+def publish(path: Path | str, repo_id: str, target_dir: Path | None = None) -> str:
+    """Check, plan and upload (or copy to ``target_dir``); return where it went."""
+    path = Path(path)
+    check_publishable(path)
+    plan = upload_plan(path, repo_id)
+    if target_dir is not None:
+        return str(copy_release(plan, Path(target_dir)))
+    return upload(plan)

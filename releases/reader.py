@@ -1,0 +1,91 @@
+"""Open a written release: manifest, per-config tables, ledger, quarantine.
+
+Only directories named by a semantic version are releases; ``.tmp-*`` directories are
+writes in progress (or left by a crash) and are never listed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import ReleaseError
+from .manifest import load_manifest
+from .versions import SEMVER, parse_version
+
+DATA_DIR = "data"
+LEDGER_FILE = "ledger.parquet"
+QUARANTINE_FILE = "quarantine.parquet"
+ID_COLUMNS = {"deflectionbench": ("test", "sample_id"), "reflvqa": ("qa", "sample_id")}
+
+
+def shard_name(config: str, index: int, total: int) -> str:
+    return f"{config}-{index:05d}-of-{total:05d}.parquet"
+
+
+@dataclass
+class Release:
+    path: Path
+    manifest: dict = field(repr=False)
+
+    @property
+    def benchmark(self) -> str:
+        return self.manifest["benchmark"]
+
+    @property
+    def version(self) -> str:
+        return self.manifest["version"]
+
+    @property
+    def configs(self) -> list[str]:
+        return list(self.manifest["shards"])
+
+    def shard_paths(self, config: str) -> list[Path]:
+        try:
+            return [self.path / rel for rel in self.manifest["shards"][config]]
+        except KeyError:
+            raise ReleaseError(f"release {self.path} has no config {config!r}; it has {self.configs}") from None
+
+    def table(self, config: str) -> pa.Table:
+        """One config as Arrow (images embedded as ``{bytes, path}`` structs)."""
+        return pa.concat_tables([pq.read_table(p) for p in self.shard_paths(config)])
+
+    def frame(self, config: str) -> pl.DataFrame:
+        return pl.read_parquet([str(p) for p in self.shard_paths(config)])
+
+    @cached_property
+    def ledger(self) -> pa.Table:
+        return pq.read_table(self.path / LEDGER_FILE)
+
+    @cached_property
+    def quarantine(self) -> pa.Table:
+        return pq.read_table(self.path / QUARANTINE_FILE)
+
+    @cached_property
+    def sample_ids(self) -> list[str]:
+        """Ids of the samples in the release, in row order."""
+        config, column = ID_COLUMNS[self.benchmark]
+        ids: list[str] = []
+        for path in self.shard_paths(config):
+            ids += pq.read_table(path, columns=[column]).column(column).to_pylist()
+        return ids
+
+
+def open_release(path: Path | str) -> Release:
+    path = Path(path)
+    if not path.is_dir():
+        raise ReleaseError(f"release directory not found: {path}")
+    return Release(path=path, manifest=load_manifest(path))
+
+
+def list_versions(root: Path | str, benchmark: str) -> list[str]:
+    """Published versions of ``benchmark`` under ``root``, oldest first."""
+    folder = Path(root) / benchmark
+    if not folder.is_dir():
+        return []
+    versions = [p.name for p in folder.iterdir() if p.is_dir() and SEMVER.match(p.name)]
+    return sorted(versions, key=parse_version)

@@ -1,0 +1,52 @@
+"""One self-contained HTML page per release: funnel, sources, convergence, judge errors, quarantine."""
+from __future__ import annotations
+
+import base64
+from collections import Counter
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from .card import PRETTY, TEMPLATES
+from .manifest import REPORT, record_artifacts
+from .reader import Release, open_release
+
+
+def quarantine_counts(release: Release) -> list[dict]:
+    """Quarantined records per (source, reason), most frequent first."""
+    table = release.quarantine
+    pairs = Counter(zip(table.column("source").to_pylist(), table.column("reason").to_pylist()))
+    return [{"source": s, "reason": r, "records": n} for (s, r), n in pairs.most_common()]
+
+
+def _inline_png(release: Release, file: str | None) -> str | None:
+    if not file:
+        return None
+    path = release.path / "plots" / file
+    return base64.b64encode(path.read_bytes()).decode("ascii") if path.is_file() else None
+
+
+def render_report(release: Release) -> str:
+    m = release.manifest
+    stats = m.get("statistics") or {}
+    plots = m.get("plots") or {}
+    by_file = {file: title for title, file in plots.items()}
+    env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, autoescape=select_autoescape())
+    return env.get_template("report.html.j2").render(
+        m=m,
+        pretty=PRETTY.get(release.benchmark, release.benchmark),
+        stats=stats,
+        funnel_png=_inline_png(release, "funnel.png" if "funnel.png" in by_file else None),
+        convergence_png=_inline_png(release, "convergence.png" if "convergence.png" in by_file else None),
+        distributions=[(t, _inline_png(release, f)) for t, f in plots.items() if f.startswith("distribution-")],
+        quarantine=quarantine_counts(release),
+    )
+
+
+def write_report(path: Path | str) -> Path:
+    """Write ``report.html`` into the release and record its checksum."""
+    release = open_release(path)
+    out = release.path / REPORT
+    out.write_text(render_report(release))
+    record_artifacts(release.path)
+    return out

@@ -1,0 +1,23 @@
+"""Semantic versions of releases (``MAJOR.MINOR.PATCH``, nothing else)."""
+from __future__ import annotations
+
+import re
+
+from .errors import ReleaseError
+
+SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    match = SEMVER.match(text or "")
+    if match is None:
+        raise ReleaseError(f"release version {text!r} is not a semantic version like 1.0.0")
+    major, minor, patch = (int(g) for g in match.groups())
+    return major, minor, patch
+
+
+def check_successor(version: str, parent: str | None) -> None:
+    """A release must be newer than the release it was derived from."""
+    new = parse_version(version)
+    if parent is not None and parse_version(parent) >= new:
+        raise ReleaseError(f"release version {version} must be greater than its parent {parent}")

@@ -1,0 +1,115 @@
+"""Write a release atomically: build it in a hidden temp dir, validate it, rename it into place.
+
+A version directory appears only complete and validated; a crash or a failed suite leaves
+at most a ``.tmp-<version>-<random>`` directory, which readers never list (and which is
+removed whenever the writer itself fails).
+"""
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mmcurate.core.images import ImageStore
+from mmcurate.core.tables import write_table
+
+from .card import render_card
+from .draft import BENCHMARKS, CONFIGS, ReleaseDraft
+from .embed_images import embed_images, hf_features, with_hf_metadata
+from .errors import ReleaseError, ReleaseExists, ReleaseInvalid
+from .manifest import build_manifest, seal
+from .plots import write_plots
+from .reader import DATA_DIR, LEDGER_FILE, QUARANTINE_FILE, shard_name
+from .validation import validate_release
+from .versions import check_successor
+
+DEFAULT_SHARD_ROWS = 5000
+
+
+def _check_draft(draft: ReleaseDraft, target: Path) -> None:
+    if draft.benchmark not in BENCHMARKS:
+        raise ReleaseError(f"unknown benchmark {draft.benchmark!r}; expected one of {list(BENCHMARKS)}")
+    check_successor(draft.version, draft.parent)
+    expected = set(CONFIGS[draft.benchmark])
+    if set(draft.tables) != expected:
+        raise ReleaseError(f"{draft.benchmark} release needs tables {sorted(expected)}, got {sorted(draft.tables)}")
+    if target.exists():
+        raise ReleaseExists(f"release {draft.benchmark} {draft.version} already exists at {target}; releases are immutable")
+
+
+def write_shards(table: pa.Table, folder: Path, config: str, max_rows: int) -> list[str]:
+    """Write ``table`` as ``<config>-0000i-of-0000N.parquet``; return paths relative to the release."""
+    total = max(1, math.ceil(table.num_rows / max_rows))
+    names = []
+    for index in range(total):
+        name = shard_name(config, index, total)
+        pq.write_table(table.slice(index * max_rows, max_rows), folder / name, compression="zstd")
+        names.append(f"{DATA_DIR}/{name}")
+    return names
+
+
+def distributions(benchmark: str, tables: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
+    """Counts worth a bar chart in the card and report."""
+    if benchmark == "deflectionbench":
+        test = tables["test"]
+        negatives = Counter(len(n) for n in test.column("negative_contexts").to_pylist())
+        return {
+            "samples per source": dict(Counter(test.column("source").to_pylist()).most_common()),
+            "negative contexts per sample": {str(k): negatives[k] for k in sorted(negatives)},
+        }
+    sentences = Counter(len(s) for s in tables["qa"].column("sentences").to_pylist())
+    return {
+        "documents by modality": dict(Counter(tables["documents"].column("modality").to_pylist()).most_common()),
+        "sentences per answer": {str(k): sentences[k] for k in sorted(sentences)},
+    }
+
+
+def _build(draft: ReleaseDraft, folder: Path, store: ImageStore, max_rows: int) -> None:
+    (folder / DATA_DIR).mkdir(parents=True)
+    shards: dict[str, list[str]] = {}
+    rows: dict[str, int] = {}
+    features = {}
+    for config in CONFIGS[draft.benchmark]:
+        table = with_hf_metadata(embed_images(draft.tables[config], store))
+        shards[config] = write_shards(table, folder / DATA_DIR, config, max_rows)
+        rows[config] = table.num_rows
+        features[config] = hf_features(table.schema)
+    write_table(draft.ledger, folder / LEDGER_FILE)
+    write_table(draft.quarantine, folder / QUARANTINE_FILE)
+    plots = write_plots(draft.statistics, distributions(draft.benchmark, draft.tables), folder / "plots")
+    manifest = {**build_manifest(draft, rows, shards), "plots": plots}
+    (folder / "README.md").write_text(render_card(manifest, features, plots))
+    seal(folder, manifest)
+
+
+def write_release(
+    draft: ReleaseDraft, root: Path, store: ImageStore, max_rows_per_shard: int = DEFAULT_SHARD_ROWS
+) -> Path:
+    """Write, validate and publish ``draft`` as ``root/<benchmark>/<version>/``; return that path."""
+    if max_rows_per_shard < 1:
+        raise ReleaseError("max_rows_per_shard must be at least 1")
+    target = Path(root) / draft.benchmark / draft.version
+    _check_draft(draft, target)
+    temp = target.parent / f".tmp-{draft.version}-{secrets.token_hex(4)}"
+    temp.mkdir(parents=True)
+    try:
+        _build(draft, temp, store, max_rows_per_shard)
+        outcome = validate_release(temp)
+        if not outcome.success:
+            raise ReleaseInvalid(
+                f"release {draft.benchmark} {draft.version} failed validation: " + "; ".join(outcome.failures),
+                outcome.failures,
+            )
+        if target.exists():  # another writer won the race while we were validating
+            raise ReleaseExists(f"release {draft.benchmark} {draft.version} already exists at {target}")
+        os.rename(temp, target)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    return target

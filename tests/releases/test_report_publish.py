@@ -1,0 +1,98 @@
+"""The HTML report (rendered in headless Chromium) and publishing."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from cli_helpers import run_cli
+
+from mmcurate.releases.errors import ReleaseError
+from mmcurate.releases.publish import publish, upload_plan
+from mmcurate.releases.verify import verify_release
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture
+def copy(tmp_path, deflection_release):
+    target = tmp_path / "release" / "1.0.0"
+    shutil.copytree(deflection_release, target)
+    return target
+
+
+def test_report_has_sections_and_inline_plots(capsys, monkeypatch, copy):
+    code, out, _ = run_cli(capsys, monkeypatch, "report", str(copy))
+    assert code == 0
+    html = (copy / "report.html").read_text()
+    for section in ("Stage funnel", "Per-source statistics", "Convergence of gating models", "Judge errors",
+                    "Quarantine by reason"):
+        assert f">{section}</h2>" in html
+    assert html.count("data:image/png;base64,") >= 3
+    assert "<td>missing answer</td>" in html and "<td>2</td>" in html
+    assert 'src="plots/' not in html and "http" not in html.split("<body>")[1]  # self-contained
+    assert verify_release(copy).ok  # the report is recorded in quality/checksums.json
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="headless render needs Debian's chromium at /usr/bin/chromium")
+def test_report_renders_in_headless_chromium(tmp_path, copy):
+    from mmcurate.releases.report import write_report
+
+    page = write_report(copy)
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,2400", f"--screenshot={shot}",
+         page.resolve().as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )
+    from PIL import Image
+
+    with Image.open(shot) as img:
+        assert img.size == (1200, 2400)
+        colours = img.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert shot.stat().st_size > 20_000 and colours is not None and len(colours) > 50  # plots, not a blank page
+
+
+def test_publish_refuses_unvalidated_release(capsys, monkeypatch, tmp_path, copy):
+    shutil.rmtree(copy / "quality")
+    assert verify_release(copy).ok
+    with pytest.raises(ReleaseError, match="no validation results"):
+        publish(copy, "org/bench", target_dir=tmp_path / "out")
+    code, _, err = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "org/bench",
+                           "--target-dir", str(tmp_path / "out"))
+    assert code == 2 and "run `mmcurate validate` first" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_publish_refuses_release_that_does_not_verify(tmp_path, copy):
+    (copy / "README.md").write_text("edited")
+    with pytest.raises(ReleaseError, match="does not verify: checksum mismatch: README.md"):
+        publish(copy, "org/bench", target_dir=tmp_path / "out")
+
+
+def test_publish_to_target_dir_copies_a_verifiable_release(capsys, monkeypatch, tmp_path, copy):
+    target = tmp_path / "out"
+    code, out, _ = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "org/bench",
+                           "--target-dir", str(target))
+    assert code == 0 and out.strip() == str(target)
+    copied = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
+    assert copied == sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file())
+    assert verify_release(target).ok
+
+
+def test_upload_plan_for_the_hub(copy, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    plan = upload_plan(copy, "my-org/deflectionbench")
+    assert plan.create_repo_kwargs() == {"repo_id": "my-org/deflectionbench", "repo_type": "dataset", "exist_ok": True}
+    kwargs = plan.upload_folder_kwargs()
+    assert kwargs["repo_type"] == "dataset" and kwargs["folder_path"] == str(copy.resolve())
+    assert "manifest.json" in kwargs["allow_patterns"] and "data/test-00000-of-00002.parquet" in kwargs["allow_patterns"]
+    assert "quality/validation.json" in kwargs["allow_patterns"]
+    assert kwargs["commit_message"] == "deflectionbench 1.0.0"
+    assert plan.create_tag_kwargs()["tag"] == "v1.0.0"
+    assert "hf_secret_value" not in repr(plan)
+    with pytest.raises(ReleaseError, match="ORG/NAME"):
+        upload_plan(copy, "no-slash")

@@ -1,0 +1,96 @@
+"""verify, why and diff on written releases."""
+from __future__ import annotations
+
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+import release_builders as b
+from cli_helpers import run_cli
+
+from mmcurate.releases.diff import NOT_IN_LEDGER, diff_releases
+from mmcurate.releases.errors import ReleaseError
+from mmcurate.releases.reader import open_release
+from mmcurate.releases.verify import verify_release
+from mmcurate.releases.why import trace_sample
+from mmcurate.releases.writer import write_release
+
+
+@pytest.fixture
+def copy(tmp_path, deflection_release):
+    target = tmp_path / "1.0.0"
+    shutil.copytree(deflection_release, target)
+    return target
+
+
+def test_untouched_release_verifies(capsys, monkeypatch, deflection_release):
+    assert verify_release(deflection_release).ok
+    code, out, _ = run_cli(capsys, monkeypatch, "verify", str(deflection_release))
+    assert code == 0 and "ok:" in out
+
+
+def test_tampered_shard_missing_and_extra_files_are_reported(capsys, monkeypatch, copy):
+    shard = copy / "data" / "test-00001-of-00002.parquet"
+    table = pq.read_table(shard)
+    pq.write_table(table.slice(0, 1), shard)  # a still-valid Parquet file with a row removed
+    (copy / "plots" / "funnel.png").unlink()
+    (copy / "data" / "smuggled.parquet").write_bytes(b"x")
+    result = verify_release(copy)
+    assert result.mismatched == ["data/test-00001-of-00002.parquet"]
+    assert result.missing == ["plots/funnel.png"]
+    assert result.extra == ["data/smuggled.parquet"]
+    code, out, _ = run_cli(capsys, monkeypatch, "verify", str(copy))
+    assert code == 1
+    assert "checksum mismatch: data/test-00001-of-00002.parquet" in out and "missing: plots/funnel.png" in out
+
+
+def test_tampered_quality_results_are_reported(copy):
+    path = copy / "quality" / "validation.json"
+    path.write_text(path.read_text().replace('"success": true', '"success": false'))
+    assert verify_release(copy).mismatched == ["quality/validation.json"]
+
+
+def test_why_prints_trace(capsys, monkeypatch, deflection_release):
+    release = open_release(deflection_release)
+    sid = release.sample_ids[0]
+    trace = trace_sample(release, sid)
+    assert trace.in_release
+    assert [(d["stage"], d["check"], d["model"], d["verdict"]) for d in trace.decisions] == [
+        ("ingest", "schema_v1", None, "keep"), ("gating", "parametric_v1", "smollm2", "keep")]
+    code, out, _ = run_cli(capsys, monkeypatch, "why", str(deflection_release), sid)
+    assert code == 0
+    assert f"{sid} is IN deflectionbench 1.0.0" in out and "gating/parametric_v1 model=smollm2: keep" in out
+
+
+def test_why_unknown_sample_is_one_line_error(capsys, monkeypatch, deflection_release):
+    with pytest.raises(ReleaseError, match="unknown sample id"):
+        trace_sample(open_release(deflection_release), "nope")
+    code, _, err = run_cli(capsys, monkeypatch, "why", str(deflection_release), "nope")
+    assert code == 2 and err.count("\n") == 1 and "unknown sample id 'nope'" in err
+
+
+def test_diff_lists_added_and_removed_with_reasons(capsys, monkeypatch, tmp_path, deflection_release, store_and_shas):
+    store, shas = store_and_shas
+    old_rows = b.deflection_rows(shas)
+    new_rows = old_rows[2:] + b.deflection_rows(shas, n=8)[6:]
+    dropped, silent = old_rows[0]["sample_id"], old_rows[1]["sample_id"]
+    decisions = b.decisions_for(old_rows, dropped={dropped: "qwen2.5-vl"})
+    draft = b.deflection_draft(new_rows, version="1.1.0", parent="1.0.0", decisions=decisions)
+
+    from_draft = diff_releases(deflection_release, draft)
+    assert from_draft.removed_records() == [
+        {"sample_id": dropped, "reason": "gating/parametric_v1: drop by qwen2.5-vl in v1.1.0 (answered correctly)",
+         "removed_in": "1.1.0"},
+        {"sample_id": silent, "reason": NOT_IN_LEDGER, "removed_in": "1.1.0"},
+    ]
+    draft.removed = from_draft.removed_records()
+    new = write_release(draft, tmp_path, store)
+    result = diff_releases(deflection_release, new)
+    assert result.added == [r["sample_id"] for r in new_rows[-2:]]
+    assert [r.sample_id for r in result.removed] == [dropped, silent]
+    assert open_release(new).manifest["removed"] == draft.removed
+    code, out, _ = run_cli(capsys, monkeypatch, "diff", str(deflection_release), str(new))
+    assert code == 0
+    assert "1.0.0 -> 1.1.0: +2 added, -2 removed" in out
+    assert f"- {dropped}: gating/parametric_v1: drop by qwen2.5-vl in v1.1.0" in out
+    assert f"- {silent}: {NOT_IN_LEDGER}" in out

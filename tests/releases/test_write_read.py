@@ -1,0 +1,131 @@
+"""Writing releases and reading them back with datasets and polars."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import polars as pl
+import pyarrow as pa
+import pytest
+import release_builders as b
+from PIL import Image
+
+from mmcurate.releases.errors import ReleaseError, ReleaseExists
+from mmcurate.releases.reader import list_versions, open_release
+from mmcurate.releases.writer import write_release
+
+
+def test_layout_manifest_and_shards(deflection_release):
+    names = {p.relative_to(deflection_release).as_posix() for p in deflection_release.rglob("*") if p.is_file()}
+    assert {"data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet", "ledger.parquet",
+            "quarantine.parquet", "manifest.json", "README.md", "plots/funnel.png", "plots/convergence.png",
+            "quality/validation.json", "quality/checksums.json", "quality/data_docs/index.html"} <= names
+    m = json.loads((deflection_release / "manifest.json").read_text())
+    assert (m["benchmark"], m["version"], m["parent"], m["seed"], m["k_min"]) == ("deflectionbench", "1.0.0", None, 7, 3)
+    assert m["created"].endswith("+00:00")
+    assert m["code_version"]["git_commit"]
+    assert m["counts"]["rows"] == {"test": 6}
+    assert m["components"]["image_encoder"] == "descriptor-hsv-hog-v1"
+    assert m["models"][0]["revision"] == "q8"
+    assert set(m["files"]) == {n for n in names if n != "manifest.json" and not n.startswith("quality/")}
+    assert all(len(e["sha256"]) == 64 and e["size"] > 0 for e in m["files"].values())
+
+
+def test_card_declares_configs_and_image_features(deflection_release):
+    card = (deflection_release / "README.md").read_text()
+    header = card.split("---")[1]
+    import yaml
+
+    meta = yaml.safe_load(header)
+    assert meta["configs"] == [{"config_name": "test", "data_files": [{"split": "test", "path": "data/test-*.parquet"}]}]
+    features = {f["name"]: f for f in meta["dataset_info"][0]["features"]}
+    assert features["images"]["list"] == "image"
+    assert "## Limitations" in card and "descriptor stand-in" in card
+    assert "| source | ingested | retained |" in card
+    assert "plots/funnel.png" in card
+
+
+def test_datasets_decodes_images(deflection_release, tmp_path):
+    from datasets import load_dataset
+
+    ds = load_dataset("parquet", data_dir=str(deflection_release / "data"), cache_dir=str(tmp_path), split="test")
+    assert ds.num_rows == 6
+    row = ds[0]
+    assert isinstance(row["images"][0], Image.Image) and row["images"][0].size == (64, 48)
+    negatives = row["negative_contexts"]
+    image_contexts = [c for c in negatives if c["modality"] == "image"]
+    assert isinstance(image_contexts[0]["image"], Image.Image)
+    assert [c["image"] for c in negatives if c["modality"] == "text"] == [None] * 3
+
+
+def test_datasets_loads_release_folder_by_card_config(deflection_release, tmp_path):
+    from datasets import load_dataset
+
+    ds = load_dataset(str(deflection_release), "test", cache_dir=str(tmp_path), split="test")
+    assert ds.num_rows == 6 and isinstance(ds[5]["images"][0], Image.Image)
+
+
+def test_polars_reads_shards(deflection_release, store_and_shas):
+    store, shas = store_and_shas
+    frame = pl.read_parquet(str(deflection_release / "data" / "test-*.parquet"))
+    assert frame.height == 6 and frame["shuffle_seed"].to_list() == [7] * 6
+    first = frame["images"][0][0]
+    assert first["path"] == store.path(shas[0]).name
+    assert first["bytes"] == store.read(shas[0])
+    assert open_release(deflection_release).frame("test").height == 6
+
+
+def test_reflvqa_configs_load_with_datasets_and_polars(reflvqa_release, tmp_path):
+    from datasets import load_dataset
+
+    docs = load_dataset("parquet", data_files={"test": str(reflvqa_release / "data" / "documents-*.parquet")},
+                        cache_dir=str(tmp_path), split="test")
+    assert docs["doc_id"] == ["d-text-1", "d-img-1"]
+    assert docs[0]["image"] is None and isinstance(docs[1]["image"], Image.Image)
+    qa = load_dataset("parquet", data_files={"test": str(reflvqa_release / "data" / "qa-*.parquet")},
+                      cache_dir=str(tmp_path), split="test")
+    assert qa[0]["sentences"][0]["text_citations"] == ["d-text-1"]
+    assert isinstance(qa[0]["images"][0], Image.Image)
+    kb = pl.read_parquet(str(reflvqa_release / "data" / "knowledge_base-*.parquet"))
+    assert kb.height == 3 and kb["image"][2]["bytes"]
+
+
+def test_existing_version_is_refused(deflection_release, store_and_shas):
+    store, shas = store_and_shas
+    with pytest.raises(ReleaseExists, match="immutable"):
+        write_release(b.deflection_draft(b.deflection_rows(shas)), deflection_release.parent.parent, store)
+
+
+@pytest.mark.parametrize("version,parent", [("1.0.0", "1.0.0"), ("1.0.0", "1.2.0"), ("1.0", None)])
+def test_version_must_be_semantic_and_newer_than_parent(tmp_path, store_and_shas, version, parent):
+    store, shas = store_and_shas
+    with pytest.raises(ReleaseError):
+        write_release(b.deflection_draft(b.deflection_rows(shas), version=version, parent=parent), tmp_path, store)
+
+
+def test_failure_mid_write_leaves_no_version(tmp_path, store_and_shas):
+    """The last shard references an image missing from the store: the writer fails after
+    writing earlier shards, and neither a version nor its temp dir remains."""
+    store, shas = store_and_shas
+    rows = b.deflection_rows(shas)
+    rows[-1]["images"] = ["0" * 64]
+    with pytest.raises(ReleaseError, match="missing from the store"):
+        write_release(b.deflection_draft(rows), tmp_path, store, max_rows_per_shard=2)
+    assert list((tmp_path / "deflectionbench").iterdir()) == []
+    assert list_versions(tmp_path, "deflectionbench") == []
+
+
+def test_leftover_temp_dir_is_invisible_and_harmless(tmp_path, deflection_release, store_and_shas):
+    store, shas = store_and_shas
+    crashed = tmp_path / "deflectionbench" / ".tmp-1.0.0-deadbeef"
+    shutil.copytree(deflection_release, crashed)  # what a killed writer could leave behind
+    assert list_versions(tmp_path, "deflectionbench") == []
+    written = write_release(b.deflection_draft(b.deflection_rows(shas)), tmp_path, store)
+    assert list_versions(tmp_path, "deflectionbench") == ["1.0.0"] and written.name == "1.0.0"
+
+
+def test_ledger_and_quarantine_round_trip(deflection_release):
+    release = open_release(deflection_release)
+    assert release.ledger.num_rows == 12
+    assert release.quarantine.column("reason").to_pylist() == ["missing answer"] * 2
+    assert isinstance(release.table("test"), pa.Table)
