@@ -1,0 +1,266 @@
+"""Stage I of DeflectionBench: parametric gating (Algorithm 1, first loop).
+
+Every gating model answers each question with its image and no evidence. A sample stays
+only if no model can answer it from what it already knows:
+
+- rule ``all_incorrect`` (the paper's): keep only if every model's answer is judged
+  INCORRECT. A NOT_ATTEMPTED answer drops the sample too: the prompt asks for a best
+  guess, so a model that still declines does not give the evidence "a wrong answer".
+- rule ``none_correct``: keep unless some model is CORRECT.
+
+Models run model-major (``schedule.model_major``), in pool order; a sample the rule has
+already dropped is not sent to later models (early elimination).
+
+Failures are never grades. A call that failed after retries (``text is None``) or an
+answer the judge could not grade (JUDGE_ERROR) is logged with verdict ``error``; it cannot
+drop the sample (nothing was learned) and cannot keep it either (the model was not shown
+to fail). Later models are still asked (one of them may drop the sample for good), and if
+none does, the sample's verdict is ``error``: kept out of the release, pending a rerun,
+which only repeats the failed calls (the rest are cached).
+
+Ledger rows (stage ``parametric``): ``gate.precondition`` for samples that cannot be gated
+(no answers, no gold context), ``gate.answer`` per model answer (verdict = the grade, or
+``error``) and ``gate.verdict`` per gated sample (``keep``/``drop``/``error``) naming the
+deciding model.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from mmcurate.core.config import GatingConfig, ModelSpec
+from mmcurate.core.errors import ConfigError
+from mmcurate.core.ledger import Decision, ledger_table
+
+from . import prompts
+from .judge import Judge, JudgeItem, Judgement
+from .requests import ChatRequest, ChatResponse
+from .schedule import model_major
+
+STAGE = "parametric"
+CORRECT, INCORRECT, NOT_ATTEMPTED, JUDGE_ERROR = "CORRECT", "INCORRECT", "NOT_ATTEMPTED", "JUDGE_ERROR"
+ERROR = "error"  # a failed call: verdict of its ledger row, never a grade
+
+
+@dataclass
+class StageResult:
+    """What one DeflectionBench stage returns: the survivors and why, in ledger rows."""
+
+    kept: pa.Table  # subset of the input samples, same schema (possibly with pruned negatives)
+    decisions: list[Decision]
+    convergence: list[dict] = field(default_factory=list)  # {n_models, model, retained}
+    naive_calls: int = 0  # calls without early elimination: every model on every item
+    requests: int = 0  # requests actually issued (cache hits included)
+    run_id: str = ""
+
+    def ledger(self, run_id: str | None = None) -> pa.Table:
+        """The decisions as LEDGER rows (``run_id`` defaults to the stage's own)."""
+        return ledger_table(self.decisions, run_id if run_id is not None else self.run_id)
+
+    def verdicts(self, check: str) -> dict[str, str]:
+        """sample_id -> verdict of the rows with this check and no model (sample-level)."""
+        return {d.sample_id: d.verdict for d in self.decisions if d.check == check and d.model is None}
+
+
+# ---------------------------------------------------------------- shared with Stage III
+
+
+def grade_name(grade: Any) -> str:
+    """``Grade.CORRECT`` (enum) or ``"CORRECT"`` -> ``"CORRECT"``."""
+    return str(getattr(grade, "name", grade))
+
+
+def numeric_ranges(meta_json: str | None) -> tuple:
+    """InfoSeek's numeric answer ranges from ``meta["numeric_ranges"]`` as ``(low, high)`` pairs."""
+    try:
+        meta = json.loads(meta_json or "{}")
+    except ValueError:
+        return ()
+    out = []
+    for item in meta.get("numeric_ranges") or ():
+        rng = item.get("range") if isinstance(item, Mapping) else item
+        if isinstance(rng, Sequence) and len(rng) == 2:
+            out.append((float(rng[0]), float(rng[1])))
+    return tuple(out)
+
+
+def grade_responses(
+    judge: Judge,
+    pairs: Iterable[tuple[Mapping[str, Any], ChatResponse]],
+    stage: str,
+) -> dict[str, Judgement]:
+    """Grade the answered responses (``text`` not None) against their sample's answers.
+
+    ``pairs`` holds (sample row, response); the result is keyed by ``response.key``.
+    Failed responses are not graded and get no entry.
+    """
+    items = [
+        JudgeItem(
+            key=resp.key,
+            question=row["question"],
+            gold=list(row["answers"]),
+            answer=resp.text,
+            numeric_ranges=numeric_ranges(row.get("meta")),
+        )
+        for row, resp in pairs
+        if resp.text is not None
+    ]
+    if not items:
+        return {}
+    return {j.key: j for j in judge.grade(items, stage)}
+
+
+def answer_detail(resp: ChatResponse, judgement: Judgement | None) -> dict[str, Any]:
+    detail: dict[str, Any] = {"answer": resp.text}
+    if judgement is not None:
+        detail["judged_by"] = judgement.by
+    if resp.error:
+        detail["error"] = resp.error
+    if resp.images_dropped:
+        detail["images_dropped"] = resp.images_dropped
+    return detail
+
+
+def answer_verdict(resp: ChatResponse, judgement: Judgement | None) -> str:
+    """The grade, or ``error`` for a call that failed for good."""
+    if resp.text is None or judgement is None:
+        return ERROR
+    return grade_name(judgement.grade)
+
+
+def rebuild(samples: pa.Table, rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (dicts from ``samples.to_pylist()``) back into a table of the same schema."""
+    return pa.Table.from_pylist(rows, schema=samples.schema)
+
+
+def check_models(models: Sequence[str]) -> list[str]:
+    models = list(models)
+    if not models:
+        raise ConfigError("no gating models given")
+    if len(set(models)) != len(models):
+        raise ConfigError(f"gating models listed twice: {models}")
+    return models
+
+
+# ---------------------------------------------------------------- Stage I
+
+
+def precondition(row: Mapping[str, Any]) -> str | None:
+    """Why a sample cannot be gated, or None."""
+    if not [a for a in row["answers"] if a and a.strip()]:
+        return "no answers"
+    if not row["gold_contexts"]:
+        return "no gold context"
+    return None
+
+
+def parametric_request(row: Mapping[str, Any], spec: ModelSpec | None = None) -> ChatRequest:
+    """Question + the question's images, no evidence (the client drops images for non-vision models)."""
+    return ChatRequest(
+        key=row["sample_id"],
+        messages=prompts.build_messages(prompts.PARAMETRIC, row["question"], row["images"], None),
+        template=prompts.PARAMETRIC.id,
+    )
+
+
+def _drops(rule: str) -> Callable[[str], bool]:
+    if rule == "all_incorrect":
+        return lambda grade: grade in (CORRECT, NOT_ATTEMPTED)
+    if rule == "none_correct":
+        return lambda grade: grade == CORRECT
+    raise ConfigError(f"unknown gating rule {rule!r}; known: all_incorrect, none_correct")
+
+
+def parametric_gate(
+    samples: pa.Table,
+    pool: Any,  # gating.client.ModelPool
+    judge: Judge,
+    gating: GatingConfig,
+    run_id: str,
+) -> StageResult:
+    """Gate ``samples`` with the models of ``gating.pool``, in order. See the module docstring."""
+    models = check_models(gating.pool)
+    drops = _drops(gating.rule)
+    decisions: list[Decision] = []
+    rows = samples.to_pylist()
+
+    eligible: list[dict[str, Any]] = []
+    for row in rows:
+        reason = precondition(row)
+        if reason is None:
+            eligible.append(row)
+        else:
+            decisions.append(Decision(row["sample_id"], STAGE, "gate.precondition", "drop", detail={"reason": reason}))
+
+    dropped_by: dict[str, str] = {}  # sample_id -> model whose answer dropped it
+    failed: dict[str, list[str]] = {}  # sample_id -> models whose call/grade failed
+    asked: dict[str, list[str]] = {}  # sample_id -> models that answered (any outcome)
+    requests = 0
+
+    def on_answers(model: str, answered: list[tuple[dict[str, Any], ChatResponse]]) -> None:
+        nonlocal requests
+        requests += len(answered)
+        graded = grade_responses(judge, answered, STAGE)
+        for row, resp in answered:
+            sid = row["sample_id"]
+            judgement = graded.get(resp.key)
+            verdict = answer_verdict(resp, judgement)
+            decisions.append(
+                Decision(sid, STAGE, "gate.answer", verdict, model=model, detail=answer_detail(resp, judgement))
+            )
+            asked.setdefault(sid, []).append(model)
+            if verdict in (ERROR, JUDGE_ERROR):
+                failed.setdefault(sid, []).append(model)
+            elif drops(verdict) and sid not in dropped_by:
+                dropped_by[sid] = model
+
+    model_major(
+        pool,
+        models,
+        eligible,
+        build=parametric_request,
+        on_answers=on_answers,
+        eliminated=lambda row: row["sample_id"] in dropped_by,
+        stage=STAGE,
+    )
+
+    kept_rows: list[dict[str, Any]] = []
+    for row in eligible:
+        sid = row["sample_id"]
+        if sid in dropped_by:
+            model = dropped_by[sid]
+            decisions.append(Decision(sid, STAGE, "gate.verdict", "drop", detail={
+                "deciding_model": model, "rule": gating.rule,
+                "reason": f"{model} was not judged INCORRECT" if gating.rule == "all_incorrect"
+                else f"{model} answered CORRECT",
+            }))
+        elif sid in failed:
+            decisions.append(Decision(sid, STAGE, "gate.verdict", ERROR, detail={
+                "deciding_model": failed[sid][0], "failed_models": failed[sid], "rule": gating.rule,
+                "reason": "no answer or no grade from some model; kept out pending a rerun",
+            }))
+        else:
+            kept_rows.append(row)
+            decisions.append(Decision(sid, STAGE, "gate.verdict", "keep", detail={
+                "deciding_model": models[-1], "models": asked.get(sid, []), "rule": gating.rule,
+                "reason": "no model answered from parametric knowledge",
+            }))
+
+    order = {m: i for i, m in enumerate(models)}
+    drop_index = [order[m] for m in dropped_by.values()]
+    convergence = [
+        {"n_models": i + 1, "model": model, "retained": len(eligible) - sum(1 for d in drop_index if d <= i)}
+        for i, model in enumerate(models)
+    ]
+    return StageResult(
+        kept=rebuild(samples, kept_rows),
+        decisions=decisions,
+        convergence=convergence,
+        naive_calls=len(models) * len(eligible),
+        requests=requests,
+        run_id=run_id,
+    )
