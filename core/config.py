@@ -106,6 +106,7 @@ class RetrievalConfig(_Strict):
     chunk_unit: Literal["tokens", "words"] = "tokens"
     chunk_size: int = 250
     chunk_overlap: int = 32
+    reranker: str = "minilm"  # or "cross-encoder:<path>"
     max_text_negatives: int = 10
 
 

@@ -35,14 +35,14 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
     samples, quarantine = load_samples(ingested)
 
-    stage_i, calls_i = gate_parametrically(samples, settings, run_id)
-    stage_ii = pair_with_knowledge(stage_i.kept, settings, run_id)
-    stage_iii, calls_iii = check_with_oracle(stage_ii.kept, settings, run_id)
+    stage_i = gate_parametrically(samples, settings, run_id)
+    stage_ii = pair_with_knowledge(stage_i.result.kept, settings, run_id)
+    stage_iii = check_with_oracle(stage_ii.result.kept, settings, run_id)
 
     draft = deflection_draft(settings, version or cfg.version, run_id, ingested, samples, quarantine,
-                             [stage_i, stage_ii, stage_iii], {"I": calls_i, "III": calls_iii})
+                             [stage_i, stage_ii, stage_iii])
     release = publish_release(draft, settings.releases_root, settings.workdir / "images")
-    print(f"deflectionbench {draft.version}: {stage_iii.kept.num_rows} samples -> {release}")
+    print(f"deflectionbench {draft.version}: {stage_iii.result.kept.num_rows} samples -> {release}")
     return str(release)
 
 

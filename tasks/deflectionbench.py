@@ -5,20 +5,35 @@ a rerun after a crash re-enters the stage and every finished call is a cache hit
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pyarrow as pa
+import pyarrow.compute as pc
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from mmcurate.annotation.encoders import image_encoder, text_encoder
 from mmcurate.annotation.kb import load_kb
 from mmcurate.annotation.mining import mine_image_negatives, mine_text_negatives
 from mmcurate.annotation.oracle import oracle_filter
 from mmcurate.annotation.pairing import pair_knowledge
+from mmcurate.annotation.rerank import reranker
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
-from mmcurate.gating.parametric import parametric_gate
+from mmcurate.gating.parametric import StageResult, parametric_gate
 
 from .models import open_models
+
+
+@dataclass
+class StageRun:
+    """A stage's result plus what the run needs to explain it (calls, judge, components)."""
+
+    result: StageResult
+    calls: list[dict] = field(default_factory=list)
+    judge: str | None = None
+    components: dict[str, str] = field(default_factory=dict)
 
 
 def _store(settings: Settings) -> ImageStore:
@@ -27,36 +42,47 @@ def _store(settings: Settings) -> ImageStore:
 
 def _report_calls(key: str, rows: list[dict]) -> None:
     if rows:
-        create_table_artifact(key=key, table=rows, description="model calls made and cache hits")
+        create_table_artifact(key=key, table=rows, description="model calls made and cache hits, per model")
 
 
 @task(name="stage-i-parametric-gating", cache_policy=NO_CACHE)
-def gate_parametrically(samples: pa.Table, settings: Settings, run_id: str):
-    cfg = settings.deflectionbench
+def gate_parametrically(samples: pa.Table, settings: Settings, run_id: str) -> StageRun:
     with open_models(settings, _store(settings)) as models:
-        result = parametric_gate(samples, models.pool, models.judge, cfg.gating, run_id)
-        calls = models.counter.rows()
-    _report_calls("deflectionbench-stage-i-calls", calls)
-    return result, calls
+        result = parametric_gate(samples, models.pool, models.judge, settings.deflectionbench.gating, run_id)
+        run = StageRun(result, models.counter.rows(), models.judge.name)
+    _report_calls("deflectionbench-stage-i-calls", run.calls)
+    return run
 
 
 @task(name="stage-ii-knowledge-pairing", cache_policy=NO_CACHE)
-def pair_with_knowledge(samples: pa.Table, settings: Settings, run_id: str):
-    cfg = settings.deflectionbench
+def pair_with_knowledge(samples: pa.Table, settings: Settings, run_id: str) -> StageRun:
+    """Source negatives where a source ships them; otherwise mined text and image negatives.
+    Image negatives come from each source's own image pool."""
+    cfg = settings.deflectionbench.retrieval
     store = _store(settings)
     index_dir = settings.workdir / "indexes"
-    kb = load_kb(cfg.retrieval.kb, cfg.retrieval.kb_limit)
-    needs_mining = samples.filter(pa.compute.equal(pa.compute.list_value_length(samples["negative_contexts"]), 0))
-    mined_text = mine_text_negatives(needs_mining, kb, cfg.retrieval, index_dir, store)
-    mined_images = mine_image_negatives(needs_mining, store, cfg.retrieval, index_dir)
-    return pair_knowledge(samples, mined_text, mined_images, run_id)
+    needs = samples.filter(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0))
+    mined_text = mine_text_negatives(needs, load_kb(cfg.kb, cfg.kb_limit), cfg, index_dir, store,
+                                     rerank=reranker(cfg.reranker)) if needs.num_rows else {}
+    mined_images: dict = {}
+    for source in sorted(set(needs["source"].to_pylist())):
+        group = needs.filter(pc.equal(needs["source"], source))
+        mined_images.update(mine_image_negatives(group, store, cfg, index_dir))
+    components = {
+        "text_encoder": text_encoder(cfg.text_encoder).name,
+        "image_encoder": image_encoder(cfg.image_encoder).name,
+        "reranker": reranker(cfg.reranker).name,
+        "chunking": f"{cfg.chunk_size} {cfg.chunk_unit}, overlap {cfg.chunk_overlap}, sentence boundaries",
+        "knowledge_base": cfg.kb,
+    }
+    return StageRun(pair_knowledge(samples, mined_text, mined_images, run_id), components=components)
 
 
 @task(name="stage-iii-quality-control", cache_policy=NO_CACHE)
-def check_with_oracle(samples: pa.Table, settings: Settings, run_id: str):
+def check_with_oracle(samples: pa.Table, settings: Settings, run_id: str) -> StageRun:
     cfg = settings.deflectionbench
     with open_models(settings, _store(settings)) as models:
         result = oracle_filter(samples, models.pool, models.judge, cfg.gating.pool, cfg.k_min, run_id)
-        calls = models.counter.rows()
-    _report_calls("deflectionbench-stage-iii-calls", calls)
-    return result, calls
+        run = StageRun(result, models.counter.rows(), models.judge.name)
+    _report_calls("deflectionbench-stage-iii-calls", run.calls)
+    return run

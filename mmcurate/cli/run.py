@@ -17,7 +17,9 @@ VersionOpt = Annotated[Optional[str], typer.Option("--version", help="release ve
 
 
 def _prefect_defaults() -> None:
+    """No telemetry, no hub; give the ephemeral API server time to start on a busy machine."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
