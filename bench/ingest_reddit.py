@@ -1,0 +1,224 @@
+"""Reddit ingest benchmark: throughput against bare decompression, and flat memory.
+
+Writes a synthetic pushshift month (submissions + comments, >= 200 MB of NDJSON, mostly
+posts that are not candidates, a few image questions with long answers) and the same at
+4x size, then prints, from this one run:
+
+  (a) ingest MB/s of uncompressed NDJSON divided by zstd stream_reader MB/s over the
+      same files (goal >= 0.5);
+  (b) peak RSS of the ingest at 1x and 4x, each in a fresh subprocess (goal < 400 MB and
+      not growing with size).
+
+    python bench/ingest_reddit.py [--mb 200] [--keep DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import zstandard
+
+WORDS = ("the a of to and in is it that for on with as was this at by be from or an are not have but "
+         "camera lens moon crater coin bronze silver cat tabby bird feather rocket engine coffee milk "
+         "foam plant leaf flower temple roof bridge river mountain tool hammer clock quartz gear old "
+         "photo light shadow window garden path brick gravel stone wood metal glass paint colour").split()
+QUESTION = ["What is", "Which kind of", "Who made", "Where was", "Why does", "How old is"]
+OTHER = ["My", "Look at", "Finally finished", "Found this", "Today I saw", "Check out"]
+SURVEY = ["What is your favorite", "Have you ever seen", "What are your thoughts on"]
+CANDIDATE_SHARE = 0.004  # of submissions; RefLVQA kept well under 1% of posts
+
+
+def _text(rng: random.Random, sentences: int, words: int) -> str:
+    return " ".join(" ".join(rng.choices(WORDS, k=words)).capitalize() + "." for _ in range(sentences))
+
+
+def _submission(rng: random.Random, n: int, t: int) -> tuple[dict, str]:
+    """A post and its kind: self, link, image, survey, gallery or candidate."""
+    post_id = f"b{n:07x}"
+    roll = rng.random()
+    kind = ("candidate" if roll < CANDIDATE_SHARE else "gallery" if roll < 0.03 else "survey" if roll < 0.05
+            else "image" if roll < 0.22 else "link" if roll < 0.55 else "self")
+    noun = " ".join(rng.choices(WORDS, k=rng.randint(3, 9)))
+    title = {"candidate": f"{rng.choice(QUESTION)} this {noun}?", "survey": f"{rng.choice(SURVEY)} {noun}?"}.get(
+        kind, f"{rng.choice(OTHER)} {noun}")
+    url = {"candidate": f"https://i.redd.it/{post_id}.png", "image": f"https://i.redd.it/{post_id}.jpg",
+           "survey": f"https://i.redd.it/{post_id}.jpg", "gallery": f"https://www.reddit.com/gallery/{post_id}",
+           "link": f"https://www.example.com/news/{post_id}.html"}.get(kind, f"https://www.reddit.com/r/pics/{post_id}/")
+    post = {
+        "all_awardings": [], "allow_live_comments": False, "archived": False, "author": f"user{rng.randrange(10**6)}",
+        "author_flair_css_class": None, "author_flair_richtext": [], "author_flair_text": None,
+        "author_flair_type": "text", "author_fullname": f"t2_{rng.randrange(10**9):x}", "author_premium": False,
+        "can_gild": True, "category": None, "content_categories": None, "contest_mode": False,
+        "created_utc": t, "discussion_type": None, "distinguished": None, "domain": url.split("/")[2],
+        "edited": False, "gilded": 0, "gildings": {}, "hidden": False, "hide_score": False, "id": post_id,
+        "is_created_from_ads_ui": False, "is_crosspostable": True, "is_meta": False, "is_original_content": False,
+        "is_reddit_media_domain": kind in ("image", "candidate", "survey"), "is_robot_indexable": True,
+        "is_self": kind == "self", "is_video": False, "link_flair_background_color": "",
+        "link_flair_css_class": None, "link_flair_richtext": [], "link_flair_text": None, "locked": False,
+        "media": None, "media_embed": {}, "media_only": False, "name": f"t3_{post_id}", "no_follow": True,
+        "num_comments": rng.randrange(40), "num_crossposts": 0, "over_18": False,
+        "parent_whitelist_status": "all_ads", "permalink": f"/r/pics/comments/{post_id}/", "pinned": False,
+        "pwls": 6, "quarantine": False, "removed_by_category": None, "retrieved_on": t + 600,
+        "score": rng.randrange(500), "secure_media": None, "selftext": _text(rng, 4, 14) if kind == "self" else "",
+        "send_replies": True, "spoiler": False, "stickied": False, "subreddit": "pics",
+        "subreddit_id": "t5_2qh0u", "subreddit_subscribers": 30000000, "subreddit_type": "public",
+        "thumbnail": "default", "title": title, "total_awards_received": 0, "treatment_tags": [],
+        "upvote_ratio": round(rng.random(), 2), "url": url, "url_overridden_by_dest": url,
+        "whitelist_status": "all_ads", "wls": 6,
+    }
+    if kind == "gallery":
+        post["is_gallery"] = True
+        post["gallery_data"] = {"items": [{"media_id": f"{post_id}g{i}", "id": i} for i in range(3)]}
+        post["media_metadata"] = {f"{post_id}g{i}": {"status": "valid", "e": "AnimatedImage", "m": "image/gif",
+                                                     "s": {"gif": f"https://i.redd.it/{post_id}g{i}.gif"}}
+                                  for i in range(3)}
+    return post, kind
+
+
+def _comment(rng: random.Random, n: int, post_id: str, body: str, t: int, reply: bool = False) -> dict:
+    comment_id = f"c{n:08x}"
+    return {
+        "all_awardings": [], "archived": False, "associated_award": None, "author": f"user{rng.randrange(10**6)}",
+        "author_flair_background_color": None, "author_flair_css_class": None, "author_flair_richtext": [],
+        "author_flair_template_id": None, "author_flair_text": None, "author_flair_type": "text",
+        "author_fullname": f"t2_{rng.randrange(10**9):x}", "author_patreon_flair": False, "author_premium": False,
+        "body": body, "can_gild": True, "collapsed": False, "collapsed_because_crowd_control": None,
+        "collapsed_reason": None, "comment_type": None, "controversiality": 0, "created_utc": t,
+        "distinguished": None, "edited": False, "gilded": 0, "gildings": {}, "id": comment_id, "is_submitter": False,
+        "link_id": f"t3_{post_id}", "locked": False, "name": f"t1_{comment_id}", "no_follow": True,
+        "parent_id": f"t1_c{rng.randrange(n + 1):08x}" if reply else f"t3_{post_id}",
+        "permalink": f"/r/pics/comments/{post_id}/_/{comment_id}/", "retrieved_on": t + 600, "score": rng.randrange(90),
+        "send_replies": True, "stickied": False, "subreddit": "pics", "subreddit_id": "t5_2qh0u",
+        "subreddit_name_prefixed": "r/pics", "subreddit_type": "public", "top_awarded_type": None,
+        "total_awards_received": 0, "treatment_tags": [], "unrepliable_reason": None,
+    }
+
+
+def _png(seed: int) -> bytes:
+    from PIL import Image
+
+    rng = random.Random(seed)
+    img = Image.new("RGB", (48, 48), tuple(rng.randrange(256) for _ in range(3)))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def generate(root: Path, target_mb: float, seed: int = 0) -> int:
+    """Write RS_/RC_2023-01.zst and images/ under ``root``; return uncompressed bytes."""
+    rng = random.Random(seed)
+    images = root / "images"
+    images.mkdir(parents=True)
+    pool = [_png(i) for i in range(16)]
+    cctx = zstandard.ZstdCompressor(level=3, threads=2)
+    total, n_post, n_comment, t = 0, 0, 0, 1672531200
+    rs_target = target_mb * 1e6 * 0.35
+    post_ids: list[str] = []
+    candidates: list[str] = []
+    with open(root / "RS_2023-01.zst", "wb") as fh, cctx.stream_writer(fh) as out:
+        while total < rs_target:
+            post, kind = _submission(rng, n_post, t)
+            line = json.dumps(post, separators=(",", ":")).encode() + b"\n"
+            out.write(line)
+            total += len(line)
+            n_post += 1
+            t += 1
+            post_ids.append(post["id"])
+            if kind == "candidate":
+                candidates.append(post["id"])
+                (images / f"{post['id']}.png").write_bytes(pool[len(candidates) % len(pool)])
+    answers = [_text(rng, 5, 14) for _ in range(64)]  # > 50 words, 5 sentences
+    chatter = [_text(rng, rng.randint(1, 3), rng.randint(4, 25)) for _ in range(4096)]
+    due = {post_id: 3 for post_id in candidates}  # each candidate: long answer, short one, reply
+    rc_target = target_mb * 1e6
+    with open(root / "RC_2023-01.zst", "wb") as fh, cctx.stream_writer(fh) as out:
+        while total < rc_target or due:
+            if due and rng.random() < 0.01:
+                post_id = next(iter(due))
+                left = due.pop(post_id) - 1
+                if left:
+                    due[post_id] = left
+                body = answers[n_comment % len(answers)] if left == 2 else rng.choice(chatter)
+                comment = _comment(rng, n_comment, post_id, body, t, reply=left == 0)
+            else:
+                comment = _comment(rng, n_comment, rng.choice(post_ids), rng.choice(chatter), t,
+                                   reply=rng.random() < 0.6)
+            line = json.dumps(comment, separators=(",", ":")).encode() + b"\n"
+            out.write(line)
+            total += len(line)
+            n_comment += 1
+            t += 1
+    return total
+
+
+def raw_decompress_seconds(root: Path) -> float:
+    """Time of zstandard's stream_reader alone over the dump files."""
+    start = time.perf_counter()
+    for path in sorted(root.glob("R[SC]_*.zst")):
+        dctx = zstandard.ZstdDecompressor(max_window_size=2**31)
+        with open(path, "rb") as fh, dctx.stream_reader(fh, read_across_frames=True) as reader:
+            while reader.read(1 << 24):
+                pass
+    return time.perf_counter() - start
+
+
+CHILD = """
+import json, resource, sys, time
+from mmcurate.sources.ingest import ingest
+from mmcurate.annotation.sentences import split_sentences
+split_sentences("Warm up. The punkt model loads once.")  # model load is not dump throughput
+start = time.perf_counter()
+result = ingest("reddit", sys.argv[1], sys.argv[2])
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "samples": result.samples, "quarantined": result.quarantined,
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def run_ingest(root: Path, out: Path) -> dict:
+    done = subprocess.run([sys.executable, "-c", CHILD, str(root), str(out)], capture_output=True, text=True,
+                          check=False, env={**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+    if done.returncode != 0:
+        sys.exit(f"ingest subprocess failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mb", type=float, default=200.0, help="uncompressed MB of the 1x dump")
+    parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench_reddit_") as tmp:
+        work = args.keep or Path(tmp)
+        rows = []
+        for scale in (1, 4):
+            root = work / f"x{scale}"
+            t0 = time.perf_counter()
+            size = generate(root, args.mb * scale, seed=scale)
+            made = time.perf_counter() - t0
+            packed = sum(p.stat().st_size for p in root.glob("*.zst"))
+            raw = min(raw_decompress_seconds(root) for _ in range(2))
+            stats = run_ingest(root, work / f"out{scale}")
+            mb = size / 1e6
+            rows.append((scale, mb, raw, stats))
+            print(f"{scale}x: {mb:.0f} MB NDJSON ({packed / 1e6:.0f} MB zstd, generated in {made:.0f} s); "
+                  f"{stats['samples']} samples, {stats['quarantined']} quarantined")
+            print(f"    decompress only {mb / raw:.0f} MB/s; ingest {mb / stats['seconds']:.0f} MB/s; "
+                  f"ratio {raw / stats['seconds']:.2f}; peak RSS {stats['maxrss_kb'] / 1024:.0f} MB")
+        (_, _, raw1, s1), (_, _, raw4, s4) = rows
+        print(f"(a) ingest/decompress throughput ratio: {raw1 / s1['seconds']:.2f} at 1x, "
+              f"{raw4 / s4['seconds']:.2f} at 4x (goal >= 0.5)")
+        print(f"(b) peak RSS: {s1['maxrss_kb'] / 1024:.0f} MB at 1x, {s4['maxrss_kb'] / 1024:.0f} MB at 4x "
+              f"(goal < 400 MB, flat)")
+
+
+if __name__ == "__main__":
+    main()

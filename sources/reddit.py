@@ -1,0 +1,342 @@
+"""Reddit pushshift dumps -> RefLVQA samples: one per (image question post, long answer).
+
+The rules are RefLVQA's (seed paper, 3.1): the post has an image, is not removed, its
+title is a question and not a survey; an answer is a top-level comment by a real author
+with more than 50 words and at least 3 sentences. Posts that fail a rule are not errors:
+they are counted in ``skipped`` (comments in ``comments_skipped``) for the funnel report.
+
+Memory stays flat in dump size: each month streams ``RS_<month>.zst`` once keeping only the
+candidate posts (title, image hashes, metadata), then streams ``RC_<month>.zst`` joining by
+``link_id``. Lines that cannot concern a candidate are skipped by substring tests before
+any JSON parsing (``prefilter``): a post line naming neither an image host nor a gallery,
+or whose raw title plainly opens with a non-question word; a comment line whose
+``link_id`` is not a candidate. Such lines are not validated, and a skipped post is counted
+under the rule its raw line already fails (``prefilter=False`` parses and checks everything).
+"""
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from pydantic import Field
+
+from mmcurate.annotation.sentences import split_sentences
+from mmcurate.core.errors import ImageRejected, SourceError
+from mmcurate.core.images import ImageStore
+from mmcurate.core.records import Rejected, Sample
+
+from .base import AdapterOptions, SourceAdapter
+from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, parse_object, read_blocks
+
+DUMP = re.compile(r"^R([SC])_(\d{4}-\d{2})\.zst$")
+LINK_KEY = b'"link_id":"t3_'
+_ASCII_WORD = re.compile(rb"[A-Za-z]+")
+MIME_EXT = {"jpg": "jpg", "jpeg": "jpg", "png": "png", "webp": "webp"}
+
+
+class RedditOptions(AdapterOptions):
+    question_words: list[str] = Field(
+        default_factory=lambda: ["what", "when", "where", "which", "who", "whom", "whose", "why", "how"])
+    survey_phrases: list[str] = Field(default_factory=lambda: [
+        "do you", "what is your", "what's your", "what are your", "have you ever", "would you",
+        "your favorite", "your favourite"])
+    image_hosts: list[str] = Field(default_factory=lambda: ["i.redd.it"])
+    image_extensions: list[str] = Field(default_factory=lambda: [".jpg", ".jpeg", ".png", ".webp"])
+    min_answer_words: int = 50  # an answer needs strictly more words than this
+    min_answer_sentences: int = 3
+    deleted_markers: list[str] = Field(default_factory=lambda: ["[deleted]", "[removed]"])
+    excluded_authors: list[str] = Field(default_factory=lambda: ["automoderator"])  # any case
+    max_line_bytes: int = DEFAULT_MAX_LINE
+    chunk_bytes: int = DEFAULT_CHUNK
+    prefilter: bool = True  # False parses (and so validates) every line: slower
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    name: str  # file name under the images folder
+    url: str
+
+
+@dataclass
+class Candidate:
+    """What is kept of a qualifying post while its month's comments stream past."""
+
+    post_id: str
+    title: str
+    images: list[str]  # sha256 in the store
+    meta: dict[str, Any]
+    answered: bool = False
+
+
+# --- rules -------------------------------------------------------------------------------
+
+def clean(text: str) -> str:
+    return html.unescape(text).strip()
+
+
+@lru_cache(maxsize=8)
+def _opening(words: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(r"(?:%s)\b" % "|".join(map(re.escape, words)), re.IGNORECASE)
+
+
+def is_question(title: str, words: list[str]) -> bool:
+    """Starts with a question word (whole word, any case) and ends with ``?``."""
+    return title.endswith("?") and _opening(tuple(words)).match(title) is not None
+
+
+def raw_title_rules_out_question(line: bytes, words: list[str]) -> bool:
+    """True when the raw JSON line surely has a title that is not a question.
+
+    Decides only when ``"title":"`` occurs once (no nested post) and the title opens
+    with a plain ASCII word; anything else (entities, escapes, non-ASCII) is left to
+    the full parse, so the test never rules out a post the full rules would keep.
+    """
+    key = b'"title":"'
+    start = line.find(key)
+    if start < 0 or line.find(key, start + 1) >= 0:
+        return False
+    head = line[start + len(key):start + len(key) + 24].lstrip(b" ")
+    word = _ASCII_WORD.match(head)
+    if word is None or word.end() == len(head):  # no word, or it may run on past the slice
+        return False
+    return _opening(tuple(words)).match(word.group().decode()) is None
+
+
+def is_survey(title: str, phrases: list[str]) -> bool:
+    lowered = title.lower().replace("\u2019", "'")
+    return any(phrase in lowered for phrase in phrases)
+
+
+def image_refs(post: dict[str, Any], opts: RedditOptions) -> list[ImageRef]:
+    """The post's images in display order; empty when it is not an image post."""
+    url = post.get("url")
+    if isinstance(url, str):
+        url = html.unescape(url)
+        parts = urlsplit(url)
+        if parts.hostname in opts.image_hosts and parts.path.lower().endswith(tuple(opts.image_extensions)):
+            return [ImageRef(unquote(parts.path.rsplit("/", 1)[-1]), url)]
+    if post.get("is_gallery") is not True or not isinstance(post.get("media_metadata"), dict):
+        return []
+    metadata: dict[str, Any] = post["media_metadata"]
+    gallery = post.get("gallery_data")
+    items = gallery.get("items") if isinstance(gallery, dict) else None
+    order = [i.get("media_id") for i in items if isinstance(i, dict)] if isinstance(items, list) else list(metadata)
+    refs = []
+    for media_id in order:
+        item = metadata.get(media_id) if isinstance(media_id, str) else None
+        if not isinstance(item, dict) or item.get("e") != "Image":
+            continue
+        subtype = str(item.get("m", "")).rpartition("/")[2].lower()
+        source = item.get("s") if isinstance(item.get("s"), dict) else {}
+        refs.append(ImageRef(f"{media_id}.{MIME_EXT.get(subtype, subtype)}", html.unescape(str(source.get("u", "")))))
+    return refs
+
+
+def post_skip_reason(post: dict[str, Any], title: str, opts: RedditOptions) -> str | None:
+    """Why an image post is not a candidate (checked after the image test), or None."""
+    if not is_question(title, opts.question_words):
+        return "not_question"
+    if is_survey(title, opts.survey_phrases):
+        return "survey"
+    if post.get("removed_by_category"):
+        return "removed"
+    return None
+
+
+def answer_skip_reason(comment: dict[str, Any], body: str, opts: RedditOptions) -> str | None:
+    """Why a comment on a candidate is not a long-form answer, or None when it is one."""
+    if comment.get("parent_id") != comment.get("link_id"):
+        return "not_top_level"
+    if body in opts.deleted_markers:
+        return "deleted_body"
+    author = str(comment.get("author", ""))
+    if author in opts.deleted_markers:
+        return "deleted_author"
+    if author.lower() in opts.excluded_authors:
+        return "excluded_author"
+    if len(body.split()) <= opts.min_answer_words:
+        return "too_short"
+    if len(split_sentences(body)) < opts.min_answer_sentences:
+        return "few_sentences"
+    return None
+
+
+def as_int(value: Any) -> int:
+    """``created_utc`` and friends arrive as int, float or string."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return int(float(value))
+
+
+# --- adapter -----------------------------------------------------------------------------
+
+class RedditSource(SourceAdapter):
+    name = "reddit"
+    Options = RedditOptions
+
+    def __init__(
+        self,
+        root: Path | str,
+        store: ImageStore,
+        images: Path | str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(root, store, images=images, options=options)
+        self.images = self.images or self.root / "images"
+        if not self.images.is_dir():
+            raise SourceError(f"reddit: image folder {self.images} is not a readable directory")
+        self.skipped: Counter[str] = Counter()  # posts that are not candidates, by reason
+        self.comments_skipped: Counter[str] = Counter()  # comments on candidates, by reason
+        self._months = self._pair_months()
+
+    def _pair_months(self) -> dict[str, dict[str, Path]]:
+        months: dict[str, dict[str, Path]] = {}
+        for path in sorted(self.root.iterdir()):
+            match = DUMP.match(path.name)
+            if match and path.is_file():
+                months.setdefault(match[2], {})[match[1]] = path
+        if not months:
+            raise SourceError(f"reddit: no RS_YYYY-MM.zst or RC_YYYY-MM.zst files under {self.root}")
+        return months
+
+    def source_files(self) -> list[Path]:
+        return [path for pair in self._months.values() for path in pair.values()]
+
+    def records(self) -> Iterator[Sample | Rejected]:
+        for month, pair in sorted(self._months.items()):
+            if "S" not in pair or "C" not in pair:
+                present, missing = (pair["C"], "RS") if "C" in pair else (pair["S"], "RC")
+                yield Rejected(present.name, f"no {missing}_{month}.zst beside it: month cannot be joined")
+                continue
+            candidates: dict[bytes, Candidate] = {}
+            yield from self._submissions(pair["S"], month, candidates)
+            yield from self._comments(pair["C"], candidates)
+            self.skipped["no_qualifying_comment"] += sum(not c.answered for c in candidates.values())
+
+    def _submissions(self, path: Path, month: str, candidates: dict[bytes, Candidate]) -> Iterator[Rejected]:
+        markers = (*(h.encode() for h in self.options.image_hosts), b'"is_gallery"')
+        prefilter, words = self.options.prefilter, self.options.question_words
+        for block in read_blocks(path, self.options.max_line_bytes, self.options.chunk_bytes):
+            if isinstance(block, Rejected):
+                yield block
+                continue
+            first, lines = block
+            for number, line in enumerate(lines, first):
+                if not line:
+                    continue
+                if prefilter:  # most posts: decided from the raw line, never parsed
+                    for marker in markers:
+                        if marker in line:
+                            break
+                    else:
+                        self.skipped["no_image"] += 1
+                        continue
+                    if raw_title_rules_out_question(line, words):
+                        self.skipped["not_question"] += 1
+                        continue
+                locator = f"{path.name}:{number}"
+                outcome = self._candidate(parse_object(locator, line), locator, month)
+                if isinstance(outcome, Candidate):
+                    candidates[outcome.post_id.encode()] = outcome
+                elif isinstance(outcome, Rejected):
+                    yield outcome
+                else:
+                    self.skipped[outcome] += 1
+
+    def _candidate(self, post: dict[str, Any] | Rejected, locator: str, month: str) -> Candidate | Rejected | str:
+        """A candidate, a rejection, or the reason the post is skipped."""
+        if isinstance(post, Rejected):
+            return post
+        refs = image_refs(post, self.options)
+        if not refs:
+            return "no_image"
+        post_id, title = post.get("id"), post.get("title")
+        if not isinstance(post_id, str) or not post_id or not isinstance(title, str):
+            return Rejected(locator, "submission without a string id and title", repr(post)[:500])
+        title = clean(title)
+        reason = post_skip_reason(post, title, self.options)
+        if reason:
+            return reason
+        hashes = []
+        for ref in refs:
+            try:
+                hashes.append(self.store.put_file(self.images, ref.name))
+            except ImageRejected as exc:
+                return Rejected(locator, f"post {post_id}: {exc}", ref.url)
+        try:
+            created = as_int(post.get("created_utc"))
+        except (TypeError, ValueError):
+            return Rejected(locator, f"post {post_id}: created_utc {post.get('created_utc')!r} is not a number")
+        meta = {
+            "subreddit": post.get("subreddit"), "post_id": post_id, "created_utc": created,
+            "post_score": post.get("score"), "num_comments": post.get("num_comments"),
+            "image_urls": [ref.url for ref in refs], "over_18": bool(post.get("over_18")), "month": month,
+        }
+        preview = _preview_url(post)
+        if preview:
+            meta["preview_url"] = preview
+        if isinstance(post.get("permalink"), str):
+            meta["post_permalink"] = post["permalink"]
+        return Candidate(post_id, title, hashes, meta)
+
+    def _comments(self, path: Path, candidates: dict[bytes, Candidate]) -> Iterator[Sample | Rejected]:
+        prefilter, skip = self.options.prefilter, len(LINK_KEY)
+        for block in read_blocks(path, self.options.max_line_bytes, self.options.chunk_bytes):
+            if isinstance(block, Rejected):
+                yield block
+                continue
+            first, lines = block
+            for number, line in enumerate(lines, first):
+                if prefilter:  # the common case: a comment on some other post, never parsed
+                    start = line.find(LINK_KEY)
+                    if start >= 0:
+                        start += skip
+                        if line[start:line.find(b'"', start)] not in candidates:
+                            continue
+                if line:
+                    yield from self._comment(line, f"{path.name}:{number}", candidates)
+
+    def _comment(self, line: bytes, locator: str, candidates: dict[bytes, Candidate]) -> Iterator[Sample | Rejected]:
+        comment = parse_object(locator, line)
+        if isinstance(comment, Rejected):
+            yield comment
+            return
+        link = comment.get("link_id")
+        if not isinstance(link, str) or not link.startswith("t3_"):
+            yield Rejected(locator, "comment without a t3_ link_id", line.decode("utf-8", "replace"))
+            return
+        post = candidates.get(link[3:].encode())
+        if post is not None:
+            yield from self._answer(post, comment, locator)
+
+    def _answer(self, post: Candidate, comment: dict[str, Any], locator: str) -> Iterator[Sample | Rejected]:
+        comment_id, body = comment.get("id"), comment.get("body")
+        if not isinstance(comment_id, str) or not comment_id or not isinstance(body, str):
+            yield Rejected(locator, "comment without a string id and body", repr(comment)[:500])
+            return
+        body = clean(body)
+        reason = answer_skip_reason(comment, body, self.options)
+        if reason:
+            self.comments_skipped[reason] += 1
+            return
+        post.answered = True
+        meta = {**post.meta, "comment_id": comment_id, "comment_score": comment.get("score")}
+        if isinstance(comment.get("permalink"), str):
+            meta["permalink"] = comment["permalink"]
+        yield Sample(self.name, f"{post.post_id}/{comment_id}", post.title, [body], list(post.images), meta=meta)
+
+
+def _preview_url(post: dict[str, Any]) -> str | None:
+    try:
+        url = post["preview"]["images"][0]["source"]["url"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return html.unescape(url) if isinstance(url, str) else None

@@ -1,0 +1,335 @@
+"""The Reddit (RefLVQA) adapter: each rule alone, then the bundled fixture end to end."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+import zstandard
+
+from mmcurate.core.errors import ConfigError, SourceError
+from mmcurate.core.ids import sha256_file
+from mmcurate.core.images import ImageStore
+from mmcurate.core.records import Rejected, Sample
+from mmcurate.sources.ingest import ingest
+from mmcurate.sources.reddit import (
+    RedditOptions, RedditSource, answer_skip_reason, as_int, image_refs, is_question, is_survey,
+    post_skip_reason, raw_title_rules_out_question,
+)
+
+BUILDERS = Path(__file__).resolve().parents[1] / "fixtures" / "builders"
+OPTS = RedditOptions()
+MMCURATE = Path(sys.executable).with_name("mmcurate")
+
+EXPECTED_IDS = sorted([
+    "10a001/j3c001", "10a002/j3c002", "10a003/j3c003", "10a003/j3c004", "10a004/j3c005",
+    "10a005/j3c006", "10a006/j3c007", "10a007/j3c008", "10a007/j3c009", "10a008/j3c010",
+    "10a009/j3c011", "10a010/j3c012", "10a011/j3c013", "10a012/j3c014", "10a013/j3c015",
+    "10a013/j3c016", "10a014/j3c017", "10a015/j3c018", "10a016/j3c019", "10a017/j3c020",
+    "10e001/n1",
+])
+EXPECTED_QUARANTINE = [  # (locator, start of reason), in file order
+    ("RS_2023-01.zst:28", "post 10c001: image file missing: missing01.jpg"),
+    ("RS_2023-01.zst:29", "post 10c002: undecodable image"),
+    ("RS_2023-01.zst:30", "post 10c003: image path '../secret.jpg' escapes the source root"),
+    ("RS_2023-01.zst:31", "malformed JSON: Expecting value at column 89"),
+    ("RS_2023-01.zst:32", "invalid UTF-8 at byte 37"),
+    ("RC_2023-01.zst:31", "malformed JSON: Unterminated string"),
+    ("RC_2023-02.zst", "truncated zstd stream after line 1"),
+]
+SKIPPED = {"no_image": 3, "not_question": 3, "survey": 2, "removed": 1, "no_qualifying_comment": 2}
+COMMENTS_SKIPPED = {"deleted_body": 2, "deleted_author": 1, "excluded_author": 2, "too_short": 1,
+                    "few_sentences": 1, "not_top_level": 1}
+
+
+def build_fixture(out: Path) -> Path:
+    if str(BUILDERS) not in sys.path:
+        sys.path.insert(0, str(BUILDERS))  # the builder imports its sibling images.py
+    spec = importlib.util.spec_from_file_location("fixture_builder_reddit", BUILDERS / "reddit.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.build(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_fixture(tmp_path_factory.mktemp("reddit") / "reddit")
+
+
+@pytest.fixture(scope="module")
+def result(root: Path, tmp_path_factory: pytest.TempPathFactory):
+    return ingest("reddit", root, tmp_path_factory.mktemp("out"))
+
+
+def run_adapter(root: Path, store_dir: Path, **options) -> tuple[RedditSource, list[Sample], list[Rejected]]:
+    adapter = RedditSource(root, ImageStore(store_dir), options=options)
+    records = list(adapter.records())
+    return (adapter, [r for r in records if isinstance(r, Sample)],
+            [r for r in records if isinstance(r, Rejected)])
+
+
+# --- rules -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("title, expected", [
+    ("What bird is this?", True),
+    ("WHO built this bridge?", True),
+    ("how's this tool used?", True),
+    ("Whose coin is this?", True),
+    ("What bird is this", False),  # no question mark
+    ("Whatever happened to this camera?", False),  # not the whole word
+    ("Is this a hawk?", False),
+    ("My cat, why?", False),  # the question word must come first
+])
+def test_is_question(title: str, expected: bool) -> None:
+    assert is_question(title, OPTS.question_words) is expected
+
+
+@pytest.mark.parametrize("title, expected", [
+    ("What is your favorite lens?", True),
+    ("Which one would you buy?", True),
+    ("What\u2019s your go-to brew?", True),  # typographic apostrophe
+    ("How many of you have ever seen this?", False),
+    ("Why do YOU think the moon is grey?", True),
+    ("Why is the moon grey?", False),
+])
+def test_is_survey(title: str, expected: bool) -> None:
+    assert is_survey(title, OPTS.survey_phrases) is expected
+
+
+def test_image_refs_single_url() -> None:
+    (ref,) = image_refs({"url": "https://i.redd.it/abc.JPG"}, OPTS)
+    assert (ref.name, ref.url) == ("abc.JPG", "https://i.redd.it/abc.JPG")
+    assert image_refs({"url": "https://i.redd.it/abc.gif"}, OPTS) == []
+    assert image_refs({"url": "https://imgur.com/abc.jpg"}, OPTS) == []
+    assert image_refs({"url": "https://i.redd.it/a%2Fb.png?x=1&amp;y=2"}, OPTS)[0].name == "a/b.png"
+    assert image_refs({"url": None, "is_self": True}, OPTS) == []
+
+
+def test_image_refs_gallery_order_mime_and_animation() -> None:
+    post = {
+        "url": "https://www.reddit.com/gallery/x", "is_gallery": True,
+        "gallery_data": {"items": [{"media_id": "b"}, {"media_id": "gif"}, {"media_id": "a"}, {"media_id": "c"}]},
+        "media_metadata": {
+            "a": {"e": "Image", "m": "image/png", "s": {"u": "https://preview.redd.it/a.png?s=1&amp;t=2"}},
+            "b": {"e": "Image", "m": "image/jpg", "s": {"u": "u-b"}},
+            "c": {"e": "Image", "m": "image/jpeg", "s": {"u": "u-c"}},
+            "gif": {"e": "AnimatedImage", "m": "image/gif", "s": {"gif": "g"}},
+        },
+    }
+    refs = image_refs(post, OPTS)
+    assert [r.name for r in refs] == ["b.jpg", "a.png", "c.jpg"]
+    assert refs[1].url == "https://preview.redd.it/a.png?s=1&t=2"
+    assert image_refs({**post, "is_gallery": False}, OPTS) == []
+    del post["gallery_data"]  # no order given: media_metadata order
+    assert [r.name for r in image_refs(post, OPTS)] == ["a.png", "b.jpg", "c.jpg"]
+
+
+@pytest.mark.parametrize("line, ruled_out", [
+    (b'{"id":"a","title":"My cat in the sun","url":"u"}', True),
+    (b'{"id":"a","title":"  Look at this?","url":"u"}', True),
+    (b'{"id":"a","title":"What is this?","url":"u"}', False),
+    (b'{"id":"a","title":"whose coin?","url":"u"}', False),
+    (b'{"id":"a","title":"&quot;What&quot; is this?","url":"u"}', False),  # entity: parse to know
+    (b'{"id":"a","title":"\\u00bfWhat?","url":"u"}', False),  # escape: parse to know
+    (b'{"id":"a","title":"Whatever","url":"u"}', True),
+    (b'{"id":"a","title":"Who","url":"u"}', False),
+    (b'{"title":"Nested post","crosspost_parent_list":[{"title":"What?"}]}', False),  # two titles
+    (b'{"id":"a","url":"u"}', False),
+])
+def test_raw_title_prefilter_is_conservative(line: bytes, ruled_out: bool) -> None:
+    assert raw_title_rules_out_question(line, OPTS.question_words) is ruled_out
+
+
+def test_post_skip_reason_order() -> None:
+    assert post_skip_reason({"removed_by_category": "moderator"}, "What is this?", OPTS) == "removed"
+    assert post_skip_reason({"removed_by_category": "moderator"}, "Look at this", OPTS) == "not_question"
+    assert post_skip_reason({}, "What are your thoughts on this?", OPTS) == "survey"
+    assert post_skip_reason({"removed_by_category": ""}, "What is this?", OPTS) is None
+
+
+LONG = ("The first sentence explains the object in plain words for everyone. " * 4
+        + "It has enough words to pass the fifty word threshold easily without any trouble at all today.")
+
+
+@pytest.mark.parametrize("changes, body, reason", [
+    ({}, LONG, None),
+    ({"parent_id": "t1_c0"}, LONG, "not_top_level"),
+    ({}, "[deleted]", "deleted_body"),
+    ({}, "[removed]", "deleted_body"),
+    ({"author": "[deleted]"}, LONG, "deleted_author"),
+    ({"author": "AUTOMODERATOR"}, LONG, "excluded_author"),
+    ({}, "Short. Three. Sentences.", "too_short"),
+    ({}, " ".join(["word"] * 60) + ". And two.", "few_sentences"),
+])
+def test_answer_skip_reason(changes: dict, body: str, reason: str | None) -> None:
+    comment = {"link_id": "t3_p", "parent_id": "t3_p", "author": "someone", **changes}
+    assert answer_skip_reason(comment, body, OPTS) == reason
+
+
+def test_answer_word_boundary_is_strictly_more_than_fifty() -> None:
+    comment = {"link_id": "t3_p", "parent_id": "t3_p", "author": "someone"}
+    words = "One two three. Four five six. Seven eight nine."  # 9 words, 3 sentences
+    assert answer_skip_reason(comment, words + " x" * 41, OPTS) == "too_short"  # 50 words
+    assert answer_skip_reason(comment, words + " x" * 42, OPTS) is None  # 51 words
+
+
+def test_as_int() -> None:
+    assert as_int(1672531200) == as_int("1672531200") == as_int("1672531200.0") == as_int(1672531200.7) == 1672531200
+    with pytest.raises(ValueError):
+        as_int("yesterday")
+
+
+# --- the fixture end to end --------------------------------------------------------------
+
+def test_ingest_samples_exact(result) -> None:
+    samples = pl.read_parquet(result.samples_path)
+    assert sorted(samples["source_id"]) == EXPECTED_IDS
+    assert result.samples == len(EXPECTED_IDS)
+    assert set(samples["source"]) == {"reddit"}
+    assert all(len(r) == 1 and len(r[0].split()) > 50 for r in samples["answers"])
+    assert samples["gold_contexts"].list.len().sum() == samples["negative_contexts"].list.len().sum() == 0
+
+
+def test_ingest_quarantine_exact(result) -> None:
+    quarantine = pl.read_parquet(result.quarantine_path)
+    rows = list(zip(quarantine["locator"], quarantine["reason"]))
+    assert len(rows) == len(EXPECTED_QUARANTINE) == result.quarantined
+    for (locator, reason), (want_locator, want_reason) in zip(rows, EXPECTED_QUARANTINE):
+        assert locator == want_locator and reason.startswith(want_reason), (locator, reason)
+
+
+def test_html_entities_string_time_and_missing_permalink(result) -> None:
+    samples = pl.read_parquet(result.samples_path)
+    row = samples.filter(pl.col("source_id") == "10a017/j3c020").row(0, named=True)
+    assert row["question"] == "What's the difference between these two coins & how old are they?"
+    assert row["answers"][0].startswith("The left coin is a bronze piece & the right")
+    assert "> 2,000 years" in row["answers"][0]
+    meta = json.loads(row["meta"])
+    assert meta["created_utc"] == 1672531200 + 95000
+    assert meta["preview_url"] == "https://preview.redd.it/10a017img.jpeg?auto=webp&s=9f"
+    assert meta["image_urls"] == ["https://i.redd.it/10a017img.jpeg"]
+    assert meta["over_18"] is True and "permalink" not in meta
+    assert (meta["post_id"], meta["comment_id"], meta["subreddit"]) == ("10a017", "j3c020", "AncientCoins")
+
+
+def test_meta_and_images_of_plain_sample(root: Path, result) -> None:
+    samples = pl.read_parquet(result.samples_path)
+    row = samples.filter(pl.col("source_id") == "10a003/j3c004").row(0, named=True)
+    assert row["question"] == "What breed is this orange tabby cat?"
+    meta = json.loads(row["meta"])
+    assert meta == {
+        "subreddit": "cats", "post_id": "10a003", "comment_id": "j3c004", "created_utc": 1672531200 + 4 * 3600,
+        "post_score": 120, "comment_score": 17, "num_comments": 4, "over_18": False, "month": "2023-01",
+        "image_urls": ["https://i.redd.it/10a003img.jpg"], "permalink": "/r/pics/comments/10a003/_/j3c004/",
+        "post_permalink": "/r/cats/comments/10a003/",
+    }
+    assert row["images"] == [sha256_file(root / "images" / "10a003img.jpg")]
+    assert ImageStore(result.images_dir).read(row["images"][0]) == (root / "images" / "10a003img.jpg").read_bytes()
+
+
+def test_gallery_images_in_gallery_order(root: Path, result) -> None:
+    samples = pl.read_parquet(result.samples_path)
+    row = samples.filter(pl.col("source_id") == "10a016/j3c019").row(0, named=True)
+    assert row["images"] == [sha256_file(root / "images" / "gal1brick.jpg"),
+                             sha256_file(root / "images" / "gal2gravel.png")]
+    store = ImageStore(result.images_dir)
+    assert [store.path(s).suffix for s in row["images"]] == [".jpg", ".png"]
+    assert json.loads(row["meta"])["image_urls"][1] == "https://preview.redd.it/gal2gravel.png?width=160&s=b2"
+
+
+def test_funnel_counts_and_prefilter_equivalence(root: Path, tmp_path: Path) -> None:
+    fast, fast_samples, fast_rejected = run_adapter(root, tmp_path / "a")
+    slow, slow_samples, slow_rejected = run_adapter(root, tmp_path / "b", prefilter=False)
+    assert fast.skipped == slow.skipped == Counter(SKIPPED)
+    assert fast.comments_skipped == slow.comments_skipped == Counter(COMMENTS_SKIPPED)
+    assert [s.to_row() for s in fast_samples] == [s.to_row() for s in slow_samples]
+    assert fast_rejected == slow_rejected
+    assert sorted(s.source_id for s in fast_samples) == EXPECTED_IDS
+
+
+def test_prefilter_off_quarantines_broken_lines_of_any_post(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    (root / "images").mkdir(parents=True)
+    comp = zstandard.ZstdCompressor()
+    (root / "RS_2023-03.zst").write_bytes(comp.compress(b'{"id":"x","title":"text post"\n'))
+    (root / "RC_2023-03.zst").write_bytes(comp.compress(b'{"id":"c","link_id":"t3_other",\n'))
+    _, _, strict = run_adapter(root, tmp_path / "s", prefilter=False)
+    assert [r.locator for r in strict] == ["RS_2023-03.zst:1", "RC_2023-03.zst:1"]
+    fast, _, lenient = run_adapter(root, tmp_path / "f")
+    assert lenient == [] and fast.skipped["no_image"] == 1
+
+
+def test_oversized_line_option(root: Path, tmp_path: Path) -> None:
+    _, samples, rejected = run_adapter(root, tmp_path / "s", max_line_bytes=800)
+    reasons = [r.reason for r in rejected if r.reason.startswith("line longer than 800 bytes")]
+    assert reasons and not any(s.source_id == "10a016/j3c019" for s in samples)  # the gallery line is long
+
+
+def test_month_without_partner_and_unusable_roots(root: Path, tmp_path: Path) -> None:
+    partial = tmp_path / "partial"
+    shutil.copytree(root, partial)
+    (partial / "RC_2023-02.zst").unlink()
+    (partial / "RS_2023-01.zst").rename(partial / "RS_2023-01.zst.part")  # not a dump name
+    _, samples, rejected = run_adapter(partial, tmp_path / "s")
+    assert samples == []
+    assert [(r.locator, r.reason) for r in rejected] == [
+        ("RC_2023-01.zst", "no RS_2023-01.zst beside it: month cannot be joined"),
+        ("RS_2023-02.zst", "no RC_2023-02.zst beside it: month cannot be joined"),
+    ]
+    empty = tmp_path / "empty"
+    (empty / "images").mkdir(parents=True)
+    with pytest.raises(SourceError, match="no RS_YYYY-MM.zst or RC_YYYY-MM.zst files"):
+        RedditSource(empty, ImageStore(tmp_path / "s"))
+    with pytest.raises(SourceError, match="image folder .* is not a readable directory"):
+        RedditSource(root, ImageStore(tmp_path / "s"), images=tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match="reddit option colour"):
+        RedditSource(root, ImageStore(tmp_path / "s"), options={"colour": "red"})
+
+
+def test_images_option_points_elsewhere(root: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(root / "images", moved)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for dump in root.glob("*.zst"):
+        shutil.copy(dump, bare / dump.name)
+    adapter = RedditSource(bare, ImageStore(tmp_path / "s"), images=moved)
+    assert sorted(r.source_id for r in adapter.records() if isinstance(r, Sample)) == EXPECTED_IDS
+
+
+def test_parquet_round_trip_through_datasets_and_polars(result, tmp_path: Path) -> None:
+    from datasets import load_dataset
+
+    ds = load_dataset("parquet", data_files=str(result.samples_path), split="train", cache_dir=str(tmp_path))
+    frame = pl.read_parquet(result.samples_path)
+    assert ds.num_rows == frame.height == len(EXPECTED_IDS)
+    assert ds.column_names == frame.columns
+    assert sorted(ds["source_id"]) == EXPECTED_IDS
+    by_id = {row["source_id"]: row for row in ds}
+    polars_row = frame.filter(pl.col("source_id") == "10a016/j3c019").row(0, named=True)
+    assert by_id["10a016/j3c019"]["images"] == polars_row["images"]
+    assert json.loads(by_id["10a016/j3c019"]["meta"]) == json.loads(polars_row["meta"])
+
+
+def test_cli_ingest(root: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    done = subprocess.run([str(MMCURATE), "ingest", "reddit", str(root), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"reddit: {len(EXPECTED_IDS)} samples" in done.stdout
+    assert f"{len(EXPECTED_QUARANTINE)} quarantined" in done.stdout
+    assert pl.read_parquet(tmp_path / "o" / "quarantine.parquet").height == len(EXPECTED_QUARANTINE)
+
+    missing = subprocess.run([str(MMCURATE), "ingest", "reddit", str(tmp_path / "nope"), "--out", str(tmp_path / "p")],
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().count("\n") == 0
+    assert missing.stderr.startswith("mmcurate: error: reddit: source root") and "not a readable directory" in missing.stderr

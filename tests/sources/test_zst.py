@@ -1,0 +1,119 @@
+"""The streaming zstd NDJSON reader: chunk boundaries, bad lines, truncation."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from mmcurate.core.records import Rejected
+from mmcurate.sources.zst import parse_object, read_blocks
+
+
+def write(path: Path, data: bytes, *, frames: int = 1) -> Path:
+    """Compress ``data`` as ``frames`` concatenated zstd frames split at newlines."""
+    comp = zstandard.ZstdCompressor(level=3)
+    lines = data.split(b"\n")
+    step = -(-len(lines) // frames)
+    parts = [b"\n".join(lines[i:i + step]) for i in range(0, len(lines), step)]
+    payload = [p + (b"\n" if i < len(parts) - 1 else b"") for i, p in enumerate(parts)]
+    path.write_bytes(b"".join(comp.compress(p) for p in payload))
+    return path
+
+
+def read_lines(path: Path, **kwargs) -> list:
+    """``read_blocks`` flattened to ``(line number, bytes)`` per non-empty line, rejections in place."""
+    out: list = []
+    for block in read_blocks(path, **kwargs):
+        if isinstance(block, Rejected):
+            out.append(block)
+        else:
+            out += [(n, line) for n, line in enumerate(block[1], block[0]) if line]
+    return out
+
+
+def ndjson(n: int) -> bytes:
+    # multi-byte characters everywhere, so tiny chunks split them
+    return b"".join(json.dumps({"i": i, "t": "caf\u00e9 \u6f22\u5b57 \U0001f431"}, ensure_ascii=False).encode()
+                    + b"\n" for i in range(n))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
+@pytest.mark.parametrize("frames", [1, 3])
+def test_lines_survive_any_chunking(tmp_path: Path, chunk: int, frames: int) -> None:
+    path = write(tmp_path / "RC_2023-01.zst", ndjson(50), frames=frames)
+    items = list(read_lines(path, chunk_bytes=chunk))
+    assert [n for n, _ in items] == list(range(1, 51))
+    assert [json.loads(line.decode())["i"] for _, line in items] == list(range(50))
+    assert all(json.loads(line.decode())["t"] == "caf\u00e9 \u6f22\u5b57 \U0001f431" for _, line in items)
+
+
+def test_last_line_without_newline_and_blank_lines(tmp_path: Path) -> None:
+    path = write(tmp_path / "RS.zst", b'{"a":1}\n\n{"a":2}')
+    assert list(read_lines(path)) == [(1, b'{"a":1}'), (3, b'{"a":2}')]
+
+
+def test_oversized_lines_rejected_not_buffered(tmp_path: Path) -> None:
+    big = b'{"x":"' + b"y" * 5000 + b'"}'
+    path = write(tmp_path / "RS_2023-01.zst", b'{"a":1}\n' + big + b'\n{"a":2}\n' + big)
+    for chunk in (16, 1 << 20):  # inside one chunk, and spread over many
+        items = list(read_lines(path, max_line_bytes=1000, chunk_bytes=chunk))
+        assert items[0] == (1, b'{"a":1}') and items[2] == (3, b'{"a":2}')
+        for item, line in ((items[1], 2), (items[3], 4)):
+            assert isinstance(item, Rejected)
+            assert item.locator == f"RS_2023-01.zst:{line}"
+            assert item.reason.startswith("line longer than 1000 bytes")
+
+
+def test_truncated_stream_keeps_complete_frames(tmp_path: Path) -> None:
+    comp = zstandard.ZstdCompressor(level=3)
+    first, second = ndjson(4), ndjson(30)
+    cut = comp.compress(second)
+    path = tmp_path / "RC_2023-02.zst"
+    path.write_bytes(comp.compress(first) + cut[: len(cut) // 2])
+    items = list(read_lines(path))
+    assert [n for n, _ in items[:-1]] == [1, 2, 3, 4]
+    assert items[-1] == Rejected("RC_2023-02.zst", "truncated zstd stream after line 4")
+
+
+def test_truncated_large_frame_keeps_what_was_decoded(tmp_path: Path) -> None:
+    # one frame of several blocks: whole blocks before the cut are still decoded
+    data = ndjson(20000)
+    blob = zstandard.ZstdCompressor(level=1).compress(data)
+    path = tmp_path / "RC.zst"
+    path.write_bytes(blob[: len(blob) * 3 // 4])
+    items = list(read_lines(path))
+    rejected = [i for i in items if isinstance(i, Rejected)]
+    good = [i for i in items if not isinstance(i, Rejected)]
+    assert len(rejected) == 1 and len(good) > 1000
+    assert rejected[0].reason == f"truncated zstd stream after line {len(good)}"
+
+
+def test_corrupt_and_empty_files(tmp_path: Path) -> None:
+    garbage = tmp_path / "RS_bad.zst"
+    garbage.write_bytes(b"this is not zstd at all")
+    (item,) = list(read_lines(garbage))
+    assert item.locator == "RS_bad.zst" and item.reason.startswith("corrupt zstd stream after line 0")
+    empty = tmp_path / "RS_empty.zst"
+    empty.write_bytes(b"")
+    assert list(read_lines(empty)) == [Rejected("RS_empty.zst", "empty file: no zstd frame")]
+
+
+def test_parse_object() -> None:
+    assert parse_object("f:1", b'{"a": "\xc3\xa9"}') == {"a": "\u00e9"}
+    bad_utf8 = parse_object("f:2", b'{"a": "\xff"}')
+    assert isinstance(bad_utf8, Rejected) and bad_utf8.locator == "f:2"
+    assert bad_utf8.reason == "invalid UTF-8 at byte 7"
+    malformed = parse_object("f:3", b'{"a": ')
+    assert isinstance(malformed, Rejected) and malformed.reason.startswith("malformed JSON: Expecting value")
+    assert malformed.raw == '{"a": '
+    array = parse_object("f:4", b"[1, 2]")
+    assert isinstance(array, Rejected) and array.reason == "JSON line is a list, not an object"
+
+
+def test_read_blocks_keep_positions(tmp_path: Path) -> None:
+    path = write(tmp_path / "RC.zst", b'{"a":1}\n\n' + b"z" * 50 + b'\n{"a":2}\n')
+    blocks = list(read_blocks(path, max_line_bytes=20))
+    assert blocks == [(1, [b'{"a":1}', b""]), Rejected("RC.zst:3", "line longer than 20 bytes (50)", "z" * 50),
+                      (4, [b'{"a":2}'])]
