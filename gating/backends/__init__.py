@@ -1,0 +1,1 @@
+"""Model backends behind one interface (``Backend.run`` over a batch of requests)."""

@@ -1,0 +1,30 @@
+"""``python -m mmcurate.gating.backends.llama_launch <llama_cpp.server args>``.
+
+Runs llama-cpp-python's OpenAI-compatible server with ggml's extra weight buffers (the
+runtime repack and AMX buffer types) turned off. On CPUs that advertise AMX the AMX
+matmul of llama-cpp-python 0.3.x segfaults at the first decode
+(``ggml_backend_amx_mul_mat``); the server offers no flag for this, so the default
+model parameters are adjusted before it loads the model. For a 135M model the plain CPU
+kernels are fast enough.
+"""
+from __future__ import annotations
+
+import llama_cpp.llama_cpp as llama_lib
+
+
+def main() -> None:
+    default_params = llama_lib.llama_model_default_params
+
+    def without_extra_buffers() -> llama_lib.llama_model_params:
+        params = default_params()
+        params.use_extra_bufts = False
+        return params
+
+    llama_lib.llama_model_default_params = without_extra_buffers
+    from llama_cpp.server.__main__ import main as serve
+
+    serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""The one way stages call models: ``ModelPool.client(name).chat(requests, stage)``.
+
+A client answers from the response cache first and sends only the misses to its
+backend; each finished call is written to the cache at once and counted per stage.
+Identical requests in one batch are sent once.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from mmcurate.core.config import ModelSpec, Settings
+from mmcurate.core.errors import ConfigError
+from mmcurate.core.images import ImageStore
+
+from .accounting import CallCounter
+from .backends.base import Backend
+from .cache import ResponseCache, cache_key
+from .requests import ChatRequest, ChatResponse
+
+log = logging.getLogger(__name__)
+
+
+def resolve_api_key(spec: ModelSpec) -> str | None:
+    """The model's API key from its environment variable or Prefect Secret block (or None)."""
+    if spec.api_key_env:
+        key = os.environ.get(spec.api_key_env)
+        if not key:
+            raise ConfigError(f"model {spec.name}: environment variable {spec.api_key_env} is not set")
+        return key
+    if spec.api_key_block:
+        from prefect.blocks.system import Secret  # only here: library code does not need Prefect
+
+        try:
+            return Secret.load(spec.api_key_block).get()
+        except ValueError:
+            raise ConfigError(f"model {spec.name}: Prefect Secret block {spec.api_key_block!r} not found") from None
+    return None
+
+
+def make_backend(spec: ModelSpec, images: ImageStore | None) -> Backend:
+    if spec.backend == "openai":
+        from .backends.openai_compat import OPENAI_URL, OpenAICompatBackend
+
+        return OpenAICompatBackend(
+            spec, images, spec.base_url or OPENAI_URL, resolve_api_key(spec), spec.model,
+            # api.openai.com rejects unknown sampling fields; vLLM and others take this one
+            penalty_field="repetition_penalty" if spec.base_url else None,
+        )
+    if spec.backend == "embedded":
+        from .backends.embedded import EmbeddedBackend
+
+        return EmbeddedBackend(spec, images)
+    if spec.backend == "vllm":
+        from .backends.vllm_offline import VLLMOfflineBackend
+
+        return VLLMOfflineBackend(spec, images)
+    from .backends.scripted import ScriptedBackend
+
+    return ScriptedBackend(spec)
+
+
+class ModelClient:
+    def __init__(self, spec: ModelSpec, backend: Backend, cache: ResponseCache, counter: CallCounter) -> None:
+        self.spec = spec
+        self.backend = backend
+        self.cache = cache
+        self.counter = counter
+
+    def chat(self, requests: list[ChatRequest], stage: str) -> list[ChatResponse]:
+        """Answer ``requests`` in order: cache hits first, then one backend batch for the misses."""
+        keys = [cache_key(self.spec, r, self.backend.identity) for r in requests]
+        hits = self.cache.get_many(keys)
+        results: list[ChatResponse | None] = [None] * len(requests)
+        waiting: dict[str, list[int]] = {}  # cache key -> positions wanting that answer
+        for position, (request, key) in enumerate(zip(requests, keys)):
+            hit = hits.get(key)
+            if hit is not None:
+                results[position] = ChatResponse(
+                    key=request.key, model=self.spec.name, text=hit.text, error=None, cached=True,
+                    latency=hit.latency, usage=hit.usage, top_logprobs=hit.top_logprobs,
+                    images_dropped=self._images_dropped(request),
+                )
+                self.counter.record(stage, self.spec.name, cached=True, failed=False)
+            else:
+                waiting.setdefault(key, []).append(position)
+        if not waiting:
+            return results  # type: ignore[return-value]
+        misses = [requests[positions[0]] for positions in waiting.values()]
+        miss_keys = list(waiting)
+
+        def on_result(index: int, response: ChatResponse) -> None:
+            key = miss_keys[index]
+            if response.text is not None:
+                self.cache.put(
+                    key, self.spec.name, misses[index].template, response.text,
+                    response.usage, response.latency, response.top_logprobs,
+                )
+            self.counter.record(stage, self.spec.name, cached=False, failed=response.text is None)
+            for position in waiting[key]:
+                results[position] = _with_key(response, requests[position].key)
+
+        log.info("%s: %d cached, %d to %s", stage, len(requests) - len(misses), len(misses), self.spec.name)
+        self.backend.run(misses, on_result)
+        return results  # type: ignore[return-value]
+
+    def _images_dropped(self, request: ChatRequest) -> int:
+        if self.spec.vision:
+            return 0
+        return sum(
+            1 for m in request.messages if isinstance(m.get("content"), list)
+            for p in m["content"] if p.get("type") == "image"
+        )
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def _with_key(response: ChatResponse, key: str) -> ChatResponse:
+    return response if response.key == key else replace(response, key=key)
+
+
+class ModelPool:
+    """Opens clients lazily and keeps them until released.
+
+    vLLM engines hold the GPU, so opening one releases any other open vLLM client first;
+    ``schedule.model_major`` releases each model after its batch, so model-major runs
+    hold one gating model at a time (plus the judge, if it is a model).
+    """
+
+    def __init__(
+        self, settings: Settings, cache: ResponseCache, images: ImageStore | None, counter: CallCounter
+    ) -> None:
+        self.settings = settings
+        self.cache = cache
+        self.images = images
+        self.counter = counter
+        self._open: dict[str, ModelClient] = {}
+
+    def client(self, name: str) -> ModelClient:
+        if name not in self._open:
+            spec = self.settings.model(name)
+            if spec.backend == "vllm":
+                for other in [n for n, c in self._open.items() if c.spec.backend == "vllm"]:
+                    self.release(other)
+            self._open[name] = ModelClient(spec, make_backend(spec, self.images), self.cache, self.counter)
+        return self._open[name]
+
+    @property
+    def opened(self) -> list[str]:
+        return list(self._open)
+
+    def release(self, name: str) -> None:
+        client = self._open.pop(name, None)
+        if client is not None:
+            client.close()
+
+    def close(self) -> None:
+        for name in list(self._open):
+            self.release(name)
+
+    def __enter__(self) -> "ModelPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

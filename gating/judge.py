@@ -1,0 +1,168 @@
+"""Grading answers with the SimpleQA rubric: pre-judge first, then a lexical rule or a model.
+
+Parsing a judge model's reply is strict (``parse_grade``): the reference grader finds a
+letter anywhere in the reply, so "CORRECT" reads as C (NOT_ATTEMPTED) there. Here a
+reply that is not exactly one grade gets one retry with a reminder, then
+``Grade.JUDGE_ERROR``, which is counted in ``Judge.stats`` and never mapped to a label.
+"""
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections import Counter
+
+from mmcurate.core.config import Settings
+
+from .client import ModelPool
+from .grades import Grade, JudgeItem, Judgement
+from .prejudge import lexical_grade, prejudge
+from .requests import ChatRequest, ChatResponse
+
+__all__ = ["Grade", "JudgeItem", "Judgement", "Judge", "LexicalJudge", "LLMJudge", "make_judge", "parse_grade"]
+
+TEMPLATE = "judge.simpleqa.v1"
+JUDGE_MAX_TOKENS = 10
+_LETTERS = {"a": Grade.CORRECT, "b": Grade.INCORRECT, "c": Grade.NOT_ATTEMPTED}
+_WORDS = {"correct": Grade.CORRECT, "incorrect": Grade.INCORRECT,
+          "not_attempted": Grade.NOT_ATTEMPTED, "not attempted": Grade.NOT_ATTEMPTED}
+
+PROMPT = """Grade one answer to a question against its reference answer(s).
+
+Question: {question}
+Reference answer(s): {gold}
+Answer to grade: {answer}
+
+Choose one grade:
+A) CORRECT: the answer gives the essential information of a reference answer and says nothing \
+that contradicts it. Hedging is acceptable when the right answer is still given and no \
+conflicting alternative is offered. Minor misspellings of names are acceptable, and details \
+the question already makes clear may be left out.
+B) INCORRECT: the answer states something that contradicts the reference, whether hedged or \
+not, or offers several candidates of which some are wrong.
+C) NOT_ATTEMPTED: the essential information is missing but nothing contradicts the reference: \
+refusals, "I don't know", requests for more context, answers too vague to check.
+Numbers must agree with the reference down to its last significant figure; a different \
+number is INCORRECT, a vaguer one (a range or rough estimate where the reference is exact) is \
+NOT_ATTEMPTED.
+
+Reply with a single letter: A, B or C."""
+REMINDER = "Your reply could not be read as a grade. Reply with exactly one letter and nothing else: A, B or C."
+
+
+def parse_grade(reply: str) -> Grade | None:
+    """The grade a judge reply names, or None when it is not exactly one grade.
+
+    Allowed around the grade: surrounding whitespace, one trailing period (inside or
+    outside quotes), surrounding quotes/backticks/asterisks (``**A**``, ``"B"``). Accepted:
+    letters A/B/C and the words CORRECT, INCORRECT, NOT_ATTEMPTED, "NOT ATTEMPTED", any
+    case. Everything else is None, including "b)" (a list marker is not a grade),
+    "The answer is A" and "A or B".
+    """
+    text = reply.strip()
+    period = text.endswith(".")
+    if period:
+        text = text[:-1]
+    text = text.strip().strip("\"'`*").strip()
+    if not period and text.endswith("."):
+        text = text[:-1].strip()
+    text = text.lower()
+    if text in _LETTERS:
+        return _LETTERS[text]
+    return _WORDS.get(re.sub(r" +", " ", text))
+
+
+class Judge(ABC):
+    """Pre-judge every item, then grade the rest in one batch. ``stats`` counts rules and errors."""
+
+    name: str
+
+    def __init__(self) -> None:
+        self.stats: Counter[str] = Counter()
+
+    def grade(self, items: list[JudgeItem], stage: str) -> list[Judgement]:
+        results: list[Judgement | None] = [None] * len(items)
+        rest: list[int] = []
+        for index, item in enumerate(items):
+            settled = prejudge(item)
+            if settled is None:
+                rest.append(index)
+            else:
+                results[index] = Judgement(item.key, settled[0], settled[1], None)
+        for index, judgement in zip(rest, self._grade_rest([items[i] for i in rest], stage)):
+            results[index] = judgement
+        for judgement in results:
+            assert judgement is not None
+            self.stats[f"{judgement.by}:{judgement.grade.value}"] += 1
+        return results  # type: ignore[return-value]
+
+    @abstractmethod
+    def _grade_rest(self, items: list[JudgeItem], stage: str) -> list[Judgement]: ...
+
+
+class LexicalJudge(Judge):
+    """The offline judge: token containment (see ``prejudge.lexical_grade``)."""
+
+    name = "lexical-v1"
+
+    def _grade_rest(self, items: list[JudgeItem], stage: str) -> list[Judgement]:
+        return [Judgement(i.key, lexical_grade(i), "lexical.containment", None) for i in items]
+
+
+def judge_messages(item: JudgeItem) -> list[dict]:
+    gold = " | ".join(item.gold) if item.gold else "(none given)"
+    return [{"role": "user", "content": PROMPT.format(question=item.question, gold=gold, answer=item.answer)}]
+
+
+class LLMJudge(Judge):
+    def __init__(self, pool: ModelPool, model: str) -> None:
+        super().__init__()
+        self.pool = pool
+        self.model = model
+        spec = pool.settings.model(model)
+        self.name = f"llm:{spec.model or spec.name}@{spec.revision}"
+        self.by = f"llm:{spec.name}"
+
+    def _grade_rest(self, items: list[JudgeItem], stage: str) -> list[Judgement]:
+        if not items:
+            return []
+        client = self.pool.client(self.model)
+        asks = [ChatRequest(i.key, judge_messages(i), TEMPLATE, max_tokens=JUDGE_MAX_TOKENS) for i in items]
+        first = client.chat(asks, stage)
+        results: list[Judgement | None] = [None] * len(items)
+        again: list[int] = []
+        for index, reply in enumerate(first):
+            grade = parse_grade(reply.text) if reply.text is not None else None
+            if grade is not None:
+                results[index] = Judgement(items[index].key, grade, self.by, reply.text)
+            elif reply.text is None:
+                results[index] = self._error(items[index], reply, "call_failed")
+            else:
+                again.append(index)
+        if again:
+            retries = [
+                ChatRequest(
+                    items[i].key,
+                    [*asks[i].messages, {"role": "assistant", "content": first[i].text},
+                     {"role": "user", "content": REMINDER}],
+                    f"{TEMPLATE}.reminder", max_tokens=JUDGE_MAX_TOKENS,
+                )
+                for i in again
+            ]
+            for index, reply in zip(again, client.chat(retries, stage)):
+                grade = parse_grade(reply.text) if reply.text is not None else None
+                results[index] = (
+                    Judgement(items[index].key, grade, self.by, reply.text) if grade is not None
+                    else self._error(items[index], reply, "unparsable" if reply.text is not None else "call_failed")
+                )
+        return results  # type: ignore[return-value]
+
+    def _error(self, item: JudgeItem, reply: ChatResponse, why: str) -> Judgement:
+        self.stats[f"judge_error.{why}"] += 1
+        return Judgement(item.key, Grade.JUDGE_ERROR, self.by, reply.text)
+
+
+def make_judge(settings: Settings, pool: ModelPool) -> Judge:
+    if settings.judge.kind == "lexical":
+        return LexicalJudge()
+    assert settings.judge.model is not None  # JudgeSpec validation guarantees it
+    return LLMJudge(pool, settings.judge.model)

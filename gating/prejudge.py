@@ -1,0 +1,85 @@
+"""Deterministic grading: settles the easy cases before any judge model is asked.
+
+Rules, in order:
+1. ``prejudge.exact``: the normalized answer equals a normalized gold answer or alias
+   -> CORRECT. Normalizing: Unicode NFKC, lowercase, apostrophes removed, other
+   punctuation (except a number's leading minus) turned into spaces, articles (a/an/the) removed, whitespace collapsed.
+2. ``prejudge.refusal``: the whole normalized answer is a plain refusal ("I don't know",
+   "I cannot answer", "unsure", "no idea", empty, ...) -> NOT_ATTEMPTED. An answer that
+   refuses *and* proposes something ("not sure, maybe Paris") is left to the judge.
+3. ``prejudge.numeric``: the item has numeric ranges (InfoSeek) and the answer contains
+   numbers -> CORRECT if any number lies in any range (inclusive), else INCORRECT.
+Anything else returns None (the judge decides).
+
+``lexical_grade`` is the offline judge for the rest (``lexical.containment``): CORRECT
+when every content token (normalized tokens minus English stopwords) of some gold answer
+occurs among the answer's tokens, else INCORRECT. It cannot see contradictions ("not
+Paris" contains "Paris") or paraphrases; it stands in when no judge model is available
+and the release manifest names it ("lexical-v1").
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from .grades import Grade, JudgeItem
+
+ARTICLES = {"a", "an", "the"}
+STOPWORDS = ARTICLES | {
+    "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or", "is", "are", "was",
+    "were", "be", "it", "its", "this", "that", "as", "s",
+}
+_REFUSALS = [
+    r"",
+    r"(i )?(dont|do not|did not|didnt) know( answer| that| this)?",
+    r"(i )?(cannot|cant|can not|could not|couldnt|am unable to|m unable to|am not able to) "
+    r"(answer|say|tell|determine|know|help)( that| this| question| answer| with that| with this)*",
+    r"(i am |im )?(unsure|not sure)",
+    r"(i have )?no idea",
+    r"unknown|n a|no answer",
+]
+_REFUSAL = re.compile("|".join(f"(?:{r})" for r in _REFUSALS))
+_SIGN = re.compile(r"(?<![\w.])-(?=\d)")
+_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+
+
+def normalize(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).lower().replace("'", "").replace("\u2019", "")
+    text = _SIGN.sub("\x00", text)  # a leading minus is part of a number, not punctuation
+    text = "".join(" " if unicodedata.category(c).startswith("P") or c in "`^$+<=>|~" else c for c in text)
+    text = text.replace("\x00", "-")
+    return " ".join(w for w in text.split() if w not in ARTICLES)
+
+
+def numbers(text: str) -> list[float]:
+    return [float(m.group().replace(",", "")) for m in _NUMBER.finditer(text)]
+
+
+def is_refusal(answer: str) -> bool:
+    return _REFUSAL.fullmatch(normalize(answer)) is not None
+
+
+def prejudge(item: JudgeItem) -> tuple[Grade, str] | None:
+    """(grade, rule) when a deterministic rule settles ``item``, else None."""
+    answer = normalize(item.answer)
+    if answer and any(answer == normalize(g) for g in item.gold if normalize(g)):
+        return Grade.CORRECT, "prejudge.exact"
+    if is_refusal(item.answer):
+        return Grade.NOT_ATTEMPTED, "prejudge.refusal"
+    if item.numeric_ranges:
+        found = numbers(item.answer)
+        if found:
+            inside = any(lo <= x <= hi for x in found for lo, hi in item.numeric_ranges)
+            return (Grade.CORRECT if inside else Grade.INCORRECT), "prejudge.numeric"
+    return None
+
+
+def content_tokens(text: str) -> set[str]:
+    tokens = set(normalize(text).split())
+    return (tokens - STOPWORDS) or tokens
+
+
+def lexical_grade(item: JudgeItem) -> Grade:
+    answer = set(normalize(item.answer).split())
+    golds = [content_tokens(g) for g in item.gold]
+    return Grade.CORRECT if any(g and g <= answer for g in golds) else Grade.INCORRECT
