@@ -34,14 +34,27 @@ $(FIXTURES): $(STAMP) tests/fixtures/make_fixtures.py
 	$(PY) tests/fixtures/make_fixtures.py tests/fixtures/generated
 	touch $(FIXTURES)
 
+MM := $(VENV)/bin/mmcurate
+DEMO_RELEASES := releases_out
+
 demo: setup fixtures
-	$(VENV)/bin/mmcurate demo --out demo_out
+	$(MM) run deflectionbench --config configs/demo.yaml
+	$(MM) run reflvqa --config configs/demo.yaml
+	$(MM) evaluate $(DEMO_RELEASES)/deflectionbench/1.0.0 --model smollm2 --config configs/demo.yaml \
+	  --negatives 1 --negatives 2 --negatives 5
+	$(MM) report $(DEMO_RELEASES)/deflectionbench/1.0.0
+	$(MM) report $(DEMO_RELEASES)/reflvqa/1.0.0
+	$(MM) verify $(DEMO_RELEASES)/deflectionbench/1.0.0
+	$(MM) verify $(DEMO_RELEASES)/reflvqa/1.0.0
 
 test: setup fixtures
 	$(PY) -m pytest -q
 
-bench: setup
+bench: setup fixtures
 	$(PY) bench/ingest_reddit.py
+	$(PY) bench/gating_throughput.py
+	$(PY) bench/faiss_mining.py
+	$(PY) bench/stage_calls.py
 
 clean:
-	rm -rf demo_out .mmcurate tests/fixtures/generated
+	rm -rf .mmcurate tests/fixtures/generated  # releases_out/ is kept: releases are immutable

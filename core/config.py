@@ -94,6 +94,7 @@ class SourceSpec(_Strict):
     root: Path
     images: Path | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+    limit: int | None = None  # curate only the first N ingested samples (dry runs, demos)
 
 
 class RetrievalConfig(_Strict):
@@ -206,6 +207,24 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown model(s) {missing}; defined: {sorted(names)}")
         return self
 
+    def add_model(self, spec: str) -> ModelSpec:
+        """Resolve ``spec``: a model defined here by name, or a YAML file holding one model
+        spec (which is added under its name). Used by ``--model`` / ``--add-model``."""
+        if spec in self.models:
+            return self.models[spec]
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError(f"model {spec!r} is neither defined in the config ({sorted(self.models)}) nor a YAML file")
+        try:
+            data = yaml.safe_load(path.read_text())
+            model = _resolve_paths(ModelSpec(**data), path.parent.resolve())
+        except (yaml.YAMLError, TypeError, ValidationError) as exc:
+            raise ConfigError(f"model file {path}: {str(exc).splitlines()[0]}") from None
+        if model.name in self.models and self.models[model.name] != model:
+            raise ConfigError(f"model file {path} redefines model {model.name!r}")
+        self.models[model.name] = model
+        return model
+
     def model(self, name: str) -> ModelSpec:
         try:
             return self.models[name]
@@ -238,6 +257,33 @@ def _resolve_paths(obj: Any, base: Path) -> Any:
     return obj
 
 
+BUILTIN_CORPORA = ("wiki-offline",)
+PATH_PREFIXES = ("open_clip:", "nli:", "cross-encoder:")  # "<kind>:[<arch>:]<path>"
+
+
+def _resolve_spec(spec: str | None, base: Path) -> str | None:
+    """Resolve the file part of a spec string (a corpus path, ``nli:<path>``,
+    ``open_clip:<arch>:<path>``) against ``base``; built-in names stay as they are."""
+    if not spec or spec in BUILTIN_CORPORA or spec in ("minilm", "descriptor", "lexical") or spec.startswith("llm:"):
+        return spec
+    head, sep, tail = "", "", spec
+    if spec.startswith(PATH_PREFIXES):
+        head, sep, tail = spec.rpartition(":")
+    path = Path(tail).expanduser()
+    return f"{head}{sep}{path if path.is_absolute() else (base / path).resolve()}"
+
+
+def _resolve_specs(settings: Settings, base: Path) -> None:
+    if settings.deflectionbench:
+        r = settings.deflectionbench.retrieval
+        for name in ("kb", "text_encoder", "image_encoder", "reranker"):
+            setattr(r, name, _resolve_spec(getattr(r, name), base))
+    if settings.reflvqa:
+        r = settings.reflvqa
+        for name in ("text_corpus", "cross_modal_encoder", "text_entailment"):
+            setattr(r, name, _resolve_spec(getattr(r, name), base))
+
+
 def load_config(path: Path | str, **overrides: Any) -> Settings:
     """Load ``path`` (YAML) with environment overrides; raise ConfigError with one clear line."""
     path = Path(path)
@@ -258,4 +304,5 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"config {path}: {where}: {first['msg']} ({exc.error_count()} error(s))") from None
     resolved = Settings.model_construct(**{k: getattr(settings, k) for k in Settings.model_fields})
+    _resolve_specs(resolved, path.parent.resolve())
     return _resolve_paths(resolved, path.parent.resolve())

@@ -102,3 +102,19 @@ class ImageStore:
 
     def __contains__(self, sha: str) -> bool:
         return self.find(sha) is not None
+
+
+def store_folder(store: ImageStore, folder: Path) -> tuple[list[str], list["Rejected"]]:
+    """Put every image file under ``folder`` into ``store``: its sha256s, and a quarantine
+    record for each file that is not a usable image."""
+    from .records import Rejected
+
+    hashes: list[str] = []
+    rejected: list[Rejected] = []
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        relative = str(path.relative_to(folder))
+        try:
+            hashes.append(store.put_file(Path(folder), relative))
+        except ImageRejected as exc:
+            rejected.append(Rejected(f"{Path(folder).name}/{relative}", str(exc)))
+    return hashes, rejected

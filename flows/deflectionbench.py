@@ -17,7 +17,7 @@ from mmcurate.core.config import load_config
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.ids import new_run_id
 from mmcurate.releases.deflection import deflection_draft
-from mmcurate.tasks.deflectionbench import check_with_oracle, gate_parametrically, pair_with_knowledge
+from mmcurate.tasks.deflectionbench import check_with_oracle, gate_parametrically, pair_with_knowledge, per_shard
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.release import publish_release
 
@@ -33,14 +33,16 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) 
     run_id = new_run_id()
 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
-    samples, quarantine = load_samples(ingested)
+    samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
 
-    stage_i = gate_parametrically(samples, settings, run_id)
+    stage_i = per_shard(gate_parametrically, samples, settings, run_id)
     stage_ii = pair_with_knowledge(stage_i.result.kept, settings, run_id)
-    stage_iii = check_with_oracle(stage_ii.result.kept, settings, run_id)
+    stage_iii = per_shard(check_with_oracle, stage_ii.result.kept, settings, run_id)
 
-    draft = deflection_draft(settings, version or cfg.version, run_id, ingested, samples, quarantine,
-                             [stage_i, stage_ii, stage_iii])
+    draft = deflection_draft(
+        settings, version or cfg.version, run_id, gating=stage_i, pairing=stage_ii, oracle=stage_iii,
+        ingested={r.source: r.samples for r in ingested}, quarantine=quarantine,
+        source_files=sorted({f for r in ingested for f in r.source_files}), components=stage_ii.components)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images")
     print(f"deflectionbench {draft.version}: {stage_iii.result.kept.num_rows} samples -> {release}")
     return str(release)

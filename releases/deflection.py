@@ -8,7 +8,6 @@ import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.releases.draft import ReleaseDraft
-from mmcurate.sources.ingest import IngestResult
 
 if TYPE_CHECKING:  # the task layer's result type; imported for annotations only
     from mmcurate.tasks.deflectionbench import StageRun
@@ -68,10 +67,10 @@ def global_table(kept: pa.Table) -> list[dict]:
     return [{"statistic": key, "value": value} for key, value in stats.items()]
 
 
-def funnel(ingested: int, quarantined: int, after_gating: int, after_pairing: int, released: int) -> list[dict]:
+def funnel(ingested: int, after_gating: int, after_pairing: int, released: int) -> list[dict]:
+    """Samples remaining after each stage (quarantined raw records never became samples)."""
     return [
         {"stage": "ingested", "remaining": ingested},
-        {"stage": "quarantined (not samples)", "remaining": quarantined},
         {"stage": "I parametric gating", "remaining": after_gating},
         {"stage": "II knowledge pairing", "remaining": after_pairing},
         {"stage": "III quality control", "remaining": released},
@@ -111,38 +110,44 @@ def deflection_draft(
     settings: Settings,
     version: str,
     run_id: str,
-    ingested: list[IngestResult],
-    samples: pa.Table,
+    *,
+    gating: StageRun,
+    pairing: StageRun | None,
+    oracle: StageRun,
+    ingested: dict[str, int],
+    source_files: list[str],
     quarantine: pa.Table,
-    stages: list[StageRun],
+    components: dict[str, str],
     parent: str | None = None,
+    history: pa.Table | None = None,
     removed: list[dict] | None = None,
 ) -> ReleaseDraft:
-    """Everything the release writer needs from one DeflectionBench run."""
+    """Everything the release writer needs from one DeflectionBench run.
+
+    ``ingested``: samples per source that entered Stage I. A re-curation passes no
+    ``pairing`` (contexts come from the parent release) and the parent's ledger as ``history``.
+    """
     cfg = settings.deflectionbench
-    gating, pairing, oracle = stages
     kept = oracle.result.kept
-    ledger = pa.concat_tables([s.result.ledger(run_id) for s in stages])
-    per_source_in = {r.source: r.samples for r in ingested}
+    runs = [s for s in (gating, pairing, oracle) if s is not None]
+    ledger = pa.concat_tables(([history] if history is not None else []) + [s.result.ledger(run_id) for s in runs])
     models = [{"role": "gating", **settings.model(name).identity()} for name in cfg.gating.pool]
     if settings.judge.model:
         models.append({"role": "judge", **settings.model(settings.judge.model).identity()})
-    naive = {"I": gating.result.naive_calls, "III": oracle.result.naive_calls}
+    entered = sum(ingested.values())
+    after_pairing = pairing.result.kept.num_rows if pairing else gating.result.kept.num_rows
     statistics = {
-        "per_source": per_source_table(per_source_in, kept),
+        "per_source": per_source_table(ingested, kept),
         "global": global_table(kept),
-        "funnel": funnel(samples.num_rows, quarantine.num_rows, gating.result.kept.num_rows,
-                         pairing.result.kept.num_rows, kept.num_rows),
-        "calls": calls_table({"I": gating.calls, "III": oracle.calls}, naive),
+        "funnel": funnel(entered, gating.result.kept.num_rows, after_pairing, kept.num_rows),
+        "calls": calls_table({"I": gating.calls, "III": oracle.calls},
+                             {"I": gating.result.naive_calls, "III": oracle.result.naive_calls}),
         "convergence": gating.result.convergence,
         "judge_errors": judge_errors(ledger),
     }
-    notes = [
-        f"Retrieval used {pairing.components.get('text_encoder')} (text) and "
-        f"{pairing.components.get('image_encoder')} (images).",
-        f"Judged by {gating.judge}.",
-    ]
-    if "descriptor" in pairing.components.get("image_encoder", ""):
+    notes = [f"Retrieval: {components.get('text_encoder')} (text), {components.get('image_encoder')} (images).",
+             f"Judged by {gating.judge}."]
+    if "descriptor" in components.get("image_encoder", ""):
         notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
                      "they are visually similar, not semantically similar.")
     if gating.judge and gating.judge.startswith("lexical"):
@@ -157,10 +162,11 @@ def deflection_draft(
         config=settings.resolved(),
         models=models,
         judge={"name": gating.judge},
-        components=pairing.components,
-        source_files=sorted({f for r in ingested for f in r.source_files}),
+        components=components,
+        source_files=source_files,
         counts={
             "per_stage": {row["stage"]: row["remaining"] for row in statistics["funnel"]},
+            "quarantined": quarantine.num_rows,
             "per_source": {row["source"]: {"ingested": row["ingested"], "retained": row["retained"]}
                            for row in statistics["per_source"]},
             "run_id": run_id,

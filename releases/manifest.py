@@ -45,9 +45,14 @@ def file_entry(path: Path) -> dict[str, Any]:
     return {"sha256": sha256_file(path), "size": path.stat().st_size}
 
 
-def source_file_entries(paths: list[str]) -> list[dict[str, Any]]:
+def source_file_entries(paths: list[str | dict[str, Any]]) -> list[dict[str, Any]]:
+    """Hash each raw input file; an entry that is already a dict (a re-curation inheriting
+    its parent's inputs, which may no longer be on this machine) is kept as recorded."""
     entries = []
     for name in paths:
+        if isinstance(name, dict):
+            entries.append(name)
+            continue
         path = Path(name)
         if not path.is_file():
             raise ReleaseError(f"source file {name} recorded in the draft does not exist")

@@ -21,3 +21,9 @@ def check_successor(version: str, parent: str | None) -> None:
     new = parse_version(version)
     if parent is not None and parse_version(parent) >= new:
         raise ReleaseError(f"release version {version} must be greater than its parent {parent}")
+
+
+def next_minor(version: str) -> str:
+    """The version a re-curation publishes: ``1.2.3`` -> ``1.3.0``."""
+    major, minor, _ = parse_version(version)
+    return f"{major}.{minor + 1}.0"

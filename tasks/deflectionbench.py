@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from prefect import task
+from prefect import task, unmapped
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
@@ -34,6 +34,48 @@ class StageRun:
     calls: list[dict] = field(default_factory=list)
     judge: str | None = None
     components: dict[str, str] = field(default_factory=dict)
+
+
+def shards(table: pa.Table, size: int) -> list[pa.Table]:
+    """Consecutive slices of at most ``size`` rows (at least one, possibly empty)."""
+    return [table.slice(start, size) for start in range(0, table.num_rows, size)] or [table]
+
+
+def _merge_calls(rows: list[dict]) -> list[dict]:
+    merged: dict[tuple[str, str], dict] = {}
+    for row in rows:
+        key = (row["stage"], row["model"])
+        into = merged.setdefault(key, {"stage": row["stage"], "model": row["model"],
+                                       "calls": 0, "cache_hits": 0, "failures": 0})
+        for name in ("calls", "cache_hits", "failures"):
+            into[name] += row[name]
+    return [merged[key] for key in sorted(merged)]
+
+
+def merge_runs(runs: list[StageRun]) -> StageRun:
+    """One stage's result over all shards, as if it had run on the whole table."""
+    first = runs[0].result
+    retained: dict[tuple[int, str], int] = {}
+    for run in runs:
+        for row in run.result.convergence:
+            key = (row["n_models"], row["model"])
+            retained[key] = retained.get(key, 0) + row["retained"]
+    result = StageResult(
+        kept=pa.concat_tables([r.result.kept for r in runs]),
+        decisions=[d for r in runs for d in r.result.decisions],
+        convergence=[{"n_models": n, "model": m, "retained": v} for (n, m), v in sorted(retained.items())],
+        naive_calls=sum(r.result.naive_calls for r in runs),
+        requests=sum(r.result.requests for r in runs),
+        run_id=first.run_id,
+    )
+    return StageRun(result, _merge_calls([row for r in runs for row in r.calls]), runs[0].judge, runs[0].components)
+
+
+def per_shard(stage, samples: pa.Table, settings: Settings, run_id: str) -> StageRun:
+    """Run a model stage on shards of ``settings.task_runner.shard_size`` samples in parallel
+    on the flow's task runner (threads, Dask or Ray workers), then merge."""
+    futures = stage.map(shards(samples, settings.task_runner.shard_size), unmapped(settings), unmapped(run_id))
+    return merge_runs(futures.result())
 
 
 def _store(settings: Settings) -> ImageStore:
@@ -62,8 +104,7 @@ def pair_with_knowledge(samples: pa.Table, settings: Settings, run_id: str) -> S
     store = _store(settings)
     index_dir = settings.workdir / "indexes"
     needs = samples.filter(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0))
-    mined_text = mine_text_negatives(needs, load_kb(cfg.kb, cfg.kb_limit), cfg, index_dir, store,
-                                     rerank=reranker(cfg.reranker)) if needs.num_rows else {}
+    mined_text = mine_text_negatives(needs, load_kb(cfg.kb, cfg.kb_limit), cfg, index_dir, store) if needs.num_rows else {}
     mined_images: dict = {}
     for source in sorted(set(needs["source"].to_pylist())):
         group = needs.filter(pc.equal(needs["source"], source))

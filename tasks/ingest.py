@@ -24,9 +24,13 @@ def ingest_source(spec: SourceSpec, workdir: Path) -> IngestResult:
                   store=ImageStore(workdir / "images"))
 
 
-def load_samples(results: list[IngestResult]) -> tuple[pa.Table, pa.Table]:
-    """All ingested samples and quarantine rows, concatenated in source order."""
-    samples = pa.concat_tables([read_table(r.samples_path, SAMPLE) for r in results]) if results else SAMPLE.empty_table()
+def load_samples(results: list[IngestResult], limits: list[int | None] | None = None) -> tuple[pa.Table, pa.Table]:
+    """All ingested samples (the first ``limit`` of a source when it has one) and all
+    quarantine rows, concatenated in source order."""
+    limits = limits or [None] * len(results)
+    tables = [read_table(r.samples_path, SAMPLE) for r in results]
+    tables = [t if n is None else t.slice(0, n) for t, n in zip(tables, limits)]
+    samples = pa.concat_tables(tables) if tables else SAMPLE.empty_table()
     quarantine = (pa.concat_tables([read_table(r.quarantine_path, QUARANTINE) for r in results])
                   if results else QUARANTINE.empty_table())
     return samples, quarantine

@@ -68,3 +68,19 @@ def test_demo_and_paper_configs_load():
     paper = load_config(root / "deflectionbench-paper.yaml")
     assert paper.judge.kind == "llm" and len(paper.deflectionbench.gating.pool) == 4
     assert paper.model("gpt-4o").api_key_env == "OPENAI_API_KEY"
+
+
+def test_spec_strings_with_paths_resolve_against_the_file(tmp_path):
+    text = BASE + """  retrieval: {kb: kb/docs.jsonl, text_encoder: "open_clip:ViT-B-32:ckpt/model.pt", image_encoder: descriptor}
+reflvqa:
+  source: {name: reddit, root: dumps}
+  text_corpus: wiki-offline
+  text_entailment: nli:models/nli
+"""
+    cfg = load_config(_write(tmp_path, text))
+    r = cfg.deflectionbench.retrieval
+    assert r.kb == str((tmp_path / "kb/docs.jsonl").resolve())
+    assert r.text_encoder == f"open_clip:ViT-B-32:{(tmp_path / 'ckpt/model.pt').resolve()}"
+    assert r.image_encoder == "descriptor"
+    assert cfg.reflvqa.text_corpus == "wiki-offline"
+    assert cfg.reflvqa.text_entailment == f"nli:{(tmp_path / 'models/nli').resolve()}"

@@ -1,0 +1,51 @@
+"""Re-curation when stronger models appear: the next minor version at the cost of the new
+models' calls only.
+
+    read the release's samples (contexts as released) and its resolved config
+    Stage I    gate them with the pool plus the new models: earlier answers are cache hits
+    Stage III  re-run the quality checks with the new models on what is kept
+    publish    the next minor version; every removal carries its reason and removed_in
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from mmcurate.core.config import Settings, load_config
+from mmcurate.core.ids import new_run_id
+from mmcurate.core.images import ImageStore
+from mmcurate.releases.deflection import deflection_draft
+from mmcurate.releases.diff import diff_releases
+from mmcurate.releases.reader import open_release
+from mmcurate.releases.unembed import canonical_samples
+from mmcurate.releases.versions import next_minor
+from mmcurate.tasks.deflectionbench import check_with_oracle, gate_parametrically, per_shard
+from mmcurate.tasks.release import publish_release
+
+
+@flow(name="recurate", log_prints=True)
+def recurate(release: str, add_model: list[str], config: str | None = None, version: str | None = None) -> str:
+    parent = open_release(release)
+    # the release's own resolved config, unless the operator points at another one
+    settings = load_config(config) if config else Settings(**parent.manifest["config"])
+    new = [settings.add_model(spec).name for spec in add_model]
+    settings.deflectionbench.gating.pool = [*settings.deflectionbench.gating.pool,
+                                            *(m for m in new if m not in settings.deflectionbench.gating.pool)]
+    run_id = new_run_id()
+    samples = canonical_samples(parent, ImageStore(settings.workdir / "images"))
+
+    stage_i = per_shard(gate_parametrically, samples, settings, run_id)
+    stage_iii = per_shard(check_with_oracle, stage_i.result.kept, settings, run_id)
+
+    draft = deflection_draft(
+        settings, version or next_minor(parent.version), run_id, gating=stage_i, pairing=None, oracle=stage_iii,
+        ingested={source: sum(1 for s in samples["source"].to_pylist() if s == source)
+                  for source in set(samples["source"].to_pylist())},
+        quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
+        components=parent.manifest.get("components", {}), parent=parent.version, history=parent.ledger)
+    draft.removed = diff_releases(parent, draft).removed_records()
+    path = publish_release(draft, settings.releases_root, settings.workdir / "images")
+    print(f"recurated {parent.version} -> {draft.version} with {new}: "
+          f"{len(draft.removed)} removed, {draft.tables['test'].num_rows} kept -> {path}")
+    return str(path)

@@ -1,0 +1,73 @@
+"""The RefLVQA flow end to end with the embedded model on the bundled Reddit dumps."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from mmcurate.gating.cache import ResponseCache
+from mmcurate.releases.reader import open_release
+from mmcurate.releases.verify import verify_release
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+workdir: work
+releases_root: releases
+models:
+  smollm2: {{backend: embedded, gguf: smollm2, revision: q4_1, max_tokens: 24, concurrency: 2}}
+reflvqa:
+  source: {{name: reddit, root: {fx}/reddit, limit: 4}}
+  inspectors: [smollm2]
+  evaluator: smollm2
+  max_right_inspectors: 0
+  factcheck_model: smollm2
+  text_corpus: {fx}/kb/kb.jsonl
+  text_entailment: lexical
+  version: 1.0.0
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, fixtures_root, prefect_harness):
+    from mmcurate.flows.reflvqa import reflvqa
+
+    home = tmp_path_factory.mktemp("reflvqa")
+    config = home / "config.yaml"
+    config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
+    return home, config, Path(reflvqa(config=str(config)))
+
+
+def test_flow_writes_a_valid_release_that_says_what_it_skipped(run):
+    home, _, path = run
+    assert path == home / "releases" / "reflvqa" / "1.0.0"
+    assert verify_release(path).ok
+    release = open_release(path)
+    notes = " ".join(release.manifest["notes"])
+    assert "relevance" in notes and "cross-modal" in notes  # no CLIP offline: skipped, said so
+    assert "image citations" in notes
+    ledger = pl.from_arrow(release.ledger)
+    assert {"relevance", "necessity"} <= set(ledger["stage"].to_list())
+    assert ledger.filter(pl.col("stage") == "relevance")["verdict"].unique().to_list() == ["skipped"]
+    qa = release.frame("qa")
+    documents = set(release.frame("documents")["doc_id"].to_list())
+    for sentences in qa["sentences"].to_list():
+        for sentence in sentences:
+            assert set(sentence["text_citations"]) <= documents
+            if sentence["fact_checkable"]:
+                assert sentence["text_citations"] or sentence["flagged"]
+    assert release.frame("knowledge_base").height == 60  # the whole fixture corpus ships for RAG
+    table1 = {row["statistic"] for row in release.manifest["statistics"]["table1"]}
+    assert {"pairs", "unique_questions", "unique_images", "answer_words_mean"} <= table1
+
+
+def test_rerun_makes_no_model_call(run):
+    from mmcurate.flows.reflvqa import reflvqa
+
+    home, config, path = run
+    cache = ResponseCache.open(f"sqlite:///{home / 'work' / 'responses.sqlite'}")
+    before = cache.count()
+    assert Path(reflvqa(config=str(config))) == path
+    assert cache.count() == before
