@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Decision
 
-from .necessity import ask_labels
+from .necessity import ask_labels, first_token_label
 from .relevance import StageResult, resolve_cross_modal
 
 STAGE = "citation"
@@ -104,19 +103,7 @@ def image_doc_id(sha: str) -> str:
 # ---------------------------------------------------------------------------- judges
 def first_token_decision(response: Any) -> tuple[str, float] | None:
     """yes/no from the first generated token's top logprobs, or None when neither appears."""
-    top = response.top_logprobs
-    if not top:
-        return None
-    mass = {"yes": 0.0, "no": 0.0}
-    for token, logprob in top[0].items():
-        word = token.strip().strip("\"'*_.").lower()
-        if word in mass and logprob is not None:
-            mass[word] += math.exp(logprob)
-    total = mass["yes"] + mass["no"]
-    if total <= 0:
-        return None
-    p_yes = mass["yes"] / total
-    return ("yes" if mass["yes"] > mass["no"] else "no"), p_yes
+    return first_token_label(response, ("yes", "no"))
 
 
 class LLMEntailment:

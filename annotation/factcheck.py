@@ -22,7 +22,7 @@ import pyarrow as pa
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 
-from .necessity import ask_labels
+from .necessity import LABEL_LOGPROBS, ask_labels, first_token_label
 from .relevance import StageResult
 
 STAGE = "factcheck"
@@ -82,12 +82,14 @@ def fact_checkable(
     rows = samples.to_pylist()
     split = [[s for s in splitter(r["answers"][0] if r["answers"] else "") if s.strip()] for r in rows]
     requests = [
-        ChatRequest(key=f"{r['sample_id']}/s{i}", messages=factcheck_messages(r["question"], s), template=TEMPLATE)
+        ChatRequest(key=f"{r['sample_id']}/s{i}", messages=factcheck_messages(r["question"], s), template=TEMPLATE,
+                    logprobs=LABEL_LOGPROBS)
         for r, sentences in zip(rows, split)
         for i, s in enumerate(sentences)
     ]
     try:
-        labels = ask_labels(pool.client(model), requests, ("yes", "no"), REMINDER, STAGE) if requests else []
+        labels = ask_labels(pool.client(model), requests, ("yes", "no"), REMINDER, STAGE,
+                            lambda response: first_token_label(response, ("yes", "no"))) if requests else []
     finally:
         pool.release(model)
 

@@ -20,6 +20,8 @@ This module also holds the strict-label helper every RefLVQA LLM check uses.
 """
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -50,6 +52,8 @@ GRADE_SYSTEM = (
 )
 GRADE_REMINDER = "Your reply could not be read. Reply with exactly one word: right or wrong."
 RETRY_SUFFIX = "+retry1"
+GRADES = ("right", "wrong")
+LABEL_LOGPROBS = 5  # top tokens asked for, so a label can be read from the first token
 
 
 # ---------------------------------------------------------------------------- strict labels
@@ -66,6 +70,27 @@ def strict_label(text: str | None, labels: Sequence[str]) -> str | None:
         word = word[:-1]
     word = word.strip().strip("*_`\"'").strip().lower()
     return word if word in labels else None
+
+
+def first_token_label(response: Any, labels: Sequence[str]) -> tuple[str, float] | None:
+    """The label whose first token carries more probability among the first generated
+    token's top logprobs, with its share of the labels' mass; None when no label appears.
+
+    This reads a tiny model's intent even when its text rambles ("The answer is wrong"),
+    without accepting free text: only the labels' own token probabilities count."""
+    top = response.top_logprobs
+    if not top:
+        return None
+    mass = dict.fromkeys(labels, 0.0)
+    for token, logprob in top[0].items():
+        word = token.strip().strip("\"'*_.").lower()
+        if word in mass and logprob is not None:
+            mass[word] += math.exp(logprob)
+    total = sum(mass.values())
+    if total <= 0:
+        return None
+    best = max(labels, key=lambda label: mass[label])
+    return best, mass[labels[0]] / total
 
 
 @dataclass(frozen=True)
@@ -210,10 +235,12 @@ def image_necessity(
                 key=f"{row['sample_id']}/{model}",
                 messages=grade_messages(row["question"], row["answers"][0], resp.text),
                 template=GRADE_TEMPLATE,
+                logprobs=LABEL_LOGPROBS,
             )
             for row, resp in to_grade
         ]
-        grades = ask_labels(pool.client(evaluator), requests, ("right", "wrong"), GRADE_REMINDER, STAGE)
+        grades = ask_labels(pool.client(evaluator), requests, GRADES, GRADE_REMINDER, STAGE,
+                            lambda response: first_token_label(response, GRADES))
         for (row, resp), grade in zip(to_grade, grades):
             verdict = grade.label if grade.ok else "error"
             tally[row["sample_id"]][verdict] += 1

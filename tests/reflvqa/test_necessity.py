@@ -122,3 +122,19 @@ def test_configuration_errors(samples, make_pool):
 )
 def test_strict_label(text, label):
     assert strict_label(text, ("right", "wrong")) == label
+
+
+def test_first_token_label_reads_the_labels_probability_mass():
+    import math
+
+    from mmcurate.annotation.necessity import first_token_label
+    from mmcurate.gating.requests import ChatResponse
+
+    def response(top):
+        return ChatResponse("k", "m", "The answer is wrong.", None, False, 0.1, top_logprobs=top)
+
+    decided = first_token_label(response([{"The": -0.1, " Wrong": -1.0, "right": -3.0}]), ("right", "wrong"))
+    share_right = math.exp(-3.0) / (math.exp(-3.0) + math.exp(-1.0))
+    assert decided[0] == "wrong" and decided[1] == pytest.approx(share_right)
+    assert first_token_label(response([{"The": -0.1, "A": -2.0}]), ("right", "wrong")) is None
+    assert first_token_label(response(None), ("right", "wrong")) is None
