@@ -1,0 +1,197 @@
+"""prefect.yaml against a real Prefect server: deploy everything, run the dry run on a worker.
+
+A local `prefect server` (own PREFECT_HOME, loopback port) gets the process work pool;
+`prefect deploy --all` runs from the checkout; the deployments, their pull step and the
+recurate schedule are read back from the server's REST API. Then the scripted dry run is
+triggered and a one-shot process worker, started outside the checkout with a temporary
+workdir and releases root, must run it to Completed and publish a non-empty release.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+POOL = "mmcurate-process"
+EXPECTED = {  # (flow name, deployment name) -> entrypoint
+    ("deflectionbench", "deflectionbench"): "flows/deflectionbench.py:deflectionbench",
+    ("deflectionbench", "dryrun"): "flows/deflectionbench.py:deflectionbench",
+    ("reflvqa", "reflvqa"): "flows/reflvqa.py:reflvqa",
+    ("recurate", "recurate"): "flows/recurate.py:recurate",
+    ("evaluate", "evaluate"): "flows/evaluate.py:evaluate_release",
+}
+SERVER_START_S = 180
+CLI_S = 300
+RUN_S = 480
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVER_START_S + 3 * CLI_S + RUN_S)]
+
+
+def _prefect() -> str:
+    exe = Path(sys.executable).with_name("prefect")
+    return str(exe) if exe.exists() else "prefect"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Terminate the process group we started (the process and its children), then kill."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
+class Server:
+    def __init__(self, api: str, env: dict[str, str], logs: Path) -> None:
+        self.api, self.env, self.logs = api, env, logs
+
+    def cli(self, *args: str, cwd: Path = REPO, timeout: float = CLI_S) -> str:
+        done = subprocess.run([_prefect(), *args], cwd=cwd, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, f"prefect {' '.join(args)} failed ({done.returncode}):\n{output[-4000:]}"
+        return output
+
+    def post(self, path: str, body: dict | None = None) -> list | dict:
+        response = httpx.post(f"{self.api}{path}", json=body or {}, timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    def get(self, path: str) -> dict:
+        response = httpx.get(f"{self.api}{path}", timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = _free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_PROFILES_PATH": str(home / "profiles.toml"),
+        "PREFECT_API_URL": api,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_UI_ENABLED": "false",
+        "PREFECT_CLI_PROMPT": "false",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    env.pop("PREFECT_PROFILE", None)
+    log = home / "server.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([_prefect(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            assert proc.poll() is None, f"prefect server exited with {proc.returncode}:\n{_tail(log)}"
+            try:
+                if httpx.get(f"{api}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"prefect server not healthy after {SERVER_START_S}s:\n{_tail(log)}"
+            time.sleep(1)
+        yield Server(api, env, home)
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def deployed(server: Server) -> dict[tuple[str, str], dict]:
+    server.cli("work-pool", "create", POOL, "--type", "process")
+    server.cli("--no-prompt", "deploy", "--all")
+    flows = {f["id"]: f["name"] for f in server.post("/flows/filter")}
+    return {(flows[d["flow_id"]], d["name"]): d for d in server.post("/deployments/filter")}
+
+
+def test_deploy_all_creates_every_deployment(deployed: dict[tuple[str, str], dict]) -> None:
+    assert set(deployed) == set(EXPECTED)
+    for key, deployment in deployed.items():
+        assert deployment["entrypoint"] == EXPECTED[key]
+        assert deployment["work_pool_name"] == POOL
+        # the build step recorded the checkout; the pull step makes runs start there
+        assert deployment["pull_steps"] == [
+            {"prefect.deployments.steps.set_working_directory": {"directory": str(REPO)}}
+        ], key
+    assert deployed[("deflectionbench", "dryrun")]["parameters"] == {"config": "configs/dryrun.yaml"}
+    assert set(deployed[("recurate", "recurate")]["parameters"]) == {"release", "add_model"}
+
+
+def test_recurate_schedule_is_monthly_and_inactive(deployed: dict[tuple[str, str], dict]) -> None:
+    schedules = deployed[("recurate", "recurate")]["schedules"]
+    assert len(schedules) == 1
+    assert schedules[0]["active"] is False
+    cron = schedules[0]["schedule"]
+    assert cron["timezone"] == "UTC"
+    minute, hour, day, month, weekday = cron["cron"].split()
+    assert day.isdigit() and month == "*" and weekday == "*", cron  # once a month
+    others = [key for key, d in deployed.items() if d["schedules"] and key != ("recurate", "recurate")]
+    assert others == []
+
+
+def test_dryrun_deployment_runs_on_a_process_worker(server: Server, deployed: dict, tmp_path: Path) -> None:
+    output = server.cli("deployment", "run", "deflectionbench/dryrun")
+    match = re.search(r"UUID:\s*([0-9a-f-]{36})", output)
+    assert match, output
+    run_id = match.group(1)
+
+    workdir, releases = tmp_path / "work", tmp_path / "releases"
+    env = {**server.env, "MMCURATE_WORKDIR": str(workdir), "MMCURATE_RELEASES_ROOT": str(releases)}
+    log = tmp_path / "worker.log"
+    outside = tmp_path / "elsewhere"  # not the checkout: the pull step must get the run there
+    outside.mkdir()
+    with log.open("w") as out:
+        worker = subprocess.Popen([_prefect(), "worker", "start", "--pool", POOL, "--run-once", "--limit", "1"],
+                                  cwd=outside, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + RUN_S
+        state = None
+        while time.monotonic() < deadline:
+            state = server.get(f"/flow_runs/{run_id}")["state"]
+            if state and state["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
+                break
+            time.sleep(3)
+        assert state and state["type"] == "COMPLETED", f"flow run state {state}; worker log:\n{_tail(log, 80)}"
+        worker.wait(timeout=60)  # --run-once: it stops after the run
+    finally:
+        _stop(worker)
+
+    release = releases / "deflectionbench" / "1.0.0"
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert manifest["config"]["workdir"] == str(workdir)
+    rows = sum(pq.read_metadata(p).num_rows for p in (release / "data").glob("test-*.parquet"))
+    assert rows > 0
+    assert (workdir / "responses.sqlite").exists()
