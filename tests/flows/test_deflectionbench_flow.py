@@ -96,7 +96,7 @@ def test_evaluation_prints_the_four_scenario_table(run, capsys):
         assert scenario in table.lower()
     answers = pl.read_parquet(out / "answers.parquet")
     n = open_release(path).frame("test").height
-    assert answers.height == n * 5  # parametric, oracle, adversarial, realistic with n=1 and n=2
+    assert answers.height == n * 6  # parametric, oracle, then realistic and adversarial at n=1 and n=2
     assert (out / "metrics_vs_negatives.png").stat().st_size > 1000
     assert "Accuracy" in capsys.readouterr().out
 
