@@ -41,9 +41,10 @@ import pyarrow as pa
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Decision
+from mmcurate.core.stages import StageResult
 
 from .necessity import ask_labels, first_token_label
-from .relevance import StageResult, resolve_cross_modal
+from .relevance import resolve_cross_modal
 
 STAGE = "citation"
 CHECK_TEXT = "citation.text"
@@ -88,7 +89,7 @@ KNOWLEDGE_BASE = pa.schema(
 )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CitationResult(StageResult):
     knowledge_base: pa.Table | None = None
     text_judge: str | None = None
@@ -384,7 +385,7 @@ def cite(
     kept = samples.drop_columns(["sentences"]).append_column("sentences", pa.array(column, type=pa.list_(SENTENCE)))
     knowledge_base = _knowledge_base(kb, corpus_spec, image_ids, image_corpus_name)
     return CitationResult(
-        STAGE, kept, decisions, counts, skipped=False, reason=None,
+        stage=STAGE, kept=kept, decisions=decisions, run_id=run_id or "", counts=counts,
         extra={"text_judge": judge.name, "image_judge": image_entailment if skipped is None else None},
         knowledge_base=knowledge_base, text_judge=judge.name,
         image_judge=image_entailment if skipped is None else None, image_skipped=skipped,

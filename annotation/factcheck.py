@@ -21,9 +21,9 @@ import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
+from mmcurate.core.stages import StageResult
 
 from .necessity import LABEL_LOGPROBS, ask_labels, first_token_label
-from .relevance import StageResult
 
 STAGE = "factcheck"
 CHECK_SENTENCE = "factcheck.sentence.v1"
@@ -133,7 +133,8 @@ def fact_checkable(
         ))
     annotated = _with_column(samples, "sentences", pa.array(column, type=pa.list_(SENTENCE)))
     kept = annotated.filter(pa.array(keep_mask, type=pa.bool_()))
-    return StageResult(STAGE, kept, decisions, counts, extra={"model": model, "all": annotated})
+    return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=run_id or "", counts=counts,
+                       extra={"model": model, "all": annotated})
 
 
 def _with_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:

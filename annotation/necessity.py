@@ -30,8 +30,7 @@ import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
-
-from .relevance import StageResult
+from mmcurate.core.stages import StageResult
 
 STAGE = "necessity"
 CHECK_INSPECTOR = "necessity.inspector.v1"
@@ -278,4 +277,5 @@ def image_necessity(
             detail={**t, "max_right": max_right, "reason": reason, "inspectors": list(inspectors), "not_asked": not_asked},
         ))
     kept = samples.filter(pa.array(keep_mask, type=pa.bool_()))
-    return StageResult(STAGE, kept, decisions, counts, extra={"inspectors": list(inspectors), "evaluator": evaluator})
+    return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=run_id or "", counts=counts,
+                       extra={"inspectors": list(inspectors), "evaluator": evaluator})

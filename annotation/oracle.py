@@ -36,13 +36,13 @@ import pyarrow as pa
 
 from mmcurate.core.config import ModelSpec
 from mmcurate.core.ledger import Decision
+from mmcurate.core.stages import StageResult
 from mmcurate.gating import prompts
 from mmcurate.gating.judge import Judge
 from mmcurate.gating.parametric import (
     CORRECT,
     ERROR,
     JUDGE_ERROR,
-    StageResult,
     answer_detail,
     answer_verdict,
     check_models,
@@ -199,6 +199,7 @@ def oracle_filter(
 
     decisions.extend(final[sid] for sid in rows)
     return StageResult(
+        stage=STAGE,
         kept=rebuild(samples, kept_rows),
         decisions=decisions,
         naive_calls=len(models) * (len(rows) + n_distractors),

@@ -23,7 +23,8 @@ import pyarrow as pa
 
 from mmcurate.core.ledger import Decision
 from mmcurate.core.records import Context
-from mmcurate.gating.parametric import StageResult, rebuild
+from mmcurate.core.stages import StageResult
+from mmcurate.gating.parametric import rebuild
 
 STAGE = "pairing"
 
@@ -107,4 +108,4 @@ def pair_knowledge(
         if removed:
             detail["removed"] = removed
         decisions.append(Decision(sid, STAGE, check, "paired" if negatives else "empty", detail=detail))
-    return StageResult(kept=rebuild(samples, out), decisions=decisions, run_id=run_id)
+    return StageResult(stage=STAGE, kept=rebuild(samples, out), decisions=decisions, run_id=run_id)

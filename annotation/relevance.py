@@ -9,15 +9,12 @@ every sample (one per answer) of that post gets the post's verdict.
 Without a cross-modal encoder the stage is skipped, never faked: every sample passes with
 a ledger row verdict ``skipped`` and the result says ``skipped=True`` and why, so the
 manifest and report can state that images were not relevance-filtered.
-
-``StageResult`` is the result type shared by every RefLVQA stage.
 """
 from __future__ import annotations
 
 import json
 import random
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,33 +22,14 @@ import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
-from mmcurate.core.ledger import Decision, ledger_table
+from mmcurate.core.ledger import Decision
+from mmcurate.core.stages import StageResult
 
 from .encoders import normalise
 
 STAGE = "relevance"
 CHECK = "relevance.cross_modal_rank.v1"
 SKIP_REASON = "no cross-modal encoder configured: image relevance was not filtered"
-
-
-@dataclass
-class StageResult:
-    """What a RefLVQA stage returns: the rows it keeps (possibly annotated) and why."""
-
-    stage: str
-    kept: pa.Table
-    decisions: list[Decision]
-    counts: dict[str, int]
-    skipped: bool = False
-    reason: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def ledger(self, run_id: str) -> pa.Table:
-        return ledger_table(self.decisions, run_id)
-
-    def summary(self) -> dict[str, Any]:
-        """A JSON-able line for manifests and reports."""
-        return {"stage": self.stage, "counts": dict(self.counts), "skipped": self.skipped, "reason": self.reason}
 
 
 def post_key(row: dict[str, Any]) -> str:
@@ -99,7 +77,8 @@ def image_relevance(
             Decision(r["sample_id"], STAGE, CHECK, "skipped", detail={"reason": SKIP_REASON}) for r in rows
         ]
         counts = {"input": len(rows), "kept": len(rows), "dropped": 0, "skipped": len(rows)}
-        return StageResult(STAGE, samples, decisions, counts, skipped=True, reason=SKIP_REASON)
+        return StageResult(stage=STAGE, kept=samples, decisions=decisions, run_id=run_id or "", counts=counts,
+                           skipped=True, reason=SKIP_REASON)
     if top_k < 1 or n_distractors < 0:
         raise MmcurateError(f"relevance needs top_k >= 1 and n_distractors >= 0 (got {top_k}, {n_distractors})")
     encoder = resolve_cross_modal(encoder_spec)
@@ -164,4 +143,5 @@ def image_relevance(
         "error": sum(1 for d in decisions if d.verdict == "error"),
         "posts": len(posts),
     }
-    return StageResult(STAGE, kept, decisions, counts, extra={"encoder": encoder.name})
+    return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=run_id or "", counts=counts,
+                       extra={"encoder": encoder.name})

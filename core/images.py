@@ -76,11 +76,18 @@ class ImageStore:
         return sha
 
     def put_file(self, root: Path, relative: str) -> str:
-        """Store the image at ``relative`` under ``root``; raise ImageRejected if unusable."""
-        path = resolve_inside(root, relative)
-        if not path.is_file():
-            raise ImageRejected(f"image file missing: {relative}")
-        return self.put(path.read_bytes())
+        """Store the image at ``relative`` under ``root``; raise ImageRejected if unusable,
+        including paths the OS cannot use (a NUL byte, an over-long name, no permission)."""
+        try:
+            path = resolve_inside(root, relative)
+            if not path.is_file():
+                raise ImageRejected(f"image file missing: {relative}")
+            data = path.read_bytes()
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, ImageRejected):
+                raise
+            raise ImageRejected(f"unusable image path {relative[:200]!r}: {type(exc).__name__}: {exc}"[:500]) from None
+        return self.put(data)
 
     def find(self, sha: str) -> Path | None:
         folder = self.root / sha[:2]

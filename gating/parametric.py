@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from mmcurate.core.config import GatingConfig, ModelSpec
 from mmcurate.core.errors import ConfigError
-from mmcurate.core.ledger import Decision, ledger_table
+from mmcurate.core.ledger import Decision
+from mmcurate.core.stages import StageResult
 
 from . import prompts
 from .judge import Judge, JudgeItem, Judgement
@@ -44,26 +44,6 @@ from .schedule import model_major
 STAGE = "parametric"
 CORRECT, INCORRECT, NOT_ATTEMPTED, JUDGE_ERROR = "CORRECT", "INCORRECT", "NOT_ATTEMPTED", "JUDGE_ERROR"
 ERROR = "error"  # a failed call: verdict of its ledger row, never a grade
-
-
-@dataclass
-class StageResult:
-    """What one DeflectionBench stage returns: the survivors and why, in ledger rows."""
-
-    kept: pa.Table  # subset of the input samples, same schema (possibly with pruned negatives)
-    decisions: list[Decision]
-    convergence: list[dict] = field(default_factory=list)  # {n_models, model, retained}
-    naive_calls: int = 0  # calls without early elimination: every model on every item
-    requests: int = 0  # requests actually issued (cache hits included)
-    run_id: str = ""
-
-    def ledger(self, run_id: str | None = None) -> pa.Table:
-        """The decisions as LEDGER rows (``run_id`` defaults to the stage's own)."""
-        return ledger_table(self.decisions, run_id if run_id is not None else self.run_id)
-
-    def verdicts(self, check: str) -> dict[str, str]:
-        """sample_id -> verdict of the rows with this check and no model (sample-level)."""
-        return {d.sample_id: d.verdict for d in self.decisions if d.check == check and d.model is None}
 
 
 # ---------------------------------------------------------------- shared with Stage III
@@ -257,6 +237,7 @@ def parametric_gate(
         for i, model in enumerate(models)
     ]
     return StageResult(
+        stage=STAGE,
         kept=rebuild(samples, kept_rows),
         decisions=decisions,
         convergence=convergence,

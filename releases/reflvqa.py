@@ -1,12 +1,12 @@
 """A RefLVQA run as a release draft: the paper's Table 1 row, the funnel, model calls."""
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 
+from mmcurate.annotation.citations import CitationResult
 from mmcurate.annotation.reflvqa_tables import reflvqa_statistics, reflvqa_tables
 from mmcurate.core.config import Settings
+from mmcurate.core.stages import StageResult
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.sources.ingest import IngestResult
 
@@ -18,8 +18,8 @@ def reflvqa_draft(
     ingested: IngestResult,
     samples: pa.Table,
     quarantine: pa.Table,
-    stages: list[Any],
-    cited: Any,
+    stages: list[StageResult],
+    cited: CitationResult,
     calls: dict[str, list[dict]],
     parent: str | None = None,
 ) -> ReleaseDraft:

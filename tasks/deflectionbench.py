@@ -21,7 +21,8 @@ from mmcurate.annotation.pairing import pair_knowledge
 from mmcurate.annotation.rerank import reranker
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
-from mmcurate.gating.parametric import StageResult, parametric_gate
+from mmcurate.core.stages import StageResult
+from mmcurate.gating.parametric import parametric_gate
 
 from .models import open_models
 
@@ -61,6 +62,7 @@ def merge_runs(runs: list[StageRun]) -> StageRun:
             key = (row["n_models"], row["model"])
             retained[key] = retained.get(key, 0) + row["retained"]
     result = StageResult(
+        stage=first.stage,
         kept=pa.concat_tables([r.result.kept for r in runs]),
         decisions=[d for r in runs for d in r.result.decisions],
         convergence=[{"n_models": n, "model": m, "retained": v} for (n, m), v in sorted(retained.items())],

@@ -9,9 +9,10 @@ from prefect.cache_policies import NO_CACHE
 from mmcurate.annotation.citations import CitationResult, cite
 from mmcurate.annotation.factcheck import fact_checkable
 from mmcurate.annotation.necessity import image_necessity
-from mmcurate.annotation.relevance import StageResult, image_relevance
+from mmcurate.annotation.relevance import image_relevance
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
+from mmcurate.core.stages import StageResult
 
 from .models import open_models
 
