@@ -51,7 +51,7 @@ def _section_ids(value: str | None) -> list[int]:
     for part in _multi(value):
         try:
             ids.append(int(float(part)))  # pandas exports may write 3.0
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: "inf"
             raise ValueError(f"evidence_section_id {value!r} is not an integer") from None
     return ids
 
@@ -83,7 +83,7 @@ class EncyclopedicVQASource(SourceAdapter):
     def _rows(self, split: Split) -> Iterator[tuple[int, str, dict[str, Any] | Rejected]]:
         """``(row index, locator, row or rejection)``; the locator's line is where the row ends."""
         path = self.root / f"{split}.csv"
-        with open(path, encoding="utf-8-sig", newline="") as handle:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:  # bad bytes: quarantined at ingest
             reader = csv.DictReader(handle)
             index = 0
             while True:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mmcurate.core.images import ImageStore
-from mmcurate.core.records import Rejected
+from mmcurate.core.records import Rejected, Sample
 from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.core.tables import AtomicParquetWriter
 
@@ -64,17 +64,19 @@ def ingest(
         AtomicParquetWriter(out / "quarantine.parquet", QUARANTINE) as quarantine,
     ):
         for n, record in enumerate(adapter.records(), start=1):
+            if isinstance(record, Sample):
+                row, problem = _sample_row(record)
+                if problem is None and record.sample_id in seen:
+                    problem = "duplicate source_id"
+                if problem is None:
+                    seen.add(record.sample_id)
+                    samples.write(row)
+                    kept += 1
+                else:
+                    record = Rejected(f"{source}:{record.source_id}", problem, record.source_id)
             if isinstance(record, Rejected):
-                quarantine.write(record.to_row(source))
+                quarantine.write(_storable(record.to_row(source)))
                 rejected += 1
-            elif record.sample_id in seen:
-                duplicate = Rejected(f"{source}:{record.source_id}", "duplicate source_id", record.source_id)
-                quarantine.write(duplicate.to_row(source))
-                rejected += 1
-            else:
-                seen.add(record.sample_id)
-                samples.write(record.to_row())
-                kept += 1
             if progress is not None and n % 256 == 0:
                 progress(kept, rejected)
     if progress is not None:
@@ -85,6 +87,31 @@ def ingest(
                "quarantined": rejected, "skipped": skipped, "source_files": files}
     (out / "ingest.json").write_text(json.dumps(summary, indent=2))
     return IngestResult(source, out, kept, rejected, files, skipped)
+
+
+def _sample_row(sample: Sample) -> tuple[dict[str, Any] | None, str | None]:
+    """The sample's row, or why it cannot be stored: text that is not valid Unicode (JSON
+    escapes may decode to lone surrogates, e.g. half an emoji ``"\\ud83d"`` in pushshift
+    dumps, which Parquet cannot hold) or meta that is not JSON."""
+    try:
+        row = sample.to_row()
+        json.dumps(row, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return None, f"text is not valid Unicode: {exc.reason}"
+    except (TypeError, ValueError) as exc:
+        return None, f"sample cannot be stored: {type(exc).__name__}: {exc}"
+    return row, None
+
+
+def _storable(row: dict[str, Any]) -> dict[str, Any]:
+    """A quarantine row whose strings can be written: lone surrogates become ``\\udXXX``."""
+    for key, value in row.items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                row[key] = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return row
 
 
 def root_fingerprint(root: Path | str, options: dict[str, Any] | None = None, depth: int = 2) -> str:

@@ -9,6 +9,7 @@ Memory is bounded by the largest single member, not by the file.
 from __future__ import annotations
 
 import codecs
+import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,18 +24,28 @@ _NUMBER_TAIL = 8
 
 
 class JsonMembersError(MmcurateError):
-    """The file stops being a JSON object at ``offset`` (characters from the start)."""
+    """The file stops being a JSON object at ``offset`` (characters from the start).
 
-    def __init__(self, message: str, offset: int) -> None:
-        super().__init__(f"{message} at character {offset}")
+    ``detail`` is the JSON decoder's own message when it rejected a value, else None.
+    """
+
+    def __init__(self, message: str, offset: int, found: str | None = None, detail: str | None = None) -> None:
+        super().__init__(f"{message} at character {offset}" + (f", found {found}" if found else ""))
         self.offset = offset
+        self.detail = detail
+
+
+def _maybe_cut(exc: json.JSONDecodeError, length: int) -> bool:
+    """Whether a decode error may only mean that the buffer ends inside the value; any
+    other error is final at once, so a broken file is not buffered up to ``max_member``."""
+    return exc.msg.startswith("Unterminated string") or exc.pos >= length - _NUMBER_TAIL
 
 
 class _Buffer:
     """Decoded text of a file, read on demand; ``pos`` is the next unconsumed character."""
 
     def __init__(self, path: Path, chunk: int, max_member: int) -> None:
-        self._handle = open(path, "rb")
+        self._handle = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self._chunk = chunk
         self._max_member = max_member
@@ -42,6 +53,7 @@ class _Buffer:
         self.pos = 0
         self.consumed = 0  # characters dropped from the front of ``text``
         self.eof = False
+        self._bad_utf8: JsonMembersError | None = None  # raised once the text before it is used
 
     def close(self) -> None:
         self._handle.close()
@@ -51,6 +63,8 @@ class _Buffer:
 
     def more(self) -> bool:
         """Append at least as much as is buffered (and at least one chunk); False at EOF."""
+        if self._bad_utf8 is not None:
+            raise self._bad_utf8
         if self.eof:
             return False
         if self.pos > len(self.text) // 2:  # drop what has been consumed before growing
@@ -63,7 +77,14 @@ class _Buffer:
             self.eof = True
             self.text += self._decoder.decode(b"", final=True)
             return False
-        self.text += self._decoder.decode(data)
+        try:
+            self.text += self._decoder.decode(data)
+        except UnicodeDecodeError as exc:  # keep the valid text before the bad byte
+            valid = exc.object[: exc.start].decode("utf-8")
+            if not self.consumed and not self.text:
+                valid = valid.removeprefix("\ufeff")
+            self.text += valid
+            self._bad_utf8 = JsonMembersError(f"invalid UTF-8 ({exc.reason})", self.consumed + len(self.text))
         return True
 
     def skip_whitespace(self) -> str:
@@ -78,60 +99,63 @@ class _Buffer:
             if not self.more():
                 return ""
 
-    def expect(self, allowed: str, what: str) -> str:
+    def expect(self, allowed: str) -> str:
         char = self.skip_whitespace()
         if not char or char not in allowed:
             found = repr(char) if char else "end of file"
-            raise JsonMembersError(f"expected {what}, found {found}", self.offset())
+            raise JsonMembersError(f"expected {' or '.join(map(repr, allowed))}", self.offset(), found)
         self.pos += 1
         return char
 
     def decode_value(self, decoder: json.JSONDecoder) -> Any:
         """Decode one JSON value at ``pos``, reading more until it is complete.
 
-        Positions are kept absolute (``consumed + index``) because ``more()`` may drop
-        consumed text from the front of the buffer.
+        ``more()`` may drop consumed text from the front of the buffer (moving ``pos``
+        with it), so the value is always re-decoded from ``pos``.
         """
         self.skip_whitespace()
         while True:
             try:
                 value, end = decoder.raw_decode(self.text, self.pos)
             except json.JSONDecodeError as exc:
-                error_at = self.consumed + exc.pos
-                if len(self.text) - self.pos <= self._max_member and self.more():
-                    continue
-                raise JsonMembersError(f"invalid JSON value ({exc.msg})", error_at) from None
-            end += self.consumed
-            # a number near the buffer end may continue in the file ("1.5" + "e-7"): the
-            # decoder stops before a partial exponent, so look a few characters further
-            if self.consumed + len(self.text) - end < _NUMBER_TAIL and self.more():
-                continue
-            self.pos = end - self.consumed
-            return value
+                if self.eof or not _maybe_cut(exc, len(self.text)):
+                    raise JsonMembersError("invalid JSON value", self.consumed + exc.pos, detail=exc.msg) from None
+            else:
+                # a number near the buffer end may continue in the file ("1.5" + "e-7"): the
+                # decoder stops before a partial exponent, so look a few characters further
+                if self.eof or self._bad_utf8 is not None or len(self.text) - end >= _NUMBER_TAIL:
+                    self.pos = end
+                    return value
+            if len(self.text) - self.pos > self._max_member:
+                raise JsonMembersError(f"one value exceeds {self._max_member} characters", self.offset())
+            self.more()
 
 
 def iter_members(
     path: Path | str, chunk: int = CHUNK, max_member: int = MAX_MEMBER
 ) -> Iterator[tuple[str, Any]]:
-    """Yield ``(key, value)`` for each member of the top-level JSON object in ``path``.
+    """Yield ``(key, value)`` for each member of the top-level JSON object in ``path``
+    (UTF-8, a leading BOM dropped; ``*.gz`` is gunzipped on the fly).
 
-    Raises ``JsonMembersError`` where the file stops being a well-formed object (or a value
-    exceeds ``max_member`` characters); members before that point have been yielded.
+    Raises ``JsonMembersError`` where the file stops being a well-formed object (invalid
+    JSON or UTF-8, or a value exceeding ``max_member`` characters); members before that
+    point have been yielded. Stopping the iteration early never reads the rest.
     """
     decoder = json.JSONDecoder()
     buf = _Buffer(Path(path), chunk, max_member)
     try:
-        buf.expect("{", "'{' opening the top-level object")
+        buf.expect("{")
         if buf.skip_whitespace() == "}":
             buf.pos += 1
         else:
             while True:
-                if buf.skip_whitespace() != '"':
-                    raise JsonMembersError("expected a member name", buf.offset())
+                char = buf.skip_whitespace()
+                if char != '"':
+                    raise JsonMembersError("expected a member name", buf.offset(), repr(char) if char else "end of file")
                 key = buf.decode_value(decoder)
-                buf.expect(":", "':' after a member name")
+                buf.expect(":")
                 yield key, buf.decode_value(decoder)
-                if buf.expect(",}", "',' or '}' after a member") == "}":
+                if buf.expect(",}") == "}":
                     break
         if buf.skip_whitespace():
             raise JsonMembersError("unexpected data after the top-level object", buf.offset())

@@ -20,14 +20,20 @@ from typing import IO, Any, Generic, TypeVar
 from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected
 
+from .json_members import JsonMembersError, iter_members
+
 T = TypeVar("T")
 
 
 def open_text(path: Path) -> IO[str]:
-    """Open a UTF-8 text file (a leading BOM is dropped), transparently gunzipping ``*.gz``."""
+    """Open a UTF-8 text file (a leading BOM is dropped), transparently gunzipping ``*.gz``.
+
+    Invalid UTF-8 never stops a read: such bytes decode to lone surrogates, so the line
+    still parses and the record holding them is quarantined when it is stored.
+    """
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8-sig")
-    return open(path, encoding="utf-8-sig")
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="surrogateescape")
+    return open(path, encoding="utf-8-sig", errors="surrogateescape")
 
 
 def locate(source: str, root: Path, given: Path | None, defaults: Sequence[str], what: str) -> Path | None:
@@ -193,79 +199,6 @@ def read_kilt(path: Path, wanted: Collection[str]) -> KBLoad[KiltArticle]:
 # --------------------------------------------------------------------------- JSON object members
 
 
-class _Buffer:
-    """A growing window over a text stream, for ``raw_decode`` of one member at a time."""
-
-    def __init__(self, handle: IO[str], chunk_chars: int) -> None:
-        self.handle = handle
-        self.chunk = chunk_chars
-        self.text = ""
-        self.pos = 0
-        self.offset = 0  # characters of the stream dropped before ``text``
-        self.eof = False
-
-    def fill(self, at_least: int) -> None:
-        """Read more so that at least ``at_least`` characters follow ``pos`` (or EOF)."""
-        if self.pos > self.chunk:  # drop what is consumed, keeping memory bounded
-            self.offset += self.pos
-            self.text = self.text[self.pos :]
-            self.pos = 0
-        while not self.eof and len(self.text) - self.pos < at_least:
-            block = self.handle.read(max(self.chunk, at_least))
-            if not block:
-                self.eof = True
-            self.text += block
-
-    def skip_ws(self) -> str:
-        """Skip whitespace; return the next character ('' at EOF) without consuming it."""
-        while True:
-            while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
-                self.pos += 1
-            if self.pos < len(self.text):
-                return self.text[self.pos]
-            if self.eof:
-                return ""
-            self.fill(1)
-
-    def expect(self, chars: str, where: str) -> str:
-        char = self.skip_ws()
-        if not char or char not in chars:
-            found = repr(char) if char else "end of file"
-            raise SourceError(f"{where}: expected {' or '.join(map(repr, chars))} at character {self.offset + self.pos}, found {found}")
-        self.pos += 1
-        return char
-
-
-_DECODER = json.JSONDecoder()
-_NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
-
-
-def _incomplete(exc: json.JSONDecodeError, length: int) -> bool:
-    """Whether a decode error may only mean that the buffer ends inside the value."""
-    return exc.msg.startswith("Unterminated string") or exc.pos >= length - 8
-
-
-def _decode_value(buf: _Buffer, where: str, max_chars: int) -> Any:
-    """Decode one JSON value at ``buf.pos``, reading more while the buffer cuts it short."""
-    want = buf.chunk
-    while True:
-        buf.fill(want)
-        try:
-            value, end = _DECODER.raw_decode(buf.text, buf.pos)
-        except json.JSONDecodeError as exc:
-            if buf.eof or not _incomplete(exc, len(buf.text)):
-                raise SourceError(f"{where}: invalid JSON at character {buf.offset + exc.pos}: {exc.msg}") from None
-        else:
-            # a number followed only by number characters up to the buffer end ("12" of
-            # "12.5e3") may continue in the next read; anything else is complete
-            if buf.eof or not _NUMBER_TAIL.fullmatch(buf.text, end):
-                buf.pos = end
-                return value
-        if len(buf.text) - buf.pos >= max_chars:
-            raise SourceError(f"{where}: one value exceeds {max_chars} characters at character {buf.offset + buf.pos}")
-        want = 2 * max(want, len(buf.text) - buf.pos)  # doubling keeps re-decoding linear overall
-
-
 def iter_object_members(
     path: Path,
     wanted: Collection[str] | None = None,
@@ -275,31 +208,26 @@ def iter_object_members(
     """Yield ``(key, value)`` of the top-level JSON object in ``path`` without loading it.
 
     Only members whose key is in ``wanted`` are yielded (all when ``wanted`` is None); the
-    read stops once every wanted key was seen. Each value is decoded with
-    ``json.JSONDecoder.raw_decode`` over a window that grows only while one value is cut
-    by the window's end, so memory stays around one value plus one chunk. A file that is
-    not one JSON object raises ``SourceError`` naming the character offset.
+    read stops once every wanted key was seen. The members come from
+    ``json_members.iter_members``; a file that is not one JSON object raises
+    ``SourceError`` naming the file and the character offset.
     """
     remaining = None if wanted is None else set(wanted)
+    if remaining is not None and not remaining:
+        return
     where = path.name
-    with open_text(path) as handle:
-        buf = _Buffer(handle, chunk_chars)
-        buf.expect("{", where)
-        if buf.skip_ws() == "}":
-            return
-        while remaining is None or remaining:
-            if buf.skip_ws() != '"':
-                buf.expect('"', where)  # raises with the position
-            key = _decode_value(buf, where, max_value_chars)
-            buf.expect(":", where)
-            buf.skip_ws()
-            value = _decode_value(buf, where, max_value_chars)
+    try:
+        for key, value in iter_members(path, chunk=chunk_chars, max_member=max_value_chars):
             if remaining is None or key in remaining:
+                yield key, value
                 if remaining is not None:
                     remaining.discard(key)
-                yield key, value
-            if buf.expect(",}", where) == "}":
-                return
+                    if not remaining:
+                        return
+    except JsonMembersError as exc:
+        if exc.detail is not None:  # the decoder rejected a value
+            raise SourceError(f"{where}: invalid JSON at character {exc.offset}: {exc.detail}") from None
+        raise SourceError(f"{where}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- Encyclopedic-VQA

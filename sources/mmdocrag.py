@@ -63,7 +63,7 @@ class MMDocRAGSource(SourceAdapter):
 
     def records(self) -> Iterator[Sample | Rejected]:
         for path in self.files:
-            with open(path, encoding="utf-8") as handle:
+            with open(path, encoding="utf-8", errors="surrogateescape") as handle:  # bad bytes: quarantined at ingest
                 for number, line in enumerate(handle, start=1):
                     if line.strip():
                         yield from self._line(path.stem, f"{path.name}:{number}", line.rstrip("\r\n"))
@@ -147,9 +147,14 @@ class MMDocRAGSource(SourceAdapter):
         if relative.startswith("images/"):
             candidates.append(relative.removeprefix("images/"))
         for candidate in candidates:
-            path = resolve_inside(self.image_dir, candidate)
-            if path.is_file():
-                return self.store.put(path.read_bytes())
+            try:
+                path = resolve_inside(self.image_dir, candidate)
+                if path.is_file():
+                    return self.store.put(path.read_bytes())
+            except ImageRejected:
+                raise
+            except (OSError, ValueError) as exc:  # a NUL byte, a name too long for the file system
+                raise ImageRejected(f"unusable image path {img_path[:200]!r}: {type(exc).__name__}: {exc}"[:500]) from None
         raise ImageRejected(f"image file missing: {img_path}")
 
 

@@ -141,7 +141,7 @@ class MRAGBenchSource(SourceAdapter):
             if data:
                 return self.store.put(data)
             if value.get("path"):  # a non-embedded image: a path relative to the root
-                return self.store.put_file(self.root, value["path"])
+                return self.store.put_file(self.root, str(value["path"]))
         except ImageRejected as exc:
             raise ImageRejected(f"{field}: {exc}") from None
         raise ImageRejected(f"{field}: no image bytes or path")

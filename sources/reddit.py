@@ -119,7 +119,10 @@ def image_refs(post: dict[str, Any], opts: RedditOptions) -> list[ImageRef]:
     url = post.get("url")
     if isinstance(url, str):
         url = html.unescape(url)
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError:  # e.g. "Invalid IPv6 URL": not a usable image URL
+            parts = urlsplit("")
         if parts.hostname in opts.image_hosts and parts.path.lower().endswith(tuple(opts.image_extensions)):
             return [ImageRef(unquote(parts.path.rsplit("/", 1)[-1]), url)]
     if post.get("is_gallery") is not True or not isinstance(post.get("media_metadata"), dict):
@@ -245,7 +248,11 @@ class RedditSource(SourceAdapter):
                 locator = f"{path.name}:{number}"
                 outcome = self._candidate(parse_object(locator, line), locator, month)
                 if isinstance(outcome, Candidate):
-                    candidates[outcome.post_id.encode()] = outcome
+                    key = outcome.post_id.encode("utf-8", "surrogatepass")
+                    if key in candidates:  # a repeated post would replace the first one unseen
+                        yield Rejected(locator, f"duplicate post id {outcome.post_id!r}")
+                    else:
+                        candidates[key] = outcome
                 elif isinstance(outcome, Rejected):
                     yield outcome
                 else:
@@ -273,7 +280,7 @@ class RedditSource(SourceAdapter):
                 return Rejected(locator, f"post {post_id}: {exc}", ref.url)
         try:
             created = as_int(post.get("created_utc"))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 parses as inf
             return Rejected(locator, f"post {post_id}: created_utc {post.get('created_utc')!r} is not a number")
         meta = {
             "subreddit": post.get("subreddit"), "post_id": post_id, "created_utc": created,
@@ -313,7 +320,7 @@ class RedditSource(SourceAdapter):
         if not isinstance(link, str) or not link.startswith("t3_"):
             yield Rejected(locator, "comment without a t3_ link_id", line.decode("utf-8", "replace"))
             return
-        post = candidates.get(link[3:].encode())
+        post = candidates.get(link[3:].encode("utf-8", "surrogatepass"))  # JSON may hold lone surrogates
         if post is not None:
             yield from self._answer(post, comment, locator)
 

@@ -151,6 +151,7 @@ class WebQASource(SourceAdapter):
                 yield Rejected(locator, "record has no split", json.dumps(record, ensure_ascii=False))
                 continue
             if labelled and not self._wanted(record):
+                self.skipped["out_of_scope"] += 1  # split/qcate options: counted, not an error
                 continue
             yield from self._record(guid, record, locator, images, labelled)
 
@@ -239,7 +240,7 @@ class WebQASource(SourceAdapter):
         image_id = fact.get("image_id")
         try:
             image_id = int(image_id)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 parses as inf
             raise FactError(f"image fact with image_id {image_id!r}, not an integer") from None
         caption = fact.get("caption")
         sha = self._image(image_id, images)

@@ -2,13 +2,10 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import datasets
 import polars as pl
@@ -17,56 +14,22 @@ import pytest
 from mmcurate.core.errors import ConfigError, SourceError
 from mmcurate.sources.ingest import IngestResult, ingest
 
-BUILDERS = Path(__file__).resolve().parents[1] / "fixtures" / "builders"
+SOURCE = "infoseek"
 
 
-def builder(name: str) -> ModuleType:
-    if str(BUILDERS) not in sys.path:
-        sys.path.insert(0, str(BUILDERS))  # builders import images.py and each other
-    spec = importlib.util.spec_from_file_location(f"fixture_builder_{name}", BUILDERS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while decorating
-    spec.loader.exec_module(module)
-    return module
-
-
-FIX = builder("infoseek")
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("infoseek_raw")
-    FIX.build(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def result(root: Path, tmp_path_factory: pytest.TempPathFactory) -> IngestResult:
-    return ingest("infoseek", root, tmp_path_factory.mktemp("infoseek_out"))
-
-
-def rows(result: IngestResult) -> dict[str, dict]:
-    frame = pl.read_parquet(result.samples_path)
-    return {r["source_id"]: {**r, "meta": json.loads(r["meta"])} for r in frame.to_dicts()}
-
-
-def rejected(result: IngestResult) -> dict[str, str]:
-    return {r["locator"]: r["reason"] for r in pl.read_parquet(result.quarantine_path).to_dicts()}
-
-
-def test_counts_and_every_good_sample(result: IngestResult) -> None:
+def test_counts_and_every_good_sample(result: IngestResult, builder, rows) -> None:
     samples = rows(result)
-    good = {data_id for split in FIX.GOOD.values() for data_id, *_ in split}
+    good = {data_id for split in builder.GOOD.values() for data_id, *_ in split}
     assert result.samples == 15 and result.quarantined == 8
     assert set(samples) == good | {"infoseek_train_00000004", "infoseek_train_00000005"}
 
 
-def test_good_samples_carry_answer_in_gold(result: IngestResult) -> None:
+def test_good_samples_carry_answer_in_gold(result: IngestResult, builder, rows) -> None:
     samples = rows(result)
-    for split in FIX.GOOD.values():
+    for split in builder.GOOD.values():
         for data_id, key, image_id, question, answer, _ in split:
             sample = samples[data_id]
-            article = FIX.ARTICLES[key]
+            article = builder.ARTICLES[key]
             assert sample["question"] == question
             assert sample["answers"][0] == answer[0]
             assert sample["negative_contexts"] == []
@@ -77,41 +40,41 @@ def test_good_samples_carry_answer_in_gold(result: IngestResult) -> None:
             assert sample["meta"]["split"] == ("train" if data_id.startswith("infoseek_train") else "val")
 
 
-def test_answers_append_answer_eval_strings_deduplicated(result: IngestResult) -> None:
+def test_answers_append_answer_eval_strings_deduplicated(result: IngestResult, rows) -> None:
     samples = rows(result)
     assert samples["infoseek_val_00000006"]["answers"] == ["Christiaan Huygens", "Huygens", "Christiaan Huyghens"]
     assert samples["infoseek_train_00000002"]["answers"] == ["Brazil", "Federative Republic of Brazil"]
 
 
-def test_numeric_answer_eval_kept_as_range(result: IngestResult) -> None:
+def test_numeric_answer_eval_kept_as_range(result: IngestResult, rows) -> None:
     sample = rows(result)["infoseek_val_00000002"]
     assert sample["answers"] == ["110.6"]
     assert sample["meta"]["numeric_ranges"] == [{"wikidata": 110.6, "range": [99.54, 121.66]}]
 
 
-def test_summary_is_gold_when_content_lacks_the_answer(result: IngestResult) -> None:
+def test_summary_is_gold_when_content_lacks_the_answer(result: IngestResult, builder, rows) -> None:
     sample = rows(result)["infoseek_train_00000004"]
     [gold] = sample["gold_contexts"]
     assert gold["context_id"] == "wiki6m:Q1136414#summary"
-    assert gold["text"] == FIX.ARTICLES["hubble"].summary
+    assert gold["text"] == builder.ARTICLES["hubble"].summary
     assert sample["meta"]["gold_from"] == "summary"
 
 
-def test_entity_missing_summary_uses_content_passage(result: IngestResult) -> None:
+def test_entity_missing_summary_uses_content_passage(result: IngestResult, builder, rows) -> None:
     sample = rows(result)["infoseek_val_00000009"]  # flower: no wikipedia_summary in Wiki6M
     [gold] = sample["gold_contexts"]
-    assert gold["text"] == FIX.ARTICLES["flower"].content
+    assert gold["text"] == builder.ARTICLES["flower"].content
     assert "gold_missing" not in sample["meta"]
 
 
-def test_entity_absent_from_kb_keeps_sample_without_gold(result: IngestResult) -> None:
+def test_entity_absent_from_kb_keeps_sample_without_gold(result: IngestResult, rows) -> None:
     sample = rows(result)["infoseek_train_00000005"]
     assert sample["gold_contexts"] == []
     assert sample["meta"]["gold_missing"] == "entity Q23635 not in the KB"
     assert sample["meta"]["entity_text"] == "Rubiaceae"
 
 
-def test_quarantine_reasons_and_locators(result: IngestResult) -> None:
+def test_quarantine_reasons_and_locators(result: IngestResult, rows, rejected) -> None:
     bad = rejected(result)
     assert set(bad) == {
         "Wiki6M_ver_1_0.jsonl.gz:8", "infoseek_val.jsonl:11", "infoseek_val.jsonl:12", "infoseek_val.jsonl:13",
@@ -129,7 +92,7 @@ def test_quarantine_reasons_and_locators(result: IngestResult) -> None:
     assert rows(result)["infoseek_val_00000001"]["answers"] == ["STS-93", "STS 93"]
 
 
-def test_images_from_sharded_folder_and_id2image(root: Path, result: IngestResult) -> None:
+def test_images_from_sharded_folder_and_id2image(root: Path, result: IngestResult, rows) -> None:
     samples = rows(result)
     mapped = hashlib.sha256((root / "oven_images" / "custom" / "temple.jpg").read_bytes()).hexdigest()
     sharded = hashlib.sha256((root / "oven_images" / "02" / "oven_02200001.jpg").read_bytes()).hexdigest()
@@ -138,14 +101,14 @@ def test_images_from_sharded_folder_and_id2image(root: Path, result: IngestResul
     assert all((result.images_dir / s[:2]).glob(f"{s}.*") for r in samples.values() for s in r["images"])
 
 
-def test_passage_window_around_the_answer(root: Path, tmp_path: Path) -> None:
+def test_passage_window_around_the_answer(root: Path, tmp_path: Path, rows) -> None:
     out = ingest("infoseek", root, tmp_path, options={"passage_words": 12, "splits": ["val"]})
     [gold] = rows(out)["infoseek_val_00000002"]["gold_contexts"]
     assert gold["text"] == "liquid fuel.\n\nThe Saturn V was 110.6 metres (363 ft) tall and"
     assert gold["context_id"] == "wiki6m:Q54363#w34"
 
 
-def test_without_kb_samples_have_no_gold(root: Path, tmp_path: Path) -> None:
+def test_without_kb_samples_have_no_gold(root: Path, tmp_path: Path, rows) -> None:
     bare = tmp_path / "raw"
     shutil.copytree(root, bare, ignore=shutil.ignore_patterns("Wiki6M*"))
     out = ingest("infoseek", bare, tmp_path / "out", options={"splits": ["train"]})

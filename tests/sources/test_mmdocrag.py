@@ -2,61 +2,29 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from mmcurate.core.errors import ConfigError, SourceError
 from mmcurate.sources.ingest import ingest
 
-BUILDERS = Path(__file__).resolve().parents[1] / "fixtures" / "builders"
+SOURCE = "mmdocrag"
 COFFEE = "Northwind_Coffee_Annual_Report_2022"
 MUSEUM = "City_Museum_Collection_Catalogue"
 
 
-def load_builder(name: str):
-    if str(BUILDERS) not in sys.path:
-        sys.path.insert(0, str(BUILDERS))
-    spec = importlib.util.spec_from_file_location(f"fixture_builder_{name}", BUILDERS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("mmdocrag_raw")
-    load_builder("mmdocrag").build(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def run(root: Path, tmp_path_factory: pytest.TempPathFactory):
-    return ingest("mmdocrag", root, tmp_path_factory.mktemp("mmdocrag_out"))
-
-
-def samples_of(result) -> dict[str, dict]:
-    return {row["source_id"]: row for row in pq.read_table(result.samples_path).to_pylist()}
-
-
-def quarantine_of(result) -> list[tuple[str, str]]:
-    return [(r["locator"], r["reason"]) for r in pq.read_table(result.quarantine_path).to_pylist()]
-
-
-def test_default_reads_the_20_quote_files(run) -> None:
-    assert (run.samples, run.quarantined) == (12, 4)
-    assert set(samples_of(run)) == {f"dev_20:{q}" for q in range(101, 107)} | {
+def test_default_reads_the_20_quote_files(result, samples_of) -> None:
+    assert (result.samples, result.quarantined) == (12, 4)
+    assert set(samples_of(result)) == {f"dev_20:{q}" for q in range(101, 107)} | {
         f"evaluation_20:{q}" for q in range(201, 207)}
-    assert [Path(f).name for f in run.source_files] == ["dev_20.jsonl", "evaluation_20.jsonl"]
+    assert [Path(f).name for f in result.source_files] == ["dev_20.jsonl", "evaluation_20.jsonl"]
 
 
-def test_quarantine_rows(run) -> None:
-    rows = quarantine_of(run)
+def test_quarantine_rows(result, quarantine_of) -> None:
+    rows = quarantine_of(result)
     assert rows[0] == ("dev_20.jsonl:3", "dropped quote image3: image file missing: not_unzipped.jpg")
     assert rows[1] == ("dev_20.jsonl:7", "gold quote image1 unusable: image file missing: not_unzipped.jpg")
     assert rows[2][0] == "evaluation_20.jsonl:3" and rows[2][1].startswith("malformed JSON: Unterminated string")
@@ -64,16 +32,16 @@ def test_quarantine_rows(run) -> None:
                        "dropped quote image3: image path '../../etc/passwd' escapes the source root")
 
 
-def test_missing_non_gold_image_drops_only_that_quote(run) -> None:
-    sample = samples_of(run)["dev_20:103"]
+def test_missing_non_gold_image_drops_only_that_quote(result, samples_of) -> None:
+    sample = samples_of(result)["dev_20:103"]
     meta = json.loads(sample["meta"])
     assert "image3" not in meta["quote_ids"] and "image2" in meta["quote_ids"]
     assert len(sample["negative_contexts"]) == 10 - 2 - 1
     assert [c["modality"] for c in sample["gold_contexts"]] == ["text", "image"]
 
 
-def test_text_gold_and_candidate_negatives(run) -> None:
-    sample = samples_of(run)["dev_20:101"]
+def test_text_gold_and_candidate_negatives(result, samples_of) -> None:
+    sample = samples_of(result)["dev_20:101"]
     assert sample["question"] == "By how much did net revenue grow in fiscal 2022?"
     assert sample["answers"] == ["12%"]
     assert sample["images"] == []
@@ -85,8 +53,8 @@ def test_text_gold_and_candidate_negatives(run) -> None:
     assert f"mmdocrag:{COFFEE}:p2:l4" not in {c["context_id"] for c in negatives}
 
 
-def test_image_quotes_resolve_both_path_shapes(run, root: Path) -> None:
-    sample = samples_of(run)["dev_20:102"]
+def test_image_quotes_resolve_both_path_shapes(result, root: Path, samples_of) -> None:
+    sample = samples_of(result)["dev_20:102"]
     raw = json.loads((root / "dataset" / "dev_20.jsonl").read_text().splitlines()[1])
     paths = [q["img_path"] for q in raw["img_quotes"]]
     assert paths[0].startswith("images/") and not paths[1].startswith("images/")
@@ -99,8 +67,8 @@ def test_image_quotes_resolve_both_path_shapes(run, root: Path) -> None:
     assert hashlib.sha256(farm).hexdigest() in {c["image"] for c in sample["negative_contexts"]}
 
 
-def test_context_ids_name_the_layout_element_not_the_quote_number(run) -> None:
-    samples = samples_of(run)
+def test_context_ids_name_the_layout_element_not_the_quote_number(result, samples_of) -> None:
+    samples = samples_of(result)
     first, other = samples["dev_20:101"], samples["evaluation_20:201"]
     ids_first = json.loads(first["meta"])["quote_ids"]
     ids_other = json.loads(other["meta"])["quote_ids"]
@@ -108,8 +76,8 @@ def test_context_ids_name_the_layout_element_not_the_quote_number(run) -> None:
     assert ids_other["text1"] in set(ids_first.values())  # same paragraph, same id in both questions
 
 
-def test_meta(run) -> None:
-    meta = json.loads(samples_of(run)["evaluation_20:206"]["meta"])
+def test_meta(result, samples_of) -> None:
+    meta = json.loads(samples_of(result)["evaluation_20:206"]["meta"])
     assert meta == {
         "q_id": 206, "doc_name": MUSEUM, "domain": "Brochure", "question_type": "Descriptive",
         "evidence_modality_type": ["Figure"],
@@ -118,20 +86,20 @@ def test_meta(run) -> None:
     assert len(meta["quote_ids"]) == 10
 
 
-def test_every_sample_has_six_negatives_and_answer_in_gold(run) -> None:
-    for sample in samples_of(run).values():
+def test_every_sample_has_six_negatives_and_answer_in_gold(result, samples_of) -> None:
+    for sample in samples_of(result).values():
         assert len(sample["negative_contexts"]) >= 6
         gold = " ".join(c["text"] for c in sample["gold_contexts"])
         assert sample["answers"][0] in gold
 
 
-def test_train_jsonl_is_never_read(run, root: Path) -> None:
+def test_train_jsonl_is_never_read(result, root: Path, quarantine_of) -> None:
     assert (root / "dataset" / "train.jsonl").is_file()
-    assert not any("train" in locator for locator, _ in quarantine_of(run))
-    assert not any("train" in f for f in run.source_files)
+    assert not any("train" in locator for locator, _ in quarantine_of(result))
+    assert not any("train" in f for f in result.source_files)
 
 
-def test_both_variants_have_distinct_ids(root: Path, tmp_path: Path) -> None:
+def test_both_variants_have_distinct_ids(root: Path, tmp_path: Path, samples_of) -> None:
     result = ingest("mmdocrag", root, tmp_path, options={"quotes": "both"})
     samples = samples_of(result)
     assert (result.samples, result.quarantined) == (24, 8)
@@ -140,7 +108,7 @@ def test_both_variants_have_distinct_ids(root: Path, tmp_path: Path) -> None:
     assert samples["dev_15:101"]["sample_id"] != samples["dev_20:101"]["sample_id"]
 
 
-def test_split_option_and_images_folder_option(root: Path, tmp_path: Path) -> None:
+def test_split_option_and_images_folder_option(root: Path, tmp_path: Path, samples_of) -> None:
     moved = tmp_path / "unzipped"
     shutil.copytree(root / "images", moved)
     raw = tmp_path / "raw"

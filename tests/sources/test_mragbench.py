@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,37 +12,8 @@ import pytest
 from mmcurate.core.errors import SourceError
 from mmcurate.sources.ingest import ingest
 
-BUILDERS = Path(__file__).resolve().parents[1] / "fixtures" / "builders"
+SOURCE = "mragbench"
 SHARD0, SHARD1 = "data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet"
-
-
-def load_builder(name: str):
-    if str(BUILDERS) not in sys.path:
-        sys.path.insert(0, str(BUILDERS))
-    spec = importlib.util.spec_from_file_location(f"fixture_builder_{name}", BUILDERS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("mragbench_raw")
-    load_builder("mragbench").build(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def run(root: Path, tmp_path_factory: pytest.TempPathFactory):
-    return ingest("mragbench", root, tmp_path_factory.mktemp("mragbench_out"))
-
-
-def samples_of(result) -> dict[str, dict]:
-    return {row["source_id"]: row for row in pq.read_table(result.samples_path).to_pylist()}
-
-
-def quarantine_of(result) -> list[tuple[str, str]]:
-    return [(r["locator"], r["reason"]) for r in pq.read_table(result.quarantine_path).to_pylist()]
 
 
 def raw_rows(root: Path) -> dict[int, dict]:
@@ -61,27 +30,27 @@ def test_fixture_is_multi_shard_with_several_row_groups(root: Path) -> None:
         assert pq.ParquetFile(root / shard).metadata.num_row_groups == 3
 
 
-def test_default_run_reads_every_shard(run) -> None:
-    assert (run.samples, run.quarantined) == (12, 3)
-    assert set(samples_of(run)) == {str(n) for n in range(12)}
-    assert [Path(f).name for f in run.source_files] == [Path(SHARD0).name, Path(SHARD1).name]
+def test_default_run_reads_every_shard(result, samples_of) -> None:
+    assert (result.samples, result.quarantined) == (12, 3)
+    assert set(samples_of(result)) == {str(n) for n in range(12)}
+    assert [Path(f).name for f in result.source_files] == [Path(SHARD0).name, Path(SHARD1).name]
 
 
-def test_quarantine_rows(run) -> None:
-    rows = quarantine_of(run)
+def test_quarantine_rows(result, quarantine_of) -> None:
+    rows = quarantine_of(result)
     assert rows[0][0] == f"{SHARD0}:1"
     assert rows[0][1].startswith("dropped retrieved_images[2]: undecodable image")
     assert rows[1][0] == f"{SHARD1}:5"
     assert rows[1][1].startswith("image: undecodable image")
     assert rows[2][0] == f"{SHARD1}:6"
     assert rows[2][1].startswith("gt_images[1]: decompression bomb")
-    raw = json.loads(pq.read_table(run.quarantine_path).to_pylist()[2]["raw"])
+    raw = json.loads(pq.read_table(result.quarantine_path).to_pylist()[2]["raw"])
     assert raw["id"] == 13 and raw["gt_images"][0]["bytes"].endswith(" bytes>")
 
 
-def test_sample_fields(run, root: Path) -> None:
+def test_sample_fields(result, root: Path, samples_of) -> None:
     raw = raw_rows(root)[0]
-    sample = samples_of(run)["0"]
+    sample = samples_of(result)["0"]
     assert sample["question"] == "Which animal is shown in the image?"
     assert sample["answers"] == ["tabby cat"]
     assert sample["images"] == [sha(raw["image"]["bytes"])]
@@ -95,22 +64,22 @@ def test_sample_fields(run, root: Path) -> None:
                     "answer_choice": "C",
                     "retrieved_images": [sha(img["bytes"]) for img in raw["retrieved_images"]]}
     for digest in [*sample["images"], *meta["retrieved_images"]]:
-        assert next((run.images_dir / digest[:2]).glob(f"{digest}.*")).read_bytes() in {
+        assert next((result.images_dir / digest[:2]).glob(f"{digest}.*")).read_bytes() in {
             raw["image"]["bytes"], *(img["bytes"] for img in raw["retrieved_images"])}
 
 
-def test_option_text_added_when_it_differs_from_answer(run) -> None:
-    assert samples_of(run)["4"]["answers"] == ["horse", "a horse"]
-    assert samples_of(run)["10"]["answers"] == ["camera", "a camera"]
+def test_option_text_added_when_it_differs_from_answer(result, samples_of) -> None:
+    assert samples_of(result)["4"]["answers"] == ["horse", "a horse"]
+    assert samples_of(result)["10"]["answers"] == ["camera", "a camera"]
 
 
-def test_bad_retrieved_image_left_out_of_meta(run, root: Path) -> None:
+def test_bad_retrieved_image_left_out_of_meta(result, root: Path, samples_of) -> None:
     raw = raw_rows(root)[1]
-    meta = json.loads(samples_of(run)["1"]["meta"])
+    meta = json.loads(samples_of(result)["1"]["meta"])
     assert meta["retrieved_images"] == [sha(img["bytes"]) for img in raw["retrieved_images"][:2]]
 
 
-def test_shard_without_required_columns_is_quarantined(root: Path, tmp_path: Path) -> None:
+def test_shard_without_required_columns_is_quarantined(root: Path, tmp_path: Path, quarantine_of) -> None:
     mixed = tmp_path / "raw"
     (mixed / "data").mkdir(parents=True)
     (mixed / SHARD0).write_bytes((root / SHARD0).read_bytes())
@@ -126,8 +95,8 @@ def test_no_shards_is_a_source_error(tmp_path: Path) -> None:
         ingest("mragbench", tmp_path, tmp_path / "out")
 
 
-def test_hf_dataset_option_reads_a_local_datasets_folder(root: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_dataset_option_reads_a_local_datasets_folder(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         samples_of, quarantine_of) -> None:
     """Exercises the ``load_dataset(name, split="test")`` path with a local dataset folder
     written by ``datasets`` itself (Image features). A hub name resolved from the local HF
     cache goes through the same call, but is not exercised here: that needs a populated cache."""

@@ -2,101 +2,61 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
-import polars as pl
 import pytest
 
 from mmcurate.core.errors import SourceError
 from mmcurate.sources.ingest import IngestResult, ingest
 
-BUILDERS = Path(__file__).resolve().parents[1] / "fixtures" / "builders"
+SOURCE = "viquae"
 
 
-def builder(name: str) -> ModuleType:
-    if str(BUILDERS) not in sys.path:
-        sys.path.insert(0, str(BUILDERS))  # builders import images.py and each other
-    spec = importlib.util.spec_from_file_location(f"fixture_builder_{name}", BUILDERS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while decorating
-    spec.loader.exec_module(module)
-    return module
-
-
-FIX = builder("viquae")
-ARTICLES = builder("infoseek").ARTICLES
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("viquae_raw")
-    FIX.build(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def result(root: Path, tmp_path_factory: pytest.TempPathFactory) -> IngestResult:
-    return ingest("viquae", root, tmp_path_factory.mktemp("viquae_out"))
-
-
-def rows(result: IngestResult) -> dict[str, dict]:
-    frame = pl.read_parquet(result.samples_path)
-    return {r["source_id"]: {**r, "meta": json.loads(r["meta"])} for r in frame.to_dicts()}
-
-
-def rejected(result: IngestResult) -> dict[str, str]:
-    return {r["locator"]: r["reason"] for r in pl.read_parquet(result.quarantine_path).to_dicts()}
-
-
-def test_counts(result: IngestResult) -> None:
-    good = {row[0] for split in FIX.GOOD.values() for row in split}
+def test_counts(result: IngestResult, builder, rows) -> None:
+    good = {row[0] for split in builder.GOOD.values() for row in split}
     assert result.samples == 13 and result.quarantined == 6
     assert set(rows(result)) == good | {"tc_1094"}
 
 
-def test_gold_is_the_answer_paragraphs_of_the_provenance_article(result: IngestResult) -> None:
+def test_gold_is_the_answer_paragraphs_of_the_provenance_article(result: IngestResult, builder, rows) -> None:
     samples = rows(result)
-    for split in FIX.GOOD.values():
+    for split in builder.GOOD.values():
         for ident, key, question, original, aliases, original_question in split:
             sample = samples[ident]
             assert sample["question"] == question and sample["answers"][0] == original
             assert sample["meta"]["original_question"] == original_question
-            assert sample["meta"]["wikidata_id"] == ARTICLES[key].qid
+            assert sample["meta"]["wikidata_id"] == builder.ARTICLES[key].qid
             assert sample["gold_contexts"], ident
             for gold in sample["gold_contexts"]:
-                assert original.casefold() in gold["text"].casefold() and gold["title"] == ARTICLES[key].title
+                assert original.casefold() in gold["text"].casefold() and gold["title"] == builder.ARTICLES[key].title
                 assert not gold["text"].startswith("Section::::")
 
 
-def test_exact_gold_for_list_and_nested_paragraph_shapes(result: IngestResult) -> None:
+def test_exact_gold_for_list_and_nested_paragraph_shapes(result: IngestResult, builder, rows) -> None:
     samples = rows(result)
-    moon = ARTICLES["moon"]  # KILT list shape; paragraphs: title, lead, header, Exploration, ...
+    moon = builder.ARTICLES["moon"]  # KILT list shape; paragraphs: title, lead, header, Exploration, ...
     assert samples["tc_1005"]["gold_contexts"] == [{
-        "context_id": f"kilt:{FIX.KILT_ID['moon']}#3", "modality": "text",
+        "context_id": f"kilt:{builder.KILT_ID['moon']}#3", "modality": "text",
         "text": moon.sections[1][1], "title": "Moon", "image": None}]
     rocket = samples["tc_1002"]  # {"paragraph": [...]} shape
-    assert [c["context_id"] for c in rocket["gold_contexts"]] == [f"kilt:{FIX.KILT_ID['rocket']}#3"]
+    assert [c["context_id"] for c in rocket["gold_contexts"]] == [f"kilt:{builder.KILT_ID['rocket']}#3"]
 
 
-def test_provenance_matched_by_title_when_it_has_no_id(result: IngestResult) -> None:
+def test_provenance_matched_by_title_when_it_has_no_id(result: IngestResult, builder, rows) -> None:
     sample = rows(result)["tc_1004"]
     assert sample["meta"]["provenance"] == [{"title": "Coin", "wikipedia_id": ""}]
-    assert [c["context_id"] for c in sample["gold_contexts"]] == [f"kilt:{FIX.KILT_ID['coins']}#3"]
+    assert [c["context_id"] for c in sample["gold_contexts"]] == [f"kilt:{builder.KILT_ID['coins']}#3"]
     assert sample["answers"] == ["Electrum", "electrum"]
 
 
-def test_missing_provenance_article_keeps_sample_without_gold(result: IngestResult) -> None:
+def test_missing_provenance_article_keeps_sample_without_gold(result: IngestResult, rows) -> None:
     sample = rows(result)["tc_1094"]
     assert sample["gold_contexts"] == []
     assert sample["meta"]["gold_missing"] == "provenance article '99999999' not in the KB"
     assert sample["answers"] == ["Santiago Ramón y Cajal", "Cajal"]
 
 
-def test_quarantine_reasons_and_locators(result: IngestResult) -> None:
+def test_quarantine_reasons_and_locators(result: IngestResult, rejected) -> None:
     bad = rejected(result)
     assert set(bad) == {"kb.jsonl:7", "validation.jsonl:9", "validation.jsonl:10", "validation.jsonl:11",
                         "validation.jsonl:12", "viquae:tc_1001"}
@@ -108,7 +68,7 @@ def test_quarantine_reasons_and_locators(result: IngestResult) -> None:
     assert bad["viquae:tc_1001"] == "duplicate source_id"
 
 
-def test_images_and_meta(root: Path, result: IngestResult) -> None:
+def test_images_and_meta(root: Path, result: IngestResult, rows) -> None:
     sample = rows(result)["tc_1001"]
     data = (root / "images" / "512px-Eileen_Collins.jpg").read_bytes()
     assert sample["images"] == [hashlib.sha256(data).hexdigest()]
@@ -117,7 +77,7 @@ def test_images_and_meta(root: Path, result: IngestResult) -> None:
     assert rows(result)["qw_2001"]["meta"]["split"] == "train"
 
 
-def test_image_folder_override(root: Path, tmp_path: Path) -> None:
+def test_image_folder_override(root: Path, tmp_path: Path, rejected) -> None:
     out = ingest("viquae", root, tmp_path / "out", images=tmp_path / "elsewhere", options={"splits": ["train"]})
     # 4 missing images; the KB's cut line names no article the train split wants, so it is not read
     assert out.samples == 0 and out.quarantined == 4

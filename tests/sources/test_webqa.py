@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,40 +20,16 @@ from mmcurate.sources.ingest import ingest
 from mmcurate.sources.json_members import JsonMembersError, iter_members
 from mmcurate.sources.webqa import strip_quotes
 
-BUILDERS = Path(__file__).resolve().parents[1] / "fixtures" / "builders"
-
-
-def load_builder(name: str):
-    if str(BUILDERS) not in sys.path:
-        sys.path.insert(0, str(BUILDERS))
-    spec = importlib.util.spec_from_file_location(f"fixture_builder_{name}", BUILDERS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-builder = load_builder("webqa")
-GUID = [builder.guid(n) for n in range(32)]
+SOURCE = "webqa"
 FILE = "WebQA_train_val.json"
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("webqa_raw")
-    builder.build(path)
-    return path
+def guid(builder) -> list[str]:
+    return [builder.guid(n) for n in range(32)]
 
 
-@pytest.fixture(scope="module")
-def run(root: Path, tmp_path_factory: pytest.TempPathFactory):
-    return ingest("webqa", root, tmp_path_factory.mktemp("webqa_out"))
-
-
-def samples_of(result) -> dict[str, dict]:
-    return {row["source_id"]: row for row in pq.read_table(result.samples_path).to_pylist()}
-
-
-def quarantine_of(result) -> list[dict]:
+def quarantine_rows(result) -> list[dict]:
     return pq.read_table(result.quarantine_path).to_pylist()
 
 
@@ -129,57 +104,57 @@ def test_strip_quotes() -> None:
     assert strip_quotes('"') == '"'
 
 
-def test_default_run_counts(run) -> None:
-    assert (run.samples, run.quarantined) == (12, 7)
-    assert set(samples_of(run)) == set(GUID[:12])
+def test_default_run_counts(result, samples_of, guid) -> None:
+    assert (result.samples, result.quarantined) == (12, 7)
+    assert set(samples_of(result)) == set(guid[:12])
 
 
-def test_quarantine_rows_name_fact_and_reason(run, root: Path) -> None:
-    rows = quarantine_of(run)
+def test_quarantine_rows_name_fact_and_reason(result, root: Path, guid) -> None:
+    rows = quarantine_rows(result)
     assert all(r["source"] == "webqa" for r in rows)
     got = [(r["locator"], r["reason"]) for r in rows]
     size = (root / "imgs.tsv").stat().st_size
     offsets = [int(x) for x in (root / "imgs.lineidx").read_text().split()]
-    assert got[0] == (f"{FILE}:{GUID[0]}", f"dropped img_negFacts[3]: imgs.lineidx offset {size + 4096} for "
+    assert got[0] == (f"{FILE}:{guid[0]}", f"dropped img_negFacts[3]: imgs.lineidx offset {size + 4096} for "
                       f"image_id 30000020 points past imgs.tsv ({size} bytes)")
-    assert got[1][0] == f"{FILE}:{GUID[1]}"
+    assert got[1][0] == f"{FILE}:{guid[1]}"
     assert got[1][1].startswith("dropped img_negFacts[3]: image_id 30000021: undecodable image")
-    assert got[2] == (f"{FILE}:{GUID[2]}", f"dropped img_negFacts[3]: imgs.tsv row at offset {offsets[23]} "
+    assert got[2] == (f"{FILE}:{guid[2]}", f"dropped img_negFacts[3]: imgs.tsv row at offset {offsets[23]} "
                       "holds image_id 30000023, expected 30000022")
-    assert got[3][0] == f"{FILE}:{GUID[20]}"
+    assert got[3][0] == f"{FILE}:{guid[20]}"
     assert got[3][1].startswith("dropped img_posFacts[0]: image_id 30000021: undecodable image")
-    assert got[4] == (f"{FILE}:{GUID[20]}", "no usable gold fact (txt_posFacts/img_posFacts)")
-    assert got[5] == (f"{FILE}:{GUID[21]}", "missing or empty question Q")
-    assert got[6] == (f"{FILE}:{GUID[22]}", "record is a str, not an object")
+    assert got[4] == (f"{FILE}:{guid[20]}", "no usable gold fact (txt_posFacts/img_posFacts)")
+    assert got[5] == (f"{FILE}:{guid[21]}", "missing or empty question Q")
+    assert got[6] == (f"{FILE}:{guid[22]}", "record is a str, not an object")
     assert json.loads(rows[0]["raw"])["image_id"] == 30000020
 
 
-def test_quotes_stripped_from_question_and_answers(run) -> None:
-    samples = samples_of(run)
-    first = samples[GUID[0]]
+def test_quotes_stripped_from_question_and_answers(result, samples_of, guid) -> None:
+    samples = samples_of(result)
+    first = samples[guid[0]]
     assert first["question"] == "What color is the spacesuit Eileen Collins wears in her official portrait?"
     assert first["answers"] == ["white"]
-    unwrapped = samples[GUID[4]]  # published without quotes: left as is
+    unwrapped = samples[guid[4]]  # published without quotes: left as is
     assert unwrapped["question"] == "Which city is home to the Forbidden City palace complex?"
     assert unwrapped["answers"] == ["Beijing"]
     assert all(s["images"] == [] for s in samples.values())
 
 
-def test_image_gold_context_decoded_from_tsv(run, root: Path) -> None:
-    first = samples_of(run)[GUID[0]]
+def test_image_gold_context_decoded_from_tsv(result, root: Path, samples_of, guid) -> None:
+    first = samples_of(result)[guid[0]]
     (gold,) = first["gold_contexts"]
     jpeg = tsv_jpeg(root, 30000000)
     assert gold == {"context_id": "webqa:img:30000000", "modality": "image",
                     "text": "Astronaut Eileen Collins poses in a white spacesuit beside the American flag.",
                     "image": hashlib.sha256(jpeg).hexdigest(), "title": "Eileen Collins official portrait"}
-    stored = next((run.images_dir / gold["image"][:2]).glob(f"{gold['image']}.*"))
+    stored = next((result.images_dir / gold["image"][:2]).glob(f"{gold['image']}.*"))
     assert stored.read_bytes() == jpeg
 
 
-def test_text_gold_and_negatives(run) -> None:
-    hubble = samples_of(run)[GUID[3]]
+def test_text_gold_and_negatives(result, samples_of, guid) -> None:
+    hubble = samples_of(result)[guid[3]]
     assert hubble["gold_contexts"] == [{
-        "context_id": f"webqa:txt:{GUID[3][:24]}_0", "modality": "text", "image": None,
+        "context_id": f"webqa:txt:{guid[3][:24]}_0", "modality": "text", "image": None,
         "text": "The Hubble Space Telescope was launched into low Earth orbit in 1990 and remains in operation.",
         "title": "Hubble Space Telescope"}]
     negatives = hubble["negative_contexts"]
@@ -188,57 +163,60 @@ def test_text_gold_and_negatives(run) -> None:
     assert all(c["context_id"].startswith("webqa:img:300000") and c["image"] for c in negatives[4:])
 
 
-def test_broken_negative_dropped_but_sample_kept(run) -> None:
-    samples = samples_of(run)
+def test_broken_negative_dropped_but_sample_kept(result, samples_of, guid) -> None:
+    samples = samples_of(result)
     for n, bad in ((0, 30000020), (1, 30000021), (2, 30000022)):
-        ids = [c["context_id"] for c in samples[GUID[n]]["negative_contexts"]]
+        ids = [c["context_id"] for c in samples[guid[n]]["negative_contexts"]]
         assert len(ids) == 7 and f"webqa:img:{bad}" not in ids
-        assert "dropped_gold" not in json.loads(samples[GUID[n]]["meta"])
+        assert "dropped_gold" not in json.loads(samples[guid[n]]["meta"])
 
 
-def test_every_good_sample_has_six_negatives_and_answer_in_gold(run) -> None:
-    for sample in samples_of(run).values():
+def test_every_good_sample_has_six_negatives_and_answer_in_gold(result, samples_of) -> None:
+    for sample in samples_of(result).values():
         assert len(sample["negative_contexts"]) >= 6
         gold_text = " ".join(c["text"] for c in sample["gold_contexts"]).lower()
         assert any(a.lower() in gold_text for a in sample["answers"]), sample["question"]
 
 
-def test_meta(run) -> None:
-    samples = samples_of(run)
-    assert json.loads(samples[GUID[0]]["meta"]) == {"Qcate": "color", "topic": "space", "split": "train",
+def test_meta(result, samples_of, guid) -> None:
+    samples = samples_of(result)
+    assert json.loads(samples[guid[0]]["meta"]) == {"Qcate": "color", "topic": "space", "split": "train",
                                                    "Keywords_A": "white"}
-    assert json.loads(samples[GUID[3]]["meta"])["split"] == "val"
+    assert json.loads(samples[guid[3]]["meta"])["split"] == "val"
 
 
-NOT_OBJECT = (f"{FILE}:{GUID[22]}", "record is a str, not an object")
+NOT_OBJECT = (22, "record is a str, not an object")
 
 
 @pytest.mark.parametrize("options, expected, quarantined", [
-    ({"splits": ["val"]}, {GUID[3], GUID[11]}, [NOT_OBJECT]),
-    ({"qcate": ["number"]}, {GUID[3], GUID[10]},  # GUID[20] is a number question too
-     [f"{FILE}:{GUID[20]}", f"{FILE}:{GUID[20]}", NOT_OBJECT]),
+    ({"splits": ["val"]}, {3, 11}, [NOT_OBJECT]),
+    ({"qcate": ["number"]}, {3, 10}, [20, 20, NOT_OBJECT]),  # guid[20] is a number question too
 ])
-def test_split_and_qcate_filters(root: Path, tmp_path: Path, options: dict, expected: set,
-                                 quarantined: list) -> None:
+def test_split_and_qcate_filters(root: Path, tmp_path: Path, options: dict, expected: set, quarantined: list,
+                                 guid, samples_of, quarantine_of) -> None:
+    """Records are named by guid index; a bare index checks the locator only, a pair the reason too."""
+    expected = {guid[n] for n in expected}
+    quarantined = [(f"{FILE}:{guid[q[0]]}", q[1]) if isinstance(q, tuple) else f"{FILE}:{guid[q]}"
+                   for q in quarantined]
     result = ingest("webqa", root, tmp_path, options=options)
     assert set(samples_of(result)) == expected
     # records outside the filters are out of scope, not quarantined; bad records in scope are
-    rows = [(r["locator"], r["reason"]) for r in quarantine_of(result)]
+    rows = quarantine_of(result)
     assert [row if isinstance(q, tuple) else row[0] for row, q in zip(rows, quarantined)] == quarantined
     assert len(rows) == len(quarantined)
 
 
-def test_include_test_ingests_unlabelled_samples(root: Path, tmp_path: Path) -> None:
+def test_include_test_ingests_unlabelled_samples(root: Path, tmp_path: Path, samples_of, guid) -> None:
     result = ingest("webqa", root, tmp_path, options={"include_test": True})
     samples = samples_of(result)
     assert result.samples == 14
-    test = samples[GUID[30]]
+    test = samples[guid[30]]
     assert test["question"] == "What colour are the roofs of the Summer Palace pavilion?"
     assert (test["answers"], test["gold_contexts"], test["negative_contexts"]) == ([], [], [])
     meta = json.loads(test["meta"])
     assert meta["split"] == "test"
     assert [c["context_id"] for c in meta["candidate_contexts"]] == [
-        f"webqa:txt:{GUID[30][:24]}_0", "webqa:img:30000011", "webqa:img:30000003"]
+        f"webqa:txt:{guid[30][:24]}_0", "webqa:img:30000011", "webqa:img:30000003"]
     assert str(root / "WebQA_test.json") in result.source_files
 
 
@@ -252,30 +230,30 @@ def test_unknown_option_and_missing_files(root: Path, tmp_path: Path) -> None:
         ingest("webqa", bare, tmp_path / "b")
 
 
-def test_truncated_json_file_quarantines_the_rest(root: Path, tmp_path: Path) -> None:
+def test_truncated_json_file_quarantines_the_rest(root: Path, tmp_path: Path, guid) -> None:
     cut = tmp_path / "cut"
     cut.mkdir()
     for name in ("imgs.tsv", "imgs.lineidx"):
         (cut / name).write_bytes((root / name).read_bytes())
     text = (root / FILE).read_text()
-    (cut / FILE).write_text(text[: text.index(GUID[5]) + 200])  # cut inside the 6th record
+    (cut / FILE).write_text(text[: text.index(guid[5]) + 200])  # cut inside the 6th record
     result = ingest("webqa", cut, tmp_path / "out")
     assert result.samples == 5
-    (last,) = [r for r in quarantine_of(result) if r["locator"].startswith(f"{FILE}:char")]
+    (last,) = [r for r in quarantine_rows(result) if r["locator"].startswith(f"{FILE}:char")]
     assert last["reason"].startswith("malformed JSON, rest of file unreadable")
 
 
-def test_samples_round_trip_through_datasets_and_polars(run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_samples_round_trip_through_datasets_and_polars(result, monkeypatch: pytest.MonkeyPatch, guid) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     import datasets
 
-    loaded = datasets.load_dataset("parquet", data_files=str(run.samples_path), split="train",
-                                   cache_dir=str(run.out / "hf_cache"))
-    frame = pl.read_parquet(run.samples_path)
+    loaded = datasets.load_dataset("parquet", data_files=str(result.samples_path), split="train",
+                                   cache_dir=str(result.out / "hf_cache"))
+    frame = pl.read_parquet(result.samples_path)
     assert len(loaded) == frame.height == 12
-    first = frame.filter(pl.col("source_id") == GUID[0]).row(0, named=True)
-    from_hf = next(r for r in loaded if r["source_id"] == GUID[0])
+    first = frame.filter(pl.col("source_id") == guid[0]).row(0, named=True)
+    from_hf = next(r for r in loaded if r["source_id"] == guid[0])
     assert from_hf["gold_contexts"] == first["gold_contexts"]
     assert from_hf["negative_contexts"] == first["negative_contexts"]
     assert from_hf["answers"] == first["answers"] == ["white"]
