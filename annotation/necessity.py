@@ -174,6 +174,21 @@ def grade_messages(question: str, reference: str, candidate: str) -> list[dict]:
     ]
 
 
+# ---------------------------------------------------------------------------- lexical grading
+LEXICAL_EVALUATOR = "lexical"
+
+
+def lexical_grades(references: list[str], answers: list[str]) -> list[Label]:
+    """The offline stand-in evaluator: an inspector answer is right when the Reddit answer
+    contains enough of its content words (``lexical_entailment``, reference as premise).
+    Tiny local chat models grade right/wrong no better than chance; this is at least
+    deterministic, and the manifest names it."""
+    from .entailment import lexical_entailment
+
+    scores = lexical_entailment().entails(references, answers)
+    return [Label("right" if ok else "wrong", [None], None, False, score) for ok, score in scores]
+
+
 # ---------------------------------------------------------------------------- stage
 def image_necessity(
     samples: pa.Table,
@@ -187,7 +202,7 @@ def image_necessity(
     """Drop pairs that more than ``max_right`` text-only inspectors answer right.
 
     ``pool`` is a ``gating.client.ModelPool``; ``inspectors`` and ``evaluator`` are model
-    names in its settings. ``schedule`` defaults to ``gating.schedule.model_major``.
+    names in its settings (``evaluator`` may be ``"lexical"``: see ``lexical_grades``). ``schedule`` defaults to ``gating.schedule.model_major``.
     """
     if not inspectors:
         raise MmcurateError("image necessity needs at least one inspector model")
@@ -229,17 +244,20 @@ def image_necessity(
                 ))
         if not to_grade:
             return
-        requests = [
-            ChatRequest(
-                key=f"{row['sample_id']}/{model}",
-                messages=grade_messages(row["question"], row["answers"][0], resp.text),
-                template=GRADE_TEMPLATE,
-                logprobs=LABEL_LOGPROBS,
-            )
-            for row, resp in to_grade
-        ]
-        grades = ask_labels(pool.client(evaluator), requests, GRADES, GRADE_REMINDER, STAGE,
-                            lambda response: first_token_label(response, GRADES))
+        if evaluator == LEXICAL_EVALUATOR:
+            grades = lexical_grades([row["answers"][0] for row, _ in to_grade], [resp.text for _, resp in to_grade])
+        else:
+            requests = [
+                ChatRequest(
+                    key=f"{row['sample_id']}/{model}",
+                    messages=grade_messages(row["question"], row["answers"][0], resp.text),
+                    template=GRADE_TEMPLATE,
+                    logprobs=LABEL_LOGPROBS,
+                )
+                for row, resp in to_grade
+            ]
+            grades = ask_labels(pool.client(evaluator), requests, GRADES, GRADE_REMINDER, STAGE,
+                                lambda response: first_token_label(response, GRADES))
         for (row, resp), grade in zip(to_grade, grades):
             verdict = grade.label if grade.ok else "error"
             tally[row["sample_id"]][verdict] += 1
@@ -254,7 +272,8 @@ def image_necessity(
     try:
         schedule(pool, list(inspectors), rows, build, on_answers, eliminated, STAGE)
     finally:
-        pool.release(evaluator)
+        if evaluator != LEXICAL_EVALUATOR:
+            pool.release(evaluator)
 
     keep_mask: list[bool] = []
     counts = {"input": len(rows), "kept": 0, "dropped": 0, "undetermined": 0, "eliminated_early": 0}

@@ -132,7 +132,7 @@ class RefLVQAConfig(_Strict):
     distractor_images: int = 100
     relevance_top_k: int = 10
     inspectors: list[str] = Field(default_factory=list)  # text-only models
-    evaluator: str | None = None
+    evaluator: str | None = None  # a model name, or "lexical" (offline stand-in)
     max_right_inspectors: int = 1
     factcheck_model: str | None = None
     text_corpus: str = "wiki-offline"
@@ -200,6 +200,8 @@ class Settings(BaseSettings):
         if self.reflvqa:
             r = self.reflvqa
             wanted += r.inspectors + [m for m in (r.evaluator, r.factcheck_model, r.image_entailment) if m]
+            if r.evaluator == "lexical":  # the offline stand-in evaluator, not a model
+                wanted.remove("lexical")
             if r.text_entailment.startswith("llm:"):
                 wanted.append(r.text_entailment.removeprefix("llm:"))
         missing = sorted(set(wanted) - names)

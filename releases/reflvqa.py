@@ -36,13 +36,17 @@ def reflvqa_draft(
     call_rows = [{"stage": stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
                   "cache_hits": r["cache_hits"], "failures": r["failures"]}
                  for stage, rows in calls.items() for r in rows]
-    roles = {"inspector": cfg.inspectors, "evaluator": [cfg.evaluator], "factcheck": [cfg.factcheck_model],
+    evaluator = [] if cfg.evaluator == "lexical" else [cfg.evaluator]
+    roles = {"inspector": cfg.inspectors, "evaluator": evaluator, "factcheck": [cfg.factcheck_model],
              "image_entailment": [cfg.image_entailment]}
     if cfg.text_entailment.startswith("llm:"):
         roles["text_entailment"] = [cfg.text_entailment.removeprefix("llm:")]
     models = [{"role": role, **settings.model(name).identity()}
               for role, names in roles.items() for name in names if name]
     notes = [f"{s.stage}: {s.reason}" for s in stages if s.skipped]
+    if cfg.evaluator == "lexical":
+        notes.append("Image necessity: inspector answers were graded by token overlap with the Reddit answer "
+                     "(lexical stand-in), not by an evaluator model.")
     if cited.image_skipped:
         notes.append(f"image citations: {cited.image_skipped}")
     if cited.text_judge and cited.text_judge.startswith("lexical"):
@@ -58,6 +62,7 @@ def reflvqa_draft(
         models=models,
         judge={"name": cited.text_judge or "none", "image": cited.image_judge},
         components={"text_retriever": "minilm", "cross_modal_encoder": cfg.cross_modal_encoder or "none",
+                    "necessity_evaluator": cfg.evaluator or "none",
                     "text_entailment": cited.text_judge or "none", "image_entailment": cited.image_judge or "none",
                     "text_corpus": cfg.text_corpus},
         source_files=list(ingested.source_files),

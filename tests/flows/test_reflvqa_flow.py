@@ -21,7 +21,7 @@ models:
 reflvqa:
   source: {{name: reddit, root: {fx}/reddit, limit: 4}}
   inspectors: [smollm2]
-  evaluator: smollm2
+  evaluator: lexical
   max_right_inspectors: 0
   factcheck_model: smollm2
   text_corpus: {fx}/kb/kb.jsonl

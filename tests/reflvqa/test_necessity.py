@@ -138,3 +138,12 @@ def test_first_token_label_reads_the_labels_probability_mass():
     assert decided[0] == "wrong" and decided[1] == pytest.approx(share_right)
     assert first_token_label(response([{"The": -0.1, "A": -2.0}]), ("right", "wrong")) is None
     assert first_token_label(response(None), ("right", "wrong")) is None
+
+
+def test_lexical_evaluator_grades_by_overlap_with_the_reference_answer():
+    from mmcurate.annotation.necessity import lexical_grades
+
+    reference = "This is a Saturn V rocket, the launcher NASA used for the Apollo Moon landings."
+    grades = lexical_grades([reference, reference], ["A Saturn V rocket from Apollo.", "A red bicycle."])
+    assert [g.label for g in grades] == ["right", "wrong"]
+    assert grades[0].score > grades[1].score
