@@ -23,7 +23,7 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import StageResult
 
-from .necessity import LABEL_LOGPROBS, ask_labels, first_token_label
+from .necessity import LABEL_LOGPROBS, LABEL_MAX_TOKENS, ask_labels, first_token_label
 
 STAGE = "factcheck"
 CHECK_SENTENCE = "factcheck.sentence.v1"
@@ -83,7 +83,7 @@ def fact_checkable(
     split = [[s for s in splitter(r["answers"][0] if r["answers"] else "") if s.strip()] for r in rows]
     requests = [
         ChatRequest(key=f"{r['sample_id']}/s{i}", messages=factcheck_messages(r["question"], s), template=TEMPLATE,
-                    logprobs=LABEL_LOGPROBS)
+                    max_tokens=LABEL_MAX_TOKENS, logprobs=LABEL_LOGPROBS)
         for r, sentences in zip(rows, split)
         for i, s in enumerate(sentences)
     ]

@@ -53,6 +53,7 @@ GRADE_REMINDER = "Your reply could not be read. Reply with exactly one word: rig
 RETRY_SUFFIX = "+retry1"
 GRADES = ("right", "wrong")
 LABEL_LOGPROBS = 5  # top tokens asked for, so a label can be read from the first token
+LABEL_MAX_TOKENS = 8  # a label is one word; a short reply also keeps logprob computation cheap
 
 
 # ---------------------------------------------------------------------------- strict labels
@@ -252,6 +253,7 @@ def image_necessity(
                     key=f"{row['sample_id']}/{model}",
                     messages=grade_messages(row["question"], row["answers"][0], resp.text),
                     template=GRADE_TEMPLATE,
+                    max_tokens=LABEL_MAX_TOKENS,
                     logprobs=LABEL_LOGPROBS,
                 )
                 for row, resp in to_grade
