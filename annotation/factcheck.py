@@ -15,6 +15,7 @@ sentence is dropped too.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -23,7 +24,7 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import StageResult
 
-from .necessity import LABEL_LOGPROBS, LABEL_MAX_TOKENS, ask_labels, first_token_label
+from .necessity import LABEL_LOGPROBS, LABEL_MAX_TOKENS, Label, ask_labels, first_token_label
 
 STAGE = "factcheck"
 CHECK_SENTENCE = "factcheck.sentence.v1"
@@ -62,6 +63,26 @@ def factcheck_messages(question: str, sentence: str) -> list[dict]:
     ]
 
 
+HEURISTIC = "heuristic"
+_NAME_OR_NUMBER = re.compile(r"\d|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+")
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|my|me|we|our)\b")
+
+
+def heuristic_label(sentence: str) -> Label:
+    """The offline stand-in for an LLM labeller: a declarative sentence of at least six
+    words that names something (a capitalised word after the first) or gives a number,
+    and is not about the writer, asserts a checkable claim. Tiny local chat models answer
+    yes/no at chance; this rule is deterministic and the manifest names it."""
+    text = sentence.strip()
+    checkable = (
+        len(text.split()) >= 6
+        and not text.endswith("?")
+        and _NAME_OR_NUMBER.search(text) is not None
+        and _FIRST_PERSON.search(text) is None
+    )
+    return Label("yes" if checkable else "no", [None], None)
+
+
 def fact_checkable(
     samples: pa.Table,
     pool: Any,
@@ -71,7 +92,8 @@ def fact_checkable(
 ) -> StageResult:
     """Annotate every answer sentence as fact-checkable or not with ``model``.
 
-    ``splitter`` (text -> list of sentences) defaults to ``split_sentences``.
+    ``splitter`` (text -> list of sentences) defaults to ``split_sentences``. ``model``
+    ``"heuristic"`` labels with ``heuristic_label`` instead of a model.
     """
     if not model:
         raise MmcurateError("the fact-checkable stage needs a model (reflvqa.factcheck_model)")
@@ -81,17 +103,20 @@ def fact_checkable(
 
     rows = samples.to_pylist()
     split = [[s for s in splitter(r["answers"][0] if r["answers"] else "") if s.strip()] for r in rows]
-    requests = [
-        ChatRequest(key=f"{r['sample_id']}/s{i}", messages=factcheck_messages(r["question"], s), template=TEMPLATE,
-                    max_tokens=LABEL_MAX_TOKENS, logprobs=LABEL_LOGPROBS)
-        for r, sentences in zip(rows, split)
-        for i, s in enumerate(sentences)
-    ]
-    try:
-        labels = ask_labels(pool.client(model), requests, ("yes", "no"), REMINDER, STAGE,
-                            lambda response: first_token_label(response, ("yes", "no"))) if requests else []
-    finally:
-        pool.release(model)
+    if model == HEURISTIC:
+        labels = [heuristic_label(s) for sentences in split for s in sentences]
+    else:
+        requests = [
+            ChatRequest(key=f"{r['sample_id']}/s{i}", messages=factcheck_messages(r["question"], s),
+                        template=TEMPLATE, max_tokens=LABEL_MAX_TOKENS, logprobs=LABEL_LOGPROBS)
+            for r, sentences in zip(rows, split)
+            for i, s in enumerate(sentences)
+        ]
+        try:
+            labels = ask_labels(pool.client(model), requests, ("yes", "no"), REMINDER, STAGE,
+                                lambda response: first_token_label(response, ("yes", "no"))) if requests else []
+        finally:
+            pool.release(model)
 
     decisions: list[Decision] = []
     column: list[list[dict]] = []

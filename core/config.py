@@ -134,7 +134,7 @@ class RefLVQAConfig(_Strict):
     inspectors: list[str] = Field(default_factory=list)  # text-only models
     evaluator: str | None = None  # a model name, or "lexical" (offline stand-in)
     max_right_inspectors: int = 1
-    factcheck_model: str | None = None
+    factcheck_model: str | None = None  # a model name, or "heuristic" (offline stand-in)
     text_corpus: str = "wiki-offline"
     text_corpus_limit: int | None = None
     image_corpus: Path | None = None  # folder of images; None: the posts' own images
@@ -200,8 +200,8 @@ class Settings(BaseSettings):
         if self.reflvqa:
             r = self.reflvqa
             wanted += r.inspectors + [m for m in (r.evaluator, r.factcheck_model, r.image_entailment) if m]
-            if r.evaluator == "lexical":  # the offline stand-in evaluator, not a model
-                wanted.remove("lexical")
+            # offline stand-ins named like models: not models
+            wanted = [m for m in wanted if not (m == r.evaluator == "lexical" or m == r.factcheck_model == "heuristic")]
             if r.text_entailment.startswith("llm:"):
                 wanted.append(r.text_entailment.removeprefix("llm:"))
         missing = sorted(set(wanted) - names)

@@ -37,7 +37,8 @@ def reflvqa_draft(
                   "cache_hits": r["cache_hits"], "failures": r["failures"]}
                  for stage, rows in calls.items() for r in rows]
     evaluator = [] if cfg.evaluator == "lexical" else [cfg.evaluator]
-    roles = {"inspector": cfg.inspectors, "evaluator": evaluator, "factcheck": [cfg.factcheck_model],
+    factcheck = [] if cfg.factcheck_model == "heuristic" else [cfg.factcheck_model]
+    roles = {"inspector": cfg.inspectors, "evaluator": evaluator, "factcheck": factcheck,
              "image_entailment": [cfg.image_entailment]}
     if cfg.text_entailment.startswith("llm:"):
         roles["text_entailment"] = [cfg.text_entailment.removeprefix("llm:")]
@@ -47,6 +48,9 @@ def reflvqa_draft(
     if cfg.evaluator == "lexical":
         notes.append("Image necessity: inspector answers were graded by token overlap with the Reddit answer "
                      "(lexical stand-in), not by an evaluator model.")
+    if cfg.factcheck_model == "heuristic":
+        notes.append("Fact-checkable sentences were marked by a names-or-numbers rule (heuristic stand-in), "
+                     "not by an LLM.")
     if cited.image_skipped:
         notes.append(f"image citations: {cited.image_skipped}")
     if cited.text_judge and cited.text_judge.startswith("lexical"):
@@ -63,6 +67,7 @@ def reflvqa_draft(
         judge={"name": cited.text_judge or "none", "image": cited.image_judge},
         components={"text_retriever": "minilm", "cross_modal_encoder": cfg.cross_modal_encoder or "none",
                     "necessity_evaluator": cfg.evaluator or "none",
+                    "factcheck": cfg.factcheck_model or "none",
                     "text_entailment": cited.text_judge or "none", "image_entailment": cited.image_judge or "none",
                     "text_corpus": cfg.text_corpus},
         source_files=list(ingested.source_files),

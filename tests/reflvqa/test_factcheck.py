@@ -65,3 +65,23 @@ def test_default_splitter_is_punkt(make_samples, make_pool):
     result = fact_checkable(samples, make_pool({"fc": CHECKER}), "fc")
     texts = [s["text"] for s in result.kept["sentences"].to_pylist()[0]]
     assert texts == ["The Eiffel Tower is in Paris.", "It was built in 1889 by Mr. Eiffel's firm."]
+
+
+@pytest.mark.parametrize("sentence, checkable", [
+    ("She was the first woman to pilot the Space Shuttle, on STS-63 in 1995.", True),
+    ("The Saturn V stood 110 metres tall on the launch pad.", True),
+    ("I really love how this picture turned out for me.", False),   # about the writer
+    ("Is that the Eiffel Tower in the background there?", False),   # a question
+    ("Nice shot.", False),                                          # too short
+    ("it looks pretty old and probably worth keeping around", False),  # names nothing
+])
+def test_heuristic_stand_in(sentence, checkable):
+    from mmcurate.annotation.factcheck import heuristic_label
+
+    assert heuristic_label(sentence).label == ("yes" if checkable else "no")
+
+
+def test_heuristic_needs_no_model(samples, make_pool):
+    result = fact_checkable(samples, make_pool({}), "heuristic", run_id="r", splitter=split)
+    assert result.counts["errors"] == 0
+    assert [s["fact_checkable"] for s in result.extra["all"]["sentences"].to_pylist()[1]] == [False, False]
