@@ -141,3 +141,15 @@ def _document(row: dict[str, Any], where: str) -> dict[str, str] | None:
     if not text:
         return None
     return {"doc_id": str(doc_id), "title": str(row.get("title") or ""), "text": text}
+
+
+def load_corpora(specs: list[str], limit: int | None = None) -> pa.Table:
+    """Several KBs as one (``limit`` applies to each); a doc id found in two is an error."""
+    tables = [load_kb(spec, limit) for spec in specs]
+    seen: dict[str, str] = {}
+    for spec, table in zip(specs, tables):
+        for doc_id in table["doc_id"].to_pylist():
+            if doc_id in seen:
+                raise MmcurateError(f"document id {doc_id!r} is in both {seen[doc_id]} and {spec}")
+            seen[doc_id] = spec
+    return pa.concat_tables(tables)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -127,6 +127,11 @@ class DeflectionBenchConfig(_Strict):
 
 
 class RefLVQAConfig(_Strict):
+    @field_validator("text_corpus", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
     source: SourceSpec
     cross_modal_encoder: str | None = None  # "open_clip:<arch>:<checkpoint>"; None skips stage 2
     distractor_images: int = 100
@@ -135,7 +140,7 @@ class RefLVQAConfig(_Strict):
     evaluator: str | None = None  # a model name, or "lexical" (offline stand-in)
     max_right_inspectors: int = 1
     factcheck_model: str | None = None  # a model name, or "heuristic" (offline stand-in)
-    text_corpus: str = "wiki-offline"
+    text_corpus: list[str] = Field(default_factory=lambda: ["wiki-offline"])  # KB specs, searched as one
     text_corpus_limit: int | None = None
     image_corpus: Path | None = None  # folder of images; None: the posts' own images
     top_text: int = 5
@@ -282,8 +287,9 @@ def _resolve_specs(settings: Settings, base: Path) -> None:
             setattr(r, name, _resolve_spec(getattr(r, name), base))
     if settings.reflvqa:
         r = settings.reflvqa
-        for name in ("text_corpus", "cross_modal_encoder", "text_entailment"):
+        for name in ("cross_modal_encoder", "text_entailment"):
             setattr(r, name, _resolve_spec(getattr(r, name), base))
+        r.text_corpus = [_resolve_spec(spec, base) for spec in r.text_corpus]
 
 
 def load_config(path: Path | str, **overrides: Any) -> Settings:

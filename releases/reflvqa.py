@@ -69,7 +69,7 @@ def reflvqa_draft(
                     "necessity_evaluator": cfg.evaluator or "none",
                     "factcheck": cfg.factcheck_model or "none",
                     "text_entailment": cited.text_judge or "none", "image_entailment": cited.image_judge or "none",
-                    "text_corpus": cfg.text_corpus},
+                    "text_corpus": " + ".join(cfg.text_corpus)},
         source_files=list(ingested.source_files),
         counts={"per_stage": {row["stage"]: row["remaining"] for row in funnel},
                 "per_source": {"reddit": {"ingested": samples.num_rows, "retained": tables["qa"].num_rows,

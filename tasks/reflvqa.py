@@ -8,6 +8,7 @@ from prefect.cache_policies import NO_CACHE
 
 from mmcurate.annotation.citations import CitationResult, cite
 from mmcurate.annotation.factcheck import fact_checkable
+from mmcurate.annotation.kb import load_corpora
 from mmcurate.annotation.necessity import image_necessity
 from mmcurate.annotation.relevance import image_relevance
 from mmcurate.core.config import Settings
@@ -58,7 +59,8 @@ def cite_documents(samples: pa.Table, image_corpus: list[str], settings: Setting
     cfg = settings.reflvqa
     store = _store(settings)
     with open_models(settings, store) as models:
-        result = cite(samples, cfg.text_corpus, cfg.text_corpus_limit, image_corpus, store,
+        corpus = load_corpora(cfg.text_corpus, cfg.text_corpus_limit)
+        result = cite(samples, corpus, None, image_corpus, store, corpus_name="+".join(cfg.text_corpus),
                       text_encoder="minilm", cross_modal=cfg.cross_modal_encoder, top_text=cfg.top_text,
                       top_images=cfg.top_images, text_entailment=cfg.text_entailment,
                       image_entailment=cfg.image_entailment, pool=models.pool,

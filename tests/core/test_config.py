@@ -82,5 +82,5 @@ reflvqa:
     assert r.kb == str((tmp_path / "kb/docs.jsonl").resolve())
     assert r.text_encoder == f"open_clip:ViT-B-32:{(tmp_path / 'ckpt/model.pt').resolve()}"
     assert r.image_encoder == "descriptor"
-    assert cfg.reflvqa.text_corpus == "wiki-offline"
+    assert cfg.reflvqa.text_corpus == ["wiki-offline"]  # one spec or a list
     assert cfg.reflvqa.text_entailment == f"nli:{(tmp_path / 'models/nli').resolve()}"
