@@ -90,3 +90,17 @@ def test_wiki_offline_has_10033_summaries() -> None:
     assert kb.num_rows == 10_033
     assert all(kb["text"].to_pylist()[:100])
     assert load_kb("wiki-offline", limit=50).num_rows == 50
+
+
+def test_several_corpora_search_as_one_and_ids_must_not_clash(tmp_path):
+    import json
+
+    from mmcurate.annotation.kb import load_corpora
+    from mmcurate.core.errors import MmcurateError
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps({"doc_id": "x", "title": "X", "text": "Ex."}) + "\n")
+    b.write_text(json.dumps({"doc_id": "y", "title": "Y", "text": "Why."}) + "\n")
+    assert load_corpora([str(a), str(b)])["doc_id"].to_pylist() == ["x", "y"]
+    with pytest.raises(MmcurateError, match="'x' is in both"):
+        load_corpora([str(a), str(a)])
