@@ -33,7 +33,8 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) 
     run_id = new_run_id()
 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
-    samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
+    limits = [source.limit for source in cfg.sources]
+    samples, quarantine = load_samples(ingested, limits)
 
     stage_i = per_shard(gate_parametrically, samples, settings, run_id)
     stage_ii = pair_with_knowledge(stage_i.result.kept, settings, run_id)
@@ -41,7 +42,8 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) 
 
     draft = deflection_draft(
         settings, version or cfg.version, run_id, gating=stage_i, pairing=stage_ii, oracle=stage_iii,
-        ingested={r.source: r.samples for r in ingested}, quarantine=quarantine,
+        ingested={r.source: r.samples if n is None else min(r.samples, n) for r, n in zip(ingested, limits)},
+        quarantine=quarantine,
         source_files=sorted({f for r in ingested for f in r.source_files}), components=stage_ii.components)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images")
     print(f"deflectionbench {draft.version}: {stage_iii.result.kept.num_rows} samples -> {release}")

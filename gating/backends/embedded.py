@@ -2,7 +2,8 @@
 
 ``python -m llama_cpp.server`` (llama-cpp-python[server], started through ``llama_launch``,
 which works around an AMX crash) loads a GGUF shipped inside a PyPI package, listens on a
-free 127.0.0.1 port and is reached through the OpenAI-compatible backend. The chat template stored in the GGUF is used (no
+free 127.0.0.1 port and is reached through the OpenAI-compatible backend; it starts on the
+first batch with a cache miss. The chat template stored in the GGUF is used (no
 ``--chat_format``). The server is stopped on ``close()`` and, failing that, at
 interpreter exit.
 """
@@ -125,18 +126,36 @@ class LlamaServer:
 
 
 class EmbeddedBackend(Backend):
+    """The server starts on first use, so a batch answered wholly from the response cache
+    (a rerun, a resumed run, every shard task of a cached stage) starts no server."""
+
     def __init__(self, spec: ModelSpec, images: ImageStore | None = None, backoff: Backoff | None = None) -> None:
-        gguf = find_gguf(spec.gguf or "smollm2")
-        self.identity = {"gguf_file": gguf.name}
-        self.server = LlamaServer(gguf, spec.n_ctx, alias=spec.name)
-        self._http = OpenAICompatBackend(
-            spec, images, self.server.base_url, api_key=None, model_id=spec.name,
-            penalty_field="repeat_penalty", backoff=backoff,
-        )
+        self.spec, self.images, self.backoff = spec, images, backoff
+        self.gguf = find_gguf(spec.gguf or "smollm2")
+        self.identity = {"gguf_file": self.gguf.name}
+        self._server: LlamaServer | None = None
+        self._http: OpenAICompatBackend | None = None
+
+    @property
+    def server(self) -> LlamaServer:
+        if self._server is None:
+            self._server = LlamaServer(self.gguf, self.spec.n_ctx, alias=self.spec.name)
+            self._http = OpenAICompatBackend(
+                self.spec, self.images, self._server.base_url, api_key=None, model_id=self.spec.name,
+                penalty_field="repeat_penalty", backoff=self.backoff,
+            )
+        return self._server
 
     def run(self, requests: Sequence[ChatRequest], on_result: OnResult) -> None:
+        if not requests:
+            return
+        self.server  # noqa: B018 - starts it on first use
         self._http.run(requests, on_result)
 
     def close(self) -> None:
-        self._http.close()
-        self.server.stop()
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None

@@ -1,0 +1,85 @@
+"""The flow survives a misbehaving model server.
+
+A fault-injecting proxy (tests/flows/flowkit.py) stands between the pipeline and a real
+llama.cpp server: the first distinct requests get, in arrival order, a request that always
+fails (HTTP 500 echoing the credential), a 502/503 burst, a 429 with Retry-After, a
+connection reset, a hang past the client timeout, a malformed and an empty 200 body;
+everything else is forwarded. The model is an ``openai``-backend spec aimed at the proxy
+(timeout 30 s, max_retries 3). One run plus its rerun is shared with test_secrets.py.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from mmcurate.releases.reader import open_release
+from mmcurate.releases.verify import verify_release
+
+sys.path.insert(0, str(Path(__file__).parent))
+import flowkit  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, fixtures_root, prefect_harness) -> flowkit.FaultRun:
+    return flowkit.fault_run(tmp_path_factory, fixtures_root)
+
+
+def _injected(run: flowkit.FaultRun) -> dict[str, str]:
+    """fault -> the request it was injected into"""
+    return {fault: ident for ident, fault in run.faults.items() if fault != "ok"}
+
+
+def test_every_fault_is_retried_within_limits(run):
+    injected = _injected(run)
+    assert set(injected) == set(flowkit.FAULT_PLAN)
+    limit = run.max_retries + 1
+    assert run.first[injected["always"]] == limit
+    # each transient fault cost its injected attempts plus the one that succeeded; a slow
+    # answer of the real server on this loaded machine (client timeout) may add a retry,
+    # but never past the limit
+    for fault, ident in injected.items():
+        if fault != "always":
+            assert len(flowkit.FAULT_ATTEMPTS[fault]) + 1 <= run.first[ident] <= limit, (fault, run.upstream_failures)
+    healthy = [ident for ident, fault in run.faults.items() if fault == "ok"]
+    assert healthy and all(1 <= run.first[ident] <= limit for ident in healthy)
+    planned = sum(limit if f == "always" else len(flowkit.FAULT_ATTEMPTS.get(f, ())) + 1 for f in run.faults.values())
+    assert planned <= sum(run.first.values()) <= planned + 2  # at most two retries after slow answers
+
+
+def test_release_is_written_and_the_hopeless_request_is_an_error_not_a_grade(run):
+    assert verify_release(run.release).ok
+    rows = flowkit.calls(run.release, "I", "parametric")
+    assert [(r["model"], r["failures"]) for r in rows] == [(run.model, 1)]
+    (stage_iii,) = flowkit.calls(run.release, "III", "total")
+    assert stage_iii["failures"] == 0 and rows[0]["cache_hits"] == 0
+    assert rows[0]["calls"] + stage_iii["calls"] == len(run.faults)  # each call reached the proxy
+
+    release = open_release(run.release)
+    ledger = pl.from_arrow(release.ledger)
+    errors = ledger.filter(pl.col("verdict") == "error")
+    assert sorted(errors["check"].to_list()) == ["gate.answer", "gate.verdict"]
+    (sample,) = set(errors["sample_id"].to_list())
+    answer = errors.filter(pl.col("check") == "gate.answer").row(0, named=True)
+    assert answer["model"] == run.model
+    detail = json.loads(answer["detail"]) if isinstance(answer["detail"], str) else answer["detail"]
+    assert detail["answer"] is None
+    assert "HTTP 500" in detail["error"] and f"{run.max_retries + 1} attempts" in detail["error"]
+    # no grade for that sample from that model, and it is not released
+    graded = ledger.filter((pl.col("sample_id") == sample) & (pl.col("check") == "gate.answer"))
+    assert graded["verdict"].to_list() == ["error"]
+    assert sample not in release.sample_ids
+    # every other request was answered: no other failure anywhere in the ledger
+    assert Counter(ledger["verdict"].to_list())["error"] == 2
+
+
+def test_rerun_sends_only_the_failed_request_again(run):
+    always = _injected(run)["always"]
+    assert run.second == Counter({always: run.max_retries + 1})  # failures are not cached
+    assert run.cache_rows[0] == run.cache_rows[1] == len(run.faults) - 1  # successes are
