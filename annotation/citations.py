@@ -158,13 +158,18 @@ def text_judge(spec: Any, pool: Any) -> Any:
 
     if spec == "lexical":
         return lexical_entailment()
+    if spec.startswith("lexical:"):  # lexical:<threshold>, the share of sentence words a document must hold
+        try:
+            return lexical_entailment(float(spec.removeprefix("lexical:")))
+        except ValueError:
+            raise MmcurateError(f"text entailment {spec!r}: the threshold must be a number") from None
     if spec.startswith("nli:") and spec[4:]:
         return nli_entailment(spec[4:])
     if spec.startswith("llm:") and spec[4:]:
         if pool is None:
             raise MmcurateError(f"text entailment {spec!r} needs a model pool")
         return LLMEntailment(pool, spec[4:])
-    raise MmcurateError(f"unknown text entailment {spec!r}; use 'lexical', 'nli:<path>' or 'llm:<model>'")
+    raise MmcurateError(f"unknown text entailment {spec!r}; use 'lexical[:<threshold>]', 'nli:<path>' or 'llm:<model>'")
 
 
 def _judge_text(judge: Any, premises: list[str], hypotheses: list[str], keys: list[str]) -> list[tuple[str, float | None, dict]]:

@@ -98,10 +98,9 @@ def content_tokens(text: str) -> set[str]:
 class LexicalEntailment:
     """Stand-in: score = share of the hypothesis's content tokens found in the premise."""
 
-    name = "lexical-overlap-v1"
-
     def __init__(self, threshold: float = LEXICAL_THRESHOLD) -> None:
         self.threshold = threshold
+        self.name = "lexical-overlap-v1" + ("" if threshold == LEXICAL_THRESHOLD else f"@{threshold:g}")
 
     def entails(self, premises: list[str], hypotheses: list[str]) -> list[tuple[bool, float]]:
         _check_pairs(premises, hypotheses)

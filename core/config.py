@@ -145,7 +145,7 @@ class RefLVQAConfig(_Strict):
     image_corpus: Path | None = None  # folder of images; None: the posts' own images
     top_text: int = 5
     top_images: int = 5
-    text_entailment: str = "lexical"  # "nli:<path>", "llm:<model name>" or "lexical"
+    text_entailment: str = "lexical"  # "nli:<path>", "llm:<model name>" or "lexical[:<threshold>]"
     image_entailment: str | None = None  # a vision model name; None: image citations skipped
     seed: int = 0
     version: str = "1.0.0"
@@ -271,7 +271,7 @@ PATH_PREFIXES = ("open_clip:", "nli:", "cross-encoder:")  # "<kind>:[<arch>:]<pa
 def _resolve_spec(spec: str | None, base: Path) -> str | None:
     """Resolve the file part of a spec string (a corpus path, ``nli:<path>``,
     ``open_clip:<arch>:<path>``) against ``base``; built-in names stay as they are."""
-    if not spec or spec in BUILTIN_CORPORA or spec in ("minilm", "descriptor", "lexical") or spec.startswith("llm:"):
+    if not spec or spec in BUILTIN_CORPORA or spec in ("minilm", "descriptor") or spec.startswith(("llm:", "lexical")):
         return spec
     head, sep, tail = "", "", spec
     if spec.startswith(PATH_PREFIXES):

@@ -84,3 +84,11 @@ reflvqa:
     assert r.image_encoder == "descriptor"
     assert cfg.reflvqa.text_corpus == ["wiki-offline"]  # one spec or a list
     assert cfg.reflvqa.text_entailment == f"nli:{(tmp_path / 'models/nli').resolve()}"
+
+
+def test_lexical_spec_with_threshold_is_not_a_path(tmp_path):
+    text = BASE + """reflvqa:
+  source: {name: reddit, root: dumps}
+  text_entailment: "lexical:0.6"
+"""
+    assert load_config(_write(tmp_path, text)).reflvqa.text_entailment == "lexical:0.6"

@@ -190,3 +190,14 @@ def test_release_tables_schema_and_statistics(labelled, corpus, tmp_path):
     assert stats["text_documents_per_question"] == 2.0 and stats["image_documents_per_question"] == 0.0
     assert stats["fact_checkable_share"] == 0.75
     assert stats["answer_words_mean"] == len(" ".join(s for s, _ in SENTENCES).split())
+
+
+def test_lexical_threshold_in_the_spec_is_named():
+    from mmcurate.annotation.citations import text_judge
+    from mmcurate.core.errors import MmcurateError
+
+    judge = text_judge("lexical:0.6", None)
+    assert judge.threshold == 0.6 and judge.name == "lexical-overlap-v1@0.6"
+    assert text_judge("lexical", None).name == "lexical-overlap-v1"
+    with pytest.raises(MmcurateError, match="threshold must be a number"):
+        text_judge("lexical:most", None)
