@@ -41,7 +41,7 @@ demo: setup fixtures
 	$(MM) run deflectionbench --config configs/demo.yaml
 	$(MM) run reflvqa --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/deflectionbench/1.0.0 --model smollm2 --config configs/demo.yaml \
-	  --negatives 1 --negatives 2 --negatives 5
+	  --negatives 1 --negatives 2
 	$(MM) recurate $(DEMO_RELEASES)/deflectionbench/1.0.0 --add-model smollm2-warm --config configs/demo.yaml
 	$(MM) diff $(DEMO_RELEASES)/deflectionbench/1.0.0 $(DEMO_RELEASES)/deflectionbench/1.1.0
 	$(MM) report $(DEMO_RELEASES)/deflectionbench/1.1.0

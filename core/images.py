@@ -10,11 +10,15 @@ import io
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PIL import Image
 
 from .errors import ImageRejected
 from .ids import sha256_bytes
+
+if TYPE_CHECKING:
+    from .records import Rejected
 
 MAX_PIXELS = 50_000_000  # ~7000x7000; larger images are rejected, not resized
 FORMAT_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}

@@ -8,7 +8,6 @@ models' calls only.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from prefect import flow
 

@@ -29,7 +29,6 @@ from pydantic import Field
 
 from mmcurate.annotation.sentences import split_sentences
 from mmcurate.core.errors import ImageRejected, SourceError
-from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, SourceAdapter
@@ -185,18 +184,11 @@ class RedditSource(SourceAdapter):
     name = "reddit"
     Options = RedditOptions
 
-    def __init__(
-        self,
-        root: Path | str,
-        store: ImageStore,
-        images: Path | str | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(root, store, images=images, options=options)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # self.skipped counts posts that are not candidates
         self.images = self.images or self.root / "images"
         if not self.images.is_dir():
             raise SourceError(f"reddit: image folder {self.images} is not a readable directory")
-        self.skipped: Counter[str] = Counter()  # posts that are not candidates, by reason
         self.comments_skipped: Counter[str] = Counter()  # comments on candidates, by reason
         self._months = self._pair_months()
 

@@ -13,7 +13,7 @@ from PIL import Image
 from mmcurate.core.ids import sample_id as make_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Decision, ledger_table
-from mmcurate.core.schema import CONTEXT, QUARANTINE, SAMPLE
+from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.releases.draft import ReleaseDraft
 
 SEED = 7
