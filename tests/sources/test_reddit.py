@@ -104,6 +104,12 @@ def test_is_survey(title: str, expected: bool) -> None:
     assert is_survey(title, OPTS.survey_phrases) is expected
 
 
+@pytest.mark.parametrize("phrase", ["do you", "what is your", "what's your", "what are your", "have you ever",
+                                    "would you", "your favorite", "your favourite"])
+def test_every_survey_phrase_of_the_rule_is_a_default(phrase: str) -> None:
+    assert is_survey(f"Why {phrase.upper()} like this one?", OPTS.survey_phrases)
+
+
 def test_image_refs_single_url() -> None:
     (ref,) = image_refs({"url": "https://i.redd.it/abc.JPG"}, OPTS)
     assert (ref.name, ref.url) == ("abc.JPG", "https://i.redd.it/abc.JPG")
