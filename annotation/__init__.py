@@ -1,0 +1,7 @@
+"""Stages that label samples, one module per stage, grouped by benchmark:
+
+- ``deflectionbench/``: Stage II knowledge pairing (``pairing``, with distractor ``mining``)
+  and Stage III oracle checks (``oracle``) of Algorithm 1 (Stage I is ``gating.parametric``);
+- ``reflvqa/``: image relevance, image necessity, fact-checkable sentences, citations;
+- ``human/``: labelling batches for people, labels imported back, agreement statistics.
+"""

@@ -18,7 +18,7 @@ import time
 import faiss
 import numpy as np
 
-from mmcurate.annotation.vector_index import build_index, choose_kind
+from mmcurate.retrieval.vector_index import build_index, choose_kind
 
 K = 10
 TOPICS = 200

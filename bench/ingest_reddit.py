@@ -173,7 +173,7 @@ def raw_decompress_seconds(root: Path) -> float:
 CHILD = """
 import json, resource, sys, time
 from mmcurate.sources.ingest import ingest
-from mmcurate.annotation.sentences import split_sentences
+from mmcurate.core.text import split_sentences
 split_sentences("Warm up. The punkt model loads once.")  # model load is not dump throughput
 start = time.perf_counter()
 result = ingest("reddit", sys.argv[1], sys.argv[2])

@@ -21,6 +21,21 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+from .specs import (
+    Descriptor,
+    EntailmentSpec,
+    GraderSpec,
+    ImageEncoderSpec,
+    CrossModalSpec,
+    KBSpec,
+    LabellerSpec,
+    Lexical,
+    MiniLM,
+    RerankerSpec,
+    TextEncoderSpec,
+    WikiOffline,
+    model_names,
+)
 
 
 class _Strict(BaseModel):
@@ -98,16 +113,18 @@ class SourceSpec(_Strict):
 
 
 class RetrievalConfig(_Strict):
-    text_encoder: str = "minilm"  # or "open_clip:<arch>:<checkpoint path>"
-    image_encoder: str = "descriptor"  # or "open_clip:<arch>:<checkpoint path>"
-    kb: str = "wiki-offline"  # or a path to JSONL/Parquet documents {doc_id, title, text}
+    """Stage II of DeflectionBench: what is searched, with which encoders, how it is cut."""
+
+    text_encoder: TextEncoderSpec = MiniLM()
+    image_encoder: ImageEncoderSpec = Descriptor()
+    kb: KBSpec = WikiOffline()  # documents {doc_id, title, text} (see retrieval.kb)
     kb_limit: int | None = None  # use only the first N KB documents (demo speed)
     top_pages: int = 10
     top_images: int = 10
     chunk_unit: Literal["tokens", "words"] = "tokens"
     chunk_size: int = 250
     chunk_overlap: int = 32
-    reranker: str = "minilm"  # or "cross-encoder:<path>"
+    reranker: RerankerSpec = MiniLM()
     max_text_negatives: int = 10
 
 
@@ -133,19 +150,19 @@ class RefLVQAConfig(_Strict):
         return [value] if isinstance(value, str) else value
 
     source: SourceSpec
-    cross_modal_encoder: str | None = None  # "open_clip:<arch>:<checkpoint>"; None skips stage 2
+    cross_modal_encoder: CrossModalSpec | None = None  # None skips the image-relevance filter
     distractor_images: int = 100
     relevance_top_k: int = 10
     inspectors: list[str] = Field(default_factory=list)  # text-only models
-    evaluator: str | None = None  # a model name, or "lexical" (offline stand-in)
+    evaluator: GraderSpec | None = None  # grades inspector answers right/wrong
     max_right_inspectors: int = 1
-    factcheck_model: str | None = None  # a model name, or "heuristic" (offline stand-in)
-    text_corpus: list[str] = Field(default_factory=lambda: ["wiki-offline"])  # KB specs, searched as one
+    factcheck_model: LabellerSpec | None = None  # marks fact-checkable sentences
+    text_corpus: list[KBSpec] = Field(default_factory=lambda: [WikiOffline()])  # searched as one
     text_corpus_limit: int | None = None
     image_corpus: Path | None = None  # folder of images; None: the posts' own images
     top_text: int = 5
     top_images: int = 5
-    text_entailment: str = "lexical"  # "nli:<path>", "llm:<model name>" or "lexical[:<threshold>]"
+    text_entailment: EntailmentSpec = Lexical()
     image_entailment: str | None = None  # a vision model name; None: image citations skipped
     seed: int = 0
     version: str = "1.0.0"
@@ -204,11 +221,9 @@ class Settings(BaseSettings):
             wanted += self.deflectionbench.gating.pool
         if self.reflvqa:
             r = self.reflvqa
-            wanted += r.inspectors + [m for m in (r.evaluator, r.factcheck_model, r.image_entailment) if m]
-            # offline stand-ins named like models: not models
-            wanted = [m for m in wanted if not (m == r.evaluator == "lexical" or m == r.factcheck_model == "heuristic")]
-            if r.text_entailment.startswith("llm:"):
-                wanted.append(r.text_entailment.removeprefix("llm:"))
+            wanted += r.inspectors + ([r.image_entailment] if r.image_entailment else [])
+            for spec in (r.evaluator, r.factcheck_model, r.text_entailment):
+                wanted += model_names(spec)
         missing = sorted(set(wanted) - names)
         if missing:
             raise ValueError(f"unknown model(s) {missing}; defined: {sorted(names)}")
@@ -231,6 +246,13 @@ class Settings(BaseSettings):
             raise ConfigError(f"model file {path} redefines model {model.name!r}")
         self.models[model.name] = model
         return model
+
+    def section(self, benchmark: str) -> Any:
+        """The config section of ``benchmark`` (e.g. ``deflectionbench``), or ConfigError."""
+        section = getattr(self, benchmark, None)
+        if section is None:
+            raise ConfigError(f"the config has no '{benchmark}' section")
+        return section
 
     def model(self, name: str) -> ModelSpec:
         try:
@@ -256,40 +278,13 @@ def _resolve_paths(obj: Any, base: Path) -> Any:
                 object.__setattr__(obj, name, new)
         return obj
     if isinstance(obj, Path):
+        obj = obj.expanduser()
         return obj if obj.is_absolute() else (base / obj).resolve()
     if isinstance(obj, list):
         return [_resolve_paths(v, base) for v in obj]
     if isinstance(obj, dict):
         return {k: _resolve_paths(v, base) for k, v in obj.items()}
     return obj
-
-
-BUILTIN_CORPORA = ("wiki-offline",)
-PATH_PREFIXES = ("open_clip:", "nli:", "cross-encoder:")  # "<kind>:[<arch>:]<path>"
-
-
-def _resolve_spec(spec: str | None, base: Path) -> str | None:
-    """Resolve the file part of a spec string (a corpus path, ``nli:<path>``,
-    ``open_clip:<arch>:<path>``) against ``base``; built-in names stay as they are."""
-    if not spec or spec in BUILTIN_CORPORA or spec in ("minilm", "descriptor") or spec.startswith(("llm:", "lexical")):
-        return spec
-    head, sep, tail = "", "", spec
-    if spec.startswith(PATH_PREFIXES):
-        head, sep, tail = spec.rpartition(":")
-    path = Path(tail).expanduser()
-    return f"{head}{sep}{path if path.is_absolute() else (base / path).resolve()}"
-
-
-def _resolve_specs(settings: Settings, base: Path) -> None:
-    if settings.deflectionbench:
-        r = settings.deflectionbench.retrieval
-        for name in ("kb", "text_encoder", "image_encoder", "reranker"):
-            setattr(r, name, _resolve_spec(getattr(r, name), base))
-    if settings.reflvqa:
-        r = settings.reflvqa
-        for name in ("cross_modal_encoder", "text_entailment"):
-            setattr(r, name, _resolve_spec(getattr(r, name), base))
-        r.text_corpus = [_resolve_spec(spec, base) for spec in r.text_corpus]
 
 
 def load_config(path: Path | str, **overrides: Any) -> Settings:
@@ -312,5 +307,4 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"config {path}: {where}: {first['msg']} ({exc.error_count()} error(s))") from None
     resolved = Settings.model_construct(**{k: getattr(settings, k) for k in Settings.model_fields})
-    _resolve_specs(resolved, path.parent.resolve())
     return _resolve_paths(resolved, path.parent.resolve())

@@ -1,7 +1,9 @@
 """Stable identifiers: the same source record gets the same id in every run and version."""
 from __future__ import annotations
 
+import datetime
 import hashlib
+import secrets
 
 ID_HEX = 20  # 80 bits: collision-free in practice for hundreds of millions of records
 
@@ -29,8 +31,5 @@ def sha256_file(path: str | bytes, chunk: int = 1 << 20) -> str:
 
 def new_run_id() -> str:
     """A sortable, unique id for one pipeline run: UTC time plus random suffix."""
-    import datetime
-    import secrets
-
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return f"{now}-{secrets.token_hex(3)}"

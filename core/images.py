@@ -10,15 +10,11 @@ import io
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from PIL import Image
 
 from .errors import ImageRejected
 from .ids import sha256_bytes
-
-if TYPE_CHECKING:
-    from .records import Rejected
+from .records import Rejected
 
 MAX_PIXELS = 50_000_000  # ~7000x7000; larger images are rejected, not resized
 FORMAT_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}
@@ -115,11 +111,9 @@ class ImageStore:
         return self.find(sha) is not None
 
 
-def store_folder(store: ImageStore, folder: Path) -> tuple[list[str], list["Rejected"]]:
+def store_folder(store: ImageStore, folder: Path) -> tuple[list[str], list[Rejected]]:
     """Put every image file under ``folder`` into ``store``: its sha256s, and a quarantine
     record for each file that is not a usable image."""
-    from .records import Rejected
-
     hashes: list[str] = []
     rejected: list[Rejected] = []
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):

@@ -1,44 +1,150 @@
-"""``StageResult``: what every curation stage returns, DeflectionBench and RefLVQA alike.
+"""The one shape of a curation stage, for every benchmark.
 
-A stage keeps a subset of its input rows (possibly annotated) and says why in ledger
-decisions. The remaining fields are filled by the stages they apply to: ``counts``,
-``skipped``/``reason`` and ``extra`` by the RefLVQA stages; ``convergence``, ``naive_calls``
-and ``requests`` by the DeflectionBench model stages.
+A stage is a small object that holds its settings (a gating config, a retriever spec, ...)
+and has one method, ``run(samples, ctx) -> StageResult``: it keeps a subset of the sample
+table (possibly annotated) and says why in ledger decisions. ``ctx`` carries what the run
+provides: the resolved settings, the run id, the image store and the opened models. The
+stage never learns which executor runs it; ``tasks.stages.run_stage`` runs any stage on
+shards of the table on the configured task runner and merges the shard results with
+``merge_results``. A flow is the list of its stages, so adding a stage is one module plus
+one line in a flow (the pattern of datatrove's pipeline steps).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
-from mmcurate.core.ledger import Decision, ledger_table
+from .errors import MmcurateError
+from .images import ImageStore
+from .ledger import Decision, ledger_table
+from .schema import LEDGER
+from .tables import read_table, write_table
+
+if TYPE_CHECKING:  # the model layer sits above core; annotations only
+    from mmcurate.core.config import Settings
+    from mmcurate.gating.judge import Judge
+    from mmcurate.gating.models import Models
+    from mmcurate.gating.client import ModelPool
+
+
+@dataclass
+class StageContext:
+    """What a run hands every stage."""
+
+    settings: Settings
+    run_id: str
+    store: ImageStore
+    models: Models | None = None  # None: the stage runs without the model layer
+
+    @property
+    def pool(self) -> ModelPool:
+        if self.models is None:
+            raise MmcurateError("this stage calls models, but the run opened none")
+        return self.models.pool
+
+    @property
+    def judge(self) -> Judge:
+        if self.models is None:
+            raise MmcurateError("this stage judges answers, but the run opened no judge")
+        return self.models.judge
+
+    @property
+    def index_dir(self) -> Path:
+        """Where vector indexes are cached between runs."""
+        return self.settings.workdir / "indexes"
+
+
+class Stage(ABC):
+    """One curation step: ``run(samples, ctx)`` returns the kept rows and the decisions."""
+
+    name: ClassVar[str]  # the ledger's ``stage`` value, e.g. "parametric"
+    shardable: ClassVar[bool] = True  # False: the stage compares samples across the whole table
+
+    @abstractmethod
+    def run(self, samples: pa.Table, ctx: StageContext) -> StageResult: ...
 
 
 @dataclass(kw_only=True)
 class StageResult:
-    """The rows a stage keeps and why, as ledger decisions."""
+    """The rows a stage keeps and why, as ledger decisions, plus what explains the run."""
 
     stage: str
     kept: pa.Table  # subset of the input samples, possibly annotated or with pruned negatives
-    decisions: list[Decision]
+    decisions: list[Decision] = field(default_factory=list)
     run_id: str = ""
     counts: dict[str, int] = field(default_factory=dict)
     skipped: bool = False  # the stage did not filter (e.g. no encoder configured); ``reason`` says why
     reason: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # JSON-able facts the same on every shard
     convergence: list[dict] = field(default_factory=list)  # {n_models, model, retained}
-    naive_calls: int = 0  # calls without early elimination: every model on every item
+    naive_calls: int = 0  # calls the naive algorithm makes (no early elimination)
     requests: int = 0  # requests actually issued (cache hits included)
+    calls: list[dict] = field(default_factory=list)  # {stage, model, calls, cache_hits, failures}
+    components: dict[str, str] = field(default_factory=dict)  # named in the manifest (judge, encoders)
+    ledger_parts: list[Path] = field(default_factory=list)  # decisions already written to Parquet
 
-    def ledger(self, run_id: str | None = None) -> pa.Table:
-        """The decisions as LEDGER rows (``run_id`` defaults to the stage's own)."""
-        return ledger_table(self.decisions, run_id if run_id is not None else self.run_id)
+    def ledger(self) -> pa.Table:
+        """Every decision of the stage as LEDGER rows: the spilled parts, then those in memory."""
+        tables = [read_table(p, LEDGER) for p in self.ledger_parts]
+        if self.decisions or not tables:
+            tables.append(ledger_table(self.decisions, self.run_id))
+        return pa.concat_tables(tables)
+
+    def spill(self, path: Path) -> StageResult:
+        """The same result with its in-memory decisions written to ``path`` (Parquet)."""
+        write_table(ledger_table(self.decisions, self.run_id), path)
+        return replace(self, decisions=[], ledger_parts=[*self.ledger_parts, path])
 
     def verdicts(self, check: str) -> dict[str, str]:
-        """sample_id -> verdict of the rows with this check and no model (sample-level)."""
+        """sample_id -> verdict of the in-memory rows with this check and no model (sample-level)."""
         return {d.sample_id: d.verdict for d in self.decisions if d.check == check and d.model is None}
 
-    def summary(self) -> dict[str, Any]:
-        """A JSON-able line for manifests and reports."""
-        return {"stage": self.stage, "counts": dict(self.counts), "skipped": self.skipped, "reason": self.reason}
+
+def shards(table: pa.Table, size: int) -> list[pa.Table]:
+    """Consecutive slices of at most ``size`` rows (at least one, possibly empty)."""
+    return [table.slice(start, size) for start in range(0, table.num_rows, size)] or [table]
+
+
+def _sum_calls(rows: list[dict]) -> list[dict]:
+    merged: dict[tuple[str, str], dict] = {}
+    for row in rows:
+        into = merged.setdefault((row["stage"], row["model"]), {"stage": row["stage"], "model": row["model"],
+                                                                "calls": 0, "cache_hits": 0, "failures": 0})
+        for name in ("calls", "cache_hits", "failures"):
+            into[name] += row[name]
+    return [merged[key] for key in sorted(merged)]
+
+
+def merge_results(results: list[StageResult]) -> StageResult:
+    """One stage's result over all its shards, as if it had run on the whole table."""
+    if not results:
+        raise ValueError("merge_results needs at least one shard result")
+    first = results[0]
+    counts: dict[str, int] = {}
+    retained: dict[tuple[int, str], int] = {}
+    for result in results:
+        for key, value in result.counts.items():
+            counts[key] = counts.get(key, 0) + value
+        for row in result.convergence:
+            key = (row["n_models"], row["model"])
+            retained[key] = retained.get(key, 0) + row["retained"]
+    return StageResult(
+        stage=first.stage,
+        kept=pa.concat_tables([r.kept for r in results]),
+        decisions=[d for r in results for d in r.decisions],
+        run_id=first.run_id,
+        counts=counts,
+        skipped=first.skipped,
+        reason=first.reason,
+        extra=first.extra,
+        convergence=[{"n_models": n, "model": m, "retained": v} for (n, m), v in sorted(retained.items())],
+        naive_calls=sum(r.naive_calls for r in results),
+        requests=sum(r.requests for r in results),
+        calls=_sum_calls([row for r in results for row in r.calls]),
+        components=first.components,
+        ledger_parts=[p for r in results for p in r.ledger_parts],
+    )

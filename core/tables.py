@@ -1,13 +1,16 @@
-"""Parquet I/O for the canonical tables: streaming writes that only appear when complete."""
+"""Table I/O: Parquet writes that only appear when complete, and JSONL objects read strictly."""
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from .errors import MmcurateError
 
 
 class AtomicParquetWriter:
@@ -69,6 +72,27 @@ def write_table(table: pa.Table, path: Path | str) -> Path:
 
 def rows_to_table(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=schema)
+
+
+def jsonl_objects(path: Path, what: str = "row") -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line of a JSONL file we do not tolerate
+    errors in (a knowledge base, a labelled batch): a line that is not a JSON object, or
+    bytes that are not UTF-8, raise MmcurateError naming ``file:line``."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise MmcurateError(f"{path}:{number}: not UTF-8 text") from None
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise MmcurateError(f"{path}:{number}: invalid JSON: {exc.msg}") from None
+            if not isinstance(obj, dict):
+                raise MmcurateError(f"{path}:{number}: a {what} must be a JSON object")
+            yield number, obj
 
 
 def read_table(path: Path | str, schema: pa.Schema | None = None) -> pa.Table:

@@ -13,13 +13,15 @@ from pathlib import Path
 
 from prefect import flow
 
+from mmcurate.annotation.deflectionbench.oracle import OracleCheck
+from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
 from mmcurate.core.config import load_config
-from mmcurate.core.errors import ConfigError
 from mmcurate.core.ids import new_run_id
+from mmcurate.gating.parametric import ParametricGate
 from mmcurate.releases.deflection import deflection_draft
-from mmcurate.tasks.deflectionbench import check_with_oracle, gate_parametrically, pair_with_knowledge, per_shard
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.release import publish_release
+from mmcurate.tasks.stages import run_stage
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
@@ -27,26 +29,24 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 @flow(name="deflectionbench", log_prints=True)
 def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) -> str:
     settings = load_config(config)
-    cfg = settings.deflectionbench
-    if cfg is None:
-        raise ConfigError(f"{config} has no 'deflectionbench' section")
+    cfg = settings.section("deflectionbench")
     run_id = new_run_id()
 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
-    limits = [source.limit for source in cfg.sources]
-    samples, quarantine = load_samples(ingested, limits)
+    samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
 
-    stage_i = per_shard(gate_parametrically, samples, settings, run_id)
-    stage_ii = pair_with_knowledge(stage_i.result.kept, settings, run_id)
-    stage_iii = per_shard(check_with_oracle, stage_ii.result.kept, settings, run_id)
+    gated = run_stage(ParametricGate(cfg.gating), samples, settings, run_id)                 # Stage I
+    paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
+    checked = run_stage(OracleCheck(cfg.gating.pool, cfg.k_min), paired.kept, settings, run_id)  # Stage III
 
     draft = deflection_draft(
-        settings, version or cfg.version, run_id, gating=stage_i, pairing=stage_ii, oracle=stage_iii,
-        ingested={r.source: r.samples if n is None else min(r.samples, n) for r, n in zip(ingested, limits)},
-        quarantine=quarantine,
-        source_files=sorted({f for r in ingested for f in r.source_files}), components=stage_ii.components)
+        settings, version or cfg.version, run_id, gating=gated, pairing=paired, oracle=checked,
+        ingested={r.source: r.samples if s.limit is None else min(r.samples, s.limit)
+                  for r, s in zip(ingested, cfg.sources)},
+        quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),
+        components=paired.components)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images")
-    print(f"deflectionbench {draft.version}: {stage_iii.result.kept.num_rows} samples -> {release}")
+    print(f"deflectionbench {draft.version}: {checked.kept.num_rows} samples -> {release}")
     return str(release)
 
 

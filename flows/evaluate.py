@@ -14,7 +14,7 @@ from prefect import flow
 from mmcurate.core.config import load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
-from mmcurate.gating.scenarios import SCENARIOS
+from mmcurate.evaluation.scenarios import SCENARIOS
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_scenarios, summarise

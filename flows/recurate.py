@@ -8,19 +8,22 @@ models' calls only.
 """
 from __future__ import annotations
 
+from collections import Counter
 
 from prefect import flow
 
+from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.core.config import Settings, load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
+from mmcurate.gating.parametric import ParametricGate
 from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.diff import diff_releases
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.releases.versions import next_minor
-from mmcurate.tasks.deflectionbench import check_with_oracle, gate_parametrically, per_shard
 from mmcurate.tasks.release import publish_release
+from mmcurate.tasks.stages import run_stage
 
 
 @flow(name="recurate", log_prints=True)
@@ -28,19 +31,18 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
     parent = open_release(release)
     # the release's own resolved config, unless the operator points at another one
     settings = load_config(config) if config else Settings(**parent.manifest["config"])
+    cfg = settings.deflectionbench
     new = [settings.add_model(spec).name for spec in add_model]
-    settings.deflectionbench.gating.pool = [*settings.deflectionbench.gating.pool,
-                                            *(m for m in new if m not in settings.deflectionbench.gating.pool)]
+    cfg.gating.pool = [*cfg.gating.pool, *(m for m in new if m not in cfg.gating.pool)]
     run_id = new_run_id()
     samples = canonical_samples(parent, ImageStore(settings.workdir / "images"))
 
-    stage_i = per_shard(gate_parametrically, samples, settings, run_id)
-    stage_iii = per_shard(check_with_oracle, stage_i.result.kept, settings, run_id)
+    gated = run_stage(ParametricGate(cfg.gating), samples, settings, run_id)                    # Stage I
+    checked = run_stage(OracleCheck(cfg.gating.pool, cfg.k_min), gated.kept, settings, run_id)  # Stage III
 
     draft = deflection_draft(
-        settings, version or next_minor(parent.version), run_id, gating=stage_i, pairing=None, oracle=stage_iii,
-        ingested={source: sum(1 for s in samples["source"].to_pylist() if s == source)
-                  for source in set(samples["source"].to_pylist())},
+        settings, version or next_minor(parent.version), run_id, gating=gated, pairing=None, oracle=checked,
+        ingested=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
         components=parent.manifest.get("components", {}), parent=parent.version, history=parent.ledger)
     draft.removed = diff_releases(parent, draft).removed_records()

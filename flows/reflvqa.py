@@ -14,16 +14,19 @@ from pathlib import Path
 import pyarrow as pa
 from prefect import flow
 
+from mmcurate.annotation.reflvqa.citations import CiteDocuments, knowledge_base
+from mmcurate.annotation.reflvqa.factcheck import FactCheckable
+from mmcurate.annotation.reflvqa.necessity import ImageNecessity
+from mmcurate.annotation.reflvqa.relevance import ImageRelevance
 from mmcurate.core.config import load_config
-from mmcurate.core.errors import ConfigError
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore, store_folder
 from mmcurate.core.schema import QUARANTINE
 from mmcurate.core.tables import rows_to_table
 from mmcurate.releases.reflvqa import reflvqa_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
-from mmcurate.tasks.reflvqa import cite_documents, filter_irrelevant_images, filter_unneeded_images, mark_fact_checkable
 from mmcurate.tasks.release import publish_release
+from mmcurate.tasks.stages import run_stage
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
@@ -31,28 +34,32 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 @flow(name="reflvqa", log_prints=True)
 def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None) -> str:
     settings = load_config(config)
-    cfg = settings.reflvqa
-    if cfg is None:
-        raise ConfigError(f"{config} has no 'reflvqa' section")
+    cfg = settings.section("reflvqa")
     run_id = new_run_id()
+    store = ImageStore(settings.workdir / "images")
 
     ingested = ingest_source(cfg.source, settings.workdir)
     candidates, quarantine = load_samples([ingested], [cfg.source.limit])
-
-    relevant = filter_irrelevant_images(candidates, settings, run_id)
-    necessary, necessity_calls = filter_unneeded_images(relevant.kept, settings, run_id)
-    checkable, factcheck_calls = mark_fact_checkable(necessary.kept, settings, run_id)
     if cfg.image_corpus is not None:
-        image_corpus, rejected = store_folder(ImageStore(settings.workdir / "images"), cfg.image_corpus)
+        images, rejected = store_folder(store, cfg.image_corpus)
         quarantine = pa.concat_tables([quarantine, rows_to_table([r.to_row("image_corpus") for r in rejected],
                                                                  QUARANTINE)])
     else:  # the posts' own images
-        image_corpus = sorted({sha for shas in candidates["images"].to_pylist() for sha in shas})
-    cited, citation_calls = cite_documents(checkable.kept, image_corpus, settings, run_id)
+        images = sorted({sha for shas in candidates["images"].to_pylist() for sha in shas if sha in store})
 
+    relevant = run_stage(ImageRelevance(cfg.cross_modal_encoder, cfg.distractor_images, cfg.relevance_top_k,
+                                        cfg.seed), candidates, settings, run_id)
+    necessary = run_stage(ImageNecessity(cfg.inspectors, cfg.evaluator, cfg.max_right_inspectors),
+                          relevant.kept, settings, run_id)
+    checkable = run_stage(FactCheckable(cfg.factcheck_model), necessary.kept, settings, run_id)
+    cited = run_stage(CiteDocuments(cfg.text_corpus, images, cfg.text_corpus_limit, top_text=cfg.top_text,
+                                    cross_modal=cfg.cross_modal_encoder, top_images=cfg.top_images,
+                                    text_entailment=cfg.text_entailment, image_entailment=cfg.image_entailment),
+                      checkable.kept, settings, run_id)
+
+    corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images)
     draft = reflvqa_draft(settings, version or cfg.version, run_id, ingested, candidates, quarantine,
-                          [relevant, necessary, checkable], cited,
-                          {"necessity": necessity_calls, "factcheck": factcheck_calls, "citation": citation_calls})
+                          [relevant, necessary, checkable, cited], corpus)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images")
     print(f"reflvqa {draft.version}: {draft.tables['qa'].num_rows} QA pairs -> {release}")
     return str(release)

@@ -8,55 +8,59 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import replace
+
 from mmcurate.core.config import ModelSpec, Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
 
 from .accounting import CallCounter
 from .backends.base import Backend
+from .backends.embedded import EmbeddedBackend
+from .backends.openai_compat import OPENAI_URL, OpenAICompatBackend
+from .backends.scripted import ScriptedBackend
+from .backends.vllm_offline import VLLMOfflineBackend
 from .cache import ResponseCache, cache_key
 from .requests import ChatRequest, ChatResponse
 
 log = logging.getLogger(__name__)
 
+SecretLoader = Callable[[str], str]  # secret block name -> value; raises KeyError when unknown
 
-def resolve_api_key(spec: ModelSpec) -> str | None:
-    """The model's API key from its environment variable or Prefect Secret block (or None)."""
+
+def resolve_api_key(spec: ModelSpec, secrets: SecretLoader | None = None) -> str | None:
+    """The model's API key from its environment variable or a named secret block (or None).
+
+    Secret blocks are read through ``secrets``, which the orchestration layer supplies
+    (``tasks.models`` reads Prefect Secret blocks); library code never imports Prefect."""
     if spec.api_key_env:
         key = os.environ.get(spec.api_key_env)
         if not key:
             raise ConfigError(f"model {spec.name}: environment variable {spec.api_key_env} is not set")
         return key
     if spec.api_key_block:
-        from prefect.blocks.system import Secret  # only here: library code does not need Prefect
-
+        if secrets is None:
+            raise ConfigError(f"model {spec.name}: secret block {spec.api_key_block!r} needs a secret loader "
+                              "(run it through a flow, or set api_key_env)")
         try:
-            return Secret.load(spec.api_key_block).get()
-        except ValueError:
-            raise ConfigError(f"model {spec.name}: Prefect Secret block {spec.api_key_block!r} not found") from None
+            return secrets(spec.api_key_block)
+        except KeyError:
+            raise ConfigError(f"model {spec.name}: secret block {spec.api_key_block!r} not found") from None
     return None
 
 
-def make_backend(spec: ModelSpec, images: ImageStore | None) -> Backend:
+def make_backend(spec: ModelSpec, images: ImageStore | None, secrets: SecretLoader | None = None) -> Backend:
     if spec.backend == "openai":
-        from .backends.openai_compat import OPENAI_URL, OpenAICompatBackend
-
         return OpenAICompatBackend(
-            spec, images, spec.base_url or OPENAI_URL, resolve_api_key(spec), spec.model,
+            spec, images, spec.base_url or OPENAI_URL, resolve_api_key(spec, secrets), spec.model,
             # api.openai.com rejects unknown sampling fields; vLLM and others take this one
             penalty_field="repetition_penalty" if spec.base_url else None,
         )
     if spec.backend == "embedded":
-        from .backends.embedded import EmbeddedBackend
-
         return EmbeddedBackend(spec, images)
     if spec.backend == "vllm":
-        from .backends.vllm_offline import VLLMOfflineBackend
-
         return VLLMOfflineBackend(spec, images)
-    from .backends.scripted import ScriptedBackend
-
     return ScriptedBackend(spec)
 
 
@@ -129,12 +133,14 @@ class ModelPool:
     """
 
     def __init__(
-        self, settings: Settings, cache: ResponseCache, images: ImageStore | None, counter: CallCounter
+        self, settings: Settings, cache: ResponseCache, images: ImageStore | None, counter: CallCounter,
+        secrets: SecretLoader | None = None,
     ) -> None:
         self.settings = settings
         self.cache = cache
         self.images = images
         self.counter = counter
+        self.secrets = secrets
         self._open: dict[str, ModelClient] = {}
 
     def client(self, name: str) -> ModelClient:
@@ -143,7 +149,8 @@ class ModelPool:
             if spec.backend == "vllm":
                 for other in [n for n, c in self._open.items() if c.spec.backend == "vllm"]:
                     self.release(other)
-            self._open[name] = ModelClient(spec, make_backend(spec, self.images), self.cache, self.counter)
+            self._open[name] = ModelClient(spec, make_backend(spec, self.images, self.secrets), self.cache,
+                                           self.counter)
         return self._open[name]
 
     @property

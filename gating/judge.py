@@ -1,13 +1,12 @@
 """Grading answers with the SimpleQA rubric: pre-judge first, then a lexical rule or a model.
 
-Parsing a judge model's reply is strict (``parse_grade``): the reference grader finds a
-letter anywhere in the reply, so "CORRECT" reads as C (NOT_ATTEMPTED) there. Here a
-reply that is not exactly one grade gets one retry with a reminder, then
-``Grade.JUDGE_ERROR``, which is counted in ``Judge.stats`` and never mapped to a label.
+Parsing a judge model's reply is strict (``gating.labels``): the reference grader finds a
+letter anywhere in the reply, so "CORRECT" reads as C (NOT_ATTEMPTED) there. Here a reply
+that is not exactly one grade gets one retry with a reminder, then ``Grade.JUDGE_ERROR``,
+which is counted in ``Judge.stats`` and never mapped to a label.
 """
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections import Counter
 
@@ -15,16 +14,17 @@ from mmcurate.core.config import Settings
 
 from .client import ModelPool
 from .grades import Grade, JudgeItem, Judgement
+from .labels import ask_labels, strict_label
 from .prejudge import lexical_grade, prejudge
-from .requests import ChatRequest, ChatResponse
+from .requests import ChatRequest
 
 __all__ = ["Grade", "JudgeItem", "Judgement", "Judge", "LexicalJudge", "LLMJudge", "make_judge", "parse_grade"]
 
 TEMPLATE = "judge.simpleqa.v1"
 JUDGE_MAX_TOKENS = 10
-_LETTERS = {"a": Grade.CORRECT, "b": Grade.INCORRECT, "c": Grade.NOT_ATTEMPTED}
-_WORDS = {"correct": Grade.CORRECT, "incorrect": Grade.INCORRECT,
-          "not_attempted": Grade.NOT_ATTEMPTED, "not attempted": Grade.NOT_ATTEMPTED}
+# accepted spellings of a grade: the letters of the prompt and the grade names
+SPELLINGS = {"a": "CORRECT", "b": "INCORRECT", "c": "NOT_ATTEMPTED", "correct": "CORRECT",
+             "incorrect": "INCORRECT", "not_attempted": "NOT_ATTEMPTED", "not attempted": "NOT_ATTEMPTED"}
 
 PROMPT = """Grade one answer to a question against its reference answer(s).
 
@@ -50,25 +50,12 @@ REMINDER = "Your reply could not be read as a grade. Reply with exactly one lett
 
 
 def parse_grade(reply: str) -> Grade | None:
-    """The grade a judge reply names, or None when it is not exactly one grade.
-
-    Allowed around the grade: surrounding whitespace, one trailing period (inside or
-    outside quotes), surrounding quotes/backticks/asterisks (``**A**``, ``"B"``). Accepted:
-    letters A/B/C and the words CORRECT, INCORRECT, NOT_ATTEMPTED, "NOT ATTEMPTED", any
-    case. Everything else is None, including "b)" (a list marker is not a grade),
-    "The answer is A" and "A or B".
-    """
-    text = reply.strip()
-    period = text.endswith(".")
-    if period:
-        text = text[:-1]
-    text = text.strip().strip("\"'`*").strip()
-    if not period and text.endswith("."):
-        text = text[:-1].strip()
-    text = text.lower()
-    if text in _LETTERS:
-        return _LETTERS[text]
-    return _WORDS.get(re.sub(r" +", " ", text))
+    """The grade a judge reply names, or None when it is not exactly one grade: letters A/B/C
+    or the words CORRECT, INCORRECT, NOT_ATTEMPTED, "NOT ATTEMPTED", in any case, with the
+    decoration ``gating.labels.strict_label`` tolerates (``**A**``, ``"B"``, ``C.``).
+    "b)" (a list marker), "The answer is A" and "A or B" are None."""
+    label = strict_label(reply, SPELLINGS)
+    return None if label is None else Grade(label)
 
 
 class Judge(ABC):
@@ -123,42 +110,16 @@ class LLMJudge(Judge):
         self.by = f"llm:{spec.name}"
 
     def _grade_rest(self, items: list[JudgeItem], stage: str) -> list[Judgement]:
-        if not items:
-            return []
-        client = self.pool.client(self.model)
         asks = [ChatRequest(i.key, judge_messages(i), TEMPLATE, max_tokens=JUDGE_MAX_TOKENS) for i in items]
-        first = client.chat(asks, stage)
-        results: list[Judgement | None] = [None] * len(items)
-        again: list[int] = []
-        for index, reply in enumerate(first):
-            grade = parse_grade(reply.text) if reply.text is not None else None
-            if grade is not None:
-                results[index] = Judgement(items[index].key, grade, self.by, reply.text)
-            elif reply.text is None:
-                results[index] = self._error(items[index], reply, "call_failed")
+        labels = ask_labels(self.pool.client(self.model), asks, SPELLINGS, REMINDER, stage)
+        out = []
+        for item, label in zip(items, labels):
+            if label.ok:
+                out.append(Judgement(item.key, Grade(label.label), self.by, label.raw[-1]))
             else:
-                again.append(index)
-        if again:
-            retries = [
-                ChatRequest(
-                    items[i].key,
-                    [*asks[i].messages, {"role": "assistant", "content": first[i].text},
-                     {"role": "user", "content": REMINDER}],
-                    f"{TEMPLATE}.reminder", max_tokens=JUDGE_MAX_TOKENS,
-                )
-                for i in again
-            ]
-            for index, reply in zip(again, client.chat(retries, stage)):
-                grade = parse_grade(reply.text) if reply.text is not None else None
-                results[index] = (
-                    Judgement(items[index].key, grade, self.by, reply.text) if grade is not None
-                    else self._error(items[index], reply, "unparsable" if reply.text is not None else "call_failed")
-                )
-        return results  # type: ignore[return-value]
-
-    def _error(self, item: JudgeItem, reply: ChatResponse, why: str) -> Judgement:
-        self.stats[f"judge_error.{why}"] += 1
-        return Judgement(item.key, Grade.JUDGE_ERROR, self.by, reply.text)
+                self.stats["judge_error." + ("call_failed" if label.raw[-1] is None else "unparsable")] += 1
+                out.append(Judgement(item.key, Grade.JUDGE_ERROR, self.by, label.raw[-1]))
+        return out
 
 
 def make_judge(settings: Settings, pool: ModelPool) -> Judge:

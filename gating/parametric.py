@@ -25,8 +25,8 @@ deciding model.
 """
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -34,108 +34,23 @@ import pyarrow as pa
 from mmcurate.core.config import GatingConfig, ModelSpec
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.ledger import Decision
-from mmcurate.core.stages import StageResult
+from mmcurate.core.stages import Stage, StageContext, StageResult
+from mmcurate.core.tables import rows_to_table
 
 from . import prompts
-from .judge import Judge, JudgeItem, Judgement
+from .answers import (
+    CORRECT,
+    ERROR,
+    JUDGE_ERROR,
+    NOT_ATTEMPTED,
+    check_models,
+    precondition,
+    record_answers,
+)
 from .requests import ChatRequest, ChatResponse
 from .schedule import model_major
 
 STAGE = "parametric"
-CORRECT, INCORRECT, NOT_ATTEMPTED, JUDGE_ERROR = "CORRECT", "INCORRECT", "NOT_ATTEMPTED", "JUDGE_ERROR"
-ERROR = "error"  # a failed call: verdict of its ledger row, never a grade
-
-
-# ---------------------------------------------------------------- shared with Stage III
-
-
-def grade_name(grade: Any) -> str:
-    """``Grade.CORRECT`` (enum) or ``"CORRECT"`` -> ``"CORRECT"``."""
-    return str(getattr(grade, "name", grade))
-
-
-def numeric_ranges(meta_json: str | None) -> tuple:
-    """InfoSeek's numeric answer ranges from ``meta["numeric_ranges"]`` as ``(low, high)`` pairs."""
-    try:
-        meta = json.loads(meta_json or "{}")
-    except ValueError:
-        return ()
-    out = []
-    for item in meta.get("numeric_ranges") or ():
-        rng = item.get("range") if isinstance(item, Mapping) else item
-        if isinstance(rng, Sequence) and len(rng) == 2:
-            out.append((float(rng[0]), float(rng[1])))
-    return tuple(out)
-
-
-def grade_responses(
-    judge: Judge,
-    pairs: Iterable[tuple[Mapping[str, Any], ChatResponse]],
-    stage: str,
-) -> dict[str, Judgement]:
-    """Grade the answered responses (``text`` not None) against their sample's answers.
-
-    ``pairs`` holds (sample row, response); the result is keyed by ``response.key``.
-    Failed responses are not graded and get no entry.
-    """
-    items = [
-        JudgeItem(
-            key=resp.key,
-            question=row["question"],
-            gold=list(row["answers"]),
-            answer=resp.text,
-            numeric_ranges=numeric_ranges(row.get("meta")),
-        )
-        for row, resp in pairs
-        if resp.text is not None
-    ]
-    if not items:
-        return {}
-    return {j.key: j for j in judge.grade(items, stage)}
-
-
-def answer_detail(resp: ChatResponse, judgement: Judgement | None) -> dict[str, Any]:
-    detail: dict[str, Any] = {"answer": resp.text}
-    if judgement is not None:
-        detail["judged_by"] = judgement.by
-    if resp.error:
-        detail["error"] = resp.error
-    if resp.images_dropped:
-        detail["images_dropped"] = resp.images_dropped
-    return detail
-
-
-def answer_verdict(resp: ChatResponse, judgement: Judgement | None) -> str:
-    """The grade, or ``error`` for a call that failed for good."""
-    if resp.text is None or judgement is None:
-        return ERROR
-    return grade_name(judgement.grade)
-
-
-def rebuild(samples: pa.Table, rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows (dicts from ``samples.to_pylist()``) back into a table of the same schema."""
-    return pa.Table.from_pylist(rows, schema=samples.schema)
-
-
-def check_models(models: Sequence[str]) -> list[str]:
-    models = list(models)
-    if not models:
-        raise ConfigError("no gating models given")
-    if len(set(models)) != len(models):
-        raise ConfigError(f"gating models listed twice: {models}")
-    return models
-
-
-# ---------------------------------------------------------------- Stage I
-
-
-def precondition(row: Mapping[str, Any]) -> str | None:
-    """Why a sample cannot be gated, or None."""
-    if not [a for a in row["answers"] if a and a.strip()]:
-        return "no answers"
-    if not row["gold_contexts"]:
-        return "no gold context"
-    return None
 
 
 def parametric_request(row: Mapping[str, Any], spec: ModelSpec | None = None) -> ChatRequest:
@@ -155,93 +70,92 @@ def _drops(rule: str) -> Callable[[str], bool]:
     raise ConfigError(f"unknown gating rule {rule!r}; known: all_incorrect, none_correct")
 
 
-def parametric_gate(
-    samples: pa.Table,
-    pool: Any,  # gating.client.ModelPool
-    judge: Judge,
-    gating: GatingConfig,
-    run_id: str,
-) -> StageResult:
-    """Gate ``samples`` with the models of ``gating.pool``, in order. See the module docstring."""
-    models = check_models(gating.pool)
-    drops = _drops(gating.rule)
-    decisions: list[Decision] = []
-    rows = samples.to_pylist()
+@dataclass
+class ParametricGate(Stage):
+    """Stage I: keep a sample only when no gating model answers it without context."""
 
-    eligible: list[dict[str, Any]] = []
-    for row in rows:
-        reason = precondition(row)
-        if reason is None:
-            eligible.append(row)
-        else:
-            decisions.append(Decision(row["sample_id"], STAGE, "gate.precondition", "drop", detail={"reason": reason}))
+    gating: GatingConfig
+    name = STAGE
 
-    dropped_by: dict[str, str] = {}  # sample_id -> model whose answer dropped it
-    failed: dict[str, list[str]] = {}  # sample_id -> models whose call/grade failed
-    asked: dict[str, list[str]] = {}  # sample_id -> models that answered (any outcome)
-    requests = 0
+    def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
+        pool, judge, gating, run_id = ctx.pool, ctx.judge, self.gating, ctx.run_id
+        models = check_models(gating.pool)
+        drops = _drops(gating.rule)
+        decisions: list[Decision] = []
+        rows = samples.to_pylist()
 
-    def on_answers(model: str, answered: list[tuple[dict[str, Any], ChatResponse]]) -> None:
-        nonlocal requests
-        requests += len(answered)
-        graded = grade_responses(judge, answered, STAGE)
-        for row, resp in answered:
+        eligible: list[dict[str, Any]] = []
+        for row in rows:
+            reason = precondition(row)
+            if reason is None:
+                eligible.append(row)
+            else:
+                decisions.append(Decision(row["sample_id"], STAGE, "gate.precondition", "drop", detail={"reason": reason}))
+
+        dropped_by: dict[str, str] = {}  # sample_id -> model whose answer dropped it
+        failed: dict[str, list[str]] = {}  # sample_id -> models whose call/grade failed
+        asked: dict[str, list[str]] = {}  # sample_id -> models that answered (any outcome)
+        requests = 0
+
+        def on_answers(model: str, answered: list[tuple[dict[str, Any], ChatResponse]]) -> None:
+            nonlocal requests
+            requests += len(answered)
+            rows = [row for row, _ in answered]
+            verdicts = record_answers(judge, model, rows, [resp for _, resp in answered], STAGE, "gate.answer", decisions)
+            for row, verdict in zip(rows, verdicts):
+                sid = row["sample_id"]
+                asked.setdefault(sid, []).append(model)
+                if verdict in (ERROR, JUDGE_ERROR):
+                    failed.setdefault(sid, []).append(model)
+                elif drops(verdict) and sid not in dropped_by:
+                    dropped_by[sid] = model
+
+        model_major(
+            pool,
+            models,
+            eligible,
+            build=parametric_request,
+            on_answers=on_answers,
+            eliminated=lambda row: row["sample_id"] in dropped_by,
+            stage=STAGE,
+        )
+
+        kept_rows: list[dict[str, Any]] = []
+        for row in eligible:
             sid = row["sample_id"]
-            judgement = graded.get(resp.key)
-            verdict = answer_verdict(resp, judgement)
-            decisions.append(
-                Decision(sid, STAGE, "gate.answer", verdict, model=model, detail=answer_detail(resp, judgement))
-            )
-            asked.setdefault(sid, []).append(model)
-            if verdict in (ERROR, JUDGE_ERROR):
-                failed.setdefault(sid, []).append(model)
-            elif drops(verdict) and sid not in dropped_by:
-                dropped_by[sid] = model
+            if sid in dropped_by:
+                model = dropped_by[sid]
+                decisions.append(Decision(sid, STAGE, "gate.verdict", "drop", detail={
+                    "deciding_model": model, "rule": gating.rule,
+                    "reason": f"{model} was not judged INCORRECT" if gating.rule == "all_incorrect"
+                    else f"{model} answered CORRECT",
+                }))
+            elif sid in failed:
+                decisions.append(Decision(sid, STAGE, "gate.verdict", ERROR, detail={
+                    "deciding_model": failed[sid][0], "failed_models": failed[sid], "rule": gating.rule,
+                    "reason": "no answer or no grade from some model; kept out pending a rerun",
+                }))
+            else:
+                kept_rows.append(row)
+                decisions.append(Decision(sid, STAGE, "gate.verdict", "keep", detail={
+                    "deciding_model": models[-1], "models": asked.get(sid, []), "rule": gating.rule,
+                    "reason": "no model answered from parametric knowledge",
+                }))
 
-    model_major(
-        pool,
-        models,
-        eligible,
-        build=parametric_request,
-        on_answers=on_answers,
-        eliminated=lambda row: row["sample_id"] in dropped_by,
-        stage=STAGE,
-    )
+        order = {m: i for i, m in enumerate(models)}
+        drop_index = [order[m] for m in dropped_by.values()]
+        convergence = [
+            {"n_models": i + 1, "model": model, "retained": len(eligible) - sum(1 for d in drop_index if d <= i)}
+            for i, model in enumerate(models)
+        ]
+        return StageResult(
+            stage=STAGE,
+            kept=rows_to_table(kept_rows, samples.schema),
+            decisions=decisions,
+            convergence=convergence,
+            naive_calls=len(models) * len(eligible),
+            requests=requests,
+            run_id=run_id,
+            components={"judge": judge.name},
+        )
 
-    kept_rows: list[dict[str, Any]] = []
-    for row in eligible:
-        sid = row["sample_id"]
-        if sid in dropped_by:
-            model = dropped_by[sid]
-            decisions.append(Decision(sid, STAGE, "gate.verdict", "drop", detail={
-                "deciding_model": model, "rule": gating.rule,
-                "reason": f"{model} was not judged INCORRECT" if gating.rule == "all_incorrect"
-                else f"{model} answered CORRECT",
-            }))
-        elif sid in failed:
-            decisions.append(Decision(sid, STAGE, "gate.verdict", ERROR, detail={
-                "deciding_model": failed[sid][0], "failed_models": failed[sid], "rule": gating.rule,
-                "reason": "no answer or no grade from some model; kept out pending a rerun",
-            }))
-        else:
-            kept_rows.append(row)
-            decisions.append(Decision(sid, STAGE, "gate.verdict", "keep", detail={
-                "deciding_model": models[-1], "models": asked.get(sid, []), "rule": gating.rule,
-                "reason": "no model answered from parametric knowledge",
-            }))
-
-    order = {m: i for i, m in enumerate(models)}
-    drop_index = [order[m] for m in dropped_by.values()]
-    convergence = [
-        {"n_models": i + 1, "model": model, "retained": len(eligible) - sum(1 for d in drop_index if d <= i)}
-        for i, model in enumerate(models)
-    ]
-    return StageResult(
-        stage=STAGE,
-        kept=rebuild(samples, kept_rows),
-        decisions=decisions,
-        convergence=convergence,
-        naive_calls=len(models) * len(eligible),
-        requests=requests,
-        run_id=run_id,
-    )

@@ -1,9 +1,8 @@
 """Deterministic grading: settles the easy cases before any judge model is asked.
 
 Rules, in order:
-1. ``prejudge.exact``: the normalized answer equals a normalized gold answer or alias
-   -> CORRECT. Normalizing: Unicode NFKC, lowercase, apostrophes removed, other
-   punctuation (except a number's leading minus) turned into spaces, articles (a/an/the) removed, whitespace collapsed.
+1. ``prejudge.exact``: the normalized answer (``core.text.normalize``) equals a
+   normalized gold answer or alias -> CORRECT.
 2. ``prejudge.refusal``: the whole normalized answer is a plain refusal ("I don't know",
    "I cannot answer", "unsure", "no idea", empty, ...) -> NOT_ATTEMPTED. An answer that
    refuses *and* proposes something ("not sure, maybe Paris") is left to the judge.
@@ -12,23 +11,20 @@ Rules, in order:
 Anything else returns None (the judge decides).
 
 ``lexical_grade`` is the offline judge for the rest (``lexical.containment``): CORRECT
-when every content token (normalized tokens minus English stopwords) of some gold answer
-occurs among the answer's tokens, else INCORRECT. It cannot see contradictions ("not
+when every content token (``core.text.content_tokens``; all its words when a gold answer
+is nothing but stopwords) of some gold answer occurs among the answer's words, else
+INCORRECT. It cannot see contradictions ("not
 Paris" contains "Paris") or paraphrases; it stands in when no judge model is available
 and the release manifest names it ("lexical-v1").
 """
 from __future__ import annotations
 
 import re
-import unicodedata
+
+from mmcurate.core.text import content_tokens, normalize, word_set
 
 from .grades import Grade, JudgeItem
 
-ARTICLES = {"a", "an", "the"}
-STOPWORDS = ARTICLES | {
-    "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or", "is", "are", "was",
-    "were", "be", "it", "its", "this", "that", "as", "s",
-}
 _REFUSALS = [
     r"",
     r"(i )?(dont|do not|did not|didnt) know( answer| that| this)?",
@@ -39,16 +35,7 @@ _REFUSALS = [
     r"unknown|n a|no answer",
 ]
 _REFUSAL = re.compile("|".join(f"(?:{r})" for r in _REFUSALS))
-_SIGN = re.compile(r"(?<![\w.])-(?=\d)")
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
-
-
-def normalize(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).lower().replace("'", "").replace("\u2019", "")
-    text = _SIGN.sub("\x00", text)  # a leading minus is part of a number, not punctuation
-    text = "".join(" " if unicodedata.category(c).startswith("P") or c in "`^$+<=>|~" else c for c in text)
-    text = text.replace("\x00", "-")
-    return " ".join(w for w in text.split() if w not in ARTICLES)
 
 
 def numbers(text: str) -> list[float]:
@@ -74,12 +61,7 @@ def prejudge(item: JudgeItem) -> tuple[Grade, str] | None:
     return None
 
 
-def content_tokens(text: str) -> set[str]:
-    tokens = set(normalize(text).split())
-    return (tokens - STOPWORDS) or tokens
-
-
 def lexical_grade(item: JudgeItem) -> Grade:
-    answer = set(normalize(item.answer).split())
-    golds = [content_tokens(g) for g in item.gold]
+    answer = word_set(item.answer)
+    golds = [content_tokens(g) or word_set(g) for g in item.gold]
     return Grade.CORRECT if any(g and g <= answer for g in golds) else Grade.INCORRECT

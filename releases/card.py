@@ -1,11 +1,12 @@
 """README.md in the Hugging Face dataset-card format: YAML header, then explanation."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from mmcurate.core.markdown import markdown_table
 
 TEMPLATES = Path(__file__).parent / "templates"
 SPLIT = "test"  # every config is an evaluation set
@@ -16,28 +17,6 @@ def environment() -> Environment:
     return Environment(
         loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
     )
-
-
-def markdown_table(rows: list[dict]) -> str:
-    """Rows of dicts as a GitHub markdown table; columns in first-seen order."""
-    if not rows:
-        return "_(empty)_"
-    columns: list[str] = []
-    for row in rows:
-        columns += [k for k in row if k not in columns]
-
-    def cell(value: object) -> str:
-        if isinstance(value, float):
-            text = f"{value:.4g}"
-        elif isinstance(value, (dict, list)):
-            text = json.dumps(value, sort_keys=True)
-        else:
-            text = "" if value is None else str(value)
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def yaml_header(manifest: dict, features: dict) -> str:

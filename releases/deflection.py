@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from mmcurate.core.config import Settings
-from mmcurate.releases.draft import ReleaseDraft
+from mmcurate.core.stages import StageResult
 
-if TYPE_CHECKING:  # the task layer's result type; imported for annotations only
-    from mmcurate.tasks.deflectionbench import StageRun
+from .draft import ReleaseDraft
 
 
 def _modality(contexts: list[dict]) -> str:
@@ -111,9 +109,9 @@ def deflection_draft(
     version: str,
     run_id: str,
     *,
-    gating: StageRun,
-    pairing: StageRun | None,
-    oracle: StageRun,
+    gating: StageResult,
+    pairing: StageResult | None,
+    oracle: StageResult,
     ingested: dict[str, int],
     source_files: list[str],
     quarantine: pa.Table,
@@ -128,29 +126,30 @@ def deflection_draft(
     ``pairing`` (contexts come from the parent release) and the parent's ledger as ``history``.
     """
     cfg = settings.deflectionbench
-    kept = oracle.result.kept
+    kept = oracle.kept
     runs = [s for s in (gating, pairing, oracle) if s is not None]
-    ledger = pa.concat_tables(([history] if history is not None else []) + [s.result.ledger(run_id) for s in runs])
+    ledger = pa.concat_tables(([history] if history is not None else []) + [s.ledger() for s in runs])
     models = [{"role": "gating", **settings.model(name).identity()} for name in cfg.gating.pool]
     if settings.judge.model:
         models.append({"role": "judge", **settings.model(settings.judge.model).identity()})
     entered = sum(ingested.values())
-    after_pairing = pairing.result.kept.num_rows if pairing else gating.result.kept.num_rows
+    after_pairing = pairing.kept.num_rows if pairing else gating.kept.num_rows
+    judge = gating.components.get("judge")
     statistics = {
         "per_source": per_source_table(ingested, kept),
         "global": global_table(kept),
-        "funnel": funnel(entered, gating.result.kept.num_rows, after_pairing, kept.num_rows),
+        "funnel": funnel(entered, gating.kept.num_rows, after_pairing, kept.num_rows),
         "calls": calls_table({"I": gating.calls, "III": oracle.calls},
-                             {"I": gating.result.naive_calls, "III": oracle.result.naive_calls}),
-        "convergence": gating.result.convergence,
+                             {"I": gating.naive_calls, "III": oracle.naive_calls}),
+        "convergence": gating.convergence,
         "judge_errors": judge_errors(ledger),
     }
     notes = [f"Retrieval: {components.get('text_encoder')} (text), {components.get('image_encoder')} (images).",
-             f"Judged by {gating.judge}."]
+             f"Judged by {judge}."]
     if "descriptor" in components.get("image_encoder", ""):
         notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
                      "they are visually similar, not semantically similar.")
-    if gating.judge and gating.judge.startswith("lexical"):
+    if judge and judge.startswith("lexical"):
         notes.append("The lexical judge (normalised match plus token containment) stands in for an LLM judge.")
     return ReleaseDraft(
         benchmark="deflectionbench",
@@ -161,7 +160,7 @@ def deflection_draft(
         quarantine=quarantine,
         config=settings.resolved(),
         models=models,
-        judge={"name": gating.judge},
+        judge={"name": judge},
         components=components,
         source_files=source_files,
         counts={

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
+from datasets import Features, Image, List
+from datasets.features.features import generate_from_arrow_type
 
 from mmcurate.core.images import ImageStore
 
@@ -99,10 +102,7 @@ def embed_images(table: pa.Table, store: ImageStore) -> pa.Table:
     return pa.Table.from_arrays(columns, names=table.column_names)
 
 
-def _feature(name: str, type_: pa.DataType):  # -> datasets feature
-    from datasets import Image, List
-    from datasets.features.features import generate_from_arrow_type
-
+def _feature(name: str, type_: pa.DataType) -> Any:  # a datasets feature
     if name in IMAGE_FIELDS and type_ == IMAGE_STRUCT:
         return Image()
     if name == "images" and pa.types.is_list(type_) and type_.value_type == IMAGE_STRUCT:
@@ -114,10 +114,8 @@ def _feature(name: str, type_: pa.DataType):  # -> datasets feature
     return generate_from_arrow_type(type_)
 
 
-def hf_features(schema: pa.Schema):  # -> datasets.Features
+def hf_features(schema: pa.Schema) -> Features:
     """The ``datasets`` features of an embedded table: Image wherever an image was embedded."""
-    from datasets import Features
-
     return Features({field.name: _feature(field.name, field.type) for field in schema})
 
 

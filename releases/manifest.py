@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mmcurate import __version__
 from mmcurate.core.ids import sha256_file
 
 from .draft import ReleaseDraft
@@ -29,8 +30,6 @@ MANIFEST_FORMAT = 1
 
 def code_version() -> dict[str, str]:
     """The git commit of the checkout this code runs from, or ``unknown`` outside git."""
-    from mmcurate import __version__
-
     repo = Path(__file__).resolve().parent.parent
     try:
         commit = subprocess.run(

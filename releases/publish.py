@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub import HfApi
+
 from .errors import ReleaseError
 from .manifest import ARTIFACT_CHECKSUMS, MANIFEST
 from .reader import open_release
@@ -97,8 +99,6 @@ def copy_release(plan: UploadPlan, target: Path) -> Path:
 
 def upload(plan: UploadPlan) -> str:
     """Create the dataset repo if needed, upload the files, tag the version; return the commit URL."""
-    from huggingface_hub import HfApi
-
     api = HfApi(token=os.environ.get("HF_TOKEN") or None)
     api.create_repo(**plan.create_repo_kwargs())
     commit = api.upload_folder(**plan.upload_folder_kwargs())

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from mmcurate.annotation.citations import CitationResult
-from mmcurate.annotation.reflvqa_tables import reflvqa_statistics, reflvqa_tables
 from mmcurate.core.config import Settings
+from mmcurate.core.specs import Heuristic, Lexical, model_names
 from mmcurate.core.stages import StageResult
-from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.sources.ingest import IngestResult
+
+from .draft import ReleaseDraft
+from .reflvqa_tables import reflvqa_statistics, reflvqa_tables
 
 
 def reflvqa_draft(
@@ -19,42 +20,44 @@ def reflvqa_draft(
     samples: pa.Table,
     quarantine: pa.Table,
     stages: list[StageResult],
-    cited: CitationResult,
-    calls: dict[str, list[dict]],
+    knowledge_base: pa.Table,
     parent: str | None = None,
 ) -> ReleaseDraft:
-    """``stages``: relevance, necessity and fact-checkability results; ``cited``: citations."""
+    """``stages``: relevance, necessity, fact-checkability and citation results, in order;
+    ``knowledge_base``: the retrieval corpus the citations were drawn from."""
     cfg = settings.reflvqa
-    tables = reflvqa_tables(cited.kept, cited.knowledge_base)
-    ledger = pa.concat_tables([s.ledger(run_id) for s in (*stages, cited)])
+    *filters, cited = stages
+    tables = reflvqa_tables(cited.kept, knowledge_base)
+    ledger = pa.concat_tables([s.ledger() for s in stages])
     skipped = {"candidate posts without a question/image/answer": sum(ingested.skipped.values())}
     funnel = [
         {"stage": "candidate QA pairs (ingest)", "remaining": samples.num_rows},
-        *({"stage": s.stage, "remaining": s.kept.num_rows} for s in stages),
+        *({"stage": s.stage, "remaining": s.kept.num_rows} for s in filters),
         {"stage": "citation", "remaining": tables["qa"].num_rows},
     ]
-    call_rows = [{"stage": stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
+    call_rows = [{"stage": s.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
                   "cache_hits": r["cache_hits"], "failures": r["failures"]}
-                 for stage, rows in calls.items() for r in rows]
-    evaluator = [] if cfg.evaluator == "lexical" else [cfg.evaluator]
-    factcheck = [] if cfg.factcheck_model == "heuristic" else [cfg.factcheck_model]
-    roles = {"inspector": cfg.inspectors, "evaluator": evaluator, "factcheck": factcheck,
-             "image_entailment": [cfg.image_entailment]}
-    if cfg.text_entailment.startswith("llm:"):
-        roles["text_entailment"] = [cfg.text_entailment.removeprefix("llm:")]
+                 for s in stages for r in s.calls]
+    roles = {"inspector": cfg.inspectors, "evaluator": model_names(cfg.evaluator),
+             "factcheck": model_names(cfg.factcheck_model), "image_entailment": [cfg.image_entailment],
+             "text_entailment": model_names(cfg.text_entailment)}
     models = [{"role": role, **settings.model(name).identity()}
               for role, names in roles.items() for name in names if name]
-    notes = [f"{s.stage}: {s.reason}" for s in stages if s.skipped]
-    if cfg.evaluator == "lexical":
+    notes = [f"{s.stage}: {s.reason}" for s in filters if s.skipped]
+    if isinstance(cfg.evaluator, Lexical):
         notes.append("Image necessity: inspector answers were graded by token overlap with the Reddit answer "
                      "(lexical stand-in), not by an evaluator model.")
-    if cfg.factcheck_model == "heuristic":
+    if isinstance(cfg.factcheck_model, Heuristic):
         notes.append("Fact-checkable sentences were marked by a names-or-numbers rule (heuristic stand-in), "
                      "not by an LLM.")
-    if cited.image_skipped:
-        notes.append(f"image citations: {cited.image_skipped}")
-    if cited.text_judge and cited.text_judge.startswith("lexical"):
+    image_skipped, text_judge = cited.extra.get("image_skipped"), cited.extra.get("text_judge")
+    if image_skipped:
+        notes.append(f"image citations: {image_skipped}")
+    if text_judge and text_judge.startswith("lexical"):
         notes.append("Text entailment used the lexical-overlap stand-in (no NLI weights offline).")
+    components = {"text_corpus": " + ".join(str(spec) for spec in cfg.text_corpus)}
+    for stage in stages:
+        components.update(stage.components)
     return ReleaseDraft(
         benchmark="reflvqa",
         version=version,
@@ -64,12 +67,8 @@ def reflvqa_draft(
         quarantine=quarantine,
         config=settings.resolved(),
         models=models,
-        judge={"name": cited.text_judge or "none", "image": cited.image_judge},
-        components={"text_retriever": "minilm", "cross_modal_encoder": cfg.cross_modal_encoder or "none",
-                    "necessity_evaluator": cfg.evaluator or "none",
-                    "factcheck": cfg.factcheck_model or "none",
-                    "text_entailment": cited.text_judge or "none", "image_entailment": cited.image_judge or "none",
-                    "text_corpus": " + ".join(cfg.text_corpus)},
+        judge={"name": text_judge or "none", "image": cited.extra.get("image_judge")},
+        components=components,
         source_files=list(ingested.source_files),
         counts={"per_stage": {row["stage"]: row["remaining"] for row in funnel},
                 "per_source": {"reddit": {"ingested": samples.num_rows, "retained": tables["qa"].num_rows,

@@ -2,7 +2,6 @@
 
 ``validate_release`` writes ``quality/validation.json`` (results and failures) and the
 Data Docs HTML site ``quality/data_docs/``, then refreshes ``quality/checksums.json``.
-Great Expectations is imported lazily: it is slow to import and only this module needs it.
 """
 from __future__ import annotations
 
@@ -13,7 +12,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import great_expectations as gx
+import great_expectations.expectations as gxe
 import pandas as pd
+from great_expectations.data_context.types.base import ProgressBarsConfig
 
 from . import quality_frames as qf
 from .manifest import QUALITY_DIR, record_artifacts, write_json
@@ -43,30 +45,31 @@ class ValidationOutcome:
 
 def _columns_rule(columns: list[str], derived: list[str]) -> Any:
     """The release table has exactly ``columns`` (the frame adds the ``derived`` ones)."""
-    import great_expectations.expectations as gxe
-
     return gxe.ExpectTableColumnsToMatchSet(column_set=columns + derived, exact_match=True)
 
 
 def _non_empty(column: str) -> Any:
-    import great_expectations.expectations as gxe
-
     return gxe.ExpectColumnValuesToBeBetween(column=column, min_value=1)
 
 
-def deflection_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
-    import great_expectations.expectations as gxe
+def _sample_rules(columns: list[str], derived: list[str], non_empty: tuple[str, str]) -> list[Any]:
+    """What every table of samples must hold: its exact columns, unique non-null ids, a
+    question and an answer, and images that decode."""
+    return [
+        _columns_rule(columns, derived),
+        gxe.ExpectColumnValuesToBeUnique(column="sample_id"),
+        gxe.ExpectColumnValuesToNotBeNull(column="sample_id"),
+        *(_non_empty(column) for column in non_empty),
+        gxe.ExpectColumnValuesToBeInSet(column="images_decode", value_set=[True]),
+    ]
 
+
+def deflection_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
     manifest = release.manifest
     frame = qf.deflection_frame(release.table("test"))
     notes: list[str] = []
     rules = [
-        _columns_rule(qf.DEFLECTION_COLUMNS, qf.DEFLECTION_DERIVED),
-        gxe.ExpectColumnValuesToBeUnique(column="sample_id"),
-        gxe.ExpectColumnValuesToNotBeNull(column="sample_id"),
-        _non_empty("question_chars"),
-        _non_empty("n_answers"),
-        gxe.ExpectColumnValuesToBeInSet(column="images_decode", value_set=[True]),
+        *_sample_rules(qf.DEFLECTION_COLUMNS, qf.DEFLECTION_DERIVED, ("question_chars", "n_answers")),
         gxe.ExpectColumnValuesToBeInSet(column="gold_in_negatives", value_set=[False]),
         gxe.ExpectColumnValuesToBeBetween(column="n_duplicate_contexts", min_value=0, max_value=0),
         gxe.ExpectColumnValuesToNotBeNull(column="shuffle_seed"),
@@ -89,20 +92,13 @@ def deflection_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
 
 
 def reflvqa_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
-    import great_expectations.expectations as gxe
-
     documents = release.table("documents")
     qa = qf.qa_frame(release.table("qa"), documents)
     docs = qf.documents_frame(documents)
     kb = qf.documents_frame(release.table("knowledge_base"))
     checks = [
         FrameCheck("qa", qa, "sample_id", [
-            _columns_rule(qf.QA_COLUMNS, qf.QA_DERIVED),
-            gxe.ExpectColumnValuesToBeUnique(column="sample_id"),
-            gxe.ExpectColumnValuesToNotBeNull(column="sample_id"),
-            _non_empty("question_chars"),
-            _non_empty("answer_chars"),
-            gxe.ExpectColumnValuesToBeInSet(column="images_decode", value_set=[True]),
+            *_sample_rules(qf.QA_COLUMNS, qf.QA_DERIVED, ("question_chars", "answer_chars")),
             gxe.ExpectColumnValuesToBeBetween(column="n_missing_cited_docs", min_value=0, max_value=0),
             gxe.ExpectColumnValuesToBeBetween(column="n_unsupported_sentences", min_value=0, max_value=0),
         ]),
@@ -123,9 +119,6 @@ CHECKS = {"deflectionbench": deflection_checks, "reflvqa": reflvqa_checks}
 def _context():
     """A fresh in-memory GE context per validation: Data Docs builds render every suite
     and result a context holds, so a shared context would grow slower with each release."""
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     return context
@@ -150,8 +143,6 @@ def _describe_failure(check: FrameCheck, result: Any) -> str:
 
 def run_checks(name: str, checks: list[FrameCheck], docs_dir: Path | None) -> ValidationOutcome:
     """Run every frame's suite through a GE checkpoint; build Data Docs into ``docs_dir``."""
-    import great_expectations as gx
-
     context = _context()
     run = uuid.uuid4().hex[:8]
     failures: list[str] = []
@@ -185,8 +176,6 @@ def run_checks(name: str, checks: list[FrameCheck], docs_dir: Path | None) -> Va
 
 def validate_release(path: Path | str) -> ValidationOutcome:
     """Validate the release at ``path`` and write its ``quality/`` folder."""
-    import great_expectations as gx
-
     release = open_release(path)
     checks, notes = CHECKS[release.benchmark](release)
     docs_dir = release.path / DATA_DOCS_DIR

@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import Field
 
-from mmcurate.annotation.sentences import split_sentences
+from mmcurate.core.text import split_sentences
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Rejected, Sample
 

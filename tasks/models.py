@@ -1,29 +1,12 @@
-"""Opening the model layer for one task: response cache, call counter, model pool, judge."""
+"""Secrets for the model layer, from Prefect Secret blocks (the only place they are read)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-
-from mmcurate.core.config import Settings
-from mmcurate.core.images import ImageStore
-from mmcurate.gating.accounting import CallCounter
-from mmcurate.gating.cache import ResponseCache
-from mmcurate.gating.client import ModelPool
-from mmcurate.gating.judge import Judge, make_judge
+from prefect.blocks.system import Secret
 
 
-@dataclass
-class Models:
-    pool: ModelPool
-    judge: Judge
-    counter: CallCounter
-
-
-@contextmanager
-def open_models(settings: Settings, store: ImageStore) -> Iterator[Models]:
-    settings.workdir.mkdir(parents=True, exist_ok=True)
-    cache = ResponseCache.open(settings.response_cache_url)
-    counter = CallCounter()
-    with ModelPool(settings, cache, store, counter) as pool:
-        yield Models(pool, make_judge(settings, pool), counter)
+def prefect_secret(name: str) -> str:
+    """The value of the Prefect Secret block ``name``; KeyError when there is none."""
+    try:
+        return Secret.load(name).get()
+    except ValueError:
+        raise KeyError(name) from None

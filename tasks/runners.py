@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from prefect.task_runners import ThreadPoolTaskRunner
+from prefect_dask import DaskTaskRunner
 
 from mmcurate.core.config import TaskRunnerConfig
 from mmcurate.core.errors import ConfigError
@@ -13,8 +14,6 @@ def make_task_runner(cfg: TaskRunnerConfig):
     if cfg.kind == "threads":
         return ThreadPoolTaskRunner(max_workers=cfg.workers)
     if cfg.kind == "dask":
-        from prefect_dask import DaskTaskRunner
-
         if cfg.address:
             return DaskTaskRunner(address=cfg.address)
         return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,

@@ -1,17 +1,38 @@
-"""Session-wide test setup: offline model loading, bundled fixtures, one Prefect harness."""
+"""Session-wide test setup: offline model loading, bundled fixtures, one Prefect harness, and
+a scripted model world for stage tests.
+
+``world.add(name, rules, default)`` writes a scripted model's JSONL rules; ``world.pool``
+records every request key each model was sent (``world.sent[model]`` -> [(stage, key)]);
+``world.ctx()`` is a stage context over that pool and the config's judge.
+"""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+from collections import defaultdict
 from pathlib import Path
-
-import pytest
+from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+
+import pyarrow as pa  # noqa: E402  (the environment above must be set before these imports)
+import pytest  # noqa: E402
+
+from mmcurate.core.config import ModelSpec, Settings  # noqa: E402
+from mmcurate.core.images import ImageStore  # noqa: E402
+from mmcurate.core.records import Context, Sample  # noqa: E402
+from mmcurate.core.schema import SAMPLE  # noqa: E402
+from mmcurate.core.stages import StageContext  # noqa: E402
+from mmcurate.gating.accounting import CallCounter  # noqa: E402
+from mmcurate.gating.cache import ResponseCache  # noqa: E402
+from mmcurate.gating.client import ModelPool  # noqa: E402
+from mmcurate.gating.judge import make_judge  # noqa: E402
+from mmcurate.gating.models import Models  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +56,107 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=180):
         yield
+
+
+class SpyPool(ModelPool):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.sent: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        self.messages: dict[str, list[list[dict]]] = defaultdict(list)
+
+    def client(self, name: str):  # type: ignore[override]
+        client = super().client(name)
+        if not getattr(client, "_spied", False):
+            real = client.chat
+
+            def chat(requests, stage, _real=real, _name=name):
+                self.sent[_name].extend((stage, r.key) for r in requests)
+                self.messages[_name].extend(r.messages for r in requests)
+                return _real(requests, stage)
+
+            client.chat = chat  # type: ignore[method-assign]
+            client._spied = True  # type: ignore[attr-defined]
+        return client
+
+
+class World:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.specs: dict[str, ModelSpec] = {}
+        self.cache = ResponseCache.open(f"sqlite:///{root / 'responses.sqlite'}")
+        self.counter = CallCounter()
+        self._pool: SpyPool | None = None
+
+    def add(self, name: str, rules: list[dict], default: str | None = "Berlin") -> str:
+        script = self.root / f"{name}.jsonl"
+        script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+        self.specs[name] = ModelSpec(name=name, backend="scripted", script=script, default=default)
+        self._pool = None
+        return name
+
+    @property
+    def pool(self) -> SpyPool:
+        if self._pool is None:
+            settings = Settings(workdir=self.root, models=self.specs)
+            self._pool = SpyPool(settings, self.cache, None, self.counter)
+            self.judge = make_judge(settings, self._pool)
+        return self._pool
+
+    @property
+    def sent(self) -> dict[str, list[tuple[str, str]]]:
+        return self.pool.sent
+
+    def ctx(self, run_id: str = "r", store: ImageStore | None = None) -> StageContext:
+        """A stage context over this world's pool and judge (images in ``store``)."""
+        pool = self.pool
+        settings = pool.settings
+        return StageContext(settings, run_id, store or ImageStore(self.root / "images"),
+                            Models(pool, self.judge, self.counter))
+
+    def calls(self, stage: str, model: str) -> int:
+        return sum(r["calls"] + r["cache_hits"] for r in self.counter.rows()
+                   if r["stage"] == stage and r["model"] == model)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path)
+    yield w
+    if w._pool is not None:
+        w._pool.close()
+    w.cache.close()
+
+
+def text(cid: str, body: str, title: str | None = None) -> Context:
+    return Context(context_id=cid, modality="text", text=body, title=title)
+
+
+def image(cid: str, sha: str, title: str | None = None) -> Context:
+    return Context(context_id=cid, modality="image", image=sha, title=title)
+
+
+def sample(source_id: str, question: str, answers: list[str], gold: list[Context] | None = None,
+           negatives: list[Context] | None = None, source: str = "infoseek", images: list[str] | None = None,
+           meta: dict | None = None) -> dict:
+    return Sample(
+        source=source, source_id=source_id, question=question, answers=answers,
+        images=images if images is not None else ["ab" * 32],
+        gold_contexts=gold if gold is not None else [text(f"{source_id}-g", f"GOLD-{source_id} says {answers[0] if answers else ''}", "Gold")],
+        negative_contexts=negatives or [], meta=meta or {},
+    ).to_row()
+
+
+def table(rows: list[dict]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=SAMPLE)
+
+
+@pytest.fixture
+def make():
+    """Builders for the tests: make.sample(...), make.table(rows), make.text(...), make.image(...)."""
+
+    class Make:
+        pass
+
+    m = Make()
+    m.sample, m.table, m.text, m.image = sample, table, text, image  # type: ignore[attr-defined]
+    return m

@@ -23,7 +23,7 @@ def export(
     seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
 ) -> None:
     """Write a labelling batch of N cited sentences to DIR/batch.jsonl and DIR/batch.csv."""
-    from mmcurate.annotation.human import export_batch
+    from mmcurate.annotation.human.citations import export_batch
 
     result = export_batch(release, n, out, seed=seed)
     note = f" (only {result.available} available)" if result.items < n else ""
@@ -37,7 +37,7 @@ def import_(
     out: Annotated[Path, typer.Option("--out", help="output folder (not inside the release)")],
 ) -> None:
     """Validate labels; write DIR/human_verified.parquet and DIR/agreement.json; print agreement."""
-    from mmcurate.annotation.human import import_labels
+    from mmcurate.annotation.human.citations import import_labels
 
     result = import_labels(release, list(labels), out)
     typer.echo(

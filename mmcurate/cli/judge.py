@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mmcurate.gating.agreement import agreement
+from mmcurate.annotation.human.agreement import judge_agreement as agreement
 
 from .app import app
 

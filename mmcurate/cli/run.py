@@ -47,7 +47,8 @@ def run_reflvqa(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionO
     _prefect_defaults()
     from mmcurate.flows.reflvqa import reflvqa
 
-    typer.echo(reflvqa(config=str(config.resolve()), version=version))
+    flow = reflvqa.with_options(task_runner=_runner(config))
+    typer.echo(flow(config=str(config.resolve()), version=version))
 
 
 @app.command("evaluate")
@@ -63,7 +64,7 @@ def evaluate(
     """Four-scenario evaluation (parametric, oracle, realistic, adversarial) of one model."""
     _prefect_defaults()
     from mmcurate.flows.evaluate import evaluate_release
-    from mmcurate.gating.scenarios import SCENARIOS
+    from mmcurate.evaluation.scenarios import SCENARIOS
 
     evaluate_release(release=str(release.resolve()), model=model, config=str(config.resolve()),
                      scenarios=scenario or list(SCENARIOS), n_negatives=negatives or [1, 2, 5, 10],

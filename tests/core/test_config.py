@@ -2,8 +2,9 @@ import textwrap
 
 import pytest
 
-from mmcurate.core.config import load_config
+from mmcurate.core.config import Settings, load_config
 from mmcurate.core.errors import ConfigError
+from mmcurate.core.specs import NLI, Descriptor, KBPath, Lexical, OpenClip, WikiOffline
 
 BASE = """
 workdir: work
@@ -79,11 +80,26 @@ reflvqa:
 """
     cfg = load_config(_write(tmp_path, text))
     r = cfg.deflectionbench.retrieval
-    assert r.kb == str((tmp_path / "kb/docs.jsonl").resolve())
-    assert r.text_encoder == f"open_clip:ViT-B-32:{(tmp_path / 'ckpt/model.pt').resolve()}"
-    assert r.image_encoder == "descriptor"
-    assert cfg.reflvqa.text_corpus == ["wiki-offline"]  # one spec or a list
-    assert cfg.reflvqa.text_entailment == f"nli:{(tmp_path / 'models/nli').resolve()}"
+    assert r.kb == KBPath(path=(tmp_path / "kb/docs.jsonl").resolve())
+    assert r.text_encoder == OpenClip(arch="ViT-B-32", checkpoint=(tmp_path / "ckpt/model.pt").resolve())
+    assert r.image_encoder == Descriptor()
+    assert cfg.reflvqa.text_corpus == [WikiOffline()]  # one spec or a list
+    assert cfg.reflvqa.text_entailment == NLI(path=(tmp_path / "models/nli").resolve())
+    # specs serialise to their short forms, and those validate back into the same specs
+    dumped = cfg.resolved()
+    assert dumped["deflectionbench"]["retrieval"]["text_encoder"] == f"open_clip:ViT-B-32:{(tmp_path / 'ckpt/model.pt').resolve()}"
+    assert Settings(**dumped).deflectionbench.retrieval == r
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("text_encoder", "descriptor", "deflectionbench.retrieval.text_encoder"),
+    ("image_encoder", "open_clip:ViT-B-32", "deflectionbench.retrieval.image_encoder"),
+    ("reranker", "bm25", "deflectionbench.retrieval.reranker"),
+])
+def test_invalid_specs_fail_at_load_with_the_field_path(tmp_path, field, value, message):
+    text = BASE + f"  retrieval: {{{field}: \"{value}\"}}\n"
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        load_config(_write(tmp_path, text))
 
 
 def test_lexical_spec_with_threshold_is_not_a_path(tmp_path):
@@ -91,4 +107,4 @@ def test_lexical_spec_with_threshold_is_not_a_path(tmp_path):
   source: {name: reddit, root: dumps}
   text_entailment: "lexical:0.6"
 """
-    assert load_config(_write(tmp_path, text)).reflvqa.text_entailment == "lexical:0.6"
+    assert load_config(_write(tmp_path, text)).reflvqa.text_entailment == Lexical(threshold=0.6)

@@ -10,9 +10,7 @@ everything else is forwarded. The model is an ``openai``-backend spec aimed at t
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -20,7 +18,6 @@ import pytest
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-sys.path.insert(0, str(Path(__file__).parent))
 import flowkit  # noqa: E402
 
 pytestmark = pytest.mark.slow

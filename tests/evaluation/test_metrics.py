@@ -1,0 +1,71 @@
+"""Metrics on a known results table: exact numbers, markdown, plot."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from mmcurate.evaluation.metrics import compute_metrics, metrics_markdown, plot_vs_negatives
+from mmcurate.evaluation.scenarios import RESULTS
+
+
+def results(spec):
+    """spec: list of (scenario, source, n_negatives, grade)."""
+    rows = [
+        {"sample_id": f"s{i}", "source": source, "scenario": scenario, "n_negatives": n,
+         "n_contexts": n, "model": "m", "abstention": "moderate", "answer": "x", "grade": grade,
+         "judged_by": "lexical", "error": None, "run_id": "r"}
+        for i, (scenario, source, n, grade) in enumerate(spec)
+    ]
+    return pa.Table.from_pylist(rows, schema=RESULTS)
+
+
+KNOWN = results(
+    [("oracle", "infoseek", 0, g) for g in ["CORRECT"] * 3 + ["INCORRECT"] + ["JUDGE_ERROR"]]
+    + [("parametric", "infoseek", 0, g) for g in ["NOT_ATTEMPTED"] * 2 + ["INCORRECT"] * 2]
+    + [("realistic", "webqa", 2, g) for g in ["CORRECT", "NOT_ATTEMPTED", "INCORRECT", "FAILED"]]
+    + [("realistic", "webqa", 4, g) for g in ["CORRECT", "CORRECT", "INCORRECT", "INCORRECT"]]
+    + [("adversarial", "webqa", 2, "FAILED")]
+)
+
+
+def test_rates_per_scenario_exclude_errors():
+    m = {r["scenario"]: r for r in compute_metrics(KNOWN).to_pylist()}
+    assert list(m) == ["parametric", "oracle", "realistic", "adversarial"]  # protocol order
+    o = m["oracle"]
+    assert (o["n"], o["graded"], o["judge_errors"], o["failed"]) == (5, 4, 1, 0)
+    assert o["accuracy"] == 0.75 and o["hallucination"] == 0.25 and o["deflection"] == 0.0
+    assert o["truthfulness"] == 0.5
+    p = m["parametric"]
+    assert (p["accuracy"], p["deflection"], p["hallucination"], p["truthfulness"]) == (0.0, 0.5, 0.5, -0.5)
+    r = m["realistic"]
+    assert (r["graded"], r["failed"], r["correct"]) == (7, 1, 3)
+    assert r["accuracy"] == pytest.approx(3 / 7) and r["deflection"] == pytest.approx(1 / 7)
+    assert r["truthfulness"] == pytest.approx(0.0)
+    a = m["adversarial"]
+    assert a["graded"] == 0 and a["accuracy"] is None and a["truthfulness"] is None
+
+
+def test_per_source_and_per_negatives():
+    by = {(r["scenario"], r["source"]): r for r in compute_metrics(KNOWN, by=("scenario", "source")).to_pylist()}
+    assert set(by) == {("oracle", "infoseek"), ("parametric", "infoseek"), ("realistic", "webqa"), ("adversarial", "webqa")}
+    n = {r["n_negatives"]: r for r in compute_metrics(KNOWN.filter(pc.equal(KNOWN["scenario"], "realistic")),
+                                                          by=("n_negatives",)).to_pylist()}
+    assert n[2]["accuracy"] == pytest.approx(1 / 3) and n[4]["accuracy"] == 0.5 and n[4]["truthfulness"] == 0.0
+
+
+def test_metrics_markdown():
+    md = metrics_markdown(compute_metrics(KNOWN))
+    lines = md.strip().splitlines()
+    assert lines[0] == ("| Scenario | Accuracy (%) | Deflection (%) | Hallucination (%) | Truthfulness (%) "
+                        "| Graded | Excluded |")
+    assert lines[2] == "| parametric | 0.0 | 50.0 | 50.0 | -50.0 | 4 | 0 |"
+    assert lines[3] == "| oracle | 75.0 | 0.0 | 25.0 | 50.0 | 4 | 1 |"
+    assert lines[5] == "| adversarial | – | – | – | – | 0 | 1 |"
+
+
+def test_plot_vs_negatives(tmp_path):
+    path = plot_vs_negatives(KNOWN, tmp_path / "plots" / "negatives.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError):
+        plot_vs_negatives(KNOWN, tmp_path / "x.png", scenario="closed-book")

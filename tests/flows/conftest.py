@@ -1,0 +1,7 @@
+"""Flow tests import their shared helpers (flowkit, release_fingerprint) from this folder."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
