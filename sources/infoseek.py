@@ -13,18 +13,17 @@ that the KB is streamed once for just the linked entities.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
-from mmcurate.core.errors import ImageRejected, SourceError
+from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
-from .kb_readers import Wiki6MEntity, find_answer, iter_lines, locate, read_wiki6m, word_window
+from .base import AdapterOptions, SourceAdapter, jsonl_records
+from .kb_readers import Wiki6MEntity, find_answer, locate, read_wiki6m, word_window
 
 Split = Literal["train", "val", "test", "human"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test", "human")
@@ -86,24 +85,17 @@ class InfoSeekSource(SourceAdapter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         opts = self.options
-        if opts.splits is None:
-            self.splits = [s for s in SPLITS if (self.root / question_file(s)).is_file()]
-            if not self.splits:
-                raise SourceError(f"infoseek: no infoseek_*.jsonl question file under {self.root}")
-        else:
-            self.splits = list(dict.fromkeys(opts.splits))
-            for split in self.splits:
-                self.require(question_file(split))
+        self.questions = self.split_files(opts.splits, SPLITS, question_file)
         self.kb = locate(self.name, self.root, opts.kb, KB_NAMES, "kb")
         self.id2image = locate(self.name, self.root, opts.id2image, ("id2image.jsonl",), "id2image")
         self.image_dir = self.images or self.root / "oven_images"
 
     def _withkb_paths(self) -> list[Path]:
-        names = [withkb_file(s) for s in self.splits]
+        names = [withkb_file(s) for s in self.questions]
         return [self.root / n for n in names if n and (self.root / n).is_file()]
 
     def source_files(self) -> list[Path]:
-        files = [self.root / question_file(s) for s in self.splits] + self._withkb_paths()
+        files = list(self.questions.values()) + self._withkb_paths()
         return files + [p for p in (self.id2image, self.kb) if p is not None]
 
     # ----------------------------------------------------------------- first pass
@@ -112,35 +104,33 @@ class InfoSeekSource(SourceAdapter):
         """data_ids and image_ids of every readable question (errors are reported later)."""
         data_ids: set[str] = set()
         image_ids: set[str] = set()
-        for split in self.splits:
-            for _, line in iter_lines(self.root / question_file(split)):
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(record, dict):
-                    if isinstance(record.get("data_id"), str):
-                        data_ids.add(record["data_id"])
-                    if isinstance(record.get("image_id"), str):
-                        image_ids.add(record["image_id"])
+        for path in self.questions.values():
+            for item in jsonl_records(path):
+                if not isinstance(item, Rejected):
+                    if isinstance(item.record.get("data_id"), str):
+                        data_ids.add(item.record["data_id"])
+                    if isinstance(item.record.get("image_id"), str):
+                        image_ids.add(item.record["image_id"])
         return data_ids, image_ids
 
     def _read_map(self, path: Path, key: str, fields: tuple[str, ...], wanted: set[str],
                   problems: list[Rejected]) -> dict[str, tuple[str, ...]]:
         """``{record[key]: record[fields]}`` of a JSONL file, for wanted keys only."""
         found: dict[str, tuple[str, ...]] = {}
-        for number, line in iter_lines(path):
-            try:
-                record = json.loads(line)
-                if not isinstance(record, dict) or not isinstance(record.get(key), str):
-                    raise ValueError(f"no string {key}")
-                if record[key] not in wanted:
-                    continue
-                values = tuple(record.get(f) for f in fields)
-                if not all(isinstance(v, str) and v for v in values):
-                    raise ValueError(f"{' / '.join(fields)} missing or not strings")
-            except ValueError as exc:
-                problems.append(Rejected(f"{path.name}:{number}", f"malformed line: {exc}", line.strip()))
+        for item in jsonl_records(path, "malformed line"):
+            if isinstance(item, Rejected):
+                problems.append(item)
+                continue
+            record = item.record
+            if not isinstance(record.get(key), str):
+                problems.append(Rejected(item.locator, f"malformed line: no string {key}", item.raw))
+                continue
+            if record[key] not in wanted:
+                continue
+            values = tuple(record.get(f) for f in fields)
+            if not all(isinstance(v, str) and v for v in values):
+                problems.append(Rejected(item.locator, f"malformed line: {' / '.join(fields)} missing or not strings",
+                                         item.raw))
                 continue
             found[record[key]] = values  # type: ignore[assignment]
         return found
@@ -162,29 +152,27 @@ class InfoSeekSource(SourceAdapter):
             load = read_wiki6m(self.kb, {link[0] for link in links.values()})
             entities, problems = load.entries, problems + load.problems
         yield from problems
-        for split in self.splits:
-            path = self.root / question_file(split)
-            for number, line in iter_lines(path):
-                locator = f"{path.name}:{number}"
+        for split, path in self.questions.items():
+            for item in jsonl_records(path):
+                if isinstance(item, Rejected):
+                    yield item
+                    continue
                 try:
-                    record = json.loads(line)
-                    if not isinstance(record, dict):
-                        raise ValueError(f"expected a JSON object, got {type(record).__name__}")
-                    yield self._sample(split, record, links, mapped, entities, locator)
+                    yield self._sample(split, item.record, links, mapped, entities)
                 except ImageRejected as exc:  # before ValueError: it is one
-                    yield Rejected(locator, str(exc), line.strip())
+                    yield Rejected(item.locator, str(exc), item.raw)
                 except (ValueError, KeyError) as exc:
-                    yield Rejected(locator, f"malformed record: {exc}", line.strip())
+                    yield Rejected(item.locator, f"malformed record: {exc}", item.raw)
 
     def _sample(self, split: Split, record: dict[str, Any], links: dict[str, tuple[str, ...]],
-                mapped: dict[str, str], entities: dict[str, Wiki6MEntity], locator: str) -> Sample:
+                mapped: dict[str, str], entities: dict[str, Wiki6MEntity]) -> Sample:
         for name in ("data_id", "image_id", "question"):
             if not isinstance(record.get(name), str) or not record[name].strip():
                 raise ValueError(f"missing field {name}")
         answers, ranges = _answers(record)
         image_id = record["image_id"]
         relative = mapped.get(image_id) or f"{image_id.removeprefix('oven_')[:2]}/{image_id}.jpg"
-        image = self.store.put_file(self.image_dir, relative)
+        image = self.store_file(self.image_dir, relative)
         meta: dict[str, Any] = {"split": split, "data_split": record.get("data_split"), "image_id": image_id}
         if ranges:
             meta["numeric_ranges"] = ranges

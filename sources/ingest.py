@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmcurate.core.ids import stable_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 from mmcurate.core.schema import QUARANTINE, SAMPLE
@@ -118,8 +119,6 @@ def root_fingerprint(root: Path | str, options: dict[str, Any] | None = None, de
     """A cheap identity of a source root: names, sizes and mtimes of files up to ``depth``
     folders deep (image folders with millions of files are below that), plus the options.
     An ingest is redone when it changes."""
-    from mmcurate.core.ids import stable_id
-
     root = Path(root).resolve()
     parts = [str(root), json.dumps(options or {}, sort_keys=True, default=str)]
     frontier = [(root, 0)]

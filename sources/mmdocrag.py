@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mmcurate.core.errors import ImageRejected, SourceError
-from mmcurate.core.images import resolve_inside
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, SourceAdapter, jsonl_records
 
 SPLITS = ("dev", "evaluation")
 
@@ -50,30 +49,24 @@ class MMDocRAGSource(SourceAdapter):
         super().__init__(*args, **kwargs)
         folder = self.root / "dataset" if (self.root / "dataset").is_dir() else self.root
         counts = ("15", "20") if self.options.quotes == "both" else (self.options.quotes,)
-        self.files = [folder / f"{split}_{n}.jsonl" for split in self.options.splits for n in counts]
-        missing = [f.name for f in self.files if not f.is_file()]
-        if missing:
-            raise SourceError(f"mmdocrag: {', '.join(missing)} missing under {folder}")
+        variants = [f"{split}_{n}" for split in self.options.splits for n in counts]
+        self.files = self.split_files(variants, variants, lambda variant: f"{variant}.jsonl", folder)
         self.image_dir = self.images if self.images is not None else self.root / "images"
         if not self.image_dir.is_dir():
             raise SourceError(f"mmdocrag: image folder {self.image_dir} not found (unzip images.zip there)")
 
     def source_files(self) -> list[Path]:
-        return list(self.files)
+        return list(self.files.values())
 
     def records(self) -> Iterator[Sample | Rejected]:
-        for path in self.files:
-            with open(path, encoding="utf-8", errors="surrogateescape") as handle:  # bad bytes: quarantined at ingest
-                for number, line in enumerate(handle, start=1):
-                    if line.strip():
-                        yield from self._line(path.stem, f"{path.name}:{number}", line.rstrip("\r\n"))
+        for variant, path in self.files.items():
+            for item in jsonl_records(path, "malformed JSON"):  # undecodable bytes: quarantined at ingest
+                if isinstance(item, Rejected):
+                    yield item
+                else:
+                    yield from self._question(variant, item.locator, item.record, item.raw)
 
-    def _line(self, stem: str, locator: str, line: str) -> Iterator[Sample | Rejected]:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield Rejected(locator, f"malformed JSON: {exc.msg}", line)
-            return
+    def _question(self, variant: str, locator: str, record: dict[str, Any], line: str) -> Iterator[Sample | Rejected]:
         problem = _shape_problem(record)
         if problem:
             yield Rejected(locator, problem, line)
@@ -104,7 +97,7 @@ class MMDocRAGSource(SourceAdapter):
         yield from dropped
         yield Sample(
             source=self.name,
-            source_id=f"{stem}:{record['q_id']}",
+            source_id=f"{variant}:{record['q_id']}",
             question=record["question"],
             answers=[record["answer_short"]],
             gold_contexts=[kept[g] for g in gold_ids],
@@ -143,25 +136,21 @@ class MMDocRAGSource(SourceAdapter):
         if not isinstance(img_path, str) or not img_path:
             raise QuoteError("image quote without img_path")
         relative = img_path.replace("\\", "/")
-        candidates = [relative]
-        if relative.startswith("images/"):
-            candidates.append(relative.removeprefix("images/"))
-        for candidate in candidates:
-            try:
-                path = resolve_inside(self.image_dir, candidate)
-                if path.is_file():
-                    return self.store.put(path.read_bytes())
-            except ImageRejected:
-                raise
-            except (OSError, ValueError) as exc:  # a NUL byte, a name too long for the file system
-                raise ImageRejected(f"unusable image path {img_path[:200]!r}: {type(exc).__name__}: {exc}"[:500]) from None
-        raise ImageRejected(f"image file missing: {img_path}")
+        if relative.startswith("images/") and not _is_file(self.image_dir / relative):
+            relative = relative.removeprefix("images/")
+        return self.store_file(self.image_dir, relative)
 
 
-def _shape_problem(record: Any) -> str | None:
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; False for a path the OS cannot even look up (a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _shape_problem(record: dict[str, Any]) -> str | None:
     """Why ``record`` is not an MMDocRAG question line, or None if it is one."""
-    if not isinstance(record, dict):
-        return f"line is a JSON {type(record).__name__}, not an object"
     for key in ("q_id", "doc_name", "question", "answer_short"):
         if record.get(key) in (None, ""):
             return f"missing {key}"

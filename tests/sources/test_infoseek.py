@@ -123,7 +123,7 @@ def test_options_and_unusable_roots(root: Path, tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="infoseek_test.jsonl"):
         ingest("infoseek", root, tmp_path / "b", options={"splits": ["test"]})
     (tmp_path / "empty").mkdir()
-    with pytest.raises(SourceError, match="no infoseek_"):
+    with pytest.raises(SourceError, match="none of infoseek_train.jsonl"):
         ingest("infoseek", tmp_path / "empty", tmp_path / "c")
 
 
