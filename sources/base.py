@@ -1,8 +1,17 @@
-"""What every raw-source adapter is: a reader that yields canonical samples or rejections.
+"""What every raw-source adapter is: a reader that yields located samples or rejections.
 
 An adapter never raises on one bad record: it yields ``Rejected`` with a locator and a
 reason, and the ingest writes it to quarantine. It raises ``SourceError`` only when the
 root as a whole is unusable (missing folder, no data files).
+
+Every record says where it was read: ``Located.locator`` for a sample (so a sample the
+ingest cannot store is quarantined at its place in the raw files), ``Rejected.locator``
+for a rejection. A locator is ``<file>:<line>`` in a line-based file (JSONL, NDJSON dumps,
+CSV, where a row is located at the line it ends on), ``<file>:<key>`` in a keyed one (a
+member of a JSON object, the row index in a Parquet shard or a hub dataset), or
+``<file>:char<N>`` where a one-object JSON file stops being readable at character N. A
+problem of a whole file (a dump month without its partner, an empty, corrupt or
+truncated stream) is located at the bare ``<file>``; its reason says after which line.
 
 The shared reading steps live here so every adapter does them one way: finding the
 file of each split (``split_files``), reading JSONL records with a ``file:line`` locator
@@ -18,6 +27,7 @@ import re
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar, NamedTuple
 
@@ -35,6 +45,14 @@ class AdapterOptions(BaseModel):
     """Options an adapter accepts; subclasses add fields. Unknown keys are an error."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Located:
+    """A sample and the locator of the raw record it was read from."""
+
+    locator: str
+    sample: Sample
 
 
 class JsonLine(NamedTuple):
@@ -119,8 +137,8 @@ class SourceAdapter(ABC):
             ) from None
 
     @abstractmethod
-    def records(self) -> Iterator[Sample | Rejected]:
-        """Yield one ``Sample`` or ``Rejected`` per raw record, streaming."""
+    def records(self) -> Iterator[Located | Rejected]:
+        """Yield one ``Located`` sample or ``Rejected`` per raw record, streaming."""
 
     @abstractmethod
     def source_files(self) -> list[Path]:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter
 from .kb_readers import EncyclopedicArticle, find_answer, iter_object_members, locate, read_encyclopedic_kb
 
 Split = Literal["train", "val", "test"]
@@ -109,7 +109,7 @@ class EncyclopedicVQASource(SourceAdapter):
                         inat.update(_multi(row.get("dataset_image_ids")))
         return urls, inat
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         urls, inat_ids = self._wanted()
         articles: dict[str, EncyclopedicArticle] = {}
         if self.kb is not None:
@@ -129,7 +129,7 @@ class EncyclopedicVQASource(SourceAdapter):
                     yield row
                     continue
                 try:
-                    yield self._sample(split, index, row, articles, inat)
+                    yield Located(locator, self._sample(split, index, row, articles, inat))
                 except (ValueError, ImageRejected) as exc:
                     yield Rejected(locator, str(exc), ",".join(row.values()))
 

@@ -22,7 +22,7 @@ from pydantic import Field
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter, jsonl_records
+from .base import AdapterOptions, Located, SourceAdapter, jsonl_records
 from .kb_readers import Wiki6MEntity, find_answer, locate, read_wiki6m, word_window
 
 Split = Literal["train", "val", "test", "human"]
@@ -137,7 +137,7 @@ class InfoSeekSource(SourceAdapter):
 
     # ----------------------------------------------------------------- records
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         data_ids, image_ids = self._wanted_ids()
         problems: list[Rejected] = []
         links: dict[str, tuple[str, ...]] = {}
@@ -158,7 +158,7 @@ class InfoSeekSource(SourceAdapter):
                     yield item
                     continue
                 try:
-                    yield self._sample(split, item.record, links, mapped, entities)
+                    yield Located(item.locator, self._sample(split, item.record, links, mapped, entities))
                 except ImageRejected as exc:  # before ValueError: it is one
                     yield Rejected(item.locator, str(exc), item.raw)
                 except (ValueError, KeyError) as exc:

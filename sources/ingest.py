@@ -14,6 +14,7 @@ from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.core.tables import AtomicParquetWriter
 
 from . import adapter_class
+from .base import Located
 
 Progress = Callable[[int, int], None]
 
@@ -52,7 +53,8 @@ def ingest(
     """Ingest ``root`` with the ``source`` adapter into ``out``.
 
     ``samples.parquet`` and ``quarantine.parquet`` appear only when the run completes; a
-    sample id seen twice is quarantined as a duplicate rather than written twice. Images go
+    sample id seen twice is quarantined as a duplicate rather than written twice, located
+    where its second copy was read. Images go
     to ``out/images`` unless a shared ``store`` is given (flows share one across sources).
     """
     out = Path(out)
@@ -65,16 +67,17 @@ def ingest(
         AtomicParquetWriter(out / "quarantine.parquet", QUARANTINE) as quarantine,
     ):
         for n, record in enumerate(adapter.records(), start=1):
-            if isinstance(record, Sample):
-                row, problem = _sample_row(record)
-                if problem is None and record.sample_id in seen:
+            if isinstance(record, Located):
+                sample = record.sample
+                row, problem = _sample_row(sample)
+                if problem is None and sample.sample_id in seen:
                     problem = "duplicate source_id"
                 if problem is None:
-                    seen.add(record.sample_id)
+                    seen.add(sample.sample_id)
                     samples.write(row)
                     kept += 1
                 else:
-                    record = Rejected(f"{source}:{record.source_id}", problem, record.source_id)
+                    record = Rejected(record.locator, problem, sample.source_id)
             if isinstance(record, Rejected):
                 quarantine.write(_storable(record.to_row(source)))
                 rejected += 1

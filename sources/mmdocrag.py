@@ -26,7 +26,7 @@ from typing import Any, Literal
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter, jsonl_records
+from .base import AdapterOptions, Located, SourceAdapter, jsonl_records
 
 SPLITS = ("dev", "evaluation")
 
@@ -58,7 +58,7 @@ class MMDocRAGSource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return list(self.files.values())
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         for variant, path in self.files.items():
             for item in jsonl_records(path, "malformed JSON"):  # undecodable bytes: quarantined at ingest
                 if isinstance(item, Rejected):
@@ -66,7 +66,7 @@ class MMDocRAGSource(SourceAdapter):
                 else:
                     yield from self._question(variant, item.locator, item.record, item.raw)
 
-    def _question(self, variant: str, locator: str, record: dict[str, Any], line: str) -> Iterator[Sample | Rejected]:
+    def _question(self, variant: str, locator: str, record: dict[str, Any], line: str) -> Iterator[Located | Rejected]:
         problem = _shape_problem(record)
         if problem:
             yield Rejected(locator, problem, line)
@@ -95,7 +95,7 @@ class MMDocRAGSource(SourceAdapter):
                 continue
             kept[quote_id] = context
         yield from dropped
-        yield Sample(
+        yield Located(locator, Sample(
             source=self.name,
             source_id=f"{variant}:{record['q_id']}",
             question=record["question"],
@@ -111,7 +111,7 @@ class MMDocRAGSource(SourceAdapter):
                 "answer_interleaved": record.get("answer_interleaved"),
                 "quote_ids": {q: c.context_id for q, c in kept.items()},
             },
-        )
+        ))
 
     def _context(self, doc_name: str, modality: str, quote: dict[str, Any]) -> Context:
         page, layout = quote.get("page_id"), quote.get("layout_id")

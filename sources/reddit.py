@@ -31,7 +31,7 @@ from mmcurate.annotation.sentences import split_sentences
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter
 from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, parse_object, read_blocks
 
 DUMP = re.compile(r"^R([SC])_(\d{4}-\d{2})\.zst$")
@@ -205,7 +205,7 @@ class RedditSource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return [path for pair in self._months.values() for path in pair.values()]
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         for month, pair in sorted(self._months.items()):
             if "S" not in pair or "C" not in pair:
                 present, missing = (pair["C"], "RS") if "C" in pair else (pair["S"], "RC")
@@ -286,7 +286,7 @@ class RedditSource(SourceAdapter):
             meta["post_permalink"] = post["permalink"]
         return Candidate(post_id, title, hashes, meta)
 
-    def _comments(self, path: Path, candidates: dict[bytes, Candidate]) -> Iterator[Sample | Rejected]:
+    def _comments(self, path: Path, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
         prefilter, skip = self.options.prefilter, len(LINK_KEY)
         for block in read_blocks(path, self.options.max_line_bytes, self.options.chunk_bytes):
             if isinstance(block, Rejected):
@@ -303,7 +303,7 @@ class RedditSource(SourceAdapter):
                 if line:
                     yield from self._comment(line, f"{path.name}:{number}", candidates)
 
-    def _comment(self, line: bytes, locator: str, candidates: dict[bytes, Candidate]) -> Iterator[Sample | Rejected]:
+    def _comment(self, line: bytes, locator: str, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
         comment = parse_object(locator, line)
         if isinstance(comment, Rejected):
             yield comment
@@ -316,7 +316,7 @@ class RedditSource(SourceAdapter):
         if post is not None:
             yield from self._answer(post, comment, locator)
 
-    def _answer(self, post: Candidate, comment: dict[str, Any], locator: str) -> Iterator[Sample | Rejected]:
+    def _answer(self, post: Candidate, comment: dict[str, Any], locator: str) -> Iterator[Located | Rejected]:
         comment_id, body = comment.get("id"), comment.get("body")
         if not isinstance(comment_id, str) or not comment_id or not isinstance(body, str):
             yield Rejected(locator, "comment without a string id and body", repr(comment)[:500])
@@ -330,7 +330,7 @@ class RedditSource(SourceAdapter):
         meta = {**post.meta, "comment_id": comment_id, "comment_score": comment.get("score")}
         if isinstance(comment.get("permalink"), str):
             meta["permalink"] = comment["permalink"]
-        yield Sample(self.name, f"{post.post_id}/{comment_id}", post.title, [body], list(post.images), meta=meta)
+        yield Located(locator, Sample(self.name, f"{post.post_id}/{comment_id}", post.title, [body], list(post.images), meta=meta))
 
 
 def _preview_url(post: dict[str, Any]) -> str | None:

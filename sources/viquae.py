@@ -21,7 +21,7 @@ from typing import Any, Literal
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter, jsonl_records
+from .base import AdapterOptions, Located, SourceAdapter, jsonl_records
 from .kb_readers import KiltArticle, find_answer, locate, read_kilt, title_key
 
 Split = Literal["train", "validation", "test"]
@@ -101,7 +101,7 @@ class ViQuAESource(SourceAdapter):
                     wanted.update(k for k in (entry["wikipedia_id"], entry["title"] and title_key(entry["title"])) if k)
         return wanted
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         articles: dict[str, KiltArticle] = {}
         if self.kb is not None:
             load = read_kilt(self.kb, self._wanted())
@@ -113,7 +113,7 @@ class ViQuAESource(SourceAdapter):
                     yield item
                     continue
                 try:
-                    yield self._sample(split, item.record, articles)
+                    yield Located(item.locator, self._sample(split, item.record, articles))
                 except ImageRejected as exc:  # before ValueError: it is one
                     yield Rejected(item.locator, str(exc), item.raw)
                 except ValueError as exc:

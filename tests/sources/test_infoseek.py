@@ -78,7 +78,7 @@ def test_quarantine_reasons_and_locators(result: IngestResult, rows, rejected) -
     bad = rejected(result)
     assert set(bad) == {
         "Wiki6M_ver_1_0.jsonl.gz:8", "infoseek_val.jsonl:11", "infoseek_val.jsonl:12", "infoseek_val.jsonl:13",
-        "infoseek_val.jsonl:14", "infoseek_val.jsonl:15", "infoseek_val.jsonl:17", "infoseek:infoseek_val_00000001",
+        "infoseek_val.jsonl:14", "infoseek_val.jsonl:15", "infoseek_val.jsonl:17", "infoseek_val.jsonl:16",
     }
     assert bad["Wiki6M_ver_1_0.jsonl.gz:8"].startswith("unreadable KB entry")
     assert bad["infoseek_val.jsonl:11"].startswith("malformed record: Unterminated string")
@@ -87,7 +87,7 @@ def test_quarantine_reasons_and_locators(result: IngestResult, rows, rejected) -
     assert bad["infoseek_val.jsonl:14"].startswith("undecodable image")
     assert bad["infoseek_val.jsonl:15"] == "image path '../../outside.jpg' escapes the source root"
     assert bad["infoseek_val.jsonl:17"].startswith("malformed record: answer_eval item")
-    assert bad["infoseek:infoseek_val_00000001"] == "duplicate source_id"
+    assert bad["infoseek_val.jsonl:16"] == "duplicate source_id"
     # the first of the duplicated ids is the one kept
     assert rows(result)["infoseek_val_00000001"]["answers"] == ["STS-93", "STS 93"]
 

@@ -18,6 +18,7 @@ from mmcurate.core.errors import ConfigError, SourceError
 from mmcurate.core.ids import sha256_file
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
+from mmcurate.sources.base import Located
 from mmcurate.sources.ingest import ingest
 from mmcurate.sources.reddit import (
     RedditOptions, RedditSource, answer_skip_reason, as_int, image_refs, is_question, is_survey,
@@ -72,7 +73,7 @@ def result(root: Path, tmp_path_factory: pytest.TempPathFactory):
 def run_adapter(root: Path, store_dir: Path, **options) -> tuple[RedditSource, list[Sample], list[Rejected]]:
     adapter = RedditSource(root, ImageStore(store_dir), options=options)
     records = list(adapter.records())
-    return (adapter, [r for r in records if isinstance(r, Sample)],
+    return (adapter, [r.sample for r in records if isinstance(r, Located)],
             [r for r in records if isinstance(r, Rejected)])
 
 
@@ -308,7 +309,7 @@ def test_images_option_points_elsewhere(root: Path, tmp_path: Path) -> None:
     for dump in root.glob("*.zst"):
         shutil.copy(dump, bare / dump.name)
     adapter = RedditSource(bare, ImageStore(tmp_path / "s"), images=moved)
-    assert sorted(r.source_id for r in adapter.records() if isinstance(r, Sample)) == EXPECTED_IDS
+    assert sorted(r.sample.source_id for r in adapter.records() if isinstance(r, Located)) == EXPECTED_IDS
 
 
 def test_parquet_round_trip_through_datasets_and_polars(result, tmp_path: Path) -> None:
