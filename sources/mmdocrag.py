@@ -15,10 +15,22 @@ maps each kept quote id to its context id, for resolving ``answer_interleaved``.
 the unzipped ``images.zip``); both ``images/x.jpg`` and ``x.jpg`` forms are accepted,
 paths escaping the folder are refused. An unusable gold quote quarantines the whole
 sample (it would lose gold); an unusable non-gold quote is dropped with a quarantine row.
+
+A copy whose quotes lack ``page_id``/``layout_id`` names an image quote's context by its
+image file and a text quote's by the question and quote id (``q<q_id>:text3``).
+``answer_short`` written as a Python list of scalars (``"['46', '27', '64']"``, a few
+percent of the published values) becomes several answers; any other text is one answer.
+
+Format facts relied on, and where they are published: file names, line counts and field
+types (``q_id`` int, ``answer_short`` string, quote ``page_id``/``layout_id`` int,
+``train.jsonl`` in OpenAI message format): MMDocRAG/MMDocRAG ``dataset/README.md``
+(commit 0bd6a1b). The exact ``img_path`` shape is not documented there.
 """
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +41,8 @@ from mmcurate.core.records import Context, Rejected, Sample
 from .base import AdapterOptions, Located, SourceAdapter, jsonl_records
 
 SPLITS = ("dev", "evaluation")
+# a flat Python list of quoted strings or numbers, as some answer_short values are written
+LIST_TEXT = re.compile(r"""\s*\[\s*(?:(?:'[^'\\]*'|"[^"\\]*"|-?\d+(?:\.\d+)?)\s*(?:,\s*|(?=\])))*\]\s*""")
 
 
 class MMDocRAGOptions(AdapterOptions):
@@ -83,10 +97,10 @@ class MMDocRAGSource(SourceAdapter):
         dropped: list[Rejected] = []
         for quote_id, (modality, quote) in quotes.items():
             try:
-                context = self._context(record["doc_name"], modality, quote)
+                context = self._context(record["doc_name"], record["q_id"], modality, quote)
                 clash = next((q for q, c in kept.items() if c.context_id == context.context_id), None)
                 if clash is not None:
-                    raise QuoteError(f"same page and layout as {clash}")
+                    raise QuoteError(f"same element as {clash} ({context.context_id})")
             except (QuoteError, ImageRejected) as exc:
                 if quote_id in gold_ids:
                     yield Rejected(locator, f"gold quote {quote_id} unusable: {exc}", line)
@@ -99,7 +113,7 @@ class MMDocRAGSource(SourceAdapter):
             source=self.name,
             source_id=f"{variant}:{record['q_id']}",
             question=record["question"],
-            answers=[record["answer_short"]],
+            answers=short_answers(record["answer_short"]),
             gold_contexts=[kept[g] for g in gold_ids],
             negative_contexts=[c for q, c in kept.items() if q not in gold_ids],
             meta={
@@ -113,11 +127,8 @@ class MMDocRAGSource(SourceAdapter):
             },
         ))
 
-    def _context(self, doc_name: str, modality: str, quote: dict[str, Any]) -> Context:
-        page, layout = quote.get("page_id"), quote.get("layout_id")
-        if page is None or layout is None:
-            raise QuoteError("quote without page_id or layout_id")
-        context_id = f"mmdocrag:{doc_name}:p{page}:l{layout}"
+    def _context(self, doc_name: str, q_id: Any, modality: str, quote: dict[str, Any]) -> Context:
+        context_id = f"mmdocrag:{doc_name}:{_element(q_id, modality, quote)}"
         if modality == "image":
             description = quote.get("img_description")
             return Context(
@@ -139,6 +150,34 @@ class MMDocRAGSource(SourceAdapter):
         if relative.startswith("images/") and not _is_file(self.image_dir / relative):
             relative = relative.removeprefix("images/")
         return self.store_file(self.image_dir, relative)
+
+
+def _element(q_id: Any, modality: str, quote: dict[str, Any]) -> str:
+    """What a quote quotes: its layout element ``p<page_id>:l<layout_id>``; in copies without
+    those, the image file (an identity across questions), else the quote id qualified by
+    the question (quote ids are numbered per question, so alone they identify nothing)."""
+    page, layout = quote.get("page_id"), quote.get("layout_id")
+    if page is not None and layout is not None:
+        return f"p{page}:l{layout}"
+    img_path = quote.get("img_path")
+    if modality == "image" and isinstance(img_path, str) and img_path:
+        return img_path.replace("\\", "/").removeprefix("images/")
+    return f"q{q_id}:{quote['quote_id']}"
+
+
+def short_answers(answer: str) -> list[str]:
+    """``answer_short`` as answers: a few percent of them are a Python list written as text
+    (``"['46', '27', '64']"``), which stands for several answers; any other text is one."""
+    if not LIST_TEXT.fullmatch(answer):
+        return [answer]
+    try:
+        value = ast.literal_eval(answer)  # a literal only: never evaluates code
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return [answer]
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        return [answer]
+    answers = list(dict.fromkeys(str(v).strip() for v in value if str(v).strip()))
+    return answers or [answer]
 
 
 def _is_file(path: Path) -> bool:
