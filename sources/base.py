@@ -128,6 +128,8 @@ class SourceAdapter(ABC):
         # a question), counted per reason for the funnel; errors go to quarantine instead
         self.skipped: Counter[str] = Counter()
         self.images = Path(images) if images is not None else None
+        if self.images is not None and not self.images.is_dir():
+            raise SourceError(f"{self.name}: image folder {self.images} is not a readable directory")
         try:
             self.options = self.Options(**(options or {}))
         except ValidationError as exc:

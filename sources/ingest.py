@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import stable_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
@@ -58,6 +59,10 @@ def ingest(
     to ``out/images`` unless a shared ``store`` is given (flows share one across sources).
     """
     out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file where the folder should be, no permission
+        raise MmcurateError(f"cannot use {out} as the output folder: {exc.strerror or exc}") from None
     store = store or ImageStore(out / "images")
     adapter = adapter_class(source)(root, store, images=images, options=options)
     seen: set[str] = set()
