@@ -5,6 +5,12 @@ title is a question and not a survey; an answer is a top-level comment by a real
 with more than 50 words and at least 3 sentences. Posts that fail a rule are not errors:
 they are counted in ``skipped`` (comments in ``comments_skipped``) for the funnel report.
 
+Two dump layouts are read, each as pairs of a submissions and a comments file joined by
+``link_id``: the monthly dumps ``RS_YYYY-MM.zst`` / ``RC_YYYY-MM.zst`` and the per-subreddit
+dumps ``<subreddit>_submissions.zst`` / ``<subreddit>_comments.zst`` (one subreddit's whole
+history; a post's ``month`` then comes from its ``created_utc``). Flags are read through
+``flag``: some dump generations write booleans and nulls as text (``"false"``, ``"null"``).
+
 Memory stays flat in dump size: each month streams ``RS_<month>.zst`` once keeping only the
 candidate posts (title, image hashes, metadata), then streams ``RC_<month>.zst`` joining by
 ``link_id``. Lines that cannot concern a candidate are skipped by substring tests before
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import html
 import re
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,7 +41,9 @@ from mmcurate.core.records import Rejected, Sample
 from .base import AdapterOptions, Located, SourceAdapter
 from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, parse_object, read_blocks
 
-DUMP = re.compile(r"^R([SC])_(\d{4}-\d{2})\.zst$")
+MONTHLY = re.compile(r"^R([SC])_(\d{4}-\d{2})\.zst$")
+PER_SUBREDDIT = re.compile(r"^(\w+)_(submissions|comments)\.zst$")
+FALSE_TEXT = frozenset({"", "null", "none", "false", "0"})  # flags some dump generations write as text
 LINK_KEY = b'"link_id":"t3_'
 _ASCII_WORD = re.compile(rb"[A-Za-z]+")
 MIME_EXT = {"jpg": "jpg", "jpeg": "jpg", "png": "png", "webp": "webp"}
@@ -61,6 +70,50 @@ class RedditOptions(AdapterOptions):
 class ImageRef:
     name: str  # file name under the images folder
     url: str
+
+
+@dataclass(frozen=True)
+class DumpPair:
+    """The submissions and comments files that are joined together: one month of the
+    monthly dumps, or one subreddit's whole history in the per-subreddit dumps."""
+
+    key: str  # "2023-01" or "r/<subreddit>"
+    submissions: Path | None
+    comments: Path | None
+    month: str | None  # a monthly pair's month; per-subreddit posts take theirs from created_utc
+
+    @property
+    def files(self) -> list[Path]:
+        return [p for p in (self.submissions, self.comments) if p is not None]
+
+    def partner_name(self) -> str:
+        """The name of the file this pair lacks."""
+        if self.month is not None:
+            return f"R{'C' if self.comments is None else 'S'}_{self.month}.zst"
+        return f"{self.key.removeprefix('r/')}_{'comments' if self.comments is None else 'submissions'}.zst"
+
+
+def dump_pairs(root: Path) -> list[DumpPair]:
+    """The dump pairs under ``root`` in a fixed order: months, then subreddits, each sorted."""
+    monthly: dict[str, dict[str, Path]] = {}
+    per_subreddit: dict[str, dict[str, Path]] = {}
+    for path in sorted(root.iterdir()):
+        if not path.is_file():
+            continue
+        if match := MONTHLY.match(path.name):
+            monthly.setdefault(match[2], {})["S" if match[1] == "S" else "C"] = path
+        elif match := PER_SUBREDDIT.match(path.name):
+            per_subreddit.setdefault(match[1], {})["S" if match[2] == "submissions" else "C"] = path
+    pairs = [DumpPair(month, f.get("S"), f.get("C"), month) for month, f in sorted(monthly.items())]
+    return pairs + [DumpPair(f"r/{name}", f.get("S"), f.get("C"), None) for name, f in sorted(per_subreddit.items())]
+
+
+def flag(value: Any) -> bool:
+    """A Reddit flag however the dump wrote it: true/false/null as JSON or as text
+    (``"false"``, ``"null"``), numbers, or a category string (``removed_by_category``)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in FALSE_TEXT
+    return bool(value)
 
 
 @dataclass
@@ -124,7 +177,7 @@ def image_refs(post: dict[str, Any], opts: RedditOptions) -> list[ImageRef]:
             parts = urlsplit("")
         if parts.hostname in opts.image_hosts and parts.path.lower().endswith(tuple(opts.image_extensions)):
             return [ImageRef(unquote(parts.path.rsplit("/", 1)[-1]), url)]
-    if post.get("is_gallery") is not True or not isinstance(post.get("media_metadata"), dict):
+    if not flag(post.get("is_gallery")) or not isinstance(post.get("media_metadata"), dict):
         return []
     metadata: dict[str, Any] = post["media_metadata"]
     gallery = post.get("gallery_data")
@@ -147,7 +200,7 @@ def post_skip_reason(post: dict[str, Any], title: str, opts: RedditOptions) -> s
         return "not_question"
     if is_survey(title, opts.survey_phrases):
         return "survey"
-    if post.get("removed_by_category"):
+    if flag(post.get("removed_by_category")):
         return "removed"
     return None
 
@@ -190,33 +243,26 @@ class RedditSource(SourceAdapter):
         if not self.images.is_dir():
             raise SourceError(f"reddit: image folder {self.images} is not a readable directory")
         self.comments_skipped: Counter[str] = Counter()  # comments on candidates, by reason
-        self._months = self._pair_months()
-
-    def _pair_months(self) -> dict[str, dict[str, Path]]:
-        months: dict[str, dict[str, Path]] = {}
-        for path in sorted(self.root.iterdir()):
-            match = DUMP.match(path.name)
-            if match and path.is_file():
-                months.setdefault(match[2], {})[match[1]] = path
-        if not months:
-            raise SourceError(f"reddit: no RS_YYYY-MM.zst or RC_YYYY-MM.zst files under {self.root}")
-        return months
+        self.pairs = dump_pairs(self.root)
+        if not self.pairs:
+            raise SourceError(f"reddit: no RS_YYYY-MM.zst/RC_YYYY-MM.zst or <subreddit>_submissions.zst/"
+                              f"<subreddit>_comments.zst files under {self.root}")
 
     def source_files(self) -> list[Path]:
-        return [path for pair in self._months.values() for path in pair.values()]
+        return [path for pair in self.pairs for path in pair.files]
 
     def records(self) -> Iterator[Located | Rejected]:
-        for month, pair in sorted(self._months.items()):
-            if "S" not in pair or "C" not in pair:
-                present, missing = (pair["C"], "RS") if "C" in pair else (pair["S"], "RC")
-                yield Rejected(present.name, f"no {missing}_{month}.zst beside it: month cannot be joined")
+        for pair in self.pairs:
+            if pair.submissions is None or pair.comments is None:
+                what = "month" if pair.month else "subreddit"
+                yield Rejected(pair.files[0].name, f"no {pair.partner_name()} beside it: {what} cannot be joined")
                 continue
             candidates: dict[bytes, Candidate] = {}
-            yield from self._submissions(pair["S"], month, candidates)
-            yield from self._comments(pair["C"], candidates)
+            yield from self._submissions(pair.submissions, pair.month, candidates)
+            yield from self._comments(pair.comments, candidates)
             self.skipped["no_qualifying_comment"] += sum(not c.answered for c in candidates.values())
 
-    def _submissions(self, path: Path, month: str, candidates: dict[bytes, Candidate]) -> Iterator[Rejected]:
+    def _submissions(self, path: Path, month: str | None, candidates: dict[bytes, Candidate]) -> Iterator[Rejected]:
         markers = (*(h.encode() for h in self.options.image_hosts), b'"is_gallery"')
         prefilter, words = self.options.prefilter, self.options.question_words
         for block in read_blocks(path, self.options.max_line_bytes, self.options.chunk_bytes):
@@ -250,7 +296,7 @@ class RedditSource(SourceAdapter):
                 else:
                     self.skipped[outcome] += 1
 
-    def _candidate(self, post: dict[str, Any] | Rejected, locator: str, month: str) -> Candidate | Rejected | str:
+    def _candidate(self, post: dict[str, Any] | Rejected, locator: str, month: str | None) -> Candidate | Rejected | str:
         """A candidate, a rejection, or the reason the post is skipped."""
         if isinstance(post, Rejected):
             return post
@@ -274,10 +320,14 @@ class RedditSource(SourceAdapter):
             created = as_int(post.get("created_utc"))
         except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 parses as inf
             return Rejected(locator, f"post {post_id}: created_utc {post.get('created_utc')!r} is not a number")
+        try:
+            month = month or time.strftime("%Y-%m", time.gmtime(created))
+        except (OverflowError, OSError, ValueError):
+            return Rejected(locator, f"post {post_id}: created_utc {created} is not a time")
         meta = {
             "subreddit": post.get("subreddit"), "post_id": post_id, "created_utc": created,
             "post_score": post.get("score"), "num_comments": post.get("num_comments"),
-            "image_urls": [ref.url for ref in refs], "over_18": bool(post.get("over_18")), "month": month,
+            "image_urls": [ref.url for ref in refs], "over_18": flag(post.get("over_18")), "month": month,
         }
         preview = _preview_url(post)
         if preview:

@@ -21,7 +21,7 @@ from mmcurate.core.records import Rejected, Sample
 from mmcurate.sources.base import Located
 from mmcurate.sources.ingest import ingest
 from mmcurate.sources.reddit import (
-    RedditOptions, RedditSource, answer_skip_reason, as_int, image_refs, is_question, is_survey,
+    RedditOptions, RedditSource, answer_skip_reason, as_int, flag, image_refs, is_question, is_survey,
     post_skip_reason, raw_title_rules_out_question,
 )
 
@@ -293,7 +293,7 @@ def test_month_without_partner_and_unusable_roots(root: Path, tmp_path: Path) ->
     ]
     empty = tmp_path / "empty"
     (empty / "images").mkdir(parents=True)
-    with pytest.raises(SourceError, match="no RS_YYYY-MM.zst or RC_YYYY-MM.zst files"):
+    with pytest.raises(SourceError, match="no RS_YYYY-MM.zst/RC_YYYY-MM.zst or <subreddit>_submissions.zst"):
         RedditSource(empty, ImageStore(tmp_path / "s"))
     with pytest.raises(SourceError, match="image folder .* is not a readable directory"):
         RedditSource(root, ImageStore(tmp_path / "s"), images=tmp_path / "nowhere")
@@ -340,3 +340,45 @@ def test_cli_ingest(root: Path, tmp_path: Path) -> None:
     assert missing.returncode == 2
     assert missing.stderr.strip().count("\n") == 0
     assert missing.stderr.startswith("mmcurate: error: reddit: source root") and "not a readable directory" in missing.stderr
+
+
+@pytest.mark.parametrize("value, expected", [
+    (True, True), (False, False), (None, False), ("true", True), ("True", True), ("false", False),
+    ("null", False), ("None", False), ("", False), ("0", False), (0, False), (1, True), ("moderator", True),
+    ("deleted", True),
+])
+def test_flags_written_as_text_read_like_json(value, expected: bool) -> None:
+    assert flag(value) is expected
+
+
+def test_text_null_is_not_removed() -> None:
+    assert post_skip_reason({"removed_by_category": "null"}, "What is this?", OPTS) is None
+    assert post_skip_reason({"removed_by_category": "moderator"}, "What is this?", OPTS) == "removed"
+    gallery = {"is_gallery": "true", "media_metadata": {"a": {"e": "Image", "m": "image/png", "s": {"u": "u"}}}}
+    assert [r.name for r in image_refs(gallery, OPTS)] == ["a.png"]
+    assert image_refs({**gallery, "is_gallery": "false"}, OPTS) == []
+
+
+def _dump(path: Path, records: list[dict]) -> None:
+    path.write_bytes(zstandard.ZstdCompressor().compress(b"".join(json.dumps(r).encode() + b"\n" for r in records)))
+
+
+def test_per_subreddit_dumps_with_flags_as_text(root: Path, tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(root / "images", raw / "images")
+    posts = [{"id": "p1", "title": "What breed is this orange tabby cat?", "url": "https://i.redd.it/10a003img.jpg",
+              "created_utc": "1388534400", "over_18": "false", "removed_by_category": "null", "subreddit": "cats"},
+             {"id": "p2", "title": "Why is this cat so fluffy?", "url": "https://i.redd.it/10a003img.jpg",
+              "created_utc": 1388534500, "over_18": "true", "removed_by_category": "moderator"}]
+    comments = [{"id": f"c{p}", "link_id": f"t3_{p}", "parent_id": f"t3_{p}", "author": "someone", "body": LONG}
+                for p in ("p1", "p2")]
+    _dump(raw / "cats_submissions.zst", posts)
+    _dump(raw / "cats_comments.zst", comments)
+    _dump(raw / "dogs_submissions.zst", posts)
+    adapter, samples, rejected = run_adapter(raw, tmp_path / "s")
+    assert [p.key for p in adapter.pairs] == ["r/cats", "r/dogs"]
+    assert [s.source_id for s in samples] == ["p1/cp1"]
+    assert samples[0].meta["over_18"] is False and samples[0].meta["month"] == "2014-01"
+    assert adapter.skipped["removed"] == 1
+    assert [(r.locator, r.reason) for r in rejected] == [
+        ("dogs_submissions.zst", "no dogs_comments.zst beside it: subreddit cannot be joined")]
