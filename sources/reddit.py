@@ -25,7 +25,8 @@ import html
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import compress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -36,15 +37,20 @@ from pydantic import Field
 
 from mmcurate.annotation.sentences import split_sentences
 from mmcurate.core.errors import ImageRejected, SourceError
+from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter
-from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, parse_object, read_blocks
+from .ingest import IngestResult, ingest
+from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, Chunk, parse_object, read_chunks
 
 MONTHLY = re.compile(r"^R([SC])_(\d{4}-\d{2})\.zst$")
 PER_SUBREDDIT = re.compile(r"^(\w+)_(submissions|comments)\.zst$")
 FALSE_TEXT = frozenset({"", "null", "none", "false", "0"})  # flags some dump generations write as text
-LINK_KEY = b'"link_id":"t3_'
+# a comment's link to its post: the first such key of a line, up to its closing quote (the
+# regex then runs to the end of the line, so a chunk yields one match per linked line)
+LINK_ID = re.compile(rb'k_id":"t3_(\w+)"')
+LINK_LINE = re.compile(rb'k_id":"t3_(\w+)"[^\n]*\n')
 _ASCII_WORD = re.compile(rb"[A-Za-z]+")
 MIME_EXT = {"jpg": "jpg", "jpeg": "jpg", "png": "png", "webp": "webp"}
 
@@ -64,6 +70,7 @@ class RedditOptions(AdapterOptions):
     max_line_bytes: int = DEFAULT_MAX_LINE
     chunk_bytes: int = DEFAULT_CHUNK
     prefilter: bool = True  # False parses (and so validates) every line: slower
+    pairs: list[str] | None = None  # keys of the dump pairs to read ("2023-01", "r/pics"); None: all
 
 
 @dataclass(frozen=True)
@@ -231,6 +238,33 @@ def as_int(value: Any) -> int:
         return int(float(value))
 
 
+# --- scanning whole chunks --------------------------------------------------------------
+
+def marked_lines(data: bytes, markers: Sequence[bytes]) -> list[int]:
+    """Offsets, in order, where the lines of ``data`` holding any of ``markers`` start."""
+    starts: set[int] = set()
+    for marker in markers:
+        at = data.find(marker)
+        while at >= 0:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            at = data.find(marker, data.index(b"\n", at) + 1)
+    return sorted(starts)
+
+
+def empty_lines(data: bytes) -> int:
+    """How many lines of ``data`` (complete lines) are empty."""
+    if b"\n\n" not in data and not data.startswith(b"\n"):
+        return 0
+    return data.split(b"\n").count(b"") - 1
+
+
+def _line_start(data: bytes, start: int, lines: int) -> int:
+    """The offset of the line ``lines`` lines after the one starting at ``start``."""
+    for _ in range(lines):
+        start = data.index(b"\n", start) + 1
+    return start
+
+
 # --- adapter -----------------------------------------------------------------------------
 
 class RedditSource(SourceAdapter):
@@ -243,10 +277,17 @@ class RedditSource(SourceAdapter):
         if not self.images.is_dir():
             raise SourceError(f"reddit: image folder {self.images} is not a readable directory")
         self.comments_skipped: Counter[str] = Counter()  # comments on candidates, by reason
+        self._markers = (*(h.encode() for h in self.options.image_hosts), b'"is_gallery"')
         self.pairs = dump_pairs(self.root)
         if not self.pairs:
             raise SourceError(f"reddit: no RS_YYYY-MM.zst/RC_YYYY-MM.zst or <subreddit>_submissions.zst/"
                               f"<subreddit>_comments.zst files under {self.root}")
+        if self.options.pairs is not None:
+            known = {pair.key: pair for pair in self.pairs}
+            unknown = [key for key in self.options.pairs if key not in known]
+            if unknown:
+                raise SourceError(f"reddit: no dump pair {', '.join(unknown)} under {self.root}")
+            self.pairs = [known[key] for key in dict.fromkeys(self.options.pairs)]
 
     def source_files(self) -> list[Path]:
         return [path for pair in self.pairs for path in pair.files]
@@ -263,26 +304,11 @@ class RedditSource(SourceAdapter):
             self.skipped["no_qualifying_comment"] += sum(not c.answered for c in candidates.values())
 
     def _submissions(self, path: Path, month: str | None, candidates: dict[bytes, Candidate]) -> Iterator[Rejected]:
-        markers = (*(h.encode() for h in self.options.image_hosts), b'"is_gallery"')
-        prefilter, words = self.options.prefilter, self.options.question_words
-        for block in read_blocks(path, self.options.max_line_bytes, self.options.chunk_bytes):
-            if isinstance(block, Rejected):
-                yield block
+        for chunk in read_chunks(path, self.options.max_line_bytes, self.options.chunk_bytes):
+            if isinstance(chunk, Rejected):
+                yield chunk
                 continue
-            first, lines = block
-            for number, line in enumerate(lines, first):
-                if not line:
-                    continue
-                if prefilter:  # most posts: decided from the raw line, never parsed
-                    for marker in markers:
-                        if marker in line:
-                            break
-                    else:
-                        self.skipped["no_image"] += 1
-                        continue
-                    if raw_title_rules_out_question(line, words):
-                        self.skipped["not_question"] += 1
-                        continue
+            for number, line in self._post_lines(chunk):
                 locator = f"{path.name}:{number}"
                 outcome = self._candidate(parse_object(locator, line), locator, month)
                 if isinstance(outcome, Candidate):
@@ -295,6 +321,27 @@ class RedditSource(SourceAdapter):
                     yield outcome
                 else:
                     self.skipped[outcome] += 1
+
+    def _post_lines(self, chunk: Chunk) -> Iterator[tuple[int, bytes]]:
+        """``(number, line)`` of the chunk's posts that must be parsed; the others are
+        counted under the rule their raw line already fails."""
+        data = chunk.data
+        if not self.options.prefilter:
+            yield from ((n, line) for n, line in enumerate(data.split(b"\n")[:-1], chunk.first) if line)
+            return
+        starts = marked_lines(data, self._markers)
+        unmarked = chunk.lines - len(starts) - empty_lines(data)
+        if unmarked:
+            self.skipped["no_image"] += unmarked
+        number, counted = chunk.first, 0
+        for start in starts:
+            number += data.count(b"\n", counted, start)
+            counted = start
+            line = data[start:data.index(b"\n", start)]
+            if raw_title_rules_out_question(line, self.options.question_words):
+                self.skipped["not_question"] += 1
+            else:
+                yield number, line
 
     def _candidate(self, post: dict[str, Any] | Rejected, locator: str, month: str | None) -> Candidate | Rejected | str:
         """A candidate, a rejection, or the reason the post is skipped."""
@@ -337,21 +384,35 @@ class RedditSource(SourceAdapter):
         return Candidate(post_id, title, hashes, meta)
 
     def _comments(self, path: Path, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
-        prefilter, skip = self.options.prefilter, len(LINK_KEY)
-        for block in read_blocks(path, self.options.max_line_bytes, self.options.chunk_bytes):
-            if isinstance(block, Rejected):
-                yield block
+        for chunk in read_chunks(path, self.options.max_line_bytes, self.options.chunk_bytes):
+            if isinstance(chunk, Rejected):
+                yield chunk
                 continue
-            first, lines = block
-            for number, line in enumerate(lines, first):
-                if prefilter:  # the common case: a comment on some other post, never parsed
-                    start = line.find(LINK_KEY)
-                    if start >= 0:
-                        start += skip
-                        if line[start:line.find(b'"', start)] not in candidates:
-                            continue
-                if line:
-                    yield from self._comment(line, f"{path.name}:{number}", candidates)
+            for number, line in self._comment_lines(chunk, candidates):
+                yield from self._comment(line, f"{path.name}:{number}", candidates)
+
+    def _comment_lines(self, chunk: Chunk, candidates: dict[bytes, Candidate]) -> Iterator[tuple[int, bytes]]:
+        """``(number, line)`` of the chunk's comments that must be parsed: those whose first
+        ``k_id":"t3_<id>"`` names a candidate post, and those with no such link at all."""
+        data, prefilter = chunk.data, self.options.prefilter
+        ids = LINK_LINE.findall(data) if prefilter else []
+        if len(ids) != chunk.lines:  # some line has no link (or no prefilter): line by line
+            for number, line in enumerate(data.split(b"\n")[:-1], chunk.first):
+                if line and not (prefilter and (link := LINK_ID.search(line)) and link[1] not in candidates):
+                    yield number, line
+            return
+        if candidates.keys().isdisjoint(ids):  # the common case: nothing here is parsed
+            return
+        number, offset = chunk.first, 0  # the line after the last one yielded, and where it starts
+        for index in compress(range(len(ids)), map(candidates.__contains__, ids)):
+            target = chunk.first + index
+            found = data.find(b'k_id":"t3_' + ids[index] + b'"', offset)
+            start = data.rfind(b"\n", offset, found) + 1 or offset
+            if data.count(b"\n", offset, start) != target - number:  # the id also sits in a line before
+                start = _line_start(data, offset, target - number)
+            end = data.index(b"\n", start)
+            yield target, data[start:end]
+            number, offset = target + 1, end + 1
 
     def _comment(self, line: bytes, locator: str, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
         comment = parse_object(locator, line)
@@ -381,6 +442,20 @@ class RedditSource(SourceAdapter):
         if isinstance(comment.get("permalink"), str):
             meta["permalink"] = comment["permalink"]
         yield Located(locator, Sample(self.name, f"{post.post_id}/{comment_id}", post.title, [body], list(post.images), meta=meta))
+
+
+def ingest_pair(
+    root: Path | str,
+    key: str,
+    out: Path | str,
+    images: Path | str | None = None,
+    options: dict[str, Any] | None = None,
+    store: ImageStore | None = None,
+) -> IngestResult:
+    """Ingest one dump pair of ``root`` (a month ``"2023-01"`` or a subreddit ``"r/pics"``,
+    see ``dump_pairs``) into its own folder ``out``: the unit to run in parallel. Merge the
+    results with ``merge_ingests`` in ``dump_pairs`` order."""
+    return ingest("reddit", root, out, images=images, options={**(options or {}), "pairs": [key]}, store=store)
 
 
 def _preview_url(post: dict[str, Any]) -> str | None:

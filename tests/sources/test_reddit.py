@@ -19,9 +19,9 @@ from mmcurate.core.ids import sha256_file
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 from mmcurate.sources.base import Located
-from mmcurate.sources.ingest import ingest
+from mmcurate.sources.ingest import ingest, merge_ingests
 from mmcurate.sources.reddit import (
-    RedditOptions, RedditSource, answer_skip_reason, as_int, flag, image_refs, is_question, is_survey,
+    RedditOptions, RedditSource, answer_skip_reason, as_int, flag, image_refs, ingest_pair, is_question, is_survey,
     post_skip_reason, raw_title_rules_out_question,
 )
 
@@ -382,3 +382,27 @@ def test_per_subreddit_dumps_with_flags_as_text(root: Path, tmp_path: Path) -> N
     assert adapter.skipped["removed"] == 1
     assert [(r.locator, r.reason) for r in rejected] == [
         ("dogs_submissions.zst", "no dogs_comments.zst beside it: subreddit cannot be joined")]
+
+
+def test_months_ingested_apart_and_merged_equal_one_ingest(root: Path, result, tmp_path: Path) -> None:
+    parts = [ingest_pair(root, key, tmp_path / key) for key in ("2023-01", "2023-02")]
+    assert [p.source_files for p in parts] == [[str(root / "RS_2023-01.zst"), str(root / "RC_2023-01.zst")],
+                                               [str(root / "RS_2023-02.zst"), str(root / "RC_2023-02.zst")]]
+    merged = merge_ingests(parts, tmp_path / "merged")
+    again = merge_ingests(parts, tmp_path / "again")
+    for name in ("samples.parquet", "quarantine.parquet", "locators.parquet"):
+        assert (merged.out / name).read_bytes() == (result.out / name).read_bytes() == (again.out / name).read_bytes()
+    assert (merged.samples, merged.quarantined, merged.skipped) == (result.samples, result.quarantined, result.skipped)
+    assert sorted(p.name for p in merged.images_dir.rglob("*.*")) == sorted(p.name for p in result.images_dir.rglob("*.*"))
+    assert json.loads((merged.out / "ingest.json").read_text())["samples"] == len(EXPECTED_IDS)
+
+
+def test_merge_quarantines_a_sample_repeated_across_parts(root: Path, tmp_path: Path) -> None:
+    first, second = (ingest_pair(root, "2023-02", tmp_path / name) for name in ("a", "b"))
+    merged = merge_ingests([first, second], tmp_path / "merged")
+    rows = pl.read_parquet(merged.quarantine_path).select("locator", "reason", "raw").rows()
+    assert rows == [("RC_2023-02.zst", "truncated zstd stream after line 1", None)] * 2 + [
+        ("RC_2023-02.zst:1", "duplicate source_id", "10e001/n1")]
+    assert (merged.samples, merged.quarantined, merged.skipped) == (1, 3, {"no_qualifying_comment": 2})
+    with pytest.raises(SourceError, match="no dump pair 2023-03"):
+        ingest_pair(root, "2023-03", tmp_path / "c")

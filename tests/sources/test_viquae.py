@@ -78,8 +78,9 @@ def test_images_and_meta(root: Path, result: IngestResult, rows) -> None:
 
 
 def test_image_folder_override(root: Path, tmp_path: Path, rejected) -> None:
+    (tmp_path / "elsewhere").mkdir()
     out = ingest("viquae", root, tmp_path / "out", images=tmp_path / "elsewhere", options={"splits": ["train"]})
-    # 4 missing images; the KB's cut line names no article the train split wants, so it is not read
+    # 4 images not in the folder given; the KB's cut line names no article the train split wants, so it is not read
     assert out.samples == 0 and out.quarantined == 4
     assert set(rejected(out).values()) >= {"image file missing: 512px-Pagoda.jpg"}
 
