@@ -52,6 +52,7 @@ FALSE_TEXT = frozenset({"", "null", "none", "false", "0"})  # flags some dump ge
 LINK_ID = re.compile(rb'k_id":"t3_(\w+)"')
 LINK_LINE = re.compile(rb'k_id":"t3_(\w+)"[^\n]*\n')
 _ASCII_WORD = re.compile(rb"[A-Za-z]+")
+TITLE_KEY = b'"title":"'
 MIME_EXT = {"jpg": "jpg", "jpeg": "jpg", "png": "png", "webp": "webp"}
 
 
@@ -157,15 +158,20 @@ def raw_title_rules_out_question(line: bytes, words: list[str]) -> bool:
     with a plain ASCII word; anything else (entities, escapes, non-ASCII) is left to
     the full parse, so the test never rules out a post the full rules would keep.
     """
-    key = b'"title":"'
-    start = line.find(key)
-    if start < 0 or line.find(key, start + 1) >= 0:
+    start = line.find(TITLE_KEY)
+    if start < 0 or line.find(TITLE_KEY, start + 1) >= 0:
         return False
-    head = line[start + len(key):start + len(key) + 24].lstrip(b" ")
+    head = line[start + len(TITLE_KEY):start + len(TITLE_KEY) + 24].lstrip(b" ")
     word = _ASCII_WORD.match(head)
     if word is None or word.end() == len(head):  # no word, or it may run on past the slice
         return False
-    return _opening(tuple(words)).match(word.group().decode()) is None
+    return word.group().lower() not in _raw_words(tuple(words))
+
+
+@lru_cache(maxsize=8)
+def _raw_words(words: tuple[str, ...]) -> frozenset[bytes]:
+    """The question words as lowercase bytes (a whole ASCII word is compared with them)."""
+    return frozenset(w.lower().encode() for w in words)
 
 
 def is_survey(title: str, phrases: list[str]) -> bool:
@@ -240,29 +246,16 @@ def as_int(value: Any) -> int:
 
 # --- scanning whole chunks --------------------------------------------------------------
 
-def marked_lines(data: bytes, markers: Sequence[bytes]) -> list[int]:
-    """Offsets, in order, where the lines of ``data`` holding any of ``markers`` start."""
-    starts: set[int] = set()
+def marked_lines(chunk: Chunk, markers: Sequence[bytes]) -> list[int]:
+    """Where, in order, the chunk's lines holding any of ``markers`` start in its data."""
+    data, start, end = chunk.data, chunk.start, chunk.end
+    found: set[int] = set()
     for marker in markers:
-        at = data.find(marker)
+        at = data.find(marker, start, end)
         while at >= 0:
-            starts.add(data.rfind(b"\n", 0, at) + 1)
-            at = data.find(marker, data.index(b"\n", at) + 1)
-    return sorted(starts)
-
-
-def empty_lines(data: bytes) -> int:
-    """How many lines of ``data`` (complete lines) are empty."""
-    if b"\n\n" not in data and not data.startswith(b"\n"):
-        return 0
-    return data.split(b"\n").count(b"") - 1
-
-
-def _line_start(data: bytes, start: int, lines: int) -> int:
-    """The offset of the line ``lines`` lines after the one starting at ``start``."""
-    for _ in range(lines):
-        start = data.index(b"\n", start) + 1
-    return start
+            found.add(data.rfind(b"\n", start, at) + 1 or start)
+            at = data.find(marker, data.index(b"\n", at) + 1, end)
+    return sorted(found)
 
 
 # --- adapter -----------------------------------------------------------------------------
@@ -325,23 +318,20 @@ class RedditSource(SourceAdapter):
     def _post_lines(self, chunk: Chunk) -> Iterator[tuple[int, bytes]]:
         """``(number, line)`` of the chunk's posts that must be parsed; the others are
         counted under the rule their raw line already fails."""
-        data = chunk.data
         if not self.options.prefilter:
-            yield from ((n, line) for n, line in enumerate(data.split(b"\n")[:-1], chunk.first) if line)
+            yield from ((chunk.first + i, line) for i in range(chunk.lines) if (line := chunk.line(i)))
             return
-        starts = marked_lines(data, self._markers)
-        unmarked = chunk.lines - len(starts) - empty_lines(data)
+        marked = marked_lines(chunk, self._markers)
+        unmarked = chunk.lines - len(marked) - chunk.empty_lines()
         if unmarked:
             self.skipped["no_image"] += unmarked
-        number, counted = chunk.first, 0
-        for start in starts:
-            number += data.count(b"\n", counted, start)
-            counted = start
+        data, words = chunk.data, self.options.question_words
+        for start in marked:
             line = data[start:data.index(b"\n", start)]
-            if raw_title_rules_out_question(line, self.options.question_words):
+            if raw_title_rules_out_question(line, words):
                 self.skipped["not_question"] += 1
             else:
-                yield number, line
+                yield chunk.first + chunk.index_at(start), line
 
     def _candidate(self, post: dict[str, Any] | Rejected, locator: str, month: str | None) -> Candidate | Rejected | str:
         """A candidate, a rejection, or the reason the post is skipped."""
@@ -394,25 +384,17 @@ class RedditSource(SourceAdapter):
     def _comment_lines(self, chunk: Chunk, candidates: dict[bytes, Candidate]) -> Iterator[tuple[int, bytes]]:
         """``(number, line)`` of the chunk's comments that must be parsed: those whose first
         ``k_id":"t3_<id>"`` names a candidate post, and those with no such link at all."""
-        data, prefilter = chunk.data, self.options.prefilter
-        ids = LINK_LINE.findall(data) if prefilter else []
+        prefilter = self.options.prefilter
+        ids = LINK_LINE.findall(chunk.data, chunk.start, chunk.end) if prefilter else []
         if len(ids) != chunk.lines:  # some line has no link (or no prefilter): line by line
-            for number, line in enumerate(data.split(b"\n")[:-1], chunk.first):
+            for index in range(chunk.lines):
+                line = chunk.line(index)
                 if line and not (prefilter and (link := LINK_ID.search(line)) and link[1] not in candidates):
-                    yield number, line
+                    yield chunk.first + index, line
             return
-        if candidates.keys().isdisjoint(ids):  # the common case: nothing here is parsed
-            return
-        number, offset = chunk.first, 0  # the line after the last one yielded, and where it starts
-        for index in compress(range(len(ids)), map(candidates.__contains__, ids)):
-            target = chunk.first + index
-            found = data.find(b'k_id":"t3_' + ids[index] + b'"', offset)
-            start = data.rfind(b"\n", offset, found) + 1 or offset
-            if data.count(b"\n", offset, start) != target - number:  # the id also sits in a line before
-                start = _line_start(data, offset, target - number)
-            end = data.index(b"\n", start)
-            yield target, data[start:end]
-            number, offset = target + 1, end + 1
+        if not candidates.keys().isdisjoint(ids):  # else, the common case, nothing here is parsed
+            for index in compress(range(len(ids)), map(candidates.__contains__, ids)):
+                yield chunk.first + index, chunk.line(index)
 
     def _comment(self, line: bytes, locator: str, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
         comment = parse_object(locator, line)

@@ -9,7 +9,7 @@ import pytest
 import zstandard
 
 from mmcurate.core.records import Rejected
-from mmcurate.sources.zst import Chunk, parse_object, read_chunks
+from mmcurate.sources.zst import parse_object, read_chunks
 
 
 def write(path: Path, data: bytes, *, frames: int = 1) -> Path:
@@ -30,7 +30,7 @@ def read_lines(path: Path, **kwargs) -> list:
         if isinstance(chunk, Rejected):
             out.append(chunk)
         else:
-            lines = chunk.data.split(b"\n")
+            lines = chunk.text().split(b"\n")
             assert lines.pop() == b"" and len(lines) == chunk.lines
             out += [(n, line) for n, line in enumerate(lines, chunk.first) if line]
     return out
@@ -117,10 +117,11 @@ def test_parse_object() -> None:
 
 def test_read_chunks_keep_positions(tmp_path: Path) -> None:
     path = write(tmp_path / "RC.zst", b'{"a":1}\n\n' + b"z" * 50 + b'\n{"a":2}\n' + b"y" * 21 + b"\n" + b"x" * 20)
-    chunks = list(read_chunks(path, max_line_bytes=20))
-    assert chunks == [Chunk(1, b'{"a":1}\n\n', 2), Rejected("RC.zst:3", "line longer than 20 bytes (50)", "z" * 50),
-                      Chunk(4, b'{"a":2}\n', 1), Rejected("RC.zst:5", "line longer than 20 bytes (21)", "y" * 21),
-                      Chunk(6, b"x" * 20 + b"\n", 1)]
+    chunks = [c if isinstance(c, Rejected) else (c.first, c.text(), c.lines, c.empty_lines())
+              for c in read_chunks(path, max_line_bytes=20)]
+    assert chunks == [(1, b'{"a":1}\n\n', 2, 1), Rejected("RC.zst:3", "line longer than 20 bytes (50)", "z" * 50),
+                      (4, b'{"a":2}\n', 1, 0), Rejected("RC.zst:5", "line longer than 20 bytes (21)", "y" * 21),
+                      (6, b"x" * 20 + b"\n", 1, 0)]
 
 
 @pytest.mark.parametrize("limit", [1, 5, 8, 9, 40])
