@@ -230,8 +230,12 @@ def same_outputs(a: Path, b: Path) -> bool:
 
 
 def _warm_worker() -> None:
+    """Import and load once per worker what every month needs, so months time the work."""
+    import pyarrow.parquet  # noqa: F401
+    from PIL import PngImagePlugin  # noqa: F401
+
     from mmcurate.annotation.sentences import split_sentences
-    from mmcurate.sources.reddit import ingest_pair  # noqa: F401  (import once, not per month)
+    from mmcurate.sources.reddit import ingest_pair  # noqa: F401
 
     split_sentences("Warm up. The punkt model loads once.")
 

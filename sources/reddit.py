@@ -11,13 +11,38 @@ dumps ``<subreddit>_submissions.zst`` / ``<subreddit>_comments.zst`` (one subred
 history; a post's ``month`` then comes from its ``created_utc``). Flags are read through
 ``flag``: some dump generations write booleans and nulls as text (``"false"``, ``"null"``).
 
-Memory stays flat in dump size: each month streams ``RS_<month>.zst`` once keeping only the
-candidate posts (title, image hashes, metadata), then streams ``RC_<month>.zst`` joining by
-``link_id``. Lines that cannot concern a candidate are skipped by substring tests before
-any JSON parsing (``prefilter``): a post line naming neither an image host nor a gallery,
-or whose raw title plainly opens with a non-question word; a comment line whose
-``link_id`` is not a candidate. Such lines are not validated, and a skipped post is counted
-under the rule its raw line already fails (``prefilter=False`` parses and checks everything).
+Memory stays flat in dump size: each pair streams its submissions once keeping only the
+candidate posts (title, image hashes, metadata), then streams its comments joining by
+``link_id``. Dumps are read in chunks of complete lines (``zst.read_chunks``) that are
+searched whole, never split into lines (``prefilter``, on by default):
+
+- posts: only lines holding an image-host marker or ``"is_gallery"`` (``bytes.find`` over
+  the chunk) are looked at; of those, a line whose raw title plainly opens with a
+  non-question word is counted as ``not_question`` unparsed, the rest are parsed. Every
+  other non-empty line is counted as ``no_image`` without being touched;
+- comments: one regex over the chunk takes each line's first ``k_id":"t3_<id>"``; a
+  chunk naming no candidate is dropped whole, otherwise only the lines of candidate
+  posts are parsed, plus every line without such a link (a broken line is quarantined).
+
+Lines skipped this way are not validated (``prefilter=False`` parses and checks every
+line); a skipped post is counted under the rule its raw line already fails. Lines are
+parsed with orjson, falling back to ``json`` for what only it accepts (``NaN``, huge
+integers, lone surrogates), so results and reasons are those of ``json``. A month is the
+unit of parallel work: ``ingest_pair`` ingests one pair into its own folder and
+``sources.ingest.merge_ingests`` joins the folders in ``dump_pairs`` order. Comments are
+joined within their pair only: in monthly dumps, answers written in the month after their
+post (posts of a month's last days) are not seen.
+
+Format facts relied on, and where they are published (besides shared/SOURCES.md):
+
+- per-subreddit files are named ``<subreddit>_submissions.zst`` / ``<subreddit>_comments.zst``
+  (Watchful1/PushshiftDumps ``scripts/filter_file.py``: ``subreddits/formula1_submissions.zst``,
+  ``redditdev_comments.zst``; the "top 40k subreddits as individual files" torrents are listed
+  in Watchful1/PushshiftDumps issue #30), and hold the same objects as the monthly files;
+- ``link_id`` is the fullname of the comment's submission and ``parent_id`` is the
+  submission's for a top-level comment (same ``filter_file.py``, its field notes);
+- flags written as text (``"false"``, ``"null"``) are not documented in a published schema:
+  they are read tolerantly because some dump generations have them.
 """
 from __future__ import annotations
 
