@@ -1,21 +1,25 @@
-"""Reddit ingest benchmark: throughput against bare decompression, and flat memory.
+"""Reddit ingest benchmark: throughput against bare decompression, memory, months in parallel.
 
-Writes a synthetic pushshift month (submissions + comments, >= 200 MB of NDJSON, mostly
-posts that are not candidates, a few image questions with long answers) and the same at
-4x size, then prints, from this one run:
+Writes synthetic pushshift months (submissions + comments NDJSON, mostly posts that are
+not candidates, a few image questions with long answers) and prints, from this one run:
 
-  (a) ingest MB/s of uncompressed NDJSON divided by zstd stream_reader MB/s over the
-      same files (goal >= 0.5);
-  (b) peak RSS of the ingest at 1x and 4x, each in a fresh subprocess (goal < 400 MB and
-      not growing with size).
+  (a) ingest MB/s of uncompressed NDJSON divided by single-stream zstd MB/s over the same
+      files, at 1x and 4x size (goal >= 0.5 at 4x), for today's reader and for the
+      reference reader (the adapter as of commit REFERENCE, loaded from git history);
+  (b) peak RSS of the ingest at 1x and 4x, each in a fresh subprocess (goal < 400 MB, flat);
+  (c) whether samples.parquet and quarantine.parquet are byte-identical to the reference's;
+  (d) the speed-up of 2 worker processes over 1 ingesting the same months (ingest_pair per
+      month, then merge_ingests), and whether the merged output equals one ingest.
 
-    python bench/ingest_reddit.py [--mb 200] [--keep DIR]
+    python bench/ingest_reddit.py [--mb 200] [--months 4] [--keep DIR]
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
+import multiprocessing
 import os
 import random
 import subprocess
@@ -25,6 +29,11 @@ import time
 from pathlib import Path
 
 import zstandard
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = "5cf30db330f066c8da4c8b33a2f01505f96701be"  # the reader before whole-chunk scanning
+REFERENCE_FILES = ("__init__.py", "base.py", "zst.py", "reddit.py", "ingest.py")
 
 WORDS = ("the a of to and in is it that for on with as was this at by be from or an are not have but "
          "camera lens moon crater coin bronze silver cat tabby bird feather rocket engine coffee milk "
@@ -40,9 +49,9 @@ def _text(rng: random.Random, sentences: int, words: int) -> str:
     return " ".join(" ".join(rng.choices(WORDS, k=words)).capitalize() + "." for _ in range(sentences))
 
 
-def _submission(rng: random.Random, n: int, t: int) -> tuple[dict, str]:
+def _submission(rng: random.Random, n: int, t: int, prefix: str) -> tuple[dict, str]:
     """A post and its kind: self, link, image, survey, gallery or candidate."""
-    post_id = f"b{n:07x}"
+    post_id = f"{prefix}{n:07x}"
     roll = rng.random()
     kind = ("candidate" if roll < CANDIDATE_SHARE else "gallery" if roll < 0.03 else "survey" if roll < 0.05
             else "image" if roll < 0.22 else "link" if roll < 0.55 else "self")
@@ -83,8 +92,8 @@ def _submission(rng: random.Random, n: int, t: int) -> tuple[dict, str]:
     return post, kind
 
 
-def _comment(rng: random.Random, n: int, post_id: str, body: str, t: int, reply: bool = False) -> dict:
-    comment_id = f"c{n:08x}"
+def _comment(rng: random.Random, n: int, post_id: str, body: str, t: int, prefix: str, reply: bool = False) -> dict:
+    comment_id = f"{prefix}c{n:08x}"
     return {
         "all_awardings": [], "archived": False, "associated_award": None, "author": f"user{rng.randrange(10**6)}",
         "author_flair_background_color": None, "author_flair_css_class": None, "author_flair_richtext": [],
@@ -94,7 +103,7 @@ def _comment(rng: random.Random, n: int, post_id: str, body: str, t: int, reply:
         "collapsed_reason": None, "comment_type": None, "controversiality": 0, "created_utc": t,
         "distinguished": None, "edited": False, "gilded": 0, "gildings": {}, "id": comment_id, "is_submitter": False,
         "link_id": f"t3_{post_id}", "locked": False, "name": f"t1_{comment_id}", "no_follow": True,
-        "parent_id": f"t1_c{rng.randrange(n + 1):08x}" if reply else f"t3_{post_id}",
+        "parent_id": f"t1_{prefix}c{rng.randrange(n + 1):08x}" if reply else f"t3_{post_id}",
         "permalink": f"/r/pics/comments/{post_id}/_/{comment_id}/", "retrieved_on": t + 600, "score": rng.randrange(90),
         "send_replies": True, "stickied": False, "subreddit": "pics", "subreddit_id": "t5_2qh0u",
         "subreddit_name_prefixed": "r/pics", "subreddit_type": "public", "top_awarded_type": None,
@@ -103,8 +112,6 @@ def _comment(rng: random.Random, n: int, post_id: str, body: str, t: int, reply:
 
 
 def _png(seed: int) -> bytes:
-    from PIL import Image
-
     rng = random.Random(seed)
     img = Image.new("RGB", (48, 48), tuple(rng.randrange(256) for _ in range(3)))
     buf = io.BytesIO()
@@ -112,20 +119,23 @@ def _png(seed: int) -> bytes:
     return buf.getvalue()
 
 
-def generate(root: Path, target_mb: float, seed: int = 0) -> int:
-    """Write RS_/RC_2023-01.zst and images/ under ``root``; return uncompressed bytes."""
+def generate(root: Path, target_mb: float, seed: int = 0, month: str = "2023-01") -> int:
+    """Write RS_/RC_<month>.zst and their images under ``root``; return uncompressed bytes.
+    Ids carry the seed, so months generated with different seeds share none."""
     rng = random.Random(seed)
+    prefix = f"s{seed}"
     images = root / "images"
-    images.mkdir(parents=True)
+    images.mkdir(parents=True, exist_ok=True)
     pool = [_png(i) for i in range(16)]
     cctx = zstandard.ZstdCompressor(level=3, threads=2)
-    total, n_post, n_comment, t = 0, 0, 0, 1672531200
+    total, n_post, n_comment = 0, 0, 0
+    t = int(time.mktime(time.strptime(month + "-01", "%Y-%m-%d")))
     rs_target = target_mb * 1e6 * 0.35
     post_ids: list[str] = []
     candidates: list[str] = []
-    with open(root / "RS_2023-01.zst", "wb") as fh, cctx.stream_writer(fh) as out:
+    with open(root / f"RS_{month}.zst", "wb") as fh, cctx.stream_writer(fh) as out:
         while total < rs_target:
-            post, kind = _submission(rng, n_post, t)
+            post, kind = _submission(rng, n_post, t, prefix)
             line = json.dumps(post, separators=(",", ":")).encode() + b"\n"
             out.write(line)
             total += len(line)
@@ -139,7 +149,7 @@ def generate(root: Path, target_mb: float, seed: int = 0) -> int:
     chatter = [_text(rng, rng.randint(1, 3), rng.randint(4, 25)) for _ in range(4096)]
     due = {post_id: 3 for post_id in candidates}  # each candidate: long answer, short one, reply
     rc_target = target_mb * 1e6
-    with open(root / "RC_2023-01.zst", "wb") as fh, cctx.stream_writer(fh) as out:
+    with open(root / f"RC_{month}.zst", "wb") as fh, cctx.stream_writer(fh) as out:
         while total < rc_target or due:
             if due and rng.random() < 0.01:
                 post_id = next(iter(due))
@@ -147,9 +157,9 @@ def generate(root: Path, target_mb: float, seed: int = 0) -> int:
                 if left:
                     due[post_id] = left
                 body = answers[n_comment % len(answers)] if left == 2 else rng.choice(chatter)
-                comment = _comment(rng, n_comment, post_id, body, t, reply=left == 0)
+                comment = _comment(rng, n_comment, post_id, body, t, prefix, reply=left == 0)
             else:
-                comment = _comment(rng, n_comment, rng.choice(post_ids), rng.choice(chatter), t,
+                comment = _comment(rng, n_comment, rng.choice(post_ids), rng.choice(chatter), t, prefix,
                                    reply=rng.random() < 0.6)
             line = json.dumps(comment, separators=(",", ":")).encode() + b"\n"
             out.write(line)
@@ -170,9 +180,29 @@ def raw_decompress_seconds(root: Path) -> float:
     return time.perf_counter() - start
 
 
+def reference_package(work: Path) -> Path | None:
+    """The adapter package as of REFERENCE, written under ``work`` as ``ref_sources``;
+    None when git history is not at hand."""
+    package = work / "ref" / "ref_sources"
+    package.mkdir(parents=True, exist_ok=True)
+    for name in REFERENCE_FILES:
+        shown = subprocess.run(["git", "-C", str(REPO), "show", f"{REFERENCE}:sources/{name}"],
+                               capture_output=True, check=False)
+        if shown.returncode != 0:
+            return None
+        # the sentence splitter has moved since; the reference imports it from its new home
+        (package / name).write_bytes(shown.stdout.replace(b"mmcurate.annotation.sentences", b"mmcurate.core.text"))
+    return package.parent
+
+
 CHILD = """
 import json, resource, sys, time
-from mmcurate.sources.ingest import ingest
+reference = sys.argv[3]
+if reference:
+    sys.path.insert(0, reference)
+    from ref_sources.ingest import ingest
+else:
+    from mmcurate.sources.ingest import ingest
 from mmcurate.core.text import split_sentences
 split_sentences("Warm up. The punkt model loads once.")  # model load is not dump throughput
 start = time.perf_counter()
@@ -183,22 +213,69 @@ print(json.dumps({"seconds": seconds, "samples": result.samples, "quarantined": 
 """
 
 
-def run_ingest(root: Path, out: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", CHILD, str(root), str(out)], capture_output=True, text=True,
-                          check=False, env={**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+def run_ingest(root: Path, out: Path, reference: Path | None = None) -> dict:
+    done = subprocess.run([sys.executable, "-c", CHILD, str(root), str(out), str(reference or "")],
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
     if done.returncode != 0:
         sys.exit(f"ingest subprocess failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def same_outputs(a: Path, b: Path) -> bool:
+    return all(digest(a / name) == digest(b / name) for name in ("samples.parquet", "quarantine.parquet"))
+
+
+def _warm_worker() -> None:
+    """Import and load once per worker what every month needs, so months time the work."""
+    import pyarrow.parquet  # noqa: F401
+    from PIL import PngImagePlugin  # noqa: F401
+
+    from mmcurate.annotation.sentences import split_sentences
+    from mmcurate.sources.reddit import ingest_pair  # noqa: F401
+
+    split_sentences("Warm up. The punkt model loads once.")
+
+
+def _ready(_: int) -> int:
+    time.sleep(0.5)  # every worker takes one: all are started and warm before timing
+    return os.getpid()
+
+
+def _month_job(job: tuple[str, str, str]) -> str:
+    from mmcurate.sources.reddit import ingest_pair
+
+    root, key, out = job
+    return str(ingest_pair(root, key, out).out)
+
+
+def months_in_parallel(root: Path, keys: list[str], work: Path, workers: int) -> tuple[float, Path]:
+    """Wall seconds of ingesting every month with ``workers`` processes, and the merged output."""
+    from mmcurate.sources.ingest import load_ingest, merge_ingests
+
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=_warm_worker) as pool:
+        pool.map(_ready, range(workers), chunksize=1)
+        start = time.perf_counter()
+        outs = pool.map(_month_job, [(str(root), key, str(work / f"w{workers}" / key)) for key in keys], chunksize=1)
+        seconds = time.perf_counter() - start
+    merged = merge_ingests([load_ingest(out) for out in outs], work / f"w{workers}" / "merged")
+    return seconds, merged.out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=200.0, help="uncompressed MB of the 1x dump")
+    parser.add_argument("--months", type=int, default=4, help="months for the parallel run, each --mb/2 MB")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_reddit_") as tmp:
         work = args.keep or Path(tmp)
-        rows = []
+        reference = reference_package(work)
+        rows = {}
         for scale in (1, 4):
             root = work / f"x{scale}"
             t0 = time.perf_counter()
@@ -208,16 +285,40 @@ def main() -> None:
             raw = min(raw_decompress_seconds(root) for _ in range(2))
             stats = run_ingest(root, work / f"out{scale}")
             mb = size / 1e6
-            rows.append((scale, mb, raw, stats))
+            rows[scale] = (raw, stats)
             print(f"{scale}x: {mb:.0f} MB NDJSON ({packed / 1e6:.0f} MB zstd, generated in {made:.0f} s); "
                   f"{stats['samples']} samples, {stats['quarantined']} quarantined")
             print(f"    decompress only {mb / raw:.0f} MB/s; ingest {mb / stats['seconds']:.0f} MB/s; "
                   f"ratio {raw / stats['seconds']:.2f}; peak RSS {stats['maxrss_kb'] / 1024:.0f} MB")
-        (_, _, raw1, s1), (_, _, raw4, s4) = rows
+            if reference is not None:
+                ref = run_ingest(root, work / f"ref{scale}", reference)
+                same = same_outputs(work / f"out{scale}", work / f"ref{scale}")
+                rows[scale] += (ref, same)
+                print(f"    reference reader ({REFERENCE[:7]}): ingest {mb / ref['seconds']:.0f} MB/s; "
+                      f"ratio {raw / ref['seconds']:.2f}; peak RSS {ref['maxrss_kb'] / 1024:.0f} MB; "
+                      f"samples.parquet and quarantine.parquet {'identical' if same else 'DIFFER'}")
+        (raw1, s1, *ref1), (raw4, s4, *ref4) = rows[1], rows[4]
         print(f"(a) ingest/decompress throughput ratio: {raw1 / s1['seconds']:.2f} at 1x, "
-              f"{raw4 / s4['seconds']:.2f} at 4x (goal >= 0.5)")
+              f"{raw4 / s4['seconds']:.2f} at 4x (goal >= 0.5)"
+              + (f"; reference reader {raw1 / ref1[0]['seconds']:.2f} at 1x, {raw4 / ref4[0]['seconds']:.2f} at 4x"
+                 if reference is not None else ""))
         print(f"(b) peak RSS: {s1['maxrss_kb'] / 1024:.0f} MB at 1x, {s4['maxrss_kb'] / 1024:.0f} MB at 4x "
               f"(goal < 400 MB, flat)")
+        if reference is not None:
+            print(f"(c) outputs byte-identical to the reference reader: 1x {ref1[1]}, 4x {ref4[1]}")
+        else:
+            print("(c) no git history here: the reference reader was not run")
+
+        root = work / "months"
+        keys = [f"2022-{m:02d}" for m in range(1, args.months + 1)]
+        size = sum(generate(root, args.mb / 2, seed=10 + i, month=key) for i, key in enumerate(keys))
+        one, merged_one = months_in_parallel(root, keys, work, 1)
+        two, merged_two = months_in_parallel(root, keys, work, 2)
+        whole = run_ingest(root, work / "months_whole")
+        same = same_outputs(merged_one, merged_two) and same_outputs(merged_one, work / "months_whole")
+        print(f"(d) {args.months} months, {size / 1e6:.0f} MB NDJSON: 1 worker {one:.1f} s, 2 workers {two:.1f} s, "
+              f"speed-up {one / two:.2f}x; merged outputs identical to each other and to one ingest "
+              f"({whole['seconds']:.1f} s): {same}")
 
 
 if __name__ == "__main__":

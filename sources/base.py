@@ -1,28 +1,112 @@
-"""What every raw-source adapter is: a reader that yields canonical samples or rejections.
+"""What every raw-source adapter is: a reader that yields located samples or rejections.
 
 An adapter never raises on one bad record: it yields ``Rejected`` with a locator and a
 reason, and the ingest writes it to quarantine. It raises ``SourceError`` only when the
 root as a whole is unusable (missing folder, no data files).
+
+Every record says where it was read: ``Located.locator`` for a sample (so a sample the
+ingest cannot store is quarantined at its place in the raw files), ``Rejected.locator``
+for a rejection. A locator is ``<file>:<line>`` in a line-based file (JSONL, NDJSON dumps,
+CSV, where a row is located at the line it ends on), ``<file>:<key>`` in a keyed one (a
+member of a JSON object, the row index in a Parquet shard or a hub dataset), or
+``<file>:char<N>`` where a one-object JSON file stops being readable at character N. A
+problem of a whole file (a dump month without its partner, an empty, corrupt or
+truncated stream) is located at the bare ``<file>``; its reason says after which line.
+
+The shared reading steps live here so every adapter does them one way: finding the
+file of each split (``split_files``), reading JSONL records with a ``file:line`` locator
+(``jsonl_records``) and storing images with reasons that read the same in every run
+(``store_bytes`` / ``store_file``).
 """
 from __future__ import annotations
 
+import gzip
+import json
+import os
+import re
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mmcurate.core.errors import ConfigError, SourceError
+from mmcurate.core.errors import ConfigError, ImageRejected, SourceError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
+# Pillow names a stream it cannot identify by its repr, ``<_io.BytesIO object at 0x7f...>``,
+# whose address changes from run to run
+_OBJECT_REPR = re.compile(r" ?<[^<>]* at 0x[0-9a-fA-F]+>")
 
 
 class AdapterOptions(BaseModel):
     """Options an adapter accepts; subclasses add fields. Unknown keys are an error."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Located:
+    """A sample and the locator of the raw record it was read from."""
+
+    locator: str
+    sample: Sample
+
+
+class JsonLine(NamedTuple):
+    """One JSON object read from a JSONL file."""
+
+    locator: str  # "<file>:<line>"
+    record: dict[str, Any]
+    raw: str  # the line as read, for quarantine
+
+
+def open_text(path: Path) -> IO[str]:
+    """Open a UTF-8 text file (a leading BOM is dropped), transparently gunzipping ``*.gz``.
+
+    Invalid UTF-8 never stops a read: such bytes decode to lone surrogates, so the line
+    still parses and the record holding them is quarantined when it is stored.
+    """
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="surrogateescape")
+    return open(path, encoding="utf-8-sig", errors="surrogateescape")
+
+
+def jsonl_records(
+    path: Path, what: str = "malformed record", keep: Callable[[str], bool] | None = None
+) -> Iterator[JsonLine | Rejected]:
+    """Every non-blank line of a (gzipped) JSONL file as a JSON object, or a rejection
+    ``"<what>: <why>"`` located at its ``file:line``.
+
+    ``keep`` is a cheap test of the raw line: lines it refuses are neither parsed nor
+    reported (a knowledge base read for a few ids skips the rest this way).
+    """
+    with open_text(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            line, raw = line.rstrip("\r\n"), line.strip()
+            if not raw or (keep is not None and not keep(line)):
+                continue
+            locator = f"{path.name}:{number}"
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                yield Rejected(locator, f"{what}: {exc}", raw)
+                continue
+            if isinstance(record, dict):
+                yield JsonLine(locator, record, raw)
+            else:
+                yield Rejected(locator, f"{what}: expected a JSON object, got {type(record).__name__}", raw)
+
+
+def stable_reason(text: str, folder: Path | None = None) -> str:
+    """``text`` without what differs between two runs over the same data: object reprs
+    with a memory address, and the absolute path of ``folder`` (paths become relative)."""
+    text = _OBJECT_REPR.sub("", text)
+    if folder is not None:
+        text = text.replace(str(Path(folder).resolve()) + os.sep, "")
+    return text
 
 
 class SourceAdapter(ABC):
@@ -44,6 +128,8 @@ class SourceAdapter(ABC):
         # a question), counted per reason for the funnel; errors go to quarantine instead
         self.skipped: Counter[str] = Counter()
         self.images = Path(images) if images is not None else None
+        if self.images is not None and not self.images.is_dir():
+            raise SourceError(f"{self.name}: image folder {self.images} is not a readable directory")
         try:
             self.options = self.Options(**(options or {}))
         except ValidationError as exc:
@@ -53,8 +139,8 @@ class SourceAdapter(ABC):
             ) from None
 
     @abstractmethod
-    def records(self) -> Iterator[Sample | Rejected]:
-        """Yield one ``Sample`` or ``Rejected`` per raw record, streaming."""
+    def records(self) -> Iterator[Located | Rejected]:
+        """Yield one ``Located`` sample or ``Rejected`` per raw record, streaming."""
 
     @abstractmethod
     def source_files(self) -> list[Path]:
@@ -67,3 +153,40 @@ class SourceAdapter(ABC):
             if path.is_file():
                 return path
         raise SourceError(f"{self.name}: none of {', '.join(candidates)} found under {self.root}")
+
+    def split_files(
+        self,
+        chosen: Sequence[str] | None,
+        known: Sequence[str],
+        filename: Callable[[str], str],
+        folder: Path | None = None,
+    ) -> dict[str, Path]:
+        """The file of each split, in order: of every ``chosen`` split (each must exist),
+        or with ``chosen`` None of every ``known`` split whose file is present (one at least)."""
+        folder = folder or self.root
+        if chosen is None:
+            found = {s: folder / filename(s) for s in known if (folder / filename(s)).is_file()}
+            if not found:
+                names = ", ".join(filename(s) for s in known)
+                raise SourceError(f"{self.name}: none of {names} found under {folder}")
+            return found
+        paths = {s: folder / filename(s) for s in dict.fromkeys(chosen)}
+        missing = [path.name for path in paths.values() if not path.is_file()]
+        if missing:
+            raise SourceError(f"{self.name}: {', '.join(missing)} missing under {folder}")
+        return paths
+
+    def store_bytes(self, data: bytes) -> str:
+        """Put image bytes in the store; ImageRejected with a reason stable across runs."""
+        try:
+            return self.store.put(data)
+        except ImageRejected as exc:
+            raise ImageRejected(stable_reason(str(exc))) from None
+
+    def store_file(self, folder: Path, relative: str) -> str:
+        """Put the image at ``relative`` under ``folder`` in the store (never a path outside
+        ``folder``); ImageRejected with a reason stable across runs."""
+        try:
+            return self.store.put_file(folder, relative)
+        except ImageRejected as exc:
+            raise ImageRejected(stable_reason(str(exc), folder)) from None

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from mmcurate.core.errors import ImageRejected, SourceError
+from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter
 from .kb_readers import EncyclopedicArticle, find_answer, iter_object_members, locate, read_encyclopedic_kb
 
 Split = Literal["train", "val", "test"]
@@ -64,25 +64,17 @@ class EncyclopedicVQASource(SourceAdapter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         opts = self.options
-        if opts.splits is None:
-            self.splits = [s for s in SPLITS if (self.root / f"{s}.csv").is_file()]
-            if not self.splits:
-                raise SourceError(f"evqa: none of train.csv, val.csv, test.csv found under {self.root}")
-        else:
-            self.splits = list(dict.fromkeys(opts.splits))
-            for split in self.splits:
-                self.require(f"{split}.csv")
+        self.tables = self.split_files(opts.splits, SPLITS, lambda split: f"{split}.csv")
         self.kb = locate(self.name, self.root, opts.kb, (KB_NAME,), "kb")
         self.inat_map = locate(self.name, self.root, opts.inat_map, (INAT_MAP_NAME,), "inat_map")
         self.image_dir = self.images or self.root
 
     def source_files(self) -> list[Path]:
-        files = [self.root / f"{s}.csv" for s in self.splits]
+        files = list(self.tables.values())
         return files + [p for p in (self.kb, self.inat_map) if p is not None]
 
-    def _rows(self, split: Split) -> Iterator[tuple[int, str, dict[str, Any] | Rejected]]:
+    def _rows(self, path: Path) -> Iterator[tuple[int, str, dict[str, Any] | Rejected]]:
         """``(row index, locator, row or rejection)``; the locator's line is where the row ends."""
-        path = self.root / f"{split}.csv"
         with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:  # bad bytes: quarantined at ingest
             reader = csv.DictReader(handle)
             index = 0
@@ -109,15 +101,15 @@ class EncyclopedicVQASource(SourceAdapter):
     def _wanted(self) -> tuple[set[str], set[str]]:
         urls: set[str] = set()
         inat: set[str] = set()
-        for split in self.splits:
-            for _, _, row in self._rows(split):
+        for path in self.tables.values():
+            for _, _, row in self._rows(path):
                 if isinstance(row, dict):
                     urls.update(_multi(row.get("wikipedia_url")))
                     if (row.get("dataset_name") or "").strip().lower() == "inaturalist":
                         inat.update(_multi(row.get("dataset_image_ids")))
         return urls, inat
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         urls, inat_ids = self._wanted()
         articles: dict[str, EncyclopedicArticle] = {}
         if self.kb is not None:
@@ -131,13 +123,13 @@ class EncyclopedicVQASource(SourceAdapter):
                     inat[image_id] = path
                 else:
                     yield Rejected(f"{self.inat_map.name}:{image_id}", "image path is not a string", repr(path))
-        for split in self.splits:
-            for index, locator, row in self._rows(split):
+        for split, path in self.tables.items():
+            for index, locator, row in self._rows(path):
                 if isinstance(row, Rejected):
                     yield row
                     continue
                 try:
-                    yield self._sample(split, index, row, articles, inat)
+                    yield Located(locator, self._sample(split, index, row, articles, inat))
                 except (ValueError, ImageRejected) as exc:
                     yield Rejected(locator, str(exc), ",".join(row.values()))
 
@@ -171,7 +163,7 @@ class EncyclopedicVQASource(SourceAdapter):
         missing: list[dict[str, str]] = []
         for image_id in image_ids:
             try:
-                images.append(self.store.put_file(self.image_dir, self._image_path(dataset, image_id, inat)))
+                images.append(self.store_file(self.image_dir, self._image_path(dataset, image_id, inat)))
             except ImageRejected as exc:
                 missing.append({"image_id": image_id, "reason": str(exc)})
         if not images:

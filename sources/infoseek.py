@@ -10,25 +10,38 @@ The gold context is the part of the linked entity's Wikipedia text that holds th
 answer: a ``passage_words`` window of ``wikipedia_content`` around the first answer
 occurrence, else ``wikipedia_summary``. Questions are read twice (they are small) so
 that the KB is streamed once for just the linked entities.
+
+Format facts relied on, and where they are published:
+
+- file names ``infoseek_{train,val,test,human}.jsonl`` and ``infoseek_{train,val}_withkb.jsonl``:
+  edchengg/infoseek_eval ``infoseek/README.md``;
+- ``answer_eval`` is a list, or for numeric questions also a single
+  ``{"wikidata": x, "range": [lo, hi]}`` object: the official evaluation reads both
+  (edchengg/infoseek_eval ``infoseek_eval.py``, ``prepare_qid2example``, commit c8ef023);
+  bare numbers inside it are kept as answers written as text;
+- the test split has no ``answer`` field (questions only; shared/SOURCES.md): its records are
+  not curatable and are counted once under ``skipped`` (``NO_ANSWERS``), not quarantined.
 """
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
-from mmcurate.core.errors import ImageRejected, SourceError
+from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
-from .kb_readers import Wiki6MEntity, find_answer, iter_lines, locate, read_wiki6m, word_window
+from .base import AdapterOptions, Located, SourceAdapter, jsonl_records
+from .kb_readers import Wiki6MEntity, find_answer, locate, read_wiki6m, word_window
 
 Split = Literal["train", "val", "test", "human"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test", "human")
 KB_NAMES = ("Wiki6M_ver_1_0.jsonl.gz", "Wiki6M_ver_1_0.jsonl")
+# the published test split holds questions only: counted once in the ingest summary
+NO_ANSWERS = "test: no answers in this split: not curatable"
 
 
 def question_file(split: Split) -> str:
@@ -52,26 +65,43 @@ def _str_list(value: Any, name: str) -> list[str]:
     return value
 
 
+def _number(value: Any) -> float | None:
+    """``value`` when it is a finite JSON number (not a boolean), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
 def _answers(record: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Answers (``answer`` then string ``answer_eval`` items, deduplicated) and numeric ranges."""
+    """Answers (``answer`` then ``answer_eval``'s strings and bare numbers, deduplicated)
+    and numeric ranges. ``answer_eval`` is a list or, for numeric questions, also one
+    ``{"wikidata": x, "range": [lo, hi]}`` object (the official evaluation accepts both)."""
     answers = list(_str_list(record.get("answer"), "answer"))
     ranges: list[dict[str, Any]] = []
     evals = record.get("answer_eval") or []
+    if isinstance(evals, dict):
+        evals = [evals]
     if not isinstance(evals, list):
-        raise ValueError("answer_eval is not a list")
+        raise ValueError("answer_eval is neither a list nor an object")
     for item in evals:
         if isinstance(item, str):
             answers.append(item)
+        elif _number(item) is not None:
+            answers.append(_number_text(item))
         elif (
             isinstance(item, dict)
-            and isinstance(item.get("wikidata"), (int, float))
+            and _number(item.get("wikidata")) is not None
             and isinstance(item.get("range"), list)
             and len(item["range"]) == 2
-            and all(isinstance(x, (int, float)) for x in item["range"])
+            and all(_number(x) is not None for x in item["range"])
         ):
             ranges.append({"wikidata": item["wikidata"], "range": list(item["range"])})
         else:
-            raise ValueError(f"answer_eval item {item!r} is neither a string nor a numeric range")
+            raise ValueError(f"answer_eval item {item!r} is neither a string, a number nor a numeric range")
     answers = list(dict.fromkeys(a.strip() for a in answers if a.strip()))
     if not answers:
         raise ValueError("no answer")
@@ -86,24 +116,17 @@ class InfoSeekSource(SourceAdapter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         opts = self.options
-        if opts.splits is None:
-            self.splits = [s for s in SPLITS if (self.root / question_file(s)).is_file()]
-            if not self.splits:
-                raise SourceError(f"infoseek: no infoseek_*.jsonl question file under {self.root}")
-        else:
-            self.splits = list(dict.fromkeys(opts.splits))
-            for split in self.splits:
-                self.require(question_file(split))
+        self.questions = self.split_files(opts.splits, SPLITS, question_file)
         self.kb = locate(self.name, self.root, opts.kb, KB_NAMES, "kb")
         self.id2image = locate(self.name, self.root, opts.id2image, ("id2image.jsonl",), "id2image")
         self.image_dir = self.images or self.root / "oven_images"
 
     def _withkb_paths(self) -> list[Path]:
-        names = [withkb_file(s) for s in self.splits]
+        names = [withkb_file(s) for s in self.questions]
         return [self.root / n for n in names if n and (self.root / n).is_file()]
 
     def source_files(self) -> list[Path]:
-        files = [self.root / question_file(s) for s in self.splits] + self._withkb_paths()
+        files = list(self.questions.values()) + self._withkb_paths()
         return files + [p for p in (self.id2image, self.kb) if p is not None]
 
     # ----------------------------------------------------------------- first pass
@@ -112,42 +135,40 @@ class InfoSeekSource(SourceAdapter):
         """data_ids and image_ids of every readable question (errors are reported later)."""
         data_ids: set[str] = set()
         image_ids: set[str] = set()
-        for split in self.splits:
-            for _, line in iter_lines(self.root / question_file(split)):
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(record, dict):
-                    if isinstance(record.get("data_id"), str):
-                        data_ids.add(record["data_id"])
-                    if isinstance(record.get("image_id"), str):
-                        image_ids.add(record["image_id"])
+        for path in self.questions.values():
+            for item in jsonl_records(path):
+                if not isinstance(item, Rejected):
+                    if isinstance(item.record.get("data_id"), str):
+                        data_ids.add(item.record["data_id"])
+                    if isinstance(item.record.get("image_id"), str):
+                        image_ids.add(item.record["image_id"])
         return data_ids, image_ids
 
     def _read_map(self, path: Path, key: str, fields: tuple[str, ...], wanted: set[str],
                   problems: list[Rejected]) -> dict[str, tuple[str, ...]]:
         """``{record[key]: record[fields]}`` of a JSONL file, for wanted keys only."""
         found: dict[str, tuple[str, ...]] = {}
-        for number, line in iter_lines(path):
-            try:
-                record = json.loads(line)
-                if not isinstance(record, dict) or not isinstance(record.get(key), str):
-                    raise ValueError(f"no string {key}")
-                if record[key] not in wanted:
-                    continue
-                values = tuple(record.get(f) for f in fields)
-                if not all(isinstance(v, str) and v for v in values):
-                    raise ValueError(f"{' / '.join(fields)} missing or not strings")
-            except ValueError as exc:
-                problems.append(Rejected(f"{path.name}:{number}", f"malformed line: {exc}", line.strip()))
+        for item in jsonl_records(path, "malformed line"):
+            if isinstance(item, Rejected):
+                problems.append(item)
+                continue
+            record = item.record
+            if not isinstance(record.get(key), str):
+                problems.append(Rejected(item.locator, f"malformed line: no string {key}", item.raw))
+                continue
+            if record[key] not in wanted:
+                continue
+            values = tuple(record.get(f) for f in fields)
+            if not all(isinstance(v, str) and v for v in values):
+                problems.append(Rejected(item.locator, f"malformed line: {' / '.join(fields)} missing or not strings",
+                                         item.raw))
                 continue
             found[record[key]] = values  # type: ignore[assignment]
         return found
 
     # ----------------------------------------------------------------- records
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         data_ids, image_ids = self._wanted_ids()
         problems: list[Rejected] = []
         links: dict[str, tuple[str, ...]] = {}
@@ -162,29 +183,30 @@ class InfoSeekSource(SourceAdapter):
             load = read_wiki6m(self.kb, {link[0] for link in links.values()})
             entities, problems = load.entries, problems + load.problems
         yield from problems
-        for split in self.splits:
-            path = self.root / question_file(split)
-            for number, line in iter_lines(path):
-                locator = f"{path.name}:{number}"
+        for split, path in self.questions.items():
+            for item in jsonl_records(path):
+                if isinstance(item, Rejected):
+                    yield item
+                    continue
+                if split == "test" and "answer" not in item.record:
+                    self.skipped[NO_ANSWERS] += 1
+                    continue
                 try:
-                    record = json.loads(line)
-                    if not isinstance(record, dict):
-                        raise ValueError(f"expected a JSON object, got {type(record).__name__}")
-                    yield self._sample(split, record, links, mapped, entities, locator)
+                    yield Located(item.locator, self._sample(split, item.record, links, mapped, entities))
                 except ImageRejected as exc:  # before ValueError: it is one
-                    yield Rejected(locator, str(exc), line.strip())
+                    yield Rejected(item.locator, str(exc), item.raw)
                 except (ValueError, KeyError) as exc:
-                    yield Rejected(locator, f"malformed record: {exc}", line.strip())
+                    yield Rejected(item.locator, f"malformed record: {exc}", item.raw)
 
     def _sample(self, split: Split, record: dict[str, Any], links: dict[str, tuple[str, ...]],
-                mapped: dict[str, str], entities: dict[str, Wiki6MEntity], locator: str) -> Sample:
+                mapped: dict[str, str], entities: dict[str, Wiki6MEntity]) -> Sample:
         for name in ("data_id", "image_id", "question"):
             if not isinstance(record.get(name), str) or not record[name].strip():
                 raise ValueError(f"missing field {name}")
         answers, ranges = _answers(record)
         image_id = record["image_id"]
         relative = mapped.get(image_id) or f"{image_id.removeprefix('oven_')[:2]}/{image_id}.jpg"
-        image = self.store.put_file(self.image_dir, relative)
+        image = self.store_file(self.image_dir, relative)
         meta: dict[str, Any] = {"split": split, "data_split": record.get("data_split"), "image_id": image_id}
         if ranges:
             meta["numeric_ranges"] = ranges

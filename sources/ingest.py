@@ -1,20 +1,36 @@
-"""Run one adapter over a root and write samples, quarantine and images to a directory."""
+"""Run one adapter over a root and write samples, quarantine and images to a directory;
+merge several such outputs into one.
+
+An output folder holds ``samples.parquet``, ``quarantine.parquet``, ``locators.parquet``
+(where each sample was read: ``sample_id``, ``locator``, in sample order), ``images/``
+(unless a shared store was used) and ``ingest.json``, written last.
+"""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mmcurate.core.errors import MmcurateError
+from mmcurate.core.ids import stable_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.core.tables import AtomicParquetWriter
 
 from . import adapter_class
+from .base import Located
 
 Progress = Callable[[int, int], None]
+LOCATORS = pa.schema([pa.field("sample_id", pa.string(), nullable=False),
+                      pa.field("locator", pa.string(), nullable=False)])
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,10 @@ class IngestResult:
         return self.out / "quarantine.parquet"
 
     @property
+    def locators_path(self) -> Path:
+        return self.out / "locators.parquet"
+
+    @property
     def images_dir(self) -> Path:
         return self.out / "images"
 
@@ -51,10 +71,15 @@ def ingest(
     """Ingest ``root`` with the ``source`` adapter into ``out``.
 
     ``samples.parquet`` and ``quarantine.parquet`` appear only when the run completes; a
-    sample id seen twice is quarantined as a duplicate rather than written twice. Images go
+    sample id seen twice is quarantined as a duplicate rather than written twice, located
+    where its second copy was read. Images go
     to ``out/images`` unless a shared ``store`` is given (flows share one across sources).
     """
     out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file where the folder should be, no permission
+        raise MmcurateError(f"cannot use {out} as the output folder: {exc.strerror or exc}") from None
     store = store or ImageStore(out / "images")
     adapter = adapter_class(source)(root, store, images=images, options=options)
     seen: set[str] = set()
@@ -62,18 +87,21 @@ def ingest(
     with (
         AtomicParquetWriter(out / "samples.parquet", SAMPLE) as samples,
         AtomicParquetWriter(out / "quarantine.parquet", QUARANTINE) as quarantine,
+        AtomicParquetWriter(out / "locators.parquet", LOCATORS) as locators,
     ):
         for n, record in enumerate(adapter.records(), start=1):
-            if isinstance(record, Sample):
-                row, problem = _sample_row(record)
-                if problem is None and record.sample_id in seen:
+            if isinstance(record, Located):
+                sample = record.sample
+                row, problem = _sample_row(sample)
+                if problem is None and sample.sample_id in seen:
                     problem = "duplicate source_id"
                 if problem is None:
-                    seen.add(record.sample_id)
+                    seen.add(sample.sample_id)
                     samples.write(row)
+                    locators.write({"sample_id": sample.sample_id, "locator": record.locator})
                     kept += 1
                 else:
-                    record = Rejected(f"{source}:{record.source_id}", problem, record.source_id)
+                    record = Rejected(record.locator, problem, sample.source_id)
             if isinstance(record, Rejected):
                 quarantine.write(_storable(record.to_row(source)))
                 rejected += 1
@@ -82,11 +110,86 @@ def ingest(
     if progress is not None:
         progress(kept, rejected)
     files = [str(p) for p in adapter.source_files()]
-    skipped = dict(sorted(adapter.skipped.items()))
-    summary = {"source": source, "root": str(Path(root).resolve()), "samples": kept,
-               "quarantined": rejected, "skipped": skipped, "source_files": files}
+    return _finish(out, source, str(Path(root).resolve()), kept, rejected, dict(adapter.skipped), files)
+
+
+def merge_ingests(parts: Sequence[IngestResult], out: Path | str) -> IngestResult:
+    """One output from several ingests of the same source (e.g. one per dump month, run in
+    parallel), in the order ``parts`` are given, whatever order they finished in.
+
+    Samples and quarantine rows keep their order part after part; a sample id already
+    taken by an earlier part is quarantined as ``duplicate source_id`` at its own locator,
+    after the quarantine rows of its part. Skip counts add up; images are linked (or
+    copied) into ``out/images`` from parts that have their own. With parts given in
+    ``dump_pairs`` order and no id repeated across parts, the result is byte-identical to
+    one ingest of all of them.
+    """
+    out = Path(out)
+    if not parts:
+        raise MmcurateError("nothing to merge: no ingest outputs given")
+    sources = {part.source for part in parts}
+    if len(sources) > 1:
+        raise MmcurateError(f"cannot merge ingests of different sources: {', '.join(sorted(sources))}")
+    source = parts[0].source
+    seen: set[str] = set()
+    kept = rejected = 0
+    skipped: dict[str, int] = {}
+    with (
+        AtomicParquetWriter(out / "samples.parquet", SAMPLE) as samples,
+        AtomicParquetWriter(out / "quarantine.parquet", QUARANTINE) as quarantine,
+        AtomicParquetWriter(out / "locators.parquet", LOCATORS) as locators,
+    ):
+        for part in parts:
+            for row in _rows(part.quarantine_path):
+                quarantine.write(row)
+                rejected += 1
+            for row, where in zip(_rows(part.samples_path), _rows(part.locators_path), strict=True):
+                if row["sample_id"] in seen:
+                    quarantine.write({"source": source, "locator": where["locator"],
+                                      "reason": "duplicate source_id", "raw": row["source_id"]})
+                    rejected += 1
+                else:
+                    seen.add(row["sample_id"])
+                    samples.write(row)
+                    locators.write(where)
+                    kept += 1
+            for reason, count in part.skipped.items():
+                skipped[reason] = skipped.get(reason, 0) + count
+            _link_images(part.images_dir, out / "images")
+    root = json.loads((parts[0].out / "ingest.json").read_text())["root"]
+    files = [f for part in parts for f in part.source_files]
+    return _finish(out, source, root, kept, rejected, skipped, files)
+
+
+def _finish(out: Path, source: str, root: str, kept: int, rejected: int, skipped: dict[str, int],
+            files: list[str]) -> IngestResult:
+    """Write ``ingest.json``, the mark of a complete output, and describe the output."""
+    skipped = dict(sorted(skipped.items()))
+    summary = {"source": source, "root": root, "samples": kept, "quarantined": rejected, "skipped": skipped,
+               "source_files": files}
     (out / "ingest.json").write_text(json.dumps(summary, indent=2))
     return IngestResult(source, out, kept, rejected, files, skipped)
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The rows of a Parquet file, a batch at a time."""
+    for batch in pq.ParquetFile(path).iter_batches():
+        yield from batch.to_pylist()
+
+
+def _link_images(folder: Path, target: Path) -> None:
+    """Hard-link (or copy) every image of ``folder`` to the same place under ``target``."""
+    if not folder.is_dir() or folder.resolve() == target.resolve():
+        return
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.name.endswith(".tmp"):
+            dest = target / path.relative_to(folder)
+            if not dest.exists():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(path, dest)
+                except OSError:  # another file system
+                    shutil.copyfile(path, dest)
 
 
 def _sample_row(sample: Sample) -> tuple[dict[str, Any] | None, str | None]:
@@ -118,8 +221,6 @@ def root_fingerprint(root: Path | str, options: dict[str, Any] | None = None, de
     """A cheap identity of a source root: names, sizes and mtimes of files up to ``depth``
     folders deep (image folders with millions of files are below that), plus the options.
     An ingest is redone when it changes."""
-    from mmcurate.core.ids import stable_id
-
     root = Path(root).resolve()
     parts = [str(root), json.dumps(options or {}, sort_keys=True, default=str)]
     frontier = [(root, 0)]

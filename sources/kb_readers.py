@@ -9,31 +9,20 @@ Lines about entries nobody asked for are not parsed at all.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected
 
+from .base import jsonl_records
 from .json_members import JsonMembersError, iter_members
 
 T = TypeVar("T")
-
-
-def open_text(path: Path) -> IO[str]:
-    """Open a UTF-8 text file (a leading BOM is dropped), transparently gunzipping ``*.gz``.
-
-    Invalid UTF-8 never stops a read: such bytes decode to lone surrogates, so the line
-    still parses and the record holding them is quarantined when it is stored.
-    """
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8-sig", errors="surrogateescape")
-    return open(path, encoding="utf-8-sig", errors="surrogateescape")
 
 
 def locate(source: str, root: Path, given: Path | None, defaults: Sequence[str], what: str) -> Path | None:
@@ -45,14 +34,6 @@ def locate(source: str, root: Path, given: Path | None, defaults: Sequence[str],
             raise SourceError(f"{source}: {what} file {path} not found")
         return path
     return next((root / name for name in defaults if (root / name).is_file()), None)
-
-
-def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line number, line)`` for every non-blank line of a (gzipped) JSONL file."""
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                yield number, line.rstrip("\r\n")
 
 
 @dataclass
@@ -76,24 +57,24 @@ def _scan_jsonl(
     """
     result: KBLoad[T] = KBLoad()
     remaining = set(wanted)
-    for number, line in iter_lines(path):
-        if not remaining:
+    lines = jsonl_records(path, "unreadable KB entry", keep=lambda line: bool(candidate_ids(line) & remaining))
+    while remaining:
+        item = next(lines, None)
+        if item is None:
             break
-        if not (candidate_ids(line) & remaining):
+        if isinstance(item, Rejected):
+            result.problems.append(item)
             continue
-        locator = f"{path.name}:{number}"
         try:
-            record = json.loads(line)
-            if not isinstance(record, dict):
-                raise ValueError(f"expected a JSON object, got {type(record).__name__}")
-            keys, entry = parse(record)
+            keys, entry = parse(item.record)
         except (ValueError, TypeError, KeyError) as exc:
-            result.problems.append(Rejected(locator, f"unreadable KB entry: {exc}", line.strip()))
+            result.problems.append(Rejected(item.locator, f"unreadable KB entry: {exc}", item.raw))
             continue
         for key in keys:
             if key in remaining:
                 result.entries[key] = entry
                 remaining.discard(key)
+    lines.close()
     return result
 
 

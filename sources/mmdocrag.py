@@ -15,21 +15,34 @@ maps each kept quote id to its context id, for resolving ``answer_interleaved``.
 the unzipped ``images.zip``); both ``images/x.jpg`` and ``x.jpg`` forms are accepted,
 paths escaping the folder are refused. An unusable gold quote quarantines the whole
 sample (it would lose gold); an unusable non-gold quote is dropped with a quarantine row.
+
+A copy whose quotes lack ``page_id``/``layout_id`` names an image quote's context by its
+image file and a text quote's by the question and quote id (``q<q_id>:text3``).
+``answer_short`` written as a Python list of scalars (``"['46', '27', '64']"``, a few
+percent of the published values) becomes several answers; any other text is one answer.
+
+Format facts relied on, and where they are published: file names, line counts and field
+types (``q_id`` int, ``answer_short`` string, quote ``page_id``/``layout_id`` int,
+``train.jsonl`` in OpenAI message format): MMDocRAG/MMDocRAG ``dataset/README.md``
+(commit 0bd6a1b). The exact ``img_path`` shape is not documented there.
 """
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from mmcurate.core.errors import ImageRejected, SourceError
-from mmcurate.core.images import resolve_inside
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter, jsonl_records
 
 SPLITS = ("dev", "evaluation")
+# a flat Python list of quoted strings or numbers, as some answer_short values are written
+LIST_TEXT = re.compile(r"""\s*\[\s*(?:(?:'[^'\\]*'|"[^"\\]*"|-?\d+(?:\.\d+)?)\s*(?:,\s*|(?=\])))*\]\s*""")
 
 
 class MMDocRAGOptions(AdapterOptions):
@@ -50,30 +63,24 @@ class MMDocRAGSource(SourceAdapter):
         super().__init__(*args, **kwargs)
         folder = self.root / "dataset" if (self.root / "dataset").is_dir() else self.root
         counts = ("15", "20") if self.options.quotes == "both" else (self.options.quotes,)
-        self.files = [folder / f"{split}_{n}.jsonl" for split in self.options.splits for n in counts]
-        missing = [f.name for f in self.files if not f.is_file()]
-        if missing:
-            raise SourceError(f"mmdocrag: {', '.join(missing)} missing under {folder}")
+        variants = [f"{split}_{n}" for split in self.options.splits for n in counts]
+        self.files = self.split_files(variants, variants, lambda variant: f"{variant}.jsonl", folder)
         self.image_dir = self.images if self.images is not None else self.root / "images"
         if not self.image_dir.is_dir():
             raise SourceError(f"mmdocrag: image folder {self.image_dir} not found (unzip images.zip there)")
 
     def source_files(self) -> list[Path]:
-        return list(self.files)
+        return list(self.files.values())
 
-    def records(self) -> Iterator[Sample | Rejected]:
-        for path in self.files:
-            with open(path, encoding="utf-8", errors="surrogateescape") as handle:  # bad bytes: quarantined at ingest
-                for number, line in enumerate(handle, start=1):
-                    if line.strip():
-                        yield from self._line(path.stem, f"{path.name}:{number}", line.rstrip("\r\n"))
+    def records(self) -> Iterator[Located | Rejected]:
+        for variant, path in self.files.items():
+            for item in jsonl_records(path, "malformed JSON"):  # undecodable bytes: quarantined at ingest
+                if isinstance(item, Rejected):
+                    yield item
+                else:
+                    yield from self._question(variant, item.locator, item.record, item.raw)
 
-    def _line(self, stem: str, locator: str, line: str) -> Iterator[Sample | Rejected]:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield Rejected(locator, f"malformed JSON: {exc.msg}", line)
-            return
+    def _question(self, variant: str, locator: str, record: dict[str, Any], line: str) -> Iterator[Located | Rejected]:
         problem = _shape_problem(record)
         if problem:
             yield Rejected(locator, problem, line)
@@ -90,10 +97,10 @@ class MMDocRAGSource(SourceAdapter):
         dropped: list[Rejected] = []
         for quote_id, (modality, quote) in quotes.items():
             try:
-                context = self._context(record["doc_name"], modality, quote)
+                context = self._context(record["doc_name"], record["q_id"], modality, quote)
                 clash = next((q for q, c in kept.items() if c.context_id == context.context_id), None)
                 if clash is not None:
-                    raise QuoteError(f"same page and layout as {clash}")
+                    raise QuoteError(f"same element as {clash} ({context.context_id})")
             except (QuoteError, ImageRejected) as exc:
                 if quote_id in gold_ids:
                     yield Rejected(locator, f"gold quote {quote_id} unusable: {exc}", line)
@@ -102,11 +109,11 @@ class MMDocRAGSource(SourceAdapter):
                 continue
             kept[quote_id] = context
         yield from dropped
-        yield Sample(
+        yield Located(locator, Sample(
             source=self.name,
-            source_id=f"{stem}:{record['q_id']}",
+            source_id=f"{variant}:{record['q_id']}",
             question=record["question"],
-            answers=[record["answer_short"]],
+            answers=short_answers(record["answer_short"]),
             gold_contexts=[kept[g] for g in gold_ids],
             negative_contexts=[c for q, c in kept.items() if q not in gold_ids],
             meta={
@@ -118,13 +125,10 @@ class MMDocRAGSource(SourceAdapter):
                 "answer_interleaved": record.get("answer_interleaved"),
                 "quote_ids": {q: c.context_id for q, c in kept.items()},
             },
-        )
+        ))
 
-    def _context(self, doc_name: str, modality: str, quote: dict[str, Any]) -> Context:
-        page, layout = quote.get("page_id"), quote.get("layout_id")
-        if page is None or layout is None:
-            raise QuoteError("quote without page_id or layout_id")
-        context_id = f"mmdocrag:{doc_name}:p{page}:l{layout}"
+    def _context(self, doc_name: str, q_id: Any, modality: str, quote: dict[str, Any]) -> Context:
+        context_id = f"mmdocrag:{doc_name}:{_element(q_id, modality, quote)}"
         if modality == "image":
             description = quote.get("img_description")
             return Context(
@@ -143,25 +147,49 @@ class MMDocRAGSource(SourceAdapter):
         if not isinstance(img_path, str) or not img_path:
             raise QuoteError("image quote without img_path")
         relative = img_path.replace("\\", "/")
-        candidates = [relative]
-        if relative.startswith("images/"):
-            candidates.append(relative.removeprefix("images/"))
-        for candidate in candidates:
-            try:
-                path = resolve_inside(self.image_dir, candidate)
-                if path.is_file():
-                    return self.store.put(path.read_bytes())
-            except ImageRejected:
-                raise
-            except (OSError, ValueError) as exc:  # a NUL byte, a name too long for the file system
-                raise ImageRejected(f"unusable image path {img_path[:200]!r}: {type(exc).__name__}: {exc}"[:500]) from None
-        raise ImageRejected(f"image file missing: {img_path}")
+        if relative.startswith("images/") and not _is_file(self.image_dir / relative):
+            relative = relative.removeprefix("images/")
+        return self.store_file(self.image_dir, relative)
 
 
-def _shape_problem(record: Any) -> str | None:
+def _element(q_id: Any, modality: str, quote: dict[str, Any]) -> str:
+    """What a quote quotes: its layout element ``p<page_id>:l<layout_id>``; in copies without
+    those, the image file (an identity across questions), else the quote id qualified by
+    the question (quote ids are numbered per question, so alone they identify nothing)."""
+    page, layout = quote.get("page_id"), quote.get("layout_id")
+    if page is not None and layout is not None:
+        return f"p{page}:l{layout}"
+    img_path = quote.get("img_path")
+    if modality == "image" and isinstance(img_path, str) and img_path:
+        return img_path.replace("\\", "/").removeprefix("images/")
+    return f"q{q_id}:{quote['quote_id']}"
+
+
+def short_answers(answer: str) -> list[str]:
+    """``answer_short`` as answers: a few percent of them are a Python list written as text
+    (``"['46', '27', '64']"``), which stands for several answers; any other text is one."""
+    if not LIST_TEXT.fullmatch(answer):
+        return [answer]
+    try:
+        value = ast.literal_eval(answer)  # a literal only: never evaluates code
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return [answer]
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        return [answer]
+    answers = list(dict.fromkeys(str(v).strip() for v in value if str(v).strip()))
+    return answers or [answer]
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; False for a path the OS cannot even look up (a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _shape_problem(record: dict[str, Any]) -> str | None:
     """Why ``record`` is not an MMDocRAG question line, or None if it is one."""
-    if not isinstance(record, dict):
-        return f"line is a JSON {type(record).__name__}, not an object"
     for key in ("q_id", "doc_name", "question", "answer_short"):
         if record.get(key) in (None, ""):
             return f"missing {key}"

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter
 
 BATCH_ROWS = 64  # rows carry several embedded images each: keep batches small
 CHOICES = ("A", "B", "C", "D")
@@ -52,7 +52,7 @@ class MRAGBenchSource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return list(self.shards)
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         for label, batches in self._batches():
             row_number = 0
             while True:
@@ -78,7 +78,7 @@ class MRAGBenchSource(SourceAdapter):
         for shard in self.shards:
             yield str(shard.relative_to(self.root)), _shard_batches(shard)
 
-    def _row(self, locator: str, row: dict[str, Any]) -> Iterator[Sample | Rejected]:
+    def _row(self, locator: str, row: dict[str, Any]) -> Iterator[Located | Rejected]:
         raw = _describe(row)
         for key in ("question", "answer", "answer_choice"):
             if not isinstance(row.get(key), str) or not row[key].strip():
@@ -113,7 +113,7 @@ class MRAGBenchSource(SourceAdapter):
         chosen = choices.get(row["answer_choice"].strip())
         if isinstance(chosen, str) and chosen.strip() and chosen.strip() != answer:
             answers.append(chosen.strip())
-        yield Sample(
+        yield Located(locator, Sample(
             source=self.name,
             source_id=sample_key,
             question=row["question"],
@@ -130,7 +130,7 @@ class MRAGBenchSource(SourceAdapter):
                 "answer_choice": row["answer_choice"],
                 "retrieved_images": retrieved,
             },
-        )
+        ))
 
     def _image(self, value: Any, field: str) -> str:
         """Store one ``{bytes, path}`` image struct; ImageRejected names the field."""
@@ -139,9 +139,9 @@ class MRAGBenchSource(SourceAdapter):
         data = value.get("bytes")
         try:
             if data:
-                return self.store.put(data)
+                return self.store_bytes(data)
             if value.get("path"):  # a non-embedded image: a path relative to the root
-                return self.store.put_file(self.root, str(value["path"]))
+                return self.store_file(self.root, str(value["path"]))
         except ImageRejected as exc:
             raise ImageRejected(f"{field}: {exc}") from None
         raise ImageRejected(f"{field}: no image bytes or path")

@@ -5,20 +5,53 @@ title is a question and not a survey; an answer is a top-level comment by a real
 with more than 50 words and at least 3 sentences. Posts that fail a rule are not errors:
 they are counted in ``skipped`` (comments in ``comments_skipped``) for the funnel report.
 
-Memory stays flat in dump size: each month streams ``RS_<month>.zst`` once keeping only the
-candidate posts (title, image hashes, metadata), then streams ``RC_<month>.zst`` joining by
-``link_id``. Lines that cannot concern a candidate are skipped by substring tests before
-any JSON parsing (``prefilter``): a post line naming neither an image host nor a gallery,
-or whose raw title plainly opens with a non-question word; a comment line whose
-``link_id`` is not a candidate. Such lines are not validated, and a skipped post is counted
-under the rule its raw line already fails (``prefilter=False`` parses and checks everything).
+Two dump layouts are read, each as pairs of a submissions and a comments file joined by
+``link_id``: the monthly dumps ``RS_YYYY-MM.zst`` / ``RC_YYYY-MM.zst`` and the per-subreddit
+dumps ``<subreddit>_submissions.zst`` / ``<subreddit>_comments.zst`` (one subreddit's whole
+history; a post's ``month`` then comes from its ``created_utc``). Flags are read through
+``flag``: some dump generations write booleans and nulls as text (``"false"``, ``"null"``).
+
+Memory stays flat in dump size: each pair streams its submissions once keeping only the
+candidate posts (title, image hashes, metadata), then streams its comments joining by
+``link_id``. Dumps are read in chunks of complete lines (``zst.read_chunks``) that are
+searched whole, never split into lines (``prefilter``, on by default):
+
+- posts: only lines holding an image-host marker or ``"is_gallery"`` (``bytes.find`` over
+  the chunk) are looked at; of those, a line whose raw title plainly opens with a
+  non-question word is counted as ``not_question`` unparsed, the rest are parsed. Every
+  other non-empty line is counted as ``no_image`` without being touched;
+- comments: one regex over the chunk takes each line's first ``k_id":"t3_<id>"``; a
+  chunk naming no candidate is dropped whole, otherwise only the lines of candidate
+  posts are parsed, plus every line without such a link (a broken line is quarantined).
+
+Lines skipped this way are not validated (``prefilter=False`` parses and checks every
+line); a skipped post is counted under the rule its raw line already fails. Lines are
+parsed with orjson, falling back to ``json`` for what only it accepts (``NaN``, huge
+integers, lone surrogates), so results and reasons are those of ``json``. A month is the
+unit of parallel work: ``ingest_pair`` ingests one pair into its own folder and
+``sources.ingest.merge_ingests`` joins the folders in ``dump_pairs`` order. Comments are
+joined within their pair only: in monthly dumps, answers written in the month after their
+post (posts of a month's last days) are not seen.
+
+Format facts relied on, and where they are published (besides shared/SOURCES.md):
+
+- per-subreddit files are named ``<subreddit>_submissions.zst`` / ``<subreddit>_comments.zst``
+  (Watchful1/PushshiftDumps ``scripts/filter_file.py``: ``subreddits/formula1_submissions.zst``,
+  ``redditdev_comments.zst``; the "top 40k subreddits as individual files" torrents are listed
+  in Watchful1/PushshiftDumps issue #30), and hold the same objects as the monthly files;
+- ``link_id`` is the fullname of the comment's submission and ``parent_id`` is the
+  submission's for a top-level comment (same ``filter_file.py``, its field notes);
+- flags written as text (``"false"``, ``"null"``) are not documented in a published schema:
+  they are read tolerantly because some dump generations have them.
 """
 from __future__ import annotations
 
 import html
 import re
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import compress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,14 +62,22 @@ from pydantic import Field
 
 from mmcurate.core.text import split_sentences
 from mmcurate.core.errors import ImageRejected, SourceError
+from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
-from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, parse_object, read_blocks
+from .base import AdapterOptions, Located, SourceAdapter
+from .ingest import IngestResult, ingest
+from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, Chunk, parse_object, read_chunks
 
-DUMP = re.compile(r"^R([SC])_(\d{4}-\d{2})\.zst$")
-LINK_KEY = b'"link_id":"t3_'
+MONTHLY = re.compile(r"^R([SC])_(\d{4}-\d{2})\.zst$")
+PER_SUBREDDIT = re.compile(r"^(\w+)_(submissions|comments)\.zst$")
+FALSE_TEXT = frozenset({"", "null", "none", "false", "0"})  # flags some dump generations write as text
+# a comment's link to its post: the first such key of a line, up to its closing quote (the
+# regex then runs to the end of the line, so a chunk yields one match per linked line)
+LINK_ID = re.compile(rb'k_id":"t3_(\w+)"')
+LINK_LINE = re.compile(rb'k_id":"t3_(\w+)"[^\n]*\n')
 _ASCII_WORD = re.compile(rb"[A-Za-z]+")
+TITLE_KEY = b'"title":"'
 MIME_EXT = {"jpg": "jpg", "jpeg": "jpg", "png": "png", "webp": "webp"}
 
 
@@ -55,12 +96,57 @@ class RedditOptions(AdapterOptions):
     max_line_bytes: int = DEFAULT_MAX_LINE
     chunk_bytes: int = DEFAULT_CHUNK
     prefilter: bool = True  # False parses (and so validates) every line: slower
+    pairs: list[str] | None = None  # keys of the dump pairs to read ("2023-01", "r/pics"); None: all
 
 
 @dataclass(frozen=True)
 class ImageRef:
     name: str  # file name under the images folder
     url: str
+
+
+@dataclass(frozen=True)
+class DumpPair:
+    """The submissions and comments files that are joined together: one month of the
+    monthly dumps, or one subreddit's whole history in the per-subreddit dumps."""
+
+    key: str  # "2023-01" or "r/<subreddit>"
+    submissions: Path | None
+    comments: Path | None
+    month: str | None  # a monthly pair's month; per-subreddit posts take theirs from created_utc
+
+    @property
+    def files(self) -> list[Path]:
+        return [p for p in (self.submissions, self.comments) if p is not None]
+
+    def partner_name(self) -> str:
+        """The name of the file this pair lacks."""
+        if self.month is not None:
+            return f"R{'C' if self.comments is None else 'S'}_{self.month}.zst"
+        return f"{self.key.removeprefix('r/')}_{'comments' if self.comments is None else 'submissions'}.zst"
+
+
+def dump_pairs(root: Path) -> list[DumpPair]:
+    """The dump pairs under ``root`` in a fixed order: months, then subreddits, each sorted."""
+    monthly: dict[str, dict[str, Path]] = {}
+    per_subreddit: dict[str, dict[str, Path]] = {}
+    for path in sorted(root.iterdir()):
+        if not path.is_file():
+            continue
+        if match := MONTHLY.match(path.name):
+            monthly.setdefault(match[2], {})["S" if match[1] == "S" else "C"] = path
+        elif match := PER_SUBREDDIT.match(path.name):
+            per_subreddit.setdefault(match[1], {})["S" if match[2] == "submissions" else "C"] = path
+    pairs = [DumpPair(month, f.get("S"), f.get("C"), month) for month, f in sorted(monthly.items())]
+    return pairs + [DumpPair(f"r/{name}", f.get("S"), f.get("C"), None) for name, f in sorted(per_subreddit.items())]
+
+
+def flag(value: Any) -> bool:
+    """A Reddit flag however the dump wrote it: true/false/null as JSON or as text
+    (``"false"``, ``"null"``), numbers, or a category string (``removed_by_category``)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in FALSE_TEXT
+    return bool(value)
 
 
 @dataclass
@@ -97,15 +183,20 @@ def raw_title_rules_out_question(line: bytes, words: list[str]) -> bool:
     with a plain ASCII word; anything else (entities, escapes, non-ASCII) is left to
     the full parse, so the test never rules out a post the full rules would keep.
     """
-    key = b'"title":"'
-    start = line.find(key)
-    if start < 0 or line.find(key, start + 1) >= 0:
+    start = line.find(TITLE_KEY)
+    if start < 0 or line.find(TITLE_KEY, start + 1) >= 0:
         return False
-    head = line[start + len(key):start + len(key) + 24].lstrip(b" ")
+    head = line[start + len(TITLE_KEY):start + len(TITLE_KEY) + 24].lstrip(b" ")
     word = _ASCII_WORD.match(head)
     if word is None or word.end() == len(head):  # no word, or it may run on past the slice
         return False
-    return _opening(tuple(words)).match(word.group().decode()) is None
+    return word.group().lower() not in _raw_words(tuple(words))
+
+
+@lru_cache(maxsize=8)
+def _raw_words(words: tuple[str, ...]) -> frozenset[bytes]:
+    """The question words as lowercase bytes (a whole ASCII word is compared with them)."""
+    return frozenset(w.lower().encode() for w in words)
 
 
 def is_survey(title: str, phrases: list[str]) -> bool:
@@ -124,7 +215,7 @@ def image_refs(post: dict[str, Any], opts: RedditOptions) -> list[ImageRef]:
             parts = urlsplit("")
         if parts.hostname in opts.image_hosts and parts.path.lower().endswith(tuple(opts.image_extensions)):
             return [ImageRef(unquote(parts.path.rsplit("/", 1)[-1]), url)]
-    if post.get("is_gallery") is not True or not isinstance(post.get("media_metadata"), dict):
+    if not flag(post.get("is_gallery")) or not isinstance(post.get("media_metadata"), dict):
         return []
     metadata: dict[str, Any] = post["media_metadata"]
     gallery = post.get("gallery_data")
@@ -147,7 +238,7 @@ def post_skip_reason(post: dict[str, Any], title: str, opts: RedditOptions) -> s
         return "not_question"
     if is_survey(title, opts.survey_phrases):
         return "survey"
-    if post.get("removed_by_category"):
+    if flag(post.get("removed_by_category")):
         return "removed"
     return None
 
@@ -178,6 +269,20 @@ def as_int(value: Any) -> int:
         return int(float(value))
 
 
+# --- scanning whole chunks --------------------------------------------------------------
+
+def marked_lines(chunk: Chunk, markers: Sequence[bytes]) -> list[int]:
+    """Where, in order, the chunk's lines holding any of ``markers`` start in its data."""
+    data, start, end = chunk.data, chunk.start, chunk.end
+    found: set[int] = set()
+    for marker in markers:
+        at = data.find(marker, start, end)
+        while at >= 0:
+            found.add(data.rfind(b"\n", start, at) + 1 or start)
+            at = data.find(marker, data.index(b"\n", at) + 1, end)
+    return sorted(found)
+
+
 # --- adapter -----------------------------------------------------------------------------
 
 class RedditSource(SourceAdapter):
@@ -190,53 +295,38 @@ class RedditSource(SourceAdapter):
         if not self.images.is_dir():
             raise SourceError(f"reddit: image folder {self.images} is not a readable directory")
         self.comments_skipped: Counter[str] = Counter()  # comments on candidates, by reason
-        self._months = self._pair_months()
-
-    def _pair_months(self) -> dict[str, dict[str, Path]]:
-        months: dict[str, dict[str, Path]] = {}
-        for path in sorted(self.root.iterdir()):
-            match = DUMP.match(path.name)
-            if match and path.is_file():
-                months.setdefault(match[2], {})[match[1]] = path
-        if not months:
-            raise SourceError(f"reddit: no RS_YYYY-MM.zst or RC_YYYY-MM.zst files under {self.root}")
-        return months
+        self._markers = (*(h.encode() for h in self.options.image_hosts), b'"is_gallery"')
+        self.pairs = dump_pairs(self.root)
+        if not self.pairs:
+            raise SourceError(f"reddit: no RS_YYYY-MM.zst/RC_YYYY-MM.zst or <subreddit>_submissions.zst/"
+                              f"<subreddit>_comments.zst files under {self.root}")
+        if self.options.pairs is not None:
+            known = {pair.key: pair for pair in self.pairs}
+            unknown = [key for key in self.options.pairs if key not in known]
+            if unknown:
+                raise SourceError(f"reddit: no dump pair {', '.join(unknown)} under {self.root}")
+            self.pairs = [known[key] for key in dict.fromkeys(self.options.pairs)]
 
     def source_files(self) -> list[Path]:
-        return [path for pair in self._months.values() for path in pair.values()]
+        return [path for pair in self.pairs for path in pair.files]
 
-    def records(self) -> Iterator[Sample | Rejected]:
-        for month, pair in sorted(self._months.items()):
-            if "S" not in pair or "C" not in pair:
-                present, missing = (pair["C"], "RS") if "C" in pair else (pair["S"], "RC")
-                yield Rejected(present.name, f"no {missing}_{month}.zst beside it: month cannot be joined")
+    def records(self) -> Iterator[Located | Rejected]:
+        for pair in self.pairs:
+            if pair.submissions is None or pair.comments is None:
+                what = "month" if pair.month else "subreddit"
+                yield Rejected(pair.files[0].name, f"no {pair.partner_name()} beside it: {what} cannot be joined")
                 continue
             candidates: dict[bytes, Candidate] = {}
-            yield from self._submissions(pair["S"], month, candidates)
-            yield from self._comments(pair["C"], candidates)
+            yield from self._submissions(pair.submissions, pair.month, candidates)
+            yield from self._comments(pair.comments, candidates)
             self.skipped["no_qualifying_comment"] += sum(not c.answered for c in candidates.values())
 
-    def _submissions(self, path: Path, month: str, candidates: dict[bytes, Candidate]) -> Iterator[Rejected]:
-        markers = (*(h.encode() for h in self.options.image_hosts), b'"is_gallery"')
-        prefilter, words = self.options.prefilter, self.options.question_words
-        for block in read_blocks(path, self.options.max_line_bytes, self.options.chunk_bytes):
-            if isinstance(block, Rejected):
-                yield block
+    def _submissions(self, path: Path, month: str | None, candidates: dict[bytes, Candidate]) -> Iterator[Rejected]:
+        for chunk in read_chunks(path, self.options.max_line_bytes, self.options.chunk_bytes):
+            if isinstance(chunk, Rejected):
+                yield chunk
                 continue
-            first, lines = block
-            for number, line in enumerate(lines, first):
-                if not line:
-                    continue
-                if prefilter:  # most posts: decided from the raw line, never parsed
-                    for marker in markers:
-                        if marker in line:
-                            break
-                    else:
-                        self.skipped["no_image"] += 1
-                        continue
-                    if raw_title_rules_out_question(line, words):
-                        self.skipped["not_question"] += 1
-                        continue
+            for number, line in self._post_lines(chunk):
                 locator = f"{path.name}:{number}"
                 outcome = self._candidate(parse_object(locator, line), locator, month)
                 if isinstance(outcome, Candidate):
@@ -250,7 +340,25 @@ class RedditSource(SourceAdapter):
                 else:
                     self.skipped[outcome] += 1
 
-    def _candidate(self, post: dict[str, Any] | Rejected, locator: str, month: str) -> Candidate | Rejected | str:
+    def _post_lines(self, chunk: Chunk) -> Iterator[tuple[int, bytes]]:
+        """``(number, line)`` of the chunk's posts that must be parsed; the others are
+        counted under the rule their raw line already fails."""
+        if not self.options.prefilter:
+            yield from ((chunk.first + i, line) for i in range(chunk.lines) if (line := chunk.line(i)))
+            return
+        marked = marked_lines(chunk, self._markers)
+        unmarked = chunk.lines - len(marked) - chunk.empty_lines()
+        if unmarked:
+            self.skipped["no_image"] += unmarked
+        data, words = chunk.data, self.options.question_words
+        for start in marked:
+            line = data[start:data.index(b"\n", start)]
+            if raw_title_rules_out_question(line, words):
+                self.skipped["not_question"] += 1
+            else:
+                yield chunk.first + chunk.index_at(start), line
+
+    def _candidate(self, post: dict[str, Any] | Rejected, locator: str, month: str | None) -> Candidate | Rejected | str:
         """A candidate, a rejection, or the reason the post is skipped."""
         if isinstance(post, Rejected):
             return post
@@ -267,17 +375,21 @@ class RedditSource(SourceAdapter):
         hashes = []
         for ref in refs:
             try:
-                hashes.append(self.store.put_file(self.images, ref.name))
+                hashes.append(self.store_file(self.images, ref.name))
             except ImageRejected as exc:
                 return Rejected(locator, f"post {post_id}: {exc}", ref.url)
         try:
             created = as_int(post.get("created_utc"))
         except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 parses as inf
             return Rejected(locator, f"post {post_id}: created_utc {post.get('created_utc')!r} is not a number")
+        try:
+            month = month or time.strftime("%Y-%m", time.gmtime(created))
+        except (OverflowError, OSError, ValueError):
+            return Rejected(locator, f"post {post_id}: created_utc {created} is not a time")
         meta = {
             "subreddit": post.get("subreddit"), "post_id": post_id, "created_utc": created,
             "post_score": post.get("score"), "num_comments": post.get("num_comments"),
-            "image_urls": [ref.url for ref in refs], "over_18": bool(post.get("over_18")), "month": month,
+            "image_urls": [ref.url for ref in refs], "over_18": flag(post.get("over_18")), "month": month,
         }
         preview = _preview_url(post)
         if preview:
@@ -286,24 +398,30 @@ class RedditSource(SourceAdapter):
             meta["post_permalink"] = post["permalink"]
         return Candidate(post_id, title, hashes, meta)
 
-    def _comments(self, path: Path, candidates: dict[bytes, Candidate]) -> Iterator[Sample | Rejected]:
-        prefilter, skip = self.options.prefilter, len(LINK_KEY)
-        for block in read_blocks(path, self.options.max_line_bytes, self.options.chunk_bytes):
-            if isinstance(block, Rejected):
-                yield block
+    def _comments(self, path: Path, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
+        for chunk in read_chunks(path, self.options.max_line_bytes, self.options.chunk_bytes):
+            if isinstance(chunk, Rejected):
+                yield chunk
                 continue
-            first, lines = block
-            for number, line in enumerate(lines, first):
-                if prefilter:  # the common case: a comment on some other post, never parsed
-                    start = line.find(LINK_KEY)
-                    if start >= 0:
-                        start += skip
-                        if line[start:line.find(b'"', start)] not in candidates:
-                            continue
-                if line:
-                    yield from self._comment(line, f"{path.name}:{number}", candidates)
+            for number, line in self._comment_lines(chunk, candidates):
+                yield from self._comment(line, f"{path.name}:{number}", candidates)
 
-    def _comment(self, line: bytes, locator: str, candidates: dict[bytes, Candidate]) -> Iterator[Sample | Rejected]:
+    def _comment_lines(self, chunk: Chunk, candidates: dict[bytes, Candidate]) -> Iterator[tuple[int, bytes]]:
+        """``(number, line)`` of the chunk's comments that must be parsed: those whose first
+        ``k_id":"t3_<id>"`` names a candidate post, and those with no such link at all."""
+        prefilter = self.options.prefilter
+        ids = LINK_LINE.findall(chunk.data, chunk.start, chunk.end) if prefilter else []
+        if len(ids) != chunk.lines:  # some line has no link (or no prefilter): line by line
+            for index in range(chunk.lines):
+                line = chunk.line(index)
+                if line and not (prefilter and (link := LINK_ID.search(line)) and link[1] not in candidates):
+                    yield chunk.first + index, line
+            return
+        if not candidates.keys().isdisjoint(ids):  # else, the common case, nothing here is parsed
+            for index in compress(range(len(ids)), map(candidates.__contains__, ids)):
+                yield chunk.first + index, chunk.line(index)
+
+    def _comment(self, line: bytes, locator: str, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
         comment = parse_object(locator, line)
         if isinstance(comment, Rejected):
             yield comment
@@ -316,7 +434,7 @@ class RedditSource(SourceAdapter):
         if post is not None:
             yield from self._answer(post, comment, locator)
 
-    def _answer(self, post: Candidate, comment: dict[str, Any], locator: str) -> Iterator[Sample | Rejected]:
+    def _answer(self, post: Candidate, comment: dict[str, Any], locator: str) -> Iterator[Located | Rejected]:
         comment_id, body = comment.get("id"), comment.get("body")
         if not isinstance(comment_id, str) or not comment_id or not isinstance(body, str):
             yield Rejected(locator, "comment without a string id and body", repr(comment)[:500])
@@ -330,7 +448,21 @@ class RedditSource(SourceAdapter):
         meta = {**post.meta, "comment_id": comment_id, "comment_score": comment.get("score")}
         if isinstance(comment.get("permalink"), str):
             meta["permalink"] = comment["permalink"]
-        yield Sample(self.name, f"{post.post_id}/{comment_id}", post.title, [body], list(post.images), meta=meta)
+        yield Located(locator, Sample(self.name, f"{post.post_id}/{comment_id}", post.title, [body], list(post.images), meta=meta))
+
+
+def ingest_pair(
+    root: Path | str,
+    key: str,
+    out: Path | str,
+    images: Path | str | None = None,
+    options: dict[str, Any] | None = None,
+    store: ImageStore | None = None,
+) -> IngestResult:
+    """Ingest one dump pair of ``root`` (a month ``"2023-01"`` or a subreddit ``"r/pics"``,
+    see ``dump_pairs``) into its own folder ``out``: the unit to run in parallel. Merge the
+    results with ``merge_ingests`` in ``dump_pairs`` order."""
+    return ingest("reddit", root, out, images=images, options={**(options or {}), "pairs": [key]}, store=store)
 
 
 def _preview_url(post: dict[str, Any]) -> str | None:

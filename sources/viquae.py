@@ -14,16 +14,15 @@ drops such samples with a ledger entry instead of them vanishing at ingest.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from mmcurate.core.errors import ImageRejected, SourceError
+from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
-from .kb_readers import KiltArticle, find_answer, iter_lines, locate, read_kilt, title_key
+from .base import AdapterOptions, Located, SourceAdapter, jsonl_records
+from .kb_readers import KiltArticle, find_answer, locate, read_kilt, title_key
 
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[Split, ...] = ("train", "validation", "test")
@@ -82,53 +81,43 @@ class ViQuAESource(SourceAdapter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         opts = self.options
-        if opts.splits is None:
-            self.splits = [s for s in SPLITS if (self.root / f"{s}.jsonl").is_file()]
-            if not self.splits:
-                raise SourceError(f"viquae: none of train.jsonl, validation.jsonl, test.jsonl found under {self.root}")
-        else:
-            self.splits = list(dict.fromkeys(opts.splits))
-            for split in self.splits:
-                self.require(f"{split}.jsonl")
+        self.questions = self.split_files(opts.splits, SPLITS, lambda split: f"{split}.jsonl")
         self.kb = locate(self.name, self.root, opts.kb, KB_NAMES, "kb")
         self.image_dir = self.images or self.root / "images"
 
     def source_files(self) -> list[Path]:
-        return [self.root / f"{s}.jsonl" for s in self.splits] + ([self.kb] if self.kb else [])
+        return list(self.questions.values()) + ([self.kb] if self.kb else [])
 
     def _wanted(self) -> set[str]:
         """Article keys (ids and title keys) the questions' provenance points to."""
         wanted: set[str] = set()
-        for split in self.splits:
-            for _, line in iter_lines(self.root / f"{split}.jsonl"):
+        for path in self.questions.values():
+            for item in jsonl_records(path):
                 try:
-                    record = json.loads(line)
-                    provenance = _provenance(record) if isinstance(record, dict) else []
+                    provenance = [] if isinstance(item, Rejected) else _provenance(item.record)
                 except ValueError:
                     continue
-                for item in provenance:
-                    wanted.update(k for k in (item["wikipedia_id"], item["title"] and title_key(item["title"])) if k)
+                for entry in provenance:
+                    wanted.update(k for k in (entry["wikipedia_id"], entry["title"] and title_key(entry["title"])) if k)
         return wanted
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         articles: dict[str, KiltArticle] = {}
         if self.kb is not None:
             load = read_kilt(self.kb, self._wanted())
             articles = load.entries
             yield from load.problems
-        for split in self.splits:
-            path = self.root / f"{split}.jsonl"
-            for number, line in iter_lines(path):
-                locator = f"{path.name}:{number}"
+        for split, path in self.questions.items():
+            for item in jsonl_records(path):
+                if isinstance(item, Rejected):
+                    yield item
+                    continue
                 try:
-                    record = json.loads(line)
-                    if not isinstance(record, dict):
-                        raise ValueError(f"expected a JSON object, got {type(record).__name__}")
-                    yield self._sample(split, record, articles)
+                    yield Located(item.locator, self._sample(split, item.record, articles))
                 except ImageRejected as exc:  # before ValueError: it is one
-                    yield Rejected(locator, str(exc), line.strip())
+                    yield Rejected(item.locator, str(exc), item.raw)
                 except ValueError as exc:
-                    yield Rejected(locator, f"malformed record: {exc}", line.strip())
+                    yield Rejected(item.locator, f"malformed record: {exc}", item.raw)
 
     def _sample(self, split: Split, record: dict[str, Any], articles: dict[str, KiltArticle]) -> Sample:
         if record.get("id") in (None, ""):
@@ -138,7 +127,7 @@ class ViQuAESource(SourceAdapter):
                 raise ValueError(f"missing field {name}")
         answers = _answers(record)
         provenance = _provenance(record)
-        image = self.store.put_file(self.image_dir, record["image"])
+        image = self.store_file(self.image_dir, record["image"])
         meta: dict[str, Any] = {
             "split": split,
             "image": record["image"],

@@ -26,7 +26,7 @@ from typing import Any
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter
 from .json_members import JsonMembersError, iter_members
 
 TRAIN_VAL = "WebQA_train_val.json"
@@ -124,7 +124,7 @@ class WebQASource(SourceAdapter):
         files = [self.train_val, self.tsv, self.lineidx]
         return files + ([self.test] if self.test is not None else [])
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         images = ImageTable(self.tsv, self.lineidx)
         try:
             yield from self._file(self.train_val, images, labelled=True)
@@ -133,7 +133,7 @@ class WebQASource(SourceAdapter):
         finally:
             images.close()
 
-    def _file(self, path: Path, images: ImageTable, labelled: bool) -> Iterator[Sample | Rejected]:
+    def _file(self, path: Path, images: ImageTable, labelled: bool) -> Iterator[Located | Rejected]:
         members = iter_members(path)
         while True:
             try:
@@ -163,7 +163,7 @@ class WebQASource(SourceAdapter):
 
     def _record(
         self, guid: str, record: dict[str, Any], locator: str, images: ImageTable, labelled: bool
-    ) -> Iterator[Sample | Rejected]:
+    ) -> Iterator[Located | Rejected]:
         raw = json.dumps(record, ensure_ascii=False)
         question = record.get("Q")
         if not isinstance(question, str) or not strip_quotes(question):
@@ -217,7 +217,7 @@ class WebQASource(SourceAdapter):
         else:
             gold, negatives = [], []
             meta["candidate_contexts"] = [c.to_row() for c in groups["txt_Facts"] + groups["img_Facts"]]
-        yield Sample(
+        yield Located(locator, Sample(
             source=self.name,
             source_id=guid,
             question=strip_quotes(question),
@@ -226,7 +226,7 @@ class WebQASource(SourceAdapter):
             gold_contexts=gold,
             negative_contexts=negatives,
             meta=meta,
-        )
+        ))
 
     def _fact(self, key: str, fact: Any, images: ImageTable) -> Context:
         if not isinstance(fact, dict):
@@ -253,7 +253,7 @@ class WebQASource(SourceAdapter):
         cached = self._image_cache.get(image_id)
         if cached is None:
             try:
-                cached = self.store.put(images.jpeg(image_id))
+                cached = self.store_bytes(images.jpeg(image_id))
             except FactError as exc:
                 cached = exc
             except ImageRejected as exc:

@@ -39,10 +39,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import zstandard
 from PIL import Image
 
-from mmcurate.sources.ingest import ingest
+from mmcurate.sources.ingest import IngestResult, ingest
 
 ANSWER = ("The carving shows a heron standing in reeds. It was made in the late period. Similar pieces are kept in "
           "several museums today, and they were often given as gifts. The style matches the workshops of the river "
@@ -55,11 +56,38 @@ def jpeg(color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
     return buf.getvalue()
 
 
+LINE_BASED = (".jsonl", ".jsonl.gz", ".csv", ".zst", ".parquet")  # a row index stands for a Parquet line
+
+
+def assert_located(result: IngestResult) -> None:
+    """Every quarantine row names one of the run's source files, then the line (line-based
+    files), the key or ``char<N>`` (one-object JSON files), or nothing (the whole file)."""
+    files = [Path(f).as_posix() for f in result.source_files]
+    for locator in pq.read_table(result.quarantine_path)["locator"].to_pylist():
+        name, _, where = locator.partition(":")
+        assert any(f == name or f.endswith("/" + name) for f in files), (locator, files)
+        if name.endswith(LINE_BASED):
+            assert where == "" or where.isdigit(), locator
+        else:
+            assert where, locator
+
+
 def run(name: str, root: Path, out: Path, **kwargs) -> tuple[list[str], dict[str, str], object]:
     result = ingest(name, root, out, **kwargs)
+    assert_located(result)
     samples = [row["source_id"] for row in pq.read_table(result.samples_path).to_pylist()]
     quarantine = {row["locator"]: row["reason"] for row in pq.read_table(result.quarantine_path).to_pylist()}
     return samples, quarantine, result
+
+
+@pytest.mark.parametrize("source, options", [
+    ("reddit", {}), ("reddit", {"prefilter": False}), ("infoseek", {}), ("evqa", {}), ("webqa", {"include_test": True}),
+    ("mmdocrag", {"quotes": "both"}), ("mragbench", {}), ("viquae", {})])
+def test_every_fixture_quarantine_row_is_located_in_a_source_file(
+        fixtures_root: Path, tmp_path: Path, source: str, options: dict) -> None:
+    result = ingest(source, fixtures_root / source, tmp_path / "out", options=options)
+    assert result.quarantined > 0
+    assert_located(result)
 
 
 # ---------------------------------------------------------------------------- reddit
@@ -106,7 +134,7 @@ def test_reddit_bad_fields_never_escape(tmp_path: Path) -> None:
     assert quarantine["RS_2023-01.zst:5"].startswith("post long: unusable image path 'xxx")
     assert "File name too long" in quarantine["RS_2023-01.zst:5"]
     assert quarantine["RS_2023-01.zst:7"] == "duplicate post id 'ok'"
-    assert quarantine["reddit:sur/c-sur"] == "text is not valid Unicode: surrogates not allowed"
+    assert quarantine["RC_2023-01.zst:6"] == "text is not valid Unicode: surrogates not allowed"
     assert result.skipped["no_image"] == 1  # the unparseable URL is not an image URL
     assert len(quarantine) == 5
 
@@ -127,7 +155,7 @@ def test_invalid_utf8_line_in_a_jsonl_source_is_quarantined(tmp_path: Path) -> N
     (root / "validation.jsonl").write_bytes(b"\n".join([line("v1"), bad_in_text, bad_outside, line("v4")]))
     samples, quarantine, _ = run("viquae", root, tmp_path / "out")
     assert samples == ["v1", "v4"]
-    assert quarantine["viquae:v2"] == "text is not valid Unicode: surrogates not allowed"
+    assert quarantine["validation.jsonl:2"] == "text is not valid Unicode: surrogates not allowed"
     assert quarantine["validation.jsonl:3"].startswith("malformed record: Expecting value")
 
 

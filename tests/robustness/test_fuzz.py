@@ -157,10 +157,14 @@ def run(name: str, build, **kwargs):
     return result, samples, quarantine, captured[0]
 
 
-def per_record(quarantine: list[dict], prefix: str, source: str) -> int:
+def per_record(quarantine: list[dict], prefix: str) -> int:
     """Quarantine rows that stand for one input record: located at a line/key of the
-    record file (``prefix``) or at a sample id (duplicates, unstorable samples)."""
-    return sum(q["locator"].startswith(prefix) or q["locator"].startswith(f"{source}:") for q in quarantine)
+    record file (``prefix``), including samples the ingest could not store (duplicates,
+    text that is not valid Unicode), which are located where they were read."""
+    return sum(q["locator"].startswith(prefix) for q in quarantine)
+
+
+STORE_PROBLEMS = ("duplicate source_id", "text is not valid Unicode", "sample cannot be stored")
 
 
 # ---------------------------------------------------------------------------- reddit
@@ -208,9 +212,10 @@ def test_reddit_every_post_is_a_sample_a_quarantine_row_or_a_counted_skip(posts,
             (root / name).write_bytes(zstandard.ZstdCompressor().compress(b"\n".join(lines) + b"\n"))
 
     result, samples, quarantine, adapter = run("reddit", build, options={"prefilter": prefilter})
+    stored_rows = [q for q in quarantine if q["reason"].startswith(STORE_PROBLEMS)]
+    assert all(q["locator"].startswith("RC_2023-01.zst:") for q in stored_rows)  # where the answer was read
     rs_rows = [q for q in quarantine if q["locator"].startswith("RS_2023-01.zst:")]
-    rc_rows = [q for q in quarantine if q["locator"].startswith("RC_2023-01.zst:")]
-    stored_rows = [q for q in quarantine if q["locator"].startswith("reddit:")]
+    rc_rows = [q for q in quarantine if q["locator"].startswith("RC_2023-01.zst:") and q not in stored_rows]
     assert len(rs_rows) + len(rc_rows) + len(stored_rows) == len(quarantine)
     # a post is answered when some comment became a sample (stored or quarantined at ingest)
     answered = {s["source_id"].split("/", 1)[0] for s in samples} | {
@@ -255,7 +260,7 @@ def test_infoseek_every_question_line_is_a_sample_or_a_quarantine_row(rows, link
 
     _, samples, quarantine, _ = run("infoseek", build)
     lines = sum(bool((r if isinstance(r, bytes) else dumps(r)).decode("utf-8", "replace").strip()) for r in rows)
-    assert len(samples) + per_record(quarantine, "infoseek_val.jsonl:", "infoseek") == lines
+    assert len(samples) + per_record(quarantine, "infoseek_val.jsonl:") == lines
 
 
 # ---------------------------------------------------------------------------- viquae
@@ -282,7 +287,7 @@ def test_viquae_every_question_line_is_a_sample_or_a_quarantine_row(rows, kb) ->
 
     _, samples, quarantine, _ = run("viquae", build)
     lines = sum(bool((r if isinstance(r, bytes) else dumps(r)).decode("utf-8", "replace").strip()) for r in rows)
-    assert len(samples) + per_record(quarantine, "validation.jsonl:", "viquae") == lines
+    assert len(samples) + per_record(quarantine, "validation.jsonl:") == lines
 
 
 # ---------------------------------------------------------------------------- evqa
@@ -331,7 +336,7 @@ def test_evqa_every_csv_row_is_a_sample_or_a_quarantine_row(rows, bad_bytes) -> 
                     break
                 except csv.Error:
                     expected += 1
-    assert len(samples) + per_record(quarantine, "val.csv:", "evqa") == expected
+    assert len(samples) + per_record(quarantine, "val.csv:") == expected
 
 
 # ---------------------------------------------------------------------------- webqa

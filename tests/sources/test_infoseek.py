@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -78,7 +79,7 @@ def test_quarantine_reasons_and_locators(result: IngestResult, rows, rejected) -
     bad = rejected(result)
     assert set(bad) == {
         "Wiki6M_ver_1_0.jsonl.gz:8", "infoseek_val.jsonl:11", "infoseek_val.jsonl:12", "infoseek_val.jsonl:13",
-        "infoseek_val.jsonl:14", "infoseek_val.jsonl:15", "infoseek_val.jsonl:17", "infoseek:infoseek_val_00000001",
+        "infoseek_val.jsonl:14", "infoseek_val.jsonl:15", "infoseek_val.jsonl:17", "infoseek_val.jsonl:16",
     }
     assert bad["Wiki6M_ver_1_0.jsonl.gz:8"].startswith("unreadable KB entry")
     assert bad["infoseek_val.jsonl:11"].startswith("malformed record: Unterminated string")
@@ -87,7 +88,7 @@ def test_quarantine_reasons_and_locators(result: IngestResult, rows, rejected) -
     assert bad["infoseek_val.jsonl:14"].startswith("undecodable image")
     assert bad["infoseek_val.jsonl:15"] == "image path '../../outside.jpg' escapes the source root"
     assert bad["infoseek_val.jsonl:17"].startswith("malformed record: answer_eval item")
-    assert bad["infoseek:infoseek_val_00000001"] == "duplicate source_id"
+    assert bad["infoseek_val.jsonl:16"] == "duplicate source_id"
     # the first of the duplicated ids is the one kept
     assert rows(result)["infoseek_val_00000001"]["answers"] == ["STS-93", "STS 93"]
 
@@ -123,7 +124,7 @@ def test_options_and_unusable_roots(root: Path, tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="infoseek_test.jsonl"):
         ingest("infoseek", root, tmp_path / "b", options={"splits": ["test"]})
     (tmp_path / "empty").mkdir()
-    with pytest.raises(SourceError, match="no infoseek_"):
+    with pytest.raises(SourceError, match="none of infoseek_train.jsonl"):
         ingest("infoseek", tmp_path / "empty", tmp_path / "c")
 
 
@@ -150,3 +151,39 @@ def test_cli_ingest(root: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "infoseek: 15 samples" in done.stdout and "8 quarantined" in done.stdout
     assert pl.read_parquet(tmp_path / "samples.parquet").height == 15
+
+
+def _question_root(tmp_path: Path, root: Path, split: str, records: list[dict]) -> Path:
+    raw = tmp_path / "raw"
+    shutil.copytree(root / "oven_images", raw / "oven_images")
+    (raw / f"infoseek_{split}.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return raw
+
+
+def test_test_split_without_answers_is_counted_once_not_quarantined(root: Path, tmp_path: Path) -> None:
+    questions = [{"data_id": f"infoseek_test_{i:08d}", "image_id": "oven_02200001", "question": "Who is this?",
+                  "data_split": "test_unseen_entity"} for i in range(4)]
+    raw = _question_root(tmp_path, root, "test", [*questions, {"data_id": "infoseek_test_9", "image_id": "oven_02200001",
+                                                              "question": "Who?", "answer": ["Eileen Collins"]}])
+    out = ingest("infoseek", raw, tmp_path / "out")
+    assert (out.samples, out.quarantined) == (1, 0)
+    assert out.skipped == {"test: no answers in this split: not curatable": 4}
+    assert json.loads((tmp_path / "out" / "ingest.json").read_text())["skipped"] == out.skipped
+
+
+def test_answer_eval_as_one_object_and_with_bare_numbers(root: Path, tmp_path: Path, rows, rejected) -> None:
+    base = {"image_id": "oven_02200001", "question": "How tall is it?", "data_split": "val_unseen_entity"}
+    records = [
+        {**base, "data_id": "v1", "answer": ["110.6 m"], "answer_eval": {"wikidata": 110.6, "range": [99.5, 121.7]}},
+        {**base, "data_id": "v2", "answer": ["1999"], "answer_eval": [1999, 1998.0, 12.5, "nineteen ninety-nine"]},
+        {**base, "data_id": "v3", "answer": ["x"], "answer_eval": [True]},
+        {**base, "data_id": "v4", "answer": ["x"], "answer_eval": "x"},
+    ]
+    out = ingest("infoseek", _question_root(tmp_path, root, "val", records), tmp_path / "out")
+    samples = rows(out)
+    assert samples["v1"]["answers"] == ["110.6 m"]
+    assert samples["v1"]["meta"]["numeric_ranges"] == [{"wikidata": 110.6, "range": [99.5, 121.7]}]
+    assert samples["v2"]["answers"] == ["1999", "1998", "12.5", "nineteen ninety-nine"]
+    assert rejected(out) == {
+        "infoseek_val.jsonl:3": "malformed record: answer_eval item True is neither a string, a number nor a numeric range",
+        "infoseek_val.jsonl:4": "malformed record: answer_eval is neither a list nor an object"}

@@ -128,3 +128,45 @@ def test_bad_options_and_layouts(root: Path, tmp_path: Path) -> None:
     (partial / "images").mkdir()
     with pytest.raises(SourceError, match="evaluation_20.jsonl missing"):
         ingest("mmdocrag", partial, tmp_path / "c")
+
+
+def _copy(tmp_path: Path, root: Path, questions: list[dict]) -> Path:
+    raw = tmp_path / "raw"
+    shutil.copytree(root / "images", raw / "images")
+    (raw / "dataset").mkdir()
+    (raw / "dataset" / "dev_20.jsonl").write_text("\n".join(json.dumps(q) for q in questions) + "\n")
+    (raw / "dataset" / "evaluation_20.jsonl").write_text("")
+    return raw
+
+
+def _question(q_id: int, answer: str, **quote_fields) -> dict:
+    return {"q_id": q_id, "doc_name": COFFEE, "question": "Which values?", "answer_short": answer,
+            "text_quotes": [{"quote_id": "text1", "type": "text", "text": "Values 46, 27 and 64.", **quote_fields}],
+            "img_quotes": [{"quote_id": "image1", "type": "image", "img_path": f"images/{COFFEE}_cover_coffee.jpg",
+                            "img_description": "A cup.", **quote_fields}],
+            "gold_quotes": ["text1"]}
+
+
+@pytest.mark.parametrize("answer, answers", [
+    ("['46', '27', '64']", ["46", "27", "64"]),
+    ('["12%", 7, 2.5]', ["12%", "7", "2.5"]),
+    ("12%", ["12%"]),
+    ("[46, 27] or so", ["[46, 27] or so"]),
+    ("[__import__('os')]", ["[__import__('os')]"]),  # not a list of scalars: one literal answer
+    ("[['a']]", ["[['a']]"]),
+])
+def test_answer_short_written_as_a_python_list(root: Path, tmp_path: Path, samples_of, answer, answers) -> None:
+    result = ingest("mmdocrag", _copy(tmp_path, root, [_question(1, answer, page_id=1, layout_id=2)]), tmp_path / "out")
+    assert samples_of(result)["dev_20:1"]["answers"] == answers
+
+
+def test_quotes_without_page_or_layout_fall_back_to_image_path_or_quote_id(root: Path, tmp_path: Path,
+                                                                         samples_of, quarantine_of) -> None:
+    result = ingest("mmdocrag", _copy(tmp_path, root, [_question(1, "46"), _question(2, "46")]), tmp_path / "out")
+    assert quarantine_of(result) == []
+    first, second = samples_of(result)["dev_20:1"], samples_of(result)["dev_20:2"]
+    assert [c["context_id"] for c in first["gold_contexts"]] == [f"mmdocrag:{COFFEE}:q1:text1"]
+    assert [c["context_id"] for c in second["gold_contexts"]] == [f"mmdocrag:{COFFEE}:q2:text1"]
+    image_id = f"mmdocrag:{COFFEE}:{COFFEE}_cover_coffee.jpg"  # the same image file in both questions
+    assert [c["context_id"] for c in first["negative_contexts"]] == [image_id]
+    assert [c["context_id"] for c in second["negative_contexts"]] == [image_id]

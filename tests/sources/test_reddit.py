@@ -18,9 +18,10 @@ from mmcurate.core.errors import ConfigError, SourceError
 from mmcurate.core.ids import sha256_file
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
-from mmcurate.sources.ingest import ingest
+from mmcurate.sources.base import Located
+from mmcurate.sources.ingest import ingest, merge_ingests
 from mmcurate.sources.reddit import (
-    RedditOptions, RedditSource, answer_skip_reason, as_int, image_refs, is_question, is_survey,
+    RedditOptions, RedditSource, answer_skip_reason, as_int, flag, image_refs, ingest_pair, is_question, is_survey,
     post_skip_reason, raw_title_rules_out_question,
 )
 
@@ -72,7 +73,7 @@ def result(root: Path, tmp_path_factory: pytest.TempPathFactory):
 def run_adapter(root: Path, store_dir: Path, **options) -> tuple[RedditSource, list[Sample], list[Rejected]]:
     adapter = RedditSource(root, ImageStore(store_dir), options=options)
     records = list(adapter.records())
-    return (adapter, [r for r in records if isinstance(r, Sample)],
+    return (adapter, [r.sample for r in records if isinstance(r, Located)],
             [r for r in records if isinstance(r, Rejected)])
 
 
@@ -292,7 +293,7 @@ def test_month_without_partner_and_unusable_roots(root: Path, tmp_path: Path) ->
     ]
     empty = tmp_path / "empty"
     (empty / "images").mkdir(parents=True)
-    with pytest.raises(SourceError, match="no RS_YYYY-MM.zst or RC_YYYY-MM.zst files"):
+    with pytest.raises(SourceError, match="no RS_YYYY-MM.zst/RC_YYYY-MM.zst or <subreddit>_submissions.zst"):
         RedditSource(empty, ImageStore(tmp_path / "s"))
     with pytest.raises(SourceError, match="image folder .* is not a readable directory"):
         RedditSource(root, ImageStore(tmp_path / "s"), images=tmp_path / "nowhere")
@@ -308,7 +309,7 @@ def test_images_option_points_elsewhere(root: Path, tmp_path: Path) -> None:
     for dump in root.glob("*.zst"):
         shutil.copy(dump, bare / dump.name)
     adapter = RedditSource(bare, ImageStore(tmp_path / "s"), images=moved)
-    assert sorted(r.source_id for r in adapter.records() if isinstance(r, Sample)) == EXPECTED_IDS
+    assert sorted(r.sample.source_id for r in adapter.records() if isinstance(r, Located)) == EXPECTED_IDS
 
 
 def test_parquet_round_trip_through_datasets_and_polars(result, tmp_path: Path) -> None:
@@ -339,3 +340,69 @@ def test_cli_ingest(root: Path, tmp_path: Path) -> None:
     assert missing.returncode == 2
     assert missing.stderr.strip().count("\n") == 0
     assert missing.stderr.startswith("mmcurate: error: reddit: source root") and "not a readable directory" in missing.stderr
+
+
+@pytest.mark.parametrize("value, expected", [
+    (True, True), (False, False), (None, False), ("true", True), ("True", True), ("false", False),
+    ("null", False), ("None", False), ("", False), ("0", False), (0, False), (1, True), ("moderator", True),
+    ("deleted", True),
+])
+def test_flags_written_as_text_read_like_json(value, expected: bool) -> None:
+    assert flag(value) is expected
+
+
+def test_text_null_is_not_removed() -> None:
+    assert post_skip_reason({"removed_by_category": "null"}, "What is this?", OPTS) is None
+    assert post_skip_reason({"removed_by_category": "moderator"}, "What is this?", OPTS) == "removed"
+    gallery = {"is_gallery": "true", "media_metadata": {"a": {"e": "Image", "m": "image/png", "s": {"u": "u"}}}}
+    assert [r.name for r in image_refs(gallery, OPTS)] == ["a.png"]
+    assert image_refs({**gallery, "is_gallery": "false"}, OPTS) == []
+
+
+def _dump(path: Path, records: list[dict]) -> None:
+    path.write_bytes(zstandard.ZstdCompressor().compress(b"".join(json.dumps(r).encode() + b"\n" for r in records)))
+
+
+def test_per_subreddit_dumps_with_flags_as_text(root: Path, tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(root / "images", raw / "images")
+    posts = [{"id": "p1", "title": "What breed is this orange tabby cat?", "url": "https://i.redd.it/10a003img.jpg",
+              "created_utc": "1388534400", "over_18": "false", "removed_by_category": "null", "subreddit": "cats"},
+             {"id": "p2", "title": "Why is this cat so fluffy?", "url": "https://i.redd.it/10a003img.jpg",
+              "created_utc": 1388534500, "over_18": "true", "removed_by_category": "moderator"}]
+    comments = [{"id": f"c{p}", "link_id": f"t3_{p}", "parent_id": f"t3_{p}", "author": "someone", "body": LONG}
+                for p in ("p1", "p2")]
+    _dump(raw / "cats_submissions.zst", posts)
+    _dump(raw / "cats_comments.zst", comments)
+    _dump(raw / "dogs_submissions.zst", posts)
+    adapter, samples, rejected = run_adapter(raw, tmp_path / "s")
+    assert [p.key for p in adapter.pairs] == ["r/cats", "r/dogs"]
+    assert [s.source_id for s in samples] == ["p1/cp1"]
+    assert samples[0].meta["over_18"] is False and samples[0].meta["month"] == "2014-01"
+    assert adapter.skipped["removed"] == 1
+    assert [(r.locator, r.reason) for r in rejected] == [
+        ("dogs_submissions.zst", "no dogs_comments.zst beside it: subreddit cannot be joined")]
+
+
+def test_months_ingested_apart_and_merged_equal_one_ingest(root: Path, result, tmp_path: Path) -> None:
+    parts = [ingest_pair(root, key, tmp_path / key) for key in ("2023-01", "2023-02")]
+    assert [p.source_files for p in parts] == [[str(root / "RS_2023-01.zst"), str(root / "RC_2023-01.zst")],
+                                               [str(root / "RS_2023-02.zst"), str(root / "RC_2023-02.zst")]]
+    merged = merge_ingests(parts, tmp_path / "merged")
+    again = merge_ingests(parts, tmp_path / "again")
+    for name in ("samples.parquet", "quarantine.parquet", "locators.parquet"):
+        assert (merged.out / name).read_bytes() == (result.out / name).read_bytes() == (again.out / name).read_bytes()
+    assert (merged.samples, merged.quarantined, merged.skipped) == (result.samples, result.quarantined, result.skipped)
+    assert sorted(p.name for p in merged.images_dir.rglob("*.*")) == sorted(p.name for p in result.images_dir.rglob("*.*"))
+    assert json.loads((merged.out / "ingest.json").read_text())["samples"] == len(EXPECTED_IDS)
+
+
+def test_merge_quarantines_a_sample_repeated_across_parts(root: Path, tmp_path: Path) -> None:
+    first, second = (ingest_pair(root, "2023-02", tmp_path / name) for name in ("a", "b"))
+    merged = merge_ingests([first, second], tmp_path / "merged")
+    rows = pl.read_parquet(merged.quarantine_path).select("locator", "reason", "raw").rows()
+    assert rows == [("RC_2023-02.zst", "truncated zstd stream after line 1", None)] * 2 + [
+        ("RC_2023-02.zst:1", "duplicate source_id", "10e001/n1")]
+    assert (merged.samples, merged.quarantined, merged.skipped) == (1, 3, {"no_qualifying_comment": 2})
+    with pytest.raises(SourceError, match="no dump pair 2023-03"):
+        ingest_pair(root, "2023-03", tmp_path / "c")

@@ -59,13 +59,13 @@ def test_missing_provenance_article_keeps_sample_without_gold(result: IngestResu
 def test_quarantine_reasons_and_locators(result: IngestResult, rejected) -> None:
     bad = rejected(result)
     assert set(bad) == {"kb.jsonl:7", "validation.jsonl:9", "validation.jsonl:10", "validation.jsonl:11",
-                        "validation.jsonl:12", "viquae:tc_1001"}
+                        "validation.jsonl:12", "validation.jsonl:13"}
     assert bad["kb.jsonl:7"].startswith("unreadable KB entry")
     assert bad["validation.jsonl:9"].startswith("malformed record: Unterminated string")
     assert bad["validation.jsonl:10"] == "image file missing: 512px-Not_Downloaded.jpg"
     assert bad["validation.jsonl:11"].startswith("undecodable image")
     assert bad["validation.jsonl:12"] == "image path '../escape.jpg' escapes the source root"
-    assert bad["viquae:tc_1001"] == "duplicate source_id"
+    assert bad["validation.jsonl:13"] == "duplicate source_id"
 
 
 def test_images_and_meta(root: Path, result: IngestResult, rows) -> None:
@@ -78,8 +78,9 @@ def test_images_and_meta(root: Path, result: IngestResult, rows) -> None:
 
 
 def test_image_folder_override(root: Path, tmp_path: Path, rejected) -> None:
+    (tmp_path / "elsewhere").mkdir()
     out = ingest("viquae", root, tmp_path / "out", images=tmp_path / "elsewhere", options={"splits": ["train"]})
-    # 4 missing images; the KB's cut line names no article the train split wants, so it is not read
+    # 4 images not in the folder given; the KB's cut line names no article the train split wants, so it is not read
     assert out.samples == 0 and out.quarantined == 4
     assert set(rejected(out).values()) >= {"image file missing: 512px-Pagoda.jpg"}
 

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 import zstandard
 
 from mmcurate.core.records import Rejected
-from mmcurate.sources.zst import parse_object, read_blocks
+from mmcurate.sources.zst import parse_object, read_chunks
 
 
 def write(path: Path, data: bytes, *, frames: int = 1) -> Path:
@@ -23,13 +24,15 @@ def write(path: Path, data: bytes, *, frames: int = 1) -> Path:
 
 
 def read_lines(path: Path, **kwargs) -> list:
-    """``read_blocks`` flattened to ``(line number, bytes)`` per non-empty line, rejections in place."""
+    """``read_chunks`` flattened to ``(line number, bytes)`` per non-empty line, rejections in place."""
     out: list = []
-    for block in read_blocks(path, **kwargs):
-        if isinstance(block, Rejected):
-            out.append(block)
+    for chunk in read_chunks(path, **kwargs):
+        if isinstance(chunk, Rejected):
+            out.append(chunk)
         else:
-            out += [(n, line) for n, line in enumerate(block[1], block[0]) if line]
+            lines = chunk.text().split(b"\n")
+            assert lines.pop() == b"" and len(lines) == chunk.lines
+            out += [(n, line) for n, line in enumerate(lines, chunk.first) if line]
     return out
 
 
@@ -112,8 +115,27 @@ def test_parse_object() -> None:
     assert isinstance(array, Rejected) and array.reason == "JSON line is a list, not an object"
 
 
-def test_read_blocks_keep_positions(tmp_path: Path) -> None:
-    path = write(tmp_path / "RC.zst", b'{"a":1}\n\n' + b"z" * 50 + b'\n{"a":2}\n')
-    blocks = list(read_blocks(path, max_line_bytes=20))
-    assert blocks == [(1, [b'{"a":1}', b""]), Rejected("RC.zst:3", "line longer than 20 bytes (50)", "z" * 50),
-                      (4, [b'{"a":2}'])]
+def test_read_chunks_keep_positions(tmp_path: Path) -> None:
+    path = write(tmp_path / "RC.zst", b'{"a":1}\n\n' + b"z" * 50 + b'\n{"a":2}\n' + b"y" * 21 + b"\n" + b"x" * 20)
+    chunks = [c if isinstance(c, Rejected) else (c.first, c.text(), c.lines, c.empty_lines())
+              for c in read_chunks(path, max_line_bytes=20)]
+    assert chunks == [(1, b'{"a":1}\n\n', 2, 1), Rejected("RC.zst:3", "line longer than 20 bytes (50)", "z" * 50),
+                      (4, b'{"a":2}\n', 1, 0), Rejected("RC.zst:5", "line longer than 20 bytes (21)", "y" * 21),
+                      (6, b"x" * 20 + b"\n", 1, 0)]
+
+
+@pytest.mark.parametrize("limit", [1, 5, 8, 9, 40])
+def test_every_overlong_line_is_found_wherever_it_sits(tmp_path: Path, limit: int) -> None:
+    lines = [b"a" * n for n in (3, 9, 0, 8, 1, 17, 8, 2, 40, 9)]
+    path = write(tmp_path / "RC.zst", b"\n".join(lines) + b"\n")
+    items = read_lines(path, max_line_bytes=limit)
+    rejected = {i.locator for i in items if isinstance(i, Rejected)}
+    assert rejected == {f"RC.zst:{n}" for n, line in enumerate(lines, 1) if len(line) > limit}
+    assert [n for n, _ in (i for i in items if not isinstance(i, Rejected))] == [
+        n for n, line in enumerate(lines, 1) if line and len(line) <= limit]
+
+
+def test_parse_object_accepts_what_json_accepts() -> None:
+    value = parse_object("f:1", b'{"a": NaN, "b": 123456789012345678901234567890, "c": "\\ud83d"}')
+    assert math.isnan(value.pop("a")) and value == {"b": 123456789012345678901234567890, "c": "\ud83d"}
+    assert parse_object("f:2", b'{"a": Infinity}')["a"] == float("inf")
