@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import warnings
+from functools import lru_cache
 from pathlib import Path
 from PIL import Image
 
@@ -18,6 +20,7 @@ from .records import Rejected
 
 MAX_PIXELS = 50_000_000  # ~7000x7000; larger images are rejected, not resized
 FORMAT_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}
+_OBJECT_REPR = re.compile(r" ?<[^<>]* at 0x[0-9a-fA-F]+>")
 
 
 def check_image(data: bytes, max_pixels: int = MAX_PIXELS) -> str:
@@ -38,17 +41,32 @@ def check_image(data: bytes, max_pixels: int = MAX_PIXELS) -> str:
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageRejected(f"decompression bomb: {exc}") from None
     except Exception as exc:  # Pillow raises many types for corrupt data
-        raise ImageRejected(f"undecodable image: {type(exc).__name__}: {exc}") from None
+        raise ImageRejected(f"undecodable image: {type(exc).__name__}: {stable_text(str(exc))}") from None
     if fmt not in FORMAT_EXT:
         raise ImageRejected(f"unsupported image format {fmt or 'unknown'}")
     return FORMAT_EXT[fmt]
+
+
+def stable_text(text: str, folder: Path | None = None) -> str:
+    """``text`` without what differs between two runs over the same data: object reprs with a
+    memory address (``<_io.BytesIO object at 0x7f..>``) and the absolute path of ``folder``
+    (paths under it become relative), so identical runs write identical quarantine reasons."""
+    text = _OBJECT_REPR.sub("", text)
+    if folder is not None:
+        text = text.replace(str(_real(Path(folder))) + os.sep, "")
+    return text
+
+
+@lru_cache(maxsize=64)
+def _real(root: Path) -> Path:
+    return root.resolve()
 
 
 def resolve_inside(root: Path, relative: str) -> Path:
     """Join ``relative`` to ``root``; refuse absolute paths and any that escape the root."""
     if not relative or os.path.isabs(relative):
         raise ImageRejected(f"image path {relative!r} is not relative to the source root")
-    root_real = Path(root).resolve()
+    root_real = _real(Path(root))
     target = (root_real / relative).resolve()
     if target != root_real and root_real not in target.parents:
         raise ImageRejected(f"image path {relative!r} escapes the source root")
@@ -86,15 +104,17 @@ class ImageStore:
         except (OSError, ValueError) as exc:
             if isinstance(exc, ImageRejected):
                 raise
-            raise ImageRejected(f"unusable image path {relative[:200]!r}: {type(exc).__name__}: {exc}"[:500]) from None
+            reason = f"unusable image path {relative[:200]!r}: {type(exc).__name__}: {stable_text(str(exc), root)}"
+            raise ImageRejected(reason[:500]) from None
         return self.put(data)
 
     def find(self, sha: str) -> Path | None:
+        """The stored file of ``sha``, or None: one stat per known extension (a folder of the
+        store holds 1/256 of all images, far too many to list on every lookup)."""
         folder = self.root / sha[:2]
-        if not folder.is_dir():
-            return None
-        for candidate in folder.glob(f"{sha}.*"):
-            if not candidate.name.endswith(".tmp"):
+        for ext in FORMAT_EXT.values():
+            candidate = folder / f"{sha}.{ext}"
+            if candidate.is_file():
                 return candidate
         return None
 

@@ -15,15 +15,13 @@ truncated stream) is located at the bare ``<file>``; its reason says after which
 
 The shared reading steps live here so every adapter does them one way: finding the
 file of each split (``split_files``), reading JSONL records with a ``file:line`` locator
-(``jsonl_records``) and storing images with reasons that read the same in every run
-(``store_bytes`` / ``store_file``).
+(``jsonl_records``). Images go to the store through ``ImageStore.put`` / ``put_file``, whose
+rejection reasons read the same in every run.
 """
 from __future__ import annotations
 
 import gzip
 import json
-import os
-import re
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -33,12 +31,9 @@ from typing import IO, Any, ClassVar, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mmcurate.core.errors import ConfigError, ImageRejected, SourceError
+from mmcurate.core.errors import ConfigError, SourceError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
-# Pillow names a stream it cannot identify by its repr, ``<_io.BytesIO object at 0x7f...>``,
-# whose address changes from run to run
-_OBJECT_REPR = re.compile(r" ?<[^<>]* at 0x[0-9a-fA-F]+>")
 
 
 class AdapterOptions(BaseModel):
@@ -98,15 +93,6 @@ def jsonl_records(
                 yield JsonLine(locator, record, raw)
             else:
                 yield Rejected(locator, f"{what}: expected a JSON object, got {type(record).__name__}", raw)
-
-
-def stable_reason(text: str, folder: Path | None = None) -> str:
-    """``text`` without what differs between two runs over the same data: object reprs
-    with a memory address, and the absolute path of ``folder`` (paths become relative)."""
-    text = _OBJECT_REPR.sub("", text)
-    if folder is not None:
-        text = text.replace(str(Path(folder).resolve()) + os.sep, "")
-    return text
 
 
 class SourceAdapter(ABC):
@@ -175,18 +161,3 @@ class SourceAdapter(ABC):
         if missing:
             raise SourceError(f"{self.name}: {', '.join(missing)} missing under {folder}")
         return paths
-
-    def store_bytes(self, data: bytes) -> str:
-        """Put image bytes in the store; ImageRejected with a reason stable across runs."""
-        try:
-            return self.store.put(data)
-        except ImageRejected as exc:
-            raise ImageRejected(stable_reason(str(exc))) from None
-
-    def store_file(self, folder: Path, relative: str) -> str:
-        """Put the image at ``relative`` under ``folder`` in the store (never a path outside
-        ``folder``); ImageRejected with a reason stable across runs."""
-        try:
-            return self.store.put_file(folder, relative)
-        except ImageRejected as exc:
-            raise ImageRejected(stable_reason(str(exc), folder)) from None

@@ -163,7 +163,7 @@ class EncyclopedicVQASource(SourceAdapter):
         missing: list[dict[str, str]] = []
         for image_id in image_ids:
             try:
-                images.append(self.store_file(self.image_dir, self._image_path(dataset, image_id, inat)))
+                images.append(self.store.put_file(self.image_dir, self._image_path(dataset, image_id, inat)))
             except ImageRejected as exc:
                 missing.append({"image_id": image_id, "reason": str(exc)})
         if not images:

@@ -206,7 +206,7 @@ class InfoSeekSource(SourceAdapter):
         answers, ranges = _answers(record)
         image_id = record["image_id"]
         relative = mapped.get(image_id) or f"{image_id.removeprefix('oven_')[:2]}/{image_id}.jpg"
-        image = self.store_file(self.image_dir, relative)
+        image = self.store.put_file(self.image_dir, relative)
         meta: dict[str, Any] = {"split": split, "data_split": record.get("data_split"), "image_id": image_id}
         if ranges:
             meta["numeric_ranges"] = ranges

@@ -149,7 +149,7 @@ class MMDocRAGSource(SourceAdapter):
         relative = img_path.replace("\\", "/")
         if relative.startswith("images/") and not _is_file(self.image_dir / relative):
             relative = relative.removeprefix("images/")
-        return self.store_file(self.image_dir, relative)
+        return self.store.put_file(self.image_dir, relative)
 
 
 def _element(q_id: Any, modality: str, quote: dict[str, Any]) -> str:

@@ -139,9 +139,9 @@ class MRAGBenchSource(SourceAdapter):
         data = value.get("bytes")
         try:
             if data:
-                return self.store_bytes(data)
+                return self.store.put(data)
             if value.get("path"):  # a non-embedded image: a path relative to the root
-                return self.store_file(self.root, str(value["path"]))
+                return self.store.put_file(self.root, str(value["path"]))
         except ImageRejected as exc:
             raise ImageRejected(f"{field}: {exc}") from None
         raise ImageRejected(f"{field}: no image bytes or path")

@@ -375,7 +375,7 @@ class RedditSource(SourceAdapter):
         hashes = []
         for ref in refs:
             try:
-                hashes.append(self.store_file(self.images, ref.name))
+                hashes.append(self.store.put_file(self.images, ref.name))
             except ImageRejected as exc:
                 return Rejected(locator, f"post {post_id}: {exc}", ref.url)
         try:

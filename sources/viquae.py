@@ -127,7 +127,7 @@ class ViQuAESource(SourceAdapter):
                 raise ValueError(f"missing field {name}")
         answers = _answers(record)
         provenance = _provenance(record)
-        image = self.store_file(self.image_dir, record["image"])
+        image = self.store.put_file(self.image_dir, record["image"])
         meta: dict[str, Any] = {
             "split": split,
             "image": record["image"],

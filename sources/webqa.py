@@ -253,7 +253,7 @@ class WebQASource(SourceAdapter):
         cached = self._image_cache.get(image_id)
         if cached is None:
             try:
-                cached = self.store_bytes(images.jpeg(image_id))
+                cached = self.store.put(images.jpeg(image_id))
             except FactError as exc:
                 cached = exc
             except ImageRejected as exc:

@@ -1,11 +1,12 @@
 import io
 import os
+from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from mmcurate.core.errors import ImageRejected
-from mmcurate.core.images import ImageStore, check_image, resolve_inside
+from mmcurate.core.images import ImageStore, check_image, resolve_inside, stable_text
 
 
 def _png(size=(8, 8), color=(200, 10, 10)) -> bytes:
@@ -65,3 +66,24 @@ def test_put_file_reports_missing_files(tmp_path):
     store = ImageStore(tmp_path / "store")
     with pytest.raises(ImageRejected, match="missing"):
         store.put_file(tmp_path, "nope.jpg")
+
+
+def test_stable_text_drops_addresses_and_the_folder(tmp_path: Path) -> None:
+    text = "undecodable image: UnidentifiedImageError: cannot identify image file <_io.BytesIO object at 0x7f3a9c2b1d60>"
+    assert stable_text(text) == "undecodable image: UnidentifiedImageError: cannot identify image file"
+    path = f"OSError: [Errno 36] File name too long: '{tmp_path.resolve()}/images/x.jpg'"
+    assert stable_text(path, tmp_path) == "OSError: [Errno 36] File name too long: 'images/x.jpg'"
+
+
+def test_rejection_reasons_are_the_same_in_every_run(tmp_path: Path) -> None:
+    store = ImageStore(tmp_path / "store")
+    (tmp_path / "junk.jpg").write_bytes(b"not an image at all")
+    for put in (lambda: store.put(b"not an image at all"), lambda: store.put_file(tmp_path, "junk.jpg"),
+                lambda: store.put_file(tmp_path, "x" * 300 + ".jpg")):
+        reasons = set()
+        for _ in range(2):
+            with pytest.raises(ImageRejected) as caught:
+                put()
+            reasons.add(str(caught.value))
+        (reason,) = reasons
+        assert "0x" not in reason and str(tmp_path) not in reason
