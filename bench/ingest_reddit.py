@@ -235,7 +235,7 @@ def _warm_worker() -> None:
     import pyarrow.parquet  # noqa: F401
     from PIL import PngImagePlugin  # noqa: F401
 
-    from mmcurate.annotation.sentences import split_sentences
+    from mmcurate.core.text import split_sentences
     from mmcurate.sources.reddit import ingest_pair  # noqa: F401
 
     split_sentences("Warm up. The punkt model loads once.")
