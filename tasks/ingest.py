@@ -1,27 +1,56 @@
-"""Ingest tasks: one per source, skipped when the same root was already ingested."""
+"""Ingest tasks: one per source, skipped when the same root was already ingested.
+
+A Reddit dump folder with several month pairs (or per-subreddit pairs) is ingested one pair
+per task on the flow's task runner (threads, Dask or Ray workers, like the curation stages),
+each into its own folder, then merged in ``dump_pairs`` order: the same result, byte for
+byte, whichever worker finished first. A finished pair is not ingested again after a crash.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyarrow as pa
-from prefect import task
+from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.config import SourceSpec
 from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.core.tables import read_table
-from mmcurate.sources.ingest import IngestResult, ingest, load_ingest, root_fingerprint
+from mmcurate.sources.ingest import IngestResult, ingest, load_ingest, merge_ingests, root_fingerprint
+from mmcurate.sources.reddit import dump_pairs, ingest_pair
 
 
 @task(name="ingest-source", cache_policy=NO_CACHE, task_run_name="ingest-{spec.name}")
+def ingest_whole(spec: SourceSpec, out: Path, workdir: Path) -> IngestResult:
+    return ingest(spec.name, spec.root, out, images=spec.images, options=spec.options,
+                  store=ImageStore(workdir / "images"))
+
+
+@task(name="ingest-dump-pair", cache_policy=NO_CACHE, task_run_name="ingest-reddit-{key}")
+def ingest_dump_pair(spec: SourceSpec, key: str, out: Path, workdir: Path) -> IngestResult:
+    return load_ingest(out) or ingest_pair(spec.root, key, out, images=spec.images, options=spec.options,
+                                           store=ImageStore(workdir / "images"))
+
+
+@task(name="merge-ingests", cache_policy=NO_CACHE)
+def merge_parts(parts: list[IngestResult], out: Path) -> IngestResult:
+    return merge_ingests(parts, out)
+
+
 def ingest_source(spec: SourceSpec, workdir: Path) -> IngestResult:
+    """The source's ingest, from an earlier run when the same root and options were ingested."""
     out = workdir / "ingest" / f"{spec.name}-{root_fingerprint(spec.root, spec.options)}"
     done = load_ingest(out)
     if done is not None:
         return done
-    return ingest(spec.name, spec.root, out, images=spec.images, options=spec.options,
-                  store=ImageStore(workdir / "images"))
+    pairs = dump_pairs(spec.root) if spec.name == "reddit" and "pairs" not in spec.options else []
+    if len(pairs) < 2:
+        return ingest_whole(spec, out, workdir)
+    keys = [pair.key for pair in pairs]
+    folders = [out / "parts" / key.replace("/", "_") for key in keys]
+    parts = ingest_dump_pair.map(unmapped(spec), keys, folders, unmapped(workdir))
+    return merge_parts(parts.result(), out)
 
 
 def load_samples(results: list[IngestResult], limits: list[int | None] | None = None) -> tuple[pa.Table, pa.Table]:
