@@ -1,7 +1,9 @@
 """``mmcurate`` command line. Each command group lives in its own module.
 
 User errors (``MmcurateError``) print as one line on stderr and exit 2; usage errors and
-exit codes are Click's.
+exit codes are Click's. Commands import flows and heavy libraries (Prefect, torch, Great
+Expectations) inside their functions, so that ``mmcurate --help`` and a usage error answer
+at once instead of after seconds of imports.
 """
 from __future__ import annotations
 
