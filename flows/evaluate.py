@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-
 from prefect import flow
 
 from mmcurate.core.config import Settings, load_config
