@@ -40,6 +40,7 @@ STAGE = "evaluate.reflvqa"
 ANSWERED, FAILED, UNREADABLE = "answered", "failed", "unreadable"
 NO_CITATION = "rule:no-citation"  # the grader of a sentence that cites nothing (0, no call)
 DEFAULT_TOP_K = 5
+NDCG_K, RECALL_K = 10, 100  # the paper's Table 4, on the first-stage ranking whatever ``candidates`` is
 
 HIT = pa.struct([pa.field("doc_id", pa.string()), pa.field("modality", pa.string()), pa.field("score", pa.float64())])
 ANSWER_SENTENCE = pa.struct([pa.field("index", pa.int32()), pa.field("text", pa.string()),
@@ -155,15 +156,15 @@ def evaluate_reflvqa(
 ) -> RefLVQARun:
     """The whole run (see the module docstring)."""
     queries = [row["question"] for row in qa]
-    first = corpus.first_stage(queries)
+    first = corpus.first_stage(queries, max(RECALL_K, NDCG_K))
     ranked = corpus.rank(queries)
     retrieval = []
     for row, before, after in zip(qa, first, ranked):
         relevant = relevant_documents(row)
         retrieval.append({
             "sample_id": row["sample_id"], "relevant": len(relevant),
-            "ndcg_at_10": ndcg_at_k([h.doc_id for h in before], relevant, 10) if relevant else None,
-            "recall_at_100": recall_at_k([h.doc_id for h in before], relevant, 100) if relevant else None,
+            "ndcg_at_10": ndcg_at_k([h.doc_id for h in before], relevant, NDCG_K) if relevant else None,
+            "recall_at_100": recall_at_k([h.doc_id for h in before], relevant, RECALL_K) if relevant else None,
             "first_hit": first_hit([h.doc_id for h in after], relevant),
         })
     top = [ranking[:top_k] for ranking in ranked]

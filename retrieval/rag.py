@@ -123,36 +123,37 @@ class RagCorpus:
         return {"retriever": self.text_encoder.name, "reranker": self.reranker.name,
                 "image_retriever": self.cross_modal.name if self.image_index is not None else "none"}
 
-    def first_stage(self, queries: list[str]) -> list[list[Hit]]:
-        """The ``candidates`` nearest documents per query before reranking, best first."""
-        text = self._text_hits(queries)
-        image = self._image_hits(queries)
+    def first_stage(self, queries: list[str], k: int | None = None) -> list[list[Hit]]:
+        """The ``k`` (default ``candidates``) nearest documents per query before reranking, best first."""
+        k = k or self.candidates
+        text = self._text_hits(queries, k)
+        image = self._image_hits(queries, k)
         if self.image_index is None:
             return text
         if self.text_index is None:
             return image
-        return [_fuse([t, i])[:self.candidates] for t, i in zip(text, image)]
+        return [_fuse([t, i])[:k] for t, i in zip(text, image)]
 
     def rank(self, queries: list[str]) -> list[list[Hit]]:
         """The first stage's candidates reordered by the reranker, best first."""
-        text = [self._rerank(q, hits) for q, hits in zip(queries, self._text_hits(queries))]
-        image = self._image_hits(queries)
+        text = [self._rerank(q, hits) for q, hits in zip(queries, self._text_hits(queries, self.candidates))]
+        image = self._image_hits(queries, self.candidates)
         if self.image_index is None:
             return text
         if self.text_index is None:
             return image
         return [_fuse([t, i])[:self.candidates] for t, i in zip(text, image)]
 
-    def _text_hits(self, queries: list[str]) -> list[list[Hit]]:
+    def _text_hits(self, queries: list[str], k: int) -> list[list[Hit]]:
         if self.text_index is None:
             return [[] for _ in queries]
-        found = _search(self.text_index, self.text_encoder.encode_text(queries), self.candidates)
+        found = _search(self.text_index, self.text_encoder.encode_text(queries), k)
         return [[Hit(self.text_docs[row]["doc_id"], "text", score) for row, score in hits] for hits in found]
 
-    def _image_hits(self, queries: list[str]) -> list[list[Hit]]:
+    def _image_hits(self, queries: list[str], k: int) -> list[list[Hit]]:
         if self.image_index is None or self.cross_modal is None:
             return [[] for _ in queries]
-        found = _search(self.image_index, self.cross_modal.encode_text(queries), self.candidates)
+        found = _search(self.image_index, self.cross_modal.encode_text(queries), k)
         return [[Hit(self.image_docs[row]["doc_id"], "image", score) for row, score in hits] for hits in found]
 
     def _rerank(self, query: str, hits: list[Hit]) -> list[Hit]:

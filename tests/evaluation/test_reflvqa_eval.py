@@ -38,8 +38,8 @@ class FixedCorpus:
     first = [Hit("t3", "text", 0.9), Hit("t1", "text", 0.8), Hit("t2", "text", 0.7), Hit("image:bb", "image", 0.1)]
     ranked = [Hit("t1", "text", 3.0), Hit("t2", "text", 2.0), Hit("image:bb", "image", 1.0), Hit("t3", "text", 0.5)]
 
-    def first_stage(self, queries):
-        return [list(self.first) for _ in queries]
+    def first_stage(self, queries, k=None):
+        return [list(self.first)[:k] for _ in queries]
 
     def rank(self, queries):
         return [list(self.ranked) for _ in queries]

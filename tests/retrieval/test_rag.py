@@ -68,6 +68,7 @@ def test_first_stage_rerank_and_cutoff(tmp_path):
     assert [h.doc_id for h in ranked] == ["d2", "d1"]  # reranked: shorter first
     assert ranked[0].score == -len("Tower of London.")
     assert retrieve(["tall tower in paris"], corpus, 1) == [[ranked[0]]]
+    assert [h.doc_id for h in corpus.first_stage(["tall tower in paris"], 100)[0]] == ["d1", "d2", "d3"]
     assert corpus.image_note is None and corpus.components["image_retriever"] == "none"
 
 
