@@ -12,9 +12,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from mmcurate.annotation.human.citations import REJECTED, export_batch, import_labels
-from mmcurate.annotation.human.judges import export_judge_batch, import_judge_labels
-
 from .app import app
 
 annotate_app = typer.Typer(
@@ -34,9 +31,12 @@ def export(
     n: Annotated[int, typer.Option("--n", help="citations: items; judges: decisions (RefLVQA: answers) per model")] = 100,
     seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
     evaluation: EvaluationOpt = None,
-    rejected: Annotated[int, typer.Option("--rejected", help="citations: rejected documents shown per item")] = REJECTED,
+    rejected: Annotated[int, typer.Option("--rejected", help="citations: rejected documents shown per item")] = 2,
 ) -> None:
     """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv."""
+    from mmcurate.annotation.human.citations import export_batch
+    from mmcurate.annotation.human.judges import export_judge_batch
+
     if evaluation:
         result = export_judge_batch(release, evaluation, out, n=n, seed=seed)
         per_model = ", ".join(f"{m}: {k}" for m, k in result.per_model.items())
@@ -57,6 +57,9 @@ def import_(
     evaluation: EvaluationOpt = None,
 ) -> None:
     """Validate labels; write agreement (and, for citations, DIR/human_verified.parquet); print it."""
+    from mmcurate.annotation.human.citations import import_labels
+    from mmcurate.annotation.human.judges import import_judge_labels
+
     if evaluation:
         judged = import_judge_labels(release, evaluation, labels, out)
         typer.echo(f"{judged.items} items from {len(judged.annotators)} annotator(s) "

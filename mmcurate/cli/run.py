@@ -7,12 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from mmcurate.core.config import load_config
-from mmcurate.core.errors import MmcurateError
-from mmcurate.evaluation.scenarios import SCENARIOS, plan_jobs
-from mmcurate.gating.prompts import DEFAULT_ABSTENTION, STRICTNESS_LEVELS
-from mmcurate.releases.reader import open_release
-
 from .app import app
 
 run_app = typer.Typer(help="Run a curation flow (a real Prefect flow run).", no_args_is_help=True)
@@ -31,6 +25,7 @@ def _prefect_defaults() -> None:
 
 def _runner(config: Path):
     """The task runner the config asks for (threads, Dask, Ray)."""
+    from mmcurate.core.config import load_config
     from mmcurate.tasks.runners import make_task_runner
 
     return make_task_runner(load_config(config).task_runner)
@@ -72,6 +67,12 @@ def evaluate(
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
 ) -> None:
     """Evaluate one model: DeflectionBench's four scenarios, or a RefLVQA RAG run (by the release)."""
+    from mmcurate.core.config import load_config
+    from mmcurate.core.errors import MmcurateError
+    from mmcurate.evaluation.scenarios import SCENARIOS, plan_jobs
+    from mmcurate.gating.prompts import DEFAULT_ABSTENTION, STRICTNESS_LEVELS
+    from mmcurate.releases.reader import open_release
+
     # every input is checked before Prefect starts: a bad one is one line, exit 2
     bench = open_release(release)
     load_config(config).add_model(model)
