@@ -142,6 +142,41 @@ def answer_with_citations(
     return out
 
 
+def retrieval_rows(qa: Sequence[Mapping[str, Any]], first: Sequence[list[Any]],
+                   ranked: Sequence[list[Any]]) -> list[dict[str, Any]]:
+    """RETRIEVAL rows: NDCG@10 and Recall@100 of the first stage, the first relevant rank after reranking."""
+    rows = []
+    for row, before, after in zip(qa, first, ranked):
+        relevant = relevant_documents(row)
+        ids = [h.doc_id for h in before]
+        rows.append({
+            "sample_id": row["sample_id"], "relevant": len(relevant),
+            "ndcg_at_10": ndcg_at_k(ids, relevant, NDCG_K) if relevant else None,
+            "recall_at_100": recall_at_k(ids, relevant, RECALL_K) if relevant else None,
+            "first_hit": first_hit([h.doc_id for h in after], relevant),
+        })
+    return rows
+
+
+def grading_units(row: Mapping[str, Any], sentences: Sequence[CitedSentence], cited: Sequence[list[str]],
+                  docs: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[tuple[int, Unit]]]:
+    """What to grade for one answered question: (indices of the sentences citing nothing,
+    which are 0 by rule; (unit index, unit) for the evaluators)."""
+    sid = row["sample_id"]
+    by_id = {d["context_id"]: d for d in docs}
+    response = " ".join(s.text for s in sentences)
+    uncited, units = [], []
+    for i, (sentence, ids) in enumerate(zip(sentences, cited)):
+        if ids:
+            units.append((i, Unit(f"{sid}/g{i}", "groundedness", sentence.text, documents=tuple(by_id[d] for d in ids))))
+        else:
+            uncited.append(i)
+    units += [(index, Unit(f"{sid}/c{index}", "completeness", text, response=response))
+              for index, text in completeness_statements(row)]
+    units.append((0, Unit(f"{sid}/r", "relevance", row["question"], response=response)))
+    return uncited, units
+
+
 def evaluate_reflvqa(
     qa: Sequence[Mapping[str, Any]],  # the release's qa rows, images as sha256
     documents: Mapping[str, Mapping[str, Any]],  # doc_id -> knowledge-base row (images as sha256)
@@ -156,52 +191,35 @@ def evaluate_reflvqa(
 ) -> RefLVQARun:
     """The whole run (see the module docstring)."""
     queries = [row["question"] for row in qa]
-    first = corpus.first_stage(queries, max(RECALL_K, NDCG_K))
     ranked = corpus.rank(queries)
-    retrieval = []
-    for row, before, after in zip(qa, first, ranked):
-        relevant = relevant_documents(row)
-        retrieval.append({
-            "sample_id": row["sample_id"], "relevant": len(relevant),
-            "ndcg_at_10": ndcg_at_k([h.doc_id for h in before], relevant, NDCG_K) if relevant else None,
-            "recall_at_100": recall_at_k([h.doc_id for h in before], relevant, RECALL_K) if relevant else None,
-            "first_hit": first_hit([h.doc_id for h in after], relevant),
-        })
-    top = [ranking[:top_k] for ranking in ranked]
+    retrieval = retrieval_rows(qa, corpus.first_stage(queries, max(RECALL_K, NDCG_K)), ranked)
+    top = [ranking[:top_k] for ranking in ranked]  # the fixed cutoff (a dynamic one would cut ``ranked`` here)
     shown = [_shown(documents, hits, doc_chars) for hits in top]
     replies = answer_with_citations(qa, shown, pool, model, max_tokens)
 
     answers: list[dict[str, Any]] = []
     units: list[tuple[str, int, Unit]] = []  # (sample_id, unit index, unit)
-    no_citation: list[dict[str, Any]] = []
+    by_rule: list[dict[str, Any]] = []
     for row, hits, docs, (sentences, reply, error) in zip(qa, top, shown, replies):
         sid = row["sample_id"]
-        status = ANSWERED if sentences is not None else (FAILED if reply is None else UNREADABLE)
         cited = [[hits[n - 1].doc_id for n in s.cites] for s in sentences or []]
         answers.append({
             "sample_id": sid, "model": model, "top_k": top_k,
             "retrieved": [{"doc_id": h.doc_id, "modality": h.modality, "score": h.score} for h in hits],
-            "answer": reply, "status": status, "error": error, "run_id": run_id,
+            "answer": reply, "error": error, "run_id": run_id,
+            "status": ANSWERED if sentences is not None else (FAILED if reply is None else UNREADABLE),
             "sentences": [{"index": i, "text": s.text, "citations": ids}
                           for i, (s, ids) in enumerate(zip(sentences or [], cited))],
         })
         if sentences is None:
             continue
-        response = " ".join(s.text for s in sentences)
-        for i, (s, ids) in enumerate(zip(sentences, cited)):
-            if not ids:
-                no_citation.append({"sample_id": sid, "model": model, "metric": "groundedness", "unit": i,
-                                    "statement": s.text, "documents": [], "grade": 0.0, "evaluator": NO_CITATION,
-                                    "raw": None, "error": None, "run_id": run_id})
-                continue
-            by_id = {d["context_id"]: d for d in docs}
-            units.append((sid, i, Unit(f"{sid}/g{i}", "groundedness", s.text,
-                                       documents=tuple(by_id[d] for d in ids))))
-        for index, text in completeness_statements(row):
-            units.append((sid, index, Unit(f"{sid}/c{index}", "completeness", text, response=response)))
-        units.append((sid, 0, Unit(f"{sid}/r", "relevance", row["question"], response=response)))
+        uncited, mine = grading_units(row, sentences, cited, docs)
+        by_rule += [{"sample_id": sid, "model": model, "metric": "groundedness", "unit": i,
+                     "statement": sentences[i].text, "documents": [], "grade": 0.0, "evaluator": NO_CITATION,
+                     "raw": None, "error": None, "run_id": run_id} for i in uncited]
+        units += [(sid, index, unit) for index, unit in mine]
 
-    grades = no_citation + _grade(units, graders, model, run_id)
+    grades = by_rule + _grade(units, graders, model, run_id)
     counts = {
         "questions": len(qa),
         "answered": sum(a["status"] == ANSWERED for a in answers),
