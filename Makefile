@@ -42,6 +42,7 @@ demo: setup fixtures
 	$(MM) run reflvqa --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/deflectionbench/1.0.0 --model smollm2 --config configs/demo.yaml \
 	  --negatives 1 --negatives 2
+	$(MM) evaluate $(DEMO_RELEASES)/reflvqa/1.0.0 --model smollm2 --config configs/demo.yaml
 	$(MM) recurate $(DEMO_RELEASES)/deflectionbench/1.0.0 --add-model smollm2-warm --config configs/demo.yaml
 	$(MM) diff $(DEMO_RELEASES)/deflectionbench/1.0.0 $(DEMO_RELEASES)/deflectionbench/1.1.0
 	$(MM) report $(DEMO_RELEASES)/deflectionbench/1.1.0

@@ -168,6 +168,37 @@ class RefLVQAConfig(_Strict):
     version: str = "1.0.0"
 
 
+class Evaluators(_Strict):
+    """Who grades RefLVQA answers, per metric: ``lexical[:<threshold>]`` (the offline
+    token-overlap stand-in, named in every output) or a model name. A single string sets all three."""
+
+    groundedness: GraderSpec = Lexical()
+    completeness: GraderSpec = Lexical()
+    relevance: GraderSpec = Lexical()
+
+
+class RefLVQAEvalConfig(_Strict):
+    """A RAG run on a RefLVQA release: retrieve ``candidates``, rerank, keep ``top_k``."""
+
+    @field_validator("evaluators", mode="before")
+    @classmethod
+    def _one_for_all(cls, value: Any) -> Any:
+        return {"groundedness": value, "completeness": value, "relevance": value} if isinstance(value, str) else value
+
+    top_k: int = Field(default=5, ge=1)
+    candidates: int = Field(default=100, ge=1)
+    text_encoder: TextEncoderSpec = MiniLM()
+    cross_modal_encoder: CrossModalSpec | None = None  # None: image documents are not retrievable
+    reranker: RerankerSpec = MiniLM()
+    doc_chars: int = Field(default=2000, ge=1)  # a document's text is cut to this for the answering model
+    answer_max_tokens: int = Field(default=512, ge=1)
+    evaluators: Evaluators = Field(default_factory=Evaluators)
+
+
+class EvaluationConfig(_Strict):
+    reflvqa: RefLVQAEvalConfig = Field(default_factory=RefLVQAEvalConfig)
+
+
 class TaskRunnerConfig(_Strict):
     kind: Literal["threads", "dask", "ray"] = "threads"
     address: str | None = None  # existing cluster; None starts a local one
@@ -188,6 +219,7 @@ class Settings(BaseSettings):
     task_runner: TaskRunnerConfig = Field(default_factory=TaskRunnerConfig)
     deflectionbench: DeflectionBenchConfig | None = None
     reflvqa: RefLVQAConfig | None = None
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
 
     @classmethod
     def settings_customise_sources(
@@ -224,6 +256,9 @@ class Settings(BaseSettings):
             wanted += r.inspectors + ([r.image_entailment] if r.image_entailment else [])
             for spec in (r.evaluator, r.factcheck_model, r.text_entailment):
                 wanted += model_names(spec)
+        graders = self.evaluation.reflvqa.evaluators
+        for spec in (graders.groundedness, graders.completeness, graders.relevance):
+            wanted += model_names(spec)
         missing = sorted(set(wanted) - names)
         if missing:
             raise ValueError(f"unknown model(s) {missing}; defined: {sorted(names)}")

@@ -26,7 +26,9 @@ from matplotlib.figure import Figure
 
 from mmcurate.core.markdown import markdown_table
 
-from .scenarios import FAILED, SCENARIOS
+from mmcurate.gating.prompts import STRICTNESS_LEVELS
+
+from .scenarios import FAILED, GOLD_MODALITIES, NEGATIVE_MODALITIES, SCENARIOS
 
 RATES = ("accuracy", "deflection", "hallucination", "truthfulness")
 LABELS = {"accuracy": "Accuracy", "deflection": "Deflection", "hallucination": "Hallucination",
@@ -35,12 +37,18 @@ _COUNTS = {"CORRECT": "correct", "INCORRECT": "incorrect", "NOT_ATTEMPTED": "not
            "JUDGE_ERROR": "judge_errors", FAILED: "failed"}
 
 
+# protocol order of the columns that have one; other columns sort by value
+_ORDERS: dict[str, Sequence[str]] = {"scenario": SCENARIOS, "abstention": STRICTNESS_LEVELS,
+                                     "negatives": ("ranked", *NEGATIVE_MODALITIES), "gold_modality": GOLD_MODALITIES}
+
+
 def _order(key: tuple, by: Sequence[str]) -> tuple:
-    """Scenarios in protocol order, everything else as is."""
-    return tuple(
-        (SCENARIOS.index(v) if v in SCENARIOS else len(SCENARIOS), v) if name == "scenario" else (0, v)
-        for name, v in zip(by, key)
-    )
+    """Scenarios, abstention levels and modalities in protocol order, everything else as is."""
+    out = []
+    for name, v in zip(by, key):
+        known = _ORDERS.get(name, ())
+        out.append((known.index(v) if v in known else len(known), v))
+    return tuple(out)
 
 
 def compute_metrics(results: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.Table:
@@ -78,7 +86,7 @@ def compute_metrics(results: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def _pct(value: float | None) -> str:
+def percent(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
 
@@ -89,7 +97,7 @@ def metrics_markdown(metrics: pa.Table, keys: Sequence[str] | None = None) -> st
         keys = [c for c in metrics.column_names if c not in ("n", "graded", *_COUNTS.values(), *RATES)]
     heads = {k: k.replace("_", " ").capitalize() for k in keys}
     rates = {r: f"{LABELS[r]} (%)" for r in RATES}
-    rows = [{**{heads[k]: str(row[k]) for k in keys}, **{rates[r]: _pct(row[r]) for r in RATES},
+    rows = [{**{heads[k]: str(row[k]) for k in keys}, **{rates[r]: percent(row[r]) for r in RATES},
              "Graded": str(row["graded"]), "Excluded": str(row["judge_errors"] + row["failed"])}
             for row in metrics.to_pylist()]
     columns = [*heads.values(), *rates.values(), "Graded", "Excluded"]

@@ -1,5 +1,6 @@
-"""What an evaluation run writes: answers, metrics per scenario and per source, the
-Table-4 markdown and the metrics-vs-negatives plot."""
+"""What a DeflectionBench evaluation run writes: answers, metrics per scenario and per
+source, the Table-4 markdown and the metrics-vs-negatives plot; with several abstention
+levels the strictness-sweep table (Tables 6/9), with the modality analysis Table 5."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmcurate.core.tables import write_table
+from mmcurate.gating.prompts import DEFAULT_ABSTENTION
 
+from .deflection_tables import modality_metrics, ranked, strictness_metrics, sweep_negatives, wide_markdown
 from .metrics import compute_metrics, metrics_markdown, plot_vs_negatives
 
 
@@ -16,13 +19,31 @@ def write_evaluation(results: pa.Table, out: Path, title: str) -> str:
     """Write the evaluation's files into ``out``; return the markdown tables."""
     out.mkdir(parents=True, exist_ok=True)
     write_table(results, out / "answers.parquet")
-    by_scenario = compute_metrics(results, by=("scenario",))
-    by_source = compute_metrics(results, by=("scenario", "source"))
+    protocol = ranked(results)
+    levels = list(dict.fromkeys(protocol["abstention"].to_pylist()))
+    keys = ("abstention", "scenario") if len(levels) > 1 else ("scenario",)
+    by_scenario = compute_metrics(protocol, by=keys)
+    by_source = compute_metrics(protocol, by=(*keys, "source"))
     write_table(by_scenario, out / "metrics_by_scenario.parquet")
     write_table(by_source, out / "metrics_by_source.parquet")
-    text = (f"# {title}\n\n## Per scenario\n\n{metrics_markdown(by_scenario)}\n\n"
-            f"## Per scenario and source\n\n{metrics_markdown(by_source)}\n")
+    sections = [f"# {title}", f"## Per scenario\n\n{metrics_markdown(by_scenario)}",
+                f"## Per scenario and source\n\n{metrics_markdown(by_source)}"]
+    if len(levels) > 1:
+        sweep = strictness_metrics(results)
+        write_table(sweep, out / "metrics_strictness.parquet")
+        n = sweep_negatives(protocol)
+        at = f" (realistic and adversarial at {n} negatives)" if n else ""
+        sections.append(f"## Strictness sweep{at}\n\n{wide_markdown(sweep, ['abstention'], 'scenario')}")
+    if pc.any(pc.not_equal(results["negatives"], "ranked")).as_py():
+        modality = modality_metrics(results)
+        write_table(modality, out / "metrics_negative_modality.parquet")
+        sections.append("## Negative-modality analysis (realistic scenario)\n\n"
+                        + wide_markdown(modality, ["abstention", "gold_modality", "negatives"], None))
+    text = "\n\n".join(sections) + "\n"
     (out / "table.md").write_text(text)
-    if pc.any(pc.equal(results["scenario"], "realistic")).as_py():
-        plot_vs_negatives(results, out / "metrics_vs_negatives.png")
+    realistic = protocol.filter(pc.equal(protocol["scenario"], "realistic"))
+    if realistic.num_rows:
+        level = DEFAULT_ABSTENTION if DEFAULT_ABSTENTION in levels else levels[0]
+        plot_vs_negatives(realistic.filter(pc.equal(realistic["abstention"], level)), out / "metrics_vs_negatives.png",
+                          title=f"realistic: metrics vs number of negatives ({level} abstention)")
     return text

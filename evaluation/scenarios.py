@@ -14,19 +14,30 @@ a sweep over ``n`` changes one thing at a time. The contexts shown are then shuf
 every run, on every machine. A sample with fewer negatives than asked shows what it has;
 ``n_contexts`` in the results records how many contexts were really shown.
 
-The system prompt carries an abstention instruction (``prompts.ABSTENTION``: soft,
+The negative-modality analysis (the paper's Table 5) reruns the realistic scenario with
+negatives of one modality: ``text`` or ``image`` (the first ``n`` of that modality) or
+``multimodal`` (the first ceil(n/2) text and floor(n/2) image negatives), at n = 2 as in
+Table 4. Only samples whose gold is all text or all image and which have ``n`` negatives
+of each modality take part, so the three negative settings compare the same samples. The
+ranked setting (the default, any modality) is ``negatives="ranked"``.
+
+The system prompt carries an abstention instruction (``prompts.ABSTENTION``: none, soft,
 moderate (default), severe): the model should say "I don't know" when the evidence does not
-support an answer. Results keep failed calls (grade ``FAILED``, with the error) and
-ungradable answers (``JUDGE_ERROR``) as rows: ``metrics`` counts them apart.
+support an answer; ``none`` adds no instruction (the strictness sweep's baseline). Results
+keep failed calls (grade ``FAILED``, with the error) and ungradable answers
+(``JUDGE_ERROR``) as rows: ``metrics`` counts them apart. A result row is identified by
+(model, sample_id, scenario, n_negatives, negatives, abstention).
 """
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.core.errors import MmcurateError
 from mmcurate.gating import prompts
 from mmcurate.gating.answers import grade_name, grade_responses
 from mmcurate.gating.judge import Judge
@@ -35,6 +46,10 @@ from mmcurate.gating.requests import ChatRequest
 SCENARIOS = ("parametric", "oracle", "realistic", "adversarial")
 DEFAULT_NEGATIVES = 2
 MAX_NEGATIVES = 10
+RANKED = "ranked"  # negatives of any modality, in pairing order
+NEGATIVE_MODALITIES = ("text", "image", "multimodal")  # Table 5's negative settings
+MODALITY_NEGATIVES = DEFAULT_NEGATIVES  # n of the negative-modality analysis (Table 4's n)
+GOLD_MODALITIES = ("text", "image")  # Table 5's positive settings; "mixed" and "none" sit out
 FAILED = "FAILED"  # grade column of a call that failed for good (never a judge grade)
 STAGE = "evaluate"
 
@@ -45,6 +60,8 @@ RESULTS = pa.schema(
         pa.field("scenario", pa.string(), nullable=False),
         pa.field("n_negatives", pa.int32(), nullable=False),  # asked for (0: parametric/oracle)
         pa.field("n_contexts", pa.int32(), nullable=False),  # contexts actually shown
+        pa.field("negatives", pa.string(), nullable=False),  # "ranked" or a Table-5 modality setting
+        pa.field("gold_modality", pa.string(), nullable=False),  # text, image, mixed or none
         pa.field("model", pa.string(), nullable=False),
         pa.field("abstention", pa.string(), nullable=False),
         pa.field("answer", pa.string()),
@@ -56,21 +73,54 @@ RESULTS = pa.schema(
 )
 
 
+class EvaluationError(MmcurateError):
+    """An evaluation asked for something the protocol does not have, or could not run."""
+
+
 def check_scenario(scenario: str) -> None:
     if scenario not in SCENARIOS:
-        raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+        raise EvaluationError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
 
 
 def check_negatives(n: int) -> None:
     if not 1 <= n <= MAX_NEGATIVES:
-        raise ValueError(f"number of negatives must be in 1..{MAX_NEGATIVES}, got {n}")
+        raise EvaluationError(f"number of negatives must be in 1..{MAX_NEGATIVES}, got {n}")
+
+
+def gold_modality(row: Mapping[str, Any]) -> str:
+    """``text`` or ``image`` when every gold context has that modality, else mixed / none."""
+    kinds = {c["modality"] for c in row["gold_contexts"] or []}
+    return kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "none")
+
+
+def modality_eligible(row: Mapping[str, Any], n: int = MODALITY_NEGATIVES) -> bool:
+    """Can the sample take part in the negative-modality analysis (see the module docstring)?"""
+    negatives = [c["modality"] for c in row["negative_contexts"] or []]
+    return gold_modality(row) in GOLD_MODALITIES and negatives.count("text") >= n and negatives.count("image") >= n
+
+
+def _negatives(row: Mapping[str, Any], n: int, negatives: str) -> list[dict[str, Any]]:
+    ranked = list(row["negative_contexts"] or [])
+    if negatives == RANKED:
+        return ranked[:n]
+    text = [c for c in ranked if c["modality"] == "text"]
+    image = [c for c in ranked if c["modality"] == "image"]
+    if negatives == "text":
+        return text[:n]
+    if negatives == "image":
+        return image[:n]
+    return text[:n - n // 2] + image[:n // 2]
 
 
 def scenario_contexts(
-    row: Mapping[str, Any], scenario: str, n_negatives: int = DEFAULT_NEGATIVES, seed: int = 0
+    row: Mapping[str, Any], scenario: str, n_negatives: int = DEFAULT_NEGATIVES, seed: int = 0,
+    negatives: str = RANKED,
 ) -> list[dict[str, Any]] | None:
     """The evidence shown in ``scenario`` (None for parametric), in its shuffled order."""
     check_scenario(scenario)
+    if negatives != RANKED and (scenario != "realistic" or negatives not in NEGATIVE_MODALITIES):
+        raise EvaluationError(f"negatives {negatives!r}: the modality analysis runs the realistic scenario with "
+                              f"{', '.join(NEGATIVE_MODALITIES)} negatives")
     if scenario == "parametric":
         return None
     gold = list(row["gold_contexts"] or [])
@@ -78,11 +128,25 @@ def scenario_contexts(
         shown = gold
     else:
         check_negatives(n_negatives)
-        negatives = list(row["negative_contexts"] or [])[:n_negatives]
-        shown = gold + negatives if scenario == "realistic" else negatives
+        chosen = _negatives(row, n_negatives, negatives)
+        shown = gold + chosen if scenario == "realistic" else chosen
     shown = [dict(c) for c in shown]
-    random.Random(f"{seed}:{row['sample_id']}:{scenario}").shuffle(shown)
+    order = f"{seed}:{row['sample_id']}:{scenario}" + ("" if negatives == RANKED else f":{negatives}")
+    random.Random(order).shuffle(shown)
     return shown
+
+
+@dataclass(frozen=True)
+class Job:
+    """One answer asked of the model per sample: scenario, negatives and abstention level."""
+
+    scenario: str
+    n: int  # negatives asked for (0: parametric/oracle)
+    negatives: str = RANKED
+    abstention: str = prompts.DEFAULT_ABSTENTION
+
+    def key(self, sample_id: str) -> str:
+        return f"{sample_id}/{self.scenario}/{self.n}/{self.negatives}/{self.abstention}"
 
 
 def scenario_request(
@@ -91,32 +155,50 @@ def scenario_request(
     n_negatives: int = DEFAULT_NEGATIVES,
     abstention: str = prompts.DEFAULT_ABSTENTION,
     seed: int = 0,
+    negatives: str = RANKED,
 ) -> ChatRequest:
-    """The request for one sample in one scenario (key ``sample_id/scenario/n``)."""
+    """The request for one sample in one scenario (key ``Job.key``)."""
     template = prompts.eval_template(abstention)
-    contexts = scenario_contexts(row, scenario, n_negatives, seed)
+    contexts = scenario_contexts(row, scenario, n_negatives, seed, negatives)
     n = n_negatives if scenario in ("realistic", "adversarial") else 0
     return ChatRequest(
-        key=f"{row['sample_id']}/{scenario}/{n}",
+        key=Job(scenario, n, negatives, abstention).key(row["sample_id"]),
         messages=prompts.build_messages(template, row["question"], row["images"], contexts),
         template=template.id,
     )
 
 
-def _plan(scenarios: Sequence[str], n_negatives: int | Sequence[int]) -> list[tuple[str, int]]:
+def plan_jobs(
+    scenarios: Sequence[str],
+    n_negatives: int | Sequence[int] = DEFAULT_NEGATIVES,
+    abstentions: str | Sequence[str] = prompts.DEFAULT_ABSTENTION,
+    modality_analysis: bool = False,
+) -> list[Job]:
+    """Every job of a run, validated (a bad value raises EvaluationError before any call)."""
     counts = [n_negatives] if isinstance(n_negatives, int) else list(n_negatives)
+    levels = [abstentions] if isinstance(abstentions, str) else list(abstentions)
     if not counts:
-        raise ValueError("n_negatives is empty")
+        raise EvaluationError("n_negatives is empty")
+    if not levels:
+        raise EvaluationError("no abstention level given")
+    if not scenarios:
+        raise EvaluationError("no scenario given")
     for n in counts:
         check_negatives(n)
-    plan: list[tuple[str, int]] = []
-    for scenario in dict.fromkeys(scenarios):
+    for level in levels:
+        prompts.check_abstention(level)
+    for scenario in scenarios:
         check_scenario(scenario)
-        if scenario in ("realistic", "adversarial"):
-            plan += [(scenario, n) for n in dict.fromkeys(counts)]
-        else:
-            plan.append((scenario, 0))
-    return plan
+    jobs: list[Job] = []
+    for level in dict.fromkeys(levels):
+        for scenario in dict.fromkeys(scenarios):
+            if scenario in ("realistic", "adversarial"):
+                jobs += [Job(scenario, n, RANKED, level) for n in dict.fromkeys(counts)]
+            else:
+                jobs.append(Job(scenario, 0, RANKED, level))
+        if modality_analysis:
+            jobs += [Job("realistic", MODALITY_NEGATIVES, mode, level) for mode in NEGATIVE_MODALITIES]
+    return jobs
 
 
 def evaluate(
@@ -126,37 +208,45 @@ def evaluate(
     model: str,
     scenarios: Sequence[str] = SCENARIOS,
     n_negatives: int | Sequence[int] = DEFAULT_NEGATIVES,
-    abstention: str = prompts.DEFAULT_ABSTENTION,
+    abstention: str | Sequence[str] = prompts.DEFAULT_ABSTENTION,
     seed: int = 0,
     run_id: str = "",
+    modality_analysis: bool = False,
 ) -> pa.Table:
-    """Every answer of ``model`` on every sample in every scenario (and ``n``), graded.
+    """Every answer of ``model`` on every sample for every job of the plan, graded.
 
-    One batch for the model (cache first), then one judge batch; returns ``RESULTS`` rows.
+    ``abstention`` may list several levels (the strictness sweep); ``modality_analysis``
+    adds the realistic runs with text / image / multimodal negatives for the samples that
+    can take part. One batch for the model (cache first), then one judge batch; returns
+    ``RESULTS`` rows.
     """
-    prompts.eval_template(abstention)  # validate before any call
-    plan = _plan(scenarios, n_negatives)
+    jobs = plan_jobs(scenarios, n_negatives, abstention, modality_analysis)
     rows = samples.to_pylist()
-    jobs: list[tuple[dict[str, Any], str, int, int]] = []
+    asked: list[tuple[dict[str, Any], Job, int]] = []
     requests: list[ChatRequest] = []
     for row in rows:
-        for scenario, n in plan:
-            shown = scenario_contexts(row, scenario, n or DEFAULT_NEGATIVES, seed)
-            jobs.append((row, scenario, n, len(shown or [])))
-            requests.append(scenario_request(row, scenario, n or DEFAULT_NEGATIVES, abstention, seed))
+        eligible = modality_eligible(row)
+        for job in jobs:
+            if job.negatives != RANKED and not eligible:
+                continue
+            n = job.n or DEFAULT_NEGATIVES
+            shown = scenario_contexts(row, job.scenario, n, seed, job.negatives)
+            asked.append((row, job, len(shown or [])))
+            requests.append(scenario_request(row, job.scenario, n, job.abstention, seed, job.negatives))
     if not requests:
         return RESULTS.empty_table()
     try:
         responses = pool.client(model).chat(requests, STAGE)
     finally:
         pool.release(model)
-    graded = grade_responses(judge, [(job[0], resp) for job, resp in zip(jobs, responses)], STAGE)
+    graded = grade_responses(judge, [(row, resp) for (row, _, _), resp in zip(asked, responses)], STAGE)
     out: list[dict[str, Any]] = []
-    for (row, scenario, n, shown), resp in zip(jobs, responses):
+    for (row, job, shown), resp in zip(asked, responses):
         judgement = graded.get(resp.key)
         out.append({
-            "sample_id": row["sample_id"], "source": row["source"], "scenario": scenario,
-            "n_negatives": n, "n_contexts": shown, "model": model, "abstention": abstention,
+            "sample_id": row["sample_id"], "source": row["source"], "scenario": job.scenario,
+            "n_negatives": job.n, "n_contexts": shown, "negatives": job.negatives,
+            "gold_modality": gold_modality(row), "model": model, "abstention": job.abstention,
             "answer": resp.text,
             "grade": grade_name(judgement.grade) if (resp.text is not None and judgement) else FAILED,
             "judged_by": judgement.by if judgement else None,

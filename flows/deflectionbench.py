@@ -19,6 +19,7 @@ from mmcurate.core.config import load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.releases.deflection import deflection_draft
+from mmcurate.releases.topics import topic_counts
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
@@ -44,7 +45,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) 
         ingested={r.source: r.samples if s.limit is None else min(r.samples, s.limit)
                   for r, s in zip(ingested, cfg.sources)},
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),
-        components=paired.components)
+        components=paired.components, topics_before=topic_counts(samples))
     release = publish_release(draft, settings.releases_root, settings.workdir / "images")
     print(f"deflectionbench {draft.version}: {checked.kept.num_rows} samples -> {release}")
     return str(release)

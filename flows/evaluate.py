@@ -1,23 +1,32 @@
-"""The four-scenario evaluation of a DeflectionBench release with one model.
+"""Evaluating one model on a release, as the release's paper reports it.
 
+DeflectionBench, the four scenarios:
     parametric   no context          oracle       gold contexts only
     realistic    gold + n negatives  adversarial  negatives only
 Every answer is judged (SimpleQA rubric); accuracy, deflection, hallucination and the
-truthfulness score are reported per scenario and per source.
+truthfulness score per scenario and per source; with several abstention levels the
+strictness sweep, with ``modality_analysis`` the negative-modality table.
+
+RefLVQA, a RAG run over the release's own knowledge base:
+    retrieve     top-100 documents for the question, rerank, keep the top K (5)
+    answer       the model cites the numbered documents per sentence
+    grade        groundedness, completeness, relevance; retrieval quality of the KB
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 from prefect import flow
 
-from mmcurate.core.config import load_config
+from mmcurate.core.config import Settings, load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.scenarios import SCENARIOS
-from mmcurate.releases.reader import open_release
-from mmcurate.releases.unembed import canonical_samples
-from mmcurate.tasks.evaluate import answer_scenarios, summarise
+from mmcurate.releases.reader import Release, open_release
+from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
+from mmcurate.releases.unembed import canonical_rows, canonical_samples
+from mmcurate.tasks.evaluate import answer_reflvqa, answer_scenarios, summarise, summarise_reflvqa
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
@@ -29,19 +38,44 @@ def evaluate_release(
     config: str = str(DEMO_CONFIG),
     scenarios: list[str] = list(SCENARIOS),
     n_negatives: list[int] = [1, 2, 5, 10],
-    abstention: str = "moderate",
+    abstention: str | list[str] = "moderate",
+    modality_analysis: bool = False,
     out: str | None = None,
 ) -> str:
+    """Evaluate ``model`` on ``release``; the scenario options apply to DeflectionBench only."""
     settings = load_config(config)
-    spec = settings.add_model(model)
+    name = settings.add_model(model).name
     bench = open_release(release)
+    run_id = new_run_id()
+    target = Path(out) if out else settings.workdir / "evaluations" / f"{bench.benchmark}-{bench.version}" / name
+    if bench.benchmark == "reflvqa":
+        return _evaluate_reflvqa(bench, settings, name, run_id, target)
+
+    levels = [abstention] if isinstance(abstention, str) else list(abstention)
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
     seed = int(bench.manifest.get("seed", 0))
-    run_id = new_run_id()
-
-    results, calls = answer_scenarios(samples, settings, spec.name, scenarios, n_negatives, abstention, seed, run_id)
-    target = Path(out) if out else settings.workdir / "evaluations" / f"{bench.benchmark}-{bench.version}" / spec.name
-    table = summarise(results, target, f"{spec.name} on {bench.benchmark} {bench.version} ({abstention} abstention)")
+    results, calls = answer_scenarios(samples, settings, name, scenarios, n_negatives, levels, seed, run_id,
+                                      modality_analysis)
+    table = summarise(results, target, f"{name} on {bench.benchmark} {bench.version} ({', '.join(levels)} abstention)")
     print(table)
-    print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}")
+    print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
+          f"failed: {sum(r['failures'] for r in calls)}")
+    return str(target)
+
+
+def _evaluate_reflvqa(bench: Release, settings: Settings, model: str, run_id: str, target: Path) -> str:
+    cfg = settings.evaluation.reflvqa
+    store = ImageStore(settings.workdir / "images")
+    qa = canonical_rows(bench, store, "qa")
+    documents = pa.Table.from_pylist(canonical_rows(bench, store, "knowledge_base"), schema=KNOWLEDGE_BASE)
+    run, components, notes, calls = answer_reflvqa(qa, documents, settings, model, run_id)
+    evaluators = sorted({components[f"{m}_evaluator"] for m in ("groundedness", "completeness", "relevance")})
+    stand_in = " (token-overlap stand-in, not an evaluator model)" if any(e.startswith("lexical") for e in evaluators) else ""
+    setting = f"RAG top-{cfg.top_k}"
+    title = (f"{model} on reflvqa {bench.version}: {setting} of {cfg.candidates} ({components['retriever']}, "
+             f"reranked by {components['reranker']}); graded by {', '.join(evaluators)}{stand_in}")
+    table = summarise_reflvqa(run, target, title, setting, notes)
+    print(table)
+    print(f"answers, grades, metrics and Hit@K plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
+          f"failed: {sum(r['failures'] for r in calls)}")
     return str(target)

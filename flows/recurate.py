@@ -19,6 +19,7 @@ from mmcurate.core.images import ImageStore
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.diff import diff_releases
+from mmcurate.releases.topics import inherited_topics
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.releases.versions import next_minor
@@ -44,7 +45,8 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
         settings, version or next_minor(parent.version), run_id, gating=gated, pairing=None, oracle=checked,
         ingested=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
-        components=parent.manifest.get("components", {}), parent=parent.version, history=parent.ledger)
+        components=parent.manifest.get("components", {}), parent=parent.version, history=parent.ledger,
+        topics_before=inherited_topics(parent.manifest))
     draft.removed = diff_releases(parent, draft).removed_records()
     path = publish_release(draft, settings.releases_root, settings.workdir / "images")
     print(f"recurated {parent.version} -> {draft.version} with {new}: "

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mmcurate.core.errors import MmcurateError
+
 
 @dataclass(frozen=True)
 class Template:
@@ -45,13 +47,15 @@ WITH_EVIDENCE = Template(
     ),
 )
 
-# Evaluation: one system prompt, plus an abstention instruction of three strengths.
+# Evaluation: one system prompt, plus an abstention instruction of three strengths, or none
+# at all (the strictness sweep's baseline: the system prompt alone, no word about abstaining).
 EVAL_SYSTEM = (
     "You answer questions about images. Evidence retrieved for the question may be given "
     "with it: passages and images, some of which may be irrelevant to the question. "
     "Answer briefly, with the answer first."
 )
 ABSTENTION: dict[str, str] = {
+    "none": "",
     "soft": (
         "If neither the evidence nor what you know lets you answer, you may reply "
         "\"I don't know\"."
@@ -68,14 +72,20 @@ ABSTENTION: dict[str, str] = {
     ),
 }
 DEFAULT_ABSTENTION = "moderate"
+STRICTNESS_LEVELS = ("none", "soft", "moderate", "severe")  # the sweep, weakest first
 EVAL_VERSION = "v1"
 
 
-def eval_template(abstention: str = DEFAULT_ABSTENTION) -> Template:
-    """The evaluation template for one abstention level (``soft``/``moderate``/``severe``)."""
+def check_abstention(abstention: str) -> None:
     if abstention not in ABSTENTION:
-        raise ValueError(f"unknown abstention level {abstention!r}; known: {sorted(ABSTENTION)}")
-    return Template(id=f"eval.{abstention}.{EVAL_VERSION}", system=f"{EVAL_SYSTEM} {ABSTENTION[abstention]}")
+        raise MmcurateError(f"unknown abstention level {abstention!r}; known: {', '.join(STRICTNESS_LEVELS)}")
+
+
+def eval_template(abstention: str = DEFAULT_ABSTENTION) -> Template:
+    """The evaluation template for one abstention level (``none``/``soft``/``moderate``/``severe``)."""
+    check_abstention(abstention)
+    system = f"{EVAL_SYSTEM} {ABSTENTION[abstention]}".strip()
+    return Template(id=f"eval.{abstention}.{EVAL_VERSION}", system=system)
 
 
 def evidence_parts(contexts: Sequence[Mapping[str, Any]]) -> list[dict]:

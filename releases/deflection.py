@@ -7,8 +7,10 @@ import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.core.stages import StageResult
+from mmcurate.core.text import normalize
 
 from .draft import ReleaseDraft
+from .topics import topic_counts, topic_table
 
 
 def _modality(contexts: list[dict]) -> str:
@@ -41,7 +43,9 @@ def per_source_table(ingested: dict[str, int], kept: pa.Table) -> list[dict]:
 
 
 def global_table(kept: pa.Table) -> list[dict]:
-    """Global statistics of the retained set (Table 3)."""
+    """Global statistics of the retained set (Table 3). Unique questions compare normalised
+    text (``core.text.normalize``); unique query images count the images asked about, not
+    the images among the contexts."""
     rows = kept.to_pylist()
     n = len(rows)
 
@@ -51,6 +55,8 @@ def global_table(kept: pa.Table) -> list[dict]:
     negatives = [r["negative_contexts"] for r in rows]
     stats = {
         "samples": n,
+        "unique_questions": len({normalize(r["question"]) for r in rows}),
+        "unique_query_images": len({s for r in rows for s in r["images"]}),
         "sources": len({r["source"] for r in rows}),
         "with_query_image_pct": round(100.0 * sum(bool(r["images"]) for r in rows) / n, 2) if n else 0.0,
         "mean_question_words": mean([len(r["question"].split()) for r in rows]),
@@ -59,8 +65,6 @@ def global_table(kept: pa.Table) -> list[dict]:
         "mean_negatives": mean([len(c) for c in negatives]),
         "text_negatives": sum(1 for cs in negatives for c in cs if c["modality"] == "text"),
         "image_negatives": sum(1 for cs in negatives for c in cs if c["modality"] == "image"),
-        "unique_images": len({s for r in rows for s in r["images"]}
-                             | {c["image"] for r in rows for c in r["gold_contexts"] + r["negative_contexts"] if c["image"]}),
     }
     return [{"statistic": key, "value": value} for key, value in stats.items()]
 
@@ -119,11 +123,14 @@ def deflection_draft(
     parent: str | None = None,
     history: pa.Table | None = None,
     removed: list[dict] | None = None,
+    topics_before: dict[str, int] | None = None,
 ) -> ReleaseDraft:
     """Everything the release writer needs from one DeflectionBench run.
 
     ``ingested``: samples per source that entered Stage I. A re-curation passes no
     ``pairing`` (contexts come from the parent release) and the parent's ledger as ``history``.
+    ``topics_before``: samples per topic (``releases.topics``) of the pool that entered Stage I
+    (a re-curation passes its parent's); None leaves the topic table out and says so.
     """
     cfg = settings.deflectionbench
     kept = oracle.kept
@@ -143,12 +150,15 @@ def deflection_draft(
                              {"I": gating.naive_calls, "III": oracle.naive_calls}),
         "convergence": gating.convergence,
         "judge_errors": judge_errors(ledger),
+        "topics": topic_table(topics_before, topic_counts(kept)) if topics_before is not None else [],
     }
     notes = [f"Retrieval: {components.get('text_encoder')} (text), {components.get('image_encoder')} (images).",
              f"Judged by {judge}."]
     if "descriptor" in components.get("image_encoder", ""):
         notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
                      "they are visually similar, not semantically similar.")
+    if topics_before is None:
+        notes.append("Topic distribution before curation is unknown (the parent release does not record it).")
     if judge and judge.startswith("lexical"):
         notes.append("The lexical judge (normalised match plus token containment) stands in for an LLM judge.")
     return ReleaseDraft(

@@ -47,6 +47,22 @@ def convergence_png(convergence: list[dict]) -> bytes:
     return _png(fig)
 
 
+def topics_png(topics: list[dict]) -> bytes:
+    """Share of samples per topic before and after curation (the paper's Figure 4, overlaid)."""
+    names = [str(r["topic"]) for r in topics][::-1]
+    before = [float(r["before_pct"]) for r in topics][::-1]
+    after = [float(r["after_pct"]) for r in topics][::-1]
+    ys = range(len(names))
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(names) + 1.8))
+    ax.barh([y + 0.2 for y in ys], before, height=0.4, color="#8C8C8C", label="before curation")
+    ax.barh([y - 0.2 for y in ys], after, height=0.4, color="#4C72B0", label="after curation")
+    ax.set_yticks(list(ys), names, fontsize=8)
+    ax.set_xlabel("share of samples (%)")
+    ax.set_title("Topic distribution before and after curation")
+    ax.legend(fontsize="small")
+    return _png(fig)
+
+
 def counts_png(title: str, counts: Mapping[str, int]) -> bytes:
     keys = list(counts)
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -65,6 +81,8 @@ def write_plots(statistics: dict[str, list[dict]], distributions: dict[str, dict
         pngs["Curation funnel"] = ("funnel.png", funnel_png(statistics["funnel"]))
     if statistics.get("convergence"):
         pngs["Convergence of gating"] = ("convergence.png", convergence_png(statistics["convergence"]))
+    if statistics.get("topics"):
+        pngs["Topic distribution before and after curation"] = ("topics.png", topics_png(statistics["topics"]))
     for i, (title, counts) in enumerate(distributions.items()):
         if counts:
             pngs[title.capitalize()] = (f"distribution-{i}.png", counts_png(title.capitalize(), counts))

@@ -38,6 +38,7 @@ def render_report(release: Release) -> str:
         stats=stats,
         funnel_png=_inline_png(release, "funnel.png" if "funnel.png" in by_file else None),
         convergence_png=_inline_png(release, "convergence.png" if "convergence.png" in by_file else None),
+        topics_png=_inline_png(release, "topics.png" if "topics.png" in by_file else None),
         distributions=[(t, _inline_png(release, f)) for t, f in plots.items() if f.startswith("distribution-")],
         quarantine=quarantine_counts(release),
     )

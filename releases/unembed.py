@@ -1,4 +1,5 @@
-"""Reading a DeflectionBench release back into canonical samples for evaluation.
+"""Reading a release back into canonical rows for evaluation: DeflectionBench samples,
+RefLVQA QA pairs and knowledge-base documents.
 
 Shards embed images as ``{bytes, path}`` structs; evaluation and re-curation work on
 sha256 references into an image store, so the bytes go back into a store.
@@ -30,3 +31,15 @@ def canonical_samples(release: Release, store: ImageStore, config: str = "test")
             out[field] = [{**c, "image": _sha(c["image"], store)} for c in row[field] or []]
         rows.append(out)
     return pa.Table.from_pylist(rows, schema=SAMPLE)
+
+
+def canonical_rows(release: Release, store: ImageStore, config: str) -> list[dict[str, Any]]:
+    """One config's rows with top-level ``image`` / ``images`` back as sha256 in ``store``
+    (RefLVQA's ``qa`` and ``knowledge_base``)."""
+    rows = release.table(config).to_pylist()
+    for row in rows:
+        if "image" in row:
+            row["image"] = _sha(row["image"], store)
+        if "images" in row:
+            row["images"] = [_sha(image, store) for image in row["images"] or []]
+    return rows

@@ -1,28 +1,50 @@
-"""Evaluation tasks: answer every scenario with one model and judge; write the results."""
+"""Evaluation tasks: answer with one model and grade; write the results and the artifact.
+
+A run in which every answer call failed raises instead of writing a table: a table of
+nothing but failures would read as a result. Partial failures are written and counted.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
+from mmcurate.evaluation.graders import METRICS, make_grader
+from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa
+from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.report import write_evaluation
-from mmcurate.evaluation.scenarios import evaluate
+from mmcurate.evaluation.scenarios import FAILED, EvaluationError, evaluate
 from mmcurate.gating.models import open_models
+from mmcurate.retrieval.encoders import cross_modal_encoder, text_encoder
+from mmcurate.retrieval.rag import RagCorpus
+from mmcurate.retrieval.rerank import reranker
 
 from .models import prefect_secret
 
 
+def _all_failed(model: str, failed: int, total: int, first_error: str | None) -> EvaluationError:
+    return EvaluationError(f"all {total} answer calls to model {model!r} failed ({failed} failed calls); "
+                           f"nothing written. First error: {first_error}")
+
+
 @task(name="answer-scenarios", cache_policy=NO_CACHE)
 def answer_scenarios(samples: pa.Table, settings: Settings, model: str, scenarios: list[str],
-                     n_negatives: list[int], abstention: str, seed: int, run_id: str) -> tuple[pa.Table, list[dict]]:
+                     n_negatives: list[int], abstention: list[str], seed: int, run_id: str,
+                     modality_analysis: bool = False) -> tuple[pa.Table, list[dict]]:
     with open_models(settings, ImageStore(settings.workdir / "images"), prefect_secret) as models:
-        results = evaluate(samples, models.pool, models.judge, model, scenarios, n_negatives, abstention, seed, run_id)
-        return results, models.counter.rows()
+        results = evaluate(samples, models.pool, models.judge, model, scenarios, n_negatives, abstention, seed,
+                           run_id, modality_analysis)
+        calls = models.counter.rows()
+    failed = pc.sum(pc.equal(results["grade"], FAILED)).as_py() or 0
+    if results.num_rows and failed == results.num_rows:
+        raise _all_failed(model, failed, results.num_rows, results["error"][0].as_py())
+    return results, calls
 
 
 @task(name="summarise-evaluation", cache_policy=NO_CACHE)
@@ -30,4 +52,43 @@ def summarise(results: pa.Table, out: Path, title: str) -> str:
     """Write answers, metrics per scenario and per source, the Table-4 markdown and the plot."""
     text = write_evaluation(results, out, title)
     create_markdown_artifact(key="evaluation", markdown=text, description=title)
+    return text
+
+
+@task(name="answer-reflvqa", cache_policy=NO_CACHE)
+def answer_reflvqa(qa: list[dict], documents: pa.Table, settings: Settings, model: str,
+                   run_id: str) -> tuple[RefLVQARun, dict[str, str], list[str], list[dict]]:
+    """The RAG run: retrieve, answer with citations, grade. Returns the run, the components
+    (retriever, reranker, evaluators), notes on what could not be done, and the call counts."""
+    cfg = settings.evaluation.reflvqa
+    store = ImageStore(settings.workdir / "images")
+    corpus = RagCorpus(documents, settings.workdir / "indexes", text_encoder(cfg.text_encoder), reranker(cfg.reranker),
+                       cross_modal_encoder(cfg.cross_modal_encoder) if cfg.cross_modal_encoder else None,
+                       store.read, cfg.candidates)
+    by_id = {row["doc_id"]: row for row in documents.to_pylist()}
+    with open_models(settings, store, prefect_secret) as models:
+        graders = {metric: make_grader(getattr(cfg.evaluators, metric), metric, models.pool) for metric in METRICS}
+        run = evaluate_reflvqa(qa, by_id, corpus, models.pool, model, graders, cfg.top_k, cfg.doc_chars,
+                               cfg.answer_max_tokens, run_id)
+        calls = models.counter.rows()
+    answered = pc.sum(pc.equal(run.answers["status"], ANSWERED)).as_py() or 0
+    failed = run.counts["failed_calls"]
+    if run.answers.num_rows and failed == run.answers.num_rows:
+        raise _all_failed(model, failed, run.answers.num_rows, run.answers["error"][0].as_py())
+    components = {**corpus.components, **{f"{m}_evaluator": g.name for m, g in graders.items()}}
+    notes = [note for note in [corpus.image_note] if note]
+    lexical = sorted({g.name for g in graders.values() if g.name.startswith("lexical")})
+    if lexical:
+        notes.append(f"{', '.join(m for m, g in graders.items() if g.name.startswith('lexical'))} graded by the "
+                     f"lexical stand-in ({', '.join(lexical)}): token overlap, not an evaluator model.")
+    if answered == 0:
+        notes.append("no answer had readable citations: every metric is empty")
+    return run, components, notes, calls
+
+
+@task(name="summarise-reflvqa", cache_policy=NO_CACHE)
+def summarise_reflvqa(run: RefLVQARun, out: Path, title: str, setting: str, notes: list[str]) -> str:
+    """Write answers, grades, retrieval scores, the Table-5-shaped markdown and the Hit@K plot."""
+    text = write_reflvqa_evaluation(run, out, title, setting, notes)
+    create_markdown_artifact(key="evaluation-reflvqa", markdown=text, description=title)
     return text

@@ -10,6 +10,12 @@ same number n of annotators, with n_ij the number of annotators who gave item i 
 
 When P_e == 1 (everybody used one and the same label) kappa is undefined: NaN, reported as
 null. Raw agreement is the share of items on which all annotators gave the same label.
+
+Pearson's r of two equally long score sequences (``scipy.stats.pearsonr``'s statistic):
+
+    r = sum (x_i - mean x)(y_i - mean y) / sqrt(sum (x_i - mean x)^2 * sum (y_i - mean y)^2)
+
+undefined (NaN) when either sequence is constant.
 """
 from __future__ import annotations
 
@@ -25,7 +31,8 @@ import polars as pl
 from mmcurate.core.errors import MmcurateError
 from mmcurate.gating.grades import Grade
 
-__all__ = ["Agreement", "agreement_summary", "cohen_kappa", "fleiss_kappa", "judge_agreement", "raw_agreement"]
+__all__ = ["Agreement", "agreement_summary", "cohen_kappa", "fleiss_kappa", "judge_agreement", "pearson",
+           "raw_agreement"]
 
 
 def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float:
@@ -39,6 +46,19 @@ def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float:
     if math.isclose(expected, 1.0):
         return math.nan
     return (observed - expected) / (1 - expected)
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+    """Pearson's r of two equally long sequences (at least two values); NaN when one is constant."""
+    if len(x) != len(y) or len(x) < 2:
+        raise ValueError("pearson needs two equally long sequences of at least two values")
+    mean_x, mean_y = sum(x) / len(x), sum(y) / len(y)
+    dx = [v - mean_x for v in x]
+    dy = [v - mean_y for v in y]
+    spread = math.sqrt(sum(d * d for d in dx) * sum(d * d for d in dy))
+    if spread == 0:
+        return math.nan
+    return sum(a * b for a, b in zip(dx, dy)) / spread
 
 
 def fleiss_kappa(ratings: Sequence[Sequence[str]]) -> float:

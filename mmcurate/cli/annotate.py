@@ -1,44 +1,71 @@
-"""``mmcurate annotate export|import``: human verification batches for RefLVQA releases."""
+"""``mmcurate annotate export|import``: labelling batches for people, and agreement.
+
+Without ``--evaluation``: RefLVQA citation verification (the release's cited sentences).
+With ``--evaluation DIR`` (repeatable, one per evaluated model): the judge's decisions of
+those evaluation runs, for checking the judge against people (DeflectionBench Table 7,
+RefLVQA evaluator correlations).
+"""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from .app import app
 
 annotate_app = typer.Typer(
-    name="annotate", help="Human verification of RefLVQA citations: export batches, import labels.",
+    name="annotate", help="Labelling batches for people: citation verification, or judge decisions to check.",
     no_args_is_help=True,
 )
 app.add_typer(annotate_app, name="annotate")
 
+EvaluationOpt = Annotated[Optional[list[Path]], typer.Option(
+    "--evaluation", help="an evaluation output folder (answers.parquet); repeat: judge decisions instead of citations")]
+
 
 @annotate_app.command("export")
 def export(
-    release: Annotated[Path, typer.Argument(help="a RefLVQA release folder (with data/qa-*.parquet)")],
-    n: Annotated[int, typer.Option("--n", help="number of (sentence, cited documents) items")],
+    release: Annotated[Path, typer.Argument(help="the release (RefLVQA for citations; the evaluated one for judges)")],
     out: Annotated[Path, typer.Option("--out", help="output folder for batch.jsonl and batch.csv")],
+    n: Annotated[int, typer.Option("--n", help="citations: items; judges: decisions (RefLVQA: answers) per model")] = 100,
     seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
+    evaluation: EvaluationOpt = None,
+    rejected: Annotated[int, typer.Option("--rejected", help="citations: rejected documents shown per item")] = 2,
 ) -> None:
-    """Write a labelling batch of N cited sentences to DIR/batch.jsonl and DIR/batch.csv."""
+    """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv."""
     from mmcurate.annotation.human.citations import export_batch
+    from mmcurate.annotation.human.judges import export_judge_batch
 
-    result = export_batch(release, n, out, seed=seed)
-    note = f" (only {result.available} available)" if result.items < n else ""
-    typer.echo(f"exported {result.items} items{note} -> {result.jsonl}, {result.csv}")
+    if evaluation:
+        result = export_judge_batch(release, evaluation, out, n=n, seed=seed)
+        per_model = ", ".join(f"{m}: {k}" for m, k in result.per_model.items())
+        unit = "answers" if result.benchmark == "reflvqa" else "decisions"
+        typer.echo(f"exported {result.items} {result.benchmark} judge items ({unit} per model: {per_model}) "
+                   f"-> {result.jsonl}, {result.csv}")
+        return
+    batch = export_batch(release, n, out, seed=seed, rejected=rejected)
+    note = f" (only {batch.available} available)" if batch.items < n else ""
+    typer.echo(f"exported {batch.items} items{note} -> {batch.jsonl}, {batch.csv}")
 
 
 @annotate_app.command("import")
 def import_(
-    release: Annotated[Path, typer.Argument(help="the RefLVQA release folder the batch came from")],
+    release: Annotated[Path, typer.Argument(help="the release the batch came from")],
     labels: Annotated[list[Path], typer.Argument(help="labelled CSV/JSONL files, one per annotator")],
     out: Annotated[Path, typer.Option("--out", help="output folder (not inside the release)")],
+    evaluation: EvaluationOpt = None,
 ) -> None:
-    """Validate labels; write DIR/human_verified.parquet and DIR/agreement.json; print agreement."""
+    """Validate labels; write agreement (and, for citations, DIR/human_verified.parquet); print it."""
     from mmcurate.annotation.human.citations import import_labels
+    from mmcurate.annotation.human.judges import import_judge_labels
 
+    if evaluation:
+        judged = import_judge_labels(release, evaluation, labels, out)
+        typer.echo(f"{judged.items} items from {len(judged.annotators)} annotator(s) "
+                   f"({', '.join(judged.annotators)}) -> {judged.path}")
+        typer.echo(judged.markdown.rstrip())
+        return
     result = import_labels(release, list(labels), out)
     typer.echo(
         f"{result.items} items from {len(result.annotators)} annotator(s) ({', '.join(result.annotators)}); "
@@ -53,3 +80,10 @@ def import_(
             f"  {question}: {summary['measure']} kappa {kappa}, raw agreement {summary['raw']:.3f} "
             f"over {summary['items']} items"
         )
+    for row in result.table3:
+        share = "–" if row["share"] is None else f"{100 * row['share']:.1f}%"
+        typer.echo(f"  {row['criterion']}: {share} of {row['n']}")
+    for row in result.entailment:
+        if row["pairs"]:
+            f1 = "undefined" if row["f1"] is None else f"{row['f1']:.3f}"
+            typer.echo(f"  entailment F1 ({row['modality']}, {row['judge']}): {f1} over {row['pairs']} labelled pairs")

@@ -53,22 +53,47 @@ def run_reflvqa(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionO
 
 @app.command("evaluate")
 def evaluate(
-    release: Annotated[Path, typer.Argument(help="a DeflectionBench release folder")],
+    release: Annotated[Path, typer.Argument(help="a DeflectionBench or RefLVQA release folder")],
     model: Annotated[str, typer.Option("--model", help="a model name from --config, or a YAML file with one model spec")],
     config: ConfigOpt = Path("configs/demo.yaml"),
     scenario: Annotated[Optional[list[str]], typer.Option("--scenario", help="repeat; default: all four")] = None,
     negatives: Annotated[Optional[list[int]], typer.Option("--negatives", help="n for realistic (1-10); repeat")] = None,
-    abstention: Annotated[str, typer.Option(help="soft, moderate or severe")] = "moderate",
+    abstention: Annotated[Optional[list[str]], typer.Option(
+        "--abstention", help="none, soft, moderate or severe; repeat for a strictness table")] = None,
+    strictness_sweep: Annotated[bool, typer.Option(
+        "--strictness-sweep", help="all four abstention levels and the table across them")] = False,
+    modality_analysis: Annotated[bool, typer.Option(
+        "--modality-analysis", help="also realistic with text / image / multimodal negatives (Table 5)")] = False,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
 ) -> None:
-    """Four-scenario evaluation (parametric, oracle, realistic, adversarial) of one model."""
+    """Evaluate one model: DeflectionBench's four scenarios, or a RefLVQA RAG run (by the release)."""
+    from mmcurate.core.config import load_config
+    from mmcurate.core.errors import MmcurateError
+    from mmcurate.evaluation.scenarios import SCENARIOS, plan_jobs
+    from mmcurate.gating.prompts import DEFAULT_ABSTENTION, STRICTNESS_LEVELS
+    from mmcurate.releases.reader import open_release
+
+    # every input is checked before Prefect starts: a bad one is one line, exit 2
+    bench = open_release(release)
+    load_config(config).add_model(model)
+    if strictness_sweep and abstention:
+        raise MmcurateError("give --abstention levels or --strictness-sweep, not both")
+    levels = list(STRICTNESS_LEVELS) if strictness_sweep else (abstention or [DEFAULT_ABSTENTION])
+    if bench.benchmark == "reflvqa":
+        given = [name for name, value in (("--scenario", scenario), ("--negatives", negatives),
+                                          ("--abstention", abstention), ("--strictness-sweep", strictness_sweep),
+                                          ("--modality-analysis", modality_analysis)) if value]
+        if given:
+            raise MmcurateError(f"{', '.join(given)}: DeflectionBench options; {release} is a RefLVQA release")
+    scenarios, counts = scenario or list(SCENARIOS), negatives or [1, 2, 5, 10]
+    plan_jobs(scenarios, counts, levels, modality_analysis)
+
     _prefect_defaults()
     from mmcurate.flows.evaluate import evaluate_release
-    from mmcurate.evaluation.scenarios import SCENARIOS
 
     evaluate_release(release=str(release.resolve()), model=model, config=str(config.resolve()),
-                     scenarios=scenario or list(SCENARIOS), n_negatives=negatives or [1, 2, 5, 10],
-                     abstention=abstention, out=str(out.resolve()) if out else None)
+                     scenarios=scenarios, n_negatives=counts, abstention=levels,
+                     modality_analysis=modality_analysis, out=str(out.resolve()) if out else None)
 
 
 @app.command("recurate")

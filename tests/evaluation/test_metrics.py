@@ -9,12 +9,12 @@ from mmcurate.evaluation.metrics import compute_metrics, metrics_markdown, plot_
 from mmcurate.evaluation.scenarios import RESULTS
 
 
-def results(spec):
+def results(spec, abstention="moderate", negatives="ranked", gold="text"):
     """spec: list of (scenario, source, n_negatives, grade)."""
     rows = [
         {"sample_id": f"s{i}", "source": source, "scenario": scenario, "n_negatives": n,
-         "n_contexts": n, "model": "m", "abstention": "moderate", "answer": "x", "grade": grade,
-         "judged_by": "lexical", "error": None, "run_id": "r"}
+         "n_contexts": n, "negatives": negatives, "gold_modality": gold, "model": "m", "abstention": abstention,
+         "answer": "x", "grade": grade, "judged_by": "lexical", "error": None, "run_id": "r"}
         for i, (scenario, source, n, grade) in enumerate(spec)
     ]
     return pa.Table.from_pylist(rows, schema=RESULTS)
@@ -69,3 +69,62 @@ def test_plot_vs_negatives(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError):
         plot_vs_negatives(KNOWN, tmp_path / "x.png", scenario="closed-book")
+
+
+def test_strictness_sweep_table():
+    from mmcurate.evaluation.deflection_tables import strictness_metrics, sweep_negatives, wide_markdown
+
+    runs = pa.concat_tables([
+        results([("parametric", "w", 0, "INCORRECT"), ("parametric", "w", 0, "INCORRECT"),
+                 ("realistic", "w", 2, "CORRECT"), ("realistic", "w", 2, "INCORRECT"),
+                 ("realistic", "w", 1, "NOT_ATTEMPTED")], abstention="none"),
+        results([("parametric", "w", 0, "NOT_ATTEMPTED"), ("parametric", "w", 0, "INCORRECT"),
+                 ("realistic", "w", 2, "NOT_ATTEMPTED"), ("realistic", "w", 2, "FAILED")], abstention="severe"),
+        results([("realistic", "w", 2, "CORRECT")], negatives="text"),  # not part of the sweep
+    ])
+    assert sweep_negatives(runs) == 2
+    sweep = {(r["abstention"], r["scenario"]): r for r in strictness_metrics(runs).to_pylist()}
+    assert list(sweep) == [("none", "parametric"), ("none", "realistic"), ("severe", "parametric"),
+                           ("severe", "realistic")]  # weakest level first; n = 1 left out
+    assert sweep[("none", "realistic")]["accuracy"] == 0.5 and sweep[("none", "realistic")]["graded"] == 2
+    assert sweep[("severe", "parametric")]["deflection"] == 0.5
+    assert sweep[("severe", "realistic")]["deflection"] == 1.0 and sweep[("severe", "realistic")]["failed"] == 1
+    md = wide_markdown(strictness_metrics(runs), ["abstention"], "scenario").strip().splitlines()
+    assert md[0] == ("| Abstention | Parametric Acc (%) | Parametric Defl (%) | Parametric Hall (%) "
+                     "| Realistic Acc (%) | Realistic Defl (%) | Realistic Hall (%) | Graded | Excluded |")
+    assert md[2] == "| none | 0.0 | 0.0 | 100.0 | 50.0 | 0.0 | 50.0 | 4 | 0 |"
+    assert md[3] == "| severe | 0.0 | 50.0 | 50.0 | 0.0 | 100.0 | 0.0 | 3 | 1 |"
+
+
+def test_negative_modality_table():
+    from mmcurate.evaluation.deflection_tables import modality_metrics, wide_markdown
+
+    runs = pa.concat_tables([
+        results([("realistic", "w", 2, "CORRECT"), ("realistic", "w", 2, "CORRECT")], negatives="image", gold="text"),
+        results([("realistic", "w", 2, "CORRECT"), ("realistic", "w", 2, "NOT_ATTEMPTED")], negatives="text",
+                gold="text"),
+        results([("realistic", "w", 2, "INCORRECT")], negatives="text", gold="image"),
+        results([("realistic", "w", 2, "CORRECT")]),  # the ranked protocol run: not in Table 5
+    ])
+    rows = [(r["gold_modality"], r["negatives"], r["accuracy"]) for r in modality_metrics(runs).to_pylist()]
+    assert rows == [("text", "text", 0.5), ("text", "image", 1.0), ("image", "text", 0.0)]
+    md = wide_markdown(modality_metrics(runs), ["abstention", "gold_modality", "negatives"], None).splitlines()
+    assert md[0] == ("| Abstention | Gold modality | Negatives | Accuracy (%) | Deflection (%) | Hallucination (%) "
+                     "| Graded | Excluded |")
+    assert md[2] == "| moderate | text | text | 50.0 | 50.0 | 0.0 | 2 | 0 |"
+
+
+def test_write_evaluation_adds_the_sweep_and_modality_sections(tmp_path):
+    from mmcurate.evaluation.report import write_evaluation
+
+    runs = pa.concat_tables([
+        results([("oracle", "w", 0, "CORRECT"), ("realistic", "w", 2, "CORRECT")], abstention=level)
+        for level in ("none", "moderate")
+    ] + [results([("realistic", "w", 2, "INCORRECT")], negatives="multimodal", gold="image")])
+    text = write_evaluation(runs, tmp_path / "out", "m on deflectionbench")
+    assert "## Strictness sweep (realistic and adversarial at 2 negatives)" in text
+    assert "## Negative-modality analysis (realistic scenario)" in text
+    assert "| none | oracle |" in text  # per-scenario table split by level
+    for name in ("answers", "metrics_by_scenario", "metrics_strictness", "metrics_negative_modality"):
+        assert (tmp_path / "out" / f"{name}.parquet").is_file()
+    assert (tmp_path / "out" / "metrics_vs_negatives.png").is_file()

@@ -5,7 +5,10 @@ import pytest
 
 from mmcurate.gating import prompts
 from mmcurate.gating.requests import text_of
-from mmcurate.evaluation.scenarios import RESULTS, evaluate, scenario_contexts, scenario_request
+from mmcurate.core.errors import MmcurateError
+from mmcurate.evaluation.scenarios import (
+    RESULTS, evaluate, gold_modality, modality_eligible, plan_jobs, scenario_contexts, scenario_request,
+)
 
 
 def ids(contexts):
@@ -56,7 +59,11 @@ def test_abstention_prompts_differ():
     assert len({t.system for t in systems.values()}) == 3
     assert len({t.id for t in systems.values()}) == 3
     assert all("I don't know" in t.system for t in systems.values())
-    with pytest.raises(ValueError):
+    none = prompts.eval_template("none")  # the sweep's baseline: the system prompt alone
+    assert none.id == "eval.none.v1" and none.system == prompts.EVAL_SYSTEM
+    assert "know" not in none.system and "abstain" not in none.system
+    assert prompts.eval_template("moderate").id == "eval.moderate.v1"  # existing ids (and cache keys) kept
+    with pytest.raises(MmcurateError, match="known: none, soft, moderate, severe"):
         prompts.eval_template("extreme")
 
 
@@ -94,3 +101,61 @@ def test_evaluate_keeps_failed_calls_as_rows(world, make, row):
     assert grades == {"parametric": "FAILED", "oracle": "CORRECT"}
     [failed] = [r for r in out.to_pylist() if r["grade"] == "FAILED"]
     assert failed["answer"] is None and failed["error"]
+
+
+@pytest.fixture
+def mixed(make):
+    """Text gold; negatives ranked text, image, text, image, text."""
+    negatives = [make.text("t0", "NEG-T0"), make.image("i0", "e0" * 32), make.text("t1", "NEG-T1"),
+                 make.image("i1", "e1" * 32), make.text("t2", "NEG-T2")]
+    return make.sample("mx", "Q-MX?", ["Oslo"], gold=[make.text("g", "GOLD-MX Oslo")], negatives=negatives)
+
+
+def test_negative_modality_settings(mixed, make):
+    assert gold_modality(mixed) == "text" and modality_eligible(mixed)
+    shown = lambda mode, n=2: sorted(ids(scenario_contexts(mixed, "realistic", n, 0, mode)))  # noqa: E731
+    assert shown("ranked") == ["g", "i0", "t0"]
+    assert shown("text") == ["g", "t0", "t1"]
+    assert shown("image") == ["g", "i0", "i1"]
+    assert shown("multimodal") == ["g", "i0", "t0"]
+    assert shown("multimodal", 3) == ["g", "i0", "t0", "t1"]  # ceil(n/2) text, floor(n/2) image
+    with pytest.raises(MmcurateError):
+        scenario_contexts(mixed, "adversarial", 2, 0, "text")  # the analysis is realistic only
+    one_image = make.sample("x", "Q?", ["a"], negatives=[make.text("t", "x"), make.text("u", "y"), make.image("i", "e0" * 32)])
+    assert not modality_eligible(one_image)  # needs 2 of each modality
+    both = make.sample("y", "Q?", ["a"], gold=[make.text("g", "x"), make.image("h", "e0" * 32)])
+    assert gold_modality(both) == "mixed" and gold_modality(make.sample("z", "Q?", ["a"], gold=[])) == "none"
+
+
+def test_plan_validates_before_any_call():
+    jobs = plan_jobs(["oracle", "realistic"], [1, 2], ["none", "severe"], modality_analysis=True)
+    assert [(j.abstention, j.scenario, j.n, j.negatives) for j in jobs] == [
+        ("none", "oracle", 0, "ranked"), ("none", "realistic", 1, "ranked"), ("none", "realistic", 2, "ranked"),
+        ("none", "realistic", 2, "text"), ("none", "realistic", 2, "image"), ("none", "realistic", 2, "multimodal"),
+        ("severe", "oracle", 0, "ranked"), ("severe", "realistic", 1, "ranked"), ("severe", "realistic", 2, "ranked"),
+        ("severe", "realistic", 2, "text"), ("severe", "realistic", 2, "image"), ("severe", "realistic", 2, "multimodal"),
+    ]
+    for bad in ({"scenarios": ["closed-book"]}, {"n_negatives": [0]}, {"abstentions": ["extreme"]},
+                {"abstentions": []}, {"n_negatives": []}):
+        args = {"scenarios": ["oracle"], "n_negatives": [2], "abstentions": ["moderate"], **bad}
+        with pytest.raises(MmcurateError):
+            plan_jobs(**args)
+
+
+def test_sweep_and_modality_runs_are_kept_apart(world, make, row, mixed):
+    m = world.add("m", [{"when_all": ["GOLD-MX"], "when_none": ["NEG-T"], "answer": "Oslo"},
+                        {"when_all": ["GOLD-1"], "answer": "Paris"}], default="Bergen")
+    out = evaluate(make.table([row, mixed]), world.pool, world.judge, m, ["oracle", "realistic"], [2],
+                   ["none", "moderate"], seed=0, run_id="e", modality_analysis=True)
+    keys = [(r["sample_id"], r["scenario"], r["n_negatives"], r["negatives"], r["abstention"]) for r in out.to_pylist()]
+    assert len(keys) == len(set(keys))  # one row per item key
+    modality = [r for r in out.to_pylist() if r["negatives"] != "ranked"]
+    assert {r["sample_id"] for r in modality} == {mixed["sample_id"]}  # row's gold is mixed text+image: sits out
+    grades = {(r["negatives"], r["abstention"]): r["grade"] for r in modality}
+    assert grades[("image", "none")] == "CORRECT" and grades[("text", "none")] == "INCORRECT"
+    assert grades[("multimodal", "moderate")] == "INCORRECT"  # a text negative is shown
+    assert {r["gold_modality"] for r in modality} == {"text"}
+    sent = [key for _, key in world.sent[m]]
+    assert len(sent) == 2 * 2 * 2 + 2 * 3  # (oracle + realistic) x 2 samples x 2 levels, + Table 5 x 2 levels
+    systems = {msgs[0]["content"] for msgs in world.pool.messages[m]}
+    assert prompts.eval_template("none").system in systems

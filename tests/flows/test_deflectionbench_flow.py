@@ -70,6 +70,12 @@ def test_flow_writes_a_valid_explained_release(run):
         assert {"gate.verdict", "oracle.gold", "oracle.verdict"} <= checks
     rows = release.frame("test")
     assert (rows["negative_contexts"].list.len() >= 2).all()
+    table3 = {r["statistic"]: r["value"] for r in manifest["statistics"]["global"]}
+    assert 1 <= table3["unique_questions"] <= table3["samples"] and table3["unique_query_images"] <= table3["samples"]
+    topics = manifest["statistics"]["topics"]  # before (the 6 ingested samples) and after curation
+    assert sum(r["before"] for r in topics) == 6 and sum(r["after"] for r in topics) == rows.height
+    assert {r["topic"].split("/")[0] for r in topics} == {"infoseek", "webqa"}
+    assert (path / "plots" / manifest["plots"]["Topic distribution before and after curation"]).is_file()
     calls = {(r["stage"], r["step"]): r for r in manifest["statistics"]["calls"]}
     assert calls[("I", "total")]["calls"] + calls[("I", "total")]["cache_hits"] > 0
     assert calls[("III", "total")]["naive"] >= calls[("III", "total")]["calls"]

@@ -12,7 +12,8 @@ import pytest
 
 from mmcurate.annotation.human.agreement import agreement_summary, cohen_kappa, fleiss_kappa, raw_agreement
 from mmcurate.annotation.human.citations import QUESTIONS, export_batch, import_labels, read_labels
-from mmcurate.releases.reflvqa_tables import DOCUMENTS, QA
+from mmcurate.core.schema import LEDGER
+from mmcurate.releases.reflvqa_tables import DOCUMENTS, KNOWLEDGE_BASE, QA
 from mmcurate.core.errors import MmcurateError
 
 # Wikipedia's worked Fleiss example: 10 items, 14 raters, 5 categories -> kappa 0.20993
@@ -70,10 +71,24 @@ def release(tmp_path):
         {"doc_id": "image:" + "bb" * 32, "modality": "image", "text": None, "image": "bb" * 32, "title": None,
          "provenance": "{}"},
     ]
+    kb = [{k: v for k, v in d.items() if k != "provenance"} for d in docs]
+    kb.append({"doc_id": "d9", "modality": "text", "text": "Doc nine, never cited.", "image": None, "title": "Nine"})
+    # the entailment judge's rejections (what the citation stage writes): s1's sentence 0 and s2's sentence 1
+    ledger = [
+        {"sample_id": sid, "stage": "citation", "check": "citation.text", "model": "lexical-overlap-v1",
+         "context_id": doc, "verdict": verdict, "detail": json.dumps({"sentence": sentence, "rank": rank}),
+         "run_id": "r"}
+        for sid, sentence, doc, verdict, rank in [
+            ("s1", 0, "d1", "entail", 1), ("s1", 0, "d9", "reject", 3), ("s1", 0, "d3", "reject", 2),
+            ("s2", 1, "d9", "reject", 1), ("s2", 1, "d2", "entail", 2), ("s3", 0, "d1", "error", 1)]
+    ]
     root = tmp_path / "release"
     (root / "data").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(qa, schema=QA), root / "data" / "qa-00000-of-00001.parquet")
     pq.write_table(pa.Table.from_pylist(docs, schema=DOCUMENTS), root / "data" / "documents-00000-of-00001.parquet")
+    pq.write_table(pa.Table.from_pylist(kb, schema=KNOWLEDGE_BASE), root / "data" / "knowledge_base-00000-of-00001.parquet")
+    pq.write_table(pa.Table.from_pylist(ledger, schema=LEDGER), root / "ledger.parquet")
+    (root / "manifest.json").write_text(json.dumps({"judge": {"name": "lexical-overlap-v1", "image": None}}))
     return root
 
 
@@ -177,3 +192,64 @@ def test_cli_export_and_import(release, tmp_path):
     assert out.exit_code == 0, out.output
     assert "documents_support: cohen kappa 0.500, raw agreement 0.750 over 4 items" in out.output
     assert (tmp_path / "v" / "human_verified.parquet").is_file()
+
+
+# per item: (needs_verification, sentence_grounded, {doc: support}) for the hand-computed Table 3 / F1
+ALICE = {
+    "s1:0": ("yes", "yes", {"d1": "yes", "d3": "no", "d9": "yes"}),
+    "s1:2": ("yes", "no", {"d2": "no", "image:" + "bb" * 32: "yes"}),
+    "s2:0": ("no", "yes", {"d1": "yes"}),
+    "s2:1": ("yes", "yes", {"d2": "yes", "d9": "no"}),
+    "s3:0": ("yes", "yes", {"d3": "yes"}),
+}
+
+
+def test_rejected_documents_are_shown_from_the_ledger(release, tmp_path):
+    rows = {r["item_id"]: r for r in map(json.loads, export_batch(release, 5, tmp_path / "b").jsonl.read_text().splitlines())}
+    assert rows["s1:0"]["rejected_ids"] == ["d3", "d9"]  # best-ranked rejection first
+    assert "[d9] Nine: Doc nine, never cited." in rows["s1:0"]["rejected_documents"]  # from the knowledge base
+    assert rows["s2:1"]["rejected_ids"] == ["d9"] and rows["s3:0"]["rejected_ids"] == []  # an error is no rejection
+    assert all(r["document_support"] == "" for r in rows.values())
+    one = {r["item_id"]: r for r in map(json.loads, export_batch(release, 5, tmp_path / "c", rejected=1)
+                                        .jsonl.read_text().splitlines())}
+    assert one["s1:0"]["rejected_ids"] == ["d3"]
+
+
+def test_table3_and_entailment_f1_by_hand(release, tmp_path):
+    batch = export_batch(release, 5, tmp_path / "b").jsonl
+    rows = [json.loads(line) for line in batch.read_text().splitlines()]
+    for row in rows:
+        needs, grounded, docs = ALICE[row["item_id"]]
+        shown = row["document_ids"] + row["rejected_ids"]
+        row.update(needs_verification=needs, sentence_grounded=grounded, documents_support="yes", annotator="alice",
+                   document_support=";".join(docs[d] for d in shown))
+    labelled = tmp_path / "alice.jsonl"
+    labelled.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_labels(release, [labelled], tmp_path / "v")
+    table3 = {r["criterion"]: (r["share"], r["n"]) for r in result.table3}
+    assert table3 == {"statements requiring verification": (0.8, 5), "image documents supporting statements": (1.0, 1),
+                      "text documents supporting statements": (0.8, 5), "supported statements": (0.8, 5)}
+    f1 = {r["modality"]: r for r in result.entailment}
+    # text: cited d1 yes, d2 no, d1 yes, d2 yes, d3 yes (TP 4, FP 1); rejected d3 no, d9 yes, d9 no (FN 1, TN 2)
+    assert (f1["text"]["tp"], f1["text"]["fp"], f1["text"]["fn"], f1["text"]["tn"]) == (4, 1, 1, 2)
+    assert f1["text"]["precision"] == pytest.approx(0.8) and f1["text"]["f1"] == pytest.approx(0.8)
+    assert f1["text"]["judge"] == "lexical-overlap-v1"
+    assert f1["image"]["f1"] == pytest.approx(1.0) and f1["image"]["pairs"] == 1
+    assert f1["all"]["f1"] == pytest.approx(5 / 6)
+    assert json.loads(result.agreement_path.read_text())["table3"] == result.table3
+
+
+def test_document_support_must_match_the_documents_shown(release, tmp_path):
+    row = json.loads(export_batch(release, 5, tmp_path / "b").jsonl.read_text().splitlines()[0])
+    row.update({q: "yes" for q in QUESTIONS}, document_support="yes")
+    shown = len(row["document_ids"]) + len(row["rejected_ids"])
+    if shown == 1:
+        row["document_support"] = "yes;no"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(row) + "\n")
+    with pytest.raises(MmcurateError, match=r"bad\.jsonl:1: document_support has \d label\(s\) for \d shown"):
+        import_labels(release, [bad], tmp_path / "v")
+    row.update(rejected_ids=["d1"] + row["rejected_ids"], document_support=";".join(["yes"] * (shown + 1)))
+    bad.write_text(json.dumps(row) + "\n")
+    with pytest.raises(MmcurateError, match=r"bad\.jsonl:1: 'd1' was not rejected"):
+        import_labels(release, [bad], tmp_path / "v")

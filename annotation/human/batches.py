@@ -1,0 +1,58 @@
+"""Labelling batch files: written twice (JSONL and CSV, the same rows), read back with line
+numbers so every bad label can be named as ``file:line``."""
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mmcurate.core.errors import MmcurateError
+from mmcurate.core.tables import jsonl_objects
+
+LIST_SEP = ";"  # how a list cell (document ids) is written in the CSV
+
+
+def write_batch(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: Path) -> tuple[Path, Path]:
+    """``out/batch.jsonl`` and ``out/batch.csv`` with ``columns`` (lists joined by ``;`` in the CSV)."""
+    out.mkdir(parents=True, exist_ok=True)
+    jsonl = out / "batch.jsonl"
+    jsonl.write_text("".join(json.dumps({c: r[c] for c in columns}, ensure_ascii=False) + "\n" for r in rows),
+                     encoding="utf-8")
+    csv_path = out / "batch.csv"
+    with csv_path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns))
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({c: LIST_SEP.join(r[c]) if isinstance(r[c], list) else r[c] for c in columns})
+    return jsonl, csv_path
+
+
+def read_records(path: Path, required: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
+    """(line, record) of a labelled CSV or JSONL file; a CSV must have the ``required`` columns."""
+    if not path.is_file():
+        raise MmcurateError(f"{path}: no such file")
+    if path.suffix == ".jsonl":
+        return list(jsonl_objects(path, "labelled row"))
+    if path.suffix != ".csv":
+        raise MmcurateError(f"{path}: labelled files must be .csv or .jsonl")
+    out: list[tuple[int, dict[str, Any]]] = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise MmcurateError(f"{path}:1: missing column(s) {', '.join(missing)}")
+        start = reader.line_num + 1
+        for record in reader:
+            out.append((start, record))
+            start = reader.line_num + 1
+    return out
+
+
+def cell_list(value: Any) -> list[str]:
+    """A list cell as written by ``write_batch``: a JSON list, or ``;``-separated text in a CSV."""
+    if isinstance(value, list):
+        return [str(v).strip() for v in value]
+    text = "" if value is None else str(value)
+    return [part.strip() for part in text.split(LIST_SEP)] if text.strip() else []

@@ -1,0 +1,139 @@
+"""The three RefLVQA answer evaluators: one grade per unit, strictly read or an error.
+
+A unit is what one grade is about (the seed paper, section 4.2):
+
+- groundedness: one sentence of the system's answer with the documents it cites; 1 (fully
+  supported), 0.5 (partially) or 0 (not supported). A sentence citing nothing is 0 without
+  asking anyone (the caller never makes such a unit);
+- completeness: one fact-checkable sentence of the dataset answer with the system's answer;
+  1 (fully addressed), 0.5 (partially) or 0 (not addressed);
+- relevance: the question with the system's answer; a rating from 1 to 7.
+
+``make_grader(spec, metric)`` gives a ``ModelGrader`` (a chat model of the config, asked
+through ``gating.labels.ask_labels``: strict reply, one retry, then a counted error) or the
+offline ``LexicalGrader`` stand-in. The stand-in reads no meaning: it measures how many
+content words (``core.text.content_tokens``) of the statement (the question, for
+relevance) reappear in the documents or the answer. A share at or above the threshold
+(default 0.6) is 1, at or above half of it 0.5, else 0; relevance is 1 + 6 x the share of
+the question's content words found in the answer, rounded. Image documents carry no words,
+so for it an image citation supports nothing. Its name, ``lexical-grader-v1``, goes into
+every output so nobody takes its numbers for an evaluator model's.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from mmcurate.core.specs import GraderSpec, Lexical, coerce
+from mmcurate.core.text import content_tokens
+from mmcurate.gating.labels import ask_labels, label_request
+
+from . import reflvqa_prompts as P
+
+METRICS = ("groundedness", "completeness", "relevance")
+SENTENCE_METRICS = ("groundedness", "completeness")  # graded 1 / 0.5 / 0 per sentence
+LEXICAL_THRESHOLD = 0.6
+DOC_CHARS = 4000  # a document longer than this is cut for a model evaluator
+STAGE = "evaluate.reflvqa"
+
+
+@dataclass(frozen=True)
+class Unit:
+    key: str  # unique in one grading batch, e.g. f"{sample_id}/g0"
+    metric: str
+    statement: str  # groundedness: answer sentence; completeness: dataset sentence; relevance: question
+    response: str = ""  # completeness and relevance: the system's answer
+    documents: tuple[Mapping[str, Any], ...] = field(default=())  # groundedness: cited documents
+
+
+@dataclass(frozen=True)
+class UnitGrade:
+    value: float | None  # 1 / 0.5 / 0, or 1..7 for relevance; None: error
+    by: str
+    raw: str | None = None
+    error: str | None = None
+
+
+@runtime_checkable
+class Grader(Protocol):
+    name: str
+
+    def grade(self, units: list[Unit]) -> list[UnitGrade]: ...
+
+
+def _share(wanted: set[str], found: set[str]) -> float:
+    return len(wanted & found) / len(wanted) if wanted else 0.0
+
+
+class LexicalGrader:
+    """Token-overlap stand-in for an evaluator model (see the module docstring)."""
+
+    def __init__(self, metric: str, threshold: float | None = None) -> None:
+        self.metric = metric
+        self.threshold = LEXICAL_THRESHOLD if threshold is None else threshold
+        self.name = "lexical-grader-v1" + ("" if self.threshold == LEXICAL_THRESHOLD else f"@{self.threshold:g}")
+
+    def _level(self, share: float) -> float:
+        return 1.0 if share >= self.threshold else 0.5 if share >= self.threshold / 2 else 0.0
+
+    def grade(self, units: list[Unit]) -> list[UnitGrade]:
+        out = []
+        for unit in units:
+            if unit.metric == "groundedness":
+                text = " ".join((d.get("title") or "") + " " + (d.get("text") or "") for d in unit.documents)
+                value = self._level(_share(content_tokens(unit.statement), content_tokens(text)))
+            elif unit.metric == "completeness":
+                value = self._level(_share(content_tokens(unit.statement), content_tokens(unit.response)))
+            else:
+                value = float(1 + int(6 * _share(content_tokens(unit.statement), content_tokens(unit.response)) + 0.5))
+            out.append(UnitGrade(value, self.name))
+        return out
+
+
+_ASK = {
+    "groundedness": (P.GROUNDEDNESS_TEMPLATE, P.GROUNDEDNESS_SYSTEM, P.GROUNDEDNESS_LABELS, P.GROUNDEDNESS_REMINDER),
+    "completeness": (P.COMPLETENESS_TEMPLATE, P.COMPLETENESS_SYSTEM, P.COMPLETENESS_LABELS, P.COMPLETENESS_REMINDER),
+    "relevance": (P.RELEVANCE_TEMPLATE, P.RELEVANCE_SYSTEM, P.RELEVANCE_LABELS, P.RELEVANCE_REMINDER),
+}
+
+
+def _cut(documents: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{**d, "text": (d.get("text") or "")[:DOC_CHARS] or None} for d in documents]
+
+
+class ModelGrader:
+    """A chat model of the config grading one metric, its reply read strictly."""
+
+    def __init__(self, pool: Any, model: str, metric: str, stage: str = STAGE) -> None:
+        self.pool = pool  # gating.client.ModelPool
+        self.model = model
+        self.metric = metric
+        self.stage = stage
+        self.name = f"llm:{model}"
+
+    def _user(self, unit: Unit) -> str | list[dict]:
+        if unit.metric == "groundedness":
+            return P.groundedness_prompt(unit.statement, _cut(unit.documents))
+        if unit.metric == "completeness":
+            return P.completeness_prompt(unit.statement, unit.response)
+        return P.relevance_prompt(unit.statement, unit.response)
+
+    def grade(self, units: list[Unit]) -> list[UnitGrade]:
+        template, system, labels, reminder = _ASK[self.metric]
+        requests = [label_request(u.key, system, self._user(u), template, logprobs=False) for u in units]
+        try:
+            replies = ask_labels(self.pool.client(self.model), requests, labels, reminder, self.stage)
+        finally:
+            self.pool.release(self.model)
+        return [UnitGrade(float(r.label) if r.ok else None, self.name, r.raw[-1], r.error) for r in replies]
+
+
+def make_grader(spec: GraderSpec | str, metric: str, pool: Any = None) -> Grader:
+    """The evaluator a spec names for ``metric``: ``lexical[:<threshold>]`` or a model name."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+    spec = coerce(GraderSpec, spec)
+    if isinstance(spec, Lexical):
+        return LexicalGrader(metric, spec.threshold)
+    return ModelGrader(pool, spec.name, metric)

@@ -1,0 +1,71 @@
+"""Retrieval quality against relevance labels: NDCG@k, Recall@k, Hit@k, and the Hit@K plot.
+
+Relevance is binary: a document is relevant to a question when the release cites it for a
+sentence of the question's answer. For one question with relevant set R and ranking
+d_1, d_2, ...:
+
+    DCG@k  = sum_{i <= k, d_i in R} 1 / log2(i + 1)
+    IDCG@k = sum_{i <= min(|R|, k)} 1 / log2(i + 1)
+    NDCG@k = DCG@k / IDCG@k
+    Recall@k = |R intersect {d_1..d_k}| / |R|
+    Hit@k  = 1 if some d_i with i <= k is in R, else 0
+
+(binary gains, the trec_eval ``ndcg_cut`` convention). Each is averaged over the questions
+that have at least one relevant document; the others cannot be scored and are counted apart.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+HIT_KS = tuple(range(1, 11))
+
+
+def ndcg_at_k(ranking: Sequence[str], relevant: Collection[str], k: int = 10) -> float:
+    if not relevant:
+        raise ValueError("NDCG needs at least one relevant document")
+    dcg = sum(1.0 / math.log2(i + 1) for i, doc in enumerate(ranking[:k], 1) if doc in relevant)
+    ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(relevant), k) + 1))
+    return dcg / ideal
+
+
+def recall_at_k(ranking: Sequence[str], relevant: Collection[str], k: int = 100) -> float:
+    if not relevant:
+        raise ValueError("Recall needs at least one relevant document")
+    return len(set(ranking[:k]) & set(relevant)) / len(set(relevant))
+
+
+def first_hit(ranking: Sequence[str], relevant: Collection[str]) -> int | None:
+    """The 1-based rank of the first relevant document, or None when none is ranked."""
+    return next((i for i, doc in enumerate(ranking, 1) if doc in relevant), None)
+
+
+def hit_at_k(first_hits: Sequence[int | None], ks: Sequence[int] = HIT_KS) -> dict[int, float]:
+    """Share of questions whose first relevant document ranks within k, for each k."""
+    if not first_hits:
+        raise ValueError("Hit@k needs at least one question")
+    return {k: sum(1 for h in first_hits if h is not None and h <= k) / len(first_hits) for k in ks}
+
+
+def plot_hit_at_k(hits: dict[int, float], path: Path | str, title: str = "Hit@K") -> Path:
+    """Hit@K against K as a PNG (matplotlib's Agg canvas, no display)."""
+    fig = Figure(figsize=(6.0, 3.8))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ks = sorted(hits)
+    ax.plot(ks, [100 * hits[k] for k in ks], marker="o", color="#4C72B0")
+    ax.set_xticks(ks)
+    ax.set_xlabel("K (documents kept after reranking)")
+    ax.set_ylabel("questions with a cited document in the top K (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=120)
+    return path

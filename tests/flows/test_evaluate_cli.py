@@ -1,0 +1,79 @@
+"""``mmcurate evaluate`` end to end on the dry-run release (scripted models, no model server):
+the strictness sweep and the negative-modality analysis from one command, and bad options
+refused in one line before any flow starts."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def dryrun(tmp_path_factory, fixtures_root, prefect_harness):
+    from mmcurate.flows.deflectionbench import deflectionbench
+
+    home = tmp_path_factory.mktemp("evaluate-cli")
+    config = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())
+    config["workdir"] = str(home / "work")
+    config["releases_root"] = str(home / "releases")
+    for model in config["models"].values():
+        model["script"] = str(REPO / "configs" / model["script"])
+    for source in config["deflectionbench"]["sources"]:
+        source["root"] = str(fixtures_root / Path(source["root"]).name)
+    config["deflectionbench"]["retrieval"]["kb"] = str(fixtures_root / "kb" / "kb.jsonl")
+    path = home / "dryrun.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return home, path, Path(deflectionbench(config=str(path)))
+
+
+def test_sweep_and_modality_analysis_in_one_run(dryrun):
+    from mmcurate.cli import app
+
+    home, config, release = dryrun
+    out = home / "eval"
+    result = CliRunner().invoke(app, ["evaluate", str(release), "--model", "vlm-reader", "--config", str(config),
+                                      "--negatives", "2", "--strictness-sweep", "--modality-analysis",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    answers = pl.read_parquet(out / "answers.parquet")
+    assert set(answers["abstention"].to_list()) == {"none", "soft", "moderate", "severe"}
+    keys = answers.select(["sample_id", "scenario", "n_negatives", "negatives", "abstention"])
+    assert keys.unique().height == answers.height  # one row per item key
+    table = (out / "table.md").read_text()
+    assert "## Strictness sweep (realistic and adversarial at 2 negatives)" in table
+    sweep = pl.read_parquet(out / "metrics_strictness.parquet")
+    assert sweep.height == 4 * 4 and set(sweep["scenario"].to_list()) == {"parametric", "oracle", "realistic",
+                                                                          "adversarial"}
+    # the dry-run release (scripted, golden content): 12 samples with text gold and 2 with image
+    # gold have two negatives of each modality; each runs with text, image and multimodal negatives
+    modality = answers.filter(pl.col("negatives") != "ranked")
+    per_level = modality.filter(pl.col("abstention") == "moderate")
+    assert per_level.group_by("gold_modality").len().sort("gold_modality").rows() == [("image", 6), ("text", 36)]
+    assert set(modality["scenario"].to_list()) == {"realistic"} and set(modality["n_negatives"].to_list()) == {2}
+    assert "## Negative-modality analysis (realistic scenario)" in table
+    assert "| moderate | text | image | 100.0 | 0.0 | 0.0 | 12 | 0 |" in table
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--negatives", "11"], "number of negatives must be in 1..10, got 11"),
+    (["--scenario", "closed-book"], "unknown scenario 'closed-book'"),
+    (["--abstention", "extreme"], "unknown abstention level 'extreme'"),
+    (["--abstention", "soft", "--strictness-sweep"], "not both"),
+    (["--model", "nobody"], "model 'nobody' is neither defined"),
+])
+def test_bad_options_fail_in_one_line_before_prefect(dryrun, args, message):
+    home, config, release = dryrun
+    model = [] if "--model" in args else ["--model", "vlm-reader"]
+    proc = subprocess.run([str(Path(sys.executable).parent / "mmcurate"), "evaluate", str(release),
+                           *model, "--config", str(config), *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("mmcurate: error: ") and message in line
+    assert "prefect" not in (proc.stdout + proc.stderr).lower()  # refused before a flow (or its server) started

@@ -1,0 +1,50 @@
+"""DeflectionBench release statistics: Table 3 counts and the topic distribution."""
+from __future__ import annotations
+
+import json
+
+from mmcurate.releases.deflection import global_table
+from mmcurate.releases.plots import topics_png
+from mmcurate.releases.topics import inherited_topics, topic_counts, topic_of, topic_table
+
+
+def test_table3_counts_unique_questions_and_query_images_only(make):
+    rows = [
+        make.sample("a", "What is the name of this mountain?", ["K2"], images=["aa" * 32],
+                    negatives=[make.image("n1", "cc" * 32)]),
+        make.sample("b", "what is the name of this  mountain", ["Fuji"], images=["bb" * 32],
+                    gold=[make.image("g", "dd" * 32)]),
+        make.sample("c", "Who built it?", ["Eiffel"], images=["aa" * 32], source="webqa"),
+    ]
+    stats = {r["statistic"]: r["value"] for r in global_table(make.table(rows))}
+    assert stats["samples"] == 3
+    assert stats["unique_questions"] == 2  # the same question up to case, spacing and punctuation
+    assert stats["unique_query_images"] == 2  # context images cc.., dd.. do not count
+    assert "unique_images" not in stats
+
+
+def test_topic_of_reads_each_sources_field():
+    assert topic_of("webqa", json.dumps({"Qcate": "color", "topic": "animals"})) == "webqa/animals"
+    assert topic_of("webqa", {"Qcate": "color", "topic": ""}) == "webqa/color"  # first non-empty field
+    assert topic_of("evqa", {"dataset_name": "inaturalist", "question_type": "templated"}) == "evqa/inaturalist"
+    assert topic_of("mragbench", {"aspect": "Perspective", "scenario": "Angle"}) == "mragbench/Perspective"
+    assert topic_of("infoseek", {"data_split": "val_unseen_entity"}) == "infoseek/val_unseen_entity"
+    assert topic_of("mmdocrag", {"domain": "Finance"}) == "mmdocrag/Finance"
+    assert topic_of("viquae", {"kilt_id": "x"}) == "viquae/(no topic field)"
+    assert topic_of("mmdocrag", "{}") == "mmdocrag/(empty)"
+
+
+def test_topic_table_before_and_after(make):
+    pool = make.table([make.sample(str(i), "Q?", ["a"], source="webqa", meta={"topic": t})
+                       for i, t in enumerate(["travel", "travel", "travel", "animals"])])
+    before = topic_counts(pool)
+    assert before == {"webqa/travel": 3, "webqa/animals": 1}
+    after = topic_counts(pool.slice(0, 1))
+    rows = {r["topic"]: r for r in topic_table(before, after)}
+    assert rows["webqa/travel"] == {"topic": "webqa/travel", "before": 3, "before_pct": 75.0, "after": 1,
+                                    "after_pct": 100.0, "retained_pct": 33.33}
+    assert rows["webqa/animals"]["after"] == 0 and rows["webqa/animals"]["retained_pct"] == 0.0
+    manifest = {"statistics": {"topics": list(rows.values())}}
+    assert inherited_topics(manifest) == before
+    assert inherited_topics({"statistics": {}}) is None
+    assert topics_png(list(rows.values()))[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,96 @@
+"""RAG retrieval over a knowledge base with deterministic stub encoders: top-N, rerank, top-K,
+images through a cross-modal encoder, reciprocal-rank fusion."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from mmcurate.core.errors import MmcurateError
+from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
+from mmcurate.retrieval.rag import RRF_K, Hit, RagCorpus, retrieve
+
+VOCAB = ["tower", "paris", "london", "banana", "yellow", "tall", "red", "green"]
+
+
+def bag(text: str) -> np.ndarray:
+    words = text.lower().replace(".", " ").split()
+    v = np.array([float(words.count(w)) for w in VOCAB]) + 1e-3
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+class Words:
+    name, dim = "stub-words", len(VOCAB)
+
+    def encode_text(self, texts):
+        return np.stack([bag(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+
+class Colours(Words):
+    """Cross-modal stub: an image's bytes are a colour word."""
+
+    name = "stub-colours"
+
+    def encode_images(self, images):
+        return np.stack([bag(data.decode()) for data in images])
+
+
+class Shortest:
+    """Reranker stub: prefers shorter passages."""
+
+    name = "stub-shortest"
+
+    def scores(self, query, passages):
+        return [-float(len(p)) for p in passages]
+
+
+def corpus_table(with_images: bool = False) -> pa.Table:
+    rows = [
+        {"doc_id": "d1", "modality": "text", "text": "The tower in Paris is tall, a tall tall tower.", "image": None,
+         "title": "Eiffel"},
+        {"doc_id": "d2", "modality": "text", "text": "Tower of London.", "image": None, "title": ""},
+        {"doc_id": "d3", "modality": "text", "text": "Banana is yellow.", "image": None, "title": "Fruit"},
+    ]
+    if with_images:
+        rows += [{"doc_id": "image:r", "modality": "image", "text": None, "image": "r", "title": None},
+                 {"doc_id": "image:g", "modality": "image", "text": None, "image": "g", "title": None}]
+    return pa.Table.from_pylist(rows, schema=KNOWLEDGE_BASE)
+
+
+IMAGES = {"r": b"red tower", "g": b"green banana"}
+
+
+def test_first_stage_rerank_and_cutoff(tmp_path):
+    corpus = RagCorpus(corpus_table(), tmp_path, Words(), Shortest(), candidates=2)
+    [first] = corpus.first_stage(["tall tower in paris"])
+    assert [h.doc_id for h in first] == ["d1", "d2"]  # the two nearest; d3 is not a candidate
+    [ranked] = corpus.rank(["tall tower in paris"])
+    assert [h.doc_id for h in ranked] == ["d2", "d1"]  # reranked: shorter first
+    assert ranked[0].score == -len("Tower of London.")
+    assert retrieve(["tall tower in paris"], corpus, 1) == [[ranked[0]]]
+    assert [h.doc_id for h in corpus.first_stage(["tall tower in paris"], 100)[0]] == ["d1", "d2", "d3"]
+    assert corpus.image_note is None and corpus.components["image_retriever"] == "none"
+
+
+def test_a_bi_encoder_over_the_retrieval_encoder_keeps_the_first_stage_order(tmp_path):
+    same = Shortest()
+    same.name = "bi-encoder:stub-words"
+    corpus = RagCorpus(corpus_table(), tmp_path, Words(), same)
+    assert corpus.rank(["tall tower in paris"]) == corpus.first_stage(["tall tower in paris"])
+
+
+def test_images_need_a_cross_modal_encoder(tmp_path):
+    text_only = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest())
+    assert "2 image documents" in text_only.image_note
+    assert {h.modality for h in text_only.rank(["red tower"])[0]} == {"text"}
+    with pytest.raises(MmcurateError, match="read_image"):
+        RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours())
+
+
+def test_text_and_image_rankings_fuse_by_reciprocal_rank(tmp_path):
+    corpus = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), IMAGES.__getitem__)
+    [ranked] = corpus.rank(["red tower"])
+    # text (reranked): d2, d3, d1; images: image:r, image:g. Equal ranks tie on score; ties go by doc id.
+    assert [h.doc_id for h in ranked] == ["d2", "image:r", "d3", "image:g", "d1"]
+    assert ranked[0] == Hit("d2", "text", 1 / (RRF_K + 1))
+    assert corpus.components["image_retriever"] == "stub-colours" and corpus.image_note is None
