@@ -128,9 +128,16 @@ class RetrievalConfig(_Strict):
     max_text_negatives: int = 10
 
 
+Rule = Literal["all_incorrect", "none_correct"]
+
+
 class GatingConfig(_Strict):
+    """The gating models and the two rules that read their grades (see gating/parametric.py
+    for Stage I and annotation/deflectionbench/oracle.py for Stage III solvability)."""
+
     pool: list[str]  # ordered keys of Settings.models
-    rule: Literal["all_incorrect", "none_correct"] = "all_incorrect"
+    rule: Rule = "all_incorrect"  # Stage I: keep only if every model is INCORRECT without context
+    oracle_rule: Rule = "all_incorrect"  # Stage III: discard only if every model is INCORRECT with gold
 
 
 class DeflectionBenchConfig(_Strict):

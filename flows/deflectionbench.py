@@ -3,8 +3,8 @@
     for each source: ingest it into canonical samples (bad records to quarantine)
     Stage I    keep a sample only if every gating model, without context, is INCORRECT
     Stage II   pair it with gold contexts and hard negatives (source-provided or mined)
-    Stage III  drop it if no model answers with gold; drop distractors that answer it;
-               drop it if fewer than K_min negatives remain
+    Stage III  drop it if every model is INCORRECT even with gold (oracle_rule); drop
+               distractors that answer it; drop it if fewer than K_min negatives remain
     publish the validated release with its ledger, statistics and manifest
 """
 from __future__ import annotations
@@ -37,7 +37,8 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) 
 
     gated = run_stage(ParametricGate(cfg.gating), samples, settings, run_id)                 # Stage I
     paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
-    checked = run_stage(OracleCheck(cfg.gating.pool, cfg.k_min), paired.kept, settings, run_id)  # Stage III
+    oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule)
+    checked = run_stage(oracle, paired.kept, settings, run_id)  # Stage III
 
     draft = deflection_draft(
         settings, version or cfg.version, run_id, gating=gated, pairing=paired, oracle=checked,

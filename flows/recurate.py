@@ -38,7 +38,8 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
     samples = canonical_samples(parent, ImageStore(settings.workdir / "images"))
 
     gated = run_stage(ParametricGate(cfg.gating), samples, settings, run_id)                    # Stage I
-    checked = run_stage(OracleCheck(cfg.gating.pool, cfg.k_min), gated.kept, settings, run_id)  # Stage III
+    oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule)
+    checked = run_stage(oracle, gated.kept, settings, run_id)  # Stage III
 
     draft = deflection_draft(
         settings, version or next_minor(parent.version), run_id, gating=gated, pairing=None, oracle=checked,

@@ -11,6 +11,12 @@ from mmcurate.core.stages import StageResult
 from .draft import ReleaseDraft
 
 
+RULE_TEXT = {
+    "all_incorrect": "a sample is discarded only when every gating model is INCORRECT with the gold evidence",
+    "none_correct": "a sample is discarded unless some gating model is CORRECT with the gold evidence",
+}
+
+
 def _modality(contexts: list[dict]) -> str:
     kinds = {c["modality"] for c in contexts}
     return "+".join(sorted(kinds)) if kinds else "none"
@@ -145,7 +151,9 @@ def deflection_draft(
         "judge_errors": judge_errors(ledger),
     }
     notes = [f"Retrieval: {components.get('text_encoder')} (text), {components.get('image_encoder')} (images).",
-             f"Judged by {judge}."]
+             f"Judged by {judge}.",
+             f"Rules: Stage I gating {cfg.gating.rule}, Stage III solvability {cfg.gating.oracle_rule} "
+             f"({RULE_TEXT[cfg.gating.oracle_rule]})."]
     if "descriptor" in components.get("image_encoder", ""):
         notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
                      "they are visually similar, not semantically similar.")
