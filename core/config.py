@@ -2,12 +2,17 @@
 
 Precedence, highest first: keyword overrides, ``MMCURATE_*`` environment variables
 (nested with ``__``, e.g. ``MMCURATE_DEFLECTIONBENCH__K_MIN=3``), then the YAML file.
-Relative paths in the file are resolved against the file's own directory.
+A model is named in a variable by its name with every character other than a letter or a
+digit written as ``_`` (shells allow no ``-`` in a variable name), in any case:
+``MMCURATE_MODELS__SMOLLM2_WARM__MAX_TOKENS=16`` reaches the model ``smollm2-warm``.
+Relative paths in the file are resolved against the file's own directory; relative paths
+given in the environment against the current directory, where the user typed them.
 Secrets never live here: a model names the environment variable or Prefect Secret
 block that holds its key.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     YamlConfigSettingsSource,
@@ -182,6 +188,35 @@ class TaskRunnerConfig(_Strict):
     shard_size: int = 256
 
 
+def env_name(model: str) -> str:
+    """How a model name is written in an environment variable (lower case; see the module docstring)."""
+    return re.sub(r"[^0-9a-z]", "_", model.lower())
+
+
+class _ModelEnv(EnvSettingsSource):
+    """``MMCURATE_*`` variables, with model keys matched to the models the config defines
+    (a variable's name is lower-cased and may not hold a ``-``)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], known: set[str]) -> None:
+        super().__init__(settings_cls)
+        self.known = known
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        models = data.get("models")
+        if isinstance(models, dict):
+            data["models"] = {self._model_key(key): value for key, value in models.items()}
+        return data
+
+    def _model_key(self, key: str) -> str:
+        if key in self.known:
+            return key
+        matches = sorted(name for name in self.known if env_name(name) == env_name(key))
+        if len(matches) > 1:
+            raise ConfigError(f"environment variable for model {key!r} is ambiguous: models {matches}")
+        return matches[0] if matches else key
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MMCURATE_", env_nested_delimiter="__", extra="forbid"
@@ -205,7 +240,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, YamlConfigSettingsSource(settings_cls)
+        yaml_source = YamlConfigSettingsSource(settings_cls)
+        return init_settings, _ModelEnv(settings_cls, _model_keys(init_settings(), yaml_source())), yaml_source
 
     @model_validator(mode="before")
     @classmethod
@@ -276,21 +312,40 @@ class Settings(BaseSettings):
         return self.model_dump(mode="json")
 
 
-def _resolve_paths(obj: Any, base: Path) -> Any:
+def _model_keys(*sources: dict[str, Any]) -> set[str]:
+    return {key for data in sources if isinstance(data.get("models"), dict) for key in data["models"]}
+
+
+Location = tuple[Any, ...]
+
+
+def _leaves(data: Any, at: Location = ()) -> set[Location]:
+    """The locations of the values a nested dict sets (a list is one value)."""
+    if isinstance(data, dict):
+        return {leaf for key, value in data.items() for leaf in _leaves(value, (*at, key))}
+    return {at}
+
+
+def _resolve_paths(obj: Any, base: Path, from_env: set[Location] = frozenset(), at: Location = ()) -> Any:
+    """Make relative paths absolute: against the current directory where the environment set
+    them (``from_env``: locations of values from ``MMCURATE_*``), else against ``base``."""
     if isinstance(obj, BaseModel):
         for name in type(obj).model_fields:
             value = getattr(obj, name)
-            new = _resolve_paths(value, base)
+            new = _resolve_paths(value, base, from_env, (*at, name))
             if new is not value:
                 object.__setattr__(obj, name, new)
         return obj
     if isinstance(obj, Path):
         obj = obj.expanduser()
-        return obj if obj.is_absolute() else (base / obj).resolve()
+        if obj.is_absolute():
+            return obj
+        env = any(at[:n] in from_env for n in range(1, len(at) + 1))
+        return ((Path.cwd() if env else base) / obj).resolve()
     if isinstance(obj, list):
-        return [_resolve_paths(v, base) for v in obj]
+        return [_resolve_paths(v, base, from_env, (*at, i)) for i, v in enumerate(obj)]
     if isinstance(obj, dict):
-        return {k: _resolve_paths(v, base) for k, v in obj.items()}
+        return {k: _resolve_paths(v, base, from_env, (*at, k)) for k, v in obj.items()}
     return obj
 
 
@@ -300,7 +355,7 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {path} is not valid YAML: {exc}".replace("\n", " ")) from None
 
@@ -314,4 +369,6 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"config {path}: {where}: {first['msg']} ({exc.error_count()} error(s))") from None
     resolved = Settings.model_construct(**{k: getattr(settings, k) for k in Settings.model_fields})
-    return _resolve_paths(resolved, path.parent.resolve())
+    known = _model_keys(overrides, data if isinstance(data, dict) else {})
+    from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)
+    return _resolve_paths(resolved, path.parent.resolve(), from_env)
