@@ -91,7 +91,8 @@ class ModelSpec(_Strict):
         return {
             "name": self.name,
             "backend": self.backend,
-            "model": self.model or self.gguf or (str(self.script) if self.script else ""),
+            # a script by its file name: the path is the builder's; its content is in the cache key
+            "model": self.model or self.gguf or (self.script.name if self.script else ""),
             "revision": self.revision,
             "vision": self.vision,
         }
@@ -217,6 +218,9 @@ class _ModelEnv(EnvSettingsSource):
         return matches[0] if matches else key
 
 
+BENCHMARKS = ("deflectionbench", "reflvqa")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MMCURATE_", env_nested_delimiter="__", extra="forbid"
@@ -256,21 +260,24 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _references(self) -> "Settings":
-        names = set(self.models)
-        wanted: list[str] = []
-        if self.judge.model:
-            wanted.append(self.judge.model)
-        if self.deflectionbench:
-            wanted += self.deflectionbench.gating.pool
-        if self.reflvqa:
-            r = self.reflvqa
-            wanted += r.inspectors + ([r.image_entailment] if r.image_entailment else [])
-            for spec in (r.evaluator, r.factcheck_model, r.text_entailment):
-                wanted += model_names(spec)
-        missing = sorted(set(wanted) - names)
+        wanted = [self.judge.model] if self.judge.model else []
+        wanted += [name for benchmark in BENCHMARKS if getattr(self, benchmark) for _, name in self.roles(benchmark)]
+        missing = sorted(set(wanted) - set(self.models))
         if missing:
-            raise ValueError(f"unknown model(s) {missing}; defined: {sorted(names)}")
+            raise ValueError(f"unknown model(s) {missing}; defined: {sorted(self.models)}")
         return self
+
+    def roles(self, benchmark: str) -> list[tuple[str, str]]:
+        """(role, model name) of every model the curation of ``benchmark`` asks, in pipeline order."""
+        if benchmark == "deflectionbench":
+            pairs = [("gating", name) for name in self.section(benchmark).gating.pool]
+            return pairs + ([("judge", self.judge.model)] if self.judge.model else [])
+        r = self.section(benchmark)
+        roles = {"inspector": r.inspectors, "evaluator": model_names(r.evaluator),
+                 "factcheck": model_names(r.factcheck_model),
+                 "image_entailment": [r.image_entailment] if r.image_entailment else [],
+                 "text_entailment": model_names(r.text_entailment)}
+        return [(role, name) for role, names in roles.items() for name in names]
 
     def add_model(self, spec: str) -> ModelSpec:
         """Resolve ``spec``: a model defined here by name, or a YAML file holding one model
@@ -310,6 +317,19 @@ class Settings(BaseSettings):
     def resolved(self) -> dict[str, Any]:
         """The fully resolved configuration as plain JSON-able data (for manifests)."""
         return self.model_dump(mode="json")
+
+    @classmethod
+    def from_resolved(cls, data: dict[str, Any], base: Path) -> "Settings":
+        """Settings from ``resolved()`` data as a manifest records it (paths relative to the
+        release folder ``base``), with environment overrides as ``load_config`` applies them."""
+        try:
+            settings = cls(**data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"recorded config: {where}: {first['msg']}") from None
+        from_env = _leaves(_ModelEnv(cls, _model_keys(data))())
+        return _resolve_paths(settings, base.resolve(), from_env)
 
 
 def _model_keys(*sources: dict[str, Any]) -> set[str]:

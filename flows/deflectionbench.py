@@ -19,6 +19,7 @@ from mmcurate.core.config import load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.releases.deflection import deflection_draft
+from mmcurate.releases.rerun import refuse_changed_version
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
@@ -30,6 +31,8 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) -> str:
     settings = load_config(config)
     cfg = settings.section("deflectionbench")
+    version = version or cfg.version
+    refuse_changed_version(settings, "deflectionbench", version)  # before any work
     run_id = new_run_id()
 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
@@ -41,7 +44,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) 
     checked = run_stage(oracle, paired.kept, settings, run_id)  # Stage III
 
     draft = deflection_draft(
-        settings, version or cfg.version, run_id, gating=gated, pairing=paired, oracle=checked,
+        settings, version, run_id, gating=gated, pairing=paired, oracle=checked,
         ingested={r.source: r.samples if s.limit is None else min(r.samples, s.limit)
                   for r, s in zip(ingested, cfg.sources)},
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),

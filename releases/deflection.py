@@ -135,9 +135,7 @@ def deflection_draft(
     kept = oracle.kept
     runs = [s for s in (gating, pairing, oracle) if s is not None]
     ledger = pa.concat_tables(([history] if history is not None else []) + [s.ledger() for s in runs])
-    models = [{"role": "gating", **settings.model(name).identity()} for name in cfg.gating.pool]
-    if settings.judge.model:
-        models.append({"role": "judge", **settings.model(settings.judge.model).identity()})
+    models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
     entered = sum(ingested.values())
     after_pairing = pairing.kept.num_rows if pairing else gating.kept.num_rows
     judge = gating.components.get("judge")

@@ -10,6 +10,8 @@ still verifies, while the data, ledger, card and plots stay pinned by the manife
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +28,25 @@ QUALITY_DIR = "quality"
 ARTIFACT_CHECKSUMS = "quality/checksums.json"
 REPORT = "report.html"
 MANIFEST_FORMAT = 1
+
+
+# an absolute POSIX path inside a string (a path, or a spec such as ``nli:/models/x``); not a
+# URL's ``//host`` and not the ``/`` inside a word such as ``colour/gradient``
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?!/)[^\s:;,'\"()\[\]{}<>|*]+")
+
+
+def portable(value: Any, base: Path) -> Any:
+    """JSON-able ``value`` with every absolute path in its strings rewritten relative to
+    ``base``, the release folder: a release names no directory of the machine that built it,
+    and whoever reads it resolves those paths against where the release is
+    (``Settings.from_resolved``)."""
+    if isinstance(value, dict):
+        return {key: portable(item, base) for key, item in value.items()}
+    if isinstance(value, list):
+        return [portable(item, base) for item in value]
+    if isinstance(value, str):
+        return ABSOLUTE_PATH.sub(lambda match: os.path.relpath(match.group(0), base), value)
+    return value
 
 
 def code_version() -> dict[str, str]:
@@ -69,9 +90,10 @@ def release_files(release_dir: Path) -> list[str]:
     return sorted(p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*") if p.is_file())
 
 
-def build_manifest(draft: ReleaseDraft, rows: dict[str, int], shards: dict[str, list[str]]) -> dict:
-    """Everything but ``files``, which ``seal`` adds once all other files are written."""
-    return {
+def build_manifest(draft: ReleaseDraft, rows: dict[str, int], shards: dict[str, list[str]], target: Path) -> dict:
+    """Everything but ``files``, which ``seal`` adds once all other files are written; paths
+    relative to ``target``, the folder the release is published as."""
+    return portable({
         "format": MANIFEST_FORMAT,
         "benchmark": draft.benchmark,
         "version": draft.version,
@@ -90,7 +112,7 @@ def build_manifest(draft: ReleaseDraft, rows: dict[str, int], shards: dict[str, 
         "k_min": draft.k_min,
         "notes": draft.notes,
         "shards": shards,
-    }
+    }, target.resolve())
 
 
 def seal(release_dir: Path, manifest: dict) -> dict:

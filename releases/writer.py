@@ -70,7 +70,7 @@ def distributions(benchmark: str, tables: dict[str, pa.Table]) -> dict[str, dict
     }
 
 
-def _build(draft: ReleaseDraft, folder: Path, store: ImageStore, max_rows: int) -> None:
+def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, max_rows: int) -> None:
     (folder / DATA_DIR).mkdir(parents=True)
     shards: dict[str, list[str]] = {}
     rows: dict[str, int] = {}
@@ -83,7 +83,7 @@ def _build(draft: ReleaseDraft, folder: Path, store: ImageStore, max_rows: int) 
     write_table(draft.ledger, folder / LEDGER_FILE)
     write_table(draft.quarantine, folder / QUARANTINE_FILE)
     plots = write_plots(draft.statistics, distributions(draft.benchmark, draft.tables), folder / "plots")
-    manifest = {**build_manifest(draft, rows, shards), "plots": plots}
+    manifest = {**build_manifest(draft, rows, shards, target), "plots": plots}
     (folder / "README.md").write_text(render_card(manifest, features, plots))
     seal(folder, manifest)
 
@@ -99,7 +99,7 @@ def write_release(
     temp = target.parent / f".tmp-{draft.version}-{secrets.token_hex(4)}"
     temp.mkdir(parents=True)
     try:
-        _build(draft, temp, store, max_rows_per_shard)
+        _build(draft, temp, target, store, max_rows_per_shard)
         outcome = validate_release(temp)
         if not outcome.success:
             raise ReleaseInvalid(

@@ -28,6 +28,40 @@ import yaml
 from mmcurate.releases.reader import DATA_DIR, open_release
 
 EMBEDDED = {"backend": "embedded", "gguf": "smollm2", "revision": "q4_1", "max_tokens": 12, "concurrency": 2}
+REPO = Path(__file__).resolve().parents[2]
+DRYRUN = REPO / "configs" / "dryrun"
+# the dry run's scripted models (configs/dryrun.yaml): deterministic answers, no server
+READER = {"backend": "scripted", "script": str(DRYRUN / "vlm-reader.jsonl"), "default": "Atlantis",
+          "revision": "dryrun-1", "vision": True}
+GUESSER = {"backend": "scripted", "script": str(DRYRUN / "llm-guesser.jsonl"), "default": "Zanzibar",
+           "revision": "dryrun-1"}
+
+
+def scripted_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, Any]] | None = None,
+                    pool: list[str] | None = None, name: str = "config.yaml", **fields: Any) -> Path:
+    """A DeflectionBench config over the WebQA and MMDocRAG fixtures (source-provided negatives,
+    no mining) gated by the dry run's scripted reader: it releases four samples."""
+    models = models or {"vlm-reader": READER}
+    data: dict[str, Any] = {
+        "workdir": "work",
+        "releases_root": "releases",
+        "models": models,
+        "judge": {"kind": "lexical"},
+        "deflectionbench": {
+            "sources": [{"name": "webqa", "root": str(fixtures / "webqa")},
+                        {"name": "mmdocrag", "root": str(fixtures / "mmdocrag")}],
+            "gating": {"pool": pool or list(models)},
+            "retrieval": {"kb": str(fixtures / "kb" / "kb.jsonl"), "max_text_negatives": 5},
+            "k_min": 3,
+            "seed": 13,
+            "version": "1.0.0",
+        },
+        **fields,
+    }
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 def write_config(
