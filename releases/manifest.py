@@ -1,14 +1,17 @@
 """manifest.json: what a release is, how it was made, and a checksum of every file in it.
 
-Checksum policy. The manifest lists sha256 and size of every file written while the
-release was sealed, except itself and ``quality/``. Files produced *after* sealing
+Checksum policy. The manifest is the only source of truth for the sealed release: its
+``files`` lists sha256 and size of every file written while the release was sealed (data,
+ledger, quarantine, card, plots; not itself and not the post-seal files), and ``sealed``
+is the sha256 of that list, so an edit of one entry shows. Files produced *after* sealing
 (``quality/*`` by ``mmcurate validate``, ``report.html`` by ``mmcurate report``) are
-listed in ``quality/checksums.json``, which every such command rewrites. ``verify``
-checks both lists and reports any file in neither, so a re-validated or reported release
-still verifies, while the data, ledger, card and plots stay pinned by the manifest.
+listed in ``quality/checksums.json``, which every such command rewrites; that list may
+name post-seal files only, and never a sealed one. ``verify`` checks both lists, reports
+any file in neither, and checks the manifest's row counts against the shards.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -115,13 +118,16 @@ def build_manifest(draft: ReleaseDraft, rows: dict[str, int], shards: dict[str, 
     }, target.resolve())
 
 
+def sealed_digest(files: dict[str, dict[str, Any]]) -> str:
+    """sha256 of a ``files`` list in canonical JSON (sorted keys, no spaces)."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
 def seal(release_dir: Path, manifest: dict) -> dict:
     """Checksum every file written so far and write manifest.json last."""
-    manifest = {**manifest, "files": {
-        rel: file_entry(release_dir / rel)
-        for rel in release_files(release_dir)
-        if rel != MANIFEST and not is_post_seal(rel)
-    }}
+    files = {rel: file_entry(release_dir / rel) for rel in release_files(release_dir)
+             if rel != MANIFEST and not is_post_seal(rel)}
+    manifest = {**manifest, "files": files, "sealed": sealed_digest(files)}
     write_json(release_dir / MANIFEST, manifest)
     return manifest
 
@@ -131,14 +137,39 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
 
 
+REQUIRED = {"benchmark": str, "version": str, "shards": dict, "files": dict, "counts": dict}
+
+
 def load_manifest(release_dir: Path) -> dict:
+    """The manifest of ``release_dir``; ReleaseError (one line) when it is missing, not JSON, or
+    lacks what every release manifest holds."""
     path = release_dir / MANIFEST
     if not path.is_file():
         raise ReleaseError(f"{release_dir} is not a release: no {MANIFEST}")
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ReleaseError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise ReleaseError(f"{path} is not a release manifest: a JSON object is expected")
+    missing = [key for key, kind in REQUIRED.items() if not isinstance(manifest.get(key), kind)]
+    if missing:
+        raise ReleaseError(f"{path} is not a release manifest: no valid {', '.join(missing)}")
+    return manifest
+
+
+def post_seal_entries(release_dir: Path) -> dict[str, dict[str, Any]]:
+    """The recorded post-seal list (``quality/checksums.json``), or {} when there is none."""
+    path = release_dir / ARTIFACT_CHECKSUMS
+    if not path.is_file():
+        return {}
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReleaseError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(entries, dict):
+        raise ReleaseError(f"{path} must map file paths to checksums")
+    return entries
 
 
 def record_artifacts(release_dir: Path) -> dict[str, dict[str, Any]]:

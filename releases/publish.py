@@ -6,7 +6,6 @@ checked without a network. The token comes from ``HF_TOKEN`` and is only handed 
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -17,7 +16,7 @@ from typing import Any
 from huggingface_hub import HfApi
 
 from .errors import ReleaseError
-from .manifest import ARTIFACT_CHECKSUMS, MANIFEST
+from .manifest import ARTIFACT_CHECKSUMS, MANIFEST, post_seal_entries
 from .reader import open_release
 from .validation import recorded_validation
 from .verify import verify_release
@@ -54,9 +53,9 @@ def publishable_files(path: Path) -> list[str]:
     """Exactly the files ``verify`` vouches for, plus the two checksum lists."""
     manifest = open_release(path).manifest
     files = set(manifest["files"]) | {MANIFEST}
-    checksums = path / ARTIFACT_CHECKSUMS
-    if checksums.is_file():
-        files |= set(json.loads(checksums.read_text())) | {ARTIFACT_CHECKSUMS}
+    later = post_seal_entries(path)
+    if later:
+        files |= set(later) | {ARTIFACT_CHECKSUMS}
     return sorted(files)
 
 
