@@ -28,7 +28,8 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
 
 @flow(name="deflectionbench", log_prints=True)
-def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) -> str:
+def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
+                    allow_incomplete: bool = False) -> str:
     settings = load_config(config)
     cfg = settings.section("deflectionbench")
     version = version or cfg.version
@@ -49,7 +50,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None) 
                   for r, s in zip(ingested, cfg.sources)},
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),
         components=paired.components)
-    release = publish_release(draft, settings.releases_root, settings.workdir / "images")
+    release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     print(f"deflectionbench {draft.version}: {checked.kept.num_rows} samples -> {release}")
     return str(release)
 

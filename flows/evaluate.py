@@ -12,9 +12,10 @@ from pathlib import Path
 from prefect import flow
 
 from mmcurate.core.config import load_config
+from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
-from mmcurate.evaluation.scenarios import SCENARIOS
+from mmcurate.evaluation.scenarios import FAILED, SCENARIOS
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_scenarios, summarise
@@ -40,6 +41,10 @@ def evaluate_release(
     run_id = new_run_id()
 
     results, calls = answer_scenarios(samples, settings, spec.name, scenarios, n_negatives, abstention, seed, run_id)
+    failed = [error for grade, error in zip(results["grade"].to_pylist(), results["error"].to_pylist()) if grade == FAILED]
+    if failed:  # a table over the answers that did arrive would read as the model's score
+        raise MmcurateError(f"{len(failed)} of {results.num_rows} calls to {spec.name} failed (first: {failed[0]}); "
+                            "nothing was summarised; rerun to resume (answers received are cached)")
     target = Path(out) if out else settings.workdir / "evaluations" / f"{bench.benchmark}-{bench.version}" / spec.name
     table = summarise(results, target, f"{spec.name} on {bench.benchmark} {bench.version} ({abstention} abstention)")
     print(table)

@@ -29,7 +29,8 @@ from mmcurate.tasks.stages import run_stage
 
 
 @flow(name="recurate", log_prints=True)
-def recurate(release: str, add_model: list[str], config: str | None = None, version: str | None = None) -> str:
+def recurate(release: str, add_model: list[str], config: str | None = None, version: str | None = None,
+             allow_incomplete: bool = False) -> str:
     parent = open_release(release)
     if config:
         settings = load_config(config)
@@ -54,7 +55,7 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
         quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
         components=parent.manifest.get("components", {}), parent=parent.version, history=parent.ledger)
     draft.removed = diff_releases(parent, draft).removed_records()
-    path = publish_release(draft, settings.releases_root, settings.workdir / "images")
+    path = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     print(f"recurated {parent.version} -> {draft.version} with {new}: "
           f"{len(draft.removed)} removed, {draft.tables['test'].num_rows} kept -> {path}")
     return str(path)

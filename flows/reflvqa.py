@@ -33,7 +33,7 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
 
 @flow(name="reflvqa", log_prints=True)
-def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None) -> str:
+def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     settings = load_config(config)
     cfg = settings.section("reflvqa")
     version = version or cfg.version
@@ -63,7 +63,7 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None) -> str:
     corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images)
     draft = reflvqa_draft(settings, version, run_id, ingested, candidates, quarantine,
                           [relevant, necessary, checkable, cited], corpus)
-    release = publish_release(draft, settings.releases_root, settings.workdir / "images")
+    release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     print(f"reflvqa {draft.version}: {draft.tables['qa'].num_rows} QA pairs -> {release}")
     return str(release)
 

@@ -114,6 +114,7 @@ def build_manifest(draft: ReleaseDraft, rows: dict[str, int], shards: dict[str, 
         "seed": draft.seed,
         "k_min": draft.k_min,
         "notes": draft.notes,
+        "incomplete": draft.incomplete,
         "shards": shards,
     }, target.resolve())
 

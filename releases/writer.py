@@ -25,7 +25,7 @@ from .embed_images import embed_images, hf_features, with_hf_metadata
 from .errors import ReleaseError, ReleaseExists, ReleaseInvalid
 from .manifest import build_manifest, seal
 from .plots import write_plots
-from .reader import DATA_DIR, LEDGER_FILE, QUARANTINE_FILE, shard_name
+from .reader import DATA_DIR, ID_COLUMNS, LEDGER_FILE, QUARANTINE_FILE, shard_name
 from .validation import validate_release
 from .versions import check_successor
 
@@ -41,6 +41,9 @@ def _check_draft(draft: ReleaseDraft, target: Path) -> None:
         raise ReleaseError(f"{draft.benchmark} release needs tables {sorted(expected)}, got {sorted(draft.tables)}")
     if target.exists():
         raise ReleaseExists(f"release {draft.benchmark} {draft.version} already exists at {target}; releases are immutable")
+    config, _ = ID_COLUMNS[draft.benchmark]
+    if draft.tables[config].num_rows == 0:
+        raise ReleaseError(f"release {draft.benchmark} {draft.version} has no rows in {config!r}; nothing to publish")
 
 
 def write_shards(table: pa.Table, folder: Path, config: str, max_rows: int) -> list[str]:

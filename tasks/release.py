@@ -8,6 +8,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.images import ImageStore
+from mmcurate.releases.completeness import check_complete
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.rerun import draft_differences, refusal
@@ -15,11 +16,13 @@ from mmcurate.releases.writer import write_release
 
 
 @task(name="publish-release", cache_policy=NO_CACHE)
-def publish_release(draft: ReleaseDraft, releases_root: Path, images: Path) -> Path:
-    """Write the release; the writer validates it and refuses to publish a failing one.
+def publish_release(draft: ReleaseDraft, releases_root: Path, images: Path, allow_incomplete: bool = False) -> Path:
+    """Write the release; the writer validates it and refuses to publish a failing one. A run
+    whose failures held samples out is refused unless ``allow_incomplete`` (completeness.py).
 
     A rerun equal to the existing release of that version (data, configuration, models)
     publishes nothing and returns the existing release; any difference is refused, naming it."""
+    check_complete(draft, allow_incomplete)
     existing = releases_root / draft.benchmark / draft.version
     if (existing / "manifest.json").is_file():
         diffs = draft_differences(open_release(existing), draft)
