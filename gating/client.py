@@ -14,6 +14,7 @@ from dataclasses import replace
 from mmcurate.core.config import ModelSpec, Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
+from mmcurate.core.interrupt import raise_if_stopped
 
 from .accounting import CallCounter
 from .backends.base import Backend
@@ -72,7 +73,9 @@ class ModelClient:
         self.counter = counter
 
     def chat(self, requests: list[ChatRequest], stage: str) -> list[ChatResponse]:
-        """Answer ``requests`` in order: cache hits first, then one backend batch for the misses."""
+        """Answer ``requests`` in order: cache hits first, then one backend batch for the misses
+        (none once the run is interrupted: ``core.interrupt``)."""
+        raise_if_stopped()
         keys = [cache_key(self.spec, r, self.backend.identity) for r in requests]
         hits = self.cache.get_many(keys)
         results: list[ChatResponse | None] = [None] * len(requests)

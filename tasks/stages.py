@@ -17,6 +17,7 @@ from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
+from mmcurate.core.interrupt import request_stop
 from mmcurate.core.stages import Stage, StageContext, StageResult, merge_results, shards
 from mmcurate.gating.models import open_models
 
@@ -38,7 +39,14 @@ def run_stage(stage: Stage, samples: pa.Table, settings: Settings, run_id: str) 
     parts = shards(samples, settings.task_runner.shard_size) if stage.shardable else [samples]
     futures = run_shard.with_options(task_run_name=f"{stage.name}-{{index}}").map(
         unmapped(stage), parts, list(range(len(parts))), unmapped(settings), unmapped(run_id))
-    result = merge_results(futures.result())
+    try:
+        done = futures.result()
+    except Exception:
+        raise
+    except BaseException:  # Ctrl-C or SIGTERM while shards run: their model calls stop at once
+        request_stop()
+        raise
+    result = merge_results(done)
     if result.calls:
         create_table_artifact(key=f"{stage.name}-calls", table=result.calls,
                               description=f"{stage.name}: model calls made and cache hits, per model")
