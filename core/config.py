@@ -304,6 +304,15 @@ class Settings(BaseSettings):
             raise ConfigError(f"the config has no '{benchmark}' section")
         return section
 
+    def check_sources(self, benchmark: str) -> None:
+        """Refuse, before a curation run starts, a source whose root or image folder is not a
+        directory (a re-curation or an evaluation reads no source, so loading does not check)."""
+        section = self.section(benchmark)
+        for source in section.sources if benchmark == "deflectionbench" else [section.source]:
+            for what, folder in (("root", source.root), ("images", source.images)):
+                if folder is not None and not folder.is_dir():
+                    raise ConfigError(f"{benchmark} source {source.name}: {what} {folder} is not a readable directory")
+
     def model(self, name: str) -> ModelSpec:
         try:
             return self.models[name]

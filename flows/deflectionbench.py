@@ -32,6 +32,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
                     allow_incomplete: bool = False) -> str:
     settings = load_config(config)
     cfg = settings.section("deflectionbench")
+    settings.check_sources("deflectionbench")
     version = version or cfg.version
     refuse_changed_version(settings, "deflectionbench", version)  # before any work
     run_id = new_run_id()

@@ -36,6 +36,7 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     settings = load_config(config)
     cfg = settings.section("reflvqa")
+    settings.check_sources("reflvqa")
     version = version or cfg.version
     refuse_changed_version(settings, "reflvqa", version)  # before any work
     run_id = new_run_id()

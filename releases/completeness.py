@@ -41,12 +41,12 @@ def shortfall(draft: ReleaseDraft) -> Shortfall | None:
     if run_id is not None:
         ledger = ledger.filter(pc.equal(ledger["run_id"], run_id))
     errors = ledger.filter(pc.equal(ledger["verdict"], "error"))
-    failures: dict[str, tuple[int, int]] = {}
+    per_model: dict[str, tuple[int, int]] = {}
     for row in draft.statistics.get("calls") or []:
-        if row.get("step") == "total" or not row.get("failures"):
-            continue
-        failed, made = failures.get(row["model"], (0, 0))
-        failures[row["model"]] = (failed + row["failures"], made + row["calls"])
+        if row.get("step") != "total":
+            failed, made = per_model.get(row["model"], (0, 0))
+            per_model[row["model"]] = (failed + row["failures"], made + row["calls"])
+    failures = {model: counts for model, counts in per_model.items() if counts[0]}
     held_out = len(set(errors["sample_id"].to_pylist()))
     return Shortfall(held_out, failures) if held_out or failures else None
 

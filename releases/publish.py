@@ -1,19 +1,21 @@
 """Publish a verified, validated release to the Hugging Face Hub (or copy it to a folder).
 
 The hub upload is described by a pure ``UploadPlan`` first, so what would be sent can be
-checked without a network. The token comes from ``HF_TOKEN`` and is only handed to
-``HfApi``: it is never printed or written.
+checked without a network. The token comes from ``HF_TOKEN`` (or the token saved by
+``hf auth login``) and is only handed to ``HfApi``: it is never printed or written. No token,
+offline mode or a Hub that cannot be reached are one-line errors.
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import HfApi
+import httpx
+from huggingface_hub import HfApi, get_token
+from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
 from .errors import ReleaseError
 from .manifest import ARTIFACT_CHECKSUMS, MANIFEST, post_seal_entries
@@ -98,10 +100,21 @@ def copy_release(plan: UploadPlan, target: Path) -> Path:
 
 def upload(plan: UploadPlan) -> str:
     """Create the dataset repo if needed, upload the files, tag the version; return the commit URL."""
-    api = HfApi(token=os.environ.get("HF_TOKEN") or None)
-    api.create_repo(**plan.create_repo_kwargs())
-    commit = api.upload_folder(**plan.upload_folder_kwargs())
-    api.create_tag(**plan.create_tag_kwargs())
+    token = get_token()
+    if not token:
+        raise ReleaseError("publishing to the Hub needs a token: set HF_TOKEN (or run `hf auth login`), "
+                           "or copy the release with --target-dir")
+    api = HfApi(token=token)
+    try:
+        api.create_repo(**plan.create_repo_kwargs())
+        commit = api.upload_folder(**plan.upload_folder_kwargs())
+        api.create_tag(**plan.create_tag_kwargs())
+    except OfflineModeIsEnabled:
+        raise ReleaseError("cannot publish to the Hub in offline mode (HF_HUB_OFFLINE is set); "
+                           "unset it, or copy the release with --target-dir") from None
+    except (HfHubHTTPError, httpx.HTTPError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ReleaseError(f"upload of {plan.repo_id} failed: {reason}") from None
     return str(getattr(commit, "commit_url", commit))
 
 

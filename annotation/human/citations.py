@@ -68,6 +68,12 @@ def _shards(release: Path, config: str) -> list[str]:
     return [str(p) for p in paths]
 
 
+def _outside(release: Path, out: Path) -> None:
+    """Refuse an output folder inside the (immutable, checksummed) release."""
+    if out.resolve() == release.resolve() or release.resolve() in out.resolve().parents:
+        raise MmcurateError(f"--out {out} lies inside the release; releases are immutable, write elsewhere")
+
+
 def release_items(release: Path | str) -> list[dict[str, Any]]:
     """Every sentence of the release that has at least one cited document, as a labelling item."""
     release = Path(release)
@@ -116,6 +122,7 @@ def export_batch(release: Path | str, n: int, out: Path | str, seed: int = 0) ->
         raise MmcurateError(f"{release}: no sentence has a cited document; nothing to verify")
     chosen = random.Random(seed).sample(items, min(n, len(items)))
     out = Path(out)
+    _outside(Path(release), out)
     out.mkdir(parents=True, exist_ok=True)
     rows = [{**item, **{q: "" for q in QUESTIONS}, "annotator": ""} for item in chosen]
     jsonl = out / "batch.jsonl"
@@ -137,16 +144,20 @@ def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     out: list[tuple[int, dict[str, Any]]] = []
     if path.suffix == ".jsonl":
         out = list(jsonl_objects(path, "labelled row"))
-    elif path.suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as handle:
+    elif path.suffix == ".csv":  # utf-8-sig: spreadsheets often save a byte-order mark first
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle)
-            missing = [c for c in ("item_id", *QUESTIONS) if c not in (reader.fieldnames or [])]
-            if missing:
-                raise MmcurateError(f"{path}:1: missing column(s) {', '.join(missing)}")
-            start = reader.line_num + 1
-            for record in reader:
-                out.append((start, record))
+            start = 1
+            try:
+                missing = [c for c in ("item_id", *QUESTIONS) if c not in (reader.fieldnames or [])]
+                if missing:
+                    raise MmcurateError(f"{path}:1: missing column(s) {', '.join(missing)}")
                 start = reader.line_num + 1
+                for record in reader:
+                    out.append((start, record))
+                    start = reader.line_num + 1
+            except UnicodeDecodeError:
+                raise MmcurateError(f"{path}:{start}: not UTF-8 text (save the file as UTF-8)") from None
     else:
         raise MmcurateError(f"{path}: labelled files must be .csv or .jsonl")
     return out
@@ -198,8 +209,7 @@ def import_labels(release: Path | str, files: list[Path | str], out: Path | str)
     if not files:
         raise MmcurateError("give at least one labelled file")
     release, out = Path(release), Path(out)
-    if out.resolve() == release.resolve() or release.resolve() in out.resolve().parents:
-        raise MmcurateError(f"--out {out} lies inside the release; releases are immutable, write elsewhere")
+    _outside(release, out)
     items = {i["item_id"]: i for i in release_items(release)}
     per_annotator: dict[str, dict[str, dict[str, str]]] = {}
     for file in files:
