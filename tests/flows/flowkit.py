@@ -16,6 +16,7 @@ import secrets
 import socket
 import struct
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -106,6 +107,23 @@ def baseline(tmp_path_factory: Any, fixtures: Path) -> tuple[Path, Path]:
         release, _ = run_flow(scripted_config(home, fixtures))
         _RUNS["baseline"] = (home, release)
     return _RUNS["baseline"]
+
+
+def shard_runs(flow_run_id: Any, wanted: dict[str, int], patience: float = 120.0) -> dict[str, int]:
+    """How many task runs of the flow run start with each prefix of ``wanted``, once they all
+    reached the API (task runs arrive as events, a little after the flow returns: wait for them,
+    generously)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    deadline = time.monotonic() + patience
+    while True:
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+        seen = {prefix: sum(1 for r in runs if r.name.startswith(prefix)) for prefix in wanted}
+        if seen == wanted or time.monotonic() > deadline:
+            return seen
+        time.sleep(1)
 
 
 def cache_path(home: Path) -> Path:
