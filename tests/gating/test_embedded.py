@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from mmcurate.core.config import ModelSpec, Settings
+from mmcurate.core.config import ModelSpec, Settings, load_config
+from mmcurate.core.errors import ConfigError
 from mmcurate.gating.backends.base import BackendError
 from mmcurate.gating.backends.embedded import LlamaServer, find_gguf
 from mmcurate.gating.backends.openai_compat import OpenAICompatBackend
@@ -52,6 +53,10 @@ def test_server_that_cannot_start_reports_its_log(tmp_path):
     assert "log tail" in str(error.value)
 
 
-def test_unavailable_gguf_is_a_clear_error():
+def test_only_chat_models_can_be_configured(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("models:\n  base: {backend: embedded, gguf: gemma3-270m}\n")
+    with pytest.raises(ConfigError, match="models.base.gguf"):
+        load_config(config)
     with pytest.raises(BackendError, match="gemma3-270m"):
         find_gguf("gemma3-270m")
