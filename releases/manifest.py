@@ -93,7 +93,8 @@ def release_files(release_dir: Path) -> list[str]:
     return sorted(p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*") if p.is_file())
 
 
-def build_manifest(draft: ReleaseDraft, rows: dict[str, int], shards: dict[str, list[str]], target: Path) -> dict:
+def build_manifest(draft: ReleaseDraft, rows: dict[str, int], sizes: dict[str, int], shards: dict[str, list[str]],
+                   target: Path) -> dict:
     """Everything but ``files``, which ``seal`` adds once all other files are written; paths
     relative to ``target``, the folder the release is published as."""
     return portable({
@@ -108,7 +109,7 @@ def build_manifest(draft: ReleaseDraft, rows: dict[str, int], shards: dict[str, 
         "judge": draft.judge,
         "components": draft.components,
         "source_files": source_file_entries(draft.source_files),
-        "counts": {**draft.counts, "rows": rows},
+        "counts": {**draft.counts, "rows": rows, "bytes": sizes},
         "statistics": draft.statistics,
         "removed": draft.removed,
         "seed": draft.seed,

@@ -77,16 +77,18 @@ def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, m
     (folder / DATA_DIR).mkdir(parents=True)
     shards: dict[str, list[str]] = {}
     rows: dict[str, int] = {}
+    sizes: dict[str, int] = {}  # bytes in memory (Arrow), the card's num_bytes
     features = {}
     for config in CONFIGS[draft.benchmark]:
         table = with_hf_metadata(embed_images(draft.tables[config], store))
         shards[config] = write_shards(table, folder / DATA_DIR, config, max_rows)
         rows[config] = table.num_rows
+        sizes[config] = table.nbytes
         features[config] = hf_features(table.schema)
     write_table(draft.ledger, folder / LEDGER_FILE)
     write_table(draft.quarantine, folder / QUARANTINE_FILE)
     plots = write_plots(draft.statistics, distributions(draft.benchmark, draft.tables), folder / "plots")
-    manifest = {**build_manifest(draft, rows, shards, target), "plots": plots}
+    manifest = {**build_manifest(draft, rows, sizes, shards, target), "plots": plots}
     (folder / "README.md").write_text(render_card(manifest, features, plots))
     seal(folder, manifest)
 
