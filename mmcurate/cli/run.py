@@ -25,10 +25,12 @@ IncompleteOpt = Annotated[bool, typer.Option(
 
 
 def _prefect_defaults() -> None:
-    """No telemetry, no hub; give the API server time to start on a busy machine."""
+    """No telemetry, no hub, no library progress bars; give the API server time to start on a
+    busy machine."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def _prepare(config: Path, benchmark: str, version: str | None) -> Any:
