@@ -29,6 +29,7 @@ from .errors import ReleaseError
 MANIFEST = "manifest.json"
 QUALITY_DIR = "quality"
 ARTIFACT_CHECKSUMS = "quality/checksums.json"
+VALIDATION_FILE = "quality/validation.json"  # written by releases.validation
 REPORT = "report.html"
 MANIFEST_FORMAT = 1
 
@@ -136,7 +137,8 @@ def seal(release_dir: Path, manifest: dict) -> dict:
 
 def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+    # keys in the order they were built, so tables read naturally (stage before count)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 REQUIRED = {"benchmark": str, "version": str, "shards": dict, "files": dict, "counts": dict}
@@ -183,3 +185,9 @@ def record_artifacts(release_dir: Path) -> dict[str, dict[str, Any]]:
     }
     write_json(release_dir / ARTIFACT_CHECKSUMS, entries)
     return entries
+
+
+def recorded_validation(path: Path | str) -> dict | None:
+    """The stored validation results of a release, or None when it was never validated."""
+    file = Path(path) / VALIDATION_FILE
+    return json.loads(file.read_text()) if file.is_file() else None

@@ -17,9 +17,8 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import OfflineModeIsEnabled
 
 from .errors import ReleaseError
-from .manifest import ARTIFACT_CHECKSUMS, MANIFEST, post_seal_entries
+from .manifest import ARTIFACT_CHECKSUMS, MANIFEST, post_seal_entries, recorded_validation
 from .reader import open_release
-from .validation import recorded_validation
 from .verify import verify_release
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

@@ -57,19 +57,21 @@ def write_shards(table: pa.Table, folder: Path, config: str, max_rows: int) -> l
     return names
 
 
-def distributions(benchmark: str, tables: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
-    """Counts worth a bar chart in the card and report."""
+def distributions(benchmark: str, tables: dict[str, pa.Table]) -> dict[str, tuple[str, str, dict[str, int]]]:
+    """Counts worth a bar chart in the card and report: title -> (x label, y label, counts)."""
     if benchmark == "deflectionbench":
         test = tables["test"]
         negatives = Counter(len(n) for n in test.column("negative_contexts").to_pylist())
         return {
-            "samples per source": dict(Counter(test.column("source").to_pylist()).most_common()),
-            "negative contexts per sample": {str(k): negatives[k] for k in sorted(negatives)},
+            "samples per source": ("source", "samples", dict(Counter(test.column("source").to_pylist()).most_common())),
+            "negative contexts per sample": ("negative contexts", "samples",
+                                             {str(k): negatives[k] for k in sorted(negatives)}),
         }
     sentences = Counter(len(s) for s in tables["qa"].column("sentences").to_pylist())
     return {
-        "documents by modality": dict(Counter(tables["documents"].column("modality").to_pylist()).most_common()),
-        "sentences per answer": {str(k): sentences[k] for k in sorted(sentences)},
+        "documents by modality": ("modality", "cited documents",
+                                  dict(Counter(tables["documents"].column("modality").to_pylist()).most_common())),
+        "sentences per answer": ("sentences", "answers", {str(k): sentences[k] for k in sorted(sentences)}),
     }
 
 

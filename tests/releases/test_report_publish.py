@@ -39,6 +39,16 @@ def test_report_has_sections_and_inline_plots(capsys, monkeypatch, copy):
     assert verify_release(copy).ok  # the report is recorded in quality/checksums.json
 
 
+def test_report_names_models_judge_and_validation_with_tables_in_natural_order(capsys, monkeypatch, copy):
+    code, _, _ = run_cli(capsys, monkeypatch, "report", str(copy))
+    html = (copy / "report.html").read_text()
+    assert "<dt>Models</dt><dd>gating: smollm2 (embedded smollm2, revision q8)</dd>" in html
+    assert "<dt>Judge</dt><dd>lexical</dd>" in html
+    assert "<dt>Validation</dt><dd>passed, " in html
+    funnel = html.split('id="funnel"')[1]
+    assert funnel.index("<th>stage</th>") < funnel.index("<th>remaining</th>")  # as built, not alphabetical
+
+
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="headless render needs Debian's chromium at /usr/bin/chromium")
 def test_report_renders_in_headless_chromium(tmp_path, copy):
     from mmcurate.releases.report import write_report
