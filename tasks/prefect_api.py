@@ -31,6 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import uvicorn
+from prefect.events.worker import EventsWorker
+from prefect.logging.handlers import APILogWorker
+from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.lifeline import child_environment, exit_with_parent
@@ -155,9 +159,6 @@ def start_server(folder: Path | None = None, attempts: int = 3) -> ApiServer:
 
 def _drain_prefect_workers() -> None:
     """Send Prefect's buffered logs and events before the API goes away."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
     APILogWorker.drain_all(timeout=STOP_TIMEOUT)
     EventsWorker.drain_all(timeout=STOP_TIMEOUT)
 
@@ -167,8 +168,6 @@ def temporary_api() -> Iterator[ApiServer | None]:
     """Use the configured Prefect API, or start one owned by this process (module docstring).
     Prefect's buffered logs and events are sent before the block ends. On an interrupt the
     caller stops the server itself (``ApiServer.stop``) and exits."""
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
-
     reap_stale()
     if get_current_settings().api.url:
         try:
@@ -191,8 +190,6 @@ def temporary_api() -> Iterator[ApiServer | None]:
 
 def serve(port: int) -> None:
     """Run Prefect's API app on 127.0.0.1:``port`` until SIGTERM (or the parent's death)."""
-    import uvicorn
-
     exit_with_parent()
     uvicorn.run("prefect.server.api.server:create_app", factory=True, host="127.0.0.1", port=port,
                 log_level="error", lifespan="on")

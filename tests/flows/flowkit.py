@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import socket
+import sqlite3
 import struct
 import threading
 import time
@@ -26,6 +27,7 @@ from typing import Any
 import yaml
 
 from mmcurate.gating.backends.scripted import load_rules
+from mmcurate.gating.cache import ResponseCache
 from mmcurate.gating.requests import text_of
 from mmcurate.releases.reader import DATA_DIR, open_release
 
@@ -130,28 +132,8 @@ def cache_path(home: Path) -> Path:
     return home / "work" / "responses.sqlite"
 
 
-def copy_cache(source: Path, target: Path, *, keep: str) -> int:
-    """Copy the rows of ``source`` whose ``template`` satisfies the SQL condition ``keep``
-    into a new cache at ``target``; return how many were copied."""
-    import sqlite3
-
-    from mmcurate.gating.cache import ResponseCache
-
-    ResponseCache(target).close()  # creates the file with the schema, in WAL mode
-    db = sqlite3.connect(str(target), isolation_level=None)
-    try:
-        db.execute("ATTACH DATABASE ? AS src", (str(source),))
-        db.execute(f"INSERT INTO responses SELECT * FROM src.responses WHERE {keep}")
-        db.execute("DETACH DATABASE src")
-        return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-    finally:
-        db.close()
-
-
 def forget(cache: Path, where: str) -> int:
     """Delete the cached answers matching the SQL condition ``where``; return how many."""
-    import sqlite3
-
     db = sqlite3.connect(str(cache), isolation_level=None, timeout=60)
     try:
         return db.execute(f"DELETE FROM responses WHERE {where}").rowcount
@@ -338,8 +320,6 @@ def fault_run(tmp_path_factory: Any, fixtures: Path) -> FaultRun:
     The request that always fails holds its sample out, so both runs allow an incomplete release."""
     if "faults" in _RUNS:
         return _RUNS["faults"]
-    from mmcurate.gating.cache import ResponseCache
-
     home = tmp_path_factory.mktemp("faults")
     key = f"sk-test-{secrets.token_hex(16)}"
     retries = 3
