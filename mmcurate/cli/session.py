@@ -42,7 +42,7 @@ class _Session:
     def __init__(self) -> None:
         self.server: Any = None  # tasks.prefect_api.ApiServer, when this command started one
         self.signum: int | None = None
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a second signal may arrive while exiting
 
     def message(self, signum: int) -> str:
         what = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
