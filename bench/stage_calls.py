@@ -1,7 +1,9 @@
 """Model calls of DeflectionBench stages I and III against the naive count.
 
-Naive: every gating model on every sample (Stage I) and on every sample's gold set and
-every distractor (Stage III), with no early elimination. Goal: ratio <= 0.6.
+Naive: Algorithm 1 with no early elimination: every gating model on every sample (Stage I),
+every gating model on every sample's gold set, then on every distractor of the samples that
+passed the gold check (Stage III; the naive algorithm never checks distractors of samples
+the gold check discarded). Goal: ratio <= 0.6.
 
 Reads the calls table of a demo release (run `make demo` first, or pass a release path);
 a request counts once whether it reached the model or, on a rerun, the response cache.

@@ -2,12 +2,17 @@
 
 Precedence, highest first: keyword overrides, ``MMCURATE_*`` environment variables
 (nested with ``__``, e.g. ``MMCURATE_DEFLECTIONBENCH__K_MIN=3``), then the YAML file.
-Relative paths in the file are resolved against the file's own directory.
+A model is named in a variable by its name with every character other than a letter or a
+digit written as ``_`` (shells allow no ``-`` in a variable name), in any case:
+``MMCURATE_MODELS__SMOLLM2_WARM__MAX_TOKENS=16`` reaches the model ``smollm2-warm``.
+Relative paths in the file are resolved against the file's own directory; relative paths
+given in the environment against the current directory, where the user typed them.
 Secrets never live here: a model names the environment variable or Prefect Secret
 block that holds its key.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     YamlConfigSettingsSource,
@@ -61,8 +67,9 @@ class ModelSpec(_Strict):
     concurrency: int = 4
     timeout: float = 120.0
     max_retries: int = 4
-    # embedded: which packaged GGUF the local llama.cpp server loads
-    gguf: Literal["smollm2", "gemma3-270m"] | None = None
+    # embedded: which packaged GGUF the local llama.cpp server loads (a chat model: the only
+    # one a package ships is SmolLM2-135M-Instruct)
+    gguf: Literal["smollm2"] | None = None
     n_ctx: int = 2048
     # scripted: JSONL rules and the fallback answer
     script: Path | None = None
@@ -85,7 +92,8 @@ class ModelSpec(_Strict):
         return {
             "name": self.name,
             "backend": self.backend,
-            "model": self.model or self.gguf or (str(self.script) if self.script else ""),
+            # a script by its file name: the path is the builder's; its content is in the cache key
+            "model": self.model or self.gguf or (self.script.name if self.script else ""),
             "revision": self.revision,
             "vision": self.vision,
         }
@@ -128,9 +136,16 @@ class RetrievalConfig(_Strict):
     max_text_negatives: int = 10
 
 
+Rule = Literal["all_incorrect", "none_correct"]
+
+
 class GatingConfig(_Strict):
+    """The gating models and the two rules that read their grades (see gating/parametric.py
+    for Stage I and annotation/deflectionbench/oracle.py for Stage III solvability)."""
+
     pool: list[str]  # ordered keys of Settings.models
-    rule: Literal["all_incorrect", "none_correct"] = "all_incorrect"
+    rule: Rule = "all_incorrect"  # Stage I: keep only if every model is INCORRECT without context
+    oracle_rule: Rule = "all_incorrect"  # Stage III: discard only if every model is INCORRECT with gold
 
 
 class DeflectionBenchConfig(_Strict):
@@ -206,6 +221,38 @@ class TaskRunnerConfig(_Strict):
     shard_size: int = 256
 
 
+def env_name(model: str) -> str:
+    """How a model name is written in an environment variable (lower case; see the module docstring)."""
+    return re.sub(r"[^0-9a-z]", "_", model.lower())
+
+
+class _ModelEnv(EnvSettingsSource):
+    """``MMCURATE_*`` variables, with model keys matched to the models the config defines
+    (a variable's name is lower-cased and may not hold a ``-``)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], known: set[str]) -> None:
+        super().__init__(settings_cls)
+        self.known = known
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        models = data.get("models")
+        if isinstance(models, dict):
+            data["models"] = {self._model_key(key): value for key, value in models.items()}
+        return data
+
+    def _model_key(self, key: str) -> str:
+        if key in self.known:
+            return key
+        matches = sorted(name for name in self.known if env_name(name) == env_name(key))
+        if len(matches) > 1:
+            raise ConfigError(f"environment variable for model {key!r} is ambiguous: models {matches}")
+        return matches[0] if matches else key
+
+
+BENCHMARKS = ("deflectionbench", "reflvqa")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MMCURATE_", env_nested_delimiter="__", extra="forbid"
@@ -230,7 +277,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, YamlConfigSettingsSource(settings_cls)
+        yaml_source = YamlConfigSettingsSource(settings_cls)
+        return init_settings, _ModelEnv(settings_cls, _model_keys(init_settings(), yaml_source())), yaml_source
 
     @model_validator(mode="before")
     @classmethod
@@ -245,24 +293,27 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _references(self) -> "Settings":
-        names = set(self.models)
-        wanted: list[str] = []
-        if self.judge.model:
-            wanted.append(self.judge.model)
-        if self.deflectionbench:
-            wanted += self.deflectionbench.gating.pool
-        if self.reflvqa:
-            r = self.reflvqa
-            wanted += r.inspectors + ([r.image_entailment] if r.image_entailment else [])
-            for spec in (r.evaluator, r.factcheck_model, r.text_entailment):
-                wanted += model_names(spec)
+        wanted = [self.judge.model] if self.judge.model else []
+        wanted += [name for benchmark in BENCHMARKS if getattr(self, benchmark) for _, name in self.roles(benchmark)]
         graders = self.evaluation.reflvqa.evaluators
         for spec in (graders.groundedness, graders.completeness, graders.relevance):
             wanted += model_names(spec)
-        missing = sorted(set(wanted) - names)
+        missing = sorted(set(wanted) - set(self.models))
         if missing:
-            raise ValueError(f"unknown model(s) {missing}; defined: {sorted(names)}")
+            raise ValueError(f"unknown model(s) {missing}; defined: {sorted(self.models)}")
         return self
+
+    def roles(self, benchmark: str) -> list[tuple[str, str]]:
+        """(role, model name) of every model the curation of ``benchmark`` asks, in pipeline order."""
+        if benchmark == "deflectionbench":
+            pairs = [("gating", name) for name in self.section(benchmark).gating.pool]
+            return pairs + ([("judge", self.judge.model)] if self.judge.model else [])
+        r = self.section(benchmark)
+        roles = {"inspector": r.inspectors, "evaluator": model_names(r.evaluator),
+                 "factcheck": model_names(r.factcheck_model),
+                 "image_entailment": [r.image_entailment] if r.image_entailment else [],
+                 "text_entailment": model_names(r.text_entailment)}
+        return [(role, name) for role, names in roles.items() for name in names]
 
     def add_model(self, spec: str) -> ModelSpec:
         """Resolve ``spec``: a model defined here by name, or a YAML file holding one model
@@ -289,6 +340,15 @@ class Settings(BaseSettings):
             raise ConfigError(f"the config has no '{benchmark}' section")
         return section
 
+    def check_sources(self, benchmark: str) -> None:
+        """Refuse, before a curation run starts, a source whose root or image folder is not a
+        directory (a re-curation or an evaluation reads no source, so loading does not check)."""
+        section = self.section(benchmark)
+        for source in section.sources if benchmark == "deflectionbench" else [section.source]:
+            for what, folder in (("root", source.root), ("images", source.images)):
+                if folder is not None and not folder.is_dir():
+                    raise ConfigError(f"{benchmark} source {source.name}: {what} {folder} is not a readable directory")
+
     def model(self, name: str) -> ModelSpec:
         try:
             return self.models[name]
@@ -303,22 +363,54 @@ class Settings(BaseSettings):
         """The fully resolved configuration as plain JSON-able data (for manifests)."""
         return self.model_dump(mode="json")
 
+    @classmethod
+    def from_resolved(cls, data: dict[str, Any], base: Path) -> "Settings":
+        """Settings from ``resolved()`` data as a manifest records it (paths relative to the
+        release folder ``base``), with environment overrides as ``load_config`` applies them."""
+        try:
+            settings = cls(**data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"recorded config: {where}: {first['msg']}") from None
+        from_env = _leaves(_ModelEnv(cls, _model_keys(data))())
+        return _resolve_paths(settings, base.resolve(), from_env)
 
-def _resolve_paths(obj: Any, base: Path) -> Any:
+
+def _model_keys(*sources: dict[str, Any]) -> set[str]:
+    return {key for data in sources if isinstance(data.get("models"), dict) for key in data["models"]}
+
+
+Location = tuple[Any, ...]
+
+
+def _leaves(data: Any, at: Location = ()) -> set[Location]:
+    """The locations of the values a nested dict sets (a list is one value)."""
+    if isinstance(data, dict):
+        return {leaf for key, value in data.items() for leaf in _leaves(value, (*at, key))}
+    return {at}
+
+
+def _resolve_paths(obj: Any, base: Path, from_env: set[Location] = frozenset(), at: Location = ()) -> Any:
+    """Make relative paths absolute: against the current directory where the environment set
+    them (``from_env``: locations of values from ``MMCURATE_*``), else against ``base``."""
     if isinstance(obj, BaseModel):
         for name in type(obj).model_fields:
             value = getattr(obj, name)
-            new = _resolve_paths(value, base)
+            new = _resolve_paths(value, base, from_env, (*at, name))
             if new is not value:
                 object.__setattr__(obj, name, new)
         return obj
     if isinstance(obj, Path):
         obj = obj.expanduser()
-        return obj if obj.is_absolute() else (base / obj).resolve()
+        if obj.is_absolute():
+            return obj
+        env = any(at[:n] in from_env for n in range(1, len(at) + 1))
+        return ((Path.cwd() if env else base) / obj).resolve()
     if isinstance(obj, list):
-        return [_resolve_paths(v, base) for v in obj]
+        return [_resolve_paths(v, base, from_env, (*at, i)) for i, v in enumerate(obj)]
     if isinstance(obj, dict):
-        return {k: _resolve_paths(v, base) for k, v in obj.items()}
+        return {k: _resolve_paths(v, base, from_env, (*at, k)) for k, v in obj.items()}
     return obj
 
 
@@ -328,7 +420,7 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {path} is not valid YAML: {exc}".replace("\n", " ")) from None
 
@@ -342,4 +434,6 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"config {path}: {where}: {first['msg']} ({exc.error_count()} error(s))") from None
     resolved = Settings.model_construct(**{k: getattr(settings, k) for k in Settings.model_fields})
-    return _resolve_paths(resolved, path.parent.resolve())
+    known = _model_keys(overrides, data if isinstance(data, dict) else {})
+    from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)
+    return _resolve_paths(resolved, path.parent.resolve(), from_env)

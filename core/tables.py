@@ -77,11 +77,12 @@ def rows_to_table(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Ta
 def jsonl_objects(path: Path, what: str = "row") -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line of a JSONL file we do not tolerate
     errors in (a knowledge base, a labelled batch): a line that is not a JSON object, or
-    bytes that are not UTF-8, raise MmcurateError naming ``file:line``."""
+    bytes that are not UTF-8, raise MmcurateError naming ``file:line``. A byte-order mark
+    before the first line is accepted."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError:
                 raise MmcurateError(f"{path}:{number}: not UTF-8 text") from None
             if not line.strip():

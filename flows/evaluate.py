@@ -20,9 +20,10 @@ import pyarrow as pa
 from prefect import flow
 
 from mmcurate.core.config import Settings, load_config
+from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
-from mmcurate.evaluation.scenarios import SCENARIOS
+from mmcurate.evaluation.scenarios import FAILED, SCENARIOS
 from mmcurate.releases.reader import Release, open_release
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
 from mmcurate.releases.unembed import canonical_rows, canonical_samples
@@ -56,6 +57,10 @@ def evaluate_release(
     seed = int(bench.manifest.get("seed", 0))
     results, calls = answer_scenarios(samples, settings, name, scenarios, n_negatives, levels, seed, run_id,
                                       modality_analysis)
+    failed = [error for grade, error in zip(results["grade"].to_pylist(), results["error"].to_pylist()) if grade == FAILED]
+    if failed:  # a table over the answers that did arrive would read as the model's score
+        raise MmcurateError(f"{len(failed)} of {results.num_rows} calls to {name} failed (first: {failed[0]}); "
+                            "nothing was summarised; rerun to resume (answers received are cached)")
     table = summarise(results, target, f"{name} on {bench.benchmark} {bench.version} ({', '.join(levels)} abstention)")
     print(table)
     print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "

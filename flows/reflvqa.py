@@ -24,6 +24,7 @@ from mmcurate.core.images import ImageStore, store_folder
 from mmcurate.core.schema import QUARANTINE
 from mmcurate.core.tables import rows_to_table
 from mmcurate.releases.reflvqa import reflvqa_draft
+from mmcurate.releases.rerun import refuse_changed_version
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
@@ -32,9 +33,12 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
 
 @flow(name="reflvqa", log_prints=True)
-def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None) -> str:
+def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     settings = load_config(config)
     cfg = settings.section("reflvqa")
+    settings.check_sources("reflvqa")
+    version = version or cfg.version
+    refuse_changed_version(settings, "reflvqa", version)  # before any work
     run_id = new_run_id()
     store = ImageStore(settings.workdir / "images")
 
@@ -58,9 +62,9 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None) -> str:
                       checkable.kept, settings, run_id)
 
     corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images)
-    draft = reflvqa_draft(settings, version or cfg.version, run_id, ingested, candidates, quarantine,
+    draft = reflvqa_draft(settings, version, run_id, ingested, candidates, quarantine,
                           [relevant, necessary, checkable, cited], corpus)
-    release = publish_release(draft, settings.releases_root, settings.workdir / "images")
+    release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     print(f"reflvqa {draft.version}: {draft.tables['qa'].num_rows} QA pairs -> {release}")
     return str(release)
 

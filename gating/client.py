@@ -2,7 +2,8 @@
 
 A client answers from the response cache first and sends only the misses to its
 backend; each finished call is written to the cache at once and counted per stage.
-Identical requests in one batch are sent once.
+Identical requests in one batch are sent once. A ``progress`` callback hears how many of a
+batch's requests are answered (at the start, then in about ten steps), for long stages.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import replace
 from mmcurate.core.config import ModelSpec, Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
+from mmcurate.core.interrupt import raise_if_stopped
 
 from .accounting import CallCounter
 from .backends.base import Backend
@@ -27,6 +29,8 @@ from .requests import ChatRequest, ChatResponse
 log = logging.getLogger(__name__)
 
 SecretLoader = Callable[[str], str]  # secret block name -> value; raises KeyError when unknown
+Progress = Callable[[str, str, int, int], None]  # (stage, model, answered, planned)
+PROGRESS_STEPS = 10  # a batch reports its progress at most this many times (plus its start)
 
 
 def resolve_api_key(spec: ModelSpec, secrets: SecretLoader | None = None) -> str | None:
@@ -65,14 +69,18 @@ def make_backend(spec: ModelSpec, images: ImageStore | None, secrets: SecretLoad
 
 
 class ModelClient:
-    def __init__(self, spec: ModelSpec, backend: Backend, cache: ResponseCache, counter: CallCounter) -> None:
+    def __init__(self, spec: ModelSpec, backend: Backend, cache: ResponseCache, counter: CallCounter,
+                 progress: Progress | None = None) -> None:
         self.spec = spec
         self.backend = backend
         self.cache = cache
         self.counter = counter
+        self.progress = progress
 
     def chat(self, requests: list[ChatRequest], stage: str) -> list[ChatResponse]:
-        """Answer ``requests`` in order: cache hits first, then one backend batch for the misses."""
+        """Answer ``requests`` in order: cache hits first, then one backend batch for the misses
+        (none once the run is interrupted: ``core.interrupt``)."""
+        raise_if_stopped()
         keys = [cache_key(self.spec, r, self.backend.identity) for r in requests]
         hits = self.cache.get_many(keys)
         results: list[ChatResponse | None] = [None] * len(requests)
@@ -92,8 +100,13 @@ class ModelClient:
             return results  # type: ignore[return-value]
         misses = [requests[positions[0]] for positions in waiting.values()]
         miss_keys = list(waiting)
+        answered = len(requests) - sum(len(positions) for positions in waiting.values())
+        step = max(1, len(requests) // PROGRESS_STEPS)
+        if self.progress is not None:
+            self.progress(stage, self.spec.name, answered, len(requests))
 
         def on_result(index: int, response: ChatResponse) -> None:
+            nonlocal answered
             key = miss_keys[index]
             if response.text is not None:
                 self.cache.put(
@@ -103,6 +116,9 @@ class ModelClient:
             self.counter.record(stage, self.spec.name, cached=False, failed=response.text is None)
             for position in waiting[key]:
                 results[position] = _with_key(response, requests[position].key)
+            before, answered = answered, answered + len(waiting[key])
+            if self.progress is not None and (answered // step > before // step or answered == len(requests)):
+                self.progress(stage, self.spec.name, answered, len(requests))
 
         log.info("%s: %d cached, %d to %s", stage, len(requests) - len(misses), len(misses), self.spec.name)
         self.backend.run(misses, on_result)
@@ -134,13 +150,14 @@ class ModelPool:
 
     def __init__(
         self, settings: Settings, cache: ResponseCache, images: ImageStore | None, counter: CallCounter,
-        secrets: SecretLoader | None = None,
+        secrets: SecretLoader | None = None, progress: Progress | None = None,
     ) -> None:
         self.settings = settings
         self.cache = cache
         self.images = images
         self.counter = counter
         self.secrets = secrets
+        self.progress = progress
         self._open: dict[str, ModelClient] = {}
 
     def client(self, name: str) -> ModelClient:
@@ -150,7 +167,7 @@ class ModelPool:
                 for other in [n for n, c in self._open.items() if c.spec.backend == "vllm"]:
                     self.release(other)
             self._open[name] = ModelClient(spec, make_backend(spec, self.images, self.secrets), self.cache,
-                                           self.counter)
+                                           self.counter, self.progress)
         return self._open[name]
 
     @property

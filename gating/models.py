@@ -10,7 +10,7 @@ from mmcurate.core.images import ImageStore
 
 from .accounting import CallCounter
 from .cache import ResponseCache
-from .client import ModelPool, SecretLoader
+from .client import ModelPool, Progress, SecretLoader
 from .judge import Judge, make_judge
 
 
@@ -22,13 +22,14 @@ class Models:
 
 
 @contextmanager
-def open_models(settings: Settings, store: ImageStore, secrets: SecretLoader | None = None) -> Iterator[Models]:
+def open_models(settings: Settings, store: ImageStore, secrets: SecretLoader | None = None,
+                progress: Progress | None = None) -> Iterator[Models]:
     """Open the response cache and a lazy model pool (no model loads until asked)."""
     settings.workdir.mkdir(parents=True, exist_ok=True)
     cache = ResponseCache.open(settings.response_cache_url)
     counter = CallCounter()
     try:
-        with ModelPool(settings, cache, store, counter, secrets) as pool:
+        with ModelPool(settings, cache, store, counter, secrets, progress) as pool:
             yield Models(pool, make_judge(settings, pool), counter)
     finally:
         cache.close()

@@ -11,6 +11,56 @@ from mmcurate.core.markdown import markdown_table
 TEMPLATES = Path(__file__).parent / "templates"
 SPLIT = "test"  # every config is an evaluation set
 PRETTY = {"deflectionbench": "VLM-DeflectionBench", "reflvqa": "RefLVQA"}
+DESCRIPTIONS = {
+    "deflectionbench": (
+        "VLM-DeflectionBench is a retrieval-dependent multimodal benchmark: samples that strong models "
+        "answer from parametric memory alone are removed, so answering needs the retrieved context, and each "
+        "sample carries gold contexts and hard negative contexts (distractors) for the four evaluation "
+        "scenarios (parametric, oracle, realistic, adversarial)."),
+    "reflvqa": (
+        "RefLVQA is a long-form visual question answering benchmark with references: questions asked about "
+        "images on Reddit, long-form answers split into sentences, and for each fact-checkable sentence the "
+        "text and image documents of a knowledge base that support it, so a system can be scored on "
+        "groundedness, completeness and relevance."),
+}
+
+# What each source's publishers state about the terms of their data, and where. An entry
+# without a licence id is one whose terms mmcurate could not check from here: the card says
+# so and points at the source's own page rather than guessing.
+SOURCE_LICENSES: dict[str, dict[str, str | None]] = {
+    "evqa": {"license": "cc-by-4.0", "where": "https://github.com/google-research/google-research/tree/master/encyclopedic_vqa",
+             "note": "annotations; images come from iNaturalist 2021 and Google Landmarks v2 under their own terms"},
+    "infoseek": {"license": None, "where": "https://github.com/open-vision-language/infoseek",
+                 "note": "images are the OVEN snapshot, whose Hugging Face page asks users to accept its conditions"},
+    "webqa": {"license": None, "where": "https://github.com/WebQnA/WebQA", "note": "web images and snippets"},
+    "mmdocrag": {"license": None, "where": "https://github.com/MMDocRAG/MMDocRAG", "note": "pages of public documents"},
+    "mragbench": {"license": None, "where": "https://huggingface.co/datasets/uclanlp/MRAG-Bench", "note": ""},
+    "viquae": {"license": None, "where": "https://github.com/PaulLerner/ViQuAE",
+               "note": "images from Wikimedia Commons under their own licences"},
+    "reddit": {"license": None, "where": "https://www.redditinc.com/policies/user-agreement",
+               "note": "posts and comments belong to their authors and are used under Reddit's User Agreement; "
+                       "no open licence covers them"},
+}
+
+
+def source_licenses(manifest: dict) -> list[dict]:
+    """One row per source of the release: its stated licence (or none checked) and where."""
+    sources = sorted((manifest.get("counts") or {}).get("per_source") or {})
+    return [{"source": s, **SOURCE_LICENSES.get(s, {"license": None, "where": "", "note": "unknown source"})}
+            for s in sources]
+
+
+def card_license(licenses: list[dict]) -> dict:
+    """The header's licence fields: one id when every source states the same one, else ``other``."""
+    ids = {row["license"] for row in licenses}
+    if len(ids) == 1 and None not in ids:
+        return {"license": ids.pop()}
+    return {"license": "other", "license_name": "per-source terms",
+            "license_link": "README.md#license"}
+
+
+def built_with_scripted_models(manifest: dict) -> bool:
+    return any(model.get("backend") == "scripted" for model in manifest.get("models") or [])
 
 
 def environment() -> Environment:
@@ -22,9 +72,10 @@ def environment() -> Environment:
 def yaml_header(manifest: dict, features: dict) -> str:
     """``features`` maps config -> datasets.Features of its (image-embedded) table."""
     rows = manifest["counts"]["rows"]
+    sizes = manifest["counts"].get("bytes") or {}
     header = {
         "pretty_name": f"{PRETTY.get(manifest['benchmark'], manifest['benchmark'])} {manifest['version']}",
-        "license": "other",  # placeholder: the sources' licenses decide; see the card body
+        **card_license(source_licenses(manifest)),
         "configs": [
             {"config_name": c, "data_files": [{"split": SPLIT, "path": f"data/{c}-*.parquet"}]} for c in features
         ],
@@ -32,7 +83,7 @@ def yaml_header(manifest: dict, features: dict) -> str:
             {
                 "config_name": c,
                 "features": f._to_yaml_list(),
-                "splits": [{"name": SPLIT, "num_examples": int(rows[c])}],
+                "splits": [{"name": SPLIT, "num_bytes": int(sizes.get(c, 0)), "num_examples": int(rows[c])}],
             }
             for c, f in features.items()
         ],
@@ -52,6 +103,9 @@ def render_card(manifest: dict, features: dict, plots: dict[str, str]) -> str:
     return template.render(
         m=manifest,
         pretty=PRETTY.get(manifest["benchmark"], manifest["benchmark"]),
+        description=DESCRIPTIONS[manifest["benchmark"]],
+        scripted=built_with_scripted_models(manifest),
+        licenses=source_licenses(manifest),
         header=yaml_header(manifest, features),
         configs=list(features),
         split=SPLIT,

@@ -13,6 +13,12 @@ from .draft import ReleaseDraft
 from .topics import topic_counts, topic_table
 
 
+RULE_TEXT = {
+    "all_incorrect": "a sample is discarded only when every gating model is INCORRECT with the gold evidence",
+    "none_correct": "a sample is discarded unless some gating model is CORRECT with the gold evidence",
+}
+
+
 def _modality(contexts: list[dict]) -> str:
     kinds = {c["modality"] for c in contexts}
     return "+".join(sorted(kinds)) if kinds else "none"
@@ -136,9 +142,7 @@ def deflection_draft(
     kept = oracle.kept
     runs = [s for s in (gating, pairing, oracle) if s is not None]
     ledger = pa.concat_tables(([history] if history is not None else []) + [s.ledger() for s in runs])
-    models = [{"role": "gating", **settings.model(name).identity()} for name in cfg.gating.pool]
-    if settings.judge.model:
-        models.append({"role": "judge", **settings.model(settings.judge.model).identity()})
+    models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
     entered = sum(ingested.values())
     after_pairing = pairing.kept.num_rows if pairing else gating.kept.num_rows
     judge = gating.components.get("judge")
@@ -153,7 +157,9 @@ def deflection_draft(
         "topics": topic_table(topics_before, topic_counts(kept)) if topics_before is not None else [],
     }
     notes = [f"Retrieval: {components.get('text_encoder')} (text), {components.get('image_encoder')} (images).",
-             f"Judged by {judge}."]
+             f"Judged by {judge}.",
+             f"Rules: Stage I gating {cfg.gating.rule}, Stage III solvability {cfg.gating.oracle_rule} "
+             f"({RULE_TEXT[cfg.gating.oracle_rule]})."]
     if "descriptor" in components.get("image_encoder", ""):
         notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
                      "they are visually similar, not semantically similar.")

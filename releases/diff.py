@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from .draft import ReleaseDraft
+from .errors import ReleaseError
 from .reader import ID_COLUMNS, Release, open_release
 
 NOT_IN_LEDGER = "not in NEW's ledger"
@@ -58,19 +59,22 @@ def latest_drops(ledger: pa.Table) -> dict[str, dict]:
     return latest
 
 
-def _side(release: Release | ReleaseDraft | Path | str) -> tuple[str, list[str], pa.Table]:
+def _side(release: Release | ReleaseDraft | Path | str) -> tuple[str, str, list[str], pa.Table]:
     if isinstance(release, (str, Path)):
         release = open_release(release)
     if isinstance(release, ReleaseDraft):
         config, column = ID_COLUMNS[release.benchmark]
-        return release.version, release.tables[config].column(column).to_pylist(), release.ledger
-    return release.version, release.sample_ids, release.ledger
+        return release.benchmark, release.version, release.tables[config].column(column).to_pylist(), release.ledger
+    return release.benchmark, release.version, release.sample_ids, release.ledger
 
 
 def diff_releases(old: Release | Path | str, new: Release | ReleaseDraft | Path | str) -> ReleaseDiff:
     """Added and removed samples. ``new`` may be a draft, so a re-curation can fill ``removed``."""
-    old_version, old_ids, _ = _side(old)
-    new_version, new_ids, new_ledger = _side(new)
+    old_benchmark, old_version, old_ids, _ = _side(old)
+    new_benchmark, new_version, new_ids, new_ledger = _side(new)
+    if old_benchmark != new_benchmark:
+        raise ReleaseError(f"cannot diff {old_benchmark} {old_version} against {new_benchmark} {new_version}: "
+                           "releases of different benchmarks share no samples")
     new_set, old_set = set(new_ids), set(old_ids)
     drops = latest_drops(new_ledger)
     removed = [

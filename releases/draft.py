@@ -29,3 +29,4 @@ class ReleaseDraft:
     k_min: int | None = None
     removed: list[dict] = field(default_factory=list)  # vs parent: {sample_id, reason, removed_in}
     notes: list[str] = field(default_factory=list)  # limitations, skipped stages
+    incomplete: dict | None = None  # what failed, when an incomplete release was allowed (completeness.py)

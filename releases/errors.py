@@ -12,6 +12,10 @@ class ReleaseExists(ReleaseError):
     """Releases are immutable: a version is written once."""
 
 
+class ReleaseIncomplete(ReleaseError):
+    """A run's failures held samples out (or nothing remains): not publishable as complete."""
+
+
 class ReleaseInvalid(ReleaseError):
     """The data-quality suite failed; ``failures`` lists the failing expectations."""
 

@@ -1,15 +1,20 @@
 """manifest.json: what a release is, how it was made, and a checksum of every file in it.
 
-Checksum policy. The manifest lists sha256 and size of every file written while the
-release was sealed, except itself and ``quality/``. Files produced *after* sealing
+Checksum policy. The manifest is the only source of truth for the sealed release: its
+``files`` lists sha256 and size of every file written while the release was sealed (data,
+ledger, quarantine, card, plots; not itself and not the post-seal files), and ``sealed``
+is the sha256 of that list, so an edit of one entry shows. Files produced *after* sealing
 (``quality/*`` by ``mmcurate validate``, ``report.html`` by ``mmcurate report``) are
-listed in ``quality/checksums.json``, which every such command rewrites. ``verify``
-checks both lists and reports any file in neither, so a re-validated or reported release
-still verifies, while the data, ledger, card and plots stay pinned by the manifest.
+listed in ``quality/checksums.json``, which every such command rewrites; that list may
+name post-seal files only, and never a sealed one. ``verify`` checks both lists, reports
+any file in neither, and checks the manifest's row counts against the shards.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,8 +29,28 @@ from .errors import ReleaseError
 MANIFEST = "manifest.json"
 QUALITY_DIR = "quality"
 ARTIFACT_CHECKSUMS = "quality/checksums.json"
+VALIDATION_FILE = "quality/validation.json"  # written by releases.validation
 REPORT = "report.html"
 MANIFEST_FORMAT = 1
+
+
+# an absolute POSIX path inside a string (a path, or a spec such as ``nli:/models/x``); not a
+# URL's ``//host`` and not the ``/`` inside a word such as ``colour/gradient``
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?!/)[^\s:;,'\"()\[\]{}<>|*]+")
+
+
+def portable(value: Any, base: Path) -> Any:
+    """JSON-able ``value`` with every absolute path in its strings rewritten relative to
+    ``base``, the release folder: a release names no directory of the machine that built it,
+    and whoever reads it resolves those paths against where the release is
+    (``Settings.from_resolved``)."""
+    if isinstance(value, dict):
+        return {key: portable(item, base) for key, item in value.items()}
+    if isinstance(value, list):
+        return [portable(item, base) for item in value]
+    if isinstance(value, str):
+        return ABSOLUTE_PATH.sub(lambda match: os.path.relpath(match.group(0), base), value)
+    return value
 
 
 def code_version() -> dict[str, str]:
@@ -69,9 +94,11 @@ def release_files(release_dir: Path) -> list[str]:
     return sorted(p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*") if p.is_file())
 
 
-def build_manifest(draft: ReleaseDraft, rows: dict[str, int], shards: dict[str, list[str]]) -> dict:
-    """Everything but ``files``, which ``seal`` adds once all other files are written."""
-    return {
+def build_manifest(draft: ReleaseDraft, rows: dict[str, int], sizes: dict[str, int], shards: dict[str, list[str]],
+                   target: Path) -> dict:
+    """Everything but ``files``, which ``seal`` adds once all other files are written; paths
+    relative to ``target``, the folder the release is published as."""
+    return portable({
         "format": MANIFEST_FORMAT,
         "benchmark": draft.benchmark,
         "version": draft.version,
@@ -83,40 +110,70 @@ def build_manifest(draft: ReleaseDraft, rows: dict[str, int], shards: dict[str, 
         "judge": draft.judge,
         "components": draft.components,
         "source_files": source_file_entries(draft.source_files),
-        "counts": {**draft.counts, "rows": rows},
+        "counts": {**draft.counts, "rows": rows, "bytes": sizes},
         "statistics": draft.statistics,
         "removed": draft.removed,
         "seed": draft.seed,
         "k_min": draft.k_min,
         "notes": draft.notes,
+        "incomplete": draft.incomplete,
         "shards": shards,
-    }
+    }, target.resolve())
+
+
+def sealed_digest(files: dict[str, dict[str, Any]]) -> str:
+    """sha256 of a ``files`` list in canonical JSON (sorted keys, no spaces)."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
 def seal(release_dir: Path, manifest: dict) -> dict:
     """Checksum every file written so far and write manifest.json last."""
-    manifest = {**manifest, "files": {
-        rel: file_entry(release_dir / rel)
-        for rel in release_files(release_dir)
-        if rel != MANIFEST and not is_post_seal(rel)
-    }}
+    files = {rel: file_entry(release_dir / rel) for rel in release_files(release_dir)
+             if rel != MANIFEST and not is_post_seal(rel)}
+    manifest = {**manifest, "files": files, "sealed": sealed_digest(files)}
     write_json(release_dir / MANIFEST, manifest)
     return manifest
 
 
 def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+    # keys in the order they were built, so tables read naturally (stage before count)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+REQUIRED = {"benchmark": str, "version": str, "shards": dict, "files": dict, "counts": dict}
 
 
 def load_manifest(release_dir: Path) -> dict:
+    """The manifest of ``release_dir``; ReleaseError (one line) when it is missing, not JSON, or
+    lacks what every release manifest holds."""
     path = release_dir / MANIFEST
     if not path.is_file():
         raise ReleaseError(f"{release_dir} is not a release: no {MANIFEST}")
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ReleaseError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise ReleaseError(f"{path} is not a release manifest: a JSON object is expected")
+    missing = [key for key, kind in REQUIRED.items() if not isinstance(manifest.get(key), kind)]
+    if missing:
+        raise ReleaseError(f"{path} is not a release manifest: no valid {', '.join(missing)}")
+    return manifest
+
+
+def post_seal_entries(release_dir: Path) -> dict[str, dict[str, Any]]:
+    """The recorded post-seal list (``quality/checksums.json``), or {} when there is none."""
+    path = release_dir / ARTIFACT_CHECKSUMS
+    if not path.is_file():
+        return {}
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReleaseError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(entries, dict):
+        raise ReleaseError(f"{path} must map file paths to checksums")
+    return entries
 
 
 def record_artifacts(release_dir: Path) -> dict[str, dict[str, Any]]:
@@ -128,3 +185,9 @@ def record_artifacts(release_dir: Path) -> dict[str, dict[str, Any]]:
     }
     write_json(release_dir / ARTIFACT_CHECKSUMS, entries)
     return entries
+
+
+def recorded_validation(path: Path | str) -> dict | None:
+    """The stored validation results of a release, or None when it was never validated."""
+    file = Path(path) / VALIDATION_FILE
+    return json.loads(file.read_text()) if file.is_file() else None

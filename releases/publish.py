@@ -1,25 +1,24 @@
 """Publish a verified, validated release to the Hugging Face Hub (or copy it to a folder).
 
 The hub upload is described by a pure ``UploadPlan`` first, so what would be sent can be
-checked without a network. The token comes from ``HF_TOKEN`` and is only handed to
-``HfApi``: it is never printed or written.
+checked without a network. The token comes from ``HF_TOKEN`` (or the token saved by
+``hf auth login``) and is only handed to ``HfApi``: it is never printed or written. No token,
+offline mode or a Hub that cannot be reached are one-line errors.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import HfApi
+from huggingface_hub import HfApi, get_token
+from huggingface_hub.errors import OfflineModeIsEnabled
 
 from .errors import ReleaseError
-from .manifest import ARTIFACT_CHECKSUMS, MANIFEST
+from .manifest import ARTIFACT_CHECKSUMS, MANIFEST, post_seal_entries, recorded_validation
 from .reader import open_release
-from .validation import recorded_validation
 from .verify import verify_release
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -54,9 +53,9 @@ def publishable_files(path: Path) -> list[str]:
     """Exactly the files ``verify`` vouches for, plus the two checksum lists."""
     manifest = open_release(path).manifest
     files = set(manifest["files"]) | {MANIFEST}
-    checksums = path / ARTIFACT_CHECKSUMS
-    if checksums.is_file():
-        files |= set(json.loads(checksums.read_text())) | {ARTIFACT_CHECKSUMS}
+    later = post_seal_entries(path)
+    if later:
+        files |= set(later) | {ARTIFACT_CHECKSUMS}
     return sorted(files)
 
 
@@ -99,10 +98,21 @@ def copy_release(plan: UploadPlan, target: Path) -> Path:
 
 def upload(plan: UploadPlan) -> str:
     """Create the dataset repo if needed, upload the files, tag the version; return the commit URL."""
-    api = HfApi(token=os.environ.get("HF_TOKEN") or None)
-    api.create_repo(**plan.create_repo_kwargs())
-    commit = api.upload_folder(**plan.upload_folder_kwargs())
-    api.create_tag(**plan.create_tag_kwargs())
+    token = get_token()
+    if not token:
+        raise ReleaseError("publishing to the Hub needs a token: set HF_TOKEN (or run `hf auth login`), "
+                           "or copy the release with --target-dir")
+    api = HfApi(token=token)
+    try:
+        api.create_repo(**plan.create_repo_kwargs())
+        commit = api.upload_folder(**plan.upload_folder_kwargs())
+        api.create_tag(**plan.create_tag_kwargs())
+    except OfflineModeIsEnabled:
+        raise ReleaseError("cannot publish to the Hub in offline mode (HF_HUB_OFFLINE is set); "
+                           "unset it, or copy the release with --target-dir") from None
+    except Exception as exc:  # noqa: BLE001 - the Hub's and its HTTP library's errors, whatever the version
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ReleaseError(f"upload of {plan.repo_id} failed: {reason}") from None
     return str(getattr(commit, "commit_url", commit))
 
 

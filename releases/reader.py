@@ -27,6 +27,15 @@ def shard_name(config: str, index: int, total: int) -> str:
     return f"{config}-{index:05d}-of-{total:05d}.parquet"
 
 
+def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """A Parquet file of a release; ReleaseError (one line) when it is missing or unreadable
+    (a truncated or damaged shard: ``mmcurate verify`` says which checksums differ)."""
+    try:
+        return pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise ReleaseError(f"{path} is unreadable: {str(exc).splitlines()[0]} (run `mmcurate verify`)") from None
+
+
 @dataclass
 class Release:
     path: Path
@@ -52,18 +61,18 @@ class Release:
 
     def table(self, config: str) -> pa.Table:
         """One config as Arrow (images embedded as ``{bytes, path}`` structs)."""
-        return pa.concat_tables([pq.read_table(p) for p in self.shard_paths(config)])
+        return pa.concat_tables([read_parquet(p) for p in self.shard_paths(config)])
 
     def frame(self, config: str) -> pl.DataFrame:
-        return pl.read_parquet([str(p) for p in self.shard_paths(config)])
+        return pl.from_arrow(self.table(config))
 
     @cached_property
     def ledger(self) -> pa.Table:
-        return pq.read_table(self.path / LEDGER_FILE)
+        return read_parquet(self.path / LEDGER_FILE)
 
     @cached_property
     def quarantine(self) -> pa.Table:
-        return pq.read_table(self.path / QUARANTINE_FILE)
+        return read_parquet(self.path / QUARANTINE_FILE)
 
     @cached_property
     def sample_ids(self) -> list[str]:
@@ -71,7 +80,7 @@ class Release:
         config, column = ID_COLUMNS[self.benchmark]
         ids: list[str] = []
         for path in self.shard_paths(config):
-            ids += pq.read_table(path, columns=[column]).column(column).to_pylist()
+            ids += read_parquet(path, columns=[column]).column(column).to_pylist()
         return ids
 
 

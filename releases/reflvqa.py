@@ -4,7 +4,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from mmcurate.core.config import Settings
-from mmcurate.core.specs import Heuristic, Lexical, model_names
+from mmcurate.core.specs import Heuristic, Lexical
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
 
@@ -38,11 +38,7 @@ def reflvqa_draft(
     call_rows = [{"stage": s.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
                   "cache_hits": r["cache_hits"], "failures": r["failures"]}
                  for s in stages for r in s.calls]
-    roles = {"inspector": cfg.inspectors, "evaluator": model_names(cfg.evaluator),
-             "factcheck": model_names(cfg.factcheck_model), "image_entailment": [cfg.image_entailment],
-             "text_entailment": model_names(cfg.text_entailment)}
-    models = [{"role": role, **settings.model(name).identity()}
-              for role, names in roles.items() for name in names if name]
+    models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflvqa")]
     notes = [f"{s.stage}: {s.reason}" for s in filters if s.skipped]
     if isinstance(cfg.evaluator, Lexical):
         notes.append("Image necessity: inspector answers were graded by token overlap with the Reddit answer "

@@ -8,7 +8,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from .card import PRETTY, TEMPLATES
-from .manifest import REPORT, record_artifacts
+from .manifest import REPORT, record_artifacts, recorded_validation
 from .reader import Release, open_release
 
 
@@ -26,6 +26,15 @@ def _inline_png(release: Release, file: str | None) -> str | None:
     return base64.b64encode(path.read_bytes()).decode("ascii") if path.is_file() else None
 
 
+def validation_status(release: Release) -> str:
+    """One line: whether the Great Expectations suite passed, and when it last ran."""
+    recorded = recorded_validation(release.path)
+    if recorded is None:
+        return "not validated (run `mmcurate validate`)"
+    outcome = "passed" if recorded.get("success") else f"FAILED ({len(recorded.get('failures') or [])} expectations)"
+    return f"{outcome}, {recorded.get('validated_at', 'at an unknown time')}"
+
+
 def render_report(release: Release) -> str:
     m = release.manifest
     stats = m.get("statistics") or {}
@@ -41,6 +50,7 @@ def render_report(release: Release) -> str:
         topics_png=_inline_png(release, "topics.png" if "topics.png" in by_file else None),
         distributions=[(t, _inline_png(release, f)) for t, f in plots.items() if f.startswith("distribution-")],
         quarantine=quarantine_counts(release),
+        validation=validation_status(release),
     )
 
 

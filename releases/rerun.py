@@ -1,10 +1,31 @@
-"""Recognising a rerun: a draft whose content equals an existing release publishes nothing."""
+"""Recognising a rerun, and refusing a different release under an existing version.
+
+A release is identified by its data, the configuration that decides its content and the
+models that made it. A draft equal to the release of its version in all three publishes
+nothing (a rerun); one that differs in any is refused with one line naming what differs.
+Where and how a run executes (workdir, releases root, cache, task runner, a model's
+endpoint, concurrency, timeouts) is not identity: the same release can be rebuilt on a
+Dask cluster or another machine.
+
+``refuse_changed_version`` compares the configuration before any work is done, so a run
+whose settings differ from the release of its version stops before the pipeline starts.
+"""
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.core.config import Settings
 from mmcurate.releases.draft import ReleaseDraft
-from mmcurate.releases.reader import Release
+from mmcurate.releases.errors import ReleaseExists
+from mmcurate.releases.manifest import MANIFEST, portable
+from mmcurate.releases.reader import Release, open_release
+
+MODEL_EXECUTION = ("concurrency", "timeout", "max_retries", "base_url", "api_key_env", "api_key_block", "engine_args")
+SHOWN = 3  # differences named in the one-line error
 
 
 def _ids(value: object) -> object:
@@ -23,12 +44,80 @@ def _signature(table: pa.Table) -> list[dict]:
     return sorted(rows, key=lambda r: str(r.get("sample_id") or r.get("doc_id")))
 
 
-def same_content(existing: Release, draft: ReleaseDraft) -> bool:
-    """True when every config of ``draft`` holds the same rows as ``existing``."""
+def data_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
+    """Which configs of ``draft`` hold other rows than ``existing`` (empty: the same data)."""
     if sorted(existing.configs) != sorted(draft.tables):
-        return False
+        return [f"data configs {sorted(existing.configs)} -> {sorted(draft.tables)}"]
+    out = []
     for name, table in draft.tables.items():
         old = existing.table(name)
-        if old.num_rows != table.num_rows or _signature(old) != _signature(table):
-            return False
-    return True
+        if old.num_rows != table.num_rows:
+            out.append(f"data {name}: {old.num_rows} -> {table.num_rows} rows")
+        elif _signature(old) != _signature(table):
+            out.append(f"data {name}: other rows")
+    return out
+
+
+def identity(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]]) -> dict[str, Any]:
+    """What decides a release's content: the benchmark's section (but its version), the judge,
+    and the spec of every model by role (but how it is served)."""
+    specs = config.get("models") or {}
+    return {
+        benchmark: {k: v for k, v in (config.get(benchmark) or {}).items() if k != "version"},
+        "judge": config.get("judge"),
+        "models": {f"{m['role']}:{m['name']}": {k: v for k, v in (specs.get(m["name"]) or m).items()
+                                                if k not in MODEL_EXECUTION}
+                   for m in models},
+    }
+
+
+def release_identity(release: Release) -> dict[str, Any]:
+    manifest = release.manifest
+    return identity(release.benchmark, portable(manifest.get("config") or {}, release.path.resolve()),
+                    manifest.get("models") or [])
+
+
+def settings_identity(settings: Settings, benchmark: str, target: Path) -> dict[str, Any]:
+    """The identity a run of ``settings`` would give the release at ``target``."""
+    return identity(benchmark, portable(settings.resolved(), target.resolve()),
+                    [{"role": role, "name": name} for role, name in settings.roles(benchmark)])
+
+
+def _flat(value: Any, at: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        return {key: item for k, v in value.items() for key, item in _flat(v, f"{at}.{k}" if at else str(k)).items()}
+    return {at: value}
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key: old -> new`` for every leaf that differs between two identities."""
+    a, b = _flat(old), _flat(new)
+    missing = object()
+
+    def show(value: Any) -> str:
+        return "(absent)" if value is missing else json.dumps(value, sort_keys=True)
+
+    return [f"{key}: {show(a.get(key, missing))} -> {show(b.get(key, missing))}"
+            for key in sorted(a.keys() | b.keys()) if a.get(key, missing) != b.get(key, missing)]
+
+
+def refusal(benchmark: str, version: str, diffs: list[str]) -> ReleaseExists:
+    more = f" (and {len(diffs) - SHOWN} more)" if len(diffs) > SHOWN else ""
+    return ReleaseExists(f"{benchmark} {version} exists and this run differs from it: {'; '.join(diffs[:SHOWN])}{more}; "
+                         "publish under a new version (--version)")
+
+
+def draft_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
+    """Everything that makes ``draft`` another release than ``existing`` (empty: a rerun)."""
+    old = release_identity(existing)
+    new = identity(draft.benchmark, portable(draft.config, existing.path.resolve()), draft.models)
+    return data_differences(existing, draft) + differences(old, new)
+
+
+def refuse_changed_version(settings: Settings, benchmark: str, version: str) -> None:
+    """Before a run: refuse when ``version`` is published with another configuration or models."""
+    target = settings.releases_root / benchmark / version
+    if (target / MANIFEST).is_file():
+        diffs = differences(release_identity(open_release(target)), settings_identity(settings, benchmark, target))
+        if diffs:
+            raise refusal(benchmark, version, diffs)

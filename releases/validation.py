@@ -18,10 +18,9 @@ import pandas as pd
 from great_expectations.data_context.types.base import ProgressBarsConfig
 
 from . import quality_frames as qf
-from .manifest import QUALITY_DIR, record_artifacts, write_json
+from .manifest import QUALITY_DIR, VALIDATION_FILE, record_artifacts, write_json
 from .reader import Release, open_release
 
-VALIDATION_FILE = f"{QUALITY_DIR}/validation.json"
 DATA_DOCS_DIR = f"{QUALITY_DIR}/data_docs"
 
 
@@ -193,9 +192,3 @@ def validate_release(path: Path | str) -> ValidationOutcome:
     })
     record_artifacts(release.path)
     return outcome
-
-
-def recorded_validation(path: Path | str) -> dict | None:
-    """The stored validation results of a release, or None when it was never validated."""
-    file = Path(path) / VALIDATION_FILE
-    return json.loads(file.read_text()) if file.is_file() else None

@@ -1,11 +1,28 @@
-"""Recompute every checksum of a release (see manifest.py for what is pinned where)."""
+"""Recompute every checksum of a release and check its counts (see manifest.py for what is
+pinned where).
+
+The manifest's ``files`` decide the sealed files; ``quality/checksums.json`` can only add
+post-seal files (validation results, Data Docs, the report) and never speaks for a sealed
+one. Every file in the folder must be in one of the two lists, and each config's row
+count in the manifest must be what its shards hold.
+"""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .manifest import ARTIFACT_CHECKSUMS, MANIFEST, file_entry, load_manifest, release_files
+import pyarrow.parquet as pq
+
+from .manifest import (
+    ARTIFACT_CHECKSUMS,
+    MANIFEST,
+    file_entry,
+    is_post_seal,
+    load_manifest,
+    post_seal_entries,
+    release_files,
+    sealed_digest,
+)
 
 
 @dataclass
@@ -13,34 +30,70 @@ class VerifyResult:
     mismatched: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)  # the manifest or the post-seal list contradicts itself
     checked: int = 0
 
     @property
     def ok(self) -> bool:
-        return not (self.mismatched or self.missing or self.extra)
+        return not (self.mismatched or self.missing or self.extra or self.invalid)
 
     def problems(self) -> list[str]:
         return (
-            [f"checksum mismatch: {p}" for p in self.mismatched]
+            self.invalid
+            + [f"checksum mismatch: {p}" for p in self.mismatched]
             + [f"missing: {p}" for p in self.missing]
             + [f"not in manifest: {p}" for p in self.extra]
         )
 
 
-def verify_release(path: Path | str) -> VerifyResult:
-    release_dir = Path(path)
-    expected: dict[str, dict] = dict(load_manifest(release_dir)["files"])
-    artifacts = release_dir / ARTIFACT_CHECKSUMS
-    if artifacts.is_file():
-        expected.update(json.loads(artifacts.read_text()))
-    present = set(release_files(release_dir)) - {MANIFEST, ARTIFACT_CHECKSUMS}
-    result = VerifyResult(extra=sorted(present - set(expected)))
-    for rel, entry in sorted(expected.items()):
+def _check_entries(release_dir: Path, entries: dict[str, dict], present: set[str], result: VerifyResult) -> None:
+    for rel, entry in sorted(entries.items()):
         if rel not in present:
             result.missing.append(rel)
             continue
         result.checked += 1
         actual = file_entry(release_dir / rel)
-        if actual["size"] != entry["size"] or actual["sha256"] != entry["sha256"]:
+        if not isinstance(entry, dict) or (actual["size"], actual["sha256"]) != (entry.get("size"), entry.get("sha256")):
             result.mismatched.append(rel)
+
+
+def _check_counts(release_dir: Path, manifest: dict, sealed: dict[str, dict], result: VerifyResult) -> None:
+    rows = (manifest["counts"].get("rows") or {})
+    for config, shards in sorted(manifest["shards"].items()):
+        total = 0
+        for rel in shards:
+            if rel not in sealed:
+                result.invalid.append(f"shard {rel} of config {config} is not a sealed file")
+                continue
+            try:
+                total += pq.ParquetFile(release_dir / rel).metadata.num_rows
+            except (OSError, ValueError) as exc:  # missing or not Parquet: reported once, here
+                result.invalid.append(f"shard {rel} is unreadable: {str(exc).splitlines()[0]}")
+                return
+        if rows.get(config) != total:
+            result.invalid.append(f"config {config}: the manifest counts {rows.get(config)} rows, its shards hold {total}")
+
+
+def verify_release(path: Path | str) -> VerifyResult:
+    release_dir = Path(path)
+    manifest = load_manifest(release_dir)
+    sealed: dict[str, dict] = manifest["files"]
+    result = VerifyResult()
+    if not sealed:
+        result.invalid.append("the manifest lists no files")
+        return result
+    if manifest.get("sealed") != sealed_digest(sealed):
+        result.invalid.append("the manifest's file list does not match its sealed digest")
+    later = post_seal_entries(release_dir)
+    for rel in sorted(later):
+        if rel in sealed:
+            result.invalid.append(f"{ARTIFACT_CHECKSUMS} lists sealed file {rel}; only the manifest pins it")
+        elif not is_post_seal(rel):
+            result.invalid.append(f"{ARTIFACT_CHECKSUMS} lists {rel}, which is not a post-seal file")
+    later = {rel: entry for rel, entry in later.items() if rel not in sealed and is_post_seal(rel)}
+    present = set(release_files(release_dir)) - {MANIFEST, ARTIFACT_CHECKSUMS}
+    result.extra = sorted(present - set(sealed) - set(later))
+    _check_entries(release_dir, sealed, present, result)
+    _check_entries(release_dir, later, present, result)
+    _check_counts(release_dir, manifest, sealed, result)
     return result

@@ -25,7 +25,7 @@ from .embed_images import embed_images, hf_features, with_hf_metadata
 from .errors import ReleaseError, ReleaseExists, ReleaseInvalid
 from .manifest import build_manifest, seal
 from .plots import write_plots
-from .reader import DATA_DIR, LEDGER_FILE, QUARANTINE_FILE, shard_name
+from .reader import DATA_DIR, ID_COLUMNS, LEDGER_FILE, QUARANTINE_FILE, shard_name
 from .validation import validate_release
 from .versions import check_successor
 
@@ -41,6 +41,9 @@ def _check_draft(draft: ReleaseDraft, target: Path) -> None:
         raise ReleaseError(f"{draft.benchmark} release needs tables {sorted(expected)}, got {sorted(draft.tables)}")
     if target.exists():
         raise ReleaseExists(f"release {draft.benchmark} {draft.version} already exists at {target}; releases are immutable")
+    config, _ = ID_COLUMNS[draft.benchmark]
+    if draft.tables[config].num_rows == 0:
+        raise ReleaseError(f"release {draft.benchmark} {draft.version} has no rows in {config!r}; nothing to publish")
 
 
 def write_shards(table: pa.Table, folder: Path, config: str, max_rows: int) -> list[str]:
@@ -54,36 +57,40 @@ def write_shards(table: pa.Table, folder: Path, config: str, max_rows: int) -> l
     return names
 
 
-def distributions(benchmark: str, tables: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
-    """Counts worth a bar chart in the card and report."""
+def distributions(benchmark: str, tables: dict[str, pa.Table]) -> dict[str, tuple[str, str, dict[str, int]]]:
+    """Counts worth a bar chart in the card and report: title -> (x label, y label, counts)."""
     if benchmark == "deflectionbench":
         test = tables["test"]
         negatives = Counter(len(n) for n in test.column("negative_contexts").to_pylist())
         return {
-            "samples per source": dict(Counter(test.column("source").to_pylist()).most_common()),
-            "negative contexts per sample": {str(k): negatives[k] for k in sorted(negatives)},
+            "samples per source": ("source", "samples", dict(Counter(test.column("source").to_pylist()).most_common())),
+            "negative contexts per sample": ("negative contexts", "samples",
+                                             {str(k): negatives[k] for k in sorted(negatives)}),
         }
     sentences = Counter(len(s) for s in tables["qa"].column("sentences").to_pylist())
     return {
-        "documents by modality": dict(Counter(tables["documents"].column("modality").to_pylist()).most_common()),
-        "sentences per answer": {str(k): sentences[k] for k in sorted(sentences)},
+        "documents by modality": ("modality", "cited documents",
+                                  dict(Counter(tables["documents"].column("modality").to_pylist()).most_common())),
+        "sentences per answer": ("sentences", "answers", {str(k): sentences[k] for k in sorted(sentences)}),
     }
 
 
-def _build(draft: ReleaseDraft, folder: Path, store: ImageStore, max_rows: int) -> None:
+def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, max_rows: int) -> None:
     (folder / DATA_DIR).mkdir(parents=True)
     shards: dict[str, list[str]] = {}
     rows: dict[str, int] = {}
+    sizes: dict[str, int] = {}  # bytes in memory (Arrow), the card's num_bytes
     features = {}
     for config in CONFIGS[draft.benchmark]:
         table = with_hf_metadata(embed_images(draft.tables[config], store))
         shards[config] = write_shards(table, folder / DATA_DIR, config, max_rows)
         rows[config] = table.num_rows
+        sizes[config] = table.nbytes
         features[config] = hf_features(table.schema)
     write_table(draft.ledger, folder / LEDGER_FILE)
     write_table(draft.quarantine, folder / QUARANTINE_FILE)
     plots = write_plots(draft.statistics, distributions(draft.benchmark, draft.tables), folder / "plots")
-    manifest = {**build_manifest(draft, rows, shards), "plots": plots}
+    manifest = {**build_manifest(draft, rows, sizes, shards, target), "plots": plots}
     (folder / "README.md").write_text(render_card(manifest, features, plots))
     seal(folder, manifest)
 
@@ -99,7 +106,7 @@ def write_release(
     temp = target.parent / f".tmp-{draft.version}-{secrets.token_hex(4)}"
     temp.mkdir(parents=True)
     try:
-        _build(draft, temp, store, max_rows_per_shard)
+        _build(draft, temp, target, store, max_rows_per_shard)
         outcome = validate_release(temp)
         if not outcome.success:
             raise ReleaseInvalid(

@@ -96,15 +96,18 @@ class MiniLMEncoder:
     def __init__(self, path: Path) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no weight-loading bars in a run's output
         from sentence_transformers import SentenceTransformer
 
         self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
-        self.dim = int(self._model.encode(["dimension probe"], convert_to_numpy=True).shape[1])
+        self.dim = int(self._model.encode(["dimension probe"], convert_to_numpy=True,
+                                          show_progress_bar=False).shape[1])
 
     def encode_text(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        out = self._model.encode(list(texts), batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True)
+        out = self._model.encode(list(texts), batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True,
+                                 show_progress_bar=False)
         return normalise(out)
 
 

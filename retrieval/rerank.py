@@ -61,6 +61,7 @@ class CrossEncoderReranker:
         if not path.is_dir():
             raise MmcurateError(f"cross-encoder folder not found: {path}")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         from sentence_transformers import CrossEncoder
 
         self._model = CrossEncoder(str(path), device="cpu", local_files_only=True)
@@ -73,7 +74,8 @@ class CrossEncoderReranker:
     def scores(self, query: str, passages: list[str]) -> list[float]:
         if not passages:
             return []
-        out = self._model.predict([(query, p) for p in passages], batch_size=self.batch_size, convert_to_numpy=True)
+        out = self._model.predict([(query, p) for p in passages], batch_size=self.batch_size, convert_to_numpy=True,
+                                  show_progress_bar=False)
         return np.asarray(out, dtype=float).reshape(len(passages)).tolist()
 
 

@@ -8,26 +8,28 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.images import ImageStore
+from mmcurate.releases.completeness import check_complete
 from mmcurate.releases.draft import ReleaseDraft
-from mmcurate.releases.errors import ReleaseExists
 from mmcurate.releases.reader import open_release
-from mmcurate.releases.rerun import same_content
+from mmcurate.releases.rerun import draft_differences, refusal
 from mmcurate.releases.writer import write_release
 
 
 @task(name="publish-release", cache_policy=NO_CACHE)
-def publish_release(draft: ReleaseDraft, releases_root: Path, images: Path) -> Path:
-    """Write the release; the writer validates it and refuses to publish a failing one.
+def publish_release(draft: ReleaseDraft, releases_root: Path, images: Path, allow_incomplete: bool = False) -> Path:
+    """Write the release; the writer validates it and refuses to publish a failing one. A run
+    whose failures held samples out is refused unless ``allow_incomplete`` (completeness.py).
 
-    A rerun whose content equals the existing release of that version publishes nothing
-    and returns the existing release; different content under an existing version is an error."""
+    A rerun equal to the existing release of that version (data, configuration, models)
+    publishes nothing and returns the existing release; any difference is refused, naming it."""
+    check_complete(draft, allow_incomplete)
     existing = releases_root / draft.benchmark / draft.version
     if (existing / "manifest.json").is_file():
-        if same_content(open_release(existing), draft):
-            get_run_logger().info(f"{draft.benchmark} {draft.version} exists with identical content: unchanged")
-            return existing
-        raise ReleaseExists(f"{draft.benchmark} {draft.version} exists with different content; "
-                            "publish under a new version (--version)")
+        diffs = draft_differences(open_release(existing), draft)
+        if diffs:
+            raise refusal(draft.benchmark, draft.version, diffs)
+        get_run_logger().info(f"{draft.benchmark} {draft.version} exists with identical content: unchanged")
+        return existing
     for name, rows in draft.statistics.items():
         if rows:
             create_table_artifact(key=f"{draft.benchmark}-{name.replace('_', '-')}", table=rows,

@@ -10,7 +10,7 @@ from mmcurate.core.errors import ConfigError
 
 def make_task_runner(cfg: TaskRunnerConfig):
     """The runner a flow uses. Dask: an existing cluster at ``address`` or a LocalCluster of
-    ``workers`` processes; Ray: the cluster at ``address`` or a local one."""
+    ``workers`` processes; Ray: the cluster at ``address`` or a local one of ``workers`` CPUs."""
     if cfg.kind == "threads":
         return ThreadPoolTaskRunner(max_workers=cfg.workers)
     if cfg.kind == "dask":
@@ -22,4 +22,6 @@ def make_task_runner(cfg: TaskRunnerConfig):
         from prefect_ray import RayTaskRunner
     except ImportError:
         raise ConfigError("task_runner kind 'ray' needs prefect-ray: pip install 'mmcurate[ray]'") from None
-    return RayTaskRunner(address=cfg.address) if cfg.address else RayTaskRunner()
+    if cfg.address:
+        return RayTaskRunner(address=cfg.address)
+    return RayTaskRunner(init_kwargs={"num_cpus": cfg.workers, "include_dashboard": False})

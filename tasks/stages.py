@@ -5,18 +5,21 @@ for a stage that compares samples across the table), maps ``stage-shard`` over t
 configured runner (threads, Dask or Ray workers), spills each shard's decisions to a Parquet
 ledger part under ``workdir/runs/<run id>/`` (so decisions do not pile up in memory or
 travel between workers), merges the shard results and reports the model calls as an
-artifact. Model calls are made resumable by the response cache, not by Prefect result
-caching: a rerun after a crash re-enters the stage and every finished call is a cache hit.
+artifact. Long model batches log their progress (calls answered / planned, in about ten
+steps) on the task run, which the command line shows. Model calls are made resumable by the
+response cache, not by Prefect result caching: a rerun after a crash re-enters the stage
+and every finished call is a cache hit.
 """
 from __future__ import annotations
 
 import pyarrow as pa
-from prefect import task, unmapped
+from prefect import get_run_logger, task, unmapped
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
+from mmcurate.core.interrupt import request_stop
 from mmcurate.core.stages import Stage, StageContext, StageResult, merge_results, shards
 from mmcurate.gating.models import open_models
 
@@ -26,7 +29,12 @@ from .models import prefect_secret
 @task(name="stage-shard", cache_policy=NO_CACHE)
 def run_shard(stage: Stage, samples: pa.Table, index: int, settings: Settings, run_id: str) -> StageResult:
     store = ImageStore(settings.workdir / "images")
-    with open_models(settings, store, prefect_secret) as models:
+    logger = get_run_logger()  # bound to this task run: usable from the model layer's threads
+
+    def progress(step: str, model: str, answered: int, planned: int) -> None:
+        logger.info(f"{step} {model}: {answered}/{planned} model calls answered")
+
+    with open_models(settings, store, prefect_secret, progress) as models:
         result = stage.run(samples, StageContext(settings, run_id, store, models))
         result.calls = models.counter.rows()
     part = settings.workdir / "runs" / run_id / "ledger" / f"{stage.name}-{index:05d}.parquet"
@@ -38,7 +46,14 @@ def run_stage(stage: Stage, samples: pa.Table, settings: Settings, run_id: str) 
     parts = shards(samples, settings.task_runner.shard_size) if stage.shardable else [samples]
     futures = run_shard.with_options(task_run_name=f"{stage.name}-{{index}}").map(
         unmapped(stage), parts, list(range(len(parts))), unmapped(settings), unmapped(run_id))
-    result = merge_results(futures.result())
+    try:
+        done = futures.result()
+    except Exception:
+        raise
+    except BaseException:  # Ctrl-C or SIGTERM while shards run: their model calls stop at once
+        request_stop()
+        raise
+    result = merge_results(done)
     if result.calls:
         create_table_artifact(key=f"{stage.name}-calls", table=result.calls,
                               description=f"{stage.name}: model calls made and cache hits, per model")

@@ -1,25 +1,35 @@
 """Stage III of DeflectionBench: quality control with oracle checks (Algorithm 1, third step).
 
-(a) Gold check. Each model answers with the gold contexts only (passages as text parts
-    with their titles, gold images as image parts). A sample is settled once one model is
-    CORRECT with gold, and later models are not asked about it. A sample is discarded when
-    no model is CORRECT: INCORRECT and NOT_ATTEMPTED both count as "not correct" (a model
-    that cannot answer even with the gold evidence shows that the evidence does not settle
-    the question, which is what the paper's check removes).
-(b) Distractor check, for samples that pass (a). For each negative context, each model
-    answers with that distractor alone. A distractor that lets any model answer CORRECT
-    leaks the answer and is removed; later models are not asked about it. Items are
+(a) Gold check (solvability, the paper's eq. 4). Each model answers with the gold contexts
+    only (passages as text parts with their titles, gold images as image parts). The rule
+    that reads the grades is ``oracle_rule`` (named in the manifest with the config):
+
+    - ``all_incorrect`` (default, eq. 4 of the main text): discard a sample only when every
+      model is INCORRECT given the gold evidence. A CORRECT or a NOT_ATTEMPTED from any
+      model keeps it: a model that declines has not shown the evidence to be useless.
+      The first model that is not INCORRECT settles the sample.
+    - ``none_correct`` (the appendix pseudo-code as OCR'd): discard unless some model is
+      CORRECT; the first CORRECT model settles the sample.
+
+    A settled sample is not sent to later models (early elimination).
+(b) Distractor check (eq. 5), for samples that pass (a). For each negative context, each
+    model answers with that distractor alone. A distractor that lets any model answer
+    CORRECT leaks the answer and is removed; later models are not asked about it. Items are
     (sample, context) pairs, run model-major.
 (c) Samples left with fewer than ``k_min`` negatives are discarded.
 
 Failures are treated conservatively; a failed call (``text is None``) or an ungradable
 answer (JUDGE_ERROR) is logged with verdict ``error`` and is never a grade:
-- gold check: if no model is CORRECT but some failed, the sample is not discarded as
-  unanswerable (that was not shown) but kept out with verdict ``error``, pending a rerun;
+- gold check: if no model settled the sample but some failed, the sample is not discarded
+  (that was not shown) but kept out with verdict ``error``, pending a rerun;
 - distractor check: a distractor whose check failed for some model (and that no model
   answered) is not certified clean, so it is removed with verdict ``error``;
 - k_min: if too few clean negatives remain and some were removed by an ``error``, the
   sample's verdict is ``error`` (a rerun may restore them), else ``drop``.
+
+The naive count (``naive_calls``) is what Algorithm 1 without early elimination asks: every
+model on every sample's gold set, then every model on every distractor of the samples that
+passed the gold check (the naive algorithm never checks distractors of discarded samples).
 
 Ledger rows (stage ``oracle``): ``oracle.precondition`` (no gold context, no answers);
 ``oracle.gold`` per model answer (verdict = grade or ``error``); ``oracle.distractor`` per
@@ -29,13 +39,14 @@ model answer with ``context_id`` and, with no model, one row per distractor
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.core.config import ModelSpec
+from mmcurate.core.config import ModelSpec, Rule
+from mmcurate.core.errors import ConfigError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table
@@ -44,6 +55,7 @@ from mmcurate.gating.answers import (
     CORRECT,
     ERROR,
     JUDGE_ERROR,
+    NOT_ATTEMPTED,
     check_models,
     precondition,
     record_answers,
@@ -72,17 +84,34 @@ def distractor_request(row: Mapping[str, Any], negative: Mapping[str, Any]) -> C
     return evidence_request(f"{row['sample_id']}/{negative['context_id']}", row, [negative])
 
 
+def settles(rule: str) -> Callable[[str], bool]:
+    """Whether a grade given the gold evidence keeps the sample under ``rule``."""
+    if rule == "all_incorrect":
+        return lambda grade: grade in (CORRECT, NOT_ATTEMPTED)
+    if rule == "none_correct":
+        return lambda grade: grade == CORRECT
+    raise ConfigError(f"unknown oracle rule {rule!r}; known: all_incorrect, none_correct")
+
+
+GOLD_DROP_REASON = {
+    "all_incorrect": "every model answered INCORRECT even with the gold contexts",
+    "none_correct": "no model answered CORRECT even with the gold contexts",
+}
+
+
 @dataclass
 class OracleCheck(Stage):
     """Stage III: gold check, distractor pruning, k_min (see the module docstring)."""
 
     models: list[str]
     k_min: int
+    rule: Rule = "all_incorrect"
     name = STAGE
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         pool, judge, models, k_min, run_id = ctx.pool, ctx.judge, self.models, self.k_min, ctx.run_id
         models = check_models(models)
+        keeps = settles(self.rule)
         if k_min < 0:
             raise ValueError(f"k_min must be >= 0, got {k_min}")
         decisions: list[Decision] = []
@@ -94,10 +123,9 @@ class OracleCheck(Stage):
             else:
                 decisions.append(Decision(row["sample_id"], STAGE, "oracle.precondition", "drop", detail={"reason": reason}))
         requests = 0
-        n_distractors = sum(len(r["negative_contexts"]) for r in rows.values())
 
         # (a) gold check -----------------------------------------------------------------
-        correct_by: dict[str, str] = {}
+        settled_by: dict[str, tuple[str, str]] = {}  # sample_id -> (model, grade) that kept it
         gold_failed: dict[str, list[str]] = {}
 
         def on_gold(model: str, answered: list[tuple[dict[str, Any], ChatResponse]]) -> None:
@@ -108,28 +136,28 @@ class OracleCheck(Stage):
                                       decisions)
             for row, verdict in zip(answered_rows, verdicts):
                 sid = row["sample_id"]
-                if verdict == CORRECT:
-                    correct_by.setdefault(sid, model)
-                elif verdict in (ERROR, JUDGE_ERROR):
+                if verdict in (ERROR, JUDGE_ERROR):
                     gold_failed.setdefault(sid, []).append(model)
+                elif keeps(verdict):
+                    settled_by.setdefault(sid, (model, verdict))
 
         model_major(pool, models, list(rows.values()), build=gold_request, on_answers=on_gold,
-                    eliminated=lambda row: row["sample_id"] in correct_by, stage="oracle.gold")
+                    eliminated=lambda row: row["sample_id"] in settled_by, stage="oracle.gold")
 
         final: dict[str, Decision] = {}
         for sid in rows:
-            if sid in correct_by:
+            if sid in settled_by:
                 continue
             if sid in gold_failed:
                 final[sid] = Decision(sid, STAGE, "oracle.verdict", ERROR, detail={
-                    "step": "gold", "failed_models": gold_failed[sid],
-                    "reason": "no model answered CORRECT with gold and some failed; kept out pending a rerun"})
+                    "step": "gold", "rule": self.rule, "failed_models": gold_failed[sid],
+                    "reason": "no model kept the sample with gold and some failed; kept out pending a rerun"})
             else:
                 final[sid] = Decision(sid, STAGE, "oracle.verdict", "drop", detail={
-                    "step": "gold", "reason": "no model answered CORRECT even with the gold contexts"})
+                    "step": "gold", "rule": self.rule, "reason": GOLD_DROP_REASON[self.rule]})
 
         # (b) distractor check -----------------------------------------------------------
-        passing = [sid for sid in rows if sid in correct_by]
+        passing = [sid for sid in rows if sid in settled_by]
         pairs: list[Pair] = [(sid, i) for sid in passing for i in range(len(rows[sid]["negative_contexts"]))]
         leaked_by: dict[Pair, str] = {}
         distractor_failed: dict[Pair, list[str]] = {}
@@ -184,8 +212,10 @@ class OracleCheck(Stage):
             if enough:
                 row["negative_contexts"] = clean
                 kept_rows.append(row)
+                model, grade = settled_by[sid]
                 final[sid] = Decision(sid, STAGE, "oracle.verdict", "keep", detail={
-                    "step": "k_min", "gold_correct_by": correct_by[sid], "negatives": len(clean)})
+                    "step": "k_min", "rule": self.rule, "gold_settled_by": model, "gold_grade": grade,
+                    "negatives": len(clean)})
             else:
                 final[sid] = Decision(sid, STAGE, "oracle.verdict", k_verdict, detail={
                     "step": "k_min", "negatives": len(clean), "k_min": k_min,
@@ -197,7 +227,7 @@ class OracleCheck(Stage):
             stage=STAGE,
             kept=rows_to_table(kept_rows, samples.schema),
             decisions=decisions,
-            naive_calls=len(models) * (len(rows) + n_distractors),
+            naive_calls=len(models) * (len(rows) + len(pairs)),
             requests=requests,
             run_id=run_id,
             components={"judge": judge.name},

@@ -14,6 +14,12 @@ from mmcurate.core.tables import jsonl_objects
 LIST_SEP = ";"  # how a list cell (document ids) is written in the CSV
 
 
+def refuse_inside(release: Path, out: Path) -> None:
+    """Refuse an output folder inside the (immutable, checksummed) release."""
+    if out.resolve() == release.resolve() or release.resolve() in out.resolve().parents:
+        raise MmcurateError(f"--out {out} lies inside the release; releases are immutable, write elsewhere")
+
+
 def write_batch(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: Path) -> tuple[Path, Path]:
     """``out/batch.jsonl`` and ``out/batch.csv`` with ``columns`` (lists joined by ``;`` in the CSV)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -38,15 +44,19 @@ def read_records(path: Path, required: Sequence[str]) -> list[tuple[int, dict[st
     if path.suffix != ".csv":
         raise MmcurateError(f"{path}: labelled files must be .csv or .jsonl")
     out: list[tuple[int, dict[str, Any]]] = []
-    with path.open(encoding="utf-8", newline="") as handle:
+    with path.open(encoding="utf-8-sig", newline="") as handle:  # spreadsheets often save a byte-order mark
         reader = csv.DictReader(handle)
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise MmcurateError(f"{path}:1: missing column(s) {', '.join(missing)}")
-        start = reader.line_num + 1
-        for record in reader:
-            out.append((start, record))
+        start = 1
+        try:
+            missing = [c for c in required if c not in (reader.fieldnames or [])]
+            if missing:
+                raise MmcurateError(f"{path}:1: missing column(s) {', '.join(missing)}")
             start = reader.line_num + 1
+            for record in reader:
+                out.append((start, record))
+                start = reader.line_num + 1
+        except UnicodeDecodeError:
+            raise MmcurateError(f"{path}:{start}: not UTF-8 text (save the file as UTF-8)") from None
     return out
 
 

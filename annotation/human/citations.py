@@ -50,7 +50,7 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.tables import write_table
 
 from .agreement import agreement_summary
-from .batches import cell_list, read_records, write_batch
+from .batches import cell_list, read_records, refuse_inside, write_batch
 
 QUESTIONS = ("needs_verification", "documents_support", "sentence_grounded")
 LABELS = ("yes", "no")
@@ -164,6 +164,7 @@ def export_batch(release: Path | str, n: int, out: Path | str, seed: int = 0, re
     if not items:
         raise MmcurateError(f"{release}: no sentence has a cited document; nothing to verify")
     chosen = random.Random(seed).sample(items, min(n, len(items)))
+    refuse_inside(Path(release), Path(out))
     rows = []
     for item in chosen:
         others = item["rejected_ids"][:rejected]
@@ -320,8 +321,7 @@ def import_labels(release: Path | str, files: list[Path | str], out: Path | str)
     if not files:
         raise MmcurateError("give at least one labelled file")
     release, out = Path(release), Path(out)
-    if out.resolve() == release.resolve() or release.resolve() in out.resolve().parents:
-        raise MmcurateError(f"--out {out} lies inside the release; releases are immutable, write elsewhere")
+    _outside(release, out)
     items = {i["item_id"]: i for i in release_items(release)}
     per_annotator: dict[str, dict[str, Labelled]] = {}
     for file in files:

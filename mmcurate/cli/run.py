@@ -1,54 +1,74 @@
-"""``mmcurate run BENCHMARK --config FILE``: a real Prefect flow run of a curation pipeline."""
+"""``mmcurate run BENCHMARK --config FILE``, ``evaluate`` and ``recurate``: real Prefect flow runs.
+
+Arguments and the config are checked before Prefect starts, so a mistake is one line at
+once; the flow then runs through ``session.run_flow`` (its own temporary Prefect API,
+prompt interrupts, exit codes).
+"""
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from .app import app
+from .session import run_flow
 
 run_app = typer.Typer(help="Run a curation flow (a real Prefect flow run).", no_args_is_help=True)
 app.add_typer(run_app, name="run")
 
 ConfigOpt = Annotated[Path, typer.Option("--config", help="pipeline config (YAML)")]
 VersionOpt = Annotated[Optional[str], typer.Option("--version", help="release version (default: the config's)")]
+IncompleteOpt = Annotated[bool, typer.Option(
+    "--allow-incomplete", help="publish even if failed model calls held samples out (the card says so)")]
 
 
 def _prefect_defaults() -> None:
-    """No telemetry, no hub; give the ephemeral API server time to start on a busy machine."""
+    """No telemetry, no hub, no library progress bars; give the API server time to start on a
+    busy machine."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
-def _runner(config: Path):
-    """The task runner the config asks for (threads, Dask, Ray)."""
+def _prepare(config: Path, benchmark: str, version: str | None) -> Any:
+    """Everything a curation run can refuse before it starts: the config, its sources, a
+    published version with other settings; returns the task runner the config asks for."""
     from mmcurate.core.config import load_config
+    from mmcurate.releases.rerun import refuse_changed_version
     from mmcurate.tasks.runners import make_task_runner
 
-    return make_task_runner(load_config(config).task_runner)
+    settings = load_config(config)
+    section = settings.section(benchmark)
+    settings.check_sources(benchmark)
+    refuse_changed_version(settings, benchmark, version or section.version)
+    return make_task_runner(settings.task_runner)
 
 
 @run_app.command("deflectionbench")
-def run_deflectionbench(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None) -> None:
+def run_deflectionbench(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
+                        allow_incomplete: IncompleteOpt = False) -> None:
     """Curate VLM-DeflectionBench (Algorithm 1) and publish a validated release."""
     _prefect_defaults()
+    runner = _prepare(config, "deflectionbench", version)
     from mmcurate.flows.deflectionbench import deflectionbench
 
-    flow = deflectionbench.with_options(task_runner=_runner(config))
-    typer.echo(flow(config=str(config.resolve()), version=version))
+    flow = deflectionbench.with_options(task_runner=runner)
+    typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
 
 
 @run_app.command("reflvqa")
-def run_reflvqa(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None) -> None:
+def run_reflvqa(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
+                allow_incomplete: IncompleteOpt = False) -> None:
     """Curate RefLVQA (long-form visual QA with sentence-level citations)."""
     _prefect_defaults()
+    runner = _prepare(config, "reflvqa", version)
     from mmcurate.flows.reflvqa import reflvqa
 
-    flow = reflvqa.with_options(task_runner=_runner(config))
-    typer.echo(flow(config=str(config.resolve()), version=version))
+    flow = reflvqa.with_options(task_runner=runner)
+    typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
 
 
 @app.command("evaluate")
@@ -91,9 +111,10 @@ def evaluate(
     _prefect_defaults()
     from mmcurate.flows.evaluate import evaluate_release
 
-    evaluate_release(release=str(release.resolve()), model=model, config=str(config.resolve()),
-                     scenarios=scenarios, n_negatives=counts, abstention=levels,
-                     modality_analysis=modality_analysis, out=str(out.resolve()) if out else None)
+    run_flow(lambda: evaluate_release(
+        release=str(release.resolve()), model=model, config=str(config.resolve()),
+        scenarios=scenarios, n_negatives=counts, abstention=levels,
+        modality_analysis=modality_analysis, out=str(out.resolve()) if out else None))
 
 
 @app.command("recurate")
@@ -102,10 +123,16 @@ def recurate(
     add_model: Annotated[list[str], typer.Option("--add-model", help="model name or YAML spec file; repeat")],
     config: Annotated[Optional[Path], typer.Option("--config", help="default: the release's own config")] = None,
     version: VersionOpt = None,
+    allow_incomplete: IncompleteOpt = False,
 ) -> None:
-    """Gate a release with new models only; publish the next minor version with its diff."""
+    """Gate a release with new models only; publish the next minor version beside it (or under the
+    config's releases_root) with its diff."""
     _prefect_defaults()
+    from mmcurate.releases.reader import open_release
+
+    open_release(release)
     from mmcurate.flows.recurate import recurate as recurate_flow
 
-    typer.echo(recurate_flow(release=str(release.resolve()), add_model=add_model,
-                             config=str(config.resolve()) if config else None, version=version))
+    typer.echo(run_flow(lambda: recurate_flow(release=str(release.resolve()), add_model=add_model,
+                                              config=str(config.resolve()) if config else None, version=version,
+                                              allow_incomplete=allow_incomplete)))

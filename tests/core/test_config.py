@@ -108,3 +108,40 @@ def test_lexical_spec_with_threshold_is_not_a_path(tmp_path):
   text_entailment: "lexical:0.6"
 """
     assert load_config(_write(tmp_path, text)).reflvqa.text_entailment == Lexical(threshold=0.6)
+
+
+HYPHENS = """
+models:
+  smollm2-warm: {backend: scripted, script: rules.jsonl, default: "no idea", max_tokens: 32}
+  Qwen2.5-VL: {backend: scripted, script: rules.jsonl, default: "no idea"}
+deflectionbench:
+  sources: [{name: webqa, root: data/webqa}]
+  gating: {pool: [smollm2-warm, Qwen2.5-VL]}
+"""
+
+
+@pytest.mark.parametrize("variable", ["MMCURATE_MODELS__SMOLLM2_WARM__MAX_TOKENS",  # what a shell can export
+                                      "MMCURATE_MODELS__SMOLLM2-WARM__MAX_TOKENS"])  # what env(1) can pass
+def test_environment_overrides_reach_models_with_hyphens(tmp_path, monkeypatch, variable):
+    monkeypatch.setenv(variable, "8")
+    monkeypatch.setenv("MMCURATE_MODELS__QWEN2_5_VL__TEMPERATURE", "0.0")
+    cfg = load_config(_write(tmp_path, HYPHENS))
+    assert sorted(cfg.models) == ["Qwen2.5-VL", "smollm2-warm"]
+    assert cfg.model("smollm2-warm").max_tokens == 8 and cfg.model("smollm2-warm").default == "no idea"
+    assert cfg.model("Qwen2.5-VL").temperature == 0.0 and cfg.model("Qwen2.5-VL").name == "Qwen2.5-VL"
+
+
+def test_relative_paths_from_the_environment_resolve_against_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "configs").mkdir()
+    config = _write(tmp_path / "configs", BASE)
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("MMCURATE_RELEASES_ROOT", "out/releases")
+    monkeypatch.setenv("MMCURATE_MODELS__A__SCRIPT", "my-rules.jsonl")
+    cfg = load_config(config)
+    assert cfg.releases_root == here / "out" / "releases"
+    assert cfg.model("a").script == here / "my-rules.jsonl"
+    # what the file says still resolves against the file's folder
+    assert cfg.workdir == tmp_path / "configs" / "work"
+    assert cfg.deflectionbench.sources[0].root == tmp_path / "configs" / "data" / "webqa"

@@ -1,9 +1,10 @@
-"""Helpers shared by the flow-level scale and fault tests: a small DeflectionBench config,
-release fingerprints, and a fault-injecting proxy in front of a real llama.cpp server.
+"""Helpers shared by the flow-level tests: small DeflectionBench configs, release
+fingerprints, and a deterministic OpenAI-compatible model server that can misbehave on
+purpose (faults, held requests).
 
-The config is the one of ``test_deflectionbench_flow.py`` with two samples per source
-instead of three (two fixture sources, small negatives, ``k_min`` 2), so one run costs
-about fifteen model calls: these tests run the flow five times.
+Every model here is deterministic: the dry run's scripted models, or the stub server
+answering by the same scripts, so what a test checks never depends on what a small model
+happens to answer (the one embedded smoke test is test_deflectionbench_flow.py).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import logging
 import os
 import secrets
 import socket
+import sqlite3
 import struct
 import threading
 import time
@@ -22,48 +24,43 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
+from mmcurate.gating.backends.scripted import load_rules
+from mmcurate.gating.cache import ResponseCache
+from mmcurate.gating.requests import text_of
 from mmcurate.releases.reader import DATA_DIR, open_release
 
-EMBEDDED = {"backend": "embedded", "gguf": "smollm2", "revision": "q4_1", "max_tokens": 12, "concurrency": 2}
+REPO = Path(__file__).resolve().parents[2]
+DRYRUN = REPO / "configs" / "dryrun"
+# the dry run's scripted models (configs/dryrun.yaml): deterministic answers, no server
+READER = {"backend": "scripted", "script": str(DRYRUN / "vlm-reader.jsonl"), "default": "Atlantis",
+          "revision": "dryrun-1", "vision": True}
+GUESSER = {"backend": "scripted", "script": str(DRYRUN / "llm-guesser.jsonl"), "default": "Zanzibar",
+           "revision": "dryrun-1"}
 
 
-def write_config(
-    home: Path,
-    fixtures: Path,
-    *,
-    models: dict[str, dict[str, Any]] | None = None,
-    pool: list[str] | None = None,
-    workdir: Path | str = "work",
-    releases_root: Path | str = "releases",
-    task_runner: dict[str, Any] | None = None,
-    name: str = "config.yaml",
-    limit: int = 2,
-) -> Path:
-    """Write the small two-source config under ``home``; return its path."""
-    models = models or {"smollm2": dict(EMBEDDED)}
+def scripted_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, Any]] | None = None,
+                    pool: list[str] | None = None, name: str = "config.yaml", **fields: Any) -> Path:
+    """A DeflectionBench config over the WebQA and MMDocRAG fixtures (source-provided negatives,
+    no mining) gated by the dry run's scripted reader: it releases four samples."""
+    models = models or {"vlm-reader": READER}
     data: dict[str, Any] = {
-        "workdir": str(workdir),
-        "releases_root": str(releases_root),
+        "workdir": "work",
+        "releases_root": "releases",
         "models": models,
         "judge": {"kind": "lexical"},
         "deflectionbench": {
-            "sources": [
-                {"name": "infoseek", "root": str(fixtures / "infoseek"), "limit": limit},
-                {"name": "webqa", "root": str(fixtures / "webqa"), "limit": limit},
-            ],
+            "sources": [{"name": "webqa", "root": str(fixtures / "webqa")},
+                        {"name": "mmdocrag", "root": str(fixtures / "mmdocrag")}],
             "gating": {"pool": pool or list(models)},
-            "retrieval": {"kb": str(fixtures / "kb" / "kb.jsonl"), "top_pages": 3, "top_images": 2,
-                          "max_text_negatives": 3},
-            "k_min": 2,
-            "seed": 5,
+            "retrieval": {"kb": str(fixtures / "kb" / "kb.jsonl"), "max_text_negatives": 5},
+            "k_min": 3,
+            "seed": 13,
             "version": "1.0.0",
         },
+        **fields,
     }
-    if task_runner:
-        data["task_runner"] = task_runner
     home.mkdir(parents=True, exist_ok=True)
     path = home / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -94,50 +91,49 @@ def calls(path: Path, stage: str, step: str | None = None) -> list[dict]:
 _RUNS: dict[str, Any] = {}  # one run of each kind per test session, shared by the test files
 
 
-def run_flow(config: Path, task_runner: Any = None, version: str | None = None) -> tuple[Path, Any]:
+def run_flow(config: Path, task_runner: Any = None, version: str | None = None,
+             allow_incomplete: bool = False) -> tuple[Path, Any]:
     """Run the DeflectionBench flow in-process (needs the Prefect harness); (release, flow run id)."""
     from mmcurate.flows.deflectionbench import deflectionbench
 
     flow = deflectionbench.with_options(task_runner=task_runner) if task_runner is not None else deflectionbench
-    state = flow(config=str(config), version=version, return_state=True)
+    state = flow(config=str(config), version=version, allow_incomplete=allow_incomplete, return_state=True)
     return Path(state.result()), state.state_details.flow_run_id
 
 
 def baseline(tmp_path_factory: Any, fixtures: Path) -> tuple[Path, Path]:
-    """One uninterrupted run on the default thread runner from a fresh workdir: (home, release)."""
+    """One uninterrupted run of the scripted config on the default thread runner from a fresh
+    workdir: (home, release)."""
     if "baseline" not in _RUNS:
         home = tmp_path_factory.mktemp("baseline")
-        release, _ = run_flow(write_config(home, fixtures))
+        release, _ = run_flow(scripted_config(home, fixtures))
         _RUNS["baseline"] = (home, release)
     return _RUNS["baseline"]
+
+
+def shard_runs(flow_run_id: Any, wanted: dict[str, int], patience: float = 120.0) -> dict[str, int]:
+    """How many task runs of the flow run start with each prefix of ``wanted``, once they all
+    reached the API (task runs arrive as events, a little after the flow returns: wait for them,
+    generously)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    deadline = time.monotonic() + patience
+    while True:
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+        seen = {prefix: sum(1 for r in runs if r.name.startswith(prefix)) for prefix in wanted}
+        if seen == wanted or time.monotonic() > deadline:
+            return seen
+        time.sleep(1)
 
 
 def cache_path(home: Path) -> Path:
     return home / "work" / "responses.sqlite"
 
 
-def copy_cache(source: Path, target: Path, *, keep: str) -> int:
-    """Copy the rows of ``source`` whose ``template`` satisfies the SQL condition ``keep``
-    into a new cache at ``target``; return how many were copied."""
-    import sqlite3
-
-    from mmcurate.gating.cache import ResponseCache
-
-    ResponseCache(target).close()  # creates the file with the schema, in WAL mode
-    db = sqlite3.connect(str(target), isolation_level=None)
-    try:
-        db.execute("ATTACH DATABASE ? AS src", (str(source),))
-        db.execute(f"INSERT INTO responses SELECT * FROM src.responses WHERE {keep}")
-        db.execute("DETACH DATABASE src")
-        return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-    finally:
-        db.close()
-
-
 def forget(cache: Path, where: str) -> int:
     """Delete the cached answers matching the SQL condition ``where``; return how many."""
-    import sqlite3
-
     db = sqlite3.connect(str(cache), isolation_level=None, timeout=60)
     try:
         return db.execute(f"DELETE FROM responses WHERE {where}").rowcount
@@ -145,7 +141,7 @@ def forget(cache: Path, where: str) -> int:
         db.close()
 
 
-# ---------------------------------------------------------------- fault-injecting proxy
+# ---------------------------------------------------------------- deterministic model server
 
 # fault -> the attempts (1-based) on which a request misbehaves; "always" fails every attempt
 FAULT_ATTEMPTS: dict[str, tuple[int, ...]] = {
@@ -154,9 +150,16 @@ FAULT_ATTEMPTS: dict[str, tuple[int, ...]] = {
 FAULT_PLAN = ["always", "5xx", "429", "reset", "hang", "malformed", "empty"]
 
 
-class _ProxyHandler(BaseHTTPRequestHandler):
+def stub_spec(server: "StubModel", **fields: Any) -> dict[str, Any]:
+    """An ``openai``-backend model spec aimed at ``server``, one request at a time (requests
+    arrive in batch order, so a fault plan always hits the same requests)."""
+    return {"backend": "openai", "model": "stub", "base_url": server.base_url, "revision": "stub-1",
+            "concurrency": 1, "timeout": 10, "max_retries": 3, **fields}
+
+
+class _StubHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "FaultProxy"
+    server: "StubModel"
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -176,8 +179,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self._send(200, b'{"object": "list", "data": []}')
 
     def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers["Content-Length"]))
-        body = json.loads(raw)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         ident = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()[:16]
         fault, attempt = self.server.record(ident, self.headers.get("Authorization"))
         if fault == "always":  # a server that echoes the credential in its error
@@ -192,45 +194,55 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 self.connection.close()
                 return
-            if fault == "hang":
-                time.sleep(self.server.hang)
+            if fault == "hang":  # no answer at all: the client's timeout decides
+                self.server.released.wait()
                 self.close_connection = True
                 return
             if fault == "malformed":
                 return self._send(200, b'{"choices": [{"message": ')
             if fault == "empty":
                 return self._send(200, b"")
-        # good request: forward to the real server, without the credential
-        try:
-            reply = httpx.post(f"{self.server.upstream}/chat/completions", content=raw,
-                               headers={"Content-Type": "application/json"}, timeout=600)
-        except httpx.HTTPError as exc:  # the real server's own hiccup: counted, passed on as a 502
-            self.server.upstream_failed(ident, repr(exc))
-            return self._send(502, b'{"error": "upstream failed"}')
-        if reply.status_code != 200:
-            self.server.upstream_failed(ident, f"HTTP {reply.status_code}: {reply.text[:200]}")
-        self._send(reply.status_code, reply.content)
+        if not self.server.admit():  # held: the test kills or interrupts the run meanwhile
+            self.server.released.wait()
+            self.close_connection = True
+            return
+        reply = {"object": "chat.completion", "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+                 "choices": [{"index": 0, "finish_reason": "stop",
+                              "message": {"role": "assistant", "content": self.server.answer(body["messages"])}}]}
+        self._send(200, json.dumps(reply).encode())
 
 
-class FaultProxy(ThreadingHTTPServer):
-    """OpenAI-compatible proxy on 127.0.0.1 in front of a real server. Each distinct request
-    (by its messages) gets the next fault of ``plan`` when first seen, then "ok"; attempts
-    are counted per request and every Authorization header is kept for inspection."""
+class StubModel(ThreadingHTTPServer):
+    """A deterministic OpenAI-compatible model server on 127.0.0.1. It answers as the scripted
+    model of ``script`` would (same rules, same default), so a flow through it reaches the same
+    verdicts as the scripted backend. On request it misbehaves:
+
+    - ``plan``: the first distinct requests (by messages), in arrival order, get the faults of
+      the plan (``FAULT_ATTEMPTS``), the rest none;
+    - ``admit``: answer that many requests, then hold every further one unanswered (``arrived``
+      is set) until ``released``.
+
+    Attempts per request and every Authorization header are recorded."""
 
     daemon_threads = True
 
-    def __init__(self, upstream: str, plan: list[str], hang: float) -> None:
-        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+    def __init__(self, script: Path, default: str | None, plan: list[str] | None = None,
+                 admit: int | None = None) -> None:
+        super().__init__(("127.0.0.1", 0), _StubHandler)
         self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
-        self.upstream = upstream.rstrip("/")
-        self.plan = list(plan)
-        self.hang = hang
+        self.rules, self.default = load_rules(script), default
+        self.plan, self.admit_left = list(plan or []), admit
         self.lock = threading.Lock()
         self.faults: dict[str, str] = {}
         self.attempts: Counter[str] = Counter()
         self.authorizations: set[str | None] = set()
-        self.upstream_failures: dict[str, list[str]] = {}  # not injected: the real server failed
+        self.arrived = threading.Event()  # a request is being held
+        self.released = threading.Event()  # held and hanging requests may go
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def answer(self, messages: list[dict]) -> str:
+        text = text_of(messages)
+        return next((rule.answer for rule in self.rules if rule.matches(text)), self.default or "")
 
     def record(self, ident: str, authorization: str | None) -> tuple[str, int]:
         with self.lock:
@@ -240,29 +252,36 @@ class FaultProxy(ThreadingHTTPServer):
             self.authorizations.add(authorization)
             return self.faults[ident], self.attempts[ident]
 
-    def upstream_failed(self, ident: str, error: str) -> None:
+    def admit(self) -> bool:
         with self.lock:
-            self.upstream_failures.setdefault(ident, []).append(error)
+            if self.admit_left is None:
+                return True
+            if self.admit_left > 0:
+                self.admit_left -= 1
+                return True
+        self.arrived.set()
+        return False
 
     def snapshot(self) -> Counter[str]:
         with self.lock:
             return Counter(self.attempts)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # clients that gave up (timeouts) close their end
+        pass  # clients that gave up (timeouts, a killed run) close their end
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> "StubModel":
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.released.set()
         self.shutdown()
         self.server_close()
 
 
 @dataclass
 class FaultRun:
-    """One flow run through the fault proxy with an API key set, and its rerun."""
+    """One flow run through the misbehaving stub with an API key set, and its rerun."""
 
     home: Path
     release: Path
@@ -273,7 +292,6 @@ class FaultRun:
     first: Counter  # attempts per request during the first run
     second: Counter  # attempts per request during the rerun
     authorizations: set
-    upstream_failures: dict  # request -> failures of the real server behind the proxy
     flow_runs: list
     logs: list[str]  # every log record emitted in this process during both runs
     cache_rows: tuple[int, int]  # response-cache rows after the first run, after the rerun
@@ -298,50 +316,40 @@ LOGGERS = ("", "prefect", "prefect.flow_runs", "prefect.task_runs", "mmcurate")
 
 
 def fault_run(tmp_path_factory: Any, fixtures: Path) -> FaultRun:
-    """Run the small config once with its model behind the fault proxy, then rerun it."""
+    """Run the scripted config once with its model behind the misbehaving stub, then rerun it.
+    The request that always fails holds its sample out, so both runs allow an incomplete release."""
     if "faults" in _RUNS:
         return _RUNS["faults"]
-    from mmcurate.gating.backends.embedded import LlamaServer, find_gguf
-    from mmcurate.gating.cache import ResponseCache
-
     home = tmp_path_factory.mktemp("faults")
     key = f"sk-test-{secrets.token_hex(16)}"
-    timeout, retries = 30.0, 3
+    retries = 3
     collect = _Collect()
     loggers = [logging.getLogger(name) for name in LOGGERS]
     levels = [lg.level for lg in loggers]
     os.environ["MMCURATE_TEST_KEY"] = key
-    server = LlamaServer(find_gguf("smollm2"), n_ctx=2048, alias="smollm2")
     try:
-        with FaultProxy(server.base_url, FAULT_PLAN, hang=timeout + 2) as proxy:
-            # concurrency 1: the real server answers one request at a time, so a request's
-            # time is its own and only the injected hang reaches the timeout
-            spec = {"backend": "openai", "model": "smollm2", "base_url": proxy.base_url, "revision": "q4_1",
-                    "api_key_env": "MMCURATE_TEST_KEY", "max_tokens": 12, "concurrency": 1,
-                    "timeout": timeout, "max_retries": retries}
-            config = write_config(home, fixtures, models={"proxied": spec})
+        with StubModel(DRYRUN / "vlm-reader.jsonl", READER["default"], plan=FAULT_PLAN) as stub:
+            spec = stub_spec(stub, api_key_env="MMCURATE_TEST_KEY", max_retries=retries)
+            config = scripted_config(home, fixtures, models={"proxied": spec})
             for lg in loggers:
                 lg.addHandler(collect)
                 lg.setLevel(logging.DEBUG)
             try:
-                release, first_id = run_flow(config)
-                first = proxy.snapshot()
+                release, first_id = run_flow(config, allow_incomplete=True)
+                first = stub.snapshot()
                 with ResponseCache.open(f"sqlite:///{cache_path(home)}") as cache:
                     rows_first = cache.count()
-                again, second_id = run_flow(config)
+                again, second_id = run_flow(config, allow_incomplete=True)
                 with ResponseCache.open(f"sqlite:///{cache_path(home)}") as cache:
                     rows_second = cache.count()
             finally:
                 for lg, level in zip(loggers, levels):
                     lg.removeHandler(collect)
                     lg.setLevel(level)
-            assert server.running, f"the real llama.cpp server died during the runs:\n{server.log_tail(40)}"
             assert again == release
-            second = proxy.snapshot() - first
             _RUNS["faults"] = FaultRun(
-                home, release, key, "proxied", retries, dict(proxy.faults), first, second,
-                set(proxy.authorizations), dict(proxy.upstream_failures), [first_id, second_id], collect.lines, (rows_first, rows_second))
+                home, release, key, "proxied", retries, dict(stub.faults), first, stub.snapshot() - first,
+                set(stub.authorizations), [first_id, second_id], collect.lines, (rows_first, rows_second))
     finally:
-        server.stop()
         os.environ.pop("MMCURATE_TEST_KEY", None)
     return _RUNS["faults"]

@@ -1,34 +1,96 @@
 """The dry-run release of DeflectionBench (configs/dryrun.yaml: two scripted models, the
-bundled fixtures) has exactly the content recorded before the package layout changed
-(golden/dryrun-1.0.0.json, written by the code of commit 5cf30db): the same rows in the data
-shards and the same ledger verdicts. A change that alters curation must update the golden
-file on purpose and say why."""
+bundled fixtures).
+
+With ``oracle_rule: none_correct`` (the Stage III rule before eq. 4 became the default) it
+has exactly the content recorded before the package layout changed (golden/dryrun-1.0.0.json,
+written by the code of commit 5cf30db): the same rows in the data shards and the same ledger
+verdicts. A change that alters curation must update the golden file on purpose and say why.
+
+The default rule (``all_incorrect``, eq. 4) changes exactly the samples it should: those that
+no model answered CORRECT with the gold evidence but some model declined (NOT_ATTEMPTED).
+The dry-run scripts never decline with evidence, so that test adds two declines.
+"""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import polars as pl
 import yaml
 
+from mmcurate.releases.reader import open_release
 from release_fingerprint import content_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "dryrun-1.0.0.json"
+DECLINED = ("Question: What kind of cat is Chelsea?", "Question: How much does adult admission cost?")
+
+
+def dryrun_config(home: Path, fixtures: Path, *, releases: str = "releases", oracle_rule: str | None = None,
+                  sources: tuple[str, ...] | None = None, reader_script: Path | None = None) -> Path:
+    config = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())
+    config["workdir"] = str(home / "work")
+    config["releases_root"] = str(home / releases)
+    for model in config["models"].values():
+        model["script"] = str(REPO / "configs" / model["script"])
+    if reader_script is not None:
+        config["models"]["vlm-reader"]["script"] = str(reader_script)
+    bench = config["deflectionbench"]
+    bench["sources"] = [s for s in bench["sources"] if sources is None or s["name"] in sources]
+    for source in bench["sources"]:
+        source["root"] = str(fixtures / Path(source["root"]).name)
+    bench["retrieval"]["kb"] = str(fixtures / "kb" / "kb.jsonl")
+    if oracle_rule is not None:
+        bench["gating"]["oracle_rule"] = oracle_rule
+    path = home / f"dryrun-{releases}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def test_dryrun_release_content_is_unchanged(tmp_path, fixtures_root, prefect_harness):
     from mmcurate.flows.deflectionbench import deflectionbench
 
-    config = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())
-    config["workdir"] = str(tmp_path / "work")
-    config["releases_root"] = str(tmp_path / "releases")
-    for model in config["models"].values():
-        model["script"] = str(REPO / "configs" / model["script"])
-    for source in config["deflectionbench"]["sources"]:
-        source["root"] = str(fixtures_root / Path(source["root"]).name)
-    config["deflectionbench"]["retrieval"]["kb"] = str(fixtures_root / "kb" / "kb.jsonl")
-    path = tmp_path / "dryrun.yaml"
-    path.write_text(yaml.safe_dump(config))
-
-    release = Path(deflectionbench(config=str(path)))
+    release = Path(deflectionbench(config=str(dryrun_config(tmp_path, fixtures_root, oracle_rule="none_correct"))))
     assert content_fingerprint(release) == json.loads(GOLDEN.read_text())
+
+
+def _verdicts(release: Path) -> pl.DataFrame:
+    return pl.from_arrow(open_release(release).ledger).select("sample_id", "check", "model", "context_id", "verdict")
+
+
+def test_default_rule_keeps_exactly_the_samples_a_model_declined(tmp_path, fixtures_root, prefect_harness):
+    from mmcurate.flows.deflectionbench import deflectionbench
+
+    reader = tmp_path / "vlm-reader.jsonl"  # declines two questions when shown any evidence
+    reader.write_text("".join(json.dumps({"when_all": [q, "Evidence:"], "answer": "I don't know"}) + "\n"
+                              for q in DECLINED) + (REPO / "configs" / "dryrun" / "vlm-reader.jsonl").read_text())
+    runs = {}
+    for rule in ("none_correct", None):  # None: the config says nothing, the default applies
+        config = dryrun_config(tmp_path, fixtures_root, releases=f"releases-{rule or 'default'}", oracle_rule=rule,
+                               sources=("webqa", "mmdocrag"), reader_script=reader)
+        runs[rule or "all_incorrect"] = Path(deflectionbench(config=str(config)))
+    strict, paper = (_verdicts(runs[r]) for r in ("none_correct", "all_incorrect"))
+    assert open_release(runs["all_incorrect"]).manifest["config"]["deflectionbench"]["gating"]["oracle_rule"] == (
+        "all_incorrect")
+
+    gold = strict.filter(pl.col("check") == "oracle.gold")
+    declined_only = set(gold.filter(pl.col("verdict") == "NOT_ATTEMPTED")["sample_id"]) - set(
+        gold.filter(pl.col("verdict") == "CORRECT")["sample_id"])
+    assert len(declined_only) == len(DECLINED)
+
+    def final(frame: pl.DataFrame) -> dict[str, str]:
+        rows = frame.filter(pl.col("check") == "oracle.verdict")
+        return dict(zip(rows["sample_id"].to_list(), rows["verdict"].to_list()))
+
+    before, after = final(strict), final(paper)
+    assert before.keys() == after.keys()
+    changed = {sid for sid in before if before[sid] != after[sid]}
+    assert changed == declined_only and all(before[sid] == "drop" for sid in changed)
+    # every other sample has the same decisions, row for row, under both rules
+    rest = pl.col("sample_id").is_in(list(changed)).not_()
+    key = ["sample_id", "check", "model", "context_id", "verdict"]
+    assert strict.filter(rest).sort(key, nulls_last=True).equals(paper.filter(rest).sort(key, nulls_last=True))
+    kept_before = set(open_release(runs["none_correct"]).sample_ids)
+    kept_after = set(open_release(runs["all_incorrect"]).sample_ids)
+    assert kept_after - kept_before == {sid for sid in changed if after[sid] == "keep"} != set()
+    assert kept_before <= kept_after

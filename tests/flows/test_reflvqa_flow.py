@@ -1,26 +1,39 @@
-"""The RefLVQA flow end to end with the embedded model on the bundled Reddit dumps."""
+"""The RefLVQA flow end to end on the bundled Reddit dumps, with a scripted text-only
+inspector (it never knows the answer, so the lexical grader finds every image necessary):
+a valid, non-empty release that says what it skipped; a rerun that calls no model; and the
+flow honouring the configured task runner and shard size (a Dask LocalCluster, shards of two
+samples) with the same release content as the thread runner."""
 from __future__ import annotations
 
+import json
+import math
 import textwrap
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from mmcurate.core.config import TaskRunnerConfig
 from mmcurate.gating.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
+from mmcurate.tasks.runners import make_task_runner
+from release_fingerprint import content_fingerprint
+
+import flowkit  # noqa: E402
 
 pytestmark = pytest.mark.slow
+SHARD = 2
 
 CONFIG = """
 workdir: work
-releases_root: releases
+releases_root: {releases}
 models:
-  smollm2: {{backend: embedded, gguf: smollm2, revision: q4_1, max_tokens: 24, concurrency: 2}}
+  inspector: {{backend: scripted, script: inspector.jsonl, default: "I am not sure.", revision: inspector-1}}
+task_runner: {{kind: {runner}, workers: 2, shard_size: {shard}}}
 reflvqa:
-  source: {{name: reddit, root: {fx}/reddit, limit: 4}}
-  inspectors: [smollm2]
+  source: {{name: reddit, root: {fx}/reddit, limit: 6}}
+  inspectors: [inspector]
   evaluator: lexical
   max_right_inspectors: 0
   factcheck_model: heuristic
@@ -32,14 +45,20 @@ evaluation:
 """
 
 
+def config(home: Path, fixtures: Path, runner: str, releases: str) -> Path:
+    (home / "inspector.jsonl").write_text("")
+    path = home / f"{runner}.yaml"
+    path.write_text(textwrap.dedent(CONFIG.format(fx=fixtures, runner=runner, releases=releases, shard=SHARD)))
+    return path
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
     from mmcurate.flows.reflvqa import reflvqa
 
     home = tmp_path_factory.mktemp("reflvqa")
-    config = home / "config.yaml"
-    config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
-    return home, config, Path(reflvqa(config=str(config)))
+    path = config(home, fixtures_root, "threads", "releases")
+    return home, path, Path(reflvqa(config=str(path)))
 
 
 def test_flow_writes_a_valid_release_that_says_what_it_skipped(run):
@@ -70,24 +89,22 @@ def test_flow_writes_a_valid_release_that_says_what_it_skipped(run):
 def test_rerun_makes_no_model_call(run):
     from mmcurate.flows.reflvqa import reflvqa
 
-    home, config, path = run
-    cache = ResponseCache.open(f"sqlite:///{home / 'work' / 'responses.sqlite'}")
-    before = cache.count()
-    assert Path(reflvqa(config=str(config))) == path
-    assert cache.count() == before
+    home, path, release = run
+    with ResponseCache.open(f"sqlite:///{home / 'work' / 'responses.sqlite'}") as cache:
+        before = cache.count()
+        assert Path(reflvqa(config=str(path))) == release
+        assert cache.count() == before
 
 
 def test_evaluation_runs_rag_over_the_release_and_writes_table_5(run):
-    """The embedded model answers differently across machines: invariants only."""
     from prefect.client.orchestration import get_client
 
     from mmcurate.flows.evaluate import evaluate_release
 
-    home, config, path = run
-    out = Path(evaluate_release(release=str(path), model="smollm2", config=str(config)))
-    assert out == home / "work" / "evaluations" / "reflvqa-1.0.0" / "smollm2"
-    release = open_release(path)
-    qa = release.frame("qa")
+    home, path, release_path = run
+    out = Path(evaluate_release(release=str(release_path), model="inspector", config=str(path)))
+    assert out == home / "work" / "evaluations" / "reflvqa-1.0.0" / "inspector"
+    qa = open_release(release_path).frame("qa")
     answers = pl.read_parquet(out / "answers.parquet")
     assert sorted(answers["sample_id"].to_list()) == sorted(qa["sample_id"].to_list())  # one row per QA pair
     assert set(answers["status"].to_list()) <= {"answered", "failed", "unreadable"}
@@ -109,3 +126,21 @@ def test_evaluation_runs_rag_over_the_release_and_writes_table_5(run):
     assert (out / "hit_at_k.png").stat().st_size > 1000
     with get_client(sync_client=True) as client:
         assert "evaluation-reflvqa" in {a.key for a in client.read_artifacts()}
+
+
+def test_the_configured_task_runner_and_shards_give_the_same_release(run, fixtures_root):
+    from mmcurate.flows.reflvqa import reflvqa
+
+    home, _, threads = run
+    path = config(home, fixtures_root, "dask", "releases-dask")
+    runner = make_task_runner(TaskRunnerConfig(kind="dask", workers=2, shard_size=SHARD))
+    state = reflvqa.with_options(task_runner=runner)(config=str(path), return_state=True)
+    on_dask = Path(state.result())
+    assert on_dask == home / "releases-dask" / "reflvqa" / "1.0.0"
+    assert content_fingerprint(on_dask) == content_fingerprint(threads)
+    funnel = {row["stage"]: row["remaining"]
+              for row in json.loads((on_dask / "manifest.json").read_text())["statistics"]["funnel"]}
+    candidates = funnel["candidate QA pairs (ingest)"]
+    wanted = {"relevance-": 1,  # compares posts across the table: one shard
+              "necessity-": math.ceil(candidates / SHARD), "factcheck-": math.ceil(funnel["necessity"] / SHARD)}
+    assert wanted["necessity-"] > 1 and flowkit.shard_runs(state.state_details.flow_run_id, wanted) == wanted

@@ -3,7 +3,9 @@
 The fault server speaks just enough of ``POST /v1/chat/completions`` to answer, and
 misbehaves on request: the last user message carries ``id=<id>`` and ``fault=<kind>``.
 Every request it receives is recorded (id, body, headers) so tests can check what was
-sent and how often.
+sent and how often. Nothing here depends on timing: a hanging request is held until the
+test ends (the client's timeout decides), and ``admit = N`` answers N requests and then
+holds the rest (``arrived`` is set) until ``released``.
 """
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ import re
 import socket
 import struct
 import threading
-import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,7 +29,7 @@ from mmcurate.gating.requests import text_of
 # kind -> how many first attempts misbehave (None: every attempt)
 FAULTS: dict[str, int | None] = {
     "ok": 0, "500x2": 2, "429": 1, "hang": 1, "malformed": 1, "empty": 1, "reset": 1,
-    "always500": None, "401": None, "slow": 0,
+    "always500": None, "401": None,
 }
 
 
@@ -63,8 +64,6 @@ class _Handler(BaseHTTPRequestHandler):
         attempt = self.server.record(ident, body, dict(self.headers))
         bad = FAULTS[kind]
         misbehave = bad is None or attempt <= bad
-        if kind == "slow":
-            time.sleep(self.server.delay)
         if misbehave and kind in ("500x2", "always500"):
             return self._send(500, b'{"error": "internal"}')
         if misbehave and kind == "429":
@@ -72,7 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
         if misbehave and kind == "401":  # a server that echoes the credential back
             return self._send(401, json.dumps({"error": f"bad key {self.headers['Authorization']}"}).encode())
         if misbehave and kind == "hang":
-            time.sleep(self.server.hang)
+            self.server.released.wait()
             return
         if misbehave and kind == "malformed":
             return self._send(200, b'{"choices": [{"message": ')
@@ -82,6 +81,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             self.connection.close()
+            return
+        if not self.server.admit():
+            self.server.released.wait()
             return
         reply = {
             "object": "chat.completion",
@@ -98,10 +100,21 @@ class FaultServer(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
-        self.delay = 0.0
-        self.hang = 3.0
+        self.admit_left: int | None = None  # answer this many, then hold the rest
+        self.arrived = threading.Event()  # a request is being held
+        self.released = threading.Event()  # held and hanging requests may go
         self.lock = threading.Lock()
         self.received: list[tuple[str, dict, dict[str, str]]] = []
+
+    def admit(self) -> bool:
+        with self.lock:
+            if self.admit_left is None:
+                return True
+            if self.admit_left > 0:
+                self.admit_left -= 1
+                return True
+        self.arrived.set()
+        return False
 
     def record(self, ident: str, body: dict, headers: dict[str, str]) -> int:
         with self.lock:
@@ -122,6 +135,7 @@ def fault_server() -> Iterator[FaultServer]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
+    server.released.set()
     server.shutdown()
     server.server_close()
 
@@ -149,11 +163,12 @@ def counter() -> CallCounter:
 
 @pytest.fixture
 def fault_spec(fault_server: FaultServer) -> Callable[..., ModelSpec]:
-    """Factory of openai-backend specs aimed at the fault server, with fast timeouts."""
+    """Factory of openai-backend specs aimed at the fault server (whose replies are immediate:
+    the timeout matters only for a request it holds)."""
 
     def make(**overrides: Any) -> ModelSpec:
         fields = dict(name="faulty", backend="openai", model="fault-model", base_url=fault_server.base_url,
-                      timeout=2.0, max_retries=3, concurrency=4)
+                      timeout=30.0, max_retries=3, concurrency=4)
         return ModelSpec(**{**fields, **overrides})
 
     return make

@@ -1,4 +1,9 @@
-"""kill -9 mid-batch, rerun: no finished call is repeated; the rest are made once more."""
+"""kill -9 mid-batch, rerun: no finished call is repeated; the rest are made once more.
+
+No timing window: the fault server answers ``ADMIT`` requests and holds the rest; the test
+waits (generously) until a request is held and the answers before it are cached, then kills
+the child. Exactly ``ADMIT`` calls were finished.
+"""
 from __future__ import annotations
 
 import json
@@ -14,6 +19,8 @@ from mmcurate.gating.client import ModelClient, make_backend
 from mmcurate.gating.requests import ChatRequest
 
 N = 16
+ADMIT = 4
+PATIENCE = 300.0
 RUN_BATCH = """
 import json, sys
 from mmcurate.core.config import ModelSpec
@@ -22,34 +29,36 @@ from mmcurate.gating.cache import ResponseCache
 from mmcurate.gating.client import ModelClient, make_backend
 from mmcurate.gating.requests import ChatRequest
 spec = ModelSpec(**json.loads(sys.argv[1]))
-requests = [ChatRequest(f"k{i}", [{"role": "user", "content": f"id=k{i} fault=slow"}], "crash.v1") for i in range(%d)]
+requests = [ChatRequest(f"k{i}", [{"role": "user", "content": f"id=k{i} fault=ok"}], "crash.v1") for i in range(%d)]
 client = ModelClient(spec, make_backend(spec, None), ResponseCache.open(sys.argv[2]), CallCounter())
 client.chat(requests, "crash")
 """ % N
 
 
 def requests() -> list[ChatRequest]:
-    return [ChatRequest(f"k{i}", [{"role": "user", "content": f"id=k{i} fault=slow"}], "crash.v1") for i in range(N)]
+    return [ChatRequest(f"k{i}", [{"role": "user", "content": f"id=k{i} fault=ok"}], "crash.v1") for i in range(N)]
 
 
 def test_rerun_after_kill9_repeats_no_finished_call(fault_server, tmp_path, counter):
-    fault_server.delay = 0.3
-    fields = dict(name="slow", backend="openai", model="m", base_url=fault_server.base_url, concurrency=2, timeout=5)
+    fault_server.admit_left = ADMIT
+    fields = dict(name="slow", backend="openai", model="m", base_url=fault_server.base_url, concurrency=2, timeout=600)
     spec = ModelSpec(**fields)
     url = f"sqlite:///{tmp_path / 'responses.sqlite'}"
     cache = ResponseCache.open(url)
     keys = {r.key: cache_key(spec, r) for r in requests()}
 
     child = subprocess.Popen([sys.executable, "-c", RUN_BATCH, json.dumps(fields), url])
-    deadline = time.monotonic() + 60
-    while cache.count() < 4 and time.monotonic() < deadline and child.poll() is None:
+    deadline = time.monotonic() + PATIENCE
+    while not (fault_server.arrived.is_set() and cache.count() == ADMIT) and child.poll() is None:
+        assert time.monotonic() < deadline, "gave up waiting for the held request"
         time.sleep(0.05)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     assert child.returncode == -signal.SIGKILL
 
     finished = {k for k, ck in keys.items() if cache.get_many([ck])}
-    assert 4 <= len(finished) < N  # killed mid-batch
+    assert len(finished) == ADMIT  # killed mid-batch, with exactly the admitted answers cached
+    fault_server.admit_left = None
     client = ModelClient(spec, make_backend(spec, None), cache, counter)
     try:
         answers = client.chat(requests(), "crash")

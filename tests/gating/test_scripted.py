@@ -1,14 +1,17 @@
-"""Scripted backend: first matching rule wins, else the default, else an error."""
+"""Scripted backend: first matching rule wins, else the default, else an error; and the
+progress a client reports while it answers a batch."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from mmcurate.core.config import ModelSpec
+from mmcurate.core.config import ModelSpec, Settings
+from mmcurate.gating.accounting import CallCounter
 from mmcurate.gating.backends.base import BackendError
 from mmcurate.gating.backends.scripted import ScriptedBackend
-from mmcurate.gating.client import ModelClient
+from mmcurate.gating.cache import ResponseCache
+from mmcurate.gating.client import ModelClient, ModelPool
 from mmcurate.gating.requests import ChatRequest
 
 RULES = [
@@ -65,3 +68,20 @@ def test_bad_rule_names_file_and_line(tmp_path):
     path.write_text('{"answer": "ok"}\n\n{"when_all": "France", "answer": 3}\n')
     with pytest.raises(BackendError, match=r"bad\.jsonl:3: bad rule"):
         ScriptedBackend(ModelSpec(name="bad", backend="scripted", script=path))
+
+
+def test_a_batch_reports_its_progress_in_about_ten_steps(tmp_path):
+    script = tmp_path / "rules.jsonl"
+    script.write_text("")
+    spec = ModelSpec(name="m", backend="scripted", script=script, default="Paris")
+    heard: list[tuple[str, str, int, int]] = []
+    batch = [ChatRequest(f"k{i}", [{"role": "user", "content": f"question {i}"}], "t") for i in range(40)]
+    with ResponseCache.open(f"sqlite:///{tmp_path / 'cache.sqlite'}") as cache:
+        with ModelPool(Settings(models={"m": spec}), cache, None, CallCounter(),
+                       progress=lambda *event: heard.append(event)) as pool:
+            pool.client("m").chat(batch[:10], "stage")  # ten of them answered before
+            heard.clear()
+            pool.client("m").chat(batch, "stage")
+    assert heard[0] == ("stage", "m", 10, 40)  # the cached ones count from the start
+    assert [answered for *_, answered, _ in heard] == [10, 12, 16, 20, 24, 28, 32, 36, 40]
+    assert {(stage, model, planned) for stage, model, _, planned in heard} == {("stage", "m", 40)}

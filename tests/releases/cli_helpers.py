@@ -1,7 +1,10 @@
 """Run the real ``mmcurate`` entry point in-process and capture what it prints."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,3 +18,15 @@ def run_cli(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
         sys.exit(0)
     out = capsys.readouterr()
     return int(exit_info.value.code or 0), out.out, out.err
+
+
+def run_process(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
+    """The ``mmcurate`` console script in a child process, on the Prefect API of this session's
+    harness (a command that runs a flow: Prefect's console logging is bound to the process's
+    first stderr, which in-process capture would close between tests)."""
+    from prefect.settings import get_current_settings
+
+    env = {**os.environ, "PREFECT_API_URL": str(get_current_settings().api.url)}
+    done = subprocess.run([str(Path(sys.executable).parent / "mmcurate"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+    return done.returncode, done.stdout, done.stderr

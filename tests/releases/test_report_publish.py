@@ -4,10 +4,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
+import httpx
 import pytest
 from cli_helpers import run_cli
+from huggingface_hub.errors import HfHubHTTPError
 
+from mmcurate.releases import publish as publish_module
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.publish import publish, upload_plan
 from mmcurate.releases.verify import verify_release
@@ -33,6 +37,16 @@ def test_report_has_sections_and_inline_plots(capsys, monkeypatch, copy):
     assert "<td>missing answer</td>" in html and "<td>2</td>" in html
     assert 'src="plots/' not in html and "http" not in html.split("<body>")[1]  # self-contained
     assert verify_release(copy).ok  # the report is recorded in quality/checksums.json
+
+
+def test_report_names_models_judge_and_validation_with_tables_in_natural_order(capsys, monkeypatch, copy):
+    code, _, _ = run_cli(capsys, monkeypatch, "report", str(copy))
+    html = (copy / "report.html").read_text()
+    assert "<dt>Models</dt><dd>gating: smollm2 (embedded smollm2, revision q8)</dd>" in html
+    assert "<dt>Judge</dt><dd>lexical</dd>" in html
+    assert "<dt>Validation</dt><dd>passed, " in html
+    funnel = html.split('id="funnel"')[1]
+    assert funnel.index("<th>stage</th>") < funnel.index("<th>remaining</th>")  # as built, not alphabetical
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="headless render needs Debian's chromium at /usr/bin/chromium")
@@ -96,3 +110,53 @@ def test_upload_plan_for_the_hub(copy, monkeypatch):
     assert "hf_secret_value" not in repr(plan)
     with pytest.raises(ReleaseError, match="ORG/NAME"):
         upload_plan(copy, "no-slash")
+
+
+class RecordingHub:
+    """Stands in for ``huggingface_hub.HfApi``: records every call, uploads nothing."""
+
+    calls: list[tuple[str, dict]] = []
+    tokens: list[str | None] = []
+
+    def __init__(self, token: str | None = None) -> None:
+        RecordingHub.tokens.append(token)
+
+    def create_repo(self, **kwargs):
+        RecordingHub.calls.append(("create_repo", kwargs))
+
+    def upload_folder(self, **kwargs):
+        RecordingHub.calls.append(("upload_folder", kwargs))
+        return SimpleNamespace(commit_url="https://hub.example/datasets/my-org/bench/commit/abc123")
+
+    def create_tag(self, **kwargs):
+        RecordingHub.calls.append(("create_tag", kwargs))
+
+
+def test_publish_uploads_the_verified_files_and_tags_the_version(capsys, monkeypatch, copy):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    monkeypatch.setattr(publish_module, "HfApi", RecordingHub)
+    RecordingHub.calls, RecordingHub.tokens = [], []
+    code, out, err = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "my-org/bench")
+    assert code == 0, err
+    assert out.strip() == "https://hub.example/datasets/my-org/bench/commit/abc123"
+    assert RecordingHub.tokens == ["hf_secret_value"]
+    assert [name for name, _ in RecordingHub.calls] == ["create_repo", "upload_folder", "create_tag"]
+    plan = upload_plan(copy, "my-org/bench")
+    assert [kwargs for _, kwargs in RecordingHub.calls] == [
+        plan.create_repo_kwargs(), plan.upload_folder_kwargs(), plan.create_tag_kwargs()]
+    uploaded = set(RecordingHub.calls[1][1]["allow_patterns"])
+    assert uploaded == {p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()}  # all, verified
+    assert "hf_secret_value" not in out + err
+
+
+def test_a_hub_that_refuses_the_upload_is_one_line(capsys, monkeypatch, copy):
+    class Refusing(RecordingHub):
+        def create_repo(self, **kwargs):
+            request = httpx.Request("POST", "https://hub.example/api/repos/create")
+            raise HfHubHTTPError("403 Forbidden: you cannot write to my-org",
+                                 response=httpx.Response(403, request=request))
+
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    monkeypatch.setattr(publish_module, "HfApi", Refusing)
+    code, _, err = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "my-org/bench")
+    assert code == 2 and err == "mmcurate: error: upload of my-org/bench failed: 403 Forbidden: you cannot write to my-org\n"

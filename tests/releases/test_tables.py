@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from mmcurate.releases.deflection import global_table
-from mmcurate.releases.plots import topics_png
+from mmcurate.releases.plots import _png, topics_figure
 from mmcurate.releases.topics import inherited_topics, topic_counts, topic_of, topic_table
 
 
@@ -47,4 +47,4 @@ def test_topic_table_before_and_after(make):
     manifest = {"statistics": {"topics": list(rows.values())}}
     assert inherited_topics(manifest) == before
     assert inherited_topics({"statistics": {}}) is None
-    assert topics_png(list(rows.values()))[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _png(topics_figure(list(rows.values())))[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,6 +1,7 @@
 """verify, why and diff on written releases."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pyarrow.parquet as pq
@@ -8,6 +9,7 @@ import pytest
 import release_builders as b
 from cli_helpers import run_cli
 
+from mmcurate.core.ids import sha256_file
 from mmcurate.releases.diff import NOT_IN_LEDGER, diff_releases
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.reader import open_release
@@ -42,6 +44,50 @@ def test_tampered_shard_missing_and_extra_files_are_reported(capsys, monkeypatch
     code, out, _ = run_cli(capsys, monkeypatch, "verify", str(copy))
     assert code == 1
     assert "checksum mismatch: data/test-00001-of-00002.parquet" in out and "missing: plots/funnel.png" in out
+
+
+def test_post_seal_list_cannot_vouch_for_a_cut_shard(copy):
+    """Cut a shard to fewer rows and write its new hash into quality/checksums.json: the
+    manifest alone pins sealed files, so verify reports the shard, the list and the counts."""
+    shard = copy / "data" / "test-00000-of-00002.parquet"
+    pq.write_table(pq.read_table(shard).slice(0, 2), shard)
+    listed = copy / "quality" / "checksums.json"
+    entries = json.loads(listed.read_text())
+    entries["data/test-00000-of-00002.parquet"] = {"sha256": sha256_file(shard), "size": shard.stat().st_size}
+    listed.write_text(json.dumps(entries))
+    result = verify_release(copy)
+    assert not result.ok
+    assert result.mismatched == ["data/test-00000-of-00002.parquet"]
+    assert "quality/checksums.json lists sealed file data/test-00000-of-00002.parquet; only the manifest pins it" in (
+        result.invalid)
+    assert "config test: the manifest counts 6 rows, its shards hold 4" in result.invalid
+
+
+def test_post_seal_list_cannot_add_files_outside_quality(copy):
+    (copy / "data" / "extra.parquet").write_bytes(b"x")
+    listed = copy / "quality" / "checksums.json"
+    entries = json.loads(listed.read_text())
+    entries["data/extra.parquet"] = {"sha256": "0" * 64, "size": 1}
+    listed.write_text(json.dumps(entries))
+    result = verify_release(copy)
+    assert result.extra == ["data/extra.parquet"]
+    assert "quality/checksums.json lists data/extra.parquet, which is not a post-seal file" in result.invalid
+
+
+def test_a_manifest_without_files_or_with_an_edited_list_is_not_ok(capsys, monkeypatch, copy):
+    path = copy / "manifest.json"
+    manifest = json.loads(path.read_text())
+    edited = {**manifest, "files": {**manifest["files"], "README.md": {"sha256": "0" * 64, "size": 1}}}
+    path.write_text(json.dumps(edited))
+    assert "the manifest's file list does not match its sealed digest" in verify_release(copy).invalid
+    path.write_text(json.dumps({**manifest, "files": {}}))
+    result = verify_release(copy)
+    assert not result.ok and result.invalid == ["the manifest lists no files"]
+    code, out, _ = run_cli(capsys, monkeypatch, "verify", str(copy))
+    assert code == 1 and "the manifest lists no files" in out and "ok:" not in out
+    path.write_text("{}")
+    code, _, err = run_cli(capsys, monkeypatch, "verify", str(copy))
+    assert code == 2 and err.count("\n") == 1 and "is not a release manifest" in err
 
 
 def test_tampered_quality_results_are_reported(copy):

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 
 import polars as pl
 import pyarrow as pa
 import pytest
 import release_builders as b
+import yaml
 from PIL import Image
 
 from mmcurate.releases.errors import ReleaseError, ReleaseExists
@@ -34,8 +36,6 @@ def test_layout_manifest_and_shards(deflection_release):
 def test_card_declares_configs_and_image_features(deflection_release):
     card = (deflection_release / "README.md").read_text()
     header = card.split("---")[1]
-    import yaml
-
     meta = yaml.safe_load(header)
     assert meta["configs"] == [{"config_name": "test", "data_files": [{"split": "test", "path": "data/test-*.parquet"}]}]
     features = {f["name"]: f for f in meta["dataset_info"][0]["features"]}
@@ -129,3 +129,46 @@ def test_ledger_and_quarantine_round_trip(deflection_release):
     assert release.ledger.num_rows == 12
     assert release.quarantine.column("reason").to_pylist() == ["missing answer"] * 2
     assert isinstance(release.table("test"), pa.Table)
+
+
+def _header(release) -> dict:
+    return yaml.safe_load((release / "README.md").read_text().split("---")[1])
+
+
+def test_each_benchmark_card_opens_with_its_own_description(deflection_release, reflvqa_release):
+    deflection = (deflection_release / "README.md").read_text().split("---", 2)[2]
+    reflvqa = (reflvqa_release / "README.md").read_text().split("---", 2)[2]
+    assert deflection.index("VLM-DeflectionBench is a retrieval-dependent") < deflection.index("## Statistics")
+    assert reflvqa.index("RefLVQA is a long-form visual question answering benchmark") < reflvqa.index("## Statistics")
+    assert "VLM-DeflectionBench" not in reflvqa and "parametric memory" not in reflvqa
+
+
+def test_card_splits_carry_num_bytes_so_datasets_takes_the_card(deflection_release, tmp_path, caplog):
+    from datasets import load_dataset
+
+    splits = _header(deflection_release)["dataset_info"][0]["splits"]
+    assert splits[0]["num_bytes"] > 0 and splits[0]["num_examples"] == 6
+    with caplog.at_level(logging.WARNING):
+        assert load_dataset(str(deflection_release), "test", cache_dir=str(tmp_path), split="test").num_rows == 6
+    assert "splits" not in caplog.text  # "The `splits` field in YAML is malformed or missing ..." before
+
+
+def test_license_comes_from_the_sources(deflection_release, tmp_path, store_and_shas):
+    header = _header(deflection_release)  # infoseek and webqa: terms not checked, so per source
+    assert (header["license"], header["license_name"]) == ("other", "per-source terms")
+    card = (deflection_release / "README.md").read_text()
+    assert "- infoseek: terms not checked by mmcurate, as stated at <https://github.com/open-vision-language/infoseek>" in card
+    store, shas = store_and_shas
+    draft = b.deflection_draft(b.deflection_rows(shas, sources=("evqa",)))
+    draft.counts = {**draft.counts, "per_source": {"evqa": 6}}
+    only_evqa = write_release(draft, tmp_path, store)
+    assert _header(only_evqa)["license"] == "cc-by-4.0" and "license_name" not in _header(only_evqa)
+
+
+def test_a_release_of_scripted_models_says_so_at_the_top(deflection_release, tmp_path, store_and_shas):
+    assert "Built with scripted models" not in (deflection_release / "README.md").read_text()
+    store, shas = store_and_shas
+    draft = b.deflection_draft(b.deflection_rows(shas))
+    draft.models = [{**draft.models[0], "backend": "scripted", "model": "reader.jsonl"}]
+    card = (write_release(draft, tmp_path, store) / "README.md").read_text().split("---", 2)[2]
+    assert card.index("Built with scripted models") < card.index("## Statistics")

@@ -4,6 +4,9 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +131,14 @@ def test_wrong_modality_specs() -> None:
         image_encoder("minilm")
     with pytest.raises(MmcurateError, match="unknown spec 'bert'"):
         text_encoder("bert")
+
+
+def test_loading_and_encoding_print_no_progress_bars(tmp_path: Path) -> None:
+    """A run's output shows mmcurate's progress, not the libraries' weight-loading or batch bars
+    (in a fresh process: the encoder is loaded once per process)."""
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    code = ("import logging; logging.basicConfig(level=logging.INFO); "
+            "from mmcurate.retrieval.encoders import text_encoder; text_encoder('minilm').encode_text(['a', 'b'])")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Loading weights" not in done.stderr and "Batches" not in done.stderr and "it/s]" not in done.stderr

@@ -1,7 +1,10 @@
 """Stage III: gold check, distractor pruning with early stop, k_min; on scripted answers."""
 from __future__ import annotations
 
+import pytest
+
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
+from mmcurate.core.errors import ConfigError
 from mmcurate.core.schema import SAMPLE
 
 
@@ -13,7 +16,7 @@ def keys(world, model, stage):
     return [k for s, k in world.sent[model] if s == stage]
 
 
-def test_gold_check_discards_when_no_model_is_correct_and_stops_at_first_correct(world, make):
+def test_none_correct_discards_when_no_model_is_correct_and_stops_at_first_correct(world, make):
     good = make.sample("good", "Q-GOOD?", ["Paris"], negatives=[make.text("n1", "noise one")])
     bad = make.sample("bad", "Q-BAD?", ["Rome"], negatives=[make.text("n2", "noise two")])
     idk = make.sample("idk", "Q-IDK?", ["Oslo"])
@@ -21,11 +24,11 @@ def test_gold_check_discards_when_no_model_is_correct_and_stops_at_first_correct
     m1 = world.add("m1", [{"when_all": ["GOLD-good", "Q-GOOD"], "answer": "Paris"},
                           {"when_all": ["Q-IDK"], "answer": "I don't know"}])
     m2 = world.add("m2", [{"when_all": ["Q-IDK"], "answer": "I don't know"}])
-    result = OracleCheck([m1, m2], k_min=1).run(make.table([good, bad, idk]), world.ctx())
+    result = OracleCheck([m1, m2], k_min=1, rule="none_correct").run(make.table([good, bad, idk]), world.ctx())
     v = final(result)
     assert v[good["sample_id"]].verdict == "keep"
     assert v[bad["sample_id"]].verdict == "drop" and v[bad["sample_id"]].detail["step"] == "gold"
-    assert v[idk["sample_id"]].verdict == "drop"  # NOT_ATTEMPTED with gold is not correct
+    assert v[idk["sample_id"]].verdict == "drop"  # under none_correct, NOT_ATTEMPTED with gold is not enough
     # early elimination: m2 never asked the gold question of "good"
     assert good["sample_id"] not in keys(world, "m2", "oracle.gold")
     assert sorted(keys(world, "m2", "oracle.gold")) == sorted([bad["sample_id"], idk["sample_id"]])
@@ -33,10 +36,53 @@ def test_gold_check_discards_when_no_model_is_correct_and_stops_at_first_correct
     assert keys(world, "m1", "oracle.distractor") == [f"{good['sample_id']}/n1"]
     assert result.kept.column("sample_id").to_pylist() == [good["sample_id"]]
     assert result.kept.schema == SAMPLE
-    assert result.naive_calls == 2 * (3 + 2)
+    # naive: both models on the three gold sets, then on the one distractor of the one sample
+    # that passed (the naive algorithm never checks distractors of discarded samples)
+    assert result.naive_calls == 2 * (3 + 1)
     ledger = result.ledger()
     assert ledger.num_rows == len(result.decisions) and set(ledger.column("stage").to_pylist()) == {"oracle"}
     assert set(ledger.column("run_id").to_pylist()) == {"r"}
+
+
+def test_all_incorrect_is_the_default_and_keeps_what_one_model_declines(world, make):
+    """eq. 4: discard only when every model is INCORRECT with gold; the first model that is
+    not INCORRECT settles the sample, so later models are not asked its gold question."""
+    wrong = make.sample("wrong", "Q-WRONG?", ["Rome"], negatives=[make.text("n1", "noise one")])
+    declined = make.sample("declined", "Q-DECL?", ["Oslo"], negatives=[make.text("n2", "noise two")])
+    late = make.sample("late", "Q-LATE?", ["Lima"], negatives=[make.text("n3", "noise three")])
+    m1 = world.add("m1", [{"when_all": ["Q-DECL", "GOLD-declined"], "answer": "I don't know"}])
+    m2 = world.add("m2", [{"when_all": ["Q-LATE", "GOLD-late"], "answer": "I don't know"}])
+    check = OracleCheck([m1, m2], k_min=1)
+    assert check.rule == "all_incorrect"
+    result = check.run(make.table([wrong, declined, late]), world.ctx())
+    v = final(result)
+    assert v[wrong["sample_id"]].verdict == "drop" and v[wrong["sample_id"]].detail["rule"] == "all_incorrect"
+    assert "every model answered INCORRECT" in v[wrong["sample_id"]].detail["reason"]
+    assert v[declined["sample_id"]].verdict == "keep"
+    assert (v[declined["sample_id"]].detail["gold_settled_by"], v[declined["sample_id"]].detail["gold_grade"]) == (
+        "m1", "NOT_ATTEMPTED")
+    assert v[late["sample_id"]].verdict == "keep" and v[late["sample_id"]].detail["gold_settled_by"] == "m2"
+    # m1's NOT_ATTEMPTED settled "declined": m2 was asked only the other two gold questions
+    assert sorted(keys(world, "m2", "oracle.gold")) == sorted([wrong["sample_id"], late["sample_id"]])
+    assert result.kept.column("sample_id").to_pylist() == [declined["sample_id"], late["sample_id"]]
+    assert result.naive_calls == 2 * (3 + 2)
+
+
+def test_the_two_rules_differ_exactly_on_samples_without_a_correct_answer_and_with_a_decline(world, make):
+    rows = [make.sample(name, f"Q-{name.upper()}?", ["Paris"], negatives=[make.text(f"{name}-n", "noise")])
+            for name in ("correct", "declined", "wrong")]
+    m1 = world.add("m1", [{"when_all": ["GOLD-correct"], "answer": "Paris"},
+                          {"when_all": ["GOLD-declined"], "answer": "I don't know"}])
+    by_rule = {rule: final(OracleCheck([m1], k_min=1, rule=rule).run(make.table(rows), world.ctx()))
+               for rule in ("all_incorrect", "none_correct")}
+    changed = {sid for sid, d in by_rule["all_incorrect"].items() if d.verdict != by_rule["none_correct"][sid].verdict}
+    assert changed == {rows[1]["sample_id"]}
+
+
+def test_unknown_oracle_rule_is_a_config_error(world, make):
+    m1 = world.add("m1", [])
+    with pytest.raises(ConfigError, match="unknown oracle rule 'most_correct'"):
+        OracleCheck([m1], k_min=1, rule="most_correct").run(make.table([make.sample("s", "Q?", ["A"])]), world.ctx())
 
 
 def test_leaking_distractor_is_removed_and_not_asked_to_later_models(world, make):

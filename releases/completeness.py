@@ -1,0 +1,70 @@
+"""Whether a draft may be published as a complete release.
+
+A failed model call (or an answer the judge could not grade) keeps a sample out with
+verdict ``error`` pending a rerun; published as it is, the release would present those
+samples as curated away. ``check_complete`` therefore refuses a draft of a run with failed
+calls or ``error`` decisions, with one line naming which model failed how often and that a
+rerun resumes, unless the operator allows an incomplete release: that one records the
+shortfall in its manifest and says so at the top of its card. A draft with no rows is never
+published.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.compute as pc
+
+from .draft import ReleaseDraft
+from .errors import ReleaseIncomplete
+from .reader import ID_COLUMNS
+
+
+@dataclass
+class Shortfall:
+    held_out: int  # samples with an ``error`` decision in this run
+    failures: dict[str, tuple[int, int]]  # model -> (calls failed for good, calls made)
+
+    def describe(self) -> str:
+        parts = [f"{model} failed {failed} of {made} calls" for model, (failed, made) in sorted(self.failures.items())]
+        parts.append(f"{self.held_out} sample(s) held out by errors")
+        return "; ".join(parts)
+
+    def record(self) -> dict:
+        return {"held_out": self.held_out,
+                "failed_calls": {m: {"failed": f, "calls": c} for m, (f, c) in sorted(self.failures.items())}}
+
+
+def shortfall(draft: ReleaseDraft) -> Shortfall | None:
+    """What failed in the run that made ``draft`` (its own ledger rows, not inherited ones), or None."""
+    ledger = draft.ledger
+    run_id = draft.counts.get("run_id")
+    if run_id is not None:
+        ledger = ledger.filter(pc.equal(ledger["run_id"], run_id))
+    errors = ledger.filter(pc.equal(ledger["verdict"], "error"))
+    per_model: dict[str, tuple[int, int]] = {}
+    for row in draft.statistics.get("calls") or []:
+        if row.get("step") != "total":
+            failed, made = per_model.get(row["model"], (0, 0))
+            per_model[row["model"]] = (failed + row["failures"], made + row["calls"])
+    failures = {model: counts for model, counts in per_model.items() if counts[0]}
+    held_out = len(set(errors["sample_id"].to_pylist()))
+    return Shortfall(held_out, failures) if held_out or failures else None
+
+
+def check_complete(draft: ReleaseDraft, allow_incomplete: bool = False) -> None:
+    """Refuse a draft with no rows, or one with failures unless ``allow_incomplete`` (which
+    then records the shortfall in the draft)."""
+    config, _ = ID_COLUMNS[draft.benchmark]
+    short = shortfall(draft)
+    name = f"{draft.benchmark} {draft.version}"
+    if draft.tables[config].num_rows == 0:
+        cause = (f"{short.describe()}; rerun the same command to resume (finished calls are cached)" if short
+                 else "every sample was removed (see the ledger)")
+        raise ReleaseIncomplete(f"refusing to publish {name}: no sample remains: {cause}")
+    if short is None:
+        return
+    if not allow_incomplete:
+        raise ReleaseIncomplete(f"refusing to publish {name} as complete: {short.describe()}; rerun the same "
+                                "command to resume (finished calls are cached), or pass --allow-incomplete")
+    draft.incomplete = short.record()
+    draft.notes.insert(0, f"Incomplete release: {short.describe()}.")
