@@ -13,6 +13,10 @@ right/wrong, fact-checkable yes/no) goes through ``ask_labels``:
 3. An unreadable reply gets one retry: the conversation continued with a reminder (a
    different template id, so a different cache key). A second unreadable reply, or a call
    that failed after the client's own retries, is an error: counted, never a label.
+
+``ask_parsed`` is the same rule for any closed-set reply with its own strict reader (a
+rating, an answer whose citations must name shown documents): ``parse(text)`` returns the
+value or None, never a guess; ``ask_labels`` is ``ask_parsed`` with ``strict_label``.
 """
 from __future__ import annotations
 
@@ -72,9 +76,10 @@ def first_token_label(response: ChatResponse, labels: Sequence[str]) -> tuple[st
 
 @dataclass(frozen=True)
 class Label:
-    """A strictly parsed model label: ``label`` None means error (see ``error``)."""
+    """A strictly parsed model reply: ``label`` None means error (see ``error``). For
+    ``ask_labels`` the value is one of the labels; for ``ask_parsed`` whatever ``parse`` returns."""
 
-    label: str | None
+    label: Any
     raw: list[str | None]  # the answer of each attempt
     error: str | None
     cached: bool = False
@@ -100,6 +105,22 @@ def ask_labels(
 
     ``decide(response)`` may settle a first reply before its text is parsed (e.g. from
     token logprobs); returning None falls back to the text."""
+    names = list(dict.fromkeys(_spellings(labels).values()))
+    return ask_parsed(client, requests, lambda text: strict_label(text, labels), reminder, stage,
+                      "/".join(names), decide)
+
+
+def ask_parsed(
+    client: Any,  # gating.client.ModelClient
+    requests: list[ChatRequest],
+    parse: Callable[[str], Any],
+    reminder: str,
+    stage: str,
+    expected: str,
+    decide: Decide | None = None,
+) -> list[Label]:
+    """Ask ``requests`` and read each reply with ``parse`` (None: unreadable): one retry with
+    ``reminder``, then an error saying what was ``expected``. Never a guessed value."""
     if not requests:
         return []
     first = client.chat(requests, stage)
@@ -112,23 +133,22 @@ def ask_labels(
         elif decided is not None:
             out[i] = Label(decided[0], [response.text], None, response.cached, decided[1])
         else:
-            label = strict_label(response.text, labels)
-            if label is not None:
-                out[i] = Label(label, [response.text], None, response.cached)
+            value = parse(response.text)
+            if value is not None:
+                out[i] = Label(value, [response.text], None, response.cached)
             else:
                 retry.append(i)
     if retry:
         second = client.chat([_retry_request(requests[i], first[i].text, reminder) for i in retry], stage)
-        names = list(dict.fromkeys(_spellings(labels).values()))
         for i, response in zip(retry, second):
             raw = [first[i].text, response.text]
-            label = strict_label(response.text, labels)
+            value = parse(response.text) if response.text is not None else None
             if response.text is None:
                 out[i] = Label(None, raw, f"retry failed: {response.error}")
-            elif label is None:
-                out[i] = Label(None, raw, f"unparsable answer (expected {'/'.join(names)})")
+            elif value is None:
+                out[i] = Label(None, raw, f"unparsable answer (expected {expected})")
             else:
-                out[i] = Label(label, raw, None)
+                out[i] = Label(value, raw, None)
     return out  # type: ignore[return-value]
 
 
