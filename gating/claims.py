@@ -196,7 +196,7 @@ class Outcome:
     """Where the rounds ended: the last round's verdict, and whether it may change anything."""
 
     verdict: str
-    changed: bool
+    gated: bool  # the last round passed the change gate
     stopped: Stop
     rounds: list[Round]
 

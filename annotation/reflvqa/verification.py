@@ -151,7 +151,7 @@ class VerifySentences(Stage):
             counts["rounds"] += len(outcome.rounds)
             verdict = outcome.verdict
             detail.update(claims=[c.as_json() for c in task.claims], rounds=len(outcome.rounds),
-                          stopped=outcome.stopped, changed=outcome.changed,
+                          stopped=outcome.stopped, gated=outcome.gated,
                           round_verdicts=[r.verdict for r in outcome.rounds],
                           stated_verdicts=[r.record.verdict if r.record else None for r in outcome.rounds])
             if outcome.verdict == "error":
@@ -187,7 +187,7 @@ class VerifySentences(Stage):
     def _change(entry: dict[str, Any], outcome: Outcome, evidence: list[Evidence],
                 counts: dict[str, int]) -> dict[str, Any]:
         """Apply a gated verdict to the sentence (see the module docstring)."""
-        if not outcome.changed:
+        if not outcome.gated:
             return entry
         record = outcome.rounds[-1].record
         assert record is not None  # a gated round has a record

@@ -115,10 +115,10 @@ def test_rounds_with_a_scripted_verifier(world):
     tasks = [ClaimTask(k, f"{k} tower", CLAIMS, EVIDENCE) for k in ("A", "B", "C")]
     a, b, c = verify_claims(world.pool.client("verifier"), tasks, GATE, "claims")
     assert [r.verdict for r in a.rounds] == ["insufficient", "supported", "supported"]
-    assert (a.verdict, a.changed, a.stopped) == ("supported", True, "stable")
-    assert [r.verdict for r in b.rounds] == ["contradicted"] and b.stopped == "contradicted" and b.changed
+    assert (a.verdict, a.gated, a.stopped) == ("supported", True, "stable")
+    assert [r.verdict for r in b.rounds] == ["contradicted"] and b.stopped == "contradicted" and b.gated
     assert len(b.rounds[0].raw) == 2  # the invalid citation cost one retry
-    assert c.verdict == "error" and c.stopped == "error" and not c.changed
+    assert c.verdict == "error" and c.stopped == "error" and not c.gated
     assert c.rounds[0].error == "invalid reply: reply is not one JSON object"
     assert c.rounds[0].raw == ["yes, all true", "yes, all true"]
 

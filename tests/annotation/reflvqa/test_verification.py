@@ -77,7 +77,7 @@ def test_gated_verdicts_change_citations(cited, corpus, make_pool, stage_ctx):
         ([], True),           # no evidence: not verified
     ]
     rows = {d.context_id: d for d in result.decisions if d.check == CHECK_SENTENCE}
-    assert {k: (d.verdict, *(d.detail.get(n) for n in ("rounds", "stopped", "changed"))) for k, d in rows.items()} == {
+    assert {k: (d.verdict, *(d.detail.get(n) for n in ("rounds", "stopped", "gated"))) for k, d in rows.items()} == {
         "s0": ("supported", 2, "stable", True), "s2": ("contradicted", 1, "contradicted", True),
         "s3": ("supported", 3, "stable", True), "s4": ("insufficient", None, None, None)}
     assert rows["s3"].detail["round_verdicts"] == ["insufficient", "supported", "supported"]
