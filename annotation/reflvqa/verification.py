@@ -39,7 +39,7 @@ from mmcurate.core.specs import KBSpec
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.gating.claim_extraction import extract_claims, extractor_name
 from mmcurate.gating.claim_verification import ClaimTask, verify_claims
-from mmcurate.gating.claims import Claim, Evidence, Outcome
+from mmcurate.gating.claims import Evidence, Outcome
 from mmcurate.retrieval.kb import load_corpora
 
 from .citations import doc_text
