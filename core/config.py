@@ -28,7 +28,10 @@ from pydantic_settings import (
 
 from .errors import ConfigError
 from .specs import (
+    ClaimExtractorSpec,
+    CutoffSpec,
     Descriptor,
+    Heuristic,
     EntailmentSpec,
     GraderSpec,
     ImageEncoderSpec,
@@ -76,6 +79,9 @@ class ModelSpec(_Strict):
     default: str | None = None
     # vllm offline: extra engine arguments (tensor_parallel_size, max_model_len, ...)
     engine_args: dict[str, Any] = Field(default_factory=dict)
+    # a local tokenizer.json (or a folder holding one) of this model: counts its tokens, e.g. the
+    # 75 answer tokens a CRAG judge sees (evaluation.crag); None: the model has no known tokenizer
+    tokenizer: Path | None = None
 
     @model_validator(mode="after")
     def _backend_fields(self) -> "ModelSpec":
@@ -158,6 +164,40 @@ class DeflectionBenchConfig(_Strict):
     source_mix: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
 
+ClaimType = Literal["existence", "colour", "count", "position"]
+CLAIM_THRESHOLDS: dict[str, float] = {"existence": 0.82, "colour": 0.86, "count": 0.90, "position": 0.86}
+THRESHOLD_RANGE = (0.82, 0.90)  # Kestrel's per-type thresholds lie in this range (seed 000, L137)
+
+
+class ClaimGate(_Strict):
+    """Kestrel's change gate (``gating.claims``): a claim is confident at or above its type's
+    threshold; at most ``max_rounds`` verification rounds, stopping after ``stable_rounds``
+    supported rounds in a row. Types left out of ``thresholds`` keep their default."""
+
+    thresholds: dict[ClaimType, float] = Field(default_factory=lambda: dict(CLAIM_THRESHOLDS))
+    max_rounds: int = Field(default=3, ge=1)
+    stable_rounds: int = Field(default=2, ge=1)
+
+    @field_validator("thresholds")
+    @classmethod
+    def _paper_range(cls, value: dict[str, float]) -> dict[str, float]:
+        low, high = THRESHOLD_RANGE
+        bad = {k: v for k, v in value.items() if not low <= v <= high}
+        if bad:
+            raise ValueError(f"claim thresholds must lie in [{low}, {high}] (Kestrel), got {bad}")
+        return {**CLAIM_THRESHOLDS, **value}
+
+
+class SentenceVerification(_Strict):
+    """RefLVQA's optional Kestrel stage (``annotation.reflvqa.verification``): typed claims from
+    every fact-checkable sentence, checked by ``verifier`` against the sentence's retrieved text
+    documents; a sentence's citations change only through the gate."""
+
+    verifier: str = Field(min_length=1)  # a model of the config; replies with JSON records
+    claims: ClaimExtractorSpec = Heuristic()  # 'heuristic' (rule-based stand-in) or a model name
+    gate: ClaimGate = Field(default_factory=ClaimGate)
+
+
 class RefLVQAConfig(_Strict):
     @field_validator("text_corpus", mode="before")
     @classmethod
@@ -177,8 +217,10 @@ class RefLVQAConfig(_Strict):
     image_corpus: Path | None = None  # folder of images; None: the posts' own images
     top_text: int = 5
     top_images: int = 5
+    cutoff: CutoffSpec | None = None  # cut each sentence's top_text documents before entailment
     text_entailment: EntailmentSpec = Lexical()
     image_entailment: str | None = None  # a vision model name; None: image citations skipped
+    verification: SentenceVerification | None = None  # None: no claim-level verification
     seed: int = 0
     version: str = "1.0.0"
 
@@ -312,7 +354,9 @@ class Settings(BaseSettings):
         roles = {"inspector": r.inspectors, "evaluator": model_names(r.evaluator),
                  "factcheck": model_names(r.factcheck_model),
                  "image_entailment": [r.image_entailment] if r.image_entailment else [],
-                 "text_entailment": model_names(r.text_entailment)}
+                 "text_entailment": model_names(r.text_entailment),
+                 "claim_verifier": [r.verification.verifier] if r.verification else [],
+                 "claim_extractor": model_names(r.verification.claims) if r.verification else []}
         return [(role, name) for role, names in roles.items() for name in names]
 
     def add_model(self, spec: str) -> ModelSpec:

@@ -15,6 +15,8 @@ serialises back to its short form (so manifests stay readable and round-trip):
 | EntailmentSpec      | ``lexical``, ``lexical:<threshold>``, ``nli:<folder>``, ``llm:<model>`` |
 | GraderSpec          | ``lexical`` (token-overlap stand-in), or a model name              |
 | LabellerSpec        | ``heuristic`` (names-or-numbers stand-in), or a model name         |
+| ClaimExtractorSpec  | ``heuristic`` (one typed claim per sentence, rule-based stand-in), or a model name |
+| CutoffSpec          | ``mad``, ``mad:<tau>:<lambda>:<max_keep>``, ``top_k:<k>``             |
 
 This module is the only place a spec string is parsed; component factories
 (``retrieval.encoders.text_encoder`` and the like) take these objects, or a string that
@@ -132,6 +134,33 @@ class Heuristic(_Spec):
     kind: Literal["heuristic"] = "heuristic"
 
 
+class MadCutoff(_Spec):
+    """CRUISE's dynamic cutoff of a ranked list (``retrieval.cutoffs``): over the top 10 scores,
+    theta = max(tau, median - lambda * MAD); keep scores >= theta, at most ``max_keep``."""
+
+    model_config = ConfigDict(populate_by_name=True)  # YAML writes ``lambda``, a Python keyword
+
+    kind: Literal["mad"] = "mad"
+    tau: float = Field(default=0.1, ge=0.0, le=1.0)
+    lam: float = Field(default=1.5, ge=0.0, alias="lambda")
+    max_keep: int = Field(default=3, ge=1)
+
+    def short(self) -> str:
+        if (self.tau, self.lam, self.max_keep) == (0.1, 1.5, 3):
+            return "mad"
+        return f"mad:{self.tau:g}:{self.lam:g}:{self.max_keep}"
+
+
+class TopK(_Spec):
+    """A fixed cutoff: the first ``k`` of a ranked list."""
+
+    kind: Literal["top_k"] = "top_k"
+    k: int = Field(ge=1)
+
+    def short(self) -> str:
+        return f"top_k:{self.k}"
+
+
 class ModelRef(_Spec):
     """A model of the config, by name."""
 
@@ -180,6 +209,15 @@ def _lexical(rest: str) -> dict[str, Any]:
         raise ValueError(f"lexical threshold must be a number, got 'lexical:{rest}'") from None
 
 
+def _mad(rest: str) -> dict[str, Any]:
+    if not rest:
+        return {"kind": "mad"}
+    parts = rest.split(":")
+    if len(parts) != 3:
+        raise ValueError(f"mad cutoff must look like 'mad' or 'mad:<tau>:<lambda>:<max_keep>', got 'mad:{rest}'")
+    return {"kind": "mad", "tau": parts[0], "lambda": parts[1], "max_keep": parts[2]}
+
+
 def _short(forms: dict[str, Parser], fallback: Parser | None, usage: str) -> BeforeValidator:
     def parse(value: Any) -> Any:
         if not isinstance(value, str):
@@ -225,6 +263,11 @@ GraderSpec = Annotated[
 LabellerSpec = Annotated[
     Union[Heuristic, ModelRef], Field(discriminator="kind"),
     _short({"heuristic": _bare("heuristic")}, lambda name: {"kind": "model", "name": name}, ""),
+]
+ClaimExtractorSpec = LabellerSpec  # the same two forms: the offline rule, or a model of the config
+CutoffSpec = Annotated[
+    Union[MadCutoff, TopK], Field(discriminator="kind"),
+    _short({"mad": _mad, "top_k": _with("top_k", "k")}, None, "'mad', 'mad:<tau>:<lambda>:<max_keep>' or 'top_k:<k>'"),
 ]
 
 T = TypeVar("T")

@@ -4,7 +4,8 @@
     relevance    drop posts whose image is not among the 10 nearest to the question
     necessity    drop pairs that text-only inspectors answer right without the image
     sentences    split answers; an LLM marks fact-checkable sentences
-    citations    retrieve text and image documents per sentence; keep the entailed ones
+    citations    retrieve text and image documents per sentence (optionally cut); keep the entailed ones
+    verification (optional) Kestrel claim-level checks of each sentence against its documents
     publish      the validated release: QA pairs, cited documents, the knowledge base
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from mmcurate.annotation.reflvqa.citations import CiteDocuments, knowledge_base
 from mmcurate.annotation.reflvqa.factcheck import FactCheckable
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.relevance import ImageRelevance
+from mmcurate.annotation.reflvqa.verification import VerifySentences
 from mmcurate.core.config import load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore, store_folder
@@ -58,12 +60,16 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_in
     checkable = run_stage(FactCheckable(cfg.factcheck_model), necessary.kept, settings, run_id)
     cited = run_stage(CiteDocuments(cfg.text_corpus, images, cfg.text_corpus_limit, top_text=cfg.top_text,
                                     cross_modal=cfg.cross_modal_encoder, top_images=cfg.top_images,
-                                    text_entailment=cfg.text_entailment, image_entailment=cfg.image_entailment),
+                                    text_entailment=cfg.text_entailment, image_entailment=cfg.image_entailment,
+                                    cutoff=cfg.cutoff),
                       checkable.kept, settings, run_id)
+    stages = [relevant, necessary, checkable, cited]
+    if cfg.verification is not None:
+        stages.append(run_stage(VerifySentences(cfg.text_corpus, cfg.verification, cfg.text_corpus_limit),
+                                cited.kept, settings, run_id))
 
     corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images)
-    draft = reflvqa_draft(settings, version, run_id, ingested, candidates, quarantine,
-                          [relevant, necessary, checkable, cited], corpus)
+    draft = reflvqa_draft(settings, version, run_id, ingested, candidates, quarantine, stages, corpus)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     print(f"reflvqa {draft.version}: {draft.tables['qa'].num_rows} QA pairs -> {release}")
     return str(release)

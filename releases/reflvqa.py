@@ -4,7 +4,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from mmcurate.core.config import Settings
-from mmcurate.core.specs import Heuristic, Lexical
+from mmcurate.core.specs import Heuristic, Lexical, model_names
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
 
@@ -23,17 +23,20 @@ def reflvqa_draft(
     knowledge_base: pa.Table,
     parent: str | None = None,
 ) -> ReleaseDraft:
-    """``stages``: relevance, necessity, fact-checkability and citation results, in order;
-    ``knowledge_base``: the retrieval corpus the citations were drawn from."""
+    """``stages``: relevance, necessity, fact-checkability and citation results, in order, then
+    the sentence verification when it ran; ``knowledge_base``: the retrieval corpus the
+    citations were drawn from."""
     cfg = settings.reflvqa
-    *filters, cited = stages
-    tables = reflvqa_tables(cited.kept, knowledge_base)
+    names = [s.stage for s in stages]
+    cited = stages[names.index("citation")]
+    filters = stages[:names.index("citation")]
+    tables = reflvqa_tables(stages[-1].kept, knowledge_base)
     ledger = pa.concat_tables([s.ledger() for s in stages])
     skipped = {"candidate posts without a question/image/answer": sum(ingested.skipped.values())}
     funnel = [
         {"stage": "candidate QA pairs (ingest)", "remaining": samples.num_rows},
         *({"stage": s.stage, "remaining": s.kept.num_rows} for s in filters),
-        {"stage": "citation", "remaining": tables["qa"].num_rows},
+        *({"stage": s.stage, "remaining": tables["qa"].num_rows} for s in stages[len(filters):]),
     ]
     call_rows = [{"stage": s.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
                   "cache_hits": r["cache_hits"], "failures": r["failures"]}
@@ -51,6 +54,18 @@ def reflvqa_draft(
         notes.append(f"image citations: {image_skipped}")
     if text_judge and text_judge.startswith("lexical"):
         notes.append("Text entailment used the lexical-overlap stand-in (no NLI weights offline).")
+    if cfg.cutoff is not None:
+        notes.append(f"Text citations: each sentence's {cfg.top_text} retrieved documents were cut with {cfg.cutoff} "
+                     f"(CRUISE's MAD rule over cosine scores, negatives as 0) before entailment: "
+                     f"{cited.counts.get('cutoff_kept', 0)} kept, {cited.counts.get('cutoff_cut', 0)} cut.")
+    if cfg.verification is not None:
+        verified = stages[-1].counts
+        claims = "a model" if model_names(cfg.verification.claims) else \
+            "the heuristic stand-in (one rule-typed claim per sentence, heuristic-claims-v1), not an LLM"
+        notes.append(f"Sentence verification (Kestrel): claims extracted by {claims}, checked by "
+                     f"{cfg.verification.verifier}: {verified.get('supported', 0)} supported, "
+                     f"{verified.get('contradicted', 0)} contradicted, {verified.get('insufficient', 0)} insufficient, "
+                     f"{verified.get('errors', 0)} errors; {verified.get('changed', 0)} sentence(s) changed by the gate.")
     components = {"text_corpus": " + ".join(str(spec) for spec in cfg.text_corpus)}
     for stage in stages:
         components.update(stage.components)

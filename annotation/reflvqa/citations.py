@@ -3,7 +3,9 @@
 For each fact-checkable sentence:
 
 - text: the ``top_text`` nearest documents of the text corpus (KB specs, searched as one)
-  from a FAISS index built once per corpus fingerprint and encoder (``cached_index``);
+  from a FAISS index built once per corpus fingerprint and encoder (``cached_index``),
+  optionally cut by ``cutoff`` (``retrieval.cutoffs``: CRUISE's MAD rule or a fixed top-K,
+  over the cosine scores of the search) before any is judged;
 - images: the ``top_images`` nearest images of the image corpus, text-to-image, which needs
   a cross-modal encoder. Without one (or without an image corpus, or without an image
   entailment model to judge them) image citations are skipped and the result says why;
@@ -14,13 +16,18 @@ the document (premise) supports the sentence (hypothesis): for text, the judge o
 ``reflvqa.text_entailment``; for images, a vision model asked the same yes/no question
 with the image part.
 
-Every judged pair is a ledger row (check ``citation.text`` / ``citation.image``,
+With a cutoff, each fact-checkable sentence gets a ``citation.cutoff`` row (verdict ``cut``
+when some retrieved document was cut, else ``keep``; detail: the cutoff, theta, median, MAD,
+the kept and cut document ids) and the counts ``cutoff_retrieved`` / ``cutoff_kept`` /
+``cutoff_cut``. Every judged pair is a ledger row (check ``citation.text`` / ``citation.image``,
 ``context_id`` = doc id, verdict ``entail``/``reject``/``error``, model = the judge, detail
 with the score). A judge failure is never a citation. A fact-checkable sentence left with
 no citation is flagged (``flagged=True`` and a ``citation.flag`` ledger row).
 
 Output ``kept``: the input samples with their ``sentences`` (``core.schema.SENTENCE``)
-carrying the citations. The whole retrieval corpus (text and image documents), which a
+carrying the citations, and ``retrieved_text`` (``RETRIEVED``): per fact-checkable sentence,
+the text documents it was judged against (what a later claim-level verification may use as
+evidence; releases do not ship it). The whole retrieval corpus (text and image documents), which a
 release ships as its knowledge base, is ``knowledge_base(...)``.
 """
 from __future__ import annotations
@@ -35,9 +42,10 @@ import pyarrow as pa
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.schema import SENTENCE
-from mmcurate.core.specs import CrossModalSpec, EntailmentSpec, KBSpec, Lexical, MiniLM, TextEncoderSpec
+from mmcurate.core.specs import CrossModalSpec, CutoffSpec, EntailmentSpec, KBSpec, Lexical, MiniLM, TextEncoderSpec
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.gating.entailment import EntailmentJudge, LLMEntailment, Support, entailment_judge, image_support
+from mmcurate.retrieval.cutoffs import apply_cutoff
 from mmcurate.retrieval.encoders import TextEncoder, text_encoder
 from mmcurate.retrieval.kb import image_doc_id, image_documents, kb_fingerprint, load_corpora
 from mmcurate.retrieval.vector_index import VectorIndex, cached_index
@@ -49,7 +57,10 @@ CHECK_TEXT = "citation.text"
 CHECK_IMAGE = "citation.image"
 CHECK_FLAG = "citation.flag"
 CHECK_SAMPLE = "citation.sample"
+CHECK_CUTOFF = "citation.cutoff"
 IMAGE_CORPUS = "post-images"
+RETRIEVED = pa.list_(pa.struct([pa.field("index", pa.int32(), nullable=False),
+                                pa.field("doc_ids", pa.list_(pa.string()), nullable=False)]))
 
 
 def doc_text(title: str | None, text: str) -> str:
@@ -91,6 +102,7 @@ class CiteDocuments(Stage):
     top_images: int = 5
     text_entailment: EntailmentSpec | EntailmentJudge = Lexical()
     image_entailment: str | None = None  # a vision model of the config
+    cutoff: CutoffSpec | None = None  # None: every one of the top_text documents is judged
     name = STAGE
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
@@ -100,8 +112,10 @@ class CiteDocuments(Stage):
         wanted: list[Wanted] = [(r, s["index"], s["text"]) for r in rows for s in r["sentences"] if s["fact_checkable"]]
         judge = entailment_judge(self.text_entailment, ctx.models.pool if ctx.models else None)
         decisions: list[Decision] = []
+        counts = {"input": len(rows), "kept": len(rows), "sentences": len(wanted), "flagged": 0,
+                  "text_citations": 0, "image_citations": 0}
         try:
-            text_cites, encoder = self._cite_text(ctx, wanted, judge, decisions)
+            text_cites, judged, encoder = self._cite_text(ctx, wanted, judge, decisions, counts)
         finally:
             if isinstance(judge, LLMEntailment):
                 judge.close()
@@ -109,8 +123,6 @@ class CiteDocuments(Stage):
         image_cites = self._cite_images(ctx, wanted, decisions) if skipped is None else {}
 
         column: list[list[dict]] = []
-        counts = {"input": len(rows), "kept": len(rows), "sentences": len(wanted), "flagged": 0,
-                  "text_citations": 0, "image_citations": 0}
         for row in rows:
             sid = row["sample_id"]
             entries = []
@@ -132,28 +144,59 @@ class CiteDocuments(Stage):
                 "cited_sentences": sum(bool(e["text_citations"] or e["image_citations"]) for e in entries),
                 "image_citations": "skipped: " + skipped if skipped else "made",
             }))
-        kept = samples.drop_columns(["sentences"]).append_column("sentences", pa.array(column, type=pa.list_(SENTENCE)))
+        retrieved = [[{"index": s["index"], "doc_ids": judged.get((row["sample_id"], s["index"]), [])}
+                      for s in row["sentences"] if s["fact_checkable"]] for row in rows]
+        kept = (samples.drop_columns([c for c in ("sentences", "retrieved_text") if c in samples.column_names])
+                .append_column("sentences", pa.array(column, type=pa.list_(SENTENCE)))
+                .append_column("retrieved_text", pa.array(retrieved, type=RETRIEVED)))
         image_judge = self.image_entailment if skipped is None else None
+        cutoff = str(self.cutoff) if self.cutoff is not None else None
         return StageResult(
             stage=STAGE, kept=kept, decisions=decisions, run_id=ctx.run_id, counts=counts,
-            extra={"text_judge": judge.name, "image_judge": image_judge, "image_skipped": skipped},
-            components={"text_retriever": encoder, "text_entailment": judge.name,
+            extra={"text_judge": judge.name, "image_judge": image_judge, "image_skipped": skipped,
+                   "text_cutoff": cutoff},
+            components={"text_retriever": encoder, "text_cutoff": cutoff or "none", "text_entailment": judge.name,
                         "image_entailment": image_judge or "none"},
         )
 
+    def _cut(self, wanted: list[Wanted], hits: list[list[tuple[int, float]]], doc_ids: list[str],
+             decisions: list[Decision], counts: dict[str, int]) -> list[list[tuple[int, float]]]:
+        """Each sentence's hits after the cutoff, with one ledger row per sentence."""
+        if self.cutoff is None:
+            return hits
+        out = []
+        for (row, i, _), found in zip(wanted, hits):
+            cut = apply_cutoff(found, self.cutoff, scale="cosine")  # FAISS inner products of unit vectors
+            kept = {pos for pos, _ in cut.kept}
+            out.append([(pos, score) for pos, score in found if pos in kept])
+            for name, value in (("retrieved", len(found)), ("kept", len(cut.kept)), ("cut", len(cut.cut))):
+                counts[f"cutoff_{name}"] = counts.get(f"cutoff_{name}", 0) + value
+            decisions.append(Decision(
+                row["sample_id"], STAGE, CHECK_CUTOFF, "cut" if cut.cut else "keep", context_id=f"s{i}",
+                detail={"sentence": i, **cut.detail, "kept_ids": [doc_ids[p] for p, _ in cut.kept],
+                        "cut_ids": [doc_ids[p] for p, _ in cut.cut]},
+            ))
+        return out
+
     def _cite_text(self, ctx: StageContext, wanted: list[Wanted], judge: EntailmentJudge,
-                   decisions: list[Decision]) -> tuple[dict[tuple[str, int], list[str]], str]:
+                   decisions: list[Decision], counts: dict[str, int],
+                   ) -> tuple[dict[tuple[str, int], list[str]], dict[tuple[str, int], list[str]], str]:
+        """Citations per (sample, sentence), the documents judged per sentence, the encoder name."""
         encoder = self.text_encoder if isinstance(self.text_encoder, TextEncoder) else text_encoder(self.text_encoder)
         kb = load_corpora(self.corpora, self.corpus_limit)
         doc_ids, titles, texts = (kb[c].to_pylist() for c in ("doc_id", "title", "text"))
         cites: dict[tuple[str, int], list[str]] = {}
+        judged: dict[tuple[str, int], list[str]] = {}
         if not (wanted and doc_ids and self.top_text > 0):
-            return cites, encoder.name
+            return cites, judged, encoder.name
         index = cached_index(
             ctx.index_dir, "reflvqa-text", encoder.name, kb_fingerprint(kb), doc_ids,
             lambda: encoder.encode_text([doc_text(t, x) for t, x in zip(titles, texts)]),
         )
-        hits = search(index, encoder.encode_text([w[2] for w in wanted]), self.top_text)
+        hits = self._cut(wanted, search(index, encoder.encode_text([w[2] for w in wanted]), self.top_text),
+                         doc_ids, decisions, counts)
+        for (row, i, _), found in zip(wanted, hits):
+            judged[(row["sample_id"], i)] = [doc_ids[pos] for pos, _ in found]
         pairs = [(w, rank, pos, score) for w, found in zip(wanted, hits) for rank, (pos, score) in enumerate(found, 1)]
         supports = judge.judge(
             [doc_text(titles[p], texts[p]) for _, _, p, _ in pairs],
@@ -169,7 +212,7 @@ class CiteDocuments(Stage):
                 detail={"sentence": i, "score": support.score, "rank": rank, "retrieval_score": retrieval,
                         "encoder": encoder.name, **support.detail},
             ))
-        return cites, encoder.name
+        return cites, judged, encoder.name
 
     def _image_skip_reason(self, ctx: StageContext) -> str | None:
         """Why image citations cannot be made, or None (a misconfiguration raises)."""

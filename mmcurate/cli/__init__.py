@@ -13,6 +13,7 @@ from mmcurate.core.errors import MmcurateError
 
 from .app import app
 from . import annotate, ingest, judge, releases, run  # noqa: F401  (register commands)
+from . import compare  # noqa: F401  (compare-evals)
 
 
 def main() -> None:

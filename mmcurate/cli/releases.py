@@ -9,7 +9,7 @@ import typer
 from mmcurate.releases.diff import diff_releases
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
-from mmcurate.releases.why import trace_sample
+from mmcurate.releases.why import format_decision, trace_sample
 
 from .app import app
 
@@ -35,9 +35,7 @@ def why(release: ReleaseArg, sample_id: Annotated[str, typer.Argument(help="samp
     state = "IN" if trace.in_release else "NOT in"
     typer.echo(f"{sample_id} is {state} {opened.benchmark} {opened.version}; {len(trace.decisions)} decision(s):")
     for d in trace.decisions:
-        model = f" model={d['model']}" if d["model"] else ""
-        context = f" context={d['context_id']}" if d["context_id"] else ""
-        typer.echo(f"  [{d['run_id']}] {d['stage']}/{d['check']}{model}{context}: {d['verdict']} {d['detail'] or ''}")
+        typer.echo(f"  {format_decision(d)}")
 
 
 @app.command()

@@ -10,7 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from mmcurate.annotation.reflvqa.citations import CHECK_FLAG, CHECK_IMAGE, CHECK_TEXT, CiteDocuments, knowledge_base
+from mmcurate.annotation.reflvqa.citations import (
+    CHECK_CUTOFF, CHECK_FLAG, CHECK_IMAGE, CHECK_TEXT, CiteDocuments, knowledge_base,
+)
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_bytes
 from mmcurate.core.schema import SENTENCE
@@ -84,7 +86,7 @@ def labelled(make_samples):
 
 
 def run(labelled, corpus, stage_ctx, pool=None, images=(), **kw):
-    stage = CiteDocuments([corpus], list(images), text_encoder=BagOfWords(), top_text=2, **kw)
+    stage = CiteDocuments([corpus], list(images), text_encoder=BagOfWords(), **{"top_text": 2, **kw})
     return stage.run(labelled, stage_ctx(pool))
 
 
@@ -190,3 +192,33 @@ def test_lexical_threshold_in_the_spec_is_named():
     assert entailment_judge("lexical").name == "lexical-overlap-v1"
     with pytest.raises(MmcurateError, match="threshold must be a number"):
         entailment_judge("lexical:most")
+
+
+
+def test_mad_cutoff_before_entailment(labelled, corpus, stage_ctx):
+    """Over the whole 4-document corpus, MAD cuts the documents scoring below 0.1 (the floor
+    wins: median - 1.5 MAD is lower); only the kept ones are judged."""
+    result = run(labelled, corpus, stage_ctx, text_entailment="lexical", cutoff="mad", top_text=4)
+    cuts = {d.context_id: d for d in result.decisions if d.check == CHECK_CUTOFF}
+    assert sorted(cuts) == ["s0", "s2", "s3"]  # fact-checkable sentences only
+    assert {k: (d.verdict, d.detail["kept_ids"], d.detail["cut_ids"]) for k, d in cuts.items()} == {
+        "s0": ("cut", ["eiffel", "bridge"], ["cat", "paris"]),
+        "s2": ("cut", ["bridge", "eiffel", "cat"], ["paris"]),
+        "s3": ("cut", ["cat", "bridge"], ["paris", "eiffel"]),
+    }
+    assert all(d.detail["cutoff"] == "mad" and d.detail["theta"] == 0.1 and d.detail["scale"] == "cosine"
+               for d in cuts.values())
+    judged = [(d.detail["sentence"], d.context_id) for d in result.decisions if d.check == CHECK_TEXT]
+    assert len(judged) == 7 and (0, "cat") not in judged
+    assert {k: result.counts[k] for k in ("cutoff_retrieved", "cutoff_kept", "cutoff_cut")} == {
+        "cutoff_retrieved": 12, "cutoff_kept": 7, "cutoff_cut": 5}
+    assert [s["text_citations"] for s in result.kept["sentences"].to_pylist()[0]] == [["eiffel"], [], ["bridge"], []]
+    assert result.kept["retrieved_text"].to_pylist()[0] == [
+        {"index": 0, "doc_ids": ["eiffel", "bridge"]}, {"index": 2, "doc_ids": ["bridge", "eiffel", "cat"]},
+        {"index": 3, "doc_ids": ["cat", "bridge"]}]
+    assert result.extra["text_cutoff"] == "mad" and result.components["text_cutoff"] == "mad"
+    fixed = run(labelled, corpus, stage_ctx, text_entailment="lexical", cutoff="top_k:1", top_text=4)
+    assert fixed.counts["cutoff_kept"] == 3 and fixed.counts["cutoff_cut"] == 9
+    # without a cutoff nothing is recorded about one
+    plain = run(labelled, corpus, stage_ctx, text_entailment="lexical")
+    assert not any(d.check == CHECK_CUTOFF for d in plain.decisions) and "cutoff_kept" not in plain.counts

@@ -1,0 +1,281 @@
+"""CRUISE's verification-first answering (seed 001: router 3.1, dual-path generation 3.3,
+verification and Algorithm 1 3.4) as an answering system around any chat model.
+
+For each question, with the evidence the evaluation would show (``contexts``; None or empty
+when there is none):
+
+1. router (the ``router`` model, default the answering model): two yes/no flags, *needs
+   outside knowledge* and *time-sensitive*. When the first is off nothing is retrieved:
+   the context ``C`` is empty whatever evidence was available.
+2. a time-sensitive question with an empty ``C`` is answered "I don't know" at once.
+   Algorithm 1 tests ``S_ret < tau_ret`` here without giving tau_ret; our reading is that
+   retrieval quality is what the retrieval cutoff enforces (``retrieval.cutoffs``, whose
+   floor tau plays tau_ret's part), so "no context survived retrieval" is the test.
+3. dual path: the model answers with ``C`` (an empty ``C`` says "Evidence: none.") and
+   without any evidence section, both with the evaluation's own prompt
+   (``gating.prompts.eval_template``), so the answer with context is the very answer the
+   plain system gives (same request, same cache entry).
+4. consistency: the model, as a judge, says yes/no whether the two answers agree (and agree
+   with the evidence); no -> "I don't know".
+5. chain-of-verification: the model rates the answer with context, replying
+   ``CONFIDENCE: <0.0-1.0>`` on its first line (then reasoning and sub-questions, kept in the
+   trace); the answer is returned when the confidence reaches 0.9 with a non-empty ``C`` or
+   1.0 with an empty one, else "I don't know".
+
+Every closed-set reply is read strictly (``gating.labels``: first-token logprobs or exactly one
+word for yes/no, the exact first line for the confidence; one retry, then an error). A check
+that errs is never guessed: the system abstains and says which check failed (``gate_error``).
+A failed answering call is a failed answer (``answer`` None, ``error`` set), as in the plain
+evaluation. Prompts are versioned template ids (``TEMPLATES``) and go through the model pool.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from mmcurate.gating import prompts
+from mmcurate.gating.labels import Label, ask_labels, ask_parsed, first_token_label, label_request
+from mmcurate.gating.requests import ChatRequest
+
+SYSTEM_NAME = "verify-first"
+IDK = "I don't know"
+STAGE = "evaluate"
+YES_NO = ("yes", "no")
+ROUTER_EXTERNAL = "verify.router.external.v1"
+ROUTER_REALTIME = "verify.router.realtime.v1"
+CONSISTENCY = "verify.consistency.v1"
+COV = "verify.cov.v1"
+TEMPLATES = (ROUTER_EXTERNAL, ROUTER_REALTIME, CONSISTENCY, COV)
+COV_MAX_TOKENS = 160  # the confidence comes first, so a cut-off reasoning still leaves it readable
+
+ROUTER_SYSTEM = "You classify questions about an image. Reply with exactly one word: yes or no."
+EXTERNAL_ASK = ("Does answering this question need knowledge beyond what the image itself shows "
+                "(names, dates, numbers, facts about the world)? Reply with exactly one word: yes or no.")
+REALTIME_ASK = ("Is this question time-sensitive: does it ask about today, the latest or current "
+                "events, or anything whose answer changes over time? Reply with exactly one word: yes or no.")
+CONSISTENCY_SYSTEM = "You are an impartial judge. Reply with exactly one word: yes or no."
+COV_SYSTEM = "You are a verification expert. Follow the output format strictly."
+COV_ASK = (
+    "Check whether the proposed answer is correct and supported by the image and the evidence. "
+    "If the answer needs outside knowledge (a name, a date, a number) that is neither in the "
+    "evidence nor visible in the image, your confidence is 0.0. First a holistic check: is the "
+    "answer accurate for the image, consistent with the evidence, free of contradictions, on the "
+    "question and specific enough? If it fails, your confidence is at most 0.5. Otherwise split "
+    "the question into sub-questions and check the answer against each. Confidence scale: 1.0 "
+    "certainly correct, 0.9 very confident, 0.7 some doubt, 0.5 serious doubt, 0.25 probably "
+    "wrong, 0.0 certainly wrong.\n"
+    "Reply in exactly this format, the confidence on the first line:\n"
+    "CONFIDENCE: <a number from 0.0 to 1.0>\nREASONING: <one or two sentences>\n"
+    "SUB-QUESTIONS: Q1: <sub-question>, Finding: <Supported or Unsupported>, ..."
+)
+YES_NO_REMINDER = "Your reply could not be read. Reply with exactly one word: yes or no."
+COV_REMINDER = "Your reply could not be read. Start with one line exactly like 'CONFIDENCE: 0.8', then the rest."
+_CONFIDENCE = re.compile(r"confidence\s*:\s*(\d+(?:\.\d+)?|\.\d+)", re.IGNORECASE)
+
+ANSWERS = pa.schema([
+    pa.field("key", pa.string(), nullable=False),
+    pa.field("sample_id", pa.string(), nullable=False),
+    pa.field("answer", pa.string()),  # the final answer (IDK when abstaining); None: the answering call failed
+    pa.field("error", pa.string()),  # why the answering call failed
+    pa.field("abstained", pa.bool_()),
+    pa.field("reason", pa.string()),  # why it answered or abstained
+    pa.field("gate_error", pa.string()),  # a check that could not be read (the system abstained)
+    pa.field("trace", pa.string(), nullable=False),  # JSON: every check that ran, its reply, the decision
+])
+
+
+@dataclass(frozen=True)
+class VerifyFirst:
+    """The system's settings: the answering model (which also judges and verifies, as in
+    CRUISE), the router model and the two confidence thresholds."""
+
+    model: str
+    router: str | None = None  # None: the answering model routes too
+    abstention: str = prompts.DEFAULT_ABSTENTION  # the answering prompt's abstention instruction
+    with_context: float = 0.9  # tau_low
+    without_context: float = 1.0  # tau_high
+
+    @property
+    def router_model(self) -> str:
+        return self.router or self.model
+
+
+def gate(time_sensitive: bool, has_context: bool, consistent: bool, confidence: float,
+         with_context: float = 0.9, without_context: float = 1.0) -> tuple[bool, str]:
+    """Algorithm 1's decision: (answer?, why)."""
+    if time_sensitive and not has_context:
+        return False, "time-sensitive question and no retrieved context"
+    if not consistent:
+        return False, "the answers with and without context disagree"
+    threshold, where = (with_context, "with context") if has_context else (without_context, "without context")
+    if confidence < threshold:
+        return False, f"confidence {confidence:g} below {threshold:g} ({where})"
+    return True, f"consistent, confidence {confidence:g} >= {threshold:g} ({where})"
+
+
+def parse_confidence(text: str) -> float | None:
+    """The confidence on the reply's first line (``CONFIDENCE: 0.9``, markdown emphasis
+    tolerated), if it is a number in [0, 1]; else None."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    match = _CONFIDENCE.fullmatch(lines[0].strip().replace("*", "").replace("_", "").strip())
+    if match is None:
+        return None
+    value = float(match.group(1))
+    return value if 0.0 <= value <= 1.0 else None
+
+
+@dataclass
+class _Item:
+    key: str
+    row: Mapping[str, Any]
+    available: list[dict[str, Any]]
+    trace: dict[str, Any] = field(default_factory=dict)
+    context: list[dict[str, Any]] = field(default_factory=list)
+    time_sensitive: bool = False
+    answers: tuple[str | None, str | None] = (None, None)
+    done: dict[str, Any] | None = None  # the output row, once decided
+
+    def finish(self, answer: str | None, reason: str, abstained: bool | None, error: str | None = None,
+               gate_error: str | None = None) -> None:
+        self.trace.update(decision="abstain" if abstained else ("answer" if abstained is False else "failed"),
+                          reason=reason)
+        self.done = {"key": self.key, "sample_id": self.row["sample_id"], "answer": answer, "error": error,
+                     "abstained": abstained, "reason": reason, "gate_error": gate_error,
+                     "trace": json.dumps(self.trace, ensure_ascii=False, sort_keys=True)}
+
+    def abstain(self, reason: str, gate_error: str | None = None) -> None:
+        self.finish(IDK, reason, True, gate_error=gate_error)
+
+
+def _label_trace(label: Label) -> dict[str, Any]:
+    out: dict[str, Any] = {"label": label.label, "raw": label.raw}
+    if label.score is not None:
+        out["score"] = label.score
+    if label.error:
+        out["error"] = label.error
+    return out
+
+
+def _parts(item: _Item, text: str, with_evidence: bool) -> list[dict]:
+    parts = prompts.evidence_parts(item.context) if with_evidence else []
+    parts += [{"type": "image", "sha256": sha} for sha in item.row["images"]]
+    return [*parts, {"type": "text", "text": text}]
+
+
+def _yes_no(response: Any) -> tuple[str, float] | None:
+    return first_token_label(response, YES_NO)
+
+
+def _route(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    asks = [label_request(f"{i.key}/{name}", ROUTER_SYSTEM, f"Question: {i.row['question'].strip()}\n{ask}", template)
+            for i in items for name, ask, template in (("external", EXTERNAL_ASK, ROUTER_EXTERNAL),
+                                                        ("realtime", REALTIME_ASK, ROUTER_REALTIME))]
+    labels = ask_labels(pool.client(system.router_model), asks, YES_NO, YES_NO_REMINDER, stage, _yes_no)
+    for n, item in enumerate(items):
+        external, realtime = labels[2 * n], labels[2 * n + 1]
+        item.trace["checks"] = ["router"]
+        item.trace["router"] = {"model": system.router_model, "needs_outside_knowledge": _label_trace(external),
+                                "time_sensitive": _label_trace(realtime)}
+        failed = next((lab for lab in (external, realtime) if not lab.ok), None)
+        if failed is not None:
+            item.abstain("router flags could not be read", f"router: {failed.error}")
+            continue
+        item.time_sensitive = realtime.label == "yes"
+        item.context = item.available if external.label == "yes" else []
+        item.trace["context"] = {"available": len(item.available), "used": len(item.context),
+                                 "retrieval": "yes" if external.label == "yes" else "skipped by the router"}
+        if item.time_sensitive and not item.context:
+            item.abstain(gate(True, False, True, 1.0)[1])
+
+
+def _answer(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    template = prompts.eval_template(system.abstention)
+    requests = []
+    for item in items:
+        question, images = item.row["question"], item.row["images"]
+        requests.append(ChatRequest(f"{item.key}/with", prompts.build_messages(template, question, images, item.context),
+                                    template.id))
+        requests.append(ChatRequest(f"{item.key}/without", prompts.build_messages(template, question, images, None),
+                                    template.id))
+    responses = pool.client(system.model).chat(requests, stage)
+    for n, item in enumerate(items):
+        with_ctx, without = responses[2 * n], responses[2 * n + 1]
+        item.trace["checks"].append("answers")
+        item.trace["answers"] = {"with_context": with_ctx.text, "without_context": without.text}
+        failed = next((r for r in (with_ctx, without) if r.text is None), None)
+        if failed is not None:
+            item.finish(None, "an answering call failed", None, error=failed.error)
+        else:
+            item.answers = (with_ctx.text, without.text)
+
+
+def _consistency(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    asks = [label_request(f"{i.key}/consistent", CONSISTENCY_SYSTEM, _parts(i, (
+        f"Question: {i.row['question'].strip()}\nProposed answer 1: {i.answers[1]}\nProposed answer 2: {i.answers[0]}\n"
+        "Are the two answers consistent with each other and with the evidence and the image given? "
+        "Reply with exactly one word: yes or no."), bool(i.context)), CONSISTENCY) for i in items]
+    labels = ask_labels(pool.client(system.model), asks, YES_NO, YES_NO_REMINDER, stage, _yes_no)
+    for item, label in zip(items, labels):
+        item.trace["checks"].append("consistency")
+        item.trace["consistency"] = _label_trace(label)
+        if not label.ok:
+            item.abstain("the consistency judge could not be read", f"consistency: {label.error}")
+        elif label.label == "no":
+            item.abstain(gate(item.time_sensitive, bool(item.context), False, 1.0)[1])
+
+
+def _verify(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    asks = [ChatRequest(f"{i.key}/cov", [
+        {"role": "system", "content": COV_SYSTEM},
+        {"role": "user", "content": _parts(i, f"{COV_ASK}\n\nQuestion: {i.row['question'].strip()}\n"
+                                              f"Proposed answer: {i.answers[0]}", bool(i.context))},
+    ], COV, max_tokens=COV_MAX_TOKENS) for i in items]
+    labels = ask_parsed(pool.client(system.model), asks, parse_confidence, COV_REMINDER, stage,
+                        "a first line 'CONFIDENCE: <0.0-1.0>'")
+    for item, label in zip(items, labels):
+        item.trace["checks"].append("chain_of_verification")
+        item.trace["confidence"] = _label_trace(label)
+        if not label.ok:
+            item.abstain("the verifier's confidence could not be read", f"chain_of_verification: {label.error}")
+            continue
+        answered, reason = gate(item.time_sensitive, bool(item.context), True, label.label,
+                                system.with_context, system.without_context)
+        item.trace["confidence"]["threshold"] = system.with_context if item.context else system.without_context
+        if answered:
+            item.finish(item.answers[0], reason, False)
+        else:
+            item.abstain(reason)
+
+
+def verify_first_answers(
+    rows: Sequence[Mapping[str, Any]],
+    contexts: Sequence[Sequence[Mapping[str, Any]] | None],
+    pool: Any,  # gating.client.ModelPool
+    system: VerifyFirst,
+    keys: Sequence[str] | None = None,
+    stage: str = STAGE,
+) -> pa.Table:
+    """The system's answer to each row (``question``, ``images``, ``sample_id``) given the
+    evidence ``contexts[i]`` it may use: ``ANSWERS`` rows in input order, keyed ``keys[i]``
+    (default the sample id). Each step is one batch per model, cache first."""
+    if len(contexts) != len(rows) or (keys is not None and len(keys) != len(rows)):
+        raise ValueError("verify_first_answers needs one context list (and one key) per row")
+    prompts.eval_template(system.abstention)  # a bad level fails before any call
+    items = [_Item(keys[n] if keys is not None else row["sample_id"], row, [dict(c) for c in contexts[n] or []])
+             for n, row in enumerate(rows)]
+    try:
+        for step in (_route, _answer, _consistency, _verify):
+            pending = [item for item in items if item.done is None]
+            if pending:
+                step(pending, pool, system, stage)
+    finally:
+        pool.release(system.model)
+        pool.release(system.router_model)
+    return pa.Table.from_pylist([item.done for item in items], schema=ANSWERS)

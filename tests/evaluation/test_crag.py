@@ -1,0 +1,98 @@
+"""CRAG scoring on a hand-made answer set: grades, 75-token truncation, the four rates."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from mmcurate.core.config import JudgeSpec, ModelSpec, Settings
+from mmcurate.evaluation.crag import (
+    MappedJudge, crag_judge, crag_markdown, crag_metrics, crag_score, token_counter, wordpiece,
+)
+from mmcurate.gating.judge import LexicalJudge
+
+FILLER = " ".join(["yes"] * 80)  # 80 word pieces
+
+
+def table(make, rows):
+    return make.table([make.sample(sid, question, gold) for sid, question, gold in rows])
+
+
+def answers(samples, rows):
+    """Evaluation rows by source id: (source_id, scenario, answer)."""
+    ids = dict(zip(samples["source_id"].to_pylist(), samples["sample_id"].to_pylist()))
+    return pa.Table.from_pylist([{"sample_id": ids[sid], "scenario": scenario, "answer": answer}
+                                 for sid, scenario, answer in rows])
+
+
+@pytest.fixture
+def samples(make):
+    return table(make, [("s1", "Capital of France?", ["Paris"]), ("s2", "Who built it?", ["Gustave Eiffel"]),
+                        ("s3", "Year?", ["1889"]), ("s4", "Which river?", ["Seine"])])
+
+
+def test_lexical_mode_maps_simpleqa_grades_and_truncates(samples):
+    results = answers(samples, [
+        ("s1", "oracle", "Paris"),                                 # exact: perfect
+        ("s2", "oracle", "I don't know"),                          # refusal: missing
+        ("s3", "oracle", "It was finished in 1901."),              # wrong: incorrect
+        ("s4", "oracle", f"The Seine. {FILLER}"),                  # the gold is in the first 75 tokens: perfect
+        ("s4", "realistic", f"{FILLER} The Seine."),               # the gold only after token 75: incorrect
+        ("s1", "realistic", None),                                 # a failed call
+    ])
+    scored = crag_score(results, samples, MappedJudge(LexicalJudge()), wordpiece())
+    rows = scored.to_pylist()
+    assert [r["crag_grade"] for r in rows] == ["perfect", "missing", "incorrect", "perfect", "incorrect", "failed"]
+    assert [r["crag_score"] for r in rows] == [1.0, 0.0, -1.0, 1.0, -1.0, None]
+    assert [r["crag_judged_by"] for r in rows][:3] == ["prejudge.exact", "prejudge.refusal", "lexical.containment"]
+    assert [r["answer_tokens"] for r in rows] == [1, 5, 6, 83, 83, None]
+    assert [r["truncated"] for r in rows] == [False, False, False, True, True, None]
+    assert rows[4]["judged_answer"] == " ".join(["yes"] * 75)  # a prefix of the answer, cut at token 75
+    assert rows[3]["judged_answer"] == "The Seine. " + " ".join(["yes"] * 72)
+
+    metrics = {r["scenario"]: r for r in crag_metrics(scored).to_pylist()}
+    oracle = metrics["oracle"]
+    assert (oracle["graded"], oracle["n_perfect"], oracle["n_missing"], oracle["n_incorrect"]) == (4, 2, 1, 1)
+    assert oracle["accuracy"] == 0.5 and oracle["missing"] == 0.25 and oracle["hallucination"] == 0.25
+    assert oracle["truthfulness"] == 0.25
+    realistic = metrics["realistic"]
+    assert (realistic["n"], realistic["graded"], realistic["n_failed"], realistic["truthfulness"]) == (2, 1, 1, -1.0)
+    text = crag_markdown(crag_metrics(scored))
+    assert "| oracle | 50.0 | 25.0 | 25.0 | 25.0 | 4 | 0 | 0 |" in text
+
+
+def test_llm_judge_grades_acceptable_and_errors_strictly(world, samples, tmp_path):
+    world.add("grader", [
+        {"when_all": ["Answer to grade: Eiffel"], "answer": "B"},            # acceptable
+        {"when_all": ["Answer to grade: the Seine river"], "answer": "**A**"},
+        {"when_all": ["Answer to grade: 1890", "could not be read"], "answer": "D."},
+        {"when_all": ["Answer to grade: 1890"], "answer": "D) because it is wrong"},
+        {"when_all": ["Answer to grade: no clue really"], "answer": "it is missing"},
+    ], default=None)
+    settings = Settings(models=world.specs, judge=JudgeSpec(kind="llm", model="grader"))
+    judge = crag_judge(settings, world.pool)
+    results = answers(samples, [("s1", "oracle", "Paris"), ("s2", "oracle", "Eiffel"), ("s3", "oracle", "1890"),
+                       ("s4", "oracle", "the Seine river"), ("s2", "oracle", "no clue really")])
+    scored = crag_score(results, samples, judge, token_counter(settings))
+    assert scored["crag_grade"].to_pylist() == ["perfect", "acceptable", "incorrect", "perfect", "judge_error"]
+    assert scored["crag_judged_by"].to_pylist() == ["prejudge.exact"] + ["llm:grader"] * 4
+    metrics = crag_metrics(scored).to_pylist()[0]
+    # graded 4: (2 perfect + 0.5 acceptable) / 4 = 0.625; 1 incorrect: 0.25; truthfulness 0.375
+    assert (metrics["graded"], metrics["n_judge_errors"]) == (4, 1)
+    assert metrics["accuracy"] == 0.625 and metrics["hallucination"] == 0.25 and metrics["truthfulness"] == 0.375
+    assert metrics["truthfulness"] == pytest.approx((1 + 0.5 - 1 + 1) / 4)  # the mean score
+
+
+def test_the_judge_models_tokenizer_counts_when_it_has_one(tmp_path, world):
+    vocab = {"[UNK]": 0, "one": 1, "two": 2}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    spec = ModelSpec(name="grader", backend="scripted", script=tmp_path / "x.jsonl", tokenizer=tmp_path)
+    with_tokenizer = Settings(models={"grader": spec}, judge=JudgeSpec(kind="llm", model="grader"))
+    counter = token_counter(with_tokenizer)
+    assert counter.name == f"tokenizer:{tmp_path / 'tokenizer.json'}"
+    assert counter.cut("one two one, two", 3) == ("one two one", 5)  # the comma is a token of its own
+    # no tokenizer on the judge's spec, or the lexical judge: the word-piece rule
+    assert token_counter(Settings()).name.startswith("wordpiece:")
+    assert wordpiece().cut("Gustave Eiffel", 2) == ("Gustave E", 4)  # gustave e ##iff ##el
