@@ -321,7 +321,7 @@ def import_labels(release: Path | str, files: list[Path | str], out: Path | str)
     if not files:
         raise MmcurateError("give at least one labelled file")
     release, out = Path(release), Path(out)
-    _outside(release, out)
+    refuse_inside(release, out)
     items = {i["item_id"]: i for i in release_items(release)}
     per_annotator: dict[str, dict[str, Labelled]] = {}
     for file in files:

@@ -64,7 +64,7 @@ def config(tmp_path: Path, root: Path | str) -> Path:
     ("--scenario", "oracel", "'oracel' is not one of parametric, oracle, realistic, adversarial"),
     ("--negatives", "0", "0 is not in 1..10"),
     ("--negatives", "11", "11 is not in 1..10"),
-    ("--abstention", "polite", "'polite' is not one of moderate, severe, soft"),
+    ("--abstention", "polite", "'polite' is not one of none, soft, moderate, severe"),
 ])
 def test_evaluate_usage_errors_come_before_prefect(capsys, monkeypatch, no_prefect, copy, tmp_path, option, value,
                                                    message):
