@@ -25,6 +25,8 @@ from .specs import (
     Descriptor,
     EntailmentSpec,
     GraderSpec,
+    GroundingSpec,
+    Heuristic,
     ImageEncoderSpec,
     CrossModalSpec,
     KBSpec,
@@ -32,10 +34,12 @@ from .specs import (
     Lexical,
     MiniLM,
     RerankerSpec,
+    SegmenterSpec,
     TextEncoderSpec,
     WikiOffline,
     model_names,
 )
+from .visual_prompts import COLORS, MARK_TYPES, Color, MarkType
 
 
 class _Strict(BaseModel):
@@ -168,6 +172,31 @@ class RefLVQAConfig(_Strict):
     version: str = "1.0.0"
 
 
+class ReflectVConfig(_Strict):
+    """MIRROR's ReflectV curation (seed paper 002, section 4): see flows/reflectv.py."""
+
+    sources: list[SourceSpec]  # image QA in published layouts, and ready-made FIRE dialogues
+    student: str | None = None  # answers the question (sees the image); None: only ingested dialogues
+    teacher: str | None = None  # sees the ground truth, replies "Score: N" and "Feedback: ..."
+    max_turns: int = Field(default=3, ge=1)  # student answers per dialogue at most
+    keywords: LabellerSpec = Heuristic()  # grounding keywords: a model, or the rule-based stand-in
+    rewriter: str  # rewrites teacher feedback as first-person reflection
+    grounding: GroundingSpec
+    segmenter: SegmenterSpec | None = None  # SAM 2 masks from the grounded points
+    verifier: str  # vision model: do the marks show what the reflection names?
+    colors: list[Color] = Field(default_factory=lambda: list(COLORS), min_length=1)
+    mark_types: list[MarkType] = Field(default_factory=lambda: list(MARK_TYPES), min_length=1)
+    rho: float = Field(default=0.75, ge=0.0, le=1.0)  # share of multi-turn chains in the release
+    seed: int = 0
+    version: str = "1.0.0"
+
+    @model_validator(mode="after")
+    def _student_and_teacher(self) -> "ReflectVConfig":
+        if (self.student is None) != (self.teacher is None):
+            raise ValueError("reflectv needs both student and teacher, or neither (ingested dialogues only)")
+        return self
+
+
 class TaskRunnerConfig(_Strict):
     kind: Literal["threads", "dask", "ray"] = "threads"
     address: str | None = None  # existing cluster; None starts a local one
@@ -188,6 +217,7 @@ class Settings(BaseSettings):
     task_runner: TaskRunnerConfig = Field(default_factory=TaskRunnerConfig)
     deflectionbench: DeflectionBenchConfig | None = None
     reflvqa: RefLVQAConfig | None = None
+    reflectv: ReflectVConfig | None = None
 
     @classmethod
     def settings_customise_sources(
@@ -224,6 +254,10 @@ class Settings(BaseSettings):
             wanted += r.inspectors + ([r.image_entailment] if r.image_entailment else [])
             for spec in (r.evaluator, r.factcheck_model, r.text_entailment):
                 wanted += model_names(spec)
+        if self.reflectv:
+            v = self.reflectv
+            wanted += [name for name in (v.student, v.teacher, v.rewriter, v.verifier) if name]
+            wanted += model_names(v.keywords) + model_names(v.grounding)
         missing = sorted(set(wanted) - names)
         if missing:
             raise ValueError(f"unknown model(s) {missing}; defined: {sorted(names)}")

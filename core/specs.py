@@ -14,7 +14,9 @@ serialises back to its short form (so manifests stay readable and round-trip):
 | KBSpec              | ``wiki-offline``, or a path to JSONL/Parquet documents             |
 | EntailmentSpec      | ``lexical``, ``lexical:<threshold>``, ``nli:<folder>``, ``llm:<model>`` |
 | GraderSpec          | ``lexical`` (token-overlap stand-in), or a model name              |
-| LabellerSpec        | ``heuristic`` (names-or-numbers stand-in), or a model name         |
+| LabellerSpec        | ``heuristic`` (a rule-based stand-in), or a model name             |
+| GroundingSpec       | ``boxes:<file or folder>``, ``saliency``, ``pointing:<model>``     |
+| SegmenterSpec       | ``sam2:<model config>:<checkpoint>``                               |
 
 This module is the only place a spec string is parsed; component factories
 (``retrieval.encoders.text_encoder`` and the like) take these objects, or a string that
@@ -132,6 +134,39 @@ class Heuristic(_Spec):
     kind: Literal["heuristic"] = "heuristic"
 
 
+class Boxes(_AtPath):
+    """Stand-in grounding: annotated regions shipped with the images (``regions.jsonl`` files)."""
+
+    kind: Literal["boxes"] = "boxes"
+
+
+class Saliency(_Spec):
+    """Stand-in grounding: a classical spectral-residual saliency locator (keyword-blind)."""
+
+    kind: Literal["saliency"] = "saliency"
+
+
+class Pointing(_Spec):
+    """A pointing model of the config (e.g. Molmo behind an OpenAI-compatible server)."""
+
+    kind: Literal["pointing"] = "pointing"
+    model: str = Field(min_length=1)
+
+    def short(self) -> str:
+        return f"pointing:{self.model}"
+
+
+class Sam2(_Spec):
+    """SAM 2 turning grounded points into masks: a model config name and a local checkpoint."""
+
+    kind: Literal["sam2"] = "sam2"
+    config: str = Field(min_length=1)  # e.g. "configs/sam2.1/sam2.1_hiera_l.yaml"
+    checkpoint: Path
+
+    def short(self) -> str:
+        return f"sam2:{self.config}:{self.checkpoint}"
+
+
 class ModelRef(_Spec):
     """A model of the config, by name."""
 
@@ -178,6 +213,13 @@ def _lexical(rest: str) -> dict[str, Any]:
         return {"kind": "lexical", "threshold": float(rest)}
     except ValueError:
         raise ValueError(f"lexical threshold must be a number, got 'lexical:{rest}'") from None
+
+
+def _sam2(rest: str) -> dict[str, Any]:
+    config, _, checkpoint = rest.partition(":")
+    if not config or not checkpoint:
+        raise ValueError(f"sam2 spec must look like 'sam2:<model config>:<checkpoint path>', got 'sam2:{rest}'")
+    return {"kind": "sam2", "config": config, "checkpoint": checkpoint}
 
 
 def _short(forms: dict[str, Parser], fallback: Parser | None, usage: str) -> BeforeValidator:
@@ -227,6 +269,13 @@ LabellerSpec = Annotated[
     _short({"heuristic": _bare("heuristic")}, lambda name: {"kind": "model", "name": name}, ""),
 ]
 
+GroundingSpec = Annotated[
+    Union[Boxes, Saliency, Pointing], Field(discriminator="kind"),
+    _short({"boxes": _with("boxes", "path"), "saliency": _bare("saliency"), "pointing": _with("pointing", "model")},
+           None, "'boxes:<file or folder>', 'saliency' or 'pointing:<model>'"),
+]
+SegmenterSpec = Annotated[Sam2, _short({"sam2": _sam2}, None, "'sam2:<model config>:<checkpoint>'")]
+
 T = TypeVar("T")
 
 
@@ -245,4 +294,6 @@ def model_names(spec: Any) -> list[str]:
         return [spec.model]
     if isinstance(spec, ModelRef):
         return [spec.name]
+    if isinstance(spec, Pointing):
+        return [spec.model]
     return []
