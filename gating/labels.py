@@ -118,7 +118,7 @@ def ask_labels(
             else:
                 retry.append(i)
     if retry:
-        second = client.chat([_retry_request(requests[i], first[i].text, reminder) for i in retry], stage)
+        second = client.chat([retry_request(requests[i], first[i].text, reminder) for i in retry], stage)
         names = list(dict.fromkeys(_spellings(labels).values()))
         for i, response in zip(retry, second):
             raw = [first[i].text, response.text]
@@ -132,7 +132,8 @@ def ask_labels(
     return out  # type: ignore[return-value]
 
 
-def _retry_request(request: ChatRequest, answer: str | None, reminder: str) -> ChatRequest:
+def retry_request(request: ChatRequest, answer: str | None, reminder: str) -> ChatRequest:
+    """``request`` continued with the unreadable ``answer`` and a ``reminder`` (its own cache key)."""
     messages = [*request.messages, {"role": "assistant", "content": answer or ""}, {"role": "user", "content": reminder}]
     return replace(request, messages=messages, template=request.template + RETRY_SUFFIX)
 
