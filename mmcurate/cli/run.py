@@ -51,6 +51,16 @@ def run_reflvqa(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionO
     typer.echo(flow(config=str(config.resolve()), version=version))
 
 
+@run_app.command("reflectv")
+def run_reflectv(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None) -> None:
+    """Curate ReflectV (reflective, visually grounded multi-turn trajectories, MIRROR)."""
+    _prefect_defaults()
+    from mmcurate.flows.reflectv import reflectv
+
+    flow = reflectv.with_options(task_runner=_runner(config))
+    typer.echo(flow(config=str(config.resolve()), version=version))
+
+
 @app.command("evaluate")
 def evaluate(
     release: Annotated[Path, typer.Argument(help="a DeflectionBench release folder")],
