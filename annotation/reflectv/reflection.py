@@ -13,8 +13,10 @@ For every reflective turn (every turn of a multi-turn dialogue but the last):
   words and auxiliaries (the others), without the ground truth.
 - Reflection: the teacher's feedback rewritten by the rewriter model in the first person
   (Figure 12). The score and the "Feedback:" label were split off when the teacher's reply
-  was read, and the reply is rejected when it still carries them, has no first-person word,
-  contains markup, or states a ground truth the feedback did not.
+  was read; the rewriter is shown three worked examples, and its reply is rejected when it
+  still carries those labels, has no first-person word, talks about the rewriting, keeps
+  less than half of the feedback's content words, contains markup, or states a ground
+  truth the feedback did not.
 
 Model replies are read strictly with one retry (``gating.structured``). A turn whose keyword
 or reflection stays unreadable, or feedback that already gives the answer away, ends the
@@ -70,13 +72,22 @@ SUBJECT_SYSTEM = (
     "itself. Reply with the phrase only."
 )
 REWRITE_SYSTEM = (
-    "You rewrite a teacher's comment on a student's answer as the student's own reflection, in "
-    "the first person (I, my), as if the student were rethinking the answer. Keep every hint "
-    "about where to look, drop labels such as 'Score: 3' or 'Feedback:', and do not add the "
-    "correct answer. Reply with the rewritten text only.\n"
-    "Example: 'Your answer is wrong. Check the blue bars again.' becomes 'Wait, I think my "
-    "answer is wrong. I should check the blue bars again.'"
+    "Rewrite the teacher's comment as the student's own thought, in the first person (I, my). "
+    "Keep every hint about where to look, drop labels such as 'Score: 3' or 'Feedback:', and do "
+    "not add the correct answer. Reply with one or two sentences only."
 )
+# worked examples, sent as earlier turns of the conversation (a small model follows them far
+# better than instructions alone)
+REWRITE_EXAMPLES = (
+    ("Your answer is wrong. Check the blue bars again.",
+     "Wait, I think my answer is wrong. I should check the blue bars again."),
+    ("The man is not holding a phone. Look at the object in his left hand.",
+     "Hmm, I don't think the man is holding a phone. I need to look at the object in his left hand."),
+    ("Partly right, but the title has more words. Read the whole title.",
+     "I was partly right, but I missed some words of the title. I should read the whole title."),
+)
+MIN_HINT_SHARE = 0.5  # a rewrite keeps at least half of the feedback's content words
+META_WORDS = re.compile(r"\b(rewrit\w*|sentence|here's|here is|original)\b", re.IGNORECASE)
 KEYWORD_REMINDER = "Your reply could not be used. Reply with the phrase only, on one line, without the answer."
 OBJECTS_REMINDER = "Your reply could not be used. Reply with the objects only, separated by '|', on one line."
 REWRITE_REMINDER = ("Your reply could not be used. Reply with the rewritten text only, in the first person "
@@ -165,13 +176,24 @@ def objects_parser(truths: list[str]) -> Callable[[str], list[str] | None]:
     return parse
 
 
+def rewrite_messages(feedback: str) -> list[dict]:
+    messages: list[dict] = [{"role": "system", "content": REWRITE_SYSTEM}]
+    for comment, rewrite in REWRITE_EXAMPLES:
+        messages += [{"role": "user", "content": comment}, {"role": "assistant", "content": rewrite}]
+    return [*messages, {"role": "user", "content": feedback}]
+
+
 def rewrite_parser(feedback: str, truths: list[str]) -> Callable[[str], str | None]:
     """Read a first-person rewrite (see the module docstring)."""
+    hints = content_tokens(feedback)
+
     def parse(text: str) -> str | None:
         rewrite = " ".join(text.split()).strip("\"'").strip()
         if not rewrite or re.search(r"\b(score|feedback)\s*:", rewrite, re.IGNORECASE) or _MARKUP.search(rewrite):
             return None
-        if FIRST_PERSON.search(rewrite) is None or len(rewrite) > max(400, 3 * len(feedback)):
+        if FIRST_PERSON.search(rewrite) is None or META_WORDS.search(rewrite) or len(rewrite) > max(400, 3 * len(feedback)):
+            return None
+        if hints and len(hints & content_tokens(rewrite)) < MIN_HINT_SHARE * len(hints):
             return None
         if reveals(rewrite, truths) and not reveals(feedback, truths):
             return None
@@ -307,9 +329,8 @@ class WriteReflections(Stage):
         if not items:
             return []
         try:
-            requests = [ChatRequest(item.key, [{"role": "system", "content": REWRITE_SYSTEM},
-                                               {"role": "user", "content": f"SENTENCE: {item.turn['feedback']}"}],
-                                    REWRITE_TEMPLATE) for item in items]
+            requests = [ChatRequest(item.key, rewrite_messages(item.turn["feedback"]), REWRITE_TEMPLATE)
+                        for item in items]
             parsers = [rewrite_parser(item.turn["feedback"], item.row["answers"]) for item in items]
             return ask_parsed(ctx.pool.client(self.rewriter), requests, parsers, REWRITE_REMINDER, STAGE,
                               "a first-person rewrite")
