@@ -135,8 +135,10 @@ def question_keyword(question: str, truths: list[str]) -> str | None:
     """Heuristic keyword for scene text, documents and charts: the question without question
     words, auxiliaries and articles (Figure 9's examples), and without the ground truth."""
     drop = _answer_words(truths)
-    kept = [w for w in _words(question)
-            if w.lower() not in QUESTION_WORDS | AUXILIARIES | {"a", "an", "the"} and not (content_tokens(w) & drop)]
+    articles = {"a", "an", "the"}  # "A" inside a question is a name ("Company A"), not an article
+    kept = [w for i, w in enumerate(_words(question))
+            if w.lower() not in QUESTION_WORDS | AUXILIARIES and w not in articles
+            and not (i == 0 and w.lower() in articles) and not (content_tokens(w) & drop)]
     while kept and kept[0].lower() in STOPWORDS:
         kept.pop(0)
     return " ".join(kept[:MAX_KEYWORD_WORDS]) or None
@@ -163,13 +165,14 @@ def keyword_parser(truths: list[str], min_words: int = 1) -> Callable[[str], str
 
 
 def objects_parser(truths: list[str]) -> Callable[[str], list[str] | None]:
-    """Read ``object1|object2|...``: one line, 1-8 objects of at most 6 words, no answer."""
+    """Read ``object1|object2|...``: one line, 1-8 objects of at most 6 words, no label, no answer."""
     def parse(text: str) -> list[str] | None:
         line = text.strip().strip("\"'").strip().rstrip(".")
         if not line or "\n" in line:
             return None
         objects = [o.strip() for o in line.split("|")]
-        if not 1 <= len(objects) <= 8 or any(not o or len(o.split()) > 6 or _MARKUP.search(o) for o in objects):
+        if not 1 <= len(objects) <= 8 or any(not o or len(o.split()) > 6 or ":" in o or _MARKUP.search(o)
+                                             for o in objects):
             return None
         return None if any(reveals(o, truths) for o in objects) else objects
 
