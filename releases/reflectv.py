@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmcurate.annotation.reflectv.chains import ORIGIN, turns_of
-from mmcurate.annotation.reflectv.formatting import MULTI, SINGLE, TRAJECTORY
-from mmcurate.annotation.reflectv.trajectory import CHECK_RULE
+from mmcurate.annotation.reflectv.formatting import CHAIN_KEPT, CHECK_SHARE, MULTI, SINGLE, SURPLUS, TRAJECTORY
+from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL, CHECK_RULE
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import DOMAINS, domain_of
 from mmcurate.core.specs import Heuristic, model_names
@@ -76,7 +76,7 @@ def dialogue_table(dialogues: StageResult, filtered: StageResult, verified: Stag
     released = dict(zip(formatted.kept.column("sample_id").to_pylist(), formatted.kept.column("format").to_pylist()))
     issues = dict(zip(verified.kept.column("sample_id").to_pylist(), verified.kept.column("chain_issue").to_pylist()))
     discarded = _reasons(filtered, CHECK_RULE)
-    share = _reasons(formatted, "format.rho.v1")
+    share = _reasons(formatted, CHECK_SHARE)
     rows = []
     for row, turns, origin in zip(dialogues.kept.to_pylist(), turns_of(dialogues.kept),
                                   dialogues.kept.column(ORIGIN).to_pylist()):
@@ -86,8 +86,10 @@ def dialogue_table(dialogues: StageResult, filtered: StageResult, verified: Stag
         elif sid in released:
             fate = released[sid]
             reason = None if fate == MULTI else issues.get(sid) or share.get(sid)
+            if fate == SINGLE and reason == CHAIN_KEPT:  # collapsed after the split: its turns broke the format
+                reason = "format defects"
         else:
-            fate, reason = DROPPED, share.get(sid) if share.get(sid, "").startswith("surplus") else "format defects"
+            fate, reason = DROPPED, SURPLUS if share.get(sid) == SURPLUS else "format defects"
         rows.append({"sample_id": sid, "source": row["source"], "source_id": row["source_id"],
                      "domain": domain_of(row["meta"]), "question": row["question"], "answers": row["answers"],
                      "image": row["images"][0], "origin": origin, "depth": len(turns),
@@ -134,7 +136,7 @@ def _score_checks(filtered: StageResult) -> dict[str, bool]:
     ledger = filtered.ledger()
     ok: dict[str, bool] = {}
     for row in ledger.to_pylist():
-        if row["check"] in ("trajectory.ascending.v1", "trajectory.final_score.v1"):
+        if row["check"] in (CHECK_ASCENDING, CHECK_FINAL):
             ok[row["sample_id"]] = ok.get(row["sample_id"], True) and row["verdict"] == "pass"
     return ok
 

@@ -17,11 +17,13 @@ import great_expectations.expectations as gxe
 import pandas as pd
 from great_expectations.data_context.types.base import ProgressBarsConfig
 
+from mmcurate.annotation.reflectv.formatting import MULTI, SINGLE
 from mmcurate.annotation.reflectv.turns import RULES as TURN_RULES
 from mmcurate.core.domains import DOMAINS
 
 from . import quality_frames as qf
 from . import reflectv_frames as rf
+from .reflectv import FATES
 from .manifest import QUALITY_DIR, record_artifacts, write_json
 from .reader import Release, open_release
 
@@ -125,7 +127,7 @@ def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
     rho = float(((release.manifest.get("config") or {}).get("reflectv") or {}).get("rho", 0.75))
     rules = [
         *_sample_rules(trajectories.column_names, rf.TRAJECTORY_DERIVED, ("question_chars", "n_answers")),
-        gxe.ExpectColumnValuesToBeInSet(column="format", value_set=["multi_turn", "single_turn"]),
+        gxe.ExpectColumnValuesToBeInSet(column="format", value_set=[MULTI, SINGLE]),
         gxe.ExpectColumnValuesToBeInSet(column="domain", value_set=list(DOMAINS)),
         gxe.ExpectColumnValuesToBeBetween(column="n_turns", min_value=1),
         gxe.ExpectColumnValuesToBeInSet(column="turns_match_format", value_set=[True]),
@@ -141,8 +143,7 @@ def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
         FrameCheck("dialogues", rf.dialogue_frame(dialogues), "sample_id", [
             _columns_rule(dialogues.column_names, rf.DIALOGUE_DERIVED),
             gxe.ExpectColumnValuesToBeUnique(column="sample_id"),
-            gxe.ExpectColumnValuesToBeInSet(column="fate", value_set=["multi_turn", "single_turn", "discarded",
-                                                                      "dropped"]),
+            gxe.ExpectColumnValuesToBeInSet(column="fate", value_set=list(FATES)),
             gxe.ExpectColumnValuesToBeInSet(column="n_scores_match_depth", value_set=[True]),
             gxe.ExpectColumnValuesToBeBetween(column="min_score", min_value=0, max_value=10),
             gxe.ExpectColumnValuesToBeBetween(column="max_score", min_value=0, max_value=10),

@@ -38,6 +38,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from mmcurate.annotation.reflectv.formatting import MULTI, REDUNDANT, SINGLE
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import stable_id
 from mmcurate.core.images import ImageStore
@@ -46,6 +47,7 @@ from mmcurate.core.tables import jsonl_objects, write_table
 from mmcurate.gating.client import ModelPool
 from mmcurate.gating.requests import ChatRequest
 from mmcurate.gating.structured import ask_parsed
+from mmcurate.releases.reflectv import DISCARDED
 
 SUBSETS = ("discarded", "raw", "clean")  # Table 6's D_noise, D_raw, D_clean
 LABELS = {"discarded": "D_noise (discarded)", "raw": "D_raw (unfiltered)", "clean": "D_clean (released)"}
@@ -92,16 +94,16 @@ def _dialogue_text(row: dict[str, Any]) -> str:
 
 def _noise(row: dict[str, Any]) -> bool:
     """A dialogue whose multi-turn chain the pipeline rejected."""
-    if row["fate"] == "discarded":
+    if row["fate"] == DISCARDED:
         return True
     reason = row["reason"] or ""
-    return row["depth"] >= 2 and row["fate"] == "single_turn" and not reason.startswith("redundant")
+    return row["depth"] >= 2 and row["fate"] == SINGLE and reason != REDUNDANT
 
 
 def release_items(release: Path | str) -> dict[str, list[dict[str, Any]]]:
     """Every candidate item of each subset, in a stable order (by sample id)."""
     release = Path(release)
-    trajectories = _frame(release, "trajectories").filter(pl.col("format") == "multi_turn").to_dicts()
+    trajectories = _frame(release, "trajectories").filter(pl.col("format") == MULTI).to_dicts()
     dialogues = _frame(release, "dialogues").to_dicts()
     clean = [{"sample_id": r["sample_id"], "question": r["question"], "ground_truth": " | ".join(r["answers"]),
               "trajectory": "\n".join(f"Turn {t['turn']}: {t['text']}" for t in r["conversation"]),

@@ -47,6 +47,7 @@ CHECK_SHARE = "format.rho.v1"
 CHECK_VALID = "format.validate.v1"
 CHECK_SAMPLE = "format.sample.v1"
 MULTI, SINGLE = "multi_turn", "single_turn"
+CHAIN_KEPT, REDUNDANT, SURPLUS = "verified multi-turn chain", "redundant chain: rho reached", "surplus QA pair: rho reached"
 FINAL_THINKS = (
     "My answer now agrees with what the image shows; I see nothing left to correct.",
     "Looking at the image once more, my answer is consistent with the visual evidence.",
@@ -131,13 +132,13 @@ class FormatTrajectories(Stage):
         for sid in rows:
             verdict = ("chain" if sid in kept_chains else "collapse" if sid in collapsed
                        else "drop" if sid in dropped else "pair")
-            reason = {"chain": "verified multi-turn chain", "collapse": "redundant chain: rho reached",
-                      "drop": "surplus QA pair: rho reached", "pair": issues[sid] or "single-turn dialogue"}[verdict]
+            reason = {"chain": CHAIN_KEPT, "collapse": REDUNDANT, "drop": SURPLUS,
+                      "pair": issues[sid] or "single-turn dialogue"}[verdict]
             decisions.append(Decision(sid, STAGE, CHECK_SHARE, verdict, detail={"rho": self.rho, "reason": reason}))
         out: list[dict[str, Any]] = []
         for sid, row in rows.items():
             if sid in dropped:
-                decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": "surplus QA pair: rho reached"}))
+                decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": SURPLUS}))
                 continue
             final_think = FINAL_THINKS[seeded_index(self.seed, sid, "final", modulo=len(FINAL_THINKS))]
             image = row["images"][0]
