@@ -18,7 +18,10 @@ error. The spec (``core.specs.GroundingSpec``) picks one:
   spectral-residual saliency map (Hou & Zhang, 2007) and its peak.
 
 ``Sam2Segmenter`` (spec ``sam2:<config>:<checkpoint>``) turns each instance's point into a
-SAM 2 mask (and the mask's box), as the paper does after Molmo.
+SAM 2 mask (and the mask's box), as the paper does after Molmo, through the image API of
+github.com/facebookresearch/sam2 (``README.md``, "Image prediction"):
+``SAM2ImagePredictor(build_sam2(config, checkpoint))``, ``set_image``, then ``predict`` with
+``point_coords``, ``point_labels`` and ``multimask_output``.
 """
 from __future__ import annotations
 
