@@ -10,7 +10,8 @@ Configs:
 - ``dialogues``: every dialogue that was built or ingested, with its scores, student
   answers and teacher feedback, and its fate: ``multi_turn`` or ``single_turn`` (released),
   ``discarded`` (failed the trajectory filter) or ``dropped`` (surplus for rho, or a format
-  defect), with the reason. Table 6's quality check samples it (discarded and raw).
+  defect), with the reason, and ``chain_issue``: why a later stage rejected its multi-turn
+  chain, if one did. Table 6's quality check samples it (discarded and raw).
 
 Statistics: ``funnel`` (original -> response-filtered -> GT-filtered -> visually verified
 chains -> released), ``domains`` (the same per domain, and the released formats),
@@ -54,6 +55,7 @@ DIALOGUE = pa.schema(
         pa.field("dialogue", pa.list_(DIALOGUE_TURN), nullable=False),
         pa.field("fate", pa.string(), nullable=False),  # multi_turn | single_turn | discarded | dropped
         pa.field("reason", pa.string()),
+        pa.field("chain_issue", pa.string()),  # why a stage after the filter rejected the multi-turn chain
     ]
 )
 DISCARDED, DROPPED = "discarded", "dropped"
@@ -81,20 +83,21 @@ def dialogue_table(dialogues: StageResult, filtered: StageResult, verified: Stag
     for row, turns, origin in zip(dialogues.kept.to_pylist(), turns_of(dialogues.kept),
                                   dialogues.kept.column(ORIGIN).to_pylist()):
         sid = row["sample_id"]
+        issue = issues.get(sid)
         if sid not in passed:
             fate, reason = DISCARDED, discarded.get(sid)
         elif sid in released:
             fate = released[sid]
-            reason = None if fate == MULTI else issues.get(sid) or share.get(sid)
+            reason = None if fate == MULTI else issue or share.get(sid)
             if fate == SINGLE and reason == CHAIN_KEPT:  # collapsed after the split: its turns broke the format
-                reason = "format defects"
+                reason = issue = "format defects"
         else:
             fate, reason = DROPPED, SURPLUS if share.get(sid) == SURPLUS else "format defects"
         rows.append({"sample_id": sid, "source": row["source"], "source_id": row["source_id"],
                      "domain": domain_of(row["meta"]), "question": row["question"], "answers": row["answers"],
                      "image": row["images"][0], "origin": origin, "depth": len(turns),
                      "dialogue": [{k: t[k] for k in ("answer", "score", "feedback")} for t in turns],
-                     "fate": fate, "reason": reason})
+                     "fate": fate, "reason": reason, "chain_issue": issue})
     return pa.Table.from_pylist(rows, schema=DIALOGUE)
 
 

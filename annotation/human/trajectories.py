@@ -38,7 +38,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from mmcurate.annotation.reflectv.formatting import MULTI, REDUNDANT, SINGLE
+from mmcurate.annotation.reflectv.formatting import MULTI
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import stable_id
 from mmcurate.core.images import ImageStore
@@ -93,11 +93,8 @@ def _dialogue_text(row: dict[str, Any]) -> str:
 
 
 def _noise(row: dict[str, Any]) -> bool:
-    """A dialogue whose multi-turn chain the pipeline rejected."""
-    if row["fate"] == DISCARDED:
-        return True
-    reason = row["reason"] or ""
-    return row["depth"] >= 2 and row["fate"] == SINGLE and reason != REDUNDANT
+    """A dialogue whose multi-turn chain the pipeline rejected (by the filter, or a later stage)."""
+    return row["fate"] == DISCARDED or row["chain_issue"] is not None
 
 
 def release_items(release: Path | str) -> dict[str, list[dict[str, Any]]]:

@@ -87,6 +87,8 @@ def test_every_drop_has_its_reason(run) -> None:
     assert fates["49155"] == ("discarded", "final answer disagrees with the ground truth (INCORRECT)")
     assert fates["test/human/1"] == ("single_turn", "visual: the marks do not show 'value of bar for 2020' (turn 1)")
     assert fates["040355"] == ("single_turn", "single-turn dialogue")
+    issues = dict(zip(dialogues["source_id"].to_list(), dialogues["chain_issue"].to_list()))
+    assert [sid for sid, issue in issues.items() if issue] == ["test/human/1"]
     assert dialogues.filter(pl.col("origin") == "ingested").height == 3
 
 
