@@ -40,6 +40,7 @@ DEMO_RELEASES := releases_out
 demo: setup fixtures
 	$(MM) run deflectionbench --config configs/demo.yaml
 	$(MM) run reflvqa --config configs/demo.yaml
+	$(MM) run reflectv --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/deflectionbench/1.0.0 --model smollm2 --config configs/demo.yaml \
 	  --negatives 1 --negatives 2
 	$(MM) evaluate $(DEMO_RELEASES)/reflvqa/1.0.0 --model smollm2 --config configs/demo.yaml
@@ -49,6 +50,8 @@ demo: setup fixtures
 	$(MM) report $(DEMO_RELEASES)/reflvqa/1.0.0
 	$(MM) verify $(DEMO_RELEASES)/deflectionbench/1.1.0
 	$(MM) verify $(DEMO_RELEASES)/reflvqa/1.0.0
+	$(MM) report $(DEMO_RELEASES)/reflectv/1.0.0
+	$(MM) verify $(DEMO_RELEASES)/reflectv/1.0.0
 
 test: setup fixtures
 	$(PY) -m pytest -q

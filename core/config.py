@@ -31,9 +31,10 @@ from .specs import (
     ClaimExtractorSpec,
     CutoffSpec,
     Descriptor,
-    Heuristic,
     EntailmentSpec,
     GraderSpec,
+    GroundingSpec,
+    Heuristic,
     ImageEncoderSpec,
     CrossModalSpec,
     KBSpec,
@@ -41,10 +42,12 @@ from .specs import (
     Lexical,
     MiniLM,
     RerankerSpec,
+    SegmenterSpec,
     TextEncoderSpec,
     WikiOffline,
     model_names,
 )
+from .visual_prompts import COLORS, MARK_TYPES, Color, MarkType
 
 
 class _Strict(BaseModel):
@@ -256,6 +259,31 @@ class EvaluationConfig(_Strict):
     reflvqa: RefLVQAEvalConfig = Field(default_factory=RefLVQAEvalConfig)
 
 
+class ReflectVConfig(_Strict):
+    """MIRROR's ReflectV curation (seed paper 002, section 4): see flows/reflectv.py."""
+
+    sources: list[SourceSpec]  # image QA in published layouts, and ready-made FIRE dialogues
+    student: str | None = None  # answers the question (sees the image); None: only ingested dialogues
+    teacher: str | None = None  # sees the ground truth, replies "Score: N" and "Feedback: ..."
+    max_turns: int = Field(default=3, ge=1)  # student answers per dialogue at most
+    keywords: LabellerSpec = Heuristic()  # grounding keywords: a model, or the rule-based stand-in
+    rewriter: str  # rewrites teacher feedback as first-person reflection
+    grounding: GroundingSpec
+    segmenter: SegmenterSpec | None = None  # SAM 2 masks from the grounded points
+    verifier: str  # vision model: do the marks show what the reflection names?
+    colors: list[Color] = Field(default_factory=lambda: list(COLORS), min_length=1)
+    mark_types: list[MarkType] = Field(default_factory=lambda: list(MARK_TYPES), min_length=1)
+    rho: float = Field(default=0.75, ge=0.0, le=1.0)  # share of multi-turn chains in the release
+    seed: int = 0
+    version: str = "1.0.0"
+
+    @model_validator(mode="after")
+    def _student_and_teacher(self) -> "ReflectVConfig":
+        if (self.student is None) != (self.teacher is None):
+            raise ValueError("reflectv needs both student and teacher, or neither (ingested dialogues only)")
+        return self
+
+
 class TaskRunnerConfig(_Strict):
     kind: Literal["threads", "dask", "ray"] = "threads"
     address: str | None = None  # existing cluster; None starts a local one
@@ -292,7 +320,7 @@ class _ModelEnv(EnvSettingsSource):
         return matches[0] if matches else key
 
 
-BENCHMARKS = ("deflectionbench", "reflvqa")
+BENCHMARKS = ("deflectionbench", "reflvqa", "reflectv")
 
 
 class Settings(BaseSettings):
@@ -309,6 +337,7 @@ class Settings(BaseSettings):
     deflectionbench: DeflectionBenchConfig | None = None
     reflvqa: RefLVQAConfig | None = None
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    reflectv: ReflectVConfig | None = None
 
     @classmethod
     def settings_customise_sources(
@@ -350,6 +379,12 @@ class Settings(BaseSettings):
         if benchmark == "deflectionbench":
             pairs = [("gating", name) for name in self.section(benchmark).gating.pool]
             return pairs + ([("judge", self.judge.model)] if self.judge.model else [])
+        if benchmark == "reflectv":
+            v = self.section(benchmark)
+            roles = {"student": [v.student], "teacher": [v.teacher], "keywords": model_names(v.keywords),
+                     "rewriter": [v.rewriter], "pointing": model_names(v.grounding), "verifier": [v.verifier],
+                     "judge": [self.judge.model]}
+            return [(role, name) for role, names in roles.items() for name in names if name]
         r = self.section(benchmark)
         roles = {"inspector": r.inspectors, "evaluator": model_names(r.evaluator),
                  "factcheck": model_names(r.factcheck_model),
@@ -388,7 +423,7 @@ class Settings(BaseSettings):
         """Refuse, before a curation run starts, a source whose root or image folder is not a
         directory (a re-curation or an evaluation reads no source, so loading does not check)."""
         section = self.section(benchmark)
-        for source in section.sources if benchmark == "deflectionbench" else [section.source]:
+        for source in getattr(section, "sources", None) or [section.source]:
             for what, folder in (("root", source.root), ("images", source.images)):
                 if folder is not None and not folder.is_dir():
                     raise ConfigError(f"{benchmark} source {source.name}: {what} {folder} is not a readable directory")

@@ -14,9 +14,11 @@ serialises back to its short form (so manifests stay readable and round-trip):
 | KBSpec              | ``wiki-offline``, or a path to JSONL/Parquet documents             |
 | EntailmentSpec      | ``lexical``, ``lexical:<threshold>``, ``nli:<folder>``, ``llm:<model>`` |
 | GraderSpec          | ``lexical`` (token-overlap stand-in), or a model name              |
-| LabellerSpec        | ``heuristic`` (names-or-numbers stand-in), or a model name         |
+| LabellerSpec        | ``heuristic`` (a rule-based stand-in), or a model name             |
 | ClaimExtractorSpec  | ``heuristic`` (one typed claim per sentence, rule-based stand-in), or a model name |
 | CutoffSpec          | ``mad``, ``mad:<tau>:<lambda>:<max_keep>``, ``top_k:<k>``             |
+| GroundingSpec       | ``boxes:<file or folder>``, ``saliency``, ``pointing:<model>``     |
+| SegmenterSpec       | ``sam2:<model config>:<checkpoint>``                               |
 
 This module is the only place a spec string is parsed; component factories
 (``retrieval.encoders.text_encoder`` and the like) take these objects, or a string that
@@ -161,6 +163,39 @@ class TopK(_Spec):
         return f"top_k:{self.k}"
 
 
+class Boxes(_AtPath):
+    """Stand-in grounding: annotated regions shipped with the images (``regions.jsonl`` files)."""
+
+    kind: Literal["boxes"] = "boxes"
+
+
+class Saliency(_Spec):
+    """Stand-in grounding: a classical spectral-residual saliency locator (keyword-blind)."""
+
+    kind: Literal["saliency"] = "saliency"
+
+
+class Pointing(_Spec):
+    """A pointing model of the config (e.g. Molmo behind an OpenAI-compatible server)."""
+
+    kind: Literal["pointing"] = "pointing"
+    model: str = Field(min_length=1)
+
+    def short(self) -> str:
+        return f"pointing:{self.model}"
+
+
+class Sam2(_Spec):
+    """SAM 2 turning grounded points into masks: a model config name and a local checkpoint."""
+
+    kind: Literal["sam2"] = "sam2"
+    config: str = Field(min_length=1)  # e.g. "configs/sam2.1/sam2.1_hiera_l.yaml"
+    checkpoint: Path
+
+    def short(self) -> str:
+        return f"sam2:{self.config}:{self.checkpoint}"
+
+
 class ModelRef(_Spec):
     """A model of the config, by name."""
 
@@ -218,6 +253,13 @@ def _mad(rest: str) -> dict[str, Any]:
     return {"kind": "mad", "tau": parts[0], "lambda": parts[1], "max_keep": parts[2]}
 
 
+def _sam2(rest: str) -> dict[str, Any]:
+    config, _, checkpoint = rest.partition(":")
+    if not config or not checkpoint:
+        raise ValueError(f"sam2 spec must look like 'sam2:<model config>:<checkpoint path>', got 'sam2:{rest}'")
+    return {"kind": "sam2", "config": config, "checkpoint": checkpoint}
+
+
 def _short(forms: dict[str, Parser], fallback: Parser | None, usage: str) -> BeforeValidator:
     def parse(value: Any) -> Any:
         if not isinstance(value, str):
@@ -270,6 +312,13 @@ CutoffSpec = Annotated[
     _short({"mad": _mad, "top_k": _with("top_k", "k")}, None, "'mad', 'mad:<tau>:<lambda>:<max_keep>' or 'top_k:<k>'"),
 ]
 
+GroundingSpec = Annotated[
+    Union[Boxes, Saliency, Pointing], Field(discriminator="kind"),
+    _short({"boxes": _with("boxes", "path"), "saliency": _bare("saliency"), "pointing": _with("pointing", "model")},
+           None, "'boxes:<file or folder>', 'saliency' or 'pointing:<model>'"),
+]
+SegmenterSpec = Annotated[Sam2, _short({"sam2": _sam2}, None, "'sam2:<model config>:<checkpoint>'")]
+
 T = TypeVar("T")
 
 
@@ -288,4 +337,6 @@ def model_names(spec: Any) -> list[str]:
         return [spec.model]
     if isinstance(spec, ModelRef):
         return [spec.name]
+    if isinstance(spec, Pointing):
+        return [spec.model]
     return []

@@ -24,7 +24,8 @@ from typing import Any
 from mmcurate.core.specs import ClaimExtractorSpec, Heuristic, coerce
 
 from .claims import CLAIM_TYPES, Claim
-from .json_replies import RecordError, ask_validated, json_object
+from .json_replies import json_object
+from .labels import RecordError, ask_parsed
 from .labels import Label
 from .requests import ChatRequest
 
@@ -118,7 +119,7 @@ def extract_claims(spec: ClaimExtractorSpec | str, statements: list[tuple[str, s
         return [Label(heuristic_claims(statement), [None], None) for _, statement, _ in statements]
     requests = [extract_request(key, statement, context) for key, statement, context in statements]
     try:
-        return ask_validated(pool.client(spec.name), requests, [parse_claims] * len(requests), REMINDER, stage)
+        return ask_parsed(pool.client(spec.name), requests, parse_claims, REMINDER, stage, "a claims record")
     finally:
         pool.release(spec.name)
 

@@ -2,7 +2,7 @@
 
 Each round asks the verifier for one JSON record per statement still open (one batch per
 round, across statements), validated against that statement's claims and evidence
-(``gating.claims.parse_record``, through ``gating.json_replies.ask_validated``). From the
+(``gating.claims.parse_record``, through ``gating.labels.ask_parsed``). From the
 second round on, the request also shows the previous round's record, so the verifier can
 reconsider it (Kestrel's stateful rounds; with a deterministic model and the response cache,
 a repeated identical request could only repeat its answer). Rounds stop as
@@ -19,7 +19,7 @@ from mmcurate.core.config import ClaimGate
 
 from .claim_extraction import claims_json
 from .claims import Claim, Evidence, Outcome, Round, judge_round, parse_record, stop_reason
-from .json_replies import ask_validated
+from .labels import ask_parsed
 from .requests import ChatRequest
 
 TEMPLATE = "claims.verify.v1"
@@ -72,7 +72,7 @@ def verify_claims(client: Any, tasks: list[ClaimTask], gate: ClaimGate, stage: s
     while open_:
         requests = [verify_request(tasks[i], rounds[i][-1] if rounds[i] else None) for i in open_]
         validators = [partial(parse_record, claims=tasks[i].claims, evidence=tasks[i].evidence) for i in open_]
-        labels = ask_validated(client, requests, validators, REMINDER, stage)
+        labels = ask_parsed(client, requests, validators, REMINDER, stage, "a verifier record")
         still: list[int] = []
         for i, label in zip(open_, labels):
             rounds[i].append(judge_round(len(rounds[i]) + 1, label.label, tasks[i].claims, gate, label.raw, label.error))

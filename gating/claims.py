@@ -36,7 +36,8 @@ from typing import Any, Literal
 
 from mmcurate.core.config import ClaimGate
 
-from .json_replies import RecordError, json_object
+from .json_replies import json_object
+from .labels import RecordError
 
 CLAIM_TYPES = ("existence", "colour", "count", "position")
 STATUSES = ("supported", "contradicted", "insufficient")

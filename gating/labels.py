@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mmcurate.core.errors import MmcurateError
+
 from .requests import ChatRequest, ChatResponse
 
 RETRY_SUFFIX = "+retry1"
@@ -110,22 +112,42 @@ def ask_labels(
                       "/".join(names), decide)
 
 
+class RecordError(MmcurateError):
+    """A reply that is not the record asked for; says why (raised by a reply parser)."""
+
+
+def _read(parse: Callable[[str], Any], text: str) -> tuple[Any, str | None]:
+    """(value, None), or (None, the reason a parser raised), or (None, None): unreadable."""
+    try:
+        return parse(text), None
+    except RecordError as exc:
+        return None, str(exc)
+
+
 def ask_parsed(
     client: Any,  # gating.client.ModelClient
     requests: list[ChatRequest],
-    parse: Callable[[str], Any],
+    parse: Callable[[str], Any] | Sequence[Callable[[str], Any]],
     reminder: str,
     stage: str,
     expected: str,
     decide: Decide | None = None,
 ) -> list[Label]:
-    """Ask ``requests`` and read each reply with ``parse`` (None: unreadable): one retry with
-    ``reminder``, then an error saying what was ``expected``. Never a guessed value."""
+    """Ask ``requests`` and read each reply with ``parse``: one retry with ``reminder``, then
+    an error saying what was ``expected``. Never a guessed value.
+
+    ``parse`` is one reader for every reply, or one per request (a reader may know its
+    request: the evidence a verifier record may cite, the ground truth a reply must not
+    reveal). A reader returns the value, or None (unreadable), or raises ``RecordError``
+    with the reason, which the retry's reminder and the error then name."""
+    parsers = [parse] * len(requests) if callable(parse) else list(parse)
+    if len(parsers) != len(requests):
+        raise ValueError(f"ask_parsed needs one parser per request, got {len(parsers)} for {len(requests)}")
     if not requests:
         return []
     first = client.chat(requests, stage)
     out: list[Label | None] = [None] * len(requests)
-    retry: list[int] = []
+    retry: list[tuple[int, str | None]] = []
     for i, response in enumerate(first):
         decided = decide(response) if decide is not None and response.text is not None else None
         if response.text is None:
@@ -133,26 +155,32 @@ def ask_parsed(
         elif decided is not None:
             out[i] = Label(decided[0], [response.text], None, response.cached, decided[1])
         else:
-            value = parse(response.text)
+            value, problem = _read(parsers[i], response.text)
             if value is not None:
                 out[i] = Label(value, [response.text], None, response.cached)
             else:
-                retry.append(i)
+                retry.append((i, problem))
     if retry:
-        second = client.chat([_retry_request(requests[i], first[i].text, reminder) for i in retry], stage)
-        for i, response in zip(retry, second):
+        second = client.chat([_retry_request(requests[i], first[i].text,
+                                             reminder if problem is None else f"{reminder} (Problem: {problem}.)")
+                              for i, problem in retry], stage)
+        for (i, _), response in zip(retry, second):
             raw = [first[i].text, response.text]
-            value = parse(response.text) if response.text is not None else None
             if response.text is None:
                 out[i] = Label(None, raw, f"retry failed: {response.error}")
-            elif value is None:
-                out[i] = Label(None, raw, f"unparsable answer (expected {expected})")
-            else:
+                continue
+            value, problem = _read(parsers[i], response.text)
+            if value is not None:
                 out[i] = Label(value, raw, None)
+            elif problem is not None:
+                out[i] = Label(None, raw, f"invalid reply: {problem}")
+            else:
+                out[i] = Label(None, raw, f"unparsable answer (expected {expected})")
     return out  # type: ignore[return-value]
 
 
 def _retry_request(request: ChatRequest, answer: str | None, reminder: str) -> ChatRequest:
+    """``request`` continued with the unreadable ``answer`` and a ``reminder`` (its own cache key)."""
     messages = [*request.messages, {"role": "assistant", "content": answer or ""}, {"role": "user", "content": reminder}]
     return replace(request, messages=messages, template=request.template + RETRY_SUFFIX)
 

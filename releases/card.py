@@ -9,8 +9,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from mmcurate.core.markdown import markdown_table
 
 TEMPLATES = Path(__file__).parent / "templates"
-SPLIT = "test"  # every config is an evaluation set
-PRETTY = {"deflectionbench": "VLM-DeflectionBench", "reflvqa": "RefLVQA"}
+SPLIT = "test"  # every config is an evaluation set, except in a training set's release
+SPLITS = {"reflectv": "train"}
+PRETTY = {"deflectionbench": "VLM-DeflectionBench", "reflvqa": "RefLVQA", "reflectv": "ReflectV"}
 DESCRIPTIONS = {
     "deflectionbench": (
         "VLM-DeflectionBench is a retrieval-dependent multimodal benchmark: samples that strong models "
@@ -22,6 +23,11 @@ DESCRIPTIONS = {
         "images on Reddit, long-form answers split into sentences, and for each fact-checkable sentence the "
         "text and image documents of a knowledge base that support it, so a system can be scored on "
         "groundedness, completeness and relevance."),
+    "reflectv": (
+        "ReflectV is a training set of reflective, visually grounded trajectories curated as MIRROR describes: "
+        "a student model answers, a teacher scores and corrects, only dialogues that improve steadily to a right "
+        "answer are kept, the teacher's feedback becomes a first-person reflection that points at marks drawn on "
+        "the image, and a verifier checks the marks."),
 }
 
 # What each source's publishers state about the terms of their data, and where. An entry
@@ -37,6 +43,13 @@ SOURCE_LICENSES: dict[str, dict[str, str | None]] = {
     "mragbench": {"license": None, "where": "https://huggingface.co/datasets/uclanlp/MRAG-Bench", "note": ""},
     "viquae": {"license": None, "where": "https://github.com/PaulLerner/ViQuAE",
                "note": "images from Wikimedia Commons under their own licences"},
+    "gqa": {"license": "cc-by-4.0", "where": "https://cs.stanford.edu/people/dorarad/gqa/about.html",
+            "note": "questions; images from Visual Genome"},
+    "textvqa": {"license": "cc-by-4.0", "where": "https://textvqa.org/dataset/",
+                "note": "annotations; images from Open Images under their own licences"},
+    "docvqa": {"license": None, "where": "https://rrc.cvc.uab.es/?ch=17", "note": "download after registration"},
+    "chartqa": {"license": None, "where": "https://github.com/vis-nlp/ChartQA", "note": "charts from public websites"},
+    "fire": {"license": None, "where": "https://huggingface.co/datasets/PengxiangLi/FIRE", "note": ""},
     "reddit": {"license": None, "where": "https://www.redditinc.com/policies/user-agreement",
                "note": "posts and comments belong to their authors and are used under Reddit's User Agreement; "
                        "no open licence covers them"},
@@ -73,17 +86,18 @@ def yaml_header(manifest: dict, features: dict) -> str:
     """``features`` maps config -> datasets.Features of its (image-embedded) table."""
     rows = manifest["counts"]["rows"]
     sizes = manifest["counts"].get("bytes") or {}
+    split = SPLITS.get(manifest["benchmark"], SPLIT)
     header = {
         "pretty_name": f"{PRETTY.get(manifest['benchmark'], manifest['benchmark'])} {manifest['version']}",
         **card_license(source_licenses(manifest)),
         "configs": [
-            {"config_name": c, "data_files": [{"split": SPLIT, "path": f"data/{c}-*.parquet"}]} for c in features
+            {"config_name": c, "data_files": [{"split": split, "path": f"data/{c}-*.parquet"}]} for c in features
         ],
         "dataset_info": [
             {
                 "config_name": c,
                 "features": f._to_yaml_list(),
-                "splits": [{"name": SPLIT, "num_bytes": int(sizes.get(c, 0)), "num_examples": int(rows[c])}],
+                "splits": [{"name": split, "num_bytes": int(sizes.get(c, 0)), "num_examples": int(rows[c])}],
             }
             for c, f in features.items()
         ],
@@ -108,7 +122,7 @@ def render_card(manifest: dict, features: dict, plots: dict[str, str]) -> str:
         licenses=source_licenses(manifest),
         header=yaml_header(manifest, features),
         configs=list(features),
-        split=SPLIT,
+        split=SPLITS.get(manifest["benchmark"], SPLIT),
         tables={name: markdown_table(rows) for name, rows in manifest["statistics"].items() if rows},
         plots=plots,
         highlights=yaml.safe_dump(config_highlights(manifest), sort_keys=True).strip(),

@@ -5,14 +5,15 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-BENCHMARKS = ("deflectionbench", "reflvqa")
+BENCHMARKS = ("deflectionbench", "reflvqa", "reflectv")
 # The Hugging Face configs each benchmark publishes; the writer refuses any other set.
-CONFIGS = {"deflectionbench": ("test",), "reflvqa": ("qa", "documents", "knowledge_base")}
+CONFIGS = {"deflectionbench": ("test",), "reflvqa": ("qa", "documents", "knowledge_base"),
+           "reflectv": ("trajectories", "dialogues")}
 
 
 @dataclass
 class ReleaseDraft:
-    benchmark: str  # "deflectionbench" | "reflvqa"
+    benchmark: str  # "deflectionbench" | "reflvqa" | "reflectv"
     version: str  # semantic version "1.0.0"
     parent: str | None  # parent version, or None
     tables: dict[str, pa.Table]  # HF configs, see CONFIGS

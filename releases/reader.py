@@ -20,7 +20,8 @@ from .versions import SEMVER, parse_version
 DATA_DIR = "data"
 LEDGER_FILE = "ledger.parquet"
 QUARANTINE_FILE = "quarantine.parquet"
-ID_COLUMNS = {"deflectionbench": ("test", "sample_id"), "reflvqa": ("qa", "sample_id")}
+ID_COLUMNS = {"deflectionbench": ("test", "sample_id"), "reflvqa": ("qa", "sample_id"),
+              "reflectv": ("trajectories", "sample_id")}
 
 
 def shard_name(config: str, index: int, total: int) -> str:

@@ -67,6 +67,13 @@ def distributions(benchmark: str, tables: dict[str, pa.Table]) -> dict[str, tupl
             "negative contexts per sample": ("negative contexts", "samples",
                                              {str(k): negatives[k] for k in sorted(negatives)}),
         }
+    if benchmark == "reflectv":
+        released = tables["trajectories"]
+        depth = Counter(released.column("depth").to_pylist())
+        return {
+            "samples per domain": dict(Counter(released.column("domain").to_pylist()).most_common()),
+            "trajectory depth (turns to convergence)": {str(k): depth[k] for k in sorted(depth)},
+        }
     sentences = Counter(len(s) for s in tables["qa"].column("sentences").to_pylist())
     return {
         "documents by modality": ("modality", "cited documents",

@@ -14,6 +14,11 @@ ADAPTERS: dict[str, str] = {
     "mmdocrag": "mmdocrag:MMDocRAGSource",
     "mragbench": "mragbench:MRAGBenchSource",
     "viquae": "viquae:ViQuAESource",
+    "gqa": "gqa:GQASource",
+    "textvqa": "textvqa:TextVQASource",
+    "docvqa": "docvqa:DocVQASource",
+    "chartqa": "chartqa:ChartQASource",
+    "fire": "fire:FIRESource",
 }
 
 

@@ -1,6 +1,7 @@
 """Stream the members of one huge top-level JSON object without loading it whole.
 
-Some sources ship a single multi-gigabyte object (``{"<key>": {...}, ...}``). This reader
+Some sources ship a single multi-gigabyte object (``{"<key>": {...}, ...}``), others one
+huge array (``[{...}, ...]``, read with ``iter_items``). This reader
 decodes it member by member with ``json.JSONDecoder.raw_decode`` over a growing text
 buffer: when a value does not fit in the buffer yet, more of the file is read (at least
 doubling what is buffered, so a huge value is re-scanned O(log n) times, not O(n)).
@@ -159,5 +160,27 @@ def iter_members(
                     break
         if buf.skip_whitespace():
             raise JsonMembersError("unexpected data after the top-level object", buf.offset())
+    finally:
+        buf.close()
+
+
+def iter_items(path: Path | str, chunk: int = CHUNK, max_member: int = MAX_MEMBER) -> Iterator[tuple[int, Any]]:
+    """Yield ``(index, value)`` for each item of the top-level JSON array in ``path``, with
+    the guarantees and errors of ``iter_members`` (items before a broken one are yielded)."""
+    decoder = json.JSONDecoder()
+    buf = _Buffer(Path(path), chunk, max_member)
+    try:
+        buf.expect("[")
+        if buf.skip_whitespace() == "]":
+            buf.pos += 1
+        else:
+            index = 0
+            while True:
+                yield index, buf.decode_value(decoder)
+                index += 1
+                if buf.expect(",]") == "]":
+                    break
+        if buf.skip_whitespace():
+            raise JsonMembersError("unexpected data after the top-level array", buf.offset())
     finally:
         buf.close()

@@ -1,9 +1,10 @@
-"""``mmcurate annotate export|import``: labelling batches for people, and agreement.
+"""``mmcurate annotate``: labelling batches for people, and agreement.
 
-Without ``--evaluation``: RefLVQA citation verification (the release's cited sentences).
-With ``--evaluation DIR`` (repeatable, one per evaluated model): the judge's decisions of
-those evaluation runs, for checking the judge against people (DeflectionBench Table 7,
-RefLVQA evaluator correlations).
+``export`` / ``import`` without ``--evaluation``: RefLVQA citation verification (the
+release's cited sentences). With ``--evaluation DIR`` (repeatable, one per evaluated model):
+the judge's decisions of those evaluation runs, for checking the judge against people
+(DeflectionBench Table 7, RefLVQA evaluator correlations). ``export-trajectories`` /
+``import-trajectories``: the Table 6 quality check of ReflectV releases.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import typer
 from .app import app
 
 annotate_app = typer.Typer(
-    name="annotate", help="Labelling batches for people: citation verification, or judge decisions to check.",
+    name="annotate", help="Labelling batches for people: citation verification, judge decisions to check, "
+                          "ReflectV trajectories to rate.",
     no_args_is_help=True,
 )
 app.add_typer(annotate_app, name="annotate")
@@ -87,3 +89,44 @@ def import_(
         if row["pairs"]:
             f1 = "undefined" if row["f1"] is None else f"{row['f1']:.3f}"
             typer.echo(f"  entailment F1 ({row['modality']}, {row['judge']}): {f1} over {row['pairs']} labelled pairs")
+
+
+@annotate_app.command("export-trajectories")
+def export_trajectories(
+    release: Annotated[Path, typer.Argument(help="a ReflectV release folder")],
+    out: Annotated[Path, typer.Option("--out", help="output folder for the batch, its images and key")],
+    n: Annotated[int, typer.Option("--n", help="items per subset (discarded, raw, clean)")] = 100,
+    seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
+) -> None:
+    """Write a blind rating batch of trajectories from the discarded, raw and clean subsets (Table 6)."""
+    from mmcurate.annotation.human.trajectories import SUBSETS, export_trajectories as export
+
+    result = export(release, out, n=n, seed=seed)
+    counts = ", ".join(f"{s} {result.items[s]} of {result.available[s]}" for s in SUBSETS)
+    typer.echo(f"exported {sum(result.items.values())} items ({counts}) -> {result.jsonl}, {result.csv}")
+
+
+@annotate_app.command("import-trajectories")
+def import_trajectories(
+    batch: Annotated[Path, typer.Argument(help="the folder export-trajectories wrote")],
+    out: Annotated[Path, typer.Option("--out", help="output folder for ratings.parquet and table6.json")],
+    ratings: Annotated[Optional[list[Path]], typer.Argument(help="rated CSV/JSONL files, one per annotator")] = None,
+    rater: Annotated[Optional[str], typer.Option("--rater", help="a model of --config that rates every item too")] = None,
+    config: Annotated[Path, typer.Option("--config", help="pipeline config naming the rater model")] = Path("configs/demo.yaml"),
+) -> None:
+    """Validate ratings, add the model's, write them and print Table 6 (human, model, average)."""
+    from mmcurate.annotation.human.trajectories import ModelRater, import_trajectory_ratings
+    from mmcurate.core.config import load_config
+    from mmcurate.core.images import ImageStore
+    from mmcurate.gating.models import open_models
+
+    if rater is None:
+        result = import_trajectory_ratings(batch, list(ratings or []), out)
+    else:
+        settings = load_config(config)
+        store = ImageStore(settings.workdir / "images")
+        with open_models(settings, store) as models:
+            result = import_trajectory_ratings(batch, list(ratings or []), out, ModelRater(models.pool, rater, store))
+    who = ", ".join(result.annotators) or "no annotator"
+    typer.echo(f"ratings from {who}{' and ' + rater if rater else ''} -> {result.ratings_path}")
+    typer.echo(result.markdown)

@@ -14,7 +14,7 @@ from .app import app
 
 @app.command()
 def ingest(
-    source: Annotated[str, typer.Argument(help="reddit, infoseek, evqa, webqa, mmdocrag, mragbench or viquae")],
+    source: Annotated[str, typer.Argument(help="reddit, infoseek, evqa, webqa, mmdocrag, mragbench, viquae, gqa, textvqa, docvqa, chartqa or fire")],
     root: Annotated[Path, typer.Argument(help="the source's data folder, in its published layout")],
     out: Annotated[Path, typer.Option("--out", help="output folder")],
     images: Annotated[Optional[Path], typer.Option("--images", help="image folder (default: per source)")] = None,

@@ -71,6 +71,18 @@ def run_reflvqa(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionO
     typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
 
 
+@run_app.command("reflectv")
+def run_reflectv(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
+                 allow_incomplete: IncompleteOpt = False) -> None:
+    """Curate ReflectV (reflective, visually grounded multi-turn trajectories, MIRROR)."""
+    _prefect_defaults()
+    runner = _prepare(config, "reflectv", version)
+    from mmcurate.flows.reflectv import reflectv
+
+    flow = reflectv.with_options(task_runner=runner)
+    typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
+
+
 def _choices(values: list[str] | None, allowed: tuple[str, ...], option: str) -> None:
     for value in values or []:
         if value not in allowed:

@@ -29,6 +29,7 @@ EXPECTED = {  # (flow name, deployment name) -> entrypoint
     ("deflectionbench", "deflectionbench"): "flows/deflectionbench.py:deflectionbench",
     ("deflectionbench", "dryrun"): "flows/deflectionbench.py:deflectionbench",
     ("reflvqa", "reflvqa"): "flows/reflvqa.py:reflvqa",
+    ("reflectv", "reflectv"): "flows/reflectv.py:reflectv",
     ("recurate", "recurate"): "flows/recurate.py:recurate",
     ("evaluate", "evaluate"): "flows/evaluate.py:evaluate_release",
 }

@@ -1,0 +1,170 @@
+"""ReflectV stage 6 (seed paper 002, section 4.5 and 5.3.3): the hybrid composition, rendered.
+
+Every sample that passed the trajectory filter becomes one of:
+
+- a multi-turn chain: a verified dialogue of two or more turns, every turn rendered as
+  ``<answer>/<think>/<tool_call>`` (``turns``) with the marked image of a turn's tool call as
+  the next turn's image;
+- a QA pair (I_0, q -> a_final): a one-turn dialogue, or a chain that failed a later stage
+  (its ``chain_issue``), rendered as one turn that calls no tool.
+
+The share of chains is then brought to ``rho`` (default 0.75) by this rule, which keeps
+the release as large as possible without going below rho:
+
+- more chains than rho asks for (chains >= rho * total): keep ceil(rho * total) chains and
+  collapse the rest to QA pairs ("redundant" chains);
+- fewer: keep every chain and floor(chains * (1 - rho) / rho) QA pairs; the surplus pairs
+  are dropped (ledger reason). With no chain at all nothing is dropped: rho cannot be reached.
+
+Which chains collapse and which pairs drop is a seeded order, sha256(seed, sample id), so it
+does not depend on the input order or on sharding. rho is exact (a fraction of its decimal
+form). Every rendered conversation is checked by the validator of ``turns``; a chain that
+fails it is collapsed, a QA pair that fails it is dropped, both with the rules it broke.
+
+The final turn's ``<think>`` is one of a few fixed first-person confirmations (the paper's
+final turns read the same way), chosen by the seed.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import pyarrow as pa
+
+from mmcurate.core.domains import domain_of
+from mmcurate.core.ledger import Decision
+from mmcurate.core.stages import Stage, StageContext, StageResult
+
+from .chains import issues_of, require_chains, turns_of
+from .turns import conversation_defects, render_turn, tool_call
+from .wording import seeded_index
+
+STAGE = "format"
+CHECK_SHARE = "format.rho.v1"
+CHECK_VALID = "format.validate.v1"
+CHECK_SAMPLE = "format.sample.v1"
+MULTI, SINGLE = "multi_turn", "single_turn"
+CHAIN_KEPT, REDUNDANT, SURPLUS = "verified multi-turn chain", "redundant chain: rho reached", "surplus QA pair: rho reached"
+FINAL_THINKS = (
+    "My answer now agrees with what the image shows; I see nothing left to correct.",
+    "Looking at the image once more, my answer is consistent with the visual evidence.",
+    "I have checked my answer against the details of the image and it holds up.",
+)
+CONVERSATION_TURN = pa.struct([pa.field("turn", pa.int32(), nullable=False),
+                               pa.field("image", pa.string(), nullable=False),  # sha256 of the image this turn sees
+                               pa.field("text", pa.string(), nullable=False)])
+TRAJECTORY = pa.schema(
+    [
+        pa.field("sample_id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("source_id", pa.string(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("question", pa.string(), nullable=False),
+        pa.field("answers", pa.list_(pa.string()), nullable=False),
+        pa.field("image", pa.string(), nullable=False),  # the original image
+        pa.field("format", pa.string(), nullable=False),  # multi_turn | single_turn
+        pa.field("depth", pa.int32(), nullable=False),  # student turns until the teacher gave 10
+        pa.field("conversation", pa.list_(CONVERSATION_TURN), nullable=False),
+        pa.field("meta", pa.string(), nullable=False),
+    ]
+)
+
+
+def _order(seed: int, sample_id: str) -> str:
+    return hashlib.sha256(f"{seed}\x1f{sample_id}".encode("utf-8")).hexdigest()
+
+
+def rho_split(chains: list[str], pairs: list[str], rho: float, seed: int) -> tuple[list[str], list[str], list[str]]:
+    """(chains kept, chains collapsed to pairs, pairs dropped) by the rule of the module docstring."""
+    share = Fraction(str(rho))
+    if not 0 <= share <= 1:
+        raise ValueError(f"rho must be in [0, 1], got {rho}")
+    chains = sorted(chains, key=lambda s: _order(seed, s))
+    pairs = sorted(pairs, key=lambda s: _order(seed, s))
+    total = len(chains) + len(pairs)
+    if total == 0:
+        return [], [], []
+    if len(chains) >= share * total:
+        keep = math.ceil(share * total)
+        return chains[:keep], chains[keep:], []
+    if not chains:
+        return [], [], []
+    keep_pairs = math.floor(len(chains) * (1 - share) / share)
+    return chains, [], pairs[keep_pairs:]
+
+
+def render_chain(image: str, turns: list[dict[str, Any]], final_think: str) -> list[dict[str, Any]]:
+    """The conversation of a verified chain: turn k sees the image marked by turn k-1."""
+    out = []
+    for k, turn in enumerate(turns):
+        last = k == len(turns) - 1
+        call = tool_call(False) if last else tool_call(True, turn["keyword"], turn["color"], turn["mark_type"])
+        text = render_turn(turn["answer"], final_think if last else turn["think"], call)
+        out.append({"turn": k + 1, "image": image if k == 0 else turns[k - 1]["marked_image"], "text": text})
+    return out
+
+
+def render_pair(image: str, answer: str, final_think: str) -> list[dict[str, Any]]:
+    return [{"turn": 1, "image": image, "text": render_turn(answer, final_think, tool_call(False))}]
+
+
+@dataclass
+class FormatTrajectories(Stage):
+    """Chains and QA pairs at the share rho, rendered and validated (module docstring)."""
+
+    rho: float = 0.75
+    seed: int = 0
+    name = STAGE
+    shardable = False  # rho is a share of the whole release
+
+    def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
+        require_chains(samples, STAGE)
+        rows = {r["sample_id"]: r for r in samples.to_pylist()}
+        turns = dict(zip(rows, turns_of(samples)))
+        issues = dict(zip(rows, issues_of(samples)))
+        chain_ids = [sid for sid in rows if len(turns[sid]) >= 2 and issues[sid] is None]
+        pair_ids = [sid for sid in rows if not (len(turns[sid]) >= 2 and issues[sid] is None)]
+        kept_chains, collapsed, dropped = (set(ids) for ids in rho_split(chain_ids, pair_ids, self.rho, self.seed))
+        decisions: list[Decision] = []
+        for sid in rows:
+            verdict = ("chain" if sid in kept_chains else "collapse" if sid in collapsed
+                       else "drop" if sid in dropped else "pair")
+            reason = {"chain": CHAIN_KEPT, "collapse": REDUNDANT, "drop": SURPLUS,
+                      "pair": issues[sid] or "single-turn dialogue"}[verdict]
+            decisions.append(Decision(sid, STAGE, CHECK_SHARE, verdict, detail={"rho": self.rho, "reason": reason}))
+        out: list[dict[str, Any]] = []
+        for sid, row in rows.items():
+            if sid in dropped:
+                decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": SURPLUS}))
+                continue
+            final_think = FINAL_THINKS[seeded_index(self.seed, sid, "final", modulo=len(FINAL_THINKS))]
+            image = row["images"][0]
+            form = MULTI if sid in kept_chains else SINGLE
+            conversation = render_chain(image, turns[sid], final_think) if form == MULTI \
+                else render_pair(image, turns[sid][-1]["answer"], final_think)
+            defects = conversation_defects([t["text"] for t in conversation], row["answers"])
+            decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if defects else "pass",
+                                      detail={"format": form, "defects": [f"turn {i + 1}: {rule}" for i, rule in defects]}))
+            if defects and form == MULTI:
+                form, conversation = SINGLE, render_pair(image, turns[sid][-1]["answer"], final_think)
+                defects = conversation_defects([t["text"] for t in conversation], row["answers"])
+                decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if defects else "pass",
+                                          detail={"format": form, "defects": [f"turn {i + 1}: {r}" for i, r in defects]}))
+            if defects:
+                decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": "format defects"}))
+                continue
+            decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "keep", detail={"format": form}))
+            out.append({"sample_id": sid, "source": row["source"], "source_id": row["source_id"],
+                        "domain": domain_of(row["meta"]), "question": row["question"], "answers": row["answers"],
+                        "image": image, "format": form, "depth": len(turns[sid]), "conversation": conversation,
+                        "meta": row["meta"]})
+        multi = sum(r["format"] == MULTI for r in out)
+        counts = {"input": len(rows), "chains": len(chain_ids), "pairs": len(pair_ids), "multi_turn": multi,
+                  "single_turn": len(out) - multi, "collapsed_for_rho": len(collapsed), "dropped_for_rho": len(dropped),
+                  "kept": len(out)}
+        return StageResult(stage=STAGE, kept=pa.Table.from_pylist(out, schema=TRAJECTORY), decisions=decisions,
+                           run_id=ctx.run_id, counts=counts,
+                           extra={"rho": self.rho, "share": round(multi / len(out), 4) if out else None})

@@ -1,0 +1,109 @@
+"""ReflectV stage 4 (seed paper 002, sections 3.2 and 4.3): ground each keyword and draw its marks.
+
+For every reflective turn of a sample still on its way to a chain: the grounder
+(``grounders``) locates the turn's keyword in the original image, SAM 2 turns the points
+into masks when a segmenter is configured, and the marks are drawn on the original image
+(``marks``; the paper's I_k = G(I_0, v_k)) in a colour and a mark type picked for the turn
+(a seeded choice among ``reflectv.colors`` and ``reflectv.mark_types``, stable per sample
+and turn). The marked image goes to the content-addressed image store. The reflection then
+gets its mark phrase (``wording``: "a red point" for one mark, "red points" for several),
+which names the anchor, the colour and the mark type the tool call will carry.
+
+Nothing located, or a grounder error, ends the sample's way to a chain (``chain_issue``);
+every locate and every drawing is a ledger row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from mmcurate.core.ledger import Decision
+from mmcurate.core.specs import GroundingSpec, SegmenterSpec, coerce
+from mmcurate.core.stages import Stage, StageContext, StageResult
+from mmcurate.core.visual_prompts import COLORS, MARK_TYPES
+
+from .chains import eligible, issues_of, require_chains, turns_of, with_chains
+from .grounders import Grounding, Instance, Query, Sam2Segmenter, make_grounder, open_image
+from .marks import draw_marks, png_bytes
+from .wording import SENTENCES, grounded_reflection, seeded_index
+
+STAGE = "grounding"
+CHECK_LOCATE = "grounding.locate.v1"
+CHECK_MARKS = "grounding.marks.v1"
+CHECK_SAMPLE = "grounding.sample.v1"
+
+
+def _rounded(instances: list[Instance]) -> list[dict[str, Any]]:
+    return [{"point": [round(v, 1) for v in i.point], **({"box": [round(v, 1) for v in i.box]} if i.box else {}),
+             **({"mask_pixels": int(i.mask.sum())} if i.mask is not None else {})} for i in instances]
+
+
+@dataclass
+class GroundAndMark(Stage):
+    """Locate, mark and word every reflective turn (see the module docstring)."""
+
+    grounding: GroundingSpec
+    segmenter: SegmenterSpec | None = None
+    colors: list[str] = field(default_factory=lambda: list(COLORS))
+    mark_types: list[str] = field(default_factory=lambda: list(MARK_TYPES))
+    seed: int = 0
+    name = STAGE
+
+    def __post_init__(self) -> None:
+        self.grounding = coerce(GroundingSpec, self.grounding)
+        self.segmenter = None if self.segmenter is None else coerce(SegmenterSpec, self.segmenter)
+
+    def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
+        require_chains(samples, STAGE)
+        rows, all_turns, issues = samples.to_pylist(), turns_of(samples), issues_of(samples)
+        grounder = make_grounder(self.grounding)
+        segmenter = Sam2Segmenter(self.segmenter) if self.segmenter is not None else None
+        places = [(i, n) for i, (turns, issue) in enumerate(zip(all_turns, issues)) if eligible(turns, issue)
+                  for n in range(len(turns) - 1)]
+        queries = [Query(f"{rows[i]['sample_id']}/t{n + 1}", rows[i]["images"][0], all_turns[i][n]["keyword"])
+                   for i, n in places]
+        found = grounder.locate(queries, ctx) if queries else []
+        decisions: list[Decision] = []
+        marked = 0
+        for (i, n), query, result in zip(places, queries, found):
+            if issues[i] is not None:
+                continue  # an earlier turn of this sample already failed
+            sid, turn = rows[i]["sample_id"], all_turns[i][n]
+            result = self._refined(ctx, query, result, segmenter)
+            verdict = "error" if result.error else "found" if result.instances else "none"
+            decisions.append(Decision(sid, STAGE, CHECK_LOCATE, verdict, model=grounder.name, context_id=f"t{n + 1}",
+                                      detail={"keyword": query.keyword, "instances": _rounded(result.instances),
+                                              **result.detail, **({"error": result.error} if result.error else {})}))
+            if verdict != "found":
+                issues[i] = (f"grounding: {'undetermined' if result.error else 'nothing located'} for "
+                             f"{query.keyword!r} (turn {n + 1})")
+                continue
+            color = self.colors[seeded_index(self.seed, sid, str(n), "color", modulo=len(self.colors))]
+            mark_type = self.mark_types[seeded_index(self.seed, sid, str(n), "mark", modulo=len(self.mark_types))]
+            image = draw_marks(open_image(ctx.store, query.image), result.instances, color, mark_type)
+            sha = ctx.store.put(png_bytes(image))
+            variant = seeded_index(self.seed, sid, str(n), "sentence", modulo=len(SENTENCES))
+            think = grounded_reflection(turn["reflection"], query.keyword, color, mark_type, len(result.instances),
+                                        variant)
+            turn.update(color=color, mark_type=mark_type, marks=len(result.instances), marked_image=sha, think=think)
+            marked += 1
+            decisions.append(Decision(sid, STAGE, CHECK_MARKS, "drawn", context_id=f"t{n + 1}", detail={
+                "color": color, "mark_type": mark_type, "marks": len(result.instances), "image": sha}))
+        grounded = sorted({i for i, _ in places})
+        for i in grounded:
+            decisions.append(Decision(rows[i]["sample_id"], STAGE, CHECK_SAMPLE, "chain" if issues[i] is None else "collapse",
+                                      detail={"reason": issues[i] or "every reflective turn is marked"}))
+        counts = {"input": len(rows), "turns": len(queries), "marked": marked,
+                  "chains": sum(issues[i] is None for i in grounded)}
+        components = {"grounding": grounder.name, **({"segmenter": segmenter.name} if segmenter else {})}
+        return StageResult(stage=STAGE, kept=with_chains(samples, all_turns, issues), decisions=decisions,
+                           run_id=ctx.run_id, counts=counts, components=components)
+
+    @staticmethod
+    def _refined(ctx: StageContext, query: Query, result: Grounding, segmenter: Sam2Segmenter | None) -> Grounding:
+        if segmenter is None or result.error or not result.instances:
+            return result
+        instances = segmenter.refine(open_image(ctx.store, query.image), result.instances)
+        return Grounding(instances, {**result.detail, "segmenter": segmenter.name})

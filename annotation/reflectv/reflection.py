@@ -1,0 +1,341 @@
+"""ReflectV stage 3 (seed paper 002, sections 4.3-4.4): grounding keywords and first-person reflections.
+
+For every reflective turn (every turn of a multi-turn dialogue but the last):
+
+- Keyword, the tool call's anchor. General QA: the objects the teacher's feedback names,
+  merged into a short caption (the paper's two prompts of Figure 10). Scene text, Document
+  and Chart, where feedback says little about where to look: a subject-plus-modifier phrase
+  for the question's target (Figure 9's prompt, which works from the question; the main text
+  says "from ground truth annotations", so the model also sees the ground truth and must not
+  repeat it). A keyword never contains the ground truth, never a question word or markup.
+  ``keywords: heuristic`` is the offline stand-in: the feedback's content words minus the
+  student's answer and words about looking (General QA), or the question minus question
+  words and auxiliaries (the others), without the ground truth.
+- Reflection: the teacher's feedback rewritten by the rewriter model in the first person
+  (Figure 12). The score and the "Feedback:" label were split off when the teacher's reply
+  was read; the rewriter is shown three worked examples, and its reply is rejected when it
+  still carries those labels, has no first-person word, talks about the rewriting, keeps
+  less than half of the feedback's content words, contains markup, or states a ground
+  truth the feedback did not.
+
+Model replies are read strictly with one retry (``gating.labels.ask_parsed``). A turn whose keyword
+or reflection stays unreadable, or feedback that already gives the answer away, ends the
+sample's way to a multi-turn chain (``chain_issue``): it will be a QA pair.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from mmcurate.core.domains import DENSE_PERCEPTION, GENERAL_QA, domain_of
+from mmcurate.core.errors import MmcurateError
+from mmcurate.core.ledger import Decision
+from mmcurate.core.specs import Heuristic, LabellerSpec, coerce
+from mmcurate.core.stages import Stage, StageContext, StageResult
+from mmcurate.core.text import STOPWORDS, content_tokens, normalize
+from mmcurate.gating.requests import ChatRequest
+from mmcurate.gating.labels import ask_parsed
+
+from .chains import eligible, issues_of, require_chains, turns_of, with_chains
+
+STAGE = "reflection"
+CHECK_KEYWORD = "reflection.keyword.v1"
+CHECK_REWRITE = "reflection.rewrite.v1"
+CHECK_SAMPLE = "reflection.sample.v1"
+MAX_KEYWORD_WORDS = 10
+HEURISTIC_WORDS = 5
+OBJECTS_TEMPLATE = "reflectv.keywords.objects.v1"
+CAPTION_TEMPLATE = "reflectv.keywords.caption.v1"
+SUBJECT_TEMPLATE = "reflectv.keywords.subject.v1"
+REWRITE_TEMPLATE = "reflectv.rewrite.v1"
+
+OBJECTS_SYSTEM = (
+    "You read a question about an image, a student's answer and a teacher's feedback on it. "
+    "List the physical objects the FEEDBACK mentions that could be located in the image, as a "
+    "few short noun phrases taken from the feedback. Reply with the objects only, separated by "
+    "'|', for example: grey cats|a white spotted leopard"
+)
+CAPTION_SYSTEM = (
+    "You combine a list of objects written as object1|object2|... into one short caption of "
+    "at most 10 words, for example: 'left glass|yellow liquid' becomes 'yellow liquid in left "
+    "glass'. Reply with the caption only."
+)
+SUBJECT_SYSTEM = (
+    "You write a short phrase naming where in a chart, document or scene text the answer to a "
+    "question is found: the subject of the question with its key modifiers (total, average, "
+    "maximum, a year, a category, ...), for example 'How many bikes are there in 2018?' becomes "
+    "'bikes in 2018'. Never use question words (what, how many, ...), never state the answer "
+    "itself. Reply with the phrase only."
+)
+REWRITE_SYSTEM = (
+    "Rewrite the teacher's comment as the student's own thought, in the first person (I, my). "
+    "Keep every hint about where to look, drop labels such as 'Score: 3' or 'Feedback:', and do "
+    "not add the correct answer. Reply with one or two sentences only."
+)
+# worked examples, sent as earlier turns of the conversation (a small model follows them far
+# better than instructions alone)
+REWRITE_EXAMPLES = (
+    ("Your answer is wrong. Check the blue bars again.",
+     "Wait, I think my answer is wrong. I should check the blue bars again."),
+    ("The man is not holding a phone. Look at the object in his left hand.",
+     "Hmm, I don't think the man is holding a phone. I need to look at the object in his left hand."),
+    ("Partly right, but the title has more words. Read the whole title.",
+     "I was partly right, but I missed some words of the title. I should read the whole title."),
+)
+MIN_HINT_SHARE = 0.5  # a rewrite keeps at least half of the feedback's content words
+META_WORDS = re.compile(r"\b(rewrit\w*|sentence|here's|here is|original)\b", re.IGNORECASE)
+KEYWORD_REMINDER = "Your reply could not be used. Reply with the phrase only, on one line, without the answer."
+OBJECTS_REMINDER = "Your reply could not be used. Reply with the objects only, separated by '|', on one line."
+REWRITE_REMINDER = ("Your reply could not be used. Reply with the rewritten text only, in the first person "
+                    "(I, my), without labels and without stating the correct answer.")
+
+QUESTION_WORDS = frozenset("what which who whom whose when where why how many much".split())
+AUXILIARIES = frozenset("is are was were be been do does did has have had can could would will shall should "
+                        "there s".split())
+LOOKING = frozenset("""look looking closer again carefully check consider notice see think read count compare
+    answer answers image picture photo correct incorrect right wrong partly try once further off more many
+    close almost still first whole line kind different""".split())
+FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|my|me|myself|we|our|us)\b")
+_MARKUP = re.compile(r"[<>{}\[\]*`#|\\]")
+_WORD = re.compile(r"[A-Za-z0-9][\w'$,.-]*[\w$]|[A-Za-z0-9]")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def reveals(text: str, truths: list[str]) -> bool:
+    """Whether ``text`` states one of the ground-truth answers (as a whole phrase)."""
+    padded = f" {normalize(text)} "
+    return any(normalize(t) and f" {normalize(t)} " in padded for t in truths)
+
+
+def _answer_words(truths: list[str]) -> set[str]:
+    return {w for t in truths for w in content_tokens(t)}
+
+
+def feedback_keyword(feedback: str, answer: str, truths: list[str]) -> str | None:
+    """Heuristic General QA keyword: the feedback's first content words, without the
+    student's answer, words about looking, or the ground truth."""
+    drop = content_tokens(answer) | _answer_words(truths)
+    kept: list[str] = []
+    for word in _words(feedback):
+        lower = word.lower()
+        if lower in STOPWORDS or lower in LOOKING or lower in kept or (content_tokens(word) & drop):
+            continue
+        kept.append(lower)
+    return " ".join(kept[:HEURISTIC_WORDS]) or None
+
+
+def question_keyword(question: str, truths: list[str]) -> str | None:
+    """Heuristic keyword for scene text, documents and charts: the question without question
+    words, auxiliaries and articles (Figure 9's examples), and without the ground truth."""
+    drop = _answer_words(truths)
+    articles = {"a", "an", "the"}  # "A" inside a question is a name ("Company A"), not an article
+    kept = [w for i, w in enumerate(_words(question))
+            if w.lower() not in QUESTION_WORDS | AUXILIARIES and w not in articles
+            and not (i == 0 and w.lower() in articles) and not (content_tokens(w) & drop)]
+    while kept and kept[0].lower() in STOPWORDS:
+        kept.pop(0)
+    return " ".join(kept[:MAX_KEYWORD_WORDS]) or None
+
+
+def _one_line(text: str) -> str | None:
+    line = text.strip().strip("\"'").strip()
+    if not line or "\n" in line or _MARKUP.search(line):
+        return None
+    return line.rstrip(".").strip() or None
+
+
+def keyword_parser(truths: list[str], min_words: int = 1) -> Callable[[str], str | None]:
+    """Read a keyword reply: one plain line of ``min_words``..10 words, no question word, no answer."""
+    def parse(text: str) -> str | None:
+        line = _one_line(text)
+        if line is None or not min_words <= len(line.split()) <= MAX_KEYWORD_WORDS or reveals(line, truths):
+            return None
+        if line.split()[0].lower() in QUESTION_WORDS:
+            return None
+        return line
+
+    return parse
+
+
+def objects_parser(truths: list[str]) -> Callable[[str], list[str] | None]:
+    """Read ``object1|object2|...``: one line, 1-8 objects of at most 6 words, no label, no answer."""
+    def parse(text: str) -> list[str] | None:
+        line = text.strip().strip("\"'").strip().rstrip(".")
+        if not line or "\n" in line:
+            return None
+        objects = [o.strip() for o in line.split("|")]
+        if not 1 <= len(objects) <= 8 or any(not o or len(o.split()) > 6 or ":" in o or _MARKUP.search(o)
+                                             for o in objects):
+            return None
+        return None if any(reveals(o, truths) for o in objects) else objects
+
+    return parse
+
+
+def rewrite_messages(feedback: str) -> list[dict]:
+    messages: list[dict] = [{"role": "system", "content": REWRITE_SYSTEM}]
+    for comment, rewrite in REWRITE_EXAMPLES:
+        messages += [{"role": "user", "content": comment}, {"role": "assistant", "content": rewrite}]
+    return [*messages, {"role": "user", "content": feedback}]
+
+
+def rewrite_parser(feedback: str, truths: list[str]) -> Callable[[str], str | None]:
+    """Read a first-person rewrite (see the module docstring)."""
+    hints = content_tokens(feedback)
+
+    def parse(text: str) -> str | None:
+        rewrite = " ".join(text.split()).strip("\"'").strip()
+        if not rewrite or re.search(r"\b(score|feedback)\s*:", rewrite, re.IGNORECASE) or _MARKUP.search(rewrite):
+            return None
+        if FIRST_PERSON.search(rewrite) is None or META_WORDS.search(rewrite) or len(rewrite) > max(400, 3 * len(feedback)):
+            return None
+        if hints and len(hints & content_tokens(rewrite)) < MIN_HINT_SHARE * len(hints):
+            return None
+        if reveals(rewrite, truths) and not reveals(feedback, truths):
+            return None
+        return rewrite
+
+    return parse
+
+
+@dataclass
+class _Turn:
+    """One reflective turn waiting for its keyword and reflection."""
+
+    row: dict[str, Any]
+    index: int
+    turn: dict[str, Any]
+    domain: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.row['sample_id']}/t{self.index + 1}"
+
+
+@dataclass
+class WriteReflections(Stage):
+    """Keywords and first-person reflections for every reflective turn (module docstring)."""
+
+    keywords: LabellerSpec
+    rewriter: str
+    name = STAGE
+
+    def __post_init__(self) -> None:
+        self.keywords = coerce(LabellerSpec, self.keywords)
+
+    def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
+        require_chains(samples, STAGE)
+        rows, all_turns, issues = samples.to_pylist(), turns_of(samples), issues_of(samples)
+        decisions: list[Decision] = []
+        pending: list[_Turn] = []
+        for i, (row, turns) in enumerate(zip(rows, all_turns)):
+            if not eligible(turns, issues[i]):
+                continue
+            try:
+                domain = domain_of(row["meta"])
+            except ValueError as exc:
+                raise MmcurateError(f"sample {row['sample_id']}: {exc}") from None
+            leaked = [n + 1 for n, t in enumerate(turns[:-1]) if reveals(t["feedback"], row["answers"])]
+            if leaked:
+                issues[i] = f"reflection: the teacher's feedback gives the answer away (turn {leaked[0]})"
+                continue
+            pending += [_Turn(row, n, t, domain) for n, t in enumerate(turns[:-1])]
+        keywords = self._keywords(ctx, pending)
+        failed: dict[str, str] = {}
+        for item, (keyword, detail) in zip(pending, keywords):
+            item.turn["keyword"] = keyword
+            decisions.append(Decision(item.row["sample_id"], STAGE, CHECK_KEYWORD, "ok" if keyword else "error",
+                                      model=str(self.keywords), context_id=f"t{item.index + 1}", detail=detail))
+            if keyword is None:
+                failed.setdefault(item.row["sample_id"], f"reflection: no usable keyword (turn {item.index + 1})")
+        to_rewrite = [item for item in pending if item.row["sample_id"] not in failed]
+        for item, parsed in zip(to_rewrite, self._rewrites(ctx, to_rewrite)):
+            item.turn["reflection"] = parsed.label
+            detail = {"reflection": parsed.label, "raw": parsed.raw, **({"error": parsed.error} if parsed.error else {})}
+            decisions.append(Decision(item.row["sample_id"], STAGE, CHECK_REWRITE, "ok" if parsed.ok else "error",
+                                      model=self.rewriter, context_id=f"t{item.index + 1}", detail=detail))
+            if not parsed.ok:
+                failed.setdefault(item.row["sample_id"], f"reflection: rewrite unusable (turn {item.index + 1})")
+        for i, row in enumerate(rows):
+            issues[i] = issues[i] or failed.get(row["sample_id"])
+        chains = 0
+        for row, turns, issue in zip(rows, all_turns, issues):
+            if len(turns) >= 2:
+                chains += issue is None
+                decisions.append(Decision(row["sample_id"], STAGE, CHECK_SAMPLE, "chain" if issue is None else "collapse",
+                                          detail={"reason": issue or "every reflective turn has a keyword and a reflection"}))
+        counts = {"input": len(rows), "reflective_turns": len(pending), "chains": chains,
+                  "keyword_errors": sum(1 for k, _ in keywords if k is None),
+                  "rewrite_errors": sum(1 for d in decisions if d.check == CHECK_REWRITE and d.verdict == "error")}
+        return StageResult(stage=STAGE, kept=with_chains(samples, all_turns, issues), decisions=decisions,
+                           run_id=ctx.run_id, counts=counts,
+                           components={"keywords": str(self.keywords), "rewriter": self.rewriter})
+
+    # ------------------------------------------------------------------------ keywords
+    def _keywords(self, ctx: StageContext, pending: list[_Turn]) -> list[tuple[str | None, dict[str, Any]]]:
+        if isinstance(self.keywords, Heuristic):
+            out = []
+            for item in pending:
+                truths = item.row["answers"]
+                if item.domain == GENERAL_QA:
+                    keyword, source = feedback_keyword(item.turn["feedback"], item.turn["answer"], truths), "feedback"
+                else:
+                    keyword, source = question_keyword(item.row["question"], truths), "question"
+                out.append((keyword, {"keyword": keyword, "from": source}))
+            return out
+        try:
+            return self._model_keywords(ctx, pending)
+        finally:
+            ctx.pool.release(self.keywords.name)
+
+    def _model_keywords(self, ctx: StageContext, pending: list[_Turn]) -> list[tuple[str | None, dict[str, Any]]]:
+        client = ctx.pool.client(self.keywords.name)
+        general = [item for item in pending if item.domain == GENERAL_QA]
+        dense = [item for item in pending if item.domain in DENSE_PERCEPTION]
+        found: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        objects = ask_parsed(client, [ChatRequest(item.key, [
+            {"role": "system", "content": OBJECTS_SYSTEM},
+            {"role": "user", "content": f"Question: {item.row['question']}\nAnswer: {item.turn['answer']}\n"
+                                        f"Feedback: {item.turn['feedback']}"}], OBJECTS_TEMPLATE) for item in general],
+            [objects_parser(item.row["answers"]) for item in general], OBJECTS_REMINDER, STAGE, "object1|object2|...")
+        listed = [(item, parsed) for item, parsed in zip(general, objects) if parsed.ok]
+        for item, parsed in zip(general, objects):
+            if not parsed.ok:
+                found[item.key] = (None, {"from": "feedback", "objects_raw": parsed.raw, "error": parsed.error})
+        captions = ask_parsed(client, [ChatRequest(item.key, [
+            {"role": "system", "content": CAPTION_SYSTEM},
+            {"role": "user", "content": "|".join(parsed.label)}], CAPTION_TEMPLATE) for item, parsed in listed],
+            [keyword_parser(item.row["answers"]) for item, _ in listed], KEYWORD_REMINDER, STAGE, "a caption")
+        for (item, objects_parsed), parsed in zip(listed, captions):
+            found[item.key] = (parsed.label, {"from": "feedback", "objects": objects_parsed.label, "raw": parsed.raw,
+                                              **({"error": parsed.error} if parsed.error else {})})
+        subjects = ask_parsed(client, [ChatRequest(item.key, [
+            {"role": "system", "content": SUBJECT_SYSTEM},
+            {"role": "user", "content": f"Question: {item.row['question']}\n"
+                                        f"Answer (do not repeat it): {' | '.join(item.row['answers'])}"}],
+            SUBJECT_TEMPLATE) for item in dense],
+            [keyword_parser(item.row["answers"], min_words=2) for item in dense], KEYWORD_REMINDER, STAGE, "a phrase")
+        for item, parsed in zip(dense, subjects):
+            found[item.key] = (parsed.label, {"from": "question and ground truth", "raw": parsed.raw,
+                                              **({"error": parsed.error} if parsed.error else {})})
+        return [found[item.key] for item in pending]
+
+    # ------------------------------------------------------------------------ rewrite
+    def _rewrites(self, ctx: StageContext, items: list[_Turn]) -> list[Any]:
+        if not items:
+            return []
+        try:
+            requests = [ChatRequest(item.key, rewrite_messages(item.turn["feedback"]), REWRITE_TEMPLATE)
+                        for item in items]
+            parsers = [rewrite_parser(item.turn["feedback"], item.row["answers"]) for item in items]
+            return ask_parsed(ctx.pool.client(self.rewriter), requests, parsers, REWRITE_REMINDER, STAGE,
+                              "a first-person rewrite")
+        finally:
+            ctx.pool.release(self.rewriter)

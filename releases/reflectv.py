@@ -1,0 +1,219 @@
+"""A ReflectV run as a release draft: trajectories, every dialogue with its fate, and the
+numbers of the paper's Figure 5 (domains, funnel, depth).
+
+Configs:
+
+- ``trajectories`` (the training set, split ``train``): one row per released sample, the
+  original image and the conversation as a list of turns ``{turn, image, text}``, each
+  ``text`` in the ``<answer>/<think>/<tool_call>`` format and each ``image`` the image that
+  turn sees (the original, then the previous turn's marked image);
+- ``dialogues``: every dialogue that was built or ingested, with its scores, student
+  answers and teacher feedback, and its fate: ``multi_turn`` or ``single_turn`` (released),
+  ``discarded`` (failed the trajectory filter) or ``dropped`` (surplus for rho, or a format
+  defect), with the reason, and ``chain_issue``: why a later stage rejected its multi-turn
+  chain, if one did. Table 6's quality check samples it (discarded and raw).
+
+Statistics: ``funnel`` (original -> response-filtered -> GT-filtered -> visually verified
+chains -> released), ``domains`` (the same per domain, and the released formats),
+``depth`` (released samples by turns to convergence, per format), ``composition`` (rho
+asked and reached) and ``calls``.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mmcurate.annotation.reflectv.chains import ORIGIN, turns_of
+from mmcurate.annotation.reflectv.formatting import CHAIN_KEPT, CHECK_SHARE, MULTI, SINGLE, SURPLUS, TRAJECTORY
+from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL, CHECK_RULE
+from mmcurate.core.config import Settings
+from mmcurate.core.domains import DOMAINS, domain_of
+from mmcurate.core.specs import Heuristic, model_names
+from mmcurate.core.stages import StageResult
+from mmcurate.sources.ingest import IngestResult
+
+from .draft import ReleaseDraft
+
+DIALOGUE_TURN = pa.struct([pa.field("answer", pa.string(), nullable=False),
+                           pa.field("score", pa.int32(), nullable=False),
+                           pa.field("feedback", pa.string(), nullable=False)])
+DIALOGUE = pa.schema(
+    [
+        pa.field("sample_id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("source_id", pa.string(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("question", pa.string(), nullable=False),
+        pa.field("answers", pa.list_(pa.string()), nullable=False),
+        pa.field("image", pa.string(), nullable=False),
+        pa.field("origin", pa.string(), nullable=False),  # built | ingested
+        pa.field("depth", pa.int32(), nullable=False),
+        pa.field("dialogue", pa.list_(DIALOGUE_TURN), nullable=False),
+        pa.field("fate", pa.string(), nullable=False),  # multi_turn | single_turn | discarded | dropped
+        pa.field("reason", pa.string()),
+        pa.field("chain_issue", pa.string()),  # why a stage after the filter rejected the multi-turn chain
+    ]
+)
+DISCARDED, DROPPED = "discarded", "dropped"
+FATES = (MULTI, SINGLE, DISCARDED, DROPPED)
+
+
+def _reasons(result: StageResult, check: str) -> dict[str, str]:
+    """sample id -> the ``reason`` of its last ``check`` row in a stage's ledger."""
+    ledger = result.ledger()
+    reasons: dict[str, str] = {}
+    for row in ledger.filter(pc.equal(ledger.column("check"), check)).to_pylist():
+        reasons[row["sample_id"]] = json.loads(row["detail"] or "{}").get("reason", "")
+    return reasons
+
+
+def dialogue_table(dialogues: StageResult, filtered: StageResult, verified: StageResult,
+                   formatted: StageResult) -> pa.Table:
+    """Every dialogue with its fate (see the module docstring)."""
+    passed = set(filtered.kept.column("sample_id").to_pylist())
+    released = dict(zip(formatted.kept.column("sample_id").to_pylist(), formatted.kept.column("format").to_pylist()))
+    issues = dict(zip(verified.kept.column("sample_id").to_pylist(), verified.kept.column("chain_issue").to_pylist()))
+    discarded = _reasons(filtered, CHECK_RULE)
+    share = _reasons(formatted, CHECK_SHARE)
+    rows = []
+    for row, turns, origin in zip(dialogues.kept.to_pylist(), turns_of(dialogues.kept),
+                                  dialogues.kept.column(ORIGIN).to_pylist()):
+        sid = row["sample_id"]
+        issue = issues.get(sid)
+        if sid not in passed:
+            fate, reason = DISCARDED, discarded.get(sid)
+        elif sid in released:
+            fate = released[sid]
+            reason = None if fate == MULTI else issue or share.get(sid)
+            if fate == SINGLE and reason == CHAIN_KEPT:  # collapsed after the split: its turns broke the format
+                reason = issue = "format defects"
+        else:
+            fate, reason = DROPPED, SURPLUS if share.get(sid) == SURPLUS else "format defects"
+        rows.append({"sample_id": sid, "source": row["source"], "source_id": row["source_id"],
+                     "domain": domain_of(row["meta"]), "question": row["question"], "answers": row["answers"],
+                     "image": row["images"][0], "origin": origin, "depth": len(turns),
+                     "dialogue": [{k: t[k] for k in ("answer", "score", "feedback")} for t in turns],
+                     "fate": fate, "reason": reason, "chain_issue": issue})
+    return pa.Table.from_pylist(rows, schema=DIALOGUE)
+
+
+def figure5(dialogues: pa.Table, filtered: StageResult, verified: StageResult,
+            trajectories: pa.Table) -> dict[str, list[dict[str, Any]]]:
+    """The funnel, domain and depth tables (the paper's Figure 5 a-c)."""
+    rows = dialogues.to_pylist()
+    score_ok = {sid for sid, ok in _score_checks(filtered).items() if ok}
+    gt_ok = set(filtered.kept.column("sample_id").to_pylist())
+    chains = {sid for sid, issue, turns in zip(verified.kept.column("sample_id").to_pylist(),
+                                               verified.kept.column("chain_issue").to_pylist(), turns_of(verified.kept))
+              if issue is None and len(turns) >= 2}
+    released = trajectories.to_pylist()
+    funnel = [
+        {"stage": "original (dialogues)", "remaining": len(rows)},
+        {"stage": "response-filtered (ascending, ends at 10)", "remaining": len(score_ok)},
+        {"stage": "GT-filtered (final answer agrees with the ground truth)", "remaining": len(gt_ok)},
+        {"stage": "visually verified chains", "remaining": len(chains)},
+        {"stage": "released (multi-turn + single-turn)", "remaining": len(released)},
+    ]
+    domains = []
+    for domain in DOMAINS:
+        ids = {r["sample_id"] for r in rows if r["domain"] == domain}
+        out = [r for r in released if r["domain"] == domain]
+        if not ids:
+            continue
+        domains.append({"domain": domain, "original": len(ids), "response_filtered": len(ids & score_ok),
+                        "gt_filtered": len(ids & gt_ok), "verified_chains": len(ids & chains),
+                        "multi_turn": sum(r["format"] == MULTI for r in out),
+                        "single_turn": sum(r["format"] == SINGLE for r in out), "released": len(out)})
+    depth_counts = Counter((r["depth"], r["format"]) for r in released)
+    depth = [{"depth": d, "multi_turn": depth_counts.get((d, MULTI), 0), "single_turn": depth_counts.get((d, SINGLE), 0)}
+             for d in sorted({r["depth"] for r in released})]
+    return {"funnel": funnel, "domains": domains, "depth": depth}
+
+
+def _score_checks(filtered: StageResult) -> dict[str, bool]:
+    """sample id -> passed both score rules (ascending and final 10)."""
+    ledger = filtered.ledger()
+    ok: dict[str, bool] = {}
+    for row in ledger.to_pylist():
+        if row["check"] in (CHECK_ASCENDING, CHECK_FINAL):
+            ok[row["sample_id"]] = ok.get(row["sample_id"], True) and row["verdict"] == "pass"
+    return ok
+
+
+def reflectv_draft(
+    settings: Settings,
+    version: str,
+    run_id: str,
+    ingested: list[IngestResult],
+    samples: pa.Table,
+    quarantine: pa.Table,
+    stages: list[StageResult],
+    parent: str | None = None,
+) -> ReleaseDraft:
+    """``stages``: dialogue, trajectory, reflection, grounding, visual and format results, in order."""
+    cfg = settings.reflectv
+    dialogues, filtered, reflected, grounded, verified, formatted = stages
+    trajectories = formatted.kept.cast(TRAJECTORY)
+    tables = {"trajectories": trajectories, "dialogues": dialogue_table(dialogues, filtered, verified, formatted)}
+    statistics = figure5(tables["dialogues"], filtered, verified, trajectories)
+    multi = sum(f == MULTI for f in trajectories.column("format").to_pylist())
+    statistics["composition"] = [{"rho": cfg.rho, "multi_turn": multi, "single_turn": trajectories.num_rows - multi,
+                                  "share": round(multi / trajectories.num_rows, 4) if trajectories.num_rows else None}]
+    statistics["calls"] = [{"stage": s.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
+                            "cache_hits": r["cache_hits"], "failures": r["failures"]} for s in stages for r in s.calls]
+    models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflectv")]
+    components: dict[str, str] = {}
+    for stage in stages:
+        components.update(stage.components)
+    per_source = {r.source: {"ingested": r.samples, "quarantined": r.quarantined} for r in ingested}
+    for row in trajectories.to_pylist():
+        per_source[row["source"]]["released"] = per_source[row["source"]].get("released", 0) + 1
+    return ReleaseDraft(
+        benchmark="reflectv",
+        version=version,
+        parent=parent,
+        tables=tables,
+        ledger=pa.concat_tables([s.ledger() for s in stages]),
+        quarantine=quarantine,
+        config=settings.resolved(),
+        models=models,
+        judge={"name": filtered.extra.get("judge", "none")},
+        components=components,
+        source_files=sorted({f for r in ingested for f in r.source_files}),
+        counts={"per_stage": {s.stage: s.counts for s in stages}, "per_source": per_source,
+                "ingested": samples.num_rows, "run_id": run_id},
+        statistics=statistics,
+        seed=cfg.seed,
+        notes=stand_in_notes(settings, components),
+    )
+
+
+def stand_in_notes(settings: Settings, components: dict[str, str]) -> list[str]:
+    """One line for every stand-in that took the place of a model the paper uses."""
+    cfg = settings.reflectv
+    notes = []
+    for role, name in settings.roles("reflectv"):
+        if role == "judge":
+            continue
+        spec = settings.model(name)
+        if spec.backend == "scripted":
+            notes.append(f"{role}: scripted model {name!r} (rules in {spec.script}) stands in for a real model.")
+        elif spec.backend == "embedded":
+            notes.append(f"{role}: the embedded {spec.gguf} model stands in for the paper's larger model.")
+    if isinstance(cfg.keywords, Heuristic):
+        notes.append("keywords: a rule stands in for the keyword model (feedback content words for General QA, "
+                      "the question without question words for the other domains).")
+    grounding = components.get("grounding", "")
+    if grounding.startswith("boxes:"):
+        notes.append("grounding: annotated regions shipped with the images stand in for a pointing model.")
+    elif grounding.startswith("saliency"):
+        notes.append("grounding: a keyword-blind saliency locator stands in for a pointing model.")
+    if settings.judge.kind == "lexical":
+        notes.append("ground-truth check: the lexical judge (token containment) stands in for an LLM judge.")
+    if cfg.segmenter is None:
+        notes.append("no SAM 2 segmenter configured: masks are drawn as the ellipse of each located box.")
+    return notes

@@ -1,0 +1,69 @@
+"""ReflectV release tables reduced to one scalar per row and rule, for Great Expectations.
+
+Every rule of the turn-format validator (``annotation.reflectv.turns.RULES``) becomes a
+column ``turns_breaking_<rule>``: how many turns of the row's conversation break it, which
+the suite expects to be 0. Around them: the conversation's length agrees with its format,
+the first turn sees the original image, every embedded image decodes, and the dialogues
+table's scores are in 0..10 with one per turn.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+import pyarrow as pa
+
+from mmcurate.annotation.reflectv.formatting import MULTI, SINGLE
+from mmcurate.annotation.reflectv.turns import RULES, defect_counts
+
+from .quality_frames import image_decodes
+
+TRAJECTORY_DERIVED = ["question_chars", "n_answers", "n_turns", "turns_match_format", "first_turn_original",
+                      "images_decode", *(f"turns_breaking_{rule}" for rule in RULES)]
+DIALOGUE_DERIVED = ["n_scores_match_depth", "min_score", "max_score", "images_decode"]
+
+
+def _digest(image: dict | None) -> str | None:
+    return hashlib.sha256(image["bytes"]).hexdigest() if image and image.get("bytes") else None
+
+
+def trajectory_frame(table: pa.Table) -> pd.DataFrame:
+    frame = table.to_pandas()
+    rows = table.to_pylist()
+    derived: dict[str, list] = {name: [] for name in TRAJECTORY_DERIVED}
+    for row in rows:
+        turns = row["conversation"] or []
+        counts = defect_counts([t["text"] for t in turns], list(row["answers"] or []))
+        derived["question_chars"].append(len((row["question"] or "").strip()))
+        derived["n_answers"].append(sum(1 for a in row["answers"] or [] if a and a.strip()))
+        derived["n_turns"].append(len(turns))
+        derived["turns_match_format"].append((row["format"] == MULTI and len(turns) >= 2)
+                                             or (row["format"] == SINGLE and len(turns) == 1))
+        derived["first_turn_original"].append(bool(turns) and _digest(turns[0]["image"]) == _digest(row["image"]))
+        derived["images_decode"].append(image_decodes(row["image"]) and all(image_decodes(t["image"]) for t in turns))
+        for rule in RULES:
+            derived[f"turns_breaking_{rule}"].append(counts[rule])
+    for name, values in derived.items():
+        frame[name] = values
+    return frame
+
+
+def composition_frame(table: pa.Table, rho: float) -> pd.DataFrame:
+    """One row: the share of multi-turn chains and whether it reaches rho (it cannot when there
+    is no chain at all, and then nothing was dropped for it)."""
+    formats = table.column("format").to_pylist()
+    multi = sum(f == MULTI for f in formats)
+    share = multi / len(formats) if formats else 0.0
+    return pd.DataFrame([{"rho": rho, "multi_turn": multi, "total": len(formats), "share": share,
+                          "meets_rho": multi == 0 or share >= rho - 1e-9}])
+
+
+def dialogue_frame(table: pa.Table) -> pd.DataFrame:
+    frame = table.to_pandas()
+    rows = table.to_pylist()
+    scores = [[t["score"] for t in row["dialogue"] or []] for row in rows]
+    frame["n_scores_match_depth"] = [len(s) == row["depth"] and len(s) >= 1 for s, row in zip(scores, rows)]
+    frame["min_score"] = [min(s) if s else -1 for s in scores]
+    frame["max_score"] = [max(s) if s else -1 for s in scores]
+    frame["images_decode"] = [image_decodes(row["image"]) for row in rows]
+    return frame

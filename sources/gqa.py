@@ -1,0 +1,74 @@
+"""GQA: compositional questions about real photographs (ReflectV's General QA domain).
+
+Layout read (GQA 1.2, ``questions1.2.zip`` and ``images.zip`` from
+https://cs.stanford.edu/people/dorarad/gqa/download.html):
+
+- ``ROOT/<split>_balanced_questions.json`` (or ``<split>_all_questions.json``): ONE JSON
+  object mapping each question id to ``{"imageId", "question", "answer", "fullAnswer",
+  ...}`` (keys as read by github.com/ammarhusain/lxmert,
+  ``data/gqa/process_raw_data_scripts/process_data.py``). The train file is about 1 GB, so
+  it is streamed member by member (``json_members.iter_members``).
+- ``ROOT/images/<imageId>.jpg`` (the image folder of ``images.zip``).
+
+``answer`` is the short answer; ``fullAnswer`` (a sentence) is kept in meta. Test and
+challenge questions have no public answer and are quarantined ("no answer"). Every
+sample is tagged General QA.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from mmcurate.core.domains import GENERAL_QA
+from mmcurate.core.errors import SourceError
+from mmcurate.core.records import Rejected, Sample
+
+from .base import AdapterOptions, SourceAdapter
+from .image_qa import guarded, image_qa_sample, keyed_records, text_field
+
+PATTERNS = ("*_balanced_questions.json", "*_all_questions.json")
+
+
+class GQAOptions(AdapterOptions):
+    files: list[str] | None = None  # question files under root; None: every *_balanced/_all_questions.json
+
+
+class GQASource(SourceAdapter):
+    name = "gqa"
+    Options = GQAOptions
+    options: GQAOptions
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.options.files is None:
+            self.files = sorted({p for pattern in PATTERNS for p in self.root.glob(pattern)})
+            if not self.files:
+                raise SourceError(f"gqa: no {' or '.join(PATTERNS)} under {self.root}")
+        else:
+            self.files = [self.require(name) for name in self.options.files]
+        self.image_dir = self.images or self.root / "images"
+
+    def source_files(self) -> list[Path]:
+        return list(self.files)
+
+    def records(self) -> Iterator[Sample | Rejected]:
+        for path in self.files:
+            split = path.name.split("_", 1)[0]
+            for item in keyed_records(path):
+                if isinstance(item, Rejected):
+                    yield item
+                else:
+                    locator, record = item
+                    key = locator[len(path.name) + 1:]
+                    yield guarded(locator, record, lambda: self._sample(split, key, record))
+
+    def _sample(self, split: str, key: str, record: dict[str, Any]) -> Sample:
+        image_id = text_field(record, "imageId")
+        question = text_field(record, "question")
+        answer = record.get("answer")
+        if not isinstance(answer, str) or not answer.strip():
+            raise ValueError("no answer")
+        meta = {"split": split, "image_id": image_id, "full_answer": record.get("fullAnswer")}
+        return image_qa_sample(self.store, self.name, key, question, [answer.strip()], self.image_dir,
+                               f"{image_id}.jpg", GENERAL_QA, meta)

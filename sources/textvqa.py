@@ -1,0 +1,77 @@
+"""TextVQA: questions that need reading the text in a photograph (ReflectV's Scene text domain).
+
+Layout read (the files of https://textvqa.org/dataset, served from
+``dl.fbaipublicfiles.com/textvqa/``):
+
+- ``ROOT/TextVQA_0.5.1_<split>.json``: ``{"dataset_type", "dataset_name",
+  "dataset_version", "data": [...]}``, each item with ``question_id``, ``question``,
+  ``image_id`` and, outside the test split, ``answers`` (ten annotators' answers). Fields
+  as read by github.com/chu0802/MLLM-playground, ``src/datasets/vqa/text_vqa.py``, and
+  github.com/yourtone/concept_vqa, ``get_ori_data_TVQA2VQA.py``.
+- ``ROOT/train_images/<image_id>.jpg`` for train and val, ``ROOT/test_images/`` for test
+  (same reader).
+
+The ten answers become one gold list, the most frequent first (``answers_by_frequency``;
+the raw list stays in meta). Test questions have no answers and are quarantined.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from mmcurate.core.domains import SCENE_TEXT
+from mmcurate.core.errors import SourceError
+from mmcurate.core.records import Rejected, Sample
+
+from .base import AdapterOptions, SourceAdapter
+from .image_qa import answers_by_frequency, data_records, guarded, image_qa_sample, text_field
+
+Split = Literal["train", "val", "test"]
+SPLITS: tuple[Split, ...] = ("train", "val", "test")
+VERSION = "0.5.1"
+
+
+def questions_file(split: str) -> str:
+    return f"TextVQA_{VERSION}_{split}.json"
+
+
+class TextVQAOptions(AdapterOptions):
+    splits: list[Split] | None = None  # None: every split whose questions file is present
+
+
+class TextVQASource(SourceAdapter):
+    name = "textvqa"
+    Options = TextVQAOptions
+    options: TextVQAOptions
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.options.splits is None:
+            self.files = {s: self.root / questions_file(s) for s in SPLITS if (self.root / questions_file(s)).is_file()}
+            if not self.files:
+                raise SourceError(f"textvqa: none of {', '.join(map(questions_file, SPLITS))} under {self.root}")
+        else:
+            self.files = {s: self.require(questions_file(s)) for s in dict.fromkeys(self.options.splits)}
+
+    def source_files(self) -> list[Path]:
+        return list(self.files.values())
+
+    def image_dir(self, split: str) -> Path:
+        return self.images or self.root / ("test_images" if split == "test" else "train_images")
+
+    def records(self) -> Iterator[Sample | Rejected]:
+        for split, path in self.files.items():
+            for item in data_records(path):
+                yield item if isinstance(item, Rejected) else guarded(*item, lambda: self._sample(split, item[1]))
+
+    def _sample(self, split: str, record: dict[str, Any]) -> Sample:
+        question_id = text_field(record, "question_id")
+        image_id = text_field(record, "image_id")
+        question = text_field(record, "question")
+        raw = record.get("answers")
+        if not isinstance(raw, list):
+            raise ValueError("no answers")
+        meta = {"split": split, "image_id": image_id, "annotator_answers": raw}
+        return image_qa_sample(self.store, self.name, question_id, question, answers_by_frequency(raw),
+                               self.image_dir(split), f"{image_id}.jpg", SCENE_TEXT, meta)
