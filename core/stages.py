@@ -20,9 +20,8 @@ import pyarrow as pa
 
 from .errors import MmcurateError
 from .images import ImageStore
-from .ledger import Decision, ledger_table
-from .schema import LEDGER
-from .tables import read_table, write_table
+from .ledger import Decision, Ledger, ledger_table
+from .tables import write_table
 
 if TYPE_CHECKING:  # the model layer sits above core; annotations only
     from mmcurate.core.config import Settings
@@ -87,12 +86,13 @@ class StageResult:
     components: dict[str, str] = field(default_factory=dict)  # named in the manifest (judge, encoders)
     ledger_parts: list[Path] = field(default_factory=list)  # decisions already written to Parquet
 
+    def decision_log(self) -> Ledger:
+        """Every decision of the stage, streamed: the spilled parts, then those in memory."""
+        return Ledger([*self.ledger_parts, *([ledger_table(self.decisions, self.run_id)] if self.decisions else [])])
+
     def ledger(self) -> pa.Table:
-        """Every decision of the stage as LEDGER rows: the spilled parts, then those in memory."""
-        tables = [read_table(p, LEDGER) for p in self.ledger_parts]
-        if self.decisions or not tables:
-            tables.append(ledger_table(self.decisions, self.run_id))
-        return pa.concat_tables(tables)
+        """The same decisions as one table (for small results and tests)."""
+        return self.decision_log().table()
 
     def spill(self, path: Path) -> StageResult:
         """The same result with its in-memory decisions written to ``path`` (Parquet)."""

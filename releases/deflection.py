@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mmcurate.core.config import Settings
+from mmcurate.core.ledger import Ledger
 from mmcurate.core.stages import StageResult
 
 from .draft import ReleaseDraft
+
+ROW_BATCH = 1024  # rows turned into Python dicts at a time
 
 
 def _modality(contexts: list[dict]) -> str:
@@ -16,25 +21,33 @@ def _modality(contexts: list[dict]) -> str:
     return "+".join(sorted(kinds)) if kinds else "none"
 
 
+def _rows(table: pa.Table) -> Iterator[dict]:
+    """The rows of ``table`` as dicts, a batch at a time (Python objects for one batch only)."""
+    for batch in table.to_batches(max_chunksize=ROW_BATCH):
+        yield from batch.to_pylist()
+
+
 def per_source_table(ingested: dict[str, int], kept: pa.Table) -> list[dict]:
     """Retained samples per source, retention %, query and context modality (Table 2)."""
-    rows = kept.to_pylist()
-    by_source: dict[str, list[dict]] = {}
-    for row in rows:
-        by_source.setdefault(row["source"], []).append(row)
+    retained: Counter[str] = Counter()
+    query: dict[str, Counter[str]] = {}
+    context: dict[str, Counter[str]] = {}
+    for r in _rows(kept.select(["source", "images", "gold_contexts", "negative_contexts"])):
+        source = r["source"]
+        retained[source] += 1
+        query.setdefault(source, Counter())["image+text" if r["images"] else "text"] += 1
+        context.setdefault(source, Counter())[_modality(r["gold_contexts"] + r["negative_contexts"])] += 1
     table = []
     for source in sorted(ingested):
-        items = by_source.get(source, [])
-        query = Counter("image+text" if r["images"] else "text" for r in items)
-        context = Counter(_modality(r["gold_contexts"] + r["negative_contexts"]) for r in items)
+        n = retained[source]
         table.append(
             {
                 "source": source,
                 "ingested": ingested[source],
-                "retained": len(items),
-                "retention_pct": round(100.0 * len(items) / ingested[source], 2) if ingested[source] else 0.0,
-                "query_modality": ", ".join(sorted(query)) or "-",
-                "context_modality": ", ".join(sorted(context)) or "-",
+                "retained": n,
+                "retention_pct": round(100.0 * n / ingested[source], 2) if ingested[source] else 0.0,
+                "query_modality": ", ".join(sorted(query.get(source, {}))) or "-",
+                "context_modality": ", ".join(sorted(context.get(source, {}))) or "-",
             }
         )
     return table
@@ -42,25 +55,38 @@ def per_source_table(ingested: dict[str, int], kept: pa.Table) -> list[dict]:
 
 def global_table(kept: pa.Table) -> list[dict]:
     """Global statistics of the retained set (Table 3)."""
-    rows = kept.to_pylist()
-    n = len(rows)
+    n = kept.num_rows
+    sums: Counter[str] = Counter()
+    sources: set[str] = set()
+    images: set[str] = set()
+    for r in _rows(kept):
+        sources.add(r["source"])
+        sums["with_image"] += bool(r["images"])
+        sums["question_words"] += len(r["question"].split())
+        if r["answers"]:
+            sums["answered"] += 1
+            sums["answer_words"] += len(r["answers"][0].split())
+        sums["gold"] += len(r["gold_contexts"])
+        sums["negatives"] += len(r["negative_contexts"])
+        sums["text_negatives"] += sum(1 for c in r["negative_contexts"] if c["modality"] == "text")
+        sums["image_negatives"] += sum(1 for c in r["negative_contexts"] if c["modality"] == "image")
+        images.update(r["images"])
+        images.update(c["image"] for c in r["gold_contexts"] + r["negative_contexts"] if c["image"])
 
-    def mean(values: list[float]) -> float:
-        return round(sum(values) / len(values), 2) if values else 0.0
+    def mean(total: int, count: int) -> float:
+        return round(total / count, 2) if count else 0.0
 
-    negatives = [r["negative_contexts"] for r in rows]
     stats = {
         "samples": n,
-        "sources": len({r["source"] for r in rows}),
-        "with_query_image_pct": round(100.0 * sum(bool(r["images"]) for r in rows) / n, 2) if n else 0.0,
-        "mean_question_words": mean([len(r["question"].split()) for r in rows]),
-        "mean_answer_words": mean([len(r["answers"][0].split()) for r in rows if r["answers"]]),
-        "mean_gold_contexts": mean([len(r["gold_contexts"]) for r in rows]),
-        "mean_negatives": mean([len(c) for c in negatives]),
-        "text_negatives": sum(1 for cs in negatives for c in cs if c["modality"] == "text"),
-        "image_negatives": sum(1 for cs in negatives for c in cs if c["modality"] == "image"),
-        "unique_images": len({s for r in rows for s in r["images"]}
-                             | {c["image"] for r in rows for c in r["gold_contexts"] + r["negative_contexts"] if c["image"]}),
+        "sources": len(sources),
+        "with_query_image_pct": round(100.0 * sums["with_image"] / n, 2) if n else 0.0,
+        "mean_question_words": mean(sums["question_words"], n),
+        "mean_answer_words": mean(sums["answer_words"], sums["answered"]),
+        "mean_gold_contexts": mean(sums["gold"], n),
+        "mean_negatives": mean(sums["negatives"], n),
+        "text_negatives": sums["text_negatives"],
+        "image_negatives": sums["image_negatives"],
+        "unique_images": len(images),
     }
     return [{"statistic": key, "value": value} for key, value in stats.items()]
 
@@ -91,11 +117,12 @@ def calls_table(stage_rows: dict[str, list[dict]], naive: dict[str, int]) -> lis
     return rows
 
 
-def judge_errors(ledger: pa.Table) -> list[dict]:
+def judge_errors(ledger: Ledger) -> list[dict]:
     """Judge errors per model (answers the judge could not grade; never counted as grades)."""
-    counts = Counter(
-        row["model"] for row in ledger.select(["model", "verdict"]).to_pylist() if row["verdict"] == "JUDGE_ERROR"
-    )
+    counts: Counter[str] = Counter()
+    for batch in ledger.batches(["model", "verdict"]):
+        errors = batch.filter(pc.equal(batch.column("verdict"), "JUDGE_ERROR"))
+        counts.update(errors.column("model").to_pylist())
     return [{"model": model, "judge_errors": n} for model, n in sorted(counts.items())]
 
 
@@ -128,7 +155,7 @@ def deflection_draft(
     cfg = settings.deflectionbench
     kept = oracle.kept
     runs = [s for s in (gating, pairing, oracle) if s is not None]
-    ledger = pa.concat_tables(([history] if history is not None else []) + [s.ledger() for s in runs])
+    ledger = sum((s.decision_log() for s in runs), Ledger([history] if history is not None else []))
     models = [{"role": "gating", **settings.model(name).identity()} for name in cfg.gating.pool]
     if settings.judge.model:
         models.append({"role": "judge", **settings.model(settings.judge.model).identity()})

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from mmcurate.core.config import Settings
+from mmcurate.core.ledger import Ledger
 from mmcurate.core.specs import Heuristic, Lexical, model_names
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
@@ -28,7 +29,7 @@ def reflvqa_draft(
     cfg = settings.reflvqa
     *filters, cited = stages
     tables = reflvqa_tables(cited.kept, knowledge_base)
-    ledger = pa.concat_tables([s.ledger() for s in stages])
+    ledger = sum((s.decision_log() for s in stages), Ledger())
     skipped = {"candidate posts without a question/image/answer": sum(ingested.skipped.values())}
     funnel = [
         {"stage": "candidate QA pairs (ingest)", "remaining": samples.num_rows},
