@@ -82,7 +82,7 @@ class StageResult:
     convergence: list[dict] = field(default_factory=list)  # {n_models, model, retained}
     naive_calls: int = 0  # calls the naive algorithm makes (no early elimination)
     requests: int = 0  # requests actually issued (cache hits included)
-    calls: list[dict] = field(default_factory=list)  # {stage, model, calls, cache_hits, failures}
+    calls: list[dict] = field(default_factory=list)  # CallCounter rows: {stage, model, calls, cache_hits, ...}
     components: dict[str, str] = field(default_factory=dict)  # named in the manifest (judge, encoders)
     ledger_parts: list[Path] = field(default_factory=list)  # decisions already written to Parquet
 
@@ -112,10 +112,10 @@ def shards(table: pa.Table, size: int) -> list[pa.Table]:
 def _sum_calls(rows: list[dict]) -> list[dict]:
     merged: dict[tuple[str, str], dict] = {}
     for row in rows:
-        into = merged.setdefault((row["stage"], row["model"]), {"stage": row["stage"], "model": row["model"],
-                                                                "calls": 0, "cache_hits": 0, "failures": 0})
-        for name in ("calls", "cache_hits", "failures"):
-            into[name] += row[name]
+        into = merged.setdefault((row["stage"], row["model"]), {"stage": row["stage"], "model": row["model"]})
+        for name, value in row.items():
+            if name not in ("stage", "model"):
+                into[name] = into.get(name, 0) + value
     return [merged[key] for key in sorted(merged)]
 
 

@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
+from mmcurate.gating.accounting import COUNTS
 from mmcurate.core.stages import StageResult
 
 from .draft import ReleaseDraft
@@ -102,17 +103,16 @@ def funnel(ingested: int, after_gating: int, after_pairing: int, released: int) 
 
 
 def calls_table(stage_rows: dict[str, list[dict]], naive: dict[str, int]) -> list[dict]:
-    """Model calls per pipeline stage, model and step (answering, judging), then a total row
-    per stage beside the naive count (every model on every item, no early elimination)."""
+    """Model calls per pipeline stage, model and step (answering, judging), with the usage
+    tokens backends reported, then a total row per stage beside the naive count (every
+    model on every item, no early elimination)."""
     rows = []
     for stage, counted in stage_rows.items():
         for r in counted:
-            rows.append({"stage": stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
-                         "cache_hits": r["cache_hits"], "failures": r["failures"], "naive": None})
+            rows.append({"stage": stage, "step": r["stage"], "model": r["model"],
+                         **{name: r.get(name, 0) for name in COUNTS}, "naive": None})
         rows.append({"stage": stage, "step": "total", "model": "all",
-                     "calls": sum(r["calls"] for r in counted),
-                     "cache_hits": sum(r["cache_hits"] for r in counted),
-                     "failures": sum(r["failures"] for r in counted),
+                     **{name: sum(r.get(name, 0) for r in counted) for name in COUNTS},
                      "naive": naive.get(stage, 0)})
     return rows
 

@@ -5,6 +5,7 @@ import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
+from mmcurate.gating.accounting import COUNTS
 from mmcurate.core.specs import Heuristic, Lexical, model_names
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
@@ -36,8 +37,7 @@ def reflvqa_draft(
         *({"stage": s.stage, "remaining": s.kept.num_rows} for s in filters),
         {"stage": "citation", "remaining": tables["qa"].num_rows},
     ]
-    call_rows = [{"stage": s.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
-                  "cache_hits": r["cache_hits"], "failures": r["failures"]}
+    call_rows = [{"stage": s.stage, "step": r["stage"], "model": r["model"], **{n: r.get(n, 0) for n in COUNTS}}
                  for s in stages for r in s.calls]
     roles = {"inspector": cfg.inspectors, "evaluator": model_names(cfg.evaluator),
              "factcheck": model_names(cfg.factcheck_model), "image_entailment": [cfg.image_entailment],
