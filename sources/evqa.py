@@ -80,6 +80,9 @@ class EncyclopedicVQASource(SourceAdapter):
         files = [self.root / f"{s}.csv" for s in self.splits]
         return files + [p for p in (self.kb, self.inat_map) if p is not None]
 
+    def count_records(self) -> int:
+        return sum(1 for split in self.splits for _ in self._rows(split))
+
     def _rows(self, split: Split) -> Iterator[tuple[int, str, dict[str, Any] | Rejected]]:
         """``(row index, locator, row or rejection)``; the locator's line is where the row ends."""
         path = self.root / f"{split}.csv"

@@ -61,6 +61,13 @@ class MMDocRAGSource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return list(self.files)
 
+    def count_records(self) -> int:
+        count = 0
+        for path in self.files:
+            with open(path, "rb") as handle:
+                count += sum(1 for line in handle if line.strip())
+        return count
+
     def records(self) -> Iterator[Sample | Rejected]:
         for path in self.files:
             with open(path, encoding="utf-8", errors="surrogateescape") as handle:  # bad bytes: quarantined at ingest

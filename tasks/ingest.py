@@ -11,12 +11,12 @@ from mmcurate.core.config import SourceSpec
 from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.core.tables import read_table
-from mmcurate.sources.ingest import IngestResult, ingest, load_ingest, root_fingerprint
+from mmcurate.sources.ingest import IngestResult, ingest, ingest_folder, load_ingest
 
 
 @task(name="ingest-source", cache_policy=NO_CACHE, task_run_name="ingest-{spec.name}")
 def ingest_source(spec: SourceSpec, workdir: Path) -> IngestResult:
-    out = workdir / "ingest" / f"{spec.name}-{root_fingerprint(spec.root, spec.options)}"
+    out = ingest_folder(workdir, spec.name, spec.root, spec.options)
     done = load_ingest(out)
     if done is not None:
         return done
