@@ -171,8 +171,9 @@ def deflection_draft(
         "convergence": gating.convergence,
         "judge_errors": judge_errors(ledger),
     }
-    notes = [f"Retrieval: {components.get('text_encoder')} (text), {components.get('image_encoder')} (images).",
-             f"Judged by {judge}."]
+    retrieval = (f"Retrieval: {components['text_encoder']} (text), {components['image_encoder']} (images)."
+                 if "text_encoder" in components else "Retrieval: none; every sample came with its source's negatives.")
+    notes = [retrieval, f"Judged by {judge}."]
     if "descriptor" in components.get("image_encoder", ""):
         notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
                      "they are visually similar, not semantically similar.")

@@ -95,8 +95,11 @@ class PairKnowledge(Stage):
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         cfg = self.retrieval
         needs = samples.filter(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0))
-        mined_text = (mine_text_negatives(needs, load_kb(cfg.kb, cfg.kb_limit), cfg, ctx.index_dir, ctx.store)
-                      if needs.num_rows else {})
+        if not needs.num_rows:  # every sample brings its source's negatives: no encoder is even loaded
+            result = pair_knowledge(samples, {}, {}, ctx.run_id, self.max_negatives)
+            result.components = {"negatives": "source-provided for every sample; nothing was mined"}
+            return result
+        mined_text = mine_text_negatives(needs, load_kb(cfg.kb, cfg.kb_limit), cfg, ctx.index_dir, ctx.store)
         mined_images: dict[str, list[Context]] = {}
         for source in sorted(set(needs["source"].to_pylist())):
             group = needs.filter(pc.equal(needs["source"], source))
