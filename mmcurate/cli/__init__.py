@@ -10,7 +10,7 @@ import sys
 from mmcurate.core.errors import MmcurateError
 
 from .app import app
-from . import annotate, ingest, judge, releases, run  # noqa: F401  (register commands)
+from . import annotate, ingest, judge, plan, releases, run  # noqa: F401  (register commands)
 
 
 def main() -> None:
