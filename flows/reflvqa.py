@@ -25,6 +25,7 @@ from mmcurate.core.schema import QUARANTINE
 from mmcurate.core.tables import rows_to_table
 from mmcurate.releases.reflvqa import reflvqa_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
+from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
@@ -47,6 +48,7 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None) -> str:
     else:  # the posts' own images
         images = sorted({sha for shas in candidates["images"].to_pylist() for sha in shas if sha in store})
 
+    bill = plan_run(settings, "reflvqa", candidates.num_rows)                                   # before any model call
     relevant = run_stage(ImageRelevance(cfg.cross_modal_encoder, cfg.distractor_images, cfg.relevance_top_k,
                                         cfg.seed), candidates, settings, run_id)
     necessary = run_stage(ImageNecessity(cfg.inspectors, cfg.evaluator, cfg.max_right_inspectors),
@@ -61,6 +63,7 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None) -> str:
     draft = reflvqa_draft(settings, version or cfg.version, run_id, ingested, candidates, quarantine,
                           [relevant, necessary, checkable, cited], corpus)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images")
+    report_spent(bill, [row for stage in (relevant, necessary, checkable, cited) for row in stage.calls])
     print(f"reflvqa {draft.version}: {draft.tables['qa'].num_rows} QA pairs -> {release}")
     return str(release)
 
