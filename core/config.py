@@ -85,6 +85,11 @@ class ModelSpec(_Strict):
     # a local tokenizer.json (or a folder holding one) of this model: counts its tokens, e.g. the
     # 75 answer tokens a CRAG judge sees (evaluation.crag); None: the model has no known tokenizer
     tokenizer: Path | None = None
+    # cost plan (``mmcurate plan``; defaults and their sources in planning/throughput.py)
+    tokens_per_second: float | None = Field(default=None, gt=0)  # per GPU, prompt + completion; None: by size
+    image_tokens: int = Field(default=256, ge=0)  # prompt tokens one image costs this model
+    price_input_per_mtok: float = Field(default=0.0, ge=0)  # USD per 1M prompt tokens (0: local model)
+    price_output_per_mtok: float = Field(default=0.0, ge=0)  # USD per 1M completion tokens
 
     @model_validator(mode="after")
     def _backend_fields(self) -> "ModelSpec":

@@ -20,9 +20,8 @@ import pyarrow as pa
 
 from .errors import MmcurateError
 from .images import ImageStore
-from .ledger import Decision, ledger_table
-from .schema import LEDGER
-from .tables import read_table, write_table
+from .ledger import Decision, Ledger, ledger_table
+from .tables import write_table
 
 if TYPE_CHECKING:  # the model layer sits above core; annotations only
     from mmcurate.core.config import Settings
@@ -83,16 +82,17 @@ class StageResult:
     convergence: list[dict] = field(default_factory=list)  # {n_models, model, retained}
     naive_calls: int = 0  # calls the naive algorithm makes (no early elimination)
     requests: int = 0  # requests actually issued (cache hits included)
-    calls: list[dict] = field(default_factory=list)  # {stage, model, calls, cache_hits, failures}
+    calls: list[dict] = field(default_factory=list)  # CallCounter rows: {stage, model, calls, cache_hits, ...}
     components: dict[str, str] = field(default_factory=dict)  # named in the manifest (judge, encoders)
     ledger_parts: list[Path] = field(default_factory=list)  # decisions already written to Parquet
 
+    def decision_log(self) -> Ledger:
+        """Every decision of the stage, streamed: the spilled parts, then those in memory."""
+        return Ledger([*self.ledger_parts, *([ledger_table(self.decisions, self.run_id)] if self.decisions else [])])
+
     def ledger(self) -> pa.Table:
-        """Every decision of the stage as LEDGER rows: the spilled parts, then those in memory."""
-        tables = [read_table(p, LEDGER) for p in self.ledger_parts]
-        if self.decisions or not tables:
-            tables.append(ledger_table(self.decisions, self.run_id))
-        return pa.concat_tables(tables)
+        """The same decisions as one table (for small results and tests)."""
+        return self.decision_log().table()
 
     def spill(self, path: Path) -> StageResult:
         """The same result with its in-memory decisions written to ``path`` (Parquet)."""
@@ -112,10 +112,10 @@ def shards(table: pa.Table, size: int) -> list[pa.Table]:
 def _sum_calls(rows: list[dict]) -> list[dict]:
     merged: dict[tuple[str, str], dict] = {}
     for row in rows:
-        into = merged.setdefault((row["stage"], row["model"]), {"stage": row["stage"], "model": row["model"],
-                                                                "calls": 0, "cache_hits": 0, "failures": 0})
-        for name in ("calls", "cache_hits", "failures"):
-            into[name] += row[name]
+        into = merged.setdefault((row["stage"], row["model"]), {"stage": row["stage"], "model": row["model"]})
+        for name, value in row.items():
+            if name not in ("stage", "model"):
+                into[name] = into.get(name, 0) + value
     return [merged[key] for key in sorted(merged)]
 
 

@@ -22,6 +22,7 @@ from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.rerun import refuse_changed_version
 from mmcurate.releases.topics import topic_counts
 from mmcurate.tasks.ingest import ingest_source, load_samples
+from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
@@ -40,6 +41,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
+    bill = plan_run(settings, "deflectionbench", samples.num_rows)                           # before any model call
 
     gated = run_stage(ParametricGate(cfg.gating), samples, settings, run_id)                 # Stage I
     paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
@@ -53,6 +55,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),
         components=paired.components, topics_before=topic_counts(samples))
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
+    report_spent(bill, gated.calls + checked.calls)
     print(f"deflectionbench {draft.version}: {checked.kept.num_rows} samples -> {release}")
     return str(release)
 

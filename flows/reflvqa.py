@@ -28,6 +28,7 @@ from mmcurate.core.tables import rows_to_table
 from mmcurate.releases.reflvqa import reflvqa_draft
 from mmcurate.releases.rerun import refuse_changed_version
 from mmcurate.tasks.ingest import ingest_source, load_samples
+from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
@@ -53,6 +54,7 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_in
     else:  # the posts' own images
         images = sorted({sha for shas in candidates["images"].to_pylist() for sha in shas if sha in store})
 
+    bill = plan_run(settings, "reflvqa", candidates.num_rows)                                   # before any model call
     relevant = run_stage(ImageRelevance(cfg.cross_modal_encoder, cfg.distractor_images, cfg.relevance_top_k,
                                         cfg.seed), candidates, settings, run_id)
     necessary = run_stage(ImageNecessity(cfg.inspectors, cfg.evaluator, cfg.max_right_inspectors),
@@ -71,6 +73,7 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_in
     corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images)
     draft = reflvqa_draft(settings, version, run_id, ingested, candidates, quarantine, stages, corpus)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
+    report_spent(bill, [row for stage in stages for row in stage.calls])
     print(f"reflvqa {draft.version}: {draft.tables['qa'].num_rows} QA pairs -> {release}")
     return str(release)
 

@@ -1,30 +1,38 @@
-"""Call accounting per (stage, model): calls made to the backend, cache hits, failures.
+"""Call accounting per (stage, model): calls made to the backend, cache hits, failures, and
+the tokens the calls used.
 
 ``calls`` counts requests that reached a backend (cache misses); ``cache_hits`` counts
 requests answered from the cache; ``failures`` counts calls that failed for good
-(after retries). A fully cached rerun therefore shows ``calls == 0``.
+(after retries). A fully cached rerun therefore shows ``calls == 0``. ``prompt_tokens`` and
+``completion_tokens`` add up the usage the backends reported for their calls (cache hits
+cost nothing), over the ``usage_calls`` calls that reported any (the scripted backend
+reports none).
 """
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
 
+COUNTS = ("calls", "cache_hits", "failures", "usage_calls", "prompt_tokens", "completion_tokens")
+
 
 class CallCounter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: dict[tuple[str, str], dict[str, int]] = defaultdict(
-            lambda: {"calls": 0, "cache_hits": 0, "failures": 0}
-        )
+        self._counts: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNTS, 0))
 
-    def record(self, stage: str, model: str, cached: bool, failed: bool) -> None:
+    def record(self, stage: str, model: str, cached: bool, failed: bool, usage: dict | None = None) -> None:
         with self._lock:
             row = self._counts[(stage, model)]
             if cached:
                 row["cache_hits"] += 1
-            else:
-                row["calls"] += 1
-                row["failures"] += int(failed)
+                return
+            row["calls"] += 1
+            row["failures"] += int(failed)
+            if usage and ("prompt_tokens" in usage or "completion_tokens" in usage):
+                row["usage_calls"] += 1
+                row["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+                row["completion_tokens"] += int(usage.get("completion_tokens") or 0)
 
     def rows(self) -> list[dict]:
         with self._lock:
@@ -35,7 +43,8 @@ class CallCounter:
 
     @property
     def totals(self) -> dict[str, int]:
-        total = {"calls": 0, "cache_hits": 0, "failures": 0}
+        """Calls, cache hits and failures over every stage and model."""
+        total = dict.fromkeys(COUNTS[:3], 0)
         for row in self.rows():
             for name in total:
                 total[name] += row[name]

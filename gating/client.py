@@ -113,7 +113,8 @@ class ModelClient:
                     key, self.spec.name, misses[index].template, response.text,
                     response.usage, response.latency, response.top_logprobs,
                 )
-            self.counter.record(stage, self.spec.name, cached=False, failed=response.text is None)
+            self.counter.record(stage, self.spec.name, cached=False, failed=response.text is None,
+                                usage=response.usage)
             for position in waiting[key]:
                 results[position] = _with_key(response, requests[position].key)
             before, answered = answered, answered + len(waiting[key])

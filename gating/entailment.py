@@ -30,6 +30,7 @@ from mmcurate.core.text import content_tokens
 
 from .client import ModelPool
 from .labels import Label, ask_labels, first_token_label, label_request
+from .requests import ChatRequest
 
 NLI_THRESHOLD = 0.5
 LEXICAL_THRESHOLD = 0.75
@@ -149,6 +150,22 @@ def _yes_no(response: Any) -> tuple[str, float] | None:
     return first_token_label(response, YES_NO)
 
 
+def text_support_request(key: str, premise: str, hypothesis: str) -> ChatRequest:
+    """Does a document (cut to ``DOC_CHARS``) support a statement? A yes/no label request."""
+    return label_request(key, TEXT_SYSTEM, f"Document: {premise[:DOC_CHARS]}\n\nStatement: {hypothesis}\n"
+                         "Does the document support the statement? Reply with exactly one word: yes or no.",
+                         TEXT_TEMPLATE)
+
+
+def image_support_request(key: str, sha: str, hypothesis: str) -> ChatRequest:
+    """Does an image support a statement? A yes/no label request for a vision model."""
+    return label_request(key, IMAGE_SYSTEM, [
+        {"type": "image", "sha256": sha},
+        {"type": "text", "text": f"Statement: {hypothesis}\n"
+                                 "Does the image support the statement? Reply with exactly one word: yes or no."},
+    ], IMAGE_TEMPLATE)
+
+
 class LLMEntailment:
     """A chat model asked, per (premise, hypothesis), whether the document supports the statement."""
 
@@ -160,12 +177,8 @@ class LLMEntailment:
 
     def judge(self, premises: list[str], hypotheses: list[str], keys: list[str]) -> list[Support]:
         _check_pairs(premises, hypotheses)
-        requests = [
-            label_request(key, TEXT_SYSTEM, f"Document: {premise[:DOC_CHARS]}\n\nStatement: {hypothesis}\n"
-                          "Does the document support the statement? Reply with exactly one word: yes or no.",
-                          TEXT_TEMPLATE)
-            for key, premise, hypothesis in zip(keys, premises, hypotheses)
-        ]
+        requests = [text_support_request(key, premise, hypothesis)
+                    for key, premise, hypothesis in zip(keys, premises, hypotheses)]
         labels = ask_labels(self.pool.client(self.model), requests, YES_NO, REMINDER, self.stage, _yes_no)
         return [_support(label) for label in labels]
 
@@ -192,13 +205,6 @@ def entailment_judge(spec: EntailmentSpec | str | EntailmentJudge, pool: ModelPo
 def image_support(pool: ModelPool, model: str, shas: list[str], hypotheses: list[str], keys: list[str],
                   stage: str = "citation") -> list[Support]:
     """A vision model's yes/no on whether each image shows what its statement says."""
-    requests = [
-        label_request(key, IMAGE_SYSTEM, [
-            {"type": "image", "sha256": sha},
-            {"type": "text", "text": f"Statement: {hypothesis}\n"
-                                     "Does the image support the statement? Reply with exactly one word: yes or no."},
-        ], IMAGE_TEMPLATE)
-        for key, sha, hypothesis in zip(keys, shas, hypotheses)
-    ]
+    requests = [image_support_request(key, sha, hypothesis) for key, sha, hypothesis in zip(keys, shas, hypotheses)]
     labels = ask_labels(pool.client(model), requests, YES_NO, REMINDER, stage, _yes_no)
     return [_support(label) for label in labels]

@@ -100,6 +100,11 @@ def judge_messages(item: JudgeItem) -> list[dict]:
     return [{"role": "user", "content": PROMPT.format(question=item.question, gold=gold, answer=item.answer)}]
 
 
+def judge_request(item: JudgeItem) -> ChatRequest:
+    """What the LLM judge is asked about one answer the pre-judge did not settle."""
+    return ChatRequest(item.key, judge_messages(item), TEMPLATE, max_tokens=JUDGE_MAX_TOKENS)
+
+
 class LLMJudge(Judge):
     def __init__(self, pool: ModelPool, model: str) -> None:
         super().__init__()
@@ -110,7 +115,7 @@ class LLMJudge(Judge):
         self.by = f"llm:{spec.name}"
 
     def _grade_rest(self, items: list[JudgeItem], stage: str) -> list[Judgement]:
-        asks = [ChatRequest(i.key, judge_messages(i), TEMPLATE, max_tokens=JUDGE_MAX_TOKENS) for i in items]
+        asks = [judge_request(i) for i in items]
         labels = ask_labels(self.pool.client(self.model), asks, SPELLINGS, REMINDER, stage)
         out = []
         for item, label in zip(items, labels):

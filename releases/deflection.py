@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mmcurate.core.config import Settings
+from mmcurate.core.ledger import Ledger
+from mmcurate.gating.accounting import COUNTS
 from mmcurate.core.stages import StageResult
 from mmcurate.core.text import normalize
 
@@ -18,31 +22,41 @@ RULE_TEXT = {
     "none_correct": "a sample is discarded unless some gating model is CORRECT with the gold evidence",
 }
 
+ROW_BATCH = 1024  # rows turned into Python dicts at a time
+
 
 def _modality(contexts: list[dict]) -> str:
     kinds = {c["modality"] for c in contexts}
     return "+".join(sorted(kinds)) if kinds else "none"
 
 
+def _rows(table: pa.Table) -> Iterator[dict]:
+    """The rows of ``table`` as dicts, a batch at a time (Python objects for one batch only)."""
+    for batch in table.to_batches(max_chunksize=ROW_BATCH):
+        yield from batch.to_pylist()
+
+
 def per_source_table(ingested: dict[str, int], kept: pa.Table) -> list[dict]:
     """Retained samples per source, retention %, query and context modality (Table 2)."""
-    rows = kept.to_pylist()
-    by_source: dict[str, list[dict]] = {}
-    for row in rows:
-        by_source.setdefault(row["source"], []).append(row)
+    retained: Counter[str] = Counter()
+    query: dict[str, Counter[str]] = {}
+    context: dict[str, Counter[str]] = {}
+    for r in _rows(kept.select(["source", "images", "gold_contexts", "negative_contexts"])):
+        source = r["source"]
+        retained[source] += 1
+        query.setdefault(source, Counter())["image+text" if r["images"] else "text"] += 1
+        context.setdefault(source, Counter())[_modality(r["gold_contexts"] + r["negative_contexts"])] += 1
     table = []
     for source in sorted(ingested):
-        items = by_source.get(source, [])
-        query = Counter("image+text" if r["images"] else "text" for r in items)
-        context = Counter(_modality(r["gold_contexts"] + r["negative_contexts"]) for r in items)
+        n = retained[source]
         table.append(
             {
                 "source": source,
                 "ingested": ingested[source],
-                "retained": len(items),
-                "retention_pct": round(100.0 * len(items) / ingested[source], 2) if ingested[source] else 0.0,
-                "query_modality": ", ".join(sorted(query)) or "-",
-                "context_modality": ", ".join(sorted(context)) or "-",
+                "retained": n,
+                "retention_pct": round(100.0 * n / ingested[source], 2) if ingested[source] else 0.0,
+                "query_modality": ", ".join(sorted(query.get(source, {}))) or "-",
+                "context_modality": ", ".join(sorted(context.get(source, {}))) or "-",
             }
         )
     return table
@@ -51,26 +65,42 @@ def per_source_table(ingested: dict[str, int], kept: pa.Table) -> list[dict]:
 def global_table(kept: pa.Table) -> list[dict]:
     """Global statistics of the retained set (Table 3). Unique questions compare normalised
     text (``core.text.normalize``); unique query images count the images asked about, not
-    the images among the contexts."""
-    rows = kept.to_pylist()
-    n = len(rows)
+    the images among the contexts. Folded over row batches: a large release is never held
+    as Python rows at once."""
+    n = kept.num_rows
+    sums: Counter[str] = Counter()
+    sources: set[str] = set()
+    questions: set[str] = set()
+    query_images: set[str] = set()
+    for r in _rows(kept):
+        sources.add(r["source"])
+        questions.add(normalize(r["question"]))
+        query_images.update(r["images"])
+        sums["with_image"] += bool(r["images"])
+        sums["question_words"] += len(r["question"].split())
+        if r["answers"]:
+            sums["answered"] += 1
+            sums["answer_words"] += len(r["answers"][0].split())
+        sums["gold"] += len(r["gold_contexts"])
+        sums["negatives"] += len(r["negative_contexts"])
+        sums["text_negatives"] += sum(1 for c in r["negative_contexts"] if c["modality"] == "text")
+        sums["image_negatives"] += sum(1 for c in r["negative_contexts"] if c["modality"] == "image")
 
-    def mean(values: list[float]) -> float:
-        return round(sum(values) / len(values), 2) if values else 0.0
+    def mean(total: int, count: int) -> float:
+        return round(total / count, 2) if count else 0.0
 
-    negatives = [r["negative_contexts"] for r in rows]
     stats = {
         "samples": n,
-        "unique_questions": len({normalize(r["question"]) for r in rows}),
-        "unique_query_images": len({s for r in rows for s in r["images"]}),
-        "sources": len({r["source"] for r in rows}),
-        "with_query_image_pct": round(100.0 * sum(bool(r["images"]) for r in rows) / n, 2) if n else 0.0,
-        "mean_question_words": mean([len(r["question"].split()) for r in rows]),
-        "mean_answer_words": mean([len(r["answers"][0].split()) for r in rows if r["answers"]]),
-        "mean_gold_contexts": mean([len(r["gold_contexts"]) for r in rows]),
-        "mean_negatives": mean([len(c) for c in negatives]),
-        "text_negatives": sum(1 for cs in negatives for c in cs if c["modality"] == "text"),
-        "image_negatives": sum(1 for cs in negatives for c in cs if c["modality"] == "image"),
+        "unique_questions": len(questions),
+        "unique_query_images": len(query_images),
+        "sources": len(sources),
+        "with_query_image_pct": round(100.0 * sums["with_image"] / n, 2) if n else 0.0,
+        "mean_question_words": mean(sums["question_words"], n),
+        "mean_answer_words": mean(sums["answer_words"], sums["answered"]),
+        "mean_gold_contexts": mean(sums["gold"], n),
+        "mean_negatives": mean(sums["negatives"], n),
+        "text_negatives": sums["text_negatives"],
+        "image_negatives": sums["image_negatives"],
     }
     return [{"statistic": key, "value": value} for key, value in stats.items()]
 
@@ -86,26 +116,26 @@ def funnel(ingested: int, after_gating: int, after_pairing: int, released: int) 
 
 
 def calls_table(stage_rows: dict[str, list[dict]], naive: dict[str, int]) -> list[dict]:
-    """Model calls per pipeline stage, model and step (answering, judging), then a total row
-    per stage beside the naive count (every model on every item, no early elimination)."""
+    """Model calls per pipeline stage, model and step (answering, judging), with the usage
+    tokens backends reported, then a total row per stage beside the naive count (every
+    model on every item, no early elimination)."""
     rows = []
     for stage, counted in stage_rows.items():
         for r in counted:
-            rows.append({"stage": stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
-                         "cache_hits": r["cache_hits"], "failures": r["failures"], "naive": None})
+            rows.append({"stage": stage, "step": r["stage"], "model": r["model"],
+                         **{name: r.get(name, 0) for name in COUNTS}, "naive": None})
         rows.append({"stage": stage, "step": "total", "model": "all",
-                     "calls": sum(r["calls"] for r in counted),
-                     "cache_hits": sum(r["cache_hits"] for r in counted),
-                     "failures": sum(r["failures"] for r in counted),
+                     **{name: sum(r.get(name, 0) for r in counted) for name in COUNTS},
                      "naive": naive.get(stage, 0)})
     return rows
 
 
-def judge_errors(ledger: pa.Table) -> list[dict]:
+def judge_errors(ledger: Ledger) -> list[dict]:
     """Judge errors per model (answers the judge could not grade; never counted as grades)."""
-    counts = Counter(
-        row["model"] for row in ledger.select(["model", "verdict"]).to_pylist() if row["verdict"] == "JUDGE_ERROR"
-    )
+    counts: Counter[str] = Counter()
+    for batch in ledger.batches(["model", "verdict"]):
+        errors = batch.filter(pc.equal(batch.column("verdict"), "JUDGE_ERROR"))
+        counts.update(errors.column("model").to_pylist())
     return [{"model": model, "judge_errors": n} for model, n in sorted(counts.items())]
 
 
@@ -141,7 +171,7 @@ def deflection_draft(
     cfg = settings.deflectionbench
     kept = oracle.kept
     runs = [s for s in (gating, pairing, oracle) if s is not None]
-    ledger = pa.concat_tables(([history] if history is not None else []) + [s.ledger() for s in runs])
+    ledger = sum((s.decision_log() for s in runs), Ledger([history] if history is not None else []))
     models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
     entered = sum(ingested.values())
     after_pairing = pairing.kept.num_rows if pairing else gating.kept.num_rows
@@ -156,8 +186,9 @@ def deflection_draft(
         "judge_errors": judge_errors(ledger),
         "topics": topic_table(topics_before, topic_counts(kept)) if topics_before is not None else [],
     }
-    notes = [f"Retrieval: {components.get('text_encoder')} (text), {components.get('image_encoder')} (images).",
-             f"Judged by {judge}.",
+    retrieval = (f"Retrieval: {components['text_encoder']} (text), {components['image_encoder']} (images)."
+                 if "text_encoder" in components else "Retrieval: none; every sample came with its source's negatives.")
+    notes = [retrieval, f"Judged by {judge}.",
              f"Rules: Stage I gating {cfg.gating.rule}, Stage III solvability {cfg.gating.oracle_rule} "
              f"({RULE_TEXT[cfg.gating.oracle_rule]})."]
     if "descriptor" in components.get("image_encoder", ""):

@@ -5,11 +5,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
+import pyarrow.compute as pc
+
+from mmcurate.core.ledger import Ledger
 
 from .draft import ReleaseDraft
 from .errors import ReleaseError
-from .reader import ID_COLUMNS, Release, open_release
+from .reader import ID_COLUMNS, LEDGER_FILE, Release, open_release
 
 NOT_IN_LEDGER = "not in NEW's ledger"
 
@@ -50,22 +52,22 @@ def drop_reason(decision: dict, version: str) -> str:
     return text
 
 
-def latest_drops(ledger: pa.Table) -> dict[str, dict]:
+def latest_drops(ledger: Ledger) -> dict[str, dict]:
     """The last ``drop`` decision recorded for each sample."""
     latest: dict[str, dict] = {}
-    for row in ledger.to_pylist():
-        if row["verdict"] == "drop":
+    for batch in ledger.batches():
+        for row in batch.filter(pc.equal(batch.column("verdict"), "drop")).to_pylist():
             latest[row["sample_id"]] = row
     return latest
 
 
-def _side(release: Release | ReleaseDraft | Path | str) -> tuple[str, str, list[str], pa.Table]:
+def _side(release: Release | ReleaseDraft | Path | str) -> tuple[str, str, list[str], Ledger]:
     if isinstance(release, (str, Path)):
         release = open_release(release)
     if isinstance(release, ReleaseDraft):
         config, column = ID_COLUMNS[release.benchmark]
         return release.benchmark, release.version, release.tables[config].column(column).to_pylist(), release.ledger
-    return release.benchmark, release.version, release.sample_ids, release.ledger
+    return release.benchmark, release.version, release.sample_ids, Ledger([release.path / LEDGER_FILE])
 
 
 def diff_releases(old: Release | Path | str, new: Release | ReleaseDraft | Path | str) -> ReleaseDiff:

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from mmcurate.core.ledger import Ledger
+
 BENCHMARKS = ("deflectionbench", "reflvqa", "reflectv")
 # The Hugging Face configs each benchmark publishes; the writer refuses any other set.
 CONFIGS = {"deflectionbench": ("test",), "reflvqa": ("qa", "documents", "knowledge_base"),
@@ -17,7 +19,7 @@ class ReleaseDraft:
     version: str  # semantic version "1.0.0"
     parent: str | None  # parent version, or None
     tables: dict[str, pa.Table]  # HF configs, see CONFIGS
-    ledger: pa.Table  # core.schema.LEDGER: every decision of the run
+    ledger: Ledger  # every decision of the run, streamed (a LEDGER table is wrapped)
     quarantine: pa.Table  # core.schema.QUARANTINE
     config: dict  # fully resolved config
     models: list[dict]  # each {"role": ..., **ModelSpec.identity()}
@@ -31,3 +33,7 @@ class ReleaseDraft:
     removed: list[dict] = field(default_factory=list)  # vs parent: {sample_id, reason, removed_in}
     notes: list[str] = field(default_factory=list)  # limitations, skipped stages
     incomplete: dict | None = None  # what failed, when an incomplete release was allowed (completeness.py)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ledger, pa.Table):
+            self.ledger = Ledger([self.ledger])

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.images import check_image
@@ -79,10 +80,23 @@ def _chars(text: str | None) -> int:
     return len(text.strip()) if text else 0
 
 
-def deflection_frame(table: pa.Table) -> pd.DataFrame:
-    """The ``test`` config with one derived column per rule."""
-    frame = table.to_pandas()
-    rows = table.to_pylist()
+def deflection_frame(batches: Iterable[pa.RecordBatch]) -> pd.DataFrame:
+    """The ``test`` config with one derived column per rule, built a batch at a time: nested
+    columns (answers, images, contexts) are reduced to their lengths, so the frame holds
+    no image bytes; every column keeps its name for the exact-columns rule."""
+    frames = [_deflection_batch(b) for b in batches]
+    if not frames:
+        return pd.DataFrame(columns=DEFLECTION_COLUMNS + DEFLECTION_DERIVED)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _deflection_batch(batch: pa.RecordBatch) -> pd.DataFrame:
+    lists = [f.name for f in batch.schema if pa.types.is_list(f.type)]
+    frame = batch.drop_columns(lists).to_pandas()
+    for name in lists:
+        frame[name] = pc.list_value_length(batch.column(name)).to_numpy(zero_copy_only=False)
+    frame = frame[batch.schema.names]
+    rows = batch.to_pylist()
     frame["question_chars"] = [_chars(r.get("question")) for r in rows]
     frame["n_answers"] = [sum(1 for a in r.get("answers") or [] if _chars(a)) for r in rows]
     frame["n_negatives"] = [len(r.get("negative_contexts") or []) for r in rows]

@@ -5,6 +5,7 @@ writes in progress (or left by a crash) and are never listed.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -63,6 +64,11 @@ class Release:
     def table(self, config: str) -> pa.Table:
         """One config as Arrow (images embedded as ``{bytes, path}`` structs)."""
         return pa.concat_tables([read_parquet(p) for p in self.shard_paths(config)])
+
+    def batches(self, config: str, batch_size: int = 1024) -> Iterator[pa.RecordBatch]:
+        """One config as Arrow record batches, shard after shard (bounded memory)."""
+        for path in self.shard_paths(config):
+            yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size)
 
     def frame(self, config: str) -> pl.DataFrame:
         return pl.from_arrow(self.table(config))

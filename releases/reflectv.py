@@ -32,6 +32,7 @@ from mmcurate.annotation.reflectv.formatting import CHAIN_KEPT, CHECK_SHARE, MUL
 from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL, CHECK_RULE
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import DOMAINS, domain_of
+from mmcurate.core.ledger import Ledger
 from mmcurate.core.specs import Heuristic, model_names
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
@@ -177,7 +178,7 @@ def reflectv_draft(
         version=version,
         parent=parent,
         tables=tables,
-        ledger=pa.concat_tables([s.ledger() for s in stages]),
+        ledger=sum((s.decision_log() for s in stages), Ledger()),
         quarantine=quarantine,
         config=settings.resolved(),
         models=models,

@@ -4,6 +4,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from mmcurate.core.config import Settings
+from mmcurate.core.ledger import Ledger
+from mmcurate.gating.accounting import COUNTS
 from mmcurate.core.specs import Heuristic, Lexical, model_names
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
@@ -31,15 +33,14 @@ def reflvqa_draft(
     cited = stages[names.index("citation")]
     filters = stages[:names.index("citation")]
     tables = reflvqa_tables(stages[-1].kept, knowledge_base)
-    ledger = pa.concat_tables([s.ledger() for s in stages])
+    ledger = sum((s.decision_log() for s in stages), Ledger())
     skipped = {"candidate posts without a question/image/answer": sum(ingested.skipped.values())}
     funnel = [
         {"stage": "candidate QA pairs (ingest)", "remaining": samples.num_rows},
         *({"stage": s.stage, "remaining": s.kept.num_rows} for s in filters),
         *({"stage": s.stage, "remaining": tables["qa"].num_rows} for s in stages[len(filters):]),
     ]
-    call_rows = [{"stage": s.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
-                  "cache_hits": r["cache_hits"], "failures": r["failures"]}
+    call_rows = [{"stage": s.stage, "step": r["stage"], "model": r["model"], **{n: r.get(n, 0) for n in COUNTS}}
                  for s in stages for r in s.calls]
     models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflvqa")]
     notes = [f"{s.stage}: {s.reason}" for s in filters if s.skipped]

@@ -71,7 +71,7 @@ def _sample_rules(columns: list[str], derived: list[str], non_empty: tuple[str, 
 
 def deflection_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
     manifest = release.manifest
-    frame = qf.deflection_frame(release.table("test"))
+    frame = qf.deflection_frame(release.batches("test"))
     notes: list[str] = []
     rules = [
         *_sample_rules(qf.DEFLECTION_COLUMNS, qf.DEFLECTION_DERIVED, ("question_chars", "n_answers")),

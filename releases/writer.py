@@ -14,7 +14,9 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from datasets import Features
 
 from mmcurate.core.images import ImageStore
 from mmcurate.core.tables import write_table
@@ -46,33 +48,48 @@ def _check_draft(draft: ReleaseDraft, target: Path) -> None:
         raise ReleaseError(f"release {draft.benchmark} {draft.version} has no rows in {config!r}; nothing to publish")
 
 
-def write_shards(table: pa.Table, folder: Path, config: str, max_rows: int) -> list[str]:
-    """Write ``table`` as ``<config>-0000i-of-0000N.parquet``; return paths relative to the release."""
+def write_shards(table: pa.Table, folder: Path, config: str, max_rows: int,
+                 store: ImageStore) -> tuple[list[str], Features, int]:
+    """Write ``table`` as ``<config>-0000i-of-0000N.parquet`` with its images embedded, one
+    shard at a time (so only one shard's image bytes are in memory); return the paths
+    relative to the release, the ``datasets`` features and the embedded rows' bytes in
+    memory (Arrow; the card's ``num_bytes``)."""
     total = max(1, math.ceil(table.num_rows / max_rows))
     names = []
+    nbytes = 0
+    features: Features | None = None
     for index in range(total):
         name = shard_name(config, index, total)
-        pq.write_table(table.slice(index * max_rows, max_rows), folder / name, compression="zstd")
+        shard = with_hf_metadata(embed_images(table.slice(index * max_rows, max_rows), store))
+        pq.write_table(shard, folder / name, compression="zstd")
         names.append(f"{DATA_DIR}/{name}")
-    return names
+        nbytes += shard.nbytes
+        features = features or hf_features(shard.schema)
+    assert features is not None  # total >= 1
+    return names, features, nbytes
+
+
+def _counts(column: pa.ChunkedArray) -> Counter:
+    return Counter({row["values"]: row["counts"] for row in pc.value_counts(column).to_pylist()})
 
 
 def distributions(benchmark: str, tables: dict[str, pa.Table]) -> dict[str, tuple[str, str, dict[str, int]]]:
     """Counts worth a bar chart in the card and report: title -> (x label, y label, counts)."""
     if benchmark == "deflectionbench":
         test = tables["test"]
-        negatives = Counter(len(n) for n in test.column("negative_contexts").to_pylist())
+        negatives = _counts(pc.list_value_length(test.column("negative_contexts")))
         return {
-            "samples per source": ("source", "samples", dict(Counter(test.column("source").to_pylist()).most_common())),
+            "samples per source": ("source", "samples", dict(_counts(test.column("source")).most_common())),
             "negative contexts per sample": ("negative contexts", "samples",
                                              {str(k): negatives[k] for k in sorted(negatives)}),
         }
     if benchmark == "reflectv":
         released = tables["trajectories"]
-        depth = Counter(released.column("depth").to_pylist())
+        depth = _counts(released.column("depth"))
         return {
-            "samples per domain": dict(Counter(released.column("domain").to_pylist()).most_common()),
-            "trajectory depth (turns to convergence)": {str(k): depth[k] for k in sorted(depth)},
+            "samples per domain": ("domain", "samples", dict(_counts(released.column("domain")).most_common())),
+            "trajectory depth (turns to convergence)": ("turns to convergence", "trajectories",
+                                                        {str(k): depth[k] for k in sorted(depth)}),
         }
     sentences = Counter(len(s) for s in tables["qa"].column("sentences").to_pylist())
     return {
@@ -89,12 +106,10 @@ def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, m
     sizes: dict[str, int] = {}  # bytes in memory (Arrow), the card's num_bytes
     features = {}
     for config in CONFIGS[draft.benchmark]:
-        table = with_hf_metadata(embed_images(draft.tables[config], store))
-        shards[config] = write_shards(table, folder / DATA_DIR, config, max_rows)
-        rows[config] = table.num_rows
-        sizes[config] = table.nbytes
-        features[config] = hf_features(table.schema)
-    write_table(draft.ledger, folder / LEDGER_FILE)
+        shards[config], features[config], sizes[config] = write_shards(
+            draft.tables[config], folder / DATA_DIR, config, max_rows, store)
+        rows[config] = draft.tables[config].num_rows
+    draft.ledger.write(folder / LEDGER_FILE)
     write_table(draft.quarantine, folder / QUARANTINE_FILE)
     plots = write_plots(draft.statistics, distributions(draft.benchmark, draft.tables), folder / "plots")
     manifest = {**build_manifest(draft, rows, sizes, shards, target), "plots": plots}

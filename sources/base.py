@@ -132,6 +132,12 @@ class SourceAdapter(ABC):
     def source_files(self) -> list[Path]:
         """The raw files this adapter reads (for manifests: sha256 and provenance)."""
 
+    def count_records(self) -> int | None:
+        """How many raw records the root holds, counted without building samples (an upper
+        bound on the samples an ingest yields, for ``mmcurate plan``); None when no cheap
+        count exists for the layout."""
+        return None
+
     def require(self, *candidates: str) -> Path:
         """The first existing file among ``candidates`` under root, or SourceError naming them."""
         for candidate in candidates:

@@ -73,6 +73,9 @@ class EncyclopedicVQASource(SourceAdapter):
         files = list(self.tables.values())
         return files + [p for p in (self.kb, self.inat_map) if p is not None]
 
+    def count_records(self) -> int:
+        return sum(1 for path in self.tables.values() for _ in self._rows(path))
+
     def _rows(self, path: Path) -> Iterator[tuple[int, str, dict[str, Any] | Rejected]]:
         """``(row index, locator, row or rejection)``; the locator's line is where the row ends."""
         with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:  # bad bytes: quarantined at ingest

@@ -129,6 +129,9 @@ class InfoSeekSource(SourceAdapter):
         files = list(self.questions.values()) + self._withkb_paths()
         return files + [p for p in (self.id2image, self.kb) if p is not None]
 
+    def count_records(self) -> int:
+        return sum(1 for split in self.splits for _ in iter_lines(self.root / question_file(split)))
+
     # ----------------------------------------------------------------- first pass
 
     def _wanted_ids(self) -> tuple[set[str], set[str]]:

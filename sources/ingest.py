@@ -235,6 +235,11 @@ def root_fingerprint(root: Path | str, options: dict[str, Any] | None = None, de
     return stable_id(*parts)
 
 
+def ingest_folder(workdir: Path, name: str, root: Path, options: dict[str, Any] | None = None) -> Path:
+    """Where a flow keeps the ingest of one source root: redone when the root changes."""
+    return Path(workdir) / "ingest" / f"{name}-{root_fingerprint(root, options)}"
+
+
 def load_ingest(out: Path | str) -> IngestResult | None:
     """The result of a completed ingest in ``out`` (``ingest.json`` is written last), or None."""
     marker = Path(out) / "ingest.json"

@@ -72,6 +72,13 @@ class MMDocRAGSource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return list(self.files.values())
 
+    def count_records(self) -> int:
+        count = 0
+        for path in self.files.values():
+            with open(path, "rb") as handle:
+                count += sum(1 for line in handle if line.strip())
+        return count
+
     def records(self) -> Iterator[Located | Rejected]:
         for variant, path in self.files.items():
             for item in jsonl_records(path, "malformed JSON"):  # undecodable bytes: quarantined at ingest

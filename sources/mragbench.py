@@ -52,6 +52,12 @@ class MRAGBenchSource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return list(self.shards)
 
+    def count_records(self) -> int | None:
+        """Rows in the shards' Parquet footers; None for a Hub dataset (not local)."""
+        if self.options.hf_dataset:
+            return None
+        return sum(pq.ParquetFile(shard).metadata.num_rows for shard in self.shards)
+
     def records(self) -> Iterator[Located | Rejected]:
         for label, batches in self._batches():
             row_number = 0

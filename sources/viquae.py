@@ -88,6 +88,9 @@ class ViQuAESource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return list(self.questions.values()) + ([self.kb] if self.kb else [])
 
+    def count_records(self) -> int:
+        return sum(1 for split in self.splits for _ in iter_lines(self.root / f"{split}.jsonl"))
+
     def _wanted(self) -> set[str]:
         """Article keys (ids and title keys) the questions' provenance points to."""
         wanted: set[str] = set()

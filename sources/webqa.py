@@ -124,6 +124,16 @@ class WebQASource(SourceAdapter):
         files = [self.train_val, self.tsv, self.lineidx]
         return files + ([self.test] if self.test is not None else [])
 
+    def count_records(self) -> int:
+        """Records of the wanted splits in the train/val file (members are parsed, images are not read)."""
+        count = 0
+        try:
+            for _, record in iter_members(self.train_val):
+                count += not isinstance(record, dict) or not isinstance(record.get("split"), str) or self._wanted(record)
+        except JsonMembersError:
+            pass  # the ingest quarantines the unreadable rest; the count stops there too
+        return count
+
     def records(self) -> Iterator[Located | Rejected]:
         images = ImageTable(self.tsv, self.lineidx)
         try:

@@ -17,7 +17,7 @@ from mmcurate.core.config import SourceSpec
 from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.core.tables import read_table
-from mmcurate.sources.ingest import IngestResult, ingest, load_ingest, merge_ingests, root_fingerprint
+from mmcurate.sources.ingest import IngestResult, ingest, ingest_folder, load_ingest, merge_ingests
 from mmcurate.sources.reddit import dump_pairs, ingest_pair
 
 
@@ -40,7 +40,7 @@ def merge_parts(parts: list[IngestResult], out: Path) -> IngestResult:
 
 def ingest_source(spec: SourceSpec, workdir: Path) -> IngestResult:
     """The source's ingest, from an earlier run when the same root and options were ingested."""
-    out = workdir / "ingest" / f"{spec.name}-{root_fingerprint(spec.root, spec.options)}"
+    out = ingest_folder(workdir, spec.name, spec.root, spec.options)
     done = load_ingest(out)
     if done is not None:
         return done

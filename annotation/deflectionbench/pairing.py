@@ -36,6 +36,7 @@ from mmcurate.retrieval.rerank import reranker
 from .mining import mine_image_negatives, mine_text_negatives
 
 STAGE = "pairing"
+ROW_BATCH = 1024  # rows turned into Python dicts at a time
 
 
 def content_key(ctx: Mapping[str, Any]) -> tuple[str, str]:
@@ -94,8 +95,11 @@ class PairKnowledge(Stage):
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         cfg = self.retrieval
         needs = samples.filter(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0))
-        mined_text = (mine_text_negatives(needs, load_kb(cfg.kb, cfg.kb_limit), cfg, ctx.index_dir, ctx.store)
-                      if needs.num_rows else {})
+        if not needs.num_rows:  # every sample brings its source's negatives: no encoder is even loaded
+            result = pair_knowledge(samples, {}, {}, ctx.run_id, self.max_negatives)
+            result.components = {"negatives": "source-provided for every sample; nothing was mined"}
+            return result
+        mined_text = mine_text_negatives(needs, load_kb(cfg.kb, cfg.kb_limit), cfg, ctx.index_dir, ctx.store)
         mined_images: dict[str, list[Context]] = {}
         for source in sorted(set(needs["source"].to_pylist())):
             group = needs.filter(pc.equal(needs["source"], source))
@@ -122,28 +126,36 @@ def pair_knowledge(
     if max_negatives < 1:
         raise ValueError(f"max_negatives must be at least 1, got {max_negatives}")
     decisions: list[Decision] = []
-    out: list[dict[str, Any]] = []
-    for row in samples.to_pylist():
-        sid = row["sample_id"]
-        source_negs = row["negative_contexts"] or []
-        if source_negs:
-            check, candidates = "negatives.source", source_negs
-            offered = {"source": len(source_negs)}
-        else:
-            text = [_row(c) for c in mined_text.get(sid, [])]
-            image = [_row(c) for c in mined_images.get(sid, [])]
-            check, candidates = "negatives.mined", interleave(text, image)
-            offered = {"text": len(text), "image": len(image)}
-        negatives, removed = select_negatives(row["gold_contexts"] or [], candidates, max_negatives)
-        row["negative_contexts"] = negatives
-        out.append(row)
-        detail: dict[str, Any] = {
-            "count": len(negatives),
-            "context_ids": [c["context_id"] for c in negatives],
-            "modalities": {m: sum(c["modality"] == m for c in negatives) for m in ("text", "image")},
-            "offered": offered,
-        }
-        if removed:
-            detail["removed"] = removed
-        decisions.append(Decision(sid, STAGE, check, "paired" if negatives else "empty", detail=detail))
-    return StageResult(stage=STAGE, kept=rows_to_table(out, samples.schema), decisions=decisions, run_id=run_id)
+    paired: list[pa.Table] = []
+    for batch in samples.to_batches(max_chunksize=ROW_BATCH):  # Python rows for one batch at a time
+        out = [_pair(row, mined_text, mined_images, max_negatives, decisions) for row in batch.to_pylist()]
+        paired.append(rows_to_table(out, samples.schema))
+    kept = pa.concat_tables(paired) if paired else samples.schema.empty_table()
+    return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=run_id)
+
+
+def _pair(row: dict[str, Any], mined_text: dict[str, list[Context]], mined_images: dict[str, list[Context]],
+          max_negatives: int, decisions: list[Decision]) -> dict[str, Any]:
+    """``row`` with its negatives; its ledger decision is appended to ``decisions``."""
+    sid = row["sample_id"]
+    source_negs = row["negative_contexts"] or []
+    if source_negs:
+        check, candidates = "negatives.source", source_negs
+        offered = {"source": len(source_negs)}
+    else:
+        text = [_row(c) for c in mined_text.get(sid, [])]
+        image = [_row(c) for c in mined_images.get(sid, [])]
+        check, candidates = "negatives.mined", interleave(text, image)
+        offered = {"text": len(text), "image": len(image)}
+    negatives, removed = select_negatives(row["gold_contexts"] or [], candidates, max_negatives)
+    row["negative_contexts"] = negatives
+    detail: dict[str, Any] = {
+        "count": len(negatives),
+        "context_ids": [c["context_id"] for c in negatives],
+        "modalities": {m: sum(c["modality"] == m for c in negatives) for m in ("text", "image")},
+        "offered": offered,
+    }
+    if removed:
+        detail["removed"] = removed
+    decisions.append(Decision(sid, STAGE, check, "paired" if negatives else "empty", detail=detail))
+    return row

@@ -30,6 +30,7 @@ from mmcurate.core.specs import Heuristic, LabellerSpec, coerce
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.text import split_sentences
 from mmcurate.gating.labels import Label, ask_labels, first_token_label, label_request
+from mmcurate.gating.requests import ChatRequest
 
 STAGE = "factcheck"
 CHECK_SENTENCE = "factcheck.sentence.v1"
@@ -51,6 +52,11 @@ def factcheck_prompt(question: str, sentence: str) -> str:
     return (f"The sentence comes from an answer to this question: {question}\n"
             f"Sentence: {sentence}\n"
             "Is the sentence fact-checkable? Reply with exactly one word: yes or no.")
+
+
+def sentence_request(row: dict[str, Any], index: int, sentence: str) -> ChatRequest:
+    """Is sentence ``index`` of ``row``'s answer fact-checkable? A yes/no label request."""
+    return label_request(f"{row['sample_id']}/s{index}", SYSTEM, factcheck_prompt(row["question"], sentence), TEMPLATE)
 
 
 _NAME_OR_NUMBER = re.compile(r"\d|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+")
@@ -88,11 +94,7 @@ class FactCheckable(Stage):
     def _labels(self, ctx: StageContext, rows: list[dict], split: list[list[str]]) -> list[Label]:
         if isinstance(self.labeller, Heuristic):
             return [heuristic_label(s) for sentences in split for s in sentences]
-        requests = [
-            label_request(f"{r['sample_id']}/s{i}", SYSTEM, factcheck_prompt(r["question"], s), TEMPLATE)
-            for r, sentences in zip(rows, split)
-            for i, s in enumerate(sentences)
-        ]
+        requests = [sentence_request(r, i, s) for r, sentences in zip(rows, split) for i, s in enumerate(sentences)]
         try:
             return ask_labels(ctx.pool.client(self.labeller.name), requests, YES_NO, REMINDER, STAGE,
                               lambda response: first_token_label(response, YES_NO))

@@ -72,6 +72,17 @@ def grade_prompt(question: str, reference: str, candidate: str) -> str:
             "Is the candidate answer right or wrong? Reply with exactly one word: right or wrong.")
 
 
+def inspector_request(row: dict[str, Any]) -> ChatRequest:
+    """A text-only inspector answers the post's question without its image."""
+    return ChatRequest(key=row["sample_id"], messages=inspector_messages(row["question"]), template=INSPECTOR_TEMPLATE)
+
+
+def grade_request(row: dict[str, Any], inspector: str, answer: str) -> ChatRequest:
+    """The evaluator grades one inspector answer against the Reddit answer."""
+    return label_request(f"{row['sample_id']}/{inspector}", GRADE_SYSTEM,
+                         grade_prompt(row["question"], row["answers"][0], answer), GRADE_TEMPLATE)
+
+
 # ---------------------------------------------------------------------------- lexical grading
 def lexical_grades(references: list[str], answers: list[str], threshold: float | None = None) -> list[Label]:
     """The offline stand-in evaluator (see the module docstring)."""
@@ -111,10 +122,6 @@ class ImageNecessity(Stage):
         asked: dict[str, list[str]] = {r["sample_id"]: [] for r in rows}
         decisions: list[Decision] = []
 
-        def build(row: dict, spec: Any) -> ChatRequest:
-            return ChatRequest(key=row["sample_id"], messages=inspector_messages(row["question"]),
-                               template=INSPECTOR_TEMPLATE)
-
         def on_answers(model: str, answered: list[tuple[dict, ChatResponse]]) -> None:
             for row, resp in answered:
                 asked[row["sample_id"]].append(model)
@@ -138,7 +145,8 @@ class ImageNecessity(Stage):
             return tally[row["sample_id"]]["right"] > max_right
 
         try:
-            model_major(ctx.pool, list(self.inspectors), rows, build, on_answers, eliminated, STAGE)
+            model_major(ctx.pool, list(self.inspectors), rows, lambda row, spec: inspector_request(row), on_answers,
+                        eliminated, STAGE)
         finally:
             if not isinstance(self.evaluator, Lexical):
                 ctx.pool.release(self.evaluator.name)
@@ -176,10 +184,6 @@ class ImageNecessity(Stage):
         references = [row["answers"][0] for row, _ in answered]
         if isinstance(self.evaluator, Lexical):
             return lexical_grades(references, [resp.text for _, resp in answered], self.evaluator.threshold)
-        requests = [
-            label_request(f"{row['sample_id']}/{model}", GRADE_SYSTEM,
-                          grade_prompt(row["question"], reference, resp.text), GRADE_TEMPLATE)
-            for (row, resp), reference in zip(answered, references)
-        ]
+        requests = [grade_request(row, model, resp.text) for row, resp in answered]
         return ask_labels(ctx.pool.client(self.evaluator.name), requests, GRADES, GRADE_REMINDER, STAGE,
                           lambda response: first_token_label(response, GRADES))

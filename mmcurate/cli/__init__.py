@@ -12,8 +12,7 @@ import sys
 from mmcurate.core.errors import MmcurateError
 
 from .app import app
-from . import annotate, ingest, judge, releases, run  # noqa: F401  (register commands)
-from . import compare  # noqa: F401  (compare-evals)
+from . import annotate, compare, ingest, judge, plan, releases, run  # noqa: F401  (register commands)
 
 
 def main() -> None:

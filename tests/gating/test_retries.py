@@ -35,7 +35,9 @@ def test_faults_are_retried_within_limits(fault_server, fault_spec, cache, count
     assert by_key["always500"].text is None
     assert "HTTP 500" in by_key["always500"].error and "4 attempts" in by_key["always500"].error
     assert by_key["401"].text is None and by_key["401"].error.startswith("HTTP 401")  # not retried
-    assert counter.rows() == [{"stage": "test", "model": "faulty", "calls": 9, "cache_hits": 0, "failures": 2}]
+    # the seven answered calls report the stub's usage (3 prompt, 2 completion tokens each)
+    assert counter.rows() == [{"stage": "test", "model": "faulty", "calls": 9, "cache_hits": 0, "failures": 2,
+                               "usage_calls": 7, "prompt_tokens": 21, "completion_tokens": 14}]
     assert cache.count() == 7  # failures are never cached
 
 

@@ -52,8 +52,9 @@ def test_rerun_with_one_new_model_calls_only_it(tmp_path, cache, counter):
     rerun = CallCounter()
     with ModelPool(settings(tmp_path, ["small", "medium", "large"]), cache, None, rerun) as pool:
         run(pool, ["small", "medium", "large"])
+    no_usage = {"usage_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}  # scripted models report none
     assert rerun.rows() == [
-        {"stage": "gate", "model": "large", "calls": 2, "cache_hits": 0, "failures": 0},
-        {"stage": "gate", "model": "medium", "calls": 0, "cache_hits": 3, "failures": 0},
-        {"stage": "gate", "model": "small", "calls": 0, "cache_hits": 4, "failures": 0},
+        {"stage": "gate", "model": "large", "calls": 2, "cache_hits": 0, "failures": 0, **no_usage},
+        {"stage": "gate", "model": "medium", "calls": 0, "cache_hits": 3, "failures": 0, **no_usage},
+        {"stage": "gate", "model": "small", "calls": 0, "cache_hits": 4, "failures": 0, **no_usage},
     ]

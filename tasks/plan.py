@@ -1,0 +1,42 @@
+"""The plan of a flow run as Prefect artifacts: before any model is called, and beside what
+the run spent once it is done."""
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from mmcurate.core.config import Settings
+from mmcurate.core.errors import MmcurateError
+from mmcurate.planning.bill import build_plan
+from mmcurate.planning.plan import Plan
+from mmcurate.releases.reader import list_versions
+
+
+@task(name="plan", cache_policy=NO_CACHE)
+def plan_run(settings: Settings, benchmark: str, samples: int) -> Plan:
+    """The bill of this run for its ``samples``, at the retention of the benchmark's latest
+    release under ``releases_root`` (the paper's funnel when there is none, or when that
+    release cannot be read as rates)."""
+    versions = list_versions(settings.releases_root, benchmark)
+    retention = str(settings.releases_root / benchmark / versions[-1]) if versions else None
+    try:
+        plan = build_plan(settings, benchmark, samples, retention)
+    except MmcurateError as exc:
+        if retention is None:
+            raise
+        get_run_logger().warning(f"plan: no rates from {retention} ({exc}); using the paper's funnel")
+        plan = build_plan(settings, benchmark, samples)
+    create_table_artifact(key=f"{benchmark}-plan", table=plan.table(),
+                          description=f"{benchmark}: planned requests, tokens, GPU-hours and cost for {samples:,} "
+                                      f"samples; retention: {plan.rates_from}")
+    return plan
+
+
+@task(name="plan-vs-spent", cache_policy=NO_CACHE)
+def report_spent(plan: Plan, calls: list[dict]) -> list[dict]:
+    """The plan beside the run's call-counter rows (requests, calls, cache hits, usage tokens)."""
+    rows = plan.against(calls)
+    create_table_artifact(key=f"{plan.benchmark}-plan-vs-spent", table=rows,
+                          description=f"{plan.benchmark}: planned vs spent per step and model")
+    return rows
