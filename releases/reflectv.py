@@ -33,7 +33,7 @@ from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import DOMAINS, domain_of
 from mmcurate.core.ledger import Ledger
-from mmcurate.core.specs import Heuristic, model_names
+from mmcurate.core.specs import Heuristic
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
 
