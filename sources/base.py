@@ -69,6 +69,12 @@ def open_text(path: Path) -> IO[str]:
     return open(path, encoding="utf-8-sig", errors="surrogateescape")
 
 
+def count_lines(path: Path) -> int:
+    """Non-blank lines of a (gzipped) text file: the raw records of a JSONL file, unparsed."""
+    with open_text(path) as handle:
+        return sum(1 for line in handle if line.strip())
+
+
 def jsonl_records(
     path: Path, what: str = "malformed record", keep: Callable[[str], bool] | None = None
 ) -> Iterator[JsonLine | Rejected]:

@@ -24,7 +24,7 @@ from mmcurate.core.domains import CHART
 from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter
 from .image_qa import array_records, guarded, image_qa_sample, text_field
 
 Split = Literal["train", "val", "test"]
@@ -58,7 +58,7 @@ class ChartQASource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return list(self.files.values())
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         for (split, subset), path in self.files.items():
             for item in array_records(path):
                 if isinstance(item, Rejected):

@@ -22,7 +22,7 @@ from mmcurate.core.domains import DOCUMENT
 from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter
 from .image_qa import answers_by_frequency, data_records, guarded, image_qa_sample, text_field
 
 Split = Literal["train", "val", "test"]
@@ -54,7 +54,7 @@ class DocVQASource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return list(self.files.values())
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         for split, path in self.files.items():
             for item in data_records(path):
                 yield item if isinstance(item, Rejected) else guarded(*item, lambda: self._sample(split, item[1]))

@@ -36,7 +36,7 @@ from mmcurate.core.domains import Domain
 from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter
 from .image_qa import array_records, guarded, image_qa_sample, text_field
 
 IMAGE_TOKEN = "<image>"
@@ -97,7 +97,7 @@ class FIRESource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return list(self.files)
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         for path in self.files:
             for item in array_records(path):
                 yield item if isinstance(item, Rejected) else guarded(*item, lambda: self._sample(path.stem, item[1]))

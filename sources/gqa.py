@@ -24,7 +24,7 @@ from mmcurate.core.domains import GENERAL_QA
 from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected, Sample
 
-from .base import AdapterOptions, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter
 from .image_qa import guarded, image_qa_sample, keyed_records, text_field
 
 PATTERNS = ("*_balanced_questions.json", "*_all_questions.json")
@@ -52,7 +52,7 @@ class GQASource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return list(self.files)
 
-    def records(self) -> Iterator[Sample | Rejected]:
+    def records(self) -> Iterator[Located | Rejected]:
         for path in self.files:
             split = path.name.split("_", 1)[0]
             for item in keyed_records(path):

@@ -21,6 +21,8 @@ from mmcurate.core.errors import ImageRejected
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 
+from .base import Located
+
 from .json_members import JsonMembersError, iter_items, iter_members
 
 Record = tuple[str, dict[str, Any]]  # (locator, raw record)
@@ -65,10 +67,10 @@ def image_qa_sample(
                   meta={**meta, "domain": domain, "image": image})
 
 
-def guarded(locator: str, raw: Any, make: Callable[[], Sample]) -> Sample | Rejected:
-    """``make()``, or the quarantine row of the record when it cannot become a sample."""
+def guarded(locator: str, raw: Any, make: Callable[[], Sample]) -> Located | Rejected:
+    """``make()`` with its locator, or the quarantine row of the record when it cannot become a sample."""
     try:
-        return make()
+        return Located(locator, make())
     except ImageRejected as exc:  # before ValueError: it is one
         return Rejected(locator, str(exc), _raw(raw))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:

@@ -34,7 +34,7 @@ from pydantic import Field
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter, jsonl_records
+from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records
 from .kb_readers import Wiki6MEntity, find_answer, locate, read_wiki6m, word_window
 
 Split = Literal["train", "val", "test", "human"]
@@ -130,7 +130,7 @@ class InfoSeekSource(SourceAdapter):
         return files + [p for p in (self.id2image, self.kb) if p is not None]
 
     def count_records(self) -> int:
-        return sum(1 for split in self.splits for _ in iter_lines(self.root / question_file(split)))
+        return sum(count_lines(path) for path in self.questions.values())
 
     # ----------------------------------------------------------------- first pass
 

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter, jsonl_records
+from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records
 
 SPLITS = ("dev", "evaluation")
 # a flat Python list of quoted strings or numbers, as some answer_short values are written
@@ -73,11 +73,7 @@ class MMDocRAGSource(SourceAdapter):
         return list(self.files.values())
 
     def count_records(self) -> int:
-        count = 0
-        for path in self.files.values():
-            with open(path, "rb") as handle:
-                count += sum(1 for line in handle if line.strip())
-        return count
+        return sum(count_lines(path) for path in self.files.values())
 
     def records(self) -> Iterator[Located | Rejected]:
         for variant, path in self.files.items():

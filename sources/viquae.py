@@ -21,7 +21,7 @@ from typing import Any, Literal
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter, jsonl_records
+from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records
 from .kb_readers import KiltArticle, find_answer, locate, read_kilt, title_key
 
 Split = Literal["train", "validation", "test"]
@@ -89,7 +89,7 @@ class ViQuAESource(SourceAdapter):
         return list(self.questions.values()) + ([self.kb] if self.kb else [])
 
     def count_records(self) -> int:
-        return sum(1 for split in self.splits for _ in iter_lines(self.root / f"{split}.jsonl"))
+        return sum(count_lines(path) for path in self.questions.values())
 
     def _wanted(self) -> set[str]:
         """Article keys (ids and title keys) the questions' provenance points to."""

@@ -6,9 +6,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from mmcurate.core.config import load_config
-from mmcurate.planning.bill import BENCHMARKS, build_plan
-
 from .app import app
 
 
@@ -23,6 +20,9 @@ def plan(
                                                      "(default: every section of the config)")] = None,
 ) -> None:
     """Expected requests, prompt and completion tokens, GPU-hours and judge cost per stage and model."""
+    from mmcurate.core.config import load_config
+    from mmcurate.planning.bill import BENCHMARKS, build_plan
+
     settings = load_config(config)
     wanted = [benchmark] if benchmark else [b for b in BENCHMARKS if getattr(settings, b) is not None]
     for name in wanted:

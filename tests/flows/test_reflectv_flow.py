@@ -14,7 +14,7 @@ from datasets import load_dataset
 from mmcurate.annotation.reflectv.turns import conversation_defects
 from mmcurate.gating.cache import ResponseCache
 from mmcurate.releases.reader import open_release
-from mmcurate.releases.validation import recorded_validation
+from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.verify import verify_release
 
 pytestmark = pytest.mark.slow
