@@ -35,7 +35,11 @@ def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
     try:
         return pq.read_table(path, columns=columns)
     except (OSError, pa.ArrowException) as exc:
-        raise ReleaseError(f"{path} is unreadable: {str(exc).splitlines()[0]} (run `mmcurate verify`)") from None
+        raise _unreadable(path, exc) from None
+
+
+def _unreadable(path: Path, exc: Exception) -> ReleaseError:
+    return ReleaseError(f"{path} is unreadable: {str(exc).splitlines()[0]} (run `mmcurate verify`)")
 
 
 @dataclass
@@ -68,7 +72,10 @@ class Release:
     def batches(self, config: str, batch_size: int = 1024) -> Iterator[pa.RecordBatch]:
         """One config as Arrow record batches, shard after shard (bounded memory)."""
         for path in self.shard_paths(config):
-            yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size)
+            try:
+                yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size)
+            except (OSError, pa.ArrowException) as exc:
+                raise _unreadable(path, exc) from None
 
     def frame(self, config: str) -> pl.DataFrame:
         return pl.from_arrow(self.table(config))

@@ -56,7 +56,7 @@ def test_unreadable_teacher_is_asked_again_then_an_error(lab) -> None:
     assert result.kept.num_rows == 0 and result.counts["dropped"] == 1
     turn_rows = [d for d in result.decisions if d.check == "dialogue.turn.v1"]
     assert [(d.context_id, d.verdict) for d in turn_rows] == [("t1", "3"), ("t2", "error")]
-    assert "unparsable reply" in turn_rows[1].detail["error"] and len(turn_rows[1].detail["raw"]) == 2
+    assert "unparsable answer" in turn_rows[1].detail["error"] and len(turn_rows[1].detail["raw"]) == 2
     [sample] = [d for d in result.decisions if d.check == "dialogue.sample.v1"]
     assert sample.verdict == "drop" and sample.detail["reason"] == "undetermined: teacher reply unreadable at turn 2"
 
