@@ -83,12 +83,6 @@ def run_reflectv(config: ConfigOpt = Path("configs/demo.yaml"), version: Version
     typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
 
 
-def _choices(values: list[str] | None, allowed: tuple[str, ...], option: str) -> None:
-    for value in values or []:
-        if value not in allowed:
-            raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}", param_hint=option)
-
-
 @app.command("evaluate")
 def evaluate(
     release: Annotated[Path, typer.Argument(help="a DeflectionBench or RefLVQA release folder")],
@@ -107,15 +101,9 @@ def evaluate(
     """Evaluate one model: DeflectionBench's four scenarios, or a RefLVQA RAG run (by the release)."""
     from mmcurate.core.config import load_config
     from mmcurate.core.errors import MmcurateError
-    from mmcurate.evaluation.scenarios import MAX_NEGATIVES, SCENARIOS, plan_jobs
+    from mmcurate.evaluation.scenarios import SCENARIOS, plan_jobs
     from mmcurate.gating.prompts import DEFAULT_ABSTENTION, STRICTNESS_LEVELS
     from mmcurate.releases.reader import open_release
-
-    _choices(scenario, SCENARIOS, "--scenario")  # usage errors first, as typer's own
-    _choices(abstention, STRICTNESS_LEVELS, "--abstention")
-    for n in negatives or []:
-        if not 1 <= n <= MAX_NEGATIVES:
-            raise typer.BadParameter(f"{n} is not in 1..{MAX_NEGATIVES}", param_hint="--negatives")
 
     # every input is checked before Prefect starts: a bad one is one line, exit 2
     bench = open_release(release)

@@ -60,19 +60,6 @@ def config(tmp_path: Path, root: Path | str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("--scenario", "oracel", "'oracel' is not one of parametric, oracle, realistic, adversarial"),
-    ("--negatives", "0", "0 is not in 1..10"),
-    ("--negatives", "11", "11 is not in 1..10"),
-    ("--abstention", "polite", "'polite' is not one of none, soft, moderate, severe"),
-])
-def test_evaluate_usage_errors_come_before_prefect(capsys, monkeypatch, no_prefect, copy, tmp_path, option, value,
-                                                   message):
-    code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(copy), "--model", "reader",
-                           "--config", str(config(tmp_path, tmp_path)), option, value)
-    assert code == 2 and "Invalid value" in err and message in " ".join(err.replace("│", " ").split())
-
-
 def test_evaluate_one_scenario_other_than_realistic(copy, tmp_path, prefect_harness):
     out = tmp_path / "eval"
     code, stdout, err = run_process("evaluate", str(copy), "--model", "reader", "--config",
