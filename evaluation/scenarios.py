@@ -107,9 +107,14 @@ def check_scenario(scenario: str) -> None:
         raise EvaluationError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
 
 
-def check_system(system: str) -> None:
+def check_system(system: str, benchmark: str = "deflectionbench") -> None:
+    """A known system, and one that can answer ``benchmark``'s questions."""
     if system not in SYSTEMS:
         raise EvaluationError(f"unknown answering system {system!r}; known: {', '.join(SYSTEMS)}")
+    if system != PLAIN and benchmark != "deflectionbench":
+        raise EvaluationError(f"--system {system} is for DeflectionBench: its gate checks one short answer per "
+                              f"question, and a {benchmark} evaluation asks for long answers citing documents per "
+                              "sentence")
 
 
 def check_negatives(n: int) -> None:

@@ -36,18 +36,20 @@ class Shortfall:
 
 def shortfall(draft: ReleaseDraft) -> Shortfall | None:
     """What failed in the run that made ``draft`` (its own ledger rows, not inherited ones), or None."""
-    ledger = draft.ledger
     run_id = draft.counts.get("run_id")
-    if run_id is not None:
-        ledger = ledger.filter(pc.equal(ledger["run_id"], run_id))
-    errors = ledger.filter(pc.equal(ledger["verdict"], "error"))
+    held: set[str] = set()
+    for batch in draft.ledger.batches(["sample_id", "verdict", "run_id"]):  # streamed: the ledger can be large
+        mine = pc.equal(batch["verdict"], "error")
+        if run_id is not None:
+            mine = pc.and_(mine, pc.equal(batch["run_id"], run_id))
+        held.update(batch.filter(mine).column("sample_id").to_pylist())
     per_model: dict[str, tuple[int, int]] = {}
     for row in draft.statistics.get("calls") or []:
         if row.get("step") != "total":
             failed, made = per_model.get(row["model"], (0, 0))
             per_model[row["model"]] = (failed + row["failures"], made + row["calls"])
     failures = {model: counts for model, counts in per_model.items() if counts[0]}
-    held_out = len(set(errors["sample_id"].to_pylist()))
+    held_out = len(held)
     return Shortfall(held_out, failures) if held_out or failures else None
 
 
