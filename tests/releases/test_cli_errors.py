@@ -65,12 +65,20 @@ def config(tmp_path: Path, root: Path | str) -> Path:
     ("--negatives", "0", "0 is not in 1..10"),
     ("--negatives", "11", "11 is not in 1..10"),
     ("--abstention", "polite", "'polite' is not one of none, soft, moderate, severe"),
+    ("--system", "cruise", "'cruise' is not one of plain, verify-first"),
 ])
 def test_evaluate_usage_errors_come_before_prefect(capsys, monkeypatch, no_prefect, copy, tmp_path, option, value,
                                                    message):
     code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(copy), "--model", "reader",
                            "--config", str(config(tmp_path, tmp_path)), option, value)
     assert code == 2 and "Invalid value" in err and message in " ".join(err.replace("│", " ").split())
+
+
+def test_verify_first_on_a_reflvqa_release_is_a_usage_error(capsys, monkeypatch, no_prefect, tmp_path,
+                                                            reflvqa_release):
+    code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(reflvqa_release), "--model", "reader",
+                           "--config", str(config(tmp_path, tmp_path)), "--system", "verify-first")
+    one_line(code, err, "--system verify-first is for DeflectionBench", "reflvqa evaluation asks for long answers")
 
 
 def test_evaluate_one_scenario_other_than_realistic(copy, tmp_path, prefect_harness):
