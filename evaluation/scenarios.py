@@ -253,7 +253,7 @@ def _gate_columns(answer: Mapping[str, Any]) -> dict[str, Any]:
             "trace": answer["trace"]}
 
 
-Asked = tuple[dict[str, Any], Job, int, "list[dict[str, Any]] | None"]  # row, job, n asked, contexts shown
+Asked = tuple[dict[str, Any], Job, int, list[dict[str, Any]] | None]  # row, job, n asked, contexts shown
 
 
 def _plain(asked: list[Asked], pool: Any, model: str, seed: int) -> list[tuple[ChatResponse, dict[str, Any]]]:
