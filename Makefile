@@ -36,6 +36,7 @@ $(FIXTURES): $(STAMP) tests/fixtures/make_fixtures.py
 
 MM := $(VENV)/bin/mmcurate
 DEMO_RELEASES := releases_out
+DEMO_EVALS := .mmcurate/evaluations/deflectionbench-1.0.0
 
 demo: setup fixtures
 	$(MM) run deflectionbench --config configs/demo.yaml
@@ -43,6 +44,9 @@ demo: setup fixtures
 	$(MM) run reflectv --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/deflectionbench/1.0.0 --model smollm2 --config configs/demo.yaml \
 	  --negatives 1 --negatives 2
+	$(MM) evaluate $(DEMO_RELEASES)/deflectionbench/1.0.0 --model smollm2 --config configs/demo.yaml \
+	  --system verify-first --scenario oracle --out $(DEMO_EVALS)/smollm2-verify-first-oracle
+	$(MM) compare-evals $(DEMO_EVALS)/smollm2 $(DEMO_EVALS)/smollm2-verify-first-oracle
 	$(MM) evaluate $(DEMO_RELEASES)/reflvqa/1.0.0 --model smollm2 --config configs/demo.yaml
 	$(MM) recurate $(DEMO_RELEASES)/deflectionbench/1.0.0 --add-model smollm2-warm --config configs/demo.yaml
 	$(MM) diff $(DEMO_RELEASES)/deflectionbench/1.0.0 $(DEMO_RELEASES)/deflectionbench/1.1.0

@@ -251,6 +251,7 @@ class RefLVQAEvalConfig(_Strict):
         return {"groundedness": value, "completeness": value, "relevance": value} if isinstance(value, str) else value
 
     top_k: int = Field(default=5, ge=1)
+    cutoff: CutoffSpec | None = None  # e.g. 'mad' (CRUISE's MAD rule) in top_k's place; None: the fixed top_k
     candidates: int = Field(default=100, ge=1)
     text_encoder: TextEncoderSpec = MiniLM()
     cross_modal_encoder: CrossModalSpec | None = None  # None: image documents are not retrievable

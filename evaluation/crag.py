@@ -276,3 +276,13 @@ def crag_markdown(metrics: pa.Table, keys: Sequence[str] = ("scenario",)) -> str
              "Excluded": str(row["n_judge_errors"] + row["n_failed"])} for row in metrics.to_pylist()]
     columns = [*heads.values(), *rates.values(), "Graded", "Acceptable", "Excluded"]
     return markdown_table(rows, columns, right=[*rates.values(), "Graded", "Acceptable", "Excluded"]) + "\n"
+
+
+def crag_note(judge: CragJudge, counter: TokenCounter, limit: int = MAX_TOKENS) -> str:
+    """Which judge graded and which tokenizer cut the answers (and, for the mapped SimpleQA
+    judge, that its grades stand in for CRAG's)."""
+    note = f"CRAG judge: {judge.name}; each answer judged on its first {limit} tokens ({counter.name})."
+    if isinstance(judge, MappedJudge):
+        note += (" Stand-in: the SimpleQA grades are mapped (CORRECT -> perfect, NOT_ATTEMPTED -> missing, "
+                 "INCORRECT -> incorrect), so 'acceptable' never occurs; configure an LLM judge for CRAG's rubric.")
+    return note

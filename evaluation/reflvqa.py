@@ -3,7 +3,8 @@
 For each QA pair of the release:
 
 1. retrieve from the release's own knowledge base (``retrieval.rag``: the ``candidates``
-   nearest documents, reranked, the first ``top_k`` kept; the question is the query);
+   nearest documents, reranked, the first ``top_k`` kept, or those a ``cutoff`` keeps, e.g.
+   CRUISE's MAD rule; the question is the query);
 2. the model answers with the documents numbered [1]..[K] and cites them per sentence
    (``reflvqa_prompts``); the citations are read strictly (``cited_answers``), with one retry
    and then a counted error (``gating.labels.ask_parsed``);
@@ -28,8 +29,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.core.specs import CutoffSpec
 from mmcurate.gating.labels import ask_parsed
 from mmcurate.gating.requests import ChatRequest
+from mmcurate.retrieval.rag import cut_ranking
 
 from .cited_answers import CitedSentence, parse_cited_answer
 from .graders import Grader, Unit
@@ -188,12 +191,14 @@ def evaluate_reflvqa(
     doc_chars: int = 2000,
     max_tokens: int = 512,
     run_id: str = "",
+    cutoff: CutoffSpec | None = None,  # None: the fixed top_k
 ) -> RefLVQARun:
     """The whole run (see the module docstring)."""
     queries = [row["question"] for row in qa]
     ranked = corpus.rank(queries)
     retrieval = retrieval_rows(qa, corpus.first_stage(queries, max(RECALL_K, NDCG_K)), ranked)
-    top = [ranking[:top_k] for ranking in ranked]  # the fixed cutoff (a dynamic one would cut ``ranked`` here)
+    scale = corpus.score_scale if cutoff is not None else None  # a fixed top_k reads no score
+    top = [cut_ranking(ranking, top_k, cutoff, scale) for ranking in ranked]
     shown = [_shown(documents, hits, doc_chars) for hits in top]
     replies = answer_with_citations(qa, shown, pool, model, max_tokens)
 
@@ -231,6 +236,17 @@ def evaluate_reflvqa(
     }
     return RefLVQARun(pa.Table.from_pylist(answers, schema=ANSWERS), pa.Table.from_pylist(grades, schema=GRADES),
                       pa.Table.from_pylist(retrieval, schema=RETRIEVAL), counts)
+
+
+def kept_note(answers: pa.Table, cutoff: CutoffSpec | None, candidates: int) -> str | None:
+    """How many documents the cutoff kept per question (None without a cutoff)."""
+    if cutoff is None:
+        return None
+    kept = [len(hits) for hits in answers.column("retrieved").to_pylist()]
+    if not kept:
+        return f"cutoff {cutoff}: no question"
+    return (f"cutoff {cutoff} on the {candidates} reranked candidates: documents kept per question min {min(kept)}, "
+            f"mean {sum(kept) / len(kept):.2f}, max {max(kept)} ({kept.count(0)} of {len(kept)} questions kept none)")
 
 
 def _grade(units: list[tuple[str, int, Unit]], graders: Mapping[str, Grader], model: str,

@@ -1,6 +1,7 @@
 """What a DeflectionBench evaluation run writes: answers, metrics per scenario and per
 source, the Table-4 markdown and the metrics-vs-negatives plot; with several abstention
-levels the strictness-sweep table (Tables 6/9), with the modality analysis Table 5."""
+levels the strictness-sweep table (Tables 6/9), with the modality analysis Table 5; with
+CRAG-scored answers (``evaluation.crag.crag_score``) the CRAG rates beside them."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,12 +12,19 @@ import pyarrow.compute as pc
 from mmcurate.core.tables import write_table
 from mmcurate.gating.prompts import DEFAULT_ABSTENTION
 
+from .crag import CRAG_COLUMNS, crag_markdown, crag_metrics
 from .deflection_tables import modality_metrics, ranked, strictness_metrics, sweep_negatives, wide_markdown
 from .metrics import compute_metrics, metrics_markdown, plot_vs_negatives
 
 
-def write_evaluation(results: pa.Table, out: Path, title: str) -> str:
-    """Write the evaluation's files into ``out``; return the markdown tables."""
+ITEM_KEY = ("sample_id", "scenario", "n_negatives", "negatives", "abstention", "system")
+
+
+def write_evaluation(results: pa.Table, out: Path, title: str, crag: pa.Table | None = None,
+                     crag_note: str = "") -> str:
+    """Write the evaluation's files into ``out``; return the markdown tables. ``crag``: the
+    results with the CRAG columns (``crag.parquet``, ``crag_metrics.parquet`` and a section
+    with the same grouping as the per-scenario table, ``crag_note`` under its heading)."""
     out.mkdir(parents=True, exist_ok=True)
     write_table(results, out / "answers.parquet")
     protocol = ranked(results)
@@ -39,6 +47,11 @@ def write_evaluation(results: pa.Table, out: Path, title: str) -> str:
         write_table(modality, out / "metrics_negative_modality.parquet")
         sections.append("## Negative-modality analysis (realistic scenario)\n\n"
                         + wide_markdown(modality, ["abstention", "gold_modality", "negatives"], None))
+    if crag is not None:
+        write_table(crag.select([*ITEM_KEY, *(f.name for f in CRAG_COLUMNS)]), out / "crag.parquet")
+        scored = crag_metrics(ranked(crag), by=keys)
+        write_table(scored, out / "crag_metrics.parquet")
+        sections.append(f"## CRAG scoring (per scenario)\n\n{crag_note}\n\n{crag_markdown(scored, keys)}")
     text = "\n\n".join(sections) + "\n"
     (out / "table.md").write_text(text)
     realistic = protocol.filter(pc.equal(protocol["scenario"], "realistic"))

@@ -27,9 +27,17 @@ support an answer; ``none`` adds no instruction (the strictness sweep's baseline
 keep failed calls (grade ``FAILED``, with the error) and ungradable answers
 (``JUDGE_ERROR``) as rows: ``metrics`` counts them apart. A result row is identified by
 (model, sample_id, scenario, n_negatives, negatives, abstention).
+
+The answering system (``system``) is ``plain`` (one call per item, the request above) or
+``verify-first`` (CRUISE's gate, ``evaluation.verify_first``, given the scenario's contexts
+as the evidence it may use; its answer with context is the plain request). Both write the
+same rows, graded by the same judge; verify-first fills the gate columns (router flags,
+consistency, confidence, why, the check that could not be read, the whole trace as JSON),
+which stay null for plain.
 """
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +49,10 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.gating import prompts
 from mmcurate.gating.answers import grade_name, grade_responses
 from mmcurate.gating.judge import Judge
-from mmcurate.gating.requests import ChatRequest
+from mmcurate.gating.requests import ChatRequest, ChatResponse
+
+from .verify_first import SYSTEM_NAME as VERIFY_FIRST
+from .verify_first import VerifyFirst, verify_first_answers
 
 SCENARIOS = ("parametric", "oracle", "realistic", "adversarial")
 DEFAULT_NEGATIVES = 2
@@ -52,6 +63,8 @@ MODALITY_NEGATIVES = DEFAULT_NEGATIVES  # n of the negative-modality analysis (T
 GOLD_MODALITIES = ("text", "image")  # Table 5's positive settings; "mixed" and "none" sit out
 FAILED = "FAILED"  # grade column of a call that failed for good (never a judge grade)
 STAGE = "evaluate"
+PLAIN = "plain"
+SYSTEMS = (PLAIN, VERIFY_FIRST)
 
 RESULTS = pa.schema(
     [
@@ -69,8 +82,20 @@ RESULTS = pa.schema(
         pa.field("judged_by", pa.string()),
         pa.field("error", pa.string()),
         pa.field("run_id", pa.string(), nullable=False),
+        pa.field("system", pa.string()),  # plain or verify-first (the answering system)
+        # verify-first's gate (null for plain; a flag is null when its check did not run or was unreadable)
+        pa.field("needs_outside_knowledge", pa.bool_()),
+        pa.field("time_sensitive", pa.bool_()),
+        pa.field("consistent", pa.bool_()),
+        pa.field("confidence", pa.float64()),
+        pa.field("abstained", pa.bool_()),  # the gate answered "I don't know"
+        pa.field("gate_reason", pa.string()),
+        pa.field("gate_error", pa.string()),
+        pa.field("trace", pa.string()),  # JSON: every check that ran, its reply, the decision
     ]
 )
+GATE_COLUMNS = ("needs_outside_knowledge", "time_sensitive", "consistent", "confidence", "abstained",
+                "gate_reason", "gate_error", "trace")
 
 
 class EvaluationError(MmcurateError):
@@ -80,6 +105,16 @@ class EvaluationError(MmcurateError):
 def check_scenario(scenario: str) -> None:
     if scenario not in SCENARIOS:
         raise EvaluationError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+
+
+def check_system(system: str, benchmark: str = "deflectionbench") -> None:
+    """A known system, and one that can answer ``benchmark``'s questions."""
+    if system not in SYSTEMS:
+        raise EvaluationError(f"unknown answering system {system!r}; known: {', '.join(SYSTEMS)}")
+    if system != PLAIN and benchmark != "deflectionbench":
+        raise EvaluationError(f"--system {system} is for DeflectionBench: its gate checks one short answer per "
+                              f"question, and a {benchmark} evaluation asks for long answers citing documents per "
+                              "sentence")
 
 
 def check_negatives(n: int) -> None:
@@ -201,6 +236,50 @@ def plan_jobs(
     return jobs
 
 
+def _flag(check: dict[str, Any] | None) -> bool | None:
+    """A yes/no check of the trace as a bool (None: not run or unreadable)."""
+    return None if not check or check.get("error") or check.get("label") is None else check["label"] == "yes"
+
+
+def _gate_columns(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """The gate columns of a ``verify_first.ANSWERS`` row."""
+    trace = json.loads(answer["trace"])
+    router = trace.get("router", {})
+    confidence = trace.get("confidence", {})
+    return {"needs_outside_knowledge": _flag(router.get("needs_outside_knowledge")),
+            "time_sensitive": _flag(router.get("time_sensitive")), "consistent": _flag(trace.get("consistency")),
+            "confidence": None if confidence.get("error") else confidence.get("label"),
+            "abstained": answer["abstained"], "gate_reason": answer["reason"], "gate_error": answer["gate_error"],
+            "trace": answer["trace"]}
+
+
+Asked = tuple[dict[str, Any], Job, int, list[dict[str, Any]] | None]  # row, job, n asked, contexts shown
+
+
+def _plain(asked: list[Asked], pool: Any, model: str, seed: int) -> list[tuple[ChatResponse, dict[str, Any]]]:
+    requests = [scenario_request(row, job.scenario, n, job.abstention, seed, job.negatives) for row, job, n, _ in asked]
+    try:
+        responses = pool.client(model).chat(requests, STAGE)
+    finally:
+        pool.release(model)
+    return [(resp, dict.fromkeys(GATE_COLUMNS)) for resp in responses]
+
+
+def _verify_first(asked: list[Asked], pool: Any, model: str) -> list[tuple[ChatResponse, dict[str, Any]]]:
+    """Verify-first's answer to each item, the evidence it may use being the scenario's
+    contexts; one system run per abstention level (the answering prompt's)."""
+    out: list[tuple[ChatResponse, dict[str, Any]] | None] = [None] * len(asked)
+    for level in dict.fromkeys(job.abstention for _, job, _, _ in asked):
+        mine = [i for i, (_, job, _, _) in enumerate(asked) if job.abstention == level]
+        answers = verify_first_answers([asked[i][0] for i in mine], [asked[i][3] for i in mine], pool,
+                                       VerifyFirst(model, abstention=level),
+                                       keys=[asked[i][1].key(asked[i][0]["sample_id"]) for i in mine], stage=STAGE)
+        for i, answer in zip(mine, answers.to_pylist()):
+            out[i] = (ChatResponse(answer["key"], model, answer["answer"], answer["error"], cached=False, latency=0.0),
+                      _gate_columns(answer))
+    return out  # type: ignore[return-value]
+
+
 def evaluate(
     samples: pa.Table,
     pool: Any,  # gating.client.ModelPool
@@ -212,44 +291,40 @@ def evaluate(
     seed: int = 0,
     run_id: str = "",
     modality_analysis: bool = False,
+    system: str = PLAIN,
 ) -> pa.Table:
-    """Every answer of ``model`` on every sample for every job of the plan, graded.
+    """Every answer of ``model`` (answering as ``system``) on every sample for every job of
+    the plan, graded.
 
     ``abstention`` may list several levels (the strictness sweep); ``modality_analysis``
     adds the realistic runs with text / image / multimodal negatives for the samples that
-    can take part. One batch for the model (cache first), then one judge batch; returns
+    can take part. The model's batches (cache first), then one judge batch; returns
     ``RESULTS`` rows.
     """
+    check_system(system)
     jobs = plan_jobs(scenarios, n_negatives, abstention, modality_analysis)
-    rows = samples.to_pylist()
-    asked: list[tuple[dict[str, Any], Job, int]] = []
-    requests: list[ChatRequest] = []
-    for row in rows:
+    asked: list[Asked] = []
+    for row in samples.to_pylist():
         eligible = modality_eligible(row)
         for job in jobs:
             if job.negatives != RANKED and not eligible:
                 continue
             n = job.n or DEFAULT_NEGATIVES
-            shown = scenario_contexts(row, job.scenario, n, seed, job.negatives)
-            asked.append((row, job, len(shown or [])))
-            requests.append(scenario_request(row, job.scenario, n, job.abstention, seed, job.negatives))
-    if not requests:
+            asked.append((row, job, n, scenario_contexts(row, job.scenario, n, seed, job.negatives)))
+    if not asked:
         return RESULTS.empty_table()
-    try:
-        responses = pool.client(model).chat(requests, STAGE)
-    finally:
-        pool.release(model)
-    graded = grade_responses(judge, [(row, resp) for (row, _, _), resp in zip(asked, responses)], STAGE)
+    answered = _plain(asked, pool, model, seed) if system == PLAIN else _verify_first(asked, pool, model)
+    graded = grade_responses(judge, [(row, resp) for (row, _, _, _), (resp, _) in zip(asked, answered)], STAGE)
     out: list[dict[str, Any]] = []
-    for (row, job, shown), resp in zip(asked, responses):
+    for (row, job, _, shown), (resp, gate) in zip(asked, answered):
         judgement = graded.get(resp.key)
         out.append({
             "sample_id": row["sample_id"], "source": row["source"], "scenario": job.scenario,
-            "n_negatives": job.n, "n_contexts": shown, "negatives": job.negatives,
+            "n_negatives": job.n, "n_contexts": len(shown or []), "negatives": job.negatives,
             "gold_modality": gold_modality(row), "model": model, "abstention": job.abstention,
             "answer": resp.text,
             "grade": grade_name(judgement.grade) if (resp.text is not None and judgement) else FAILED,
             "judged_by": judgement.by if judgement else None,
-            "error": resp.error, "run_id": run_id,
+            "error": resp.error, "run_id": run_id, "system": system, **gate,
         })
     return pa.Table.from_pylist(out, schema=RESULTS)

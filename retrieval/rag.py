@@ -3,8 +3,10 @@
 ``RagCorpus`` holds the knowledge base (DOCUMENT-shaped rows: text and image documents)
 and answers ``rank(queries)``: per query the ``candidates`` (default 100) nearest documents,
 reordered by the reranker, best first, as ``Hit(doc_id, modality, score)``. ``retrieve``
-cuts each ranking at a fixed ``k`` (RefLVQA's top-5); a dynamic cutoff can take the same
-ranking instead. ``first_stage`` is the ranking before reranking (what NDCG@10 and
+cuts each ranking at a fixed ``k`` (RefLVQA's top-5), or with a cutoff
+(``retrieval.cutoffs``: CRUISE's MAD rule) on the ranking's scores (``score_scale``: cosines,
+or a cross-encoder's sigmoid scores; a fused two-modality ranking has no score scale, so it
+takes no cutoff). ``first_stage`` is the ranking before reranking (what NDCG@10 and
 Recall@100 measure, as in the paper's Table 4).
 
 - Text documents are found with the text encoder (FAISS, cached per corpus and encoder)
@@ -31,10 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.specs import CutoffSpec
 
+from .cutoffs import Scale, apply_cutoff
 from .encoders import CrossModalEncoder, TextEncoder
 from .kb import kb_fingerprint
-from .rerank import Reranker
+from .rerank import CrossEncoderReranker, Reranker
 from .vector_index import VectorIndex, cached_index
 
 CANDIDATES = 100
@@ -123,6 +127,15 @@ class RagCorpus:
         return {"retriever": self.text_encoder.name, "reranker": self.reranker.name,
                 "image_retriever": self.cross_modal.name if self.image_index is not None else "none"}
 
+    @property
+    def score_scale(self) -> Scale | None:
+        """The scale of ``rank``'s scores: ``cosine`` (first stage or bi-encoder), ``unit`` (a
+        cross-encoder: sentence-transformers puts a sigmoid on a one-score head), None for
+        text and image rankings fused by rank (reciprocal-rank scores say nothing absolute)."""
+        if self.image_index is not None:
+            return None if self.text_index is not None else "cosine"
+        return "unit" if isinstance(self.reranker, CrossEncoderReranker) else "cosine"
+
     def first_stage(self, queries: list[str], k: int | None = None) -> list[list[Hit]]:
         """The ``k`` (default ``candidates``) nearest documents per query before reranking, best first."""
         k = k or self.candidates
@@ -164,6 +177,18 @@ class RagCorpus:
         return [Hit(h.doc_id, h.modality, float(s)) for h, s in ranked]
 
 
-def retrieve(queries: list[str], corpus: RagCorpus, k: int) -> list[list[Hit]]:
-    """The top ``k`` of each query's reranked ranking (the paper's fixed cutoff, K = 5)."""
-    return [ranking[:k] for ranking in corpus.rank(queries)]
+def cut_ranking(ranking: list[Hit], k: int, cutoff: CutoffSpec | None = None,
+                scale: Scale | None = "cosine") -> list[Hit]:
+    """The hits shown from one ranking: its top ``k`` (the paper's fixed cutoff, K = 5), or
+    what ``cutoff`` keeps of it, scores read on ``scale``."""
+    if cutoff is None:
+        return ranking[:k]
+    if scale is None:
+        raise MmcurateError(f"cutoff {cutoff}: text and image rankings fused by reciprocal rank have no score "
+                            "scale to cut on; leave the cutoff unset (the fixed top-k) or retrieve one modality")
+    return [hit for hit, _ in apply_cutoff([(h, h.score) for h in ranking], cutoff, scale).kept]
+
+
+def retrieve(queries: list[str], corpus: RagCorpus, k: int, cutoff: CutoffSpec | None = None) -> list[list[Hit]]:
+    """Each query's reranked ranking cut by ``cut_ranking``."""
+    return [cut_ranking(ranking, k, cutoff, corpus.score_scale) for ranking in corpus.rank(queries)]

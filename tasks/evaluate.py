@@ -15,8 +15,9 @@ from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
+from mmcurate.evaluation.crag import crag_judge, crag_note, crag_score, token_counter
 from mmcurate.evaluation.graders import METRICS, make_grader
-from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa
+from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa, kept_note
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.report import write_evaluation
 from mmcurate.evaluation.scenarios import FAILED, EvaluationError, evaluate
@@ -36,10 +37,10 @@ def _all_failed(model: str, failed: int, total: int, first_error: str | None) ->
 @task(name="answer-scenarios", cache_policy=NO_CACHE)
 def answer_scenarios(samples: pa.Table, settings: Settings, model: str, scenarios: list[str],
                      n_negatives: list[int], abstention: list[str], seed: int, run_id: str,
-                     modality_analysis: bool = False) -> tuple[pa.Table, list[dict]]:
+                     modality_analysis: bool = False, system: str = "plain") -> tuple[pa.Table, list[dict]]:
     with open_models(settings, ImageStore(settings.workdir / "images"), prefect_secret) as models:
         results = evaluate(samples, models.pool, models.judge, model, scenarios, n_negatives, abstention, seed,
-                           run_id, modality_analysis)
+                           run_id, modality_analysis, system)
         calls = models.counter.rows()
     failed = pc.sum(pc.equal(results["grade"], FAILED)).as_py() or 0
     if results.num_rows and failed == results.num_rows:
@@ -47,10 +48,22 @@ def answer_scenarios(samples: pa.Table, settings: Settings, model: str, scenario
     return results, calls
 
 
+@task(name="crag-score", cache_policy=NO_CACHE)
+def score_crag(results: pa.Table, samples: pa.Table, settings: Settings) -> tuple[pa.Table, str, list[dict]]:
+    """The answers CRAG-scored (first 75 tokens, four grades) by the configured judge through the
+    model pool (cached); the note naming the judge and the token counter; the call counts."""
+    with open_models(settings, ImageStore(settings.workdir / "images"), prefect_secret) as models:
+        judge, counter = crag_judge(settings, models.pool), token_counter(settings)
+        scored = crag_score(results, samples, judge, counter)
+        calls = models.counter.rows()
+    return scored, crag_note(judge, counter), calls
+
+
 @task(name="summarise-evaluation", cache_policy=NO_CACHE)
-def summarise(results: pa.Table, out: Path, title: str) -> str:
-    """Write answers, metrics per scenario and per source, the Table-4 markdown and the plot."""
-    text = write_evaluation(results, out, title)
+def summarise(results: pa.Table, out: Path, title: str, crag: pa.Table | None = None, crag_note: str = "") -> str:
+    """Write answers, metrics per scenario and per source, the Table-4 markdown, the CRAG
+    scoring and the plot."""
+    text = write_evaluation(results, out, title, crag, crag_note)
     create_markdown_artifact(key="evaluation", markdown=text, description=title)
     return text
 
@@ -69,14 +82,14 @@ def answer_reflvqa(qa: list[dict], documents: pa.Table, settings: Settings, mode
     with open_models(settings, store, prefect_secret) as models:
         graders = {metric: make_grader(getattr(cfg.evaluators, metric), metric, models.pool) for metric in METRICS}
         run = evaluate_reflvqa(qa, by_id, corpus, models.pool, model, graders, cfg.top_k, cfg.doc_chars,
-                               cfg.answer_max_tokens, run_id)
+                               cfg.answer_max_tokens, run_id, cfg.cutoff)
         calls = models.counter.rows()
     answered = pc.sum(pc.equal(run.answers["status"], ANSWERED)).as_py() or 0
     failed = run.counts["failed_calls"]
     if run.answers.num_rows and failed == run.answers.num_rows:
         raise _all_failed(model, failed, run.answers.num_rows, run.answers["error"][0].as_py())
     components = {**corpus.components, **{f"{m}_evaluator": g.name for m, g in graders.items()}}
-    notes = [note for note in [corpus.image_note] if note]
+    notes = [note for note in [corpus.image_note, kept_note(run.answers, cfg.cutoff, cfg.candidates)] if note]
     lexical = sorted({g.name for g in graders.values() if g.name.startswith("lexical")})
     if lexical:
         notes.append(f"{', '.join(m for m, g in graders.items() if g.name.startswith('lexical'))} graded by the "

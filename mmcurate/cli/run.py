@@ -97,11 +97,13 @@ def evaluate(
     modality_analysis: Annotated[bool, typer.Option(
         "--modality-analysis", help="also realistic with text / image / multimodal negatives (Table 5)")] = False,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
+    system: Annotated[str, typer.Option(
+        "--system", help="answering system: plain, or verify-first (CRUISE's gate; DeflectionBench)")] = "plain",
 ) -> None:
     """Evaluate one model: DeflectionBench's four scenarios, or a RefLVQA RAG run (by the release)."""
     from mmcurate.core.config import load_config
     from mmcurate.core.errors import MmcurateError
-    from mmcurate.evaluation.scenarios import SCENARIOS, plan_jobs
+    from mmcurate.evaluation.scenarios import SCENARIOS, check_system, plan_jobs
     from mmcurate.gating.prompts import DEFAULT_ABSTENTION, STRICTNESS_LEVELS
     from mmcurate.releases.reader import open_release
 
@@ -111,6 +113,7 @@ def evaluate(
     if strictness_sweep and abstention:
         raise MmcurateError("give --abstention levels or --strictness-sweep, not both")
     levels = list(STRICTNESS_LEVELS) if strictness_sweep else (abstention or [DEFAULT_ABSTENTION])
+    check_system(system, bench.benchmark)
     if bench.benchmark == "reflvqa":
         given = [name for name, value in (("--scenario", scenario), ("--negatives", negatives),
                                           ("--abstention", abstention), ("--strictness-sweep", strictness_sweep),
@@ -126,7 +129,7 @@ def evaluate(
     run_flow(lambda: evaluate_release(
         release=str(release.resolve()), model=model, config=str(config.resolve()),
         scenarios=scenarios, n_negatives=counts, abstention=levels,
-        modality_analysis=modality_analysis, out=str(out.resolve()) if out else None))
+        modality_analysis=modality_analysis, out=str(out.resolve()) if out else None, system=system))
 
 
 @app.command("recurate")

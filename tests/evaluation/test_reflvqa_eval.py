@@ -6,7 +6,8 @@ import pytest
 
 from mmcurate.evaluation.answer_metrics import compute_answer_metrics
 from mmcurate.evaluation.graders import METRICS, ModelGrader, Unit, make_grader
-from mmcurate.evaluation.reflvqa import NO_CITATION, evaluate_reflvqa
+from mmcurate.core.config import RefLVQAEvalConfig
+from mmcurate.evaluation.reflvqa import NO_CITATION, evaluate_reflvqa, kept_note
 from mmcurate.retrieval.rag import Hit
 
 
@@ -141,3 +142,34 @@ def test_a_model_grader_asks_once_per_unit_and_names_itself(world):
     assert [g.value for g in got] == [7.0, None]  # "seven" is not a digit: retried, then an error
     assert len(world.sent[m]) == 3
     assert set(METRICS) == {"groundedness", "completeness", "relevance"}
+
+
+class ScoredCorpus(FixedCorpus):
+    """Scores in [0, 1] (a sigmoid reranker): Q-ONE finds two clearly relevant documents, the
+    other questions nothing above CRUISE's floor."""
+
+    score_scale = "unit"
+
+    def rank(self, queries):
+        good = [Hit("t1", "text", 0.95), Hit("t2", "text", 0.9), Hit("image:bb", "image", 0.4),
+                Hit("t3", "text", 0.3)]
+        poor = [Hit("t1", "text", 0.08), Hit("t2", "text", 0.05), Hit("t3", "text", 0.02)]
+        return [list(good if "Q-ONE" in q else poor) for q in queries]
+
+
+def test_the_mad_cutoff_takes_top_ks_place(world, graders):
+    cutoff = RefLVQAEvalConfig.model_validate({"cutoff": "mad:0.5:1.5:3"}).cutoff
+    assert RefLVQAEvalConfig().cutoff is None and str(RefLVQAEvalConfig.model_validate({"cutoff": "mad"}).cutoff) == "mad"
+    with pytest.raises(ValueError, match="unknown spec 'madd'"):
+        RefLVQAEvalConfig.model_validate({"cutoff": "madd"})
+    model = answering_model(world)
+    chosen = {metric: make_grader(name, metric, world.pool) for metric, name in graders.items()}
+    out = evaluate_reflvqa(QA, DOCS, ScoredCorpus(), world.pool, model, chosen, top_k=3,
+                           doc_chars=12, run_id="e", cutoff=cutoff)
+    kept = {r["sample_id"]: [d["doc_id"] for d in r["retrieved"]] for r in out.answers.to_pylist()}
+    # Q-ONE: median .65, MAD .275, theta = max(.5, .2375) = .5 keeps .95 and .9; the rest: all below .5
+    assert kept == {"q1": ["t1", "t2"], "q2": [], "q3": [], "q4": []}
+    assert kept_note(out.answers, cutoff, 100) == (
+        "cutoff mad:0.5:1.5:3 on the 100 reranked candidates: documents kept per question min 0, mean 0.50, max 2 "
+        "(3 of 4 questions kept none)")
+    assert kept_note(out.answers, None, 100) is None

@@ -60,6 +60,19 @@ def config(tmp_path: Path, root: Path | str) -> Path:
     return path
 
 
+def test_verify_first_on_a_reflvqa_release_is_a_usage_error(capsys, monkeypatch, no_prefect, tmp_path,
+                                                            reflvqa_release):
+    code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(reflvqa_release), "--model", "reader",
+                           "--config", str(config(tmp_path, tmp_path)), "--system", "verify-first")
+    one_line(code, err, "--system verify-first is for DeflectionBench", "reflvqa evaluation asks for long answers")
+
+
+def test_unknown_system_is_one_line(capsys, monkeypatch, no_prefect, copy, tmp_path):
+    code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(copy), "--model", "reader",
+                           "--config", str(config(tmp_path, tmp_path)), "--system", "cruise")
+    one_line(code, err, "unknown answering system 'cruise'; known: plain, verify-first")
+
+
 def test_evaluate_one_scenario_other_than_realistic(copy, tmp_path, prefect_harness):
     out = tmp_path / "eval"
     code, stdout, err = run_process("evaluate", str(copy), "--model", "reader", "--config",

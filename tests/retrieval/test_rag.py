@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.specs import MadCutoff, TopK
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
 from mmcurate.retrieval.rag import RRF_K, Hit, RagCorpus, retrieve
 
@@ -94,3 +95,19 @@ def test_text_and_image_rankings_fuse_by_reciprocal_rank(tmp_path):
     assert [h.doc_id for h in ranked] == ["d2", "image:r", "d3", "image:g", "d1"]
     assert ranked[0] == Hit("d2", "text", 1 / (RRF_K + 1))
     assert corpus.components["image_retriever"] == "stub-colours" and corpus.image_note is None
+
+
+def test_a_cutoff_takes_the_fixed_ks_place(tmp_path):
+    same = Shortest()
+    same.name = "bi-encoder:stub-words"  # no reranking: the scores are the first stage's cosines
+    corpus = RagCorpus(corpus_table(), tmp_path, Words(), same)
+    assert corpus.score_scale == "cosine"
+    query = ["tall tower in paris"]
+    [ranked] = corpus.rank(query)
+    assert retrieve(query, corpus, 5, TopK(k=1)) == retrieve(query, corpus, 1) == [[ranked[0]]]
+    assert retrieve(query, corpus, 5, MadCutoff(tau=0.999)) == [[]]  # no cosine reaches the floor
+    assert retrieve(query, corpus, 5, MadCutoff(tau=0.0, max_keep=1)) == [[ranked[0]]]
+    fused = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), IMAGES.__getitem__)
+    assert fused.score_scale is None
+    with pytest.raises(MmcurateError, match="no score scale"):
+        retrieve(query, fused, 5, MadCutoff())

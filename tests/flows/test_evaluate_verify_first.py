@@ -1,0 +1,132 @@
+"""``mmcurate evaluate --system verify-first`` end to end on the shared scripted release: the
+gate trace in answers.parquet, abstentions graded as the judge grades "I don't know", the
+CRAG columns, and ``compare-evals`` of plain vs verify-first with the transitions the
+script decides.
+
+The script (the dry run's reader, with gate rules first): the router says every question
+needs outside knowledge and none is time-sensitive; the consistency judge says yes and the
+verifier 0.95, except for two questions: one whose verifier says 0.5 (below 0.9: abstain)
+and one whose consistency reply is unreadable twice (abstain, gate_error). So in the oracle
+scenario (the reader answers every question from its gold) verify-first keeps n - 2 correct
+answers and breaks 2; in the parametric scenario it is never confident enough (0.95 < 1.0
+without context; the two questions above abstain for their own reasons) and abstains on
+every question, which the plain reader gets wrong.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mmcurate.evaluation.verify_first import IDK
+from mmcurate.gating.grades import Grade, JudgeItem
+from mmcurate.gating.judge import LexicalJudge
+from mmcurate.releases.reader import open_release
+
+import flowkit  # noqa: E402
+
+pytestmark = pytest.mark.slow
+SIMPLEQA_TO_CRAG = {"CORRECT": "perfect", "NOT_ATTEMPTED": "missing", "INCORRECT": "incorrect"}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, fixtures_root, prefect_harness):
+    from mmcurate.cli import app
+
+    home, release = flowkit.baseline(tmp_path_factory, fixtures_root)
+    questions = sorted(open_release(release).table("test").column("question").to_pylist())
+    assert len(questions) >= 3
+    low, unreadable = questions[0], questions[1]
+    here = tmp_path_factory.mktemp("verify-first")
+    gate = [
+        {"when_all": ["beyond what the image"], "answer": "yes"},
+        {"when_all": ["time-sensitive"], "answer": "no"},
+        {"when_all": [f"Question: {unreadable.strip()}", "Proposed answer 1"], "answer": "maybe"},
+        {"when_all": ["Proposed answer 1"], "answer": "yes"},
+        {"when_all": [f"Question: {low.strip()}", "Proposed answer:"], "answer": "CONFIDENCE: 0.5\nREASONING: unsure"},
+        {"when_all": ["Proposed answer:"], "answer": "CONFIDENCE: 0.95\nREASONING: the evidence says so"},
+    ]
+    script = here / "gated-reader.jsonl"
+    script.write_text("".join(json.dumps(rule) + "\n" for rule in gate)
+                      + (flowkit.DRYRUN / "vlm-reader.jsonl").read_text())
+    spec = here / "gated-reader.yaml"
+    spec.write_text(yaml.safe_dump({**flowkit.READER, "name": "gated-reader", "script": str(script)}))
+    outs = {}
+    for system in ("plain", "verify-first"):
+        outs[system] = here / system
+        result = CliRunner().invoke(app, ["evaluate", str(release), "--model", str(spec), "--config",
+                                          str(home / "config.yaml"), "--scenario", "oracle", "--scenario",
+                                          "parametric", "--system", system, "--out", str(outs[system])])
+        assert result.exit_code == 0, result.output
+    return outs, len(questions), low, unreadable
+
+
+def test_verify_first_answers_carry_the_gate_trace(runs):
+    outs, n, low, unreadable = runs
+    answers = pl.read_parquet(outs["verify-first"] / "answers.parquet")
+    assert answers.height == 2 * n and set(answers["system"].to_list()) == {"verify-first"}
+    assert answers["needs_outside_knowledge"].to_list() == [True] * 2 * n
+    assert answers["time_sensitive"].to_list() == [False] * 2 * n
+    oracle = answers.filter(pl.col("scenario") == "oracle")
+    low_row = oracle.filter(pl.col("answer") == IDK).join(
+        pl.DataFrame({"confidence": [0.5]}), on="confidence")
+    assert low_row.height == 1 and low_row["gate_reason"][0] == "confidence 0.5 below 0.9 (with context)"
+    errs = oracle.filter(pl.col("gate_error").is_not_null())
+    assert errs.height == 1 and errs["gate_error"][0].startswith("consistency:")
+    assert errs["consistent"][0] is None and errs["confidence"][0] is None
+    assert oracle.filter(pl.col("abstained") == False)["grade"].to_list() == ["CORRECT"] * (n - 2)  # noqa: E712
+    parametric = answers.filter(pl.col("scenario") == "parametric")
+    assert parametric["abstained"].to_list() == [True] * n
+    assert sorted(parametric["gate_reason"].to_list()) == sorted(
+        ["confidence 0.5 below 1 (without context)", "the consistency judge could not be read"]
+        + ["confidence 0.95 below 1 (without context)"] * (n - 2))
+    trace = json.loads(parametric["trace"][0])
+    assert trace["checks"] == ["router", "answers", "consistency", "chain_of_verification"]
+    # an abstention is graded as the judge grades "I don't know"
+    [idk] = LexicalJudge().grade([JudgeItem("k", "Who?", ["Eiffel"], IDK)], "evaluate")
+    assert idk.grade == Grade.NOT_ATTEMPTED
+    assert set(answers.filter(pl.col("abstained"))["grade"].to_list()) == {"NOT_ATTEMPTED"}
+    plain = pl.read_parquet(outs["plain"] / "answers.parquet")
+    assert plain.columns == answers.columns and set(plain["system"].to_list()) == {"plain"}
+    assert plain["trace"].null_count() == plain.height
+    assert "verify-first system)" in (outs["verify-first"] / "table.md").read_text().splitlines()[0]
+
+
+def test_crag_scoring_beside_the_metrics(runs):
+    outs, n, _, _ = runs
+    for system, out in outs.items():
+        answers = pl.read_parquet(out / "answers.parquet")
+        crag = pl.read_parquet(out / "crag.parquet")
+        key = ["sample_id", "scenario", "n_negatives", "negatives", "abstention"]
+        both = answers.join(crag, on=key)
+        assert both.height == answers.height
+        # the lexical judge's grades mapped; short answers are judged whole
+        assert both["crag_grade"].to_list() == [SIMPLEQA_TO_CRAG[g] for g in both["grade"].to_list()]
+        assert not any(both["truncated"].to_list())
+        metrics = pl.read_parquet(out / "crag_metrics.parquet")
+        assert sorted(metrics["scenario"].to_list()) == ["oracle", "parametric"]
+        table = (out / "table.md").read_text()
+        assert "## CRAG scoring (per scenario)" in table and "CRAG judge: lexical" in table
+        assert "Stand-in: the SimpleQA grades are mapped" in table and "first 75 tokens (wordpiece:" in table
+    metrics = pl.read_parquet(outs["verify-first"] / "crag_metrics.parquet").sort("scenario")
+    assert metrics.select("n_perfect", "n_missing", "n_incorrect").rows() == [(n - 2, 2, 0), (0, n, 0)]
+    assert metrics["truthfulness"].to_list() == [pytest.approx((n - 2) / n), 0.0]
+
+
+def test_compare_plain_with_verify_first(runs):
+    from mmcurate.cli import app
+
+    outs, n, _, _ = runs
+    result = CliRunner().invoke(app, ["compare-evals", str(outs["plain"]), str(outs["verify-first"])])
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert f"{2 * n} item(s) compared" in text
+    for scenario, transition, count in [("all", "kept correct", n - 2), ("all", "broken", 2),
+                                        ("all", "kept wrong", n), ("all", "corrected", 0),
+                                        ("oracle", "kept correct", n - 2), ("oracle", "broken", 2),
+                                        ("parametric", "kept wrong", n)]:
+        assert f"| {scenario} | {transition} | {count} |" in text, (scenario, transition, text)
