@@ -34,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -247,7 +248,7 @@ def release_reflvqa(path: Path | str) -> RefLVQARates:
     funnel = {row["stage"]: row["remaining"] for row in stats.get("funnel") or []}
     candidates = next(iter(funnel.values()), 0)
     inspectors = list(release.manifest["config"]["reflvqa"]["inspectors"])
-    rows = ledger.filter(pc.is_in(ledger["stage"], pc.array(["necessity", "factcheck"]))) \
+    rows = ledger.filter(pc.is_in(ledger["stage"], value_set=pa.array(["necessity", "factcheck"]))) \
         .select(["check", "model", "verdict"]).to_pylist()
     answers = [r for r in rows if r["check"] == "necessity.inspector.v1"]
     sentences = [r for r in rows if r["check"] == "factcheck.sentence.v1"]

@@ -192,7 +192,7 @@ def test_dryrun_deployment_runs_on_a_process_worker(server: Server, deployed: di
 
     release = releases / "deflectionbench" / "1.0.0"
     manifest = json.loads((release / "manifest.json").read_text())
-    assert manifest["config"]["workdir"] == str(workdir)
+    assert (release / manifest["config"]["workdir"]).resolve() == workdir.resolve()  # paths relative to the release
     rows = sum(pq.read_metadata(p).num_rows for p in (release / "data").glob("test-*.parquet"))
     assert rows > 0
     assert (workdir / "responses.sqlite").exists()
