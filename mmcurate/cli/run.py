@@ -6,6 +6,7 @@ prompt interrupts, exit codes).
 """
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -47,40 +48,33 @@ def _prepare(config: Path, benchmark: str, version: str | None) -> Any:
     return make_task_runner(settings.task_runner)
 
 
+def _curate(benchmark: str, config: Path, version: str | None, allow_incomplete: bool) -> None:
+    """Run the curation flow ``flows/<benchmark>.py`` on the configured task runner."""
+    _prefect_defaults()
+    runner = _prepare(config, benchmark, version)
+    flow = getattr(importlib.import_module(f"mmcurate.flows.{benchmark}"), benchmark).with_options(task_runner=runner)
+    typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
+
+
 @run_app.command("deflectionbench")
 def run_deflectionbench(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
                         allow_incomplete: IncompleteOpt = False) -> None:
     """Curate VLM-DeflectionBench (Algorithm 1) and publish a validated release."""
-    _prefect_defaults()
-    runner = _prepare(config, "deflectionbench", version)
-    from mmcurate.flows.deflectionbench import deflectionbench
-
-    flow = deflectionbench.with_options(task_runner=runner)
-    typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
+    _curate("deflectionbench", config, version, allow_incomplete)
 
 
 @run_app.command("reflvqa")
 def run_reflvqa(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
                 allow_incomplete: IncompleteOpt = False) -> None:
     """Curate RefLVQA (long-form visual QA with sentence-level citations)."""
-    _prefect_defaults()
-    runner = _prepare(config, "reflvqa", version)
-    from mmcurate.flows.reflvqa import reflvqa
-
-    flow = reflvqa.with_options(task_runner=runner)
-    typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
+    _curate("reflvqa", config, version, allow_incomplete)
 
 
 @run_app.command("reflectv")
 def run_reflectv(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
                  allow_incomplete: IncompleteOpt = False) -> None:
     """Curate ReflectV (reflective, visually grounded multi-turn trajectories, MIRROR)."""
-    _prefect_defaults()
-    runner = _prepare(config, "reflectv", version)
-    from mmcurate.flows.reflectv import reflectv
-
-    flow = reflectv.with_options(task_runner=runner)
-    typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
+    _curate("reflectv", config, version, allow_incomplete)
 
 
 @app.command("evaluate")
