@@ -205,6 +205,14 @@ def rewrite_parser(feedback: str, truths: list[str]) -> Callable[[str], str | No
     return parse
 
 
+
+def _unread(raw: list | None) -> str:
+    """The verdict of a turn left without a keyword or reflection: ``error`` when its model
+    call failed for good (the run is incomplete; a rerun resumes it), ``unusable`` when the
+    model replied and the reply stayed unusable after its retry (the chain collapses to a QA
+    pair, as the validator would make it; a rerun repeats the cached reply)."""
+    return "error" if raw and raw[-1] is None else "unusable"
+
 @dataclass
 class _Turn:
     """One reflective turn waiting for its keyword and reflection."""
@@ -251,7 +259,8 @@ class WriteReflections(Stage):
         failed: dict[str, str] = {}
         for item, (keyword, detail) in zip(pending, keywords):
             item.turn["keyword"] = keyword
-            decisions.append(Decision(item.row["sample_id"], STAGE, CHECK_KEYWORD, "ok" if keyword else "error",
+            verdict = "ok" if keyword else _unread(detail.get("raw") or detail.get("objects_raw"))
+            decisions.append(Decision(item.row["sample_id"], STAGE, CHECK_KEYWORD, verdict,
                                       model=str(self.keywords), context_id=f"t{item.index + 1}", detail=detail))
             if keyword is None:
                 failed.setdefault(item.row["sample_id"], f"reflection: no usable keyword (turn {item.index + 1})")
@@ -259,7 +268,7 @@ class WriteReflections(Stage):
         for item, parsed in zip(to_rewrite, self._rewrites(ctx, to_rewrite)):
             item.turn["reflection"] = parsed.label
             detail = {"reflection": parsed.label, "raw": parsed.raw, **({"error": parsed.error} if parsed.error else {})}
-            decisions.append(Decision(item.row["sample_id"], STAGE, CHECK_REWRITE, "ok" if parsed.ok else "error",
+            decisions.append(Decision(item.row["sample_id"], STAGE, CHECK_REWRITE, "ok" if parsed.ok else _unread(parsed.raw),
                                       model=self.rewriter, context_id=f"t{item.index + 1}", detail=detail))
             if not parsed.ok:
                 failed.setdefault(item.row["sample_id"], f"reflection: rewrite unusable (turn {item.index + 1})")
@@ -273,7 +282,7 @@ class WriteReflections(Stage):
                                           detail={"reason": issue or "every reflective turn has a keyword and a reflection"}))
         counts = {"input": len(rows), "reflective_turns": len(pending), "chains": chains,
                   "keyword_errors": sum(1 for k, _ in keywords if k is None),
-                  "rewrite_errors": sum(1 for d in decisions if d.check == CHECK_REWRITE and d.verdict == "error")}
+                  "rewrite_errors": sum(1 for d in decisions if d.check == CHECK_REWRITE and d.verdict != "ok")}
         return StageResult(stage=STAGE, kept=with_chains(samples, all_turns, issues), decisions=decisions,
                            run_id=ctx.run_id, counts=counts,
                            components={"keywords": str(self.keywords), "rewriter": self.rewriter})

@@ -70,7 +70,7 @@ def test_a_keyword_that_reveals_the_answer_collapses_the_chain(lab) -> None:
     result = WriteReflections(keywords, _rewriter(lab)).run(lab.chains(rows, [CHART_TURNS]), lab.ctx())
     assert issues_of(result.kept) == ["reflection: no usable keyword (turn 1)"]
     [row] = [d for d in result.decisions if d.check == "reflection.keyword.v1"]
-    assert row.verdict == "error" and row.detail["raw"] == ["revenue of $5M", "revenue of $5M"]
+    assert row.verdict == "unusable" and row.detail["raw"] == ["revenue of $5M", "revenue of $5M"]
     assert lab.calls("rewriter")["calls"] == 0  # nothing more is asked for a collapsed chain
 
 
@@ -88,6 +88,8 @@ def test_unusable_rewrite_is_asked_again_then_collapses(lab) -> None:
     result = WriteReflections("heuristic", rewriter).run(lab.chains(rows, [CAT_TURNS]), lab.ctx())
     assert issues_of(result.kept) == ["reflection: rewrite unusable (turn 1)"]
     assert lab.calls("rewriter")["calls"] == 2
+    [row] = [d for d in result.decisions if d.check == "reflection.rewrite.v1"]
+    assert row.verdict == "unusable"  # a reply that came: not an error holding the release back
 
 
 def test_skips_single_turns_and_collapsed_chains(lab) -> None:
