@@ -65,6 +65,7 @@ bench: setup fixtures
 	$(PY) bench/gating_throughput.py
 	$(PY) bench/faiss_mining.py
 	$(PY) bench/stage_calls.py
+	$(PY) bench/curation_scale.py
 
 clean:
 	rm -rf .mmcurate tests/fixtures/generated  # releases_out/ is kept: releases are immutable
