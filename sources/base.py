@@ -152,6 +152,16 @@ class SourceAdapter(ABC):
                 return path
         raise SourceError(f"{self.name}: none of {', '.join(candidates)} found under {self.root}")
 
+    def listed_files(self, chosen: Sequence[str] | None, patterns: Sequence[str]) -> list[Path]:
+        """The ``chosen`` files under root (each must exist), or with ``chosen`` None every file
+        matching one of ``patterns`` (one at least), sorted."""
+        if chosen is not None:
+            return [self.require(name) for name in chosen]
+        found = sorted({p for pattern in patterns for p in self.root.glob(pattern)})
+        if not found:
+            raise SourceError(f"{self.name}: no {' or '.join(patterns)} under {self.root}")
+        return found
+
     def split_files(
         self,
         chosen: Sequence[str] | None,

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mmcurate.core.domains import DOCUMENT
-from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter
@@ -44,12 +43,7 @@ class DocVQASource(SourceAdapter):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.options.splits is None:
-            self.files = {s: self.root / questions_file(s) for s in SPLITS if (self.root / questions_file(s)).is_file()}
-            if not self.files:
-                raise SourceError(f"docvqa: none of {', '.join(map(questions_file, SPLITS))} under {self.root}")
-        else:
-            self.files = {s: self.require(questions_file(s)) for s in dict.fromkeys(self.options.splits)}
+        self.files = self.split_files(self.options.splits, SPLITS, questions_file)
 
     def source_files(self) -> list[Path]:
         return list(self.files.values())

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from mmcurate.core.domains import Domain
-from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter
@@ -86,12 +85,7 @@ class FIRESource(SourceAdapter):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.options.files is None:
-            self.files = sorted(self.root.glob("*.json"))
-            if not self.files:
-                raise SourceError(f"fire: no *.json dialogue file under {self.root}")
-        else:
-            self.files = [self.require(name) for name in self.options.files]
+        self.files = self.listed_files(self.options.files, ["*.json"])
         self.image_dir = self.images or self.root / "images"
 
     def source_files(self) -> list[Path]:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from mmcurate.core.domains import GENERAL_QA
-from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter
@@ -41,12 +40,7 @@ class GQASource(SourceAdapter):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.options.files is None:
-            self.files = sorted({p for pattern in PATTERNS for p in self.root.glob(pattern)})
-            if not self.files:
-                raise SourceError(f"gqa: no {' or '.join(PATTERNS)} under {self.root}")
-        else:
-            self.files = [self.require(name) for name in self.options.files]
+        self.files = self.listed_files(self.options.files, PATTERNS)
         self.image_dir = self.images or self.root / "images"
 
     def source_files(self) -> list[Path]:
