@@ -51,7 +51,7 @@ from mmcurate.gating.answers import numeric_ranges
 from mmcurate.gating.grades import Grade, JudgeItem
 from mmcurate.gating.judge import Judge, LexicalJudge
 from mmcurate.gating.labels import ask_labels
-from mmcurate.gating.prejudge import prejudge
+from mmcurate.gating.prejudge import prejudged
 from mmcurate.gating.requests import ChatRequest
 from mmcurate.retrieval.encoders import minilm_path
 
@@ -170,14 +170,10 @@ class LLMCragJudge:
         self.name = f"crag-llm:{spec.model or spec.name}@{spec.revision}"
 
     def grade(self, items: list[JudgeItem], stage: str) -> list[CragJudgement]:
+        settled, rest = prejudged(items)
         out: list[CragJudgement | None] = [None] * len(items)
-        rest: list[int] = []
-        for index, item in enumerate(items):
-            settled = prejudge(item)
-            if settled is None:
-                rest.append(index)
-            else:
-                out[index] = CragJudgement(item.key, FROM_SIMPLEQA[settled[0]], settled[1])
+        for index, (grade, rule) in settled.items():
+            out[index] = CragJudgement(items[index].key, FROM_SIMPLEQA[grade], rule)
         asks = [ChatRequest(items[i].key, [{"role": "user", "content": PROMPT.format(
             question=items[i].question, gold=" | ".join(items[i].gold) or "(none given)", answer=items[i].answer)}],
             TEMPLATE, max_tokens=JUDGE_MAX_TOKENS) for i in rest]

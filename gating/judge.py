@@ -15,7 +15,7 @@ from mmcurate.core.config import Settings
 from .client import ModelPool
 from .grades import Grade, JudgeItem, Judgement
 from .labels import ask_labels, strict_label
-from .prejudge import lexical_grade, prejudge
+from .prejudge import lexical_grade, prejudged
 from .requests import ChatRequest
 
 __all__ = ["Grade", "JudgeItem", "Judgement", "Judge", "LexicalJudge", "LLMJudge", "make_judge", "parse_grade"]
@@ -67,14 +67,10 @@ class Judge(ABC):
         self.stats: Counter[str] = Counter()
 
     def grade(self, items: list[JudgeItem], stage: str) -> list[Judgement]:
+        settled, rest = prejudged(items)
         results: list[Judgement | None] = [None] * len(items)
-        rest: list[int] = []
-        for index, item in enumerate(items):
-            settled = prejudge(item)
-            if settled is None:
-                rest.append(index)
-            else:
-                results[index] = Judgement(item.key, settled[0], settled[1], None)
+        for index, (grade, rule) in settled.items():
+            results[index] = Judgement(items[index].key, grade, rule, None)
         for index, judgement in zip(rest, self._grade_rest([items[i] for i in rest], stage)):
             results[index] = judgement
         for judgement in results:

@@ -20,6 +20,7 @@ and the release manifest names it ("lexical-v1").
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from mmcurate.core.text import content_tokens, normalize, word_set
 
@@ -65,3 +66,17 @@ def lexical_grade(item: JudgeItem) -> Grade:
     answer = word_set(item.answer)
     golds = [content_tokens(g) or word_set(g) for g in item.gold]
     return Grade.CORRECT if any(g and g <= answer for g in golds) else Grade.INCORRECT
+
+
+def prejudged(items: Sequence[JudgeItem]) -> tuple[dict[int, tuple[Grade, str]], list[int]]:
+    """({index: (grade, rule)} of the items a rule settles, indices of the rest): the rest go
+    to the judge model in one batch."""
+    settled: dict[int, tuple[Grade, str]] = {}
+    rest: list[int] = []
+    for index, item in enumerate(items):
+        found = prejudge(item)
+        if found is None:
+            rest.append(index)
+        else:
+            settled[index] = found
+    return settled, rest
