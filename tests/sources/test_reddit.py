@@ -22,7 +22,7 @@ from mmcurate.sources.base import Located
 from mmcurate.sources.ingest import ingest, merge_ingests
 from mmcurate.sources.reddit import (
     RedditOptions, RedditSource, answer_skip_reason, as_int, flag, image_refs, ingest_pair, is_question, is_survey,
-    post_skip_reason, raw_title_rules_out_question,
+    post_skip_reason,
 )
 
 BUILDERS = Path(__file__).resolve().parents[1] / "fixtures" / "builders"
@@ -137,22 +137,6 @@ def test_image_refs_gallery_order_mime_and_animation() -> None:
     assert image_refs({**post, "is_gallery": False}, OPTS) == []
     del post["gallery_data"]  # no order given: media_metadata order
     assert [r.name for r in image_refs(post, OPTS)] == ["a.png", "b.jpg", "c.jpg"]
-
-
-@pytest.mark.parametrize("line, ruled_out", [
-    (b'{"id":"a","title":"My cat in the sun","url":"u"}', True),
-    (b'{"id":"a","title":"  Look at this?","url":"u"}', True),
-    (b'{"id":"a","title":"What is this?","url":"u"}', False),
-    (b'{"id":"a","title":"whose coin?","url":"u"}', False),
-    (b'{"id":"a","title":"&quot;What&quot; is this?","url":"u"}', False),  # entity: parse to know
-    (b'{"id":"a","title":"\\u00bfWhat?","url":"u"}', False),  # escape: parse to know
-    (b'{"id":"a","title":"Whatever","url":"u"}', True),
-    (b'{"id":"a","title":"Who","url":"u"}', False),
-    (b'{"title":"Nested post","crosspost_parent_list":[{"title":"What?"}]}', False),  # two titles
-    (b'{"id":"a","url":"u"}', False),
-])
-def test_raw_title_prefilter_is_conservative(line: bytes, ruled_out: bool) -> None:
-    assert raw_title_rules_out_question(line, OPTS.question_words) is ruled_out
 
 
 def test_post_skip_reason_order() -> None:
