@@ -64,16 +64,11 @@ def _real(root: Path) -> Path:
 
 def resolve_inside(root: Path, relative: str) -> Path:
     """Join ``relative`` to ``root``; refuse absolute paths and any that escape the root."""
-    return Path(_resolve_inside(root, relative))
-
-
-def _resolve_inside(root: Path, relative: str) -> str:
-    """``resolve_inside`` on strings: it runs once per image of a source."""
     if not relative or os.path.isabs(relative):
         raise ImageRejected(f"image path {relative!r} is not relative to the source root")
-    root_real = str(_real(Path(root)))
-    target = os.path.realpath(os.path.join(root_real, relative))  # what Path.resolve() does
-    if target != root_real and not target.startswith(os.path.join(root_real, "")):
+    root_real = _real(Path(root))
+    target = (root_real / relative).resolve()
+    if target != root_real and root_real not in target.parents:
         raise ImageRejected(f"image path {relative!r} escapes the source root")
     return target
 
@@ -102,11 +97,10 @@ class ImageStore:
         """Store the image at ``relative`` under ``root``; raise ImageRejected if unusable,
         including paths the OS cannot use (a NUL byte, an over-long name, no permission)."""
         try:
-            path = _resolve_inside(root, relative)
-            if not os.path.isfile(path):
+            path = resolve_inside(root, relative)
+            if not path.is_file():
                 raise ImageRejected(f"image file missing: {relative}")
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data = path.read_bytes()
         except (OSError, ValueError) as exc:
             if isinstance(exc, ImageRejected):
                 raise
@@ -117,10 +111,11 @@ class ImageStore:
     def find(self, sha: str) -> Path | None:
         """The stored file of ``sha``, or None: one stat per known extension (a folder of the
         store holds 1/256 of all images, far too many to list on every lookup)."""
-        stem = os.path.join(self.root, sha[:2], sha)
+        folder = self.root / sha[:2]
         for ext in FORMAT_EXT.values():
-            if os.path.isfile(candidate := f"{stem}.{ext}"):
-                return Path(candidate)
+            candidate = folder / f"{sha}.{ext}"
+            if candidate.is_file():
+                return candidate
         return None
 
     def path(self, sha: str) -> Path:
