@@ -7,10 +7,12 @@ An output folder holds ``samples.parquet``, ``quarantine.parquet``, ``locators.p
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,25 @@ class IngestResult:
         return self.out / "images"
 
 
+@contextmanager
+def _collector_spares_older_objects() -> Iterator[None]:
+    """Freeze what is alive when an ingest starts (imported modules, loaded models: a few
+    hundred thousand objects) out of the garbage collector's full passes until it ends.
+
+    An ingest allocates many short-lived objects, so full passes come, and each would walk
+    that whole older heap while holding the GIL, stalling the thread that decompresses
+    too (measured: one such pass took 0.08 s of a 0.8 s ingest). Frozen objects are only
+    skipped, never freed; they rejoin the oldest generation afterwards. Freezing is
+    process-wide, so two ingests overlapping in threads may end each other's freeze early,
+    which costs time only.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def ingest(
     source: str,
     root: Path | str,
@@ -85,6 +106,7 @@ def ingest(
     seen: set[str] = set()
     kept = rejected = 0
     with (
+        _collector_spares_older_objects(),
         AtomicParquetWriter(out / "samples.parquet", SAMPLE) as samples,
         AtomicParquetWriter(out / "quarantine.parquet", QUARANTINE) as quarantine,
         AtomicParquetWriter(out / "locators.parquet", LOCATORS) as locators,

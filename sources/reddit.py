@@ -13,8 +13,8 @@ history; a post's ``month`` then comes from its ``created_utc``). Flags are read
 
 Memory stays flat in dump size: each pair streams its submissions once keeping only the
 candidate posts (title, image hashes, metadata), then streams its comments joining by
-``link_id``. Dumps are read in chunks of complete lines (``zst.read_chunks``) that are
-searched whole, never split into lines (``prefilter``, on by default):
+``link_id``. Only the lines that can matter reach Python (``prefilter``, on by default);
+``zst.read_lines`` picks them on a second core as the dump is decompressed:
 
 - posts: only lines holding an image-host marker or ``"is_gallery"`` are looked at; of
   those, a line whose raw title plainly opens with a non-question word is counted as
@@ -23,8 +23,8 @@ searched whole, never split into lines (``prefilter``, on by default):
 - comments: each line's first ``k_id":"t3_<id>"`` is read; only the lines of candidate
   posts are parsed, plus every line without such a link (a broken line is quarantined).
 
-Both are decided for all lines of a chunk at once (``reddit_lines``: a C scanner outside the
-GIL and numpy), so the scan keeps pace with decompression on a second core.
+Both are decided by the pickers of ``reddit_lines`` (one C pass outside the GIL over each
+megabyte, while it is in the cache), so picking keeps pace with decompression.
 
 Lines skipped this way are not validated (``prefilter=False`` parses and checks every
 line); a skipped post is counted under the rule its raw line already fails. Lines are
@@ -59,7 +59,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import numpy as np
 from pydantic import Field
 
 from mmcurate.core.text import has_sentences
@@ -69,10 +68,8 @@ from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter
 from .ingest import IngestResult, ingest
-from .reddit_lines import (
-    COMMENT_PATTERNS, candidate_keys, comment_rows, marked_rows, post_patterns, question_keys, titles_rule_out_question,
-)
-from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, Chunk, parse_object, read_chunks
+from .reddit_lines import UNSURE_LINK, CommentLines, PostLines, links_to
+from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, every_line, parse_object, read_lines
 
 MONTHLY = re.compile(r"^R([SC])_(\d{4}-\d{2})\.zst$")
 PER_SUBREDDIT = re.compile(r"^(\w+)_(submissions|comments)\.zst$")
@@ -257,8 +254,8 @@ class RedditSource(SourceAdapter):
         if not self.images.is_dir():
             raise SourceError(f"reddit: image folder {self.images} is not a readable directory")
         self.comments_skipped: Counter[str] = Counter()  # comments on candidates, by reason
-        self._markers = (*(h.encode() for h in self.options.image_hosts), b'"is_gallery"')
-        self._questions = question_keys(self.options.question_words)
+        self._posts = PostLines((*(h.encode() for h in self.options.image_hosts), b'"is_gallery"'),
+                                self.options.question_words)
         self.pairs = dump_pairs(self.root)
         if not self.pairs:
             raise SourceError(f"reddit: no RS_YYYY-MM.zst/RC_YYYY-MM.zst or <subreddit>_submissions.zst/"
@@ -285,18 +282,17 @@ class RedditSource(SourceAdapter):
             self.skipped["no_qualifying_comment"] += sum(not c.answered for c in candidates.values())
 
     def _submissions(self, path: Path, month: str | None, candidates: dict[bytes, Candidate]) -> Iterator[Rejected]:
-        patterns = post_patterns(self._markers) if self.options.prefilter else {}
-        for chunk in read_chunks(path, patterns, self.options.max_line_bytes, self.options.chunk_bytes):
-            if isinstance(chunk, Rejected):
-                yield chunk
+        picker, reasons = (self._posts, PostLines.SKIPPED) if self.options.prefilter else (every_line, ())
+        for batch in read_lines(path, picker, self.options.max_line_bytes, self.options.chunk_bytes):
+            if isinstance(batch, Rejected):
+                yield batch
                 continue
-            rows, skipped = self._posts_to_parse(chunk)
-            for reason, count in skipped.items():
+            for reason, count in zip(reasons, batch.counts):
                 if count:
                     self.skipped[reason] += count
-            for index in rows:
-                locator = f"{path.name}:{chunk.first + int(index)}"
-                outcome = self._candidate(parse_object(locator, chunk.line(int(index))), locator, month)
+            for lineno, _, line in batch.picks:
+                locator = f"{path.name}:{lineno}"
+                outcome = self._candidate(parse_object(locator, line), locator, month)
                 if isinstance(outcome, Candidate):
                     key = outcome.post_id.encode("utf-8", "surrogatepass")
                     if key in candidates:  # a repeated post would replace the first one unseen
@@ -307,16 +303,6 @@ class RedditSource(SourceAdapter):
                     yield outcome
                 else:
                     self.skipped[outcome] += 1
-
-    def _posts_to_parse(self, chunk: Chunk) -> tuple[np.ndarray, dict[str, int]]:
-        """The indices of the chunk's posts that must be parsed, and how many of the others
-        are skipped under the rule their raw line already fails."""
-        if not self.options.prefilter:
-            return chunk.nonempty(), {}
-        marked = marked_rows(chunk, self._markers)
-        ruled_out = titles_rule_out_question(chunk, marked, self._questions)
-        return marked[~ruled_out], {"no_image": len(chunk.nonempty()) - len(marked),
-                                    "not_question": int(ruled_out.sum())}
 
     def _candidate(self, post: dict[str, Any] | Rejected, locator: str, month: str | None) -> Candidate | Rejected | str:
         """A candidate, a rejection, or the reason the post is skipped."""
@@ -359,15 +345,15 @@ class RedditSource(SourceAdapter):
         return Candidate(post_id, title, hashes, meta)
 
     def _comments(self, path: Path, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
-        keys, prefilter = candidate_keys(candidates), self.options.prefilter
-        patterns = COMMENT_PATTERNS if prefilter else {}
-        for chunk in read_chunks(path, patterns, self.options.max_line_bytes, self.options.chunk_bytes):
-            if isinstance(chunk, Rejected):
-                yield chunk
+        picker = CommentLines(candidates) if self.options.prefilter else every_line
+        for batch in read_lines(path, picker, self.options.max_line_bytes, self.options.chunk_bytes):
+            if isinstance(batch, Rejected):
+                yield batch
                 continue
-            for index in comment_rows(chunk, candidates, keys) if prefilter else chunk.nonempty():
-                locator = f"{path.name}:{chunk.first + int(index)}"
-                yield from self._comment(chunk.line(int(index)), locator, candidates)
+            for lineno, tag, line in batch.picks:
+                if tag == UNSURE_LINK and not links_to(line, candidates):
+                    continue
+                yield from self._comment(line, f"{path.name}:{lineno}", candidates)
 
     def _comment(self, line: bytes, locator: str, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
         comment = parse_object(locator, line)

@@ -1,38 +1,39 @@
-"""Streaming NDJSON over zstd files (pushshift dumps): chunks of lines in, never a whole file.
+"""Streaming NDJSON over zstd files (pushshift dumps): picked lines out, never a whole file.
 
 Pushshift frames use windows up to 2 GiB, so the decompressor allows them. A background
-thread decompresses, cuts the output into chunks of complete lines and scans each chunk in
-one pass of the C scanner ``_linescan`` for its newlines and for the patterns the reader
-asked for; zstd and the scan release the GIL, so the reading thread only looks up the few
-lines that matter (``Chunk.hits``), never splitting a chunk into Python lines. A line cut
-by a block boundary (even inside a multi-byte UTF-8 character: 0x0A never occurs inside
-one) is joined and becomes a one-line chunk. A cut-off download is detected by checking
-that the last frame really ended: ``stream_reader`` would just stop there silently.
+thread decompresses about a megabyte at a time, cuts it into runs of complete lines and
+hands each run, while it is still in the CPU's cache, to a picker: one pass of the C
+scanner ``_linescan`` that decides every line and copies out only the ones the reader
+must parse. zstd and the picker release the GIL, so the reading thread gets batches of
+picked lines and never touches the rest. A line cut by a block boundary (even inside a
+multi-byte UTF-8 character: 0x0A never occurs inside one) is joined before it is picked.
+A cut-off download is detected by checking that the last frame really ended:
+``stream_reader`` would just stop there silently.
 """
 from __future__ import annotations
 
 import json
-import queue
 import threading
-from collections.abc import Iterator, Mapping
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import numpy as np
 import orjson
 import zstandard
 
 from mmcurate.core.records import Rejected
 
-from ._linescan import scan_lines, word_hashes
+from ._linescan import pick_lines
 
 _END = object()  # the last item of a background reader
 MAX_WINDOW = 2**31
-WRITE_SIZE = 1 << 24  # zstd output per call: each call releases and retakes the GIL, which costs up to the
-# switch interval while the reader runs Python, so few large calls keep decompression at full speed
+WRITE_SIZE = 1 << 20  # zstd output buffer per call: what one piece decompresses to fits in it, and in the cache
 DEFAULT_MAX_LINE = 1 << 20  # 1 MiB: longer lines are quarantined, not buffered
-DEFAULT_CHUNK = 1 << 18  # compressed bytes per read: a few MiB of NDJSON per chunk
-QUEUED = 4  # scanned chunks waiting for the reader
+DEFAULT_CHUNK = 1 << 16  # compressed bytes per decompression call: under a megabyte of NDJSON, picked while cached
+READ_BYTES = 1 << 20  # compressed bytes per file read, decompressed chunk_bytes at a time: fewer GIL hand-overs
+HANDOVER_BYTES = 32 << 20  # picked lines waiting for the reader
 RAW_PREVIEW = 200  # bytes of an oversized line kept in quarantine
 
 
@@ -44,7 +45,7 @@ class _Frames:
         self._obj = self._dctx.decompressobj(write_size=WRITE_SIZE)
         self.open = False  # bytes of a frame were fed but the frame has not ended
 
-    def feed(self, data: bytes) -> bytes:
+    def feed(self, data: bytes | memoryview) -> bytes:
         parts: list[bytes] = []
         while data:
             parts.append(self._obj.decompress(data))
@@ -59,170 +60,165 @@ class _Frames:
 
 
 def _blocks(path: Path, chunk_bytes: int) -> Iterator[bytes | str | zstandard.ZstdError | None]:
-    """Decompressed blocks, then one final item: ``None`` (clean end), ``"empty"``,
-    ``"truncated"`` or a ZstdError."""
+    """Decompressed blocks, one per ``chunk_bytes`` of compressed input, then one final
+    item: ``None`` (clean end), ``"empty"``, ``"truncated"`` or a ZstdError.
+
+    The thread gives up the GIL for every file read and every decompression call, and
+    taking it back waits for the reader thread to let go: so the file is read a megabyte
+    at a time, and decompressed in pieces whose output stays in the CPU's cache.
+    """
     frames = _Frames()
     fed = False
     try:
         with open(path, "rb") as handle:
-            while chunk := handle.read(chunk_bytes):
+            while piece := handle.read(max(READ_BYTES, chunk_bytes)):
                 fed = True
-                if block := frames.feed(chunk):
-                    yield block
+                view = memoryview(piece)
+                for at in range(0, len(piece), chunk_bytes):
+                    if block := frames.feed(view[at:at + chunk_bytes]):
+                        yield block
     except zstandard.ZstdError as exc:
         yield exc
         return
     yield "empty" if not fed else "truncated" if frames.open else None
 
 
-class Chunk:
-    """Complete consecutive lines of a dump, ``data[start:ends[-1] + 1]``, where ``ends``
-    holds the offset of the newline closing each line, and where the patterns it was
-    scanned for occur in each line (``hits``)."""
+Pick = tuple[int, int, bytes]  # (line number, tag, line) of a picked line
 
-    __slots__ = ("first", "data", "start", "ends", "found")
 
-    def __init__(self, first: int, data: bytes, start: int, ends: np.ndarray,
-                 found: dict[bytes, np.ndarray] | None = None) -> None:
-        self.first = first  # 1-based number of the first line
-        self.data = data
-        self.start = start
-        self.ends = ends
-        self.found = found or {}
+class Picker(Protocol):
+    """Decides the lines of ``data[start:end]`` (complete lines, numbered from ``first``) in
+    one pass: ``(lines, picks, counts)`` as the ``_linescan`` functions return them."""
 
-    @classmethod
-    def scan(cls, first: int, data: bytes, start: int, end: int, patterns: Mapping[bytes, int]) -> Chunk:
-        """The lines of ``data[start:end]`` (it ends with a newline), found in one pass
-        together with the first ``patterns[p]`` occurrences of each pattern ``p`` per line."""
-        ends, hits = scan_lines(data, start, end, list(patterns), list(patterns.values()))
-        ends = np.frombuffer(ends, np.int64)
-        table = np.frombuffer(hits, np.int64).reshape(len(ends), -1)
-        found, column = {}, 0
-        for pattern, limit in patterns.items():
-            found[pattern] = table[:, column:column + limit]
-            column += limit
-        return cls(first, data, start, ends, found)
+    def __call__(self, data: bytes, start: int, end: int, first: int) -> tuple[int, list[Pick], tuple[int, ...]]: ...
+
+
+def every_line(data: bytes, start: int, end: int, first: int) -> tuple[int, list[Pick], tuple[int, ...]]:
+    """The picker that keeps every non-empty line (tag 0)."""
+    return pick_lines(data, start, end, first)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The picked lines of a run of consecutive complete lines, and how many of its other
+    lines were left out for each of the picker's reasons."""
+
+    picks: list[Pick]
+    counts: tuple[int, ...]
 
     @property
-    def lines(self) -> int:
-        return len(self.ends)
-
-    @property
-    def end(self) -> int:
-        """Where the chunk ends in ``data`` (after its last newline)."""
-        return int(self.ends[-1]) + 1
-
-    def text(self) -> bytes:
-        return self.data[self.start:self.end]
-
-    def line(self, index: int) -> bytes:
-        begin = int(self.ends[index - 1]) + 1 if index else self.start
-        return self.data[begin:int(self.ends[index])]
-
-    def starts(self) -> np.ndarray:
-        """Where each line starts in ``data``."""
-        starts = np.empty_like(self.ends)
-        starts[0] = self.start
-        starts[1:] = self.ends[:-1] + 1
-        return starts
-
-    def nonempty(self) -> np.ndarray:
-        """The indices of the lines that are not empty."""
-        return np.flatnonzero(self.ends > self.starts())
-
-    def hits(self, pattern: bytes) -> np.ndarray:
-        """Where in ``data`` the first occurrences of a pattern the chunk was scanned for
-        start in each line, -1 where there are fewer: shape (lines, its limit)."""
-        return self.found[pattern]
-
-    def word_hashes(self, key: bytes) -> np.ndarray:
-        """Per line, ``_linescan.word_hash`` of the 1-64 regex word bytes right after the
-        first ``key`` (a pattern the chunk was scanned for) when a quote closes them; -1
-        where ``key`` does not occur, -2 where no such word follows it."""
-        offsets = np.ascontiguousarray(self.hits(key)[:, 0])
-        return np.frombuffer(word_hashes(self.data, offsets, self.ends, len(key)), np.int64)
-
-    def part(self, begin: int, stop: int) -> Chunk:
-        """Lines ``begin`` to ``stop`` (exclusive) as a chunk of their own."""
-        start = int(self.ends[begin - 1]) + 1 if begin else self.start
-        return Chunk(self.first + begin, self.data, start, self.ends[begin:stop],
-                     {pattern: hits[begin:stop] for pattern, hits in self.found.items()})
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Chunk) and (self.first, self.text()) == (other.first, other.text())
-
-    def __repr__(self) -> str:
-        return f"Chunk(first={self.first}, lines={self.lines}, text={self.text()[:60]!r})"
+    def size(self) -> int:
+        """Roughly the bytes it holds, for the hand-over's bound."""
+        return 64 + sum(len(line) + 64 for _, _, line in self.picks)
 
 
-def read_chunks(
+class _Handover:
+    """Items from the producer thread to the reader, in order, holding at most ``limit``
+    bytes (at least one item): picked lines are few, so the producer can run far ahead
+    of a reader that is busy with a burst of them."""
+
+    def __init__(self, limit: int) -> None:
+        self._items: deque[tuple[object, int]] = deque()
+        self._held = 0
+        self._limit = limit
+        self._ready = threading.Condition()
+        self.closed = False  # the reader left: the producer stops
+
+    def put(self, item: object, size: int) -> bool:
+        """Wait for room, then queue ``item``; False when the reader has left."""
+        with self._ready:
+            while self._held and self._held + size > self._limit and not self.closed:
+                self._ready.wait()
+            if self.closed:
+                return False
+            self._items.append((item, size))
+            self._held += size
+            self._ready.notify_all()
+            return True
+
+    def get(self) -> object:
+        with self._ready:
+            while not self._items:
+                self._ready.wait()
+            item, size = self._items.popleft()
+            self._held -= size
+            self._ready.notify_all()
+            return item
+
+    def close(self) -> None:
+        with self._ready:
+            self.closed = True
+            self._ready.notify_all()
+
+
+def read_lines(
     path: Path | str,
-    patterns: Mapping[bytes, int] | None = None,
+    picker: Picker = every_line,
     max_line_bytes: int = DEFAULT_MAX_LINE,
     chunk_bytes: int = DEFAULT_CHUNK,
-) -> Iterator[Chunk | Rejected]:
-    """Yield the lines of a zstd NDJSON file in chunks of complete lines, in file order,
-    each scanned for ``patterns`` (pattern -> how many occurrences per line to keep).
+) -> Iterator[Batch | Rejected]:
+    """Yield the lines of a zstd NDJSON file that ``picker`` picks, in batches, in file order.
 
-    Empty lines stay in the chunks, so numbering is positional; the last line of a file
-    that does not end with a newline gets one. Problems become ``Rejected`` rows: a line
-    longer than ``max_line_bytes`` (left out of the chunks and never buffered whole when
-    it spans several reads) at ``<file>:<line>``; a corrupt stream, an empty file or a
-    truncated last frame at ``<file>``, ending the file after every complete line before it.
+    Lines are numbered from 1, empty ones included; the last line of a file that does not
+    end with a newline gets one. Problems become ``Rejected`` rows: a line longer than
+    ``max_line_bytes`` (never given to the picker, and never buffered whole when it spans
+    several reads) at ``<file>:<line>``; a corrupt stream, an empty file or a truncated
+    last frame at ``<file>``, ending the file after every complete line before it.
 
-    A background thread decompresses, cuts and scans, at most QUEUED chunks ahead of the
-    reader: zstd and the scan release the GIL, so both run on another core while the
-    reader handles the lines found before. What the thread raises is raised here.
+    A background thread decompresses, cuts into runs of complete lines and picks: zstd and
+    the picker release the GIL, so all of it runs on another core while the reader handles
+    the lines picked before, and only the picked lines cross over. What the thread raises
+    is raised here.
     """
-    out: queue.Queue = queue.Queue(maxsize=QUEUED)
-    stop = threading.Event()
-    worker = threading.Thread(target=_produce, daemon=True,
-                              args=(Path(path), dict(patterns or {}), max_line_bytes, chunk_bytes, out, stop))
+    handover = _Handover(HANDOVER_BYTES)
+    worker = threading.Thread(target=_produce, daemon=True, name=f"zst-{Path(path).name}",
+                              args=(Path(path), picker, max_line_bytes, chunk_bytes, handover))
     worker.start()
     try:
-        while (item := out.get()) is not _END:
+        while (item := handover.get()) is not _END:
             if isinstance(item, BaseException):
                 raise item
-            yield item
+            yield item  # type: ignore[misc]
     finally:
-        stop.set()
+        handover.close()
         worker.join()
 
 
-def _produce(path: Path, patterns: dict[bytes, int], max_line_bytes: int, chunk_bytes: int, out: queue.Queue,
-             stop: threading.Event) -> None:
-    """The background thread of ``read_chunks``: its items, then ``_END`` or an exception."""
-    def put(item: object) -> bool:
-        while not stop.is_set():
-            try:
-                out.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
+def _produce(path: Path, picker: Picker, max_line_bytes: int, chunk_bytes: int, handover: _Handover) -> None:
+    """The background thread of ``read_lines``: its items, then ``_END`` or an exception."""
     try:
-        for item in _chunks(path, patterns, max_line_bytes, chunk_bytes):
-            if not put(item):
+        for item in _batches(path, picker, max_line_bytes, chunk_bytes):
+            if not handover.put(item, item.size if isinstance(item, Batch) else 1024):
                 return
     except BaseException as exc:  # noqa: BLE001 - whatever failed is the reader's to raise
-        put(exc)
+        handover.put(exc, 0)
         return
-    put(_END)
+    handover.put(_END, 0)
 
 
-def _chunks(path: Path, patterns: dict[bytes, int], max_line_bytes: int, chunk_bytes: int) -> Iterator[Chunk | Rejected]:
-    """``read_chunks``'s items, made in the calling thread."""
+def _batches(path: Path, picker: Picker, max_line_bytes: int, chunk_bytes: int) -> Iterator[Batch | Rejected]:
+    """``read_lines``'s items, made in the calling thread."""
     name = path.name
     pending = b""
     discarding = False  # inside a line already known to be too long
-    lineno = 0  # lines yielded (or rejected) so far
+    lineno = 0  # lines picked from (or rejected) so far
 
-    def cut(data: bytes, start: int, end: int) -> Iterator[Chunk | Rejected]:
+    def cut(data: bytes, start: int, end: int) -> Iterator[Batch | Rejected]:
+        """The complete lines ``data[start:end]``: picked, each too-long one rejected."""
         nonlocal lineno
-        chunk = Chunk.scan(lineno + 1, data, start, end, patterns)
-        lineno += chunk.lines
-        yield from _checked(name, chunk, max_line_bytes)
+        while start < end:
+            at = _overlong(data, start, end, max_line_bytes)
+            stop = end if at < 0 else at
+            if stop > start:
+                lines, picks, counts = picker(data, start, stop, lineno + 1)
+                lineno += lines
+                yield Batch(picks, counts)
+            if at < 0:
+                return
+            newline = data.index(b"\n", at, end)
+            lineno += 1
+            yield _oversized(name, lineno, data[at:newline], max_line_bytes)
+            start = newline + 1
 
     for block in _blocks(path, chunk_bytes):
         if not isinstance(block, bytes):
@@ -257,23 +253,6 @@ def _chunks(path: Path, patterns: dict[bytes, int], max_line_bytes: int, chunk_b
         if len(pending) > max_line_bytes:
             discarding = True
             pending = b""
-
-
-def _checked(name: str, chunk: Chunk, limit: int) -> Iterator[Chunk | Rejected]:
-    """``chunk`` itself or, in the rare case that it holds lines longer than ``limit``, the
-    chunks around a rejection of each such line."""
-    if _overlong(chunk.data, chunk.start, chunk.end, limit) < 0:  # the common case, checked in a few jumps
-        yield chunk
-        return
-    too_long = np.flatnonzero(np.diff(chunk.ends, prepend=chunk.start - 1) - 1 > limit)
-    begin = 0  # index of the first line not yielded yet
-    for index in map(int, too_long):
-        if index > begin:
-            yield chunk.part(begin, index)
-        yield _oversized(name, chunk.first + index, chunk.line(index), limit)
-        begin = index + 1
-    if begin < chunk.lines:
-        yield chunk.part(begin, chunk.lines)
 
 
 def _overlong(data: bytes, start: int, end: int, limit: int) -> int:

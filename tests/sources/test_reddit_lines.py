@@ -1,14 +1,14 @@
-"""The Reddit reader's whole-chunk line tests, against line-by-line oracles on raw bytes.
+"""The Reddit reader's pickers, against line-by-line oracles on raw bytes.
 
-The oracles are the plain Python rules the vectorised tests must reproduce exactly; random
-chunks mix the byte patterns that make them hard (keys twice, escapes, spaces, long or
-broken ids, empty lines, lines cut at the window's edge).
+The oracles are the plain Python rules the C pass must reproduce exactly; random runs of
+lines mix the byte patterns that make them hard (keys twice, escapes, spaces, long or
+broken ids, empty lines, lines cut at the window's edge), and every check is made with the
+vector pass and with the plain byte loop.
 """
 from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,29 +16,37 @@ from hypothesis import strategies as st
 from mmcurate.sources import _linescan
 from mmcurate.sources.reddit import RedditOptions
 from mmcurate.sources.reddit_lines import (
-    COMMENT_PATTERNS, LINK_ID, LINK_KEY, TITLE_KEY, candidate_keys, comment_rows, marked_rows, post_patterns,
-    question_keys, titles_rule_out_question,
+    LINK_ID, LINK_KEY, NO_LINK, TITLE_KEY, TITLE_WINDOW, UNSURE_LINK, CommentLines, PostLines, candidate_keys,
+    links_to, question_keys,
 )
-from mmcurate.sources.zst import Chunk
 
 WORDS = RedditOptions().question_words
-QUESTIONS = question_keys(WORDS)
+MARKERS = (b"i.redd.it", b'"is_gallery"')
+FIRST = 7  # the number of the first line of every run
 
 
-MARKERS = [b"i.redd.it", b'"is_gallery"']
-PATTERNS = {**post_patterns(MARKERS), **COMMENT_PATTERNS}
-
-
-def chunk_of(lines: list[bytes], lead: bytes = b"", vector: bool = True) -> Chunk:
-    """The lines as one chunk scanned for every pattern, after ``lead`` (earlier lines)."""
+def run_of(lines: list[bytes], lead: bytes = b"") -> tuple[bytes, int, int]:
+    """The lines as a run of complete lines after ``lead`` (earlier lines)."""
     data = lead + b"".join(line + b"\n" for line in lines)
-    ends, hits = _linescan.scan_lines(data, len(lead), len(data), list(PATTERNS), list(PATTERNS.values()),
-                                      vector=vector)
-    table = np.frombuffer(hits, np.int64).reshape(len(lines), -1)
-    assert (Chunk.scan(7, data, len(lead), len(data), PATTERNS).ends == np.frombuffer(ends, np.int64)).all()
-    columns = np.cumsum([0, *PATTERNS.values()])
-    return Chunk(7, data, len(lead), np.frombuffer(ends, np.int64),
-                 {p: table[:, a:b] for p, a, b in zip(PATTERNS, columns[:-1], columns[1:])})
+    return data, len(lead), len(data)
+
+
+def posts(lines: list[bytes], lead: bytes = b"", words: list[str] = WORDS, vector: bool = True) -> tuple:
+    """What the post picker gives for the lines: (picked line indices, counts)."""
+    count, picks, counts = _linescan.pick_posts(*run_of(lines, lead), FIRST, MARKERS, TITLE_KEY,
+                                                question_keys(words), TITLE_WINDOW, vector=vector)
+    assert count == len(lines) and all(lines[n - FIRST] == line and tag == 0 for n, tag, line in picks)
+    return [n - FIRST for n, _, _ in picks], counts
+
+
+def comments(lines: list[bytes], candidates: set[bytes], lead: bytes = b"", vector: bool = True) -> list[int]:
+    """The comment picker's lines, each decided as the reader does (``links_to``)."""
+    count, picks, counts = _linescan.pick_comments(*run_of(lines, lead), FIRST, LINK_KEY,
+                                                   candidate_keys(candidates).tobytes(), vector=vector)
+    assert count == len(lines) and counts == (0, 0)
+    assert all(lines[n - FIRST] == line and tag in (NO_LINK, UNSURE_LINK) for n, tag, line in picks)
+    assert all(LINK_KEY not in line for _, tag, line in picks if tag == NO_LINK)
+    return [n - FIRST for n, tag, line in picks if tag == NO_LINK or links_to(line, candidates)]
 
 
 def title_oracle(line: bytes, words: list[str]) -> bool:
@@ -75,18 +83,24 @@ def comment_oracle(line: bytes, candidates: set[bytes]) -> bool:
 ])
 def test_raw_title_test_is_conservative(line: bytes, ruled_out: bool) -> None:
     assert title_oracle(line, WORDS) is ruled_out
-    assert titles_rule_out_question(chunk_of([line]), np.array([0]), QUESTIONS).tolist() == [ruled_out]
+    for vector in (True, False):
+        assert posts([b"i.redd.it " + line], vector=vector) == (([], (0, 1)) if ruled_out else ([0], (0, 0)))
 
 
 def test_question_words_are_compared_in_any_case_and_odd_words_never_match() -> None:
-    questions = question_keys(["How", "wHo", "¿qué", "what's", "x" * 30])
-    assert questions.tolist() == [b"how", b"who"]
-    lines = [b'{"title":"how so?"}', b'{"title":"Who?"}', b'{"title":"que?"}', b'{"title":"what s"}']
-    assert titles_rule_out_question(chunk_of(lines), np.arange(4), questions).tolist() == [False, False, True, True]
-    assert titles_rule_out_question(chunk_of(lines), np.arange(4), question_keys([])).tolist() == [True] * 4
+    assert question_keys(["How", "wHo", "¿qué", "what's", "x" * 30]) == (b"how", b"who")
+    lines = [b'i.redd.it {"title":"how so?"}', b'i.redd.it {"title":"Who?"}', b'i.redd.it {"title":"que?"}',
+             b'i.redd.it {"title":"what s"}']
+    assert posts(lines, words=["How", "wHo", "¿qué", "what's"]) == ([0, 1], (0, 2))
+    assert posts(lines, words=[]) == ([], (0, 4))
 
 
-def test_comment_rows_read_the_first_quoted_link_and_fall_back_to_the_regex() -> None:
+def test_posts_without_a_marker_are_counted_unless_empty() -> None:
+    lines = [b"i.redd.it twice i.redd.it", b"nothing", b'"is_gallery":true', b"", b'both i.redd.it "is_gallery"']
+    assert posts(lines) == ([0, 2, 4], (1, 0))
+
+
+def test_comment_lines_read_the_first_quoted_link_and_fall_back_to_the_regex() -> None:
     candidates = {b"abc", b"x_1"}
     lines = [
         b'{"link_id":"t3_abc","id":"c1"}',            # a candidate
@@ -99,11 +113,21 @@ def test_comment_rows_read_the_first_quoted_link_and_fall_back_to_the_regex() ->
         b'{"link_id":"t3_x_1"}',                      # underscore is a word byte
         b'{"link_id":"t3_abc',                        # cut off before the quote
     ]
-    chunk = chunk_of(lines, lead=b'ial line"}\n')
     expected = [i for i, line in enumerate(lines) if comment_oracle(line, candidates)]
     assert expected == [0, 3, 4, 5, 7, 8]
-    assert comment_rows(chunk, candidates, candidate_keys(candidates)).tolist() == expected
-    assert comment_rows(chunk, set(), candidate_keys(set())).tolist() == [3, 4, 8]
+    for vector in (True, False):
+        assert comments(lines, candidates, lead=b'ial line"}\n', vector=vector) == expected
+        assert comments(lines, set(), vector=vector) == [3, 4, 8]
+
+
+def test_the_comment_picker_hashes_the_quoted_word_after_the_first_key() -> None:
+    lines = [b'k_id":"t3_abc"', b'no key', b'k_id":"t3_"', b'k_id":"t3_' + b"z" * 64 + b'"',
+             b'k_id":"t3_' + b"z" * 65 + b'"', b'k_id":"t3_ab', b'k_id":"t3_a-b" k_id":"t3_c"']
+    _, picks, _ = _linescan.pick_comments(*run_of(lines), 1, LINK_KEY, candidate_keys([b"abc", b"z" * 64]).tobytes())
+    assert [(n, tag) for n, tag, _ in picks] == [(1, UNSURE_LINK), (2, NO_LINK), (3, UNSURE_LINK), (4, UNSURE_LINK),
+                                                 (5, UNSURE_LINK), (6, UNSURE_LINK), (7, UNSURE_LINK)]
+    _, picks, _ = _linescan.pick_comments(*run_of(lines), 1, LINK_KEY, b"")
+    assert [n for n, _, _ in picks] == [2, 3, 5, 6, 7]  # hashed words that name no candidate are left out
 
 
 def test_candidate_keys_are_sorted_unique_hashes() -> None:
@@ -113,72 +137,28 @@ def test_candidate_keys_are_sorted_unique_hashes() -> None:
     assert _linescan.word_hash(b"a") == (14695981039346656037 ^ 0x61) * 1099511628211 % 2**64 & (2**63 - 1)
 
 
-def test_chunk_word_hashes_read_the_quoted_word_after_the_first_key() -> None:
-    lines = [b'k_id":"t3_abc"', b'no key', b'k_id":"t3_"', b'k_id":"t3_' + b"z" * 64 + b'"',
-             b'k_id":"t3_' + b"z" * 65 + b'"', b'k_id":"t3_ab', b'k_id":"t3_a-b" k_id":"t3_c"']
-    assert chunk_of(lines).word_hashes(LINK_KEY).tolist() == [
-        _linescan.word_hash(b"abc"), -1, -2, _linescan.word_hash(b"z" * 64), -2, -2, -2]
-
-
-def test_marked_rows_find_any_marker_once_per_line() -> None:
-    lines = [b"i.redd.it twice i.redd.it", b"nothing", b'"is_gallery":true', b"", b'both i.redd.it "is_gallery"']
-    assert marked_rows(chunk_of(lines), MARKERS).tolist() == [0, 2, 4]
-
-
-def scan_oracle(data: bytes, start: int, patterns: dict[bytes, int]) -> tuple[list[int], list[list[int]]]:
-    """``scan_lines`` in plain Python: newline offsets, and per line the first occurrences."""
-    ends, rows = [], []
-    begin = start
-    while (stop := data.find(b"\n", begin)) >= 0:
-        row = []
-        for pattern, limit in patterns.items():
-            found, at = [], data.find(pattern, begin, stop)
-            while at >= 0 and len(found) < limit:
-                found.append(at)
-                at = data.find(pattern, at + 1, stop)
-            row += found + [-1] * (limit - len(found))
-        ends.append(stop)
-        rows.append(row)
-        begin = stop + 1
-    return ends, rows
-
-
-def test_line_scanner_primitives_and_their_checks() -> None:
+def test_the_pickers_check_what_they_are_given() -> None:
     data = b"ab\nxabab\n\nab\n"
-    for vector in (True, False):
-        ends, hits = _linescan.scan_lines(data, 0, len(data), [b"ab", b"b"], [2, 1], vector=vector)
-        assert np.frombuffer(ends, np.int64).tolist() == [2, 8, 9, 12]
-        assert np.frombuffer(hits, np.int64).reshape(4, 3).tolist() == [[0, -1, 1], [4, 6, 5], [-1, -1, -1],
-                                                                         [10, -1, 11]]
-    for bad in ([data, 0, len(data) - 1, [], []], [data, 3, 3, [], []], [data, 0, 99, [], []],
-                [data, 0, len(data), [b""], [1]], [data, 0, len(data), [b"a\nb"], [1]],
-                [data, 0, len(data), [b"ab"], [0]], [data, 0, len(data), [b"ab"], [1, 2]]):
-        with pytest.raises(ValueError, match="scan_lines"):
-            _linescan.scan_lines(*bad)
-    offsets, stops = np.array([0, -1], np.int64), np.array([2, 8], np.int64)
-    assert np.frombuffer(_linescan.word_hashes(b'a"\n', offsets[:1], stops[:1], 0), np.int64).tolist() == [
-        _linescan.word_hash(b"a")]
-    with pytest.raises(ValueError, match="inside its line"):
-        _linescan.word_hashes(data, np.array([5], np.int64), np.array([4], np.int64), 0)
-    with pytest.raises(ValueError, match="one length"):
-        _linescan.word_hashes(data, offsets, stops[:1], 0)
+    for start, end in ((0, len(data) - 1), (3, 3), (0, 99), (-1, 4)):
+        with pytest.raises(ValueError, match="must be non-empty and end with a newline"):
+            _linescan.pick_lines(data, start, end, 1)
+    with pytest.raises(ValueError, match="without a newline"):
+        _linescan.pick_comments(data, 0, len(data), 1, b"a\nb", b"")
+    with pytest.raises(ValueError, match="sorted int64"):
+        _linescan.pick_comments(data, 0, len(data), 1, LINK_KEY, b"abc")
+    with pytest.raises(ValueError, match="1-7 markers"):
+        _linescan.pick_posts(data, 0, len(data), 1, (), TITLE_KEY, (), TITLE_WINDOW)
+    count, picks, counts = _linescan.pick_lines(data, 0, len(data), 10)
+    assert (count, picks, counts) == (4, [(10, 0, b"ab"), (11, 0, b"xabab"), (13, 0, b"ab")], (0, 0))
 
 
-@settings(max_examples=200, deadline=None)
-@given(lines=st.lists(st.binary(max_size=70).map(lambda b: b.replace(b"\n", b"ab")), min_size=1, max_size=20),
-       patterns=st.dictionaries(st.sampled_from([b"ab", b"a", b"aba", b"\x00\xff", b"b" * 17, b'"title":"']),
-                                st.integers(1, 3), max_size=4),
-       lead=st.binary(max_size=20))
-def test_the_vector_pass_equals_the_byte_loop_and_plain_python(lines: list[bytes], patterns: dict[bytes, int],
-                                                               lead: bytes) -> None:
-    data = lead + b"".join(line + b"\n" for line in lines)
-    expected = scan_oracle(data, len(lead), patterns)
-    width = sum(patterns.values())
-    for vector in (True, False):
-        ends, hits = _linescan.scan_lines(data, len(lead), len(data), list(patterns), list(patterns.values()),
-                                          vector=vector)
-        got = np.frombuffer(hits, np.int64).reshape(-1, width).tolist() if width else [[]] * len(lines)
-        assert (np.frombuffer(ends, np.int64).tolist(), got) == expected
+def test_the_picker_classes_call_the_scanner_with_their_rules() -> None:
+    data, start, end = run_of([b'{"title":"Cat","url":"i.redd.it"}', b'{"title":"Why?","url":"i.redd.it"}', b"x"])
+    assert PostLines(MARKERS, WORDS)(data, start, end, 1) == (3, [(2, 0, b'{"title":"Why?","url":"i.redd.it"}')],
+                                                             (1, 1))
+    data, start, end = run_of([b'{"link_id":"t3_abc"}', b'{"link_id":"t3_abd"}'])
+    assert CommentLines([b"abc"])(data, start, end, 1) == (2, [(1, UNSURE_LINK, b'{"link_id":"t3_abc"}')], (0, 0))
+    assert PostLines.SKIPPED == ("no_image", "not_question") and CommentLines.SKIPPED == ()
 
 
 PIECES = [b'"title":"', b'k_id":"t3_', b" ", b"   ", b"What", b"how", b"Cat", b"i.redd.it", b'"is_gallery"',
@@ -188,13 +168,29 @@ LINES = st.lists(st.lists(st.sampled_from(PIECES), max_size=12).map(b"".join), m
 
 
 @settings(max_examples=300, deadline=None)
-@given(lines=LINES, lead=st.sampled_from([b"", b"x\n", b"tail of a line\n"]))
-def test_whole_chunk_tests_equal_the_line_by_line_rules(lines: list[bytes], lead: bytes) -> None:
-    chunk = chunk_of(lines, lead, vector=bool(len(lines) % 2))
-    marked = marked_rows(chunk, MARKERS)
-    assert marked.tolist() == [i for i, line in enumerate(lines) if any(m in line for m in MARKERS)]
-    rows = np.arange(len(lines))
-    assert titles_rule_out_question(chunk, rows, QUESTIONS).tolist() == [title_oracle(line, WORDS) for line in lines]
+@given(lines=LINES, lead=st.sampled_from([b"", b"x\n", b"tail of a line\n"]), vector=st.booleans())
+def test_the_pickers_equal_the_line_by_line_rules(lines: list[bytes], lead: bytes, vector: bool) -> None:
+    marked = [i for i, line in enumerate(lines) if any(m in line for m in MARKERS)]
+    kept = [i for i in marked if not title_oracle(lines[i], WORDS)]
+    unmarked = sum(1 for i, line in enumerate(lines) if line and i not in marked)
+    assert posts(lines, lead, vector=vector) == (kept, (unmarked, len(marked) - len(kept)))
     for candidates in ({b"abc", b"x_1"}, set(), {b"zz9"}):
         expected = [i for i, line in enumerate(lines) if comment_oracle(line, candidates)]
-        assert comment_rows(chunk, candidates, candidate_keys(candidates)).tolist() == expected
+        assert comments(lines, candidates, lead, vector=vector) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.binary(max_size=90).map(lambda b: b.replace(b"\n", b"ab")), min_size=1, max_size=20),
+       lead=st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"") + b"\n"))
+def test_the_vector_pass_equals_the_byte_loop_on_any_bytes(lines: list[bytes], lead: bytes) -> None:
+    """Arbitrary bytes (markers and keys cut anywhere, at every distance from a 16- or
+    32-byte step's edge): both passes give the same picks and counts."""
+    for candidates in ({b"ab"}, set()):
+        keys = candidate_keys(candidates).tobytes()
+        assert (_linescan.pick_comments(*run_of(lines, lead), 1, LINK_KEY, keys, vector=True)
+                == _linescan.pick_comments(*run_of(lines, lead), 1, LINK_KEY, keys, vector=False))
+    rules = (MARKERS, TITLE_KEY, question_keys(WORDS), TITLE_WINDOW)
+    assert (_linescan.pick_posts(*run_of(lines, lead), 1, *rules, vector=True)
+            == _linescan.pick_posts(*run_of(lines, lead), 1, *rules, vector=False))
+    assert (_linescan.pick_lines(*run_of(lines, lead), 1, vector=True)
+            == _linescan.pick_lines(*run_of(lines, lead), 1, vector=False))

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 
 import pytest
 import zstandard
 
 from mmcurate.core.records import Rejected
-from mmcurate.sources.zst import parse_object, read_chunks
+from mmcurate.sources import zst
+from mmcurate.sources.zst import Batch, _Handover, parse_object, read_lines as read_batches
 
 
 def write(path: Path, data: bytes, *, frames: int = 1) -> Path:
@@ -24,15 +26,15 @@ def write(path: Path, data: bytes, *, frames: int = 1) -> Path:
 
 
 def read_lines(path: Path, **kwargs) -> list:
-    """``read_chunks`` flattened to ``(line number, bytes)`` per non-empty line, rejections in place."""
+    """``read_lines`` with its default picker (every non-empty line) flattened to
+    ``(line number, bytes)``, rejections in place."""
     out: list = []
-    for chunk in read_chunks(path, **kwargs):
-        if isinstance(chunk, Rejected):
-            out.append(chunk)
+    for batch in read_batches(path, **kwargs):
+        if isinstance(batch, Rejected):
+            out.append(batch)
         else:
-            lines = chunk.text().split(b"\n")
-            assert lines.pop() == b"" and len(lines) == chunk.lines
-            out += [(n, line) for n, line in enumerate(lines, chunk.first) if line]
+            assert all(tag == 0 for _, tag, _ in batch.picks) and batch.counts == (0, 0)
+            out += [(n, line) for n, _, line in batch.picks]
     return out
 
 
@@ -115,13 +117,61 @@ def test_parse_object() -> None:
     assert isinstance(array, Rejected) and array.reason == "JSON line is a list, not an object"
 
 
-def test_read_chunks_keep_positions(tmp_path: Path) -> None:
+def test_lines_keep_their_numbers_around_rejected_ones(tmp_path: Path) -> None:
     path = write(tmp_path / "RC.zst", b'{"a":1}\n\n' + b"z" * 50 + b'\n{"a":2}\n' + b"y" * 21 + b"\n" + b"x" * 20)
-    chunks = [c if isinstance(c, Rejected) else (c.first, c.text(), c.lines, c.lines - len(c.nonempty()))
-              for c in read_chunks(path, max_line_bytes=20)]
-    assert chunks == [(1, b'{"a":1}\n\n', 2, 1), Rejected("RC.zst:3", "line longer than 20 bytes (50)", "z" * 50),
-                      (4, b'{"a":2}\n', 1, 0), Rejected("RC.zst:5", "line longer than 20 bytes (21)", "y" * 21),
-                      (6, b"x" * 20 + b"\n", 1, 0)]
+    items = [b if isinstance(b, Rejected) else b.picks for b in read_batches(path, max_line_bytes=20)]
+    assert items == [[(1, 0, b'{"a":1}')], Rejected("RC.zst:3", "line longer than 20 bytes (50)", "z" * 50),
+                     [(4, 0, b'{"a":2}')], Rejected("RC.zst:5", "line longer than 20 bytes (21)", "y" * 21),
+                     [(6, 0, b"x" * 20)]]
+
+
+def test_a_picker_sees_complete_lines_numbered_across_blocks(tmp_path: Path) -> None:
+    """What a picker is given: runs of complete lines, numbered on from the runs before."""
+    path = write(tmp_path / "RC.zst", ndjson(300), frames=3)
+    seen: list[tuple[int, bytes]] = []
+
+    def odd_lines(data: bytes, start: int, end: int, first: int) -> tuple[int, list, tuple[int, ...]]:
+        lines = data[start:end].split(b"\n")[:-1]
+        seen.extend(zip(range(first, first + len(lines)), lines))
+        picked = [(n, 7, line) for n, line in enumerate(lines, first) if n % 2]
+        return len(lines), picked, (len(lines) - len(picked),)
+
+    batches = list(read_batches(path, odd_lines, chunk_bytes=97))
+    assert seen == list(enumerate(ndjson(300).split(b"\n")[:-1], 1))
+    assert [n for b in batches for n, _, _ in b.picks] == list(range(1, 301, 2))
+    assert sum(b.counts[0] for b in batches) == 150 and all(isinstance(b, Batch) for b in batches)
+
+
+def test_what_the_reading_thread_raises_is_raised_to_the_reader(tmp_path: Path) -> None:
+    path = write(tmp_path / "RC.zst", ndjson(10))
+
+    def broken(data: bytes, start: int, end: int, first: int) -> tuple[int, list, tuple[int, ...]]:
+        raise RuntimeError("picker failed")
+
+    with pytest.raises(RuntimeError, match="picker failed"):
+        list(read_batches(path, broken))
+
+
+def test_the_handover_holds_a_bounded_number_of_bytes() -> None:
+    handover = _Handover(limit=100)
+    assert handover.put("a", 80)
+    results: list[bool] = []
+    late = threading.Thread(target=lambda: results.append(handover.put("b", 500)))
+    late.start()  # "b" waits for room: 80 + 500 is over the limit
+    assert handover.get() == "a"  # now "b" fits: an empty handover takes any one item
+    late.join()
+    assert results == [True] and handover.get() == "b"
+    handover.close()
+    assert handover.put("c", 1) is False
+
+
+def test_a_reader_that_stops_early_stops_the_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zst, "HANDOVER_BYTES", 1)  # the thread waits for room after every batch
+    path = write(tmp_path / "RC.zst", ndjson(5000))
+    batches = read_batches(path, chunk_bytes=64)
+    assert isinstance(next(batches), Batch)
+    batches.close()  # closes the handover and joins the thread, which must not wait on for room
+    assert not [t for t in threading.enumerate() if t.name.startswith("zst-")]
 
 
 @pytest.mark.parametrize("limit", [1, 5, 8, 9, 40])
