@@ -254,8 +254,11 @@ class RedditSource(SourceAdapter):
         if not self.images.is_dir():
             raise SourceError(f"reddit: image folder {self.images} is not a readable directory")
         self.comments_skipped: Counter[str] = Counter()  # comments on candidates, by reason
-        self._posts = PostLines((*(h.encode() for h in self.options.image_hosts), b'"is_gallery"'),
-                                self.options.question_words)
+        try:
+            self._posts = PostLines((*(h.encode() for h in self.options.image_hosts), b'"is_gallery"'),
+                                    self.options.question_words)
+        except ValueError as exc:
+            raise SourceError(f"reddit: {exc}") from None
         self.pairs = dump_pairs(self.root)
         if not self.pairs:
             raise SourceError(f"reddit: no RS_YYYY-MM.zst/RC_YYYY-MM.zst or <subreddit>_submissions.zst/"

@@ -19,6 +19,7 @@ from .zst import Pick
 
 TITLE_KEY = b'"title":"'
 TITLE_WINDOW = 24  # bytes of a raw title looked at: more than any question word
+MAX_MARKERS, MAX_QUESTIONS = 7, 64  # what the C pass takes (its patterns hold the markers and the title key)
 LINK_KEY = b'k_id":"t3_'  # a comment's link to its post: ``"link_id":"t3_<id>"``
 LINK_ID = re.compile(rb'k_id":"t3_(\w+)"')  # the same link as a regex: the rule the scan implements
 NO_LINK, UNSURE_LINK = 0, 1  # the tags of picked comment lines
@@ -43,6 +44,9 @@ class PostLines:
     def __init__(self, markers: Iterable[bytes], question_words: Sequence[str]) -> None:
         self.markers = tuple(markers)
         self.questions = question_keys(question_words)
+        if len(self.markers) > MAX_MARKERS or len(self.questions) > MAX_QUESTIONS:
+            raise ValueError(f"at most {MAX_MARKERS - 1} image hosts and {MAX_QUESTIONS} question words "
+                             f"(got {len(self.markers) - 1} and {len(self.questions)})")
 
     def __call__(self, data: bytes, start: int, end: int, first: int) -> tuple[int, list[Pick], tuple[int, ...]]:
         return pick_posts(data, start, end, first, self.markers, TITLE_KEY, self.questions, TITLE_WINDOW)

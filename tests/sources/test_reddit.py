@@ -283,6 +283,8 @@ def test_month_without_partner_and_unusable_roots(root: Path, tmp_path: Path) ->
         RedditSource(root, ImageStore(tmp_path / "s"), images=tmp_path / "nowhere")
     with pytest.raises(ConfigError, match="reddit option colour"):
         RedditSource(root, ImageStore(tmp_path / "s"), options={"colour": "red"})
+    with pytest.raises(SourceError, match="reddit: at most 6 image hosts"):
+        RedditSource(root, ImageStore(tmp_path / "s"), options={"image_hosts": [f"i{n}.example" for n in range(7)]})
 
 
 def test_images_option_points_elsewhere(root: Path, tmp_path: Path) -> None:

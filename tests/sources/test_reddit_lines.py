@@ -95,6 +95,14 @@ def test_question_words_are_compared_in_any_case_and_odd_words_never_match() -> 
     assert posts(lines, words=[]) == ([], (0, 4))
 
 
+def test_more_rules_than_the_c_pass_takes_are_refused_up_front() -> None:
+    PostLines([b"h"] * 6 + [b'"is_gallery"'], [f"w{chr(97 + i % 26)}" * (1 + i // 26) for i in range(64)])
+    with pytest.raises(ValueError, match="at most 6 image hosts and 64 question words"):
+        PostLines([b"h"] * 7 + [b'"is_gallery"'], WORDS)
+    with pytest.raises(ValueError, match=r"\(got 1 and 65\)"):
+        PostLines(MARKERS, [f"w{chr(97 + i % 26)}" * (1 + i // 26) for i in range(65)])
+
+
 def test_posts_without_a_marker_are_counted_unless_empty() -> None:
     lines = [b"i.redd.it twice i.redd.it", b"nothing", b'"is_gallery":true', b"", b'both i.redd.it "is_gallery"']
     assert posts(lines) == ([0, 2, 4], (1, 0))
