@@ -23,7 +23,8 @@
  *       per line, the regex word ([0-9A-Za-z_], 1-64 bytes, closed by a quote) right after
  *       the first ``link_key``: lines without ``link_key`` are picked with tag 0 (parsing
  *       checks them), lines whose word's word_hash is in ``keys`` (sorted int64) or that
- *       have no such word with tag 1 (the caller confirms those with its regex)
+ *       have no such word with tag 1 (the caller confirms those with its regex); an 8 KiB
+ *       bit filter on the hashes' low bits spares nearly every line the binary search
  *   word_hash(word)
  *       FNV-1a, 64 bits, made non-negative
  *
