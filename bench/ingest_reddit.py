@@ -269,11 +269,17 @@ def months_in_parallel(root: Path, keys: list[str], work: Path, workers: int) ->
     return seconds, merged.out
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=200.0, help="uncompressed MB of the 1x dump")
     parser.add_argument("--months", type=int, default=4, help="months for the parallel run, each --mb/2 MB")
-    parser.add_argument("--tries", type=int, default=3,
+    parser.add_argument("--tries", type=_positive, default=3,
                         help="timed runs of the decompression and of the ingest, interleaved; the best of each counts")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     args = parser.parse_args()

@@ -490,4 +490,12 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_linescan", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__linescan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__linescan(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && (PyModule_AddIntConstant(m, "MAX_MARKERS", MAX_PATTERNS - 1) < 0 || /* the title key takes one */
+                      PyModule_AddIntConstant(m, "MAX_QUESTIONS", MAX_QUESTIONS) < 0)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -14,12 +14,11 @@ from collections.abc import Container, Iterable, Sequence
 
 import numpy as np
 
-from ._linescan import pick_comments, pick_posts, word_hash
+from ._linescan import MAX_MARKERS, MAX_QUESTIONS, pick_comments, pick_posts, word_hash
 from .zst import Pick
 
 TITLE_KEY = b'"title":"'
 TITLE_WINDOW = 24  # bytes of a raw title looked at: more than any question word
-MAX_MARKERS, MAX_QUESTIONS = 7, 64  # what the C pass takes (its patterns hold the markers and the title key)
 LINK_KEY = b'k_id":"t3_'  # a comment's link to its post: ``"link_id":"t3_<id>"``
 LINK_ID = re.compile(rb'k_id":"t3_(\w+)"')  # the same link as a regex: the rule the scan implements
 NO_LINK, UNSURE_LINK = 0, 1  # the tags of picked comment lines

@@ -127,7 +127,7 @@ class _Handover:
     def put(self, item: object, size: int) -> bool:
         """Wait for room, then queue ``item``; False when the reader has left."""
         with self._ready:
-            while self._held and self._held + size > self._limit and not self.closed:
+            while not self._room_for(size) and not self.closed:
                 self._ready.wait()
             if self.closed:
                 return False
@@ -135,6 +135,9 @@ class _Handover:
             self._held += size
             self._ready.notify_all()
             return True
+
+    def _room_for(self, size: int) -> bool:
+        return not self._held or self._held + size <= self._limit
 
     def get(self) -> object:
         with self._ready:

@@ -25,7 +25,7 @@ def write(path: Path, data: bytes, *, frames: int = 1) -> Path:
     return path
 
 
-def read_lines(path: Path, **kwargs) -> list:
+def picked_lines(path: Path, **kwargs) -> list:
     """``read_lines`` with its default picker (every non-empty line) flattened to
     ``(line number, bytes)``, rejections in place."""
     out: list = []
@@ -48,7 +48,7 @@ def ndjson(n: int) -> bytes:
 @pytest.mark.parametrize("frames", [1, 3])
 def test_lines_survive_any_chunking(tmp_path: Path, chunk: int, frames: int) -> None:
     path = write(tmp_path / "RC_2023-01.zst", ndjson(50), frames=frames)
-    items = list(read_lines(path, chunk_bytes=chunk))
+    items = list(picked_lines(path, chunk_bytes=chunk))
     assert [n for n, _ in items] == list(range(1, 51))
     assert [json.loads(line.decode())["i"] for _, line in items] == list(range(50))
     assert all(json.loads(line.decode())["t"] == "caf\u00e9 \u6f22\u5b57 \U0001f431" for _, line in items)
@@ -56,14 +56,14 @@ def test_lines_survive_any_chunking(tmp_path: Path, chunk: int, frames: int) -> 
 
 def test_last_line_without_newline_and_blank_lines(tmp_path: Path) -> None:
     path = write(tmp_path / "RS.zst", b'{"a":1}\n\n{"a":2}')
-    assert list(read_lines(path)) == [(1, b'{"a":1}'), (3, b'{"a":2}')]
+    assert list(picked_lines(path)) == [(1, b'{"a":1}'), (3, b'{"a":2}')]
 
 
 def test_oversized_lines_rejected_not_buffered(tmp_path: Path) -> None:
     big = b'{"x":"' + b"y" * 5000 + b'"}'
     path = write(tmp_path / "RS_2023-01.zst", b'{"a":1}\n' + big + b'\n{"a":2}\n' + big)
     for chunk in (16, 1 << 20):  # inside one chunk, and spread over many
-        items = list(read_lines(path, max_line_bytes=1000, chunk_bytes=chunk))
+        items = list(picked_lines(path, max_line_bytes=1000, chunk_bytes=chunk))
         assert items[0] == (1, b'{"a":1}') and items[2] == (3, b'{"a":2}')
         for item, line in ((items[1], 2), (items[3], 4)):
             assert isinstance(item, Rejected)
@@ -77,7 +77,7 @@ def test_truncated_stream_keeps_complete_frames(tmp_path: Path) -> None:
     cut = comp.compress(second)
     path = tmp_path / "RC_2023-02.zst"
     path.write_bytes(comp.compress(first) + cut[: len(cut) // 2])
-    items = list(read_lines(path))
+    items = list(picked_lines(path))
     assert [n for n, _ in items[:-1]] == [1, 2, 3, 4]
     assert items[-1] == Rejected("RC_2023-02.zst", "truncated zstd stream after line 4")
 
@@ -88,7 +88,7 @@ def test_truncated_large_frame_keeps_what_was_decoded(tmp_path: Path) -> None:
     blob = zstandard.ZstdCompressor(level=1).compress(data)
     path = tmp_path / "RC.zst"
     path.write_bytes(blob[: len(blob) * 3 // 4])
-    items = list(read_lines(path))
+    items = list(picked_lines(path))
     rejected = [i for i in items if isinstance(i, Rejected)]
     good = [i for i in items if not isinstance(i, Rejected)]
     assert len(rejected) == 1 and len(good) > 1000
@@ -98,11 +98,11 @@ def test_truncated_large_frame_keeps_what_was_decoded(tmp_path: Path) -> None:
 def test_corrupt_and_empty_files(tmp_path: Path) -> None:
     garbage = tmp_path / "RS_bad.zst"
     garbage.write_bytes(b"this is not zstd at all")
-    (item,) = list(read_lines(garbage))
+    (item,) = list(picked_lines(garbage))
     assert item.locator == "RS_bad.zst" and item.reason.startswith("corrupt zstd stream after line 0")
     empty = tmp_path / "RS_empty.zst"
     empty.write_bytes(b"")
-    assert list(read_lines(empty)) == [Rejected("RS_empty.zst", "empty file: no zstd frame")]
+    assert list(picked_lines(empty)) == [Rejected("RS_empty.zst", "empty file: no zstd frame")]
 
 
 def test_parse_object() -> None:
@@ -154,11 +154,13 @@ def test_what_the_reading_thread_raises_is_raised_to_the_reader(tmp_path: Path) 
 
 def test_the_handover_holds_a_bounded_number_of_bytes() -> None:
     handover = _Handover(limit=100)
+    assert handover._room_for(500)  # an empty handover takes any one item
     assert handover.put("a", 80)
+    assert handover._room_for(20) and not handover._room_for(21) and not handover._room_for(500)
     results: list[bool] = []
     late = threading.Thread(target=lambda: results.append(handover.put("b", 500)))
-    late.start()  # "b" waits for room: 80 + 500 is over the limit
-    assert handover.get() == "a"  # now "b" fits: an empty handover takes any one item
+    late.start()  # "b" waits for room
+    assert handover.get() == "a"  # now "b" fits
     late.join()
     assert results == [True] and handover.get() == "b"
     handover.close()
@@ -178,7 +180,7 @@ def test_a_reader_that_stops_early_stops_the_thread(tmp_path: Path, monkeypatch:
 def test_every_overlong_line_is_found_wherever_it_sits(tmp_path: Path, limit: int) -> None:
     lines = [b"a" * n for n in (3, 9, 0, 8, 1, 17, 8, 2, 40, 9)]
     path = write(tmp_path / "RC.zst", b"\n".join(lines) + b"\n")
-    items = read_lines(path, max_line_bytes=limit)
+    items = picked_lines(path, max_line_bytes=limit)
     rejected = {i.locator for i in items if isinstance(i, Rejected)}
     assert rejected == {f"RC.zst:{n}" for n, line in enumerate(lines, 1) if len(line) > limit}
     assert [n for n, _ in (i for i in items if not isinstance(i, Rejected))] == [
