@@ -24,12 +24,12 @@ import httpx
 from openai import AsyncOpenAI
 
 from mmcurate.core.config import ModelSpec
-from mmcurate.gating.accounting import CallCounter
-from mmcurate.gating.backends.embedded import LlamaServer, find_gguf, free_port
-from mmcurate.gating.backends.openai_compat import OpenAICompatBackend
-from mmcurate.gating.cache import ResponseCache
-from mmcurate.gating.client import ModelClient
-from mmcurate.gating.requests import ChatRequest
+from mmcurate.models.accounting import CallCounter
+from mmcurate.models.backends.embedded import LlamaServer, find_gguf, free_port
+from mmcurate.models.backends.openai_compat import OpenAICompatBackend
+from mmcurate.models.cache import ResponseCache
+from mmcurate.models.client import ModelClient
+from mmcurate.models.requests import ChatRequest
 
 TOPICS = ["colour", "fruit", "animal", "city", "river", "planet", "metal", "tree", "bird", "sport", "tool", "flower"]
 STUB = """

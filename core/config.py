@@ -178,7 +178,7 @@ THRESHOLD_RANGE = (0.82, 0.90)  # Kestrel's per-type thresholds lie in this rang
 
 
 class ClaimGate(_Strict):
-    """Kestrel's change gate (``gating.claims``): a claim is confident at or above its type's
+    """Kestrel's change gate (``judging.claims``): a claim is confident at or above its type's
     threshold; at most ``max_rounds`` verification rounds, stopping after ``stable_rounds``
     supported rounds in a row. Types left out of ``thresholds`` keep their default."""
 

@@ -25,9 +25,9 @@ from .tables import write_table
 
 if TYPE_CHECKING:  # the model layer sits above core; annotations only
     from mmcurate.core.config import Settings
-    from mmcurate.gating.judge import Judge
-    from mmcurate.gating.models import Models
-    from mmcurate.gating.client import ModelPool
+    from mmcurate.judging.simpleqa import Judge
+    from mmcurate.judging.session import Models
+    from mmcurate.models.client import ModelPool
 
 
 @dataclass

@@ -25,7 +25,7 @@ answer is cut at the end of its 75th token's character span, so the judged text 
 of the original (no decode round trip).
 
 Judges (``crag_judge``): with an LLM judge configured (``judge: {kind: llm}``), the
-deterministic pre-judge first (``gating.prejudge``: exact match or alias -> perfect, plain
+deterministic pre-judge first (``judging.prejudge``: exact match or alias -> perfect, plain
 refusal -> missing, InfoSeek numeric ranges -> perfect / incorrect), then the model with the
 four-grade rubric, read strictly (one of A-D or the grade's name; one retry; then a judge
 error, never a grade). With the offline lexical judge, which has no notion of "acceptable",
@@ -47,12 +47,12 @@ from tokenizers import Tokenizer
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.markdown import markdown_table
-from mmcurate.gating.answers import numeric_ranges
-from mmcurate.gating.grades import Grade, JudgeItem
-from mmcurate.gating.judge import Judge, LexicalJudge
-from mmcurate.gating.labels import ask_labels
-from mmcurate.gating.prejudge import prejudged
-from mmcurate.gating.requests import ChatRequest
+from mmcurate.judging.answers import numeric_ranges
+from mmcurate.judging.grades import Grade, JudgeItem
+from mmcurate.judging.simpleqa import Judge, LexicalJudge
+from mmcurate.models.labels import ask_labels
+from mmcurate.judging.prejudge import prejudged
+from mmcurate.models.requests import ChatRequest
 from mmcurate.retrieval.encoders import minilm_path
 
 MAX_TOKENS = 75
@@ -163,7 +163,7 @@ class MappedJudge:
 class LLMCragJudge:
     """Pre-judge, then a chat model with the four-grade rubric, read strictly."""
 
-    def __init__(self, pool: Any, model: str) -> None:  # pool: gating.client.ModelPool
+    def __init__(self, pool: Any, model: str) -> None:  # pool: models.client.ModelPool
         self.pool = pool
         self.model = model
         spec = pool.settings.model(model)

@@ -10,7 +10,7 @@ A unit is what one grade is about (the seed paper, section 4.2):
 - relevance: the question with the system's answer; a rating from 1 to 7.
 
 ``make_grader(spec, metric)`` gives a ``ModelGrader`` (a chat model of the config, asked
-through ``gating.labels.ask_labels``: strict reply, one retry, then a counted error) or the
+through ``models.labels.ask_labels``: strict reply, one retry, then a counted error) or the
 offline ``LexicalGrader`` stand-in. The stand-in reads no meaning: it measures how many
 content words (``core.text.content_tokens``) of the statement (the question, for
 relevance) reappear in the documents or the answer. A share at or above the threshold
@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from mmcurate.core.specs import GraderSpec, Lexical, coerce
 from mmcurate.core.text import content_tokens
-from mmcurate.gating.labels import ask_labels, label_request
+from mmcurate.models.labels import ask_labels, label_request
 
 from . import reflvqa_prompts as P
 
@@ -106,7 +106,7 @@ class ModelGrader:
     """A chat model of the config grading one metric, its reply read strictly."""
 
     def __init__(self, pool: Any, model: str, metric: str, stage: str = STAGE) -> None:
-        self.pool = pool  # gating.client.ModelPool
+        self.pool = pool  # models.client.ModelPool
         self.model = model
         self.metric = metric
         self.stage = stage

@@ -7,7 +7,7 @@ For each QA pair of the release:
    CRUISE's MAD rule; the question is the query);
 2. the model answers with the documents numbered [1]..[K] and cites them per sentence
    (``reflvqa_prompts``); the citations are read strictly (``cited_answers``), with one retry
-   and then a counted error (``gating.labels.ask_parsed``);
+   and then a counted error (``models.labels.ask_parsed``);
 3. the evaluators grade each answer (``graders``): groundedness per answer sentence against
    the documents it cites (0, without asking, when it cites none), completeness per
    fact-checkable and supported sentence of the dataset answer, relevance once.
@@ -30,8 +30,8 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.core.specs import CutoffSpec
-from mmcurate.gating.labels import ask_parsed
-from mmcurate.gating.requests import ChatRequest
+from mmcurate.models.labels import ask_parsed
+from mmcurate.models.requests import ChatRequest
 from mmcurate.retrieval.rag import cut_ranking
 
 from .cited_answers import CitedSentence, parse_cited_answer
@@ -120,7 +120,7 @@ def _shown(documents: Mapping[str, Mapping[str, Any]], hits: Sequence[Any], doc_
 def answer_with_citations(
     qa: Sequence[Mapping[str, Any]],
     shown: Sequence[list[dict[str, Any]]],
-    pool: Any,  # gating.client.ModelPool
+    pool: Any,  # models.client.ModelPool
     model: str,
     max_tokens: int,
 ) -> list[tuple[list[CitedSentence] | None, str | None, str | None]]:

@@ -3,7 +3,7 @@ evaluators (groundedness, completeness, relevance), in the spirit of the seed pa
 appendix (Tables 11-13 and 15), in our own words.
 
 Each template id enters the response-cache key: change a wording, bump its suffix. The
-evaluators reply with one closed-set label, read strictly (``gating.labels``): the paper
+evaluators reply with one closed-set label, read strictly (``models.labels``): the paper
 asks its evaluator for an explanation before an "Answer:" line, which a strict reader
 cannot take without guessing where the label is, so ours ask for the label alone.
 """

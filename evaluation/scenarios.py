@@ -47,9 +47,9 @@ import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.gating import prompts
-from mmcurate.gating.answers import grade_name, grade_responses
-from mmcurate.gating.judge import Judge
-from mmcurate.gating.requests import ChatRequest, ChatResponse
+from mmcurate.judging.answers import grade_name, grade_responses
+from mmcurate.judging.simpleqa import Judge
+from mmcurate.models.requests import ChatRequest, ChatResponse
 
 from .verify_first import SYSTEM_NAME as VERIFY_FIRST
 from .verify_first import VerifyFirst, verify_first_answers
@@ -282,7 +282,7 @@ def _verify_first(asked: list[Asked], pool: Any, model: str) -> list[tuple[ChatR
 
 def evaluate(
     samples: pa.Table,
-    pool: Any,  # gating.client.ModelPool
+    pool: Any,  # models.client.ModelPool
     judge: Judge,
     model: str,
     scenarios: Sequence[str] = SCENARIOS,

@@ -22,7 +22,7 @@ when there is none):
    trace); the answer is returned when the confidence reaches 0.9 with a non-empty ``C`` or
    1.0 with an empty one, else "I don't know".
 
-Every closed-set reply is read strictly (``gating.labels``: first-token logprobs or exactly one
+Every closed-set reply is read strictly (``models.labels``: first-token logprobs or exactly one
 word for yes/no, the exact first line for the confidence; one retry, then an error). A check
 that errs is never guessed: the system abstains and says which check failed (``gate_error``).
 A failed answering call is a failed answer (``answer`` None, ``error`` set), as in the plain
@@ -39,8 +39,8 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.gating import prompts
-from mmcurate.gating.labels import Label, ask_labels, ask_parsed, first_token_label, label_request
-from mmcurate.gating.requests import ChatRequest
+from mmcurate.models.labels import Label, ask_labels, ask_parsed, first_token_label, label_request
+from mmcurate.models.requests import ChatRequest
 
 SYSTEM_NAME = "verify-first"
 IDK = "I don't know"
@@ -257,7 +257,7 @@ def _verify(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> N
 def verify_first_answers(
     rows: Sequence[Mapping[str, Any]],
     contexts: Sequence[Sequence[Mapping[str, Any]] | None],
-    pool: Any,  # gating.client.ModelPool
+    pool: Any,  # models.client.ModelPool
     system: VerifyFirst,
     keys: Sequence[str] | None = None,
     stage: str = STAGE,

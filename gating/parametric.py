@@ -37,8 +37,8 @@ from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table
 
-from . import prompts
-from .answers import (
+from mmcurate.gating import prompts
+from mmcurate.judging.answers import (
     CORRECT,
     ERROR,
     JUDGE_ERROR,
@@ -47,8 +47,8 @@ from .answers import (
     precondition,
     record_answers,
 )
-from .requests import ChatRequest, ChatResponse
-from .schedule import model_major
+from mmcurate.models.requests import ChatRequest, ChatResponse
+from mmcurate.models.schedule import model_major
 
 STAGE = "parametric"
 

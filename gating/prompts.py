@@ -2,7 +2,7 @@
 
 A template's ``id`` enters the response-cache key (``ChatRequest.template``): change a
 template's wording and bump its suffix, or cached answers to the old wording would be
-reused. Messages use the OpenAI chat shape of ``gating.requests``: a system message, then
+reused. Messages use the OpenAI chat shape of ``models.requests``: a system message, then
 one user message whose parts are the evidence (text parts with titles, image parts by
 sha256), the question's images and the question itself. Non-vision models get the same
 request; the client drops the image parts for them.

@@ -22,8 +22,8 @@ from typing import Any
 
 from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request
 from mmcurate.core.config import RetrievalConfig, Settings
-from mmcurate.gating.answers import precondition
-from mmcurate.gating.judge import JudgeItem, judge_request
+from mmcurate.judging.answers import precondition
+from mmcurate.judging.simpleqa import JudgeItem, judge_request
 from mmcurate.gating.parametric import parametric_request
 
 from . import throughput

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from mmcurate.core.config import ModelSpec
-from mmcurate.gating.requests import ChatRequest
+from mmcurate.models.requests import ChatRequest
 
 from . import throughput
 from .tokens import completion_budget, prompt_tokens

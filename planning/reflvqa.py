@@ -25,7 +25,7 @@ from mmcurate.annotation.reflvqa.necessity import grade_request, inspector_reque
 from mmcurate.core.config import Settings
 from mmcurate.core.specs import LLM, ModelRef
 from mmcurate.core.text import split_sentences
-from mmcurate.gating.entailment import DOC_CHARS, image_support_request, text_support_request
+from mmcurate.judging.entailment import DOC_CHARS, image_support_request, text_support_request
 
 from . import throughput
 from .inputs import PlanInput

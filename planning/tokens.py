@@ -17,7 +17,7 @@ model spec): an upper bound, used unless a release measured what the model reall
 from __future__ import annotations
 
 from mmcurate.core.config import ModelSpec
-from mmcurate.gating.requests import ChatRequest
+from mmcurate.models.requests import ChatRequest
 
 CHARS_PER_TOKEN = 4
 MESSAGE_TOKENS = 3

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
-from mmcurate.gating.accounting import COUNTS
+from mmcurate.models.accounting import COUNTS
 from mmcurate.core.stages import StageResult
 from mmcurate.core.text import normalize
 

@@ -5,7 +5,7 @@ import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
-from mmcurate.gating.accounting import COUNTS
+from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import Heuristic, Lexical, model_names
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult

@@ -21,7 +21,7 @@ from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa, 
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.report import write_evaluation
 from mmcurate.evaluation.scenarios import FAILED, EvaluationError, evaluate
-from mmcurate.gating.models import open_models
+from mmcurate.judging.session import open_models
 from mmcurate.retrieval.encoders import cross_modal_encoder, text_encoder
 from mmcurate.retrieval.rag import RagCorpus
 from mmcurate.retrieval.rerank import reranker

@@ -21,7 +21,7 @@ from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.interrupt import request_stop
 from mmcurate.core.stages import Stage, StageContext, StageResult, merge_results, shards
-from mmcurate.gating.models import open_models
+from mmcurate.judging.session import open_models
 
 from .models import prefect_secret
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+pytest_plugins = ["model_servers"]  # the llama.cpp server and the fault-injecting server, for every folder
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -28,11 +31,11 @@ from mmcurate.core.images import ImageStore  # noqa: E402
 from mmcurate.core.records import Context, Sample  # noqa: E402
 from mmcurate.core.schema import SAMPLE  # noqa: E402
 from mmcurate.core.stages import StageContext  # noqa: E402
-from mmcurate.gating.accounting import CallCounter  # noqa: E402
-from mmcurate.gating.cache import ResponseCache  # noqa: E402
-from mmcurate.gating.client import ModelPool  # noqa: E402
-from mmcurate.gating.judge import make_judge  # noqa: E402
-from mmcurate.gating.models import Models  # noqa: E402
+from mmcurate.models.accounting import CallCounter  # noqa: E402
+from mmcurate.models.cache import ResponseCache  # noqa: E402
+from mmcurate.models.client import ModelPool  # noqa: E402
+from mmcurate.judging.simpleqa import make_judge  # noqa: E402
+from mmcurate.judging.session import Models  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -51,7 +51,7 @@ from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table
 from mmcurate.gating import prompts
-from mmcurate.gating.answers import (
+from mmcurate.judging.answers import (
     CORRECT,
     ERROR,
     JUDGE_ERROR,
@@ -60,8 +60,8 @@ from mmcurate.gating.answers import (
     precondition,
     record_answers,
 )
-from mmcurate.gating.requests import ChatRequest, ChatResponse
-from mmcurate.gating.schedule import model_major
+from mmcurate.models.requests import ChatRequest, ChatResponse
+from mmcurate.models.schedule import model_major
 
 STAGE = "oracle"
 

@@ -10,7 +10,7 @@ a rerun repeats none.
 
 The teacher's reply is read strictly: ``Score: <0-10>`` on the first line, ``Feedback:
 <text>`` after it (``parse_teacher``); an unreadable reply is asked again once with a
-reminder, then it is an error (``gating.labels.ask_parsed``). A sample whose student call failed or
+reminder, then it is an error (``models.labels.ask_parsed``). A sample whose student call failed or
 whose teacher reply stayed unreadable is dropped with reason ``undetermined`` and ledger
 verdict ``error``: no score is ever guessed, and a rerun asks again for exactly those.
 
@@ -28,8 +28,8 @@ import pyarrow as pa
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
-from mmcurate.gating.requests import ChatRequest
-from mmcurate.gating.labels import ask_parsed
+from mmcurate.models.requests import ChatRequest
+from mmcurate.models.labels import ask_parsed
 
 from .chains import BUILT, INGESTED, ORIGIN, meta_of, new_turn, with_chains, with_columns
 

@@ -42,8 +42,8 @@ from mmcurate.core.specs import Boxes, GroundingSpec, Pointing, Sam2, Saliency, 
 from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import jsonl_objects
 from mmcurate.core.text import content_tokens
-from mmcurate.gating.requests import ChatRequest
-from mmcurate.gating.labels import ask_parsed
+from mmcurate.models.requests import ChatRequest
+from mmcurate.models.labels import ask_parsed
 
 Point = tuple[float, float]
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels

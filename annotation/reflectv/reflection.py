@@ -18,7 +18,7 @@ For every reflective turn (every turn of a multi-turn dialogue but the last):
   less than half of the feedback's content words, contains markup, or states a ground
   truth the feedback did not.
 
-Model replies are read strictly with one retry (``gating.labels.ask_parsed``). A turn whose keyword
+Model replies are read strictly with one retry (``models.labels.ask_parsed``). A turn whose keyword
 or reflection stays unreadable, or feedback that already gives the answer away, ends the
 sample's way to a multi-turn chain (``chain_issue``): it will be a QA pair.
 """
@@ -37,8 +37,8 @@ from mmcurate.core.ledger import Decision
 from mmcurate.core.specs import Heuristic, LabellerSpec, coerce
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.text import STOPWORDS, content_tokens, normalize
-from mmcurate.gating.requests import ChatRequest
-from mmcurate.gating.labels import ask_parsed
+from mmcurate.models.requests import ChatRequest
+from mmcurate.models.labels import ask_parsed
 
 from .chains import eligible, issues_of, require_chains, turns_of, with_chains
 

@@ -6,7 +6,7 @@ Three rules, each a ledger check of its own:
    failure is a ``plateau`` (equal scores) or a ``dip`` (a lower score), with the turn;
 2. ``trajectory.final_score.v1``: the last score is exactly 10;
 3. ``trajectory.ground_truth.v1``: the final student answer agrees with the ground truth
-   by the run's judge (``gating.judge``), not by the teacher's score, so a misled teacher
+   by the run's judge (``judging.simpleqa``), not by the teacher's score, so a misled teacher
    cannot pass a wrong answer.
 
 Rules 1 and 2 ("response-filtered", Figure 5b) are checked on every dialogue and both are
@@ -22,8 +22,8 @@ import pyarrow as pa
 
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
-from mmcurate.gating.answers import grade_name
-from mmcurate.gating.judge import JudgeItem
+from mmcurate.judging.answers import grade_name
+from mmcurate.judging.simpleqa import JudgeItem
 
 from .chains import require_chains, turns_of
 

@@ -1,7 +1,7 @@
 """ReflectV stage 5 (seed paper 002, section 4.5): do the marks show what the reflection names?
 
 A vision model (the paper: Qwen2.5-VL-7B) sees each marked image with the question, the
-reflection and the anchor, and answers yes or no (``gating.labels``: first-token logprobs
+reflection and the anchor, and answers yes or no (``models.labels``: first-token logprobs
 when given, else the strict one-word parse with one retry). Every reflective turn must get
 a yes for the sample to stay a multi-turn chain; a no is an inconsistent visualisation and
 an unreadable reply is undetermined: either way the sample will be a QA pair
@@ -16,7 +16,7 @@ import pyarrow as pa
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
-from mmcurate.gating.labels import ask_labels, first_token_label, label_request
+from mmcurate.models.labels import ask_labels, first_token_label, label_request
 
 from .chains import eligible, issues_of, require_chains, turns_of, with_chains
 from .wording import NOUNS

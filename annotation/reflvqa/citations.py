@@ -11,7 +11,7 @@ For each fact-checkable sentence:
   entailment model to judge them) image citations are skipped and the result says why;
   nothing is faked.
 
-A retrieved document is cited only when an entailment judge (``gating.entailment``) says
+A retrieved document is cited only when an entailment judge (``judging.entailment``) says
 the document (premise) supports the sentence (hypothesis): for text, the judge of
 ``reflvqa.text_entailment``; for images, a vision model asked the same yes/no question
 with the image part.
@@ -44,7 +44,7 @@ from mmcurate.core.ledger import Decision
 from mmcurate.core.schema import SENTENCE
 from mmcurate.core.specs import CrossModalSpec, CutoffSpec, EntailmentSpec, KBSpec, Lexical, MiniLM, TextEncoderSpec
 from mmcurate.core.stages import Stage, StageContext, StageResult
-from mmcurate.gating.entailment import EntailmentJudge, LLMEntailment, Support, entailment_judge, image_support
+from mmcurate.judging.entailment import EntailmentJudge, LLMEntailment, Support, entailment_judge, image_support
 from mmcurate.retrieval.cutoffs import apply_cutoff
 from mmcurate.retrieval.encoders import TextEncoder, text_encoder
 from mmcurate.retrieval.kb import image_doc_id, image_documents, kb_fingerprint, load_corpora

@@ -3,7 +3,7 @@
 Each sample's answer (``answers[0]``: a Reddit sample has exactly one) is split with
 ``core.text.split_sentences``. An LLM labels every sentence ``yes`` (it asserts at least one
 claim that could be checked against a reliable source) or ``no``; the reply is read by
-``gating.labels`` (strict, one retry), as in every LLM check. The offline stand-in
+``models.labels`` (strict, one retry), as in every LLM check. The offline stand-in
 ``heuristic`` labels with ``heuristic_label`` instead.
 
 The output table is the input plus a column ``sentences`` (``core.schema.SENTENCE``, with no
@@ -29,8 +29,8 @@ from mmcurate.core.schema import SENTENCE
 from mmcurate.core.specs import Heuristic, LabellerSpec, coerce
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.text import split_sentences
-from mmcurate.gating.labels import Label, ask_labels, first_token_label, label_request
-from mmcurate.gating.requests import ChatRequest
+from mmcurate.models.labels import Label, ask_labels, first_token_label, label_request
+from mmcurate.models.requests import ChatRequest
 
 STAGE = "factcheck"
 CHECK_SENTENCE = "factcheck.sentence.v1"

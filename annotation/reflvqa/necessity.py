@@ -5,7 +5,7 @@ evaluator model grades each inspector answer against the Reddit answer as ``righ
 ``wrong``. A pair is dropped when more than ``max_right`` inspectors are right: the
 question can then be answered without looking at the image.
 
-Inspectors run model-major (``gating.schedule.model_major``); after each inspector's batch
+Inspectors run model-major (``models.schedule.model_major``); after each inspector's batch
 the evaluator grades its answers, and a pair that already has ``max_right + 1`` right
 inspectors is eliminated: later inspectors are not asked.
 
@@ -33,10 +33,10 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.specs import GraderSpec, Lexical, coerce
 from mmcurate.core.stages import Stage, StageContext, StageResult
-from mmcurate.gating.entailment import LEXICAL_THRESHOLD, LexicalEntailment
-from mmcurate.gating.labels import Label, ask_labels, first_token_label, label_request
-from mmcurate.gating.requests import ChatRequest, ChatResponse
-from mmcurate.gating.schedule import model_major
+from mmcurate.judging.entailment import LEXICAL_THRESHOLD, LexicalEntailment
+from mmcurate.models.labels import Label, ask_labels, first_token_label, label_request
+from mmcurate.models.requests import ChatRequest, ChatResponse
+from mmcurate.models.schedule import model_major
 
 STAGE = "necessity"
 CHECK_INSPECTOR = "necessity.inspector.v1"

@@ -1,5 +1,5 @@
 """RefLVQA, optional stage after the citations: Kestrel's claim-level verification of every
-fact-checkable sentence (seed 000; ``gating.claims`` for the records, rule and gate).
+fact-checkable sentence (seed 000; ``judging.claims`` for the records, rule and gate).
 
 For each fact-checkable sentence:
 
@@ -10,7 +10,7 @@ For each fact-checkable sentence:
    that stay the same in every round; a sentence with no such document is not verified;
 3. rounds: the verifier model checks the claims against the evidence, at most
    ``gate.max_rounds`` times, stopping after ``gate.stable_rounds`` supported rounds in a row
-   or at a gated contradiction (``gating.claim_verification``);
+   or at a gated contradiction (``judging.claim_verification``);
 4. the change gate decides whether the sentence's citations change: a gated *supported*
    verdict adds the documents its claims cite (and clears the flag); a gated *contradicted*
    verdict removes the text citations and flags the sentence. Anything else, including an
@@ -37,9 +37,9 @@ from mmcurate.core.ledger import Decision
 from mmcurate.core.schema import SENTENCE
 from mmcurate.core.specs import KBSpec
 from mmcurate.core.stages import Stage, StageContext, StageResult
-from mmcurate.gating.claim_extraction import extract_claims, extractor_name
-from mmcurate.gating.claim_verification import ClaimTask, verify_claims
-from mmcurate.gating.claims import Evidence, Outcome
+from mmcurate.judging.claim_extraction import extract_claims, extractor_name
+from mmcurate.judging.claim_verification import ClaimTask, verify_claims
+from mmcurate.judging.claims import Evidence, Outcome
 from mmcurate.retrieval.kb import load_corpora
 
 from .citations import doc_text

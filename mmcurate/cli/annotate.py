@@ -36,8 +36,8 @@ def export(
     rejected: Annotated[int, typer.Option("--rejected", help="citations: rejected documents shown per item")] = 2,
 ) -> None:
     """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv."""
-    from mmcurate.annotation.human.citations import export_batch
-    from mmcurate.annotation.human.judges import export_judge_batch
+    from mmcurate.review.citations import export_batch
+    from mmcurate.review.judges import export_judge_batch
 
     if evaluation:
         result = export_judge_batch(release, evaluation, out, n=n, seed=seed)
@@ -59,8 +59,8 @@ def import_(
     evaluation: EvaluationOpt = None,
 ) -> None:
     """Validate labels; write agreement (and, for citations, DIR/human_verified.parquet); print it."""
-    from mmcurate.annotation.human.citations import import_labels
-    from mmcurate.annotation.human.judges import import_judge_labels
+    from mmcurate.review.citations import import_labels
+    from mmcurate.review.judges import import_judge_labels
 
     if evaluation:
         judged = import_judge_labels(release, evaluation, labels, out)
@@ -99,7 +99,7 @@ def export_trajectories(
     seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
 ) -> None:
     """Write a blind rating batch of trajectories from the discarded, raw and clean subsets (Table 6)."""
-    from mmcurate.annotation.human.trajectories import SUBSETS, export_trajectories as export
+    from mmcurate.review.trajectories import SUBSETS, export_trajectories as export
 
     result = export(release, out, n=n, seed=seed)
     counts = ", ".join(f"{s} {result.items[s]} of {result.available[s]}" for s in SUBSETS)
@@ -115,10 +115,10 @@ def import_trajectories(
     config: Annotated[Path, typer.Option("--config", help="pipeline config naming the rater model")] = Path("configs/demo.yaml"),
 ) -> None:
     """Validate ratings, add the model's, write them and print Table 6 (human, model, average)."""
-    from mmcurate.annotation.human.trajectories import ModelRater, import_trajectory_ratings
+    from mmcurate.review.trajectories import ModelRater, import_trajectory_ratings
     from mmcurate.core.config import load_config
     from mmcurate.core.images import ImageStore
-    from mmcurate.gating.models import open_models
+    from mmcurate.judging.session import open_models
 
     if rater is None:
         result = import_trajectory_ratings(batch, list(ratings or []), out)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mmcurate.annotation.human.agreement import judge_agreement as agreement
+from mmcurate.review.agreement import judge_agreement as agreement
 
 from .app import app
 

@@ -9,7 +9,7 @@ from mmcurate.core.config import JudgeSpec, ModelSpec, Settings
 from mmcurate.evaluation.crag import (
     MappedJudge, crag_judge, crag_markdown, crag_metrics, crag_score, token_counter, wordpiece,
 )
-from mmcurate.gating.judge import LexicalJudge
+from mmcurate.judging.simpleqa import LexicalJudge
 
 FILLER = " ".join(["yes"] * 80)  # 80 word pieces
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from mmcurate.gating import prompts
-from mmcurate.gating.requests import text_of
+from mmcurate.models.requests import text_of
 from mmcurate.core.errors import MmcurateError
 from mmcurate.evaluation.scenarios import (
     RESULTS, evaluate, gold_modality, modality_eligible, plan_jobs, scenario_contexts, scenario_request,

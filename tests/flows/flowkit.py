@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from mmcurate.gating.backends.scripted import load_rules
-from mmcurate.gating.cache import ResponseCache
-from mmcurate.gating.requests import text_of
+from mmcurate.models.backends.scripted import load_rules
+from mmcurate.models.cache import ResponseCache
+from mmcurate.models.requests import text_of
 from mmcurate.releases.reader import DATA_DIR, open_release
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mmcurate.gating.cache import ResponseCache
+from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 

@@ -23,8 +23,8 @@ import yaml
 from typer.testing import CliRunner
 
 from mmcurate.evaluation.verify_first import IDK
-from mmcurate.gating.grades import Grade, JudgeItem
-from mmcurate.gating.judge import LexicalJudge
+from mmcurate.judging.grades import Grade, JudgeItem
+from mmcurate.judging.simpleqa import LexicalJudge
 from mmcurate.releases.reader import open_release
 
 import flowkit  # noqa: E402

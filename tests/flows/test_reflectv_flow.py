@@ -12,7 +12,7 @@ import pytest
 from datasets import load_dataset
 
 from mmcurate.annotation.reflectv.turns import conversation_defects
-from mmcurate.gating.cache import ResponseCache
+from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.verify import verify_release

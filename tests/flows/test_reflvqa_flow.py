@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from mmcurate.core.config import TaskRunnerConfig
-from mmcurate.gating.cache import ResponseCache
+from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 from mmcurate.tasks.runners import make_task_runner

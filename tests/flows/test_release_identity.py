@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mmcurate.gating.cache import ResponseCache
+from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.errors import ReleaseExists
 from mmcurate.releases.manifest import ABSOLUTE_PATH
 from mmcurate.releases.reader import list_versions, open_release

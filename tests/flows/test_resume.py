@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mmcurate.gating.cache import ResponseCache
+from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import list_versions
 
 import flowkit  # noqa: E402

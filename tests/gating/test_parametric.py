@@ -8,7 +8,7 @@ import pytest
 from mmcurate.core.config import GatingConfig
 from mmcurate.core.schema import SAMPLE
 from mmcurate.gating.parametric import ParametricGate
-from mmcurate.gating.requests import text_of
+from mmcurate.models.requests import text_of
 
 
 def rows_of(result, check):

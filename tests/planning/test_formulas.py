@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from mmcurate.core.config import ModelSpec, Settings
-from mmcurate.gating.judge import JUDGE_MAX_TOKENS
-from mmcurate.gating.requests import ChatRequest
+from mmcurate.judging.simpleqa import JUDGE_MAX_TOKENS
+from mmcurate.models.requests import ChatRequest
 from mmcurate.planning import throughput
 from mmcurate.planning.deflection import plan_deflectionbench
 from mmcurate.planning.inputs import PlanInput

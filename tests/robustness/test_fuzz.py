@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import mmcurate.sources.ingest as ingest_module
-from mmcurate.gating.judge import Grade, parse_grade
-from mmcurate.gating.grades import JudgeItem
-from mmcurate.gating.prejudge import lexical_grade, prejudge
+from mmcurate.judging.simpleqa import Grade, parse_grade
+from mmcurate.judging.grades import JudgeItem
+from mmcurate.judging.prejudge import lexical_grade, prejudge
 from mmcurate.sources.ingest import ingest
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -17,11 +17,11 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Sample
 from mmcurate.core.schema import SAMPLE
 from mmcurate.core.stages import StageContext
-from mmcurate.gating.accounting import CallCounter
-from mmcurate.gating.cache import ResponseCache
-from mmcurate.gating.client import ModelPool
-from mmcurate.gating.judge import LexicalJudge
-from mmcurate.gating.models import Models
+from mmcurate.models.accounting import CallCounter
+from mmcurate.models.cache import ResponseCache
+from mmcurate.models.client import ModelPool
+from mmcurate.judging.simpleqa import LexicalJudge
+from mmcurate.judging.session import Models
 
 
 def png(rgb: tuple[int, int, int] = (40, 40, 40), size: tuple[int, int] = (120, 90)) -> bytes:

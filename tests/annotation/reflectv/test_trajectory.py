@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter, ascending_failure
 from mmcurate.core.stages import StageContext
-from mmcurate.gating.judge import LLMJudge
-from mmcurate.gating.models import Models
+from mmcurate.judging.simpleqa import LLMJudge
+from mmcurate.judging.session import Models
 
 Q = "What animal is in the picture?"
 CASES = {  # sample -> dialogue (answer, score, feedback)

@@ -1,0 +1,60 @@
+"""Turn mmcurate messages into the OpenAI chat shape both HTTP servers and vLLM accept.
+
+Image parts ``{"type": "image", "sha256": h}`` become ``image_url`` parts carrying a
+base64 data URL read from the ImageStore. For a model without vision they are dropped
+and counted; a message left with text parts only is sent as a plain string, which
+text-only chat templates expect.
+"""
+from __future__ import annotations
+
+import base64
+
+from mmcurate.core.images import ImageStore
+
+from mmcurate.models.backends.base import RequestError
+
+MIME = {
+    "jpg": "image/jpeg", "png": "image/png", "webp": "image/webp",
+    "gif": "image/gif", "bmp": "image/bmp", "tif": "image/tiff",
+}
+
+
+def data_url(images: ImageStore, sha: str) -> str:
+    try:
+        path = images.path(sha)
+    except KeyError as exc:
+        raise RequestError(str(exc).strip("'\"")) from None
+    mime = MIME.get(path.suffix.lstrip("."), "application/octet-stream")
+    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+
+
+def to_openai_messages(
+    messages: list[dict], images: ImageStore | None, vision: bool
+) -> tuple[list[dict], int]:
+    """Return (messages in OpenAI chat form, number of image parts dropped)."""
+    out: list[dict] = []
+    dropped = 0
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            out.append(dict(message))
+            continue
+        parts: list[dict] = []
+        for part in content:
+            kind = part.get("type")
+            if kind == "text":
+                parts.append({"type": "text", "text": part["text"]})
+            elif kind == "image":
+                if not vision:
+                    dropped += 1
+                    continue
+                if images is None:
+                    raise RequestError("request has image parts but no image store was given")
+                parts.append({"type": "image_url", "image_url": {"url": data_url(images, part["sha256"])}})
+            else:
+                raise RequestError(f"unknown message part type {kind!r}")
+        if all(p["type"] == "text" for p in parts):
+            out.append({**message, "content": "\n".join(p["text"] for p in parts)})
+        else:
+            out.append({**message, "content": parts})
+    return out, dropped

@@ -1,0 +1,79 @@
+"""Scripted model: deterministic answers from JSONL rules, for tests, demos and audits.
+
+One rule per line: ``{"when_all": [str, ...], "when_none": [str, ...], "answer": str}``.
+A request gets the answer of the first rule whose ``when_all`` substrings all occur and
+whose ``when_none`` substrings all do not occur in the text of its messages (text parts
+only, joined by newlines; matching is case-sensitive). Otherwise ``spec.default``; with no
+default the request fails with an error like any failed model call.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from mmcurate.core.config import ModelSpec
+
+from mmcurate.models.requests import ChatRequest, ChatResponse, text_of
+from mmcurate.models.backends.base import Backend, BackendError, OnResult
+
+
+@dataclass(frozen=True)
+class Rule:
+    answer: str
+    when_all: tuple[str, ...] = ()
+    when_none: tuple[str, ...] = ()
+
+    def matches(self, text: str) -> bool:
+        return all(s in text for s in self.when_all) and not any(s in text for s in self.when_none)
+
+
+def load_rules(path: Path) -> list[Rule]:
+    rules: list[Rule] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise BackendError(f"cannot read script {path}: {exc.strerror}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            if set(raw) - {"when_all", "when_none", "answer"} or not isinstance(raw["answer"], str):
+                raise ValueError("keys must be when_all, when_none, answer (a string)")
+            when_all, when_none = raw.get("when_all", []), raw.get("when_none", [])
+            if not all(isinstance(s, str) for s in [*when_all, *when_none]):
+                raise ValueError("when_all/when_none must be lists of strings")
+            rules.append(Rule(raw["answer"], tuple(when_all), tuple(when_none)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackendError(f"{path}:{number}: bad rule: {exc}") from None
+    return rules
+
+
+class ScriptedBackend(Backend):
+    def __init__(self, spec: ModelSpec) -> None:
+        assert spec.script is not None  # ModelSpec validation guarantees it
+        self.spec = spec
+        self.rules = load_rules(spec.script)
+        # edits to the script must not be served stale answers from the cache
+        self.identity = {"script_sha256": hashlib.sha256(spec.script.read_bytes()).hexdigest()}
+
+    def answer(self, request: ChatRequest) -> str | None:
+        text = text_of(request.messages)
+        for rule in self.rules:
+            if rule.matches(text):
+                return rule.answer
+        return self.spec.default
+
+    def run(self, requests: Sequence[ChatRequest], on_result: OnResult) -> None:
+        for index, request in enumerate(requests):
+            started = time.perf_counter()
+            answer = self.answer(request)
+            on_result(index, ChatResponse(
+                key=request.key, model=self.spec.name, text=answer,
+                error=None if answer is not None else "no scripted rule matched and the model has no default",
+                cached=False, latency=time.perf_counter() - started,
+            ))

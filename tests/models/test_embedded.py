@@ -1,0 +1,62 @@
+"""The embedded default: a real llama.cpp server with SmolLM2-135M answering over HTTP."""
+from __future__ import annotations
+
+import pytest
+
+from mmcurate.core.config import ModelSpec, Settings, load_config
+from mmcurate.core.errors import ConfigError
+from mmcurate.models.backends.base import BackendError
+from mmcurate.models.backends.embedded import LlamaServer, find_gguf
+from mmcurate.models.backends.openai_compat import OpenAICompatBackend
+from mmcurate.models.client import ModelClient, ModelPool
+from mmcurate.models.requests import ChatRequest
+
+QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in a few words."}]
+
+
+def test_real_model_answers_and_is_cached(llama_server, cache, counter):
+    spec = ModelSpec(name="smollm2", backend="embedded", temperature=0.0, max_tokens=12, concurrency=2)
+    backend = OpenAICompatBackend(spec, None, llama_server.base_url, None, "smollm2", "repeat_penalty")
+    client = ModelClient(spec, backend, cache, counter)
+    try:
+        batch = [ChatRequest("q1", QUESTION, "t.v1"), ChatRequest("q2", QUESTION, "t.v1", logprobs=3)]
+        first = client.chat(batch, "embedded")
+        second = client.chat(batch, "embedded")
+    finally:
+        client.close()
+    for answer in first:
+        assert answer.error is None and answer.text and answer.text.strip()
+        assert 0 < answer.usage["completion_tokens"] <= 12
+    assert first[1].top_logprobs and all(isinstance(step, dict) and step for step in first[1].top_logprobs)
+    # the second batch is the first, from the cache (what the model says is its own business)
+    assert [(a.cached, a.text) for a in second] == [(True, a.text) for a in first]
+    assert second[1].top_logprobs == first[1].top_logprobs
+    assert counter.totals == {"calls": 2, "cache_hits": 2, "failures": 0}
+
+
+def test_pool_starts_and_stops_the_embedded_server(cache, counter):
+    spec = ModelSpec(name="local", backend="embedded", max_tokens=4)
+    with ModelPool(Settings(models={"local": spec}), cache, None, counter) as pool:
+        client = pool.client("local")
+        server = client.backend.server
+        (answer,) = client.chat([ChatRequest("k", QUESTION, "t.v1")], "s")
+        assert answer.text is not None and server.running
+        pool.release("local")
+        assert not server.running and not server.log_path.exists()
+
+
+def test_server_that_cannot_start_reports_its_log(tmp_path):
+    fake = tmp_path / "broken.gguf"
+    fake.write_bytes(b"not a gguf file")
+    with pytest.raises(BackendError, match="llama.cpp server exited") as error:
+        LlamaServer(fake, n_ctx=256, alias="broken", startup_timeout=60)
+    assert "log tail" in str(error.value)
+
+
+def test_only_chat_models_can_be_configured(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("models:\n  base: {backend: embedded, gguf: gemma3-270m}\n")
+    with pytest.raises(ConfigError, match="models.base.gguf"):
+        load_config(config)
+    with pytest.raises(BackendError, match="gemma3-270m"):
+        find_gguf("gemma3-270m")

@@ -1,0 +1,172 @@
+"""Table 6 of MIRROR on a ReflectV release: blind batches from discarded, raw and clean,
+ratings imported back, a model rater beside the people, the table printed."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from mmcurate.review.trajectories import (
+    ModelRater,
+    export_trajectories,
+    import_trajectory_ratings,
+    parse_rating,
+    read_key,
+    release_items,
+)
+from mmcurate.annotation.reflectv.dialogue import BuildDialogues
+from mmcurate.annotation.reflectv.formatting import FormatTrajectories
+from mmcurate.annotation.reflectv.grounding import GroundAndMark
+from mmcurate.annotation.reflectv.reflection import WriteReflections
+from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter
+from mmcurate.annotation.reflectv.visual import VisualCheck
+from mmcurate.core.config import load_config
+from mmcurate.core.errors import MmcurateError
+from mmcurate.core.images import ImageStore
+from mmcurate.core.stages import StageContext
+from mmcurate.judging.session import open_models
+from mmcurate.releases.reflectv import reflectv_draft
+from mmcurate.releases.writer import write_release
+from mmcurate.sources.ingest import ingest
+from mmcurate.tasks.ingest import load_samples
+
+CONFIG = """workdir: {home}/work
+releases_root: {home}/releases
+models:
+  student: {{backend: scripted, script: {fx}/reflectv_models/student.jsonl, vision: true}}
+  teacher: {{backend: scripted, script: {fx}/reflectv_models/teacher.jsonl, vision: true}}
+  rewriter: {{backend: scripted, script: {fx}/reflectv_models/rewriter.jsonl}}
+  verifier: {{backend: scripted, script: {fx}/reflectv_models/verifier.jsonl, default: "yes", vision: true}}
+  rater: {{backend: scripted, script: {home}/rater.jsonl, default: "Logic: 2\\nVisual: 1", vision: true}}
+reflectv:
+  sources: [{sources}]
+  student: student
+  teacher: teacher
+  rewriter: rewriter
+  verifier: verifier
+  grounding: "boxes:{fx}"
+  seed: 7
+"""
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, fixtures_root) -> tuple[Path, Path]:
+    """(config, release): the fixtures curated stage by stage, without an orchestrator."""
+    home = tmp_path_factory.mktemp("quality")
+    (home / "rater.jsonl").write_text(json.dumps({"when_all": ["<tool_call>"], "answer": "Logic: 5\nVisual: 4"}) + "\n")
+    sources = ", ".join(f"{{name: {n}, root: {fixtures_root / n}}}" for n in ("gqa", "textvqa", "docvqa", "chartqa", "fire"))
+    config = home / "config.yaml"
+    config.write_text(CONFIG.format(home=home, fx=fixtures_root, sources=sources))
+    settings = load_config(config)
+    cfg, store = settings.reflectv, ImageStore(settings.workdir / "images")
+    ingested = [ingest(s.name, s.root, settings.workdir / "ingest" / s.name, store=store) for s in cfg.sources]
+    samples, quarantine = load_samples(ingested)
+    results, table = [], samples
+    with open_models(settings, store) as models:
+        ctx = StageContext(settings, "r", store, models)
+        for stage in (BuildDialogues(cfg.student, cfg.teacher, cfg.max_turns), TrajectoryFilter(),
+                      WriteReflections(cfg.keywords, cfg.rewriter), GroundAndMark(cfg.grounding, seed=cfg.seed),
+                      VisualCheck(cfg.verifier), FormatTrajectories(cfg.rho, cfg.seed)):
+            results.append(stage.run(table, ctx))
+            table = results[-1].kept
+    draft = reflectv_draft(settings, "1.0.0", "r", ingested, samples, quarantine, results)
+    return config, write_release(draft, settings.releases_root, store)
+
+
+def test_subsets_of_the_release(built) -> None:
+    items = release_items(built[1])
+    assert {k: len(v) for k, v in items.items()} == {"discarded": 6, "raw": 17, "clean": 9}
+    clean = items["clean"][0]
+    assert clean["trajectory"].startswith("Turn 1: <answer>") and len(clean["images"]) >= 2
+    assert "teacher (score" in items["raw"][0]["trajectory"] and len(items["raw"][0]["images"]) == 1
+
+
+def test_export_is_seeded_blind_and_capped(built, tmp_path) -> None:
+    first = export_trajectories(built[1], tmp_path / "a", n=4, seed=3)
+    again = export_trajectories(built[1], tmp_path / "b", n=4, seed=3)
+    assert first.items == {"discarded": 4, "raw": 4, "clean": 4}
+    assert first.jsonl.read_text() == again.jsonl.read_text()
+    rows = [json.loads(line) for line in first.jsonl.read_text().splitlines()]
+    assert set(rows[0]) == {"item_id", "question", "ground_truth", "trajectory", "images", "logic", "visual", "annotator"}
+    assert all((tmp_path / "a" / "images" / name).is_file() for row in rows for name in row["images"])
+    assert "subset" not in first.jsonl.read_text()  # the key says which subset, raters do not see it
+    key = read_key(tmp_path / "a")
+    assert sorted(k["subset"] for k in key.values()) == ["clean"] * 4 + ["discarded"] * 4 + ["raw"] * 4
+    everything = export_trajectories(built[1], tmp_path / "c")  # default 100 each: all there are
+    assert everything.items == {"discarded": 6, "raw": 17, "clean": 9}
+    with pytest.raises(MmcurateError, match="immutable"):
+        export_trajectories(built[1], built[1] / "batch")
+
+
+def _rated(batch: Path, target: Path, name: str, score) -> Path:
+    rows = [json.loads(line) for line in (batch / "batch.jsonl").read_text().splitlines()]
+    key = read_key(batch)
+    for row in rows:
+        row["logic"], row["visual"] = score(key[row["item_id"]]["subset"])
+        row["annotator"] = name
+    target.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return target
+
+
+def test_import_prints_table6_with_people_and_a_model(built, tmp_path) -> None:
+    config, release = built
+    export_trajectories(release, tmp_path / "batch", n=3, seed=0)
+    scores = {"discarded": (2, 1), "raw": (3, 3), "clean": (5, 5)}
+    alice = _rated(tmp_path / "batch", tmp_path / "alice.jsonl", "alice", scores.get)
+    bob = _rated(tmp_path / "batch", tmp_path / "bob.jsonl", "bob", lambda s: (scores[s][0] - 1 or 1, scores[s][1]))
+    settings = load_config(config)
+    store = ImageStore(settings.workdir / "images")
+    with open_models(settings, store) as models:
+        result = import_trajectory_ratings(tmp_path / "batch", [alice, bob], tmp_path / "out",
+                                           ModelRater(models.pool, "rater", store))
+    table = {row["subset"]: row for row in result.table}
+    clean, noise = table["D_clean (released)"], table["D_noise (discarded)"]
+    assert (clean["human_logic"], clean["human_visual"], clean["model_logic"], clean["model_visual"]) == (4.5, 5, 5, 4)
+    assert (noise["human_logic"], noise["model_logic"], noise["model_visual"]) == (1.5, 2, 1)
+    assert clean["average_logic"] == 4.75 and noise["items"] == 3
+    ratings = pq.read_table(result.ratings_path).to_pylist()
+    assert len(ratings) == 9 * 3 and {r["kind"] for r in ratings} == {"human", "model"}
+    assert "| D_clean (released) | 3 | 4.5 | 5 | 5 | 4 | 4.75 | 4.5 |" in result.markdown
+
+
+def test_bad_ratings_fail_with_their_place(built, tmp_path) -> None:
+    export_trajectories(built[1], tmp_path / "batch", n=2, seed=0)
+    rows = [json.loads(line) for line in (tmp_path / "batch" / "batch.jsonl").read_text().splitlines()]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps({**r, "logic": 6 if i == 1 else 3, "visual": 2}) + "\n" for i, r in enumerate(rows)))
+    with pytest.raises(MmcurateError, match=r"bad\.jsonl:2: logic is 6; expected an integer from 1 to 5"):
+        import_trajectory_ratings(tmp_path / "batch", [bad], tmp_path / "out")
+    half = tmp_path / "half.jsonl"
+    half.write_text(json.dumps({**rows[0], "logic": 3, "visual": ""}) + "\n")
+    with pytest.raises(MmcurateError, match=r"half\.jsonl:1: visual is empty"):
+        import_trajectory_ratings(tmp_path / "batch", [half], tmp_path / "out")
+    stranger = tmp_path / "stranger.jsonl"
+    stranger.write_text(json.dumps({"item_id": "nope", "logic": 3, "visual": 3}) + "\n")
+    with pytest.raises(MmcurateError, match="not an item of this batch"):
+        import_trajectory_ratings(tmp_path / "batch", [stranger], tmp_path / "out")
+
+
+def test_rating_replies_are_read_strictly() -> None:
+    assert parse_rating("Logic: 4\nVisual: 2") == (4, 2)
+    assert parse_rating("logic: 5\n\nVISUAL: 5 ") == (5, 5)
+    assert parse_rating("Logic: 6\nVisual: 2") is None and parse_rating("Logic 4, Visual 2") is None
+
+
+def test_cli_round_trip(built, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from mmcurate.cli import app
+
+    config, release = built
+    runner = CliRunner()
+    out = runner.invoke(app, ["annotate", "export-trajectories", str(release), "--out", str(tmp_path / "b"), "--n", "2"])
+    assert out.exit_code == 0, out.output
+    assert "exported 6 items (discarded 2 of 6, raw 2 of 17, clean 2 of 9)" in out.output
+    rated = _rated(tmp_path / "b", tmp_path / "carol.csv.jsonl", "carol", lambda s: (4, 4))
+    out = runner.invoke(app, ["annotate", "import-trajectories", str(tmp_path / "b"), str(rated), "--out",
+                              str(tmp_path / "v"), "--rater", "rater", "--config", str(config)])
+    assert out.exit_code == 0, out.output
+    assert "ratings from carol and rater" in out.output
+    assert "| D_clean (released) | 2 | 4 | 4 | 5 | 4 | 4.5 | 4 |" in out.output
