@@ -10,7 +10,7 @@ not candidates, a few image questions with long answers) and prints, from this o
       (the adapter as of commit REFERENCE, loaded from git history; one run);
   (b) peak RSS of the ingest at 1x and 4x, each in a fresh subprocess (goal < 400 MB, flat);
   (c) whether samples.parquet and quarantine.parquet are byte-identical to the reference's;
-  (d) the speed-up of 2 worker processes over 1 ingesting the same months (ingest_pair per
+  (d) the speed-up of 2 worker processes over 1 ingesting the same months (one ingest per pair,
       month, then merge_ingests), and whether the merged output equals one ingest.
 
     python bench/ingest_reddit.py [--mb 200] [--months 4] [--tries 3] [--keep DIR]
@@ -239,7 +239,7 @@ def _warm_worker() -> None:
     from PIL import PngImagePlugin  # noqa: F401
 
     from mmcurate.core.text import split_sentences
-    from mmcurate.sources.reddit import ingest_pair  # noqa: F401
+    from mmcurate.sources.reddit import RedditSource  # noqa: F401
 
     split_sentences("Warm up. The punkt model loads once.")
 
@@ -250,10 +250,10 @@ def _ready(_: int) -> int:
 
 
 def _month_job(job: tuple[str, str, str]) -> str:
-    from mmcurate.sources.reddit import ingest_pair
+    from mmcurate.sources.ingest import ingest
 
     root, key, out = job
-    return str(ingest_pair(root, key, out).out)
+    return str(ingest("reddit", root, out, options={"pairs": [key]}).out)
 
 
 def months_in_parallel(root: Path, keys: list[str], work: Path, workers: int) -> tuple[float, Path]:

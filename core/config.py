@@ -13,6 +13,7 @@ block that holds its key.
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any, Literal
 
@@ -162,7 +163,19 @@ class GatingConfig(_Strict):
     oracle_rule: Rule = "all_incorrect"  # Stage III: discard only if every model is INCORRECT with gold
 
 
-class DeflectionBenchConfig(_Strict):
+class BenchmarkSection(_Strict):
+    """A benchmark's section of the config: its sources and the models its curation asks."""
+
+    def source_specs(self) -> list[SourceSpec]:
+        return list(getattr(self, "sources"))
+
+    @abstractmethod
+    def roles(self, judge: str | None) -> list[tuple[str, str]]:
+        """(role, model name) of every model the curation asks, in pipeline order; ``judge``
+        is the config's judge model, if the judge is one."""
+
+
+class DeflectionBenchConfig(BenchmarkSection):
     sources: list[SourceSpec]
     gating: GatingConfig
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
@@ -170,6 +183,9 @@ class DeflectionBenchConfig(_Strict):
     seed: int = 0
     version: str = "1.0.0"
     source_mix: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    def roles(self, judge: str | None) -> list[tuple[str, str]]:
+        return [("gating", name) for name in self.gating.pool] + ([("judge", judge)] if judge else [])
 
 
 ClaimType = Literal["existence", "colour", "count", "position"]
@@ -206,7 +222,7 @@ class SentenceVerification(_Strict):
     gate: ClaimGate = Field(default_factory=ClaimGate)
 
 
-class RefLVQAConfig(_Strict):
+class RefLVQAConfig(BenchmarkSection):
     @field_validator("text_corpus", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
@@ -231,6 +247,18 @@ class RefLVQAConfig(_Strict):
     verification: SentenceVerification | None = None  # None: no claim-level verification
     seed: int = 0
     version: str = "1.0.0"
+
+    def source_specs(self) -> list[SourceSpec]:
+        return [self.source]
+
+    def roles(self, judge: str | None) -> list[tuple[str, str]]:
+        roles = {"inspector": self.inspectors, "evaluator": model_names(self.evaluator),
+                 "factcheck": model_names(self.factcheck_model),
+                 "image_entailment": [self.image_entailment] if self.image_entailment else [],
+                 "text_entailment": model_names(self.text_entailment),
+                 "claim_verifier": [self.verification.verifier] if self.verification else [],
+                 "claim_extractor": model_names(self.verification.claims) if self.verification else []}
+        return [(role, name) for role, names in roles.items() for name in names]
 
 
 class Evaluators(_Strict):
@@ -265,7 +293,7 @@ class EvaluationConfig(_Strict):
     reflvqa: RefLVQAEvalConfig = Field(default_factory=RefLVQAEvalConfig)
 
 
-class ReflectVConfig(_Strict):
+class ReflectVConfig(BenchmarkSection):
     """MIRROR's ReflectV curation (seed paper 002, section 4): see flows/reflectv.py."""
 
     sources: list[SourceSpec]  # image QA in published layouts, and ready-made FIRE dialogues
@@ -288,6 +316,12 @@ class ReflectVConfig(_Strict):
         if (self.student is None) != (self.teacher is None):
             raise ValueError("reflectv needs both student and teacher, or neither (ingested dialogues only)")
         return self
+
+    def roles(self, judge: str | None) -> list[tuple[str, str]]:
+        roles = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
+                 "rewriter": [self.rewriter], "pointing": model_names(self.grounding), "verifier": [self.verifier],
+                 "judge": [judge]}
+        return [(role, name) for role, names in roles.items() for name in names if name]
 
 
 class TaskRunnerConfig(_Strict):
@@ -324,9 +358,6 @@ class _ModelEnv(EnvSettingsSource):
         if len(matches) > 1:
             raise ConfigError(f"environment variable for model {key!r} is ambiguous: models {matches}")
         return matches[0] if matches else key
-
-
-BENCHMARKS = ("deflectionbench", "reflvqa", "reflectv")
 
 
 class Settings(BaseSettings):
@@ -371,7 +402,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _references(self) -> "Settings":
         wanted = [self.judge.model] if self.judge.model else []
-        wanted += [name for benchmark in BENCHMARKS if getattr(self, benchmark) for _, name in self.roles(benchmark)]
+        wanted += [name for section in self.sections().values() for _, name in section.roles(self.judge.model)]
         graders = self.evaluation.reflvqa.evaluators
         for spec in (graders.groundedness, graders.completeness, graders.relevance):
             wanted += model_names(spec)
@@ -382,23 +413,12 @@ class Settings(BaseSettings):
 
     def roles(self, benchmark: str) -> list[tuple[str, str]]:
         """(role, model name) of every model the curation of ``benchmark`` asks, in pipeline order."""
-        if benchmark == "deflectionbench":
-            pairs = [("gating", name) for name in self.section(benchmark).gating.pool]
-            return pairs + ([("judge", self.judge.model)] if self.judge.model else [])
-        if benchmark == "reflectv":
-            v = self.section(benchmark)
-            roles = {"student": [v.student], "teacher": [v.teacher], "keywords": model_names(v.keywords),
-                     "rewriter": [v.rewriter], "pointing": model_names(v.grounding), "verifier": [v.verifier],
-                     "judge": [self.judge.model]}
-            return [(role, name) for role, names in roles.items() for name in names if name]
-        r = self.section(benchmark)
-        roles = {"inspector": r.inspectors, "evaluator": model_names(r.evaluator),
-                 "factcheck": model_names(r.factcheck_model),
-                 "image_entailment": [r.image_entailment] if r.image_entailment else [],
-                 "text_entailment": model_names(r.text_entailment),
-                 "claim_verifier": [r.verification.verifier] if r.verification else [],
-                 "claim_extractor": model_names(r.verification.claims) if r.verification else []}
-        return [(role, name) for role, names in roles.items() for name in names]
+        return self.section(benchmark).roles(self.judge.model)
+
+    def sections(self) -> dict[str, BenchmarkSection]:
+        """The benchmark sections this config has, by name."""
+        return {name: value for name in type(self).model_fields
+                if isinstance(value := getattr(self, name), BenchmarkSection)}
 
     def add_model(self, spec: str) -> ModelSpec:
         """Resolve ``spec``: a model defined here by name, or a YAML file holding one model
@@ -428,8 +448,7 @@ class Settings(BaseSettings):
     def check_sources(self, benchmark: str) -> None:
         """Refuse, before a curation run starts, a source whose root or image folder is not a
         directory (a re-curation or an evaluation reads no source, so loading does not check)."""
-        section = self.section(benchmark)
-        for source in getattr(section, "sources", None) or [section.source]:
+        for source in self.section(benchmark).source_specs():
             for what, folder in (("root", source.root), ("images", source.images)):
                 if folder is not None and not folder.is_dir():
                     raise ConfigError(f"{benchmark} source {source.name}: {what} {folder} is not a readable directory")

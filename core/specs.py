@@ -340,3 +340,12 @@ def model_names(spec: Any) -> list[str]:
     if isinstance(spec, Pointing):
         return [spec.model]
     return []
+
+
+LEXICAL_PREFIX = "lexical"  # every token-overlap stand-in's component name starts so (``lexical-v1``, ``lexical:0.6``)
+
+
+def is_lexical(component: str | None) -> bool:
+    """Whether a component, by the name manifests and outputs record, is one of the lexical
+    (token-overlap) stand-ins for a judge, an entailment model or an evaluator model."""
+    return bool(component) and component.startswith(LEXICAL_PREFIX)

@@ -57,6 +57,7 @@ from .verify_first import VerifyFirst, verify_first_answers
 SCENARIOS = ("parametric", "oracle", "realistic", "adversarial")
 DEFAULT_NEGATIVES = 2
 MAX_NEGATIVES = 10
+DEFAULT_NEGATIVE_COUNTS = (1, 2, 5, 10)  # realistic's n by default: Figure 3 varies it from 1 to 10 (003, 4.5)
 RANKED = "ranked"  # negatives of any modality, in pairing order
 NEGATIVE_MODALITIES = ("text", "image", "multimodal")  # Table 5's negative settings
 MODALITY_NEGATIVES = DEFAULT_NEGATIVES  # n of the negative-modality analysis (Table 4's n)
@@ -107,14 +108,9 @@ def check_scenario(scenario: str) -> None:
         raise EvaluationError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
 
 
-def check_system(system: str, benchmark: str = "deflectionbench") -> None:
-    """A known system, and one that can answer ``benchmark``'s questions."""
+def check_system(system: str) -> None:
     if system not in SYSTEMS:
         raise EvaluationError(f"unknown answering system {system!r}; known: {', '.join(SYSTEMS)}")
-    if system != PLAIN and benchmark != "deflectionbench":
-        raise EvaluationError(f"--system {system} is for DeflectionBench: its gate checks one short answer per "
-                              f"question, and a {benchmark} evaluation asks for long answers citing documents per "
-                              "sentence")
 
 
 def check_negatives(n: int) -> None:
@@ -201,6 +197,25 @@ def scenario_request(
         messages=prompts.build_messages(template, row["question"], row["images"], contexts),
         template=template.id,
     )
+
+
+def run_options(given: dict[str, Any]) -> dict[str, Any]:
+    """The options of a four-scenario run from what the user gave (``scenarios``,
+    ``n_negatives``, ``abstention``, ``strictness_sweep``, ``modality_analysis``, ``system``),
+    completed with the defaults and checked: a bad value raises before any flow starts."""
+    if given.get("strictness_sweep") and given.get("abstention"):
+        raise EvaluationError("give --abstention levels or --strictness-sweep, not both")
+    options = {
+        "scenarios": list(given.get("scenarios") or SCENARIOS),
+        "n_negatives": list(given.get("n_negatives") or DEFAULT_NEGATIVE_COUNTS),
+        "abstention": (list(prompts.STRICTNESS_LEVELS) if given.get("strictness_sweep")
+                       else list(given.get("abstention") or [prompts.DEFAULT_ABSTENTION])),
+        "modality_analysis": bool(given.get("modality_analysis")),
+        "system": given.get("system") or PLAIN,
+    }
+    check_system(options["system"])
+    plan_jobs(options["scenarios"], options["n_negatives"], options["abstention"], options["modality_analysis"])
+    return options
 
 
 def plan_jobs(

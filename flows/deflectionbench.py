@@ -15,11 +15,9 @@ from prefect import flow
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.core.config import load_config
-from mmcurate.core.ids import new_run_id
+from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.releases.deflection import deflection_draft
-from mmcurate.releases.rerun import refuse_changed_version
 from mmcurate.releases.topics import topic_counts
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run, report_spent
@@ -32,16 +30,12 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 @flow(name="deflectionbench", log_prints=True)
 def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
                     allow_incomplete: bool = False) -> str:
-    settings = load_config(config)
-    cfg = settings.section("deflectionbench")
-    settings.check_sources("deflectionbench")
-    version = version or cfg.version
-    refuse_changed_version(settings, "deflectionbench", version)  # before any work
-    run_id = new_run_id()
+    run = begin_curation(config, "deflectionbench", version)                                # before any work
+    settings, cfg, run_id = run.settings, run.section, run.run_id
 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
-    bill = plan_run(settings, "deflectionbench", samples.num_rows)                           # before any model call
+    bill = plan_run(settings, run.benchmark, samples.num_rows)                               # before any model call
 
     gated = run_stage(ParametricGate(cfg.gating), samples, settings, run_id)                 # Stage I
     paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
@@ -49,7 +43,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
     checked = run_stage(oracle, paired.kept, settings, run_id)  # Stage III
 
     draft = deflection_draft(
-        settings, version, run_id, gating=gated, pairing=paired, oracle=checked,
+        settings, run.version, run_id, gating=gated, pairing=paired, oracle=checked,
         ingested={r.source: r.samples if s.limit is None else min(r.samples, s.limit)
                   for r, s in zip(ingested, cfg.sources)},
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),

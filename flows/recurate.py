@@ -14,7 +14,6 @@ from collections import Counter
 from prefect import flow
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
-from mmcurate.core.config import Settings, load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.gating.parametric import ParametricGate
@@ -22,6 +21,7 @@ from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.diff import diff_releases
 from mmcurate.releases.topics import inherited_topics
 from mmcurate.releases.reader import open_release
+from mmcurate.releases.recuration import recuration_settings
 from mmcurate.releases.rerun import refuse_changed_version
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.releases.versions import next_minor
@@ -33,16 +33,10 @@ from mmcurate.tasks.stages import run_stage
 def recurate(release: str, add_model: list[str], config: str | None = None, version: str | None = None,
              allow_incomplete: bool = False) -> str:
     parent = open_release(release)
-    if config:
-        settings = load_config(config)
-    else:  # the release's own resolved config, its paths relative to the release, written beside it
-        settings = Settings.from_resolved(parent.manifest["config"], parent.path)
-        settings.releases_root = parent.path.resolve().parent.parent
-    cfg = settings.section("deflectionbench")
-    new = [settings.add_model(spec).name for spec in add_model]
-    cfg.gating.pool = [*cfg.gating.pool, *(m for m in new if m not in cfg.gating.pool)]
+    settings, new = recuration_settings(parent, config, add_model)
+    cfg = settings.section(parent.benchmark)
     version = version or next_minor(parent.version)
-    refuse_changed_version(settings, "deflectionbench", version)  # before any work
+    refuse_changed_version(settings, parent.benchmark, version)  # before any work
     run_id = new_run_id()
     samples = canonical_samples(parent, ImageStore(settings.workdir / "images"))
 

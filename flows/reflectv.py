@@ -8,7 +8,8 @@
     grounding    locate each keyword, draw marks in the named colour and type, word them in
     visual       a vision model checks that the marks show what the reflection names
     format       verified chains as multi-turn trajectories, the rest as QA pairs, at rho
-    publish      the validated release: trajectories, dialogues, Figure 5 statistics
+    publish      the validated release: trajectories, dialogues, Figure 5 statistics; the plan
+                 (recorded before the first model call) beside what the run spent
 """
 from __future__ import annotations
 
@@ -22,11 +23,10 @@ from mmcurate.annotation.reflectv.grounding import GroundAndMark
 from mmcurate.annotation.reflectv.reflection import WriteReflections
 from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter
 from mmcurate.annotation.reflectv.visual import VisualCheck
-from mmcurate.core.config import load_config
-from mmcurate.core.ids import new_run_id
+from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.releases.reflectv import reflectv_draft
-from mmcurate.releases.rerun import refuse_changed_version
 from mmcurate.tasks.ingest import ingest_source, load_samples
+from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
@@ -35,15 +35,12 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
 @flow(name="reflectv", log_prints=True)
 def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
-    settings = load_config(config)
-    cfg = settings.section("reflectv")
-    settings.check_sources("reflectv")
-    version = version or cfg.version
-    refuse_changed_version(settings, "reflectv", version)  # before any work
-    run_id = new_run_id()
+    run = begin_curation(config, "reflectv", version)                                       # before any work
+    settings, cfg, run_id = run.settings, run.section, run.run_id
 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
+    bill = plan_run(settings, run.benchmark, samples.num_rows)                               # before any model call
 
     dialogues = run_stage(BuildDialogues(cfg.student, cfg.teacher, cfg.max_turns), samples, settings, run_id)
     filtered = run_stage(TrajectoryFilter(), dialogues.kept, settings, run_id)
@@ -53,9 +50,10 @@ def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_i
     verified = run_stage(VisualCheck(cfg.verifier), grounded.kept, settings, run_id)
     formatted = run_stage(FormatTrajectories(cfg.rho, cfg.seed), verified.kept, settings, run_id)
 
-    draft = reflectv_draft(settings, version, run_id, ingested, samples, quarantine,
-                           [dialogues, filtered, reflected, grounded, verified, formatted])
+    stages = [dialogues, filtered, reflected, grounded, verified, formatted]
+    draft = reflectv_draft(settings, run.version, run_id, ingested, samples, quarantine, stages)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
+    report_spent(bill, [row for stage in stages for row in stage.calls])
     print(f"reflectv {draft.version}: {formatted.counts['multi_turn']} multi-turn trajectories and "
           f"{formatted.counts['single_turn']} QA pairs -> {release}")
     return str(release)

@@ -15,18 +15,14 @@ from pathlib import Path
 import pyarrow as pa
 from prefect import flow
 
-from mmcurate.annotation.reflvqa.citations import CiteDocuments, knowledge_base
+from mmcurate.annotation.reflvqa.citations import CiteDocuments, image_corpus, knowledge_base
 from mmcurate.annotation.reflvqa.factcheck import FactCheckable
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.relevance import ImageRelevance
 from mmcurate.annotation.reflvqa.verification import VerifySentences
-from mmcurate.core.config import load_config
-from mmcurate.core.ids import new_run_id
-from mmcurate.core.images import ImageStore, store_folder
-from mmcurate.core.schema import QUARANTINE
-from mmcurate.core.tables import rows_to_table
+from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.core.images import ImageStore
 from mmcurate.releases.reflvqa import reflvqa_draft
-from mmcurate.releases.rerun import refuse_changed_version
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
@@ -37,24 +33,15 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
 @flow(name="reflvqa", log_prints=True)
 def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
-    settings = load_config(config)
-    cfg = settings.section("reflvqa")
-    settings.check_sources("reflvqa")
-    version = version or cfg.version
-    refuse_changed_version(settings, "reflvqa", version)  # before any work
-    run_id = new_run_id()
-    store = ImageStore(settings.workdir / "images")
+    run = begin_curation(config, "reflvqa", version)                                        # before any work
+    settings, cfg, run_id = run.settings, run.section, run.run_id
 
     ingested = ingest_source(cfg.source, settings.workdir)
     candidates, quarantine = load_samples([ingested], [cfg.source.limit])
-    if cfg.image_corpus is not None:
-        images, rejected = store_folder(store, cfg.image_corpus)
-        quarantine = pa.concat_tables([quarantine, rows_to_table([r.to_row("image_corpus") for r in rejected],
-                                                                 QUARANTINE)])
-    else:  # the posts' own images
-        images = sorted({sha for shas in candidates["images"].to_pylist() for sha in shas if sha in store})
+    images, unusable = image_corpus(cfg.image_corpus, ImageStore(settings.workdir / "images"), candidates)
+    quarantine = pa.concat_tables([quarantine, unusable])
 
-    bill = plan_run(settings, "reflvqa", candidates.num_rows)                                   # before any model call
+    bill = plan_run(settings, run.benchmark, candidates.num_rows)                              # before any model call
     relevant = run_stage(ImageRelevance(cfg.cross_modal_encoder, cfg.distractor_images, cfg.relevance_top_k,
                                         cfg.seed), candidates, settings, run_id)
     necessary = run_stage(ImageNecessity(cfg.inspectors, cfg.evaluator, cfg.max_right_inspectors),
@@ -71,7 +58,7 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_in
                                 cited.kept, settings, run_id))
 
     corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images)
-    draft = reflvqa_draft(settings, version, run_id, ingested, candidates, quarantine, stages, corpus)
+    draft = reflvqa_draft(settings, run.version, run_id, ingested, candidates, quarantine, stages, corpus)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     report_spent(bill, [row for stage in stages for row in stage.calls])
     print(f"reflvqa {draft.version}: {draft.tables['qa'].num_rows} QA pairs -> {release}")

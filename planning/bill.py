@@ -1,7 +1,8 @@
-"""``build_plan``: one benchmark's plan from a config, a sample count and retention rates."""
+"""A benchmark's plan from a config, a sample count and retention rates: the ``plan`` of each
+benchmark in the registry (``mmcurate.benchmarks``)."""
 from __future__ import annotations
 
-from mmcurate.core.config import DeflectionBenchConfig, Settings
+from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
 
 from .deflection import offered_negatives, plan_deflectionbench
@@ -11,29 +12,28 @@ from .rates import paper_deflection, paper_reflvqa, release_deflection, release_
 from .reflvqa import plan_reflvqa
 
 PAPER = "paper"
-BENCHMARKS = ("deflectionbench", "reflvqa")
 
 
-def oracle_rule(cfg: DeflectionBenchConfig) -> str:
-    """Stage III's rule. Until the config carries the switch (``gating.oracle_rule``, issue 15),
-    the stage settles a sample on a CORRECT answer only: the ``none_correct`` rule."""
-    return getattr(cfg.gating, "oracle_rule", "none_correct")
-
-
-def build_plan(settings: Settings, benchmark: str, samples: int | None = None, retention: str | None = None) -> Plan:
-    """The plan of ``benchmark`` under ``settings``: ``samples`` (else counted, see
-    ``planning.inputs``) at the retention of ``retention`` (``paper``, the default, or a release folder)."""
-    if benchmark not in BENCHMARKS:
-        raise ConfigError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}")
+def _checked(samples: int | None, retention: str | None) -> bool:
+    """Whether the retention comes from the paper (``None`` or ``paper``) rather than a release."""
     if samples is not None and samples < 0:
         raise ConfigError(f"--samples must be >= 0, got {samples}")
-    from_paper = retention in (None, PAPER)
-    if benchmark == "deflectionbench":
-        cfg = settings.section(benchmark)
-        rule = oracle_rule(cfg)
-        rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg.retrieval)) if from_paper \
-            else release_deflection(retention, rule)
-        return plan_deflectionbench(settings, plan_input(settings, cfg.sources, samples), rates, rule)
-    cfg = settings.section(benchmark)
-    rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) if from_paper else release_reflvqa(retention)
+    return retention in (None, PAPER)
+
+
+def deflection_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
+    """DeflectionBench under ``settings``: ``samples`` (else counted, see ``planning.inputs``) at
+    the retention of ``retention`` (``paper``, the default, or a release folder)."""
+    cfg = settings.section("deflectionbench")
+    rule = cfg.gating.oracle_rule
+    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg.retrieval)) \
+        if _checked(samples, retention) else release_deflection(retention, rule)
+    return plan_deflectionbench(settings, plan_input(settings, cfg.sources, samples), rates, rule)
+
+
+def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
+    """RefLVQA under ``settings`` (see ``deflection_bill``)."""
+    cfg = settings.section("reflvqa")
+    rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) \
+        if _checked(samples, retention) else release_reflvqa(retention)
     return plan_reflvqa(settings, plan_input(settings, [cfg.source], samples), rates)

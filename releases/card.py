@@ -8,28 +8,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from mmcurate.core.markdown import markdown_table
 
-TEMPLATES = Path(__file__).parent / "templates"
-SPLIT = "test"  # every config is an evaluation set, except in a training set's release
-SPLITS = {"reflectv": "train"}
-PRETTY = {"deflectionbench": "VLM-DeflectionBench", "reflvqa": "RefLVQA", "reflectv": "ReflectV"}
-DESCRIPTIONS = {
-    "deflectionbench": (
-        "VLM-DeflectionBench is a retrieval-dependent multimodal benchmark: samples that strong models "
-        "answer from parametric memory alone are removed, so answering needs the retrieved context, and each "
-        "sample carries gold contexts and hard negative contexts (distractors) for the four evaluation "
-        "scenarios (parametric, oracle, realistic, adversarial)."),
-    "reflvqa": (
-        "RefLVQA is a long-form visual question answering benchmark with references: questions asked about "
-        "images on Reddit, long-form answers split into sentences, and for each fact-checkable sentence the "
-        "text and image documents of a knowledge base that support it, so a system can be scored on "
-        "groundedness, completeness and relevance."),
-    "reflectv": (
-        "ReflectV is a training set of reflective, visually grounded trajectories curated as MIRROR describes: "
-        "a student model answers, a teacher scores and corrects, only dialogues that improve steadily to a right "
-        "answer are kept, the teacher's feedback becomes a first-person reflection that points at marks drawn on "
-        "the image, and a verifier checks the marks."),
-}
+from .kind import ReleaseKind
 
+TEMPLATES = Path(__file__).parent / "templates"
 # What each source's publishers state about the terms of their data, and where. An entry
 # without a licence id is one whose terms mmcurate could not check from here: the card says
 # so and points at the source's own page rather than guessing.
@@ -82,13 +63,13 @@ def environment() -> Environment:
     )
 
 
-def yaml_header(manifest: dict, features: dict) -> str:
+def yaml_header(manifest: dict, features: dict, kind: ReleaseKind) -> str:
     """``features`` maps config -> datasets.Features of its (image-embedded) table."""
     rows = manifest["counts"]["rows"]
     sizes = manifest["counts"].get("bytes") or {}
-    split = SPLITS.get(manifest["benchmark"], SPLIT)
+    split = kind.split
     header = {
-        "pretty_name": f"{PRETTY.get(manifest['benchmark'], manifest['benchmark'])} {manifest['version']}",
+        "pretty_name": f"{kind.pretty} {manifest['version']}",
         **card_license(source_licenses(manifest)),
         "configs": [
             {"config_name": c, "data_files": [{"split": split, "path": f"data/{c}-*.parquet"}]} for c in features
@@ -112,17 +93,17 @@ def config_highlights(manifest: dict) -> dict:
     return {k: v for k, v in bench.items() if not isinstance(v, (dict, list)) or k in ("gating", "source_mix")}
 
 
-def render_card(manifest: dict, features: dict, plots: dict[str, str]) -> str:
+def render_card(manifest: dict, features: dict, plots: dict[str, str], kind: ReleaseKind) -> str:
     template = environment().get_template("card.md.j2")
     return template.render(
         m=manifest,
-        pretty=PRETTY.get(manifest["benchmark"], manifest["benchmark"]),
-        description=DESCRIPTIONS[manifest["benchmark"]],
+        pretty=kind.pretty,
+        description=kind.description,
         scripted=built_with_scripted_models(manifest),
         licenses=source_licenses(manifest),
-        header=yaml_header(manifest, features),
+        header=yaml_header(manifest, features, kind),
         configs=list(features),
-        split=SPLITS.get(manifest["benchmark"], SPLIT),
+        split=kind.split,
         tables={name: markdown_table(rows) for name, rows in manifest["statistics"].items() if rows},
         plots=plots,
         highlights=yaml.safe_dump(config_highlights(manifest), sort_keys=True).strip(),

@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 
 from .draft import ReleaseDraft
 from .errors import ReleaseIncomplete
-from .reader import ID_COLUMNS
 
 
 @dataclass
@@ -55,7 +54,7 @@ def shortfall(draft: ReleaseDraft) -> Shortfall | None:
 def check_complete(draft: ReleaseDraft, allow_incomplete: bool = False) -> None:
     """Refuse a draft with no rows, or one with failures unless ``allow_incomplete`` (which
     then records the shortfall in the draft)."""
-    config, _ = ID_COLUMNS[draft.benchmark]
+    config = draft.kind.samples_config
     short = shortfall(draft)
     name = f"{draft.benchmark} {draft.version}"
     if draft.tables[config].num_rows == 0:

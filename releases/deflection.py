@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -10,10 +10,14 @@ import pyarrow.compute as pc
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
 from mmcurate.models.accounting import COUNTS
+from mmcurate.core.specs import is_lexical
 from mmcurate.core.stages import StageResult
 from mmcurate.core.text import normalize
 
+from .deflection_checks import deflection_checks
 from .draft import ReleaseDraft
+from .kind import Distribution, ReleaseKind
+from .plots import sorted_counts, value_counts
 from .topics import topic_counts, topic_table
 
 
@@ -21,6 +25,29 @@ RULE_TEXT = {
     "all_incorrect": "a sample is discarded only when every gating model is INCORRECT with the gold evidence",
     "none_correct": "a sample is discarded unless some gating model is CORRECT with the gold evidence",
 }
+
+
+def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
+    test = tables["test"]
+    return {
+        "samples per source": ("source", "samples", dict(value_counts(test.column("source")).most_common())),
+        "negative contexts per sample": ("negative contexts", "samples", sorted_counts(
+            value_counts(pc.list_value_length(test.column("negative_contexts"))))),
+    }
+
+
+KIND = ReleaseKind(
+    benchmark="deflectionbench",
+    pretty="VLM-DeflectionBench",
+    description=(
+        "VLM-DeflectionBench is a retrieval-dependent multimodal benchmark: samples that strong models "
+        "answer from parametric memory alone are removed, so answering needs the retrieved context, and each "
+        "sample carries gold contexts and hard negative contexts (distractors) for the four evaluation "
+        "scenarios (parametric, oracle, realistic, adversarial)."),
+    configs=("test",),
+    checks=deflection_checks,
+    distributions=distributions,
+)
 
 ROW_BATCH = 1024  # rows turned into Python dicts at a time
 
@@ -196,10 +223,10 @@ def deflection_draft(
                      "they are visually similar, not semantically similar.")
     if topics_before is None:
         notes.append("Topic distribution before curation is unknown (the parent release does not record it).")
-    if judge and judge.startswith("lexical"):
+    if is_lexical(judge):
         notes.append("The lexical judge (normalised match plus token containment) stands in for an LLM judge.")
     return ReleaseDraft(
-        benchmark="deflectionbench",
+        kind=KIND,
         version=version,
         parent=parent,
         tables={"test": release_table(kept, cfg.seed)},

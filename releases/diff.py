@@ -11,7 +11,7 @@ from mmcurate.core.ledger import Ledger
 
 from .draft import ReleaseDraft
 from .errors import ReleaseError
-from .reader import ID_COLUMNS, LEDGER_FILE, Release, open_release
+from .reader import LEDGER_FILE, Release, open_release
 
 NOT_IN_LEDGER = "not in NEW's ledger"
 
@@ -65,8 +65,8 @@ def _side(release: Release | ReleaseDraft | Path | str) -> tuple[str, str, list[
     if isinstance(release, (str, Path)):
         release = open_release(release)
     if isinstance(release, ReleaseDraft):
-        config, column = ID_COLUMNS[release.benchmark]
-        return release.benchmark, release.version, release.tables[config].column(column).to_pylist(), release.ledger
+        ids = release.tables[release.kind.samples_config].column("sample_id").to_pylist()
+        return release.benchmark, release.version, ids, release.ledger
     return release.benchmark, release.version, release.sample_ids, Ledger([release.path / LEDGER_FILE])
 
 

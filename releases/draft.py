@@ -7,18 +7,15 @@ import pyarrow as pa
 
 from mmcurate.core.ledger import Ledger
 
-BENCHMARKS = ("deflectionbench", "reflvqa", "reflectv")
-# The Hugging Face configs each benchmark publishes; the writer refuses any other set.
-CONFIGS = {"deflectionbench": ("test",), "reflvqa": ("qa", "documents", "knowledge_base"),
-           "reflectv": ("trajectories", "dialogues")}
+from .kind import ReleaseKind
 
 
 @dataclass
 class ReleaseDraft:
-    benchmark: str  # "deflectionbench" | "reflvqa" | "reflectv"
+    kind: ReleaseKind  # the benchmark's releases: configs, card text, checks
     version: str  # semantic version "1.0.0"
     parent: str | None  # parent version, or None
-    tables: dict[str, pa.Table]  # HF configs, see CONFIGS
+    tables: dict[str, pa.Table]  # one table per config of ``kind``; the writer refuses any other set
     ledger: Ledger  # every decision of the run, streamed (a LEDGER table is wrapped)
     quarantine: pa.Table  # core.schema.QUARANTINE
     config: dict  # fully resolved config
@@ -37,3 +34,7 @@ class ReleaseDraft:
     def __post_init__(self) -> None:
         if isinstance(self.ledger, pa.Table):
             self.ledger = Ledger([self.ledger])
+
+    @property
+    def benchmark(self) -> str:
+        return self.kind.benchmark

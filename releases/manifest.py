@@ -101,6 +101,8 @@ def build_manifest(draft: ReleaseDraft, rows: dict[str, int], sizes: dict[str, i
     return portable({
         "format": MANIFEST_FORMAT,
         "benchmark": draft.benchmark,
+        "pretty_name": draft.kind.pretty,
+        "split": draft.kind.split,
         "version": draft.version,
         "parent": draft.parent,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib
+import pyarrow as pa
+import pyarrow.compute as pc
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -14,6 +17,16 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 # counts of samples are whole numbers: every count axis uses MaxNLocator(integer=True)
 
+
+
+def value_counts(column: pa.ChunkedArray | pa.Array) -> Counter:
+    """How often each value occurs in an Arrow column (the data of a distribution bar chart)."""
+    return Counter({row["values"]: row["counts"] for row in pc.value_counts(column).to_pylist()})
+
+
+def sorted_counts(counts: Counter) -> dict[str, int]:
+    """Counts keyed by their value as text, in the value's order (numbers in numeric order)."""
+    return {str(key): counts[key] for key in sorted(counts)}
 
 def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()

@@ -21,8 +21,6 @@ from .versions import SEMVER, parse_version
 DATA_DIR = "data"
 LEDGER_FILE = "ledger.parquet"
 QUARANTINE_FILE = "quarantine.parquet"
-ID_COLUMNS = {"deflectionbench": ("test", "sample_id"), "reflvqa": ("qa", "sample_id"),
-              "reflectv": ("trajectories", "sample_id")}
 
 
 def shard_name(config: str, index: int, total: int) -> str:
@@ -56,8 +54,18 @@ class Release:
         return self.manifest["version"]
 
     @property
+    def pretty_name(self) -> str:
+        return self.manifest.get("pretty_name") or self.benchmark
+
+    @property
     def configs(self) -> list[str]:
+        """The release's Hugging Face configs in the order written: the first holds one row per
+        sample (``sample_id``), as ``ReleaseKind.configs`` puts it."""
         return list(self.manifest["shards"])
+
+    @property
+    def samples_config(self) -> str:
+        return self.configs[0]
 
     def shard_paths(self, config: str) -> list[Path]:
         try:
@@ -91,10 +99,9 @@ class Release:
     @cached_property
     def sample_ids(self) -> list[str]:
         """Ids of the samples in the release, in row order."""
-        config, column = ID_COLUMNS[self.benchmark]
         ids: list[str] = []
-        for path in self.shard_paths(config):
-            ids += read_parquet(path, columns=[column]).column(column).to_pylist()
+        for path in self.shard_paths(self.samples_config):
+            ids += read_parquet(path, columns=["sample_id"]).column("sample_id").to_pylist()
         return ids
 
 

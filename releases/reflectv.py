@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -38,29 +39,35 @@ from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
 
 from .draft import ReleaseDraft
+from .kind import Distribution, ReleaseKind
+from .plots import sorted_counts, value_counts
+from .reflectv_checks import reflectv_checks
+from .reflectv_schema import DIALOGUE, DISCARDED, DROPPED
 
-DIALOGUE_TURN = pa.struct([pa.field("answer", pa.string(), nullable=False),
-                           pa.field("score", pa.int32(), nullable=False),
-                           pa.field("feedback", pa.string(), nullable=False)])
-DIALOGUE = pa.schema(
-    [
-        pa.field("sample_id", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("source_id", pa.string(), nullable=False),
-        pa.field("domain", pa.string(), nullable=False),
-        pa.field("question", pa.string(), nullable=False),
-        pa.field("answers", pa.list_(pa.string()), nullable=False),
-        pa.field("image", pa.string(), nullable=False),
-        pa.field("origin", pa.string(), nullable=False),  # built | ingested
-        pa.field("depth", pa.int32(), nullable=False),
-        pa.field("dialogue", pa.list_(DIALOGUE_TURN), nullable=False),
-        pa.field("fate", pa.string(), nullable=False),  # multi_turn | single_turn | discarded | dropped
-        pa.field("reason", pa.string()),
-        pa.field("chain_issue", pa.string()),  # why a stage after the filter rejected the multi-turn chain
-    ]
+
+
+def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
+    released = tables["trajectories"]
+    return {
+        "samples per domain": ("domain", "samples", dict(value_counts(released.column("domain")).most_common())),
+        "trajectory depth (turns to convergence)": ("turns to convergence", "trajectories",
+                                                    sorted_counts(value_counts(released.column("depth")))),
+    }
+
+
+KIND = ReleaseKind(
+    benchmark="reflectv",
+    pretty="ReflectV",
+    description=(
+        "ReflectV is a training set of reflective, visually grounded trajectories curated as MIRROR describes: "
+        "a student model answers, a teacher scores and corrects, only dialogues that improve steadily to a right "
+        "answer are kept, the teacher's feedback becomes a first-person reflection that points at marks drawn on "
+        "the image, and a verifier checks the marks."),
+    configs=("trajectories", "dialogues"),
+    checks=reflectv_checks,
+    distributions=distributions,
+    split="train",
 )
-DISCARDED, DROPPED = "discarded", "dropped"
-FATES = (MULTI, SINGLE, DISCARDED, DROPPED)
 
 
 def _reasons(result: StageResult, check: str) -> dict[str, str]:
@@ -174,7 +181,7 @@ def reflectv_draft(
     for row in trajectories.to_pylist():
         per_source[row["source"]]["released"] = per_source[row["source"]].get("released", 0) + 1
     return ReleaseDraft(
-        benchmark="reflectv",
+        kind=KIND,
         version=version,
         parent=parent,
         tables=tables,

@@ -1,17 +1,46 @@
 """A RefLVQA run as a release draft: the paper's Table 1 row, the funnel, model calls."""
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
+
 import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
 from mmcurate.models.accounting import COUNTS
-from mmcurate.core.specs import Heuristic, Lexical, model_names
+from mmcurate.core.specs import Heuristic, Lexical, is_lexical, model_names
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
 
 from .draft import ReleaseDraft
+from .kind import Distribution, ReleaseKind
+from .plots import sorted_counts, value_counts
+from .reflvqa_checks import reflvqa_checks
 from .reflvqa_tables import reflvqa_statistics, reflvqa_tables
+
+
+def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
+    sentences = Counter(len(s) for s in tables["qa"].column("sentences").to_pylist())
+    return {
+        "documents by modality": ("modality", "cited documents",
+                                  dict(value_counts(tables["documents"].column("modality")).most_common())),
+        "sentences per answer": ("sentences", "answers", sorted_counts(sentences)),
+    }
+
+
+KIND = ReleaseKind(
+    benchmark="reflvqa",
+    pretty="RefLVQA",
+    description=(
+        "RefLVQA is a long-form visual question answering benchmark with references: questions asked about "
+        "images on Reddit, long-form answers split into sentences, and for each fact-checkable sentence the "
+        "text and image documents of a knowledge base that support it, so a system can be scored on "
+        "groundedness, completeness and relevance."),
+    configs=("qa", "documents", "knowledge_base"),
+    checks=reflvqa_checks,
+    distributions=distributions,
+)
 
 
 def reflvqa_draft(
@@ -53,7 +82,7 @@ def reflvqa_draft(
     image_skipped, text_judge = cited.extra.get("image_skipped"), cited.extra.get("text_judge")
     if image_skipped:
         notes.append(f"image citations: {image_skipped}")
-    if text_judge and text_judge.startswith("lexical"):
+    if is_lexical(text_judge):
         notes.append("Text entailment used the lexical-overlap stand-in (no NLI weights offline).")
     if cfg.cutoff is not None:
         notes.append(f"Text citations: each sentence's {cfg.top_text} retrieved documents were cut with {cfg.cutoff} "
@@ -71,7 +100,7 @@ def reflvqa_draft(
     for stage in stages:
         components.update(stage.components)
     return ReleaseDraft(
-        benchmark="reflvqa",
+        kind=KIND,
         version=version,
         parent=parent,
         tables=tables,

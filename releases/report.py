@@ -7,7 +7,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from .card import PRETTY, TEMPLATES
+from .card import TEMPLATES
 from .manifest import REPORT, record_artifacts, recorded_validation
 from .reader import Release, open_release
 
@@ -43,7 +43,7 @@ def render_report(release: Release) -> str:
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, autoescape=select_autoescape())
     return env.get_template("report.html.j2").render(
         m=m,
-        pretty=PRETTY.get(release.benchmark, release.benchmark),
+        pretty=release.pretty_name,
         stats=stats,
         funnel_png=_inline_png(release, "funnel.png" if "funnel.png" in by_file else None),
         convergence_png=_inline_png(release, "convergence.png" if "convergence.png" in by_file else None),

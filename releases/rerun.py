@@ -114,6 +114,19 @@ def draft_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
     return data_differences(existing, draft) + differences(old, new)
 
 
+def published_rerun(draft: ReleaseDraft, releases_root: Path) -> Path | None:
+    """The release already published as ``draft`` when the draft is a rerun of it (same data,
+    configuration and models): publish nothing, return it. None when the version is free;
+    refused, naming the difference, when it holds another release."""
+    existing = releases_root / draft.benchmark / draft.version
+    if not (existing / MANIFEST).is_file():
+        return None
+    diffs = draft_differences(open_release(existing), draft)
+    if diffs:
+        raise refusal(draft.benchmark, draft.version, diffs)
+    return existing
+
+
 def refuse_changed_version(settings: Settings, benchmark: str, version: str) -> None:
     """Before a run: refuse when ``version`` is published with another configuration or models."""
     target = settings.releases_root / benchmark / version

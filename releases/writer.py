@@ -10,11 +10,9 @@ import math
 import os
 import secrets
 import shutil
-from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets import Features
 
@@ -22,12 +20,12 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.tables import write_table
 
 from .card import render_card
-from .draft import BENCHMARKS, CONFIGS, ReleaseDraft
+from .draft import ReleaseDraft
 from .embed_images import embed_images, hf_features, with_hf_metadata
 from .errors import ReleaseError, ReleaseExists, ReleaseInvalid
 from .manifest import build_manifest, seal
 from .plots import write_plots
-from .reader import DATA_DIR, ID_COLUMNS, LEDGER_FILE, QUARANTINE_FILE, shard_name
+from .reader import DATA_DIR, LEDGER_FILE, QUARANTINE_FILE, shard_name
 from .validation import validate_release
 from .versions import check_successor
 
@@ -35,15 +33,13 @@ DEFAULT_SHARD_ROWS = 5000
 
 
 def _check_draft(draft: ReleaseDraft, target: Path) -> None:
-    if draft.benchmark not in BENCHMARKS:
-        raise ReleaseError(f"unknown benchmark {draft.benchmark!r}; expected one of {list(BENCHMARKS)}")
     check_successor(draft.version, draft.parent)
-    expected = set(CONFIGS[draft.benchmark])
+    expected = set(draft.kind.configs)
     if set(draft.tables) != expected:
         raise ReleaseError(f"{draft.benchmark} release needs tables {sorted(expected)}, got {sorted(draft.tables)}")
     if target.exists():
         raise ReleaseExists(f"release {draft.benchmark} {draft.version} already exists at {target}; releases are immutable")
-    config, _ = ID_COLUMNS[draft.benchmark]
+    config = draft.kind.samples_config
     if draft.tables[config].num_rows == 0:
         raise ReleaseError(f"release {draft.benchmark} {draft.version} has no rows in {config!r}; nothing to publish")
 
@@ -69,51 +65,21 @@ def write_shards(table: pa.Table, folder: Path, config: str, max_rows: int,
     return names, features, nbytes
 
 
-def _counts(column: pa.ChunkedArray) -> Counter:
-    return Counter({row["values"]: row["counts"] for row in pc.value_counts(column).to_pylist()})
-
-
-def distributions(benchmark: str, tables: dict[str, pa.Table]) -> dict[str, tuple[str, str, dict[str, int]]]:
-    """Counts worth a bar chart in the card and report: title -> (x label, y label, counts)."""
-    if benchmark == "deflectionbench":
-        test = tables["test"]
-        negatives = _counts(pc.list_value_length(test.column("negative_contexts")))
-        return {
-            "samples per source": ("source", "samples", dict(_counts(test.column("source")).most_common())),
-            "negative contexts per sample": ("negative contexts", "samples",
-                                             {str(k): negatives[k] for k in sorted(negatives)}),
-        }
-    if benchmark == "reflectv":
-        released = tables["trajectories"]
-        depth = _counts(released.column("depth"))
-        return {
-            "samples per domain": ("domain", "samples", dict(_counts(released.column("domain")).most_common())),
-            "trajectory depth (turns to convergence)": ("turns to convergence", "trajectories",
-                                                        {str(k): depth[k] for k in sorted(depth)}),
-        }
-    sentences = Counter(len(s) for s in tables["qa"].column("sentences").to_pylist())
-    return {
-        "documents by modality": ("modality", "cited documents",
-                                  dict(Counter(tables["documents"].column("modality").to_pylist()).most_common())),
-        "sentences per answer": ("sentences", "answers", {str(k): sentences[k] for k in sorted(sentences)}),
-    }
-
-
 def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, max_rows: int) -> None:
     (folder / DATA_DIR).mkdir(parents=True)
     shards: dict[str, list[str]] = {}
     rows: dict[str, int] = {}
     sizes: dict[str, int] = {}  # bytes in memory (Arrow), the card's num_bytes
     features = {}
-    for config in CONFIGS[draft.benchmark]:
+    for config in draft.kind.configs:
         shards[config], features[config], sizes[config] = write_shards(
             draft.tables[config], folder / DATA_DIR, config, max_rows, store)
         rows[config] = draft.tables[config].num_rows
     draft.ledger.write(folder / LEDGER_FILE)
     write_table(draft.quarantine, folder / QUARANTINE_FILE)
-    plots = write_plots(draft.statistics, distributions(draft.benchmark, draft.tables), folder / "plots")
+    plots = write_plots(draft.statistics, draft.kind.distributions(draft.tables), folder / "plots")
     manifest = {**build_manifest(draft, rows, sizes, shards, target), "plots": plots}
-    (folder / "README.md").write_text(render_card(manifest, features, plots))
+    (folder / "README.md").write_text(render_card(manifest, features, plots, draft.kind))
     seal(folder, manifest)
 
 
@@ -129,7 +95,7 @@ def write_release(
     temp.mkdir(parents=True)
     try:
         _build(draft, temp, target, store, max_rows_per_shard)
-        outcome = validate_release(temp)
+        outcome = validate_release(temp, draft.kind)
         if not outcome.success:
             raise ReleaseInvalid(
                 f"release {draft.benchmark} {draft.version} failed validation: " + "; ".join(outcome.failures),

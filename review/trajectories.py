@@ -47,7 +47,7 @@ from mmcurate.core.tables import jsonl_objects, write_table
 from mmcurate.models.client import ModelPool
 from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
-from mmcurate.releases.reflectv import DISCARDED
+from mmcurate.releases.reflectv_schema import DISCARDED
 
 SUBSETS = ("discarded", "raw", "clean")  # Table 6's D_noise, D_raw, D_clean
 LABELS = {"discarded": "D_noise (discarded)", "raw": "D_raw (unfiltered)", "clean": "D_clean (released)"}

@@ -138,6 +138,13 @@ class SourceAdapter(ABC):
     def source_files(self) -> list[Path]:
         """The raw files this adapter reads (for manifests: sha256 and provenance)."""
 
+    @classmethod
+    def parts(cls, root: Path, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """Independent parts of ``root`` to ingest apart, e.g. in parallel: each part's key and
+        the options that ingest only it. Merged in this order (``sources.ingest.merge_ingests``)
+        they give the same result as one ingest of the whole. Empty: the source is one part."""
+        return []
+
     def count_records(self) -> int | None:
         """How many raw records the root holds, counted without building samples (an upper
         bound on the samples an ingest yields, for ``mmcurate plan``); None when no cheap

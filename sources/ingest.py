@@ -80,6 +80,11 @@ def _collector_spares_older_objects() -> Iterator[None]:
         gc.unfreeze()
 
 
+def source_parts(source: str, root: Path | str, options: dict[str, Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The parts of a source root to ingest apart (``SourceAdapter.parts``); [] for one ingest."""
+    return adapter_class(source).parts(Path(root), options or {})
+
+
 def ingest(
     source: str,
     root: Path | str,

@@ -30,7 +30,7 @@ Lines skipped this way are not validated (``prefilter=False`` parses and checks 
 line); a skipped post is counted under the rule its raw line already fails. Lines are
 parsed with orjson, falling back to ``json`` for what only it accepts (``NaN``, huge
 integers, lone surrogates), so results and reasons are those of ``json``. A month is the
-unit of parallel work: ``ingest_pair`` ingests one pair into its own folder and
+unit of parallel work: ``RedditSource.parts`` gives one part per pair, ingested into its own folder, and
 ``sources.ingest.merge_ingests`` joins the folders in ``dump_pairs`` order. Comments are
 joined within their pair only: in monthly dumps, answers written in the month after their
 post (posts of a month's last days) are not seen.
@@ -63,11 +63,9 @@ from pydantic import Field
 
 from mmcurate.core.text import has_sentences
 from mmcurate.core.errors import ImageRejected, SourceError
-from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter
-from .ingest import IngestResult, ingest
 from .reddit_lines import UNSURE_LINK, CommentLines, PostLines, links_to
 from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, every_line, parse_object, read_lines
 
@@ -270,6 +268,13 @@ class RedditSource(SourceAdapter):
                 raise SourceError(f"reddit: no dump pair {', '.join(unknown)} under {self.root}")
             self.pairs = [known[key] for key in dict.fromkeys(self.options.pairs)]
 
+    @classmethod
+    def parts(cls, root: Path, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """One part per dump pair (``dump_pairs``), unless the options already choose pairs."""
+        if "pairs" in options:
+            return []
+        return [(pair.key, {**options, "pairs": [pair.key]}) for pair in dump_pairs(Path(root))]
+
     def source_files(self) -> list[Path]:
         return [path for pair in self.pairs for path in pair.files]
 
@@ -386,20 +391,6 @@ class RedditSource(SourceAdapter):
         if isinstance(comment.get("permalink"), str):
             meta["permalink"] = comment["permalink"]
         yield Located(locator, Sample(self.name, f"{post.post_id}/{comment_id}", post.title, [body], list(post.images), meta=meta))
-
-
-def ingest_pair(
-    root: Path | str,
-    key: str,
-    out: Path | str,
-    images: Path | str | None = None,
-    options: dict[str, Any] | None = None,
-    store: ImageStore | None = None,
-) -> IngestResult:
-    """Ingest one dump pair of ``root`` (a month ``"2023-01"`` or a subreddit ``"r/pics"``,
-    see ``dump_pairs``) into its own folder ``out``: the unit to run in parallel. Merge the
-    results with ``merge_ingests`` in ``dump_pairs`` order."""
-    return ingest("reddit", root, out, images=images, options={**(options or {}), "pairs": [key]}, store=store)
 
 
 def _preview_url(post: dict[str, Any]) -> str | None:

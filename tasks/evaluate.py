@@ -1,8 +1,6 @@
 """Evaluation tasks: answer with one model and grade; write the results and the artifact.
-
-A run in which every answer call failed raises instead of writing a table: a table of
-nothing but failures would read as a result. Partial failures are written and counted.
-"""
+What a run with failed calls may write is decided once, by ``evaluation.failures``, in the
+evaluation flows."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,23 +13,19 @@ from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
+from mmcurate.core.specs import is_lexical
 from mmcurate.evaluation.crag import crag_judge, crag_note, crag_score, token_counter
 from mmcurate.evaluation.graders import METRICS, make_grader
 from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa, kept_note
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.report import write_evaluation
-from mmcurate.evaluation.scenarios import FAILED, EvaluationError, evaluate
+from mmcurate.evaluation.scenarios import evaluate
 from mmcurate.judging.session import open_models
 from mmcurate.retrieval.encoders import cross_modal_encoder, text_encoder
 from mmcurate.retrieval.rag import RagCorpus
 from mmcurate.retrieval.rerank import reranker
 
 from .models import prefect_secret
-
-
-def _all_failed(model: str, failed: int, total: int, first_error: str | None) -> EvaluationError:
-    return EvaluationError(f"all {total} answer calls to model {model!r} failed ({failed} failed calls); "
-                           f"nothing written. First error: {first_error}")
 
 
 @task(name="answer-scenarios", cache_policy=NO_CACHE)
@@ -42,9 +36,6 @@ def answer_scenarios(samples: pa.Table, settings: Settings, model: str, scenario
         results = evaluate(samples, models.pool, models.judge, model, scenarios, n_negatives, abstention, seed,
                            run_id, modality_analysis, system)
         calls = models.counter.rows()
-    failed = pc.sum(pc.equal(results["grade"], FAILED)).as_py() or 0
-    if results.num_rows and failed == results.num_rows:
-        raise _all_failed(model, failed, results.num_rows, results["error"][0].as_py())
     return results, calls
 
 
@@ -85,14 +76,11 @@ def answer_reflvqa(qa: list[dict], documents: pa.Table, settings: Settings, mode
                                cfg.answer_max_tokens, run_id, cfg.cutoff)
         calls = models.counter.rows()
     answered = pc.sum(pc.equal(run.answers["status"], ANSWERED)).as_py() or 0
-    failed = run.counts["failed_calls"]
-    if run.answers.num_rows and failed == run.answers.num_rows:
-        raise _all_failed(model, failed, run.answers.num_rows, run.answers["error"][0].as_py())
     components = {**corpus.components, **{f"{m}_evaluator": g.name for m, g in graders.items()}}
     notes = [note for note in [corpus.image_note, kept_note(run.answers, cfg.cutoff, cfg.candidates)] if note]
-    lexical = sorted({g.name for g in graders.values() if g.name.startswith("lexical")})
+    lexical = sorted({g.name for g in graders.values() if is_lexical(g.name)})
     if lexical:
-        notes.append(f"{', '.join(m for m, g in graders.items() if g.name.startswith('lexical'))} graded by the "
+        notes.append(f"{', '.join(m for m, g in graders.items() if is_lexical(g.name))} graded by the "
                      f"lexical stand-in ({', '.join(lexical)}): token overlap, not an evaluator model.")
     if answered == 0:
         notes.append("no answer had readable citations: every metric is empty")

@@ -1,13 +1,15 @@
 """Ingest tasks: one per source, skipped when the same root was already ingested.
 
-A Reddit dump folder with several month pairs (or per-subreddit pairs) is ingested one pair
-per task on the flow's task runner (threads, Dask or Ray workers, like the curation stages),
-each into its own folder, then merged in ``dump_pairs`` order: the same result, byte for
-byte, whichever worker finished first. A finished pair is not ingested again after a crash.
+A source whose root splits into independent parts (``SourceAdapter.parts``: a Reddit dump
+folder's month pairs or per-subreddit pairs) is ingested one part per task on the flow's task
+runner (threads, Dask or Ray workers, like the curation stages), each into its own folder,
+then merged in the parts' order: the same result, byte for byte, whichever worker finished
+first. A finished part is not ingested again after a crash.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from prefect import task, unmapped
@@ -17,8 +19,7 @@ from mmcurate.core.config import SourceSpec
 from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.core.tables import read_table
-from mmcurate.sources.ingest import IngestResult, ingest, ingest_folder, load_ingest, merge_ingests
-from mmcurate.sources.reddit import dump_pairs, ingest_pair
+from mmcurate.sources.ingest import IngestResult, ingest, ingest_folder, load_ingest, merge_ingests, source_parts
 
 
 @task(name="ingest-source", cache_policy=NO_CACHE, task_run_name="ingest-{spec.name}")
@@ -27,10 +28,10 @@ def ingest_whole(spec: SourceSpec, out: Path, workdir: Path) -> IngestResult:
                   store=ImageStore(workdir / "images"))
 
 
-@task(name="ingest-dump-pair", cache_policy=NO_CACHE, task_run_name="ingest-reddit-{key}")
-def ingest_dump_pair(spec: SourceSpec, key: str, out: Path, workdir: Path) -> IngestResult:
-    return load_ingest(out) or ingest_pair(spec.root, key, out, images=spec.images, options=spec.options,
-                                           store=ImageStore(workdir / "images"))
+@task(name="ingest-part", cache_policy=NO_CACHE, task_run_name="ingest-{spec.name}-{key}")
+def ingest_part(spec: SourceSpec, key: str, options: dict[str, Any], out: Path, workdir: Path) -> IngestResult:
+    return load_ingest(out) or ingest(spec.name, spec.root, out, images=spec.images, options=options,
+                                      store=ImageStore(workdir / "images"))
 
 
 @task(name="merge-ingests", cache_policy=NO_CACHE)
@@ -44,13 +45,13 @@ def ingest_source(spec: SourceSpec, workdir: Path) -> IngestResult:
     done = load_ingest(out)
     if done is not None:
         return done
-    pairs = dump_pairs(spec.root) if spec.name == "reddit" and "pairs" not in spec.options else []
-    if len(pairs) < 2:
+    parts = source_parts(spec.name, spec.root, spec.options)
+    if len(parts) < 2:
         return ingest_whole(spec, out, workdir)
-    keys = [pair.key for pair in pairs]
+    keys = [key for key, _ in parts]
     folders = [out / "parts" / key.replace("/", "_") for key in keys]
-    parts = ingest_dump_pair.map(unmapped(spec), keys, folders, unmapped(workdir))
-    return merge_parts(parts.result(), out)
+    futures = ingest_part.map(unmapped(spec), keys, [options for _, options in parts], folders, unmapped(workdir))
+    return merge_parts(futures.result(), out)
 
 
 def load_samples(results: list[IngestResult], limits: list[int | None] | None = None) -> tuple[pa.Table, pa.Table]:

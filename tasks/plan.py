@@ -6,36 +6,42 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from mmcurate.benchmarks import Benchmark
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
-from mmcurate.planning.bill import build_plan
 from mmcurate.planning.plan import Plan
 from mmcurate.releases.reader import list_versions
 
 
 @task(name="plan", cache_policy=NO_CACHE)
-def plan_run(settings: Settings, benchmark: str, samples: int) -> Plan:
+def plan_run(settings: Settings, benchmark: Benchmark, samples: int) -> Plan | None:
     """The bill of this run for its ``samples``, at the retention of the benchmark's latest
     release under ``releases_root`` (the paper's funnel when there is none, or when that
-    release cannot be read as rates)."""
-    versions = list_versions(settings.releases_root, benchmark)
-    retention = str(settings.releases_root / benchmark / versions[-1]) if versions else None
+    release cannot be read as rates); None for a benchmark without a planner."""
+    planner = benchmark.planner()
+    if planner is None:
+        get_run_logger().info(f"plan: mmcurate has no cost model of {benchmark.name} curation")
+        return None
+    versions = list_versions(settings.releases_root, benchmark.name)
+    retention = str(settings.releases_root / benchmark.name / versions[-1]) if versions else None
     try:
-        plan = build_plan(settings, benchmark, samples, retention)
+        plan = planner(settings, samples, retention)
     except MmcurateError as exc:
         if retention is None:
             raise
         get_run_logger().warning(f"plan: no rates from {retention} ({exc}); using the paper's funnel")
-        plan = build_plan(settings, benchmark, samples)
-    create_table_artifact(key=f"{benchmark}-plan", table=plan.table(),
-                          description=f"{benchmark}: planned requests, tokens, GPU-hours and cost for {samples:,} "
-                                      f"samples; retention: {plan.rates_from}")
+        plan = planner(settings, samples, None)
+    create_table_artifact(key=f"{benchmark.name}-plan", table=plan.table(),
+                          description=f"{benchmark.name}: planned requests, tokens, GPU-hours and cost for "
+                                      f"{samples:,} samples; retention: {plan.rates_from}")
     return plan
 
 
 @task(name="plan-vs-spent", cache_policy=NO_CACHE)
-def report_spent(plan: Plan, calls: list[dict]) -> list[dict]:
+def report_spent(plan: Plan | None, calls: list[dict]) -> list[dict]:
     """The plan beside the run's call-counter rows (requests, calls, cache hits, usage tokens)."""
+    if plan is None:
+        return []
     rows = plan.against(calls)
     create_table_artifact(key=f"{plan.benchmark}-plan-vs-spent", table=rows,
                           description=f"{plan.benchmark}: planned vs spent per step and model")

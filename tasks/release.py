@@ -1,4 +1,5 @@
-"""Publishing tasks: assemble the release draft, write it (validated) and report it."""
+"""Publishing tasks: write the release draft (validated) and report it, or return the release
+it reruns."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,24 +11,18 @@ from prefect.cache_policies import NO_CACHE
 from mmcurate.core.images import ImageStore
 from mmcurate.releases.completeness import check_complete
 from mmcurate.releases.draft import ReleaseDraft
-from mmcurate.releases.reader import open_release
-from mmcurate.releases.rerun import draft_differences, refusal
+from mmcurate.releases.rerun import published_rerun
 from mmcurate.releases.writer import write_release
 
 
 @task(name="publish-release", cache_policy=NO_CACHE)
 def publish_release(draft: ReleaseDraft, releases_root: Path, images: Path, allow_incomplete: bool = False) -> Path:
     """Write the release; the writer validates it and refuses to publish a failing one. A run
-    whose failures held samples out is refused unless ``allow_incomplete`` (completeness.py).
-
-    A rerun equal to the existing release of that version (data, configuration, models)
-    publishes nothing and returns the existing release; any difference is refused, naming it."""
+    whose failures held samples out is refused unless ``allow_incomplete`` (completeness.py);
+    a rerun of a published release returns it (``releases.rerun.published_rerun``)."""
     check_complete(draft, allow_incomplete)
-    existing = releases_root / draft.benchmark / draft.version
-    if (existing / "manifest.json").is_file():
-        diffs = draft_differences(open_release(existing), draft)
-        if diffs:
-            raise refusal(draft.benchmark, draft.version, diffs)
+    existing = published_rerun(draft, releases_root)
+    if existing is not None:
         get_run_logger().info(f"{draft.benchmark} {draft.version} exists with identical content: unchanged")
         return existing
     for name, rows in draft.statistics.items():

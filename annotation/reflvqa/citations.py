@@ -34,16 +34,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.images import ImageStore, store_folder
 from mmcurate.core.ledger import Decision
-from mmcurate.core.schema import SENTENCE
+from mmcurate.core.schema import QUARANTINE, SENTENCE
 from mmcurate.core.specs import CrossModalSpec, CutoffSpec, EntailmentSpec, KBSpec, Lexical, MiniLM, TextEncoderSpec
 from mmcurate.core.stages import Stage, StageContext, StageResult
+from mmcurate.core.tables import rows_to_table
 from mmcurate.judging.entailment import EntailmentJudge, LLMEntailment, Support, entailment_judge, image_support
 from mmcurate.retrieval.cutoffs import apply_cutoff
 from mmcurate.retrieval.encoders import TextEncoder, text_encoder
@@ -84,6 +87,16 @@ def knowledge_base(corpora: list[KBSpec], limit: int | None, images: list[str],
                    image_corpus: str = IMAGE_CORPUS) -> pa.Table:
     """The retrieval corpus a release ships: the text documents, then the image documents."""
     return pa.concat_tables([load_corpora(corpora, limit), image_documents(images, image_corpus)])
+
+
+def image_corpus(folder: Path | None, store: ImageStore, candidates: pa.Table) -> tuple[list[str], pa.Table]:
+    """The image documents (sha256s in ``store``) and the quarantine rows of unusable files:
+    every image under ``folder``, or without one the candidate posts' own images."""
+    if folder is None:
+        return sorted({sha for shas in candidates["images"].to_pylist() for sha in shas if sha in store}), \
+            QUARANTINE.empty_table()
+    images, rejected = store_folder(store, folder)
+    return images, rows_to_table([r.to_row("image_corpus") for r in rejected], QUARANTINE)
 
 
 Wanted = tuple[dict[str, Any], int, str]  # (sample row, sentence index, sentence text)

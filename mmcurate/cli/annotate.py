@@ -22,6 +22,14 @@ annotate_app = typer.Typer(
 )
 app.add_typer(annotate_app, name="annotate")
 
+def _judges(release: Path):
+    """The review of the evaluation judge of ``release``'s benchmark (``mmcurate.benchmarks``)."""
+    from mmcurate.benchmarks import get
+    from mmcurate.releases.reader import open_release
+
+    return get(open_release(release).benchmark).judges()
+
+
 EvaluationOpt = Annotated[Optional[list[Path]], typer.Option(
     "--evaluation", help="an evaluation output folder (answers.parquet); repeat: judge decisions instead of citations")]
 
@@ -37,13 +45,11 @@ def export(
 ) -> None:
     """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv."""
     from mmcurate.review.citations import export_batch
-    from mmcurate.review.judges import export_judge_batch
 
     if evaluation:
-        result = export_judge_batch(release, evaluation, out, n=n, seed=seed)
+        result = _judges(release).export(release, evaluation, out, n=n, seed=seed)
         per_model = ", ".join(f"{m}: {k}" for m, k in result.per_model.items())
-        unit = "answers" if result.benchmark == "reflvqa" else "decisions"
-        typer.echo(f"exported {result.items} {result.benchmark} judge items ({unit} per model: {per_model}) "
+        typer.echo(f"exported {result.items} {result.benchmark} judge items ({result.unit} per model: {per_model}) "
                    f"-> {result.jsonl}, {result.csv}")
         return
     batch = export_batch(release, n, out, seed=seed, rejected=rejected)
@@ -60,10 +66,9 @@ def import_(
 ) -> None:
     """Validate labels; write agreement (and, for citations, DIR/human_verified.parquet); print it."""
     from mmcurate.review.citations import import_labels
-    from mmcurate.review.judges import import_judge_labels
 
     if evaluation:
-        judged = import_judge_labels(release, evaluation, labels, out)
+        judged = _judges(release).import_labels(release, evaluation, labels, out)
         typer.echo(f"{judged.items} items from {len(judged.annotators)} annotator(s) "
                    f"({', '.join(judged.annotators)}) -> {judged.path}")
         typer.echo(judged.markdown.rstrip())

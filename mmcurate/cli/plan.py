@@ -16,14 +16,19 @@ def plan(
                                                    "in the workdir, else the sources' raw record counts)")] = None,
     retention: Annotated[Optional[str], typer.Option("--retention", help="'paper' (default) or an earlier "
                                                      "release folder (a dry run's, too) to take retention from")] = None,
-    benchmark: Annotated[Optional[str], typer.Option("--benchmark", help="deflectionbench or reflvqa "
+    benchmark: Annotated[Optional[str], typer.Option("--benchmark", help="a benchmark of the config "
                                                      "(default: every section of the config)")] = None,
 ) -> None:
     """Expected requests, prompt and completion tokens, GPU-hours and judge cost per stage and model."""
+    from mmcurate.benchmarks import get
     from mmcurate.core.config import load_config
-    from mmcurate.planning.bill import BENCHMARKS, build_plan
 
     settings = load_config(config)
-    wanted = [benchmark] if benchmark else [b for b in BENCHMARKS if getattr(settings, b) is not None]
-    for name in wanted:
-        typer.echo(build_plan(settings, name, samples, retention).render())
+    if benchmark is not None:
+        settings.section(get(benchmark).name)
+    for name in [benchmark] if benchmark else list(settings.sections()):
+        planner = get(name).planner()
+        if planner is None:
+            typer.echo(f"{name}: mmcurate has no cost model of its curation yet")
+            continue
+        typer.echo(planner(settings, samples, retention).render())

@@ -52,9 +52,10 @@ def diff(old: ReleaseArg, new: ReleaseArg) -> None:
 @app.command()
 def validate(release: ReleaseArg) -> None:
     """Run the Great Expectations suite; write RELEASE/quality/ (results JSON, Data Docs); exit 1 on failure."""
+    from mmcurate.benchmarks import get
     from mmcurate.releases.validation import DATA_DOCS_DIR, validate_release
 
-    outcome = validate_release(release)
+    outcome = validate_release(release, get(open_release(release).benchmark).release_kind())
     for note in outcome.notes:
         typer.echo(f"note: {note}")
     for failure in outcome.failures:

@@ -2,16 +2,18 @@
 
 Arguments and the config are checked before Prefect starts, so a mistake is one line at
 once; the flow then runs through ``session.run_flow`` (its own temporary Prefect API,
-prompt interrupts, exit codes).
+prompt interrupts, exit codes). The benchmarks, their flows and their evaluation options
+come from the registry (``mmcurate.benchmarks``).
 """
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+
+from mmcurate.benchmarks import Benchmark, curated
 
 from .app import app
 from .session import run_flow
@@ -23,6 +25,9 @@ ConfigOpt = Annotated[Path, typer.Option("--config", help="pipeline config (YAML
 VersionOpt = Annotated[Optional[str], typer.Option("--version", help="release version (default: the config's)")]
 IncompleteOpt = Annotated[bool, typer.Option(
     "--allow-incomplete", help="publish even if failed model calls held samples out (the card says so)")]
+# an evaluation option as the flows name it -> as the user types it
+FLAGS = {"scenarios": "--scenario", "n_negatives": "--negatives", "abstention": "--abstention",
+         "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system"}
 
 
 def _prefect_defaults() -> None:
@@ -34,101 +39,78 @@ def _prefect_defaults() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
-def _prepare(config: Path, benchmark: str, version: str | None) -> Any:
-    """Everything a curation run can refuse before it starts: the config, its sources, a
-    published version with other settings; returns the task runner the config asks for."""
-    from mmcurate.core.config import load_config
-    from mmcurate.releases.rerun import refuse_changed_version
+def _curate(benchmark: Benchmark, config: Path, version: str | None, allow_incomplete: bool) -> None:
+    """Run the benchmark's curation flow on the configured task runner, after every check that
+    can be made before it starts (``benchmarks.begin_curation``)."""
+    from mmcurate.benchmarks.curation import begin_curation
     from mmcurate.tasks.runners import make_task_runner
 
-    settings = load_config(config)
-    section = settings.section(benchmark)
-    settings.check_sources(benchmark)
-    refuse_changed_version(settings, benchmark, version or section.version)
-    return make_task_runner(settings.task_runner)
-
-
-def _curate(benchmark: str, config: Path, version: str | None, allow_incomplete: bool) -> None:
-    """Run the curation flow ``flows/<benchmark>.py`` on the configured task runner."""
     _prefect_defaults()
-    runner = _prepare(config, benchmark, version)
-    flow = getattr(importlib.import_module(f"mmcurate.flows.{benchmark}"), benchmark).with_options(task_runner=runner)
+    run = begin_curation(config, benchmark.name, version)
+    flow = benchmark.flow("curate").with_options(task_runner=make_task_runner(run.settings.task_runner))
     typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
 
 
-@run_app.command("deflectionbench")
-def run_deflectionbench(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
-                        allow_incomplete: IncompleteOpt = False) -> None:
-    """Curate VLM-DeflectionBench (Algorithm 1) and publish a validated release."""
-    _curate("deflectionbench", config, version, allow_incomplete)
-
-
-@run_app.command("reflvqa")
-def run_reflvqa(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
+def _curation_command(benchmark: Benchmark) -> None:
+    def command(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
                 allow_incomplete: IncompleteOpt = False) -> None:
-    """Curate RefLVQA (long-form visual QA with sentence-level citations)."""
-    _curate("reflvqa", config, version, allow_incomplete)
+        _curate(benchmark, config, version, allow_incomplete)
+
+    command.__doc__ = f"Curate {benchmark.title}."
+    run_app.command(benchmark.name)(command)
 
 
-@run_app.command("reflectv")
-def run_reflectv(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
-                 allow_incomplete: IncompleteOpt = False) -> None:
-    """Curate ReflectV (reflective, visually grounded multi-turn trajectories, MIRROR)."""
-    _curate("reflectv", config, version, allow_incomplete)
+for _benchmark in curated():
+    _curation_command(_benchmark)
 
 
 @app.command("evaluate")
 def evaluate(
-    release: Annotated[Path, typer.Argument(help="a DeflectionBench or RefLVQA release folder")],
+    release: Annotated[Path, typer.Argument(help="a release folder")],
     model: Annotated[str, typer.Option("--model", help="a model name from --config, or a YAML file with one model spec")],
     config: ConfigOpt = Path("configs/demo.yaml"),
-    scenario: Annotated[Optional[list[str]], typer.Option("--scenario", help="repeat; default: all four")] = None,
-    negatives: Annotated[Optional[list[int]], typer.Option("--negatives", help="n for realistic (1-10); repeat")] = None,
+    scenario: Annotated[Optional[list[str]], typer.Option("--scenario", help="DeflectionBench: repeat; default: all four")] = None,
+    negatives: Annotated[Optional[list[int]], typer.Option(
+        "--negatives", help="DeflectionBench: n for realistic (1-10); repeat")] = None,
     abstention: Annotated[Optional[list[str]], typer.Option(
-        "--abstention", help="none, soft, moderate or severe; repeat for a strictness table")] = None,
+        "--abstention", help="DeflectionBench: none, soft, moderate or severe; repeat for a strictness table")] = None,
     strictness_sweep: Annotated[bool, typer.Option(
-        "--strictness-sweep", help="all four abstention levels and the table across them")] = False,
+        "--strictness-sweep", help="DeflectionBench: all four abstention levels and the table across them")] = False,
     modality_analysis: Annotated[bool, typer.Option(
-        "--modality-analysis", help="also realistic with text / image / multimodal negatives (Table 5)")] = False,
+        "--modality-analysis", help="DeflectionBench: also realistic with text / image / multimodal negatives")] = False,
+    system: Annotated[Optional[str], typer.Option(
+        "--system", help="answering system: plain, or verify-first (CRUISE's gate; DeflectionBench)")] = None,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
-    system: Annotated[str, typer.Option(
-        "--system", help="answering system: plain, or verify-first (CRUISE's gate; DeflectionBench)")] = "plain",
+    allow_incomplete: Annotated[bool, typer.Option(
+        "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)")] = False,
 ) -> None:
-    """Evaluate one model: DeflectionBench's four scenarios, or a RefLVQA RAG run (by the release)."""
+    """Evaluate one model on a release, as its benchmark's paper does (the options a benchmark takes
+    are its own; see the README)."""
+    from mmcurate.benchmarks import get
     from mmcurate.core.config import load_config
     from mmcurate.core.errors import MmcurateError
-    from mmcurate.evaluation.scenarios import SCENARIOS, check_system, plan_jobs
-    from mmcurate.gating.prompts import DEFAULT_ABSTENTION, STRICTNESS_LEVELS
     from mmcurate.releases.reader import open_release
 
     # every input is checked before Prefect starts: a bad one is one line, exit 2
-    bench = open_release(release)
+    benchmark = get(open_release(release).benchmark)
+    if benchmark.evaluation is None:
+        raise MmcurateError(f"mmcurate has no evaluation of {benchmark.name} releases")
     load_config(config).add_model(model)
-    if strictness_sweep and abstention:
-        raise MmcurateError("give --abstention levels or --strictness-sweep, not both")
-    levels = list(STRICTNESS_LEVELS) if strictness_sweep else (abstention or [DEFAULT_ABSTENTION])
-    check_system(system, bench.benchmark)
-    if bench.benchmark == "reflvqa":
-        given = [name for name, value in (("--scenario", scenario), ("--negatives", negatives),
-                                          ("--abstention", abstention), ("--strictness-sweep", strictness_sweep),
-                                          ("--modality-analysis", modality_analysis)) if value]
-        if given:
-            raise MmcurateError(f"{', '.join(given)}: DeflectionBench options; {release} is a RefLVQA release")
-    scenarios, counts = scenario or list(SCENARIOS), negatives or [1, 2, 5, 10]
-    plan_jobs(scenarios, counts, levels, modality_analysis)
+    given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
+                             "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
+                             "system": system}
+    arguments = benchmark.evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
 
     _prefect_defaults()
-    from mmcurate.flows.evaluate import evaluate_release
-
-    run_flow(lambda: evaluate_release(
-        release=str(release.resolve()), model=model, config=str(config.resolve()),
-        scenarios=scenarios, n_negatives=counts, abstention=levels,
-        modality_analysis=modality_analysis, out=str(out.resolve()) if out else None, system=system))
+    flow = benchmark.evaluation_flow()
+    typer.echo(run_flow(lambda: flow(release=str(release.resolve()), model=model, config=str(config.resolve()),
+                                     out=str(out.resolve()) if out else None, allow_incomplete=allow_incomplete,
+                                     **arguments)))
 
 
 @app.command("recurate")
 def recurate(
-    release: Annotated[Path, typer.Argument(help="the DeflectionBench release to re-curate")],
+    release: Annotated[Path, typer.Argument(help="the release to re-curate")],
     add_model: Annotated[list[str], typer.Option("--add-model", help="model name or YAML spec file; repeat")],
     config: Annotated[Optional[Path], typer.Option("--config", help="default: the release's own config")] = None,
     version: VersionOpt = None,
@@ -136,12 +118,11 @@ def recurate(
 ) -> None:
     """Gate a release with new models only; publish the next minor version beside it (or under the
     config's releases_root) with its diff."""
-    _prefect_defaults()
+    from mmcurate.benchmarks import get
     from mmcurate.releases.reader import open_release
 
-    open_release(release)
-    from mmcurate.flows.recurate import recurate as recurate_flow
-
-    typer.echo(run_flow(lambda: recurate_flow(release=str(release.resolve()), add_model=add_model,
-                                              config=str(config.resolve()) if config else None, version=version,
-                                              allow_incomplete=allow_incomplete)))
+    _prefect_defaults()
+    flow = get(open_release(release).benchmark).flow("recurate")
+    typer.echo(run_flow(lambda: flow(release=str(release.resolve()), add_model=add_model,
+                                     config=str(config.resolve()) if config else None, version=version,
+                                     allow_incomplete=allow_incomplete)))

@@ -1,11 +1,14 @@
-"""A dead model: every answer call fails, so the evaluation stops with the count instead of
-writing a table of failures (partial failures are written and counted)."""
+"""Failed answer calls in an evaluation: the answering tasks record them (grade FAILED, status
+failed) and count them; one policy (``evaluation.failures``) decides for every benchmark what
+may be written: a complete run, or an incomplete one the user allowed; never a run in which
+every call failed."""
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
 
 from mmcurate.core.config import ModelSpec, Settings
+from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.scenarios import EvaluationError
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
 from mmcurate.tasks.evaluate import answer_reflvqa, answer_scenarios
@@ -18,21 +21,30 @@ def settings(tmp_path, default):
                                                                           default=default)})
 
 
-def test_deflectionbench_all_failed_raises_with_the_count(tmp_path, make):
-    rows = make.table([make.sample(str(i), f"Q-{i}?", ["Paris"]) for i in range(2)])
-    with pytest.raises(EvaluationError, match=r"all 4 answer calls to model 'dead' failed .*nothing written"):
-        answer_scenarios.fn(rows, settings(tmp_path, None), "dead", ["oracle", "parametric"], [2], ["moderate"], 0, "r")
+def test_the_policy_for_every_benchmark():
+    assert check_failures("m", 0, 4, None) is None
+    with pytest.raises(EvaluationError, match=r"1 of 4 answer calls to model 'm' failed \(first: boom\); nothing was "
+                                              r"summarised; .*--allow-incomplete"):
+        check_failures("m", 1, 4, "boom")
+    assert check_failures("m", 1, 4, "boom", allow_incomplete=True) == (
+        "Incomplete run: 1 of 4 answer calls to m failed for good (first: boom).")
+    with pytest.raises(EvaluationError, match=r"all 4 answer calls to model 'm' failed; nothing written"):
+        check_failures("m", 4, 4, "boom", allow_incomplete=True)
+
+
+def test_deflectionbench_failures_are_recorded_and_counted(tmp_path, make):
     alive = make.table([make.sample("a", "Q-ALIVE?", ["Paris"]), make.sample("b", "Q-B?", ["Paris"])])
     results, calls = answer_scenarios.fn(alive, settings(tmp_path, None), "dead", ["oracle"], [2], ["moderate"], 0, "r")
-    assert sorted(results["grade"].to_pylist()) == ["CORRECT", "FAILED"]  # partial: written, counted
+    assert sorted(results["grade"].to_pylist()) == ["CORRECT", "FAILED"]
     assert sum(r["failures"] for r in calls) == 1
 
 
-def test_reflvqa_all_failed_raises_with_the_count(tmp_path):
+def test_reflvqa_failures_are_recorded_and_counted(tmp_path):
     qa = [{"sample_id": "q", "question": "Q-DEAD?", "images": [], "answer": "x",
            "sentences": [{"index": 0, "text": "x", "fact_checkable": True, "text_citations": ["d"],
                           "image_citations": [], "flagged": False}]}]
     kb = pa.Table.from_pylist([{"doc_id": "d", "modality": "text", "text": "Q-DEAD answer", "image": None,
                                 "title": "D"}], schema=KNOWLEDGE_BASE)
-    with pytest.raises(EvaluationError, match=r"all 1 answer calls to model 'dead' failed"):
-        answer_reflvqa.fn(qa, kb, settings(tmp_path, None), "dead", "r")
+    run, _, _, calls = answer_reflvqa.fn(qa, kb, settings(tmp_path, None), "dead", "r")
+    assert run.answers["status"].to_pylist() == ["failed"] and run.counts["failed_calls"] == 1
+    assert sum(r["failures"] for r in calls) == 1

@@ -20,13 +20,13 @@ def test_evaluation_answers_every_scenario_and_prints_the_table(tmp_path_factory
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.logging.handlers import APILogHandler
 
-    from mmcurate.flows.evaluate import evaluate_release
+    from mmcurate.flows.evaluate_deflectionbench import evaluate_deflectionbench
 
     home, release = flowkit.baseline(tmp_path_factory, fixtures_root)
     n = len(open_release(release).sample_ids)
     assert n > 0
-    state = evaluate_release(release=str(release), model="vlm-reader", config=str(home / "config.yaml"),
-                             n_negatives=[1, 2], return_state=True)
+    state = evaluate_deflectionbench(release=str(release), model="vlm-reader", config=str(home / "config.yaml"),
+                                     n_negatives=[1, 2], return_state=True)
     out = Path(state.result())
     table = (out / "table.md").read_text()
     for scenario in ("parametric", "oracle", "realistic", "adversarial"):

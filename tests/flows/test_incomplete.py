@@ -86,6 +86,6 @@ def test_evaluating_a_dead_model_fails_with_the_count(tmp_path, fixtures_root, p
     release = Path(deflectionbench(config=str(config)))
     n = len(open_release(release).sample_ids)
     with pytest.raises(MmcurateError) as failed:
-        evaluate_release(release=str(release), model="dead", config=str(config), scenarios=["oracle"])
+        evaluate_release(release=str(release), model="dead", config=str(config), options={"scenarios": ["oracle"]})
     assert str(failed.value).startswith(f"all {n} answer calls to model 'dead' failed")
     assert not (tmp_path / "work" / "evaluations").exists()

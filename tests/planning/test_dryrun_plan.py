@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from mmcurate.core.config import load_config
-from mmcurate.planning.bill import build_plan
+from mmcurate.planning.bill import deflection_bill
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def _made(release: Path) -> dict[str, int]:
 
 def test_planned_requests_are_within_15_percent_of_the_run(dryrun):
     config, release = dryrun
-    plan = build_plan(load_config(config), "deflectionbench", retention=str(release))
+    plan = deflection_bill(load_config(config), retention=str(release))
     assert plan.samples == 80  # the ingests in the workdir, six sources
     made = _made(release)
     planned = {stage: sum(r.requests for r in plan.rows if r.stage == stage) for stage in ("I", "III")}

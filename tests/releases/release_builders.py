@@ -14,7 +14,9 @@ from mmcurate.core.ids import sample_id as make_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Decision, ledger_table
 from mmcurate.core.schema import QUARANTINE, SAMPLE
+from mmcurate.releases.deflection import KIND as DEFLECTION
 from mmcurate.releases.draft import ReleaseDraft
+from mmcurate.releases.reflvqa import KIND as REFLVQA
 
 SEED = 7
 K_MIN = 3
@@ -107,7 +109,7 @@ def deflection_draft(rows: list[dict], version: str = "1.0.0", parent: str | Non
          {"source": "webqa", "locator": "data.json:9", "reason": "missing answer", "raw": None}], schema=QUARANTINE)
     config = {"deflectionbench": {"k_min": K_MIN, "seed": SEED, "version": version, "source_mix": source_mix or {}}}
     return ReleaseDraft(
-        benchmark="deflectionbench", version=version, parent=parent,
+        kind=DEFLECTION, version=version, parent=parent,
         tables={"test": pa.Table.from_pylist(rows, schema=TEST_SCHEMA)},
         ledger=ledger_table(decisions if decisions is not None else decisions_for(rows), run_id=f"run-{version}"),
         quarantine=quarantine, config=config,
@@ -153,7 +155,7 @@ def reflvqa_draft(tables: dict[str, list[dict]], version: str = "1.0.0") -> Rele
     schemas = {"qa": QA_SCHEMA, "documents": DOCUMENTS_SCHEMA, "knowledge_base": KB_SCHEMA}
     ids = [r["sample_id"] for r in tables["qa"]]
     return ReleaseDraft(
-        benchmark="reflvqa", version=version, parent=None,
+        kind=REFLVQA, version=version, parent=None,
         tables={name: pa.Table.from_pylist(rows, schema=schemas[name]) for name, rows in tables.items()},
         ledger=ledger_table([Decision(s, "factcheck", "sentences_v1", "keep") for s in ids], run_id="r1"),
         quarantine=QUARANTINE.empty_table(), config={"reflvqa": {"seed": 0}},

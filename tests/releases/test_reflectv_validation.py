@@ -12,8 +12,9 @@ from mmcurate.annotation.reflectv.turns import render_turn, tool_call
 from mmcurate.core.ledger import ledger_table
 from mmcurate.core.schema import QUARANTINE
 from mmcurate.releases.draft import ReleaseDraft
+from mmcurate.releases.reflectv import KIND
 from mmcurate.releases.errors import ReleaseInvalid
-from mmcurate.releases.reflectv import DIALOGUE
+from mmcurate.releases.reflectv_schema import DIALOGUE
 from mmcurate.releases.writer import write_release
 
 THINK = "I was wrong. I should look again at the long whiskers, as indicated by a red point in the image."
@@ -32,7 +33,7 @@ def _draft(shas: list[str], first_turn: str, rho: float = 0.75) -> ReleaseDraft:
                                {"answer": "a cat", "score": 10, "feedback": "Yes."}],
                   "fate": "multi_turn", "reason": None} for r in rows]
     return ReleaseDraft(
-        benchmark="reflectv", version="1.0.0", parent=None,
+        kind=KIND, version="1.0.0", parent=None,
         tables={"trajectories": pa.Table.from_pylist(rows, schema=TRAJECTORY),
                 "dialogues": pa.Table.from_pylist(dialogues, schema=DIALOGUE)},
         ledger=ledger_table([], "r"),

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mmcurate.review.judges import (
-    balanced, export_judge_batch, import_judge_labels, relevance_bin,
-)
+from mmcurate.review.deflection_judges import REVIEW as DEFLECTION
+from mmcurate.review.judges import balanced
+from mmcurate.review.reflvqa_judges import REVIEW as REFLVQA, relevance_bin
 from mmcurate.core.errors import MmcurateError
 from mmcurate.evaluation.reflvqa import ANSWERS, GRADES
 from mmcurate.evaluation.scenarios import RESULTS
@@ -33,7 +33,8 @@ def write_release(root: Path, benchmark: str, tables: dict[str, list[dict]]) -> 
     (root / "data").mkdir(parents=True)
     for config, rows in tables.items():
         pq.write_table(pa.Table.from_pylist(rows), root / "data" / f"{config}-00000-of-00001.parquet")
-    (root / "manifest.json").write_text(json.dumps({"benchmark": benchmark}))
+    (root / "manifest.json").write_text(json.dumps({"benchmark": benchmark, "version": "1.0.0", "files": {},
+                                                    "counts": {}, "shards": {c: [] for c in tables}}))
     return root
 
 
@@ -95,21 +96,21 @@ def test_balanced_spreads_over_groups_and_fills_short_ones():
 
 def test_export_is_balanced_per_model_and_scenario_and_blind(deflection, tmp_path):
     release, runs = deflection
-    result = export_judge_batch(release, [runs["A"], runs["B"]], tmp_path / "batch", n=4, seed=3)
+    result = DEFLECTION.export(release, [runs["A"], runs["B"]], tmp_path / "batch", n=4, seed=3)
     assert result.benchmark == "deflectionbench" and result.per_model == {"A": 4, "B": 4}
     rows = [json.loads(line) for line in result.jsonl.read_text().splitlines()]
     assert Counter(r["scenario"] for r in rows if r["model"] == "A") == Counter(SCENARIOS)  # one per scenario
     assert all("grade" not in r and "decision" not in r and r["label"] == "" for r in rows)  # people label blind
     assert rows[0]["gold_answers"].startswith("gold ") and " | alias " in rows[0]["gold_answers"]
-    everything = export_judge_batch(release, [runs["A"], runs["B"]], tmp_path / "all", seed=3)  # n = 100
+    everything = DEFLECTION.export(release, [runs["A"], runs["B"]], tmp_path / "all", seed=3)  # n = 100
     assert everything.per_model == {"A": 8, "B": 4}  # FAILED and JUDGE_ERROR rows are no decisions
 
 
 def test_table7_by_hand(deflection, tmp_path):
     release, runs = deflection
-    batch = export_judge_batch(release, [runs["A"], runs["B"]], tmp_path / "batch").jsonl
+    batch = DEFLECTION.export(release, [runs["A"], runs["B"]], tmp_path / "batch").jsonl
     labelled = label(batch, tmp_path / "rater.csv", "rater", human_a)
-    result = import_judge_labels(release, [runs["A"], runs["B"]], [labelled], tmp_path / "agreement")
+    result = DEFLECTION.import_labels(release, [runs["A"], runs["B"]], [labelled], tmp_path / "agreement")
     per_model = {r["model"]: r for r in result.report["per_model"]}
     assert per_model["A"]["items"] == 8 and per_model["A"]["agreement"] == pytest.approx(0.75)
     assert per_model["A"]["kappa"] == pytest.approx(0.6)
@@ -126,10 +127,10 @@ def test_table7_by_hand(deflection, tmp_path):
 
 def test_two_raters_majority_and_their_own_agreement(deflection, tmp_path):
     release, runs = deflection
-    batch = export_judge_batch(release, [runs["A"]], tmp_path / "batch").jsonl
+    batch = DEFLECTION.export(release, [runs["A"]], tmp_path / "batch").jsonl
     first = label(batch, tmp_path / "one.jsonl", "one", human_a)
     second = label(batch, tmp_path / "two.jsonl", "two", lambda row: "INCORRECT")
-    result = import_judge_labels(release, [runs["A"]], [first, second], tmp_path / "agreement")
+    result = DEFLECTION.import_labels(release, [runs["A"]], [first, second], tmp_path / "agreement")
     # the two agree only where rater one says INCORRECT (3 items): the rest are ties, left out
     assert result.report["ties"] == 5 and result.report["per_model"][0]["items"] == 3
     between = json.loads(result.path.read_text())["between_annotators"]
@@ -138,16 +139,16 @@ def test_two_raters_majority_and_their_own_agreement(deflection, tmp_path):
 
 def test_bad_judge_labels_name_file_and_line(deflection, tmp_path):
     release, runs = deflection
-    batch = export_judge_batch(release, [runs["A"]], tmp_path / "batch").jsonl
+    batch = DEFLECTION.export(release, [runs["A"]], tmp_path / "batch").jsonl
     bad = label(batch, tmp_path / "bad.jsonl", "x", lambda row: "MAYBE")
     with pytest.raises(MmcurateError, match=r"bad\.jsonl:1: label is 'MAYBE'; expected CORRECT, INCORRECT"):
-        import_judge_labels(release, [runs["A"]], [bad], tmp_path / "out")
+        DEFLECTION.import_labels(release, [runs["A"]], [bad], tmp_path / "out")
     with pytest.raises(MmcurateError, match=r"is not a decision of the given evaluations"):
-        import_judge_labels(release, [runs["B"]], [label(batch, tmp_path / "ok.jsonl", "x", human_a)], tmp_path / "o")
+        DEFLECTION.import_labels(release, [runs["B"]], [label(batch, tmp_path / "ok.jsonl", "x", human_a)], tmp_path / "o")
     with pytest.raises(MmcurateError, match="no answers.parquet"):
-        export_judge_batch(release, [tmp_path], tmp_path / "b2")
+        DEFLECTION.export(release, [tmp_path], tmp_path / "b2")
     with pytest.raises(MmcurateError, match="immutable"):
-        import_judge_labels(release, [runs["A"]], [bad], release / "inside")
+        DEFLECTION.import_labels(release, [runs["A"]], [bad], release / "inside")
 
 
 # ---------------------------------------------------------------------------- RefLVQA evaluators
@@ -201,7 +202,7 @@ def rate(row):
 
 def test_reflvqa_export_takes_whole_answers(reflvqa, tmp_path):
     release, folder = reflvqa
-    result = export_judge_batch(release, [folder], tmp_path / "batch", n=2, seed=0)
+    result = REFLVQA.export(release, [folder], tmp_path / "batch", n=2, seed=0)
     rows = [json.loads(line) for line in result.jsonl.read_text().splitlines()]
     assert result.per_model == {"M": 2}
     by_answer = Counter(r["item_id"].split("|")[1] for r in rows)
@@ -214,9 +215,9 @@ def test_reflvqa_export_takes_whole_answers(reflvqa, tmp_path):
 
 def test_reflvqa_pearson_and_kappa_by_hand(reflvqa, tmp_path):
     release, folder = reflvqa
-    batch = export_judge_batch(release, [folder], tmp_path / "batch").jsonl
+    batch = REFLVQA.export(release, [folder], tmp_path / "batch").jsonl
     labelled = label(batch, tmp_path / "h.jsonl", "h", rate)
-    result = import_judge_labels(release, [folder], [labelled], tmp_path / "agreement")
+    result = REFLVQA.import_labels(release, [folder], [labelled], tmp_path / "agreement")
     g, r, c = (result.report[m] for m in ("groundedness", "relevance", "completeness"))
     assert g["answers"] == 3 and g["pearson"] == pytest.approx(0.72058, abs=1e-5)
     assert g["kappa"] == pytest.approx(2 / 7)
@@ -229,10 +230,10 @@ def test_reflvqa_pearson_and_kappa_by_hand(reflvqa, tmp_path):
 
 def test_reflvqa_ratings_are_checked(reflvqa, tmp_path):
     release, folder = reflvqa
-    batch = export_judge_batch(release, [folder], tmp_path / "batch").jsonl
+    batch = REFLVQA.export(release, [folder], tmp_path / "batch").jsonl
     bad = label(batch, tmp_path / "bad.jsonl", "h", lambda row: "0.7" if "|groundedness|" in row["item_id"] else "8")
     with pytest.raises(MmcurateError, match=r"bad\.jsonl:1: rating is '0\.7'; expected 1, 0\.5 or 0 for groundedness"):
-        import_judge_labels(release, [folder], [bad], tmp_path / "out")
+        REFLVQA.import_labels(release, [folder], [bad], tmp_path / "out")
     assert [relevance_bin(v) for v in (1, 3, 4, 5, 6, 7)] == ["not relevant"] * 2 + ["partially relevant"] * 2 + ["relevant"] * 2
 
 

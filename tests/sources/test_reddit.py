@@ -21,7 +21,7 @@ from mmcurate.core.records import Rejected, Sample
 from mmcurate.sources.base import Located
 from mmcurate.sources.ingest import ingest, merge_ingests
 from mmcurate.sources.reddit import (
-    RedditOptions, RedditSource, answer_skip_reason, as_int, flag, image_refs, ingest_pair, is_question, is_survey,
+    RedditOptions, RedditSource, answer_skip_reason, as_int, flag, image_refs, is_question, is_survey,
     post_skip_reason,
 )
 
@@ -370,7 +370,14 @@ def test_per_subreddit_dumps_with_flags_as_text(root: Path, tmp_path: Path) -> N
         ("dogs_submissions.zst", "no dogs_comments.zst beside it: subreddit cannot be joined")]
 
 
+def ingest_pair(root: Path, key: str, out: Path):
+    return ingest("reddit", root, out, options={"pairs": [key]})
+
+
 def test_months_ingested_apart_and_merged_equal_one_ingest(root: Path, result, tmp_path: Path) -> None:
+    assert [(key, options) for key, options in RedditSource.parts(root, {})] == [
+        ("2023-01", {"pairs": ["2023-01"]}), ("2023-02", {"pairs": ["2023-02"]})]
+    assert RedditSource.parts(root, {"pairs": ["2023-01"]}) == []  # already one part
     parts = [ingest_pair(root, key, tmp_path / key) for key in ("2023-01", "2023-02")]
     assert [p.source_files for p in parts] == [[str(root / "RS_2023-01.zst"), str(root / "RC_2023-01.zst")],
                                                [str(root / "RS_2023-02.zst"), str(root / "RC_2023-02.zst")]]

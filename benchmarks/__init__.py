@@ -1,0 +1,9 @@
+"""The benchmarks mmcurate curates and evaluates, one ``Benchmark`` object each, registered in
+``registry`` (light to import: parts load when used); ``curation.begin_curation`` is every
+curation run's first step."""
+from __future__ import annotations
+
+from .benchmark import Benchmark, Evaluation
+from .registry import BENCHMARKS, curated, get
+
+__all__ = ["BENCHMARKS", "Benchmark", "Evaluation", "curated", "get"]

@@ -1,0 +1,97 @@
+"""One object per benchmark: everything that differs between benchmarks, in one place.
+
+A ``Benchmark`` names its config section and release folder (``name``), the source adapters
+it reads, what its releases are, its flows, its evaluation, its plan and its human review of
+judges. Commands and flows ask the registry (``mmcurate.benchmarks.get``) instead of
+comparing benchmark names, so adding a benchmark is one module here and one line in
+``registry.py``.
+
+A benchmark names its parts by import path, ``"package.module:attribute"``, loaded when
+they are used (as ``sources.ADAPTERS`` names adapters): the registry imports nothing heavy,
+so ``mmcurate --help`` answers at once and any layer may consult it, and the parts (release
+kinds, planners, flows, which sit in layers above and below) keep their own places.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mmcurate.core.errors import MmcurateError
+
+if TYPE_CHECKING:
+    from mmcurate.core.config import Settings
+    from mmcurate.planning.plan import Plan
+    from mmcurate.releases.kind import ReleaseKind
+    from mmcurate.review.judges import JudgeReview
+
+Planner = Callable[["Settings", "int | None", "str | None"], "Plan"]
+
+
+def load(path: str) -> Any:
+    """The object at ``"package.module:attribute"``."""
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """How a benchmark's releases are evaluated.
+
+    ``flow`` takes ``release``, ``model``, ``config``, ``out`` and ``allow_incomplete`` plus
+    the ``options`` it lists (flow parameter names); ``check`` (a function's path) validates
+    and completes the options a user gave before any flow starts, returning the flow's
+    keyword arguments; without one the options pass as given."""
+
+    flow: str
+    options: tuple[str, ...] = ()
+    check: str | None = None
+
+    def arguments(self, benchmark: str, given: Mapping[str, Any], flags: Mapping[str, str]) -> dict[str, Any]:
+        """``given`` (option name -> value, only what the user set) checked against what this
+        evaluation takes; ``flags`` spells an option as the user typed it (``--scenario``)."""
+        foreign = [flags.get(name, name) for name in given if name not in self.options]
+        if foreign:
+            takes = ", ".join(flags.get(name, name) for name in self.options) or "none"
+            raise MmcurateError(f"{', '.join(foreign)}: not an option of the {benchmark} evaluation "
+                                f"(its options: {takes})")
+        return load(self.check)(dict(given)) if self.check else dict(given)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str  # the config section, the release folder, the word on the command line
+    title: str  # what ``mmcurate run <name> --help`` says it curates
+    paper: str  # the seed paper it follows (shared/seeds/<file>)
+    sources: tuple[str, ...]  # the source adapters its curation reads
+    release: str | None = None  # its ``releases.kind.ReleaseKind``; None: evaluated here, not curated
+    curate: str | None = None  # the curation flow
+    recurate: str | None = None  # the re-curation flow (next minor version with new models)
+    evaluation: Evaluation | None = None
+    plan: str | None = None  # its ``Planner``: requests, tokens and cost of a curation run, before it starts
+    judge_review: str | None = None  # its ``review.judges.JudgeReview`` (annotate --evaluation)
+
+    def release_kind(self) -> ReleaseKind:
+        return load(self._required("release", "releases"))
+
+    def planner(self) -> Planner | None:
+        return load(self.plan) if self.plan else None
+
+    def judges(self) -> JudgeReview:
+        return load(self._required("judge_review", "review of its evaluation's judge"))
+
+    def flow(self, which: str) -> Any:
+        """The Prefect flow ``which`` (``curate``, ``recurate``) of this benchmark."""
+        return load(self._required(which, f"{which} flow"))
+
+    def evaluation_flow(self) -> Any:
+        if self.evaluation is None:
+            raise MmcurateError(f"mmcurate has no evaluation of {self.name} releases")
+        return load(self.evaluation.flow)
+
+    def _required(self, part: str, what: str) -> str:
+        path = getattr(self, part)
+        if path is None:
+            raise MmcurateError(f"{self.name} has no {what} in mmcurate")
+        return path

@@ -1,0 +1,16 @@
+"""RefLVQA (seed 004): long-form visual QA from Reddit with sentence-level citations."""
+from __future__ import annotations
+
+from .benchmark import Benchmark, Evaluation
+
+BENCHMARK = Benchmark(
+    name="reflvqa",
+    title="RefLVQA (long-form visual QA with sentence-level citations)",
+    paper="004_ab89136aadc415d7.txt",
+    sources=("reddit",),
+    release="mmcurate.releases.reflvqa:KIND",
+    curate="mmcurate.flows.reflvqa:reflvqa",
+    evaluation=Evaluation(flow="mmcurate.flows.evaluate_reflvqa:evaluate_reflvqa"),
+    plan="mmcurate.planning.bill:reflvqa_bill",
+    judge_review="mmcurate.review.reflvqa_judges:REVIEW",
+)

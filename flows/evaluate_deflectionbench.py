@@ -1,0 +1,65 @@
+"""DeflectionBench's evaluation (seed 003, section 4): one model, four scenarios.
+
+    parametric   no context          oracle       gold contexts only
+    realistic    gold + n negatives  adversarial  negatives only
+
+Every answer is judged (SimpleQA rubric); accuracy, deflection, hallucination and the
+truthfulness score per scenario and per source; with several abstention levels the
+strictness sweep, with ``modality_analysis`` the negative-modality table. The answers
+are also CRAG-scored (first 75 tokens; perfect / acceptable / missing / incorrect). The
+answering ``system`` is ``plain`` or ``verify-first`` (CRUISE's gate around the model);
+a non-plain run's default folder carries the system's name, so it never overwrites the
+plain run.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from mmcurate.core.config import load_config
+from mmcurate.core.ids import new_run_id
+from mmcurate.core.images import ImageStore
+from mmcurate.evaluation.failures import check_failures
+from mmcurate.evaluation.runs import evaluation_folder
+from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVE_COUNTS, FAILED, PLAIN, SCENARIOS
+from mmcurate.releases.reader import open_release
+from mmcurate.releases.unembed import canonical_samples
+from mmcurate.tasks.evaluate import answer_scenarios, score_crag, summarise
+
+DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+
+
+@flow(name="evaluate-deflectionbench", log_prints=True)
+def evaluate_deflectionbench(
+    release: str,
+    model: str,
+    config: str = str(DEMO_CONFIG),
+    out: str | None = None,
+    allow_incomplete: bool = False,
+    scenarios: list[str] = list(SCENARIOS),
+    n_negatives: list[int] = list(DEFAULT_NEGATIVE_COUNTS),
+    abstention: list[str] = ["moderate"],
+    modality_analysis: bool = False,
+    system: str = PLAIN,
+) -> str:
+    settings = load_config(config)
+    name = settings.add_model(model).name
+    bench = open_release(release)
+    target = evaluation_folder(settings, bench, name if system == PLAIN else f"{name}-{system}", out)
+    samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
+    seed = int(bench.manifest.get("seed", 0))
+    results, calls = answer_scenarios(samples, settings, name, scenarios, n_negatives, abstention, seed,
+                                      new_run_id(), modality_analysis, system)
+    failed = [error for grade, error in zip(results["grade"].to_pylist(), results["error"].to_pylist())
+              if grade == FAILED]
+    incomplete = check_failures(name, len(failed), results.num_rows, failed[0] if failed else None, allow_incomplete)
+    crag, crag_note, crag_calls = score_crag(results, samples, settings)
+    calls += crag_calls
+    title = (f"{name} on {bench.benchmark} {bench.version} ({', '.join(abstention)} abstention, {system} system)"
+             + (f". {incomplete}" if incomplete else ""))
+    table = summarise(results, target, title, crag, crag_note)
+    print(table)
+    print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
+          f"failed: {sum(r['failures'] for r in calls)}")
+    return str(target)

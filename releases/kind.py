@@ -1,0 +1,39 @@
+"""What one benchmark's releases are: their Hugging Face configs, card text and checks.
+
+A benchmark's release builder (``releases/<benchmark>.py``) defines its ``ReleaseKind``;
+the draft carries it to the writer, which publishes exactly its configs, draws its
+distributions and runs its Great Expectations suite; the registry (``mmcurate.benchmarks``)
+names it for commands that start from a release on disk (``validate``). A written release
+describes itself: its manifest records the benchmark, the pretty name, the split, and the
+configs in order, the first of which holds one row per sample.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from .reader import Release
+    from .validation import FrameCheck
+
+Distribution = tuple[str, str, dict[str, int]]  # x label, y label, counts
+Checks = Callable[["Release"], tuple[list["FrameCheck"], list[str]]]
+Distributions = Callable[[Mapping[str, pa.Table]], dict[str, Distribution]]
+
+
+@dataclass(frozen=True)
+class ReleaseKind:
+    benchmark: str  # the manifest's ``benchmark`` and the release folder's parent
+    pretty: str  # the card's title, e.g. "VLM-DeflectionBench"
+    description: str  # the card's opening paragraph
+    configs: tuple[str, ...]  # Hugging Face configs in order; the first holds one row per sample
+    checks: Checks  # the Great Expectations suite of a written release, and notes on what it skipped
+    distributions: Distributions  # counts worth a bar chart in the card and report
+    split: str = "test"  # every config's split: "test" for an evaluation set, "train" for a training set
+
+    @property
+    def samples_config(self) -> str:
+        return self.configs[0]

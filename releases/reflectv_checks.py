@@ -1,0 +1,47 @@
+"""ReflectV's Great Expectations suite: the turn-format validator's rules, rho, and the
+dialogues' scores and fates."""
+from __future__ import annotations
+
+import great_expectations.expectations as gxe
+
+from mmcurate.annotation.reflectv.formatting import MULTI, SINGLE
+from mmcurate.annotation.reflectv.turns import RULES as TURN_RULES
+from mmcurate.core.domains import DOMAINS
+
+from . import reflectv_frames as rf
+from .reader import Release
+from .reflectv_schema import FATES
+from .validation import FrameCheck, columns_rule, sample_rules
+
+
+def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
+    """The turn-format validator's rules as expectations (``turns_breaking_<rule>`` = 0), plus
+    the share of multi-turn chains against rho and the dialogues' scores."""
+    trajectories = release.table("trajectories")
+    frame = rf.trajectory_frame(trajectories)
+    rho = float(((release.manifest.get("config") or {}).get("reflectv") or {}).get("rho", 0.75))
+    rules = [
+        *sample_rules(trajectories.column_names, rf.TRAJECTORY_DERIVED, ("question_chars", "n_answers")),
+        gxe.ExpectColumnValuesToBeInSet(column="format", value_set=[MULTI, SINGLE]),
+        gxe.ExpectColumnValuesToBeInSet(column="domain", value_set=list(DOMAINS)),
+        gxe.ExpectColumnValuesToBeBetween(column="n_turns", min_value=1),
+        gxe.ExpectColumnValuesToBeInSet(column="turns_match_format", value_set=[True]),
+        gxe.ExpectColumnValuesToBeInSet(column="first_turn_original", value_set=[True]),
+        *(gxe.ExpectColumnValuesToBeBetween(column=f"turns_breaking_{rule}", min_value=0, max_value=0)
+          for rule in TURN_RULES),
+    ]
+    dialogues = release.table("dialogues")
+    return [
+        FrameCheck("trajectories", frame, "sample_id", rules),
+        FrameCheck("composition", rf.composition_frame(trajectories, rho), None, [
+            gxe.ExpectColumnValuesToBeInSet(column="meets_rho", value_set=[True])]),
+        FrameCheck("dialogues", rf.dialogue_frame(dialogues), "sample_id", [
+            columns_rule(dialogues.column_names, rf.DIALOGUE_DERIVED),
+            gxe.ExpectColumnValuesToBeUnique(column="sample_id"),
+            gxe.ExpectColumnValuesToBeInSet(column="fate", value_set=list(FATES)),
+            gxe.ExpectColumnValuesToBeInSet(column="n_scores_match_depth", value_set=[True]),
+            gxe.ExpectColumnValuesToBeBetween(column="min_score", min_value=0, max_value=10),
+            gxe.ExpectColumnValuesToBeBetween(column="max_score", min_value=0, max_value=10),
+            gxe.ExpectColumnValuesToBeInSet(column="images_decode", value_set=[True]),
+        ]),
+    ], []

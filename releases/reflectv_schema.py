@@ -1,0 +1,29 @@
+"""The ``dialogues`` config of a ReflectV release: every dialogue with its fate."""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from mmcurate.annotation.reflectv.formatting import MULTI, SINGLE
+
+DIALOGUE_TURN = pa.struct([pa.field("answer", pa.string(), nullable=False),
+                           pa.field("score", pa.int32(), nullable=False),
+                           pa.field("feedback", pa.string(), nullable=False)])
+DIALOGUE = pa.schema(
+    [
+        pa.field("sample_id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("source_id", pa.string(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("question", pa.string(), nullable=False),
+        pa.field("answers", pa.list_(pa.string()), nullable=False),
+        pa.field("image", pa.string(), nullable=False),
+        pa.field("origin", pa.string(), nullable=False),  # built | ingested
+        pa.field("depth", pa.int32(), nullable=False),
+        pa.field("dialogue", pa.list_(DIALOGUE_TURN), nullable=False),
+        pa.field("fate", pa.string(), nullable=False),  # multi_turn | single_turn | discarded | dropped
+        pa.field("reason", pa.string()),
+        pa.field("chain_issue", pa.string()),  # why a stage after the filter rejected the multi-turn chain
+    ]
+)
+DISCARDED, DROPPED = "discarded", "dropped"
+FATES = (MULTI, SINGLE, DISCARDED, DROPPED)

@@ -1,0 +1,118 @@
+"""The benchmark registry: every benchmark's parts load, commands and checks come from it, and
+no library code decides by comparing benchmark names."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import mmcurate.cli.run
+from mmcurate.benchmarks import BENCHMARKS, get
+from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.core.errors import ConfigError, MmcurateError
+from mmcurate.releases.errors import ReleaseError
+
+REPO = Path(__file__).resolve().parents[2]
+LIBRARY = [p for p in REPO.glob("*/**/*.py")
+           if p.parts[len(REPO.parts)] not in ("tests", "bench", "benchmarks", ".venv", "build")]
+
+
+@pytest.mark.parametrize("name", list(BENCHMARKS))
+def test_every_part_of_every_benchmark_loads(name):
+    benchmark = get(name)
+    assert benchmark.name == name and (REPO.parent / "shared" / "seeds" / benchmark.paper).name == benchmark.paper
+    kind = benchmark.release_kind()
+    assert kind.benchmark == name and kind.configs and callable(kind.checks) and callable(kind.distributions)
+    assert benchmark.flow("curate").name == name
+    for source in benchmark.sources:
+        from mmcurate.sources import adapter_class
+
+        assert adapter_class(source).__name__
+    if benchmark.evaluation is not None:
+        assert callable(benchmark.evaluation_flow())
+        assert benchmark.evaluation.arguments(name, {}, {}) is not None
+    if benchmark.judge_review is not None:
+        assert benchmark.judges().benchmark == name
+    if benchmark.plan is not None:
+        assert callable(benchmark.planner())
+
+
+def test_unknown_benchmark_and_missing_parts_are_one_line():
+    with pytest.raises(ConfigError, match="unknown benchmark 'pope'; known: deflectionbench, reflvqa, reflectv"):
+        get("pope")
+    with pytest.raises(MmcurateError, match="reflectv has no recurate flow in mmcurate"):
+        get("reflectv").flow("recurate")
+
+
+def test_evaluation_options_are_checked_against_the_benchmark():
+    flags = mmcurate.cli.run.FLAGS
+    with pytest.raises(MmcurateError, match=r"^--scenario, --system: not an option of the reflvqa evaluation "
+                                            r"\(its options: none\)$"):
+        get("reflvqa").evaluation.arguments("reflvqa", {"scenarios": ["oracle"], "system": "plain"}, flags)
+    options = get("deflectionbench").evaluation.arguments("deflectionbench", {"strictness_sweep": True}, flags)
+    assert options["abstention"] == ["none", "soft", "moderate", "severe"] and options["system"] == "plain"
+    with pytest.raises(MmcurateError, match="not both"):
+        get("deflectionbench").evaluation.arguments("deflectionbench", {"strictness_sweep": True,
+                                                                        "abstention": ["soft"]}, flags)
+
+
+def test_run_commands_are_the_curated_benchmarks():
+    commands = {c.name for c in mmcurate.cli.run.run_app.registered_commands}
+    assert commands == {b.name for b in BENCHMARKS.values() if b.curate}
+
+
+CONFIG = """
+workdir: work
+releases_root: releases
+models:
+  reader: {{backend: scripted, script: reader.jsonl}}
+deflectionbench:
+  sources: [{{name: {source}, root: {root}}}]
+  gating: {{pool: [reader]}}
+"""
+
+
+def _config(tmp_path: Path, source: str) -> Path:
+    (tmp_path / "reader.jsonl").write_text('{"when_all": ["x"], "answer": "y"}\n')
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG.format(source=source, root=tmp_path))
+    return path
+
+
+def test_a_curation_refuses_what_it_can_before_any_work(tmp_path):
+    with pytest.raises(ConfigError, match="deflectionbench source 'reddit': deflectionbench reads infoseek, evqa"):
+        begin_curation(_config(tmp_path, "reddit"), "deflectionbench")
+    with pytest.raises(ReleaseError, match="release version '1.0' is not a semantic version"):
+        begin_curation(_config(tmp_path, "webqa"), "deflectionbench", "1.0")
+    run = begin_curation(_config(tmp_path, "webqa"), "deflectionbench", "2.0.0")
+    assert (run.version, run.benchmark.name, run.section.sources[0].name) == ("2.0.0", "deflectionbench", "webqa")
+
+
+def test_cli_refuses_a_bad_version_before_prefect_starts(tmp_path, monkeypatch, capsys):
+    def refuse(call):
+        raise AssertionError("the command started a flow run")
+
+    monkeypatch.setattr(mmcurate.cli.run, "run_flow", refuse)
+    monkeypatch.setattr(sys, "argv", ["mmcurate", "run", "deflectionbench", "--config",
+                                      str(_config(tmp_path, "webqa")), "--version", "1.0"])
+    from mmcurate.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "is not a semantic version" in err
+
+
+COMPARISON = re.compile(r"""(==|!=)\s*["'](?P<a>[a-z-]+)["']|["'](?P<b>[a-z-]+)["']\s*(==|!=)|\bin\s*\(\s*["'](?P<c>[a-z-]+)["']""")
+
+
+def test_no_library_code_compares_benchmark_names():
+    found = []
+    for path in LIBRARY:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for match in COMPARISON.finditer(line):
+                if (match["a"] or match["b"] or match["c"]) in BENCHMARKS:
+                    found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert found == []
