@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mmcurate.tasks.prefect_api import MODULE, reap_stale
+from mmcurate.tasks.prefect_api import MODULE, _alive, reap_stale
 
 import flowkit  # noqa: E402
 
@@ -32,14 +32,6 @@ def _wait(condition, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
         time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _run_until_held(tmp_path: Path, fixtures: Path, stub: flowkit.StubModel) -> tuple[subprocess.Popen, int, Path]:
