@@ -18,7 +18,6 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.core.tables import read_table
 from mmcurate.sources.ingest import IngestResult, ingest, ingest_folder, load_ingest, merge_ingests
-from mmcurate.sources.reddit import dump_pairs, ingest_pair
 
 
 @task(name="ingest-source", cache_policy=NO_CACHE, task_run_name="ingest-{spec.name}")
@@ -29,6 +28,8 @@ def ingest_whole(spec: SourceSpec, out: Path, workdir: Path) -> IngestResult:
 
 @task(name="ingest-dump-pair", cache_policy=NO_CACHE, task_run_name="ingest-reddit-{key}")
 def ingest_dump_pair(spec: SourceSpec, key: str, out: Path, workdir: Path) -> IngestResult:
+    from mmcurate.sources.reddit import ingest_pair  # Reddit code only where Reddit is read
+
     return load_ingest(out) or ingest_pair(spec.root, key, out, images=spec.images, options=spec.options,
                                            store=ImageStore(workdir / "images"))
 
@@ -44,7 +45,12 @@ def ingest_source(spec: SourceSpec, workdir: Path) -> IngestResult:
     done = load_ingest(out)
     if done is not None:
         return done
-    pairs = dump_pairs(spec.root) if spec.name == "reddit" and "pairs" not in spec.options else []
+    if spec.name == "reddit" and "pairs" not in spec.options:
+        from mmcurate.sources.reddit import dump_pairs  # Reddit code only where Reddit is read
+
+        pairs = dump_pairs(spec.root)
+    else:
+        pairs = []
     if len(pairs) < 2:
         return ingest_whole(spec, out, workdir)
     keys = [pair.key for pair in pairs]
