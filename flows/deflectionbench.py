@@ -9,13 +9,12 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from prefect import flow
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.core.config import load_config
+from mmcurate.core.config import bundled_config, load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.releases.deflection import deflection_draft
@@ -26,7 +25,7 @@ from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="deflectionbench", log_prints=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 from prefect import flow
 
-from mmcurate.core.config import Settings, load_config
+from mmcurate.core.config import Settings, bundled_config, load_config
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
@@ -33,7 +33,7 @@ from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
 from mmcurate.releases.unembed import canonical_rows, canonical_samples
 from mmcurate.tasks.evaluate import answer_reflvqa, answer_scenarios, score_crag, summarise, summarise_reflvqa
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="evaluate", log_prints=True)

@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from prefect import flow
 
@@ -22,7 +21,7 @@ from mmcurate.annotation.reflectv.grounding import GroundAndMark
 from mmcurate.annotation.reflectv.reflection import WriteReflections
 from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter
 from mmcurate.annotation.reflectv.visual import VisualCheck
-from mmcurate.core.config import load_config
+from mmcurate.core.config import bundled_config, load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.releases.reflectv import reflectv_draft
 from mmcurate.releases.rerun import refuse_changed_version
@@ -30,7 +29,7 @@ from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="reflectv", log_prints=True)

@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pyarrow as pa
 from prefect import flow
@@ -20,7 +19,7 @@ from mmcurate.annotation.reflvqa.factcheck import FactCheckable
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.relevance import ImageRelevance
 from mmcurate.annotation.reflvqa.verification import VerifySentences
-from mmcurate.core.config import load_config
+from mmcurate.core.config import bundled_config, load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore, store_folder
 from mmcurate.core.schema import QUARANTINE
@@ -32,7 +31,7 @@ from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="reflvqa", log_prints=True)

@@ -19,7 +19,8 @@ from .session import run_flow
 run_app = typer.Typer(help="Run a curation flow (a real Prefect flow run).", no_args_is_help=True)
 app.add_typer(run_app, name="run")
 
-ConfigOpt = Annotated[Path, typer.Option("--config", help="pipeline config (YAML)")]
+ConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--config", help="pipeline config (YAML); default: the bundled demo.yaml (reads a checkout's fixtures)")]
 VersionOpt = Annotated[Optional[str], typer.Option("--version", help="release version (default: the config's)")]
 IncompleteOpt = Annotated[bool, typer.Option(
     "--allow-incomplete", help="publish even if failed model calls held samples out (the card says so)")]
@@ -32,6 +33,13 @@ def _prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def config_or_demo(config: Path | None) -> Path:
+    """``--config``, or the bundled demo config (found in an install as in a checkout)."""
+    from mmcurate.core.config import bundled_config
+
+    return config if config is not None else bundled_config("demo.yaml")
 
 
 def _prepare(config: Path, benchmark: str, version: str | None) -> Any:
@@ -48,30 +56,31 @@ def _prepare(config: Path, benchmark: str, version: str | None) -> Any:
     return make_task_runner(settings.task_runner)
 
 
-def _curate(benchmark: str, config: Path, version: str | None, allow_incomplete: bool) -> None:
+def _curate(benchmark: str, config: Path | None, version: str | None, allow_incomplete: bool) -> None:
     """Run the curation flow ``flows/<benchmark>.py`` on the configured task runner."""
     _prefect_defaults()
+    config = config_or_demo(config)
     runner = _prepare(config, benchmark, version)
     flow = getattr(importlib.import_module(f"mmcurate.flows.{benchmark}"), benchmark).with_options(task_runner=runner)
     typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
 
 
 @run_app.command("deflectionbench")
-def run_deflectionbench(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
+def run_deflectionbench(config: ConfigOpt = None, version: VersionOpt = None,
                         allow_incomplete: IncompleteOpt = False) -> None:
     """Curate VLM-DeflectionBench (Algorithm 1) and publish a validated release."""
     _curate("deflectionbench", config, version, allow_incomplete)
 
 
 @run_app.command("reflvqa")
-def run_reflvqa(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
+def run_reflvqa(config: ConfigOpt = None, version: VersionOpt = None,
                 allow_incomplete: IncompleteOpt = False) -> None:
     """Curate RefLVQA (long-form visual QA with sentence-level citations)."""
     _curate("reflvqa", config, version, allow_incomplete)
 
 
 @run_app.command("reflectv")
-def run_reflectv(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
+def run_reflectv(config: ConfigOpt = None, version: VersionOpt = None,
                  allow_incomplete: IncompleteOpt = False) -> None:
     """Curate ReflectV (reflective, visually grounded multi-turn trajectories, MIRROR)."""
     _curate("reflectv", config, version, allow_incomplete)
@@ -81,7 +90,7 @@ def run_reflectv(config: ConfigOpt = Path("configs/demo.yaml"), version: Version
 def evaluate(
     release: Annotated[Path, typer.Argument(help="a DeflectionBench or RefLVQA release folder")],
     model: Annotated[str, typer.Option("--model", help="a model name from --config, or a YAML file with one model spec")],
-    config: ConfigOpt = Path("configs/demo.yaml"),
+    config: ConfigOpt = None,
     scenario: Annotated[Optional[list[str]], typer.Option("--scenario", help="repeat; default: all four")] = None,
     negatives: Annotated[Optional[list[int]], typer.Option("--negatives", help="n for realistic (1-10); repeat")] = None,
     abstention: Annotated[Optional[list[str]], typer.Option(
@@ -103,6 +112,7 @@ def evaluate(
 
     # every input is checked before Prefect starts: a bad one is one line, exit 2
     bench = open_release(release)
+    config = config_or_demo(config)
     load_config(config).add_model(model)
     if strictness_sweep and abstention:
         raise MmcurateError("give --abstention levels or --strictness-sweep, not both")
