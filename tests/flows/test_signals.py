@@ -65,7 +65,12 @@ def test_interrupt_stops_the_run_with_one_line_and_its_api_server(tmp_path, fixt
     with flowkit.StubModel(flowkit.DRYRUN / "vlm-reader.jsonl", "Atlantis", admit=2) as stub:
         child, server, registry = _run_until_held(tmp_path, fixtures_root, stub)
         child.send_signal(signum)
-        child.wait(timeout=PATIENCE)  # the held call never returns and the grace is an hour: only a prompt stop ends it
+        try:
+            child.wait(timeout=PATIENCE)  # the held call never returns and the grace is an hour: only a prompt stop ends it
+        finally:
+            if child.poll() is None:  # it hung: leave nothing behind
+                child.kill()
+                child.wait()
     stderr = (tmp_path / "stderr.log").read_text()
     assert child.returncode == code, stderr[-3000:]
     assert stderr.strip().splitlines()[-1] == (
