@@ -11,9 +11,11 @@ not candidates, a few image questions with long answers) and prints, from this o
   (b) peak RSS of the ingest at 1x and 4x, each in a fresh subprocess (goal < 400 MB, flat);
   (c) whether samples.parquet and quarantine.parquet are byte-identical to the reference's;
   (d) the speed-up of 2 worker processes over 1 ingesting the same months (one ingest per pair,
-      month, then merge_ingests), and whether the merged output equals one ingest.
+      month, then merge_ingests), and whether the merged output equals one ingest;
+  (e) with --pure, the ratio of the pure-Python line picker (MMCURATE_PURE_PICKER=1; one run
+      per size) beside the C picker's, and whether its outputs are byte-identical.
 
-    python bench/ingest_reddit.py [--mb 200] [--months 4] [--tries 3] [--keep DIR]
+    python bench/ingest_reddit.py [--mb 200] [--months 4] [--tries 3] [--pure] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -216,10 +218,11 @@ print(json.dumps({"seconds": seconds, "samples": result.samples, "quarantined": 
 """
 
 
-def run_ingest(root: Path, out: Path, reference: Path | None = None) -> dict:
+def run_ingest(root: Path, out: Path, reference: Path | None = None, pure: bool = False) -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, str(root), str(out), str(reference or "")],
                           capture_output=True, text=True, check=False,
-                          env={**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+                          env={**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                               "MMCURATE_PURE_PICKER": "1" if pure else "0"})
     if done.returncode != 0:
         sys.exit(f"ingest subprocess failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -281,6 +284,7 @@ def main() -> None:
     parser.add_argument("--months", type=int, default=4, help="months for the parallel run, each --mb/2 MB")
     parser.add_argument("--tries", type=_positive, default=3,
                         help="timed runs of the decompression and of the ingest, interleaved; the best of each counts")
+    parser.add_argument("--pure", action="store_true", help="also time the pure-Python line picker (e)")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_reddit_") as tmp:
@@ -315,7 +319,16 @@ def main() -> None:
                 print(f"    reference reader ({REFERENCE[:7]}): ingest {mb / ref['seconds']:.0f} MB/s; "
                       f"ratio {raw / ref['seconds']:.2f}; peak RSS {ref['maxrss_kb'] / 1024:.0f} MB; "
                       f"samples.parquet and quarantine.parquet {'identical' if same else 'DIFFER'}")
-        (raw1, s1, *ref1), (raw4, s4, *ref4) = rows[1], rows[4]
+            if args.pure:
+                pure = run_ingest(root, work / f"pure{scale}", pure=True)
+                same = same_outputs(work / f"out{scale}", work / f"pure{scale}")
+                rows[scale] += (pure, same)
+                print(f"    pure-Python picker: ingest {mb / pure['seconds']:.0f} MB/s; "
+                      f"ratio {raw / pure['seconds']:.2f}; peak RSS {pure['maxrss_kb'] / 1024:.0f} MB; "
+                      f"samples.parquet and quarantine.parquet {'identical' if same else 'DIFFER'} to the C picker's")
+        (raw1, s1, *extra1), (raw4, s4, *extra4) = rows[1], rows[4]
+        ref1, ref4 = (extra1[:2], extra4[:2]) if reference is not None else ([], [])
+        pure1, pure4 = (extra1[-2:], extra4[-2:]) if args.pure else ([], [])
         print(f"(a) ingest/decompress throughput ratio: {raw1 / s1['seconds']:.2f} at 1x, "
               f"{raw4 / s4['seconds']:.2f} at 4x (goal >= 0.5)"
               + (f"; reference reader {raw1 / ref1[0]['seconds']:.2f} at 1x, {raw4 / ref4[0]['seconds']:.2f} at 4x"
@@ -337,6 +350,10 @@ def main() -> None:
         print(f"(d) {args.months} months, {size / 1e6:.0f} MB NDJSON: 1 worker {one:.1f} s, 2 workers {two:.1f} s, "
               f"speed-up {one / two:.2f}x; merged outputs identical to each other and to one ingest "
               f"({whole['seconds']:.1f} s): {same}")
+        if args.pure:
+            print(f"(e) pure-Python picker: ratio {raw1 / pure1[0]['seconds']:.2f} at 1x, "
+                  f"{raw4 / pure4[0]['seconds']:.2f} at 4x (C picker {raw1 / s1['seconds']:.2f}, "
+                  f"{raw4 / s4['seconds']:.2f}); outputs identical to the C picker's: 1x {pure1[1]}, 4x {pure4[1]}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
@@ -516,6 +517,19 @@ def _resolve_paths(obj: Any, base: Path, from_env: set[Location] = frozenset(), 
     if isinstance(obj, dict):
         return {k: _resolve_paths(v, base, from_env, (*at, k)) for k, v in obj.items()}
     return obj
+
+
+def bundled_config(name: str) -> Path:
+    """A configuration shipped with mmcurate (``demo.yaml``, ``dryrun.yaml``, ...): the file in
+    ``configs/`` of a checkout, or the package data ``mmcurate.configs`` of an install. Its
+    relative paths resolve against its own folder, as for any config (the demo's point at
+    the fixtures of a checkout, ``tests/fixtures/generated``)."""
+    folder = Path(str(files("mmcurate.configs")))
+    path = folder / name
+    if not path.is_file():
+        shipped = sorted(p.name for p in folder.glob("*.yaml"))
+        raise ConfigError(f"no bundled config {name!r}; bundled: {', '.join(shipped)}")
+    return path
 
 
 def load_config(path: Path | str, **overrides: Any) -> Settings:

@@ -19,7 +19,8 @@ and the win shares over the n compared items are B better (= corrected), A bette
 (= broken) and tie (kept correct + kept wrong), each with its 95% Wilson score interval, plus
 B's share of the decided items (corrected / (corrected + broken)).
 
-Wilson interval of k successes in n trials, z = 1.959964 (two-sided 95%):
+Wilson interval of k successes in n trials at 95% (statsmodels' ``proportion_confint``,
+method ``wilson``; z = 1.959964, two-sided):
 
     centre = (p + z^2 / 2n) / (1 + z^2 / n)
     half   = z * sqrt(p (1 - p) / n + z^2 / 4n^2) / (1 + z^2 / n)
@@ -28,7 +29,6 @@ e.g. 41 of 60 -> [0.558, 0.787] (Kestrel's human-preference share for its method
 """
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
 
-Z95 = 1.959964
+ALPHA = 0.05  # 95% intervals
 ANSWERS = "answers.parquet"
 TITLE_FILE = "table.md"
 REQUIRED = ("sample_id", "scenario", "n_negatives", "grade")
@@ -54,17 +54,17 @@ class CompareError(MmcurateError):
     """Two runs that cannot be compared, or a folder that is not an evaluation run."""
 
 
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """The Wilson score interval of k successes in n trials (None for n = 0)."""
+def wilson(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float] | None:
+    """The two-sided Wilson score interval of k successes in n trials at level 1 - alpha
+    (None for n = 0)."""
     if not 0 <= k <= n:
         raise ValueError(f"wilson needs 0 <= k <= n, got k={k}, n={n}")
     if n == 0:
         return None
-    p = k / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(k, n, alpha=alpha, method="wilson")
+    return float(low), float(high)
 
 
 @dataclass(frozen=True)

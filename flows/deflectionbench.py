@@ -9,13 +9,13 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from prefect import flow
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
 from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.core.config import bundled_config
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.topics import topic_counts
@@ -24,7 +24,7 @@ from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="deflectionbench", log_prints=True)

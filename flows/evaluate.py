@@ -7,15 +7,15 @@ checks the options against the benchmark's and runs the benchmark's evaluation f
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from prefect import flow
 
 from mmcurate.benchmarks import get
+from mmcurate.core.config import bundled_config
 from mmcurate.releases.reader import open_release
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="evaluate", log_prints=True)

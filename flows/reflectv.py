@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from prefect import flow
 
@@ -24,13 +23,14 @@ from mmcurate.annotation.reflectv.reflection import WriteReflections
 from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter
 from mmcurate.annotation.reflectv.visual import VisualCheck
 from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.core.config import bundled_config
 from mmcurate.releases.reflectv import reflectv_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="reflectv", log_prints=True)

@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pyarrow as pa
 from prefect import flow
@@ -21,6 +20,7 @@ from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.relevance import ImageRelevance
 from mmcurate.annotation.reflvqa.verification import VerifySentences
 from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.core.config import bundled_config
 from mmcurate.core.images import ImageStore
 from mmcurate.releases.reflvqa import reflvqa_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
@@ -28,7 +28,7 @@ from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="reflvqa", log_prints=True)

@@ -1,19 +1,20 @@
-"""Semantic versions of releases (``MAJOR.MINOR.PATCH``, nothing else)."""
+"""Semantic versions of releases (``MAJOR.MINOR.PATCH``, nothing else), ordered as
+``packaging.version.Version`` orders them."""
 from __future__ import annotations
 
 import re
 
+from packaging.version import Version
+
 from .errors import ReleaseError
 
-SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")  # what a release may be called
 
 
-def parse_version(text: str) -> tuple[int, int, int]:
-    match = SEMVER.match(text or "")
-    if match is None:
+def parse_version(text: str) -> Version:
+    if SEMVER.match(text or "") is None:
         raise ReleaseError(f"release version {text!r} is not a semantic version like 1.0.0")
-    major, minor, patch = (int(g) for g in match.groups())
-    return major, minor, patch
+    return Version(text)
 
 
 def check_successor(version: str, parent: str | None) -> None:
@@ -25,5 +26,5 @@ def check_successor(version: str, parent: str | None) -> None:
 
 def next_minor(version: str) -> str:
     """The version a re-curation publishes: ``1.2.3`` -> ``1.3.0``."""
-    major, minor, _ = parse_version(version)
-    return f"{major}.{minor + 1}.0"
+    parsed = parse_version(version)
+    return f"{parsed.major}.{parsed.minor + 1}.0"

@@ -1,21 +1,19 @@
-"""Agreement between graders: Cohen's kappa (two), Fleiss' kappa (three or more), raw agreement.
+"""Agreement between graders: Cohen's kappa (two), Fleiss' kappa (three or more), raw agreement,
+and Pearson's r of two score sequences.
 
-Cohen's kappa = (p_o - p_e) / (1 - p_e), p_o the observed agreement, p_e the agreement
-expected from each grader's label frequencies. Fleiss' kappa over N items, each rated by the
-same number n of annotators, with n_ij the number of annotators who gave item i label j:
+The statistics are the libraries' (cohen_kappa_score in scikit-learn, fleiss_kappa in
+statsmodels.stats.inter_rater, pearsonr in scipy.stats), imported when first used. Cohen's
+kappa = (p_o - p_e) / (1 - p_e), p_o the observed agreement, p_e the agreement expected from
+each grader's label frequencies. Fleiss' kappa over N items, each rated by the same number n
+of annotators, with n_ij the number of annotators who gave item i label j:
 
     P_i = (sum_j n_ij^2 - n) / (n (n - 1))      P = mean_i P_i
     p_j = sum_i n_ij / (N n)                    P_e = sum_j p_j^2
     kappa = (P - P_e) / (1 - P_e)
 
-When P_e == 1 (everybody used one and the same label) kappa is undefined: NaN, reported as
-null. Raw agreement is the share of items on which all annotators gave the same label.
-
-Pearson's r of two equally long score sequences (``scipy.stats.pearsonr``'s statistic):
-
-    r = sum (x_i - mean x)(y_i - mean y) / sqrt(sum (x_i - mean x)^2 * sum (y_i - mean y)^2)
-
-undefined (NaN) when either sequence is constant.
+When p_e (P_e) == 1 (everybody used one and the same label) kappa is undefined: NaN,
+reported as null. Raw agreement is the share of items on which all annotators gave the same
+label. Pearson's r is undefined (NaN) when either sequence is constant.
 """
 from __future__ import annotations
 
@@ -39,26 +37,22 @@ def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float:
     """Cohen's kappa of two equally long label sequences; NaN when undefined (p_e == 1)."""
     if len(a) != len(b) or not a:
         raise ValueError("cohen_kappa needs two equally long, non-empty label sequences")
-    n = len(a)
-    observed = sum(x == y for x, y in zip(a, b)) / n
-    count_a, count_b = Counter(a), Counter(b)
-    expected = sum(count_a[label] * count_b[label] for label in count_a) / (n * n)
-    if math.isclose(expected, 1.0):
+    from sklearn.metrics import cohen_kappa_score
+
+    if len(set(a) | set(b)) == 1:  # p_e == 1: scikit-learn would warn before giving NaN
         return math.nan
-    return (observed - expected) / (1 - expected)
+    return float(cohen_kappa_score(list(a), list(b)))
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> float:
     """Pearson's r of two equally long sequences (at least two values); NaN when one is constant."""
     if len(x) != len(y) or len(x) < 2:
         raise ValueError("pearson needs two equally long sequences of at least two values")
-    mean_x, mean_y = sum(x) / len(x), sum(y) / len(y)
-    dx = [v - mean_x for v in x]
-    dy = [v - mean_y for v in y]
-    spread = math.sqrt(sum(d * d for d in dx) * sum(d * d for d in dy))
-    if spread == 0:
+    from scipy.stats import pearsonr
+
+    if len(set(x)) == 1 or len(set(y)) == 1:  # scipy would warn before giving NaN
         return math.nan
-    return sum(a * b for a, b in zip(dx, dy)) / spread
+    return float(pearsonr(x, y).statistic)
 
 
 def fleiss_kappa(ratings: Sequence[Sequence[str]]) -> float:
@@ -68,18 +62,13 @@ def fleiss_kappa(ratings: Sequence[Sequence[str]]) -> float:
     n = len(ratings[0])
     if n < 2 or any(len(r) != n for r in ratings):
         raise ValueError("fleiss_kappa needs the same number (>= 2) of ratings for every item")
-    big_n = len(ratings)
-    totals: Counter[str] = Counter()
-    p_items = 0.0
-    for labels in ratings:
-        counts = Counter(labels)
-        totals.update(counts)
-        p_items += (sum(c * c for c in counts.values()) - n) / (n * (n - 1))
-    p_bar = p_items / big_n
-    p_e = sum((c / (big_n * n)) ** 2 for c in totals.values())
-    if math.isclose(p_e, 1.0):
+    from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss
+
+    labels = sorted({label for item in ratings for label in item})
+    if len(labels) == 1:  # P_e == 1: statsmodels would divide by zero
         return math.nan
-    return (p_bar - p_e) / (1 - p_e)
+    table = [[counts[label] for label in labels] for counts in map(Counter, ratings)]  # items x labels: n_ij
+    return float(statsmodels_fleiss(table, method="fleiss"))
 
 
 def raw_agreement(ratings: Sequence[Sequence[str]]) -> float:

@@ -145,6 +145,11 @@ class SourceAdapter(ABC):
         they give the same result as one ingest of the whole. Empty: the source is one part."""
         return []
 
+    def reading(self) -> dict[str, str]:
+        """How the files were read where an install can differ (the Reddit reader's line
+        picker: ``{"line_picker": "c"}``), for ``ingest.json``; the output does not differ."""
+        return {}
+
     def count_records(self) -> int | None:
         """How many raw records the root holds, counted without building samples (an upper
         bound on the samples an ingest yields, for ``mmcurate plan``); None when no cheap

@@ -3,7 +3,9 @@ merge several such outputs into one.
 
 An output folder holds ``samples.parquet``, ``quarantine.parquet``, ``locators.parquet``
 (where each sample was read: ``sample_id``, ``locator``, in sample order), ``images/``
-(unless a shared store was used) and ``ingest.json``, written last.
+(unless a shared store was used) and ``ingest.json``, written last: counts, skip reasons,
+the source files and, under ``reader``, how they were read where an install can differ
+(``{"line_picker": "c"}`` or ``"python"`` for Reddit dumps).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,7 @@ class IngestResult:
     quarantined: int
     source_files: list[str]
     skipped: dict[str, int]
+    reader: dict[str, str] = field(default_factory=dict)  # SourceAdapter.reading()
 
     @property
     def samples_path(self) -> Path:
@@ -137,7 +140,8 @@ def ingest(
     if progress is not None:
         progress(kept, rejected)
     files = [str(p) for p in adapter.source_files()]
-    return _finish(out, source, str(Path(root).resolve()), kept, rejected, dict(adapter.skipped), files)
+    return _finish(out, source, str(Path(root).resolve()), kept, rejected, dict(adapter.skipped), files,
+                   adapter.reading())
 
 
 def merge_ingests(parts: Sequence[IngestResult], out: Path | str) -> IngestResult:
@@ -185,17 +189,19 @@ def merge_ingests(parts: Sequence[IngestResult], out: Path | str) -> IngestResul
             _link_images(part.images_dir, out / "images")
     root = json.loads((parts[0].out / "ingest.json").read_text())["root"]
     files = [f for part in parts for f in part.source_files]
-    return _finish(out, source, root, kept, rejected, skipped, files)
+    reader = {key: "+".join(sorted({part.reader[key] for part in parts if key in part.reader}))
+              for key in sorted({key for part in parts for key in part.reader})}  # "c+python" if workers differed
+    return _finish(out, source, root, kept, rejected, skipped, files, reader)
 
 
 def _finish(out: Path, source: str, root: str, kept: int, rejected: int, skipped: dict[str, int],
-            files: list[str]) -> IngestResult:
+            files: list[str], reader: dict[str, str]) -> IngestResult:
     """Write ``ingest.json``, the mark of a complete output, and describe the output."""
     skipped = dict(sorted(skipped.items()))
     summary = {"source": source, "root": root, "samples": kept, "quarantined": rejected, "skipped": skipped,
-               "source_files": files}
+               "source_files": files, "reader": reader}
     (out / "ingest.json").write_text(json.dumps(summary, indent=2))
-    return IngestResult(source, out, kept, rejected, files, skipped)
+    return IngestResult(source, out, kept, rejected, files, skipped, reader)
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -274,4 +280,4 @@ def load_ingest(out: Path | str) -> IngestResult | None:
         return None
     data = json.loads(marker.read_text())
     return IngestResult(data["source"], Path(out), data["samples"], data["quarantined"],
-                        data["source_files"], data.get("skipped", {}))
+                        data["source_files"], data.get("skipped", {}), data.get("reader", {}))

@@ -6,6 +6,12 @@ decodes it member by member with ``json.JSONDecoder.raw_decode`` over a growing 
 buffer: when a value does not fit in the buffer yet, more of the file is read (at least
 doubling what is buffered, so a huge value is re-scanned O(log n) times, not O(n)).
 Memory is bounded by the largest single member, not by the file.
+
+ijson (C backend yajl2_c) was measured against this reader on generated 126-141 MB objects
+(best of 5, one run): 0.77 s vs 0.97 s for 150k small WebQA-like members, but 0.99 s vs
+0.84 s for 20k text-heavy Encyclopedic-VQA-KB-like pages. It is not faster on the largest
+file this reads, and its errors carry no character offset for the ``file:char<N>``
+quarantine locator, so this reader stays.
 """
 from __future__ import annotations
 

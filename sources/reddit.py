@@ -24,7 +24,10 @@ candidate posts (title, image hashes, metadata), then streams its comments joini
   posts are parsed, plus every line without such a link (a broken line is quarantined).
 
 Both are decided by the pickers of ``reddit_lines`` (one C pass outside the GIL over each
-megabyte, while it is in the cache), so picking keeps pace with decompression.
+megabyte, while it is in the cache), so picking keeps pace with decompression. Where the C
+pass was not built (no compiler), or ``MMCURATE_PURE_PICKER=1``, the same pickers run in
+pure Python (``linescan_py``: the same lines picked, several times slower); the ingest's
+``ingest.json`` says which ran (``reader.line_picker``).
 
 Lines skipped this way are not validated (``prefilter=False`` parses and checks every
 line); a skipped post is counted under the rule its raw line already fails. Lines are
@@ -66,8 +69,9 @@ from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter
+from .linescan import line_scanner
 from .reddit_lines import UNSURE_LINK, CommentLines, PostLines, links_to
-from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, every_line, parse_object, read_lines
+from .zst import DEFAULT_CHUNK, DEFAULT_MAX_LINE, parse_object, read_lines
 
 MONTHLY = re.compile(r"^R([SC])_(\d{4}-\d{2})\.zst$")
 PER_SUBREDDIT = re.compile(r"^(\w+)_(submissions|comments)\.zst$")
@@ -252,9 +256,10 @@ class RedditSource(SourceAdapter):
         if not self.images.is_dir():
             raise SourceError(f"reddit: image folder {self.images} is not a readable directory")
         self.comments_skipped: Counter[str] = Counter()  # comments on candidates, by reason
+        self.picker, self._scanner = line_scanner()
         try:
             self._posts = PostLines((*(h.encode() for h in self.options.image_hosts), b'"is_gallery"'),
-                                    self.options.question_words)
+                                    self.options.question_words, self._scanner)
         except ValueError as exc:
             raise SourceError(f"reddit: {exc}") from None
         self.pairs = dump_pairs(self.root)
@@ -278,6 +283,9 @@ class RedditSource(SourceAdapter):
     def source_files(self) -> list[Path]:
         return [path for pair in self.pairs for path in pair.files]
 
+    def reading(self) -> dict[str, str]:
+        return {"line_picker": self.picker}
+
     def records(self) -> Iterator[Located | Rejected]:
         for pair in self.pairs:
             if pair.submissions is None or pair.comments is None:
@@ -290,7 +298,7 @@ class RedditSource(SourceAdapter):
             self.skipped["no_qualifying_comment"] += sum(not c.answered for c in candidates.values())
 
     def _submissions(self, path: Path, month: str | None, candidates: dict[bytes, Candidate]) -> Iterator[Rejected]:
-        picker, reasons = (self._posts, PostLines.SKIPPED) if self.options.prefilter else (every_line, ())
+        picker, reasons = (self._posts, PostLines.SKIPPED) if self.options.prefilter else (self._scanner.pick_lines, ())
         for batch in read_lines(path, picker, self.options.max_line_bytes, self.options.chunk_bytes):
             if isinstance(batch, Rejected):
                 yield batch
@@ -353,7 +361,7 @@ class RedditSource(SourceAdapter):
         return Candidate(post_id, title, hashes, meta)
 
     def _comments(self, path: Path, candidates: dict[bytes, Candidate]) -> Iterator[Located | Rejected]:
-        picker = CommentLines(candidates) if self.options.prefilter else every_line
+        picker = CommentLines(candidates, self._scanner) if self.options.prefilter else self._scanner.pick_lines
         for batch in read_lines(path, picker, self.options.max_line_bytes, self.options.chunk_bytes):
             if isinstance(batch, Rejected):
                 yield batch

@@ -2,10 +2,11 @@
 
 Pushshift frames use windows up to 2 GiB, so the decompressor allows them. A background
 thread decompresses about a megabyte at a time, cuts it into runs of complete lines and
-hands each run, while it is still in the CPU's cache, to a picker: one pass of the C
-scanner ``_linescan`` that decides every line and copies out only the ones the reader
-must parse. zstd and the picker release the GIL, so the reading thread gets batches of
-picked lines and never touches the rest. A line cut by a block boundary (even inside a
+hands each run, while it is still in the CPU's cache, to a picker: one pass of a line
+scanner (``linescan.line_scanner``) that decides every line and copies out only the ones
+the reader must parse. zstd and the C scanner release the GIL, so the reading thread gets
+batches of picked lines and never touches the rest (the pure-Python scanner holds the GIL
+while it picks). A line cut by a block boundary (even inside a
 multi-byte UTF-8 character: 0x0A never occurs inside one) is joined before it is picked.
 A cut-off download is detected by checking that the last frame really ended:
 ``stream_reader`` would just stop there silently.
@@ -25,7 +26,7 @@ import zstandard
 
 from mmcurate.core.records import Rejected
 
-from ._linescan import pick_lines
+from .linescan import line_scanner
 
 _END = object()  # the last item of a background reader
 MAX_WINDOW = 2**31
@@ -88,14 +89,10 @@ Pick = tuple[int, int, bytes]  # (line number, tag, line) of a picked line
 
 class Picker(Protocol):
     """Decides the lines of ``data[start:end]`` (complete lines, numbered from ``first``) in
-    one pass: ``(lines, picks, counts)`` as the ``_linescan`` functions return them."""
+    one pass: ``(lines, picks, counts)`` as the line scanners' functions return them; a
+    scanner's ``pick_lines`` keeps every non-empty line (tag 0)."""
 
     def __call__(self, data: bytes, start: int, end: int, first: int) -> tuple[int, list[Pick], tuple[int, ...]]: ...
-
-
-def every_line(data: bytes, start: int, end: int, first: int) -> tuple[int, list[Pick], tuple[int, ...]]:
-    """The picker that keeps every non-empty line (tag 0)."""
-    return pick_lines(data, start, end, first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,11 +153,12 @@ class _Handover:
 
 def read_lines(
     path: Path | str,
-    picker: Picker = every_line,
+    picker: Picker | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE,
     chunk_bytes: int = DEFAULT_CHUNK,
 ) -> Iterator[Batch | Rejected]:
-    """Yield the lines of a zstd NDJSON file that ``picker`` picks, in batches, in file order.
+    """Yield the lines of a zstd NDJSON file that ``picker`` picks (by default every non-empty
+    line, with ``line_scanner``'s ``pick_lines``), in batches, in file order.
 
     Lines are numbered from 1, empty ones included; the last line of a file that does not
     end with a newline gets one. Problems become ``Rejected`` rows: a line longer than
@@ -169,10 +167,11 @@ def read_lines(
     last frame at ``<file>``, ending the file after every complete line before it.
 
     A background thread decompresses, cuts into runs of complete lines and picks: zstd and
-    the picker release the GIL, so all of it runs on another core while the reader handles
+    the C picker release the GIL, so all of it runs on another core while the reader handles
     the lines picked before, and only the picked lines cross over. What the thread raises
     is raised here.
     """
+    picker = picker or line_scanner()[1].pick_lines
     handover = _Handover(HANDOVER_BYTES)
     worker = threading.Thread(target=_produce, daemon=True, name=f"zst-{Path(path).name}",
                               args=(Path(path), picker, max_line_bytes, chunk_bytes, handover))

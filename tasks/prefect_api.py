@@ -10,7 +10,8 @@ own instead (``temporary_api``):
 - watching its parent (``core.lifeline``): if the command dies, even by SIGKILL, the
   server stops itself;
 - registered under ``<tmp>/mmcurate-<uid>/``, so a later command stops a registered server
-  whose owner is gone, whatever happened to it.
+  whose owner is gone, whatever happened to it (processes are looked up with psutil, so
+  this works on macOS as on Linux).
 
 Nothing is started when a Prefect API is configured already (a server, Prefect Cloud, the
 test harness). The server itself runs as ``python -m mmcurate.tasks.prefect_api PORT``.
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 import uvicorn
 from prefect.events.worker import EventsWorker
 from prefect.logging.handlers import APILogWorker
@@ -49,20 +51,20 @@ def registry() -> Path:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (a zombie is not; one of another user is)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return not Path(f"/proc/{pid}/stat").is_file() or Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 def _is_ours(pid: int) -> bool:
     """Whether ``pid`` runs this module's server (a recycled pid must not be killed)."""
     try:
-        return MODULE in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        return MODULE in " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
         return False
 
 

@@ -4,9 +4,11 @@ session, and a fault-injecting HTTP server.
 The fault server speaks just enough of ``POST /v1/chat/completions`` to answer, and
 misbehaves on request: the last user message carries ``id=<id>`` and ``fault=<kind>``.
 Every request it receives is recorded (id, body, headers) so tests can check what was
-sent and how often. Nothing here depends on timing: a hanging request is held until the
-test ends (the client's timeout decides), and ``admit = N`` answers N requests and then
-holds the rest (``arrived`` is set) until ``released``.
+sent and how often. Nothing here depends on timing: a held request sets ``arrived`` and
+waits for ``released``. ``hang`` holds the first attempt and then drops it unanswered (the
+connection closes without a response); ``hangs`` holds every attempt, so only the client's
+timeout ends them, whatever its length; ``admit = N`` answers N requests and then holds the
+rest until ``released``.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from mmcurate.models.requests import text_of
 # kind -> how many first attempts misbehave (None: every attempt)
 FAULTS: dict[str, int | None] = {
     "ok": 0, "500x2": 2, "429": 1, "hang": 1, "malformed": 1, "empty": 1, "reset": 1,
-    "always500": None, "401": None,
+    "always500": None, "401": None, "hangs": None,
 }
 
 
@@ -71,8 +73,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(429, b'{"error": "slow down"}', {"Retry-After": "1"})
         if misbehave and kind == "401":  # a server that echoes the credential back
             return self._send(401, json.dumps({"error": f"bad key {self.headers['Authorization']}"}).encode())
-        if misbehave and kind == "hang":
+        if misbehave and kind in ("hang", "hangs"):
+            self.server.arrived.set()
             self.server.released.wait()
+            self.close_connection = True  # no response at all: the client sees the connection end
             return
         if misbehave and kind == "malformed":
             return self._send(200, b'{"choices": [{"message": ')

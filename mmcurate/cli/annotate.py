@@ -117,18 +117,19 @@ def import_trajectories(
     out: Annotated[Path, typer.Option("--out", help="output folder for ratings.parquet and table6.json")],
     ratings: Annotated[Optional[list[Path]], typer.Argument(help="rated CSV/JSONL files, one per annotator")] = None,
     rater: Annotated[Optional[str], typer.Option("--rater", help="a model of --config that rates every item too")] = None,
-    config: Annotated[Path, typer.Option("--config", help="pipeline config naming the rater model")] = Path("configs/demo.yaml"),
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", help="pipeline config naming the rater model (default: the bundled demo.yaml)")] = None,
 ) -> None:
     """Validate ratings, add the model's, write them and print Table 6 (human, model, average)."""
     from mmcurate.review.trajectories import ModelRater, import_trajectory_ratings
-    from mmcurate.core.config import load_config
+    from mmcurate.core.config import bundled_config, load_config
     from mmcurate.core.images import ImageStore
     from mmcurate.judging.session import open_models
 
     if rater is None:
         result = import_trajectory_ratings(batch, list(ratings or []), out)
     else:
-        settings = load_config(config)
+        settings = load_config(config or bundled_config("demo.yaml"))
         store = ImageStore(settings.workdir / "images")
         with open_models(settings, store) as models:
             result = import_trajectory_ratings(batch, list(ratings or []), out, ModelRater(models.pool, rater, store))

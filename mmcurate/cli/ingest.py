@@ -27,7 +27,8 @@ def ingest(
             bar.update(task, description=f"ingesting {source}: {kept} samples, {rejected} quarantined")
 
         result = run_ingest(source, root, out, images=images, progress=report)
+    read = "".join(f"; {key.replace('_', ' ')}: {value}" for key, value in result.reader.items())
     typer.echo(
         f"{source}: {result.samples} samples -> {result.samples_path}; "
-        f"{result.quarantined} quarantined -> {result.quarantine_path}"
+        f"{result.quarantined} quarantined -> {result.quarantine_path}{read}"
     )

@@ -21,7 +21,8 @@ from .session import run_flow
 run_app = typer.Typer(help="Run a curation flow (a real Prefect flow run).", no_args_is_help=True)
 app.add_typer(run_app, name="run")
 
-ConfigOpt = Annotated[Path, typer.Option("--config", help="pipeline config (YAML)")]
+ConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--config", help="pipeline config (YAML); default: the bundled demo.yaml (reads a checkout's fixtures)")]
 VersionOpt = Annotated[Optional[str], typer.Option("--version", help="release version (default: the config's)")]
 IncompleteOpt = Annotated[bool, typer.Option(
     "--allow-incomplete", help="publish even if failed model calls held samples out (the card says so)")]
@@ -39,20 +40,28 @@ def _prefect_defaults() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
-def _curate(benchmark: Benchmark, config: Path, version: str | None, allow_incomplete: bool) -> None:
+def config_or_demo(config: Path | None) -> Path:
+    """``--config``, or the bundled demo config (found in an install as in a checkout)."""
+    from mmcurate.core.config import bundled_config
+
+    return config if config is not None else bundled_config("demo.yaml")
+
+
+def _curate(benchmark: Benchmark, config: Path | None, version: str | None, allow_incomplete: bool) -> None:
     """Run the benchmark's curation flow on the configured task runner, after every check that
     can be made before it starts (``benchmarks.begin_curation``)."""
     from mmcurate.benchmarks.curation import begin_curation
     from mmcurate.tasks.runners import make_task_runner
 
     _prefect_defaults()
+    config = config_or_demo(config)
     run = begin_curation(config, benchmark.name, version)
     flow = benchmark.flow("curate").with_options(task_runner=make_task_runner(run.settings.task_runner))
     typer.echo(run_flow(lambda: flow(config=str(config.resolve()), version=version, allow_incomplete=allow_incomplete)))
 
 
 def _curation_command(benchmark: Benchmark) -> None:
-    def command(config: ConfigOpt = Path("configs/demo.yaml"), version: VersionOpt = None,
+    def command(config: ConfigOpt = None, version: VersionOpt = None,
                 allow_incomplete: IncompleteOpt = False) -> None:
         _curate(benchmark, config, version, allow_incomplete)
 
@@ -68,7 +77,7 @@ for _benchmark in curated():
 def evaluate(
     release: Annotated[Path, typer.Argument(help="a release folder")],
     model: Annotated[str, typer.Option("--model", help="a model name from --config, or a YAML file with one model spec")],
-    config: ConfigOpt = Path("configs/demo.yaml"),
+    config: ConfigOpt = None,
     scenario: Annotated[Optional[list[str]], typer.Option("--scenario", help="DeflectionBench: repeat; default: all four")] = None,
     negatives: Annotated[Optional[list[int]], typer.Option(
         "--negatives", help="DeflectionBench: n for realistic (1-10); repeat")] = None,
@@ -95,6 +104,7 @@ def evaluate(
     benchmark = get(open_release(release).benchmark)
     if benchmark.evaluation is None:
         raise MmcurateError(f"mmcurate has no evaluation of {benchmark.name} releases")
+    config = config_or_demo(config)
     load_config(config).add_model(model)
     given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,

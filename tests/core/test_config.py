@@ -2,7 +2,7 @@ import textwrap
 
 import pytest
 
-from mmcurate.core.config import Settings, load_config
+from mmcurate.core.config import Settings, bundled_config, load_config
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.specs import NLI, Descriptor, KBPath, Lexical, OpenClip, WikiOffline
 
@@ -55,6 +55,11 @@ def test_unknown_key_and_missing_file(tmp_path):
         load_config(tmp_path / "missing.yaml")
 
 
+def test_an_unknown_bundled_config_names_the_bundled_ones():
+    with pytest.raises(ConfigError, match=r"no bundled config 'demo\.yml'; bundled: .*demo\.yaml, dryrun\.yaml"):
+        bundled_config("demo.yml")
+
+
 def test_backend_requirements(tmp_path):
     with pytest.raises(ConfigError, match="needs 'script'"):
         load_config(_write(tmp_path, BASE.replace("script: rules.jsonl, ", "")))
@@ -64,9 +69,11 @@ def test_demo_and_paper_configs_load():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "configs"
-    demo = load_config(root / "demo.yaml")
+    assert bundled_config("demo.yaml") == root / "demo.yaml"  # a checkout's configs/ is the package data
+    demo = load_config(bundled_config("demo.yaml"))
     assert demo.model("smollm2").backend == "embedded"
-    paper = load_config(root / "deflectionbench-paper.yaml")
+    assert demo.deflectionbench.sources[0].root == root.parent / "tests" / "fixtures" / "generated" / "infoseek"
+    paper = load_config(bundled_config("deflectionbench-paper.yaml"))
     assert paper.judge.kind == "llm" and len(paper.deflectionbench.gating.pool) == 4
     assert paper.model("gpt-4o").api_key_env == "OPENAI_API_KEY"
 

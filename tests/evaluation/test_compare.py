@@ -1,6 +1,7 @@
 """compare-evals: transitions and win shares of two hand-made runs; Wilson intervals by hand."""
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -24,6 +25,16 @@ from cli_helpers import run_cli  # noqa: E402
 def test_wilson_against_hand_computed_values(k, n, low, high):
     interval = wilson(k, n)
     assert interval == pytest.approx((low, high), abs=5e-4)
+
+
+def test_wilson_equals_the_formula():
+    """Pinned to the score interval written out (z = 1.959964), not only to the library."""
+    z = 1.959964
+    for k, n in ((41, 60), (0, 10), (3, 7), (10, 10)):
+        p = k / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        assert wilson(k, n) == pytest.approx((max(0.0, centre - half), min(1.0, centre + half)), abs=1e-7)
 
 
 def test_wilson_edge_cases():

@@ -5,6 +5,10 @@ A local `prefect server` (own PREFECT_HOME, loopback port) gets the process work
 recurate schedule are read back from the server's REST API. Then the scripted dry run is
 triggered and a one-shot process worker, started outside the checkout with a temporary
 workdir and releases root, must run it to Completed and publish a non-empty release.
+
+Nothing is timed: the test waits for events (the server answers its health check, the
+one-shot worker exits after its run) and then checks states. HANG_GUARD only stops a wait
+that would otherwise never end; a slow machine never reaches it.
 """
 from __future__ import annotations
 
@@ -33,11 +37,9 @@ EXPECTED = {  # (flow name, deployment name) -> entrypoint
     ("recurate", "recurate"): "flows/recurate.py:recurate",
     ("evaluate", "evaluate"): "flows/evaluate.py:evaluate_release",
 }
-SERVER_START_S = 180
-CLI_S = 300
-RUN_S = 480
+HANG_GUARD = 1800  # seconds: a wait this long means something hangs
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(SERVER_START_S + 3 * CLI_S + RUN_S)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3 * HANG_GUARD)]
 
 
 def _prefect() -> str:
@@ -75,7 +77,7 @@ class Server:
     def __init__(self, api: str, env: dict[str, str], logs: Path) -> None:
         self.api, self.env, self.logs = api, env, logs
 
-    def cli(self, *args: str, cwd: Path = REPO, timeout: float = CLI_S) -> str:
+    def cli(self, *args: str, cwd: Path = REPO, timeout: float = HANG_GUARD) -> str:
         done = subprocess.run([_prefect(), *args], cwd=cwd, env=self.env, capture_output=True, text=True,
                               timeout=timeout)
         output = done.stdout + done.stderr
@@ -115,15 +117,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         proc = subprocess.Popen([_prefect(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
+        while True:  # until it answers (or dies); the module's timeout guards a hang
             assert proc.poll() is None, f"prefect server exited with {proc.returncode}:\n{_tail(log)}"
             try:
                 if httpx.get(f"{api}/health", timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
-            assert time.monotonic() < deadline, f"prefect server not healthy after {SERVER_START_S}s:\n{_tail(log)}"
             time.sleep(1)
         yield Server(api, env, home)
     finally:
@@ -178,17 +178,11 @@ def test_dryrun_deployment_runs_on_a_process_worker(server: Server, deployed: di
         worker = subprocess.Popen([_prefect(), "worker", "start", "--pool", POOL, "--run-once", "--limit", "1"],
                                   cwd=outside, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + RUN_S
-        state = None
-        while time.monotonic() < deadline:
-            state = server.get(f"/flow_runs/{run_id}")["state"]
-            if state and state["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
-                break
-            time.sleep(3)
-        assert state and state["type"] == "COMPLETED", f"flow run state {state}; worker log:\n{_tail(log, 80)}"
-        worker.wait(timeout=60)  # --run-once: it stops after the run
+        worker.wait(timeout=HANG_GUARD)  # --run-once: it exits once the run has ended
     finally:
         _stop(worker)
+    state = server.get(f"/flow_runs/{run_id}")["state"]
+    assert state and state["type"] == "COMPLETED", f"flow run state {state}; worker log:\n{_tail(log, 80)}"
 
     release = releases / "deflectionbench" / "1.0.0"
     manifest = json.loads((release / "manifest.json").read_text())

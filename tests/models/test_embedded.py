@@ -24,11 +24,15 @@ def test_real_model_answers_and_is_cached(llama_server, cache, counter):
         second = client.chat(batch, "embedded")
     finally:
         client.close()
+    # what the model says is its own business (it may even stop at once): only the exchange is checked
     for answer in first:
-        assert answer.error is None and answer.text and answer.text.strip()
-        assert 0 < answer.usage["completion_tokens"] <= 12
-    assert first[1].top_logprobs and all(isinstance(step, dict) and step for step in first[1].top_logprobs)
-    # the second batch is the first, from the cache (what the model says is its own business)
+        assert answer.error is None and isinstance(answer.text, str) and not answer.cached
+        assert 0 <= answer.usage["completion_tokens"] <= 12
+    assert first[0].top_logprobs is None  # asked only for the second
+    steps = first[1].top_logprobs
+    assert isinstance(steps, list) and len(steps) <= 12
+    assert all(isinstance(step, dict) and 1 <= len(step) <= 3 for step in steps)
+    # the second batch is the first, from the cache
     assert [(a.cached, a.text) for a in second] == [(True, a.text) for a in first]
     assert second[1].top_logprobs == first[1].top_logprobs
     assert counter.totals == {"calls": 2, "cache_hits": 2, "failures": 0}
@@ -40,7 +44,7 @@ def test_pool_starts_and_stops_the_embedded_server(cache, counter):
         client = pool.client("local")
         server = client.backend.server
         (answer,) = client.chat([ChatRequest("k", QUESTION, "t.v1")], "s")
-        assert answer.text is not None and server.running
+        assert answer.error is None and isinstance(answer.text, str) and server.running
         pool.release("local")
         assert not server.running and not server.log_path.exists()
 

@@ -7,7 +7,6 @@ import importlib.util
 import io
 import sys
 import threading
-import time
 import types
 import weakref
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from mmcurate.models.backends.vllm_offline import (
 )
 from mmcurate.models.requests import ChatRequest, text_of
 
+PATIENCE = 60.0  # seconds: only ever waited in full if something is broken
 SPEC = ModelSpec(name="qwen", backend="vllm", model="Qwen/Qwen2.5-VL-7B-Instruct", revision="abc123",
                  vision=True, temperature=0.0, max_tokens=64, seed=7,
                  engine_args={"max_model_len": 4096, "limit_mm_per_prompt": {"image": 2}})
@@ -150,21 +150,34 @@ def test_one_failed_prompt_fails_only_its_own_request(fake_vllm, tmp_path):
     assert ("destroy_model_parallel",) in fake_vllm.events and ("destroy_environment",) in fake_vllm.events
 
 
-def test_shards_share_one_engine_per_model_and_another_model_waits_for_it(fake_vllm):
+class WatchedCondition(threading.Condition):
+    """A condition that says when a thread starts waiting on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting.set()
+        return super().wait(timeout)
+
+
+def test_shards_share_one_engine_per_model_and_another_model_waits_for_it(fake_vllm, monkeypatch):
+    changed = WatchedCondition()  # what the engines wait on for another model's engine to go
+    monkeypatch.setattr(vllm_offline, "threading", SimpleNamespace(Condition=lambda: changed, Lock=threading.Lock))
+    monkeypatch.setattr(vllm_offline, "ENGINES", vllm_offline.Engines())
     other = SPEC.model_copy(update={"name": "other", "model": "Other/Model"})
     first, second = VLLMOfflineBackend(SPEC, None), VLLMOfflineBackend(SPEC, None)  # two shards, one model
     assert [e for e in fake_vllm.events if e[0] == "build"] == [("build", SPEC.model)]
+    assert not changed.waiting.is_set()  # the same model's second shard did not wait
     waiting = threading.Thread(target=lambda: VLLMOfflineBackend(other, None).close())
     waiting.start()
-    engines = vllm_offline.ENGINES
-    deadline = time.monotonic() + 60
-    while not engines._changed._waiters:  # the other model's shard is blocked, not building
-        assert time.monotonic() < deadline and waiting.is_alive()
-        time.sleep(0.01)
+    assert changed.waiting.wait(PATIENCE)  # the other model's shard is blocked, not building
+    assert waiting.is_alive() and [e for e in fake_vllm.events if e[0] == "build"] == [("build", SPEC.model)]
     first.close()
     assert fake_vllm.engines[0]() is not None  # still borrowed by the second shard
     second.close()
-    waiting.join(timeout=60)
+    waiting.join(timeout=PATIENCE)
     assert not waiting.is_alive()
     builds = [e for e in fake_vllm.events if e[0] in ("build", "destroy_model_parallel")]
     assert builds == [("build", SPEC.model), ("destroy_model_parallel",), ("build", "Other/Model"),

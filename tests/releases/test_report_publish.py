@@ -40,7 +40,9 @@ def test_report_has_sections_and_inline_plots(capsys, monkeypatch, copy):
 
 
 def test_report_names_models_judge_and_validation_with_tables_in_natural_order(capsys, monkeypatch, copy):
-    code, _, _ = run_cli(capsys, monkeypatch, "report", str(copy))
+    code, out, err = run_cli(capsys, monkeypatch, "report", str(copy))
+    assert code == 0, err
+    assert out.strip() == str(copy / "report.html")
     html = (copy / "report.html").read_text()
     assert "<dt>Models</dt><dd>gating: smollm2 (embedded smollm2, revision q8)</dd>" in html
     assert "<dt>Judge</dt><dd>lexical</dd>" in html

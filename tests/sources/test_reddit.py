@@ -399,3 +399,12 @@ def test_merge_quarantines_a_sample_repeated_across_parts(root: Path, tmp_path: 
     assert (merged.samples, merged.quarantined, merged.skipped) == (1, 3, {"no_qualifying_comment": 2})
     with pytest.raises(SourceError, match="no dump pair 2023-03"):
         ingest_pair(root, "2023-03", tmp_path / "c")
+
+
+def test_the_flows_import_no_reddit_code_until_reddit_is_read() -> None:
+    """Reddit's reader and its line picker load only when a Reddit dump is ingested."""
+    code = ("import json, sys, mmcurate.cli.app, mmcurate.flows.deflectionbench, mmcurate.flows.reflvqa\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('mmcurate.sources.'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(done.stdout)
+    assert loaded and not [m for m in loaded if "reddit" in m or "linescan" in m or m.endswith(".zst")], loaded
