@@ -23,6 +23,7 @@ from .base import jsonl_records
 from .json_members import JsonMembersError, iter_members
 
 T = TypeVar("T")
+KB_MAX_CHARS = 1 << 26  # a KB entry (a whole article) may be long; a longer line is reported, never buffered
 
 
 def locate(source: str, root: Path, given: Path | None, defaults: Sequence[str], what: str) -> Path | None:
@@ -57,7 +58,8 @@ def _scan_jsonl(
     """
     result: KBLoad[T] = KBLoad()
     remaining = set(wanted)
-    lines = jsonl_records(path, "unreadable KB entry", keep=lambda line: bool(candidate_ids(line) & remaining))
+    lines = jsonl_records(path, "unreadable KB entry", keep=lambda line: bool(candidate_ids(line) & remaining),
+                          max_chars=KB_MAX_CHARS)
     while remaining:
         item = next(lines, None)
         if item is None:

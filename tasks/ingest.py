@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-from prefect import task, unmapped
+from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.config import SourceSpec
@@ -39,18 +39,21 @@ def merge_parts(parts: list[IngestResult], out: Path) -> IngestResult:
 
 
 def ingest_source(spec: SourceSpec, workdir: Path) -> IngestResult:
-    """The source's ingest, from an earlier run when the same root and options were ingested."""
+    """The source's ingest, from an earlier run when the same root and options were ingested;
+    its one-line summary (samples, quarantine, skipped splits and records) goes to the run's log."""
     out = ingest_folder(workdir, spec.name, spec.root, spec.options)
-    done = load_ingest(out)
-    if done is not None:
-        return done
-    pairs = dump_pairs(spec.root) if spec.name == "reddit" and "pairs" not in spec.options else []
-    if len(pairs) < 2:
-        return ingest_whole(spec, out, workdir)
-    keys = [pair.key for pair in pairs]
-    folders = [out / "parts" / key.replace("/", "_") for key in keys]
-    parts = ingest_dump_pair.map(unmapped(spec), keys, folders, unmapped(workdir))
-    return merge_parts(parts.result(), out)
+    result = load_ingest(out)
+    if result is None:
+        pairs = dump_pairs(spec.root) if spec.name == "reddit" and "pairs" not in spec.options else []
+        if len(pairs) < 2:
+            result = ingest_whole(spec, out, workdir)
+        else:
+            keys = [pair.key for pair in pairs]
+            folders = [out / "parts" / key.replace("/", "_") for key in keys]
+            parts = ingest_dump_pair.map(unmapped(spec), keys, folders, unmapped(workdir))
+            result = merge_parts(parts.result(), out)
+    get_run_logger().info(result.summary())
+    return result
 
 
 def load_samples(results: list[IngestResult], limits: list[int | None] | None = None) -> tuple[pa.Table, pa.Table]:

@@ -27,7 +27,4 @@ def ingest(
             bar.update(task, description=f"ingesting {source}: {kept} samples, {rejected} quarantined")
 
         result = run_ingest(source, root, out, images=images, progress=report)
-    typer.echo(
-        f"{source}: {result.samples} samples -> {result.samples_path}; "
-        f"{result.quarantined} quarantined -> {result.quarantine_path}"
-    )
+    typer.echo(result.summary())
