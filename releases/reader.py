@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import ReleaseError
-from .manifest import load_manifest
+from .manifest import MANIFEST, load_manifest
 from .versions import SEMVER, parse_version
 
 DATA_DIR = "data"
@@ -112,3 +112,28 @@ def list_versions(root: Path | str, benchmark: str) -> list[str]:
         return []
     versions = [p.name for p in folder.iterdir() if p.is_dir() and SEMVER.match(p.name)]
     return sorted(versions, key=parse_version)
+
+
+def enclosing_release(path: Path | str) -> Path | None:
+    """The release folder that ``path`` is or lies in (a folder whose ``manifest.json`` is a
+    release manifest), or None. ``path`` need not exist yet."""
+    start = Path(path).resolve()
+    for folder in (start, *start.parents):
+        if (folder / MANIFEST).is_file():
+            try:
+                load_manifest(folder)
+            except ReleaseError:
+                continue
+            return folder
+    return None
+
+
+def refuse_inside_release(path: Path | str, what: str, release: Path | str | None = None) -> None:
+    """Refuse an output folder (``what``: the option naming it) that is or lies inside a release
+    (any, or the ``release`` the command reads): a release is immutable and checksummed, and a
+    file written into it breaks ``verify``."""
+    out = Path(path).resolve()
+    given = Path(release).resolve() if release is not None else None
+    inside = given if given is not None and (out == given or given in out.parents) else enclosing_release(out)
+    if inside is not None:
+        raise ReleaseError(f"{what} {path} lies inside the release {inside}; releases are immutable, write elsewhere")

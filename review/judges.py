@@ -45,7 +45,10 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
 
 from mmcurate.review.agreement import agreement_summary, cohen_kappa, pearson
-from mmcurate.review.batches import read_records, write_batch
+from mmcurate.releases.reader import refuse_inside_release
+from mmcurate.review.batches import prepare_batch_folder, read_records, write_batch
+
+LABEL_COLUMNS = ("label", "rating", "annotator")  # what people fill in
 
 GRADES = ("CORRECT", "INCORRECT", "NOT_ATTEMPTED")
 SPELLINGS = {"correct": "CORRECT", "incorrect": "INCORRECT", "not_attempted": "NOT_ATTEMPTED",
@@ -181,10 +184,12 @@ class JudgeExport:
 
 
 def export_judge_batch(release: Path | str, folders: Sequence[Path | str], out: Path | str, n: int = 100,
-                       seed: int = 0) -> JudgeExport:
-    """``n`` decisions per model (RefLVQA: ``n`` answers per model) into ``out/batch.{jsonl,csv}``."""
+                       seed: int = 0, force: bool = False) -> JudgeExport:
+    """``n`` decisions per model (RefLVQA: ``n`` answers per model) into ``out/batch.{jsonl,csv}``
+    (refused over a batch people already labelled, unless ``force``)."""
     if n < 1:
         raise MmcurateError(f"--n must be at least 1, got {n}")
+    prepare_batch_folder(Path(release), Path(out), LABEL_COLUMNS, force)
     decisions = read_decisions(release, folders)
     rng = random.Random(seed)
     by_model: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -203,7 +208,7 @@ def export_judge_batch(release: Path | str, folders: Sequence[Path | str], out: 
             per_model[model] = len(keys)
         rows += [decisions.items[k] for k in keys]
     columns = REFLVQA_COLUMNS if decisions.benchmark == "reflvqa" else DEFLECTION_COLUMNS
-    blank = {"label": "", "rating": "", "annotator": ""}
+    blank = dict.fromkeys(LABEL_COLUMNS, "")
     jsonl, csv_path = write_batch([{**r, **blank} for r in rows], columns, Path(out))
     return JudgeExport(decisions.benchmark, len(rows), per_model, jsonl, csv_path)
 
@@ -369,8 +374,7 @@ def import_judge_labels(release: Path | str, folders: Sequence[Path | str], file
     if not files:
         raise MmcurateError("give at least one labelled file")
     release, out = Path(release), Path(out)
-    if out.resolve() == release.resolve() or release.resolve() in out.resolve().parents:
-        raise MmcurateError(f"--out {out} lies inside the release; releases are immutable, write elsewhere")
+    refuse_inside_release(out, "--out", release)
     decisions = read_decisions(release, folders)
     labels: dict[str, dict[str, Any]] = {}
     for file in files:

@@ -47,7 +47,9 @@ from mmcurate.core.tables import jsonl_objects, write_table
 from mmcurate.models.client import ModelPool
 from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
+from mmcurate.releases.reader import refuse_inside_release
 from mmcurate.releases.reflectv import DISCARDED
+from mmcurate.review.batches import prepare_batch_folder
 
 SUBSETS = ("discarded", "raw", "clean")  # Table 6's D_noise, D_raw, D_clean
 LABELS = {"discarded": "D_noise (discarded)", "raw": "D_raw (unfiltered)", "clean": "D_clean (released)"}
@@ -133,13 +135,14 @@ def _image_file(folder: Path, image: dict[str, Any]) -> str:
     return name
 
 
-def export_trajectories(release: Path | str, out: Path | str, n: int = 100, seed: int = 0) -> TrajectoryExport:
-    """Sample ``n`` items per subset (seeded) into ``out`` (see the module docstring)."""
+def export_trajectories(release: Path | str, out: Path | str, n: int = 100, seed: int = 0,
+                        force: bool = False) -> TrajectoryExport:
+    """Sample ``n`` items per subset (seeded) into ``out`` (see the module docstring); refused over
+    a batch people already rated, unless ``force``."""
     if n < 1:
         raise MmcurateError(f"--n must be at least 1, got {n}")
     release, out = Path(release), Path(out)
-    if out.resolve() == release.resolve() or release.resolve() in out.resolve().parents:
-        raise MmcurateError(f"--out {out} lies inside the release; releases are immutable, write elsewhere")
+    prepare_batch_folder(release, out, (*CRITERIA, "annotator"), force)
     candidates = release_items(release)
     if not any(candidates.values()):
         raise MmcurateError(f"{release}: the release holds no dialogue to rate")
@@ -290,6 +293,7 @@ def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: P
                               rater: ModelRater | None = None) -> TrajectoryImport:
     """Validate rated files (and ask the model rater), write ratings and the Table 6 rows."""
     batch, out = Path(batch), Path(out)
+    refuse_inside_release(out, "--out")
     key = read_key(batch)
     if not files and rater is None:
         raise MmcurateError("give at least one rated file, or a rater model (--rater)")

@@ -22,6 +22,8 @@ annotate_app = typer.Typer(
 )
 app.add_typer(annotate_app, name="annotate")
 
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="replace a batch in --out that people already labelled (refused without it)")]
 EvaluationOpt = Annotated[Optional[list[Path]], typer.Option(
     "--evaluation", help="an evaluation output folder (answers.parquet); repeat: judge decisions instead of citations")]
 
@@ -34,19 +36,20 @@ def export(
     seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
     evaluation: EvaluationOpt = None,
     rejected: Annotated[int, typer.Option("--rejected", help="citations: rejected documents shown per item")] = 2,
+    force: ForceOpt = False,
 ) -> None:
     """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv."""
     from mmcurate.review.citations import export_batch
     from mmcurate.review.judges import export_judge_batch
 
     if evaluation:
-        result = export_judge_batch(release, evaluation, out, n=n, seed=seed)
+        result = export_judge_batch(release, evaluation, out, n=n, seed=seed, force=force)
         per_model = ", ".join(f"{m}: {k}" for m, k in result.per_model.items())
         unit = "answers" if result.benchmark == "reflvqa" else "decisions"
         typer.echo(f"exported {result.items} {result.benchmark} judge items ({unit} per model: {per_model}) "
                    f"-> {result.jsonl}, {result.csv}")
         return
-    batch = export_batch(release, n, out, seed=seed, rejected=rejected)
+    batch = export_batch(release, n, out, seed=seed, rejected=rejected, force=force)
     note = f" (only {batch.available} available)" if batch.items < n else ""
     typer.echo(f"exported {batch.items} items{note} -> {batch.jsonl}, {batch.csv}")
 
@@ -97,11 +100,12 @@ def export_trajectories(
     out: Annotated[Path, typer.Option("--out", help="output folder for the batch, its images and key")],
     n: Annotated[int, typer.Option("--n", help="items per subset (discarded, raw, clean)")] = 100,
     seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
+    force: ForceOpt = False,
 ) -> None:
     """Write a blind rating batch of trajectories from the discarded, raw and clean subsets (Table 6)."""
     from mmcurate.review.trajectories import SUBSETS, export_trajectories as export
 
-    result = export(release, out, n=n, seed=seed)
+    result = export(release, out, n=n, seed=seed, force=force)
     counts = ", ".join(f"{s} {result.items[s]} of {result.available[s]}" for s in SUBSETS)
     typer.echo(f"exported {sum(result.items.values())} items ({counts}) -> {result.jsonl}, {result.csv}")
 

@@ -39,11 +39,14 @@ def _prepare(config: Path, benchmark: str, version: str | None) -> Any:
     published version with other settings; returns the task runner the config asks for."""
     from mmcurate.core.config import load_config
     from mmcurate.releases.rerun import refuse_changed_version
+    from mmcurate.sources import check_source
     from mmcurate.tasks.runners import make_task_runner
 
     settings = load_config(config)
     section = settings.section(benchmark)
     settings.check_sources(benchmark)
+    for where, source in settings.sources_of(benchmark):
+        check_source(source.name, source.options, where)
     refuse_changed_version(settings, benchmark, version or section.version)
     return make_task_runner(settings.task_runner)
 
@@ -99,10 +102,12 @@ def evaluate(
     from mmcurate.core.errors import MmcurateError
     from mmcurate.evaluation.scenarios import SCENARIOS, check_system, plan_jobs
     from mmcurate.gating.prompts import DEFAULT_ABSTENTION, STRICTNESS_LEVELS
-    from mmcurate.releases.reader import open_release
+    from mmcurate.releases.reader import open_release, refuse_inside_release
 
     # every input is checked before Prefect starts: a bad one is one line, exit 2
     bench = open_release(release)
+    if out is not None:
+        refuse_inside_release(out, "--out")
     load_config(config).add_model(model)
     if strictness_sweep and abstention:
         raise MmcurateError("give --abstention levels or --strictness-sweep, not both")
