@@ -27,7 +27,9 @@ from mmcurate.core.config import Settings, load_config
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
+from mmcurate.evaluation.run_record import record_release
 from mmcurate.evaluation.scenarios import FAILED, PLAIN, SCENARIOS, check_system
+from mmcurate.models.accounting import failed_calls
 from mmcurate.releases.reader import Release, open_release
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
 from mmcurate.releases.unembed import canonical_rows, canonical_samples
@@ -66,12 +68,13 @@ def evaluate_release(
                                       modality_analysis, system)
     failed = [error for grade, error in zip(results["grade"].to_pylist(), results["error"].to_pylist()) if grade == FAILED]
     if failed:  # a table over the answers that did arrive would read as the model's score
-        raise MmcurateError(f"{len(failed)} of {results.num_rows} calls to {name} failed (first: {failed[0]}); "
-                            "nothing was summarised; rerun to resume (answers received are cached)")
+        raise MmcurateError(f"{failed_calls(name, len(failed), results.num_rows, failed[0])}; nothing was summarised; "
+                            "rerun to resume (answers received are cached)")
     crag, crag_note, crag_calls = score_crag(results, samples, settings)
     calls += crag_calls
     table = summarise(results, target, f"{name} on {bench.benchmark} {bench.version} ({', '.join(levels)} abstention, "
                                        f"{system} system)", crag, crag_note)
+    record_release(target, bench.benchmark, bench.version, bench.content_id)
     print(table)
     print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
@@ -90,6 +93,7 @@ def _evaluate_reflvqa(bench: Release, settings: Settings, model: str, run_id: st
     title = (f"{model} on reflvqa {bench.version}: {setting} of {cfg.candidates} ({components['retriever']}, "
              f"reranked by {components['reranker']}); graded by {', '.join(evaluators)}{stand_in}")
     table = summarise_reflvqa(run, target, title, setting, notes)
+    record_release(target, bench.benchmark, bench.version, bench.content_id)
     print(table)
     print(f"answers, grades, metrics and Hit@K plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")

@@ -7,11 +7,13 @@ from mmcurate.core.errors import ConfigError
 from .deflection import offered_negatives, plan_deflectionbench
 from .inputs import plan_input
 from .plan import Plan
-from .rates import paper_deflection, paper_reflvqa, release_deflection, release_reflvqa
+from .rates import (paper_deflection, paper_reflectv, paper_reflvqa, release_deflection, release_reflectv,
+                    release_reflvqa)
+from .reflectv import plan_reflectv
 from .reflvqa import plan_reflvqa
 
 PAPER = "paper"
-BENCHMARKS = ("deflectionbench", "reflvqa")
+BENCHMARKS = ("deflectionbench", "reflvqa", "reflectv")
 
 
 def oracle_rule(cfg: DeflectionBenchConfig) -> str:
@@ -34,6 +36,10 @@ def build_plan(settings: Settings, benchmark: str, samples: int | None = None, r
         rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg.retrieval)) if from_paper \
             else release_deflection(retention, rule)
         return plan_deflectionbench(settings, plan_input(settings, cfg.sources, samples), rates, rule)
+    if benchmark == "reflectv":
+        cfg = settings.section(benchmark)
+        rates = paper_reflectv() if from_paper else release_reflectv(retention)
+        return plan_reflectv(settings, plan_input(settings, cfg.sources, samples), rates)
     cfg = settings.section(benchmark)
     rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) if from_paper else release_reflvqa(retention)
     return plan_reflvqa(settings, plan_input(settings, [cfg.source], samples), rates)

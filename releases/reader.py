@@ -5,6 +5,7 @@ writes in progress (or left by a crash) and are never listed.
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -54,6 +55,13 @@ class Release:
     @property
     def version(self) -> str:
         return self.manifest["version"]
+
+    @property
+    def content_id(self) -> str:
+        """What this release holds, as one id: the digest sealing its file list (two releases that
+        share a benchmark and version but not their files have different ids)."""
+        sealed = self.manifest.get("sealed")
+        return sealed if isinstance(sealed, str) else hashlib.sha256((self.path / MANIFEST).read_bytes()).hexdigest()
 
     @property
     def configs(self) -> list[str]:

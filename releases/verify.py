@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from .errors import ReleaseError
 from .manifest import (
     ARTIFACT_CHECKSUMS,
     MANIFEST,
@@ -84,7 +85,11 @@ def verify_release(path: Path | str) -> VerifyResult:
         return result
     if manifest.get("sealed") != sealed_digest(sealed):
         result.invalid.append("the manifest's file list does not match its sealed digest")
-    later = post_seal_entries(release_dir)
+    try:
+        later = post_seal_entries(release_dir)
+    except ReleaseError as exc:  # a damaged list is a verification failure, not a usage error
+        result.invalid.append(str(exc))
+        later = {}
     for rel in sorted(later):
         if rel in sealed:
             result.invalid.append(f"{ARTIFACT_CHECKSUMS} lists sealed file {rel}; only the manifest pins it")

@@ -44,6 +44,7 @@ from mmcurate.core.ids import stable_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.tables import jsonl_objects, write_table
+from mmcurate.models.accounting import failed_calls
 from mmcurate.models.client import ModelPool
 from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
@@ -236,8 +237,8 @@ class ModelRater:
             raise MmcurateError(f"rater model {model!r} cannot see images (vision: false)")
         self.pool, self.model, self.store = pool, model, store
 
-    def rate(self, batch: Path, key: dict[str, dict[str, Any]]) -> tuple[dict[str, tuple[int, int]], int]:
-        """({item_id: (logic, visual)}, number of items the model could not rate)."""
+    def rate(self, batch: Path, key: dict[str, dict[str, Any]]) -> tuple[dict[str, tuple[int, int]], list[str]]:
+        """({item_id: (logic, visual)}, the errors of the items the model could not rate)."""
         items = sorted(key.values(), key=lambda r: r["item_id"])
         requests = []
         for item in items:
@@ -254,7 +255,7 @@ class ModelRater:
         finally:
             self.pool.release(self.model)
         rated = {item["item_id"]: reply.label for item, reply in zip(items, replies) if reply.ok}
-        return rated, len(items) - len(rated)
+        return rated, [reply.error or "no rating" for reply in replies if not reply.ok]
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,7 @@ class TrajectoryImport:
     markdown: str
     ratings_path: Path
     table_path: Path
+    rater_problem: str | None = None  # the model rater failed on some items: how many, and why
 
 
 def _mean(values: list[int]) -> float | None:
@@ -306,9 +308,15 @@ def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: P
         annotators.append(name)
         rows += [{"item_id": item, "subset": key[item]["subset"], "sample_id": key[item]["sample_id"], "rater": name,
                   "kind": "human", "logic": logic, "visual": visual} for item, (logic, visual) in ratings.items()]
-    model_errors = 0
+    errors: list[str] = []
+    problem = None
     if rater is not None:
-        rated, model_errors = rater.rate(batch, key)
+        rated, errors = rater.rate(batch, key)
+        if errors:
+            problem = failed_calls(rater.model, len(errors), len(key), errors[0])
+            if not rated:
+                raise MmcurateError(f"the rater rated no item: {problem}; nothing written (rerun: rated items are "
+                                    "cached)")
         rows += [{"item_id": item, "subset": key[item]["subset"], "sample_id": key[item]["sample_id"],
                   "rater": rater.model, "kind": "model", "logic": logic, "visual": visual}
                  for item, (logic, visual) in sorted(rated.items())]
@@ -320,7 +328,7 @@ def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: P
     markdown = markdown_table(table)
     table_path = out / "table6.json"
     table_path.write_text(json.dumps({"batch": str(batch), "annotators": annotators,
-                                      "model": rater.model if rater else None, "model_errors": model_errors,
-                                      "table": table}, indent=2) + "\n", encoding="utf-8")
+                                      "model": rater.model if rater else None, "model_errors": len(errors),
+                                      "model_problem": problem, "table": table}, indent=2) + "\n", encoding="utf-8")
     (out / "table6.md").write_text(markdown + "\n", encoding="utf-8")
-    return TrajectoryImport(annotators, table, markdown, ratings_path, table_path)
+    return TrajectoryImport(annotators, table, markdown, ratings_path, table_path, problem)

@@ -25,7 +25,7 @@ from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter, text_field
-from .image_qa import array_records, guarded, image_qa_sample
+from .image_qa import array_records, count_objects, guarded, image_qa_sample
 
 Split = Literal["train", "val", "test"]
 Subset = Literal["human", "augmented"]
@@ -54,6 +54,9 @@ class ChartQASource(SourceAdapter):
         if missing or not self.files:
             raise SourceError(f"chartqa: {', '.join(missing) or 'no <split>/<split>_human.json or _augmented.json'} "
                               f"missing under {self.root}")
+
+    def count_records(self) -> int:
+        return sum(count_objects(array_records(path)) for path in self.files.values())
 
     def source_files(self) -> list[Path]:
         return list(self.files.values())

@@ -61,7 +61,7 @@ from mmcurate.core.domains import Domain
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter, text_field
-from .image_qa import array_records, guarded, image_qa_sample
+from .image_qa import array_records, count_objects, guarded, image_qa_sample
 
 IMAGE_TOKEN = "<image>"
 _SCORE_LINE = re.compile(r"Score:\s*(\d+)")
@@ -178,6 +178,9 @@ class FIRESource(SourceAdapter):
         super().__init__(*args, **kwargs)
         self.files = self.listed_files(self.options.files, ["*.json"])
         self.image_dir = self.images or self.root / "images"
+
+    def count_records(self) -> int:
+        return sum(count_objects(array_records(path)) for path in self.files)
 
     def source_files(self) -> list[Path]:
         return list(self.files)

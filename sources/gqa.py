@@ -26,7 +26,7 @@ from mmcurate.core.domains import GENERAL_QA
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter, text_field
-from .image_qa import guarded, image_qa_sample, keyed_records, unlabelled
+from .image_qa import count_objects, guarded, image_qa_sample, keyed_records, unlabelled
 
 PATTERNS = ("*_balanced_questions.json", "*_all_questions.json")
 UNLABELLED = ("test", "challenge", "submission")  # question files published without answers
@@ -45,6 +45,9 @@ class GQASource(SourceAdapter):
         super().__init__(*args, **kwargs)
         self.files = self.listed_files(self.options.files, PATTERNS)
         self.image_dir = self.images or self.root / "images"
+
+    def count_records(self) -> int:
+        return sum(count_objects(keyed_records(path)) for path in self.files)
 
     def source_files(self) -> list[Path]:
         return list(self.files)

@@ -100,6 +100,11 @@ def _objects(path: Path, items: Iterable[tuple[str, Any]]) -> Iterator[Record | 
         yield Rejected(f"{path.name}:char{exc.offset}", f"rest of file unreadable: {exc}")
 
 
+def count_objects(records: Iterable[Record | Rejected]) -> int:
+    """How many records a reader yields that are JSON objects (``count_records``: read, not built)."""
+    return sum(1 for item in records if not isinstance(item, Rejected))
+
+
 def keyed_records(path: Path) -> Iterator[Record | Rejected]:
     """The members of a file that is one JSON object (id -> record), located ``file:<id>``."""
     return _objects(path, ((str(k), v) for k, v in iter_members(path)))

@@ -25,7 +25,7 @@ from mmcurate.core.domains import SCENE_TEXT
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter, required, text_field
-from .image_qa import answers_by_frequency, data_records, guarded, image_qa_sample, unlabelled
+from .image_qa import answers_by_frequency, count_objects, data_records, guarded, image_qa_sample, unlabelled
 
 Split = Literal["train", "val", "test"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test")
@@ -49,6 +49,9 @@ class TextVQASource(SourceAdapter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.files = self.split_files(self.options.splits, SPLITS, questions_file)
+
+    def count_records(self) -> int:
+        return sum(count_objects(data_records(path)) for path in self.files.values())
 
     def source_files(self) -> list[Path]:
         return list(self.files.values())

@@ -22,6 +22,7 @@ from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.report import write_evaluation
 from mmcurate.evaluation.scenarios import FAILED, EvaluationError, evaluate
 from mmcurate.judging.session import open_models
+from mmcurate.models.accounting import failed_calls
 from mmcurate.retrieval.encoders import cross_modal_encoder, text_encoder
 from mmcurate.retrieval.rag import RagCorpus
 from mmcurate.retrieval.rerank import reranker
@@ -30,8 +31,8 @@ from .models import prefect_secret
 
 
 def _all_failed(model: str, failed: int, total: int, first_error: str | None) -> EvaluationError:
-    return EvaluationError(f"all {total} answer calls to model {model!r} failed ({failed} failed calls); "
-                           f"nothing written. First error: {first_error}")
+    return EvaluationError(f"every answer call failed: {failed_calls(model, failed, total, first_error)}; "
+                           "nothing written")
 
 
 @task(name="answer-scenarios", cache_policy=NO_CACHE)

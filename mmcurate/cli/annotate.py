@@ -133,4 +133,6 @@ def import_trajectories(
             result = import_trajectory_ratings(batch, list(ratings or []), out, ModelRater(models.pool, rater, store))
     who = ", ".join(result.annotators) or "no annotator"
     typer.echo(f"ratings from {who}{' and ' + rater if rater else ''} -> {result.ratings_path}")
+    if result.rater_problem:
+        typer.echo(f"mmcurate: warning: {result.rater_problem}; its column averages the items it rated", err=True)
     typer.echo(result.markdown)

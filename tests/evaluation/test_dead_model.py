@@ -20,7 +20,7 @@ def settings(tmp_path, default):
 
 def test_deflectionbench_all_failed_raises_with_the_count(tmp_path, make):
     rows = make.table([make.sample(str(i), f"Q-{i}?", ["Paris"]) for i in range(2)])
-    with pytest.raises(EvaluationError, match=r"all 4 answer calls to model 'dead' failed .*nothing written"):
+    with pytest.raises(EvaluationError, match=r"every answer call failed: model 'dead' failed 4 of 4 calls \(first error: .+\); nothing written"):
         answer_scenarios.fn(rows, settings(tmp_path, None), "dead", ["oracle", "parametric"], [2], ["moderate"], 0, "r")
     alive = make.table([make.sample("a", "Q-ALIVE?", ["Paris"]), make.sample("b", "Q-B?", ["Paris"])])
     results, calls = answer_scenarios.fn(alive, settings(tmp_path, None), "dead", ["oracle"], [2], ["moderate"], 0, "r")
@@ -34,5 +34,5 @@ def test_reflvqa_all_failed_raises_with_the_count(tmp_path):
                           "image_citations": [], "flagged": False}]}]
     kb = pa.Table.from_pylist([{"doc_id": "d", "modality": "text", "text": "Q-DEAD answer", "image": None,
                                 "title": "D"}], schema=KNOWLEDGE_BASE)
-    with pytest.raises(EvaluationError, match=r"all 1 answer calls to model 'dead' failed"):
+    with pytest.raises(EvaluationError, match=r"every answer call failed: model 'dead' failed 1 of 1 calls \(first error: "):
         answer_reflvqa.fn(qa, kb, settings(tmp_path, None), "dead", "r")
