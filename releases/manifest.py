@@ -4,7 +4,7 @@ Checksum policy. The manifest is the only source of truth for the sealed release
 ``files`` lists sha256 and size of every file written while the release was sealed (data,
 ledger, quarantine, card, plots; not itself and not the post-seal files), and ``sealed``
 is the sha256 of that list, so an edit of one entry shows. ``sealed_body`` holds the sha256
-of every other top-level entry of the manifest (config, models, counts, statistics, notes,
+of every other top-level entry of the manifest (config, models, inputs, counts, statistics, notes,
 the incomplete flag, ...) in canonical JSON (sorted keys, no spaces), so ``verify`` names
 any entry edited, added or removed after sealing (manifest format 2; format 1 manifests,
 written before, seal their files only and ``verify`` says so). A digest shows edits; it does
@@ -90,6 +90,31 @@ def source_file_entries(paths: list[str | dict[str, Any]]) -> list[dict[str, Any
     return entries
 
 
+def _files(value: Any, at: str) -> dict[str, Path]:
+    """Every absolute path string in ``value`` that names a file, by its field path."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _files(item, f"{at}.{key}" if at else str(key)).items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _files(item, f"{at}[{i}]").items()}
+    if isinstance(value, str) and value.startswith("/") and Path(value).is_file():
+        return {at: Path(value)}
+    return {}
+
+
+def input_digests(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]]) -> dict[str, str]:
+    """sha256 of every local file named by the parts of a resolved config that identify a
+    release (the benchmark's section, the judge, the models by role), by config field path."""
+    specs = config.get("models") or {}
+    parts = {benchmark: config.get(benchmark) or {}, "judge": config.get("judge"),
+             "models": {m["name"]: specs.get(m["name"]) for m in models}}
+    return {at: sha256_file(path) for at, path in sorted(_files(parts, "").items())}
+
+
+def source_digests(entries: list[dict[str, Any]]) -> list[str]:
+    """The sha256 of each raw source file, in a stable order (places are not identity)."""
+    return sorted(str(entry.get("sha256")) for entry in entries)
+
+
 def is_post_seal(relative: str) -> bool:
     """Files that commands may (re)write after the release is sealed."""
     return relative == REPORT or relative.startswith(QUALITY_DIR + "/")
@@ -116,6 +141,7 @@ def build_manifest(draft: ReleaseDraft, rows: dict[str, int], sizes: dict[str, i
         "judge": draft.judge,
         "components": draft.components,
         "source_files": source_file_entries(draft.source_files),
+        "inputs": input_digests(draft.benchmark, draft.config, draft.models),
         "counts": {**draft.counts, "rows": rows, "bytes": sizes},
         "statistics": draft.statistics,
         "removed": draft.removed,
