@@ -85,3 +85,16 @@ def test_sample_over_the_size_cap_is_quarantined(fixtures_root: Path, tmp_path: 
     _, quarantine = _ingest("gqa", root, tmp_path / "out")
     reason = quarantine[f"val_balanced_questions.json:{first}"]
     assert reason.startswith(f"sample larger than {MAX_SAMPLE_BYTES} bytes (")
+
+
+def test_deep_entry_of_a_one_object_knowledge_base(fixtures_root: Path, tmp_path: Path) -> None:
+    root = _copy(fixtures_root, "evqa", tmp_path)
+    before, _ = _ingest("evqa", root, tmp_path / "before")
+    kb = root / "encyclopedic_kb_wiki.json"
+    articles = json.loads(kb.read_text())
+    first = next(iter(articles))
+    rest = json.dumps({url: article for url, article in articles.items() if url != first})
+    kb.write_text("{" + json.dumps(first) + ": " + DEEP + ", " + rest[1:])
+    samples, quarantine = _ingest("evqa", root, tmp_path / "after")
+    assert quarantine[f"encyclopedic_kb_wiki.json:{first}"] == f"unreadable KB entry: {TOO_DEEP}"
+    assert samples <= before  # the questions on that article lose their gold, the others keep theirs
