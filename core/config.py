@@ -436,6 +436,8 @@ class Settings(BaseSettings):
             model = _resolve_paths(ModelSpec(**data), path.parent.resolve())
         except (yaml.YAMLError, TypeError, ValidationError) as exc:
             raise ConfigError(f"model file {path}: {str(exc).splitlines()[0]}") from None
+        except RecursionError:
+            raise ConfigError(f"model file {path}: nested too deeply to read") from None
         if model.name in self.models and self.models[model.name] != model:
             raise ConfigError(f"model file {path} redefines model {model.name!r}")
         self.models[model.name] = model
@@ -544,6 +546,8 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {path} is not valid YAML: {exc}".replace("\n", " ")) from None
+    except RecursionError:
+        raise ConfigError(f"config {path} is nested too deeply to read") from None
 
     class _FromFile(Settings):
         model_config = SettingsConfigDict(yaml_file=path)

@@ -82,8 +82,9 @@ def test_reflvqa_and_reflectv_numbers(tmp_path) -> None:
     _refused(tmp_path, reflectv, "reflectv.sources", "at least 1 item")
 
 
-def test_a_config_that_is_not_a_mapping(tmp_path) -> None:
+def test_a_config_that_is_not_a_mapping_or_nested_too_deeply(tmp_path) -> None:
     _refused(tmp_path, "- a\n- b\n", "expected a mapping of settings at the top level, got a list")
+    _refused(tmp_path, "workdir: w\nextra: " + "{a: " * 1200 + "1" + "}" * 1200 + "\n", "is nested too deeply to read")
 
 
 def test_adapter_options_are_checked_with_their_path() -> None:
