@@ -54,3 +54,13 @@ def test_root_without_question_files(tmp_path: Path) -> None:
         ingest("gqa", tmp_path, tmp_path / "out")
     with pytest.raises(SourceError, match="none of missing.json"):
         ingest("gqa", tmp_path, tmp_path / "out", options={"files": ["missing.json"]})
+
+
+def test_the_console_says_what_was_skipped(root: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mmcurate.cli import app
+
+    out = CliRunner().invoke(app, ["ingest", "gqa", str(root), "--out", str(tmp_path / "out")])
+    assert out.exit_code == 0, out.output
+    assert "2 quarantined" in out.output and "skipped: 2 (test: no answers in this split: not curatable)" in out.output
