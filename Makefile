@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml setup.py sources/_linescan.c
 
 fixtures: $(FIXTURES)
 
-$(FIXTURES): $(STAMP) tests/fixtures/make_fixtures.py
+$(FIXTURES): $(STAMP) tests/fixtures/make_fixtures.py $(wildcard tests/fixtures/builders/*.py)  # a changed builder rebuilds them
 	$(PY) tests/fixtures/make_fixtures.py tests/fixtures/generated
 	touch $(FIXTURES)
 

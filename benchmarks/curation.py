@@ -1,8 +1,8 @@
 """What every curation run does before its first stage, for any benchmark.
 
 ``begin_curation`` loads the config and checks everything that can be checked before work
-starts: the benchmark's section exists, its sources are ones the benchmark reads and their
-folders are readable, the version is a semantic version, and a release already published
+starts: the benchmark's section exists, its sources are ones the benchmark reads, with valid
+adapter options and readable folders, the version is a semantic version, and a release already published
 under it was made with the same configuration and models (else one line names the
 difference). The command line calls it before Prefect starts, and the flow calls it again
 as its first step (a deployment run has no command line before it).
@@ -18,6 +18,7 @@ from mmcurate.core.errors import ConfigError
 from mmcurate.core.ids import new_run_id
 from mmcurate.releases.rerun import refuse_changed_version
 from mmcurate.releases.versions import parse_version
+from mmcurate.sources import check_source
 
 from .benchmark import Benchmark
 from .registry import get
@@ -33,10 +34,11 @@ class Curation:
 
 
 def check_source_names(benchmark: Benchmark, settings: Settings) -> None:
-    for source in settings.section(benchmark.name).source_specs():
+    for where, source in settings.sources_of(benchmark.name):
         if source.name not in benchmark.sources:
-            raise ConfigError(f"{benchmark.name} source {source.name!r}: {benchmark.name} reads "
+            raise ConfigError(f"{where}: source {source.name!r}: {benchmark.name} reads "
                               f"{', '.join(benchmark.sources)}")
+        check_source(source.name, source.options, where)
 
 
 def begin_curation(config: str | Path, name: str, version: str | None = None) -> Curation:

@@ -10,4 +10,5 @@ BENCHMARK = Benchmark(
     sources=("gqa", "textvqa", "docvqa", "chartqa", "fire"),
     release="mmcurate.releases.reflectv:KIND",
     curate="mmcurate.flows.reflectv:reflectv",
+    plan="mmcurate.planning.bill:reflectv_bill",
 )

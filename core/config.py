@@ -16,7 +16,7 @@ import re
 from abc import abstractmethod
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -67,18 +67,18 @@ class ModelSpec(_Strict):
     api_key_env: str | None = None  # environment variable holding the key
     api_key_block: str | None = None  # or a Prefect Secret block name
     vision: bool = False
-    temperature: float = 0.2
-    top_p: float = 1.0
-    repetition_penalty: float = 1.05
-    max_tokens: int = 128
-    seed: int | None = 0
-    concurrency: int = 4
-    timeout: float = 120.0
-    max_retries: int = 4
+    temperature: float = Field(default=0.2, ge=0.0, le=2.0)  # the OpenAI API's range
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    repetition_penalty: float = Field(default=1.05, gt=0.0)  # 1: none (vLLM, llama.cpp)
+    max_tokens: int = Field(default=128, ge=1)
+    seed: int | None = Field(default=0, ge=0)  # llama.cpp reads a negative seed as "random": not reproducible
+    concurrency: int = Field(default=4, ge=1)  # 0 would never send a request: the run would hang
+    timeout: float = Field(default=120.0, gt=0.0)  # seconds per request
+    max_retries: int = Field(default=4, ge=0)
     # embedded: which packaged GGUF the local llama.cpp server loads (a chat model: the only
     # one a package ships is SmolLM2-135M-Instruct)
     gguf: Literal["smollm2"] | None = None
-    n_ctx: int = 2048
+    n_ctx: int = Field(default=2048, ge=1)
     # scripted: JSONL rules and the fallback answer
     script: Path | None = None
     default: str | None = None
@@ -132,8 +132,8 @@ class SourceSpec(_Strict):
     name: str  # adapter name: reddit, infoseek, evqa, webqa, mmdocrag, mragbench, viquae
     root: Path
     images: Path | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
-    limit: int | None = None  # curate only the first N ingested samples (dry runs, demos)
+    options: dict[str, Any] = Field(default_factory=dict)  # the adapter's options, checked before a run starts
+    limit: int | None = Field(default=None, ge=1)  # curate only the first N ingested samples (dry runs, demos)
 
 
 class RetrievalConfig(_Strict):
@@ -142,14 +142,20 @@ class RetrievalConfig(_Strict):
     text_encoder: TextEncoderSpec = MiniLM()
     image_encoder: ImageEncoderSpec = Descriptor()
     kb: KBSpec = WikiOffline()  # documents {doc_id, title, text} (see retrieval.kb)
-    kb_limit: int | None = None  # use only the first N KB documents (demo speed)
-    top_pages: int = 10
-    top_images: int = 10
+    kb_limit: int | None = Field(default=None, ge=1)  # use only the first N KB documents (demo speed)
+    top_pages: int = Field(default=10, ge=0)
+    top_images: int = Field(default=10, ge=0)
     chunk_unit: Literal["tokens", "words"] = "tokens"
-    chunk_size: int = 250
-    chunk_overlap: int = 32
+    chunk_size: int = Field(default=250, ge=1)
+    chunk_overlap: int = Field(default=32, ge=0)
     reranker: RerankerSpec = MiniLM()
-    max_text_negatives: int = 10
+    max_text_negatives: int = Field(default=10, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "RetrievalConfig":
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})")
+        return self
 
 
 Rule = Literal["all_incorrect", "none_correct"]
@@ -159,16 +165,21 @@ class GatingConfig(_Strict):
     """The gating models and the two rules that read their grades (see gating/parametric.py
     for Stage I and annotation/deflectionbench/oracle.py for Stage III solvability)."""
 
-    pool: list[str]  # ordered keys of Settings.models
+    pool: list[str] = Field(min_length=1)  # ordered keys of Settings.models
     rule: Rule = "all_incorrect"  # Stage I: keep only if every model is INCORRECT without context
     oracle_rule: Rule = "all_incorrect"  # Stage III: discard only if every model is INCORRECT with gold
+
+
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class BenchmarkSection(_Strict):
     """A benchmark's section of the config: its sources and the models its curation asks."""
 
-    def source_specs(self) -> list[SourceSpec]:
-        return list(getattr(self, "sources"))
+    def sources_at(self, name: str) -> list[tuple[str, SourceSpec]]:
+        """(config path, spec) of every source, e.g. ``("reflectv.sources[2]", spec)``; ``name``
+        is the section's name."""
+        return [(f"{name}.sources[{i}]", spec) for i, spec in enumerate(getattr(self, "sources"))]
 
     @abstractmethod
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
@@ -177,13 +188,21 @@ class BenchmarkSection(_Strict):
 
 
 class DeflectionBenchConfig(BenchmarkSection):
-    sources: list[SourceSpec]
+    sources: list[SourceSpec] = Field(min_length=1)
     gating: GatingConfig
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
-    k_min: int = 5
-    seed: int = 0
+    k_min: int = Field(default=5, ge=1)
+    seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"
-    source_mix: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    source_mix: dict[str, tuple[Share, Share]] = Field(default_factory=dict)  # source -> (min, max) share
+
+    @field_validator("source_mix")
+    @classmethod
+    def _low_high(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        bad = {name: pair for name, pair in value.items() if pair[0] > pair[1]}
+        if bad:
+            raise ValueError(f"each share range is (min, max) with min <= max, got {bad}")
+        return value
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
         return [("gating", name) for name in self.gating.pool] + ([("judge", judge)] if judge else [])
@@ -202,6 +221,12 @@ class ClaimGate(_Strict):
     thresholds: dict[ClaimType, float] = Field(default_factory=lambda: dict(CLAIM_THRESHOLDS))
     max_rounds: int = Field(default=3, ge=1)
     stable_rounds: int = Field(default=2, ge=1)
+
+    @model_validator(mode="after")
+    def _stable_within_max(self) -> "ClaimGate":
+        if self.stable_rounds > self.max_rounds:
+            raise ValueError(f"stable_rounds ({self.stable_rounds}) cannot exceed max_rounds ({self.max_rounds})")
+        return self
 
     @field_validator("thresholds")
     @classmethod
@@ -231,26 +256,26 @@ class RefLVQAConfig(BenchmarkSection):
 
     source: SourceSpec
     cross_modal_encoder: CrossModalSpec | None = None  # None skips the image-relevance filter
-    distractor_images: int = 100
-    relevance_top_k: int = 10
+    distractor_images: int = Field(default=100, ge=0)
+    relevance_top_k: int = Field(default=10, ge=1)
     inspectors: list[str] = Field(default_factory=list)  # text-only models
     evaluator: GraderSpec | None = None  # grades inspector answers right/wrong
-    max_right_inspectors: int = 1
+    max_right_inspectors: int = Field(default=1, ge=0)
     factcheck_model: LabellerSpec | None = None  # marks fact-checkable sentences
     text_corpus: list[KBSpec] = Field(default_factory=lambda: [WikiOffline()])  # searched as one
-    text_corpus_limit: int | None = None
+    text_corpus_limit: int | None = Field(default=None, ge=1)
     image_corpus: Path | None = None  # folder of images; None: the posts' own images
-    top_text: int = 5
-    top_images: int = 5
+    top_text: int = Field(default=5, ge=1)
+    top_images: int = Field(default=5, ge=0)
     cutoff: CutoffSpec | None = None  # cut each sentence's top_text documents before entailment
     text_entailment: EntailmentSpec = Lexical()
     image_entailment: str | None = None  # a vision model name; None: image citations skipped
     verification: SentenceVerification | None = None  # None: no claim-level verification
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"
 
-    def source_specs(self) -> list[SourceSpec]:
-        return [self.source]
+    def sources_at(self, name: str) -> list[tuple[str, SourceSpec]]:
+        return [(f"{name}.source", self.source)]
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
         roles = {"inspector": self.inspectors, "evaluator": model_names(self.evaluator),
@@ -297,7 +322,7 @@ class EvaluationConfig(_Strict):
 class ReflectVConfig(BenchmarkSection):
     """MIRROR's ReflectV curation (seed paper 002, section 4): see flows/reflectv.py."""
 
-    sources: list[SourceSpec]  # image QA in published layouts, and ready-made FIRE dialogues
+    sources: list[SourceSpec] = Field(min_length=1)  # image QA in published layouts, and ready-made FIRE dialogues
     student: str | None = None  # answers the question (sees the image); None: only ingested dialogues
     teacher: str | None = None  # sees the ground truth, replies "Score: N" and "Feedback: ..."
     max_turns: int = Field(default=3, ge=1)  # student answers per dialogue at most
@@ -309,7 +334,7 @@ class ReflectVConfig(BenchmarkSection):
     colors: list[Color] = Field(default_factory=lambda: list(COLORS), min_length=1)
     mark_types: list[MarkType] = Field(default_factory=lambda: list(MARK_TYPES), min_length=1)
     rho: float = Field(default=0.75, ge=0.0, le=1.0)  # share of multi-turn chains in the release
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"
 
     @model_validator(mode="after")
@@ -328,8 +353,8 @@ class ReflectVConfig(BenchmarkSection):
 class TaskRunnerConfig(_Strict):
     kind: Literal["threads", "dask", "ray"] = "threads"
     address: str | None = None  # existing cluster; None starts a local one
-    workers: int = 2
-    shard_size: int = 256
+    workers: int = Field(default=2, ge=1)
+    shard_size: int = Field(default=256, ge=1)  # samples per shard of a model stage
 
 
 def env_name(model: str) -> str:
@@ -434,6 +459,8 @@ class Settings(BaseSettings):
             model = _resolve_paths(ModelSpec(**data), path.parent.resolve())
         except (yaml.YAMLError, TypeError, ValidationError) as exc:
             raise ConfigError(f"model file {path}: {str(exc).splitlines()[0]}") from None
+        except RecursionError:
+            raise ConfigError(f"model file {path}: nested too deeply to read") from None
         if model.name in self.models and self.models[model.name] != model:
             raise ConfigError(f"model file {path} redefines model {model.name!r}")
         self.models[model.name] = model
@@ -446,13 +473,17 @@ class Settings(BaseSettings):
             raise ConfigError(f"the config has no '{benchmark}' section")
         return section
 
+    def sources_of(self, benchmark: str) -> list[tuple[str, SourceSpec]]:
+        """(config path, spec) of every source of ``benchmark``, e.g. ``("reflectv.sources[2]", spec)``."""
+        return self.section(benchmark).sources_at(benchmark)
+
     def check_sources(self, benchmark: str) -> None:
         """Refuse, before a curation run starts, a source whose root or image folder is not a
         directory (a re-curation or an evaluation reads no source, so loading does not check)."""
-        for source in self.section(benchmark).source_specs():
+        for where, source in self.sources_of(benchmark):
             for what, folder in (("root", source.root), ("images", source.images)):
                 if folder is not None and not folder.is_dir():
-                    raise ConfigError(f"{benchmark} source {source.name}: {what} {folder} is not a readable directory")
+                    raise ConfigError(f"{where} ({source.name}): {what} {folder} is not a readable directory")
 
     def model(self, name: str) -> ModelSpec:
         try:
@@ -476,10 +507,17 @@ class Settings(BaseSettings):
             settings = cls(**data)
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"recorded config: {where}: {first['msg']}") from None
+            raise ConfigError(f"recorded config: {field_path(first['loc'])}: {first['msg']}") from None
         from_env = _leaves(_ModelEnv(cls, _model_keys(data))())
         return _resolve_paths(settings, base.resolve(), from_env)
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as the config spells it: ``deflectionbench.sources[0].limit``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
 def _model_keys(*sources: dict[str, Any]) -> set[str]:
@@ -541,16 +579,21 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {path} is not valid YAML: {exc}".replace("\n", " ")) from None
+    except RecursionError:
+        raise ConfigError(f"config {path} is nested too deeply to read") from None
 
     class _FromFile(Settings):
         model_config = SettingsConfigDict(yaml_file=path)
 
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"config {path}: expected a mapping of settings at the top level, got a "
+                          f"{type(data).__name__}")
     try:
         settings = _FromFile(**overrides)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"config {path}: {where}: {first['msg']} ({exc.error_count()} error(s))") from None
+        raise ConfigError(f"config {path}: {field_path(first['loc'])}: {first['msg']} "
+                          f"({exc.error_count()} error(s))") from None
     resolved = Settings.model_construct(**{k: getattr(settings, k) for k in Settings.model_fields})
     known = _model_keys(overrides, data if isinstance(data, dict) else {})
     from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)

@@ -91,6 +91,8 @@ def jsonl_objects(path: Path, what: str = "row") -> Iterator[tuple[int, dict[str
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise MmcurateError(f"{path}:{number}: invalid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise MmcurateError(f"{path}:{number}: invalid JSON: nested too deeply to parse") from None
             if not isinstance(obj, dict):
                 raise MmcurateError(f"{path}:{number}: a {what} must be a JSON object")
             yield number, obj

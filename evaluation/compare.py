@@ -3,8 +3,9 @@ transitions of Fig. 4, preference shares with 95% Wilson intervals of Fig. 6).
 
 A run is a folder as ``mmcurate evaluate`` writes it: ``answers.parquet`` (one row per answer:
 ``sample_id``, ``scenario``, ``n_negatives``, ``grade``, ...) and ``table.md``, whose title
-``# <model> on <benchmark> <version> (...)`` names the release evaluated. Runs of different
-releases are not compared.
+``# <model> on <benchmark> <version> (...)`` names the release evaluated, and ``release.json``
+its content id. Runs of different releases are not compared, nor runs of two releases that
+share a name but not their content (matched by content id where both runs recorded it).
 
 An item is one question asked under one condition: the rows are matched on ``sample_id``,
 ``scenario`` and ``n_negatives``, plus ``negatives`` and ``abstention`` when both runs have
@@ -40,6 +41,8 @@ import pyarrow.parquet as pq
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
 
+from .run_record import recorded_content_id
+
 ALPHA = 0.05  # 95% intervals
 ANSWERS = "answers.parquet"
 TITLE_FILE = "table.md"
@@ -73,6 +76,7 @@ class Run:
     benchmark: str
     version: str
     answers: pa.Table
+    content_id: str | None = None  # from ``release.json`` (``evaluation.run_record``); None: an older run
 
     @property
     def release(self) -> str:
@@ -97,7 +101,7 @@ def read_run(folder: Path | str) -> Run:
     missing = [c for c in REQUIRED if c not in answers.column_names]
     if missing:
         raise CompareError(f"{folder / ANSWERS} has no column(s) {missing}")
-    return Run(folder, match.group(1), match.group(2), answers)
+    return Run(folder, match.group(1), match.group(2), answers, recorded_content_id(folder))
 
 
 def _items(run: Run, key: list[str]) -> dict[tuple, str]:
@@ -138,6 +142,9 @@ def compare_runs(a: Path | str, b: Path | str) -> Comparison:
     if run_a.release != run_b.release:
         raise CompareError(f"the runs evaluate different releases: {run_a.release} ({run_a.folder}) and "
                            f"{run_b.release} ({run_b.folder})")
+    if None not in (run_a.content_id, run_b.content_id) and run_a.content_id != run_b.content_id:
+        raise CompareError(f"the runs evaluate two different releases named {run_a.release}: content "
+                           f"{run_a.content_id[:12]} ({run_a.folder}) and {run_b.content_id[:12]} ({run_b.folder})")
     key = [*REQUIRED[:3], *(c for c in OPTIONAL_KEYS
                              if c in run_a.answers.column_names and c in run_b.answers.column_names)]
     items_a, items_b = _items(run_a, key), _items(run_b, key)

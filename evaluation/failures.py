@@ -8,6 +8,8 @@ are cached, so a rerun resumes and asks only what failed.
 """
 from __future__ import annotations
 
+from mmcurate.models.accounting import failed_calls
+
 from .scenarios import EvaluationError
 
 
@@ -16,11 +18,10 @@ def check_failures(model: str, failed: int, total: int, first_error: str | None,
     """None for a complete run; the table's note for an allowed incomplete one; else raise."""
     if failed == 0:
         return None
+    what = failed_calls(model, failed, total, first_error)
     if failed == total:
-        raise EvaluationError(f"all {total} answer calls to model {model!r} failed; nothing written. "
-                              f"First error: {first_error}")
+        raise EvaluationError(f"every answer call failed: {what}; nothing written")
     if not allow_incomplete:
-        raise EvaluationError(f"{failed} of {total} answer calls to model {model!r} failed (first: {first_error}); "
-                              "nothing was summarised; rerun to resume (answers received are cached), or pass "
-                              "--allow-incomplete")
-    return f"Incomplete run: {failed} of {total} answer calls to {model} failed for good (first: {first_error})."
+        raise EvaluationError(f"{what}; nothing was summarised; rerun to resume (answers received are cached), "
+                              "or pass --allow-incomplete")
+    return f"Incomplete run: {what}."

@@ -21,6 +21,7 @@ from mmcurate.core.config import load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.failures import check_failures
+from mmcurate.evaluation.run_record import record_release
 from mmcurate.evaluation.runs import evaluation_folder
 from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVE_COUNTS, FAILED, PLAIN, SCENARIOS
 from mmcurate.releases.reader import open_release
@@ -59,6 +60,7 @@ def evaluate_deflectionbench(
     title = (f"{name} on {bench.benchmark} {bench.version} ({', '.join(abstention)} abstention, {system} system)"
              + (f". {incomplete}" if incomplete else ""))
     table = summarise(results, target, title, crag, crag_note)
+    record_release(target, bench.benchmark, bench.version, bench.content_id)
     print(table)
     print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")

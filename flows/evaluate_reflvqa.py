@@ -16,6 +16,7 @@ from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import is_lexical
 from mmcurate.evaluation.failures import check_failures
+from mmcurate.evaluation.run_record import record_release
 from mmcurate.evaluation.reflvqa import FAILED
 from mmcurate.evaluation.runs import evaluation_folder
 from mmcurate.releases.reader import open_release
@@ -48,6 +49,7 @@ def evaluate_reflvqa(release: str, model: str, config: str = str(DEMO_CONFIG), o
     title = (f"{name} on reflvqa {bench.version}: {setting} of {cfg.candidates} ({components['retriever']}, "
              f"reranked by {components['reranker']}); graded by {', '.join(evaluators)}{stand_in}")
     table = summarise_reflvqa(run, target, title, setting, notes)
+    record_release(target, bench.benchmark, bench.version, bench.content_id)
     print(table)
     print(f"answers, grades, metrics and Hit@K plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")

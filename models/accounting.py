@@ -49,3 +49,11 @@ class CallCounter:
             for name in total:
                 total[name] += row[name]
         return total
+
+
+def failed_calls(model: str, failed: int, calls: int, first_error: str | None) -> str:
+    """How every command says that a model's calls failed, and why (the first error's first
+    line): ``model 'x' failed 3 of 4 calls (first error: Connection error.)``."""
+    why = (first_error or "").strip().splitlines()
+    reason = f" (first error: {why[0][:200]})" if why else ""
+    return f"model {model!r} failed {failed} of {calls} calls{reason}"

@@ -8,7 +8,9 @@ from mmcurate.core.errors import ConfigError
 from .deflection import offered_negatives, plan_deflectionbench
 from .inputs import plan_input
 from .plan import Plan
-from .rates import paper_deflection, paper_reflvqa, release_deflection, release_reflvqa
+from .rates import (paper_deflection, paper_reflectv, paper_reflvqa, release_deflection, release_reflectv,
+                    release_reflvqa)
+from .reflectv import plan_reflectv
 from .reflvqa import plan_reflvqa
 
 PAPER = "paper"
@@ -37,3 +39,10 @@ def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str 
     rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) \
         if _checked(samples, retention) else release_reflvqa(retention)
     return plan_reflvqa(settings, plan_input(settings, [cfg.source], samples), rates)
+
+
+def reflectv_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
+    """ReflectV under ``settings`` (see ``deflection_bill``)."""
+    cfg = settings.section("reflectv")
+    rates = paper_reflectv() if _checked(samples, retention) else release_reflectv(retention)
+    return plan_reflectv(settings, plan_input(settings, cfg.sources, samples), rates)

@@ -26,6 +26,13 @@ questions after the image-relevance and image-necessity filters (18.75%). The sp
 the two filters is not reported: each keeps the square root (43.3%), and every inspector is
 graded right with the share that makes the necessity rule keep that much. Every sentence is
 taken as fact-checkable (an upper bound).
+
+**ReflectV, the paper's funnel** (seed paper 002, App. A.2): about 35k dialogues before the
+dialogue filter and the visual verification (MIRROR-Raw, L433-445), about 24k verified
+multi-turn chains after them (MIRROR-1.0 and ReflectV, L37, L334, L443). The split between
+the two filters is not reported (Figure 5b's values are not in the text): each keeps the
+square root (82.8%). Nor is the depth of a dialogue (Figure 5c): the plan takes every built
+dialogue to ``max_turns`` turns, an upper bound, unless a release measured the depth.
 """
 from __future__ import annotations
 
@@ -46,6 +53,8 @@ PAPER_RELEASED = 2_775
 PAPER_MEAN_NEGATIVES = 11.8
 PAPER_GOLD_PASS = 0.90
 PAPER_KMIN_PASS = 0.90
+PAPER_REFLECTV_RAW = 35_000  # dialogues before filtering (MIRROR-Raw)
+PAPER_REFLECTV_CHAINS = 24_000  # verified multi-turn chains after filtering (MIRROR-1.0)
 PAPER_REFLVQA_POSTS = 432_817
 PAPER_REFLVQA_QUESTIONS = 81_173
 MAX_NEGATIVES = 20  # PairKnowledge's cap
@@ -83,6 +92,14 @@ class RefLVQARates:
     factcheckable: float  # share of sentences labelled fact-checkable
     sentences: float | None = None  # sentences per answer; None: split the sampled answers
     completion: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReflectVRates:
+    source: str
+    trajectory: float  # share of dialogues the trajectory filter keeps (scores and ground truth)
+    visual: float  # share of the kept dialogues that end as visually verified chains
+    turns: float | None = None  # student answers per built dialogue; None: max_turns (an upper bound)
 
 
 def at(rates: tuple[float, ...], index: int) -> float:
@@ -155,12 +172,26 @@ def paper_reflvqa(inspectors: int, max_right: int) -> RefLVQARates:
         relevance=each, inspector_right=(low,) if inspectors else (), factcheckable=1.0)
 
 
+def paper_reflectv() -> ReflectVRates:
+    """The paper's funnel (see the module docstring)."""
+    each = math.sqrt(PAPER_REFLECTV_CHAINS / PAPER_REFLECTV_RAW)
+    return ReflectVRates(
+        source=(f"paper funnel (~{PAPER_REFLECTV_RAW:,} dialogues -> ~{PAPER_REFLECTV_CHAINS:,} verified chains; "
+                f"trajectory filter and visual verification keep {each:.1%} each: assumed split)"),
+        trajectory=each, visual=each)
+
+
 # ---------------------------------------------------------------------------- from a release
-def _open(path: Path | str, benchmark: str):
+def _release_of(path: Path | str, benchmark: str):
     release = open_release(path)
     if release.benchmark != benchmark:
         raise MmcurateError(f"release {path} is a {release.benchmark} release; a {benchmark} plan needs "
                             f"a {benchmark} release")
+    return release
+
+
+def _open(path: Path | str, benchmark: str):
+    release = _release_of(path, benchmark)
     columns = ["stage", "check", "model", "context_id", "verdict", "detail"]
     return release, pq.read_table(Path(path) / LEDGER_FILE, columns=columns)
 
@@ -262,3 +293,17 @@ def release_reflvqa(path: Path | str) -> RefLVQARates:
         completion=_measured_completion(stats.get("calls") or []),
     )
 
+
+def release_reflectv(path: Path | str) -> ReflectVRates:
+    """The rates a ReflectV release measured: the filter and verification shares from its
+    funnel, the turns of the dialogues it built from its ``dialogues`` config."""
+    release = _release_of(path, "reflectv")
+    funnel = [row.get("remaining") for row in (release.manifest.get("statistics") or {}).get("funnel") or []]
+    if len(funnel) < 4 or not all(isinstance(n, int) for n in funnel[:4]):
+        raise MmcurateError(f"release {path} has no dialogue funnel in its manifest")
+    original, gt_filtered, chains = funnel[0], funnel[2], funnel[3]
+    dialogues = release.table("dialogues").select(["origin", "dialogue"]).to_pylist()
+    built = [len(row["dialogue"]) for row in dialogues if row["origin"] == "built" and row["dialogue"]]
+    return ReflectVRates(source=f"release {release.benchmark} {release.version} ({Path(path)})",
+                         trajectory=_share(gt_filtered, original), visual=_share(chains, gt_filtered),
+                         turns=sum(built) / len(built) if built else None)

@@ -10,9 +10,12 @@ published.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
+
+from mmcurate.models.accounting import failed_calls
 
 from .draft import ReleaseDraft
 from .errors import ReleaseIncomplete
@@ -22,33 +25,53 @@ from .errors import ReleaseIncomplete
 class Shortfall:
     held_out: int  # samples with an ``error`` decision in this run
     failures: dict[str, tuple[int, int]]  # model -> (calls failed for good, calls made)
+    errors: dict[str, str] = field(default_factory=dict)  # model -> the first error its failed calls recorded
 
     def describe(self) -> str:
-        parts = [f"{model} failed {failed} of {made} calls" for model, (failed, made) in sorted(self.failures.items())]
+        parts = [failed_calls(model, failed, made, self.errors.get(model))
+                 for model, (failed, made) in sorted(self.failures.items())]
         parts.append(f"{self.held_out} sample(s) held out by errors")
         return "; ".join(parts)
 
     def record(self) -> dict:
         return {"held_out": self.held_out,
-                "failed_calls": {m: {"failed": f, "calls": c} for m, (f, c) in sorted(self.failures.items())}}
+                "failed_calls": {m: {"failed": f, "calls": c, **({"first_error": self.errors[m]} if m in self.errors
+                                                                  else {})}
+                                 for m, (f, c) in sorted(self.failures.items())}}
 
 
 def shortfall(draft: ReleaseDraft) -> Shortfall | None:
     """What failed in the run that made ``draft`` (its own ledger rows, not inherited ones), or None."""
     run_id = draft.counts.get("run_id")
     held: set[str] = set()
-    for batch in draft.ledger.batches(["sample_id", "verdict", "run_id"]):  # streamed: the ledger may be large
+    errors: dict[str, str] = {}
+    for batch in draft.ledger.batches(["sample_id", "model", "verdict", "detail", "run_id"]):  # streamed: it may be large
         wanted = pc.equal(batch["verdict"], "error")
         if run_id is not None:
             wanted = pc.and_(wanted, pc.equal(batch["run_id"], run_id))
-        held.update(batch.filter(wanted)["sample_id"].to_pylist())
+        failed = batch.filter(wanted)
+        held.update(failed["sample_id"].to_pylist())
+        for model, detail in zip(failed["model"].to_pylist(), failed["detail"].to_pylist()):
+            if model and model not in errors:
+                why = _error_of(detail)
+                if why:
+                    errors[model] = why
     per_model: dict[str, tuple[int, int]] = {}
     for row in draft.statistics.get("calls") or []:
         if row.get("step") != "total":
             failed, made = per_model.get(row["model"], (0, 0))
             per_model[row["model"]] = (failed + row["failures"], made + row["calls"])
     failures = {model: counts for model, counts in per_model.items() if counts[0]}
-    return Shortfall(len(held), failures) if held or failures else None
+    return Shortfall(len(held), failures, errors) if held or failures else None
+
+
+def _error_of(detail: str | None) -> str | None:
+    """The ``error`` a ledger row's detail records for a failed call, if any."""
+    try:
+        value = json.loads(detail or "{}")
+    except ValueError:
+        return None
+    return value.get("error") if isinstance(value, dict) and isinstance(value.get("error"), str) else None
 
 
 def check_complete(draft: ReleaseDraft, allow_incomplete: bool = False) -> None:

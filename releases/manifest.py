@@ -3,7 +3,12 @@
 Checksum policy. The manifest is the only source of truth for the sealed release: its
 ``files`` lists sha256 and size of every file written while the release was sealed (data,
 ledger, quarantine, card, plots; not itself and not the post-seal files), and ``sealed``
-is the sha256 of that list, so an edit of one entry shows. Files produced *after* sealing
+is the sha256 of that list, so an edit of one entry shows. ``sealed_body`` holds the sha256
+of every other top-level entry of the manifest (config, models, inputs, counts, statistics, notes,
+the incomplete flag, ...) in canonical JSON (sorted keys, no spaces), so ``verify`` names
+any entry edited, added or removed after sealing (manifest format 2; format 1 manifests,
+written before, seal their files only and ``verify`` says so). A digest shows edits; it does
+not prove who wrote the release: whoever needs that signs ``manifest.json`` itself. Files produced *after* sealing
 (``quality/*`` by ``mmcurate validate``, ``report.html`` by ``mmcurate report``) are
 listed in ``quality/checksums.json``, which every such command rewrites; that list may
 name post-seal files only, and never a sealed one. ``verify`` checks both lists, reports
@@ -31,7 +36,8 @@ QUALITY_DIR = "quality"
 ARTIFACT_CHECKSUMS = "quality/checksums.json"
 VALIDATION_FILE = "quality/validation.json"  # written by releases.validation
 REPORT = "report.html"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2  # 2: the manifest's body is sealed too (``sealed_body``)
+BODY_SEAL = "sealed_body"
 
 
 # an absolute POSIX path inside a string (a path, or a spec such as ``nli:/models/x``); not a
@@ -84,6 +90,31 @@ def source_file_entries(paths: list[str | dict[str, Any]]) -> list[dict[str, Any
     return entries
 
 
+def _files(value: Any, at: str) -> dict[str, Path]:
+    """Every absolute path string in ``value`` that names a file, by its field path."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _files(item, f"{at}.{key}" if at else str(key)).items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _files(item, f"{at}[{i}]").items()}
+    if isinstance(value, str) and value.startswith("/") and Path(value).is_file():
+        return {at: Path(value)}
+    return {}
+
+
+def input_digests(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]]) -> dict[str, str]:
+    """sha256 of every local file named by the parts of a resolved config that identify a
+    release (the benchmark's section, the judge, the models by role), by config field path."""
+    specs = config.get("models") or {}
+    parts = {benchmark: config.get(benchmark) or {}, "judge": config.get("judge"),
+             "models": {m["name"]: specs.get(m["name"]) for m in models}}
+    return {at: sha256_file(path) for at, path in sorted(_files(parts, "").items())}
+
+
+def source_digests(entries: list[dict[str, Any]]) -> list[str]:
+    """The sha256 of each raw source file, in a stable order (places are not identity)."""
+    return sorted(str(entry.get("sha256")) for entry in entries)
+
+
 def is_post_seal(relative: str) -> bool:
     """Files that commands may (re)write after the release is sealed."""
     return relative == REPORT or relative.startswith(QUALITY_DIR + "/")
@@ -112,6 +143,7 @@ def build_manifest(draft: ReleaseDraft, rows: dict[str, int], sizes: dict[str, i
         "judge": draft.judge,
         "components": draft.components,
         "source_files": source_file_entries(draft.source_files),
+        "inputs": input_digests(draft.benchmark, draft.config, draft.models),
         "counts": {**draft.counts, "rows": rows, "bytes": sizes},
         "statistics": draft.statistics,
         "removed": draft.removed,
@@ -123,16 +155,25 @@ def build_manifest(draft: ReleaseDraft, rows: dict[str, int], sizes: dict[str, i
     }, target.resolve())
 
 
-def sealed_digest(files: dict[str, dict[str, Any]]) -> str:
-    """sha256 of a ``files`` list in canonical JSON (sorted keys, no spaces)."""
+def sealed_digest(files: Any) -> str:
+    """sha256 of a JSON value (a ``files`` list, a manifest entry) in canonical JSON (sorted
+    keys, no spaces)."""
     return hashlib.sha256(json.dumps(files, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
+def body_digests(manifest: dict) -> dict[str, str]:
+    """The digest of every entry of the manifest's body: all but the file list and the seals."""
+    return {key: sealed_digest(value) for key, value in manifest.items() if key not in ("files", "sealed", BODY_SEAL)}
+
+
 def seal(release_dir: Path, manifest: dict) -> dict:
-    """Checksum every file written so far and write manifest.json last."""
+    """Checksum every file written so far, seal the manifest's body and write manifest.json last."""
     files = {rel: file_entry(release_dir / rel) for rel in release_files(release_dir)
              if rel != MANIFEST and not is_post_seal(rel)}
-    manifest = {**manifest, "files": files, "sealed": sealed_digest(files)}
+    # as it will be read back (tuples as lists, paths and dates as text), so the digests match
+    manifest = json.loads(json.dumps({**manifest, "files": files, "sealed": sealed_digest(files)},
+                                     ensure_ascii=False, default=str))
+    manifest[BODY_SEAL] = body_digests(manifest)
     write_json(release_dir / MANIFEST, manifest)
     return manifest
 

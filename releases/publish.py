@@ -18,7 +18,7 @@ from huggingface_hub.errors import OfflineModeIsEnabled
 
 from .errors import ReleaseError
 from .manifest import ARTIFACT_CHECKSUMS, MANIFEST, post_seal_entries, recorded_validation
-from .reader import open_release
+from .reader import open_release, refuse_inside_release
 from .verify import verify_release
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -85,10 +85,18 @@ def upload_plan(path: Path | str, repo_id: str) -> UploadPlan:
     )
 
 
-def copy_release(plan: UploadPlan, target: Path) -> Path:
-    """The local stand-in for the upload: the same file selection, copied to ``target``."""
+def check_target(target: Path) -> None:
+    """``--target-dir`` must be a new or empty folder outside every release."""
+    if target.exists() and not target.is_dir():
+        raise ReleaseError(f"--target-dir {target} is a file, not a folder")
+    refuse_inside_release(target, "--target-dir")
     if target.exists() and any(target.iterdir()):
         raise ReleaseError(f"target directory {target} is not empty")
+
+
+def copy_release(plan: UploadPlan, target: Path) -> Path:
+    """The local stand-in for the upload: the same file selection, copied to ``target``."""
+    check_target(target)
     for rel in plan.files:
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -119,6 +127,8 @@ def upload(plan: UploadPlan) -> str:
 def publish(path: Path | str, repo_id: str, target_dir: Path | None = None) -> str:
     """Check, plan and upload (or copy to ``target_dir``); return where it went."""
     path = Path(path)
+    if target_dir is not None:
+        check_target(Path(target_dir))
     check_publishable(path)
     plan = upload_plan(path, repo_id)
     if target_dir is not None:

@@ -5,6 +5,7 @@ writes in progress (or left by a crash) and are never listed.
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import ReleaseError
-from .manifest import load_manifest
+from .manifest import MANIFEST, load_manifest
 from .versions import SEMVER, parse_version
 
 DATA_DIR = "data"
@@ -56,6 +57,13 @@ class Release:
     @property
     def pretty_name(self) -> str:
         return self.manifest.get("pretty_name") or self.benchmark
+
+    @property
+    def content_id(self) -> str:
+        """What this release holds, as one id: the digest sealing its file list (two releases that
+        share a benchmark and version but not their files have different ids)."""
+        sealed = self.manifest.get("sealed")
+        return sealed if isinstance(sealed, str) else hashlib.sha256((self.path / MANIFEST).read_bytes()).hexdigest()
 
     @property
     def configs(self) -> list[str]:
@@ -119,3 +127,28 @@ def list_versions(root: Path | str, benchmark: str) -> list[str]:
         return []
     versions = [p.name for p in folder.iterdir() if p.is_dir() and SEMVER.match(p.name)]
     return sorted(versions, key=parse_version)
+
+
+def enclosing_release(path: Path | str) -> Path | None:
+    """The release folder that ``path`` is or lies in (a folder whose ``manifest.json`` is a
+    release manifest), or None. ``path`` need not exist yet."""
+    start = Path(path).resolve()
+    for folder in (start, *start.parents):
+        if (folder / MANIFEST).is_file():
+            try:
+                load_manifest(folder)
+            except ReleaseError:
+                continue
+            return folder
+    return None
+
+
+def refuse_inside_release(path: Path | str, what: str, release: Path | str | None = None) -> None:
+    """Refuse an output folder (``what``: the option naming it) that is or lies inside a release
+    (any, or the ``release`` the command reads): a release is immutable and checksummed, and a
+    file written into it breaks ``verify``."""
+    out = Path(path).resolve()
+    given = Path(release).resolve() if release is not None else None
+    inside = given if given is not None and (out == given or given in out.parents) else enclosing_release(out)
+    if inside is not None:
+        raise ReleaseError(f"{what} {path} lies inside the release {inside}; releases are immutable, write elsewhere")

@@ -1,11 +1,15 @@
 """Recognising a rerun, and refusing a different release under an existing version.
 
-A release is identified by its data, the configuration that decides its content and the
-models that made it. A draft equal to the release of its version in all three publishes
-nothing (a rerun); one that differs in any is refused with one line naming what differs.
-Where and how a run executes (workdir, releases root, cache, task runner, a model's
-endpoint, concurrency, timeouts) is not identity: the same release can be rebuilt on a
-Dask cluster or another machine.
+A release is identified by its data, the configuration that decides its content, the
+models that made it and the content of every input: the raw source files (their sha256, as
+the manifest records them) and every local file the benchmark's section, its models and the
+judge name (a scripted model's rules, a knowledge base, a tokenizer: the manifest's
+``inputs``, sha256 by config field). A draft equal to the release of its version in all of
+these publishes nothing (a rerun); one that differs in any is refused with one line naming
+what differs. An input a release written before did not record is not compared. Where and
+how a run executes (workdir, releases root, cache, task runner, a model's endpoint,
+concurrency, timeouts, the files' places) is not identity: the same release can be rebuilt
+on a Dask cluster or another machine.
 
 ``refuse_changed_version`` compares the configuration before any work is done, so a run
 whose settings differ from the release of its version stops before the pipeline starts.
@@ -21,7 +25,7 @@ import pyarrow as pa
 from mmcurate.core.config import Settings
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.errors import ReleaseExists
-from mmcurate.releases.manifest import MANIFEST, portable
+from mmcurate.releases.manifest import MANIFEST, input_digests, portable, source_digests, source_file_entries
 from mmcurate.releases.reader import Release, open_release
 
 MODEL_EXECUTION = ("concurrency", "timeout", "max_retries", "base_url", "api_key_env", "api_key_block", "engine_args")
@@ -56,6 +60,14 @@ def data_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
         elif _signature(old) != _signature(table):
             out.append(f"data {name}: other rows")
     return out
+
+
+def input_differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
+    """``key: old -> new`` for inputs whose content changed; nothing when ``old`` was not recorded."""
+    if old is None:
+        return []
+    return [f"input {key}: content {str(old.get(key))[:12]} -> {str(new.get(key))[:12]}"
+            for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
 
 
 def identity(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]]) -> dict[str, Any]:
@@ -111,7 +123,12 @@ def draft_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
     """Everything that makes ``draft`` another release than ``existing`` (empty: a rerun)."""
     old = release_identity(existing)
     new = identity(draft.benchmark, portable(draft.config, existing.path.resolve()), draft.models)
-    return data_differences(existing, draft) + differences(old, new)
+    diffs = data_differences(existing, draft) + differences(old, new)
+    diffs += input_differences(existing.manifest.get("inputs"), input_digests(draft.benchmark, draft.config, draft.models))
+    recorded = existing.manifest.get("source_files") or []
+    if source_digests(recorded) != source_digests(source_file_entries(draft.source_files)):
+        diffs.append(f"source files: their content differs from the {len(recorded)} the release recorded")
+    return diffs
 
 
 def published_rerun(draft: ReleaseDraft, releases_root: Path) -> Path | None:
@@ -128,9 +145,14 @@ def published_rerun(draft: ReleaseDraft, releases_root: Path) -> Path | None:
 
 
 def refuse_changed_version(settings: Settings, benchmark: str, version: str) -> None:
-    """Before a run: refuse when ``version`` is published with another configuration or models."""
+    """Before a run: refuse when ``version`` is published with another configuration, models or
+    model and configuration inputs (the sources' content is compared when the run publishes)."""
     target = settings.releases_root / benchmark / version
     if (target / MANIFEST).is_file():
-        diffs = differences(release_identity(open_release(target)), settings_identity(settings, benchmark, target))
+        existing = open_release(target)
+        roles = [{"role": role, "name": name} for role, name in settings.roles(benchmark)]
+        diffs = differences(release_identity(existing), settings_identity(settings, benchmark, target))
+        diffs += input_differences(existing.manifest.get("inputs"),
+                                   input_digests(benchmark, settings.resolved(), roles))
         if diffs:
             raise refusal(benchmark, version, diffs)

@@ -3,19 +3,25 @@ pinned where).
 
 The manifest's ``files`` decide the sealed files; ``quality/checksums.json`` can only add
 post-seal files (validation results, Data Docs, the report) and never speaks for a sealed
-one. Every file in the folder must be in one of the two lists, and each config's row
-count in the manifest must be what its shards hold.
+one. Every file in the folder must be in one of the two lists; the manifest's own body must
+match its seal (every entry named when it was edited, added or removed); each config's row
+count in the manifest must be what its shards hold, and the released samples it counts per
+source (``counts.per_source``) what the data holds per source.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from .errors import ReleaseError
 from .manifest import (
     ARTIFACT_CHECKSUMS,
+    BODY_SEAL,
     MANIFEST,
+    body_digests,
     file_entry,
     is_post_seal,
     load_manifest,
@@ -32,6 +38,7 @@ class VerifyResult:
     extra: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)  # the manifest or the post-seal list contradicts itself
     checked: int = 0
+    notes: list[str] = field(default_factory=list)  # true, and worth saying (e.g. an older manifest format)
 
     @property
     def ok(self) -> bool:
@@ -74,6 +81,57 @@ def _check_counts(release_dir: Path, manifest: dict, sealed: dict[str, dict], re
             result.invalid.append(f"config {config}: the manifest counts {rows.get(config)} rows, its shards hold {total}")
 
 
+def _check_body(manifest: dict, result: VerifyResult) -> None:
+    """The manifest's body against its seal, naming every entry that changed."""
+    recorded = manifest.get(BODY_SEAL)
+    if manifest.get("format", 1) < 2 and recorded is None:
+        result.notes.append(f"{MANIFEST} is format {manifest.get('format', 1)}: its files are sealed, its own "
+                            "entries (config, counts, notes, ...) are not")
+        return
+    if not isinstance(recorded, dict):
+        result.invalid.append(f"{MANIFEST}: no {BODY_SEAL} for its own entries")
+        return
+    now = body_digests(manifest)
+    edited = sorted(key for key in recorded.keys() & now.keys() if recorded[key] != now[key])
+    added, removed = sorted(now.keys() - recorded.keys()), sorted(recorded.keys() - now.keys())
+    for what, keys in (("edited", edited), ("added", added), ("removed", removed)):
+        if keys:
+            result.invalid.append(f"{MANIFEST}: {', '.join(keys)} {what} after sealing")
+
+
+def _released_per_source(counts: dict) -> dict[str, int] | None:
+    """The released samples ``counts.per_source`` states per source (a number, or a
+    ``released`` / ``retained`` entry), or None when it states none."""
+    stated = {}
+    for source, value in (counts.get("per_source") or {}).items():
+        if isinstance(value, dict):
+            value = value.get("released", value.get("retained"))
+        if isinstance(value, int) and not isinstance(value, bool):
+            stated[source] = value
+    return stated or None
+
+
+def _check_per_source(release_dir: Path, manifest: dict, result: VerifyResult) -> None:
+    """``counts.per_source`` against the sources of the released rows."""
+    stated = _released_per_source(manifest["counts"])
+    if stated is None or not manifest["shards"]:
+        return
+    config = next(iter(manifest["shards"]))  # the first config holds one row per sample (ReleaseKind)
+    held: Counter[str] = Counter()
+    for rel in manifest["shards"][config]:
+        try:
+            handle = pq.ParquetFile(release_dir / rel)
+            if "source" not in handle.schema_arrow.names:
+                return  # a single-source release (RefLVQA): its rows are the rows count
+            held.update(handle.read(columns=["source"]).column("source").to_pylist())
+        except (OSError, ValueError):
+            return  # unreadable shards are reported by the row count check
+    for source in sorted(set(stated) | set(held)):
+        if stated.get(source, 0) != held.get(source, 0):
+            result.invalid.append(f"counts.per_source: the manifest counts {stated.get(source, 0)} released {source} "
+                                  f"samples, the data holds {held.get(source, 0)}")
+
+
 def verify_release(path: Path | str) -> VerifyResult:
     release_dir = Path(path)
     manifest = load_manifest(release_dir)
@@ -84,7 +142,11 @@ def verify_release(path: Path | str) -> VerifyResult:
         return result
     if manifest.get("sealed") != sealed_digest(sealed):
         result.invalid.append("the manifest's file list does not match its sealed digest")
-    later = post_seal_entries(release_dir)
+    try:
+        later = post_seal_entries(release_dir)
+    except ReleaseError as exc:  # a damaged list is a verification failure, not a usage error
+        result.invalid.append(str(exc))
+        later = {}
     for rel in sorted(later):
         if rel in sealed:
             result.invalid.append(f"{ARTIFACT_CHECKSUMS} lists sealed file {rel}; only the manifest pins it")
@@ -95,5 +157,7 @@ def verify_release(path: Path | str) -> VerifyResult:
     result.extra = sorted(present - set(sealed) - set(later))
     _check_entries(release_dir, sealed, present, result)
     _check_entries(release_dir, later, present, result)
+    _check_body(manifest, result)
     _check_counts(release_dir, manifest, sealed, result)
+    _check_per_source(release_dir, manifest, result)
     return result

@@ -112,6 +112,9 @@ class Agreement:
 
 
 def _grades(path: Path) -> pl.DataFrame:
+    """A judge's grade file: unique keys, every grade one of ``Grade`` (any case)."""
+    if path.is_dir():
+        raise MmcurateError(f"{path} is a folder; give a grade file (Parquet with columns key and grade)")
     try:
         frame = pl.read_parquet(path, columns=["key", "grade"])
     except FileNotFoundError:
@@ -121,6 +124,11 @@ def _grades(path: Path) -> pl.DataFrame:
     frame = frame.with_columns(pl.col("key").cast(pl.Utf8), pl.col("grade").cast(pl.Utf8).str.to_uppercase())
     if frame["key"].n_unique() != frame.height:
         raise MmcurateError(f"{path}: duplicate keys")
+    known = [g.value for g in Grade]
+    bad = frame.filter(pl.col("grade").is_null() | ~pl.col("grade").is_in(known))
+    if bad.height:
+        raise MmcurateError(f"{path}: key {bad['key'][0]!r} has grade {bad['grade'][0]!r}, not one of "
+                            f"{', '.join(known)} ({bad.height} such row(s))")
     return frame
 
 

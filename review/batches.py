@@ -10,14 +10,34 @@ from typing import Any
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.tables import jsonl_objects
+from mmcurate.releases.reader import refuse_inside_release
 
 LIST_SEP = ";"  # how a list cell (document ids) is written in the CSV
 
 
-def refuse_inside(release: Path, out: Path) -> None:
-    """Refuse an output folder inside the (immutable, checksummed) release."""
-    if out.resolve() == release.resolve() or release.resolve() in out.resolve().parents:
-        raise MmcurateError(f"--out {out} lies inside the release; releases are immutable, write elsewhere")
+def labels_in(out: Path, labels: Sequence[str]) -> int:
+    """How many rows of the batch already in ``out`` (``batch.csv``, ``batch.jsonl``) have a
+    ``labels`` cell filled in; a file that cannot be read counts as labelled (it may be)."""
+    found = 0
+    for path in (out / "batch.csv", out / "batch.jsonl"):
+        if not path.is_file():
+            continue
+        try:
+            rows = read_records(path, ()) if path.stat().st_size else []
+        except (MmcurateError, OSError, UnicodeDecodeError, csv.Error):  # unreadable: it may hold labels
+            return 1
+        found = max(found, sum(any(str(record.get(c) or "").strip() for c in labels) for _, record in rows))
+    return found
+
+
+def prepare_batch_folder(release: Path, out: Path, labels: Sequence[str], force: bool = False) -> None:
+    """Refuse ``out`` when it lies inside a release (``release`` or any other), or when a batch
+    there already holds labels people filled in (unless ``force``): an export would overwrite them."""
+    refuse_inside_release(out, "--out", release)
+    filled = labels_in(out, labels) if out.is_dir() else 0
+    if filled and not force:
+        raise MmcurateError(f"{out} holds a batch with {filled} labelled row(s) (batch.csv / batch.jsonl); "
+                            "export to another --out, or pass --force to replace it")
 
 
 def write_batch(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: Path) -> tuple[Path, Path]:

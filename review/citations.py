@@ -50,7 +50,8 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.tables import write_table
 
 from mmcurate.review.agreement import agreement_summary
-from mmcurate.review.batches import cell_list, read_records, refuse_inside, write_batch
+from mmcurate.releases.reader import refuse_inside_release
+from mmcurate.review.batches import cell_list, prepare_batch_folder, read_records, write_batch
 
 QUESTIONS = ("needs_verification", "documents_support", "sentence_grounded")
 LABELS = ("yes", "no")
@@ -153,9 +154,11 @@ class ExportResult:
     csv: Path
 
 
-def export_batch(release: Path | str, n: int, out: Path | str, seed: int = 0, rejected: int = REJECTED) -> ExportResult:
+def export_batch(release: Path | str, n: int, out: Path | str, seed: int = 0, rejected: int = REJECTED,
+                 force: bool = False) -> ExportResult:
     """Sample ``n`` items (all if fewer exist), seeded, into ``out/batch.{jsonl,csv}``; each
-    shows up to ``rejected`` documents the judge rejected for its sentence."""
+    shows up to ``rejected`` documents the judge rejected for its sentence. Refused over a batch
+    people already labelled, unless ``force``."""
     if n < 1:
         raise MmcurateError(f"--n must be at least 1, got {n}")
     if rejected < 0:
@@ -164,7 +167,7 @@ def export_batch(release: Path | str, n: int, out: Path | str, seed: int = 0, re
     if not items:
         raise MmcurateError(f"{release}: no sentence has a cited document; nothing to verify")
     chosen = random.Random(seed).sample(items, min(n, len(items)))
-    refuse_inside(Path(release), Path(out))
+    prepare_batch_folder(Path(release), Path(out), (*QUESTIONS, "document_support", "annotator"), force)
     rows = []
     for item in chosen:
         others = item["rejected_ids"][:rejected]
@@ -321,7 +324,7 @@ def import_labels(release: Path | str, files: list[Path | str], out: Path | str)
     if not files:
         raise MmcurateError("give at least one labelled file")
     release, out = Path(release), Path(out)
-    refuse_inside(release, out)
+    refuse_inside_release(out, "--out", release)
     items = {i["item_id"]: i for i in release_items(release)}
     per_annotator: dict[str, dict[str, Labelled]] = {}
     for file in files:

@@ -30,7 +30,10 @@ import polars as pl
 
 from mmcurate.core.errors import MmcurateError
 
-from mmcurate.review.batches import read_records, refuse_inside, write_batch
+from mmcurate.releases.reader import refuse_inside_release
+from mmcurate.review.batches import prepare_batch_folder, read_records, write_batch
+
+LABEL_COLUMNS = ("label", "rating", "annotator")  # what people fill in
 
 SEP = "|"
 
@@ -146,10 +149,12 @@ class JudgeReview(ABC):
         return Decisions(items)
 
     def export(self, release: Path | str, folders: Sequence[Path | str], out: Path | str, n: int = 100,
-               seed: int = 0) -> JudgeExport:
-        """``n`` units per model into ``out/batch.{jsonl,csv}``, blind."""
+               seed: int = 0, force: bool = False) -> JudgeExport:
+        """``n`` units per model into ``out/batch.{jsonl,csv}``, blind (refused over a batch people
+        already labelled, unless ``force``)."""
         if n < 1:
             raise MmcurateError(f"--n must be at least 1, got {n}")
+        prepare_batch_folder(Path(release), Path(out), LABEL_COLUMNS, force)
         decisions = self.read_decisions(release, folders)
         rng = random.Random(seed)
         by_model: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -160,7 +165,7 @@ class JudgeReview(ABC):
         for model in sorted(by_model):
             keys, per_model[model] = self.choose(by_model[model], n, rng)
             rows += [decisions.items[k] for k in keys]
-        blank = {"label": "", "rating": "", "annotator": ""}
+        blank = dict.fromkeys(LABEL_COLUMNS, "")
         jsonl, csv_path = write_batch([{**r, **blank} for r in rows], self.columns, Path(out))
         return JudgeExport(self.benchmark, self.unit, len(rows), per_model, jsonl, csv_path)
 
@@ -192,7 +197,7 @@ class JudgeReview(ABC):
         if not files:
             raise MmcurateError("give at least one labelled file")
         release, out = Path(release), Path(out)
-        refuse_inside(release, out)
+        refuse_inside_release(out, "--out", release)
         decisions = self.read_decisions(release, folders)
         labels: dict[str, dict[str, Any]] = {}
         for file in files:

@@ -44,10 +44,13 @@ from mmcurate.core.ids import stable_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.tables import jsonl_objects, write_table
+from mmcurate.models.accounting import failed_calls
 from mmcurate.models.client import ModelPool
 from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
+from mmcurate.releases.reader import refuse_inside_release
 from mmcurate.releases.reflectv_schema import DISCARDED
+from mmcurate.review.batches import prepare_batch_folder
 
 SUBSETS = ("discarded", "raw", "clean")  # Table 6's D_noise, D_raw, D_clean
 LABELS = {"discarded": "D_noise (discarded)", "raw": "D_raw (unfiltered)", "clean": "D_clean (released)"}
@@ -133,13 +136,14 @@ def _image_file(folder: Path, image: dict[str, Any]) -> str:
     return name
 
 
-def export_trajectories(release: Path | str, out: Path | str, n: int = 100, seed: int = 0) -> TrajectoryExport:
-    """Sample ``n`` items per subset (seeded) into ``out`` (see the module docstring)."""
+def export_trajectories(release: Path | str, out: Path | str, n: int = 100, seed: int = 0,
+                        force: bool = False) -> TrajectoryExport:
+    """Sample ``n`` items per subset (seeded) into ``out`` (see the module docstring); refused over
+    a batch people already rated, unless ``force``."""
     if n < 1:
         raise MmcurateError(f"--n must be at least 1, got {n}")
     release, out = Path(release), Path(out)
-    if out.resolve() == release.resolve() or release.resolve() in out.resolve().parents:
-        raise MmcurateError(f"--out {out} lies inside the release; releases are immutable, write elsewhere")
+    prepare_batch_folder(release, out, (*CRITERIA, "annotator"), force)
     candidates = release_items(release)
     if not any(candidates.values()):
         raise MmcurateError(f"{release}: the release holds no dialogue to rate")
@@ -233,8 +237,8 @@ class ModelRater:
             raise MmcurateError(f"rater model {model!r} cannot see images (vision: false)")
         self.pool, self.model, self.store = pool, model, store
 
-    def rate(self, batch: Path, key: dict[str, dict[str, Any]]) -> tuple[dict[str, tuple[int, int]], int]:
-        """({item_id: (logic, visual)}, number of items the model could not rate)."""
+    def rate(self, batch: Path, key: dict[str, dict[str, Any]]) -> tuple[dict[str, tuple[int, int]], list[str]]:
+        """({item_id: (logic, visual)}, the errors of the items the model could not rate)."""
         items = sorted(key.values(), key=lambda r: r["item_id"])
         requests = []
         for item in items:
@@ -251,7 +255,7 @@ class ModelRater:
         finally:
             self.pool.release(self.model)
         rated = {item["item_id"]: reply.label for item, reply in zip(items, replies) if reply.ok}
-        return rated, len(items) - len(rated)
+        return rated, [reply.error or "no rating" for reply in replies if not reply.ok]
 
 
 @dataclass(frozen=True)
@@ -261,6 +265,7 @@ class TrajectoryImport:
     markdown: str
     ratings_path: Path
     table_path: Path
+    rater_problem: str | None = None  # the model rater failed on some items: how many, and why
 
 
 def _mean(values: list[int]) -> float | None:
@@ -290,6 +295,7 @@ def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: P
                               rater: ModelRater | None = None) -> TrajectoryImport:
     """Validate rated files (and ask the model rater), write ratings and the Table 6 rows."""
     batch, out = Path(batch), Path(out)
+    refuse_inside_release(out, "--out")
     key = read_key(batch)
     if not files and rater is None:
         raise MmcurateError("give at least one rated file, or a rater model (--rater)")
@@ -302,9 +308,15 @@ def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: P
         annotators.append(name)
         rows += [{"item_id": item, "subset": key[item]["subset"], "sample_id": key[item]["sample_id"], "rater": name,
                   "kind": "human", "logic": logic, "visual": visual} for item, (logic, visual) in ratings.items()]
-    model_errors = 0
+    errors: list[str] = []
+    problem = None
     if rater is not None:
-        rated, model_errors = rater.rate(batch, key)
+        rated, errors = rater.rate(batch, key)
+        if errors:
+            problem = failed_calls(rater.model, len(errors), len(key), errors[0])
+            if not rated:
+                raise MmcurateError(f"the rater rated no item: {problem}; nothing written (rerun: rated items are "
+                                    "cached)")
         rows += [{"item_id": item, "subset": key[item]["subset"], "sample_id": key[item]["sample_id"],
                   "rater": rater.model, "kind": "model", "logic": logic, "visual": visual}
                  for item, (logic, visual) in sorted(rated.items())]
@@ -316,7 +328,7 @@ def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: P
     markdown = markdown_table(table)
     table_path = out / "table6.json"
     table_path.write_text(json.dumps({"batch": str(batch), "annotators": annotators,
-                                      "model": rater.model if rater else None, "model_errors": model_errors,
-                                      "table": table}, indent=2) + "\n", encoding="utf-8")
+                                      "model": rater.model if rater else None, "model_errors": len(errors),
+                                      "model_problem": problem, "table": table}, indent=2) + "\n", encoding="utf-8")
     (out / "table6.md").write_text(markdown + "\n", encoding="utf-8")
-    return TrajectoryImport(annotators, table, markdown, ratings_path, table_path)
+    return TrajectoryImport(annotators, table, markdown, ratings_path, table_path, problem)

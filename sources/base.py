@@ -15,8 +15,13 @@ truncated stream) is located at the bare ``<file>``; its reason says after which
 
 The shared reading steps live here so every adapter does them one way: finding the
 file of each split (``split_files``), reading JSONL records with a ``file:line`` locator
-(``jsonl_records``). Images go to the store through ``ImageStore.put`` / ``put_file``, whose
-rejection reasons read the same in every run.
+(``jsonl_records``: a line longer than ``MAX_RECORD_CHARS`` is quarantined unread, a record
+nested too deeply for the parser is quarantined, not a crash), reading a record's fields
+with one wording of every reason (``text_field``, ``required``), and one rule for a split
+published without answers (``skip_unlabelled``: counted under ``skipped`` as
+``"<split>: no answers in this split: not curatable"``, never quarantined record by record).
+Images go to the store through ``ImageStore.put`` / ``put_file``, whose rejection reasons
+read the same in every run.
 """
 from __future__ import annotations
 
@@ -44,10 +49,53 @@ class AdapterOptions(BaseModel):
 
 @dataclass(frozen=True)
 class Located:
-    """A sample and the locator of the raw record it was read from."""
+    """A sample, the locator of the raw record it was read from and, where the adapter holds
+    it as text anyway (a JSONL line, a CSV row), that raw record for quarantine."""
 
     locator: str
     sample: Sample
+    raw: str | None = None
+
+
+MAX_RECORD_CHARS = 1 << 20  # a raw record (JSONL line) longer than this is quarantined unread, as Reddit's lines are
+TOO_DEEP = "JSON nested too deeply to parse"
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``; ValueError (never RecursionError) for a value nested deeper than
+    the parser's recursion limit (about a thousand levels)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
+
+
+def no_answers(split: str) -> str:
+    """The skip reason of a split published without answers (questions only): one wording for
+    every source, counted once per split in the ingest summary and on the console."""
+    return f"{split}: no answers in this split: not curatable"
+
+
+def required(record: dict[str, Any], name: str) -> Any:
+    """``record[name]``, or ValueError ``missing field <name>`` when it is absent or null."""
+    value = record.get(name)
+    if value is None:
+        raise ValueError(f"missing field {name}")
+    return value
+
+
+def text_field(record: dict[str, Any], name: str, numbers: bool = False) -> str:
+    """A non-empty string field of ``record`` (stripped). Absent or null: ``missing field
+    <name>``; another type: ``<name> is not a string`` (a number is taken as its text when
+    ``numbers``, e.g. a numeric answer or id); blank: ``<name> is empty``."""
+    value = required(record, name)
+    if numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{name} is not a string")
+    if not value.strip():
+        raise ValueError(f"{name} is empty")
+    return value.strip()
 
 
 class JsonLine(NamedTuple):
@@ -75,23 +123,48 @@ def count_lines(path: Path) -> int:
         return sum(1 for line in handle if line.strip())
 
 
+def _bounded_lines(handle: IO[str], limit: int) -> Iterator[tuple[str | None, int]]:
+    """``(line, length)`` of each line; a line longer than ``limit`` characters (newline
+    excluded) comes as ``(None, length)`` and is never held whole in memory."""
+    while True:
+        line = handle.readline(limit + 2)
+        if not line:
+            return
+        content = line.rstrip("\r\n")
+        if len(content) <= limit:
+            yield line, len(content)
+            continue
+        length = len(content)
+        while not line.endswith("\n"):
+            line = handle.readline(limit)
+            if not line:
+                break
+            length += len(line.rstrip("\r\n"))
+        yield None, length
+
+
 def jsonl_records(
-    path: Path, what: str = "malformed record", keep: Callable[[str], bool] | None = None
+    path: Path, what: str = "malformed record", keep: Callable[[str], bool] | None = None,
+    max_chars: int = MAX_RECORD_CHARS,
 ) -> Iterator[JsonLine | Rejected]:
     """Every non-blank line of a (gzipped) JSONL file as a JSON object, or a rejection
-    ``"<what>: <why>"`` located at its ``file:line``.
+    ``"<what>: <why>"`` located at its ``file:line`` (a line longer than ``max_chars``
+    characters is rejected unread: ``line longer than <max_chars> characters (<length>)``).
 
     ``keep`` is a cheap test of the raw line: lines it refuses are neither parsed nor
     reported (a knowledge base read for a few ids skips the rest this way).
     """
     with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
+        for number, (line, length) in enumerate(_bounded_lines(handle, max_chars), start=1):
+            locator = f"{path.name}:{number}"
+            if line is None:
+                yield Rejected(locator, f"line longer than {max_chars} characters ({length})")
+                continue
             line, raw = line.rstrip("\r\n"), line.strip()
             if not raw or (keep is not None and not keep(line)):
                 continue
-            locator = f"{path.name}:{number}"
             try:
-                record = json.loads(line)
+                record = parse_json(line)
             except ValueError as exc:
                 yield Rejected(locator, f"{what}: {exc}", raw)
                 continue
@@ -149,6 +222,10 @@ class SourceAdapter(ABC):
         """How the files were read where an install can differ (the Reddit reader's line
         picker: ``{"line_picker": "c"}``), for ``ingest.json``; the output does not differ."""
         return {}
+    def skip_unlabelled(self, split: str) -> None:
+        """Count one record of ``split``, a split published without answers, as skipped
+        (``no_answers``): not curatable, and not bad input."""
+        self.skipped[no_answers(split)] += 1
 
     def count_records(self) -> int | None:
         """How many raw records the root holds, counted without building samples (an upper

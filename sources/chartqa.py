@@ -24,8 +24,8 @@ from mmcurate.core.domains import CHART
 from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter
-from .image_qa import array_records, guarded, image_qa_sample, text_field
+from .base import AdapterOptions, Located, SourceAdapter, text_field
+from .image_qa import array_records, count_objects, guarded, image_qa_sample
 
 Split = Literal["train", "val", "test"]
 Subset = Literal["human", "augmented"]
@@ -55,6 +55,9 @@ class ChartQASource(SourceAdapter):
             raise SourceError(f"chartqa: {', '.join(missing) or 'no <split>/<split>_human.json or _augmented.json'} "
                               f"missing under {self.root}")
 
+    def count_records(self) -> int:
+        return sum(count_objects(array_records(path)) for path in self.files.values())
+
     def source_files(self) -> list[Path]:
         return list(self.files.values())
 
@@ -71,7 +74,7 @@ class ChartQASource(SourceAdapter):
     def _sample(self, split: str, subset: str, index: str, record: dict[str, Any]) -> Sample:
         image = text_field(record, "imgname")
         question = text_field(record, "query")
-        label = text_field(record, "label")  # numbers are answers too ("label": 35)
+        label = text_field(record, "label", numbers=True)  # numbers are answers too ("label": 35)
         meta = {"split": split, "subset": subset}
         return image_qa_sample(self.store, self.name, f"{split}/{subset}/{index}", question, [label],
                                self.images or self.root / split / "png", image, CHART, meta)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter, required, text_field
 from .kb_readers import EncyclopedicArticle, find_answer, iter_object_members, locate, read_encyclopedic_kb
 
 Split = Literal["train", "val", "test"]
@@ -86,9 +86,9 @@ class EncyclopedicVQASource(SourceAdapter):
                     row = next(reader)
                 except StopIteration:
                     return
-                except csv.Error as exc:
-                    yield index, f"{path.name}:{reader.line_num}", Rejected(
-                        f"{path.name}:{reader.line_num}", f"malformed CSV row: {exc}")
+                except csv.Error as exc:  # DictReader.line_num is the last good row's: ask its reader
+                    where = f"{path.name}:{reader.reader.line_num}"
+                    yield index, where, Rejected(where, f"malformed CSV row: {exc}")
                     index += 1
                     continue
                 locator = f"{path.name}:{reader.line_num}"
@@ -132,7 +132,7 @@ class EncyclopedicVQASource(SourceAdapter):
                     yield row
                     continue
                 try:
-                    yield Located(locator, self._sample(split, index, row, articles, inat))
+                    yield Located(locator, self._sample(split, index, row, articles, inat), ",".join(row.values()))
                 except (ValueError, ImageRejected) as exc:
                     yield Rejected(locator, str(exc), ",".join(row.values()))
 
@@ -148,12 +148,10 @@ class EncyclopedicVQASource(SourceAdapter):
 
     def _sample(self, split: Split, index: int, row: dict[str, str],
                 articles: dict[str, EncyclopedicArticle], inat: dict[str, str]) -> Sample:
-        question = (row.get("question") or "").strip()
-        if not question:
-            raise ValueError("missing question")
-        annotators = list(dict.fromkeys(_multi(row.get("answer"))))
+        question = text_field(row, "question")
+        annotators = list(dict.fromkeys(_multi(required(row, "answer"))))
         if not annotators:
-            raise ValueError("missing answer")
+            raise ValueError("answer is empty")
         dataset = (row.get("dataset_name") or "").strip().lower()
         if dataset not in ("landmarks", "inaturalist"):
             raise ValueError(f"unknown dataset_name {row.get('dataset_name')!r}")

@@ -2,28 +2,53 @@
 
 What is published, and what this reader relies on:
 
-- The files ``FIRE-train-100K.json``, ``FIRE-test.json`` and ``FIRE-1M.json`` of
-  https://huggingface.co/datasets/PengxiangLi/FIRE are each ONE JSON array (FIRE-1M is
-  1.9 GB, so items are streamed with ``json_members.iter_items``).
-- An item has ``id``, ``image`` (a path relative to the image folder), ``conversations``
-  (``[{"from": "human" | "gpt", "value": ...}]``) and ``raw`` with
-  ``raw["question"]["value"]`` and ``raw["groundtruth"]["value"]``: the fields FIRE's own
-  loaders read (github.com/MM-FIRE/FIRE, ``llava/eval/eval_feedback.py`` and
-  ``llava/eval/model_fire_chat_loader.py``, ``get_inputs``).
-- A teacher reply has the form ``Score: <1-10>`` on its first line, then
-  ``Feedback: <text>``; FIRE reads it with ``get_score`` (first integer of the first line,
-  which must contain "Score:") and ``get_feedback`` (the text after "Feedback:"), in
-  ``llava/eval/feedback_chat.py``. A dialogue stops when the score reaches 10.
+- https://huggingface.co/datasets/PengxiangLi/FIRE holds ``FIRE-train-100K.json`` (224 MB),
+  ``FIRE-test.json`` (20.1 MB) and ``FIRE-1M.json`` (1.91 GB), each ONE JSON array (the
+  hub's file tree at commit 262359c; items are streamed with ``json_members.iter_items``).
+  The per-view files ``FIRE-100K-Student.json``, ``FIRE-100K-Teacher.json``,
+  ``FIRE-test-Student.json`` and ``FIRE-test-Teacher.json`` were deleted from the hub
+  (its commit history, 13 June 2024).
+- Two item layouts are read, told apart by the keys of the turns:
 
-The conversation shape read here is FIRE's student view with the teacher's replies kept
-whole: the first ``human`` turn is the question (a leading ``<image>`` token is dropped),
-every ``gpt`` turn is a student answer, and every later ``human`` turn is the teacher's
-``Score/Feedback`` reply to the answer before it, the last answer's reply included. The
-FIRE loaders keep student and teacher views in separate files; a record whose turns do not
-alternate this way, or whose teacher turn has no readable score, is quarantined with the
-reason, never guessed. Images default to ``ROOT/images`` (FIRE's loaders join ``image``
-to their image root). FIRE draws on 27 source sets; option ``domain`` tags them all
-(default General QA).
+  1. ``from``/``value`` turns, as FIRE's own code reads them (github.com/MM-FIRE/FIRE,
+     ``llava/eval/eval_feedback.py``, ``llava/eval/model_fire_chat_loader.py``): ``id``,
+     ``image`` (relative to the image folder), ``conversations`` (``[{"from": "human" |
+     "gpt", "value": ...}]``), ``raw.question.value``, ``raw.groundtruth.value`` and,
+     where FIRE's generation loop recorded them, ``scores``. The first ``human`` turn is the
+     question, every ``gpt`` turn a student answer, every later ``human`` turn the teacher's
+     reply to the answer before it. In the student view that reply is the feedback alone:
+     FIRE's chat loop puts ``get_feedback(reply)`` (the text after ``Feedback:``) into the
+     student history (``llava/eval/feedback_chat.py``, ``Chat.invoke``), so it has no
+     ``Score:`` line; a teacher reply kept whole starts with ``Score: N``.
+  2. ``role``/``type`` turns, as the hub's rows are read through ``datasets.load_dataset(
+     "PengxiangLi/FIRE")`` by github.com/Kkuntal990/vlm-self-reflection-ms-swift
+     (``scripts/data_prep/prepare_fire_sharegpt.py``, ``prepare_fire_with_thought.py``):
+     ``image``, ``source``, ``question`` (``{"value": ...}``) and ``conversations`` of
+     ``{"role": "student" | "teacher", "type": "response" | "feedback", "value": ...}``,
+     a teacher value reading ``Score: 6.`` / ``Feedback: ...`` when it carries a score
+     (that reader strips the score when present and keeps the value whole otherwise).
+
+  Not confirmed from the files themselves (they are not on this machine): which layout the
+  current hub files hold, that every item has an ``id`` (an item without one is identified
+  as ``<file stem>:<index in the file>``, stable as long as the published file is) and where
+  layout 2 keeps the ground truth: it is read from ``raw.groundtruth.value``,
+  ``groundtruth.value`` or a string ``groundtruth``; an item with none is quarantined,
+  because MIRROR's third filter compares the final answer with it.
+
+Scores, the rule and why: MIRROR keeps a dialogue only on the score s_t of every turn
+(strictly ascending, final 10; seed 002, section 4.2) and FIRE's published dialogues need
+not carry those scores. A turn's score is read from the teacher reply's first line
+(``Score: N``: the integer after "Score:" on the first line, where FIRE's ``get_score``
+looks; N in 0..10), else from the item's ``scores`` list (one per student answer). A dialogue with a
+turn that has neither is *unscored*: it is ingested with ``score: null`` in
+``meta.dialogue`` and ``meta.scores_from: "none"``, and the dialogue stage drops it with
+reason ``unscored`` (a ledger row in the release's ``dialogues``): a score is never
+guessed. A ``scores`` list of another length than the answers, or one that contradicts a
+``Score:`` line, quarantines the item. A reply's feedback is the text after
+``Feedback:``, or the whole reply when it has no such marker; the last answer may have no
+reply (its feedback is empty). FIRE draws on 27 source sets; option ``domain`` tags them all
+(default General QA). Images default to ``ROOT/images`` (FIRE's loaders join ``image`` to
+their image root).
 """
 from __future__ import annotations
 
@@ -35,42 +60,108 @@ from typing import Any
 from mmcurate.core.domains import Domain
 from mmcurate.core.records import Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter
-from .image_qa import array_records, guarded, image_qa_sample, text_field
+from .base import AdapterOptions, Located, SourceAdapter, text_field
+from .image_qa import array_records, count_objects, guarded, image_qa_sample
 
 IMAGE_TOKEN = "<image>"
 _SCORE_LINE = re.compile(r"Score:\s*(\d+)")
 FEEDBACK = "Feedback:"
+PERFECT = 10
+QUESTION, STUDENT, TEACHER = "question", "student", "teacher"
+FROM_ROLES = {"gpt": STUDENT, "human": TEACHER}  # layout 1; the first human turn is the question
+TYPES = {STUDENT: "response", TEACHER: "feedback"}  # layout 2
 
 
-def teacher_reply(text: str) -> tuple[int, str]:
-    """(score, feedback) of a FIRE teacher reply; ValueError when it has no readable score
-    in 0..10 on its first line."""
+def teacher_reply(text: str) -> tuple[int | None, str]:
+    """(score, feedback) of a FIRE teacher reply: the score of a first line holding "Score:"
+    (None when it has none), the text after "Feedback:" (the whole reply without that
+    marker). ValueError for a score outside 0..10."""
     lines = text.strip().splitlines()
     match = _SCORE_LINE.search(lines[0]) if lines else None
-    if match is None or not 0 <= int(match.group(1)) <= 10:
-        raise ValueError(f"teacher turn without a readable 'Score: N' line: {text[:80]!r}")
+    score = int(match.group(1)) if match else None
+    if score is not None and not 0 <= score <= PERFECT:
+        raise ValueError(f"teacher reply scores {score}, outside 0..{PERFECT}: {text[:80]!r}")
     at = text.find(FEEDBACK)
-    return int(match.group(1)), text[at + len(FEEDBACK):].strip() if at >= 0 else ""
+    if at >= 0:
+        return score, text[at + len(FEEDBACK):].strip()
+    return score, "\n".join(lines[1:]).strip() if match else text.strip()
 
 
-def dialogue_turns(conversations: Any) -> tuple[str, list[dict[str, Any]]]:
-    """(question, [{answer, score, feedback}]) of a FIRE conversation (see the module docstring)."""
-    if not isinstance(conversations, list) or len(conversations) < 3:
-        raise ValueError("conversations must hold a question, an answer and the teacher's reply")
-    roles = [turn.get("from") if isinstance(turn, dict) else None for turn in conversations]
-    values = [turn.get("value") if isinstance(turn, dict) else None for turn in conversations]
+def _speakers(conversations: Any) -> list[tuple[str, str]]:
+    """``(speaker, text)`` of every turn, speaker one of question, student, teacher."""
+    if not isinstance(conversations, list) or not conversations:
+        raise ValueError("conversations is not a non-empty list")
+    if not all(isinstance(turn, dict) for turn in conversations):
+        raise ValueError("a conversation turn is not an object")
+    values = [turn.get("value") for turn in conversations]
     if any(not isinstance(v, str) or not v.strip() for v in values):
         raise ValueError("every conversation turn needs a non-empty value")
-    expected = ["human" if i % 2 == 0 else "gpt" for i in range(len(roles))]
-    if roles != expected or len(roles) % 2 == 0:
-        raise ValueError("conversations must alternate human/gpt and end with the teacher's reply to the last answer")
-    question = values[0].replace(IMAGE_TOKEN, "").strip()
-    turns = []
-    for answer, reply in zip(values[1::2], values[2::2]):
-        score, feedback = teacher_reply(reply)
-        turns.append({"answer": answer.strip(), "score": score, "feedback": feedback})
-    return question, turns
+    if all("role" in turn for turn in conversations):
+        speakers = [turn["role"] for turn in conversations]
+        bad = [turn for turn in conversations if turn["role"] not in TYPES
+               or turn.get("type", TYPES.get(turn["role"])) != TYPES.get(turn["role"])]
+        if bad:
+            raise ValueError(f"turn {bad[0].get('role')!r}/{bad[0].get('type')!r} is neither a student response "
+                             "nor teacher feedback")
+        return list(zip(speakers, values))
+    roles = [turn.get("from") for turn in conversations]
+    if any(role not in FROM_ROLES for role in roles) or roles[0] != "human":
+        raise ValueError("conversations must start with the human question and hold only human/gpt turns")
+    return [(QUESTION, values[0])] + [(FROM_ROLES[r], v) for r, v in zip(roles[1:], values[1:])]
+
+
+def dialogue_turns(conversations: Any, scores: Any = None) -> tuple[str | None, list[dict[str, Any]], str]:
+    """(question or None, [{answer, score, feedback}], where the scores come from: ``reply``,
+    ``scores``, ``none``) of a FIRE conversation (see the module docstring)."""
+    speakers = _speakers(conversations)
+    question = None
+    if speakers[0][0] == QUESTION:
+        question = speakers[0][1].replace(IMAGE_TOKEN, "").strip()
+        speakers = speakers[1:]
+    turns: list[dict[str, Any]] = []
+    for position, (speaker, text) in enumerate(speakers):
+        expected = STUDENT if position % 2 == 0 else TEACHER
+        if speaker != expected:
+            raise ValueError(f"conversations must alternate student answers and teacher replies (turn {position + 2} "
+                             f"is a {speaker} turn)")
+        if speaker == STUDENT:
+            turns.append({"answer": text.strip(), "score": None, "feedback": ""})
+        else:
+            turns[-1]["score"], turns[-1]["feedback"] = teacher_reply(text)
+    if not turns:
+        raise ValueError("conversations hold no student answer")
+    return question, turns, _fill_scores(turns, scores)
+
+
+def _fill_scores(turns: list[dict[str, Any]], scores: Any) -> str:
+    """Complete the turns' scores from the item's ``scores`` list; say where they came from."""
+    from_replies = all(t["score"] is not None for t in turns)
+    if scores is None:
+        return "reply" if from_replies else "none"
+    if not isinstance(scores, list) or len(scores) != len(turns) or not all(
+            isinstance(s, (int, float)) and not isinstance(s, bool) and float(s).is_integer()
+            and 0 <= s <= PERFECT for s in scores):
+        raise ValueError(f"scores must list one score in 0..{PERFECT} per student answer ({len(turns)}), "
+                         f"got {scores!r}"[:200])
+    for number, (turn, score) in enumerate(zip(turns, scores), start=1):
+        if turn["score"] is not None and turn["score"] != int(score):
+            raise ValueError(f"scores[{number - 1}] = {score} contradicts the reply's Score: {turn['score']}")
+        turn["score"] = int(score)
+    return "reply" if from_replies else "scores"
+
+
+def _value(item: Any) -> str | None:
+    """A FIRE text that is a turn-like ``{"value": ...}`` object or a plain string."""
+    value = item.get("value") if isinstance(item, dict) else item
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def ground_truth(record: dict[str, Any]) -> str:
+    raw = record.get("raw") if isinstance(record.get("raw"), dict) else {}
+    truth = _value(raw.get("groundtruth")) or _value(record.get("groundtruth"))
+    if truth is None:
+        raise ValueError("no ground truth (raw.groundtruth.value or groundtruth)")
+    return truth
 
 
 class FIREOptions(AdapterOptions):
@@ -88,24 +179,33 @@ class FIRESource(SourceAdapter):
         self.files = self.listed_files(self.options.files, ["*.json"])
         self.image_dir = self.images or self.root / "images"
 
+    def count_records(self) -> int:
+        return sum(count_objects(array_records(path)) for path in self.files)
+
     def source_files(self) -> list[Path]:
         return list(self.files)
 
     def records(self) -> Iterator[Located | Rejected]:
         for path in self.files:
             for item in array_records(path):
-                yield item if isinstance(item, Rejected) else guarded(*item, lambda: self._sample(path.stem, item[1]))
+                if isinstance(item, Rejected):
+                    yield item
+                else:
+                    index = item[0].rsplit(":", 1)[1]
+                    yield guarded(*item, lambda: self._sample(path.stem, index, item[1]))
 
-    def _sample(self, file: str, record: dict[str, Any]) -> Sample:
-        ident = text_field(record, "id")
+    def _sample(self, file: str, index: str, record: dict[str, Any]) -> Sample:
+        ident = text_field(record, "id", numbers=True) if record.get("id") is not None else f"{file}:{index}"
         image = text_field(record, "image")
-        raw = record.get("raw")
-        truth = raw.get("groundtruth") if isinstance(raw, dict) else None
-        if not isinstance(truth, dict) or not isinstance(truth.get("value"), str) or not truth["value"].strip():
-            raise ValueError("no ground truth (raw.groundtruth.value)")
-        question, turns = dialogue_turns(record.get("conversations"))
+        truth = ground_truth(record)
+        asked, turns, scored = dialogue_turns(record.get("conversations"), record.get("scores"))
+        raw = record.get("raw") if isinstance(record.get("raw"), dict) else {}
+        question = asked or _value(raw.get("question")) or _value(record.get("question"))
+        question = question.replace(IMAGE_TOKEN, "").strip() if question else None
         if not question:
-            raise ValueError("empty question")
-        meta = {"file": file, "dialogue": turns}
-        return image_qa_sample(self.store, self.name, ident, question, [truth["value"].strip()], self.image_dir,
+            raise ValueError("no question (a first human turn, raw.question.value or question.value)")
+        meta = {"file": file, "dialogue": turns, "scores_from": scored}
+        if isinstance(record.get("source"), str):
+            meta["fire_source"] = record["source"]
+        return image_qa_sample(self.store, self.name, ident, question, [truth], self.image_dir,
                                image, self.options.domain, meta)

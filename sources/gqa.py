@@ -10,9 +10,11 @@ https://cs.stanford.edu/people/dorarad/gqa/download.html):
   it is streamed member by member (``json_members.iter_members``).
 - ``ROOT/images/<imageId>.jpg`` (the image folder of ``images.zip``).
 
-``answer`` is the short answer; ``fullAnswer`` (a sentence) is kept in meta. Test and
-challenge questions have no public answer and are quarantined ("no answer"). Every
-sample is tagged General QA.
+``answer`` is the short answer; ``fullAnswer`` (a sentence) is kept in meta. The test,
+challenge and submission question files are published without answers (the download
+page's ``questions1.2.zip`` lists them as questions only): their records are counted under
+``skipped`` as unlabelled (``image_qa``), not quarantined; a record without an answer in
+any other split is quarantined (``missing field answer``). Every sample is tagged General QA.
 """
 from __future__ import annotations
 
@@ -23,10 +25,11 @@ from typing import Any
 from mmcurate.core.domains import GENERAL_QA
 from mmcurate.core.records import Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter
-from .image_qa import guarded, image_qa_sample, keyed_records, text_field
+from .base import AdapterOptions, Located, SourceAdapter, text_field
+from .image_qa import count_objects, guarded, image_qa_sample, keyed_records, unlabelled
 
 PATTERNS = ("*_balanced_questions.json", "*_all_questions.json")
+UNLABELLED = ("test", "challenge", "submission")  # question files published without answers
 
 
 class GQAOptions(AdapterOptions):
@@ -43,6 +46,9 @@ class GQASource(SourceAdapter):
         self.files = self.listed_files(self.options.files, PATTERNS)
         self.image_dir = self.images or self.root / "images"
 
+    def count_records(self) -> int:
+        return sum(count_objects(keyed_records(path)) for path in self.files)
+
     def source_files(self) -> list[Path]:
         return list(self.files)
 
@@ -54,15 +60,16 @@ class GQASource(SourceAdapter):
                     yield item
                 else:
                     locator, record = item
+                    if unlabelled(record, "answer", split, UNLABELLED):
+                        self.skip_unlabelled(split)
+                        continue
                     key = locator[len(path.name) + 1:]
                     yield guarded(locator, record, lambda: self._sample(split, key, record))
 
     def _sample(self, split: str, key: str, record: dict[str, Any]) -> Sample:
-        image_id = text_field(record, "imageId")
+        image_id = text_field(record, "imageId", numbers=True)
         question = text_field(record, "question")
-        answer = record.get("answer")
-        if not isinstance(answer, str) or not answer.strip():
-            raise ValueError("no answer")
+        answer = text_field(record, "answer", numbers=True)
         meta = {"split": split, "image_id": image_id, "full_answer": record.get("fullAnswer")}
-        return image_qa_sample(self.store, self.name, key, question, [answer.strip()], self.image_dir,
+        return image_qa_sample(self.store, self.name, key, question, [answer], self.image_dir,
                                f"{image_id}.jpg", GENERAL_QA, meta)

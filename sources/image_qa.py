@@ -5,8 +5,15 @@ layout; ``image_qa_sample`` checks the fields every one of them needs, stores th
 and tags the sample with its task domain (``core.domains``), and ``guarded`` turns any
 problem with one record into a quarantine row at its locator, so one bad record never
 stops an ingest. The record readers stream the three JSON shapes these sources publish
-(one object keyed by id, one array, an object whose ``data`` member is the array) and
-yield ``(locator, record)`` or the rejection of a record that is not a JSON object.
+(one object keyed by id, one array, an object whose ``data`` member is the array, read
+item by item) and yield ``(locator, record)`` or the rejection of a record that is not a
+JSON object (or is nested too deeply to decode). A file that holds no such container at
+all is one rejection located at the bare file.
+
+A record without answers in a split its source publishes without answers (GQA's test and
+challenge questions, TextVQA's and DocVQA's test splits) is ``unlabelled``: the adapter
+counts it under ``skipped`` (``SourceAdapter.skip_unlabelled``), the one rule InfoSeek's
+test split follows too, instead of quarantining each record.
 """
 from __future__ import annotations
 
@@ -22,20 +29,9 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 
 from .base import Located
-
-from .json_members import JsonMembersError, iter_items, iter_members
+from .json_members import JsonMembersError, NotContainer, Unreadable, iter_items, iter_member_items, iter_members
 
 Record = tuple[str, dict[str, Any]]  # (locator, raw record)
-
-
-def text_field(record: dict[str, Any], name: str) -> str:
-    """A non-empty string field of ``record`` (stripped), or ValueError naming it."""
-    value = record.get(name)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"missing field {name}")
-    return value.strip()
 
 
 def answers_by_frequency(answers: Iterable[Any]) -> list[str]:
@@ -61,7 +57,7 @@ def image_qa_sample(
     if domain not in DOMAINS:
         raise ValueError(f"unknown domain {domain!r}")
     if not answers:
-        raise ValueError("no answer")
+        raise ValueError("answers are empty")
     sha = store.put_file(image_root, image)
     return Sample(source, source_id, question, answers, images=[sha],
                   meta={**meta, "domain": domain, "image": image})
@@ -81,17 +77,32 @@ def _raw(raw: Any) -> str:
     return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
 
 
+def unlabelled(record: dict[str, Any], field: str, split: str, splits: tuple[str, ...]) -> bool:
+    """Whether ``record`` lacks its ``field`` of answers because ``split`` is one its source
+    publishes without answers (then it is skipped, not quarantined: see the module docstring)."""
+    return split in splits and record.get(field) is None
+
+
 def _objects(path: Path, items: Iterable[tuple[str, Any]]) -> Iterator[Record | Rejected]:
     try:
         for key, value in items:
             locator = f"{path.name}:{key}"
             if isinstance(value, dict):
                 yield locator, value
+            elif isinstance(value, Unreadable):
+                yield Rejected(locator, f"malformed record: {value.reason}")
             else:
                 yield Rejected(locator, f"malformed record: expected a JSON object, got {type(value).__name__}",
                                _raw(value))
+    except NotContainer as exc:  # nothing of the file is readable: the whole file is the locator
+        yield Rejected(path.name, f"file unreadable: {exc}")
     except JsonMembersError as exc:
         yield Rejected(f"{path.name}:char{exc.offset}", f"rest of file unreadable: {exc}")
+
+
+def count_objects(records: Iterable[Record | Rejected]) -> int:
+    """How many records a reader yields that are JSON objects (``count_records``: read, not built)."""
+    return sum(1 for item in records if not isinstance(item, Rejected))
 
 
 def keyed_records(path: Path) -> Iterator[Record | Rejected]:
@@ -105,13 +116,6 @@ def array_records(path: Path) -> Iterator[Record | Rejected]:
 
 
 def data_records(path: Path) -> Iterator[Record | Rejected]:
-    """The items of the ``data`` array of a file ``{..., "data": [...]}``, located ``file:data[<index>]``."""
-    def items() -> Iterator[tuple[str, Any]]:
-        for key, value in iter_members(path):
-            if key != "data":
-                continue
-            if not isinstance(value, list):
-                raise JsonMembersError("member data is not a list", 0)
-            yield from ((f"data[{i}]", v) for i, v in enumerate(value))
-
-    return _objects(path, items())
+    """The items of the ``data`` array of a file ``{..., "data": [...]}``, item by item,
+    located ``file:data[<index>]``."""
+    return _objects(path, ((f"data[{i}]", v) for i, v in iter_member_items(path, "data")))

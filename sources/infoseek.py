@@ -20,7 +20,8 @@ Format facts relied on, and where they are published:
   (edchengg/infoseek_eval ``infoseek_eval.py``, ``prepare_qid2example``, commit c8ef023);
   bare numbers inside it are kept as answers written as text;
 - the test split has no ``answer`` field (questions only; shared/SOURCES.md): its records are
-  not curatable and are counted once under ``skipped`` (``NO_ANSWERS``), not quarantined.
+  not curatable and are counted under ``skipped`` (``SourceAdapter.skip_unlabelled``, the
+  rule every source with an unlabelled split follows), not quarantined.
 """
 from __future__ import annotations
 
@@ -34,14 +35,13 @@ from pydantic import Field
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records
+from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records, required, text_field
 from .kb_readers import Wiki6MEntity, find_answer, locate, read_wiki6m, word_window
 
 Split = Literal["train", "val", "test", "human"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test", "human")
 KB_NAMES = ("Wiki6M_ver_1_0.jsonl.gz", "Wiki6M_ver_1_0.jsonl")
-# the published test split holds questions only: counted once in the ingest summary
-NO_ANSWERS = "test: no answers in this split: not curatable"
+UNLABELLED = ("test",)  # the published test split holds questions only
 
 
 def question_file(split: Split) -> str:
@@ -80,7 +80,7 @@ def _answers(record: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     """Answers (``answer`` then ``answer_eval``'s strings and bare numbers, deduplicated)
     and numeric ranges. ``answer_eval`` is a list or, for numeric questions, also one
     ``{"wikidata": x, "range": [lo, hi]}`` object (the official evaluation accepts both)."""
-    answers = list(_str_list(record.get("answer"), "answer"))
+    answers = list(_str_list(required(record, "answer"), "answer"))
     ranges: list[dict[str, Any]] = []
     evals = record.get("answer_eval") or []
     if isinstance(evals, dict):
@@ -104,7 +104,7 @@ def _answers(record: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
             raise ValueError(f"answer_eval item {item!r} is neither a string, a number nor a numeric range")
     answers = list(dict.fromkeys(a.strip() for a in answers if a.strip()))
     if not answers:
-        raise ValueError("no answer")
+        raise ValueError("answer is empty")
     return answers, ranges
 
 
@@ -191,11 +191,11 @@ class InfoSeekSource(SourceAdapter):
                 if isinstance(item, Rejected):
                     yield item
                     continue
-                if split == "test" and "answer" not in item.record:
-                    self.skipped[NO_ANSWERS] += 1
+                if split in UNLABELLED and item.record.get("answer") is None:
+                    self.skip_unlabelled(split)
                     continue
                 try:
-                    yield Located(item.locator, self._sample(split, item.record, links, mapped, entities))
+                    yield Located(item.locator, self._sample(split, item.record, links, mapped, entities), item.raw)
                 except ImageRejected as exc:  # before ValueError: it is one
                     yield Rejected(item.locator, str(exc), item.raw)
                 except (ValueError, KeyError) as exc:
@@ -204,8 +204,7 @@ class InfoSeekSource(SourceAdapter):
     def _sample(self, split: Split, record: dict[str, Any], links: dict[str, tuple[str, ...]],
                 mapped: dict[str, str], entities: dict[str, Wiki6MEntity]) -> Sample:
         for name in ("data_id", "image_id", "question"):
-            if not isinstance(record.get(name), str) or not record[name].strip():
-                raise ValueError(f"missing field {name}")
+            text_field(record, name)
         answers, ranges = _answers(record)
         image_id = record["image_id"]
         relative = mapped.get(image_id) or f"{image_id.removeprefix('oven_')[:2]}/{image_id}.jpg"

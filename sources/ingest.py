@@ -6,6 +6,11 @@ An output folder holds ``samples.parquet``, ``quarantine.parquet``, ``locators.p
 (unless a shared store was used) and ``ingest.json``, written last: counts, skip reasons,
 the source files and, under ``reader``, how they were read where an install can differ
 (``{"line_picker": "c"}`` or ``"python"`` for Reddit dumps).
+
+Whatever an adapter yields, a sample is stored only when its row is valid Unicode, JSON-able
+and at most ``MAX_SAMPLE_BYTES`` (a 20 MB question is bad input, not a sample); otherwise
+it is quarantined at its locator with the raw record. Quarantine text keeps undecodable
+bytes as ``\\xNN`` escapes, so the raw record shows what the file held.
 """
 from __future__ import annotations
 
@@ -30,9 +35,10 @@ from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.core.tables import AtomicParquetWriter
 
 from . import adapter_class
-from .base import Located
+from .base import TOO_DEEP, Located
 
 Progress = Callable[[int, int], None]
+MAX_SAMPLE_BYTES = 1 << 20  # a stored sample row (UTF-8 JSON, images by hash) larger than this is quarantined
 LOCATORS = pa.schema([pa.field("sample_id", pa.string(), nullable=False),
                       pa.field("locator", pa.string(), nullable=False)])
 
@@ -46,6 +52,14 @@ class IngestResult:
     source_files: list[str]
     skipped: dict[str, int]
     reader: dict[str, str] = field(default_factory=dict)  # SourceAdapter.reading()
+
+    def summary(self) -> str:
+        """One line for the console: what went where, and every skip with its reason."""
+        line = (f"{self.source}: {self.samples} samples -> {self.samples_path}; "
+                f"{self.quarantined} quarantined -> {self.quarantine_path}")
+        if self.skipped:
+            line += "; skipped: " + ", ".join(f"{count} ({reason})" for reason, count in self.skipped.items())
+        return line + "".join(f"; {key.replace('_', ' ')}: {value}" for key, value in self.reader.items())
 
     @property
     def samples_path(self) -> Path:
@@ -131,7 +145,7 @@ def ingest(
                     locators.write({"sample_id": sample.sample_id, "locator": record.locator})
                     kept += 1
                 else:
-                    record = Rejected(record.locator, problem, sample.source_id)
+                    record = Rejected(record.locator, problem, record.raw if record.raw is not None else sample.source_id)
             if isinstance(record, Rejected):
                 quarantine.write(_storable(record.to_row(source)))
                 rejected += 1
@@ -228,26 +242,34 @@ def _link_images(folder: Path, target: Path) -> None:
 def _sample_row(sample: Sample) -> tuple[dict[str, Any] | None, str | None]:
     """The sample's row, or why it cannot be stored: text that is not valid Unicode (JSON
     escapes may decode to lone surrogates, e.g. half an emoji ``"\\ud83d"`` in pushshift
-    dumps, which Parquet cannot hold) or meta that is not JSON."""
+    dumps, which Parquet cannot hold), meta that is not JSON (or nested too deeply), or a
+    row larger than ``MAX_SAMPLE_BYTES``."""
     try:
         row = sample.to_row()
-        json.dumps(row, ensure_ascii=False).encode("utf-8")
+        size = len(json.dumps(row, ensure_ascii=False).encode("utf-8"))
     except UnicodeEncodeError as exc:
         return None, f"text is not valid Unicode: {exc.reason}"
+    except RecursionError:
+        return None, f"sample cannot be stored: {TOO_DEEP}"
     except (TypeError, ValueError) as exc:
         return None, f"sample cannot be stored: {type(exc).__name__}: {exc}"
+    if size > MAX_SAMPLE_BYTES:
+        return None, f"sample larger than {MAX_SAMPLE_BYTES} bytes ({size})"
     return row, None
 
 
+def _escaped(text: str) -> str:
+    """``text`` as valid Unicode: bytes the reader could not decode (held as surrogate
+    escapes) become ``\\xNN``, lone surrogates from JSON escapes ``\\udXXX``."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _storable(row: dict[str, Any]) -> dict[str, Any]:
-    """A quarantine row whose strings can be written: lone surrogates become ``\\udXXX``."""
-    for key, value in row.items():
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                row[key] = value.encode("utf-8", "backslashreplace").decode("utf-8")
-    return row
+    """A quarantine row whose strings can be written (see ``_escaped``)."""
+    return {key: _escaped(value) if isinstance(value, str) else value for key, value in row.items()}
 
 
 def root_fingerprint(root: Path | str, options: dict[str, Any] | None = None, depth: int = 2) -> str:

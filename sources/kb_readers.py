@@ -20,9 +20,10 @@ from mmcurate.core.errors import SourceError
 from mmcurate.core.records import Rejected
 
 from .base import jsonl_records
-from .json_members import JsonMembersError, iter_members
+from .json_members import JsonMembersError, Unreadable, iter_members
 
 T = TypeVar("T")
+KB_MAX_CHARS = 1 << 26  # a KB entry (a whole article) may be long; a longer line is reported, never buffered
 
 
 def locate(source: str, root: Path, given: Path | None, defaults: Sequence[str], what: str) -> Path | None:
@@ -57,7 +58,8 @@ def _scan_jsonl(
     """
     result: KBLoad[T] = KBLoad()
     remaining = set(wanted)
-    lines = jsonl_records(path, "unreadable KB entry", keep=lambda line: bool(candidate_ids(line) & remaining))
+    lines = jsonl_records(path, "unreadable KB entry", keep=lambda line: bool(candidate_ids(line) & remaining),
+                          max_chars=KB_MAX_CHARS)
     while remaining:
         item = next(lines, None)
         if item is None:
@@ -226,6 +228,9 @@ def read_encyclopedic_kb(path: Path, wanted: Collection[str]) -> KBLoad[Encyclop
     """Articles of ``encyclopedic_kb_wiki.json`` (url -> article) whose url is wanted."""
     result: KBLoad[EncyclopedicArticle] = KBLoad()
     for url, value in iter_object_members(path, wanted):
+        if isinstance(value, Unreadable):
+            result.problems.append(Rejected(f"{path.name}:{url}", f"unreadable KB entry: {value.reason}"))
+            continue
         try:
             if not isinstance(value, dict):
                 raise ValueError(f"expected an object, got {type(value).__name__}")

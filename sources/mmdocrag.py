@@ -38,7 +38,7 @@ from typing import Any, Literal
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records
+from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records, required, text_field
 
 SPLITS = ("dev", "evaluation")
 # a flat Python list of quoted strings or numbers, as some answer_short values are written
@@ -128,7 +128,7 @@ class MMDocRAGSource(SourceAdapter):
                 "answer_interleaved": record.get("answer_interleaved"),
                 "quote_ids": {q: c.context_id for q, c in kept.items()},
             },
-        ))
+        ), line)
 
     def _context(self, doc_name: str, q_id: Any, modality: str, quote: dict[str, Any]) -> Context:
         context_id = f"mmdocrag:{doc_name}:{_element(q_id, modality, quote)}"
@@ -193,12 +193,12 @@ def _is_file(path: Path) -> bool:
 
 def _shape_problem(record: dict[str, Any]) -> str | None:
     """Why ``record`` is not an MMDocRAG question line, or None if it is one."""
-    for key in ("q_id", "doc_name", "question", "answer_short"):
-        if record.get(key) in (None, ""):
-            return f"missing {key}"
-    for key in ("question", "answer_short", "doc_name"):
-        if not isinstance(record[key], str):
-            return f"{key} is not a string"
+    try:
+        required(record, "q_id")
+        for key in ("doc_name", "question", "answer_short"):
+            text_field(record, key)
+    except ValueError as exc:
+        return str(exc)
     for key in ("text_quotes", "img_quotes", "gold_quotes"):
         if not isinstance(record.get(key), list):
             return f"{key} is missing or not a list"

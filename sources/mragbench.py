@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter
+from .base import AdapterOptions, Located, SourceAdapter, required, text_field
 
 BATCH_ROWS = 64  # rows carry several embedded images each: keep batches small
 CHOICES = ("A", "B", "C", "D")
@@ -86,12 +86,12 @@ class MRAGBenchSource(SourceAdapter):
 
     def _row(self, locator: str, row: dict[str, Any]) -> Iterator[Located | Rejected]:
         raw = _describe(row)
-        for key in ("question", "answer", "answer_choice"):
-            if not isinstance(row.get(key), str) or not row[key].strip():
-                yield Rejected(locator, f"missing or empty {key}", raw)
-                return
-        if row.get("id") is None:
-            yield Rejected(locator, "missing id", raw)
+        try:
+            for key in ("question", "answer", "answer_choice"):
+                text_field(row, key)
+            required(row, "id")
+        except ValueError as exc:
+            yield Rejected(locator, str(exc), raw)
             return
         sample_key = str(row["id"])
         choices = {c: row.get(c) for c in CHOICES}

@@ -87,12 +87,12 @@ class RedditOptions(AdapterOptions):
         "your favorite", "your favourite"])
     image_hosts: list[str] = Field(default_factory=lambda: ["i.redd.it"])
     image_extensions: list[str] = Field(default_factory=lambda: [".jpg", ".jpeg", ".png", ".webp"])
-    min_answer_words: int = 50  # an answer needs strictly more words than this
-    min_answer_sentences: int = 3
+    min_answer_words: int = Field(default=50, ge=0)  # an answer needs strictly more words than this
+    min_answer_sentences: int = Field(default=3, ge=0)
     deleted_markers: list[str] = Field(default_factory=lambda: ["[deleted]", "[removed]"])
     excluded_authors: list[str] = Field(default_factory=lambda: ["automoderator"])  # any case
-    max_line_bytes: int = DEFAULT_MAX_LINE
-    chunk_bytes: int = DEFAULT_CHUNK
+    max_line_bytes: int = Field(default=DEFAULT_MAX_LINE, ge=1)
+    chunk_bytes: int = Field(default=DEFAULT_CHUNK, ge=1)
     prefilter: bool = True  # False parses (and so validates) every line: slower
     pairs: list[str] | None = None  # keys of the dump pairs to read ("2023-01", "r/pics"); None: all
 

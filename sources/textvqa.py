@@ -12,7 +12,8 @@ Layout read (the files of https://textvqa.org/dataset, served from
   (same reader).
 
 The ten answers become one gold list, the most frequent first (``answers_by_frequency``;
-the raw list stays in meta). Test questions have no answers and are quarantined.
+the raw list stays in meta). The test split is published without answers: its records are
+counted under ``skipped`` as unlabelled (``image_qa``), not quarantined.
 """
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ from typing import Any, Literal
 from mmcurate.core.domains import SCENE_TEXT
 from mmcurate.core.records import Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter
-from .image_qa import answers_by_frequency, data_records, guarded, image_qa_sample, text_field
+from .base import AdapterOptions, Located, SourceAdapter, required, text_field
+from .image_qa import answers_by_frequency, count_objects, data_records, guarded, image_qa_sample, unlabelled
 
 Split = Literal["train", "val", "test"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test")
+UNLABELLED = ("test",)
 VERSION = "0.5.1"
 
 
@@ -48,6 +50,9 @@ class TextVQASource(SourceAdapter):
         super().__init__(*args, **kwargs)
         self.files = self.split_files(self.options.splits, SPLITS, questions_file)
 
+    def count_records(self) -> int:
+        return sum(count_objects(data_records(path)) for path in self.files.values())
+
     def source_files(self) -> list[Path]:
         return list(self.files.values())
 
@@ -57,15 +62,20 @@ class TextVQASource(SourceAdapter):
     def records(self) -> Iterator[Located | Rejected]:
         for split, path in self.files.items():
             for item in data_records(path):
-                yield item if isinstance(item, Rejected) else guarded(*item, lambda: self._sample(split, item[1]))
+                if isinstance(item, Rejected):
+                    yield item
+                elif unlabelled(item[1], "answers", split, UNLABELLED):
+                    self.skip_unlabelled(split)
+                else:
+                    yield guarded(*item, lambda: self._sample(split, item[1]))
 
     def _sample(self, split: str, record: dict[str, Any]) -> Sample:
-        question_id = text_field(record, "question_id")
-        image_id = text_field(record, "image_id")
+        question_id = text_field(record, "question_id", numbers=True)
+        image_id = text_field(record, "image_id", numbers=True)
         question = text_field(record, "question")
-        raw = record.get("answers")
+        raw = required(record, "answers")
         if not isinstance(raw, list):
-            raise ValueError("no answers")
+            raise ValueError("answers is not a list")
         meta = {"split": split, "image_id": image_id, "annotator_answers": raw}
         return image_qa_sample(self.store, self.name, question_id, question, answers_by_frequency(raw),
                                self.image_dir(split), f"{image_id}.jpg", SCENE_TEXT, meta)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records
+from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records, text_field
 from .kb_readers import KiltArticle, find_answer, locate, read_kilt, title_key
 
 Split = Literal["train", "validation", "test"]
@@ -64,7 +64,7 @@ def _answers(record: dict[str, Any]) -> list[str]:
     first = [original] if isinstance(original, str) else []
     answers = list(dict.fromkeys(a.strip() for a in first + aliases if a.strip()))
     if not answers:
-        raise ValueError("no answer")
+        raise ValueError("missing field output.answer")
     return answers
 
 
@@ -116,18 +116,16 @@ class ViQuAESource(SourceAdapter):
                     yield item
                     continue
                 try:
-                    yield Located(item.locator, self._sample(split, item.record, articles))
+                    yield Located(item.locator, self._sample(split, item.record, articles), item.raw)
                 except ImageRejected as exc:  # before ValueError: it is one
                     yield Rejected(item.locator, str(exc), item.raw)
                 except ValueError as exc:
                     yield Rejected(item.locator, f"malformed record: {exc}", item.raw)
 
     def _sample(self, split: Split, record: dict[str, Any], articles: dict[str, KiltArticle]) -> Sample:
-        if record.get("id") in (None, ""):
-            raise ValueError("missing field id")
+        ident = text_field(record, "id", numbers=True)
         for name in ("image", "input"):
-            if not isinstance(record.get(name), str) or not record[name].strip():
-                raise ValueError(f"missing field {name}")
+            text_field(record, name)
         answers = _answers(record)
         provenance = _provenance(record)
         image = self.store.put_file(self.image_dir, record["image"])
@@ -141,7 +139,7 @@ class ViQuAESource(SourceAdapter):
         if record.get("meta") is not None:
             meta["viquae_meta"] = record["meta"]
         gold = self._gold(provenance, answers, articles, meta)
-        return Sample(self.name, str(record["id"]), record["input"].strip(), answers,
+        return Sample(self.name, ident, record["input"].strip(), answers,
                       images=[image], gold_contexts=gold, meta=meta)
 
     def _gold(self, provenance: list[dict[str, str]], answers: list[str],

@@ -26,8 +26,8 @@ from typing import Any
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Context, Rejected, Sample
 
-from .base import AdapterOptions, Located, SourceAdapter
-from .json_members import JsonMembersError, iter_members
+from .base import AdapterOptions, Located, SourceAdapter, required, text_field
+from .json_members import JsonMembersError, NotContainer, Unreadable, iter_members
 
 TRAIN_VAL = "WebQA_train_val.json"
 TEST = "WebQA_test.json"
@@ -150,10 +150,16 @@ class WebQASource(SourceAdapter):
                 guid, record = next(members)
             except StopIteration:
                 return
+            except NotContainer as exc:  # nothing of the file is readable: the whole file is the locator
+                yield Rejected(path.name, f"malformed JSON, file unreadable: {exc}")
+                return
             except JsonMembersError as exc:  # the rest of the object cannot be located
                 yield Rejected(f"{path.name}:char{exc.offset}", f"malformed JSON, rest of file unreadable: {exc}")
                 return
             locator = f"{path.name}:{guid}"
+            if isinstance(record, Unreadable):
+                yield Rejected(locator, f"malformed record: {record.reason}")
+                continue
             if not isinstance(record, dict):
                 yield Rejected(locator, f"record is a {type(record).__name__}, not an object", json.dumps(record))
                 continue
@@ -175,19 +181,22 @@ class WebQASource(SourceAdapter):
         self, guid: str, record: dict[str, Any], locator: str, images: ImageTable, labelled: bool
     ) -> Iterator[Located | Rejected]:
         raw = json.dumps(record, ensure_ascii=False)
-        question = record.get("Q")
-        if not isinstance(question, str) or not strip_quotes(question):
-            yield Rejected(locator, "missing or empty question Q", raw)
+        try:
+            question = strip_quotes(text_field(record, "Q"))
+            if not question:
+                raise ValueError("Q is empty")
+            answers = required(record, "A") if labelled else []
+        except ValueError as exc:
+            yield Rejected(locator, str(exc), raw)
             return
-        answers = record.get("A", []) if labelled else []
         if isinstance(answers, str):
             answers = [answers]
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
-            yield Rejected(locator, "answer A is not a list of strings", raw)
+            yield Rejected(locator, "A is not a list of strings", raw)
             return
         answers = [a for a in (strip_quotes(a) for a in answers) if a]
         if labelled and not answers:
-            yield Rejected(locator, "no non-empty answer in A", raw)
+            yield Rejected(locator, "A is empty", raw)
             return
 
         groups: dict[str, list[Context]] = {}
@@ -230,7 +239,7 @@ class WebQASource(SourceAdapter):
         yield Located(locator, Sample(
             source=self.name,
             source_id=guid,
-            question=strip_quotes(question),
+            question=question,
             answers=answers,
             images=[],
             gold_contexts=gold,

@@ -27,6 +27,7 @@ import zstandard
 from mmcurate.core.records import Rejected
 
 from .linescan import line_scanner
+from .base import TOO_DEEP
 
 _END = object()  # the last item of a background reader
 MAX_WINDOW = 2**31
@@ -291,7 +292,10 @@ def parse_object(locator: str, line: bytes) -> dict[str, Any] | Rejected:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            return Rejected(locator, f"malformed JSON: {exc.msg} at column {exc.colno}", text)
+            # json words one message "Unterminated string starting at": no second "at"
+            return Rejected(locator, f"malformed JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}", text)
+        except RecursionError:
+            return Rejected(locator, f"malformed JSON: {TOO_DEEP}", text)
     if not isinstance(value, dict):
         return Rejected(locator, f"JSON line is a {type(value).__name__}, not an object", line.decode("utf-8"))
     return value

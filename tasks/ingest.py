@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from prefect import task, unmapped
+from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.config import SourceSpec
@@ -40,18 +40,22 @@ def merge_parts(parts: list[IngestResult], out: Path) -> IngestResult:
 
 
 def ingest_source(spec: SourceSpec, workdir: Path) -> IngestResult:
-    """The source's ingest, from an earlier run when the same root and options were ingested."""
+    """The source's ingest, from an earlier run when the same root and options were ingested;
+    its one-line summary (samples, quarantine, skipped splits and records) goes to the run's log."""
     out = ingest_folder(workdir, spec.name, spec.root, spec.options)
-    done = load_ingest(out)
-    if done is not None:
-        return done
-    parts = source_parts(spec.name, spec.root, spec.options)
-    if len(parts) < 2:
-        return ingest_whole(spec, out, workdir)
-    keys = [key for key, _ in parts]
-    folders = [out / "parts" / key.replace("/", "_") for key in keys]
-    futures = ingest_part.map(unmapped(spec), keys, [options for _, options in parts], folders, unmapped(workdir))
-    return merge_parts(futures.result(), out)
+    result = load_ingest(out)
+    if result is None:
+        parts = source_parts(spec.name, spec.root, spec.options)
+        if len(parts) < 2:
+            result = ingest_whole(spec, out, workdir)
+        else:
+            keys = [key for key, _ in parts]
+            folders = [out / "parts" / key.replace("/", "_") for key in keys]
+            futures = ingest_part.map(unmapped(spec), keys, [options for _, options in parts], folders,
+                                      unmapped(workdir))
+            result = merge_parts(futures.result(), out)
+    get_run_logger().info(result.summary())
+    return result
 
 
 def load_samples(results: list[IngestResult], limits: list[int | None] | None = None) -> tuple[pa.Table, pa.Table]:

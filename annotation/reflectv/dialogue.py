@@ -15,7 +15,10 @@ whose teacher reply stayed unreadable is dropped with reason ``undetermined`` an
 verdict ``error``: no score is ever guessed, and a rerun asks again for exactly those.
 
 A sample ingested with a ready-made dialogue (FIRE, ``meta["dialogue"]``) keeps it and costs
-no call. Output: the samples with their ``turns`` and ``origin`` (``chains``).
+no call. One whose dialogue lacks a teacher score on some turn (FIRE may publish dialogues
+without them: ``sources/fire.py``) is dropped with reason ``unscored``: the trajectory filter
+needs s_t for every turn, and no score is guessed. Output: the samples with their ``turns``
+and ``origin`` (``chains``).
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ CHECK_TURN = "dialogue.turn.v1"
 CHECK_SAMPLE = "dialogue.sample.v1"
 STUDENT_TEMPLATE = "reflectv.dialogue.student.v1"
 TEACHER_TEMPLATE = "reflectv.dialogue.teacher.v1"
+UNSCORED = "unscored"
 STUDENT_SYSTEM = (
     "You answer questions about an image. Answer in one or two sentences. When the teacher "
     "comments on your answer, answer the question again, taking the comments into account."
@@ -97,13 +101,22 @@ def teacher_messages(question: str, truths: list[str], image: str, turns: list[d
     return messages
 
 
+class Unscored(ValueError):
+    """An ingested dialogue without a teacher score on some turn."""
+
+
 def ingested_turns(meta: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The dialogue an adapter stored in meta (FIRE), checked; None when there is none."""
+    """The dialogue an adapter stored in meta (FIRE), checked; None when there is none;
+    ``Unscored`` when a turn has no score."""
     raw = meta.get("dialogue")
     if raw is None:
         return None
     if not isinstance(raw, list) or not raw:
         raise ValueError("meta.dialogue is not a non-empty list")
+    missing = [number for number, turn in enumerate(raw, start=1) if isinstance(turn, dict) and turn.get("score") is None]
+    if missing:
+        raise Unscored(f"{UNSCORED}: no teacher score for turn(s) {', '.join(map(str, missing))} "
+                       "(the trajectory filter needs one per turn)")
     turns = []
     for turn in raw:
         score = turn.get("score") if isinstance(turn, dict) else None
@@ -138,6 +151,9 @@ class BuildDialogues(Stage):
             sid = row["sample_id"]
             try:
                 ready = ingested_turns(meta_of(row))
+            except Unscored as exc:
+                failed[sid] = str(exc)
+                continue
             except ValueError as exc:
                 failed[sid] = f"ingested dialogue unusable: {exc}"
                 continue
@@ -153,7 +169,8 @@ class BuildDialogues(Stage):
                 raise MmcurateError(f"{len(to_build)} sample(s) have no ready-made dialogue: "
                                     "reflectv.student and reflectv.teacher must name models")
             self._build(ctx, to_build, turns, failed, decisions)
-        keep_mask, counts = [], {"input": len(rows), "kept": 0, "dropped": 0, "built": 0, "ingested": 0, "turns": 0}
+        keep_mask, counts = [], {"input": len(rows), "kept": 0, "dropped": 0, "built": 0, "ingested": 0, "turns": 0,
+                                 "unscored": sum(r.startswith(UNSCORED) for r in failed.values())}
         for row in rows:
             sid = row["sample_id"]
             reason = failed.get(sid)

@@ -179,6 +179,31 @@ def objects_parser(truths: list[str]) -> Callable[[str], list[str] | None]:
     return parse
 
 
+def objects_request(key: str, question: str, answer: str, feedback: str) -> ChatRequest:
+    """General QA, first step: the entities the feedback names, as ``object1|object2``."""
+    return ChatRequest(key, [{"role": "system", "content": OBJECTS_SYSTEM},
+                             {"role": "user", "content": f"Question: {question}\nAnswer: {answer}\nFeedback: {feedback}"}],
+                       OBJECTS_TEMPLATE)
+
+
+def caption_request(key: str, objects: list[str]) -> ChatRequest:
+    """General QA, second step: the entities merged into one short caption."""
+    return ChatRequest(key, [{"role": "system", "content": CAPTION_SYSTEM}, {"role": "user", "content": "|".join(objects)}],
+                       CAPTION_TEMPLATE)
+
+
+def subject_request(key: str, question: str, truths: list[str]) -> ChatRequest:
+    """Scene text, documents, charts: a subject phrase from the question and the ground truth."""
+    return ChatRequest(key, [{"role": "system", "content": SUBJECT_SYSTEM},
+                             {"role": "user", "content": f"Question: {question}\n"
+                                                         f"Answer (do not repeat it): {' | '.join(truths)}"}],
+                       SUBJECT_TEMPLATE)
+
+
+def rewrite_request(key: str, feedback: str) -> ChatRequest:
+    return ChatRequest(key, rewrite_messages(feedback), REWRITE_TEMPLATE)
+
+
 def rewrite_messages(feedback: str) -> list[dict]:
     messages: list[dict] = [{"role": "system", "content": REWRITE_SYSTEM}]
     for comment, rewrite in REWRITE_EXAMPLES:
@@ -309,27 +334,20 @@ class WriteReflections(Stage):
         general = [item for item in pending if item.domain == GENERAL_QA]
         dense = [item for item in pending if item.domain in DENSE_PERCEPTION]
         found: dict[str, tuple[str | None, dict[str, Any]]] = {}
-        objects = ask_parsed(client, [ChatRequest(item.key, [
-            {"role": "system", "content": OBJECTS_SYSTEM},
-            {"role": "user", "content": f"Question: {item.row['question']}\nAnswer: {item.turn['answer']}\n"
-                                        f"Feedback: {item.turn['feedback']}"}], OBJECTS_TEMPLATE) for item in general],
+        objects = ask_parsed(client, [objects_request(item.key, item.row["question"], item.turn["answer"],
+                                                      item.turn["feedback"]) for item in general],
             [objects_parser(item.row["answers"]) for item in general], OBJECTS_REMINDER, STAGE, "object1|object2|...")
         listed = [(item, parsed) for item, parsed in zip(general, objects) if parsed.ok]
         for item, parsed in zip(general, objects):
             if not parsed.ok:
                 found[item.key] = (None, {"from": "feedback", "objects_raw": parsed.raw, "error": parsed.error})
-        captions = ask_parsed(client, [ChatRequest(item.key, [
-            {"role": "system", "content": CAPTION_SYSTEM},
-            {"role": "user", "content": "|".join(parsed.label)}], CAPTION_TEMPLATE) for item, parsed in listed],
+        captions = ask_parsed(client, [caption_request(item.key, parsed.label) for item, parsed in listed],
             [keyword_parser(item.row["answers"]) for item, _ in listed], KEYWORD_REMINDER, STAGE, "a caption")
         for (item, objects_parsed), parsed in zip(listed, captions):
             found[item.key] = (parsed.label, {"from": "feedback", "objects": objects_parsed.label, "raw": parsed.raw,
                                               **({"error": parsed.error} if parsed.error else {})})
-        subjects = ask_parsed(client, [ChatRequest(item.key, [
-            {"role": "system", "content": SUBJECT_SYSTEM},
-            {"role": "user", "content": f"Question: {item.row['question']}\n"
-                                        f"Answer (do not repeat it): {' | '.join(item.row['answers'])}"}],
-            SUBJECT_TEMPLATE) for item in dense],
+        subjects = ask_parsed(client, [subject_request(item.key, item.row["question"], item.row["answers"])
+                                       for item in dense],
             [keyword_parser(item.row["answers"], min_words=2) for item in dense], KEYWORD_REMINDER, STAGE, "a phrase")
         for item, parsed in zip(dense, subjects):
             found[item.key] = (parsed.label, {"from": "question and ground truth", "raw": parsed.raw,
@@ -341,8 +359,7 @@ class WriteReflections(Stage):
         if not items:
             return []
         try:
-            requests = [ChatRequest(item.key, rewrite_messages(item.turn["feedback"]), REWRITE_TEMPLATE)
-                        for item in items]
+            requests = [rewrite_request(item.key, item.turn["feedback"]) for item in items]
             parsers = [rewrite_parser(item.turn["feedback"], item.row["answers"]) for item in items]
             return ask_parsed(ctx.pool.client(self.rewriter), requests, parsers, REWRITE_REMINDER, STAGE,
                               "a first-person rewrite")

@@ -17,6 +17,7 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.models.labels import ask_labels, first_token_label, label_request
+from mmcurate.models.requests import ChatRequest
 
 from .chains import eligible, issues_of, require_chains, turns_of, with_chains
 from .wording import NOUNS
@@ -41,6 +42,13 @@ def verify_prompt(question: str, think: str, anchor: str, color: str, mark_type:
             "Do the marks show it? Reply with exactly one word: yes or no.")
 
 
+def verify_request(key: str, question: str, turn: dict) -> ChatRequest:
+    """Ask the verifier whether a marked turn's marks show what its reflection names."""
+    prompt = verify_prompt(question, turn["think"], turn["keyword"], turn["color"], turn["mark_type"], turn["marks"])
+    return label_request(key, SYSTEM, [{"type": "image", "sha256": turn["marked_image"]},
+                                       {"type": "text", "text": prompt}], TEMPLATE)
+
+
 @dataclass
 class VisualCheck(Stage):
     """Keep a chain only when the verifier says yes to every marked turn."""
@@ -58,10 +66,7 @@ class VisualCheck(Stage):
         requests = []
         for i, n in places:
             turn = all_turns[i][n]
-            prompt = verify_prompt(rows[i]["question"], turn["think"], turn["keyword"], turn["color"],
-                                   turn["mark_type"], turn["marks"])
-            requests.append(label_request(f"{rows[i]['sample_id']}/t{n + 1}", SYSTEM, [
-                {"type": "image", "sha256": turn["marked_image"]}, {"type": "text", "text": prompt}], TEMPLATE))
+            requests.append(verify_request(f"{rows[i]['sample_id']}/t{n + 1}", rows[i]["question"], turn))
         try:
             labels = ask_labels(ctx.pool.client(self.verifier), requests, YES_NO, REMINDER, STAGE,
                                 lambda response: first_token_label(response, YES_NO)) if requests else []

@@ -30,6 +30,8 @@ def _judges(release: Path):
     return get(open_release(release).benchmark).judges()
 
 
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="replace a batch in --out that people already labelled (refused without it)")]
 EvaluationOpt = Annotated[Optional[list[Path]], typer.Option(
     "--evaluation", help="an evaluation output folder (answers.parquet); repeat: judge decisions instead of citations")]
 
@@ -42,17 +44,18 @@ def export(
     seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
     evaluation: EvaluationOpt = None,
     rejected: Annotated[int, typer.Option("--rejected", help="citations: rejected documents shown per item")] = 2,
+    force: ForceOpt = False,
 ) -> None:
     """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv."""
     from mmcurate.review.citations import export_batch
 
     if evaluation:
-        result = _judges(release).export(release, evaluation, out, n=n, seed=seed)
+        result = _judges(release).export(release, evaluation, out, n=n, seed=seed, force=force)
         per_model = ", ".join(f"{m}: {k}" for m, k in result.per_model.items())
         typer.echo(f"exported {result.items} {result.benchmark} judge items ({result.unit} per model: {per_model}) "
                    f"-> {result.jsonl}, {result.csv}")
         return
-    batch = export_batch(release, n, out, seed=seed, rejected=rejected)
+    batch = export_batch(release, n, out, seed=seed, rejected=rejected, force=force)
     note = f" (only {batch.available} available)" if batch.items < n else ""
     typer.echo(f"exported {batch.items} items{note} -> {batch.jsonl}, {batch.csv}")
 
@@ -102,11 +105,12 @@ def export_trajectories(
     out: Annotated[Path, typer.Option("--out", help="output folder for the batch, its images and key")],
     n: Annotated[int, typer.Option("--n", help="items per subset (discarded, raw, clean)")] = 100,
     seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
+    force: ForceOpt = False,
 ) -> None:
     """Write a blind rating batch of trajectories from the discarded, raw and clean subsets (Table 6)."""
     from mmcurate.review.trajectories import SUBSETS, export_trajectories as export
 
-    result = export(release, out, n=n, seed=seed)
+    result = export(release, out, n=n, seed=seed, force=force)
     counts = ", ".join(f"{s} {result.items[s]} of {result.available[s]}" for s in SUBSETS)
     typer.echo(f"exported {sum(result.items.values())} items ({counts}) -> {result.jsonl}, {result.csv}")
 
@@ -135,4 +139,6 @@ def import_trajectories(
             result = import_trajectory_ratings(batch, list(ratings or []), out, ModelRater(models.pool, rater, store))
     who = ", ".join(result.annotators) or "no annotator"
     typer.echo(f"ratings from {who}{' and ' + rater if rater else ''} -> {result.ratings_path}")
+    if result.rater_problem:
+        typer.echo(f"mmcurate: warning: {result.rater_problem}; its column averages the items it rated", err=True)
     typer.echo(result.markdown)

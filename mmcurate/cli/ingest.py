@@ -20,6 +20,9 @@ def ingest(
     images: Annotated[Optional[Path], typer.Option("--images", help="image folder (default: per source)")] = None,
 ) -> None:
     """Read a raw source into DIR/samples.parquet, DIR/quarantine.parquet and DIR/images/."""
+    from mmcurate.releases.reader import refuse_inside_release
+
+    refuse_inside_release(out, "--out")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True) as bar:
         task = bar.add_task(f"ingesting {source}", total=None)
 
@@ -27,8 +30,4 @@ def ingest(
             bar.update(task, description=f"ingesting {source}: {kept} samples, {rejected} quarantined")
 
         result = run_ingest(source, root, out, images=images, progress=report)
-    read = "".join(f"; {key.replace('_', ' ')}: {value}" for key, value in result.reader.items())
-    typer.echo(
-        f"{source}: {result.samples} samples -> {result.samples_path}; "
-        f"{result.quarantined} quarantined -> {result.quarantine_path}{read}"
-    )
+    typer.echo(result.summary())

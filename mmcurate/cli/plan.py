@@ -20,13 +20,17 @@ def plan(
                                                      "(default: every section of the config)")] = None,
 ) -> None:
     """Expected requests, prompt and completion tokens, GPU-hours and judge cost per stage and model."""
-    from mmcurate.benchmarks import get
+    from mmcurate.benchmarks import BENCHMARKS, get
     from mmcurate.core.config import load_config
+    from mmcurate.core.errors import ConfigError
 
     settings = load_config(config)
     if benchmark is not None:
         settings.section(get(benchmark).name)
-    for name in [benchmark] if benchmark else list(settings.sections()):
+    wanted = [benchmark] if benchmark else list(settings.sections())
+    if not wanted:
+        raise ConfigError(f"{config} has no benchmark section ({', '.join(BENCHMARKS)}): nothing to plan")
+    for name in wanted:
         planner = get(name).planner()
         if planner is None:
             typer.echo(f"{name}: mmcurate has no cost model of its curation yet")

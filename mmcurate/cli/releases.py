@@ -20,6 +20,8 @@ ReleaseArg = Annotated[Path, typer.Argument(help="a release folder: ROOT/<benchm
 def verify(release: ReleaseArg) -> None:
     """Recompute every checksum; exit 1 listing any mismatched, missing or extra file."""
     result = verify_release(release)
+    for note in result.notes:
+        typer.echo(f"note: {note}")
     for problem in result.problems():
         typer.echo(problem)
     if not result.ok:

@@ -98,12 +98,14 @@ def evaluate(
     from mmcurate.benchmarks import get
     from mmcurate.core.config import load_config
     from mmcurate.core.errors import MmcurateError
-    from mmcurate.releases.reader import open_release
+    from mmcurate.releases.reader import open_release, refuse_inside_release
 
     # every input is checked before Prefect starts: a bad one is one line, exit 2
     benchmark = get(open_release(release).benchmark)
     if benchmark.evaluation is None:
         raise MmcurateError(f"mmcurate has no evaluation of {benchmark.name} releases")
+    if out is not None:
+        refuse_inside_release(out, "--out")
     config = config_or_demo(config)
     load_config(config).add_model(model)
     given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,

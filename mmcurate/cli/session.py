@@ -1,7 +1,8 @@
 """How the command line runs a flow: a Prefect API it owns, prompt interrupts, exit codes.
 
 ``run_flow(call)`` runs a flow inside ``tasks.prefect_api.temporary_api``. Ctrl-C (SIGINT) or
-SIGTERM asks the model layer to stop (``core.interrupt``): pending model calls fail at once,
+SIGTERM prints ``stopping...`` at once and asks the model layer to stop (``core.interrupt``):
+pending model calls fail at once,
 the flow run is recorded as crashed, the API server is stopped, and the command prints one
 line and exits 130 (SIGINT) or 143 (SIGTERM). Work that cannot be interrupted (an encoder
 embedding a corpus, a server starting) gets ``GRACE`` seconds; then, or at a second signal,
@@ -29,6 +30,7 @@ T = TypeVar("T")
 GRACE = 10.0  # seconds an interrupted run gets to wind down before the command exits regardless
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 PREFECT_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+STOPPING = "mmcurate: stopping... (Ctrl-C again to stop at once)"
 
 
 def _expected(record: logging.LogRecord) -> bool:
@@ -61,6 +63,7 @@ class _Session:
         if self.signum is not None:  # a second signal: no more waiting
             self.exit_now(self.signum)
         self.signum = signum
+        print(STOPPING, file=sys.stderr, flush=True)  # winding down may take seconds: say so now
         request_stop()
         raise KeyboardInterrupt
 

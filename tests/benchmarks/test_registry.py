@@ -82,7 +82,7 @@ def _config(tmp_path: Path, source: str) -> Path:
 
 
 def test_a_curation_refuses_what_it_can_before_any_work(tmp_path):
-    with pytest.raises(ConfigError, match="deflectionbench source 'reddit': deflectionbench reads infoseek, evqa"):
+    with pytest.raises(ConfigError, match=r"deflectionbench.sources\[0\]: source 'reddit': deflectionbench reads infoseek, evqa"):
         begin_curation(_config(tmp_path, "reddit"), "deflectionbench")
     with pytest.raises(ReleaseError, match="release version '1.0' is not a semantic version"):
         begin_curation(_config(tmp_path, "webqa"), "deflectionbench", "1.0")

@@ -51,7 +51,8 @@ def test_held_out_samples_refuse_the_release_unless_allowed(tmp_path, fixtures_r
         deflectionbench(config=str(config))
     message = str(refused.value)
     assert "\n" not in message and "refusing to publish deflectionbench 1.0.0 as complete" in message
-    failed = re.search(r"flaky failed (\d+) of \d+ calls; (\d+) sample\(s\) held out by errors", message)
+    failed = re.search(r"model 'flaky' failed (\d+) of \d+ calls \(first error: .+?\); (\d+) sample\(s\) held out "
+                       r"by errors", message)
     assert failed and int(failed[1]) >= 1 and int(failed[2]) >= 1
     assert "rerun the same command to resume" in message and "--allow-incomplete" in message
     assert list_versions(tmp_path / "releases", "deflectionbench") == []
@@ -73,7 +74,7 @@ def test_an_unreachable_model_never_publishes_zero_rows(tmp_path, fixtures_root,
         with pytest.raises(ReleaseIncomplete) as refused:
             deflectionbench(config=str(config), allow_incomplete=allow)
         message = str(refused.value)
-        assert "no sample remains" in message and re.search(r"dead failed (\d+) of \1 calls", message)
+        assert "no sample remains" in message and re.search(r"model 'dead' failed (\d+) of \1 calls \(first error: ", message)
     assert list_versions(tmp_path / "releases", "deflectionbench") == []
 
 
@@ -87,5 +88,5 @@ def test_evaluating_a_dead_model_fails_with_the_count(tmp_path, fixtures_root, p
     n = len(open_release(release).sample_ids)
     with pytest.raises(MmcurateError) as failed:
         evaluate_release(release=str(release), model="dead", config=str(config), options={"scenarios": ["oracle"]})
-    assert str(failed.value).startswith(f"all {n} answer calls to model 'dead' failed")
+    assert str(failed.value).startswith(f"every answer call failed: model 'dead' failed {n} of {n} calls (first error: ")
     assert not (tmp_path / "work" / "evaluations").exists()

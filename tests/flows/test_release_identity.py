@@ -78,6 +78,7 @@ def test_recuration_calls_only_the_new_model_and_explains_removals(built):
         reader_answers = cache.count("vlm-reader")
     new = Path(recurate(release=str(release), add_model=["knower"], config=str(config)))
     assert new.name == "1.1.0" and open_release(new).manifest["parent"] == "1.0.0"
+    assert verify_release(new).ok  # its sealed body and its counts per source, against its data
     with ResponseCache.open(f"sqlite:///{flowkit.cache_path(home)}") as cache:
         assert cache.count("vlm-reader") == reader_answers  # the earlier model: cache hits only
     calls = [r for r in open_release(new).manifest["statistics"]["calls"] if r["step"] != "total"]

@@ -85,7 +85,7 @@ def test_evaluate_one_scenario_other_than_realistic(copy, tmp_path, prefect_harn
 def test_run_with_a_missing_source_root_fails_before_prefect(capsys, monkeypatch, no_prefect, tmp_path):
     code, _, err = run_cli(capsys, monkeypatch, "run", "deflectionbench",
                            "--config", str(config(tmp_path, tmp_path / "no-such-dir")))
-    one_line(code, err, "deflectionbench source webqa: root", "no-such-dir is not a readable directory")
+    one_line(code, err, "deflectionbench.sources[0] (webqa): root", "no-such-dir is not a readable directory")
 
 
 def test_run_of_a_published_version_with_other_settings_fails_before_prefect(capsys, monkeypatch, no_prefect,

@@ -40,6 +40,7 @@ models:
   rewriter: {{backend: scripted, script: {fx}/reflectv_models/rewriter.jsonl}}
   verifier: {{backend: scripted, script: {fx}/reflectv_models/verifier.jsonl, default: "yes", vision: true}}
   rater: {{backend: scripted, script: {home}/rater.jsonl, default: "Logic: 2\\nVisual: 1", vision: true}}
+  patchy: {{backend: scripted, script: {home}/patchy.jsonl, vision: true}}
 reflectv:
   sources: [{sources}]
   student: student
@@ -56,6 +57,8 @@ def built(tmp_path_factory, fixtures_root) -> tuple[Path, Path]:
     """(config, release): the fixtures curated stage by stage, without an orchestrator."""
     home = tmp_path_factory.mktemp("quality")
     (home / "rater.jsonl").write_text(json.dumps({"when_all": ["<tool_call>"], "answer": "Logic: 5\nVisual: 4"}) + "\n")
+    # rates the dialogues whose trajectory shows the teacher's scores (raw, discarded); no default: clean ones fail
+    (home / "patchy.jsonl").write_text(json.dumps({"when_all": ["teacher (score"], "answer": "Logic: 3\nVisual: 3"}) + "\n")
     sources = ", ".join(f"{{name: {n}, root: {fixtures_root / n}}}" for n in ("gqa", "textvqa", "docvqa", "chartqa", "fire"))
     config = home / "config.yaml"
     config.write_text(CONFIG.format(home=home, fx=fixtures_root, sources=sources))
@@ -170,3 +173,29 @@ def test_cli_round_trip(built, tmp_path) -> None:
     assert out.exit_code == 0, out.output
     assert "ratings from carol and rater" in out.output
     assert "| D_clean (released) | 2 | 4 | 4 | 5 | 4 | 4.5 | 4 |" in out.output
+
+
+def test_a_failing_rater_is_said_never_a_silent_success(built, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from mmcurate.cli import app
+
+    config, release = built
+    export_trajectories(release, tmp_path / "b", n=2, seed=0)
+    rated = _rated(tmp_path / "b", tmp_path / "carol.jsonl", "carol", lambda s: (4, 4))
+    out = CliRunner().invoke(app, ["annotate", "import-trajectories", str(tmp_path / "b"), str(rated), "--out",
+                                   str(tmp_path / "v"), "--rater", "patchy", "--config", str(config)])
+    assert out.exit_code == 0, out.output
+    assert ("mmcurate: warning: model 'patchy' failed 2 of 6 calls (first error: model call failed: no scripted rule "
+            "matched and the model has no default)") in out.output
+    assert json.loads((tmp_path / "v" / "table6.json").read_text())["model_errors"] == 2
+    dead = tmp_path / "clean-only"
+    export_trajectories(release, dead, n=2, seed=0)
+    key = read_key(dead)
+    (dead / "key.jsonl").write_text("".join(json.dumps(item) + "\n" for item in key.values() if item["subset"] == "clean"))
+    settings = load_config(config)
+    store = ImageStore(settings.workdir / "images")
+    with open_models(settings, store) as models, pytest.raises(MmcurateError) as refused:
+        import_trajectory_ratings(dead, [], tmp_path / "v2", ModelRater(models.pool, "patchy", store))
+    assert str(refused.value).startswith("the rater rated no item: model 'patchy' failed 2 of 2 calls (first error: ")
+    assert not (tmp_path / "v2").exists()

@@ -139,6 +139,22 @@ def test_reddit_bad_fields_never_escape(tmp_path: Path) -> None:
     assert len(quarantine) == 5
 
 
+def test_reddit_line_nested_too_deeply_is_quarantined(tmp_path: Path) -> None:
+    deep = b'{"a":' * 1200 + b"1" + b"}" * 1200
+    posts = [post("p1"), post("p2")[:-1] + b', "extra": ' + deep + b"}"]
+    samples, quarantine, _ = run("reddit", reddit_root(tmp_path / "raw", posts, [{"post": "p1", "id": "c1"}]),
+                                 tmp_path / "out")
+    assert samples == ["p1/c1"] and quarantine == {"RS_2023-01.zst:2": "malformed JSON: JSON nested too deeply to parse"}
+
+
+def test_reddit_unterminated_string_reason_reads_once(tmp_path: Path) -> None:
+    cut = b'{"id": "p2", "url": "https://i.redd.it/good.jpg", "title": "What is this?'
+    posts = [post("p1"), cut]
+    samples, quarantine, _ = run("reddit", reddit_root(tmp_path / "raw", posts, [{"post": "p1", "id": "c1"}]),
+                                 tmp_path / "out")
+    assert quarantine == {"RS_2023-01.zst:2": f"malformed JSON: Unterminated string starting at column {cut.index(b'What')}"}
+
+
 # ---------------------------------------------------------------------------- JSONL sources
 
 def test_invalid_utf8_line_in_a_jsonl_source_is_quarantined(tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ def test_an_installed_wheel_finds_its_configs_outside_a_checkout(installs, tmp_p
     refused = _run(bin_dir, "mmcurate", "run", "deflectionbench", cwd=tmp_path)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
-        f"mmcurate: error: deflectionbench source infoseek: root "
+        f"mmcurate: error: deflectionbench.sources[0] (infoseek): root "
         f"{demo.parent.parent / 'tests' / 'fixtures' / 'generated' / 'infoseek'} is not a readable directory"]
 
 

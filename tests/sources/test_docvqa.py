@@ -18,3 +18,7 @@ def test_samples_are_documents(result: IngestResult, builder, rows) -> None:
 
 def test_missing_page_is_quarantined(result: IngestResult, rejected) -> None:
     assert rejected(result) == {"val_v1.0.json:data[3]": "image file missing: documents/missing_page.png"}
+
+
+def test_unlabelled_test_split_is_skipped_not_quarantined(result: IngestResult) -> None:
+    assert result.skipped == {"test: no answers in this split: not curatable": 2}

@@ -26,8 +26,13 @@ def test_samples_are_general_qa_with_short_answers(result: IngestResult, builder
 def test_quarantine_reasons(result: IngestResult, rejected) -> None:
     assert rejected(result) == {
         "val_balanced_questions.json:09990001": "image file missing: 2999999.jpg",
-        "val_balanced_questions.json:09990002": "malformed record: no answer",
+        "val_balanced_questions.json:09990002": "malformed record: missing field answer",
     }
+
+
+def test_unlabelled_test_split_is_skipped_not_quarantined(result: IngestResult) -> None:
+    assert result.skipped == {"test: no answers in this split: not curatable": 2}
+    assert "skipped: 2 (test: no answers in this split: not curatable)" in result.summary()
 
 
 def test_broken_file_keeps_the_records_before_the_break(root: Path, tmp_path: Path, quarantine_of) -> None:
@@ -49,3 +54,13 @@ def test_root_without_question_files(tmp_path: Path) -> None:
         ingest("gqa", tmp_path, tmp_path / "out")
     with pytest.raises(SourceError, match="none of missing.json"):
         ingest("gqa", tmp_path, tmp_path / "out", options={"files": ["missing.json"]})
+
+
+def test_the_console_says_what_was_skipped(root: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mmcurate.cli import app
+
+    out = CliRunner().invoke(app, ["ingest", "gqa", str(root), "--out", str(tmp_path / "out")])
+    assert out.exit_code == 0, out.output
+    assert "2 quarantined" in out.output and "skipped: 2 (test: no answers in this split: not curatable)" in out.output

@@ -25,8 +25,9 @@ def test_answers_by_frequency() -> None:
     assert answers_by_frequency(["b", "a", "a", " ", "c", "b", "a", 7]) == ["a", "b", "c", "7"]
 
 
-def test_record_without_answers_is_quarantined(result: IngestResult, rejected) -> None:
-    assert rejected(result) == {"TextVQA_0.5.1_train.json:data[3]": "malformed record: no answers"}
+def test_record_without_answers_is_quarantined_unless_its_split_is_unlabelled(result: IngestResult, rejected) -> None:
+    assert rejected(result) == {"TextVQA_0.5.1_train.json:data[3]": "malformed record: missing field answers"}
+    assert result.skipped == {"test: no answers in this split: not curatable": 2}
 
 
 def test_split_option_and_missing_files(root: Path, tmp_path: Path) -> None:
@@ -34,3 +35,4 @@ def test_split_option_and_missing_files(root: Path, tmp_path: Path) -> None:
         ingest("textvqa", root, tmp_path / "a", options={"splits": ["val"]})
     with pytest.raises(SourceError, match="none of TextVQA_0.5.1_train.json"):
         ingest("textvqa", tmp_path, tmp_path / "b")
+    assert ingest("textvqa", root, tmp_path / "c", options={"splits": ["train"]}).skipped == {}

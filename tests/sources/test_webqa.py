@@ -124,7 +124,7 @@ def test_quarantine_rows_name_fact_and_reason(result, root: Path, guid) -> None:
     assert got[3][0] == f"{FILE}:{guid[20]}"
     assert got[3][1].startswith("dropped img_posFacts[0]: image_id 30000021: undecodable image")
     assert got[4] == (f"{FILE}:{guid[20]}", "no usable gold fact (txt_posFacts/img_posFacts)")
-    assert got[5] == (f"{FILE}:{guid[21]}", "missing or empty question Q")
+    assert got[5] == (f"{FILE}:{guid[21]}", "missing field Q")
     assert got[6] == (f"{FILE}:{guid[22]}", "record is a str, not an object")
     assert json.loads(rows[0]["raw"])["image_id"] == 30000020
 

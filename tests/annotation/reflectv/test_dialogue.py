@@ -80,6 +80,15 @@ def test_ingested_dialogue_costs_no_call(lab) -> None:
     assert result.kept.num_rows == 0 and "ingested dialogue unusable" in result.decisions[-1].detail["reason"]
 
 
+def test_ingested_dialogue_without_scores_is_dropped_as_unscored(lab) -> None:
+    dialogue = [{"answer": "a dog", "score": None, "feedback": "Look at the whiskers."},
+                {"answer": "a cat", "score": None, "feedback": ""}]
+    result = BuildDialogues(None, None).run(lab.table([lab.sample("f", Q, "cat", dialogue=dialogue)]), lab.ctx())
+    assert result.kept.num_rows == 0 and result.counts["unscored"] == 1
+    assert result.decisions[-1].detail["reason"] == ("unscored: no teacher score for turn(s) 1, 2 "
+                                                     "(the trajectory filter needs one per turn)")
+
+
 def test_samples_to_build_need_both_models(lab) -> None:
     with pytest.raises(MmcurateError, match="student and reflectv.teacher must name models"):
         BuildDialogues(None, None).run(lab.table([lab.sample("a", Q, "cat")]), lab.ctx())

@@ -1,0 +1,32 @@
+"""Which release an evaluation run evaluated: ``<run>/release.json`` with its benchmark, version
+and content id (``Release.content_id``), so two releases that share a name are never compared
+as one run of the same release (``evaluation.compare``)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mmcurate.core.errors import MmcurateError
+
+RELEASE_FILE = "release.json"
+
+
+def record_release(out: Path, benchmark: str, version: str, content_id: str) -> Path:
+    """Write ``out/release.json``."""
+    path = out / RELEASE_FILE
+    path.write_text(json.dumps({"benchmark": benchmark, "version": version, "content_id": content_id}, indent=2) + "\n")
+    return path
+
+
+def recorded_content_id(run: Path) -> str | None:
+    """The content id a run folder recorded, or None for a run written before runs recorded it."""
+    path = run / RELEASE_FILE
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))["content_id"]
+    except (ValueError, KeyError, TypeError):
+        value = None
+    if not isinstance(value, str):
+        raise MmcurateError(f"{path} does not name the evaluated release's content_id")
+    return value

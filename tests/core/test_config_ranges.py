@@ -1,0 +1,95 @@
+"""Every numeric setting is range-checked at load, one line naming the field (issue 22, item 2)."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mmcurate.core.config import load_config
+from mmcurate.core.errors import ConfigError
+from mmcurate.sources import check_source
+
+BASE = """
+workdir: work
+models:
+  a: {backend: scripted, script: rules.jsonl, default: "no idea"}
+deflectionbench:
+  sources: [{name: webqa, root: data/webqa}]
+  gating: {pool: [a]}
+"""
+
+
+def _load(tmp_path, text: str):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(textwrap.dedent(text))
+    return load_config(path)
+
+
+def _refused(tmp_path, text: str, *needles: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _load(tmp_path, text)
+    message = str(err.value)
+    assert "\n" not in message
+    for needle in needles:
+        assert needle in message, (needle, message)
+
+
+@pytest.mark.parametrize("model_field, path", [
+    ("concurrency: 0", "models.a.concurrency"), ("temperature: -1", "models.a.temperature"),
+    ("temperature: 2.5", "models.a.temperature"), ("top_p: 0", "models.a.top_p"), ("top_p: 1.5", "models.a.top_p"),
+    ("timeout: 0", "models.a.timeout"), ("max_tokens: 0", "models.a.max_tokens"),
+    ("max_retries: -1", "models.a.max_retries"), ("seed: -1", "models.a.seed"),
+    ("repetition_penalty: 0", "models.a.repetition_penalty"), ("n_ctx: 0", "models.a.n_ctx"),
+])
+def test_model_numbers(tmp_path, model_field: str, path: str) -> None:
+    _refused(tmp_path, BASE.replace('default: "no idea"', f'default: "no idea", {model_field}'), path)
+
+
+@pytest.mark.parametrize("extra, path", [
+    ("  k_min: -3\n", "deflectionbench.k_min"),
+    ("  k_min: 0\n", "deflectionbench.k_min"),
+    ("  seed: -1\n", "deflectionbench.seed"),
+    ("  retrieval: {max_text_negatives: -1}\n", "deflectionbench.retrieval.max_text_negatives"),
+    ("  retrieval: {chunk_size: 0}\n", "deflectionbench.retrieval.chunk_size"),
+    ("  retrieval: {chunk_size: 100, chunk_overlap: 100}\n", "chunk_overlap (100) must be smaller than chunk_size"),
+    ("  retrieval: {top_images: -1}\n", "deflectionbench.retrieval.top_images"),
+    ("  retrieval: {kb_limit: 0}\n", "deflectionbench.retrieval.kb_limit"),
+    ("  source_mix: {webqa: [0.5, 0.2]}\n", "min <= max"),
+    ("  source_mix: {webqa: [0.1, 1.5]}\n", "deflectionbench.source_mix.webqa[1]"),
+])
+def test_deflectionbench_numbers(tmp_path, extra: str, path: str) -> None:
+    _refused(tmp_path, BASE + extra, path)
+
+
+def test_source_limit_runner_and_lists(tmp_path) -> None:
+    _refused(tmp_path, BASE.replace("root: data/webqa}", "root: data/webqa, limit: -5}"),
+             "deflectionbench.sources[0].limit")
+    _refused(tmp_path, BASE + "task_runner: {shard_size: 0}\n", "task_runner.shard_size")
+    _refused(tmp_path, BASE + "task_runner: {workers: -2}\n", "task_runner.workers")
+    _refused(tmp_path, BASE.replace("sources: [{name: webqa, root: data/webqa}]", "sources: []"),
+             "deflectionbench.sources", "at least 1 item")
+    _refused(tmp_path, BASE.replace("pool: [a]", "pool: []"), "deflectionbench.gating.pool")
+
+
+def test_reflvqa_and_reflectv_numbers(tmp_path) -> None:
+    reflvqa = BASE + "reflvqa:\n  source: {name: reddit, root: data/reddit}\n"
+    for field, path in [("top_text: 0", "reflvqa.top_text"), ("distractor_images: -1", "reflvqa.distractor_images"),
+                        ("relevance_top_k: 0", "reflvqa.relevance_top_k"),
+                        ("max_right_inspectors: -1", "reflvqa.max_right_inspectors"),
+                        ("text_corpus_limit: 0", "reflvqa.text_corpus_limit")]:
+        _refused(tmp_path, reflvqa + f"  {field}\n", path)
+    reflectv = BASE + ("reflectv:\n  sources: []\n  rewriter: a\n  grounding: saliency\n  verifier: a\n")
+    _refused(tmp_path, reflectv, "reflectv.sources", "at least 1 item")
+
+
+def test_a_config_that_is_not_a_mapping_or_nested_too_deeply(tmp_path) -> None:
+    _refused(tmp_path, "- a\n- b\n", "expected a mapping of settings at the top level, got a list")
+    _refused(tmp_path, "workdir: w\nextra: " + "{a: " * 1200 + "1" + "}" * 1200 + "\n", "is nested too deeply to read")
+
+
+def test_adapter_options_are_checked_with_their_path() -> None:
+    with pytest.raises(ConfigError, match=r"^reflvqa.source.options.max_line_bytes: Input should be greater"):
+        check_source("reddit", {"max_line_bytes": 0}, "reflvqa.source")
+    with pytest.raises(ConfigError, match=r"^deflectionbench.sources\[1\].name: unknown source 'webqaa'"):
+        check_source("webqaa", {}, "deflectionbench.sources[1]")
+    check_source("infoseek", {"passage_words": 100}, "x")  # valid options pass

@@ -1,0 +1,141 @@
+"""Refusals before anything is written (issue 22): bad numbers and shapes in a config, outputs
+inside a release, a batch people already labelled, and inputs of the wrong kind: one line,
+exit 2, nothing half-written."""
+from __future__ import annotations
+
+import csv
+import shutil
+import textwrap
+from pathlib import Path
+
+import polars as pl
+import pytest
+from cli_helpers import run_cli
+
+import mmcurate.cli.session
+
+
+def one_line(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("mmcurate: error: "), err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
+@pytest.fixture
+def no_prefect(monkeypatch):
+    def refuse(call):
+        raise AssertionError("the command started a flow run")
+
+    monkeypatch.setattr(mmcurate.cli.session, "run_flow", refuse)
+    monkeypatch.setattr("mmcurate.cli.run.run_flow", refuse)
+
+
+@pytest.fixture
+def release(tmp_path, deflection_release) -> Path:
+    target = tmp_path / "releases" / "deflectionbench" / "1.0.0"
+    shutil.copytree(deflection_release, target)
+    return target
+
+
+def config(tmp_path: Path, model: str = "", section: str = "") -> Path:
+    (tmp_path / "reader.jsonl").write_text('{"when_all": ["Question:"], "answer": "answer 1"}\n')
+    (tmp_path / "webqa").mkdir(exist_ok=True)
+    section = section or "deflectionbench:\n  sources: [{name: webqa, root: webqa}]\n  gating: {pool: [reader]}\n"
+    text = textwrap.dedent(f"""\
+        workdir: work
+        releases_root: releases
+        models:
+          reader: {{backend: scripted, script: reader.jsonl, default: "no idea"{model}}}
+        """) + section
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------------------- item 2: the config
+@pytest.mark.parametrize("model, section, needle", [
+    (", concurrency: 0", "", "models.reader.concurrency: Input should be greater than or equal to 1"),
+    ("", "deflectionbench:\n  sources: [{name: webqa, root: webqa}]\n  gating: {pool: [reader]}\n  k_min: -3\n",
+     "deflectionbench.k_min"),
+    ("", "deflectionbench:\n  sources: []\n  gating: {pool: [reader]}\n", "deflectionbench.sources"),
+    ("", "deflectionbench:\n  sources: [{name: webqa, root: webqa, limit: -5}]\n  gating: {pool: [reader]}\n",
+     "deflectionbench.sources[0].limit"),
+    ("", "deflectionbench:\n  sources: [{name: webqa, root: webqa, options: {qcate: 5}}]\n  gating: {pool: [reader]}\n",
+     "deflectionbench.sources[0].options.qcate"),
+])
+def test_run_with_a_bad_setting_is_one_line_before_prefect(capsys, monkeypatch, no_prefect, tmp_path,
+                                                           model, section, needle):
+    code, _, err = run_cli(capsys, monkeypatch, "run", "deflectionbench", "--config", str(config(tmp_path, model, section)))
+    one_line(code, err, needle)
+
+
+@pytest.mark.parametrize("command", [["run", "deflectionbench", "--config"], ["plan"]])
+def test_a_config_that_is_a_yaml_list_is_one_line(capsys, monkeypatch, no_prefect, tmp_path, command):
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n")
+    code, _, err = run_cli(capsys, monkeypatch, *command, str(path))
+    one_line(code, err, "expected a mapping of settings at the top level, got a list")
+
+
+def test_publish_target_dir_that_is_a_file(capsys, monkeypatch, release, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    code, _, err = run_cli(capsys, monkeypatch, "publish", str(release), "--repo-id", "org/b",
+                           "--target-dir", str(tmp_path / "a-file"))
+    one_line(code, err, "--target-dir", "a-file is a file, not a folder")
+
+
+def test_judge_agreement_given_a_folder_or_an_unknown_grade(capsys, monkeypatch, tmp_path):
+    (tmp_path / "grades").mkdir()
+    good = tmp_path / "a.parquet"
+    pl.DataFrame({"key": ["k1", "k2"], "grade": ["CORRECT", "incorrect"]}).write_parquet(good)
+    code, _, err = run_cli(capsys, monkeypatch, "judge-agreement", str(tmp_path / "grades"), str(good))
+    one_line(code, err, "grades is a folder; give a grade file")
+    bad = tmp_path / "b.parquet"
+    pl.DataFrame({"key": ["k1", "k2"], "grade": ["CORRECT", "MAYBE"]}).write_parquet(bad)
+    code, _, err = run_cli(capsys, monkeypatch, "judge-agreement", str(good), str(bad))
+    one_line(code, err, "key 'k2' has grade 'MAYBE', not one of CORRECT, INCORRECT, NOT_ATTEMPTED, JUDGE_ERROR")
+
+
+# ---------------------------------------------------------------------------- item 10: outputs inside a release
+def test_ingest_out_inside_a_release(capsys, monkeypatch, release, fixtures_root):
+    code, _, err = run_cli(capsys, monkeypatch, "ingest", "viquae", str(fixtures_root / "viquae"),
+                           "--out", str(release / "data" / "again"))
+    one_line(code, err, "--out", "lies inside the release", str(release.resolve()))
+    assert not (release / "data" / "again").exists()
+
+
+def test_evaluate_out_inside_a_release(capsys, monkeypatch, no_prefect, release, tmp_path):
+    code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(release), "--model", "reader",
+                           "--config", str(config(tmp_path)), "--out", str(release / "eval"))
+    one_line(code, err, "--out", "lies inside the release")
+
+
+def test_publish_target_dir_inside_a_release(capsys, monkeypatch, release):
+    code, _, err = run_cli(capsys, monkeypatch, "publish", str(release), "--repo-id", "org/b",
+                           "--target-dir", str(release / "copy"))
+    one_line(code, err, "--target-dir", "lies inside the release")
+    assert not (release / "copy").exists()
+
+
+# ---------------------------------------------------------------------------- item 9: a labelled batch
+def test_annotate_export_over_a_labelled_batch_needs_force(capsys, monkeypatch, tmp_path, reflvqa_release):
+    out = tmp_path / "batch"
+    code, _, err = run_cli(capsys, monkeypatch, "annotate", "export", str(reflvqa_release), "--n", "2", "--out", str(out))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, monkeypatch, "annotate", "export", str(reflvqa_release), "--n", "2", "--out", str(out))
+    assert code == 0, err  # nothing labelled yet: exporting again is harmless
+    with (out / "batch.csv").open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    rows[0]["documents_support"] = "yes"
+    with (out / "batch.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    labelled = (out / "batch.csv").read_text(encoding="utf-8")
+    code, _, err = run_cli(capsys, monkeypatch, "annotate", "export", str(reflvqa_release), "--n", "2", "--out", str(out))
+    one_line(code, err, "holds a batch with 1 labelled row(s)", "--force")
+    assert (out / "batch.csv").read_text(encoding="utf-8") == labelled  # the labels are still there
+    code, _, err = run_cli(capsys, monkeypatch, "annotate", "export", str(reflvqa_release), "--n", "2", "--out", str(out),
+                           "--force")
+    assert code == 0, err
