@@ -135,8 +135,16 @@ class SourceSpec(_Strict):
     limit: int | None = None  # curate only the first N ingested samples (dry runs, demos)
 
 
+LeakageFilter = Literal["none", "answer", "answer_or_overlap"]
+
+
 class RetrievalConfig(_Strict):
-    """Stage II of DeflectionBench: what is searched, with which encoders, how it is cut."""
+    """Stage II of DeflectionBench: what is searched, with which encoders, how it is cut.
+
+    ``leakage_filter`` names which mined passages are removed before reranking besides the
+    gold contexts themselves (annotation/deflectionbench/mining.py): ``none`` (the paper's eq. 2;
+    leaks are left to the eq. 5 distractor check), ``answer`` (also passages holding a gold
+    answer) or ``answer_or_overlap`` (also passages overlapping a gold text)."""
 
     text_encoder: TextEncoderSpec = MiniLM()
     image_encoder: ImageEncoderSpec = Descriptor()
@@ -149,6 +157,7 @@ class RetrievalConfig(_Strict):
     chunk_overlap: int = 32
     reranker: RerankerSpec = MiniLM()
     max_text_negatives: int = 10
+    leakage_filter: LeakageFilter = "none"
 
 
 Rule = Literal["all_incorrect", "none_correct"]

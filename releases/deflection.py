@@ -142,6 +142,29 @@ def funnel(ingested: int, after_gating: int, after_pairing: int, released: int) 
     ]
 
 
+LEAKAGE_TEXT = {
+    "none": "only the gold contexts were removed from the mined passages (the paper's eq. 2); passages that leak "
+            "the answer were left to the Stage III distractor check (eq. 5)",
+    "answer": "the gold contexts and every passage holding a gold answer were removed from the mined passages "
+              "before reranking (stricter than the paper's eq. 2)",
+    "answer_or_overlap": "the gold contexts, every passage holding a gold answer and every passage overlapping a "
+                         "gold text were removed from the mined passages before reranking (stricter than the "
+                         "paper's eq. 2)",
+}
+MINING_RULES = {"gold": "is a gold context (eq. 2)", "answer": "holds a gold answer",
+                "overlap": "overlaps a gold text"}
+
+
+def mining_table(counts: Mapping[str, int]) -> list[dict]:
+    """Mined candidate passages and what each leakage rule removed (``pairing`` stage counts);
+    empty when nothing was mined."""
+    if not counts.get("mined_candidates"):
+        return []
+    return [{"rule": "candidate passages from the top pages", "passages": counts["mined_candidates"]},
+            *({"rule": f"removed: {text}", "passages": counts.get(f"mined_removed_{rule}", 0)}
+              for rule, text in MINING_RULES.items())]
+
+
 def calls_table(stage_rows: dict[str, list[dict]], naive: dict[str, int]) -> list[dict]:
     """Model calls per pipeline stage, model and step (answering, judging), with the usage
     tokens backends reported, then a total row per stage beside the naive count (every
@@ -212,12 +235,16 @@ def deflection_draft(
         "convergence": gating.convergence,
         "judge_errors": judge_errors(ledger),
         "topics": topic_table(topics_before, topic_counts(kept)) if topics_before is not None else [],
+        "mining": mining_table(pairing.counts) if pairing else [],
     }
     retrieval = (f"Retrieval: {components['text_encoder']} (text), {components['image_encoder']} (images)."
                  if "text_encoder" in components else "Retrieval: none; every sample came with its source's negatives.")
     notes = [retrieval, f"Judged by {judge}.",
              f"Rules: Stage I gating {cfg.gating.rule}, Stage III solvability {cfg.gating.oracle_rule} "
              f"({RULE_TEXT[cfg.gating.oracle_rule]})."]
+    if "leakage_filter" in components:
+        notes.append(f"Distractor mining: leakage filter {components['leakage_filter']} "
+                     f"({LEAKAGE_TEXT[components['leakage_filter']]}).")
     if "descriptor" in components.get("image_encoder", ""):
         notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
                      "they are visually similar, not semantically similar.")
