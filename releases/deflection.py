@@ -242,6 +242,9 @@ def deflection_draft(
     notes = [retrieval, f"Judged by {judge}.",
              f"Rules: Stage I gating {cfg.gating.rule}, Stage III solvability {cfg.gating.oracle_rule} "
              f"({RULE_TEXT[cfg.gating.oracle_rule]})."]
+    if "reranker" in components and "contriever" not in components["reranker"]:
+        notes.append(f"Mined passages were reranked with {components['reranker']}, a stand-in for the paper's "
+                     "Contriever (set retrieval.reranker: contriever:<folder>).")
     if "leakage_filter" in components:
         notes.append(f"Distractor mining: leakage filter {components['leakage_filter']} "
                      f"({LEAKAGE_TEXT[components['leakage_filter']]}).")
