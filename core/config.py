@@ -12,6 +12,7 @@ block that holds its key.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from abc import abstractmethod
 from pathlib import Path
@@ -170,6 +171,59 @@ class GatingConfig(_Strict):
     pool: list[str]  # ordered keys of Settings.models
     rule: Rule = "all_incorrect"  # Stage I: keep only if every model is INCORRECT without context
     oracle_rule: Rule = "all_incorrect"  # Stage III: discard only if every model is INCORRECT with gold
+    # Stage I and III prompts ask for a best guess when unsure (not the paper's: an abstention,
+    # which drops a Stage I sample, then tends to become an INCORRECT answer, which keeps it)
+    force_guess: bool = False
+
+
+PromptName = Literal["parametric", "evidence", "best_guess", "eval_system",
+                     "abstention_none", "abstention_soft", "abstention_moderate", "abstention_severe"]
+
+
+class PromptFile(_Strict):
+    """DeflectionBench's prompt templates from a YAML file mapping template names
+    (gating/prompts.py) to their text; a name left out keeps its built-in text.
+
+    Written in a config as the file's path. ``load_config`` reads the file and keeps its
+    ``templates`` and ``sha256`` here, so the resolved config (and a release's manifest)
+    holds the exact wording a run used, and a re-curation needs no copy of the file."""
+
+    file: Path
+    sha256: str | None = None
+    templates: dict[PromptName, str] | None = None  # None until the file is read
+
+    @model_validator(mode="before")
+    @classmethod
+    def _path(cls, value: Any) -> Any:
+        return {"file": value} if isinstance(value, (str, Path)) else value
+
+    @field_validator("templates")
+    @classmethod
+    def _texts(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        empty = sorted(name for name, text in (value or {}).items() if not text.strip())
+        if empty:
+            raise ValueError(f"empty prompt template(s) {empty}")
+        return value
+
+    def read(self) -> "PromptFile":
+        """This spec with the file's templates and sha256 (unchanged if they are already here)."""
+        if self.templates is not None:
+            return self
+        try:
+            raw = self.file.read_bytes()
+            data = yaml.safe_load(raw)
+        except OSError as exc:
+            raise ConfigError(f"prompt templates {self.file}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"prompt templates {self.file} is not valid YAML: {exc}".replace("\n", " ")) from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"prompt templates {self.file}: expected a mapping of template names to text")
+        try:
+            return PromptFile(file=self.file, sha256=hashlib.sha256(raw).hexdigest(), templates=data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"prompt templates {self.file}: {where}: {first['msg']}") from None
 
 
 class BenchmarkSection(_Strict):
@@ -188,6 +242,7 @@ class DeflectionBenchConfig(BenchmarkSection):
     sources: list[SourceSpec]
     gating: GatingConfig
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    prompts: PromptFile | None = None  # None: the built-in templates of gating/prompts.py
     k_min: int = 5
     seed: int = 0
     version: str = "1.0.0"
@@ -487,7 +542,7 @@ class Settings(BaseSettings):
             where = ".".join(str(p) for p in first["loc"])
             raise ConfigError(f"recorded config: {where}: {first['msg']}") from None
         from_env = _leaves(_ModelEnv(cls, _model_keys(data))())
-        return _resolve_paths(settings, base.resolve(), from_env)
+        return _read_prompts(_resolve_paths(settings, base.resolve(), from_env))
 
 
 def _model_keys(*sources: dict[str, Any]) -> set[str]:
@@ -527,6 +582,14 @@ def _resolve_paths(obj: Any, base: Path, from_env: set[Location] = frozenset(), 
     return obj
 
 
+def _read_prompts(settings: Settings) -> Settings:
+    """Read the prompt-template file a DeflectionBench section names (after its path is resolved)."""
+    section = settings.deflectionbench
+    if section is not None and section.prompts is not None:
+        section.prompts = section.prompts.read()
+    return settings
+
+
 def load_config(path: Path | str, **overrides: Any) -> Settings:
     """Load ``path`` (YAML) with environment overrides; raise ConfigError with one clear line."""
     path = Path(path)
@@ -549,4 +612,7 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
     resolved = Settings.model_construct(**{k: getattr(settings, k) for k in Settings.model_fields})
     known = _model_keys(overrides, data if isinstance(data, dict) else {})
     from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)
-    return _resolve_paths(resolved, path.parent.resolve(), from_env)
+    try:
+        return _read_prompts(_resolve_paths(resolved, path.parent.resolve(), from_env))
+    except ConfigError as exc:
+        raise ConfigError(f"config {path}: deflectionbench.prompts: {exc}") from None
