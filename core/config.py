@@ -12,6 +12,7 @@ block that holds its key.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from abc import abstractmethod
 from importlib.resources import files
@@ -136,8 +137,16 @@ class SourceSpec(_Strict):
     limit: int | None = Field(default=None, ge=1)  # curate only the first N ingested samples (dry runs, demos)
 
 
+LeakageFilter = Literal["none", "answer", "answer_or_overlap"]
+
+
 class RetrievalConfig(_Strict):
-    """Stage II of DeflectionBench: what is searched, with which encoders, how it is cut."""
+    """Stage II of DeflectionBench: what is searched, with which encoders, how it is cut.
+
+    ``leakage_filter`` names which mined passages are removed before reranking besides the
+    gold contexts themselves (annotation/deflectionbench/mining.py): ``none`` (the paper's eq. 2;
+    leaks are left to the eq. 5 distractor check), ``answer`` (also passages holding a gold
+    answer) or ``answer_or_overlap`` (also passages overlapping a gold text)."""
 
     text_encoder: TextEncoderSpec = MiniLM()
     image_encoder: ImageEncoderSpec = Descriptor()
@@ -150,6 +159,7 @@ class RetrievalConfig(_Strict):
     chunk_overlap: int = Field(default=32, ge=0)
     reranker: RerankerSpec = MiniLM()
     max_text_negatives: int = Field(default=10, ge=0)
+    leakage_filter: LeakageFilter = "none"
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "RetrievalConfig":
@@ -168,6 +178,59 @@ class GatingConfig(_Strict):
     pool: list[str] = Field(min_length=1)  # ordered keys of Settings.models
     rule: Rule = "all_incorrect"  # Stage I: keep only if every model is INCORRECT without context
     oracle_rule: Rule = "all_incorrect"  # Stage III: discard only if every model is INCORRECT with gold
+    # Stage I and III prompts ask for a best guess when unsure (not the paper's: an abstention,
+    # which drops a Stage I sample, then tends to become an INCORRECT answer, which keeps it)
+    force_guess: bool = False
+
+
+PromptName = Literal["parametric", "evidence", "best_guess", "eval_system",
+                     "abstention_none", "abstention_soft", "abstention_moderate", "abstention_severe"]
+
+
+class PromptFile(_Strict):
+    """DeflectionBench's prompt templates from a YAML file mapping template names
+    (gating/prompts.py) to their text; a name left out keeps its built-in text.
+
+    Written in a config as the file's path. ``load_config`` reads the file and keeps its
+    ``templates`` and ``sha256`` here, so the resolved config (and a release's manifest)
+    holds the exact wording a run used, and a re-curation needs no copy of the file."""
+
+    file: Path
+    sha256: str | None = None
+    templates: dict[PromptName, str] | None = None  # None until the file is read
+
+    @model_validator(mode="before")
+    @classmethod
+    def _path(cls, value: Any) -> Any:
+        return {"file": value} if isinstance(value, (str, Path)) else value
+
+    @field_validator("templates")
+    @classmethod
+    def _texts(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        empty = sorted(name for name, text in (value or {}).items() if not text.strip())
+        if empty:
+            raise ValueError(f"empty prompt template(s) {empty}")
+        return value
+
+    def read(self) -> "PromptFile":
+        """This spec with the file's templates and sha256 (unchanged if they are already here)."""
+        if self.templates is not None:
+            return self
+        try:
+            raw = self.file.read_bytes()
+            data = yaml.safe_load(raw)
+        except OSError as exc:
+            raise ConfigError(f"prompt templates {self.file}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"prompt templates {self.file} is not valid YAML: {exc}".replace("\n", " ")) from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"prompt templates {self.file}: expected a mapping of template names to text")
+        try:
+            return PromptFile(file=self.file, sha256=hashlib.sha256(raw).hexdigest(), templates=data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"prompt templates {self.file}: {where}: {first['msg']}") from None
 
 
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -191,6 +254,7 @@ class DeflectionBenchConfig(BenchmarkSection):
     sources: list[SourceSpec] = Field(min_length=1)
     gating: GatingConfig
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    prompts: PromptFile | None = None  # None: the built-in templates of gating/prompts.py
     k_min: int = Field(default=5, ge=1)
     seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"
@@ -509,7 +573,7 @@ class Settings(BaseSettings):
             first = exc.errors()[0]
             raise ConfigError(f"recorded config: {field_path(first['loc'])}: {first['msg']}") from None
         from_env = _leaves(_ModelEnv(cls, _model_keys(data))())
-        return _resolve_paths(settings, base.resolve(), from_env)
+        return _read_prompts(_resolve_paths(settings, base.resolve(), from_env))
 
 
 def field_path(loc: tuple[Any, ...]) -> str:
@@ -570,6 +634,14 @@ def bundled_config(name: str) -> Path:
     return path
 
 
+def _read_prompts(settings: Settings) -> Settings:
+    """Read the prompt-template file a DeflectionBench section names (after its path is resolved)."""
+    section = settings.deflectionbench
+    if section is not None and section.prompts is not None:
+        section.prompts = section.prompts.read()
+    return settings
+
+
 def load_config(path: Path | str, **overrides: Any) -> Settings:
     """Load ``path`` (YAML) with environment overrides; raise ConfigError with one clear line."""
     path = Path(path)
@@ -597,4 +669,7 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
     resolved = Settings.model_construct(**{k: getattr(settings, k) for k in Settings.model_fields})
     known = _model_keys(overrides, data if isinstance(data, dict) else {})
     from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)
-    return _resolve_paths(resolved, path.parent.resolve(), from_env)
+    try:
+        return _read_prompts(_resolve_paths(resolved, path.parent.resolve(), from_env))
+    except ConfigError as exc:
+        raise ConfigError(f"config {path}: deflectionbench.prompts: {exc}") from None

@@ -10,7 +10,7 @@ serialises back to its short form (so manifests stay readable and round-trip):
 | TextEncoderSpec     | ``minilm``, ``open_clip:<arch>:<checkpoint>``                      |
 | ImageEncoderSpec    | ``descriptor``, ``open_clip:<arch>:<checkpoint>``                  |
 | CrossModalSpec      | ``open_clip:<arch>:<checkpoint>``                                  |
-| RerankerSpec        | ``minilm`` (bi-encoder cosine), ``cross-encoder:<folder>``         |
+| RerankerSpec        | ``minilm`` (bi-encoder cosine), ``contriever:<folder>``, ``cross-encoder:<folder>`` |
 | KBSpec              | ``wiki-offline``, or a path to JSONL/Parquet documents             |
 | EntailmentSpec      | ``lexical``, ``lexical:<threshold>``, ``nli:<folder>``, ``llm:<model>`` |
 | GraderSpec          | ``lexical`` (token-overlap stand-in), or a model name              |
@@ -86,6 +86,13 @@ class CrossEncoder(_AtPath):
     """A sentence-transformers CrossEncoder folder with one relevance output."""
 
     kind: Literal["cross-encoder"] = "cross-encoder"
+
+
+class Contriever(_AtPath):
+    """A transformers BERT encoder folder scored as Contriever is (facebook/contriever-msmarco):
+    token embeddings mean-pooled over the attention mask, query and passage compared by dot product."""
+
+    kind: Literal["contriever"] = "contriever"
 
 
 class WikiOffline(_Spec):
@@ -285,9 +292,10 @@ ImageEncoderSpec = Annotated[
 ]
 CrossModalSpec = Annotated[OpenClip, _short(_OPEN_CLIP, None, "'open_clip:<arch>:<checkpoint>'")]
 RerankerSpec = Annotated[
-    Union[MiniLM, CrossEncoder], Field(discriminator="kind"),
-    _short({"minilm": _bare("minilm"), "cross-encoder": _with("cross-encoder", "path")}, None,
-           "'minilm' or 'cross-encoder:<folder>'"),
+    Union[MiniLM, Contriever, CrossEncoder], Field(discriminator="kind"),
+    _short({"minilm": _bare("minilm"), "contriever": _with("contriever", "path"),
+            "cross-encoder": _with("cross-encoder", "path")}, None,
+           "'minilm', 'contriever:<folder>' or 'cross-encoder:<folder>'"),
 ]
 KBSpec = Annotated[
     Union[WikiOffline, KBPath], Field(discriminator="kind"),

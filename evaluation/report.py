@@ -4,6 +4,7 @@ levels the strictness-sweep table (Tables 6/9), with the modality analysis Table
 CRAG-scored answers (``evaluation.crag.crag_score``) the CRAG rates beside them."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,10 +22,11 @@ ITEM_KEY = ("sample_id", "scenario", "n_negatives", "negatives", "abstention", "
 
 
 def write_evaluation(results: pa.Table, out: Path, title: str, crag: pa.Table | None = None,
-                     crag_note: str = "") -> str:
+                     crag_note: str = "", notes: Sequence[str] = ()) -> str:
     """Write the evaluation's files into ``out``; return the markdown tables. ``crag``: the
     results with the CRAG columns (``crag.parquet``, ``crag_metrics.parquet`` and a section
-    with the same grouping as the per-scenario table, ``crag_note`` under its heading)."""
+    with the same grouping as the per-scenario table, ``crag_note`` under its heading);
+    ``notes``: lines under the title (e.g. which prompt templates were used)."""
     out.mkdir(parents=True, exist_ok=True)
     write_table(results, out / "answers.parquet")
     protocol = ranked(results)
@@ -34,7 +36,7 @@ def write_evaluation(results: pa.Table, out: Path, title: str, crag: pa.Table | 
     by_source = compute_metrics(protocol, by=(*keys, "source"))
     write_table(by_scenario, out / "metrics_by_scenario.parquet")
     write_table(by_source, out / "metrics_by_source.parquet")
-    sections = [f"# {title}", f"## Per scenario\n\n{metrics_markdown(by_scenario)}",
+    sections = [f"# {title}", *notes, f"## Per scenario\n\n{metrics_markdown(by_scenario)}",
                 f"## Per scenario and source\n\n{metrics_markdown(by_source)}"]
     if len(levels) > 1:
         sweep = strictness_metrics(results)

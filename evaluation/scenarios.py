@@ -21,9 +21,12 @@ Table 4. Only samples whose gold is all text or all image and which have ``n`` n
 of each modality take part, so the three negative settings compare the same samples. The
 ranked setting (the default, any modality) is ``negatives="ranked"``.
 
-The system prompt carries an abstention instruction (``prompts.ABSTENTION``: none, soft,
-moderate (default), severe): the model should say "I don't know" when the evidence does not
-support an answer; ``none`` adds no instruction (the strictness sweep's baseline). Results
+The prompt (``prompts.PromptSet.evaluation``) is the paper's shape (seed 003, Appendix I): a
+system prompt saying the model may be given text, images or both, and the user turn ending
+with an abstention level that asks for the answer: none (only that; the strictness sweep's
+baseline), soft, moderate (the default) or severe (which demands the exact refusal "I cannot
+answer this question."). The texts are built in or come from the config's prompt-template
+file (``templates``); verify-first answers with the built-in ones only. Results
 keep failed calls (grade ``FAILED``, with the error) and ungradable answers
 (``JUDGE_ERROR``) as rows: ``metrics`` counts them apart. A result row is identified by
 (model, sample_id, scenario, n_negatives, negatives, abstention).
@@ -187,9 +190,10 @@ def scenario_request(
     abstention: str = prompts.DEFAULT_ABSTENTION,
     seed: int = 0,
     negatives: str = RANKED,
+    templates: prompts.PromptSet = prompts.BUILT_IN,
 ) -> ChatRequest:
     """The request for one sample in one scenario (key ``Job.key``)."""
-    template = prompts.eval_template(abstention)
+    template = templates.evaluation(abstention)
     contexts = scenario_contexts(row, scenario, n_negatives, seed, negatives)
     n = n_negatives if scenario in ("realistic", "adversarial") else 0
     return ChatRequest(
@@ -271,8 +275,10 @@ def _gate_columns(answer: Mapping[str, Any]) -> dict[str, Any]:
 Asked = tuple[dict[str, Any], Job, int, list[dict[str, Any]] | None]  # row, job, n asked, contexts shown
 
 
-def _plain(asked: list[Asked], pool: Any, model: str, seed: int) -> list[tuple[ChatResponse, dict[str, Any]]]:
-    requests = [scenario_request(row, job.scenario, n, job.abstention, seed, job.negatives) for row, job, n, _ in asked]
+def _plain(asked: list[Asked], pool: Any, model: str, seed: int,
+           templates: prompts.PromptSet) -> list[tuple[ChatResponse, dict[str, Any]]]:
+    requests = [scenario_request(row, job.scenario, n, job.abstention, seed, job.negatives, templates)
+                for row, job, n, _ in asked]
     try:
         responses = pool.client(model).chat(requests, STAGE)
     finally:
@@ -307,6 +313,7 @@ def evaluate(
     run_id: str = "",
     modality_analysis: bool = False,
     system: str = PLAIN,
+    templates: prompts.PromptSet = prompts.BUILT_IN,
 ) -> pa.Table:
     """Every answer of ``model`` (answering as ``system``) on every sample for every job of
     the plan, graded.
@@ -318,6 +325,10 @@ def evaluate(
     """
     check_system(system)
     jobs = plan_jobs(scenarios, n_negatives, abstention, modality_analysis)
+    if system != PLAIN and any(templates.evaluation(job.abstention) != prompts.BUILT_IN.evaluation(job.abstention)
+                               for job in jobs):
+        raise EvaluationError(f"--system {system} answers with the built-in prompt templates; "
+                              f"the config's prompt templates ({templates.source}) apply to the plain system only")
     asked: list[Asked] = []
     for row in samples.to_pylist():
         eligible = modality_eligible(row)
@@ -328,7 +339,7 @@ def evaluate(
             asked.append((row, job, n, scenario_contexts(row, job.scenario, n, seed, job.negatives)))
     if not asked:
         return RESULTS.empty_table()
-    answered = _plain(asked, pool, model, seed) if system == PLAIN else _verify_first(asked, pool, model)
+    answered = _plain(asked, pool, model, seed, templates) if system == PLAIN else _verify_first(asked, pool, model)
     graded = grade_responses(judge, [(row, resp) for (row, _, _, _), (resp, _) in zip(asked, answered)], STAGE)
     out: list[dict[str, Any]] = []
     for (row, job, _, shown), (resp, gate) in zip(asked, answered):

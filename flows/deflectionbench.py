@@ -17,6 +17,7 @@ from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
 from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.core.config import bundled_config
 from mmcurate.gating.parametric import ParametricGate
+from mmcurate.gating.prompts import prompt_set
 from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.topics import topic_counts
 from mmcurate.tasks.ingest import ingest_source, load_samples
@@ -37,9 +38,10 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
     bill = plan_run(settings, run.benchmark, samples.num_rows)                               # before any model call
 
-    gated = run_stage(ParametricGate(cfg.gating), samples, settings, run_id)                 # Stage I
+    templates = prompt_set(cfg.prompts)
+    gated = run_stage(ParametricGate(cfg.gating, templates), samples, settings, run_id)      # Stage I
     paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
-    oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule)
+    oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates)
     checked = run_stage(oracle, paired.kept, settings, run_id)  # Stage III
 
     draft = deflection_draft(

@@ -24,6 +24,7 @@ from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.run_record import record_release
 from mmcurate.evaluation.runs import evaluation_folder
 from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVE_COUNTS, FAILED, PLAIN, SCENARIOS
+from mmcurate.gating.prompts import prompt_set
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_scenarios, score_crag, summarise
@@ -50,8 +51,9 @@ def evaluate_deflectionbench(
     target = evaluation_folder(settings, bench, name if system == PLAIN else f"{name}-{system}", out)
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
     seed = int(bench.manifest.get("seed", 0))
+    templates = prompt_set(settings.deflectionbench.prompts if settings.deflectionbench else None)
     results, calls = answer_scenarios(samples, settings, name, scenarios, n_negatives, abstention, seed,
-                                      new_run_id(), modality_analysis, system)
+                                      new_run_id(), modality_analysis, system, templates)
     failed = [error for grade, error in zip(results["grade"].to_pylist(), results["error"].to_pylist())
               if grade == FAILED]
     incomplete = check_failures(name, len(failed), results.num_rows, failed[0] if failed else None, allow_incomplete)
@@ -59,7 +61,8 @@ def evaluate_deflectionbench(
     calls += crag_calls
     title = (f"{name} on {bench.benchmark} {bench.version} ({', '.join(abstention)} abstention, {system} system)"
              + (f". {incomplete}" if incomplete else ""))
-    table = summarise(results, target, title, crag, crag_note)
+    used = [templates.evaluation(level).id for level in dict.fromkeys(results["abstention"].to_pylist())]
+    table = summarise(results, target, title, crag, crag_note, [f"Answered with {templates.describe(used)}."])
     record_release(target, bench.benchmark, bench.version, bench.content_id)
     print(table)
     print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "

@@ -17,6 +17,7 @@ from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.gating.parametric import ParametricGate
+from mmcurate.gating.prompts import prompt_set
 from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.diff import diff_releases
 from mmcurate.releases.topics import inherited_topics
@@ -40,8 +41,9 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
     run_id = new_run_id()
     samples = canonical_samples(parent, ImageStore(settings.workdir / "images"))
 
-    gated = run_stage(ParametricGate(cfg.gating), samples, settings, run_id)                    # Stage I
-    oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule)
+    templates = prompt_set(cfg.prompts)
+    gated = run_stage(ParametricGate(cfg.gating, templates), samples, settings, run_id)         # Stage I
+    oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates)
     checked = run_stage(oracle, gated.kept, settings, run_id)  # Stage III
 
     draft = deflection_draft(

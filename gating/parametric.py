@@ -4,9 +4,13 @@ Every gating model answers each question with its image and no evidence. A sampl
 only if no model can answer it from what it already knows:
 
 - rule ``all_incorrect`` (the paper's): keep only if every model's answer is judged
-  INCORRECT. A NOT_ATTEMPTED answer drops the sample too: the prompt asks for a best
-  guess, so a model that still declines does not give the evidence "a wrong answer".
+  INCORRECT. A NOT_ATTEMPTED answer drops the sample too: a model that declines has not
+  shown that it answers wrongly from what it knows.
 - rule ``none_correct``: keep unless some model is CORRECT.
+
+The prompt (``prompts.PromptSet.parametric``) asks for a short answer and, like the paper,
+nothing more: ``gating.force_guess: true`` adds "still give your single best guess", which
+turns many abstentions (which drop a sample) into INCORRECT answers (which keep it).
 
 Models run model-major (``schedule.model_major``), in pool order; a sample the rule has
 already dropped is not sent to later models (early elimination).
@@ -53,12 +57,13 @@ from mmcurate.models.schedule import model_major
 STAGE = "parametric"
 
 
-def parametric_request(row: Mapping[str, Any], spec: ModelSpec | None = None) -> ChatRequest:
+def parametric_request(row: Mapping[str, Any], spec: ModelSpec | None = None,
+                       template: prompts.Template = prompts.PARAMETRIC) -> ChatRequest:
     """Question + the question's images, no evidence (the client drops images for non-vision models)."""
     return ChatRequest(
         key=row["sample_id"],
-        messages=prompts.build_messages(prompts.PARAMETRIC, row["question"], row["images"], None),
-        template=prompts.PARAMETRIC.id,
+        messages=prompts.build_messages(template, row["question"], row["images"], None),
+        template=template.id,
     )
 
 
@@ -75,12 +80,14 @@ class ParametricGate(Stage):
     """Stage I: keep a sample only when no gating model answers it without context."""
 
     gating: GatingConfig
+    templates: prompts.PromptSet = prompts.BUILT_IN
     name = STAGE
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         pool, judge, gating, run_id = ctx.pool, ctx.judge, self.gating, ctx.run_id
         models = check_models(gating.pool)
         drops = _drops(gating.rule)
+        template = self.templates.parametric(gating.force_guess)
         decisions: list[Decision] = []
         rows = samples.to_pylist()
 
@@ -114,7 +121,7 @@ class ParametricGate(Stage):
             pool,
             models,
             eligible,
-            build=parametric_request,
+            build=lambda row, spec: parametric_request(row, spec, template),
             on_answers=on_answers,
             eliminated=lambda row: row["sample_id"] in dropped_by,
             stage=STAGE,
@@ -156,6 +163,6 @@ class ParametricGate(Stage):
             naive_calls=len(models) * len(eligible),
             requests=requests,
             run_id=run_id,
-            components={"judge": judge.name},
+            components={"judge": judge.name, "stage_i_prompt": template.id},
         )
 

@@ -25,6 +25,7 @@ from mmcurate.core.config import RetrievalConfig, Settings
 from mmcurate.judging.answers import precondition
 from mmcurate.judging.simpleqa import JudgeItem, judge_request
 from mmcurate.gating.parametric import parametric_request
+from mmcurate.gating.prompts import prompt_set
 
 from . import throughput
 from .inputs import PlanInput
@@ -85,10 +86,12 @@ def plan_deflectionbench(settings: Settings, given: PlanInput, rates: Deflection
         GOLD: elimination(checked, rates.gold_settle, k),
         DISTRACTOR: elimination(passing * negatives, rates.leak, k),
     }
+    templates, guess = prompt_set(cfg.prompts), cfg.gating.force_guess
+    parametric, evidence = templates.parametric(guess), templates.evidence(guess)
     examples = {
-        PARAMETRIC: lambda: [parametric_request(r) for r in rows],
-        GOLD: lambda: [gold_request(r) for r in rows],
-        DISTRACTOR: lambda: [distractor_request(r, n) for r in rows for n in _negatives(r, cfg.retrieval)],
+        PARAMETRIC: lambda: [parametric_request(r, template=parametric) for r in rows],
+        GOLD: lambda: [gold_request(r, template=evidence) for r in rows],
+        DISTRACTOR: lambda: [distractor_request(r, n, evidence) for r in rows for n in _negatives(r, cfg.retrieval)],
     }
     judge = settings.model(settings.judge.model) if settings.judge.kind == "llm" and settings.judge.model else None
     judged = [judge_request(JudgeItem(r["sample_id"], r["question"], list(r["answers"]), r["answers"][0]))

@@ -7,12 +7,13 @@ from collections.abc import Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmcurate.core.config import Settings
+from mmcurate.core.config import DeflectionBenchConfig, Settings
 from mmcurate.core.ledger import Ledger
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import is_lexical
 from mmcurate.core.stages import StageResult
 from mmcurate.core.text import normalize
+from mmcurate.gating.prompts import prompt_set
 
 from .deflection_checks import deflection_checks
 from .draft import ReleaseDraft
@@ -24,6 +25,16 @@ from .topics import topic_counts, topic_table
 RULE_TEXT = {
     "all_incorrect": "a sample is discarded only when every gating model is INCORRECT with the gold evidence",
     "none_correct": "a sample is discarded unless some gating model is CORRECT with the gold evidence",
+}
+STAGE_I_TEXT = {
+    "all_incorrect": "a sample is kept only when every gating model is INCORRECT without context (the paper's)",
+    "none_correct": "a sample is kept unless some gating model is CORRECT without context",
+}
+GUESS_TEXT = {
+    False: "the Stage I and III prompts ask for the answer only, as the paper does: a model that declines is "
+           "NOT_ATTEMPTED",
+    True: "the Stage I and III prompts also ask for a best guess when unsure (not the paper's): abstentions, which "
+          "drop a Stage I sample, become answers, most of them INCORRECT, which keep it",
 }
 
 
@@ -142,6 +153,50 @@ def funnel(ingested: int, after_gating: int, after_pairing: int, released: int) 
     ]
 
 
+LEAKAGE_TEXT = {
+    "none": "only the gold contexts were removed from the mined passages (the paper's eq. 2); passages that leak "
+            "the answer were left to the Stage III distractor check (eq. 5)",
+    "answer": "the gold contexts and every passage holding a gold answer were removed from the mined passages "
+              "before reranking (stricter than the paper's eq. 2)",
+    "answer_or_overlap": "the gold contexts, every passage holding a gold answer and every passage overlapping a "
+                         "gold text were removed from the mined passages before reranking (stricter than the "
+                         "paper's eq. 2)",
+}
+MINING_RULES = {"gold": "is a gold context (eq. 2)", "answer": "holds a gold answer",
+                "overlap": "overlaps a gold text"}
+
+
+def mining_table(counts: Mapping[str, int]) -> list[dict]:
+    """Mined candidate passages and what each leakage rule removed (``pairing`` stage counts);
+    empty when nothing was mined."""
+    if not counts.get("mined_candidates"):
+        return []
+    return [{"rule": "candidate passages from the top pages", "passages": counts["mined_candidates"]},
+            *({"rule": f"removed: {text}", "passages": counts.get(f"mined_removed_{rule}", 0)}
+              for rule, text in MINING_RULES.items())]
+
+
+def readings_table(cfg: DeflectionBenchConfig, components: Mapping[str, str], prompts_used: str) -> list[dict]:
+    """The choices the paper leaves open or this run made differently, each with the setting
+    used and what it means (``prompts_used``: ``PromptSet.describe`` of the templates used)."""
+    rows = [
+        {"setting": "gating.rule", "value": cfg.gating.rule, "reading": STAGE_I_TEXT[cfg.gating.rule]},
+        {"setting": "gating.oracle_rule", "value": cfg.gating.oracle_rule, "reading": RULE_TEXT[cfg.gating.oracle_rule]},
+        {"setting": "gating.force_guess", "value": str(cfg.gating.force_guess).lower(),
+         "reading": GUESS_TEXT[cfg.gating.force_guess]},
+        {"setting": "prompts", "value": "built-in" if cfg.prompts is None else cfg.prompts.file.name,
+         "reading": prompts_used},
+    ]
+    if "leakage_filter" in components:
+        rows.append({"setting": "retrieval.leakage_filter", "value": components["leakage_filter"],
+                     "reading": LEAKAGE_TEXT[components["leakage_filter"]]})
+    if "reranker" in components:
+        paper = "contriever" in components["reranker"]
+        rows.append({"setting": "retrieval.reranker", "value": components["reranker"],
+                     "reading": "the paper's Contriever" if paper else "a stand-in for the paper's Contriever"})
+    return rows
+
+
 def calls_table(stage_rows: dict[str, list[dict]], naive: dict[str, int]) -> list[dict]:
     """Model calls per pipeline stage, model and step (answering, judging), with the usage
     tokens backends reported, then a total row per stage beside the naive count (every
@@ -212,12 +267,18 @@ def deflection_draft(
         "convergence": gating.convergence,
         "judge_errors": judge_errors(ledger),
         "topics": topic_table(topics_before, topic_counts(kept)) if topics_before is not None else [],
+        "mining": mining_table(pairing.counts) if pairing else [],
+        "readings": readings_table(cfg, components, prompt_set(cfg.prompts).describe(
+            [t for t in (gating.components.get("stage_i_prompt"), oracle.components.get("stage_iii_prompt")) if t])),
     }
     retrieval = (f"Retrieval: {components['text_encoder']} (text), {components['image_encoder']} (images)."
                  if "text_encoder" in components else "Retrieval: none; every sample came with its source's negatives.")
     notes = [retrieval, f"Judged by {judge}.",
              f"Rules: Stage I gating {cfg.gating.rule}, Stage III solvability {cfg.gating.oracle_rule} "
              f"({RULE_TEXT[cfg.gating.oracle_rule]})."]
+    if "reranker" in components and "contriever" not in components["reranker"]:
+        notes.append(f"Mined passages were reranked with {components['reranker']}, a stand-in for the paper's "
+                     "Contriever (set retrieval.reranker: contriever:<folder>).")
     if "descriptor" in components.get("image_encoder", ""):
         notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
                      "they are visually similar, not semantically similar.")

@@ -1,37 +1,49 @@
-"""Human verification of RefLVQA citations (seed paper 3.4): labelling export and import.
+"""Human verification of RefLVQA citations (seed paper 3.3-3.4): labelling export and import.
 
-Export samples N items from a release. An item is one answer sentence that has at least
-one cited document, shown with the question, the answer and its cited documents. Each
-annotator fills three yes/no columns, the paper's annotation questions:
+Export samples N items from a release. The population is every fact-checkable sentence the
+entailment judge saw documents for: an item is one such sentence, cited or not, shown with
+the question, the answer, its cited documents (``document_ids``) and the other documents the
+judge was shown for it (``rejected_ids``: retrieved, judged, not cited; from the ledger).
+Each annotator fills three yes/no columns, the paper's annotation questions:
 
 - ``needs_verification``: does the sentence need fact verification?
-- ``documents_support``: do the cited documents support the sentence?
-- ``sentence_grounded``: is the sentence grounded by the documents?
+- ``documents_support``: do the cited documents support the sentence? (no when none is cited)
+- ``sentence_grounded``: is the sentence grounded by the cited documents? (no when none is cited)
 
-and may fill ``annotator`` (else the file name stands for the annotator). Each item also
-shows up to ``rejected`` documents that were retrieved for the sentence but that the
-entailment judge rejected (from the ledger; ``rejected_ids``), and a fourth column,
+and may fill ``annotator`` (else the file name stands for the annotator). A fourth column,
 ``document_support``, takes one yes/no per shown document (``document_ids`` then
 ``rejected_ids``, ``;``-separated in the CSV): does this document support the sentence?
 The batch is written twice, ``batch.jsonl`` and ``batch.csv``, with the same rows.
 
+Sampling, so that the judge's precision, recall and F1 estimate those of every judged
+(sentence, document) pair: sentences are drawn uniformly at random (seeded) from the
+population, uncited ones included, and each drawn sentence shows every document judged for
+it (``rejected=None``, the default: every pair of a drawn sentence is labelled, weight 1).
+With ``rejected=K`` at most K of a sentence's R uncited documents are drawn uniformly
+(seeded per item), and the import weights each labelled one by R/K' (K' the number shown),
+the inverse of its inclusion probability: the weighted counts of true and false positives
+and negatives are unbiased estimates of the population's. (Showing only cited sentences and
+the best-ranked rejections, as this export did before, under-samples the false negatives,
+so recall and F1 came out high.)
+
 Import reads one labelled file per annotator (CSV or JSONL, as exported), validates every
 label (a bad one raises one line naming ``file:line``), and writes, beside and never into
 the immutable release, ``human_verified.parquet``: one row per labelled item with the yes
-counts and ``human_verified`` = a strict majority of its annotators said the documents
-support the sentence AND that it is grounded. Agreement per question goes to
-``agreement.json``: Cohen's kappa for two annotators, Fleiss' kappa for three or more, and
-raw agreement, over the items every annotator labelled. A row whose three labels are all
-empty is an item the annotator did not do; a partly filled row is an error.
+counts and ``human_verified`` = the sentence has a cited document and a strict majority of
+its annotators said the documents support it AND that it is grounded. Agreement per
+question goes to ``agreement.json``: Cohen's kappa for two annotators, Fleiss' kappa for
+three or more, and raw agreement, over the items every annotator labelled. A row whose three
+labels are all empty is an item the annotator did not do; a partly filled row is an error.
 ``document_support`` may be left empty (the three questions alone); filled, it needs one
 label per shown document.
 
-From the per-document labels (the majority of an item's annotators; ties left out),
-``agreement.json`` also holds the paper's Table 3 (support rate of cited documents per
-modality, share of sentences needing verification and of grounded sentences) and the
-entailment judge's precision, recall and F1 against the human support labels, per
-document modality: a cited document is the judge's "supports", a rejected one its
-"does not support".
+From the labels (the majority of an item's annotators; ties left out), ``agreement.json``
+also holds the paper's Table 3 (share of sentences needing verification, over all labelled
+sentences; support rate of cited documents per modality and share of grounded sentences,
+over the cited ones) and the entailment judge's precision, recall and F1 against the human
+support labels, per document modality (seed 004, Table 2): a cited document is the judge's
+"supports", an uncited judged one its "does not support"; the counts are weighted as above
+and ``sampling`` says how the batch was drawn.
 """
 from __future__ import annotations
 
@@ -59,8 +71,12 @@ COLUMNS = (
     "item_id", "sample_id", "sentence_index", "question", "answer", "sentence",
     "document_ids", "documents", "rejected_ids", "rejected_documents", *QUESTIONS, "document_support", "annotator",
 )
-REJECTED = 2  # rejected documents shown per item, so the judge's F1 has negatives
+SAMPLING = ("sentences drawn uniformly from every sentence with a cited or judged document; each labelled "
+            "(sentence, document) pair weighted by the inverse of its inclusion probability (1 when every judged "
+            "document of the sentence was shown): precision, recall and F1 are ratios of the weighted counts, which "
+            "estimate the counts over every judged pair without bias")
 JUDGED = ("citation.text", "citation.image")  # ledger checks of the citation stage (annotation.reflvqa.citations)
+DECIDED = ("entail", "reject")  # the judge's verdicts (an ``error`` decided nothing)
 DOC_SEP = "\n\n"
 HUMAN_VERIFIED = pa.schema(
     [
@@ -85,19 +101,19 @@ def _shards(release: Path, config: str) -> list[str]:
     return [str(p) for p in paths]
 
 
-def _rejected(release: Path) -> dict[tuple[str, int], list[str]]:
-    """(sample_id, sentence index) -> documents the entailment judge rejected, best-ranked first."""
+def _judged(release: Path) -> dict[tuple[str, int], list[str]]:
+    """(sample_id, sentence index) -> documents the entailment judge decided on, best-ranked first."""
     path = release / "ledger.parquet"
     if not path.is_file():
         raise MmcurateError(f"{release}: no ledger.parquet (is this a RefLVQA release folder?)")
     ledger = pl.read_parquet(path, columns=["sample_id", "check", "context_id", "verdict", "detail"]).filter(
-        pl.col("check").is_in(list(JUDGED)) & (pl.col("verdict") == "reject"))
+        pl.col("check").is_in(list(JUDGED)) & pl.col("verdict").is_in(list(DECIDED)))
     found: dict[tuple[str, int], list[tuple[int, str]]] = {}
     for row in ledger.to_dicts():
         detail = json.loads(row["detail"] or "{}")
         found.setdefault((row["sample_id"], int(detail["sentence"])), []).append(
             (int(detail.get("rank") or 0), row["context_id"]))
-    return {key: [doc for _, doc in sorted(docs)] for key, docs in found.items()}
+    return {key: list(dict.fromkeys(doc for _, doc in sorted(docs))) for key, docs in found.items()}
 
 
 def _documents(release: Path, wanted: set[str]) -> dict[str, dict[str, Any]]:
@@ -112,22 +128,23 @@ def _documents(release: Path, wanted: set[str]) -> dict[str, dict[str, Any]]:
 
 
 def release_items(release: Path | str) -> list[dict[str, Any]]:
-    """Every sentence of the release that has at least one cited document, as a labelling item
-    (``rejected_ids``: every document rejected for it, best-ranked first)."""
+    """Every sentence of the release with a cited document or a document the entailment judge
+    decided on, as a labelling item (``rejected_ids``: every judged document it does not cite,
+    best-ranked first)."""
     release = Path(release)
     qa = pl.read_parquet(_shards(release, "qa"), columns=["sample_id", "question", "answer", "sentences"])
-    rejected = _rejected(release)
-    by_id = _documents(release, {d for docs in rejected.values() for d in docs})
+    judged = _judged(release)
+    by_id = _documents(release, {d for docs in judged.values() for d in docs})
     items = []
     for row in qa.to_dicts():
         for s in row["sentences"] or []:
             cited = [*(s["text_citations"] or []), *(s["image_citations"] or [])]
-            if not cited:
+            others = [d for d in judged.get((row["sample_id"], int(s["index"])), []) if d in by_id and d not in cited]
+            if not (cited or others):
                 continue
             missing = [d for d in cited if d not in by_id]
             if missing:
                 raise MmcurateError(f"{release}: cited document {missing[0]!r} is not in the documents table")
-            others = [d for d in rejected.get((row["sample_id"], int(s["index"])), []) if d in by_id]
             items.append({
                 "item_id": item_id(row["sample_id"], s["index"]), "sample_id": row["sample_id"],
                 "sentence_index": int(s["index"]), "question": row["question"], "answer": row["answer"],
@@ -152,30 +169,44 @@ class ExportResult:
     available: int
     jsonl: Path
     csv: Path
+    sampling: str  # how the batch was drawn (the estimate it supports)
 
 
-def export_batch(release: Path | str, n: int, out: Path | str, seed: int = 0, rejected: int = REJECTED,
-                 force: bool = False) -> ExportResult:
-    """Sample ``n`` items (all if fewer exist), seeded, into ``out/batch.{jsonl,csv}``; each
-    shows up to ``rejected`` documents the judge rejected for its sentence. Refused over a batch
-    people already labelled, unless ``force``."""
+def sampling_note(rejected: int | None) -> str:
+    if rejected is None:
+        return ("sentences drawn uniformly, uncited ones included, each with every document the judge decided on: "
+                "every labelled pair has weight 1")
+    return (f"sentences drawn uniformly, uncited ones included, each with its cited documents and at most {rejected} "
+            "of its uncited judged documents drawn uniformly: the import weights those by the inverse of their "
+            "inclusion probability")
+
+
+def export_batch(release: Path | str, n: int, out: Path | str, seed: int = 0,
+                 rejected: int | None = None, force: bool = False) -> ExportResult:
+    """Sample ``n`` items (all if fewer exist), seeded, into ``out/batch.{jsonl,csv}``; each shows
+    its cited documents and every uncited judged one, or at most ``rejected`` of those drawn at
+    random (see the module docstring). Refused over a batch people already labelled, unless
+    ``force``."""
     if n < 1:
         raise MmcurateError(f"--n must be at least 1, got {n}")
-    if rejected < 0:
+    if rejected is not None and rejected < 0:
         raise MmcurateError(f"--rejected must be at least 0, got {rejected}")
     items = sorted(release_items(release), key=lambda i: i["item_id"])
     if not items:
-        raise MmcurateError(f"{release}: no sentence has a cited document; nothing to verify")
+        raise MmcurateError(f"{release}: no sentence has a cited or judged document; nothing to verify")
     chosen = random.Random(seed).sample(items, min(n, len(items)))
     prepare_batch_folder(Path(release), Path(out), (*QUESTIONS, "document_support", "annotator"), force)
     rows = []
     for item in chosen:
-        others = item["rejected_ids"][:rejected]
+        others = item["rejected_ids"]
+        if rejected is not None and len(others) > rejected:
+            drawn = set(random.Random(f"{seed}:{item['item_id']}").sample(others, rejected))
+            others = [d for d in others if d in drawn]
         rows.append({**item, "rejected_ids": others,
                      "rejected_documents": DOC_SEP.join(item["rendered"][d] for d in others),
                      **{q: "" for q in QUESTIONS}, "document_support": "", "annotator": ""})
     jsonl, csv_path = write_batch(rows, COLUMNS, Path(out))
-    return ExportResult(len(rows), len(items), jsonl, csv_path)
+    return ExportResult(len(rows), len(items), jsonl, csv_path, sampling_note(rejected))
 
 
 # ---------------------------------------------------------------------------- import
@@ -272,42 +303,56 @@ def _share(values: list[str]) -> float | None:
     return round(values.count("yes") / len(values), 4) if values else None
 
 
+def _weights(item: Mapping[str, Any], shown: set[str]) -> dict[str, float]:
+    """Per shown document, the inverse of its inclusion probability given its sentence was drawn:
+    1 for a cited document, R / K' for one of the K' uncited documents shown of the R judged."""
+    uncited = [d for d in shown if d not in item["document_ids"]]
+    weight = len(item["rejected_ids"]) / len(uncited) if uncited else 1.0
+    return {d: 1.0 if d in item["document_ids"] else weight for d in shown}
+
+
 def human_support(items: Mapping[str, dict[str, Any]], per_annotator: Mapping[str, Mapping[str, Labelled]],
                   judges: Mapping[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(Table 3 rows, entailment rows) from the majority labels (see the module docstring)."""
     labelled = sorted({i for labels in per_annotator.values() for i in labels})
     needs, grounded = [], []
-    pairs: list[tuple[str, bool, str]] = []  # (modality, cited by the judge, human label)
+    pairs: list[tuple[str, bool, str, float]] = []  # (modality, cited by the judge, human label, weight)
     for item in labelled:
         votes = [labels[item] for labels in per_annotator.values() if item in labels]
-        for question, into in (("needs_verification", needs), ("sentence_grounded", grounded)):
-            label = _majority([v.answers[question] for v in votes])
-            if label is not None:
-                into.append(label)
         cited = set(items[item]["document_ids"])
-        for doc in dict.fromkeys(d for v in votes for d in v.documents):
+        label = _majority([v.answers["needs_verification"] for v in votes])
+        if label is not None:
+            needs.append(label)
+        label = _majority([v.answers["sentence_grounded"] for v in votes])
+        if label is not None and cited:  # grounded in its cited documents: only a cited sentence can be
+            grounded.append(label)
+        shown = list(dict.fromkeys(d for v in votes for d in v.documents))
+        weights = _weights(items[item], set(shown))
+        for doc in shown:
             label = _majority([v.documents[doc] for v in votes if doc in v.documents])
             if label is not None:
-                pairs.append((items[item]["modality"][doc], doc in cited, label))
+                pairs.append((items[item]["modality"][doc], doc in cited, label, weights[doc]))
     table3 = [
         {"criterion": "statements requiring verification", "share": _share(needs), "n": len(needs)},
         *({"criterion": f"{modality} documents supporting statements",
-           "share": _share([h for m, c, h in pairs if m == modality and c]),
-           "n": sum(1 for m, c, _ in pairs if m == modality and c)} for modality in ("image", "text")),
+           "share": _share([h for m, c, h, _ in pairs if m == modality and c]),
+           "n": sum(1 for m, c, _, _ in pairs if m == modality and c)} for modality in ("image", "text")),
         {"criterion": "supported statements", "share": _share(grounded), "n": len(grounded)},
     ]
     entailment = []
     for modality in ("text", "image", "all"):
-        mine = [(c, h) for m, c, h in pairs if modality in (m, "all")]
-        tp = sum(1 for c, h in mine if c and h == "yes")
-        fp = sum(1 for c, h in mine if c and h == "no")
-        fn = sum(1 for c, h in mine if not c and h == "yes")
+        mine = [(c, h, w) for m, c, h, w in pairs if modality in (m, "all")]
+        tp = sum(w for c, h, w in mine if c and h == "yes")
+        fp = sum(w for c, h, w in mine if c and h == "no")
+        fn = sum(w for c, h, w in mine if not c and h == "yes")
+        tn = sum(w for c, h, w in mine if not c and h == "no")
         precision = tp / (tp + fp) if tp + fp else None
         recall = tp / (tp + fn) if tp + fn else None
         f1 = (2 * precision * recall / (precision + recall)
               if precision is not None and recall is not None and precision + recall else None)
         entailment.append({"modality": modality, "judge": judges.get(modality, "+".join(sorted(set(judges.values())))),
-                           "pairs": len(mine), "tp": tp, "fp": fp, "fn": fn, "tn": len(mine) - tp - fp - fn,
+                           "pairs": len(mine), "weighted": any(w != 1.0 for _, _, w in mine),
+                           **{name: round(value, 6) for name, value in (("tp", tp), ("fp", fp), ("fn", fn), ("tn", tn))},
                            "precision": precision, "recall": recall, "f1": f1})
     return table3, entailment
 
@@ -341,7 +386,8 @@ def import_labels(release: Path | str, files: list[Path | str], out: Path | str)
         votes = [labels[item] for labels in answers.values() if item in labels]
         yes = {q: sum(v[q] == "yes" for v in votes) for q in QUESTIONS}
         majority = len(votes) / 2
-        verified = yes["documents_support"] > majority and yes["sentence_grounded"] > majority
+        verified = (bool(items[item]["document_ids"]) and yes["documents_support"] > majority
+                    and yes["sentence_grounded"] > majority)
         rows.append({
             "item_id": item, "sample_id": items[item]["sample_id"],
             "sentence_index": items[item]["sentence_index"], "annotators": len(votes),
@@ -357,7 +403,8 @@ def import_labels(release: Path | str, files: list[Path | str], out: Path | str)
     report = {
         "release": str(release), "annotators": sorted(per_annotator), "items": len(rows),
         "human_verified": sum(r["human_verified"] for r in rows),
-        "rule": "strict majority says documents_support=yes and sentence_grounded=yes",
+        "rule": "a cited sentence whose strict majority says documents_support=yes and sentence_grounded=yes",
+        "sampling": SAMPLING,
         "agreement": agreement,
         "labels": {q: dict(Counter(v[q] for ls in answers.values() for v in ls.values())) for q in QUESTIONS},
         "table3": table3,

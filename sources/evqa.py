@@ -25,9 +25,10 @@ from typing import Any, Literal
 
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
+from mmcurate.core.text import find_answer
 
 from .base import AdapterOptions, Located, SourceAdapter, required, text_field
-from .kb_readers import EncyclopedicArticle, find_answer, iter_object_members, locate, read_encyclopedic_kb
+from .kb_readers import EncyclopedicArticle, iter_object_members, locate, read_encyclopedic_kb
 
 Split = Literal["train", "val", "test"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test")

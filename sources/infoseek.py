@@ -34,9 +34,10 @@ from pydantic import Field
 
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
+from mmcurate.core.text import find_answer
 
 from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records, required, text_field
-from .kb_readers import Wiki6MEntity, find_answer, locate, read_wiki6m, word_window
+from .kb_readers import Wiki6MEntity, locate, read_wiki6m, word_window
 
 Split = Literal["train", "val", "test", "human"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test", "human")

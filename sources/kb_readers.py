@@ -251,14 +251,6 @@ def read_encyclopedic_kb(path: Path, wanted: Collection[str]) -> KBLoad[Encyclop
 # --------------------------------------------------------------------------- passages
 
 
-def find_answer(text: str, answers: Collection[str]) -> int:
-    """Character offset of the earliest case-insensitive occurrence of any answer, or -1."""
-    folded = text.casefold()
-    hits = [folded.find(a.casefold()) for a in answers if a.strip()]
-    hits = [h for h in hits if h >= 0]
-    return min(hits) if hits else -1
-
-
 def word_window(text: str, at: int, words: int) -> tuple[int, str]:
     """At most ``words`` words of ``text`` centred on character ``at``.
 

@@ -6,11 +6,12 @@ Layout read (see shared/SOURCES.md): ``{train,validation,test}.jsonl`` with ``id
 KILT-format JSONL (``kb.jsonl(.gz)`` or KILT's ``kilt_knowledgesource.json``) whose text is
 a paragraph list or ``{"paragraph": [...]}`` (the ViQuAE datasets export).
 
-Gold = the paragraphs of the provenance articles that contain an answer (case-insensitive),
-KILT's title and ``Section::::`` header paragraphs excepted. A question whose provenance
-article is absent from the KB is kept with no gold and ``meta.gold_missing``: the record
-itself is valid, a trimmed KB is a normal way to run, and the pipeline's gold check later
-drops such samples with a ledger entry instead of them vanishing at ingest.
+Gold = the paragraphs of the provenance articles that contain an answer as whole normalised
+words (``core.text.find_answer``), KILT's title and ``Section::::`` header paragraphs
+excepted. A question whose provenance article is absent from the KB is kept with no gold
+and ``meta.gold_missing``: the record itself is valid, a trimmed KB is a normal way to run,
+and the pipeline's gold check later drops such samples with a ledger entry instead of them
+vanishing at ingest.
 """
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ from typing import Any, Literal
 
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.records import Context, Rejected, Sample
+from mmcurate.core.text import find_answer
 
 from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records, text_field
-from .kb_readers import KiltArticle, find_answer, locate, read_kilt, title_key
+from .kb_readers import KiltArticle, locate, read_kilt, title_key
 
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[Split, ...] = ("train", "validation", "test")

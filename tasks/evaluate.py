@@ -20,6 +20,7 @@ from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa, 
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.report import write_evaluation
 from mmcurate.evaluation.scenarios import evaluate
+from mmcurate.gating.prompts import BUILT_IN, PromptSet
 from mmcurate.judging.session import open_models
 from mmcurate.retrieval.encoders import cross_modal_encoder, text_encoder
 from mmcurate.retrieval.rag import RagCorpus
@@ -31,10 +32,11 @@ from .models import prefect_secret
 @task(name="answer-scenarios", cache_policy=NO_CACHE)
 def answer_scenarios(samples: pa.Table, settings: Settings, model: str, scenarios: list[str],
                      n_negatives: list[int], abstention: list[str], seed: int, run_id: str,
-                     modality_analysis: bool = False, system: str = "plain") -> tuple[pa.Table, list[dict]]:
+                     modality_analysis: bool = False, system: str = "plain",
+                     templates: PromptSet = BUILT_IN) -> tuple[pa.Table, list[dict]]:
     with open_models(settings, ImageStore(settings.workdir / "images"), prefect_secret) as models:
         results = evaluate(samples, models.pool, models.judge, model, scenarios, n_negatives, abstention, seed,
-                           run_id, modality_analysis, system)
+                           run_id, modality_analysis, system, templates)
         calls = models.counter.rows()
     return results, calls
 
@@ -51,10 +53,11 @@ def score_crag(results: pa.Table, samples: pa.Table, settings: Settings) -> tupl
 
 
 @task(name="summarise-evaluation", cache_policy=NO_CACHE)
-def summarise(results: pa.Table, out: Path, title: str, crag: pa.Table | None = None, crag_note: str = "") -> str:
+def summarise(results: pa.Table, out: Path, title: str, crag: pa.Table | None = None, crag_note: str = "",
+              notes: list[str] | None = None) -> str:
     """Write answers, metrics per scenario and per source, the Table-4 markdown, the CRAG
-    scoring and the plot."""
-    text = write_evaluation(results, out, title, crag, crag_note)
+    scoring and the plot; ``notes`` go under the title."""
+    text = write_evaluation(results, out, title, crag, crag_note, notes or [])
     create_markdown_artifact(key="evaluation", markdown=text, description=title)
     return text
 

@@ -1,21 +1,30 @@
-"""Distractor mining: hard text and image negatives that look relevant but do not answer.
+"""Distractor mining: hard text and image negatives that look relevant.
 
 Text (:func:`mine_text_negatives`): retrieve the top ``cfg.top_pages`` KB documents for each
 sample (question embedding; with an OpenCLIP text encoder and a sample that has images, the
-query image embedding instead: image-to-text), cut those pages into passages, drop gold-like
-and answer-bearing passages, rerank the rest against the question and keep the best
+query image embedding instead: image-to-text), cut those pages into passages, remove the
+candidates the leakage rules name, rerank the rest against the question and keep the best
 ``cfg.max_text_negatives``.
 
-A passage is *gold-like* when any gold text context of the sample
+Which candidates are removed before reranking (``cfg.leakage_filter``; a rule removes a
+passage only if no earlier rule did, and every sample's counts per rule are returned for the
+ledger):
 
-- has the same context id (a gold passage taken from the same KB), or
-- after normalisation (``core.text.normalize``) one of the two texts contains the other, or
-- shares at least ``GOLD_OVERLAP`` = 50% of the word 5-grams of the shorter of the two
-  (the overlap coefficient of their 5-gram shingle sets): a re-chunked or lightly edited
-  copy of the gold passage.
+- ``gold`` (always): the passage *is* a gold context of the sample: the same context id (a
+  gold passage taken from the same KB) or the same normalised text (``core.text.normalize``).
+  This is the paper's eq. 2, ``Rerank(C(x)) \\ K(x)+`` (seed 003).
+- ``answer`` (``leakage_filter: answer`` or ``answer_or_overlap``): a gold answer occurs in
+  the passage (``core.text.find_answer``: whole normalised words).
+- ``overlap`` (``leakage_filter: answer_or_overlap``): the passage resembles a gold text
+  context: after normalisation one of the two texts contains the other, or they share at
+  least ``GOLD_OVERLAP`` = 50% of the word 5-grams of the shorter of the two (the overlap
+  coefficient of their 5-gram shingle sets): a re-chunked or lightly edited copy.
 
-A passage is *answer-bearing* when a normalised gold answer occurs in it as whole words.
-Such passages are never distractors: a distractor must not answer the question.
+The default, ``none``, is the paper's: only the gold contexts go, and a distractor that
+leaks the answer is left to the distractor-validity check of Stage III (eq. 5:
+``annotation.deflectionbench.oracle``), which removes it when a gating model answers
+CORRECT with it alone. ``answer`` and ``answer_or_overlap`` are stricter readings that
+remove likely leaks before any model sees them.
 
 Images (:func:`mine_image_negatives`): image-to-image nearest neighbours over the pool of all
 images of the given samples (query images and gold image contexts), excluding the sample's
@@ -24,18 +33,20 @@ own query and gold images (by sha256).
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from mmcurate.core.config import RetrievalConfig
+from mmcurate.core.config import LeakageFilter, RetrievalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Context
 from mmcurate.core.specs import OpenClip
-from mmcurate.core.text import normalize
+from mmcurate.core.text import find_answer, normalize
 from mmcurate.retrieval.chunking import chunk_text
 from mmcurate.retrieval.encoders import (
     ImageEncoder,
@@ -60,7 +71,7 @@ def _shingles(words: list[str]) -> set[tuple[str, ...]]:
 
 
 class _GoldText:
-    """A gold text context, pre-normalised for the gold-likeness test."""
+    """A gold text context, pre-normalised for the overlap test."""
 
     def __init__(self, text: str) -> None:
         self.norm = normalize(text)
@@ -75,23 +86,40 @@ class _GoldText:
         return shared >= GOLD_OVERLAP * min(len(self.shingles), len(shingles))
 
 
-class DistractorFilter:
-    """Admits a passage for one sample unless it is gold-like or answer-bearing (module doc)."""
+RULES = ("gold", "answer", "overlap")  # in the order they are tried
+LEAKAGE_RULES: dict[str, tuple[str, ...]] = {
+    "none": ("gold",), "answer": ("gold", "answer"), "answer_or_overlap": ("gold", "answer", "overlap")}
 
-    def __init__(self, sample: dict[str, Any]) -> None:
-        self.answers = [a for a in (normalize(x) for x in sample["answers"]) if a]
+
+class DistractorFilter:
+    """Names the rule that removes a passage for one sample, or None (see the module docstring)."""
+
+    def __init__(self, sample: dict[str, Any], leakage_filter: LeakageFilter = "none") -> None:
+        self.rules = LEAKAGE_RULES[leakage_filter]
+        self.answers = list(sample["answers"])
         self.gold_ids = {c["context_id"] for c in sample["gold_contexts"]}
         self.gold_texts = [_GoldText(c["text"]) for c in sample["gold_contexts"] if c["modality"] == "text" and c["text"]]
 
-    def admits(self, passage: str, context_id: str) -> bool:
-        if context_id in self.gold_ids:
-            return False
+    def removes(self, passage: str, context_id: str) -> str | None:
         norm = normalize(passage)
-        padded = f" {norm} "
-        if any(f" {answer} " in padded for answer in self.answers):
-            return False
-        shingles = _shingles(norm.split())
-        return not any(gold.resembles(norm, shingles) for gold in self.gold_texts)
+        if context_id in self.gold_ids or any(gold.norm == norm for gold in self.gold_texts):
+            return "gold"
+        if "answer" in self.rules and find_answer(passage, self.answers) >= 0:
+            return "answer"
+        if "overlap" in self.rules:
+            shingles = _shingles(norm.split())
+            if any(gold.resembles(norm, shingles) for gold in self.gold_texts):
+                return "overlap"
+        return None
+
+
+@dataclass
+class MinedText:
+    """Per sample id: the mined passages, best first, and how many candidate passages the
+    top pages gave (``candidates``) and each rule removed (``gold``, ``answer``, ``overlap``)."""
+
+    negatives: dict[str, list[Context]] = field(default_factory=dict)
+    filtered: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def mine_text_negatives(
@@ -100,11 +128,13 @@ def mine_text_negatives(
     cfg: RetrievalConfig,
     cache_dir: Path,
     store: ImageStore,
-) -> dict[str, list[Context]]:
-    """Per sample id, up to ``cfg.max_text_negatives`` KB passages, best first (``cfg.reranker``)."""
+) -> MinedText:
+    """Per sample id, up to ``cfg.max_text_negatives`` KB passages, best first (``cfg.reranker``),
+    and the counts of the leakage rules (``cfg.leakage_filter``)."""
     rows = samples.select(["sample_id", "question", "answers", "images", "gold_contexts"]).to_pylist()
+    empty = {rule: 0 for rule in ("candidates", *RULES)}
     if not rows or kb.num_rows == 0:
-        return {row["sample_id"]: [] for row in rows}
+        return MinedText({row["sample_id"]: [] for row in rows}, {row["sample_id"]: dict(empty) for row in rows})
     encoder = text_encoder(cfg.text_encoder)
     doc_ids: list[str] = kb["doc_id"].to_pylist()
     titles: list[str] = kb["title"].to_pylist()
@@ -116,24 +146,30 @@ def mine_text_negatives(
     _, pages = index.search(_text_queries(rows, encoder, cfg, store), cfg.top_pages)
     rerank = reranker(cfg.reranker)
     passages: dict[int, list[str]] = {}
-    mined: dict[str, list[Context]] = {}
+    mined = MinedText()
     for row, hits in zip(rows, pages):
-        admits = DistractorFilter(row).admits
+        removes = DistractorFilter(row, cfg.leakage_filter).removes
+        counts: Counter[str] = Counter(empty)
         candidates: dict[str, Context] = {}  # normalised text -> first context carrying it
         for doc in (int(h) for h in hits if h >= 0):
             if doc not in passages:
                 passages[doc] = chunk_text(texts[doc], cfg.chunk_unit, cfg.chunk_size, cfg.chunk_overlap)
             for number, passage in enumerate(passages[doc]):
                 context_id = f"kb:{doc_ids[doc]}#{number}"
-                if admits(passage, context_id):
-                    candidates.setdefault(
-                        normalize(passage),
-                        Context(context_id=context_id, modality="text", text=passage, title=titles[doc] or None),
-                    )
+                counts["candidates"] += 1
+                rule = removes(passage, context_id)
+                if rule is not None:
+                    counts[rule] += 1
+                    continue
+                candidates.setdefault(
+                    normalize(passage),
+                    Context(context_id=context_id, modality="text", text=passage, title=titles[doc] or None),
+                )
         contexts = list(candidates.values())
         scores = rerank.scores(row["question"], [c.text or "" for c in contexts])
         ranked = sorted(zip(scores, contexts), key=lambda sc: (-round(sc[0], SCORE_DECIMALS), sc[1].context_id))
-        mined[row["sample_id"]] = [c for _, c in ranked[: cfg.max_text_negatives]]
+        mined.negatives[row["sample_id"]] = [c for _, c in ranked[: cfg.max_text_negatives]]
+        mined.filtered[row["sample_id"]] = dict(counts)
     return mined
 
 

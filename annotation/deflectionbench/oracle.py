@@ -1,5 +1,8 @@
 """Stage III of DeflectionBench: quality control with oracle checks (Algorithm 1, third step).
 
+The prompt (``prompts.PromptSet.evidence``) asks for a short answer from the evidence and,
+like the paper, nothing more; ``force_guess`` adds "still give your single best guess".
+
 (a) Gold check (solvability, the paper's eq. 4). Each model answers with the gold contexts
     only (passages as text parts with their titles, gold images as image parts). The rule
     that reads the grades is ``oracle_rule`` (named in the manifest with the config):
@@ -68,20 +71,23 @@ STAGE = "oracle"
 Pair = tuple[str, int]  # (sample_id, index into the sample's negative_contexts)
 
 
-def evidence_request(key: str, row: Mapping[str, Any], contexts: list[Mapping[str, Any]]) -> ChatRequest:
+def evidence_request(key: str, row: Mapping[str, Any], contexts: list[Mapping[str, Any]],
+                     template: prompts.Template = prompts.WITH_EVIDENCE) -> ChatRequest:
     return ChatRequest(
         key=key,
-        messages=prompts.build_messages(prompts.WITH_EVIDENCE, row["question"], row["images"], contexts),
-        template=prompts.WITH_EVIDENCE.id,
+        messages=prompts.build_messages(template, row["question"], row["images"], contexts),
+        template=template.id,
     )
 
 
-def gold_request(row: Mapping[str, Any], spec: ModelSpec | None = None) -> ChatRequest:
-    return evidence_request(row["sample_id"], row, row["gold_contexts"])
+def gold_request(row: Mapping[str, Any], spec: ModelSpec | None = None,
+                 template: prompts.Template = prompts.WITH_EVIDENCE) -> ChatRequest:
+    return evidence_request(row["sample_id"], row, row["gold_contexts"], template)
 
 
-def distractor_request(row: Mapping[str, Any], negative: Mapping[str, Any]) -> ChatRequest:
-    return evidence_request(f"{row['sample_id']}/{negative['context_id']}", row, [negative])
+def distractor_request(row: Mapping[str, Any], negative: Mapping[str, Any],
+                       template: prompts.Template = prompts.WITH_EVIDENCE) -> ChatRequest:
+    return evidence_request(f"{row['sample_id']}/{negative['context_id']}", row, [negative], template)
 
 
 def settles(rule: str) -> Callable[[str], bool]:
@@ -106,12 +112,15 @@ class OracleCheck(Stage):
     models: list[str]
     k_min: int
     rule: Rule = "all_incorrect"
+    force_guess: bool = False
+    templates: prompts.PromptSet = prompts.BUILT_IN
     name = STAGE
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         pool, judge, models, k_min, run_id = ctx.pool, ctx.judge, self.models, self.k_min, ctx.run_id
         models = check_models(models)
         keeps = settles(self.rule)
+        template = self.templates.evidence(self.force_guess)
         if k_min < 0:
             raise ValueError(f"k_min must be >= 0, got {k_min}")
         decisions: list[Decision] = []
@@ -141,7 +150,8 @@ class OracleCheck(Stage):
                 elif keeps(verdict):
                     settled_by.setdefault(sid, (model, verdict))
 
-        model_major(pool, models, list(rows.values()), build=gold_request, on_answers=on_gold,
+        model_major(pool, models, list(rows.values()), build=lambda row, spec: gold_request(row, spec, template),
+                    on_answers=on_gold,
                     eliminated=lambda row: row["sample_id"] in settled_by, stage="oracle.gold")
 
         final: dict[str, Decision] = {}
@@ -179,7 +189,7 @@ class OracleCheck(Stage):
                     distractor_failed.setdefault(pair, []).append(model)
 
         model_major(pool, models, pairs,
-                    build=lambda pair, spec: distractor_request(rows[pair[0]], negative_of(pair)),
+                    build=lambda pair, spec: distractor_request(rows[pair[0]], negative_of(pair), template),
                     on_answers=on_distractor, eliminated=lambda pair: pair in leaked_by,
                     stage="oracle.distractor")
 
@@ -230,6 +240,6 @@ class OracleCheck(Stage):
             naive_calls=len(models) * (len(rows) + len(pairs)),
             requests=requests,
             run_id=run_id,
-            components={"judge": judge.name},
+            components={"judge": judge.name, "stage_iii_prompt": template.id},
         )
 

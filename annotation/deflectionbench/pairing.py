@@ -10,11 +10,15 @@ Negatives are de-duplicated by ``context_id`` and by content (same normalised pa
 text, or same image hash), never equal a gold context (by id or content) and are capped
 at ``max_negatives``. Ledger rows (stage ``pairing``): ``negatives.source`` or
 ``negatives.mined`` per sample, verdict ``paired`` (or ``empty`` when none is left), with
-the count, the context ids and what was removed. Samples are never dropped here: Stage
+the count, the context ids and what was removed; a mined sample's detail also holds
+``mining``: the leakage filter used and how many candidate passages the miner saw and each
+of its rules (gold, answer, overlap) removed. The stage's counts sum those over samples
+(``mined_candidates``, ``mined_removed_<rule>``). Samples are never dropped here: Stage
 III's ``k_min`` check decides about too few negatives.
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain, zip_longest
@@ -33,7 +37,7 @@ from mmcurate.retrieval.encoders import image_encoder, text_encoder
 from mmcurate.retrieval.kb import load_kb
 from mmcurate.retrieval.rerank import reranker
 
-from .mining import mine_image_negatives, mine_text_negatives
+from .mining import MinedText, mine_image_negatives, mine_text_negatives
 
 STAGE = "pairing"
 ROW_BATCH = 1024  # rows turned into Python dicts at a time
@@ -96,7 +100,7 @@ class PairKnowledge(Stage):
         cfg = self.retrieval
         needs = samples.filter(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0))
         if not needs.num_rows:  # every sample brings its source's negatives: no encoder is even loaded
-            result = pair_knowledge(samples, {}, {}, ctx.run_id, self.max_negatives)
+            result = pair_knowledge(samples, MinedText(), {}, ctx.run_id, self.max_negatives)
             result.components = {"negatives": "source-provided for every sample; nothing was mined"}
             return result
         mined_text = mine_text_negatives(needs, load_kb(cfg.kb, cfg.kb_limit), cfg, ctx.index_dir, ctx.store)
@@ -104,49 +108,63 @@ class PairKnowledge(Stage):
         for source in sorted(set(needs["source"].to_pylist())):
             group = needs.filter(pc.equal(needs["source"], source))
             mined_images.update(mine_image_negatives(group, ctx.store, cfg, ctx.index_dir))
-        result = pair_knowledge(samples, mined_text, mined_images, ctx.run_id, self.max_negatives)
+        result = pair_knowledge(samples, mined_text, mined_images, ctx.run_id, self.max_negatives, cfg.leakage_filter)
         result.components = {
             "text_encoder": text_encoder(cfg.text_encoder).name,
             "image_encoder": image_encoder(cfg.image_encoder).name,
             "reranker": reranker(cfg.reranker).name,
             "chunking": f"{cfg.chunk_size} {cfg.chunk_unit}, overlap {cfg.chunk_overlap}, sentence boundaries",
             "knowledge_base": str(cfg.kb),
+            "leakage_filter": cfg.leakage_filter,
         }
         return result
 
 
 def pair_knowledge(
     samples: pa.Table,
-    mined_text: dict[str, list[Context]],
+    mined_text: MinedText,
     mined_images: dict[str, list[Context]],
     run_id: str,
     max_negatives: int = 20,
+    leakage_filter: str | None = None,
 ) -> StageResult:
-    """Attach each sample's negatives (source's, else mined); see the module docstring."""
+    """Attach each sample's negatives (source's, else mined); see the module docstring.
+    ``leakage_filter``: the miner's, recorded with its counts (None: nothing was mined)."""
     if max_negatives < 1:
         raise ValueError(f"max_negatives must be at least 1, got {max_negatives}")
     decisions: list[Decision] = []
     paired: list[pa.Table] = []
+    counts: Counter[str] = Counter()
     for batch in samples.to_batches(max_chunksize=ROW_BATCH):  # Python rows for one batch at a time
-        out = [_pair(row, mined_text, mined_images, max_negatives, decisions) for row in batch.to_pylist()]
+        out = [_pair(row, mined_text, mined_images, max_negatives, leakage_filter, decisions, counts)
+               for row in batch.to_pylist()]
         paired.append(rows_to_table(out, samples.schema))
     kept = pa.concat_tables(paired) if paired else samples.schema.empty_table()
-    return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=run_id)
+    return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=run_id, counts=dict(counts))
 
 
-def _pair(row: dict[str, Any], mined_text: dict[str, list[Context]], mined_images: dict[str, list[Context]],
-          max_negatives: int, decisions: list[Decision]) -> dict[str, Any]:
-    """``row`` with its negatives; its ledger decision is appended to ``decisions``."""
+def _pair(row: dict[str, Any], mined_text: MinedText, mined_images: dict[str, list[Context]],
+          max_negatives: int, leakage_filter: str | None, decisions: list[Decision],
+          counts: Counter[str]) -> dict[str, Any]:
+    """``row`` with its negatives; its ledger decision is appended to ``decisions``, its
+    mining counts added to ``counts``."""
     sid = row["sample_id"]
     source_negs = row["negative_contexts"] or []
+    mining: dict[str, Any] | None = None
     if source_negs:
         check, candidates = "negatives.source", source_negs
         offered = {"source": len(source_negs)}
     else:
-        text = [_row(c) for c in mined_text.get(sid, [])]
+        text = [_row(c) for c in mined_text.negatives.get(sid, [])]
         image = [_row(c) for c in mined_images.get(sid, [])]
         check, candidates = "negatives.mined", interleave(text, image)
         offered = {"text": len(text), "image": len(image)}
+        if sid in mined_text.filtered:
+            filtered = mined_text.filtered[sid]
+            mining = {"leakage_filter": leakage_filter, "candidates": filtered["candidates"],
+                      "removed": {rule: n for rule, n in filtered.items() if rule != "candidates"}}
+            counts["mined_candidates"] += filtered["candidates"]
+            counts.update({f"mined_removed_{rule}": n for rule, n in mining["removed"].items()})
     negatives, removed = select_negatives(row["gold_contexts"] or [], candidates, max_negatives)
     row["negative_contexts"] = negatives
     detail: dict[str, Any] = {
@@ -157,5 +175,7 @@ def _pair(row: dict[str, Any], mined_text: dict[str, list[Context]], mined_image
     }
     if removed:
         detail["removed"] = removed
+    if mining is not None:
+        detail["mining"] = mining
     decisions.append(Decision(sid, STAGE, check, "paired" if negatives else "empty", detail=detail))
     return row

@@ -43,7 +43,9 @@ def export(
     n: Annotated[int, typer.Option("--n", help="citations: items; judges: decisions (RefLVQA: answers) per model")] = 100,
     seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
     evaluation: EvaluationOpt = None,
-    rejected: Annotated[int, typer.Option("--rejected", help="citations: rejected documents shown per item")] = 2,
+    rejected: Annotated[Optional[int], typer.Option(
+        "--rejected", help="citations: uncited judged documents shown per item, drawn at random and weighted back "
+                           "at import (default: all of them)")] = None,
     force: ForceOpt = False,
 ) -> None:
     """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv."""
@@ -58,6 +60,7 @@ def export(
     batch = export_batch(release, n, out, seed=seed, rejected=rejected, force=force)
     note = f" (only {batch.available} available)" if batch.items < n else ""
     typer.echo(f"exported {batch.items} items{note} -> {batch.jsonl}, {batch.csv}")
+    typer.echo(f"sampling: {batch.sampling}")
 
 
 @annotate_app.command("import")
@@ -68,7 +71,7 @@ def import_(
     evaluation: EvaluationOpt = None,
 ) -> None:
     """Validate labels; write agreement (and, for citations, DIR/human_verified.parquet); print it."""
-    from mmcurate.review.citations import import_labels
+    from mmcurate.review.citations import SAMPLING, import_labels
 
     if evaluation:
         judged = _judges(release).import_labels(release, evaluation, labels, out)
@@ -96,7 +99,10 @@ def import_(
     for row in result.entailment:
         if row["pairs"]:
             f1 = "undefined" if row["f1"] is None else f"{row['f1']:.3f}"
-            typer.echo(f"  entailment F1 ({row['modality']}, {row['judge']}): {f1} over {row['pairs']} labelled pairs")
+            weighted = ", inverse-probability weighted" if row["weighted"] else ""
+            typer.echo(f"  entailment F1 ({row['modality']}, {row['judge']}): {f1} over {row['pairs']} labelled pairs"
+                       f"{weighted}")
+    typer.echo(f"  sampling: {SAMPLING}")
 
 
 @annotate_app.command("export-trajectories")

@@ -4,7 +4,7 @@ import pytest
 
 from mmcurate.core.config import Settings, bundled_config, load_config
 from mmcurate.core.errors import ConfigError
-from mmcurate.core.specs import NLI, Descriptor, KBPath, Lexical, OpenClip, WikiOffline
+from mmcurate.core.specs import NLI, Contriever, Descriptor, KBPath, Lexical, MiniLM, OpenClip, WikiOffline
 
 BASE = """
 workdir: work
@@ -76,6 +76,10 @@ def test_demo_and_paper_configs_load():
     paper = load_config(bundled_config("deflectionbench-paper.yaml"))
     assert paper.judge.kind == "llm" and len(paper.deflectionbench.gating.pool) == 4
     assert paper.model("gpt-4o").api_key_env == "OPENAI_API_KEY"
+    # the paper reranks mined passages with Contriever (seed 003, 3.2); MiniLM is the demo's stand-in
+    assert paper.deflectionbench.retrieval.reranker == Contriever(path=Path("/models/contriever-msmarco"))
+    assert demo.deflectionbench.retrieval.reranker == MiniLM()
+    assert paper.resolved()["deflectionbench"]["retrieval"]["reranker"] == "contriever:/models/contriever-msmarco"
 
 
 def test_spec_strings_with_paths_resolve_against_the_file(tmp_path):

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmcurate.core.text import (
-    PUNKT_FILES, content_tokens, has_sentences, install_punkt, normalize, punkt_tab_files, split_sentences,
+    PUNKT_FILES, content_tokens, find_answer, has_sentences, install_punkt, normalize, punkt_tab_files,
+    split_sentences,
 )
 
 
@@ -94,3 +95,29 @@ def test_content_tokens_drop_stopwords_and_fold_plurals() -> None:
     assert content_tokens("The astronauts walked on the Moon's surface, 3.5 km.") == {
         "astronaut", "walked", "moon", "surface", "3", "5", "km"}
     assert content_tokens("the of a") == set()
+
+
+def test_find_answer_matches_whole_normalised_words() -> None:
+    # the one rule of "this text contains the answer" (source gold passages, distractor mining)
+    assert find_answer("Every category has a name.", ["cat"]) == -1  # a substring is not a word
+    assert find_answer("A category, then the Cat.", ["cat"]) == len("A category, then the ")
+    assert find_answer("Songs by the Beatles' label", ["The Beatles"]) == len("Songs by the ")  # articles drop
+    assert find_answer("built in 1,990 or 1990?", ["1990"]) == len("built in 1,990 or ")
+    assert find_answer("Neil  Armstrong walked", ["neil armstrong", "walked"]) == 0  # earliest of any answer
+    assert find_answer("armstrong's boots", ["Armstrong"]) == 0
+    assert find_answer("the the", ["the", "", "?"]) == -1  # answers that normalise to nothing never match
+    text = "one two  three Four five\nsix seven eight"
+    assert find_answer(text, ["", "FOUR", "seven"]) == text.index("Four")
+    assert find_answer(text, ["nine"]) == -1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["cat", "category", "The", "Cat's", "-3", "3", "a", "dog.", ",", "x-ray"]),
+                max_size=12),
+       st.sampled_from(["cat", "the cat", "3", "-3", "x ray", "dog"]))
+def test_find_answer_agrees_with_the_padded_normalised_test(words: list[str], answer: str) -> None:
+    text = " ".join(words)
+    found = find_answer(text, [answer])
+    assert (found >= 0) == (f" {normalize(answer)} " in f" {normalize(text)} ")
+    if found >= 0:  # the offset starts the raw token the answer's first word comes from
+        assert normalize(text[found:]).startswith(normalize(answer))

@@ -54,15 +54,22 @@ def test_shuffle_is_deterministic_and_seeded(row):
     assert scenario_request(row, "realistic", 6, seed=7).messages == scenario_request(row, "realistic", 6, seed=7).messages
 
 
-def test_abstention_prompts_differ():
-    systems = {level: prompts.eval_template(level) for level in ("soft", "moderate", "severe")}
-    assert len({t.system for t in systems.values()}) == 3
-    assert len({t.id for t in systems.values()}) == 3
-    assert all("I don't know" in t.system for t in systems.values())
-    none = prompts.eval_template("none")  # the sweep's baseline: the system prompt alone
-    assert none.id == "eval.none.v1" and none.system == prompts.EVAL_SYSTEM
-    assert "know" not in none.system and "abstain" not in none.system
-    assert prompts.eval_template("moderate").id == "eval.moderate.v1"  # existing ids (and cache keys) kept
+def test_abstention_levels_follow_the_papers_prompts(row):
+    """Seed 003, Appendix I: one system prompt for every level (Figure 6: the model may be given
+    text, images or both); the level ends the user turn and asks for the answer (Figures 7-9);
+    severe demands the exact refusal "I cannot answer this question."."""
+    templates = {level: prompts.eval_template(level) for level in prompts.STRICTNESS_LEVELS}
+    assert len({t.system for t in templates.values()}) == 1
+    assert all(word in templates["none"].system for word in ("text", "images", "retriev"))
+    assert len({t.instruction for t in templates.values()}) == 4 and len({t.id for t in templates.values()}) == 4
+    assert all(t.instruction.endswith("Answer:") for t in templates.values())
+    assert templates["none"].instruction == "Answer:"  # the sweep's baseline: no word about abstaining
+    assert prompts.REFUSAL == "I cannot answer this question."
+    assert prompts.REFUSAL in templates["severe"].instruction
+    assert all(prompts.REFUSAL not in templates[level].instruction for level in ("none", "soft", "moderate"))
+    assert {level: t.id for level, t in templates.items()} == {level: f"eval.{level}.v2" for level in templates}
+    user = scenario_request(row, "oracle", abstention="severe").messages[1]["content"]
+    assert user[-2]["text"].startswith("Question: ") and user[-1]["text"] == templates["severe"].instruction
     with pytest.raises(MmcurateError, match="known: none, soft, moderate, severe"):
         prompts.eval_template("extreme")
 
@@ -157,5 +164,5 @@ def test_sweep_and_modality_runs_are_kept_apart(world, make, row, mixed):
     assert {r["gold_modality"] for r in modality} == {"text"}
     sent = [key for _, key in world.sent[m]]
     assert len(sent) == 2 * 2 * 2 + 2 * 3  # (oracle + realistic) x 2 samples x 2 levels, + Table 5 x 2 levels
-    systems = {msgs[0]["content"] for msgs in world.pool.messages[m]}
-    assert prompts.eval_template("none").system in systems
+    endings = {msgs[1]["content"][-1]["text"] for msgs in world.pool.messages[m]}
+    assert endings == {prompts.eval_template(level).instruction for level in ("none", "moderate")}

@@ -27,7 +27,8 @@ DECLINED = ("Question: What kind of cat is Chelsea?", "Question: How much does a
 
 
 def dryrun_config(home: Path, fixtures: Path, *, releases: str = "releases", oracle_rule: str | None = None,
-                  sources: tuple[str, ...] | None = None, reader_script: Path | None = None) -> Path:
+                  sources: tuple[str, ...] | None = None, reader_script: Path | None = None,
+                  leakage_filter: str | None = None) -> Path:
     config = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())
     config["workdir"] = str(home / "work")
     config["releases_root"] = str(home / releases)
@@ -42,6 +43,8 @@ def dryrun_config(home: Path, fixtures: Path, *, releases: str = "releases", ora
     bench["retrieval"]["kb"] = str(fixtures / "kb" / "kb.jsonl")
     if oracle_rule is not None:
         bench["gating"]["oracle_rule"] = oracle_rule
+    if leakage_filter is not None:
+        bench["retrieval"]["leakage_filter"] = leakage_filter
     path = home / f"dryrun-{releases}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -50,7 +53,8 @@ def dryrun_config(home: Path, fixtures: Path, *, releases: str = "releases", ora
 def test_dryrun_release_content_is_unchanged(tmp_path, fixtures_root, prefect_harness):
     from mmcurate.flows.deflectionbench import deflectionbench
 
-    release = Path(deflectionbench(config=str(dryrun_config(tmp_path, fixtures_root, oracle_rule="none_correct"))))
+    config = dryrun_config(tmp_path, fixtures_root, oracle_rule="none_correct", leakage_filter="answer_or_overlap")
+    release = Path(deflectionbench(config=str(config)))
     assert content_fingerprint(release) == json.loads(GOLDEN.read_text())
 
 
@@ -94,3 +98,52 @@ def test_default_rule_keeps_exactly_the_samples_a_model_declined(tmp_path, fixtu
     kept_after = set(open_release(runs["all_incorrect"]).sample_ids)
     assert kept_after - kept_before == {sid for sid in changed if after[sid] == "keep"} != set()
     assert kept_before <= kept_after
+
+
+def test_default_leakage_filter_leaves_leaking_distractors_to_eq5(tmp_path, fixtures_root, prefect_harness):
+    """Seed 003, eq. 2: mining removes only the gold contexts (``leakage_filter: none``, the
+    default); a mined passage holding the answer becomes a candidate distractor, and the
+    distractor check of eq. 5 removes it when a gating model answers CORRECT with it alone.
+    ``answer_or_overlap`` (the rules before) removes such passages before any model sees them.
+    The pairing ledger records the filter and what each of its rules removed."""
+    from mmcurate.core.config import RetrievalConfig
+    from mmcurate.core.text import find_answer
+    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.retrieval.chunking import chunk_text
+    from mmcurate.retrieval.kb import load_kb
+
+    runs = {}
+    for leakage in ("answer_or_overlap", None):  # None: the config says nothing, the default applies
+        config = dryrun_config(tmp_path, fixtures_root, releases=f"releases-{leakage or 'default'}",
+                               sources=("infoseek", "evqa", "viquae", "mragbench"), leakage_filter=leakage)
+        runs[leakage or "none"] = open_release(Path(deflectionbench(config=str(config))))
+
+    def mining(release) -> list[dict]:
+        rows = pl.from_arrow(release.ledger).filter(pl.col("check") == "negatives.mined")
+        return [json.loads(d)["mining"] for d in rows["detail"].to_list()]
+
+    paper, strict = mining(runs["none"]), mining(runs["answer_or_overlap"])
+    assert {m["leakage_filter"] for m in paper} == {"none"} and {m["leakage_filter"] for m in strict} == {
+        "answer_or_overlap"}
+    assert all(m["removed"]["answer"] == m["removed"]["overlap"] == 0 for m in paper)
+    assert sum(m["removed"]["answer"] for m in strict) > 0
+    assert sum(m["candidates"] for m in paper) == sum(m["candidates"] for m in strict)
+
+    # eq. 5 removed mined passages that hold the answer the gating model gave with them alone
+    ledger = pl.from_arrow(runs["none"].ledger).filter(pl.col("check") == "oracle.distractor")
+    removed = ledger.filter(pl.col("model").is_null() & (pl.col("verdict") == "remove")
+                            & pl.col("context_id").str.starts_with("kb:"))
+    answered = {(r["sample_id"], r["context_id"]): json.loads(r["detail"])["answer"]
+                for r in ledger.filter(pl.col("verdict") == "CORRECT").to_dicts()}
+    kb = load_kb(str(fixtures_root / "kb" / "kb.jsonl"))
+    pages = dict(zip(kb["doc_id"].to_pylist(), kb["text"].to_pylist()))
+    cfg = RetrievalConfig()
+
+    def passage(context_id: str) -> str:
+        doc, number = context_id.removeprefix("kb:").rsplit("#", 1)
+        return chunk_text(pages[doc], cfg.chunk_unit, cfg.chunk_size, cfg.chunk_overlap)[int(number)]
+
+    leaks = [(r["sample_id"], r["context_id"]) for r in removed.to_dicts()]
+    assert leaks and all(find_answer(passage(cid), [answered[(sid, cid)]]) >= 0 for sid, cid in leaks)
+    readings = {r["setting"]: r["value"] for r in runs["none"].manifest["statistics"]["readings"]}
+    assert readings["retrieval.leakage_filter"] == "none" and readings["gating.force_guess"] == "false"

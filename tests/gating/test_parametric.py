@@ -120,3 +120,19 @@ def test_rerun_is_fully_cached(world, make):
     assert [r["calls"] for r in world.counter.rows()] == [1]
     assert [r["cache_hits"] for r in world.counter.rows()] == [1]
     assert first.kept.equals(second.kept)
+
+
+def test_no_forced_guess_by_default_so_a_declining_model_drops_the_sample(world, make):
+    """Seed 003 (3.1) asks the gating models for no forced guess: a model that declines is
+    NOT_ATTEMPTED, which drops the sample. ``gating.force_guess: true`` asks for a best guess,
+    and the same model's wrong guess is INCORRECT, which keeps it."""
+    s = make.sample("a", "Q-ALPHA which city?", ["Paris"])
+    m1 = world.add("m1", [{"when_all": ["best guess"], "answer": "Rome"}], default="I don't know")
+    paper = ParametricGate(GatingConfig(pool=[m1])).run(make.table([s]), world.ctx("r1"))
+    assert "guess" not in world.pool.messages["m1"][0][0]["content"]
+    assert paper.kept.num_rows == 0 and verdicts(paper)[s["sample_id"]].verdict == "drop"
+    assert [d.verdict for d in rows_of(paper, "gate.answer")] == ["NOT_ATTEMPTED"]
+    assert paper.components["stage_i_prompt"] == "gate.parametric.v2"
+    guessed = ParametricGate(GatingConfig(pool=[m1], force_guess=True)).run(make.table([s]), world.ctx("r2"))
+    assert guessed.kept.num_rows == 1 and [d.verdict for d in rows_of(guessed, "gate.answer")] == ["INCORRECT"]
+    assert guessed.components["stage_i_prompt"] == "gate.parametric.v1"  # the wording releases had before

@@ -212,7 +212,11 @@ def test_rejected_documents_are_shown_from_the_ledger(release, tmp_path):
     assert all(r["document_support"] == "" for r in rows.values())
     one = {r["item_id"]: r for r in map(json.loads, export_batch(release, 5, tmp_path / "c", rejected=1)
                                         .jsonl.read_text().splitlines())}
-    assert one["s1:0"]["rejected_ids"] == ["d3"]
+    assert len(one["s1:0"]["rejected_ids"]) == 1 and set(one["s1:0"]["rejected_ids"]) <= {"d3", "d9"}
+    drawn = {tuple(json.loads(line)["rejected_ids"]) for seed in range(12)
+             for line in export_batch(release, 5, tmp_path / f"s{seed}", seed=seed, rejected=1).jsonl.read_text()
+             .splitlines() if json.loads(line)["item_id"] == "s1:0"}
+    assert drawn == {("d3",), ("d9",)}  # drawn at random, not the best-ranked one
 
 
 def test_table3_and_entailment_f1_by_hand(release, tmp_path):
@@ -253,3 +257,88 @@ def test_document_support_must_match_the_documents_shown(release, tmp_path):
     bad.write_text(json.dumps(row) + "\n")
     with pytest.raises(MmcurateError, match=r"bad\.jsonl:1: 'd1' was not rejected"):
         import_labels(release, [bad], tmp_path / "v")
+
+
+def write_release(root, sentences, ledger):
+    """A one-question RefLVQA release: ``sentences`` are (text, cited ids); ``ledger`` is
+    (sentence index, doc, verdict, rank) rows of the text entailment judge."""
+    docs = sorted({d for _, cited in sentences for d in cited} | {d for _, d, _, _ in ledger})
+    qa = [{"sample_id": "q", "source_id": "p/c", "question": "Q?", "images": ["aa" * 32], "answer": "...",
+           "sentences": [{"index": i, "text": text, "fact_checkable": True, "text_citations": list(cited),
+                          "image_citations": [], "flagged": not cited} for i, (text, cited) in enumerate(sentences)],
+           "meta": "{}"}]
+    documents = [{"doc_id": d, "modality": "text", "text": f"Doc {d}.", "image": None, "title": d, "provenance": "{}"}
+                 for d in docs]
+    rows = [{"sample_id": "q", "stage": "citation", "check": "citation.text", "model": "lexical-overlap-v1",
+             "context_id": doc, "verdict": verdict, "detail": json.dumps({"sentence": i, "rank": rank}), "run_id": "r"}
+            for i, doc, verdict, rank in ledger]
+    (root / "data").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(qa, schema=QA), root / "data" / "qa-00000-of-00001.parquet")
+    pq.write_table(pa.Table.from_pylist(documents, schema=DOCUMENTS), root / "data" / "documents-00000-of-00001.parquet")
+    kb = [{k: v for k, v in d.items() if k != "provenance"} for d in documents]
+    pq.write_table(pa.Table.from_pylist(kb, schema=KNOWLEDGE_BASE), root / "data" / "knowledge_base-00000-of-00001.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=LEDGER), root / "ledger.parquet")
+    (root / "manifest.json").write_text(json.dumps({"judge": {"name": "lexical-overlap-v1", "image": None}}))
+    return root
+
+
+def label_everything(batch, path, truth):
+    """Label every shown document by ``truth`` (item, doc) -> yes/no; the three questions yes."""
+    rows = [json.loads(line) for line in batch.read_text().splitlines()]
+    for row in rows:
+        shown = row["document_ids"] + row["rejected_ids"]
+        row.update({q: "yes" for q in QUESTIONS}, annotator="alice",
+                   document_support=";".join(truth[(row["item_id"], d)] for d in shown))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def f1_of(tp, fp, fn):
+    precision, recall = tp / (tp + fp), tp / (tp + fn)
+    return 2 * precision * recall / (precision + recall)
+
+
+def test_entailment_f1_estimates_every_judged_pair_without_bias(tmp_path):
+    """Seed 004, Table 2: the judge's F1 over every (sentence, retrieved document) pair it decided.
+    Labelling only cited sentences and their two best-ranked rejections (the old batches) misses
+    every false negative of an uncited sentence and of a lower-ranked rejection: here it would
+    report F1 1.0 where the population's is 0.5. The batch now holds every judged pair."""
+    release = write_release(tmp_path / "release", [("Cited.", ["c1"]), ("Uncited.", [])], [
+        (0, "c1", "entail", 1), (0, "r1", "reject", 2), (0, "r2", "reject", 3), (0, "r3", "reject", 4),
+        (1, "x1", "reject", 1), (1, "x2", "reject", 2)])
+    truth = {("q:0", "c1"): "yes", ("q:0", "r1"): "no", ("q:0", "r2"): "no", ("q:0", "r3"): "yes",
+             ("q:1", "x1"): "yes", ("q:1", "x2"): "no"}
+    population = f1_of(tp=1, fp=0, fn=2)  # c1 right; r3 and x1 missed
+    old_design = f1_of(tp=1, fp=0, fn=0)  # q:1 never shown, r3 ranked below the first two rejections
+    assert (population, old_design) == (0.5, 1.0)
+    batch = export_batch(release, 10, tmp_path / "batch")
+    assert batch.items == 2 and "uncited ones included" in batch.sampling
+    result = import_labels(release, [label_everything(batch.jsonl, tmp_path / "alice.jsonl", truth)], tmp_path / "v")
+    text = next(r for r in result.entailment if r["modality"] == "text")
+    assert (text["tp"], text["fp"], text["fn"], text["tn"]) == (1, 0, 2, 3) and not text["weighted"]
+    assert text["f1"] == pytest.approx(population)
+    report = json.loads(result.agreement_path.read_text())
+    assert "inverse of its inclusion probability" in report["sampling"]
+    table3 = {r["criterion"]: (r["share"], r["n"]) for r in result.table3}
+    assert table3["supported statements"] == (1.0, 1)  # only a cited sentence can be grounded in its citations
+    assert table3["statements requiring verification"] == (1.0, 2)
+    assert pl.read_parquet(result.path).sort("item_id")["human_verified"].to_list() == [True, False]
+
+
+def test_a_capped_batch_is_weighted_back_to_the_population(tmp_path):
+    """--rejected K draws K of a sentence's R uncited documents at random; each counts R/K."""
+    release = write_release(tmp_path / "release", [("Cited.", ["c1"]), ("Uncited.", [])], [
+        (0, "c1", "entail", 1), (0, "r1", "reject", 2), (0, "r2", "reject", 3), (0, "r3", "reject", 4),
+        (1, "x1", "reject", 1), (1, "x2", "reject", 2)])
+    # uncited documents labelled alike within a sentence, so any draw gives the population's counts
+    truth = {("q:0", "c1"): "yes", **{("q:0", d): "no" for d in ("r1", "r2", "r3")},
+             ("q:1", "x1"): "yes", ("q:1", "x2"): "yes"}
+    for seed in range(3):
+        batch = export_batch(release, 10, tmp_path / f"b{seed}", seed=seed, rejected=1)
+        shown = [json.loads(line)["rejected_ids"] for line in batch.jsonl.read_text().splitlines()]
+        assert sorted(len(r) for r in shown) == [1, 1]
+        result = import_labels(release, [label_everything(batch.jsonl, tmp_path / f"a{seed}.jsonl", truth)],
+                               tmp_path / f"v{seed}")
+        text = next(r for r in result.entailment if r["modality"] == "text")
+        assert (text["tp"], text["fp"], text["fn"], text["tn"]) == (1, 0, 2, 3) and text["weighted"]
+        assert text["f1"] == pytest.approx(f1_of(tp=1, fp=0, fn=2))

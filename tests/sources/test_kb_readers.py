@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from mmcurate.core.errors import SourceError
 from mmcurate.sources.kb_readers import (
-    find_answer,
     iter_object_members,
     read_encyclopedic_kb,
     read_kilt,
@@ -125,10 +124,8 @@ def test_kilt_both_text_shapes_ids_and_titles(tmp_path: Path) -> None:
     assert [p.locator for p in load.problems] == ["kb.jsonl:3"]
 
 
-def test_find_answer_and_word_window() -> None:
+def test_word_window() -> None:
     text = "one two  three Four five\nsix seven eight"
-    assert find_answer(text, ["", "FOUR", "seven"]) == text.index("Four")
-    assert find_answer(text, ["nine"]) == -1
     assert word_window(text, text.index("Four"), 3) == (2, "three Four five")
     assert word_window(text, text.index("eight"), 4) == (4, "five\nsix seven eight")
     assert word_window(text, 0, 100) == (0, text)

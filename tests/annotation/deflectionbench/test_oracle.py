@@ -131,3 +131,15 @@ def test_failures_are_conservative(world, make):
     assert result.kept.num_rows == 0
     errs = [d for d in result.decisions if d.check == "oracle.distractor" and d.model is None and d.verdict == "error"]
     assert [d.context_id for d in errs] == ["y"]
+
+
+def test_the_evidence_prompt_forces_no_guess_unless_configured(world, make):
+    """Stage III asks for the answer from the evidence and nothing more (the paper): a model that
+    declines with the gold is NOT_ATTEMPTED and keeps the sample under eq. 4; asked for a best
+    guess, its wrong guess is INCORRECT and the sample goes."""
+    s = make.sample("s", "Q-S?", ["Paris"], negatives=[make.text("n", "noise")])
+    m1 = world.add("m1", [{"when_all": ["best guess"], "answer": "Rome"}], default="I don't know")
+    paper = OracleCheck([m1], k_min=1).run(make.table([s]), world.ctx())
+    assert final(paper)[s["sample_id"]].verdict == "keep" and paper.components["stage_iii_prompt"] == "oracle.evidence.v2"
+    guessed = OracleCheck([m1], k_min=1, force_guess=True).run(make.table([s]), world.ctx())
+    assert final(guessed)[s["sample_id"]].verdict == "drop" and guessed.components["stage_iii_prompt"] == "oracle.evidence.v1"
