@@ -245,7 +245,9 @@ def build_retriever(settings: Any, task: str | None) -> Retriever:
             ImageKG(cfg.image_index, image_encoder(cfg.image_encoder), index_dir, cfg.kg_fields)
             if branch in ("image", "both") else None,
             WebIndex(cfg.web_index, text_encoder(cfg.text_encoder), index_dir) if branch in ("web", "both") else None)
-    return Retriever(search, reranker(cfg.reranker), cfg.cutoff, branch, cfg.k_recall)
+    built = Retriever(search, reranker(cfg.reranker), cfg.cutoff, branch, cfg.k_recall)
+    built.warm()
+    return built
 
 
 def select_turns(rows: Sequence[Mapping[str, Any]], task: str | None, limit: int | None) -> list[Mapping[str, Any]]:

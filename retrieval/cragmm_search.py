@@ -204,6 +204,13 @@ class Retriever:
         self.search, self.reranker, self.cutoff, self.branch, self.k_recall = search, reranker, cutoff, branch, k_recall
         self.scale: Scale = "unit" if isinstance(reranker, CrossEncoderReranker) else "cosine"
 
+    def warm(self) -> None:
+        """Load what loads lazily (the reranker's or the web encoder's weights) before any turn is
+        timed: loading models is not part of a turn's time."""
+        self.reranker.scores("warm up", ["warm up"])
+        if self.branch in ("web", "both"):
+            self.search.web("warm up", 1)
+
     @property
     def components(self) -> dict[str, str]:
         return {"search": self.search.name, "reranker": self.reranker.name, "cutoff": str(self.cutoff),
