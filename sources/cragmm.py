@@ -126,8 +126,7 @@ class CragMMSource(SourceAdapter):
         return list(self.shards)
 
     def count_records(self) -> int | None:
-        """Conversations in the shards' footers (an upper bound on turns it is not: a
-        conversation holds up to 6 turns)."""
+        """None: a shard's footer counts conversations, and a conversation holds 1 to 6 turns."""
         return None
 
     def records(self) -> Iterator[Located | Rejected]:
