@@ -56,6 +56,8 @@ demo: setup fixtures
 	$(MM) verify $(DEMO_RELEASES)/reflvqa/1.0.0
 	$(MM) report $(DEMO_RELEASES)/reflectv/1.0.0
 	$(MM) verify $(DEMO_RELEASES)/reflectv/1.0.0
+	$(MM) run cragmm --config configs/demo.yaml
+	$(MM) evaluate $(DEMO_RELEASES)/cragmm/1.0.0 --model smollm2 --config configs/demo.yaml --system cruise --limit 1
 
 test: setup fixtures
 	$(PY) -m pytest -q

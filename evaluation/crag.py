@@ -3,13 +3,18 @@
 
 Grades and scores: ``perfect`` 1, ``acceptable`` 0.5 (useful, with minor harmless errors),
 ``missing`` 0 (an abstention such as "I don't know"), ``incorrect`` -1. Per group of answers,
-over the graded ones (failed calls and judge errors are counted apart and excluded, as in
-``evaluation.metrics``):
+over ALL ``n`` queries (CRUISE's Table 1 and CRAG-MM's ``calculate_scores`` divide by the total):
+a query whose answering call failed (``failed``) or whose answer the judge could not grade
+(``judge_error``) has no answer anyone could use, so it counts as missing (score 0), and the
+table says how many did:
 
-    accuracy      = (perfect + 0.5 * acceptable) / graded
-    missing       = missing / graded
-    hallucination = incorrect / graded
-    truthfulness  = accuracy - hallucination  (= the mean score)
+    accuracy      = (perfect + 0.5 * acceptable) / n
+    missing       = (missing + failed + judge errors) / n
+    hallucination = incorrect / n
+    truthfulness  = accuracy - hallucination  (= the mean score over all n)
+
+so accuracy + missing + hallucination = 100 % (less half the acceptable share, which only an
+LLM judge with the four-grade rubric gives: CRAG-MM's own judge is binary).
 
 Only the first 75 tokens of an answer are judged (CRAG-MM's automatic evaluation;
 facebookresearch/CRAG-MM ``evaluation/evaluator.py`` truncates responses with the
@@ -236,6 +241,19 @@ COUNTS = {"perfect": "n_perfect", "acceptable": "n_acceptable", "missing": "n_mi
 RATES = ("accuracy", "missing", "hallucination", "truthfulness")
 
 
+def crag_rates(counts: Mapping[str, int]) -> dict[str, float | None]:
+    """The four CRAG rates of one group's counts, over all ``n`` queries (see the module
+    docstring: failed calls and judge errors count as missing); None for an empty group."""
+    n = counts["n"]
+    if not n:
+        return dict.fromkeys(RATES)
+    accuracy = (counts["n_perfect"] + 0.5 * counts["n_acceptable"]) / n
+    hallucination = counts["n_incorrect"] / n
+    missing = (counts["n_missing"] + counts["n_failed"] + counts["n_judge_errors"]) / n
+    return {"accuracy": accuracy, "missing": missing, "hallucination": hallucination,
+            "truthfulness": accuracy - hallucination}
+
+
 def crag_metrics(scored: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.Table:
     """One row per group of ``by``: counts and the four CRAG rates (see the module docstring)."""
     by = list(by)
@@ -249,35 +267,34 @@ def crag_metrics(scored: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.Tabl
     for key in sorted(groups, key=lambda k: tuple(str(v) for v in k)):
         c = groups[key]
         graded = c["n_perfect"] + c["n_acceptable"] + c["n_missing"] + c["n_incorrect"]
-        rates: dict[str, float | None] = dict.fromkeys(RATES)
-        if graded:
-            rates["accuracy"] = (c["n_perfect"] + 0.5 * c["n_acceptable"]) / graded
-            rates["missing"] = c["n_missing"] / graded
-            rates["hallucination"] = c["n_incorrect"] / graded
-            rates["truthfulness"] = rates["accuracy"] - rates["hallucination"]
-        rows.append({**dict(zip(by, key)), **c, "graded": graded, **rates})
+        rows.append({**dict(zip(by, key)), **c, "graded": graded, **crag_rates(c)})
     schema = pa.schema([scored.schema.field(c) for c in by]
                        + [pa.field(name, pa.int64()) for name in ("n", *COUNTS.values(), "graded")]
                        + [pa.field(rate, pa.float64()) for rate in RATES])
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+UNANSWERED = "Failed / judge errors (as missing)"
+
+
 def crag_markdown(metrics: pa.Table, keys: Sequence[str] = ("scenario",)) -> str:
-    """The CRAG rates in percent per group, with the graded and excluded counts."""
+    """The CRAG rates in percent per group over all its queries, with how many of them were
+    failed calls or judge errors counted as missing."""
     heads = {k: k.replace("_", " ").capitalize() for k in keys}
     rates = {r: f"{r.capitalize()} (%)" for r in RATES}
     rows = [{**{heads[k]: str(row[k]) for k in keys},
              **{rates[r]: "–" if row[r] is None else f"{100 * row[r]:.1f}" for r in RATES},
-             "Graded": str(row["graded"]), "Acceptable": str(row["n_acceptable"]),
-             "Excluded": str(row["n_judge_errors"] + row["n_failed"])} for row in metrics.to_pylist()]
-    columns = [*heads.values(), *rates.values(), "Graded", "Acceptable", "Excluded"]
-    return markdown_table(rows, columns, right=[*rates.values(), "Graded", "Acceptable", "Excluded"]) + "\n"
+             "Queries": str(row["n"]), "Acceptable": str(row["n_acceptable"]),
+             UNANSWERED: f"{row['n_failed']} / {row['n_judge_errors']}"} for row in metrics.to_pylist()]
+    columns = [*heads.values(), *rates.values(), "Queries", "Acceptable", UNANSWERED]
+    return markdown_table(rows, columns, right=[*rates.values(), "Queries", "Acceptable", UNANSWERED]) + "\n"
 
 
 def crag_note(judge: CragJudge, counter: TokenCounter, limit: int = MAX_TOKENS) -> str:
     """Which judge graded and which tokenizer cut the answers (and, for the mapped SimpleQA
     judge, that its grades stand in for CRAG's)."""
-    note = f"CRAG judge: {judge.name}; each answer judged on its first {limit} tokens ({counter.name})."
+    note = (f"CRAG judge: {judge.name}; each answer judged on its first {limit} tokens ({counter.name}). "
+            "Rates are over all queries: a failed call or a judge error counts as missing.")
     if isinstance(judge, MappedJudge):
         note += (" Stand-in: the SimpleQA grades are mapped (CORRECT -> perfect, NOT_ATTEMPTED -> missing, "
                  "INCORRECT -> incorrect), so 'acceptable' never occurs; configure an LLM judge for CRAG's rubric.")

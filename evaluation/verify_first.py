@@ -7,10 +7,15 @@ when there is none):
 1. router (the ``router`` model, default the answering model): two yes/no flags, *needs
    outside knowledge* and *time-sensitive*. When the first is off nothing is retrieved:
    the context ``C`` is empty whatever evidence was available.
-2. a time-sensitive question with an empty ``C`` is answered "I don't know" at once.
-   Algorithm 1 tests ``S_ret < tau_ret`` here without giving tau_ret; our reading is that
-   retrieval quality is what the retrieval cutoff enforces (``retrieval.cutoffs``, whose
-   floor tau plays tau_ret's part), so "no context survived retrieval" is the test.
+2. Algorithm 1's first line: a time-sensitive question whose retrieval score ``S_ret`` is
+   below ``tau_ret`` is answered "I don't know" at once. ``S_ret`` is the best reranked score
+   of the retrieved chunks on the [0, 1] scale (``retrieval.cutoffs``), 0 when nothing was
+   retrieved (the router skipped retrieval, or the search found nothing). The paper gives no
+   value for tau_ret: ours is 0.5 (``tau_ret``), the reranker's even odds. The test reads the
+   scores whether or not a chunk survived the MAD cutoff (``retrieval_gate: score``, the
+   paper's reading); ``retrieval_gate: context`` is the earlier reading, "no context
+   survived". Evidence that a scenario gives rather than a retriever finds (DeflectionBench)
+   has no retrieval score: there the test is whether ``C`` is empty, and the trace says so.
 3. dual path: the model answers with ``C`` (an empty ``C`` says "Evidence: none.") and
    without any evidence section, both with the evaluation's own prompt
    (``gating.prompts.eval_template``), so the answer with context is the very answer the
@@ -27,14 +32,21 @@ word for yes/no, the exact first line for the confidence; one retry, then an err
 that errs is never guessed: the system abstains and says which check failed (``gate_error``).
 A failed answering call is a failed answer (``answer`` None, ``error`` set), as in the plain
 evaluation. Prompts are versioned template ids (``TEMPLATES``) and go through the model pool.
+
+The steps are shared with CRUISE on CRAG-MM (``evaluation.cruise``), which adds the image
+summary, the retrieval and the turn budget between them: each step takes the pending
+``Item``s and finishes those it decides (``run_steps``); every model call's latency is added to
+its item's ``seconds``. A conversation's earlier turns (``Item.history``) go before the
+question in the answering calls.
 """
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -87,29 +99,48 @@ ANSWERS = pa.schema([
     pa.field("gate_error", pa.string()),  # a check that could not be read (the system abstained)
     pa.field("trace", pa.string(), nullable=False),  # JSON: every check that ran, its reply, the decision
 ])
+TAU_RET = 0.5  # our tau_ret (the paper names it without a value): the reranker's even odds
+RetrievalGate = Literal["score", "context"]
 
 
 @dataclass(frozen=True)
 class VerifyFirst:
     """The system's settings: the answering model (which also judges and verifies, as in
-    CRUISE), the router model and the two confidence thresholds."""
+    CRUISE), the router model, the two confidence thresholds and Algorithm 1's retrieval test."""
 
     model: str
     router: str | None = None  # None: the answering model routes too
     abstention: str = prompts.DEFAULT_ABSTENTION  # the answering prompt's abstention instruction
     with_context: float = 0.9  # tau_low
     without_context: float = 1.0  # tau_high
+    tau_ret: float = TAU_RET
+    retrieval_gate: RetrievalGate = "score"  # S_ret < tau_ret (Algorithm 1), or "context": C is empty
 
     @property
     def router_model(self) -> str:
         return self.router or self.model
 
 
+def weak_retrieval(time_sensitive: bool, has_context: bool, retrieval_score: float | None = None,
+                   tau_ret: float = TAU_RET, reading: RetrievalGate = "score") -> str | None:
+    """Algorithm 1's first line: why a time-sensitive question's retrieval is too weak to answer
+    from, or None (see the module docstring, step 2)."""
+    if not time_sensitive:
+        return None
+    if reading == "score" and retrieval_score is not None:
+        if retrieval_score < tau_ret:
+            return f"time-sensitive question and retrieval score {retrieval_score:g} below tau_ret {tau_ret:g}"
+        return None
+    return None if has_context else "time-sensitive question and no retrieved context"
+
+
 def gate(time_sensitive: bool, has_context: bool, consistent: bool, confidence: float,
-         with_context: float = 0.9, without_context: float = 1.0) -> tuple[bool, str]:
+         with_context: float = 0.9, without_context: float = 1.0, retrieval_score: float | None = None,
+         tau_ret: float = TAU_RET, reading: RetrievalGate = "score") -> tuple[bool, str]:
     """Algorithm 1's decision: (answer?, why)."""
-    if time_sensitive and not has_context:
-        return False, "time-sensitive question and no retrieved context"
+    weak = weak_retrieval(time_sensitive, has_context, retrieval_score, tau_ret, reading)
+    if weak:
+        return False, weak
     if not consistent:
         return False, "the answers with and without context disagree"
     threshold, where = (with_context, "with context") if has_context else (without_context, "without context")
@@ -132,14 +163,20 @@ def parse_confidence(text: str) -> float | None:
 
 
 @dataclass
-class _Item:
+class Item:
+    """One question on its way through the steps."""
+
     key: str
-    row: Mapping[str, Any]
-    available: list[dict[str, Any]]
+    row: Mapping[str, Any]  # question, images, sample_id
+    available: list[dict[str, Any]]  # the evidence a scenario gives (verify-first)
+    history: list[tuple[str, str]] = field(default_factory=list)  # earlier turns: (question, answer given)
     trace: dict[str, Any] = field(default_factory=dict)
-    context: list[dict[str, Any]] = field(default_factory=list)
+    needs_retrieval: bool = False
     time_sensitive: bool = False
+    context: list[dict[str, Any]] = field(default_factory=list)
+    retrieval_score: float | None = None  # S_ret; None: the evidence was given, not retrieved
     answers: tuple[str | None, str | None] = (None, None)
+    seconds: float = 0.0  # time spent on this question so far (model latencies, local work)
     done: dict[str, Any] | None = None  # the output row, once decided
 
     def finish(self, answer: str | None, reason: str, abstained: bool | None, error: str | None = None,
@@ -154,6 +191,9 @@ class _Item:
         self.finish(IDK, reason, True, gate_error=gate_error)
 
 
+Step = Callable[[list[Item], Any, VerifyFirst, str], None]
+
+
 def _label_trace(label: Label) -> dict[str, Any]:
     out: dict[str, Any] = {"label": label.label, "raw": label.raw}
     if label.score is not None:
@@ -163,7 +203,7 @@ def _label_trace(label: Label) -> dict[str, Any]:
     return out
 
 
-def _parts(item: _Item, text: str, with_evidence: bool) -> list[dict]:
+def _parts(item: Item, text: str, with_evidence: bool) -> list[dict]:
     parts = prompts.evidence_parts(item.context) if with_evidence else []
     parts += [{"type": "image", "sha256": sha} for sha in item.row["images"]]
     return [*parts, {"type": "text", "text": text}]
@@ -173,13 +213,15 @@ def _yes_no(response: Any) -> tuple[str, float] | None:
     return first_token_label(response, YES_NO)
 
 
-def _route(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+def route(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    """The router's two flags (a flag that cannot be read: abstain, naming the check)."""
     asks = [label_request(f"{i.key}/{name}", ROUTER_SYSTEM, f"Question: {i.row['question'].strip()}\n{ask}", template)
             for i in items for name, ask, template in (("external", EXTERNAL_ASK, ROUTER_EXTERNAL),
                                                         ("realtime", REALTIME_ASK, ROUTER_REALTIME))]
     labels = ask_labels(pool.client(system.router_model), asks, YES_NO, YES_NO_REMINDER, stage, _yes_no)
     for n, item in enumerate(items):
         external, realtime = labels[2 * n], labels[2 * n + 1]
+        item.seconds += external.seconds + realtime.seconds
         item.trace["checks"] = ["router"]
         item.trace["router"] = {"model": system.router_model, "needs_outside_knowledge": _label_trace(external),
                                 "time_sensitive": _label_trace(realtime)}
@@ -188,25 +230,43 @@ def _route(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> No
             item.abstain("router flags could not be read", f"router: {failed.error}")
             continue
         item.time_sensitive = realtime.label == "yes"
-        item.context = item.available if external.label == "yes" else []
+        item.needs_retrieval = external.label == "yes"
+
+
+def given_evidence(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    """Verify-first's retrieval: the scenario's evidence when the router asks for outside
+    knowledge, nothing otherwise; no retrieval score (the evidence was given, not ranked)."""
+    for item in items:
+        item.context = item.available if item.needs_retrieval else []
         item.trace["context"] = {"available": len(item.available), "used": len(item.context),
-                                 "retrieval": "yes" if external.label == "yes" else "skipped by the router"}
-        if item.time_sensitive and not item.context:
-            item.abstain(gate(True, False, True, 1.0)[1])
+                                 "retrieval": "yes" if item.needs_retrieval else "skipped by the router"}
 
 
-def _answer(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+def retrieval_check(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    """Algorithm 1's first line, before any answer is asked."""
+    for item in items:
+        reading = system.retrieval_gate if item.retrieval_score is not None else "context"
+        item.trace["retrieval_gate"] = {"reading": reading, "score": item.retrieval_score, "tau_ret": system.tau_ret}
+        weak = weak_retrieval(item.time_sensitive, bool(item.context), item.retrieval_score, system.tau_ret,
+                              system.retrieval_gate)
+        if weak:
+            item.abstain(weak)
+
+
+def answer(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    """Dual path: the answer with the context ``C`` and without any evidence section."""
     template = prompts.eval_template(system.abstention)
     requests = []
     for item in items:
-        question, images = item.row["question"], item.row["images"]
-        requests.append(ChatRequest(f"{item.key}/with", prompts.build_messages(template, question, images, item.context),
-                                    template.id))
-        requests.append(ChatRequest(f"{item.key}/without", prompts.build_messages(template, question, images, None),
-                                    template.id))
+        question, images, history = item.row["question"], item.row["images"], item.history
+        requests.append(ChatRequest(f"{item.key}/with", prompts.build_messages(
+            template, question, images, item.context, history), template.id))
+        requests.append(ChatRequest(f"{item.key}/without", prompts.build_messages(
+            template, question, images, None, history), template.id))
     responses = pool.client(system.model).chat(requests, stage)
     for n, item in enumerate(items):
         with_ctx, without = responses[2 * n], responses[2 * n + 1]
+        item.seconds += with_ctx.latency + without.latency
         item.trace["checks"].append("answers")
         item.trace["answers"] = {"with_context": with_ctx.text, "without_context": without.text}
         failed = next((r for r in (with_ctx, without) if r.text is None), None)
@@ -216,22 +276,23 @@ def _answer(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> N
             item.answers = (with_ctx.text, without.text)
 
 
-def _consistency(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+def consistency(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
     asks = [label_request(f"{i.key}/consistent", CONSISTENCY_SYSTEM, _parts(i, (
         f"Question: {i.row['question'].strip()}\nProposed answer 1: {i.answers[1]}\nProposed answer 2: {i.answers[0]}\n"
         "Are the two answers consistent with each other and with the evidence and the image given? "
         "Reply with exactly one word: yes or no."), bool(i.context)), CONSISTENCY) for i in items]
     labels = ask_labels(pool.client(system.model), asks, YES_NO, YES_NO_REMINDER, stage, _yes_no)
     for item, label in zip(items, labels):
+        item.seconds += label.seconds
         item.trace["checks"].append("consistency")
         item.trace["consistency"] = _label_trace(label)
         if not label.ok:
             item.abstain("the consistency judge could not be read", f"consistency: {label.error}")
         elif label.label == "no":
-            item.abstain(gate(item.time_sensitive, bool(item.context), False, 1.0)[1])
+            item.abstain(gate(False, bool(item.context), False, 1.0)[1])
 
 
-def _verify(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+def verify(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
     asks = [ChatRequest(f"{i.key}/cov", [
         {"role": "system", "content": COV_SYSTEM},
         {"role": "user", "content": _parts(i, f"{COV_ASK}\n\nQuestion: {i.row['question'].strip()}\n"
@@ -240,18 +301,38 @@ def _verify(items: list[_Item], pool: Any, system: VerifyFirst, stage: str) -> N
     labels = ask_parsed(pool.client(system.model), asks, parse_confidence, COV_REMINDER, stage,
                         "a first line 'CONFIDENCE: <0.0-1.0>'")
     for item, label in zip(items, labels):
+        item.seconds += label.seconds
         item.trace["checks"].append("chain_of_verification")
         item.trace["confidence"] = _label_trace(label)
         if not label.ok:
             item.abstain("the verifier's confidence could not be read", f"chain_of_verification: {label.error}")
             continue
-        answered, reason = gate(item.time_sensitive, bool(item.context), True, label.label,
+        answered, reason = gate(False, bool(item.context), True, label.label,
                                 system.with_context, system.without_context)
         item.trace["confidence"]["threshold"] = system.with_context if item.context else system.without_context
         if answered:
             item.finish(item.answers[0], reason, False)
         else:
             item.abstain(reason)
+
+
+def run_steps(items: list[Item], steps: Sequence[Step], pool: Any, system: VerifyFirst, stage: str,
+              after: Callable[[str, list[Item]], None] | None = None) -> None:
+    """Each step on the items still undecided (one batch per model, cache first); ``after(step
+    name, those items)`` runs after each step (CRUISE's budget check)."""
+    for step in steps:
+        pending = [item for item in items if item.done is None]
+        if pending:
+            step(pending, pool, system, stage)
+            if after is not None:
+                after(step.__name__, [item for item in pending if item.done is None])
+
+
+def answers_table(items: Sequence[Item]) -> pa.Table:
+    return pa.Table.from_pylist([item.done for item in items], schema=ANSWERS)
+
+
+VERIFY_FIRST_STEPS: tuple[Step, ...] = (route, given_evidence, retrieval_check, answer, consistency, verify)
 
 
 def verify_first_answers(
@@ -268,14 +349,11 @@ def verify_first_answers(
     if len(contexts) != len(rows) or (keys is not None and len(keys) != len(rows)):
         raise ValueError("verify_first_answers needs one context list (and one key) per row")
     prompts.eval_template(system.abstention)  # a bad level fails before any call
-    items = [_Item(keys[n] if keys is not None else row["sample_id"], row, [dict(c) for c in contexts[n] or []])
+    items = [Item(keys[n] if keys is not None else row["sample_id"], row, [dict(c) for c in contexts[n] or []])
              for n, row in enumerate(rows)]
     try:
-        for step in (_route, _answer, _consistency, _verify):
-            pending = [item for item in items if item.done is None]
-            if pending:
-                step(pending, pool, system, stage)
+        run_steps(items, VERIFY_FIRST_STEPS, pool, system, stage)
     finally:
         pool.release(system.model)
         pool.release(system.router_model)
-    return pa.Table.from_pylist([item.done for item in items], schema=ANSWERS)
+    return answers_table(items)

@@ -184,9 +184,14 @@ def build_messages(
     question: str,
     images: Sequence[str] = (),
     contexts: Sequence[Mapping[str, Any]] | None = None,
+    history: Sequence[tuple[str, str]] = (),
 ) -> list[dict]:
     """System + one user message. ``contexts=None`` means no evidence section at all
-    (parametric); an empty list says explicitly that no evidence was found."""
+    (parametric); an empty list says explicitly that no evidence was found. ``history``: the
+    earlier turns of a conversation, (question, the answer given), as user / assistant
+    messages before this one (as CRAG-MM's evaluator hands them to an agent)."""
+    earlier = [{"role": role, "content": text} for question, answer in history
+               for role, text in (("user", question), ("assistant", answer))]
     parts: list[dict] = []
     if contexts is not None:
         parts.extend(evidence_parts(contexts))
@@ -195,4 +200,4 @@ def build_messages(
     parts.append({"type": "text", "text": f"Question: {question.strip()}"})
     if template.instruction:
         parts.append({"type": "text", "text": template.instruction})
-    return [{"role": "system", "content": template.system}, {"role": "user", "content": parts}]
+    return [{"role": "system", "content": template.system}, *earlier, {"role": "user", "content": parts}]

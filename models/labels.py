@@ -86,6 +86,7 @@ class Label:
     error: str | None
     cached: bool = False
     score: float | None = None  # e.g. P(yes) / (P(yes) + P(no)) when decided from logprobs
+    seconds: float = 0.0  # the model calls' latency, every attempt (a cache hit: its original call's)
 
     @property
     def ok(self) -> bool:
@@ -151,13 +152,13 @@ def ask_parsed(
     for i, response in enumerate(first):
         decided = decide(response) if decide is not None and response.text is not None else None
         if response.text is None:
-            out[i] = Label(None, [None], f"model call failed: {response.error}")
+            out[i] = Label(None, [None], f"model call failed: {response.error}", seconds=response.latency)
         elif decided is not None:
-            out[i] = Label(decided[0], [response.text], None, response.cached, decided[1])
+            out[i] = Label(decided[0], [response.text], None, response.cached, decided[1], response.latency)
         else:
             value, problem = _read(parsers[i], response.text)
             if value is not None:
-                out[i] = Label(value, [response.text], None, response.cached)
+                out[i] = Label(value, [response.text], None, response.cached, seconds=response.latency)
             else:
                 retry.append((i, problem))
     if retry:
@@ -166,16 +167,17 @@ def ask_parsed(
                               for i, problem in retry], stage)
         for (i, _), response in zip(retry, second):
             raw = [first[i].text, response.text]
+            seconds = first[i].latency + response.latency
             if response.text is None:
-                out[i] = Label(None, raw, f"retry failed: {response.error}")
+                out[i] = Label(None, raw, f"retry failed: {response.error}", seconds=seconds)
                 continue
             value, problem = _read(parsers[i], response.text)
             if value is not None:
-                out[i] = Label(value, raw, None)
+                out[i] = Label(value, raw, None, seconds=seconds)
             elif problem is not None:
-                out[i] = Label(None, raw, f"invalid reply: {problem}")
+                out[i] = Label(None, raw, f"invalid reply: {problem}", seconds=seconds)
             else:
-                out[i] = Label(None, raw, f"unparsable answer (expected {expected})")
+                out[i] = Label(None, raw, f"unparsable answer (expected {expected})", seconds=seconds)
     return out  # type: ignore[return-value]
 
 

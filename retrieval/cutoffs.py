@@ -29,6 +29,10 @@ its scores are (``scale``):
   function, which is how sigmoid-headed rerankers produce their [0, 1] scores.
 
 ``top_k``: the first ``k`` items (by score, stable), whatever their scores.
+
+``retrieval_score(cut)`` is CRUISE's ``S_ret`` (Algorithm 1): the best score of the ranking on
+the [0, 1] scale, kept or cut, 0 when nothing was retrieved. Algorithm 1 compares it with
+``tau_ret`` on its own, apart from what the cutoff kept (``evaluation.verify_first``).
 """
 from __future__ import annotations
 
@@ -101,3 +105,9 @@ def apply_cutoff(ranked: Sequence[tuple[T, float]], spec: CutoffSpec | str, scal
     cut = [(ranked[i][0], scores[i]) for i in order if i not in keep]
     detail.update(kept=len(kept), cut=len(cut))
     return Cut(kept, cut, detail)
+
+
+def retrieval_score(cut: Cut[Any]) -> float:
+    """S_ret: the best [0, 1] score the ranking had, whether the cutoff kept it or not (0.0 for
+    an empty ranking)."""
+    return max((score for _, score in [*cut.kept, *cut.cut]), default=0.0)

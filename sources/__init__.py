@@ -23,6 +23,7 @@ ADAPTERS: dict[str, str] = {
     "docvqa": "docvqa:DocVQASource",
     "chartqa": "chartqa:ChartQASource",
     "fire": "fire:FIRESource",
+    "cragmm": "cragmm:CragMMSource",
 }
 
 

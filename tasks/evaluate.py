@@ -14,7 +14,11 @@ from prefect.cache_policies import NO_CACHE
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import is_lexical
+from mmcurate.evaluation.cragmm_report import write_cragmm_evaluation
 from mmcurate.evaluation.crag import crag_judge, crag_note, crag_score, token_counter
+from mmcurate.evaluation.cruise import (
+    SYSTEM_NAME as CRUISE, answer_conversations, build_retriever, cruise_steps, cruise_system, default_clock,
+)
 from mmcurate.evaluation.graders import METRICS, make_grader
 from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa, kept_note
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
@@ -95,4 +99,26 @@ def summarise_reflvqa(run: RefLVQARun, out: Path, title: str, setting: str, note
     """Write answers, grades, retrieval scores, the Table-5-shaped markdown and the Hit@K plot."""
     text = write_reflvqa_evaluation(run, out, title, setting, notes)
     create_markdown_artifact(key="evaluation-reflvqa", markdown=text, description=title)
+    return text
+
+
+@task(name="answer-cragmm", cache_policy=NO_CACHE)
+def answer_cragmm(turns: list[dict], settings: Settings, model: str, system: str,
+                  task: str | None) -> tuple[pa.Table, dict[str, str], list[dict]]:
+    """Every turn answered by ``system`` (plain or cruise), conversations in turn order; the
+    components used and the call counts."""
+    store = ImageStore(settings.workdir / "images")
+    retriever = build_retriever(settings, task) if system == CRUISE else None
+    with open_models(settings, store, prefect_secret) as models:
+        steps = cruise_steps(system, retriever, store.read, default_clock)
+        answers = answer_conversations(turns, models.pool, cruise_system(settings, model), steps)
+        calls = models.counter.rows()
+    return answers, (retriever.components if retriever else {}), calls
+
+
+@task(name="summarise-cragmm", cache_policy=NO_CACHE)
+def summarise_cragmm(ruled: pa.Table, out: Path, title: str, notes: list[str], reading: str) -> str:
+    """Write answers and the CRAG tables (per set, domain, query category; multi-turn score)."""
+    text = write_cragmm_evaluation(ruled, out, title, notes, reading)
+    create_markdown_artifact(key="evaluation-cragmm", markdown=text, description=title)
     return text

@@ -28,7 +28,8 @@ IncompleteOpt = Annotated[bool, typer.Option(
     "--allow-incomplete", help="publish even if failed model calls held samples out (the card says so)")]
 # an evaluation option as the flows name it -> as the user types it
 FLAGS = {"scenarios": "--scenario", "n_negatives": "--negatives", "abstention": "--abstention",
-         "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system"}
+         "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system",
+         "task": "--task", "limit": "--limit"}
 
 
 def _prefect_defaults() -> None:
@@ -88,7 +89,11 @@ def evaluate(
     modality_analysis: Annotated[bool, typer.Option(
         "--modality-analysis", help="DeflectionBench: also realistic with text / image / multimodal negatives")] = False,
     system: Annotated[Optional[str], typer.Option(
-        "--system", help="answering system: plain, or verify-first (CRUISE's gate; DeflectionBench)")] = None,
+        "--system", help="answering system: plain; verify-first (CRUISE's gate; DeflectionBench); cruise (CRAG-MM)")] = None,
+    task: Annotated[Optional[str], typer.Option(
+        "--task", help="CRAG-MM: the competition's task 1, 2 or 3 (default: every turn)")] = None,
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", help="CRAG-MM: the first N conversations of each set")] = None,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
     allow_incomplete: Annotated[bool, typer.Option(
         "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)")] = False,
@@ -110,7 +115,7 @@ def evaluate(
     load_config(config).add_model(model)
     given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
-                             "system": system}
+                             "system": system, "task": task, "limit": limit}
     arguments = benchmark.evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
 
     _prefect_defaults()

@@ -5,6 +5,10 @@ A request gets the answer of the first rule whose ``when_all`` substrings all oc
 whose ``when_none`` substrings all do not occur in the text of its messages (text parts
 only, joined by newlines; matching is case-sensitive). Otherwise ``spec.default``; with no
 default the request fails with an error like any failed model call.
+
+A rule may say how long its answer "takes" (``"seconds": 4.0``): the response reports that
+latency instead of the microseconds a script really takes, so a time budget (CRUISE's
+10-second turn) can be tested deterministically, without sleeping.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ class Rule:
     answer: str
     when_all: tuple[str, ...] = ()
     when_none: tuple[str, ...] = ()
+    seconds: float | None = None  # the latency to report (None: the real one)
 
     def matches(self, text: str) -> bool:
         return all(s in text for s in self.when_all) and not any(s in text for s in self.when_none)
@@ -42,12 +47,17 @@ def load_rules(path: Path) -> list[Rule]:
             continue
         try:
             raw = json.loads(line)
-            if set(raw) - {"when_all", "when_none", "answer"} or not isinstance(raw["answer"], str):
-                raise ValueError("keys must be when_all, when_none, answer (a string)")
+            if set(raw) - {"when_all", "when_none", "answer", "seconds"} or not isinstance(raw["answer"], str):
+                raise ValueError("keys must be when_all, when_none, answer (a string), seconds")
             when_all, when_none = raw.get("when_all", []), raw.get("when_none", [])
             if not all(isinstance(s, str) for s in [*when_all, *when_none]):
                 raise ValueError("when_all/when_none must be lists of strings")
-            rules.append(Rule(raw["answer"], tuple(when_all), tuple(when_none)))
+            seconds = raw.get("seconds")
+            if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                        or seconds < 0):
+                raise ValueError("seconds must be a number >= 0")
+            rules.append(Rule(raw["answer"], tuple(when_all), tuple(when_none),
+                              None if seconds is None else float(seconds)))
         except (ValueError, KeyError, TypeError) as exc:
             raise BackendError(f"{path}:{number}: bad rule: {exc}") from None
     return rules
@@ -61,19 +71,22 @@ class ScriptedBackend(Backend):
         # edits to the script must not be served stale answers from the cache
         self.identity = {"script_sha256": hashlib.sha256(spec.script.read_bytes()).hexdigest()}
 
-    def answer(self, request: ChatRequest) -> str | None:
+    def rule(self, request: ChatRequest) -> Rule | None:
         text = text_of(request.messages)
-        for rule in self.rules:
-            if rule.matches(text):
-                return rule.answer
-        return self.spec.default
+        return next((rule for rule in self.rules if rule.matches(text)), None)
+
+    def answer(self, request: ChatRequest) -> str | None:
+        rule = self.rule(request)
+        return rule.answer if rule is not None else self.spec.default
 
     def run(self, requests: Sequence[ChatRequest], on_result: OnResult) -> None:
         for index, request in enumerate(requests):
             started = time.perf_counter()
-            answer = self.answer(request)
+            rule = self.rule(request)
+            answer = rule.answer if rule is not None else self.spec.default
+            seconds = rule.seconds if rule is not None and rule.seconds is not None else None
             on_result(index, ChatResponse(
                 key=request.key, model=self.spec.name, text=answer,
                 error=None if answer is not None else "no scripted rule matched and the model has no default",
-                cached=False, latency=time.perf_counter() - started,
+                cached=False, latency=time.perf_counter() - started if seconds is None else seconds,
             ))

@@ -55,10 +55,14 @@ def test_lexical_mode_maps_simpleqa_grades_and_truncates(samples):
     assert (oracle["graded"], oracle["n_perfect"], oracle["n_missing"], oracle["n_incorrect"]) == (4, 2, 1, 1)
     assert oracle["accuracy"] == 0.5 and oracle["missing"] == 0.25 and oracle["hallucination"] == 0.25
     assert oracle["truthfulness"] == 0.25
+    # the failed call counts as missing: the rates are over both realistic queries
     realistic = metrics["realistic"]
-    assert (realistic["n"], realistic["graded"], realistic["n_failed"], realistic["truthfulness"]) == (2, 1, 1, -1.0)
+    assert (realistic["n"], realistic["graded"], realistic["n_failed"]) == (2, 1, 1)
+    assert (realistic["accuracy"], realistic["missing"], realistic["hallucination"]) == (0.0, 0.5, 0.5)
+    assert realistic["truthfulness"] == -0.5
     text = crag_markdown(crag_metrics(scored))
-    assert "| oracle | 50.0 | 25.0 | 25.0 | 25.0 | 4 | 0 | 0 |" in text
+    assert "| oracle | 50.0 | 25.0 | 25.0 | 25.0 | 4 | 0 | 0 / 0 |" in text
+    assert "| realistic | 0.0 | 50.0 | 50.0 | -50.0 | 2 | 0 | 1 / 0 |" in text
 
 
 def test_llm_judge_grades_acceptable_and_errors_strictly(world, samples, tmp_path):
@@ -77,10 +81,23 @@ def test_llm_judge_grades_acceptable_and_errors_strictly(world, samples, tmp_pat
     assert scored["crag_grade"].to_pylist() == ["perfect", "acceptable", "incorrect", "perfect", "judge_error"]
     assert scored["crag_judged_by"].to_pylist() == ["prejudge.exact"] + ["llm:grader"] * 4
     metrics = crag_metrics(scored).to_pylist()[0]
-    # graded 4: (2 perfect + 0.5 acceptable) / 4 = 0.625; 1 incorrect: 0.25; truthfulness 0.375
-    assert (metrics["graded"], metrics["n_judge_errors"]) == (4, 1)
-    assert metrics["accuracy"] == 0.625 and metrics["hallucination"] == 0.25 and metrics["truthfulness"] == 0.375
-    assert metrics["truthfulness"] == pytest.approx((1 + 0.5 - 1 + 1) / 4)  # the mean score
+    # over all 5 queries, the judge error counted as missing: (2 perfect + 0.5 acceptable) / 5 = 0.5;
+    # 1 incorrect: 0.2; missing 1 / 5; truthfulness 0.3
+    assert (metrics["n"], metrics["graded"], metrics["n_judge_errors"]) == (5, 4, 1)
+    assert metrics["accuracy"] == 0.5 and metrics["hallucination"] == 0.2 and metrics["missing"] == 0.2
+    assert metrics["truthfulness"] == pytest.approx(0.3)
+    assert metrics["truthfulness"] == pytest.approx((1 + 0.5 - 1 + 1 + 0) / 5)  # the mean score over all queries
+
+
+def test_rates_add_up_to_100_over_all_queries(samples):
+    """CRUISE's Table 1 rows sum to 100: failed calls and judge errors stay in the denominator."""
+    results = answers(samples, [("s1", "oracle", "Paris"), ("s2", "oracle", None), ("s3", "oracle", "1901"),
+                                ("s4", "oracle", "I don't know"), ("s1", "oracle", None)])
+    scored = crag_score(results, samples, MappedJudge(LexicalJudge()), wordpiece())
+    row = crag_metrics(scored).to_pylist()[0]
+    assert row["n"] == 5 and row["n_failed"] == 2
+    assert row["accuracy"] + row["missing"] + row["hallucination"] == pytest.approx(1.0)
+    assert (row["accuracy"], row["missing"], row["hallucination"]) == (0.2, 0.6, 0.2)
 
 
 def test_the_judge_models_tokenizer_counts_when_it_has_one(tmp_path, world):

@@ -25,6 +25,20 @@ def test_gate_truth_table(time_sensitive, has_context, consistent, confidence):
         assert reason.startswith(f"confidence {confidence:g} below {threshold:g}")
 
 
+def test_retrieval_gate_tests_the_reranked_score():
+    """Algorithm 1's first line: isRealTime and S_ret < tau_ret -> "I don't know", even when a
+    chunk survived the cutoff (issue 21, item 12); the earlier reading is a named switch."""
+    assert gate(True, True, True, 1.0, retrieval_score=0.3) == (
+        False, "time-sensitive question and retrieval score 0.3 below tau_ret 0.5")
+    assert gate(True, True, True, 1.0, retrieval_score=0.3, tau_ret=0.25)[0]
+    assert gate(True, True, True, 1.0, retrieval_score=0.7)[0]
+    assert not gate(True, False, True, 1.0, retrieval_score=0.0)[0]  # nothing retrieved: S_ret 0
+    assert gate(False, True, True, 1.0, retrieval_score=0.0)[0]  # only time-sensitive questions
+    assert gate(True, True, True, 1.0, retrieval_score=0.3, reading="context")[0]  # "no context survived"
+    # evidence given by a scenario has no score: the context reading, whatever the switch
+    assert gate(True, True, True, 1.0)[0] and not gate(True, False, True, 1.0)[0]
+
+
 def test_thresholds_are_settings():
     assert gate(False, True, True, 0.8, with_context=0.75) == (True, "consistent, confidence 0.8 >= 0.75 (with context)")
     assert gate(False, False, True, 0.95, without_context=0.9)[0]

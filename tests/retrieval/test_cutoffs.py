@@ -90,3 +90,14 @@ def test_spec_forms_round_trip():
                          ("median", "unknown spec"), ("mad:2:1:1", "less than or equal to 1")]:
         with pytest.raises(ConfigError, match=message):
             coerce(CutoffSpec, bad)
+
+
+def test_retrieval_score_is_the_best_unit_score_kept_or_cut():
+    from mmcurate.retrieval.cutoffs import retrieval_score
+
+    cut = apply_cutoff([("a", 0.3), ("b", 0.95), ("c", 0.05)], "mad")
+    assert retrieval_score(cut) == 0.95
+    none_kept = apply_cutoff([("a", 0.08), ("b", 0.02)], "mad")  # all below tau 0.1: nothing kept
+    assert none_kept.kept == [] and retrieval_score(none_kept) == 0.08
+    assert retrieval_score(apply_cutoff([("a", 2.0)], "mad", scale="logit")) == pytest.approx(0.8808, abs=1e-4)
+    assert retrieval_score(apply_cutoff([], "mad")) == 0.0

@@ -1,0 +1,115 @@
+"""CRAG-MM's scores of an evaluation run: the CRAG table (accuracy, missing, hallucination,
+truthfulness over all turns; ``evaluation.crag``) per set, per domain and per query category,
+with CRAG-MM's multi-turn rule.
+
+Multi-turn rule (the competition's ``local_evaluation.py``, ``calculate_scores``, as in the
+CRUISE team's copy of the starter kit, hu-xiaoqian/meta; and facebookresearch/CRAG-MM
+``evaluation/evaluation_utils.py``): in a conversation, once two consecutive turns are not
+correct (missing or incorrect), every later turn counts as missing; a conversation's score is
+mean(correct) - mean(hallucination) over its turns, and the set's multi-turn score the mean
+over conversations. A turn is correct when graded perfect or acceptable (CRAG-MM's judge is
+binary; acceptable is the four-grade rubric's "useful, minor errors").
+
+The two published scripts differ on one point, a named switch (``cruise.multi_turn_scoring``):
+``competition`` (the default, the KDD Cup scoring the paper's results come from): the stopped
+turns count as missing in every rate; ``conversation`` (the later facebookresearch/CRAG-MM
+release): the rates read every turn's own grade and only the conversation score stops.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from mmcurate.core.tables import write_table
+
+from .crag import crag_markdown, crag_metrics
+
+CORRECT = ("perfect", "acceptable")
+STOPPED = "missing"
+READINGS = {
+    "competition": "turns after two consecutive misses or errors count as missing in every rate (KDD Cup 2025 "
+                   "local_evaluation.py)",
+    "conversation": "every turn keeps its own grade in the rates; only the conversation score stops after two "
+                    "consecutive misses or errors (facebookresearch/CRAG-MM evaluation_utils.py)",
+}
+
+
+def stop_after_two_misses(grades: Sequence[str]) -> list[bool]:
+    """Which turns of one conversation (grades in turn order) the multi-turn rule stops."""
+    stopped = [False] * len(grades)
+    for i in range(1, len(grades)):
+        if grades[i - 1] not in CORRECT and grades[i] not in CORRECT:
+            for j in range(i + 1, len(grades)):
+                stopped[j] = True
+            break
+    return stopped
+
+
+def apply_multi_turn_rule(scored: pa.Table, reading: str = "competition") -> pa.Table:
+    """``scored`` (CRAG-scored turns with ``set``, ``session_id``, ``turn``) with ``stopped``,
+    ``turn_grade`` (the grade after the rule) and ``crag_grade`` as the rates read it."""
+    if reading not in READINGS:
+        raise ValueError(f"unknown multi-turn reading {reading!r}; known: {', '.join(READINGS)}")
+    rows = scored.to_pylist()
+    by_session: dict[str, list[int]] = {}
+    for n, row in enumerate(rows):
+        if row["set"] == "multi_turn":
+            by_session.setdefault(row["session_id"], []).append(n)
+    stopped = [False] * len(rows)
+    for members in by_session.values():
+        members.sort(key=lambda n: rows[n]["turn"])
+        for n, stop in zip(members, stop_after_two_misses([rows[n]["crag_grade"] for n in members])):
+            stopped[n] = stop
+    own = scored.column("crag_grade").to_pylist()
+    after = [STOPPED if stop else grade for stop, grade in zip(stopped, own)]
+    out = scored.append_column("stopped", pa.array(stopped, pa.bool_()))
+    out = out.append_column("turn_grade", pa.array(after, pa.string()))
+    if reading == "competition":
+        out = out.set_column(out.schema.get_field_index("crag_grade"), "crag_grade", pa.array(after, pa.string()))
+    return out
+
+
+def conversation_scores(ruled: pa.Table) -> pa.Table:
+    """Per multi-turn conversation: turns, correct, hallucinated (after the rule) and its score."""
+    groups: dict[str, list[str]] = {}
+    for row in ruled.select(["set", "session_id", "turn_grade"]).to_pylist():
+        if row["set"] == "multi_turn":
+            groups.setdefault(row["session_id"], []).append(row["turn_grade"])
+    rows = []
+    for session, grades in sorted(groups.items()):
+        correct = sum(g in CORRECT for g in grades)
+        wrong = sum(g == "incorrect" for g in grades)
+        rows.append({"session_id": session, "turns": len(grades), "correct": correct, "hallucinated": wrong,
+                     "score": (correct - wrong) / len(grades)})
+    schema = pa.schema([("session_id", pa.string()), ("turns", pa.int64()), ("correct", pa.int64()),
+                        ("hallucinated", pa.int64()), ("score", pa.float64())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def write_cragmm_evaluation(ruled: pa.Table, out: Path, title: str, notes: Sequence[str], reading: str) -> str:
+    """Write answers and scores into ``out`` and return the markdown: the CRAG table per set,
+    per domain and per query category, timed-out turns, and the multi-turn score."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_table(ruled, out / "answers.parquet")
+    sections = [f"# {title}", "\n".join(f"- {note}" for note in [*notes, f"Multi-turn rule ({reading}): "
+                                                                          f"{READINGS[reading]}."])]
+    for key, heading in (("set", "Per set"), ("domain", "Per domain"), ("query_category", "Per query category")):
+        metrics = crag_metrics(ruled, by=(key,))
+        write_table(metrics, out / f"crag_by_{key}.parquet")
+        sections.append(f"## {heading}\n\n{crag_markdown(metrics, (key,))}")
+    timed = [r for r in ruled.select(["set", "timed_out"]).to_pylist() if r["timed_out"]]
+    sections.append(f"## Time budget\n\n{len(timed)} of {ruled.num_rows} turns went over the per-turn budget and "
+                    "were answered \"I don't know\" (counted as missing).")
+    conversations = conversation_scores(ruled)
+    if conversations.num_rows:
+        write_table(conversations, out / "conversations.parquet")
+        scores: list[Any] = conversations.column("score").to_pylist()
+        stopped = sum(ruled.column("stopped").to_pylist())
+        sections.append(f"## Multi-turn\n\n{conversations.num_rows} conversations, mean conversation score "
+                        f"{100 * sum(scores) / len(scores):.1f} %; {stopped} turn(s) stopped by the rule.")
+    text = "\n\n".join(sections) + "\n"
+    (out / "table.md").write_text(text)
+    return text

@@ -1,0 +1,296 @@
+"""CRUISE as its paper runs it on CRAG-MM (seed 001, section 3 and 2.3): one answer per turn.
+
+For each turn, the verification-first steps (``evaluation.verify_first``) with CRUISE's
+retrieval between the router and the answers:
+
+1. router: needs outside knowledge? time-sensitive? (no retrieval when the first is off);
+2. query-aware image summary ``s = f(q, I)`` (eq. 1, appendix A.2's request) by the
+   ``summariser`` (a vision model; default the answering model);
+3. retrieval (``retrieval.cragmm_search``): recall with the image (eq. 3's image branch) and/or
+   ``q' = q || s`` (eq. 2, the web branch), paragraph chunks, reranking against ``q'``, the MAD
+   cutoff; ``S_ret`` the best reranked score (0 when the router skipped retrieval);
+4. Algorithm 1: time-sensitive and ``S_ret < tau_ret`` -> "I don't know";
+5. answers with and without ``C``, the consistency judge, the chain-of-verification
+   confidence (0.9 with context, 1.0 without), else "I don't know".
+
+The time budget (2.3: a 10-second timeout per conversational turn, a turn over it "considered a
+failure"): a turn's time is the latency of each model call it made (its original latency when
+the answer comes from the response cache, so a rerun decides alike) plus its local retrieval,
+timed with an injected ``clock`` (a callable returning seconds), as if the turn's calls ran one
+after another. After every step, a turn over ``turn_seconds`` is answered "I don't know"
+(``timed_out``) and asks nothing more; a turn whose answer arrived late is changed the same way.
+
+Multi-turn conversations (Task 3): turn ``t`` of every conversation is answered once turn
+``t - 1`` of all of them is, with the earlier turns (question, the answer the system gave) as
+messages before the question, as CRAG-MM's evaluator hands them to an agent. The ``plain``
+system is the paper's "vision only" baseline: one answer from the model with the image and
+the earlier turns, no retrieval, under the same budget.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from mmcurate.core.errors import MmcurateError
+from mmcurate.gating import prompts
+from mmcurate.models.requests import ChatRequest
+from mmcurate.retrieval.cragmm_search import Retriever
+
+from .verify_first import (
+    ANSWERS, IDK, Item, Step, VerifyFirst, answer, consistency, retrieval_check, route, run_steps, verify,
+)
+
+SYSTEM_NAME = "cruise"
+PLAIN = "plain"
+SYSTEMS = (PLAIN, SYSTEM_NAME)
+TASKS = {"1": ("single_turn", "image"), "2": ("single_turn", "both"), "3": ("multi_turn", "both")}
+SUMMARY = "cruise.summary.v1"
+SUMMARY_SYSTEM = "You are an expert at describing images with a focus on details relevant to a specific question."
+SUMMARY_ASK = ("A user is asking the following question about the image: '{query}'.\nPlease provide a one-sentence "
+               "summary of the image, focusing on key elements, objects, and any text that might be relevant to "
+               "answering the question.")
+STAGE = "evaluate"
+Clock = Callable[[], float]
+
+
+def run_options(given: dict[str, Any]) -> dict[str, Any]:
+    """The options of a CRAG-MM evaluation (``system``: plain or cruise; ``task``: 1, 2 or 3,
+    or all turns; ``limit``: the first N conversations of each set), checked before any flow."""
+    system = given.get("system") or PLAIN
+    if system not in SYSTEMS:
+        raise MmcurateError(f"unknown answering system {system!r} for CRAG-MM; known: {', '.join(SYSTEMS)}")
+    task = given.get("task")
+    if task is not None and str(task) not in TASKS:
+        raise MmcurateError(f"unknown CRAG-MM task {task!r}; known: {', '.join(TASKS)} (or none: every turn)")
+    limit = given.get("limit")
+    if limit is not None and int(limit) < 1:
+        raise MmcurateError(f"limit must be at least 1 conversation, got {limit}")
+    return {"system": system, "task": None if task is None else str(task),
+            "limit": None if limit is None else int(limit)}
+
+
+@dataclass(frozen=True)
+class Cruise(VerifyFirst):
+    """CRUISE's settings: verify-first's, the summariser and the turn budget (None: none)."""
+
+    summariser: str | None = None  # None: the answering model
+    summary_max_tokens: int = 64
+    turn_seconds: float | None = 10.0
+
+    @property
+    def summariser_model(self) -> str:
+        return self.summariser or self.model
+
+
+def summarise(items: list[Item], pool: Any, system: Cruise, stage: str) -> None:
+    """Eq. 1 for the turns that retrieve: a one-sentence, query-aware summary of the image. A
+    failed call leaves the summary empty (the retrieval query is then the question alone)."""
+    wanted = [i for i in items if i.needs_retrieval]
+    requests = [ChatRequest(f"{i.key}/summary", [
+        {"role": "system", "content": SUMMARY_SYSTEM},
+        {"role": "user", "content": [*({"type": "image", "sha256": sha} for sha in i.row["images"]),
+                                     {"type": "text", "text": SUMMARY_ASK.format(query=i.row["question"].strip())}]},
+    ], SUMMARY, max_tokens=system.summary_max_tokens) for i in wanted]
+    responses = pool.client(system.summariser_model).chat(requests, stage) if requests else []
+    for item, response in zip(wanted, responses):
+        item.seconds += response.latency
+        item.trace["summary"] = {"model": system.summariser_model, "text": response.text,
+                                 **({"error": response.error} if response.text is None else {})}
+
+
+def retrieval_step(retriever: Retriever, read_image: Callable[[str], bytes], clock: Clock) -> Step:
+    """Step 3: each turn's retrieval, timed with ``clock``; the router's skip gives S_ret 0."""
+
+    def retrieve(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+        for item in items:
+            if not item.needs_retrieval:
+                item.context, item.retrieval_score = [], 0.0
+                item.trace["context"] = {"retrieval": "skipped by the router", "used": 0}
+                continue
+            started = clock()
+            image = read_image(item.row["images"][0]) if item.row["images"] else None
+            found = retriever.retrieve(item.row["question"], (item.trace.get("summary") or {}).get("text"), image)
+            item.seconds += clock() - started
+            item.context, item.retrieval_score = found.context, found.score
+            item.trace["context"] = {"retrieval": "yes", "used": len(found.context), "score": found.score,
+                                     **found.detail}
+
+    return retrieve
+
+
+def budget_check(limit: float | None) -> Callable[[str, list[Item]], None]:
+    """After each step: a turn over ``limit`` seconds becomes "I don't know", counted as timed out."""
+
+    def check(step: str, items: list[Item]) -> None:
+        if limit is None:
+            return
+        for item in items:
+            late = item.seconds > limit and not item.trace.get("timed_out")
+            if late and (item.done is None or item.done["answer"] is not None):
+                item.trace["timed_out"] = {"after": step, "seconds": round(item.seconds, 3), "limit": limit}
+                item.abstain(f"over the {limit:g} s turn budget after {step} ({item.seconds:.2f} s)")
+
+    return check
+
+
+def plain_answer(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    """The vision-only baseline: one answer with the image and the earlier turns."""
+    template = prompts.eval_template(system.abstention)
+    responses = pool.client(system.model).chat([ChatRequest(f"{i.key}/without", prompts.build_messages(
+        template, i.row["question"], i.row["images"], None, i.history), template.id) for i in items], stage)
+    for item, response in zip(items, responses):
+        item.seconds += response.latency
+        item.trace["checks"] = ["answer"]
+        if response.text is None:
+            item.finish(None, "the answering call failed", None, error=response.error)
+        else:
+            item.finish(response.text, "plain answer", False)
+
+
+def cruise_steps(system: str, retriever: Retriever | None, read_image: Callable[[str], bytes],
+                 clock: Clock) -> tuple[Step, ...]:
+    if system == PLAIN:
+        return (plain_answer,)
+    if retriever is None:
+        raise MmcurateError("the cruise system needs a retriever (the config's cruise section)")
+    return (route, summarise, retrieval_step(retriever, read_image, clock), retrieval_check, answer, consistency,
+            verify)
+
+
+TURNS = pa.schema([*ANSWERS, pa.field("timed_out", pa.bool_(), nullable=False),
+                   pa.field("seconds", pa.float64(), nullable=False), pa.field("retrieval_score", pa.float64()),
+                   pa.field("n_context", pa.int32(), nullable=False)])
+
+
+def answer_conversations(
+    turns: Sequence[Mapping[str, Any]],  # rows with sample_id, question, images, session_id, turn
+    pool: Any,  # models.client.ModelPool
+    system: Cruise,
+    steps: Sequence[Step],
+    stage: str = STAGE,
+) -> pa.Table:
+    """Every turn answered in conversation order (turn t after every turn t - 1), each with the
+    earlier turns and the answers the system gave them in context: ``TURNS`` rows in input order."""
+    prompts.eval_template(system.abstention)  # a bad level fails before any call
+    items = [Item(row["sample_id"], row, []) for row in turns]
+    given: dict[tuple[str, int], str] = {}  # (session, turn) -> the system's answer
+    try:
+        for depth in sorted({int(row["turn"]) for row in turns}):
+            batch = [item for item in items if int(item.row["turn"]) == depth]
+            for item in batch:
+                session = item.row["session_id"]
+                item.history = [(prior.row["question"], given[(session, int(prior.row["turn"]))])
+                                for prior in items if prior.row["session_id"] == session
+                                and int(prior.row["turn"]) < depth]
+            run_steps(batch, steps, pool, system, stage, after=budget_check(system.turn_seconds))
+            for item in batch:
+                assert item.done is not None  # every step path ends in finish()
+                given[(item.row["session_id"], depth)] = item.done["answer"] or IDK
+    finally:
+        for model in {system.model, system.router_model, system.summariser_model}:
+            pool.release(model)
+    rows = []
+    for item in items:
+        assert item.done is not None
+        rows.append({**item.done, "timed_out": bool(item.trace.get("timed_out")), "seconds": item.seconds,
+                     "retrieval_score": item.retrieval_score, "n_context": len(item.context),
+                     "trace": json.dumps(item.trace, ensure_ascii=False, sort_keys=True)})
+    return pa.Table.from_pylist(rows, schema=TURNS)
+
+
+def default_clock() -> float:
+    return time.perf_counter()
+
+
+def cruise_system(settings: Any, model: str) -> Cruise:  # settings: core.config.Settings
+    """The system's settings from the config's ``cruise`` section (its defaults when absent)."""
+    from mmcurate.core.config import CruiseConfig
+
+    cfg = settings.cruise or CruiseConfig.model_construct()
+    return Cruise(model, router=cfg.router, with_context=cfg.tau_low, without_context=cfg.tau_high,
+                  tau_ret=cfg.tau_ret, retrieval_gate=cfg.retrieval_gate, summariser=cfg.summariser,
+                  summary_max_tokens=cfg.summary_max_tokens, turn_seconds=cfg.turn_seconds)
+
+
+def search_branch(settings: Any, task: str | None) -> str:
+    """Eq. 3's branch: the task's (1: image, 2 and 3: image and web) or the config's."""
+    return TASKS[task][1] if task else settings.cruise.search
+
+
+def build_retriever(settings: Any, task: str | None) -> Retriever:
+    """CRUISE's retriever from the config's ``cruise`` section (see ``retrieval.cragmm_search``)."""
+    from mmcurate.retrieval.cragmm_search import CragmmSearchPipeline, ImageKG, ProjectSearch, WebIndex
+    from mmcurate.retrieval.encoders import image_encoder, text_encoder
+    from mmcurate.retrieval.rerank import reranker
+
+    cfg = settings.cruise
+    if cfg is None:
+        raise MmcurateError("--system cruise needs a 'cruise' section in the config (its models, indexes, budget)")
+    branch = search_branch(settings, task)
+    if cfg.cragmm_search is not None:
+        spec = cfg.cragmm_search
+        search: Any = CragmmSearchPipeline.load(spec.image_model_name, spec.image_hf_dataset_id,
+                                                spec.text_model_name, spec.web_hf_dataset_id, cfg.kg_fields)
+    else:
+        for needed, value, what in (("image", cfg.image_index, "image_index"), ("web", cfg.web_index, "web_index")):
+            if branch in (needed, "both") and value is None:
+                raise MmcurateError(f"CRAG-MM task {task} searches {needed}: set cruise.{what} in the config")
+        index_dir = settings.workdir / "indexes"
+        search = ProjectSearch(
+            ImageKG(cfg.image_index, image_encoder(cfg.image_encoder), index_dir, cfg.kg_fields)
+            if branch in ("image", "both") else None,
+            WebIndex(cfg.web_index, text_encoder(cfg.text_encoder), index_dir) if branch in ("web", "both") else None)
+    built = Retriever(search, reranker(cfg.reranker), cfg.cutoff, branch, cfg.k_recall)
+    built.warm()
+    return built
+
+
+def select_turns(rows: Sequence[Mapping[str, Any]], task: str | None, limit: int | None) -> list[Mapping[str, Any]]:
+    """The turns a run answers: the task's set (all turns without a task), the first ``limit``
+    conversations of each set, in conversation and turn order."""
+    wanted = TASKS[task][0] if task else None
+    kept: dict[str, list[str]] = {}
+    out = []
+    for row in sorted(rows, key=lambda r: (r["set"], r["session_id"], r["turn"])):
+        if wanted and row["set"] != wanted:
+            continue
+        sessions = kept.setdefault(row["set"], [])
+        if row["session_id"] not in sessions:
+            if limit is not None and len(sessions) >= limit:
+                continue
+            sessions.append(row["session_id"])
+        out.append(row)
+    return out
+
+
+def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[str, str]) -> list[str]:
+    """One line per stand-in and per reading this run used (named in every output)."""
+    notes = []
+    names = [("answering model", model)]
+    if system == SYSTEM_NAME:
+        cfg = settings.cruise
+        names += [("router", cfg.router or model), ("summariser", cfg.summariser or model)]
+    for role, name in names:
+        spec = settings.model(name)
+        if spec.backend == "scripted":
+            notes.append(f"{role}: scripted model {name!r} (rules in {spec.script.name}) stands in for a real model.")
+        elif spec.backend == "embedded":
+            notes.append(f"{role}: the embedded {spec.gguf} model stands in for the paper's Llama 3.2 models"
+                         + ("" if spec.vision else " (it does not see the image)") + ".")
+    if system == SYSTEM_NAME:
+        cfg = settings.cruise
+        notes.append(f"retrieval: {components.get('search')} ({components.get('search_branch')} branch of eq. 3), "
+                     f"reranked by {components.get('reranker')}, cutoff {components.get('cutoff')}"
+                     + (" (a bi-encoder stands in for bge-reranker-v2-m3)" if components.get("reranker", "")
+                        .startswith("bi-encoder") else "") + ".")
+        notes.append(f"Algorithm 1: time-sensitive questions need S_ret >= tau_ret {cfg.tau_ret:g} "
+                     f"(reading '{cfg.retrieval_gate}'); confidence >= {cfg.tau_low:g} with context, "
+                     f">= {cfg.tau_high:g} without.")
+    budget = (settings.cruise.turn_seconds if settings.cruise else 10.0)
+    notes.append("per-turn budget: " + ("none" if budget is None else f"{budget:g} s (model latencies + local work)"))
+    return notes

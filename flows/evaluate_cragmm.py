@@ -1,0 +1,65 @@
+"""CRAG-MM's evaluation as CRUISE (seed 001) reports it: every turn answered by the ``plain``
+system (the vision-only baseline) or by ``cruise`` (router, query-aware summary and retrieval,
+MAD cutoff, Algorithm 1's gate), within the per-turn budget; multi-turn conversations with
+their earlier turns in context; the first 75 tokens of each answer CRAG-graded; the CRAG table
+per set, domain and query category with CRAG-MM's multi-turn rule. ``task`` 1, 2 or 3 picks
+the competition's task (1: single-turn, image search; 2: single-turn, image and web; 3:
+multi-turn, both); ``limit`` the first N conversations of each set.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from prefect import flow
+
+from mmcurate.core.config import load_config
+from mmcurate.core.errors import ConfigError
+from mmcurate.core.images import ImageStore
+from mmcurate.evaluation.cragmm_report import apply_multi_turn_rule
+from mmcurate.evaluation.cruise import PLAIN, SYSTEM_NAME, run_options, select_turns, stand_in_notes
+from mmcurate.evaluation.failures import check_failures
+from mmcurate.evaluation.runs import evaluation_folder
+from mmcurate.releases.reader import open_release
+from mmcurate.releases.unembed import canonical_samples
+from mmcurate.tasks.evaluate import answer_cragmm, score_crag, summarise_cragmm
+
+DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+TURN_COLUMNS = ["sample_id", "set", "session_id", "turn", "domain", "query_category", "dynamism", "egocentric"]
+
+
+@flow(name="evaluate-cragmm", log_prints=True)
+def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), out: str | None = None,
+                    allow_incomplete: bool = False, system: str = PLAIN, task: str | None = None,
+                    limit: int | None = None) -> str:
+    options = run_options({"system": system, "task": task, "limit": limit})
+    system, task, limit = options["system"], options["task"], options["limit"]
+    settings = load_config(config)
+    if system == SYSTEM_NAME and settings.cruise is None:
+        raise ConfigError(f"--system cruise needs a 'cruise' section in {config}")
+    name = settings.add_model(model).name
+    bench = open_release(release)
+    target = evaluation_folder(settings, bench, name if system == PLAIN else f"{name}-{system}", out)
+    samples = canonical_samples(bench, ImageStore(settings.workdir / "images"), "turns")
+    labels = bench.table("turns").select(TURN_COLUMNS).to_pylist()
+    by_id = {row["sample_id"]: row for row in samples.to_pylist()}
+    turns = [{**by_id[row["sample_id"]], **row} for row in select_turns(labels, task, limit)]
+    answers, components, calls = answer_cragmm(turns, settings, name, system, task)
+    failed = [e for a, e in zip(answers["answer"].to_pylist(), answers["error"].to_pylist()) if a is None]
+    incomplete = check_failures(name, len(failed), answers.num_rows, failed[0] if failed else None, allow_incomplete)
+    results = answers.drop_columns(["sample_id"])
+    for column in TURN_COLUMNS[::-1]:
+        results = results.add_column(0, column, pa.array([t[column] for t in turns]))
+    crag, crag_note, crag_calls = score_crag(results, samples, settings)
+    reading = settings.cruise.multi_turn_scoring if settings.cruise else "competition"
+    ruled = apply_multi_turn_rule(crag, reading)
+    notes = [*([incomplete] if incomplete else []), crag_note, *stand_in_notes(settings, name, system, components)]
+    scope = f"task {task}" if task else "all turns"
+    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {answers.num_rows} turns)"
+    table = summarise_cragmm(ruled, target, title, notes, reading)
+    print(table)
+    calls += crag_calls
+    print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
+          f"failed: {sum(r['failures'] for r in calls)}")
+    return str(target)

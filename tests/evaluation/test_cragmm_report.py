@@ -1,0 +1,66 @@
+"""CRAG-MM's multi-turn rule and its two published readings, and the CRAG table per set,
+domain and query category."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from mmcurate.evaluation.cragmm_report import (
+    apply_multi_turn_rule, conversation_scores, stop_after_two_misses, write_cragmm_evaluation,
+)
+from mmcurate.evaluation.crag import crag_metrics
+
+
+@pytest.mark.parametrize("grades, stopped", [
+    (["perfect", "missing", "incorrect", "perfect", "perfect"], [False, False, False, True, True]),
+    (["missing", "perfect", "incorrect", "perfect"], [False] * 4),  # never two in a row
+    (["incorrect", "missing"], [False, False]),  # two in a row at the end: nothing after them
+    (["acceptable", "missing", "missing", "perfect"], [False, False, False, True]),
+    (["perfect"], [False]),
+])
+def test_two_consecutive_misses_stop_the_conversation(grades, stopped):
+    assert stop_after_two_misses(grades) == stopped
+
+
+def scored() -> pa.Table:
+    rows = [  # set, session, turn, domain, category, grade
+        ("multi_turn", "a", 0, "animal", "simple-recognition", "perfect"),
+        ("multi_turn", "a", 1, "animal", "simple-knowledge", "incorrect"),
+        ("multi_turn", "a", 2, "animal", "simple-knowledge", "missing"),
+        ("multi_turn", "a", 3, "animal", "simple-knowledge", "perfect"),   # stopped: counts as missing
+        ("multi_turn", "a", 4, "animal", "simple-knowledge", "incorrect"),  # stopped
+        ("single_turn", "x", 0, "food", "simple-recognition", "incorrect"),  # single-turn: never stopped
+        ("single_turn", "y", 0, "food", "simple-recognition", "failed"),
+    ]
+    return pa.Table.from_pylist([{"set": s, "session_id": c, "turn": t, "domain": d, "query_category": q,
+                                  "crag_grade": g, "timed_out": False} for s, c, t, d, q, g in rows])
+
+
+def test_the_competition_reading_counts_stopped_turns_as_missing_in_every_rate():
+    ruled = apply_multi_turn_rule(scored(), "competition")
+    assert ruled["stopped"].to_pylist() == [False, False, False, True, True, False, False]
+    assert ruled["crag_grade"].to_pylist()[3:5] == ["missing", "missing"]
+    multi = {r["set"]: r for r in crag_metrics(ruled, by=("set",)).to_pylist()}["multi_turn"]
+    assert (multi["accuracy"], multi["missing"], multi["hallucination"]) == (0.2, 0.6, 0.2)
+    conv = conversation_scores(ruled).to_pylist()
+    assert conv == [{"session_id": "a", "turns": 5, "correct": 1, "hallucinated": 1, "score": 0.0}]
+
+
+def test_the_later_release_keeps_each_turns_grade_in_the_rates():
+    ruled = apply_multi_turn_rule(scored(), "conversation")
+    multi = {r["set"]: r for r in crag_metrics(ruled, by=("set",)).to_pylist()}["multi_turn"]
+    assert (multi["accuracy"], multi["missing"], multi["hallucination"]) == (0.4, 0.2, 0.4)
+    assert conversation_scores(ruled).to_pylist()[0]["score"] == 0.0  # the conversation score stops alike
+    with pytest.raises(ValueError, match="unknown multi-turn reading"):
+        apply_multi_turn_rule(scored(), "lenient")
+
+
+def test_the_table_per_set_domain_and_category(tmp_path):
+    ruled = apply_multi_turn_rule(scored(), "competition")
+    text = write_cragmm_evaluation(ruled, tmp_path, "t", ["a stand-in"], "competition")
+    assert "## Per set" in text and "## Per domain" in text and "## Per query category" in text
+    assert "| single_turn | 0.0 | 50.0 | 50.0 | -50.0 | 2 | 0 | 1 / 0 |" in text  # the failed call is missing
+    assert "| food |" in text and "| simple-knowledge |" in text
+    assert "- a stand-in" in text and "Multi-turn rule (competition)" in text
+    assert "1 conversations, mean conversation score 0.0 %; 2 turn(s) stopped" in text
+    assert (tmp_path / "crag_by_domain.parquet").is_file() and (tmp_path / "conversations.parquet").is_file()

@@ -1,0 +1,119 @@
+"""``mmcurate run cragmm`` then ``mmcurate evaluate --system cruise`` end to end on the bundled
+CRAG-MM fixtures with scripted models: the unfiltered release and its quarantine, CRUISE's
+answers (retrieval through the fixtures' image index, the gate, the budget), the CRAG table per
+set, domain and query category, and one-line refusals of bad options."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mmcurate.releases.reader import open_release
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
+from cli_helpers import run_cli  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+# every fixture question and its gold answer: the scripted reader answers right with context
+ANSWERS = {
+    "what animal is this?": "This is a tabby cat.", "what drink is in this cup?": "It is an espresso.",
+    "what kind of vehicle is this?": "It is a rocket.", "who makes this kind of clock?": "Seth Thomas.",
+    "what type of building is this?": "This is a pavilion.", "how fast can it run?": "About 55 km/h.",
+    "what is this person's job?": "This person is an astronaut.",
+    "which agency flies them to space?": "NASA.", "how many people have been to space?": "About 600.",
+    "what flower is this?": "It is a dahlia.", "does it need full sun?": "Yes.",
+}
+
+
+def reader_rules() -> list[dict]:
+    rules = [{"when_all": ["beyond what the image"], "answer": "yes"},
+             {"when_all": ["time-sensitive", "worth today"], "answer": "yes"},
+             {"when_all": ["time-sensitive"], "answer": "no"},
+             {"when_all": ["Proposed answer 1"], "answer": "yes"},
+             {"when_all": ["Proposed answer:"], "answer": "CONFIDENCE: 0.95\nREASONING: the evidence says so"}]
+    rules += [{"when_all": [f"Question: {q}"], "answer": a} for q, a in ANSWERS.items()]
+    return rules
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory, fixtures_root: Path, prefect_harness) -> tuple[Path, Path]:
+    from mmcurate.flows.cragmm import cragmm
+
+    home = tmp_path_factory.mktemp("cragmm")
+    (home / "reader.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reader_rules()))
+    root = fixtures_root / "cragmm"
+    config = {
+        "workdir": "work", "releases_root": "releases", "judge": {"kind": "lexical"},
+        "models": {"reader": {"backend": "scripted", "script": str(home / "reader.jsonl"), "vision": True},
+                   "summariser": {"backend": "scripted", "script": str(root / "summariser.jsonl"),
+                                  "vision": True, "default": ""}},
+        "cragmm": {"sources": [{"name": "cragmm", "root": str(root)}]},
+        # no budget here: wall-clock time is never part of a test (the budget's tests script their clock)
+        "cruise": {"summariser": "summariser", "search": "image", "image_index": str(root / "image_kg"),
+                   "web_index": str(root / "web" / "pages.jsonl"), "turn_seconds": None},
+    }
+    (home / "config.yaml").write_text(yaml.safe_dump(config))
+    # the curation in process (a first flow run inside CliRunner would tie Prefect's console to its stream)
+    release = Path(cragmm(config=str(home / "config.yaml")))
+    assert release == home / "releases" / "cragmm" / "1.0.0"
+    return home, release
+
+
+def evaluate(home: Path, release: Path, *extra: str):
+    from mmcurate.cli import app
+
+    return CliRunner().invoke(app, ["evaluate", str(release), "--model", "reader", "--config",
+                                    str(home / "config.yaml"), *extra])
+
+
+def test_the_release_holds_every_readable_conversation(home):
+    _, path = home
+    release = open_release(path)
+    turns = release.table("turns")
+    assert turns.num_rows == 13 and release.table("conversations").num_rows == 9
+    assert sorted(set(turns["set"].to_pylist())) == ["multi_turn", "single_turn"]
+    assert release.quarantine.num_rows == 5
+    assert json.loads((path / "quality" / "validation.json").read_text())["success"] is True
+
+
+def test_cruise_on_task_3_and_the_crag_tables(home):
+    home_dir, release = home
+    out = home_dir / "cruise-t3"
+    result = evaluate(home_dir, release, "--system", "cruise", "--task", "3", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    answers = pl.read_parquet(out / "answers.parquet").sort(["session_id", "turn"])
+    assert answers.height == 7 and set(answers["set"].to_list()) == {"multi_turn"}
+    flower = answers.filter(pl.col("session_id") == "mt-flower")
+    assert flower["answer"].to_list() == ["It is a dahlia.", "Yes."]
+    assert not any(answers["timed_out"].to_list())
+    first = json.loads(answers.filter(pl.col("session_id") == "mt-astronaut")["trace"][0])
+    assert first["summary"]["text"] == "An astronaut in a white space suit holds a helmet."
+    assert first["context"]["query"].startswith("what is this person's job? An astronaut")
+    table = (out / "table.md").read_text()
+    assert "(cruise system, task 3, 7 turns)" in table.splitlines()[0]
+    for heading in ("## Per set", "## Per domain", "## Per query category", "## Time budget", "## Multi-turn"):
+        assert heading in table
+    assert "summariser: scripted model 'summariser'" in table and "Multi-turn rule (competition)" in table
+    by_set = pl.read_parquet(out / "crag_by_set.parquet").row(0, named=True)
+    assert by_set["accuracy"] + by_set["missing"] + by_set["hallucination"] == pytest.approx(1.0)
+
+
+def test_plain_and_bad_options(home, capsys, monkeypatch):
+    home_dir, release = home
+    out = home_dir / "plain"
+    result = evaluate(home_dir, release, "--limit", "1", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    answers = pl.read_parquet(out / "answers.parquet")
+    assert answers.height == 1 + 3  # one conversation per set: st-cat, mt-astronaut (3 turns)
+    for extra, message in ((("--task", "4"), "unknown CRAG-MM task"),
+                           (("--scenario", "oracle"), "--scenario: not an option of the cragmm evaluation"),
+                           (("--system", "verify-first"), "unknown answering system")):
+        code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(release), "--model", "reader", "--config",
+                               str(home_dir / "config.yaml"), *extra)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
