@@ -29,6 +29,7 @@ from pydantic_settings import (
 
 from .errors import ConfigError
 from .specs import (
+    CaptionSpec,
     ClaimExtractorSpec,
     CutoffSpec,
     Descriptor,
@@ -44,6 +45,7 @@ from .specs import (
     MiniLM,
     RerankerSpec,
     SegmenterSpec,
+    Template,
     TextEncoderSpec,
     WikiOffline,
     model_names,
@@ -304,6 +306,10 @@ class ReflectVConfig(BenchmarkSection):
     rewriter: str  # rewrites teacher feedback as first-person reflection
     grounding: GroundingSpec
     segmenter: SegmenterSpec | None = None  # SAM 2 masks from the grounded points
+    captions: CaptionSpec = Template()  # inserts caption and marks into a reflection: a model, or 'template'
+    # a teacher's feedback that states the answer: the paper forbids revealing it only in the inserted
+    # caption (Figure 11), so such a chain is kept (False); True collapses it to a QA pair
+    collapse_revealing_feedback: bool = False
     verifier: str  # vision model: do the marks show what the reflection names?
     colors: list[Color] = Field(default_factory=lambda: list(COLORS), min_length=1)
     mark_types: list[MarkType] = Field(default_factory=lambda: list(MARK_TYPES), min_length=1)
@@ -319,7 +325,8 @@ class ReflectVConfig(BenchmarkSection):
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
         roles = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
-                 "rewriter": [self.rewriter], "pointing": model_names(self.grounding), "verifier": [self.verifier],
+                 "rewriter": [self.rewriter], "pointing": model_names(self.grounding),
+                 "captions": model_names(self.captions), "verifier": [self.verifier],
                  "judge": [judge]}
         return [(role, name) for role, names in roles.items() for name in names if name]
 
