@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from mmcurate.core.errors import ConfigError
 
-from . import deflectionbench, reflectv, reflvqa
+from . import deflectionbench, pope, reflectv, reflvqa
 from .benchmark import Benchmark
 
 BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     deflectionbench.BENCHMARK,
     reflvqa.BENCHMARK,
     reflectv.BENCHMARK,
+    pope.BENCHMARK,
 )}
 
 

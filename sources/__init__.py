@@ -19,6 +19,8 @@ ADAPTERS: dict[str, str] = {
     "docvqa": "docvqa:DocVQASource",
     "chartqa": "chartqa:ChartQASource",
     "fire": "fire:FIRESource",
+    "pope": "pope:PopeSource",
+    "pope_objects": "pope_objects:PopeObjectsSource",
 }
 
 

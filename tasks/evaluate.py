@@ -15,7 +15,9 @@ from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import is_lexical
 from mmcurate.evaluation.crag import crag_judge, crag_note, crag_score, token_counter
+from mmcurate.core.stages import StageContext
 from mmcurate.evaluation.graders import METRICS, make_grader
+from mmcurate.evaluation.pope import pope_answers, write_pope_evaluation
 from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa, kept_note
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.report import write_evaluation
@@ -92,4 +94,23 @@ def summarise_reflvqa(run: RefLVQARun, out: Path, title: str, setting: str, note
     """Write answers, grades, retrieval scores, the Table-5-shaped markdown and the Hit@K plot."""
     text = write_reflvqa_evaluation(run, out, title, setting, notes)
     create_markdown_artifact(key="evaluation-reflvqa", markdown=text, description=title)
+    return text
+
+
+@task(name="answer-pope", cache_policy=NO_CACHE)
+def answer_pope(probes: list[dict], settings: Settings, model: str, system: str,
+                run_id: str) -> tuple[list[dict], list[str], list[dict]]:
+    """Every POPE probe answered plain or through Kestrel; the rows, the notes, the call counts."""
+    store = ImageStore(settings.workdir / "images")
+    with open_models(settings, store, prefect_secret) as models:
+        rows, notes = pope_answers(probes, StageContext(settings, run_id, store, models), model, system)
+        calls = models.counter.rows()
+    return rows, notes, calls
+
+
+@task(name="summarise-pope", cache_policy=NO_CACHE)
+def summarise_pope(rows: list[dict], out: Path, title: str, notes: list[str]) -> str:
+    """Write answers (with Kestrel's traces), POPE's metrics per split and the markdown table."""
+    text = write_pope_evaluation(rows, out, title, notes)
+    create_markdown_artifact(key="evaluation-pope", markdown=text, description=title)
     return text

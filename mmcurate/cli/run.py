@@ -79,7 +79,8 @@ def evaluate(
     modality_analysis: Annotated[bool, typer.Option(
         "--modality-analysis", help="DeflectionBench: also realistic with text / image / multimodal negatives")] = False,
     system: Annotated[Optional[str], typer.Option(
-        "--system", help="answering system: plain, or verify-first (CRUISE's gate; DeflectionBench)")] = None,
+        "--system", help="answering system: plain, verify-first (CRUISE's gate; DeflectionBench) or kestrel "
+                         "(grounded self-refinement; POPE)")] = None,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
     allow_incomplete: Annotated[bool, typer.Option(
         "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)")] = False,
