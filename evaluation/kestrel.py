@@ -194,12 +194,12 @@ def where(box: tuple[float, float, float, float], width: int, height: int) -> st
 
 
 def relation(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> str:
-    """How box ``a`` lies to box ``b`` by their centres: "left of and above", ..."""
+    """How box ``a`` lies to box ``b`` by their centres, the larger offset first: "left of and above", ..."""
     dx = (a[0] + a[2]) / 2 - (b[0] + b[2]) / 2
     dy = (a[1] + a[3]) / 2 - (b[1] + b[3]) / 2
-    horizontal = "left of" if dx < 0 else "right of"
-    vertical = "above" if dy < 0 else "below"
-    return f"{horizontal} and {vertical}" if abs(dx) >= abs(dy) else f"{vertical} and {horizontal}"
+    parts = [(abs(d), word) for d, word in ((dx, "left of" if dx < 0 else "right of"), (dy, "above" if dy < 0 else "below"))
+             if d]
+    return " and ".join(word for _, word in sorted(parts, key=lambda p: -p[0])) or "centred on"
 
 
 @dataclass

@@ -27,7 +27,9 @@ already asked about it, chosen per split:
 - ``adversarial``: the first of the objects by how often they appear with that positive;
 
 ``popular`` and ``adversarial`` fall back to a random draw when their list runs out. Ties
-are broken by name (POPE leaves them to dict order). One ``random.Random(seed)`` serves the
+are broken by name (POPE leaves them to dict order). A positive for which no object is left
+to ask about (a small vocabulary) is not asked either, so every split stays half "yes"
+(POPE's loop would search forever). One ``random.Random(seed)`` serves the
 image draw and then the splits in the order above, as POPE's one global generator does.
 Questions use POPE's template; ids count from 1 in each split. Each split so holds 2 x
 ``sample_num`` probes per image, half of them "yes".
@@ -96,15 +98,14 @@ def build_probes(objects: Objects, sample_num: int, images: int | None, seed: in
         for image in kept:
             present, asked = set(objects[image]), []
             for positive in objects[image][:sample_num]:
-                asked.append(positive)
-                probes.append((len(probes) + 1, image, positive, "yes"))
-                free = [o for o in negatives_by(split, positive, frequency, together) if o not in present | set(asked)]
-                candidates = [o for o in pool if o not in present | set(asked)]
+                taken = present | set(asked) | {positive}
+                free = [o for o in negatives_by(split, positive, frequency, together) if o not in taken]
+                candidates = [o for o in pool if o not in taken]
                 if not candidates:
-                    continue  # every known object is in the image or asked: no negative exists
+                    continue  # no object left to ask about: neither probe (POPE would search forever)
                 negative = free[0] if free else rng.choice(candidates)
-                asked.append(negative)
-                probes.append((len(probes) + 1, image, negative, "no"))
+                asked += [positive, negative]
+                probes += [(len(probes) + 1, image, positive, "yes"), (len(probes) + 2, image, negative, "no")]
         out[split] = probes
     return out
 
