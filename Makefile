@@ -56,6 +56,8 @@ demo: setup fixtures
 	$(MM) verify $(DEMO_RELEASES)/reflvqa/1.0.0
 	$(MM) report $(DEMO_RELEASES)/reflectv/1.0.0
 	$(MM) verify $(DEMO_RELEASES)/reflectv/1.0.0
+	$(MM) run pope --config configs/demo.yaml
+	$(MM) evaluate $(DEMO_RELEASES)/pope/1.0.0 --model kestrel-lvlm --system kestrel --config configs/demo.yaml
 
 test: setup fixtures
 	$(PY) -m pytest -q
