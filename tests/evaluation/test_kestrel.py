@@ -219,6 +219,15 @@ def test_replies_are_read_strictly() -> None:
     assert parse_initial("position")(json.dumps({"answer": "No", "verifiable_claims": [two]}))[1][0].targets == ("dog", "cat")
 
 
+def test_a_blind_model_is_refused(world) -> None:
+    from mmcurate.evaluation.pope import pope_answers
+    from mmcurate.evaluation.scenarios import EvaluationError
+
+    world.add("blind", [], default="Yes")
+    with pytest.raises(EvaluationError, match="model 'blind' cannot see them"):
+        pope_answers([], world.ctx(), "blind", "plain")
+
+
 def test_config_ranges() -> None:
     with pytest.raises(ValueError, match="saliency"):
         KestrelConfig(grounding="saliency")

@@ -122,10 +122,10 @@ def test_why_prints_a_kestrel_items_rounds(run, capsys, monkeypatch) -> None:
     assert code == 2 and "unknown item 'nope'" in err
 
 
-def test_a_blind_model_is_refused(run) -> None:
-    from mmcurate.core.errors import MmcurateError
-    from mmcurate.flows.evaluate_pope import evaluate_pope
+
+def test_a_rerun_returns_the_release(run) -> None:
+    from mmcurate.flows.pope import pope
 
     _, config, release, _ = run
-    with pytest.raises(MmcurateError, match="cannot see them"):
-        evaluate_pope.fn(release=str(release), model="blind", config=str(config))
+    assert Path(pope(config=str(config))) == release
+    assert sorted(p.name for p in release.parent.iterdir()) == ["1.0.0"]
