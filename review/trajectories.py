@@ -95,7 +95,11 @@ def _noise(row: dict[str, Any]) -> bool:
 
 def release_items(release: Path | str) -> dict[str, list[dict[str, Any]]]:
     """Every candidate item of each subset, in a stable order (by sample id), all in one form."""
-    dialogues = _frame(Path(release), "dialogues").to_dicts()
+    frame = _frame(Path(release), "dialogues")
+    if "trajectory" not in frame.columns:
+        raise MmcurateError(f"{release}: its dialogues have no rendered trajectory (a release made before Table 6 "
+                            "was blind); re-curate it to rate it")
+    dialogues = frame.to_dicts()
 
     def shown(row: dict[str, Any]) -> dict[str, Any]:
         return {"sample_id": row["sample_id"], "question": row["question"], "ground_truth": " | ".join(row["answers"]),
