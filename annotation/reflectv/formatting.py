@@ -9,11 +9,11 @@ Every sample that passed the trajectory filter becomes one of:
   (its ``chain_issue``), rendered as one turn that calls no tool.
 
 Every rendered conversation is checked by the validator of ``turns`` first: a chain that
-fails it becomes a QA pair (its ``chain_issue`` names the broken rules), a QA pair that
-fails it is dropped. Only then is the share of chains brought to ``rho`` (default 0.75), so
-the release meets rho as the paper states it (issue 21: a split before validation could
-fall below rho when a kept chain then failed). The rule keeps the release as large as
-possible without going below rho:
+fails it becomes a QA pair (its reason names the broken rules), a QA pair that fails it is
+dropped. Only then is the share of chains brought to ``rho`` (default 0.75), so the release
+meets rho as the paper states it (a split made before validation fell below rho whenever a
+kept chain then failed). The rule keeps the release as large as possible without going
+below rho:
 
 - more chains than rho asks for (chains >= rho * total): keep ceil(rho * total) chains and
   collapse the rest to QA pairs ("redundant" chains);
