@@ -235,6 +235,14 @@ def test_config_ranges() -> None:
         ClaimGate(max_rounds=1, stable_rounds=2)
     with pytest.raises(ValueError, match="zoom"):
         KestrelConfig(zoom=0.5)
+    from mmcurate.core.config import Settings
+
+    with pytest.raises(ValueError, match=r"unknown model\(s\) \['ghost'\]"):
+        Settings(evaluation={"pope": {"kestrel": {"verifier": "ghost"}}})
+    with pytest.raises(ValueError, match=r"unknown model\(s\) \['molmo'\]"):
+        Settings(evaluation={"pope": {"kestrel": {"grounding": "pointing:molmo"}}})
+    with pytest.raises(ValueError, match="pope.sources"):
+        Settings(pope={"sources": []})
     with pytest.raises(MmcurateError, match="POPE runs plain or kestrel"):
         run_options({"system": "verify-first"})
     assert run_options({}) == {"system": "plain"}
