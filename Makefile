@@ -58,6 +58,8 @@ demo: setup fixtures
 	$(MM) verify $(DEMO_RELEASES)/reflectv/1.0.0
 	$(MM) run cragmm --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/cragmm/1.0.0 --model smollm2 --config configs/demo.yaml --system cruise --limit 1
+	$(MM) run pope --config configs/demo.yaml
+	$(MM) evaluate $(DEMO_RELEASES)/pope/1.0.0 --model kestrel-lvlm --system kestrel --config configs/demo.yaml
 
 test: setup fixtures
 	$(PY) -m pytest -q

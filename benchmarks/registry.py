@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from mmcurate.core.errors import ConfigError
 
-from . import cragmm, deflectionbench, reflectv, reflvqa
+from . import cragmm, deflectionbench, pope, reflectv, reflvqa
 from .benchmark import Benchmark
 
 BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
@@ -11,6 +11,7 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     reflvqa.BENCHMARK,
     reflectv.BENCHMARK,
     cragmm.BENCHMARK,
+    pope.BENCHMARK,
 )}
 
 

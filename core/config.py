@@ -31,6 +31,7 @@ from pydantic_settings import (
 
 from .errors import ConfigError
 from .specs import (
+    CaptionSpec,
     ClaimExtractorSpec,
     CutoffSpec,
     Descriptor,
@@ -46,7 +47,9 @@ from .specs import (
     MadCutoff,
     MiniLM,
     RerankerSpec,
+    Saliency,
     SegmenterSpec,
+    Template,
     TextEncoderSpec,
     WikiOffline,
     model_names,
@@ -302,6 +305,12 @@ class ClaimGate(_Strict):
             raise ValueError(f"claim thresholds must lie in [{low}, {high}] (Kestrel), got {bad}")
         return {**CLAIM_THRESHOLDS, **value}
 
+    @model_validator(mode="after")
+    def _reachable(self) -> "ClaimGate":
+        if self.stable_rounds > self.max_rounds:
+            raise ValueError(f"stable_rounds ({self.stable_rounds}) cannot exceed max_rounds ({self.max_rounds})")
+        return self
+
 
 class SentenceVerification(_Strict):
     """RefLVQA's optional Kestrel stage (``annotation.reflvqa.verification``): typed claims from
@@ -380,8 +389,33 @@ class RefLVQAEvalConfig(_Strict):
     evaluators: Evaluators = Field(default_factory=Evaluators)
 
 
+class KestrelConfig(_Strict):
+    """Kestrel's loop around the evaluated model (seed 000; ``evaluation.kestrel``): the grounding
+    agent, who verifies, the change gate and the rounds (``gate``), and the optional Yes-guard."""
+
+    grounding: GroundingSpec | None = None  # the grounding agent; needed for --system kestrel
+    segmenter: SegmenterSpec | None = None  # SAM 2 masks for the grounded instances (segmentation overlays)
+    verifier: str | None = None  # None: the evaluated model judges the evidence (the paper's LVLM-as-a-judge)
+    gate: ClaimGate = Field(default_factory=ClaimGate)  # per-type thresholds in [0.82, 0.90], 3 rounds, 2 stable
+    yes_guard: bool = False  # the appendix's optional check of an initial Yes (off in the main text)
+    zoom: float = Field(default=2.0, ge=1.0, le=8.0)  # crop-and-zoom enlargement of a target's union box
+
+    @field_validator("grounding")
+    @classmethod
+    def _looks_for_targets(cls, value: Any) -> Any:
+        if isinstance(value, Saliency):
+            raise ValueError("kestrel grounding must look for the claim's targets; 'saliency' ignores them "
+                             "(use 'boxes:<regions>' or 'pointing:<model>')")
+        return value
+
+
+class PopeEvalConfig(_Strict):
+    kestrel: KestrelConfig = Field(default_factory=KestrelConfig)
+
+
 class EvaluationConfig(_Strict):
     reflvqa: RefLVQAEvalConfig = Field(default_factory=RefLVQAEvalConfig)
+    pope: PopeEvalConfig = Field(default_factory=PopeEvalConfig)
 
 
 class ReflectVConfig(BenchmarkSection):
@@ -395,6 +429,10 @@ class ReflectVConfig(BenchmarkSection):
     rewriter: str  # rewrites teacher feedback as first-person reflection
     grounding: GroundingSpec
     segmenter: SegmenterSpec | None = None  # SAM 2 masks from the grounded points
+    captions: CaptionSpec = Template()  # inserts caption and marks into a reflection: a model, or 'template'
+    # a teacher's feedback that states the answer: the paper forbids revealing it only in the inserted
+    # caption (Figure 11), so such a chain is kept (False); True collapses it to a QA pair
+    collapse_revealing_feedback: bool = False
     verifier: str  # vision model: do the marks show what the reflection names?
     colors: list[Color] = Field(default_factory=lambda: list(COLORS), min_length=1)
     mark_types: list[MarkType] = Field(default_factory=lambda: list(MARK_TYPES), min_length=1)
@@ -410,7 +448,8 @@ class ReflectVConfig(BenchmarkSection):
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
         roles = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
-                 "rewriter": [self.rewriter], "pointing": model_names(self.grounding), "verifier": [self.verifier],
+                 "rewriter": [self.rewriter], "pointing": model_names(self.grounding),
+                 "captions": model_names(self.captions), "verifier": [self.verifier],
                  "judge": [judge]}
         return [(role, name) for role, names in roles.items() for name in names if name]
 
@@ -478,6 +517,16 @@ class CruiseConfig(_Strict):
 
     def models(self) -> list[str]:
         return [name for name in (self.router, self.summariser) if name]
+class PopeConfig(BenchmarkSection):
+    """POPE probes (Kestrel's benchmark, seed 000 4.1; see flows/pope.py): published POPE files
+    (source ``pope``) or probes built from object annotations (``pope_objects``)."""
+
+    sources: list[SourceSpec] = Field(min_length=1)
+    seed: int = 0  # which surplus probes go when a split is unbalanced
+    version: str = "1.0.0"
+
+    def roles(self, judge: str | None) -> list[tuple[str, str]]:
+        return []  # curating probes asks no model
 
 
 class TaskRunnerConfig(_Strict):
@@ -533,6 +582,7 @@ class Settings(BaseSettings):
     reflectv: ReflectVConfig | None = None
     cragmm: CragMMConfig | None = None
     cruise: CruiseConfig | None = None  # CRUISE's answering system (evaluate --system cruise)
+    pope: PopeConfig | None = None
 
     @classmethod
     def settings_customise_sources(
@@ -565,6 +615,8 @@ class Settings(BaseSettings):
         for spec in (graders.groundedness, graders.completeness, graders.relevance):
             wanted += model_names(spec)
         wanted += self.cruise.models() if self.cruise else []
+        kestrel = self.evaluation.pope.kestrel
+        wanted += model_names(kestrel.grounding) + ([kestrel.verifier] if kestrel.verifier else [])
         missing = sorted(set(wanted) - set(self.models))
         if missing:
             raise ValueError(f"unknown model(s) {missing}; defined: {sorted(self.models)}")

@@ -19,6 +19,7 @@ serialises back to its short form (so manifests stay readable and round-trip):
 | CutoffSpec          | ``mad``, ``mad:<tau>:<lambda>:<max_keep>``, ``top_k:<k>``             |
 | GroundingSpec       | ``boxes:<file or folder>``, ``saliency``, ``pointing:<model>``     |
 | SegmenterSpec       | ``sam2:<model config>:<checkpoint>``                               |
+| CaptionSpec         | ``template`` (fixed sentences, the offline stand-in), or a model name |
 
 This module is the only place a spec string is parsed; component factories
 (``retrieval.encoders.text_encoder`` and the like) take these objects, or a string that
@@ -141,6 +142,12 @@ class Heuristic(_Spec):
     """The names-or-numbers rule standing in for a fact-checkability labeller."""
 
     kind: Literal["heuristic"] = "heuristic"
+
+
+class Template(_Spec):
+    """Fixed sentences standing in for a model that writes text into a reflection."""
+
+    kind: Literal["template"] = "template"
 
 
 class MadCutoff(_Spec):
@@ -326,6 +333,10 @@ GroundingSpec = Annotated[
            None, "'boxes:<file or folder>', 'saliency' or 'pointing:<model>'"),
 ]
 SegmenterSpec = Annotated[Sam2, _short({"sam2": _sam2}, None, "'sam2:<model config>:<checkpoint>'")]
+CaptionSpec = Annotated[
+    Union[Template, ModelRef], Field(discriminator="kind"),
+    _short({"template": _bare("template")}, lambda name: {"kind": "model", "name": name}, ""),
+]
 
 T = TypeVar("T")
 

@@ -2,14 +2,17 @@
 transitions of Fig. 4, preference shares with 95% Wilson intervals of Fig. 6).
 
 A run is a folder as ``mmcurate evaluate`` writes it: ``answers.parquet`` (one row per answer:
-``sample_id``, ``scenario``, ``n_negatives``, ``grade``, ...) and ``table.md``, whose title
-``# <model> on <benchmark> <version> (...)`` names the release evaluated, and ``release.json``
-its content id. Runs of different releases are not compared, nor runs of two releases that
-share a name but not their content (matched by content id where both runs recorded it).
+``sample_id``, ``grade`` and the columns that say under which condition it was asked:
+DeflectionBench's ``scenario``, ``n_negatives``, ...; POPE's ``split``) and ``table.md``,
+whose title ``# <model> on <benchmark> <version> (...)`` names the release evaluated, and
+``release.json`` its content id. Runs of different releases are not compared, nor runs of two
+releases that share a name but not their content (matched by content id where both runs
+recorded it).
 
-An item is one question asked under one condition: the rows are matched on ``sample_id``,
-``scenario`` and ``n_negatives``, plus ``negatives`` and ``abstention`` when both runs have
-those columns. An answer is correct when its grade is CORRECT; INCORRECT and NOT_ATTEMPTED
+An item is one question asked under one condition: the rows are matched on ``sample_id`` and
+those of ``scenario``, ``n_negatives``, ``negatives``, ``abstention`` and ``split`` that both
+runs have; transitions are also counted per ``scenario`` (or per POPE ``split``). An answer
+is correct when its grade is CORRECT; INCORRECT and NOT_ATTEMPTED
 are both "not correct". Items where either run has no grade (FAILED, JUDGE_ERROR) are left
 out and counted. From run A to run B each item is
 
@@ -46,8 +49,9 @@ from .run_record import recorded_content_id
 ALPHA = 0.05  # 95% intervals
 ANSWERS = "answers.parquet"
 TITLE_FILE = "table.md"
-REQUIRED = ("sample_id", "scenario", "n_negatives", "grade")
-OPTIONAL_KEYS = ("negatives", "abstention")
+REQUIRED = ("sample_id", "grade")
+CONDITIONS = ("scenario", "n_negatives", "negatives", "abstention", "split")  # matched when both runs have them
+GROUPS = ("scenario", "split")  # transitions per value of the first of these the runs share
 UNGRADED = ("FAILED", "JUDGE_ERROR")
 TRANSITIONS = ("kept correct", "corrected", "broken", "kept wrong")
 _TITLE = re.compile(r"^# .+ on (\S+) (\S+) \(.*\)\s*$")
@@ -126,7 +130,7 @@ class Comparison:
     left_out: int  # items where a run has no grade (FAILED, JUDGE_ERROR)
     only_in_a: int
     only_in_b: int
-    transitions: pa.Table  # scenario ("all" first), transition, count, share
+    transitions: pa.Table  # scenario (the group: scenario or split, "all" first), transition, count, share
     wins: pa.Table  # outcome, count, n, share, low, high
 
 
@@ -145,8 +149,7 @@ def compare_runs(a: Path | str, b: Path | str) -> Comparison:
     if None not in (run_a.content_id, run_b.content_id) and run_a.content_id != run_b.content_id:
         raise CompareError(f"the runs evaluate two different releases named {run_a.release}: content "
                            f"{run_a.content_id[:12]} ({run_a.folder}) and {run_b.content_id[:12]} ({run_b.folder})")
-    key = [*REQUIRED[:3], *(c for c in OPTIONAL_KEYS
-                             if c in run_a.answers.column_names and c in run_b.answers.column_names)]
+    key = ["sample_id", *(c for c in CONDITIONS if c in run_a.answers.column_names and c in run_b.answers.column_names)]
     items_a, items_b = _items(run_a, key), _items(run_b, key)
     common = [item for item in items_a if item in items_b]
     if not common:
@@ -154,13 +157,14 @@ def compare_runs(a: Path | str, b: Path | str) -> Comparison:
     graded = [i for i in common if items_a[i] not in UNGRADED and items_b[i] not in UNGRADED]
     if not graded:
         raise CompareError(f"the runs share {len(common)} item(s) but none is graded in both")
-    scenario = key.index("scenario")
+    group = next((key.index(c) for c in GROUPS if c in key), None)
     counts: Counter[tuple[str, str]] = Counter()
     for item in graded:
         moved = _transition(items_a[item] == "CORRECT", items_b[item] == "CORRECT")
         counts[("all", moved)] += 1
-        counts[(item[scenario], moved)] += 1
-    groups = ["all", *sorted({item[scenario] for item in graded})]
+        if group is not None:
+            counts[(item[group], moved)] += 1
+    groups = ["all", *sorted({item[group] for item in graded} if group is not None else [])]
     rows = []
     for group in groups:
         total = sum(counts[(group, t)] for t in TRANSITIONS)
@@ -189,7 +193,8 @@ def _pct(value: float | None) -> str:
 
 def comparison_markdown(result: Comparison) -> str:
     """The transitions (overall, then per scenario) and the win shares as markdown."""
-    table = [{"Scenario": r["scenario"], "Transition": r["transition"], "Count": str(r["count"]),
+    by = next((c for c in GROUPS if c in result.key), "scenario").capitalize()
+    table = [{by: r["scenario"], "Transition": r["transition"], "Count": str(r["count"]),
               "Share (%)": _pct(r["share"])} for r in result.transitions.to_pylist()]
     wins = [{"Outcome": r["outcome"], "Count": f"{r['count']}/{r['n']}", "Share (%)": _pct(r["share"]),
              "95% Wilson": "–" if r["low"] is None else f"[{r['low']:.3f}, {r['high']:.3f}]"}

@@ -5,7 +5,7 @@
     dialogue     a student answers, a teacher with the ground truth scores 0-10 and gives feedback
     trajectory   keep strictly ascending scores that end at 10 with a right final answer
     reflection   grounding keywords, and the feedback rewritten as first-person reflection
-    grounding    locate each keyword, draw marks in the named colour and type, word them in
+    grounding    locate each keyword, draw marks in the named colour and type, insert caption and marks
     visual       a vision model checks that the marks show what the reflection names
     format       verified chains as multi-turn trajectories, the rest as QA pairs, at rho
     publish      the validated release: trajectories, dialogues, Figure 5 statistics; the plan
@@ -44,9 +44,10 @@ def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_i
 
     dialogues = run_stage(BuildDialogues(cfg.student, cfg.teacher, cfg.max_turns), samples, settings, run_id)
     filtered = run_stage(TrajectoryFilter(), dialogues.kept, settings, run_id)
-    reflected = run_stage(WriteReflections(cfg.keywords, cfg.rewriter), filtered.kept, settings, run_id)
-    grounded = run_stage(GroundAndMark(cfg.grounding, cfg.segmenter, cfg.colors, cfg.mark_types, cfg.seed),
-                         reflected.kept, settings, run_id)
+    reflected = run_stage(WriteReflections(cfg.keywords, cfg.rewriter, cfg.collapse_revealing_feedback),
+                          filtered.kept, settings, run_id)
+    grounded = run_stage(GroundAndMark(cfg.grounding, cfg.segmenter, cfg.colors, cfg.mark_types, cfg.seed,
+                                       cfg.captions), reflected.kept, settings, run_id)
     verified = run_stage(VisualCheck(cfg.verifier), grounded.kept, settings, run_id)
     formatted = run_stage(FormatTrajectories(cfg.rho, cfg.seed), verified.kept, settings, run_id)
 

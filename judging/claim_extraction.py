@@ -69,9 +69,12 @@ def heuristic_claims(statement: str) -> list[Claim]:
     return [Claim("c1", heuristic_type(text), text)] if text else []
 
 
-def _claim(raw: Any) -> Claim:
-    if not isinstance(raw, dict) or set(raw) != CLAIM_KEYS:
-        raise RecordError(f"each claim needs exactly the keys {sorted(CLAIM_KEYS)}")
+def claim_of(raw: Any, optional: frozenset[str] = frozenset()) -> Claim:
+    """One claim record ``{"id", "type", "text", "targets"}`` (plus any ``optional`` keys,
+    which are read past), validated; RecordError says what is wrong."""
+    if not isinstance(raw, dict) or not CLAIM_KEYS <= set(raw) <= CLAIM_KEYS | optional:
+        raise RecordError(f"each claim needs exactly the keys {sorted(CLAIM_KEYS)}"
+                          + (f" (and may have {sorted(optional)})" if optional else ""))
     if not isinstance(raw["id"], str) or not raw["id"].strip():
         raise RecordError("a claim id is not a non-empty string")
     if raw["type"] not in CLAIM_TYPES:
@@ -89,7 +92,7 @@ def parse_claims(text: str) -> list[Claim]:
     raw = json_object(text)
     if set(raw) != {"claims"} or not isinstance(raw["claims"], list):
         raise RecordError('a reply has exactly one key, "claims", holding a list')
-    claims = [_claim(item) for item in raw["claims"]]
+    claims = [claim_of(item) for item in raw["claims"]]
     if not 1 <= len(claims) <= MAX_CLAIMS:
         raise RecordError(f"{len(claims)} claims; give 1 to {MAX_CLAIMS}")
     if len({c.id for c in claims}) != len(claims):

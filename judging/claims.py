@@ -24,9 +24,14 @@ claim is *confident* when its confidence reaches its type's threshold (``ClaimGa
 
 Change gate: a verdict may change what the caller holds (an answer, a sentence's citations)
 only when it is decisive and backed by cited evidence: a contradicted verdict (cited by
-construction), or a supported verdict whose every claim cites evidence. Rounds stop after
-``stable_rounds`` supported rounds in a row, at a gated contradiction, on an error, or after
-``max_rounds`` (``stop_reason``).
+construction), or a supported verdict whose every claim cites evidence.
+
+Rounds (``stop_reason``): a gated contradiction does not end them. The caller revises what
+it holds through the gate and verifies again (Kestrel's stateful self-refinement, 3.4: the
+answer may be revised in any round). Rounds stop after ``stable_rounds`` supported rounds in
+a row (with what the caller holds unchanged over them, when the caller tracks it: "the
+answer is stable with two consecutive supported verdicts", 4.1), on an error, or after
+``max_rounds``.
 """
 from __future__ import annotations
 
@@ -45,7 +50,7 @@ ERROR = "error"  # a round without a valid record: never a verdict
 RECORD_KEYS = {"verdict", "checked"}
 CHECK_KEYS = {"claim_id", "status", "confidence", "why", "citations"}
 
-Stop = Literal["stable", "contradicted", "max_rounds", "error"]
+Stop = Literal["stable", "max_rounds", "error"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,13 @@ def gated(record: VerifierRecord, claims: list[Claim], gate: ClaimGate) -> bool:
     return rule == "supported" and all(record.of(claim.id).citations for claim in claims)
 
 
+def refuting(record: VerifierRecord, claims: list[Claim], gate: ClaimGate) -> list[str]:
+    """The evidence ids cited by the claims the record confidently contradicts, in order."""
+    ids = [e for claim in claims for c in [record.of(claim.id)]
+           if c.status == "contradicted" and confident(c, claim, gate) for e in c.citations]
+    return list(dict.fromkeys(ids))
+
+
 @dataclass(frozen=True)
 class Round:
     """One verification round: the record (None on error), its verdict and whether it is gated."""
@@ -177,15 +189,18 @@ def judge_round(number: int, record: VerifierRecord | None, claims: list[Claim],
     return Round(number, record, verdict(record, claims, gate), gated(record, claims, gate), raw)
 
 
-def stop_reason(rounds: list[Round], gate: ClaimGate) -> Stop | None:
-    """Why verification stops after ``rounds``, or None to ask for another round."""
+def stop_reason(rounds: list[Round], gate: ClaimGate, held: list[Any] | None = None) -> Stop | None:
+    """Why verification stops after ``rounds``, or None to ask for another round. A
+    contradiction never stops it (the caller revises and goes on). ``held``: what the caller
+    held before the first round and after each round (one more entry than ``rounds``); when
+    given, "stable" also needs it unchanged over the supported rounds."""
     last = rounds[-1]
     if last.verdict == ERROR:
         return "error"
-    if last.verdict == "contradicted" and last.gated:
-        return "contradicted"
-    recent = rounds[-gate.stable_rounds:]
-    if len(recent) == gate.stable_rounds and all(r.verdict == "supported" for r in recent):
+    n = gate.stable_rounds
+    recent = rounds[-n:]
+    unchanged = held is None or all(h == held[-1] for h in held[-n - 1:])
+    if len(recent) == n and all(r.verdict == "supported" for r in recent) and unchanged:
         return "stable"
     if len(rounds) >= gate.max_rounds:
         return "max_rounds"

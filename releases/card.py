@@ -31,6 +31,11 @@ SOURCE_LICENSES: dict[str, dict[str, str | None]] = {
     "docvqa": {"license": None, "where": "https://rrc.cvc.uab.es/?ch=17", "note": "download after registration"},
     "chartqa": {"license": None, "where": "https://github.com/vis-nlp/ChartQA", "note": "charts from public websites"},
     "fire": {"license": None, "where": "https://huggingface.co/datasets/PengxiangLi/FIRE", "note": ""},
+    "pope": {"license": "mit", "where": "https://github.com/RUCAIBox/POPE",
+             "note": "the question files; images from COCO val2014, GQA or A-OKVQA under their own terms"},
+    "pope_objects": {"license": None, "where": "",
+                     "note": "probes built from the object annotations given (COCO's annotations are CC BY 4.0, "
+                             "its images under Flickr terms)"},
     "reddit": {"license": None, "where": "https://www.redditinc.com/policies/user-agreement",
                "note": "posts and comments belong to their authors and are used under Reddit's User Agreement; "
                        "no open licence covers them"},

@@ -11,17 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 if TYPE_CHECKING:
+    from mmcurate.core.images import ImageStore
+
     from .reader import Release
     from .validation import FrameCheck
 
 Distribution = tuple[str, str, dict[str, int]]  # x label, y label, counts
 Checks = Callable[["Release"], tuple[list["FrameCheck"], list[str]]]
 Distributions = Callable[[Mapping[str, pa.Table]], dict[str, Distribution]]
+# extra files written into the release folder (sealed with it) from the tables, images from the store;
+# returns what the manifest records about them
+Exports = Callable[[Mapping[str, pa.Table], Path, "ImageStore"], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,7 @@ class ReleaseKind:
     checks: Checks  # the Great Expectations suite of a written release, and notes on what it skipped
     distributions: Distributions  # counts worth a bar chart in the card and report
     split: str = "test"  # every config's split: "test" for an evaluation set, "train" for a training set
+    exports: Exports | None = None  # e.g. a training export fine-tuning tools read (manifest ``exports``)
 
     @property
     def samples_config(self) -> str:

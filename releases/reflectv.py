@@ -1,21 +1,27 @@
-"""A ReflectV run as a release draft: trajectories, every dialogue with its fate, and the
-numbers of the paper's Figure 5 (domains, funnel, depth).
+"""A ReflectV run as a release draft: trajectories, every dialogue with its fate, the numbers
+of the paper's Figure 5 (domains, funnel, depth), and a training export.
 
 Configs:
 
 - ``trajectories`` (the training set, split ``train``): one row per released sample, the
   original image and the conversation as a list of turns ``{turn, image, text}``, each
   ``text`` in the ``<answer>/<think>/<tool_call>`` format and each ``image`` the image that
-  turn sees (the original, then the previous turn's marked image);
+  turn sees (the original, then the previous turn's marked image); ``depth`` is the number of
+  reflective rounds (Figure 5c: the turns that call the tool; 0 for a QA pair);
 - ``dialogues``: every dialogue that was built or ingested, with its scores, student
   answers and teacher feedback, and its fate: ``multi_turn`` or ``single_turn`` (released),
   ``discarded`` (failed the trajectory filter) or ``dropped`` (surplus for rho, or a format
   defect), with the reason, and ``chain_issue``: why a later stage rejected its multi-turn
-  chain, if one did. Table 6's quality check samples it (discarded and raw).
+  chain, if one did; ``trajectory``: the dialogue rendered in the trajectory format as far as
+  the pipeline built it (its reflections and marked images where they exist), the one form
+  Table 6's quality check shows raters for every subset.
+
+The training export (``releases.reflectv_sft``): ``sft/`` with the trajectories as
+conversation records for fine-tuning tools, and their images.
 
 Statistics: ``funnel`` (original -> response-filtered -> GT-filtered -> visually verified
 chains -> released), ``domains`` (the same per domain, and the released formats),
-``depth`` (released samples by turns to convergence, per format), ``composition`` (rho
+``depth`` (released samples by reflective rounds, per format), ``composition`` (rho
 asked and reached) and ``calls``.
 """
 from __future__ import annotations
@@ -29,12 +35,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmcurate.annotation.reflectv.chains import ORIGIN, turns_of
-from mmcurate.annotation.reflectv.formatting import CHAIN_KEPT, CHECK_SHARE, MULTI, SINGLE, SURPLUS, TRAJECTORY
+from mmcurate.annotation.reflectv.formatting import (
+    CHECK_SHARE, FORMAT_DEFECTS, MULTI, SINGLE, SURPLUS, TRAJECTORY, final_think, render_turns,
+)
 from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL, CHECK_RULE
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import DOMAINS, domain_of
 from mmcurate.core.ledger import Ledger
-from mmcurate.core.specs import Heuristic
+from mmcurate.core.specs import Heuristic, Template
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
 
@@ -43,6 +51,7 @@ from .kind import Distribution, ReleaseKind
 from .plots import sorted_counts, value_counts
 from .reflectv_checks import reflectv_checks
 from .reflectv_schema import DIALOGUE, DISCARDED, DROPPED
+from .reflectv_sft import write_sft
 
 
 
@@ -50,8 +59,8 @@ def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
     released = tables["trajectories"]
     return {
         "samples per domain": ("domain", "samples", dict(value_counts(released.column("domain")).most_common())),
-        "trajectory depth (turns to convergence)": ("turns to convergence", "trajectories",
-                                                    sorted_counts(value_counts(released.column("depth")))),
+        "trajectory depth (reflective rounds)": ("reflective rounds", "trajectories",
+                                                 sorted_counts(value_counts(released.column("depth")))),
     }
 
 
@@ -67,6 +76,7 @@ KIND = ReleaseKind(
     checks=reflectv_checks,
     distributions=distributions,
     split="train",
+    exports=write_sft,
 )
 
 
@@ -80,11 +90,12 @@ def _reasons(result: StageResult, check: str) -> dict[str, str]:
 
 
 def dialogue_table(dialogues: StageResult, filtered: StageResult, verified: StageResult,
-                   formatted: StageResult) -> pa.Table:
-    """Every dialogue with its fate (see the module docstring)."""
+                   formatted: StageResult, seed: int) -> pa.Table:
+    """Every dialogue with its fate and its rendered trajectory (see the module docstring)."""
     passed = set(filtered.kept.column("sample_id").to_pylist())
     released = dict(zip(formatted.kept.column("sample_id").to_pylist(), formatted.kept.column("format").to_pylist()))
     issues = dict(zip(verified.kept.column("sample_id").to_pylist(), verified.kept.column("chain_issue").to_pylist()))
+    built = dict(zip(verified.kept.column("sample_id").to_pylist(), turns_of(verified.kept)))
     discarded = _reasons(filtered, CHECK_RULE)
     share = _reasons(formatted, CHECK_SHARE)
     rows = []
@@ -97,15 +108,16 @@ def dialogue_table(dialogues: StageResult, filtered: StageResult, verified: Stag
         elif sid in released:
             fate = released[sid]
             reason = None if fate == MULTI else issue or share.get(sid)
-            if fate == SINGLE and reason == CHAIN_KEPT:  # collapsed after the split: its turns broke the format
-                reason = issue = "format defects"
+            if issue is None and (reason or "").startswith(FORMAT_DEFECTS):  # its chain broke the turn format
+                issue = reason
         else:
-            fate, reason = DROPPED, SURPLUS if share.get(sid) == SURPLUS else "format defects"
+            fate, reason = DROPPED, SURPLUS if share.get(sid) == SURPLUS else FORMAT_DEFECTS
+        trajectory = render_turns(row["images"][0], built.get(sid, turns), final_think(seed, sid))
         rows.append({"sample_id": sid, "source": row["source"], "source_id": row["source_id"],
                      "domain": domain_of(row["meta"]), "question": row["question"], "answers": row["answers"],
-                     "image": row["images"][0], "origin": origin, "depth": len(turns),
+                     "image": row["images"][0], "origin": origin, "student_turns": len(turns),
                      "dialogue": [{k: t[k] for k in ("answer", "score", "feedback")} for t in turns],
-                     "fate": fate, "reason": reason, "chain_issue": issue})
+                     "trajectory": trajectory, "fate": fate, "reason": reason, "chain_issue": issue})
     return pa.Table.from_pylist(rows, schema=DIALOGUE)
 
 
@@ -166,7 +178,8 @@ def reflectv_draft(
     cfg = settings.reflectv
     dialogues, filtered, reflected, grounded, verified, formatted = stages
     trajectories = formatted.kept.cast(TRAJECTORY)
-    tables = {"trajectories": trajectories, "dialogues": dialogue_table(dialogues, filtered, verified, formatted)}
+    tables = {"trajectories": trajectories,
+              "dialogues": dialogue_table(dialogues, filtered, verified, formatted, cfg.seed)}
     statistics = figure5(tables["dialogues"], filtered, verified, trajectories)
     multi = sum(f == MULTI for f in trajectories.column("format").to_pylist())
     statistics["composition"] = [{"rho": cfg.rho, "multi_turn": multi, "single_turn": trajectories.num_rows - multi,
@@ -196,7 +209,7 @@ def reflectv_draft(
                 "ingested": samples.num_rows, "run_id": run_id},
         statistics=statistics,
         seed=cfg.seed,
-        notes=stand_in_notes(settings, components),
+        notes=[*stand_in_notes(settings, components), *readings(settings)],
     )
 
 
@@ -224,4 +237,18 @@ def stand_in_notes(settings: Settings, components: dict[str, str]) -> list[str]:
         notes.append("ground-truth check: the lexical judge (token containment) stands in for an LLM judge.")
     if cfg.segmenter is None:
         notes.append("no SAM 2 segmenter configured: masks are drawn as the ellipse of each located box.")
+    if isinstance(cfg.captions, Template):
+        notes.append("captions: fixed sentences (template-v1) stand in for the caption-insertion model (Figure 11).")
     return notes
+
+
+def readings(settings: Settings) -> list[str]:
+    """The readings of the paper this release was made with, where the paper leaves a choice."""
+    cfg = settings.reflectv
+    leak = ("collapsed to QA pairs (collapse_revealing_feedback: true)" if cfg.collapse_revealing_feedback else
+            "kept: the paper forbids revealing the answer only in the inserted caption (Figure 11); "
+            "collapse_revealing_feedback: true collapses them")
+    return [f"reading: chains whose teacher feedback states the answer are {leak}.",
+            f"reading: the share of multi-turn chains is brought to rho = {cfg.rho} after every conversation passed "
+            "the turn validator, so the release meets rho as stated.",
+            "reading: depth (Figure 5c) counts reflective rounds, the turns that call the tool (a QA pair has 0)."]

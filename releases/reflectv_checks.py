@@ -16,7 +16,8 @@ from .validation import FrameCheck, columns_rule, sample_rules
 
 def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
     """The turn-format validator's rules as expectations (``turns_breaking_<rule>`` = 0), plus
-    the share of multi-turn chains against rho and the dialogues' scores."""
+    the share of multi-turn chains against rho, the dialogues' scores, and the training
+    export: one record per trajectory in both layouts, roles alternating, every image a file."""
     trajectories = release.table("trajectories")
     frame = rf.trajectory_frame(trajectories)
     rho = float(((release.manifest.get("config") or {}).get("reflectv") or {}).get("rho", 0.75))
@@ -27,11 +28,18 @@ def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
         gxe.ExpectColumnValuesToBeBetween(column="n_turns", min_value=1),
         gxe.ExpectColumnValuesToBeInSet(column="turns_match_format", value_set=[True]),
         gxe.ExpectColumnValuesToBeInSet(column="first_turn_original", value_set=[True]),
+        gxe.ExpectColumnValuesToBeInSet(column="depth_is_reflective_rounds", value_set=[True]),
         *(gxe.ExpectColumnValuesToBeBetween(column=f"turns_breaking_{rule}", min_value=0, max_value=0)
           for rule in TURN_RULES),
     ]
     dialogues = release.table("dialogues")
+    export = [FrameCheck("sft", rf.sft_frame(release.path, trajectories), "id", [
+        gxe.ExpectColumnValuesToBeInSet(column="defects", value_set=[""]),
+        gxe.ExpectColumnValuesToBeInSet(column="in_release", value_set=[True]),
+        gxe.ExpectTableRowCountToEqual(value=trajectories.num_rows),
+    ])] if (release.path / "sft").is_dir() else []
     return [
+        *export,
         FrameCheck("trajectories", frame, "sample_id", rules),
         FrameCheck("composition", rf.composition_frame(trajectories, rho), None, [
             gxe.ExpectColumnValuesToBeInSet(column="meets_rho", value_set=[True])]),
@@ -39,7 +47,8 @@ def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
             columns_rule(dialogues.column_names, rf.DIALOGUE_DERIVED),
             gxe.ExpectColumnValuesToBeUnique(column="sample_id"),
             gxe.ExpectColumnValuesToBeInSet(column="fate", value_set=list(FATES)),
-            gxe.ExpectColumnValuesToBeInSet(column="n_scores_match_depth", value_set=[True]),
+            gxe.ExpectColumnValuesToBeInSet(column="n_scores_match_turns", value_set=[True]),
+            gxe.ExpectColumnValuesToBeInSet(column="trajectory_matches_turns", value_set=[True]),
             gxe.ExpectColumnValuesToBeBetween(column="min_score", min_value=0, max_value=10),
             gxe.ExpectColumnValuesToBeBetween(column="max_score", min_value=0, max_value=10),
             gxe.ExpectColumnValuesToBeInSet(column="images_decode", value_set=[True]),

@@ -78,7 +78,9 @@ def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, m
     draft.ledger.write(folder / LEDGER_FILE)
     write_table(draft.quarantine, folder / QUARANTINE_FILE)
     plots = write_plots(draft.statistics, draft.kind.distributions(draft.tables), folder / "plots")
-    manifest = {**build_manifest(draft, rows, sizes, shards, target), "plots": plots}
+    exports = draft.kind.exports(draft.tables, folder, store) if draft.kind.exports else {}
+    manifest = {**build_manifest(draft, rows, sizes, shards, target), "plots": plots,
+                **({"exports": exports} if exports else {})}
     (folder / "README.md").write_text(render_card(manifest, features, plots, draft.kind))
     seal(folder, manifest)
 

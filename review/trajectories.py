@@ -2,14 +2,16 @@
 from the discarded, raw and clean subsets for logic and visual validity, by people and a model.
 
 Export samples ``n`` items (default 100, all when fewer) from each subset of a release,
-seeded, shuffled together under opaque ids so raters cannot tell the subsets apart:
+seeded, shuffled together under opaque ids. The assessment is blind (appendix A.2): every
+item, whatever its subset, is shown in one form, the dialogue's ``trajectory`` from the
+release's ``dialogues`` config: its turns as ``<answer>/<think>/<tool_call>`` with the image
+each turn sees (a marked image where the pipeline drew one), so only the content differs:
 
-- ``clean`` (D_clean): released multi-turn trajectories, shown as their turns
-  (``<answer>/<think>/<tool_call>``) with the image each turn sees;
+- ``clean`` (D_clean): dialogues released as multi-turn trajectories;
 - ``discarded`` (D_noise): dialogues whose multi-turn chain the pipeline rejected: the
   trajectory filter discarded them, or a later stage (keyword, grounding, visual check,
-  format) collapsed them to a QA pair; shown as the dialogue with its original image;
-- ``raw`` (D_raw): any dialogue as built or ingested, before every filter, shown the same way.
+  format) collapsed them to a QA pair;
+- ``raw`` (D_raw): any dialogue as built or ingested, before every filter.
 
 The batch is ``batch.jsonl`` and ``batch.csv`` (same rows: ``item_id``, ``question``,
 ``ground_truth``, ``trajectory``, ``images``; empty ``logic``, ``visual``, ``annotator``),
@@ -89,32 +91,26 @@ def _frame(release: Path, config: str) -> pl.DataFrame:
     return pl.read_parquet([str(p) for p in paths])
 
 
-def _dialogue_text(row: dict[str, Any]) -> str:
-    lines = [f"Turn {k}: student: {t['answer']}\nTurn {k}: teacher (score {t['score']}): {t['feedback']}"
-             for k, t in enumerate(row["dialogue"], 1)]
-    return "\n".join(lines)
-
-
 def _noise(row: dict[str, Any]) -> bool:
     """A dialogue whose multi-turn chain the pipeline rejected (by the filter, or a later stage)."""
     return row["fate"] == DISCARDED or row["chain_issue"] is not None
 
 
 def release_items(release: Path | str) -> dict[str, list[dict[str, Any]]]:
-    """Every candidate item of each subset, in a stable order (by sample id)."""
-    release = Path(release)
-    trajectories = _frame(release, "trajectories").filter(pl.col("format") == MULTI).to_dicts()
-    dialogues = _frame(release, "dialogues").to_dicts()
-    clean = [{"sample_id": r["sample_id"], "question": r["question"], "ground_truth": " | ".join(r["answers"]),
-              "trajectory": "\n".join(f"Turn {t['turn']}: {t['text']}" for t in r["conversation"]),
-              "images": [t["image"] for t in r["conversation"]]} for r in trajectories]
+    """Every candidate item of each subset, in a stable order (by sample id), all in one form."""
+    frame = _frame(Path(release), "dialogues")
+    if "trajectory" not in frame.columns:
+        raise MmcurateError(f"{release}: its dialogues have no rendered trajectory (a release made before Table 6 "
+                            "was blind); re-curate it to rate it")
+    dialogues = frame.to_dicts()
 
     def shown(row: dict[str, Any]) -> dict[str, Any]:
         return {"sample_id": row["sample_id"], "question": row["question"], "ground_truth": " | ".join(row["answers"]),
-                "trajectory": _dialogue_text(row), "images": [row["image"]]}
+                "trajectory": "\n".join(f"Turn {t['turn']}: {t['text']}" for t in row["trajectory"]),
+                "images": [t["image"] for t in row["trajectory"]]}
 
     items = {"discarded": [shown(r) for r in dialogues if _noise(r)], "raw": [shown(r) for r in dialogues],
-             "clean": clean}
+             "clean": [shown(r) for r in dialogues if r["fate"] == MULTI]}
     return {subset: sorted(rows, key=lambda r: r["sample_id"]) for subset, rows in items.items()}
 
 

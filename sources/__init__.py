@@ -24,6 +24,8 @@ ADAPTERS: dict[str, str] = {
     "chartqa": "chartqa:ChartQASource",
     "fire": "fire:FIRESource",
     "cragmm": "cragmm:CragMMSource",
+    "pope": "pope:PopeSource",
+    "pope_objects": "pope_objects:PopeObjectsSource",
 }
 
 

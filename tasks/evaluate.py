@@ -19,7 +19,9 @@ from mmcurate.evaluation.crag import crag_judge, crag_note, crag_score, token_co
 from mmcurate.evaluation.cruise import (
     SYSTEM_NAME as CRUISE, answer_conversations, build_retriever, cruise_steps, cruise_system, default_clock,
 )
+from mmcurate.core.stages import StageContext
 from mmcurate.evaluation.graders import METRICS, make_grader
+from mmcurate.evaluation.pope import pope_answers, write_pope_evaluation
 from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa, kept_note
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.report import write_evaluation
@@ -121,4 +123,20 @@ def summarise_cragmm(ruled: pa.Table, out: Path, title: str, notes: list[str], r
     """Write answers and the CRAG tables (per set, domain, query category; multi-turn score)."""
     text = write_cragmm_evaluation(ruled, out, title, notes, reading)
     create_markdown_artifact(key="evaluation-cragmm", markdown=text, description=title)
+@task(name="answer-pope", cache_policy=NO_CACHE)
+def answer_pope(probes: list[dict], settings: Settings, model: str, system: str,
+                run_id: str) -> tuple[list[dict], list[str], list[dict]]:
+    """Every POPE probe answered plain or through Kestrel; the rows, the notes, the call counts."""
+    store = ImageStore(settings.workdir / "images")
+    with open_models(settings, store, prefect_secret) as models:
+        rows, notes = pope_answers(probes, StageContext(settings, run_id, store, models), model, system)
+        calls = models.counter.rows()
+    return rows, notes, calls
+
+
+@task(name="summarise-pope", cache_policy=NO_CACHE)
+def summarise_pope(rows: list[dict], out: Path, title: str, notes: list[str]) -> str:
+    """Write answers (with Kestrel's traces), POPE's metrics per split and the markdown table."""
+    text = write_pope_evaluation(rows, out, title, notes)
+    create_markdown_artifact(key="evaluation-pope", markdown=text, description=title)
     return text

@@ -8,8 +8,12 @@ Every sample that passed the trajectory filter becomes one of:
 - a QA pair (I_0, q -> a_final): a one-turn dialogue, or a chain that failed a later stage
   (its ``chain_issue``), rendered as one turn that calls no tool.
 
-The share of chains is then brought to ``rho`` (default 0.75) by this rule, which keeps
-the release as large as possible without going below rho:
+Every rendered conversation is checked by the validator of ``turns`` first: a chain that
+fails it becomes a QA pair (its reason names the broken rules), a QA pair that fails it is
+dropped. Only then is the share of chains brought to ``rho`` (default 0.75), so the release
+meets rho as the paper states it (a split made before validation fell below rho whenever a
+kept chain then failed). The rule keeps the release as large as possible without going
+below rho:
 
 - more chains than rho asks for (chains >= rho * total): keep ceil(rho * total) chains and
   collapse the rest to QA pairs ("redundant" chains);
@@ -18,8 +22,12 @@ the release as large as possible without going below rho:
 
 Which chains collapse and which pairs drop is a seeded order, sha256(seed, sample id), so it
 does not depend on the input order or on sharding. rho is exact (a fraction of its decimal
-form). Every rendered conversation is checked by the validator of ``turns``; a chain that
-fails it is collapsed, a QA pair that fails it is dropped, both with the rules it broke.
+form). A collapsed chain whose QA pair breaks the format is dropped, which only raises the
+share.
+
+``depth`` is the number of reflective rounds a released conversation holds (MIRROR's
+Figure 5c): its turns that call the tool, so a chain of n student answers has n - 1 and a
+QA pair 0.
 
 The final turn's ``<think>`` is one of a few fixed first-person confirmations (the paper's
 final turns read the same way), chosen by the seed.
@@ -37,6 +45,7 @@ import pyarrow as pa
 from mmcurate.core.domains import domain_of
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
+from mmcurate.core.visual_prompts import NONE
 
 from .chains import issues_of, require_chains, turns_of
 from .turns import conversation_defects, render_turn, tool_call
@@ -48,6 +57,7 @@ CHECK_VALID = "format.validate.v1"
 CHECK_SAMPLE = "format.sample.v1"
 MULTI, SINGLE = "multi_turn", "single_turn"
 CHAIN_KEPT, REDUNDANT, SURPLUS = "verified multi-turn chain", "redundant chain: rho reached", "surplus QA pair: rho reached"
+FORMAT_DEFECTS = "format defects"
 FINAL_THINKS = (
     "My answer now agrees with what the image shows; I see nothing left to correct.",
     "Looking at the image once more, my answer is consistent with the visual evidence.",
@@ -66,7 +76,7 @@ TRAJECTORY = pa.schema(
         pa.field("answers", pa.list_(pa.string()), nullable=False),
         pa.field("image", pa.string(), nullable=False),  # the original image
         pa.field("format", pa.string(), nullable=False),  # multi_turn | single_turn
-        pa.field("depth", pa.int32(), nullable=False),  # student turns until the teacher gave 10
+        pa.field("depth", pa.int32(), nullable=False),  # reflective rounds: the turns that call the tool
         pa.field("conversation", pa.list_(CONVERSATION_TURN), nullable=False),
         pa.field("meta", pa.string(), nullable=False),
     ]
@@ -96,19 +106,35 @@ def rho_split(chains: list[str], pairs: list[str], rho: float, seed: int) -> tup
     return chains, [], pairs[keep_pairs:]
 
 
-def render_chain(image: str, turns: list[dict[str, Any]], final_think: str) -> list[dict[str, Any]]:
-    """The conversation of a verified chain: turn k sees the image marked by turn k-1."""
+def final_think(seed: int, sample_id: str) -> str:
+    return FINAL_THINKS[seeded_index(seed, sample_id, "final", modulo=len(FINAL_THINKS))]
+
+
+def render_turns(image: str, turns: list[dict[str, Any]], final: str) -> list[dict[str, Any]]:
+    """The conversation of a chain, as far as the pipeline built it: turn k sees the image
+    marked by turn k-1 (the original when that turn has no marks); a reflective turn thinks
+    its reflection with the mark phrase (else the bare reflection, else the teacher's
+    feedback) and calls the tool with the anchor, colour and mark type it has ("None" for
+    what it lacks). A verified chain has them all, and then this is its training conversation."""
     out = []
     for k, turn in enumerate(turns):
         last = k == len(turns) - 1
-        call = tool_call(False) if last else tool_call(True, turn["keyword"], turn["color"], turn["mark_type"])
-        text = render_turn(turn["answer"], final_think if last else turn["think"], call)
-        out.append({"turn": k + 1, "image": image if k == 0 else turns[k - 1]["marked_image"], "text": text})
+        if last:
+            think, call = final, tool_call(False)
+        else:
+            think = turn["think"] or turn["reflection"] or turn["feedback"]
+            call = tool_call(True, turn["keyword"] or NONE, turn["color"] or NONE, turn["mark_type"] or NONE)
+        seen = image if k == 0 else turns[k - 1]["marked_image"] or image
+        out.append({"turn": k + 1, "image": seen, "text": render_turn(turn["answer"], think, call)})
     return out
 
 
-def render_pair(image: str, answer: str, final_think: str) -> list[dict[str, Any]]:
-    return [{"turn": 1, "image": image, "text": render_turn(answer, final_think, tool_call(False))}]
+def render_pair(image: str, answer: str, final: str) -> list[dict[str, Any]]:
+    return [{"turn": 1, "image": image, "text": render_turn(answer, final, tool_call(False))}]
+
+
+def _defects(conversation: list[dict[str, Any]], truths: list[str]) -> list[str]:
+    return [f"turn {i + 1}: {rule}" for i, rule in conversation_defects([t["text"] for t in conversation], truths)]
 
 
 @dataclass
@@ -125,46 +151,58 @@ class FormatTrajectories(Stage):
         rows = {r["sample_id"]: r for r in samples.to_pylist()}
         turns = dict(zip(rows, turns_of(samples)))
         issues = dict(zip(rows, issues_of(samples)))
-        chain_ids = [sid for sid in rows if len(turns[sid]) >= 2 and issues[sid] is None]
-        pair_ids = [sid for sid in rows if not (len(turns[sid]) >= 2 and issues[sid] is None)]
-        kept_chains, collapsed, dropped = (set(ids) for ids in rho_split(chain_ids, pair_ids, self.rho, self.seed))
         decisions: list[Decision] = []
-        for sid in rows:
+        chains: dict[str, list[dict[str, Any]]] = {}
+        pairs: dict[str, list[dict[str, Any]]] = {}
+        pair_defects: dict[str, list[str]] = {}
+        for sid, row in rows.items():  # render and validate first: the split counts only valid forms
+            image, final = row["images"][0], final_think(self.seed, sid)
+            pairs[sid] = render_pair(image, turns[sid][-1]["answer"], final)
+            pair_defects[sid] = _defects(pairs[sid], row["answers"])
+            if len(turns[sid]) >= 2 and issues[sid] is None:
+                conversation = render_turns(image, turns[sid], final)
+                defects = _defects(conversation, row["answers"])
+                decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if defects else "pass",
+                                          detail={"format": MULTI, "defects": defects}))
+                if defects:
+                    issues[sid] = f"{FORMAT_DEFECTS}: {', '.join(defects)}"
+                else:
+                    chains[sid] = conversation
+        candidates = [sid for sid in rows if sid not in chains]
+        for sid in candidates:
+            decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if pair_defects[sid] else "pass",
+                                      detail={"format": SINGLE, "defects": pair_defects[sid]}))
+        pair_ids = [sid for sid in candidates if not pair_defects[sid]]
+        kept_chains, collapsed, dropped = (set(ids) for ids in rho_split(list(chains), pair_ids, self.rho, self.seed))
+        for sid in collapsed:
+            decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if pair_defects[sid] else "pass",
+                                      detail={"format": SINGLE, "defects": pair_defects[sid]}))
+        out: list[dict[str, Any]] = []
+        for sid, row in rows.items():
+            if sid in candidates and pair_defects[sid]:
+                decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": FORMAT_DEFECTS}))
+                continue
             verdict = ("chain" if sid in kept_chains else "collapse" if sid in collapsed
                        else "drop" if sid in dropped else "pair")
             reason = {"chain": CHAIN_KEPT, "collapse": REDUNDANT, "drop": SURPLUS,
                       "pair": issues[sid] or "single-turn dialogue"}[verdict]
             decisions.append(Decision(sid, STAGE, CHECK_SHARE, verdict, detail={"rho": self.rho, "reason": reason}))
-        out: list[dict[str, Any]] = []
-        for sid, row in rows.items():
-            if sid in dropped:
-                decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": SURPLUS}))
+            if verdict == "drop" or (verdict == "collapse" and pair_defects[sid]):
+                reason = SURPLUS if verdict == "drop" else FORMAT_DEFECTS
+                decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": reason}))
                 continue
-            final_think = FINAL_THINKS[seeded_index(self.seed, sid, "final", modulo=len(FINAL_THINKS))]
-            image = row["images"][0]
-            form = MULTI if sid in kept_chains else SINGLE
-            conversation = render_chain(image, turns[sid], final_think) if form == MULTI \
-                else render_pair(image, turns[sid][-1]["answer"], final_think)
-            defects = conversation_defects([t["text"] for t in conversation], row["answers"])
-            decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if defects else "pass",
-                                      detail={"format": form, "defects": [f"turn {i + 1}: {rule}" for i, rule in defects]}))
-            if defects and form == MULTI:
-                form, conversation = SINGLE, render_pair(image, turns[sid][-1]["answer"], final_think)
-                defects = conversation_defects([t["text"] for t in conversation], row["answers"])
-                decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if defects else "pass",
-                                          detail={"format": form, "defects": [f"turn {i + 1}: {r}" for i, r in defects]}))
-            if defects:
-                decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": "format defects"}))
-                continue
+            form = MULTI if verdict == "chain" else SINGLE
+            conversation = chains[sid] if form == MULTI else pairs[sid]
             decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "keep", detail={"format": form}))
             out.append({"sample_id": sid, "source": row["source"], "source_id": row["source_id"],
                         "domain": domain_of(row["meta"]), "question": row["question"], "answers": row["answers"],
-                        "image": image, "format": form, "depth": len(turns[sid]), "conversation": conversation,
-                        "meta": row["meta"]})
+                        "image": row["images"][0], "format": form, "depth": len(conversation) - 1,
+                        "conversation": conversation, "meta": row["meta"]})
         multi = sum(r["format"] == MULTI for r in out)
-        counts = {"input": len(rows), "chains": len(chain_ids), "pairs": len(pair_ids), "multi_turn": multi,
+        counts = {"input": len(rows), "chains": len(chains), "pairs": len(pair_ids), "multi_turn": multi,
                   "single_turn": len(out) - multi, "collapsed_for_rho": len(collapsed), "dropped_for_rho": len(dropped),
-                  "kept": len(out)}
+                  "dropped_for_format": sum(d.check == CHECK_SAMPLE and d.detail.get("reason") == FORMAT_DEFECTS
+                                            for d in decisions), "kept": len(out)}
         return StageResult(stage=STAGE, kept=pa.Table.from_pylist(out, schema=TRAJECTORY), decisions=decisions,
                            run_id=ctx.run_id, counts=counts,
                            extra={"rho": self.rho, "share": round(multi / len(out), 4) if out else None})

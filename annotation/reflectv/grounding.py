@@ -5,12 +5,15 @@ For every reflective turn of a sample still on its way to a chain: the grounder
 into masks when a segmenter is configured, and the marks are drawn on the original image
 (``marks``; the paper's I_k = G(I_0, v_k)) in a colour and a mark type picked for the turn
 (a seeded choice among ``reflectv.colors`` and ``reflectv.mark_types``, stable per sample
-and turn). The marked image goes to the content-addressed image store. The reflection then
-gets its mark phrase (``wording``: "a red point" for one mark, "red points" for several),
-which names the anchor, the colour and the mark type the tool call will carry.
+and turn). The marked image goes to the content-addressed image store. Once every reflective
+turn of a sample is marked, each reflection gets its caption and mark phrase (``wording``:
+"a red point" for one mark, "red points" for several), which name the anchor, the colour
+and the mark type the tool call will carry: inserted by a model (``captions: <model>``,
+Figure 11) or appended by a template (``captions: template``, the offline stand-in).
 
-Nothing located, or a grounder error, ends the sample's way to a chain (``chain_issue``);
-every locate and every drawing is a ledger row.
+Nothing located, a grounder error, or an insertion that stays unusable ends the sample's
+way to a chain (``chain_issue``); every locate, drawing and insertion is a ledger row (an
+insertion's row records that it was checked not to state the ground truth).
 """
 from __future__ import annotations
 
@@ -20,18 +23,23 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.core.ledger import Decision
-from mmcurate.core.specs import GroundingSpec, SegmenterSpec, coerce
+from mmcurate.core.specs import CaptionSpec, GroundingSpec, SegmenterSpec, Template, coerce
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.visual_prompts import COLORS, MARK_TYPES
+from mmcurate.models.labels import ask_parsed
 
 from .chains import eligible, issues_of, require_chains, turns_of, with_chains
 from .grounders import Grounding, Instance, Query, Sam2Segmenter, make_grounder, open_image
 from .marks import draw_marks, png_bytes
-from .wording import SENTENCES, grounded_reflection, seeded_index
+from .wording import (
+    INSERT_REMINDER, SENTENCES, TEMPLATE_NAME, grounded_reflection, insertion_parser, insertion_request, mentions,
+    seeded_index,
+)
 
 STAGE = "grounding"
 CHECK_LOCATE = "grounding.locate.v1"
 CHECK_MARKS = "grounding.marks.v1"
+CHECK_CAPTION = "grounding.caption.v1"
 CHECK_SAMPLE = "grounding.sample.v1"
 
 
@@ -49,11 +57,17 @@ class GroundAndMark(Stage):
     colors: list[str] = field(default_factory=lambda: list(COLORS))
     mark_types: list[str] = field(default_factory=lambda: list(MARK_TYPES))
     seed: int = 0
+    captions: CaptionSpec = field(default_factory=Template)
     name = STAGE
 
     def __post_init__(self) -> None:
         self.grounding = coerce(GroundingSpec, self.grounding)
         self.segmenter = None if self.segmenter is None else coerce(SegmenterSpec, self.segmenter)
+        self.captions = coerce(CaptionSpec, self.captions)
+
+    @property
+    def inserter(self) -> str:
+        return TEMPLATE_NAME if isinstance(self.captions, Template) else f"llm:{self.captions.name}"
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         require_chains(samples, STAGE)
@@ -84,22 +98,61 @@ class GroundAndMark(Stage):
             mark_type = self.mark_types[seeded_index(self.seed, sid, str(n), "mark", modulo=len(self.mark_types))]
             image = draw_marks(open_image(ctx.store, query.image), result.instances, color, mark_type)
             sha = ctx.store.put(png_bytes(image))
-            variant = seeded_index(self.seed, sid, str(n), "sentence", modulo=len(SENTENCES))
-            think = grounded_reflection(turn["reflection"], query.keyword, color, mark_type, len(result.instances),
-                                        variant)
-            turn.update(color=color, mark_type=mark_type, marks=len(result.instances), marked_image=sha, think=think)
+            turn.update(color=color, mark_type=mark_type, marks=len(result.instances), marked_image=sha)
             marked += 1
             decisions.append(Decision(sid, STAGE, CHECK_MARKS, "drawn", context_id=f"t{n + 1}", detail={
                 "color": color, "mark_type": mark_type, "marks": len(result.instances), "image": sha}))
+        inserted = [(i, n) for i, n in places if issues[i] is None]
+        self._insert(ctx, rows, all_turns, issues, inserted, decisions)
         grounded = sorted({i for i, _ in places})
         for i in grounded:
             decisions.append(Decision(rows[i]["sample_id"], STAGE, CHECK_SAMPLE, "chain" if issues[i] is None else "collapse",
                                       detail={"reason": issues[i] or "every reflective turn is marked"}))
         counts = {"input": len(rows), "turns": len(queries), "marked": marked,
+                  "captions_unusable": sum(d.check == CHECK_CAPTION and d.verdict != "ok" for d in decisions),
                   "chains": sum(issues[i] is None for i in grounded)}
-        components = {"grounding": grounder.name, **({"segmenter": segmenter.name} if segmenter else {})}
+        components = {"grounding": grounder.name, "captions": self.inserter,
+                      **({"segmenter": segmenter.name} if segmenter else {})}
         return StageResult(stage=STAGE, kept=with_chains(samples, all_turns, issues), decisions=decisions,
                            run_id=ctx.run_id, counts=counts, components=components)
+
+    def _insert(self, ctx: StageContext, rows: list[dict[str, Any]], all_turns: list[list[dict[str, Any]]],
+                issues: list[str | None], places: list[tuple[int, int]], decisions: list[Decision]) -> None:
+        """Give every marked turn of ``places`` its think text: the reflection with the caption
+        and the marks inserted (see the module docstring)."""
+        turns = [all_turns[i][n] for i, n in places]
+        if isinstance(self.captions, Template):
+            replies: list[Any] = [None] * len(places)
+            thinks = [grounded_reflection(t["reflection"], t["keyword"], t["color"], t["mark_type"], t["marks"],
+                                          seeded_index(self.seed, rows[i]["sample_id"], str(n), "sentence",
+                                                       modulo=len(SENTENCES)))
+                      for (i, n), t in zip(places, turns)]
+        else:
+            requests = [insertion_request(f"{rows[i]['sample_id']}/t{n + 1}", t["reflection"], t["keyword"], t["color"],
+                                          t["mark_type"], t["marks"]) for (i, n), t in zip(places, turns)]
+            parsers = [insertion_parser(t["reflection"], t["keyword"], t["color"], t["mark_type"], rows[i]["answers"])
+                       for (i, n), t in zip(places, turns)]
+            try:
+                replies = ask_parsed(ctx.pool.client(self.captions.name), requests, parsers, INSERT_REMINDER, STAGE,
+                                     "the reflection with the caption and marks") if requests else []
+            finally:
+                ctx.pool.release(self.captions.name)
+            thinks = [reply.label for reply in replies]
+        for (i, n), turn, think, reply in zip(places, turns, thinks, replies):
+            truths = rows[i]["answers"]
+            verdict = "ok" if think else "error" if reply.raw and reply.raw[-1] is None else "unusable"
+            detail: dict[str, Any] = {"by": self.inserter, "caption": turn["keyword"], "think": think,
+                                      "answer_mentions": {"reflection": mentions(turn["reflection"], truths),
+                                                          "think": mentions(think, truths) if think else None}}
+            if reply is not None:
+                detail.update(raw=reply.raw, **({"error": reply.error} if reply.error else {}))
+            decisions.append(Decision(rows[i]["sample_id"], STAGE, CHECK_CAPTION, verdict,
+                                      model=None if reply is None else self.captions.name,
+                                      context_id=f"t{n + 1}", detail=detail))
+            if think:
+                turn["think"] = think
+            elif issues[i] is None:
+                issues[i] = f"grounding: caption insertion {verdict} (turn {n + 1})"
 
     @staticmethod
     def _refined(ctx: StageContext, query: Query, result: Grounding, segmenter: Sam2Segmenter | None) -> Grounding:

@@ -19,8 +19,14 @@ For every reflective turn (every turn of a multi-turn dialogue but the last):
   truth the feedback did not.
 
 Model replies are read strictly with one retry (``models.labels.ask_parsed``). A turn whose keyword
-or reflection stays unreadable, or feedback that already gives the answer away, ends the
-sample's way to a multi-turn chain (``chain_issue``): it will be a QA pair.
+or reflection stays unreadable ends the sample's way to a multi-turn chain (``chain_issue``):
+it will be a QA pair.
+
+Feedback that already states the answer (``reflection.leak.v1``, recorded either way): the
+paper forbids revealing the ground truth only in the inserted caption (Figure 11), not in the
+teacher's feedback, so by default such a chain goes on (``keep``); with
+``reflectv.collapse_revealing_feedback: true`` it collapses to a QA pair (``collapse``).
+Keywords never state the answer in either reading.
 """
 from __future__ import annotations
 
@@ -46,6 +52,7 @@ STAGE = "reflection"
 CHECK_KEYWORD = "reflection.keyword.v1"
 CHECK_REWRITE = "reflection.rewrite.v1"
 CHECK_SAMPLE = "reflection.sample.v1"
+CHECK_LEAK = "reflection.leak.v1"
 MAX_KEYWORD_WORDS = 10
 HEURISTIC_WORDS = 5
 OBJECTS_TEMPLATE = "reflectv.keywords.objects.v1"
@@ -258,6 +265,7 @@ class WriteReflections(Stage):
 
     keywords: LabellerSpec
     rewriter: str
+    collapse_revealing: bool = False  # collapse a chain whose feedback states the answer (module docstring)
     name = STAGE
 
     def __post_init__(self) -> None:
@@ -277,8 +285,12 @@ class WriteReflections(Stage):
                 raise MmcurateError(f"sample {row['sample_id']}: {exc}") from None
             leaked = [n + 1 for n, t in enumerate(turns[:-1]) if reveals(t["feedback"], row["answers"])]
             if leaked:
-                issues[i] = f"reflection: the teacher's feedback gives the answer away (turn {leaked[0]})"
-                continue
+                decisions.append(Decision(row["sample_id"], STAGE, CHECK_LEAK,
+                                          "collapse" if self.collapse_revealing else "keep",
+                                          detail={"turns": leaked, "collapse_revealing_feedback": self.collapse_revealing}))
+                if self.collapse_revealing:
+                    issues[i] = f"reflection: the teacher's feedback gives the answer away (turn {leaked[0]})"
+                    continue
             pending += [_Turn(row, n, t, domain) for n, t in enumerate(turns[:-1])]
         keywords = self._keywords(ctx, pending)
         failed: dict[str, str] = {}

@@ -10,17 +10,19 @@ For each fact-checkable sentence:
    that stay the same in every round; a sentence with no such document is not verified;
 3. rounds: the verifier model checks the claims against the evidence, at most
    ``gate.max_rounds`` times, stopping after ``gate.stable_rounds`` supported rounds in a row
-   or at a gated contradiction (``judging.claim_verification``);
-4. the change gate decides whether the sentence's citations change: a gated *supported*
-   verdict adds the documents its claims cite (and clears the flag); a gated *contradicted*
-   verdict removes the text citations and flags the sentence. Anything else, including an
-   error, leaves the sentence as the citation stage made it.
+   (``judging.claim_verification``); a contradiction does not stop them (Kestrel revises and
+   verifies again, seed 000 3.4);
+4. the change gate decides, round by round in order, whether the sentence's citations change
+   (Kestrel's evidence-gated update): a gated *supported* round adds the documents its claims
+   cite (and clears the flag); a gated *contradicted* round removes the citations of the
+   documents that refuted the sentence (those the confidently contradicted claims cite), keeps
+   its other citations, and flags it. Anything else, including an error, changes nothing.
 
 Ledger rows (model = the verifier): ``verify.claim`` per claim and round (context
 ``s<i>/<claim id>``, verdict = the claim's status, detail: type, text, confidence against
 its threshold, why, cited evidence ids and documents), ``verify.sentence`` per sentence
 (context ``s<i>``, verdict supported / contradicted / insufficient / error, detail: claims,
-evidence, rounds, why it stopped, whether it changed, citations before and after) and one
+evidence, rounds, why it stopped, the revisions of each gated round, citations before and after) and one
 ``verify.sample`` per sample. ``mmcurate why`` renders the claim rows as a trace.
 No sample is dropped: the stage annotates.
 """
@@ -39,7 +41,7 @@ from mmcurate.core.specs import KBSpec
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.judging.claim_extraction import extract_claims, extractor_name
 from mmcurate.judging.claim_verification import ClaimTask, verify_claims
-from mmcurate.judging.claims import Evidence, Outcome
+from mmcurate.judging.claims import Evidence, Outcome, refuting
 from mmcurate.retrieval.kb import load_corpora
 
 from .citations import doc_text
@@ -159,7 +161,7 @@ class VerifySentences(Stage):
                 last = outcome.rounds[-1]
                 detail.update(error=last.error, raw=last.raw)
             self._claim_rows(sid, index, task, outcome, decisions)
-            entry = self._change(entry, outcome, evidence, counts)
+            entry, detail["revisions"] = self._change(entry, task, outcome, counts)
         if verdict in ("supported", "contradicted", "insufficient"):
             counts[verdict] += 1
         detail["after"] = {"text_citations": list(entry["text_citations"]), "flagged": bool(entry["flagged"])}
@@ -183,24 +185,31 @@ class VerifySentences(Stage):
                     "citations": list(check.citations), "documents": [source[c] for c in check.citations],
                 }))
 
-    @staticmethod
-    def _change(entry: dict[str, Any], outcome: Outcome, evidence: list[Evidence],
-                counts: dict[str, int]) -> dict[str, Any]:
-        """Apply a gated verdict to the sentence (see the module docstring)."""
-        if not outcome.gated:
-            return entry
-        record = outcome.rounds[-1].record
-        assert record is not None  # a gated round has a record
-        source = {e.id: e.source for e in evidence}
-        old = list(entry["text_citations"])
-        if outcome.verdict == "supported":
-            cited = [source[c] for check in record.checked for c in check.citations]
-            new = list(dict.fromkeys([*old, *cited]))
-            flagged = False
-        else:  # contradicted
-            new, flagged = [], True
-        if new != old or flagged != entry["flagged"]:
+    def _change(self, entry: dict[str, Any], task: ClaimTask, outcome: Outcome,
+                counts: dict[str, int]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Apply every gated round to the sentence in order (see the module docstring); the
+        sentence after them and what each gated round changed."""
+        source = {e.id: e.source for e in task.evidence}
+        old, was_flagged = list(entry["text_citations"]), bool(entry["flagged"])
+        cites, flagged = list(old), was_flagged
+        revisions = []
+        for round_ in outcome.rounds:
+            if not round_.gated:
+                continue
+            record = round_.record
+            assert record is not None  # a gated round has a record
+            if round_.verdict == "supported":
+                new = list(dict.fromkeys([*cites, *(source[c] for check in record.checked for c in check.citations)]))
+                flagged = False
+            else:  # contradicted: only the refuting documents' citations go
+                refuted = {source[e] for e in refuting(record, task.claims, self.config.gate)}
+                new = [doc for doc in cites if doc not in refuted]
+                flagged = True
+            revisions.append({"round": round_.number, "verdict": round_.verdict, "flagged": flagged,
+                              "added": [d for d in new if d not in cites], "removed": [d for d in cites if d not in new]})
+            cites = new
+        if cites != old or flagged != was_flagged:
             counts["changed"] += 1
-        counts["citations_added"] += len(set(new) - set(old))
-        counts["citations_removed"] += len(set(old) - set(new))
-        return {**entry, "text_citations": new, "flagged": flagged}
+        counts["citations_added"] += len(set(cites) - set(old))
+        counts["citations_removed"] += len(set(old) - set(cites))
+        return {**entry, "text_citations": cites, "flagged": flagged}, revisions

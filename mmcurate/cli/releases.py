@@ -30,8 +30,17 @@ def verify(release: ReleaseArg) -> None:
 
 
 @app.command()
-def why(release: ReleaseArg, sample_id: Annotated[str, typer.Argument(help="sample id")]) -> None:
-    """Print the decision trace of one sample and whether it is in the release."""
+def why(release: Annotated[Path, typer.Argument(help="a release folder, or an evaluation run's folder")],
+        sample_id: Annotated[str, typer.Argument(help="sample id")]) -> None:
+    """Print the decision trace of one sample and whether it is in the release; for an evaluation
+    run, the item's answers and (Kestrel) the trace of every round."""
+    from mmcurate.evaluation.why import is_run, item_lines
+
+    if is_run(release):
+        typer.echo(f"{sample_id} in the evaluation run {release}:")
+        for line in item_lines(release, sample_id):
+            typer.echo(f"  {line}")
+        return
     opened = open_release(release)
     trace = trace_sample(opened, sample_id)
     state = "IN" if trace.in_release else "NOT in"

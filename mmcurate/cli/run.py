@@ -89,7 +89,8 @@ def evaluate(
     modality_analysis: Annotated[bool, typer.Option(
         "--modality-analysis", help="DeflectionBench: also realistic with text / image / multimodal negatives")] = False,
     system: Annotated[Optional[str], typer.Option(
-        "--system", help="answering system: plain; verify-first (CRUISE's gate; DeflectionBench); cruise (CRAG-MM)")] = None,
+        "--system", help="answering system: plain; verify-first (CRUISE's gate; DeflectionBench); cruise (CRAG-MM); "
+                         "kestrel (grounded self-refinement; POPE)")] = None,
     task: Annotated[Optional[str], typer.Option(
         "--task", help="CRAG-MM: the competition's task 1, 2 or 3 (default: every turn)")] = None,
     limit: Annotated[Optional[int], typer.Option(

@@ -8,7 +8,7 @@ import pytest
 
 from mmcurate.core.config import load_config
 from mmcurate.core.errors import ConfigError
-from mmcurate.core.specs import Boxes, Heuristic, ModelRef, Pointing, Sam2, Saliency
+from mmcurate.core.specs import Boxes, Heuristic, ModelRef, Pointing, Sam2, Saliency, Template
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 BASE = """
@@ -41,6 +41,8 @@ def test_paper_settings_load() -> None:
     assert isinstance(cfg.segmenter, Sam2) and cfg.segmenter.checkpoint.name == "sam2.1_hiera_large.pt"
     assert paper.model(cfg.verifier).model == "Qwen/Qwen2.5-VL-7B-Instruct" and cfg.rho == 0.75
     assert paper.judge.kind == "llm" and {s.name for s in cfg.sources} == {"gqa", "textvqa", "docvqa", "chartqa", "fire"}
+    assert cfg.captions == ModelRef(name="qwen2.5-7b") and ("captions", "qwen2.5-7b") in paper.roles("reflectv")
+    assert cfg.collapse_revealing_feedback is False
 
 
 def test_demo_section_loads() -> None:
@@ -55,6 +57,9 @@ def test_specs_short_forms_and_relative_paths(tmp_path) -> None:
     cfg = load_config(_write(tmp_path, BASE.replace("boxes:regions", "saliency") + "  segmenter: sam2:cfg.yaml:w/sam.pt\n")).reflectv
     assert cfg.grounding == Saliency() and cfg.segmenter.checkpoint == (tmp_path / "w/sam.pt").resolve()
     assert cfg.colors[0] == "red" and len(cfg.mark_types) == 7
+    assert cfg.captions == Template() and str(cfg.captions) == "template"
+    cfg = load_config(_write(tmp_path, BASE + "  captions: llm\n  collapse_revealing_feedback: true\n")).reflectv
+    assert cfg.captions == ModelRef(name="llm") and cfg.collapse_revealing_feedback is True
 
 
 @pytest.mark.parametrize("change, message", [
@@ -65,6 +70,9 @@ def test_specs_short_forms_and_relative_paths(tmp_path) -> None:
     (("grounding: boxes:regions", "grounding: boxes:regions\n  segmenter: sam2:only-config"), "sam2 spec must look like"),
     (("grounding: boxes:regions", "grounding: boxes:regions\n  rho: 1.5"), "reflectv.rho"),
     (("grounding: boxes:regions", "grounding: boxes:regions\n  colors: [crimson]"), "reflectv.colors"),
+    (("grounding: boxes:regions", "grounding: boxes:regions\n  captions: writer"), "unknown model(s) ['writer']"),
+    (("grounding: boxes:regions", "grounding: boxes:regions\n  collapse_revealing_feedback: maybe"),
+     "reflectv.collapse_revealing_feedback"),
 ])
 def test_bad_values_fail_at_load(tmp_path, change, message) -> None:
     with pytest.raises(ConfigError) as error:

@@ -118,3 +118,22 @@ def test_one_line_errors(tmp_path, runs, capsys, monkeypatch):
     failed = write_run(tmp_path / "failed", {k: "FAILED" for k in A_GRADES})
     with pytest.raises(CompareError, match="none is graded in both"):
         compare_runs(runs[0], failed)
+
+
+def test_pope_runs_are_matched_and_grouped_by_split(tmp_path):
+    def pope_run(folder, grades):
+        folder.mkdir()
+        rows = [{"sample_id": sid, "split": split, "grade": grade} for (sid, split), grade in grades.items()]
+        pq.write_table(pa.Table.from_pylist(rows), folder / "answers.parquet")
+        (folder / "table.md").write_text("# m on pope 1.0.0 (plain system)\n")
+        return folder
+
+    a = pope_run(tmp_path / "a", {("p1", "random"): C, ("p2", "random"): I, ("p3", "adversarial"): I})
+    b = pope_run(tmp_path / "b", {("p1", "random"): I, ("p2", "random"): C, ("p3", "adversarial"): C})
+    result = compare_runs(a, b)
+    assert result.key == ["sample_id", "split"] and result.compared == 3
+    per = {(r["scenario"], r["transition"]): r["count"] for r in result.transitions.to_pylist()}
+    assert (per[("random", "corrected")], per[("random", "broken")], per[("adversarial", "corrected")]) == (1, 1, 1)
+    from mmcurate.evaluation.compare import comparison_markdown
+
+    assert "| Split | Transition | Count | Share (%) |" in comparison_markdown(result)

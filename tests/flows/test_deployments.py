@@ -34,6 +34,7 @@ EXPECTED = {  # (flow name, deployment name) -> entrypoint
     ("deflectionbench", "dryrun"): "flows/deflectionbench.py:deflectionbench",
     ("reflvqa", "reflvqa"): "flows/reflvqa.py:reflvqa",
     ("reflectv", "reflectv"): "flows/reflectv.py:reflectv",
+    ("pope", "pope"): "flows/pope.py:pope",
     ("recurate", "recurate"): "flows/recurate.py:recurate",
     ("evaluate", "evaluate"): "flows/evaluate.py:evaluate_release",
 }

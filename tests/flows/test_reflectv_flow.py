@@ -65,12 +65,16 @@ def test_release_is_valid_and_explains_itself(run) -> None:
     assert [r["remaining"] for r in stats["funnel"]] == [17, 13, 12, 9, 12]
     assert {r["domain"]: (r["original"], r["released"]) for r in stats["domains"]} == {
         "General QA": (8, 6), "Scene text": (3, 2), "Document": (3, 1), "Chart": (3, 3)}
-    assert stats["depth"] == [{"depth": 1, "multi_turn": 0, "single_turn": 2},
-                              {"depth": 2, "multi_turn": 6, "single_turn": 1},
-                              {"depth": 3, "multi_turn": 3, "single_turn": 0}]
+    # Figure 5c: reflective rounds (a QA pair has none, a chain of n answers n - 1)
+    assert stats["depth"] == [{"depth": 0, "multi_turn": 0, "single_turn": 3},
+                              {"depth": 1, "multi_turn": 6, "single_turn": 0},
+                              {"depth": 2, "multi_turn": 3, "single_turn": 0}]
     assert stats["composition"] == [{"rho": 0.75, "multi_turn": 9, "single_turn": 3, "share": 0.75}]
     notes = " ".join(release.manifest["notes"])
     assert "scripted model 'student'" in notes and "annotated regions" in notes and "lexical judge" in notes
+    assert "captions: fixed sentences (template-v1) stand in" in notes and "teacher feedback states the answer" in notes
+    assert release.manifest["components"]["captions"] == "template-v1"
+    assert release.manifest["exports"]["sft"]["records"] == 12
     assert release.manifest["components"]["grounding"].startswith("boxes:")
     assert {"plots/funnel.png", "plots/distribution-0.png", "plots/distribution-1.png"} <= set(release.manifest["files"])
     card = (path / "README.md").read_text()
@@ -96,12 +100,17 @@ def test_loads_with_datasets_and_polars(run) -> None:
     _, _, path = run
     ds = load_dataset("parquet", data_files={"train": str(path / "data" / "trajectories-*.parquet")}, split="train")
     assert ds.num_rows == 12
-    chain = next(row for row in ds if row["format"] == "multi_turn" and row["depth"] == 3)
+    chain = next(row for row in ds if row["format"] == "multi_turn" and row["depth"] == 2)
     images = [turn["image"] for turn in chain["conversation"]]
     assert images[0].tobytes() == chain["image"].tobytes() and images[1].tobytes() != images[0].tobytes()
     assert chain["conversation"][0]["text"].startswith("<answer>") and "<tool_call>" in chain["conversation"][0]["text"]
     via_card = load_dataset(str(path), "dialogues", split="train")
     assert via_card.num_rows == 17
+    sft = load_dataset("json", data_files=str(path / "sft" / "conversations.jsonl"), split="train")
+    assert sorted(sft["id"]) == sorted(ds["sample_id"])
+    for record in sft:
+        assert [m["role"] for m in record["messages"][1:]] == ["user", "assistant"] * (len(record["messages"]) // 2)
+        assert all((path / "sft" / image).is_file() for image in record["images"])
     frame = pl.read_parquet(str(path / "data" / "trajectories-*.parquet"))
     assert frame["format"].value_counts().sort("format").rows() == [("multi_turn", 9), ("single_turn", 3)]
     for row in frame.to_dicts():

@@ -91,7 +91,11 @@ def test_release_cites_through_the_cutoff_and_records_verification(run):
         detail = json.loads(row["detail"])
         if row["verdict"] == "contradicted":
             assert detail["text"].startswith("She ")
-            assert detail["after"] == {"text_citations": [], "flagged": True}
+            # every round contradicts (the rounds go on to the limit); only the refuting e1 goes
+            assert detail["rounds"] == 3 and detail["stopped"] == "max_rounds"
+            refuted = detail["evidence"]["e1"]
+            kept = [doc for doc in detail["before"]["text_citations"] if doc != refuted]
+            assert detail["after"] == {"text_citations": kept, "flagged": True}
         if row["verdict"] == "supported":
             assert detail["rounds"] == 2 and detail["stopped"] == "stable" and not detail["after"]["flagged"]
     # the release's sentences are the verified ones

@@ -10,7 +10,7 @@ from mmcurate.core.config import ClaimGate
 from mmcurate.judging.claim_extraction import extract_claims, heuristic_claims, heuristic_type, parse_claims
 from mmcurate.judging.claim_verification import ClaimTask, verify_claims
 from mmcurate.judging.claims import (
-    Claim, Evidence, RecordError, gated, judge_round, parse_record, stop_reason, verdict,
+    Claim, Evidence, RecordError, gated, judge_round, parse_record, refuting, stop_reason, verdict,
 )
 
 CLAIMS = [Claim("c1", "count", "The tower has three floors."), Claim("c2", "colour", "The tower is brown.")]
@@ -94,8 +94,23 @@ def test_stop_rules():
     assert stop_reason(rounds(good, good), GATE) == "stable"
     assert stop_reason(rounds(weak, good), GATE) is None
     assert stop_reason(rounds(weak, good, weak), GATE) == "max_rounds"
-    assert stop_reason(rounds(bad), GATE) == "contradicted"
+    # a confident, cited contradiction does not stop the rounds: the caller revises and goes on
+    assert gated(bad, CLAIMS, GATE) and stop_reason(rounds(bad), GATE) is None
+    assert stop_reason(rounds(bad, good, good), GATE) == "stable"
+    assert stop_reason(rounds(bad, bad, bad), GATE) == "max_rounds"
     assert stop_reason(rounds(None), GATE) == "error"
+    # what the caller holds must not change over the supported rounds (Kestrel's stable answer)
+    assert stop_reason(rounds(good, good), GATE, held=["No", "Yes", "Yes"]) is None
+    assert stop_reason(rounds(weak, good, good), GATE, held=["No", "Yes", "Yes", "Yes"]) == "stable"
+
+
+def test_refuting_evidence_is_what_contradicted_claims_cite():
+    both = parse_record(record(("c1", "contradicted", 0.95, ["e1", "e2"]), ("c2", "supported", 0.9, ["e2"])),
+                        CLAIMS, EVIDENCE)
+    assert refuting(both, CLAIMS, GATE) == ["e1", "e2"]
+    weak = parse_record(record(("c1", "contradicted", 0.5, ["e1"]), ("c2", "contradicted", 0.9, ["e2"])),
+                        CLAIMS, EVIDENCE)
+    assert refuting(weak, CLAIMS, GATE) == ["e2"]  # c1 is not confident (count needs 0.90)
 
 
 def test_rounds_with_a_scripted_verifier(world):
@@ -105,7 +120,9 @@ def test_rounds_with_a_scripted_verifier(world):
         {"when_all": ["Statement: A", "Previous verdict (round 2)"], "answer": SUPPORTED},
         {"when_all": ["Statement: A", "Previous verdict (round 1)"], "answer": SUPPORTED},
         {"when_all": ["Statement: A"], "answer": weak},
-        # statement B: a citation to an evidence id it was not shown, then a contradiction
+        # statement B: a citation to an evidence id it was not shown, then a contradiction; the
+        # rounds go on, and the verifier supports it twice once it sees its previous verdicts
+        {"when_all": ["Statement: B", "Previous verdict"], "answer": SUPPORTED},
         {"when_all": ["Statement: B", "Problem: claim c1 cites unknown evidence id 'e7'"],
          "answer": record(("c1", "contradicted", 0.97, ["e1"]), ("c2", "insufficient", 0.2, []))},
         {"when_all": ["Statement: B"], "answer": record(("c1", "supported", 0.95, ["e7"]), ("c2", "supported", 0.9, []))},
@@ -116,7 +133,8 @@ def test_rounds_with_a_scripted_verifier(world):
     a, b, c = verify_claims(world.pool.client("verifier"), tasks, GATE, "claims")
     assert [r.verdict for r in a.rounds] == ["insufficient", "supported", "supported"]
     assert (a.verdict, a.gated, a.stopped) == ("supported", True, "stable")
-    assert [r.verdict for r in b.rounds] == ["contradicted"] and b.stopped == "contradicted" and b.gated
+    assert [r.verdict for r in b.rounds] == ["contradicted", "supported", "supported"]
+    assert b.rounds[0].gated and b.stopped == "stable" and b.verdict == "supported"
     assert len(b.rounds[0].raw) == 2  # the invalid citation cost one retry
     assert c.verdict == "error" and c.stopped == "error" and not c.gated
     assert c.rounds[0].error == "invalid reply: reply is not one JSON object"

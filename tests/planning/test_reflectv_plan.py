@@ -80,4 +80,4 @@ def test_a_config_with_nothing_to_plan_is_one_line(capsys, monkeypatch, tmp_path
     config.write_text("workdir: work\nmodels: {}\n")
     code, _, err = run_cli(capsys, monkeypatch, "plan", str(config))
     assert code == 2 and err.count("\n") == 1
-    assert "has no benchmark section (deflectionbench, reflvqa, reflectv): nothing to plan" in err
+    assert "has no benchmark section (deflectionbench, reflvqa, reflectv, cragmm, pope): nothing to plan" in err

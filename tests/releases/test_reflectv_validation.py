@@ -24,13 +24,14 @@ LAST = render_turn("a cat", "My answer holds up.", tool_call(False))
 def _draft(shas: list[str], first_turn: str, rho: float = 0.75) -> ReleaseDraft:
     rows = [{"sample_id": f"s{i}", "source": "gqa", "source_id": str(i), "domain": "General QA",
              "question": "What animal is shown?", "answers": ["cat"], "image": shas[0], "format": "multi_turn",
-             "depth": 2, "conversation": [{"turn": 1, "image": shas[0], "text": first_turn},
+             "depth": 1, "conversation": [{"turn": 1, "image": shas[0], "text": first_turn},
                                           {"turn": 2, "image": shas[1], "text": LAST}], "meta": "{}"}
             for i in range(3)]
     dialogues = [{"sample_id": r["sample_id"], "source": "gqa", "source_id": r["source_id"], "domain": "General QA",
-                  "question": r["question"], "answers": ["cat"], "image": shas[0], "origin": "built", "depth": 2,
-                  "dialogue": [{"answer": "a dog", "score": 3, "feedback": "No."},
-                               {"answer": "a cat", "score": 10, "feedback": "Yes."}],
+                  "question": r["question"], "answers": ["cat"], "image": shas[0], "origin": "built",
+                  "student_turns": 2, "dialogue": [{"answer": "a dog", "score": 3, "feedback": "No."},
+                                                   {"answer": "a cat", "score": 10, "feedback": "Yes."}],
+                  "trajectory": r["conversation"],
                   "fate": "multi_turn", "reason": None} for r in rows]
     return ReleaseDraft(
         kind=KIND, version="1.0.0", parent=None,
@@ -46,7 +47,16 @@ def test_good_release_passes(tmp_path) -> None:
     good = render_turn("a dog", THINK, tool_call(True, "long whiskers", "red", "point"))
     path = write_release(_draft(shas, good), tmp_path / "releases", store)
     result = json.loads((path / "quality" / "validation.json").read_text())
-    assert result["success"] and set(result["results"]) == {"trajectories", "composition", "dialogues"}
+    assert result["success"] and set(result["results"]) == {"sft", "trajectories", "composition", "dialogues"}
+
+
+def test_depth_must_count_reflective_rounds(tmp_path) -> None:
+    store, shas = b.make_store(tmp_path / "images")
+    draft = _draft(shas, render_turn("a dog", THINK, tool_call(True, "long whiskers", "red", "point")))
+    rows = [dict(r, depth=2) for r in draft.tables["trajectories"].to_pylist()]  # student turns, not rounds
+    draft.tables["trajectories"] = pa.Table.from_pylist(rows, schema=TRAJECTORY)
+    with pytest.raises(ReleaseInvalid, match="depth_is_reflective_rounds"):
+        write_release(draft, tmp_path / "releases", store)
 
 
 @pytest.mark.parametrize("turn, rule", [

@@ -56,9 +56,6 @@ reflectv:
 def built(tmp_path_factory, fixtures_root) -> tuple[Path, Path]:
     """(config, release): the fixtures curated stage by stage, without an orchestrator."""
     home = tmp_path_factory.mktemp("quality")
-    (home / "rater.jsonl").write_text(json.dumps({"when_all": ["<tool_call>"], "answer": "Logic: 5\nVisual: 4"}) + "\n")
-    # rates the dialogues whose trajectory shows the teacher's scores (raw, discarded); no default: clean ones fail
-    (home / "patchy.jsonl").write_text(json.dumps({"when_all": ["teacher (score"], "answer": "Logic: 3\nVisual: 3"}) + "\n")
     sources = ", ".join(f"{{name: {n}, root: {fixtures_root / n}}}" for n in ("gqa", "textvqa", "docvqa", "chartqa", "fire"))
     config = home / "config.yaml"
     config.write_text(CONFIG.format(home=home, fx=fixtures_root, sources=sources))
@@ -75,15 +72,43 @@ def built(tmp_path_factory, fixtures_root) -> tuple[Path, Path]:
             results.append(stage.run(table, ctx))
             table = results[-1].kept
     draft = reflectv_draft(settings, "1.0.0", "r", ingested, samples, quarantine, results)
-    return config, write_release(draft, settings.releases_root, store)
+    release = write_release(draft, settings.releases_root, store)
+    # the model rater likes exactly the released chains (it reads the text; the subset is hidden)
+    items = release_items(release)
+    (home / "rater.jsonl").write_text("".join(
+        json.dumps({"when_all": [f"Question: {item['question']}\n", item["trajectory"]], "answer": "Logic: 5\nVisual: 4"})
+        + "\n" for item in items["clean"]))
+    # rates only what is not clean (no default): every clean item is a failed call
+    clean = {(item["question"], item["trajectory"]) for item in items["clean"]}
+    (home / "patchy.jsonl").write_text("".join(
+        json.dumps({"when_all": [f"Question: {item['question']}\n", item["trajectory"]], "answer": "Logic: 3\nVisual: 3"})
+        + "\n" for subset in ("raw", "discarded") for item in items[subset]
+        if (item["question"], item["trajectory"]) not in clean))
+    return config, release
 
 
-def test_subsets_of_the_release(built) -> None:
+def test_subsets_are_shown_in_one_form(built) -> None:
+    """Table 6 is blind: raw, discarded and clean items look alike; only their content differs."""
+    import polars as pl
+
     items = release_items(built[1])
     assert {k: len(v) for k, v in items.items()} == {"discarded": 6, "raw": 17, "clean": 9}
-    clean = items["clean"][0]
-    assert clean["trajectory"].startswith("Turn 1: <answer>") and len(clean["images"]) >= 2
-    assert "teacher (score" in items["raw"][0]["trajectory"] and len(items["raw"][0]["images"]) == 1
+    for rows in items.values():
+        for item in rows:
+            turns = item["trajectory"].split("\n")
+            assert all(t.startswith(f"Turn {k}: <answer>") and t.endswith("</tool_call>") for k, t in enumerate(turns, 1))
+            assert len(item["images"]) == len(turns) and "teacher (score" not in item["trajectory"]
+    raw = {r["sample_id"]: r for r in items["raw"]}
+    released = pl.read_parquet(str(built[1] / "data" / "trajectories-*.parquet")).to_dicts()
+    for clean in items["clean"]:  # a clean item is its released conversation, and reads the same in raw
+        [row] = [r for r in released if r["sample_id"] == clean["sample_id"]]
+        assert clean["trajectory"] == "\n".join(f"Turn {t['turn']}: {t['text']}" for t in row["conversation"])
+        assert raw[clean["sample_id"]] == clean
+    # a chain rejected after its marks were drawn shows its marked image, as a clean one does
+    def distinct(item):
+        return len({image["path"] for image in item["images"]})
+
+    assert any(distinct(i) > 1 for i in items["discarded"]) and all(distinct(i) > 1 for i in items["clean"])
 
 
 def test_export_is_seeded_blind_and_capped(built, tmp_path) -> None:

@@ -108,7 +108,9 @@ def test_stage_renders_chains_and_pairs(lab) -> None:
     assert chain[1]["image"] == marked and chain[0]["text"] == GOOD
     assert json.loads(chain[1]["text"].split("<tool_call>")[1].split("</tool_call>")[0])["arguments"]["flag"] is False
     pair = out["s2"]["conversation"]
-    assert len(pair) == 1 and pair[0]["text"].startswith("<answer>a cat</answer>") and out["s2"]["depth"] == 2
+    assert len(pair) == 1 and pair[0]["text"].startswith("<answer>a cat</answer>")
+    # depth counts reflective rounds (Figure 5c): one for a two-answer chain, none for a QA pair
+    assert (out["s0"]["depth"], out["s2"]["depth"], out["s3"]["depth"]) == (1, 0, 0)
     assert out["s0"]["domain"] == "General QA"
     assert result.counts["multi_turn"] == 2 and result.extra["share"] == 0.5
     reasons = {d.sample_id: d.detail["reason"] for d in result.decisions if d.check == "format.rho.v1"}
@@ -126,3 +128,23 @@ def test_a_chain_that_fails_the_validator_is_collapsed(lab) -> None:
     assert row["format"] == "single_turn"  # the anchor gives the answer away
     checks = [(d.verdict, d.detail["defects"]) for d in result.decisions if d.check == "format.validate.v1"]
     assert checks == [("fail", ["turn 1: reveals_answer"]), ("pass", [])]
+
+
+def test_rho_is_met_after_validation(lab) -> None:
+    """Chains that break the format become QA pairs before the split, so the release keeps rho."""
+    rows = [lab.sample(f"s{i}", "What animal?", "cat") for i in range(4)]
+    dialogue = [("a dog", 3, "No."), ("a cat", 10, "Yes.")]
+    table = lab.chains(rows, [dialogue] * 4)
+    turns = turns_of(table)
+    for n, sample_turns in enumerate(turns):
+        keyword = "cat face" if n < 2 else "long whiskers"  # the first two anchors give the answer away
+        sample_turns[0].update(keyword=keyword, color="red", mark_type="point", marks=1, marked_image=lab.image(),
+                               think=f"I should look again at the {keyword}, as indicated by a red point in the image.")
+    result = FormatTrajectories(rho=0.75, seed=0).run(with_chains(table, turns, [None] * 4), lab.ctx())
+    formats = [r["format"] for r in result.kept.to_pylist()]
+    assert formats.count("multi_turn") / len(formats) >= 0.75
+    assert formats.count("multi_turn") == 2 and result.counts["dropped_for_rho"] == 2
+    share = {d.sample_id: d.detail["reason"] for d in result.decisions if d.check == "format.rho.v1"}
+    assert share[rows[0]["sample_id"]] == "surplus QA pair: rho reached"
+    rejected = [d.detail["reason"] for d in result.decisions if d.check == "format.rho.v1" and d.verdict == "drop"]
+    assert rejected == ["surplus QA pair: rho reached"] * 2

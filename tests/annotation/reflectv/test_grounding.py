@@ -145,6 +145,45 @@ def test_stage_marks_each_reflective_turn_and_words_it(lab) -> None:
     image = Image.open(io.BytesIO(lab.store.read(marked[0]["marked_image"]))).convert("RGB")
     assert image.getpixel((80, 90)) == rgb("red")  # the point on the whiskers' box centre
     assert hashlib.sha256(lab.store.read(marked[0]["marked_image"])).hexdigest() == marked[0]["marked_image"]
-    assert result.components == {"grounding": f"boxes:{lab.root}"} and result.counts["chains"] == 1
+    assert result.components == {"grounding": f"boxes:{lab.root}", "captions": "template-v1"}
+    assert result.counts["chains"] == 1
+    [caption, *_] = [d for d in result.decisions if d.check == "grounding.caption.v1"]
+    assert caption.verdict == "ok" and caption.detail["by"] == "template-v1"
     again = stage.run(table, lab.ctx())
     assert turns_of(again.kept)[0][0]["marked_image"] == marked[0]["marked_image"]  # seeded, deterministic
+
+
+def test_a_model_inserts_the_caption_and_marks_without_the_answer(lab) -> None:
+    """Figure 11 by a model: the reflection with the caption and the marks worked in; a reply that
+    states the answer (or drops the marks) is refused, retried once, then the chain collapses."""
+    sha = lab.image(png(size=(160, 120)))
+    _regions(lab, sha, [("long whiskers", [20, 70, 140, 110]), ("cat eyes", [30, 20, 60, 40]),
+                        ("cat eyes", [90, 20, 120, 40])])
+    rows = [lab.sample("good", Q, "cat", image=sha), lab.sample("leaky", Q, "cat", image=sha)]
+    table = lab.chains(rows, [[("a dog", 3, "No."), ("a cat", 10, "Yes.")]] * 2)
+    turns = turns_of(table)
+    turns[0][0].update(keyword="long whiskers", reflection="I was wrong about the animal.")
+    turns[1][0].update(keyword="cat eyes", reflection="I was wrong about what this is.")
+    inserter = lab.model("inserter", [
+        {"when_all": ["Reflection: I was wrong about the animal.", "Marks: a red point", "Caption: long whiskers"],
+         "answer": "I was wrong about the animal; the long whiskers, marked by a red point in the image, tell me more."},
+        # states the answer, then (retry) forgets the marks
+        {"when_all": ["Reflection: I was wrong about what this is.", "Problem"], "answer": "x"},
+        {"when_all": ["Reflection: I was wrong about what this is.", "Your reply could not be used"],
+         "answer": "I was wrong about what this is; the cat eyes tell me more."},
+        {"when_all": ["Reflection: I was wrong about what this is."],
+         "answer": "I was wrong about what this is: it is a cat, see the cat eyes shown by red points in the image."},
+    ])
+    stage = GroundAndMark(f"boxes:{lab.root}", colors=["red"], mark_types=["point"], seed=3, captions=inserter)
+    result = stage.run(with_chains(table, turns, [None, None]), lab.ctx())
+    good, leaky = turns_of(result.kept)
+    assert good[0]["think"] == ("I was wrong about the animal; the long whiskers, marked by a red point in the image, "
+                                "tell me more.")
+    assert issues_of(result.kept) == [None, "grounding: caption insertion unusable (turn 1)"]
+    assert leaky[0]["think"] is None
+    rows_by = {d.sample_id: d for d in result.decisions if d.check == "grounding.caption.v1"}
+    ok, refused = rows_by[rows[0]["sample_id"]], rows_by[rows[1]["sample_id"]]
+    assert (ok.verdict, ok.model, ok.detail["by"]) == ("ok", "inserter", "llm:inserter")
+    assert ok.detail["answer_mentions"] == {"reflection": 0, "think": 0}
+    assert refused.verdict == "unusable" and len(refused.detail["raw"]) == 2 and "it is a cat" in refused.detail["raw"][0]
+    assert result.components["captions"] == "llm:inserter" and result.counts["captions_unusable"] == 1

@@ -74,12 +74,29 @@ def test_a_keyword_that_reveals_the_answer_collapses_the_chain(lab) -> None:
     assert lab.calls("rewriter")["calls"] == 0  # nothing more is asked for a collapsed chain
 
 
-def test_feedback_that_gives_the_answer_away_is_not_rewritten(lab) -> None:
+LEAKY = [("a dog", 3, "No, it is a cat. Look at the long whiskers."), ("a cat", 10, "Yes.")]
+
+
+def test_feedback_that_gives_the_answer_away_keeps_the_chain_by_default(lab) -> None:
+    """The paper forbids the answer only in the inserted caption: the chain goes on, and the
+    ledger says the feedback stated it; the keyword still never does."""
     rows = [lab.sample("cat", CAT, "cat")]
-    turns = [[("a dog", 3, "No, it is a cat."), ("a cat", 10, "Yes.")]]
-    result = WriteReflections("heuristic", _rewriter(lab)).run(lab.chains(rows, turns), lab.ctx())
+    rewriter = _rewriter(lab, **{LEAKY[0][2]: "Wait, I think it is a cat. I should look at the long whiskers."})
+    result = WriteReflections("heuristic", rewriter).run(lab.chains(rows, [LEAKY]), lab.ctx())
+    assert issues_of(result.kept) == [None]
+    [turn, _] = turns_of(result.kept)[0]
+    assert turn["keyword"] == "long whiskers" and turn["reflection"].startswith("Wait, I think it is a cat")
+    [leak] = [d for d in result.decisions if d.check == "reflection.leak.v1"]
+    assert leak.verdict == "keep" and leak.detail == {"turns": [1], "collapse_revealing_feedback": False}
+
+
+def test_feedback_that_gives_the_answer_away_collapses_when_asked(lab) -> None:
+    rows = [lab.sample("cat", CAT, "cat")]
+    stage = WriteReflections("heuristic", _rewriter(lab), collapse_revealing=True)
+    result = stage.run(lab.chains(rows, [LEAKY]), lab.ctx())
     assert issues_of(result.kept) == ["reflection: the teacher's feedback gives the answer away (turn 1)"]
     assert lab.calls("rewriter")["calls"] == 0
+    assert [d.verdict for d in result.decisions if d.check == "reflection.leak.v1"] == ["collapse"]
 
 
 def test_unusable_rewrite_is_asked_again_then_collapses(lab) -> None:

@@ -21,7 +21,7 @@ DOCS = [
 SENTENCES = [
     ("The Eiffel Tower was completed in 1889.", True, ["eiffel"], False, ["eiffel", "bridge"]),
     ("I think it looks great.", False, [], False, None),
-    ("Tower Bridge opened in 1894 in London.", True, ["bridge"], False, ["bridge", "eiffel"]),
+    ("Tower Bridge opened in 1894 in London.", True, ["bridge", "eiffel"], False, ["bridge", "eiffel"]),
     ("Giraffes sleep four hours a day.", True, [], True, ["cat", "bridge"]),
     ("The Louvre has a glass pyramid.", True, [], True, []),  # everything cut: nothing to check against
 ]
@@ -38,7 +38,7 @@ VERIFIER = [
     {"when_all": ["Statement: The Eiffel Tower", "Previous verdict"], "answer": record("supported", 0.95, ["e1"])},
     {"when_all": ["Statement: The Eiffel Tower", "Problem:"], "answer": record("supported", 0.95, ["e1"])},
     {"when_all": ["Statement: The Eiffel Tower"], "answer": record("supported", 0.95, ["e9"])},
-    # sentence 2 (cited: bridge): confidently contradicted, with a citation
+    # sentence 2 (cited: bridge, eiffel): confidently contradicted by e1 (bridge) in every round
     {"when_all": ["Statement: Tower Bridge"], "answer": record("contradicted", 0.9, ["e1"])},
     # sentence 3 (flagged): too weak at first, then supported twice
     {"when_all": ["Statement: Giraffes", "Previous verdict"], "answer": record("supported", 0.93, ["e1"])},
@@ -72,30 +72,32 @@ def test_gated_verdicts_change_citations(cited, corpus, make_pool, stage_ctx):
     assert [(s["text_citations"], s["flagged"]) for s in sentences] == [
         (["eiffel"], False),  # supported: unchanged
         ([], False),          # not fact-checkable: untouched
-        ([], True),           # contradicted: citation removed, flagged
+        (["eiffel"], True),   # contradicted by bridge: only that citation removed, flagged
         (["cat"], False),     # supported with a citation: the verifier's document is cited
         ([], True),           # no evidence: not verified
     ]
     rows = {d.context_id: d for d in result.decisions if d.check == CHECK_SENTENCE}
     assert {k: (d.verdict, *(d.detail.get(n) for n in ("rounds", "stopped", "gated"))) for k, d in rows.items()} == {
-        "s0": ("supported", 2, "stable", True), "s2": ("contradicted", 1, "contradicted", True),
+        "s0": ("supported", 2, "stable", True), "s2": ("contradicted", 3, "max_rounds", True),
         "s3": ("supported", 3, "stable", True), "s4": ("insufficient", None, None, None)}
     assert rows["s3"].detail["round_verdicts"] == ["insufficient", "supported", "supported"]
     assert rows["s3"].detail["evidence"] == {"e1": "cat", "e2": "bridge"}
-    assert rows["s2"].detail["before"] == {"text_citations": ["bridge"], "flagged": False}
-    assert rows["s2"].detail["after"] == {"text_citations": [], "flagged": True}
+    assert rows["s2"].detail["before"] == {"text_citations": ["bridge", "eiffel"], "flagged": False}
+    assert rows["s2"].detail["after"] == {"text_citations": ["eiffel"], "flagged": True}
+    # the contradiction did not end the rounds: each was verified and revised in turn
+    assert [r["removed"] for r in rows["s2"].detail["revisions"]] == [["bridge"], [], []]
     assert rows["s0"].detail["claims"] == [{"id": "c1", "type": "existence",
                                            "text": "The Eiffel Tower was completed in 1889.", "targets": []}]
     claims = [d for d in result.decisions if d.check == CHECK_CLAIM]
     assert [(d.context_id, d.verdict, d.detail["round"], d.detail["confident"]) for d in claims] == [
         ("s0/c1", "supported", 1, True), ("s0/c1", "supported", 2, True),
-        ("s2/c1", "contradicted", 1, True),
+        ("s2/c1", "contradicted", 1, True), ("s2/c1", "contradicted", 2, True), ("s2/c1", "contradicted", 3, True),
         ("s3/c1", "supported", 1, False), ("s3/c1", "supported", 2, True), ("s3/c1", "supported", 3, True)]
     assert claims[-1].detail["documents"] == ["cat"] and claims[-1].detail["threshold"] == 0.82
     assert {d.model for d in claims} == {"verifier"}
     counts = result.counts
     assert (counts["verified"], counts["supported"], counts["contradicted"], counts["changed"],
-            counts["citations_added"], counts["citations_removed"], counts["rounds"]) == (3, 2, 1, 2, 1, 1, 6)
+            counts["citations_added"], counts["citations_removed"], counts["rounds"]) == (3, 2, 1, 2, 1, 1, 8)
     assert counts["no_evidence"] == 1 and counts["insufficient"] == 1 and counts["sentences"] == 4
     assert result.components == {"claim_extractor": "heuristic-claims-v1", "claim_verifier": "llm:verifier"}
 

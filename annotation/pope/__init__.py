@@ -1,0 +1,1 @@
+"""POPE's curation stage: probes balanced per split, as POPE publishes them (``balance``)."""

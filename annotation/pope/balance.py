@@ -1,0 +1,52 @@
+"""POPE probes, balanced: every split holds as many "yes" as "no" (POPE pairs each positive
+with a negative, so its files are exactly half and half; its yes ratio is read against 0.5).
+
+A published file whose records were quarantined (a missing image, a malformed line) can
+come out unbalanced; then the surplus of the larger label in that split is dropped, the
+probes chosen by a seeded order (sha256 of the seed and the sample id), each with a ledger
+reason. Nothing else is dropped: a balanced split passes untouched (``pope.balance.v1``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from mmcurate.core.ledger import Decision
+from mmcurate.core.stages import Stage, StageContext, StageResult
+
+STAGE = "balance"
+CHECK = "pope.balance.v1"
+SURPLUS = "surplus probe: its split has more of this label than of the other"
+
+
+def _order(seed: int, sample_id: str) -> str:
+    return hashlib.sha256(f"{seed}\x1f{sample_id}".encode("utf-8")).hexdigest()
+
+
+@dataclass
+class BalanceProbes(Stage):
+    seed: int = 0
+    name = STAGE
+    shardable = False  # a balance is over a whole split
+
+    def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
+        rows = samples.to_pylist()
+        by: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for row in rows:
+            by[(json.loads(row["meta"])["split"], row["answers"][0])].append(row["sample_id"])
+        dropped: set[str] = set()
+        for split in sorted({split for split, _ in by}):
+            yes, no = by[(split, "yes")], by[(split, "no")]
+            larger = yes if len(yes) > len(no) else no
+            surplus = abs(len(yes) - len(no))
+            dropped |= set(sorted(larger, key=lambda sid: _order(self.seed, sid))[:surplus])
+        decisions = [Decision(row["sample_id"], STAGE, CHECK, "drop" if row["sample_id"] in dropped else "keep",
+                              detail={"reason": SURPLUS} if row["sample_id"] in dropped else {})
+                     for row in rows]
+        keep = pa.array([row["sample_id"] not in dropped for row in rows], type=pa.bool_())
+        return StageResult(stage=STAGE, kept=samples.filter(keep), decisions=decisions, run_id=ctx.run_id,
+                           counts={"input": len(rows), "kept": len(rows) - len(dropped), "dropped": len(dropped)})

@@ -1,0 +1,19 @@
+"""POPE (object-hallucination probes), as Kestrel (seed 000) evaluates on it: published POPE
+files or probes built from object annotations; evaluated plain or through Kestrel's loop."""
+from __future__ import annotations
+
+from .benchmark import Benchmark, Evaluation
+
+BENCHMARK = Benchmark(
+    name="pope",
+    title="POPE probes (object-hallucination yes/no questions; published files or built from object annotations)",
+    paper="000_2a76f793a2e194d6.txt",
+    sources=("pope", "pope_objects"),
+    release="mmcurate.releases.pope:KIND",
+    curate="mmcurate.flows.pope:pope",
+    evaluation=Evaluation(
+        flow="mmcurate.flows.evaluate_pope:evaluate_pope",
+        options=("system",),
+        check="mmcurate.evaluation.pope:run_options",
+    ),
+)

@@ -1,0 +1,241 @@
+"""POPE's evaluation (seed 000 4.1-4.2; POPE's ``evaluate.py``): one vision model answers every
+probe of a release, ``plain`` (the question with the image) or through ``kestrel``
+(``evaluation.kestrel``: grounded, verified, evidence-gated self-refinement).
+
+Reading a plain reply (POPE's ``evaluate.py``, github.com/RUCAIBox/POPE at 3df3ba1): its
+first sentence (up to the first "."), commas removed, split on spaces: "no" when a word is
+``No``, ``no`` or ``not``, else "yes". That rule reads a reply holding neither word as "yes";
+the table counts such replies. Kestrel's answers are exactly Yes or No.
+
+Metrics per split and over all probes, "yes" the positive class (the same file): TP, FP, TN,
+FN; accuracy (TP + TN) / n; precision TP / (TP + FP); recall TP / (TP + FN); F1; yes ratio,
+the share answered "yes". A metric whose denominator is 0 is left empty. A Kestrel run adds
+the transitions of Figure 4 from its initial to its final answers (kept correct, corrected,
+broken, kept wrong) and how many items reached each round (Table 3's checked cases).
+
+``answers.parquet``, one row per probe: ``sample_id``, ``split``, ``question_id``,
+``object``, ``label``, ``system``, ``reply`` (the plain reply), ``answer`` (yes / no, null
+when the item failed), ``grade`` (CORRECT / INCORRECT / FAILED), ``error``; for Kestrel
+also ``initial``, ``rounds``, ``stopped``, ``changed`` and ``trace`` (JSON; ``mmcurate why
+RUN SAMPLE`` prints it).
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from mmcurate.annotation.reflectv.grounders import Sam2Segmenter, make_grounder
+from mmcurate.core.config import KestrelConfig, Settings
+from mmcurate.core.errors import MmcurateError
+from mmcurate.core.markdown import markdown_table
+from mmcurate.core.specs import Boxes
+from mmcurate.core.stages import StageContext
+from mmcurate.core.tables import write_table
+from mmcurate.judging.claim_extraction import heuristic_type
+from mmcurate.models.requests import ChatRequest
+from mmcurate.sources.pope import SPLITS
+
+from .kestrel import Kestrel, KestrelItem
+from .scenarios import EvaluationError
+
+PLAIN, KESTREL = "plain", "kestrel"
+SYSTEMS = (PLAIN, KESTREL)
+FAILED = "FAILED"
+PLAIN_TEMPLATE = "pope.plain.v1"
+PLAIN_MAX_TOKENS = 32
+TRANSITIONS = ("kept correct", "corrected", "broken", "kept wrong")  # Figure 4, initial -> final
+ANSWERS = pa.schema([
+    pa.field("sample_id", pa.string(), nullable=False), pa.field("split", pa.string(), nullable=False),
+    pa.field("question_id", pa.int64(), nullable=False), pa.field("object", pa.string()),
+    pa.field("question", pa.string(), nullable=False), pa.field("label", pa.string(), nullable=False),
+    pa.field("system", pa.string(), nullable=False), pa.field("reply", pa.string()), pa.field("answer", pa.string()),
+    pa.field("grade", pa.string(), nullable=False), pa.field("error", pa.string()),
+    pa.field("initial", pa.string()), pa.field("rounds", pa.int32()), pa.field("stopped", pa.string()),
+    pa.field("changed", pa.bool_()), pa.field("trace", pa.string()),
+])
+
+
+def run_options(given: dict[str, Any]) -> dict[str, Any]:
+    """The POPE evaluation's options, checked before any flow starts."""
+    system = given.get("system") or PLAIN
+    if system not in SYSTEMS:
+        raise MmcurateError(f"--system {system!r}: POPE runs {' or '.join(SYSTEMS)}")
+    return {"system": system}
+
+
+def read_answer(text: str) -> str:
+    """POPE's reading of a reply as yes or no (module docstring)."""
+    words = text.split(".")[0].replace(",", "").split(" ")
+    return "no" if {"No", "no", "not"} & set(words) else "yes"
+
+
+def says_yes_or_no(text: str) -> bool:
+    words = {w.strip(".,!?\"'").lower() for w in text.split()}
+    return bool(words & {"yes", "no", "not"})
+
+
+def plain_requests(probes: list[dict[str, Any]]) -> list[ChatRequest]:
+    return [ChatRequest(p["sample_id"], [{"role": "user", "content": [
+        {"type": "image", "sha256": p["image"]}, {"type": "text", "text": p["question"]}]}],
+        PLAIN_TEMPLATE, max_tokens=PLAIN_MAX_TOKENS) for p in probes]
+
+
+def answer_row(probe: dict[str, Any], system: str, answer: str | None, **extra: Any) -> dict[str, Any]:
+    grade = FAILED if answer is None else "CORRECT" if answer == probe["label"] else "INCORRECT"
+    return {"sample_id": probe["sample_id"], "split": probe["split"], "question_id": probe["question_id"],
+            "object": probe["object"], "question": probe["question"], "label": probe["label"], "system": system,
+            "answer": answer, "grade": grade, **extra}
+
+
+def plain_answers(probes: list[dict[str, Any]], client: Any, stage: str = "pope") -> list[dict[str, Any]]:
+    """Ask each probe once and read the reply by POPE's rule (a failed call: FAILED)."""
+    responses = client.chat(plain_requests(probes), stage) if probes else []
+    return [answer_row(p, PLAIN, read_answer(r.text) if r.text is not None else None, reply=r.text, error=r.error)
+            for p, r in zip(probes, responses)]
+
+
+def _ratio(a: int, b: int) -> float | None:
+    return a / b if b else None
+
+
+def metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """POPE's metrics per split, then over all (failed items left out and counted)."""
+    out = []
+    for split in [*(s for s in SPLITS if any(r["split"] == s for r in rows)), "all"]:
+        part = [r for r in rows if split in ("all", r["split"])]
+        done = [r for r in part if r["answer"] is not None]
+        tp = sum(r["answer"] == "yes" and r["label"] == "yes" for r in done)
+        fp = sum(r["answer"] == "yes" and r["label"] == "no" for r in done)
+        tn = sum(r["answer"] == "no" and r["label"] == "no" for r in done)
+        fn = sum(r["answer"] == "no" and r["label"] == "yes" for r in done)
+        precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+        f1 = None if precision is None or recall is None else \
+            2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        out.append({"split": split, "n": len(done), "failed": len(part) - len(done), "tp": tp, "fp": fp, "tn": tn,
+                    "fn": fn, "accuracy": _ratio(tp + tn, len(done)), "precision": precision, "recall": recall,
+                    "f1": f1, "yes_ratio": _ratio(tp + fp, len(done)),
+                    "unread": sum(r.get("reply") is not None and not says_yes_or_no(r["reply"]) for r in done)})
+    return out
+
+
+def transition(initial_correct: bool, final_correct: bool) -> str:
+    if initial_correct:
+        return "kept correct" if final_correct else "broken"
+    return "corrected" if final_correct else "kept wrong"
+
+
+def kestrel_tables(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Figure 4's transitions (initial -> final, per split) and the items that reached each round."""
+    done = [r for r in rows if r["answer"] is not None and r["initial"] is not None]
+    counts = Counter((r["split"], transition(r["initial"].lower() == r["label"], r["grade"] == "CORRECT")) for r in done)
+    moves = []
+    for split in [*(s for s in SPLITS if any(r["split"] == s for r in done)), "all"]:
+        total = sum(counts[(s, t)] for s in SPLITS for t in TRANSITIONS if split in ("all", s))
+        for t in TRANSITIONS:
+            k = sum(counts[(s, t)] for s in SPLITS if split in ("all", s))
+            moves.append({"split": split, "transition": t, "count": k, "share": _ratio(k, total)})
+    reached = Counter(n for r in done for n in range(1, (r["rounds"] or 0) + 1))
+    stops = Counter(r["stopped"] for r in done)
+    rounds = [{"round": n, "items": reached[n]} for n in sorted(reached)]
+    rounds += [{"round": f"stopped: {s}", "items": stops[s]} for s in sorted(stops)]
+    return moves, rounds
+
+
+def _fmt(value: Any) -> str:
+    return "–" if value is None else f"{100 * value:.2f}" if isinstance(value, float) else str(value)
+
+
+def write_pope_evaluation(rows: list[dict[str, Any]], out: Path, title: str, notes: list[str]) -> str:
+    """answers.parquet, metrics.parquet (and transitions.parquet for Kestrel), table.md; returns the markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    full = [{name: row.get(name) for name in ANSWERS.names} for row in rows]
+    write_table(pa.Table.from_pylist(full, schema=ANSWERS), out / "answers.parquet")
+    table = metrics(full)
+    write_table(pa.Table.from_pylist(table), out / "metrics.parquet")
+    shown = [{"Split": r["split"], "n": str(r["n"]), **{k: _fmt(r[k]) for k in ("accuracy", "precision", "recall", "f1",
+                                                                                 "yes_ratio")}} for r in table]
+    text = [f"# {title}", "", markdown_table(shown, right=["n", "accuracy", "precision", "recall", "f1", "yes_ratio"]),
+            "", "Accuracy, precision, recall, F1 and yes ratio in %, 'yes' the positive class (POPE's evaluate.py)."]
+    unread = table[-1]["unread"]
+    if unread:
+        text.append(f"{unread} repl{'y' if unread == 1 else 'ies'} held no yes/no word and were read as 'yes' by "
+                    "POPE's rule.")
+    if any(r["system"] == KESTREL for r in full):
+        moves, rounds = kestrel_tables(full)
+        write_table(pa.Table.from_pylist(moves), out / "transitions.parquet")
+        text += ["", "## Initial -> final answer (Figure 4)", "",
+                 markdown_table([{"Split": m["split"], "Transition": m["transition"], "Count": str(m["count"]),
+                                  "Share (%)": _fmt(m["share"])} for m in moves], right=["Count", "Share (%)"]),
+                 "", "## Rounds (Table 3's checked cases)", "",
+                 markdown_table([{"Round": str(r["round"]), "Items": str(r["items"])} for r in rounds], right=["Items"])]
+    if notes:
+        text += ["", *(f"- {note}" for note in notes)]
+    markdown = "\n".join(text) + "\n"
+    (out / "table.md").write_text(markdown, encoding="utf-8")
+    return markdown
+
+
+def failed_call(error: str | None) -> bool:
+    """Whether an error is a model call that failed for good (not a reply that could not be read)."""
+    return bool(error) and error.split(": ", 1)[-1].startswith(("model call failed", "retry failed"))
+
+
+def kestrel_row(probe: dict[str, Any], item: Any) -> dict[str, Any]:
+    """An answers row of one Kestrel item (``evaluation.kestrel.KestrelItem``): FAILED when a
+    model call failed for good (the failure policy applies); an unreadable reply mid-loop keeps
+    the answer reached, and the trace says why the loop stopped."""
+    errors = [item.error, *(r.get("error") or r.get("refine_error") for r in item.trace.get("rounds", []))]
+    error = next((e for e in errors if e), None)
+    answer = None if item.answer is None or any(map(failed_call, errors)) else item.answer.lower()
+    return answer_row(probe, KESTREL, answer, reply=None, error=error, initial=item.initial, rounds=len(item.rounds),
+                      stopped=item.stopped, changed=bool(item.initial and item.answer != item.initial),
+                      trace=json.dumps(item.trace, ensure_ascii=False))
+
+
+def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
+                 system: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every probe answered by ``model`` through ``system``; the rows and the notes naming what
+    stood in for what (module docstring)."""
+    spec = ctx.settings.model(model)
+    if not spec.vision:
+        raise EvaluationError(f"POPE asks about images: model {model!r} cannot see them (vision: false)")
+    notes = [f"{model}: scripted model (rules in {spec.script.name}) stands in for a vision model."] \
+        if spec.backend == "scripted" and spec.script else []
+    if system == PLAIN:
+        try:
+            return plain_answers(probes, ctx.pool.client(model)), notes
+        finally:
+            ctx.pool.release(model)
+    cfg = ctx.settings.evaluation.pope.kestrel
+    if cfg.grounding is None:
+        raise EvaluationError("--system kestrel needs a grounding agent: set evaluation.pope.kestrel.grounding "
+                              "('boxes:<regions>' or 'pointing:<model>')")
+    grounder = make_grounder(cfg.grounding)
+    segmenter = Sam2Segmenter(cfg.segmenter) if cfg.segmenter is not None else None
+    items = [KestrelItem(p["sample_id"], p["image"], p["question"], heuristic_type(p["question"]),
+                         p["object"] or "object") for p in probes]
+    Kestrel(ctx, model, cfg, grounder, segmenter).run(items)
+    return [kestrel_row(p, item) for p, item in zip(probes, items)], notes + kestrel_notes(ctx.settings, model, cfg)
+
+
+def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig) -> list[str]:
+    """What the run used in the paper's places, and the readings it chose."""
+    verifier = cfg.verifier or model
+    gate = cfg.gate
+    notes = [f"Kestrel: grounding agent {cfg.grounding}"
+             + (" (annotated regions stand in for SAM3)" if isinstance(cfg.grounding, Boxes) else "")
+             + (f", masks by {cfg.segmenter}" if cfg.segmenter else "; no segmenter: overlays are boxes, not masks")
+             + f"; verifier {verifier}" + (" (the model judges its own evidence, as in the paper)" if verifier == model else "")
+             + ".",
+             f"Kestrel: at most {gate.max_rounds} rounds, stop after {gate.stable_rounds} supported rounds with the "
+             f"answer unchanged; an answer changes only through the gate (thresholds "
+             + ", ".join(f"{k} {v:g}" for k, v in gate.thresholds.items()) + "); a contradiction does not stop the rounds.",
+             f"Kestrel: Yes-guard {'on (the appendix option)' if cfg.yes_guard else 'off (the main text)'}."]
+    spec = settings.model(verifier)
+    if verifier != model and spec.backend == "scripted" and spec.script:
+        notes.append(f"{verifier}: scripted model (rules in {spec.script.name}) stands in for the verifier.")
+    return notes

@@ -1,0 +1,131 @@
+"""POPE end to end on the bundled fixtures: the curation flow (published files and probes built
+from object annotations), a validated release, then the evaluation plain and through Kestrel
+with the fixtures' scripted vision model, compare-evals of the two (Figure 4's transitions)
+and ``mmcurate why`` on a Kestrel item.
+
+The scripted model answers Yes to every probe but flag and tower; Kestrel's grounder (the
+fixtures' boxes) finds every object but the tripod. So Kestrel corrects every wrong Yes about
+an absent object and every wrong No about a present flag or tower, and breaks the right Yes
+about the tripod it cannot find."""
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from mmcurate.releases.manifest import recorded_validation
+from mmcurate.releases.reader import open_release
+from mmcurate.releases.verify import verify_release
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
+from cli_helpers import run_cli  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+workdir: work
+releases_root: releases
+models:
+  lvlm: {{backend: scripted, script: {fx}/pope/kestrel_models/lvlm.jsonl, vision: true}}
+  blind: {{backend: scripted, script: {fx}/pope/kestrel_models/plain.jsonl}}
+evaluation:
+  pope:
+    kestrel: {{grounding: "boxes:{fx}/pope/objects"}}
+pope:
+  sources:
+    - {{name: pope, root: {fx}/pope/published}}
+    - {{name: pope_objects, root: {fx}/pope/objects, options: {{dataset: built, sample_num: 2, seed: 13}}}}
+  seed: 5
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, fixtures_root, prefect_harness):
+    from mmcurate.flows.evaluate_pope import evaluate_pope
+    from mmcurate.flows.pope import pope
+
+    home = tmp_path_factory.mktemp("pope")
+    config = home / "config.yaml"
+    config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
+    release = Path(pope(config=str(config)))
+    runs = {system: Path(evaluate_pope(release=str(release), model="lvlm", config=str(config), system=system))
+            for system in ("plain", "kestrel")}
+    return home, config, release, runs
+
+
+def test_release_is_valid_balanced_and_explains_itself(run) -> None:
+    _, _, path, _ = run
+    assert verify_release(path).ok and recorded_validation(path)["success"]
+    release = open_release(path)
+    probes = release.frame("probes")
+    counts = probes.group_by(["split", "label"]).len().sort(["split", "label"]).rows()
+    # built: 8 + 8 per split; published: random 3 + 3 (one "no" dropped to balance), adversarial 2 + 2
+    assert counts == [("adversarial", "no", 10), ("adversarial", "yes", 10), ("popular", "no", 8),
+                      ("popular", "yes", 8), ("random", "no", 11), ("random", "yes", 11)]
+    assert set(probes["origin"]) == {"published", "built"}
+    ledger = pl.from_arrow(release.ledger)
+    assert ledger.filter(pl.col("verdict") == "drop")["check"].to_list() == ["pope.balance.v1"]
+    quarantine = pl.read_parquet(str(path / "quarantine.parquet"))
+    assert quarantine.height == 5 and "malformed record: label 'maybe' is not yes or no" in quarantine["reason"].to_list()
+    assert release.manifest["statistics"]["splits"][0] == {"split": "random", "probes": 22, "yes": 11, "no": 11,
+                                                          "images": 4}  # the published images are built ones too
+    assert "POPE probes object hallucination" in (path / "README.md").read_text()
+
+
+def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:
+    _, _, release, runs = run
+    plain = pl.read_parquet(str(runs["plain"] / "answers.parquet"))
+    kestrel = pl.read_parquet(str(runs["kestrel"] / "answers.parquet"))
+    assert plain.height == kestrel.height == 58 and set(kestrel["system"]) == {"kestrel"}
+    wrong = kestrel.filter(pl.col("grade") == "INCORRECT")
+    # the only errors left: the tripod the grounder cannot find, answered Yes at first
+    assert set(wrong["object"]) == {"tripod"} and set(wrong["label"]) == {"yes"} and set(wrong["initial"]) == {"Yes"}
+    assert (kestrel["initial"].str.to_lowercase() == plain["answer"]).all()  # its first answer is the plain one
+    table = (runs["kestrel"] / "table.md").read_text()
+    assert table.startswith(f"# lvlm on pope {open_release(release).version} (kestrel system)")
+    assert "## Initial -> final answer (Figure 4)" in table and "| all | broken |" in table
+    assert "annotated regions stand in for SAM3" in table and "scripted model (rules in lvlm.jsonl)" in table
+    metrics = pl.read_parquet(str(runs["kestrel"] / "metrics.parquet"))
+    assert set(metrics["split"]) == {"random", "popular", "adversarial", "all"}
+    for name in ("plain", "kestrel"):
+        row = pl.read_parquet(str(runs[name] / "metrics.parquet")).filter(pl.col("split") == "all").row(0, named=True)
+        assert row["n"] == 58 and row["tp"] + row["fp"] + row["tn"] + row["fn"] == 58
+    trace = json.loads(kestrel.filter(pl.col("object") == "tripod")["trace"][0])
+    assert trace["rounds"][0]["evidence"][0]["text"].startswith("The grounding agent found 0 instances of 'tripod'")
+
+
+def test_compare_evals_shows_corrected_and_broken(run, capsys, monkeypatch) -> None:
+    _, _, _, runs = run
+    code, out, _ = run_cli(capsys, monkeypatch, "compare-evals", str(runs["plain"]), str(runs["kestrel"]))
+    assert code == 0, out
+    kestrel = pl.read_parquet(str(runs["kestrel"] / "answers.parquet"))
+    broken = kestrel.filter((pl.col("grade") == "INCORRECT") & (pl.col("initial") == "Yes")).height
+    corrected = kestrel.filter((pl.col("grade") == "CORRECT") & pl.col("changed")).height
+    assert f"| all | corrected | {corrected} |" in out and f"| all | broken | {broken} |" in out
+    assert "| Split | Transition |" in out and "| adversarial | corrected |" in out
+
+
+def test_why_prints_a_kestrel_items_rounds(run, capsys, monkeypatch) -> None:
+    _, _, _, runs = run
+    answers = pl.read_parquet(str(runs["kestrel"] / "answers.parquet"))
+    sample = answers.filter(pl.col("changed") & (pl.col("grade") == "CORRECT"))["sample_id"][0]
+    code, out, _ = run_cli(capsys, monkeypatch, "why", str(runs["kestrel"]), sample)
+    assert code == 0
+    assert f"{sample} in the evaluation run" in out and "initial: " in out and "round 1: claim c1 (existence)" in out
+    assert "e_count_" in out and "verifier: c1 " in out and "(existence threshold 0.82)" in out
+    assert "gate open; proposed " in out and "stopped: " in out
+    code, _, err = run_cli(capsys, monkeypatch, "why", str(runs["kestrel"]), "nope")
+    assert code == 2 and "unknown item 'nope'" in err
+
+
+
+def test_a_rerun_returns_the_release(run) -> None:
+    from mmcurate.flows.pope import pope
+
+    _, config, release, _ = run
+    assert Path(pope(config=str(config))) == release
+    assert sorted(p.name for p in release.parent.iterdir()) == ["1.0.0"]
