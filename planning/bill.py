@@ -1,15 +1,26 @@
 """A benchmark's plan from a config, a sample count and retention rates: the ``plan`` of each
-benchmark in the registry (``mmcurate.benchmarks``)."""
+benchmark in the registry (``mmcurate.benchmarks``); and the plan of an evaluation of one
+model on a release (``Evaluation.plan``)."""
 from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
+from mmcurate.core.images import ImageStore
+from mmcurate.releases.reader import Release
+from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
+from mmcurate.releases.unembed import canonical_rows
 
 from .deflection import offered_negatives, plan_deflectionbench
 from .inputs import plan_input
 from .plan import Plan
 from .rates import paper_deflection, paper_reflvqa, release_deflection, release_reflvqa
 from .reflvqa import plan_reflvqa
+from .reflvqa_evaluation import plan_reflvqa_evaluation
 
 PAPER = "paper"
 
@@ -37,3 +48,14 @@ def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str 
     rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) \
         if _checked(samples, retention) else release_reflvqa(retention)
     return plan_reflvqa(settings, plan_input(settings, [cfg.source], samples), rates)
+
+
+def reflvqa_evaluation_bill(settings: Settings, release: Release, model: str, options: dict[str, Any]) -> Plan:
+    """The evaluation grid of ``model`` on a RefLVQA ``release`` (``options``: settings and
+    queries, checked by the benchmark's evaluation), read without touching the workdir."""
+    with tempfile.TemporaryDirectory() as scratch:  # the rows' images go to a throw-away store
+        store = ImageStore(scratch)
+        qa = canonical_rows(release, store, "qa")
+        documents = pa.Table.from_pylist(canonical_rows(release, store, "knowledge_base"), schema=KNOWLEDGE_BASE)
+    return plan_reflvqa_evaluation(settings, settings.add_model(model).name, qa, documents, options["settings"],
+                                   options["queries"])

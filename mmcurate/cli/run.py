@@ -27,7 +27,12 @@ IncompleteOpt = Annotated[bool, typer.Option(
     "--allow-incomplete", help="publish even if failed model calls held samples out (the card says so)")]
 # an evaluation option as the flows name it -> as the user types it
 FLAGS = {"scenarios": "--scenario", "n_negatives": "--negatives", "abstention": "--abstention",
-         "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system"}
+         "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system",
+         "settings": "--setting", "queries": "--queries"}
+SettingOpt = Annotated[Optional[list[str]], typer.Option(
+    "--setting", help="RefLVQA: text, image, multi or two-step; repeat (default: all four)")]
+QueriesOpt = Annotated[Optional[list[int]], typer.Option(
+    "--queries", help="RefLVQA: N search queries the model writes (1-10); repeat (default: 1)")]
 
 
 def _prefect_defaults() -> None:
@@ -80,6 +85,8 @@ def evaluate(
         "--modality-analysis", help="DeflectionBench: also realistic with text / image / multimodal negatives")] = False,
     system: Annotated[Optional[str], typer.Option(
         "--system", help="answering system: plain, or verify-first (CRUISE's gate; DeflectionBench)")] = None,
+    setting: SettingOpt = None,
+    queries: QueriesOpt = None,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
     allow_incomplete: Annotated[bool, typer.Option(
         "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)")] = False,
@@ -98,7 +105,7 @@ def evaluate(
     load_config(config).add_model(model)
     given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
-                             "system": system}
+                             "system": system, "settings": setting, "queries": queries}
     arguments = benchmark.evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
 
     _prefect_defaults()
