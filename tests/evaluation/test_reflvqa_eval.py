@@ -159,15 +159,25 @@ def test_retrieval_is_scored_per_set_of_modalities_against_the_release_citations
 
 
 def test_each_setting_shows_only_the_documents_it_may(world, graders):
-    out = run(world, graders, settings=("text", "image", "multi", "two-step"), top_k=2)
-    shown = {r["setting"]: [d["doc_id"] for d in r["retrieved"]] for r in out.answers.to_pylist()
-             if r["sample_id"] == "q1"}
-    assert shown == {"text": ["t1", "t2"], "image": ["image:bb", "image:cc"], "multi": ["t1", "t2"],
-                     "two-step": ["t1", "t2"]}  # the fused top 2 holds no image: Two-step's image step is skipped
-    per_modality = run(world, graders, settings=("two-step",), top_k=2, two_step_documents="per_modality")
+    mixed = {"tower facts": [Hit("t1", "text", 3), Hit("image:bb", "image", 2), Hit("t2", "text", 1),
+                             Hit("image:cc", "image", 0.5), Hit("t3", "text", 0.1)]}
+    out = run(world, graders, StubCorpus(mixed), settings=("text", "image", "multi", "two-step"), top_k=2)
+    q1 = {r["setting"]: r for r in out.answers.to_pylist() if r["sample_id"] == "q1"}
+    assert {s: [d["doc_id"] for d in r["retrieved"]] for s, r in q1.items()} == {
+        "text": ["t1", "t2"], "image": ["image:bb", "image:cc"], "multi": ["t1", "image:bb"],
+        "two-step": ["t1", "image:bb"]}  # Two-step: MultiRAG's documents, split
+    assert [s["step"] for s in q1["two-step"]["steps"]] == ["text", "image"]
+    image_only = next(m for m in world.pool.messages["vlm"] if "Q-ONE" in str(m) and "[2] Image" in str(m)
+                      and "[1] Image" in str(m))
+    assert "DOC-T" not in str(image_only)
+    per_modality = run(world, graders, StubCorpus(mixed), settings=("two-step",), top_k=2,
+                       two_step_documents="per_modality")
     [q1] = [r for r in per_modality.answers.to_pylist() if r["sample_id"] == "q1"]
     assert [d["doc_id"] for d in q1["retrieved"]] == ["t1", "t2", "image:bb", "image:cc"]  # text first, then images
     assert [s["step"] for s in q1["steps"]] == ["text", "image"]
+    fused_text_only = run(world, graders, settings=("two-step",), top_k=2)  # FUSED's top 2 holds no image
+    [q1] = [r for r in fused_text_only.answers.to_pylist() if r["sample_id"] == "q1"]
+    assert [s["step"] for s in q1["steps"]] == ["text"] and q1["status"] == "answered"
 
 
 def test_n_queries_pool_their_top_k_once_each_in_query_order(world, graders):
