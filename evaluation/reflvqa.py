@@ -334,10 +334,10 @@ def reading_notes(cfg: RefLVQAEvalConfig, settings: Sequence[str]) -> list[str]:
              "list; Mean pools the sentence grades (Table 5: Mean = @1.0 + 0.5 x (@0.5 - @1.0)); query_embedding: "
              f"{cfg.query_embedding}"]
     if TWO_STEP in settings:
-        documents = ("MultiRAG's documents split by modality (Table 5 retrieves the same for both)"
+        documents = ("MultiRAG's documents split by modality, as Table 5 retrieves the same for both"
                      if cfg.two_step_documents == "shared" else "TextRAG's and ImageRAG's documents")
         captions = (f"captions by {cfg.captioner}, written for each question" if cfg.captioner else
-                    "no captioning model configured: each image document shows the caption its source gives it "
-                    "(title, alt text), a stand-in; one without says so")
+                    "no captioning model configured: an image document is shown with the caption its source gives "
+                    "it (title, alt text), a stand-in, or a line saying it has none")
         notes.append(f"Two-step: two_step_documents: {cfg.two_step_documents} ({documents}); {captions}")
     return notes

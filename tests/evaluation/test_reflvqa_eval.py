@@ -333,3 +333,26 @@ def test_the_mad_cutoff_takes_top_ks_place(world, graders):
     assert kept_note(out.answers, None, 100) is None
     with pytest.raises(MmcurateError, match="the text\\+image ranking fuses text and image rankings"):
         evaluate_reflvqa(QA, DOCS, StubCorpus(), world.pool, model, chosen, config, ["multi"], [1])
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ("{query_embedding: mean}", "evaluation.reflvqa.query_embedding: Input should be 'average' or 'text'"),
+    ("{two_step_documents: both}", "evaluation.reflvqa.two_step_documents: Input should be 'shared' or 'per_modality'"),
+    ("{query_max_tokens: 0}", "evaluation.reflvqa.query_max_tokens: Input should be greater than or equal to 1"),
+    ("{caption_max_tokens: 0}", "evaluation.reflvqa.caption_max_tokens: Input should be greater than or equal to 1"),
+    ("{captioner: ''}", "evaluation.reflvqa.captioner: String should have at least 1 character"),
+    ("{captioner: nobody}", "unknown model(s) ['nobody']"),
+    ("{captioner: blind}", "evaluation.reflvqa.captioner: model 'blind' does not see images (vision: false)"),
+])
+def test_the_grids_readings_are_checked_at_load(tmp_path, section, message):
+    from mmcurate.core.config import load_config
+    from mmcurate.core.errors import ConfigError
+
+    path = tmp_path / "c.yaml"
+    path.write_text("models:\n  blind: {backend: scripted, script: r.jsonl}\n  eyes: {backend: scripted, script: "
+                    f"r.jsonl, vision: true}}\nevaluation:\n  reflvqa: {section}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    path.write_text(path.read_text().replace(section, "{captioner: eyes, query_embedding: text}"))
+    assert load_config(path).evaluation.reflvqa.captioner == "eyes"
