@@ -23,7 +23,6 @@ from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.reflvqa import FAILED, settings_by_searched
 from mmcurate.evaluation.reflvqa_settings import PAPER_NAMES, run_options
 from mmcurate.evaluation.runs import evaluation_folder
-from mmcurate.planning.reflvqa_evaluation import plan_reflvqa_evaluation
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
 from mmcurate.releases.unembed import canonical_rows
@@ -47,7 +46,7 @@ def evaluate_reflvqa(release: str, model: str, config: str = str(DEMO_CONFIG), o
     store = ImageStore(conf.workdir / "images")
     qa = canonical_rows(bench, store, "qa")
     documents = pa.Table.from_pylist(canonical_rows(bench, store, "knowledge_base"), schema=KNOWLEDGE_BASE)
-    plan = plan_evaluation(plan_reflvqa_evaluation(conf, name, qa, documents, grid["settings"], grid["queries"]))
+    plan = plan_evaluation(conf, name, qa, documents, grid["settings"], grid["queries"])
     run, components, notes, calls = answer_reflvqa(qa, documents, conf, name, new_run_id(), grid["settings"],
                                                    grid["queries"])
     report_spent(plan, calls)

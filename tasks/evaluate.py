@@ -23,6 +23,7 @@ from mmcurate.evaluation.report import write_evaluation
 from mmcurate.evaluation.scenarios import evaluate
 from mmcurate.judging.session import open_models
 from mmcurate.planning.plan import Plan
+from mmcurate.planning.reflvqa_evaluation import plan_reflvqa_evaluation
 from mmcurate.retrieval.encoders import cross_modal_encoder, text_encoder
 from mmcurate.retrieval.rag import RagCorpus
 from mmcurate.retrieval.rerank import reranker
@@ -62,8 +63,10 @@ def summarise(results: pa.Table, out: Path, title: str, crag: pa.Table | None = 
 
 
 @task(name="plan-evaluation", cache_policy=NO_CACHE)
-def plan_evaluation(plan: Plan) -> Plan:
-    """Record the evaluation's plan before its first model call (a table artifact)."""
+def plan_evaluation(settings: Settings, model: str, qa: list[dict], documents: pa.Table, grid: list[str],
+                    queries: list[int]) -> Plan:
+    """The RefLVQA grid's plan, recorded before its first model call (a table artifact) and printed."""
+    plan = plan_reflvqa_evaluation(settings, model, qa, documents, grid, queries)
     create_table_artifact(key=f"{plan.benchmark}-plan", table=plan.table(),
                           description=f"{plan.benchmark}: planned requests, tokens, GPU-hours and cost for "
                                       f"{plan.samples:,} questions")
