@@ -356,3 +356,24 @@ def test_the_grids_readings_are_checked_at_load(tmp_path, section, message):
     assert message in str(err.value) and "\n" not in str(err.value)
     path.write_text(path.read_text().replace(section, "{captioner: eyes, query_embedding: text}"))
     assert load_config(path).evaluation.reflvqa.captioner == "eyes"
+
+
+def test_a_rerun_of_the_grid_calls_no_model(world):
+    """Every call of the grid (queries, answers, captions, combinations, grades) goes through
+    the response cache: a rerun after a crash asks nothing twice."""
+    model = two_step_model(world)
+    captioner = world.add("cap", [], default="A robin.")
+    judge = world.add("judge", [], default="fully supported")
+    config = RefLVQAEvalConfig.model_validate({"top_k": 5, "captioner": captioner})
+
+    def grid():
+        graders = {metric: make_grader(judge if metric == "groundedness" else "lexical", metric, world.pool)
+                   for metric in METRICS}
+        return evaluate_reflvqa(QA[:2], DOCS, StubCorpus(), world.pool, model, graders, config,
+                                ["multi", "two-step"], [1, 2])
+
+    first = grid()
+    calls = sum(r["calls"] for r in world.counter.rows())
+    again = grid()
+    assert calls > 0 and sum(r["calls"] for r in world.counter.rows()) == calls
+    assert again.answers.drop_columns(["run_id"]).equals(first.answers.drop_columns(["run_id"]))
