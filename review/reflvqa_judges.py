@@ -71,11 +71,16 @@ class RefLVQAJudgeReview(JudgeReview):
                                                       columns=["doc_id", "modality", "text", "title"]).to_dicts()}
         items: dict[str, dict[str, Any]] = {}
         for folder in folders:
-            answers = {_answer_key(r): r for r in answers_of(folder).to_dicts() if r["status"] == "answered"}
+            answers_table = answers_of(folder)
             path = folder / "grades.parquet"
             if not path.is_file():
                 raise MmcurateError(f"{folder}: no grades.parquet (is this a RefLVQA evaluation folder?)")
-            grades = pl.read_parquet(path).to_dicts()
+            grades_table = pl.read_parquet(path)
+            if not {"setting", "n_queries"} <= set(answers_table.columns) & set(grades_table.columns):
+                raise MmcurateError(f"{folder}: written before the RefLVQA grid (no setting / n_queries columns); "
+                                    "run mmcurate evaluate again to review it")
+            answers = {_answer_key(r): r for r in answers_table.to_dicts() if r["status"] == "answered"}
+            grades = grades_table.to_dicts()
             failed = {_answer_key(g) for g in grades if g["grade"] is None}
             for g in grades:
                 key = _answer_key(g)

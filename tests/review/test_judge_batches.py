@@ -269,3 +269,11 @@ def test_cli_round_trip(deflection, tmp_path):
     assert out.exit_code == 0, out.output
     assert "| Average | 12 | 87.5 | 0.80 |" in out.output
     assert pl.read_parquet(runs["A"] / "answers.parquet").height == 10  # the evaluation is untouched
+
+
+def test_a_reflvqa_evaluation_from_before_the_grid_is_one_line(reflvqa, tmp_path):
+    release, folder = reflvqa
+    pq.write_table(pq.read_table(folder / "answers.parquet").drop_columns(["setting", "n_queries"]),
+                   folder / "answers.parquet")
+    with pytest.raises(MmcurateError, match="written before the RefLVQA grid"):
+        REFLVQA.export(release, [folder], tmp_path / "batch")
