@@ -42,11 +42,14 @@ class Evaluation:
     ``flow`` takes ``release``, ``model``, ``config``, ``out`` and ``allow_incomplete`` plus
     the ``options`` it lists (flow parameter names); ``check`` (a function's path) validates
     and completes the options a user gave before any flow starts, returning the flow's
-    keyword arguments; without one the options pass as given."""
+    keyword arguments; without one the options pass as given. ``plan`` (a function's path,
+    ``(settings, release, model, checked options) -> Plan``) gives the calls of a run before
+    it starts (``mmcurate plan CONFIG --evaluate RELEASE --model M``)."""
 
     flow: str
     options: tuple[str, ...] = ()
     check: str | None = None
+    plan: str | None = None
 
     def arguments(self, benchmark: str, given: Mapping[str, Any], flags: Mapping[str, str]) -> dict[str, Any]:
         """``given`` (option name -> value, only what the user set) checked against what this
@@ -57,6 +60,11 @@ class Evaluation:
             raise MmcurateError(f"{', '.join(foreign)}: not an option of the {benchmark} evaluation "
                                 f"(its options: {takes})")
         return load(self.check)(dict(given)) if self.check else dict(given)
+
+    def planner(self, benchmark: str) -> Callable[..., Plan]:
+        if self.plan is None:
+            raise MmcurateError(f"mmcurate has no plan of a {benchmark} evaluation yet")
+        return load(self.plan)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,12 @@ BENCHMARK = Benchmark(
     sources=("reddit",),
     release="mmcurate.releases.reflvqa:KIND",
     curate="mmcurate.flows.reflvqa:reflvqa",
-    evaluation=Evaluation(flow="mmcurate.flows.evaluate_reflvqa:evaluate_reflvqa"),
+    evaluation=Evaluation(
+        flow="mmcurate.flows.evaluate_reflvqa:evaluate_reflvqa",
+        options=("settings", "queries"),
+        check="mmcurate.evaluation.reflvqa_settings:run_options",
+        plan="mmcurate.planning.bill:reflvqa_evaluation_bill",
+    ),
     plan="mmcurate.planning.bill:reflvqa_bill",
     judge_review="mmcurate.review.reflvqa_judges:REVIEW",
 )

@@ -371,21 +371,33 @@ class Evaluators(_Strict):
 
 
 class RefLVQAEvalConfig(_Strict):
-    """A RAG run on a RefLVQA release: retrieve ``candidates``, rerank, keep ``top_k``."""
+    """RefLVQA's evaluation grid (evaluation/reflvqa.py): per search query retrieve
+    ``candidates``, rerank, keep ``top_k``; the readings the paper leaves open are named here."""
 
     @field_validator("evaluators", mode="before")
     @classmethod
     def _one_for_all(cls, value: Any) -> Any:
         return {"groundedness": value, "completeness": value, "relevance": value} if isinstance(value, str) else value
 
-    top_k: int = Field(default=5, ge=1)
+    top_k: int = Field(default=5, ge=1)  # K documents per search query (the paper's K = 5)
     cutoff: CutoffSpec | None = None  # e.g. 'mad' (CRUISE's MAD rule) in top_k's place; None: the fixed top_k
     candidates: int = Field(default=100, ge=1)
     text_encoder: TextEncoderSpec = MiniLM()
-    cross_modal_encoder: CrossModalSpec | None = None  # None: image documents are not retrievable
+    cross_modal_encoder: CrossModalSpec | None = None  # None: image documents found by their source captions
+    # 'average': query with the mean of the query-text and question-image embeddings wherever the
+    # encoder embeds images (the paper's MM-Embed reading, Table 4); 'text': the query text alone
+    query_embedding: Literal["average", "text"] = "average"
     reranker: RerankerSpec = MiniLM()
     doc_chars: int = Field(default=2000, ge=1)  # a document's text is cut to this for the answering model
+    query_max_tokens: int = Field(default=32, ge=1)  # reply budget per search query the model writes
     answer_max_tokens: int = Field(default=512, ge=1)
+    # Two-step MultiRAG: 'shared' splits MultiRAG's documents by modality (Table 5 retrieves the
+    # same for both); 'per_modality' takes TextRAG's and ImageRAG's documents
+    two_step_documents: Literal["shared", "per_modality"] = "shared"
+    # Two-step: a vision model of the config writes each image document's caption; None: the
+    # caption the document's source gives it (title, alt text), a stand-in named in the table
+    captioner: str | None = Field(default=None, min_length=1)
+    caption_max_tokens: int = Field(default=128, ge=1)
     evaluators: Evaluators = Field(default_factory=Evaluators)
 
 
@@ -617,9 +629,14 @@ class Settings(BaseSettings):
         wanted += self.cruise.models() if self.cruise else []
         kestrel = self.evaluation.pope.kestrel
         wanted += model_names(kestrel.grounding) + ([kestrel.verifier] if kestrel.verifier else [])
+        captioner = self.evaluation.reflvqa.captioner
+        wanted += [captioner] if captioner else []
         missing = sorted(set(wanted) - set(self.models))
         if missing:
             raise ValueError(f"unknown model(s) {missing}; defined: {sorted(self.models)}")
+        if captioner and not self.models[captioner].vision:
+            raise ValueError(f"evaluation.reflvqa.captioner: model {captioner!r} does not see images (vision: false); "
+                             "name a vision model, or leave it unset for the source captions (a stand-in)")
         return self
 
     def roles(self, benchmark: str) -> list[tuple[str, str]]:

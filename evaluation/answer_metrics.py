@@ -1,28 +1,31 @@
 """RefLVQA answer metrics from an evaluation's answers and grades (the paper's Table 5).
 
-Per answer: groundedness is the mean of its sentences' grades (1 / 0.5 / 0; a sentence
-citing nothing is 0), completeness the mean over the dataset answer's fact-checkable,
-supported sentences (1 / 0.5 / 0 each), relevance the 1-7 rating.
+Grades: groundedness 1 / 0.5 / 0 per sentence of the answer (a sentence citing nothing is
+0), completeness 1 / 0.5 / 0 per fact-checkable, supported sentence of the dataset answer,
+relevance a 1-7 rating per answer.
 
-Per model:
+Per model, setting and N (one row of Table 5):
 
-- ``Mean``: the mean of the per-answer scores (the paper's main text defines the score of
-  an answer as the mean over its sentences; the benchmark's is the mean over answers).
+- ``Mean``: the mean of the sentence-level grades, pooled over all answers, like the @
+  columns. The paper's section 4.2 scores each answer as the mean over its sentences, but its
+  Table 5 holds Mean = @1.0 + 0.5 x (@0.5 - @1.0) in every cell (e.g. InternVL2.5 + ImageRAG:
+  0.213 + 0.5 x 0.318 = 0.372), which only the pooled mean gives when grades are 1, 0.5 or 0.
 - ``@1.0`` / ``@0.5``: the share of sentence-level grades at or above 1.0 / 0.5, pooled over
-  all answers (the issue's example: grades 1, 0.5, 0 give @1.0 = 1/3 and @0.5 = 2/3).
+  all answers (grades 1, 0.5, 0 give @1.0 = 1/3 and @0.5 = 2/3).
 - relevance: the mean rating (1-7), as in the paper.
 - documents retrieved and used per modality: the mean number of each modality among the
-  top-K documents shown, and among the distinct documents the answer cites.
+  documents shown (N x K, each once), over the questions whose queries could be read, and
+  among the distinct documents the answer cites, over the answered questions.
 
-An answer whose call failed or whose citations stayed unreadable after the retry is
-excluded from every score and counted (``failed``). An answer with a grading error in one
+An answer with a failed call, or whose queries or citations stayed unreadable after the
+retry, is excluded from every score and counted (``failed``). An answer with a grading error in one
 metric is left out of that metric only (``<metric>_errors``); an answer with no supported
 fact-checkable sentence has no completeness score (``no_statements``).
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import fmean
 from typing import Any
 
@@ -31,13 +34,14 @@ import pyarrow as pa
 from mmcurate.core.markdown import markdown_table
 
 from .graders import METRICS, SENTENCE_METRICS
+from .reflvqa_settings import row_name
 
 ANSWERED = "answered"
 SHORT = {"groundedness": "Grd", "completeness": "Com", "relevance": "Rel"}
 
 METRICS_SCHEMA = pa.schema(
-    [pa.field("model", pa.string()), pa.field("answers", pa.int64()), pa.field("answered", pa.int64()),
-     pa.field("failed", pa.int64())]
+    [pa.field("model", pa.string()), pa.field("setting", pa.string()), pa.field("n_queries", pa.int64()),
+     pa.field("answers", pa.int64()), pa.field("answered", pa.int64()), pa.field("failed", pa.int64())]
     + [pa.field(f"{m}_{part}", pa.float64()) for m in SENTENCE_METRICS for part in ("mean", "at_1", "at_05")]
     + [pa.field("relevance_mean", pa.float64())]
     + [pa.field(f"{m}_errors", pa.int64()) for m in METRICS]
@@ -50,53 +54,61 @@ def _mean(values: Sequence[float]) -> float | None:
     return fmean(values) if values else None
 
 
-def answer_scores(grades: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(model, sample_id) -> {metric: score or None on error, "<metric>_grades": [...]}."""
-    units: dict[tuple[str, str], dict[str, list[float | None]]] = defaultdict(lambda: defaultdict(list))
+Run = tuple[str, str, int]  # (model, setting, N): one row of Table 5
+
+
+def run_of(row: Mapping[str, Any]) -> Run:
+    return row["model"], row["setting"], row["n_queries"]
+
+
+def answer_grades(grades: list[dict[str, Any]]) -> dict[tuple[Run, str], dict[str, Any]]:
+    """(run, sample_id) -> {"<metric>": [grades], "<metric>_error": bool}: a metric with a
+    failed grade keeps no grades for that answer."""
+    units: dict[tuple[Run, str], dict[str, list[float | None]]] = defaultdict(lambda: defaultdict(list))
     for g in grades:
-        units[(g["model"], g["sample_id"])][g["metric"]].append(g["grade"])
-    out: dict[tuple[str, str], dict[str, Any]] = {}
+        units[(run_of(g), g["sample_id"])][g["metric"]].append(g["grade"])
+    out: dict[tuple[Run, str], dict[str, Any]] = {}
     for key, per_metric in units.items():
         scores: dict[str, Any] = {}
         for metric, values in per_metric.items():
             ok = None not in values
-            scores[metric] = fmean(values) if ok and values else None  # type: ignore[arg-type]
+            scores[metric] = values if ok else []
             scores[f"{metric}_error"] = not ok
-            scores[f"{metric}_grades"] = values if ok else []
         out[key] = scores
     return out
 
 
-def _used(answer: dict[str, Any]) -> dict[str, str]:
+def _used(answer: Mapping[str, Any]) -> dict[str, str]:
     """The distinct documents an answer cites, with their modality."""
     kinds = {d["doc_id"]: d["modality"] for d in answer["retrieved"]}
     return {doc: kinds[doc] for s in answer["sentences"] for doc in s["citations"]}
 
 
 def compute_answer_metrics(answers: pa.Table, grades: pa.Table) -> pa.Table:
-    """One row per model (``METRICS_SCHEMA``)."""
-    scores = answer_scores(grades.to_pylist())
-    by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    """One row per model, setting and N (``METRICS_SCHEMA``), in the answers' order."""
+    scores = answer_grades(grades.to_pylist())
+    by_run: dict[Run, list[dict[str, Any]]] = defaultdict(list)
     for row in answers.to_pylist():
-        by_model[row["model"]].append(row)
+        by_run[run_of(row)].append(row)
     rows = []
-    for model, items in by_model.items():
+    for run, items in by_run.items():
         answered = [r for r in items if r["status"] == ANSWERED]
-        out: dict[str, Any] = {"model": model, "answers": len(items), "answered": len(answered),
-                               "failed": len(items) - len(answered)}
+        out: dict[str, Any] = {"model": run[0], "setting": run[1], "n_queries": run[2], "answers": len(items),
+                               "answered": len(answered), "failed": len(items) - len(answered)}
+        per_answer = [scores.get((run, r["sample_id"]), {}) for r in answered]
         for metric in METRICS:
-            per_answer = [scores.get((model, r["sample_id"]), {}) for r in answered]
-            values = [s[metric] for s in per_answer if s.get(metric) is not None]
+            pooled = [g for s in per_answer for g in s.get(metric, [])]
             out[f"{metric}_errors"] = sum(1 for s in per_answer if s.get(f"{metric}_error"))
-            out[f"{metric}_mean"] = _mean(values)
+            out[f"{metric}_mean"] = _mean(pooled)
             if metric in SENTENCE_METRICS:
-                pooled = [g for s in per_answer for g in s.get(f"{metric}_grades", [])]
                 out[f"{metric}_at_1"] = sum(g >= 1.0 for g in pooled) / len(pooled) if pooled else None
                 out[f"{metric}_at_05"] = sum(g >= 0.5 for g in pooled) / len(pooled) if pooled else None
-        out["no_statements"] = sum(1 for r in answered if "completeness" not in scores.get((model, r["sample_id"]), {}))
+        out["no_statements"] = sum(1 for s in per_answer if "completeness" not in s)
+        searched = [r for r in items if r["queries"]]
         used = [_used(r) for r in answered]
         for modality in ("text", "image"):
-            out[f"retrieved_{modality}"] = _mean([sum(d["modality"] == modality for d in r["retrieved"]) for r in items])
+            out[f"retrieved_{modality}"] = _mean([sum(d["modality"] == modality for d in r["retrieved"])
+                                                  for r in searched])
             out[f"used_{modality}"] = _mean([sum(kind == modality for kind in cited.values()) for cited in used])
         rows.append(out)
     return pa.Table.from_pylist(rows, schema=METRICS_SCHEMA)
@@ -106,13 +118,13 @@ def _num(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def answer_metrics_markdown(metrics: pa.Table, setting: str) -> str:
-    """The paper's Table 5 shape: one row per model and RAG setting."""
+def answer_metrics_markdown(metrics: pa.Table) -> str:
+    """The paper's Table 5 shape: one row per model, RAG setting and N."""
     columns = ["Model", *(f"{SHORT[m]} {part}" for m in SENTENCE_METRICS for part in ("Mean", "@1.0", "@0.5")),
                "Rel (1-7)", "Retrieved text", "Retrieved image", "Used text", "Used image", "Answered", "Excluded"]
     rows = []
     for r in metrics.to_pylist():
-        row = {"Model": f"{r['model']} + {setting}", "Rel (1-7)": _num(r["relevance_mean"]),
+        row = {"Model": f"{r['model']} + {row_name(r['setting'], r['n_queries'])}", "Rel (1-7)": _num(r["relevance_mean"]),
                "Answered": str(r["answered"]), "Excluded": str(r["failed"])}
         for m in SENTENCE_METRICS:
             row[f"{SHORT[m]} Mean"] = _num(r[f"{m}_mean"])

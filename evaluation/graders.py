@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from mmcurate.core.specs import GraderSpec, Lexical, coerce
 from mmcurate.core.text import content_tokens
 from mmcurate.models.labels import ask_labels, label_request
+from mmcurate.models.requests import ChatRequest
 
 from . import reflvqa_prompts as P
 
@@ -102,28 +103,34 @@ def _cut(documents: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{**d, "text": (d.get("text") or "")[:DOC_CHARS] or None} for d in documents]
 
 
-class ModelGrader:
-    """A chat model of the config grading one metric, its reply read strictly."""
+def grade_request(unit: Unit) -> ChatRequest:
+    """The request that asks a model evaluator for ``unit``'s grade."""
+    template, system, _, _ = _ASK[unit.metric]
+    if unit.metric == "groundedness":
+        user: str | list[dict] = P.groundedness_prompt(unit.statement, _cut(unit.documents))
+    elif unit.metric == "completeness":
+        user = P.completeness_prompt(unit.statement, unit.response)
+    else:
+        user = P.relevance_prompt(unit.statement, unit.response)
+    return label_request(unit.key, system, user, template, logprobs=False)
 
-    def __init__(self, pool: Any, model: str, metric: str, stage: str = STAGE) -> None:
+
+class ModelGrader:
+    """A chat model of the config grading one metric, its reply read strictly; its calls are
+    counted under ``evaluate.reflvqa.<metric>``."""
+
+    def __init__(self, pool: Any, model: str, metric: str) -> None:
         self.pool = pool  # models.client.ModelPool
         self.model = model
         self.metric = metric
-        self.stage = stage
+        self.stage = f"{STAGE}.{metric}"
         self.name = f"llm:{model}"
 
-    def _user(self, unit: Unit) -> str | list[dict]:
-        if unit.metric == "groundedness":
-            return P.groundedness_prompt(unit.statement, _cut(unit.documents))
-        if unit.metric == "completeness":
-            return P.completeness_prompt(unit.statement, unit.response)
-        return P.relevance_prompt(unit.statement, unit.response)
-
     def grade(self, units: list[Unit]) -> list[UnitGrade]:
-        template, system, labels, reminder = _ASK[self.metric]
-        requests = [label_request(u.key, system, self._user(u), template, logprobs=False) for u in units]
+        _, _, labels, reminder = _ASK[self.metric]
         try:
-            replies = ask_labels(self.pool.client(self.model), requests, labels, reminder, self.stage)
+            replies = ask_labels(self.pool.client(self.model), [grade_request(u) for u in units], labels, reminder,
+                                 self.stage)
         finally:
             self.pool.release(self.model)
         return [UnitGrade(float(r.label) if r.ok else None, self.name, r.raw[-1], r.error) for r in replies]

@@ -1,20 +1,26 @@
-"""A RAG run on a RefLVQA release: retrieve, answer with per-sentence citations, grade.
+"""A RAG run on a RefLVQA release: the seed paper's evaluation grid (004, section 4, Table 5).
 
-For each QA pair of the release:
+For each N of ``queries`` and each setting of ``settings`` (``reflvqa_settings``: TextRAG,
+ImageRAG, MultiRAG, Two-step MultiRAG), for each QA pair of the release:
 
-1. retrieve from the release's own knowledge base (``retrieval.rag``: the ``candidates``
-   nearest documents, reranked, the first ``top_k`` kept, or those a ``cutoff`` keeps, e.g.
-   CRUISE's MAD rule; the question is the query);
-2. the model answers with the documents numbered [1]..[K] and cites them per sentence
-   (``reflvqa_prompts``); the citations are read strictly (``cited_answers``), with one retry
-   and then a counted error (``models.labels.ask_parsed``);
-3. the evaluators grade each answer (``graders``): groundedness per answer sentence against
+1. the model under test writes N search queries from the question and its image
+   (``reflvqa_queries``: read strictly, one retry, then the pair is excluded and counted);
+   the queries of one N serve every setting;
+2. each query retrieves from the release's own knowledge base (``retrieval.rag``: the
+   ``candidates`` nearest documents of the setting's modalities, reranked, the first
+   ``top_k`` kept, or those a ``cutoff`` keeps, e.g. CRUISE's MAD rule); the N x K documents,
+   each once, in query order, are the pair's documents;
+3. the model answers citing them per sentence (``reflvqa_answers``: one answer, or Two-step's
+   two answers and their combination), read strictly with one retry;
+4. the evaluators grade each answer (``graders``): groundedness per answer sentence against
    the documents it cites (0, without asking, when it cites none), completeness per
    fact-checkable and supported sentence of the dataset answer, relevance once.
 
-The retrieval quality of the knowledge base itself is measured on the same rankings, with
-the release's citations as relevance labels (``retrieval_metrics``): NDCG@10 and Recall@100
-on the first-stage ranking, the first relevant rank (for Hit@K) on the reranked one.
+The retrieval quality of the knowledge base itself (Table 4, Figure 3) is measured per set
+of modalities a setting searches, with the question as the query (as the paper measures its
+retrievers) and the release's citations of those modalities as relevance labels
+(``retrieval_metrics``): NDCG@10 and Recall@100 on the first-stage ranking, the first
+relevant rank (for Hit@K) on the reranked one.
 
 Completeness is asked only for dataset sentences that are fact-checkable AND cite at least
 one document: a flagged sentence (fact-checkable, but no document supports it) is not
@@ -24,37 +30,41 @@ number is reported.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.core.specs import CutoffSpec
-from mmcurate.models.labels import ask_parsed
-from mmcurate.models.requests import ChatRequest
-from mmcurate.retrieval.rag import cut_ranking
+from mmcurate.core.config import RefLVQAEvalConfig
+from mmcurate.core.errors import MmcurateError
+from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit, retrieve
 
-from .cited_answers import CitedSentence, parse_cited_answer
 from .graders import Grader, Unit
-from .reflvqa_prompts import ANSWER_TEMPLATE, answer_messages, answer_reminder
+from .reflvqa_answers import ANSWERED, FAILED, UNREADABLE, Answer, Answering, answer_once, answer_two_step, shown
+from .reflvqa_queries import write_queries
+from .reflvqa_settings import DEFAULT_QUERIES, PAPER_NAMES, SETTINGS, TWO_STEP, pooled, searched, split
 from .retrieval_metrics import first_hit, ndcg_at_k, recall_at_k
 
 STAGE = "evaluate.reflvqa"
-ANSWERED, FAILED, UNREADABLE = "answered", "failed", "unreadable"
 NO_CITATION = "rule:no-citation"  # the grader of a sentence that cites nothing (0, no call)
-DEFAULT_TOP_K = 5
 NDCG_K, RECALL_K = 10, 100  # the paper's Table 4, on the first-stage ranking whatever ``candidates`` is
 
-HIT = pa.struct([pa.field("doc_id", pa.string()), pa.field("modality", pa.string()), pa.field("score", pa.float64())])
+HIT = pa.struct([pa.field("doc_id", pa.string()), pa.field("modality", pa.string()), pa.field("score", pa.float64()),
+                 pa.field("caption", pa.string())])  # Two-step: the caption shown beside an image document
 ANSWER_SENTENCE = pa.struct([pa.field("index", pa.int32()), pa.field("text", pa.string()),
                              pa.field("citations", pa.list_(pa.string()))])
+STEP = pa.struct([pa.field("step", pa.string()), pa.field("answer", pa.string()), pa.field("error", pa.string())])
 ANSWERS = pa.schema(
     [
         pa.field("sample_id", pa.string(), nullable=False),
         pa.field("model", pa.string(), nullable=False),
-        pa.field("top_k", pa.int32(), nullable=False),
-        pa.field("retrieved", pa.list_(HIT), nullable=False),  # shown to the model, as [1]..[K]
-        pa.field("answer", pa.string()),  # the reply as given (the retry's when there was one)
+        pa.field("setting", pa.string(), nullable=False),  # text | image | multi | two-step
+        pa.field("n_queries", pa.int32(), nullable=False),  # N
+        pa.field("top_k", pa.int32(), nullable=False),  # K, per query
+        pa.field("queries", pa.list_(pa.string()), nullable=False),  # the model's search queries
+        pa.field("retrieved", pa.list_(HIT), nullable=False),  # shown to the model, as [1]..[D]
+        pa.field("answer", pa.string()),  # the final reply as given (the retry's when there was one)
+        pa.field("steps", pa.list_(STEP), nullable=False),  # Two-step: the text and image answers
         pa.field("sentences", pa.list_(ANSWER_SENTENCE), nullable=False),  # citations as doc ids
         pa.field("status", pa.string(), nullable=False),  # answered | failed | unreadable
         pa.field("error", pa.string()),
@@ -65,6 +75,8 @@ GRADES = pa.schema(
     [
         pa.field("sample_id", pa.string(), nullable=False),
         pa.field("model", pa.string(), nullable=False),
+        pa.field("setting", pa.string(), nullable=False),
+        pa.field("n_queries", pa.int32(), nullable=False),
         pa.field("metric", pa.string(), nullable=False),
         pa.field("unit", pa.int32(), nullable=False),  # answer sentence / dataset sentence index; 0 for relevance
         pa.field("statement", pa.string(), nullable=False),
@@ -79,7 +91,8 @@ GRADES = pa.schema(
 RETRIEVAL = pa.schema(
     [
         pa.field("sample_id", pa.string(), nullable=False),
-        pa.field("relevant", pa.int32(), nullable=False),  # documents the release cites for the answer
+        pa.field("searched", pa.string(), nullable=False),  # text | image | text+image
+        pa.field("relevant", pa.int32(), nullable=False),  # documents of those modalities the release cites
         pa.field("ndcg_at_10", pa.float64()),  # null when nothing is relevant
         pa.field("recall_at_100", pa.float64()),
         pa.field("first_hit", pa.int32()),  # rank of the first relevant document after reranking
@@ -95,9 +108,13 @@ class RefLVQARun:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def relevant_documents(row: Mapping[str, Any]) -> set[str]:
-    """Every document the release cites for a sentence of the QA pair's answer."""
-    return {d for s in row["sentences"] for d in (*s["text_citations"], *s["image_citations"])}
+def searched_name(modalities: Sequence[str]) -> str:
+    return "+".join(modalities)
+
+
+def relevant_documents(row: Mapping[str, Any], modalities: Sequence[str] = BOTH) -> set[str]:
+    """Every document of ``modalities`` the release cites for a sentence of the QA pair's answer."""
+    return {d for s in row["sentences"] for modality in modalities for d in s[f"{modality}_citations"]}
 
 
 def completeness_statements(row: Mapping[str, Any]) -> list[tuple[int, str]]:
@@ -106,78 +123,82 @@ def completeness_statements(row: Mapping[str, Any]) -> list[tuple[int, str]]:
             if s["fact_checkable"] and (s["text_citations"] or s["image_citations"])]
 
 
-def _shown(documents: Mapping[str, Mapping[str, Any]], hits: Sequence[Any], doc_chars: int) -> list[dict[str, Any]]:
-    """The retrieved documents as numbered evidence, texts cut to ``doc_chars``."""
-    out = []
-    for hit in hits:
-        doc = documents[hit.doc_id]
-        text = (doc.get("text") or "")[:doc_chars] or None
-        out.append({"context_id": hit.doc_id, "modality": doc["modality"], "text": text,
-                    "image": doc.get("image"), "title": doc.get("title")})
-    return out
+def searched_sets(settings: Sequence[str], two_step_documents: str) -> list[tuple[str, ...]]:
+    """The rankings a grid reads, each once, in the settings' order."""
+    return list(dict.fromkeys(m for s in settings for m in searched(s, two_step_documents)))
 
 
-def answer_with_citations(
-    qa: Sequence[Mapping[str, Any]],
-    shown: Sequence[list[dict[str, Any]]],
-    pool: Any,  # models.client.ModelPool
-    model: str,
-    max_tokens: int,
-) -> list[tuple[list[CitedSentence] | None, str | None, str | None]]:
-    """(sentences, reply, error) per QA pair; sentences None when the call failed or the
-    citations stayed unreadable."""
-    by_count: dict[int, list[int]] = {}
-    for i, docs in enumerate(shown):
-        by_count.setdefault(len(docs), []).append(i)
-    out: list[Any] = [None] * len(qa)
-    try:
-        client = pool.client(model)
-        for count, positions in by_count.items():
-            requests = [ChatRequest(key=qa[i]["sample_id"], template=ANSWER_TEMPLATE, max_tokens=max_tokens,
-                                    messages=answer_messages(qa[i]["question"], qa[i]["images"], shown[i]))
-                        for i in positions]
-            replies = ask_parsed(client, requests, lambda text, n=count: parse_cited_answer(text, n),
-                                 answer_reminder(count), STAGE, f"citations of documents 1-{count}")
-            for i, reply in zip(positions, replies):
-                out[i] = (reply.label, reply.raw[-1], reply.error)
-    finally:
-        pool.release(model)
-    return out
+def check_cutoff(corpus: Any, cfg: RefLVQAEvalConfig, settings: Sequence[str]) -> None:
+    """A cutoff needs a score scale: refuse, before any call, a grid that fuses text and image rankings."""
+    if cfg.cutoff is None:
+        return
+    fused = [searched_name(m) for m in searched_sets(settings, cfg.two_step_documents) if corpus.score_scale(m) is None]
+    if fused:
+        raise MmcurateError(f"cutoff {cfg.cutoff}: the {', '.join(fused)} ranking fuses text and image rankings by "
+                            "reciprocal rank, which has no score scale to cut on; leave evaluation.reflvqa.cutoff "
+                            "unset (the fixed top_k) or run text and image settings only")
 
 
-def retrieval_rows(qa: Sequence[Mapping[str, Any]], first: Sequence[list[Any]],
-                   ranked: Sequence[list[Any]]) -> list[dict[str, Any]]:
-    """RETRIEVAL rows: NDCG@10 and Recall@100 of the first stage, the first relevant rank after reranking."""
+def retrieval_rows(qa: Sequence[Mapping[str, Any]], corpus: Any, sets: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+    """RETRIEVAL rows per set of modalities: NDCG@10 and Recall@100 of the first stage, the
+    first relevant rank after reranking, the question (with its images) as the query."""
+    questions, images = [row["question"] for row in qa], [row["images"] for row in qa]
     rows = []
-    for row, before, after in zip(qa, first, ranked):
-        relevant = relevant_documents(row)
-        ids = [h.doc_id for h in before]
-        rows.append({
-            "sample_id": row["sample_id"], "relevant": len(relevant),
-            "ndcg_at_10": ndcg_at_k(ids, relevant, NDCG_K) if relevant else None,
-            "recall_at_100": recall_at_k(ids, relevant, RECALL_K) if relevant else None,
-            "first_hit": first_hit([h.doc_id for h in after], relevant),
-        })
+    for modalities in sets:
+        first = corpus.first_stage(questions, modalities, images, max(RECALL_K, NDCG_K))
+        ranked = corpus.rank(questions, modalities, images)
+        for row, before, after in zip(qa, first, ranked):
+            relevant = relevant_documents(row, modalities)
+            ids = [h.doc_id for h in before]
+            rows.append({
+                "sample_id": row["sample_id"], "searched": searched_name(modalities), "relevant": len(relevant),
+                "ndcg_at_10": ndcg_at_k(ids, relevant, NDCG_K) if relevant else None,
+                "recall_at_100": recall_at_k(ids, relevant, RECALL_K) if relevant else None,
+                "first_hit": first_hit([h.doc_id for h in after], relevant),
+            })
     return rows
 
 
-def grading_units(row: Mapping[str, Any], sentences: Sequence[CitedSentence], cited: Sequence[list[str]],
-                  docs: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[tuple[int, Unit]]]:
+def grading_units(row: Mapping[str, Any], sentences: Sequence[tuple[str, list[str]]],
+                  docs: Sequence[Mapping[str, Any]], key: str) -> tuple[list[int], list[tuple[int, Unit]]]:
     """What to grade for one answered question: (indices of the sentences citing nothing,
-    which are 0 by rule; (unit index, unit) for the evaluators)."""
-    sid = row["sample_id"]
+    which are 0 by rule; (unit index, unit) for the evaluators). ``key`` prefixes unit keys."""
     by_id = {d["context_id"]: d for d in docs}
-    response = " ".join(s.text for s in sentences)
+    response = " ".join(text for text, _ in sentences)
     uncited, units = [], []
-    for i, (sentence, ids) in enumerate(zip(sentences, cited)):
+    for i, (text, ids) in enumerate(sentences):
         if ids:
-            units.append((i, Unit(f"{sid}/g{i}", "groundedness", sentence.text, documents=tuple(by_id[d] for d in ids))))
+            units.append((i, Unit(f"{key}/g{i}", "groundedness", text, documents=tuple(by_id[d] for d in ids))))
         else:
             uncited.append(i)
-    units += [(index, Unit(f"{sid}/c{index}", "completeness", text, response=response))
+    units += [(index, Unit(f"{key}/c{index}", "completeness", text, response=response))
               for index, text in completeness_statements(row)]
-    units.append((0, Unit(f"{sid}/r", "relevance", row["question"], response=response)))
+    units.append((0, Unit(f"{key}/r", "relevance", row["question"], response=response)))
     return uncited, units
+
+
+def _retrieved(rows: Sequence[Mapping[str, Any]], queries: Sequence[tuple[str, ...]], corpus: Any,
+               modalities: Sequence[str], cfg: RefLVQAEvalConfig) -> list[list[Hit]]:
+    """Per question the documents of its queries (top K each, pooled), one retrieval batch."""
+    texts, images, owner = [], [], []
+    for j, (row, mine) in enumerate(zip(rows, queries)):
+        texts += mine
+        images += [row["images"]] * len(mine)
+        owner += [j] * len(mine)
+    grouped: list[list[list[Hit]]] = [[] for _ in rows]
+    for j, hits in zip(owner, retrieve(texts, corpus, cfg.top_k, cfg.cutoff, modalities, images)):
+        grouped[j].append(hits)
+    return [pooled(g) for g in grouped]
+
+
+def _answers(answering: Answering, setting: str, rows: Sequence[Mapping[str, Any]],
+             lists: Mapping[tuple[str, ...], list[list[Hit]]], two_step_documents: str) -> list[Answer]:
+    if setting != TWO_STEP:
+        return answer_once(answering, rows, lists[searched(setting)[0]])
+    if two_step_documents == "shared":
+        parts = [split(hits) for hits in lists[BOTH]]
+        return answer_two_step(answering, rows, [t for t, _ in parts], [i for _, i in parts])
+    return answer_two_step(answering, rows, lists[(TEXT,)], lists[(IMAGE,)])
 
 
 def evaluate_reflvqa(
@@ -187,78 +208,136 @@ def evaluate_reflvqa(
     pool: Any,
     model: str,
     graders: Mapping[str, Grader],  # metric -> evaluator
-    top_k: int = DEFAULT_TOP_K,
-    doc_chars: int = 2000,
-    max_tokens: int = 512,
+    cfg: RefLVQAEvalConfig,
+    settings: Sequence[str] = SETTINGS,
+    queries: Sequence[int] = DEFAULT_QUERIES,
     run_id: str = "",
-    cutoff: CutoffSpec | None = None,  # None: the fixed top_k
 ) -> RefLVQARun:
-    """The whole run (see the module docstring)."""
-    queries = [row["question"] for row in qa]
-    ranked = corpus.rank(queries)
-    retrieval = retrieval_rows(qa, corpus.first_stage(queries, max(RECALL_K, NDCG_K)), ranked)
-    scale = corpus.score_scale if cutoff is not None else None  # a fixed top_k reads no score
-    top = [cut_ranking(ranking, top_k, cutoff, scale) for ranking in ranked]
-    shown = [_shown(documents, hits, doc_chars) for hits in top]
-    replies = answer_with_citations(qa, shown, pool, model, max_tokens)
-
+    """The whole grid (see the module docstring)."""
+    check_cutoff(corpus, cfg, settings)
+    sets = searched_sets(settings, cfg.two_step_documents)
+    retrieval = retrieval_rows(qa, corpus, sets)
+    answering = Answering(pool, model, documents, cfg.doc_chars, cfg.answer_max_tokens, cfg.captioner,
+                          cfg.caption_max_tokens)
+    counts = {"questions": len(qa)}
     answers: list[dict[str, Any]] = []
-    units: list[tuple[str, int, Unit]] = []  # (sample_id, unit index, unit)
-    by_rule: list[dict[str, Any]] = []
-    for row, hits, docs, (sentences, reply, error) in zip(qa, top, shown, replies):
-        sid = row["sample_id"]
-        cited = [[hits[n - 1].doc_id for n in s.cites] for s in sentences or []]
-        answers.append({
-            "sample_id": sid, "model": model, "top_k": top_k,
-            "retrieved": [{"doc_id": h.doc_id, "modality": h.modality, "score": h.score} for h in hits],
-            "answer": reply, "error": error, "run_id": run_id,
-            "status": ANSWERED if sentences is not None else (FAILED if reply is None else UNREADABLE),
-            "sentences": [{"index": i, "text": s.text, "citations": ids}
-                          for i, (s, ids) in enumerate(zip(sentences or [], cited))],
-        })
-        if sentences is None:
-            continue
-        uncited, mine = grading_units(row, sentences, cited, docs)
-        by_rule += [{"sample_id": sid, "model": model, "metric": "groundedness", "unit": i,
-                     "statement": sentences[i].text, "documents": [], "grade": 0.0, "evaluator": NO_CITATION,
-                     "raw": None, "error": None, "run_id": run_id} for i in uncited]
-        units += [(sid, index, unit) for index, unit in mine]
+    graded: list[tuple[str, int, Mapping[str, Any], Answer]] = []
+    try:
+        for n in queries:
+            written = write_queries(qa, n, pool, model, cfg.query_max_tokens)
+            ready = [i for i, label in enumerate(written) if label.ok]
+            counts[f"queries_unreadable_n{n}"] = sum(1 for w in written if not w.ok and w.raw[-1] is not None)
+            rows, mine = [qa[i] for i in ready], [written[i].label for i in ready]
+            lists = {m: _retrieved(rows, mine, corpus, m, cfg) for m in sets}
+            for setting in settings:
+                cell = replace(answering, stage=f"{STAGE}.{setting}.n{n}")
+                got = dict(zip(ready, _answers(cell, setting, rows, lists, cfg.two_step_documents)))
+                for i, row in enumerate(qa):
+                    label = written[i]
+                    answer = got.get(i) or Answer([], None, None, FAILED if label.raw[-1] is None else UNREADABLE,
+                                                  f"search queries: {label.error}")
+                    answers.append(_answer_row(row, model, setting, n, cfg.top_k, label.label or (), answer, run_id))
+                    if answer.status == ANSWERED:
+                        graded.append((setting, n, row, answer))
+    finally:
+        pool.release(model)
+        if cfg.captioner is not None:
+            pool.release(cfg.captioner)
 
+    units: list[tuple[str, int, str, int, Unit]] = []  # (setting, n, sample_id, unit index, unit)
+    by_rule: list[dict[str, Any]] = []
+    for setting, n, row, answer in graded:
+        sid = row["sample_id"]
+        assert answer.sentences is not None  # answered
+        uncited, mine = grading_units(row, answer.sentences, shown(answering, answer.hits), f"{setting}/{n}/{sid}")
+        by_rule += [{"sample_id": sid, "model": model, "setting": setting, "n_queries": n, "metric": "groundedness",
+                     "unit": i, "statement": answer.sentences[i][0], "documents": [], "grade": 0.0,
+                     "evaluator": NO_CITATION, "raw": None, "error": None, "run_id": run_id} for i in uncited]
+        units += [(setting, n, sid, index, unit) for index, unit in mine]
     grades = by_rule + _grade(units, graders, model, run_id)
-    counts = {
-        "questions": len(qa),
+    counts.update({
+        "answers": len(answers),
         "answered": sum(a["status"] == ANSWERED for a in answers),
         "failed_calls": sum(a["status"] == FAILED for a in answers),
-        "unreadable_citations": sum(a["status"] == UNREADABLE for a in answers),
+        "unreadable": sum(a["status"] == UNREADABLE for a in answers),
         "evaluator_errors": sum(g["grade"] is None for g in grades),
         "flagged_dataset_sentences": sum(1 for row in qa for s in row["sentences"] if s["flagged"]),
-        "questions_without_relevant_documents": sum(r["relevant"] == 0 for r in retrieval),
-    }
+    })
+    two_step = [a for a in answers if a["setting"] == TWO_STEP and a["status"] == ANSWERED]
+    if two_step:
+        counts["two_step_answers_combined"] = sum(len(a["steps"]) == 2 for a in two_step)
+        counts["two_step_image_documents_without_caption"] = sum(
+            1 for a in two_step for h in a["retrieved"] if h["modality"] == IMAGE and h["caption"] is None)
     return RefLVQARun(pa.Table.from_pylist(answers, schema=ANSWERS), pa.Table.from_pylist(grades, schema=GRADES),
                       pa.Table.from_pylist(retrieval, schema=RETRIEVAL), counts)
 
 
-def kept_note(answers: pa.Table, cutoff: CutoffSpec | None, candidates: int) -> str | None:
-    """How many documents the cutoff kept per question (None without a cutoff)."""
+def _answer_row(row: Mapping[str, Any], model: str, setting: str, n: int, top_k: int, queries: Sequence[str],
+                answer: Answer, run_id: str) -> dict[str, Any]:
+    return {
+        "sample_id": row["sample_id"], "model": model, "setting": setting, "n_queries": n, "top_k": top_k,
+        "queries": list(queries),
+        "retrieved": [{"doc_id": h.doc_id, "modality": h.modality, "score": h.score,
+                       "caption": answer.captions.get(h.doc_id)} for h in answer.hits],
+        "answer": answer.reply, "steps": answer.steps, "status": answer.status, "error": answer.error,
+        "sentences": [{"index": i, "text": text, "citations": ids} for i, (text, ids) in enumerate(answer.sentences or [])],
+        "run_id": run_id,
+    }
+
+
+def kept_note(answers: pa.Table, cutoff: Any, candidates: int) -> str | None:
+    """How many documents the cutoff kept per question and query, per setting (None without a cutoff)."""
     if cutoff is None:
         return None
-    kept = [len(hits) for hits in answers.column("retrieved").to_pylist()]
-    if not kept:
-        return f"cutoff {cutoff}: no question"
-    return (f"cutoff {cutoff} on the {candidates} reranked candidates: documents kept per question min {min(kept)}, "
-            f"mean {sum(kept) / len(kept):.2f}, max {max(kept)} ({kept.count(0)} of {len(kept)} questions kept none)")
+    parts = []
+    groups: dict[tuple[str, int], list[float]] = {}
+    for row in answers.select(["setting", "n_queries", "retrieved", "queries"]).to_pylist():
+        if row["queries"]:
+            groups.setdefault((row["setting"], row["n_queries"]), []).append(len(row["retrieved"]) / len(row["queries"]))
+    for (setting, n), kept in groups.items():
+        parts.append(f"{setting} N={n}: min {min(kept):.2f}, mean {sum(kept) / len(kept):.2f}, max {max(kept):.2f} "
+                     f"({kept.count(0)} of {len(kept)} questions kept none)")
+    return (f"cutoff {cutoff} on the {candidates} reranked candidates, documents kept per question and query: "
+            + ("; ".join(parts) if parts else "no question"))
 
 
-def _grade(units: list[tuple[str, int, Unit]], graders: Mapping[str, Grader], model: str,
+def _grade(units: list[tuple[str, int, str, int, Unit]], graders: Mapping[str, Grader], model: str,
            run_id: str) -> list[dict[str, Any]]:
     """Each metric's units graded in one batch by its evaluator, as GRADES rows."""
     rows = []
     for metric, grader in graders.items():
-        mine = [(sid, index, unit) for sid, index, unit in units if unit.metric == metric]
-        grades = grader.grade([unit for _, _, unit in mine]) if mine else []
-        for (sid, index, unit), grade in zip(mine, grades):
-            rows.append({"sample_id": sid, "model": model, "metric": metric, "unit": index,
-                         "statement": unit.statement, "documents": [d["context_id"] for d in unit.documents],
-                         "grade": grade.value, "evaluator": grade.by, "raw": grade.raw, "error": grade.error,
-                         "run_id": run_id})
+        mine = [u for u in units if u[4].metric == metric]
+        grades = grader.grade([unit for *_, unit in mine]) if mine else []
+        for (setting, n, sid, index, unit), grade in zip(mine, grades):
+            rows.append({"sample_id": sid, "model": model, "setting": setting, "n_queries": n, "metric": metric,
+                         "unit": index, "statement": unit.statement,
+                         "documents": [d["context_id"] for d in unit.documents], "grade": grade.value,
+                         "evaluator": grade.by, "raw": grade.raw, "error": grade.error, "run_id": run_id})
     return rows
+
+
+def settings_by_searched(settings: Sequence[str], two_step_documents: str) -> dict[str, list[str]]:
+    """Each set of modalities the grid searches -> the settings (Table 5 names) that read it."""
+    out: dict[str, list[str]] = {}
+    for setting in settings:
+        for modalities in searched(setting, two_step_documents):
+            out.setdefault(searched_name(modalities), []).append(PAPER_NAMES[setting])
+    return out
+
+
+def reading_notes(cfg: RefLVQAEvalConfig, settings: Sequence[str]) -> list[str]:
+    """Which reading of the paper each open choice of this run took (``evaluation.reflvqa``)."""
+    notes = [f"readings: the model writes N search queries from the question and its image (read strictly, one "
+             f"retry, else the question is excluded); each query retrieves K = {cfg.top_k} documents "
+             f"{'(the paper: 5)' if cfg.top_k != 5 else '(as the paper)'}, and the N x K go to the answer step "
+             "once each, in query order; MultiRAG fuses the text and image rankings by reciprocal rank into one "
+             "list; Mean pools the sentence grades (Table 5: Mean = @1.0 + 0.5 x (@0.5 - @1.0)); query_embedding: "
+             f"{cfg.query_embedding}"]
+    if TWO_STEP in settings:
+        documents = ("MultiRAG's documents split by modality, as Table 5 retrieves the same for both"
+                     if cfg.two_step_documents == "shared" else "TextRAG's and ImageRAG's documents")
+        captions = (f"captions by {cfg.captioner}, written for each question" if cfg.captioner else
+                    "no captioning model configured: an image document is shown with the caption its source gives "
+                    "it (title, alt text), a stand-in, or a line saying it has none")
+        notes.append(f"Two-step: two_step_documents: {cfg.two_step_documents} ({documents}); {captions}")
+    return notes

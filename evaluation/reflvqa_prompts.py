@@ -1,6 +1,7 @@
-"""The prompts of a RefLVQA evaluation: the system's referential answer and the three
-evaluators (groundedness, completeness, relevance), in the spirit of the seed paper's
-appendix (Tables 11-13 and 15), in our own words.
+"""The prompts of a RefLVQA evaluation: the system's search queries, its referential answer,
+Two-step's image captions and combined answer, and the three evaluators (groundedness,
+completeness, relevance), in the spirit of the seed paper's appendix (Tables 11-17), in our
+own words.
 
 Each template id enters the response-cache key: change a wording, bump its suffix. The
 evaluators reply with one closed-set label, read strictly (``models.labels``): the paper
@@ -29,12 +30,94 @@ def answer_reminder(shown: int) -> str:
             "brackets at the end of each sentence, like [1] or [1, 2]. Write the whole answer again.")
 
 
+NO_CAPTION = "Caption: none; neither a captioning model nor the image's source gives one."
+
+
+def document_parts(documents: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The numbered documents (``evidence_parts``); an image document that carries a
+    ``caption`` key (Two-step) is shown bare and followed by its caption, or by a line saying
+    it has none (the paper puts the caption right after the image document)."""
+    bare = [{**d, "title": None, "text": None} if "caption" in d else d for d in documents]
+    images = iter([d for d in documents if d.get("modality") == "image"])
+    parts = []
+    for part in evidence_parts(bare):
+        parts.append(part)
+        if part["type"] == "image":
+            doc = next(images)
+            if "caption" in doc:
+                parts.append({"type": "text", "text": f"Caption: {doc['caption']}" if doc["caption"] else NO_CAPTION})
+    return parts
+
+
 def answer_messages(question: str, images: Sequence[str], documents: Sequence[Mapping[str, Any]]) -> list[dict]:
     """System prompt, then the numbered documents, the question's images and the question."""
-    parts = [*evidence_parts(documents)]
+    parts = document_parts(documents)
     parts += [{"type": "image", "sha256": sha} for sha in images]
     parts.append({"type": "text", "text": f"Question: {question.strip()}\nAnswer:"})
     return [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": parts}]
+
+
+# -------------------------------------------------------------------------- search queries
+QUERIES_TEMPLATE = "reflvqa.eval.queries.v1"
+QUERIES_SYSTEM = (
+    "You write web search queries. Given a question about an image, write search queries that "
+    "would find documents holding the information needed to answer it well."
+)
+
+
+def _how_many(n: int) -> str:
+    return ("Write exactly one search query on a single line, with nothing before or after it." if n == 1 else
+            f"Write exactly {n} different search queries, one per line, with nothing before or after them.")
+
+
+def queries_messages(question: str, images: Sequence[str], n: int) -> list[dict]:
+    """System prompt, then the question's images, how many queries, and the question."""
+    parts: list[dict] = [{"type": "image", "sha256": sha} for sha in images]
+    parts.append({"type": "text", "text": f"{_how_many(n)}\nQuestion: {question.strip()}\n"
+                                          f"Search {'query' if n == 1 else 'queries'}:"})
+    return [{"role": "system", "content": QUERIES_SYSTEM}, {"role": "user", "content": parts}]
+
+
+def queries_reminder(n: int) -> str:
+    return f"Your reply could not be read. {_how_many(n)}"
+
+
+# -------------------------------------------------------------------------------- Two-step
+CAPTION_TEMPLATE = "reflvqa.eval.caption.v1"
+CAPTION_SYSTEM = (
+    "You describe an image for someone who will answer a question from it. State the facts the "
+    "image shows that you can read or see with confidence: text, numbers, objects, labels. Write "
+    "plain sentences, not a list. Describe nothing the image does not clearly show, leave out "
+    "nothing it does show, draw no general conclusion from a detail, and say little about style "
+    "or beauty."
+)
+
+
+def caption_messages(question: str, image: str) -> list[dict]:
+    """The image document, then the question it is described for (the paper's captioning
+    prompt carries the question)."""
+    return [{"role": "system", "content": CAPTION_SYSTEM},
+            {"role": "user", "content": [{"type": "image", "sha256": image},
+                                         {"type": "text", "text": f"Question: {question.strip()}\nDescription:"}]}]
+
+
+MERGE_TEMPLATE = "reflvqa.eval.merge.v1"
+MERGE_SYSTEM = (
+    "You combine two answers to one question into a single answer: the first was written from "
+    "text documents, the second from image documents, and both cite their documents by number "
+    "in square brackets. Where the two say the same thing, say it once and keep the numbers of "
+    "both, like [1, 4]. Keep every other sentence with its numbers. Use only what the two "
+    "answers say, and no number they do not cite. Write clearly and without repetition."
+)
+MERGE_REMINDER = ("Your combined answer could not be read. End each sentence with the numbers the two answers "
+                  "cite for it, in square brackets, like [1] or [1, 4], and cite no other number. Write the whole "
+                  "answer again.")
+
+
+def merge_messages(question: str, from_text: str, from_images: str) -> list[dict]:
+    user = (f"Question: {question.strip()}\n\nAnswer from the text documents: {from_text}\n\n"
+            f"Answer from the image documents: {from_images}\n\nCombined answer:")
+    return [{"role": "system", "content": MERGE_SYSTEM}, {"role": "user", "content": user}]
 
 
 # ---------------------------------------------------------------------------- evaluators

@@ -51,19 +51,22 @@ def hit_at_k(first_hits: Sequence[int | None], ks: Sequence[int] = HIT_KS) -> di
     return {k: sum(1 for h in first_hits if h is not None and h <= k) / len(first_hits) for k in ks}
 
 
-def plot_hit_at_k(hits: dict[int, float], path: Path | str, title: str = "Hit@K") -> Path:
-    """Hit@K against K as a PNG (matplotlib's Agg canvas, no display)."""
+def plot_hit_at_k(series: dict[str, dict[int, float]], path: Path | str, title: str = "Hit@K") -> Path:
+    """Hit@K against K as a PNG, one line per named series (matplotlib's Agg canvas, no display)."""
     fig = Figure(figsize=(6.0, 3.8))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    ks = sorted(hits)
-    ax.plot(ks, [100 * hits[k] for k in ks], marker="o", color="#4C72B0")
-    ax.set_xticks(ks)
+    for name, hits in series.items():
+        ks = sorted(hits)
+        ax.plot(ks, [100 * hits[k] for k in ks], marker="o", label=name)
+    ax.set_xticks(sorted({k for hits in series.values() for k in hits}))
     ax.set_xlabel("K (documents kept after reranking)")
     ax.set_ylabel("questions with a cited document in the top K (%)")
     ax.set_ylim(0, 100)
     ax.set_title(title)
     ax.grid(alpha=0.3)
+    if len(series) > 1:
+        ax.legend(fontsize="small")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

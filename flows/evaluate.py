@@ -1,7 +1,7 @@
 """Evaluating one model on a release, as the release's paper reports it.
 
 The release's benchmark decides how (``Benchmark.evaluation`` in ``mmcurate.benchmarks``):
-DeflectionBench's four scenarios (``evaluate_deflectionbench``), RefLVQA's RAG run with
+DeflectionBench's four scenarios (``evaluate_deflectionbench``), RefLVQA's grid of RAG settings with
 citations (``evaluate_reflvqa``). This flow is the one entry point for deployments: it
 checks the options against the benchmark's and runs the benchmark's evaluation flow.
 """

@@ -1,9 +1,19 @@
 """A benchmark's plan from a config, a sample count and retention rates: the ``plan`` of each
-benchmark in the registry (``mmcurate.benchmarks``)."""
+benchmark in the registry (``mmcurate.benchmarks``); and the plan of an evaluation of one
+model on a release (``Evaluation.plan``)."""
 from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
+from mmcurate.core.images import ImageStore
+from mmcurate.releases.reader import Release
+from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
+from mmcurate.releases.unembed import canonical_rows
 
 from .deflection import offered_negatives, plan_deflectionbench
 from .inputs import plan_input
@@ -12,6 +22,7 @@ from .rates import (paper_deflection, paper_reflectv, paper_reflvqa, release_def
                     release_reflvqa)
 from .reflectv import plan_reflectv
 from .reflvqa import plan_reflvqa
+from .reflvqa_evaluation import plan_reflvqa_evaluation
 
 PAPER = "paper"
 
@@ -46,3 +57,12 @@ def reflectv_bill(settings: Settings, samples: int | None = None, retention: str
     cfg = settings.section("reflectv")
     rates = paper_reflectv() if _checked(samples, retention) else release_reflectv(retention)
     return plan_reflectv(settings, plan_input(settings, cfg.sources, samples), rates)
+def reflvqa_evaluation_bill(settings: Settings, release: Release, model: str, options: dict[str, Any]) -> Plan:
+    """The evaluation grid of ``model`` on a RefLVQA ``release`` (``options``: settings and
+    queries, checked by the benchmark's evaluation), read without touching the workdir."""
+    with tempfile.TemporaryDirectory() as scratch:  # the rows' images go to a throw-away store
+        store = ImageStore(scratch)
+        qa = canonical_rows(release, store, "qa")
+        documents = pa.Table.from_pylist(canonical_rows(release, store, "knowledge_base"), schema=KNOWLEDGE_BASE)
+    return plan_reflvqa_evaluation(settings, settings.add_model(model).name, qa, documents, options["settings"],
+                                   options["queries"])

@@ -1,32 +1,41 @@
 """Retrieval for a RAG run over a release's knowledge base: top-N candidates, reranked.
 
 ``RagCorpus`` holds the knowledge base (DOCUMENT-shaped rows: text and image documents)
-and answers ``rank(queries)``: per query the ``candidates`` (default 100) nearest documents,
-reordered by the reranker, best first, as ``Hit(doc_id, modality, score)``. ``retrieve``
-cuts each ranking at a fixed ``k`` (RefLVQA's top-5), or with a cutoff
-(``retrieval.cutoffs``: CRUISE's MAD rule) on the ranking's scores (``score_scale``: cosines,
-or a cross-encoder's sigmoid scores; a fused two-modality ranking has no score scale, so it
-takes no cutoff). ``first_stage`` is the ranking before reranking (what NDCG@10 and
-Recall@100 measure, as in the paper's Table 4).
+and answers ``rank(queries, searched, images)``: per query the ``candidates`` (default 100)
+nearest documents of the ``searched`` modalities (text, image, or both), reordered by the
+reranker, best first, as ``Hit(doc_id, modality, score)``. ``retrieve`` cuts each ranking at
+a fixed ``k`` (RefLVQA's top-5 per query), or with a cutoff (``retrieval.cutoffs``: CRUISE's
+MAD rule) on the ranking's scores (``score_scale``: cosines, or a cross-encoder's sigmoid
+scores; a fused two-modality ranking has no score scale, so it takes no cutoff).
+``first_stage`` is the ranking before reranking (what NDCG@10 and Recall@100 measure, as in
+the paper's Table 4).
 
 - Text documents are found with the text encoder (FAISS, cached per corpus and encoder)
   and reranked with the reranker (``title. text`` passages). A bi-encoder reranker over the
   retrieval encoder itself (the offline default, ``minilm`` for both) would only recompute
   the first stage's cosines, so its reranking is the first-stage order; the components
   name both, so a reader sees that nothing was reranked.
-- Image documents can only be found from a text query through a cross-modal encoder
-  (``cross_modal``); without one they are not retrievable and ``image_note`` says so. Their
-  first-stage score is the query-image similarity, which no text reranker can improve.
-- With both modalities the two rankings are fused by reciprocal rank (score
+- Image documents are found through a cross-modal encoder (``cross_modal``, e.g. OpenCLIP)
+  over their pixels. Without one they are found by the caption their source gives them
+  (title, alt text: ``source_caption``) with the text encoder, a stand-in that ``notes``
+  names; an image document without such a caption then cannot be found, and ``notes``
+  counts them. Their first-stage score is their only score: no text reranker reads pixels.
+- The query: with ``query_embedding="average"`` (the seed paper's best retriever, MM-Embed
+  "with averaged query embedding of text and images", Table 4), an index whose encoder also
+  embeds images is searched with the mean of the unit query-text vector and the unit mean
+  vector of the question's images, renormalised; a text-only encoder (MiniLM) embeds the
+  query text alone, and ``notes`` says so. ``"text"`` embeds the query text alone everywhere.
+- With both modalities searched the two rankings are fused by reciprocal rank (score
   ``1 / (60 + rank)`` summed over the lists a document appears in; Cormack et al. 2009), since
   a reranker score and a cross-modal cosine are not on one scale. With one modality the
   score is that modality's own (the reranker's, or the first stage's).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -36,13 +45,16 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import CutoffSpec
 
 from .cutoffs import Scale, apply_cutoff
-from .encoders import CrossModalEncoder, TextEncoder
+from .encoders import CrossModalEncoder, TextEncoder, normalise
 from .kb import kb_fingerprint
 from .rerank import CrossEncoderReranker, Reranker
 from .vector_index import VectorIndex, cached_index
 
 CANDIDATES = 100
 RRF_K = 60
+TEXT, IMAGE = "text", "image"
+BOTH = (TEXT, IMAGE)
+QueryEmbedding = Literal["average", "text"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,12 @@ class Hit:
 def passage(title: str | None, text: str) -> str:
     """A text document as the encoders see it (the same form the citation stage indexed)."""
     return f"{title}. {text}" if title and not text.startswith(title) else text
+
+
+def source_caption(doc: Mapping[str, Any]) -> str | None:
+    """The caption an image document's source gives it (its title, then its alt text), or None."""
+    parts = [part.strip() for part in (doc.get("title"), doc.get("text")) if part and part.strip()]
+    return ". ".join(parts) or None
 
 
 def _search(index: VectorIndex, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
@@ -78,7 +96,7 @@ def _fuse(rankings: Sequence[list[Hit]]) -> list[Hit]:
 
 
 class RagCorpus:
-    """A knowledge base ready for ``rank``: text index, optional image index, reranker."""
+    """A knowledge base ready for ``rank``: text index, image index (pixels or captions), reranker."""
 
     def __init__(
         self,
@@ -87,87 +105,150 @@ class RagCorpus:
         text_encoder: TextEncoder,
         reranker: Reranker,
         cross_modal: CrossModalEncoder | None = None,
-        read_image: Callable[[str], bytes] | None = None,  # sha256 -> bytes; needed with cross_modal
+        read_image: Callable[[str], bytes] | None = None,  # sha256 -> bytes; needed to embed images
         candidates: int = CANDIDATES,
+        query_embedding: QueryEmbedding = "average",
     ) -> None:
-        text_table = documents.filter(pc.equal(documents["modality"], "text"))
+        text_table = documents.filter(pc.equal(documents["modality"], TEXT))
         self.text_docs = text_table.select(["doc_id", "title", "text"]).to_pylist()
-        self.image_docs = documents.filter(pc.equal(documents["modality"], "image")).select(
-            ["doc_id", "image"]).to_pylist()
+        images = documents.filter(pc.equal(documents["modality"], IMAGE)).select(["doc_id", "image", "title", "text"])
         self.passages = [passage(r["title"], r["text"] or "") for r in self.text_docs]
         self._position = {r["doc_id"]: i for i, r in enumerate(self.text_docs)}
         self.text_encoder = text_encoder
         self.reranker = reranker
-        self.cross_modal = cross_modal
         self.candidates = candidates
+        self.query_embedding = query_embedding
+        self.read_image = read_image
+        self._image_vectors: dict[tuple[str, str], np.ndarray] = {}
         self.text_index = cached_index(
             index_dir, "reflvqa-text", text_encoder.name, kb_fingerprint(text_table),
             [r["doc_id"] for r in self.text_docs], lambda: text_encoder.encode_text(self.passages),
         ) if self.text_docs else None
+        self.image_total = images.num_rows
         self.image_index: VectorIndex | None = None
-        if cross_modal is not None and self.image_docs:
+        self.image_encoder: TextEncoder | None = None
+        self.image_by_caption = cross_modal is None
+        if cross_modal is not None and images.num_rows:
             if read_image is None:
                 raise MmcurateError("image retrieval needs read_image to load the image documents")
+            self.image_docs = images.select(["doc_id", "image"]).to_pylist()
             shas = [r["image"] for r in self.image_docs]
+            self.image_encoder = cross_modal
             self.image_index = cached_index(
                 index_dir, "reflvqa-images", cross_modal.name, "\n".join(shas), [r["doc_id"] for r in self.image_docs],
                 lambda: cross_modal.encode_images([read_image(sha) for sha in shas]),
             )
+        else:  # the stand-in: the captions the source gives the image documents, as text
+            self.image_docs = [r for r in images.to_pylist() if source_caption(r)]
+            captions = [source_caption(r) or "" for r in self.image_docs]
+            if self.image_docs:
+                self.image_encoder = text_encoder
+                self.image_index = cached_index(
+                    index_dir, "reflvqa-image-captions", text_encoder.name,
+                    kb_fingerprint(pa.Table.from_pylist(self.image_docs).select(["doc_id", "title", "text"])),
+                    [r["doc_id"] for r in self.image_docs], lambda: text_encoder.encode_text(captions),
+                )
+        if read_image is None and any(self._averages(e) for e in (text_encoder, self.image_encoder) if e is not None):
+            raise MmcurateError("an averaged query embedding needs read_image to load the question's images")
+
+    def _averages(self, encoder: TextEncoder) -> bool:
+        """Whether queries to an index of ``encoder`` average the query text with the question's images."""
+        return self.query_embedding == "average" and hasattr(encoder, "encode_images")
 
     @property
-    def image_note(self) -> str | None:
-        """Why image documents cannot be retrieved, or None."""
-        if self.image_docs and self.image_index is None:
-            return (f"{len(self.image_docs)} image documents in the knowledge base are not retrievable: "
-                    "no cross-modal encoder configured")
-        return None
+    def notes(self) -> list[str]:
+        """How each modality is found, in words (stand-ins and documents nobody can find named)."""
+        out = []
+        if self.image_total and self.image_by_caption:
+            missing = self.image_total - len(self.image_docs)
+            out.append(f"image documents: no cross-modal encoder configured; a stand-in finds them by the caption "
+                       f"their source gives them (title, alt text) with {self.text_encoder.name}; {missing} of "
+                       f"{self.image_total} image documents carry no caption and cannot be retrieved")
+        for modality, encoder in ((TEXT, self.text_encoder if self.text_index else None), (IMAGE, self.image_encoder)):
+            if encoder is None:
+                continue
+            if self._averages(encoder):
+                how = "the mean of the query-text and question-image embeddings"
+            elif self.query_embedding == "average":
+                how = f"the query text alone ({encoder.name} embeds no images, so no averaged query embedding)"
+            else:
+                how = "the query text alone (query_embedding: text)"
+            out.append(f"{modality} documents searched with {how}")
+        return out
 
     @property
     def components(self) -> dict[str, str]:
-        return {"retriever": self.text_encoder.name, "reranker": self.reranker.name,
-                "image_retriever": self.cross_modal.name if self.image_index is not None else "none"}
+        image = "none" if self.image_index is None else \
+            f"captions:{self.text_encoder.name}" if self.image_by_caption else getattr(self.image_encoder, "name", "")
+        return {"retriever": self.text_encoder.name, "reranker": self.reranker.name, "image_retriever": image}
 
-    @property
-    def score_scale(self) -> Scale | None:
-        """The scale of ``rank``'s scores: ``cosine`` (first stage or bi-encoder), ``unit`` (a
-        cross-encoder: sentence-transformers puts a sigmoid on a one-score head), None for
-        text and image rankings fused by rank (reciprocal-rank scores say nothing absolute)."""
-        if self.image_index is not None:
-            return None if self.text_index is not None else "cosine"
+    def score_scale(self, searched: Sequence[str] = BOTH) -> Scale | None:
+        """The scale of ``rank``'s scores over ``searched``: ``cosine`` (first stage or
+        bi-encoder), ``unit`` (a cross-encoder: sentence-transformers puts a sigmoid on a
+        one-score head), None for text and image rankings fused by rank (reciprocal-rank
+        scores say nothing absolute)."""
+        text = TEXT in searched and self.text_index is not None
+        image = IMAGE in searched and self.image_index is not None
+        if text and image:
+            return None
+        if image:
+            return "cosine"
         return "unit" if isinstance(self.reranker, CrossEncoderReranker) else "cosine"
 
-    def first_stage(self, queries: list[str], k: int | None = None) -> list[list[Hit]]:
-        """The ``k`` (default ``candidates``) nearest documents per query before reranking, best first."""
+    def first_stage(self, queries: list[str], searched: Sequence[str] = BOTH, images: Sequence[Sequence[str]] = (),
+                    k: int | None = None) -> list[list[Hit]]:
+        """The ``k`` (default ``candidates``) nearest documents of ``searched`` per query before
+        reranking, best first; ``images[i]``: the sha256s of query i's question images."""
         k = k or self.candidates
-        text = self._text_hits(queries, k)
-        image = self._image_hits(queries, k)
-        if self.image_index is None:
-            return text
-        if self.text_index is None:
-            return image
-        return [_fuse([t, i])[:k] for t, i in zip(text, image)]
+        text = self._text_hits(queries, images, k) if TEXT in searched else None
+        image = self._image_hits(queries, images, k) if IMAGE in searched else None
+        return self._join(queries, text, image, k)
 
-    def rank(self, queries: list[str]) -> list[list[Hit]]:
+    def rank(self, queries: list[str], searched: Sequence[str] = BOTH,
+             images: Sequence[Sequence[str]] = ()) -> list[list[Hit]]:
         """The first stage's candidates reordered by the reranker, best first."""
-        text = [self._rerank(q, hits) for q, hits in zip(queries, self._text_hits(queries, self.candidates))]
-        image = self._image_hits(queries, self.candidates)
-        if self.image_index is None:
+        text = [self._rerank(q, hits) for q, hits in zip(queries, self._text_hits(queries, images, self.candidates))] \
+            if TEXT in searched else None
+        image = self._image_hits(queries, images, self.candidates) if IMAGE in searched else None
+        return self._join(queries, text, image, self.candidates)
+
+    def _join(self, queries: list[str], text: list[list[Hit]] | None, image: list[list[Hit]] | None,
+              k: int) -> list[list[Hit]]:
+        if text is not None and image is not None and self.text_index is not None and self.image_index is not None:
+            return [_fuse([t, i])[:k] for t, i in zip(text, image)]
+        if text is not None and self.text_index is not None:
             return text
-        if self.text_index is None:
-            return image
-        return [_fuse([t, i])[:self.candidates] for t, i in zip(text, image)]
+        return image if image is not None else [[] for _ in queries]
 
-    def _text_hits(self, queries: list[str], k: int) -> list[list[Hit]]:
+    def _queries(self, encoder: TextEncoder, queries: list[str], images: Sequence[Sequence[str]]) -> np.ndarray:
+        """Query vectors for an index of ``encoder`` (see the module docstring)."""
+        vectors = normalise(encoder.encode_text(queries))
+        if not self._averages(encoder) or not any(images):
+            return vectors
+        for i, shas in enumerate(images):
+            if shas:
+                seen = np.mean([self._image_vector(encoder, sha) for sha in shas], axis=0)
+                vectors[i] = normalise((vectors[i] + normalise(seen[None, :])[0])[None, :])[0]
+        return vectors
+
+    def _image_vector(self, encoder: Any, sha: str) -> np.ndarray:
+        key = (encoder.name, sha)
+        if key not in self._image_vectors:
+            assert self.read_image is not None  # checked in __init__
+            self._image_vectors[key] = encoder.encode_images([self.read_image(sha)])[0]
+        return self._image_vectors[key]
+
+    def _text_hits(self, queries: list[str], images: Sequence[Sequence[str]], k: int) -> list[list[Hit]]:
         if self.text_index is None:
             return [[] for _ in queries]
-        found = _search(self.text_index, self.text_encoder.encode_text(queries), k)
-        return [[Hit(self.text_docs[row]["doc_id"], "text", score) for row, score in hits] for hits in found]
+        found = _search(self.text_index, self._queries(self.text_encoder, queries, images), k)
+        return [[Hit(self.text_docs[row]["doc_id"], TEXT, score) for row, score in hits] for hits in found]
 
-    def _image_hits(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if self.image_index is None or self.cross_modal is None:
+    def _image_hits(self, queries: list[str], images: Sequence[Sequence[str]], k: int) -> list[list[Hit]]:
+        if self.image_index is None or self.image_encoder is None:
             return [[] for _ in queries]
-        found = _search(self.image_index, self.cross_modal.encode_text(queries), k)
-        return [[Hit(self.image_docs[row]["doc_id"], "image", score) for row, score in hits] for hits in found]
+        found = _search(self.image_index, self._queries(self.image_encoder, queries, images), k)
+        return [[Hit(self.image_docs[row]["doc_id"], IMAGE, score) for row, score in hits] for hits in found]
 
     def _rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
         if not hits or self.reranker.name == f"bi-encoder:{self.text_encoder.name}":
@@ -189,6 +270,8 @@ def cut_ranking(ranking: list[Hit], k: int, cutoff: CutoffSpec | None = None,
     return [hit for hit, _ in apply_cutoff([(h, h.score) for h in ranking], cutoff, scale).kept]
 
 
-def retrieve(queries: list[str], corpus: RagCorpus, k: int, cutoff: CutoffSpec | None = None) -> list[list[Hit]]:
-    """Each query's reranked ranking cut by ``cut_ranking``."""
-    return [cut_ranking(ranking, k, cutoff, corpus.score_scale) for ranking in corpus.rank(queries)]
+def retrieve(queries: list[str], corpus: RagCorpus, k: int, cutoff: CutoffSpec | None = None,
+             searched: Sequence[str] = BOTH, images: Sequence[Sequence[str]] = ()) -> list[list[Hit]]:
+    """Each query's reranked ranking over ``searched`` cut by ``cut_ranking``."""
+    scale = corpus.score_scale(searched)
+    return [cut_ranking(ranking, k, cutoff, scale) for ranking in corpus.rank(queries, searched, images)]

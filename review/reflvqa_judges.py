@@ -2,7 +2,8 @@
 
 An answer's graded units are every cited sentence (groundedness), every graded dataset
 sentence (completeness) and the answer as a whole (relevance); ``n`` counts answers per
-model, each exported with all its units. People fill ``rating``: 1, 0.5 or 0 (relevance: 1
+model and RAG setting ("smollm2 + TextRAG", as the paper's Table 6 compares its evaluator per
+model and setting), each exported with all its units. People fill ``rating``: 1, 0.5 or 0 (relevance: 1
 to 7). A sentence citing nothing is 0 by rule, not a judgement, so it is not exported and
 counts 0 on both sides. Import gives, per metric, Pearson's r between the human and the
 evaluator answer scores (the mean of the answer's units; with several annotators the mean of
@@ -24,6 +25,8 @@ import polars as pl
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
+
+from mmcurate.evaluation.reflvqa_settings import row_name
 
 from .agreement import agreement_summary, cohen_kappa, pearson
 from .judges import SEP, Decisions, JudgeReview, add_item, answers_of, number, release_rows
@@ -49,6 +52,11 @@ def _render(doc: Mapping[str, Any]) -> str:
     return f"[{doc['doc_id']}] " + (f"{doc['title']}: " if doc.get("title") else "") + (doc.get("text") or "")
 
 
+def _answer_key(row: Mapping[str, Any]) -> tuple[str, str, int, str]:
+    """(model, setting, N, sample_id): one answer of an evaluation grid."""
+    return row["model"], row["setting"], row["n_queries"], row["sample_id"]
+
+
 class RefLVQAJudgeReview(JudgeReview):
     benchmark = "reflvqa"
     columns = ("item_id", "model", "metric", "question", "answer", "statement", "documents", "scale", "rating",
@@ -63,20 +71,26 @@ class RefLVQAJudgeReview(JudgeReview):
                                                       columns=["doc_id", "modality", "text", "title"]).to_dicts()}
         items: dict[str, dict[str, Any]] = {}
         for folder in folders:
-            answers = {(r["model"], r["sample_id"]): r for r in answers_of(folder).to_dicts()
-                       if r["status"] == "answered"}
+            answers_table = answers_of(folder)
             path = folder / "grades.parquet"
             if not path.is_file():
                 raise MmcurateError(f"{folder}: no grades.parquet (is this a RefLVQA evaluation folder?)")
-            grades = pl.read_parquet(path).to_dicts()
-            failed = {(g["model"], g["sample_id"]) for g in grades if g["grade"] is None}
+            grades_table = pl.read_parquet(path)
+            if not {"setting", "n_queries"} <= set(answers_table.columns) & set(grades_table.columns):
+                raise MmcurateError(f"{folder}: written before the RefLVQA grid (no setting / n_queries columns); "
+                                    "run mmcurate evaluate again to review it")
+            answers = {_answer_key(r): r for r in answers_table.to_dicts() if r["status"] == "answered"}
+            grades = grades_table.to_dicts()
+            failed = {_answer_key(g) for g in grades if g["grade"] is None}
             for g in grades:
-                answer = answers.get((g["model"], g["sample_id"]))
-                if answer is None or (g["model"], g["sample_id"]) in failed:
+                key = _answer_key(g)
+                answer = answers.get(key)
+                if answer is None or key in failed:
                     continue  # only fully graded answers: their scores compare
+                model, setting, n, sid = key
                 add_item(items, {
-                    "item_id": SEP.join([g["model"], g["sample_id"], g["metric"], str(g["unit"])]),
-                    "model": g["model"], "metric": g["metric"], "group": g["sample_id"],
+                    "item_id": SEP.join([model, setting, str(n), sid, g["metric"], str(g["unit"])]),
+                    "model": f"{model} + {row_name(setting, n)}", "metric": g["metric"], "group": sid,
                     "question": qa[g["sample_id"]]["question"],
                     "answer": " ".join(s["text"] for s in answer["sentences"]),
                     "statement": g["statement"], "documents": "\n\n".join(_render(docs[d]) for d in g["documents"]),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.config import Settings
@@ -22,12 +22,15 @@ from mmcurate.evaluation.cruise import (
 from mmcurate.core.stages import StageContext
 from mmcurate.evaluation.graders import METRICS, make_grader
 from mmcurate.evaluation.pope import pope_answers, write_pope_evaluation
-from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa, kept_note
+from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa, kept_note, reading_notes
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
+from mmcurate.evaluation.reflvqa_settings import run_options
 from mmcurate.evaluation.report import write_evaluation
 from mmcurate.evaluation.scenarios import evaluate
 from mmcurate.gating.prompts import BUILT_IN, PromptSet
 from mmcurate.judging.session import open_models
+from mmcurate.planning.plan import Plan
+from mmcurate.planning.reflvqa_evaluation import plan_reflvqa_evaluation
 from mmcurate.retrieval.encoders import cross_modal_encoder, text_encoder
 from mmcurate.retrieval.rag import RagCorpus
 from mmcurate.retrieval.rerank import reranker
@@ -68,25 +71,42 @@ def summarise(results: pa.Table, out: Path, title: str, crag: pa.Table | None = 
     return text
 
 
+@task(name="plan-evaluation", cache_policy=NO_CACHE)
+def plan_evaluation(settings: Settings, model: str, qa: list[dict], documents: pa.Table, grid: list[str],
+                    queries: list[int]) -> Plan:
+    """The RefLVQA grid's plan, recorded before its first model call (a table artifact) and printed."""
+    plan = plan_reflvqa_evaluation(settings, model, qa, documents, grid, queries)
+    create_table_artifact(key=f"{plan.benchmark}-plan", table=plan.table(),
+                          description=f"{plan.benchmark}: planned requests, tokens, GPU-hours and cost for "
+                                      f"{plan.samples:,} questions")
+    print(plan.render())
+    return plan
+
+
 @task(name="answer-reflvqa", cache_policy=NO_CACHE)
-def answer_reflvqa(qa: list[dict], documents: pa.Table, settings: Settings, model: str,
-                   run_id: str) -> tuple[RefLVQARun, dict[str, str], list[str], list[dict]]:
-    """The RAG run: retrieve, answer with citations, grade. Returns the run, the components
-    (retriever, reranker, evaluators), notes on what could not be done, and the call counts."""
+def answer_reflvqa(qa: list[dict], documents: pa.Table, settings: Settings, model: str, run_id: str,
+                   grid: list[str] | None = None, queries: list[int] | None = None,
+                   ) -> tuple[RefLVQARun, dict[str, str], list[str], list[dict]]:
+    """The grid (``grid`` settings x ``queries`` N; default every setting, N = 1): queries,
+    retrieval, answers with citations, grades. Returns the run, the components (retriever,
+    reranker, evaluators), notes on the readings and on what could not be done, and the call counts."""
     cfg = settings.evaluation.reflvqa
+    options = run_options({"settings": grid, "queries": queries})
     store = ImageStore(settings.workdir / "images")
     corpus = RagCorpus(documents, settings.workdir / "indexes", text_encoder(cfg.text_encoder), reranker(cfg.reranker),
                        cross_modal_encoder(cfg.cross_modal_encoder) if cfg.cross_modal_encoder else None,
-                       store.read, cfg.candidates)
+                       store.read, cfg.candidates, cfg.query_embedding)
     by_id = {row["doc_id"]: row for row in documents.to_pylist()}
     with open_models(settings, store, prefect_secret) as models:
         graders = {metric: make_grader(getattr(cfg.evaluators, metric), metric, models.pool) for metric in METRICS}
-        run = evaluate_reflvqa(qa, by_id, corpus, models.pool, model, graders, cfg.top_k, cfg.doc_chars,
-                               cfg.answer_max_tokens, run_id, cfg.cutoff)
+        run = evaluate_reflvqa(qa, by_id, corpus, models.pool, model, graders, cfg, options["settings"],
+                               options["queries"], run_id)
         calls = models.counter.rows()
     answered = pc.sum(pc.equal(run.answers["status"], ANSWERED)).as_py() or 0
     components = {**corpus.components, **{f"{m}_evaluator": g.name for m, g in graders.items()}}
-    notes = [note for note in [corpus.image_note, kept_note(run.answers, cfg.cutoff, cfg.candidates)] if note]
+    notes = [*reading_notes(cfg, options["settings"]), *corpus.notes]
+    kept = kept_note(run.answers, cfg.cutoff, cfg.candidates)
+    notes += [kept] if kept else []
     lexical = sorted({g.name for g in graders.values() if is_lexical(g.name)})
     if lexical:
         notes.append(f"{', '.join(m for m, g in graders.items() if is_lexical(g.name))} graded by the "
@@ -97,9 +117,9 @@ def answer_reflvqa(qa: list[dict], documents: pa.Table, settings: Settings, mode
 
 
 @task(name="summarise-reflvqa", cache_policy=NO_CACHE)
-def summarise_reflvqa(run: RefLVQARun, out: Path, title: str, setting: str, notes: list[str]) -> str:
+def summarise_reflvqa(run: RefLVQARun, out: Path, title: str, searched: dict[str, list[str]], notes: list[str]) -> str:
     """Write answers, grades, retrieval scores, the Table-5-shaped markdown and the Hit@K plot."""
-    text = write_reflvqa_evaluation(run, out, title, setting, notes)
+    text = write_reflvqa_evaluation(run, out, title, searched, notes)
     create_markdown_artifact(key="evaluation-reflvqa", markdown=text, description=title)
     return text
 

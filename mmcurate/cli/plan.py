@@ -1,4 +1,5 @@
-"""``mmcurate plan CONFIG``: the bill before the run, computed without calling any model."""
+"""``mmcurate plan CONFIG``: the bill before the run, computed without calling any model; with
+``--evaluate RELEASE --model M``, the bill of an evaluation."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
+from .run import FLAGS, QueriesOpt, SettingOpt
 
 
 @app.command("plan")
@@ -18,13 +20,34 @@ def plan(
                                                      "release folder (a dry run's, too) to take retention from")] = None,
     benchmark: Annotated[Optional[str], typer.Option("--benchmark", help="a benchmark of the config "
                                                      "(default: every section of the config)")] = None,
+    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="plan the evaluation of --model on this "
+                                                     "release instead of a curation")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="with --evaluate: the model evaluated")] = None,
+    setting: SettingOpt = None,
+    queries: QueriesOpt = None,
 ) -> None:
     """Expected requests, prompt and completion tokens, GPU-hours and judge cost per stage and model."""
     from mmcurate.benchmarks import BENCHMARKS, get
     from mmcurate.core.config import load_config
     from mmcurate.core.errors import ConfigError
+    from mmcurate.core.errors import MmcurateError
 
     settings = load_config(config)
+    if evaluate is not None or model is not None:
+        if evaluate is None or model is None:
+            raise MmcurateError("plan an evaluation with both --evaluate RELEASE and --model MODEL")
+        from mmcurate.releases.reader import open_release
+
+        release = open_release(evaluate)
+        chosen = get(release.benchmark)
+        if chosen.evaluation is None:
+            raise MmcurateError(f"mmcurate has no evaluation of {chosen.name} releases")
+        given = {k: v for k, v in {"settings": setting, "queries": queries}.items() if v}
+        options = chosen.evaluation.arguments(chosen.name, given, FLAGS)
+        typer.echo(chosen.evaluation.planner(chosen.name)(settings, release, model, options).render())
+        return
+    if setting or queries:
+        raise MmcurateError("--setting and --queries plan an evaluation: give --evaluate RELEASE --model MODEL")
     if benchmark is not None:
         settings.section(get(benchmark).name)
     wanted = [benchmark] if benchmark else list(settings.sections())

@@ -29,7 +29,11 @@ IncompleteOpt = Annotated[bool, typer.Option(
 # an evaluation option as the flows name it -> as the user types it
 FLAGS = {"scenarios": "--scenario", "n_negatives": "--negatives", "abstention": "--abstention",
          "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system",
-         "task": "--task", "limit": "--limit"}
+         "task": "--task", "limit": "--limit", "settings": "--setting", "queries": "--queries"}
+SettingOpt = Annotated[Optional[list[str]], typer.Option(
+    "--setting", help="RefLVQA: text, image, multi or two-step; repeat (default: all four)")]
+QueriesOpt = Annotated[Optional[list[int]], typer.Option(
+    "--queries", help="RefLVQA: N search queries the model writes (1-10); repeat (default: 1)")]
 
 
 def _prefect_defaults() -> None:
@@ -95,6 +99,8 @@ def evaluate(
         "--task", help="CRAG-MM: the competition's task 1, 2 or 3 (default: every turn)")] = None,
     limit: Annotated[Optional[int], typer.Option(
         "--limit", help="CRAG-MM: the first N conversations of each set")] = None,
+    setting: SettingOpt = None,
+    queries: QueriesOpt = None,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
     allow_incomplete: Annotated[bool, typer.Option(
         "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)")] = False,
@@ -116,7 +122,8 @@ def evaluate(
     load_config(config).add_model(model)
     given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
-                             "system": system, "task": task, "limit": limit}
+                             "system": system, "task": task, "limit": limit, "settings": setting,
+                             "queries": queries}
     arguments = benchmark.evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
 
     _prefect_defaults()

@@ -49,8 +49,14 @@ def test_unknown_benchmark_and_missing_parts_are_one_line():
 def test_evaluation_options_are_checked_against_the_benchmark():
     flags = mmcurate.cli.run.FLAGS
     with pytest.raises(MmcurateError, match=r"^--scenario, --system: not an option of the reflvqa evaluation "
-                                            r"\(its options: none\)$"):
+                                            r"\(its options: --setting, --queries\)$"):
         get("reflvqa").evaluation.arguments("reflvqa", {"scenarios": ["oracle"], "system": "plain"}, flags)
+    assert get("reflvqa").evaluation.arguments("reflvqa", {"queries": [4]}, flags) == {
+        "settings": ["text", "image", "multi", "two-step"], "queries": [4]}
+    with pytest.raises(MmcurateError, match="unknown RefLVQA setting"):
+        get("reflvqa").evaluation.arguments("reflvqa", {"settings": ["oracle"]}, flags)
+    with pytest.raises(MmcurateError, match="^--setting: not an option of the deflectionbench"):
+        get("deflectionbench").evaluation.arguments("deflectionbench", {"settings": ["text"]}, flags)
     options = get("deflectionbench").evaluation.arguments("deflectionbench", {"strictness_sweep": True}, flags)
     assert options["abstention"] == ["none", "soft", "moderate", "severe"] and options["system"] == "plain"
     with pytest.raises(MmcurateError, match="not both"):

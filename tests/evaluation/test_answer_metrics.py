@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pyarrow as pa
 import pytest
@@ -45,16 +46,18 @@ def test_lexical_grader_levels():
     assert all(r.by == "lexical-grader-v1" for r in rel)
 
 
-def _answer(sid, retrieved, sentences, status="answered", model="m"):
-    return {"sample_id": sid, "model": model, "top_k": len(retrieved),
-            "retrieved": [{"doc_id": d, "modality": m, "score": 1.0} for d, m in retrieved],
-            "answer": "x", "sentences": [{"index": i, "text": f"s{i}", "citations": c} for i, c in enumerate(sentences)],
+def _answer(sid, retrieved, sentences, status="answered", model="m", setting="text", n=1):
+    return {"sample_id": sid, "model": model, "setting": setting, "n_queries": n, "top_k": 5,
+            "queries": ["q"] * n, "retrieved": [{"doc_id": d, "modality": m, "score": 1.0} for d, m in retrieved],
+            "answer": "x", "steps": [],
+            "sentences": [{"index": i, "text": f"s{i}", "citations": c} for i, c in enumerate(sentences)],
             "status": status, "error": None, "run_id": "r"}
 
 
-def _grade(sid, metric, unit, grade, model="m"):
-    return {"sample_id": sid, "model": model, "metric": metric, "unit": unit, "statement": "x", "documents": [],
-            "grade": grade, "evaluator": "scripted", "raw": None, "error": None, "run_id": "r"}
+def _grade(sid, metric, unit, grade, model="m", setting="text", n=1):
+    return {"sample_id": sid, "model": model, "setting": setting, "n_queries": n, "metric": metric, "unit": unit,
+            "statement": "x", "documents": [], "grade": grade, "evaluator": "scripted", "raw": None, "error": None,
+            "run_id": "r"}
 
 
 def test_the_issues_example_one_answer():
@@ -69,7 +72,7 @@ def test_the_issues_example_one_answer():
     assert (m["retrieved_text"], m["retrieved_image"], m["used_text"], m["used_image"]) == (1.0, 1.0, 1.0, 1.0)
 
 
-def test_mean_is_per_answer_and_at_thresholds_pool_sentences():
+def test_mean_and_at_thresholds_pool_the_sentences():
     answers = pa.Table.from_pylist([
         _answer("a", [("t1", "text"), ("t2", "text")], [["t1"], ["t1", "t2"], ["t2"], ["t2"]]),
         _answer("b", [("t1", "text"), ("i1", "image")], [["i1"]]),
@@ -86,17 +89,53 @@ def test_mean_is_per_answer_and_at_thresholds_pool_sentences():
         schema=GRADES)
     [m] = compute_answer_metrics(answers, grades).to_pylist()
     assert (m["answers"], m["answered"], m["failed"], m["groundedness_errors"]) == (4, 3, 1, 1)
-    assert m["groundedness_mean"] == pytest.approx(0.75)  # (0.5 + 1.0) / 2: the mean over answers
+    assert m["groundedness_mean"] == pytest.approx(3 / 5)  # pooled 1, 1, 0, 0, 1 (per answer: (0.5 + 1) / 2)
     assert m["groundedness_at_1"] == pytest.approx(3 / 5)  # pooled sentences 1, 1, 0, 0, 1
     assert m["groundedness_at_05"] == pytest.approx(3 / 5)
-    assert m["completeness_mean"] == pytest.approx((0.75 + 0.0 + 1.0) / 3)
+    assert m["completeness_mean"] == pytest.approx((0.5 + 1.0 + 0.0 + 1.0) / 4)  # not (0.75 + 0 + 1) / 3
     assert m["completeness_at_1"] == pytest.approx(2 / 4) and m["completeness_at_05"] == pytest.approx(3 / 4)
     assert m["relevance_mean"] == pytest.approx(4.0)
     assert m["retrieved_text"] == pytest.approx((2 + 1 + 1 + 1) / 4) and m["retrieved_image"] == pytest.approx(1 / 4)
     assert m["used_text"] == pytest.approx((2 + 0 + 1) / 3) and m["used_image"] == pytest.approx(1 / 3)
-    md = answer_metrics_markdown(compute_answer_metrics(answers, grades), "RAG top-5").splitlines()
+    md = answer_metrics_markdown(compute_answer_metrics(answers, grades)).splitlines()
     assert md[0].startswith("| Model | Grd Mean | Grd @1.0 | Grd @0.5 | Com Mean | Com @1.0 | Com @0.5 | Rel (1-7) |")
-    assert md[2].startswith("| m + RAG top-5 | 0.750 | 0.600 | 0.600 | 0.583 | 0.500 | 0.750 | 4.000 | 1.25 | 0.25 |")
+    assert md[2].startswith("| m + TextRAG | 0.600 | 0.600 | 0.600 | 0.625 | 0.500 | 0.750 | 4.000 | 1.25 | 0.25 |")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_mean_is_the_papers_identity_of_the_at_columns(seed):
+    """Table 5 (004): Mean = @1.0 + 0.5 x (@0.5 - @1.0) in its cells (InternVL2.5 + ImageRAG:
+    0.213 + 0.5 x 0.318 = 0.372); with grades 1 / 0.5 / 0 only a pooled Mean gives it."""
+    assert 0.213 + 0.5 * (0.531 - 0.213) == pytest.approx(0.372, abs=1e-3)
+    rng = random.Random(seed)
+    answers, grades = [], []
+    for a in range(6):  # answers of different lengths: a per-answer mean would weigh them differently
+        sid, count = f"a{a}", rng.randint(1, 6)
+        answers.append(_answer(sid, [("t1", "text")], [["t1"]] * count))
+        grades += [_grade(sid, metric, i, rng.choice([0.0, 0.5, 1.0]))
+                   for metric in ("groundedness", "completeness") for i in range(count)]
+    [m] = compute_answer_metrics(pa.Table.from_pylist(answers, schema=ANSWERS),
+                                 pa.Table.from_pylist(grades, schema=GRADES)).to_pylist()
+    for metric in ("groundedness", "completeness"):
+        assert m[f"{metric}_mean"] == pytest.approx(m[f"{metric}_at_1"] + 0.5 * (m[f"{metric}_at_05"] - m[f"{metric}_at_1"]))
+
+
+def test_one_row_per_model_setting_and_n():
+    answers = pa.Table.from_pylist([
+        _answer("a", [("t1", "text")], [["t1"]]),
+        _answer("a", [("t1", "text"), ("t2", "text"), ("i1", "image")], [["t2", "i1"]], setting="two-step", n=4),
+        _answer("b", [], [], status="unreadable", setting="two-step", n=4) | {"queries": []},
+    ], schema=ANSWERS)
+    grades = pa.Table.from_pylist([_grade("a", "groundedness", 0, 1.0),
+                                   _grade("a", "groundedness", 0, 0.5, setting="two-step", n=4)], schema=GRADES)
+    rows = compute_answer_metrics(answers, grades).to_pylist()
+    assert [(r["setting"], r["n_queries"], r["answered"], r["failed"]) for r in rows] == [
+        ("text", 1, 1, 0), ("two-step", 4, 1, 1)]
+    assert [r["groundedness_mean"] for r in rows] == [1.0, 0.5]  # each run its own grades
+    # retrieved: over the questions whose queries were read (b's were not); used: over the answered
+    assert (rows[1]["retrieved_text"], rows[1]["retrieved_image"], rows[1]["used_image"]) == (2.0, 1.0, 1.0)
+    md = answer_metrics_markdown(compute_answer_metrics(answers, grades))
+    assert "| m + TextRAG |" in md and "| m + Two-step MultiRAG (N = 4) |" in md
 
 
 def test_ndcg_recall_and_hits_by_hand():
@@ -119,5 +158,5 @@ def test_ndcg_recall_and_hits_by_hand():
 
 
 def test_hit_at_k_plot(tmp_path):
-    path = plot_hit_at_k(hit_at_k([1, 3, None]), tmp_path / "hit.png")
+    path = plot_hit_at_k({"text": hit_at_k([1, 3, None]), "image": hit_at_k([2])}, tmp_path / "hit.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -46,6 +46,7 @@ def test_reflvqa_failures_are_recorded_and_counted(tmp_path):
                           "image_citations": [], "flagged": False}]}]
     kb = pa.Table.from_pylist([{"doc_id": "d", "modality": "text", "text": "Q-DEAD answer", "image": None,
                                 "title": "D"}], schema=KNOWLEDGE_BASE)
-    run, _, _, calls = answer_reflvqa.fn(qa, kb, settings(tmp_path, None), "dead", "r")
-    assert run.answers["status"].to_pylist() == ["failed"] and run.counts["failed_calls"] == 1
-    assert sum(r["failures"] for r in calls) == 1
+    run, _, _, calls = answer_reflvqa.fn(qa, kb, settings(tmp_path, None), "dead", "r", ["text", "two-step"])
+    assert run.answers["status"].to_pylist() == ["failed", "failed"] and run.counts["failed_calls"] == 2
+    assert run.answers["error"].to_pylist()[0].startswith("search queries: model call failed")
+    assert sum(r["failures"] for r in calls) == 1  # the one query call both settings wait for

@@ -96,7 +96,7 @@ def test_rerun_makes_no_model_call(run):
         assert cache.count() == before
 
 
-def test_evaluation_runs_rag_over_the_release_and_writes_table_5(run):
+def test_evaluation_runs_the_grid_over_the_release_and_writes_table_5(run):
     from prefect.client.orchestration import get_client
 
     from mmcurate.flows.evaluate import evaluate_release
@@ -106,26 +106,39 @@ def test_evaluation_runs_rag_over_the_release_and_writes_table_5(run):
     assert out == home / "work" / "evaluations" / "reflvqa-1.0.0" / "inspector"
     qa = open_release(release_path).frame("qa")
     answers = pl.read_parquet(out / "answers.parquet")
-    assert sorted(answers["sample_id"].to_list()) == sorted(qa["sample_id"].to_list())  # one row per QA pair
+    for setting in ("text", "image", "multi", "two-step"):  # the default grid: every setting, N = 1
+        mine = answers.filter(pl.col("setting") == setting)
+        assert sorted(mine["sample_id"].to_list()) == sorted(qa["sample_id"].to_list())  # one row per QA pair
+        assert set(mine["n_queries"].to_list()) == {1}
     assert set(answers["status"].to_list()) <= {"answered", "failed", "unreadable"}
     for row in answers.to_dicts():
         shown = [d["doc_id"] for d in row["retrieved"]]
-        assert len(shown) == 3 and len(set(shown)) == 3
+        assert row["queries"] == ["I am not sure."]  # the scripted model's one reply, read as its query
+        # no cross-modal encoder and no image caption in the fixtures: only text documents can be found
+        assert len(shown) == (0 if row["setting"] == "image" else 3) and len(set(shown)) == len(shown)
+        assert {d["modality"] for d in row["retrieved"]} <= {"text"}
         assert {d for s in row["sentences"] for d in s["citations"]} <= set(shown)
     grades = pl.read_parquet(out / "grades.parquet")
     sentence_grades = grades.filter(pl.col("metric") != "relevance")["grade"].to_list()
     assert set(sentence_grades) <= {0.0, 0.5, 1.0}
     assert set(grades.filter(pl.col("metric") == "relevance")["grade"].to_list()) <= {float(n) for n in range(1, 8)}
     assert set(grades["evaluator"].to_list()) <= {"lexical-grader-v1", "rule:no-citation"}
-    retrieval = pl.read_parquet(out / "retrieval_metrics.parquet").to_dicts()[0]
-    hits = [retrieval[f"hit_at_{k}"] for k in range(1, 11)]
-    assert hits == sorted(hits) and retrieval["scored"] >= 1  # the fixture answers cite the fixture KB
+    retrieval = {r["searched"]: r for r in pl.read_parquet(out / "retrieval_metrics.parquet").to_dicts()}
+    assert set(retrieval) == {"text", "image", "text+image"}
+    hits = [retrieval["text"][f"hit_at_{k}"] for k in range(1, 11)]
+    assert hits == sorted(hits) and retrieval["text"]["scored"] >= 1  # the fixture answers cite the fixture KB
     table = (out / "table.md").read_text()
     assert "token-overlap stand-in, not an evaluator model" in table.splitlines()[0]
-    assert "| Model | Grd Mean | Grd @1.0 | Grd @0.5 |" in table and "| NDCG@10 | Recall@100 | Hit@1 |" in table
+    assert "| Model | Grd Mean | Grd @1.0 | Grd @0.5 |" in table
+    assert "| Documents searched | Settings | NDCG@10 | Recall@100 | Hit@1 |" in table
+    for row in ("TextRAG", "ImageRAG", "MultiRAG", "Two-step MultiRAG"):
+        assert f"| inspector + {row} |" in table
+    assert "a stand-in finds them by the caption their source gives them" in table  # image retrieval, said so
+    assert "readings: the model writes N search queries" in table and "two_step_documents: shared" in table
     assert (out / "hit_at_k.png").stat().st_size > 1000
     with get_client(sync_client=True) as client:
-        assert "evaluation-reflvqa" in {a.key for a in client.read_artifacts()}
+        keys = {a.key for a in client.read_artifacts()}
+    assert {"evaluation-reflvqa", "reflvqa-evaluation-plan", "reflvqa-evaluation-plan-vs-spent"} <= keys
 
 
 def test_the_configured_task_runner_and_shards_give_the_same_release(run, fixtures_root):

@@ -67,6 +67,23 @@ def test_verify_first_on_a_reflvqa_release_is_a_usage_error(capsys, monkeypatch,
     one_line(code, err, "--system: not an option of the reflvqa evaluation")
 
 
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--setting", "textrag"], "unknown RefLVQA setting(s) textrag; known: text, image, multi, two-step"),
+    (["--queries", "11"], "--queries must be between 1 and 10, got 11"),
+])
+def test_the_reflvqa_grid_is_checked_before_prefect(capsys, monkeypatch, no_prefect, tmp_path, reflvqa_release,
+                                                    flags, message):
+    code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(reflvqa_release), "--model", "reader",
+                           "--config", str(config(tmp_path, tmp_path)), *flags)
+    one_line(code, err, message)
+
+
+def test_a_reflvqa_option_on_deflectionbench_is_one_line(capsys, monkeypatch, no_prefect, copy, tmp_path):
+    code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(copy), "--model", "reader",
+                           "--config", str(config(tmp_path, tmp_path)), "--setting", "text")
+    one_line(code, err, "--setting: not an option of the deflectionbench evaluation")
+
+
 def test_unknown_system_is_one_line(capsys, monkeypatch, no_prefect, copy, tmp_path):
     code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(copy), "--model", "reader",
                            "--config", str(config(tmp_path, tmp_path)), "--system", "cruise")
@@ -167,3 +184,15 @@ def test_annotate_import_reads_a_bom_and_refuses_other_encodings(capsys, monkeyp
         code, _, err = run_cli(capsys, monkeypatch, "annotate", "import", str(reflvqa_release), str(tmp_path / name),
                                "--out", str(tmp_path / "verified2"))
         one_line(code, err, f"{name}:", "not UTF-8 text")
+
+
+def test_plan_of_a_reflvqa_evaluation(capsys, monkeypatch, tmp_path, reflvqa_release):
+    path = str(config(tmp_path, tmp_path))
+    code, out, _ = run_cli(capsys, monkeypatch, "plan", path, "--evaluate", str(reflvqa_release), "--model", "reader",
+                           "--setting", "text", "--setting", "two-step", "--queries", "4")
+    assert code == 0
+    steps = [line.split()[-7] for line in out.splitlines() if "evaluate.reflvqa." in line]
+    assert steps[:2] == ["evaluate.reflvqa.queries.n4", "evaluate.reflvqa.text.n4"]
+    assert "evaluate.reflvqa.two-step.n4.text" in steps
+    code, _, err = run_cli(capsys, monkeypatch, "plan", path, "--model", "reader")
+    one_line(code, err, "plan an evaluation with both --evaluate RELEASE and --model MODEL")

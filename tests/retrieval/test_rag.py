@@ -1,5 +1,6 @@
 """RAG retrieval over a knowledge base with deterministic stub encoders: top-N, rerank, top-K,
-images through a cross-modal encoder, reciprocal-rank fusion."""
+images through a cross-modal encoder or (the stand-in) their source captions, the averaged
+query embedding, one modality or both fused by reciprocal rank."""
 from __future__ import annotations
 
 import numpy as np
@@ -69,8 +70,10 @@ def test_first_stage_rerank_and_cutoff(tmp_path):
     assert [h.doc_id for h in ranked] == ["d2", "d1"]  # reranked: shorter first
     assert ranked[0].score == -len("Tower of London.")
     assert retrieve(["tall tower in paris"], corpus, 1) == [[ranked[0]]]
-    assert [h.doc_id for h in corpus.first_stage(["tall tower in paris"], 100)[0]] == ["d1", "d2", "d3"]
-    assert corpus.image_note is None and corpus.components["image_retriever"] == "none"
+    assert [h.doc_id for h in corpus.first_stage(["tall tower in paris"], k=100)[0]] == ["d1", "d2", "d3"]
+    assert corpus.components["image_retriever"] == "none"
+    assert corpus.notes == ["text documents searched with the query text alone (stub-words embeds no images, so no "
+                            "averaged query embedding)"]
 
 
 def test_a_bi_encoder_over_the_retrieval_encoder_keeps_the_first_stage_order(tmp_path):
@@ -80,12 +83,44 @@ def test_a_bi_encoder_over_the_retrieval_encoder_keeps_the_first_stage_order(tmp
     assert corpus.rank(["tall tower in paris"]) == corpus.first_stage(["tall tower in paris"])
 
 
-def test_images_need_a_cross_modal_encoder(tmp_path):
-    text_only = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest())
-    assert "2 image documents" in text_only.image_note
-    assert {h.modality for h in text_only.rank(["red tower"])[0]} == {"text"}
+def test_without_a_cross_modal_encoder_images_are_found_by_their_source_captions(tmp_path):
+    table = corpus_table(with_images=True)
+    titled = pa.Table.from_pylist([{**r, "title": "A red tower"} if r["doc_id"] == "image:r" else r
+                                   for r in table.to_pylist()], schema=KNOWLEDGE_BASE)
+    corpus = RagCorpus(titled, tmp_path, Words(), Shortest())
+    assert [h.doc_id for h in corpus.rank(["red tower"], ("image",))[0]] == ["image:r"]  # image:g has no caption
+    assert corpus.components["image_retriever"] == "captions:stub-words"
+    assert corpus.notes[0] == ("image documents: no cross-modal encoder configured; a stand-in finds them by the "
+                               "caption their source gives them (title, alt text) with stub-words; 1 of 2 image "
+                               "documents carry no caption and cannot be retrieved")
+    bare = RagCorpus(table, tmp_path, Words(), Shortest())
+    assert bare.rank(["red tower"], ("image",)) == [[]] and "2 of 2 image documents" in bare.notes[0]
+    assert {h.modality for h in bare.rank(["red tower"])[0]} == {"text"}
     with pytest.raises(MmcurateError, match="read_image"):
-        RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours())
+        RagCorpus(table, tmp_path, Words(), Shortest(), Colours())
+
+
+def test_each_setting_searches_its_own_modalities(tmp_path):
+    corpus = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), IMAGES.__getitem__,
+                       query_embedding="text")
+    assert {h.modality for h in corpus.rank(["red tower"], ("text",))[0]} == {"text"}
+    assert [h.doc_id for h in corpus.rank(["red tower"], ("image",))[0]] == ["image:r", "image:g"]
+    assert {h.modality for h in corpus.rank(["red tower"])[0]} == {"text", "image"}
+    assert (corpus.score_scale(("text",)), corpus.score_scale(("image",)), corpus.score_scale()) == \
+        ("cosine", "cosine", None)
+
+
+def test_the_averaged_query_embedding_brings_in_the_question_image(tmp_path):
+    images = {**IMAGES, "q": b"green green banana"}
+    average = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), images.__getitem__)
+    text = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), images.__getitem__,
+                     query_embedding="text")
+    # the query text says "red"; the question's image is green: averaged, the green image ranks first
+    assert [h.doc_id for h in text.rank(["red"], ("image",), [["q"]])[0]] == ["image:r", "image:g"]
+    assert [h.doc_id for h in average.rank(["red"], ("image",), [["q"]])[0]] == ["image:g", "image:r"]
+    assert [h.doc_id for h in average.rank(["red"], ("image",), [[]])[0]] == ["image:r", "image:g"]  # no image
+    assert average.notes[-1] == "image documents searched with the mean of the query-text and question-image embeddings"
+    assert text.notes[-1] == "image documents searched with the query text alone (query_embedding: text)"
 
 
 def test_text_and_image_rankings_fuse_by_reciprocal_rank(tmp_path):
@@ -94,20 +129,20 @@ def test_text_and_image_rankings_fuse_by_reciprocal_rank(tmp_path):
     # text (reranked): d2, d3, d1; images: image:r, image:g. Equal ranks tie on score; ties go by doc id.
     assert [h.doc_id for h in ranked] == ["d2", "image:r", "d3", "image:g", "d1"]
     assert ranked[0] == Hit("d2", "text", 1 / (RRF_K + 1))
-    assert corpus.components["image_retriever"] == "stub-colours" and corpus.image_note is None
+    assert corpus.components["image_retriever"] == "stub-colours"
 
 
 def test_a_cutoff_takes_the_fixed_ks_place(tmp_path):
     same = Shortest()
     same.name = "bi-encoder:stub-words"  # no reranking: the scores are the first stage's cosines
     corpus = RagCorpus(corpus_table(), tmp_path, Words(), same)
-    assert corpus.score_scale == "cosine"
+    assert corpus.score_scale() == "cosine"
     query = ["tall tower in paris"]
     [ranked] = corpus.rank(query)
     assert retrieve(query, corpus, 5, TopK(k=1)) == retrieve(query, corpus, 1) == [[ranked[0]]]
     assert retrieve(query, corpus, 5, MadCutoff(tau=0.999)) == [[]]  # no cosine reaches the floor
     assert retrieve(query, corpus, 5, MadCutoff(tau=0.0, max_keep=1)) == [[ranked[0]]]
     fused = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), IMAGES.__getitem__)
-    assert fused.score_scale is None
+    assert fused.score_scale() is None
     with pytest.raises(MmcurateError, match="no score scale"):
         retrieve(query, fused, 5, MadCutoff())

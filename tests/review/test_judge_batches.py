@@ -152,14 +152,16 @@ def test_bad_judge_labels_name_file_and_line(deflection, tmp_path):
 
 
 # ---------------------------------------------------------------------------- RefLVQA evaluators
-def answer(sample, sentences):
-    return {"sample_id": sample, "model": "M", "top_k": 2, "retrieved": [{"doc_id": "d1", "modality": "text", "score": 1.0}],
-            "answer": "x", "sentences": [{"index": i, "text": t, "citations": c} for i, (t, c) in enumerate(sentences)],
+def answer(sample, sentences, setting="text"):
+    return {"sample_id": sample, "model": "M", "setting": setting, "n_queries": 1, "top_k": 2, "queries": ["q"],
+            "retrieved": [{"doc_id": "d1", "modality": "text", "score": 1.0}], "answer": "x", "steps": [],
+            "sentences": [{"index": i, "text": t, "citations": c} for i, (t, c) in enumerate(sentences)],
             "status": "answered", "error": None, "run_id": "r"}
 
 
-def grade(sample, metric, unit, value, evaluator="llm:judge"):
-    return {"sample_id": sample, "model": "M", "metric": metric, "unit": unit, "statement": f"{sample}-{metric}-{unit}",
+def grade(sample, metric, unit, value, evaluator="llm:judge", setting="text"):
+    return {"sample_id": sample, "model": "M", "setting": setting, "n_queries": 1, "metric": metric, "unit": unit,
+            "statement": f"{sample}-{metric}-{unit}",
             "documents": ["d1"] if metric == "groundedness" and evaluator != "rule:no-citation" else [],
             "grade": value, "evaluator": evaluator, "raw": None, "error": None, "run_id": "r"}
 
@@ -196,7 +198,7 @@ def reflvqa(tmp_path):
 
 
 def rate(row):
-    _, sample, metric, unit = row["item_id"].split("|")
+    _, _, _, sample, metric, unit = row["item_id"].split("|")
     return str(HUMAN[(sample, metric, int(unit))])
 
 
@@ -204,8 +206,8 @@ def test_reflvqa_export_takes_whole_answers(reflvqa, tmp_path):
     release, folder = reflvqa
     result = REFLVQA.export(release, [folder], tmp_path / "batch", n=2, seed=0)
     rows = [json.loads(line) for line in result.jsonl.read_text().splitlines()]
-    assert result.per_model == {"M": 2}
-    by_answer = Counter(r["item_id"].split("|")[1] for r in rows)
+    assert result.per_model == {"M + TextRAG": 2}
+    by_answer = Counter(r["item_id"].split("|")[3] for r in rows)
     units = {"a1": 3, "a2": 2, "a3": 3}  # cited sentences + relevance; a1's uncited sentence is a rule
     assert len(by_answer) == 2 and all(units[a] == k for a, k in by_answer.items())
     assert "a4" not in by_answer  # not fully graded
@@ -221,11 +223,24 @@ def test_reflvqa_pearson_and_kappa_by_hand(reflvqa, tmp_path):
     g, r, c = (result.report[m] for m in ("groundedness", "relevance", "completeness"))
     assert g["answers"] == 3 and g["pearson"] == pytest.approx(0.72058, abs=1e-5)
     assert g["kappa"] == pytest.approx(2 / 7)
-    assert g["per_model"] == [{"model": "M", "answers": 3, "human": pytest.approx((1 / 3 + 0.5 + 1) / 3),
+    assert g["per_model"] == [{"model": "M + TextRAG", "answers": 3, "human": pytest.approx((1 / 3 + 0.5 + 1) / 3),
                                "evaluator": pytest.approx(0.5)}]
     assert r["pearson"] == pytest.approx(13 / 14) and r["kappa"] == pytest.approx(0.5)
     assert c["answers"] == 0 and c["pearson"] is None
-    assert "| groundedness | M | 3 | 0.611 | 0.500 | 0.721 | 0.286 |" in result.markdown
+    assert "| groundedness | M + TextRAG | 3 | 0.611 | 0.500 | 0.721 | 0.286 |" in result.markdown
+
+
+def test_reflvqa_review_keeps_each_setting_apart(reflvqa, tmp_path):
+    """The same question answered in two settings: two answers, reviewed per model and setting
+    (the paper's Table 6 compares its evaluator per RAG setting)."""
+    release, folder = reflvqa
+    answers = pl.read_parquet(folder / "answers.parquet").to_dicts() + [answer("a1", [("s0", ["d1"])], "two-step")]
+    grades = pl.read_parquet(folder / "grades.parquet").to_dicts() + [
+        grade("a1", "groundedness", 0, 1.0, setting="two-step"), grade("a1", "relevance", 0, 7.0, setting="two-step")]
+    pq.write_table(pa.Table.from_pylist(answers, schema=ANSWERS), folder / "answers.parquet")
+    pq.write_table(pa.Table.from_pylist(grades, schema=GRADES), folder / "grades.parquet")
+    result = REFLVQA.export(release, [folder], tmp_path / "batch", n=5, seed=0)
+    assert result.per_model == {"M + TextRAG": 3, "M + Two-step MultiRAG": 1}
 
 
 def test_reflvqa_ratings_are_checked(reflvqa, tmp_path):
@@ -254,3 +269,11 @@ def test_cli_round_trip(deflection, tmp_path):
     assert out.exit_code == 0, out.output
     assert "| Average | 12 | 87.5 | 0.80 |" in out.output
     assert pl.read_parquet(runs["A"] / "answers.parquet").height == 10  # the evaluation is untouched
+
+
+def test_a_reflvqa_evaluation_from_before_the_grid_is_one_line(reflvqa, tmp_path):
+    release, folder = reflvqa
+    pq.write_table(pq.read_table(folder / "answers.parquet").drop_columns(["setting", "n_queries"]),
+                   folder / "answers.parquet")
+    with pytest.raises(MmcurateError, match="written before the RefLVQA grid"):
+        REFLVQA.export(release, [folder], tmp_path / "batch")

@@ -1,0 +1,73 @@
+"""The RAG settings of RefLVQA's evaluation grid (seed 004, section 5.1 and Table 5).
+
+- ``text`` (TextRAG) and ``image`` (ImageRAG): only documents of that modality are searched;
+- ``multi`` (MultiRAG): both, in one ranked list (the text and image rankings fused);
+- ``two-step`` (Two-step MultiRAG): one answer from the text documents, one from the image
+  documents (shown with captions), then one combined answer keeping the citations of both.
+
+Each runs with N model-written search queries (the paper runs N = 1 and, for Two-step,
+N = 4); each query retrieves its top K (5) documents, and the N x K documents, duplicates
+dropped and query order kept, go to the answer step. Which documents Two-step splits is a
+reading (``two_step_documents``): ``shared`` splits MultiRAG's list by modality (Table 5
+reports the same documents retrieved for both: 3.48 text and 1.51 image per question for
+Qwen2.5VL), ``per_modality`` takes the TextRAG and ImageRAG lists.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit
+
+from .scenarios import EvaluationError
+
+TEXT_RAG, IMAGE_RAG, MULTI_RAG, TWO_STEP = "text", "image", "multi", "two-step"
+SETTINGS = (TEXT_RAG, IMAGE_RAG, MULTI_RAG, TWO_STEP)
+PAPER_NAMES = {TEXT_RAG: "TextRAG", IMAGE_RAG: "ImageRAG", MULTI_RAG: "MultiRAG", TWO_STEP: "Two-step MultiRAG"}
+QUERY_COUNTS = range(1, 11)  # N; the paper runs 1 and 4
+DEFAULT_QUERIES = (1,)  # "If N is not specified, the single retrieval setting (N = 1) is assumed" (Table 5)
+
+
+def searched(setting: str, two_step_documents: str = "shared") -> list[tuple[str, ...]]:
+    """The retrievals a setting reads: one ranked list per tuple of modalities."""
+    if setting == TEXT_RAG:
+        return [(TEXT,)]
+    if setting == IMAGE_RAG:
+        return [(IMAGE,)]
+    if setting == TWO_STEP and two_step_documents == "per_modality":
+        return [(TEXT,), (IMAGE,)]
+    return [BOTH]
+
+
+def row_name(setting: str, n: int) -> str:
+    """The setting as a row of Table 5: ``Two-step MultiRAG (N = 4)``; N = 1 is not written."""
+    return PAPER_NAMES[setting] + ("" if n == 1 else f" (N = {n})")
+
+
+def pooled(per_query: Iterable[Sequence[Hit]]) -> list[Hit]:
+    """The documents of all queries of one question: query order, then rank order, each once."""
+    seen: dict[str, Hit] = {}
+    for hits in per_query:
+        for hit in hits:
+            seen.setdefault(hit.doc_id, hit)
+    return list(seen.values())
+
+
+def split(hits: Sequence[Hit]) -> tuple[list[Hit], list[Hit]]:
+    """(text hits, image hits), each in its order in ``hits``."""
+    return [h for h in hits if h.modality == TEXT], [h for h in hits if h.modality == IMAGE]
+
+
+def run_options(given: dict[str, Any]) -> dict[str, Any]:
+    """The grid of one run from what the user gave (``settings``, ``queries``), with the
+    defaults (every setting, N = 1), checked: a bad value raises before any flow starts."""
+    settings = list(dict.fromkeys(given.get("settings") or SETTINGS))
+    queries = list(dict.fromkeys(given.get("queries") or DEFAULT_QUERIES))
+    unknown = [s for s in settings if s not in SETTINGS]
+    if unknown:
+        raise EvaluationError(f"unknown RefLVQA setting(s) {', '.join(unknown)}; known: {', '.join(SETTINGS)}")
+    bad = [n for n in queries if not isinstance(n, int) or n not in QUERY_COUNTS]
+    if bad:
+        raise EvaluationError(f"--queries must be between {QUERY_COUNTS[0]} and {QUERY_COUNTS[-1]}, got "
+                              f"{', '.join(map(str, bad))}")
+    return {"settings": settings, "queries": queries}
