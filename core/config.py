@@ -40,6 +40,7 @@ from .specs import (
     CrossModalSpec,
     KBSpec,
     LabellerSpec,
+    LLM,
     Lexical,
     MiniLM,
     RerankerSpec,
@@ -174,6 +175,15 @@ class BenchmarkSection(_Strict):
         """(role, model name) of every model the curation asks, in pipeline order; ``judge``
         is the config's judge model, if the judge is one."""
 
+    def recuration_roles(self) -> tuple[str, ...]:
+        """The roles a re-curation can give new models (``--add-model ROLE=SPEC``), the default
+        first; empty: this benchmark's releases are not re-curated."""
+        return ()
+
+    def add_recuration_model(self, role: str, name: str) -> None:
+        """Give model ``name`` the re-curation ``role`` (one of ``recuration_roles``)."""
+        raise ConfigError(f"{type(self).__name__} takes no re-curation models")
+
 
 class DeflectionBenchConfig(BenchmarkSection):
     sources: list[SourceSpec]
@@ -186,6 +196,14 @@ class DeflectionBenchConfig(BenchmarkSection):
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
         return [("gating", name) for name in self.gating.pool] + ([("judge", judge)] if judge else [])
+
+    def recuration_roles(self) -> tuple[str, ...]:
+        return ("gating",)
+
+    def add_recuration_model(self, role: str, name: str) -> None:
+        """A new gating model joins the pool after the models the release was made with."""
+        if name not in self.gating.pool:
+            self.gating.pool = [*self.gating.pool, name]
 
 
 ClaimType = Literal["existence", "colour", "count", "position"]
@@ -260,6 +278,18 @@ class RefLVQAConfig(BenchmarkSection):
                  "claim_extractor": model_names(self.verification.claims) if self.verification else []}
         return [(role, name) for role, names in roles.items() for name in names]
 
+    def recuration_roles(self) -> tuple[str, ...]:
+        return ("inspector", "text_entailment")
+
+    def add_recuration_model(self, role: str, name: str) -> None:
+        """A new inspector joins the others (the necessity rule counts it); a new text
+        entailment model replaces the judge of the citations (``llm:<name>``)."""
+        if role == "inspector":
+            if name not in self.inspectors:
+                self.inspectors = [*self.inspectors, name]
+        else:
+            self.text_entailment = LLM(model=name)
+
 
 class Evaluators(_Strict):
     """Who grades RefLVQA answers, per metric: ``lexical[:<threshold>]`` (the offline
@@ -310,6 +340,12 @@ class ReflectVConfig(BenchmarkSection):
     rho: float = Field(default=0.75, ge=0.0, le=1.0)  # share of multi-turn chains in the release
     seed: int = 0
     version: str = "1.0.0"
+    # set by re-curation (``mmcurate recurate --add-model teacher=M`` / ``verifier=M``), not by
+    # a curation run: teachers that score the released dialogues again (the trajectory rules
+    # must hold under each) and vision models that check the released marks again (each must
+    # say yes to every marked turn); see flows/recurate_reflectv.py
+    recheck_teachers: list[str] = Field(default_factory=list)
+    recheck_verifiers: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _student_and_teacher(self) -> "ReflectVConfig":
@@ -320,8 +356,17 @@ class ReflectVConfig(BenchmarkSection):
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
         roles = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
                  "rewriter": [self.rewriter], "pointing": model_names(self.grounding), "verifier": [self.verifier],
-                 "judge": [judge]}
+                 "judge": [judge], "recheck_teacher": self.recheck_teachers,
+                 "recheck_verifier": self.recheck_verifiers}
         return [(role, name) for role, names in roles.items() for name in names if name]
+
+    def recuration_roles(self) -> tuple[str, ...]:
+        return ("verifier", "teacher")
+
+    def add_recuration_model(self, role: str, name: str) -> None:
+        field = "recheck_verifiers" if role == "verifier" else "recheck_teachers"
+        if name not in getattr(self, field):
+            setattr(self, field, [*getattr(self, field), name])
 
 
 class TaskRunnerConfig(_Strict):

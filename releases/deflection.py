@@ -183,7 +183,7 @@ def deflection_draft(
     source_files: list[str],
     quarantine: pa.Table,
     components: dict[str, str],
-    parent: str | None = None,
+    parent: dict[str, str] | None = None,
     history: pa.Table | None = None,
     removed: list[dict] | None = None,
     topics_before: dict[str, int] | None = None,

@@ -1,0 +1,140 @@
+"""The bill of a re-curation before it runs, and the budget it must stay within.
+
+A re-curation asks only the models it adds (the original models' answers are read from the
+parent's ledger, ``judging.recorded``), about the samples the parent release holds, so its
+requests are counted from the release itself, with the stages' own request builders:
+
+- DeflectionBench: each added gating model answers every released sample without context
+  (Stage I); the gold check reaches it only for samples no reusable model's recorded
+  answer settles under the oracle rule (for a release made with the same rule: none); the
+  distractor check asks it about every released negative;
+- RefLVQA: each added inspector answers every released question (plus the evaluator's
+  grade when the evaluator is a model); a new text entailment model judges every
+  (sentence, document) pair the parent's ledger records as judged;
+- ReflectV: a re-checking teacher scores every turn of each released dialogue; a
+  re-checking verifier looks at every marked turn of each released chain.
+
+The counts are an upper bound: the added models' own early elimination (a sample one drops
+is not sent to the next, nor to the later stages) is not modelled. Tokens, device-hours
+and cost come from ``planning.plan`` and each model's throughput and prices
+(``planning.throughput``). An LLM judge adds one request per answer it grades.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mmcurate.core.errors import ConfigError
+from mmcurate.judging.answers import CORRECT, INCORRECT, NOT_ATTEMPTED, precondition
+from mmcurate.judging.simpleqa import JudgeItem, judge_request
+from mmcurate.releases.errors import ReleaseError
+from mmcurate.releases.recuration import Recuration
+
+from . import throughput
+from .plan import Plan, PlanRow, plan_row
+
+GRADES = (CORRECT, INCORRECT, NOT_ATTEMPTED)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The most a re-curation may spend; None: no limit."""
+
+    max_calls: int | None = None
+    max_cost: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_calls is not None and self.max_calls < 0:
+            raise ConfigError(f"--max-calls must be >= 0, got {self.max_calls}")
+        if self.max_cost is not None and self.max_cost < 0:
+            raise ConfigError(f"--max-cost must be >= 0, got {self.max_cost}")
+
+    def refuse_over(self, plan: Plan) -> None:
+        """One line when ``plan`` needs more than this budget (before anything is called)."""
+        total = plan.total()
+        if self.max_calls is not None and total.requests > self.max_calls:
+            raise ReleaseError(f"re-curating {plan.benchmark} needs about {total.requests:,.0f} model calls, over "
+                               f"--max-calls {self.max_calls:,}: nothing was called")
+        if self.max_cost is not None and total.cost > self.max_cost:
+            raise ReleaseError(f"re-curating {plan.benchmark} costs about ${total.cost:,.2f}, over --max-cost "
+                               f"${self.max_cost:,.2f}: nothing was called")
+
+
+def sha_images(row: dict[str, Any]) -> dict[str, Any]:
+    """A release row with embedded images as their sha256 (the store's names), as requests hold them."""
+    def sha(image: Any) -> Any:
+        return str(image["path"]).split(".")[0] if isinstance(image, dict) else image
+
+    out = dict(row)
+    if "images" in out:
+        out["images"] = [sha(i) for i in out["images"] or []]
+    for name in ("gold_contexts", "negative_contexts"):
+        if name in out:
+            out[name] = [{**c, "image": sha(c.get("image"))} for c in out[name] or []]
+    return out
+
+
+def judged(run: Recuration, stage: str, step: str, requests: float, rows: list[dict[str, Any]]) -> list[PlanRow]:
+    """The LLM judge's row for ``requests`` graded answers (none for the lexical judge)."""
+    settings = run.settings
+    if settings.judge.kind != "llm" or not settings.judge.model or not requests:
+        return []
+    items = [judge_request(JudgeItem(r["sample_id"], r["question"], list(r["answers"]), r["answers"][0])) for r in rows]
+    return [plan_row(stage, step, settings.model(settings.judge.model), requests, items)]
+
+
+def plan_of(run: Recuration, rows: list[PlanRow], samples: int, notes: list[str]) -> Plan:
+    models = sorted({r.model for r in rows})
+    return Plan(
+        benchmark=run.parent.benchmark, samples=samples, samples_from=f"release {run.parent.version}",
+        rates_from="re-curation: only the added models are asked (upper bound: their own early elimination "
+                   "is not modelled)",
+        funnel=[(f"in {run.parent.version}", samples)], rows=rows,
+        notes=[f"added: {', '.join(run.new_models)}; answers reused from the ledger: "
+               f"{', '.join(run.reusable) or 'none'}", *notes],
+        sources={name: throughput.throughput(run.settings.model(name))[1] for name in models},
+    )
+
+
+def deflection_recuration(run: Recuration) -> Plan:
+    """DeflectionBench (see the module docstring)."""
+    from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request, settles
+    from mmcurate.gating.parametric import parametric_request
+
+    cfg = run.section
+    rows = [sha_images(r) for r in run.parent.table(run.parent.samples_config).to_pylist()]
+    rows = [r for r in rows if precondition(r) is None]
+    keeps = settles(cfg.gating.oracle_rule)
+    recorded = run.recorded("oracle", GRADES)
+    settled = {sid for model in recorded.models for sid in _settled_gold(recorded, model, rows, keeps)}
+    unsettled = [r for r in rows if r["sample_id"] not in settled]
+    negatives = sum(len(r["negative_contexts"]) for r in rows)
+    out: list[PlanRow] = []
+    for name in run.added.get("gating", []):
+        spec = run.settings.model(name)
+        steps = [("I", "parametric", len(rows), [parametric_request(r) for r in rows]),
+                 ("III", "oracle.gold", len(unsettled), [gold_request(r) for r in unsettled or rows]),
+                 ("III", "oracle.distractor", negatives,
+                  [distractor_request(r, n) for r in rows for n in r["negative_contexts"]])]
+        for stage, step, requests, examples in steps:
+            if requests and examples:
+                out.append(plan_row(stage, step, spec, requests, examples))
+                out += judged(run, stage, step, requests, rows)
+    return plan_of(run, out, len(rows), [f"{len(unsettled)} sample(s) whose gold check no recorded answer settles; "
+                                         f"{negatives} released negatives"])
+
+
+def _settled_gold(recorded: Any, model: str, rows: list[dict[str, Any]], keeps: Any) -> set[str]:
+    decisions: list = []
+    settled, _ = recorded.replay(model, rows, lambda r: (r["sample_id"], None), "oracle.gold", decisions)
+    return {row["sample_id"] for row, verdict in settled if keeps(verdict)}
+
+
+def recorded_pairs(run: Recuration, stage: str, check: str) -> list[dict[str, Any]]:
+    """Ledger rows of the parent for ``stage``/``check`` (their detail parsed), in order."""
+    import pyarrow.compute as pc
+
+    ledger = run.parent.ledger
+    mask = pc.and_(pc.equal(ledger["stage"], stage), pc.equal(ledger["check"], check))
+    return [{**row, "detail": json.loads(row["detail"] or "{}")} for row in ledger.filter(mask).to_pylist()]
