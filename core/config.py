@@ -420,6 +420,9 @@ class Settings(BaseSettings):
     reflvqa: RefLVQAConfig | None = None
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     reflectv: ReflectVConfig | None = None
+    # a Prefect notification block (``<type slug>/<name>``, e.g. slack-webhook/curation) told
+    # the outcome of unattended runs (``mmcurate watch``, the scheduled watch deployment)
+    notify_block: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/[A-Za-z0-9_.-]+$")
 
     @classmethod
     def settings_customise_sources(
