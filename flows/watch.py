@@ -22,13 +22,12 @@ from typing import Any
 from prefect import flow
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.flows.recurate import recurate_release
 from mmcurate.planning.watch import propose
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.publish import publish
 from mmcurate.releases.verify import verify_release
 from mmcurate.tasks.notify import report_outcome
-
-from .recurate import recurate_release
 
 
 @flow(name="watch", log_prints=True)

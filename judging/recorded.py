@@ -30,7 +30,8 @@ import pyarrow.parquet as pq
 from mmcurate.core.ledger import Decision
 
 T = TypeVar("T")
-Key = tuple[str, str, str, str | None]  # (check, model, sample_id, context_id)
+Key = tuple[str, str, str, str | None, Any]  # (check, model, sample_id, context_id, part)
+Where = tuple[str, str | None] | tuple[str, str | None, Any]  # (sample_id, context_id[, part])
 Found = tuple[str, dict[str, Any]]  # (verdict, detail)
 Regrade = Callable[[str, list[tuple[Any, str]]], list[str]]  # (model, [(item, answer)]) -> verdicts
 
@@ -42,13 +43,14 @@ class RecordedAnswers:
     travels cheaply to task-runner workers."""
 
     def __init__(self, ledger: Path, stage: str, models: Sequence[str], judge: str | None, release: str,
-                 verdicts: Sequence[str]) -> None:
+                 verdicts: Sequence[str], part: str | None = None) -> None:
         self.ledger = Path(ledger)
         self.stage = stage
         self.models = tuple(models)  # models whose recorded identity matches this run's spec
         self.judge = judge  # what graded the recorded answers (the parent manifest's judge)
         self.release = release
         self.verdicts = tuple(verdicts)  # verdicts that settle an item; others are asked again
+        self.part = part  # a detail field that tells apart answers about one (sample, context), e.g. "sentence"
         self._rows: dict[Key, Found] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -61,17 +63,18 @@ class RecordedAnswers:
             mask = pc.and_(pc.equal(table["stage"], self.stage), pc.is_in(table["model"], value_set=pa.array(self.models, pa.string())))
             rows: dict[Key, Found] = {}
             for row in table.filter(mask).to_pylist():  # the last row of a key wins
-                rows[(row["check"], row["model"], row["sample_id"], row["context_id"])] = (
-                    row["verdict"], json.loads(row["detail"] or "{}"))
+                detail = json.loads(row["detail"] or "{}")
+                rows[(row["check"], row["model"], row["sample_id"], row["context_id"],
+                      detail.get(self.part) if self.part else None)] = (row["verdict"], detail)
             self._rows = rows
         return self._rows
 
-    def replay(self, model: str, items: list[T], where: Callable[[T], tuple[str, str | None]], check: str,
+    def replay(self, model: str, items: list[T], where: Callable[[T], Where], check: str,
                decisions: list[Decision], judge: str | None = None, regrade: Regrade | None = None,
                ) -> tuple[list[tuple[T, str]], list[T]]:
         """Split ``items`` into those ``model``'s recorded answers settle, with their verdicts
         (a ledger row appended for each), and those still to ask. ``where(item)`` is its
-        (sample_id, context_id). ``regrade`` grades recorded answer texts when ``judge``
+        (sample_id, context_id), and its ``part`` when answers are told apart by one. ``regrade`` grades recorded answer texts when ``judge``
         (this run's) is not the one that graded them, and appends their ledger rows itself."""
         if model not in self.models:
             return [], list(items)
@@ -79,8 +82,7 @@ class RecordedAnswers:
         found: list[tuple[T, Found]] = []
         rest: list[T] = []
         for item in items:
-            sample_id, context_id = where(item)
-            hit = rows.get((check, model, sample_id, context_id))
+            hit = rows.get(self._key(check, model, where(item)))
             if hit is not None and hit[0] in self.verdicts:
                 found.append((item, hit))
             else:
@@ -92,9 +94,12 @@ class RecordedAnswers:
             return list(zip([item for item, _ in usable], regrade(model, usable))), rest
         settled = []
         for item, (verdict, detail) in found:
-            sample_id, context_id = where(item)
+            sample_id, context_id = where(item)[:2]
             decisions.append(Decision(sample_id, self.stage, check, verdict, model=model, context_id=context_id,
                                       detail={**detail, "recorded_in": self.release}))
             settled.append((item, verdict))
         return settled, rest
+
+    def _key(self, check: str, model: str, where: Where) -> Key:
+        return (check, model, where[0], where[1], where[2] if len(where) > 2 else None)
 

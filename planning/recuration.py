@@ -131,10 +131,33 @@ def _settled_gold(recorded: Any, model: str, rows: list[dict[str, Any]], keeps: 
     return {row["sample_id"] for row, verdict in settled if keeps(verdict)}
 
 
-def recorded_pairs(run: Recuration, stage: str, check: str) -> list[dict[str, Any]]:
-    """Ledger rows of the parent for ``stage``/``check`` (their detail parsed), in order."""
-    import pyarrow.compute as pc
+def reflvqa_recuration(run: Recuration) -> Plan:
+    """RefLVQA (see the module docstring)."""
+    from mmcurate.annotation.reflvqa.citations import STAGE as CITATION
+    from mmcurate.annotation.reflvqa.necessity import STAGE as NECESSITY
+    from mmcurate.annotation.reflvqa.necessity import grade_request, inspector_request
+    from mmcurate.annotation.reflvqa.recheck import judged_candidates
+    from mmcurate.core.specs import LLM, ModelRef
+    from mmcurate.judging.entailment import DOC_CHARS, text_support_request
 
-    ledger = run.parent.ledger
-    mask = pc.and_(pc.equal(ledger["stage"], stage), pc.equal(ledger["check"], check))
-    return [{**row, "detail": json.loads(row["detail"] or "{}")} for row in ledger.filter(mask).to_pylist()]
+    from .plan import words
+    from .tokens import CHARS_PER_TOKEN
+
+    cfg, settings = run.section, run.settings
+    rows = [{**r, "answers": [r["answer"]]} for r in run.parent.table("qa").to_pylist()]
+    out: list[PlanRow] = []
+    for name in run.added.get("inspector", []):
+        spec = settings.model(name)
+        out.append(plan_row(NECESSITY, NECESSITY, spec, len(rows), [inspector_request(r) for r in rows]))
+        if isinstance(cfg.evaluator, ModelRef):
+            answers = [grade_request(r, name, r["answer"][: spec.max_tokens * CHARS_PER_TOKEN]) for r in rows]
+            out.append(plan_row(NECESSITY, NECESSITY, settings.model(cfg.evaluator.name), len(rows), answers))
+    pairs = sum(len(docs) for docs in judged_candidates(run.parent.ledger).values())
+    if run.added.get("text_entailment") and isinstance(cfg.text_entailment, LLM) and pairs:
+        sentences = [(r, s) for r in rows for s in r["sentences"] if s["fact_checkable"]] or \
+            [(rows[0], {"index": 0, "text": rows[0]["answer"]})]
+        premise = words(DOC_CHARS / 5)
+        out.append(plan_row(CITATION, CITATION, settings.model(cfg.text_entailment.model), pairs,
+                            [text_support_request(f"{r['sample_id']}/s{s['index']}", premise, s["text"])
+                             for r, s in sentences]))
+    return plan_of(run, out, len(rows), [f"{pairs} (sentence, document) pairs {run.parent.version} judged"])

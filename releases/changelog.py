@@ -34,13 +34,13 @@ CHANGELOG = "CHANGELOG.md"
 NO_SOURCE = "(no source)"
 
 
-def _counts(diff: ReleaseDiff, parent_ids: list[str], new_ids: list[str]) -> list[dict]:
+def _counts(diff: ReleaseDiff, parent_ids: list[str], new_ids: list[str], default: str) -> list[dict]:
     source = diff.sources
-    before = Counter(source.get(s, NO_SOURCE) for s in parent_ids)
-    after = Counter(source.get(s, NO_SOURCE) for s in new_ids)
-    removed = Counter(r.source or NO_SOURCE for r in diff.removed)
-    changed = Counter(c.source or NO_SOURCE for c in diff.changed)
-    added = Counter(source.get(s, NO_SOURCE) for s in diff.added)
+    before = Counter(source.get(s, default) for s in parent_ids)
+    after = Counter(source.get(s, default) for s in new_ids)
+    removed = Counter(r.source or default for r in diff.removed)
+    changed = Counter(c.source or default for c in diff.changed)
+    added = Counter(source.get(s, default) for s in diff.added)
     rows = [{"source": name, f"in {diff.old_version}": before[name], "removed": removed[name],
              "changed": changed[name], "added": added[name], f"in {diff.new_version}": after[name]}
             for name in sorted(set(before) | set(after))]
@@ -104,22 +104,24 @@ def evaluation_section(workdir: Path, benchmark: str, diff: ReleaseDiff, new_ids
 def render_changelog(parent: Release, diff: ReleaseDiff, new_ids: list[str], added: dict[str, list[str]],
                      reused: list[str], workdir: Path, content_id: str) -> str:
     """The CHANGELOG.md text of the new version (see the module docstring)."""
+    sources = list((parent.manifest.get("counts") or {}).get("per_source") or {})
+    default = sources[0] if len(sources) == 1 else NO_SOURCE  # a release whose rows name no source (RefLVQA)
     models = "; ".join(f"{role}: {', '.join(f'`{m}`' for m in names)}" for role, names in added.items())
     lines = ["# Changelog", "",
              f"## {diff.new_version}: re-curation of {diff.old_version} (content id `{content_id[:16]}`)", "",
              f"New models: {models or 'none'}. "
-             + (f"The answers of {', '.join(f'`{m}`' for m in reused)} came from {diff.old_version}'s ledger: "
-                "they were not asked again." if reused else "No recorded answer was reused."), "",
+             + (f"Recorded answers of {', '.join(f'`{m}`' for m in reused)} in {diff.old_version}'s ledger decided "
+                "for those models: they were not asked again." if reused else "No recorded answer was reused."), "",
              f"{len(diff.removed)} removed, {len(diff.changed)} changed, {len(diff.added)} added.", "",
-             "### Per source", "", markdown_table(_counts(diff, list(parent.sample_ids), new_ids)), ""]
+             "### Per source", "", markdown_table(_counts(diff, list(parent.sample_ids), new_ids, default)), ""]
     if diff.removed:
         lines += ["### Removed", ""]
-        lines += [f"- `{r.sample_id}` ({r.source or NO_SOURCE}): {r.reason}"
+        lines += [f"- `{r.sample_id}` ({r.source or default}): {r.reason}"
                   + (f" [model `{r.model}`]" if r.model else "") for r in diff.removed]
         lines.append("")
     if diff.changed:
         lines += ["### Changed", ""]
-        lines += [f"- `{c.sample_id}` ({c.source or NO_SOURCE}): {c.reason}"
+        lines += [f"- `{c.sample_id}` ({c.source or default}): {c.reason}"
                   + (f" [models {', '.join(f'`{m}`' for m in c.models)}]" if c.models else "") for c in diff.changed]
         lines.append("")
     lines += ["### Evaluation of the reference models", "", *evaluation_section(workdir, parent.benchmark, diff, new_ids),

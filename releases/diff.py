@@ -81,12 +81,13 @@ def latest_drops(ledger: Ledger) -> dict[str, dict]:
 
 
 def deciding_model(decision: dict) -> str | None:
-    """The model that made a decision: its ``model``, else the detail's ``deciding_model``."""
+    """The model whose answer made a decision: the detail's ``deciding_model`` (a sample-level
+    verdict names it there), else the row's ``model``."""
     try:
         detail = json.loads(decision.get("detail") or "{}")
     except json.JSONDecodeError:
         detail = {}
-    return decision.get("model") or (detail.get("deciding_model") if isinstance(detail, dict) else None)
+    return (detail.get("deciding_model") if isinstance(detail, dict) else None) or decision.get("model")
 
 
 def run_changes(ledger: Ledger, run_id: str) -> dict[str, list[dict]]:

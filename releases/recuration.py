@@ -68,10 +68,15 @@ class Recuration:
     def new_models(self) -> list[str]:
         return [name for names in self.added.values() for name in names]
 
-    def recorded(self, stage: str, verdicts: tuple[str, ...]) -> RecordedAnswers:
-        """The parent's answers of ``stage`` that settle an item (``verdicts``)."""
-        return RecordedAnswers(self.parent.path / LEDGER_FILE, stage, self.reusable,
-                               (self.parent.manifest.get("judge") or {}).get("name"), self.parent.version, verdicts)
+    def recorded(self, stage: str, verdicts: tuple[str, ...], models: list[str | None] | None = None,
+                 judge: str | None = None, part: str | None = None) -> RecordedAnswers:
+        """The parent's answers of ``stage`` that settle an item (``verdicts``): of the reusable
+        models unless ``models`` names others (a judge recorded under its component name);
+        ``judge``: what graded them (default: the parent's judge); ``part``: see RecordedAnswers."""
+        return RecordedAnswers(self.parent.path / LEDGER_FILE, stage,
+                               [m for m in (self.reusable if models is None else models) if m],
+                               judge or (self.parent.manifest.get("judge") or {}).get("name"), self.parent.version,
+                               verdicts, part)
 
 
 def content_id(release: Release) -> str:
