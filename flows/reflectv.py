@@ -24,6 +24,7 @@ from mmcurate.annotation.reflectv.reflection import WriteReflections
 from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter
 from mmcurate.annotation.reflectv.visual import VisualCheck
 from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.core.errors import ConfigError
 from mmcurate.releases.reflectv import reflectv_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run, report_spent
@@ -37,6 +38,9 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     run = begin_curation(config, "reflectv", version)                                       # before any work
     settings, cfg, run_id = run.settings, run.section, run.run_id
+    if cfg.recheck_teachers or cfg.recheck_verifiers:
+        raise ConfigError("reflectv.recheck_teachers and recheck_verifiers are set by `mmcurate recurate` "
+                          "(re-checks of a release); a curation run uses `teacher` and `verifier`")
 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])

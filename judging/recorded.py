@@ -78,12 +78,11 @@ class RecordedAnswers:
         (this run's) is not the one that graded them, and appends their ledger rows itself."""
         if model not in self.models:
             return [], list(items)
-        rows = self._load()
         found: list[tuple[T, Found]] = []
         rest: list[T] = []
         for item in items:
-            hit = rows.get(self._key(check, model, where(item)))
-            if hit is not None and hit[0] in self.verdicts:
+            hit = self.lookup(check, model, where(item))
+            if hit is not None:
                 found.append((item, hit))
             else:
                 rest.append(item)
@@ -99,6 +98,13 @@ class RecordedAnswers:
                                       detail={**detail, "recorded_in": self.release}))
             settled.append((item, verdict))
         return settled, rest
+
+    def lookup(self, check: str, model: str, where: Where) -> Found | None:
+        """``model``'s recorded (verdict, detail) for the item at ``where``, when it settles one."""
+        if model not in self.models:
+            return None
+        hit = self._load().get(self._key(check, model, where))
+        return hit if hit is not None and hit[0] in self.verdicts else None
 
     def _key(self, check: str, model: str, where: Where) -> Key:
         return (check, model, where[0], where[1], where[2] if len(where) > 2 else None)

@@ -161,3 +161,31 @@ def reflvqa_recuration(run: Recuration) -> Plan:
                             [text_support_request(f"{r['sample_id']}/s{s['index']}", premise, s["text"])
                              for r, s in sentences]))
     return plan_of(run, out, len(rows), [f"{pairs} (sentence, document) pairs {run.parent.version} judged"])
+
+
+def reflectv_recuration(run: Recuration) -> Plan:
+    """ReflectV (see the module docstring)."""
+    from mmcurate.annotation.reflectv.dialogue import TEACHER_TEMPLATE, teacher_messages
+    from mmcurate.annotation.reflectv.visual import SYSTEM, TEMPLATE, verify_prompt
+    from mmcurate.models.labels import label_request
+    from mmcurate.models.requests import ChatRequest
+
+    rows = [{**r, "image": sha_images({"images": [r["image"]]})["images"][0]}
+            for r in run.parent.table("trajectories").to_pylist()]
+    dialogues = {r["sample_id"]: r["dialogue"] for r in run.parent.table("dialogues").to_pylist()}
+    turns = sum(len(dialogues[r["sample_id"]]) for r in rows)
+    marked = sum(len(r["conversation"]) - 1 for r in rows if r["format"] == "multi_turn")
+    out: list[PlanRow] = []
+    for name in run.added.get("teacher", []):
+        examples = [ChatRequest(r["sample_id"], teacher_messages(r["question"], r["answers"], r["image"],
+                                                                 dialogues[r["sample_id"]][:-1],
+                                                                 dialogues[r["sample_id"]][-1]["answer"]),
+                                TEACHER_TEMPLATE) for r in rows]
+        out.append(plan_row("recheck", "recheck", run.settings.model(name), turns, examples))
+    for name in run.added.get("verifier", []):
+        prompt = verify_prompt("a question", "a reflection", "an anchor", "red", "point", 1)
+        examples = [label_request(r["sample_id"], SYSTEM, [{"type": "image", "sha256": r["image"]},
+                                                           {"type": "text", "text": prompt}], TEMPLATE) for r in rows]
+        if marked:
+            out.append(plan_row("recheck", "recheck", run.settings.model(name), marked, examples))
+    return plan_of(run, out, len(rows), [f"{turns} dialogue turns to score, {marked} marked turns to check"])

@@ -110,8 +110,8 @@ def render_changelog(parent: Release, diff: ReleaseDiff, new_ids: list[str], add
     lines = ["# Changelog", "",
              f"## {diff.new_version}: re-curation of {diff.old_version} (content id `{content_id[:16]}`)", "",
              f"New models: {models or 'none'}. "
-             + (f"Recorded answers of {', '.join(f'`{m}`' for m in reused)} in {diff.old_version}'s ledger decided "
-                "for those models: they were not asked again." if reused else "No recorded answer was reused."), "",
+             + (f"The models of {diff.old_version} ({', '.join(f'`{m}`' for m in reused)}) were not asked again: "
+                f"their answers recorded in its ledger stand." if reused else "No recorded answer was reused."), "",
              f"{len(diff.removed)} removed, {len(diff.changed)} changed, {len(diff.added)} added.", "",
              "### Per source", "", markdown_table(_counts(diff, list(parent.sample_ids), new_ids, default)), ""]
     if diff.removed:

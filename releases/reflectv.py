@@ -29,10 +29,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmcurate.annotation.reflectv.chains import ORIGIN, turns_of
-from mmcurate.annotation.reflectv.formatting import CHAIN_KEPT, CHECK_SHARE, MULTI, SINGLE, SURPLUS, TRAJECTORY
+from mmcurate.annotation.reflectv.formatting import (
+    CHAIN_KEPT, CHECK_SHARE, MULTI, REDUNDANT, SINGLE, SURPLUS, TRAJECTORY,
+)
 from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL, CHECK_RULE
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import DOMAINS, domain_of
+from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Ledger
 from mmcurate.core.specs import Heuristic
 from mmcurate.core.stages import StageResult
@@ -41,6 +44,7 @@ from mmcurate.sources.ingest import IngestResult
 from .draft import ReleaseDraft
 from .kind import Distribution, ReleaseKind
 from .plots import sorted_counts, value_counts
+from .reader import LEDGER_FILE, Release
 from .reflectv_checks import reflectv_checks
 from .reflectv_schema import DIALOGUE, DISCARDED, DROPPED
 
@@ -225,3 +229,72 @@ def stand_in_notes(settings: Settings, components: dict[str, str]) -> list[str]:
     if cfg.segmenter is None:
         notes.append("no SAM 2 segmenter configured: masks are drawn as the ellipse of each located box.")
     return notes
+
+
+def _sha(image: Any, store: ImageStore) -> Any:
+    return store.put(image["bytes"]) if isinstance(image, dict) else image
+
+
+def trajectory_samples(parent: Release, store: ImageStore) -> pa.Table:
+    """A ReflectV release's trajectories with every image (the original, each turn's) back in ``store``."""
+    rows = []
+    for row in parent.table("trajectories").to_pylist():
+        rows.append({**row, "image": _sha(row["image"], store),
+                     "conversation": [{**turn, "image": _sha(turn["image"], store)} for turn in row["conversation"]]})
+    return pa.Table.from_pylist(rows, schema=TRAJECTORY)
+
+
+def released_dialogues(parent: Release) -> dict[str, list[dict[str, Any]]]:
+    """sample_id -> the turns {answer, score, feedback} of each dialogue the release holds."""
+    return {row["sample_id"]: row["dialogue"]
+            for row in parent.table("dialogues").select(["sample_id", "dialogue"]).to_pylist()}
+
+
+def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, parent: Release,
+                              parent_record: dict[str, str], recheck: StageResult, store: ImageStore) -> ReleaseDraft:
+    """A re-curation of ``parent`` by ``recheck`` (``annotation.reflectv.recheck``): its trajectories,
+    the parent's dialogues with the fates the re-check changed, Figure 5's depth and domains again."""
+    trajectories = recheck.kept
+    released = {r["sample_id"]: r["format"] for r in trajectories.select(["sample_id", "format"]).to_pylist()}
+    removed, collapsed = recheck.extra["removed"], recheck.extra["collapsed"]
+    dialogues = []
+    for row in parent.table("dialogues").to_pylist():
+        sid = row["sample_id"]
+        row["image"] = _sha(row["image"], store)
+        if sid in removed:
+            row.update(fate=DROPPED if removed[sid] == SURPLUS else DISCARDED, reason=f"{version}: {removed[sid]}")
+        elif sid in released and released[sid] != row["fate"]:
+            issue = collapsed.get(sid) or REDUNDANT
+            row.update(fate=released[sid], reason=f"{version}: {issue}", chain_issue=f"{version}: {issue}")
+        dialogues.append(row)
+    m = parent.manifest
+    rows = trajectories.to_pylist()
+    multi = sum(r["format"] == MULTI for r in rows)
+    funnel = [*((m.get("statistics") or {}).get("funnel") or []),
+              {"stage": f"re-checked ({version}: {', '.join(recheck.components.values())})", "remaining": len(rows)}]
+    depth_counts = Counter((r["depth"], r["format"]) for r in rows)
+    statistics = {
+        "funnel": funnel,
+        "domains": [{"domain": d, "multi_turn": sum(r["format"] == MULTI for r in rows if r["domain"] == d),
+                     "single_turn": sum(r["format"] == SINGLE for r in rows if r["domain"] == d),
+                     "released": sum(r["domain"] == d for r in rows)} for d in DOMAINS if any(r["domain"] == d for r in rows)],
+        "depth": [{"depth": d, "multi_turn": depth_counts.get((d, MULTI), 0), "single_turn": depth_counts.get((d, SINGLE), 0)}
+                  for d in sorted({r["depth"] for r in rows})],
+        "composition": [{"rho": settings.reflectv.rho, "multi_turn": multi, "single_turn": len(rows) - multi,
+                         "share": round(multi / len(rows), 4) if rows else None}],
+        "calls": [{"stage": recheck.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
+                   "cache_hits": r["cache_hits"], "failures": r["failures"]} for r in recheck.calls],
+    }
+    counts = {**(m.get("counts") or {}), "run_id": run_id, "recheck": recheck.counts}
+    counts.pop("rows", None)
+    counts.pop("bytes", None)
+    return ReleaseDraft(
+        kind=KIND, version=version, parent=parent_record,
+        tables={"trajectories": trajectories, "dialogues": pa.Table.from_pylist(dialogues, schema=DIALOGUE)},
+        ledger=Ledger([parent.path / LEDGER_FILE]) + recheck.decision_log(), quarantine=parent.quarantine,
+        config=settings.resolved(),
+        models=[{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflectv")],
+        judge=m.get("judge") or {"name": "none"}, components={**(m.get("components") or {}), **recheck.components},
+        source_files=m.get("source_files", []), counts=counts, statistics=statistics, seed=settings.reflectv.seed,
+        notes=[*(m.get("notes") or []), f"Re-curated from {parent.version}: re-checked by "
+               f"{', '.join(recheck.components.values())}; the original teacher and verifier were not asked again."])
