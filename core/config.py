@@ -369,6 +369,17 @@ class ReflectVConfig(BenchmarkSection):
             setattr(self, field, [*getattr(self, field), name])
 
 
+class DedupConfig(_Strict):
+    """Near-duplicates and leakage, checked on every release (``annotation/dedup.py``)."""
+
+    image_distance: int = Field(default=4, ge=0, le=32)  # max Hamming distance of 64-bit perceptual hashes
+    question_threshold: float = Field(default=0.8, gt=0.0, le=1.0)  # min Jaccard of char 5-grams of questions
+    num_perm: int = Field(default=128, ge=16, le=1024)  # MinHash permutations (LSH candidates)
+    earlier_versions: bool = True  # compare with the benchmark's earlier versions under releases_root
+    against: list[Path] = Field(default_factory=list)  # other release folders (a training set, another benchmark)
+    drop: bool = False  # drop samples whose question and image both nearly repeat another (else only flag)
+
+
 class TaskRunnerConfig(_Strict):
     kind: Literal["threads", "dask", "ray"] = "threads"
     address: str | None = None  # existing cluster; None starts a local one
@@ -420,6 +431,7 @@ class Settings(BaseSettings):
     reflvqa: RefLVQAConfig | None = None
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     reflectv: ReflectVConfig | None = None
+    dedup: DedupConfig = Field(default_factory=DedupConfig)
     # a Prefect notification block (``<type slug>/<name>``, e.g. slack-webhook/curation) told
     # the outcome of unattended runs (``mmcurate watch``, the scheduled watch deployment)
     notify_block: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/[A-Za-z0-9_.-]+$")

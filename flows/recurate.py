@@ -8,6 +8,7 @@ of the new models' calls only.
     plan       the new models' calls, refused over --max-calls / --max-cost
     Stage I    gate the released samples with the pool plus the new models
     Stage III  the gold and distractor checks with the new models on what is kept
+    near-dups  within the release, against earlier versions (the parent) and named releases
     publish    the next minor version beside the release: removal stamps, CHANGELOG.md,
                the parent recorded by version and content id
 
@@ -26,6 +27,7 @@ from mmcurate.core.images import ImageStore
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.planning.recuration import GRADES, Budget
 from mmcurate.releases.deflection import deflection_draft
+from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.recuration import begin_recuration, describe_changes
 from mmcurate.releases.topics import inherited_topics
@@ -46,13 +48,14 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
     gated = run_stage(ParametricGate(cfg.gating, run.recorded("parametric", GRADES)), samples, settings, run_id)  # I
     oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, run.recorded("oracle", GRADES))
     checked = run_stage(oracle, gated.kept, settings, run_id)  # Stage III
+    deduped = run_stage(near_duplicate_stage(settings, parent.benchmark, run.version), checked.kept, settings, run_id)
 
     draft = deflection_draft(
         settings, run.version, run_id, gating=gated, pairing=None, oracle=checked,
         ingested=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
         components=parent.manifest.get("components", {}), parent=run.parent_record, history=parent.ledger,
-        topics_before=inherited_topics(parent.manifest))
+        topics_before=inherited_topics(parent.manifest), dedup=deduped)
     path = publish_release(describe_changes(run, draft), settings.releases_root, settings.workdir / "images",
                            allow_incomplete)
     report_spent(bill, gated.calls + checked.calls)

@@ -6,6 +6,7 @@ the cost of their calls only.
     plan       the new models' calls, refused over --max-calls / --max-cost
     recheck    teachers score the released dialogues (the trajectory rules must hold);
                verifiers look at every marked turn (a no collapses the chain); rho again
+    near-dups  within the release, against earlier versions (the parent) and named releases
     publish    the next minor version beside the release, with removal stamps and CHANGELOG.md
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from mmcurate.annotation.reflectv.recheck import SCORES, RecheckTrajectories, dr
 from mmcurate.annotation.reflectv.visual import YES_NO
 from mmcurate.core.images import ImageStore
 from mmcurate.planning.recuration import Budget
+from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.recuration import begin_recuration, describe_changes
 from mmcurate.releases.reflectv import reflectv_recuration_draft, released_dialogues, trajectory_samples
 from mmcurate.tasks.plan import plan_recuration, report_spent
@@ -36,8 +38,9 @@ def recurate_reflectv(release: str, add_model: list[str], config: str | None = N
                                   drawn_marks(parent.ledger), cfg.rho, cfg.seed,
                                   run.recorded("recheck", (*SCORES, *YES_NO)))
     checked = run_stage(recheck, trajectory_samples(parent, store), settings, run_id)
+    deduped = run_stage(near_duplicate_stage(settings, parent.benchmark, run.version), checked.kept, settings, run_id)
 
-    draft = reflectv_recuration_draft(settings, run.version, run_id, parent, run.parent_record, checked, store)
+    draft = reflectv_recuration_draft(settings, run.version, run_id, parent, run.parent_record, checked, deduped, store)
     path = publish_release(describe_changes(run, draft), settings.releases_root, settings.workdir / "images",
                            allow_incomplete)
     report_spent(bill, checked.calls)

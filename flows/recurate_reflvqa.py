@@ -9,6 +9,7 @@ new models' calls only.
                the original ones' recorded grades count, only the new ones answer
     citations  the new judge decides the citations among the documents the parent judged
                (the release's knowledge base gives their text)
+    near-dups  within the release, against earlier versions (the parent) and named releases
     publish    the next minor version beside the release, with removal stamps and CHANGELOG.md
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.recheck import RecheckCitations, judged_candidates
 from mmcurate.core.images import ImageStore
 from mmcurate.planning.recuration import Budget
+from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.recuration import begin_recuration, describe_changes
 from mmcurate.releases.reflvqa import qa_samples, reflvqa_recuration_draft, release_corpus
 from mmcurate.tasks.plan import plan_recuration, report_spent
@@ -45,8 +47,10 @@ def recurate_reflvqa(release: str, add_model: list[str], config: str | None = No
     cited = run_stage(RecheckCitations(cfg.text_entailment, documents, judged_candidates(parent.ledger),
                                        run.recorded("citation", ("entail", "reject"), models=judges, part="sentence")),
                       necessary.kept, settings, run_id)
+    deduped = run_stage(near_duplicate_stage(settings, parent.benchmark, run.version), cited.kept, settings, run_id)
 
-    draft = reflvqa_recuration_draft(settings, run.version, run_id, parent, run.parent_record, [necessary, cited], corpus)
+    draft = reflvqa_recuration_draft(settings, run.version, run_id, parent, run.parent_record,
+                                     [necessary, cited, deduped], corpus)
     path = publish_release(describe_changes(run, draft), settings.releases_root, settings.workdir / "images",
                            allow_incomplete)
     report_spent(bill, necessary.calls + cited.calls)

@@ -16,6 +16,7 @@ from mmcurate.core.text import normalize
 
 from .deflection_checks import deflection_checks
 from .draft import ReleaseDraft
+from .near_duplicates import near_duplicate_note
 from .kind import Distribution, ReleaseKind
 from .plots import sorted_counts, value_counts
 from .topics import topic_counts, topic_table
@@ -187,6 +188,7 @@ def deflection_draft(
     history: pa.Table | None = None,
     removed: list[dict] | None = None,
     topics_before: dict[str, int] | None = None,
+    dedup: StageResult | None = None,
 ) -> ReleaseDraft:
     """Everything the release writer needs from one DeflectionBench run.
 
@@ -194,10 +196,11 @@ def deflection_draft(
     ``pairing`` (contexts come from the parent release) and the parent's ledger as ``history``.
     ``topics_before``: samples per topic (``releases.topics``) of the pool that entered Stage I
     (a re-curation passes its parent's); None leaves the topic table out and says so.
+    ``dedup``: the near-duplicate check (``annotation.dedup``) of what Stage III kept.
     """
     cfg = settings.deflectionbench
-    kept = oracle.kept
-    runs = [s for s in (gating, pairing, oracle) if s is not None]
+    kept = (dedup or oracle).kept
+    runs = [s for s in (gating, pairing, oracle, dedup) if s is not None]
     ledger = sum((s.decision_log() for s in runs), Ledger([history] if history is not None else []))
     models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
     entered = sum(ingested.values())
@@ -212,6 +215,7 @@ def deflection_draft(
         "convergence": gating.convergence,
         "judge_errors": judge_errors(ledger),
         "topics": topic_table(topics_before, topic_counts(kept)) if topics_before is not None else [],
+        "near_duplicates": dedup.extra["near_duplicates"] if dedup else [],
     }
     retrieval = (f"Retrieval: {components['text_encoder']} (text), {components['image_encoder']} (images)."
                  if "text_encoder" in components else "Retrieval: none; every sample came with its source's negatives.")
@@ -225,6 +229,8 @@ def deflection_draft(
         notes.append("Topic distribution before curation is unknown (the parent release does not record it).")
     if is_lexical(judge):
         notes.append("The lexical judge (normalised match plus token containment) stands in for an LLM judge.")
+    if dedup is not None:
+        notes.append(near_duplicate_note(dedup))
     return ReleaseDraft(
         kind=KIND,
         version=version,

@@ -42,6 +42,7 @@ from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
 
 from .draft import ReleaseDraft
+from .near_duplicates import near_duplicates
 from .kind import Distribution, ReleaseKind
 from .plots import sorted_counts, value_counts
 from .reader import LEDGER_FILE, Release
@@ -166,11 +167,19 @@ def reflectv_draft(
     stages: list[StageResult],
     parent: str | None = None,
 ) -> ReleaseDraft:
-    """``stages``: dialogue, trajectory, reflection, grounding, visual and format results, in order."""
+    """``stages``: dialogue, trajectory, reflection, grounding, visual and format results, in order,
+    then the near-duplicate check (``annotation.dedup``) when it ran."""
     cfg = settings.reflectv
-    dialogues, filtered, reflected, grounded, verified, formatted = stages
-    trajectories = formatted.kept.cast(TRAJECTORY)
-    tables = {"trajectories": trajectories, "dialogues": dialogue_table(dialogues, filtered, verified, formatted)}
+    dialogues, filtered, reflected, grounded, verified, formatted = stages[:6]
+    trajectories = stages[-1].kept.cast(TRAJECTORY)
+    dialogue_rows = dialogue_table(dialogues, filtered, verified, formatted)
+    duplicates = {r["sample_id"]: json.loads(r["detail"])["reason"] for s in stages[6:]
+                  for r in s.ledger().to_pylist() if r["verdict"] == "drop"}
+    if duplicates:  # dropped by the near-duplicate check after formatting
+        dialogue_rows = pa.Table.from_pylist([{**r, "fate": DROPPED, "reason": duplicates[r["sample_id"]]}
+                                              if r["sample_id"] in duplicates else r for r in dialogue_rows.to_pylist()],
+                                             schema=DIALOGUE)
+    tables = {"trajectories": trajectories, "dialogues": dialogue_rows}
     statistics = figure5(tables["dialogues"], filtered, verified, trajectories)
     multi = sum(f == MULTI for f in trajectories.column("format").to_pylist())
     statistics["composition"] = [{"rho": cfg.rho, "multi_turn": multi, "single_turn": trajectories.num_rows - multi,
@@ -184,6 +193,8 @@ def reflectv_draft(
     per_source = {r.source: {"ingested": r.samples, "quarantined": r.quarantined} for r in ingested}
     for row in trajectories.to_pylist():
         per_source[row["source"]]["released"] = per_source[row["source"]].get("released", 0) + 1
+    notes = stand_in_notes(settings, components)
+    statistics.update(near_duplicates(stages, notes))
     return ReleaseDraft(
         kind=KIND,
         version=version,
@@ -200,7 +211,7 @@ def reflectv_draft(
                 "ingested": samples.num_rows, "run_id": run_id},
         statistics=statistics,
         seed=cfg.seed,
-        notes=stand_in_notes(settings, components),
+        notes=notes,
     )
 
 
@@ -251,12 +262,16 @@ def released_dialogues(parent: Release) -> dict[str, list[dict[str, Any]]]:
 
 
 def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, parent: Release,
-                              parent_record: dict[str, str], recheck: StageResult, store: ImageStore) -> ReleaseDraft:
-    """A re-curation of ``parent`` by ``recheck`` (``annotation.reflectv.recheck``): its trajectories,
-    the parent's dialogues with the fates the re-check changed, Figure 5's depth and domains again."""
-    trajectories = recheck.kept
+                              parent_record: dict[str, str], recheck: StageResult, dedup: StageResult,
+                              store: ImageStore) -> ReleaseDraft:
+    """A re-curation of ``parent`` by ``recheck`` (``annotation.reflectv.recheck``) and the
+    near-duplicate check after it: its trajectories, the parent's dialogues with the fates the
+    re-check changed, Figure 5's depth and domains again."""
+    trajectories = dedup.kept
     released = {r["sample_id"]: r["format"] for r in trajectories.select(["sample_id", "format"]).to_pylist()}
-    removed, collapsed = recheck.extra["removed"], recheck.extra["collapsed"]
+    collapsed = recheck.extra["collapsed"]
+    removed = {**recheck.extra["removed"], **{r["sample_id"]: json.loads(r["detail"])["reason"]
+                                              for r in dedup.ledger().to_pylist() if r["verdict"] == "drop"}}
     dialogues = []
     for row in parent.table("dialogues").to_pylist():
         sid = row["sample_id"]
@@ -285,16 +300,19 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
         "calls": [{"stage": recheck.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
                    "cache_hits": r["cache_hits"], "failures": r["failures"]} for r in recheck.calls],
     }
+    notes = [*(m.get("notes") or []), f"Re-curated from {parent.version}: re-checked by "
+             f"{', '.join(recheck.components.values())}; the original teacher and verifier were not asked again."]
+    statistics.update(near_duplicates([recheck, dedup], notes))
     counts = {**(m.get("counts") or {}), "run_id": run_id, "recheck": recheck.counts}
     counts.pop("rows", None)
     counts.pop("bytes", None)
     return ReleaseDraft(
         kind=KIND, version=version, parent=parent_record,
         tables={"trajectories": trajectories, "dialogues": pa.Table.from_pylist(dialogues, schema=DIALOGUE)},
-        ledger=Ledger([parent.path / LEDGER_FILE]) + recheck.decision_log(), quarantine=parent.quarantine,
+        ledger=Ledger([parent.path / LEDGER_FILE]) + recheck.decision_log() + dedup.decision_log(),
+        quarantine=parent.quarantine,
         config=settings.resolved(),
         models=[{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflectv")],
         judge=m.get("judge") or {"name": "none"}, components={**(m.get("components") or {}), **recheck.components},
         source_files=m.get("source_files", []), counts=counts, statistics=statistics, seed=settings.reflectv.seed,
-        notes=[*(m.get("notes") or []), f"Re-curated from {parent.version}: re-checked by "
-               f"{', '.join(recheck.components.values())}; the original teacher and verifier were not asked again."])
+        notes=notes)

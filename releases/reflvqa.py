@@ -17,6 +17,7 @@ from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
 
 from .draft import ReleaseDraft
+from .near_duplicates import near_duplicates
 from .kind import Distribution, ReleaseKind
 from .plots import sorted_counts, value_counts
 from .reader import LEDGER_FILE, Release
@@ -60,8 +61,8 @@ def reflvqa_draft(
     parent: str | None = None,
 ) -> ReleaseDraft:
     """``stages``: relevance, necessity, fact-checkability and citation results, in order, then
-    the sentence verification when it ran; ``knowledge_base``: the retrieval corpus the
-    citations were drawn from."""
+    the sentence verification when it ran, then the near-duplicate check (``annotation.dedup``)
+    when it ran; ``knowledge_base``: the retrieval corpus the citations were drawn from."""
     cfg = settings.reflvqa
     names = [s.stage for s in stages]
     cited = stages[names.index("citation")]
@@ -120,7 +121,8 @@ def reflvqa_draft(
                 "per_source": {"reddit": {"ingested": samples.num_rows, "retained": tables["qa"].num_rows,
                                           "skipped": ingested.skipped, **skipped}},
                 "run_id": run_id},
-        statistics={"table1": reflvqa_statistics(tables), "funnel": funnel, "calls": call_rows},
+        statistics={"table1": reflvqa_statistics(tables), "funnel": funnel, "calls": call_rows,
+                    **near_duplicates(stages, notes)},
         seed=cfg.seed,
         notes=notes,
     )
@@ -178,5 +180,6 @@ def reflvqa_recuration_draft(settings: Settings, version: str, run_id: str, pare
         models=[{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflvqa")],
         judge={**(m.get("judge") or {}), "name": text_judge}, components=components,
         source_files=m.get("source_files", []), counts=counts,
-        statistics={"table1": reflvqa_statistics(tables), "funnel": funnel, "calls": call_rows},
+        statistics={"table1": reflvqa_statistics(tables), "funnel": funnel, "calls": call_rows,
+                    **near_duplicates(stages, notes)},
         seed=settings.reflvqa.seed, notes=notes)
