@@ -490,7 +490,7 @@ class Settings(BaseSettings):
             raise ConfigError(f"model {spec!r} is neither defined in the config ({sorted(self.models)}) nor a YAML file")
         try:
             data = yaml.safe_load(path.read_text())
-            model = _resolve_paths(ModelSpec(**data), path.parent.resolve())
+            model = model_from_file_data(data, path.parent)
         except (yaml.YAMLError, TypeError, ValidationError) as exc:
             raise ConfigError(f"model file {path}: {str(exc).splitlines()[0]}") from None
         if model.name in self.models and self.models[model.name] != model:
@@ -539,6 +539,12 @@ class Settings(BaseSettings):
             raise ConfigError(f"recorded config: {where}: {first['msg']}") from None
         from_env = _leaves(_ModelEnv(cls, _model_keys(data))())
         return _resolve_paths(settings, base.resolve(), from_env)
+
+
+def model_from_file_data(data: Any, folder: Path) -> ModelSpec:
+    """A model spec as a file holds it (a YAML model file, a catalog entry): relative paths
+    (a scripted model's ``script``, a ``tokenizer``) resolve against the file's ``folder``."""
+    return _resolve_paths(ModelSpec(**data), folder.resolve())
 
 
 def _model_keys(*sources: dict[str, Any]) -> set[str]:

@@ -28,7 +28,7 @@ import httpx
 import yaml
 from pydantic import ValidationError
 
-from mmcurate.core.config import ModelSpec, _resolve_paths
+from mmcurate.core.config import ModelSpec, model_from_file_data
 from mmcurate.core.errors import ConfigError
 
 LIST_TIMEOUT = 10.0  # seconds to wait for a server's model list
@@ -72,7 +72,7 @@ def file_catalog(path: Path) -> list[CatalogModel]:
         if released is not None and not isinstance(released, date):
             raise ConfigError(f"{where}.released: a date YYYY-MM-DD is expected, got {released!r}")
         try:
-            spec = _resolve_paths(ModelSpec(**fields), path.parent.resolve())
+            spec = model_from_file_data(fields, path.parent)
         except (TypeError, ValidationError) as exc:
             first = exc.errors()[0] if isinstance(exc, ValidationError) else {"loc": (), "msg": str(exc)}
             field = ".".join(str(p) for p in first["loc"])

@@ -21,18 +21,32 @@ and cost come from ``planning.plan`` and each model's throughput and prices
 """
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request, settles
+from mmcurate.annotation.reflectv.dialogue import TEACHER_TEMPLATE, teacher_messages
+from mmcurate.annotation.reflectv.visual import SYSTEM, TEMPLATE, verify_prompt
+from mmcurate.annotation.reflvqa.citations import STAGE as CITATION
+from mmcurate.annotation.reflvqa.necessity import STAGE as NECESSITY
+from mmcurate.annotation.reflvqa.necessity import grade_request, inspector_request
+from mmcurate.annotation.reflvqa.recheck import judged_candidates
 from mmcurate.core.errors import ConfigError
+from mmcurate.core.specs import LLM, ModelRef
+from mmcurate.gating.parametric import parametric_request
 from mmcurate.judging.answers import CORRECT, INCORRECT, NOT_ATTEMPTED, precondition
+from mmcurate.judging.entailment import DOC_CHARS, text_support_request
+from mmcurate.judging.recorded import RecordedAnswers
 from mmcurate.judging.simpleqa import JudgeItem, judge_request
+from mmcurate.models.labels import label_request
+from mmcurate.models.requests import ChatRequest
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.recuration import Recuration
 
 from . import throughput
-from .plan import Plan, PlanRow, plan_row
+from .plan import Plan, PlanRow, plan_row, words
+from .tokens import CHARS_PER_TOKEN
 
 GRADES = (CORRECT, INCORRECT, NOT_ATTEMPTED)
 
@@ -99,9 +113,6 @@ def plan_of(run: Recuration, rows: list[PlanRow], samples: int, notes: list[str]
 
 def deflection_recuration(run: Recuration) -> Plan:
     """DeflectionBench (see the module docstring)."""
-    from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request, settles
-    from mmcurate.gating.parametric import parametric_request
-
     cfg = run.section
     rows = [sha_images(r) for r in run.parent.table(run.parent.samples_config).to_pylist()]
     rows = [r for r in rows if precondition(r) is None]
@@ -125,24 +136,15 @@ def deflection_recuration(run: Recuration) -> Plan:
                                          f"{negatives} released negatives"])
 
 
-def _settled_gold(recorded: Any, model: str, rows: list[dict[str, Any]], keeps: Any) -> set[str]:
-    decisions: list = []
-    settled, _ = recorded.replay(model, rows, lambda r: (r["sample_id"], None), "oracle.gold", decisions)
-    return {row["sample_id"] for row, verdict in settled if keeps(verdict)}
+def _settled_gold(recorded: RecordedAnswers, model: str, rows: list[dict[str, Any]],
+                  keeps: Callable[[str], bool]) -> set[str]:
+    """Samples whose gold check ``model``'s recorded answer settles."""
+    return {r["sample_id"] for r in rows
+            if (hit := recorded.lookup("oracle.gold", model, (r["sample_id"], None))) and keeps(hit[0])}
 
 
 def reflvqa_recuration(run: Recuration) -> Plan:
     """RefLVQA (see the module docstring)."""
-    from mmcurate.annotation.reflvqa.citations import STAGE as CITATION
-    from mmcurate.annotation.reflvqa.necessity import STAGE as NECESSITY
-    from mmcurate.annotation.reflvqa.necessity import grade_request, inspector_request
-    from mmcurate.annotation.reflvqa.recheck import judged_candidates
-    from mmcurate.core.specs import LLM, ModelRef
-    from mmcurate.judging.entailment import DOC_CHARS, text_support_request
-
-    from .plan import words
-    from .tokens import CHARS_PER_TOKEN
-
     cfg, settings = run.section, run.settings
     rows = [{**r, "answers": [r["answer"]]} for r in run.parent.table("qa").to_pylist()]
     out: list[PlanRow] = []
@@ -165,11 +167,6 @@ def reflvqa_recuration(run: Recuration) -> Plan:
 
 def reflectv_recuration(run: Recuration) -> Plan:
     """ReflectV (see the module docstring)."""
-    from mmcurate.annotation.reflectv.dialogue import TEACHER_TEMPLATE, teacher_messages
-    from mmcurate.annotation.reflectv.visual import SYSTEM, TEMPLATE, verify_prompt
-    from mmcurate.models.labels import label_request
-    from mmcurate.models.requests import ChatRequest
-
     rows = [{**r, "image": sha_images({"images": [r["image"]]})["images"][0]}
             for r in run.parent.table("trajectories").to_pylist()]
     dialogues = {r["sample_id"]: r["dialogue"] for r in run.parent.table("dialogues").to_pylist()}

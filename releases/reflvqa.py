@@ -153,7 +153,7 @@ def reflvqa_recuration_draft(settings: Settings, version: str, run_id: str, pare
                              parent_record: dict[str, str], stages: list[StageResult],
                              knowledge_base: pa.Table) -> ReleaseDraft:
     """A re-curation of ``parent``: ``stages`` (image necessity with the inspectors, the citation
-    re-check) over its QA pairs; everything else is inherited from the parent."""
+    re-check, the near-duplicate check) over its QA pairs; everything else is inherited from the parent."""
     tables = reflvqa_tables(stages[-1].kept, knowledge_base)
     m = parent.manifest
     inherited = [row for row in (m.get("statistics") or {}).get("funnel") or []]
@@ -163,7 +163,8 @@ def reflvqa_recuration_draft(settings: Settings, version: str, run_id: str, pare
     components = {**(m.get("components") or {})}
     for stage in stages:
         components.update(stage.components)
-    text_judge = stages[-1].extra.get("text_judge") or (m.get("judge") or {}).get("name")
+    cited = next(s for s in stages if s.stage == "citation")
+    text_judge = cited.extra.get("text_judge") or (m.get("judge") or {}).get("name")
     notes = [*(m.get("notes") or []),
              f"Re-curated from {parent.version}: inspectors {', '.join(settings.reflvqa.inspectors)}; text citations "
              f"decided by {text_judge} over the documents {parent.version} judged."]
