@@ -24,6 +24,7 @@ from .plan import Plan
 class Proposal:
     release: Release
     catalog: str
+    config: Path | str | None
     models: list[CatalogModel]  # everything the catalog lists
     new: list[CatalogModel] = field(default_factory=list)
     add_models: list[str] = field(default_factory=list)  # --add-model values (ROLE=spec file)
@@ -44,7 +45,8 @@ class Proposal:
             lines.append("nothing to re-curate: the release was curated with every model of the catalog")
             return "\n".join(lines) + "\n"
         lines += ["", f"re-curation {parent.version} -> {self.run.version} with the new models:", self.plan.render()]
-        lines.append(f"run it: mmcurate watch {parent.path} --catalog {self.catalog} --run "
+        config = f" --config {self.config}" if self.config else ""
+        lines.append(f"run it: mmcurate watch {parent.path} --catalog {self.catalog}{config} --run "
                      "[--max-calls N] [--max-cost USD] [--target-dir DIR | --repo-id ORG/NAME]")
         return "\n".join(lines) + "\n"
 
@@ -61,7 +63,7 @@ def propose(release: Path | str, catalog: str, config: Path | str | None, specs:
     used = {m.get("name") for m in parent.manifest.get("models") or []}
     new = sorted((m for m in models if m.spec.name not in used),
                  key=lambda m: (m.released or date.min, m.spec.name), reverse=True)
-    proposal = Proposal(parent, catalog, models, new)
+    proposal = Proposal(parent, catalog, config, models, new)
     if not new:
         return proposal
     proposal.add_models = [f"{m.role}={spec_file(m, specs)}" if m.role else str(spec_file(m, specs)) for m in new]

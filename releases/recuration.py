@@ -91,12 +91,6 @@ def parent_record(release: Release) -> dict[str, str]:
     return {"version": release.version, "content_id": content_id(release)}
 
 
-def parent_version(manifest: dict) -> str | None:
-    """The parent's version of a manifest: ``{version, content_id}`` or (older releases) the bare version."""
-    parent = manifest.get("parent")
-    return parent.get("version") if isinstance(parent, dict) else parent
-
-
 def added_models(benchmark: str, roles: tuple[str, ...], specs: list[str]) -> list[tuple[str, str]]:
     """(role, spec) of each ``--add-model`` value: ``ROLE=SPEC`` or ``SPEC`` (the default role)."""
     if not roles:

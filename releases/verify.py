@@ -4,7 +4,8 @@ pinned where).
 The manifest's ``files`` decide the sealed files; ``quality/checksums.json`` can only add
 post-seal files (validation results, Data Docs, the report) and never speaks for a sealed
 one. Every file in the folder must be in one of the two lists, and each config's row
-count in the manifest must be what its shards hold.
+count in the manifest must be what its shards hold. A re-curated release's parent, when its
+version is beside it, must have the content id the release records.
 """
 from __future__ import annotations
 
@@ -74,6 +75,20 @@ def _check_counts(release_dir: Path, manifest: dict, sealed: dict[str, dict], re
             result.invalid.append(f"config {config}: the manifest counts {rows.get(config)} rows, its shards hold {total}")
 
 
+def _check_parent(release_dir: Path, manifest: dict, result: VerifyResult) -> None:
+    """A re-curated release records its parent's content id: the release of that version beside
+    it must be that one (a re-curation is written beside its parent)."""
+    parent = manifest.get("parent")
+    if not isinstance(parent, dict):
+        return
+    sibling = release_dir.parent / str(parent.get("version"))
+    if (sibling / MANIFEST).is_file():
+        there = load_manifest(sibling).get("sealed")
+        if there != parent.get("content_id"):
+            result.invalid.append(f"parent {parent.get('version')} beside it has content id {str(there)[:16]}, "
+                                  f"not {str(parent.get('content_id'))[:16]} it was made from")
+
+
 def verify_release(path: Path | str) -> VerifyResult:
     release_dir = Path(path)
     manifest = load_manifest(release_dir)
@@ -96,4 +111,5 @@ def verify_release(path: Path | str) -> VerifyResult:
     _check_entries(release_dir, sealed, present, result)
     _check_entries(release_dir, later, present, result)
     _check_counts(release_dir, manifest, sealed, result)
+    _check_parent(release_dir, manifest, result)
     return result

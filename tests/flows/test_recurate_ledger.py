@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
 import flowkit  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
+from cli_helpers import run_cli  # noqa: E402
 
 pytestmark = pytest.mark.slow
 HUBBLE = "Question: In what year was the Hubble Space Telescope launched?"
@@ -99,6 +103,10 @@ def test_the_parent_is_recorded_by_content_id_and_checked(built, tmp_path):
         recurate(release=str(release), add_model=[str(spec)], config=str(other))
     assert "\n" not in str(refused.value) and "content ids differ" in str(refused.value)
     assert not (sibling.parent / "1.1.0").exists()
+    # verify checks it too: 1.1.0 beside another 1.0.0 than its parent does not verify
+    shutil.copytree(cached, sibling.parent / "1.1.0")
+    problems = verify_release(sibling.parent / "1.1.0").problems()
+    assert problems and "parent 1.0.0 beside it has content id" in problems[0]
 
 
 def test_a_moved_release_with_a_workdir_that_is_nowhere_is_refused(built, tmp_path):
@@ -141,3 +149,14 @@ def test_over_budget_nothing_is_called(built, tmp_path, monkeypatch):
         recurate(release=str(release), add_model=["knower"], config=str(config), version="1.2.0", max_calls=3)
     assert "over --max-calls 3: nothing was called" in str(refused.value) and called == []
     assert not (release.parent / "1.2.0").exists()
+
+
+def test_the_command_checks_before_prefect_starts(built, tmp_path, capsys, monkeypatch):
+    home, config, release, _ = built
+    code, _, err = run_cli(capsys, monkeypatch, "recurate", str(release), "--add-model", "teacher=knower",
+                           "--config", str(config))
+    assert code == 2 and err.count("\n") == 1 and "deflectionbench takes the roles gating" in err
+    moved = tmp_path / "shallow" / "1.0.0"
+    shutil.copytree(release, moved)
+    code, _, err = run_cli(capsys, monkeypatch, "recurate", str(moved), "--add-model", "knower")
+    assert code == 2 and err.count("\n") == 1 and "does not exist here" in err
