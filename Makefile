@@ -49,6 +49,7 @@ demo: setup fixtures
 	$(MM) compare-evals $(DEMO_EVALS)/smollm2 $(DEMO_EVALS)/smollm2-verify-first-oracle
 	$(MM) evaluate $(DEMO_RELEASES)/reflvqa/1.0.0 --model smollm2 --config configs/demo.yaml \
 	  --setting text --setting two-step
+	$(MM) watch $(DEMO_RELEASES)/deflectionbench/1.0.0 --catalog configs/catalog.yaml --config configs/demo.yaml
 	$(MM) recurate $(DEMO_RELEASES)/deflectionbench/1.0.0 --add-model smollm2-warm --config configs/demo.yaml
 	$(MM) diff $(DEMO_RELEASES)/deflectionbench/1.0.0 $(DEMO_RELEASES)/deflectionbench/1.1.0
 	$(MM) report $(DEMO_RELEASES)/deflectionbench/1.1.0

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from mmcurate.core.config import Settings
     from mmcurate.planning.plan import Plan
     from mmcurate.releases.kind import ReleaseKind
+    from mmcurate.releases.recuration import Recuration
     from mmcurate.review.judges import JudgeReview
 
 Planner = Callable[["Settings", "int | None", "str | None"], "Plan"]
@@ -78,6 +79,7 @@ class Benchmark:
     recurate: str | None = None  # the re-curation flow (next minor version with new models)
     evaluation: Evaluation | None = None
     plan: str | None = None  # its ``Planner``: requests, tokens and cost of a curation run, before it starts
+    recuration_plan: str | None = None  # ``(Recuration) -> Plan``: the calls a re-curation's added models make
     judge_review: str | None = None  # its ``review.judges.JudgeReview`` (annotate --evaluation)
 
     def release_kind(self) -> ReleaseKind:
@@ -85,6 +87,9 @@ class Benchmark:
 
     def planner(self) -> Planner | None:
         return load(self.plan) if self.plan else None
+
+    def recuration_planner(self) -> Callable[[Recuration], Plan]:
+        return load(self._required("recuration_plan", "plan of a re-curation"))
 
     def judges(self) -> JudgeReview:
         return load(self._required("judge_review", "review of its evaluation's judge"))

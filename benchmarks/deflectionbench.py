@@ -17,5 +17,6 @@ BENCHMARK = Benchmark(
         check="mmcurate.evaluation.scenarios:run_options",
     ),
     plan="mmcurate.planning.bill:deflection_bill",
+    recuration_plan="mmcurate.planning.recuration:deflection_recuration",
     judge_review="mmcurate.review.deflection_judges:REVIEW",
 )

@@ -10,5 +10,7 @@ BENCHMARK = Benchmark(
     sources=("gqa", "textvqa", "docvqa", "chartqa", "fire"),
     release="mmcurate.releases.reflectv:KIND",
     curate="mmcurate.flows.reflectv:reflectv",
+    recurate="mmcurate.flows.recurate_reflectv:recurate_reflectv",
+    recuration_plan="mmcurate.planning.recuration:reflectv_recuration",
     plan="mmcurate.planning.bill:reflectv_bill",
 )

@@ -10,6 +10,7 @@ BENCHMARK = Benchmark(
     sources=("reddit",),
     release="mmcurate.releases.reflvqa:KIND",
     curate="mmcurate.flows.reflvqa:reflvqa",
+    recurate="mmcurate.flows.recurate_reflvqa:recurate_reflvqa",
     evaluation=Evaluation(
         flow="mmcurate.flows.evaluate_reflvqa:evaluate_reflvqa",
         options=("settings", "queries"),
@@ -17,5 +18,6 @@ BENCHMARK = Benchmark(
         plan="mmcurate.planning.bill:reflvqa_evaluation_bill",
     ),
     plan="mmcurate.planning.bill:reflvqa_bill",
+    recuration_plan="mmcurate.planning.recuration:reflvqa_recuration",
     judge_review="mmcurate.review.reflvqa_judges:REVIEW",
 )

@@ -43,6 +43,7 @@ from .specs import (
     CrossModalSpec,
     KBSpec,
     LabellerSpec,
+    LLM,
     Lexical,
     MadCutoff,
     MiniLM,
@@ -253,6 +254,15 @@ class BenchmarkSection(_Strict):
         """(role, model name) of every model the curation asks, in pipeline order; ``judge``
         is the config's judge model, if the judge is one."""
 
+    def recuration_roles(self) -> tuple[str, ...]:
+        """The roles a re-curation can give new models (``--add-model ROLE=SPEC``), the default
+        first; empty: this benchmark's releases are not re-curated."""
+        return ()
+
+    def add_recuration_model(self, role: str, name: str) -> None:
+        """Give model ``name`` the re-curation ``role`` (one of ``recuration_roles``)."""
+        raise ConfigError(f"{type(self).__name__} takes no re-curation models")
+
 
 class DeflectionBenchConfig(BenchmarkSection):
     sources: list[SourceSpec] = Field(min_length=1)
@@ -274,6 +284,14 @@ class DeflectionBenchConfig(BenchmarkSection):
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
         return [("gating", name) for name in self.gating.pool] + ([("judge", judge)] if judge else [])
+
+    def recuration_roles(self) -> tuple[str, ...]:
+        return ("gating",)
+
+    def add_recuration_model(self, role: str, name: str) -> None:
+        """A new gating model joins the pool after the models the release was made with."""
+        if name not in self.gating.pool:
+            self.gating.pool = [*self.gating.pool, name]
 
 
 ClaimType = Literal["existence", "colour", "count", "position"]
@@ -359,6 +377,18 @@ class RefLVQAConfig(BenchmarkSection):
                  "claim_verifier": [self.verification.verifier] if self.verification else [],
                  "claim_extractor": model_names(self.verification.claims) if self.verification else []}
         return [(role, name) for role, names in roles.items() for name in names]
+
+    def recuration_roles(self) -> tuple[str, ...]:
+        return ("inspector", "text_entailment")
+
+    def add_recuration_model(self, role: str, name: str) -> None:
+        """A new inspector joins the others (the necessity rule counts it); a new text
+        entailment model replaces the judge of the citations (``llm:<name>``)."""
+        if role == "inspector":
+            if name not in self.inspectors:
+                self.inspectors = [*self.inspectors, name]
+        else:
+            self.text_entailment = LLM(model=name)
 
 
 class Evaluators(_Strict):
@@ -451,6 +481,12 @@ class ReflectVConfig(BenchmarkSection):
     rho: float = Field(default=0.75, ge=0.0, le=1.0)  # share of multi-turn chains in the release
     seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"
+    # set by re-curation (``mmcurate recurate --add-model teacher=M`` / ``verifier=M``), not by
+    # a curation run: teachers that score the released dialogues again (the trajectory rules
+    # must hold under each) and vision models that check the released marks again (each must
+    # say yes to every marked turn); see flows/recurate_reflectv.py
+    recheck_teachers: list[str] = Field(default_factory=list)
+    recheck_verifiers: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _student_and_teacher(self) -> "ReflectVConfig":
@@ -462,8 +498,28 @@ class ReflectVConfig(BenchmarkSection):
         roles = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
                  "rewriter": [self.rewriter], "pointing": model_names(self.grounding),
                  "captions": model_names(self.captions), "verifier": [self.verifier],
-                 "judge": [judge]}
+                 "judge": [judge], "recheck_teacher": self.recheck_teachers,
+                 "recheck_verifier": self.recheck_verifiers}
         return [(role, name) for role, names in roles.items() for name in names if name]
+
+    def recuration_roles(self) -> tuple[str, ...]:
+        return ("verifier", "teacher")
+
+    def add_recuration_model(self, role: str, name: str) -> None:
+        field = "recheck_verifiers" if role == "verifier" else "recheck_teachers"
+        if name not in getattr(self, field):
+            setattr(self, field, [*getattr(self, field), name])
+
+
+class DedupConfig(_Strict):
+    """Near-duplicates and leakage, checked on every release (``annotation/dedup.py``)."""
+
+    image_distance: int = Field(default=4, ge=0, le=32)  # max Hamming distance of 64-bit perceptual hashes
+    question_threshold: float = Field(default=0.8, gt=0.0, le=1.0)  # min Jaccard of char 5-grams of questions
+    num_perm: int = Field(default=128, ge=16, le=1024)  # MinHash permutations (LSH candidates)
+    earlier_versions: bool = True  # compare with the benchmark's earlier versions under releases_root
+    against: list[Path] = Field(default_factory=list)  # other release folders (a training set, another benchmark)
+    drop: bool = False  # drop samples whose question and image both nearly repeat another (else only flag)
 
 
 class CragMMConfig(BenchmarkSection):
@@ -595,6 +651,10 @@ class Settings(BaseSettings):
     cragmm: CragMMConfig | None = None
     cruise: CruiseConfig | None = None  # CRUISE's answering system (evaluate --system cruise)
     pope: PopeConfig | None = None
+    dedup: DedupConfig = Field(default_factory=DedupConfig)
+    # a Prefect notification block (``<type slug>/<name>``, e.g. slack-webhook/curation) told
+    # the outcome of unattended runs (``mmcurate watch``, the scheduled watch deployment)
+    notify_block: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/[A-Za-z0-9_.-]+$")
 
     @classmethod
     def settings_customise_sources(
@@ -658,7 +718,7 @@ class Settings(BaseSettings):
             raise ConfigError(f"model {spec!r} is neither defined in the config ({sorted(self.models)}) nor a YAML file")
         try:
             data = yaml.safe_load(path.read_text())
-            model = _resolve_paths(ModelSpec(**data), path.parent.resolve())
+            model = model_from_file_data(data, path.parent)
         except (yaml.YAMLError, TypeError, ValidationError) as exc:
             raise ConfigError(f"model file {path}: {str(exc).splitlines()[0]}") from None
         except RecursionError:
@@ -720,6 +780,12 @@ def field_path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
+
+
+def model_from_file_data(data: Any, folder: Path) -> ModelSpec:
+    """A model spec as a file holds it (a YAML model file, a catalog entry): relative paths
+    (a scripted model's ``script``, a ``tokenizer``) resolve against the file's ``folder``."""
+    return _resolve_paths(ModelSpec(**data), folder.resolve())
 
 
 def _model_keys(*sources: dict[str, Any]) -> set[str]:

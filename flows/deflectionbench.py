@@ -5,6 +5,7 @@
     Stage II   pair it with gold contexts and hard negatives (source-provided or mined)
     Stage III  drop it if every model is INCORRECT even with gold (oracle_rule); drop
                distractors that answer it; drop it if fewer than K_min negatives remain
+    near-duplicates within the release, against earlier versions and named releases: flagged
     publish the validated release with its ledger, statistics and manifest
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mmcurate.core.config import bundled_config
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
 from mmcurate.releases.deflection import deflection_draft
+from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.topics import topic_counts
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run, report_spent
@@ -33,6 +35,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
                     allow_incomplete: bool = False) -> str:
     run = begin_curation(config, "deflectionbench", version)                                # before any work
     settings, cfg, run_id = run.settings, run.section, run.run_id
+    near = near_duplicate_stage(settings, "deflectionbench", run.version)                     # its references read
 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
@@ -43,13 +46,14 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
     paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
     oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates)
     checked = run_stage(oracle, paired.kept, settings, run_id)  # Stage III
+    deduped = run_stage(near, checked.kept, settings, run_id)                                # near-duplicates
 
     draft = deflection_draft(
         settings, run.version, run_id, gating=gated, pairing=paired, oracle=checked,
         ingested={r.source: r.samples if s.limit is None else min(r.samples, s.limit)
                   for r, s in zip(ingested, cfg.sources)},
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),
-        components=paired.components, topics_before=topic_counts(samples))
+        components=paired.components, topics_before=topic_counts(samples), dedup=deduped)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     report_spent(bill, gated.calls + checked.calls)
     print(f"deflectionbench {draft.version}: {checked.kept.num_rows} samples -> {release}")

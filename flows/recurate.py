@@ -1,11 +1,19 @@
-"""Re-curation when stronger models appear: the next minor version at the cost of the new
-models' calls only.
+"""DeflectionBench re-curation when stronger models appear: the next minor version at the cost
+of the new models' calls only.
 
-    read       the release's samples (contexts as released) and its resolved config
-    Stage I    gate them with the pool plus the new models: earlier answers are cache hits
-    Stage III  re-run the quality checks with the new models on what is kept
-    publish    the next minor version beside the release (or under the releases_root of
-               ``config``); every removal carries its reason and removed_in
+    open       the release (the parent), its config or another, the new gating models; the
+               parent's ledger holds every original model's answers (Stage I, the gold
+               and distractor checks), which decide for those models: they are not asked
+               again, with or without the response cache
+    plan       the new models' calls, refused over --max-calls / --max-cost
+    Stage I    gate the released samples with the pool plus the new models
+    Stage III  the gold and distractor checks with the new models on what is kept
+    near-dups  within the release, against earlier versions (the parent) and named releases
+    publish    the next minor version beside the release: removal stamps, CHANGELOG.md,
+               the parent recorded by version and content id
+
+``recurate_release`` is the entry point for deployments and the command line: it runs the
+re-curation flow of the release's benchmark (``Benchmark.recurate`` in the registry).
 """
 from __future__ import annotations
 
@@ -14,46 +22,57 @@ from collections import Counter
 from prefect import flow
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
-from mmcurate.core.ids import new_run_id
+from mmcurate.benchmarks import get
 from mmcurate.core.images import ImageStore
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
+from mmcurate.planning.recuration import GRADES, Budget
 from mmcurate.releases.deflection import deflection_draft
-from mmcurate.releases.diff import diff_releases
-from mmcurate.releases.topics import inherited_topics
+from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reader import open_release
-from mmcurate.releases.recuration import recuration_settings
-from mmcurate.releases.rerun import refuse_changed_version
+from mmcurate.releases.recuration import begin_recuration, describe_changes
+from mmcurate.releases.topics import inherited_topics
 from mmcurate.releases.unembed import canonical_samples
-from mmcurate.releases.versions import next_minor
+from mmcurate.tasks.plan import plan_recuration, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
 
 @flow(name="recurate", log_prints=True)
 def recurate(release: str, add_model: list[str], config: str | None = None, version: str | None = None,
-             allow_incomplete: bool = False) -> str:
-    parent = open_release(release)
-    settings, new = recuration_settings(parent, config, add_model)
-    cfg = settings.section(parent.benchmark)
-    version = version or next_minor(parent.version)
-    refuse_changed_version(settings, parent.benchmark, version)  # before any work
-    run_id = new_run_id()
+             allow_incomplete: bool = False, max_calls: int | None = None, max_cost: float | None = None) -> str:
+    run = begin_recuration(release, config, add_model, version)                              # before any work
+    parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
+    bill = plan_recuration(run, Budget(max_calls, max_cost))                                 # before any model call
     samples = canonical_samples(parent, ImageStore(settings.workdir / "images"))
 
     templates = prompt_set(cfg.prompts)
-    gated = run_stage(ParametricGate(cfg.gating, templates), samples, settings, run_id)         # Stage I
-    oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates)
+    gated = run_stage(ParametricGate(cfg.gating, templates, recorded=run.recorded("parametric", GRADES)),
+                      samples, settings, run_id)                                                # Stage I
+    oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates,
+                         recorded=run.recorded("oracle", GRADES))
     checked = run_stage(oracle, gated.kept, settings, run_id)  # Stage III
+    deduped = run_stage(near_duplicate_stage(settings, parent.benchmark, run.version), checked.kept, settings, run_id)
 
     draft = deflection_draft(
-        settings, version, run_id, gating=gated, pairing=None, oracle=checked,
+        settings, run.version, run_id, gating=gated, pairing=None, oracle=checked,
         ingested=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
-        components=parent.manifest.get("components", {}), parent=parent.version, history=parent.ledger,
-        topics_before=inherited_topics(parent.manifest))
-    draft.removed = diff_releases(parent, draft).removed_records()
-    path = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
-    print(f"recurated {parent.version} -> {draft.version} with {new}: "
+        components=parent.manifest.get("components", {}), parent=run.parent_record, history=parent.ledger,
+        topics_before=inherited_topics(parent.manifest), dedup=deduped)
+    path = publish_release(describe_changes(run, draft), settings.releases_root, settings.workdir / "images",
+                           allow_incomplete)
+    report_spent(bill, gated.calls + checked.calls)
+    print(f"recurated {parent.version} -> {draft.version} with {', '.join(run.new_models)}: "
           f"{len(draft.removed)} removed, {draft.tables['test'].num_rows} kept -> {path}")
     return str(path)
+
+
+@flow(name="recurate-release", log_prints=True)
+def recurate_release(release: str, add_model: list[str], config: str | None = None, version: str | None = None,
+                     allow_incomplete: bool = False, max_calls: int | None = None,
+                     max_cost: float | None = None) -> str:
+    """Re-curate ``release`` with its benchmark's re-curation flow (see the module docstring)."""
+    return get(open_release(release).benchmark).flow("recurate")(
+        release=release, add_model=add_model, config=config, version=version, allow_incomplete=allow_incomplete,
+        max_calls=max_calls, max_cost=max_cost)

@@ -8,6 +8,7 @@
     grounding    locate each keyword, draw marks in the named colour and type, insert caption and marks
     visual       a vision model checks that the marks show what the reflection names
     format       verified chains as multi-turn trajectories, the rest as QA pairs, at rho
+    near-dups    within the release, against earlier versions and named releases: flagged
     publish      the validated release: trajectories, dialogues, Figure 5 statistics; the plan
                  (recorded before the first model call) beside what the run spent
 """
@@ -24,6 +25,8 @@ from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter
 from mmcurate.annotation.reflectv.visual import VisualCheck
 from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.core.config import bundled_config
+from mmcurate.core.errors import ConfigError
+from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reflectv import reflectv_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run, report_spent
@@ -37,6 +40,10 @@ DEMO_CONFIG = bundled_config("demo.yaml")
 def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     run = begin_curation(config, "reflectv", version)                                       # before any work
     settings, cfg, run_id = run.settings, run.section, run.run_id
+    near = near_duplicate_stage(settings, "reflectv", run.version)                            # its references read
+    if cfg.recheck_teachers or cfg.recheck_verifiers:
+        raise ConfigError("reflectv.recheck_teachers and recheck_verifiers are set by `mmcurate recurate` "
+                          "(re-checks of a release); a curation run uses `teacher` and `verifier`")
 
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
@@ -51,7 +58,9 @@ def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_i
     verified = run_stage(VisualCheck(cfg.verifier), grounded.kept, settings, run_id)
     formatted = run_stage(FormatTrajectories(cfg.rho, cfg.seed), verified.kept, settings, run_id)
 
-    stages = [dialogues, filtered, reflected, grounded, verified, formatted]
+    deduped = run_stage(near, formatted.kept, settings, run_id)                              # near-duplicates
+
+    stages = [dialogues, filtered, reflected, grounded, verified, formatted, deduped]
     draft = reflectv_draft(settings, run.version, run_id, ingested, samples, quarantine, stages)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     report_spent(bill, [row for stage in stages for row in stage.calls])

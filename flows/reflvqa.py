@@ -6,6 +6,7 @@
     sentences    split answers; an LLM marks fact-checkable sentences
     citations    retrieve text and image documents per sentence (optionally cut); keep the entailed ones
     verification (optional) Kestrel claim-level checks of each sentence against its documents
+    near-duplicates within the release, against earlier versions and named releases: flagged
     publish      the validated release: QA pairs, cited documents, the knowledge base
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mmcurate.annotation.reflvqa.verification import VerifySentences
 from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.core.config import bundled_config
 from mmcurate.core.images import ImageStore
+from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reflvqa import reflvqa_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run, report_spent
@@ -35,6 +37,7 @@ DEMO_CONFIG = bundled_config("demo.yaml")
 def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     run = begin_curation(config, "reflvqa", version)                                        # before any work
     settings, cfg, run_id = run.settings, run.section, run.run_id
+    near = near_duplicate_stage(settings, "reflvqa", run.version)                             # its references read
 
     ingested = ingest_source(cfg.source, settings.workdir)
     candidates, quarantine = load_samples([ingested], [cfg.source.limit])
@@ -56,6 +59,7 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_in
     if cfg.verification is not None:
         stages.append(run_stage(VerifySentences(cfg.text_corpus, cfg.verification, cfg.text_corpus_limit),
                                 cited.kept, settings, run_id))
+    stages.append(run_stage(near, stages[-1].kept, settings, run_id))                        # near-duplicates
 
     corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images)
     draft = reflvqa_draft(settings, run.version, run_id, ingested, candidates, quarantine, stages, corpus)

@@ -50,7 +50,9 @@ from mmcurate.judging.answers import (
     check_models,
     precondition,
     record_answers,
+    regrade_answers,
 )
+from mmcurate.judging.recorded import RecordedAnswers
 from mmcurate.models.requests import ChatRequest, ChatResponse
 from mmcurate.models.schedule import model_major
 
@@ -81,6 +83,7 @@ class ParametricGate(Stage):
 
     gating: GatingConfig
     templates: prompts.PromptSet = prompts.BUILT_IN
+    recorded: RecordedAnswers | None = None  # a re-curation: the parent release's answers
     name = STAGE
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
@@ -108,7 +111,18 @@ class ParametricGate(Stage):
             nonlocal requests
             requests += len(answered)
             rows = [row for row, _ in answered]
-            verdicts = record_answers(judge, model, rows, [resp for _, resp in answered], STAGE, "gate.answer", decisions)
+            settle(model, rows, record_answers(judge, model, rows, [resp for _, resp in answered], STAGE,
+                                               "gate.answer", decisions))
+
+        def replay(model: str, pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            assert self.recorded is not None
+            settled, rest = self.recorded.replay(
+                model, pending, lambda row: (row["sample_id"], None), "gate.answer", decisions, judge.name,
+                lambda m, answered: regrade_answers(judge, m, answered, STAGE, "gate.answer", decisions))
+            settle(model, [row for row, _ in settled], [verdict for _, verdict in settled])
+            return rest
+
+        def settle(model: str, rows: list[dict[str, Any]], verdicts: list[str]) -> None:
             for row, verdict in zip(rows, verdicts):
                 sid = row["sample_id"]
                 asked.setdefault(sid, []).append(model)
@@ -125,6 +139,7 @@ class ParametricGate(Stage):
             on_answers=on_answers,
             eliminated=lambda row: row["sample_id"] in dropped_by,
             stage=STAGE,
+            replay=replay if self.recorded is not None else None,
         )
 
         kept_rows: list[dict[str, Any]] = []

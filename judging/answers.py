@@ -122,3 +122,19 @@ def precondition(row: Mapping[str, Any]) -> str | None:
     if not row["gold_contexts"]:
         return "no gold context"
     return None
+
+
+def regrade_answers(
+    judge: Judge,
+    model: str,
+    answered: Sequence[tuple[Mapping[str, Any], str]],
+    stage: str,
+    check: str,
+    decisions: list[Decision],
+    context_ids: Sequence[str | None] | None = None,
+) -> list[str]:
+    """Grade answers ``model`` gave in an earlier release (``judging.recorded``) with this run's
+    judge, without asking ``model`` again: one ledger decision per answer, as ``record_answers``."""
+    responses = [ChatResponse(key=str(index), model=model, text=answer, error=None, cached=True, latency=0.0)
+                 for index, (_, answer) in enumerate(answered)]
+    return record_answers(judge, model, [row for row, _ in answered], responses, stage, check, decisions, context_ids)

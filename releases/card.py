@@ -8,6 +8,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from mmcurate.core.markdown import markdown_table
 
+from .changelog import card_section
 from .kind import ReleaseKind
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -98,9 +99,12 @@ def config_highlights(manifest: dict) -> dict:
     return {k: v for k, v in bench.items() if not isinstance(v, (dict, list)) or k in ("gating", "source_mix")}
 
 
-def render_card(manifest: dict, features: dict, plots: dict[str, str], kind: ReleaseKind) -> str:
+def render_card(manifest: dict, features: dict, plots: dict[str, str], kind: ReleaseKind,
+                changelog: str | None = None) -> str:
+    """The card; a re-curation's ``changelog`` (CHANGELOG.md) becomes its "Changes" section."""
     template = environment().get_template("card.md.j2")
     return template.render(
+        changes=card_section(changelog) if changelog else None,
         m=manifest,
         pretty=kind.pretty,
         description=kind.description,

@@ -17,6 +17,7 @@ from mmcurate.gating.prompts import prompt_set
 
 from .deflection_checks import deflection_checks
 from .draft import ReleaseDraft
+from .near_duplicates import near_duplicate_note
 from .kind import Distribution, ReleaseKind
 from .plots import sorted_counts, value_counts
 from .topics import topic_counts, topic_table
@@ -238,10 +239,11 @@ def deflection_draft(
     source_files: list[str],
     quarantine: pa.Table,
     components: dict[str, str],
-    parent: str | None = None,
+    parent: dict[str, str] | None = None,
     history: pa.Table | None = None,
     removed: list[dict] | None = None,
     topics_before: dict[str, int] | None = None,
+    dedup: StageResult | None = None,
 ) -> ReleaseDraft:
     """Everything the release writer needs from one DeflectionBench run.
 
@@ -249,10 +251,11 @@ def deflection_draft(
     ``pairing`` (contexts come from the parent release) and the parent's ledger as ``history``.
     ``topics_before``: samples per topic (``releases.topics``) of the pool that entered Stage I
     (a re-curation passes its parent's); None leaves the topic table out and says so.
+    ``dedup``: the near-duplicate check (``annotation.dedup``) of what Stage III kept.
     """
     cfg = settings.deflectionbench
-    kept = oracle.kept
-    runs = [s for s in (gating, pairing, oracle) if s is not None]
+    kept = (dedup or oracle).kept
+    runs = [s for s in (gating, pairing, oracle, dedup) if s is not None]
     ledger = sum((s.decision_log() for s in runs), Ledger([history] if history is not None else []))
     models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
     entered = sum(ingested.values())
@@ -270,6 +273,7 @@ def deflection_draft(
         "mining": mining_table(pairing.counts) if pairing else [],
         "readings": readings_table(cfg, components, prompt_set(cfg.prompts).describe(
             [t for t in (gating.components.get("stage_i_prompt"), oracle.components.get("stage_iii_prompt")) if t])),
+        "near_duplicates": dedup.extra["near_duplicates"] if dedup else [],
     }
     retrieval = (f"Retrieval: {components['text_encoder']} (text), {components['image_encoder']} (images)."
                  if "text_encoder" in components else "Retrieval: none; every sample came with its source's negatives.")
@@ -286,6 +290,8 @@ def deflection_draft(
         notes.append("Topic distribution before curation is unknown (the parent release does not record it).")
     if is_lexical(judge):
         notes.append("The lexical judge (normalised match plus token containment) stands in for an LLM judge.")
+    if dedup is not None:
+        notes.append(near_duplicate_note(dedup))
     return ReleaseDraft(
         kind=KIND,
         version=version,

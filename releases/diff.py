@@ -1,10 +1,13 @@
-"""What changed between two releases, and why each removed sample was dropped."""
+"""What changed between two releases: samples added, removed (and why each was dropped) and
+changed (in both, with other content: a distractor removed, a citation dropped, a chain
+collapsed; and why, from the new release's ledger)."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmcurate.core.ledger import Ledger
@@ -12,8 +15,12 @@ from mmcurate.core.ledger import Ledger
 from .draft import ReleaseDraft
 from .errors import ReleaseError
 from .reader import LEDGER_FILE, Release, open_release
+from .rerun import comparable
 
 NOT_IN_LEDGER = "not in NEW's ledger"
+
+
+CHANGE_VERDICTS = ("changed", "remove", "collapse")  # decisions that alter a sample that stays
 
 
 @dataclass
@@ -21,6 +28,16 @@ class Removal:
     sample_id: str
     reason: str
     removed_in: str
+    model: str | None = None  # the model whose answer dropped it, when one did
+    source: str | None = None
+
+
+@dataclass
+class Change:
+    sample_id: str
+    reason: str
+    models: list[str] = field(default_factory=list)
+    source: str | None = None
 
 
 @dataclass
@@ -29,6 +46,8 @@ class ReleaseDiff:
     new_version: str
     added: list[str] = field(default_factory=list)
     removed: list[Removal] = field(default_factory=list)
+    changed: list[Change] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # sample_id -> source, over both sides
 
     def removed_records(self) -> list[dict]:
         """The shape of ``ReleaseDraft.removed``."""
@@ -61,28 +80,70 @@ def latest_drops(ledger: Ledger) -> dict[str, dict]:
     return latest
 
 
-def _side(release: Release | ReleaseDraft | Path | str) -> tuple[str, str, list[str], Ledger]:
+def deciding_model(decision: dict) -> str | None:
+    """The model whose answer made a decision: the detail's ``deciding_model`` (a sample-level
+    verdict names it there), else the row's ``model``."""
+    try:
+        detail = json.loads(decision.get("detail") or "{}")
+    except json.JSONDecodeError:
+        detail = {}
+    return (detail.get("deciding_model") if isinstance(detail, dict) else None) or decision.get("model")
+
+
+def run_changes(ledger: Ledger, run_id: str) -> dict[str, list[dict]]:
+    """Decisions of run ``run_id`` that altered a sample it kept (``CHANGE_VERDICTS``), per sample."""
+    out: dict[str, list[dict]] = {}
+    for batch in ledger.batches():
+        mask = pc.and_(pc.equal(batch.column("run_id"), run_id),
+                       pc.is_in(batch.column("verdict"), value_set=pa.array(CHANGE_VERDICTS)))
+        for row in batch.filter(mask).to_pylist():
+            out.setdefault(row["sample_id"], []).append(row)
+    return out
+
+
+@dataclass
+class _Side:
+    benchmark: str
+    version: str
+    rows: dict[str, dict]  # sample_id -> row as compared (``rerun.comparable``), in release order
+    ledger: Ledger
+    run_id: str | None
+
+
+def _side(release: Release | ReleaseDraft | Path | str) -> _Side:
     if isinstance(release, (str, Path)):
         release = open_release(release)
     if isinstance(release, ReleaseDraft):
-        ids = release.tables[release.kind.samples_config].column("sample_id").to_pylist()
-        return release.benchmark, release.version, ids, release.ledger
-    return release.benchmark, release.version, release.sample_ids, Ledger([release.path / LEDGER_FILE])
+        table = release.tables[release.kind.samples_config]
+        return _Side(release.benchmark, release.version, _rows(table), release.ledger,
+                     release.counts.get("run_id"))
+    return _Side(release.benchmark, release.version, _rows(release.table(release.samples_config)),
+                 Ledger([release.path / LEDGER_FILE]), (release.manifest.get("counts") or {}).get("run_id"))
+
+
+def _rows(table: pa.Table) -> dict[str, dict]:
+    return {row["sample_id"]: comparable(row) for row in table.to_pylist()}
 
 
 def diff_releases(old: Release | Path | str, new: Release | ReleaseDraft | Path | str) -> ReleaseDiff:
-    """Added and removed samples. ``new`` may be a draft, so a re-curation can fill ``removed``."""
-    old_benchmark, old_version, old_ids, _ = _side(old)
-    new_benchmark, new_version, new_ids, new_ledger = _side(new)
-    if old_benchmark != new_benchmark:
-        raise ReleaseError(f"cannot diff {old_benchmark} {old_version} against {new_benchmark} {new_version}: "
+    """Added, removed and changed samples. ``new`` may be a draft, so a re-curation can fill
+    ``removed`` and its changelog before it is written."""
+    a, b = _side(old), _side(new)
+    if a.benchmark != b.benchmark:
+        raise ReleaseError(f"cannot diff {a.benchmark} {a.version} against {b.benchmark} {b.version}: "
                            "releases of different benchmarks share no samples")
-    new_set, old_set = set(new_ids), set(old_ids)
-    drops = latest_drops(new_ledger)
+    drops = latest_drops(b.ledger)
+    changes = run_changes(b.ledger, b.run_id) if b.run_id else {}
+    sources = {sid: row.get("source") for side in (a, b) for sid, row in side.rows.items() if row.get("source")}
     removed = [
-        Removal(sid, drop_reason(drops[sid], new_version) if sid in drops else NOT_IN_LEDGER, new_version)
-        for sid in old_ids
-        if sid not in new_set
+        Removal(sid, drop_reason(drops[sid], b.version) if sid in drops else NOT_IN_LEDGER, b.version,
+                deciding_model(drops[sid]) if sid in drops else None, sources.get(sid))
+        for sid in a.rows if sid not in b.rows
     ]
-    return ReleaseDiff(old_version, new_version, [s for s in new_ids if s not in old_set], removed)
-
+    changed = []
+    for sid, row in b.rows.items():
+        if sid in a.rows and a.rows[sid] != row:
+            why = changes.get(sid, [])
+            reason = "; ".join(drop_reason(d, b.version) for d in why) or "other content (no decision of this run says why)"
+            changed.append(Change(sid, reason, sorted({m for d in why if (m := deciding_model(d))}), sources.get(sid)))
+    return ReleaseDiff(a.version, b.version, [sid for sid in b.rows if sid not in a.rows], removed, changed, sources)

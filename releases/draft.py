@@ -14,7 +14,7 @@ from .kind import ReleaseKind
 class ReleaseDraft:
     kind: ReleaseKind  # the benchmark's releases: configs, card text, checks
     version: str  # semantic version "1.0.0"
-    parent: str | None  # parent version, or None
+    parent: dict[str, str] | str | None  # {version, content_id} of the release it re-curates, or None
     tables: dict[str, pa.Table]  # one table per config of ``kind``; the writer refuses any other set
     ledger: Ledger  # every decision of the run, streamed (a LEDGER table is wrapped)
     quarantine: pa.Table  # core.schema.QUARANTINE
@@ -30,6 +30,7 @@ class ReleaseDraft:
     removed: list[dict] = field(default_factory=list)  # vs parent: {sample_id, reason, removed_in}
     notes: list[str] = field(default_factory=list)  # limitations, skipped stages
     incomplete: dict | None = None  # what failed, when an incomplete release was allowed (completeness.py)
+    changelog: str | None = None  # CHANGELOG.md of a re-curation (releases.changelog), sealed with the release
 
     def __post_init__(self) -> None:
         if isinstance(self.ledger, pa.Table):
@@ -38,3 +39,7 @@ class ReleaseDraft:
     @property
     def benchmark(self) -> str:
         return self.kind.benchmark
+
+    @property
+    def parent_version(self) -> str | None:
+        return self.parent.get("version") if isinstance(self.parent, dict) else self.parent

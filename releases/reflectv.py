@@ -36,19 +36,22 @@ import pyarrow.compute as pc
 
 from mmcurate.annotation.reflectv.chains import ORIGIN, turns_of
 from mmcurate.annotation.reflectv.formatting import (
-    CHECK_SHARE, FORMAT_DEFECTS, MULTI, SINGLE, SURPLUS, TRAJECTORY, final_think, render_turns,
+    CHECK_SHARE, FORMAT_DEFECTS, MULTI, REDUNDANT, SINGLE, SURPLUS, TRAJECTORY, final_think, render_turns,
 )
 from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL, CHECK_RULE
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import DOMAINS, domain_of
+from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Ledger
 from mmcurate.core.specs import Heuristic, Template
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
 
 from .draft import ReleaseDraft
+from .near_duplicates import near_duplicates
 from .kind import Distribution, ReleaseKind
 from .plots import sorted_counts, value_counts
+from .reader import LEDGER_FILE, Release
 from .reflectv_checks import reflectv_checks
 from .reflectv_schema import DIALOGUE, DISCARDED, DROPPED
 from .reflectv_sft import write_sft
@@ -174,12 +177,19 @@ def reflectv_draft(
     stages: list[StageResult],
     parent: str | None = None,
 ) -> ReleaseDraft:
-    """``stages``: dialogue, trajectory, reflection, grounding, visual and format results, in order."""
+    """``stages``: dialogue, trajectory, reflection, grounding, visual and format results, in order,
+    then the near-duplicate check (``annotation.dedup``) when it ran."""
     cfg = settings.reflectv
-    dialogues, filtered, reflected, grounded, verified, formatted = stages
-    trajectories = formatted.kept.cast(TRAJECTORY)
-    tables = {"trajectories": trajectories,
-              "dialogues": dialogue_table(dialogues, filtered, verified, formatted, cfg.seed)}
+    dialogues, filtered, reflected, grounded, verified, formatted = stages[:6]
+    trajectories = stages[-1].kept.cast(TRAJECTORY)
+    dialogue_rows = dialogue_table(dialogues, filtered, verified, formatted, cfg.seed)
+    duplicates = {r["sample_id"]: json.loads(r["detail"])["reason"] for s in stages[6:]
+                  for r in s.ledger().to_pylist() if r["verdict"] == "drop"}
+    if duplicates:  # dropped by the near-duplicate check after formatting
+        dialogue_rows = pa.Table.from_pylist([{**r, "fate": DROPPED, "reason": duplicates[r["sample_id"]]}
+                                              if r["sample_id"] in duplicates else r for r in dialogue_rows.to_pylist()],
+                                             schema=DIALOGUE)
+    tables = {"trajectories": trajectories, "dialogues": dialogue_rows}
     statistics = figure5(tables["dialogues"], filtered, verified, trajectories)
     multi = sum(f == MULTI for f in trajectories.column("format").to_pylist())
     statistics["composition"] = [{"rho": cfg.rho, "multi_turn": multi, "single_turn": trajectories.num_rows - multi,
@@ -193,6 +203,8 @@ def reflectv_draft(
     per_source = {r.source: {"ingested": r.samples, "quarantined": r.quarantined} for r in ingested}
     for row in trajectories.to_pylist():
         per_source[row["source"]]["released"] = per_source[row["source"]].get("released", 0) + 1
+    notes = [*stand_in_notes(settings, components), *readings(settings)]
+    statistics.update(near_duplicates(stages, notes))
     return ReleaseDraft(
         kind=KIND,
         version=version,
@@ -209,7 +221,7 @@ def reflectv_draft(
                 "ingested": samples.num_rows, "run_id": run_id},
         statistics=statistics,
         seed=cfg.seed,
-        notes=[*stand_in_notes(settings, components), *readings(settings)],
+        notes=notes,
     )
 
 
@@ -252,3 +264,85 @@ def readings(settings: Settings) -> list[str]:
             f"reading: the share of multi-turn chains is brought to rho = {cfg.rho} after every conversation passed "
             "the turn validator, so the release meets rho as stated.",
             "reading: depth (Figure 5c) counts reflective rounds, the turns that call the tool (a QA pair has 0)."]
+
+
+def _sha(image: Any, store: ImageStore) -> Any:
+    return store.put(image["bytes"]) if isinstance(image, dict) else image
+
+
+def trajectory_samples(parent: Release, store: ImageStore) -> pa.Table:
+    """A ReflectV release's trajectories with every image (the original, each turn's) back in ``store``."""
+    rows = []
+    for row in parent.table("trajectories").to_pylist():
+        rows.append({**row, "image": _sha(row["image"], store),
+                     "conversation": [{**turn, "image": _sha(turn["image"], store)} for turn in row["conversation"]]})
+    return pa.Table.from_pylist(rows, schema=TRAJECTORY)
+
+
+def released_dialogues(parent: Release) -> dict[str, list[dict[str, Any]]]:
+    """sample_id -> the turns {answer, score, feedback} of each dialogue the release holds."""
+    return {row["sample_id"]: row["dialogue"]
+            for row in parent.table("dialogues").select(["sample_id", "dialogue"]).to_pylist()}
+
+
+def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, parent: Release,
+                              parent_record: dict[str, str], recheck: StageResult, dedup: StageResult,
+                              store: ImageStore) -> ReleaseDraft:
+    """A re-curation of ``parent`` by ``recheck`` (``annotation.reflectv.recheck``) and the
+    near-duplicate check after it: its trajectories, the parent's dialogues with the fates the
+    re-check changed, Figure 5's depth and domains again."""
+    trajectories = dedup.kept
+    released = {r["sample_id"]: r["format"] for r in trajectories.select(["sample_id", "format"]).to_pylist()}
+    collapsed = recheck.extra["collapsed"]
+    removed = {**recheck.extra["removed"], **{r["sample_id"]: json.loads(r["detail"])["reason"]
+                                              for r in dedup.ledger().to_pylist() if r["verdict"] == "drop"}}
+    dialogues = []
+    for row in parent.table("dialogues").to_pylist():
+        sid = row["sample_id"]
+        row["image"] = _sha(row["image"], store)
+        row["trajectory"] = [{**turn, "image": _sha(turn["image"], store)} for turn in row["trajectory"]]
+        if sid in removed:
+            row.update(fate=DROPPED if removed[sid] == SURPLUS else DISCARDED, reason=f"{version}: {removed[sid]}")
+        elif sid in released and released[sid] != row["fate"]:
+            issue = collapsed.get(sid) or REDUNDANT
+            row.update(fate=released[sid], reason=f"{version}: {issue}", chain_issue=f"{version}: {issue}")
+        dialogues.append(row)
+    m = parent.manifest
+    rows = trajectories.to_pylist()
+    multi = sum(r["format"] == MULTI for r in rows)
+    funnel = [*((m.get("statistics") or {}).get("funnel") or []),
+              {"stage": f"re-checked ({version}: {', '.join(recheck.components.values())})", "remaining": len(rows)}]
+    depth_counts = Counter((r["depth"], r["format"]) for r in rows)
+    statistics = {
+        "funnel": funnel,
+        "domains": [{"domain": d, "multi_turn": sum(r["format"] == MULTI for r in rows if r["domain"] == d),
+                     "single_turn": sum(r["format"] == SINGLE for r in rows if r["domain"] == d),
+                     "released": sum(r["domain"] == d for r in rows)} for d in DOMAINS if any(r["domain"] == d for r in rows)],
+        "depth": [{"depth": d, "multi_turn": depth_counts.get((d, MULTI), 0), "single_turn": depth_counts.get((d, SINGLE), 0)}
+                  for d in sorted({r["depth"] for r in rows})],
+        "composition": [{"rho": settings.reflectv.rho, "multi_turn": multi, "single_turn": len(rows) - multi,
+                         "share": round(multi / len(rows), 4) if rows else None}],
+        "calls": [{"stage": recheck.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
+                   "cache_hits": r["cache_hits"], "failures": r["failures"]} for r in recheck.calls],
+    }
+    notes = [*(m.get("notes") or []), f"Re-curated from {parent.version}: re-checked by "
+             f"{', '.join(recheck.components.values())}; the original teacher and verifier were not asked again."]
+    statistics.update(near_duplicates([recheck, dedup], notes))
+    counts = {**(m.get("counts") or {}), "run_id": run_id, "recheck": recheck.counts}
+    counts.pop("rows", None)
+    counts.pop("bytes", None)
+    per_source = {source: {k: v for k, v in entry.items() if k != "released"}
+                  for source, entry in (counts.get("per_source") or {}).items()}
+    for row in rows:  # what this version releases, per source (verify checks it against the data)
+        per_source.setdefault(row["source"], {})["released"] = per_source[row["source"]].get("released", 0) + 1
+    counts["per_source"] = per_source
+    return ReleaseDraft(
+        kind=KIND, version=version, parent=parent_record,
+        tables={"trajectories": trajectories, "dialogues": pa.Table.from_pylist(dialogues, schema=DIALOGUE)},
+        ledger=Ledger([parent.path / LEDGER_FILE]) + recheck.decision_log() + dedup.decision_log(),
+        quarantine=parent.quarantine,
+        config=settings.resolved(),
+        models=[{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflectv")],
+        judge=m.get("judge") or {"name": "none"}, components={**(m.get("components") or {}), **recheck.components},
+        source_files=m.get("source_files", []), counts=counts, statistics=statistics, seed=settings.reflectv.seed,
+        notes=notes)

@@ -1,12 +1,15 @@
 """A RefLVQA run as a release draft: the paper's Table 1 row, the funnel, model calls."""
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping
 
 import pyarrow as pa
 
 from mmcurate.core.config import Settings
+from mmcurate.core.images import ImageStore
+from mmcurate.core.schema import DOCUMENT, SAMPLE, SENTENCE
 from mmcurate.core.ledger import Ledger
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import Heuristic, Lexical, is_lexical, model_names
@@ -14,10 +17,13 @@ from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
 
 from .draft import ReleaseDraft
+from .near_duplicates import near_duplicates
 from .kind import Distribution, ReleaseKind
 from .plots import sorted_counts, value_counts
+from .reader import LEDGER_FILE, Release
 from .reflvqa_checks import reflvqa_checks
 from .reflvqa_tables import reflvqa_statistics, reflvqa_tables
+from .unembed import canonical_rows
 
 
 def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
@@ -55,8 +61,8 @@ def reflvqa_draft(
     parent: str | None = None,
 ) -> ReleaseDraft:
     """``stages``: relevance, necessity, fact-checkability and citation results, in order, then
-    the sentence verification when it ran; ``knowledge_base``: the retrieval corpus the
-    citations were drawn from."""
+    the sentence verification when it ran, then the near-duplicate check (``annotation.dedup``)
+    when it ran; ``knowledge_base``: the retrieval corpus the citations were drawn from."""
     cfg = settings.reflvqa
     names = [s.stage for s in stages]
     cited = stages[names.index("citation")]
@@ -115,7 +121,66 @@ def reflvqa_draft(
                 "per_source": {"reddit": {"ingested": samples.num_rows, "retained": tables["qa"].num_rows,
                                           "skipped": ingested.skipped, **skipped}},
                 "run_id": run_id},
-        statistics={"table1": reflvqa_statistics(tables), "funnel": funnel, "calls": call_rows},
+        statistics={"table1": reflvqa_statistics(tables), "funnel": funnel, "calls": call_rows,
+                    **near_duplicates(stages, notes)},
         seed=cfg.seed,
         notes=notes,
     )
+
+
+def qa_samples(parent: Release, store: ImageStore) -> pa.Table:
+    """A RefLVQA release's QA pairs as the stages' sample rows (images back in ``store``)."""
+    source = next(iter((parent.manifest.get("counts") or {}).get("per_source") or {"reddit": None}))
+    rows = [{"sample_id": r["sample_id"], "source": source, "source_id": r["source_id"], "question": r["question"],
+             "answers": [r["answer"]], "images": r["images"], "sentences": r["sentences"], "meta": r["meta"]}
+            for r in canonical_rows(parent, store, "qa")]
+    return pa.Table.from_pylist(rows, schema=pa.schema([*(SAMPLE.field(n) for n in ("sample_id", "source", "source_id",
+                                                                                     "question", "answers", "images")),
+                                                        pa.field("sentences", pa.list_(SENTENCE)),
+                                                        SAMPLE.field("meta")]))
+
+
+def release_corpus(parent: Release, store: ImageStore) -> pa.Table:
+    """The parent's knowledge base as DOCUMENT rows: provenance from its ``documents`` config
+    where the document was cited, else the knowledge base it came from."""
+    known = {r["doc_id"]: r["provenance"] for r in parent.table("documents").select(["doc_id", "provenance"]).to_pylist()}
+    where = json.dumps({"corpus": f"knowledge_base of {parent.benchmark} {parent.version}"}, sort_keys=True)
+    rows = [{**r, "provenance": known.get(r["doc_id"], where)} for r in canonical_rows(parent, store, "knowledge_base")]
+    return pa.Table.from_pylist(rows, schema=DOCUMENT)
+
+
+def reflvqa_recuration_draft(settings: Settings, version: str, run_id: str, parent: Release,
+                             parent_record: dict[str, str], stages: list[StageResult],
+                             knowledge_base: pa.Table) -> ReleaseDraft:
+    """A re-curation of ``parent``: ``stages`` (image necessity with the inspectors, the citation
+    re-check, the near-duplicate check) over its QA pairs; everything else is inherited from the parent."""
+    tables = reflvqa_tables(stages[-1].kept, knowledge_base)
+    m = parent.manifest
+    inherited = [row for row in (m.get("statistics") or {}).get("funnel") or []]
+    funnel = [*inherited, *({"stage": f"{s.stage} ({version})", "remaining": s.kept.num_rows} for s in stages)]
+    call_rows = [{"stage": s.stage, "step": r["stage"], "model": r["model"], **{n: r.get(n, 0) for n in COUNTS}}
+                 for s in stages for r in s.calls]
+    components = {**(m.get("components") or {})}
+    for stage in stages:
+        components.update(stage.components)
+    cited = next(s for s in stages if s.stage == "citation")
+    text_judge = cited.extra.get("text_judge") or (m.get("judge") or {}).get("name")
+    notes = [*(m.get("notes") or []),
+             f"Re-curated from {parent.version}: inspectors {', '.join(settings.reflvqa.inspectors)}; text citations "
+             f"decided by {text_judge} over the documents {parent.version} judged."]
+    counts = {**(m.get("counts") or {}), "per_stage": {row["stage"]: row["remaining"] for row in funnel},
+              "run_id": run_id}
+    counts.pop("rows", None)
+    counts.pop("bytes", None)
+    per_source = counts.get("per_source") or {}
+    counts["per_source"] = {name: {**value, "retained": tables["qa"].num_rows} for name, value in per_source.items()}
+    return ReleaseDraft(
+        kind=KIND, version=version, parent=parent_record, tables=tables,
+        ledger=sum((s.decision_log() for s in stages), Ledger([parent.path / LEDGER_FILE])),
+        quarantine=parent.quarantine, config=settings.resolved(),
+        models=[{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflvqa")],
+        judge={**(m.get("judge") or {}), "name": text_judge}, components=components,
+        source_files=m.get("source_files", []), counts=counts,
+        statistics={"table1": reflvqa_statistics(tables), "funnel": funnel, "calls": call_rows,
+                    **near_duplicates(stages, notes)},
+        seed=settings.reflvqa.seed, notes=notes)

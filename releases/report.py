@@ -9,6 +9,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from .card import TEMPLATES
 from .manifest import REPORT, record_artifacts, recorded_validation
+from .near_duplicates import flagged_rows
 from .reader import Release, open_release
 
 
@@ -50,6 +51,7 @@ def render_report(release: Release) -> str:
         topics_png=_inline_png(release, "topics.png" if "topics.png" in by_file else None),
         distributions=[(t, _inline_png(release, f)) for t, f in plots.items() if f.startswith("distribution-")],
         quarantine=quarantine_counts(release),
+        near_duplicates=flagged_rows(release),
         validation=validation_status(release),
     )
 

@@ -43,8 +43,13 @@ def _ids(value: object) -> object:
     return value
 
 
+def comparable(row: dict) -> dict:
+    """A release row as two versions compare it: contexts by id, images by sha256."""
+    return {k: _ids(v) for k, v in row.items()}
+
+
 def _signature(table: pa.Table) -> list[dict]:
-    rows = [{k: _ids(v) for k, v in row.items()} for row in table.to_pylist()]
+    rows = [comparable(row) for row in table.to_pylist()]
     return sorted(rows, key=lambda r: str(r.get("sample_id") or r.get("doc_id")))
 
 

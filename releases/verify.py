@@ -6,7 +6,8 @@ post-seal files (validation results, Data Docs, the report) and never speaks for
 one. Every file in the folder must be in one of the two lists; the manifest's own body must
 match its seal (every entry named when it was edited, added or removed); each config's row
 count in the manifest must be what its shards hold, and the released samples it counts per
-source (``counts.per_source``) what the data holds per source.
+source (``counts.per_source``) what the data holds per source. A re-curated release's parent, when its
+version is beside it, must have the content id the release records.
 """
 from __future__ import annotations
 
@@ -132,6 +133,20 @@ def _check_per_source(release_dir: Path, manifest: dict, result: VerifyResult) -
                                   f"samples, the data holds {held.get(source, 0)}")
 
 
+def _check_parent(release_dir: Path, manifest: dict, result: VerifyResult) -> None:
+    """A re-curated release records its parent's content id: the release of that version beside
+    it must be that one (a re-curation is written beside its parent)."""
+    parent = manifest.get("parent")
+    if not isinstance(parent, dict):
+        return
+    sibling = release_dir.parent / str(parent.get("version"))
+    if (sibling / MANIFEST).is_file():
+        there = load_manifest(sibling).get("sealed")
+        if there != parent.get("content_id"):
+            result.invalid.append(f"parent {parent.get('version')} beside it has content id {str(there)[:16]}, "
+                                  f"not {str(parent.get('content_id'))[:16]} it was made from")
+
+
 def verify_release(path: Path | str) -> VerifyResult:
     release_dir = Path(path)
     manifest = load_manifest(release_dir)
@@ -160,4 +175,5 @@ def verify_release(path: Path | str) -> VerifyResult:
     _check_body(manifest, result)
     _check_counts(release_dir, manifest, sealed, result)
     _check_per_source(release_dir, manifest, result)
+    _check_parent(release_dir, manifest, result)
     return result

@@ -20,6 +20,7 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.tables import write_table
 
 from .card import render_card
+from .changelog import CHANGELOG
 from .draft import ReleaseDraft
 from .embed_images import embed_images, hf_features, with_hf_metadata
 from .errors import ReleaseError, ReleaseExists, ReleaseInvalid
@@ -33,7 +34,7 @@ DEFAULT_SHARD_ROWS = 5000
 
 
 def _check_draft(draft: ReleaseDraft, target: Path) -> None:
-    check_successor(draft.version, draft.parent)
+    check_successor(draft.version, draft.parent_version)
     expected = set(draft.kind.configs)
     if set(draft.tables) != expected:
         raise ReleaseError(f"{draft.benchmark} release needs tables {sorted(expected)}, got {sorted(draft.tables)}")
@@ -81,7 +82,9 @@ def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, m
     exports = draft.kind.exports(draft.tables, folder, store) if draft.kind.exports else {}
     manifest = {**build_manifest(draft, rows, sizes, shards, target), "plots": plots,
                 **({"exports": exports} if exports else {})}
-    (folder / "README.md").write_text(render_card(manifest, features, plots, draft.kind))
+    if draft.changelog:
+        (folder / CHANGELOG).write_text(draft.changelog)
+    (folder / "README.md").write_text(render_card(manifest, features, plots, draft.kind, draft.changelog))
     seal(folder, manifest)
 
 

@@ -10,6 +10,8 @@ from mmcurate.benchmarks import Benchmark
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.planning.plan import Plan
+from mmcurate.planning.recuration import Budget
+from mmcurate.releases.recuration import Recuration
 from mmcurate.releases.reader import list_versions
 
 
@@ -46,3 +48,15 @@ def report_spent(plan: Plan | None, calls: list[dict]) -> list[dict]:
     create_table_artifact(key=f"{plan.benchmark}-plan-vs-spent", table=rows,
                           description=f"{plan.benchmark}: planned vs spent per step and model")
     return rows
+
+
+@task(name="plan-recuration", cache_policy=NO_CACHE)
+def plan_recuration(run: Recuration, budget: Budget) -> Plan:
+    """The bill of a re-curation's added models (``planning.recuration``), recorded before any
+    model call; refused (one line) when it is over ``budget``."""
+    plan = run.benchmark.recuration_planner()(run)
+    create_table_artifact(key=f"{plan.benchmark}-recuration-plan", table=plan.table(),
+                          description=f"{plan.benchmark} {run.parent.version} -> {run.version}: requests, tokens, "
+                                      f"GPU-hours and cost of the added models ({', '.join(run.new_models)})")
+    budget.refuse_over(plan)
+    return plan

@@ -62,7 +62,9 @@ from mmcurate.judging.answers import (
     check_models,
     precondition,
     record_answers,
+    regrade_answers,
 )
+from mmcurate.judging.recorded import RecordedAnswers
 from mmcurate.models.requests import ChatRequest, ChatResponse
 from mmcurate.models.schedule import model_major
 
@@ -114,6 +116,7 @@ class OracleCheck(Stage):
     rule: Rule = "all_incorrect"
     force_guess: bool = False
     templates: prompts.PromptSet = prompts.BUILT_IN
+    recorded: RecordedAnswers | None = None  # a re-curation: the parent release's answers
     name = STAGE
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
@@ -141,8 +144,18 @@ class OracleCheck(Stage):
             nonlocal requests
             requests += len(answered)
             answered_rows = [row for row, _ in answered]
-            verdicts = record_answers(judge, model, answered_rows, [resp for _, resp in answered], STAGE, "oracle.gold",
-                                      decisions)
+            settle_gold(model, answered_rows, record_answers(judge, model, answered_rows, [resp for _, resp in answered],
+                                                             STAGE, "oracle.gold", decisions))
+
+        def replay_gold(model: str, pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            assert self.recorded is not None
+            settled, rest = self.recorded.replay(
+                model, pending, lambda row: (row["sample_id"], None), "oracle.gold", decisions, judge.name,
+                lambda m, answered: regrade_answers(judge, m, answered, STAGE, "oracle.gold", decisions))
+            settle_gold(model, [row for row, _ in settled], [verdict for _, verdict in settled])
+            return rest
+
+        def settle_gold(model: str, answered_rows: list[dict[str, Any]], verdicts: list[str]) -> None:
             for row, verdict in zip(answered_rows, verdicts):
                 sid = row["sample_id"]
                 if verdict in (ERROR, JUDGE_ERROR):
@@ -152,7 +165,8 @@ class OracleCheck(Stage):
 
         model_major(pool, models, list(rows.values()), build=lambda row, spec: gold_request(row, spec, template),
                     on_answers=on_gold,
-                    eliminated=lambda row: row["sample_id"] in settled_by, stage="oracle.gold")
+                    eliminated=lambda row: row["sample_id"] in settled_by, stage="oracle.gold",
+                    replay=replay_gold if self.recorded is not None else None)
 
         final: dict[str, Decision] = {}
         for sid in rows:
@@ -179,9 +193,22 @@ class OracleCheck(Stage):
             nonlocal requests
             requests += len(answered)
             answered_pairs = [pair for pair, _ in answered]
-            verdicts = record_answers(judge, model, [rows[p[0]] for p in answered_pairs], [resp for _, resp in answered],
-                                      STAGE, "oracle.distractor", decisions,
-                                      [negative_of(p)["context_id"] for p in answered_pairs])
+            settle_distractors(model, answered_pairs, record_answers(
+                judge, model, [rows[p[0]] for p in answered_pairs], [resp for _, resp in answered], STAGE,
+                "oracle.distractor", decisions, [negative_of(p)["context_id"] for p in answered_pairs]))
+
+        def replay_distractors(model: str, pending: list[Pair]) -> list[Pair]:
+            assert self.recorded is not None
+            settled, rest = self.recorded.replay(
+                model, pending, lambda pair: (pair[0], negative_of(pair)["context_id"]), "oracle.distractor",
+                decisions, judge.name,
+                lambda m, answered: regrade_answers(judge, m, [(rows[p[0]], text) for p, text in answered], STAGE,
+                                                    "oracle.distractor", decisions,
+                                                    [negative_of(p)["context_id"] for p, _ in answered]))
+            settle_distractors(model, [pair for pair, _ in settled], [verdict for _, verdict in settled])
+            return rest
+
+        def settle_distractors(model: str, answered_pairs: list[Pair], verdicts: list[str]) -> None:
             for pair, verdict in zip(answered_pairs, verdicts):
                 if verdict == CORRECT:
                     leaked_by.setdefault(pair, model)
@@ -191,7 +218,7 @@ class OracleCheck(Stage):
         model_major(pool, models, pairs,
                     build=lambda pair, spec: distractor_request(rows[pair[0]], negative_of(pair), template),
                     on_answers=on_distractor, eliminated=lambda pair: pair in leaked_by,
-                    stage="oracle.distractor")
+                    stage="oracle.distractor", replay=replay_distractors if self.recorded is not None else None)
 
         # (c) prune, k_min ---------------------------------------------------------------
         kept_rows: list[dict[str, Any]] = []

@@ -34,6 +34,7 @@ from mmcurate.core.ledger import Decision
 from mmcurate.core.specs import GraderSpec, Lexical, coerce
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.judging.entailment import LEXICAL_THRESHOLD, LexicalEntailment
+from mmcurate.judging.recorded import RecordedAnswers
 from mmcurate.models.labels import Label, ask_labels, first_token_label, label_request
 from mmcurate.models.requests import ChatRequest, ChatResponse
 from mmcurate.models.schedule import model_major
@@ -99,6 +100,7 @@ class ImageNecessity(Stage):
     inspectors: list[str]
     evaluator: GraderSpec
     max_right: int = 1
+    recorded: RecordedAnswers | None = None  # a re-curation: the parent release's graded answers
     name = STAGE
 
     def __post_init__(self) -> None:
@@ -120,6 +122,7 @@ class ImageNecessity(Stage):
         evaluator, max_right = str(self.evaluator), self.max_right
         tally: dict[str, dict[str, int]] = {r["sample_id"]: {"right": 0, "wrong": 0, "error": 0} for r in rows}
         asked: dict[str, list[str]] = {r["sample_id"]: [] for r in rows}
+        right_by: dict[str, list[str]] = {r["sample_id"]: [] for r in rows}  # inspectors graded right
         decisions: list[Decision] = []
 
         def on_answers(model: str, answered: list[tuple[dict, ChatResponse]]) -> None:
@@ -131,22 +134,43 @@ class ImageNecessity(Stage):
                         row["sample_id"], STAGE, CHECK_INSPECTOR, "error", model=model,
                         detail={"error": f"inspector call failed: {resp.error}", "evaluator": evaluator},
                     ))
-            to_grade = [(row, resp) for row, resp in answered if resp.text is not None]
-            for (row, resp), grade in zip(to_grade, self._grade(ctx, model, to_grade)):
+            to_grade = [(row, resp.text) for row, resp in answered if resp.text is not None]
+            graded(model, to_grade)
+
+        def graded(model: str, to_grade: list[tuple[dict, str]]) -> list[str]:
+            verdicts = []
+            for (row, text), grade in zip(to_grade, self._grade(ctx, model, to_grade)):
                 verdict = grade.label if grade.ok else "error"
                 tally[row["sample_id"]][verdict] += 1
-                detail: dict[str, Any] = {"answer": resp.text, "evaluator": evaluator, "grade_raw": grade.raw}
+                if verdict == "right":
+                    right_by[row["sample_id"]].append(model)
+                detail: dict[str, Any] = {"answer": text, "evaluator": evaluator, "grade_raw": grade.raw}
                 if grade.error:
                     detail["error"] = grade.error
                 decisions.append(Decision(row["sample_id"], STAGE, CHECK_INSPECTOR, verdict, model=model,
                                           detail=detail))
+                verdicts.append(verdict)
+            return verdicts
+
+        def replay(model: str, pending: list[dict]) -> list[dict]:
+            assert self.recorded is not None
+            settled, rest = self.recorded.replay(model, pending, lambda row: (row["sample_id"], None), CHECK_INSPECTOR,
+                                                 decisions, evaluator, graded)
+            regraded = self.recorded.judge != evaluator  # ``graded`` counted those already
+            for row, verdict in settled:
+                asked[row["sample_id"]].append(model)
+                if not regraded:
+                    tally[row["sample_id"]][verdict] += 1
+                    if verdict == "right":
+                        right_by[row["sample_id"]].append(model)
+            return rest
 
         def eliminated(row: dict) -> bool:
             return tally[row["sample_id"]]["right"] > max_right
 
         try:
             model_major(ctx.pool, list(self.inspectors), rows, lambda row, spec: inspector_request(row), on_answers,
-                        eliminated, STAGE)
+                        eliminated, STAGE, replay if self.recorded is not None else None)
         finally:
             if not isinstance(self.evaluator, Lexical):
                 ctx.pool.release(self.evaluator.name)
@@ -170,20 +194,21 @@ class ImageNecessity(Stage):
             decisions.append(Decision(
                 sid, STAGE, CHECK_RULE, verdict, model=evaluator,
                 detail={**t, "max_right": max_right, "reason": reason, "inspectors": list(self.inspectors),
-                        "not_asked": not_asked},
+                        "not_asked": not_asked, "right_by": right_by[sid],
+                        **({"deciding_model": right_by[sid][-1]} if verdict == "drop" and right_by[sid] else {})},
             ))
         kept = samples.filter(pa.array(keep_mask, type=pa.bool_()))
         return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=ctx.run_id, counts=counts,
                            extra={"inspectors": list(self.inspectors), "evaluator": evaluator},
                            components={"necessity_evaluator": evaluator})
 
-    def _grade(self, ctx: StageContext, model: str, answered: list[tuple[dict, ChatResponse]]) -> list[Label]:
-        """right/wrong for each answered (row, inspector response)."""
+    def _grade(self, ctx: StageContext, model: str, answered: list[tuple[dict, str]]) -> list[Label]:
+        """right/wrong for each answered (row, inspector answer)."""
         if not answered:
             return []
         references = [row["answers"][0] for row, _ in answered]
         if isinstance(self.evaluator, Lexical):
-            return lexical_grades(references, [resp.text for _, resp in answered], self.evaluator.threshold)
-        requests = [grade_request(row, model, resp.text) for row, resp in answered]
+            return lexical_grades(references, [text for _, text in answered], self.evaluator.threshold)
+        requests = [grade_request(row, model, text) for row, text in answered]
         return ask_labels(ctx.pool.client(self.evaluator.name), requests, GRADES, GRADE_REMINDER, STAGE,
                           lambda response: first_token_label(response, GRADES))

@@ -26,6 +26,10 @@ ConfigOpt = Annotated[Optional[Path], typer.Option(
 VersionOpt = Annotated[Optional[str], typer.Option("--version", help="release version (default: the config's)")]
 IncompleteOpt = Annotated[bool, typer.Option(
     "--allow-incomplete", help="publish even if failed model calls held samples out (the card says so)")]
+MaxCallsOpt = Annotated[Optional[int], typer.Option(
+    "--max-calls", help="refuse, before any call, a re-curation planned to make more model calls")]
+MaxCostOpt = Annotated[Optional[float], typer.Option(
+    "--max-cost", help="refuse, before any call, a re-curation planned to cost more (USD)")]
 # an evaluation option as the flows name it -> as the user types it
 FLAGS = {"scenarios": "--scenario", "n_negatives": "--negatives", "abstention": "--abstention",
          "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system",
@@ -136,18 +140,23 @@ def evaluate(
 @app.command("recurate")
 def recurate(
     release: Annotated[Path, typer.Argument(help="the release to re-curate")],
-    add_model: Annotated[list[str], typer.Option("--add-model", help="model name or YAML spec file; repeat")],
+    add_model: Annotated[list[str], typer.Option(
+        "--add-model", help="SPEC or ROLE=SPEC: a model name of the config or a YAML spec file; repeat")],
     config: Annotated[Optional[Path], typer.Option("--config", help="default: the release's own config")] = None,
     version: VersionOpt = None,
     allow_incomplete: IncompleteOpt = False,
+    max_calls: MaxCallsOpt = None,
+    max_cost: MaxCostOpt = None,
 ) -> None:
-    """Gate a release with new models only; publish the next minor version beside it (or under the
-    config's releases_root) with its diff."""
-    from mmcurate.benchmarks import get
-    from mmcurate.releases.reader import open_release
+    """Re-curate a release with new models only (the original models' answers come from its
+    ledger); publish the next minor version beside it with its diff and CHANGELOG.md."""
+    from mmcurate.flows.recurate import recurate_release
+    from mmcurate.planning.recuration import Budget
+    from mmcurate.releases.recuration import begin_recuration
 
     _prefect_defaults()
-    flow = get(open_release(release).benchmark).flow("recurate")
-    typer.echo(run_flow(lambda: flow(release=str(release.resolve()), add_model=add_model,
-                                     config=str(config.resolve()) if config else None, version=version,
-                                     allow_incomplete=allow_incomplete)))
+    Budget(max_calls, max_cost)
+    begin_recuration(release, config, add_model, version)  # every check, before Prefect starts
+    typer.echo(run_flow(lambda: recurate_release(
+        release=str(release.resolve()), add_model=add_model, config=str(config.resolve()) if config else None,
+        version=version, allow_incomplete=allow_incomplete, max_calls=max_calls, max_cost=max_cost)))

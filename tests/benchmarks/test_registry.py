@@ -37,13 +37,16 @@ def test_every_part_of_every_benchmark_loads(name):
         assert benchmark.judges().benchmark == name
     if benchmark.plan is not None:
         assert callable(benchmark.planner())
+    if benchmark.recurate is not None:  # a re-curation flow comes with its plan and its roles
+        assert callable(benchmark.flow("recurate")) and callable(benchmark.recuration_planner())
+        assert benchmark.release is not None
 
 
 def test_unknown_benchmark_and_missing_parts_are_one_line():
     with pytest.raises(ConfigError, match="unknown benchmark .mme.; known: deflectionbench, reflvqa, reflectv, cragmm, pope"):
         get("mme")
-    with pytest.raises(MmcurateError, match="reflectv has no recurate flow in mmcurate"):
-        get("reflectv").flow("recurate")
+    with pytest.raises(MmcurateError, match="reflectv has no review of its evaluation's judge in mmcurate"):
+        get("reflectv").judges()
 
 
 def test_evaluation_options_are_checked_against_the_benchmark():

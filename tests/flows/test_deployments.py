@@ -2,7 +2,7 @@
 
 A local `prefect server` (own PREFECT_HOME, loopback port) gets the process work pool;
 `prefect deploy --all` runs from the checkout; the deployments, their pull step and the
-recurate schedule are read back from the server's REST API. Then the scripted dry run is
+watch schedule are read back from the server's REST API. Then the scripted dry run is
 triggered and a one-shot process worker, started outside the checkout with a temporary
 workdir and releases root, must run it to Completed and publish a non-empty release.
 
@@ -35,7 +35,8 @@ EXPECTED = {  # (flow name, deployment name) -> entrypoint
     ("reflvqa", "reflvqa"): "flows/reflvqa.py:reflvqa",
     ("reflectv", "reflectv"): "flows/reflectv.py:reflectv",
     ("pope", "pope"): "flows/pope.py:pope",
-    ("recurate", "recurate"): "flows/recurate.py:recurate",
+    ("recurate-release", "recurate"): "flows/recurate.py:recurate_release",
+    ("watch", "watch"): "flows/watch.py:watch",
     ("evaluate", "evaluate"): "flows/evaluate.py:evaluate_release",
 }
 HANG_GUARD = 1800  # seconds: a wait this long means something hangs
@@ -149,18 +150,19 @@ def test_deploy_all_creates_every_deployment(deployed: dict[tuple[str, str], dic
             {"prefect.deployments.steps.set_working_directory": {"directory": str(REPO)}}
         ], key
     assert deployed[("deflectionbench", "dryrun")]["parameters"] == {"config": "configs/dryrun.yaml"}
-    assert set(deployed[("recurate", "recurate")]["parameters"]) == {"release", "add_model"}
+    assert set(deployed[("recurate-release", "recurate")]["parameters"]) == {"release", "add_model", "config"}
+    assert deployed[("watch", "watch")]["parameters"]["catalog"] == "configs/catalog.yaml"
 
 
-def test_recurate_schedule_is_monthly_and_inactive(deployed: dict[tuple[str, str], dict]) -> None:
-    schedules = deployed[("recurate", "recurate")]["schedules"]
+def test_watch_schedule_is_monthly_and_inactive(deployed: dict[tuple[str, str], dict]) -> None:
+    schedules = deployed[("watch", "watch")]["schedules"]
     assert len(schedules) == 1
     assert schedules[0]["active"] is False
     cron = schedules[0]["schedule"]
     assert cron["timezone"] == "UTC"
     minute, hour, day, month, weekday = cron["cron"].split()
     assert day.isdigit() and month == "*" and weekday == "*", cron  # once a month
-    others = [key for key, d in deployed.items() if d["schedules"] and key != ("recurate", "recurate")]
+    others = [key for key, d in deployed.items() if d["schedules"] and key != ("watch", "watch")]
     assert others == []
 
 

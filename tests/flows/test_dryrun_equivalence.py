@@ -5,6 +5,9 @@ With ``oracle_rule: none_correct`` (the Stage III rule before eq. 4 became the d
 has exactly the content recorded before the package layout changed (golden/dryrun-1.0.0.json,
 written by the code of commit 5cf30db): the same rows in the data shards and the same ledger
 verdicts. A change that alters curation must update the golden file on purpose and say why.
+Since the near-duplicate check (annotation/dedup.py) the ledger holds its 6 flags as well
+(1073 -> 1079 rows: one question asked twice about the same image, five shared images); the
+data shards are unchanged.
 
 The default rule (``all_incorrect``, eq. 4) changes exactly the samples it should: those that
 no model answered CORRECT with the gold evidence but some model declined (NOT_ATTEMPTED).

@@ -107,7 +107,7 @@ def test_release_cites_through_the_cutoff_and_records_verification(run):
                 after = by_id[(row["sample_id"], s["index"])]
                 assert (s["text_citations"], s["flagged"]) == (after["text_citations"], after["flagged"])
     funnel = [r["stage"] for r in release.manifest["statistics"]["funnel"]]
-    assert funnel[-2:] == ["citation", "verification"]
+    assert funnel[-3:] == ["citation", "verification", "dedup"]
 
 
 def test_why_shows_the_claim_trace(run, capsys, monkeypatch):

@@ -77,7 +77,8 @@ def test_recuration_calls_only_the_new_model_and_explains_removals(built):
     with ResponseCache.open(f"sqlite:///{flowkit.cache_path(home)}") as cache:
         reader_answers = cache.count("vlm-reader")
     new = Path(recurate(release=str(release), add_model=["knower"], config=str(config)))
-    assert new.name == "1.1.0" and open_release(new).manifest["parent"] == "1.0.0"
+    assert new.name == "1.1.0" and open_release(new).manifest["parent"] == {
+        "version": "1.0.0", "content_id": open_release(release).manifest["sealed"]}
     assert verify_release(new).ok  # its sealed body and its counts per source, against its data
     with ResponseCache.open(f"sqlite:///{flowkit.cache_path(home)}") as cache:
         assert cache.count("vlm-reader") == reader_answers  # the earlier model: cache hits only
@@ -118,12 +119,13 @@ def test_a_copied_release_recurates_beside_itself(built, tmp_path):
 
     home, _, release = built
     # another machine's layout, release and model script alike: the manifest's paths are relative
-    # to the release, so they reach the script there; the workdir it names is a fresh one there
+    # to the release, so they reach the script there and the (fresh) workdir prepared there
     moved = tmp_path / "home" / "releases" / "deflectionbench" / "1.0.0"
     shutil.copytree(release, moved)
     shutil.copy(home / "knower.jsonl", tmp_path / "home" / "knower.jsonl")
+    (tmp_path / "home" / "work").mkdir()  # the workdir there (a fresh one: no response cache)
     new = Path(recurate(release=str(moved), add_model=["knower"]))
     assert new == moved.parent / "1.1.0"
-    assert verify_release(new).ok and open_release(new).manifest["parent"] == "1.0.0"
+    assert verify_release(new).ok and open_release(new).manifest["parent"]["version"] == "1.0.0"
     assert list_versions(tmp_path / "home" / "releases", "deflectionbench") == ["1.0.0", "1.1.0"]
     assert (tmp_path / "home" / "work" / "responses.sqlite").is_file()  # the manifest's workdir, resolved here

@@ -1,0 +1,60 @@
+"""RefLVQA re-curation when stronger models appear: the next minor version at the cost of the
+new models' calls only.
+
+    open       the release, the new inspectors and/or a new text entailment judge; the
+               parent's ledger holds the original inspectors' graded answers and the
+               judged (sentence, document) pairs
+    plan       the new models' calls, refused over --max-calls / --max-cost
+    necessity  the image-necessity filter over the released QA pairs with every inspector:
+               the original ones' recorded grades count, only the new ones answer
+    citations  the new judge decides the citations among the documents the parent judged
+               (the release's knowledge base gives their text)
+    near-dups  within the release, against earlier versions (the parent) and named releases
+    publish    the next minor version beside the release, with removal stamps and CHANGELOG.md
+"""
+from __future__ import annotations
+
+from prefect import flow
+
+from mmcurate.annotation.reflvqa.necessity import ImageNecessity
+from mmcurate.annotation.reflvqa.recheck import RecheckCitations, judged_candidates
+from mmcurate.core.images import ImageStore
+from mmcurate.planning.recuration import Budget
+from mmcurate.releases.near_duplicates import near_duplicate_stage
+from mmcurate.releases.recuration import begin_recuration, describe_changes
+from mmcurate.releases.reflvqa import qa_samples, reflvqa_recuration_draft, release_corpus
+from mmcurate.tasks.plan import plan_recuration, report_spent
+from mmcurate.tasks.release import publish_release
+from mmcurate.tasks.stages import run_stage
+
+
+@flow(name="recurate-reflvqa", log_prints=True)
+def recurate_reflvqa(release: str, add_model: list[str], config: str | None = None, version: str | None = None,
+                     allow_incomplete: bool = False, max_calls: int | None = None,
+                     max_cost: float | None = None) -> str:
+    run = begin_recuration(release, config, add_model, version)                              # before any work
+    parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
+    bill = plan_recuration(run, Budget(max_calls, max_cost))                                 # before any model call
+    store = ImageStore(settings.workdir / "images")
+    pairs, corpus = qa_samples(parent, store), release_corpus(parent, store)
+
+    evaluator = (parent.manifest.get("components") or {}).get("necessity_evaluator")
+    necessary = run_stage(ImageNecessity(cfg.inspectors, cfg.evaluator, cfg.max_right_inspectors,
+                                         run.recorded("necessity", ("right", "wrong"), judge=evaluator)),
+                          pairs, settings, run_id)
+    documents = {r["doc_id"]: (r["title"], r["text"]) for r in corpus.to_pylist() if r["modality"] == "text"}
+    judges = [f"llm:{name}" for name in run.reusable] + [(parent.manifest.get("judge") or {}).get("name")]
+    cited = run_stage(RecheckCitations(cfg.text_entailment, documents, judged_candidates(parent.ledger),
+                                       run.recorded("citation", ("entail", "reject"), models=judges, part="sentence")),
+                      necessary.kept, settings, run_id)
+    deduped = run_stage(near_duplicate_stage(settings, parent.benchmark, run.version), cited.kept, settings, run_id)
+
+    draft = reflvqa_recuration_draft(settings, run.version, run_id, parent, run.parent_record,
+                                     [necessary, cited, deduped], corpus)
+    path = publish_release(describe_changes(run, draft), settings.releases_root, settings.workdir / "images",
+                           allow_incomplete)
+    report_spent(bill, necessary.calls + cited.calls)
+    print(f"recurated reflvqa {parent.version} -> {draft.version} with {', '.join(run.new_models)}: "
+          f"{len(draft.removed)} removed, {cited.counts['changed']} with other citations, "
+          f"{draft.tables['qa'].num_rows} kept -> {path}")
+    return str(path)

@@ -1,0 +1,120 @@
+"""Catalogs of models a benchmark could be re-curated with (``mmcurate watch``).
+
+Two kinds:
+
+- a YAML file the maintainers keep in git: ``models:`` a list of model specs
+  (``core.config.ModelSpec`` fields) with ``released: YYYY-MM-DD`` and optionally ``role``
+  (the re-curation role, e.g. ``teacher``; default: the benchmark's first) and ``note``.
+  Relative paths (a scripted model's ``script``) resolve against the file's folder;
+- any OpenAI-compatible server's model list, named by its root URL (``http://host:port/v1``):
+  ``GET <root>/models`` answers ``{"object": "list", "data": [{"id": ..., ...}]}`` (the
+  OpenAI API's "List models"; llama-cpp-python 0.3's server, ``llama_cpp/server/app.py``
+  ``get_models``, answers ``{"id": <alias>, "object": "model", "owned_by": "me",
+  "permissions": []}`` per model; vLLM adds ``created``, ``root`` and ``max_model_len``).
+  Each id becomes an ``openai``-backend spec aimed at that server, named by the id; the
+  server says nothing about weights, so its revision is ``served:<root>``; ``created``
+  (seconds since the epoch), when given, is its release date. A server that cannot be
+  reached, or answers anything but that shape, is one line.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from pydantic import ValidationError
+
+from mmcurate.core.config import ModelSpec, model_from_file_data
+from mmcurate.core.errors import ConfigError
+
+LIST_TIMEOUT = 10.0  # seconds to wait for a server's model list
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    spec: ModelSpec
+    released: date | None
+    role: str | None  # re-curation role; None: the benchmark's default
+    note: str = ""
+
+
+def is_server(catalog: str) -> bool:
+    return catalog.startswith(("http://", "https://"))
+
+
+def read_catalog(catalog: str | Path) -> list[CatalogModel]:
+    """The models of a catalog file or server (see the module docstring)."""
+    text = str(catalog)
+    return server_catalog(text) if is_server(text) else file_catalog(Path(text))
+
+
+def file_catalog(path: Path) -> list[CatalogModel]:
+    if not path.is_file():
+        raise ConfigError(f"catalog {path}: no such file (a YAML catalog or http://host:port/v1)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"catalog {path} is not valid YAML: {exc}".replace("\n", " ")) from None
+    entries = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise ConfigError(f"catalog {path}: expected 'models:' with a list of model specs")
+    out = []
+    for index, entry in enumerate(entries):
+        where = f"catalog {path}: models[{index}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: a model spec mapping is expected")
+        fields = dict(entry)
+        released, role, note = fields.pop("released", None), fields.pop("role", None), fields.pop("note", "")
+        if released is not None and not isinstance(released, date):
+            raise ConfigError(f"{where}.released: a date YYYY-MM-DD is expected, got {released!r}")
+        try:
+            spec = model_from_file_data(fields, path.parent)
+        except (TypeError, ValidationError) as exc:
+            first = exc.errors()[0] if isinstance(exc, ValidationError) else {"loc": (), "msg": str(exc)}
+            field = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"{where}{'.' + field if field else ''}: {first['msg']}") from None
+        out.append(CatalogModel(spec, released, role, str(note or "")))
+    return out
+
+
+def server_catalog(root: str) -> list[CatalogModel]:
+    root = root.rstrip("/")
+    try:
+        response = httpx.get(f"{root}/models", timeout=LIST_TIMEOUT)
+        response.raise_for_status()
+        data = response.json()
+    except httpx.HTTPStatusError as exc:
+        raise ConfigError(f"catalog {root}: GET /models answered {exc.response.status_code}") from None
+    except httpx.HTTPError as exc:
+        raise ConfigError(f"catalog {root}: the server cannot be reached ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})") from None
+    except json.JSONDecodeError:
+        raise ConfigError(f"catalog {root}: GET /models did not answer JSON") from None
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("id"), str) for i in items):
+        raise ConfigError(f"catalog {root}: GET /models did not answer an OpenAI model list "
+                          '({"object": "list", "data": [{"id": ...}]})')
+    return [CatalogModel(ModelSpec(name=item["id"], backend="openai", model=item["id"], base_url=root,
+                                   revision=f"served:{root}"), _created(item), None,
+                         f"served by {root}" + (f", owned by {item['owned_by']}" if item.get("owned_by") else ""))
+            for item in items]
+
+
+def _created(item: dict[str, Any]) -> date | None:
+    created = item.get("created")
+    return datetime.fromtimestamp(created, timezone.utc).date() if isinstance(created, (int, float)) else None
+
+
+def spec_file(model: CatalogModel, folder: Path) -> Path:
+    """The model's spec as a YAML file in ``folder`` (what ``--add-model`` takes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.spec.name)
+    path = folder / f"{safe}.yaml"
+    path.write_text(yaml.safe_dump(model.spec.model_dump(mode="json", exclude_defaults=True) | {"name": model.spec.name,
+                                                                                              "backend": model.spec.backend},
+                                   sort_keys=False))
+    return path

@@ -1,0 +1,118 @@
+"""ReflectV re-curation on scripted models (issue 27.2): a new teacher scores the released
+dialogues again (a trajectory whose scores break the rules is removed), a new verifier
+checks the marks again (a no collapses the chain), rho is kept; the original teacher and
+verifier are never asked."""
+from __future__ import annotations
+
+import json
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mmcurate.models.client import ModelClient
+from mmcurate.releases.manifest import recorded_validation
+from mmcurate.releases.reader import open_release
+from mmcurate.releases.verify import verify_release
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+workdir: work
+releases_root: releases
+models:
+  student: {{backend: scripted, script: {fx}/reflectv_models/student.jsonl, vision: true}}
+  teacher: {{backend: scripted, script: {fx}/reflectv_models/teacher.jsonl, vision: true}}
+  rewriter: {{backend: scripted, script: {fx}/reflectv_models/rewriter.jsonl}}
+  verifier: {{backend: scripted, script: {fx}/reflectv_models/verifier.jsonl, default: "yes", vision: true}}
+  strict: {{backend: scripted, script: strict.jsonl, vision: true, revision: strict-1}}
+  critic: {{backend: scripted, script: critic.jsonl, default: "yes", vision: true, revision: critic-1}}
+judge: {{kind: lexical}}
+reflectv:
+  sources:
+    - {{name: gqa, root: {fx}/gqa}}
+    - {{name: textvqa, root: {fx}/textvqa}}
+    - {{name: docvqa, root: {fx}/docvqa}}
+    - {{name: chartqa, root: {fx}/chartqa}}
+    - {{name: fire, root: {fx}/fire}}
+  student: student
+  teacher: teacher
+  rewriter: rewriter
+  verifier: verifier
+  grounding: "boxes:{fx}"
+  max_turns: 3
+  seed: 7
+"""
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path, Path]:
+    from mmcurate.flows.reflectv import reflectv
+
+    home = tmp_path_factory.mktemp("recurate-reflectv")
+    for name in ("strict", "critic"):
+        (home / f"{name}.jsonl").write_text("")
+    config = home / "config.yaml"
+    config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
+    return home, config, Path(reflectv(config=str(config)))
+
+
+def teacher_rules(dialogues: list[dict], plateau: str) -> list[dict]:
+    """A teacher that gives each released dialogue's turns their recorded scores (later turns'
+    rules first: a turn's messages hold every earlier answer), except ``plateau``: 5 every turn."""
+    rules = []
+    for row in dialogues:
+        for turn in reversed(row["dialogue"]):
+            score = 5 if row["sample_id"] == plateau else turn["score"]
+            rules.append({"when_all": [row["question"], f"Student answer: {turn['answer']}"],
+                          "answer": f"Score: {score}\nFeedback: {turn['feedback']}"})
+    return rules
+
+
+def test_new_teacher_and_verifier_recheck_the_trajectories(built, monkeypatch):
+    from mmcurate.flows.recurate_reflectv import recurate_reflectv
+
+    home, config, release = built
+    parent = open_release(release)
+    trajectories = parent.table("trajectories").to_pylist()
+    chains = [r for r in trajectories if r["format"] == "multi_turn"]
+    dropped, doubted = chains[0], chains[1]
+    released = {r["sample_id"] for r in trajectories}
+    dialogues = [r for r in parent.table("dialogues").to_pylist() if r["sample_id"] in released]
+    (home / "strict.jsonl").write_text("".join(json.dumps(r) + "\n" for r in teacher_rules(dialogues,
+                                                                                          dropped["sample_id"])))
+    (home / "critic.jsonl").write_text(json.dumps({"when_all": [f"Question: {doubted['question']}"],
+                                                   "answer": "no"}) + "\n")
+    asked: Counter[str] = Counter()
+    real = ModelClient.chat
+
+    def spy(self, requests, stage):
+        asked[self.spec.name] += len(requests)
+        return real(self, requests, stage)
+
+    monkeypatch.setattr(ModelClient, "chat", spy)
+    new = Path(recurate_reflectv(release=str(release), add_model=["teacher=strict", "verifier=critic"],
+                                 config=str(config)))
+    assert set(asked) == {"strict", "critic"}  # the original teacher and verifier were not asked
+    assert asked["strict"] == sum(len(r["dialogue"]) for r in dialogues)
+    assert new == release.parent / "1.1.0" and verify_release(new).ok and recorded_validation(new)["success"]
+    recurated = open_release(new)
+    rows = {r["sample_id"]: r for r in recurated.table("trajectories").to_pylist()}
+    removed = {r["sample_id"]: r["reason"] for r in recurated.manifest["removed"]}
+    assert "drop by strict in v1.1.0 (plateau at turn 2 (5 -> 5))" in removed[dropped["sample_id"]]
+    # the doubted chain became a QA pair, which then stays or is one of the surplus pairs rho drops
+    collapsed = rows.get(doubted["sample_id"])
+    assert (collapsed["format"], len(collapsed["conversation"])) == ("single_turn", 1) if collapsed else \
+        "surplus QA pair" in removed[doubted["sample_id"]]
+    multi = sum(r["format"] == "multi_turn" for r in rows.values())
+    assert multi == len(chains) - 2 and multi / len(rows) >= 0.75  # surplus QA pairs dropped to keep rho
+    assert [r for r in removed.values() if "surplus QA pair" in r]
+    fates = {r["sample_id"]: r for r in recurated.table("dialogues").to_pylist()}
+    assert fates[dropped["sample_id"]]["fate"] == "discarded"
+    changelog = (new / "CHANGELOG.md").read_text()
+    assert "teacher: `strict`; verifier: `critic`" in changelog
+    assert f"`{dropped['sample_id']}`" in changelog and "[model `strict`]" in changelog
+    if collapsed:
+        assert "critic" in fates[doubted["sample_id"]]["chain_issue"]
+        assert f"`{doubted['sample_id']}`" in changelog and "`critic`" in changelog

@@ -1,0 +1,148 @@
+"""``mmcurate watch`` (issue 27.1) on a scripted DeflectionBench release.
+
+Catalogs: a YAML file and the real llama.cpp server's model list (GET /v1/models); a dead
+server is one line. The plan names only the new models; ``--run`` refuses over budget
+before any call, re-curates, verifies and publishes to a folder, and a Prefect notification
+block hears the outcome, success or failure.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from mmcurate.core.errors import ConfigError
+from mmcurate.models.catalog import read_catalog
+from mmcurate.models.client import ModelClient
+from mmcurate.planning.watch import propose
+from mmcurate.releases.errors import ReleaseError
+from mmcurate.releases.reader import list_versions, open_release
+from mmcurate.releases.verify import verify_release
+
+import flowkit  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
+from cli_helpers import run_cli  # noqa: E402
+
+pytestmark = pytest.mark.slow
+TOLD: list[tuple[str | None, str]] = []  # what the test notification block was told
+HUBBLE = "Question: In what year was the Hubble Space Telescope launched?"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path, Path]:
+    """A scripted release of the dry run's reader, and a catalog naming it and a newer "knower"."""
+    from mmcurate.flows.deflectionbench import deflectionbench
+
+    home = tmp_path_factory.mktemp("watch") / "home"
+    home.mkdir()
+    (home / "knower.jsonl").write_text(
+        json.dumps({"when_all": [HUBBLE], "when_none": ["Evidence:"], "answer": "1990"}) + "\n")
+    config = flowkit.scripted_config(home, fixtures_root, models={"vlm-reader": flowkit.READER})
+    catalog = home / "catalog.yaml"
+    catalog.write_text(f"""models:
+  - name: vlm-reader
+    backend: scripted
+    script: {flowkit.READER['script']}
+    default: Atlantis
+    revision: dryrun-1
+    vision: true
+    released: 2024-01-01
+  - name: knower
+    backend: scripted
+    script: knower.jsonl    # relative to the catalog's folder
+    default: Atlantis
+    revision: knower-1
+    released: 2026-10-01
+    note: knows Hubble
+""")
+    return home, catalog, Path(deflectionbench(config=str(config)))
+
+
+def test_a_yaml_catalog_proposes_the_new_model_and_its_plan(built, tmp_path):
+    home, catalog, release = built
+    proposal = propose(release, str(catalog), None, tmp_path)
+    assert [m.spec.name for m in proposal.new] == ["knower"] and len(proposal.models) == 2
+    assert str(proposal.new[0].released) == "2026-10-01"
+    assert {row.model for row in proposal.plan.rows} == {"knower"}
+    samples = len(open_release(release).sample_ids)
+    stage_i = [r for r in proposal.plan.rows if r.step == "parametric"]
+    assert stage_i and stage_i[0].requests == samples
+    assert not [r for r in proposal.plan.rows if r.step == "oracle.gold"]  # the reader settled every gold check
+    text = proposal.render()
+    assert "+ knower: scripted" in text and "released 2026-10-01, role gating (knows Hubble)" in text
+    assert "1.0.0 -> 1.1.0" in text and "parametric" in text
+
+
+def test_the_llama_server_model_list_is_a_catalog(built, llama_server, tmp_path):
+    models = read_catalog(llama_server.base_url)
+    assert [(m.spec.name, m.spec.backend, m.spec.base_url) for m in models] == \
+        [("smollm2", "openai", llama_server.base_url)]
+    proposal = propose(built[2], llama_server.base_url, None, tmp_path)
+    assert [m.spec.name for m in proposal.new] == ["smollm2"]
+    assert {row.model for row in proposal.plan.rows} == {"smollm2"} and proposal.plan.total().requests > 0
+
+
+def test_a_dead_server_is_one_line(capsys, monkeypatch, built):
+    from mmcurate.models.backends.embedded import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(ConfigError) as refused:
+        read_catalog(dead)
+    assert "\n" not in str(refused.value) and "cannot be reached" in str(refused.value)
+    code, out, err = run_cli(capsys, monkeypatch, "watch", str(built[2]), "--catalog", dead)
+    assert code == 2 and err.count("\n") == 1 and "cannot be reached" in err
+
+
+def test_the_command_prints_the_plan(capsys, monkeypatch, built):
+    home, catalog, release = built
+    code, out, err = run_cli(capsys, monkeypatch, "watch", str(release), "--catalog", str(catalog))
+    assert code == 0 and "1 new" in out and "+ knower" in out and "total" in out
+    code, out, err = run_cli(capsys, monkeypatch, "watch", str(release), "--catalog", str(catalog), "--max-calls", "2")
+    assert code == 2 and "over --max-calls 2" in err
+
+
+@pytest.fixture(scope="module")
+def notifier(prefect_harness):
+    """A notification block that appends what it is told to a list (no network)."""
+    from prefect.blocks.notifications import NotificationBlock
+
+    class TestNotebook(NotificationBlock):
+        _block_type_slug = "test-notebook"
+
+        def notify(self, body: str, subject: str | None = None) -> None:
+            TOLD.append((subject, body))
+
+    TestNotebook().save("watch-test", overwrite=True)
+    return TOLD
+
+
+def test_run_refuses_over_budget_before_any_call_and_says_so(built, notifier, monkeypatch):
+    from mmcurate.flows.watch import watch
+
+    home, catalog, release = built
+    called: list[str] = []
+    monkeypatch.setattr(ModelClient, "chat", lambda self, requests, stage: called.append(self.spec.name))
+    notifier.clear()
+    with pytest.raises(ReleaseError, match="over --max-calls 1"):
+        watch(release=str(release), catalog=str(catalog), run=True, max_calls=1, notify_block="test-notebook/watch-test")
+    assert called == [] and list_versions(release.parent.parent, "deflectionbench") == ["1.0.0"]
+    (subject, body), = notifier
+    assert "failed" in subject and "over --max-calls 1" in body
+
+
+def test_run_recurates_verifies_publishes_and_notifies(built, notifier, tmp_path):
+    from mmcurate.flows.watch import watch
+
+    home, catalog, release = built
+    notifier.clear()
+    outcome = watch(release=str(release), catalog=str(catalog), run=True, max_calls=1000,
+                    target_dir=str(tmp_path / "published"), notify_block="test-notebook/watch-test")
+    new = Path(outcome["recurated"])
+    assert new == release.parent / "1.1.0" and verify_release(new).ok
+    assert [m["name"] for m in open_release(new).manifest["models"]] == ["vlm-reader", "knower"]
+    assert outcome["published"] == str(tmp_path / "published")
+    assert verify_release(tmp_path / "published").ok and (tmp_path / "published" / "CHANGELOG.md").is_file()
+    (subject, body), = notifier
+    assert "re-curated as" in subject and "`knower`" in body and "Published" in body
