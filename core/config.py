@@ -148,6 +148,11 @@ class RetrievalConfig(_Strict):
     chunk_overlap: int = 32
     reranker: RerankerSpec = MiniLM()
     max_text_negatives: int = 10
+    # memory for the KB's vector index (retrieval.index_plan): a KB whose vectors fit keeps the
+    # in-memory flat/IVF index; a larger one gets an on-disk store and a compressed index
+    memory_gb: float = Field(default=4.0, ge=0.25, le=4096)
+    # pages the text encoder embeds per second, for `mmcurate plan` (default: planning.throughput)
+    encoder_pages_per_second: float | None = Field(default=None, gt=0)
 
 
 Rule = Literal["all_incorrect", "none_correct"]

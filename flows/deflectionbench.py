@@ -53,7 +53,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
         ingested={r.source: r.samples if s.limit is None else min(r.samples, s.limit)
                   for r, s in zip(ingested, cfg.sources)},
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),
-        components=paired.components, topics_before=topic_counts(samples))
+        components=paired.components, topics_before=topic_counts(samples), indexes=paired.extra.get("indexes"))
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     report_spent(bill, gated.calls + checked.calls)
     print(f"deflectionbench {draft.version}: {checked.kept.num_rows} samples -> {release}")

@@ -55,7 +55,7 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
         ingested=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
         components=parent.manifest.get("components", {}), parent=parent.version, history=parent.ledger,
-        topics_before=inherited_topics(parent.manifest))
+        topics_before=inherited_topics(parent.manifest), indexes=parent.manifest.get("indexes"))  # contexts as mined then
     draft.removed = diff_releases(parent, draft).removed_records()
     path = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     print(f"recurated {parent.version} -> {draft.version} with {new}: "

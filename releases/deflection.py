@@ -160,6 +160,7 @@ def deflection_draft(
     history: pa.Table | None = None,
     removed: list[dict] | None = None,
     topics_before: dict[str, int] | None = None,
+    indexes: list[dict] | None = None,
 ) -> ReleaseDraft:
     """Everything the release writer needs from one DeflectionBench run.
 
@@ -167,6 +168,7 @@ def deflection_draft(
     ``pairing`` (contexts come from the parent release) and the parent's ledger as ``history``.
     ``topics_before``: samples per topic (``releases.topics``) of the pool that entered Stage I
     (a re-curation passes its parent's); None leaves the topic table out and says so.
+    ``indexes``: the vector indexes Stage II searched (``retrieval.kb_pages`` records).
     """
     cfg = settings.deflectionbench
     kept = oracle.kept
@@ -222,4 +224,5 @@ def deflection_draft(
         k_min=cfg.k_min,
         removed=removed or [],
         notes=notes,
+        indexes=indexes or [],
     )

@@ -33,6 +33,7 @@ class ReleaseDraft:
     removed: list[dict] = field(default_factory=list)  # vs parent: {sample_id, reason, removed_in}
     notes: list[str] = field(default_factory=list)  # limitations, skipped stages
     incomplete: dict | None = None  # what failed, when an incomplete release was allowed (completeness.py)
+    indexes: list[dict] = field(default_factory=list)  # vector indexes searched: kind, params, recall, build time
 
     def __post_init__(self) -> None:
         if isinstance(self.ledger, pa.Table):

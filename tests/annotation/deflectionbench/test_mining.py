@@ -12,7 +12,9 @@ import pytest
 from PIL import Image, ImageOps
 
 from mmcurate.retrieval.chunking import chunk_text
+from mmcurate.retrieval.encoders import text_encoder
 from mmcurate.retrieval.kb import load_kb
+from mmcurate.retrieval.kb_pages import TablePages
 from mmcurate.annotation.deflectionbench.mining import DistractorFilter, mine_image_negatives, mine_text_negatives
 from mmcurate.core.text import normalize
 from mmcurate.core.config import RetrievalConfig
@@ -32,6 +34,10 @@ def builder(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def pages(kb: pa.Table, cache: Path, cfg: RetrievalConfig = CFG) -> TablePages:
+    return TablePages(kb, cache, text_encoder(cfg.text_encoder))
 
 
 def table(samples: list[Sample]) -> pa.Table:
@@ -63,7 +69,7 @@ def passage_text(kb: pa.Table, context_id: str) -> str:
 def test_answer_bearing_passages_are_never_distractors(kb: pa.Table, store: ImageStore, cache: Path) -> None:
     control = Sample("test", "control", MOON_Q, answers=[])
     sample = Sample("test", "apollo", MOON_Q, answers=["Apollo 11"])
-    mined = mine_text_negatives(table([control, sample]), kb, CFG, cache, store)
+    mined = mine_text_negatives(table([control, sample]), pages(kb, cache), CFG, store)
     assert any("Apollo 11" in c.text for c in mined[control.sample_id])  # there was something to remove
     negatives = mined[sample.sample_id]
     assert 0 < len(negatives) <= CFG.max_text_negatives
@@ -78,12 +84,12 @@ def test_answer_bearing_passages_are_never_distractors(kb: pa.Table, store: Imag
 
 def test_gold_passages_and_near_copies_are_excluded(kb: pa.Table, store: ImageStore, cache: Path) -> None:
     control = Sample("test", "cat-control", CAT_Q, answers=[])
-    top = mine_text_negatives(table([control]), kb, CFG, cache, store)[control.sample_id]
+    top = mine_text_negatives(table([control]), pages(kb, cache), CFG, store)[control.sample_id]
     first, second = top[0], top[1]
     edited = first.text.replace("Cats", "Domestic cats", 1).replace(".", ";", 1)  # a lightly edited copy
     same_id = Sample("test", "by-id", CAT_Q, answers=[], gold_contexts=[Context(second.context_id, "text", text="unrelated words")])
     near_copy = Sample("test", "by-text", CAT_Q, answers=[], gold_contexts=[Context("gold:1", "text", text=edited)])
-    mined = mine_text_negatives(table([same_id, near_copy]), kb, CFG, cache, store)
+    mined = mine_text_negatives(table([same_id, near_copy]), pages(kb, cache), CFG, store)
     assert second.context_id not in [c.context_id for c in mined[same_id.sample_id]]
     assert first.context_id in [c.context_id for c in mined[same_id.sample_id]]
     assert first.context_id not in [c.context_id for c in mined[near_copy.sample_id]]
@@ -106,13 +112,13 @@ def test_distractor_filter_definition() -> None:
 
 def test_mining_is_deterministic_and_reuses_the_cached_index(kb: pa.Table, store: ImageStore, cache: Path) -> None:
     samples = table([Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]), Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"])])
-    first = mine_text_negatives(samples, kb, CFG, cache, store)
+    first = mine_text_negatives(samples, pages(kb, cache), CFG, store)
     folders = sorted(p.name for p in cache.iterdir())
-    again = mine_text_negatives(samples, kb, CFG, cache, store)
+    again = mine_text_negatives(samples, pages(kb, cache), CFG, store)
     assert again == first
     assert sorted(p.name for p in cache.iterdir()) == folders
     assert [p for p in folders if p.startswith("kb-pages-")]
-    empty = mine_text_negatives(samples, kb.slice(0, 0), CFG, cache, store)
+    empty = mine_text_negatives(samples, pages(kb.slice(0, 0), cache), CFG, store)
     assert empty == {sid: [] for sid in samples["sample_id"].to_pylist()}
 
 
@@ -189,7 +195,7 @@ def test_open_clip_text_encoder_queries_with_the_image(kb: pa.Table, store: Imag
     clip = cross_modal_encoder(spec)
     np.testing.assert_allclose(queries[0], clip.encode_images([store.read(image)])[0], atol=1e-5)  # image-to-text
     np.testing.assert_allclose(queries[1], clip.encode_text([MOON_Q])[0], atol=1e-5)
-    mined = mine_text_negatives(table([with_image, text_only]), kb, cfg, tmp_path / "cache", store)
+    mined = mine_text_negatives(table([with_image, text_only]), pages(kb, tmp_path / "cache", cfg), cfg, store)
     assert 0 < len(mined[with_image.sample_id]) <= CFG.max_text_negatives
     assert not any("saturn v" in normalize(c.text) for c in mined[with_image.sample_id])
     assert not any("apollo 11" in normalize(c.text) for c in mined[text_only.sample_id])
