@@ -449,6 +449,11 @@ class Settings(BaseSettings):
     def response_cache_url(self) -> str:
         return self.cache_url or f"sqlite:///{(self.workdir / 'responses.sqlite').resolve()}"
 
+    @property
+    def index_dir(self) -> Path:
+        """Where vector indexes and knowledge-base vector stores are kept between runs."""
+        return self.workdir / "indexes"
+
     def resolved(self) -> dict[str, Any]:
         """The fully resolved configuration as plain JSON-able data (for manifests)."""
         return self.model_dump(mode="json")

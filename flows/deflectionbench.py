@@ -22,6 +22,7 @@ from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.rerun import refuse_changed_version
 from mmcurate.releases.topics import topic_counts
 from mmcurate.tasks.ingest import ingest_source, load_samples
+from mmcurate.tasks.kb_store import prepare_kb
 from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
@@ -44,6 +45,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
     bill = plan_run(settings, "deflectionbench", samples.num_rows)                           # before any model call
 
     gated = run_stage(ParametricGate(cfg.gating), samples, settings, run_id)                 # Stage I
+    prepare_kb(settings, gated.kept)  # a KB beyond retrieval.memory_gb: its vector store, embedded on the runner
     paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
     oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule)
     checked = run_stage(oracle, paired.kept, settings, run_id)  # Stage III

@@ -6,6 +6,7 @@ from mmcurate.core.errors import ConfigError
 
 from .deflection import offered_negatives, plan_deflectionbench
 from .inputs import plan_input
+from .kb import plan_kb
 from .plan import Plan
 from .rates import paper_deflection, paper_reflvqa, release_deflection, release_reflvqa
 from .reflvqa import plan_reflvqa
@@ -20,9 +21,11 @@ def oracle_rule(cfg: DeflectionBenchConfig) -> str:
     return getattr(cfg.gating, "oracle_rule", "none_correct")
 
 
-def build_plan(settings: Settings, benchmark: str, samples: int | None = None, retention: str | None = None) -> Plan:
+def build_plan(settings: Settings, benchmark: str, samples: int | None = None, retention: str | None = None,
+               kb_pages: int | None = None) -> Plan:
     """The plan of ``benchmark`` under ``settings``: ``samples`` (else counted, see
-    ``planning.inputs``) at the retention of ``retention`` (``paper``, the default, or a release folder)."""
+    ``planning.inputs``) at the retention of ``retention`` (``paper``, the default, or a release folder);
+    DeflectionBench's also sizes embedding its knowledge base (``kb_pages``, else counted: ``planning.kb``)."""
     if benchmark not in BENCHMARKS:
         raise ConfigError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}")
     if samples is not None and samples < 0:
@@ -33,7 +36,9 @@ def build_plan(settings: Settings, benchmark: str, samples: int | None = None, r
         rule = oracle_rule(cfg)
         rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg.retrieval)) if from_paper \
             else release_deflection(retention, rule)
-        return plan_deflectionbench(settings, plan_input(settings, cfg.sources, samples), rates, rule)
+        plan = plan_deflectionbench(settings, plan_input(settings, cfg.sources, samples), rates, rule)
+        plan.kb = plan_kb(cfg.retrieval, kb_pages)
+        return plan
     cfg = settings.section(benchmark)
     rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) if from_paper else release_reflvqa(retention)
     return plan_reflvqa(settings, plan_input(settings, [cfg.source], samples), rates)

@@ -194,6 +194,14 @@ class VectorStore:
                                 f"{len(self.pending())} shards still to embed, records complete: {self.records_complete()}")
 
 
+def load_store(root: Path) -> VectorStore:
+    """The existing store at ``root`` as it is (a worker embedding one of its shards)."""
+    meta = _read_json(Path(root) / "store.json")
+    if meta is None:
+        raise MmcurateError(f"no vector store at {root}")
+    return VectorStore(Path(root), meta)
+
+
 def open_store(root: Path, encoder: str, dim: int, source: str, shard_rows: int = SHARD_ROWS,
                rebuild: bool = False) -> VectorStore:
     """The store at ``root`` for vectors of ``encoder`` (``dim``) over the records of ``source``;

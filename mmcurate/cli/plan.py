@@ -18,6 +18,8 @@ def plan(
                                                      "release folder (a dry run's, too) to take retention from")] = None,
     benchmark: Annotated[Optional[str], typer.Option("--benchmark", help="deflectionbench or reflvqa "
                                                      "(default: every section of the config)")] = None,
+    kb_pages: Annotated[Optional[int], typer.Option("--kb-pages", help="plan embedding a knowledge base of N pages "
+                                                    "(default: counted or estimated from the configured KB)")] = None,
 ) -> None:
     """Expected requests, prompt and completion tokens, GPU-hours and judge cost per stage and model."""
     from mmcurate.core.config import load_config
@@ -26,4 +28,4 @@ def plan(
     settings = load_config(config)
     wanted = [benchmark] if benchmark else [b for b in BENCHMARKS if getattr(settings, b) is not None]
     for name in wanted:
-        typer.echo(build_plan(settings, name, samples, retention).render())
+        typer.echo(build_plan(settings, name, samples, retention, kb_pages).render())
