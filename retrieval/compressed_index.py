@@ -23,7 +23,8 @@ rows per query (100 for a top 10); their float32 vectors are gathered from the m
 So the ranking of what is found is exact, and recall is limited only by what the quantized
 search proposes.
 
-faiss factory strings (``OPQ96,IVF2048,PQ96x8``), ``add_with_ids`` on IVF indexes and
+faiss factory strings (``OPQ96,IVF2048,PQ96x8np``; ``np``: no polysemous training, which
+only serves Hamming-filtered search and took minutes even on 1,000 training rows), ``add_with_ids`` on IVF indexes and
 ``extract_index_ivf`` are as documented in the faiss wiki ("The index factory", "Faster
 search", github.com/facebookresearch/faiss/wiki).
 """
@@ -122,7 +123,7 @@ class CompressedIndex:
 
 def factory_string(dim: int, params: dict[str, Any]) -> str:
     m, nlist, nbits = params["m"], params["nlist"], params["nbits"]
-    return f"{f'OPQ{m},' if params['opq'] else ''}IVF{nlist},PQ{m}x{nbits}"
+    return f"{f'OPQ{m},' if params['opq'] else ''}IVF{nlist},PQ{m}x{nbits}np"
 
 
 def build_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = print) -> CompressedIndex:

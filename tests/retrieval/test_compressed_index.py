@@ -56,7 +56,7 @@ def test_results_are_rescored_exactly_and_reach_recall(built: CompressedIndex, d
 
 def test_build_records_kind_params_recall_and_time(built: CompressedIndex) -> None:
     meta = built.meta
-    assert meta["kind"] == "ivfpq" and meta["factory"] == "IVF16,PQ8x8" and meta["count"] == N
+    assert meta["kind"] == "ivfpq" and meta["factory"] == "IVF16,PQ8x8np" and meta["count"] == N
     assert meta["calibration_queries"] == 256 and meta["recall_at_10"] >= 0.97
     assert 1 <= meta["params"]["nprobe"] <= 16 and meta["build_seconds"] >= 0
     assert meta["encoder"] == "rows-v1"

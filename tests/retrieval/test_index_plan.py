@@ -25,6 +25,9 @@ def test_small_kbs_keep_the_in_memory_kinds() -> None:
     plan = plan_index(50_000, 384, 4)
     assert (plan.kind, plan.params) == ("ivf", {"nlist": 894})
     assert plan_index(1_000_000, 384, 4).kind == "ivf"  # 2.9 GB in memory still fits 4 GB
+    # 1.6M x 384 is 2.3 GB of float32, but the embedded matrix and the index's copy both live while
+    # it is built (4.7 GB, plus ids): beyond 4 GB
+    assert plan_index(1_600_000, 384, 4).kind == "ivfpq"
 
 
 def test_the_budget_decides_between_memory_and_the_compressed_index() -> None:

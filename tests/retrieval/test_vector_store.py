@@ -76,6 +76,7 @@ def test_killed_mid_shard_resumes_at_the_last_finished_shard(tmp_path: Path) -> 
     again = Encoder()
     embed_store(store, again, quiet, batch=16)
     assert len(again.texts) == 80  # shards 1 and 2 only: shard 0 is not embedded twice
+    assert embed_shard(store, 0, again) is False and len(again.texts) == 80  # a retried task finds it done
     assert store.complete() and len(store) == 130
     np.testing.assert_array_equal(all_vectors(store), all_vectors(whole))
     np.testing.assert_array_equal(all_vectors(store)[[0, 1]], [vector("text number 0"), vector("T1\ntext number 1")])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import re
 from pathlib import Path
 
@@ -120,6 +121,29 @@ def test_mining_is_deterministic_and_reuses_the_cached_index(kb: pa.Table, store
     assert [p for p in folders if p.startswith("kb-pages-")]
     empty = mine_text_negatives(samples, pages(kb.slice(0, 0), cache), CFG, store)
     assert empty == {sid: [] for sid in samples["sample_id"].to_pylist()}
+
+
+def test_a_kb_beyond_the_memory_budget_is_mined_the_same_through_the_store(
+        kb: pa.Table, store: ImageStore, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixture KB forced onto the on-disk path (its store, IVF-PQ and re-scoring): with 15
+    candidates per result, a top 4 re-scores all 60 pages, so the mining must match the in-memory
+    index exactly, reading page texts back from the store's records."""
+    from mmcurate.retrieval import kb_pages
+    from mmcurate.retrieval.index_plan import IndexPlan
+
+    source = tmp_path / "kb.jsonl"
+    source.write_text("".join(json.dumps({"doc_id": d, "title": t, "text": x}) + "\n" for d, t, x in
+                              zip(kb["doc_id"].to_pylist(), kb["title"].to_pylist(), kb["text"].to_pylist())))
+    cfg = RetrievalConfig(**{**CFG.model_dump(), "kb": str(source)})
+    plan = IndexPlan("ivfpq", {"nlist": 1, "m": 8, "nbits": 4, "opq": False, "candidates_per_result": 15})
+    monkeypatch.setattr(kb_pages, "plan_index", lambda n, dim, memory_gb: plan)
+    on_disk = kb_pages.open_kb_pages(cfg, tmp_path / "indexes", progress=lambda line: None)
+    assert isinstance(on_disk, kb_pages.StorePages) and on_disk.index.store.complete()
+    samples = table([Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]), Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"])])
+    assert mine_text_negatives(samples, on_disk, cfg, store) == mine_text_negatives(samples, pages(kb, cache), CFG, store)
+    record = on_disk.record()
+    assert (record["kind"], record["count"], record["factory"]) == ("ivfpq", 60, "IVF1,PQ8x4np")
+    assert record["recall_at_10"] == 1.0 and record["build_seconds"] >= 0
 
 
 def flipped(data: bytes) -> bytes:
