@@ -35,7 +35,9 @@ from .encoders import TextEncoder, text_encoder
 from .index_plan import IndexPlan, plan_index
 from .kb import count_documents, iter_documents, kb_fingerprint, load_kb, page_text, wiki_offline_path
 from .vector_index import VectorIndex, cached_index
-from .vector_store import Progress, VectorStore, embed_store, open_store, write_records
+from .vector_store import SHARD_ROWS, Progress, VectorStore, embed_store, open_store, write_records
+
+STORE_SHARD_ROWS = SHARD_ROWS  # pages per shard: the unit a task runner embeds and a crash repeats
 
 
 class TablePages:
@@ -118,7 +120,7 @@ def kb_store(cfg: RetrievalConfig, index_dir: Path, encoder: TextEncoder) -> Vec
     """The KB's vector store (module docstring), opened or created; nothing is embedded here."""
     source = _source_identity(cfg)
     key = hashlib.sha256(f"{source}\x1f{encoder.name}".encode()).hexdigest()[:24]
-    return open_store(Path(index_dir) / f"kb-store-{key}", encoder.name, encoder.dim, source)
+    return open_store(Path(index_dir) / f"kb-store-{key}", encoder.name, encoder.dim, source, STORE_SHARD_ROWS)
 
 
 def fill_store(store: VectorStore, cfg: RetrievalConfig, encoder: TextEncoder, progress: Progress = print) -> None:
