@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -51,6 +52,7 @@ SHARD_ROWS = 100_000  # 300 MB of float32 vectors at 768-d: one shard in memory 
 CHUNK_ROWS = 50_000  # rows copied into memory at a time when the whole store is streamed
 ROW_GROUP = 1_000  # records are read back a row group at a time (the pages a search returned)
 BATCH = 256  # records per encoder call
+GATHER_THREADS = 8  # concurrent reads of scattered rows (see VectorStore.gather)
 RECORDS = pa.schema([("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -147,10 +149,14 @@ class VectorStore:
             del mapped
 
     def gather(self, rows: np.ndarray) -> np.ndarray:
-        """The vectors at global ``rows`` (any order, repeats allowed), read from the mapped shards.
+        """The vectors at global ``rows`` (any order, repeats allowed), read from the shards.
 
-        Only the pages holding those rows are touched, and every mapping is dropped before
-        returning, so a search's resident memory is its candidates, not the store."""
+        Scattered rows are read with ``os.preadv`` straight into the result, from
+        ``GATHER_THREADS`` threads, not through a mapping: a page fault on a mapped file reads
+        ahead about 128 KB around each 3 KB row, and one thread faults one page at a time (on
+        the 6M x 768 store, 750 rows/s mapped against 6,800 rows/s with one reading thread and
+        26,000 with eight). Nothing stays mapped, so a search's resident memory is its
+        candidates, not the store."""
         rows = np.asarray(rows, dtype=np.int64)
         out = np.empty((len(rows), self.dim), dtype=np.float32)
         if not len(rows):
@@ -160,14 +166,38 @@ class VectorStore:
         owner = np.searchsorted(offsets, rows, side="right") - 1
         if rows.min() < 0 or rows.max() >= offsets[-1] + shards[-1].rows:
             raise MmcurateError(f"row out of range of the vector store at {self.root}")
-        for number in np.unique(owner):
-            where = np.flatnonzero(owner == number)
-            local = rows[where] - offsets[number]
-            order = np.argsort(local, kind="stable")  # ascending reads: sequential on disk
-            mapped = self.vectors(int(number))
-            out[where[order]] = mapped[local[order]]
-            del mapped
+        row_bytes = self.dim * 4
+        files = {int(n): self._open_vectors(int(n)) for n in np.unique(owner)}
+        try:
+            starts = np.array([files[int(n)][1] for n in owner], dtype=np.int64) + (rows - offsets[owner]) * row_bytes
+            fds = np.array([files[int(n)][0] for n in owner], dtype=np.int64)
+            order = np.lexsort((starts, fds))  # ascending offsets within each file
+
+            def read(part: np.ndarray) -> None:
+                for i in part:
+                    if os.preadv(int(fds[i]), [out[i].data], int(starts[i])) != row_bytes:
+                        raise MmcurateError(f"short read in the vector store at {self.root}")
+
+            with ThreadPoolExecutor(GATHER_THREADS) as pool:
+                list(pool.map(read, np.array_split(order, GATHER_THREADS)))
+        finally:
+            for fd, _ in files.values():
+                os.close(fd)
         return out
+
+    def _open_vectors(self, number: int) -> tuple[int, int]:
+        """(file descriptor, byte offset of row 0) of shard ``number``'s vector file."""
+        if not self.embedded(number):
+            raise MmcurateError(f"shard {number} of the vector store at {self.root} is not embedded yet")
+        path = self.vectors_path(number)
+        with path.open("rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            header_of = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = header_of(handle)
+            header = handle.tell()
+        if dtype != np.float32 or fortran or len(shape) != 2 or shape[1] != self.dim:
+            raise MmcurateError(f"{path} is not a C-order float32 array of {self.dim} columns")
+        return os.open(path, os.O_RDONLY), header
 
     def records(self, rows: Iterable[int]) -> dict[int, dict[str, str]]:
         """Global row -> its record ``{doc_id, title, text}``, reading only the row groups needed."""
