@@ -6,7 +6,7 @@ For knowledge bases whose vectors do not fit the memory budget (``index_plan``).
 1. Training: k-means for ``nlist`` coarse centroids (``KMEANS_ITERATIONS`` = 10, seeded) and
    the product quantizer (``m`` sub-quantizers of 256 centroids each; with ``opq``, an OPQ
    rotation first) on a seeded sample of ``TRAIN_PER_LIST`` = 64 rows per list (131,072 at
-   2,048 lists), gathered from the mapped shards.
+   2,048 lists), read from the shards.
 2. Adding: the store is read a chunk at a time (``VectorStore.chunks``) and each chunk is
    added with its global row numbers as ids (``add_with_ids``), so resident memory is the
    codes plus one chunk, never the vectors.
@@ -18,8 +18,8 @@ For knowledge bases whose vectors do not fit the memory budget (``index_plan``).
    time are recorded with the index (``meta.json``) and reach the release manifest.
 
 Search (``CompressedIndex.search``): the PQ index proposes ``candidates_per_result * k``
-rows per query (100 for a top 10); their float32 vectors are gathered from the mapped store
-(only those rows are read) and re-scored with the exact inner product, ties broken by row.
+rows per query (100 for a top 10); their float32 vectors are read from the store (only those
+rows, ``VectorStore.gather``) and re-scored with the exact inner product, ties broken by row.
 So the ranking of what is found is exact, and recall is limited only by what the quantized
 search proposes.
 

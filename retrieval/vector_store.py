@@ -6,14 +6,15 @@ A store folder holds:
     records/00000.parquet    shard 0's records ``{doc_id, title, text}`` (row groups of 1,000)
     records/00000.json       its marker: rows, and ``next``, the source documents consumed so far
     records/complete.json    written once the whole source is in shards (shards, rows)
-    vectors/00000.npy        shard 0's vectors, float32 ``[rows, dim]``, L2-normalised, read with mmap
+    vectors/00000.npy        shard 0's vectors, float32 ``[rows, dim]``, L2-normalised
     vectors/00000.json       its marker: rows, encoder
 
 Every file is written under a temporary name and renamed into place, and a shard's marker is
 written (the same way) only after its data file: a shard without its marker is unfinished and
 is redone from its start, so a killed run resumes at the last finished shard and a half-written
 shard is never read as complete. Vectors are float32 (exact re-scoring needs no second copy;
-6M x 768 is 18 GB on disk and only the rows a search gathers are read).
+6M x 768 is 18 GB on disk). Whole shards are streamed through a memory mapping, one shard at a
+time (``chunks``); the scattered rows a search re-scores are read one by one (``gather``).
 
 A store belongs to one encoder: opening it with another encoder name or dimension is refused
 (``rebuild=True`` drops its vectors and keeps its records), so vectors of two encoders are never

@@ -3,8 +3,8 @@
 ``prepare_kb`` runs between Stage I and Stage II. When some sample will be mined and the KB
 outgrows ``retrieval.memory_gb`` (``retrieval.kb_pages.kb_plan`` picks ``ivfpq``), the KB's
 records are streamed into shards here, then one ``kb-shard`` task per pending shard embeds it on
-the configured runner (threads, Dask or Ray workers; each process loads the encoder once, on
-its GPU when it has one), a thin wrapper over ``retrieval.vector_store.embed_shard``. Finished
+the configured runner (threads, Dask or Ray workers; each process loads the encoder once, and
+MiniLM runs on the worker's GPU when it has one), a thin wrapper over ``retrieval.vector_store.embed_shard``. Finished
 shards are skipped, so a rerun after a crash embeds only what is left; Stage II then finds the
 store complete. A KB that fits in memory needs none of this: nothing is submitted.
 """
