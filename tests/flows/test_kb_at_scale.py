@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 from mmcurate.releases.reader import open_release
 from mmcurate.retrieval import kb_pages, vector_store
 from mmcurate.retrieval.index_plan import IndexPlan
