@@ -210,6 +210,11 @@ def main() -> None:
     if args.phase:
         child(args)
         return
+    from mmcurate.retrieval.index_plan import plan_index
+
+    if (kind := plan_index(args.n, args.dim, args.memory_gb).kind) != "ivfpq":
+        parser.error(f"{args.n:,} x {args.dim} fits --memory-gb {args.memory_gb} in memory ({kind}); "
+                     "lower --memory-gb to measure the compressed index")
     args.dir.mkdir(parents=True, exist_ok=True)
     try:
         generated = run_phase(args, "generate")

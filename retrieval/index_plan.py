@@ -69,7 +69,7 @@ def in_memory_bytes(n: int, dim: int) -> int:
 
 def ivfpq_bytes(n: int, dim: int, nlist: int, m: int, opq: bool) -> int:
     index = n * (m + IVF_ID_BYTES) + nlist * dim * 4 + (dim * dim * 4 if opq else 0)
-    working = (min(n, nlist * TRAIN_PER_LIST) + CHUNK_ROWS + SHARD_ROWS) * dim * 4
+    working = (min(n, nlist * TRAIN_PER_LIST) + min(n, CHUNK_ROWS) + min(n, SHARD_ROWS)) * dim * 4
     return index + working
 
 
