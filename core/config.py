@@ -165,6 +165,11 @@ class RetrievalConfig(_Strict):
     reranker: RerankerSpec = MiniLM()
     max_text_negatives: int = Field(default=10, ge=0)
     leakage_filter: LeakageFilter = "none"
+    # memory for the KB's vector index (retrieval.index_plan): a KB whose vectors fit keeps the
+    # in-memory flat/IVF index; a larger one gets an on-disk store and a compressed index
+    memory_gb: float = Field(default=4.0, ge=0.25, le=4096)
+    # pages the text encoder embeds per second, for `mmcurate plan` (default: planning.throughput)
+    encoder_pages_per_second: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "RetrievalConfig":
@@ -756,6 +761,11 @@ class Settings(BaseSettings):
     @property
     def response_cache_url(self) -> str:
         return self.cache_url or f"sqlite:///{(self.workdir / 'responses.sqlite').resolve()}"
+
+    @property
+    def index_dir(self) -> Path:
+        """Where vector indexes and knowledge-base vector stores are kept between runs."""
+        return self.workdir / "indexes"
 
     def resolved(self) -> dict[str, Any]:
         """The fully resolved configuration as plain JSON-able data (for manifests)."""

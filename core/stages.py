@@ -54,7 +54,7 @@ class StageContext:
     @property
     def index_dir(self) -> Path:
         """Where vector indexes are cached between runs."""
-        return self.settings.workdir / "indexes"
+        return self.settings.index_dir
 
 
 class Stage(ABC):

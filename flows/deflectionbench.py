@@ -23,6 +23,7 @@ from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.topics import topic_counts
 from mmcurate.tasks.ingest import ingest_source, load_samples
+from mmcurate.tasks.kb_store import prepare_kb
 from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
@@ -43,6 +44,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
 
     templates = prompt_set(cfg.prompts)
     gated = run_stage(ParametricGate(cfg.gating, templates), samples, settings, run_id)      # Stage I
+    prepare_kb(settings, gated.kept)  # a KB beyond retrieval.memory_gb: its vector store, embedded on the runner
     paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
     oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates)
     checked = run_stage(oracle, paired.kept, settings, run_id)  # Stage III
@@ -53,7 +55,8 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
         ingested={r.source: r.samples if s.limit is None else min(r.samples, s.limit)
                   for r, s in zip(ingested, cfg.sources)},
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),
-        components=paired.components, topics_before=topic_counts(samples), dedup=deduped)
+        components=paired.components, topics_before=topic_counts(samples), dedup=deduped,
+        indexes=paired.extra.get("indexes"))
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     report_spent(bill, gated.calls + checked.calls)
     print(f"deflectionbench {draft.version}: {checked.kept.num_rows} samples -> {release}")

@@ -59,7 +59,8 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
         ingested=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
         components=parent.manifest.get("components", {}), parent=run.parent_record, history=parent.ledger,
-        topics_before=inherited_topics(parent.manifest), dedup=deduped)
+        topics_before=inherited_topics(parent.manifest), dedup=deduped,
+        indexes=parent.manifest.get("indexes"))  # contexts as mined then
     path = publish_release(describe_changes(run, draft), settings.releases_root, settings.workdir / "images",
                            allow_incomplete)
     report_spent(bill, gated.calls + checked.calls)

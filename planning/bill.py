@@ -17,6 +17,7 @@ from mmcurate.releases.unembed import canonical_rows
 
 from .deflection import offered_negatives, plan_deflectionbench
 from .inputs import plan_input
+from .kb import plan_kb
 from .plan import Plan
 from .rates import (paper_deflection, paper_reflectv, paper_reflvqa, release_deflection, release_reflectv,
                     release_reflvqa)
@@ -34,14 +35,18 @@ def _checked(samples: int | None, retention: str | None) -> bool:
     return retention in (None, PAPER)
 
 
-def deflection_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
+def deflection_bill(settings: Settings, samples: int | None = None, retention: str | None = None,
+                    kb_pages: int | None = None) -> Plan:
     """DeflectionBench under ``settings``: ``samples`` (else counted, see ``planning.inputs``) at
-    the retention of ``retention`` (``paper``, the default, or a release folder)."""
+    the retention of ``retention`` (``paper``, the default, or a release folder), and embedding
+    its knowledge base (``kb_pages``, else counted: ``planning.kb``)."""
     cfg = settings.section("deflectionbench")
     rule = cfg.gating.oracle_rule
     rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg.retrieval)) \
         if _checked(samples, retention) else release_deflection(retention, rule)
-    return plan_deflectionbench(settings, plan_input(settings, cfg.sources, samples), rates, rule)
+    plan = plan_deflectionbench(settings, plan_input(settings, cfg.sources, samples), rates, rule)
+    plan.kb = plan_kb(cfg.retrieval, kb_pages)
+    return plan
 
 
 def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:

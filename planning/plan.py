@@ -9,6 +9,7 @@ from mmcurate.core.config import ModelSpec
 from mmcurate.models.requests import ChatRequest
 
 from . import throughput
+from .kb import KBPlan
 from .tokens import completion_budget, prompt_tokens
 
 
@@ -72,6 +73,7 @@ class Plan:
     rows: list[PlanRow]
     notes: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # model -> where its throughput comes from
+    kb: KBPlan | None = None  # Stage II's knowledge base: pages, embedding hours, disk, index
 
     def total(self) -> PlanRow:
         hours = [r.hours for r in self.rows if r.hours is not None]
@@ -127,4 +129,5 @@ class Plan:
         lines.append("")
         lines += [f"throughput of {model}: {where}" for model, where in self.sources.items()]
         lines += self.notes
+        lines += self.kb.render() if self.kb is not None else []
         return "\n".join(lines).rstrip() + "\n"

@@ -244,6 +244,7 @@ def deflection_draft(
     removed: list[dict] | None = None,
     topics_before: dict[str, int] | None = None,
     dedup: StageResult | None = None,
+    indexes: list[dict] | None = None,
 ) -> ReleaseDraft:
     """Everything the release writer needs from one DeflectionBench run.
 
@@ -252,6 +253,7 @@ def deflection_draft(
     ``topics_before``: samples per topic (``releases.topics``) of the pool that entered Stage I
     (a re-curation passes its parent's); None leaves the topic table out and says so.
     ``dedup``: the near-duplicate check (``annotation.dedup``) of what Stage III kept.
+    ``indexes``: the vector indexes Stage II searched (``retrieval.kb_pages`` records).
     """
     cfg = settings.deflectionbench
     kept = (dedup or oracle).kept
@@ -316,4 +318,5 @@ def deflection_draft(
         k_min=cfg.k_min,
         removed=removed or [],
         notes=notes,
+        indexes=indexes or [],
     )

@@ -31,6 +31,7 @@ class ReleaseDraft:
     notes: list[str] = field(default_factory=list)  # limitations, skipped stages
     incomplete: dict | None = None  # what failed, when an incomplete release was allowed (completeness.py)
     changelog: str | None = None  # CHANGELOG.md of a re-curation (releases.changelog), sealed with the release
+    indexes: list[dict] = field(default_factory=list)  # vector indexes searched: kind, params, recall, build time
 
     def __post_init__(self) -> None:
         if isinstance(self.ledger, pa.Table):

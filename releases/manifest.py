@@ -142,6 +142,7 @@ def build_manifest(draft: ReleaseDraft, rows: dict[str, int], sizes: dict[str, i
         "models": draft.models,
         "judge": draft.judge,
         "components": draft.components,
+        "indexes": draft.indexes,
         "source_files": source_file_entries(draft.source_files),
         "inputs": input_digests(draft.benchmark, draft.config, draft.models),
         "counts": {**draft.counts, "rows": rows, "bytes": sizes},

@@ -97,9 +97,11 @@ class MiniLMEncoder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no weight-loading bars in a run's output
+        import torch
         from sentence_transformers import SentenceTransformer
 
-        self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+        device = "cuda" if torch.cuda.is_available() else "cpu"  # a worker with a GPU embeds on it
+        self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
         self.dim = int(self._model.encode(["dimension probe"], convert_to_numpy=True,
                                           show_progress_bar=False).shape[1])
 

@@ -42,22 +42,46 @@ SUFFIXES = (".jsonl", ".parquet")
 def load_kb(spec: KBSpec | str, limit: int | None = None) -> pa.Table:
     """The text documents of ``spec`` (the first ``limit`` if given) as a DOCUMENT table."""
     spec = coerce(KBSpec, spec)
-    rows = _wiki_offline() if isinstance(spec, WikiOffline) else _from_path(spec.path.expanduser())
     provenance = str(spec)
     docs: list[dict[str, str | None]] = []
     seen: set[str] = set()
-    for where, row in rows:
-        if limit is not None and len(docs) >= limit:
-            break
-        doc = _document(row, where)
-        if doc is None:
-            continue
+    for where, doc in _located_documents(spec, limit):
         if doc["doc_id"] in seen:
             raise MmcurateError(f"{where}: duplicate doc_id {doc['doc_id']!r} in KB {spec}")
         seen.add(doc["doc_id"])
         docs.append({**doc, "modality": "text", "image": None,
                      "provenance": json.dumps({"corpus": provenance, "id": doc["doc_id"]}, sort_keys=True)})
     return pa.Table.from_pylist(docs, schema=DOCUMENT)
+
+
+def iter_documents(spec: KBSpec | str, limit: int | None = None) -> Iterator[dict[str, str]]:
+    """The documents ``{doc_id, title, text}`` of ``spec`` streamed in order (the first ``limit``),
+    for knowledge bases too large to hold as a table. Ids are not checked for duplicates here:
+    that needs every id in memory (``load_kb`` does it)."""
+    for _, doc in _located_documents(coerce(KBSpec, spec), limit):
+        yield doc
+
+
+def count_documents(spec: KBSpec | str, limit: int | None = None) -> int:
+    """How many documents ``iter_documents`` yields, counted by streaming (texts are not kept)."""
+    return sum(1 for _ in iter_documents(spec, limit))
+
+
+def page_text(title: str | None, text: str) -> str:
+    """What a KB page is embedded as: its title on the first line, then its text."""
+    return f"{title}\n{text}" if title else text
+
+
+def _located_documents(spec: KBSpec, limit: int | None) -> Iterator[tuple[str, dict[str, str]]]:
+    rows = _wiki_offline() if isinstance(spec, WikiOffline) else _from_path(spec.path.expanduser())
+    count = 0
+    for where, row in rows:
+        if limit is not None and count >= limit:
+            return
+        doc = _document(row, where)
+        if doc is not None:
+            count += 1
+            yield where, doc
 
 
 def image_doc_id(sha: str) -> str:

@@ -22,6 +22,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,13 +54,15 @@ def ivf_nlist(n: int) -> int:
 class VectorIndex:
     """A faiss index, the string id of every row, and the search parameters it was tuned to."""
 
-    def __init__(self, index: faiss.Index, ids: list[str], kind: str, params: dict[str, int | float]) -> None:
+    def __init__(self, index: faiss.Index, ids: list[str], kind: str, params: dict[str, int | float],
+                 build_seconds: float | None = None) -> None:
         if index.ntotal != len(ids):
             raise ValueError(f"index holds {index.ntotal} vectors but {len(ids)} ids were given")
         self.index = index
         self.ids = ids
         self.kind = kind
         self.params = params
+        self.build_seconds = build_seconds  # embedding and building, when known (``cached_index`` records it)
         self._apply_params()
 
     @property
@@ -88,7 +91,8 @@ class VectorIndex:
         folder.mkdir(parents=True, exist_ok=True)
         faiss.write_index(self.index, str(folder / "index.faiss"))
         (folder / "ids.json").write_text(json.dumps(self.ids), encoding="utf-8")
-        meta = {"kind": self.kind, "params": self.params, "dim": self.dim, "count": len(self)}
+        meta = {"kind": self.kind, "params": self.params, "dim": self.dim, "count": len(self),
+                "build_seconds": self.build_seconds}
         (folder / "meta.json").write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
 
     @classmethod
@@ -102,7 +106,7 @@ class VectorIndex:
             raise MmcurateError(f"vector index at {folder} is unreadable: {exc}") from None
         if meta["kind"] == "ivf":
             index.make_direct_map()  # reconstruct() by row; a no-op if the file kept the map
-        return cls(index, ids, meta["kind"], meta["params"])
+        return cls(index, ids, meta["kind"], meta["params"], meta.get("build_seconds"))
 
     def _apply_params(self) -> None:
         if self.kind == "ivf":
@@ -147,12 +151,13 @@ def _build_ivf(vectors: np.ndarray, ids: list[str]) -> VectorIndex:
     index.train(train)
     index.add(vectors)
     index.make_direct_map()
-    nprobe = _calibrate_nprobe(index, vectors, rng)
-    return VectorIndex(index, ids, "ivf", {"nlist": nlist, "nprobe": nprobe})
+    nprobe, recall = _calibrate_nprobe(index, vectors, rng)
+    return VectorIndex(index, ids, "ivf", {"nlist": nlist, "nprobe": nprobe, "calibration_recall": round(recall, 4)})
 
 
-def _calibrate_nprobe(index: faiss.IndexIVFFlat, vectors: np.ndarray, rng: np.random.Generator) -> int:
-    """The smallest doubling of nprobe whose recall@10 on sampled indexed vectors is high enough."""
+def _calibrate_nprobe(index: faiss.IndexIVFFlat, vectors: np.ndarray, rng: np.random.Generator) -> tuple[int, float]:
+    """The smallest doubling of nprobe whose recall@10 on sampled indexed vectors is high enough,
+    and the recall it reached."""
     n = len(vectors)
     rows = np.sort(rng.choice(n, min(n, CALIBRATION_QUERIES), replace=False))
     queries = vectors[rows]
@@ -164,8 +169,9 @@ def _calibrate_nprobe(index: faiss.IndexIVFFlat, vectors: np.ndarray, rng: np.ra
         index.nprobe = nprobe
         _, found = index.search(queries, k)
         hits = sum(len(t & set(f.tolist())) for t, f in zip(truth, found))
-        if nprobe >= index.nlist or hits >= CALIBRATION_RECALL * sum(len(t) for t in truth):
-            return nprobe
+        total = sum(len(t) for t in truth)
+        if nprobe >= index.nlist or hits >= CALIBRATION_RECALL * total:
+            return nprobe, hits / max(total, 1)
         nprobe = min(nprobe * 2, index.nlist)
 
 
@@ -191,7 +197,9 @@ def cached_index(
     folder = Path(cache_dir) / f"{safe}-{digest.hexdigest()[:24]}"
     if (folder / "meta.json").is_file():
         return VectorIndex.load(folder)
+    started = time.monotonic()
     built = build_index(embed(), ids)
+    built.build_seconds = round(time.monotonic() - started, 1)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{safe}-", dir=folder.parent))
     try:

@@ -1,9 +1,11 @@
 """Distractor mining: hard text and image negatives that look relevant.
 
 Text (:func:`mine_text_negatives`): retrieve the top ``cfg.top_pages`` KB documents for each
-sample (question embedding; with an OpenCLIP text encoder and a sample that has images, the
-query image embedding instead: image-to-text), cut those pages into passages, remove the
-candidates the leakage rules name, rerank the rest against the question and keep the best
+sample from the KB's pages (``retrieval.kb_pages``: in memory, or an on-disk store with a
+compressed index when the KB outgrows ``cfg.memory_gb``) (question embedding; with an OpenCLIP
+text encoder and a sample that has images, the query image embedding instead: image-to-text),
+cut those pages into passages, remove the candidates the leakage rules name, rerank the rest
+against the question and keep the best
 ``cfg.max_text_negatives``.
 
 Which candidates are removed before reranking (``cfg.leakage_filter``; a rule removes a
@@ -56,7 +58,7 @@ from mmcurate.retrieval.encoders import (
     normalise,
     text_encoder,
 )
-from mmcurate.retrieval.kb import kb_fingerprint
+from mmcurate.retrieval.kb_pages import KBPages
 from mmcurate.retrieval.rerank import reranker
 from mmcurate.retrieval.vector_index import VectorIndex, cached_index
 
@@ -124,38 +126,32 @@ class MinedText:
 
 def mine_text_negatives(
     samples: pa.Table,
-    kb: pa.Table,
+    kb: KBPages,
     cfg: RetrievalConfig,
-    cache_dir: Path,
     store: ImageStore,
 ) -> MinedText:
     """Per sample id, up to ``cfg.max_text_negatives`` KB passages, best first (``cfg.reranker``),
     and the counts of the leakage rules (``cfg.leakage_filter``)."""
     rows = samples.select(["sample_id", "question", "answers", "images", "gold_contexts"]).to_pylist()
     empty = {rule: 0 for rule in ("candidates", *RULES)}
-    if not rows or kb.num_rows == 0:
+    if not rows or len(kb) == 0:
         return MinedText({row["sample_id"]: [] for row in rows}, {row["sample_id"]: dict(empty) for row in rows})
     encoder = text_encoder(cfg.text_encoder)
-    doc_ids: list[str] = kb["doc_id"].to_pylist()
-    titles: list[str] = kb["title"].to_pylist()
-    texts: list[str] = kb["text"].to_pylist()
-    index = cached_index(
-        Path(cache_dir), "kb-pages", encoder.name, kb_fingerprint(kb), doc_ids,
-        lambda: encoder.encode_text([f"{t}\n{x}" if t else x for t, x in zip(titles, texts)]),
-    )
-    _, pages = index.search(_text_queries(rows, encoder, cfg, store), cfg.top_pages)
+    hits = kb.search(_text_queries(rows, encoder, cfg, store), cfg.top_pages)
+    pages = kb.pages(sorted({int(h) for h in hits.ravel() if h >= 0}))  # row -> (doc_id, title, text)
     rerank = reranker(cfg.reranker)
     passages: dict[int, list[str]] = {}
     mined = MinedText()
-    for row, hits in zip(rows, pages):
+    for row, found in zip(rows, hits):
         removes = DistractorFilter(row, cfg.leakage_filter).removes
         counts: Counter[str] = Counter(empty)
         candidates: dict[str, Context] = {}  # normalised text -> first context carrying it
-        for doc in (int(h) for h in hits if h >= 0):
+        for doc in (int(h) for h in found if h >= 0):
+            doc_id, title, text = pages[doc]
             if doc not in passages:
-                passages[doc] = chunk_text(texts[doc], cfg.chunk_unit, cfg.chunk_size, cfg.chunk_overlap)
+                passages[doc] = chunk_text(text, cfg.chunk_unit, cfg.chunk_size, cfg.chunk_overlap)
             for number, passage in enumerate(passages[doc]):
-                context_id = f"kb:{doc_ids[doc]}#{number}"
+                context_id = f"kb:{doc_id}#{number}"
                 counts["candidates"] += 1
                 rule = removes(passage, context_id)
                 if rule is not None:
@@ -163,7 +159,7 @@ def mine_text_negatives(
                     continue
                 candidates.setdefault(
                     normalize(passage),
-                    Context(context_id=context_id, modality="text", text=passage, title=titles[doc] or None),
+                    Context(context_id=context_id, modality="text", text=passage, title=title or None),
                 )
         contexts = list(candidates.values())
         scores = rerank.scores(row["question"], [c.text or "" for c in contexts])

@@ -34,7 +34,7 @@ from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table
 from mmcurate.core.text import normalize
 from mmcurate.retrieval.encoders import image_encoder, text_encoder
-from mmcurate.retrieval.kb import load_kb
+from mmcurate.retrieval.kb_pages import open_kb_pages
 from mmcurate.retrieval.rerank import reranker
 
 from .mining import MinedText, mine_image_negatives, mine_text_negatives
@@ -103,7 +103,8 @@ class PairKnowledge(Stage):
             result = pair_knowledge(samples, MinedText(), {}, ctx.run_id, self.max_negatives)
             result.components = {"negatives": "source-provided for every sample; nothing was mined"}
             return result
-        mined_text = mine_text_negatives(needs, load_kb(cfg.kb, cfg.kb_limit), cfg, ctx.index_dir, ctx.store)
+        kb = open_kb_pages(cfg, ctx.index_dir)
+        mined_text = mine_text_negatives(needs, kb, cfg, ctx.store)
         mined_images: dict[str, list[Context]] = {}
         for source in sorted(set(needs["source"].to_pylist())):
             group = needs.filter(pc.equal(needs["source"], source))
@@ -117,6 +118,7 @@ class PairKnowledge(Stage):
             "knowledge_base": str(cfg.kb),
             "leakage_filter": cfg.leakage_filter,
         }
+        result.extra = {"indexes": [kb.record()] if len(kb) else []}  # kind, parameters, measured recall, build time
         return result
 
 

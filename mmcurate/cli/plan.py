@@ -2,6 +2,7 @@
 ``--evaluate RELEASE --model M``, the bill of an evaluation."""
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -25,12 +26,13 @@ def plan(
     model: Annotated[Optional[str], typer.Option("--model", help="with --evaluate: the model evaluated")] = None,
     setting: SettingOpt = None,
     queries: QueriesOpt = None,
+    kb_pages: Annotated[Optional[int], typer.Option("--kb-pages", help="plan embedding a knowledge base of N pages "
+                                                    "(default: counted or estimated from the configured KB)")] = None,
 ) -> None:
     """Expected requests, prompt and completion tokens, GPU-hours and judge cost per stage and model."""
     from mmcurate.benchmarks import BENCHMARKS, get
     from mmcurate.core.config import load_config
-    from mmcurate.core.errors import ConfigError
-    from mmcurate.core.errors import MmcurateError
+    from mmcurate.core.errors import ConfigError, MmcurateError
 
     settings = load_config(config)
     if evaluate is not None or model is not None:
@@ -58,4 +60,7 @@ def plan(
         if planner is None:
             typer.echo(f"{name}: mmcurate has no cost model of its curation yet")
             continue
-        typer.echo(planner(settings, samples, retention).render())
+        extra = {"kb_pages": kb_pages} if kb_pages is not None else {}
+        if extra and "kb_pages" not in inspect.signature(planner).parameters:
+            raise MmcurateError(f"--kb-pages sizes the knowledge base DeflectionBench mines; {name} mines none")
+        typer.echo(planner(settings, samples, retention, **extra).render())

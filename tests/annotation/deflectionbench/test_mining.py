@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import re
 from pathlib import Path
 
@@ -13,7 +14,9 @@ import pytest
 from PIL import Image, ImageOps
 
 from mmcurate.retrieval.chunking import chunk_text
+from mmcurate.retrieval.encoders import text_encoder
 from mmcurate.retrieval.kb import load_kb
+from mmcurate.retrieval.kb_pages import TablePages
 from mmcurate.annotation.deflectionbench.mining import DistractorFilter, mine_image_negatives, mine_text_negatives
 from mmcurate.core.text import normalize
 from mmcurate.core.config import RetrievalConfig
@@ -34,6 +37,10 @@ def builder(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def pages(kb: pa.Table, cache: Path, cfg: RetrievalConfig = CFG) -> TablePages:
+    return TablePages(kb, cache, text_encoder(cfg.text_encoder))
 
 
 def table(samples: list[Sample]) -> pa.Table:
@@ -69,13 +76,13 @@ def test_the_paper_removes_only_gold_and_counts_what_each_rule_removes(kb: pa.Ta
     filters remove it before reranking, and each rule's removals are counted."""
     sample = Sample("test", "apollo", MOON_Q, answers=["Apollo 11"])
     assert CFG.leakage_filter == "none"  # the default follows the paper
-    paper = mine_text_negatives(table([sample]), kb, CFG, cache, store)
+    paper = mine_text_negatives(table([sample]), pages(kb, cache), CFG, store)
     assert any("apollo 11" in normalize(c.text) for c in paper.negatives[sample.sample_id])
     counts = paper.filtered[sample.sample_id]
     assert counts["candidates"] > 0 and counts["answer"] == counts["overlap"] == counts["gold"] == 0
     answer_only = RetrievalConfig(**{**CFG.model_dump(), "leakage_filter": "answer"})
     for cfg in (answer_only, STRICT):
-        mined = mine_text_negatives(table([sample]), kb, cfg, cache, store)
+        mined = mine_text_negatives(table([sample]), pages(kb, cache), cfg, store)
         negatives = mined.negatives[sample.sample_id]
         assert 0 < len(negatives) <= CFG.max_text_negatives
         assert not any("apollo 11" in normalize(c.text) for c in negatives)
@@ -92,14 +99,14 @@ def test_the_paper_removes_only_gold_and_counts_what_each_rule_removes(kb: pa.Ta
 def test_gold_passages_always_go_near_copies_under_the_overlap_rule(kb: pa.Table, store: ImageStore,
                                                                      cache: Path) -> None:
     control = Sample("test", "cat-control", CAT_Q, answers=[])
-    top = mine_text_negatives(table([control]), kb, CFG, cache, store).negatives[control.sample_id]
+    top = mine_text_negatives(table([control]), pages(kb, cache), CFG, store).negatives[control.sample_id]
     first, second = top[0], top[1]
     edited = first.text.replace("Cats", "Domestic cats", 1).replace(".", ";", 1)  # a lightly edited copy
     same_id = Sample("test", "by-id", CAT_Q, answers=[], gold_contexts=[Context(second.context_id, "text", text="unrelated words")])
     same_text = Sample("test", "by-copy", CAT_Q, answers=[], gold_contexts=[Context("gold:0", "text", text=f" {first.text.upper()} ")])
     near_copy = Sample("test", "by-text", CAT_Q, answers=[], gold_contexts=[Context("gold:1", "text", text=edited)])
-    paper = mine_text_negatives(table([same_id, same_text, near_copy]), kb, CFG, cache, store)
-    strict = mine_text_negatives(table([same_id, same_text, near_copy]), kb, STRICT, cache, store)
+    paper = mine_text_negatives(table([same_id, same_text, near_copy]), pages(kb, cache), CFG, store)
+    strict = mine_text_negatives(table([same_id, same_text, near_copy]), pages(kb, cache), STRICT, store)
     for mined in (paper, strict):
         assert second.context_id not in [c.context_id for c in mined.negatives[same_id.sample_id]]
         assert first.context_id in [c.context_id for c in mined.negatives[same_id.sample_id]]
@@ -137,15 +144,38 @@ def test_distractor_filter_definition() -> None:
 
 def test_mining_is_deterministic_and_reuses_the_cached_index(kb: pa.Table, store: ImageStore, cache: Path) -> None:
     samples = table([Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]), Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"])])
-    first = mine_text_negatives(samples, kb, CFG, cache, store)
+    first = mine_text_negatives(samples, pages(kb, cache), CFG, store)
     folders = sorted(p.name for p in cache.iterdir())
-    again = mine_text_negatives(samples, kb, CFG, cache, store)
+    again = mine_text_negatives(samples, pages(kb, cache), CFG, store)
     assert again == first
     assert sorted(p.name for p in cache.iterdir()) == folders
     assert [p for p in folders if p.startswith("kb-pages-")]
-    empty = mine_text_negatives(samples, kb.slice(0, 0), CFG, cache, store)
+    empty = mine_text_negatives(samples, pages(kb.slice(0, 0), cache), CFG, store)
     assert empty.negatives == {sid: [] for sid in samples["sample_id"].to_pylist()}
     assert all(counts["candidates"] == 0 for counts in empty.filtered.values())
+
+
+def test_a_kb_beyond_the_memory_budget_is_mined_the_same_through_the_store(
+        kb: pa.Table, store: ImageStore, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixture KB forced onto the on-disk path (its store, IVF-PQ and re-scoring): with 15
+    candidates per result, a top 4 re-scores all 60 pages, so the mining must match the in-memory
+    index exactly, reading page texts back from the store's records."""
+    from mmcurate.retrieval import kb_pages
+    from mmcurate.retrieval.index_plan import IndexPlan
+
+    source = tmp_path / "kb.jsonl"
+    source.write_text("".join(json.dumps({"doc_id": d, "title": t, "text": x}) + "\n" for d, t, x in
+                              zip(kb["doc_id"].to_pylist(), kb["title"].to_pylist(), kb["text"].to_pylist())))
+    cfg = RetrievalConfig(**{**CFG.model_dump(), "kb": str(source)})
+    plan = IndexPlan("ivfpq", {"nlist": 1, "m": 8, "nbits": 4, "opq": False, "candidates_per_result": 15})
+    monkeypatch.setattr(kb_pages, "plan_index", lambda n, dim, memory_gb: plan)
+    on_disk = kb_pages.open_kb_pages(cfg, tmp_path / "indexes", progress=lambda line: None)
+    assert isinstance(on_disk, kb_pages.StorePages) and on_disk.index.store.complete()
+    samples = table([Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]), Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"])])
+    assert mine_text_negatives(samples, on_disk, cfg, store) == mine_text_negatives(samples, pages(kb, cache), CFG, store)
+    record = on_disk.record()
+    assert (record["kind"], record["count"], record["factory"]) == ("ivfpq", 60, "IVF1,PQ8x4np")
+    assert record["recall_at_10"] == 1.0 and record["build_seconds"] >= 0
 
 
 def flipped(data: bytes) -> bytes:
@@ -222,7 +252,7 @@ def test_open_clip_text_encoder_queries_with_the_image(kb: pa.Table, store: Imag
     np.testing.assert_allclose(queries[0], clip.encode_images([store.read(image)])[0], atol=1e-5)  # image-to-text
     np.testing.assert_allclose(queries[1], clip.encode_text([MOON_Q])[0], atol=1e-5)
     cfg = RetrievalConfig(**{**cfg.model_dump(), "leakage_filter": "answer"})
-    mined = mine_text_negatives(table([with_image, text_only]), kb, cfg, tmp_path / "cache", store).negatives
+    mined = mine_text_negatives(table([with_image, text_only]), pages(kb, tmp_path / "cache", cfg), cfg, store).negatives
     assert 0 < len(mined[with_image.sample_id]) <= CFG.max_text_negatives
     assert not any("saturn v" in normalize(c.text) for c in mined[with_image.sample_id])
     assert not any("apollo 11" in normalize(c.text) for c in mined[text_only.sample_id])

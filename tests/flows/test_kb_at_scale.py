@@ -1,0 +1,38 @@
+"""The dry-run DeflectionBench flow with its knowledge base forced beyond the memory budget:
+the KB's vector store is embedded shard by shard on the task runner before Stage II, Stage II
+searches the compressed index with exact re-scoring, and the release is the one the in-memory
+index makes (every page is a candidate here, so re-scoring ranks them all exactly); the
+manifest records the index it searched."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mmcurate.releases.reader import open_release
+from mmcurate.retrieval import kb_pages, vector_store
+from mmcurate.retrieval.index_plan import IndexPlan
+from release_fingerprint import content_fingerprint
+from test_dryrun_equivalence import GOLDEN, dryrun_config
+
+PLAN = IndexPlan("ivfpq", {"nlist": 1, "m": 8, "nbits": 4, "opq": False, "candidates_per_result": 10})
+
+
+def test_a_kb_beyond_the_budget_gives_the_same_release(tmp_path, fixtures_root, prefect_harness, monkeypatch):
+    from mmcurate.flows.deflectionbench import deflectionbench
+
+    monkeypatch.setattr(kb_pages, "plan_index", lambda n, dim, memory_gb: PLAN)
+    monkeypatch.setattr(kb_pages, "STORE_SHARD_ROWS", 16)  # 60 pages: 4 shards for the runner
+
+    def sequential(store, *args, **kwargs):  # Stage II's own path must find nothing left to embed
+        assert store.complete(), "prepare_kb left shards for Stage II to embed"
+
+    monkeypatch.setattr(kb_pages, "embed_store", sequential)
+    config = dryrun_config(tmp_path, fixtures_root, oracle_rule="none_correct", leakage_filter="answer_or_overlap")
+    release = Path(deflectionbench(config=str(config)))
+    assert content_fingerprint(release) == json.loads(GOLDEN.read_text())
+
+    (index,) = open_release(release).manifest["indexes"]
+    assert (index["name"], index["kind"], index["count"], index["factory"]) == ("kb-pages", "ivfpq", 60, "IVF1,PQ8x4np")
+    assert index["recall_at_10"] == 1.0 and index["build_seconds"] >= 0 and "held-out" in index["recall_measured_on"]
+    (store,) = (tmp_path / "work" / "indexes").glob("kb-store-*")
+    assert len(vector_store.load_store(store).record_shards()) == 4
