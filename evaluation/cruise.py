@@ -41,12 +41,12 @@ from mmcurate.gating import prompts
 from mmcurate.models.requests import ChatRequest
 from mmcurate.retrieval.cragmm_search import Retriever
 
+from .runs import PLAIN
 from .verify_first import (
     ANSWERS, IDK, Item, Step, VerifyFirst, answer, consistency, retrieval_check, route, run_steps, verify,
 )
 
 SYSTEM_NAME = "cruise"
-PLAIN = "plain"
 SYSTEMS = (PLAIN, SYSTEM_NAME)
 TASKS = {"1": ("single_turn", "image"), "2": ("single_turn", "both"), "3": ("multi_turn", "both")}
 SUMMARY = "cruise.summary.v1"

@@ -56,7 +56,7 @@ from mmcurate.annotation.reflectv.grounders import Grounder, Instance, Query, Sa
 from mmcurate.annotation.reflectv.marks import box_of, draw_marks, png_bytes
 from mmcurate.core.config import KestrelConfig
 from mmcurate.core.stages import StageContext
-from mmcurate.judging.claim_extraction import MAX_CLAIMS, claim_of, claims_json, heuristic_type
+from mmcurate.judging.claim_extraction import MAX_CLAIMS, claim_of, claims_json
 from mmcurate.judging.claim_verification import REMINDER as VERIFY_REMINDER, SYSTEM as VERIFY_SYSTEM
 from mmcurate.judging.claims import ERROR, Claim, Evidence, Round, judge_round, parse_record, stop_reason
 from mmcurate.models.json_replies import json_object

@@ -40,9 +40,10 @@ from mmcurate.models.requests import ChatRequest
 from mmcurate.sources.pope import SPLITS
 
 from .kestrel import Kestrel, KestrelItem
+from .runs import PLAIN
 from .scenarios import EvaluationError
 
-PLAIN, KESTREL = "plain", "kestrel"
+KESTREL = "kestrel"
 SYSTEMS = (PLAIN, KESTREL)
 FAILED = "FAILED"
 PLAIN_TEMPLATE = "pope.plain.v1"

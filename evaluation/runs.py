@@ -4,12 +4,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmcurate.core.config import Settings
-from mmcurate.releases.reader import Release
+
+PLAIN = "plain"  # the model answering alone; any other system's runs carry its name
 
 
-def evaluation_folder(settings: Settings, release: Release, run_name: str, out: str | Path | None) -> Path:
-    """``out``, or ``<workdir>/evaluations/<benchmark>-<version>/<run_name>``: one folder per
-    model and answering system, so runs never overwrite each other."""
+def evaluation_folder(settings: Settings, benchmark: str, version: str, model: str, out: str | Path | None,
+                      system: str = PLAIN) -> Path:
+    """``out``, or ``<workdir>/evaluations/<benchmark>-<version>/<model>[-<system>]``: one folder
+    per model and answering system, so runs never overwrite each other."""
     if out:
         return Path(out)
-    return settings.workdir / "evaluations" / f"{release.benchmark}-{release.version}" / run_name
+    run = model if system == PLAIN else f"{model}-{system}"
+    return settings.workdir / "evaluations" / f"{benchmark}-{version}" / run

@@ -54,6 +54,7 @@ from mmcurate.judging.answers import grade_name, grade_responses
 from mmcurate.judging.simpleqa import Judge
 from mmcurate.models.requests import ChatRequest, ChatResponse
 
+from .runs import PLAIN
 from .verify_first import SYSTEM_NAME as VERIFY_FIRST
 from .verify_first import VerifyFirst, verify_first_answers
 
@@ -67,7 +68,6 @@ MODALITY_NEGATIVES = DEFAULT_NEGATIVES  # n of the negative-modality analysis (T
 GOLD_MODALITIES = ("text", "image")  # Table 5's positive settings; "mixed" and "none" sit out
 FAILED = "FAILED"  # grade column of a call that failed for good (never a judge grade)
 STAGE = "evaluate"
-PLAIN = "plain"
 SYSTEMS = (PLAIN, VERIFY_FIRST)
 
 RESULTS = pa.schema(

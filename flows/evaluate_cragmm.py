@@ -40,7 +40,7 @@ def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), ou
         raise ConfigError(f"--system cruise needs a 'cruise' section in {config}")
     name = settings.add_model(model).name
     bench = open_release(release)
-    target = evaluation_folder(settings, bench, name if system == PLAIN else f"{name}-{system}", out)
+    target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, system)
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"), "turns")
     labels = bench.table("turns").select(TURN_COLUMNS).to_pylist()
     by_id = {row["sample_id"]: row for row in samples.to_pylist()}

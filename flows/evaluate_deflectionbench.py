@@ -48,7 +48,7 @@ def evaluate_deflectionbench(
     settings = load_config(config)
     name = settings.add_model(model).name
     bench = open_release(release)
-    target = evaluation_folder(settings, bench, name if system == PLAIN else f"{name}-{system}", out)
+    target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, system)
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
     seed = int(bench.manifest.get("seed", 0))
     templates = prompt_set(settings.deflectionbench.prompts if settings.deflectionbench else None)

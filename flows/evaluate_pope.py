@@ -32,7 +32,7 @@ def evaluate_pope(release: str, model: str, config: str = str(DEMO_CONFIG), out:
     settings = load_config(config)
     name = settings.add_model(model).name
     bench = open_release(release)
-    target = evaluation_folder(settings, bench, name if system == PLAIN else f"{name}-{system}", out)
+    target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, system)
     probes = canonical_rows(bench, ImageStore(settings.workdir / "images"), "probes")
     rows, notes, calls = answer_pope(probes, settings, name, system, new_run_id())
     failed = [row["error"] for row in rows if row["grade"] == FAILED]
