@@ -212,6 +212,15 @@ def cached_index(
     return place_built(built, folder, VectorIndex.load)
 
 
+def top_hits(index: VectorIndex, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
+    """(row, score) of the top ``k`` rows per query, best first (none when the index is empty)."""
+    k = min(k, len(index))
+    if k < 1 or len(queries) == 0:
+        return [[] for _ in range(len(queries))]
+    scores, rows = index.search(queries, k)
+    return [[(int(r), float(s)) for r, s in zip(rs, ss) if r >= 0] for rs, ss in zip(rows, scores)]
+
+
 def place_built(built: Built, folder: Path, load: Callable[[Path], Built]) -> Built:
     """``built`` saved into a temporary folder beside ``folder`` and renamed into place, so a
     killed build leaves nothing half-made; when another process renamed its copy first, its
