@@ -856,17 +856,23 @@ def _read_prompts(settings: Settings) -> Settings:
     return settings
 
 
+def read_yaml(path: Path, what: str) -> Any:
+    """The YAML document in ``path``; ConfigError (one line, naming ``what``) when it is not
+    valid YAML or nested too deeply to read."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what} {path} is not valid YAML: {exc}".replace("\n", " ")) from None
+    except RecursionError:
+        raise ConfigError(f"{what} {path} is nested too deeply to read") from None
+
+
 def load_config(path: Path | str, **overrides: Any) -> Settings:
     """Load ``path`` (YAML) with environment overrides; raise ConfigError with one clear line."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config {path} is not valid YAML: {exc}".replace("\n", " ")) from None
-    except RecursionError:
-        raise ConfigError(f"config {path} is nested too deeply to read") from None
+    data = read_yaml(path, "config")
 
     class _FromFile(Settings):
         model_config = SettingsConfigDict(yaml_file=path)

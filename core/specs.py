@@ -128,14 +128,19 @@ class NLI(_AtPath):
     kind: Literal["nli"] = "nli"
 
 
-class LLM(_Spec):
-    """A chat model of the config asked yes/no."""
+class _OfModel(_Spec):
+    """A component that is a model of the config: short form ``<kind>:<model>``."""
 
-    kind: Literal["llm"] = "llm"
     model: str = Field(min_length=1)
 
     def short(self) -> str:
-        return f"llm:{self.model}"
+        return f"{self.kind}:{self.model}"  # type: ignore[attr-defined]
+
+
+class LLM(_OfModel):
+    """A chat model of the config asked yes/no."""
+
+    kind: Literal["llm"] = "llm"
 
 
 class Heuristic(_Spec):
@@ -189,14 +194,10 @@ class Saliency(_Spec):
     kind: Literal["saliency"] = "saliency"
 
 
-class Pointing(_Spec):
+class Pointing(_OfModel):
     """A pointing model of the config (e.g. Molmo behind an OpenAI-compatible server)."""
 
     kind: Literal["pointing"] = "pointing"
-    model: str = Field(min_length=1)
-
-    def short(self) -> str:
-        return f"pointing:{self.model}"
 
 
 class Sam2(_Spec):
@@ -233,11 +234,15 @@ def _bare(kind: str) -> Parser:
     return parse
 
 
-def _open_clip(rest: str) -> dict[str, Any]:
-    arch, _, checkpoint = rest.partition(":")
-    if not arch or not checkpoint:
-        raise ValueError(f"open_clip spec must look like 'open_clip:<arch>:<checkpoint path>', got 'open_clip:{rest}'")
-    return {"kind": "open_clip", "arch": arch, "checkpoint": checkpoint}
+def _two(kind: str, first: str, second: str, usage: str) -> Parser:
+    """``<kind>:<first>:<second>``, both parts required (the second may hold colons)."""
+    def parse(rest: str) -> dict[str, Any]:
+        head, _, tail = rest.partition(":")
+        if not head or not tail:
+            raise ValueError(f"{kind} spec must look like '{kind}:{usage}', got '{kind}:{rest}'")
+        return {"kind": kind, first: head, second: tail}
+
+    return parse
 
 
 def _with(kind: str, field: str, cast: Callable[[str], Any] = str) -> Parser:
@@ -267,13 +272,6 @@ def _mad(rest: str) -> dict[str, Any]:
     return {"kind": "mad", "tau": parts[0], "lambda": parts[1], "max_keep": parts[2]}
 
 
-def _sam2(rest: str) -> dict[str, Any]:
-    config, _, checkpoint = rest.partition(":")
-    if not config or not checkpoint:
-        raise ValueError(f"sam2 spec must look like 'sam2:<model config>:<checkpoint path>', got 'sam2:{rest}'")
-    return {"kind": "sam2", "config": config, "checkpoint": checkpoint}
-
-
 def _short(forms: dict[str, Parser], fallback: Parser | None, usage: str) -> BeforeValidator:
     def parse(value: Any) -> Any:
         if not isinstance(value, str):
@@ -288,7 +286,7 @@ def _short(forms: dict[str, Parser], fallback: Parser | None, usage: str) -> Bef
     return BeforeValidator(parse)
 
 
-_OPEN_CLIP = {"open_clip": _open_clip}
+_OPEN_CLIP = {"open_clip": _two("open_clip", "arch", "checkpoint", "<arch>:<checkpoint path>")}
 TextEncoderSpec = Annotated[
     Union[MiniLM, OpenClip], Field(discriminator="kind"),
     _short({"minilm": _bare("minilm"), **_OPEN_CLIP}, None, "'minilm' or 'open_clip:<arch>:<checkpoint>'"),
@@ -332,7 +330,7 @@ GroundingSpec = Annotated[
     _short({"boxes": _with("boxes", "path"), "saliency": _bare("saliency"), "pointing": _with("pointing", "model")},
            None, "'boxes:<file or folder>', 'saliency' or 'pointing:<model>'"),
 ]
-SegmenterSpec = Annotated[Sam2, _short({"sam2": _sam2}, None, "'sam2:<model config>:<checkpoint>'")]
+SegmenterSpec = Annotated[Sam2, _short({"sam2": _two("sam2", "config", "checkpoint", "<model config>:<checkpoint path>")}, None, "'sam2:<model config>:<checkpoint>'")]
 CaptionSpec = Annotated[
     Union[Template, ModelRef], Field(discriminator="kind"),
     _short({"template": _bare("template")}, lambda name: {"kind": "model", "name": name}, ""),
@@ -352,12 +350,10 @@ def coerce(union: Any, value: Any) -> Any:
 
 def model_names(spec: Any) -> list[str]:
     """The config models a spec refers to (for reference checks and manifests)."""
-    if isinstance(spec, LLM):
+    if isinstance(spec, _OfModel):
         return [spec.model]
     if isinstance(spec, ModelRef):
         return [spec.name]
-    if isinstance(spec, Pointing):
-        return [spec.model]
     return []
 
 

@@ -21,13 +21,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from mmcurate.core.markdown import markdown_table
 
 from mmcurate.gating.prompts import STRICTNESS_LEVELS
 
+from .figures import new_axes, save_png
 from .scenarios import FAILED, GOLD_MODALITIES, NEGATIVE_MODALITIES, SCENARIOS
 
 RATES = ("accuracy", "deflection", "hallucination", "truthfulness")
@@ -114,9 +113,7 @@ def plot_vs_negatives(
         raise ValueError(f"no results for scenario {scenario!r}")
     metrics = compute_metrics(selected, by=("model", "n_negatives")).to_pylist()
     models = list(dict.fromkeys(r["model"] for r in metrics))
-    fig = Figure(figsize=(6.4, 4.0))
-    FigureCanvasAgg(fig)  # Agg, whatever pyplot's backend is
-    ax = fig.add_subplot()
+    fig, ax = new_axes(6.4, 4.0)
     styles = ["-", "--", ":", "-."]
     for m_index, model in enumerate(models):
         rows = sorted((r for r in metrics if r["model"] == model), key=lambda r: r["n_negatives"])
@@ -130,8 +127,4 @@ def plot_vs_negatives(
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set_title(title or f"{scenario}: metrics vs number of negatives")
     ax.legend(fontsize="small")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=120)
-    return path
+    return save_png(fig, path)

@@ -19,8 +19,8 @@ import math
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from .figures import new_axes, save_png
+
 
 HIT_KS = tuple(range(1, 11))
 
@@ -53,9 +53,7 @@ def hit_at_k(first_hits: Sequence[int | None], ks: Sequence[int] = HIT_KS) -> di
 
 def plot_hit_at_k(series: dict[str, dict[int, float]], path: Path | str, title: str = "Hit@K") -> Path:
     """Hit@K against K as a PNG, one line per named series (matplotlib's Agg canvas, no display)."""
-    fig = Figure(figsize=(6.0, 3.8))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    fig, ax = new_axes(6.0, 3.8)
     for name, hits in series.items():
         ks = sorted(hits)
         ax.plot(ks, [100 * hits[k] for k in ks], marker="o", label=name)
@@ -67,8 +65,4 @@ def plot_hit_at_k(series: dict[str, dict[int, float]], path: Path | str, title: 
     ax.grid(alpha=0.3)
     if len(series) > 1:
         ax.legend(fontsize="small")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=120)
-    return path
+    return save_png(fig, path)

@@ -190,6 +190,16 @@ class Item:
     def abstain(self, reason: str, gate_error: str | None = None) -> None:
         self.finish(IDK, reason, True, gate_error=gate_error)
 
+    def checked(self, check: str, trace_key: str, label: Label, unreadable: str) -> bool:
+        """Record the label a ``check`` gave (time, trace under ``trace_key``); when it could not
+        be read, abstain for the reason ``unreadable``. Whether it was read."""
+        self.seconds += label.seconds
+        self.trace["checks"].append(check)
+        self.trace[trace_key] = _label_trace(label)
+        if not label.ok:
+            self.abstain(unreadable, f"{check}: {label.error}")
+        return label.ok
+
 
 Step = Callable[[list[Item], Any, VerifyFirst, str], None]
 
@@ -283,12 +293,8 @@ def consistency(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -
         "Reply with exactly one word: yes or no."), bool(i.context)), CONSISTENCY) for i in items]
     labels = ask_labels(pool.client(system.model), asks, YES_NO, YES_NO_REMINDER, stage, _yes_no)
     for item, label in zip(items, labels):
-        item.seconds += label.seconds
-        item.trace["checks"].append("consistency")
-        item.trace["consistency"] = _label_trace(label)
-        if not label.ok:
-            item.abstain("the consistency judge could not be read", f"consistency: {label.error}")
-        elif label.label == "no":
+        if item.checked("consistency", "consistency", label, "the consistency judge could not be read") \
+                and label.label == "no":
             item.abstain(gate(False, bool(item.context), False, 1.0)[1])
 
 
@@ -301,11 +307,7 @@ def verify(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> Non
     labels = ask_parsed(pool.client(system.model), asks, parse_confidence, COV_REMINDER, stage,
                         "a first line 'CONFIDENCE: <0.0-1.0>'")
     for item, label in zip(items, labels):
-        item.seconds += label.seconds
-        item.trace["checks"].append("chain_of_verification")
-        item.trace["confidence"] = _label_trace(label)
-        if not label.ok:
-            item.abstain("the verifier's confidence could not be read", f"chain_of_verification: {label.error}")
+        if not item.checked("chain_of_verification", "confidence", label, "the verifier's confidence could not be read"):
             continue
         answered, reason = gate(False, bool(item.context), True, label.label,
                                 system.with_context, system.without_context)

@@ -26,24 +26,21 @@ from mmcurate.benchmarks import get
 from mmcurate.core.images import ImageStore
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
-from mmcurate.planning.recuration import GRADES, Budget
+from mmcurate.planning.recuration import GRADES
 from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reader import open_release
-from mmcurate.releases.recuration import begin_recuration, describe_changes
 from mmcurate.releases.topics import inherited_topics
 from mmcurate.releases.unembed import canonical_samples
-from mmcurate.tasks.plan import plan_recuration, report_spent
-from mmcurate.tasks.release import publish_release
+from mmcurate.tasks.recuration import open_recuration, publish_recuration
 from mmcurate.tasks.stages import run_stage
 
 
 @flow(name="recurate", log_prints=True)
 def recurate(release: str, add_model: list[str], config: str | None = None, version: str | None = None,
              allow_incomplete: bool = False, max_calls: int | None = None, max_cost: float | None = None) -> str:
-    run = begin_recuration(release, config, add_model, version)                              # before any work
+    run, bill = open_recuration(release, config, add_model, version, max_calls, max_cost)   # before any model call
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
-    bill = plan_recuration(run, Budget(max_calls, max_cost))                                 # before any model call
     samples = canonical_samples(parent, ImageStore(settings.workdir / "images"))
 
     templates = prompt_set(cfg.prompts)
@@ -61,9 +58,7 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
         components=parent.manifest.get("components", {}), parent=run.parent_record, history=parent.ledger,
         topics_before=inherited_topics(parent.manifest), dedup=deduped,
         indexes=parent.manifest.get("indexes"))  # contexts as mined then
-    path = publish_release(describe_changes(run, draft), settings.releases_root, settings.workdir / "images",
-                           allow_incomplete)
-    report_spent(bill, gated.calls + checked.calls)
+    path = publish_recuration(run, draft, allow_incomplete, bill, gated.calls + checked.calls)
     print(f"recurated {parent.version} -> {draft.version} with {', '.join(run.new_models)}: "
           f"{len(draft.removed)} removed, {draft.tables['test'].num_rows} kept -> {path}")
     return str(path)

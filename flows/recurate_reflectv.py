@@ -16,12 +16,9 @@ from prefect import flow
 from mmcurate.annotation.reflectv.recheck import SCORES, RecheckTrajectories, drawn_marks
 from mmcurate.annotation.reflectv.visual import YES_NO
 from mmcurate.core.images import ImageStore
-from mmcurate.planning.recuration import Budget
 from mmcurate.releases.near_duplicates import near_duplicate_stage
-from mmcurate.releases.recuration import begin_recuration, describe_changes
 from mmcurate.releases.reflectv import reflectv_recuration_draft, released_dialogues, trajectory_samples
-from mmcurate.tasks.plan import plan_recuration, report_spent
-from mmcurate.tasks.release import publish_release
+from mmcurate.tasks.recuration import open_recuration, publish_recuration
 from mmcurate.tasks.stages import run_stage
 
 
@@ -29,9 +26,8 @@ from mmcurate.tasks.stages import run_stage
 def recurate_reflectv(release: str, add_model: list[str], config: str | None = None, version: str | None = None,
                       allow_incomplete: bool = False, max_calls: int | None = None,
                       max_cost: float | None = None) -> str:
-    run = begin_recuration(release, config, add_model, version)                              # before any work
+    run, bill = open_recuration(release, config, add_model, version, max_calls, max_cost)   # before any model call
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
-    bill = plan_recuration(run, Budget(max_calls, max_cost))                                 # before any model call
     store = ImageStore(settings.workdir / "images")
 
     recheck = RecheckTrajectories(cfg.recheck_teachers, cfg.recheck_verifiers, released_dialogues(parent),
@@ -41,9 +37,7 @@ def recurate_reflectv(release: str, add_model: list[str], config: str | None = N
     deduped = run_stage(near_duplicate_stage(settings, parent.benchmark, run.version), checked.kept, settings, run_id)
 
     draft = reflectv_recuration_draft(settings, run.version, run_id, parent, run.parent_record, checked, deduped, store)
-    path = publish_release(describe_changes(run, draft), settings.releases_root, settings.workdir / "images",
-                           allow_incomplete)
-    report_spent(bill, checked.calls)
+    path = publish_recuration(run, draft, allow_incomplete, bill, checked.calls)
     print(f"recurated reflectv {parent.version} -> {draft.version} with {', '.join(run.new_models)}: "
           f"{len(draft.removed)} removed, {checked.counts['collapsed']} chains collapsed, "
           f"{checked.kept.num_rows} kept -> {path}")

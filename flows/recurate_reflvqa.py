@@ -19,12 +19,9 @@ from prefect import flow
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.recheck import RecheckCitations, judged_candidates
 from mmcurate.core.images import ImageStore
-from mmcurate.planning.recuration import Budget
 from mmcurate.releases.near_duplicates import near_duplicate_stage
-from mmcurate.releases.recuration import begin_recuration, describe_changes
 from mmcurate.releases.reflvqa import qa_samples, reflvqa_recuration_draft, release_corpus
-from mmcurate.tasks.plan import plan_recuration, report_spent
-from mmcurate.tasks.release import publish_release
+from mmcurate.tasks.recuration import open_recuration, publish_recuration
 from mmcurate.tasks.stages import run_stage
 
 
@@ -32,9 +29,8 @@ from mmcurate.tasks.stages import run_stage
 def recurate_reflvqa(release: str, add_model: list[str], config: str | None = None, version: str | None = None,
                      allow_incomplete: bool = False, max_calls: int | None = None,
                      max_cost: float | None = None) -> str:
-    run = begin_recuration(release, config, add_model, version)                              # before any work
+    run, bill = open_recuration(release, config, add_model, version, max_calls, max_cost)   # before any model call
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
-    bill = plan_recuration(run, Budget(max_calls, max_cost))                                 # before any model call
     store = ImageStore(settings.workdir / "images")
     pairs, corpus = qa_samples(parent, store), release_corpus(parent, store)
 
@@ -51,9 +47,7 @@ def recurate_reflvqa(release: str, add_model: list[str], config: str | None = No
 
     draft = reflvqa_recuration_draft(settings, run.version, run_id, parent, run.parent_record,
                                      [necessary, cited, deduped], corpus)
-    path = publish_release(describe_changes(run, draft), settings.releases_root, settings.workdir / "images",
-                           allow_incomplete)
-    report_spent(bill, necessary.calls + cited.calls)
+    path = publish_recuration(run, draft, allow_incomplete, bill, necessary.calls + cited.calls)
     print(f"recurated reflvqa {parent.version} -> {draft.version} with {', '.join(run.new_models)}: "
           f"{len(draft.removed)} removed, {cited.counts['changed']} with other citations, "
           f"{draft.tables['qa'].num_rows} kept -> {path}")

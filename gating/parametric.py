@@ -29,31 +29,21 @@ deciding model.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from mmcurate.core.config import GatingConfig, ModelSpec
-from mmcurate.core.errors import ConfigError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table
 
 from mmcurate.gating import prompts
-from mmcurate.judging.answers import (
-    CORRECT,
-    ERROR,
-    JUDGE_ERROR,
-    NOT_ATTEMPTED,
-    check_models,
-    precondition,
-    record_answers,
-    regrade_answers,
-)
+from mmcurate.judging.answers import ERROR, JUDGE_ERROR, GradedAnswers, answered_under, check_models, precondition
 from mmcurate.judging.recorded import RecordedAnswers
-from mmcurate.models.requests import ChatRequest, ChatResponse
+from mmcurate.models.requests import ChatRequest
 from mmcurate.models.schedule import model_major
 
 STAGE = "parametric"
@@ -69,14 +59,6 @@ def parametric_request(row: Mapping[str, Any], spec: ModelSpec | None = None,
     )
 
 
-def _drops(rule: str) -> Callable[[str], bool]:
-    if rule == "all_incorrect":
-        return lambda grade: grade in (CORRECT, NOT_ATTEMPTED)
-    if rule == "none_correct":
-        return lambda grade: grade == CORRECT
-    raise ConfigError(f"unknown gating rule {rule!r}; known: all_incorrect, none_correct")
-
-
 @dataclass
 class ParametricGate(Stage):
     """Stage I: keep a sample only when no gating model answers it without context."""
@@ -89,7 +71,7 @@ class ParametricGate(Stage):
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         pool, judge, gating, run_id = ctx.pool, ctx.judge, self.gating, ctx.run_id
         models = check_models(gating.pool)
-        drops = _drops(gating.rule)
+        drops = answered_under(gating.rule, "gating")
         template = self.templates.parametric(gating.force_guess)
         decisions: list[Decision] = []
         rows = samples.to_pylist()
@@ -105,22 +87,6 @@ class ParametricGate(Stage):
         dropped_by: dict[str, str] = {}  # sample_id -> model whose answer dropped it
         failed: dict[str, list[str]] = {}  # sample_id -> models whose call/grade failed
         asked: dict[str, list[str]] = {}  # sample_id -> models that answered (any outcome)
-        requests = 0
-
-        def on_answers(model: str, answered: list[tuple[dict[str, Any], ChatResponse]]) -> None:
-            nonlocal requests
-            requests += len(answered)
-            rows = [row for row, _ in answered]
-            settle(model, rows, record_answers(judge, model, rows, [resp for _, resp in answered], STAGE,
-                                               "gate.answer", decisions))
-
-        def replay(model: str, pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            assert self.recorded is not None
-            settled, rest = self.recorded.replay(
-                model, pending, lambda row: (row["sample_id"], None), "gate.answer", decisions, judge.name,
-                lambda m, answered: regrade_answers(judge, m, answered, STAGE, "gate.answer", decisions))
-            settle(model, [row for row, _ in settled], [verdict for _, verdict in settled])
-            return rest
 
         def settle(model: str, rows: list[dict[str, Any]], verdicts: list[str]) -> None:
             for row, verdict in zip(rows, verdicts):
@@ -131,15 +97,16 @@ class ParametricGate(Stage):
                 elif drops(verdict) and sid not in dropped_by:
                     dropped_by[sid] = model
 
+        answers = GradedAnswers(judge, STAGE, "gate.answer", decisions, settle, self.recorded)
         model_major(
             pool,
             models,
             eligible,
             build=lambda row, spec: parametric_request(row, spec, template),
-            on_answers=on_answers,
+            on_answers=answers.on_answers,
             eliminated=lambda row: row["sample_id"] in dropped_by,
             stage=STAGE,
-            replay=replay if self.recorded is not None else None,
+            replay=answers.replay,
         )
 
         kept_rows: list[dict[str, Any]] = []
@@ -176,7 +143,7 @@ class ParametricGate(Stage):
             decisions=decisions,
             convergence=convergence,
             naive_calls=len(models) * len(eligible),
-            requests=requests,
+            requests=answers.requests,
             run_id=run_id,
             components={"judge": judge.name, "stage_i_prompt": template.id},
         )

@@ -6,8 +6,9 @@ answer the judge could not grade (JUDGE_ERROR) gets the verdict ``error``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.ledger import Decision
@@ -15,8 +16,26 @@ from mmcurate.core.ledger import Decision
 from mmcurate.judging.simpleqa import Judge, JudgeItem, Judgement
 from mmcurate.models.requests import ChatResponse
 
+if TYPE_CHECKING:
+    from mmcurate.judging.recorded import RecordedAnswers
+
+T = TypeVar("T")
+
 CORRECT, INCORRECT, NOT_ATTEMPTED, JUDGE_ERROR = "CORRECT", "INCORRECT", "NOT_ATTEMPTED", "JUDGE_ERROR"
 ERROR = "error"  # a failed call: verdict of its ledger row, never a grade
+
+
+def answered_under(rule: str, what: str) -> Callable[[str], bool]:
+    """Whether a grade counts as the model answering under a DeflectionBench rule:
+    ``all_incorrect`` (the paper's) counts every grade but INCORRECT, so a NOT_ATTEMPTED
+    too; ``none_correct`` only CORRECT. Stage I drops a sample on such a grade given no
+    evidence, Stage III keeps one on it given the gold evidence. ``what`` names the rule's
+    config section in the error."""
+    if rule == "all_incorrect":
+        return lambda grade: grade in (CORRECT, NOT_ATTEMPTED)
+    if rule == "none_correct":
+        return lambda grade: grade == CORRECT
+    raise ConfigError(f"unknown {what} rule {rule!r}; known: all_incorrect, none_correct")
 
 
 def grade_name(grade: Any) -> str:
@@ -138,3 +157,54 @@ def regrade_answers(
     responses = [ChatResponse(key=str(index), model=model, text=answer, error=None, cached=True, latency=0.0)
                  for index, (_, answer) in enumerate(answered)]
     return record_answers(judge, model, [row for row, _ in answered], responses, stage, check, decisions, context_ids)
+
+
+@dataclass
+class GradedAnswers(Generic[T]):
+    """The ``on_answers`` and ``replay`` of ``models.schedule.model_major`` for a check whose
+    answers the judge grades (Stage I, Stage III's gold and distractor checks). A model's
+    answers, or in a re-curation the answers the parent release recorded
+    (``judging.recorded``), become one ledger row each under ``check``, and their verdicts go
+    to ``settle(model, items, verdicts)``. ``locate(item)`` is the item's sample row and the
+    context it is about (None: the sample itself)."""
+
+    judge: Judge
+    stage: str
+    check: str
+    decisions: list[Decision]
+    settle: Callable[[str, list[T], list[str]], None]
+    recorded: RecordedAnswers | None = None
+    locate: Callable[[T], tuple[Mapping[str, Any], str | None]] = lambda row: (row, None)
+    requests: int = 0  # answers the models gave in this run (not the replayed ones)
+
+    def on_answers(self, model: str, answered: list[tuple[T, ChatResponse]]) -> None:
+        self.requests += len(answered)
+        items = [item for item, _ in answered]
+        rows, contexts = self._located(items)
+        self.settle(model, items, record_answers(self.judge, model, rows, [resp for _, resp in answered], self.stage,
+                                                 self.check, self.decisions, contexts))
+
+    @property
+    def replay(self) -> Callable[[str, list[T]], list[T]] | None:
+        """Settle from the recorded answers what they settle, return the rest (None: not a re-curation)."""
+        return self._replay if self.recorded is not None else None
+
+    def _replay(self, model: str, pending: list[T]) -> list[T]:
+        assert self.recorded is not None
+        settled, rest = self.recorded.replay(model, pending, self._where, self.check, self.decisions,
+                                             self.judge.name, self._regrade)
+        self.settle(model, [item for item, _ in settled], [verdict for _, verdict in settled])
+        return rest
+
+    def _regrade(self, model: str, answered: list[tuple[T, str]]) -> list[str]:
+        rows, contexts = self._located([item for item, _ in answered])
+        return regrade_answers(self.judge, model, [(row, text) for row, (_, text) in zip(rows, answered)],
+                               self.stage, self.check, self.decisions, contexts)
+
+    def _where(self, item: T) -> tuple[str, str | None]:
+        row, context_id = self.locate(item)
+        return row["sample_id"], context_id
+
+    def _located(self, items: list[T]) -> tuple[list[Mapping[str, Any]], list[str | None]]:
+        located = [self.locate(item) for item in items]
+        return [row for row, _ in located], [context_id for _, context_id in located]

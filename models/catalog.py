@@ -28,7 +28,7 @@ import httpx
 import yaml
 from pydantic import ValidationError
 
-from mmcurate.core.config import ModelSpec, model_from_file_data
+from mmcurate.core.config import ModelSpec, model_from_file_data, read_yaml
 from mmcurate.core.errors import ConfigError
 
 LIST_TIMEOUT = 10.0  # seconds to wait for a server's model list
@@ -55,10 +55,7 @@ def read_catalog(catalog: str | Path) -> list[CatalogModel]:
 def file_catalog(path: Path) -> list[CatalogModel]:
     if not path.is_file():
         raise ConfigError(f"catalog {path}: no such file (a YAML catalog or http://host:port/v1)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"catalog {path} is not valid YAML: {exc}".replace("\n", " ")) from None
+    data = read_yaml(path, "catalog")
     entries = data.get("models") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise ConfigError(f"catalog {path}: expected 'models:' with a list of model specs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from mmcurate.core.config import ModelSpec
+from mmcurate.core.config import ModelSpec, Settings
 from mmcurate.models.requests import ChatRequest
 
 from . import throughput
@@ -23,6 +23,11 @@ class PlanRow:
     completion_tokens: float
     hours: float | None  # GPU-hours (CPU-hours for the embedded backend); None: nothing runs locally
     cost: float  # USD
+
+
+def throughput_sources(settings: Settings, rows: Iterable[PlanRow]) -> dict[str, str]:
+    """Where the throughput figure of each model in ``rows`` comes from, by model name."""
+    return {name: throughput.throughput(settings.model(name))[1] for name in sorted({r.model for r in rows})}
 
 
 def elimination(items: float, rates: Sequence[float], models: int) -> list[float]:

@@ -44,8 +44,7 @@ from mmcurate.models.requests import ChatRequest
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.recuration import Recuration
 
-from . import throughput
-from .plan import Plan, PlanRow, plan_row, words
+from .plan import Plan, PlanRow, plan_row, throughput_sources, words
 from .tokens import CHARS_PER_TOKEN
 
 GRADES = (CORRECT, INCORRECT, NOT_ATTEMPTED)
@@ -99,7 +98,6 @@ def judged(run: Recuration, stage: str, step: str, requests: float, rows: list[d
 
 
 def plan_of(run: Recuration, rows: list[PlanRow], samples: int, notes: list[str]) -> Plan:
-    models = sorted({r.model for r in rows})
     return Plan(
         benchmark=run.parent.benchmark, samples=samples, samples_from=f"release {run.parent.version}",
         rates_from="re-curation: only the added models are asked (upper bound: their own early elimination "
@@ -107,7 +105,7 @@ def plan_of(run: Recuration, rows: list[PlanRow], samples: int, notes: list[str]
         funnel=[(f"in {run.parent.version}", samples)], rows=rows,
         notes=[f"added: {', '.join(run.new_models)}; answers reused from the ledger: "
                f"{', '.join(run.reusable) or 'none'}", *notes],
-        sources={name: throughput.throughput(run.settings.model(name))[1] for name in models},
+        sources=throughput_sources(run.settings, rows),
     )
 
 

@@ -40,9 +40,8 @@ from mmcurate.core.specs import ModelRef, Pointing
 from mmcurate.judging.simpleqa import JudgeItem, judge_request
 from mmcurate.models.requests import ChatRequest
 
-from . import throughput
 from .inputs import PlanInput
-from .plan import Plan, PlanRow, plan_row, words
+from .plan import Plan, PlanRow, plan_row, throughput_sources, words
 from .rates import ReflectVRates
 
 GROUNDING = "grounding"
@@ -129,11 +128,10 @@ def plan_reflectv(settings: Settings, given: PlanInput, rates: ReflectVRates) ->
              "(vision models); completion = max_tokens; retries of unreadable replies are not counted"]
     if not cfg.student:
         notes.append("no student and teacher: every dialogue must be ingested ready-made (FIRE)")
-    models = {row.model for row in plan_rows}
     return Plan(
         benchmark="reflectv", samples=given.samples, samples_from=how, rates_from=rates.source,
         funnel=[("candidates", given.samples), ("after the trajectory filter", kept), ("verified chains", chains),
                 ("released", released)],
         rows=plan_rows, notes=notes,
-        sources={name: throughput.throughput(settings.model(name))[1] for name in sorted(models)},
+        sources=throughput_sources(settings, plan_rows),
     )

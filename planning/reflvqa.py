@@ -27,9 +27,8 @@ from mmcurate.core.specs import LLM, ModelRef
 from mmcurate.core.text import split_sentences
 from mmcurate.judging.entailment import DOC_CHARS, image_support_request, text_support_request
 
-from . import throughput
 from .inputs import PlanInput
-from .plan import Plan, PlanRow, plan_row, words
+from .plan import Plan, PlanRow, plan_row, throughput_sources, words
 from .rates import RefLVQARates, at
 from .tokens import CHARS_PER_TOKEN
 
@@ -109,7 +108,6 @@ def plan_reflvqa(settings: Settings, given: PlanInput, rates: RefLVQARates) -> P
         plan_rows.append(plan_row(CITATION, CITATION, viewer, checkable * cfg.top_images,
                                   [image_support_request(f"{r['sample_id']}/s{i}", f"{0:064x}", s)
                                    for r, i, s in statements], measured(CITATION, viewer.name)))
-    models = {row.model for row in plan_rows}
     notes = [f"sentences per answer: {per_answer:.1f}; fact-checkable share: {rates.factcheckable:.0%}",
              "tokens: ~4 characters per token, 3 per message + 3 for the reply, image_tokens per image "
              "(vision models); completion = max_tokens unless a release measured it; label retries are not counted"]
@@ -120,5 +118,5 @@ def plan_reflvqa(settings: Settings, given: PlanInput, rates: RefLVQARates) -> P
         funnel=[("candidates", given.samples), ("after relevance", relevant), ("after necessity", necessary),
                 ("fact-checkable sentences", checkable)],
         rows=plan_rows, notes=notes,
-        sources={name: throughput.throughput(settings.model(name))[1] for name in sorted(models)},
+        sources=throughput_sources(settings, plan_rows),
     )

@@ -188,16 +188,21 @@ def write_json(path: Path, data: Any) -> None:
 REQUIRED = {"benchmark": str, "version": str, "shards": dict, "files": dict, "counts": dict}
 
 
+def _read_json(path: Path) -> Any:
+    """The JSON document in ``path``; ReleaseError (one line) when it is not valid JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReleaseError(f"{path} is not valid JSON: {exc}") from None
+
+
 def load_manifest(release_dir: Path) -> dict:
     """The manifest of ``release_dir``; ReleaseError (one line) when it is missing, not JSON, or
     lacks what every release manifest holds."""
     path = release_dir / MANIFEST
     if not path.is_file():
         raise ReleaseError(f"{release_dir} is not a release: no {MANIFEST}")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReleaseError(f"{path} is not valid JSON: {exc}") from None
+    manifest = _read_json(path)
     if not isinstance(manifest, dict):
         raise ReleaseError(f"{path} is not a release manifest: a JSON object is expected")
     missing = [key for key, kind in REQUIRED.items() if not isinstance(manifest.get(key), kind)]
@@ -211,10 +216,7 @@ def post_seal_entries(release_dir: Path) -> dict[str, dict[str, Any]]:
     path = release_dir / ARTIFACT_CHECKSUMS
     if not path.is_file():
         return {}
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReleaseError(f"{path} is not valid JSON: {exc}") from None
+    entries = _read_json(path)
     if not isinstance(entries, dict):
         raise ReleaseError(f"{path} must map file paths to checksums")
     return entries

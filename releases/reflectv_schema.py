@@ -3,20 +3,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from mmcurate.annotation.reflectv.formatting import CONVERSATION_TURN, MULTI, SINGLE
+from mmcurate.annotation.reflectv.formatting import CONVERSATION_TURN, MULTI, SAMPLE_FIELDS, SINGLE
 
 DIALOGUE_TURN = pa.struct([pa.field("answer", pa.string(), nullable=False),
                            pa.field("score", pa.int32(), nullable=False),
                            pa.field("feedback", pa.string(), nullable=False)])
 DIALOGUE = pa.schema(
     [
-        pa.field("sample_id", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("source_id", pa.string(), nullable=False),
-        pa.field("domain", pa.string(), nullable=False),
-        pa.field("question", pa.string(), nullable=False),
-        pa.field("answers", pa.list_(pa.string()), nullable=False),
-        pa.field("image", pa.string(), nullable=False),
+        *SAMPLE_FIELDS,
         pa.field("origin", pa.string(), nullable=False),  # built | ingested
         pa.field("student_turns", pa.int32(), nullable=False),
         pa.field("dialogue", pa.list_(DIALOGUE_TURN), nullable=False),

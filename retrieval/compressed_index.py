@@ -31,9 +31,6 @@ search", github.com/facebookresearch/faiss/wiki).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +41,7 @@ import numpy as np
 from mmcurate.core.errors import MmcurateError
 
 from .index_plan import TRAIN_PER_LIST, IndexPlan
+from .vector_index import place_built
 from .vector_store import Progress, VectorStore, eta_line
 
 KMEANS_ITERATIONS = 10
@@ -174,17 +172,7 @@ def cached_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = 
     if (folder / "meta.json").is_file():
         return CompressedIndex.load(folder, store)
     built = build_compressed(store, plan, progress)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=store.root))
-    try:
-        built.save(tmp)
-        os.rename(tmp, folder)
-    except OSError:
-        if not (folder / "meta.json").is_file():
-            raise
-        return CompressedIndex.load(folder, store)  # another process renamed its copy first
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return built
+    return place_built(built, folder, lambda found: CompressedIndex.load(found, store))
 
 
 def _samples(n: int, train: int, queries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

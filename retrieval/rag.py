@@ -48,7 +48,7 @@ from .cutoffs import Scale, apply_cutoff
 from .encoders import CrossModalEncoder, TextEncoder, normalise
 from .kb import kb_fingerprint
 from .rerank import CrossEncoderReranker, Reranker
-from .vector_index import VectorIndex, cached_index
+from .vector_index import VectorIndex, cached_index, top_hits
 
 CANDIDATES = 100
 RRF_K = 60
@@ -73,14 +73,6 @@ def source_caption(doc: Mapping[str, Any]) -> str | None:
     """The caption an image document's source gives it (its title, then its alt text), or None."""
     parts = [part.strip() for part in (doc.get("title"), doc.get("text")) if part and part.strip()]
     return ". ".join(parts) or None
-
-
-def _search(index: VectorIndex, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
-    k = min(k, len(index))
-    if k < 1 or len(queries) == 0:
-        return [[] for _ in range(len(queries))]
-    scores, rows = index.search(queries, k)
-    return [[(int(r), float(s)) for r, s in zip(rs, ss) if r >= 0] for rs, ss in zip(rows, scores)]
 
 
 def _fuse(rankings: Sequence[list[Hit]]) -> list[Hit]:
@@ -241,13 +233,13 @@ class RagCorpus:
     def _text_hits(self, queries: list[str], images: Sequence[Sequence[str]], k: int) -> list[list[Hit]]:
         if self.text_index is None:
             return [[] for _ in queries]
-        found = _search(self.text_index, self._queries(self.text_encoder, queries, images), k)
+        found = top_hits(self.text_index, self._queries(self.text_encoder, queries, images), k)
         return [[Hit(self.text_docs[row]["doc_id"], TEXT, score) for row, score in hits] for hits in found]
 
     def _image_hits(self, queries: list[str], images: Sequence[Sequence[str]], k: int) -> list[list[Hit]]:
         if self.image_index is None or self.image_encoder is None:
             return [[] for _ in queries]
-        found = _search(self.image_index, self._queries(self.image_encoder, queries, images), k)
+        found = top_hits(self.image_index, self._queries(self.image_encoder, queries, images), k)
         return [[Hit(self.image_docs[row]["doc_id"], IMAGE, score) for row, score in hits] for hits in found]
 
     def _rerank(self, query: str, hits: list[Hit]) -> list[Hit]:

@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import faiss
 import numpy as np
@@ -41,6 +42,13 @@ CALIBRATION_RECALL = 0.97
 CALIBRATION_K = 10
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 128
 SEED = 0
+
+
+class _Saves(Protocol):
+    def save(self, folder: Path) -> None: ...
+
+
+Built = TypeVar("Built", bound=_Saves)
 
 
 def choose_kind(n: int) -> str:
@@ -201,14 +209,30 @@ def cached_index(
     built = build_index(embed(), ids)
     built.build_seconds = round(time.monotonic() - started, 1)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{safe}-", dir=folder.parent))
+    return place_built(built, folder, VectorIndex.load)
+
+
+def top_hits(index: VectorIndex, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
+    """(row, score) of the top ``k`` rows per query, best first (none when the index is empty)."""
+    k = min(k, len(index))
+    if k < 1 or len(queries) == 0:
+        return [[] for _ in range(len(queries))]
+    scores, rows = index.search(queries, k)
+    return [[(int(r), float(s)) for r, s in zip(rs, ss) if r >= 0] for rs, ss in zip(rows, scores)]
+
+
+def place_built(built: Built, folder: Path, load: Callable[[Path], Built]) -> Built:
+    """``built`` saved into a temporary folder beside ``folder`` and renamed into place, so a
+    killed build leaves nothing half-made; when another process renamed its copy first, its
+    copy is loaded (``load``) and returned instead."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
         built.save(tmp)
         os.rename(tmp, folder)
     except OSError:
         if not (folder / "meta.json").is_file():
             raise
-        return VectorIndex.load(folder)  # another process renamed its copy first
+        return load(folder)  # another process renamed its copy first
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return built

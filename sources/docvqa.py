@@ -15,55 +15,22 @@ published without answers: its records are counted under ``skipped`` as unlabell
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from mmcurate.core.domains import DOCUMENT
-from mmcurate.core.records import Rejected, Sample
+from mmcurate.core.records import Sample
 
-from .base import AdapterOptions, Located, SourceAdapter, required, text_field
-from .image_qa import answers_by_frequency, count_objects, data_records, guarded, image_qa_sample, unlabelled
-
-Split = Literal["train", "val", "test"]
-SPLITS: tuple[Split, ...] = ("train", "val", "test")
-UNLABELLED = ("test",)
+from .base import required, text_field
+from .image_qa import SplitQuestionsSource, answers_by_frequency, image_qa_sample
 
 
-def questions_file(split: str) -> str:
-    return f"{split}_v1.0.json"
-
-
-class DocVQAOptions(AdapterOptions):
-    splits: list[Split] | None = None  # None: every split whose questions file is present
-
-
-class DocVQASource(SourceAdapter):
+class DocVQASource(SplitQuestionsSource):
     name = "docvqa"
-    Options = DocVQAOptions
-    options: DocVQAOptions
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.files = self.split_files(self.options.splits, SPLITS, questions_file)
+    def questions_file(self, split: str) -> str:
+        return f"{split}_v1.0.json"
 
-    def count_records(self) -> int:
-        return sum(count_objects(data_records(path)) for path in self.files.values())
-
-    def source_files(self) -> list[Path]:
-        return list(self.files.values())
-
-    def records(self) -> Iterator[Located | Rejected]:
-        for split, path in self.files.items():
-            for item in data_records(path):
-                if isinstance(item, Rejected):
-                    yield item
-                elif unlabelled(item[1], "answers", split, UNLABELLED):
-                    self.skip_unlabelled(split)
-                else:
-                    yield guarded(*item, lambda: self._sample(split, item[1]))
-
-    def _sample(self, split: str, record: dict[str, Any]) -> Sample:
+    def sample(self, split: str, record: dict[str, Any]) -> Sample:
         question_id = text_field(record, "questionId", numbers=True)
         question = text_field(record, "question")
         image = text_field(record, "image")

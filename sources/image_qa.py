@@ -10,6 +10,10 @@ item by item) and yield ``(locator, record)`` or the rejection of a record that 
 JSON object (or is nested too deeply to decode). A file that holds no such container at
 all is one rejection located at the bare file.
 
+``SplitQuestionsSource`` is the whole adapter of a source published as one ``data`` file
+per split (TextVQA, DocVQA): a subclass names its splits, the file of a split and how one
+record becomes a sample.
+
 A record without answers in a split its source publishes without answers (GQA's test and
 challenge questions, TextVQA's and DocVQA's test splits) is ``unlabelled``: the adapter
 counts it under ``skipped`` (``SourceAdapter.skip_unlabelled``), the one rule InfoSeek's
@@ -18,20 +22,22 @@ test split follows too, instead of quarantining each record.
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from mmcurate.core.domains import DOMAINS
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 
-from .base import Located
+from .base import AdapterOptions, Located, SourceAdapter
 from .json_members import JsonMembersError, NotContainer, Unreadable, iter_items, iter_member_items, iter_members
 
 Record = tuple[str, dict[str, Any]]  # (locator, raw record)
+Split = Literal["train", "val", "test"]
 
 
 def answers_by_frequency(answers: Iterable[Any]) -> list[str]:
@@ -119,3 +125,47 @@ def data_records(path: Path) -> Iterator[Record | Rejected]:
     """The items of the ``data`` array of a file ``{..., "data": [...]}``, item by item,
     located ``file:data[<index>]``."""
     return _objects(path, ((f"data[{i}]", v) for i, v in iter_member_items(path, "data")))
+
+
+class SplitOptions(AdapterOptions):
+    splits: list[Split] | None = None  # None: every split whose questions file is present
+
+
+class SplitQuestionsSource(SourceAdapter):
+    """An image-QA source published as one ``{..., "data": [...]}`` questions file per split:
+    the files of the chosen splits (``split_files``), read item by item (``data_records``); a
+    record without ``answers`` in a split of ``UNLABELLED`` is skipped (``unlabelled``), any
+    other bad record is quarantined (``guarded``)."""
+
+    Options = SplitOptions
+    options: SplitOptions
+    SPLITS: ClassVar[tuple[Split, ...]] = ("train", "val", "test")
+    UNLABELLED: ClassVar[tuple[Split, ...]] = ("test",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.files = self.split_files(self.options.splits, self.SPLITS, self.questions_file)
+
+    @abstractmethod
+    def questions_file(self, split: str) -> str:
+        """The name of ``split``'s questions file under the root."""
+
+    @abstractmethod
+    def sample(self, split: str, record: dict[str, Any]) -> Sample:
+        """The sample of one record (ValueError, TypeError, KeyError: quarantined)."""
+
+    def count_records(self) -> int:
+        return sum(count_objects(data_records(path)) for path in self.files.values())
+
+    def source_files(self) -> list[Path]:
+        return list(self.files.values())
+
+    def records(self) -> Iterator[Located | Rejected]:
+        for split, path in self.files.items():
+            for item in data_records(path):
+                if isinstance(item, Rejected):
+                    yield item
+                elif unlabelled(item[1], "answers", split, self.UNLABELLED):
+                    self.skip_unlabelled(split)
+                else:
+                    yield guarded(*item, lambda: self.sample(split, item[1]))

@@ -17,59 +17,28 @@ counted under ``skipped`` as unlabelled (``image_qa``), not quarantined.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from mmcurate.core.domains import SCENE_TEXT
-from mmcurate.core.records import Rejected, Sample
+from mmcurate.core.records import Sample
 
-from .base import AdapterOptions, Located, SourceAdapter, required, text_field
-from .image_qa import answers_by_frequency, count_objects, data_records, guarded, image_qa_sample, unlabelled
+from .base import required, text_field
+from .image_qa import SplitQuestionsSource, answers_by_frequency, image_qa_sample
 
-Split = Literal["train", "val", "test"]
-SPLITS: tuple[Split, ...] = ("train", "val", "test")
-UNLABELLED = ("test",)
 VERSION = "0.5.1"
 
 
-def questions_file(split: str) -> str:
-    return f"TextVQA_{VERSION}_{split}.json"
-
-
-class TextVQAOptions(AdapterOptions):
-    splits: list[Split] | None = None  # None: every split whose questions file is present
-
-
-class TextVQASource(SourceAdapter):
+class TextVQASource(SplitQuestionsSource):
     name = "textvqa"
-    Options = TextVQAOptions
-    options: TextVQAOptions
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.files = self.split_files(self.options.splits, SPLITS, questions_file)
-
-    def count_records(self) -> int:
-        return sum(count_objects(data_records(path)) for path in self.files.values())
-
-    def source_files(self) -> list[Path]:
-        return list(self.files.values())
+    def questions_file(self, split: str) -> str:
+        return f"TextVQA_{VERSION}_{split}.json"
 
     def image_dir(self, split: str) -> Path:
         return self.images or self.root / ("test_images" if split == "test" else "train_images")
 
-    def records(self) -> Iterator[Located | Rejected]:
-        for split, path in self.files.items():
-            for item in data_records(path):
-                if isinstance(item, Rejected):
-                    yield item
-                elif unlabelled(item[1], "answers", split, UNLABELLED):
-                    self.skip_unlabelled(split)
-                else:
-                    yield guarded(*item, lambda: self._sample(split, item[1]))
-
-    def _sample(self, split: str, record: dict[str, Any]) -> Sample:
+    def sample(self, split: str, record: dict[str, Any]) -> Sample:
         question_id = text_field(record, "question_id", numbers=True)
         image_id = text_field(record, "image_id", numbers=True)
         question = text_field(record, "question")

@@ -49,7 +49,6 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.core.config import ModelSpec, Rule
-from mmcurate.core.errors import ConfigError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table
@@ -58,14 +57,13 @@ from mmcurate.judging.answers import (
     CORRECT,
     ERROR,
     JUDGE_ERROR,
-    NOT_ATTEMPTED,
+    GradedAnswers,
+    answered_under,
     check_models,
     precondition,
-    record_answers,
-    regrade_answers,
 )
 from mmcurate.judging.recorded import RecordedAnswers
-from mmcurate.models.requests import ChatRequest, ChatResponse
+from mmcurate.models.requests import ChatRequest
 from mmcurate.models.schedule import model_major
 
 STAGE = "oracle"
@@ -94,11 +92,7 @@ def distractor_request(row: Mapping[str, Any], negative: Mapping[str, Any],
 
 def settles(rule: str) -> Callable[[str], bool]:
     """Whether a grade given the gold evidence keeps the sample under ``rule``."""
-    if rule == "all_incorrect":
-        return lambda grade: grade in (CORRECT, NOT_ATTEMPTED)
-    if rule == "none_correct":
-        return lambda grade: grade == CORRECT
-    raise ConfigError(f"unknown oracle rule {rule!r}; known: all_incorrect, none_correct")
+    return answered_under(rule, "oracle")
 
 
 GOLD_DROP_REASON = {
@@ -134,26 +128,10 @@ class OracleCheck(Stage):
                 rows[row["sample_id"]] = row
             else:
                 decisions.append(Decision(row["sample_id"], STAGE, "oracle.precondition", "drop", detail={"reason": reason}))
-        requests = 0
 
         # (a) gold check -----------------------------------------------------------------
         settled_by: dict[str, tuple[str, str]] = {}  # sample_id -> (model, grade) that kept it
         gold_failed: dict[str, list[str]] = {}
-
-        def on_gold(model: str, answered: list[tuple[dict[str, Any], ChatResponse]]) -> None:
-            nonlocal requests
-            requests += len(answered)
-            answered_rows = [row for row, _ in answered]
-            settle_gold(model, answered_rows, record_answers(judge, model, answered_rows, [resp for _, resp in answered],
-                                                             STAGE, "oracle.gold", decisions))
-
-        def replay_gold(model: str, pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            assert self.recorded is not None
-            settled, rest = self.recorded.replay(
-                model, pending, lambda row: (row["sample_id"], None), "oracle.gold", decisions, judge.name,
-                lambda m, answered: regrade_answers(judge, m, answered, STAGE, "oracle.gold", decisions))
-            settle_gold(model, [row for row, _ in settled], [verdict for _, verdict in settled])
-            return rest
 
         def settle_gold(model: str, answered_rows: list[dict[str, Any]], verdicts: list[str]) -> None:
             for row, verdict in zip(answered_rows, verdicts):
@@ -163,10 +141,11 @@ class OracleCheck(Stage):
                 elif keeps(verdict):
                     settled_by.setdefault(sid, (model, verdict))
 
+        gold = GradedAnswers(judge, STAGE, "oracle.gold", decisions, settle_gold, self.recorded)
         model_major(pool, models, list(rows.values()), build=lambda row, spec: gold_request(row, spec, template),
-                    on_answers=on_gold,
+                    on_answers=gold.on_answers,
                     eliminated=lambda row: row["sample_id"] in settled_by, stage="oracle.gold",
-                    replay=replay_gold if self.recorded is not None else None)
+                    replay=gold.replay)
 
         final: dict[str, Decision] = {}
         for sid in rows:
@@ -189,25 +168,6 @@ class OracleCheck(Stage):
         def negative_of(pair: Pair) -> dict[str, Any]:
             return rows[pair[0]]["negative_contexts"][pair[1]]
 
-        def on_distractor(model: str, answered: list[tuple[Pair, ChatResponse]]) -> None:
-            nonlocal requests
-            requests += len(answered)
-            answered_pairs = [pair for pair, _ in answered]
-            settle_distractors(model, answered_pairs, record_answers(
-                judge, model, [rows[p[0]] for p in answered_pairs], [resp for _, resp in answered], STAGE,
-                "oracle.distractor", decisions, [negative_of(p)["context_id"] for p in answered_pairs]))
-
-        def replay_distractors(model: str, pending: list[Pair]) -> list[Pair]:
-            assert self.recorded is not None
-            settled, rest = self.recorded.replay(
-                model, pending, lambda pair: (pair[0], negative_of(pair)["context_id"]), "oracle.distractor",
-                decisions, judge.name,
-                lambda m, answered: regrade_answers(judge, m, [(rows[p[0]], text) for p, text in answered], STAGE,
-                                                    "oracle.distractor", decisions,
-                                                    [negative_of(p)["context_id"] for p, _ in answered]))
-            settle_distractors(model, [pair for pair, _ in settled], [verdict for _, verdict in settled])
-            return rest
-
         def settle_distractors(model: str, answered_pairs: list[Pair], verdicts: list[str]) -> None:
             for pair, verdict in zip(answered_pairs, verdicts):
                 if verdict == CORRECT:
@@ -215,10 +175,12 @@ class OracleCheck(Stage):
                 elif verdict in (ERROR, JUDGE_ERROR):
                     distractor_failed.setdefault(pair, []).append(model)
 
+        distractors = GradedAnswers(judge, STAGE, "oracle.distractor", decisions, settle_distractors, self.recorded,
+                                    locate=lambda pair: (rows[pair[0]], negative_of(pair)["context_id"]))
         model_major(pool, models, pairs,
                     build=lambda pair, spec: distractor_request(rows[pair[0]], negative_of(pair), template),
-                    on_answers=on_distractor, eliminated=lambda pair: pair in leaked_by,
-                    stage="oracle.distractor", replay=replay_distractors if self.recorded is not None else None)
+                    on_answers=distractors.on_answers, eliminated=lambda pair: pair in leaked_by,
+                    stage="oracle.distractor", replay=distractors.replay)
 
         # (c) prune, k_min ---------------------------------------------------------------
         kept_rows: list[dict[str, Any]] = []
@@ -265,7 +227,7 @@ class OracleCheck(Stage):
             kept=rows_to_table(kept_rows, samples.schema),
             decisions=decisions,
             naive_calls=len(models) * (len(rows) + len(pairs)),
-            requests=requests,
+            requests=gold.requests + distractors.requests,
             run_id=run_id,
             components={"judge": judge.name, "stage_iii_prompt": template.id},
         )

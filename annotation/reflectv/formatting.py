@@ -66,15 +66,18 @@ FINAL_THINKS = (
 CONVERSATION_TURN = pa.struct([pa.field("turn", pa.int32(), nullable=False),
                                pa.field("image", pa.string(), nullable=False),  # sha256 of the image this turn sees
                                pa.field("text", pa.string(), nullable=False)])
+SAMPLE_FIELDS = [  # what a trajectory and a released dialogue say of their sample
+    pa.field("sample_id", pa.string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("source_id", pa.string(), nullable=False),
+    pa.field("domain", pa.string(), nullable=False),
+    pa.field("question", pa.string(), nullable=False),
+    pa.field("answers", pa.list_(pa.string()), nullable=False),
+    pa.field("image", pa.string(), nullable=False),  # the original image
+]
 TRAJECTORY = pa.schema(
     [
-        pa.field("sample_id", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("source_id", pa.string(), nullable=False),
-        pa.field("domain", pa.string(), nullable=False),
-        pa.field("question", pa.string(), nullable=False),
-        pa.field("answers", pa.list_(pa.string()), nullable=False),
-        pa.field("image", pa.string(), nullable=False),  # the original image
+        *SAMPLE_FIELDS,
         pa.field("format", pa.string(), nullable=False),  # multi_turn | single_turn
         pa.field("depth", pa.int32(), nullable=False),  # reflective rounds: the turns that call the tool
         pa.field("conversation", pa.list_(CONVERSATION_TURN), nullable=False),

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
@@ -51,7 +50,8 @@ from mmcurate.judging.entailment import EntailmentJudge, LLMEntailment, Support,
 from mmcurate.retrieval.cutoffs import apply_cutoff
 from mmcurate.retrieval.encoders import TextEncoder, text_encoder
 from mmcurate.retrieval.kb import image_doc_id, image_documents, kb_fingerprint, load_corpora
-from mmcurate.retrieval.vector_index import VectorIndex, cached_index
+from mmcurate.retrieval.rag import passage
+from mmcurate.retrieval.vector_index import cached_index, top_hits
 
 from .relevance import resolve_cross_modal
 
@@ -64,19 +64,6 @@ CHECK_CUTOFF = "citation.cutoff"
 IMAGE_CORPUS = "post-images"
 RETRIEVED = pa.list_(pa.struct([pa.field("index", pa.int32(), nullable=False),
                                 pa.field("doc_ids", pa.list_(pa.string()), nullable=False)]))
-
-
-def doc_text(title: str | None, text: str) -> str:
-    return f"{title}. {text}" if title and not text.startswith(title) else text
-
-
-def search(index: VectorIndex, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
-    """(row, score) of the top ``k`` per query, best first."""
-    k = min(k, len(index))
-    if k < 1 or len(queries) == 0:
-        return [[] for _ in range(len(queries))]
-    scores, rows = index.search(queries, k)
-    return [[(int(r), float(s)) for r, s in zip(rs, ss) if r >= 0] for rs, ss in zip(rows, scores)]
 
 
 def images_fingerprint(shas: list[str]) -> str:
@@ -204,15 +191,15 @@ class CiteDocuments(Stage):
             return cites, judged, encoder.name
         index = cached_index(
             ctx.index_dir, "reflvqa-text", encoder.name, kb_fingerprint(kb), doc_ids,
-            lambda: encoder.encode_text([doc_text(t, x) for t, x in zip(titles, texts)]),
+            lambda: encoder.encode_text([passage(t, x) for t, x in zip(titles, texts)]),
         )
-        hits = self._cut(wanted, search(index, encoder.encode_text([w[2] for w in wanted]), self.top_text),
+        hits = self._cut(wanted, top_hits(index, encoder.encode_text([w[2] for w in wanted]), self.top_text),
                          doc_ids, decisions, counts)
         for (row, i, _), found in zip(wanted, hits):
             judged[(row["sample_id"], i)] = [doc_ids[pos] for pos, _ in found]
         pairs = [(w, rank, pos, score) for w, found in zip(wanted, hits) for rank, (pos, score) in enumerate(found, 1)]
         supports = judge.judge(
-            [doc_text(titles[p], texts[p]) for _, _, p, _ in pairs],
+            [passage(titles[p], texts[p]) for _, _, p, _ in pairs],
             [w[2] for w, _, _, _ in pairs],
             [f"{w[0]['sample_id']}/s{w[1]}/{doc_ids[p]}" for w, _, p, _ in pairs],
         ) if pairs else []
@@ -251,7 +238,7 @@ class CiteDocuments(Stage):
             ctx.index_dir, "reflvqa-images", encoder.name, images_fingerprint(image_ids), image_ids,
             lambda: encoder.encode_images([ctx.store.read(sha) for sha in image_ids]),
         )
-        hits = search(index, encoder.encode_text([w[2] for w in wanted]), self.top_images)
+        hits = top_hits(index, encoder.encode_text([w[2] for w in wanted]), self.top_images)
         pairs = [(w, rank, pos, score) for w, found in zip(wanted, hits) for rank, (pos, score) in enumerate(found, 1)]
         try:
             supports: list[Support] = image_support(

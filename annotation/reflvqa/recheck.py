@@ -28,7 +28,9 @@ from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.judging.entailment import LLMEntailment, entailment_judge
 from mmcurate.judging.recorded import RecordedAnswers
 
-from .citations import CHECK_TEXT, STAGE, doc_text
+from mmcurate.retrieval.rag import passage
+
+from .citations import CHECK_TEXT, STAGE
 
 CHECK_RECHECK = "citation.recheck"
 Pair = tuple[str, int, str]  # (sample_id, sentence index, doc_id)
@@ -57,7 +59,7 @@ class RecheckCitations(Stage):
             settled, rest = self.recorded.replay(judge.name, pairs, lambda p: (p[0], p[2], p[1]), CHECK_TEXT, decisions)
             verdicts.update(settled)
         try:
-            supports = judge.judge([doc_text(*self.documents[doc]) for _, _, doc in rest],
+            supports = judge.judge([passage(*self.documents[doc]) for _, _, doc in rest],
                                    [sentences[(sid, index)]["text"] for sid, index, _ in rest],
                                    [f"{sid}/s{index}/{doc}" for sid, index, doc in rest]) if rest else []
         finally:

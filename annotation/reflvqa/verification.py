@@ -43,8 +43,8 @@ from mmcurate.judging.claim_extraction import extract_claims, extractor_name
 from mmcurate.judging.claim_verification import ClaimTask, verify_claims
 from mmcurate.judging.claims import Evidence, Outcome, refuting
 from mmcurate.retrieval.kb import load_corpora
+from mmcurate.retrieval.rag import passage
 
-from .citations import doc_text
 
 STAGE = "verification"
 CHECK_CLAIM = "verify.claim"
@@ -120,7 +120,7 @@ class VerifySentences(Stage):
             kb = load_corpora(self.corpora, self.corpus_limit)
             for doc_id, title, text in zip(*(kb[c].to_pylist() for c in ("doc_id", "title", "text"))):
                 if doc_id in needed:
-                    texts[doc_id] = doc_text(title, text)
+                    texts[doc_id] = passage(title, text)
         missing = sorted(needed - set(texts))
         if missing:
             raise MmcurateError(f"sentence verification: document {missing[0]!r} is not in the text corpus")

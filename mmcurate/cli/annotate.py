@@ -30,6 +30,7 @@ def _judges(release: Path):
     return get(open_release(release).benchmark).judges()
 
 
+SeedOpt = Annotated[int, typer.Option("--seed", help="sampling seed")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="replace a batch in --out that people already labelled (refused without it)")]
 EvaluationOpt = Annotated[Optional[list[Path]], typer.Option(
@@ -41,7 +42,7 @@ def export(
     release: Annotated[Path, typer.Argument(help="the release (RefLVQA for citations; the evaluated one for judges)")],
     out: Annotated[Path, typer.Option("--out", help="output folder for batch.jsonl and batch.csv")],
     n: Annotated[int, typer.Option("--n", help="citations: items; judges: decisions (RefLVQA: answers) per model")] = 100,
-    seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
+    seed: SeedOpt = 0,
     evaluation: EvaluationOpt = None,
     rejected: Annotated[Optional[int], typer.Option(
         "--rejected", help="citations: uncited judged documents shown per item, drawn at random and weighted back "
@@ -110,7 +111,7 @@ def export_trajectories(
     release: Annotated[Path, typer.Argument(help="a ReflectV release folder")],
     out: Annotated[Path, typer.Option("--out", help="output folder for the batch, its images and key")],
     n: Annotated[int, typer.Option("--n", help="items per subset (discarded, raw, clean)")] = 100,
-    seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
+    seed: SeedOpt = 0,
     force: ForceOpt = False,
 ) -> None:
     """Write a blind rating batch of trajectories from the discarded, raw and clean subsets (Table 6)."""

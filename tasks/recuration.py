@@ -1,0 +1,31 @@
+"""The two ends every re-curation flow shares: open the release with the new models and
+plan their calls before any model is asked; publish the next version with what changed
+and report what the run spent beside the plan."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from mmcurate.planning.plan import Plan
+from mmcurate.planning.recuration import Budget
+from mmcurate.releases.draft import ReleaseDraft
+from mmcurate.releases.recuration import Recuration, begin_recuration, describe_changes
+from mmcurate.tasks.plan import plan_recuration, report_spent
+from mmcurate.tasks.release import publish_release
+
+
+def open_recuration(release: str, config: str | None, add_model: list[str], version: str | None,
+                    max_calls: int | None, max_cost: float | None) -> tuple[Recuration, Plan]:
+    """The re-curation of ``release`` with ``add_model`` (checked before any work) and the
+    bill of the added models (refused over the budget before any model call)."""
+    run = begin_recuration(release, config, add_model, version)
+    return run, plan_recuration(run, Budget(max_calls, max_cost))
+
+
+def publish_recuration(run: Recuration, draft: ReleaseDraft, allow_incomplete: bool, bill: Plan,
+                       calls: list[dict]) -> Path:
+    """Publish ``draft`` as the next version with its removals and changes described
+    (CHANGELOG.md), then the plan beside the ``calls`` the run made."""
+    path = publish_release(describe_changes(run, draft), run.settings.releases_root, run.settings.workdir / "images",
+                           allow_incomplete)
+    report_spent(bill, calls)
+    return path
