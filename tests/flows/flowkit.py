@@ -1,6 +1,6 @@
-"""Helpers shared by the flow-level tests: small DeflectionBench configs, release
-fingerprints, and a deterministic OpenAI-compatible model server that can misbehave on
-purpose (faults, held requests).
+"""Helpers shared by the flow-level tests: small DeflectionBench, ReflectV and RefLVQA
+configs, release fingerprints, and a deterministic OpenAI-compatible model server that can
+misbehave on purpose (faults, held requests).
 
 Every model here is deterministic: the dry run's scripted models, or the stub server
 answering by the same scripts, so what a test checks never depends on what a small model
@@ -61,10 +61,71 @@ def scripted_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, A
         },
         **fields,
     }
+    return write_config(home, name, data)
+
+
+def write_config(home: Path, name: str, data: dict[str, Any]) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     path = home / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+REFLECTV_SOURCES = ("gqa", "textvqa", "docvqa", "chartqa", "fire")
+
+
+def reflectv_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, Any]] | None = None,
+                    name: str = "config.yaml", **fields: Any) -> Path:
+    """A ReflectV config over the five bundled ReflectV sources, played by the fixture's scripted
+    student, teacher, rewriter and verifier (``models`` adds more), boxes grounding, 3 turns."""
+    scripts = fixtures / "reflectv_models"
+    data: dict[str, Any] = {
+        "workdir": "work",
+        "releases_root": "releases",
+        "models": {
+            "student": {"backend": "scripted", "script": str(scripts / "student.jsonl"), "vision": True},
+            "teacher": {"backend": "scripted", "script": str(scripts / "teacher.jsonl"), "vision": True},
+            "rewriter": {"backend": "scripted", "script": str(scripts / "rewriter.jsonl")},
+            "verifier": {"backend": "scripted", "script": str(scripts / "verifier.jsonl"), "default": "yes",
+                         "vision": True},
+            **(models or {}),
+        },
+        "judge": {"kind": "lexical"},
+        "reflectv": {
+            "sources": [{"name": source, "root": str(fixtures / source)} for source in REFLECTV_SOURCES],
+            "student": "student", "teacher": "teacher", "rewriter": "rewriter", "verifier": "verifier",
+            "grounding": f"boxes:{fixtures}",
+            "max_turns": 3,
+            "seed": 7,
+        },
+        **fields,
+    }
+    return write_config(home, name, data)
+
+
+def reflvqa_config(home: Path, fixtures: Path, models: dict[str, dict[str, Any]], *, limit: int = 6,
+                   reflvqa: dict[str, Any] | None = None, name: str = "config.yaml", **fields: Any) -> Path:
+    """A RefLVQA config over ``limit`` bundled Reddit threads and the fixture KB, the model
+    ``inspector`` (in ``models``) as the only inspector, lexical grading and entailment, version
+    1.0.0; ``reflvqa`` adds or replaces settings of that section."""
+    data: dict[str, Any] = {
+        "workdir": "work",
+        "releases_root": "releases",
+        "models": models,
+        "reflvqa": {
+            "source": {"name": "reddit", "root": str(fixtures / "reddit"), "limit": limit},
+            "inspectors": ["inspector"],
+            "evaluator": "lexical",
+            "max_right_inspectors": 0,
+            "factcheck_model": "heuristic",
+            "text_corpus": str(fixtures / "kb" / "kb.jsonl"),
+            "text_entailment": "lexical:0.5",
+            "version": "1.0.0",
+            **(reflvqa or {}),
+        },
+        **fields,
+    }
+    return write_config(home, name, data)
 
 
 def fingerprint(path: Path) -> dict[str, Any]:
