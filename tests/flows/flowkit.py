@@ -20,7 +20,6 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from mmcurate.models.backends.scripted import load_rules
 from mmcurate.models.cache import ResponseCache
 from mmcurate.models.requests import text_of
 from mmcurate.releases.reader import DATA_DIR, open_release
+from model_servers import HoldingServer, JsonHandler
 
 REPO = Path(__file__).resolve().parents[2]
 DRYRUN = REPO / "configs" / "dryrun"
@@ -218,29 +218,11 @@ def stub_spec(server: "StubModel", **fields: Any) -> dict[str, Any]:
             "concurrency": 1, "timeout": 10, "max_retries": 3, **fields}
 
 
-class _StubHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _StubHandler(JsonHandler):
     server: "StubModel"
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")  # a faulted socket never serves a retry
-        self.close_connection = True
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        self._send(200, b'{"object": "list", "data": []}')
-
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self._read_json()
         ident = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()[:16]
         fault, attempt = self.server.record(ident, self.headers.get("Authorization"))
         if fault == "always":  # a server that echoes the credential in its error
@@ -273,7 +255,7 @@ class _StubHandler(BaseHTTPRequestHandler):
         self._send(200, json.dumps(reply).encode())
 
 
-class StubModel(ThreadingHTTPServer):
+class StubModel(HoldingServer):
     """A deterministic OpenAI-compatible model server on 127.0.0.1. It answers as the scripted
     model of ``script`` would (same rules, same default), so a flow through it reaches the same
     verdicts as the scripted backend. On request it misbehaves:
@@ -285,20 +267,14 @@ class StubModel(ThreadingHTTPServer):
 
     Attempts per request and every Authorization header are recorded."""
 
-    daemon_threads = True
-
     def __init__(self, script: Path, default: str | None, plan: list[str] | None = None,
                  admit: int | None = None) -> None:
-        super().__init__(("127.0.0.1", 0), _StubHandler)
-        self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
+        super().__init__(_StubHandler, admit)
         self.rules, self.default = load_rules(script), default
-        self.plan, self.admit_left = list(plan or []), admit
-        self.lock = threading.Lock()
+        self.plan = list(plan or [])
         self.faults: dict[str, str] = {}
         self.attempts: Counter[str] = Counter()
         self.authorizations: set[str | None] = set()
-        self.arrived = threading.Event()  # a request is being held
-        self.released = threading.Event()  # held and hanging requests may go
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     def answer(self, messages: list[dict]) -> str:
@@ -313,22 +289,9 @@ class StubModel(ThreadingHTTPServer):
             self.authorizations.add(authorization)
             return self.faults[ident], self.attempts[ident]
 
-    def admit(self) -> bool:
-        with self.lock:
-            if self.admit_left is None:
-                return True
-            if self.admit_left > 0:
-                self.admit_left -= 1
-                return True
-        self.arrived.set()
-        return False
-
     def snapshot(self) -> Counter[str]:
         with self.lock:
             return Counter(self.attempts)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # clients that gave up (timeouts, a killed run) close their end
 
     def __enter__(self) -> "StubModel":
         self._thread.start()
