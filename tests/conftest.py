@@ -53,6 +53,27 @@ def fixtures_root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def dryrun_config(fixtures_root):
+    """Writes the dry run's config (configs/dryrun.yaml) into a folder, its scripts, sources and
+    KB pointed at this checkout and the bundled fixtures; returns the config's path."""
+    import yaml
+
+    def write(home: Path) -> Path:
+        config = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())
+        config["workdir"], config["releases_root"] = str(home / "work"), str(home / "releases")
+        for model in config["models"].values():
+            model["script"] = str(REPO / "configs" / model["script"])
+        for source in config["deflectionbench"]["sources"]:
+            source["root"] = str(fixtures_root / Path(source["root"]).name)
+        config["deflectionbench"]["retrieval"]["kb"] = str(fixtures_root / "kb" / "kb.jsonl")
+        path = home / "dryrun.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
 def prefect_harness():
     """A temporary Prefect API for flow runs in this session (real flow and task runs)."""
     from prefect.testing.utilities import prefect_test_harness

@@ -36,12 +36,21 @@ FAULTS: dict[str, int | None] = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class JsonHandler(BaseHTTPRequestHandler):
+    """Quiet HTTP/1.1 handler that sends JSON, one request per connection (also the base of
+    flowkit's scripted stub server)."""
+
     protocol_version = "HTTP/1.1"
-    server: "FaultServer"
+    models = b'{"object": "list", "data": []}'  # GET /v1/models
 
     def log_message(self, *args: Any) -> None:  # keep test output quiet
         pass
+
+    def do_GET(self) -> None:
+        self._send(200, self.models)
+
+    def _read_json(self) -> Any:
+        return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
 
     def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
@@ -56,11 +65,41 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:
-        self._send(200, b'{"object": "list", "data": [{"id": "fault", "object": "model"}]}')
+
+class HoldingServer(ThreadingHTTPServer):
+    """A threaded server on 127.0.0.1 that can hold requests: with ``admit_left = N`` it answers
+    N requests, then holds every further one (``arrived`` is set) until ``released``."""
+
+    daemon_threads = True
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], admit: int | None = None) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
+        self.admit_left = admit  # answer this many, then hold the rest
+        self.arrived = threading.Event()  # a request is being held
+        self.released = threading.Event()  # held and hanging requests may go
+        self.lock = threading.Lock()
+
+    def admit(self) -> bool:
+        with self.lock:
+            if self.admit_left is None:
+                return True
+            if self.admit_left > 0:
+                self.admit_left -= 1
+                return True
+        self.arrived.set()
+        return False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that gave up (timeouts, a killed run) close their end: not a test failure
+
+
+class _Handler(JsonHandler):
+    server: "FaultServer"
+    models = b'{"object": "list", "data": [{"id": "fault", "object": "model"}]}'
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self._read_json()
         prompt = text_of([m for m in body["messages"] if m["role"] == "user"][-1:])
         ident = re.search(r"id=(\S+)", prompt).group(1)
         kind = re.search(r"fault=(\S+)", prompt).group(1)
@@ -99,27 +138,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, json.dumps(reply).encode())
 
 
-class FaultServer(ThreadingHTTPServer):
-    daemon_threads = True
-
+class FaultServer(HoldingServer):
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
-        self.admit_left: int | None = None  # answer this many, then hold the rest
-        self.arrived = threading.Event()  # a request is being held
-        self.released = threading.Event()  # held and hanging requests may go
-        self.lock = threading.Lock()
+        super().__init__(_Handler)
         self.received: list[tuple[str, dict, dict[str, str]]] = []
-
-    def admit(self) -> bool:
-        with self.lock:
-            if self.admit_left is None:
-                return True
-            if self.admit_left > 0:
-                self.admit_left -= 1
-                return True
-        self.arrived.set()
-        return False
 
     def record(self, ident: str, body: dict, headers: dict[str, str]) -> int:
         with self.lock:
@@ -129,9 +151,6 @@ class FaultServer(ThreadingHTTPServer):
     def hits(self) -> Counter[str]:
         with self.lock:
             return Counter(r[0] for r in self.received)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # clients that gave up (timeouts) close their end: not a test failure
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""Helpers shared by the flow-level tests: small DeflectionBench configs, release
-fingerprints, and a deterministic OpenAI-compatible model server that can misbehave on
-purpose (faults, held requests).
+"""Helpers shared by the flow-level tests: small DeflectionBench, ReflectV and RefLVQA
+configs, release fingerprints, and a deterministic OpenAI-compatible model server that can
+misbehave on purpose (faults, held requests).
 
 Every model here is deterministic: the dry run's scripted models, or the stub server
 answering by the same scripts, so what a test checks never depends on what a small model
@@ -20,7 +20,6 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from mmcurate.models.backends.scripted import load_rules
 from mmcurate.models.cache import ResponseCache
 from mmcurate.models.requests import text_of
 from mmcurate.releases.reader import DATA_DIR, open_release
+from model_servers import HoldingServer, JsonHandler
 
 REPO = Path(__file__).resolve().parents[2]
 DRYRUN = REPO / "configs" / "dryrun"
@@ -61,10 +61,71 @@ def scripted_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, A
         },
         **fields,
     }
+    return write_config(home, name, data)
+
+
+def write_config(home: Path, name: str, data: dict[str, Any]) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     path = home / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+REFLECTV_SOURCES = ("gqa", "textvqa", "docvqa", "chartqa", "fire")
+
+
+def reflectv_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, Any]] | None = None,
+                    name: str = "config.yaml", **fields: Any) -> Path:
+    """A ReflectV config over the five bundled ReflectV sources, played by the fixture's scripted
+    student, teacher, rewriter and verifier (``models`` adds more), boxes grounding, 3 turns."""
+    scripts = fixtures / "reflectv_models"
+    data: dict[str, Any] = {
+        "workdir": "work",
+        "releases_root": "releases",
+        "models": {
+            "student": {"backend": "scripted", "script": str(scripts / "student.jsonl"), "vision": True},
+            "teacher": {"backend": "scripted", "script": str(scripts / "teacher.jsonl"), "vision": True},
+            "rewriter": {"backend": "scripted", "script": str(scripts / "rewriter.jsonl")},
+            "verifier": {"backend": "scripted", "script": str(scripts / "verifier.jsonl"), "default": "yes",
+                         "vision": True},
+            **(models or {}),
+        },
+        "judge": {"kind": "lexical"},
+        "reflectv": {
+            "sources": [{"name": source, "root": str(fixtures / source)} for source in REFLECTV_SOURCES],
+            "student": "student", "teacher": "teacher", "rewriter": "rewriter", "verifier": "verifier",
+            "grounding": f"boxes:{fixtures}",
+            "max_turns": 3,
+            "seed": 7,
+        },
+        **fields,
+    }
+    return write_config(home, name, data)
+
+
+def reflvqa_config(home: Path, fixtures: Path, models: dict[str, dict[str, Any]], *, limit: int = 6,
+                   reflvqa: dict[str, Any] | None = None, name: str = "config.yaml", **fields: Any) -> Path:
+    """A RefLVQA config over ``limit`` bundled Reddit threads and the fixture KB, the model
+    ``inspector`` (in ``models``) as the only inspector, lexical grading and entailment, version
+    1.0.0; ``reflvqa`` adds or replaces settings of that section."""
+    data: dict[str, Any] = {
+        "workdir": "work",
+        "releases_root": "releases",
+        "models": models,
+        "reflvqa": {
+            "source": {"name": "reddit", "root": str(fixtures / "reddit"), "limit": limit},
+            "inspectors": ["inspector"],
+            "evaluator": "lexical",
+            "max_right_inspectors": 0,
+            "factcheck_model": "heuristic",
+            "text_corpus": str(fixtures / "kb" / "kb.jsonl"),
+            "text_entailment": "lexical:0.5",
+            "version": "1.0.0",
+            **(reflvqa or {}),
+        },
+        **fields,
+    }
+    return write_config(home, name, data)
 
 
 def fingerprint(path: Path) -> dict[str, Any]:
@@ -157,29 +218,11 @@ def stub_spec(server: "StubModel", **fields: Any) -> dict[str, Any]:
             "concurrency": 1, "timeout": 10, "max_retries": 3, **fields}
 
 
-class _StubHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _StubHandler(JsonHandler):
     server: "StubModel"
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")  # a faulted socket never serves a retry
-        self.close_connection = True
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        self._send(200, b'{"object": "list", "data": []}')
-
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self._read_json()
         ident = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()[:16]
         fault, attempt = self.server.record(ident, self.headers.get("Authorization"))
         if fault == "always":  # a server that echoes the credential in its error
@@ -212,7 +255,7 @@ class _StubHandler(BaseHTTPRequestHandler):
         self._send(200, json.dumps(reply).encode())
 
 
-class StubModel(ThreadingHTTPServer):
+class StubModel(HoldingServer):
     """A deterministic OpenAI-compatible model server on 127.0.0.1. It answers as the scripted
     model of ``script`` would (same rules, same default), so a flow through it reaches the same
     verdicts as the scripted backend. On request it misbehaves:
@@ -224,20 +267,14 @@ class StubModel(ThreadingHTTPServer):
 
     Attempts per request and every Authorization header are recorded."""
 
-    daemon_threads = True
-
     def __init__(self, script: Path, default: str | None, plan: list[str] | None = None,
                  admit: int | None = None) -> None:
-        super().__init__(("127.0.0.1", 0), _StubHandler)
-        self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
+        super().__init__(_StubHandler, admit)
         self.rules, self.default = load_rules(script), default
-        self.plan, self.admit_left = list(plan or []), admit
-        self.lock = threading.Lock()
+        self.plan = list(plan or [])
         self.faults: dict[str, str] = {}
         self.attempts: Counter[str] = Counter()
         self.authorizations: set[str | None] = set()
-        self.arrived = threading.Event()  # a request is being held
-        self.released = threading.Event()  # held and hanging requests may go
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     def answer(self, messages: list[dict]) -> str:
@@ -252,22 +289,9 @@ class StubModel(ThreadingHTTPServer):
             self.authorizations.add(authorization)
             return self.faults[ident], self.attempts[ident]
 
-    def admit(self) -> bool:
-        with self.lock:
-            if self.admit_left is None:
-                return True
-            if self.admit_left > 0:
-                self.admit_left -= 1
-                return True
-        self.arrived.set()
-        return False
-
     def snapshot(self) -> Counter[str]:
         with self.lock:
             return Counter(self.attempts)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # clients that gave up (timeouts, a killed run) close their end
 
     def __enter__(self) -> "StubModel":
         self._thread.start()

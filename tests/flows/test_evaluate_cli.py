@@ -9,27 +9,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import yaml
 from typer.testing import CliRunner
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def dryrun(tmp_path_factory, fixtures_root, prefect_harness):
+def dryrun(tmp_path_factory, dryrun_config, prefect_harness):
     from mmcurate.flows.deflectionbench import deflectionbench
 
     home = tmp_path_factory.mktemp("evaluate-cli")
-    config = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())
-    config["workdir"] = str(home / "work")
-    config["releases_root"] = str(home / "releases")
-    for model in config["models"].values():
-        model["script"] = str(REPO / "configs" / model["script"])
-    for source in config["deflectionbench"]["sources"]:
-        source["root"] = str(fixtures_root / Path(source["root"]).name)
-    config["deflectionbench"]["retrieval"]["kb"] = str(fixtures_root / "kb" / "kb.jsonl")
-    path = home / "dryrun.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = dryrun_config(home)
     return home, path, Path(deflectionbench(config=str(path)))
 
 

@@ -5,45 +5,17 @@ verifier are never asked."""
 from __future__ import annotations
 
 import json
-import textwrap
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from mmcurate.models.client import ModelClient
 from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-pytestmark = pytest.mark.slow
+import flowkit  # noqa: E402
 
-CONFIG = """
-workdir: work
-releases_root: releases
-models:
-  student: {{backend: scripted, script: {fx}/reflectv_models/student.jsonl, vision: true}}
-  teacher: {{backend: scripted, script: {fx}/reflectv_models/teacher.jsonl, vision: true}}
-  rewriter: {{backend: scripted, script: {fx}/reflectv_models/rewriter.jsonl}}
-  verifier: {{backend: scripted, script: {fx}/reflectv_models/verifier.jsonl, default: "yes", vision: true}}
-  strict: {{backend: scripted, script: strict.jsonl, vision: true, revision: strict-1}}
-  critic: {{backend: scripted, script: critic.jsonl, default: "yes", vision: true, revision: critic-1}}
-judge: {{kind: lexical}}
-reflectv:
-  sources:
-    - {{name: gqa, root: {fx}/gqa}}
-    - {{name: textvqa, root: {fx}/textvqa}}
-    - {{name: docvqa, root: {fx}/docvqa}}
-    - {{name: chartqa, root: {fx}/chartqa}}
-    - {{name: fire, root: {fx}/fire}}
-  student: student
-  teacher: teacher
-  rewriter: rewriter
-  verifier: verifier
-  grounding: "boxes:{fx}"
-  max_turns: 3
-  seed: 7
-"""
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +25,10 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     home = tmp_path_factory.mktemp("recurate-reflectv")
     for name in ("strict", "critic"):
         (home / f"{name}.jsonl").write_text("")
-    config = home / "config.yaml"
-    config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
+    config = flowkit.reflectv_config(home, fixtures_root, models={
+        "strict": {"backend": "scripted", "script": "strict.jsonl", "vision": True, "revision": "strict-1"},
+        "critic": {"backend": "scripted", "script": "critic.jsonl", "default": "yes", "vision": True,
+                   "revision": "critic-1"}})
     return home, config, Path(reflectv(config=str(config)))
 
 
@@ -70,7 +44,7 @@ def teacher_rules(dialogues: list[dict], plateau: str) -> list[dict]:
     return rules
 
 
-def test_new_teacher_and_verifier_recheck_the_trajectories(built, monkeypatch):
+def test_new_teacher_and_verifier_recheck_the_trajectories(built, asked):
     from mmcurate.flows.recurate_reflectv import recurate_reflectv
 
     home, config, release = built
@@ -84,14 +58,6 @@ def test_new_teacher_and_verifier_recheck_the_trajectories(built, monkeypatch):
                                                                                           dropped["sample_id"])))
     (home / "critic.jsonl").write_text(json.dumps({"when_all": [f"Question: {doubted['question']}"],
                                                    "answer": "no"}) + "\n")
-    asked: Counter[str] = Counter()
-    real = ModelClient.chat
-
-    def spy(self, requests, stage):
-        asked[self.spec.name] += len(requests)
-        return real(self, requests, stage)
-
-    monkeypatch.setattr(ModelClient, "chat", spy)
     new = Path(recurate_reflectv(release=str(release), add_model=["teacher=strict", "verifier=critic"],
                                  config=str(config)))
     assert set(asked) == {"strict", "critic"}  # the original teacher and verifier were not asked

@@ -5,35 +5,16 @@ inspector is never asked (its graded answers come from the ledger), only new cal
 from __future__ import annotations
 
 import json
-import textwrap
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from mmcurate.models.client import ModelClient
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-pytestmark = pytest.mark.slow
+import flowkit  # noqa: E402
 
-CONFIG = """
-workdir: work
-releases_root: releases
-models:
-  inspector: {{backend: scripted, script: inspector.jsonl, default: "I am not sure.", revision: inspector-1}}
-  sage: {{backend: scripted, script: sage.jsonl, default: "I am not sure.", revision: sage-1}}
-  skeptic: {{backend: scripted, script: skeptic.jsonl, default: "no", revision: skeptic-1}}
-reflvqa:
-  source: {{name: reddit, root: {fx}/reddit, limit: 6}}
-  inspectors: [inspector]
-  evaluator: lexical
-  max_right_inspectors: 0
-  factcheck_model: heuristic
-  text_corpus: {fx}/kb/kb.jsonl
-  text_entailment: "lexical:0.5"
-  version: 1.0.0
-"""
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +24,13 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     home = tmp_path_factory.mktemp("recurate-reflvqa")
     for name in ("inspector", "sage", "skeptic"):
         (home / f"{name}.jsonl").write_text("")
-    config = home / "config.yaml"
-    config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
+    config = flowkit.reflvqa_config(home, fixtures_root, {
+        name: {"backend": "scripted", "script": f"{name}.jsonl", "default": default, "revision": f"{name}-1"}
+        for name, default in (("inspector", "I am not sure."), ("sage", "I am not sure."), ("skeptic", "no"))})
     return home, config, Path(reflvqa(config=str(config)))
 
 
-def test_new_inspector_and_judge_are_the_only_calls(built, monkeypatch):
+def test_new_inspector_and_judge_are_the_only_calls(built, asked):
     from mmcurate.flows.recurate_reflvqa import recurate_reflvqa
 
     home, config, release = built
@@ -56,14 +38,6 @@ def test_new_inspector_and_judge_are_the_only_calls(built, monkeypatch):
     qa = parent.table("qa").to_pylist()
     known = qa[0]  # the sage answers this question with the Reddit answer itself: no image needed
     (home / "sage.jsonl").write_text(json.dumps({"when_all": [known["question"]], "answer": known["answer"]}) + "\n")
-    asked: Counter[str] = Counter()
-    real = ModelClient.chat
-
-    def spy(self, requests, stage):
-        asked[self.spec.name] += len(requests)
-        return real(self, requests, stage)
-
-    monkeypatch.setattr(ModelClient, "chat", spy)
     new = Path(recurate_reflvqa(release=str(release), add_model=["sage", "text_entailment=skeptic"],
                                 config=str(config)))
     assert new == release.parent / "1.1.0" and verify_release(new).ok

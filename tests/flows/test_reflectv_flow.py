@@ -4,7 +4,6 @@ rerun that makes no model call."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import polars as pl
@@ -17,33 +16,9 @@ from mmcurate.releases.reader import open_release
 from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.verify import verify_release
 
-pytestmark = pytest.mark.slow
+import flowkit  # noqa: E402
 
-CONFIG = """
-workdir: work
-releases_root: releases
-models:
-  student: {{backend: scripted, script: {fx}/reflectv_models/student.jsonl, vision: true}}
-  teacher: {{backend: scripted, script: {fx}/reflectv_models/teacher.jsonl, vision: true}}
-  rewriter: {{backend: scripted, script: {fx}/reflectv_models/rewriter.jsonl}}
-  verifier: {{backend: scripted, script: {fx}/reflectv_models/verifier.jsonl, default: "yes", vision: true}}
-judge: {{kind: lexical}}
-reflectv:
-  sources:
-    - {{name: gqa, root: {fx}/gqa}}
-    - {{name: textvqa, root: {fx}/textvqa}}
-    - {{name: docvqa, root: {fx}/docvqa}}
-    - {{name: chartqa, root: {fx}/chartqa}}
-    - {{name: fire, root: {fx}/fire}}
-  student: student
-  teacher: teacher
-  rewriter: rewriter
-  verifier: verifier
-  grounding: "boxes:{fx}"
-  max_turns: 3
-  seed: 7
-task_runner: {{shard_size: 5}}
-"""
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +26,7 @@ def run(tmp_path_factory, fixtures_root, prefect_harness):
     from mmcurate.flows.reflectv import reflectv
 
     home = tmp_path_factory.mktemp("reflectv")
-    config = home / "config.yaml"
-    config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
+    config = flowkit.reflectv_config(home, fixtures_root, task_runner={"shard_size": 5})
     return home, config, Path(reflectv(config=str(config)))
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import textwrap
 from pathlib import Path
 
 import polars as pl
@@ -25,31 +24,15 @@ import flowkit  # noqa: E402
 pytestmark = pytest.mark.slow
 SHARD = 2
 
-CONFIG = """
-workdir: work
-releases_root: {releases}
-models:
-  inspector: {{backend: scripted, script: inspector.jsonl, default: "I am not sure.", revision: inspector-1}}
-task_runner: {{kind: {runner}, workers: 2, shard_size: {shard}}}
-reflvqa:
-  source: {{name: reddit, root: {fx}/reddit, limit: 6}}
-  inspectors: [inspector]
-  evaluator: lexical
-  max_right_inspectors: 0
-  factcheck_model: heuristic
-  text_corpus: {fx}/kb/kb.jsonl
-  text_entailment: "lexical:0.5"
-  version: 1.0.0
-evaluation:
-  reflvqa: {{top_k: 3, doc_chars: 300, answer_max_tokens: 40, evaluators: lexical}}
-"""
-
 
 def config(home: Path, fixtures: Path, runner: str, releases: str) -> Path:
     (home / "inspector.jsonl").write_text("")
-    path = home / f"{runner}.yaml"
-    path.write_text(textwrap.dedent(CONFIG.format(fx=fixtures, runner=runner, releases=releases, shard=SHARD)))
-    return path
+    inspector = {"backend": "scripted", "script": "inspector.jsonl", "default": "I am not sure.",
+                 "revision": "inspector-1"}
+    return flowkit.reflvqa_config(
+        home, fixtures, {"inspector": inspector}, name=f"{runner}.yaml", releases_root=releases,
+        task_runner={"kind": runner, "workers": 2, "shard_size": SHARD},
+        evaluation={"reflvqa": {"top_k": 3, "doc_chars": 300, "answer_max_tokens": 40, "evaluators": "lexical"}})
 
 
 @pytest.fixture(scope="module")

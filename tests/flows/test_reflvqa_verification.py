@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import polars as pl
@@ -12,6 +11,8 @@ import pytest
 
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
+
+import flowkit  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -22,28 +23,6 @@ def record(status, confidence, citations):
          "citations": citations}]})
 
 
-CONFIG = """
-workdir: work
-releases_root: releases
-models:
-  inspector: {{backend: scripted, script: inspector.jsonl, default: "no idea"}}
-  verifier: {{backend: scripted, script: verifier.jsonl, default: '{supported}'}}
-reflvqa:
-  source: {{name: reddit, root: {fx}/reddit, limit: 4}}
-  inspectors: [inspector]
-  evaluator: lexical
-  max_right_inspectors: 0
-  factcheck_model: heuristic
-  text_corpus: {fx}/kb/kb.jsonl
-  top_text: 10
-  cutoff: {{kind: mad, tau: 0.1, lambda: 1.5, max_keep: 3}}
-  text_entailment: "lexical:0.5"
-  verification:
-    verifier: verifier
-    claims: heuristic
-    gate: {{thresholds: {{count: 0.88}}}}
-  version: 1.0.0
-"""
 # sentences starting "She " (the fixture's astronaut answer) are contradicted; the rest are supported twice
 VERIFIER = [{"when_all": ["Statement: She "], "answer": record("contradicted", 0.95, ["e1"])},
             {"when_all": ["Statement: ", "Previous verdict"], "answer": record("supported", 0.95, ["e1"])}]
@@ -56,9 +35,15 @@ def run(tmp_path_factory, fixtures_root, prefect_harness):
     home = tmp_path_factory.mktemp("reflvqa-verify")
     (home / "inspector.jsonl").write_text("")
     (home / "verifier.jsonl").write_text("".join(json.dumps(r) + "\n" for r in VERIFIER))
-    config = home / "config.yaml"
-    supported = record("supported", 0.95, ["e1"]).replace("'", "''")
-    config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root, supported=supported)))
+    config = flowkit.reflvqa_config(home, fixtures_root, {
+        "inspector": {"backend": "scripted", "script": "inspector.jsonl", "default": "no idea"},
+        "verifier": {"backend": "scripted", "script": "verifier.jsonl",
+                     "default": record("supported", 0.95, ["e1"])},
+    }, limit=4, reflvqa={
+        "top_text": 10,
+        "cutoff": {"kind": "mad", "tau": 0.1, "lambda": 1.5, "max_keep": 3},
+        "verification": {"verifier": "verifier", "claims": "heuristic", "gate": {"thresholds": {"count": 0.88}}},
+    })
     return home, Path(reflvqa(config=str(config)))
 
 

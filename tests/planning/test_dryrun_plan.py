@@ -8,29 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from mmcurate.core.config import load_config
 from mmcurate.planning.bill import deflection_bill
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def dryrun(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path]:
+def dryrun(tmp_path_factory, dryrun_config, prefect_harness) -> tuple[Path, Path]:
     """(config, release) of one dry run of DeflectionBench on the bundled fixtures."""
     from mmcurate.flows.deflectionbench import deflectionbench
 
-    home = tmp_path_factory.mktemp("dryrun")
-    config = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())
-    config["workdir"], config["releases_root"] = str(home / "work"), str(home / "releases")
-    for model in config["models"].values():
-        model["script"] = str(REPO / "configs" / model["script"])
-    for source in config["deflectionbench"]["sources"]:
-        source["root"] = str(fixtures_root / Path(source["root"]).name)
-    config["deflectionbench"]["retrieval"]["kb"] = str(fixtures_root / "kb" / "kb.jsonl")
-    path = home / "dryrun.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = dryrun_config(tmp_path_factory.mktemp("dryrun"))
     return path, Path(deflectionbench(config=str(path)))
 
 

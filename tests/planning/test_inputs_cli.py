@@ -12,19 +12,11 @@ from mmcurate.sources import adapter_class
 from mmcurate.sources.ingest import ingest, ingest_folder
 from mmcurate.planning.inputs import plan_input
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
+from cli_helpers import run_cli  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 PAPER = REPO / "configs" / "deflectionbench-paper.yaml"
-
-
-def run_cli(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    from mmcurate.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["mmcurate", *args])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-        sys.exit(0)
-    out = capsys.readouterr()
-    return int(exit_info.value.code or 0), out.out, out.err
 
 
 @pytest.mark.parametrize("source, raw", [("infoseek", 22), ("evqa", 21), ("viquae", 18), ("webqa", 15),

@@ -20,6 +20,14 @@ def run_cli(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
     return int(exit_info.value.code or 0), out.out, out.err
 
 
+def one_line(code: int, err: str, *needles: str) -> None:
+    """A usage error: exit 2 and one ``mmcurate: error:`` line holding every needle."""
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("mmcurate: error: "), err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
 def run_process(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
     """The ``mmcurate`` console script in a child process, on the Prefect API of this session's
     harness (a command that runs a flow: Prefect's console logging is bound to the process's

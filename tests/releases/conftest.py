@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -28,6 +29,26 @@ def deflection_release(tmp_path_factory, store_and_shas) -> Path:
     root = tmp_path_factory.mktemp("releases")
     draft = b.deflection_draft(b.deflection_rows(shas), source_mix={"infoseek": [0.3, 0.7], "webqa": [0.3, 0.7]})
     return write_release(draft, root, store, max_rows_per_shard=4)
+
+
+@pytest.fixture
+def copy(tmp_path, deflection_release) -> Path:
+    """A writable copy of the DeflectionBench release, laid out as under a releases root."""
+    target = tmp_path / "releases" / "deflectionbench" / "1.0.0"
+    shutil.copytree(deflection_release, target)
+    return target
+
+
+@pytest.fixture
+def no_prefect(monkeypatch):
+    """Fail the test if a command gets as far as starting a flow run."""
+    import mmcurate.cli.session
+
+    def refuse(call):
+        raise AssertionError("the command started a flow run")
+
+    monkeypatch.setattr(mmcurate.cli.session, "run_flow", refuse)
+    monkeypatch.setattr("mmcurate.cli.run.run_flow", refuse)
 
 
 @pytest.fixture(scope="session")

@@ -10,33 +10,7 @@ from pathlib import Path
 
 import huggingface_hub.constants
 import pytest
-from cli_helpers import run_cli, run_process
-
-import mmcurate.cli.session
-
-
-def one_line(code: int, err: str, *needles: str) -> None:
-    assert code == 2, err
-    assert err.count("\n") == 1 and err.startswith("mmcurate: error: "), err
-    for needle in needles:
-        assert needle in err, (needle, err)
-
-
-@pytest.fixture
-def no_prefect(monkeypatch):
-    """Fail the test if a command gets as far as starting a flow run."""
-    def refuse(call):
-        raise AssertionError("the command started a flow run")
-
-    monkeypatch.setattr(mmcurate.cli.session, "run_flow", refuse)
-    monkeypatch.setattr("mmcurate.cli.run.run_flow", refuse)
-
-
-@pytest.fixture
-def copy(tmp_path, deflection_release) -> Path:
-    target = tmp_path / "releases" / "deflectionbench" / "1.0.0"
-    shutil.copytree(deflection_release, target)
-    return target
+from cli_helpers import one_line, run_cli, run_process
 
 
 SCRIPT = '{"when_all": ["Question:"], "answer": "answer 1"}\n'

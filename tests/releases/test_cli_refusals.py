@@ -4,38 +4,12 @@ exit 2, nothing half-written."""
 from __future__ import annotations
 
 import csv
-import shutil
 import textwrap
 from pathlib import Path
 
 import polars as pl
 import pytest
-from cli_helpers import run_cli
-
-import mmcurate.cli.session
-
-
-def one_line(code: int, err: str, *needles: str) -> None:
-    assert code == 2, err
-    assert err.count("\n") == 1 and err.startswith("mmcurate: error: "), err
-    for needle in needles:
-        assert needle in err, (needle, err)
-
-
-@pytest.fixture
-def no_prefect(monkeypatch):
-    def refuse(call):
-        raise AssertionError("the command started a flow run")
-
-    monkeypatch.setattr(mmcurate.cli.session, "run_flow", refuse)
-    monkeypatch.setattr("mmcurate.cli.run.run_flow", refuse)
-
-
-@pytest.fixture
-def release(tmp_path, deflection_release) -> Path:
-    target = tmp_path / "releases" / "deflectionbench" / "1.0.0"
-    shutil.copytree(deflection_release, target)
-    return target
+from cli_helpers import one_line, run_cli
 
 
 def config(tmp_path: Path, model: str = "", section: str = "") -> Path:
@@ -78,9 +52,9 @@ def test_a_config_that_is_a_yaml_list_is_one_line(capsys, monkeypatch, no_prefec
     one_line(code, err, "expected a mapping of settings at the top level, got a list")
 
 
-def test_publish_target_dir_that_is_a_file(capsys, monkeypatch, release, tmp_path):
+def test_publish_target_dir_that_is_a_file(capsys, monkeypatch, copy, tmp_path):
     (tmp_path / "a-file").write_text("x")
-    code, _, err = run_cli(capsys, monkeypatch, "publish", str(release), "--repo-id", "org/b",
+    code, _, err = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "org/b",
                            "--target-dir", str(tmp_path / "a-file"))
     one_line(code, err, "--target-dir", "a-file is a file, not a folder")
 
@@ -98,24 +72,24 @@ def test_judge_agreement_given_a_folder_or_an_unknown_grade(capsys, monkeypatch,
 
 
 # ---------------------------------------------------------------------------- item 10: outputs inside a release
-def test_ingest_out_inside_a_release(capsys, monkeypatch, release, fixtures_root):
+def test_ingest_out_inside_a_release(capsys, monkeypatch, copy, fixtures_root):
     code, _, err = run_cli(capsys, monkeypatch, "ingest", "viquae", str(fixtures_root / "viquae"),
-                           "--out", str(release / "data" / "again"))
-    one_line(code, err, "--out", "lies inside the release", str(release.resolve()))
-    assert not (release / "data" / "again").exists()
+                           "--out", str(copy / "data" / "again"))
+    one_line(code, err, "--out", "lies inside the release", str(copy.resolve()))
+    assert not (copy / "data" / "again").exists()
 
 
-def test_evaluate_out_inside_a_release(capsys, monkeypatch, no_prefect, release, tmp_path):
-    code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(release), "--model", "reader",
-                           "--config", str(config(tmp_path)), "--out", str(release / "eval"))
+def test_evaluate_out_inside_a_release(capsys, monkeypatch, no_prefect, copy, tmp_path):
+    code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(copy), "--model", "reader",
+                           "--config", str(config(tmp_path)), "--out", str(copy / "eval"))
     one_line(code, err, "--out", "lies inside the release")
 
 
-def test_publish_target_dir_inside_a_release(capsys, monkeypatch, release):
-    code, _, err = run_cli(capsys, monkeypatch, "publish", str(release), "--repo-id", "org/b",
-                           "--target-dir", str(release / "copy"))
+def test_publish_target_dir_inside_a_release(capsys, monkeypatch, copy):
+    code, _, err = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "org/b",
+                           "--target-dir", str(copy / "copy"))
     one_line(code, err, "--target-dir", "lies inside the release")
-    assert not (release / "copy").exists()
+    assert not (copy / "copy").exists()
 
 
 # ---------------------------------------------------------------------------- item 9: a labelled batch

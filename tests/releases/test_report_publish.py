@@ -19,13 +19,6 @@ from mmcurate.releases.verify import verify_release
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-@pytest.fixture
-def copy(tmp_path, deflection_release):
-    target = tmp_path / "release" / "1.0.0"
-    shutil.copytree(deflection_release, target)
-    return target
-
-
 def test_report_has_sections_and_inline_plots(capsys, monkeypatch, copy):
     code, out, _ = run_cli(capsys, monkeypatch, "report", str(copy))
     assert code == 0

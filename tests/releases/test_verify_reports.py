@@ -2,19 +2,11 @@
 verification (exit 1) naming the file, never a usage error."""
 from __future__ import annotations
 
-import shutil
 
 import pytest
 from cli_helpers import run_cli
 
 from mmcurate.releases.verify import verify_release
-
-
-@pytest.fixture
-def copy(tmp_path, deflection_release):
-    target = tmp_path / "1.0.0"
-    shutil.copytree(deflection_release, target)
-    return target
 
 
 def test_a_corrupt_checksums_file_fails_verification(capsys, monkeypatch, copy):
@@ -79,7 +71,7 @@ def test_counts_are_checked_against_the_data_even_when_the_seal_is_redone(copy):
     path.write_text(json.dumps(manifest))
     result = verify_release(copy)
     [problem] = result.invalid
-    assert problem.startswith(f"counts.per_source: the manifest counts ") and f"released {source} samples" in problem
+    assert problem.startswith("counts.per_source: the manifest counts ") and f"released {source} samples" in problem
 
 
 def test_a_format_1_manifest_verifies_its_files_and_says_its_body_is_not_sealed(capsys, monkeypatch, copy):

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pyarrow.parquet as pq
 import pytest
@@ -16,13 +15,6 @@ from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 from mmcurate.releases.why import trace_sample
 from mmcurate.releases.writer import write_release
-
-
-@pytest.fixture
-def copy(tmp_path, deflection_release):
-    target = tmp_path / "1.0.0"
-    shutil.copytree(deflection_release, target)
-    return target
 
 
 def test_untouched_release_verifies(capsys, monkeypatch, deflection_release):

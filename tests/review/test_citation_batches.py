@@ -92,23 +92,19 @@ def release(tmp_path):
     return root
 
 
-def labelled_copy(batch, path, annotator, support, grounded=None, needs=None):
-    """Fill the exported JSONL batch with labels; write CSV or JSONL by the path's suffix."""
-    rows = [json.loads(line) for line in batch.read_text().splitlines()]
-    for i, row in enumerate(rows):
-        row["documents_support"] = support[i]
-        row["sentence_grounded"] = (grounded or ["yes"] * len(rows))[i]
-        row["needs_verification"] = (needs or ["yes"] * len(rows))[i]
-        row["annotator"] = annotator
-    if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    else:
-        with path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            for r in rows:
-                writer.writerow({**r, "document_ids": ";".join(r["document_ids"])})
-    return path
+@pytest.fixture
+def labelled_copy(write_labels):
+    def fill(batch, path, annotator, support, grounded=None, needs=None):
+        """Fill the exported JSONL batch with labels; write CSV or JSONL by the path's suffix."""
+        rows = [json.loads(line) for line in batch.read_text().splitlines()]
+        for i, row in enumerate(rows):
+            row["documents_support"] = support[i]
+            row["sentence_grounded"] = (grounded or ["yes"] * len(rows))[i]
+            row["needs_verification"] = (needs or ["yes"] * len(rows))[i]
+            row["annotator"] = annotator
+        return write_labels(path, rows, joined=("document_ids",))
+
+    return fill
 
 
 def test_export_samples_cited_sentences(release, tmp_path):
@@ -127,7 +123,7 @@ def test_export_samples_cited_sentences(release, tmp_path):
     assert c["document_ids"] == ["d2", "image:" + "bb" * 32] and "[d2] Doc two." in c["documents"]
 
 
-def test_round_trip_two_annotators_cohen(release, tmp_path):
+def test_round_trip_two_annotators_cohen(release, tmp_path, labelled_copy):
     batch = export_batch(release, 4, tmp_path / "batch", seed=0).jsonl
     a = labelled_copy(batch, tmp_path / "ann_a.csv", "alice", ["yes", "yes", "no", "no"])
     b = labelled_copy(batch, tmp_path / "ann_b.jsonl", "bob", ["yes", "no", "no", "no"])
@@ -147,7 +143,7 @@ def test_round_trip_two_annotators_cohen(release, tmp_path):
     assert not any(p.name.startswith("human") for p in release.rglob("*"))  # release untouched
 
 
-def test_round_trip_three_annotators_fleiss(release, tmp_path):
+def test_round_trip_three_annotators_fleiss(release, tmp_path, labelled_copy):
     batch = export_batch(release, 4, tmp_path / "batch", seed=0).jsonl
     files = [labelled_copy(batch, tmp_path / f"{name}.csv", name, [THREE[i][k] for i in range(4)])
              for k, name in enumerate(["ann1", "ann2", "ann3"])]
@@ -158,7 +154,7 @@ def test_round_trip_three_annotators_fleiss(release, tmp_path):
     assert result.verified == 2  # items 1 (3 yes) and 2 (2 of 3 yes)
 
 
-def test_bad_labels_name_file_and_line(release, tmp_path):
+def test_bad_labels_name_file_and_line(release, tmp_path, labelled_copy):
     batch = export_batch(release, 3, tmp_path / "batch", seed=0).jsonl
     bad = labelled_copy(batch, tmp_path / "bad.csv", "carol", ["yes", "maybe", "no"])
     second = json.loads(batch.read_text().splitlines()[1])["item_id"]
@@ -176,7 +172,7 @@ def test_bad_labels_name_file_and_line(release, tmp_path):
         import_labels(release, [bad], release / "human")
 
 
-def test_cli_export_and_import(release, tmp_path):
+def test_cli_export_and_import(release, tmp_path, labelled_copy):
     from typer.testing import CliRunner
 
     from mmcurate.cli import app

@@ -3,7 +3,6 @@ and the agreement tables (DeflectionBench Table 7, RefLVQA Pearson / kappa) repr
 labelled fixtures built here, against hand-computed values."""
 from __future__ import annotations
 
-import csv
 import json
 from collections import Counter
 from pathlib import Path
@@ -62,19 +61,16 @@ def deflection(tmp_path):
     return release, runs
 
 
-def label(batch: Path, path: Path, annotator: str, truth) -> Path:
-    rows = [json.loads(line) for line in batch.read_text().splitlines()]
-    for row in rows:
-        row["label" if "label" in row else "rating"] = truth(row)
-        row["annotator"] = annotator
-    if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    else:
-        with path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    return path
+@pytest.fixture
+def label(write_labels):
+    def fill(batch: Path, path: Path, annotator: str, truth) -> Path:
+        rows = [json.loads(line) for line in batch.read_text().splitlines()]
+        for row in rows:
+            row["label" if "label" in row else "rating"] = truth(row)
+            row["annotator"] = annotator
+        return write_labels(path, rows)
+
+    return fill
 
 
 def human_a(row) -> str:
@@ -106,7 +102,7 @@ def test_export_is_balanced_per_model_and_scenario_and_blind(deflection, tmp_pat
     assert everything.per_model == {"A": 8, "B": 4}  # FAILED and JUDGE_ERROR rows are no decisions
 
 
-def test_table7_by_hand(deflection, tmp_path):
+def test_table7_by_hand(deflection, tmp_path, label):
     release, runs = deflection
     batch = DEFLECTION.export(release, [runs["A"], runs["B"]], tmp_path / "batch").jsonl
     labelled = label(batch, tmp_path / "rater.csv", "rater", human_a)
@@ -125,7 +121,7 @@ def test_table7_by_hand(deflection, tmp_path):
     assert (tmp_path / "agreement" / "judge_agreement.md").read_text() == result.markdown
 
 
-def test_two_raters_majority_and_their_own_agreement(deflection, tmp_path):
+def test_two_raters_majority_and_their_own_agreement(deflection, tmp_path, label):
     release, runs = deflection
     batch = DEFLECTION.export(release, [runs["A"]], tmp_path / "batch").jsonl
     first = label(batch, tmp_path / "one.jsonl", "one", human_a)
@@ -137,7 +133,7 @@ def test_two_raters_majority_and_their_own_agreement(deflection, tmp_path):
     assert between["measure"] == "cohen" and between["raw"] == pytest.approx(3 / 8)
 
 
-def test_bad_judge_labels_name_file_and_line(deflection, tmp_path):
+def test_bad_judge_labels_name_file_and_line(deflection, tmp_path, label):
     release, runs = deflection
     batch = DEFLECTION.export(release, [runs["A"]], tmp_path / "batch").jsonl
     bad = label(batch, tmp_path / "bad.jsonl", "x", lambda row: "MAYBE")
@@ -215,7 +211,7 @@ def test_reflvqa_export_takes_whole_answers(reflvqa, tmp_path):
     assert grounded["documents"] == "[d1] One: Doc one." and grounded["scale"] == "1 / 0.5 / 0"
 
 
-def test_reflvqa_pearson_and_kappa_by_hand(reflvqa, tmp_path):
+def test_reflvqa_pearson_and_kappa_by_hand(reflvqa, tmp_path, label):
     release, folder = reflvqa
     batch = REFLVQA.export(release, [folder], tmp_path / "batch").jsonl
     labelled = label(batch, tmp_path / "h.jsonl", "h", rate)
@@ -243,7 +239,7 @@ def test_reflvqa_review_keeps_each_setting_apart(reflvqa, tmp_path):
     assert result.per_model == {"M + TextRAG": 3, "M + Two-step MultiRAG": 1}
 
 
-def test_reflvqa_ratings_are_checked(reflvqa, tmp_path):
+def test_reflvqa_ratings_are_checked(reflvqa, tmp_path, label):
     release, folder = reflvqa
     batch = REFLVQA.export(release, [folder], tmp_path / "batch").jsonl
     bad = label(batch, tmp_path / "bad.jsonl", "h", lambda row: "0.7" if "|groundedness|" in row["item_id"] else "8")
@@ -252,7 +248,7 @@ def test_reflvqa_ratings_are_checked(reflvqa, tmp_path):
     assert [relevance_bin(v) for v in (1, 3, 4, 5, 6, 7)] == ["not relevant"] * 2 + ["partially relevant"] * 2 + ["relevant"] * 2
 
 
-def test_cli_round_trip(deflection, tmp_path):
+def test_cli_round_trip(deflection, tmp_path, label):
     from typer.testing import CliRunner
 
     from mmcurate.cli import app
