@@ -7,6 +7,8 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from mmcurate.core.plural import counted
+
 from .card import TEMPLATES
 from .manifest import REPORT, record_artifacts, recorded_validation
 from .near_duplicates import flagged_rows
@@ -42,6 +44,7 @@ def render_report(release: Release) -> str:
     plots = m.get("plots") or {}
     by_file = {file: title for title, file in plots.items()}
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, autoescape=select_autoescape())
+    env.filters["counted"] = counted
     return env.get_template("report.html.j2").render(
         m=m,
         pretty=release.pretty_name,
