@@ -1,4 +1,11 @@
-"""One self-contained HTML page per release: funnel, sources, convergence, judge errors, quarantine."""
+"""One self-contained HTML page per release: funnel, sources, convergence, judge errors, quarantine.
+
+A release shows the sections of the statistics its manifest records, and only those: a
+DeflectionBench release records per-source and global tables, topics, convergence and judge
+errors, a ReflectV, POPE or CRAG-MM release none of them, so its report has no such section
+(empty or not). Each table is shown once: those with a section of their own (``OWN_SECTIONS``)
+are not repeated among the others.
+"""
 from __future__ import annotations
 
 import base64
@@ -13,6 +20,10 @@ from .card import TEMPLATES
 from .manifest import REPORT, record_artifacts, recorded_validation
 from .near_duplicates import flagged_rows
 from .reader import Release, open_release
+
+
+# statistics tables the report template gives a section of their own (with a plot or a note)
+OWN_SECTIONS = ("funnel", "per_source", "global", "topics", "convergence", "calls", "judge_errors", "near_duplicates")
 
 
 def quarantine_counts(release: Release) -> list[dict]:
@@ -52,7 +63,9 @@ def render_report(release: Release) -> str:
         funnel_png=_inline_png(release, "funnel.png" if "funnel.png" in by_file else None),
         convergence_png=_inline_png(release, "convergence.png" if "convergence.png" in by_file else None),
         topics_png=_inline_png(release, "topics.png" if "topics.png" in by_file else None),
-        distributions=[(t, _inline_png(release, f)) for t, f in plots.items() if f.startswith("distribution-")],
+        distributions=[(t, png) for t, f in plots.items() if f.startswith("distribution-")
+                       if (png := _inline_png(release, f))],
+        own=OWN_SECTIONS,
         quarantine=quarantine_counts(release),
         near_duplicates=flagged_rows(release),
         validation=validation_status(release),

@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 import sqlite3
@@ -78,6 +79,18 @@ def fingerprint(path: Path) -> dict[str, Any]:
         for r in release.ledger.select(["sample_id", "check", "model", "context_id", "verdict"]).to_pylist()
     )
     return {"sample_ids": release.sample_ids, "shards": shards, "verdicts": verdicts}
+
+
+# report sections only a DeflectionBench release has (releases/templates/report.html.j2)
+DEFLECTION_SECTIONS = ("Per-source statistics", "Topic distribution before and after curation",
+                       "Convergence of gating models", "Judge errors")
+
+
+def report_sections(path: Path) -> list[str]:
+    """The section titles of the release's report (written now), in order."""
+    from mmcurate.releases.report import write_report
+
+    return re.findall(r"<h2>([^<]+)</h2>", write_report(path).read_text())
 
 
 def calls(path: Path, stage: str, step: str | None = None) -> list[dict]:

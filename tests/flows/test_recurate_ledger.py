@@ -137,6 +137,10 @@ def test_the_new_version_has_a_changelog_in_its_card(built):
     assert "CHANGELOG.md" in open_release(cached).manifest["files"] and verify_release(cached).ok
     card = (cached / "README.md").read_text()
     assert "## Changes" in card and f"`{sid}`" in card
+    for version in (release, cached):  # a DeflectionBench report has its sections, each once
+        sections = flowkit.report_sections(version)
+        assert set(flowkit.DEFLECTION_SECTIONS) <= set(sections) and len(sections) == len(set(sections)), sections
+        assert (version / "report.html").read_text().count("<th>before_pct</th>") == 1  # the topic table once
 
 
 def test_over_budget_nothing_is_called(built, tmp_path, monkeypatch):
