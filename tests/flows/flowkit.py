@@ -93,6 +93,21 @@ def report_sections(path: Path) -> list[str]:
     return re.findall(r"<h2>([^<]+)</h2>", write_report(path).read_text())
 
 
+def logged_calls(log: str) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(step, model) -> (calls, cache hits, failed) as a run's log states them after each stage."""
+    found = re.findall(r"(\S+) (\S+): (\d+) model calls?, (\d+) cache hits?, (\d+) failed$", log, re.M)
+    return {(step, model): (int(c), int(h), int(f)) for step, model, c, h, f in found}
+
+
+def logged_requests(log: str) -> dict[tuple[str, str], int]:
+    """(step, model) -> requests answered, summed over the batches whose progress the log shows."""
+    out: Counter[tuple[str, str]] = Counter()
+    for step, model, answered, planned in re.findall(r"(\S+) (\S+): (\d+)/(\d+) requests answered$", log, re.M):
+        if answered == planned:  # a batch's last line
+            out[(step, model)] += int(planned)
+    return dict(out)
+
+
 def calls(path: Path, stage: str, step: str | None = None) -> list[dict]:
     """The release's ``statistics.calls`` rows of one stage (``I``/``III``), optionally one step."""
     rows = json.loads((path / "manifest.json").read_text())["statistics"]["calls"]

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sys
 from collections import Counter
@@ -60,7 +61,7 @@ def _copy(release: Path, home: Path, tmp_path: Path) -> Path:
     return moved
 
 
-def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, monkeypatch):
+def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, monkeypatch, caplog):
     from mmcurate.flows.recurate import recurate
 
     home, _, release, cached = built
@@ -74,8 +75,15 @@ def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, monkeypa
         return real(self, requests, stage)
 
     monkeypatch.setattr(ModelClient, "chat", spy)
-    new = Path(recurate(release=str(moved), add_model=["knower"]))
+    with caplog.at_level(logging.INFO):
+        new = Path(recurate(release=str(moved), add_model=["knower"]))
     assert set(asked) == {"knower"} and asked["knower"] > 0  # no request reached vlm-reader
+    # the calls the run log states are the card's, and its requests are those calls and cache hits
+    card = [r for r in open_release(new).manifest["statistics"]["calls"] if r["step"] != "total"]
+    assert flowkit.logged_calls(caplog.text) == {(r["step"], r["model"]): (r["calls"], r["cache_hits"], r["failures"])
+                                                 for r in card}
+    assert flowkit.logged_requests(caplog.text) == {(r["step"], r["model"]): r["calls"] + r["cache_hits"]
+                                                    for r in card}
     assert open_release(new).sample_ids == open_release(cached).sample_ids
     ledger = open_release(new).ledger.to_pylist()
     reused = [r for r in ledger if r["model"] == "vlm-reader" and "recorded_in" in json.loads(r["detail"])]
