@@ -149,6 +149,7 @@ def test_the_new_version_has_a_changelog_in_its_card(built):
         sections = flowkit.report_sections(version)
         assert set(flowkit.DEFLECTION_SECTIONS) <= set(sections) and len(sections) == len(set(sections)), sections
         assert (version / "report.html").read_text().count("<th>before_pct</th>") == 1  # the topic table once
+        assert (version / "README.md").read_text().count("| topic | before |") == 1  # in the card too
 
 
 def test_over_budget_nothing_is_called(built, tmp_path, monkeypatch):
