@@ -102,7 +102,8 @@ def reflvqa_draft(
         notes.append(f"Sentence verification (Kestrel): claims extracted by {claims}, checked by "
                      f"{cfg.verification.verifier}: {verified.get('supported', 0)} supported, "
                      f"{verified.get('contradicted', 0)} contradicted, {verified.get('insufficient', 0)} insufficient, "
-                     f"{verified.get('errors', 0)} errors; {counted(verified.get('changed', 0), 'sentence')} changed by the gate.")
+                     f"{verified.get('errors', 0)} errors; "
+                     f"{counted(verified.get('changed', 0), 'sentence')} changed by the gate.")
     components = {"text_corpus": " + ".join(str(spec) for spec in cfg.text_corpus)}
     for stage in stages:
         components.update(stage.components)

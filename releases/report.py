@@ -45,7 +45,7 @@ def validation_status(release: Release) -> str:
     recorded = recorded_validation(release.path)
     if recorded is None:
         return "not validated (run `mmcurate validate`)"
-    outcome = "passed" if recorded.get("success") else f"FAILED ({len(recorded.get('failures') or [])} expectations)"
+    outcome = "passed" if recorded.get("success") else f"FAILED ({counted(len(recorded.get('failures') or []), 'expectation')})"
     return f"{outcome}, {recorded.get('validated_at', 'at an unknown time')}"
 
 
@@ -63,8 +63,8 @@ def render_report(release: Release) -> str:
         funnel_png=_inline_png(release, "funnel.png" if "funnel.png" in by_file else None),
         convergence_png=_inline_png(release, "convergence.png" if "convergence.png" in by_file else None),
         topics_png=_inline_png(release, "topics.png" if "topics.png" in by_file else None),
-        distributions=[(t, png) for t, f in plots.items() if f.startswith("distribution-")
-                       if (png := _inline_png(release, f))],
+        distributions=[(t, png) for t, f in plots.items()
+                       if f.startswith("distribution-") and (png := _inline_png(release, f))],
         own=OWN_SECTIONS,
         quarantine=quarantine_counts(release),
         near_duplicates=flagged_rows(release),
