@@ -27,7 +27,7 @@ from mmcurate.core.images import ImageStore
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
 from mmcurate.planning.recuration import GRADES
-from mmcurate.releases.deflection import deflection_draft
+from mmcurate.releases.deflection import deflection_draft, inherited_ingest
 from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.topics import inherited_topics
@@ -53,7 +53,7 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
 
     draft = deflection_draft(
         settings, run.version, run_id, gating=gated, pairing=None, oracle=checked,
-        ingested=dict(Counter(samples["source"].to_pylist())),
+        ingested=inherited_ingest(parent.manifest), carried=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
         components=parent.manifest.get("components", {}), parent=run.parent_record, history=parent.ledger,
         topics_before=inherited_topics(parent.manifest), dedup=deduped,

@@ -2,8 +2,10 @@
 the tokens the calls used.
 
 ``calls`` counts requests that reached a backend (cache misses); ``cache_hits`` counts
-requests answered from the cache; ``failures`` counts calls that failed for good
-(after retries). A fully cached rerun therefore shows ``calls == 0``. ``prompt_tokens`` and
+requests answered from the cache, an identical request of the same batch included (it is sent
+once), so ``calls + cache_hits`` is the number of requests answered, on a first run as on a
+rerun; ``failures`` counts calls that failed for good (after retries); a request identical to
+a failed one is neither. A fully cached rerun therefore shows ``calls == 0``. ``prompt_tokens`` and
 ``completion_tokens`` add up the usage the backends reported for their calls (cache hits
 cost nothing), over the ``usage_calls`` calls that reported any (the scripted backend
 reports none).

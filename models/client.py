@@ -2,8 +2,10 @@
 
 A client answers from the response cache first and sends only the misses to its
 backend; each finished call is written to the cache at once and counted per stage.
-Identical requests in one batch are sent once. A ``progress`` callback hears how many of a
-batch's requests are answered (at the start, then in about ten steps), for long stages.
+Identical requests in one batch are sent once; the others count as cache hits (they are
+answered from the cached answer), so every answered request is a call or a cache hit. A
+``progress`` callback hears how many of a batch's requests are answered (at the start, then in
+about ten steps), for long stages.
 """
 from __future__ import annotations
 
@@ -115,6 +117,9 @@ class ModelClient:
                 )
             self.counter.record(stage, self.spec.name, cached=False, failed=response.text is None,
                                 usage=response.usage)
+            if response.text is not None:  # the identical requests of the batch: answered from what was just cached
+                for _ in waiting[key][1:]:
+                    self.counter.record(stage, self.spec.name, cached=True, failed=False)
             for position in waiting[key]:
                 results[position] = _with_key(response, requests[position].key)
             before, answered = answered, answered + len(waiting[key])

@@ -7,6 +7,7 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from mmcurate.core.markdown import markdown_table
+from mmcurate.core.plural import counted
 
 from .changelog import card_section
 from .kind import ReleaseKind
@@ -64,9 +65,11 @@ def built_with_scripted_models(manifest: dict) -> bool:
 
 
 def environment() -> Environment:
-    return Environment(
+    env = Environment(
         loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
     )
+    env.filters["counted"] = counted
+    return env
 
 
 def yaml_header(manifest: dict, features: dict, kind: ReleaseKind) -> str:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mmcurate.core.markdown import markdown_table
+from mmcurate.core.plural import counted
 from mmcurate.evaluation.metrics import RATES, compute_metrics
 
 from .diff import ReleaseDiff
@@ -92,7 +93,7 @@ def evaluation_section(workdir: Path, benchmark: str, diff: ReleaseDiff, new_ids
             lines.append(f"- `{name}`: its results hold no per-item grades to compare")
             continue
         lines += [f"#### `{name}` on {diff.old_version} (all items)", "", markdown_table(before), "",
-                  f"#### `{name}` on {diff.new_version} (the {len(unchanged)} samples it keeps unchanged; "
+                  f"#### `{name}` on {diff.new_version} (the {counted(len(unchanged), 'sample')} it keeps unchanged; "
                   f"answers of the {diff.old_version} run, no new calls)", "", markdown_table(after or []), ""]
     for name, run in new_runs.items():
         scores = _scores(run, None)
@@ -131,7 +132,7 @@ def render_changelog(parent: Release, diff: ReleaseDiff, new_ids: list[str], add
         history = earlier.read_text(encoding="utf-8").split("\n", 1)[1].lstrip("\n")
         lines += [history.rstrip(), ""]
     else:
-        lines += [f"## {diff.old_version}", "", f"The first release ({len(parent.sample_ids)} samples).", ""]
+        lines += [f"## {diff.old_version}", "", f"The first release ({counted(len(parent.sample_ids), 'sample')}).", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
 
+from mmcurate.core.plural import counted
 from mmcurate.models.accounting import failed_calls
 
 from .draft import ReleaseDraft
@@ -30,7 +31,7 @@ class Shortfall:
     def describe(self) -> str:
         parts = [failed_calls(model, failed, made, self.errors.get(model))
                  for model, (failed, made) in sorted(self.failures.items())]
-        parts.append(f"{self.held_out} sample(s) held out by errors")
+        parts.append(f"{counted(self.held_out, 'sample')} held out by errors")
         return "; ".join(parts)
 
     def record(self) -> dict:

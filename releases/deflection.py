@@ -75,8 +75,11 @@ def _rows(table: pa.Table) -> Iterator[dict]:
         yield from batch.to_pylist()
 
 
-def per_source_table(ingested: dict[str, int], kept: pa.Table) -> list[dict]:
-    """Retained samples per source, retention %, query and context modality (Table 2)."""
+def per_source_table(ingested: dict[str, int | None], kept: pa.Table, carried: dict[str, int] | None = None,
+                     parent: str | None = None) -> list[dict]:
+    """Retained samples per source, retention % of the ingested, query and context modality
+    (Table 2); a re-curation adds the samples ``carried`` over from its ``parent`` version
+    (column ``in <parent>``) after the ingested ones it inherits."""
     retained: Counter[str] = Counter()
     query: dict[str, Counter[str]] = {}
     context: dict[str, Counter[str]] = {}
@@ -86,14 +89,15 @@ def per_source_table(ingested: dict[str, int], kept: pa.Table) -> list[dict]:
         query.setdefault(source, Counter())["image+text" if r["images"] else "text"] += 1
         context.setdefault(source, Counter())[_modality(r["gold_contexts"] + r["negative_contexts"])] += 1
     table = []
-    for source in sorted(ingested):
-        n = retained[source]
+    for source in sorted(set(ingested) | set(carried or {})):
+        n, read = retained[source], ingested.get(source)
         table.append(
             {
                 "source": source,
-                "ingested": ingested[source],
+                "ingested": read,
+                **({f"in {parent}": carried.get(source, 0)} if carried is not None else {}),
                 "retained": n,
-                "retention_pct": round(100.0 * n / ingested[source], 2) if ingested[source] else 0.0,
+                "retention_pct": round(100.0 * n / read, 2) if read else (None if read is None else 0.0),
                 "query_modality": ", ".join(sorted(query.get(source, {}))) or "-",
                 "context_modality": ", ".join(sorted(context.get(source, {}))) or "-",
             }
@@ -144,10 +148,18 @@ def global_table(kept: pa.Table) -> list[dict]:
     return [{"statistic": key, "value": value} for key, value in stats.items()]
 
 
-def funnel(ingested: int, after_gating: int, after_pairing: int, released: int) -> list[dict]:
-    """Samples remaining after each stage (quarantined raw records never became samples)."""
+def inherited_ingest(manifest: dict) -> dict[str, int | None]:
+    """The samples per source a release ingested from the raw sources (a re-curation inherits
+    them); None for a source its manifest does not count."""
+    per_source = (manifest.get("counts") or {}).get("per_source") or {}
+    return {source: entry.get("ingested") if isinstance(entry, dict) else None for source, entry in per_source.items()}
+
+
+def funnel(entered: int, after_gating: int, after_pairing: int, released: int, parent: str | None = None) -> list[dict]:
+    """Samples remaining after each stage (quarantined raw records never became samples); the
+    first row is what entered Stage I: the ingested samples, or a re-curation's ``parent``'s."""
     return [
-        {"stage": "ingested", "remaining": ingested},
+        {"stage": "ingested" if parent is None else f"in {parent}", "remaining": entered},
         {"stage": "I parametric gating", "remaining": after_gating},
         {"stage": "II knowledge pairing", "remaining": after_pairing},
         {"stage": "III quality control", "remaining": released},
@@ -235,7 +247,7 @@ def deflection_draft(
     gating: StageResult,
     pairing: StageResult | None,
     oracle: StageResult,
-    ingested: dict[str, int],
+    ingested: dict[str, int | None],
     source_files: list[str],
     quarantine: pa.Table,
     components: dict[str, str],
@@ -245,11 +257,14 @@ def deflection_draft(
     topics_before: dict[str, int] | None = None,
     dedup: StageResult | None = None,
     indexes: list[dict] | None = None,
+    carried: dict[str, int] | None = None,
 ) -> ReleaseDraft:
     """Everything the release writer needs from one DeflectionBench run.
 
-    ``ingested``: samples per source that entered Stage I. A re-curation passes no
-    ``pairing`` (contexts come from the parent release) and the parent's ledger as ``history``.
+    ``ingested``: samples per source read from the raw sources (quarantined records are not
+    samples); they entered Stage I. A re-curation passes its parent's (what was ingested, once),
+    the parent's released samples per source as ``carried`` (what entered Stage I this time),
+    no ``pairing`` (contexts come from the parent release) and the parent's ledger as ``history``.
     ``topics_before``: samples per topic (``releases.topics``) of the pool that entered Stage I
     (a re-curation passes its parent's); None leaves the topic table out and says so.
     ``dedup``: the near-duplicate check (``annotation.dedup``) of what Stage III kept.
@@ -260,13 +275,15 @@ def deflection_draft(
     runs = [s for s in (gating, pairing, oracle, dedup) if s is not None]
     ledger = sum((s.decision_log() for s in runs), Ledger([history] if history is not None else []))
     models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
-    entered = sum(ingested.values())
+    entered = sum((ingested if carried is None else carried).values())
+    parent_version = parent.get("version") if isinstance(parent, dict) else parent
     after_pairing = pairing.kept.num_rows if pairing else gating.kept.num_rows
     judge = gating.components.get("judge")
     statistics = {
-        "per_source": per_source_table(ingested, kept),
+        "per_source": per_source_table(ingested, kept, carried, parent_version),
         "global": global_table(kept),
-        "funnel": funnel(entered, gating.kept.num_rows, after_pairing, kept.num_rows),
+        "funnel": funnel(entered, gating.kept.num_rows, after_pairing, kept.num_rows,
+                         parent_version if carried is not None else None),
         "calls": calls_table({"I": gating.calls, "III": oracle.calls},
                              {"I": gating.naive_calls, "III": oracle.naive_calls}),
         "convergence": gating.convergence,

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from mmcurate.annotation.dedup import STAGE, NearDuplicates, Reference, item
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
+from mmcurate.core.plural import counted
 from mmcurate.core.stages import StageResult
 
 from .errors import ReleaseError
@@ -76,8 +77,8 @@ def near_duplicate_note(result: StageResult) -> str:
     """One line for the card: what was checked, with which settings, and what was found."""
     extra, counts = result.extra, result.counts
     against = ", ".join(["this release", *extra.get("references", [])])
-    found = f"{counts.get('flagged', 0)} sample(s) flagged" + (f", {counts['dropped']} dropped" if counts.get("dropped")
-                                                                else "")
+    found = f"{counted(counts.get('flagged', 0), 'sample')} flagged" + (
+        f", {counts['dropped']} dropped" if counts.get("dropped") else "")
     return (f"Near-duplicates ({result.components.get('near_duplicates')}; question and image both: "
             f"{'dropped' if extra['settings'].get('drop') else 'flagged only'}) checked against {against}: {found} "
             "(table near_duplicates; the flags are `dedup` rows of the ledger).")

@@ -11,6 +11,7 @@ from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import DOCUMENT, SAMPLE, SENTENCE
 from mmcurate.core.ledger import Ledger
+from mmcurate.core.plural import counted
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import Heuristic, Lexical, is_lexical, model_names
 from mmcurate.core.stages import StageResult
@@ -101,7 +102,8 @@ def reflvqa_draft(
         notes.append(f"Sentence verification (Kestrel): claims extracted by {claims}, checked by "
                      f"{cfg.verification.verifier}: {verified.get('supported', 0)} supported, "
                      f"{verified.get('contradicted', 0)} contradicted, {verified.get('insufficient', 0)} insufficient, "
-                     f"{verified.get('errors', 0)} errors; {verified.get('changed', 0)} sentence(s) changed by the gate.")
+                     f"{verified.get('errors', 0)} errors; "
+                     f"{counted(verified.get('changed', 0), 'sentence')} changed by the gate.")
     components = {"text_corpus": " + ".join(str(spec) for spec in cfg.text_corpus)}
     for stage in stages:
         components.update(stage.components)

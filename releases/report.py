@@ -1,4 +1,11 @@
-"""One self-contained HTML page per release: funnel, sources, convergence, judge errors, quarantine."""
+"""One self-contained HTML page per release: funnel, sources, convergence, judge errors, quarantine.
+
+A release shows the sections of the statistics its manifest records, and only those: a
+DeflectionBench release records per-source and global tables, topics, convergence and judge
+errors, a ReflectV, POPE or CRAG-MM release none of them, so its report has no such section
+(empty or not). Each table is shown once: those with a section of their own (``OWN_SECTIONS``)
+are not repeated among the others.
+"""
 from __future__ import annotations
 
 import base64
@@ -7,10 +14,16 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from mmcurate.core.plural import counted
+
 from .card import TEMPLATES
 from .manifest import REPORT, record_artifacts, recorded_validation
 from .near_duplicates import flagged_rows
 from .reader import Release, open_release
+
+
+# statistics tables the report template gives a section of their own (with a plot or a note)
+OWN_SECTIONS = ("funnel", "per_source", "global", "topics", "convergence", "calls", "judge_errors", "near_duplicates")
 
 
 def quarantine_counts(release: Release) -> list[dict]:
@@ -32,7 +45,7 @@ def validation_status(release: Release) -> str:
     recorded = recorded_validation(release.path)
     if recorded is None:
         return "not validated (run `mmcurate validate`)"
-    outcome = "passed" if recorded.get("success") else f"FAILED ({len(recorded.get('failures') or [])} expectations)"
+    outcome = "passed" if recorded.get("success") else f"FAILED ({counted(len(recorded.get('failures') or []), 'expectation')})"
     return f"{outcome}, {recorded.get('validated_at', 'at an unknown time')}"
 
 
@@ -42,6 +55,7 @@ def render_report(release: Release) -> str:
     plots = m.get("plots") or {}
     by_file = {file: title for title, file in plots.items()}
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, autoescape=select_autoescape())
+    env.filters["counted"] = counted
     return env.get_template("report.html.j2").render(
         m=m,
         pretty=release.pretty_name,
@@ -49,7 +63,9 @@ def render_report(release: Release) -> str:
         funnel_png=_inline_png(release, "funnel.png" if "funnel.png" in by_file else None),
         convergence_png=_inline_png(release, "convergence.png" if "convergence.png" in by_file else None),
         topics_png=_inline_png(release, "topics.png" if "topics.png" in by_file else None),
-        distributions=[(t, _inline_png(release, f)) for t, f in plots.items() if f.startswith("distribution-")],
+        distributions=[(t, png) for t, f in plots.items()
+                       if f.startswith("distribution-") and (png := _inline_png(release, f))],
+        own=OWN_SECTIONS,
         quarantine=quarantine_counts(release),
         near_duplicates=flagged_rows(release),
         validation=validation_status(release),

@@ -5,8 +5,10 @@ for a stage that compares samples across the table), maps ``stage-shard`` over t
 configured runner (threads, Dask or Ray workers), spills each shard's decisions to a Parquet
 ledger part under ``workdir/runs/<run id>/`` (so decisions do not pile up in memory or
 travel between workers), merges the shard results and reports the model calls as an
-artifact. Long model batches log their progress (calls answered / planned, in about ten
-steps) on the task run, which the command line shows. Model calls are made resumable by the
+artifact and in the log, one line per step and model with the counts the release's card shows
+(``models.accounting``). Long model batches log their progress (requests answered / planned,
+in about ten steps; a request is a call or a cache hit) on the task run, which the command
+line shows. Model calls are made resumable by the
 response cache, not by Prefect result caching: a rerun after a crash re-enters the stage
 and every finished call is a cache hit.
 """
@@ -20,6 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.interrupt import request_stop
+from mmcurate.core.plural import counted
 from mmcurate.core.stages import Stage, StageContext, StageResult, merge_results, shards
 from mmcurate.judging.session import open_models
 
@@ -32,7 +35,7 @@ def run_shard(stage: Stage, samples: pa.Table, index: int, settings: Settings, r
     logger = get_run_logger()  # bound to this task run: usable from the model layer's threads
 
     def progress(step: str, model: str, answered: int, planned: int) -> None:
-        logger.info(f"{step} {model}: {answered}/{planned} model calls answered")
+        logger.info(f"{step} {model}: {answered}/{planned} requests answered")
 
     with open_models(settings, store, prefect_secret, progress) as models:
         result = stage.run(samples, StageContext(settings, run_id, store, models))
@@ -57,4 +60,8 @@ def run_stage(stage: Stage, samples: pa.Table, settings: Settings, run_id: str) 
     if result.calls:
         create_table_artifact(key=f"{stage.name}-calls", table=result.calls,
                               description=f"{stage.name}: model calls made and cache hits, per model")
+        logger = get_run_logger()
+        for row in result.calls:  # the rows the card's calls table is made of
+            logger.info(f"{row['stage']} {row['model']}: {counted(row['calls'], 'model call')}, "
+                        f"{counted(row['cache_hits'], 'cache hit')}, {row['failures']} failed")
     return result

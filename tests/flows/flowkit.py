@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 import sqlite3
@@ -139,6 +140,33 @@ def fingerprint(path: Path) -> dict[str, Any]:
         for r in release.ledger.select(["sample_id", "check", "model", "context_id", "verdict"]).to_pylist()
     )
     return {"sample_ids": release.sample_ids, "shards": shards, "verdicts": verdicts}
+
+
+# report sections only a DeflectionBench release has (releases/templates/report.html.j2)
+DEFLECTION_SECTIONS = ("Per-source statistics", "Topic distribution before and after curation",
+                       "Convergence of gating models", "Judge errors")
+
+
+def report_sections(path: Path) -> list[str]:
+    """The section titles of the release's report (written now), in order."""
+    from mmcurate.releases.report import write_report
+
+    return re.findall(r"<h2>([^<]+)</h2>", write_report(path).read_text())
+
+
+def logged_calls(log: str) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(step, model) -> (calls, cache hits, failed) as a run's log states them after each stage."""
+    found = re.findall(r"(\S+) (\S+): (\d+) model calls?, (\d+) cache hits?, (\d+) failed$", log, re.M)
+    return {(step, model): (int(c), int(h), int(f)) for step, model, c, h, f in found}
+
+
+def logged_requests(log: str) -> dict[tuple[str, str], int]:
+    """(step, model) -> requests answered, summed over the batches whose progress the log shows."""
+    out: Counter[tuple[str, str]] = Counter()
+    for step, model, answered, planned in re.findall(r"(\S+) (\S+): (\d+)/(\d+) requests answered$", log, re.M):
+        if answered == planned:  # a batch's last line
+            out[(step, model)] += int(planned)
+    return dict(out)
 
 
 def calls(path: Path, stage: str, step: str | None = None) -> list[dict]:

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import flowkit
 import polars as pl
 import pytest
 import yaml
@@ -80,6 +81,8 @@ def test_the_release_holds_every_readable_conversation(home):
     assert sorted(set(turns["set"].to_pylist())) == ["multi_turn", "single_turn"]
     assert release.quarantine.num_rows == 5
     assert json.loads((path / "quality" / "validation.json").read_text())["success"] is True
+    sections = flowkit.report_sections(path)
+    assert not set(flowkit.DEFLECTION_SECTIONS) & set(sections) and len(sections) == len(set(sections)), sections
 
 
 def test_cruise_on_task_3_and_the_crag_tables(home):

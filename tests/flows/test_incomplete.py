@@ -51,7 +51,7 @@ def test_held_out_samples_refuse_the_release_unless_allowed(tmp_path, fixtures_r
         deflectionbench(config=str(config))
     message = str(refused.value)
     assert "\n" not in message and "refusing to publish deflectionbench 1.0.0 as complete" in message
-    failed = re.search(r"model 'flaky' failed (\d+) of \d+ calls \(first error: .+?\); (\d+) sample\(s\) held out "
+    failed = re.search(r"model 'flaky' failed (\d+) of \d+ calls \(first error: .+?\); (\d+) samples? held out "
                        r"by errors", message)
     assert failed and int(failed[1]) >= 1 and int(failed[2]) >= 1
     assert "rerun the same command to resume" in message and "--allow-incomplete" in message

@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import flowkit
 import polars as pl
 import pytest
 
@@ -74,6 +75,8 @@ def test_release_is_valid_balanced_and_explains_itself(run) -> None:
     assert release.manifest["statistics"]["splits"][0] == {"split": "random", "probes": 22, "yes": 11, "no": 11,
                                                           "images": 4}  # the published images are built ones too
     assert "POPE probes object hallucination" in (path / "README.md").read_text()
+    sections = flowkit.report_sections(path)
+    assert not set(flowkit.DEFLECTION_SECTIONS) & set(sections) and len(sections) == len(set(sections)), sections
 
 
 def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sys
 from pathlib import Path
@@ -59,14 +60,21 @@ def _copy(release: Path, home: Path, tmp_path: Path) -> Path:
     return moved
 
 
-def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, asked):
+def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, asked, caplog):
     from mmcurate.flows.recurate import recurate
 
     home, _, release, cached = built
     moved = _copy(release, home, tmp_path)
     (tmp_path / "home" / "work").mkdir()  # an empty workdir: no responses.sqlite
-    new = Path(recurate(release=str(moved), add_model=["knower"]))
+    with caplog.at_level(logging.INFO):
+        new = Path(recurate(release=str(moved), add_model=["knower"]))
     assert set(asked) == {"knower"} and asked["knower"] > 0  # no request reached vlm-reader
+    # the calls the run log states are the card's, and its requests are those calls and cache hits
+    card = [r for r in open_release(new).manifest["statistics"]["calls"] if r["step"] != "total"]
+    assert flowkit.logged_calls(caplog.text) == {(r["step"], r["model"]): (r["calls"], r["cache_hits"], r["failures"])
+                                                 for r in card}
+    assert flowkit.logged_requests(caplog.text) == {(r["step"], r["model"]): r["calls"] + r["cache_hits"]
+                                                    for r in card}
     assert open_release(new).sample_ids == open_release(cached).sample_ids
     ledger = open_release(new).ledger.to_pylist()
     reused = [r for r in ledger if r["model"] == "vlm-reader" and "recorded_in" in json.loads(r["detail"])]
@@ -128,6 +136,11 @@ def test_the_new_version_has_a_changelog_in_its_card(built):
     assert "CHANGELOG.md" in open_release(cached).manifest["files"] and verify_release(cached).ok
     card = (cached / "README.md").read_text()
     assert "## Changes" in card and f"`{sid}`" in card
+    for version in (release, cached):  # a DeflectionBench report has its sections, each once
+        sections = flowkit.report_sections(version)
+        assert set(flowkit.DEFLECTION_SECTIONS) <= set(sections) and len(sections) == len(set(sections)), sections
+        assert (version / "report.html").read_text().count("<th>before_pct</th>") == 1  # the topic table once
+        assert (version / "README.md").read_text().count("| topic | before |") == 1  # in the card too
 
 
 def test_over_budget_nothing_is_called(built, tmp_path, monkeypatch):
@@ -151,3 +164,23 @@ def test_the_command_checks_before_prefect_starts(built, tmp_path, capsys, monke
     shutil.copytree(release, moved)
     code, _, err = run_cli(capsys, monkeypatch, "recurate", str(moved), "--add-model", "knower")
     assert code == 2 and err.count("\n") == 1 and "does not exist here" in err
+
+
+def test_ingested_means_one_thing_in_both_cards(built):
+    """"ingested" is what was read from the raw sources, in the first release and in its
+    re-curation alike (which inherits it); the re-curation's input, the parent's samples, is
+    "in 1.0.0", as in its CHANGELOG."""
+    _, _, release, cached = built
+    first, second = (open_release(p).manifest for p in (release, cached))
+    assert first["statistics"]["funnel"][0] == {"stage": "ingested", "remaining": 24}
+    assert second["statistics"]["funnel"][0] == {"stage": "in 1.0.0", "remaining": 4}
+    assert all(row["stage"] != "ingested" for row in second["statistics"]["funnel"])
+    parent_rows = {r["source"]: r for r in first["statistics"]["per_source"]}
+    for row in second["statistics"]["per_source"]:
+        was = parent_rows[row["source"]]
+        assert (row["ingested"], row["in 1.0.0"]) == (was["ingested"], was["retained"])
+        assert row["retention_pct"] == round(100.0 * row["retained"] / row["ingested"], 2)
+        assert second["counts"]["per_source"][row["source"]]["ingested"] == was["ingested"]
+    card = (cached / "README.md").read_text()
+    assert "| source | ingested | in 1.0.0 | retained | retention_pct |" in card
+    assert "| mmdocrag | 12 | 2 | 2 | 16.67 |" in card and "| in 1.0.0 | 4 |" in card

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import flowkit
 import pytest
 
 from mmcurate.releases.manifest import recorded_validation
@@ -78,6 +79,9 @@ def test_new_teacher_and_verifier_recheck_the_trajectories(built, asked):
     assert fates[dropped["sample_id"]]["fate"] == "discarded"
     changelog = (new / "CHANGELOG.md").read_text()
     assert "teacher: `strict`; verifier: `critic`" in changelog
+    for version in (release, new):  # ReflectV reports have no DeflectionBench section, and each section once
+        sections = flowkit.report_sections(version)
+        assert not set(flowkit.DEFLECTION_SECTIONS) & set(sections) and len(sections) == len(set(sections)), sections
     assert f"`{dropped['sample_id']}`" in changelog and "[model `strict`]" in changelog
     if collapsed:
         assert "critic" in fates[doubted["sample_id"]]["chain_issue"]

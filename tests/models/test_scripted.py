@@ -85,3 +85,16 @@ def test_a_batch_reports_its_progress_in_about_ten_steps(tmp_path):
     assert heard[0] == ("stage", "m", 10, 40)  # the cached ones count from the start
     assert [answered for *_, answered, _ in heard] == [10, 12, 16, 20, 24, 28, 32, 36, 40]
     assert {(stage, model, planned) for stage, model, _, planned in heard} == {("stage", "m", 40)}
+
+
+def test_every_request_is_a_call_or_a_cache_hit(tmp_path, cache, counter):
+    """An identical request of the same batch is sent once and counted as a cache hit (its
+    answer was just cached), so calls + cache hits = requests, as the progress log counts
+    them, on a first run as on a rerun."""
+    spec = ModelSpec(name="rules", backend="scripted", script=script(tmp_path), default="no idea")
+    client = ModelClient(spec, ScriptedBackend(spec), cache, counter)
+    batch = [ask("a", "Spain?"), ask("b", "Spain?"), ask("c", "Europe?")]
+    assert [r.text for r in client.chat(batch, "s")] == ["no idea", "no idea", "Europe it is"]
+    assert counter.totals == {"calls": 2, "cache_hits": 1, "failures": 0}
+    client.chat(batch, "s")
+    assert counter.totals == {"calls": 2, "cache_hits": 4, "failures": 0}

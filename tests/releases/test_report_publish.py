@@ -1,6 +1,7 @@
 """The HTML report (rendered in headless Chromium) and publishing."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -8,13 +9,17 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
+import release_builders as b
 from cli_helpers import run_cli
 from huggingface_hub.errors import HfHubHTTPError
 
 from mmcurate.releases import publish as publish_module
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.publish import publish, upload_plan
+from mmcurate.releases.report import write_report
+from mmcurate.releases.topics import topic_table
 from mmcurate.releases.verify import verify_release
+from mmcurate.releases.writer import write_release
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -155,3 +160,30 @@ def test_a_hub_that_refuses_the_upload_is_one_line(capsys, monkeypatch, copy):
     monkeypatch.setattr(publish_module, "HfApi", Refusing)
     code, _, err = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "my-org/bench")
     assert code == 2 and err == "mmcurate: error: upload of my-org/bench failed: 403 Forbidden: you cannot write to my-org\n"
+
+
+DEFLECTION_SECTIONS = ("Per-source statistics", "Topic distribution before and after curation",
+                       "Convergence of gating models", "Judge errors")
+
+
+def _sections(html: str) -> list[str]:
+    return re.findall(r"<h2>([^<]+)</h2>", html)
+
+
+def test_a_report_shows_each_section_once(tmp_path, store_and_shas):
+    """The topic table is in its own section (with its plot), not again among the other tables."""
+    store, shas = store_and_shas
+    draft = b.deflection_draft(b.deflection_rows(shas))
+    draft.statistics = {**draft.statistics, "topics": topic_table({"webqa/space": 4}, {"webqa/space": 3}),
+                        "near_duplicates": [{"against": "this release", "kind": "image", "flagged": 0}]}
+    sections = _sections(write_report(write_release(draft, tmp_path, store)).read_text())
+    assert len(sections) == len(set(sections)), sections
+    assert set(DEFLECTION_SECTIONS) <= set(sections) and "Topics" not in sections and "Near duplicates" not in sections
+
+
+def test_a_report_shows_only_the_sections_its_release_has(reflvqa_release, tmp_path, store_and_shas):
+    """A release that records no DeflectionBench statistics (here RefLVQA; the flows' tests check
+    ReflectV, POPE and CRAG-MM) shows none of their sections, not even empty."""
+    sections = _sections(write_report(reflvqa_release).read_text())
+    assert not set(DEFLECTION_SECTIONS) & set(sections), sections
+    assert "Stage funnel" in sections and "Model calls" not in sections  # its manifest records no calls

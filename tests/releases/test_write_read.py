@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 
 import polars as pl
@@ -12,8 +13,12 @@ import release_builders as b
 import yaml
 from PIL import Image
 
+from mmcurate.core.stages import StageResult
+from mmcurate.releases.completeness import Shortfall
 from mmcurate.releases.errors import ReleaseError, ReleaseExists
+from mmcurate.releases.near_duplicates import near_duplicate_note
 from mmcurate.releases.reader import list_versions, open_release
+from mmcurate.releases.report import write_report
 from mmcurate.releases.writer import write_release
 
 
@@ -172,3 +177,24 @@ def test_a_release_of_scripted_models_says_so_at_the_top(deflection_release, tmp
     draft.models = [{**draft.models[0], "backend": "scripted", "model": "reader.jsonl"}]
     card = (write_release(draft, tmp_path, store) / "README.md").read_text().split("---", 2)[2]
     assert card.index("Built with scripted models") < card.index("## Statistics")
+
+
+def test_counts_of_one_are_singular(tmp_path, store_and_shas):
+    """"1 sample", never "1 samples" or "1 sample(s)" (one helper: core.plural.counted)."""
+    store, shas = store_and_shas
+    rows = b.deflection_rows(shas)
+    draft = b.deflection_draft(rows, version="1.1.0", parent="1.0.0")
+    draft.k_min = 1
+    draft.removed = [{"sample_id": "gone", "reason": "drop in v1.1.0", "removed_in": "1.1.0"}]
+    draft.incomplete = {"held_out": 1, "failed_calls": {"smollm2": {"failed": 1, "calls": 4}}}
+    dedup = StageResult(stage="dedup", kept=pa.table({"x": [1]}), counts={"flagged": 1, "dropped": 1},
+                        extra={"settings": {"drop": True}}, components={"near_duplicates": "phash"})
+    draft.notes = [near_duplicate_note(dedup), Shortfall(1, {"smollm2": (1, 4)}).describe()]
+    path = write_release(draft, tmp_path, store)
+    card = (path / "README.md").read_text()
+    assert "1 sample removed since then" in card and "1 sample held out by those errors" in card
+    assert "at least 1 negative context per sample" in card and "6 rows in `test`" in card
+    assert "1 sample flagged, 1 dropped" in card and "1 sample held out by errors" in card
+    html = write_report(path).read_text()
+    assert "1 sample held out by failed model calls" in html
+    assert not re.search(r"\b1 samples\b|sample\(s\)", card + html)
