@@ -57,8 +57,7 @@ def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), ou
     notes = [*([incomplete] if incomplete else []), crag_note, *stand_in_notes(settings, name, system, components)]
     scope = f"task {task}" if task else "all turns"
     title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {answers.num_rows} turns)"
-    table = summarise_cragmm(ruled, target, title, notes, reading)
-    print(table)
+    summarise_cragmm(ruled, target, title, notes, reading)
     calls += crag_calls
     print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")

@@ -62,9 +62,8 @@ def evaluate_deflectionbench(
     title = (f"{name} on {bench.benchmark} {bench.version} ({', '.join(abstention)} abstention, {system} system)"
              + (f". {incomplete}" if incomplete else ""))
     used = [templates.evaluation(level).id for level in dict.fromkeys(results["abstention"].to_pylist())]
-    table = summarise(results, target, title, crag, crag_note, [f"Answered with {templates.describe(used)}."])
+    summarise(results, target, title, crag, crag_note, [f"Answered with {templates.describe(used)}."])
     record_release(target, bench.benchmark, bench.version, bench.content_id)
-    print(table)
     print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
     return str(target)

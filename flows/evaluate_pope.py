@@ -38,8 +38,7 @@ def evaluate_pope(release: str, model: str, config: str = str(DEMO_CONFIG), out:
     failed = [row["error"] for row in rows if row["grade"] == FAILED]
     incomplete = check_failures(name, len(failed), len(rows), failed[0] if failed else None, allow_incomplete)
     title = f"{name} on {bench.benchmark} {bench.version} ({system} system)" + (f". {incomplete}" if incomplete else "")
-    table = summarise_pope(rows, target, title, notes)
-    print(table)
+    summarise_pope(rows, target, title, notes)
     print(f"answers, metrics and traces -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
     return str(target)

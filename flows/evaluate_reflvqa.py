@@ -62,9 +62,8 @@ def evaluate_reflvqa(release: str, model: str, config: str = str(DEMO_CONFIG), o
              f"N = {', '.join(map(str, grid['queries']))} search queries, {cut} per query of {cfg.candidates} "
              f"({components['retriever']}, reranked by {components['reranker']}; images: "
              f"{components['image_retriever']}); graded by {', '.join(evaluators)}{stand_in}")
-    table = summarise_reflvqa(run, target, title, settings_by_searched(grid["settings"], cfg.two_step_documents), notes)
+    summarise_reflvqa(run, target, title, settings_by_searched(grid["settings"], cfg.two_step_documents), notes)
     record_release(target, bench.benchmark, bench.version, bench.content_id)
-    print(table)
     print(f"answers, grades, metrics and Hit@K plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
     return str(target)

@@ -143,6 +143,9 @@ def summarise_cragmm(ruled: pa.Table, out: Path, title: str, notes: list[str], r
     """Write answers and the CRAG tables (per set, domain, query category; multi-turn score)."""
     text = write_cragmm_evaluation(ruled, out, title, notes, reading)
     create_markdown_artifact(key="evaluation-cragmm", markdown=text, description=title)
+    return text
+
+
 @task(name="answer-pope", cache_policy=NO_CACHE)
 def answer_pope(probes: list[dict], settings: Settings, model: str, system: str,
                 run_id: str) -> tuple[list[dict], list[str], list[dict]]:

@@ -132,9 +132,11 @@ def evaluate(
 
     _prefect_defaults()
     flow = benchmark.evaluation_flow()
-    typer.echo(run_flow(lambda: flow(release=str(release.resolve()), model=model, config=str(config.resolve()),
-                                     out=str(out.resolve()) if out else None, allow_incomplete=allow_incomplete,
-                                     **arguments)))
+    folder = Path(run_flow(lambda: flow(release=str(release.resolve()), model=model, config=str(config.resolve()),
+                                        out=str(out.resolve()) if out else None, allow_incomplete=allow_incomplete,
+                                        **arguments)))
+    typer.echo((folder / "table.md").read_text(), nl=False)  # the table alone on stdout: `> table.md` works
+    typer.echo(f"evaluation: {folder}", err=True)
 
 
 @app.command("recurate")

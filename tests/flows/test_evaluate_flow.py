@@ -15,10 +15,9 @@ import flowkit  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-def test_evaluation_answers_every_scenario_and_prints_the_table(tmp_path_factory, fixtures_root, prefect_harness):
+def test_evaluation_answers_every_scenario_and_publishes_the_table(tmp_path_factory, fixtures_root, prefect_harness):
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-    from prefect.logging.handlers import APILogHandler
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
 
     from mmcurate.flows.evaluate_deflectionbench import evaluate_deflectionbench
 
@@ -37,8 +36,9 @@ def test_evaluation_answers_every_scenario_and_prints_the_table(tmp_path_factory
     # the reader answers from the gold evidence: every oracle answer is correct
     assert answers.filter(pl.col("scenario") == "oracle")["grade"].to_list() == ["CORRECT"] * n
     assert (out / "metrics_vs_negatives.png").stat().st_size > 1000
-    APILogHandler().flush()  # what the flow run printed, as the Prefect API recorded it
+    # the run's table is its markdown artifact in Prefect (the command line prints it on stdout)
     with get_client(sync_client=True) as client:
-        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[state.state_details.flow_run_id])))
-    printed = "\n".join(log.message for log in logs)
-    assert "| oracle |" in printed and "Truthfulness" in printed
+        [artifact] = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=["evaluation"]),
+            flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])))
+    assert artifact.data == table

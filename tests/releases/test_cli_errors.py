@@ -70,6 +70,8 @@ def test_evaluate_one_scenario_other_than_realistic(copy, tmp_path, prefect_harn
                                     str(config(tmp_path, tmp_path)), "--scenario", "oracle", "--out", str(out))
     assert code == 0, err
     assert "| oracle |" in (out / "table.md").read_text() and (out / "answers.parquet").is_file()
+    # the table alone on stdout (`> table.md` works), the logs and the folder on stderr
+    assert stdout == (out / "table.md").read_text() and str(out) in err
     assert not (out / "metrics_vs_negatives.png").exists()  # plotted only when realistic ran
 
 
