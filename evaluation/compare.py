@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
+from mmcurate.core.plural import counted
 
 from .run_record import recorded_content_id
 
@@ -156,7 +157,7 @@ def compare_runs(a: Path | str, b: Path | str) -> Comparison:
         raise CompareError(f"the runs {run_a.folder} and {run_b.folder} share no item (matched on {', '.join(key)})")
     graded = [i for i in common if items_a[i] not in UNGRADED and items_b[i] not in UNGRADED]
     if not graded:
-        raise CompareError(f"the runs share {len(common)} item(s) but none is graded in both")
+        raise CompareError(f"the runs share {counted(len(common), 'item')} but none is graded in both")
     group = next((key.index(c) for c in GROUPS if c in key), None)
     counts: Counter[tuple[str, str]] = Counter()
     for item in graded:
@@ -200,7 +201,7 @@ def comparison_markdown(result: Comparison) -> str:
              "95% Wilson": "–" if r["low"] is None else f"[{r['low']:.3f}, {r['high']:.3f}]"}
             for r in result.wins.to_pylist()]
     return (f"# {result.a} (A) vs {result.b} (B) on {result.release}\n\n"
-            f"{result.compared} item(s) compared (matched on {', '.join(result.key)}); left out: "
+            f"{counted(result.compared, 'item')} compared (matched on {', '.join(result.key)}); left out: "
             f"{result.left_out} without a grade in both runs, {result.only_in_a} only in A, {result.only_in_b} only in B.\n\n"
             f"## Transitions from A to B\n\n"
             f"{markdown_table(table, right=['Count', 'Share (%)'])}\n\n"

@@ -52,6 +52,7 @@ from tokenizers import Tokenizer
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.markdown import markdown_table
+from mmcurate.core.plural import counted
 from mmcurate.judging.answers import numeric_ranges
 from mmcurate.judging.grades import Grade, JudgeItem
 from mmcurate.judging.simpleqa import Judge, LexicalJudge
@@ -217,7 +218,7 @@ def crag_score(results: pa.Table, samples: pa.Table, judge: CragJudge, counter: 
     ids = results.column("sample_id").to_pylist()
     unknown = sorted({sid for sid in ids if sid not in by_id})
     if unknown:
-        raise ConfigError(f"{len(unknown)} evaluated sample(s) are not in the release, e.g. {unknown[0]!r}")
+        raise ConfigError(f"{counted(len(unknown), 'evaluated sample')} not in the release, e.g. {unknown[0]!r}")
     cut: list[tuple[str, int] | None] = [None if a is None else counter.cut(a, limit) for a in answers]
     items = [JudgeItem(str(n), by_id[sid]["question"], list(by_id[sid]["answers"]), c[0],
                        numeric_ranges(by_id[sid]["meta"]))

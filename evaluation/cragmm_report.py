@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.core.plural import counted
 from mmcurate.core.tables import write_table
 
 from .crag import crag_markdown, crag_metrics
@@ -108,8 +109,8 @@ def write_cragmm_evaluation(ruled: pa.Table, out: Path, title: str, notes: Seque
         write_table(conversations, out / "conversations.parquet")
         scores: list[Any] = conversations.column("score").to_pylist()
         stopped = sum(ruled.column("stopped").to_pylist())
-        sections.append(f"## Multi-turn\n\n{conversations.num_rows} conversations, mean conversation score "
-                        f"{100 * sum(scores) / len(scores):.1f} %; {stopped} turn(s) stopped by the rule.")
+        sections.append(f"## Multi-turn\n\n{counted(conversations.num_rows, 'conversation')}, mean conversation score "
+                        f"{100 * sum(scores) / len(scores):.1f} %; {counted(stopped, 'turn')} stopped by the rule.")
     text = "\n\n".join(sections) + "\n"
     (out / "table.md").write_text(text)
     return text

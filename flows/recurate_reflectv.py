@@ -16,6 +16,7 @@ from prefect import flow
 from mmcurate.annotation.reflectv.recheck import SCORES, RecheckTrajectories, drawn_marks
 from mmcurate.annotation.reflectv.visual import YES_NO
 from mmcurate.core.images import ImageStore
+from mmcurate.core.plural import counted
 from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reflectv import reflectv_recuration_draft, released_dialogues, trajectory_samples
 from mmcurate.tasks.recuration import open_recuration, publish_recuration
@@ -39,6 +40,6 @@ def recurate_reflectv(release: str, add_model: list[str], config: str | None = N
     draft = reflectv_recuration_draft(settings, run.version, run_id, parent, run.parent_record, checked, deduped, store)
     path = publish_recuration(run, draft, allow_incomplete, bill, checked.calls)
     print(f"recurated reflectv {parent.version} -> {draft.version} with {', '.join(run.new_models)}: "
-          f"{len(draft.removed)} removed, {checked.counts['collapsed']} chains collapsed, "
+          f"{len(draft.removed)} removed, {counted(checked.counts['collapsed'], 'chain')} collapsed, "
           f"{checked.kept.num_rows} kept -> {path}")
     return str(path)

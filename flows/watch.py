@@ -22,6 +22,7 @@ from typing import Any
 from prefect import flow
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.plural import counted
 from mmcurate.flows.recurate import recurate_release
 from mmcurate.planning.watch import propose
 from mmcurate.releases.errors import ReleaseError
@@ -70,7 +71,7 @@ def _summary(outcome: dict[str, Any]) -> str:
     if not outcome["new_models"]:
         return "no new model"
     if outcome["recurated"] is None:
-        return f"{len(outcome['new_models'])} new model(s) proposed"
+        return f"{counted(len(outcome['new_models']), 'new model')} proposed"
     return f"re-curated as {outcome['recurated']}" + (f", published to {outcome['published']}"
                                                        if outcome["published"] else "")
 

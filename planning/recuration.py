@@ -33,6 +33,7 @@ from mmcurate.annotation.reflvqa.necessity import STAGE as NECESSITY
 from mmcurate.annotation.reflvqa.necessity import grade_request, inspector_request
 from mmcurate.annotation.reflvqa.recheck import judged_candidates
 from mmcurate.core.errors import ConfigError
+from mmcurate.core.plural import counted
 from mmcurate.core.specs import LLM, ModelRef
 from mmcurate.gating.parametric import parametric_request
 from mmcurate.judging.answers import CORRECT, INCORRECT, NOT_ATTEMPTED, precondition
@@ -130,8 +131,8 @@ def deflection_recuration(run: Recuration) -> Plan:
             if requests and examples:
                 out.append(plan_row(stage, step, spec, requests, examples))
                 out += judged(run, stage, step, requests, rows)
-    return plan_of(run, out, len(rows), [f"{len(unsettled)} sample(s) whose gold check no recorded answer settles; "
-                                         f"{negatives} released negatives"])
+    return plan_of(run, out, len(rows), [f"{counted(len(unsettled), 'sample')} whose gold check no recorded answer settles; "
+                                         f"{counted(negatives, 'released negative')}"])
 
 
 def _settled_gold(recorded: RecordedAnswers, model: str, rows: list[dict[str, Any]],

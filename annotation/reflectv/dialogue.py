@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
+from mmcurate.core.plural import counted
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
@@ -166,7 +167,7 @@ class BuildDialogues(Stage):
                 to_build.append(row)
         if to_build:
             if self.student is None or self.teacher is None:
-                raise MmcurateError(f"{len(to_build)} sample(s) have no ready-made dialogue: "
+                raise MmcurateError(f"{counted(len(to_build), 'sample')} without a ready-made dialogue: "
                                     "reflectv.student and reflectv.teacher must name models")
             self._build(ctx, to_build, turns, failed, decisions)
         keep_mask, counts = [], {"input": len(rows), "kept": 0, "dropped": 0, "built": 0, "ingested": 0, "turns": 0,

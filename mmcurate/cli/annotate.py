@@ -13,6 +13,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from mmcurate.core.plural import counted
+
 from .app import app
 
 annotate_app = typer.Typer(
@@ -76,13 +78,13 @@ def import_(
 
     if evaluation:
         judged = _judges(release).import_labels(release, evaluation, labels, out)
-        typer.echo(f"{judged.items} items from {len(judged.annotators)} annotator(s) "
+        typer.echo(f"{counted(judged.items, 'item')} from {counted(len(judged.annotators), 'annotator')} "
                    f"({', '.join(judged.annotators)}) -> {judged.path}")
         typer.echo(judged.markdown.rstrip())
         return
     result = import_labels(release, list(labels), out)
     typer.echo(
-        f"{result.items} items from {len(result.annotators)} annotator(s) ({', '.join(result.annotators)}); "
+        f"{counted(result.items, 'item')} from {counted(len(result.annotators), 'annotator')} ({', '.join(result.annotators)}); "
         f"{result.verified} human-verified -> {result.path}"
     )
     for question, summary in result.agreement.items():

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mmcurate.core.plural import counted
 from mmcurate.releases.diff import diff_releases
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
@@ -44,7 +45,7 @@ def why(release: Annotated[Path, typer.Argument(help="a release folder, or an ev
     opened = open_release(release)
     trace = trace_sample(opened, sample_id)
     state = "IN" if trace.in_release else "NOT in"
-    typer.echo(f"{sample_id} is {state} {opened.benchmark} {opened.version}; {len(trace.decisions)} decision(s):")
+    typer.echo(f"{sample_id} is {state} {opened.benchmark} {opened.version}; {counted(len(trace.decisions), 'decision')}:")
     for d in trace.decisions:
         typer.echo(f"  {format_decision(d)}")
 

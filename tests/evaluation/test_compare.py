@@ -87,7 +87,7 @@ def test_transitions_and_win_shares(runs):
 def test_cli_prints_the_tables(runs, capsys, monkeypatch):
     code, out, _ = run_cli(capsys, monkeypatch, "compare-evals", str(runs[0]), str(runs[1]))
     assert code == 0
-    assert "7 item(s) compared" in out and "| all | corrected | 3 | 42.9 |" in out
+    assert "7 items compared" in out and "| all | corrected | 3 | 42.9 |" in out
     assert "| B better | 3/7 | 42.9 | [0.158, 0.750] |" in out
 
 

@@ -62,5 +62,5 @@ def test_the_table_per_set_domain_and_category(tmp_path):
     assert "| single_turn | 0.0 | 50.0 | 50.0 | -50.0 | 2 | 0 | 1 / 0 |" in text  # the failed call is missing
     assert "| food |" in text and "| simple-knowledge |" in text
     assert "- a stand-in" in text and "Multi-turn rule (competition)" in text
-    assert "1 conversations, mean conversation score 0.0 %; 2 turn(s) stopped" in text
+    assert "1 conversation, mean conversation score 0.0 %; 2 turns stopped" in text
     assert (tmp_path / "crag_by_domain.parquet").is_file() and (tmp_path / "conversations.parquet").is_file()

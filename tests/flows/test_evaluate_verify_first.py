@@ -124,7 +124,7 @@ def test_compare_plain_with_verify_first(runs):
     result = CliRunner().invoke(app, ["compare-evals", str(outs["plain"]), str(outs["verify-first"])])
     assert result.exit_code == 0, result.output
     text = result.output
-    assert f"{2 * n} item(s) compared" in text
+    assert f"{2 * n} items compared" in text
     for scenario, transition, count in [("all", "kept correct", n - 2), ("all", "broken", 2),
                                         ("all", "kept wrong", n), ("all", "corrected", 0),
                                         ("oracle", "kept correct", n - 2), ("oracle", "broken", 2),

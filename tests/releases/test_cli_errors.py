@@ -152,7 +152,7 @@ def test_annotate_import_reads_a_bom_and_refuses_other_encodings(capsys, monkeyp
     code, out, err = run_cli(capsys, monkeypatch, "annotate", "import", str(reflvqa_release), str(tmp_path / "bom.csv"),
                              "--out", str(tmp_path / "verified"))
     assert code == 0, err
-    assert "1 items from 1 annotator(s) (Zoë)" in out
+    assert "1 item from 1 annotator (Zoë)" in out
     (tmp_path / "latin1.csv").write_bytes((tmp_path / "bom.csv").read_text(encoding="utf-8-sig").encode("latin-1"))
     (tmp_path / "latin1.jsonl").write_bytes(json.dumps({k: row[k] for k in fields}, ensure_ascii=False)
                                             .encode("latin-1") + b"\n")
