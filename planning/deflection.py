@@ -31,6 +31,7 @@ from . import throughput
 from .inputs import PlanInput
 from .plan import Plan, PlanRow, elimination, plan_row, remaining, words
 from .rates import DISTRACTOR, GOLD, MAX_NEGATIVES, PARAMETRIC, DeflectionRates
+from .tokens import TOKEN_NOTE
 
 STAGE_OF = {PARAMETRIC: "I", GOLD: "III", DISTRACTOR: "III"}
 PAPER_QUESTION_WORDS = 12.5  # seed paper 003, Table 3
@@ -110,8 +111,7 @@ def plan_deflectionbench(settings: Settings, given: PlanInput, rates: Deflection
         shares = ", ".join(f"{step} {share:.0%}" for step, share in rates.prejudge.items()) or "none measured"
         notes.append(f"judge: {judge.name} on what the pre-judge does not settle (pre-judge share: {shares}); "
                      "the judged answer is sized as the sample's gold answer; unparsable-reply retries are not counted")
-    notes.append("tokens: ~4 characters per token, 3 per message + 3 for the reply, image_tokens per image "
-                 "(vision models); completion = max_tokens unless a release measured it")
+    notes.append(f"{TOKEN_NOTE}; completion = max_tokens unless a release measured it")
     return Plan(
         benchmark="deflectionbench", samples=given.samples, samples_from=how, rates_from=rates.source,
         funnel=[("candidates", given.samples), ("after Stage I", after_i), ("after Stage II", after_ii),

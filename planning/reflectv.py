@@ -43,6 +43,7 @@ from mmcurate.models.requests import ChatRequest
 from .inputs import PlanInput
 from .plan import Plan, PlanRow, plan_row, throughput_sources, words
 from .rates import ReflectVRates
+from .tokens import TOKEN_NOTE
 
 GROUNDING = "grounding"
 STAND_IN_IMAGE = f"{0:064x}"
@@ -124,8 +125,7 @@ def plan_reflectv(settings: Settings, given: PlanInput, rates: ReflectVRates) ->
     notes = [f"turns per built dialogue: {depth:.1f} ({'measured' if rates.turns is not None else 'max_turns, an upper bound'}); "
              f"dialogues ingested ready-made (FIRE): {ingested:.0%}; General QA share of reflective turns: {general:.0%}",
              f"released: the verified chains with QA pairs up to the share rho = {cfg.rho} (see formatting)",
-             "tokens: ~4 characters per token, 3 per message + 3 for the reply, image_tokens per image "
-             "(vision models); completion = max_tokens; retries of unreadable replies are not counted"]
+             f"{TOKEN_NOTE}; completion = max_tokens; retries of unreadable replies are not counted"]
     if not cfg.student:
         notes.append("no student and teacher: every dialogue must be ingested ready-made (FIRE)")
     return Plan(

@@ -30,7 +30,7 @@ from mmcurate.judging.entailment import DOC_CHARS, image_support_request, text_s
 from .inputs import PlanInput
 from .plan import Plan, PlanRow, plan_row, throughput_sources, words
 from .rates import RefLVQARates, at
-from .tokens import CHARS_PER_TOKEN
+from .tokens import CHARS_PER_TOKEN, TOKEN_NOTE
 
 PAPER_ANSWER_WORDS = 76.5  # seed paper 004, Table 1
 PAPER_SENTENCES = 5  # an answer of 76.5 words in sentences of about 15 words
@@ -109,8 +109,7 @@ def plan_reflvqa(settings: Settings, given: PlanInput, rates: RefLVQARates) -> P
                                   [image_support_request(f"{r['sample_id']}/s{i}", f"{0:064x}", s)
                                    for r, i, s in statements], measured(CITATION, viewer.name)))
     notes = [f"sentences per answer: {per_answer:.1f}; fact-checkable share: {rates.factcheckable:.0%}",
-             "tokens: ~4 characters per token, 3 per message + 3 for the reply, image_tokens per image "
-             "(vision models); completion = max_tokens unless a release measured it; label retries are not counted"]
+             f"{TOKEN_NOTE}; completion = max_tokens unless a release measured it; label retries are not counted"]
     if cfg.cross_modal_encoder is None:
         notes.append("image relevance is skipped (no cross-modal encoder): every candidate reaches the inspectors")
     return Plan(

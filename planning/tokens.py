@@ -22,6 +22,9 @@ from mmcurate.models.requests import ChatRequest
 CHARS_PER_TOKEN = 4
 MESSAGE_TOKENS = 3
 REPLY_TOKENS = 3
+# the rule above as a plan's note says it (each plan adds how it sizes completions)
+TOKEN_NOTE = (f"tokens: ~{CHARS_PER_TOKEN} characters per token, {MESSAGE_TOKENS} per message + {REPLY_TOKENS} "
+              "for the reply, image_tokens per image (vision models)")
 
 
 def text_tokens(text: str) -> int:
