@@ -45,12 +45,15 @@ class Evaluation:
     and completes the options a user gave before any flow starts, returning the flow's
     keyword arguments; without one the options pass as given. ``plan`` (a function's path,
     ``(settings, release, model, checked options) -> Plan``) gives the calls of a run before
-    it starts (``mmcurate plan CONFIG --evaluate RELEASE --model M``)."""
+    it starts (``mmcurate plan CONFIG --evaluate RELEASE --model M``). ``refuse`` (a function's
+    path, ``(settings, model, checked options) -> None``) raises on a model or configuration the
+    evaluation cannot run with, so the command line refuses before any flow starts."""
 
     flow: str
     options: tuple[str, ...] = ()
     check: str | None = None
     plan: str | None = None
+    refuse: str | None = None
 
     def arguments(self, benchmark: str, given: Mapping[str, Any], flags: Mapping[str, str]) -> dict[str, Any]:
         """``given`` (option name -> value, only what the user set) checked against what this
@@ -61,6 +64,10 @@ class Evaluation:
             raise MmcurateError(f"{', '.join(foreign)}: not an option of the {benchmark} evaluation "
                                 f"(its options: {takes})")
         return load(self.check)(dict(given)) if self.check else dict(given)
+
+    def refuse_unrunnable(self, settings: Settings, model: str, arguments: Mapping[str, Any]) -> None:
+        if self.refuse:
+            load(self.refuse)(settings, model, arguments)
 
     def planner(self, benchmark: str) -> Callable[..., Plan]:
         if self.plan is None:

@@ -15,5 +15,6 @@ BENCHMARK = Benchmark(
         flow="mmcurate.flows.evaluate_cragmm:evaluate_cragmm",
         options=("system", "task", "limit"),
         check="mmcurate.evaluation.cruise:run_options",
+        refuse="mmcurate.evaluation.cruise:refuse_unrunnable",
     ),
 )

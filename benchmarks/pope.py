@@ -15,5 +15,6 @@ BENCHMARK = Benchmark(
         flow="mmcurate.flows.evaluate_pope:evaluate_pope",
         options=("system",),
         check="mmcurate.evaluation.pope:run_options",
+        refuse="mmcurate.evaluation.pope:refuse_unrunnable",
     ),
 )

@@ -36,7 +36,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.core.errors import MmcurateError
+from mmcurate.core.config import Settings
+from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.gating import prompts
 from mmcurate.models.requests import ChatRequest
 from mmcurate.retrieval.cragmm_search import Retriever
@@ -72,6 +73,13 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
         raise MmcurateError(f"limit must be at least 1 conversation, got {limit}")
     return {"system": system, "task": None if task is None else str(task),
             "limit": None if limit is None else int(limit)}
+
+
+def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -> None:
+    """What a CRAG-MM evaluation cannot run with, said before any call: CRUISE without its
+    configuration section."""
+    if options["system"] == SYSTEM_NAME and settings.cruise is None:
+        raise ConfigError("--system cruise needs a 'cruise' section in the config")
 
 
 @dataclass(frozen=True)

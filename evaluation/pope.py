@@ -68,6 +68,16 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
     return {"system": system}
 
 
+def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -> None:
+    """What the POPE evaluation cannot run with, said before any call: a model that cannot see,
+    Kestrel without a grounding agent."""
+    if not settings.model(model).vision:
+        raise EvaluationError(f"POPE asks about images: model {model!r} cannot see them (vision: false)")
+    if options["system"] == KESTREL and settings.evaluation.pope.kestrel.grounding is None:
+        raise EvaluationError("--system kestrel needs a grounding agent: set evaluation.pope.kestrel.grounding "
+                              "('boxes:<regions>' or 'pointing:<model>')")
+
+
 def read_answer(text: str) -> str:
     """POPE's reading of a reply as yes or no (module docstring)."""
     words = text.split(".")[0].replace(",", "").split(" ")
@@ -201,9 +211,8 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
                  system: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Every probe answered by ``model`` through ``system``; the rows and the notes naming what
     stood in for what (module docstring)."""
+    refuse_unrunnable(ctx.settings, model, {"system": system})
     spec = ctx.settings.model(model)
-    if not spec.vision:
-        raise EvaluationError(f"POPE asks about images: model {model!r} cannot see them (vision: false)")
     notes = [f"{model}: scripted model (rules in {spec.script.name}) stands in for a vision model."] \
         if spec.backend == "scripted" and spec.script else []
     if system == PLAIN:
@@ -212,9 +221,7 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
         finally:
             ctx.pool.release(model)
     cfg = ctx.settings.evaluation.pope.kestrel
-    if cfg.grounding is None:
-        raise EvaluationError("--system kestrel needs a grounding agent: set evaluation.pope.kestrel.grounding "
-                              "('boxes:<regions>' or 'pointing:<model>')")
+    assert cfg.grounding is not None  # refuse_unrunnable
     grounder = make_grounder(cfg.grounding)
     segmenter = Sam2Segmenter(cfg.segmenter) if cfg.segmenter is not None else None
     items = [KestrelItem(p["sample_id"], p["image"], p["question"], heuristic_type(p["question"]),

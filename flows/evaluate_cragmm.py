@@ -15,10 +15,9 @@ import pyarrow as pa
 from prefect import flow
 
 from mmcurate.core.config import load_config
-from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.cragmm_report import apply_multi_turn_rule
-from mmcurate.evaluation.cruise import PLAIN, SYSTEM_NAME, run_options, select_turns, stand_in_notes
+from mmcurate.evaluation.cruise import PLAIN, refuse_unrunnable, run_options, select_turns, stand_in_notes
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.runs import evaluation_folder
 from mmcurate.releases.reader import open_release
@@ -36,9 +35,8 @@ def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), ou
     options = run_options({"system": system, "task": task, "limit": limit})
     system, task, limit = options["system"], options["task"], options["limit"]
     settings = load_config(config)
-    if system == SYSTEM_NAME and settings.cruise is None:
-        raise ConfigError(f"--system cruise needs a 'cruise' section in {config}")
     name = settings.add_model(model).name
+    refuse_unrunnable(settings, name, options)
     bench = open_release(release)
     target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, system)
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"), "turns")

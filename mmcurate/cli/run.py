@@ -123,12 +123,14 @@ def evaluate(
     if out is not None:
         refuse_inside_release(out, "--out")
     config = config_or_demo(config)
-    load_config(config).add_model(model)
+    settings = load_config(config)
+    name = settings.add_model(model).name
     given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
                              "system": system, "task": task, "limit": limit, "settings": setting,
                              "queries": queries}
     arguments = benchmark.evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
+    benchmark.evaluation.refuse_unrunnable(settings, name, arguments)
 
     _prefect_defaults()
     flow = benchmark.evaluation_flow()

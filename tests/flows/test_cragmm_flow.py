@@ -120,3 +120,17 @@ def test_plain_and_bad_options(home, capsys, monkeypatch):
         code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(release), "--model", "reader", "--config",
                                str(home_dir / "config.yaml"), *extra)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_cruise_without_its_section_is_refused_before_any_flow(home, capsys, monkeypatch, tmp_path):
+    def no_flow(call):
+        raise AssertionError("the command started a flow run")
+
+    monkeypatch.setattr("mmcurate.cli.run.run_flow", no_flow)
+    home_dir, release = home
+    config = yaml.safe_load((home_dir / "config.yaml").read_text())
+    del config["cruise"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(release), "--model", "reader", "--config",
+                           str(tmp_path / "config.yaml"), "--system", "cruise")
+    assert code == 2 and "--system cruise needs a 'cruise' section" in err and len(err.strip().splitlines()) == 1, err

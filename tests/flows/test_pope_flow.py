@@ -17,6 +17,7 @@ from pathlib import Path
 import flowkit
 import polars as pl
 import pytest
+import yaml
 
 from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.reader import open_release
@@ -132,3 +133,19 @@ def test_a_rerun_returns_the_release(run) -> None:
     _, config, release, _ = run
     assert Path(pope(config=str(config))) == release
     assert sorted(p.name for p in release.parent.iterdir()) == ["1.0.0"]
+
+
+def test_a_run_it_cannot_make_is_refused_before_any_flow(run, capsys, monkeypatch, tmp_path) -> None:
+    def no_flow(call):
+        raise AssertionError("the command started a flow run")
+
+    monkeypatch.setattr("mmcurate.cli.run.run_flow", no_flow)
+    _, config, release, _ = run
+    ungrounded = yaml.safe_load(config.read_text())
+    del ungrounded["evaluation"]
+    (tmp_path / "ungrounded.yaml").write_text(yaml.safe_dump(ungrounded))
+    for extra, message in (((str(config), "--model", "blind"), "model 'blind' cannot see them (vision: false)"),
+                           ((str(tmp_path / "ungrounded.yaml"), "--model", "lvlm", "--system", "kestrel"),
+                            "--system kestrel needs a grounding agent")):
+        code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(release), "--config", *extra)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
