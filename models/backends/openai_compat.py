@@ -50,6 +50,10 @@ class Backoff:
         d = min(self.cap, self.base * 2**attempt)
         return d / 2 + random.uniform(0, d / 2)
 
+    async def pause(self, seconds: float) -> None:
+        """The wait between two attempts (one place, so a test can record it instead)."""
+        await asyncio.sleep(seconds)
+
 
 def retry_after_seconds(value: str | None, cap: float) -> float | None:
     """Parse a Retry-After header (seconds or HTTP date); None when absent or unreadable."""
@@ -199,7 +203,7 @@ class OpenAICompatBackend(Backend):
                         return self._failed(request, error, started, dropped)
                     wait = retry_after_seconds(reply.headers.get("retry-after"), self.backoff.retry_after_cap)
             if attempt + 1 < attempts:
-                await asyncio.sleep(wait if wait is not None else self.backoff.delay(attempt))
+                await self.backoff.pause(wait if wait is not None else self.backoff.delay(attempt))
         return self._failed(request, f"{error} (gave up after {attempts} attempts)", started, dropped)
 
     def close(self) -> None:

@@ -24,15 +24,15 @@ def ask(ident: str, kind: str) -> ChatRequest:
 
 @pytest.fixture
 def waits(monkeypatch) -> list[float]:
-    """The pauses the backend takes between attempts, recorded and not slept."""
+    """The pauses the backend takes between attempts, recorded and not slept (only the
+    backend's: patching asyncio.sleep would also catch every other event loop's sleeps)."""
     taken: list[float] = []
-    sleep = asyncio.sleep
 
-    async def record(delay: float, *args, **kwargs):
+    async def record(self, delay: float) -> None:
         taken.append(delay)
-        return await sleep(0)
+        await asyncio.sleep(0)
 
-    monkeypatch.setattr(openai_compat.asyncio, "sleep", record)
+    monkeypatch.setattr(openai_compat.Backoff, "pause", record)
     return taken
 
 
