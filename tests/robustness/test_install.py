@@ -2,16 +2,20 @@
 that is not the checkout. Built twice from a copy of the tree: as usual (the C line picker
 compiled) and with a C compiler that always fails (CC=/bin/false), which must still give a
 working install whose Reddit ingest writes the same files, byte for byte, with the
-pure-Python picker. No network: the environments see the test interpreter's packages
-(--system-site-packages) and the wheel is installed with --no-deps --no-index.
+pure-Python picker. No network: each environment sees the test environment's packages
+through a .pth file naming its site-packages (never the base interpreter's, which holds no
+project dependency on a clean machine, and whatever it holds elsewhere must not count), and
+the wheel is installed with --no-deps --no-index.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -20,7 +24,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-BASE_PYTHON = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+BASE_SITE = Path(sysconfig.get_path("purelib", vars={"base": sys.base_prefix, "platbase": sys.base_prefix}))
 OUTPUTS = ("samples.parquet", "quarantine.parquet", "locators.parquet")
 
 
@@ -36,13 +40,24 @@ def _tree_copy(dest: Path) -> Path:
     return dest
 
 
+def _venv_over_test_env(venv: Path) -> None:
+    """A venv without the base interpreter's site-packages that sees this test environment's
+    packages: a path line in a .pth file (a path line adds the folder only; the folder's own
+    .pth files, such as the checkout's editable finder, stay unread)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    purelib = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    ours = [p for p in site.getsitepackages() if Path(p).resolve() != BASE_SITE.resolve()]
+    (Path(purelib) / "test-environment.pth").write_text("".join(f"{p}\n" for p in ours))
+
+
 def _install(work: Path, compiler: str | None) -> Path:
     """A fresh environment with the wheel built from a copy of the tree; its bin folder."""
     tree = _tree_copy(work / "tree")
     env = {**os.environ, **({"CC": compiler} if compiler else {})}
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
                     "-w", str(work / "wheel"), str(tree)], check=True, env=env, cwd=work, capture_output=True)
-    subprocess.run([str(BASE_PYTHON), "-m", "venv", "--system-site-packages", str(work / "venv")], check=True)
+    _venv_over_test_env(work / "venv")
     wheel = next((work / "wheel").glob("mmcurate-*.whl"))
     subprocess.run([str(work / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     str(wheel)], check=True, cwd=work, capture_output=True)
@@ -51,8 +66,6 @@ def _install(work: Path, compiler: str | None) -> Path:
 
 @pytest.fixture(scope="module")
 def installs(tmp_path_factory) -> dict[str, Path]:
-    if not BASE_PYTHON.is_file():
-        pytest.skip(f"no base interpreter at {BASE_PYTHON} to make a fresh environment with")
     return {name: _install(tmp_path_factory.mktemp(name), compiler)
             for name, compiler in (("c", None), ("no-compiler", "/bin/false"))}
 
@@ -61,6 +74,17 @@ def _run(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MMCURATE_PURE_PICKER")}
     return subprocess.run([str(bin_dir / args[0]), *args[1:]], capture_output=True, text=True, cwd=cwd, env=env,
                           timeout=300)
+
+
+def test_the_environment_sees_the_test_environment_not_the_base_interpreter(installs, tmp_path):
+    """What the base interpreter holds (nothing on a clean machine, anything on another) must not
+    decide whether the install works: its site-packages is not on the new environment's path."""
+    seen = _run(installs["c"], "python", "-c", "import json, sys, typer; print(json.dumps([sys.path, typer.__file__]))",
+                cwd=tmp_path)
+    assert seen.returncode == 0, seen.stderr
+    path, typer_file = json.loads(seen.stdout)
+    assert str(BASE_SITE) not in path and BASE_SITE.resolve() not in {Path(p).resolve() for p in path if p}
+    assert Path(typer_file).resolve().is_relative_to(Path(sys.prefix).resolve())
 
 
 def test_an_installed_wheel_finds_its_configs_outside_a_checkout(installs, tmp_path):
