@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -205,3 +206,44 @@ def import_project(release: Path | str, exports: list[Path | str], out: Path | s
             file.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
             files.append(file)
         return import_labels(release, files, out)
+
+
+def push_project(out: Path | str, url: str, token: str, title: str = "mmcurate citation review",
+                 wait: float = 900.0) -> int:
+    """Create the exported project on a Label Studio through its REST API (the labeling config,
+    the Local Files storage on ``out/images``, the tasks); returns the project id. Label Studio
+    must serve local files with ``out`` as its document root; a server still starting (its
+    first start migrates its database for minutes) is waited for, up to ``wait`` seconds."""
+    import httpx
+
+    out = Path(out)
+    client = httpx.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Token {token}"}, timeout=120)
+
+    def call(method: str, path: str, **body: Any) -> Any:
+        try:
+            reply = client.request(method, path, **body)
+        except httpx.HTTPError as exc:
+            raise MmcurateError(f"Label Studio at {url}: {type(exc).__name__}: {exc}") from None
+        if reply.status_code >= 400:
+            raise MmcurateError(f"Label Studio at {url}: {method} {path} -> {reply.status_code} {reply.text[:200]}")
+        return reply.json()
+
+    with client:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                if client.get("/api/projects").status_code < 500:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise MmcurateError(f"Label Studio at {url} did not answer within {wait:g} s")
+            time.sleep(2.0)
+        existing = [p for p in call("GET", "/api/projects", params={"title": title}).get("results", [])
+                    if p.get("title") == title]
+        if existing:  # pushed before (a second `make review-ui` on the same folder)
+            return int(existing[0]["id"])
+        project = call("POST", "/api/projects", json={"title": title, "label_config": (out / CONFIG).read_text()})
+        call("POST", "/api/storages/localfiles", json={"project": project["id"], **project_storage(out)})
+        call("POST", f"/api/projects/{project['id']}/import", json=json.loads((out / TASKS).read_text()))
+    return int(project["id"])

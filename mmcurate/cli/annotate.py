@@ -135,6 +135,24 @@ def import_(
     typer.echo(f"  sampling: {SAMPLING}")
 
 
+@annotate_app.command("push-label-studio")
+def push_label_studio(
+    review: Annotated[Path, typer.Argument(help="the folder `annotate export --format label-studio` wrote")],
+    url: Annotated[str, typer.Option("--url", help="the running Label Studio")] = "http://127.0.0.1:8080",
+) -> None:
+    """Create the exported project on a running Label Studio (its API key from LABEL_STUDIO_API_KEY)."""
+    import os
+
+    from mmcurate.core.errors import MmcurateError
+    from mmcurate.review.label_studio import push_project
+
+    token = os.environ.get("LABEL_STUDIO_API_KEY")
+    if not token:
+        raise MmcurateError("set LABEL_STUDIO_API_KEY to the Label Studio user's API key (Account & Settings)")
+    project = push_project(review, url, token)
+    typer.echo(f"project {project}: {url.rstrip('/')}/projects/{project}/data")
+
+
 @annotate_app.command("export-trajectories")
 def export_trajectories(
     release: Annotated[Path, typer.Argument(help="a ReflectV release folder")],
