@@ -113,13 +113,11 @@ def evaluate(
     are its own; see the README)."""
     from mmcurate.benchmarks import get
     from mmcurate.core.config import load_config
-    from mmcurate.core.errors import MmcurateError
     from mmcurate.releases.reader import open_release, refuse_inside_release
 
     # every input is checked before Prefect starts: a bad one is one line, exit 2
     benchmark = get(open_release(release).benchmark)
-    if benchmark.evaluation is None:
-        raise MmcurateError(f"mmcurate has no evaluation of {benchmark.name} releases")
+    evaluation = benchmark.required_evaluation()
     if out is not None:
         refuse_inside_release(out, "--out")
     config = config_or_demo(config)
@@ -129,14 +127,15 @@ def evaluate(
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
                              "system": system, "task": task, "limit": limit, "settings": setting,
                              "queries": queries}
-    arguments = benchmark.evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
-    benchmark.evaluation.refuse_unrunnable(settings, name, arguments)
+    arguments = evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
+    evaluation.refuse_unrunnable(settings, name, arguments)
 
     _prefect_defaults()
-    flow = benchmark.evaluation_flow()
-    folder = Path(run_flow(lambda: flow(release=str(release.resolve()), model=model, config=str(config.resolve()),
-                                        out=str(out.resolve()) if out else None, allow_incomplete=allow_incomplete,
-                                        **arguments)))
+    from mmcurate.flows.evaluate import evaluate_release  # Prefect loads once every input is checked
+
+    folder = Path(run_flow(lambda: evaluate_release(
+        release=str(release.resolve()), model=model, config=str(config.resolve()),
+        out=str(out.resolve()) if out else None, allow_incomplete=allow_incomplete, options=arguments)))
     typer.echo((folder / "table.md").read_text(), nl=False)  # the table alone on stdout: `> table.md` works
     typer.echo(f"evaluation: {folder}", err=True)
 

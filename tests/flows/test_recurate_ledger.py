@@ -39,7 +39,7 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     """The scripted release, re-curated once in place (with its response cache) with a "knower"
     that knows one released answer by heart: (home, config, 1.0.0, 1.1.0)."""
     from mmcurate.flows.deflectionbench import deflectionbench
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home = tmp_path_factory.mktemp("ledger") / "home"
     home.mkdir()
@@ -49,7 +49,7 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
         "vlm-reader": flowkit.READER,
         "knower": {"backend": "scripted", "script": str(knower), "default": "Atlantis", "revision": "knower-1"}})
     release = Path(deflectionbench(config=str(config)))
-    return home, config, release, Path(recurate(release=str(release), add_model=["knower"], config=str(config)))
+    return home, config, release, Path(recurate_release(release=str(release), add_model=["knower"], config=str(config)))
 
 
 def _copy(release: Path, home: Path, tmp_path: Path) -> Path:
@@ -61,13 +61,13 @@ def _copy(release: Path, home: Path, tmp_path: Path) -> Path:
 
 
 def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, asked, caplog):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, _, release, cached = built
     moved = _copy(release, home, tmp_path)
     (tmp_path / "home" / "work").mkdir()  # an empty workdir: no responses.sqlite
     with caplog.at_level(logging.INFO):
-        new = Path(recurate(release=str(moved), add_model=["knower"]))
+        new = Path(recurate_release(release=str(moved), add_model=["knower"]))
     assert set(asked) == {"knower"} and asked["knower"] > 0  # no request reached vlm-reader
     # the calls the run log states are the card's, and its requests are those calls and cache hits
     card = [r for r in open_release(new).manifest["statistics"]["calls"] if r["step"] != "total"]
@@ -82,7 +82,7 @@ def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, asked, c
 
 
 def test_the_parent_is_recorded_by_content_id_and_checked(built, tmp_path):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release, cached = built
     assert open_release(cached).manifest["parent"] == {"version": "1.0.0",
@@ -99,7 +99,7 @@ def test_the_parent_is_recorded_by_content_id_and_checked(built, tmp_path):
     spec.write_text(json.dumps({"name": "knower", "backend": "scripted", "script": str(home / "knower.jsonl"),
                                 "default": "Atlantis", "revision": "knower-1"}))
     with pytest.raises(ReleaseError) as refused:
-        recurate(release=str(release), add_model=[str(spec)], config=str(other))
+        recurate_release(release=str(release), add_model=[str(spec)], config=str(other))
     assert "\n" not in str(refused.value) and "content ids differ" in str(refused.value)
     assert not (sibling.parent / "1.1.0").exists()
     # verify checks it too: 1.1.0 beside another 1.0.0 than its parent does not verify
@@ -109,19 +109,19 @@ def test_the_parent_is_recorded_by_content_id_and_checked(built, tmp_path):
 
 
 def test_a_moved_release_with_a_workdir_that_is_nowhere_is_refused(built, tmp_path):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release, _ = built
     moved = tmp_path / "shallow" / "1.0.0"  # recorded workdir ../../../work climbs out of tmp_path
     shutil.copytree(release, moved)
     with pytest.raises(ConfigError) as refused:
-        recurate(release=str(moved), add_model=["knower"])
+        recurate_release(release=str(moved), add_model=["knower"])
     message = str(refused.value)
     assert "\n" not in message and "does not exist here" in message and "--config" in message
     assert not (tmp_path.parent / "work").exists() and list(moved.parent.iterdir()) == [moved]
     # with a config, its paths are used: the re-curation is the one already published beside it
-    assert Path(recurate(release=str(moved), add_model=["knower"], config=str(config))).parent == home / "releases" / \
-        "deflectionbench"
+    again = Path(recurate_release(release=str(moved), add_model=["knower"], config=str(config)))
+    assert again.parent == home / "releases" / "deflectionbench"
 
 
 def test_the_new_version_has_a_changelog_in_its_card(built):
@@ -144,13 +144,13 @@ def test_the_new_version_has_a_changelog_in_its_card(built):
 
 
 def test_over_budget_nothing_is_called(built, tmp_path, monkeypatch):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release, _ = built
     called: list[str] = []
     monkeypatch.setattr(ModelClient, "chat", lambda self, requests, stage: called.append(self.spec.name))
     with pytest.raises(ReleaseError) as refused:
-        recurate(release=str(release), add_model=["knower"], config=str(config), version="1.2.0", max_calls=3)
+        recurate_release(release=str(release), add_model=["knower"], config=str(config), version="1.2.0", max_calls=3)
     assert "over --max-calls 3: nothing was called" in str(refused.value) and called == []
     assert not (release.parent / "1.2.0").exists()
 

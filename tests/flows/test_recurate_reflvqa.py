@@ -31,14 +31,14 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
 
 
 def test_new_inspector_and_judge_are_the_only_calls(built, asked):
-    from mmcurate.flows.recurate_reflvqa import recurate_reflvqa
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release = built
     parent = open_release(release)
     qa = parent.table("qa").to_pylist()
     known = qa[0]  # the sage answers this question with the Reddit answer itself: no image needed
     (home / "sage.jsonl").write_text(json.dumps({"when_all": [known["question"]], "answer": known["answer"]}) + "\n")
-    new = Path(recurate_reflvqa(release=str(release), add_model=["sage", "text_entailment=skeptic"],
+    new = Path(recurate_release(release=str(release), add_model=["sage", "text_entailment=skeptic"],
                                 config=str(config)))
     assert new == release.parent / "1.1.0" and verify_release(new).ok
     assert set(asked) == {"sage", "skeptic"} and asked["sage"] == len(qa)  # the inspector was not asked

@@ -71,12 +71,12 @@ def test_other_settings_under_the_same_version_are_refused_before_the_pipeline(b
 
 
 def test_recuration_calls_only_the_new_model_and_explains_removals(built):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release = built
     with ResponseCache.open(f"sqlite:///{flowkit.cache_path(home)}") as cache:
         reader_answers = cache.count("vlm-reader")
-    new = Path(recurate(release=str(release), add_model=["knower"], config=str(config)))
+    new = Path(recurate_release(release=str(release), add_model=["knower"], config=str(config)))
     assert new.name == "1.1.0" and open_release(new).manifest["parent"] == {
         "version": "1.0.0", "content_id": open_release(release).manifest["sealed"]}
     assert verify_release(new).ok  # its sealed body and its counts per source, against its data
@@ -92,13 +92,13 @@ def test_recuration_calls_only_the_new_model_and_explains_removals(built):
 
 
 def test_recuration_with_another_model_is_refused_naming_it(built):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release = built
-    first = Path(recurate(release=str(release), add_model=["knower"], config=str(config)))  # a rerun
+    first = Path(recurate_release(release=str(release), add_model=["knower"], config=str(config)))  # a rerun
     assert first.name == "1.1.0"
     with pytest.raises(ReleaseExists) as refused:
-        recurate(release=str(release), add_model=["parrot"], config=str(config))
+        recurate_release(release=str(release), add_model=["parrot"], config=str(config))
     message = str(refused.value)
     assert "deflectionbench 1.1.0 exists" in message and "gating.pool" in message and "parrot" in message
     assert [m["name"] for m in open_release(first).manifest["models"]] == ["vlm-reader", "knower"]
@@ -115,7 +115,7 @@ def test_manifests_and_cards_carry_no_absolute_path(built):
 
 
 def test_a_copied_release_recurates_beside_itself(built, tmp_path):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, _, release = built
     # another machine's layout, release and model script alike: the manifest's paths are relative
@@ -124,7 +124,7 @@ def test_a_copied_release_recurates_beside_itself(built, tmp_path):
     shutil.copytree(release, moved)
     shutil.copy(home / "knower.jsonl", tmp_path / "home" / "knower.jsonl")
     (tmp_path / "home" / "work").mkdir()  # the workdir there (a fresh one: no response cache)
-    new = Path(recurate(release=str(moved), add_model=["knower"]))
+    new = Path(recurate_release(release=str(moved), add_model=["knower"]))
     assert new == moved.parent / "1.1.0"
     assert verify_release(new).ok and open_release(new).manifest["parent"]["version"] == "1.0.0"
     assert list_versions(tmp_path / "home" / "releases", "deflectionbench") == ["1.0.0", "1.1.0"]
