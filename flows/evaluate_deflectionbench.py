@@ -39,7 +39,7 @@ def evaluate_deflectionbench(
     system: str = PLAIN,
 ) -> None:
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
-    seed = int(bench.manifest.get("seed", 0))
+    seed = bench.manifest.seed or 0
     templates = prompt_set(settings.deflectionbench.prompts if settings.deflectionbench else None)
     results, calls = answer_scenarios(samples, settings, name, scenarios, n_negatives, abstention, seed,
                                       new_run_id(), modality_analysis, system, templates)

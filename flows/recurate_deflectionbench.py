@@ -41,8 +41,8 @@ def recurate_deflectionbench(run: Recuration) -> Recurated:
     draft = deflection_draft(
         settings, run.version, run_id, gating=gated, pairing=None, oracle=checked,
         ingested=inherited_ingest(parent.manifest), carried=dict(Counter(samples["source"].to_pylist())),
-        quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
-        components=parent.manifest.get("components", {}), parent=run.parent_record, history=parent.ledger,
+        quarantine=parent.quarantine, source_files=[entry.recorded() for entry in parent.manifest.source_files],
+        components=dict(parent.manifest.components), parent=run.parent_record, history=parent.ledger,
         topics_before=inherited_topics(parent.manifest), dedup=deduped,
-        indexes=parent.manifest.get("indexes"))  # contexts as mined then
+        indexes=parent.manifest.indexes)  # contexts as mined then
     return Recurated(draft, gated.calls + checked.calls, draft.tables["test"].num_rows)

@@ -31,12 +31,12 @@ def recurate_reflvqa(run: Recuration) -> Recurated:
     store = ImageStore(settings.workdir / "images")
     pairs, corpus = qa_samples(parent, store), release_corpus(parent, store)
 
-    evaluator = (parent.manifest.get("components") or {}).get("necessity_evaluator")
+    evaluator = parent.manifest.components.get("necessity_evaluator")
     necessary = run_stage(ImageNecessity(cfg.inspectors, cfg.evaluator, cfg.max_right_inspectors,
                                          run.recorded("necessity", ("right", "wrong"), judge=evaluator)),
                           pairs, settings, run_id)
     documents = {r["doc_id"]: (r["title"], r["text"]) for r in corpus.to_pylist() if r["modality"] == "text"}
-    judges = [f"llm:{name}" for name in run.reusable] + [(parent.manifest.get("judge") or {}).get("name")]
+    judges = [f"llm:{name}" for name in run.reusable] + [parent.manifest.judge_name]
     cited = run_stage(RecheckCitations(cfg.text_entailment, documents, judged_candidates(parent.ledger),
                                        run.recorded("citation", ("entail", "reject"), models=judges, part="sentence")),
                       necessary.kept, settings, run_id)

@@ -70,7 +70,7 @@ def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, asked, c
         new = Path(recurate_release(release=str(moved), add_model=["knower"]))
     assert set(asked) == {"knower"} and asked["knower"] > 0  # no request reached vlm-reader
     # the calls the run log states are the card's, and its requests are those calls and cache hits
-    card = [r for r in open_release(new).manifest["statistics"]["calls"] if r["step"] != "total"]
+    card = [r for r in open_release(new).manifest.statistics["calls"] if r["step"] != "total"]
     assert flowkit.logged_calls(caplog.text) == {(r["step"], r["model"]): (r["calls"], r["cache_hits"], r["failures"])
                                                  for r in card}
     assert flowkit.logged_requests(caplog.text) == {(r["step"], r["model"]): r["calls"] + r["cache_hits"]
@@ -85,15 +85,15 @@ def test_the_parent_is_recorded_by_content_id_and_checked(built, tmp_path):
     from mmcurate.flows.recurate import recurate_release
 
     home, config, release, cached = built
-    assert open_release(cached).manifest["parent"] == {"version": "1.0.0",
-                                                       "content_id": open_release(release).manifest["sealed"]}
+    assert open_release(cached).manifest.parent.recorded() == {"version": "1.0.0",
+                                                                "content_id": open_release(release).manifest.sealed}
     # another config whose releases_root holds another 1.0.0 (other content, so another content id)
     other = flowkit.scripted_config(tmp_path / "other", flowkit.REPO / "tests" / "fixtures" / "generated",
                                     pool=["vlm-reader"], models={"vlm-reader": flowkit.READER})
     sibling = tmp_path / "other" / "releases" / "deflectionbench" / "1.0.0"
     shutil.copytree(release, sibling)
     (sibling / "README.md").write_text("another card\n")
-    seal(sibling, {k: v for k, v in load_manifest(sibling).items() if k not in ("files", "sealed")})
+    seal(sibling, {k: v for k, v in load_manifest(sibling).recorded().items() if k not in ("files", "sealed")})
     assert verify_release(sibling).ok
     spec = tmp_path / "knower.yaml"  # the knower as a model file: the other config does not define it
     spec.write_text(json.dumps({"name": "knower", "backend": "scripted", "script": str(home / "knower.jsonl"),
@@ -127,13 +127,13 @@ def test_a_moved_release_with_a_workdir_that_is_nowhere_is_refused(built, tmp_pa
 def test_the_new_version_has_a_changelog_in_its_card(built):
     home, _, release, cached = built
     changelog = (cached / "CHANGELOG.md").read_text()
-    removed = open_release(cached).manifest["removed"]
+    removed = open_release(cached).manifest.removed
     assert len(removed) == 1
     sid = removed[0]["sample_id"]
     assert "## 1.1.0: re-curation of 1.0.0" in changelog and "gating: `knower`" in changelog
     assert f"- `{sid}` (webqa): " in changelog and "[model `knower`]" in changelog
     assert "No evaluation run of deflectionbench 1.0.0" in changelog and "## 1.0.0" in changelog
-    assert "CHANGELOG.md" in open_release(cached).manifest["files"] and verify_release(cached).ok
+    assert "CHANGELOG.md" in open_release(cached).manifest.files and verify_release(cached).ok
     card = (cached / "README.md").read_text()
     assert "## Changes" in card and f"`{sid}`" in card
     for version in (release, cached):  # a DeflectionBench report has its sections, each once

@@ -43,7 +43,7 @@ def test_new_inspector_and_judge_are_the_only_calls(built, asked):
     assert new == release.parent / "1.1.0" and verify_release(new).ok
     assert set(asked) == {"sage", "skeptic"} and asked["sage"] == len(qa)  # the inspector was not asked
     recurated = open_release(new)
-    removed = recurated.manifest["removed"]
+    removed = recurated.manifest.removed
     assert [r["sample_id"] for r in removed] == [known["sample_id"]]
     assert "answerable without the image" in removed[0]["reason"]
     # the skeptic rejects every document: no text citation is left, fact-checkable sentences are flagged
@@ -55,7 +55,7 @@ def test_new_inspector_and_judge_are_the_only_calls(built, asked):
     cited_before = [r["sample_id"] for r in qa[1:] if any(s["text_citations"] for s in r["sentences"])]
     assert cited_before and all(f"`{sid}` (reddit): citation/citation.recheck: changed" in changelog
                                 for sid in cited_before)
-    assert recurated.manifest["parent"]["version"] == "1.0.0" and recurated.manifest["judge"]["name"] == "llm:skeptic"
+    assert recurated.manifest.parent.version == "1.0.0" and recurated.manifest.judge_name == "llm:skeptic"
 
 
 def test_the_plan_counts_the_new_models_calls(built):

@@ -49,7 +49,7 @@ def test_flow_writes_a_valid_release_that_says_what_it_skipped(run):
     assert path == home / "releases" / "reflvqa" / "1.0.0"
     assert verify_release(path).ok
     release = open_release(path)
-    notes = " ".join(release.manifest["notes"])
+    notes = " ".join(release.manifest.notes)
     assert "relevance" in notes and "cross-modal" in notes  # no CLIP offline: skipped, said so
     assert "image citations" in notes
     ledger = pl.from_arrow(release.ledger)
@@ -65,7 +65,7 @@ def test_flow_writes_a_valid_release_that_says_what_it_skipped(run):
                 assert sentence["text_citations"] or sentence["flagged"]
     kb = release.frame("knowledge_base")
     assert kb.filter(kb["modality"] == "text").height == 60  # the whole fixture corpus ships for RAG
-    table1 = {row["statistic"] for row in release.manifest["statistics"]["table1"]}
+    table1 = {row["statistic"] for row in release.manifest.statistics["table1"]}
     assert {"pairs", "unique_questions", "unique_images", "answer_words_mean"} <= table1
 
 
