@@ -6,6 +6,8 @@ import random
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmcurate.evaluation.answer_metrics import answer_metrics_markdown, compute_answer_metrics
 from mmcurate.evaluation.cited_answers import CitedSentence, parse_cited_answer
@@ -155,6 +157,27 @@ def test_ndcg_recall_and_hits_by_hand():
     assert (hits[1], hits[2], hits[4], hits[5], hits[10]) == (0.25, 0.5, 0.5, 0.75, 0.75)
     with pytest.raises(ValueError):
         ndcg_at_k(ranking, set())
+
+
+def hand_ndcg(ranking: list[str], relevant: set[str], k: int) -> float:
+    """NDCG@k as mmcurate computed it by hand before trec_eval (ir_measures) did."""
+    dcg = sum(1.0 / math.log2(i + 1) for i, doc in enumerate(ranking[:k], 1) if doc in relevant)
+    return dcg / sum(1.0 / math.log2(i + 1) for i in range(1, min(len(relevant), k) + 1))
+
+
+def hand_recall(ranking: list[str], relevant: set[str], k: int) -> float:
+    return len(set(ranking[:k]) & relevant) / len(relevant)
+
+
+DOCS = st.sampled_from([f"d{i}" for i in range(30)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(ranking=st.lists(DOCS, max_size=25, unique=True), relevant=st.sets(DOCS, min_size=1, max_size=8),
+       k=st.integers(1, 30))
+def test_trec_eval_measures_are_the_numbers_computed_by_hand_before(ranking, relevant, k):
+    assert ndcg_at_k(ranking, relevant, k) == pytest.approx(hand_ndcg(ranking, relevant, k), abs=1e-12)
+    assert recall_at_k(ranking, relevant, k) == pytest.approx(hand_recall(ranking, relevant, k), abs=1e-12)
 
 
 def test_hit_at_k_plot(tmp_path):
