@@ -26,6 +26,7 @@ from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_scenarios, score_crag, summarise
 
+
 def evaluate_deflectionbench(
     bench: Release,
     settings: Settings,

@@ -22,6 +22,7 @@ from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_rows
 from mmcurate.tasks.evaluate import answer_pope, summarise_pope
 
+
 def evaluate_pope(bench: Release, settings: Settings, name: str, target: Path, allow_incomplete: bool = False,
                   system: str = PLAIN) -> None:
     probes = canonical_rows(bench, ImageStore(settings.workdir / "images"), "probes")

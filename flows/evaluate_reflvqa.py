@@ -30,6 +30,7 @@ from mmcurate.releases.unembed import canonical_rows
 from mmcurate.tasks.evaluate import answer_reflvqa, plan_evaluation, summarise_reflvqa
 from mmcurate.tasks.plan import report_spent
 
+
 def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, allow_incomplete: bool,
                      settings: list[str], queries: list[int]) -> None:
     """``settings`` (text, image, multi, two-step) x ``queries`` (N), checked by ``run_options``."""
