@@ -172,15 +172,15 @@ def test_ingested_means_one_thing_in_both_cards(built):
     "in 1.0.0", as in its CHANGELOG."""
     _, _, release, cached = built
     first, second = (open_release(p).manifest for p in (release, cached))
-    assert first["statistics"]["funnel"][0] == {"stage": "ingested", "remaining": 24}
-    assert second["statistics"]["funnel"][0] == {"stage": "in 1.0.0", "remaining": 4}
-    assert all(row["stage"] != "ingested" for row in second["statistics"]["funnel"])
-    parent_rows = {r["source"]: r for r in first["statistics"]["per_source"]}
-    for row in second["statistics"]["per_source"]:
+    assert first.statistics["funnel"][0] == {"stage": "ingested", "remaining": 24}
+    assert second.statistics["funnel"][0] == {"stage": "in 1.0.0", "remaining": 4}
+    assert all(row["stage"] != "ingested" for row in second.statistics["funnel"])
+    parent_rows = {r["source"]: r for r in first.statistics["per_source"]}
+    for row in second.statistics["per_source"]:
         was = parent_rows[row["source"]]
         assert (row["ingested"], row["in 1.0.0"]) == (was["ingested"], was["retained"])
         assert row["retention_pct"] == round(100.0 * row["retained"] / row["ingested"], 2)
-        assert second["counts"]["per_source"][row["source"]]["ingested"] == was["ingested"]
+        assert second.counts.per_source[row["source"]]["ingested"] == was["ingested"]
     card = (cached / "README.md").read_text()
     assert "| source | ingested | in 1.0.0 | retained | retention_pct |" in card
     assert "| mmdocrag | 12 | 2 | 2 | 16.67 |" in card and "| in 1.0.0 | 4 |" in card
