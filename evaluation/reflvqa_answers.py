@@ -47,7 +47,8 @@ _END = re.compile(r"[.!?]+$")
 @dataclass
 class Answer:
     hits: list[Hit]  # the documents the answer could cite, in the order they were numbered
-    sentences: list[tuple[str, list[str]]] | None  # (text, cited doc ids); None: no readable answer
+    # (text, cited doc ids, invalid citation numbers: of no shown document); None: no readable answer
+    sentences: list[tuple[str, list[str], list[int]]] | None
     reply: str | None  # the final reply as given
     status: str
     error: str | None = None
@@ -114,8 +115,12 @@ def ask_cited(answering: Answering, asks: Sequence[tuple[Mapping[str, Any], list
     return out
 
 
-def _cited(sentences: Sequence[CitedSentence], hits: Sequence[Hit], offset: int = 0) -> list[tuple[str, list[str]]]:
-    return [(s.text, [hits[offset + n - 1].doc_id for n in s.cites]) for s in sentences]
+def _cited(sentences: Sequence[CitedSentence], hits: Sequence[Hit],
+           offset: int = 0) -> list[tuple[str, list[str], list[int]]]:
+    """(text, cited doc ids, invalid numbers): two numbers of one document (a document two
+    queries found) are one citation."""
+    return [(s.text, list(dict.fromkeys(hits[offset + n - 1].doc_id for n in s.cites)), list(s.invalid))
+            for s in sentences]
 
 
 def _failure(label: Label, step: str) -> tuple[str, str]:

@@ -23,6 +23,7 @@ from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.run_record import record_release
 from mmcurate.evaluation.reflvqa import FAILED, settings_by_searched
 from mmcurate.evaluation.reflvqa_settings import PAPER_NAMES, run_options
+from mmcurate.evaluation.reflvqa_subset import choose_pairs
 from mmcurate.evaluation.runs import evaluation_folder
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
@@ -36,16 +37,18 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 @flow(name="evaluate-reflvqa", log_prints=True)
 def evaluate_reflvqa(release: str, model: str, config: str = str(DEMO_CONFIG), out: str | None = None,
                      allow_incomplete: bool = False, settings: list[str] | None = None,
-                     queries: list[int] | None = None) -> str:
-    """``settings`` (text, image, multi, two-step) x ``queries`` (N); default: every setting, N = 1."""
-    grid = run_options({"settings": settings, "queries": queries})
+                     queries: list[int] | None = None, subset: str | None = None) -> str:
+    """``settings`` (text, image, multi, two-step) x ``queries`` (N) on the ``subset`` of QA pairs;
+    default: every setting, N = 1, the config's subset (the human-verified pairs)."""
+    grid = run_options({"settings": settings, "queries": queries, "subset": subset})
     conf = load_config(config)
     name = conf.add_model(model).name
     bench = open_release(release)
     target = evaluation_folder(conf, bench.benchmark, bench.version, name, out)
     cfg = conf.evaluation.reflvqa
     store = ImageStore(conf.workdir / "images")
-    qa = canonical_rows(bench, store, "qa")
+    qa, subset_note = choose_pairs(canonical_rows(bench, store, "qa"), cfg.verified_labels,
+                                   grid.get("subset", cfg.subset))
     documents = pa.Table.from_pylist(canonical_rows(bench, store, "knowledge_base"), schema=KNOWLEDGE_BASE)
     plan = plan_evaluation(conf, name, qa, documents, grid["settings"], grid["queries"])
     run, components, notes, calls = answer_reflvqa(qa, documents, conf, name, new_run_id(), grid["settings"],
@@ -54,7 +57,7 @@ def evaluate_reflvqa(release: str, model: str, config: str = str(DEMO_CONFIG), o
     failed = [row["error"] for row in run.answers.select(["status", "error"]).to_pylist() if row["status"] == FAILED]
     incomplete = check_failures(name, len(failed), run.answers.num_rows, failed[0] if failed else None,
                                 allow_incomplete)
-    notes = [incomplete, *notes] if incomplete else notes
+    notes = [incomplete, subset_note, *notes] if incomplete else [subset_note, *notes]
     evaluators = sorted({components[f"{m}_evaluator"] for m in ("groundedness", "completeness", "relevance")})
     stand_in = " (token-overlap stand-in, not an evaluator model)" if any(map(is_lexical, evaluators)) else ""
     cut = f"top-{cfg.top_k}" if cfg.cutoff is None else f"cutoff {cfg.cutoff}"
