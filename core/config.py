@@ -444,6 +444,10 @@ class RefLVQAEvalConfig(_Strict):
     # evaluates), read from verified_labels; without labels every pair, said in the notes; 'all'
     subset: Literal["verified", "all"] = "verified"
     verified_labels: Path | None = None  # human_verified.parquet of `mmcurate annotate import`, or its folder
+    # image-self-refine (004 appendix C.1): "finalized when the combined score reaches 6 or when
+    # three iterations have been completed" (scores 0-9: three traits of 0-3, Table 18)
+    self_refine_stop: int = Field(default=6, ge=0, le=9)
+    self_refine_rounds: int = Field(default=3, ge=1, le=10)
 
 
 class KestrelConfig(_Strict):

@@ -43,7 +43,11 @@ from .graders import Grader, Unit
 from .reflvqa_answers import ANSWERED, FAILED, UNREADABLE, Answer, Answering, answer_once, answer_two_step, shown
 from .reflvqa_queries import write_queries
 from .reflvqa_subset import VERIFIED_SENTENCES
-from .reflvqa_settings import DEFAULT_QUERIES, PAPER_NAMES, SETTINGS, TWO_STEP, pooled, searched, split
+from .reflvqa_grounding import answer_captioned, answer_cot, answer_self_refine
+from .reflvqa_settings import (
+    DEFAULT_QUERIES, GRID, IMAGE_CAPTION, IMAGE_COT, IMAGE_GROUNDING, IMAGE_SELF_REFINE, PAPER_NAMES, TWO_STEP, pooled,
+    searched, split,
+)
 from .retrieval_metrics import first_hit, ndcg_at_k, recall_at_k
 
 STAGE = "evaluate.reflvqa"
@@ -204,10 +208,16 @@ def _retrieved(rows: Sequence[Mapping[str, Any]], queries: Sequence[tuple[str, .
 
 
 def _answers(answering: Answering, setting: str, rows: Sequence[Mapping[str, Any]],
-             lists: Mapping[tuple[str, ...], list[list[Hit]]], two_step_documents: str) -> list[Answer]:
+             lists: Mapping[tuple[str, ...], list[list[Hit]]], cfg: RefLVQAEvalConfig) -> list[Answer]:
+    if setting == IMAGE_COT:
+        return answer_cot(answering, rows, lists[(IMAGE,)])
+    if setting == IMAGE_SELF_REFINE:
+        return answer_self_refine(answering, rows, lists[(IMAGE,)], cfg.self_refine_rounds, cfg.self_refine_stop)
+    if setting == IMAGE_CAPTION:
+        return answer_captioned(answering, rows, lists[(IMAGE,)])
     if setting != TWO_STEP:
         return answer_once(answering, rows, lists[searched(setting)[0]])
-    if two_step_documents == "shared":
+    if cfg.two_step_documents == "shared":
         parts = [split(hits) for hits in lists[BOTH]]
         return answer_two_step(answering, rows, [t for t, _ in parts], [i for _, i in parts])
     return answer_two_step(answering, rows, lists[(TEXT,)], lists[(IMAGE,)])
@@ -221,7 +231,7 @@ def evaluate_reflvqa(
     model: str,
     graders: Mapping[str, Grader],  # metric -> evaluator
     cfg: RefLVQAEvalConfig,
-    settings: Sequence[str] = SETTINGS,
+    settings: Sequence[str] = GRID,
     queries: Sequence[int] = DEFAULT_QUERIES,
     run_id: str = "",
 ) -> RefLVQARun:
@@ -244,7 +254,7 @@ def evaluate_reflvqa(
             lists = {m: _retrieved(rows, mine, corpus, m, cfg) for m in sets}
             for setting in settings:
                 cell = replace(answering, stage=f"{STAGE}.{setting}.n{n}")
-                got = dict(zip(ready, _answers(cell, setting, rows, lists, cfg.two_step_documents)))
+                got = dict(zip(ready, _answers(cell, setting, rows, lists, cfg)))
                 for i, row in enumerate(qa):
                     label = written[i]
                     answer = got.get(i) or Answer([], None, None, FAILED if label.raw[-1] is None else UNREADABLE,
@@ -284,6 +294,13 @@ def evaluate_reflvqa(
         counts["two_step_answers_combined"] = sum(len(a["steps"]) == 2 for a in two_step)
         counts["two_step_image_documents_without_caption"] = sum(
             1 for a in two_step for h in a["retrieved"] if h["modality"] == IMAGE and h["caption"] is None)
+    captioned = [a for a in answers if a["setting"] == IMAGE_CAPTION and a["status"] == ANSWERED]
+    if captioned:
+        counts["image_caption_documents_without_caption"] = sum(
+            1 for a in captioned for h in a["retrieved"] if h["caption"] is None)
+    refined = [a for a in answers if a["setting"] == IMAGE_SELF_REFINE and a["status"] == ANSWERED]
+    if refined:
+        counts["self_refine_answers_refined"] = sum(any(s["step"] == "answer 1" for s in a["steps"]) for a in refined)
     return RefLVQARun(pa.Table.from_pylist(answers, schema=ANSWERS), pa.Table.from_pylist(grades, schema=GRADES),
                       pa.Table.from_pylist(retrieval, schema=RETRIEVAL), counts, cfg.score_average)
 
@@ -370,11 +387,20 @@ def reading_notes(cfg: RefLVQAEvalConfig, settings: Sequence[str]) -> list[str]:
              f"({duplicates}); MultiRAG fuses the text and image rankings by reciprocal rank into one list; "
              f"score_average: {cfg.score_average} ({average}; Mean = @1.0 + 0.5 x (@0.5 - @1.0) either way); "
              f"query_embedding: {cfg.query_embedding}"]
+    grounding = [PAPER_NAMES[s] for s in settings if s in IMAGE_GROUNDING]
+    if grounding:
+        notes.append(f"{', '.join(grounding)} (section 6.2, Table 7: N = 1, K = 5): ImageRAG's documents; CoT thinks "
+                     "between <thinking> tags before answering; Self-Refine scores its answer on Table 18's three "
+                     f"traits and refines it until the combined score reaches {cfg.self_refine_stop} or "
+                     f"{cfg.self_refine_rounds} feedback rounds were given; Captioning follows each image document "
+                     "with its caption")
+    captions = (f"captions by {cfg.captioner}, written for each question" if cfg.captioner else
+                "no captioning model configured: an image document is shown with the caption its source gives "
+                "it (title, alt text), a stand-in, or a line saying it has none")
     if TWO_STEP in settings:
         documents = ("MultiRAG's documents split by modality, as Table 5 retrieves the same for both"
                      if cfg.two_step_documents == "shared" else "TextRAG's and ImageRAG's documents")
-        captions = (f"captions by {cfg.captioner}, written for each question" if cfg.captioner else
-                    "no captioning model configured: an image document is shown with the caption its source gives "
-                    "it (title, alt text), a stand-in, or a line saying it has none")
         notes.append(f"Two-step: two_step_documents: {cfg.two_step_documents} ({documents}); {captions}")
+    if IMAGE_CAPTION in settings:
+        notes.append(f"ImageRAG + Captioning: {captions}")
     return notes

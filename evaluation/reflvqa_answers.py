@@ -115,7 +115,7 @@ def ask_cited(answering: Answering, asks: Sequence[tuple[Mapping[str, Any], list
     return out
 
 
-def _cited(sentences: Sequence[CitedSentence], hits: Sequence[Hit],
+def cited_ids(sentences: Sequence[CitedSentence], hits: Sequence[Hit],
            offset: int = 0) -> list[tuple[str, list[str], list[int]]]:
     """(text, cited doc ids, invalid numbers): two numbers of one document (a document two
     queries found) are one citation."""
@@ -123,7 +123,7 @@ def _cited(sentences: Sequence[CitedSentence], hits: Sequence[Hit],
             for s in sentences]
 
 
-def _failure(label: Label, step: str) -> tuple[str, str]:
+def failure_of(label: Label, step: str) -> tuple[str, str]:
     """(status, error) of a reply that gave no answer."""
     return (FAILED if label.raw[-1] is None else UNREADABLE), f"{step}: {label.error}"
 
@@ -134,9 +134,9 @@ def answer_once(answering: Answering, rows: Sequence[Mapping[str, Any]], hits: S
     out = []
     for h, label in zip(hits, labels):
         if label.ok:
-            out.append(Answer(h, _cited(label.label, h), label.raw[-1], ANSWERED))
+            out.append(Answer(h, cited_ids(label.label, h), label.raw[-1], ANSWERED))
         else:
-            status, error = _failure(label, "answer")
+            status, error = failure_of(label, "answer")
             out.append(Answer(h, None, label.raw[-1], status, error))
     return out
 
@@ -210,17 +210,17 @@ def answer_two_step(answering: Answering, rows: Sequence[Mapping[str, Any]], tex
         if captions[i][1] is not None:
             answer.status, answer.error = FAILED, captions[i][1]
         elif failed:
-            answer.status, answer.error = _failure(*failed[0])
+            answer.status, answer.error = failure_of(*failed[0])
         elif i in merged:
             label = merged[i]
             answer.reply = label.raw[-1]
             if label.ok:
-                answer.sentences = _cited(label.label, hits)
+                answer.sentences = cited_ids(label.label, hits)
             else:
-                answer.status, answer.error = _failure(label, "combined answer")
+                answer.status, answer.error = failure_of(label, "combined answer")
         else:  # one modality only: its branch is the answer
             label, offset = (text_labels[i], 0) if i in text_labels else (image_labels[i], len(text[i]))
-            answer.reply, answer.sentences = label.raw[-1], _cited(label.label, hits, offset)
+            answer.reply, answer.sentences = label.raw[-1], cited_ids(label.label, hits, offset)
         out.append(answer)
     return out
 

@@ -1,6 +1,7 @@
 """The prompts of a RefLVQA evaluation: the system's search queries, its referential answer,
-Two-step's image captions and combined answer, and the three evaluators (groundedness,
-completeness, relevance), in the spirit of the seed paper's appendix (Tables 11-17), in our
+Two-step's image captions and combined answer, section 6.2's image grounding methods (CoT,
+Self-Refine's feedback and refinement), and the three evaluators (groundedness,
+completeness, relevance), in the spirit of the seed paper's appendix (Tables 11-18), in our
 own words.
 
 Each template id enters the response-cache key: change a wording, bump its suffix. The
@@ -212,3 +213,42 @@ def reasoned_label(text: str | None, labels: Mapping[str, str]) -> tuple[str, st
 
 def relevance_prompt(question: str, answer: str) -> str:
     return f"Question: {question}\n\nAnswer: {answer}\n\nRelevance (1-7):"
+
+
+# --------------------------------------------------- image grounding (004 section 6.2, Table 7)
+COT_TEMPLATE = "reflvqa.eval.answer-cot.v1"
+COT_INSTRUCTION = (  # added after the answer instruction (004 appendix C.1, zero-shot CoT)
+    "First, think carefully step by step about what documents are needed to answer the question. Put your "
+    "thinking between <thinking> and </thinking> tags, then write the answer after them."
+)
+COT_REMINDER = ("Your reply could not be read. Put your thinking between <thinking> and </thinking> once, then "
+                "write the answer after it, ending every sentence with the numbers of the documents that support "
+                "it in square brackets, like [1] or [1, 2].")
+
+
+def cot_messages(question: str, images: Sequence[str], documents: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The answer request with the CoT instruction before the question."""
+    messages = answer_messages(question, images, documents)
+    messages[1]["content"].insert(len(messages[1]["content"]) - 1, {"type": "text", "text": COT_INSTRUCTION})
+    return messages
+
+
+FEEDBACK_TEMPLATE = "reflvqa.eval.self-feedback.v1"
+FEEDBACK_PROMPT = (  # 004 Table 18, appended to the chat after the answer
+    "We want to improve your answer step by step. Score it on three traits:\n"
+    "1) Evidence existence (0 to 3): does the answer rely only on information present in the image "
+    "documents? 0: it uses none of it; 3: it relies only on what the image documents show.\n"
+    "2) Evidence utilisation (0 to 3): does the answer find and use the information in the image documents? "
+    "0: it misses the key information; 3: it finds and uses the key information well.\n"
+    "3) Appropriate generalisation (0 to 3): does the answer generalise only as far as the image documents "
+    "allow? 0: it draws unsupported or wrong generalisations; 3: every generalisation rests on the image "
+    "documents.\n"
+    "Read the documents and your answer again, evaluate each trait, then write the combined score between "
+    "<total score> and </total score>."
+)
+FEEDBACK_REMINDER = ("Your feedback could not be read. Evaluate the three traits, then write the combined score "
+                     "(0 to 9) once, between <total score> and </total score>.")
+REFINE_TEMPLATE = "reflvqa.eval.self-refine.v1"
+REFINE_PROMPT = ("Using this feedback, write an improved answer to the question. End every sentence with the "
+                 "numbers of the documents that support it in square brackets, like [1] or [2, 3], and leave out "
+                 "any sentence that no document supports.\nAnswer:")

@@ -3,7 +3,10 @@
 - ``text`` (TextRAG) and ``image`` (ImageRAG): only documents of that modality are searched;
 - ``multi`` (MultiRAG): both, in one ranked list (the text and image rankings fused);
 - ``two-step`` (Two-step MultiRAG): one answer from the text documents, one from the image
-  documents (shown with captions), then one combined answer keeping the citations of both.
+  documents (shown with captions), then one combined answer keeping the citations of both;
+- ``image-cot``, ``image-self-refine``, ``image-caption`` (section 6.2, Table 7): ImageRAG's
+  documents answered with zero-shot CoT, Self-Refine or error-robust captions
+  (``reflvqa_grounding``); asked for by name, not part of the default grid.
 
 Each runs with N model-written search queries (the paper runs N = 1 and, for Two-step,
 N = 4); each query retrieves its top K (5) documents, and the N x K documents go to the answer
@@ -25,8 +28,13 @@ from .reflvqa_subset import SUBSETS
 from .scenarios import EvaluationError
 
 TEXT_RAG, IMAGE_RAG, MULTI_RAG, TWO_STEP = "text", "image", "multi", "two-step"
-SETTINGS = (TEXT_RAG, IMAGE_RAG, MULTI_RAG, TWO_STEP)
-PAPER_NAMES = {TEXT_RAG: "TextRAG", IMAGE_RAG: "ImageRAG", MULTI_RAG: "MultiRAG", TWO_STEP: "Two-step MultiRAG"}
+IMAGE_COT, IMAGE_SELF_REFINE, IMAGE_CAPTION = "image-cot", "image-self-refine", "image-caption"
+GRID = (TEXT_RAG, IMAGE_RAG, MULTI_RAG, TWO_STEP)  # Table 5: the default settings
+IMAGE_GROUNDING = (IMAGE_COT, IMAGE_SELF_REFINE, IMAGE_CAPTION)  # Table 7 (section 6.2), on ImageRAG's documents
+SETTINGS = GRID + IMAGE_GROUNDING
+PAPER_NAMES = {TEXT_RAG: "TextRAG", IMAGE_RAG: "ImageRAG", MULTI_RAG: "MultiRAG", TWO_STEP: "Two-step MultiRAG",
+               IMAGE_COT: "ImageRAG + CoT", IMAGE_SELF_REFINE: "ImageRAG + Self-Refine",
+               IMAGE_CAPTION: "ImageRAG + Captioning"}
 QUERY_COUNTS = range(1, 11)  # N; the paper runs 1 and 4
 DEFAULT_QUERIES = (1,)  # "If N is not specified, the single retrieval setting (N = 1) is assumed" (Table 5)
 
@@ -35,7 +43,7 @@ def searched(setting: str, two_step_documents: str = "shared") -> list[tuple[str
     """The retrievals a setting reads: one ranked list per tuple of modalities."""
     if setting == TEXT_RAG:
         return [(TEXT,)]
-    if setting == IMAGE_RAG:
+    if setting == IMAGE_RAG or setting in IMAGE_GROUNDING:
         return [(IMAGE,)]
     if setting == TWO_STEP and two_step_documents == "per_modality":
         return [(TEXT,), (IMAGE,)]
@@ -68,7 +76,7 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
     """The grid of one run from what the user gave (``settings``, ``queries``, ``subset``), with
     the defaults (every setting, N = 1; the subset from the config), checked: a bad value raises
     before any flow starts."""
-    settings = list(dict.fromkeys(given.get("settings") or SETTINGS))
+    settings = list(dict.fromkeys(given.get("settings") or GRID))
     queries = list(dict.fromkeys(given.get("queries") or DEFAULT_QUERIES))
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:

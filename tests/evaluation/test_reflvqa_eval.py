@@ -498,3 +498,66 @@ def test_the_subset_is_checked_before_any_flow(tmp_path):
     settings.evaluation.reflvqa = RefLVQAEvalConfig(verified_labels=tmp_path / "none.parquet")
     with pytest.raises(MmcurateError, match="none.parquet does not exist"):
         refuse_unrunnable(settings, "m", {})
+
+
+def grounding_model(world):
+    return world.add("vlm", [
+        {"when_all": ["Search query:"], "answer": "robin"},
+        # Self-Refine: round 2's feedback sees the refined answer and stops (7 >= 6)
+        {"when_all": ["combined score between", "on a branch"], "answer": "Better now.\n<total score>7</total score>"},
+        {"when_all": ["Using this feedback"], "answer": "It is a robin on a branch [2]."},
+        {"when_all": ["combined score between"], "answer": "The image documents go unused.\n<total score>4</total score>"},
+        {"when_all": ["<thinking> and </thinking>", "could not be read"],
+         "answer": "<thinking>Document 1 shows a bird.</thinking> It is a robin [1]."},
+        {"when_all": ["<thinking> and </thinking>"], "answer": "It is a robin [1]."},  # no thinking block: retried
+        {"when_all": ["Caption: A red robin"], "answer": "A red robin [2]."},
+    ], default="It is a robin [1].")
+
+
+def test_section_6_2_image_grounding_settings(world):
+    """004 section 6.2, Table 7: CoT, Self-Refine and captioning on ImageRAG's documents, one
+    row each; Self-Refine stops when the combined score reaches 6 (appendix C.1)."""
+    model = grounding_model(world)
+    chosen = {metric: make_grader("lexical", metric) for metric in METRICS}
+    config = RefLVQAEvalConfig.model_validate({"top_k": 5})
+    settings = ["image", "image-cot", "image-self-refine", "image-caption"]
+    assert run_options({"settings": settings})["settings"] == settings
+    out = evaluate_reflvqa(QA[:1], DOCS, StubCorpus(), world.pool, model, chosen, config, settings, [1], run_id="e")
+    rows = {r["setting"]: r for r in out.answers.to_pylist()}
+    assert all([d["doc_id"] for d in r["retrieved"]] == ["image:bb", "image:cc"] for r in rows.values())
+    assert rows["image-cot"]["steps"] == [{"step": "thinking", "answer": "Document 1 shows a bird.", "error": None}]
+    assert [(s["text"], s["citations"]) for s in rows["image-cot"]["sentences"]] == [("It is a robin.", ["image:bb"])]
+    refine = rows["image-self-refine"]
+    assert [s["step"] for s in refine["steps"]] == ["answer 0", "feedback 1", "answer 1", "feedback 2"]
+    assert [(s["text"], s["citations"]) for s in refine["sentences"]] == [("It is a robin on a branch.", ["image:cc"])]
+    assert out.counts["self_refine_answers_refined"] == 1
+    # the first Self-Refine answer is ImageRAG's request: a cache hit, not a second call
+    counted = {r["stage"]: r for r in world.counter.rows() if r["model"] == model}
+    assert counted["evaluate.reflvqa.image-self-refine.n1"]["calls"] == 0
+    assert counted["evaluate.reflvqa.image-self-refine.n1.feedback"]["calls"] == 2
+    assert counted["evaluate.reflvqa.image-self-refine.n1.refine"]["calls"] == 1
+    assert [(s["text"], s["citations"]) for s in rows["image-caption"]["sentences"]] == [("A red robin.", ["image:cc"])]
+    assert [d["caption"] for d in rows["image-caption"]["retrieved"]] == [None, "A red robin"]
+    assert out.counts["image_caption_documents_without_caption"] == 1
+    text = write_reflvqa_evaluation(out, world.root / "t", "t", settings_by_searched(settings, "shared"), [])
+    assert [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| vlm + ")] == [
+        "| vlm + ImageRAG", "| vlm + ImageRAG + CoT", "| vlm + ImageRAG + Self-Refine", "| vlm + ImageRAG + Captioning"]
+
+
+def test_self_refine_gives_up_after_its_rounds(world):
+    model = world.add("vlm", [{"when_all": ["Search query:"], "answer": "robin"},
+                              {"when_all": ["take two", "Weak again"], "answer": "A robin, take three [1]."},
+                              {"when_all": ["take two"], "answer": "Weak again.\n<total score>2</total score>"},
+                              {"when_all": ["Using this feedback"], "answer": "A robin, take two [1]."},
+                              {"when_all": ["combined score between"], "answer": "Weak.\n<total score>2</total score>"}],
+                      default="It is a robin [1].")
+    chosen = {metric: make_grader("lexical", metric) for metric in METRICS}
+    config = RefLVQAEvalConfig.model_validate({"self_refine_rounds": 2})
+    out = evaluate_reflvqa(QA[:1], DOCS, StubCorpus(), world.pool, model, chosen, config, ["image-self-refine"], [1])
+    [row] = out.answers.to_pylist()
+    assert [s["step"] for s in row["steps"]] == ["answer 0", "feedback 1", "answer 1", "feedback 2", "answer 2"]
+    assert row["status"] == "answered" and row["sentences"][0]["text"] == "A robin, take three."
+    from mmcurate.evaluation.reflvqa_grounding import read_total_score
+    assert [read_total_score(t) for t in ("<total score>6</total score>", "<total score> 10 </total score>",
+                                          "<total score>3</total score><total score>4</total score>", "6")] == [
+        6, None, None, None]
