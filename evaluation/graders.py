@@ -41,6 +41,9 @@ DOC_CHARS = 4000  # a document longer than this is cut for a model evaluator
 REASONED = ("groundedness", "completeness")  # explain, then "Answer: <label>" (004 Tables 11-12)
 REASONED_MAX_TOKENS = 256  # an explanation and the label line
 STAGE = "evaluate.reflvqa"
+NO_CITATION = "rule:no-citation"  # the grader of a sentence that cites nothing (0, no call)
+INVALID_CITATION = "rule:invalid-citation"  # ... whose citations all name no shown document (0, no call)
+BY_RULE = (NO_CITATION, INVALID_CITATION)
 
 
 @dataclass(frozen=True)

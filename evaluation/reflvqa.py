@@ -39,7 +39,7 @@ from mmcurate.core.config import RefLVQAEvalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit, retrieve
 
-from .graders import Grader, Unit
+from .graders import INVALID_CITATION, NO_CITATION, Grader, Unit
 from .reflvqa_answers import ANSWERED, FAILED, UNREADABLE, Answer, Answering, answer_once, answer_two_step, shown
 from .reflvqa_queries import write_queries
 from .reflvqa_subset import VERIFIED_SENTENCES
@@ -51,8 +51,6 @@ from .reflvqa_settings import (
 from .retrieval_metrics import first_hit, ndcg_at_k, recall_at_k
 
 STAGE = "evaluate.reflvqa"
-NO_CITATION = "rule:no-citation"  # the grader of a sentence that cites nothing (0, no call)
-INVALID_CITATION = "rule:invalid-citation"  # ... whose citations all name no shown document (0, no call)
 NDCG_K, RECALL_K = 10, 100  # the paper's Table 4, on the first-stage ranking whatever ``candidates`` is
 
 HIT = pa.struct([pa.field("doc_id", pa.string()), pa.field("modality", pa.string()), pa.field("score", pa.float64()),
