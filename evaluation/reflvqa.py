@@ -1,4 +1,5 @@
-"""A RAG run on a RefLVQA release: the seed paper's evaluation grid (004, section 4, Table 5).
+"""A RAG run on a RefLVQA release: the seed paper's evaluation grid (004, section 4, Table 5;
+section 6.2, Table 7).
 
 For each N of ``queries`` and each setting of ``settings`` (``reflvqa_settings``: TextRAG,
 ImageRAG, MultiRAG, Two-step MultiRAG), for each QA pair of the release:
@@ -11,7 +12,8 @@ ImageRAG, MultiRAG, Two-step MultiRAG), for each QA pair of the release:
    ``top_k`` kept, or those a ``cutoff`` keeps, e.g. CRUISE's MAD rule); the N x K documents
    in query order, as retrieved (``duplicates``), are the pair's documents;
 3. the model answers citing them per sentence (``reflvqa_answers``: one answer, or Two-step's
-   two answers and their combination), read strictly with one retry;
+   two answers and their combination; ``reflvqa_grounding``: section 6.2's CoT, Self-Refine
+   and captioning on ImageRAG's documents), read strictly with one retry;
 4. the evaluators grade each answer (``graders``): groundedness per answer sentence against
    the documents it cites (0, without asking, when it cites none), completeness per
    fact-checkable and supported sentence of the dataset answer, relevance once.
@@ -41,13 +43,13 @@ from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit, retrieve
 
 from .graders import INVALID_CITATION, NO_CITATION, Grader, Unit
 from .reflvqa_answers import ANSWERED, FAILED, UNREADABLE, Answer, Answering, answer_once, answer_two_step, shown
-from .reflvqa_queries import write_queries
-from .reflvqa_subset import VERIFIED_SENTENCES
 from .reflvqa_grounding import answer_captioned, answer_cot, answer_self_refine
+from .reflvqa_queries import write_queries
 from .reflvqa_settings import (
     DEFAULT_QUERIES, GRID, IMAGE_CAPTION, IMAGE_COT, IMAGE_GROUNDING, IMAGE_SELF_REFINE, PAPER_NAMES, TWO_STEP, pooled,
     searched, split,
 )
+from .reflvqa_subset import VERIFIED_SENTENCES
 from .retrieval_metrics import first_hit, ndcg_at_k, recall_at_k
 
 STAGE = "evaluate.reflvqa"
@@ -247,6 +249,7 @@ def evaluate_reflvqa(
             written = write_queries(qa, n, pool, model, cfg.query_max_tokens)
             ready = [i for i, label in enumerate(written) if label.ok]
             counts[f"queries_unreadable_n{n}"] = sum(1 for w in written if not w.ok and w.raw[-1] is not None)
+            counts[f"queries_failed_n{n}"] = sum(1 for w in written if not w.ok and w.raw[-1] is None)
             counts[f"questions_excluded_at_query_step_n{n}"] = len(qa) - len(ready)
             rows, mine = [qa[i] for i in ready], [written[i].label for i in ready]
             lists = {m: _retrieved(rows, mine, corpus, m, cfg) for m in sets}

@@ -42,6 +42,8 @@ class BothModalities:
 def grid_settings(world, tmp_path):
     world.add("vlm", [{"when_all": ["Search queries:"], "answer": "a\nb\nc\nd"},
                       {"when_all": ["Search query:"], "answer": "a"},
+                      # N = 4 shows its 4 x 1 text documents as [1]-[4], then the image ones from [5]
+                      {"when_all": ["Combined answer:", "image documents: Fine [5]."], "answer": "Both [1, 5]."},
                       {"when_all": ["Combined answer:"], "answer": "Both [1, 2]."}], default="Fine [1].")
     world.add("cap", [], default="A lamp.")
     world.add("judge", [], default="3")
