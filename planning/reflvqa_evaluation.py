@@ -1,8 +1,9 @@
 """The plan of a RefLVQA evaluation grid before it runs: the model's search queries per N,
-each setting's answers (Two-step: its text answer, image answer, captions and combination)
-and the evaluators' grades, per step as the call counter names it
-(``evaluate.reflvqa.<setting>.n<N>[.text|.image|.caption|.merge]``), so the flow can set the
-plan beside what it spent.
+each setting's answers (Two-step: its text answer, image answer, captions and combination;
+Self-Refine: its feedback and refinement rounds, each counted; Captioning: its captions) and
+the evaluators' grades, per step as the call counter names it
+(``evaluate.reflvqa.<setting>.n<N>[.text|.image|.caption|.merge|.feedback|.refine]``), so the
+flow can set the plan beside what it spent.
 """
 from __future__ import annotations
 
