@@ -23,7 +23,7 @@ from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.run_record import record_release
 from mmcurate.evaluation.reflvqa import FAILED, settings_by_searched
 from mmcurate.evaluation.reflvqa_settings import PAPER_NAMES, run_options
-from mmcurate.evaluation.reflvqa_subset import choose_pairs
+from mmcurate.evaluation.reflvqa_subset import choose_pairs, refuse_unrunnable
 from mmcurate.evaluation.runs import evaluation_folder
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
@@ -46,6 +46,7 @@ def evaluate_reflvqa(release: str, model: str, config: str = str(DEMO_CONFIG), o
     bench = open_release(release)
     target = evaluation_folder(conf, bench.benchmark, bench.version, name, out)
     cfg = conf.evaluation.reflvqa
+    refuse_unrunnable(conf, name, grid)  # a deployment's --subset verified without labels, as the command line
     store = ImageStore(conf.workdir / "images")
     qa, subset_note = choose_pairs(canonical_rows(bench, store, "qa"), cfg.verified_labels,
                                    grid.get("subset", cfg.subset))
