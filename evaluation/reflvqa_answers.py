@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,20 +99,29 @@ def shown(answering: Answering, hits: Sequence[Hit], captions: Mapping[str, str 
     return out
 
 
-def ask_cited(answering: Answering, asks: Sequence[tuple[Mapping[str, Any], list[dict]]], stage: str) -> list[Label]:
-    """Each (QA row, documents shown) asked for an answer citing them, read against their number."""
+def ask_per_count(answering: Answering, requests: Sequence[ChatRequest], counts: Sequence[int],
+                  reader: Callable[[str, int], Any], reminder: Callable[[int], str], stage: str,
+                  expected: Callable[[int], str]) -> list[Label]:
+    """``requests`` asked, each read by ``reader(text, the number of documents it shows)``;
+    one batch per number, so a retry's reminder and an error name the documents' range."""
     by_count: dict[int, list[int]] = defaultdict(list)
-    for i, (_, docs) in enumerate(asks):
-        by_count[len(docs)].append(i)
-    out: list[Any] = [None] * len(asks)
+    for i, count in enumerate(counts):
+        by_count[count].append(i)
+    out: list[Any] = [None] * len(requests)
     client = answering.pool.client(answering.model)
     for count, positions in by_count.items():
-        requests = [answer_request(asks[i][0], asks[i][1], answering.max_tokens) for i in positions]
-        replies = ask_parsed(client, requests, lambda text, n=count: parse_cited_answer(text, n),
-                             answer_reminder(count), stage, f"citations of documents 1-{count}")
+        replies = ask_parsed(client, [requests[i] for i in positions], lambda text, n=count: reader(text, n),
+                             reminder(count), stage, expected(count))
         for i, reply in zip(positions, replies):
             out[i] = reply
     return out
+
+
+def ask_cited(answering: Answering, asks: Sequence[tuple[Mapping[str, Any], list[dict]]], stage: str) -> list[Label]:
+    """Each (QA row, documents shown) asked for an answer citing them, read against their number."""
+    return ask_per_count(answering, [answer_request(row, docs, answering.max_tokens) for row, docs in asks],
+                         [len(docs) for _, docs in asks], parse_cited_answer, answer_reminder, stage,
+                         lambda n: f"citations of documents 1-{n}")
 
 
 def cited_ids(sentences: Sequence[CitedSentence], hits: Sequence[Hit],

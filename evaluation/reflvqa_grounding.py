@@ -23,17 +23,17 @@ Every reply is read strictly with one retry, then a counted error naming the ste
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mmcurate.models.labels import Label, ask_parsed
+from mmcurate.models.labels import ask_parsed
 from mmcurate.models.requests import ChatRequest
 from mmcurate.retrieval.rag import Hit
 
 from .cited_answers import CitedSentence, parse_cited_answer
 from .reflvqa_answers import (
-    ANSWERED, FAILED, Answer, Answering, answer_once, answer_request, ask_cited, captions_of, cited_ids, failure_of, shown,
+    ANSWERED, FAILED, Answer, Answering, answer_once, answer_request, ask_cited, ask_per_count, captions_of, cited_ids,
+    failure_of, shown,
 )
 from .reflvqa_prompts import (
     COT_REMINDER, COT_TEMPLATE, FEEDBACK_PROMPT, FEEDBACK_REMINDER, FEEDBACK_TEMPLATE, REFINE_PROMPT,
@@ -63,23 +63,6 @@ def read_total_score(text: str) -> int | None:
     return int(found[0])
 
 
-def _ask_per_count(answering: Answering, requests: Sequence[ChatRequest], counts: Sequence[int],
-                   reader: Callable[[str, int], Any], reminder: Callable[[int], str], stage: str,
-                   expected: str) -> list[Label]:
-    """``requests`` asked, each read by ``reader(text, its documents' count)``; one batch per
-    count, so each retry's reminder names its documents (as ``ask_cited``)."""
-    by_count: dict[int, list[int]] = defaultdict(list)
-    for i, count in enumerate(counts):
-        by_count[count].append(i)
-    out: list[Any] = [None] * len(requests)
-    for count, positions in by_count.items():
-        labels = ask_parsed(answering.pool.client(answering.model), [requests[i] for i in positions],
-                            lambda text, n=count: reader(text, n), reminder(count), stage, expected)
-        for i, label in zip(positions, labels):
-            out[i] = label
-    return out
-
-
 def cot_request(row: Mapping[str, Any], documents: Sequence[Mapping[str, Any]], max_tokens: int) -> ChatRequest:
     return ChatRequest(key=row["sample_id"], template=COT_TEMPLATE, max_tokens=max_tokens,
                        messages=cot_messages(row["question"], row["images"], documents))
@@ -100,8 +83,8 @@ def refine_request(row: Mapping[str, Any], history: Sequence[dict], round_: int,
 def answer_cot(answering: Answering, rows: Sequence[Mapping[str, Any]], hits: Sequence[list[Hit]]) -> list[Answer]:
     """ImageRAG + CoT: think first, then the cited answer (see the module docstring)."""
     requests = [cot_request(row, shown(answering, h), answering.max_tokens) for row, h in zip(rows, hits)]
-    labels = _ask_per_count(answering, requests, [len(h) for h in hits], read_cot, lambda _: COT_REMINDER,
-                            answering.stage, "a <thinking> block, then the answer citing shown documents")
+    labels = ask_per_count(answering, requests, [len(h) for h in hits], read_cot, lambda _: COT_REMINDER,
+                           answering.stage, lambda n: f"a <thinking> block, then an answer citing documents 1-{n}")
     out = []
     for h, label in zip(hits, labels):
         if label.ok:
@@ -126,10 +109,10 @@ def answer_self_refine(answering: Answering, rows: Sequence[Mapping[str, Any]], 
             history[i] = [*request.messages, {"role": "assistant", "content": answer.reply}]
     active = sorted(history)
     for round_ in range(1, rounds + 1):
-        feedback = ask_parsed(
-            answering.pool.client(answering.model),
-            [feedback_request(rows[i], history[i], round_, answering.max_tokens) for i in active], read_total_score, FEEDBACK_REMINDER, f"{answering.stage}.feedback",
-            f"a combined score of 0-{MAX_SCORE} between <total score> tags") if active else []
+        feedback = ask_parsed(answering.pool.client(answering.model),
+                              [feedback_request(rows[i], history[i], round_, answering.max_tokens) for i in active],
+                              read_total_score, FEEDBACK_REMINDER, f"{answering.stage}.feedback",
+                              f"a combined score of 0-{MAX_SCORE} between <total score> tags") if active else []
         refine = []
         for i, label in zip(active, feedback):
             out[i].steps.append({"step": f"feedback {round_}", "answer": label.raw[-1], "error": label.error})
@@ -140,9 +123,10 @@ def answer_self_refine(answering: Answering, rows: Sequence[Mapping[str, Any]], 
                 history[i] += [{"role": "user", "content": FEEDBACK_PROMPT},
                                {"role": "assistant", "content": label.raw[-1]}]
                 refine.append(i)
-        refined = _ask_per_count(
-            answering, [refine_request(rows[i], history[i], round_, answering.max_tokens) for i in refine], [len(hits[i]) for i in refine], parse_cited_answer, answer_reminder,
-            f"{answering.stage}.refine", "an improved answer citing shown documents") if refine else []
+        refined = ask_per_count(answering, [refine_request(rows[i], history[i], round_, answering.max_tokens)
+                                            for i in refine], [len(hits[i]) for i in refine], parse_cited_answer,
+                                answer_reminder, f"{answering.stage}.refine",
+                                lambda n: f"an improved answer citing documents 1-{n}")
         for i, label in zip(refine, refined):
             out[i].steps.append({"step": f"answer {round_}", "answer": label.raw[-1], "error": label.error})
             out[i].reply = label.raw[-1]
