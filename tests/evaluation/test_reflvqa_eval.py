@@ -389,6 +389,8 @@ def test_the_mad_cutoff_takes_top_ks_place(world, graders):
     ("{score_average: mean}", "evaluation.reflvqa.score_average: Input should be 'per_answer' or 'pooled'"),
     ("{duplicates: drop}", "evaluation.reflvqa.duplicates: Input should be 'keep' or 'merge'"),
     ("{subset: some}", "evaluation.reflvqa.subset: Input should be 'verified' or 'all'"),
+    ("{self_refine_stop: 10}", "evaluation.reflvqa.self_refine_stop: Input should be less than or equal to 9"),
+    ("{self_refine_rounds: 0}", "evaluation.reflvqa.self_refine_rounds: Input should be greater than or equal to 1"),
 ])
 def test_the_grids_readings_are_checked_at_load(tmp_path, section, message):
     from mmcurate.core.config import load_config
