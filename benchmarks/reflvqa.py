@@ -13,8 +13,9 @@ BENCHMARK = Benchmark(
     recurate="mmcurate.flows.recurate_reflvqa:recurate_reflvqa",
     evaluation=Evaluation(
         steps="mmcurate.flows.evaluate_reflvqa:evaluate_reflvqa",
-        options=("settings", "queries"),
+        options=("settings", "queries", "subset"),
         check="mmcurate.evaluation.reflvqa_settings:run_options",
+        refuse="mmcurate.evaluation.reflvqa_subset:refuse_unrunnable",
         plan="mmcurate.planning.bill:reflvqa_evaluation_bill",
     ),
     plan="mmcurate.planning.bill:reflvqa_bill",

@@ -24,6 +24,7 @@ from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.run_record import record_release
 from mmcurate.evaluation.reflvqa import FAILED, settings_by_searched
 from mmcurate.evaluation.reflvqa_settings import PAPER_NAMES
+from mmcurate.evaluation.reflvqa_subset import choose_pairs
 from mmcurate.releases.reader import Release
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
 from mmcurate.releases.unembed import canonical_rows
@@ -32,12 +33,15 @@ from mmcurate.tasks.plan import report_spent
 
 
 def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, allow_incomplete: bool,
-                     settings: list[str], queries: list[int]) -> None:
-    """``settings`` (text, image, multi, two-step) x ``queries`` (N), checked by ``run_options``."""
-    grid = {"settings": settings, "queries": queries}
+                     settings: list[str], queries: list[int], subset: str | None = None) -> None:
+    """``settings`` (text, image, multi, two-step) x ``queries`` (N) on the ``subset`` of QA pairs
+    (default: the config's, the human-verified pairs), checked by ``run_options``; the flow has
+    refused a subset it cannot read (``reflvqa_subset.refuse_unrunnable``) before this runs."""
+    grid = {"settings": settings, "queries": queries, **({"subset": subset} if subset else {})}
     cfg = conf.evaluation.reflvqa
     store = ImageStore(conf.workdir / "images")
-    qa = canonical_rows(bench, store, "qa")
+    qa, subset_note = choose_pairs(canonical_rows(bench, store, "qa"), cfg.verified_labels,
+                                   grid.get("subset", cfg.subset))
     documents = pa.Table.from_pylist(canonical_rows(bench, store, "knowledge_base"), schema=KNOWLEDGE_BASE)
     plan = plan_evaluation(conf, name, qa, documents, grid["settings"], grid["queries"])
     run, components, notes, calls = answer_reflvqa(qa, documents, conf, name, new_run_id(), grid["settings"],
@@ -46,7 +50,7 @@ def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, al
     failed = [row["error"] for row in run.answers.select(["status", "error"]).to_pylist() if row["status"] == FAILED]
     incomplete = check_failures(name, len(failed), run.answers.num_rows, failed[0] if failed else None,
                                 allow_incomplete)
-    notes = [incomplete, *notes] if incomplete else notes
+    notes = [incomplete, subset_note, *notes] if incomplete else [subset_note, *notes]
     evaluators = sorted({components[f"{m}_evaluator"] for m in ("groundedness", "completeness", "relevance")})
     stand_in = " (token-overlap stand-in, not an evaluator model)" if any(map(is_lexical, evaluators)) else ""
     cut = f"top-{cfg.top_k}" if cfg.cutoff is None else f"cutoff {cfg.cutoff}"

@@ -52,7 +52,7 @@ def test_unknown_benchmark_and_missing_parts_are_one_line():
 def test_evaluation_options_are_checked_against_the_benchmark():
     flags = mmcurate.cli.run.FLAGS
     with pytest.raises(MmcurateError, match=r"^--scenario, --system: not an option of the reflvqa evaluation "
-                                            r"\(its options: --setting, --queries\)$"):
+                                            r"\(its options: --setting, --queries, --subset\)$"):
         get("reflvqa").evaluation.arguments("reflvqa", {"scenarios": ["oracle"], "system": "plain"}, flags)
     assert get("reflvqa").evaluation.arguments("reflvqa", {"queries": [4]}, flags) == {
         "settings": ["text", "image", "multi", "two-step"], "queries": [4]}

@@ -119,6 +119,10 @@ def test_evaluation_runs_the_grid_over_the_release_and_writes_table_5(run):
         assert f"| inspector + {row} |" in table
     assert "a stand-in finds them by the caption their source gives them" in table  # image retrieval, said so
     assert "readings: the model writes N search queries" in table and "two_step_documents: shared" in table
+    # the paper's readings by default, each named (issue 32 items 6, 8, 9)
+    assert "score_average: per_answer" in table and "duplicates: keep" in table
+    assert f"subset: all ({len(qa)} QA pairs): the release has no imported verification labels" in table
+    assert "| answers requested |" in table and "| questions excluded at query step n1 |" in table
     assert (out / "hit_at_k.png").stat().st_size > 1000
     wanted = {"evaluation-reflvqa", "reflvqa-evaluation-plan", "reflvqa-evaluation-plan-vs-spent"}
     with get_client(sync_client=True) as client:  # by key: the session's API holds every test's artifacts
