@@ -116,9 +116,9 @@ def write_lmms_tasks(harness: Harness, factory: str, values: Mapping[str, Any], 
             "text_only": text_only}
 
 
-def harness_values(manifest: Mapping[str, Any]) -> dict[str, Any]:
+def harness_values(benchmark: str, version: str, seed: int | None) -> dict[str, Any]:
     """The release values a harness reads (the evaluation's seed), as ``harness.json`` keeps them."""
-    return {"benchmark": manifest["benchmark"], "version": manifest["version"], "seed": manifest.get("seed", 0)}
+    return {"benchmark": benchmark, "version": version, "seed": seed or 0}
 
 
 
@@ -133,6 +133,6 @@ def export_release(release: Any, kind: Any, out: Path, text_only: bool = False) 
         raise ReleaseError(f"--out {out} is inside the release: a release is never written into; pick another folder")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ReleaseError(f"--out {out} is not an empty folder: refusing to overwrite")
-    values = harness_values(release.manifest)
+    values = harness_values(release.benchmark, release.version, release.manifest.seed)
     return write_lmms_tasks(harness_of(kind.harness, values), kind.harness, values, release.benchmark,
                             release.version, out, data=Path(release.path), text_only=text_only)

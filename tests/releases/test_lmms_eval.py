@@ -46,8 +46,8 @@ def exported(deflection_release, tmp_path) -> Path:
 
 def test_every_release_ships_its_tasks_sealed_with_it(deflection_release):
     manifest = load_manifest(deflection_release)
-    assert manifest["lmms_eval"]["tasks"] == [f"{GROUP}_{s}" for s in SCENARIOS]
-    assert f"lmms_eval/{GROUP}_realistic.yaml" in manifest["files"] and "lmms_eval/utils.py" in manifest["files"]
+    assert manifest.lmms_eval["tasks"] == [f"{GROUP}_{s}" for s in SCENARIOS]
+    assert f"lmms_eval/{GROUP}_realistic.yaml" in manifest.files and "lmms_eval/utils.py" in manifest.files
     task = (deflection_release / "lmms_eval" / f"{GROUP}_oracle.yaml").read_text()
     assert "data/test-*.parquet" in task and str(deflection_release) not in task  # relative to the release
     assert verify_release(deflection_release).ok
@@ -56,7 +56,7 @@ def test_every_release_ships_its_tasks_sealed_with_it(deflection_release):
 def test_lmms_eval_loads_the_tasks_and_sends_what_mmcurate_sends(deflection_release, exported):
     tasks = harness_tasks(exported, GROUP)
     assert set(tasks) == {f"{GROUP}_{s}" for s in SCENARIOS}
-    seed = load_manifest(deflection_release)["seed"]
+    seed = load_manifest(deflection_release).seed
     rows = {r["sample_id"]: r for r in canonical_samples(open_release(deflection_release),
                                                          ImageStore(exported.parent / "img")).to_pylist()}
     for scenario in SCENARIOS:
@@ -87,7 +87,7 @@ def test_the_same_answers_give_the_same_numbers(deflection_release, exported, wo
                         {"when_all": ["distractor passage 0 about topic 3"], "answer": "answer 9"},
                         {"when_all": ["picture 4"], "answer": "answer 4"}], default="I don't know")
     ours = evaluate(samples, world.pool, LexicalJudge(), m, SCENARIOS, 2, "moderate",
-                    seed=release.manifest["seed"], run_id="e")
+                    seed=release.manifest.seed, run_id="e")
     expected = {row["scenario"]: row for row in compute_metrics(ours).to_pylist()}
     answers = {(r["sample_id"], r["scenario"]): r["answer"] for r in ours.to_pylist()}
     assert len({r["grade"] for r in ours.to_pylist()}) == 3  # the case holds right, wrong and declined answers
