@@ -26,6 +26,7 @@ ADAPTERS: dict[str, str] = {
     "cragmm": "cragmm:CragMMSource",
     "pope": "pope:PopeSource",
     "pope_objects": "pope_objects:PopeObjectsSource",
+    "mme": "mme:MMESource",
 }
 
 

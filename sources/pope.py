@@ -106,6 +106,14 @@ def probe_sample(store: ImageStore, source: str, dataset: str, split: str, quest
     return Sample(source, f"{dataset}/{split}/{question_id}", text, [label], images=[sha], meta=meta)
 
 
+def dataset_splits(rows: list[dict]) -> list[tuple[str, str]]:
+    """The (dataset, split) pairs of ``rows``: datasets by name, POPE's splits in its order,
+    then any other split (MME's subtasks) by name."""
+    order = {s: n for n, s in enumerate(SPLITS)}
+    pairs = {(r["dataset"], r["split"]) for r in rows}
+    return sorted(pairs, key=lambda p: (p[0], order.get(p[1], len(order)), p[1]))
+
+
 def split_of(path: Path) -> tuple[str, str] | None:
     """(dataset, split) of a POPE question file, by its name; None for another file."""
     match = _FILE.match(path.name)
