@@ -162,7 +162,8 @@ class CragMMSource(SourceAdapter):
         unknown = [str(p.relative_to(self.root)) for p in self.shards if shard_set(p, self.options.set) is None]
         if unknown:
             raise SourceError(f"cragmm: cannot tell whether {unknown[0]} is single- or multi-turn: "
-                              "keep the Hub folder names (crag-mm-single-turn-public, ...) or set option 'set'")
+                              "keep the Hub folder names (crag-mm-single-turn-public, ...) or give option set "
+                              "(ingest --option set=single_turn|multi_turn; in a config, options: {set: ...})")
         self.cache = self.images or self.root / CACHE_FOLDER
 
     def source_files(self) -> list[Path]:
