@@ -42,12 +42,13 @@ What is published, and what this reader relies on:
 Ground truth: read from ``raw.groundtruth.value``, ``groundtruth.value`` or a string
 ``groundtruth`` where the item has one (``meta.truth_from: "groundtruth"``). The hub rows as the
 only public reader of them reads them carry none (neither script reads a ground-truth field).
-FIRE's teacher sees the ground truth and scores an answer 10 only when it matches it (the
-FIRE paper's teacher prompt; ``get_score`` stops the dialogue at 10), so for such a row the
+FIRE's teacher is given the ground-truth answer when it scores and comments on a response (the
+FIRE paper, arXiv 2407.11522, section 3; not checkable against the files here), and a dialogue
+ends once a response scores 10, so for such a row the
 ground truth is the final answer the teacher's final turn accepts with ``Score: 10``
 (``meta.truth_from: "accepted_final_answer"``). MIRROR's third filter (the final answer matches
-the ground truth) then passes by construction for those rows: the card counts them through
-``truth_from``. A row with neither is quarantined (no ground truth).
+the ground truth) then passes by construction for those rows, which ``meta.truth_from`` marks.
+A row with neither is quarantined (no ground truth).
 
 Scores, the rule and why: MIRROR keeps a dialogue only on the score s_t of every turn
 (strictly ascending, final 10; seed 002, section 4.2) and FIRE's published dialogues need
