@@ -149,9 +149,9 @@ def metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
         f1 = None if precision is None or recall is None else \
             2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        out.append({"dataset": dataset, "split": split, "n": len(done), "failed": len(part) - len(done), "tp": tp, "fp": fp, "tn": tn,
-                    "fn": fn, "accuracy": _ratio(tp + tn, len(done)), "precision": precision, "recall": recall,
-                    "f1": f1, "yes_ratio": _ratio(tp + fp, len(done)),
+        out.append({"dataset": dataset, "split": split, "n": len(done), "failed": len(part) - len(done), "tp": tp,
+                    "fp": fp, "tn": tn, "fn": fn, "accuracy": _ratio(tp + tn, len(done)), "precision": precision,
+                    "recall": recall, "f1": f1, "yes_ratio": _ratio(tp + fp, len(done)),
                     "unread": sum(r.get("reply") is not None and not says_yes_or_no(r["reply"]) for r in done)})
     return out
 
@@ -163,17 +163,15 @@ def transition(initial_correct: bool, final_correct: bool) -> str:
 
 
 def kestrel_tables(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Figure 4's transitions (initial -> final, per split) and the items that reached each round."""
+    """Figure 4's transitions (initial -> final, per (dataset, split)) and the items that reached each round."""
     done = [r for r in rows if r["answer"] is not None and r["initial"] is not None]
-    counts = Counter((r["dataset"], r["split"], transition(r["initial"].lower() == r["label"], r["grade"] == "CORRECT"))
-                     for r in done)
     moves = []
     for dataset, split in groups(done):
-        keys = [(d, s) for d, s, _ in counts if dataset == "all" or (d, s) == (dataset, split)]
-        total = sum(counts[(d, s, t)] for d, s in set(keys) for t in TRANSITIONS)
+        counts = Counter(transition(r["initial"].lower() == r["label"], r["grade"] == "CORRECT") for r in done
+                         if dataset == "all" or (r["dataset"], r["split"]) == (dataset, split))
         for t in TRANSITIONS:
-            k = sum(counts[(d, s, t)] for d, s in set(keys))
-            moves.append({"dataset": dataset, "split": split, "transition": t, "count": k, "share": _ratio(k, total)})
+            moves.append({"dataset": dataset, "split": split, "transition": t, "count": counts[t],
+                          "share": _ratio(counts[t], sum(counts.values()))})
     reached = Counter(n for r in done for n in range(1, (r["rounds"] or 0) + 1))
     stops = Counter(r["stopped"] for r in done)
     rounds = [{"round": n, "items": reached[n]} for n in sorted(reached)]

@@ -74,7 +74,8 @@ def mme_object(question: str) -> str | None:
 
 
 class MMEOptions(AdapterOptions):
-    subtasks: list[Literal[SUBTASKS]] = Field(default_factory=lambda: list(HALLUCINATION), min_length=1)  # type: ignore[valid-type]
+    subtasks: list[Literal[SUBTASKS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(HALLUCINATION), min_length=1)
 
 
 class MMESource(SourceAdapter):

@@ -121,7 +121,7 @@ def split_of(path: Path) -> tuple[str, str] | None:
 
 
 class PopeOptions(AdapterOptions):
-    files: list[str] | None = None  # question files under root; None: every <dataset>_pope[_seem]_<split>.json, recursively
+    files: list[str] | None = None  # files under root; None: every <dataset>_pope[_seem]_<split>.json, recursively
     splits: list[Split] | None = None  # None: every split found
 
 
