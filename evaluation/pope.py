@@ -46,6 +46,7 @@ from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import write_table
 from mmcurate.judging.claim_extraction import heuristic_type
 from mmcurate.models.requests import ChatRequest
+from mmcurate.sources.mme import PROBE_SPLITS
 from mmcurate.sources.pope import dataset_splits
 
 from . import mme
@@ -133,7 +134,7 @@ def _ratio(a: int, b: int) -> float | None:
 
 def groups(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """The (dataset, split) pairs of ``rows`` in the release's order, then ("all", "all")."""
-    return [*dataset_splits(rows), ("all", "all")]
+    return [*dataset_splits(rows, PROBE_SPLITS), ("all", "all")]
 
 
 def metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

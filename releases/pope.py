@@ -22,6 +22,7 @@ import pyarrow as pa
 from mmcurate.core.config import Settings
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
+from mmcurate.sources.mme import PROBE_SPLITS
 from mmcurate.sources.pope import dataset_splits
 
 from .draft import ReleaseDraft
@@ -48,7 +49,7 @@ def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
     rows = tables["probes"].select(["dataset", "split"]).to_pylist()
     counts = Counter((r["dataset"], r["split"]) for r in rows)
     return {"probes per dataset and split": ("dataset/split", "probes",
-                                             {f"{d}/{s}": counts[(d, s)] for d, s in dataset_splits(rows)})}
+                                             {f"{d}/{s}": counts[(d, s)] for d, s in dataset_splits(rows, PROBE_SPLITS)})}
 
 
 KIND = ReleaseKind(
@@ -86,7 +87,7 @@ def pope_draft(settings: Settings, version: str, run_id: str, ingested: list[Ing
     per_split = [{"dataset": d, "split": s, "probes": counts[(d, s, "yes")] + counts[(d, s, "no")],
                   "yes": counts[(d, s, "yes")], "no": counts[(d, s, "no")],
                   "images": len({r["image"] for r in rows if (r["dataset"], r["split"]) == (d, s)})}
-                 for d, s in dataset_splits(rows)]
+                 for d, s in dataset_splits(rows, PROBE_SPLITS)]
     per_source = {r.source: {"ingested": r.samples, "quarantined": r.quarantined, "skipped": r.skipped}
                   for r in ingested}
     for row in rows:

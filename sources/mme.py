@@ -56,10 +56,11 @@ from mmcurate.core.records import Rejected
 
 from .base import AdapterOptions, Located, SourceAdapter, open_text
 from .image_qa import guarded
-from .pope import PUBLISHED, probe_sample, read_label
+from .pope import PUBLISHED, SPLITS, probe_sample, read_label
 
 DATASET = "mme"
 HALLUCINATION = ("existence", "count", "position", "color")  # Kestrel's MME-Hallucination (seed 000, Table 2)
+PROBE_SPLITS = (*SPLITS, *HALLUCINATION)  # the order a release's and an evaluation's rows are shown in
 SUBTASKS = (*HALLUCINATION, "posters", "celebrity", "scene", "landmark", "artwork", "OCR",  # calculation.py's
             "commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning")  # eval_type_dict
 IMAGE_SUFFIXES = (".jpg", ".png", ".jpeg", ".JPG", ".PNG")

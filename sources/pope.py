@@ -106,10 +106,11 @@ def probe_sample(store: ImageStore, source: str, dataset: str, split: str, quest
     return Sample(source, f"{dataset}/{split}/{question_id}", text, [label], images=[sha], meta=meta)
 
 
-def dataset_splits(rows: list[dict]) -> list[tuple[str, str]]:
-    """The (dataset, split) pairs of ``rows``: datasets by name, POPE's splits in its order,
-    then any other split (MME's subtasks) by name."""
-    order = {s: n for n, s in enumerate(SPLITS)}
+def dataset_splits(rows: list[dict], known: tuple[str, ...] = SPLITS) -> list[tuple[str, str]]:
+    """The (dataset, split) pairs of ``rows``: datasets by name, the ``known`` splits in their
+    order (POPE's; ``sources.mme.PROBE_SPLITS`` adds MME's subtasks in Kestrel's Table 2 order),
+    then any other split by name."""
+    order = {s: n for n, s in enumerate(known)}
     pairs = {(r["dataset"], r["split"]) for r in rows}
     return sorted(pairs, key=lambda p: (p[0], order.get(p[1], len(order)), p[1]))
 

@@ -66,6 +66,8 @@ def test_plain_and_kestrel_mme_scores(run) -> None:
     assert kestrel["MME score"]["answer_score"] == 800.0
     table = (runs["kestrel"] / "table.md").read_text()
     assert "## MME-Hallucination (MME score)" in table and "| MME score |" in table and "+600.00" in table
+    metrics = pl.read_parquet(str(runs["kestrel"] / "metrics.parquet"))
+    assert metrics["split"].to_list() == [*SUBTASKS, "all"]  # Table 2's order, as the MME table
     answers = pl.read_parquet(str(runs["kestrel"] / "answers.parquet"))
     claimed = {r["split"]: json.loads(r["trace"])["claim_type"] for r in answers.to_dicts()}
     assert claimed == {"existence": "existence", "count": "count", "position": "position", "color": "colour"}
