@@ -34,14 +34,15 @@ SUBTASKS = ["existence", "count", "position", "color"]
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.evaluate_pope import evaluate_pope
+    from mmcurate.flows.evaluate import evaluate_release
     from mmcurate.flows.pope import pope
 
     home = tmp_path_factory.mktemp("mme")
     config = home / "config.yaml"
     config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
     release = Path(pope(config=str(config)))
-    runs = {system: Path(evaluate_pope(release=str(release), model="lvlm", config=str(config), system=system))
+    runs = {system: Path(evaluate_release(release=str(release), model="lvlm", config=str(config),
+                                          options={"system": system}))
             for system in ("plain", "kestrel")}
     return release, runs
 

@@ -47,14 +47,15 @@ pope:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.evaluate_pope import evaluate_pope
+    from mmcurate.flows.evaluate import evaluate_release
     from mmcurate.flows.pope import pope
 
     home = tmp_path_factory.mktemp("pope")
     config = home / "config.yaml"
     config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
     release = Path(pope(config=str(config)))
-    runs = {system: Path(evaluate_pope(release=str(release), model="lvlm", config=str(config), system=system))
+    runs = {system: Path(evaluate_release(release=str(release), model="lvlm", config=str(config),
+                                          options={"system": system}))
             for system in ("plain", "kestrel")}
     return home, config, release, runs
 
@@ -75,7 +76,7 @@ def test_release_is_valid_balanced_and_explains_itself(run) -> None:
     assert quarantine.height == 5 and "malformed record: label 'maybe' is not yes or no" in quarantine["reason"].to_list()
     # one row per (dataset, split), as POPE reports them: the repository clone's coco and aokvqa files
     # (output/coco/, output/seem/aokvqa/) and the built probes, never pooled
-    splits = {(r["dataset"], r["split"]): r for r in release.manifest["statistics"]["splits"]}
+    splits = {(r["dataset"], r["split"]): r for r in release.manifest.statistics["splits"]}
     assert sorted(splits) == [("aokvqa", "adversarial"), ("built", "adversarial"), ("built", "popular"),
                               ("built", "random"), ("coco", "random")]
     assert splits[("coco", "random")] == {"dataset": "coco", "split": "random", "probes": 6, "yes": 3, "no": 3,
