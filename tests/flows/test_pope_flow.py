@@ -74,8 +74,15 @@ def test_release_is_valid_balanced_and_explains_itself(run) -> None:
     assert ledger.filter(pl.col("verdict") == "drop")["check"].to_list() == ["pope.balance.v1"]
     quarantine = pl.read_parquet(str(path / "quarantine.parquet"))
     assert quarantine.height == 5 and "malformed record: label 'maybe' is not yes or no" in quarantine["reason"].to_list()
-    assert release.manifest.statistics["splits"][0] == {"split": "random", "probes": 22, "yes": 11, "no": 11,
-                                                          "images": 4}  # the published images are built ones too
+    # one row per (dataset, split), as POPE reports them: the repository clone's coco and aokvqa files
+    # (output/coco/, output/seem/aokvqa/) and the built probes, never pooled
+    splits = {(r["dataset"], r["split"]): r for r in release.manifest.statistics["splits"]}
+    assert sorted(splits) == [("aokvqa", "adversarial"), ("built", "adversarial"), ("built", "popular"),
+                              ("built", "random"), ("coco", "random")]
+    assert splits[("coco", "random")] == {"dataset": "coco", "split": "random", "probes": 6, "yes": 3, "no": 3,
+                                          "images": 2}
+    assert probes.filter(pl.col("source_id") == "coco/random/8")["image_file"].to_list() == ["COCO_fixture_000002.jpg"]
+    assert set(probes.filter(pl.col("source") == "pope")["dataset"]) == {"coco", "aokvqa"}
     assert "POPE probes object hallucination" in (path / "README.md").read_text()
     sections = flowkit.report_sections(path)
     assert not set(flowkit.DEFLECTION_SECTIONS) & set(sections) and len(sections) == len(set(sections)), sections
@@ -95,7 +102,10 @@ def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:
     assert "## Initial -> final answer (Figure 4)" in table and "| all | broken |" in table
     assert "annotated regions stand in for SAM3" in table and "scripted model (rules in lvlm.jsonl)" in table
     metrics = pl.read_parquet(str(runs["kestrel"] / "metrics.parquet"))
-    assert set(metrics["split"]) == {"random", "popular", "adversarial", "all"}
+    assert sorted(metrics.select("dataset", "split").rows()) == [
+        ("all", "all"), ("aokvqa", "adversarial"), ("built", "adversarial"), ("built", "popular"),
+        ("built", "random"), ("coco", "random")]
+    assert "| Dataset | Split |" in table and "| coco | random |" in table
     for name in ("plain", "kestrel"):
         row = pl.read_parquet(str(runs[name] / "metrics.parquet")).filter(pl.col("split") == "all").row(0, named=True)
         assert row["n"] == 58 and row["tp"] + row["fp"] + row["tn"] + row["fn"] == 58
