@@ -19,13 +19,28 @@ and the index's search each start with the store's files evicted from the page c
   (train, add streamed, calibrate nprobe on held-out rows: its measured recall);
 - ``search``: the loaded index answers the queries (PQ candidates re-scored from disk).
 
+``--real`` swaps the data for real text embedded with the configured encoder (``RetrievalConfig``'s
+``text_encoder``, MiniLM offline, 384-d): the 10,033 Wikipedia summaries of ``wiki-offline``
+cut into passages as DeflectionBench's mining cuts pages (``chunk_text`` with the config's
+``chunk_unit``/``chunk_size``/``chunk_overlap``: 250 tokens, 32 overlap), every
+``HOLD_EVERY``-th page held out of the store. Queries: the questions of the fixtures' KB-VQA
+sources (InfoSeek, E-VQA, ViQuAE), then the first sentence of each held-out page's passages
+until ``--queries``. ``--n`` is then the passage count, not an input. The store's shards are
+small (``REAL_SHARD_ROWS``), so a killed run resumes its embedding (use ``--keep``).
+
+``--scaled-plan`` (implied by ``--real``): a few thousand rows fit in memory at any budget that
+admits the compressed index, so the index is the one ``plan_index`` picks for the 6M x 768 KB at
+``--memory-gb`` carried to this n and dim at the same code bytes per dimension
+(``index_plan.ivfpq_plan``: m = dim x m_6M / 768, nlist for this n). The synthetic mode with
+``--scaled-plan --dim 384 --n <passages>`` is the side-by-side row.
+
 Printed: peak RSS of build and search (goal <= 4 GB), recall@10 against the exact top 10
 (goal >= 0.95), queries/s against exact search (goal >= 50x), build time. ``--opq`` builds
 and searches both variants (without and with the OPQ rotation) on the same store, the
 measurement behind ``index_plan.OPQ_DEFAULT``. The store is deleted at the end unless ``--keep``.
 
     nice python bench/kb_scale.py [--n 6000000] [--dim 768] [--queries 1000] [--memory-gb 4]
-                                  [--threads 2] [--dir DIR] [--keep] [--opq]
+                                  [--threads 2] [--dir DIR] [--keep] [--opq] [--real] [--scaled-plan]
 """
 from __future__ import annotations
 
@@ -45,6 +60,10 @@ TOPICS, COMPONENTS, SUBSPACE = 200, 5_000, 64
 BATCH = 4_096
 SEED = 42
 ENCODER = "synthetic-mixture-v1"
+PAPER_N, PAPER_DIM = 6_000_000, 768  # InfoSeek's KB: the plan --scaled-plan carries to smaller n
+HOLD_EVERY = 10  # --real: every 10th wiki page stays out of the store; its passages give queries
+REAL_SHARD_ROWS = 2_048
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "generated"
 
 
 def mixture(dim: int):
@@ -78,9 +97,74 @@ def draw(first: int, size: int, parts) -> "np.ndarray":
 
 
 def open_bench_store(args):
-    from mmcurate.retrieval.vector_store import open_store
+    from mmcurate.retrieval.vector_store import load_store, open_store
 
+    if args.real:
+        return load_store(Path(args.dir) / "store")
     return open_store(Path(args.dir) / "store", ENCODER, args.dim, f"synthetic:{args.n}x{args.dim}")
+
+
+def bench_plan(args, n: int, dim: int):
+    """The index the bench builds: ``plan_index``'s, or with ``--scaled-plan`` the 6M x 768 plan
+    at the same code bytes per dimension (module docstring)."""
+    from mmcurate.retrieval.index_plan import ivfpq_plan, plan_index
+
+    opq = args.variant == "opq"
+    if not args.scaled_plan:
+        return plan_index(n, dim, args.memory_gb, opq=opq)
+    paper = plan_index(PAPER_N, PAPER_DIM, args.memory_gb, opq=opq)
+    return ivfpq_plan(n, dim, dim * int(paper.params["m"]) // PAPER_DIM, opq)
+
+
+def fixture_questions() -> list[str]:
+    """The questions of the fixtures' KB-VQA sources (InfoSeek, E-VQA, ViQuAE), deduplicated."""
+    import csv
+
+    found: list[str] = []
+    for path in sorted((FIXTURES / "infoseek").glob("infoseek_*.jsonl")):
+        found += [json.loads(line).get("question") for line in path.read_text().splitlines() if line.strip()]
+    for path in sorted((FIXTURES / "evqa").glob("*.csv")):
+        with open(path, newline="", encoding="utf-8") as handle:
+            found += [row["question"] for row in csv.DictReader(handle)]
+    for path in sorted((FIXTURES / "viquae").glob("*.jsonl")):
+        if path.name != "kb.jsonl":
+            found += [json.loads(line).get("input") for line in path.read_text().splitlines() if line.strip()]
+    return list(dict.fromkeys(q for q in found if q))
+
+
+def phase_generate_real(args) -> dict:
+    import numpy as np
+    import torch
+
+    from mmcurate.core.config import RetrievalConfig
+    from mmcurate.core.text import split_sentences
+    from mmcurate.retrieval.chunking import chunk_text
+    from mmcurate.retrieval.encoders import text_encoder
+    from mmcurate.retrieval.kb import iter_documents
+    from mmcurate.retrieval.vector_store import embed_store, open_store, write_records
+
+    torch.set_num_threads(args.threads)
+    cfg = RetrievalConfig()
+    started = time.perf_counter()
+    passages: list[dict[str, str]] = []
+    held: list[str] = []
+    for number, doc in enumerate(iter_documents(cfg.kb)):
+        cut = chunk_text(doc["text"], cfg.chunk_unit, cfg.chunk_size, cfg.chunk_overlap)
+        if number % HOLD_EVERY == HOLD_EVERY - 1:
+            held += [split_sentences(p)[0] for p in cut if split_sentences(p)]
+        else:
+            passages += [{"doc_id": f"{doc['doc_id']}#{k}", "title": "", "text": p} for k, p in enumerate(cut)]
+    encoder = text_encoder(cfg.text_encoder)
+    source = (f"{cfg.kb} passages ({cfg.chunk_size} {cfg.chunk_unit}, overlap {cfg.chunk_overlap}), "
+              f"every {HOLD_EVERY}th page held out")
+    store = open_store(Path(args.dir) / "store", encoder.name, encoder.dim, source, shard_rows=REAL_SHARD_ROWS)
+    write_records(store, passages)
+    embed_store(store, encoder.encode_text, progress=_quiet(args), batch=256)
+    questions = fixture_questions()
+    texts = (questions + held)[: args.queries]
+    np.save(Path(args.dir) / "queries.npy", encoder.encode_text(texts))
+    return {"seconds": time.perf_counter() - started, "n": len(store), "dim": store.dim,
+            "questions": min(len(questions), len(texts)), "held_out": max(0, len(texts) - len(questions))}
 
 
 def cold(store) -> None:
@@ -95,6 +179,8 @@ def cold(store) -> None:
 
 
 def phase_generate(args) -> dict:
+    if args.real:
+        return phase_generate_real(args)
     from mmcurate.retrieval.vector_store import embed_store, write_records
 
     store = open_bench_store(args)
@@ -135,11 +221,10 @@ def phase_build(args) -> dict:
     import faiss
 
     from mmcurate.retrieval.compressed_index import cached_compressed
-    from mmcurate.retrieval.index_plan import plan_index
 
     faiss.omp_set_num_threads(args.threads)
     store = open_bench_store(args)
-    plan = plan_index(len(store), store.dim, args.memory_gb, opq=args.variant == "opq")
+    plan = bench_plan(args, len(store), store.dim)
     started = time.perf_counter()
     index = cached_compressed(store, plan, progress=_quiet(args))
     return {"seconds": time.perf_counter() - started, "plan": plan.describe(), "meta": index.meta}
@@ -150,11 +235,10 @@ def phase_search(args) -> dict:
     import numpy as np
 
     from mmcurate.retrieval.compressed_index import cached_compressed
-    from mmcurate.retrieval.index_plan import plan_index
 
     faiss.omp_set_num_threads(args.threads)
     store = open_bench_store(args)
-    index = cached_compressed(store, plan_index(len(store), store.dim, args.memory_gb, opq=args.variant == "opq"))
+    index = cached_compressed(store, bench_plan(args, len(store), store.dim))
     queries = np.load(Path(args.dir) / "queries.npy")
     truth = np.load(Path(args.dir) / "truth.npy")
     cold(store)
@@ -189,6 +273,7 @@ def run_phase(args, phase: str, variant: str = "pq") -> dict:
     command = [sys.executable, __file__, "--phase", phase, "--variant", variant, "--n", str(args.n),
                "--dim", str(args.dim), "--queries", str(args.queries), "--memory-gb", str(args.memory_gb),
                "--threads", str(args.threads), "--dir", str(args.dir)]
+    command += ["--real"] * args.real + ["--scaled-plan"] * args.scaled_plan
     env = {**os.environ, **{name: str(args.threads) for name in THREADS_ENV}}
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -204,22 +289,29 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path("kb_scale_bench"))
     parser.add_argument("--keep", action="store_true", help="keep the store, queries and indexes")
     parser.add_argument("--opq", action="store_true", help="also build and search with the OPQ rotation")
+    parser.add_argument("--real", action="store_true", help="real text embedded with the configured encoder")
+    parser.add_argument("--scaled-plan", action="store_true", help="the 6M x 768 plan at this n and dim")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--variant", choices=("pq", "opq"), default="pq", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.scaled_plan = args.scaled_plan or args.real
     if args.phase:
         child(args)
         return
-    from mmcurate.retrieval.index_plan import plan_index
-
-    if (kind := plan_index(args.n, args.dim, args.memory_gb).kind) != "ivfpq":
+    if not args.real and (kind := bench_plan(args, args.n, args.dim).kind) != "ivfpq":
         parser.error(f"{args.n:,} x {args.dim} fits --memory-gb {args.memory_gb} in memory ({kind}); "
-                     "lower --memory-gb to measure the compressed index")
+                     "lower --memory-gb or pass --scaled-plan to measure the compressed index")
     args.dir.mkdir(parents=True, exist_ok=True)
     try:
         generated = run_phase(args, "generate")
-        print(f"data: {args.n:,} x {args.dim} in a store of {_disk_gb(args.dir):.1f} GB, {args.queries:,} queries, "
+        args.n, args.dim = generated.get("n", args.n), generated.get("dim", args.dim)
+        what = (f"real passages, queries: {generated['questions']} fixture questions + {generated['held_out']} "
+                f"held-out passages' first sentences" if args.real else f"synthetic, {args.queries:,} queries")
+        print(f"data: {args.n:,} x {args.dim} ({what}) in a store of {_disk_gb(args.dir):.1f} GB, "
               f"generated in {generated['seconds']:.0f}s (peak RSS {generated['peak_rss_mb']:,.0f} MB)", flush=True)
+        if args.scaled_plan:
+            print(f"plan: {bench_plan(args, args.n, args.dim).describe()} (the {PAPER_N:,} x {PAPER_DIM} plan at "
+                  f"{args.memory_gb} GB, same code bytes per dimension)", flush=True)
         exact = run_phase(args, "exact")
         print(f"exact (streamed faiss knn): {exact['qps']:,.2f} queries/s ({exact['seconds']:.0f}s), "
               f"peak RSS {exact['peak_rss_mb']:,.0f} MB", flush=True)

@@ -87,15 +87,25 @@ def plan_index(n: int, dim: int, memory_gb: float, opq: bool = OPQ_DEFAULT) -> I
     if small <= budget:
         kind = choose_kind(n)
         return IndexPlan(kind, {"nlist": ivf_nlist(n)} if kind == "ivf" else {}, small)
-    nlist = ivfpq_nlist(n)
     sizes = code_sizes(dim)
     for m in sizes:
-        need = ivfpq_bytes(n, dim, nlist, m, opq)
-        if need <= budget:
-            return IndexPlan("ivfpq", {"nlist": nlist, "m": m, "nbits": 8, "opq": opq,
-                                       "candidates_per_result": CANDIDATES_PER_RESULT}, need)
+        plan = ivfpq_plan(n, dim, m, opq)
+        if plan.memory_bytes <= budget:
+            return plan
+    need = plan.memory_bytes
     raise MmcurateError(f"a knowledge base of {n:,} x {dim} vectors needs at least {need / GIB:.1f} GB for its "
                         f"compressed index ({sizes[-1]} code bytes per vector); retrieval.memory_gb is {memory_gb}")
+
+
+def ivfpq_plan(n: int, dim: int, m: int, opq: bool = OPQ_DEFAULT) -> IndexPlan:
+    """The ``ivfpq`` plan with ``m`` code bytes per vector for ``n`` x ``dim`` (``plan_index``'s
+    choice once ``m`` is fixed; ``bench/kb_scale.py`` uses it to build a large KB's index on a
+    small sample at the same code bytes per dimension)."""
+    if m < 1 or dim % m:
+        raise MmcurateError(f"an ivfpq code of {m} bytes needs to divide the dimension {dim}")
+    nlist = ivfpq_nlist(n)
+    return IndexPlan("ivfpq", {"nlist": nlist, "m": m, "nbits": 8, "opq": opq,
+                               "candidates_per_result": CANDIDATES_PER_RESULT}, ivfpq_bytes(n, dim, nlist, m, opq))
 
 
 def code_sizes(dim: int) -> list[int]:

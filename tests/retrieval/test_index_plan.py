@@ -10,6 +10,7 @@ from mmcurate.retrieval.index_plan import (
     in_memory_bytes,
     ivfpq_bytes,
     ivfpq_nlist,
+    ivfpq_plan,
     plan_index,
 )
 
@@ -70,3 +71,13 @@ def test_odd_dimensions_get_a_divisor() -> None:
     assert code_sizes(146) == [2]  # 146 = 2 x 73
     with pytest.raises(MmcurateError):
         plan_index(-1, 8, 1)
+
+
+def test_an_ivfpq_plan_with_a_fixed_code_size_is_what_plan_index_picks_for_that_code() -> None:
+    paper = plan_index(6_000_000, 768, 4)
+    assert ivfpq_plan(6_000_000, 768, int(paper.params["m"])) == paper
+    small = ivfpq_plan(11_000, 384, 48)  # the 6M plan's 1 byte per 8 dimensions, at a small n
+    assert small.params == {"nlist": 256, "m": 48, "nbits": 8, "opq": False, "candidates_per_result": 10}
+    assert small.memory_bytes == ivfpq_bytes(11_000, 384, 256, 48, False)
+    with pytest.raises(MmcurateError, match="divide the dimension"):
+        ivfpq_plan(11_000, 384, 50)
