@@ -11,11 +11,18 @@ the validated release) in a fresh subprocess on the thread runner, and prints, m
 this one run:
 
     wall time of the flow per 1,000 model requests (Stage I + III, from the release's
-    calls table), and the flow process's peak RSS (``ru_maxrss`` of that process).
+    calls table), and the flow process's peak RSS (the largest of ``ru_maxrss`` and the
+    steps' peaks below);
+    per step of the flow (ingest, load, Stage I-III and near-duplicates, draft, publish): its
+    wall time, RSS before and after it, and its own peak RSS (``VmHWM`` after resetting it
+    through ``/proc/self/clear_refs`` at the step's start), to find the step whose memory
+    grows with the sample count.
 
-Goal: time per request flat within 1.5x across sizes; peak RSS at 100k below 2x that at 2k.
+Goals (issue 36): time per request at the largest size within 1.25x of the smallest; peak RSS
+at the largest under 4 GB and within 1.5x of the size before it. ``--million`` runs 2k, 100k
+and 1M (the issue's sizes; 1M is 18M requests, hours on a loaded 2-core machine).
 
-    python bench/curation_scale.py [--sizes 2000 20000 100000] [--keep DIR]
+    python bench/curation_scale.py [--sizes 2000 20000 100000 | --million] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -42,12 +49,36 @@ NEGATIVE_TEXTS = 5
 NEGATIVE_IMAGES = 3
 
 CHILD = """
-import json, resource, sys, time
+import functools, json, resource, sys, time
 from pathlib import Path
 from prefect import flow
 from mmcurate.core.config import load_config
+from mmcurate.flows import deflectionbench as module
 from mmcurate.flows.deflectionbench import deflectionbench
 from mmcurate.tasks.runners import make_task_runner
+
+STEPS = ("ingest_source", "load_samples", "plan_run", "prepare_kb", "run_stage", "deflection_draft",
+         "publish_release")
+stages = []
+
+def vm(field):  # kB, from /proc/self/status
+    return int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith(field + ":")))
+
+def profiled(name, call):
+    @functools.wraps(call)
+    def step(*args, **kwargs):
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")  # resets VmHWM to the current RSS: the peak below is this step's own
+        rss, started = vm("VmRSS"), time.perf_counter()
+        out = call(*args, **kwargs)
+        label = type(args[0]).__name__ if name == "run_stage" else name
+        stages.append({"step": label, "seconds": time.perf_counter() - started, "rss_before_kb": rss,
+                       "peak_kb": vm("VmHWM"), "rss_after_kb": vm("VmRSS")})
+        return out
+    return step
+
+for name in STEPS:
+    setattr(module, name, profiled(name, getattr(module, name)))
 
 @flow
 def warm_up() -> None:  # starts the temporary Prefect server before the clock runs
@@ -61,7 +92,7 @@ seconds = time.perf_counter() - start
 manifest = json.loads((release / "manifest.json").read_text())
 requests = sum(r["calls"] + r["cache_hits"] for r in manifest["statistics"]["calls"] if r["step"] == "total")
 print(json.dumps({"seconds": seconds, "requests": requests, "released": manifest["counts"]["rows"]["test"],
-                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "stages": stages}))
 """
 
 
@@ -185,27 +216,34 @@ def run_flow(config: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 20_000, 100_000])
+    parser.add_argument("--million", action="store_true", help="sizes 2,000, 100,000 and 1,000,000")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     args = parser.parse_args()
+    sizes = [2_000, 100_000, 1_000_000] if args.million else args.sizes
     with tempfile.TemporaryDirectory(prefix="bench_curation_") as tmp:
         work = args.keep or Path(tmp)
         rows = []
-        for size in args.sizes:
+        for size in sizes:
             folder = work / f"n{size}"
             t0 = time.perf_counter()
             generate(folder / "webqa", size)
             made = time.perf_counter() - t0
             stats = run_flow(write_config(folder, folder / "webqa"))
             per_k = 1000 * stats["seconds"] / max(stats["requests"], 1)
-            rss = stats["maxrss_kb"] / 1024
+            rss = max([stats["maxrss_kb"]] + [step["peak_kb"] for step in stats["stages"]]) / 1024
             rows.append((size, per_k, rss))
-            print(f"{size:>7,} samples: {stats['requests']:>9,} requests, {stats['released']:,} released, "
+            print(f"{size:>9,} samples: {stats['requests']:>10,} requests, {stats['released']:,} released, "
                   f"flow {stats['seconds']:.1f} s (data written in {made:.1f} s); "
                   f"{per_k:.2f} s per 1k requests; peak RSS {rss:.0f} MB", flush=True)
-        (small, small_t, small_rss), (large, large_t, large_rss) = rows[0], rows[-1]
-        times = [t for _, t, _ in rows]
-        print(f"time per 1k requests: max/min {max(times) / min(times):.2f} (goal <= 1.5)")
-        print(f"peak RSS: {large:,} / {small:,} samples = {large_rss / small_rss:.2f} (goal < 2)")
+            for step in stats["stages"]:
+                print(f"    {step['step']:<18} {step['seconds']:>8.1f} s   RSS {step['rss_before_kb'] / 1024:>6.0f} -> "
+                      f"{step['rss_after_kb'] / 1024:>6.0f} MB, peak {step['peak_kb'] / 1024:>6.0f} MB", flush=True)
+        (small, small_t, _), (large, large_t, large_rss) = rows[0], rows[-1]
+        print(f"time per 1k requests: {large:,} / {small:,} samples = {large_t / small_t:.2f} (goal <= 1.25)")
+        if len(rows) > 1:
+            before, before_rss = rows[-2][0], rows[-2][2]
+            print(f"peak RSS: {large:,} / {before:,} samples = {large_rss / before_rss:.2f} (goal <= 1.5); "
+                  f"at {large:,}: {large_rss / 1024:.2f} GB (goal < 4)")
 
 
 if __name__ == "__main__":
