@@ -221,7 +221,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [2_000, 100_000, 1_000_000] if args.million else args.sizes
     with tempfile.TemporaryDirectory(prefix="bench_curation_") as tmp:
-        work = args.keep or Path(tmp)
+        work = (args.keep or Path(tmp)).resolve()  # the config names its folders absolutely
         rows = []
         for size in sizes:
             folder = work / f"n{size}"

@@ -25,7 +25,9 @@ cut into passages as DeflectionBench's mining cuts pages (``chunk_text`` with th
 ``chunk_unit``/``chunk_size``/``chunk_overlap``: 250 tokens, 32 overlap), every
 ``HOLD_EVERY``-th page held out of the store. Queries: the questions of the fixtures' KB-VQA
 sources (InfoSeek, E-VQA, ViQuAE), then the first sentence of each held-out page's passages
-until ``--queries``. ``--n`` is then the passage count, not an input. The store's shards are
+until ``--queries``. ``--pages`` takes only the first pages of the KB (MiniLM embeds about 15
+passages per CPU-second, so all 10,033 pages are about ten CPU-minutes). ``--n`` is then the
+passage count, not an input. The store's shards are
 small (``REAL_SHARD_ROWS``), so a killed run resumes its embedding (use ``--keep``).
 
 ``--scaled-plan`` (implied by ``--real``): a few thousand rows fit in memory at any budget that
@@ -62,7 +64,7 @@ SEED = 42
 ENCODER = "synthetic-mixture-v1"
 PAPER_N, PAPER_DIM = 6_000_000, 768  # InfoSeek's KB: the plan --scaled-plan carries to smaller n
 HOLD_EVERY = 10  # --real: every 10th wiki page stays out of the store; its passages give queries
-REAL_SHARD_ROWS = 2_048
+REAL_SHARD_ROWS = 512
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "generated"
 
 
@@ -148,14 +150,14 @@ def phase_generate_real(args) -> dict:
     started = time.perf_counter()
     passages: list[dict[str, str]] = []
     held: list[str] = []
-    for number, doc in enumerate(iter_documents(cfg.kb)):
+    for number, doc in enumerate(iter_documents(cfg.kb, args.pages)):
         cut = chunk_text(doc["text"], cfg.chunk_unit, cfg.chunk_size, cfg.chunk_overlap)
         if number % HOLD_EVERY == HOLD_EVERY - 1:
             held += [split_sentences(p)[0] for p in cut if split_sentences(p)]
         else:
             passages += [{"doc_id": f"{doc['doc_id']}#{k}", "title": "", "text": p} for k, p in enumerate(cut)]
     encoder = text_encoder(cfg.text_encoder)
-    source = (f"{cfg.kb} passages ({cfg.chunk_size} {cfg.chunk_unit}, overlap {cfg.chunk_overlap}), "
+    source = (f"{cfg.kb} pages[:{args.pages}] passages ({cfg.chunk_size} {cfg.chunk_unit}, overlap {cfg.chunk_overlap}), "
               f"every {HOLD_EVERY}th page held out")
     store = open_store(Path(args.dir) / "store", encoder.name, encoder.dim, source, shard_rows=REAL_SHARD_ROWS)
     write_records(store, passages)
@@ -274,6 +276,7 @@ def run_phase(args, phase: str, variant: str = "pq") -> dict:
                "--dim", str(args.dim), "--queries", str(args.queries), "--memory-gb", str(args.memory_gb),
                "--threads", str(args.threads), "--dir", str(args.dir)]
     command += ["--real"] * args.real + ["--scaled-plan"] * args.scaled_plan
+    command += ["--pages", str(args.pages)] if args.pages else []
     env = {**os.environ, **{name: str(args.threads) for name in THREADS_ENV}}
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -290,6 +293,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the store, queries and indexes")
     parser.add_argument("--opq", action="store_true", help="also build and search with the OPQ rotation")
     parser.add_argument("--real", action="store_true", help="real text embedded with the configured encoder")
+    parser.add_argument("--pages", type=int, help="--real: only the first PAGES pages of the KB")
     parser.add_argument("--scaled-plan", action="store_true", help="the 6M x 768 plan at this n and dim")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--variant", choices=("pq", "opq"), default="pq", help=argparse.SUPPRESS)
