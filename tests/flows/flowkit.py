@@ -98,6 +98,9 @@ def reflectv_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, A
             "grounding": f"boxes:{fixtures}",
             "max_turns": 3,
             "seed": 7,
+            # the scripted rewriter answers a fixed text per feedback, so it rewrites the bare feedback:
+            # the paper's order (caption first, before_rewrite) has its tests in annotation/reflectv
+            "caption_order": "after_rewrite",
         },
         **fields,
     }

@@ -49,6 +49,7 @@ reflectv:
   verifier: verifier
   grounding: "boxes:{fx}"
   seed: 7
+  caption_order: after_rewrite  # the scripted rewriter rewrites the bare feedback
 """
 
 
@@ -67,7 +68,7 @@ def built(tmp_path_factory, fixtures_root) -> tuple[Path, Path]:
     with open_models(settings, store) as models:
         ctx = StageContext(settings, "r", store, models)
         for stage in (BuildDialogues(cfg.student, cfg.teacher, cfg.max_turns), TrajectoryFilter(),
-                      WriteReflections(cfg.keywords, cfg.rewriter), GroundAndMark(cfg.grounding, seed=cfg.seed),
+                      WriteReflections(cfg.keywords, cfg.rewriter, caption_order=cfg.caption_order), GroundAndMark(cfg.grounding, seed=cfg.seed),
                       VisualCheck(cfg.verifier), FormatTrajectories(cfg.rho, cfg.seed)):
             results.append(stage.run(table, ctx))
             table = results[-1].kept
