@@ -220,7 +220,7 @@ class PromptFile(_Strict):
     def _texts(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         empty = sorted(name for name, text in (value or {}).items() if not text.strip())
         if empty:
-            raise ValueError(f"empty prompt template(s) {empty}")
+            raise ValueError(f"empty prompt {'template' if len(empty) == 1 else 'templates'} {empty}")
         return value
 
     def read(self) -> "PromptFile":
@@ -712,7 +712,7 @@ class Settings(BaseSettings):
         wanted += [captioner] if captioner else []
         missing = sorted(set(wanted) - set(self.models))
         if missing:
-            raise ValueError(f"unknown model(s) {missing}; defined: {sorted(self.models)}")
+            raise ValueError(f"unknown {'model' if len(missing) == 1 else 'models'} {missing}; defined: {sorted(self.models)}")
         if captioner and not self.models[captioner].vision:
             raise ValueError(f"evaluation.reflvqa.captioner: model {captioner!r} does not see images (vision: false); "
                              "name a vision model, or leave it unset for the source captions (a stand-in)")

@@ -105,7 +105,7 @@ def read_run(folder: Path | str) -> Run:
         raise CompareError(f"{folder / ANSWERS}: not a readable Parquet file: {str(exc).splitlines()[0]}") from None
     missing = [c for c in REQUIRED if c not in answers.column_names]
     if missing:
-        raise CompareError(f"{folder / ANSWERS} has no column(s) {missing}")
+        raise CompareError(f"{folder / ANSWERS} lacks {counted(len(missing), 'column')}: {', '.join(missing)}")
     return Run(folder, match.group(1), match.group(2), answers, recorded_content_id(folder))
 
 

@@ -23,6 +23,7 @@ from mmcurate.evaluation.runs import evaluation_folder
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_cragmm, score_crag, summarise_cragmm
+from mmcurate.core.plural import counted
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 TURN_COLUMNS = ["sample_id", "set", "session_id", "turn", "domain", "query_category", "dynamism", "egocentric"]
@@ -54,7 +55,7 @@ def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), ou
     ruled = apply_multi_turn_rule(crag, reading)
     notes = [*([incomplete] if incomplete else []), crag_note, *stand_in_notes(settings, name, system, components)]
     scope = f"task {task}" if task else "all turns"
-    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {answers.num_rows} turns)"
+    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {counted(answers.num_rows, 'turn')})"
     summarise_cragmm(ruled, target, title, notes, reading)
     calls += crag_calls
     print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "

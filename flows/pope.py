@@ -19,6 +19,7 @@ from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
+from mmcurate.core.plural import counted
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
@@ -35,7 +36,7 @@ def pope(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incom
 
     draft = pope_draft(settings, run.version, run_id, ingested, samples, quarantine, balanced)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
-    print(f"pope {draft.version}: {balanced.kept.num_rows} probes ({balanced.counts['dropped']} dropped to balance) "
+    print(f"pope {draft.version}: {counted(balanced.kept.num_rows, 'probe')} ({balanced.counts['dropped']} dropped to balance) "
           f"-> {release}")
     return str(release)
 

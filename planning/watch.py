@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
+from mmcurate.core.plural import counted
 from mmcurate.models.catalog import CatalogModel, read_catalog, spec_file
 from mmcurate.releases.reader import Release, open_release
 from mmcurate.releases.recuration import Recuration, begin_recuration
@@ -35,7 +36,7 @@ class Proposal:
         parent = self.release
         used = ", ".join(f"{m['name']} ({m.get('role', 'model')})" for m in parent.manifest.get("models") or [])
         lines = [f"{parent.benchmark} {parent.version} was curated with: {used or 'no model'}",
-                 f"catalog {self.catalog}: {len(self.models)} model(s), {len(self.new)} new"]
+                 f"catalog {self.catalog}: {counted(len(self.models), 'model')}, {len(self.new)} new"]
         for model in self.new:
             spec = model.spec
             lines.append(f"  + {spec.name}: {spec.backend} {spec.model or spec.gguf or ''} @ {spec.revision}, "

@@ -30,6 +30,7 @@ from .manifest import (
     release_files,
     sealed_digest,
 )
+from mmcurate.core.plural import counted
 
 
 @dataclass
@@ -79,7 +80,7 @@ def _check_counts(release_dir: Path, manifest: dict, sealed: dict[str, dict], re
                 result.invalid.append(f"shard {rel} is unreadable: {str(exc).splitlines()[0]}")
                 return
         if rows.get(config) != total:
-            result.invalid.append(f"config {config}: the manifest counts {rows.get(config)} rows, its shards hold {total}")
+            result.invalid.append(f"config {config}: the manifest counts {counted(rows.get(config) or 0, 'row')}, its shards hold {total}")
 
 
 def _check_body(manifest: dict, result: VerifyResult) -> None:

@@ -53,6 +53,7 @@ from mmcurate.models.labels import ask_parsed
 from mmcurate.releases.reader import refuse_inside_release
 from mmcurate.releases.reflectv_schema import DISCARDED
 from mmcurate.review.batches import prepare_batch_folder
+from mmcurate.core.plural import counted
 
 SUBSETS = ("discarded", "raw", "clean")  # Table 6's D_noise, D_raw, D_clean
 LABELS = {"discarded": "D_noise (discarded)", "raw": "D_raw (unfiltered)", "clean": "D_clean (released)"}
@@ -190,7 +191,7 @@ def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
         reader = csv.DictReader(handle)
         missing = [c for c in ("item_id", *CRITERIA) if c not in (reader.fieldnames or [])]
         if missing:
-            raise MmcurateError(f"{path}:1: missing column(s) {', '.join(missing)}")
+            raise MmcurateError(f"{path}:1: missing {counted(len(missing), 'column')}: {', '.join(missing)}")
         out, start = [], reader.line_num + 1
         for record in reader:
             out.append((start, record))

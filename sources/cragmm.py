@@ -50,6 +50,7 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Rejected, Sample
+from mmcurate.core.plural import counted
 
 from .base import AdapterOptions, Located, SourceAdapter
 
@@ -141,7 +142,7 @@ class CragMMSource(SourceAdapter):
                 for batch in batches:
                     missing = [c for c in REQUIRED if c not in batch.schema.names]
                     if missing:
-                        yield Rejected(label, f"shard skipped: it lacks column(s) {', '.join(missing)}")
+                        yield Rejected(label, f"shard skipped: it lacks {counted(len(missing), 'column')}: {', '.join(missing)}")
                         break
                     for row in batch.to_pylist():
                         yield from self._conversation(f"{label}:{row_number}", row, which, split_of(shard), seen)

@@ -62,7 +62,7 @@ def export(
         return
     batch = export_batch(release, n, out, seed=seed, rejected=rejected, force=force)
     note = f" (only {batch.available} available)" if batch.items < n else ""
-    typer.echo(f"exported {batch.items} items{note} -> {batch.jsonl}, {batch.csv}")
+    typer.echo(f"exported {counted(batch.items, 'item')}{note} -> {batch.jsonl}, {batch.csv}")
     typer.echo(f"sampling: {batch.sampling}")
 
 
@@ -94,7 +94,7 @@ def import_(
         kappa = "undefined" if summary["kappa"] is None else f"{summary['kappa']:.3f}"
         typer.echo(
             f"  {question}: {summary['measure']} kappa {kappa}, raw agreement {summary['raw']:.3f} "
-            f"over {summary['items']} items"
+            f"over {counted(summary['items'], 'item')}"
         )
     for row in result.table3:
         share = "–" if row["share"] is None else f"{100 * row['share']:.1f}%"
@@ -121,7 +121,7 @@ def export_trajectories(
 
     result = export(release, out, n=n, seed=seed, force=force)
     counts = ", ".join(f"{s} {result.items[s]} of {result.available[s]}" for s in SUBSETS)
-    typer.echo(f"exported {sum(result.items.values())} items ({counts}) -> {result.jsonl}, {result.csv}")
+    typer.echo(f"exported {counted(sum(result.items.values()), 'item')} ({counts}) -> {result.jsonl}, {result.csv}")
 
 
 @annotate_app.command("import-trajectories")

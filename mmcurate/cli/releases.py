@@ -27,7 +27,7 @@ def verify(release: ReleaseArg) -> None:
         typer.echo(problem)
     if not result.ok:
         raise SystemExit(1)  # click returns (not raises) typer.Exit when not standalone
-    typer.echo(f"ok: {result.checked} files verified")
+    typer.echo(f"ok: {counted(result.checked, 'file')} verified")
 
 
 @app.command()
@@ -38,8 +38,9 @@ def why(release: Annotated[Path, typer.Argument(help="a release folder, or an ev
     from mmcurate.evaluation.why import is_run, item_lines
 
     if is_run(release):
+        lines = item_lines(release, sample_id)  # an unknown item is refused before any heading
         typer.echo(f"{sample_id} in the evaluation run {release}:")
-        for line in item_lines(release, sample_id):
+        for line in lines:
             typer.echo(f"  {line}")
         return
     opened = open_release(release)

@@ -166,7 +166,7 @@ def logged_calls(log: str) -> dict[tuple[str, str], tuple[int, int, int]]:
 def logged_requests(log: str) -> dict[tuple[str, str], int]:
     """(step, model) -> requests answered, summed over the batches whose progress the log shows."""
     out: Counter[tuple[str, str]] = Counter()
-    for step, model, answered, planned in re.findall(r"(\S+) (\S+): (\d+)/(\d+) requests answered$", log, re.M):
+    for step, model, answered, planned in re.findall(r"(\S+) (\S+): (\d+)/(\d+) requests? answered$", log, re.M):
         if answered == planned:  # a batch's last line
             out[(step, model)] += int(planned)
     return dict(out)
