@@ -198,7 +198,7 @@ def comparison_markdown(result: Comparison) -> str:
     table = [{by: r["scenario"], "Transition": r["transition"], "Count": str(r["count"]),
               "Share (%)": _pct(r["share"])} for r in result.transitions.to_pylist()]
     wins = [{"Outcome": r["outcome"], "Count": f"{r['count']}/{r['n']}", "Share (%)": _pct(r["share"]),
-             "95% Wilson": "–" if r["low"] is None else f"[{r['low']:.3f}, {r['high']:.3f}]"}
+             "95% Wilson (%)": "–" if r["low"] is None else f"[{_pct(r['low'])}, {_pct(r['high'])}]"}
             for r in result.wins.to_pylist()]
     return (f"# {result.a} (A) vs {result.b} (B) on {result.release}\n\n"
             f"{counted(result.compared, 'item')} compared (matched on {', '.join(result.key)}); left out: "
