@@ -53,13 +53,17 @@ def why(release: Annotated[Path, typer.Argument(help="a release folder, or an ev
 
 @app.command()
 def diff(old: ReleaseArg, new: ReleaseArg) -> None:
-    """Samples added and removed between two releases, with each removal's reason."""
+    """Samples added, removed and changed between two releases: each removal's reason, each
+    change's fields and the stage (and decision) that made it."""
     result = diff_releases(old, new)
-    typer.echo(f"{result.old_version} -> {result.new_version}: +{len(result.added)} added, -{len(result.removed)} removed")
+    typer.echo(f"{result.old_version} -> {result.new_version}: +{len(result.added)} added, -{len(result.removed)} removed, "
+               f"~{len(result.changed)} changed")
     for sid in result.added:
         typer.echo(f"+ {sid}")
     for removal in result.removed:
         typer.echo(f"- {removal.sample_id}: {removal.reason}")
+    for change in result.changed:
+        typer.echo(change.line())
 
 
 @app.command()
