@@ -120,8 +120,9 @@ def export_trajectories(
     from mmcurate.review.trajectories import SUBSETS, export_trajectories as export
 
     result = export(release, out, n=n, seed=seed, force=force)
-    counts = ", ".join(f"{s} {result.items[s]} of {result.available[s]}" for s in SUBSETS)
-    typer.echo(f"exported {counted(sum(result.items.values()), 'item')} ({counts}) -> {result.jsonl}, {result.csv}")
+    counts = ", ".join(f"{s} {result.drawn[s]} of {result.available[s]}" for s in SUBSETS)
+    typer.echo(f"exported {counted(result.items, 'item')}, each dialogue once (drawn: {counts}) -> "
+               f"{result.jsonl}, {result.csv}")
 
 
 @annotate_app.command("import-trajectories")
