@@ -68,8 +68,9 @@ def built(tmp_path_factory, fixtures_root) -> tuple[Path, Path]:
     with open_models(settings, store) as models:
         ctx = StageContext(settings, "r", store, models)
         for stage in (BuildDialogues(cfg.student, cfg.teacher, cfg.max_turns), TrajectoryFilter(),
-                      WriteReflections(cfg.keywords, cfg.rewriter, caption_order=cfg.caption_order), GroundAndMark(cfg.grounding, seed=cfg.seed),
-                      VisualCheck(cfg.verifier), FormatTrajectories(cfg.rho, cfg.seed)):
+                      WriteReflections(cfg.keywords, cfg.rewriter, caption_order=cfg.caption_order),
+                      GroundAndMark(cfg.grounding, seed=cfg.seed), VisualCheck(cfg.verifier),
+                      FormatTrajectories(cfg.rho, cfg.seed)):
             results.append(stage.run(table, ctx))
             table = results[-1].kept
     draft = reflectv_draft(settings, "1.0.0", "r", ingested, samples, quarantine, results)
