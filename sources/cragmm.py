@@ -167,7 +167,7 @@ class CragMMSource(SourceAdapter):
             if not turns:
                 raise ValueError("no turns")
             if which == SINGLE and len(turns) != 1:
-                raise ValueError(f"a single-turn conversation with {len(turns)} turns")
+                raise ValueError(f"a single-turn conversation with {counted(len(turns), 'turn')}")
             parsed = [self._turn(n, turn, answers) for n, turn in enumerate(turns)]
         except ValueError as exc:
             yield Rejected(locator, f"conversation {session}: {exc}", raw)

@@ -62,3 +62,18 @@ def test_no_message_in_the_tree_writes_a_plural_with_parentheses() -> None:
             if re.search(r"""f["'].*\w\(s\)""", line):
                 found.append(f"{rel}:{number}: {line.strip()}")
     assert found == []
+
+
+def test_no_message_puts_a_row_count_before_a_plural_noun() -> None:
+    """"1 turns" (CRAG-MM's run and evaluation lines), "1 samples": a count of rows or of a list
+    is written with core.plural.counted, never before a fixed plural."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"\{[^{}]*(num_rows|len\(|height)[^{}]*\} (turns|samples|models|rows|items|probes|calls"
+                         r"|questions|files|chains|pairs|dialogues|instances|documents|answers)\b")
+    found = [f"{path.relative_to(root)}:{n}"
+             for path in root.rglob("*.py") if path.relative_to(root).parts[0] not in {"tests", ".venv", "bench"}
+             for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert found == []
