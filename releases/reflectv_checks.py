@@ -19,7 +19,7 @@ def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
     the share of multi-turn chains against rho, the dialogues' scores, and the training
     export: one record per trajectory in both layouts, roles alternating, every image a file."""
     trajectories = release.table("trajectories")
-    section = (release.manifest.get("config") or {}).get("reflectv") or {}
+    section = release.manifest.config.get("reflectv") or {}
     # a release made before the switch never let an anchor state the ground truth
     frame = rf.trajectory_frame(trajectories, section.get("dense_keywords", "question"))
     rho = float(section.get("rho", 0.75))
