@@ -91,12 +91,12 @@ def test_a_verifier_that_rejects_every_mark_collapses_every_chain_into_a_valid_r
     """Issue 31 item 7: a re-checking verifier that answers no to every mark collapses every
     chain to a QA pair (002 section 4.5) and the release is valid (a collapsed chain's depth is 0,
     the validator's depth_is_reflective_rounds), where it used to fail its own validation."""
-    from mmcurate.flows.recurate_reflectv import recurate_reflectv
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release = built
     parent = open_release(release).table("trajectories").to_pylist()
-    new = Path(recurate_reflectv(release=str(release), add_model=["verifier=nay"], config=str(config),
-                                 version="1.2.0"))
+    new = Path(recurate_release(release=str(release), add_model=["verifier=nay"], config=str(config),
+                                version="1.2.0"))
     assert verify_release(new).ok and recorded_validation(new)["success"]
     rows = open_release(new).table("trajectories").to_pylist()
     assert rows and {(r["format"], r["depth"], len(r["conversation"])) for r in rows} == {("single_turn", 0, 1)}
