@@ -14,7 +14,6 @@ from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
