@@ -4,6 +4,6 @@ curation run's first step."""
 from __future__ import annotations
 
 from .benchmark import Benchmark, Evaluation
-from .registry import BENCHMARKS, curated, get
+from .registry import BENCHMARKS, curated, get, register
 
-__all__ = ["BENCHMARKS", "Benchmark", "Evaluation", "curated", "get"]
+__all__ = ["BENCHMARKS", "Benchmark", "Evaluation", "curated", "get", "register"]

@@ -1,13 +1,15 @@
 """One object per benchmark: everything that differs between benchmarks, in one place.
 
-A ``Benchmark`` names its config section and release folder (``name``), the source adapters
-it reads, what its releases are, its flows, its evaluation, its plan and its human review of
-judges. Commands and flows ask the registry (``mmcurate.benchmarks.get``) instead of
-comparing benchmark names, so adding a benchmark is one module here and one line in
-``registry.py``.
+A ``Benchmark`` names its config section and release folder (``name``), the settings it
+brings (its section's model, and any other section it owns), the source adapters it reads,
+what its releases are, its flows, its evaluation, its plan and its human review of judges.
+Commands and flows ask the registry (``mmcurate.benchmarks.get``) instead of comparing
+benchmark names, so adding a benchmark is one module here and one line in ``registry.py``
+(or a ``register`` call from a package of its own): no core file changes.
 
-A benchmark names its parts by import path, ``"package.module:attribute"``, loaded when
-they are used (as ``sources.ADAPTERS`` names adapters): the registry imports nothing heavy,
+Its settings models are classes (they import only ``core``, so the registry stays light and
+``core.config`` builds the ``Settings`` type from them); its other parts are named by import
+path, ``"package.module:attribute"``, loaded when they are used (as ``sources.ADAPTERS`` names adapters): the registry imports nothing heavy,
 so ``mmcurate --help`` answers at once and any layer may consult it, and the parts (release
 kinds, planners, flows, which sit in layers above and below) keep their own places.
 """
@@ -15,9 +17,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mmcurate.core.config import BenchmarkSection, Section
 from mmcurate.core.errors import MmcurateError
 
 if TYPE_CHECKING:
@@ -81,6 +84,9 @@ class Benchmark:
     title: str  # what ``mmcurate run <name> --help`` says it curates
     paper: str  # the seed paper it follows (shared/seeds/<file>)
     sources: tuple[str, ...]  # the source adapters its curation reads
+    config: type[BenchmarkSection]  # its section of the config, under ``name``
+    sections: Mapping[str, type[Section]] = field(default_factory=dict)  # other top-level sections it owns
+    evaluation_config: type[Section] | None = None  # its section under ``evaluation``
     release: str | None = None  # its ``releases.kind.ReleaseKind``; None: evaluated here, not curated
     curate: str | None = None  # the curation flow
     recurate: str | None = None  # the re-curation flow (next minor version with new models)
@@ -88,6 +94,10 @@ class Benchmark:
     plan: str | None = None  # its ``Planner``: requests, tokens and cost of a curation run, before it starts
     recuration_plan: str | None = None  # ``(Recuration) -> Plan``: the calls a re-curation's added models make
     judge_review: str | None = None  # its ``review.judges.JudgeReview`` (annotate --evaluation)
+
+    def section_of(self, settings: Settings) -> Any:
+        """This benchmark's section of ``settings`` (an instance of ``config``), or ConfigError."""
+        return settings.section(self.name)
 
     def release_kind(self) -> ReleaseKind:
         return load(self._required("release", "releases"))

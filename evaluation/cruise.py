@@ -217,7 +217,7 @@ def default_clock() -> float:
 
 def cruise_system(settings: Any, model: str) -> Cruise:  # settings: core.config.Settings
     """The system's settings from the config's ``cruise`` section (its defaults when absent)."""
-    from mmcurate.core.config import CruiseConfig
+    from mmcurate.benchmarks.cragmm import CruiseConfig
 
     cfg = settings.cruise or CruiseConfig.model_construct()
     return Cruise(model, router=cfg.router, with_context=cfg.tau_low, without_context=cfg.tau_high,

@@ -54,7 +54,7 @@ from PIL import Image
 
 from mmcurate.annotation.reflectv.grounders import Grounder, Instance, Query, Sam2Segmenter, open_image
 from mmcurate.annotation.reflectv.marks import box_of, draw_marks, png_bytes
-from mmcurate.core.config import KestrelConfig
+from mmcurate.benchmarks.pope import KestrelConfig
 from mmcurate.core.stages import StageContext
 from mmcurate.judging.claim_extraction import MAX_CLAIMS, claim_of, claims_json
 from mmcurate.judging.claim_verification import REMINDER as VERIFY_REMINDER, SYSTEM as VERIFY_SYSTEM

@@ -29,7 +29,8 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.annotation.reflectv.grounders import Sam2Segmenter, make_grounder
-from mmcurate.core.config import KestrelConfig, Settings
+from mmcurate.benchmarks.pope import KestrelConfig
+from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.specs import Boxes

@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.core.config import RefLVQAEvalConfig
+from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit, retrieve
 

@@ -35,7 +35,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.core.config import GatingConfig, ModelSpec
+from mmcurate.benchmarks.deflectionbench import GatingConfig
+from mmcurate.core.config import ModelSpec
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request
+from mmcurate.benchmarks.deflectionbench import BENCHMARK
 from mmcurate.core.config import RetrievalConfig, Settings
 from mmcurate.judging.answers import precondition
 from mmcurate.judging.simpleqa import JudgeItem, judge_request
@@ -70,7 +71,7 @@ def _negatives(row: dict[str, Any], retrieval: RetrievalConfig) -> list[dict[str
 
 
 def plan_deflectionbench(settings: Settings, given: PlanInput, rates: DeflectionRates, oracle_rule: str) -> Plan:
-    cfg = settings.section("deflectionbench")
+    cfg = BENCHMARK.section_of(settings)
     pool = [settings.model(name) for name in cfg.gating.pool]
     k = len(pool)
     rows = [r for r in given.rows if precondition(r) is None] or paper_rows(cfg.retrieval)

@@ -7,7 +7,8 @@ from collections.abc import Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmcurate.core.config import DeflectionBenchConfig, Settings
+from mmcurate.benchmarks.deflectionbench import DeflectionBenchConfig
+from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import is_lexical

@@ -48,7 +48,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.core.config import ModelSpec, Rule
+from mmcurate.benchmarks.deflectionbench import Rule
+from mmcurate.core.config import ModelSpec
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table

@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 from mmcurate.annotation.reflectv.grounders import BoxesGrounder
-from mmcurate.core.config import ClaimGate, KestrelConfig
+from mmcurate.benchmarks.pope import KestrelConfig
+from mmcurate.core.config import ClaimGate
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.kestrel import Kestrel, KestrelItem, parse_initial, parse_refined, relation, where
 from mmcurate.evaluation.pope import kestrel_row, metrics, read_answer, run_options
