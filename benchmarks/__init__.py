@@ -1,6 +1,5 @@
 """The benchmarks mmcurate curates and evaluates, one ``Benchmark`` object each, registered in
-``registry`` (light to import: parts load when used); ``curation.begin_curation`` is every
-curation run's first step."""
+``registry`` (light to import: it imports only ``core``, and the parts load when used)."""
 from __future__ import annotations
 
 from .benchmark import Benchmark, Evaluation

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from prefect import flow
 
-from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.cragmm import cragmm_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run

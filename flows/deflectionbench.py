@@ -15,7 +15,7 @@ from prefect import flow
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.releases.curation import begin_curation
 from mmcurate.core.config import bundled_config
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set

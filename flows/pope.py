@@ -13,7 +13,7 @@ from pathlib import Path
 from prefect import flow
 
 from mmcurate.annotation.pope.balance import BalanceProbes
-from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.pope import pope_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run

@@ -23,7 +23,7 @@ from mmcurate.annotation.reflectv.grounding import GroundAndMark
 from mmcurate.annotation.reflectv.reflection import WriteReflections
 from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter
 from mmcurate.annotation.reflectv.visual import VisualCheck
-from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.releases.curation import begin_curation
 from mmcurate.core.config import bundled_config
 from mmcurate.core.errors import ConfigError
 from mmcurate.releases.near_duplicates import near_duplicate_stage

@@ -20,7 +20,7 @@ from mmcurate.annotation.reflvqa.factcheck import FactCheckable
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.relevance import ImageRelevance
 from mmcurate.annotation.reflvqa.verification import VerifySentences
-from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.releases.curation import begin_curation
 from mmcurate.core.config import bundled_config
 from mmcurate.core.images import ImageStore
 from mmcurate.releases.near_duplicates import near_duplicate_stage

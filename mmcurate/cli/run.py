@@ -58,8 +58,8 @@ def config_or_demo(config: Path | None) -> Path:
 
 def _curate(benchmark: Benchmark, config: Path | None, version: str | None, allow_incomplete: bool) -> None:
     """Run the benchmark's curation flow on the configured task runner, after every check that
-    can be made before it starts (``benchmarks.begin_curation``)."""
-    from mmcurate.benchmarks.curation import begin_curation
+    can be made before it starts (``releases.curation.begin_curation``)."""
+    from mmcurate.releases.curation import begin_curation
     from mmcurate.tasks.runners import make_task_runner
 
     _prefect_defaults()

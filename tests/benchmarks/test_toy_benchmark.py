@@ -47,7 +47,7 @@ TOY = textwrap.dedent('''
     from mmcurate.core.ledger import Decision
     from mmcurate.core.stages import Stage, StageResult
     from mmcurate.releases.kind import ReleaseKind
-    from mmcurate.releases.validation import FrameCheck
+    from mmcurate.releases.kind import FrameCheck
 
 
     class ToyConfig(BenchmarkSection):
