@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -14,6 +15,47 @@ from mmcurate.core.errors import ConfigError
 from .benchmark import Benchmark, Evaluation
 
 Rule = Literal["all_incorrect", "none_correct"]
+
+
+@dataclass(frozen=True)
+class AnswerRule:
+    """How Stage I (``gating.rule``) and Stage III (``gating.oracle_rule``) read the gating
+    models' SimpleQA grades: which grades count as a model answering the question. Stage I
+    drops a sample on such a grade given no context; Stage III keeps one on it given the gold
+    evidence (a model that answers settles the sample). Its texts are the one statement of
+    its meaning the ledger, the card and the plan use."""
+
+    name: Rule
+    answering: tuple[str, ...]  # the grades that count as answering
+    stage_i: str  # the card's reading of ``gating.rule``
+    stage_iii: str  # the card's reading of ``gating.oracle_rule``
+    gold_drop: str  # the ledger's reason for a Stage III drop
+    gate_drop: str  # the ledger's reason for a Stage I drop, ``{model}`` being the model that answered
+
+    def answered(self, grade: str) -> bool:
+        return grade in self.answering
+
+
+RULES: dict[str, AnswerRule] = {rule.name: rule for rule in (
+    AnswerRule("all_incorrect", ("CORRECT", "NOT_ATTEMPTED"),  # eq. 4 of the main text: a NOT_ATTEMPTED answers too
+               stage_i="a sample is kept only when every gating model is INCORRECT without context (the paper's)",
+               stage_iii="a sample is discarded only when every gating model is INCORRECT with the gold evidence",
+               gold_drop="every model answered INCORRECT even with the gold contexts",
+               gate_drop="{model} was not judged INCORRECT"),
+    AnswerRule("none_correct", ("CORRECT",),  # the appendix pseudo-code as OCR'd
+               stage_i="a sample is kept unless some gating model is CORRECT without context",
+               stage_iii="a sample is discarded unless some gating model is CORRECT with the gold evidence",
+               gold_drop="no model answered CORRECT even with the gold contexts",
+               gate_drop="{model} answered CORRECT"),
+)}
+
+
+def answer_rule(name: str, what: str) -> AnswerRule:
+    """The rule ``name``; ``what`` names the config setting it came from in the error."""
+    try:
+        return RULES[name]
+    except KeyError:
+        raise ConfigError(f"unknown {what} rule {name!r}; known: {', '.join(RULES)}") from None
 
 
 class GatingConfig(StrictModel):

@@ -40,6 +40,7 @@ from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.gating import prompts
 from mmcurate.models.requests import ChatRequest
+from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.retrieval.cragmm_search import Retriever
 
 from .runs import PLAIN
@@ -284,12 +285,8 @@ def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[s
         cfg = settings.cruise
         names += [("router", cfg.router or model), ("summariser", cfg.summariser or model)]
     for role, name in names:
-        spec = settings.model(name)
-        if spec.backend == "scripted":
-            notes.append(f"{role}: scripted model {name!r} (rules in {spec.script.name}) stands in for a real model.")
-        elif spec.backend == "embedded":
-            notes.append(f"{role}: the embedded {spec.gguf} model stands in for the paper's Llama 3.2 models"
-                         + ("" if spec.vision else " (it does not see the image)") + ".")
+        note = stand_in_note(role, settings.model(name), "the paper's Llama 3.2 models", sees=True)
+        notes += [note] if note else []
     if system == SYSTEM_NAME:
         cfg = settings.cruise
         notes.append(f"retrieval: {components.get('search')} ({components.get('search_branch')} branch of eq. 3), "

@@ -7,7 +7,7 @@ Per model, in pool order (``planning.plan.elimination``):
   does not drop (``rates.stage1_drop``).
 - Stage II makes no model call; it keeps ``rates.pairing`` of the samples.
 - Stage III gold check: each model passes on what it does not settle under the oracle rule
-  (``none_correct``: a CORRECT settles; ``all_incorrect``: any grade but INCORRECT does);
+  (the grades that count as answering, ``benchmarks.deflectionbench.AnswerRule``);
   a sample no model settles is discarded, so only the others reach the distractor check.
 - Distractor check: each passing sample brings its negatives; each model passes on the
   distractors it did not answer CORRECT with.

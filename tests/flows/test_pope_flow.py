@@ -92,7 +92,8 @@ def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:
     table = (runs["kestrel"] / "table.md").read_text()
     assert table.startswith(f"# lvlm on pope {open_release(release).version} (kestrel system)")
     assert "## Initial -> final answer (Figure 4)" in table and "| all | broken |" in table
-    assert "annotated regions stand in for SAM3" in table and "scripted model (rules in lvlm.jsonl)" in table
+    assert "annotated regions stand in for SAM3" in table
+    assert "evaluated model: scripted model 'lvlm' (rules in lvlm.jsonl) stands in for a vision model." in table
     metrics = pl.read_parquet(str(runs["kestrel"] / "metrics.parquet"))
     assert set(metrics["split"]) == {"random", "popular", "adversarial", "all"}
     for name in ("plain", "kestrel"):
