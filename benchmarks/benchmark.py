@@ -18,19 +18,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mmcurate.core.config import BenchmarkSection, Section
+from mmcurate.core.config import BenchmarkSection, CoreSettings, Section
 from mmcurate.core.errors import MmcurateError
-
-if TYPE_CHECKING:
-    from mmcurate.core.config import Settings
-    from mmcurate.planning.plan import Plan
-    from mmcurate.releases.kind import ReleaseKind
-    from mmcurate.releases.recuration import Recuration
-    from mmcurate.review.judges import JudgeReview
-
-Planner = Callable[["Settings", "int | None", "str | None"], "Plan"]
 
 
 def load(path: str) -> Any:
@@ -68,11 +59,12 @@ class Evaluation:
                                 f"(its options: {takes})")
         return load(self.check)(dict(given)) if self.check else dict(given)
 
-    def refuse_unrunnable(self, settings: Settings, model: str, arguments: Mapping[str, Any]) -> None:
+    def refuse_unrunnable(self, settings: CoreSettings, model: str, arguments: Mapping[str, Any]) -> None:
         if self.refuse:
             load(self.refuse)(settings, model, arguments)
 
-    def planner(self, benchmark: str) -> Callable[..., Plan]:
+    def planner(self, benchmark: str) -> Callable[..., Any]:
+        """The evaluation's plan (a ``planning.plan.Plan``) as a function (see the class docstring)."""
         if self.plan is None:
             raise MmcurateError(f"mmcurate has no plan of a {benchmark} evaluation yet")
         return load(self.plan)
@@ -91,24 +83,30 @@ class Benchmark:
     curate: str | None = None  # the curation flow
     recurate: str | None = None  # the re-curation flow (next minor version with new models)
     evaluation: Evaluation | None = None
-    plan: str | None = None  # its ``Planner``: requests, tokens and cost of a curation run, before it starts
-    recuration_plan: str | None = None  # ``(Recuration) -> Plan``: the calls a re-curation's added models make
+    # its planner, ``(settings, samples: int | None, retention: str | None) -> planning.plan.Plan``:
+    # requests, tokens and cost of a curation run, before it starts
+    plan: str | None = None
+    # ``(releases.recuration.Recuration) -> Plan``: the calls a re-curation's added models make
+    recuration_plan: str | None = None
     judge_review: str | None = None  # its ``review.judges.JudgeReview`` (annotate --evaluation)
 
-    def section_of(self, settings: Settings) -> Any:
+    def section_of(self, settings: CoreSettings) -> Any:
         """This benchmark's section of ``settings`` (an instance of ``config``), or ConfigError."""
         return settings.section(self.name)
 
-    def release_kind(self) -> ReleaseKind:
+    # The parts load by path and are typed where they are defined: the registry imports only core.
+    def release_kind(self) -> Any:
+        """Its ``releases.kind.ReleaseKind``."""
         return load(self._required("release", "releases"))
 
-    def planner(self) -> Planner | None:
+    def planner(self) -> Callable[..., Any] | None:
         return load(self.plan) if self.plan else None
 
-    def recuration_planner(self) -> Callable[[Recuration], Plan]:
+    def recuration_planner(self) -> Callable[..., Any]:
         return load(self._required("recuration_plan", "plan of a re-curation"))
 
-    def judges(self) -> JudgeReview:
+    def judges(self) -> Any:
+        """Its ``review.judges.JudgeReview``."""
         return load(self._required("judge_review", "review of its evaluation's judge"))
 
     def flow(self, which: str) -> Any:

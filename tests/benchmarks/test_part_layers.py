@@ -46,3 +46,17 @@ def test_every_part_path_names_a_module_of_its_layer(part, path, layer):
     module, _, attribute = path.partition(":")
     assert module.startswith(f"{layer}."), f"{part}: {module} is not in {layer}"
     assert attribute and hasattr(importlib.import_module(module), attribute), f"{part}: {path} does not load"
+
+
+def test_the_registry_imports_only_core_not_even_for_annotations():
+    import ast
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "benchmarks"
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("mmcurate."):
+                if not node.module.startswith(("mmcurate.core", "mmcurate.benchmarks")):
+                    found.append(f"{path.name}:{node.lineno}: {node.module}")
+    assert found == []
