@@ -464,9 +464,12 @@ if TYPE_CHECKING:
     Settings = CoreSettings
 else:
     def __getattr__(name: str) -> Any:
-        """``Settings``: the settings type of the sections registered so far (``settings_type``)."""
+        """``Settings``: the settings type of the sections registered so far (``settings_type``),
+        and its ``EvaluationConfig`` (so that pickle finds both by name)."""
         if name == "Settings":
             return settings_type()
+        if name == "EvaluationConfig":
+            return settings_type().model_fields["evaluation"].annotation
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
