@@ -5,10 +5,8 @@ set, domain and query category, and one-line refusals of bad options."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import flowkit
 import polars as pl
 import pytest
 import yaml
@@ -16,8 +14,8 @@ from typer.testing import CliRunner
 
 from mmcurate.releases.reader import open_release
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.flows import flowkit
+from tests.releases.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
 

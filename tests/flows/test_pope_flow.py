@@ -10,11 +10,9 @@ about the tripod it cannot find."""
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 
-import flowkit
 import polars as pl
 import pytest
 import yaml
@@ -23,8 +21,8 @@ from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.flows import flowkit
+from tests.releases.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import flowkit
 import pytest
 
 from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,6 @@ block hears the outcome, success or failure.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,8 @@ from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.reader import list_versions, open_release
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.flows import flowkit
+from tests.releases.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
 TOLD: list[tuple[str | None, str]] = []  # what the test notification block was told
