@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
+from .manifest_model import Manifest
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -27,7 +29,7 @@ class WrittenRelease(Protocol):
     so that the kind, below the reader and the validation, imports neither."""
 
     path: Path
-    manifest: dict
+    manifest: Manifest
 
     def table(self, config: str) -> pa.Table: ...
 

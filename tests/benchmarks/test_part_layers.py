@@ -1,6 +1,6 @@
 """The registry names a benchmark's parts by "module:attr" strings, loaded when used, which
 import-linter cannot see (pyproject.toml's [tool.importlinter]). Each string must name an
-importable module of the layer its part belongs to: a flow in flows/, a plan in planning/, ..."""
+importable module of the layer its part belongs to: a flow or its steps in flows/, a plan in planning/, ..."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,7 +18,7 @@ LAYERS = {
     (Benchmark, "plan"): "mmcurate.planning",
     (Benchmark, "recuration_plan"): "mmcurate.planning",
     (Benchmark, "judge_review"): "mmcurate.review",
-    (Evaluation, "flow"): "mmcurate.flows",
+    (Evaluation, "steps"): "mmcurate.flows",
     (Evaluation, "check"): "mmcurate.evaluation",
     (Evaluation, "plan"): "mmcurate.planning",
     (Evaluation, "refuse"): "mmcurate.evaluation",

@@ -137,7 +137,7 @@ def test_a_toy_benchmark_registers_loads_runs_and_releases(tmp_path, toybench, m
     release = open_release(write_release(draft, settings.releases_root, store))
     assert release.benchmark == "toy" and release.table("questions").num_rows == 2
     assert json.loads((release.path / VALIDATION_FILE).read_text())["success"] is True
-    assert release.manifest["config"]["toy"]["min_chars"] == 6
+    assert release.manifest.config["toy"]["min_chars"] == 6
 
 
 def test_a_section_name_is_taken_once(toybench):
