@@ -162,14 +162,14 @@ def test_a_run_it_cannot_make_is_refused_before_any_flow(run, capsys, monkeypatc
 
 
 def test_lmms_eval_tasks_give_the_plain_runs_numbers(run, tmp_path) -> None:
-    """The release's lmms-eval tasks (one per split), fed the plain run's replies through
-    lmms-eval's own task objects, compute the run's metrics: POPE's reading and metrics once."""
+    """The release's lmms-eval tasks (one per dataset and split), fed the plain run's replies
+    through lmms-eval's own task objects, compute the run's metrics: POPE's reading and metrics once."""
     pytest.importorskip("lmms_eval", reason="lmms-eval is not installed (pip install 'mmcurate[test]')")
-    from mmcurate.evaluation.pope_harness import METRICS
-
-    from tests.releases.lmms_helpers import harness_numbers
+    from mmcurate.evaluation.pope_harness import POPE_METRICS
     from mmcurate.releases.lmms_export import export_release, group_name
     from mmcurate.releases.pope import KIND
+
+    from tests.releases.lmms_helpers import harness_numbers
 
     _, _, release, runs = run
     opened = open_release(release)
@@ -177,8 +177,9 @@ def test_lmms_eval_tasks_give_the_plain_runs_numbers(run, tmp_path) -> None:
     replies = dict(pl.read_parquet(str(runs["plain"] / "answers.parquet")).select("sample_id", "reply").iter_rows())
     group = group_name("pope", opened.version)
     numbers = harness_numbers(tmp_path / "tasks", group, lambda task, doc: replies[doc["sample_id"]])
-    expected = {row["split"]: row for row in pl.read_parquet(str(runs["plain"] / "metrics.parquet")).to_dicts()}
-    assert set(numbers) == {f"{group}_{split}" for split in ("random", "popular", "adversarial")}
-    for split in ("random", "popular", "adversarial"):
-        for metric in METRICS:
-            assert numbers[f"{group}_{split}"][metric] == pytest.approx(expected[split][metric]), (split, metric)
+    expected = {(row["dataset"], row["split"]): row
+                for row in pl.read_parquet(str(runs["plain"] / "metrics.parquet")).to_dicts() if row["dataset"] != "all"}
+    assert len(expected) > 3 and set(numbers) == {f"{group}_{d}_{s}" for d, s in expected}  # several datasets
+    for (dataset, split), row in expected.items():
+        for metric in POPE_METRICS:
+            assert numbers[f"{group}_{dataset}_{split}"][metric] == pytest.approx(row[metric]), (dataset, split, metric)
