@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from mmcurate.core.config import BenchmarkSection, Section, SourceSpec, StrictModel
+from mmcurate.core.config import BenchmarkSection, Section, Sources, StrictModel
 from mmcurate.core.specs import CutoffSpec, Descriptor, ImageEncoderSpec, KBSpec, MadCutoff, MiniLM, RerankerSpec, TextEncoderSpec
 
 from .benchmark import Benchmark, Evaluation
@@ -17,7 +17,7 @@ class CragMMConfig(BenchmarkSection):
     """CRAG-MM, the benchmark CRUISE reports on (seed 001): its public single- and multi-turn
     sets ingested (quarantine with reasons) and published unfiltered as a validated release."""
 
-    sources: list[SourceSpec]  # cragmm: the Hub snapshots of both sets under one root, or several roots
+    sources: Sources  # cragmm: the Hub snapshots of both sets under one root, or several roots
     seed: int = 0
     version: str = "1.0.0"
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from mmcurate.core.config import BenchmarkSection, RetrievalConfig, SourceSpec, StrictModel
+from mmcurate.core.config import BenchmarkSection, RetrievalConfig, Sources, StrictModel
 from mmcurate.core.errors import ConfigError
 
 from .benchmark import Benchmark, Evaluation
@@ -96,7 +96,7 @@ class PromptFile(StrictModel):
     def _texts(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         empty = sorted(name for name, text in (value or {}).items() if not text.strip())
         if empty:
-            raise ValueError(f"empty prompt template(s) {empty}")
+            raise ValueError(f"empty prompt {'template' if len(empty) == 1 else 'templates'} {empty}")
         return value
 
     def read(self) -> "PromptFile":
@@ -124,7 +124,7 @@ Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class DeflectionBenchConfig(BenchmarkSection):
-    sources: list[SourceSpec] = Field(min_length=1)
+    sources: Sources
     gating: GatingConfig
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     prompts: PromptFile | None = None  # None: the built-in templates of gating/prompts.py

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from mmcurate.core.config import BenchmarkSection, ClaimGate, Section, SourceSpec, StrictModel
+from mmcurate.core.config import BenchmarkSection, ClaimGate, Section, Sources, StrictModel
 from mmcurate.core.specs import GroundingSpec, Saliency, SegmenterSpec, model_names
 
 from .benchmark import Benchmark, Evaluation
@@ -19,7 +19,7 @@ class PopeConfig(BenchmarkSection):
     """POPE probes (Kestrel's benchmark, seed 000 4.1; see flows/pope.py): published POPE files
     (source ``pope``) or probes built from object annotations (``pope_objects``)."""
 
-    sources: list[SourceSpec] = Field(min_length=1)
+    sources: Sources
     seed: int = 0  # which surplus probes go when a split is unbalanced
     version: str = "1.0.0"
 

@@ -1,9 +1,11 @@
 """ReflectV (MIRROR, seed 002): reflective, visually grounded multi-turn trajectories, a training set."""
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
-from mmcurate.core.config import BenchmarkSection, SourceSpec
+from mmcurate.core.config import BenchmarkSection, Sources
 from mmcurate.core.specs import CaptionSpec, GroundingSpec, Heuristic, LabellerSpec, SegmenterSpec, Template, model_names
 from mmcurate.core.visual_prompts import COLORS, MARK_TYPES, Color, MarkType
 
@@ -13,7 +15,7 @@ from .benchmark import Benchmark
 class ReflectVConfig(BenchmarkSection):
     """MIRROR's ReflectV curation (seed paper 002, section 4): see flows/reflectv.py."""
 
-    sources: list[SourceSpec] = Field(min_length=1)  # image QA in published layouts, and ready-made FIRE dialogues
+    sources: Sources  # image QA in published layouts, and ready-made FIRE dialogues
     student: str | None = None  # answers the question (sees the image); None: only ingested dialogues
     teacher: str | None = None  # sees the ground truth, replies "Score: N" and "Feedback: ..."
     max_turns: int = Field(default=3, ge=1)  # student answers per dialogue at most
@@ -29,6 +31,16 @@ class ReflectVConfig(BenchmarkSection):
     colors: list[Color] = Field(default_factory=lambda: list(COLORS), min_length=1)
     mark_types: list[MarkType] = Field(default_factory=lambda: list(MARK_TYPES), min_length=1)
     rho: float = Field(default=0.75, ge=0.0, le=1.0)  # share of multi-turn chains in the release
+    # how rho is reached (annotation/reflectv/formatting.py): by collapsing surplus chains only (002
+    # section 4.5, the paper's), or also by dropping surplus QA pairs when chains are too few
+    rho_rule: Literal["collapse", "collapse_or_drop"] = "collapse"
+    # the keyword of a dense-perception turn (Scene text, Document, Chart; 002 section 4.3: "we derive
+    # precise keywords from ground truth annotations"): from the ground truth (the paper's), or a subject
+    # phrase of the question that never states it (Figure 9's prompt alone)
+    dense_keywords: Literal["ground_truth", "question"] = "ground_truth"
+    # when the caption and marks go in (annotation/reflectv/wording.py): into the teacher's feedback
+    # before the first-person rewrite (002 Figures 11 then 12, the paper's), or into the rewrite after it
+    caption_order: Literal["before_rewrite", "after_rewrite"] = "before_rewrite"
     seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"
     # set by re-curation (``mmcurate recurate --add-model teacher=M`` / ``verifier=M``), not by

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
@@ -32,6 +32,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+from .plural import counted
 from .specs import Descriptor, ImageEncoderSpec, KBSpec, MiniLM, RerankerSpec, TextEncoderSpec, WikiOffline
 
 
@@ -117,6 +118,11 @@ class SourceSpec(StrictModel):
     images: Path | None = None
     options: dict[str, Any] = Field(default_factory=dict)  # the adapter's options, checked before a run starts
     limit: int | None = Field(default=None, ge=1)  # curate only the first N ingested samples (dry runs, demos)
+
+
+# every benchmark's list of sources, one rule: an empty list is refused at load ("<benchmark>.sources:
+# List should have at least 1 item"), before any run starts
+Sources = Annotated[list[SourceSpec], Field(min_length=1)]
 
 
 LeakageFilter = Literal["none", "answer", "answer_or_overlap"]
@@ -333,7 +339,7 @@ class CoreSettings(BaseSettings):
         wanted += [name for part in parts for name in part.references(self.judge.model)]
         missing = sorted(set(wanted) - set(self.models))
         if missing:
-            raise ValueError(f"unknown model(s) {missing}; defined: {sorted(self.models)}")
+            raise ValueError(f"unknown {'model' if len(missing) == 1 else 'models'} {missing}; defined: {sorted(self.models)}")
         for part in parts:
             part.check_models(self.models)
         return self
@@ -575,7 +581,7 @@ def load_config(path: Path | str, **overrides: Any) -> CoreSettings:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(f"config {path}: {field_path(first['loc'])}: {first['msg']} "
-                          f"({exc.error_count()} error(s))") from None
+                          f"({counted(exc.error_count(), 'error')})") from None
     resolved = settings_cls.model_construct(**{k: getattr(settings, k) for k in settings_cls.model_fields})
     known = _model_keys(overrides, data if isinstance(data, dict) else {})
     from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)

@@ -113,7 +113,7 @@ def _config(tmp_path, min_chars: int) -> str:
 def test_a_toy_benchmark_registers_loads_runs_and_releases(tmp_path, toybench, monkeypatch):
     assert get("toy").config is toybench.ToyConfig
     with pytest.raises(ConfigError, match=r"^config .*toy.yaml: toy.min_chars: Input should be less than or "
-                                          r"equal to 100 \(1 error\(s\)\)$"):
+                                          r"equal to 100 \(1 error\)$"):
         load_config(_config(tmp_path, 101))
     monkeypatch.setenv("MMCURATE_TOY__MIN_CHARS", "6")
     settings = load_config(_config(tmp_path, 4))
