@@ -17,8 +17,10 @@ The time budget (2.3: a 10-second timeout per conversational turn, a turn over i
 failure"): a turn's time is the latency of each model call it made (its original latency when
 the answer comes from the response cache, so a rerun decides alike) plus its local retrieval,
 timed with an injected ``clock`` (a callable returning seconds), as if the turn's calls ran one
-after another. After every step, a turn over ``turn_seconds`` is answered "I don't know"
-(``timed_out``) and asks nothing more; a turn whose answer arrived late is changed the same way.
+after another. After every step, a turn over ``turn_seconds`` is a failure: no answer
+(``timed_out``, graded ``timed_out`` and counted as missing, never an "I don't know" answer), and
+it asks nothing more; a turn whose answer arrived late is changed the same way. Later turns of
+its conversation see "I don't know" as its answer (it gave none).
 
 Multi-turn conversations (Task 3): turn ``t`` of every conversation is answered once turn
 ``t - 1`` of all of them is, with the earlier turns (question, the answer the system gave) as
@@ -132,7 +134,9 @@ def retrieval_step(retriever: Retriever, read_image: Callable[[str], bytes], clo
 
 
 def budget_check(limit: float | None) -> Callable[[str, list[Item]], None]:
-    """After each step: a turn over ``limit`` seconds becomes "I don't know", counted as timed out."""
+    """After each step: a turn over ``limit`` seconds is a failure (seed 001, 2.3: "considered a
+    failure"): no answer (``answer`` None, ``timed_out``), asks nothing more, and is graded
+    ``timed_out`` (counted in missing and in its own column), never turned into "I don't know"."""
 
     def check(step: str, items: list[Item]) -> None:
         if limit is None:
@@ -141,7 +145,8 @@ def budget_check(limit: float | None) -> Callable[[str, list[Item]], None]:
             late = item.seconds > limit and not item.trace.get("timed_out")
             if late and (item.done is None or item.done["answer"] is not None):
                 item.trace["timed_out"] = {"after": step, "seconds": round(item.seconds, 3), "limit": limit}
-                item.abstain(f"over the {limit:g} s turn budget after {step} ({item.seconds:.2f} s)")
+                item.finish(None, f"over the {limit:g} s turn budget after {step} ({item.seconds:.2f} s): a failure",
+                            None)
 
     return check
 

@@ -44,7 +44,8 @@ def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), ou
     by_id = {row["sample_id"]: row for row in samples.to_pylist()}
     turns = [{**by_id[row["sample_id"]], **row} for row in select_turns(labels, task, limit)]
     answers, components, calls = answer_cragmm(turns, settings, name, system, task)
-    failed = [e for a, e in zip(answers["answer"].to_pylist(), answers["error"].to_pylist()) if a is None]
+    failed = [e for a, e, late in zip(answers["answer"].to_pylist(), answers["error"].to_pylist(),
+                                      answers["timed_out"].to_pylist()) if a is None and not late]
     incomplete = check_failures(name, len(failed), answers.num_rows, failed[0] if failed else None, allow_incomplete)
     results = answers.drop_columns(["sample_id"])
     for column in TURN_COLUMNS[::-1]:
