@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.annotation.reflectv.grounders import Sam2Segmenter, make_grounder
+from mmcurate.annotation.reflectv.grounders import Grounder, Sam2Segmenter, make_grounder
 from mmcurate.core.config import KestrelConfig, Settings
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.ids import sha256_file
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.specs import Boxes
 from mmcurate.core.stages import StageContext
@@ -60,12 +62,58 @@ ANSWERS = pa.schema([
 ])
 
 
+ORACLE_TITLE = "oracle grounding (upper bound)"
+
+
 def run_options(given: dict[str, Any]) -> dict[str, Any]:
     """The POPE evaluation's options, checked before any flow starts."""
     system = given.get("system") or PLAIN
     if system not in SYSTEMS:
         raise MmcurateError(f"--system {system!r}: POPE runs {' or '.join(SYSTEMS)}")
-    return {"system": system}
+    oracle = bool(given.get("oracle_grounding"))
+    if oracle and system != KESTREL:
+        raise MmcurateError("--oracle-grounding: only --system kestrel grounds")
+    return {"system": system, "oracle_grounding": oracle}
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def oracle_source(files: list[Path], release: Path, manifest: Mapping[str, Any]) -> str | None:
+    """Why a grounder reading ``files`` grounds from the probes' own source annotations (issue:
+    a grounder that reads the boxes the labels were built from measures the annotations, not
+    the system): a file inside a source root of the release or beside one of its source files,
+    or a copy of a source file (same sha256); None when it reads none of them."""
+    entries = manifest.get("source_files") or []
+    places = [(release / e["path"]).resolve().parent for e in entries if isinstance(e, dict) and e.get("path")]
+    section = (manifest.get("config") or {}).get(manifest.get("benchmark") or "", {}) or {}
+    places += [(release / s["root"]).resolve() for s in section.get("sources") or [] if s.get("root")]
+    digests = {e.get("sha256") for e in entries if isinstance(e, dict)}
+    for file in files:
+        where = file.resolve()
+        folder = next((p for p in places if _inside(where, p)), None)
+        if folder is not None:
+            return f"{file} lies in {folder}, a source the probes were built from"
+        if where.is_file() and sha256_file(str(where)) in digests:
+            return f"{file} is a copy of a source file the probes were built from"
+    return None
+
+
+def refuse_oracle_grounding(settings: Settings, release: Path, manifest: Mapping[str, Any], allowed: bool) -> bool:
+    """Whether Kestrel's configured grounder reads the probes' own annotations (then the run is an
+    upper bound, titled ``ORACLE_TITLE``); refused, before any call, unless ``allowed``
+    (``--oracle-grounding``)."""
+    spec = settings.evaluation.pope.kestrel.grounding
+    if spec is None:
+        return False
+    grounder = make_grounder(spec)
+    why = oracle_source(getattr(grounder, "files", []), release, manifest)
+    if why and not allowed:
+        raise EvaluationError(f"grounding agent {grounder.name} reads the annotations the POPE labels come from "
+                              f"({why}): its answers would measure the labels; give --oracle-grounding to run it "
+                              "as an upper bound, or ground with a detector that does not read them")
+    return why is not None
 
 
 def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -> None:
@@ -227,15 +275,18 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
     items = [KestrelItem(p["sample_id"], p["image"], p["question"], heuristic_type(p["question"]),
                          p["object"] or "object") for p in probes]
     Kestrel(ctx, model, cfg, grounder, segmenter).run(items)
-    return [kestrel_row(p, item) for p, item in zip(probes, items)], notes + kestrel_notes(ctx.settings, model, cfg)
+    return [kestrel_row(p, item) for p, item in zip(probes, items)], \
+        notes + kestrel_notes(ctx.settings, model, cfg, grounder)
 
 
-def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig) -> list[str]:
+def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig, grounder: Grounder | None = None) -> list[str]:
     """What the run used in the paper's places, and the readings it chose."""
     verifier = cfg.verifier or model
     gate = cfg.gate
+    described = getattr(grounder, "describe", None)
     notes = [f"Kestrel: grounding agent {cfg.grounding}"
              + (" (annotated regions stand in for SAM3)" if isinstance(cfg.grounding, Boxes) else "")
+             + (f": {described()}" if described else "")
              + (f", masks by {cfg.segmenter}" if cfg.segmenter else "; no segmenter: overlays are boxes, not masks")
              + f"; verifier {verifier}" + (" (the model judges its own evidence, as in the paper)" if verifier == model else "")
              + ".",

@@ -17,7 +17,7 @@ from mmcurate.core.config import load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.failures import check_failures
-from mmcurate.evaluation.pope import FAILED, PLAIN
+from mmcurate.evaluation.pope import FAILED, KESTREL, ORACLE_TITLE, PLAIN, refuse_oracle_grounding, run_options
 from mmcurate.evaluation.runs import evaluation_folder
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.unembed import canonical_rows
@@ -28,16 +28,19 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
 @flow(name="evaluate-pope", log_prints=True)
 def evaluate_pope(release: str, model: str, config: str = str(DEMO_CONFIG), out: str | None = None,
-                  allow_incomplete: bool = False, system: str = PLAIN) -> str:
+                  allow_incomplete: bool = False, system: str = PLAIN, oracle_grounding: bool = False) -> str:
+    system = run_options({"system": system, "oracle_grounding": oracle_grounding})["system"]
     settings = load_config(config)
     name = settings.add_model(model).name
     bench = open_release(release)
+    oracle = system == KESTREL and refuse_oracle_grounding(settings, Path(release), bench.manifest, oracle_grounding)
     target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, system)
     probes = canonical_rows(bench, ImageStore(settings.workdir / "images"), "probes")
     rows, notes, calls = answer_pope(probes, settings, name, system, new_run_id())
     failed = [row["error"] for row in rows if row["grade"] == FAILED]
     incomplete = check_failures(name, len(failed), len(rows), failed[0] if failed else None, allow_incomplete)
-    title = f"{name} on {bench.benchmark} {bench.version} ({system} system)" + (f". {incomplete}" if incomplete else "")
+    title = (f"{name} on {bench.benchmark} {bench.version} ({system} system" + (f", {ORACLE_TITLE})" if oracle else ")")
+             + (f". {incomplete}" if incomplete else ""))
     summarise_pope(rows, target, title, notes)
     print(f"answers, metrics and traces -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")

@@ -33,7 +33,8 @@ MaxCostOpt = Annotated[Optional[float], typer.Option(
 # an evaluation option as the flows name it -> as the user types it
 FLAGS = {"scenarios": "--scenario", "n_negatives": "--negatives", "abstention": "--abstention",
          "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system",
-         "task": "--task", "limit": "--limit", "settings": "--setting", "queries": "--queries"}
+         "task": "--task", "limit": "--limit", "settings": "--setting", "queries": "--queries",
+         "oracle_grounding": "--oracle-grounding"}
 SettingOpt = Annotated[Optional[list[str]], typer.Option(
     "--setting", help="RefLVQA: text, image, multi or two-step; repeat (default: all four)")]
 QueriesOpt = Annotated[Optional[list[int]], typer.Option(
@@ -105,6 +106,9 @@ def evaluate(
         "--limit", help="CRAG-MM: the first N conversations of each set")] = None,
     setting: SettingOpt = None,
     queries: QueriesOpt = None,
+    oracle_grounding: Annotated[bool, typer.Option(
+        "--oracle-grounding", help="POPE with Kestrel: allow a grounding agent that reads the annotations the "
+                                   "labels come from (the table says: oracle grounding, an upper bound)")] = False,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
     allow_incomplete: Annotated[bool, typer.Option(
         "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)")] = False,
@@ -128,7 +132,7 @@ def evaluate(
     given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
                              "system": system, "task": task, "limit": limit, "settings": setting,
-                             "queries": queries}
+                             "queries": queries, "oracle_grounding": oracle_grounding}
     arguments = benchmark.evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
     benchmark.evaluation.refuse_unrunnable(settings, name, arguments)
 

@@ -245,7 +245,10 @@ def test_config_ranges() -> None:
         Settings(pope={"sources": []})
     with pytest.raises(MmcurateError, match="POPE runs plain or kestrel"):
         run_options({"system": "verify-first"})
-    assert run_options({}) == {"system": "plain"}
+    assert run_options({}) == {"system": "plain", "oracle_grounding": False}
+    assert run_options({"system": "kestrel", "oracle_grounding": True}) == {"system": "kestrel", "oracle_grounding": True}
+    with pytest.raises(MmcurateError, match="only --system kestrel grounds"):
+        run_options({"oracle_grounding": True})
 
 
 @pytest.mark.parametrize("reply, read", [
@@ -273,3 +276,22 @@ def test_popes_metrics_by_hand() -> None:
     p = by["popular"]
     assert (p["n"], p["failed"], p["precision"], p["recall"], p["f1"]) == (1, 1, None, None, None)
     assert by["all"]["n"] == 6 and by["all"]["failed"] == 1
+
+
+def test_the_scripted_detector_reports_its_rules_and_states_its_errors(tmp_path) -> None:
+    """Issue 32 item 15: the demo's grounding agent is a scripted detector that reads no label file;
+    its detections come from its own rules, a miss finds nothing, and it says what it is."""
+    from mmcurate.annotation.reflectv.grounders import Query, make_grounder
+
+    rules = tmp_path / "rules.jsonl"
+    rules.write_text("\n".join(json.dumps(r) for r in [
+        {"sha256": "a", "label": "dog", "box": [0, 0, 10, 10], "stated": "hit"},
+        {"sha256": "a", "label": "cat", "box": [5, 5, 20, 20], "stated": "false alarm"},
+        {"sha256": "a", "label": "tripod", "stated": "miss"}]) + "\n")
+    detector = make_grounder(f"detector:{rules}")
+    found = detector.locate([Query("q1", "a", "dog"), Query("q2", "a", "cat"), Query("q3", "a", "tripod")], None)
+    assert [len(g.instances) for g in found] == [1, 1, 0]
+    assert "stated false alarms: cat; stated misses: tripod" in detector.describe()
+    rules.write_text(json.dumps({"sha256": "a", "label": "dog", "stated": "hit"}) + "\n")  # a hit without a box
+    with pytest.raises(MmcurateError, match="rules.jsonl:1: a detection needs"):
+        make_grounder(f"detector:{rules}")
