@@ -31,9 +31,9 @@ TURN_COLUMNS = ["sample_id", "set", "session_id", "turn", "domain", "query_categ
 @flow(name="evaluate-cragmm", log_prints=True)
 def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), out: str | None = None,
                     allow_incomplete: bool = False, system: str = PLAIN, task: str | None = None,
-                    limit: int | None = None) -> str:
-    options = run_options({"system": system, "task": task, "limit": limit})
-    system, task, limit = options["system"], options["task"], options["limit"]
+                    limit: int | None = None, ablations: list[str] | None = None) -> str:
+    options = run_options({"system": system, "task": task, "limit": limit, "ablations": ablations})
+    system, task, limit, ablations = options["system"], options["task"], options["limit"], options["ablations"]
     settings = load_config(config)
     name = settings.add_model(model).name
     refuse_unrunnable(settings, name, options)
@@ -43,19 +43,20 @@ def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), ou
     labels = bench.table("turns").select(TURN_COLUMNS).to_pylist()
     by_id = {row["sample_id"]: row for row in samples.to_pylist()}
     turns = [{**by_id[row["sample_id"]], **row} for row in select_turns(labels, task, limit)]
-    answers, components, calls = answer_cragmm(turns, settings, name, system, task)
+    answers, components, calls = answer_cragmm(turns, settings, name, system, task, ablations)
     failed = [e for a, e, late in zip(answers["answer"].to_pylist(), answers["error"].to_pylist(),
                                       answers["timed_out"].to_pylist()) if a is None and not late]
     incomplete = check_failures(name, len(failed), answers.num_rows, failed[0] if failed else None, allow_incomplete)
-    results = answers.drop_columns(["sample_id"])
+    results, by_turn = answers.drop_columns(["sample_id"]), {t["sample_id"]: t for t in turns}
     for column in TURN_COLUMNS[::-1]:
-        results = results.add_column(0, column, pa.array([t[column] for t in turns]))
+        results = results.add_column(0, column, pa.array([by_turn[i][column] for i in answers["sample_id"].to_pylist()]))
     crag, crag_note, crag_calls = score_crag(results, samples, settings)
     reading = settings.cruise.multi_turn_scoring if settings.cruise else "competition"
     ruled = apply_multi_turn_rule(crag, reading)
-    notes = [*([incomplete] if incomplete else []), crag_note, *stand_in_notes(settings, name, system, components)]
+    notes = [*([incomplete] if incomplete else []), crag_note,
+             *stand_in_notes(settings, name, system, components, ablations)]
     scope = f"task {task}" if task else "all turns"
-    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {answers.num_rows} turns)"
+    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {len(turns)} turns)"
     summarise_cragmm(ruled, target, title, notes, reading)
     calls += crag_calls
     print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "

@@ -17,7 +17,7 @@ from mmcurate.core.specs import is_lexical
 from mmcurate.evaluation.cragmm_report import write_cragmm_evaluation
 from mmcurate.evaluation.crag import crag_judge, crag_note, crag_score, token_counter
 from mmcurate.evaluation.cruise import (
-    SYSTEM_NAME as CRUISE, answer_conversations, build_retriever, cruise_steps, cruise_system, default_clock,
+    SYSTEM_NAME as CRUISE, answer_variants, build_retriever, cruise_system, default_clock,
 )
 from mmcurate.core.stages import StageContext
 from mmcurate.evaluation.graders import METRICS, make_grader
@@ -126,14 +126,14 @@ def summarise_reflvqa(run: RefLVQARun, out: Path, title: str, searched: dict[str
 
 @task(name="answer-cragmm", cache_policy=NO_CACHE)
 def answer_cragmm(turns: list[dict], settings: Settings, model: str, system: str,
-                  task: str | None) -> tuple[pa.Table, dict[str, str], list[dict]]:
-    """Every turn answered by ``system`` (plain or cruise), conversations in turn order; the
-    components used and the call counts."""
+                  task: str | None, ablations: list[str] | None = None) -> tuple[pa.Table, dict[str, str], list[dict]]:
+    """Every turn answered by ``system`` (plain or cruise, and each of Table 1's ``ablations``),
+    conversations in turn order; the components used and the call counts."""
     store = ImageStore(settings.workdir / "images")
     retriever = build_retriever(settings, task) if system == CRUISE else None
     with open_models(settings, store, prefect_secret) as models:
-        steps = cruise_steps(system, retriever, store.read, default_clock)
-        answers = answer_conversations(turns, models.pool, cruise_system(settings, model), steps)
+        answers = answer_variants(turns, models.pool, cruise_system(settings, model), system, ablations or [],
+                                  retriever, store.read, default_clock)
         calls = models.counter.rows()
     return answers, (retriever.components if retriever else {}), calls
 

@@ -34,7 +34,7 @@ MaxCostOpt = Annotated[Optional[float], typer.Option(
 FLAGS = {"scenarios": "--scenario", "n_negatives": "--negatives", "abstention": "--abstention",
          "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system",
          "task": "--task", "limit": "--limit", "settings": "--setting", "queries": "--queries",
-         "oracle_grounding": "--oracle-grounding"}
+         "oracle_grounding": "--oracle-grounding", "ablations": "--ablation"}
 SettingOpt = Annotated[Optional[list[str]], typer.Option(
     "--setting", help="RefLVQA: text, image, multi or two-step; repeat (default: all four)")]
 QueriesOpt = Annotated[Optional[list[int]], typer.Option(
@@ -100,6 +100,9 @@ def evaluate(
     system: Annotated[Optional[str], typer.Option(
         "--system", help="answering system: plain; verify-first (CRUISE's gate; DeflectionBench); cruise (CRAG-MM); "
                          "kestrel (grounded self-refinement; POPE)")] = None,
+    ablation: Annotated[Optional[list[str]], typer.Option(
+        "--ablation", help="CRAG-MM with --system cruise: Table 1's rows beside CRUISE: no-cov, "
+                           "no-cov-no-consistency or rag-agent; repeat")] = None,
     task: Annotated[Optional[str], typer.Option(
         "--task", help="CRAG-MM: the competition's task 1, 2 or 3 (default: every turn)")] = None,
     limit: Annotated[Optional[int], typer.Option(
@@ -132,7 +135,8 @@ def evaluate(
     given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
                              "system": system, "task": task, "limit": limit, "settings": setting,
-                             "queries": queries, "oracle_grounding": oracle_grounding}
+                             "queries": queries, "oracle_grounding": oracle_grounding,
+                             "ablations": ablation}
     arguments = benchmark.evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
     benchmark.evaluation.refuse_unrunnable(settings, name, arguments)
 
