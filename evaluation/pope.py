@@ -291,7 +291,8 @@ def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig, grounder: 
              + f"; verifier {verifier}" + (" (the model judges its own evidence, as in the paper)" if verifier == model else "")
              + ".",
              f"Kestrel: at most {gate.max_rounds} rounds, stop after {gate.stable_rounds} supported rounds with the "
-             f"answer unchanged; an answer changes only through the gate (thresholds "
+             f"answer unchanged or after a round with no stronger evidence than the one before (our reading of 3.4: "
+             f"no evidence item it did not show, no claim checked more confidently); an answer changes only through the gate (thresholds "
              + ", ".join(f"{k} {v:g}" for k, v in gate.thresholds.items()) + "); a contradiction does not stop the rounds.",
              f"Kestrel: Yes-guard {'on (the appendix option)' if cfg.yes_guard else 'off (the main text)'}."]
     spec = settings.model(verifier)
