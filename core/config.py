@@ -460,9 +460,19 @@ class PopeEvalConfig(_Strict):
     kestrel: KestrelConfig = Field(default_factory=KestrelConfig)
 
 
+class VerifyFirstConfig(_Strict):
+    """Who routes and who checks in ``--system verify-first`` (CRUISE's gate on DeflectionBench):
+    None is the answering model (as in CRUISE); ``verifier: lexical`` is the offline stand-in for
+    the consistency judge and the chain of verification (``evaluation.verify_first``)."""
+
+    router: str | None = None
+    verifier: str | None = None
+
+
 class EvaluationConfig(_Strict):
     reflvqa: RefLVQAEvalConfig = Field(default_factory=RefLVQAEvalConfig)
     pope: PopeEvalConfig = Field(default_factory=PopeEvalConfig)
+    verify_first: VerifyFirstConfig = Field(default_factory=VerifyFirstConfig)
 
 
 class ReflectVConfig(BenchmarkSection):

@@ -27,6 +27,7 @@ from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.reflvqa_settings import run_options
 from mmcurate.evaluation.report import write_evaluation
 from mmcurate.evaluation.scenarios import evaluate
+from mmcurate.evaluation.verify_first import VerifyFirst
 from mmcurate.gating.prompts import BUILT_IN, PromptSet
 from mmcurate.judging.session import open_models
 from mmcurate.planning.plan import Plan
@@ -43,9 +44,11 @@ def answer_scenarios(samples: pa.Table, settings: Settings, model: str, scenario
                      n_negatives: list[int], abstention: list[str], seed: int, run_id: str,
                      modality_analysis: bool = False, system: str = "plain",
                      templates: PromptSet = BUILT_IN) -> tuple[pa.Table, list[dict]]:
+    gate = settings.evaluation.verify_first
     with open_models(settings, ImageStore(settings.workdir / "images"), prefect_secret) as models:
         results = evaluate(samples, models.pool, models.judge, model, scenarios, n_negatives, abstention, seed,
-                           run_id, modality_analysis, system, templates)
+                           run_id, modality_analysis, system, templates,
+                           VerifyFirst(model, router=gate.router, verifier=gate.verifier))
         calls = models.counter.rows()
     return results, calls
 
