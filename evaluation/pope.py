@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from mmcurate.core.specs import Boxes
 from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import write_table
 from mmcurate.judging.claim_extraction import heuristic_type
+from mmcurate.releases.reader import Release
 from mmcurate.models.requests import ChatRequest
 from mmcurate.sources.pope import SPLITS
 
@@ -80,16 +80,16 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def oracle_source(files: list[Path], release: Path, manifest: Mapping[str, Any]) -> str | None:
+def oracle_source(files: list[Path], release: Release) -> str | None:
     """Why a grounder reading ``files`` grounds from the probes' own source annotations (issue:
     a grounder that reads the boxes the labels were built from measures the annotations, not
     the system): a file inside a source root of the release or beside one of its source files,
     or a copy of a source file (same sha256); None when it reads none of them."""
-    entries = manifest.get("source_files") or []
-    places = [(release / e["path"]).resolve().parent for e in entries if isinstance(e, dict) and e.get("path")]
-    section = (manifest.get("config") or {}).get(manifest.get("benchmark") or "", {}) or {}
-    places += [(release / s["root"]).resolve() for s in section.get("sources") or [] if s.get("root")]
-    digests = {e.get("sha256") for e in entries if isinstance(e, dict)}
+    entries = release.manifest.source_files
+    places = [(release.path / e.path).resolve().parent for e in entries if e.path]
+    section = release.manifest.config.get(release.benchmark) or {}
+    places += [(release.path / s["root"]).resolve() for s in section.get("sources") or [] if s.get("root")]
+    digests = {e.sha256 for e in entries}
     for file in files:
         where = file.resolve()
         folder = next((p for p in places if _inside(where, p)), None)
@@ -100,7 +100,7 @@ def oracle_source(files: list[Path], release: Path, manifest: Mapping[str, Any])
     return None
 
 
-def refuse_oracle_grounding(settings: Settings, release: Path, manifest: Mapping[str, Any], allowed: bool) -> bool:
+def refuse_oracle_grounding(settings: Settings, release: Release, allowed: bool) -> bool:
     """Whether Kestrel's configured grounder reads the probes' own annotations (then the run is an
     upper bound, titled ``ORACLE_TITLE``); refused, before any call, unless ``allowed``
     (``--oracle-grounding``)."""
@@ -108,7 +108,7 @@ def refuse_oracle_grounding(settings: Settings, release: Path, manifest: Mapping
     if spec is None:
         return False
     grounder = make_grounder(spec)
-    why = oracle_source(getattr(grounder, "files", []), release, manifest)
+    why = oracle_source(getattr(grounder, "files", []), release)
     if why and not allowed:
         raise EvaluationError(f"grounding agent {grounder.name} reads the annotations the POPE labels come from "
                               f"({why}): its answers would measure the labels; give --oracle-grounding to run it "

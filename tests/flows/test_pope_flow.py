@@ -50,14 +50,15 @@ pope:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.evaluate_pope import evaluate_pope
+    from mmcurate.flows.evaluate import evaluate_release
     from mmcurate.flows.pope import pope
 
     home = tmp_path_factory.mktemp("pope")
     config = home / "config.yaml"
     config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
     release = Path(pope(config=str(config)))
-    runs = {system: Path(evaluate_pope(release=str(release), model="lvlm", config=str(config), system=system))
+    runs = {system: Path(evaluate_release(release=str(release), model="lvlm", config=str(config),
+                                          options={"system": system}))
             for system in ("plain", "kestrel")}
     return home, config, release, runs
 
@@ -76,7 +77,7 @@ def test_release_is_valid_balanced_and_explains_itself(run) -> None:
     assert ledger.filter(pl.col("verdict") == "drop")["check"].to_list() == ["pope.balance.v1"]
     quarantine = pl.read_parquet(str(path / "quarantine.parquet"))
     assert quarantine.height == 5 and "malformed record: label 'maybe' is not yes or no" in quarantine["reason"].to_list()
-    assert release.manifest["statistics"]["splits"][0] == {"split": "random", "probes": 22, "yes": 11, "no": 11,
+    assert release.manifest.statistics["splits"][0] == {"split": "random", "probes": 22, "yes": 11, "no": 11,
                                                           "images": 4}  # the published images are built ones too
     assert "POPE probes object hallucination" in (path / "README.md").read_text()
     sections = flowkit.report_sections(path)
@@ -115,18 +116,18 @@ def test_grounding_from_the_probes_own_annotations_is_oracle_grounding(run, tmp_
     """Issue 32 item 15: the annotated boxes the labels were built from are refused; with
     --oracle-grounding the run is titled an upper bound."""
     from mmcurate.evaluation.scenarios import EvaluationError
-    from mmcurate.flows.evaluate_pope import evaluate_pope
+    from mmcurate.flows.evaluate import evaluate_release
 
     _, config, release, _ = run
     oracle = yaml.safe_load(config.read_text())
     oracle["evaluation"]["pope"]["kestrel"]["grounding"] = f"boxes:{fixtures_root}/pope/objects"
     (tmp_path / "oracle.yaml").write_text(yaml.safe_dump(oracle))
     with pytest.raises(EvaluationError, match="reads the annotations the POPE labels come from"):
-        evaluate_pope(release=str(release), model="lvlm", config=str(tmp_path / "oracle.yaml"), system="kestrel",
-                      out=str(tmp_path / "refused"))
+        evaluate_release(release=str(release), model="lvlm", config=str(tmp_path / "oracle.yaml"),
+                         options={"system": "kestrel"}, out=str(tmp_path / "refused"))
     assert not (tmp_path / "refused").exists()
-    out = Path(evaluate_pope(release=str(release), model="lvlm", config=str(tmp_path / "oracle.yaml"),
-                             system="kestrel", oracle_grounding=True, out=str(tmp_path / "upper")))
+    out = Path(evaluate_release(release=str(release), model="lvlm", config=str(tmp_path / "oracle.yaml"),
+                                options={"system": "kestrel", "oracle_grounding": True}, out=str(tmp_path / "upper")))
     assert (out / "table.md").read_text().startswith("# lvlm on pope 1.0.0 (kestrel system, oracle grounding (upper "
                                                      "bound))")
 
