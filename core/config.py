@@ -720,6 +720,8 @@ class Settings(BaseSettings):
         wanted += model_names(kestrel.grounding) + ([kestrel.verifier] if kestrel.verifier else [])
         captioner = self.evaluation.reflvqa.captioner
         wanted += [captioner] if captioner else []
+        gate = self.evaluation.verify_first
+        wanted += [name for name in (gate.router, gate.verifier) if name and name != "lexical"]
         missing = sorted(set(wanted) - set(self.models))
         if missing:
             raise ValueError(f"unknown model(s) {missing}; defined: {sorted(self.models)}")
