@@ -35,9 +35,10 @@ evaluation. Prompts are versioned template ids (``TEMPLATES``) and go through th
 
 Who checks (``verifier``): the answering model by default, as in CRUISE; another model of the
 config; or ``lexical``, the offline stand-in for a model that cannot verify (SmolLM2 never
-reaches 0.9): the two answers are consistent when the content words of one hold the other's,
-and the confidence is the share of the answer's content words found in the evidence shown
-(0.0 without evidence: the CoV prompt's rule for knowledge neither in the context nor visible).
+reaches 0.9): the two answers are consistent when they share a content word the question does
+not hold, and the confidence is the share of the answer's content words beyond the question's
+found in the evidence shown (0.0 without evidence: the CoV prompt's rule for knowledge neither
+in the context nor visible).
 
 The steps are shared with CRUISE on CRAG-MM (``evaluation.cruise``), which adds the image
 summary, the retrieval and the turn budget between them: each step takes the pending
@@ -134,15 +135,17 @@ class VerifyFirst:
         return self.verifier or self.model
 
 
-def lexical_consistent(first: str, second: str) -> bool:
-    """The lexical stand-in's consistency: the content words of one answer hold the other's."""
-    a, b = content_tokens(first), content_tokens(second)
-    return bool(a and b) and (a <= b or b <= a)
+def lexical_consistent(first: str, second: str, question: str) -> bool:
+    """The lexical stand-in's consistency: the two answers share a content word the question does
+    not already hold (they say the same new thing)."""
+    asked = content_tokens(question)
+    return bool((content_tokens(first) - asked) & (content_tokens(second) - asked))
 
 
-def lexical_confidence(answer: str, context: Sequence[Mapping[str, Any]]) -> float:
-    """The lexical stand-in's confidence: the share of the answer's content words in the evidence."""
-    words = content_tokens(answer)
+def lexical_confidence(answer: str, context: Sequence[Mapping[str, Any]], question: str) -> float:
+    """The lexical stand-in's confidence: the share of the answer's content words beyond the
+    question's that the evidence holds (0.0 without evidence)."""
+    words = content_tokens(answer) - content_tokens(question)
     shown = content_tokens(" ".join(f"{c.get('title') or ''} {c.get('text') or ''}" for c in context))
     return round(len(words & shown) / len(words), 2) if words and shown else 0.0
 
@@ -314,9 +317,9 @@ def answer(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> Non
 
 def consistency(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
     if system.verifier == LEXICAL:
-        agree = [lexical_consistent(i.answers[1] or "", i.answers[0] or "") for i in items]
-        labels = [Label("yes" if ok else "no", [f"{LEXICAL}: content words {'nested' if ok else 'differ'}"], None)
-                  for ok in agree]
+        agree = [lexical_consistent(i.answers[1] or "", i.answers[0] or "", i.row["question"]) for i in items]
+        labels = [Label("yes" if ok else "no", [f"{LEXICAL}: {'a' if ok else 'no'} shared content word beyond the "
+                                                 "question's"], None) for ok in agree]
     else:
         labels = _judged_consistent(items, pool, system, stage)
     for item, label in zip(items, labels):
@@ -335,8 +338,8 @@ def _judged_consistent(items: list[Item], pool: Any, system: VerifyFirst, stage:
 
 def verify(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
     if system.verifier == LEXICAL:
-        labels = [Label(lexical_confidence(i.answers[0] or "", i.context),
-                        [f"{LEXICAL}: share of the answer's content words in the evidence"], None) for i in items]
+        labels = [Label(lexical_confidence(i.answers[0] or "", i.context, i.row["question"]),
+                        [f"{LEXICAL}: share of the answer's new content words in the evidence"], None) for i in items]
     else:
         labels = _verified(items, pool, system, stage)
     for item, label in zip(items, labels):
@@ -410,9 +413,10 @@ def verify_first_notes(settings: Any, model: str) -> list[str]:  # settings: cor
     notes = []
     for role, name in (("router", cfg.router or model), ("verifier", cfg.verifier or model)):
         if name == LEXICAL:
-            notes.append("verifier: the lexical stand-in (consistent when the content words of one answer hold the "
-                         "other's; confidence = the share of the answer's content words in the evidence shown, 0.0 "
-                         "without evidence) checks in place of a model that can verify.")
+            notes.append("verifier: the lexical stand-in (consistent when the two answers share a content word the "
+                         "question does not hold; confidence = the share of the answer's content words beyond the "
+                         "question's found in the evidence shown, 0.0 without evidence) checks in place of a model "
+                         "that can verify.")
             continue
         spec = settings.model(name)
         if spec.backend == "scripted":
