@@ -37,7 +37,6 @@ from mmcurate.core.specs import Boxes
 from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import write_table
 from mmcurate.judging.claim_extraction import heuristic_type
-from mmcurate.releases.reader import Release
 from mmcurate.models.requests import ChatRequest
 from mmcurate.sources.pope import SPLITS
 
@@ -80,7 +79,7 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def oracle_source(files: list[Path], release: Release) -> str | None:
+def oracle_source(files: list[Path], release: Any) -> str | None:  # release: releases.reader.Release
     """Why a grounder reading ``files`` grounds from the probes' own source annotations (issue:
     a grounder that reads the boxes the labels were built from measures the annotations, not
     the system): a file inside a source root of the release or beside one of its source files,
@@ -100,7 +99,7 @@ def oracle_source(files: list[Path], release: Release) -> str | None:
     return None
 
 
-def refuse_oracle_grounding(settings: Settings, release: Release, allowed: bool) -> bool:
+def refuse_oracle_grounding(settings: Settings, release: Any, allowed: bool) -> bool:  # releases.reader.Release
     """Whether Kestrel's configured grounder reads the probes' own annotations (then the run is an
     upper bound, titled ``ORACLE_TITLE``); refused, before any call, unless ``allowed``
     (``--oracle-grounding``)."""
