@@ -166,8 +166,8 @@ def test_why_prints_a_kestrel_items_rounds(run, capsys, monkeypatch) -> None:
     assert f"{sample} in the evaluation run" in out and "initial: " in out and "round 1: claim c1 (existence)" in out
     assert "e_count_" in out and "verifier: c1 " in out and "(existence threshold 0.82)" in out
     assert "gate open; proposed " in out and "stopped: " in out
-    code, _, err = run_cli(capsys, monkeypatch, "why", str(runs["kestrel"]), "nope")
-    assert code == 2 and "unknown item 'nope'" in err
+    code, out, err = run_cli(capsys, monkeypatch, "why", str(runs["kestrel"]), "nope")
+    assert code == 2 and "unknown item 'nope'" in err and out == ""  # no heading before the error (issue 31.21)
 
 
 
