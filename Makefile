@@ -59,7 +59,8 @@ demo: setup fixtures
 	$(MM) report $(DEMO_RELEASES)/reflectv/1.0.0
 	$(MM) verify $(DEMO_RELEASES)/reflectv/1.0.0
 	$(MM) run cragmm --config configs/demo.yaml
-	$(MM) evaluate $(DEMO_RELEASES)/cragmm/1.0.0 --model smollm2 --config configs/demo.yaml --system cruise --limit 1
+	$(MM) evaluate $(DEMO_RELEASES)/cragmm/1.0.0 --model cruise-vlm --config configs/demo.yaml --system cruise --limit 1 \
+	  --ablation no-cov --ablation no-cov-no-consistency --ablation rag-agent
 	$(MM) run pope --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/pope/1.0.0 --model kestrel-lvlm --system kestrel --config configs/demo.yaml
 

@@ -85,6 +85,7 @@ class Benchmark:
     config: type[BenchmarkSection]  # its section of the config, under ``name``
     sections: Mapping[str, type[Section]] = field(default_factory=dict)  # other top-level sections it owns
     evaluation_config: type[Section] | None = None  # its section under ``evaluation``
+    evaluation_sections: Mapping[str, type[Section]] = field(default_factory=dict)  # others under ``evaluation``
     release: str | None = None  # its ``releases.kind.ReleaseKind``; None: evaluated here, not curated
     curate: str | None = None  # the curation flow
     recurate: str | None = None  # its re-curation steps (``tasks.recuration.Recurated``), run by ``flows/recurate.py``

@@ -89,7 +89,7 @@ BENCHMARK = Benchmark(
     curate="mmcurate.flows.cragmm:cragmm",
     evaluation=Evaluation(
         steps="mmcurate.flows.evaluate_cragmm:evaluate_cragmm",
-        options=("system", "task", "limit"),
+        options=("system", "ablations", "task", "limit"),
         check="mmcurate.evaluation.cruise:run_options",
         refuse="mmcurate.evaluation.cruise:refuse_unrunnable",
     ),

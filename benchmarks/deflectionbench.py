@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from mmcurate.core.config import BenchmarkSection, RetrievalConfig, Sources, StrictModel
+from mmcurate.core.config import BenchmarkSection, RetrievalConfig, Section, Sources, StrictModel
 from mmcurate.core.errors import ConfigError
 
 from .benchmark import Benchmark, Evaluation
@@ -161,9 +161,22 @@ class DeflectionBenchConfig(BenchmarkSection):
             self.gating.pool = [*self.gating.pool, name]
 
 
+class VerifyFirstConfig(Section):
+    """Who routes and who checks in ``--system verify-first`` (CRUISE's gate on DeflectionBench):
+    None is the answering model (as in CRUISE); ``verifier: lexical`` is the offline stand-in for
+    the consistency judge and the chain of verification (``evaluation.verify_first``)."""
+
+    router: str | None = None
+    verifier: str | None = None
+
+    def references(self, judge: str | None) -> list[str]:
+        return [name for name in (self.router, self.verifier) if name and name != "lexical"]
+
+
 BENCHMARK = Benchmark(
     name="deflectionbench",
     config=DeflectionBenchConfig,
+    evaluation_sections={"verify_first": VerifyFirstConfig},
     title="VLM-DeflectionBench (Algorithm 1) and publish a validated release",
     paper="003_26e6cf169dd21fb6.txt",
     sources=("infoseek", "evqa", "webqa", "mmdocrag", "mragbench", "viquae"),

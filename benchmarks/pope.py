@@ -66,7 +66,7 @@ BENCHMARK = Benchmark(
     curate="mmcurate.flows.pope:pope",
     evaluation=Evaluation(
         steps="mmcurate.flows.evaluate_pope:evaluate_pope",
-        options=("system",),
+        options=("system", "oracle_grounding"),
         check="mmcurate.evaluation.pope:run_options",
         refuse="mmcurate.evaluation.pope:refuse_unrunnable",
     ),

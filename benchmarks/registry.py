@@ -15,7 +15,8 @@ def register(benchmark: Benchmark) -> None:
     """Make ``benchmark`` known to every command and flow, and its settings to the config."""
     if BENCHMARKS.get(benchmark.name, benchmark) is not benchmark:
         raise ConfigError(f"benchmark {benchmark.name!r} is already registered")
-    evaluation = {benchmark.name: benchmark.evaluation_config} if benchmark.evaluation_config else {}
+    evaluation = {**({benchmark.name: benchmark.evaluation_config} if benchmark.evaluation_config else {}),
+                  **benchmark.evaluation_sections}
     register_sections({benchmark.name: benchmark.config, **benchmark.sections}, evaluation)
     BENCHMARKS[benchmark.name] = benchmark
 

@@ -37,10 +37,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.annotation.reflectv.grounders import Sam2Segmenter, make_grounder
+from mmcurate.annotation.reflectv.grounders import Grounder, Sam2Segmenter, make_grounder
 from mmcurate.benchmarks.pope import KestrelConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.ids import sha256_file
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.specs import Boxes
 from mmcurate.core.stages import StageContext
@@ -74,12 +75,58 @@ ANSWERS = pa.schema([
 ])
 
 
+ORACLE_TITLE = "oracle grounding (upper bound)"
+
+
 def run_options(given: dict[str, Any]) -> dict[str, Any]:
     """The POPE evaluation's options, checked before any flow starts."""
     system = given.get("system") or PLAIN
     if system not in SYSTEMS:
         raise MmcurateError(f"--system {system!r}: POPE runs {' or '.join(SYSTEMS)}")
-    return {"system": system}
+    oracle = bool(given.get("oracle_grounding"))
+    if oracle and system != KESTREL:
+        raise MmcurateError("--oracle-grounding: only --system kestrel grounds")
+    return {"system": system, "oracle_grounding": oracle}
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def oracle_source(files: list[Path], release: Any) -> str | None:  # release: releases.reader.Release
+    """Why a grounder reading ``files`` grounds from the probes' own source annotations (issue:
+    a grounder that reads the boxes the labels were built from measures the annotations, not
+    the system): a file inside a source root of the release or beside one of its source files,
+    or a copy of a source file (same sha256); None when it reads none of them."""
+    entries = release.manifest.source_files
+    places = [(release.path / e.path).resolve().parent for e in entries if e.path]
+    section = release.manifest.config.get(release.benchmark) or {}
+    places += [(release.path / s["root"]).resolve() for s in section.get("sources") or [] if s.get("root")]
+    digests = {e.sha256 for e in entries}
+    for file in files:
+        where = file.resolve()
+        folder = next((p for p in places if _inside(where, p)), None)
+        if folder is not None:
+            return f"{file} lies in {folder}, a source the probes were built from"
+        if where.is_file() and sha256_file(str(where)) in digests:
+            return f"{file} is a copy of a source file the probes were built from"
+    return None
+
+
+def refuse_oracle_grounding(settings: Settings, release: Any, allowed: bool) -> bool:  # releases.reader.Release
+    """Whether Kestrel's configured grounder reads the probes' own annotations (then the run is an
+    upper bound, titled ``ORACLE_TITLE``); refused, before any call, unless ``allowed``
+    (``--oracle-grounding``)."""
+    spec = settings.evaluation.pope.kestrel.grounding
+    if spec is None:
+        return False
+    grounder = make_grounder(spec)
+    why = oracle_source(getattr(grounder, "files", []), release)
+    if why and not allowed:
+        raise EvaluationError(f"grounding agent {grounder.name} reads the annotations the POPE labels come from "
+                              f"({why}): its answers would measure the labels; give --oracle-grounding to run it "
+                              "as an upper bound, or ground with a detector that does not read them")
+    return why is not None
 
 
 def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -> None:
@@ -258,20 +305,24 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
     items = [KestrelItem(p["sample_id"], p["image"], p["question"], mme.claim_type(p) or heuristic_type(p["question"]),
                          p["object"] or "object") for p in probes]
     Kestrel(ctx, model, cfg, grounder, segmenter).run(items)
-    return [kestrel_row(p, item) for p, item in zip(probes, items)], notes + kestrel_notes(ctx.settings, model, cfg)
+    return [kestrel_row(p, item) for p, item in zip(probes, items)], \
+        notes + kestrel_notes(ctx.settings, model, cfg, grounder)
 
 
-def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig) -> list[str]:
+def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig, grounder: Grounder | None = None) -> list[str]:
     """What the run used in the paper's places, and the readings it chose."""
     verifier = cfg.verifier or model
     gate = cfg.gate
+    described = getattr(grounder, "describe", None)
     notes = [f"Kestrel: grounding agent {cfg.grounding}"
              + (" (annotated regions stand in for SAM3)" if isinstance(cfg.grounding, Boxes) else "")
+             + (f": {described()}" if described else "")
              + (f", masks by {cfg.segmenter}" if cfg.segmenter else "; no segmenter: overlays are boxes, not masks")
              + f"; verifier {verifier}" + (" (the model judges its own evidence, as in the paper)" if verifier == model else "")
              + ".",
              f"Kestrel: at most {gate.max_rounds} rounds, stop after {gate.stable_rounds} supported rounds with the "
-             f"answer unchanged; an answer changes only through the gate (thresholds "
+             f"answer unchanged or after a round with no stronger evidence than the one before (our reading of 3.4: "
+             f"no evidence item it did not show, no claim checked more confidently); an answer changes only through the gate (thresholds "
              + ", ".join(f"{k} {v:g}" for k, v in gate.thresholds.items()) + "); a contradiction does not stop the rounds.",
              f"Kestrel: Yes-guard {'on (the appendix option)' if cfg.yes_guard else 'off (the main text)'}."]
     note = stand_in_note("verifier", settings.model(verifier), "the verifier", sees=True) if verifier != model else None

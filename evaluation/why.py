@@ -1,5 +1,6 @@
 """One item of an evaluation run, as ``mmcurate why RUN SAMPLE`` prints it: its answer rows
-(every condition it was asked under) and, for a Kestrel run, the trace of every round: the
+(every condition it was asked under); for a verify-first or CRUISE run the gate's trace (checks,
+answers, confidence, decision and reason); for a Kestrel run the trace of every round: the
 initial answer and claim, what the grounder found, the evidence by id, the verifier's record
 against the thresholds, the verdict, the gate and the update (``evaluation.kestrel``)."""
 from __future__ import annotations
@@ -14,7 +15,8 @@ import pyarrow.parquet as pq
 from mmcurate.core.errors import MmcurateError
 
 ANSWERS = "answers.parquet"
-SHOWN = ("split", "scenario", "n_negatives", "label", "answer", "grade", "system", "stopped", "error")
+SHOWN = ("variant", "split", "scenario", "n_negatives", "label", "answer", "grade", "crag_grade", "system", "stopped",
+         "error")
 
 
 def is_run(folder: Path | str) -> bool:
@@ -54,6 +56,31 @@ def kestrel_lines(trace: dict[str, Any]) -> list[str]:
     return lines
 
 
+def gate_lines(trace: dict[str, Any]) -> list[str]:
+    """A verify-first / CRUISE gate trace (``evaluation.verify_first``): the checks that ran,
+    what each said, and the decision with its reason."""
+    lines = [f"checks: {', '.join(trace.get('checks') or []) or 'none'}"]
+    router = trace.get("router") or {}
+    if router:
+        lines.append("router: " + ", ".join(f"{flag.replace('_', ' ')} {(router.get(flag) or {}).get('label')}"
+                                            for flag in ("needs_outside_knowledge", "time_sensitive")))
+    context = trace.get("context") or {}
+    if context:
+        lines.append(f"context: retrieval {context.get('retrieval')}, {context.get('used')} used"
+                     + (f", S_ret {context['score']:g}" if isinstance(context.get("score"), (int, float)) else ""))
+    for name, text in (trace.get("answers") or {}).items():
+        lines.append(f"answer {name.replace('_', ' ')}: {text}")
+    if "consistency" in trace:
+        lines.append(f"consistency judge: {trace['consistency'].get('label')}")
+    if "confidence" in trace:
+        lines.append(f"chain-of-verification confidence: {trace['confidence'].get('label')}"
+                     + (f" (threshold {trace['confidence']['threshold']:g})" if "threshold" in trace["confidence"] else ""))
+    if trace.get("timed_out"):
+        lines.append(f"timed out after {trace['timed_out'].get('after')} ({trace['timed_out'].get('seconds')} s)")
+    lines.append(f"decision: {trace.get('decision')}: {trace.get('reason')}")
+    return lines
+
+
 def item_lines(folder: Path | str, sample_id: str) -> list[str]:
     """The item's rows in the run at ``folder`` and their traces; MmcurateError when it has none."""
     answers = pq.read_table(Path(folder) / ANSWERS)
@@ -64,5 +91,6 @@ def item_lines(folder: Path | str, sample_id: str) -> list[str]:
     for row in rows:
         lines.append(", ".join(f"{k} {row[k]}" for k in SHOWN if row.get(k) is not None))
         if row.get("trace"):
-            lines += [f"  {line}" for line in kestrel_lines(json.loads(row["trace"]))]
+            trace = json.loads(row["trace"])
+            lines += [f"  {line}" for line in (gate_lines(trace) if "decision" in trace else kestrel_lines(trace))]
     return lines

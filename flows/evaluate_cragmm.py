@@ -27,23 +27,26 @@ TURN_COLUMNS = ["sample_id", "set", "session_id", "turn", "domain", "query_categ
 
 
 def evaluate_cragmm(bench: Release, settings: Settings, name: str, target: Path, allow_incomplete: bool = False,
-                    system: str = PLAIN, task: str | None = None, limit: int | None = None) -> None:
+                    system: str = PLAIN, task: str | None = None, limit: int | None = None,
+                    ablations: list[str] | None = None) -> None:
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"), "turns")
     labels = bench.table("turns").select(TURN_COLUMNS).to_pylist()
     by_id = {row["sample_id"]: row for row in samples.to_pylist()}
     turns = [{**by_id[row["sample_id"]], **row} for row in select_turns(labels, task, limit)]
-    answers, components, calls = answer_cragmm(turns, settings, name, system, task)
-    failed = [e for a, e in zip(answers["answer"].to_pylist(), answers["error"].to_pylist()) if a is None]
+    answers, components, calls = answer_cragmm(turns, settings, name, system, task, ablations)
+    failed = [e for a, e, late in zip(answers["answer"].to_pylist(), answers["error"].to_pylist(),
+                                      answers["timed_out"].to_pylist()) if a is None and not late]
     incomplete = check_failures(name, len(failed), answers.num_rows, failed[0] if failed else None, allow_incomplete)
-    results = answers.drop_columns(["sample_id"])
+    results, by_turn = answers.drop_columns(["sample_id"]), {t["sample_id"]: t for t in turns}
     for column in TURN_COLUMNS[::-1]:
-        results = results.add_column(0, column, pa.array([t[column] for t in turns]))
+        results = results.add_column(0, column, pa.array([by_turn[i][column] for i in answers["sample_id"].to_pylist()]))
     crag, crag_note, crag_calls = score_crag(results, samples, settings)
     reading = settings.cruise.multi_turn_scoring if settings.cruise else "competition"
     ruled = apply_multi_turn_rule(crag, reading)
-    notes = [*([incomplete] if incomplete else []), crag_note, *stand_in_notes(settings, name, system, components)]
+    notes = [*([incomplete] if incomplete else []), crag_note,
+             *stand_in_notes(settings, name, system, components, ablations)]
     scope = f"task {task}" if task else "all turns"
-    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {counted(answers.num_rows, 'turn')})"
+    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {counted(len(turns), 'turn')})"
     summarise_cragmm(ruled, target, title, notes, reading)
     calls += crag_calls
     print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "

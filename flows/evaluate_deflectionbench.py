@@ -21,6 +21,7 @@ from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.run_record import record_release
 from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVE_COUNTS, FAILED, PLAIN, SCENARIOS
+from mmcurate.evaluation.verify_first import verify_first_notes
 from mmcurate.gating.prompts import prompt_set
 from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_samples
@@ -52,7 +53,8 @@ def evaluate_deflectionbench(
     title = (f"{name} on {bench.benchmark} {bench.version} ({', '.join(abstention)} abstention, {system} system)"
              + (f". {incomplete}" if incomplete else ""))
     used = [templates.evaluation(level).id for level in dict.fromkeys(results["abstention"].to_pylist())]
-    summarise(results, target, title, crag, crag_note, [f"Answered with {templates.describe(used)}."])
+    gate_notes = verify_first_notes(settings, name) if system != PLAIN else []
+    summarise(results, target, title, crag, crag_note, [f"Answered with {templates.describe(used)}.", *gate_notes])
     record_release(target, bench.benchmark, bench.version, bench.content_id)
     print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")

@@ -18,19 +18,21 @@ from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.failures import check_failures
-from mmcurate.evaluation.pope import FAILED, PLAIN
+from mmcurate.evaluation.pope import FAILED, KESTREL, ORACLE_TITLE, PLAIN, refuse_oracle_grounding
 from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_rows
 from mmcurate.tasks.evaluate import answer_pope, summarise_pope
 
 
 def evaluate_pope(bench: Release, settings: Settings, name: str, target: Path, allow_incomplete: bool = False,
-                  system: str = PLAIN) -> None:
+                  system: str = PLAIN, oracle_grounding: bool = False) -> None:
+    oracle = system == KESTREL and refuse_oracle_grounding(settings, bench, oracle_grounding)  # before any call
     probes = canonical_rows(bench, ImageStore(settings.workdir / "images"), "probes")
     rows, notes, calls = answer_pope(probes, settings, name, system, new_run_id())
     failed = [row["error"] for row in rows if row["grade"] == FAILED]
     incomplete = check_failures(name, len(failed), len(rows), failed[0] if failed else None, allow_incomplete)
-    title = f"{name} on {bench.benchmark} {bench.version} ({system} system)" + (f". {incomplete}" if incomplete else "")
+    title = (f"{name} on {bench.benchmark} {bench.version} ({system} system" + (f", {ORACLE_TITLE})" if oracle else ")")
+             + (f". {incomplete}" if incomplete else ""))
     summarise_pope(rows, target, title, notes)
     print(f"answers, metrics and traces -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")

@@ -50,6 +50,7 @@ def home(tmp_path_factory, fixtures_root: Path, prefect_harness) -> tuple[Path, 
     config = {
         "workdir": "work", "releases_root": "releases", "judge": {"kind": "lexical"},
         "models": {"reader": {"backend": "scripted", "script": str(home / "reader.jsonl"), "vision": True},
+                   "cruise-vlm": {"backend": "scripted", "script": str(root / "cruise_vlm.jsonl"), "vision": True},
                    "summariser": {"backend": "scripted", "script": str(root / "summariser.jsonl"),
                                   "vision": True, "default": ""}},
         "cragmm": {"sources": [{"name": "cragmm", "root": str(root)}]},
@@ -64,10 +65,10 @@ def home(tmp_path_factory, fixtures_root: Path, prefect_harness) -> tuple[Path, 
     return home, release
 
 
-def evaluate(home: Path, release: Path, *extra: str):
+def evaluate(home: Path, release: Path, *extra: str, model: str = "reader"):
     from mmcurate.cli import app
 
-    return CliRunner().invoke(app, ["evaluate", str(release), "--model", "reader", "--config",
+    return CliRunner().invoke(app, ["evaluate", str(release), "--model", model, "--config",
                                     str(home / "config.yaml"), *extra])
 
 
@@ -103,6 +104,34 @@ def test_cruise_on_task_3_and_the_crag_tables(home):
     assert "summariser: scripted model 'summariser'" in table and "Multi-turn rule (competition)" in table
     by_set = pl.read_parquet(out / "crag_by_set.parquet").row(0, named=True)
     assert by_set["accuracy"] + by_set["missing"] + by_set["hallucination"] == pytest.approx(1.0)
+
+
+def test_the_demos_cruise_keeps_abstains_and_its_ablations_differ(home, capsys, monkeypatch):
+    """Issue 37 on the demo's stand-in (``cruise-vlm``, rules written against the fixtures): CRUISE
+    keeps an answer, abstains on others for a reason ``mmcurate why`` prints, and Table 1's rows differ
+    (issue 32 item 14)."""
+    home_dir, release = home
+    out = home_dir / "cruise-demo"
+    result = evaluate(home_dir, release, "--system", "cruise", "--limit", "1", "--ablation", "no-cov",
+                      "--ablation", "no-cov-no-consistency", "--ablation", "rag-agent", "--out", str(out),
+                      model="cruise-vlm")
+    assert result.exit_code == 0, result.output
+    answers = pl.read_parquet(out / "answers.parquet")
+    cruise = answers.filter(pl.col("variant") == "cruise")
+    assert cruise.height == 4 and (~cruise["abstained"]).sum() >= 1 and cruise["abstained"].sum() >= 1
+    reasons = set(cruise.filter(pl.col("abstained"))["reason"].to_list())
+    assert reasons == {"the answers with and without context disagree", "confidence 0.5 below 0.9 (with context)"}
+    rows = pl.read_parquet(out / "crag_by_variant.parquet")
+    assert rows["variant"].to_list() == ["cruise", "no-cov", "no-cov-no-consistency", "rag-agent"]
+    cells = [tuple(r) for r in rows.select(["accuracy", "missing", "hallucination"]).rows()]
+    assert len(set(cells)) == 4  # every row of Table 1 differs
+    assert rows.filter(pl.col("variant") == "cruise")["hallucination"][0] == 0.0
+    table = (out / "table.md").read_text()
+    assert "## Table 1: the system and its ablations (all turns)" in table
+    assert "answering model: scripted model 'cruise-vlm' (rules in cruise_vlm.jsonl)" in table
+    sample = cruise.filter(pl.col("reason") == "the answers with and without context disagree")["sample_id"][0]
+    code, printed, _ = run_cli(capsys, monkeypatch, "why", str(out), sample)
+    assert code == 0 and "the answers with and without context disagree" in printed, printed
 
 
 def test_plain_and_bad_options(home, capsys, monkeypatch):
