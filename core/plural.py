@@ -1,7 +1,21 @@
-"""How cards, reports and changelogs write a count: "1 sample", "2 samples", never "sample(s)"."""
+"""How cards, reports, changelogs and errors write a count ("1 sample", "2 samples", never
+"sample(s)") and a list that may be long ("a, b, c and 9,990 more")."""
 from __future__ import annotations
+
+from collections.abc import Iterable
+
+SHOWN = 10  # items a list names before "and N more"
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and ``noun`` in agreement; ``plural`` when it is not ``noun + "s"`` ("query", "queries")."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def listed(items: Iterable[object], shown: int = SHOWN, sep: str = ", ") -> str:
+    """The first ``shown`` items joined by ``sep``, then "and N more" for the rest: an error
+    line stays one readable line however long the list is."""
+    items = [str(i) for i in items]
+    if len(items) <= shown:
+        return sep.join(items)
+    return f"{sep.join(items[:shown])} and {len(items) - shown:,} more"

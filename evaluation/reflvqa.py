@@ -47,6 +47,9 @@ from .retrieval_metrics import first_hit, ndcg_at_k, recall_at_k
 
 STAGE = "evaluate.reflvqa"
 NO_CITATION = "rule:no-citation"  # the grader of a sentence that cites nothing (0, no call)
+QUERY_ERROR = "search queries: "  # the error of an answer not asked: its search queries could not be read
+CELL = ("setting", "n_queries")  # what a run chooses (``evaluation.runs``): answers and grades
+SEARCHED_CELL = ("searched",)  # retrieval rows: per set of modalities searched
 NDCG_K, RECALL_K = 10, 100  # the paper's Table 4, on the first-stage ranking whatever ``candidates`` is
 
 HIT = pa.struct([pa.field("doc_id", pa.string()), pa.field("modality", pa.string()), pa.field("score", pa.float64()),
@@ -219,14 +222,12 @@ def evaluate_reflvqa(
     retrieval = retrieval_rows(qa, corpus, sets)
     answering = Answering(pool, model, documents, cfg.doc_chars, cfg.answer_max_tokens, cfg.captioner,
                           cfg.caption_max_tokens)
-    counts = {"questions": len(qa)}
     answers: list[dict[str, Any]] = []
     graded: list[tuple[str, int, Mapping[str, Any], Answer]] = []
     try:
         for n in queries:
             written = write_queries(qa, n, pool, model, cfg.query_max_tokens)
             ready = [i for i, label in enumerate(written) if label.ok]
-            counts[f"queries_unreadable_n{n}"] = sum(1 for w in written if not w.ok and w.raw[-1] is not None)
             rows, mine = [qa[i] for i in ready], [written[i].label for i in ready]
             lists = {m: _retrieved(rows, mine, corpus, m, cfg) for m in sets}
             for setting in settings:
@@ -235,7 +236,7 @@ def evaluate_reflvqa(
                 for i, row in enumerate(qa):
                     label = written[i]
                     answer = got.get(i) or Answer([], None, None, FAILED if label.raw[-1] is None else UNREADABLE,
-                                                  f"search queries: {label.error}")
+                                                  f"{QUERY_ERROR}{label.error}")
                     answers.append(_answer_row(row, model, setting, n, cfg.top_k, label.label or (), answer, run_id))
                     if answer.status == ANSWERED:
                         graded.append((setting, n, row, answer))
@@ -255,21 +256,33 @@ def evaluate_reflvqa(
                      "evaluator": NO_CITATION, "raw": None, "error": None, "run_id": run_id} for i in uncited]
         units += [(setting, n, sid, index, unit) for index, unit in mine]
     grades = by_rule + _grade(units, graders, model, run_id)
+    answered, graded_rows = pa.Table.from_pylist(answers, schema=ANSWERS), pa.Table.from_pylist(grades, schema=GRADES)
+    return RefLVQARun(answered, graded_rows, pa.Table.from_pylist(retrieval, schema=RETRIEVAL),
+                      tally(qa, answered, graded_rows))
+
+
+def tally(qa: Sequence[Mapping[str, Any]], answers: pa.Table, grades: pa.Table) -> dict[str, int]:
+    """The counts of a run's table, from its rows (those of several runs into one folder too)."""
+    rows = answers.select(["sample_id", "setting", "n_queries", "status", "error", "steps", "retrieved"]).to_pylist()
+    counts = {"questions": len(qa)}
+    for n in sorted({r["n_queries"] for r in rows}):
+        counts[f"queries_unreadable_n{n}"] = len({r["sample_id"] for r in rows if r["n_queries"] == n
+                                                  and r["status"] == UNREADABLE
+                                                  and (r["error"] or "").startswith(QUERY_ERROR)})
     counts.update({
-        "answers": len(answers),
-        "answered": sum(a["status"] == ANSWERED for a in answers),
-        "failed_calls": sum(a["status"] == FAILED for a in answers),
-        "unreadable": sum(a["status"] == UNREADABLE for a in answers),
-        "evaluator_errors": sum(g["grade"] is None for g in grades),
+        "answers": len(rows),
+        "answered": sum(a["status"] == ANSWERED for a in rows),
+        "failed_calls": sum(a["status"] == FAILED for a in rows),
+        "unreadable": sum(a["status"] == UNREADABLE for a in rows),
+        "evaluator_errors": grades["grade"].null_count,
         "flagged_dataset_sentences": sum(1 for row in qa for s in row["sentences"] if s["flagged"]),
     })
-    two_step = [a for a in answers if a["setting"] == TWO_STEP and a["status"] == ANSWERED]
+    two_step = [a for a in rows if a["setting"] == TWO_STEP and a["status"] == ANSWERED]
     if two_step:
         counts["two_step_answers_combined"] = sum(len(a["steps"]) == 2 for a in two_step)
         counts["two_step_image_documents_without_caption"] = sum(
             1 for a in two_step for h in a["retrieved"] if h["modality"] == IMAGE and h["caption"] is None)
-    return RefLVQARun(pa.Table.from_pylist(answers, schema=ANSWERS), pa.Table.from_pylist(grades, schema=GRADES),
-                      pa.Table.from_pylist(retrieval, schema=RETRIEVAL), counts)
+    return counts
 
 
 def _answer_row(row: Mapping[str, Any], model: str, setting: str, n: int, top_k: int, queries: Sequence[str],

@@ -4,7 +4,8 @@ MAD cutoff, Algorithm 1's gate), within the per-turn budget; multi-turn conversa
 their earlier turns in context; the first 75 tokens of each answer CRAG-graded; the CRAG table
 per set, domain and query category with CRAG-MM's multi-turn rule. ``task`` 1, 2 or 3 picks
 the competition's task (1: single-turn, image search; 2: single-turn, image and web; 3:
-multi-turn, both); ``limit`` the first N conversations of each set.
+multi-turn, both); ``limit`` the first N conversations of each set. A run adds its cell (task; the rows of
+an earlier run of the same task are replaced) to the folder's (``evaluation.runs``).
 """
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from prefect import flow
 
 from mmcurate.core.config import load_config
 from mmcurate.core.images import ImageStore
-from mmcurate.evaluation.cragmm_report import apply_multi_turn_rule
+from mmcurate.evaluation.cragmm_report import ALL_TURNS, ANSWERS_FILE, CELL, apply_multi_turn_rule
 from mmcurate.evaluation.cruise import PLAIN, refuse_unrunnable, run_options, select_turns, stand_in_notes
 from mmcurate.evaluation.failures import check_failures
-from mmcurate.evaluation.runs import evaluation_folder
+from mmcurate.evaluation.runs import evaluation_folder, updating
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_cragmm, score_crag, summarise_cragmm
@@ -49,13 +50,18 @@ def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), ou
     results = answers.drop_columns(["sample_id"])
     for column in TURN_COLUMNS[::-1]:
         results = results.add_column(0, column, pa.array([t[column] for t in turns]))
+    results = results.add_column(0, "task", pa.array([task or ALL_TURNS] * results.num_rows, pa.string()))
     crag, crag_note, crag_calls = score_crag(results, samples, settings)
     reading = settings.cruise.multi_turn_scoring if settings.cruise else "competition"
     ruled = apply_multi_turn_rule(crag, reading)
     notes = [*([incomplete] if incomplete else []), crag_note, *stand_in_notes(settings, name, system, components)]
-    scope = f"task {task}" if task else "all turns"
-    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {answers.num_rows} turns)"
-    summarise_cragmm(ruled, target, title, notes, reading)
+    with updating(target, bench.benchmark, bench.version, bench.content_id, name, system) as folder:
+        ruled = folder.merge(ANSWERS_FILE, ruled, CELL)
+        for line in folder.messages():
+            print(line)
+        scopes = [f"task {t}" if t != ALL_TURNS else "all turns" for t in dict.fromkeys(ruled["task"].to_pylist())]
+        title = f"{name} on cragmm {bench.version} ({system} system, {', '.join(scopes)}, {ruled.num_rows} turns)"
+        summarise_cragmm(ruled, folder.staging, title, [*notes, *filter(None, [folder.note()])], reading)
     calls += crag_calls
     print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")

@@ -5,7 +5,8 @@ release, ``plain`` or through Kestrel's loop (``--system kestrel``).
                  answer and claim, grounding, evidence, claim-level verification, evidence-gated
                  self-refinement (at most 3 rounds), each step in the item's trace
     summarise    accuracy, precision, recall, F1 and yes ratio per split; for Kestrel the
-                 initial -> final transitions (Figure 4) and the rounds reached (Table 3)
+                 initial -> final transitions (Figure 4) and the rounds reached (Table 3); the
+                 run's splits replace those of an earlier run in the folder (``evaluation.runs``)
 """
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from mmcurate.core.config import load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.failures import check_failures
-from mmcurate.evaluation.pope import FAILED, PLAIN
-from mmcurate.evaluation.runs import evaluation_folder
+from mmcurate.evaluation.pope import ANSWERS_FILE, CELL, FAILED, PLAIN, answers_table
+from mmcurate.evaluation.runs import evaluation_folder, updating
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.unembed import canonical_rows
 from mmcurate.tasks.evaluate import answer_pope, summarise_pope
@@ -38,7 +39,11 @@ def evaluate_pope(release: str, model: str, config: str = str(DEMO_CONFIG), out:
     failed = [row["error"] for row in rows if row["grade"] == FAILED]
     incomplete = check_failures(name, len(failed), len(rows), failed[0] if failed else None, allow_incomplete)
     title = f"{name} on {bench.benchmark} {bench.version} ({system} system)" + (f". {incomplete}" if incomplete else "")
-    summarise_pope(rows, target, title, notes)
+    with updating(target, bench.benchmark, bench.version, bench.content_id, name, system) as folder:
+        merged = folder.merge(ANSWERS_FILE, answers_table(rows), CELL)
+        for line in folder.messages():
+            print(line)
+        summarise_pope(merged.to_pylist(), folder.staging, title, [*notes, *filter(None, [folder.note()])])
     print(f"answers, metrics and traces -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
     return str(target)
