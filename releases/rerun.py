@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.core.config import Settings
+from mmcurate.core.plural import listed
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.errors import ReleaseExists
 from mmcurate.releases.manifest import MANIFEST, input_digests, portable, source_digests, source_file_entries
@@ -112,16 +113,23 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     missing = object()
 
     def show(value: Any) -> str:
-        return "(absent)" if value is missing else json.dumps(value, sort_keys=True)
+        if value is missing:
+            return "(absent)"
+        if isinstance(value, list) and len(value) > SHOWN:
+            return f"[{listed((json.dumps(v, sort_keys=True) for v in value), SHOWN)}]"
+        return json.dumps(value, sort_keys=True)
 
     return [f"{key}: {show(a.get(key, missing))} -> {show(b.get(key, missing))}"
             for key in sorted(a.keys() | b.keys()) if a.get(key, missing) != b.get(key, missing)]
 
 
-def refusal(benchmark: str, version: str, diffs: list[str]) -> ReleaseExists:
-    more = f" (and {len(diffs) - SHOWN} more)" if len(diffs) > SHOWN else ""
-    return ReleaseExists(f"{benchmark} {version} exists and this run differs from it: {'; '.join(diffs[:SHOWN])}{more}; "
-                         "publish under a new version (--version)")
+NEW_VERSION = "publish under a new version (--version)"  # what `run` and `recurate` offer
+
+
+def refusal(benchmark: str, version: str, diffs: list[str], remedy: str = NEW_VERSION) -> ReleaseExists:
+    """One line naming the first differences and what to do (``remedy``, in the command's own options)."""
+    return ReleaseExists(f"{benchmark} {version} exists and this run differs from it: "
+                         f"{listed(diffs, SHOWN, '; ')}; {remedy}")
 
 
 def draft_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
@@ -149,7 +157,7 @@ def published_rerun(draft: ReleaseDraft, releases_root: Path) -> Path | None:
     return existing
 
 
-def refuse_changed_version(settings: Settings, benchmark: str, version: str) -> None:
+def refuse_changed_version(settings: Settings, benchmark: str, version: str, remedy: str = NEW_VERSION) -> None:
     """Before a run: refuse when ``version`` is published with another configuration, models or
     model and configuration inputs (the sources' content is compared when the run publishes)."""
     target = settings.releases_root / benchmark / version
@@ -160,4 +168,4 @@ def refuse_changed_version(settings: Settings, benchmark: str, version: str) -> 
         diffs += input_differences(existing.manifest.get("inputs"),
                                    input_digests(benchmark, settings.resolved(), roles))
         if diffs:
-            raise refusal(benchmark, version, diffs)
+            raise refusal(benchmark, version, diffs, remedy)
