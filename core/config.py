@@ -30,6 +30,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+from .plural import listed
 from .specs import (
     CaptionSpec,
     ClaimExtractorSpec,
@@ -720,7 +721,8 @@ class Settings(BaseSettings):
             return self.models[spec]
         path = Path(spec)
         if not path.is_file():
-            raise ConfigError(f"model {spec!r} is neither defined in the config ({sorted(self.models)}) nor a YAML file")
+            raise ConfigError(f"model {spec!r} is neither defined in the config ({listed(sorted(self.models))}) "
+                              "nor a YAML file")
         try:
             data = yaml.safe_load(path.read_text())
             model = model_from_file_data(data, path.parent)

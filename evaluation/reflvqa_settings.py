@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from mmcurate.core.plural import listed
 from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit
 
 from .scenarios import EvaluationError
@@ -65,7 +66,7 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
     queries = list(dict.fromkeys(given.get("queries") or DEFAULT_QUERIES))
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
-        raise EvaluationError(f"unknown RefLVQA setting(s) {', '.join(unknown)}; known: {', '.join(SETTINGS)}")
+        raise EvaluationError(f"unknown RefLVQA setting(s) {listed(unknown)}; known: {', '.join(SETTINGS)}")
     bad = [n for n in queries if not isinstance(n, int) or n not in QUERY_COUNTS]
     if bad:
         raise EvaluationError(f"--queries must be between {QUERY_COUNTS[0]} and {QUERY_COUNTS[-1]}, got "
