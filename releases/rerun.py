@@ -30,6 +30,7 @@ from mmcurate.releases.manifest import MANIFEST, input_digests, portable, source
 from mmcurate.releases.reader import Release, open_release
 
 MODEL_EXECUTION = ("concurrency", "timeout", "max_retries", "base_url", "api_key_env", "api_key_block", "engine_args")
+MODEL_PLANNING = ("tokens_per_second", "image_tokens", "price_input_per_mtok", "price_output_per_mtok")  # the bill's only
 SHOWN = 3  # differences named in the one-line error
 
 
@@ -78,13 +79,13 @@ def input_differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[s
 
 def identity(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]]) -> dict[str, Any]:
     """What decides a release's content: the benchmark's section (but its version), the judge,
-    and the spec of every model by role (but how it is served)."""
+    and the spec of every model by role (but how it is served and what the plan prices it at)."""
     specs = config.get("models") or {}
     return {
         benchmark: {k: v for k, v in (config.get(benchmark) or {}).items() if k != "version"},
         "judge": config.get("judge"),
         "models": {f"{m['role']}:{m['name']}": {k: v for k, v in (specs.get(m["name"]) or m).items()
-                                                if k not in MODEL_EXECUTION}
+                                                if k not in MODEL_EXECUTION + MODEL_PLANNING}
                    for m in models},
     }
 
