@@ -88,6 +88,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # model -> where its throughput comes from
     kb: KBPlan | None = None  # Stage II's knowledge base: pages, embedding hours, disk, index
+    uncounted: list[str] = field(default_factory=list)  # sources left out of ``samples``: no count
 
     def total(self) -> PlanRow:
         """The sums; the cost is unknown when any row's is."""
@@ -144,9 +145,15 @@ class Plan:
 
     def render(self) -> str:
         """The plan as the terminal shows it."""
-        lines = [f"plan: {self.benchmark}, {self.samples:,} samples ({self.samples_from})",
-                 f"retention: {self.rates_from}",
-                 "expected: " + " -> ".join(f"{n:,.0f} {name}" for name, n in self.funnel), ""]
+        left = listed(self.uncounted)
+        if self.uncounted and not self.samples:
+            return (f"plan: {self.benchmark}, samples unknown ({self.samples_from})\n"
+                    f"requests, tokens, GPU-hours and cost: unknown until {left} is counted\n")
+        lines = [f"plan: {self.benchmark}, {self.samples:,} samples ({self.samples_from})"]
+        if self.uncounted:
+            lines.append(f"a lower bound: the samples of {left} are not counted")
+        lines += [f"retention: {self.rates_from}",
+                  "expected: " + " -> ".join(f"{n:,.0f} {name}" for name, n in self.funnel), ""]
         head = ("stage", "step", "model", "requests", "prompt tok", "compl. tok", "GPU-h", "cost $")
         body = [(r.stage, r.step, r.model, f"{r.requests:,.0f}", f"{r.prompt_tokens:,.0f}",
                  f"{r.completion_tokens:,.0f}", "-" if r.hours is None else f"{r.hours:,.1f}", money(r.cost))
