@@ -126,12 +126,15 @@ class RunFolder:
 
 
 def _recover(target: Path) -> None:
-    """A run stopped between the two renames of the swap leaves the old folder aside: put it back."""
-    if target.exists():
-        return
+    """Under the lock, what a killed run left: its staging folder is removed, and the old folder
+    it had set aside between the two renames of the swap is put back."""
+    for staging in target.parent.glob(f".tmp-{target.name}-*"):
+        shutil.rmtree(staging, ignore_errors=True)
     aside = sorted(target.parent.glob(f".old-{target.name}-*"))
-    if aside:
-        os.rename(aside[-1], target)
+    if aside and not target.exists():
+        os.rename(aside.pop(), target)
+    for old in aside:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _check_same_run(target: Path, record: dict[str, str]) -> None:

@@ -74,10 +74,12 @@ def test_a_swap_cut_between_its_renames_is_put_back(tmp_path):
     with updating(target, *RELEASE, "vlm") as folder:
         pq.write_table(rows(("image", 1)), folder.staging / "answers.parquet")
     target.rename(tmp_path / ".old-vlm-0a0b0c0d")  # where a crash between the two renames leaves it
+    (tmp_path / ".tmp-vlm-0e0f0a0b").mkdir()  # and the staging folder of a run killed mid-write
     with updating(target, *RELEASE, "vlm") as folder:
         merged = folder.merge("answers.parquet", rows(("text", 1), run="r2"), KEYS)
         pq.write_table(merged, folder.staging / "answers.parquet")
     assert cells(pq.read_table(target / "answers.parquet")) == {("image", 1, "r1"), ("text", 1, "r2")}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".vlm.lock", "vlm"]
 
 
 def test_a_folder_of_another_model_or_release_or_not_an_evaluation_is_refused(tmp_path):
