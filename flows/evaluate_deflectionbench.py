@@ -22,7 +22,7 @@ from mmcurate.core.config import load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.failures import check_failures
-from mmcurate.evaluation.report import CELL, CRAG_FILE, ANSWERS_FILE
+from mmcurate.evaluation.report import ANSWERS_FILE, CELL, CRAG_FILE
 from mmcurate.evaluation.runs import evaluation_folder, updating
 from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVE_COUNTS, FAILED, PLAIN, SCENARIOS
 from mmcurate.gating.prompts import STRICTNESS_LEVELS, prompt_set
