@@ -10,48 +10,40 @@ are also CRAG-scored (first 75 tokens; perfect / acceptable / missing / incorrec
 answering ``system`` is ``plain`` or ``verify-first`` (CRUISE's gate around the model);
 a non-plain run's default folder carries the system's name, so it never overwrites the
 plain run; a run adds its cells (scenario x n x negatives x abstention) to the folder's
-(``evaluation.runs``).
+(``evaluation.runs``). The steps of the evaluation flow (``flows/evaluate.py``) for
+DeflectionBench releases.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow
-
-from mmcurate.core.config import load_config
+from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.report import ANSWERS_FILE, CELL, CRAG_FILE
-from mmcurate.evaluation.runs import evaluation_folder, updating
+from mmcurate.evaluation.runs import updating
 from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVE_COUNTS, FAILED, PLAIN, SCENARIOS
 from mmcurate.gating.prompts import STRICTNESS_LEVELS, prompt_set
-from mmcurate.releases.reader import open_release
+from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_scenarios, score_crag, summarise
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
-
-@flow(name="evaluate-deflectionbench", log_prints=True)
 def evaluate_deflectionbench(
-    release: str,
-    model: str,
-    config: str = str(DEMO_CONFIG),
-    out: str | None = None,
+    bench: Release,
+    settings: Settings,
+    name: str,
+    target: Path,
     allow_incomplete: bool = False,
     scenarios: list[str] = list(SCENARIOS),
     n_negatives: list[int] = list(DEFAULT_NEGATIVE_COUNTS),
     abstention: list[str] = ["moderate"],
     modality_analysis: bool = False,
     system: str = PLAIN,
-) -> str:
-    settings = load_config(config)
-    name = settings.add_model(model).name
-    bench = open_release(release)
-    target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, system)
+) -> None:
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
-    seed = int(bench.manifest.get("seed", 0))
+    seed = bench.manifest.seed or 0
     templates = prompt_set(settings.deflectionbench.prompts if settings.deflectionbench else None)
     results, calls = answer_scenarios(samples, settings, name, scenarios, n_negatives, abstention, seed,
                                       new_run_id(), modality_analysis, system, templates)
@@ -73,4 +65,3 @@ def evaluate_deflectionbench(
         summarise(results, folder.staging, title, crag, crag_note, notes)
     print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
-    return str(target)

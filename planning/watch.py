@@ -43,7 +43,7 @@ class Proposal:
 
     def render(self) -> str:
         parent = self.release
-        used = ", ".join(f"{m['name']} ({m.get('role', 'model')})" for m in parent.manifest.get("models") or [])
+        used = ", ".join(f"{m.name} ({m.role or 'model'})" for m in parent.manifest.models)
         lines = [f"{parent.benchmark} {parent.version} was curated with: {used or 'no model'}",
                  f"catalog {self.catalog}: {counted(len(self.models), 'model')}, {len(self.new)} new"]
         for model in self.new[:SHOWN]:
@@ -93,7 +93,7 @@ def propose(release: Path | str, catalog: str, config: Path | str | None, specs:
     spec files are written to ``specs`` (a scratch folder the re-curation reads them from)."""
     parent = open_release(release)
     models = read_catalog(catalog)
-    recorded = {m.get("name"): m for m in parent.manifest.get("models") or []}
+    recorded = {m.name: m.identity() for m in parent.manifest.models}
     differ = {m.spec.name: identity_differences(recorded[m.spec.name], m) for m in models if m.spec.name in recorded}
     new = sorted((m for m in models if m.spec.name not in recorded or differ[m.spec.name]),
                  key=lambda m: (m.released or date.min, m.spec.name), reverse=True)
@@ -102,7 +102,7 @@ def propose(release: Path | str, catalog: str, config: Path | str | None, specs:
     added = [m for m in new if m.spec.name not in renamed]
     if not added:
         return proposal
-    settings = load_config(config) if config else Settings.from_resolved(parent.manifest["config"], parent.path)
+    settings = load_config(config) if config else Settings.from_resolved(parent.manifest.config, parent.path)
     check_roles(added, parent.benchmark, settings.section(parent.benchmark).recuration_roles())
     proposal.add_models = [f"{m.role}={spec_file(m, specs)}" if m.role else str(spec_file(m, specs)) for m in added]
     newest = (list_versions(settings.releases_root, parent.benchmark) or [parent.version])[-1]

@@ -25,6 +25,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from .manifest_model import Manifest
+
 TOPIC_FIELDS: dict[str, tuple[str, ...]] = {
     "webqa": ("topic", "Qcate"),
     "evqa": ("dataset_name", "question_type"),
@@ -68,7 +70,7 @@ def topic_table(before: Mapping[str, int], after: Mapping[str, int]) -> list[dic
     return rows
 
 
-def inherited_topics(manifest: Mapping[str, Any]) -> dict[str, int] | None:
+def inherited_topics(manifest: Manifest) -> dict[str, int] | None:
     """The before-curation counts a release recorded (what its re-curation inherits), or None."""
-    rows = (manifest.get("statistics") or {}).get("topics") or []
+    rows = manifest.statistics.get("topics") or []
     return {row["topic"]: int(row["before"]) for row in rows if row["before"]} or None

@@ -47,14 +47,15 @@ pope:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.evaluate_pope import evaluate_pope
+    from mmcurate.flows.evaluate import evaluate_release
     from mmcurate.flows.pope import pope
 
     home = tmp_path_factory.mktemp("pope")
     config = home / "config.yaml"
     config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
     release = Path(pope(config=str(config)))
-    runs = {system: Path(evaluate_pope(release=str(release), model="lvlm", config=str(config), system=system))
+    runs = {system: Path(evaluate_release(release=str(release), model="lvlm", config=str(config),
+                                          options={"system": system}))
             for system in ("plain", "kestrel")}
     return home, config, release, runs
 
@@ -73,7 +74,7 @@ def test_release_is_valid_balanced_and_explains_itself(run) -> None:
     assert ledger.filter(pl.col("verdict") == "drop")["check"].to_list() == ["pope.balance.v1"]
     quarantine = pl.read_parquet(str(path / "quarantine.parquet"))
     assert quarantine.height == 5 and "malformed record: label 'maybe' is not yes or no" in quarantine["reason"].to_list()
-    assert release.manifest["statistics"]["splits"][0] == {"split": "random", "probes": 22, "yes": 11, "no": 11,
+    assert release.manifest.statistics["splits"][0] == {"split": "random", "probes": 22, "yes": 11, "no": 11,
                                                           "images": 4}  # the published images are built ones too
     assert "POPE probes object hallucination" in (path / "README.md").read_text()
     sections = flowkit.report_sections(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from mmcurate.releases.deflection import global_table
+from mmcurate.releases.manifest_model import Manifest
 from mmcurate.releases.plots import _png, topics_figure
 from mmcurate.releases.topics import inherited_topics, topic_counts, topic_of, topic_table
 
@@ -44,7 +45,7 @@ def test_topic_table_before_and_after(make):
     assert rows["webqa/travel"] == {"topic": "webqa/travel", "before": 3, "before_pct": 75.0, "after": 1,
                                     "after_pct": 100.0, "retained_pct": 33.33}
     assert rows["webqa/animals"]["after"] == 0 and rows["webqa/animals"]["retained_pct"] == 0.0
-    manifest = {"statistics": {"topics": list(rows.values())}}
-    assert inherited_topics(manifest) == before
-    assert inherited_topics({"statistics": {}}) is None
+    manifest = {"benchmark": "deflectionbench", "version": "1.0.0", "counts": {}, "shards": {}, "files": {}}
+    assert inherited_topics(Manifest(**manifest, statistics={"topics": list(rows.values())})) == before
+    assert inherited_topics(Manifest(**manifest)) is None
     assert _png(topics_figure(list(rows.values())))[:8] == b"\x89PNG\r\n\x1a\n"
