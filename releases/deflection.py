@@ -60,6 +60,7 @@ KIND = ReleaseKind(
     configs=("test",),
     checks=deflection_checks,
     distributions=distributions,
+    harness="mmcurate.evaluation.deflection_harness:harness",
 )
 
 ROW_BATCH = 1024  # rows turned into Python dicts at a time

@@ -98,6 +98,7 @@ class Manifest(Record):
     shards: dict[str, list[str]]  # config -> its Parquet files, the first config one row per sample
     plots: dict[str, str] = Field(default_factory=dict)  # title -> file in plots/
     exports: dict[str, Any] = Field(default_factory=dict)  # training layouts written (ReflectV's SFT)
+    lmms_eval: dict[str, Any] | None = None  # its evaluation as lmms-eval tasks (lmms_eval/): group, tasks, note
     files: dict[str, FileEntry]  # every sealed file
     sealed: str | None = None  # sha256 of ``files``: the release's content id
     sealed_body: dict[str, str] | None = None  # sha256 of every other entry

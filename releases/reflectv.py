@@ -80,6 +80,7 @@ KIND = ReleaseKind(
     distributions=distributions,
     split="train",
     exports=write_sft,
+    harness="mmcurate.evaluation.reflectv_harness:harness",
 )
 
 

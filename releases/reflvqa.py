@@ -47,6 +47,7 @@ KIND = ReleaseKind(
     configs=("qa", "documents", "knowledge_base"),
     checks=reflvqa_checks,
     distributions=distributions,
+    harness="mmcurate.evaluation.reflvqa_harness:harness",
 )
 
 
