@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup fixtures demo test bench clean review-setup review-ui
+.PHONY: setup fixtures demo test lint-imports bench clean review-setup review-ui
 
 setup: $(STAMP)
 
@@ -63,8 +63,15 @@ demo: setup fixtures
 	$(MM) run pope --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/pope/1.0.0 --model kestrel-lvlm --system kestrel --config configs/demo.yaml
 
-test: setup fixtures
+test: setup fixtures lint-imports
 	$(PY) -m pytest -q
+
+# the layers of the README's "Imports point one way" ([tool.importlinter] in pyproject.toml),
+# checked on the package as installed (tools/stage_tree.py: import-linter walks mmcurate/ only)
+LINT_TREE := build/lint-imports
+lint-imports: setup
+	$(PY) tools/stage_tree.py $(LINT_TREE)
+	cd $(LINT_TREE) && PYTHONPATH=. $(abspath $(VENV))/bin/lint-imports --config $(CURDIR)/pyproject.toml
 
 bench: setup fixtures
 	$(PY) bench/ingest_reddit.py

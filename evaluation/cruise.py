@@ -40,6 +40,7 @@ from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.gating import prompts
 from mmcurate.models.requests import ChatRequest
+from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.retrieval.cragmm_search import Retriever
 
 from .runs import PLAIN
@@ -70,7 +71,7 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
         raise MmcurateError(f"unknown CRAG-MM task {task!r}; known: {', '.join(TASKS)} (or none: every turn)")
     limit = given.get("limit")
     if limit is not None and int(limit) < 1:
-        raise MmcurateError(f"limit must be at least 1 conversation, got {limit}")
+        raise MmcurateError(f"--limit must be at least 1 (the first N conversations of each set), got {limit}")
     return {"system": system, "task": None if task is None else str(task),
             "limit": None if limit is None else int(limit)}
 
@@ -217,7 +218,7 @@ def default_clock() -> float:
 
 def cruise_system(settings: Any, model: str) -> Cruise:  # settings: core.config.Settings
     """The system's settings from the config's ``cruise`` section (its defaults when absent)."""
-    from mmcurate.core.config import CruiseConfig
+    from mmcurate.benchmarks.cragmm import CruiseConfig
 
     cfg = settings.cruise or CruiseConfig.model_construct()
     return Cruise(model, router=cfg.router, with_context=cfg.tau_low, without_context=cfg.tau_high,
@@ -284,12 +285,8 @@ def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[s
         cfg = settings.cruise
         names += [("router", cfg.router or model), ("summariser", cfg.summariser or model)]
     for role, name in names:
-        spec = settings.model(name)
-        if spec.backend == "scripted":
-            notes.append(f"{role}: scripted model {name!r} (rules in {spec.script.name}) stands in for a real model.")
-        elif spec.backend == "embedded":
-            notes.append(f"{role}: the embedded {spec.gguf} model stands in for the paper's Llama 3.2 models"
-                         + ("" if spec.vision else " (it does not see the image)") + ".")
+        note = stand_in_note(role, settings.model(name), "the paper's Llama 3.2 models", sees=True)
+        notes += [note] if note else []
     if system == SYSTEM_NAME:
         cfg = settings.cruise
         notes.append(f"retrieval: {components.get('search')} ({components.get('search_branch')} branch of eq. 3), "

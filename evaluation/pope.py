@@ -38,7 +38,8 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.annotation.reflectv.grounders import Sam2Segmenter, make_grounder
-from mmcurate.core.config import KestrelConfig, Settings
+from mmcurate.benchmarks.pope import KestrelConfig
+from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.specs import Boxes
@@ -46,6 +47,7 @@ from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import write_table
 from mmcurate.judging.claim_extraction import heuristic_type
 from mmcurate.models.requests import ChatRequest
+from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.sources.mme import PROBE_SPLITS
 from mmcurate.sources.pope import dataset_splits
 
@@ -250,9 +252,8 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
     """Every probe answered by ``model`` through ``system``; the rows and the notes naming what
     stood in for what (module docstring)."""
     refuse_unrunnable(ctx.settings, model, {"system": system})
-    spec = ctx.settings.model(model)
-    notes = [f"{model}: scripted model (rules in {spec.script.name}) stands in for a vision model."] \
-        if spec.backend == "scripted" and spec.script else []
+    note = stand_in_note("evaluated model", ctx.settings.model(model), "a vision model", sees=True)
+    notes = [note] if note else []
     if system == PLAIN:
         try:
             return plain_answers(probes, ctx.pool.client(model)), notes
@@ -281,7 +282,5 @@ def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig) -> list[st
              f"answer unchanged; an answer changes only through the gate (thresholds "
              + ", ".join(f"{k} {v:g}" for k, v in gate.thresholds.items()) + "); a contradiction does not stop the rounds.",
              f"Kestrel: Yes-guard {'on (the appendix option)' if cfg.yes_guard else 'off (the main text)'}."]
-    spec = settings.model(verifier)
-    if verifier != model and spec.backend == "scripted" and spec.script:
-        notes.append(f"{verifier}: scripted model (rules in {spec.script.name}) stands in for the verifier.")
-    return notes
+    note = stand_in_note("verifier", settings.model(verifier), "the verifier", sees=True) if verifier != model else None
+    return notes + ([note] if note else [])

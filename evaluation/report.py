@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from mmcurate.core.tables import write_table
 from mmcurate.gating.prompts import DEFAULT_ABSTENTION
+from mmcurate.core.plural import counted
 
 from .crag import CRAG_COLUMNS, crag_markdown, crag_metrics
 from .deflection_tables import modality_metrics, ranked, strictness_metrics, sweep_negatives, wide_markdown
@@ -44,7 +45,7 @@ def write_evaluation(results: pa.Table, out: Path, title: str, crag: pa.Table | 
         sweep = strictness_metrics(results)
         write_table(sweep, out / "metrics_strictness.parquet")
         n = sweep_negatives(protocol)
-        at = f" (realistic and adversarial at {n} negatives)" if n else ""
+        at = f" (realistic and adversarial at {counted(n, 'negative')})" if n else ""
         sections.append(f"## Strictness sweep{at}\n\n{wide_markdown(sweep, ['abstention'], 'scenario')}")
     if pc.any(pc.not_equal(results["negatives"], "ranked")).as_py():
         modality = modality_metrics(results)

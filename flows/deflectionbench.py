@@ -15,10 +15,10 @@ from prefect import flow
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.flows import DEMO_CONFIG
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
+from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.topics import topic_counts
@@ -27,6 +27,7 @@ from mmcurate.tasks.kb_store import prepare_kb
 from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
+from mmcurate.core.plural import counted
 
 
 @flow(name="deflectionbench", log_prints=True)
@@ -42,7 +43,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
 
     templates = prompt_set(cfg.prompts)
     gated = run_stage(ParametricGate(cfg.gating, templates), samples, settings, run_id)      # Stage I
-    prepare_kb(settings, gated.kept)  # a KB beyond retrieval.memory_gb: its vector store, embedded on the runner
+    prepare_kb(settings, cfg.retrieval, gated.kept)  # a KB beyond retrieval.memory_gb: its vector store, embedded on the runner
     paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
     oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates)
     checked = run_stage(oracle, paired.kept, settings, run_id)  # Stage III
@@ -57,7 +58,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
         indexes=paired.extra.get("indexes"))
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     report_spent(bill, gated.calls + checked.calls)
-    print(f"deflectionbench {draft.version}: {checked.kept.num_rows} samples -> {release}")
+    print(f"deflectionbench {draft.version}: {counted(checked.kept.num_rows, 'sample')} -> {release}")
     return str(release)
 
 

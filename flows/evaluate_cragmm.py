@@ -23,6 +23,7 @@ from mmcurate.evaluation.runs import updating
 from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_cragmm, score_crag, summarise_cragmm
+from mmcurate.core.plural import counted
 
 TURN_COLUMNS = ["sample_id", "set", "session_id", "turn", "domain", "query_category", "dynamism", "egocentric"]
 
@@ -49,7 +50,8 @@ def evaluate_cragmm(bench: Release, settings: Settings, name: str, target: Path,
         for line in folder.messages():
             print(line)
         scopes = [f"task {t}" if t != ALL_TURNS else "all turns" for t in dict.fromkeys(ruled["task"].to_pylist())]
-        title = f"{name} on cragmm {bench.version} ({system} system, {', '.join(scopes)}, {ruled.num_rows} turns)"
+        title = (f"{name} on cragmm {bench.version} ({system} system, {', '.join(scopes)}, "
+                 f"{counted(ruled.num_rows, 'turn')})")
         summarise_cragmm(ruled, folder.staging, title, [*notes, *filter(None, [folder.note()])], reading)
     calls += crag_calls
     print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.benchmarks import deflectionbench, reflectv, reflvqa
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
@@ -41,7 +42,7 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
     """DeflectionBench under ``settings``: ``samples`` (else counted, see ``planning.inputs``) at
     the retention of ``retention`` (``paper``, the default, or a release folder), and embedding
     its knowledge base (``kb_pages``, else counted: ``planning.kb``)."""
-    cfg = settings.section("deflectionbench")
+    cfg = deflectionbench.BENCHMARK.section_of(settings)
     rule = cfg.gating.oracle_rule
     rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg.retrieval)) \
         if _checked(samples, retention) else release_deflection(retention, rule)
@@ -53,7 +54,7 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
 
 def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """RefLVQA under ``settings`` (see ``deflection_bill``)."""
-    cfg = settings.section("reflvqa")
+    cfg = reflvqa.BENCHMARK.section_of(settings)
     rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) \
         if _checked(samples, retention) else release_reflvqa(retention)
     given = plan_input(settings, [cfg.source], samples)
@@ -64,7 +65,7 @@ def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str 
 
 def reflectv_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """ReflectV under ``settings`` (see ``deflection_bill``)."""
-    cfg = settings.section("reflectv")
+    cfg = reflectv.BENCHMARK.section_of(settings)
     rates = paper_reflectv() if _checked(samples, retention) else release_reflectv(retention)
     given = plan_input(settings, cfg.sources, samples)
     plan = plan_reflectv(settings, given, rates)

@@ -7,7 +7,7 @@ Per model, in pool order (``planning.plan.elimination``):
   does not drop (``rates.stage1_drop``).
 - Stage II makes no model call; it keeps ``rates.pairing`` of the samples.
 - Stage III gold check: each model passes on what it does not settle under the oracle rule
-  (``none_correct``: a CORRECT settles; ``all_incorrect``: any grade but INCORRECT does);
+  (the grades that count as answering, ``benchmarks.deflectionbench.AnswerRule``);
   a sample no model settles is discarded, so only the others reach the distractor check.
 - Distractor check: each passing sample brings its negatives; each model passes on the
   distractors it did not answer CORRECT with.
@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request
+from mmcurate.benchmarks.deflectionbench import BENCHMARK
 from mmcurate.core.config import RetrievalConfig, Settings
 from mmcurate.judging.answers import precondition
 from mmcurate.judging.simpleqa import JudgeItem, judge_request
@@ -70,7 +71,7 @@ def _negatives(row: dict[str, Any], retrieval: RetrievalConfig) -> list[dict[str
 
 
 def plan_deflectionbench(settings: Settings, given: PlanInput, rates: DeflectionRates, oracle_rule: str) -> Plan:
-    cfg = settings.section("deflectionbench")
+    cfg = BENCHMARK.section_of(settings)
     pool = [settings.model(name) for name in cfg.gating.pool]
     k = len(pool)
     rows = [r for r in given.rows if precondition(r) is None] or paper_rows(cfg.retrieval)

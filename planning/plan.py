@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from mmcurate.core.config import ModelSpec, Settings
-from mmcurate.core.plural import listed
+from mmcurate.core.plural import counted, listed
 from mmcurate.models.requests import ChatRequest
 
 from . import throughput
@@ -149,7 +149,7 @@ class Plan:
         if self.uncounted and not self.samples:
             return (f"plan: {self.benchmark}, samples unknown ({self.samples_from})\n"
                     f"requests, tokens, GPU-hours and cost: unknown until {left} is counted\n")
-        lines = [f"plan: {self.benchmark}, {self.samples:,} samples ({self.samples_from})"]
+        lines = [f"plan: {self.benchmark}, {counted(self.samples, 'sample', grouped=True)} ({self.samples_from})"]
         if self.uncounted:
             lines.append(f"a lower bound: the samples of {left} are not counted")
         lines += [f"retention: {self.rates_from}",

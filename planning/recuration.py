@@ -25,13 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request, settles
+from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request
 from mmcurate.annotation.reflectv.dialogue import TEACHER_TEMPLATE, teacher_messages
 from mmcurate.annotation.reflectv.visual import SYSTEM, TEMPLATE, verify_prompt
 from mmcurate.annotation.reflvqa.citations import STAGE as CITATION
 from mmcurate.annotation.reflvqa.necessity import STAGE as NECESSITY
 from mmcurate.annotation.reflvqa.necessity import grade_request, inspector_request
 from mmcurate.annotation.reflvqa.recheck import judged_candidates
+from mmcurate.benchmarks.deflectionbench import answer_rule
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.plural import counted, listed
 from mmcurate.core.specs import LLM, ModelRef
@@ -119,7 +120,7 @@ def deflection_recuration(run: Recuration) -> Plan:
     cfg = run.section
     rows = [sha_images(r) for r in run.parent.table(run.parent.samples_config).to_pylist()]
     rows = [r for r in rows if precondition(r) is None]
-    keeps = settles(cfg.gating.oracle_rule)
+    keeps = answer_rule(cfg.gating.oracle_rule, "oracle").answered
     recorded = run.recorded("oracle", GRADES)
     settled = {sid for model in recorded.models for sid in _settled_gold(recorded, model, rows, keeps)}
     unsettled = [r for r in rows if r["sample_id"] not in settled]

@@ -41,7 +41,9 @@ class Proposal:
     run: Recuration | None = None  # the re-curation with the new models; None: nothing is new
     plan: Plan | None = None
 
-    def render(self) -> str:
+    def render(self, hint: bool = True) -> str:
+        """What watch prints; ``hint``: end with the command that runs the re-curation (not when
+        it is being run)."""
         parent = self.release
         used = ", ".join(f"{m.name} ({m.role or 'model'})" for m in parent.manifest.models)
         lines = [f"{parent.benchmark} {parent.version} was curated with: {used or 'no model'}",
@@ -62,8 +64,9 @@ class Proposal:
             return "\n".join(lines) + "\n"
         lines += ["", f"re-curation {parent.version} -> {self.run.version} with the new models:", self.plan.render()]
         config = f" --config {self.config}" if self.config else ""
-        lines.append(f"run it: mmcurate watch {parent.path} --catalog {self.catalog}{config} --run "
-                     "[--max-calls N] [--max-cost USD] [--target-dir DIR | --repo-id ORG/NAME]")
+        if hint:
+            lines.append(f"run it: mmcurate watch {parent.path} --catalog {self.catalog}{config} --run "
+                         "[--max-calls N] [--max-cost USD] [--target-dir DIR | --repo-id ORG/NAME]")
         return "\n".join(lines) + "\n"
 
     def _default_role(self) -> str:

@@ -7,7 +7,8 @@ from collections.abc import Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmcurate.core.config import DeflectionBenchConfig, Settings
+from mmcurate.benchmarks.deflectionbench import RULES, DeflectionBenchConfig
+from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import is_lexical
@@ -24,14 +25,6 @@ from .plots import sorted_counts, value_counts
 from .topics import topic_counts, topic_table
 
 
-RULE_TEXT = {
-    "all_incorrect": "a sample is discarded only when every gating model is INCORRECT with the gold evidence",
-    "none_correct": "a sample is discarded unless some gating model is CORRECT with the gold evidence",
-}
-STAGE_I_TEXT = {
-    "all_incorrect": "a sample is kept only when every gating model is INCORRECT without context (the paper's)",
-    "none_correct": "a sample is kept unless some gating model is CORRECT without context",
-}
 GUESS_TEXT = {
     False: "the Stage I and III prompts ask for the answer only, as the paper does: a model that declines is "
            "NOT_ATTEMPTED",
@@ -195,8 +188,9 @@ def readings_table(cfg: DeflectionBenchConfig, components: Mapping[str, str], pr
     """The choices the paper leaves open or this run made differently, each with the setting
     used and what it means (``prompts_used``: ``PromptSet.describe`` of the templates used)."""
     rows = [
-        {"setting": "gating.rule", "value": cfg.gating.rule, "reading": STAGE_I_TEXT[cfg.gating.rule]},
-        {"setting": "gating.oracle_rule", "value": cfg.gating.oracle_rule, "reading": RULE_TEXT[cfg.gating.oracle_rule]},
+        {"setting": "gating.rule", "value": cfg.gating.rule, "reading": RULES[cfg.gating.rule].stage_i},
+        {"setting": "gating.oracle_rule", "value": cfg.gating.oracle_rule,
+         "reading": RULES[cfg.gating.oracle_rule].stage_iii},
         {"setting": "gating.force_guess", "value": str(cfg.gating.force_guess).lower(),
          "reading": GUESS_TEXT[cfg.gating.force_guess]},
         {"setting": "prompts", "value": "built-in" if cfg.prompts is None else cfg.prompts.file.name,
@@ -300,7 +294,7 @@ def deflection_draft(
                  if "text_encoder" in components else "Retrieval: none; every sample came with its source's negatives.")
     notes = [retrieval, f"Judged by {judge}.",
              f"Rules: Stage I gating {cfg.gating.rule}, Stage III solvability {cfg.gating.oracle_rule} "
-             f"({RULE_TEXT[cfg.gating.oracle_rule]})."]
+             f"({RULES[cfg.gating.oracle_rule].stage_iii})."]
     if "reranker" in components and "contriever" not in components["reranker"]:
         notes.append(f"Mined passages were reranked with {components['reranker']}, a stand-in for the paper's "
                      "Contriever (set retrieval.reranker: contriever:<folder>).")

@@ -16,25 +16,15 @@ from typing import Any
 
 import great_expectations as gx
 import great_expectations.expectations as gxe
-import pandas as pd
 from great_expectations.data_context.types.base import ProgressBarsConfig
+from mmcurate.core.plural import counted
 
 from .errors import ReleaseError
-from .kind import ReleaseKind
+from .kind import FrameCheck, ReleaseKind
 from .manifest import QUALITY_DIR, VALIDATION_FILE, record_artifacts, write_json
 from .reader import open_release
 
 DATA_DOCS_DIR = f"{QUALITY_DIR}/data_docs"
-
-
-@dataclass
-class FrameCheck:
-    """One frame, the column that identifies its rows, and the expectations on it."""
-
-    name: str
-    frame: pd.DataFrame
-    id_column: str | None
-    expectations: list[Any]
 
 
 @dataclass
@@ -81,7 +71,7 @@ def _describe_failure(check: FrameCheck, result: Any) -> str:
     args = ", ".join(f"{k}={v}" for k, v in kwargs.items())
     detail = result.result or {}
     if "unexpected_count" in detail:
-        what = f"{detail['unexpected_count']} row(s) failed"
+        what = f"{counted(detail['unexpected_count'], 'row')} failed"
         indices = detail.get("unexpected_index_list") or []
         ids = [i.get(check.id_column) if isinstance(i, dict) else i for i in indices[:5]]
         if ids:

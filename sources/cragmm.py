@@ -62,6 +62,7 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Rejected, Sample
+from mmcurate.core.plural import counted
 
 from .base import AdapterOptions, Located, SourceAdapter
 
@@ -186,7 +187,7 @@ class CragMMSource(SourceAdapter):
                 for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
                     missing = [c for c in REQUIRED if c not in batch.schema.names]
                     if missing:
-                        yield Rejected(label, f"shard skipped: it lacks column(s) {', '.join(missing)}")
+                        yield Rejected(label, f"shard skipped: it lacks {counted(len(missing), 'column')}: {', '.join(missing)}")
                         break
                     for row in batch.to_pylist():
                         yield from self._conversation(f"{label}:{row_number}", row, which, split_of(shard), seen,
@@ -212,7 +213,7 @@ class CragMMSource(SourceAdapter):
             if not turns:
                 raise ValueError("no turns")
             if which == SINGLE and len(turns) != 1:
-                raise ValueError(f"a single-turn conversation with {len(turns)} turns")
+                raise ValueError(f"a single-turn conversation with {counted(len(turns), 'turn')}")
             parsed = [self._turn(n, turn, answers, names, row.get("image_quality")) for n, turn in enumerate(turns)]
         except ValueError as exc:
             yield Rejected(locator, f"conversation {session}: {exc}", raw)

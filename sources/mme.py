@@ -52,6 +52,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from mmcurate.core.errors import SourceError
+from mmcurate.core.plural import counted
 from mmcurate.core.records import Rejected
 
 from .base import AdapterOptions, Located, SourceAdapter, open_text
@@ -120,7 +121,7 @@ class MMESource(SourceAdapter):
                 for image, pair in pairs.items():
                     labels = sorted(answer.strip().lower() for *_, answer in pair)
                     if labels != ["no", "yes"]:
-                        why = (f"image {image} has {len(pair)} question(s) answered {', '.join(labels) or 'nothing'}: "
+                        why = (f"image {image} has {counted(len(pair), 'question')} answered {', '.join(labels) or 'nothing'}: "
                                "MME scores an image by its two questions, one yes and one no")
                         yield from (Rejected(locator, why, f"{question}\t{answer}")
                                     for locator, _, question, answer in pair)

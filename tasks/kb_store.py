@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
-from mmcurate.core.config import Settings
+from mmcurate.core.config import RetrievalConfig, Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import TextEncoderSpec
 from mmcurate.retrieval.encoders import text_encoder
@@ -38,9 +38,9 @@ def embed_kb_shard(root: str, number: int, encoder: TextEncoderSpec) -> int:
     return next(s.rows for s in store.record_shards() if s.number == number)
 
 
-def prepare_kb(settings: Settings, samples: pa.Table) -> None:
-    """Fill the KB's vector store on the task runner when Stage II will need it (module docstring)."""
-    cfg = settings.section("deflectionbench").retrieval
+def prepare_kb(settings: Settings, cfg: RetrievalConfig, samples: pa.Table) -> None:
+    """Fill the vector store of the KB ``cfg`` searches on the task runner when Stage II will
+    need it (module docstring)."""
     if not pc.sum(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0)).as_py():
         return  # every sample brings its source's negatives: nothing is mined
     encoder = text_encoder(cfg.text_encoder)

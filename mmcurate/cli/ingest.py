@@ -5,8 +5,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from mmcurate.core.plural import counted
 from mmcurate.sources import ADAPTERS, command_line_options
 from mmcurate.sources.ingest import ingest as run_ingest
 
@@ -27,11 +29,15 @@ def ingest(
 
     options = command_line_options(source, option or [])
     refuse_inside_release(out, "--out")
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True) as bar:
+    # the spinner on stderr, and only on a terminal: stdout holds the summary line alone, and a
+    # refusal is one line on stderr
+    console = Console(stderr=True)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True,
+                  console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task(f"ingesting {source}", total=None)
 
         def report(kept: int, rejected: int) -> None:
-            bar.update(task, description=f"ingesting {source}: {kept} samples, {rejected} quarantined")
+            bar.update(task, description=f"ingesting {source}: {counted(kept, 'sample')}, {rejected} quarantined")
 
         result = run_ingest(source, root, out, images=images, options=options, progress=report)
     typer.echo(result.summary())

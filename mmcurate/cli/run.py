@@ -61,8 +61,8 @@ def config_or_demo(config: Path | None) -> Path:
 
 def _curate(benchmark: Benchmark, config: Path | None, version: str | None, allow_incomplete: bool) -> None:
     """Run the benchmark's curation flow on the configured task runner, after every check that
-    can be made before it starts (``benchmarks.begin_curation``)."""
-    from mmcurate.benchmarks.curation import begin_curation
+    can be made before it starts (``releases.curation.begin_curation``)."""
+    from mmcurate.releases.curation import begin_curation
     from mmcurate.tasks.runners import make_task_runner
 
     _prefect_defaults()
@@ -131,7 +131,9 @@ def evaluate(
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
                              "system": system, "task": task, "limit": limit, "settings": setting,
                              "queries": queries, "subset": subset}
-    arguments = evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
+    # what the user set: a 0 (``--limit 0``) is set, and checked, not taken for "not given"
+    set_by_user = {k: v for k, v in given.items() if v is not None and v is not False}
+    arguments = evaluation.arguments(benchmark.name, set_by_user, FLAGS)
     evaluation.refuse_unrunnable(settings, name, arguments)
 
     _prefect_defaults()

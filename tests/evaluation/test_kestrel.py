@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 from mmcurate.annotation.reflectv.grounders import BoxesGrounder
-from mmcurate.core.config import ClaimGate, KestrelConfig
+from mmcurate.benchmarks.pope import KestrelConfig
+from mmcurate.core.config import ClaimGate
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.kestrel import Kestrel, KestrelItem, parse_initial, parse_refined, relation, where
 from mmcurate.evaluation.pope import kestrel_row, metrics, read_answer, run_options
@@ -174,8 +175,8 @@ def test_position_and_colour_evidence(lab) -> None:
     ]
     item = lab.run_item(KestrelItem("k-pos", lab.image, "Is the dog left of the cat?", "position", "dog"), rules)
     evidence = {e["id"]: e["text"] for e in item.trace["rounds"][0]["evidence"]}
-    assert evidence["e_pos_dog"] == "The 1 instance(s) of 'dog' lie in the top left of the image."
-    assert evidence["e_pos_cat"] == "The 1 instance(s) of 'cat' lie in the bottom right of the image."
+    assert evidence["e_pos_dog"] == "The 1 instance of 'dog' lies in the top left of the image."
+    assert evidence["e_pos_cat"] == "The 1 instance of 'cat' lies in the bottom right of the image."
     assert evidence["e_posrel_c1"] == "'dog' is left of and above 'cat' (by the centres of their boxes)."
     assert item.answer == "Yes" and item.stopped == "stable"
     colour = claim("cat", "colour", ["cat"], "The cat is black.")
@@ -237,9 +238,9 @@ def test_config_ranges() -> None:
         KestrelConfig(zoom=0.5)
     from mmcurate.core.config import Settings
 
-    with pytest.raises(ValueError, match=r"unknown model\(s\) \['ghost'\]"):
+    with pytest.raises(ValueError, match=r"unknown model \['ghost'\]"):
         Settings(evaluation={"pope": {"kestrel": {"verifier": "ghost"}}})
-    with pytest.raises(ValueError, match=r"unknown model\(s\) \['molmo'\]"):
+    with pytest.raises(ValueError, match=r"unknown model \['molmo'\]"):
         Settings(evaluation={"pope": {"kestrel": {"grounding": "pointing:molmo"}}})
     with pytest.raises(ValueError, match="pope.sources"):
         Settings(pope={"sources": []})

@@ -5,10 +5,8 @@ set, domain and query category, and one-line refusals of bad options."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import flowkit
 import polars as pl
 import pytest
 import yaml
@@ -16,8 +14,8 @@ from typer.testing import CliRunner
 
 from mmcurate.releases.reader import open_release
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.flows import flowkit
+from tests.releases.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -133,7 +131,10 @@ def test_plain_and_bad_options(home, capsys, monkeypatch):
     assert answers.height == 1 + 3  # one conversation per set: st-cat, mt-astronaut (3 turns)
     for extra, message in ((("--task", "4"), "unknown CRAG-MM task"),
                            (("--scenario", "oracle"), "--scenario: not an option of the cragmm evaluation"),
-                           (("--system", "verify-first"), "unknown answering system")):
+                           (("--system", "verify-first"), "unknown answering system"),
+                           # issue 31 item 14: 0 is a limit given, not a limit left out (it ran everything)
+                           (("--limit", "0"), "--limit must be at least 1"),
+                           (("--limit", "-2"), "--limit must be at least 1")):
         code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(release), "--model", "reader", "--config",
                                str(home_dir / "config.yaml"), *extra)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
@@ -157,7 +158,7 @@ def test_lmms_eval_task_gives_the_plain_runs_single_turn_numbers(home):
     """The release's lmms-eval task (single-turn conversations), fed the plain run's answers
     through lmms-eval's own task objects, computes the run's CRAG numbers for that set."""
     pytest.importorskip("lmms_eval", reason="lmms-eval is not installed (pip install 'mmcurate[test]')")
-    from lmms_helpers import harness_numbers
+    from tests.releases.lmms_helpers import harness_numbers
 
     from mmcurate.evaluation.crag import RATES
     from mmcurate.releases.cragmm import KIND

@@ -27,7 +27,7 @@ from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 

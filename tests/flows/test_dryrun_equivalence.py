@@ -22,7 +22,7 @@ import polars as pl
 import yaml
 
 from mmcurate.releases.reader import open_release
-from release_fingerprint import content_fingerprint
+from tests.flows.release_fingerprint import content_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "dryrun-1.0.0.json"

@@ -15,7 +15,6 @@ every question, which the plain reader gets wrong.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -27,7 +26,7 @@ from mmcurate.judging.grades import Grade, JudgeItem
 from mmcurate.judging.simpleqa import LexicalJudge
 from mmcurate.releases.reader import open_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 SIMPLEQA_TO_CRAG = {"CORRECT": "perfect", "NOT_ATTEMPTED": "missing", "INCORRECT": "incorrect"}

@@ -17,9 +17,9 @@ from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 from mmcurate.tasks.runners import make_task_runner
-from release_fingerprint import content_fingerprint
+from tests.flows.release_fingerprint import content_fingerprint
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 SHARD = 2

@@ -1,7 +1,6 @@
 """Where a plan's sample count comes from, and ``mmcurate plan`` on the paper's config."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,7 @@ from mmcurate.sources import adapter_class
 from mmcurate.sources.ingest import ingest, ingest_folder
 from mmcurate.planning.inputs import plan_input
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.releases.cli_helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER = REPO / "configs" / "deflectionbench-paper.yaml"

@@ -24,8 +24,8 @@ from mmcurate.releases.unembed import canonical_samples
 from mmcurate.releases.verify import verify_release
 from mmcurate.core.images import ImageStore
 
-from cli_helpers import one_line, run_cli
-from lmms_helpers import harness_numbers, harness_tasks
+from tests.releases.cli_helpers import one_line, run_cli
+from tests.releases.lmms_helpers import harness_numbers, harness_tasks
 
 lmms_eval = pytest.importorskip("lmms_eval", reason="lmms-eval is not installed (pip install 'mmcurate[test]')")
 

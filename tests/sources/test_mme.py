@@ -42,7 +42,7 @@ def test_the_release_folders_four_subtasks(root: Path, tmp_path: Path) -> None:
         ("existence/000000000003.txt:1", "image file missing: 000000000003.jpg"),
         ("existence/000000000003.txt:2", "image file missing: 000000000003.jpg"),
         ("position/000000000003.txt:2", "malformed line: not question<TAB>answer"),
-        ("position/000000000003.txt:1", "image 000000000003.jpg has 1 question(s) answered yes: MME scores an "
+        ("position/000000000003.txt:1", "image 000000000003.jpg has 1 question answered yes: MME scores an "
                                         "image by its two questions, one yes and one no"),
     ]
 

@@ -2,7 +2,7 @@
 leakage filter decides what else goes before reranking (the paper: nothing, eq. 5 removes leaks later)."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import io
 import json
 import re
@@ -25,7 +25,6 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Context, Sample
 from mmcurate.core.schema import SAMPLE
 
-BUILDERS = Path(__file__).parents[2] / "fixtures" / "builders"
 CFG = RetrievalConfig(top_pages=4, top_images=3, chunk_size=100, chunk_overlap=16, max_text_negatives=8)
 STRICT = RetrievalConfig(**{**CFG.model_dump(), "leakage_filter": "answer_or_overlap"})  # the pre-issue-21 rules
 MOON_Q = "Which mission made the first crewed landing on the Moon?"
@@ -33,10 +32,7 @@ CAT_Q = "Why do cats' eyes shine at night?"
 
 
 def builder(name: str):
-    spec = importlib.util.spec_from_file_location(f"fixture_builder_{name}", BUILDERS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"tests.fixtures.builders.{name}")
 
 
 def pages(kb: pa.Table, cache: Path, cfg: RetrievalConfig = CFG) -> TablePages:
