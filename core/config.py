@@ -32,7 +32,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
-from .plural import counted
+from .plural import counted, listed
 from .specs import Descriptor, ImageEncoderSpec, KBSpec, MiniLM, RerankerSpec, TextEncoderSpec, WikiOffline
 
 
@@ -74,8 +74,10 @@ class ModelSpec(StrictModel):
     # cost plan (``mmcurate plan``; defaults and their sources in planning/throughput.py)
     tokens_per_second: float | None = Field(default=None, gt=0)  # per GPU, prompt + completion; None: by size
     image_tokens: int = Field(default=256, ge=0)  # prompt tokens one image costs this model
-    price_input_per_mtok: float = Field(default=0.0, ge=0)  # USD per 1M prompt tokens (0: local model)
-    price_output_per_mtok: float = Field(default=0.0, ge=0)  # USD per 1M completion tokens
+    # USD per 1M prompt / completion tokens; None: not set (a local model costs GPU-hours, not money;
+    # a hosted API's cost is then unknown: planning.throughput.cost)
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _backend_fields(self) -> "ModelSpec":
@@ -369,7 +371,8 @@ class CoreSettings(BaseSettings):
             return self.models[spec]
         path = Path(spec)
         if not path.is_file():
-            raise ConfigError(f"model {spec!r} is neither defined in the config ({sorted(self.models)}) nor a YAML file")
+            raise ConfigError(f"model {spec!r} is neither defined in the config ({listed(sorted(self.models))}) "
+                              "nor a YAML file")
         try:
             data = yaml.safe_load(path.read_text())
             model = model_from_file_data(data, path.parent)

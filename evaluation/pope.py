@@ -73,6 +73,8 @@ ANSWERS = pa.schema([
     pa.field("initial", pa.string()), pa.field("rounds", pa.int32()), pa.field("stopped", pa.string()),
     pa.field("changed", pa.bool_()), pa.field("trace", pa.string()),
 ])
+ANSWERS_FILE = "answers.parquet"
+CELL = ("dataset", "split")  # what a run's rows are keyed by in its folder (``evaluation.runs``)
 
 
 ORACLE_TITLE = "oracle grounding (upper bound)"
@@ -233,11 +235,17 @@ def _fmt(value: Any) -> str:
     return "–" if value is None else f"{100 * value:.2f}" if isinstance(value, float) else str(value)
 
 
+def answers_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """The answer rows as ``answers.parquet`` holds them."""
+    return pa.Table.from_pylist([{name: row.get(name) for name in ANSWERS.names} for row in rows], schema=ANSWERS)
+
+
 def write_pope_evaluation(rows: list[dict[str, Any]], out: Path, title: str, notes: list[str]) -> str:
     """answers.parquet, metrics.parquet (and transitions.parquet for Kestrel), table.md; returns the markdown."""
     out.mkdir(parents=True, exist_ok=True)
-    full = [{name: row.get(name) for name in ANSWERS.names} for row in rows]
-    write_table(pa.Table.from_pylist(full, schema=ANSWERS), out / "answers.parquet")
+    answers = answers_table(rows)
+    full = answers.to_pylist()
+    write_table(answers, out / ANSWERS_FILE)
     table = metrics(full)
     write_table(pa.Table.from_pylist(table), out / "metrics.parquet")
     shown = [{"Dataset": r["dataset"], "Split": r["split"], "n": str(r["n"]),

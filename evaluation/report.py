@@ -20,6 +20,8 @@ from .metrics import compute_metrics, metrics_markdown, plot_vs_negatives
 
 
 ITEM_KEY = ("sample_id", "scenario", "n_negatives", "negatives", "abstention", "system")
+CELL = ("scenario", "n_negatives", "negatives", "abstention")  # what a run chooses (``evaluation.runs``)
+ANSWERS_FILE, CRAG_FILE = "answers.parquet", "crag.parquet"
 
 
 def write_evaluation(results: pa.Table, out: Path, title: str, crag: pa.Table | None = None,
@@ -29,7 +31,7 @@ def write_evaluation(results: pa.Table, out: Path, title: str, crag: pa.Table | 
     with the same grouping as the per-scenario table, ``crag_note`` under its heading);
     ``notes``: lines under the title (e.g. which prompt templates were used)."""
     out.mkdir(parents=True, exist_ok=True)
-    write_table(results, out / "answers.parquet")
+    write_table(results, out / ANSWERS_FILE)
     protocol = ranked(results)
     levels = list(dict.fromkeys(protocol["abstention"].to_pylist()))
     keys = ("abstention", "scenario") if len(levels) > 1 else ("scenario",)
@@ -51,7 +53,7 @@ def write_evaluation(results: pa.Table, out: Path, title: str, crag: pa.Table | 
         sections.append("## Negative-modality analysis (realistic scenario)\n\n"
                         + wide_markdown(modality, ["abstention", "gold_modality", "negatives"], None))
     if crag is not None:
-        write_table(crag.select([*ITEM_KEY, *(f.name for f in CRAG_COLUMNS)]), out / "crag.parquet")
+        write_table(crag.select([*ITEM_KEY, *(f.name for f in CRAG_COLUMNS)]), out / CRAG_FILE)
         scored = crag_metrics(ranked(crag), by=keys)
         write_table(scored, out / "crag_metrics.parquet")
         sections.append(f"## CRAG scoring (per scenario)\n\n{crag_note}\n\n{crag_markdown(scored, keys)}")

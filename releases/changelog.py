@@ -50,7 +50,8 @@ def _counts(diff: ReleaseDiff, parent_ids: list[str], new_ids: list[str], defaul
 
 def _runs(workdir: Path, benchmark: str, version: str) -> dict[str, Path]:
     folder = workdir / "evaluations" / f"{benchmark}-{version}"
-    return {p.name: p for p in sorted(folder.iterdir()) if p.is_dir()} if folder.is_dir() else {}
+    return {p.name: p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")} \
+        if folder.is_dir() else {}  # hidden: a run's staging folder (evaluation.runs)
 
 
 def _scores(run: Path, keep: set[str] | None) -> list[dict] | None:

@@ -135,6 +135,23 @@ def test_the_demos_cruise_keeps_abstains_and_its_ablations_differ(home, capsys, 
     assert code == 0 and "the answers with and without context disagree" in printed, printed
 
 
+def test_runs_of_two_tasks_share_one_folder(home):
+    """Issue 31 item 2: a run of another task adds its turns; its tables are per task."""
+    home_dir, release = home
+    out = home_dir / "cruise-tasks"
+    for task in ("1", "3"):
+        result = evaluate(home_dir, release, "--system", "cruise", "--task", task, "--out", str(out))
+        assert result.exit_code == 0, result.output
+    answers = pl.read_parquet(out / "answers.parquet")
+    assert sorted(answers.group_by("task").len().rows()) == [("1", 6), ("3", 7)]
+    by_set = pl.read_parquet(out / "crag_by_set.parquet")
+    assert sorted(by_set.select(["task", "set"]).rows()) == [("1", "single_turn"), ("3", "multi_turn")]
+    table = (out / "table.md").read_text()
+    assert "(cruise system, task 1, task 3, 13 turns)" in table.splitlines()[0]
+    [shown] = [line for line in table.splitlines() if "Also shown" in line]
+    assert shown.startswith("- Also shown: 1 cell of earlier runs into this folder (task 1);")
+
+
 def test_plain_and_bad_options(home, capsys, monkeypatch):
     home_dir, release = home
     out = home_dir / "plain"
