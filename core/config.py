@@ -460,7 +460,34 @@ class PopeEvalConfig(_Strict):
     kestrel: KestrelConfig = Field(default_factory=KestrelConfig)
 
 
+TABLE4_NEGATIVES = 2  # seed 003, Table 4's caption: "The number of negatives is fixed at 2"
+MAX_NEGATIVES = 10  # Figure 3 varies the number of negatives from 1 to 10
+
+
+class Decoding(_Strict):
+    """The evaluated model's sampling in a DeflectionBench evaluation (seed 003, 4.1: "using top-p =
+    1.0, repetition penalty 1.05, and temperature 0.2"). ``override: true`` answers with these values
+    whatever the model spec says; ``false`` keeps the model spec's own (the paper queries closed APIs
+    "with their default decoding settings"). The table notes say which ran and what a backend
+    could not set."""
+
+    temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    repetition_penalty: float = Field(default=1.05, gt=0.0, le=2.0)
+    override: bool = True
+
+
+class DeflectionEvalConfig(_Strict):
+    """DeflectionBench's evaluation (evaluation/scenarios.py, evaluation/report.py)."""
+
+    # n of Table 4's realistic and adversarial rows (per scenario, per source, CRAG); the other
+    # n a run asks for go to the sweep table (Figure 3)
+    table_negatives: int = Field(default=TABLE4_NEGATIVES, ge=1, le=MAX_NEGATIVES)
+    decoding: Decoding = Field(default_factory=Decoding)
+
+
 class EvaluationConfig(_Strict):
+    deflectionbench: DeflectionEvalConfig = Field(default_factory=DeflectionEvalConfig)
     reflvqa: RefLVQAEvalConfig = Field(default_factory=RefLVQAEvalConfig)
     pope: PopeEvalConfig = Field(default_factory=PopeEvalConfig)
 

@@ -1,20 +1,23 @@
 """Which release an evaluation run evaluated: ``<run>/release.json`` with its benchmark, version
-and content id (``Release.content_id``), so two releases that share a name are never compared
+and content id (``Release.content_id``) and what the run was asked with (a DeflectionBench run's
+decoding settings, ``evaluation.decoding``), so two releases that share a name are never compared
 as one run of the same release (``evaluation.compare``)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from mmcurate.core.errors import MmcurateError
 
 RELEASE_FILE = "release.json"
 
 
-def record_release(out: Path, benchmark: str, version: str, content_id: str) -> Path:
-    """Write ``out/release.json``."""
+def record_release(out: Path, benchmark: str, version: str, content_id: str, **run: Any) -> Path:
+    """Write ``out/release.json``; ``run``: what else the run records (e.g. its ``decoding``)."""
     path = out / RELEASE_FILE
-    path.write_text(json.dumps({"benchmark": benchmark, "version": version, "content_id": content_id}, indent=2) + "\n")
+    record = {"benchmark": benchmark, "version": version, "content_id": content_id, **run}
+    path.write_text(json.dumps(record, indent=2) + "\n")
     return path
 
 

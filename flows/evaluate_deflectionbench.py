@@ -3,8 +3,10 @@
     parametric   no context          oracle       gold contexts only
     realistic    gold + n negatives  adversarial  negatives only
 
-Every answer is judged (SimpleQA rubric); accuracy, deflection, hallucination and the
-truthfulness score per scenario and per source; with several abstention levels the
+The model answers with the paper's decoding settings (``evaluation.decoding``). Every answer
+is judged (SimpleQA rubric); accuracy, deflection, hallucination and the truthfulness score
+per scenario and per source, realistic and adversarial at Table 4's 2 negatives, and per
+number of negatives (Figure 3); with several abstention levels the
 strictness sweep, with ``modality_analysis`` the negative-modality table. The answers
 are also CRAG-scored (first 75 tokens; perfect / acceptable / missing / incorrect). The
 answering ``system`` is ``plain`` or ``verify-first`` (CRUISE's gate around the model);
@@ -20,6 +22,7 @@ from prefect import flow
 from mmcurate.core.config import load_config
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
+from mmcurate.evaluation.decoding import decoded_spec, decoding_note, decoding_record
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.run_record import record_release
 from mmcurate.evaluation.runs import evaluation_folder
@@ -46,7 +49,10 @@ def evaluate_deflectionbench(
     system: str = PLAIN,
 ) -> str:
     settings = load_config(config)
+    evaluation = settings.evaluation.deflectionbench
     name = settings.add_model(model).name
+    settings.models[name] = decoded_spec(settings.model(name), evaluation.decoding)  # seed 003, 4.1
+    decoding = decoding_record(settings.model(name), evaluation.decoding)
     bench = open_release(release)
     target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, system)
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
@@ -62,8 +68,10 @@ def evaluate_deflectionbench(
     title = (f"{name} on {bench.benchmark} {bench.version} ({', '.join(abstention)} abstention, {system} system)"
              + (f". {incomplete}" if incomplete else ""))
     used = [templates.evaluation(level).id for level in dict.fromkeys(results["abstention"].to_pylist())]
-    summarise(results, target, title, crag, crag_note, [f"Answered with {templates.describe(used)}."])
-    record_release(target, bench.benchmark, bench.version, bench.content_id)
+    summarise(results, target, title, crag, crag_note,
+              [f"Answered with {templates.describe(used)}.", decoding_note(name, decoding)],
+              evaluation.table_negatives)
+    record_release(target, bench.benchmark, bench.version, bench.content_id, decoding=decoding)
     print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
     return str(target)
