@@ -246,6 +246,27 @@ class PromptFile(_Strict):
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
+class TopicsConfig(_Strict):
+    """The topic distribution before and after curation (seed 003, appendix C: BERTopic over
+    question embeddings, reduced with UMAP, clustered with HDBSCAN "using cluster probability
+    scores"; releases/topics.py, releases/topic_model.py).
+
+    ``reading``: ``bertopic`` (the paper's) or ``source_fields`` (each source's own category
+    field). UMAP and HDBSCAN sizes are BERTopic's defaults, capped for small pools (see
+    ``topic_model.adapted``); below ``min_samples`` questions the source fields are read instead,
+    and the card says so. ``outliers: probabilities`` gives HDBSCAN's outliers their most probable
+    cluster (our reading of "using cluster probability scores"); ``keep`` leaves them a topic of
+    their own. The paper embeds with OpenAI text-embedding-3-large; ``text_encoder`` stands in."""
+
+    reading: Literal["bertopic", "source_fields"] = "bertopic"
+    text_encoder: TextEncoderSpec = MiniLM()
+    min_samples: int = Field(default=20, ge=5, le=1_000_000)
+    n_neighbors: int = Field(default=15, ge=2, le=200)  # UMAP (BERTopic's default 15)
+    n_components: int = Field(default=5, ge=2, le=100)  # UMAP (BERTopic's default 5)
+    min_cluster_size: int = Field(default=10, ge=2, le=100_000)  # HDBSCAN (BERTopic's default 10)
+    outliers: Literal["probabilities", "keep"] = "probabilities"
+
+
 class BenchmarkSection(_Strict):
     """A benchmark's section of the config: its sources and the models its curation asks."""
 
@@ -274,6 +295,7 @@ class DeflectionBenchConfig(BenchmarkSection):
     gating: GatingConfig
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     prompts: PromptFile | None = None  # None: the built-in templates of gating/prompts.py
+    topics: TopicsConfig = Field(default_factory=TopicsConfig)
     k_min: int = Field(default=5, ge=1)
     seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"

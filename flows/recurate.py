@@ -56,7 +56,7 @@ def recurate(release: str, add_model: list[str], config: str | None = None, vers
         ingested=inherited_ingest(parent.manifest), carried=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=parent.manifest.get("source_files", []),
         components=parent.manifest.get("components", {}), parent=run.parent_record, history=parent.ledger,
-        topics_before=inherited_topics(parent.manifest), dedup=deduped,
+        topics=inherited_topics(parent.manifest, parent.ledger, samples), dedup=deduped,
         indexes=parent.manifest.get("indexes"))  # contexts as mined then
     path = publish_recuration(run, draft, allow_incomplete, bill, gated.calls + checked.calls)
     print(f"recurated {parent.version} -> {draft.version} with {', '.join(run.new_models)}: "

@@ -5,7 +5,9 @@ import json
 
 from mmcurate.releases.deflection import global_table
 from mmcurate.releases.plots import _png, topics_figure
-from mmcurate.releases.topics import inherited_topics, topic_counts, topic_of, topic_table
+from mmcurate.core.config import TopicsConfig
+from mmcurate.core.ledger import ledger_table
+from mmcurate.releases.topics import assign_topics, inherited_topics, topic_of
 
 
 def test_table3_counts_unique_questions_and_query_images_only(make):
@@ -37,14 +39,19 @@ def test_topic_of_reads_each_sources_field():
 def test_topic_table_before_and_after(make):
     pool = make.table([make.sample(str(i), "Q?", ["a"], source="webqa", meta={"topic": t})
                        for i, t in enumerate(["travel", "travel", "travel", "animals"])])
-    before = topic_counts(pool)
-    assert before == {"webqa/travel": 3, "webqa/animals": 1}
-    after = topic_counts(pool.slice(0, 1))
-    rows = {r["topic"]: r for r in topic_table(before, after)}
+    topics = assign_topics(pool, TopicsConfig(reading="source_fields"), 0)
+    assert topics.reading == "source_fields" and topics.before == {"webqa/travel": 3, "webqa/animals": 1}
+    kept = pool["sample_id"].to_pylist()[:1]
+    rows = {r["topic"]: r for r in topics.table(kept)}
     assert rows["webqa/travel"] == {"topic": "webqa/travel", "before": 3, "before_pct": 75.0, "after": 1,
                                     "after_pct": 100.0, "retained_pct": 33.33}
     assert rows["webqa/animals"]["after"] == 0 and rows["webqa/animals"]["retained_pct"] == 0.0
-    manifest = {"statistics": {"topics": list(rows.values())}}
-    assert inherited_topics(manifest) == before
-    assert inherited_topics({"statistics": {}}) is None
+    assert [(d.stage, d.check, d.verdict) for d in topics.decisions][0] == ("topics", "topic.source_fields",
+                                                                          "webqa/travel")
+    manifest = {"statistics": {"topics": list(rows.values()),
+                               "readings": [{"setting": "topics", "value": "source_fields", "reading": topics.note}]}}
+    inherited = inherited_topics(manifest, ledger_table([], "r"), pool.slice(0, 1))
+    assert inherited.before == topics.before and inherited.table(kept) == list(rows.values())
+    assert inherited.decisions == []  # the parent's ledger already holds them
+    assert inherited_topics({"statistics": {}}, ledger_table([], "r"), pool) is None
     assert _png(topics_figure(list(rows.values())))[:8] == b"\x89PNG\r\n\x1a\n"
