@@ -157,8 +157,6 @@ class RetrievalConfig(_Strict):
     image_encoder: ImageEncoderSpec = Descriptor()
     kb: KBSpec = WikiOffline()  # documents {doc_id, title, text} (see retrieval.kb)
     kb_limit: int | None = Field(default=None, ge=1)  # use only the first N KB documents (demo speed)
-    top_pages: int = Field(default=10, ge=0)
-    top_images: int = Field(default=10, ge=0)
     chunk_unit: Literal["tokens", "words"] = "tokens"
     chunk_size: int = Field(default=250, ge=1)
     chunk_overlap: int = Field(default=32, ge=0)
@@ -171,11 +169,49 @@ class RetrievalConfig(_Strict):
     # pages the text encoder embeds per second, for `mmcurate plan` (default: planning.throughput)
     encoder_pages_per_second: float | None = Field(default=None, gt=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, value: Any) -> Any:
+        moved = sorted({"top_pages", "top_images"} & set(value)) if isinstance(value, dict) else []
+        if moved:
+            raise ValueError(f"{', '.join(moved)} moved to deflectionbench.mining.<source>.top_k (seed 003 retrieves "
+                             "per source: see annotation/deflectionbench/mining.py)")
+        return value
+
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "RetrievalConfig":
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})")
         return self
+
+
+MiningStrategy = Literal["image_to_text", "image_to_image_pages", "image_to_image", "source"]
+
+
+class SourceMining(_Strict):
+    """How Stage II finds one source's negatives (annotation/deflectionbench/mining.py; seed 003,
+    appendix "Knowledge pairing"): ``image_to_text`` (KB pages retrieved for the query, the top
+    ``top_k`` cut into passages and reranked), ``image_to_image_pages`` (KB pages whose first image
+    is nearest the query image, the top ``top_k`` cut and reranked), ``image_to_image`` (the
+    ``top_k`` nearest images of the source's own pool, gold excluded) or ``source`` (the
+    negatives the source provides; no retrieval)."""
+
+    strategy: MiningStrategy
+    top_k: int = Field(default=10, ge=1, le=1000)
+
+
+# the strategies that may search the KB's pages by text embedding (image_to_image_pages does when the KB names no
+# page image)
+PAGE_STRATEGIES = ("image_to_text", "image_to_image_pages")
+# the appendix's paragraph on retrieval per dataset (seed 003)
+PAPER_MINING: dict[str, SourceMining] = {
+    "infoseek": SourceMining(strategy="image_to_text", top_k=10),
+    "viquae": SourceMining(strategy="image_to_text", top_k=10),
+    "evqa": SourceMining(strategy="image_to_image_pages", top_k=5),
+    "mragbench": SourceMining(strategy="image_to_image", top_k=20),
+    "webqa": SourceMining(strategy="source"),
+    "mmdocrag": SourceMining(strategy="source"),
+}
 
 
 Rule = Literal["all_incorrect", "none_correct"]
@@ -295,11 +331,26 @@ class DeflectionBenchConfig(BenchmarkSection):
     gating: GatingConfig
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     prompts: PromptFile | None = None  # None: the built-in templates of gating/prompts.py
+    # per source, how Stage II finds negatives; a source left out keeps the paper's (PAPER_MINING)
+    mining: dict[str, SourceMining] = Field(default_factory=lambda: dict(PAPER_MINING))
     topics: TopicsConfig = Field(default_factory=TopicsConfig)
     k_min: int = Field(default=5, ge=1)
     seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"
     source_mix: dict[str, tuple[Share, Share]] = Field(default_factory=dict)  # source -> (min, max) share
+
+    @field_validator("mining")
+    @classmethod
+    def _paper_mining(cls, value: dict[str, SourceMining]) -> dict[str, SourceMining]:
+        return {**PAPER_MINING, **value}
+
+    @model_validator(mode="after")
+    def _every_source_mined(self) -> "DeflectionBenchConfig":
+        missing = sorted({spec.name for spec in self.sources} - set(self.mining))
+        if missing:
+            raise ValueError(f"no mining strategy for source(s) {missing}: add deflectionbench.mining.<source>: "
+                             "{strategy: image_to_text|image_to_image_pages|image_to_image|source, top_k: N}")
+        return self
 
     @field_validator("source_mix")
     @classmethod

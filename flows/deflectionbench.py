@@ -47,7 +47,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
     templates = prompt_set(cfg.prompts)
     gated = run_stage(ParametricGate(cfg.gating, templates), samples, settings, run_id)      # Stage I
     prepare_kb(settings, gated.kept)  # a KB beyond retrieval.memory_gb: its vector store, embedded on the runner
-    paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
+    paired = run_stage(PairKnowledge(cfg.retrieval, cfg.mining), gated.kept, settings, run_id)           # Stage II
     oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates)
     checked = run_stage(oracle, paired.kept, settings, run_id)  # Stage III
     deduped = run_stage(near, checked.kept, settings, run_id)                                # near-duplicates

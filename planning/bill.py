@@ -42,7 +42,7 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
     its knowledge base (``kb_pages``, else counted: ``planning.kb``)."""
     cfg = settings.section("deflectionbench")
     rule = cfg.gating.oracle_rule
-    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg.retrieval)) \
+    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg)) \
         if _checked(samples, retention) else release_deflection(retention, rule)
     plan = plan_deflectionbench(settings, plan_input(settings, cfg.sources, samples), rates, rule)
     plan.kb = plan_kb(cfg.retrieval, kb_pages)

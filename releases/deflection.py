@@ -296,6 +296,7 @@ def deflection_draft(
         "judge_errors": judge_errors(ledger),
         "topics": topics.table(kept["sample_id"].to_pylist()) if topics is not None else [],
         "mining": mining_table(pairing.counts) if pairing else [],
+        "mining_per_source": pairing.extra.get("mining", []) if pairing else [],
         "readings": readings_table(cfg, components, prompt_set(cfg.prompts).describe(
             [t for t in (gating.components.get("stage_i_prompt"), oracle.components.get("stage_iii_prompt")) if t]),
             topics),

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
-from mmcurate.core.config import Settings
+from mmcurate.core.config import PAGE_STRATEGIES, Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import TextEncoderSpec
 from mmcurate.retrieval.encoders import text_encoder
@@ -40,9 +40,12 @@ def embed_kb_shard(root: str, number: int, encoder: TextEncoderSpec) -> int:
 
 def prepare_kb(settings: Settings, samples: pa.Table) -> None:
     """Fill the KB's vector store on the task runner when Stage II will need it (module docstring)."""
-    cfg = settings.section("deflectionbench").retrieval
-    if not pc.sum(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0)).as_py():
-        return  # every sample brings its source's negatives: nothing is mined
+    section = settings.section("deflectionbench")
+    cfg = section.retrieval
+    needs = samples.filter(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0))
+    searched = [source for source, mining in section.mining.items() if mining.strategy in PAGE_STRATEGIES]
+    if not pc.sum(pc.is_in(needs["source"], pa.array(searched, pa.string()))).as_py():
+        return  # no sample's strategy searches the KB's pages: nothing is embedded
     encoder = text_encoder(cfg.text_encoder)
     n, plan = kb_plan(cfg, encoder)
     if plan.kind != "ivfpq":
