@@ -68,7 +68,7 @@ def test_dryrun_release_content_is_unchanged(tmp_path, fixtures_root, prefect_ha
         "infoseek": "image_to_text", "viquae": "image_to_text", "evqa": "image_to_image_pages",
         "mragbench": "image_to_image", "webqa": "source", "mmdocrag": "source"}
     card = (release / "README.md").read_text()
-    assert "topics.reading bertopic: BERTopic over 80 questions" in card and "mining_per_source" in card
+    assert "topics.reading bertopic: BERTopic over 80 questions" in card and "### Mining per source" in card
 
 
 def _verdicts(release: Path) -> pl.DataFrame:
