@@ -55,3 +55,21 @@ def test_topic_table_before_and_after(make):
     assert inherited.decisions == []  # the parent's ledger already holds them
     assert inherited_topics({"statistics": {}}, ledger_table([], "r"), pool) is None
     assert _png(topics_figure(list(rows.values())))[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_recuration_counts_its_samples_in_the_parents_bertopic_clusters(make):
+    """The parent clustered its pool with BERTopic; its ledger holds each sample's topic, so the
+    re-curation counts what it keeps in those clusters without clustering again."""
+    from mmcurate.core.ledger import Decision
+
+    pool = make.table([make.sample(str(i), "Q?", ["a"], source="webqa", meta={"topic": "travel"}) for i in range(3)])
+    ids = pool["sample_id"].to_pylist()
+    rows = [Decision(ids[0], "topics", "topic.bertopic", "0_bird_nest"),
+            Decision(ids[1], "topics", "topic.bertopic", "1_rocket_launch"),
+            Decision(ids[2], "topics", "topic.bertopic", "1_rocket_launch")]
+    manifest = {"statistics": {
+        "topics": [{"topic": "0_bird_nest", "before": 5}, {"topic": "1_rocket_launch", "before": 7}],
+        "readings": [{"setting": "topics", "value": "bertopic", "reading": "topics.reading bertopic: ..."}]}}
+    inherited = inherited_topics(manifest, ledger_table(rows, "r"), pool)
+    assert inherited.reading == "bertopic" and inherited.before == {"0_bird_nest": 5, "1_rocket_launch": 7}
+    assert inherited.after(ids[1:]) == {"1_rocket_launch": 2}  # not the source field "webqa/travel"
