@@ -13,9 +13,9 @@ path order). Each document's provenance names the spec it came from. Rows may us
 Documents without text are skipped (they can never be retrieved); a row without an id or text
 field, malformed JSON and duplicate ids are errors, reported with the file and line. A row may
 also name its page's first image, ``image``: a local file path, relative to the KB file's folder
-(or to the KB folder; Encyclopedic-VQA publishes ``image_urls`` per article in ``encyclopedic_kb_wiki.json``,
-shared/SOURCES.md; a KB built from its downloaded first
-images lets Stage II find pages image-to-image, ``page_image_documents``).
+(or to the KB folder). Encyclopedic-VQA publishes ``image_urls`` per article in
+``encyclopedic_kb_wiki.json`` (shared/SOURCES.md); a KB built from its downloaded first images
+lets Stage II find pages image-to-image (``page_image_documents``).
 Images of the image store join a knowledge base as documents ``image:<sha256>``
 (``image_documents``).
 """
