@@ -50,9 +50,12 @@ def write_evaluation(results: pa.Table, out: Path, title: str, crag: pa.Table | 
     write_table(by_source, out / "metrics_by_source.parquet")
     write_table(sweep, out / "metrics_by_negatives.parquet")
     at = f"realistic and adversarial at {counted(table_n, 'negative')}"
-    gap = "".join(f"\n\n{scenario}: no answers at {counted(table_n, 'negative')} in this run (it asked n = "
-                  f"{', '.join(map(str, ran))}), so its Table 4 rows are empty; the sweep below has them."
-                  for scenario, ran in missing.items())
+    asked: dict[tuple[int, ...], list[str]] = {}  # the n a scenario ran at -> the scenarios
+    for scenario, ran in missing.items():
+        asked.setdefault(tuple(ran), []).append(scenario)
+    gap = "".join(f"\n\n{' and '.join(names).capitalize()}: no answers at {counted(table_n, 'negative')} in this "
+                  f"run (it asked n = {', '.join(map(str, ran))}), so Table 4's {' and '.join(names)} rows are empty; "
+                  "the table per number of negatives has them." for ran, names in asked.items())
     sections = [f"# {title}", *notes, f"## Per scenario (Table 4: {at}){gap}\n\n{metrics_markdown(by_scenario)}",
                 f"## Per scenario and source ({at})\n\n{metrics_markdown(by_source)}",
                 "## Per number of negatives (Figure 3: realistic and adversarial per n, the oracle at 0)\n\n"

@@ -169,7 +169,8 @@ def test_table4_says_when_the_run_has_no_answer_at_two_negatives(tmp_path):
 
     runs = results([("oracle", "w", 0, "CORRECT"), ("realistic", "w", 1, "CORRECT")])
     text = write_evaluation(runs, tmp_path / "out", "m on deflectionbench")
-    assert "realistic: no answers at 2 negatives in this run (it asked n = 1)" in text
+    assert ("Realistic: no answers at 2 negatives in this run (it asked n = 1), so Table 4's realistic rows are "
+            "empty") in text
     table4 = text.split("## Per scenario and source")[0]
     assert "| realistic | – | – | – | – | 0 | 0 |" in table4
     assert "| realistic | 1 | 100.0 |" in text  # the sweep has it
