@@ -130,3 +130,16 @@ def test_top_k_pages_bound_the_candidates(tmp_path, make, world, strategy):
     result = PairKnowledge(cfg, mining).run(make.table([sample]), world.ctx(store=store))
     pages = {c["context_id"].split("#")[0] for c in result.kept.to_pylist()[0]["negative_contexts"]}
     assert len(pages) == 2  # one passage per page here: the top 2 of 3 pages
+
+
+def test_page_images_are_read_from_parquet_kbs_and_rows_without_one_are_left_out(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    pq.write_table(pa.table({"doc_id": ["a", "b"], "title": ["A", "B"], "text": ["page a", "page b"],
+                             "image": ["imgs/a.jpg", None]}), folder / "pages.parquet")
+    assert page_image_documents(str(folder)) == [
+        {"doc_id": "a", "title": "A", "text": "page a", "image": folder / "imgs" / "a.jpg"}]
+    assert page_image_documents("wiki-offline") == []
