@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup fixtures demo test bench clean
+.PHONY: setup fixtures demo test bench clean review-setup review-ui
 
 setup: $(STAMP)
 
@@ -72,6 +72,37 @@ bench: setup fixtures
 	$(PY) bench/faiss_mining.py
 	$(PY) bench/stage_calls.py
 	$(PY) bench/curation_scale.py
+
+# Label Studio in its own environment (its pins, e.g. pyarrow<25, conflict with the project's)
+REVIEW_VENV ?= .venv-review
+REVIEW ?= review
+REVIEW_PORT ?= 8080
+REVIEW_STAMP := $(REVIEW_VENV)/.label-studio-1.23.2
+
+review-setup: $(REVIEW_STAMP)
+
+$(REVIEW_STAMP):
+	test -x $(REVIEW_VENV)/bin/python || $(PYTHON) -m venv $(REVIEW_VENV)
+	$(REVIEW_VENV)/bin/python -m pip install --quiet label-studio==1.23.2
+	touch $(REVIEW_STAMP)
+
+# REVIEW=<folder written by `mmcurate annotate export RELEASE --format label-studio --out <folder>`>:
+# Label Studio on localhost with SQLite (its data in <folder>/.label-studio), serving <folder>'s
+# images, the project created through its API; Ctrl-C stops it
+review-ui: setup review-setup
+	@test -f $(REVIEW)/tasks.json || { echo "make review-ui: no $(REVIEW)/tasks.json: run mmcurate annotate export RELEASE --format label-studio --out $(REVIEW) first"; exit 2; }
+	@ROOT=$$(realpath $(REVIEW)); mkdir -p $$ROOT/.label-studio; \
+	test -s $$ROOT/.label-studio/token || $(PY) -c 'import secrets; print(secrets.token_hex(20))' > $$ROOT/.label-studio/token; \
+	TOKEN=$$(cat $$ROOT/.label-studio/token); \
+	export LABEL_STUDIO_USERNAME=reviewer@localhost LABEL_STUDIO_PASSWORD=$${LABEL_STUDIO_PASSWORD:-mmcurate-review} \
+	  LABEL_STUDIO_USER_TOKEN=$$TOKEN LABEL_STUDIO_API_KEY=$$TOKEN LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN=true \
+	  LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED=true LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT=$$ROOT \
+	  LABEL_STUDIO_BASE_DATA_DIR=$$ROOT/.label-studio; \
+	$(REVIEW_VENV)/bin/label-studio start --no-browser --host 127.0.0.1 --port $(REVIEW_PORT) & LS=$$!; \
+	trap "kill $$LS 2>/dev/null" EXIT INT TERM; \
+	$(MM) annotate push-label-studio $(REVIEW) --url http://127.0.0.1:$(REVIEW_PORT) && \
+	echo "log in at http://127.0.0.1:$(REVIEW_PORT) as reviewer@localhost, password $$LABEL_STUDIO_PASSWORD; Ctrl-C stops Label Studio" && \
+	wait $$LS
 
 clean:
 	rm -rf .mmcurate tests/fixtures/generated  # releases_out/ is kept: releases are immutable

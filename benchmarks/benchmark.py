@@ -40,8 +40,11 @@ def load(path: str) -> Any:
 class Evaluation:
     """How a benchmark's releases are evaluated.
 
-    ``flow`` takes ``release``, ``model``, ``config``, ``out`` and ``allow_incomplete`` plus
-    the ``options`` it lists (flow parameter names); ``check`` (a function's path) validates
+    ``steps`` (a function's path) is the benchmark's part of the one evaluation flow
+    (``flows/evaluate.py``), after the flow has opened the release, loaded the settings, added
+    the model and chosen the output folder: it is called as ``steps(release, settings, model,
+    folder, allow_incomplete, **options)`` with the ``options`` it lists (parameter names) and
+    answers, grades and writes the run's tables there; ``check`` (a function's path) validates
     and completes the options a user gave before any flow starts, returning the flow's
     keyword arguments; without one the options pass as given. ``plan`` (a function's path,
     ``(settings, release, model, checked options) -> Plan``) gives the calls of a run before
@@ -49,7 +52,7 @@ class Evaluation:
     path, ``(settings, model, checked options) -> None``) raises on a model or configuration the
     evaluation cannot run with, so the command line refuses before any flow starts."""
 
-    flow: str
+    steps: str
     options: tuple[str, ...] = ()
     check: str | None = None
     plan: str | None = None
@@ -69,6 +72,9 @@ class Evaluation:
         if self.refuse:
             load(self.refuse)(settings, model, arguments)
 
+    def steps_function(self) -> Callable[..., None]:
+        return load(self.steps)
+
     def planner(self, benchmark: str) -> Callable[..., Plan]:
         if self.plan is None:
             raise MmcurateError(f"mmcurate has no plan of a {benchmark} evaluation yet")
@@ -83,7 +89,7 @@ class Benchmark:
     sources: tuple[str, ...]  # the source adapters its curation reads
     release: str | None = None  # its ``releases.kind.ReleaseKind``; None: evaluated here, not curated
     curate: str | None = None  # the curation flow
-    recurate: str | None = None  # the re-curation flow (next minor version with new models)
+    recurate: str | None = None  # its re-curation steps (``tasks.recuration.Recurated``), run by ``flows/recurate.py``
     evaluation: Evaluation | None = None
     plan: str | None = None  # its ``Planner``: requests, tokens and cost of a curation run, before it starts
     recuration_plan: str | None = None  # ``(Recuration) -> Plan``: the calls a re-curation's added models make
@@ -102,13 +108,18 @@ class Benchmark:
         return load(self._required("judge_review", "review of its evaluation's judge"))
 
     def flow(self, which: str) -> Any:
-        """The Prefect flow ``which`` (``curate``, ``recurate``) of this benchmark."""
+        """The Prefect flow ``which`` (``curate``) of this benchmark."""
         return load(self._required(which, f"{which} flow"))
 
-    def evaluation_flow(self) -> Any:
+    def recuration_steps(self) -> Callable[[Recuration], Any]:
+        """What re-curating a release of this benchmark checks again (``flows/recurate.py``)."""
+        return load(self._required("recurate", "re-curation"))
+
+    def required_evaluation(self) -> Evaluation:
+        """How this benchmark's releases are evaluated; one line when mmcurate has no evaluation of them."""
         if self.evaluation is None:
             raise MmcurateError(f"mmcurate has no evaluation of {self.name} releases")
-        return load(self.evaluation.flow)
+        return self.evaluation
 
     def _required(self, part: str, what: str) -> str:
         path = getattr(self, part)

@@ -10,9 +10,9 @@ BENCHMARK = Benchmark(
     sources=("infoseek", "evqa", "webqa", "mmdocrag", "mragbench", "viquae"),
     release="mmcurate.releases.deflection:KIND",
     curate="mmcurate.flows.deflectionbench:deflectionbench",
-    recurate="mmcurate.flows.recurate:recurate",
+    recurate="mmcurate.flows.recurate_deflectionbench:recurate_deflectionbench",
     evaluation=Evaluation(
-        flow="mmcurate.flows.evaluate_deflectionbench:evaluate_deflectionbench",
+        steps="mmcurate.flows.evaluate_deflectionbench:evaluate_deflectionbench",
         options=("scenarios", "n_negatives", "abstention", "strictness_sweep", "modality_analysis", "system"),
         check="mmcurate.evaluation.scenarios:run_options",
     ),

@@ -12,9 +12,10 @@ BENCHMARK = Benchmark(
     curate="mmcurate.flows.reflvqa:reflvqa",
     recurate="mmcurate.flows.recurate_reflvqa:recurate_reflvqa",
     evaluation=Evaluation(
-        flow="mmcurate.flows.evaluate_reflvqa:evaluate_reflvqa",
-        options=("settings", "queries"),
+        steps="mmcurate.flows.evaluate_reflvqa:evaluate_reflvqa",
+        options=("settings", "queries", "subset"),
         check="mmcurate.evaluation.reflvqa_settings:run_options",
+        refuse="mmcurate.evaluation.reflvqa_subset:refuse_unrunnable",
         plan="mmcurate.planning.bill:reflvqa_evaluation_bill",
     ),
     plan="mmcurate.planning.bill:reflvqa_bill",

@@ -507,6 +507,20 @@ class RefLVQAEvalConfig(_Strict):
     captioner: str | None = Field(default=None, min_length=1)
     caption_max_tokens: int = Field(default=128, ge=1)
     evaluators: Evaluators = Field(default_factory=Evaluators)
+    # 'per_answer': Mean, @1.0 and @0.5 per answer, then the mean over answers (004 section 4.2);
+    # 'pooled': over the sentence grades of all answers pooled
+    score_average: Literal["per_answer", "pooled"] = "per_answer"
+    # 'keep': the N x K documents as retrieved, each with its own number (004 section 4, Table 5's
+    # N = 4 row retrieves 20); 'merge': a document several queries found shown once
+    duplicates: Literal["keep", "merge"] = "keep"
+    # 'verified': the QA pairs with human-verified sentences (004 section 3.3, what section 5
+    # evaluates), read from verified_labels; without labels every pair, said in the notes; 'all'
+    subset: Literal["verified", "all"] = "verified"
+    verified_labels: Path | None = None  # human_verified.parquet of `mmcurate annotate import`, or its folder
+    # image-self-refine (004 appendix C.1): "finalized when the combined score reaches 6 or when
+    # three iterations have been completed" (scores 0-9: three traits of 0-3, Table 18)
+    self_refine_stop: int = Field(default=6, ge=0, le=9)
+    self_refine_rounds: int = Field(default=3, ge=1, le=10)
 
 
 class KestrelConfig(_Strict):

@@ -21,12 +21,9 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_file(path: str | bytes, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
+def sha256_file(path: str | bytes) -> str:
     with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def new_run_id() -> str:

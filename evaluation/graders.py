@@ -9,8 +9,10 @@ A unit is what one grade is about (the seed paper, section 4.2):
   1 (fully addressed), 0.5 (partially) or 0 (not addressed);
 - relevance: the question with the system's answer; a rating from 1 to 7.
 
-``make_grader(spec, metric)`` gives a ``ModelGrader`` (a chat model of the config, asked
-through ``models.labels.ask_labels``: strict reply, one retry, then a counted error) or the
+``make_grader(spec, metric)`` gives a ``ModelGrader`` (a chat model of the config, its reply
+read strictly, one retry, then a counted error: groundedness and completeness as an
+explanation then ``Answer: <label>``, the paper's Tables 11-12, the explanation kept as the
+grade's ``reasoning``; relevance a digit alone, Table 13) or the
 offline ``LexicalGrader`` stand-in. The stand-in reads no meaning: it measures how many
 content words (``core.text.content_tokens``) of the statement (the question, for
 relevance) reappear in the documents or the answer. A share at or above the threshold
@@ -22,12 +24,12 @@ every output so nobody takes its numbers for an evaluator model's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from mmcurate.core.specs import GraderSpec, Lexical, coerce
 from mmcurate.core.text import content_tokens
-from mmcurate.models.labels import ask_labels, label_request
+from mmcurate.models.labels import ask_labels, ask_parsed, label_request
 from mmcurate.models.requests import ChatRequest
 
 from . import reflvqa_prompts as P
@@ -36,7 +38,12 @@ METRICS = ("groundedness", "completeness", "relevance")
 SENTENCE_METRICS = ("groundedness", "completeness")  # graded 1 / 0.5 / 0 per sentence
 LEXICAL_THRESHOLD = 0.6
 DOC_CHARS = 4000  # a document longer than this is cut for a model evaluator
+REASONED = ("groundedness", "completeness")  # explain, then "Answer: <label>" (004 Tables 11-12)
+REASONED_MAX_TOKENS = 256  # an explanation and the label line
 STAGE = "evaluate.reflvqa"
+NO_CITATION = "rule:no-citation"  # the grader of a sentence that cites nothing (0, no call)
+INVALID_CITATION = "rule:invalid-citation"  # ... whose citations all name no shown document (0, no call)
+BY_RULE = (NO_CITATION, INVALID_CITATION)
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class UnitGrade:
     by: str
     raw: str | None = None
     error: str | None = None
+    reasoning: str | None = None  # the evaluator's explanation before its label (groundedness, completeness)
 
 
 @runtime_checkable
@@ -112,7 +120,8 @@ def grade_request(unit: Unit) -> ChatRequest:
         user = P.completeness_prompt(unit.statement, unit.response)
     else:
         user = P.relevance_prompt(unit.statement, unit.response)
-    return label_request(unit.key, system, user, template, logprobs=False)
+    request = label_request(unit.key, system, user, template, logprobs=False)
+    return replace(request, max_tokens=REASONED_MAX_TOKENS) if unit.metric in REASONED else request
 
 
 class ModelGrader:
@@ -128,9 +137,15 @@ class ModelGrader:
 
     def grade(self, units: list[Unit]) -> list[UnitGrade]:
         _, _, labels, reminder = _ASK[self.metric]
+        requests = [grade_request(u) for u in units]
         try:
-            replies = ask_labels(self.pool.client(self.model), [grade_request(u) for u in units], labels, reminder,
-                                 self.stage)
+            if self.metric in REASONED:
+                names = "/".join(dict.fromkeys(labels.values()))
+                replies = ask_parsed(self.pool.client(self.model), requests, lambda t: P.reasoned_label(t, labels),
+                                     reminder, self.stage, f"an explanation, then 'Answer: ' and one of {names}")
+                return [UnitGrade(float(r.label[0]), self.name, r.raw[-1], None, r.label[1]) if r.ok else
+                        UnitGrade(None, self.name, r.raw[-1], r.error) for r in replies]
+            replies = ask_labels(self.pool.client(self.model), requests, labels, reminder, self.stage)
         finally:
             self.pool.release(self.model)
         return [UnitGrade(float(r.label) if r.ok else None, self.name, r.raw[-1], r.error) for r in replies]

@@ -1,4 +1,5 @@
-"""A RAG run on a RefLVQA release: the seed paper's evaluation grid (004, section 4, Table 5).
+"""A RAG run on a RefLVQA release: the seed paper's evaluation grid (004, section 4, Table 5;
+section 6.2, Table 7).
 
 For each N of ``queries`` and each setting of ``settings`` (``reflvqa_settings``: TextRAG,
 ImageRAG, MultiRAG, Two-step MultiRAG), for each QA pair of the release:
@@ -8,10 +9,11 @@ ImageRAG, MultiRAG, Two-step MultiRAG), for each QA pair of the release:
    the queries of one N serve every setting;
 2. each query retrieves from the release's own knowledge base (``retrieval.rag``: the
    ``candidates`` nearest documents of the setting's modalities, reranked, the first
-   ``top_k`` kept, or those a ``cutoff`` keeps, e.g. CRUISE's MAD rule); the N x K documents,
-   each once, in query order, are the pair's documents;
+   ``top_k`` kept, or those a ``cutoff`` keeps, e.g. CRUISE's MAD rule); the N x K documents
+   in query order, as retrieved (``duplicates``), are the pair's documents;
 3. the model answers citing them per sentence (``reflvqa_answers``: one answer, or Two-step's
-   two answers and their combination), read strictly with one retry;
+   two answers and their combination; ``reflvqa_grounding``: section 6.2's CoT, Self-Refine
+   and captioning on ImageRAG's documents), read strictly with one retry;
 4. the evaluators grade each answer (``graders``): groundedness per answer sentence against
    the documents it cites (0, without asking, when it cites none), completeness per
    fact-checkable and supported sentence of the dataset answer, relevance once.
@@ -39,20 +41,25 @@ from mmcurate.core.config import RefLVQAEvalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit, retrieve
 
-from .graders import Grader, Unit
+from .graders import INVALID_CITATION, NO_CITATION, Grader, Unit
 from .reflvqa_answers import ANSWERED, FAILED, UNREADABLE, Answer, Answering, answer_once, answer_two_step, shown
+from .reflvqa_grounding import answer_captioned, answer_cot, answer_self_refine
 from .reflvqa_queries import write_queries
-from .reflvqa_settings import DEFAULT_QUERIES, PAPER_NAMES, SETTINGS, TWO_STEP, pooled, searched, split
+from .reflvqa_settings import (
+    DEFAULT_QUERIES, GRID, IMAGE_CAPTION, IMAGE_COT, IMAGE_GROUNDING, IMAGE_SELF_REFINE, PAPER_NAMES, TWO_STEP, pooled,
+    searched, split,
+)
+from .reflvqa_subset import VERIFIED_SENTENCES
 from .retrieval_metrics import first_hit, ndcg_at_k, recall_at_k
 
 STAGE = "evaluate.reflvqa"
-NO_CITATION = "rule:no-citation"  # the grader of a sentence that cites nothing (0, no call)
 NDCG_K, RECALL_K = 10, 100  # the paper's Table 4, on the first-stage ranking whatever ``candidates`` is
 
 HIT = pa.struct([pa.field("doc_id", pa.string()), pa.field("modality", pa.string()), pa.field("score", pa.float64()),
                  pa.field("caption", pa.string())])  # Two-step: the caption shown beside an image document
 ANSWER_SENTENCE = pa.struct([pa.field("index", pa.int32()), pa.field("text", pa.string()),
-                             pa.field("citations", pa.list_(pa.string()))])
+                             pa.field("citations", pa.list_(pa.string())),
+                             pa.field("invalid_citations", pa.list_(pa.int32()))])  # numbers of no shown document
 STEP = pa.struct([pa.field("step", pa.string()), pa.field("answer", pa.string()), pa.field("error", pa.string())])
 ANSWERS = pa.schema(
     [
@@ -84,6 +91,7 @@ GRADES = pa.schema(
         pa.field("grade", pa.float64()),  # 1 / 0.5 / 0 (relevance 1..7); null: the evaluator failed
         pa.field("evaluator", pa.string(), nullable=False),
         pa.field("raw", pa.string()),
+        pa.field("reasoning", pa.string()),  # the evaluator's explanation before its label (004 Tables 11-12)
         pa.field("error", pa.string()),
         pa.field("run_id", pa.string(), nullable=False),
     ]
@@ -106,6 +114,7 @@ class RefLVQARun:
     grades: pa.Table  # GRADES
     retrieval: pa.Table  # RETRIEVAL
     counts: dict[str, int] = field(default_factory=dict)
+    score_average: str = "per_answer"  # evaluation.reflvqa.score_average: how the table averages sentence grades
 
 
 def searched_name(modalities: Sequence[str]) -> str:
@@ -118,7 +127,11 @@ def relevant_documents(row: Mapping[str, Any], modalities: Sequence[str] = BOTH)
 
 
 def completeness_statements(row: Mapping[str, Any]) -> list[tuple[int, str]]:
-    """(index, text) of the dataset sentences completeness is graded on (see the module docstring)."""
+    """(index, text) of the dataset sentences completeness is graded on (see the module
+    docstring); in the human-verified subset, its verified sentences (``reflvqa_subset``)."""
+    verified = row.get(VERIFIED_SENTENCES)
+    if verified is not None:
+        return [(s["index"], s["text"]) for s in row["sentences"] if s["index"] in verified]
     return [(s["index"], s["text"]) for s in row["sentences"]
             if s["fact_checkable"] and (s["text_citations"] or s["image_citations"])]
 
@@ -159,18 +172,21 @@ def retrieval_rows(qa: Sequence[Mapping[str, Any]], corpus: Any, sets: Sequence[
     return rows
 
 
-def grading_units(row: Mapping[str, Any], sentences: Sequence[tuple[str, list[str]]],
-                  docs: Sequence[Mapping[str, Any]], key: str) -> tuple[list[int], list[tuple[int, Unit]]]:
-    """What to grade for one answered question: (indices of the sentences citing nothing,
-    which are 0 by rule; (unit index, unit) for the evaluators). ``key`` prefixes unit keys."""
+def grading_units(row: Mapping[str, Any], sentences: Sequence[tuple[str, list[str], list[int]]],
+                  docs: Sequence[Mapping[str, Any]], key: str) -> tuple[list[tuple[int, str]], list[tuple[int, Unit]]]:
+    """What to grade for one answered question: ((index, rule) of the sentences citing no
+    shown document, which are 0 by rule: ``NO_CITATION``, or ``INVALID_CITATION`` when all
+    they cite is no shown document; (unit index, unit) for the evaluators, a sentence with
+    the shown documents it cites). ``key`` prefixes unit keys."""
     by_id = {d["context_id"]: d for d in docs}
-    response = " ".join(text for text, _ in sentences)
+    response = " ".join(text for text, *_ in sentences)
     uncited, units = [], []
-    for i, (text, ids) in enumerate(sentences):
+    for i, (text, ids, invalid) in enumerate(sentences):
         if ids:
-            units.append((i, Unit(f"{key}/g{i}", "groundedness", text, documents=tuple(by_id[d] for d in ids))))
+            units.append((i, Unit(f"{key}/g{i}", "groundedness", text,
+                                  documents=tuple(by_id[d] for d in dict.fromkeys(ids)))))
         else:
-            uncited.append(i)
+            uncited.append((i, INVALID_CITATION if invalid else NO_CITATION))
     units += [(index, Unit(f"{key}/c{index}", "completeness", text, response=response))
               for index, text in completeness_statements(row)]
     units.append((0, Unit(f"{key}/r", "relevance", row["question"], response=response)))
@@ -188,14 +204,20 @@ def _retrieved(rows: Sequence[Mapping[str, Any]], queries: Sequence[tuple[str, .
     grouped: list[list[list[Hit]]] = [[] for _ in rows]
     for j, hits in zip(owner, retrieve(texts, corpus, cfg.top_k, cfg.cutoff, modalities, images)):
         grouped[j].append(hits)
-    return [pooled(g) for g in grouped]
+    return [pooled(g, cfg.duplicates == "merge") for g in grouped]
 
 
 def _answers(answering: Answering, setting: str, rows: Sequence[Mapping[str, Any]],
-             lists: Mapping[tuple[str, ...], list[list[Hit]]], two_step_documents: str) -> list[Answer]:
+             lists: Mapping[tuple[str, ...], list[list[Hit]]], cfg: RefLVQAEvalConfig) -> list[Answer]:
+    if setting == IMAGE_COT:
+        return answer_cot(answering, rows, lists[(IMAGE,)])
+    if setting == IMAGE_SELF_REFINE:
+        return answer_self_refine(answering, rows, lists[(IMAGE,)], cfg.self_refine_rounds, cfg.self_refine_stop)
+    if setting == IMAGE_CAPTION:
+        return answer_captioned(answering, rows, lists[(IMAGE,)])
     if setting != TWO_STEP:
         return answer_once(answering, rows, lists[searched(setting)[0]])
-    if two_step_documents == "shared":
+    if cfg.two_step_documents == "shared":
         parts = [split(hits) for hits in lists[BOTH]]
         return answer_two_step(answering, rows, [t for t, _ in parts], [i for _, i in parts])
     return answer_two_step(answering, rows, lists[(TEXT,)], lists[(IMAGE,)])
@@ -209,7 +231,7 @@ def evaluate_reflvqa(
     model: str,
     graders: Mapping[str, Grader],  # metric -> evaluator
     cfg: RefLVQAEvalConfig,
-    settings: Sequence[str] = SETTINGS,
+    settings: Sequence[str] = GRID,
     queries: Sequence[int] = DEFAULT_QUERIES,
     run_id: str = "",
 ) -> RefLVQARun:
@@ -227,11 +249,13 @@ def evaluate_reflvqa(
             written = write_queries(qa, n, pool, model, cfg.query_max_tokens)
             ready = [i for i, label in enumerate(written) if label.ok]
             counts[f"queries_unreadable_n{n}"] = sum(1 for w in written if not w.ok and w.raw[-1] is not None)
+            counts[f"queries_failed_n{n}"] = sum(1 for w in written if not w.ok and w.raw[-1] is None)
+            counts[f"questions_excluded_at_query_step_n{n}"] = len(qa) - len(ready)
             rows, mine = [qa[i] for i in ready], [written[i].label for i in ready]
             lists = {m: _retrieved(rows, mine, corpus, m, cfg) for m in sets}
             for setting in settings:
                 cell = replace(answering, stage=f"{STAGE}.{setting}.n{n}")
-                got = dict(zip(ready, _answers(cell, setting, rows, lists, cfg.two_step_documents)))
+                got = dict(zip(ready, _answers(cell, setting, rows, lists, cfg)))
                 for i, row in enumerate(qa):
                     label = written[i]
                     answer = got.get(i) or Answer([], None, None, FAILED if label.raw[-1] is None else UNREADABLE,
@@ -252,14 +276,17 @@ def evaluate_reflvqa(
         uncited, mine = grading_units(row, answer.sentences, shown(answering, answer.hits), f"{setting}/{n}/{sid}")
         by_rule += [{"sample_id": sid, "model": model, "setting": setting, "n_queries": n, "metric": "groundedness",
                      "unit": i, "statement": answer.sentences[i][0], "documents": [], "grade": 0.0,
-                     "evaluator": NO_CITATION, "raw": None, "error": None, "run_id": run_id} for i in uncited]
+                     "evaluator": rule, "raw": None, "reasoning": None, "error": None, "run_id": run_id}
+                    for i, rule in uncited]
         units += [(setting, n, sid, index, unit) for index, unit in mine]
     grades = by_rule + _grade(units, graders, model, run_id)
+    requested = [a for a in answers if a["queries"]]  # a question excluded at the query step asks for no answer
     counts.update({
-        "answers": len(answers),
-        "answered": sum(a["status"] == ANSWERED for a in answers),
-        "failed_calls": sum(a["status"] == FAILED for a in answers),
-        "unreadable": sum(a["status"] == UNREADABLE for a in answers),
+        "answers_requested": len(requested),
+        "answered": sum(a["status"] == ANSWERED for a in requested),
+        "failed_calls": sum(a["status"] == FAILED for a in requested),
+        "unreadable": sum(a["status"] == UNREADABLE for a in requested),
+        "answers_with_invalid_citations": sum(any(s["invalid_citations"] for s in a["sentences"]) for a in answers),
         "evaluator_errors": sum(g["grade"] is None for g in grades),
         "flagged_dataset_sentences": sum(1 for row in qa for s in row["sentences"] if s["flagged"]),
     })
@@ -268,8 +295,28 @@ def evaluate_reflvqa(
         counts["two_step_answers_combined"] = sum(len(a["steps"]) == 2 for a in two_step)
         counts["two_step_image_documents_without_caption"] = sum(
             1 for a in two_step for h in a["retrieved"] if h["modality"] == IMAGE and h["caption"] is None)
+    captioned = [a for a in answers if a["setting"] == IMAGE_CAPTION and a["status"] == ANSWERED]
+    if captioned:
+        counts["image_caption_documents_without_caption"] = sum(
+            1 for a in captioned for h in a["retrieved"] if h["caption"] is None)
+    refined = [a for a in answers if a["setting"] == IMAGE_SELF_REFINE and a["status"] == ANSWERED]
+    if refined:
+        counts["self_refine_answers_refined"] = sum(any(s["step"] == "answer 1" for s in a["steps"]) for a in refined)
     return RefLVQARun(pa.Table.from_pylist(answers, schema=ANSWERS), pa.Table.from_pylist(grades, schema=GRADES),
-                      pa.Table.from_pylist(retrieval, schema=RETRIEVAL), counts)
+                      pa.Table.from_pylist(retrieval, schema=RETRIEVAL), counts, cfg.score_average)
+
+
+def empty_note(run: RefLVQARun) -> str | None:
+    """Why every metric is empty, when it is: no question got readable search queries (no
+    answer was asked for), or no answer was readable."""
+    if run.counts.get("answered", 0):
+        return None
+    if not run.counts.get("answers_requested", 0):
+        excluded = {k: v for k, v in run.counts.items() if k.startswith("questions_excluded_at_query_step_n")}
+        per_n = ", ".join(f"N = {k.rsplit('_n', 1)[1]}: {v}" for k, v in excluded.items())
+        return (f"no answer was requested: every question was excluded at the query step ({per_n} of "
+                f"{run.counts.get('questions', 0)} questions), so every metric is empty")
+    return "no answer had readable citations: every metric is empty"
 
 
 def _answer_row(row: Mapping[str, Any], model: str, setting: str, n: int, top_k: int, queries: Sequence[str],
@@ -280,7 +327,8 @@ def _answer_row(row: Mapping[str, Any], model: str, setting: str, n: int, top_k:
         "retrieved": [{"doc_id": h.doc_id, "modality": h.modality, "score": h.score,
                        "caption": answer.captions.get(h.doc_id)} for h in answer.hits],
         "answer": answer.reply, "steps": answer.steps, "status": answer.status, "error": answer.error,
-        "sentences": [{"index": i, "text": text, "citations": ids} for i, (text, ids) in enumerate(answer.sentences or [])],
+        "sentences": [{"index": i, "text": text, "citations": ids, "invalid_citations": invalid}
+                      for i, (text, ids, invalid) in enumerate(answer.sentences or [])],
         "run_id": run_id,
     }
 
@@ -312,7 +360,8 @@ def _grade(units: list[tuple[str, int, str, int, Unit]], graders: Mapping[str, G
             rows.append({"sample_id": sid, "model": model, "setting": setting, "n_queries": n, "metric": metric,
                          "unit": index, "statement": unit.statement,
                          "documents": [d["context_id"] for d in unit.documents], "grade": grade.value,
-                         "evaluator": grade.by, "raw": grade.raw, "error": grade.error, "run_id": run_id})
+                         "evaluator": grade.by, "raw": grade.raw, "reasoning": grade.reasoning,
+                         "error": grade.error, "run_id": run_id})
     return rows
 
 
@@ -327,17 +376,32 @@ def settings_by_searched(settings: Sequence[str], two_step_documents: str) -> di
 
 def reading_notes(cfg: RefLVQAEvalConfig, settings: Sequence[str]) -> list[str]:
     """Which reading of the paper each open choice of this run took (``evaluation.reflvqa``)."""
+    average = ("Mean, @1.0 and @0.5 per answer, then the mean over answers (004 section 4.2)"
+               if cfg.score_average == "per_answer" else "Mean, @1.0 and @0.5 over the sentence grades of all answers "
+               "pooled (a long answer weighs more)")
+    duplicates = ("the N x K documents as retrieved, each with its own number (004 section 4)"
+                  if cfg.duplicates == "keep" else "the N x K documents once each, a document several queries found "
+                  "merged (in query order)")
     notes = [f"readings: the model writes N search queries from the question and its image (read strictly, one "
              f"retry, else the question is excluded); each query retrieves K = {cfg.top_k} documents "
-             f"{'(the paper: 5)' if cfg.top_k != 5 else '(as the paper)'}, and the N x K go to the answer step "
-             "once each, in query order; MultiRAG fuses the text and image rankings by reciprocal rank into one "
-             "list; Mean pools the sentence grades (Table 5: Mean = @1.0 + 0.5 x (@0.5 - @1.0)); query_embedding: "
-             f"{cfg.query_embedding}"]
+             f"{'(the paper: 5)' if cfg.top_k != 5 else '(as the paper)'}; duplicates: {cfg.duplicates} "
+             f"({duplicates}); MultiRAG fuses the text and image rankings by reciprocal rank into one list; "
+             f"score_average: {cfg.score_average} ({average}; Mean = @1.0 + 0.5 x (@0.5 - @1.0) either way); "
+             f"query_embedding: {cfg.query_embedding}"]
+    grounding = [PAPER_NAMES[s] for s in settings if s in IMAGE_GROUNDING]
+    if grounding:
+        notes.append(f"{', '.join(grounding)} (section 6.2, Table 7: N = 1, K = 5): ImageRAG's documents; CoT thinks "
+                     "between <thinking> tags before answering; Self-Refine scores its answer on Table 18's three "
+                     f"traits and refines it until the combined score reaches {cfg.self_refine_stop} or "
+                     f"{cfg.self_refine_rounds} feedback rounds were given; Captioning follows each image document "
+                     "with its caption")
+    captions = (f"captions by {cfg.captioner}, written for each question" if cfg.captioner else
+                "no captioning model configured: an image document is shown with the caption its source gives "
+                "it (title, alt text), a stand-in, or a line saying it has none")
     if TWO_STEP in settings:
         documents = ("MultiRAG's documents split by modality, as Table 5 retrieves the same for both"
                      if cfg.two_step_documents == "shared" else "TextRAG's and ImageRAG's documents")
-        captions = (f"captions by {cfg.captioner}, written for each question" if cfg.captioner else
-                    "no captioning model configured: an image document is shown with the caption its source gives "
-                    "it (title, alt text), a stand-in, or a line saying it has none")
         notes.append(f"Two-step: two_step_documents: {cfg.two_step_documents} ({documents}); {captions}")
+    if IMAGE_CAPTION in settings:
+        notes.append(f"ImageRAG + Captioning: {captions}")
     return notes

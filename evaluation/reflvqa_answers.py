@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +47,8 @@ _END = re.compile(r"[.!?]+$")
 @dataclass
 class Answer:
     hits: list[Hit]  # the documents the answer could cite, in the order they were numbered
-    sentences: list[tuple[str, list[str]]] | None  # (text, cited doc ids); None: no readable answer
+    # (text, cited doc ids, invalid citation numbers: of no shown document); None: no readable answer
+    sentences: list[tuple[str, list[str], list[int]]] | None
     reply: str | None  # the final reply as given
     status: str
     error: str | None = None
@@ -98,27 +99,40 @@ def shown(answering: Answering, hits: Sequence[Hit], captions: Mapping[str, str 
     return out
 
 
-def ask_cited(answering: Answering, asks: Sequence[tuple[Mapping[str, Any], list[dict]]], stage: str) -> list[Label]:
-    """Each (QA row, documents shown) asked for an answer citing them, read against their number."""
+def ask_per_count(answering: Answering, requests: Sequence[ChatRequest], counts: Sequence[int],
+                  reader: Callable[[str, int], Any], reminder: Callable[[int], str], stage: str,
+                  expected: Callable[[int], str]) -> list[Label]:
+    """``requests`` asked, each read by ``reader(text, the number of documents it shows)``;
+    one batch per number, so a retry's reminder and an error name the documents' range."""
     by_count: dict[int, list[int]] = defaultdict(list)
-    for i, (_, docs) in enumerate(asks):
-        by_count[len(docs)].append(i)
-    out: list[Any] = [None] * len(asks)
+    for i, count in enumerate(counts):
+        by_count[count].append(i)
+    out: list[Any] = [None] * len(requests)
     client = answering.pool.client(answering.model)
     for count, positions in by_count.items():
-        requests = [answer_request(asks[i][0], asks[i][1], answering.max_tokens) for i in positions]
-        replies = ask_parsed(client, requests, lambda text, n=count: parse_cited_answer(text, n),
-                             answer_reminder(count), stage, f"citations of documents 1-{count}")
+        replies = ask_parsed(client, [requests[i] for i in positions], lambda text, n=count: reader(text, n),
+                             reminder(count), stage, expected(count))
         for i, reply in zip(positions, replies):
             out[i] = reply
     return out
 
 
-def _cited(sentences: Sequence[CitedSentence], hits: Sequence[Hit], offset: int = 0) -> list[tuple[str, list[str]]]:
-    return [(s.text, [hits[offset + n - 1].doc_id for n in s.cites]) for s in sentences]
+def ask_cited(answering: Answering, asks: Sequence[tuple[Mapping[str, Any], list[dict]]], stage: str) -> list[Label]:
+    """Each (QA row, documents shown) asked for an answer citing them, read against their number."""
+    return ask_per_count(answering, [answer_request(row, docs, answering.max_tokens) for row, docs in asks],
+                         [len(docs) for _, docs in asks], parse_cited_answer, answer_reminder, stage,
+                         lambda n: f"citations of documents 1-{n}")
 
 
-def _failure(label: Label, step: str) -> tuple[str, str]:
+def cited_ids(sentences: Sequence[CitedSentence], hits: Sequence[Hit],
+           offset: int = 0) -> list[tuple[str, list[str], list[int]]]:
+    """(text, cited doc ids, invalid numbers): two numbers of one document (a document two
+    queries found) are one citation."""
+    return [(s.text, list(dict.fromkeys(hits[offset + n - 1].doc_id for n in s.cites)), list(s.invalid))
+            for s in sentences]
+
+
+def failure_of(label: Label, step: str) -> tuple[str, str]:
     """(status, error) of a reply that gave no answer."""
     return (FAILED if label.raw[-1] is None else UNREADABLE), f"{step}: {label.error}"
 
@@ -129,9 +143,9 @@ def answer_once(answering: Answering, rows: Sequence[Mapping[str, Any]], hits: S
     out = []
     for h, label in zip(hits, labels):
         if label.ok:
-            out.append(Answer(h, _cited(label.label, h), label.raw[-1], ANSWERED))
+            out.append(Answer(h, cited_ids(label.label, h), label.raw[-1], ANSWERED))
         else:
-            status, error = _failure(label, "answer")
+            status, error = failure_of(label, "answer")
             out.append(Answer(h, None, label.raw[-1], status, error))
     return out
 
@@ -205,17 +219,17 @@ def answer_two_step(answering: Answering, rows: Sequence[Mapping[str, Any]], tex
         if captions[i][1] is not None:
             answer.status, answer.error = FAILED, captions[i][1]
         elif failed:
-            answer.status, answer.error = _failure(*failed[0])
+            answer.status, answer.error = failure_of(*failed[0])
         elif i in merged:
             label = merged[i]
             answer.reply = label.raw[-1]
             if label.ok:
-                answer.sentences = _cited(label.label, hits)
+                answer.sentences = cited_ids(label.label, hits)
             else:
-                answer.status, answer.error = _failure(label, "combined answer")
+                answer.status, answer.error = failure_of(label, "combined answer")
         else:  # one modality only: its branch is the answer
             label, offset = (text_labels[i], 0) if i in text_labels else (image_labels[i], len(text[i]))
-            answer.reply, answer.sentences = label.raw[-1], _cited(label.label, hits, offset)
+            answer.reply, answer.sentences = label.raw[-1], cited_ids(label.label, hits, offset)
         out.append(answer)
     return out
 

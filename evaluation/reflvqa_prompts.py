@@ -1,19 +1,24 @@
 """The prompts of a RefLVQA evaluation: the system's search queries, its referential answer,
-Two-step's image captions and combined answer, and the three evaluators (groundedness,
-completeness, relevance), in the spirit of the seed paper's appendix (Tables 11-17), in our
+Two-step's image captions and combined answer, section 6.2's image grounding methods (CoT,
+Self-Refine's feedback and refinement), and the three evaluators (groundedness,
+completeness, relevance), in the spirit of the seed paper's appendix (Tables 11-18), in our
 own words.
 
 Each template id enters the response-cache key: change a wording, bump its suffix. The
-evaluators reply with one closed-set label, read strictly (``models.labels``): the paper
-asks its evaluator for an explanation before an "Answer:" line, which a strict reader
-cannot take without guessing where the label is, so ours ask for the label alone.
+groundedness and completeness evaluators answer as the paper's Tables 11 and 12 ask: a brief
+explanation first, then a last line beginning with "Answer: " and one closed-set label, read
+strictly (``reasoned_label``: the label line must be the reply's last line and the only one,
+the explanation before it must say something; one retry, then an error). The relevance
+evaluator gives the rating alone, as Table 13's form asks ("scores ONLY").
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mmcurate.gating.prompts import evidence_parts
+from mmcurate.models.labels import strict_label
 
 ANSWER_TEMPLATE = "reflvqa.eval.answer.v1"
 ANSWER_SYSTEM = (
@@ -121,38 +126,42 @@ def merge_messages(question: str, from_text: str, from_images: str) -> list[dict
 
 
 # ---------------------------------------------------------------------------- evaluators
-GROUNDEDNESS_TEMPLATE = "reflvqa.eval.groundedness.v1"
+GROUNDEDNESS_TEMPLATE = "reflvqa.eval.groundedness.v2"
 GROUNDEDNESS_SYSTEM = (
-    "You check how well documents support a statement. First find the separate claims the "
-    "statement makes, then check each claim against the documents. If the documents back "
-    "every claim, reply: fully supported. If they back some claims but not all, reply: "
-    "partially supported. If they back none, reply: not supported. Reply with exactly one "
-    "of: fully supported, partially supported, not supported."
+    "You check how well documents support a statement. First find the separate claims in the "
+    "statement that need checking, then check each claim against the documents. If the "
+    "documents back every claim, the label is: fully supported. If they back some claims but "
+    "not all, the label is: partially supported. If they back none, the label is: not "
+    "supported. Explain your choice briefly first; then end with one last line that begins "
+    "with \"Answer: \" followed by exactly one of: fully supported, partially supported, not supported."
 )
 GROUNDEDNESS_LABELS = {
     "fully supported": "1", "fully support": "1", "fully": "1",
     "partially supported": "0.5", "partially support": "0.5", "partially": "0.5",
     "not supported": "0", "not support": "0", "unsupported": "0",
 }
-GROUNDEDNESS_REMINDER = ("Your reply could not be read. Reply with exactly one of: fully supported, "
-                         "partially supported, not supported.")
+GROUNDEDNESS_REMINDER = ("Your reply could not be read. Explain briefly, then end with one last line that "
+                         "begins with \"Answer: \" followed by exactly one of: fully supported, partially "
+                         "supported, not supported.")
 
-COMPLETENESS_TEMPLATE = "reflvqa.eval.completeness.v1"
+COMPLETENESS_TEMPLATE = "reflvqa.eval.completeness.v2"
 COMPLETENESS_SYSTEM = (
-    "You check whether a response covers a statement. First find the separate claims the "
-    "statement makes, then check how the response addresses each one. If the response "
-    "addresses every claim directly and clearly, reply: fully complete. If it addresses only "
-    "some claims, or only mentions or implies them, reply: partially complete. If it "
-    "addresses none of them, reply: not complete. Reply with exactly one of: fully complete, "
-    "partially complete, not complete."
+    "You check whether a response covers a statement. First find the separate claims in the "
+    "statement that need checking, then check how the response addresses each one. If the "
+    "response addresses every claim directly and clearly, the label is: fully complete. If it "
+    "addresses only some claims, or only mentions or implies them, the label is: partially "
+    "complete. If it addresses none of them, the label is: not complete. Explain your choice "
+    "briefly first; then end with one last line that begins with \"Answer: \" followed by "
+    "exactly one of: fully complete, partially complete, not complete."
 )
 COMPLETENESS_LABELS = {
     "fully complete": "1", "fully": "1", "complete": "1",
     "partially complete": "0.5", "partially": "0.5",
     "not complete": "0", "incomplete": "0",
 }
-COMPLETENESS_REMINDER = ("Your reply could not be read. Reply with exactly one of: fully complete, "
-                         "partially complete, not complete.")
+COMPLETENESS_REMINDER = ("Your reply could not be read. Explain briefly, then end with one last line that "
+                         "begins with \"Answer: \" followed by exactly one of: fully complete, partially "
+                         "complete, not complete.")
 
 RELEVANCE_TEMPLATE = "reflvqa.eval.relevance.v1"
 RELEVANCE_SYSTEM = (
@@ -171,15 +180,75 @@ def groundedness_prompt(statement: str, documents: Sequence[Mapping[str, Any]]) 
     """The statement with its cited documents (image documents as image parts)."""
     parts = [*evidence_parts(documents)]
     parts.append({"type": "text", "text": f"Statement: {statement}\nHow well do the documents support the "
-                                          "statement? Reply with: fully supported, partially supported or not supported."})
+                                          "statement? Explain briefly, then give the last line as \"Answer: \" "
+                                          "and one of: fully supported, partially supported, not supported."})
     return parts
 
 
 def completeness_prompt(statement: str, response: str) -> str:
     return (f"Response: {response}\n\nStatement: {statement}\n"
-            "How completely does the response cover the statement? Reply with: fully complete, "
-            "partially complete or not complete.")
+            "How completely does the response cover the statement? Explain briefly, then give the last line "
+            "as \"Answer: \" and one of: fully complete, partially complete, not complete.")
+
+
+_ANSWER_LINE = re.compile(r"^[\s*_#>`-]*answer[\s*_`]*:(.*)$", re.IGNORECASE)
+
+
+def reasoned_label(text: str | None, labels: Mapping[str, str]) -> tuple[str, str] | None:
+    """(label, explanation) of a reply whose last line is ``Answer: <label>`` (markdown
+    emphasis tolerated) after an explanation; None when the label line is missing, not last,
+    repeated, holds anything but one label, or nothing explains it."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    found = [i for i, line in enumerate(lines) if _ANSWER_LINE.match(line)]
+    if found != [len(lines) - 1]:
+        return None
+    match = _ANSWER_LINE.match(lines[-1])
+    assert match is not None
+    label = strict_label(match.group(1), labels)
+    reasoning = "\n".join(lines[:-1]).strip()
+    if label is None or not any(c.isalnum() for c in reasoning):
+        return None
+    return label, reasoning
 
 
 def relevance_prompt(question: str, answer: str) -> str:
     return f"Question: {question}\n\nAnswer: {answer}\n\nRelevance (1-7):"
+
+
+# --------------------------------------------------- image grounding (004 section 6.2, Table 7)
+COT_TEMPLATE = "reflvqa.eval.answer-cot.v1"
+COT_INSTRUCTION = (  # added after the answer instruction (004 appendix C.1, zero-shot CoT)
+    "First, think carefully step by step about what documents are needed to answer the question. Put your "
+    "thinking between <thinking> and </thinking> tags, then write the answer after them."
+)
+COT_REMINDER = ("Your reply could not be read. Put your thinking between <thinking> and </thinking> once, then "
+                "write the answer after it, ending every sentence with the numbers of the documents that support "
+                "it in square brackets, like [1] or [1, 2].")
+
+
+def cot_messages(question: str, images: Sequence[str], documents: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The answer request with the CoT instruction before the question."""
+    messages = answer_messages(question, images, documents)
+    messages[1]["content"].insert(len(messages[1]["content"]) - 1, {"type": "text", "text": COT_INSTRUCTION})
+    return messages
+
+
+FEEDBACK_TEMPLATE = "reflvqa.eval.self-feedback.v1"
+FEEDBACK_PROMPT = (  # 004 Table 18, appended to the chat after the answer
+    "We want to improve your answer step by step. Score it on three traits:\n"
+    "1) Evidence existence (0 to 3): does the answer rely only on information present in the image "
+    "documents? 0: it uses none of it; 3: it relies only on what the image documents show.\n"
+    "2) Evidence utilisation (0 to 3): does the answer find and use the information in the image documents? "
+    "0: it misses the key information; 3: it finds and uses the key information well.\n"
+    "3) Appropriate generalisation (0 to 3): does the answer generalise only as far as the image documents "
+    "allow? 0: it draws unsupported or wrong generalisations; 3: every generalisation rests on the image "
+    "documents.\n"
+    "Read the documents and your answer again, evaluate each trait, then write the combined score between "
+    "<total score> and </total score>."
+)
+FEEDBACK_REMINDER = ("Your feedback could not be read. Evaluate the three traits, then write the combined score "
+                     "(0 to 9) once, between <total score> and </total score>.")
+REFINE_TEMPLATE = "reflvqa.eval.self-refine.v1"
+REFINE_PROMPT = ("Using this feedback, write an improved answer to the question. End every sentence with the "
+                 "numbers of the documents that support it in square brackets, like [1] or [2, 3], and leave out "
+                 "any sentence that no document supports.\nAnswer:")

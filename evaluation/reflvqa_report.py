@@ -65,7 +65,7 @@ def write_reflvqa_evaluation(run: RefLVQARun, out: Path, title: str, settings: M
     write_table(run.answers, out / "answers.parquet")
     write_table(run.grades, out / "grades.parquet")
     write_table(run.retrieval, out / "retrieval.parquet")
-    metrics = compute_answer_metrics(run.answers, run.grades)
+    metrics = compute_answer_metrics(run.answers, run.grades, run.score_average)
     write_table(metrics, out / "metrics.parquet")
     summaries = retrieval_summary(run.retrieval, settings)
     write_table(pa.Table.from_pylist(summaries, schema=RETRIEVAL_SUMMARY), out / "retrieval_metrics.parquet")

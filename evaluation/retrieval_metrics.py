@@ -10,14 +10,19 @@ d_1, d_2, ...:
     Recall@k = |R intersect {d_1..d_k}| / |R|
     Hit@k  = 1 if some d_i with i <= k is in R, else 0
 
-(binary gains, the trec_eval ``ndcg_cut`` convention). Each is averaged over the questions
-that have at least one relevant document; the others cannot be scored and are counted apart.
+(binary gains, the trec_eval ``ndcg_cut`` convention). NDCG@k and Recall@k are trec_eval's
+(``ir_measures``' ``nDCG@k`` and ``R@k`` through pytrec_eval), given the ranking as scores that
+fall with the rank, so ties never reorder it; a document ranked twice counts once. Each is
+averaged over the questions that have at least one relevant document; the others cannot be
+scored and are counted apart.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Sequence
 from pathlib import Path
+
+import ir_measures
+from ir_measures import R, nDCG
 
 from .figures import new_axes, save_png
 
@@ -25,18 +30,21 @@ from .figures import new_axes, save_png
 HIT_KS = tuple(range(1, 11))
 
 
-def ndcg_at_k(ranking: Sequence[str], relevant: Collection[str], k: int = 10) -> float:
+def _trec_eval(measure: ir_measures.Measure, ranking: Sequence[str], relevant: Collection[str]) -> float:
     if not relevant:
-        raise ValueError("NDCG needs at least one relevant document")
-    dcg = sum(1.0 / math.log2(i + 1) for i, doc in enumerate(ranking[:k], 1) if doc in relevant)
-    ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(relevant), k) + 1))
-    return dcg / ideal
+        raise ValueError(f"{measure} needs at least one relevant document")
+    qrels = {"q": {doc: 1 for doc in relevant}}
+    ranked = list(dict.fromkeys(ranking))
+    run = {"q": {doc: float(len(ranked) - rank) for rank, doc in enumerate(ranked)}}
+    return next((m.value for m in ir_measures.iter_calc([measure], qrels, run)), 0.0)  # nothing ranked: 0
+
+
+def ndcg_at_k(ranking: Sequence[str], relevant: Collection[str], k: int = 10) -> float:
+    return _trec_eval(nDCG @ k, ranking, relevant)
 
 
 def recall_at_k(ranking: Sequence[str], relevant: Collection[str], k: int = 100) -> float:
-    if not relevant:
-        raise ValueError("Recall needs at least one relevant document")
-    return len(set(ranking[:k]) & set(relevant)) / len(set(relevant))
+    return _trec_eval(R @ k, ranking, relevant)
 
 
 def first_hit(ranking: Sequence[str], relevant: Collection[str]) -> int | None:

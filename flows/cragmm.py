@@ -6,17 +6,14 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import flow
 
 from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.cragmm import cragmm_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run
 from mmcurate.tasks.release import publish_release
-
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
 
 @flow(name="cragmm", log_prints=True)

@@ -17,7 +17,7 @@ from prefect import flow
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
 from mmcurate.benchmarks.curation import begin_curation
-from mmcurate.core.config import bundled_config
+from mmcurate.flows import DEMO_CONFIG
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
 from mmcurate.releases.deflection import deflection_draft
@@ -28,8 +28,6 @@ from mmcurate.tasks.kb_store import prepare_kb
 from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
-
-DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="deflectionbench", log_prints=True)

@@ -1,9 +1,17 @@
-"""Evaluating one model on a release, as the release's paper reports it.
+"""Evaluating one model on a release, as the release's paper reports it: the one evaluation flow.
 
-The release's benchmark decides how (``Benchmark.evaluation`` in ``mmcurate.benchmarks``):
-DeflectionBench's four scenarios (``evaluate_deflectionbench``), RefLVQA's grid of RAG settings with
-citations (``evaluate_reflvqa``). This flow is the one entry point for deployments: it
-checks the options against the benchmark's and runs the benchmark's evaluation flow.
+    open       the release, its benchmark's evaluation (``Benchmark.evaluation`` in
+               ``mmcurate.benchmarks``) and the options it takes, checked; the settings with
+               the model; refused before any call when the model or the configuration cannot
+               run it (POPE: a model that sees; Kestrel: a grounding agent; CRUISE: its section)
+    folder     where the run writes: one folder per model and answering system
+    steps      the benchmark's evaluation: DeflectionBench's four scenarios
+               (``evaluate_deflectionbench.py``), RefLVQA's grid of RAG settings with citations
+               (``evaluate_reflvqa.py``), CRAG-MM plain or through CRUISE (``evaluate_cragmm.py``),
+               POPE plain or through Kestrel (``evaluate_pope.py``): answer, grade, write the tables
+
+The command line checks the same options before Prefect starts; a deployment run has only
+this flow before it.
 """
 from __future__ import annotations
 
@@ -12,10 +20,10 @@ from typing import Any
 from prefect import flow
 
 from mmcurate.benchmarks import get
-from mmcurate.core.config import bundled_config
+from mmcurate.core.config import load_config
+from mmcurate.evaluation.runs import PLAIN, evaluation_folder
+from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.reader import open_release
-
-DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="evaluate", log_prints=True)
@@ -23,7 +31,12 @@ def evaluate_release(release: str, model: str, config: str = str(DEMO_CONFIG), o
                      allow_incomplete: bool = False, options: dict[str, Any] | None = None) -> str:
     """Evaluate ``model`` on ``release`` with the options of its benchmark's evaluation
     (parameter names, e.g. ``{"scenarios": ["oracle"]}``); returns the output folder."""
-    benchmark = get(open_release(release).benchmark)
-    arguments = benchmark.evaluation.arguments(benchmark.name, options or {}, {}) if benchmark.evaluation else {}
-    return benchmark.evaluation_flow()(release=release, model=model, config=config, out=out,
-                                       allow_incomplete=allow_incomplete, **arguments)
+    bench = open_release(release)
+    evaluation = get(bench.benchmark).required_evaluation()
+    arguments = evaluation.arguments(bench.benchmark, options or {}, {})
+    settings = load_config(config)
+    name = settings.add_model(model).name
+    evaluation.refuse_unrunnable(settings, name, arguments)                                     # before any call
+    target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, arguments.get("system", PLAIN))
+    evaluation.steps_function()(bench, settings, name, target, allow_incomplete, **arguments)
+    return str(target)

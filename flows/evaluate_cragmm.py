@@ -4,7 +4,8 @@ MAD cutoff, Algorithm 1's gate), within the per-turn budget; multi-turn conversa
 their earlier turns in context; the first 75 tokens of each answer CRAG-graded; the CRAG table
 per set, domain and query category with CRAG-MM's multi-turn rule. ``task`` 1, 2 or 3 picks
 the competition's task (1: single-turn, image search; 2: single-turn, image and web; 3:
-multi-turn, both); ``limit`` the first N conversations of each set.
+multi-turn, both); ``limit`` the first N conversations of each set. The steps of the evaluation
+flow (``flows/evaluate.py``) for CRAG-MM releases.
 """
 from __future__ import annotations
 
@@ -12,33 +13,20 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from prefect import flow
-
-from mmcurate.core.config import load_config
+from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.cragmm_report import apply_multi_turn_rule
-from mmcurate.evaluation.cruise import PLAIN, refuse_unrunnable, run_options, select_turns, stand_in_notes
+from mmcurate.evaluation.cruise import PLAIN, select_turns, stand_in_notes
 from mmcurate.evaluation.failures import check_failures
-from mmcurate.evaluation.runs import evaluation_folder
-from mmcurate.releases.reader import open_release
+from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_cragmm, score_crag, summarise_cragmm
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 TURN_COLUMNS = ["sample_id", "set", "session_id", "turn", "domain", "query_category", "dynamism", "egocentric"]
 
 
-@flow(name="evaluate-cragmm", log_prints=True)
-def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), out: str | None = None,
-                    allow_incomplete: bool = False, system: str = PLAIN, task: str | None = None,
-                    limit: int | None = None) -> str:
-    options = run_options({"system": system, "task": task, "limit": limit})
-    system, task, limit = options["system"], options["task"], options["limit"]
-    settings = load_config(config)
-    name = settings.add_model(model).name
-    refuse_unrunnable(settings, name, options)
-    bench = open_release(release)
-    target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, system)
+def evaluate_cragmm(bench: Release, settings: Settings, name: str, target: Path, allow_incomplete: bool = False,
+                    system: str = PLAIN, task: str | None = None, limit: int | None = None) -> None:
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"), "turns")
     labels = bench.table("turns").select(TURN_COLUMNS).to_pylist()
     by_id = {row["sample_id"]: row for row in samples.to_pylist()}
@@ -59,4 +47,3 @@ def evaluate_cragmm(release: str, model: str, config: str = str(DEMO_CONFIG), ou
     calls += crag_calls
     print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
-    return str(target)

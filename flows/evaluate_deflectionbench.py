@@ -11,52 +11,42 @@ strictness sweep, with ``modality_analysis`` the negative-modality table. The an
 are also CRAG-scored (first 75 tokens; perfect / acceptable / missing / incorrect). The
 answering ``system`` is ``plain`` or ``verify-first`` (CRUISE's gate around the model);
 a non-plain run's default folder carries the system's name, so it never overwrites the
-plain run.
+plain run. The steps of the evaluation flow (``flows/evaluate.py``) for DeflectionBench releases.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow
-
-from mmcurate.core.config import load_config
+from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.decoding import decoded_spec, decoding_note, decoding_record
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.run_record import record_release
-from mmcurate.evaluation.runs import evaluation_folder
 from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVE_COUNTS, FAILED, PLAIN, SCENARIOS
 from mmcurate.gating.prompts import prompt_set
-from mmcurate.releases.reader import open_release
+from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_scenarios, score_crag, summarise
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
-
-@flow(name="evaluate-deflectionbench", log_prints=True)
 def evaluate_deflectionbench(
-    release: str,
-    model: str,
-    config: str = str(DEMO_CONFIG),
-    out: str | None = None,
+    bench: Release,
+    settings: Settings,
+    name: str,
+    target: Path,
     allow_incomplete: bool = False,
     scenarios: list[str] = list(SCENARIOS),
     n_negatives: list[int] = list(DEFAULT_NEGATIVE_COUNTS),
     abstention: list[str] = ["moderate"],
     modality_analysis: bool = False,
     system: str = PLAIN,
-) -> str:
-    settings = load_config(config)
+) -> None:
     evaluation = settings.evaluation.deflectionbench
-    name = settings.add_model(model).name
     settings.models[name] = decoded_spec(settings.model(name), evaluation.decoding)  # seed 003, 4.1
     decoding = decoding_record(settings.model(name), evaluation.decoding)
-    bench = open_release(release)
-    target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, system)
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
-    seed = int(bench.manifest.get("seed", 0))
+    seed = bench.manifest.seed or 0
     templates = prompt_set(settings.deflectionbench.prompts if settings.deflectionbench else None)
     results, calls = answer_scenarios(samples, settings, name, scenarios, n_negatives, abstention, seed,
                                       new_run_id(), modality_analysis, system, templates)
@@ -74,4 +64,3 @@ def evaluate_deflectionbench(
     record_release(target, bench.benchmark, bench.version, bench.content_id, decoding=decoding)
     print(f"answers, metrics and plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
-    return str(target)

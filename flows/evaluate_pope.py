@@ -6,33 +6,25 @@ release, ``plain`` or through Kestrel's loop (``--system kestrel``).
                  self-refinement (at most 3 rounds), each step in the item's trace
     summarise    accuracy, precision, recall, F1 and yes ratio per split; for Kestrel the
                  initial -> final transitions (Figure 4) and the rounds reached (Table 3)
+
+The steps of the evaluation flow (``flows/evaluate.py``) for POPE releases.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow
-
-from mmcurate.core.config import load_config
+from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.pope import FAILED, PLAIN
-from mmcurate.evaluation.runs import evaluation_folder
-from mmcurate.releases.reader import open_release
+from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_rows
 from mmcurate.tasks.evaluate import answer_pope, summarise_pope
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
-
-@flow(name="evaluate-pope", log_prints=True)
-def evaluate_pope(release: str, model: str, config: str = str(DEMO_CONFIG), out: str | None = None,
-                  allow_incomplete: bool = False, system: str = PLAIN) -> str:
-    settings = load_config(config)
-    name = settings.add_model(model).name
-    bench = open_release(release)
-    target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, system)
+def evaluate_pope(bench: Release, settings: Settings, name: str, target: Path, allow_incomplete: bool = False,
+                  system: str = PLAIN) -> None:
     probes = canonical_rows(bench, ImageStore(settings.workdir / "images"), "probes")
     rows, notes, calls = answer_pope(probes, settings, name, system, new_run_id())
     failed = [row["error"] for row in rows if row["grade"] == FAILED]
@@ -41,4 +33,3 @@ def evaluate_pope(release: str, model: str, config: str = str(DEMO_CONFIG), out:
     summarise_pope(rows, target, title, notes)
     print(f"answers, metrics and traces -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
-    return str(target)

@@ -7,45 +7,41 @@ release's own knowledge base.
     answer       per setting (TextRAG, ImageRAG, MultiRAG, Two-step MultiRAG) the model cites
                  the N x K documents per sentence
     grade        groundedness, completeness, relevance; retrieval quality of the KB
+
+The steps of the evaluation flow (``flows/evaluate.py``) for RefLVQA releases.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyarrow as pa
-from prefect import flow
 
-from mmcurate.core.config import load_config
+from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import is_lexical
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.run_record import record_release
 from mmcurate.evaluation.reflvqa import FAILED, settings_by_searched
-from mmcurate.evaluation.reflvqa_settings import PAPER_NAMES, run_options
-from mmcurate.evaluation.runs import evaluation_folder
-from mmcurate.releases.reader import open_release
+from mmcurate.evaluation.reflvqa_settings import PAPER_NAMES
+from mmcurate.evaluation.reflvqa_subset import choose_pairs
+from mmcurate.releases.reader import Release
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
 from mmcurate.releases.unembed import canonical_rows
 from mmcurate.tasks.evaluate import answer_reflvqa, plan_evaluation, summarise_reflvqa
 from mmcurate.tasks.plan import report_spent
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
-
-@flow(name="evaluate-reflvqa", log_prints=True)
-def evaluate_reflvqa(release: str, model: str, config: str = str(DEMO_CONFIG), out: str | None = None,
-                     allow_incomplete: bool = False, settings: list[str] | None = None,
-                     queries: list[int] | None = None) -> str:
-    """``settings`` (text, image, multi, two-step) x ``queries`` (N); default: every setting, N = 1."""
-    grid = run_options({"settings": settings, "queries": queries})
-    conf = load_config(config)
-    name = conf.add_model(model).name
-    bench = open_release(release)
-    target = evaluation_folder(conf, bench.benchmark, bench.version, name, out)
+def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, allow_incomplete: bool,
+                     settings: list[str], queries: list[int], subset: str | None = None) -> None:
+    """``settings`` (text, image, multi, two-step) x ``queries`` (N) on the ``subset`` of QA pairs
+    (default: the config's, the human-verified pairs), checked by ``run_options``; the flow has
+    refused a subset it cannot read (``reflvqa_subset.refuse_unrunnable``) before this runs."""
+    grid = {"settings": settings, "queries": queries, **({"subset": subset} if subset else {})}
     cfg = conf.evaluation.reflvqa
     store = ImageStore(conf.workdir / "images")
-    qa = canonical_rows(bench, store, "qa")
+    qa, subset_note = choose_pairs(canonical_rows(bench, store, "qa"), cfg.verified_labels,
+                                   grid.get("subset", cfg.subset))
     documents = pa.Table.from_pylist(canonical_rows(bench, store, "knowledge_base"), schema=KNOWLEDGE_BASE)
     plan = plan_evaluation(conf, name, qa, documents, grid["settings"], grid["queries"])
     run, components, notes, calls = answer_reflvqa(qa, documents, conf, name, new_run_id(), grid["settings"],
@@ -54,7 +50,7 @@ def evaluate_reflvqa(release: str, model: str, config: str = str(DEMO_CONFIG), o
     failed = [row["error"] for row in run.answers.select(["status", "error"]).to_pylist() if row["status"] == FAILED]
     incomplete = check_failures(name, len(failed), run.answers.num_rows, failed[0] if failed else None,
                                 allow_incomplete)
-    notes = [incomplete, *notes] if incomplete else notes
+    notes = [incomplete, subset_note, *notes] if incomplete else [subset_note, *notes]
     evaluators = sorted({components[f"{m}_evaluator"] for m in ("groundedness", "completeness", "relevance")})
     stand_in = " (token-overlap stand-in, not an evaluator model)" if any(map(is_lexical, evaluators)) else ""
     cut = f"top-{cfg.top_k}" if cfg.cutoff is None else f"cutoff {cfg.cutoff}"
@@ -66,4 +62,3 @@ def evaluate_reflvqa(release: str, model: str, config: str = str(DEMO_CONFIG), o
     record_release(target, bench.benchmark, bench.version, bench.content_id)
     print(f"answers, grades, metrics and Hit@K plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")
-    return str(target)

@@ -8,19 +8,16 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import flow
 
 from mmcurate.annotation.pope.balance import BalanceProbes
 from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.pope import pope_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
-
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
 
 @flow(name="pope", log_prints=True)

@@ -24,16 +24,14 @@ from mmcurate.annotation.reflectv.reflection import WriteReflections
 from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter
 from mmcurate.annotation.reflectv.visual import VisualCheck
 from mmcurate.benchmarks.curation import begin_curation
-from mmcurate.core.config import bundled_config
 from mmcurate.core.errors import ConfigError
+from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reflectv import reflectv_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
-
-DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="reflectv", log_prints=True)

@@ -21,16 +21,14 @@ from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.relevance import ImageRelevance
 from mmcurate.annotation.reflvqa.verification import VerifySentences
 from mmcurate.benchmarks.curation import begin_curation
-from mmcurate.core.config import bundled_config
 from mmcurate.core.images import ImageStore
+from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reflvqa import reflvqa_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
-
-DEMO_CONFIG = bundled_config("demo.yaml")
 
 
 @flow(name="reflvqa", log_prints=True)

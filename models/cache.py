@@ -9,6 +9,14 @@ WAL plus a busy timeout lets several processes (Prefect workers) share one file.
 
 Only successful answers are stored: a failure is retried on the next run. The cache
 holds no secrets: API keys never enter a request, a key or a row.
+
+Hand-written over the standard library's sqlite3 rather than a caching library (diskcache,
+requests-cache): the key is ours (model identity, messages with images by digest, sampling,
+template version), rows are committed one by one for ``kill -9`` safety, WAL is shared by
+several worker processes, and a batch's keys are looked up a few hundred at a query (``get_many``).
+Measured with ``bench/gating_throughput.py`` (README, "Benchmarks"): a fully cached rerun
+takes 0.0001 of the first run's time, and the layer with it serves 1.17 times the requests
+per second of bare ``AsyncOpenAI``.
 """
 from __future__ import annotations
 

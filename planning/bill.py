@@ -11,6 +11,7 @@ import pyarrow as pa
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
+from mmcurate.evaluation.reflvqa_subset import choose_pairs
 from mmcurate.releases.reader import Release
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
 from mmcurate.releases.unembed import canonical_rows
@@ -63,11 +64,13 @@ def reflectv_bill(settings: Settings, samples: int | None = None, retention: str
     rates = paper_reflectv() if _checked(samples, retention) else release_reflectv(retention)
     return plan_reflectv(settings, plan_input(settings, cfg.sources, samples), rates)
 def reflvqa_evaluation_bill(settings: Settings, release: Release, model: str, options: dict[str, Any]) -> Plan:
-    """The evaluation grid of ``model`` on a RefLVQA ``release`` (``options``: settings and
-    queries, checked by the benchmark's evaluation), read without touching the workdir."""
+    """The evaluation grid of ``model`` on a RefLVQA ``release`` (``options``: settings,
+    queries and subset, checked by the benchmark's evaluation), read without touching the workdir."""
     with tempfile.TemporaryDirectory() as scratch:  # the rows' images go to a throw-away store
         store = ImageStore(scratch)
-        qa = canonical_rows(release, store, "qa")
+        cfg = settings.evaluation.reflvqa
+        qa, _ = choose_pairs(canonical_rows(release, store, "qa"), cfg.verified_labels,
+                             options.get("subset", cfg.subset))
         documents = pa.Table.from_pylist(canonical_rows(release, store, "knowledge_base"), schema=KNOWLEDGE_BASE)
     return plan_reflvqa_evaluation(settings, settings.add_model(model).name, qa, documents, options["settings"],
                                    options["queries"])

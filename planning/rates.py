@@ -233,10 +233,10 @@ def release_deflection(path: Path | str, oracle_rule: str) -> DeflectionRates:
     """The rates a DeflectionBench release measured: funnel, convergence and calls from its
     manifest; gold-check, distractor, k_min and pre-judge shares from its ledger."""
     release, ledger = _open(path, "deflectionbench")
-    stats = release.manifest.get("statistics") or {}
+    stats = release.manifest.statistics
     try:
         funnel = [row["remaining"] for row in stats["funnel"]]
-        pool = list(release.manifest["config"]["deflectionbench"]["gating"]["pool"])
+        pool = list(release.manifest.config["deflectionbench"]["gating"]["pool"])
         naive_i = next(r["naive"] for r in stats["calls"] if r["stage"] == "I" and r["step"] == "total")
     except (KeyError, StopIteration, TypeError):
         raise MmcurateError(f"release {path} has no funnel, calls and gating pool in its manifest") from None
@@ -275,10 +275,10 @@ def release_reflvqa(path: Path | str) -> RefLVQARates:
     """The rates a RefLVQA release measured: relevance from its funnel, inspector and
     fact-checkable shares and sentences per answer from its ledger."""
     release, ledger = _open(path, "reflvqa")
-    stats = release.manifest.get("statistics") or {}
+    stats = release.manifest.statistics
     funnel = {row["stage"]: row["remaining"] for row in stats.get("funnel") or []}
     candidates = next(iter(funnel.values()), 0)
-    inspectors = list(release.manifest["config"]["reflvqa"]["inspectors"])
+    inspectors = list(release.manifest.config["reflvqa"]["inspectors"])
     rows = ledger.filter(pc.is_in(ledger["stage"], value_set=pa.array(["necessity", "factcheck"]))) \
         .select(["check", "model", "verdict"]).to_pylist()
     answers = [r for r in rows if r["check"] == "necessity.inspector.v1"]
@@ -298,7 +298,7 @@ def release_reflectv(path: Path | str) -> ReflectVRates:
     """The rates a ReflectV release measured: the filter and verification shares from its
     funnel, the turns of the dialogues it built from its ``dialogues`` config."""
     release = _release_of(path, "reflectv")
-    funnel = [row.get("remaining") for row in (release.manifest.get("statistics") or {}).get("funnel") or []]
+    funnel = [row.get("remaining") for row in release.manifest.statistics.get("funnel") or []]
     if len(funnel) < 4 or not all(isinstance(n, int) for n in funnel[:4]):
         raise MmcurateError(f"release {path} has no dialogue funnel in its manifest")
     original, gt_filtered, chains = funnel[0], funnel[2], funnel[3]

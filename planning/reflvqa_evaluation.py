@@ -1,8 +1,9 @@
 """The plan of a RefLVQA evaluation grid before it runs: the model's search queries per N,
-each setting's answers (Two-step: its text answer, image answer, captions and combination)
-and the evaluators' grades, per step as the call counter names it
-(``evaluate.reflvqa.<setting>.n<N>[.text|.image|.caption|.merge]``), so the flow can set the
-plan beside what it spent.
+each setting's answers (Two-step: its text answer, image answer, captions and combination;
+Self-Refine: its feedback and refinement rounds, each counted; Captioning: its captions) and
+the evaluators' grades, per step as the call counter names it
+(``evaluate.reflvqa.<setting>.n<N>[.text|.image|.caption|.merge|.feedback|.refine]``), so the
+flow can set the plan beside what it spent.
 """
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from mmcurate.evaluation.graders import Unit, grade_request
 from mmcurate.evaluation.reflvqa import STAGE, completeness_statements
 from mmcurate.evaluation.reflvqa_answers import answer_request, caption_request, merge_request
 from mmcurate.evaluation.reflvqa_queries import queries_request
-from mmcurate.evaluation.reflvqa_settings import IMAGE_RAG, TEXT_RAG, TWO_STEP, row_name
+from mmcurate.evaluation.reflvqa_grounding import cot_request, feedback_request, refine_request
+from mmcurate.evaluation.reflvqa_settings import (
+    IMAGE_COT, IMAGE_GROUNDING, IMAGE_RAG, IMAGE_SELF_REFINE, TEXT_RAG, TWO_STEP, row_name,
+)
 from mmcurate.retrieval.rag import source_caption
 
 from .plan import Plan, PlanRow, plan_row, throughput_sources, words
@@ -30,7 +34,7 @@ def _documents(setting: str, n: int, k: int, has_text: bool, has_images: bool, s
     found = n * k
     if setting == TEXT_RAG or not has_images:
         return (found if has_text and setting != IMAGE_RAG else 0.0), 0.0
-    if setting == IMAGE_RAG or not has_text:
+    if setting == IMAGE_RAG or setting in IMAGE_GROUNDING or not has_text:
         return 0.0, float(found)
     if setting == TWO_STEP and not shared:
         return float(found), float(found)
@@ -42,6 +46,34 @@ def _stand_ins(text: float, image: float, doc_chars: int) -> list[dict[str, Any]
             for i in range(round(text))]
     return docs + [{"context_id": f"i{i}", "modality": "image", "text": None, "image": f"{0:064x}", "title": None}
                    for i in range(round(image))]
+
+
+def _image_grounding(settings: Settings, model: Any, setting: str, label: str, step: str, row: dict[str, Any],
+                     questions: int, image: float) -> list[PlanRow]:
+    """The calls of a section 6.2 setting by ``model`` (a model spec): CoT's answer; Self-Refine's answer and at most
+    ``self_refine_rounds`` feedbacks and refinements (every round counted: an upper bound);
+    Captioning's captions (with a captioning model) and answer."""
+    cfg = settings.evaluation.reflvqa
+    docs = _stand_ins(0, image, cfg.doc_chars)
+    reply = words(cfg.answer_max_tokens * 0.75)
+    if setting == IMAGE_COT:
+        return [plan_row(label, step, model, questions, [cot_request(row, docs, cfg.answer_max_tokens)])]
+    if setting == IMAGE_SELF_REFINE:
+        history = [*answer_request(row, docs, cfg.answer_max_tokens).messages, {"role": "assistant", "content": reply}]
+        rounds = cfg.self_refine_rounds
+        return [plan_row(label, step, model, questions, [answer_request(row, docs, cfg.answer_max_tokens)]),
+                plan_row(label, f"{step}.feedback", model, questions * rounds,
+                         [feedback_request(row, history, 1, cfg.answer_max_tokens)]),
+                plan_row(label, f"{step}.refine", model, questions * rounds,
+                         [refine_request(row, [*history, {"role": "user", "content": reply}], 1,
+                                         cfg.answer_max_tokens)])]
+    out = []
+    if cfg.captioner and image:
+        out.append(plan_row(label, f"{step}.caption", settings.model(cfg.captioner), questions * image,
+                            [caption_request(row, "i0", f"{0:064x}", cfg.caption_max_tokens)]))
+    out.append(plan_row(label, step, model, questions, [answer_request(
+        row, [{**d, "caption": words(cfg.caption_max_tokens * 0.75)} for d in docs], cfg.answer_max_tokens)]))
+    return out
 
 
 def plan_reflvqa_evaluation(settings: Settings, model: str, qa: list[dict[str, Any]], documents: Any,
@@ -68,6 +100,9 @@ def plan_reflvqa_evaluation(settings: Settings, model: str, qa: list[dict[str, A
             text, image = _documents(setting, n, cfg.top_k, has_text, has_images, cfg.two_step_documents == "shared")
             step, label = f"{STAGE}.{setting}.n{n}", row_name(setting, n)
             answers += questions
+            if setting in IMAGE_GROUNDING:
+                plan_rows += _image_grounding(settings, spec, setting, label, step, row, questions, image)
+                continue
             if setting != TWO_STEP:
                 plan_rows.append(plan_row(label, step, spec, questions, [answer_request(
                     row, _stand_ins(text, image, cfg.doc_chars), cfg.answer_max_tokens)]))
@@ -99,8 +134,10 @@ def plan_reflvqa_evaluation(settings: Settings, model: str, qa: list[dict[str, A
         if isinstance(grader, ModelRef) and count:
             plan_rows.append(plan_row("grading", f"{STAGE}.{metric}", settings.model(grader.name), count,
                                       [grade_request(unit)]))
-    notes = [f"documents per question: N x K = N x {cfg.top_k} per searched modality, duplicates counted (an upper "
-             f"bound); MultiRAG and shared Two-step at the paper's image share ({PAPER_IMAGE_SHARE:.0%}, Table 5)",
+    notes = [f"documents per question: N x K = N x {cfg.top_k} per searched modality"
+             + (" (duplicates: keep, as retrieved)" if cfg.duplicates == "keep" else
+                ", duplicates counted (an upper bound: duplicates: merge)")
+             + f"; MultiRAG and shared Two-step at the paper's image share ({PAPER_IMAGE_SHARE:.0%}, Table 5)",
              "every call is counted as answered once (no retries); evaluator requests at the dataset answers' "
              f"sentence count ({sentences:.1f} per answer) for groundedness, {statements:.1f} graded dataset "
              "sentences per answer for completeness; lexical evaluators call no model"]

@@ -33,7 +33,7 @@ class Proposal:
 
     def render(self) -> str:
         parent = self.release
-        used = ", ".join(f"{m['name']} ({m.get('role', 'model')})" for m in parent.manifest.get("models") or [])
+        used = ", ".join(f"{m.name} ({m.role or 'model'})" for m in parent.manifest.models)
         lines = [f"{parent.benchmark} {parent.version} was curated with: {used or 'no model'}",
                  f"catalog {self.catalog}: {len(self.models)} model(s), {len(self.new)} new"]
         for model in self.new:
@@ -60,7 +60,7 @@ def propose(release: Path | str, catalog: str, config: Path | str | None, specs:
     spec files are written to ``specs`` (a scratch folder the re-curation reads them from)."""
     parent = open_release(release)
     models = read_catalog(catalog)
-    used = {m.get("name") for m in parent.manifest.get("models") or []}
+    used = {m.name for m in parent.manifest.models}
     new = sorted((m for m in models if m.spec.name not in used),
                  key=lambda m: (m.released or date.min, m.spec.name), reverse=True)
     proposal = Proposal(parent, catalog, config, models, new)

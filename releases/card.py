@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from huggingface_hub import DatasetCardData
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from mmcurate.core.markdown import markdown_table
@@ -73,17 +74,17 @@ def environment() -> Environment:
 
 
 def yaml_header(manifest: dict, features: dict, kind: ReleaseKind) -> str:
-    """``features`` maps config -> datasets.Features of its (image-embedded) table."""
+    """The card's metadata through ``huggingface_hub.DatasetCardData`` (the Hub's own schema):
+    one ``configs`` entry per table, so the Hub's viewer and ``datasets.load_dataset(DIR, config)``
+    find each. ``features`` maps config -> datasets.Features of its (image-embedded) table."""
     rows = manifest["counts"]["rows"]
     sizes = manifest["counts"].get("bytes") or {}
     split = kind.split
-    header = {
-        "pretty_name": f"{kind.pretty} {manifest['version']}",
+    card = DatasetCardData(
+        pretty_name=f"{kind.pretty} {manifest['version']}",
         **card_license(source_licenses(manifest)),
-        "configs": [
-            {"config_name": c, "data_files": [{"split": split, "path": f"data/{c}-*.parquet"}]} for c in features
-        ],
-        "dataset_info": [
+        configs=[{"config_name": c, "data_files": [{"split": split, "path": f"data/{c}-*.parquet"}]} for c in features],
+        dataset_info=[
             {
                 "config_name": c,
                 "features": f._to_yaml_list(),
@@ -91,8 +92,8 @@ def yaml_header(manifest: dict, features: dict, kind: ReleaseKind) -> str:
             }
             for c, f in features.items()
         ],
-    }
-    return yaml.safe_dump(header, sort_keys=False, allow_unicode=True)
+    )
+    return card.to_yaml() + "\n"
 
 
 def config_highlights(manifest: dict) -> dict:

@@ -107,7 +107,7 @@ def evaluation_section(workdir: Path, benchmark: str, diff: ReleaseDiff, new_ids
 def render_changelog(parent: Release, diff: ReleaseDiff, new_ids: list[str], added: dict[str, list[str]],
                      reused: list[str], workdir: Path, content_id: str) -> str:
     """The CHANGELOG.md text of the new version (see the module docstring)."""
-    sources = list((parent.manifest.get("counts") or {}).get("per_source") or {})
+    sources = list(parent.manifest.counts.per_source)
     default = sources[0] if len(sources) == 1 else NO_SOURCE  # a release whose rows name no source (RefLVQA)
     models = "; ".join(f"{role}: {', '.join(f'`{m}`' for m in names)}" for role, names in added.items())
     lines = ["# Changelog", "",

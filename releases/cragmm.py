@@ -65,6 +65,7 @@ KIND = ReleaseKind(
     configs=("turns", "conversations"),
     checks=cragmm_checks,
     distributions=distributions,
+    harness="mmcurate.evaluation.cragmm_harness:harness",
 )
 
 

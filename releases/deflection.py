@@ -19,6 +19,7 @@ from .deflection_checks import deflection_checks
 from .draft import ReleaseDraft
 from .near_duplicates import near_duplicate_note
 from .kind import Distribution, ReleaseKind
+from .manifest_model import Manifest
 from .plots import sorted_counts, value_counts
 from .topics import TopicReading
 
@@ -59,6 +60,7 @@ KIND = ReleaseKind(
     configs=("test",),
     checks=deflection_checks,
     distributions=distributions,
+    harness="mmcurate.evaluation.deflection_harness:harness",
 )
 
 ROW_BATCH = 1024  # rows turned into Python dicts at a time
@@ -148,10 +150,10 @@ def global_table(kept: pa.Table) -> list[dict]:
     return [{"statistic": key, "value": value} for key, value in stats.items()]
 
 
-def inherited_ingest(manifest: dict) -> dict[str, int | None]:
+def inherited_ingest(manifest: Manifest) -> dict[str, int | None]:
     """The samples per source a release ingested from the raw sources (a re-curation inherits
     them); None for a source its manifest does not count."""
-    per_source = (manifest.get("counts") or {}).get("per_source") or {}
+    per_source = manifest.counts.per_source
     return {source: entry.get("ingested") if isinstance(entry, dict) else None for source, entry in per_source.items()}
 
 

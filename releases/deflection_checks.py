@@ -19,14 +19,14 @@ def deflection_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
         gxe.ExpectColumnValuesToBeInSet(column="gold_in_negatives", value_set=[False]),
         gxe.ExpectColumnValuesToBeBetween(column="n_duplicate_contexts", min_value=0, max_value=0),
         gxe.ExpectColumnValuesToNotBeNull(column="shuffle_seed"),
-        gxe.ExpectColumnValuesToBeInSet(column="shuffle_seed", value_set=[int(manifest["seed"])]),
+        gxe.ExpectColumnValuesToBeInSet(column="shuffle_seed", value_set=[manifest.seed]),
     ]
-    if manifest.get("k_min") is not None:
-        rules.append(gxe.ExpectColumnValuesToBeBetween(column="n_negatives", min_value=int(manifest["k_min"])))
+    if manifest.k_min is not None:
+        rules.append(gxe.ExpectColumnValuesToBeBetween(column="n_negatives", min_value=int(manifest.k_min)))
     else:
         notes.append("k_min not set: minimum-negatives check skipped")
     checks = [FrameCheck("test", frame, "sample_id", rules)]
-    bounds = ((manifest.get("config") or {}).get("deflectionbench") or {}).get("source_mix") or {}
+    bounds = (manifest.config.get("deflectionbench") or {}).get("source_mix") or {}
     if bounds:
         mix = qf.source_mix_frame(frame["source"].tolist(), {k: tuple(v) for k, v in bounds.items()})
         checks.append(FrameCheck("source_mix", mix, "source", [

@@ -118,7 +118,7 @@ def _side(release: Release | ReleaseDraft | Path | str) -> _Side:
         return _Side(release.benchmark, release.version, _rows(table), release.ledger,
                      release.counts.get("run_id"))
     return _Side(release.benchmark, release.version, _rows(release.table(release.samples_config)),
-                 Ledger([release.path / LEDGER_FILE]), (release.manifest.get("counts") or {}).get("run_id"))
+                 Ledger([release.path / LEDGER_FILE]), release.manifest.counts.run_id)
 
 
 def _rows(table: pa.Table) -> dict[str, dict]:

@@ -40,6 +40,9 @@ class ReleaseKind:
     distributions: Distributions  # counts worth a bar chart in the card and report
     split: str = "test"  # every config's split: "test" for an evaluation set, "train" for a training set
     exports: Exports | None = None  # e.g. a training export fine-tuning tools read (manifest ``exports``)
+    # ``"module:attribute"`` of ``(release values) -> evaluation.harness.Harness``: its evaluation as
+    # lmms-eval tasks, written into every release (``lmms_eval/``, manifest ``lmms_eval``)
+    harness: str | None = None
 
     @property
     def samples_config(self) -> str:

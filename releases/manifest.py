@@ -7,7 +7,10 @@ is the sha256 of that list, so an edit of one entry shows. ``sealed_body`` holds
 of every other top-level entry of the manifest (config, models, inputs, counts, statistics, notes,
 the incomplete flag, ...) in canonical JSON (sorted keys, no spaces), so ``verify`` names
 any entry edited, added or removed after sealing (manifest format 2; format 1 manifests,
-written before, seal their files only and ``verify`` says so). A digest shows edits; it does
+written before, seal their files only and ``verify`` says so). Since format 3 the manifest's
+JSON Schema (``manifest.schema.json``, from ``manifest_model.Manifest``) is a sealed file of
+the release and ``verify`` checks the manifest against it; readers get the typed model from
+``load_manifest``. A digest shows edits; it does
 not prove who wrote the release: whoever needs that signs ``manifest.json`` itself. Files produced *after* sealing
 (``quality/*`` by ``mmcurate validate``, ``report.html`` by ``mmcurate report``) are
 listed in ``quality/checksums.json``, which every such command rewrites; that list may
@@ -25,18 +28,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from mmcurate import __version__
 from mmcurate.core.ids import sha256_file
 
 from .draft import ReleaseDraft
 from .errors import ReleaseError
+from .manifest_model import MANIFEST_FORMAT, SCHEMA_FILE, Manifest, schema_text
 
 MANIFEST = "manifest.json"
 QUALITY_DIR = "quality"
 ARTIFACT_CHECKSUMS = "quality/checksums.json"
 VALIDATION_FILE = "quality/validation.json"  # written by releases.validation
 REPORT = "report.html"
-MANIFEST_FORMAT = 2  # 2: the manifest's body is sealed too (``sealed_body``)
 BODY_SEAL = "sealed_body"
 
 
@@ -168,7 +173,9 @@ def body_digests(manifest: dict) -> dict[str, str]:
 
 
 def seal(release_dir: Path, manifest: dict) -> dict:
-    """Checksum every file written so far, seal the manifest's body and write manifest.json last."""
+    """Write the manifest's JSON Schema, checksum every file written so far, seal the manifest's
+    body and write manifest.json last."""
+    (release_dir / SCHEMA_FILE).write_text(schema_text())
     files = {rel: file_entry(release_dir / rel) for rel in release_files(release_dir)
              if rel != MANIFEST and not is_post_seal(rel)}
     # as it will be read back (tuples as lists, paths and dates as text), so the digests match
@@ -185,9 +192,6 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-REQUIRED = {"benchmark": str, "version": str, "shards": dict, "files": dict, "counts": dict}
-
-
 def _read_json(path: Path) -> Any:
     """The JSON document in ``path``; ReleaseError (one line) when it is not valid JSON."""
     try:
@@ -196,19 +200,34 @@ def _read_json(path: Path) -> Any:
         raise ReleaseError(f"{path} is not valid JSON: {exc}") from None
 
 
-def load_manifest(release_dir: Path) -> dict:
-    """The manifest of ``release_dir``; ReleaseError (one line) when it is missing, not JSON, or
-    lacks what every release manifest holds."""
+def manifest_json(release_dir: Path) -> dict[str, Any]:
+    """``manifest.json`` as written (what its seals are over); ReleaseError (one line) when it is
+    missing or not a JSON object. Readers use ``load_manifest``."""
     path = release_dir / MANIFEST
     if not path.is_file():
         raise ReleaseError(f"{release_dir} is not a release: no {MANIFEST}")
     manifest = _read_json(path)
     if not isinstance(manifest, dict):
         raise ReleaseError(f"{path} is not a release manifest: a JSON object is expected")
-    missing = [key for key, kind in REQUIRED.items() if not isinstance(manifest.get(key), kind)]
-    if missing:
-        raise ReleaseError(f"{path} is not a release manifest: no valid {', '.join(missing)}")
     return manifest
+
+
+def typed_manifest(path: Path, manifest: dict[str, Any]) -> Manifest:
+    """``manifest`` (read from ``path``) as the typed model; ReleaseError (one line) naming the
+    first entry that is missing or of the wrong type."""
+    try:
+        return Manifest.model_validate(manifest)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "(top)"
+        raise ReleaseError(f"{path} is not a release manifest: {where}: {first['msg'].lower()} "
+                           f"({exc.error_count()} problem{'s' if exc.error_count() > 1 else ''})") from None
+
+
+def load_manifest(release_dir: Path) -> Manifest:
+    """The manifest of ``release_dir``, typed (any format); ReleaseError (one line) when it is
+    missing, not JSON, or lacks what every release manifest holds."""
+    return typed_manifest(release_dir / MANIFEST, manifest_json(release_dir))
 
 
 def post_seal_entries(release_dir: Path) -> dict[str, dict[str, Any]]:

@@ -61,7 +61,7 @@ def flagged_rows(release: Release) -> list[dict]:
     """The near-duplicate flags of the run that made the release (its ledger may hold its
     parent's too): sample, kind, the other sample, where."""
     ledger = release.ledger
-    run_id = (release.manifest.get("counts") or {}).get("run_id")
+    run_id = release.manifest.counts.run_id
     rows = ledger.filter(pc.and_(pc.equal(ledger["stage"], STAGE), pc.equal(ledger["run_id"], run_id or ""))).to_pylist()
     ours = set(release.sample_ids)
     out = []

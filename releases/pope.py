@@ -57,6 +57,7 @@ KIND = ReleaseKind(
     configs=("probes",),
     checks=pope_checks,
     distributions=distributions,
+    harness="mmcurate.evaluation.pope_harness:harness",
 )
 
 

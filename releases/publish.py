@@ -52,7 +52,7 @@ class UploadPlan:
 def publishable_files(path: Path) -> list[str]:
     """Exactly the files ``verify`` vouches for, plus the two checksum lists."""
     manifest = open_release(path).manifest
-    files = set(manifest["files"]) | {MANIFEST}
+    files = set(manifest.files) | {MANIFEST}
     later = post_seal_entries(path)
     if later:
         files |= set(later) | {ARTIFACT_CHECKSUMS}

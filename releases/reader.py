@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from .errors import ReleaseError
 from .manifest import MANIFEST, load_manifest
+from .manifest_model import Manifest
 from .versions import SEMVER, parse_version
 
 DATA_DIR = "data"
@@ -44,32 +45,32 @@ def _unreadable(path: Path, exc: Exception) -> ReleaseError:
 @dataclass
 class Release:
     path: Path
-    manifest: dict = field(repr=False)
+    manifest: Manifest = field(repr=False)
 
     @property
     def benchmark(self) -> str:
-        return self.manifest["benchmark"]
+        return self.manifest.benchmark
 
     @property
     def version(self) -> str:
-        return self.manifest["version"]
+        return self.manifest.version
 
     @property
     def pretty_name(self) -> str:
-        return self.manifest.get("pretty_name") or self.benchmark
+        return self.manifest.pretty_name or self.benchmark
 
     @property
     def content_id(self) -> str:
         """What this release holds, as one id: the digest sealing its file list (two releases that
         share a benchmark and version but not their files have different ids)."""
-        sealed = self.manifest.get("sealed")
-        return sealed if isinstance(sealed, str) else hashlib.sha256((self.path / MANIFEST).read_bytes()).hexdigest()
+        sealed = self.manifest.sealed
+        return sealed if sealed is not None else hashlib.sha256((self.path / MANIFEST).read_bytes()).hexdigest()
 
     @property
     def configs(self) -> list[str]:
         """The release's Hugging Face configs in the order written: the first holds one row per
         sample (``sample_id``), as ``ReleaseKind.configs`` puts it."""
-        return list(self.manifest["shards"])
+        return list(self.manifest.shards)
 
     @property
     def samples_config(self) -> str:
@@ -77,7 +78,7 @@ class Release:
 
     def shard_paths(self, config: str) -> list[Path]:
         try:
-            return [self.path / rel for rel in self.manifest["shards"][config]]
+            return [self.path / rel for rel in self.manifest.shards[config]]
         except KeyError:
             raise ReleaseError(f"release {self.path} has no config {config!r}; it has {self.configs}") from None
 

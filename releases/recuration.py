@@ -75,14 +75,14 @@ class Recuration:
         ``judge``: what graded them (default: the parent's judge); ``part``: see RecordedAnswers."""
         return RecordedAnswers(self.parent.path / LEDGER_FILE, stage,
                                [m for m in (self.reusable if models is None else models) if m],
-                               judge or (self.parent.manifest.get("judge") or {}).get("name"), self.parent.version,
+                               judge or self.parent.manifest.judge_name, self.parent.version,
                                verdicts, part)
 
 
 def content_id(release: Release) -> str:
     """The release's content id: the manifest's sealed digest of its files' checksums."""
-    sealed = release.manifest.get("sealed")
-    if not isinstance(sealed, str) or not sealed:
+    sealed = release.manifest.sealed
+    if not sealed:
         raise ReleaseError(f"{release.path}: the manifest has no sealed digest (run `mmcurate verify`)")
     return sealed
 
@@ -112,8 +112,8 @@ def added_models(benchmark: str, roles: tuple[str, ...], specs: list[str]) -> li
 def _recorded_settings(parent: Release) -> Settings:
     """The parent's resolved config, paths against the release folder; refused when its workdir
     lies nowhere that exists (the release was moved away from where it was built)."""
-    settings = Settings.from_resolved(parent.manifest["config"], parent.path)
-    recorded = (parent.manifest["config"] or {}).get("workdir")
+    settings = Settings.from_resolved(parent.manifest.config, parent.path)
+    recorded = parent.manifest.config.get("workdir")
     from_record = recorded is not None and (parent.path / recorded).resolve() == settings.workdir.resolve()
     if from_record and not settings.workdir.is_dir():
         raise ConfigError(f"{parent.path}: its recorded workdir {recorded} resolves to {settings.workdir}, which does "
@@ -138,11 +138,10 @@ def recuration_settings(parent: Release, config: Path | str | None,
 def reusable_models(parent: Release, settings: Settings) -> list[str]:
     """The parent's models whose recorded identity is the one this run would call."""
     out = []
-    for recorded in parent.manifest.get("models") or []:
-        name = recorded.get("name")
+    for recorded in parent.manifest.models:
+        name = recorded.name
         spec = settings.models.get(name)
-        if spec is not None and name not in out \
-                and {k: v for k, v in recorded.items() if k != "role"} == spec.identity():
+        if spec is not None and name not in out and recorded.identity() == spec.identity():
             out.append(name)
     return out
 
@@ -152,7 +151,7 @@ def check_parent_beside(settings: Settings, parent: Release) -> None:
     sibling = settings.releases_root / parent.benchmark / parent.version
     if (sibling / MANIFEST).is_file() and sibling.resolve() != parent.path.resolve():
         there = open_release(sibling)
-        if there.manifest.get("sealed") != parent.manifest.get("sealed"):
+        if there.manifest.sealed != parent.manifest.sealed:
             raise ReleaseError(f"{sibling} is another {parent.benchmark} {parent.version} than {parent.path} "
                                "(their content ids differ): a re-curation is written beside the release it "
                                "re-curates; use that release's folder, or a config whose releases_root has it")

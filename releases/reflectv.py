@@ -80,6 +80,7 @@ KIND = ReleaseKind(
     distributions=distributions,
     split="train",
     exports=write_sft,
+    harness="mmcurate.evaluation.reflectv_harness:harness",
 )
 
 
@@ -310,7 +311,7 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
     m = parent.manifest
     rows = trajectories.to_pylist()
     multi = sum(r["format"] == MULTI for r in rows)
-    funnel = [*((m.get("statistics") or {}).get("funnel") or []),
+    funnel = [*(m.statistics.get("funnel") or []),
               {"stage": f"re-checked ({version}: {', '.join(recheck.components.values())})", "remaining": len(rows)}]
     depth_counts = Counter((r["depth"], r["format"]) for r in rows)
     statistics = {
@@ -325,10 +326,10 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
         "calls": [{"stage": recheck.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
                    "cache_hits": r["cache_hits"], "failures": r["failures"]} for r in recheck.calls],
     }
-    notes = [*(m.get("notes") or []), f"Re-curated from {parent.version}: re-checked by "
+    notes = [*m.notes, f"Re-curated from {parent.version}: re-checked by "
              f"{', '.join(recheck.components.values())}; the original teacher and verifier were not asked again."]
     statistics.update(near_duplicates([recheck, dedup], notes))
-    counts = {**(m.get("counts") or {}), "run_id": run_id, "recheck": recheck.counts}
+    counts = {**m.counts.recorded(), "run_id": run_id, "recheck": recheck.counts}
     counts.pop("rows", None)
     counts.pop("bytes", None)
     per_source = {source: {k: v for k, v in entry.items() if k != "released"}
@@ -343,6 +344,6 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
         quarantine=parent.quarantine,
         config=settings.resolved(),
         models=[{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflectv")],
-        judge=m.get("judge") or {"name": "none"}, components={**(m.get("components") or {}), **recheck.components},
-        source_files=m.get("source_files", []), counts=counts, statistics=statistics, seed=settings.reflectv.seed,
-        notes=notes)
+        judge=m.judge.recorded() if m.judge else {"name": "none"}, components={**m.components, **recheck.components},
+        source_files=[entry.recorded() for entry in m.source_files], counts=counts, statistics=statistics,
+        seed=settings.reflectv.seed, notes=notes)

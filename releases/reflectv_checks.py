@@ -20,7 +20,7 @@ def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
     export: one record per trajectory in both layouts, roles alternating, every image a file."""
     trajectories = release.table("trajectories")
     frame = rf.trajectory_frame(trajectories)
-    rho = float(((release.manifest.get("config") or {}).get("reflectv") or {}).get("rho", 0.75))
+    rho = float((release.manifest.config.get("reflectv") or {}).get("rho", 0.75))
     rules = [
         *sample_rules(trajectories.column_names, rf.TRAJECTORY_DERIVED, ("question_chars", "n_answers")),
         gxe.ExpectColumnValuesToBeInSet(column="format", value_set=[MULTI, SINGLE]),

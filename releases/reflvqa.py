@@ -47,6 +47,7 @@ KIND = ReleaseKind(
     configs=("qa", "documents", "knowledge_base"),
     checks=reflvqa_checks,
     distributions=distributions,
+    harness="mmcurate.evaluation.reflvqa_harness:harness",
 )
 
 
@@ -132,7 +133,7 @@ def reflvqa_draft(
 
 def qa_samples(parent: Release, store: ImageStore) -> pa.Table:
     """A RefLVQA release's QA pairs as the stages' sample rows (images back in ``store``)."""
-    source = next(iter((parent.manifest.get("counts") or {}).get("per_source") or {"reddit": None}))
+    source = next(iter(parent.manifest.counts.per_source or {"reddit": None}))
     rows = [{"sample_id": r["sample_id"], "source": source, "source_id": r["source_id"], "question": r["question"],
              "answers": [r["answer"]], "images": r["images"], "sentences": r["sentences"], "meta": r["meta"]}
             for r in canonical_rows(parent, store, "qa")]
@@ -158,19 +159,19 @@ def reflvqa_recuration_draft(settings: Settings, version: str, run_id: str, pare
     re-check, the near-duplicate check) over its QA pairs; everything else is inherited from the parent."""
     tables = reflvqa_tables(stages[-1].kept, knowledge_base)
     m = parent.manifest
-    inherited = [row for row in (m.get("statistics") or {}).get("funnel") or []]
+    inherited = [row for row in m.statistics.get("funnel") or []]
     funnel = [*inherited, *({"stage": f"{s.stage} ({version})", "remaining": s.kept.num_rows} for s in stages)]
     call_rows = [{"stage": s.stage, "step": r["stage"], "model": r["model"], **{n: r.get(n, 0) for n in COUNTS}}
                  for s in stages for r in s.calls]
-    components = {**(m.get("components") or {})}
+    components = {**m.components}
     for stage in stages:
         components.update(stage.components)
     cited = next(s for s in stages if s.stage == "citation")
-    text_judge = cited.extra.get("text_judge") or (m.get("judge") or {}).get("name")
-    notes = [*(m.get("notes") or []),
+    text_judge = cited.extra.get("text_judge") or (m.judge.name if m.judge else None)
+    notes = [*m.notes,
              f"Re-curated from {parent.version}: inspectors {', '.join(settings.reflvqa.inspectors)}; text citations "
              f"decided by {text_judge} over the documents {parent.version} judged."]
-    counts = {**(m.get("counts") or {}), "per_stage": {row["stage"]: row["remaining"] for row in funnel},
+    counts = {**m.counts.recorded(), "per_stage": {row["stage"]: row["remaining"] for row in funnel},
               "run_id": run_id}
     counts.pop("rows", None)
     counts.pop("bytes", None)
@@ -181,8 +182,8 @@ def reflvqa_recuration_draft(settings: Settings, version: str, run_id: str, pare
         ledger=sum((s.decision_log() for s in stages), Ledger([parent.path / LEDGER_FILE])),
         quarantine=parent.quarantine, config=settings.resolved(),
         models=[{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflvqa")],
-        judge={**(m.get("judge") or {}), "name": text_judge}, components=components,
-        source_files=m.get("source_files", []), counts=counts,
+        judge={**(m.judge.recorded() if m.judge else {}), "name": text_judge}, components=components,
+        source_files=[entry.recorded() for entry in m.source_files], counts=counts,
         statistics={"table1": reflvqa_statistics(tables), "funnel": funnel, "calls": call_rows,
                     **near_duplicates(stages, notes)},
         seed=settings.reflvqa.seed, notes=notes)

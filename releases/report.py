@@ -51,8 +51,8 @@ def validation_status(release: Release) -> str:
 
 def render_report(release: Release) -> str:
     m = release.manifest
-    stats = m.get("statistics") or {}
-    plots = m.get("plots") or {}
+    stats = m.statistics
+    plots = m.plots
     by_file = {file: title for title, file in plots.items()}
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, autoescape=select_autoescape())
     env.filters["counted"] = counted

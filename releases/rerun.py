@@ -90,8 +90,8 @@ def identity(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]
 
 def release_identity(release: Release) -> dict[str, Any]:
     manifest = release.manifest
-    return identity(release.benchmark, portable(manifest.get("config") or {}, release.path.resolve()),
-                    manifest.get("models") or [])
+    return identity(release.benchmark, portable(manifest.config, release.path.resolve()),
+                    [model.recorded() for model in manifest.models])
 
 
 def settings_identity(settings: Settings, benchmark: str, target: Path) -> dict[str, Any]:
@@ -129,8 +129,8 @@ def draft_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
     old = release_identity(existing)
     new = identity(draft.benchmark, portable(draft.config, existing.path.resolve()), draft.models)
     diffs = data_differences(existing, draft) + differences(old, new)
-    diffs += input_differences(existing.manifest.get("inputs"), input_digests(draft.benchmark, draft.config, draft.models))
-    recorded = existing.manifest.get("source_files") or []
+    diffs += input_differences(existing.manifest.inputs, input_digests(draft.benchmark, draft.config, draft.models))
+    recorded = [entry.recorded() for entry in existing.manifest.source_files]
     if source_digests(recorded) != source_digests(source_file_entries(draft.source_files)):
         diffs.append(f"source files: their content differs from the {len(recorded)} the release recorded")
     return diffs
@@ -157,7 +157,7 @@ def refuse_changed_version(settings: Settings, benchmark: str, version: str) -> 
         existing = open_release(target)
         roles = [{"role": role, "name": name} for role, name in settings.roles(benchmark)]
         diffs = differences(release_identity(existing), settings_identity(settings, benchmark, target))
-        diffs += input_differences(existing.manifest.get("inputs"),
+        diffs += input_differences(existing.manifest.inputs,
                                    input_digests(benchmark, settings.resolved(), roles))
         if diffs:
             raise refusal(benchmark, version, diffs)

@@ -40,6 +40,7 @@ from mmcurate.core.ledger import Decision
 from mmcurate.core.plural import counted
 from mmcurate.retrieval.encoders import text_encoder
 
+from .manifest_model import Manifest
 from .topic_model import bertopic_topics
 
 STAGE = "topics"  # the ledger's stage of the topic rows
@@ -140,11 +141,11 @@ def topic_table(before: Mapping[str, int], after: Mapping[str, int]) -> list[dic
     return rows
 
 
-def inherited_topics(manifest: Mapping[str, Any], ledger: pa.Table, samples: pa.Table) -> TopicReading | None:
+def inherited_topics(manifest: Manifest, ledger: pa.Table, samples: pa.Table) -> TopicReading | None:
     """A re-curation's topics: the parent's counts before curation and each of its ``samples``'
     topic as the parent assigned it (its ledger rows; the source fields for a parent that read
     them, or made before the ledger held topics); None when the parent recorded no counts."""
-    statistics = manifest.get("statistics") or {}
+    statistics = manifest.statistics
     before = {row["topic"]: int(row["before"]) for row in statistics.get("topics") or [] if row["before"]}
     if not before:
         return None

@@ -7,14 +7,18 @@ one. Every file in the folder must be in one of the two lists; the manifest's ow
 match its seal (every entry named when it was edited, added or removed); each config's row
 count in the manifest must be what its shards hold, and the released samples it counts per
 source (``counts.per_source``) what the data holds per source. A re-curated release's parent, when its
-version is beside it, must have the content id the release records.
+version is beside it, must have the content id the release records. A manifest of format 3 or
+later must validate against the JSON Schema sealed beside it (``manifest.schema.json``).
 """
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pyarrow.parquet as pq
 
 from .errors import ReleaseError
@@ -26,10 +30,13 @@ from .manifest import (
     file_entry,
     is_post_seal,
     load_manifest,
+    manifest_json,
     post_seal_entries,
     release_files,
     sealed_digest,
+    typed_manifest,
 )
+from .manifest_model import SCHEMA_FILE, Counts, Manifest
 
 
 @dataclass
@@ -65,9 +72,9 @@ def _check_entries(release_dir: Path, entries: dict[str, dict], present: set[str
             result.mismatched.append(rel)
 
 
-def _check_counts(release_dir: Path, manifest: dict, sealed: dict[str, dict], result: VerifyResult) -> None:
-    rows = (manifest["counts"].get("rows") or {})
-    for config, shards in sorted(manifest["shards"].items()):
+def _check_counts(release_dir: Path, manifest: Manifest, result: VerifyResult) -> None:
+    rows, sealed = manifest.counts.rows, manifest.files
+    for config, shards in sorted(manifest.shards.items()):
         total = 0
         for rel in shards:
             if rel not in sealed:
@@ -82,17 +89,17 @@ def _check_counts(release_dir: Path, manifest: dict, sealed: dict[str, dict], re
             result.invalid.append(f"config {config}: the manifest counts {rows.get(config)} rows, its shards hold {total}")
 
 
-def _check_body(manifest: dict, result: VerifyResult) -> None:
-    """The manifest's body against its seal, naming every entry that changed."""
-    recorded = manifest.get(BODY_SEAL)
-    if manifest.get("format", 1) < 2 and recorded is None:
-        result.notes.append(f"{MANIFEST} is format {manifest.get('format', 1)}: its files are sealed, its own "
+def _check_body(raw: dict[str, Any], manifest: Manifest, result: VerifyResult) -> None:
+    """The manifest's body as written (``raw``) against its seal, naming every entry that changed."""
+    recorded = manifest.sealed_body
+    if manifest.format < 2 and recorded is None:
+        result.notes.append(f"{MANIFEST} is format {manifest.format}: its files are sealed, its own "
                             "entries (config, counts, notes, ...) are not")
         return
-    if not isinstance(recorded, dict):
+    if recorded is None:
         result.invalid.append(f"{MANIFEST}: no {BODY_SEAL} for its own entries")
         return
-    now = body_digests(manifest)
+    now = body_digests(raw)
     edited = sorted(key for key in recorded.keys() & now.keys() if recorded[key] != now[key])
     added, removed = sorted(now.keys() - recorded.keys()), sorted(recorded.keys() - now.keys())
     for what, keys in (("edited", edited), ("added", added), ("removed", removed)):
@@ -100,11 +107,31 @@ def _check_body(manifest: dict, result: VerifyResult) -> None:
             result.invalid.append(f"{MANIFEST}: {', '.join(keys)} {what} after sealing")
 
 
-def _released_per_source(counts: dict) -> dict[str, int] | None:
+def _check_schema(raw: dict[str, Any], manifest: Manifest, present: set[str], release_dir: Path,
+                  result: VerifyResult) -> None:
+    """Since format 3: the manifest as written against the JSON Schema sealed beside it."""
+    if manifest.format < 3:
+        result.notes.append(f"{MANIFEST} is format {manifest.format}: written before releases carried the "
+                            f"manifest's schema ({SCHEMA_FILE})")
+        return
+    if SCHEMA_FILE not in manifest.files or SCHEMA_FILE not in present:
+        result.invalid.append(f"{MANIFEST} is format {manifest.format}: its schema {SCHEMA_FILE} is not a sealed file")
+        return
+    try:
+        schema = json.loads((release_dir / SCHEMA_FILE).read_text(encoding="utf-8"))
+        jsonschema.Draft202012Validator(schema).validate(raw)
+    except (ValueError, jsonschema.SchemaError) as exc:
+        result.invalid.append(f"{SCHEMA_FILE} is not a JSON Schema: {str(exc).splitlines()[0]}")
+    except jsonschema.ValidationError as exc:
+        where = ".".join(map(str, exc.absolute_path)) or "(top)"
+        result.invalid.append(f"{MANIFEST} does not follow {SCHEMA_FILE}: {where}: {exc.message}")
+
+
+def _released_per_source(counts: Counts) -> dict[str, int] | None:
     """The released samples ``counts.per_source`` states per source (a number, or a
     ``released`` / ``retained`` entry), or None when it states none."""
     stated = {}
-    for source, value in (counts.get("per_source") or {}).items():
+    for source, value in counts.per_source.items():
         if isinstance(value, dict):
             value = value.get("released", value.get("retained"))
         if isinstance(value, int) and not isinstance(value, bool):
@@ -112,14 +139,14 @@ def _released_per_source(counts: dict) -> dict[str, int] | None:
     return stated or None
 
 
-def _check_per_source(release_dir: Path, manifest: dict, result: VerifyResult) -> None:
+def _check_per_source(release_dir: Path, manifest: Manifest, result: VerifyResult) -> None:
     """``counts.per_source`` against the sources of the released rows."""
-    stated = _released_per_source(manifest["counts"])
-    if stated is None or not manifest["shards"]:
+    stated = _released_per_source(manifest.counts)
+    if stated is None or not manifest.shards:
         return
-    config = next(iter(manifest["shards"]))  # the first config holds one row per sample (ReleaseKind)
+    config = next(iter(manifest.shards))  # the first config holds one row per sample (ReleaseKind)
     held: Counter[str] = Counter()
-    for rel in manifest["shards"][config]:
+    for rel in manifest.shards[config]:
         try:
             handle = pq.ParquetFile(release_dir / rel)
             if "source" not in handle.schema_arrow.names:
@@ -133,29 +160,30 @@ def _check_per_source(release_dir: Path, manifest: dict, result: VerifyResult) -
                                   f"samples, the data holds {held.get(source, 0)}")
 
 
-def _check_parent(release_dir: Path, manifest: dict, result: VerifyResult) -> None:
+def _check_parent(release_dir: Path, manifest: Manifest, result: VerifyResult) -> None:
     """A re-curated release records its parent's content id: the release of that version beside
     it must be that one (a re-curation is written beside its parent)."""
-    parent = manifest.get("parent")
-    if not isinstance(parent, dict):
+    parent = manifest.parent
+    if parent is None or isinstance(parent, str):
         return
-    sibling = release_dir.parent / str(parent.get("version"))
+    sibling = release_dir.parent / parent.version
     if (sibling / MANIFEST).is_file():
-        there = load_manifest(sibling).get("sealed")
-        if there != parent.get("content_id"):
-            result.invalid.append(f"parent {parent.get('version')} beside it has content id {str(there)[:16]}, "
-                                  f"not {str(parent.get('content_id'))[:16]} it was made from")
+        there = load_manifest(sibling).sealed
+        if there != parent.content_id:
+            result.invalid.append(f"parent {parent.version} beside it has content id {str(there)[:16]}, "
+                                  f"not {str(parent.content_id)[:16]} it was made from")
 
 
 def verify_release(path: Path | str) -> VerifyResult:
     release_dir = Path(path)
-    manifest = load_manifest(release_dir)
-    sealed: dict[str, dict] = manifest["files"]
+    raw = manifest_json(release_dir)  # the seals are over the manifest as written
+    manifest = typed_manifest(release_dir / MANIFEST, raw)
+    sealed: dict[str, dict] = raw["files"]
     result = VerifyResult()
     if not sealed:
         result.invalid.append("the manifest lists no files")
         return result
-    if manifest.get("sealed") != sealed_digest(sealed):
+    if manifest.sealed != sealed_digest(sealed):
         result.invalid.append("the manifest's file list does not match its sealed digest")
     try:
         later = post_seal_entries(release_dir)
@@ -172,8 +200,9 @@ def verify_release(path: Path | str) -> VerifyResult:
     result.extra = sorted(present - set(sealed) - set(later))
     _check_entries(release_dir, sealed, present, result)
     _check_entries(release_dir, later, present, result)
-    _check_body(manifest, result)
-    _check_counts(release_dir, manifest, sealed, result)
+    _check_body(raw, manifest, result)
+    _check_schema(raw, manifest, present, release_dir, result)
+    _check_counts(release_dir, manifest, result)
     _check_per_source(release_dir, manifest, result)
     _check_parent(release_dir, manifest, result)
     return result

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from datasets import Features
 
 from mmcurate.core.images import ImageStore
+from mmcurate.evaluation.harness import harness_of
 from mmcurate.core.tables import write_table
 
 from .card import render_card
@@ -26,6 +27,8 @@ from .embed_images import embed_images, hf_features, with_hf_metadata
 from .errors import ReleaseError, ReleaseExists, ReleaseInvalid
 from .manifest import build_manifest, seal
 from .plots import write_plots
+from .lmms_export import FOLDER as LMMS_FOLDER
+from .lmms_export import harness_values, write_lmms_tasks
 from .reader import DATA_DIR, LEDGER_FILE, QUARANTINE_FILE, shard_name
 from .validation import validate_release
 from .versions import check_successor
@@ -82,6 +85,10 @@ def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, m
     exports = draft.kind.exports(draft.tables, folder, store) if draft.kind.exports else {}
     manifest = {**build_manifest(draft, rows, sizes, shards, target), "plots": plots,
                 **({"exports": exports} if exports else {})}
+    if draft.kind.harness:
+        values = harness_values(draft.benchmark, draft.version, draft.seed)
+        manifest["lmms_eval"] = write_lmms_tasks(harness_of(draft.kind.harness, values), draft.kind.harness, values,
+                                                 draft.benchmark, draft.version, folder / LMMS_FOLDER)
     if draft.changelog:
         (folder / CHANGELOG).write_text(draft.changelog)
     (folder / "README.md").write_text(render_card(manifest, features, plots, draft.kind, draft.changelog))

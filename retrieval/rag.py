@@ -10,7 +10,8 @@ scores; a fused two-modality ranking has no score scale, so it takes no cutoff).
 ``first_stage`` is the ranking before reranking (what NDCG@10 and Recall@100 measure, as in
 the paper's Table 4).
 
-- Text documents are found with the text encoder (FAISS, cached per corpus and encoder)
+- Text documents are found with the text encoder (FAISS, cached per corpus and encoder, embedded
+  resumably with progress lines: ``resumable_index``)
   and reranked with the reranker (``title. text`` passages). A bi-encoder reranker over the
   retrieval encoder itself (the offline default, ``minilm`` for both) would only recompute
   the first stage's cosines, so its reranking is the first-stage order; the components
@@ -48,7 +49,9 @@ from .cutoffs import Scale, apply_cutoff
 from .encoders import CrossModalEncoder, TextEncoder, normalise
 from .kb import kb_fingerprint
 from .rerank import CrossEncoderReranker, Reranker
-from .vector_index import VectorIndex, cached_index, top_hits
+from .resumable_index import resumable_index
+from .vector_index import VectorIndex, top_hits
+from .vector_store import Progress
 
 CANDIDATES = 100
 RRF_K = 60
@@ -100,6 +103,7 @@ class RagCorpus:
         read_image: Callable[[str], bytes] | None = None,  # sha256 -> bytes; needed to embed images
         candidates: int = CANDIDATES,
         query_embedding: QueryEmbedding = "average",
+        progress: Progress = print,  # embedding and index-building progress lines
     ) -> None:
         text_table = documents.filter(pc.equal(documents["modality"], TEXT))
         self.text_docs = text_table.select(["doc_id", "title", "text"]).to_pylist()
@@ -112,9 +116,9 @@ class RagCorpus:
         self.query_embedding = query_embedding
         self.read_image = read_image
         self._image_vectors: dict[tuple[str, str], np.ndarray] = {}
-        self.text_index = cached_index(
-            index_dir, "reflvqa-text", text_encoder.name, kb_fingerprint(text_table),
-            [r["doc_id"] for r in self.text_docs], lambda: text_encoder.encode_text(self.passages),
+        self.text_index = resumable_index(
+            index_dir, "reflvqa-text", text_encoder.name, text_encoder.dim, kb_fingerprint(text_table),
+            [r["doc_id"] for r in self.text_docs], self.passages, text_encoder.encode_text, progress,
         ) if self.text_docs else None
         self.image_total = images.num_rows
         self.image_index: VectorIndex | None = None
@@ -126,19 +130,20 @@ class RagCorpus:
             self.image_docs = images.select(["doc_id", "image"]).to_pylist()
             shas = [r["image"] for r in self.image_docs]
             self.image_encoder = cross_modal
-            self.image_index = cached_index(
-                index_dir, "reflvqa-images", cross_modal.name, "\n".join(shas), [r["doc_id"] for r in self.image_docs],
-                lambda: cross_modal.encode_images([read_image(sha) for sha in shas]),
+            self.image_index = resumable_index(
+                index_dir, "reflvqa-images", cross_modal.name, cross_modal.dim, "\n".join(shas),
+                [r["doc_id"] for r in self.image_docs], shas,
+                lambda batch: cross_modal.encode_images([read_image(sha) for sha in batch]), progress,
             )
         else:  # the stand-in: the captions the source gives the image documents, as text
             self.image_docs = [r for r in images.to_pylist() if source_caption(r)]
             captions = [source_caption(r) or "" for r in self.image_docs]
             if self.image_docs:
                 self.image_encoder = text_encoder
-                self.image_index = cached_index(
-                    index_dir, "reflvqa-image-captions", text_encoder.name,
+                self.image_index = resumable_index(
+                    index_dir, "reflvqa-image-captions", text_encoder.name, text_encoder.dim,
                     kb_fingerprint(pa.Table.from_pylist(self.image_docs).select(["doc_id", "title", "text"])),
-                    [r["doc_id"] for r in self.image_docs], lambda: text_encoder.encode_text(captions),
+                    [r["doc_id"] for r in self.image_docs], captions, text_encoder.encode_text, progress,
                 )
         if read_image is None and any(self._averages(e) for e in (text_encoder, self.image_encoder) if e is not None):
             raise MmcurateError("an averaged query embedding needs read_image to load the question's images")

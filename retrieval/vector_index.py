@@ -183,6 +183,15 @@ def _calibrate_nprobe(index: faiss.IndexIVFFlat, vectors: np.ndarray, rng: np.ra
         nprobe = min(nprobe * 2, index.nlist)
 
 
+def index_folder(cache_dir: Path, name: str, encoder_name: str, fingerprint: str, ids: list[str]) -> Path:
+    """``<cache_dir>/<name>-<key>``, ``key`` a hash of encoder name, fingerprint and ids."""
+    digest = hashlib.sha256()
+    for part in (name, encoder_name, fingerprint, *ids):
+        digest.update(part.encode("utf-8") + b"\x1f")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    return Path(cache_dir) / f"{safe}-{digest.hexdigest()[:24]}"
+
+
 def cached_index(
     cache_dir: Path,
     name: str,
@@ -198,11 +207,7 @@ def cached_index(
     written to a temporary folder and renamed into place; if another process won the race,
     its index is used and ours discarded. ``embed()`` runs only on a miss.
     """
-    digest = hashlib.sha256()
-    for part in (name, encoder_name, fingerprint, *ids):
-        digest.update(part.encode("utf-8") + b"\x1f")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    folder = Path(cache_dir) / f"{safe}-{digest.hexdigest()[:24]}"
+    folder = index_folder(cache_dir, name, encoder_name, fingerprint, ids)
     if (folder / "meta.json").is_file():
         return VectorIndex.load(folder)
     started = time.monotonic()

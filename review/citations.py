@@ -62,6 +62,7 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.tables import write_table
 
 from mmcurate.review.agreement import agreement_summary
+from mmcurate.releases.manifest import MANIFEST, load_manifest
 from mmcurate.releases.reader import refuse_inside_release
 from mmcurate.review.batches import cell_list, prepare_batch_folder, read_records, write_batch
 
@@ -359,9 +360,8 @@ def human_support(items: Mapping[str, dict[str, Any]], per_annotator: Mapping[st
 
 def _judges(release: Path) -> dict[str, str]:
     """The entailment judges the release names: text and image."""
-    path = release / "manifest.json"
-    judge = json.loads(path.read_text()).get("judge", {}) if path.is_file() else {}
-    return {"text": judge.get("name") or "unknown", "image": judge.get("image") or "none"}
+    judge = load_manifest(release).judge if (release / MANIFEST).is_file() else None
+    return {"text": (judge and judge.name) or "unknown", "image": (judge and judge.image) or "none"}
 
 
 def import_labels(release: Path | str, files: list[Path | str], out: Path | str) -> ImportResult:

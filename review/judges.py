@@ -30,6 +30,7 @@ import polars as pl
 
 from mmcurate.core.errors import MmcurateError
 
+from mmcurate.releases.manifest import load_manifest
 from mmcurate.releases.reader import refuse_inside_release
 from mmcurate.review.batches import prepare_batch_folder, read_records, write_batch
 
@@ -137,10 +138,7 @@ class JudgeReview(ABC):
         release = Path(release)
         if not folders:
             raise MmcurateError("give at least one evaluation folder (--evaluation)")
-        manifest = release / "manifest.json"
-        if not manifest.is_file():
-            raise MmcurateError(f"{release} is not a release: no manifest.json")
-        benchmark = json.loads(manifest.read_text()).get("benchmark")
+        benchmark = load_manifest(release).benchmark
         if benchmark != self.benchmark:
             raise MmcurateError(f"{release} is a {benchmark} release, not {self.benchmark}")
         items = self.items(release, [Path(f) for f in folders])

@@ -26,6 +26,7 @@ import polars as pl
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
 
+from mmcurate.evaluation.graders import BY_RULE
 from mmcurate.evaluation.reflvqa_settings import row_name
 
 from .agreement import agreement_summary, cohen_kappa, pearson
@@ -33,7 +34,6 @@ from .judges import SEP, Decisions, JudgeReview, add_item, answers_of, number, r
 
 SENTENCE_RATINGS = (0.0, 0.5, 1.0)
 RELEVANCE_BINS = ((1, 3, "not relevant"), (4, 5, "partially relevant"), (6, 7, "relevant"))
-NO_CITATION = "rule:no-citation"
 METRICS = ("groundedness", "completeness", "relevance")
 
 
@@ -95,7 +95,7 @@ class RefLVQAJudgeReview(JudgeReview):
                     "answer": " ".join(s["text"] for s in answer["sentences"]),
                     "statement": g["statement"], "documents": "\n\n".join(_render(docs[d]) for d in g["documents"]),
                     "scale": "1-7" if g["metric"] == "relevance" else "1 / 0.5 / 0", "decision": g["grade"],
-                    "by_rule": g["evaluator"] == NO_CITATION,
+                    "by_rule": g["evaluator"] in BY_RULE,
                 }, folder)
         return items
 
@@ -125,7 +125,7 @@ class RefLVQAJudgeReview(JudgeReview):
             answers: dict[tuple[str, str], list[str]] = defaultdict(list)
             for i in units:
                 answers[(items[i]["model"], items[i]["group"])].append(i)
-            rule = defaultdict(list)  # sentences citing nothing: 0 on both sides
+            rule = defaultdict(list)  # sentences citing no shown document: 0 on both sides
             for i, item in items.items():
                 if item["metric"] == metric and item.get("by_rule"):
                     rule[(item["model"], item["group"])].append(0.0)

@@ -11,7 +11,7 @@ ijson (C backend yajl2_c) was measured against this reader on generated 126-141 
 (best of 5, one run): 0.77 s vs 0.97 s for 150k small WebQA-like members, but 0.99 s vs
 0.84 s for 20k text-heavy Encyclopedic-VQA-KB-like pages. It is not faster on the largest
 file this reads, and its errors carry no character offset for the ``file:char<N>``
-quarantine locator, so this reader stays.
+quarantine locator, so this hand-written reader stays (kept in the library review of issue 34).
 A value nested too deeply for the decoder (it recurses, about a thousand levels) is skipped
 by a bracket scan and yielded as ``Unreadable``, so one such record is quarantined and the
 rest of the file is still read. A file whose top level is not the expected container (empty,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -22,7 +21,7 @@ from mmcurate.evaluation.cruise import (
 from mmcurate.core.stages import StageContext
 from mmcurate.evaluation.graders import METRICS, make_grader
 from mmcurate.evaluation.pope import pope_answers, write_pope_evaluation
-from mmcurate.evaluation.reflvqa import ANSWERED, RefLVQARun, evaluate_reflvqa, kept_note, reading_notes
+from mmcurate.evaluation.reflvqa import RefLVQARun, empty_note, evaluate_reflvqa, kept_note, reading_notes
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.reflvqa_settings import run_options
 from mmcurate.evaluation.report import write_evaluation
@@ -103,7 +102,6 @@ def answer_reflvqa(qa: list[dict], documents: pa.Table, settings: Settings, mode
         run = evaluate_reflvqa(qa, by_id, corpus, models.pool, model, graders, cfg, options["settings"],
                                options["queries"], run_id)
         calls = models.counter.rows()
-    answered = pc.sum(pc.equal(run.answers["status"], ANSWERED)).as_py() or 0
     components = {**corpus.components, **{f"{m}_evaluator": g.name for m, g in graders.items()}}
     notes = [*reading_notes(cfg, options["settings"]), *corpus.notes]
     kept = kept_note(run.answers, cfg.cutoff, cfg.candidates)
@@ -112,8 +110,8 @@ def answer_reflvqa(qa: list[dict], documents: pa.Table, settings: Settings, mode
     if lexical:
         notes.append(f"{', '.join(m for m, g in graders.items() if is_lexical(g.name))} graded by the "
                      f"lexical stand-in ({', '.join(lexical)}): token overlap, not an evaluator model.")
-    if answered == 0:
-        notes.append("no answer had readable citations: every metric is empty")
+    empty = empty_note(run)
+    notes += [empty] if empty else []
     return run, components, notes, calls
 
 

@@ -3,6 +3,7 @@ plan their calls before any model is asked; publish the next version with what c
 and report what the run spent beside the plan."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from mmcurate.planning.plan import Plan
@@ -11,6 +12,22 @@ from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.recuration import Recuration, begin_recuration, describe_changes
 from mmcurate.tasks.plan import plan_recuration, report_spent
 from mmcurate.tasks.release import publish_release
+
+
+@dataclass(frozen=True)
+class Recurated:
+    """What a benchmark's re-curation steps return to the re-curation flow: the next version's
+    draft, the calls the added models made, how many samples it keeps and what else changed
+    (``3 with other citations``), for the flow's last line."""
+
+    draft: ReleaseDraft
+    calls: list[dict]
+    kept: int
+    changed: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """``N removed, <changed>, M kept``; the removals are known once the draft is published."""
+        return ", ".join([f"{len(self.draft.removed)} removed", *self.changed, f"{self.kept} kept"])
 
 
 def open_recuration(release: str, config: str | None, add_model: list[str], version: str | None,

@@ -35,6 +35,10 @@ def _judges(release: Path):
 SeedOpt = Annotated[int, typer.Option("--seed", help="sampling seed")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="replace a batch in --out that people already labelled (refused without it)")]
+FormatOpt = Annotated[str, typer.Option(
+    "--format", help="csv (batch.csv / batch.jsonl, filled in by hand) or label-studio (a Label Studio project: "
+                     "citations only)")]
+FORMATS = ("csv", "label-studio")
 EvaluationOpt = Annotated[Optional[list[Path]], typer.Option(
     "--evaluation", help="an evaluation output folder (answers.parquet); repeat: judge decisions instead of citations")]
 
@@ -50,31 +54,54 @@ def export(
         "--rejected", help="citations: uncited judged documents shown per item, drawn at random and weighted back "
                            "at import (default: all of them)")] = None,
     force: ForceOpt = False,
+    format: FormatOpt = "csv",
 ) -> None:
-    """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv."""
+    """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv (and, with --format
+    label-studio, the Label Studio project: DIR/citations.xml, DIR/tasks.json, DIR/images/)."""
     from mmcurate.review.citations import export_batch
+    from mmcurate.review.label_studio import CONFIG, TASKS, export_project
 
+    _check_format(format, evaluation)
     if evaluation:
         result = _judges(release).export(release, evaluation, out, n=n, seed=seed, force=force)
         per_model = ", ".join(f"{m}: {k}" for m, k in result.per_model.items())
         typer.echo(f"exported {result.items} {result.benchmark} judge items ({result.unit} per model: {per_model}) "
                    f"-> {result.jsonl}, {result.csv}")
         return
-    batch = export_batch(release, n, out, seed=seed, rejected=rejected, force=force)
+    make = export_project if format == "label-studio" else export_batch
+    batch = make(release, n, out, seed=seed, rejected=rejected, force=force)
     note = f" (only {batch.available} available)" if batch.items < n else ""
-    typer.echo(f"exported {batch.items} items{note} -> {batch.jsonl}, {batch.csv}")
+    typer.echo(f"exported {counted(batch.items, 'item')}{note} -> {batch.jsonl}, {batch.csv}")
+    if format == "label-studio":
+        typer.echo(f"Label Studio project: {out / CONFIG} (labeling config), {out / TASKS} (tasks); "
+                   f"review it: make review-ui REVIEW={out}")
     typer.echo(f"sampling: {batch.sampling}")
+
+
+def _check_format(format: str, evaluation: list[Path] | None) -> None:
+    from mmcurate.core.errors import MmcurateError
+
+    if format not in FORMATS:
+        raise MmcurateError(f"--format {format!r}: one of {', '.join(FORMATS)}")
+    if format == "label-studio" and evaluation:
+        raise MmcurateError("--format label-studio reviews a RefLVQA release's citations; judge decisions "
+                            "(--evaluation) are labelled in the CSV batch")
 
 
 @annotate_app.command("import")
 def import_(
     release: Annotated[Path, typer.Argument(help="the release the batch came from")],
-    labels: Annotated[list[Path], typer.Argument(help="labelled CSV/JSONL files, one per annotator")],
+    labels: Annotated[list[Path], typer.Argument(help="labelled CSV/JSONL files, one per annotator; with --format "
+                                                       "label-studio, Label Studio JSON exports")],
     out: Annotated[Path, typer.Option("--out", help="output folder (not inside the release)")],
     evaluation: EvaluationOpt = None,
+    format: FormatOpt = "csv",
 ) -> None:
     """Validate labels; write agreement (and, for citations, DIR/human_verified.parquet); print it."""
     from mmcurate.review.citations import SAMPLING, import_labels
+    from mmcurate.review.label_studio import import_project
+
+    _check_format(format, evaluation)
 
     if evaluation:
         judged = _judges(release).import_labels(release, evaluation, labels, out)
@@ -82,7 +109,7 @@ def import_(
                    f"({', '.join(judged.annotators)}) -> {judged.path}")
         typer.echo(judged.markdown.rstrip())
         return
-    result = import_labels(release, list(labels), out)
+    result = (import_project if format == "label-studio" else import_labels)(release, list(labels), out)
     typer.echo(
         f"{counted(result.items, 'item')} from {counted(len(result.annotators), 'annotator')} ({', '.join(result.annotators)}); "
         f"{result.verified} human-verified -> {result.path}"
@@ -106,6 +133,24 @@ def import_(
             typer.echo(f"  entailment F1 ({row['modality']}, {row['judge']}): {f1} over {row['pairs']} labelled pairs"
                        f"{weighted}")
     typer.echo(f"  sampling: {SAMPLING}")
+
+
+@annotate_app.command("push-label-studio")
+def push_label_studio(
+    review: Annotated[Path, typer.Argument(help="the folder `annotate export --format label-studio` wrote")],
+    url: Annotated[str, typer.Option("--url", help="the running Label Studio")] = "http://127.0.0.1:8080",
+) -> None:
+    """Create the exported project on a running Label Studio (its API key from LABEL_STUDIO_API_KEY)."""
+    import os
+
+    from mmcurate.core.errors import MmcurateError
+    from mmcurate.review.label_studio import push_project
+
+    token = os.environ.get("LABEL_STUDIO_API_KEY")
+    if not token:
+        raise MmcurateError("set LABEL_STUDIO_API_KEY to the Label Studio user's API key (Account & Settings)")
+    project = push_project(review, url, token)
+    typer.echo(f"project {project}: {url.rstrip('/')}/projects/{project}/data")
 
 
 @annotate_app.command("export-trajectories")

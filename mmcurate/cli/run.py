@@ -33,11 +33,14 @@ MaxCostOpt = Annotated[Optional[float], typer.Option(
 # an evaluation option as the flows name it -> as the user types it
 FLAGS = {"scenarios": "--scenario", "n_negatives": "--negatives", "abstention": "--abstention",
          "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system",
-         "task": "--task", "limit": "--limit", "settings": "--setting", "queries": "--queries"}
+         "task": "--task", "limit": "--limit", "settings": "--setting", "queries": "--queries", "subset": "--subset"}
 SettingOpt = Annotated[Optional[list[str]], typer.Option(
     "--setting", help="RefLVQA: text, image, multi or two-step; repeat (default: all four)")]
 QueriesOpt = Annotated[Optional[list[int]], typer.Option(
     "--queries", help="RefLVQA: N search queries the model writes (1-10); repeat (default: 1)")]
+SubsetOpt = Annotated[Optional[str], typer.Option(
+    "--subset", help="RefLVQA: verified (the pairs with imported human-verified sentences; the default when "
+                     "evaluation.reflvqa.verified_labels is set) or all")]
 
 
 def _prefect_defaults() -> None:
@@ -105,6 +108,7 @@ def evaluate(
         "--limit", help="CRAG-MM: the first N conversations of each set")] = None,
     setting: SettingOpt = None,
     queries: QueriesOpt = None,
+    subset: SubsetOpt = None,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
     allow_incomplete: Annotated[bool, typer.Option(
         "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)")] = False,
@@ -113,13 +117,11 @@ def evaluate(
     are its own; see the README)."""
     from mmcurate.benchmarks import get
     from mmcurate.core.config import load_config
-    from mmcurate.core.errors import MmcurateError
     from mmcurate.releases.reader import open_release, refuse_inside_release
 
     # every input is checked before Prefect starts: a bad one is one line, exit 2
     benchmark = get(open_release(release).benchmark)
-    if benchmark.evaluation is None:
-        raise MmcurateError(f"mmcurate has no evaluation of {benchmark.name} releases")
+    evaluation = benchmark.required_evaluation()
     if out is not None:
         refuse_inside_release(out, "--out")
     config = config_or_demo(config)
@@ -128,15 +130,16 @@ def evaluate(
     given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
                              "system": system, "task": task, "limit": limit, "settings": setting,
-                             "queries": queries}
-    arguments = benchmark.evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
-    benchmark.evaluation.refuse_unrunnable(settings, name, arguments)
+                             "queries": queries, "subset": subset}
+    arguments = evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
+    evaluation.refuse_unrunnable(settings, name, arguments)
 
     _prefect_defaults()
-    flow = benchmark.evaluation_flow()
-    folder = Path(run_flow(lambda: flow(release=str(release.resolve()), model=model, config=str(config.resolve()),
-                                        out=str(out.resolve()) if out else None, allow_incomplete=allow_incomplete,
-                                        **arguments)))
+    from mmcurate.flows.evaluate import evaluate_release  # Prefect loads once every input is checked
+
+    folder = Path(run_flow(lambda: evaluate_release(
+        release=str(release.resolve()), model=model, config=str(config.resolve()),
+        out=str(out.resolve()) if out else None, allow_incomplete=allow_incomplete, options=arguments)))
     typer.echo((folder / "table.md").read_text(), nl=False)  # the table alone on stdout: `> table.md` works
     typer.echo(f"evaluation: {folder}", err=True)
 

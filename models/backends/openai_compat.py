@@ -4,8 +4,8 @@ Plain ``httpx.AsyncClient`` rather than ``openai.AsyncOpenAI``: we need the raw 
 ``Retry-After`` and body to classify faults ourselves, and skipping the SDK's response
 models is measurably cheaper per call (bench/gating_throughput.py compares the two).
 
-Concurrency is bounded by ``asyncio.Semaphore(spec.concurrency)``. Retried up to
-``spec.max_retries`` times with exponential backoff and jitter: HTTP 408/429/5xx (429
+Concurrency is bounded by ``asyncio.Semaphore(spec.concurrency)``. Retried (tenacity) up to
+``spec.max_retries`` times with exponential backoff and equal jitter: HTTP 408/429/5xx (429
 and 503 honour ``Retry-After``), timeouts, connection errors/resets, and 200 responses
 whose body is empty, not JSON or has no message content. Other 4xx fail at once. A
 request that never succeeds becomes ``ChatResponse(text=None, error=...)``.
@@ -18,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import random
 import time
 from typing import Any, Sequence
 
 import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_exponential, wait_random_exponential
 
 from mmcurate.core.config import ModelSpec
 from mmcurate.core.images import ImageStore
@@ -40,15 +41,30 @@ class _BadBody(Exception):
     """A 200 reply that carries no usable answer (retryable)."""
 
 
+class _Retryable(Exception):
+    """An attempt that failed in a way worth retrying; ``retry_after``: the wait the server asked for."""
+
+    def __init__(self, error: str, retry_after: float | None = None) -> None:
+        super().__init__(error)
+        self.retry_after = retry_after
+
+
 class Backoff:
-    """Exponential backoff with equal jitter: attempt n waits in [d/2, d], d = min(cap, base * 2**n)."""
+    """Exponential backoff with equal jitter: after attempt n (from 0) the wait is in [d/2, d],
+    d = min(cap, base * 2**n), tenacity's exponential wait (d/2) plus its random exponential
+    wait (uniform in [0, d/2])."""
 
     def __init__(self, base: float = 0.5, cap: float = 30.0, retry_after_cap: float = 120.0) -> None:
         self.base, self.cap, self.retry_after_cap = base, cap, retry_after_cap
+        self._jittered = (wait_exponential(multiplier=base / 2, max=cap / 2)
+                          + wait_random_exponential(multiplier=base / 2, max=cap / 2))
 
-    def delay(self, attempt: int) -> float:
-        d = min(self.cap, self.base * 2**attempt)
-        return d / 2 + random.uniform(0, d / 2)
+    def wait(self, state: RetryCallState) -> float:
+        """The wait after the attempt ``state`` ended: the server's Retry-After when it gave one."""
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, _Retryable) and error.retry_after is not None:
+            return error.retry_after
+        return self._jittered(state)
 
     async def pause(self, seconds: float) -> None:
         """The wait between two attempts (one place, so a test can record it instead)."""
@@ -110,7 +126,7 @@ class OpenAICompatBackend(Backend):
         self.penalty_field = penalty_field
         self.backoff = backoff or Backoff()
         self._api_key = api_key
-        self._loop = LoopThread(f"mmcurate-{spec.name}")
+        self._loop = LoopThread()
         self._client: httpx.AsyncClient | None = None
 
     def _http(self) -> httpx.AsyncClient:
@@ -127,7 +143,7 @@ class OpenAICompatBackend(Backend):
         return self._client
 
     def run(self, requests: Sequence[ChatRequest], on_result: OnResult) -> None:
-        self._loop.run(self._run_all(requests, on_result))
+        self._loop.run(self._run_all, requests, on_result)
 
     async def _run_all(self, requests: Sequence[ChatRequest], on_result: OnResult) -> None:
         gate = asyncio.Semaphore(self.spec.concurrency)
@@ -175,40 +191,43 @@ class OpenAICompatBackend(Backend):
             return self._failed(request, str(exc), started)
         body = self.body(request, messages)
         attempts = self.spec.max_retries + 1
-        error = ""
-        for attempt in range(attempts):
-            wait: float | None = None
-            try:
-                reply = await client.post("/chat/completions", json=body)
-            except httpx.TimeoutException:
-                error = f"timed out after {self.spec.timeout}s"
-            except httpx.TransportError as exc:
-                error = f"connection error ({type(exc).__name__})"
-            else:
-                status = reply.status_code
-                if status == 200:
-                    try:
-                        text, usage, top = parse_completion(reply.content)
-                    except _BadBody as exc:
-                        error = str(exc)
-                    else:
-                        return ChatResponse(
-                            key=request.key, model=self.spec.name, text=text, error=None, cached=False,
-                            latency=time.perf_counter() - started, usage=usage,
-                            images_dropped=dropped, top_logprobs=top,
-                        )
-                else:
-                    error = f"HTTP {status}: {reply.text[:200]}"
-                    if status not in RETRY_STATUS:
-                        return self._failed(request, error, started, dropped)
-                    wait = retry_after_seconds(reply.headers.get("retry-after"), self.backoff.retry_after_cap)
-            if attempt + 1 < attempts:
-                await self.backoff.pause(wait if wait is not None else self.backoff.delay(attempt))
-        return self._failed(request, f"{error} (gave up after {attempts} attempts)", started, dropped)
+        retrying = AsyncRetrying(stop=stop_after_attempt(attempts), wait=self.backoff.wait,
+                                 sleep=self.backoff.pause, retry=retry_if_exception_type(_Retryable), reraise=True)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    response = await self._attempt(client, request, body, started, dropped)
+        except _Retryable as exc:
+            return self._failed(request, f"{exc} (gave up after {attempts} attempts)", started, dropped)
+        return response
+
+    async def _attempt(self, client: httpx.AsyncClient, request: ChatRequest, body: dict[str, Any], started: float,
+                       dropped: int) -> ChatResponse:
+        """One attempt: the answer, a failure that is not worth retrying, or ``_Retryable``."""
+        try:
+            reply = await client.post("/chat/completions", json=body)
+        except httpx.TimeoutException:
+            raise _Retryable(f"timed out after {self.spec.timeout}s") from None
+        except httpx.TransportError as exc:
+            raise _Retryable(f"connection error ({type(exc).__name__})") from None
+        status = reply.status_code
+        if status != 200:
+            error = f"HTTP {status}: {reply.text[:200]}"
+            if status not in RETRY_STATUS:
+                return self._failed(request, error, started, dropped)
+            raise _Retryable(error, retry_after_seconds(reply.headers.get("retry-after"), self.backoff.retry_after_cap))
+        try:
+            text, usage, top = parse_completion(reply.content)
+        except _BadBody as exc:
+            raise _Retryable(str(exc)) from None
+        return ChatResponse(
+            key=request.key, model=self.spec.name, text=text, error=None, cached=False,
+            latency=time.perf_counter() - started, usage=usage, images_dropped=dropped, top_logprobs=top,
+        )
 
     def close(self) -> None:
         if self._client is not None:
-            self._loop.run(self._client.aclose())
+            self._loop.run(self._client.aclose)
             self._client = None
         self._loop.stop()
 

@@ -31,14 +31,14 @@ def test_every_part_of_every_benchmark_loads(name):
 
         assert adapter_class(source).__name__
     if benchmark.evaluation is not None:
-        assert callable(benchmark.evaluation_flow())
+        assert callable(benchmark.required_evaluation().steps_function())
         assert benchmark.evaluation.arguments(name, {}, {}) is not None
     if benchmark.judge_review is not None:
         assert benchmark.judges().benchmark == name
     if benchmark.plan is not None:
         assert callable(benchmark.planner())
-    if benchmark.recurate is not None:  # a re-curation flow comes with its plan and its roles
-        assert callable(benchmark.flow("recurate")) and callable(benchmark.recuration_planner())
+    if benchmark.recurate is not None:  # re-curation steps come with their plan and their roles
+        assert callable(benchmark.recuration_steps()) and callable(benchmark.recuration_planner())
         assert benchmark.release is not None
 
 
@@ -52,7 +52,7 @@ def test_unknown_benchmark_and_missing_parts_are_one_line():
 def test_evaluation_options_are_checked_against_the_benchmark():
     flags = mmcurate.cli.run.FLAGS
     with pytest.raises(MmcurateError, match=r"^--scenario, --system: not an option of the reflvqa evaluation "
-                                            r"\(its options: --setting, --queries\)$"):
+                                            r"\(its options: --setting, --queries, --subset\)$"):
         get("reflvqa").evaluation.arguments("reflvqa", {"scenarios": ["oracle"], "system": "plain"}, flags)
     assert get("reflvqa").evaluation.arguments("reflvqa", {"queries": [4]}, flags) == {
         "settings": ["text", "image", "multi", "two-step"], "queries": [4]}
@@ -65,6 +65,35 @@ def test_evaluation_options_are_checked_against_the_benchmark():
     with pytest.raises(MmcurateError, match="not both"):
         get("deflectionbench").evaluation.arguments("deflectionbench", {"strictness_sweep": True,
                                                                         "abstention": ["soft"]}, flags)
+
+
+@pytest.mark.parametrize("name", [name for name, b in BENCHMARKS.items() if b.evaluation])
+def test_checked_evaluation_options_check_again_unchanged(name):
+    """The command line checks the options before Prefect starts and passes them checked to the
+    evaluation flow, which checks them again (a deployment has no command line before it)."""
+    evaluation = get(name).evaluation
+    checked = evaluation.arguments(name, {}, {})
+    assert evaluation.arguments(name, checked, {}) == checked
+
+
+def test_one_evaluation_flow_and_one_recuration_flow():
+    """The benchmarks name their steps, not flows: the Prefect flows are each benchmark's
+    curation, the evaluation, the re-curation and watch, and all default to one demo config."""
+    import importlib
+    import pkgutil
+
+    from prefect import Flow
+
+    import mmcurate.flows
+
+    flows, demo = set(), set()
+    for info in pkgutil.iter_modules(mmcurate.flows.__path__):
+        module = importlib.import_module(f"mmcurate.flows.{info.name}")
+        flows |= {value.name for value in vars(module).values()
+                  if isinstance(value, Flow) and value.fn.__module__ == module.__name__}
+        demo |= {id(module.DEMO_CONFIG)} if hasattr(module, "DEMO_CONFIG") else set()
+    assert flows == {b.name for b in BENCHMARKS.values() if b.curate} | {"evaluate", "recurate-release", "watch"}
+    assert demo == {id(mmcurate.flows.DEMO_CONFIG)}
 
 
 def test_run_commands_are_the_curated_benchmarks():

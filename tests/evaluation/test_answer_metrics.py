@@ -6,6 +6,8 @@ import random
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmcurate.evaluation.answer_metrics import answer_metrics_markdown, compute_answer_metrics
 from mmcurate.evaluation.cited_answers import CitedSentence, parse_cited_answer
@@ -25,9 +27,19 @@ def test_citations_are_read_per_sentence():
     assert parse_cited_answer("No documents help here.", 5) == [CitedSentence("No documents help here.", ())]
 
 
-@pytest.mark.parametrize("reply", ["Paris [6].", "Paris [0].", "Paris [1-3].", "Paris [doc 1].", "", "   ", "[1]"])
+@pytest.mark.parametrize("reply", ["Paris [1-3].", "Paris [doc 1].", "", "   ", "[1]"])
 def test_unreadable_citations_are_none(reply):
     assert parse_cited_answer(reply, 5) is None
+
+
+def test_a_citation_of_no_shown_document_is_read_apart_not_unreadable():
+    """004 section 4.2: "Not supported means there is no evidence or no cited documents": an
+    answer citing [6] of five documents is read and scored, its bad number kept apart."""
+    assert parse_cited_answer("Paris is big [6]. It is old [2, 7]. Nice [0].", 5) == [
+        CitedSentence("Paris is big.", (), (6,)), CitedSentence("It is old.", (2,), (7,)),
+        CitedSentence("Nice.", (), (0,))]
+    assert parse_cited_answer("Paris is large. [9] It is old.", 5) == [
+        CitedSentence("Paris is large.", (), (9,)), CitedSentence("It is old.", ())]
 
 
 def test_lexical_grader_levels():
@@ -72,6 +84,34 @@ def test_the_issues_example_one_answer():
     assert (m["retrieved_text"], m["retrieved_image"], m["used_text"], m["used_image"]) == (1.0, 1.0, 1.0, 1.0)
 
 
+def test_per_answer_then_the_mean_over_answers_unless_pooled():
+    """004 section 4.2: "the final groundedness score for each A is calculated as the averaged
+    g(a_i, D) over all sentences in A"; the row is the mean over answers. A long answer of four
+    sentences (1, 0, 0, 0) and a short one of one (1): per answer (0.25 + 1) / 2 = 0.625, pooled
+    2 / 5 = 0.4."""
+    answers = pa.Table.from_pylist([_answer("long", [("t1", "text")], [["t1"]] * 4),
+                                    _answer("short", [("t1", "text")], [["t1"]])], schema=ANSWERS)
+    grades = pa.Table.from_pylist(
+        [_grade("long", "groundedness", i, g) for i, g in enumerate([1.0, 0.0, 0.0, 0.0])]
+        + [_grade("short", "groundedness", 0, 1.0)]
+        + [_grade("long", "completeness", i, g) for i, g in enumerate([0.5, 0.5, 0.0])]  # 1/3: @0.5 2/3, @1 0
+        + [_grade("short", "completeness", 0, 1.0)], schema=GRADES)
+    [m] = compute_answer_metrics(answers, grades).to_pylist()
+    assert m["groundedness_mean"] == pytest.approx(0.625)
+    assert m["groundedness_at_1"] == pytest.approx((1 / 4 + 1) / 2) and m["groundedness_at_05"] == pytest.approx(0.625)
+    assert m["completeness_mean"] == pytest.approx((1 / 3 + 1) / 2)
+    assert m["completeness_at_1"] == pytest.approx(0.5) and m["completeness_at_05"] == pytest.approx((2 / 3 + 1) / 2)
+    [p] = compute_answer_metrics(answers, grades, "pooled").to_pylist()
+    assert p["groundedness_mean"] == pytest.approx(2 / 5) and p["groundedness_at_1"] == pytest.approx(2 / 5)
+    assert p["completeness_mean"] == pytest.approx(2 / 4) and p["completeness_at_05"] == pytest.approx(3 / 4)
+    for row in (m, p):
+        for metric in ("groundedness", "completeness"):
+            assert row[f"{metric}_mean"] == pytest.approx(
+                row[f"{metric}_at_1"] + 0.5 * (row[f"{metric}_at_05"] - row[f"{metric}_at_1"]))
+    with pytest.raises(ValueError, match="unknown score average 'mean'"):
+        compute_answer_metrics(answers, grades, "mean")
+
+
 def test_mean_and_at_thresholds_pool_the_sentences():
     answers = pa.Table.from_pylist([
         _answer("a", [("t1", "text"), ("t2", "text")], [["t1"], ["t1", "t2"], ["t2"], ["t2"]]),
@@ -87,7 +127,7 @@ def test_mean_and_at_thresholds_pool_the_sentences():
            _grade("b", "completeness", 0, 0.0), _grade("d", "completeness", 0, 1.0)]  # b: 0, d: 1
         + [_grade(s, "relevance", 0, r) for s, r in (("a", 7.0), ("b", 4.0), ("d", 1.0))],
         schema=GRADES)
-    [m] = compute_answer_metrics(answers, grades).to_pylist()
+    [m] = compute_answer_metrics(answers, grades, "pooled").to_pylist()
     assert (m["answers"], m["answered"], m["failed"], m["groundedness_errors"]) == (4, 3, 1, 1)
     assert m["groundedness_mean"] == pytest.approx(3 / 5)  # pooled 1, 1, 0, 0, 1 (per answer: (0.5 + 1) / 2)
     assert m["groundedness_at_1"] == pytest.approx(3 / 5)  # pooled sentences 1, 1, 0, 0, 1
@@ -97,15 +137,16 @@ def test_mean_and_at_thresholds_pool_the_sentences():
     assert m["relevance_mean"] == pytest.approx(4.0)
     assert m["retrieved_text"] == pytest.approx((2 + 1 + 1 + 1) / 4) and m["retrieved_image"] == pytest.approx(1 / 4)
     assert m["used_text"] == pytest.approx((2 + 0 + 1) / 3) and m["used_image"] == pytest.approx(1 / 3)
-    md = answer_metrics_markdown(compute_answer_metrics(answers, grades)).splitlines()
+    md = answer_metrics_markdown(compute_answer_metrics(answers, grades, "pooled")).splitlines()
     assert md[0].startswith("| Model | Grd Mean | Grd @1.0 | Grd @0.5 | Com Mean | Com @1.0 | Com @0.5 | Rel (1-7) |")
     assert md[2].startswith("| m + TextRAG | 0.600 | 0.600 | 0.600 | 0.625 | 0.500 | 0.750 | 4.000 | 1.25 | 0.25 |")
 
 
+@pytest.mark.parametrize("average", ["per_answer", "pooled"])
 @pytest.mark.parametrize("seed", range(5))
-def test_mean_is_the_papers_identity_of_the_at_columns(seed):
+def test_mean_is_the_papers_identity_of_the_at_columns(seed, average):
     """Table 5 (004): Mean = @1.0 + 0.5 x (@0.5 - @1.0) in its cells (InternVL2.5 + ImageRAG:
-    0.213 + 0.5 x 0.318 = 0.372); with grades 1 / 0.5 / 0 only a pooled Mean gives it."""
+    0.213 + 0.5 x 0.318 = 0.372); with grades 1 / 0.5 / 0 both readings give it."""
     assert 0.213 + 0.5 * (0.531 - 0.213) == pytest.approx(0.372, abs=1e-3)
     rng = random.Random(seed)
     answers, grades = [], []
@@ -115,7 +156,7 @@ def test_mean_is_the_papers_identity_of_the_at_columns(seed):
         grades += [_grade(sid, metric, i, rng.choice([0.0, 0.5, 1.0]))
                    for metric in ("groundedness", "completeness") for i in range(count)]
     [m] = compute_answer_metrics(pa.Table.from_pylist(answers, schema=ANSWERS),
-                                 pa.Table.from_pylist(grades, schema=GRADES)).to_pylist()
+                                 pa.Table.from_pylist(grades, schema=GRADES), average).to_pylist()
     for metric in ("groundedness", "completeness"):
         assert m[f"{metric}_mean"] == pytest.approx(m[f"{metric}_at_1"] + 0.5 * (m[f"{metric}_at_05"] - m[f"{metric}_at_1"]))
 
@@ -155,6 +196,27 @@ def test_ndcg_recall_and_hits_by_hand():
     assert (hits[1], hits[2], hits[4], hits[5], hits[10]) == (0.25, 0.5, 0.5, 0.75, 0.75)
     with pytest.raises(ValueError):
         ndcg_at_k(ranking, set())
+
+
+def hand_ndcg(ranking: list[str], relevant: set[str], k: int) -> float:
+    """NDCG@k as mmcurate computed it by hand before trec_eval (ir_measures) did."""
+    dcg = sum(1.0 / math.log2(i + 1) for i, doc in enumerate(ranking[:k], 1) if doc in relevant)
+    return dcg / sum(1.0 / math.log2(i + 1) for i in range(1, min(len(relevant), k) + 1))
+
+
+def hand_recall(ranking: list[str], relevant: set[str], k: int) -> float:
+    return len(set(ranking[:k]) & relevant) / len(relevant)
+
+
+DOCS = st.sampled_from([f"d{i}" for i in range(30)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(ranking=st.lists(DOCS, max_size=25, unique=True), relevant=st.sets(DOCS, min_size=1, max_size=8),
+       k=st.integers(1, 30))
+def test_trec_eval_measures_are_the_numbers_computed_by_hand_before(ranking, relevant, k):
+    assert ndcg_at_k(ranking, relevant, k) == pytest.approx(hand_ndcg(ranking, relevant, k), abs=1e-12)
+    assert recall_at_k(ranking, relevant, k) == pytest.approx(hand_recall(ranking, relevant, k), abs=1e-12)
 
 
 def test_hit_at_k_plot(tmp_path):

@@ -47,6 +47,9 @@ def test_reflvqa_failures_are_recorded_and_counted(tmp_path):
     kb = pa.Table.from_pylist([{"doc_id": "d", "modality": "text", "text": "Q-DEAD answer", "image": None,
                                 "title": "D"}], schema=KNOWLEDGE_BASE)
     run, _, _, calls = answer_reflvqa.fn(qa, kb, settings(tmp_path, None), "dead", "r", ["text", "two-step"])
-    assert run.answers["status"].to_pylist() == ["failed", "failed"] and run.counts["failed_calls"] == 2
+    assert run.answers["status"].to_pylist() == ["failed", "failed"]
+    # the question is excluded at the query step: no answer was asked for (issue 31 item 12)
+    assert (run.counts["queries_failed_n1"], run.counts["questions_excluded_at_query_step_n1"]) == (1, 1)
+    assert (run.counts["answers_requested"], run.counts["failed_calls"]) == (0, 0)
     assert run.answers["error"].to_pylist()[0].startswith("search queries: model call failed")
     assert sum(r["failures"] for r in calls) == 1  # the one query call both settings wait for

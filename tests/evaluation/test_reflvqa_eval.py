@@ -10,7 +10,7 @@ from mmcurate.core.config import RefLVQAEvalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.evaluation.answer_metrics import compute_answer_metrics
 from mmcurate.evaluation.graders import METRICS, ModelGrader, Unit, make_grader
-from mmcurate.evaluation.reflvqa import NO_CITATION, evaluate_reflvqa, kept_note, settings_by_searched
+from mmcurate.evaluation.reflvqa import INVALID_CITATION, NO_CITATION, evaluate_reflvqa, kept_note, settings_by_searched
 from mmcurate.evaluation.reflvqa_prompts import NO_CAPTION
 from mmcurate.evaluation.reflvqa_queries import parse_queries
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
@@ -67,16 +67,17 @@ class StubCorpus:
 
 @pytest.fixture
 def graders(world):
-    grd = world.add("grd", [
-        {"when_all": ["Statement: The tower is 300 m tall."], "answer": "Fully supported."},
-        {"when_all": ["Statement: It opened in 1889."], "answer": "partially supported"},
-        {"when_all": ["Statement: It is a robin.", "could not be read"], "answer": "still thinking"},
+    grd = world.add("grd", [  # the paper's Table 11: an explanation, then "Answer: <label>"
+        {"when_all": ["Statement: The tower is 300 m tall."], "answer": "Document 1 gives 300 m.\nAnswer: Fully supported."},
+        {"when_all": ["Statement: It opened in 1889."], "answer": "The year is there,\nthe rest is not.\n"
+                                                                  "**Answer:** partially supported"},
+        {"when_all": ["Statement: It is a robin.", "could not be read"], "answer": "Answer: fully supported"},
         {"when_all": ["Statement: It is a robin."], "answer": "The image shows a robin, so: fully supported"},
-    ], default="not supported")
+    ], default="Nothing backs it.\nAnswer: not supported")
     com = world.add("com", [
-        {"when_all": ["Statement: The tower is 300 m tall."], "answer": "FULLY COMPLETE"},
-        {"when_all": ["Statement: It opened in 1889."], "answer": "not complete"},
-    ], default="partially complete")
+        {"when_all": ["Statement: The tower is 300 m tall."], "answer": "It says 300 m.\nANSWER: FULLY COMPLETE"},
+        {"when_all": ["Statement: It opened in 1889."], "answer": "No date.\nAnswer: not complete"},
+    ], default="Implied only.\nAnswer: partially complete")
     rel = world.add("rel", [{"when_all": ["Q-ONE"], "answer": "6"}], default="3")
     return {"groundedness": grd, "completeness": com, "relevance": rel}
 
@@ -86,9 +87,8 @@ def answering_model(world):
         {"when_all": ["Search query:"], "answer": "tower facts"},  # every question's one search query
         # q1: three sentences, citing [1] (t1), [2] (t2) and nothing
         {"when_all": ["Q-ONE"], "answer": "The tower is 300 m tall [1]. It opened in 1889 [2]. It is pretty."},
-        # q2: a citation of a document that was not shown, then a good answer on the retry
-        {"when_all": ["Q-TWO", "could not be read"], "answer": "It is a robin [3]."},
-        {"when_all": ["Q-TWO"], "answer": "It is a robin [7]."},
+        # q2: a citation of a shown document, then one of a document that was not shown (scored, no retry)
+        {"when_all": ["Q-TWO"], "answer": "It is a robin [3]. It sings [7]."},
         {"when_all": ["Q-THREE"], "answer": "Maybe [1-2]."},
     ], default=None)  # q4: no rule, no default: its answer call fails
 
@@ -109,11 +109,14 @@ def test_answers_citations_and_statuses(world, graders):
     assert (answers["q1"]["setting"], answers["q1"]["n_queries"], answers["q1"]["queries"]) == ("multi", 1, ["tower facts"])
     assert [(s["text"], s["citations"]) for s in answers["q1"]["sentences"]] == [
         ("The tower is 300 m tall.", ["t1"]), ("It opened in 1889.", ["t2"]), ("It is pretty.", [])]
-    assert answers["q2"]["status"] == "answered" and answers["q2"]["answer"] == "It is a robin [3]."
-    assert answers["q2"]["sentences"][0]["citations"] == ["image:bb"]
+    assert answers["q2"]["status"] == "answered" and answers["q2"]["answer"] == "It is a robin [3]. It sings [7]."
+    assert [(s["citations"], s["invalid_citations"]) for s in answers["q2"]["sentences"]] == [
+        (["image:bb"], []), ([], [7])]
+    assert not any("Q-TWO" in str(m) and "could not be read" in str(m) for m in world.pool.messages["vlm"])
     assert answers["q3"]["status"] == "unreadable" and "citations of documents 1-3" in answers["q3"]["error"]
     assert answers["q4"]["status"] == "failed" and answers["q4"]["sentences"] == []
     assert out.counts["answered"] == 2 and out.counts["failed_calls"] == 1 and out.counts["unreadable"] == 1
+    assert out.counts["answers_with_invalid_citations"] == 1
     # the documents reach the model numbered and cut to doc_chars
     prompt = str(next(m for m in world.pool.messages["vlm"] if "Q-ONE" in str(m) and "Answer:" in str(m)))
     assert "[1] Tower: DOC-T1 the t" in prompt and "DOC-T1 the tower" not in prompt and "[3] Image" in prompt
@@ -126,7 +129,14 @@ def test_every_metric_by_hand(world, graders):
     assert grades[("q1", "groundedness", 1)]["grade"] == 0.5
     assert grades[("q1", "groundedness", 2)]["grade"] == 0.0
     assert grades[("q1", "groundedness", 2)]["evaluator"] == NO_CITATION  # no citation: 0 without a call
+    # the evaluator's explanation before its label is kept (004 Tables 11-12); relevance rates alone (Table 13)
+    assert grades[("q1", "groundedness", 1)]["reasoning"] == "The year is there,\nthe rest is not."
+    assert grades[("q1", "completeness", 0)]["reasoning"] == "It says 300 m."
+    assert grades[("q1", "relevance", 0)]["reasoning"] is None and grades[("q1", "groundedness", 2)]["reasoning"] is None
     assert grades[("q2", "groundedness", 0)]["grade"] is None  # unreadable twice: an error, never a guess
+    # a sentence citing only a document that was not shown: "no cited documents", 0 without a call
+    assert (grades[("q2", "groundedness", 1)]["grade"], grades[("q2", "groundedness", 1)]["evaluator"]) == (
+        0.0, INVALID_CITATION)
     assert "unparsable" in grades[("q2", "groundedness", 0)]["error"]
     # completeness: the fact-checkable, supported dataset sentences 0 and 1 (2 is flagged, 3 not checkable)
     assert {k[2]: g["grade"] for k, g in grades.items() if k[:2] == ("q1", "completeness")} == {0: 1.0, 1: 0.0}
@@ -137,8 +147,11 @@ def test_every_metric_by_hand(world, graders):
     assert m["groundedness_mean"] == pytest.approx(0.5)  # q1 only: (1 + 0.5 + 0) / 3; q2's grade failed
     assert m["groundedness_at_1"] == pytest.approx(1 / 3) and m["groundedness_at_05"] == pytest.approx(2 / 3)
     assert m["groundedness_errors"] == 1
-    assert m["completeness_mean"] == pytest.approx((1.0 + 0.0 + 0.5) / 3)
-    assert m["completeness_at_1"] == pytest.approx(1 / 3) and m["completeness_at_05"] == pytest.approx(2 / 3)
+    # per answer, then the mean over answers: q1 (1 + 0) / 2, q2 0.5
+    assert m["completeness_mean"] == pytest.approx(0.5)
+    assert m["completeness_at_1"] == pytest.approx((1 / 2 + 0) / 2) and m["completeness_at_05"] == pytest.approx(
+        (1 / 2 + 1) / 2)
+    assert m["invalid_citations"] == 1
     assert m["relevance_mean"] == pytest.approx(4.5)
     assert (m["answered"], m["failed"]) == (2, 2)
     assert (m["retrieved_text"], m["retrieved_image"]) == (2.0, 1.0)
@@ -180,7 +193,11 @@ def test_each_setting_shows_only_the_documents_it_may(world, graders):
     assert [s["step"] for s in q1["steps"]] == ["text"] and q1["status"] == "answered"
 
 
-def test_n_queries_pool_their_top_k_once_each_in_query_order(world, graders):
+@pytest.mark.parametrize("duplicates", ["keep", "merge"])
+def test_n_queries_show_their_n_x_k_documents_in_query_order(world, graders, duplicates):
+    """004 section 4: "Given N x K multimodal documents retrieved" (Table 5's N = 4 rows
+    retrieve 20 per question): by default every query's K documents, each with its own
+    number, a document two queries found twice; ``duplicates: merge`` shows it once."""
     corpus = StubCorpus({"tower height": [Hit("t1", "text", 1), Hit("t2", "text", 1), Hit("t3", "text", 1)],
                          "tower age": [Hit("t2", "text", 1), Hit("t3", "text", 1)],
                          "tower paint": [Hit("t3", "text", 1), Hit("t1", "text", 1)]})
@@ -192,18 +209,43 @@ def test_n_queries_pool_their_top_k_once_each_in_query_order(world, graders):
         {"when_all": ["Q-ONE"], "answer": "Tall [1]. Old [2]. Painted [3]."},
     ], default=None)
     chosen = {metric: make_grader("lexical", metric) for metric in METRICS}
-    config = RefLVQAEvalConfig.model_validate({"top_k": 2})
+    config = RefLVQAEvalConfig.model_validate({"top_k": 2, "duplicates": duplicates})
     out = evaluate_reflvqa(QA[:2], DOCS, corpus, world.pool, model, chosen, config, ["text"], [4], run_id="e")
     q1, q2 = out.answers.to_pylist()
     assert q1["queries"] == ["tower height", "tower age", "tower paint", "tower height"]  # read on the retry
-    assert [d["doc_id"] for d in q1["retrieved"]] == ["t1", "t2", "t3"]  # 4 x 2 found, each once, query order
-    assert [s["citations"] for s in q1["sentences"]] == [["t1"], ["t2"], ["t3"]]
+    if duplicates == "keep":  # 4 x 2 as retrieved, query order
+        assert [d["doc_id"] for d in q1["retrieved"]] == ["t1", "t2", "t2", "t3", "t3", "t1", "t1", "t2"]
+        assert [s["citations"] for s in q1["sentences"]] == [["t1"], ["t2"], ["t2"]]
+        prompt = str(next(m for m in world.pool.messages["vlm"] if "Q-ONE" in str(m) and "Answer:" in str(m)))
+        assert "[8] " in prompt
+    else:  # 4 x 2 found, each once, query order
+        assert [d["doc_id"] for d in q1["retrieved"]] == ["t1", "t2", "t3"]
+        assert [s["citations"] for s in q1["sentences"]] == [["t1"], ["t2"], ["t3"]]
+    [row] = compute_answer_metrics(out.answers, out.grades).to_pylist()
+    assert row["retrieved_text"] == (8.0 if duplicates == "keep" else 3.0)  # q2 wrote no queries: not counted
     assert (q2["status"], q2["queries"], q2["retrieved"]) == ("unreadable", [], [])  # one query for four, twice
     assert q2["error"].startswith("search queries: unparsable answer (expected exactly 4 search queries)")
     assert out.counts["queries_unreadable_n4"] == 1
     # the questions for Table 4's ranking, then q1's four queries (q2 wrote none)
     assert [q for q, _ in corpus.searches] == [QA[0]["question"], QA[1]["question"], "tower height", "tower age",
                                                "tower paint", "tower height"]
+
+
+@pytest.mark.parametrize(("reply", "label"), [
+    ("Doc 1 says so.\nAnswer: fully supported", ("1", "Doc 1 says so.")),
+    ("Two claims;\nonly one backed.\n**Answer**: Partially supported.", ("0.5", "Two claims;\nonly one backed.")),
+    ("Answer: fully supported", None),  # no explanation before the label
+    ("fully supported", None),  # the label alone, as the prompts asked before
+    ("Doc 1 says so. Answer: fully supported", None),  # the label line is not a line of its own
+    ("Answer: not supported\nOn second thought it is.\nAnswer: fully supported", None),  # two label lines
+    ("Doc 1 says so.\nAnswer: fully supported\nHope this helps.", None),  # the label line is not last
+    ("Doc 1 says so.\nAnswer: mostly supported", None),  # no label of the set
+])
+def test_evaluator_replies_explain_then_answer_read_strictly(reply, label):
+    from mmcurate.evaluation.reflvqa_prompts import GROUNDEDNESS_LABELS, GROUNDEDNESS_SYSTEM, reasoned_label
+
+    assert reasoned_label(reply, GROUNDEDNESS_LABELS) == label
+    assert "Explain your choice briefly first" in GROUNDEDNESS_SYSTEM and '"Answer: "' in GROUNDEDNESS_SYSTEM
 
 
 @pytest.mark.parametrize(("reply", "n", "queries"), [
@@ -239,7 +281,8 @@ def test_two_step_combines_both_answers_keeping_their_citations(world):
     assert [d["doc_id"] for d in q1["retrieved"]] == ["t1", "t2", "t3", "image:bb", "image:cc"]
     assert [(s["step"], s["answer"]) for s in q1["steps"]] == [("text", "The tower is tall [1]."),
                                                               ("image", "It is red [1].")]
-    assert q1["sentences"] == [{"index": 0, "text": "The tower is tall and red.", "citations": ["t1", "image:bb"]}]
+    assert q1["sentences"] == [{"index": 0, "text": "The tower is tall and red.", "citations": ["t1", "image:bb"],
+                                "invalid_citations": []}]
     merge = next(m for m in world.pool.messages["vlm"] if "Combined answer:" in str(m) and "Q-ONE" in str(m))
     assert "text documents: The tower is tall [1]." in merge[1]["content"]
     assert "image documents: It is red [4]." in merge[1]["content"]  # the image answer renumbered after the texts
@@ -343,6 +386,11 @@ def test_the_mad_cutoff_takes_top_ks_place(world, graders):
     ("{captioner: ''}", "evaluation.reflvqa.captioner: String should have at least 1 character"),
     ("{captioner: nobody}", "unknown model(s) ['nobody']"),
     ("{captioner: blind}", "evaluation.reflvqa.captioner: model 'blind' does not see images (vision: false)"),
+    ("{score_average: mean}", "evaluation.reflvqa.score_average: Input should be 'per_answer' or 'pooled'"),
+    ("{duplicates: drop}", "evaluation.reflvqa.duplicates: Input should be 'keep' or 'merge'"),
+    ("{subset: some}", "evaluation.reflvqa.subset: Input should be 'verified' or 'all'"),
+    ("{self_refine_stop: 10}", "evaluation.reflvqa.self_refine_stop: Input should be less than or equal to 9"),
+    ("{self_refine_rounds: 0}", "evaluation.reflvqa.self_refine_rounds: Input should be greater than or equal to 1"),
 ])
 def test_the_grids_readings_are_checked_at_load(tmp_path, section, message):
     from mmcurate.core.config import load_config
@@ -363,7 +411,7 @@ def test_a_rerun_of_the_grid_calls_no_model(world):
     the response cache: a rerun after a crash asks nothing twice."""
     model = two_step_model(world)
     captioner = world.add("cap", [], default="A robin.")
-    judge = world.add("judge", [], default="fully supported")
+    judge = world.add("judge", [], default="It is backed.\nAnswer: fully supported")
     config = RefLVQAEvalConfig.model_validate({"top_k": 5, "captioner": captioner})
 
     def grid():
@@ -377,3 +425,141 @@ def test_a_rerun_of_the_grid_calls_no_model(world):
     again = grid()
     assert calls > 0 and sum(r["calls"] for r in world.counter.rows()) == calls
     assert again.answers.drop_columns(["run_id"]).equals(first.answers.drop_columns(["run_id"]))
+
+
+def test_questions_excluded_at_the_query_step_are_not_counted_as_answers(world):
+    """Issue 31 item 12: N = 4 where every search query stayed unreadable asks for no answer;
+    the counts say so apart from the answers, and the note does not blame citations."""
+    from mmcurate.evaluation.reflvqa import empty_note
+
+    model = world.add("vlm", [{"when_all": ["Search queries:"], "answer": "only one query"}], default="Fine [1].")
+    chosen = {metric: make_grader("lexical", metric) for metric in METRICS}
+    out = evaluate_reflvqa(QA, DOCS, StubCorpus(), world.pool, model, chosen, RefLVQAEvalConfig(), ["text", "multi"],
+                           [4], run_id="e")
+    assert out.counts["questions_excluded_at_query_step_n4"] == 4 and out.counts["queries_unreadable_n4"] == 4
+    assert (out.counts["answers_requested"], out.counts["answered"], out.counts["unreadable"]) == (0, 0, 0)
+    assert empty_note(out) == ("no answer was requested: every question was excluded at the query step (N = 4: 4 of "
+                               "4 questions), so every metric is empty")
+    rows = compute_answer_metrics(out.answers, out.grades).to_pylist()
+    assert [(r["excluded_at_queries"], r["failed"]) for r in rows] == [(4, 4), (4, 4)]
+    # a run whose queries were read but whose answers were not keeps the old note
+    model = world.add("vlm2", [{"when_all": ["Search query:"], "answer": "tower"}], default="Maybe [1-2].")
+    out = evaluate_reflvqa(QA, DOCS, StubCorpus(), world.pool, model, chosen, RefLVQAEvalConfig(), ["text"], [1])
+    assert (out.counts["answers_requested"], out.counts["unreadable"]) == (4, 4)
+    assert out.counts["questions_excluded_at_query_step_n1"] == 0
+    assert empty_note(out) == "no answer had readable citations: every metric is empty"
+
+
+def _labels(path, rows):
+    import pyarrow as pa
+
+    from mmcurate.core.tables import write_table
+    from mmcurate.review.citations import HUMAN_VERIFIED
+
+    table = [{"item_id": f"{sid}:{i}", "sample_id": sid, "sentence_index": i, "annotators": 2,
+              "needs_verification_yes": 2, "documents_support_yes": 2 if ok else 0,
+              "sentence_grounded_yes": 2 if ok else 0, "human_verified": ok} for sid, i, ok in rows]
+    write_table(pa.Table.from_pylist(table, schema=HUMAN_VERIFIED), path / "human_verified.parquet")
+    return path
+
+
+def test_the_human_verified_subset_is_what_is_evaluated(world, tmp_path):
+    """004 section 3.3: the human-verified QA instances are what section 5 evaluates; their
+    verified sentences are the completeness statements."""
+    from mmcurate.evaluation.reflvqa_subset import choose_pairs
+
+    labels = _labels(tmp_path, [("q1", 1, True), ("q1", 0, False), ("q2", 0, False)])
+    rows, note = choose_pairs(QA, labels, "verified")
+    assert [r["sample_id"] for r in rows] == ["q1"] and rows[0]["verified_sentences"] == [1]
+    assert note.startswith("subset: verified (1 of 4 QA pairs, with 1 human-verified sentences, labels ")
+    every, note = choose_pairs(QA, labels, "all")
+    assert len(every) == 4 and note == "subset: all (4 QA pairs, every pair of the release)"
+    every, note = choose_pairs(QA, None, "verified")
+    assert len(every) == 4 and "no imported verification labels" in note
+    model = answering_model(world)
+    chosen = {metric: make_grader("lexical", metric) for metric in METRICS}
+    out = evaluate_reflvqa(rows, DOCS, StubCorpus(), world.pool, model, chosen, RefLVQAEvalConfig(), ["multi"], [1])
+    assert {r["sample_id"] for r in out.answers.to_pylist()} == {"q1"}
+    assert [g["unit"] for g in out.grades.to_pylist() if g["metric"] == "completeness"] == [1]
+    with pytest.raises(MmcurateError, match="labels 1 QA pair\\(s\\) this release does not hold \\(first: q9\\)"):
+        choose_pairs(QA, _labels(tmp_path, [("q9", 0, True)]), "verified")
+
+
+def test_the_subset_is_checked_before_any_flow(tmp_path):
+    from types import SimpleNamespace
+
+    from mmcurate.evaluation.reflvqa_subset import refuse_unrunnable
+
+    assert run_options({"subset": "all"})["subset"] == "all" and "subset" not in run_options({})
+    with pytest.raises(EvaluationError, match="--subset must be one of verified, all, got some"):
+        run_options({"subset": "some"})
+    settings = SimpleNamespace(evaluation=SimpleNamespace(reflvqa=RefLVQAEvalConfig()))
+    with pytest.raises(MmcurateError, match="--subset verified: no verification labels configured"):
+        refuse_unrunnable(settings, "m", {"subset": "verified"})
+    refuse_unrunnable(settings, "m", {})  # the default falls back to every pair, with a note
+    settings.evaluation.reflvqa = RefLVQAEvalConfig(verified_labels=tmp_path / "none.parquet")
+    with pytest.raises(MmcurateError, match="none.parquet does not exist"):
+        refuse_unrunnable(settings, "m", {})
+
+
+def grounding_model(world):
+    return world.add("vlm", [
+        {"when_all": ["Search query:"], "answer": "robin"},
+        # Self-Refine: round 2's feedback sees the refined answer and stops (7 >= 6)
+        {"when_all": ["combined score between", "on a branch"], "answer": "Better now.\n<total score>7</total score>"},
+        {"when_all": ["Using this feedback"], "answer": "It is a robin on a branch [2]."},
+        {"when_all": ["combined score between"], "answer": "The image documents go unused.\n<total score>4</total score>"},
+        {"when_all": ["<thinking> and </thinking>", "could not be read"],
+         "answer": "<thinking>Document 1 shows a bird.</thinking> It is a robin [1]."},
+        {"when_all": ["<thinking> and </thinking>"], "answer": "It is a robin [1]."},  # no thinking block: retried
+        {"when_all": ["Caption: A red robin"], "answer": "A red robin [2]."},
+    ], default="It is a robin [1].")
+
+
+def test_section_6_2_image_grounding_settings(world):
+    """004 section 6.2, Table 7: CoT, Self-Refine and captioning on ImageRAG's documents, one
+    row each; Self-Refine stops when the combined score reaches 6 (appendix C.1)."""
+    model = grounding_model(world)
+    chosen = {metric: make_grader("lexical", metric) for metric in METRICS}
+    config = RefLVQAEvalConfig.model_validate({"top_k": 5})
+    settings = ["image", "image-cot", "image-self-refine", "image-caption"]
+    assert run_options({"settings": settings})["settings"] == settings
+    out = evaluate_reflvqa(QA[:1], DOCS, StubCorpus(), world.pool, model, chosen, config, settings, [1], run_id="e")
+    rows = {r["setting"]: r for r in out.answers.to_pylist()}
+    assert all([d["doc_id"] for d in r["retrieved"]] == ["image:bb", "image:cc"] for r in rows.values())
+    assert rows["image-cot"]["steps"] == [{"step": "thinking", "answer": "Document 1 shows a bird.", "error": None}]
+    assert [(s["text"], s["citations"]) for s in rows["image-cot"]["sentences"]] == [("It is a robin.", ["image:bb"])]
+    refine = rows["image-self-refine"]
+    assert [s["step"] for s in refine["steps"]] == ["answer 0", "feedback 1", "answer 1", "feedback 2"]
+    assert [(s["text"], s["citations"]) for s in refine["sentences"]] == [("It is a robin on a branch.", ["image:cc"])]
+    assert out.counts["self_refine_answers_refined"] == 1
+    # the first Self-Refine answer is ImageRAG's request: a cache hit, not a second call
+    counted = {r["stage"]: r for r in world.counter.rows() if r["model"] == model}
+    assert counted["evaluate.reflvqa.image-self-refine.n1"]["calls"] == 0
+    assert counted["evaluate.reflvqa.image-self-refine.n1.feedback"]["calls"] == 2
+    assert counted["evaluate.reflvqa.image-self-refine.n1.refine"]["calls"] == 1
+    assert [(s["text"], s["citations"]) for s in rows["image-caption"]["sentences"]] == [("A red robin.", ["image:cc"])]
+    assert [d["caption"] for d in rows["image-caption"]["retrieved"]] == [None, "A red robin"]
+    assert out.counts["image_caption_documents_without_caption"] == 1
+    text = write_reflvqa_evaluation(out, world.root / "t", "t", settings_by_searched(settings, "shared"), [])
+    assert [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| vlm + ")] == [
+        "| vlm + ImageRAG", "| vlm + ImageRAG + CoT", "| vlm + ImageRAG + Self-Refine", "| vlm + ImageRAG + Captioning"]
+
+
+def test_self_refine_gives_up_after_its_rounds(world):
+    model = world.add("vlm", [{"when_all": ["Search query:"], "answer": "robin"},
+                              {"when_all": ["take two", "Weak again"], "answer": "A robin, take three [1]."},
+                              {"when_all": ["take two"], "answer": "Weak again.\n<total score>2</total score>"},
+                              {"when_all": ["Using this feedback"], "answer": "A robin, take two [1]."},
+                              {"when_all": ["combined score between"], "answer": "Weak.\n<total score>2</total score>"}],
+                      default="It is a robin [1].")
+    chosen = {metric: make_grader("lexical", metric) for metric in METRICS}
+    config = RefLVQAEvalConfig.model_validate({"self_refine_rounds": 2})
+    out = evaluate_reflvqa(QA[:1], DOCS, StubCorpus(), world.pool, model, chosen, config, ["image-self-refine"], [1])
+    [row] = out.answers.to_pylist()
+    assert [s["step"] for s in row["steps"]] == ["answer 0", "feedback 1", "answer 1", "feedback 2", "answer 2"]
+    assert row["status"] == "answered" and row["sentences"][0]["text"] == "A robin, take three."
+    from mmcurate.evaluation.reflvqa_grounding import read_total_score
+    assert [read_total_score(t) for t in ("<total score>6</total score>", "<total score> 10 </total score>",
+                                          "<total score>3</total score><total score>4</total score>", "6")] == [
+        6, None, None, None]

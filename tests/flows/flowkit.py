@@ -133,7 +133,7 @@ def fingerprint(path: Path) -> dict[str, Any]:
     """What two runs of the same config must agree on: sample ids, the sha256 of every data
     shard, and the ledger verdict per (sample_id, check, model, context_id)."""
     release = open_release(path)
-    shards = {rel: entry["sha256"] for rel, entry in release.manifest["files"].items()
+    shards = {rel: entry.sha256 for rel, entry in release.manifest.files.items()
               if rel.startswith(f"{DATA_DIR}/")}
     verdicts = Counter(
         (r["sample_id"], r["check"], r["model"], r["context_id"], r["verdict"])

@@ -66,10 +66,10 @@ def test_flow_writes_a_valid_explained_release(run, scripted):
     assert verify_release(path).ok
     release = open_release(path)
     manifest = release.manifest
-    assert manifest["judge"]["name"] == "lexical-v1"
-    assert {m["name"] for m in manifest["models"]} == {"smollm2", "vlm-reader"}
+    assert manifest.judge_name == "lexical-v1"
+    assert {m.name for m in manifest.models} == {"smollm2", "vlm-reader"}
     ledger = pl.from_arrow(release.ledger)
-    ingested = sum(r["before"] for r in manifest["statistics"]["topics"])
+    ingested = sum(r["before"] for r in manifest.statistics["topics"])
     # every ingested sample got a Stage I verdict, and SmolLM2 was asked about each one that had a question
     verdicts = ledger.filter(pl.col("check") == "gate.verdict")
     assert verdicts.height + ledger.filter(pl.col("check") == "gate.precondition").height == ingested
@@ -88,16 +88,16 @@ def test_flow_writes_a_valid_explained_release(run, scripted):
     rows = release.frame("test")
     assert TYCHO in rows["question"].to_list()
     assert rows.height == len(release.sample_ids) and (rows["negative_contexts"].list.len() >= K_MIN).all()
-    table3 = {r["statistic"]: r["value"] for r in manifest["statistics"]["global"]}
+    table3 = {r["statistic"]: r["value"] for r in manifest.statistics["global"]}
     assert 1 <= table3["unique_questions"] <= table3["samples"] and table3["unique_query_images"] <= table3["samples"]
-    topics = manifest["statistics"]["topics"]  # before and after curation, BERTopic's clusters (appendix C)
+    topics = manifest.statistics["topics"]  # before and after curation, BERTopic's clusters (appendix C)
     assert sum(r["after"] for r in topics) == rows.height
-    [reading] = [r for r in manifest["statistics"]["readings"] if r["setting"] == "topics"]
+    [reading] = [r for r in manifest.statistics["readings"] if r["setting"] == "topics"]
     assert reading["value"] == "bertopic" and "topics.reading bertopic" in (path / "README.md").read_text()
     by_ledger = ledger.filter(pl.col("stage") == "topics").group_by("verdict").len()
     assert dict(by_ledger.rows()) == {r["topic"]: r["before"] for r in topics if r["before"]}
-    assert (path / "plots" / manifest["plots"]["Topic distribution before and after curation"]).is_file()
-    calls = {(r["stage"], r["step"]): r for r in manifest["statistics"]["calls"]}
+    assert (path / "plots" / manifest.plots["Topic distribution before and after curation"]).is_file()
+    calls = {(r["stage"], r["step"]): r for r in manifest.statistics["calls"]}
     for stage in ("I", "III"):
         total = calls[(stage, "total")]
         assert total["naive"] >= total["calls"] + total["cache_hits"] > 0

@@ -87,7 +87,7 @@ def test_default_rule_keeps_exactly_the_samples_a_model_declined(tmp_path, fixtu
                                sources=("webqa", "mmdocrag"), reader_script=reader)
         runs[rule or "all_incorrect"] = Path(deflectionbench(config=str(config)))
     strict, paper = (_verdicts(runs[r]) for r in ("none_correct", "all_incorrect"))
-    assert open_release(runs["all_incorrect"]).manifest["config"]["deflectionbench"]["gating"]["oracle_rule"] == (
+    assert open_release(runs["all_incorrect"]).manifest.config["deflectionbench"]["gating"]["oracle_rule"] == (
         "all_incorrect")
 
     gold = strict.filter(pl.col("check") == "oracle.gold")
@@ -158,5 +158,5 @@ def test_default_leakage_filter_leaves_leaking_distractors_to_eq5(tmp_path, fixt
 
     leaks = [(r["sample_id"], r["context_id"]) for r in removed.to_dicts()]
     assert leaks and all(find_answer(passage(cid), [answered[(sid, cid)]]) >= 0 for sid, cid in leaks)
-    readings = {r["setting"]: r["value"] for r in runs["none"].manifest["statistics"]["readings"]}
+    readings = {r["setting"]: r["value"] for r in runs["none"].manifest.statistics["readings"]}
     assert readings["retrieval.leakage_filter"] == "none" and readings["gating.force_guess"] == "false"

@@ -23,7 +23,7 @@ def test_evaluation_answers_every_scenario_and_publishes_the_table(tmp_path_fact
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
 
-    from mmcurate.flows.evaluate_deflectionbench import evaluate_deflectionbench
+    from mmcurate.flows.evaluate import evaluate_release
 
     opened = []  # the backends the run opened: the scripted one records each request's sampling parameters
     real = model_client.make_backend
@@ -31,8 +31,8 @@ def test_evaluation_answers_every_scenario_and_publishes_the_table(tmp_path_fact
     home, release = flowkit.baseline(tmp_path_factory, fixtures_root)
     n = len(open_release(release).sample_ids)
     assert n > 0
-    state = evaluate_deflectionbench(release=str(release), model="vlm-reader", config=str(home / "config.yaml"),
-                                     n_negatives=[1, 2], return_state=True)
+    state = evaluate_release(release=str(release), model="vlm-reader", config=str(home / "config.yaml"),
+                             options={"n_negatives": [1, 2]}, return_state=True)
     out = Path(state.result())
     table = (out / "table.md").read_text()
     for scenario in ("parametric", "oracle", "realistic", "adversarial"):

@@ -55,8 +55,8 @@ def test_release_is_written_and_the_hopeless_request_is_an_error_not_a_grade(run
     (stage_iii,) = flowkit.calls(run.release, "III", "total")
     assert stage_iii["failures"] == 0 and rows[0]["cache_hits"] == 0
     assert rows[0]["calls"] + stage_iii["calls"] == len(run.faults)  # each call reached the server
-    failed = release.manifest["incomplete"]["failed_calls"][run.model]
-    assert release.manifest["incomplete"]["held_out"] == 1 and list(release.manifest["incomplete"]["failed_calls"]) == [
+    failed = release.manifest.incomplete["failed_calls"][run.model]
+    assert release.manifest.incomplete["held_out"] == 1 and list(release.manifest.incomplete["failed_calls"]) == [
         run.model]
     assert (failed["failed"], failed["calls"]) == (1, rows[0]["calls"] + stage_iii["calls"])
     assert failed["first_error"].startswith("HTTP 500") and "***" in failed["first_error"]  # why, with the key hidden

@@ -59,8 +59,8 @@ def test_held_out_samples_refuse_the_release_unless_allowed(tmp_path, fixtures_r
 
     release = Path(deflectionbench(config=str(config), allow_incomplete=True))
     manifest = open_release(release).manifest
-    assert manifest["incomplete"]["held_out"] == int(failed[2])
-    assert manifest["incomplete"]["failed_calls"]["flaky"]["failed"] == int(failed[1])
+    assert manifest.incomplete["held_out"] == int(failed[2])
+    assert manifest.incomplete["failed_calls"]["flaky"]["failed"] == int(failed[1])
     assert open_release(release).sample_ids
     card = (release / "README.md").read_text()
     assert card.index("Incomplete release") < card.index("## Statistics")

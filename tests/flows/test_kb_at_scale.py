@@ -31,7 +31,7 @@ def test_a_kb_beyond_the_budget_gives_the_same_release(tmp_path, fixtures_root, 
     release = Path(deflectionbench(config=str(config)))
     assert content_fingerprint(release) == json.loads(GOLDEN.read_text())
 
-    (index,) = open_release(release).manifest["indexes"]
+    (index,) = open_release(release).manifest.indexes
     assert (index["name"], index["kind"], index["count"], index["factory"]) == ("kb-pages", "ivfpq", 60, "IVF1,PQ8x4np")
     assert index["recall_at_10"] == 1.0 and index["build_seconds"] >= 0 and "held-out" in index["recall_measured_on"]
     (store,) = (tmp_path / "work" / "indexes").glob("kb-store-*")

@@ -47,14 +47,15 @@ pope:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.evaluate_pope import evaluate_pope
+    from mmcurate.flows.evaluate import evaluate_release
     from mmcurate.flows.pope import pope
 
     home = tmp_path_factory.mktemp("pope")
     config = home / "config.yaml"
     config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
     release = Path(pope(config=str(config)))
-    runs = {system: Path(evaluate_pope(release=str(release), model="lvlm", config=str(config), system=system))
+    runs = {system: Path(evaluate_release(release=str(release), model="lvlm", config=str(config),
+                                          options={"system": system}))
             for system in ("plain", "kestrel")}
     return home, config, release, runs
 
@@ -73,7 +74,7 @@ def test_release_is_valid_balanced_and_explains_itself(run) -> None:
     assert ledger.filter(pl.col("verdict") == "drop")["check"].to_list() == ["pope.balance.v1"]
     quarantine = pl.read_parquet(str(path / "quarantine.parquet"))
     assert quarantine.height == 5 and "malformed record: label 'maybe' is not yes or no" in quarantine["reason"].to_list()
-    assert release.manifest["statistics"]["splits"][0] == {"split": "random", "probes": 22, "yes": 11, "no": 11,
+    assert release.manifest.statistics["splits"][0] == {"split": "random", "probes": 22, "yes": 11, "no": 11,
                                                           "images": 4}  # the published images are built ones too
     assert "POPE probes object hallucination" in (path / "README.md").read_text()
     sections = flowkit.report_sections(path)
@@ -149,3 +150,26 @@ def test_a_run_it_cannot_make_is_refused_before_any_flow(run, capsys, monkeypatc
                             "--system kestrel needs a grounding agent")):
         code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(release), "--config", *extra)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_lmms_eval_tasks_give_the_plain_runs_numbers(run, tmp_path) -> None:
+    """The release's lmms-eval tasks (one per split), fed the plain run's replies through
+    lmms-eval's own task objects, compute the run's metrics: POPE's reading and metrics once."""
+    pytest.importorskip("lmms_eval", reason="lmms-eval is not installed (pip install 'mmcurate[test]')")
+    from lmms_helpers import harness_numbers  # noqa: E402  (tests/releases, on the path above)
+
+    from mmcurate.evaluation.pope_harness import METRICS
+    from mmcurate.releases.lmms_export import export_release, group_name
+    from mmcurate.releases.pope import KIND
+
+    _, _, release, runs = run
+    opened = open_release(release)
+    export_release(opened, KIND, tmp_path / "tasks")
+    replies = dict(pl.read_parquet(str(runs["plain"] / "answers.parquet")).select("sample_id", "reply").iter_rows())
+    group = group_name("pope", opened.version)
+    numbers = harness_numbers(tmp_path / "tasks", group, lambda task, doc: replies[doc["sample_id"]])
+    expected = {row["split"]: row for row in pl.read_parquet(str(runs["plain"] / "metrics.parquet")).to_dicts()}
+    assert set(numbers) == {f"{group}_{split}" for split in ("random", "popular", "adversarial")}
+    for split in ("random", "popular", "adversarial"):
+        for metric in METRICS:
+            assert numbers[f"{group}_{split}"][metric] == pytest.approx(expected[split][metric]), (split, metric)

@@ -39,7 +39,7 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     """The scripted release, re-curated once in place (with its response cache) with a "knower"
     that knows one released answer by heart: (home, config, 1.0.0, 1.1.0)."""
     from mmcurate.flows.deflectionbench import deflectionbench
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home = tmp_path_factory.mktemp("ledger") / "home"
     home.mkdir()
@@ -49,7 +49,7 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
         "vlm-reader": flowkit.READER,
         "knower": {"backend": "scripted", "script": str(knower), "default": "Atlantis", "revision": "knower-1"}})
     release = Path(deflectionbench(config=str(config)))
-    return home, config, release, Path(recurate(release=str(release), add_model=["knower"], config=str(config)))
+    return home, config, release, Path(recurate_release(release=str(release), add_model=["knower"], config=str(config)))
 
 
 def _copy(release: Path, home: Path, tmp_path: Path) -> Path:
@@ -61,16 +61,16 @@ def _copy(release: Path, home: Path, tmp_path: Path) -> Path:
 
 
 def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, asked, caplog):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, _, release, cached = built
     moved = _copy(release, home, tmp_path)
     (tmp_path / "home" / "work").mkdir()  # an empty workdir: no responses.sqlite
     with caplog.at_level(logging.INFO):
-        new = Path(recurate(release=str(moved), add_model=["knower"]))
+        new = Path(recurate_release(release=str(moved), add_model=["knower"]))
     assert set(asked) == {"knower"} and asked["knower"] > 0  # no request reached vlm-reader
     # the calls the run log states are the card's, and its requests are those calls and cache hits
-    card = [r for r in open_release(new).manifest["statistics"]["calls"] if r["step"] != "total"]
+    card = [r for r in open_release(new).manifest.statistics["calls"] if r["step"] != "total"]
     assert flowkit.logged_calls(caplog.text) == {(r["step"], r["model"]): (r["calls"], r["cache_hits"], r["failures"])
                                                  for r in card}
     assert flowkit.logged_requests(caplog.text) == {(r["step"], r["model"]): r["calls"] + r["cache_hits"]
@@ -82,24 +82,24 @@ def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, asked, c
 
 
 def test_the_parent_is_recorded_by_content_id_and_checked(built, tmp_path):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release, cached = built
-    assert open_release(cached).manifest["parent"] == {"version": "1.0.0",
-                                                       "content_id": open_release(release).manifest["sealed"]}
+    assert open_release(cached).manifest.parent.recorded() == {"version": "1.0.0",
+                                                                "content_id": open_release(release).manifest.sealed}
     # another config whose releases_root holds another 1.0.0 (other content, so another content id)
     other = flowkit.scripted_config(tmp_path / "other", flowkit.REPO / "tests" / "fixtures" / "generated",
                                     pool=["vlm-reader"], models={"vlm-reader": flowkit.READER})
     sibling = tmp_path / "other" / "releases" / "deflectionbench" / "1.0.0"
     shutil.copytree(release, sibling)
     (sibling / "README.md").write_text("another card\n")
-    seal(sibling, {k: v for k, v in load_manifest(sibling).items() if k not in ("files", "sealed")})
+    seal(sibling, {k: v for k, v in load_manifest(sibling).recorded().items() if k not in ("files", "sealed")})
     assert verify_release(sibling).ok
     spec = tmp_path / "knower.yaml"  # the knower as a model file: the other config does not define it
     spec.write_text(json.dumps({"name": "knower", "backend": "scripted", "script": str(home / "knower.jsonl"),
                                 "default": "Atlantis", "revision": "knower-1"}))
     with pytest.raises(ReleaseError) as refused:
-        recurate(release=str(release), add_model=[str(spec)], config=str(other))
+        recurate_release(release=str(release), add_model=[str(spec)], config=str(other))
     assert "\n" not in str(refused.value) and "content ids differ" in str(refused.value)
     assert not (sibling.parent / "1.1.0").exists()
     # verify checks it too: 1.1.0 beside another 1.0.0 than its parent does not verify
@@ -109,31 +109,31 @@ def test_the_parent_is_recorded_by_content_id_and_checked(built, tmp_path):
 
 
 def test_a_moved_release_with_a_workdir_that_is_nowhere_is_refused(built, tmp_path):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release, _ = built
     moved = tmp_path / "shallow" / "1.0.0"  # recorded workdir ../../../work climbs out of tmp_path
     shutil.copytree(release, moved)
     with pytest.raises(ConfigError) as refused:
-        recurate(release=str(moved), add_model=["knower"])
+        recurate_release(release=str(moved), add_model=["knower"])
     message = str(refused.value)
     assert "\n" not in message and "does not exist here" in message and "--config" in message
     assert not (tmp_path.parent / "work").exists() and list(moved.parent.iterdir()) == [moved]
     # with a config, its paths are used: the re-curation is the one already published beside it
-    assert Path(recurate(release=str(moved), add_model=["knower"], config=str(config))).parent == home / "releases" / \
-        "deflectionbench"
+    again = Path(recurate_release(release=str(moved), add_model=["knower"], config=str(config)))
+    assert again.parent == home / "releases" / "deflectionbench"
 
 
 def test_the_new_version_has_a_changelog_in_its_card(built):
     home, _, release, cached = built
     changelog = (cached / "CHANGELOG.md").read_text()
-    removed = open_release(cached).manifest["removed"]
+    removed = open_release(cached).manifest.removed
     assert len(removed) == 1
     sid = removed[0]["sample_id"]
     assert "## 1.1.0: re-curation of 1.0.0" in changelog and "gating: `knower`" in changelog
     assert f"- `{sid}` (webqa): " in changelog and "[model `knower`]" in changelog
     assert "No evaluation run of deflectionbench 1.0.0" in changelog and "## 1.0.0" in changelog
-    assert "CHANGELOG.md" in open_release(cached).manifest["files"] and verify_release(cached).ok
+    assert "CHANGELOG.md" in open_release(cached).manifest.files and verify_release(cached).ok
     card = (cached / "README.md").read_text()
     assert "## Changes" in card and f"`{sid}`" in card
     for version in (release, cached):  # a DeflectionBench report has its sections, each once
@@ -144,13 +144,13 @@ def test_the_new_version_has_a_changelog_in_its_card(built):
 
 
 def test_over_budget_nothing_is_called(built, tmp_path, monkeypatch):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release, _ = built
     called: list[str] = []
     monkeypatch.setattr(ModelClient, "chat", lambda self, requests, stage: called.append(self.spec.name))
     with pytest.raises(ReleaseError) as refused:
-        recurate(release=str(release), add_model=["knower"], config=str(config), version="1.2.0", max_calls=3)
+        recurate_release(release=str(release), add_model=["knower"], config=str(config), version="1.2.0", max_calls=3)
     assert "over --max-calls 3: nothing was called" in str(refused.value) and called == []
     assert not (release.parent / "1.2.0").exists()
 
@@ -172,15 +172,15 @@ def test_ingested_means_one_thing_in_both_cards(built):
     "in 1.0.0", as in its CHANGELOG."""
     _, _, release, cached = built
     first, second = (open_release(p).manifest for p in (release, cached))
-    assert first["statistics"]["funnel"][0] == {"stage": "ingested", "remaining": 24}
-    assert second["statistics"]["funnel"][0] == {"stage": "in 1.0.0", "remaining": 4}
-    assert all(row["stage"] != "ingested" for row in second["statistics"]["funnel"])
-    parent_rows = {r["source"]: r for r in first["statistics"]["per_source"]}
-    for row in second["statistics"]["per_source"]:
+    assert first.statistics["funnel"][0] == {"stage": "ingested", "remaining": 24}
+    assert second.statistics["funnel"][0] == {"stage": "in 1.0.0", "remaining": 4}
+    assert all(row["stage"] != "ingested" for row in second.statistics["funnel"])
+    parent_rows = {r["source"]: r for r in first.statistics["per_source"]}
+    for row in second.statistics["per_source"]:
         was = parent_rows[row["source"]]
         assert (row["ingested"], row["in 1.0.0"]) == (was["ingested"], was["retained"])
         assert row["retention_pct"] == round(100.0 * row["retained"] / row["ingested"], 2)
-        assert second["counts"]["per_source"][row["source"]]["ingested"] == was["ingested"]
+        assert second.counts.per_source[row["source"]]["ingested"] == was["ingested"]
     card = (cached / "README.md").read_text()
     assert "| source | ingested | in 1.0.0 | retained | retention_pct |" in card
     assert "| mmdocrag | 12 | 2 | 2 | 16.67 |" in card and "| in 1.0.0 | 4 |" in card

@@ -46,7 +46,7 @@ def teacher_rules(dialogues: list[dict], plateau: str) -> list[dict]:
 
 
 def test_new_teacher_and_verifier_recheck_the_trajectories(built, asked):
-    from mmcurate.flows.recurate_reflectv import recurate_reflectv
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release = built
     parent = open_release(release)
@@ -59,14 +59,14 @@ def test_new_teacher_and_verifier_recheck_the_trajectories(built, asked):
                                                                                           dropped["sample_id"])))
     (home / "critic.jsonl").write_text(json.dumps({"when_all": [f"Question: {doubted['question']}"],
                                                    "answer": "no"}) + "\n")
-    new = Path(recurate_reflectv(release=str(release), add_model=["teacher=strict", "verifier=critic"],
-                                 config=str(config)))
+    new = Path(recurate_release(release=str(release), add_model=["teacher=strict", "verifier=critic"],
+                                config=str(config)))
     assert set(asked) == {"strict", "critic"}  # the original teacher and verifier were not asked
     assert asked["strict"] == sum(len(r["dialogue"]) for r in dialogues)
     assert new == release.parent / "1.1.0" and verify_release(new).ok and recorded_validation(new)["success"]
     recurated = open_release(new)
     rows = {r["sample_id"]: r for r in recurated.table("trajectories").to_pylist()}
-    removed = {r["sample_id"]: r["reason"] for r in recurated.manifest["removed"]}
+    removed = {r["sample_id"]: r["reason"] for r in recurated.manifest.removed}
     assert "drop by strict in v1.1.0 (plateau at turn 2 (5 -> 5))" in removed[dropped["sample_id"]]
     # the doubted chain became a QA pair, which then stays or is one of the surplus pairs rho drops
     collapsed = rows.get(doubted["sample_id"])

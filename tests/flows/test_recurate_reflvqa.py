@@ -31,19 +31,19 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
 
 
 def test_new_inspector_and_judge_are_the_only_calls(built, asked):
-    from mmcurate.flows.recurate_reflvqa import recurate_reflvqa
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release = built
     parent = open_release(release)
     qa = parent.table("qa").to_pylist()
     known = qa[0]  # the sage answers this question with the Reddit answer itself: no image needed
     (home / "sage.jsonl").write_text(json.dumps({"when_all": [known["question"]], "answer": known["answer"]}) + "\n")
-    new = Path(recurate_reflvqa(release=str(release), add_model=["sage", "text_entailment=skeptic"],
+    new = Path(recurate_release(release=str(release), add_model=["sage", "text_entailment=skeptic"],
                                 config=str(config)))
     assert new == release.parent / "1.1.0" and verify_release(new).ok
     assert set(asked) == {"sage", "skeptic"} and asked["sage"] == len(qa)  # the inspector was not asked
     recurated = open_release(new)
-    removed = recurated.manifest["removed"]
+    removed = recurated.manifest.removed
     assert [r["sample_id"] for r in removed] == [known["sample_id"]]
     assert "answerable without the image" in removed[0]["reason"]
     # the skeptic rejects every document: no text citation is left, fact-checkable sentences are flagged
@@ -55,7 +55,7 @@ def test_new_inspector_and_judge_are_the_only_calls(built, asked):
     cited_before = [r["sample_id"] for r in qa[1:] if any(s["text_citations"] for s in r["sentences"])]
     assert cited_before and all(f"`{sid}` (reddit): citation/citation.recheck: changed" in changelog
                                 for sid in cited_before)
-    assert recurated.manifest["parent"]["version"] == "1.0.0" and recurated.manifest["judge"]["name"] == "llm:skeptic"
+    assert recurated.manifest.parent.version == "1.0.0" and recurated.manifest.judge_name == "llm:skeptic"
 
 
 def test_the_plan_counts_the_new_models_calls(built):

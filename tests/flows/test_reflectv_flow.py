@@ -35,7 +35,7 @@ def test_release_is_valid_and_explains_itself(run) -> None:
     assert path == home / "releases" / "reflectv" / "1.0.0"
     assert verify_release(path).ok and recorded_validation(path)["success"]
     release = open_release(path)
-    stats = release.manifest["statistics"]
+    stats = release.manifest.statistics
     assert [r["remaining"] for r in stats["funnel"]] == [17, 13, 12, 9, 12]
     assert {r["domain"]: (r["original"], r["released"]) for r in stats["domains"]} == {
         "General QA": (8, 6), "Scene text": (3, 2), "Document": (3, 1), "Chart": (3, 3)}
@@ -44,13 +44,13 @@ def test_release_is_valid_and_explains_itself(run) -> None:
                               {"depth": 1, "multi_turn": 6, "single_turn": 0},
                               {"depth": 2, "multi_turn": 3, "single_turn": 0}]
     assert stats["composition"] == [{"rho": 0.75, "multi_turn": 9, "single_turn": 3, "share": 0.75}]
-    notes = " ".join(release.manifest["notes"])
+    notes = " ".join(release.manifest.notes)
     assert "scripted model 'student'" in notes and "annotated regions" in notes and "lexical judge" in notes
     assert "captions: fixed sentences (template-v1) stand in" in notes and "teacher feedback states the answer" in notes
-    assert release.manifest["components"]["captions"] == "template-v1"
-    assert release.manifest["exports"]["sft"]["records"] == 12
-    assert release.manifest["components"]["grounding"].startswith("boxes:")
-    assert {"plots/funnel.png", "plots/distribution-0.png", "plots/distribution-1.png"} <= set(release.manifest["files"])
+    assert release.manifest.components["captions"] == "template-v1"
+    assert release.manifest.exports["sft"]["records"] == 12
+    assert release.manifest.components["grounding"].startswith("boxes:")
+    assert {"plots/funnel.png", "plots/distribution-0.png", "plots/distribution-1.png"} <= set(release.manifest.files)
     card = (path / "README.md").read_text()
     assert "ReflectV is a training set" in card and "split: train" in card and "scripted model" in card
 

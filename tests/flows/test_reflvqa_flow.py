@@ -49,7 +49,7 @@ def test_flow_writes_a_valid_release_that_says_what_it_skipped(run):
     assert path == home / "releases" / "reflvqa" / "1.0.0"
     assert verify_release(path).ok
     release = open_release(path)
-    notes = " ".join(release.manifest["notes"])
+    notes = " ".join(release.manifest.notes)
     assert "relevance" in notes and "cross-modal" in notes  # no CLIP offline: skipped, said so
     assert "image citations" in notes
     ledger = pl.from_arrow(release.ledger)
@@ -65,7 +65,7 @@ def test_flow_writes_a_valid_release_that_says_what_it_skipped(run):
                 assert sentence["text_citations"] or sentence["flagged"]
     kb = release.frame("knowledge_base")
     assert kb.filter(kb["modality"] == "text").height == 60  # the whole fixture corpus ships for RAG
-    table1 = {row["statistic"] for row in release.manifest["statistics"]["table1"]}
+    table1 = {row["statistic"] for row in release.manifest.statistics["table1"]}
     assert {"pairs", "unique_questions", "unique_images", "answer_words_mean"} <= table1
 
 
@@ -119,6 +119,10 @@ def test_evaluation_runs_the_grid_over_the_release_and_writes_table_5(run):
         assert f"| inspector + {row} |" in table
     assert "a stand-in finds them by the caption their source gives them" in table  # image retrieval, said so
     assert "readings: the model writes N search queries" in table and "two_step_documents: shared" in table
+    # the paper's readings by default, each named (issue 32 items 6, 8, 9)
+    assert "score_average: per_answer" in table and "duplicates: keep" in table
+    assert f"subset: all ({len(qa)} QA pairs): the release has no imported verification labels" in table
+    assert "| answers requested |" in table and "| questions excluded at query step n1 |" in table
     assert (out / "hit_at_k.png").stat().st_size > 1000
     wanted = {"evaluation-reflvqa", "reflvqa-evaluation-plan", "reflvqa-evaluation-plan-vs-spent"}
     with get_client(sync_client=True) as client:  # by key: the session's API holds every test's artifacts

@@ -60,11 +60,11 @@ def test_release_cites_through_the_cutoff_and_records_verification(run):
         assert detail["kept"] + detail["cut"] == 10 and detail["theta"] >= 0.1
     judged = ledger.filter(pl.col("check") == "citation.text")
     assert judged.height == sum(json.loads(d)["kept"] for d in cutoffs["detail"])  # only kept documents are judged
-    components = release.manifest["components"]
+    components = release.manifest.components
     assert components["text_cutoff"] == "mad" and components["claim_extractor"] == "heuristic-claims-v1"
-    notes = " ".join(release.manifest["notes"])
+    notes = " ".join(release.manifest.notes)
     assert "cut with mad" in notes and "heuristic stand-in" in notes and "Sentence verification" in notes
-    roles = {m["role"] for m in release.manifest["models"]}
+    roles = {m.role for m in release.manifest.models}
     assert "claim_verifier" in roles
     sentences = ledger.filter(pl.col("check") == "verify.sentence")
     claims = ledger.filter(pl.col("check") == "verify.claim")
@@ -91,7 +91,7 @@ def test_release_cites_through_the_cutoff_and_records_verification(run):
             if (row["sample_id"], s["index"]) in by_id:
                 after = by_id[(row["sample_id"], s["index"])]
                 assert (s["text_citations"], s["flagged"]) == (after["text_citations"], after["flagged"])
-    funnel = [r["stage"] for r in release.manifest["statistics"]["funnel"]]
+    funnel = [r["stage"] for r in release.manifest.statistics["funnel"]]
     assert funnel[-3:] == ["citation", "verification", "dedup"]
 
 

@@ -67,41 +67,41 @@ def test_other_settings_under_the_same_version_are_refused_before_the_pipeline(b
     assert "\n" not in message and "deflectionbench 1.0.0 exists" in message
     assert "deflectionbench.k_min: 3 -> 6" in message and "--version" in message
     assert not (home / "fresh-work").exists()  # refused before ingesting anything
-    assert open_release(release).manifest["k_min"] == 3
+    assert open_release(release).manifest.k_min == 3
 
 
 def test_recuration_calls_only_the_new_model_and_explains_removals(built):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release = built
     with ResponseCache.open(f"sqlite:///{flowkit.cache_path(home)}") as cache:
         reader_answers = cache.count("vlm-reader")
-    new = Path(recurate(release=str(release), add_model=["knower"], config=str(config)))
-    assert new.name == "1.1.0" and open_release(new).manifest["parent"] == {
-        "version": "1.0.0", "content_id": open_release(release).manifest["sealed"]}
+    new = Path(recurate_release(release=str(release), add_model=["knower"], config=str(config)))
+    assert new.name == "1.1.0" and open_release(new).manifest.parent.recorded() == {
+        "version": "1.0.0", "content_id": open_release(release).manifest.sealed}
     assert verify_release(new).ok  # its sealed body and its counts per source, against its data
     with ResponseCache.open(f"sqlite:///{flowkit.cache_path(home)}") as cache:
         assert cache.count("vlm-reader") == reader_answers  # the earlier model: cache hits only
-    calls = [r for r in open_release(new).manifest["statistics"]["calls"] if r["step"] != "total"]
+    calls = [r for r in open_release(new).manifest.statistics["calls"] if r["step"] != "total"]
     assert {r["model"] for r in calls if r["calls"]} == {"knower"}
     old_ids, new_ids = set(open_release(release).sample_ids), set(open_release(new).sample_ids)
-    removed = {r["sample_id"]: r for r in open_release(new).manifest["removed"]}
+    removed = {r["sample_id"]: r for r in open_release(new).manifest.removed}
     assert len(removed) == 1 and set(removed) == old_ids - new_ids  # the Hubble question
     (record,) = removed.values()
     assert record["removed_in"] == "1.1.0" and "knower was not judged INCORRECT" in record["reason"]
 
 
 def test_recuration_with_another_model_is_refused_naming_it(built):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, config, release = built
-    first = Path(recurate(release=str(release), add_model=["knower"], config=str(config)))  # a rerun
+    first = Path(recurate_release(release=str(release), add_model=["knower"], config=str(config)))  # a rerun
     assert first.name == "1.1.0"
     with pytest.raises(ReleaseExists) as refused:
-        recurate(release=str(release), add_model=["parrot"], config=str(config))
+        recurate_release(release=str(release), add_model=["parrot"], config=str(config))
     message = str(refused.value)
     assert "deflectionbench 1.1.0 exists" in message and "gating.pool" in message and "parrot" in message
-    assert [m["name"] for m in open_release(first).manifest["models"]] == ["vlm-reader", "knower"]
+    assert [m.name for m in open_release(first).manifest.models] == ["vlm-reader", "knower"]
 
 
 def test_manifests_and_cards_carry_no_absolute_path(built):
@@ -110,12 +110,12 @@ def test_manifests_and_cards_carry_no_absolute_path(built):
         text = (release / file).read_text()
         assert ABSOLUTE_PATH.findall(text) == [], file
         assert str(home) not in text
-    config = open_release(release).manifest["config"]  # relative to the release folder
+    config = open_release(release).manifest.config  # relative to the release folder
     assert config["releases_root"] == "../.." and config["workdir"] == "../../../work"
 
 
 def test_a_copied_release_recurates_beside_itself(built, tmp_path):
-    from mmcurate.flows.recurate import recurate
+    from mmcurate.flows.recurate import recurate_release
 
     home, _, release = built
     # another machine's layout, release and model script alike: the manifest's paths are relative
@@ -124,8 +124,8 @@ def test_a_copied_release_recurates_beside_itself(built, tmp_path):
     shutil.copytree(release, moved)
     shutil.copy(home / "knower.jsonl", tmp_path / "home" / "knower.jsonl")
     (tmp_path / "home" / "work").mkdir()  # the workdir there (a fresh one: no response cache)
-    new = Path(recurate(release=str(moved), add_model=["knower"]))
+    new = Path(recurate_release(release=str(moved), add_model=["knower"]))
     assert new == moved.parent / "1.1.0"
-    assert verify_release(new).ok and open_release(new).manifest["parent"]["version"] == "1.0.0"
+    assert verify_release(new).ok and open_release(new).manifest.parent.version == "1.0.0"
     assert list_versions(tmp_path / "home" / "releases", "deflectionbench") == ["1.0.0", "1.1.0"]
     assert (tmp_path / "home" / "work" / "responses.sqlite").is_file()  # the manifest's workdir, resolved here

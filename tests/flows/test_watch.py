@@ -141,7 +141,7 @@ def test_run_recurates_verifies_publishes_and_notifies(built, notifier, tmp_path
                     target_dir=str(tmp_path / "published"), notify_block="test-notebook/watch-test")
     new = Path(outcome["recurated"])
     assert new == release.parent / "1.1.0" and verify_release(new).ok
-    assert [m["name"] for m in open_release(new).manifest["models"]] == ["vlm-reader", "knower"]
+    assert [m.name for m in open_release(new).manifest.models] == ["vlm-reader", "knower"]
     assert outcome["published"] == str(tmp_path / "published")
     assert verify_release(tmp_path / "published").ok and (tmp_path / "published" / "CHANGELOG.md").is_file()
     (subject, body), = notifier

@@ -42,6 +42,8 @@ class BothModalities:
 def grid_settings(world, tmp_path):
     world.add("vlm", [{"when_all": ["Search queries:"], "answer": "a\nb\nc\nd"},
                       {"when_all": ["Search query:"], "answer": "a"},
+                      # N = 4 shows its 4 x 1 text documents as [1]-[4], then the image ones from [5]
+                      {"when_all": ["Combined answer:", "image documents: Fine [5]."], "answer": "Both [1, 5]."},
                       {"when_all": ["Combined answer:"], "answer": "Both [1, 2]."}], default="Fine [1].")
     world.add("cap", [], default="A lamp.")
     world.add("judge", [], default="3")
@@ -95,3 +97,20 @@ def test_the_plan_matches_what_a_scripted_run_asks(world, tmp_path):
     # one image document per question here, not the paper's 1.53; the grade batches ask equal units once
     assert rows[("evaluate.reflvqa.two-step.n1.caption", "cap")]["requests"] == 2
     assert 0 < rows[("evaluate.reflvqa.relevance", "judge")]["requests"] <= 8
+
+
+def test_the_plan_counts_table_7s_settings(world, tmp_path):
+    """Section 6.2's settings: CoT one answer; Self-Refine its answer and, at most, a feedback
+    and a refinement per round (3); Captioning the captions of its N x K image documents."""
+    settings = grid_settings(world, tmp_path)
+    plan = plan_reflvqa_evaluation(settings, "vlm", QA, pa.Table.from_pylist(DOCS, schema=KNOWLEDGE_BASE),
+                                   ["image-cot", "image-self-refine", "image-caption"], [1])
+    assert {(r.step, r.model): r.requests for r in plan.rows if "reflvqa.relevance" not in r.step and "completeness" not in r.step} == {
+        ("evaluate.reflvqa.queries.n1", "vlm"): 2,
+        ("evaluate.reflvqa.image-cot.n1", "vlm"): 2,
+        ("evaluate.reflvqa.image-self-refine.n1", "vlm"): 2,
+        ("evaluate.reflvqa.image-self-refine.n1.feedback", "vlm"): 2 * 3,
+        ("evaluate.reflvqa.image-self-refine.n1.refine", "vlm"): 2 * 3,
+        ("evaluate.reflvqa.image-caption.n1.caption", "cap"): 2 * 5,
+        ("evaluate.reflvqa.image-caption.n1", "vlm"): 2,
+    }

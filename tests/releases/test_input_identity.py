@@ -40,7 +40,7 @@ def inputs(tmp_path):
 def test_the_manifest_records_the_content_of_every_input(inputs):
     rules, source, draft, release = inputs
     manifest = open_release(release).manifest
-    assert list(manifest["inputs"]) == ["models.reader.script"]
+    assert list(manifest.inputs) == ["models.reader.script"]
     assert draft_differences(open_release(release), draft) == []  # the same inputs: a rerun
 
 

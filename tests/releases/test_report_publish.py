@@ -187,3 +187,26 @@ def test_a_report_shows_only_the_sections_its_release_has(reflvqa_release, tmp_p
     sections = _sections(write_report(reflvqa_release).read_text())
     assert not set(DEFLECTION_SECTIONS) & set(sections), sections
     assert "Stage funnel" in sections and "Model calls" not in sections  # its manifest records no calls
+
+
+@pytest.mark.parametrize("which", ["deflection", "reflvqa"])
+def test_a_published_folder_loads_every_config_with_datasets(which, capsys, monkeypatch, tmp_path, deflection_release,
+                                                             reflvqa_release):
+    """The card's header, written through huggingface_hub's DatasetCardData, names a config per
+    table: ``datasets.load_dataset(DIR, config)`` reads each from a ``publish --target-dir`` copy."""
+    from datasets import load_dataset
+    from huggingface_hub import DatasetCard
+
+    from mmcurate.releases.reader import open_release
+
+    release = {"deflection": deflection_release, "reflvqa": reflvqa_release}[which]
+    target = tmp_path / "out"
+    assert run_cli(capsys, monkeypatch, "publish", str(release), "--repo-id", "org/bench",
+                   "--target-dir", str(target))[0] == 0
+    opened = open_release(target)
+    card = DatasetCard.load(target / "README.md")
+    assert [c["config_name"] for c in card.data.configs] == opened.configs
+    for config in opened.configs:
+        loaded = load_dataset(str(target), config, split=opened.manifest.split or "test",
+                              cache_dir=str(tmp_path / "hf"))
+        assert loaded.num_rows == opened.manifest.counts.rows[config], config

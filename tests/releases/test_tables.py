@@ -4,10 +4,15 @@ from __future__ import annotations
 import json
 
 from mmcurate.releases.deflection import global_table
+from mmcurate.releases.manifest_model import Manifest
 from mmcurate.releases.plots import _png, topics_figure
 from mmcurate.core.config import TopicsConfig
 from mmcurate.core.ledger import ledger_table
 from mmcurate.releases.topics import assign_topics, inherited_topics, topic_of
+
+
+def manifest(statistics: dict) -> Manifest:
+    return Manifest(benchmark="deflectionbench", version="1.0.0", counts={}, shards={}, files={}, statistics=statistics)
 
 
 def test_table3_counts_unique_questions_and_query_images_only(make):
@@ -48,12 +53,12 @@ def test_topic_table_before_and_after(make):
     assert rows["webqa/animals"]["after"] == 0 and rows["webqa/animals"]["retained_pct"] == 0.0
     assert [(d.stage, d.check, d.verdict) for d in topics.decisions][0] == ("topics", "topic.source_fields",
                                                                           "webqa/travel")
-    manifest = {"statistics": {"topics": list(rows.values()),
-                               "readings": [{"setting": "topics", "value": "source_fields", "reading": topics.note}]}}
-    inherited = inherited_topics(manifest, ledger_table([], "r"), pool.slice(0, 1))
+    statistics = {"topics": list(rows.values()),
+                  "readings": [{"setting": "topics", "value": "source_fields", "reading": topics.note}]}
+    inherited = inherited_topics(manifest(statistics), ledger_table([], "r"), pool.slice(0, 1))
     assert inherited.before == topics.before and inherited.table(kept) == list(rows.values())
     assert inherited.decisions == []  # the parent's ledger already holds them
-    assert inherited_topics({"statistics": {}}, ledger_table([], "r"), pool) is None
+    assert inherited_topics(manifest({}), ledger_table([], "r"), pool) is None
     assert _png(topics_figure(list(rows.values())))[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -67,9 +72,8 @@ def test_a_recuration_counts_its_samples_in_the_parents_bertopic_clusters(make):
     rows = [Decision(ids[0], "topics", "topic.bertopic", "0_bird_nest"),
             Decision(ids[1], "topics", "topic.bertopic", "1_rocket_launch"),
             Decision(ids[2], "topics", "topic.bertopic", "1_rocket_launch")]
-    manifest = {"statistics": {
-        "topics": [{"topic": "0_bird_nest", "before": 5}, {"topic": "1_rocket_launch", "before": 7}],
-        "readings": [{"setting": "topics", "value": "bertopic", "reading": "topics.reading bertopic: ..."}]}}
-    inherited = inherited_topics(manifest, ledger_table(rows, "r"), pool)
+    statistics = {"topics": [{"topic": "0_bird_nest", "before": 5}, {"topic": "1_rocket_launch", "before": 7}],
+                  "readings": [{"setting": "topics", "value": "bertopic", "reading": "topics.reading bertopic: ..."}]}
+    inherited = inherited_topics(manifest(statistics), ledger_table(rows, "r"), pool)
     assert inherited.reading == "bertopic" and inherited.before == {"0_bird_nest": 5, "1_rocket_launch": 7}
     assert inherited.after(ids[1:]) == {"1_rocket_launch": 2}  # not the source field "webqa/travel"

@@ -86,6 +86,8 @@ def test_a_format_1_manifest_verifies_its_files_and_says_its_body_is_not_sealed(
     path.write_text(json.dumps(manifest))
     result = verify_release(copy)
     assert result.ok and result.notes == ["manifest.json is format 1: its files are sealed, its own entries "
-                                          "(config, counts, notes, ...) are not"]
+                                          "(config, counts, notes, ...) are not",
+                                          "manifest.json is format 1: written before releases carried the "
+                                          "manifest's schema (manifest.schema.json)"]
     code, out, _ = run_cli(capsys, monkeypatch, "verify", str(copy))
     assert code == 0 and out.startswith("note: manifest.json is format 1")

@@ -126,7 +126,7 @@ def test_diff_lists_added_and_removed_with_reasons(capsys, monkeypatch, tmp_path
     result = diff_releases(deflection_release, new)
     assert result.added == [r["sample_id"] for r in new_rows[-2:]]
     assert [r.sample_id for r in result.removed] == [dropped, silent]
-    assert open_release(new).manifest["removed"] == draft.removed
+    assert open_release(new).manifest.removed == draft.removed
     code, out, _ = run_cli(capsys, monkeypatch, "diff", str(deflection_release), str(new))
     assert code == 0
     assert "1.0.0 -> 1.1.0: +2 added, -2 removed" in out

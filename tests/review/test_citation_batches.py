@@ -88,7 +88,7 @@ def release(tmp_path):
     pq.write_table(pa.Table.from_pylist(docs, schema=DOCUMENTS), root / "data" / "documents-00000-of-00001.parquet")
     pq.write_table(pa.Table.from_pylist(kb, schema=KNOWLEDGE_BASE), root / "data" / "knowledge_base-00000-of-00001.parquet")
     pq.write_table(pa.Table.from_pylist(ledger, schema=LEDGER), root / "ledger.parquet")
-    (root / "manifest.json").write_text(json.dumps({"judge": {"name": "lexical-overlap-v1", "image": None}}))
+    write_manifest(root)
     return root
 
 
@@ -274,8 +274,17 @@ def write_release(root, sentences, ledger):
     kb = [{k: v for k, v in d.items() if k != "provenance"} for d in documents]
     pq.write_table(pa.Table.from_pylist(kb, schema=KNOWLEDGE_BASE), root / "data" / "knowledge_base-00000-of-00001.parquet")
     pq.write_table(pa.Table.from_pylist(rows, schema=LEDGER), root / "ledger.parquet")
-    (root / "manifest.json").write_text(json.dumps({"judge": {"name": "lexical-overlap-v1", "image": None}}))
+    write_manifest(root)
     return root
+
+
+def write_manifest(root) -> None:
+    """What the export and import read of a release's manifest (its judges), in a manifest that
+    holds what every release manifest holds."""
+    shards = {c: [f"data/{c}-00000-of-00001.parquet"] for c in ("qa", "documents", "knowledge_base")}
+    (root / "manifest.json").write_text(json.dumps({
+        "benchmark": "reflvqa", "version": "1.0.0", "shards": shards, "files": {}, "counts": {},
+        "judge": {"name": "lexical-overlap-v1", "image": None}}))
 
 
 def label_everything(batch, path, truth):

@@ -5,7 +5,10 @@ working install whose Reddit ingest writes the same files, byte for byte, with t
 pure-Python picker. No network: each environment sees the test environment's packages
 through a .pth file naming its site-packages (never the base interpreter's, which holds no
 project dependency on a clean machine, and whatever it holds elsewhere must not count), and
-the wheel is installed with --no-deps --no-index.
+the wheel is installed with --no-deps --no-index. Since the environment sees every package of
+the test environment, an import the wheel does not declare would still work there: every
+top-level import name of the installed code must belong to a distribution the wheel declares
+(``importlib.metadata.packages_distributions``).
 """
 from __future__ import annotations
 
@@ -26,6 +29,48 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 BASE_SITE = Path(sysconfig.get_path("purelib", vars={"base": sys.base_prefix, "platbase": sys.base_prefix}))
 OUTPUTS = ("samples.parquet", "quarantine.parquet", "locators.parquet")
+# optional extras the test environment does not install: their import name -> the distribution
+# pyproject.toml declares as that extra (importlib.metadata cannot map a package that is not there);
+# the other extras count as declared, the test extra does not
+NOT_INSTALLED = {"vllm": "vllm", "sam2": "sam2", "cragmm_search": "cragmm-search-pipeline"}
+# run inside the fresh environment: import every module of the installed package, then map every
+# top-level import name of its code (lazy ones in functions too) to the distributions declared
+IMPORTS_CHECK = """
+import ast, importlib, json, pkgutil, re, sys
+from importlib import metadata
+from pathlib import Path
+import mmcurate
+
+from packaging.requirements import Requirement
+
+norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
+declared = {norm(r.name) for r in map(Requirement, metadata.requires("mmcurate"))
+            if 'extra == "test"' not in str(r.marker or "")}  # the test extra is not for users
+not_installed = json.loads(sys.argv[1])
+modules, failed, names = [], {}, {}
+for info in pkgutil.walk_packages(mmcurate.__path__, "mmcurate."):
+    modules.append(info.name)
+    try:
+        importlib.import_module(info.name)
+    except Exception as exc:
+        failed[info.name] = repr(exc)
+for path in Path(mmcurate.__file__).parent.rglob("*.py"):
+    for node in ast.walk(ast.parse(path.read_text())):
+        found = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+        for name in found:
+            names.setdefault(name.split(".")[0], set()).add(path.name)
+distributions = metadata.packages_distributions()
+undeclared = {}
+for name, files in sorted(names.items()):
+    if name in sys.stdlib_module_names or name == "mmcurate":
+        continue
+    owners = distributions.get(name) or [not_installed.get(name, "(not installed)")]
+    if not any(norm(owner) in declared for owner in owners):
+        undeclared[name] = {"distributions": owners, "files": sorted(files)}
+print(json.dumps({"modules": modules, "failed": failed, "undeclared": undeclared,
+                  "install": str(Path(mmcurate.__file__).parent)}))
+"""
 
 
 def _tree_copy(dest: Path) -> Path:
@@ -121,3 +166,31 @@ def test_without_a_compiler_the_install_works_and_ingests_reddit_identically(ins
     reports = [json.loads((tmp_path / name / "ingest.json").read_text()) for name in ("c", "no-compiler")]
     assert [r.pop("reader") for r in reports] == [{"line_picker": "c"}, {"line_picker": "python"}]
     assert reports[0] == reports[1]
+
+
+def test_every_module_imports_and_every_import_is_declared(installs, tmp_path):
+    bin_dir = installs["c"]
+    checked = _run(bin_dir, "python", "-c", IMPORTS_CHECK, json.dumps(NOT_INSTALLED), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    report = json.loads(checked.stdout.splitlines()[-1])
+    assert Path(report["install"]).is_relative_to(bin_dir.parent)  # the wheel's code, not the checkout's
+    assert len(report["modules"]) > 200 and "mmcurate.flows.evaluate" in report["modules"]
+    assert report["failed"] == {}
+    assert report["undeclared"] == {}
+
+
+def test_an_undeclared_import_is_found(installs, tmp_path):
+    """The check above fails on an import the wheel does not declare, though the package is there."""
+    bin_dir = installs["c"]
+    site_packages = Path(_run(bin_dir, "python", "-c", "import mmcurate, os; print(os.path.dirname(mmcurate.__file__))",
+                              cwd=tmp_path).stdout.strip())
+    probe = site_packages / "core" / "_undeclared_probe.py"
+    probe.write_text("import hypothesis  # a test dependency: present here, never declared for users\n")
+    try:
+        checked = _run(bin_dir, "python", "-c", IMPORTS_CHECK, json.dumps(NOT_INSTALLED), cwd=tmp_path)
+    finally:
+        probe.unlink()
+    assert checked.returncode == 0, checked.stderr
+    report = json.loads(checked.stdout.splitlines()[-1])
+    assert list(report["undeclared"]) == ["hypothesis"]
+    assert report["undeclared"]["hypothesis"]["files"] == ["_undeclared_probe.py"]

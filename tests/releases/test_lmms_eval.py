@@ -1,0 +1,139 @@
+"""Releases as lmms-eval tasks, tested against the real lmms-eval package: its task manager
+loads the exported folder (``--include_path``), its task objects build the documents and
+call the exported functions, and its command line runs the tasks against the embedded
+llama.cpp server. The numbers an lmms-eval run computes from a set of answers are the ones
+``mmcurate evaluate`` computes from the same answers (one rule)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from mmcurate.evaluation.metrics import RATES, compute_metrics
+from mmcurate.evaluation.scenarios import SCENARIOS, evaluate, scenario_request
+from mmcurate.judging.simpleqa import LexicalJudge
+from mmcurate.releases.lmms_export import export_release, group_name
+from mmcurate.releases.manifest import load_manifest
+from mmcurate.releases.reader import open_release
+from mmcurate.releases.unembed import canonical_samples
+from mmcurate.releases.verify import verify_release
+from mmcurate.core.images import ImageStore
+
+from cli_helpers import one_line, run_cli
+from lmms_helpers import harness_numbers, harness_tasks
+
+lmms_eval = pytest.importorskip("lmms_eval", reason="lmms-eval is not installed (pip install 'mmcurate[test]')")
+
+GROUP = group_name("deflectionbench", "1.0.0")
+
+
+def _kind():
+    from mmcurate.releases.deflection import KIND
+    return KIND
+
+
+@pytest.fixture
+def exported(deflection_release, tmp_path) -> Path:
+    out = tmp_path / "tasks"
+    export_release(open_release(deflection_release), _kind(), out)
+    return out
+
+
+def test_every_release_ships_its_tasks_sealed_with_it(deflection_release):
+    manifest = load_manifest(deflection_release)
+    assert manifest.lmms_eval["tasks"] == [f"{GROUP}_{s}" for s in SCENARIOS]
+    assert f"lmms_eval/{GROUP}_realistic.yaml" in manifest.files and "lmms_eval/utils.py" in manifest.files
+    task = (deflection_release / "lmms_eval" / f"{GROUP}_oracle.yaml").read_text()
+    assert "data/test-*.parquet" in task and str(deflection_release) not in task  # relative to the release
+    assert verify_release(deflection_release).ok
+
+
+def test_lmms_eval_loads_the_tasks_and_sends_what_mmcurate_sends(deflection_release, exported):
+    tasks = harness_tasks(exported, GROUP)
+    assert set(tasks) == {f"{GROUP}_{s}" for s in SCENARIOS}
+    seed = load_manifest(deflection_release).seed
+    rows = {r["sample_id"]: r for r in canonical_samples(open_release(deflection_release),
+                                                         ImageStore(exported.parent / "img")).to_pylist()}
+    for scenario in SCENARIOS:
+        task = tasks[f"{GROUP}_{scenario}"]
+        docs = list(task.test_docs())
+        assert len(docs) == len(rows)
+        for doc in docs:
+            sent = task.doc_to_messages(doc)
+            ours = scenario_request(rows[doc["sample_id"]], scenario, 2, "moderate", seed).messages
+            assert [m["role"] for m in sent] == [m["role"] for m in ours]
+            texts = [[p["text"] for p in m["content"] if p["type"] == "text"] for m in sent]
+            expected = [[m["content"]] if isinstance(m["content"], str) else
+                        [p["text"] for p in m["content"] if p["type"] == "text"] for m in ours]
+            assert texts == expected
+            images = [p for m in sent for p in m["content"] if p["type"] == "image"]
+            assert len(images) == sum(p["type"] == "image" for m in ours if not isinstance(m["content"], str)
+                                      for p in m["content"])
+            assert all(hasattr(p["url"], "size") for p in images)  # PIL images, as lmms-eval encodes them
+            assert task.doc_to_visual(doc) == [p["url"] for p in images]
+
+
+def test_the_same_answers_give_the_same_numbers(deflection_release, exported, world):
+    release = open_release(deflection_release)
+    samples = canonical_samples(release, ImageStore(exported.parent / "img"))
+    # scripted answers: right from the gold passage, wrong from a distractor, else a refusal
+    m = world.add("m", [{"when_all": ["the gold passage for question 1"], "answer": "answer 1"},
+                        {"when_all": ["the gold passage for question 2"], "answer": "alias 2"},
+                        {"when_all": ["distractor passage 0 about topic 3"], "answer": "answer 9"},
+                        {"when_all": ["picture 4"], "answer": "answer 4"}], default="I don't know")
+    ours = evaluate(samples, world.pool, LexicalJudge(), m, SCENARIOS, 2, "moderate",
+                    seed=release.manifest.seed, run_id="e")
+    expected = {row["scenario"]: row for row in compute_metrics(ours).to_pylist()}
+    answers = {(r["sample_id"], r["scenario"]): r["answer"] for r in ours.to_pylist()}
+    assert len({r["grade"] for r in ours.to_pylist()}) == 3  # the case holds right, wrong and declined answers
+    numbers = harness_numbers(exported, GROUP, lambda task, doc: answers[(doc["sample_id"],
+                                                                           task.removeprefix(f"{GROUP}_"))])
+    for scenario in SCENARIOS:
+        for rate in RATES:
+            assert numbers[f"{GROUP}_{scenario}"][rate] == pytest.approx(expected[scenario][rate]), (scenario, rate)
+
+
+def test_export_refuses_a_folder_with_files_and_the_release_itself(deflection_release, tmp_path, capsys,
+                                                                   monkeypatch):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("x")
+    for out, needle in ((busy, "not an empty folder"), (deflection_release / "lmms_eval2", "inside the release")):
+        one_line(*run_cli(capsys, monkeypatch, "export", "lmms-eval", str(deflection_release), "--out", str(out))[::2],
+                 needle)
+    assert not (deflection_release / "lmms_eval2").exists()
+
+
+@pytest.mark.slow
+def test_lmms_eval_runs_the_exported_tasks_against_the_llama_server(deflection_release, llama_server, tmp_path,
+                                                                    capsys, monkeypatch):
+    """lmms-eval's own command line, its OpenAI-compatible chat model pointed at the embedded
+    llama.cpp server (SmolLM2 is text-only: exported with --text-only, the images dropped).
+    SmolLM2's answers differ across machines: only what the run must produce is checked."""
+    out = tmp_path / "tasks"
+    code, said, err = run_cli(capsys, monkeypatch, "export", "lmms-eval", str(deflection_release), "--out", str(out),
+                              "--text-only")
+    assert code == 0 and f"--tasks {GROUP} --include_path {out}" in said, err
+    env = {**os.environ, "OPENAI_API_KEY": "none", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "WANDB_MODE": "disabled", "HF_HOME": str(tmp_path / "hf")}
+    run = subprocess.run(
+        [sys.executable, "-m", "lmms_eval", "--model", "openai",
+         "--model_args", f"model_version=smollm2,base_url={llama_server.base_url},max_retries=1",
+         "--tasks", f"{GROUP}_oracle,{GROUP}_parametric", "--include_path", str(out), "--limit", "2",
+         "--batch_size", "1", "--output_path", str(tmp_path / "results")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = [json.loads(p.read_text()) for p in (tmp_path / "results").rglob("*results*.json")]
+    assert results, list((tmp_path / "results").rglob("*"))
+    scores = results[0]["results"]
+    for scenario in ("oracle", "parametric"):
+        cell = scores[f"{GROUP}_{scenario}"]
+        values = {k.split(",")[0]: v for k, v in cell.items() if "," in k and not k.endswith("_stderr,none")}
+        assert set(RATES) <= set(values), cell
+        assert 0.0 <= values["accuracy"] <= 1.0 and values["accuracy"] + values["deflection"] \
+            + values["hallucination"] == pytest.approx(1.0)
