@@ -30,6 +30,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+from .plural import counted
 from .specs import (
     CaptionSpec,
     ClaimExtractorSpec,
@@ -255,7 +256,7 @@ class PromptFile(_Strict):
     def _texts(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         empty = sorted(name for name, text in (value or {}).items() if not text.strip())
         if empty:
-            raise ValueError(f"empty prompt template(s) {empty}")
+            raise ValueError(f"empty prompt {'template' if len(empty) == 1 else 'templates'} {empty}")
         return value
 
     def read(self) -> "PromptFile":
@@ -280,6 +281,9 @@ class PromptFile(_Strict):
 
 
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
+# every benchmark's list of sources, one rule: an empty list is refused at load ("<benchmark>.sources:
+# List should have at least 1 item"), before any run starts
+Sources = Annotated[list[SourceSpec], Field(min_length=1)]
 
 
 class TopicsConfig(_Strict):
@@ -327,7 +331,7 @@ class BenchmarkSection(_Strict):
 
 
 class DeflectionBenchConfig(BenchmarkSection):
-    sources: list[SourceSpec] = Field(min_length=1)
+    sources: Sources
     gating: GatingConfig
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     prompts: PromptFile | None = None  # None: the built-in templates of gating/prompts.py
@@ -582,7 +586,7 @@ class EvaluationConfig(_Strict):
 class ReflectVConfig(BenchmarkSection):
     """MIRROR's ReflectV curation (seed paper 002, section 4): see flows/reflectv.py."""
 
-    sources: list[SourceSpec] = Field(min_length=1)  # image QA in published layouts, and ready-made FIRE dialogues
+    sources: Sources  # image QA in published layouts, and ready-made FIRE dialogues
     student: str | None = None  # answers the question (sees the image); None: only ingested dialogues
     teacher: str | None = None  # sees the ground truth, replies "Score: N" and "Feedback: ..."
     max_turns: int = Field(default=3, ge=1)  # student answers per dialogue at most
@@ -598,6 +602,16 @@ class ReflectVConfig(BenchmarkSection):
     colors: list[Color] = Field(default_factory=lambda: list(COLORS), min_length=1)
     mark_types: list[MarkType] = Field(default_factory=lambda: list(MARK_TYPES), min_length=1)
     rho: float = Field(default=0.75, ge=0.0, le=1.0)  # share of multi-turn chains in the release
+    # how rho is reached (annotation/reflectv/formatting.py): by collapsing surplus chains only (002
+    # section 4.5, the paper's), or also by dropping surplus QA pairs when chains are too few
+    rho_rule: Literal["collapse", "collapse_or_drop"] = "collapse"
+    # the keyword of a dense-perception turn (Scene text, Document, Chart; 002 section 4.3: "we derive
+    # precise keywords from ground truth annotations"): from the ground truth (the paper's), or a subject
+    # phrase of the question that never states it (Figure 9's prompt alone)
+    dense_keywords: Literal["ground_truth", "question"] = "ground_truth"
+    # when the caption and marks go in (annotation/reflectv/wording.py): into the teacher's feedback
+    # before the first-person rewrite (002 Figures 11 then 12, the paper's), or into the rewrite after it
+    caption_order: Literal["before_rewrite", "after_rewrite"] = "before_rewrite"
     seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"
     # set by re-curation (``mmcurate recurate --add-model teacher=M`` / ``verifier=M``), not by
@@ -645,7 +659,7 @@ class CragMMConfig(BenchmarkSection):
     """CRAG-MM, the benchmark CRUISE reports on (seed 001): its public single- and multi-turn
     sets ingested (quarantine with reasons) and published unfiltered as a validated release."""
 
-    sources: list[SourceSpec]  # cragmm: the Hub snapshots of both sets under one root, or several roots
+    sources: Sources  # cragmm: the Hub snapshots of both sets under one root, or several roots
     seed: int = 0
     version: str = "1.0.0"
 
@@ -708,7 +722,7 @@ class PopeConfig(BenchmarkSection):
     """POPE probes (Kestrel's benchmark, seed 000 4.1; see flows/pope.py): published POPE files
     (source ``pope``) or probes built from object annotations (``pope_objects``)."""
 
-    sources: list[SourceSpec] = Field(min_length=1)
+    sources: Sources
     seed: int = 0  # which surplus probes go when a split is unbalanced
     version: str = "1.0.0"
 
@@ -812,7 +826,7 @@ class Settings(BaseSettings):
         wanted += [captioner] if captioner else []
         missing = sorted(set(wanted) - set(self.models))
         if missing:
-            raise ValueError(f"unknown model(s) {missing}; defined: {sorted(self.models)}")
+            raise ValueError(f"unknown {'model' if len(missing) == 1 else 'models'} {missing}; defined: {sorted(self.models)}")
         if captioner and not self.models[captioner].vision:
             raise ValueError(f"evaluation.reflvqa.captioner: model {captioner!r} does not see images (vision: false); "
                              "name a vision model, or leave it unset for the source captions (a stand-in)")
@@ -999,7 +1013,7 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(f"config {path}: {field_path(first['loc'])}: {first['msg']} "
-                          f"({exc.error_count()} error(s))") from None
+                          f"({counted(exc.error_count(), 'error')})") from None
     resolved = Settings.model_construct(**{k: getattr(settings, k) for k in Settings.model_fields})
     known = _model_keys(overrides, data if isinstance(data, dict) else {})
     from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)

@@ -10,7 +10,8 @@ away (``dogs`` -> ``dog``), so that "three dogs" and "a dog" share their content
 ``find_answer`` is the one rule for "this text contains the answer" (gold passages picked by
 the source adapters, answer-bearing passages in distractor mining): a normalised answer must
 occur as whole normalised words of the text, so "cat" is found in "The Cat sat" but not in
-"category", and "The Beatles" in "beatles' songs".
+"category", and "The Beatles" in "beatles' songs". ``answer_offsets`` gives every such place
+(how often a text states an answer).
 
 Sentence splitting is ``nltk.sent_tokenize`` (English punkt) with no download:
 ``nltk.sent_tokenize`` reads ``tokenizers/punkt_tab/english/`` from an NLTK data dir, which
@@ -64,24 +65,31 @@ def normalize(text: str) -> str:
 _TOKEN = re.compile(r"\S+")
 
 
-def find_answer(text: str, answers: Collection[str]) -> int:
-    """Character offset in ``text`` of the earliest answer found as whole normalised words (the
-    start of the raw token its first word comes from), or -1. Answers that normalise to nothing
-    are ignored."""
+def answer_offsets(text: str, answers: Collection[str]) -> list[int]:
+    """Character offsets in ``text`` of every place an answer occurs as whole normalised words
+    (the start of the raw token its first word comes from), in order; one per occurrence of
+    each distinct answer. Answers that normalise to nothing are ignored."""
     needles = [needle.split() for needle in dict.fromkeys(normalize(a) for a in answers) if needle]
     padded = f" {normalize(text)} " if needles else ""
     needles = [words for words in needles if f" {' '.join(words)} " in padded]  # most texts stop here
     if not needles:
-        return -1
+        return []
     words: list[str] = []
     starts: list[int] = []
     for token in _TOKEN.finditer(text):  # normalising token by token keeps each word's offset
         for word in normalize(token.group()).split():
             words.append(word)
             starts.append(token.start())
-    found = [starts[i] for needle in needles for i in range(len(words) - len(needle) + 1)
-             if words[i : i + len(needle)] == needle]
-    return min(found) if found else -1
+    return sorted(starts[i] for needle in needles for i in range(len(words) - len(needle) + 1)
+                  if words[i : i + len(needle)] == needle)
+
+
+def find_answer(text: str, answers: Collection[str]) -> int:
+    """Character offset in ``text`` of the earliest answer found as whole normalised words (the
+    start of the raw token its first word comes from), or -1. Answers that normalise to nothing
+    are ignored."""
+    found = answer_offsets(text, answers)
+    return found[0] if found else -1
 
 
 def _fold(token: str) -> str:

@@ -105,7 +105,7 @@ def read_run(folder: Path | str) -> Run:
         raise CompareError(f"{folder / ANSWERS}: not a readable Parquet file: {str(exc).splitlines()[0]}") from None
     missing = [c for c in REQUIRED if c not in answers.column_names]
     if missing:
-        raise CompareError(f"{folder / ANSWERS} has no column(s) {missing}")
+        raise CompareError(f"{folder / ANSWERS} lacks {counted(len(missing), 'column')}: {', '.join(missing)}")
     return Run(folder, match.group(1), match.group(2), answers, recorded_content_id(folder))
 
 
@@ -198,7 +198,7 @@ def comparison_markdown(result: Comparison) -> str:
     table = [{by: r["scenario"], "Transition": r["transition"], "Count": str(r["count"]),
               "Share (%)": _pct(r["share"])} for r in result.transitions.to_pylist()]
     wins = [{"Outcome": r["outcome"], "Count": f"{r['count']}/{r['n']}", "Share (%)": _pct(r["share"]),
-             "95% Wilson": "–" if r["low"] is None else f"[{r['low']:.3f}, {r['high']:.3f}]"}
+             "95% Wilson (%)": "–" if r["low"] is None else f"[{_pct(r['low'])}, {_pct(r['high'])}]"}
             for r in result.wins.to_pylist()]
     return (f"# {result.a} (A) vs {result.b} (B) on {result.release}\n\n"
             f"{counted(result.compared, 'item')} compared (matched on {', '.join(result.key)}); left out: "

@@ -102,7 +102,7 @@ def write_cragmm_evaluation(ruled: pa.Table, out: Path, title: str, notes: Seque
         write_table(metrics, out / f"crag_by_{key}.parquet")
         sections.append(f"## {heading}\n\n{crag_markdown(metrics, (key,))}")
     timed = [r for r in ruled.select(["set", "timed_out"]).to_pylist() if r["timed_out"]]
-    sections.append(f"## Time budget\n\n{len(timed)} of {ruled.num_rows} turns went over the per-turn budget and "
+    sections.append(f"## Time budget\n\n{len(timed)} of {counted(ruled.num_rows, 'turn')} went over the per-turn budget and "
                     "were answered \"I don't know\" (counted as missing).")
     conversations = conversation_scores(ruled)
     if conversations.num_rows:

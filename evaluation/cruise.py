@@ -70,7 +70,7 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
         raise MmcurateError(f"unknown CRAG-MM task {task!r}; known: {', '.join(TASKS)} (or none: every turn)")
     limit = given.get("limit")
     if limit is not None and int(limit) < 1:
-        raise MmcurateError(f"limit must be at least 1 conversation, got {limit}")
+        raise MmcurateError(f"--limit must be at least 1 (the first N conversations of each set), got {limit}")
     return {"system": system, "task": None if task is None else str(task),
             "limit": None if limit is None else int(limit)}
 

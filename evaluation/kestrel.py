@@ -62,6 +62,7 @@ from mmcurate.judging.claims import ERROR, Claim, Evidence, Round, judge_round, 
 from mmcurate.models.json_replies import json_object
 from mmcurate.models.labels import Label, RecordError, ask_parsed
 from mmcurate.models.requests import ChatRequest
+from mmcurate.core.plural import counted
 
 STAGE = "kestrel"
 YES, NO = "Yes", "No"
@@ -350,7 +351,7 @@ class Kestrel:
                         kind = "mask" if any(i.mask is not None for i in hit.instances) else "bbox"
                         overlay = self.ctx.store.put(png_bytes(draw_marks(picture, hit.instances, OVERLAY_COLOUR, kind)))
                         made[f"e_seg_{key}"] = Evidence(
-                            f"e_seg_{key}", f"(image) the {n} instance(s) of '{target}' found, "
+                            f"e_seg_{key}", f"(image) the {counted(n, 'instance')} of '{target}' found, "
                                             f"{'segmented' if kind == 'mask' else 'boxed'} in {OVERLAY_COLOUR}", overlay)
                         box = union_box(hit.instances, width, height)
                         crop = self.ctx.store.put(png_bytes(crop_zoom(picture, box, self.config.zoom)))
@@ -358,7 +359,7 @@ class Kestrel:
                             f"e_crop_{key}", f"(image) crop-and-zoom ({self.config.zoom:g}x) of '{target}'", crop)
                     if claim.type in ("existence", "count"):
                         made[f"e_count_{key}"] = Evidence(f"e_count_{key}", (
-                            f"The grounding agent found {n} instance(s) of '{target}': '{target}' is present in "
+                            f"The grounding agent found {counted(n, 'instance')} of '{target}': '{target}' is present in "
                             f"the image." if n else
                             f"The grounding agent found 0 instances of '{target}': no '{target}' was found in the image."))
                     elif claim.type == "colour":
@@ -368,7 +369,8 @@ class Kestrel:
                             made[f"e_color_{key}"] = Evidence(f"e_color_{key}", f"No '{target}' was found to look at.")
                     elif claim.type == "position":
                         made[f"e_pos_{key}"] = Evidence(f"e_pos_{key}", (
-                            f"The {n} instance(s) of '{target}' lie in {where(union_box(hit.instances, width, height), width, height)} "
+                            f"The {counted(n, 'instance')} of '{target}' {'lies' if n == 1 else 'lie'} in "
+                            f"{where(union_box(hit.instances, width, height), width, height)} "
                             f"of the image." if n else f"No '{target}' was found, so it has no position."))
                 if claim.type == "position" and len(claim.targets) == 2:
                     a, b = (found[(item.key, t)] for t in claim.targets)

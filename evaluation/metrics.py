@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from mmcurate.core.markdown import markdown_table
 
 from mmcurate.gating.prompts import STRICTNESS_LEVELS
+from mmcurate.core.plural import counted
 
 from .figures import new_axes, save_png
 from .scenarios import FAILED, GOLD_MODALITIES, NEGATIVE_MODALITIES, SCENARIOS
@@ -56,7 +57,7 @@ def compute_metrics(results: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.
     by = list(by)
     missing = [c for c in [*by, "grade"] if c not in results.column_names]
     if missing:
-        raise ValueError(f"results have no column(s) {missing}")
+        raise ValueError(f"results lack {counted(len(missing), 'column')}: {', '.join(missing)}")
     groups: dict[tuple, dict[str, int]] = {}
     columns = [results.column(c).to_pylist() for c in by]
     for index, grade in enumerate(results.column("grade").to_pylist()):

@@ -7,17 +7,26 @@ first sentence (up to the first "."), commas removed, split on spaces: "no" when
 ``No``, ``no`` or ``not``, else "yes". That rule reads a reply holding neither word as "yes";
 the table counts such replies. Kestrel's answers are exactly Yes or No.
 
-Metrics per split and over all probes, "yes" the positive class (the same file): TP, FP, TN,
-FN; accuracy (TP + TN) / n; precision TP / (TP + FP); recall TP / (TP + FN); F1; yes ratio,
-the share answered "yes". A metric whose denominator is 0 is left empty. A Kestrel run adds
-the transitions of Figure 4 from its initial to its final answers (kept correct, corrected,
-broken, kept wrong) and how many items reached each round (Table 3's checked cases).
+Metrics per (dataset, split), as POPE reports each dataset's random / popular / adversarial
+apart (Kestrel's Table 1: MS-COCO, A-OKVQA, GQA), and over all probes, "yes" the positive class
+(the same file): TP, FP, TN, FN; accuracy (TP + TN) / n; precision TP / (TP + FP); recall
+TP / (TP + FN); F1; yes ratio, the share answered "yes". A metric whose denominator is 0 is
+left empty. A Kestrel run adds the transitions of Figure 4 from its initial to its final
+answers (kept correct, corrected, broken, kept wrong) per (dataset, split) and how many items
+reached each round (Table 3's checked cases).
 
-``answers.parquet``, one row per probe: ``sample_id``, ``split``, ``question_id``,
-``object``, ``label``, ``system``, ``reply`` (the plain reply), ``answer`` (yes / no, null
-when the item failed), ``grade`` (CORRECT / INCORRECT / FAILED), ``error``; for Kestrel
-also ``initial``, ``rounds``, ``stopped``, ``changed`` and ``trace`` (JSON; ``mmcurate why
-RUN SAMPLE`` prints it).
+MME's hallucination subtasks (dataset ``mme``, the subtask as the split; ``sources.mme``) are
+read by MME's rule instead of POPE's, and scored by MME's score beside the table
+(``evaluation.mme``: accuracy + accuracy+ per subtask, their sum; a Kestrel run beside its
+initial answers). Kestrel asks an MME probe's claim of its subtask's type (existence, count,
+position, colour); a POPE probe's by the question's wording.
+
+``answers.parquet``, one row per probe: ``sample_id``, ``dataset``, ``split``,
+``question_id``, ``object``, ``image_file``, ``label``, ``system``, ``reply`` (the plain
+reply), ``answer`` (yes / no, MME's ``other`` for a reply its rule cannot read, null when the
+item failed), ``grade`` (CORRECT / INCORRECT / FAILED), ``error``; for Kestrel also
+``initial``, ``rounds``, ``stopped``, ``changed`` and ``trace`` (JSON; ``mmcurate why RUN
+SAMPLE`` prints it).
 """
 from __future__ import annotations
 
@@ -37,8 +46,10 @@ from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import write_table
 from mmcurate.judging.claim_extraction import heuristic_type
 from mmcurate.models.requests import ChatRequest
-from mmcurate.sources.pope import SPLITS
+from mmcurate.sources.mme import PROBE_SPLITS
+from mmcurate.sources.pope import dataset_splits
 
+from . import mme
 from .kestrel import Kestrel, KestrelItem
 from .runs import PLAIN
 from .scenarios import EvaluationError
@@ -50,8 +61,9 @@ PLAIN_TEMPLATE = "pope.plain.v1"
 PLAIN_MAX_TOKENS = 32
 TRANSITIONS = ("kept correct", "corrected", "broken", "kept wrong")  # Figure 4, initial -> final
 ANSWERS = pa.schema([
-    pa.field("sample_id", pa.string(), nullable=False), pa.field("split", pa.string(), nullable=False),
-    pa.field("question_id", pa.int64(), nullable=False), pa.field("object", pa.string()),
+    pa.field("sample_id", pa.string(), nullable=False), pa.field("dataset", pa.string(), nullable=False),
+    pa.field("split", pa.string(), nullable=False), pa.field("question_id", pa.int64(), nullable=False),
+    pa.field("object", pa.string()), pa.field("image_file", pa.string(), nullable=False),
     pa.field("question", pa.string(), nullable=False), pa.field("label", pa.string(), nullable=False),
     pa.field("system", pa.string(), nullable=False), pa.field("reply", pa.string()), pa.field("answer", pa.string()),
     pa.field("grade", pa.string(), nullable=False), pa.field("error", pa.string()),
@@ -97,15 +109,22 @@ def plain_requests(probes: list[dict[str, Any]]) -> list[ChatRequest]:
 
 def answer_row(probe: dict[str, Any], system: str, answer: str | None, **extra: Any) -> dict[str, Any]:
     grade = FAILED if answer is None else "CORRECT" if answer == probe["label"] else "INCORRECT"
-    return {"sample_id": probe["sample_id"], "split": probe["split"], "question_id": probe["question_id"],
-            "object": probe["object"], "question": probe["question"], "label": probe["label"], "system": system,
+    return {"sample_id": probe["sample_id"], "dataset": probe["dataset"], "split": probe["split"],
+            "question_id": probe["question_id"], "object": probe["object"],
+            "image_file": probe.get("image_file") or probe["image"],  # releases before issue 33 hold no file name
+            "question": probe["question"], "label": probe["label"], "system": system,
             "answer": answer, "grade": grade, **extra}
 
 
+def reader(probe: dict[str, Any]) -> Any:
+    """How a plain reply to ``probe`` is read: MME's rule for MME's probes, POPE's for the rest."""
+    return mme.read_reply if mme.is_mme(probe) else read_answer
+
+
 def plain_answers(probes: list[dict[str, Any]], client: Any, stage: str = "pope") -> list[dict[str, Any]]:
-    """Ask each probe once and read the reply by POPE's rule (a failed call: FAILED)."""
+    """Ask each probe once and read the reply by its benchmark's rule (a failed call: FAILED)."""
     responses = client.chat(plain_requests(probes), stage) if probes else []
-    return [answer_row(p, PLAIN, read_answer(r.text) if r.text is not None else None, reply=r.text, error=r.error)
+    return [answer_row(p, PLAIN, reader(p)(r.text) if r.text is not None else None, reply=r.text, error=r.error)
             for p, r in zip(probes, responses)]
 
 
@@ -113,11 +132,16 @@ def _ratio(a: int, b: int) -> float | None:
     return a / b if b else None
 
 
+def groups(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The (dataset, split) pairs of ``rows`` in the release's order, then ("all", "all")."""
+    return [*dataset_splits(rows, PROBE_SPLITS), ("all", "all")]
+
+
 def metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """POPE's metrics per split, then over all (failed items left out and counted)."""
+    """POPE's metrics per (dataset, split), then over all (failed items left out and counted)."""
     out = []
-    for split in [*(s for s in SPLITS if any(r["split"] == s for r in rows)), "all"]:
-        part = [r for r in rows if split in ("all", r["split"])]
+    for dataset, split in groups(rows):
+        part = [r for r in rows if dataset == "all" or (r["dataset"], r["split"]) == (dataset, split)]
         done = [r for r in part if r["answer"] is not None]
         tp = sum(r["answer"] == "yes" and r["label"] == "yes" for r in done)
         fp = sum(r["answer"] == "yes" and r["label"] == "no" for r in done)
@@ -126,9 +150,9 @@ def metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
         f1 = None if precision is None or recall is None else \
             2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        out.append({"split": split, "n": len(done), "failed": len(part) - len(done), "tp": tp, "fp": fp, "tn": tn,
-                    "fn": fn, "accuracy": _ratio(tp + tn, len(done)), "precision": precision, "recall": recall,
-                    "f1": f1, "yes_ratio": _ratio(tp + fp, len(done)),
+        out.append({"dataset": dataset, "split": split, "n": len(done), "failed": len(part) - len(done), "tp": tp,
+                    "fp": fp, "tn": tn, "fn": fn, "accuracy": _ratio(tp + tn, len(done)), "precision": precision,
+                    "recall": recall, "f1": f1, "yes_ratio": _ratio(tp + fp, len(done)),
                     "unread": sum(r.get("reply") is not None and not says_yes_or_no(r["reply"]) for r in done)})
     return out
 
@@ -140,15 +164,15 @@ def transition(initial_correct: bool, final_correct: bool) -> str:
 
 
 def kestrel_tables(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Figure 4's transitions (initial -> final, per split) and the items that reached each round."""
+    """Figure 4's transitions (initial -> final, per (dataset, split)) and the items that reached each round."""
     done = [r for r in rows if r["answer"] is not None and r["initial"] is not None]
-    counts = Counter((r["split"], transition(r["initial"].lower() == r["label"], r["grade"] == "CORRECT")) for r in done)
     moves = []
-    for split in [*(s for s in SPLITS if any(r["split"] == s for r in done)), "all"]:
-        total = sum(counts[(s, t)] for s in SPLITS for t in TRANSITIONS if split in ("all", s))
+    for dataset, split in groups(done):
+        counts = Counter(transition(r["initial"].lower() == r["label"], r["grade"] == "CORRECT") for r in done
+                         if dataset == "all" or (r["dataset"], r["split"]) == (dataset, split))
         for t in TRANSITIONS:
-            k = sum(counts[(s, t)] for s in SPLITS if split in ("all", s))
-            moves.append({"split": split, "transition": t, "count": k, "share": _ratio(k, total)})
+            moves.append({"dataset": dataset, "split": split, "transition": t, "count": counts[t],
+                          "share": _ratio(counts[t], sum(counts.values()))})
     reached = Counter(n for r in done for n in range(1, (r["rounds"] or 0) + 1))
     stops = Counter(r["stopped"] for r in done)
     rounds = [{"round": n, "items": reached[n]} for n in sorted(reached)]
@@ -167,20 +191,26 @@ def write_pope_evaluation(rows: list[dict[str, Any]], out: Path, title: str, not
     write_table(pa.Table.from_pylist(full, schema=ANSWERS), out / "answers.parquet")
     table = metrics(full)
     write_table(pa.Table.from_pylist(table), out / "metrics.parquet")
-    shown = [{"Split": r["split"], "n": str(r["n"]), **{k: _fmt(r[k]) for k in ("accuracy", "precision", "recall", "f1",
-                                                                                 "yes_ratio")}} for r in table]
+    shown = [{"Dataset": r["dataset"], "Split": r["split"], "n": str(r["n"]),
+              **{k: _fmt(r[k]) for k in ("accuracy", "precision", "recall", "f1", "yes_ratio")}} for r in table]
     text = [f"# {title}", "", markdown_table(shown, right=["n", "accuracy", "precision", "recall", "f1", "yes_ratio"]),
             "", "Accuracy, precision, recall, F1 and yes ratio in %, 'yes' the positive class (POPE's evaluate.py)."]
     unread = table[-1]["unread"]
     if unread:
         text.append(f"{unread} repl{'y' if unread == 1 else 'ies'} held no yes/no word and were read as 'yes' by "
                     "POPE's rule.")
-    if any(r["system"] == KESTREL for r in full):
+    kestrel = any(r["system"] == KESTREL for r in full)
+    scores, section = mme.mme_section(full, kestrel)
+    if scores:
+        write_table(pa.Table.from_pylist(scores), out / "mme_scores.parquet")
+        text += section
+    if kestrel:
         moves, rounds = kestrel_tables(full)
         write_table(pa.Table.from_pylist(moves), out / "transitions.parquet")
         text += ["", "## Initial -> final answer (Figure 4)", "",
-                 markdown_table([{"Split": m["split"], "Transition": m["transition"], "Count": str(m["count"]),
-                                  "Share (%)": _fmt(m["share"])} for m in moves], right=["Count", "Share (%)"]),
+                 markdown_table([{"Dataset": m["dataset"], "Split": m["split"], "Transition": m["transition"],
+                                  "Count": str(m["count"]), "Share (%)": _fmt(m["share"])} for m in moves],
+                                right=["Count", "Share (%)"]),
                  "", "## Rounds (Table 3's checked cases)", "",
                  markdown_table([{"Round": str(r["round"]), "Items": str(r["items"])} for r in rounds], right=["Items"])]
     if notes:
@@ -224,7 +254,7 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
     assert cfg.grounding is not None  # refuse_unrunnable
     grounder = make_grounder(cfg.grounding)
     segmenter = Sam2Segmenter(cfg.segmenter) if cfg.segmenter is not None else None
-    items = [KestrelItem(p["sample_id"], p["image"], p["question"], heuristic_type(p["question"]),
+    items = [KestrelItem(p["sample_id"], p["image"], p["question"], mme.claim_type(p) or heuristic_type(p["question"]),
                          p["object"] or "object") for p in probes]
     Kestrel(ctx, model, cfg, grounder, segmenter).run(items)
     return [kestrel_row(p, item) for p, item in zip(probes, items)], notes + kestrel_notes(ctx.settings, model, cfg)

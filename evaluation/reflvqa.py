@@ -40,6 +40,7 @@ import pyarrow as pa
 from mmcurate.core.config import RefLVQAEvalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit, retrieve
+from mmcurate.core.plural import counted
 
 from .graders import INVALID_CITATION, NO_CITATION, Grader, Unit
 from .reflvqa_answers import ANSWERED, FAILED, UNREADABLE, Answer, Answering, answer_once, answer_two_step, shown
@@ -344,7 +345,7 @@ def kept_note(answers: pa.Table, cutoff: Any, candidates: int) -> str | None:
             groups.setdefault((row["setting"], row["n_queries"]), []).append(len(row["retrieved"]) / len(row["queries"]))
     for (setting, n), kept in groups.items():
         parts.append(f"{setting} N={n}: min {min(kept):.2f}, mean {sum(kept) / len(kept):.2f}, max {max(kept):.2f} "
-                     f"({kept.count(0)} of {len(kept)} questions kept none)")
+                     f"({kept.count(0)} of {counted(len(kept), 'question')} kept none)")
     return (f"cutoff {cutoff} on the {candidates} reranked candidates, documents kept per question and query: "
             + ("; ".join(parts) if parts else "no question"))
 

@@ -80,7 +80,8 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
     queries = list(dict.fromkeys(given.get("queries") or DEFAULT_QUERIES))
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
-        raise EvaluationError(f"unknown RefLVQA setting(s) {', '.join(unknown)}; known: {', '.join(SETTINGS)}")
+        raise EvaluationError(f"unknown RefLVQA {'setting' if len(unknown) == 1 else 'settings'} {', '.join(unknown)}; "
+                              f"known: {', '.join(SETTINGS)}")
     bad = [n for n in queries if not isinstance(n, int) or n not in QUERY_COUNTS]
     if bad:
         raise EvaluationError(f"--queries must be between {QUERY_COUNTS[0]} and {QUERY_COUNTS[-1]}, got "

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.plural import counted
 
 VERIFIED, ALL = "verified", "all"
 SUBSETS = (VERIFIED, ALL)
@@ -65,9 +66,9 @@ def choose_pairs(qa: Sequence[Mapping[str, Any]], labels: Path | None,
     known = {r["sample_id"] for r in qa}
     foreign = sorted(set(verified) - known)
     if foreign:
-        raise MmcurateError(f"evaluation.reflvqa.verified_labels: {labels_path(labels)} labels {len(foreign)} QA "
-                            f"pair(s) this release does not hold (first: {foreign[0]}); were they imported for "
-                            "another release?")
+        raise MmcurateError(f"evaluation.reflvqa.verified_labels: {labels_path(labels)} labels "
+                            f"{counted(len(foreign), 'QA pair')} this release does not hold (first: {foreign[0]}); "
+                            "were they imported for another release?")
     rows = [{**r, VERIFIED_SENTENCES: sorted(verified[r["sample_id"]])} for r in qa if r["sample_id"] in verified]
     sentences = sum(len(r[VERIFIED_SENTENCES]) for r in rows)
     return rows, (f"subset: verified ({len(rows)} of {len(qa)} QA pairs, with {sentences} human-verified sentences, "

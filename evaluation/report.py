@@ -64,7 +64,7 @@ def write_evaluation(results: pa.Table, out: Path, title: str, crag: pa.Table | 
         strictness = strictness_metrics(results, table_n)
         write_table(strictness, out / "metrics_strictness.parquet")
         n = sweep_negatives(protocol, table_n)
-        at_n = f" (realistic and adversarial at {n} negatives)" if n else ""
+        at_n = f" (realistic and adversarial at {counted(n, 'negative')})" if n else ""
         sections.append(f"## Strictness sweep{at_n}\n\n{wide_markdown(strictness, ['abstention'], 'scenario')}")
     if pc.any(pc.not_equal(results["negatives"], "ranked")).as_py():
         modality = modality_metrics(results)

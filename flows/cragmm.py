@@ -14,6 +14,7 @@ from mmcurate.releases.cragmm import cragmm_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run
 from mmcurate.tasks.release import publish_release
+from mmcurate.core.plural import counted
 
 
 @flow(name="cragmm", log_prints=True)
@@ -25,7 +26,7 @@ def cragmm(config: str = str(DEMO_CONFIG), version: str | None = None, allow_inc
     plan_run(settings, run.benchmark, samples.num_rows)                                     # no model: logged
     draft = cragmm_draft(settings, run.version, run.run_id, ingested, samples, quarantine)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
-    print(f"cragmm {draft.version}: {samples.num_rows} turns, {quarantine.num_rows} quarantined -> {release}")
+    print(f"cragmm {draft.version}: {counted(samples.num_rows, 'turn')}, {quarantine.num_rows} quarantined -> {release}")
     return str(release)
 
 

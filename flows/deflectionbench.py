@@ -28,6 +28,7 @@ from mmcurate.tasks.kb_store import prepare_kb
 from mmcurate.tasks.plan import plan_run, report_spent
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
+from mmcurate.core.plural import counted
 
 
 @flow(name="deflectionbench", log_prints=True)
@@ -59,7 +60,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
         indexes=paired.extra.get("indexes"))
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     report_spent(bill, gated.calls + checked.calls)
-    print(f"deflectionbench {draft.version}: {checked.kept.num_rows} samples -> {release}")
+    print(f"deflectionbench {draft.version}: {counted(checked.kept.num_rows, 'sample')} -> {release}")
     return str(release)
 
 

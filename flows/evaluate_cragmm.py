@@ -21,6 +21,7 @@ from mmcurate.evaluation.failures import check_failures
 from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_cragmm, score_crag, summarise_cragmm
+from mmcurate.core.plural import counted
 
 TURN_COLUMNS = ["sample_id", "set", "session_id", "turn", "domain", "query_category", "dynamism", "egocentric"]
 
@@ -42,7 +43,7 @@ def evaluate_cragmm(bench: Release, settings: Settings, name: str, target: Path,
     ruled = apply_multi_turn_rule(crag, reading)
     notes = [*([incomplete] if incomplete else []), crag_note, *stand_in_notes(settings, name, system, components)]
     scope = f"task {task}" if task else "all turns"
-    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {answers.num_rows} turns)"
+    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {counted(answers.num_rows, 'turn')})"
     summarise_cragmm(ruled, target, title, notes, reading)
     calls += crag_calls
     print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "

@@ -4,8 +4,9 @@ release, ``plain`` or through Kestrel's loop (``--system kestrel``).
     answer       plain: the question with the image, read by POPE's rule; kestrel: initial
                  answer and claim, grounding, evidence, claim-level verification, evidence-gated
                  self-refinement (at most 3 rounds), each step in the item's trace
-    summarise    accuracy, precision, recall, F1 and yes ratio per split; for Kestrel the
-                 initial -> final transitions (Figure 4) and the rounds reached (Table 3)
+    summarise    accuracy, precision, recall, F1 and yes ratio per (dataset, split); MME's score
+                 for MME's probes; for Kestrel the initial -> final transitions (Figure 4) and the
+                 rounds reached (Table 3)
 
 The steps of the evaluation flow (``flows/evaluate.py``) for POPE releases.
 """

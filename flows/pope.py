@@ -18,6 +18,7 @@ from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run
 from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
+from mmcurate.core.plural import counted
 
 
 @flow(name="pope", log_prints=True)
@@ -32,7 +33,7 @@ def pope(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incom
 
     draft = pope_draft(settings, run.version, run_id, ingested, samples, quarantine, balanced)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
-    print(f"pope {draft.version}: {balanced.kept.num_rows} probes ({balanced.counts['dropped']} dropped to balance) "
+    print(f"pope {draft.version}: {counted(balanced.kept.num_rows, 'probe')} ({balanced.counts['dropped']} dropped to balance) "
           f"-> {release}")
     return str(release)
 

@@ -30,7 +30,7 @@ def recurate_reflectv(run: Recuration) -> Recurated:
 
     recheck = RecheckTrajectories(cfg.recheck_teachers, cfg.recheck_verifiers, released_dialogues(parent),
                                   drawn_marks(parent.ledger), cfg.rho, cfg.seed,
-                                  run.recorded("recheck", (*SCORES, *YES_NO)))
+                                  run.recorded("recheck", (*SCORES, *YES_NO)), cfg.rho_rule)
     checked = run_stage(recheck, trajectory_samples(parent, store), settings, run_id)
     deduped = run_stage(near_duplicate_stage(settings, parent.benchmark, run.version), checked.kept, settings, run_id)
 

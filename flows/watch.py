@@ -42,7 +42,7 @@ def watch(release: str, catalog: str, config: str | None = None, run: bool = Fal
         try:
             proposal = propose(release, catalog, config, Path(specs))
             block = notify_block or (proposal.run.settings.notify_block if proposal.run else None)
-            print(proposal.render())
+            print(proposal.render(hint=not run))  # a run needs no hint to run it
             outcome["new_models"] = [m.spec.name for m in proposal.new]
             if run and proposal.run is not None:
                 path = recurate_release(release=release, add_model=proposal.add_models, config=config,

@@ -15,6 +15,8 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
+from mmcurate.core.plural import counted
+
 COUNTS = ("calls", "cache_hits", "failures", "usage_calls", "prompt_tokens", "completion_tokens")
 
 
@@ -58,4 +60,4 @@ def failed_calls(model: str, failed: int, calls: int, first_error: str | None) -
     line): ``model 'x' failed 3 of 4 calls (first error: Connection error.)``."""
     why = (first_error or "").strip().splitlines()
     reason = f" (first error: {why[0][:200]})" if why else ""
-    return f"model {model!r} failed {failed} of {calls} calls{reason}"
+    return f"model {model!r} failed {failed} of {counted(calls, 'call')}{reason}"

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 
 from mmcurate.core.config import ModelSpec, Settings
 from mmcurate.models.requests import ChatRequest
+from mmcurate.core.plural import counted
 
 from . import throughput
 from .kb import KBPlan
@@ -119,7 +120,7 @@ class Plan:
 
     def render(self) -> str:
         """The plan as the terminal shows it."""
-        lines = [f"plan: {self.benchmark}, {self.samples:,} samples ({self.samples_from})",
+        lines = [f"plan: {self.benchmark}, {counted(self.samples, 'sample', grouped=True)} ({self.samples_from})",
                  f"retention: {self.rates_from}",
                  "expected: " + " -> ".join(f"{n:,.0f} {name}" for name, n in self.funnel), ""]
         head = ("stage", "step", "model", "requests", "prompt tok", "compl. tok", "GPU-h", "cost $")

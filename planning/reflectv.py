@@ -112,7 +112,8 @@ def plan_reflectv(settings: Settings, given: PlanInput, rates: ReflectVRates) ->
             examples += [subject_request(r["sample_id"], r["question"], r["answers"]) for r in rows]
         plan_rows.append(plan_row(REFLECTION, REFLECTION, keywords, reflective * (2 * general + (1 - general)), examples))
     rewriter = settings.model(cfg.rewriter)
-    plan_rows.append(plan_row(REFLECTION, REFLECTION, rewriter, reflective,
+    rewrites_in = GROUNDING if cfg.caption_order == "before_rewrite" else REFLECTION  # after the caption (Figure 11)
+    plan_rows.append(plan_row(rewrites_in, rewrites_in, rewriter, reflective,
                               [rewrite_request(r["sample_id"], turn["feedback"]) for r in rows]))
     if isinstance(cfg.grounding, Pointing):
         pointer = settings.model(cfg.grounding.model)
@@ -121,10 +122,13 @@ def plan_reflectv(settings: Settings, given: PlanInput, rates: ReflectVRates) ->
     verifier = settings.model(cfg.verifier)
     plan_rows.append(plan_row(VISUAL, VISUAL, verifier, reflective,
                               [verify_request(r["sample_id"], r["question"], turn) for r in rows]))
-    released = chains / cfg.rho if cfg.rho else kept
+    # collapse (the paper's): every sample after the filter is released; collapse_or_drop: chains at rho
+    released = chains / cfg.rho if cfg.rho and cfg.rho_rule == "collapse_or_drop" else kept
     notes = [f"turns per built dialogue: {depth:.1f} ({'measured' if rates.turns is not None else 'max_turns, an upper bound'}); "
              f"dialogues ingested ready-made (FIRE): {ingested:.0%}; General QA share of reflective turns: {general:.0%}",
-             f"released: the verified chains with QA pairs up to the share rho = {cfg.rho} (see formatting)",
+             (f"released: the verified chains with QA pairs up to the share rho = {cfg.rho} (rho_rule collapse_or_drop)"
+              if cfg.rho_rule == "collapse_or_drop" else
+              f"released: every dialogue after the filter, surplus chains collapsed to QA pairs at rho = {cfg.rho}"),
              f"{TOKEN_NOTE}; completion = max_tokens; retries of unreadable replies are not counted"]
     if not cfg.student:
         notes.append("no student and teacher: every dialogue must be ingested ready-made (FIRE)")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
+from mmcurate.core.plural import counted
 from mmcurate.models.catalog import CatalogModel, read_catalog, spec_file
 from mmcurate.releases.reader import Release, open_release
 from mmcurate.releases.recuration import Recuration, begin_recuration
@@ -31,11 +32,13 @@ class Proposal:
     run: Recuration | None = None  # the re-curation with the new models; None: nothing is new
     plan: Plan | None = None
 
-    def render(self) -> str:
+    def render(self, hint: bool = True) -> str:
+        """What watch prints; ``hint``: end with the command that runs the re-curation (not when
+        it is being run)."""
         parent = self.release
         used = ", ".join(f"{m.name} ({m.role or 'model'})" for m in parent.manifest.models)
         lines = [f"{parent.benchmark} {parent.version} was curated with: {used or 'no model'}",
-                 f"catalog {self.catalog}: {len(self.models)} model(s), {len(self.new)} new"]
+                 f"catalog {self.catalog}: {counted(len(self.models), 'model')}, {len(self.new)} new"]
         for model in self.new:
             spec = model.spec
             lines.append(f"  + {spec.name}: {spec.backend} {spec.model or spec.gguf or ''} @ {spec.revision}, "
@@ -46,8 +49,9 @@ class Proposal:
             return "\n".join(lines) + "\n"
         lines += ["", f"re-curation {parent.version} -> {self.run.version} with the new models:", self.plan.render()]
         config = f" --config {self.config}" if self.config else ""
-        lines.append(f"run it: mmcurate watch {parent.path} --catalog {self.catalog}{config} --run "
-                     "[--max-calls N] [--max-cost USD] [--target-dir DIR | --repo-id ORG/NAME]")
+        if hint:
+            lines.append(f"run it: mmcurate watch {parent.path} --catalog {self.catalog}{config} --run "
+                         "[--max-calls N] [--max-cost USD] [--target-dir DIR | --repo-id ORG/NAME]")
         return "\n".join(lines) + "\n"
 
     def _default_role(self) -> str:

@@ -38,6 +38,13 @@ class Change:
     reason: str
     models: list[str] = field(default_factory=list)
     source: str | None = None
+    fields: list[str] = field(default_factory=list)  # the sample's fields whose content differs
+    stages: list[str] = field(default_factory=list)  # the stages whose decisions changed it
+
+    def line(self) -> str:
+        """``~ <id>: negative_contexts (changed by oracle); oracle/...: remove by m in v1.1.0 (...)``."""
+        by = f" (changed by {', '.join(self.stages)})" if self.stages else ""
+        return f"~ {self.sample_id}: {', '.join(self.fields) or 'content'}{by}; {self.reason}"
 
 
 @dataclass
@@ -55,10 +62,15 @@ class ReleaseDiff:
 
 
 def drop_reason(decision: dict, version: str) -> str:
-    """One line such as ``gating/parametric_answer: drop by qwen-vl in v1.1.0 (answered correctly)``."""
+    """One line such as ``gating/parametric_answer: drop by qwen-vl in v1.1.0 (answered correctly)``;
+    the model named is the one whose answer decided (``deciding_model``), with the row's model
+    (a grader, ``lexical``) beside it when that is another."""
     text = f"{decision['stage']}/{decision['check']}: {decision['verdict']}"
-    if decision.get("model"):
-        text += f" by {decision['model']}"
+    decider = deciding_model(decision)
+    if decider:
+        text += f" by {decider}"
+        if decision.get("model") and decision["model"] != decider:
+            text += f" (graded by {decision['model']})"
     if decision.get("context_id"):
         text += f" on context {decision['context_id']}"
     text += f" in v{version}"
@@ -145,5 +157,7 @@ def diff_releases(old: Release | Path | str, new: Release | ReleaseDraft | Path 
         if sid in a.rows and a.rows[sid] != row:
             why = changes.get(sid, [])
             reason = "; ".join(drop_reason(d, b.version) for d in why) or "other content (no decision of this run says why)"
-            changed.append(Change(sid, reason, sorted({m for d in why if (m := deciding_model(d))}), sources.get(sid)))
+            fields = [k for k in dict.fromkeys([*a.rows[sid], *row]) if a.rows[sid].get(k) != row.get(k)]
+            changed.append(Change(sid, reason, sorted({m for d in why if (m := deciding_model(d))}), sources.get(sid),
+                                  fields, list(dict.fromkeys(d["stage"] for d in why))))
     return ReleaseDiff(a.version, b.version, [sid for sid in b.rows if sid not in a.rows], removed, changed, sources)

@@ -19,12 +19,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
 from mmcurate.evaluation.harness import Harness, HarnessTask, harness_of
 
 from .errors import ReleaseError
-from .reader import DATA_DIR
+from .reader import DATA_DIR, read_parquet
 
 FOLDER = "lmms_eval"
 SETTINGS = "harness.json"
@@ -116,9 +118,13 @@ def write_lmms_tasks(harness: Harness, factory: str, values: Mapping[str, Any], 
             "text_only": text_only}
 
 
-def harness_values(benchmark: str, version: str, seed: int | None) -> dict[str, Any]:
-    """The release values a harness reads (the evaluation's seed), as ``harness.json`` keeps them."""
-    return {"benchmark": benchmark, "version": version, "seed": seed or 0}
+def harness_values(benchmark: str, version: str, seed: int | None, first: pa.Table) -> dict[str, Any]:
+    """The release values a harness reads, as ``harness.json`` keeps them: the evaluation's seed
+    and, when the first table has ``dataset`` and ``split`` columns (POPE's probes), its
+    (dataset, split) pairs, for benchmarks that report each pair apart."""
+    pairs = (sorted({(d, s) for d, s in zip(first["dataset"].to_pylist(), first["split"].to_pylist())})
+             if {"dataset", "split"} <= set(first.column_names) else [])
+    return {"benchmark": benchmark, "version": version, "seed": seed or 0, "pairs": [list(p) for p in pairs]}
 
 
 
@@ -133,6 +139,9 @@ def export_release(release: Any, kind: Any, out: Path, text_only: bool = False) 
         raise ReleaseError(f"--out {out} is inside the release: a release is never written into; pick another folder")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ReleaseError(f"--out {out} is not an empty folder: refusing to overwrite")
-    values = harness_values(release.benchmark, release.version, release.manifest.seed)
+    shards = release.shard_paths(release.configs[0])
+    columns = [c for c in ("dataset", "split") if c in pq.read_schema(shards[0]).names]
+    first = pa.concat_tables([read_parquet(path, columns) for path in shards]) if columns else pa.table({})
+    values = harness_values(release.benchmark, release.version, release.manifest.seed, first)
     return write_lmms_tasks(harness_of(kind.harness, values), kind.harness, values, release.benchmark,
                             release.version, out, data=Path(release.path), text_only=text_only)

@@ -1,11 +1,15 @@
 """A POPE curation as a release draft: the probes, one config ``probes`` (split ``test``).
 
 A row per probe: ``split`` (POPE's random / popular / adversarial negative sampling),
-``dataset``, ``question_id`` (POPE's numbering within the split), ``question``, ``label``
-(yes / no), ``object`` (the probed object, null for another wording), the ``image``, and
+``dataset`` (the set the probe came from: ``coco``, ``aokvqa``, ``gqa`` for POPE's files),
+``question_id`` (POPE's numbering within the split), ``question``, ``label`` (yes / no),
+``object`` (the probed object, null for another wording), the ``image`` (content hash),
+``image_file`` (the image's published file name, e.g. COCO val2014's, so a probe can be
+matched back to its source and the real images brought later with ``--images``), and
 ``origin``: ``published`` (read from POPE's files) or ``built`` (made here from object
-annotations by POPE's rules). Statistics: per split and label, per source, and the
-balancing. Its Great Expectations suite is ``releases.pope_checks``.
+annotations by POPE's rules). Statistics: per (dataset, split) and label, as POPE reports each
+dataset's splits apart; per source; the balancing. Its Great Expectations suite is
+``releases.pope_checks``.
 """
 from __future__ import annotations
 
@@ -18,11 +22,11 @@ import pyarrow as pa
 from mmcurate.core.config import Settings
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
-from mmcurate.sources.pope import SPLITS
+from mmcurate.sources.mme import PROBE_SPLITS
+from mmcurate.sources.pope import dataset_splits
 
 from .draft import ReleaseDraft
 from .kind import Distribution, ReleaseKind
-from .plots import value_counts
 from .pope_checks import pope_checks
 
 PROBES = pa.schema([
@@ -36,14 +40,16 @@ PROBES = pa.schema([
     pa.field("label", pa.string(), nullable=False),
     pa.field("object", pa.string()),
     pa.field("image", pa.string(), nullable=False),
+    pa.field("image_file", pa.string(), nullable=False),
     pa.field("origin", pa.string(), nullable=False),
 ])
 
 
 def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
-    probes = tables["probes"]
-    counts = value_counts(probes.column("split"))
-    return {"probes per split": ("split", "probes", {s: counts[s] for s in SPLITS if counts.get(s)})}
+    rows = tables["probes"].select(["dataset", "split"]).to_pylist()
+    counts = Counter((r["dataset"], r["split"]) for r in rows)
+    return {"probes per dataset and split": ("dataset/split", "probes",
+                                             {f"{d}/{s}": counts[(d, s)] for d, s in dataset_splits(rows, PROBE_SPLITS)})}
 
 
 KIND = ReleaseKind(
@@ -52,8 +58,10 @@ KIND = ReleaseKind(
     description=(
         "POPE probes object hallucination with yes/no questions, 'Is there a <object> in the image?', half about "
         "objects in the image and half about objects that are not, chosen at random, among the most frequent "
-        "objects (popular) or among those that most often appear with the image's objects (adversarial). Kestrel "
-        "reports its self-refinement on these three splits."),
+        "objects (popular) or among those that most often appear with the image's objects (adversarial), per "
+        "dataset (COCO, A-OKVQA, GQA in POPE's files). MME's hallucination subtasks (existence, count, position, "
+        "color: two yes/no questions per image) may stand beside them as dataset 'mme'. Kestrel reports its "
+        "self-refinement on both."),
     configs=("probes",),
     checks=pope_checks,
     distributions=distributions,
@@ -68,7 +76,7 @@ def probe_rows(samples: pa.Table) -> pa.Table:
         rows.append({"sample_id": row["sample_id"], "source": row["source"], "source_id": row["source_id"],
                      "dataset": meta["dataset"], "split": meta["split"], "question_id": meta["question_id"],
                      "question": row["question"], "label": row["answers"][0], "object": meta.get("object"),
-                     "image": row["images"][0], "origin": meta["origin"]})
+                     "image": row["images"][0], "image_file": meta["image"], "origin": meta["origin"]})
     return pa.Table.from_pylist(rows, schema=PROBES)
 
 
@@ -76,10 +84,11 @@ def pope_draft(settings: Settings, version: str, run_id: str, ingested: list[Ing
                quarantine: pa.Table, balanced: StageResult) -> ReleaseDraft:
     probes = probe_rows(balanced.kept)
     rows = probes.to_pylist()
-    counts = Counter((r["split"], r["label"]) for r in rows)
-    per_split = [{"split": s, "probes": counts[(s, "yes")] + counts[(s, "no")], "yes": counts[(s, "yes")],
-                  "no": counts[(s, "no")], "images": len({r["image"] for r in rows if r["split"] == s})}
-                 for s in SPLITS if counts[(s, "yes")] + counts[(s, "no")]]
+    counts = Counter((r["dataset"], r["split"], r["label"]) for r in rows)
+    per_split = [{"dataset": d, "split": s, "probes": counts[(d, s, "yes")] + counts[(d, s, "no")],
+                  "yes": counts[(d, s, "yes")], "no": counts[(d, s, "no")],
+                  "images": len({r["image"] for r in rows if (r["dataset"], r["split"]) == (d, s)})}
+                 for d, s in dataset_splits(rows, PROBE_SPLITS)]
     per_source = {r.source: {"ingested": r.samples, "quarantined": r.quarantined, "skipped": r.skipped}
                   for r in ingested}
     for row in rows:

@@ -1,11 +1,13 @@
 """POPE's Great Expectations suite: every probe a question with a yes/no label, a known split
-and a decodable image, unique ids, and every split balanced (as many yes as no)."""
+(POPE's, or an MME subtask) and a decodable image, unique ids, and every (dataset, split)
+balanced (as many yes as no)."""
 from __future__ import annotations
 
 import great_expectations.expectations as gxe
 import pandas as pd
 import pyarrow as pa
 
+from mmcurate.sources.mme import SUBTASKS
 from mmcurate.sources.pope import LABELS, PUBLISHED, BUILT, SPLITS
 
 from .quality_frames import image_decodes
@@ -25,13 +27,14 @@ def probe_frame(table: pa.Table) -> pd.DataFrame:
 
 
 def balance_frame(table: pa.Table) -> pd.DataFrame:
-    """One row per split: its yes and no counts and whether they are equal."""
-    splits, labels = table.column("split").to_pylist(), table.column("label").to_pylist()
+    """One row per (dataset, split): its yes and no counts and whether they are equal."""
+    keys = [f"{d}/{s}" for d, s in zip(table.column("dataset").to_pylist(), table.column("split").to_pylist())]
+    labels = table.column("label").to_pylist()
     rows = []
-    for split in sorted(set(splits)):
-        yes = sum(s == split and lab == "yes" for s, lab in zip(splits, labels))
-        no = sum(s == split and lab == "no" for s, lab in zip(splits, labels))
-        rows.append({"split": split, "yes": yes, "no": no, "balanced": yes == no})
+    for key in sorted(set(keys)):
+        yes = sum(k == key and lab == "yes" for k, lab in zip(keys, labels))
+        no = sum(k == key and lab == "no" for k, lab in zip(keys, labels))
+        rows.append({"split": key, "yes": yes, "no": no, "balanced": yes == no})
     return pd.DataFrame(rows, columns=["split", "yes", "no", "balanced"])
 
 
@@ -42,7 +45,7 @@ def pope_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
         FrameCheck("probes", probe_frame(probes), "sample_id", [
             *sample_rules(columns, DERIVED, ("question_chars", "label_chars")),
             gxe.ExpectColumnValuesToBeInSet(column="label", value_set=list(LABELS)),
-            gxe.ExpectColumnValuesToBeInSet(column="split", value_set=list(SPLITS)),
+            gxe.ExpectColumnValuesToBeInSet(column="split", value_set=[*SPLITS, *SUBTASKS]),
             gxe.ExpectColumnValuesToBeInSet(column="origin", value_set=[PUBLISHED, BUILT]),
             gxe.ExpectColumnValuesToBeUnique(column="source_id"),
         ]),

@@ -193,7 +193,8 @@ def reflectv_draft(
     tables = {"trajectories": trajectories, "dialogues": dialogue_rows}
     statistics = figure5(tables["dialogues"], filtered, verified, trajectories)
     multi = sum(f == MULTI for f in trajectories.column("format").to_pylist())
-    statistics["composition"] = [{"rho": cfg.rho, "multi_turn": multi, "single_turn": trajectories.num_rows - multi,
+    statistics["composition"] = [{"rho": cfg.rho, "rho_rule": cfg.rho_rule, "multi_turn": multi,
+                                  "single_turn": trajectories.num_rows - multi,
                                   "share": round(multi / trajectories.num_rows, 4) if trajectories.num_rows else None}]
     statistics["calls"] = [{"stage": s.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
                             "cache_hits": r["cache_hits"], "failures": r["failures"]} for s in stages for r in s.calls]
@@ -204,7 +205,8 @@ def reflectv_draft(
     per_source = {r.source: {"ingested": r.samples, "quarantined": r.quarantined} for r in ingested}
     for row in trajectories.to_pylist():
         per_source[row["source"]]["released"] = per_source[row["source"]].get("released", 0) + 1
-    notes = [*stand_in_notes(settings, components), *readings(settings)]
+    statistics["readings"] = readings_table(settings)
+    notes = stand_in_notes(settings, components)
     statistics.update(near_duplicates(stages, notes))
     return ReleaseDraft(
         kind=KIND,
@@ -255,16 +257,35 @@ def stand_in_notes(settings: Settings, components: dict[str, str]) -> list[str]:
     return notes
 
 
-def readings(settings: Settings) -> list[str]:
-    """The readings of the paper this release was made with, where the paper leaves a choice."""
+RHO_TEXT = {"collapse": "rho is reached by collapsing redundant chains only (002 section 4.5); with fewer chains "
+                        "than rho asks for, every QA pair stays and the share is below rho",
+            "collapse_or_drop": "surplus chains collapse, and with too few chains surplus QA pairs are dropped, "
+                                "so the share never falls below rho"}
+DENSE_TEXT = {"ground_truth": "Scene text, Document and Chart keywords are derived from the ground truth "
+                              "(002 section 4.3): the question's subject phrase with the answer",
+              "question": "Scene text, Document and Chart keywords are the question's subject phrase (Figure 9), "
+                          "never stating the ground truth"}
+ORDER_TEXT = {"before_rewrite": "the caption and marks go into the teacher's feedback, which is then rewritten in "
+                                "the first person (Figures 11 then 12)",
+              "after_rewrite": "the feedback is rewritten in the first person first, then the caption and marks go "
+                               "into the rewrite"}
+
+
+def readings_table(settings: Settings) -> list[dict]:
+    """The readings of the paper this release was made with, where the paper leaves a choice or
+    the project offers another: the card's "Readings" table (setting, value, reading)."""
     cfg = settings.reflectv
-    leak = ("collapsed to QA pairs (collapse_revealing_feedback: true)" if cfg.collapse_revealing_feedback else
-            "kept: the paper forbids revealing the answer only in the inserted caption (Figure 11); "
-            "collapse_revealing_feedback: true collapses them")
-    return [f"reading: chains whose teacher feedback states the answer are {leak}.",
-            f"reading: the share of multi-turn chains is brought to rho = {cfg.rho} after every conversation passed "
-            "the turn validator, so the release meets rho as stated.",
-            "reading: depth (Figure 5c) counts reflective rounds, the turns that call the tool (a QA pair has 0)."]
+    leak = ("collapsed to QA pairs" if cfg.collapse_revealing_feedback else
+            "kept: the paper forbids revealing the answer only in the inserted caption (Figure 11)")
+    return [
+        {"setting": "collapse_revealing_feedback", "value": str(cfg.collapse_revealing_feedback).lower(),
+         "reading": f"chains whose teacher feedback states the answer are {leak}"},
+        {"setting": "rho_rule", "value": f"{cfg.rho_rule} (rho {cfg.rho})", "reading": RHO_TEXT[cfg.rho_rule]},
+        {"setting": "dense_keywords", "value": cfg.dense_keywords, "reading": DENSE_TEXT[cfg.dense_keywords]},
+        {"setting": "caption_order", "value": cfg.caption_order, "reading": ORDER_TEXT[cfg.caption_order]},
+        {"setting": "depth", "value": "reflective rounds",
+         "reading": "depth (Figure 5c) counts the turns that call the tool (a QA pair has 0)"},
+    ]
 
 
 def _sha(image: Any, store: ImageStore) -> Any:
@@ -321,8 +342,9 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
                      "released": sum(r["domain"] == d for r in rows)} for d in DOMAINS if any(r["domain"] == d for r in rows)],
         "depth": [{"depth": d, "multi_turn": depth_counts.get((d, MULTI), 0), "single_turn": depth_counts.get((d, SINGLE), 0)}
                   for d in sorted({r["depth"] for r in rows})],
-        "composition": [{"rho": settings.reflectv.rho, "multi_turn": multi, "single_turn": len(rows) - multi,
-                         "share": round(multi / len(rows), 4) if rows else None}],
+        "composition": [{"rho": settings.reflectv.rho, "rho_rule": settings.reflectv.rho_rule, "multi_turn": multi,
+                         "single_turn": len(rows) - multi, "share": round(multi / len(rows), 4) if rows else None}],
+        "readings": readings_table(settings),
         "calls": [{"stage": recheck.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
                    "cache_hits": r["cache_hits"], "failures": r["failures"]} for r in recheck.calls],
     }

@@ -19,8 +19,12 @@ def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
     the share of multi-turn chains against rho, the dialogues' scores, and the training
     export: one record per trajectory in both layouts, roles alternating, every image a file."""
     trajectories = release.table("trajectories")
-    frame = rf.trajectory_frame(trajectories)
-    rho = float((release.manifest.config.get("reflectv") or {}).get("rho", 0.75))
+    section = release.manifest.config.get("reflectv") or {}
+    # a release made before the switch never let an anchor state the ground truth
+    frame = rf.trajectory_frame(trajectories, section.get("dense_keywords", "question"))
+    rho = float(section.get("rho", 0.75))
+    # a release made before the switch reached rho by dropping surplus QA pairs too
+    rho_rule = section.get("rho_rule", "collapse_or_drop")
     rules = [
         *sample_rules(trajectories.column_names, rf.TRAJECTORY_DERIVED, ("question_chars", "n_answers")),
         gxe.ExpectColumnValuesToBeInSet(column="format", value_set=[MULTI, SINGLE]),
@@ -41,7 +45,7 @@ def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
     return [
         *export,
         FrameCheck("trajectories", frame, "sample_id", rules),
-        FrameCheck("composition", rf.composition_frame(trajectories, rho), None, [
+        FrameCheck("composition", rf.composition_frame(trajectories, rho, rho_rule), None, [
             gxe.ExpectColumnValuesToBeInSet(column="meets_rho", value_set=[True])]),
         FrameCheck("dialogues", rf.dialogue_frame(dialogues), "sample_id", [
             columns_rule(dialogues.column_names, rf.DIALOGUE_DERIVED),

@@ -10,13 +10,15 @@ per turn and its rendered trajectory has one entry per turn.
 from __future__ import annotations
 
 import hashlib
+import math
+from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 
 from mmcurate.annotation.reflectv.formatting import MULTI, SINGLE
-from mmcurate.annotation.reflectv.turns import RULES, defect_counts
+from mmcurate.annotation.reflectv.turns import RULES, anchor_truths, defect_counts
 
 from .quality_frames import image_decodes
 from .reflectv_sft import CONVERSATIONS, SFT_DIR, SHAREGPT, read_records, record_defects
@@ -30,13 +32,16 @@ def _digest(image: dict | None) -> str | None:
     return hashlib.sha256(image["bytes"]).hexdigest() if image and image.get("bytes") else None
 
 
-def trajectory_frame(table: pa.Table) -> pd.DataFrame:
+def trajectory_frame(table: pa.Table, dense_keywords: str) -> pd.DataFrame:
+    """``dense_keywords``: the release's ``reflectv.dense_keywords`` (whose anchors may state
+    the ground truth, ``turns.anchor_truths``)."""
     frame = table.to_pandas()
     rows = table.to_pylist()
     derived: dict[str, list] = {name: [] for name in TRAJECTORY_DERIVED}
     for row in rows:
         turns = row["conversation"] or []
-        counts = defect_counts([t["text"] for t in turns], list(row["answers"] or []))
+        truths = anchor_truths(row["domain"], dense_keywords, list(row["answers"] or []))
+        counts = defect_counts([t["text"] for t in turns], truths)
         derived["question_chars"].append(len((row["question"] or "").strip()))
         derived["n_answers"].append(sum(1 for a in row["answers"] or [] if a and a.strip()))
         derived["n_turns"].append(len(turns))
@@ -52,14 +57,19 @@ def trajectory_frame(table: pa.Table) -> pd.DataFrame:
     return frame
 
 
-def composition_frame(table: pa.Table, rho: float) -> pd.DataFrame:
-    """One row: the share of multi-turn chains and whether it reaches rho (it cannot when there
-    is no chain at all, and then nothing was dropped for it)."""
+def composition_frame(table: pa.Table, rho: float, rule: str) -> pd.DataFrame:
+    """One row: the share of multi-turn chains and whether it meets rho under ``rule``
+    (``formatting.RHO_RULES``): ``collapse`` keeps no more chains than rho asks for,
+    ceil(rho * total) (with fewer chains the share stays below rho: no QA pair is dropped);
+    ``collapse_or_drop`` reaches rho (it cannot when there is no chain at all, and then nothing
+    was dropped for it)."""
     formats = table.column("format").to_pylist()
     multi = sum(f == MULTI for f in formats)
     share = multi / len(formats) if formats else 0.0
-    return pd.DataFrame([{"rho": rho, "multi_turn": multi, "total": len(formats), "share": share,
-                          "meets_rho": multi == 0 or share >= rho - 1e-9}])
+    meets = (multi <= math.ceil(Fraction(str(rho)) * len(formats)) if rule == "collapse"
+             else multi == 0 or share >= rho - 1e-9)
+    return pd.DataFrame([{"rho": rho, "rho_rule": rule, "multi_turn": multi, "total": len(formats), "share": share,
+                          "meets_rho": meets}])
 
 
 def dialogue_frame(table: pa.Table) -> pd.DataFrame:

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.schema import DOCUMENT, SENTENCE
+from mmcurate.core.plural import counted
 
 QA = pa.schema(
     [
@@ -58,7 +59,8 @@ def reflvqa_tables(cited: pa.Table, knowledge_base: pa.Table) -> dict[str, pa.Ta
     known = set(corpus["doc_id"].to_pylist())
     missing = sorted(cited_ids - known)
     if missing:
-        raise MmcurateError(f"{len(missing)} cited document(s) are not in the knowledge base, e.g. {missing[0]!r}")
+        raise MmcurateError(f"{counted(len(missing), 'cited document')} {'is' if len(missing) == 1 else 'are'} not in the "
+                            f"knowledge base, e.g. {missing[0]!r}")
     mask = pa.array([d in cited_ids for d in corpus["doc_id"].to_pylist()], type=pa.bool_())
     documents = corpus.filter(mask)
     kb = corpus.select(KNOWLEDGE_BASE.names).cast(KNOWLEDGE_BASE)

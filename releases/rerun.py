@@ -27,6 +27,7 @@ from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.errors import ReleaseExists
 from mmcurate.releases.manifest import MANIFEST, input_digests, portable, source_digests, source_file_entries
 from mmcurate.releases.reader import Release, open_release
+from mmcurate.core.plural import counted
 
 MODEL_EXECUTION = ("concurrency", "timeout", "max_retries", "base_url", "api_key_env", "api_key_block", "engine_args")
 SHOWN = 3  # differences named in the one-line error
@@ -61,7 +62,7 @@ def data_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
     for name, table in draft.tables.items():
         old = existing.table(name)
         if old.num_rows != table.num_rows:
-            out.append(f"data {name}: {old.num_rows} -> {table.num_rows} rows")
+            out.append(f"data {name}: {old.num_rows} -> {counted(table.num_rows, 'row')}")
         elif _signature(old) != _signature(table):
             out.append(f"data {name}: other rows")
     return out

@@ -18,6 +18,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
 from great_expectations.data_context.types.base import ProgressBarsConfig
+from mmcurate.core.plural import counted
 
 from .errors import ReleaseError
 from .kind import ReleaseKind
@@ -81,7 +82,7 @@ def _describe_failure(check: FrameCheck, result: Any) -> str:
     args = ", ".join(f"{k}={v}" for k, v in kwargs.items())
     detail = result.result or {}
     if "unexpected_count" in detail:
-        what = f"{detail['unexpected_count']} row(s) failed"
+        what = f"{counted(detail['unexpected_count'], 'row')} failed"
         indices = detail.get("unexpected_index_list") or []
         ids = [i.get(check.id_column) if isinstance(i, dict) else i for i in indices[:5]]
         if ids:

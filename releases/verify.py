@@ -21,6 +21,8 @@ from typing import Any
 import jsonschema
 import pyarrow.parquet as pq
 
+from mmcurate.core.plural import counted
+
 from .errors import ReleaseError
 from .manifest import (
     ARTIFACT_CHECKSUMS,
@@ -86,7 +88,7 @@ def _check_counts(release_dir: Path, manifest: Manifest, result: VerifyResult) -
                 result.invalid.append(f"shard {rel} is unreadable: {str(exc).splitlines()[0]}")
                 return
         if rows.get(config) != total:
-            result.invalid.append(f"config {config}: the manifest counts {rows.get(config)} rows, its shards hold {total}")
+            result.invalid.append(f"config {config}: the manifest counts {counted(rows.get(config) or 0, 'row')}, its shards hold {total}")
 
 
 def _check_body(raw: dict[str, Any], manifest: Manifest, result: VerifyResult) -> None:

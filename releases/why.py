@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.compute as pc
+from mmcurate.core.plural import counted
 
 from .errors import ReleaseError
 from .reader import Release
@@ -54,7 +55,7 @@ def _sentence(d: dict[str, Any]) -> str:
               f"flagged {before['flagged']} -> {after['flagged']}")
     if "rounds" not in d:
         return f"sentence {d['sentence']} \"{d['text']}\": {d.get('reason') or d.get('error')}; {change}"
-    ended = f"{d['rounds']} round(s) {'/'.join(d['round_verdicts'])}, stopped: {d['stopped']}"
+    ended = f"{counted(d['rounds'], 'round')} {'/'.join(d['round_verdicts'])}, stopped: {d['stopped']}"
     gate = "gate open" if d["gated"] else "gate closed"
     error = f"; error: {d['error']}" if d.get("error") else ""
     return f"sentence {d['sentence']} \"{d['text']}\" ({d['claims_by']}): {ended}; {gate}: {change}{error}"

@@ -86,7 +86,7 @@ def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, m
     manifest = {**build_manifest(draft, rows, sizes, shards, target), "plots": plots,
                 **({"exports": exports} if exports else {})}
     if draft.kind.harness:
-        values = harness_values(draft.benchmark, draft.version, draft.seed)
+        values = harness_values(draft.benchmark, draft.version, draft.seed, draft.tables[draft.kind.samples_config])
         manifest["lmms_eval"] = write_lmms_tasks(harness_of(draft.kind.harness, values), draft.kind.harness, values,
                                                  draft.benchmark, draft.version, folder / LMMS_FOLDER)
     if draft.changelog:

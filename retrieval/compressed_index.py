@@ -39,6 +39,7 @@ import faiss
 import numpy as np
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.plural import counted
 
 from .index_plan import TRAIN_PER_LIST, IndexPlan
 from .vector_index import place_built
@@ -143,7 +144,8 @@ def build_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = p
     train = store.gather(train_rows)
     index.train(train)
     del train
-    progress(f"trained {factory_string(dim, params)} on {len(train_rows):,} rows in {time.monotonic() - started:.0f}s")
+    progress(f"trained {factory_string(dim, params)} on {counted(len(train_rows), 'row', grouped=True)} in "
+             f"{time.monotonic() - started:.0f}s")
     queries = store.gather(held_out)
     truth = _TopK(len(held_out), CALIBRATION_K + 1)
     added = 0

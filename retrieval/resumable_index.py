@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mmcurate.core.plural import counted
+
 from .vector_index import VectorIndex, build_index, choose_kind, index_folder, place_built
 from .vector_store import BATCH, Encode, Progress, embed_shard, eta_line, open_store, write_records
 
@@ -40,7 +42,7 @@ def resumable_index(cache_dir: Path, name: str, encoder_name: str, dim: int, fin
     pending = store.pending()
     total = sum(s.rows for s in pending)
     if total < len(ids):
-        progress(f"{name}: resuming, {len(ids) - total:,} of {len(ids):,} rows embedded before")
+        progress(f"{name}: resuming, {len(ids) - total:,} of {counted(len(ids), 'row', grouped=True)} embedded before")
     done, last, begun = 0, float("-inf"), time.monotonic()
     for shard in pending:
         embed_shard(store, shard.number, encode, batch)

@@ -28,6 +28,7 @@ import polars as pl
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.judging.grades import Grade
+from mmcurate.core.plural import counted
 
 __all__ = ["Agreement", "agreement_summary", "cohen_kappa", "fleiss_kappa", "judge_agreement", "pearson",
            "raw_agreement"]
@@ -128,7 +129,7 @@ def _grades(path: Path) -> pl.DataFrame:
     bad = frame.filter(pl.col("grade").is_null() | ~pl.col("grade").is_in(known))
     if bad.height:
         raise MmcurateError(f"{path}: key {bad['key'][0]!r} has grade {bad['grade'][0]!r}, not one of "
-                            f"{', '.join(known)} ({bad.height} such row(s))")
+                            f"{', '.join(known)} ({counted(bad.height, 'such row')})")
     return frame
 
 

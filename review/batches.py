@@ -11,6 +11,7 @@ from typing import Any
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.tables import jsonl_objects
 from mmcurate.releases.reader import refuse_inside_release
+from mmcurate.core.plural import counted
 
 LIST_SEP = ";"  # how a list cell (document ids) is written in the CSV
 
@@ -36,7 +37,7 @@ def prepare_batch_folder(release: Path, out: Path, labels: Sequence[str], force:
     refuse_inside_release(out, "--out", release)
     filled = labels_in(out, labels) if out.is_dir() else 0
     if filled and not force:
-        raise MmcurateError(f"{out} holds a batch with {filled} labelled row(s) (batch.csv / batch.jsonl); "
+        raise MmcurateError(f"{out} holds a batch with {counted(filled, 'labelled row')} (batch.csv / batch.jsonl); "
                             "export to another --out, or pass --force to replace it")
 
 
@@ -70,7 +71,7 @@ def read_records(path: Path, required: Sequence[str]) -> list[tuple[int, dict[st
         try:
             missing = [c for c in required if c not in (reader.fieldnames or [])]
             if missing:
-                raise MmcurateError(f"{path}:1: missing column(s) {', '.join(missing)}")
+                raise MmcurateError(f"{path}:1: missing {counted(len(missing), 'column')}: {', '.join(missing)}")
             start = reader.line_num + 1
             for record in reader:
                 out.append((start, record))

@@ -65,6 +65,7 @@ from mmcurate.review.agreement import agreement_summary
 from mmcurate.releases.manifest import MANIFEST, load_manifest
 from mmcurate.releases.reader import refuse_inside_release
 from mmcurate.review.batches import cell_list, prepare_batch_folder, read_records, write_batch
+from mmcurate.core.plural import counted
 
 QUESTIONS = ("needs_verification", "documents_support", "sentence_grounded")
 LABELS = ("yes", "no")
@@ -268,7 +269,8 @@ def _document_labels(record: Mapping[str, Any], where: str, item: str,
         return {}
     shown = [*cell_list(record.get("document_ids")), *cell_list(record.get("rejected_ids"))]
     if len(support) != len(shown):
-        raise MmcurateError(f"{where}: document_support has {len(support)} label(s) for {len(shown)} shown document(s)")
+        raise MmcurateError(f"{where}: document_support has {counted(len(support), 'label')} for "
+                                 f"{counted(len(shown), 'shown document')}")
     bad = [v for v in support if v not in LABELS]
     if bad:
         raise MmcurateError(f"{where}: document_support holds {bad[0]!r}; expected yes or no per document")

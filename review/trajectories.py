@@ -1,8 +1,10 @@
 """The quality check of ReflectV (seed paper 002, appendix A.2, Table 6): rate trajectories
 from the discarded, raw and clean subsets for logic and visual validity, by people and a model.
 
-Export samples ``n`` items (default 100, all when fewer) from each subset of a release,
-seeded, shuffled together under opaque ids. The assessment is blind (appendix A.2): every
+Export samples ``n`` dialogues (default 100, all when fewer) from each subset of a release,
+seeded, and shows each chosen dialogue once, shuffled, under an opaque id: the subsets overlap
+(every dialogue is raw, and a clean or discarded one too), so a dialogue drawn for two of
+them is one item, rated once, and counts in both. The assessment is blind (appendix A.2): every
 item, whatever its subset, is shown in one form, the dialogue's ``trajectory`` from the
 release's ``dialogues`` config: its turns as ``<answer>/<think>/<tool_call>`` with the image
 each turn sees (a marked image where the pipeline drew one), so only the content differs:
@@ -15,16 +17,16 @@ each turn sees (a marked image where the pipeline drew one), so only the content
 
 The batch is ``batch.jsonl`` and ``batch.csv`` (same rows: ``item_id``, ``question``,
 ``ground_truth``, ``trajectory``, ``images``; empty ``logic``, ``visual``, ``annotator``),
-``images/`` (named by sha256) and ``key.jsonl`` (item -> subset and sample), which is for
-the import, not for raters.
+``images/`` (named by sha256) and ``key.jsonl`` (item -> sample and the subsets it was drawn
+for), which is for the import, not for raters.
 
 Import reads one rated file per annotator (CSV or JSONL as exported; ratings are integers
 1 to 5, a row with both empty is an item not rated, a half-rated row is an error), and
 optionally asks a model of the config to rate every item of the batch (``ModelRater``: the
 images and text, a reply of exactly ``Logic: N`` and ``Visual: N`` read by the strict
-retry-then-error rule). It writes ``ratings.parquet`` (one row per rater and item) and the
-Table 6 rows (``table6.json``): per subset, the mean human and model logic and visual
-scores and their average.
+retry-then-error rule). It writes ``ratings.parquet`` (one row per rater and item, with the
+item's subsets) and the Table 6 rows (``table6.json``): per subset, the mean human and model
+logic and visual scores over the items drawn for it, and their average.
 """
 from __future__ import annotations
 
@@ -53,12 +55,14 @@ from mmcurate.models.labels import ask_parsed
 from mmcurate.releases.reader import refuse_inside_release
 from mmcurate.releases.reflectv_schema import DISCARDED
 from mmcurate.review.batches import prepare_batch_folder
+from mmcurate.core.plural import counted
 
 SUBSETS = ("discarded", "raw", "clean")  # Table 6's D_noise, D_raw, D_clean
 LABELS = {"discarded": "D_noise (discarded)", "raw": "D_raw (unfiltered)", "clean": "D_clean (released)"}
 CRITERIA = ("logic", "visual")
 COLUMNS = ("item_id", "question", "ground_truth", "trajectory", "images", *CRITERIA, "annotator")
-RATINGS = pa.schema([pa.field("item_id", pa.string(), nullable=False), pa.field("subset", pa.string(), nullable=False),
+RATINGS = pa.schema([pa.field("item_id", pa.string(), nullable=False),
+                     pa.field("subsets", pa.list_(pa.string()), nullable=False),  # those it was drawn for
                      pa.field("sample_id", pa.string(), nullable=False), pa.field("rater", pa.string(), nullable=False),
                      pa.field("kind", pa.string(), nullable=False),  # human | model
                      pa.field("logic", pa.int32(), nullable=False), pa.field("visual", pa.int32(), nullable=False)])
@@ -116,7 +120,8 @@ def release_items(release: Path | str) -> dict[str, list[dict[str, Any]]]:
 
 @dataclass(frozen=True)
 class TrajectoryExport:
-    items: dict[str, int]  # subset -> items exported
+    items: int  # items in the batch, each dialogue once
+    drawn: dict[str, int]  # subset -> items drawn for it (an item may be drawn for two)
     available: dict[str, int]
     jsonl: Path
     csv: Path
@@ -145,11 +150,14 @@ def export_trajectories(release: Path | str, out: Path | str, n: int = 100, seed
         raise MmcurateError(f"{release}: the release holds no dialogue to rate")
     (out / "images").mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    chosen = []
+    drawn: dict[str, dict[str, Any]] = {}  # sample_id -> item: a dialogue drawn for two subsets is one item
     for subset in SUBSETS:
         pool = candidates[subset]
         for item in rng.sample(pool, min(n, len(pool))):
-            chosen.append({**item, "subset": subset, "item_id": stable_id("reflectv-quality", subset, item["sample_id"])})
+            entry = drawn.setdefault(item["sample_id"], {**item, "subsets": [],
+                                                         "item_id": stable_id("reflectv-quality", item["sample_id"])})
+            entry["subsets"].append(subset)
+    chosen = list(drawn.values())
     rng.shuffle(chosen)
     rows = [{"item_id": c["item_id"], "question": c["question"], "ground_truth": c["ground_truth"],
              "trajectory": c["trajectory"], "images": [_image_file(out / "images", i) for i in c["images"]],
@@ -163,20 +171,23 @@ def export_trajectories(release: Path | str, out: Path | str, n: int = 100, seed
         for r in rows:
             writer.writerow({**r, "images": ";".join(r["images"])})
     key = out / "key.jsonl"
-    key.write_text("".join(json.dumps({"item_id": c["item_id"], "subset": c["subset"], "sample_id": c["sample_id"],
+    key.write_text("".join(json.dumps({"item_id": c["item_id"], "subsets": c["subsets"], "sample_id": c["sample_id"],
                                        "images": row["images"], "question": c["question"],
                                        "ground_truth": c["ground_truth"], "trajectory": c["trajectory"]},
                                       ensure_ascii=False) + "\n" for c, row in zip(chosen, rows)), encoding="utf-8")
-    counts = {s: sum(c["subset"] == s for c in chosen) for s in SUBSETS}
-    return TrajectoryExport(counts, {s: len(candidates[s]) for s in SUBSETS}, jsonl, csv_path, key)
+    counts = {s: sum(s in c["subsets"] for c in chosen) for s in SUBSETS}
+    return TrajectoryExport(len(chosen), counts, {s: len(candidates[s]) for s in SUBSETS}, jsonl, csv_path, key)
 
 
 # ---------------------------------------------------------------------------- import
 def read_key(batch: Path | str) -> dict[str, dict[str, Any]]:
+    """item_id -> key row, each with ``subsets`` (a batch exported before items were shown once
+    has one ``subset`` per row)."""
     path = Path(batch) / "key.jsonl"
     if not path.is_file():
         raise MmcurateError(f"{batch}: no key.jsonl (give the folder written by export-trajectories)")
-    return {record["item_id"]: record for _, record in jsonl_objects(path, "key row")}
+    return {record["item_id"]: {**record, "subsets": record.get("subsets") or [record["subset"]]}
+            for _, record in jsonl_objects(path, "key row")}
 
 
 def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -190,7 +201,7 @@ def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
         reader = csv.DictReader(handle)
         missing = [c for c in ("item_id", *CRITERIA) if c not in (reader.fieldnames or [])]
         if missing:
-            raise MmcurateError(f"{path}:1: missing column(s) {', '.join(missing)}")
+            raise MmcurateError(f"{path}:1: missing {counted(len(missing), 'column')}: {', '.join(missing)}")
         out, start = [], reader.line_num + 1
         for record in reader:
             out.append((start, record))
@@ -272,11 +283,12 @@ def table6(key: dict[str, dict[str, Any]], ratings: list[dict[str, Any]]) -> lis
     """Per subset: human and model means of logic and visual, and their average."""
     by: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for r in ratings:
-        for criterion in CRITERIA:
-            by[(r["subset"], r["kind"], criterion)].append(r[criterion])
+        for subset in r["subsets"]:  # an item drawn for two subsets counts in both
+            for criterion in CRITERIA:
+                by[(subset, r["kind"], criterion)].append(r[criterion])
     rows = []
     for subset in SUBSETS:
-        row: dict[str, Any] = {"subset": LABELS[subset], "items": sum(k["subset"] == subset for k in key.values())}
+        row: dict[str, Any] = {"subset": LABELS[subset], "items": sum(subset in k["subsets"] for k in key.values())}
         for kind in ("human", "model"):
             for criterion in CRITERIA:
                 row[f"{kind}_{criterion}"] = _mean(by[(subset, kind, criterion)])
@@ -302,7 +314,7 @@ def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: P
         if name in annotators:
             raise MmcurateError(f"{file}: annotator {name!r} already given by another file")
         annotators.append(name)
-        rows += [{"item_id": item, "subset": key[item]["subset"], "sample_id": key[item]["sample_id"], "rater": name,
+        rows += [{"item_id": item, "subsets": key[item]["subsets"], "sample_id": key[item]["sample_id"], "rater": name,
                   "kind": "human", "logic": logic, "visual": visual} for item, (logic, visual) in ratings.items()]
     errors: list[str] = []
     problem = None
@@ -313,7 +325,7 @@ def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: P
             if not rated:
                 raise MmcurateError(f"the rater rated no item: {problem}; nothing written (rerun: rated items are "
                                     "cached)")
-        rows += [{"item_id": item, "subset": key[item]["subset"], "sample_id": key[item]["sample_id"],
+        rows += [{"item_id": item, "subsets": key[item]["subsets"], "sample_id": key[item]["sample_id"],
                   "rater": rater.model, "kind": "model", "logic": logic, "visual": visual}
                  for item, (logic, visual) in sorted(rated.items())]
     if not rows:

@@ -5,6 +5,7 @@ from importlib import import_module
 
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from mmcurate.core.errors import ConfigError, MmcurateError
@@ -26,6 +27,7 @@ ADAPTERS: dict[str, str] = {
     "cragmm": "cragmm:CragMMSource",
     "pope": "pope:PopeSource",
     "pope_objects": "pope_objects:PopeObjectsSource",
+    "mme": "mme:MMESource",
 }
 
 
@@ -35,6 +37,27 @@ def adapter_class(name: str):  # -> type[SourceAdapter]
     except KeyError:
         raise MmcurateError(f"unknown source {name!r}; known: {', '.join(sorted(ADAPTERS))}") from None
     return getattr(import_module(f"{__name__}.{module}"), cls)
+
+
+def command_line_options(name: str, pairs: list[str]) -> dict[str, Any]:
+    """The adapter options given as ``KEY=VALUE`` (``mmcurate ingest --option``), each value read
+    as YAML (``set=multi_turn``, ``sample_num=2``, ``subtasks=[existence, count]``) and checked
+    against the adapter's option names: a one-line error naming them otherwise (a value the option
+    does not take is refused by the adapter, ``<source> option <key>: ...``)."""
+    options = adapter_class(name).Options
+    known = ", ".join(options.model_fields) or "none"
+    given: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--option {pair!r}: write KEY=VALUE (the {name} options: {known})")
+        if key.strip() not in options.model_fields:
+            raise ConfigError(f"--option {key.strip()}: not an option of {name} (its options: {known})")
+        try:
+            given[key.strip()] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"--option {key.strip()}: {value!r} is not a value") from None
+    return given
 
 
 def check_source(name: str, options: dict[str, Any], where: str) -> None:

@@ -15,12 +15,23 @@ one row per conversation (session) with
 - ``turns``: a dictionary of columns (v0.1.2; v0.1.1 stored a list of dicts, which is read
   too): ``interaction_id``, ``domain``, ``query_category``, ``dynamism``, ``query``,
   ``image_quality``, one entry per turn, the four labels integer-coded (ClassLabel);
+- ``image_quality`` may instead sit on the conversation: the starter kit's iterator reads it
+  there (crag-mm-2025 starter kit ``crag_batch_iterator.py``, ``CRAGTurnBatchIterator``:
+  ``image_quality = conversation.get("image_quality", None)``, one value for every turn; its
+  ``docs/dataset.md`` for v0.1.1 lists ``image_quality`` beside ``image_url``). A turn's own
+  value is read first, else the conversation's;
 - ``answers``: a dictionary of columns ``interaction_id``, ``ans_full``; ``interaction_id``
   aligns each answer with its turn.
 
-ClassLabel names, from the dataset card's ``dataset_info`` (``crag-mm-multi-turn-public``
-README before v0.1.2, identical in the single-turn card): ``DOMAINS``, ``CATEGORIES``,
-``DYNAMISMS``, ``QUALITIES`` below.
+Label names come from the shard itself, as the official tools read them through ``datasets``:
+a shard written by ``datasets`` (as the Hub's are) carries its features in the Parquet schema's
+``huggingface`` metadata (``{"info": {"features": ...}}``; ``datasets.Features.arrow_schema``),
+where each label is a ``ClassLabel`` with its ``names`` in code order, nested in the ``turns``
+columns (``{"feature": {"names": [...], "_type": "ClassLabel"}, "_type": "List"}``, or
+``"Sequence"`` in datasets before 4). Only a label the shard names no ClassLabel for falls back
+to the published list, the dataset card's ``dataset_info`` (``crag-mm-multi-turn-public`` README
+before v0.1.2, identical in the single-turn card): ``DOMAINS``, ``CATEGORIES``, ``DYNAMISMS``,
+``QUALITIES`` below. A label stored as its name (not a code) must be one of the names.
 
 Images given only by URL are looked up where the starter kit caches its downloads
 (``utils.download_image_url``: ``<md5(url)><extension>`` in ``CRAG_CACHE_DIR``; the older
@@ -33,9 +44,10 @@ folder name, as the Hub repositories are named), else from the ``set`` option.
 One sample per turn: ``source_id`` is the turn's ``interaction_id``, ``meta`` holds the set,
 ``session_id``, the turn's index and the conversation's length, the four labels by name,
 ``egocentric``, ``image_url`` and the split. A conversation is one unit: if any of its turns is
-unusable (no answer for it, an empty query, a label code outside its ClassLabel, its image
-unusable) the whole conversation is quarantined with the reason, since a later turn is asked
-with the earlier ones in context and the multi-turn score reads them in order.
+unusable (no answer for it, an empty query, a label code or name outside its ClassLabel's names,
+no image_quality on the turn or the conversation, its image unusable) the whole conversation is
+quarantined with the reason, since a later turn is asked with the earlier ones in context and
+the multi-turn score reads them in order.
 """
 from __future__ import annotations
 
@@ -50,6 +62,7 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Rejected, Sample
+from mmcurate.core.plural import counted
 
 from .base import AdapterOptions, Located, SourceAdapter
 
@@ -98,12 +111,43 @@ def _columns(value: Any, what: str) -> list[dict[str, Any]]:
     return [{k: v[i] for k, v in value.items()} for i in range(n)]
 
 
-def _label(turn: dict[str, Any], field: str) -> str:
-    names = LABELS[field]
-    code = turn.get(field)
-    if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code < len(names):
-        raise ValueError(f"{field} code {code!r} is not one of the {len(names)} labels")
-    return names[code]
+Names = dict[str, tuple[str, ...]]  # label field -> its ClassLabel names, in code order
+
+
+def _class_labels(node: Any, key: str, out: Names) -> None:
+    """Every ClassLabel of a ``datasets`` features dict, by the name of the field holding it."""
+    if not isinstance(node, dict):
+        return
+    if node.get("_type") == "ClassLabel" and isinstance(node.get("names"), list):
+        out[key] = tuple(str(n) for n in node["names"])
+    elif "_type" in node and "feature" in node:  # List / Sequence of a feature
+        _class_labels(node["feature"], key, out)
+    else:
+        for name, child in node.items():
+            _class_labels(child, name, out)
+
+
+def label_names(schema: pa.Schema) -> Names:
+    """The names of each label, from the shard's ``huggingface`` features where it has them,
+    else the published list (module docstring)."""
+    found: Names = {}
+    raw = (schema.metadata or {}).get(b"huggingface")
+    if raw:
+        try:
+            _class_labels(json.loads(raw).get("info", {}).get("features", {}), "", found)
+        except (ValueError, AttributeError):
+            found = {}
+    return {field: found.get(field, published) for field, published in LABELS.items()}
+
+
+def _label(value: Any, field: str, names: tuple[str, ...]) -> str:
+    """A label's name: a code into ``names``, or a name among them."""
+    if isinstance(value, str) and value.strip() in names:
+        return value.strip()
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(names):
+        raise ValueError(f"{field} {'code ' if not isinstance(value, str) else ''}{value!r} is not one of the "
+                         f"{len(names)} labels")
+    return names[value]
 
 
 class CragMMSource(SourceAdapter):
@@ -119,7 +163,8 @@ class CragMMSource(SourceAdapter):
         unknown = [str(p.relative_to(self.root)) for p in self.shards if shard_set(p, self.options.set) is None]
         if unknown:
             raise SourceError(f"cragmm: cannot tell whether {unknown[0]} is single- or multi-turn: "
-                              "keep the Hub folder names (crag-mm-single-turn-public, ...) or set option 'set'")
+                              "keep the Hub folder names (crag-mm-single-turn-public, ...) or give option set "
+                              "(ingest --option set=single_turn|multi_turn; in a config, options: {set: ...})")
         self.cache = self.images or self.root / CACHE_FOLDER
 
     def source_files(self) -> list[Path]:
@@ -137,20 +182,22 @@ class CragMMSource(SourceAdapter):
             row_number = 0
             seen: set[str] = set()
             try:
-                batches = pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS)
-                for batch in batches:
+                parquet = pq.ParquetFile(shard)
+                names = label_names(parquet.schema_arrow)
+                for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
                     missing = [c for c in REQUIRED if c not in batch.schema.names]
                     if missing:
-                        yield Rejected(label, f"shard skipped: it lacks column(s) {', '.join(missing)}")
+                        yield Rejected(label, f"shard skipped: it lacks {counted(len(missing), 'column')}: {', '.join(missing)}")
                         break
                     for row in batch.to_pylist():
-                        yield from self._conversation(f"{label}:{row_number}", row, which, split_of(shard), seen)
+                        yield from self._conversation(f"{label}:{row_number}", row, which, split_of(shard), seen,
+                                                      names)
                         row_number += 1
             except (pa.ArrowException, OSError) as exc:
                 yield Rejected(f"{label}:{row_number}", f"unreadable Parquet data, rest of shard skipped: {exc}")
 
     def _conversation(self, locator: str, row: dict[str, Any], which: str, split: str,
-                      seen: set[str]) -> Iterator[Located | Rejected]:
+                      seen: set[str], names: Names) -> Iterator[Located | Rejected]:
         raw = _describe(row)
         session = row.get("session_id")
         if not isinstance(session, str) or not session.strip():
@@ -166,8 +213,8 @@ class CragMMSource(SourceAdapter):
             if not turns:
                 raise ValueError("no turns")
             if which == SINGLE and len(turns) != 1:
-                raise ValueError(f"a single-turn conversation with {len(turns)} turns")
-            parsed = [self._turn(n, turn, answers) for n, turn in enumerate(turns)]
+                raise ValueError(f"a single-turn conversation with {counted(len(turns), 'turn')}")
+            parsed = [self._turn(n, turn, answers, names, row.get("image_quality")) for n, turn in enumerate(turns)]
         except ValueError as exc:
             yield Rejected(locator, f"conversation {session}: {exc}", raw)
             return
@@ -186,7 +233,8 @@ class CragMMSource(SourceAdapter):
             ))
 
     @staticmethod
-    def _turn(n: int, turn: dict[str, Any], answers: dict[Any, Any]) -> tuple[str, str, str, dict[str, str]]:
+    def _turn(n: int, turn: dict[str, Any], answers: dict[Any, Any], names: Names,
+              conversation_quality: Any) -> tuple[str, str, str, dict[str, str]]:
         interaction = turn.get("interaction_id")
         if not isinstance(interaction, str) or not interaction.strip():
             raise ValueError(f"turn {n} has no interaction_id")
@@ -196,7 +244,13 @@ class CragMMSource(SourceAdapter):
         answer = answers.get(interaction)
         if not isinstance(answer, str) or not answer.strip():
             raise ValueError(f"turn {n} ({interaction}) has no answer")
-        return interaction, query.strip(), answer.strip(), {field: _label(turn, field) for field in LABELS}
+        values = {field: turn.get(field) for field in LABELS}
+        if values["image_quality"] is None:  # the starter kit reads it on the conversation
+            values["image_quality"] = conversation_quality
+        if values["image_quality"] is None:
+            raise ValueError(f"turn {n} ({interaction}) has no image_quality, nor has its conversation")
+        return interaction, query.strip(), answer.strip(), {field: _label(values[field], field, names[field])
+                                                            for field in LABELS}
 
     def _image(self, value: Any, url: str | None) -> str:
         """The conversation's image: embedded bytes, else the cached download of its URL."""

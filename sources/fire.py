@@ -28,12 +28,27 @@ What is published, and what this reader relies on:
      a teacher value reading ``Score: 6.`` / ``Feedback: ...`` when it carries a score
      (that reader strips the score when present and keeps the value whole otherwise).
 
+  A student response there reads ``Thought: ...\nAnswer: ...`` (``prepare_fire_sharegpt.py``,
+  ``extract_answer_from_response``: "Split by 'Answer:' and take everything after it";
+  ``prepare_fire_with_thought.py`` keeps the whole "Thought+Answer"). Here the text after the
+  first ``Answer:`` is the turn's ``answer`` and the text before it (without ``Thought:``) its
+  ``thought``, kept beside it in ``meta.dialogue``; a response without ``Answer:`` is the answer
+  whole.
+
   Not confirmed from the files themselves (they are not on this machine): which layout the
-  current hub files hold, that every item has an ``id`` (an item without one is identified
-  as ``<file stem>:<index in the file>``, stable as long as the published file is) and where
-  layout 2 keeps the ground truth: it is read from ``raw.groundtruth.value``,
-  ``groundtruth.value`` or a string ``groundtruth``; an item with none is quarantined,
-  because MIRROR's third filter compares the final answer with it.
+  current hub files hold and that every item has an ``id`` (an item without one is identified
+  as ``<file stem>:<index in the file>``, stable as long as the published file is).
+
+Ground truth: read from ``raw.groundtruth.value``, ``groundtruth.value`` or a string
+``groundtruth`` where the item has one (``meta.truth_from: "groundtruth"``). The hub rows as the
+only public reader of them reads them carry none (neither script reads a ground-truth field).
+FIRE's teacher is given the ground-truth answer when it scores and comments on a response (the
+FIRE paper, arXiv 2407.11522, section 3; not checkable against the files here), and a dialogue
+ends once a response scores 10, so for such a row the
+ground truth is the final answer the teacher's final turn accepts with ``Score: 10``
+(``meta.truth_from: "accepted_final_answer"``). MIRROR's third filter (the final answer matches
+the ground truth) then passes by construction for those rows, which ``meta.truth_from`` marks.
+A row with neither is quarantined (no ground truth).
 
 Scores, the rule and why: MIRROR keeps a dialogue only on the score s_t of every turn
 (strictly ascending, final 10; seed 002, section 4.2) and FIRE's published dialogues need
@@ -66,6 +81,7 @@ from .image_qa import array_records, count_objects, guarded, image_qa_sample
 IMAGE_TOKEN = "<image>"
 _SCORE_LINE = re.compile(r"Score:\s*(\d+)")
 FEEDBACK = "Feedback:"
+THOUGHT, ANSWER = "Thought:", "Answer:"
 PERFECT = 10
 QUESTION, STUDENT, TEACHER = "question", "student", "teacher"
 FROM_ROLES = {"gpt": STUDENT, "human": TEACHER}  # layout 1; the first human turn is the question
@@ -85,6 +101,17 @@ def teacher_reply(text: str) -> tuple[int | None, str]:
     if at >= 0:
         return score, text[at + len(FEEDBACK):].strip()
     return score, "\n".join(lines[1:]).strip() if match else text.strip()
+
+
+def split_response(text: str) -> tuple[str | None, str]:
+    """(thought, answer) of a student response: the text after the first ``Answer:`` is the
+    answer and the text before it, without ``Thought:``, the thought; (None, text) without one."""
+    at = text.find(ANSWER)
+    if at < 0:
+        return None, text.strip()
+    thought = text[:at].strip()
+    thought = thought[len(THOUGHT):].strip() if thought.startswith(THOUGHT) else thought
+    return thought or None, text[at + len(ANSWER):].strip()
 
 
 def _speakers(conversations: Any) -> list[tuple[str, str]]:
@@ -125,7 +152,10 @@ def dialogue_turns(conversations: Any, scores: Any = None) -> tuple[str | None, 
             raise ValueError(f"conversations must alternate student answers and teacher replies (turn {position + 2} "
                              f"is a {speaker} turn)")
         if speaker == STUDENT:
-            turns.append({"answer": text.strip(), "score": None, "feedback": ""})
+            thought, answer = split_response(text)
+            if not answer:
+                raise ValueError(f"turn {position + 2}: the student response has nothing after {ANSWER!r}")
+            turns.append({"answer": answer, "score": None, "feedback": "", **({"thought": thought} if thought else {})})
         else:
             turns[-1]["score"], turns[-1]["feedback"] = teacher_reply(text)
     if not turns:
@@ -156,12 +186,20 @@ def _value(item: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def ground_truth(record: dict[str, Any]) -> str:
+GIVEN, ACCEPTED = "groundtruth", "accepted_final_answer"  # where a ground truth came from
+
+
+def ground_truth(record: dict[str, Any], turns: list[dict[str, Any]]) -> tuple[str, str]:
+    """(ground truth, where it came from): the published field, else the final answer the
+    teacher's final turn accepts with a perfect score (module docstring)."""
     raw = record.get("raw") if isinstance(record.get("raw"), dict) else {}
     truth = _value(raw.get("groundtruth")) or _value(record.get("groundtruth"))
-    if truth is None:
-        raise ValueError("no ground truth (raw.groundtruth.value or groundtruth)")
-    return truth
+    if truth is not None:
+        return truth, GIVEN
+    if turns[-1]["score"] == PERFECT:
+        return turns[-1]["answer"], ACCEPTED
+    raise ValueError(f"no ground truth (raw.groundtruth.value or groundtruth), and the teacher's final turn does "
+                     f"not accept the final answer (Score: {PERFECT})")
 
 
 class FIREOptions(AdapterOptions):
@@ -197,14 +235,14 @@ class FIRESource(SourceAdapter):
     def _sample(self, file: str, index: str, record: dict[str, Any]) -> Sample:
         ident = text_field(record, "id", numbers=True) if record.get("id") is not None else f"{file}:{index}"
         image = text_field(record, "image")
-        truth = ground_truth(record)
         asked, turns, scored = dialogue_turns(record.get("conversations"), record.get("scores"))
+        truth, truth_from = ground_truth(record, turns)
         raw = record.get("raw") if isinstance(record.get("raw"), dict) else {}
         question = asked or _value(raw.get("question")) or _value(record.get("question"))
         question = question.replace(IMAGE_TOKEN, "").strip() if question else None
         if not question:
             raise ValueError("no question (a first human turn, raw.question.value or question.value)")
-        meta = {"file": file, "dialogue": turns, "scores_from": scored}
+        meta = {"file": file, "dialogue": turns, "scores_from": scored, "truth_from": truth_from}
         if isinstance(record.get("source"), str):
             meta["fire_source"] = record["source"]
         return image_qa_sample(self.store, self.name, ident, question, [truth], self.image_dir,

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import stable_id
+from mmcurate.core.plural import counted
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 from mmcurate.core.schema import QUARANTINE, SAMPLE
@@ -55,10 +56,11 @@ class IngestResult:
 
     def summary(self) -> str:
         """One line for the console: what went where, and every skip with its reason."""
-        line = (f"{self.source}: {self.samples} samples -> {self.samples_path}; "
+        line = (f"{self.source}: {counted(self.samples, 'sample')} -> {self.samples_path}; "
                 f"{self.quarantined} quarantined -> {self.quarantine_path}")
-        if self.skipped:
-            line += "; skipped: " + ", ".join(f"{count} ({reason})" for reason, count in self.skipped.items())
+        skipped = {reason: count for reason, count in self.skipped.items() if count}
+        if skipped:
+            line += "; skipped: " + ", ".join(f"{count} ({reason})" for reason, count in skipped.items())
         return line + "".join(f"; {key.replace('_', ' ')}: {value}" for key, value in self.reader.items())
 
     @property
@@ -119,11 +121,21 @@ def ingest(
     to ``out/images`` unless a shared ``store`` is given (flows share one across sources).
     """
     out = Path(out)
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a file where the folder should be, no permission
         raise MmcurateError(f"cannot use {out} as the output folder: {exc.strerror or exc}") from None
-    store = store or ImageStore(out / "images")
+    try:
+        return _ingest_into(source, root, out, images, options, progress, store or ImageStore(out / "images"))
+    except BaseException:
+        if created:  # a refused or broken ingest leaves no folder behind that looks like an output
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _ingest_into(source: str, root: Path | str, out: Path, images: Path | str | None, options: dict[str, Any] | None,
+                 progress: Progress | None, store: ImageStore) -> IngestResult:
     adapter = adapter_class(source)(root, store, images=images, options=options)
     seen: set[str] = set()
     kept = rejected = 0
@@ -211,7 +223,7 @@ def merge_ingests(parts: Sequence[IngestResult], out: Path | str) -> IngestResul
 def _finish(out: Path, source: str, root: str, kept: int, rejected: int, skipped: dict[str, int],
             files: list[str], reader: dict[str, str]) -> IngestResult:
     """Write ``ingest.json``, the mark of a complete output, and describe the output."""
-    skipped = dict(sorted(skipped.items()))
+    skipped = {reason: count for reason, count in sorted(skipped.items()) if count}  # a reason met 0 times: none
     summary = {"source": source, "root": root, "samples": kept, "quarantined": rejected, "skipped": skipped,
                "source_files": files, "reader": reader}
     (out / "ingest.json").write_text(json.dumps(summary, indent=2))

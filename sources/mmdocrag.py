@@ -93,7 +93,7 @@ class MMDocRAGSource(SourceAdapter):
         gold_ids = record["gold_quotes"]
         unknown = [g for g in gold_ids if g not in quotes]
         if unknown:
-            yield Rejected(locator, f"gold quote(s) {', '.join(unknown)} not among the candidate quotes", line)
+            yield Rejected(locator, f"gold {'quote' if len(unknown) == 1 else 'quotes'} {', '.join(unknown)} not among the candidate quotes", line)
             return
 
         kept: dict[str, Context] = {}

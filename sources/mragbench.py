@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Context, Rejected, Sample
+from mmcurate.core.plural import counted
 
 from .base import AdapterOptions, Located, SourceAdapter, required, text_field
 
@@ -71,7 +72,7 @@ class MRAGBenchSource(SourceAdapter):
                     break
                 missing = [c for c in REQUIRED if c not in batch.schema.names]
                 if missing:
-                    yield Rejected(label, f"shard skipped: it lacks column(s) {', '.join(missing)}")
+                    yield Rejected(label, f"shard skipped: it lacks {counted(len(missing), 'column')}: {', '.join(missing)}")
                     break
                 for row in batch.to_pylist():
                     yield from self._row(f"{label}:{row_number}", row)

@@ -19,17 +19,27 @@ files under ``output/``):
   when its first sentence holds the word No, no or not, else "yes", and reports accuracy,
   precision, recall, F1 and the yes ratio (``evaluation.pope``).
 
-Read: every ``<dataset>_pope_<split>.json`` and ``<dataset>_pope_seem_<split>.json`` under
-ROOT (or the ``files`` given), a file's split and dataset from its name, JSON lines or one
-array (told apart by the first character); images under the source's ``images`` folder
-(default ``ROOT/images``). One sample per question: source id ``<dataset>/<split>/<question
-id>``, the question, answers ``[label]``, the image, and in meta the split, dataset,
-question id, image file, the probed object (read back from the template; null for
-another wording) and origin ``published``.
+- Beside the question files, ``output/coco/`` also holds ``coco_ground_truth_objects.json`` and
+  ``coco_co_occur.json`` (POPE's object lists): not question files, not read.
+
+Read: every ``<dataset>_pope_<split>.json`` and ``<dataset>_pope_seem_<split>.json`` anywhere
+under ROOT (a clone of the repository as it is: ``output/coco/...`` and
+``output/seem/<dataset>/...``; or one set's folder; or the ``files`` given, relative to ROOT),
+a file's split and dataset from its name, JSON lines or one array (told apart by the first
+character); images under the source's ``images`` folder (default ``ROOT/images``; ``--images
+DIR`` for COCO's val2014 folder, where POPE's ``image`` names are COCO's file names). One
+sample per question: source id ``<dataset>/<split>/<question id>``, the question, answers
+``[label]``, the image, and in meta the split, dataset, question id, the image's published
+file name (``image``), the probed object (read back from the template; null for another
+wording) and origin ``published``.
+
+Fields are read as a user's copy may hold them: a question id given as a string of digits
+(``"8"``) is that id; a label is read case-insensitively and stripped (``"YES"``, ``" no"``).
 
 Quarantined with their locator (``file:line`` or ``file:<index>``): a record without a
-question id, image or question, a label other than yes/no, a missing or undecodable
-image, a question id repeated within its file (``duplicate source_id``).
+question id, image or question, a question id that is not a whole number, a label other than
+yes/no, a missing or undecodable image, a question id repeated within its (dataset, split)
+(``duplicate source_id``).
 """
 from __future__ import annotations
 
@@ -65,6 +75,26 @@ def probe_object(text: str) -> str | None:
     return match.group("object") if match else None
 
 
+def read_label(value: str) -> str:
+    """A yes/no label as a user's copy may spell it (``"YES"``, ``" no"``): lower-cased, stripped."""
+    label = value.strip().lower()
+    if label not in LABELS:
+        raise ValueError(f"label {value!r} is not yes or no")
+    return label
+
+
+def read_question_id(record: dict[str, Any]) -> int:
+    """POPE's question id: an integer, or a string of digits holding one (``"8"`` is id 8)."""
+    value = record.get("question_id")
+    if value is None:
+        raise ValueError("missing field question_id")
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"question_id {value!r} is not a whole number")
+    return value
+
+
 def probe_sample(store: ImageStore, source: str, dataset: str, split: str, question_id: int, image_root: Path,
                  image: str, text: str, label: str, origin: str) -> Sample:
     """One probe: the question, its label as the answer, the stored image, and its place in POPE."""
@@ -76,6 +106,15 @@ def probe_sample(store: ImageStore, source: str, dataset: str, split: str, quest
     return Sample(source, f"{dataset}/{split}/{question_id}", text, [label], images=[sha], meta=meta)
 
 
+def dataset_splits(rows: list[dict], known: tuple[str, ...] = SPLITS) -> list[tuple[str, str]]:
+    """The (dataset, split) pairs of ``rows``: datasets by name, the ``known`` splits in their
+    order (POPE's; ``sources.mme.PROBE_SPLITS`` adds MME's subtasks in Kestrel's Table 2 order),
+    then any other split by name."""
+    order = {s: n for n, s in enumerate(known)}
+    pairs = {(r["dataset"], r["split"]) for r in rows}
+    return sorted(pairs, key=lambda p: (p[0], order.get(p[1], len(order)), p[1]))
+
+
 def split_of(path: Path) -> tuple[str, str] | None:
     """(dataset, split) of a POPE question file, by its name; None for another file."""
     match = _FILE.match(path.name)
@@ -83,7 +122,7 @@ def split_of(path: Path) -> tuple[str, str] | None:
 
 
 class PopeOptions(AdapterOptions):
-    files: list[str] | None = None  # question files under root; None: every <dataset>_pope[_seem]_<split>.json
+    files: list[str] | None = None  # files under root; None: every <dataset>_pope[_seem]_<split>.json, recursively
     splits: list[Split] | None = None  # None: every split found
 
 
@@ -94,8 +133,8 @@ class PopeSource(SourceAdapter):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        found = self.listed_files(self.options.files, [f"*_pope_{s}.json" for s in SPLITS]
-                                  + [f"*_pope_seem_{s}.json" for s in SPLITS])
+        found = self.listed_files(self.options.files, [f"**/*_pope_{s}.json" for s in SPLITS]
+                                  + [f"**/*_pope_seem_{s}.json" for s in SPLITS])
         self.files: dict[Path, tuple[str, str]] = {}
         for path in found:
             named = split_of(path)
@@ -126,12 +165,9 @@ class PopeSource(SourceAdapter):
                 yield guarded(locator, record, lambda: self._sample(dataset, split, record))
 
     def _sample(self, dataset: str, split: str, record: dict[str, Any]) -> Sample:
-        question_id = record.get("question_id")
-        if isinstance(question_id, bool) or not isinstance(question_id, int):
-            raise ValueError("missing field question_id (an integer)")
-        return probe_sample(self.store, self.name, dataset, split, question_id, self.image_dir,
-                            text_field(record, "image"), text_field(record, "text"), text_field(record, "label"),
-                            PUBLISHED)
+        return probe_sample(self.store, self.name, dataset, split, read_question_id(record), self.image_dir,
+                            text_field(record, "image"), text_field(record, "text"),
+                            read_label(text_field(record, "label")), PUBLISHED)
 
 
 def _is_array(path: Path) -> bool:

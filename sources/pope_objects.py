@@ -29,7 +29,7 @@ already asked about it, chosen per split:
 ``popular`` and ``adversarial`` fall back to a random draw when their list runs out. Ties
 are broken by name (POPE leaves them to dict order). A positive for which no object is left
 to ask about (a small vocabulary) is not asked either, so every split stays half "yes"
-(POPE's loop would search forever). One ``random.Random(seed)`` serves the
+(POPE's loop would search forever); it is counted under ``skipped`` per split. One ``random.Random(seed)`` serves the
 image draw and then the splits in the order above, as POPE's one global generator does.
 Questions use POPE's template; ids count from 1 in each split. Each split so holds 2 x
 ``sample_num`` probes per image, half of them "yes".
@@ -38,7 +38,10 @@ A sample per probe, as ``sources.pope`` makes them (origin ``built``, source id
 ``<dataset>/<split>/<question id>``). Quarantined with their locators: an annotation line that
 is not an image with a list of objects, a COCO annotation naming an unknown image or
 category, an image file that is missing or does not decode (before the draw: its objects
-count nowhere). Skipped and counted: images with fewer than ``sample_num`` objects.
+count nowhere), and an annotations file holding no image with objects at all (one row for the
+bare file: an ingest of it never ends in a silent 0). Skipped and counted (``ingest.json`` and
+the console line): images with fewer than ``sample_num`` objects, positives with no object
+left to ask about.
 """
 from __future__ import annotations
 
@@ -79,9 +82,13 @@ def negatives_by(split: str, positive: str, frequency: Counter[str], together: d
     return []
 
 
+Probe = tuple[int, str, str, str]  # question id, image, object, label
+
+
 def build_probes(objects: Objects, sample_num: int, images: int | None, seed: int,
-                 splits: list[str]) -> dict[str, list[tuple[int, str, str, str]]]:
-    """split -> [(question id, image, object, label)] by POPE's rules (module docstring)."""
+                 splits: list[str]) -> tuple[dict[str, list[Probe]], Counter[str]]:
+    """split -> [(question id, image, object, label)] by POPE's rules (module docstring), and
+    per split the positives left unasked because no object was left to ask about."""
     rng = random.Random(seed)
     kept = sorted(image for image, found in objects.items() if len(found) >= sample_num)
     if images is not None and images < len(kept):
@@ -92,9 +99,10 @@ def build_probes(objects: Objects, sample_num: int, images: int | None, seed: in
         for a in objects[image]:
             together[a].update(b for b in objects[image] if b != a)
     pool = sorted(frequency)
-    out: dict[str, list[tuple[int, str, str, str]]] = {}
+    out: dict[str, list[Probe]] = {}
+    unasked: Counter[str] = Counter()
     for split in (s for s in SPLITS if s in splits):
-        probes: list[tuple[int, str, str, str]] = []
+        probes: list[Probe] = []
         for image in kept:
             present, asked = set(objects[image]), []
             for positive in objects[image][:sample_num]:
@@ -102,12 +110,13 @@ def build_probes(objects: Objects, sample_num: int, images: int | None, seed: in
                 free = [o for o in negatives_by(split, positive, frequency, together) if o not in taken]
                 candidates = [o for o in pool if o not in taken]
                 if not candidates:
-                    continue  # no object left to ask about: neither probe (POPE would search forever)
+                    unasked[split] += 1  # no object left to ask about: neither probe (POPE would search forever)
+                    continue
                 negative = free[0] if free else rng.choice(candidates)
                 asked += [positive, negative]
                 probes += [(len(probes) + 1, image, positive, "yes"), (len(probes) + 2, image, negative, "no")]
         out[split] = probes
-    return out
+    return out, unasked
 
 
 class PopeObjectsSource(SourceAdapter):
@@ -140,6 +149,9 @@ class PopeObjectsSource(SourceAdapter):
                 image, found = item
                 objects.setdefault(image, [])
                 objects[image] += [o for o in found if o not in objects[image]]
+        if not any(objects.values()):
+            yield Rejected(self.annotations.name, "no image with objects in the annotations file: nothing to probe")
+            return
         usable: Objects = {}
         stored: dict[str, str] = {}
         for image, found in sorted(objects.items()):
@@ -153,7 +165,10 @@ class PopeObjectsSource(SourceAdapter):
                 continue
             usable[image] = found
         opts = self.options
-        for split, probes in build_probes(usable, opts.sample_num, opts.images, opts.seed, opts.splits).items():
+        built, unasked = build_probes(usable, opts.sample_num, opts.images, opts.seed, opts.splits)
+        for split, count in unasked.items():
+            self.skipped[f"{split}: positive with no object left to ask about"] += count
+        for split, probes in built.items():
             for question_id, image, name, label in probes:
                 sample = probe_sample(self.store, self.name, opts.dataset, split, question_id, self.image_dir, image,
                                       probe_question(name), label, BUILT)

@@ -33,6 +33,7 @@ from mmcurate.planning.reflvqa_evaluation import plan_reflvqa_evaluation
 from mmcurate.retrieval.encoders import cross_modal_encoder, text_encoder
 from mmcurate.retrieval.rag import RagCorpus
 from mmcurate.retrieval.rerank import reranker
+from mmcurate.core.plural import counted
 
 from .models import prefect_secret
 
@@ -78,7 +79,7 @@ def plan_evaluation(settings: Settings, model: str, qa: list[dict], documents: p
     plan = plan_reflvqa_evaluation(settings, model, qa, documents, grid, queries)
     create_table_artifact(key=f"{plan.benchmark}-plan", table=plan.table(),
                           description=f"{plan.benchmark}: planned requests, tokens, GPU-hours and cost for "
-                                      f"{plan.samples:,} questions")
+                                      f"{counted(plan.samples, 'question', grouped=True)}")
     print(plan.render())
     return plan
 

@@ -13,6 +13,7 @@ from mmcurate.planning.plan import Plan
 from mmcurate.planning.recuration import Budget
 from mmcurate.releases.recuration import Recuration
 from mmcurate.releases.reader import list_versions
+from mmcurate.core.plural import counted
 
 
 @task(name="plan", cache_policy=NO_CACHE)
@@ -35,7 +36,7 @@ def plan_run(settings: Settings, benchmark: Benchmark, samples: int) -> Plan | N
         plan = planner(settings, samples, None)
     create_table_artifact(key=f"{benchmark.name}-plan", table=plan.table(),
                           description=f"{benchmark.name}: planned requests, tokens, GPU-hours and cost for "
-                                      f"{samples:,} samples; retention: {plan.rates_from}")
+                                      f"{counted(samples, 'sample', grouped=True)}; retention: {plan.rates_from}")
     return plan
 
 

@@ -35,7 +35,7 @@ def run_shard(stage: Stage, samples: pa.Table, index: int, settings: Settings, r
     logger = get_run_logger()  # bound to this task run: usable from the model layer's threads
 
     def progress(step: str, model: str, answered: int, planned: int) -> None:
-        logger.info(f"{step} {model}: {answered}/{planned} requests answered")
+        logger.info(f"{step} {model}: {answered}/{counted(planned, 'request')} answered")
 
     with open_models(settings, store, prefect_secret, progress) as models:
         result = stage.run(samples, StageContext(settings, run_id, store, models))

@@ -1,8 +1,9 @@
-"""POPE probes, balanced: every split holds as many "yes" as "no" (POPE pairs each positive
-with a negative, so its files are exactly half and half; its yes ratio is read against 0.5).
+"""POPE probes, balanced: every (dataset, split) holds as many "yes" as "no" (POPE pairs each
+positive with a negative, so each of its files is exactly half and half; its yes ratio is read
+against 0.5 per dataset and split, as POPE reports them).
 
 A published file whose records were quarantined (a missing image, a malformed line) can
-come out unbalanced; then the surplus of the larger label in that split is dropped, the
+come out unbalanced; then the surplus of the larger label in that (dataset, split) is dropped, the
 probes chosen by a seeded order (sha256 of the seed and the sample id), each with a ledger
 reason. Nothing else is dropped: a balanced split passes untouched (``pope.balance.v1``).
 """
@@ -35,12 +36,13 @@ class BalanceProbes(Stage):
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         rows = samples.to_pylist()
-        by: dict[tuple[str, str], list[str]] = defaultdict(list)
+        by: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         for row in rows:
-            by[(json.loads(row["meta"])["split"], row["answers"][0])].append(row["sample_id"])
+            meta = json.loads(row["meta"])
+            by[(meta["dataset"], meta["split"], row["answers"][0])].append(row["sample_id"])
         dropped: set[str] = set()
-        for split in sorted({split for split, _ in by}):
-            yes, no = by[(split, "yes")], by[(split, "no")]
+        for dataset, split in sorted({(dataset, split) for dataset, split, _ in by}):
+            yes, no = by[(dataset, split, "yes")], by[(dataset, split, "no")]
             larger = yes if len(yes) > len(no) else no
             surplus = abs(len(yes) - len(no))
             dropped |= set(sorted(larger, key=lambda sid: _order(self.seed, sid))[:surplus])

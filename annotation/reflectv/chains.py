@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.plural import counted
 
 TURN = pa.struct(
     [
@@ -79,4 +80,5 @@ def with_chains(table: pa.Table, turns: list[list[dict[str, Any]]], issues: list
 def require_chains(table: pa.Table, stage: str) -> None:
     missing = [c for c in (TURNS, ISSUE) if c not in table.column_names]
     if missing:
-        raise MmcurateError(f"the {stage} stage needs the dialogue stage's output (missing column(s) {missing})")
+        raise MmcurateError(f"the {stage} stage needs the dialogue stage's output (missing {counted(len(missing), 'column')}: "
+                            f"{', '.join(missing)})")

@@ -116,7 +116,7 @@ def ingested_turns(meta: dict[str, Any]) -> list[dict[str, Any]] | None:
         raise ValueError("meta.dialogue is not a non-empty list")
     missing = [number for number, turn in enumerate(raw, start=1) if isinstance(turn, dict) and turn.get("score") is None]
     if missing:
-        raise Unscored(f"{UNSCORED}: no teacher score for turn(s) {', '.join(map(str, missing))} "
+        raise Unscored(f"{UNSCORED}: no teacher score for {'turn' if len(missing) == 1 else 'turns'} {', '.join(map(str, missing))} "
                        "(the trajectory filter needs one per turn)")
     turns = []
     for turn in raw:

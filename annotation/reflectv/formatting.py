@@ -10,15 +10,19 @@ Every sample that passed the trajectory filter becomes one of:
 
 Every rendered conversation is checked by the validator of ``turns`` first: a chain that
 fails it becomes a QA pair (its reason names the broken rules), a QA pair that fails it is
-dropped. Only then is the share of chains brought to ``rho`` (default 0.75), so the release
-meets rho as the paper states it (a split made before validation fell below rho whenever a
-kept chain then failed). The rule keeps the release as large as possible without going
-below rho:
+dropped. Only then is the share of chains brought to ``rho`` (default 0.75; a split made
+before validation fell below rho whenever a kept chain then failed). The paper reaches rho
+by collapsing chains only: "Truncated QA collapses failed or redundant sequences into QA
+pairs" (002 section 4.5); it drops no QA pair. So (``reflectv.rho_rule``):
 
-- more chains than rho asks for (chains >= rho * total): keep ceil(rho * total) chains and
-  collapse the rest to QA pairs ("redundant" chains);
-- fewer: keep every chain and floor(chains * (1 - rho) / rho) QA pairs; the surplus pairs
-  are dropped (ledger reason). With no chain at all nothing is dropped: rho cannot be reached.
+- ``collapse`` (the default, the paper's): more chains than rho asks for (chains >= rho *
+  total): keep ceil(rho * total) chains and collapse the rest to QA pairs ("redundant"
+  chains); fewer: keep everything, and the release's share of chains stays below rho (its
+  statistics say so);
+- ``collapse_or_drop`` (a reading of its own, the rule before): the same when there are
+  enough chains; with fewer, keep every chain and floor(chains * (1 - rho) / rho) QA pairs,
+  the surplus pairs dropped (ledger reason), so the share never falls below rho. With no
+  chain at all nothing is dropped: rho cannot be reached.
 
 Which chains collapse and which pairs drop is a seeded order, sha256(seed, sample id), so it
 does not depend on the input order or on sharding. rho is exact (a fraction of its decimal
@@ -48,7 +52,7 @@ from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.visual_prompts import NONE
 
 from .chains import issues_of, require_chains, turns_of
-from .turns import conversation_defects, render_turn, tool_call
+from .turns import anchor_truths, conversation_defects, render_turn, tool_call
 from .wording import seeded_index
 
 STAGE = "format"
@@ -90,8 +94,14 @@ def _order(seed: int, sample_id: str) -> str:
     return hashlib.sha256(f"{seed}\x1f{sample_id}".encode("utf-8")).hexdigest()
 
 
-def rho_split(chains: list[str], pairs: list[str], rho: float, seed: int) -> tuple[list[str], list[str], list[str]]:
-    """(chains kept, chains collapsed to pairs, pairs dropped) by the rule of the module docstring."""
+RHO_RULES = ("collapse", "collapse_or_drop")  # how rho is reached (module docstring); the first is the paper's
+
+
+def rho_split(chains: list[str], pairs: list[str], rho: float, seed: int,
+              rule: str = RHO_RULES[0]) -> tuple[list[str], list[str], list[str]]:
+    """(chains kept, chains collapsed to pairs, pairs dropped) by ``rule`` (module docstring)."""
+    if rule not in RHO_RULES:
+        raise ValueError(f"unknown rho rule {rule!r}; known: {', '.join(RHO_RULES)}")
     share = Fraction(str(rho))
     if not 0 <= share <= 1:
         raise ValueError(f"rho must be in [0, 1], got {rho}")
@@ -103,8 +113,8 @@ def rho_split(chains: list[str], pairs: list[str], rho: float, seed: int) -> tup
     if len(chains) >= share * total:
         keep = math.ceil(share * total)
         return chains[:keep], chains[keep:], []
-    if not chains:
-        return [], [], []
+    if not chains or rule == "collapse":
+        return chains, [], []
     keep_pairs = math.floor(len(chains) * (1 - share) / share)
     return chains, [], pairs[keep_pairs:]
 
@@ -146,6 +156,8 @@ class FormatTrajectories(Stage):
 
     rho: float = 0.75
     seed: int = 0
+    rho_rule: str = RHO_RULES[0]
+    dense_keywords: str = "ground_truth"  # whose anchors may state the ground truth (turns.anchor_truths)
     name = STAGE
     shardable = False  # rho is a share of the whole release
 
@@ -160,11 +172,12 @@ class FormatTrajectories(Stage):
         pair_defects: dict[str, list[str]] = {}
         for sid, row in rows.items():  # render and validate first: the split counts only valid forms
             image, final = row["images"][0], final_think(self.seed, sid)
+            truths = anchor_truths(domain_of(row["meta"]), self.dense_keywords, row["answers"])
             pairs[sid] = render_pair(image, turns[sid][-1]["answer"], final)
-            pair_defects[sid] = _defects(pairs[sid], row["answers"])
+            pair_defects[sid] = _defects(pairs[sid], truths)
             if len(turns[sid]) >= 2 and issues[sid] is None:
                 conversation = render_turns(image, turns[sid], final)
-                defects = _defects(conversation, row["answers"])
+                defects = _defects(conversation, truths)
                 decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if defects else "pass",
                                           detail={"format": MULTI, "defects": defects}))
                 if defects:
@@ -176,7 +189,8 @@ class FormatTrajectories(Stage):
             decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if pair_defects[sid] else "pass",
                                       detail={"format": SINGLE, "defects": pair_defects[sid]}))
         pair_ids = [sid for sid in candidates if not pair_defects[sid]]
-        kept_chains, collapsed, dropped = (set(ids) for ids in rho_split(list(chains), pair_ids, self.rho, self.seed))
+        split = rho_split(list(chains), pair_ids, self.rho, self.seed, self.rho_rule)
+        kept_chains, collapsed, dropped = (set(ids) for ids in split)
         for sid in collapsed:
             decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if pair_defects[sid] else "pass",
                                       detail={"format": SINGLE, "defects": pair_defects[sid]}))
@@ -189,7 +203,8 @@ class FormatTrajectories(Stage):
                        else "drop" if sid in dropped else "pair")
             reason = {"chain": CHAIN_KEPT, "collapse": REDUNDANT, "drop": SURPLUS,
                       "pair": issues[sid] or "single-turn dialogue"}[verdict]
-            decisions.append(Decision(sid, STAGE, CHECK_SHARE, verdict, detail={"rho": self.rho, "reason": reason}))
+            decisions.append(Decision(sid, STAGE, CHECK_SHARE, verdict,
+                                      detail={"rho": self.rho, "rho_rule": self.rho_rule, "reason": reason}))
             if verdict == "drop" or (verdict == "collapse" and pair_defects[sid]):
                 reason = SURPLUS if verdict == "drop" else FORMAT_DEFECTS
                 decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": reason}))
@@ -208,4 +223,5 @@ class FormatTrajectories(Stage):
                                             for d in decisions), "kept": len(out)}
         return StageResult(stage=STAGE, kept=pa.Table.from_pylist(out, schema=TRAJECTORY), decisions=decisions,
                            run_id=ctx.run_id, counts=counts,
-                           extra={"rho": self.rho, "share": round(multi / len(out), 4) if out else None})
+                           extra={"rho": self.rho, "rho_rule": self.rho_rule,
+                                  "share": round(multi / len(out), 4) if out else None})

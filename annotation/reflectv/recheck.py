@@ -11,7 +11,8 @@
   anchor); one no (or an unreadable reply) collapses the chain to a QA pair, as a chain
   failing a step after the filter is collapsed in curation (``recheck.marks``, ``collapse``).
 - Then the share of chains is brought back to ``rho`` with the formatting stage's rule
-  (``formatting.rho_split``, seeded): surplus QA pairs are dropped, redundant chains collapse.
+  (``formatting.rho_split``, seeded, ``reflectv.rho_rule``): redundant chains collapse; only
+  the ``collapse_or_drop`` reading also drops surplus QA pairs.
 
 Each recorded answer of a re-checking model in the parent's ledger (an earlier
 re-curation's) is reused; the original teacher and verifier are never asked. The stage sees
@@ -31,7 +32,7 @@ from mmcurate.models.labels import ask_labels, ask_parsed, first_token_label, la
 from mmcurate.models.requests import ChatRequest
 
 from .dialogue import PERFECT, TEACHER_REMINDER, TEACHER_SHAPE, TEACHER_TEMPLATE, parse_teacher, teacher_messages
-from .formatting import MULTI, REDUNDANT, SINGLE, SURPLUS, TRAJECTORY, render_pair, rho_split
+from .formatting import MULTI, REDUNDANT, RHO_RULES, SINGLE, SURPLUS, TRAJECTORY, render_pair, rho_split
 from .turns import parse_turn
 from .visual import REMINDER, SYSTEM, TEMPLATE, YES_NO, verify_prompt
 
@@ -63,6 +64,7 @@ class RecheckTrajectories(Stage):
     rho: float = 0.75
     seed: int = 0
     recorded: RecordedAnswers | None = None
+    rho_rule: str = RHO_RULES[0]
     name = STAGE
     shardable = False  # rho is a share of the whole release
 
@@ -83,13 +85,14 @@ class RecheckTrajectories(Stage):
         left = [sid for sid in rows if sid not in removed]
         chains = [sid for sid in left if rows[sid]["format"] == MULTI]
         kept_chains, redundant, surplus = rho_split(chains, [s for s in left if rows[s]["format"] == SINGLE],
-                                                    self.rho, self.seed)
+                                                    self.rho, self.seed, self.rho_rule)
+        share = {"rho": self.rho, "rho_rule": self.rho_rule}
         for sid in redundant:
             rows[sid] = collapse(rows[sid])
-            decisions.append(Decision(sid, STAGE, CHECK_SHARE, "collapse", detail={"rho": self.rho, "reason": REDUNDANT}))
+            decisions.append(Decision(sid, STAGE, CHECK_SHARE, "collapse", detail={**share, "reason": REDUNDANT}))
         for sid in surplus:
             removed[sid] = SURPLUS
-            decisions.append(Decision(sid, STAGE, CHECK_SHARE, "drop", detail={"rho": self.rho, "reason": SURPLUS}))
+            decisions.append(Decision(sid, STAGE, CHECK_SHARE, "drop", detail={**share, "reason": SURPLUS}))
         kept = [rows[sid] for sid in rows if sid not in removed]
         counts = {"input": len(rows), "removed_by_teachers": len(removed) - len(surplus), "collapsed": len(collapsed),
                   "collapsed_for_rho": len(redundant), "dropped_for_rho": len(surplus), "kept": len(kept),
@@ -207,7 +210,7 @@ def collapse(row: dict[str, Any]) -> dict[str, Any]:
     """A released chain as the QA pair (I_0, q -> final answer) curation collapses a chain to."""
     last, _ = parse_turn(row["conversation"][-1]["text"])
     answer, think = (last.answer, last.think) if last is not None else (row["answers"][0], "")
-    return {**row, "format": SINGLE, "conversation": render_pair(row["image"], answer, think)}
+    return {**row, "format": SINGLE, "depth": 0, "conversation": render_pair(row["image"], answer, think)}
 
 
 def drawn_marks(ledger: pa.Table) -> dict[tuple[str, int], int]:

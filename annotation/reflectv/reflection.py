@@ -3,20 +3,34 @@
 For every reflective turn (every turn of a multi-turn dialogue but the last):
 
 - Keyword, the tool call's anchor. General QA: the objects the teacher's feedback names,
-  merged into a short caption (the paper's two prompts of Figure 10). Scene text, Document
-  and Chart, where feedback says little about where to look: a subject-plus-modifier phrase
-  for the question's target (Figure 9's prompt, which works from the question; the main text
-  says "from ground truth annotations", so the model also sees the ground truth and must not
-  repeat it). A keyword never contains the ground truth, never a question word or markup.
-  ``keywords: heuristic`` is the offline stand-in: the feedback's content words minus the
-  student's answer and words about looking (General QA), or the question minus question
-  words and auxiliaries (the others), without the ground truth.
-- Reflection: the teacher's feedback rewritten by the rewriter model in the first person
-  (Figure 12). The score and the "Feedback:" label were split off when the teacher's reply
-  was read; the rewriter is shown three worked examples, and its reply is rejected when it
-  still carries those labels, has no first-person word, talks about the rewriting, keeps
-  less than half of the feedback's content words, contains markup, or states a ground
-  truth the feedback did not.
+  merged into a short caption (the paper's two prompts of Figure 10); it never contains the
+  ground truth. Scene text, Document and Chart (``core.domains.DENSE_PERCEPTION``: TextVQA,
+  OCR-VQA, DocVQA, ChartQA, DVQA), where "reflection lacks spatial specificity", the paper
+  derives "precise keywords from ground truth annotations" (002 section 4.3), by
+  ``reflectv.dense_keywords``:
+
+  - ``ground_truth`` (the default, the paper's main text): the subject-plus-modifier phrase
+    of the question (Figure 9's prompt) with the ground truth it should show, e.g. "bikes in
+    2018 (12)": the keyword may contain the ground truth, so the grounder looks for the very
+    text or value the answer is;
+  - ``question`` (Figure 9's prompt alone, the rule before): the subject phrase only, which
+    must never contain the ground truth (a keyword that does is unusable and the chain
+    collapses to a QA pair).
+
+  A keyword is never a question word or markup. ``keywords: heuristic`` is the offline
+  stand-in: the feedback's content words minus the student's answer and words about looking
+  (General QA), or the question minus question words and auxiliaries (the others), with the
+  first ground-truth answer in brackets under ``ground_truth``, without it under ``question``.
+- Reflection: teacher feedback rewritten by the rewriter model in the first person
+  (Figure 12). The paper inserts the caption and marks into the teacher's feedback first
+  (Figure 11) and rewrites that (``reflectv.caption_order: before_rewrite``, the default): the
+  rewrite then runs in the grounding stage, once the marks are drawn, and must keep the
+  caption, the colour and the mark. With ``after_rewrite`` (the order before) this stage
+  rewrites the bare feedback and the grounding stage inserts into the rewrite. The score and
+  the "Feedback:" label were split off when the teacher's reply was read; the rewriter is
+  shown three worked examples, and its reply is rejected when it still carries those labels,
+  has no first-person word, talks about the rewriting, keeps less than half of the text's
+  content words, contains markup, or states a ground truth the text did not.
 
 Model replies are read strictly with one retry (``models.labels.ask_parsed``). A turn whose keyword
 or reflection stays unreadable ends the sample's way to a multi-turn chain (``chain_issue``):
@@ -42,11 +56,12 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.specs import Heuristic, LabellerSpec, coerce
 from mmcurate.core.stages import Stage, StageContext, StageResult
-from mmcurate.core.text import STOPWORDS, content_tokens, normalize
+from mmcurate.core.text import STOPWORDS, content_tokens, find_answer
 from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
 
 from .chains import eligible, issues_of, require_chains, turns_of, with_chains
+from .wording import names_marks
 
 STAGE = "reflection"
 CHECK_KEYWORD = "reflection.keyword.v1"
@@ -58,7 +73,10 @@ HEURISTIC_WORDS = 5
 OBJECTS_TEMPLATE = "reflectv.keywords.objects.v1"
 CAPTION_TEMPLATE = "reflectv.keywords.caption.v1"
 SUBJECT_TEMPLATE = "reflectv.keywords.subject.v1"
+TRUTH_SUBJECT_TEMPLATE = "reflectv.keywords.subject-truth.v1"
 REWRITE_TEMPLATE = "reflectv.rewrite.v1"
+DENSE_KEYWORDS = ("ground_truth", "question")  # reflectv.dense_keywords; the first is the paper's
+CAPTION_ORDERS = ("before_rewrite", "after_rewrite")  # reflectv.caption_order; the first is the paper's
 
 OBJECTS_SYSTEM = (
     "You read a question about an image, a student's answer and a teacher's feedback on it. "
@@ -77,6 +95,13 @@ SUBJECT_SYSTEM = (
     "maximum, a year, a category, ...), for example 'How many bikes are there in 2018?' becomes "
     "'bikes in 2018'. Never use question words (what, how many, ...), never state the answer "
     "itself. Reply with the phrase only."
+)
+TRUTH_SUBJECT_SYSTEM = (
+    "You write a short phrase naming what to look at in a chart, document or scene text to read the "
+    "answer to a question: the subject of the question with its key modifiers (total, average, maximum, "
+    "a year, a category, ...) and the ground-truth text or value it shows, in brackets, for example 'How "
+    "many bikes are there in 2018?' with the answer 12 becomes 'bikes in 2018 (12)'. Never use question "
+    "words (what, how many, ...). Reply with the phrase only."
 )
 REWRITE_SYSTEM = (
     "Rewrite the teacher's comment as the student's own thought, in the first person (I, my). "
@@ -115,12 +140,6 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-def reveals(text: str, truths: list[str]) -> bool:
-    """Whether ``text`` states one of the ground-truth answers (as a whole phrase)."""
-    padded = f" {normalize(text)} "
-    return any(normalize(t) and f" {normalize(t)} " in padded for t in truths)
-
-
 def _answer_words(truths: list[str]) -> set[str]:
     return {w for t in truths for w in content_tokens(t)}
 
@@ -140,7 +159,7 @@ def feedback_keyword(feedback: str, answer: str, truths: list[str]) -> str | Non
 
 def question_keyword(question: str, truths: list[str]) -> str | None:
     """Heuristic keyword for scene text, documents and charts: the question without question
-    words, auxiliaries and articles (Figure 9's examples), and without the ground truth."""
+    words, auxiliaries and articles (Figure 9's examples), and without the words of ``truths``."""
     drop = _answer_words(truths)
     articles = {"a", "an", "the"}  # "A" inside a question is a name ("Company A"), not an article
     kept = [w for i, w in enumerate(_words(question))
@@ -151,6 +170,22 @@ def question_keyword(question: str, truths: list[str]) -> str | None:
     return " ".join(kept[:MAX_KEYWORD_WORDS]) or None
 
 
+def truth_keyword(question: str, truths: list[str]) -> str | None:
+    """Heuristic keyword from the ground truth (``dense_keywords: ground_truth``): the question's
+    subject phrase with the first ground-truth answer in brackets, at most 10 words in all
+    ("bikes in 2018 (12)"); the answer alone when the question leaves no phrase."""
+    answer = " ".join(next((t for t in truths if t.strip()), "").split()[:MAX_KEYWORD_WORDS])
+    phrase = question_keyword(question, [])
+    if not answer:
+        return phrase
+    if not phrase:
+        return answer
+    room = MAX_KEYWORD_WORDS - len(answer.split())
+    if find_answer(phrase, [answer]) >= 0:
+        return " ".join(phrase.split()[:MAX_KEYWORD_WORDS])
+    return f"{' '.join(phrase.split()[:room])} ({answer})" if room > 0 else answer
+
+
 def _one_line(text: str) -> str | None:
     line = text.strip().strip("\"'").strip()
     if not line or "\n" in line or _MARKUP.search(line):
@@ -159,10 +194,11 @@ def _one_line(text: str) -> str | None:
 
 
 def keyword_parser(truths: list[str], min_words: int = 1) -> Callable[[str], str | None]:
-    """Read a keyword reply: one plain line of ``min_words``..10 words, no question word, no answer."""
+    """Read a keyword reply: one plain line of ``min_words``..10 words, no question word, none
+    of ``truths`` (empty where the keyword may state the ground truth)."""
     def parse(text: str) -> str | None:
         line = _one_line(text)
-        if line is None or not min_words <= len(line.split()) <= MAX_KEYWORD_WORDS or reveals(line, truths):
+        if line is None or not min_words <= len(line.split()) <= MAX_KEYWORD_WORDS or find_answer(line, truths) >= 0:
             return None
         if line.split()[0].lower() in QUESTION_WORDS:
             return None
@@ -181,7 +217,7 @@ def objects_parser(truths: list[str]) -> Callable[[str], list[str] | None]:
         if not 1 <= len(objects) <= 8 or any(not o or len(o.split()) > 6 or ":" in o or _MARKUP.search(o)
                                              for o in objects):
             return None
-        return None if any(reveals(o, truths) for o in objects) else objects
+        return None if any(find_answer(o, truths) >= 0 for o in objects) else objects
 
     return parse
 
@@ -199,8 +235,13 @@ def caption_request(key: str, objects: list[str]) -> ChatRequest:
                        CAPTION_TEMPLATE)
 
 
-def subject_request(key: str, question: str, truths: list[str]) -> ChatRequest:
-    """Scene text, documents, charts: a subject phrase from the question and the ground truth."""
+def subject_request(key: str, question: str, truths: list[str], from_truth: bool = True) -> ChatRequest:
+    """Scene text, documents, charts: a subject phrase from the question and the ground truth,
+    which states it (``from_truth``, the paper's) or must not."""
+    if from_truth:
+        return ChatRequest(key, [{"role": "system", "content": TRUTH_SUBJECT_SYSTEM},
+                                 {"role": "user", "content": f"Question: {question}\nAnswer: {' | '.join(truths)}"}],
+                           TRUTH_SUBJECT_TEMPLATE)
     return ChatRequest(key, [{"role": "system", "content": SUBJECT_SYSTEM},
                              {"role": "user", "content": f"Question: {question}\n"
                                                          f"Answer (do not repeat it): {' | '.join(truths)}"}],
@@ -218,8 +259,10 @@ def rewrite_messages(feedback: str) -> list[dict]:
     return [*messages, {"role": "user", "content": feedback}]
 
 
-def rewrite_parser(feedback: str, truths: list[str]) -> Callable[[str], str | None]:
-    """Read a first-person rewrite (see the module docstring)."""
+def rewrite_parser(feedback: str, truths: list[str],
+                   keeps: tuple[str, str, str] | None = None) -> Callable[[str], str | None]:
+    """Read a first-person rewrite of ``feedback`` (see the module docstring); ``keeps``: the
+    (caption, colour, mark type) inserted into it, which the rewrite must still name."""
     hints = content_tokens(feedback)
 
     def parse(text: str) -> str | None:
@@ -230,7 +273,9 @@ def rewrite_parser(feedback: str, truths: list[str]) -> Callable[[str], str | No
             return None
         if hints and len(hints & content_tokens(rewrite)) < MIN_HINT_SHARE * len(hints):
             return None
-        if reveals(rewrite, truths) and not reveals(feedback, truths):
+        if find_answer(rewrite, truths) >= 0 > find_answer(feedback, truths):
+            return None
+        if keeps is not None and not names_marks(rewrite, *keeps):
             return None
         return rewrite
 
@@ -266,10 +311,26 @@ class WriteReflections(Stage):
     keywords: LabellerSpec
     rewriter: str
     collapse_revealing: bool = False  # collapse a chain whose feedback states the answer (module docstring)
+    dense_keywords: str = DENSE_KEYWORDS[0]
+    caption_order: str = CAPTION_ORDERS[0]  # before_rewrite: the grounding stage rewrites, after the caption
     name = STAGE
 
     def __post_init__(self) -> None:
         self.keywords = coerce(LabellerSpec, self.keywords)
+        if self.dense_keywords not in DENSE_KEYWORDS or self.caption_order not in CAPTION_ORDERS:
+            raise ValueError(f"dense_keywords must be one of {DENSE_KEYWORDS} and caption_order one of "
+                             f"{CAPTION_ORDERS}, got {self.dense_keywords!r} and {self.caption_order!r}")
+
+    @property
+    def _complete(self) -> str:
+        return ("every reflective turn has a keyword and a reflection" if self.caption_order == "after_rewrite"
+                else "every reflective turn has a keyword")
+
+    def _forbidden(self, item: "_Turn") -> list[str]:
+        """The answers a turn's keyword must not contain: none for a dense-perception turn whose
+        keyword comes from the ground truth."""
+        from_truth = self.dense_keywords == "ground_truth" and item.domain in DENSE_PERCEPTION
+        return [] if from_truth else item.row["answers"]
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         require_chains(samples, STAGE)
@@ -283,7 +344,7 @@ class WriteReflections(Stage):
                 domain = domain_of(row["meta"])
             except ValueError as exc:
                 raise MmcurateError(f"sample {row['sample_id']}: {exc}") from None
-            leaked = [n + 1 for n, t in enumerate(turns[:-1]) if reveals(t["feedback"], row["answers"])]
+            leaked = [n + 1 for n, t in enumerate(turns[:-1]) if find_answer(t["feedback"], row["answers"]) >= 0]
             if leaked:
                 decisions.append(Decision(row["sample_id"], STAGE, CHECK_LEAK,
                                           "collapse" if self.collapse_revealing else "keep",
@@ -301,7 +362,8 @@ class WriteReflections(Stage):
                                       model=str(self.keywords), context_id=f"t{item.index + 1}", detail=detail))
             if keyword is None:
                 failed.setdefault(item.row["sample_id"], f"reflection: no usable keyword (turn {item.index + 1})")
-        to_rewrite = [item for item in pending if item.row["sample_id"] not in failed]
+        to_rewrite = [item for item in pending if item.row["sample_id"] not in failed
+                      and self.caption_order == "after_rewrite"]
         for item, parsed in zip(to_rewrite, self._rewrites(ctx, to_rewrite)):
             item.turn["reflection"] = parsed.label
             detail = {"reflection": parsed.label, "raw": parsed.raw, **({"error": parsed.error} if parsed.error else {})}
@@ -316,13 +378,16 @@ class WriteReflections(Stage):
             if len(turns) >= 2:
                 chains += issue is None
                 decisions.append(Decision(row["sample_id"], STAGE, CHECK_SAMPLE, "chain" if issue is None else "collapse",
-                                          detail={"reason": issue or "every reflective turn has a keyword and a reflection"}))
+                                          detail={"reason": issue or self._complete}))
         counts = {"input": len(rows), "reflective_turns": len(pending), "chains": chains,
+                  "keywords_from_ground_truth": sum(1 for item, (k, _) in zip(pending, keywords)
+                                                    if k and not self._forbidden(item)),
                   "keyword_errors": sum(1 for k, _ in keywords if k is None),
                   "rewrite_errors": sum(1 for d in decisions if d.check == CHECK_REWRITE and d.verdict != "ok")}
         return StageResult(stage=STAGE, kept=with_chains(samples, all_turns, issues), decisions=decisions,
                            run_id=ctx.run_id, counts=counts,
-                           components={"keywords": str(self.keywords), "rewriter": self.rewriter})
+                           components={"keywords": str(self.keywords),
+                                       **({"rewriter": self.rewriter} if self.caption_order == "after_rewrite" else {})})
 
     # ------------------------------------------------------------------------ keywords
     def _keywords(self, ctx: StageContext, pending: list[_Turn]) -> list[tuple[str | None, dict[str, Any]]]:
@@ -332,6 +397,8 @@ class WriteReflections(Stage):
                 truths = item.row["answers"]
                 if item.domain == GENERAL_QA:
                     keyword, source = feedback_keyword(item.turn["feedback"], item.turn["answer"], truths), "feedback"
+                elif not self._forbidden(item):
+                    keyword, source = truth_keyword(item.row["question"], truths), "question and ground truth"
                 else:
                     keyword, source = question_keyword(item.row["question"], truths), "question"
                 out.append((keyword, {"keyword": keyword, "from": source}))
@@ -358,12 +425,12 @@ class WriteReflections(Stage):
         for (item, objects_parsed), parsed in zip(listed, captions):
             found[item.key] = (parsed.label, {"from": "feedback", "objects": objects_parsed.label, "raw": parsed.raw,
                                               **({"error": parsed.error} if parsed.error else {})})
-        subjects = ask_parsed(client, [subject_request(item.key, item.row["question"], item.row["answers"])
-                                       for item in dense],
-            [keyword_parser(item.row["answers"], min_words=2) for item in dense], KEYWORD_REMINDER, STAGE, "a phrase")
+        subjects = ask_parsed(client, [subject_request(item.key, item.row["question"], item.row["answers"],
+                                                       not self._forbidden(item)) for item in dense],
+            [keyword_parser(self._forbidden(item), min_words=2) for item in dense], KEYWORD_REMINDER, STAGE, "a phrase")
         for item, parsed in zip(dense, subjects):
-            found[item.key] = (parsed.label, {"from": "question and ground truth", "raw": parsed.raw,
-                                              **({"error": parsed.error} if parsed.error else {})})
+            found[item.key] = (parsed.label, {"from": "question and ground truth", "dense_keywords": self.dense_keywords,
+                                              "raw": parsed.raw, **({"error": parsed.error} if parsed.error else {})})
         return [found[item.key] for item in pending]
 
     # ------------------------------------------------------------------------ rewrite

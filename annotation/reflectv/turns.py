@@ -18,7 +18,9 @@ the expectations of the release's Great Expectations suite (``RULES``):
 - ``anchor_markup``: a reflective anchor is one line of plain words (no markup, no "None");
 - ``anchor_in_think`` / ``color_in_think`` / ``mark_in_think``: the think text names the
   anchor's words, the colour and the mark type (singular or plural) the tool call uses;
-- ``reveals_answer``: a reflective anchor never contains the ground truth.
+- ``reveals_answer``: a reflective anchor never contains the ground truth, except where the
+  keyword comes from it (``anchor_truths``: a dense-perception turn under
+  ``reflectv.dense_keywords: ground_truth``, 002 section 4.3).
 """
 from __future__ import annotations
 
@@ -28,10 +30,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from mmcurate.core.text import content_tokens, normalize
+from mmcurate.core.domains import DENSE_PERCEPTION
+from mmcurate.core.text import content_tokens, find_answer
 from mmcurate.core.visual_prompts import COLORS, MARK_TYPES, NONE, TOOL_NAME
 
-from .wording import NOUNS
+from .wording import NOUNS, says
 
 TAGS = ("answer", "think", "tool_call")
 ARGUMENTS = ("flag", "anchor", "color", "mark_type")
@@ -78,11 +81,6 @@ def parse_turn(text: str) -> tuple[Turn | None, str | None]:
     return Turn(answer, think, arguments), None
 
 
-def _says(text: str, phrase: str) -> bool:
-    wanted = normalize(phrase)
-    return bool(wanted) and f" {wanted} " in f" {normalize(text)} "
-
-
 def turn_defects(turn: Turn, last: bool, truths: list[str]) -> list[str]:
     """The rules a parsed turn breaks, given its place and the sample's ground truth."""
     args = turn.arguments
@@ -105,13 +103,19 @@ def turn_defects(turn: Turn, last: bool, truths: list[str]) -> list[str]:
         return defects
     if not content_tokens(anchor) <= content_tokens(turn.think):
         defects.append("anchor_in_think")
-    if color in COLORS and not _says(turn.think, color):
+    if color in COLORS and not says(turn.think, color):
         defects.append("color_in_think")
-    if mark_type in NOUNS and not any(_says(turn.think, noun) for noun in NOUNS[mark_type]):
+    if mark_type in NOUNS and not any(says(turn.think, noun) for noun in NOUNS[mark_type]):
         defects.append("mark_in_think")
-    if any(_says(anchor, truth) for truth in truths):
+    if find_answer(anchor, truths) >= 0:
         defects.append("reveals_answer")
     return defects
+
+
+def anchor_truths(domain: str, dense_keywords: str, answers: list[str]) -> list[str]:
+    """The answers a reflective anchor of a sample must not contain (``reveals_answer``): none
+    where its keyword comes from the ground truth (see the module docstring)."""
+    return [] if dense_keywords == "ground_truth" and domain in DENSE_PERCEPTION else list(answers)
 
 
 def conversation_defects(texts: list[str], truths: list[str]) -> list[tuple[int, str]]:

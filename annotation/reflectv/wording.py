@@ -1,27 +1,34 @@
 """How a reflection names its marks (seed paper 002, L685-707, Figure 11).
 
 One instance is "a red point" (or "the red point"), several are "red points": the number
-of marks drawn decides. The phrase joins the first-person reflection together with the
-caption (the keyword, the tool call's anchor), so the ``<think>`` text names the anchor,
-the colour and the mark type the tool call uses: the agreement the release validator checks.
+of marks drawn decides. The phrase goes into the turn's text together with the caption (the
+keyword, the tool call's anchor), so the ``<think>`` text names the anchor, the colour and
+the mark type the tool call uses: the agreement the release validator checks.
+
+Which text it goes into (``reflectv.caption_order``):
+
+- ``before_rewrite`` (the default, the paper's order, Figures 11 then 12): the teacher's
+  feedback, in the teacher's voice ("Take a closer look at the petals, as indicated by the
+  green point in the image"); the rewriter then turns the result into the first person
+  (``reflection.rewrite_parser`` with ``keeps``: the rewrite must still name the caption, the
+  colour and the mark). The marks are drawn first, so "a" or several is known.
+- ``after_rewrite`` (the order before): the first-person reflection the reflection stage wrote.
 
 Two ways to insert it (``reflectv.captions``, named in the manifest):
 
 - a model (Figure 11: "insert the captions along with the marks into the feedbacks ... so the
-  new information blends seamlessly ... do not show the ground truth"): it gets the
-  reflection, the mark phrase and the caption, and replies with the reflection that now
-  points at the marks. The reply is read strictly (``insertion_parser``): one plain
-  paragraph in the first person that keeps at least half of the reflection's content words,
-  names every content word of the caption, the colour and the mark type, carries no label
-  or markup, and never states the ground truth more often than the reflection already did
-  (the inserted text itself must not reveal it; the ledger records the check). One retry,
-  then the turn has no usable reflection and the chain collapses to a QA pair.
-  The paper inserts into the teacher's feedback and converts the result to the first person
-  afterwards (Figures 11-12); here the rewrite comes first (the reflection stage) and the
-  insertion goes into the first-person reflection, because how many marks there are (a /
-  several) is known only once they are drawn.
-- ``template``, the offline stand-in: one of a few fixed sentences appended to the
-  reflection, chosen by the seed. It can never drop the mark or reveal the ground truth.
+  new information blends seamlessly ... do not show the ground truth"): it gets the text,
+  the mark phrase and the caption, and replies with the text that now points at the marks.
+  The reply is read strictly (``insertion_parser``): one plain paragraph (in the first person
+  when the text is a reflection) that keeps at least half of the text's content words, names
+  every content word of the caption, the colour and the mark type, carries no label or
+  markup, and never states the ground truth more often than the text and the caption already
+  did (the inserted words must not reveal it; a caption may state it only where the keyword
+  comes from the ground truth, ``reflection``; the ledger records the check). One retry, then
+  the turn has no usable text and the chain collapses to a QA pair.
+- ``template``, the offline stand-in: one of a few fixed sentences appended to the text,
+  chosen by the seed (in the teacher's voice before the rewrite, in the first person after
+  it). It never drops the mark and adds nothing of the ground truth but the caption.
 """
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ import hashlib
 import re
 from collections.abc import Callable
 
-from mmcurate.core.text import content_tokens, normalize
+from mmcurate.core.text import answer_offsets, content_tokens, find_answer
 from mmcurate.models.requests import ChatRequest
 
 # mark type -> (singular, plural) as a reflection says it
@@ -42,11 +49,17 @@ NOUNS = {
     "ellipse": ("ellipse", "ellipses"),
     "mask": ("mask", "masks"),
 }
-SENTENCES = (
+SENTENCES = (  # appended to a first-person reflection (after_rewrite)
     "I should look again at the {anchor}, as indicated by {marks} in the image.",
     "Checking the {anchor}, marked by {marks} in the image, should settle this.",
     "The {anchor}, highlighted by {marks} in the image, deserves a closer look.",
     "Looking closer at the {anchor}, shown with {marks} in the image, may change my answer.",
+)
+FEEDBACK_SENTENCES = (  # appended to the teacher's feedback (before_rewrite; Figure 11's examples)
+    "Take a closer look at the {anchor}, as indicated by {marks} in the image.",
+    "Check the {anchor} closely, the area highlighted by {marks} in the image.",
+    "Inspect the {anchor}, noted by {marks} in the image.",
+    "Look again at the {anchor}, marked by {marks} in the image.",
 )
 
 
@@ -68,16 +81,27 @@ def seeded_index(seed: int, *parts: str, modulo: int) -> int:
     return int.from_bytes(digest[:8], "big") % modulo
 
 
-def grounded_reflection(reflection: str, anchor: str, color: str, mark_type: str, count: int, variant: int) -> str:
-    """The first-person reflection followed by the sentence that points at the marks."""
-    sentence = SENTENCES[variant % len(SENTENCES)]
+def grounded_reflection(reflection: str, anchor: str, color: str, mark_type: str, count: int, variant: int,
+                        first_person: bool = True) -> str:
+    """The text (a first-person reflection, or else the teacher's feedback) followed by the
+    sentence that points at the marks."""
+    sentences = SENTENCES if first_person else FEEDBACK_SENTENCES
+    sentence = sentences[variant % len(sentences)]
     marks = mark_phrase(color, mark_type, count, definite=variant % 2 == 1)
     return f"{reflection.strip()} {sentence.format(anchor=anchor, marks=marks)}"
+
+
+def names_marks(text: str, anchor: str, color: str, mark_type: str) -> bool:
+    """Whether ``text`` names every content word of the anchor, the colour and the mark type
+    (singular or plural): what the validator asks of a turn's ``<think>``."""
+    return (content_tokens(anchor) <= content_tokens(text) and says(text, color)
+            and any(says(text, noun) for noun in NOUNS[mark_type]))
 
 
 # ---------------------------------------------------------------------------- a model's insertion
 TEMPLATE_NAME = "template-v1"
 INSERT_TEMPLATE = "reflectv.caption.insert.v1"
+INSERT_FEEDBACK_TEMPLATE = "reflectv.caption.insert-feedback.v1"
 INSERT_SYSTEM = (
     "You edit a short first-person reflection about an image. Marks have been drawn on the image to "
     "show something; you are told the marks (for example 'a green point' or 'green points') and a "
@@ -96,57 +120,83 @@ INSERT_EXAMPLES = (
     (("My count was off. I need to count the bikes in 2018 once more.", "blue bounding boxes", "bikes in 2018"),
      "My count was off. I need to count the bikes in 2018 once more, marked by the blue bounding boxes in the image."),
 )
+INSERT_FEEDBACK_SYSTEM = (
+    "You are given a teacher's feedback on a student's answer about an image, marks drawn on the image "
+    "(for example 'a green point' or 'green points') and a caption saying what they show. Insert the "
+    "caption along with the marks into the feedback so that the new information blends seamlessly with "
+    "the original content, keeping its flow, for example '..., as indicated by the green point in the "
+    "image, ...'. Use the marks exactly as given (one mark: 'a' or 'the'; several: the plural). Do not "
+    "show the answer. Reply with the new feedback only."
+)
+# Figure 11's own example, and one of several marks
+INSERT_FEEDBACK_EXAMPLES = (
+    (("Your observation that the flower is vibrant is partly right. However, the flower is not red. Take a "
+      "closer look at the petals and think if there is another bright color that more accurately describes it.",
+      "a green point", "petals"),
+     "Your observation that the flower is vibrant is partly right. However, the flower is not red. Take a "
+     "closer look at the petals, as indicated by the green point in the image, and think if there is another "
+     "bright color that more accurately describes it."),
+    (("Your count is off. Count the bikes in 2018 once more.", "blue bounding boxes", "bikes in 2018"),
+     "Your count is off. Count the bikes in 2018 once more, marked by the blue bounding boxes in the image."),
+)
 INSERT_REMINDER = ("Your reply could not be used. Reply with the reflection only, in the first person, naming the "
                    "caption and the marks exactly as given, without stating the answer.")
+INSERT_FEEDBACK_REMINDER = ("Your reply could not be used. Reply with the feedback only, naming the caption and the "
+                            "marks exactly as given, without stating the answer.")
 MIN_KEPT_SHARE = 0.5  # an insertion keeps at least half of the reflection's content words
 _FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|my|me|myself|we|our|us)\b")
 _MARKUP = re.compile(r"[<>{}\[\]*`#|\\]")
 
 
 def says(text: str, phrase: str) -> bool:
-    """Whether ``text`` contains ``phrase`` as whole words (case and punctuation aside)."""
-    wanted = normalize(phrase)
-    return bool(wanted) and f" {wanted} " in f" {normalize(text)} "
+    """Whether ``text`` contains ``phrase`` as whole words (``core.text.find_answer``'s rule)."""
+    return find_answer(text, [phrase]) >= 0
 
 
 def mentions(text: str, truths: list[str]) -> int:
-    """How many times ``text`` states one of the ground-truth answers (as whole phrases)."""
-    padded = f" {normalize(text)} "
-    return sum(padded.count(f" {normalize(t)} ") for t in truths if normalize(t))
+    """How many times ``text`` states one of the ground-truth answers (``core.text.answer_offsets``)."""
+    return len(answer_offsets(text, truths))
 
 
-def insertion_messages(reflection: str, marks: str, caption: str) -> list[dict]:
-    def ask(reflection: str, marks: str, caption: str) -> str:
-        return f"Reflection: {reflection}\nMarks: {marks}\nCaption: {caption}"
+def insertion_messages(text: str, marks: str, caption: str, first_person: bool = True) -> list[dict]:
+    """Figure 11's request: ``text`` is a first-person reflection, or else the teacher's feedback."""
+    label = "Reflection" if first_person else "Feedback"
 
-    messages: list[dict] = [{"role": "system", "content": INSERT_SYSTEM}]
-    for question, answer in INSERT_EXAMPLES:
+    def ask(text: str, marks: str, caption: str) -> str:
+        return f"{label}: {text}\nMarks: {marks}\nCaption: {caption}"
+
+    system, examples = (INSERT_SYSTEM, INSERT_EXAMPLES) if first_person else (INSERT_FEEDBACK_SYSTEM,
+                                                                            INSERT_FEEDBACK_EXAMPLES)
+    messages: list[dict] = [{"role": "system", "content": system}]
+    for question, answer in examples:
         messages += [{"role": "user", "content": ask(*question)}, {"role": "assistant", "content": answer}]
-    return [*messages, {"role": "user", "content": ask(reflection, marks, caption)}]
+    return [*messages, {"role": "user", "content": ask(text, marks, caption)}]
 
 
-def insertion_request(key: str, reflection: str, anchor: str, color: str, mark_type: str, count: int) -> ChatRequest:
-    return ChatRequest(key, insertion_messages(reflection, mark_phrase(color, mark_type, count), anchor), INSERT_TEMPLATE)
+def insertion_request(key: str, text: str, anchor: str, color: str, mark_type: str, count: int,
+                      first_person: bool = True) -> ChatRequest:
+    return ChatRequest(key, insertion_messages(text, mark_phrase(color, mark_type, count), anchor, first_person),
+                       INSERT_TEMPLATE if first_person else INSERT_FEEDBACK_TEMPLATE)
 
 
-def insertion_parser(reflection: str, anchor: str, color: str, mark_type: str,
-                     truths: list[str]) -> Callable[[str], str | None]:
-    """Read a model's insertion (see the module docstring); None when it is unusable."""
-    kept = content_tokens(reflection)
+def insertion_parser(text: str, anchor: str, color: str, mark_type: str, truths: list[str],
+                     first_person: bool = True) -> Callable[[str], str | None]:
+    """Read a model's insertion into ``text`` (see the module docstring); None when it is unusable."""
+    kept = content_tokens(text)
+    allowed = mentions(text, truths) + mentions(anchor, truths)  # the caption states it only when it may
 
-    def parse(text: str) -> str | None:
-        reply = " ".join(text.split()).strip("\"'").strip()
+    def parse(raw: str) -> str | None:
+        reply = " ".join(raw.split()).strip("\"'").strip()
         if not reply or _MARKUP.search(reply) or re.search(r"\b(score|feedback|caption|marks)\s*:", reply, re.I):
             return None
-        if _FIRST_PERSON.search(reply) is None or len(reply) > 3 * len(reflection) + 200:
+        if (first_person and _FIRST_PERSON.search(reply) is None) or len(reply) > 3 * len(text) + 200:
             return None
-        words = content_tokens(reply)
-        if not content_tokens(anchor) <= words or (kept and len(kept & words) < MIN_KEPT_SHARE * len(kept)):
+        if kept and len(kept & content_tokens(reply)) < MIN_KEPT_SHARE * len(kept):
             return None
-        if not says(reply, color) or not any(says(reply, noun) for noun in NOUNS[mark_type]):
+        if not names_marks(reply, anchor, color, mark_type):
             return None
-        if mentions(reply, truths) > mentions(reflection, truths):
-            return None  # the inserted text states the answer
+        if mentions(reply, truths) > allowed:
+            return None  # the inserted words state the answer
         return reply
 
     return parse

@@ -26,6 +26,7 @@ from mmcurate.core.ledger import Decision
 from mmcurate.core.specs import CrossModalSpec, OpenClip
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.retrieval.encoders import CrossModalEncoder, cross_modal_encoder, normalise
+from mmcurate.core.plural import counted
 
 STAGE = "relevance"
 CHECK = "relevance.cross_modal_rank.v1"
@@ -98,7 +99,7 @@ class ImageRelevance(Stage):
                 verdicts[key] = ("drop", {"reason": "post has no image"})
                 continue
             if missing:
-                verdicts[key] = ("error", {"reason": "image(s) missing from the store", "missing": missing})
+                verdicts[key] = ("error", {"reason": f"{counted(len(missing), 'image')} missing from the store", "missing": missing})
                 continue
             others = sorted(available - set(own))
             rng = random.Random(f"{seed}\x1f{key}")

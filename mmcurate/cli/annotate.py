@@ -121,7 +121,7 @@ def import_(
         kappa = "undefined" if summary["kappa"] is None else f"{summary['kappa']:.3f}"
         typer.echo(
             f"  {question}: {summary['measure']} kappa {kappa}, raw agreement {summary['raw']:.3f} "
-            f"over {summary['items']} items"
+            f"over {counted(summary['items'], 'item')}"
         )
     for row in result.table3:
         share = "–" if row["share"] is None else f"{100 * row['share']:.1f}%"
@@ -165,8 +165,9 @@ def export_trajectories(
     from mmcurate.review.trajectories import SUBSETS, export_trajectories as export
 
     result = export(release, out, n=n, seed=seed, force=force)
-    counts = ", ".join(f"{s} {result.items[s]} of {result.available[s]}" for s in SUBSETS)
-    typer.echo(f"exported {sum(result.items.values())} items ({counts}) -> {result.jsonl}, {result.csv}")
+    counts = ", ".join(f"{s} {result.drawn[s]} of {result.available[s]}" for s in SUBSETS)
+    typer.echo(f"exported {counted(result.items, 'item')}, each dialogue once (drawn: {counts}) -> "
+               f"{result.jsonl}, {result.csv}")
 
 
 @annotate_app.command("import-trajectories")

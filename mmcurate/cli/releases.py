@@ -27,7 +27,7 @@ def verify(release: ReleaseArg) -> None:
         typer.echo(problem)
     if not result.ok:
         raise SystemExit(1)  # click returns (not raises) typer.Exit when not standalone
-    typer.echo(f"ok: {result.checked} files verified")
+    typer.echo(f"ok: {counted(result.checked, 'file')} verified")
 
 
 @app.command()
@@ -38,8 +38,9 @@ def why(release: Annotated[Path, typer.Argument(help="a release folder, or an ev
     from mmcurate.evaluation.why import is_run, item_lines
 
     if is_run(release):
+        lines = item_lines(release, sample_id)  # an unknown item is refused before any heading
         typer.echo(f"{sample_id} in the evaluation run {release}:")
-        for line in item_lines(release, sample_id):
+        for line in lines:
             typer.echo(f"  {line}")
         return
     opened = open_release(release)
@@ -52,13 +53,17 @@ def why(release: Annotated[Path, typer.Argument(help="a release folder, or an ev
 
 @app.command()
 def diff(old: ReleaseArg, new: ReleaseArg) -> None:
-    """Samples added and removed between two releases, with each removal's reason."""
+    """Samples added, removed and changed between two releases: each removal's reason, each
+    change's fields and the stage (and decision) that made it."""
     result = diff_releases(old, new)
-    typer.echo(f"{result.old_version} -> {result.new_version}: +{len(result.added)} added, -{len(result.removed)} removed")
+    typer.echo(f"{result.old_version} -> {result.new_version}: +{len(result.added)} added, -{len(result.removed)} removed, "
+               f"~{len(result.changed)} changed")
     for sid in result.added:
         typer.echo(f"+ {sid}")
     for removal in result.removed:
         typer.echo(f"- {removal.sample_id}: {removal.reason}")
+    for change in result.changed:
+        typer.echo(change.line())
 
 
 @app.command()

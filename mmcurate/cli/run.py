@@ -131,7 +131,9 @@ def evaluate(
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
                              "system": system, "task": task, "limit": limit, "settings": setting,
                              "queries": queries, "subset": subset}
-    arguments = evaluation.arguments(benchmark.name, {k: v for k, v in given.items() if v}, FLAGS)
+    # what the user set: a 0 (``--limit 0``) is set, and checked, not taken for "not given"
+    set_by_user = {k: v for k, v in given.items() if v is not None and v is not False}
+    arguments = evaluation.arguments(benchmark.name, set_by_user, FLAGS)
     evaluation.refuse_unrunnable(settings, name, arguments)
 
     _prefect_defaults()

@@ -45,7 +45,7 @@ def test_environment_overrides_the_file(tmp_path, monkeypatch):
 def test_unknown_model_reference_is_one_line_error(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(_write(tmp_path, BASE.replace("pool: [a, b]", "pool: [a, c]")))
-    assert "unknown model(s) ['c']" in str(err.value) and "\n" not in str(err.value)
+    assert "unknown model ['c']" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_unknown_key_and_missing_file(tmp_path):

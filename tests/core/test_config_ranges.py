@@ -103,3 +103,26 @@ def test_adapter_options_are_checked_with_their_path() -> None:
     with pytest.raises(ConfigError, match=r"^deflectionbench.sources\[1\].name: unknown source 'webqaa'"):
         check_source("webqaa", {}, "deflectionbench.sources[1]")
     check_source("infoseek", {"passage_words": 100}, "x")  # valid options pass
+
+
+def test_every_benchmarks_empty_source_list_is_refused_at_load(tmp_path) -> None:
+    """Issue 31 item 18: ``cragmm.sources: []`` was accepted, then every sample was "removed (see
+    the ledger)" with no ledger. Every benchmark section with a source list has one rule
+    (``core.config.Sources``), refused at load with the field's path."""
+    from pydantic import ValidationError
+
+    from mmcurate.benchmarks import curated
+    from mmcurate.core.config import BenchmarkSection, Settings
+
+    def section(name: str) -> type[BenchmarkSection]:
+        annotation = Settings.model_fields[name].annotation
+        [kind] = [k for k in getattr(annotation, "__args__", (annotation,)) if k is not type(None)]
+        return kind
+
+    with_lists = {b.name: section(b.name) for b in curated() if "sources" in section(b.name).model_fields}
+    assert set(with_lists) >= {"deflectionbench", "reflectv", "cragmm", "pope"}
+    for name, kind in with_lists.items():
+        with pytest.raises(ValidationError) as err:
+            kind.model_validate({"sources": []})
+        assert ("sources",) in [e["loc"] for e in err.value.errors() if e["type"] == "too_short"], name
+    _refused(tmp_path, BASE + "cragmm:\n  sources: []\n", "cragmm.sources", "at least 1 item", "(1 error)")

@@ -63,14 +63,14 @@ def test_specs_short_forms_and_relative_paths(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("change, message", [
-    (("rewriter: llm", "rewriter: gone"), "unknown model(s) ['gone']"),
-    (("grounding: boxes:regions", "grounding: pointing:molmo"), "unknown model(s) ['molmo']"),
+    (("rewriter: llm", "rewriter: gone"), "unknown model ['gone']"),
+    (("grounding: boxes:regions", "grounding: pointing:molmo"), "unknown model ['molmo']"),
     (("  teacher: vlm\n", ""), "both student and teacher, or neither"),
     (("grounding: boxes:regions", "grounding: sonar"), "grounding"),
     (("grounding: boxes:regions", "grounding: boxes:regions\n  segmenter: sam2:only-config"), "sam2 spec must look like"),
     (("grounding: boxes:regions", "grounding: boxes:regions\n  rho: 1.5"), "reflectv.rho"),
     (("grounding: boxes:regions", "grounding: boxes:regions\n  colors: [crimson]"), "reflectv.colors"),
-    (("grounding: boxes:regions", "grounding: boxes:regions\n  captions: writer"), "unknown model(s) ['writer']"),
+    (("grounding: boxes:regions", "grounding: boxes:regions\n  captions: writer"), "unknown model ['writer']"),
     (("grounding: boxes:regions", "grounding: boxes:regions\n  collapse_revealing_feedback: maybe"),
      "reflectv.collapse_revealing_feedback"),
 ])

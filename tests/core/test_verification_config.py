@@ -42,8 +42,8 @@ def test_cutoff_and_verification_load_and_round_trip(tmp_path):
 @pytest.mark.parametrize("extra, message", [
     ("  cutoff: median\n", "reflvqa.cutoff"),
     ("  cutoff: {kind: mad, lambda: -1}\n", "reflvqa.cutoff"),
-    ("  verification: {verifier: nobody}\n", "unknown model(s) ['nobody']"),
-    ("  verification: {verifier: v, claims: ghost}\n", "unknown model(s) ['ghost']"),
+    ("  verification: {verifier: nobody}\n", "unknown model ['nobody']"),
+    ("  verification: {verifier: v, claims: ghost}\n", "unknown model ['ghost']"),
     ("  verification: {verifier: v, gate: {thresholds: {count: 0.95}}}\n", "0.82, 0.9"),
     ("  verification: {verifier: v, gate: {thresholds: {shape: 0.85}}}\n", "reflvqa.verification.gate.thresholds"),
 ])

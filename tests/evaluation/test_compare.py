@@ -88,7 +88,8 @@ def test_cli_prints_the_tables(runs, capsys, monkeypatch):
     code, out, _ = run_cli(capsys, monkeypatch, "compare-evals", str(runs[0]), str(runs[1]))
     assert code == 0
     assert "7 items compared" in out and "| all | corrected | 3 | 42.9 |" in out
-    assert "| B better | 3/7 | 42.9 | [0.158, 0.750] |" in out
+    # one unit in the table: shares and their Wilson intervals in % (issue 31 item 22)
+    assert "| B better | 3/7 | 42.9 | [15.8, 75.0] |" in out and "95% Wilson (%)" in out
 
 
 def test_matching_uses_the_columns_both_runs_have(tmp_path):

@@ -105,7 +105,7 @@ def test_a_hallucinated_yes_is_corrected_and_the_rounds_go_on(lab) -> None:
     assert "Previous verdict" not in verify[0] and "Previous verdict (round 1)" in verify[1]  # stateful
     refine = [t for t in texts if "cautious VQA assistant" in t]
     assert 'Round history: []' in refine[0] and '"round": 1' in refine[1] and "Current answer: No" in refine[1]
-    row = kestrel_row({"sample_id": "k-cow", "split": "random", "question_id": 1, "object": "cow",
+    row = kestrel_row({"sample_id": "k-cow", "dataset": "coco", "split": "random", "image": lab.image, "question_id": 1, "object": "cow",
                        "question": "Is there a cow in the image?", "label": "no"}, item)
     assert (row["answer"], row["grade"], row["initial"], row["changed"], row["rounds"]) == ("no", "CORRECT", "Yes", True, 3)
 
@@ -147,7 +147,7 @@ def test_an_unusable_record_stops_with_the_answer_kept(lab) -> None:
     assert "cites unknown evidence id 'e_seg_cow'" in item.trace["rounds"][0]["error"]
     failed = lab.run("yak", [{"when_all": ["state one claim"], "answer": init("Maybe", "yak")}])
     assert failed.answer is None and failed.stopped == "error" and "not Yes or No" in failed.error
-    row = kestrel_row({"sample_id": "k-yak", "split": "random", "question_id": 2, "object": "yak",
+    row = kestrel_row({"sample_id": "k-yak", "dataset": "coco", "split": "random", "image": lab.image, "question_id": 2, "object": "yak",
                        "question": "Is there a yak in the image?", "label": "no"}, failed)
     assert row["grade"] == "FAILED" and row["answer"] is None
 
@@ -174,8 +174,8 @@ def test_position_and_colour_evidence(lab) -> None:
     ]
     item = lab.run_item(KestrelItem("k-pos", lab.image, "Is the dog left of the cat?", "position", "dog"), rules)
     evidence = {e["id"]: e["text"] for e in item.trace["rounds"][0]["evidence"]}
-    assert evidence["e_pos_dog"] == "The 1 instance(s) of 'dog' lie in the top left of the image."
-    assert evidence["e_pos_cat"] == "The 1 instance(s) of 'cat' lie in the bottom right of the image."
+    assert evidence["e_pos_dog"] == "The 1 instance of 'dog' lies in the top left of the image."
+    assert evidence["e_pos_cat"] == "The 1 instance of 'cat' lies in the bottom right of the image."
     assert evidence["e_posrel_c1"] == "'dog' is left of and above 'cat' (by the centres of their boxes)."
     assert item.answer == "Yes" and item.stopped == "stable"
     colour = claim("cat", "colour", ["cat"], "The cat is black.")
@@ -237,9 +237,9 @@ def test_config_ranges() -> None:
         KestrelConfig(zoom=0.5)
     from mmcurate.core.config import Settings
 
-    with pytest.raises(ValueError, match=r"unknown model\(s\) \['ghost'\]"):
+    with pytest.raises(ValueError, match=r"unknown model \['ghost'\]"):
         Settings(evaluation={"pope": {"kestrel": {"verifier": "ghost"}}})
-    with pytest.raises(ValueError, match=r"unknown model\(s\) \['molmo'\]"):
+    with pytest.raises(ValueError, match=r"unknown model \['molmo'\]"):
         Settings(evaluation={"pope": {"kestrel": {"grounding": "pointing:molmo"}}})
     with pytest.raises(ValueError, match="pope.sources"):
         Settings(pope={"sources": []})
@@ -260,7 +260,7 @@ def test_popes_answer_reading(reply, read) -> None:
 
 def test_popes_metrics_by_hand() -> None:
     def row(split, label, answer):
-        return {"split": split, "label": label, "answer": answer, "reply": answer}
+        return {"dataset": "coco", "split": split, "label": label, "answer": answer, "reply": answer}
 
     rows = [row("random", "yes", "yes"), row("random", "yes", "no"), row("random", "no", "yes"),
             row("random", "no", "no"), row("random", "no", "no"), row("popular", "yes", None),
@@ -273,3 +273,19 @@ def test_popes_metrics_by_hand() -> None:
     p = by["popular"]
     assert (p["n"], p["failed"], p["precision"], p["recall"], p["f1"]) == (1, 1, None, None, None)
     assert by["all"]["n"] == 6 and by["all"]["failed"] == 1
+
+
+def test_popes_metrics_per_dataset_and_split() -> None:
+    # POPE reports each dataset's splits apart (Kestrel's Table 1): never pooled over datasets
+    def row(dataset, split, label, answer):
+        return {"dataset": dataset, "split": split, "label": label, "answer": answer, "reply": answer}
+
+    rows = [row("coco", "random", "yes", "yes"), row("coco", "random", "no", "no"),
+            row("gqa", "random", "yes", "no"), row("gqa", "random", "no", "no"),
+            row("aokvqa", "adversarial", "no", "yes"), row("aokvqa", "adversarial", "yes", "yes")]
+    table = metrics(rows)
+    assert [(m["dataset"], m["split"]) for m in table] == [("aokvqa", "adversarial"), ("coco", "random"),
+                                                          ("gqa", "random"), ("all", "all")]
+    by = {(m["dataset"], m["split"]): m["accuracy"] for m in table}
+    assert by == {("aokvqa", "adversarial"): 0.5, ("coco", "random"): 1.0, ("gqa", "random"): 0.5,
+                  ("all", "all"): pytest.approx(4 / 6)}

@@ -384,7 +384,7 @@ def test_the_mad_cutoff_takes_top_ks_place(world, graders):
     ("{query_max_tokens: 0}", "evaluation.reflvqa.query_max_tokens: Input should be greater than or equal to 1"),
     ("{caption_max_tokens: 0}", "evaluation.reflvqa.caption_max_tokens: Input should be greater than or equal to 1"),
     ("{captioner: ''}", "evaluation.reflvqa.captioner: String should have at least 1 character"),
-    ("{captioner: nobody}", "unknown model(s) ['nobody']"),
+    ("{captioner: nobody}", "unknown model ['nobody']"),
     ("{captioner: blind}", "evaluation.reflvqa.captioner: model 'blind' does not see images (vision: false)"),
     ("{score_average: mean}", "evaluation.reflvqa.score_average: Input should be 'per_answer' or 'pooled'"),
     ("{duplicates: drop}", "evaluation.reflvqa.duplicates: Input should be 'keep' or 'merge'"),

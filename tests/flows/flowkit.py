@@ -98,6 +98,9 @@ def reflectv_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, A
             "grounding": f"boxes:{fixtures}",
             "max_turns": 3,
             "seed": 7,
+            # the scripted rewriter answers a fixed text per feedback, so it rewrites the bare feedback:
+            # the paper's order (caption first, before_rewrite) has its tests in annotation/reflectv
+            "caption_order": "after_rewrite",
         },
         **fields,
     }
@@ -163,7 +166,7 @@ def logged_calls(log: str) -> dict[tuple[str, str], tuple[int, int, int]]:
 def logged_requests(log: str) -> dict[tuple[str, str], int]:
     """(step, model) -> requests answered, summed over the batches whose progress the log shows."""
     out: Counter[tuple[str, str]] = Counter()
-    for step, model, answered, planned in re.findall(r"(\S+) (\S+): (\d+)/(\d+) requests answered$", log, re.M):
+    for step, model, answered, planned in re.findall(r"(\S+) (\S+): (\d+)/(\d+) requests? answered$", log, re.M):
         if answered == planned:  # a batch's last line
             out[(step, model)] += int(planned)
     return dict(out)

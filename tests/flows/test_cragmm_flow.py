@@ -116,7 +116,10 @@ def test_plain_and_bad_options(home, capsys, monkeypatch):
     assert answers.height == 1 + 3  # one conversation per set: st-cat, mt-astronaut (3 turns)
     for extra, message in ((("--task", "4"), "unknown CRAG-MM task"),
                            (("--scenario", "oracle"), "--scenario: not an option of the cragmm evaluation"),
-                           (("--system", "verify-first"), "unknown answering system")):
+                           (("--system", "verify-first"), "unknown answering system"),
+                           # issue 31 item 14: 0 is a limit given, not a limit left out (it ran everything)
+                           (("--limit", "0"), "--limit must be at least 1"),
+                           (("--limit", "-2"), "--limit must be at least 1")):
         code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(release), "--model", "reader", "--config",
                                str(home_dir / "config.yaml"), *extra)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

@@ -74,8 +74,15 @@ def test_release_is_valid_balanced_and_explains_itself(run) -> None:
     assert ledger.filter(pl.col("verdict") == "drop")["check"].to_list() == ["pope.balance.v1"]
     quarantine = pl.read_parquet(str(path / "quarantine.parquet"))
     assert quarantine.height == 5 and "malformed record: label 'maybe' is not yes or no" in quarantine["reason"].to_list()
-    assert release.manifest.statistics["splits"][0] == {"split": "random", "probes": 22, "yes": 11, "no": 11,
-                                                          "images": 4}  # the published images are built ones too
+    # one row per (dataset, split), as POPE reports them: the repository clone's coco and aokvqa files
+    # (output/coco/, output/seem/aokvqa/) and the built probes, never pooled
+    splits = {(r["dataset"], r["split"]): r for r in release.manifest.statistics["splits"]}
+    assert sorted(splits) == [("aokvqa", "adversarial"), ("built", "adversarial"), ("built", "popular"),
+                              ("built", "random"), ("coco", "random")]
+    assert splits[("coco", "random")] == {"dataset": "coco", "split": "random", "probes": 6, "yes": 3, "no": 3,
+                                          "images": 2}
+    assert probes.filter(pl.col("source_id") == "coco/random/8")["image_file"].to_list() == ["COCO_fixture_000002.jpg"]
+    assert set(probes.filter(pl.col("source") == "pope")["dataset"]) == {"coco", "aokvqa"}
     assert "POPE probes object hallucination" in (path / "README.md").read_text()
     sections = flowkit.report_sections(path)
     assert not set(flowkit.DEFLECTION_SECTIONS) & set(sections) and len(sections) == len(set(sections)), sections
@@ -95,7 +102,10 @@ def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:
     assert "## Initial -> final answer (Figure 4)" in table and "| all | broken |" in table
     assert "annotated regions stand in for SAM3" in table and "scripted model (rules in lvlm.jsonl)" in table
     metrics = pl.read_parquet(str(runs["kestrel"] / "metrics.parquet"))
-    assert set(metrics["split"]) == {"random", "popular", "adversarial", "all"}
+    assert sorted(metrics.select("dataset", "split").rows()) == [
+        ("all", "all"), ("aokvqa", "adversarial"), ("built", "adversarial"), ("built", "popular"),
+        ("built", "random"), ("coco", "random")]
+    assert "| Dataset | Split |" in table and "| coco | random |" in table
     for name in ("plain", "kestrel"):
         row = pl.read_parquet(str(runs[name] / "metrics.parquet")).filter(pl.col("split") == "all").row(0, named=True)
         assert row["n"] == 58 and row["tp"] + row["fp"] + row["tn"] + row["fn"] == 58
@@ -123,8 +133,8 @@ def test_why_prints_a_kestrel_items_rounds(run, capsys, monkeypatch) -> None:
     assert f"{sample} in the evaluation run" in out and "initial: " in out and "round 1: claim c1 (existence)" in out
     assert "e_count_" in out and "verifier: c1 " in out and "(existence threshold 0.82)" in out
     assert "gate open; proposed " in out and "stopped: " in out
-    code, _, err = run_cli(capsys, monkeypatch, "why", str(runs["kestrel"]), "nope")
-    assert code == 2 and "unknown item 'nope'" in err
+    code, out, err = run_cli(capsys, monkeypatch, "why", str(runs["kestrel"]), "nope")
+    assert code == 2 and "unknown item 'nope'" in err and out == ""  # no heading before the error (issue 31.21)
 
 
 
@@ -153,12 +163,12 @@ def test_a_run_it_cannot_make_is_refused_before_any_flow(run, capsys, monkeypatc
 
 
 def test_lmms_eval_tasks_give_the_plain_runs_numbers(run, tmp_path) -> None:
-    """The release's lmms-eval tasks (one per split), fed the plain run's replies through
-    lmms-eval's own task objects, compute the run's metrics: POPE's reading and metrics once."""
+    """The release's lmms-eval tasks (one per dataset and split), fed the plain run's replies
+    through lmms-eval's own task objects, compute the run's metrics: POPE's reading and metrics once."""
     pytest.importorskip("lmms_eval", reason="lmms-eval is not installed (pip install 'mmcurate[test]')")
     from lmms_helpers import harness_numbers  # noqa: E402  (tests/releases, on the path above)
 
-    from mmcurate.evaluation.pope_harness import METRICS
+    from mmcurate.evaluation.pope_harness import POPE_METRICS
     from mmcurate.releases.lmms_export import export_release, group_name
     from mmcurate.releases.pope import KIND
 
@@ -168,8 +178,9 @@ def test_lmms_eval_tasks_give_the_plain_runs_numbers(run, tmp_path) -> None:
     replies = dict(pl.read_parquet(str(runs["plain"] / "answers.parquet")).select("sample_id", "reply").iter_rows())
     group = group_name("pope", opened.version)
     numbers = harness_numbers(tmp_path / "tasks", group, lambda task, doc: replies[doc["sample_id"]])
-    expected = {row["split"]: row for row in pl.read_parquet(str(runs["plain"] / "metrics.parquet")).to_dicts()}
-    assert set(numbers) == {f"{group}_{split}" for split in ("random", "popular", "adversarial")}
-    for split in ("random", "popular", "adversarial"):
-        for metric in METRICS:
-            assert numbers[f"{group}_{split}"][metric] == pytest.approx(expected[split][metric]), (split, metric)
+    expected = {(row["dataset"], row["split"]): row
+                for row in pl.read_parquet(str(runs["plain"] / "metrics.parquet")).to_dicts() if row["dataset"] != "all"}
+    assert len(expected) > 3 and set(numbers) == {f"{group}_{d}_{s}" for d, s in expected}  # several datasets
+    for (dataset, split), row in expected.items():
+        for metric in POPE_METRICS:
+            assert numbers[f"{group}_{dataset}_{split}"][metric] == pytest.approx(row[metric]), (dataset, split, metric)

@@ -14,7 +14,6 @@ from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -24,12 +23,13 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     from mmcurate.flows.reflectv import reflectv
 
     home = tmp_path_factory.mktemp("recurate-reflectv")
-    for name in ("strict", "critic"):
+    for name in ("strict", "critic", "nay"):
         (home / f"{name}.jsonl").write_text("")
     config = flowkit.reflectv_config(home, fixtures_root, models={
         "strict": {"backend": "scripted", "script": "strict.jsonl", "vision": True, "revision": "strict-1"},
         "critic": {"backend": "scripted", "script": "critic.jsonl", "default": "yes", "vision": True,
-                   "revision": "critic-1"}})
+                   "revision": "critic-1"},
+        "nay": {"backend": "scripted", "script": "nay.jsonl", "default": "no", "vision": True, "revision": "nay-1"}})
     return home, config, Path(reflectv(config=str(config)))
 
 
@@ -68,13 +68,12 @@ def test_new_teacher_and_verifier_recheck_the_trajectories(built, asked):
     rows = {r["sample_id"]: r for r in recurated.table("trajectories").to_pylist()}
     removed = {r["sample_id"]: r["reason"] for r in recurated.manifest.removed}
     assert "drop by strict in v1.1.0 (plateau at turn 2 (5 -> 5))" in removed[dropped["sample_id"]]
-    # the doubted chain became a QA pair, which then stays or is one of the surplus pairs rho drops
-    collapsed = rows.get(doubted["sample_id"])
-    assert (collapsed["format"], len(collapsed["conversation"])) == ("single_turn", 1) if collapsed else \
-        "surplus QA pair" in removed[doubted["sample_id"]]
+    # the doubted chain became a QA pair, which stays: rho is reached by collapsing chains only (002 4.5)
+    collapsed = rows[doubted["sample_id"]]
+    assert (collapsed["format"], collapsed["depth"], len(collapsed["conversation"])) == ("single_turn", 0, 1)
     multi = sum(r["format"] == "multi_turn" for r in rows.values())
-    assert multi == len(chains) - 2 and multi / len(rows) >= 0.75  # surplus QA pairs dropped to keep rho
-    assert [r for r in removed.values() if "surplus QA pair" in r]
+    assert multi == len(chains) - 2 and len(rows) == len(trajectories) - 1  # only the teacher's removal
+    assert not [r for r in removed.values() if "surplus QA pair" in r]
     fates = {r["sample_id"]: r for r in recurated.table("dialogues").to_pylist()}
     assert fates[dropped["sample_id"]]["fate"] == "discarded"
     changelog = (new / "CHANGELOG.md").read_text()
@@ -83,6 +82,21 @@ def test_new_teacher_and_verifier_recheck_the_trajectories(built, asked):
         sections = flowkit.report_sections(version)
         assert not set(flowkit.DEFLECTION_SECTIONS) & set(sections) and len(sections) == len(set(sections)), sections
     assert f"`{dropped['sample_id']}`" in changelog and "[model `strict`]" in changelog
-    if collapsed:
-        assert "critic" in fates[doubted["sample_id"]]["chain_issue"]
-        assert f"`{doubted['sample_id']}`" in changelog and "`critic`" in changelog
+    assert "critic" in fates[doubted["sample_id"]]["chain_issue"]
+    assert f"`{doubted['sample_id']}`" in changelog and "`critic`" in changelog
+
+
+def test_a_verifier_that_rejects_every_mark_collapses_every_chain_into_a_valid_release(built):
+    """Issue 31 item 7: a re-checking verifier that answers no to every mark collapses every
+    chain to a QA pair (002 section 4.5) and the release is valid (a collapsed chain's depth is 0,
+    the validator's depth_is_reflective_rounds), where it used to fail its own validation."""
+    from mmcurate.flows.recurate import recurate_release
+
+    home, config, release = built
+    parent = open_release(release).table("trajectories").to_pylist()
+    new = Path(recurate_release(release=str(release), add_model=["verifier=nay"], config=str(config),
+                                version="1.2.0"))
+    assert verify_release(new).ok and recorded_validation(new)["success"]
+    rows = open_release(new).table("trajectories").to_pylist()
+    assert rows and {(r["format"], r["depth"], len(r["conversation"])) for r in rows} == {("single_turn", 0, 1)}
+    assert {r["sample_id"] for r in rows} == {r["sample_id"] for r in parent}  # collapsed, nothing dropped

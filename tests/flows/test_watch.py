@@ -72,7 +72,9 @@ def test_a_yaml_catalog_proposes_the_new_model_and_its_plan(built, tmp_path):
     assert not [r for r in proposal.plan.rows if r.step == "oracle.gold"]  # the reader settled every gold check
     text = proposal.render()
     assert "+ knower: scripted" in text and "released 2026-10-01, role gating (knows Hubble)" in text
-    assert "1.0.0 -> 1.1.0" in text and "parametric" in text
+    assert "1.0.0 -> 1.1.0" in text and "parametric" in text and "run it: mmcurate watch" in text
+    # watch --run printed "run it: ... --run", a hint to run what it was running (issue 31 item 22)
+    assert "run it:" not in proposal.render(hint=False) and "parametric" in proposal.render(hint=False)
 
 
 def test_the_llama_server_model_list_is_a_catalog(built, llama_server, tmp_path):
@@ -132,11 +134,12 @@ def test_run_refuses_over_budget_before_any_call_and_says_so(built, notifier, mo
     assert "failed" in subject and "over --max-calls 1" in body
 
 
-def test_run_recurates_verifies_publishes_and_notifies(built, notifier, tmp_path):
+def test_run_recurates_verifies_publishes_and_notifies(built, notifier, tmp_path, caplog):
     from mmcurate.flows.watch import watch
 
     home, catalog, release = built
     notifier.clear()
+    caplog.clear()
     outcome = watch(release=str(release), catalog=str(catalog), run=True, max_calls=1000,
                     target_dir=str(tmp_path / "published"), notify_block="test-notebook/watch-test")
     new = Path(outcome["recurated"])
@@ -146,3 +149,4 @@ def test_run_recurates_verifies_publishes_and_notifies(built, notifier, tmp_path
     assert verify_release(tmp_path / "published").ok and (tmp_path / "published" / "CHANGELOG.md").is_file()
     (subject, body), = notifier
     assert "re-curated as" in subject and "`knower`" in body and "Published" in body
+    assert "1.0.0 -> 1.1.0" in caplog.text and "run it:" not in caplog.text  # what the flow printed

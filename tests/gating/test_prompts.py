@@ -77,7 +77,7 @@ def test_the_resolved_config_keeps_the_wording_without_the_file(tmp_path):
 
 @pytest.mark.parametrize("templates, message", [
     ({"abstention_extreme": "x"}, r"abstention_extreme"),
-    ({"abstention_soft": "  "}, r"empty prompt template\(s\) \['abstention_soft'\]"),
+    ({"abstention_soft": "  "}, r"empty prompt template \['abstention_soft'\]"),
     ("- a list\n- of lines\n", "expected a mapping of template names to text"),
     ("soft: [unclosed\n", "is not valid YAML"),
 ])

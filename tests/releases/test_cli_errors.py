@@ -42,7 +42,7 @@ def test_verify_first_on_a_reflvqa_release_is_a_usage_error(capsys, monkeypatch,
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (["--setting", "textrag"], "unknown RefLVQA setting(s) textrag; known: text, image, multi, two-step, image-cot, "
+    (["--setting", "textrag"], "unknown RefLVQA setting textrag; known: text, image, multi, two-step, image-cot, "
                                "image-self-refine, image-caption"),
     (["--queries", "11"], "--queries must be between 1 and 10, got 11"),
     (["--subset", "some"], "--subset must be one of verified, all, got some"),

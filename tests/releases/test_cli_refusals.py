@@ -79,6 +79,22 @@ def test_ingest_out_inside_a_release(capsys, monkeypatch, copy, fixtures_root):
     assert not (copy / "data" / "again").exists()
 
 
+def test_a_refused_ingest_leaves_no_folder_and_prints_one_line(capsys, monkeypatch, tmp_path, fixtures_root):
+    """Issue 31 item 21: a refused ingest left an empty --out folder and a blank line on stdout."""
+    code, out, err = run_cli(capsys, monkeypatch, "ingest", "reddit", str(tmp_path / "nowhere"),
+                             "--out", str(tmp_path / "out"))
+    one_line(code, err, "not a readable directory")
+    assert out == "" and not (tmp_path / "out").exists()
+    (tmp_path / "kept").mkdir()  # a folder the user made stays
+    code, _, err = run_cli(capsys, monkeypatch, "ingest", "reddit", str(tmp_path / "nowhere"),
+                           "--out", str(tmp_path / "kept"))
+    assert code == 2 and (tmp_path / "kept").is_dir()
+    code, out, err = run_cli(capsys, monkeypatch, "ingest", "reddit", str(fixtures_root / "reddit"),
+                             "--out", str(tmp_path / "reddit"))
+    assert code == 0 and err == "" and out.count("\n") == 1 and out.startswith("reddit: 21 samples -> ")
+    assert "skipped: " in out and " 0 (" not in out  # a reason met no time is not listed
+
+
 def test_evaluate_out_inside_a_release(capsys, monkeypatch, no_prefect, copy, tmp_path):
     code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(copy), "--model", "reader",
                            "--config", str(config(tmp_path)), "--out", str(copy / "eval"))
@@ -108,7 +124,7 @@ def test_annotate_export_over_a_labelled_batch_needs_force(capsys, monkeypatch, 
         writer.writerows(rows)
     labelled = (out / "batch.csv").read_text(encoding="utf-8")
     code, _, err = run_cli(capsys, monkeypatch, "annotate", "export", str(reflvqa_release), "--n", "2", "--out", str(out))
-    one_line(code, err, "holds a batch with 1 labelled row(s)", "--force")
+    one_line(code, err, "holds a batch with 1 labelled row (", "--force")
     assert (out / "batch.csv").read_text(encoding="utf-8") == labelled  # the labels are still there
     code, _, err = run_cli(capsys, monkeypatch, "annotate", "export", str(reflvqa_release), "--n", "2", "--out", str(out),
                            "--force")

@@ -9,6 +9,7 @@ import release_builders as b
 from cli_helpers import run_cli
 
 from mmcurate.core.ids import sha256_file
+from mmcurate.core.ledger import Decision
 from mmcurate.releases.diff import NOT_IN_LEDGER, diff_releases
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.reader import open_release
@@ -132,3 +133,40 @@ def test_diff_lists_added_and_removed_with_reasons(capsys, monkeypatch, tmp_path
     assert "1.0.0 -> 1.1.0: +2 added, -2 removed" in out
     assert f"- {dropped}: gating/parametric_v1: drop by qwen2.5-vl in v1.1.0" in out
     assert f"- {silent}: {NOT_IN_LEDGER}" in out
+
+
+def test_diff_shows_changed_samples_and_names_the_deciding_model(capsys, monkeypatch, tmp_path, deflection_release,
+                                                                  store_and_shas):
+    """Issue 31 items 16 and 19: ``diff`` said "+0 added, -1 removed" while the CHANGELOG listed
+    samples whose negatives changed; it now shows each changed sample, its fields and the stage
+    that changed it. A drop decided by one model and graded by another names the deciding model
+    ("drop by lexical" where smollm2-warm answered)."""
+    from dataclasses import replace
+
+    store, shas = store_and_shas
+    old_rows = b.deflection_rows(shas)
+    changed = {**old_rows[3], "negative_contexts": old_rows[3]["negative_contexts"][1:]}
+    new_rows = [*old_rows[1:3], changed, *old_rows[4:]]
+    dropped, touched = old_rows[0]["sample_id"], changed["sample_id"]
+    decisions = [*b.decisions_for(new_rows),
+                 Decision(dropped, "necessity", "necessity.rule.v1", "drop", model="lexical",
+                          detail={"reason": "answerable without the image", "deciding_model": "smollm2-warm"}),
+                 Decision(touched, "oracle", "oracle.distractor.v1", "remove", model="qwen2.5-vl",
+                          context_id=old_rows[3]["negative_contexts"][0]["context_id"],
+                          detail={"reason": "answered with it alone"})]
+    draft = b.deflection_draft(new_rows, version="1.1.0", parent="1.0.0", decisions=decisions)
+    draft = replace(draft, counts={**draft.counts, "run_id": "run-1.1.0"})
+    result = diff_releases(deflection_release, draft)
+    [removal] = result.removed
+    assert removal.reason == ("necessity/necessity.rule.v1: drop by smollm2-warm (graded by lexical) in v1.1.0 "
+                              "(answerable without the image)") and removal.model == "smollm2-warm"
+    [change] = result.changed
+    assert (change.sample_id, change.fields, change.stages, change.models) == (
+        touched, ["negative_contexts"], ["oracle"], ["qwen2.5-vl"])
+    draft.removed = result.removed_records()
+    new = write_release(draft, tmp_path, store)
+    code, out, _ = run_cli(capsys, monkeypatch, "diff", str(deflection_release), str(new))
+    assert code == 0 and "1.0.0 -> 1.1.0: +0 added, -1 removed, ~1 changed" in out
+    assert (f"~ {touched}: negative_contexts (changed by oracle); oracle/oracle.distractor.v1: remove by qwen2.5-vl "
+            f"on context neg-3-0 in v1.1.0 (answered with it alone)") in out
+    assert f"- {dropped}: necessity/necessity.rule.v1: drop by smollm2-warm (graded by lexical)" in out

@@ -247,7 +247,7 @@ def test_document_support_must_match_the_documents_shown(release, tmp_path):
         row["document_support"] = "yes;no"
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(row) + "\n")
-    with pytest.raises(MmcurateError, match=r"bad\.jsonl:1: document_support has \d label\(s\) for \d shown"):
+    with pytest.raises(MmcurateError, match=r"bad\.jsonl:1: document_support has \d labels? for \d shown documents?"):
         import_labels(release, [bad], tmp_path / "v")
     row.update(rejected_ids=["d1"] + row["rejected_ids"], document_support=";".join(["yes"] * (shown + 1)))
     bad.write_text(json.dumps(row) + "\n")

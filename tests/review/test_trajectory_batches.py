@@ -49,6 +49,7 @@ reflectv:
   verifier: verifier
   grounding: "boxes:{fx}"
   seed: 7
+  caption_order: after_rewrite  # the scripted rewriter rewrites the bare feedback
 """
 
 
@@ -67,8 +68,9 @@ def built(tmp_path_factory, fixtures_root) -> tuple[Path, Path]:
     with open_models(settings, store) as models:
         ctx = StageContext(settings, "r", store, models)
         for stage in (BuildDialogues(cfg.student, cfg.teacher, cfg.max_turns), TrajectoryFilter(),
-                      WriteReflections(cfg.keywords, cfg.rewriter), GroundAndMark(cfg.grounding, seed=cfg.seed),
-                      VisualCheck(cfg.verifier), FormatTrajectories(cfg.rho, cfg.seed)):
+                      WriteReflections(cfg.keywords, cfg.rewriter, caption_order=cfg.caption_order),
+                      GroundAndMark(cfg.grounding, seed=cfg.seed), VisualCheck(cfg.verifier),
+                      FormatTrajectories(cfg.rho, cfg.seed)):
             results.append(stage.run(table, ctx))
             table = results[-1].kept
     draft = reflectv_draft(settings, "1.0.0", "r", ingested, samples, quarantine, results)
@@ -114,25 +116,37 @@ def test_subsets_are_shown_in_one_form(built) -> None:
 def test_export_is_seeded_blind_and_capped(built, tmp_path) -> None:
     first = export_trajectories(built[1], tmp_path / "a", n=4, seed=3)
     again = export_trajectories(built[1], tmp_path / "b", n=4, seed=3)
-    assert first.items == {"discarded": 4, "raw": 4, "clean": 4}
+    assert first.drawn == {"discarded": 4, "raw": 4, "clean": 4}
     assert first.jsonl.read_text() == again.jsonl.read_text()
     rows = [json.loads(line) for line in first.jsonl.read_text().splitlines()]
     assert set(rows[0]) == {"item_id", "question", "ground_truth", "trajectory", "images", "logic", "visual", "annotator"}
     assert all((tmp_path / "a" / "images" / name).is_file() for row in rows for name in row["images"])
-    assert "subset" not in first.jsonl.read_text()  # the key says which subset, raters do not see it
+    assert "subset" not in first.jsonl.read_text()  # the key says which subsets, raters do not see it
     key = read_key(tmp_path / "a")
-    assert sorted(k["subset"] for k in key.values()) == ["clean"] * 4 + ["discarded"] * 4 + ["raw"] * 4
+    assert sorted(s for k in key.values() for s in k["subsets"]) == ["clean"] * 4 + ["discarded"] * 4 + ["raw"] * 4
+    assert first.items == len(rows) == len(key) <= 12
     everything = export_trajectories(built[1], tmp_path / "c")  # default 100 each: all there are
-    assert everything.items == {"discarded": 6, "raw": 17, "clean": 9}
+    assert everything.drawn == {"discarded": 6, "raw": 17, "clean": 9}
+    # issue 31 item 15: each dialogue once (every clean and discarded one is raw too): 17 items, not 32
+    texts = [json.loads(line)["trajectory"] for line in everything.jsonl.read_text().splitlines()]
+    assert everything.items == len(texts) == len(set(texts)) == 17
+    subsets = {k["sample_id"]: k["subsets"] for k in read_key(tmp_path / "c").values()}
+    assert sum(s == ["raw"] for s in subsets.values()) == 17 - 6 - 9
+    assert sorted(map(tuple, subsets.values()))[-1] in {("discarded", "raw"), ("raw", "clean")}
     with pytest.raises(MmcurateError, match="immutable"):
         export_trajectories(built[1], built[1] / "batch")
+
+
+def _kind(subsets: list[str]) -> str:
+    """What a rater who could see it would call an item: clean or discarded before raw."""
+    return next(s for s in ("clean", "discarded", "raw") if s in subsets)
 
 
 def _rated(batch: Path, target: Path, name: str, score) -> Path:
     rows = [json.loads(line) for line in (batch / "batch.jsonl").read_text().splitlines()]
     key = read_key(batch)
     for row in rows:
-        row["logic"], row["visual"] = score(key[row["item_id"]]["subset"])
+        row["logic"], row["visual"] = score(_kind(key[row["item_id"]]["subsets"]))
         row["annotator"] = name
     target.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return target
@@ -155,8 +169,23 @@ def test_import_prints_table6_with_people_and_a_model(built, tmp_path) -> None:
     assert (noise["human_logic"], noise["model_logic"], noise["model_visual"]) == (1.5, 2, 1)
     assert clean["average_logic"] == 4.75 and noise["items"] == 3
     ratings = pq.read_table(result.ratings_path).to_pylist()
-    assert len(ratings) == 9 * 3 and {r["kind"] for r in ratings} == {"human", "model"}
+    key = read_key(tmp_path / "batch")
+    assert len(ratings) == len(key) * 3 and {r["kind"] for r in ratings} == {"human", "model"}
     assert "| D_clean (released) | 3 | 4.5 | 5 | 5 | 4 | 4.75 | 4.5 |" in result.markdown
+    # raw's row: every item drawn for raw, whatever else it was drawn for, rated once
+    raw = [r for r in ratings if "raw" in r["subsets"] and r["kind"] == "human"]
+    assert table["D_raw (unfiltered)"]["human_logic"] == round(sum(r["logic"] for r in raw) / len(raw), 2)
+
+
+def test_table6_counts_an_item_in_every_subset_it_was_drawn_for() -> None:
+    """Issue 31 item 15: one rating of an item drawn for raw and clean counts in both rows."""
+    from mmcurate.review.trajectories import table6
+
+    key = {"a": {"subsets": ["raw", "clean"]}, "b": {"subsets": ["raw"]}, "c": {"subsets": ["discarded", "raw"]}}
+    ratings = [{"item_id": i, "subsets": key[i]["subsets"], "kind": "human", "logic": logic, "visual": logic}
+               for i, logic in (("a", 5), ("b", 3), ("c", 1))]
+    rows = {r["subset"]: (r["items"], r["human_logic"]) for r in table6(key, ratings)}
+    assert rows == {"D_noise (discarded)": (1, 1), "D_raw (unfiltered)": (3, 3), "D_clean (released)": (1, 5)}
 
 
 def test_bad_ratings_fail_with_their_place(built, tmp_path) -> None:
@@ -191,7 +220,7 @@ def test_cli_round_trip(built, tmp_path) -> None:
     runner = CliRunner()
     out = runner.invoke(app, ["annotate", "export-trajectories", str(release), "--out", str(tmp_path / "b"), "--n", "2"])
     assert out.exit_code == 0, out.output
-    assert "exported 6 items (discarded 2 of 6, raw 2 of 17, clean 2 of 9)" in out.output
+    assert "each dialogue once (drawn: discarded 2 of 6, raw 2 of 17, clean 2 of 9)" in out.output
     rated = _rated(tmp_path / "b", tmp_path / "carol.csv.jsonl", "carol", lambda s: (4, 4))
     out = runner.invoke(app, ["annotate", "import-trajectories", str(tmp_path / "b"), str(rated), "--out",
                               str(tmp_path / "v"), "--rater", "rater", "--config", str(config)])
@@ -217,7 +246,8 @@ def test_a_failing_rater_is_said_never_a_silent_success(built, tmp_path) -> None
     dead = tmp_path / "clean-only"
     export_trajectories(release, dead, n=2, seed=0)
     key = read_key(dead)
-    (dead / "key.jsonl").write_text("".join(json.dumps(item) + "\n" for item in key.values() if item["subset"] == "clean"))
+    (dead / "key.jsonl").write_text("".join(json.dumps(item) + "\n" for item in key.values()
+                                            if item["subsets"] == ["clean"] or "clean" in item["subsets"]))
     settings = load_config(config)
     store = ImageStore(settings.workdir / "images")
     with open_models(settings, store) as models, pytest.raises(MmcurateError) as refused:

@@ -72,3 +72,39 @@ def test_a_shard_of_unknown_set_needs_the_option(tmp_path: Path, root: Path) -> 
         ingest(SOURCE, tmp_path / "raw", tmp_path / "out")
     out = ingest(SOURCE, tmp_path / "raw", tmp_path / "out2", options={"set": "multi_turn"})
     assert out.samples == 7
+
+
+def test_label_names_come_from_the_shards_class_labels(tmp_path: Path, builder, rows, quarantine_of) -> None:
+    # the shard's ClassLabels list the domains shifted by one: code 5 is "vehicle" here but "local"
+    # in the published order, code 12 "animal" here but "math and science"; the shard's names decide
+    shard = tmp_path / "raw" / "crag-mm-single-turn-public" / "data" / "validation-00000-of-00001.parquet"
+    builder.relabelled_shard(shard)
+    out = ingest(SOURCE, tmp_path / "raw", tmp_path / "out")
+    got = rows(out)
+    assert got["st-rocket-t0"]["meta"]["domain"] == "vehicle" and got["st-cat-t0"]["meta"]["domain"] == "animal"
+    assert got["st-rocket-t0"]["meta"]["image_quality"] == "blurred"  # the other labels' names, from the shard too
+    label = "crag-mm-single-turn-public/data/validation-00000-of-00001.parquet"
+    assert dict(quarantine_of(out)) == {f"{label}:2": "conversation st-past: domain code 13 is not one of the 13 labels"}
+
+
+def test_the_published_names_serve_a_shard_without_features(builder) -> None:
+    from mmcurate.sources.cragmm import DOMAINS, label_names
+
+    plain = builder.SCHEMA.remove_metadata()
+    assert label_names(plain)["domain"] == DOMAINS
+    assert label_names(builder.features(domains=builder.RELABELLED).arrow_schema)["domain"] == builder.RELABELLED
+
+
+def test_image_quality_on_the_conversation(tmp_path: Path, builder, rows) -> None:
+    shard = tmp_path / "raw" / "crag-mm-multi-turn-public" / "data" / "validation-00000-of-00001.parquet"
+    builder.conversation_quality_shard(shard)
+    got = rows(ingest(SOURCE, tmp_path / "raw", tmp_path / "out"))
+    assert [got[f"mt-quality-t{n}"]["meta"]["image_quality"] for n in (0, 1)] == ["blurred", "blurred"]
+
+
+def test_a_label_stored_by_name_must_be_a_name() -> None:
+    from mmcurate.sources.cragmm import DOMAINS, _label
+
+    assert _label("food", "domain", DOMAINS) == "food" and _label(9, "domain", DOMAINS) == "food"
+    with pytest.raises(ValueError, match="domain 'engines' is not one of the 13 labels"):
+        _label("engines", "domain", DOMAINS)

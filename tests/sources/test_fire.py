@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
-from mmcurate.sources.fire import dialogue_turns, teacher_reply
+from mmcurate.sources.fire import dialogue_turns, split_response, teacher_reply
 from mmcurate.sources.ingest import IngestResult, ingest
 
 SOURCE = "fire"
@@ -20,13 +21,15 @@ def test_dialogues_are_kept_turn_by_turn(result: IngestResult, builder, rows) ->
         sample = samples[f"fire_test_{number}"]
         assert sample["question"] == case.question and sample["answers"] == [case.truth]
         assert sample["meta"]["domain"] == "General QA" and sample["meta"]["scores_from"] == "reply"
+        assert sample["meta"]["truth_from"] == "groundtruth"
         assert sample["meta"]["dialogue"] == [{"answer": t.answer, "score": t.score, "feedback": t.feedback}
                                               for t in case.turns]
 
 
 def test_quarantine_reasons(result: IngestResult, rejected) -> None:
     assert rejected(result) == {
-        "FIRE-test.json:3": "malformed record: no ground truth (raw.groundtruth.value or groundtruth)",
+        "FIRE-test.json:3": "malformed record: no ground truth (raw.groundtruth.value or groundtruth), and the "
+                            "teacher's final turn does not accept the final answer (Score: 10)",
         "FIRE-test.json:4": "malformed record: teacher reply scores 12, outside 0..10: 'Score: 12\\nFeedback: look again.'",
     }
 
@@ -57,7 +60,6 @@ def test_conversations_must_alternate() -> None:
 
 
 def _ingest(tmp_path: Path, items: list[dict]) -> tuple[dict[str, dict], dict[str, str]]:
-    import pyarrow.parquet as pq
     from PIL import Image
 
     root = tmp_path / "fire"
@@ -105,3 +107,30 @@ def test_hub_rows_with_role_and_type_turns(tmp_path: Path) -> None:
     assert sample["meta"]["fire_source"] == "coco" and sample["meta"]["scores_from"] == "reply"
     assert [(t["score"], t["feedback"]) for t in sample["meta"]["dialogue"]] == [(6, "Count again."), (10, "Correct.")]
     assert quarantine == {"FIRE-train-100K.json:1": "malformed record: scores[0] = 5 contradicts the reply's Score: 6"}
+
+
+def test_hub_rows_without_ground_truth_take_the_accepted_final_answer(root: Path, tmp_path: Path, builder) -> None:
+    # the hub's role/type rows carry no ground-truth field: the answer the teacher's final turn
+    # accepts with Score: 10 is the ground truth (meta.truth_from says so); a row whose teacher
+    # never accepts one has none and is quarantined
+    result = ingest(SOURCE, root / "hub_rows", tmp_path / "out")
+    samples = {r["source_id"]: {**r, "meta": json.loads(r["meta"])}
+               for r in pq.read_table(result.samples_path).to_pylist()}
+    case = builder.cases_of("fire")[0]
+    row = samples["FIRE-test:0"]
+    assert row["answers"] == [case.turns[-1].answer] and row["meta"]["truth_from"] == "accepted_final_answer"
+    # "Thought: ...\nAnswer: ..." keeps the text after "Answer:" as the answer, the rest as the thought
+    assert [(t["answer"], t["thought"], t["score"]) for t in row["meta"]["dialogue"]] == [
+        (t.answer, "I look at the whole picture.", t.score) for t in case.turns]
+    quarantine = {r["locator"]: r["reason"] for r in
+                  pq.read_table(result.quarantine_path).to_pylist()}
+    assert list(quarantine.values()) == ["malformed record: no ground truth (raw.groundtruth.value or groundtruth), "
+                                         "and the teacher's final turn does not accept the final answer (Score: 10)"]
+
+
+def test_thought_and_answer_are_split() -> None:
+    assert split_response("Thought: two masts.\nAnswer: A sailboat.\n\n") == ("two masts.", "A sailboat.")
+    assert split_response("A sailboat.") == (None, "A sailboat.")
+    assert split_response("Answer: 3") == (None, "3")
+    with pytest.raises(ValueError, match="nothing after 'Answer:'"):
+        dialogue_turns([{"role": "student", "type": "response", "value": "Thought: hmm.\nAnswer: "}])

@@ -86,7 +86,7 @@ def test_shard_without_required_columns_is_quarantined(root: Path, tmp_path: Pat
     pq.write_table(pa.table({"id": [1], "question": ["q"]}), mixed / "data" / "extra.parquet")
     result = ingest("mragbench", mixed, tmp_path / "out")
     assert result.samples == 7
-    assert ("data/extra.parquet", "shard skipped: it lacks column(s) answer, answer_choice, image, "
+    assert ("data/extra.parquet", "shard skipped: it lacks 8 columns: answer, answer_choice, image, "
             "gt_images, A, B, C, D") in quarantine_of(result)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from mmcurate.core.errors import ConfigError, SourceError
 from mmcurate.sources.ingest import ingest
-from mmcurate.sources.pope import probe_object, probe_question, split_of
+from mmcurate.sources.pope import probe_object, probe_question, read_label, read_question_id, split_of
 from mmcurate.sources.pope_objects import build_probes
 
 from .conftest import load_builder, quarantine_pairs, samples_by_id
@@ -25,23 +25,48 @@ def raw(tmp_path_factory) -> Path:
     return path
 
 
-def test_published_files_are_read_with_their_split(raw, tmp_path) -> None:
+def test_a_clone_of_popes_repository_is_read_as_it_is(raw, tmp_path) -> None:
+    # output/coco/coco_pope_random.json beside coco_ground_truth_objects.json, and
+    # output/seem/aokvqa/aokvqa_pope_seem_adversarial.json: found recursively, dataset from the name
     result = ingest("pope", raw / "published", tmp_path / "out")
     samples = {sid: {**r, "meta": json.loads(r["meta"])} for sid, r in samples_by_id(result).items()}
-    assert sorted(samples) == [*(f"fixture/adversarial/{i}" for i in (1, 2, 3, 4)),
-                               *(f"fixture/random/{i}" for i in (1, 2, 3, 4, 5, 8, 9))]
-    cup = samples["fixture/random/1"]
+    assert sorted(samples) == [*(f"aokvqa/adversarial/{i}" for i in (1, 2, 3, 4)),
+                               *(f"coco/random/{i}" for i in (1, 2, 3, 4, 5, 8, 9))]
+    cup = samples["coco/random/1"]
     assert cup["question"] == "Is there a cup in the image?" and cup["answers"] == ["yes"]
-    assert cup["meta"] == {"split": "random", "dataset": "fixture", "question_id": 1, "object": "cup",
+    assert cup["meta"] == {"split": "random", "dataset": "coco", "question_id": 1, "object": "cup",
                            "image": "COCO_fixture_000001.jpg", "origin": "published"}
-    assert samples["fixture/adversarial/2"]["meta"]["object"] == "camera"  # the array file, first copy of id 2
+    assert samples["aokvqa/adversarial/2"]["meta"]["object"] == "camera"  # the array file, first copy of id 2
     assert quarantine_pairs(result) == [
-        ("fixture_pope_random.json:5", "malformed record: Expecting property name enclosed in double quotes: "
-                                       "line 1 column 2 (char 1)"),
-        ("fixture_pope_random.json:7", "malformed record: label 'maybe' is not yes or no"),
-        ("fixture_pope_random.json:8", "image file missing: COCO_missing.jpg"),
-        ("fixture_pope_seem_adversarial.json:2", "duplicate source_id"),
+        ("coco_pope_random.json:5", "malformed record: Expecting property name enclosed in double quotes: "
+                                    "line 1 column 2 (char 1)"),
+        ("coco_pope_random.json:7", "malformed record: label 'maybe' is not yes or no"),
+        ("coco_pope_random.json:8", "image file missing: COCO_missing.jpg"),
+        ("aokvqa_pope_seem_adversarial.json:2", "duplicate source_id"),
     ]
+    assert sorted(Path(f).name for f in result.source_files) == ["aokvqa_pope_seem_adversarial.json",
+                                                                 "coco_pope_random.json"]
+
+
+def test_a_string_id_is_an_id_and_labels_are_read_as_written(raw, tmp_path) -> None:
+    samples = {sid: {**r, "meta": json.loads(r["meta"])}
+               for sid, r in samples_by_id(ingest("pope", raw / "published", tmp_path / "out")).items()}
+    # {"question_id": "8", ..., "label": " no"} and {"question_id": 3, ..., "label": "YES"}
+    assert samples["coco/random/8"]["meta"]["question_id"] == 8 and samples["coco/random/8"]["answers"] == ["no"]
+    assert samples["coco/random/3"]["answers"] == ["yes"]
+    assert read_question_id({"question_id": " 12 "}) == 12 and read_label(" No ") == "no"
+    with pytest.raises(ValueError, match="missing field question_id"):
+        read_question_id({})
+    with pytest.raises(ValueError, match="question_id 'q8' is not a whole number"):
+        read_question_id({"question_id": "q8"})
+    with pytest.raises(ValueError, match="label 'yes please' is not yes or no"):
+        read_label("yes please")
+
+
+def test_one_sets_folder_can_be_given(raw, tmp_path) -> None:
+    result = ingest("pope", raw / "published" / "output" / "coco", tmp_path / "out",
+                    images=raw / "published" / "images")
+    assert {sid.split("/")[0] for sid in samples_by_id(result)} == {"coco"} and result.samples == 7
 
 
 def test_published_file_names_and_options(raw, tmp_path) -> None:
@@ -73,7 +98,9 @@ OBJECTS = {  # image -> objects in order (the first two are its positives)
 
 
 def test_probes_follow_popes_rules() -> None:
-    probes = build_probes(OBJECTS, sample_num=2, images=None, seed=0, splits=["random", "popular", "adversarial"])
+    probes, unasked = build_probes(OBJECTS, sample_num=2, images=None, seed=0,
+                                   splits=["random", "popular", "adversarial"])
+    assert not unasked
     for split, rows in probes.items():
         assert [q for q, *_ in rows] == list(range(1, 17))  # POPE numbers from 1 per split
         assert Counter(label for *_, label in rows) == {"yes": 8, "no": 8}
@@ -93,13 +120,15 @@ def test_probes_follow_popes_rules() -> None:
     # car: dog, person and truck once each, ties by name)
     adversarial = [(image, name) for _, image, name, label in probes["adversarial"] if label == "no"]
     assert adversarial[0] == ("a.jpg", "car") and adversarial[4] == ("c.jpg", "dog")
-    again = build_probes(OBJECTS, sample_num=2, images=None, seed=0, splits=["random", "popular", "adversarial"])
+    again, _ = build_probes(OBJECTS, sample_num=2, images=None, seed=0, splits=["random", "popular", "adversarial"])
     assert again == probes  # seeded
-    drawn = build_probes(OBJECTS, sample_num=2, images=2, seed=3, splits=["random"])["random"]
+    built, unasked = build_probes(OBJECTS, sample_num=2, images=2, seed=3, splits=["random"])
+    drawn = built["random"]
     assert {image for _, image, *_ in drawn} == {"b.jpg", "c.jpg"}  # the seed's draw of two images
     # in b.jpg nothing is left to ask after person / truck: car is not asked (no negative for it)
     assert [(name, label) for _, image, name, label in drawn if image == "b.jpg"] == [("person", "yes"), ("truck", "no")]
     assert Counter(label for *_, label in drawn) == {"yes": 3, "no": 3}
+    assert unasked == {"random": 1}  # counted, never a silent gap
 
 
 def test_probes_built_from_coco_instances(raw, tmp_path) -> None:
@@ -136,3 +165,23 @@ def test_popes_own_objects_layout_and_bad_options(raw, tmp_path) -> None:
         ingest("pope_objects", root, tmp_path / "bad", options={"sample_num": 0})
     with pytest.raises(SourceError, match="no objects.jsonl or instances"):
         ingest("pope_objects", tmp_path / "out", tmp_path / "none")
+
+
+def test_pope_objects_says_what_it_could_not_use(raw, tmp_path) -> None:
+    root = tmp_path / "objects"
+    (root / "images").mkdir(parents=True)
+    (root / "objects.jsonl").write_text("")  # an empty objects file: a quarantine row, never a silent 0
+    empty = ingest("pope_objects", root, tmp_path / "empty")
+    assert empty.samples == 0 and quarantine_pairs(empty) == [
+        ("objects.jsonl", "no image with objects in the annotations file: nothing to probe")]
+    (root / "images" / "COCO_fixture_000001.jpg").write_bytes(
+        (raw / "objects" / "images" / "COCO_fixture_000001.jpg").read_bytes())
+    (root / "objects.jsonl").write_text(  # a vocabulary too small: every object is in the one usable image
+        json.dumps({"image": "COCO_fixture_000001.jpg", "objects": ["cup", "saucer"]}) + "\n"
+        + json.dumps({"image": "COCO_fixture_000001.jpg", "objects": ["spoon"]}) + "\n"
+        + json.dumps({"image": "COCO_fixture_000002.jpg", "objects": ["person"]}) + "\n")
+    result = ingest("pope_objects", root, tmp_path / "small", options={"sample_num": 2, "splits": ["random"]})
+    assert result.samples == 0
+    assert result.skipped == {"fewer than 2 objects": 1, "random: positive with no object left to ask about": 2}
+    assert json.loads((result.out / "ingest.json").read_text())["skipped"] == result.skipped
+    assert "skipped: 1 (fewer than 2 objects), 2 (random: positive with no object left to ask about)" in result.summary()

@@ -85,7 +85,7 @@ def test_ingested_dialogue_without_scores_is_dropped_as_unscored(lab) -> None:
                 {"answer": "a cat", "score": None, "feedback": ""}]
     result = BuildDialogues(None, None).run(lab.table([lab.sample("f", Q, "cat", dialogue=dialogue)]), lab.ctx())
     assert result.kept.num_rows == 0 and result.counts["unscored"] == 1
-    assert result.decisions[-1].detail["reason"] == ("unscored: no teacher score for turn(s) 1, 2 "
+    assert result.decisions[-1].detail["reason"] == ("unscored: no teacher score for turns 1, 2 "
                                                      "(the trajectory filter needs one per turn)")
 
 

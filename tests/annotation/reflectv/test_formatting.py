@@ -26,10 +26,26 @@ def _ids(prefix: str, n: int) -> list[str]:
     (4, 4, 0.0, 0, 4, 0),
     (7, 3, 0.6, 6, 1, 0),     # 0.6 is exact: ceil(6) = 6, not 7
 ])
-def test_rho_counts(chains, pairs, rho, kept, collapsed, dropped) -> None:
-    k, c, d = rho_split(_ids("c", chains), _ids("p", pairs), rho, seed=0)
+def test_rho_counts_when_pairs_may_drop(chains, pairs, rho, kept, collapsed, dropped) -> None:
+    """``rho_rule: collapse_or_drop``, the reading that also drops surplus QA pairs."""
+    k, c, d = rho_split(_ids("c", chains), _ids("p", pairs), rho, seed=0, rule="collapse_or_drop")
     assert (len(k), len(c), len(d)) == (kept, collapsed, dropped)
     assert set(k) | set(c) == set(_ids("c", chains)) and set(d) <= set(_ids("p", pairs))
+
+
+@pytest.mark.parametrize("chains, pairs, rho, kept, collapsed", [
+    (10, 2, 0.75, 9, 1),   # too many chains: ceil(0.75 * 12) = 9 stay chains
+    (10, 0, 0.75, 8, 2),
+    (3, 5, 0.75, 3, 0),    # too few chains: every QA pair stays, the share (3/8) is below rho
+    (5, 5, 0.75, 5, 0),
+    (4, 4, 1.0, 4, 0),
+    (4, 4, 0.0, 0, 4),
+])
+def test_rho_is_reached_by_collapsing_chains_only(chains, pairs, rho, kept, collapsed) -> None:
+    """Issue 32 item 19, the paper's reading (002 section 4.5: "Truncated QA collapses failed or
+    redundant sequences into QA pairs"): rho is reached by collapsing chains; no QA pair is dropped."""
+    k, c, d = rho_split(_ids("c", chains), _ids("p", pairs), rho, seed=0)
+    assert (len(k), len(c), d) == (kept, collapsed, [])
 
 
 def test_rho_choice_is_seeded_not_ordered() -> None:
@@ -130,8 +146,9 @@ def test_a_chain_that_fails_the_validator_is_collapsed(lab) -> None:
     assert checks == [("fail", ["turn 1: reveals_answer"]), ("pass", [])]
 
 
-def test_rho_is_met_after_validation(lab) -> None:
-    """Chains that break the format become QA pairs before the split, so the release keeps rho."""
+def test_rho_is_met_after_validation_when_pairs_may_drop(lab) -> None:
+    """Chains that break the format become QA pairs before the split, so the release keeps rho
+    (``rho_rule: collapse_or_drop``)."""
     rows = [lab.sample(f"s{i}", "What animal?", "cat") for i in range(4)]
     dialogue = [("a dog", 3, "No."), ("a cat", 10, "Yes.")]
     table = lab.chains(rows, [dialogue] * 4)
@@ -140,7 +157,8 @@ def test_rho_is_met_after_validation(lab) -> None:
         keyword = "cat face" if n < 2 else "long whiskers"  # the first two anchors give the answer away
         sample_turns[0].update(keyword=keyword, color="red", mark_type="point", marks=1, marked_image=lab.image(),
                                think=f"I should look again at the {keyword}, as indicated by a red point in the image.")
-    result = FormatTrajectories(rho=0.75, seed=0).run(with_chains(table, turns, [None] * 4), lab.ctx())
+    result = FormatTrajectories(rho=0.75, seed=0, rho_rule="collapse_or_drop").run(with_chains(table, turns, [None] * 4),
+                                                                                 lab.ctx())
     formats = [r["format"] for r in result.kept.to_pylist()]
     assert formats.count("multi_turn") / len(formats) >= 0.75
     assert formats.count("multi_turn") == 2 and result.counts["dropped_for_rho"] == 2
@@ -148,3 +166,19 @@ def test_rho_is_met_after_validation(lab) -> None:
     assert share[rows[0]["sample_id"]] == "surplus QA pair: rho reached"
     rejected = [d.detail["reason"] for d in result.decisions if d.check == "format.rho.v1" and d.verdict == "drop"]
     assert rejected == ["surplus QA pair: rho reached"] * 2
+
+
+def test_by_default_no_qa_pair_is_dropped_for_rho(lab) -> None:
+    """Issue 32 item 19 on the stage: two valid chains and two that fail the validator (QA pairs)
+    stay four released samples, share 0.5 below rho, nothing dropped; the ledger names the rule."""
+    rows = [lab.sample(f"s{i}", "What animal?", "cat") for i in range(4)]
+    table = lab.chains(rows, [[("a dog", 3, "No."), ("a cat", 10, "Yes.")]] * 4)
+    turns = turns_of(table)
+    for n, sample_turns in enumerate(turns):
+        keyword = "cat face" if n < 2 else "long whiskers"  # the first two anchors give the answer away
+        sample_turns[0].update(keyword=keyword, color="red", mark_type="point", marks=1, marked_image=lab.image(),
+                               think=f"I should look again at the {keyword}, as indicated by a red point in the image.")
+    result = FormatTrajectories(rho=0.75, seed=0).run(with_chains(table, turns, [None] * 4), lab.ctx())
+    assert sorted(r["format"] for r in result.kept.to_pylist()) == ["multi_turn"] * 2 + ["single_turn"] * 2
+    assert result.counts["dropped_for_rho"] == 0 and result.extra["rho_rule"] == "collapse"
+    assert {d.detail["rho_rule"] for d in result.decisions if d.check == "format.rho.v1"} == {"collapse"}

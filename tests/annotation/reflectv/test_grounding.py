@@ -184,6 +184,61 @@ def test_a_model_inserts_the_caption_and_marks_without_the_answer(lab) -> None:
     rows_by = {d.sample_id: d for d in result.decisions if d.check == "grounding.caption.v1"}
     ok, refused = rows_by[rows[0]["sample_id"]], rows_by[rows[1]["sample_id"]]
     assert (ok.verdict, ok.model, ok.detail["by"]) == ("ok", "inserter", "llm:inserter")
-    assert ok.detail["answer_mentions"] == {"reflection": 0, "think": 0}
+    assert ok.detail["answer_mentions"] == {"reflection": 0, "caption": 0, "text": 0}
     assert refused.verdict == "unusable" and len(refused.detail["raw"]) == 2 and "it is a cat" in refused.detail["raw"][0]
     assert result.components["captions"] == "llm:inserter" and result.counts["captions_unusable"] == 1
+
+
+def test_the_caption_goes_into_the_feedback_before_the_first_person_rewrite(lab) -> None:
+    """Issue 32 item 20, the paper's order (002 Figure 11, then Figure 12): the caption and the
+    marks are inserted into the teacher's feedback, and the rewriter turns that text into the
+    first person; a rewrite that drops the marks is unusable and the chain collapses."""
+    sha = lab.image(png(size=(160, 120)))
+    _regions(lab, sha, [("long whiskers", [20, 70, 140, 110])])
+    rows = [lab.sample("good", Q, "cat", image=sha), lab.sample("lossy", Q, "cat", image=sha)]
+    table = lab.chains(rows, [[("a dog", 3, "Not a dog. Look at the face."), ("a cat", 10, "Yes.")],
+                              [("a fox", 3, "Not a fox either. Look at the face."), ("a cat", 10, "Yes.")]])
+    turns = turns_of(table)
+    for sample_turns in turns:
+        sample_turns[0].update(keyword="long whiskers")  # no reflection yet: the rewrite comes after the caption
+    inserter = lab.model("inserter", [
+        {"when_all": ["Feedback: Not a dog. Look at the face.", "Marks: a red point", "Caption: long whiskers"],
+         "answer": "Not a dog. Look at the face, the long whiskers marked by a red point in the image."},
+        {"when_all": ["Feedback: Not a fox either. Look at the face."],
+         "answer": "Not a fox either. Look at the face, the long whiskers marked by a red point in the image."},
+    ])
+    rewriter = lab.model("rewriter", [
+        {"when_all": ["Not a dog. Look at the face, the long whiskers marked by a red point in the image."],
+         "answer": "Wait, I think it is not a dog. I should look at the face, the long whiskers marked by a red "
+                   "point in the image."},
+        {"when_all": ["Not a fox either."], "answer": "I think it is not a fox either. I should look at the face again."},
+    ])
+    stage = GroundAndMark(f"boxes:{lab.root}", colors=["red"], mark_types=["point"], seed=3, captions=inserter,
+                          rewriter=rewriter)
+    result = stage.run(with_chains(table, turns, [None, None]), lab.ctx())
+    good, lossy = turns_of(result.kept)
+    assert good[0]["think"] == good[0]["reflection"] == ("Wait, I think it is not a dog. I should look at the face, "
+                                                         "the long whiskers marked by a red point in the image.")
+    assert issues_of(result.kept) == [None, "grounding: rewrite unusable (turn 1)"]
+    [caption, _] = [d for d in result.decisions if d.check == "grounding.caption.v1"]
+    assert caption.detail["into"] == "feedback"
+    rewrites = {d.sample_id: d for d in result.decisions if d.check == "grounding.rewrite.v1"}
+    assert rewrites[rows[0]["sample_id"]].detail["feedback"].endswith("marked by a red point in the image.")
+    assert (rewrites[rows[1]["sample_id"]].verdict, lab.calls("rewriter")["calls"]) == ("unusable", 3)
+    assert result.components["rewriter"] == "rewriter" and result.counts["rewrites_unusable"] == 1
+
+
+def test_the_template_caption_goes_into_the_feedback_in_the_teachers_voice(lab) -> None:
+    sha = lab.image(png(size=(160, 120)))
+    _regions(lab, sha, [("long whiskers", [20, 70, 140, 110])])
+    table = lab.chains([lab.sample("cat", Q, "cat", image=sha)], [[("a dog", 3, "Not a dog."), ("a cat", 10, "Yes.")]])
+    turns = turns_of(table)
+    turns[0][0].update(keyword="long whiskers")
+    rewriter = lab.model("rewriter", [{"when_all": ["Not a dog."], "answer": "I see now it is not a dog; the long "
+                                                                             "whiskers by the red point matter."}])
+    stage = GroundAndMark(f"boxes:{lab.root}", colors=["red"], mark_types=["point"], seed=3, rewriter=rewriter)
+    result = stage.run(with_chains(table, turns, [None]), lab.ctx())
+    [caption] = [d for d in result.decisions if d.check == "grounding.caption.v1"]
+    assert caption.detail["text"].startswith("Not a dog. ") and "the long whiskers" in caption.detail["text"]
+    assert not {"I", "my"} & set(caption.detail["text"].replace(",", " ").split())  # the teacher's voice
+    assert turns_of(result.kept)[0][0]["think"].startswith("I see now it is not a dog")

@@ -11,6 +11,7 @@ from mmcurate.annotation.reflectv.reflection import (
     objects_parser,
     question_keyword,
     rewrite_parser,
+    truth_keyword,
 )
 
 CAT = "What animal is in the picture?"
@@ -30,7 +31,8 @@ def _rewriter(lab, **overrides):
 
 def test_heuristic_keywords_depend_on_the_domain(lab) -> None:
     rows = [lab.sample("cat", CAT, "cat"), lab.sample("chart", CHART, "$5M", domain="Chart")]
-    result = WriteReflections("heuristic", _rewriter(lab)).run(lab.chains(rows, [CAT_TURNS, CHART_TURNS]), lab.ctx())
+    stage = WriteReflections("heuristic", _rewriter(lab), caption_order="after_rewrite", dense_keywords="question")
+    result = stage.run(lab.chains(rows, [CAT_TURNS, CHART_TURNS]), lab.ctx())
     cat, chart = turns_of(result.kept)
     assert cat[0]["keyword"] == "long whiskers pointed ears"  # from the feedback, without the wrong answer
     assert chart[0]["keyword"] == "total revenue of Company A in 2021"  # from the question
@@ -56,7 +58,8 @@ def test_model_keywords_two_steps_for_general_qa_one_for_charts(lab) -> None:
         {"when_all": ["short phrase naming where", CHART], "answer": "total revenue of Company A in 2021"},
     ])
     rows = [lab.sample("cat", CAT, "cat"), lab.sample("chart", CHART, "$5M", domain="Chart")]
-    result = WriteReflections(keywords, _rewriter(lab)).run(lab.chains(rows, [CAT_TURNS, CHART_TURNS]), lab.ctx())
+    stage = WriteReflections(keywords, _rewriter(lab), dense_keywords="question")
+    result = stage.run(lab.chains(rows, [CAT_TURNS, CHART_TURNS]), lab.ctx())
     cat, chart = turns_of(result.kept)
     assert cat[0]["keyword"] == "long whiskers and pointed ears" and chart[0]["keyword"] == "total revenue of Company A in 2021"
     [cat_row] = [d for d in result.decisions if d.check == "reflection.keyword.v1" and d.context_id == "t1"
@@ -64,14 +67,40 @@ def test_model_keywords_two_steps_for_general_qa_one_for_charts(lab) -> None:
     assert cat_row.detail["objects"] == ["long whiskers", "pointed ears"]
 
 
-def test_a_keyword_that_reveals_the_answer_collapses_the_chain(lab) -> None:
+def test_a_keyword_that_reveals_the_answer_collapses_the_chain_under_the_question_reading(lab) -> None:
     keywords = lab.model("kw", [{"when_all": ["short phrase naming where"], "answer": "revenue of $5M"}])
     rows = [lab.sample("chart", CHART, "$5M", domain="Chart")]
-    result = WriteReflections(keywords, _rewriter(lab)).run(lab.chains(rows, [CHART_TURNS]), lab.ctx())
+    stage = WriteReflections(keywords, _rewriter(lab), dense_keywords="question", caption_order="after_rewrite")
+    result = stage.run(lab.chains(rows, [CHART_TURNS]), lab.ctx())
     assert issues_of(result.kept) == ["reflection: no usable keyword (turn 1)"]
     [row] = [d for d in result.decisions if d.check == "reflection.keyword.v1"]
     assert row.verdict == "unusable" and row.detail["raw"] == ["revenue of $5M", "revenue of $5M"]
     assert lab.calls("rewriter")["calls"] == 0  # nothing more is asked for a collapsed chain
+
+
+def test_dense_perception_keywords_come_from_the_ground_truth(lab) -> None:
+    """Issue 32 item 18, the paper's reading (002 section 4.3: "for dense perception tasks (e.g.,
+    OCR, ChartQA) ... we derive precise keywords from ground truth annotations"): a Chart keyword
+    that states the answer is the keyword (the model is asked for it with the answer); a General
+    QA keyword that states it is still unusable."""
+    keywords = lab.model("kw", [
+        {"when_all": ["ground-truth text or value", CHART, "Answer: $5M"], "answer": "revenue of Company A in 2021 ($5M)"},
+        {"when_all": ["List the physical objects"], "answer": "cat face"},
+    ])
+    rows = [lab.sample("chart", CHART, "$5M", domain="Chart"), lab.sample("cat", CAT, "cat")]
+    result = WriteReflections(keywords, _rewriter(lab)).run(lab.chains(rows, [CHART_TURNS, CAT_TURNS]), lab.ctx())
+    chart, cat = turns_of(result.kept)
+    assert chart[0]["keyword"] == "revenue of Company A in 2021 ($5M)"
+    assert issues_of(result.kept) == [None, "reflection: no usable keyword (turn 1)"]
+    assert result.counts["keywords_from_ground_truth"] == 1
+    heuristic = WriteReflections("heuristic", _rewriter(lab)).run(lab.chains(rows[:1], [CHART_TURNS]), lab.ctx())
+    assert turns_of(heuristic.kept)[0][0]["keyword"] == "total revenue of Company A in 2021 ($5M)"
+
+
+def test_truth_keyword() -> None:
+    assert truth_keyword("How many bikes are there in 2018?", ["12"]) == "bikes in 2018 (12)"
+    assert truth_keyword("Which year had the most rain, 2019?", ["2019"]) == "year most rain 2019"  # the question states it already
+    assert truth_keyword("What?", ["open 24 hours"]) == "open 24 hours"
 
 
 LEAKY = [("a dog", 3, "No, it is a cat. Look at the long whiskers."), ("a cat", 10, "Yes.")]
@@ -82,7 +111,8 @@ def test_feedback_that_gives_the_answer_away_keeps_the_chain_by_default(lab) -> 
     ledger says the feedback stated it; the keyword still never does."""
     rows = [lab.sample("cat", CAT, "cat")]
     rewriter = _rewriter(lab, **{LEAKY[0][2]: "Wait, I think it is a cat. I should look at the long whiskers."})
-    result = WriteReflections("heuristic", rewriter).run(lab.chains(rows, [LEAKY]), lab.ctx())
+    result = WriteReflections("heuristic", rewriter, caption_order="after_rewrite").run(lab.chains(rows, [LEAKY]),
+                                                                                       lab.ctx())
     assert issues_of(result.kept) == [None]
     [turn, _] = turns_of(result.kept)[0]
     assert turn["keyword"] == "long whiskers" and turn["reflection"].startswith("Wait, I think it is a cat")
@@ -102,7 +132,8 @@ def test_feedback_that_gives_the_answer_away_collapses_when_asked(lab) -> None:
 def test_unusable_rewrite_is_asked_again_then_collapses(lab) -> None:
     rewriter = _rewriter(lab, **{CAT_TURNS[0][2]: "Score: 3. Feedback: It is not a dog."})
     rows = [lab.sample("cat", CAT, "cat")]
-    result = WriteReflections("heuristic", rewriter).run(lab.chains(rows, [CAT_TURNS]), lab.ctx())
+    stage = WriteReflections("heuristic", rewriter, caption_order="after_rewrite")
+    result = stage.run(lab.chains(rows, [CAT_TURNS]), lab.ctx())
     assert issues_of(result.kept) == ["reflection: rewrite unusable (turn 1)"]
     assert lab.calls("rewriter")["calls"] == 2
     [row] = [d for d in result.decisions if d.check == "reflection.rewrite.v1"]
