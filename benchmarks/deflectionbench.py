@@ -11,6 +11,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mmcurate.core.config import BenchmarkSection, RetrievalConfig, Section, Sources, StrictModel
 from mmcurate.core.errors import ConfigError
+from mmcurate.core.specs import MiniLM, TextEncoderSpec
 
 from .benchmark import Benchmark, Evaluation
 
@@ -123,15 +124,81 @@ class PromptFile(StrictModel):
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
+MiningStrategy = Literal["image_to_text", "image_to_image_pages", "image_to_image", "source"]
+
+
+class SourceMining(StrictModel):
+    """How Stage II finds one source's negatives (annotation/deflectionbench/mining.py; seed 003,
+    appendix "Knowledge pairing"): ``image_to_text`` (KB pages retrieved for the query, the top
+    ``top_k`` cut into passages and reranked), ``image_to_image_pages`` (KB pages whose first image
+    is nearest the query image, the top ``top_k`` cut and reranked), ``image_to_image`` (the
+    ``top_k`` nearest images of the source's own pool, gold excluded) or ``source`` (the
+    negatives the source provides; no retrieval)."""
+
+    strategy: MiningStrategy
+    top_k: int = Field(default=10, ge=1, le=1000)
+
+
+# the strategies that may search the KB's pages by text embedding (image_to_image_pages does when the KB names no
+# page image)
+PAGE_STRATEGIES = ("image_to_text", "image_to_image_pages")
+# the appendix's paragraph on retrieval per dataset (seed 003)
+PAPER_MINING: dict[str, SourceMining] = {
+    "infoseek": SourceMining(strategy="image_to_text", top_k=10),
+    "viquae": SourceMining(strategy="image_to_text", top_k=10),
+    "evqa": SourceMining(strategy="image_to_image_pages", top_k=5),
+    "mragbench": SourceMining(strategy="image_to_image", top_k=20),
+    "webqa": SourceMining(strategy="source"),
+    "mmdocrag": SourceMining(strategy="source"),
+}
+
+
+class TopicsConfig(StrictModel):
+    """The topic distribution before and after curation (seed 003, appendix C: BERTopic over
+    question embeddings, reduced with UMAP, clustered with HDBSCAN "using cluster probability
+    scores"; releases/topics.py, releases/topic_model.py).
+
+    ``reading``: ``bertopic`` (the paper's) or ``source_fields`` (each source's own category
+    field). UMAP and HDBSCAN sizes are BERTopic's defaults, capped for small pools (see
+    ``topic_model.adapted``); below ``min_samples`` questions the source fields are read instead,
+    and the card says so. ``outliers: probabilities`` gives HDBSCAN's outliers their most probable
+    cluster (our reading of "using cluster probability scores"); ``keep`` leaves them a topic of
+    their own. The paper embeds with OpenAI text-embedding-3-large; ``text_encoder`` stands in."""
+
+    reading: Literal["bertopic", "source_fields"] = "bertopic"
+    text_encoder: TextEncoderSpec = MiniLM()
+    min_samples: int = Field(default=20, ge=5, le=1_000_000)
+    n_neighbors: int = Field(default=15, ge=2, le=200)  # UMAP (BERTopic's default 15)
+    n_components: int = Field(default=5, ge=2, le=100)  # UMAP (BERTopic's default 5)
+    min_cluster_size: int = Field(default=10, ge=2, le=100_000)  # HDBSCAN (BERTopic's default 10)
+    outliers: Literal["probabilities", "keep"] = "probabilities"
+
+
 class DeflectionBenchConfig(BenchmarkSection):
     sources: Sources
     gating: GatingConfig
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     prompts: PromptFile | None = None  # None: the built-in templates of gating/prompts.py
+    # per source, how Stage II finds negatives; a source left out keeps the paper's (PAPER_MINING)
+    mining: dict[str, SourceMining] = Field(default_factory=lambda: dict(PAPER_MINING))
+    topics: TopicsConfig = Field(default_factory=TopicsConfig)
     k_min: int = Field(default=5, ge=1)
     seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"
     source_mix: dict[str, tuple[Share, Share]] = Field(default_factory=dict)  # source -> (min, max) share
+
+    @field_validator("mining")
+    @classmethod
+    def _paper_mining(cls, value: dict[str, SourceMining]) -> dict[str, SourceMining]:
+        return {**PAPER_MINING, **value}
+
+    @model_validator(mode="after")
+    def _every_source_mined(self) -> "DeflectionBenchConfig":
+        missing = sorted({spec.name for spec in self.sources} - set(self.mining))
+        if missing:
+            raise ValueError(f"no mining strategy for source(s) {missing}: add deflectionbench.mining.<source>: "
+                             "{strategy: image_to_text|image_to_image_pages|image_to_image|source, top_k: N}")
+        return self
 
     @field_validator("source_mix")
     @classmethod
@@ -161,6 +228,32 @@ class DeflectionBenchConfig(BenchmarkSection):
             self.gating.pool = [*self.gating.pool, name]
 
 
+TABLE4_NEGATIVES = 2  # seed 003, Table 4's caption: "The number of negatives is fixed at 2"
+MAX_NEGATIVES = 10  # Figure 3 varies the number of negatives from 1 to 10
+
+
+class Decoding(StrictModel):
+    """The evaluated model's sampling in a DeflectionBench evaluation (seed 003, 4.1: "using top-p =
+    1.0, repetition penalty 1.05, and temperature 0.2"). ``override: true`` answers with these values
+    whatever the model spec says; ``false`` keeps the model spec's own (the paper queries closed APIs
+    "with their default decoding settings"). The table notes say which ran and what a backend
+    could not set."""
+
+    temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    repetition_penalty: float = Field(default=1.05, gt=0.0, le=2.0)
+    override: bool = True
+
+
+class DeflectionEvalConfig(Section):
+    """DeflectionBench's evaluation (evaluation/scenarios.py, evaluation/report.py)."""
+
+    # n of Table 4's realistic and adversarial rows (per scenario, per source, CRAG); the other
+    # n a run asks for go to the sweep table (Figure 3)
+    table_negatives: int = Field(default=TABLE4_NEGATIVES, ge=1, le=MAX_NEGATIVES)
+    decoding: Decoding = Field(default_factory=Decoding)
+
+
 class VerifyFirstConfig(Section):
     """Who routes and who checks in ``--system verify-first`` (CRUISE's gate on DeflectionBench):
     None is the answering model (as in CRUISE); ``verifier: lexical`` is the offline stand-in for
@@ -176,6 +269,7 @@ class VerifyFirstConfig(Section):
 BENCHMARK = Benchmark(
     name="deflectionbench",
     config=DeflectionBenchConfig,
+    evaluation_config=DeflectionEvalConfig,
     evaluation_sections={"verify_first": VerifyFirstConfig},
     title="VLM-DeflectionBench (Algorithm 1) and publish a validated release",
     paper="003_26e6cf169dd21fb6.txt",

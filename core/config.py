@@ -142,8 +142,6 @@ class RetrievalConfig(StrictModel):
     image_encoder: ImageEncoderSpec = Descriptor()
     kb: KBSpec = WikiOffline()  # documents {doc_id, title, text} (see retrieval.kb)
     kb_limit: int | None = Field(default=None, ge=1)  # use only the first N KB documents (demo speed)
-    top_pages: int = Field(default=10, ge=0)
-    top_images: int = Field(default=10, ge=0)
     chunk_unit: Literal["tokens", "words"] = "tokens"
     chunk_size: int = Field(default=250, ge=1)
     chunk_overlap: int = Field(default=32, ge=0)
@@ -155,6 +153,15 @@ class RetrievalConfig(StrictModel):
     memory_gb: float = Field(default=4.0, ge=0.25, le=4096)
     # pages the text encoder embeds per second, for `mmcurate plan` (default: planning.throughput)
     encoder_pages_per_second: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, value: Any) -> Any:
+        moved = sorted({"top_pages", "top_images"} & set(value)) if isinstance(value, dict) else []
+        if moved:
+            raise ValueError(f"{', '.join(moved)} moved to deflectionbench.mining.<source>.top_k (seed 003 retrieves "
+                             "per source: see annotation/deflectionbench/mining.py)")
+        return value
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "RetrievalConfig":

@@ -1,11 +1,13 @@
 """Which release an evaluation run evaluated: ``<run>/release.json`` with its benchmark, version
 and content id (``Release.content_id``), so two releases that share a name are never compared
-as one run of the same release (``evaluation.compare``); and the model and answering system,
-so a run never merges its rows into another model's folder (``evaluation.runs``)."""
+as one run of the same release (``evaluation.compare``); the model and answering system, so a
+run never merges its rows into another model's folder (``evaluation.runs``); and what the run was
+asked with (a DeflectionBench run's decoding settings, ``evaluation.decoding``)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from mmcurate.core.errors import MmcurateError
 
@@ -13,10 +15,11 @@ RELEASE_FILE = "release.json"
 
 
 def record_release(out: Path, benchmark: str, version: str, content_id: str, model: str | None = None,
-                   system: str | None = None) -> Path:
-    """Write ``out/release.json``."""
+                   system: str | None = None, **run: Any) -> Path:
+    """Write ``out/release.json``; ``run``: what else the run records (e.g. its ``decoding``)."""
     path = out / RELEASE_FILE
-    record = {"benchmark": benchmark, "version": version, "content_id": content_id, "model": model, "system": system}
+    record = {"benchmark": benchmark, "version": version, "content_id": content_id, "model": model, "system": system,
+              **run}
     path.write_text(json.dumps({k: v for k, v in record.items() if v is not None}, indent=2) + "\n")
     return path
 

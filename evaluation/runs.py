@@ -16,7 +16,7 @@ import fcntl
 import os
 import secrets
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,9 +152,10 @@ def _check_same_run(target: Path, record: dict[str, str]) -> None:
 
 @contextmanager
 def updating(target: Path, benchmark: str, version: str, content_id: str, model: str,
-             system: str = PLAIN) -> Iterator[RunFolder]:
+             system: str = PLAIN, extra: Mapping[str, Any] | None = None) -> Iterator[RunFolder]:
     """A ``RunFolder`` for a run of ``model`` (``system``) on the release; on success its
-    staging folder, with ``release.json``, replaces ``target`` (module docstring)."""
+    staging folder, with ``release.json`` (``extra``: what else the run records, e.g. its
+    decoding), replaces ``target`` (module docstring)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     record = {"benchmark": benchmark, "version": version, "content_id": content_id, "model": model, "system": system}
     with open(target.parent / f".{target.name}.lock", "w") as lock:
@@ -165,7 +166,7 @@ def updating(target: Path, benchmark: str, version: str, content_id: str, model:
         staging.mkdir()
         try:
             yield RunFolder(target, staging)
-            record_release(staging, **record)
+            record_release(staging, **record, **(extra or {}))
             aside = target.parent / f".old-{target.name}-{secrets.token_hex(4)}"
             if target.exists():
                 os.rename(target, aside)

@@ -48,6 +48,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, TABLE4_NEGATIVES
 from mmcurate.core.errors import MmcurateError
 from mmcurate.gating import prompts
 from mmcurate.judging.answers import grade_name, grade_responses
@@ -59,9 +60,9 @@ from .verify_first import SYSTEM_NAME as VERIFY_FIRST
 from .verify_first import VerifyFirst, verify_first_answers
 
 SCENARIOS = ("parametric", "oracle", "realistic", "adversarial")
-DEFAULT_NEGATIVES = 2
-MAX_NEGATIVES = 10
-DEFAULT_NEGATIVE_COUNTS = (1, 2, 5, 10)  # realistic's n by default: Figure 3 varies it from 1 to 10 (003, 4.5)
+DEFAULT_NEGATIVES = TABLE4_NEGATIVES  # Table 4's n (its caption); evaluation.deflectionbench.table_negatives
+# the n a run asks by default: Figure 3 varies it from 1 to 10 (003, 4.5); Table 4 reads n = 2 of them
+DEFAULT_NEGATIVE_COUNTS = (1, 2, 5, 10)
 RANKED = "ranked"  # negatives of any modality, in pairing order
 NEGATIVE_MODALITIES = ("text", "image", "multimodal")  # Table 5's negative settings
 MODALITY_NEGATIVES = DEFAULT_NEGATIVES  # n of the negative-modality analysis (Table 4's n)

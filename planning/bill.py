@@ -44,7 +44,7 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
     its knowledge base (``kb_pages``, else counted: ``planning.kb``)."""
     cfg = deflectionbench.BENCHMARK.section_of(settings)
     rule = cfg.gating.oracle_rule
-    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg.retrieval)) \
+    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg)) \
         if _checked(samples, retention) else release_deflection(retention, rule)
     given = plan_input(settings, cfg.sources, samples)
     plan = plan_deflectionbench(settings, given, rates, rule)

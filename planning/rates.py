@@ -18,7 +18,7 @@ per-model figure (Fig. 5's values are not in the text). Our choices, named in ev
   dropped samples for four models), so the curve flattens as in Fig. 5.
 - Gold check: every model settles the same share of what it is asked.
 - Distractors: each model leaks the same share, such that of the negatives offered
-  (``retrieval.max_text_negatives + retrieval.top_images``, at most 20) 11.8 survive.
+  (``planning.deflection.offered_negatives``: the most a source's strategy offers, at most 20) 11.8 survive.
 - Pre-judge: settles nothing, so every answer goes to an LLM judge (an upper bound).
 
 **RefLVQA, the paper's funnel** (seed paper 004, §3.1): 432,817 candidate posts, 81,173

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from mmcurate.benchmarks.deflectionbench import RULES, DeflectionBenchConfig
 from mmcurate.core.config import Settings
-from mmcurate.core.ledger import Ledger
+from mmcurate.core.ledger import Ledger, ledger_table
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import is_lexical
 from mmcurate.core.stages import StageResult
@@ -22,7 +22,7 @@ from .near_duplicates import near_duplicate_note
 from .kind import Distribution, ReleaseKind
 from .manifest_model import Manifest
 from .plots import sorted_counts, value_counts
-from .topics import topic_counts, topic_table
+from .topics import TopicReading
 
 
 GUESS_TEXT = {
@@ -184,9 +184,11 @@ def mining_table(counts: Mapping[str, int]) -> list[dict]:
               for rule, text in MINING_RULES.items())]
 
 
-def readings_table(cfg: DeflectionBenchConfig, components: Mapping[str, str], prompts_used: str) -> list[dict]:
+def readings_table(cfg: DeflectionBenchConfig, components: Mapping[str, str], prompts_used: str,
+                   topics: TopicReading | None = None) -> list[dict]:
     """The choices the paper leaves open or this run made differently, each with the setting
-    used and what it means (``prompts_used``: ``PromptSet.describe`` of the templates used)."""
+    used and what it means (``prompts_used``: ``PromptSet.describe`` of the templates used;
+    ``topics``: the reading the topic table was made with)."""
     rows = [
         {"setting": "gating.rule", "value": cfg.gating.rule, "reading": RULES[cfg.gating.rule].stage_i},
         {"setting": "gating.oracle_rule", "value": cfg.gating.oracle_rule,
@@ -196,6 +198,8 @@ def readings_table(cfg: DeflectionBenchConfig, components: Mapping[str, str], pr
         {"setting": "prompts", "value": "built-in" if cfg.prompts is None else cfg.prompts.file.name,
          "reading": prompts_used},
     ]
+    if topics is not None:
+        rows.append({"setting": "topics", "value": topics.reading, "reading": topics.note})
     if "leakage_filter" in components:
         rows.append({"setting": "retrieval.leakage_filter", "value": components["leakage_filter"],
                      "reading": LEAKAGE_TEXT[components["leakage_filter"]]})
@@ -250,7 +254,7 @@ def deflection_draft(
     parent: dict[str, str] | None = None,
     history: pa.Table | None = None,
     removed: list[dict] | None = None,
-    topics_before: dict[str, int] | None = None,
+    topics: TopicReading | None = None,
     dedup: StageResult | None = None,
     indexes: list[dict] | None = None,
     carried: dict[str, int] | None = None,
@@ -261,8 +265,8 @@ def deflection_draft(
     samples); they entered Stage I. A re-curation passes its parent's (what was ingested, once),
     the parent's released samples per source as ``carried`` (what entered Stage I this time),
     no ``pairing`` (contexts come from the parent release) and the parent's ledger as ``history``.
-    ``topics_before``: samples per topic (``releases.topics``) of the pool that entered Stage I
-    (a re-curation passes its parent's); None leaves the topic table out and says so.
+    ``topics``: the topics of the pool that entered Stage I (``releases.topics``; a re-curation
+    passes its parent's); None leaves the topic table out and says so.
     ``dedup``: the near-duplicate check (``annotation.dedup``) of what Stage III kept.
     ``indexes``: the vector indexes Stage II searched (``retrieval.kb_pages`` records).
     """
@@ -270,6 +274,8 @@ def deflection_draft(
     kept = (dedup or oracle).kept
     runs = [s for s in (gating, pairing, oracle, dedup) if s is not None]
     ledger = sum((s.decision_log() for s in runs), Ledger([history] if history is not None else []))
+    if topics is not None and topics.decisions:
+        ledger += Ledger([ledger_table(topics.decisions, run_id)])
     models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
     entered = sum((ingested if carried is None else carried).values())
     parent_version = parent.get("version") if isinstance(parent, dict) else parent
@@ -284,10 +290,12 @@ def deflection_draft(
                              {"I": gating.naive_calls, "III": oracle.naive_calls}),
         "convergence": gating.convergence,
         "judge_errors": judge_errors(ledger),
-        "topics": topic_table(topics_before, topic_counts(kept)) if topics_before is not None else [],
+        "topics": topics.table(kept["sample_id"].to_pylist()) if topics is not None else [],
         "mining": mining_table(pairing.counts) if pairing else [],
+        "mining_per_source": pairing.extra.get("mining", []) if pairing else [],
         "readings": readings_table(cfg, components, prompt_set(cfg.prompts).describe(
-            [t for t in (gating.components.get("stage_i_prompt"), oracle.components.get("stage_iii_prompt")) if t])),
+            [t for t in (gating.components.get("stage_i_prompt"), oracle.components.get("stage_iii_prompt")) if t]),
+            topics),
         "near_duplicates": dedup.extra["near_duplicates"] if dedup else [],
     }
     retrieval = (f"Retrieval: {components['text_encoder']} (text), {components['image_encoder']} (images)."
@@ -301,7 +309,7 @@ def deflection_draft(
     if "descriptor" in components.get("image_encoder", ""):
         notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
                      "they are visually similar, not semantically similar.")
-    if topics_before is None:
+    if topics is None:
         notes.append("Topic distribution before curation is unknown (the parent release does not record it).")
     if is_lexical(judge):
         notes.append("The lexical judge (normalised match plus token containment) stands in for an LLM judge.")

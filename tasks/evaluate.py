@@ -25,7 +25,7 @@ from mmcurate.evaluation.reflvqa import RefLVQARun, empty_note, evaluate_reflvqa
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.reflvqa_settings import run_options
 from mmcurate.evaluation.report import write_evaluation
-from mmcurate.evaluation.scenarios import evaluate
+from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVES, evaluate
 from mmcurate.evaluation.verify_first import VerifyFirst
 from mmcurate.gating.prompts import BUILT_IN, PromptSet
 from mmcurate.judging.session import open_models
@@ -66,10 +66,11 @@ def score_crag(results: pa.Table, samples: pa.Table, settings: Settings) -> tupl
 
 @task(name="summarise-evaluation", cache_policy=NO_CACHE)
 def summarise(results: pa.Table, out: Path, title: str, crag: pa.Table | None = None, crag_note: str = "",
-              notes: list[str] | None = None) -> str:
-    """Write answers, metrics per scenario and per source, the Table-4 markdown, the CRAG
-    scoring and the plot; ``notes`` go under the title."""
-    text = write_evaluation(results, out, title, crag, crag_note, notes or [])
+              notes: list[str] | None = None, table_n: int = DEFAULT_NEGATIVES) -> str:
+    """Write answers, metrics per scenario and per source, the Table-4 markdown (realistic and
+    adversarial at ``table_n`` negatives), the sweep over n, the CRAG scoring and the plot;
+    ``notes`` go under the title."""
+    text = write_evaluation(results, out, title, crag, crag_note, notes or [], table_n)
     create_markdown_artifact(key="evaluation", markdown=text, description=title)
     return text
 

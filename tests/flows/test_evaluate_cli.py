@@ -39,14 +39,15 @@ def test_sweep_and_modality_analysis_in_one_run(dryrun):
     sweep = pl.read_parquet(out / "metrics_strictness.parquet")
     assert sweep.height == 4 * 4 and set(sweep["scenario"].to_list()) == {"parametric", "oracle", "realistic",
                                                                           "adversarial"}
-    # the dry-run release (scripted, golden content): 12 samples with text gold and 2 with image
-    # gold have two negatives of each modality; each runs with text, image and multimodal negatives
+    # the dry-run release (scripted, golden content): 3 samples with text gold and 1 with image gold
+    # have two negatives of each modality (since Stage II mines per source, issue 32, the text-mined
+    # sources get no image negatives); each runs with text, image and multimodal negatives
     modality = answers.filter(pl.col("negatives") != "ranked")
     per_level = modality.filter(pl.col("abstention") == "moderate")
-    assert per_level.group_by("gold_modality").len().sort("gold_modality").rows() == [("image", 6), ("text", 36)]
+    assert per_level.group_by("gold_modality").len().sort("gold_modality").rows() == [("image", 3), ("text", 9)]
     assert set(modality["scenario"].to_list()) == {"realistic"} and set(modality["n_negatives"].to_list()) == {2}
     assert "## Negative-modality analysis (realistic scenario)" in table
-    assert "| moderate | text | image | 100.0 | 0.0 | 0.0 | 12 | 0 |" in table
+    assert "| moderate | text | image | 100.0 | 0.0 | 0.0 | 3 | 0 |" in table
 
 
 @pytest.mark.parametrize("args, message", [

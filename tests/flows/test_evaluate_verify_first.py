@@ -109,7 +109,8 @@ def test_crag_scoring_beside_the_metrics(runs):
         metrics = pl.read_parquet(out / "crag_metrics.parquet")
         assert sorted(metrics["scenario"].to_list()) == ["oracle", "parametric"]
         table = (out / "table.md").read_text()
-        assert "## CRAG scoring (per scenario)" in table and "CRAG judge: lexical" in table
+        assert "## CRAG scoring (per scenario, realistic and adversarial at 2 negatives)" in table
+        assert "CRAG judge: lexical" in table
         assert "Stand-in: the SimpleQA grades are mapped" in table and "first 75 tokens (wordpiece:" in table
     metrics = pl.read_parquet(outs["verify-first"] / "crag_metrics.parquet").sort("scenario")
     assert metrics.select("n_perfect", "n_missing", "n_incorrect").rows() == [(n - 2, 2, 0), (0, n, 0)]
