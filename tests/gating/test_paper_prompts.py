@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
-from mmcurate.core.config import GatingConfig, ModelSpec, load_config
+from mmcurate.benchmarks.deflectionbench import GatingConfig
+from mmcurate.core.config import ModelSpec, load_config
 from mmcurate.evaluation.scenarios import evaluate
 from mmcurate.gating import prompts
 from mmcurate.gating.parametric import ParametricGate

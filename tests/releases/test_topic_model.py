@@ -44,7 +44,7 @@ def test_two_runs_give_the_same_topics_and_the_card_names_the_reading(pool):
     assert [(d.check, d.verdict) for d in first.decisions] == [("topic.bertopic", first.of[d.sample_id])
                                                               for d in first.decisions]
     assert "n_neighbors 15, n_components 5, min_cluster_size 3, umap_random_state 13" in first.note
-    from mmcurate.core.config import DeflectionBenchConfig
+    from mmcurate.benchmarks.deflectionbench import DeflectionBenchConfig
 
     section = DeflectionBenchConfig(sources=[{"name": "webqa", "root": "."}], gating={"pool": ["m"]})
     row = next(r for r in readings_table(section, {}, "built-in", first) if r["setting"] == "topics")
