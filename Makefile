@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup fixtures demo test bench clean review-setup review-ui
+.PHONY: setup fixtures demo test lint-imports bench clean review-setup review-ui
 
 setup: $(STAMP)
 
@@ -59,12 +59,20 @@ demo: setup fixtures
 	$(MM) report $(DEMO_RELEASES)/reflectv/1.0.0
 	$(MM) verify $(DEMO_RELEASES)/reflectv/1.0.0
 	$(MM) run cragmm --config configs/demo.yaml
-	$(MM) evaluate $(DEMO_RELEASES)/cragmm/1.0.0 --model smollm2 --config configs/demo.yaml --system cruise --limit 1
+	$(MM) evaluate $(DEMO_RELEASES)/cragmm/1.0.0 --model cruise-vlm --config configs/demo.yaml --system cruise --limit 1 \
+	  --ablation no-cov --ablation no-cov-no-consistency --ablation rag-agent
 	$(MM) run pope --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/pope/1.0.0 --model kestrel-lvlm --system kestrel --config configs/demo.yaml
 
-test: setup fixtures
+test: setup fixtures lint-imports
 	$(PY) -m pytest -q
+
+# the layers of the README's "Imports point one way" ([tool.importlinter] in pyproject.toml),
+# checked on the package as installed (tools/stage_tree.py: import-linter walks mmcurate/ only)
+LINT_TREE := build/lint-imports
+lint-imports: setup
+	$(PY) tools/stage_tree.py $(LINT_TREE)
+	cd $(LINT_TREE) && PYTHONPATH=. $(abspath $(VENV))/bin/lint-imports --config $(CURDIR)/pyproject.toml
 
 bench: setup fixtures
 	$(PY) bench/ingest_reddit.py

@@ -1,13 +1,15 @@
 """One object per benchmark: everything that differs between benchmarks, in one place.
 
-A ``Benchmark`` names its config section and release folder (``name``), the source adapters
-it reads, what its releases are, its flows, its evaluation, its plan and its human review of
-judges. Commands and flows ask the registry (``mmcurate.benchmarks.get``) instead of
-comparing benchmark names, so adding a benchmark is one module here and one line in
-``registry.py``.
+A ``Benchmark`` names its config section and release folder (``name``), the settings it
+brings (its section's model, and any other section it owns), the source adapters it reads,
+what its releases are, its flows, its evaluation, its plan and its human review of judges.
+Commands and flows ask the registry (``mmcurate.benchmarks.get``) instead of comparing
+benchmark names, so adding a benchmark is one module here and one line in ``registry.py``
+(or a ``register`` call from a package of its own): no core file changes.
 
-A benchmark names its parts by import path, ``"package.module:attribute"``, loaded when
-they are used (as ``sources.ADAPTERS`` names adapters): the registry imports nothing heavy,
+Its settings models are classes (they import only ``core``, so the registry stays light and
+``core.config`` builds the ``Settings`` type from them); its other parts are named by import
+path, ``"package.module:attribute"``, loaded when they are used (as ``sources.ADAPTERS`` names adapters): the registry imports nothing heavy,
 so ``mmcurate --help`` answers at once and any layer may consult it, and the parts (release
 kinds, planners, flows, which sit in layers above and below) keep their own places.
 """
@@ -15,19 +17,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
+from mmcurate.core.config import BenchmarkSection, CoreSettings, Section
 from mmcurate.core.errors import MmcurateError
-
-if TYPE_CHECKING:
-    from mmcurate.core.config import Settings
-    from mmcurate.planning.plan import Plan
-    from mmcurate.releases.kind import ReleaseKind
-    from mmcurate.releases.recuration import Recuration
-    from mmcurate.review.judges import JudgeReview
-
-Planner = Callable[["Settings", "int | None", "str | None"], "Plan"]
 
 
 def load(path: str) -> Any:
@@ -68,14 +62,15 @@ class Evaluation:
                                 f"(its options: {takes})")
         return load(self.check)(dict(given)) if self.check else dict(given)
 
-    def refuse_unrunnable(self, settings: Settings, model: str, arguments: Mapping[str, Any]) -> None:
+    def refuse_unrunnable(self, settings: CoreSettings, model: str, arguments: Mapping[str, Any]) -> None:
         if self.refuse:
             load(self.refuse)(settings, model, arguments)
 
     def steps_function(self) -> Callable[..., None]:
         return load(self.steps)
 
-    def planner(self, benchmark: str) -> Callable[..., Plan]:
+    def planner(self, benchmark: str) -> Callable[..., Any]:
+        """The evaluation's plan (a ``planning.plan.Plan``) as a function (see the class docstring)."""
         if self.plan is None:
             raise MmcurateError(f"mmcurate has no plan of a {benchmark} evaluation yet")
         return load(self.plan)
@@ -87,32 +82,47 @@ class Benchmark:
     title: str  # what ``mmcurate run <name> --help`` says it curates
     paper: str  # the seed paper it follows (shared/seeds/<file>)
     sources: tuple[str, ...]  # the source adapters its curation reads
+    config: type[BenchmarkSection]  # its section of the config, under ``name``
+    sections: Mapping[str, type[Section]] = field(default_factory=dict)  # other top-level sections it owns
+    evaluation_config: type[Section] | None = None  # its section under ``evaluation``
+    evaluation_sections: Mapping[str, type[Section]] = field(default_factory=dict)  # others under ``evaluation``
     release: str | None = None  # its ``releases.kind.ReleaseKind``; None: evaluated here, not curated
     curate: str | None = None  # the curation flow
     recurate: str | None = None  # its re-curation steps (``tasks.recuration.Recurated``), run by ``flows/recurate.py``
     evaluation: Evaluation | None = None
-    plan: str | None = None  # its ``Planner``: requests, tokens and cost of a curation run, before it starts
-    recuration_plan: str | None = None  # ``(Recuration) -> Plan``: the calls a re-curation's added models make
+    # its planner, ``(settings, samples: int | None, retention: str | None) -> planning.plan.Plan``:
+    # requests, tokens and cost of a curation run, before it starts
+    plan: str | None = None
+    # ``(releases.recuration.Recuration) -> Plan``: the calls a re-curation's added models make
+    recuration_plan: str | None = None
     judge_review: str | None = None  # its ``review.judges.JudgeReview`` (annotate --evaluation)
 
-    def release_kind(self) -> ReleaseKind:
+    def section_of(self, settings: CoreSettings) -> Any:
+        """This benchmark's section of ``settings`` (an instance of ``config``), or ConfigError."""
+        return settings.section(self.name)
+
+    # The parts load by path and are typed where they are defined: the registry imports only core.
+    def release_kind(self) -> Any:
+        """Its ``releases.kind.ReleaseKind``."""
         return load(self._required("release", "releases"))
 
-    def planner(self) -> Planner | None:
+    def planner(self) -> Callable[..., Any] | None:
         return load(self.plan) if self.plan else None
 
-    def recuration_planner(self) -> Callable[[Recuration], Plan]:
+    def recuration_planner(self) -> Callable[..., Any]:
         return load(self._required("recuration_plan", "plan of a re-curation"))
 
-    def judges(self) -> JudgeReview:
+    def judges(self) -> Any:
+        """Its ``review.judges.JudgeReview``."""
         return load(self._required("judge_review", "review of its evaluation's judge"))
 
     def flow(self, which: str) -> Any:
         """The Prefect flow ``which`` (``curate``) of this benchmark."""
         return load(self._required(which, f"{which} flow"))
 
-    def recuration_steps(self) -> Callable[[Recuration], Any]:
-        """What re-curating a release of this benchmark checks again (``flows/recurate.py``)."""
+    def recuration_steps(self) -> Callable[..., Any]:
+        """What re-curating a release (a ``releases.recuration.Recuration``) of this benchmark
+        checks again (``flows/recurate.py``)."""
         return load(self._required("recurate", "re-curation"))
 
     def required_evaluation(self) -> Evaluation:

@@ -1,10 +1,276 @@
 """VLM-DeflectionBench (seed 003): Algorithm 1 over KB-VQA sources, four-scenario evaluation."""
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from mmcurate.core.config import BenchmarkSection, RetrievalConfig, Section, Sources, StrictModel
+from mmcurate.core.errors import ConfigError
+from mmcurate.core.specs import MiniLM, TextEncoderSpec
+
 from .benchmark import Benchmark, Evaluation
+
+Rule = Literal["all_incorrect", "none_correct"]
+
+
+@dataclass(frozen=True)
+class AnswerRule:
+    """How Stage I (``gating.rule``) and Stage III (``gating.oracle_rule``) read the gating
+    models' SimpleQA grades: which grades count as a model answering the question. Stage I
+    drops a sample on such a grade given no context; Stage III keeps one on it given the gold
+    evidence (a model that answers settles the sample). Its texts are the one statement of
+    its meaning the ledger, the card and the plan use."""
+
+    name: Rule
+    answering: tuple[str, ...]  # the grades that count as answering
+    stage_i: str  # the card's reading of ``gating.rule``
+    stage_iii: str  # the card's reading of ``gating.oracle_rule``
+    gold_drop: str  # the ledger's reason for a Stage III drop
+    gate_drop: str  # the ledger's reason for a Stage I drop, ``{model}`` being the model that answered
+
+    def answered(self, grade: str) -> bool:
+        return grade in self.answering
+
+
+RULES: dict[str, AnswerRule] = {rule.name: rule for rule in (
+    AnswerRule("all_incorrect", ("CORRECT", "NOT_ATTEMPTED"),  # eq. 4 of the main text: a NOT_ATTEMPTED answers too
+               stage_i="a sample is kept only when every gating model is INCORRECT without context (the paper's)",
+               stage_iii="a sample is discarded only when every gating model is INCORRECT with the gold evidence",
+               gold_drop="every model answered INCORRECT even with the gold contexts",
+               gate_drop="{model} was not judged INCORRECT"),
+    AnswerRule("none_correct", ("CORRECT",),  # the appendix pseudo-code as OCR'd
+               stage_i="a sample is kept unless some gating model is CORRECT without context",
+               stage_iii="a sample is discarded unless some gating model is CORRECT with the gold evidence",
+               gold_drop="no model answered CORRECT even with the gold contexts",
+               gate_drop="{model} answered CORRECT"),
+)}
+
+
+def answer_rule(name: str, what: str) -> AnswerRule:
+    """The rule ``name``; ``what`` names the config setting it came from in the error."""
+    try:
+        return RULES[name]
+    except KeyError:
+        raise ConfigError(f"unknown {what} rule {name!r}; known: {', '.join(RULES)}") from None
+
+
+class GatingConfig(StrictModel):
+    """The gating models and the two rules that read their grades (see gating/parametric.py
+    for Stage I and annotation/deflectionbench/oracle.py for Stage III solvability)."""
+
+    pool: list[str] = Field(min_length=1)  # ordered keys of Settings.models
+    rule: Rule = "all_incorrect"  # Stage I: keep only if every model is INCORRECT without context
+    oracle_rule: Rule = "all_incorrect"  # Stage III: discard only if every model is INCORRECT with gold
+    # Stage I and III prompts ask for a best guess when unsure (not the paper's: an abstention,
+    # which drops a Stage I sample, then tends to become an INCORRECT answer, which keeps it)
+    force_guess: bool = False
+
+
+PromptName = Literal["parametric", "evidence", "best_guess", "eval_system",
+                     "abstention_none", "abstention_soft", "abstention_moderate", "abstention_severe"]
+
+
+class PromptFile(StrictModel):
+    """DeflectionBench's prompt templates from a YAML file mapping template names
+    (gating/prompts.py) to their text; a name left out keeps its built-in text.
+
+    Written in a config as the file's path. ``load_config`` reads the file and keeps its
+    ``templates`` and ``sha256`` here, so the resolved config (and a release's manifest)
+    holds the exact wording a run used, and a re-curation needs no copy of the file."""
+
+    file: Path
+    sha256: str | None = None
+    templates: dict[PromptName, str] | None = None  # None until the file is read
+
+    @model_validator(mode="before")
+    @classmethod
+    def _path(cls, value: Any) -> Any:
+        return {"file": value} if isinstance(value, (str, Path)) else value
+
+    @field_validator("templates")
+    @classmethod
+    def _texts(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        empty = sorted(name for name, text in (value or {}).items() if not text.strip())
+        if empty:
+            raise ValueError(f"empty prompt {'template' if len(empty) == 1 else 'templates'} {empty}")
+        return value
+
+    def read(self) -> "PromptFile":
+        """This spec with the file's templates and sha256 (unchanged if they are already here)."""
+        if self.templates is not None:
+            return self
+        try:
+            raw = self.file.read_bytes()
+            data = yaml.safe_load(raw)
+        except OSError as exc:
+            raise ConfigError(f"prompt templates {self.file}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"prompt templates {self.file} is not valid YAML: {exc}".replace("\n", " ")) from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"prompt templates {self.file}: expected a mapping of template names to text")
+        try:
+            return PromptFile(file=self.file, sha256=hashlib.sha256(raw).hexdigest(), templates=data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"prompt templates {self.file}: {where}: {first['msg']}") from None
+
+
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+MiningStrategy = Literal["image_to_text", "image_to_image_pages", "image_to_image", "source"]
+
+
+class SourceMining(StrictModel):
+    """How Stage II finds one source's negatives (annotation/deflectionbench/mining.py; seed 003,
+    appendix "Knowledge pairing"): ``image_to_text`` (KB pages retrieved for the query, the top
+    ``top_k`` cut into passages and reranked), ``image_to_image_pages`` (KB pages whose first image
+    is nearest the query image, the top ``top_k`` cut and reranked), ``image_to_image`` (the
+    ``top_k`` nearest images of the source's own pool, gold excluded) or ``source`` (the
+    negatives the source provides; no retrieval)."""
+
+    strategy: MiningStrategy
+    top_k: int = Field(default=10, ge=1, le=1000)
+
+
+# the strategies that may search the KB's pages by text embedding (image_to_image_pages does when the KB names no
+# page image)
+PAGE_STRATEGIES = ("image_to_text", "image_to_image_pages")
+# the appendix's paragraph on retrieval per dataset (seed 003)
+PAPER_MINING: dict[str, SourceMining] = {
+    "infoseek": SourceMining(strategy="image_to_text", top_k=10),
+    "viquae": SourceMining(strategy="image_to_text", top_k=10),
+    "evqa": SourceMining(strategy="image_to_image_pages", top_k=5),
+    "mragbench": SourceMining(strategy="image_to_image", top_k=20),
+    "webqa": SourceMining(strategy="source"),
+    "mmdocrag": SourceMining(strategy="source"),
+}
+
+
+class TopicsConfig(StrictModel):
+    """The topic distribution before and after curation (seed 003, appendix C: BERTopic over
+    question embeddings, reduced with UMAP, clustered with HDBSCAN "using cluster probability
+    scores"; releases/topics.py, releases/topic_model.py).
+
+    ``reading``: ``bertopic`` (the paper's) or ``source_fields`` (each source's own category
+    field). UMAP and HDBSCAN sizes are BERTopic's defaults, capped for small pools (see
+    ``topic_model.adapted``); below ``min_samples`` questions the source fields are read instead,
+    and the card says so. ``outliers: probabilities`` gives HDBSCAN's outliers their most probable
+    cluster (our reading of "using cluster probability scores"); ``keep`` leaves them a topic of
+    their own. The paper embeds with OpenAI text-embedding-3-large; ``text_encoder`` stands in."""
+
+    reading: Literal["bertopic", "source_fields"] = "bertopic"
+    text_encoder: TextEncoderSpec = MiniLM()
+    min_samples: int = Field(default=20, ge=5, le=1_000_000)
+    n_neighbors: int = Field(default=15, ge=2, le=200)  # UMAP (BERTopic's default 15)
+    n_components: int = Field(default=5, ge=2, le=100)  # UMAP (BERTopic's default 5)
+    min_cluster_size: int = Field(default=10, ge=2, le=100_000)  # HDBSCAN (BERTopic's default 10)
+    outliers: Literal["probabilities", "keep"] = "probabilities"
+
+
+class DeflectionBenchConfig(BenchmarkSection):
+    sources: Sources
+    gating: GatingConfig
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    prompts: PromptFile | None = None  # None: the built-in templates of gating/prompts.py
+    # per source, how Stage II finds negatives; a source left out keeps the paper's (PAPER_MINING)
+    mining: dict[str, SourceMining] = Field(default_factory=lambda: dict(PAPER_MINING))
+    topics: TopicsConfig = Field(default_factory=TopicsConfig)
+    k_min: int = Field(default=5, ge=1)
+    seed: int = Field(default=0, ge=0)
+    version: str = "1.0.0"
+    source_mix: dict[str, tuple[Share, Share]] = Field(default_factory=dict)  # source -> (min, max) share
+
+    @field_validator("mining")
+    @classmethod
+    def _paper_mining(cls, value: dict[str, SourceMining]) -> dict[str, SourceMining]:
+        return {**PAPER_MINING, **value}
+
+    @model_validator(mode="after")
+    def _every_source_mined(self) -> "DeflectionBenchConfig":
+        missing = sorted({spec.name for spec in self.sources} - set(self.mining))
+        if missing:
+            raise ValueError(f"no mining strategy for source(s) {missing}: add deflectionbench.mining.<source>: "
+                             "{strategy: image_to_text|image_to_image_pages|image_to_image|source, top_k: N}")
+        return self
+
+    @field_validator("source_mix")
+    @classmethod
+    def _low_high(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        bad = {name: pair for name, pair in value.items() if pair[0] > pair[1]}
+        if bad:
+            raise ValueError(f"each share range is (min, max) with min <= max, got {bad}")
+        return value
+
+    def read_files(self, where: str) -> None:
+        """Read the prompt-template file (after its path is resolved)."""
+        if self.prompts is not None:
+            try:
+                self.prompts = self.prompts.read()
+            except ConfigError as exc:
+                raise ConfigError(f"{where}.prompts: {exc}") from None
+
+    def roles(self, judge: str | None) -> list[tuple[str, str]]:
+        return [("gating", name) for name in self.gating.pool] + ([("judge", judge)] if judge else [])
+
+    def recuration_roles(self) -> tuple[str, ...]:
+        return ("gating",)
+
+    def add_recuration_model(self, role: str, name: str) -> None:
+        """A new gating model joins the pool after the models the release was made with."""
+        if name not in self.gating.pool:
+            self.gating.pool = [*self.gating.pool, name]
+
+
+TABLE4_NEGATIVES = 2  # seed 003, Table 4's caption: "The number of negatives is fixed at 2"
+MAX_NEGATIVES = 10  # Figure 3 varies the number of negatives from 1 to 10
+
+
+class Decoding(StrictModel):
+    """The evaluated model's sampling in a DeflectionBench evaluation (seed 003, 4.1: "using top-p =
+    1.0, repetition penalty 1.05, and temperature 0.2"). ``override: true`` answers with these values
+    whatever the model spec says; ``false`` keeps the model spec's own (the paper queries closed APIs
+    "with their default decoding settings"). The table notes say which ran and what a backend
+    could not set."""
+
+    temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    repetition_penalty: float = Field(default=1.05, gt=0.0, le=2.0)
+    override: bool = True
+
+
+class DeflectionEvalConfig(Section):
+    """DeflectionBench's evaluation (evaluation/scenarios.py, evaluation/report.py)."""
+
+    # n of Table 4's realistic and adversarial rows (per scenario, per source, CRAG); the other
+    # n a run asks for go to the sweep table (Figure 3)
+    table_negatives: int = Field(default=TABLE4_NEGATIVES, ge=1, le=MAX_NEGATIVES)
+    decoding: Decoding = Field(default_factory=Decoding)
+
+
+class VerifyFirstConfig(Section):
+    """Who routes and who checks in ``--system verify-first`` (CRUISE's gate on DeflectionBench):
+    None is the answering model (as in CRUISE); ``verifier: lexical`` is the offline stand-in for
+    the consistency judge and the chain of verification (``evaluation.verify_first``)."""
+
+    router: str | None = None
+    verifier: str | None = None
+
+    def references(self, judge: str | None) -> list[str]:
+        return [name for name in (self.router, self.verifier) if name and name != "lexical"]
+
 
 BENCHMARK = Benchmark(
     name="deflectionbench",
+    config=DeflectionBenchConfig,
+    evaluation_config=DeflectionEvalConfig,
+    evaluation_sections={"verify_first": VerifyFirstConfig},
     title="VLM-DeflectionBench (Algorithm 1) and publish a validated release",
     paper="003_26e6cf169dd21fb6.txt",
     sources=("infoseek", "evqa", "webqa", "mmdocrag", "mragbench", "viquae"),

@@ -5,10 +5,59 @@ count, position, color), Kestrel's MME-Hallucination, read as probes of the same
 plain or through Kestrel's loop."""
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from mmcurate.core.config import BenchmarkSection, ClaimGate, Section, Sources, StrictModel
+from mmcurate.core.specs import GroundingSpec, Saliency, SegmenterSpec, model_names
+
 from .benchmark import Benchmark, Evaluation
+
+
+class PopeConfig(BenchmarkSection):
+    """POPE probes (Kestrel's benchmark, seed 000 4.1; see flows/pope.py): published POPE files
+    (source ``pope``) or probes built from object annotations (``pope_objects``)."""
+
+    sources: Sources
+    seed: int = 0  # which surplus probes go when a split is unbalanced
+    version: str = "1.0.0"
+
+    def roles(self, judge: str | None) -> list[tuple[str, str]]:
+        return []  # curating probes asks no model
+
+
+class KestrelConfig(StrictModel):
+    """Kestrel's loop around the evaluated model (seed 000; ``evaluation.kestrel``): the grounding
+    agent, who verifies, the change gate and the rounds (``gate``), and the optional Yes-guard."""
+
+    grounding: GroundingSpec | None = None  # the grounding agent; needed for --system kestrel
+    segmenter: SegmenterSpec | None = None  # SAM 2 masks for the grounded instances (segmentation overlays)
+    verifier: str | None = None  # None: the evaluated model judges the evidence (the paper's LVLM-as-a-judge)
+    gate: ClaimGate = Field(default_factory=ClaimGate)  # per-type thresholds in [0.82, 0.90], 3 rounds, 2 stable
+    yes_guard: bool = False  # the appendix's optional check of an initial Yes (off in the main text)
+    zoom: float = Field(default=2.0, ge=1.0, le=8.0)  # crop-and-zoom enlargement of a target's union box
+
+    @field_validator("grounding")
+    @classmethod
+    def _looks_for_targets(cls, value: Any) -> Any:
+        if isinstance(value, Saliency):
+            raise ValueError("kestrel grounding must look for the claim's targets; 'saliency' ignores them "
+                             "(use 'boxes:<regions>' or 'pointing:<model>')")
+        return value
+
+
+class PopeEvalConfig(Section):
+    kestrel: KestrelConfig = Field(default_factory=KestrelConfig)
+
+    def references(self, judge: str | None) -> list[str]:
+        return model_names(self.kestrel.grounding) + ([self.kestrel.verifier] if self.kestrel.verifier else [])
+
 
 BENCHMARK = Benchmark(
     name="pope",
+    config=PopeConfig,
+    evaluation_config=PopeEvalConfig,
     title="POPE and MME-Hallucination probes (object-hallucination yes/no questions; published files, or built "
           "from object annotations)",
     paper="000_2a76f793a2e194d6.txt",
@@ -17,7 +66,7 @@ BENCHMARK = Benchmark(
     curate="mmcurate.flows.pope:pope",
     evaluation=Evaluation(
         steps="mmcurate.flows.evaluate_pope:evaluate_pope",
-        options=("system",),
+        options=("system", "oracle_grounding"),
         check="mmcurate.evaluation.pope:run_options",
         refuse="mmcurate.evaluation.pope:refuse_unrunnable",
     ),

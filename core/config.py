@@ -1,7 +1,8 @@
 """Typed configuration: one YAML file per pipeline setting, overridable from the environment.
 
 Precedence, highest first: keyword overrides, ``MMCURATE_*`` environment variables
-(nested with ``__``, e.g. ``MMCURATE_DEFLECTIONBENCH__K_MIN=3``), then the YAML file.
+(nested with ``__``, e.g. ``MMCURATE_<SECTION>__K_MIN=3`` for a field of a benchmark's section),
+then the YAML file.
 A model is named in a variable by its name with every character other than a letter or a
 digit written as ``_`` (shells allow no ``-`` in a variable name), in any case:
 ``MMCURATE_MODELS__SMOLLM2_WARM__MAX_TOKENS=16`` reaches the model ``smollm2-warm``.
@@ -12,15 +13,16 @@ block that holds its key.
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from abc import abstractmethod
+from collections.abc import Mapping
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -30,40 +32,15 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
-from .plural import counted
-from .specs import (
-    CaptionSpec,
-    ClaimExtractorSpec,
-    CutoffSpec,
-    Descriptor,
-    EntailmentSpec,
-    GraderSpec,
-    GroundingSpec,
-    Heuristic,
-    ImageEncoderSpec,
-    CrossModalSpec,
-    KBSpec,
-    LabellerSpec,
-    LLM,
-    Lexical,
-    MadCutoff,
-    MiniLM,
-    RerankerSpec,
-    Saliency,
-    SegmenterSpec,
-    Template,
-    TextEncoderSpec,
-    WikiOffline,
-    model_names,
-)
-from .visual_prompts import COLORS, MARK_TYPES, Color, MarkType
+from .plural import counted, listed
+from .specs import Descriptor, ImageEncoderSpec, KBSpec, MiniLM, RerankerSpec, TextEncoderSpec, WikiOffline
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ModelSpec(_Strict):
+class ModelSpec(StrictModel):
     """One model as the pipeline sees it. ``name`` is its id in ledgers and caches."""
 
     name: str
@@ -97,8 +74,10 @@ class ModelSpec(_Strict):
     # cost plan (``mmcurate plan``; defaults and their sources in planning/throughput.py)
     tokens_per_second: float | None = Field(default=None, gt=0)  # per GPU, prompt + completion; None: by size
     image_tokens: int = Field(default=256, ge=0)  # prompt tokens one image costs this model
-    price_input_per_mtok: float = Field(default=0.0, ge=0)  # USD per 1M prompt tokens (0: local model)
-    price_output_per_mtok: float = Field(default=0.0, ge=0)  # USD per 1M completion tokens
+    # USD per 1M prompt / completion tokens; None: not set (a local model costs GPU-hours, not money;
+    # a hosted API's cost is then unknown: planning.throughput.cost)
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _backend_fields(self) -> "ModelSpec":
@@ -122,7 +101,7 @@ class ModelSpec(_Strict):
         }
 
 
-class JudgeSpec(_Strict):
+class JudgeSpec(StrictModel):
     """``lexical``: the embedded deterministic judge. ``llm``: pre-judge, then ``model``."""
 
     kind: Literal["lexical", "llm"] = "lexical"
@@ -135,7 +114,7 @@ class JudgeSpec(_Strict):
         return self
 
 
-class SourceSpec(_Strict):
+class SourceSpec(StrictModel):
     name: str  # adapter name: reddit, infoseek, evqa, webqa, mmdocrag, mragbench, viquae
     root: Path
     images: Path | None = None
@@ -143,14 +122,19 @@ class SourceSpec(_Strict):
     limit: int | None = Field(default=None, ge=1)  # curate only the first N ingested samples (dry runs, demos)
 
 
+# every benchmark's list of sources, one rule: an empty list is refused at load ("<benchmark>.sources:
+# List should have at least 1 item"), before any run starts
+Sources = Annotated[list[SourceSpec], Field(min_length=1)]
+
+
 LeakageFilter = Literal["none", "answer", "answer_or_overlap"]
 
 
-class RetrievalConfig(_Strict):
+class RetrievalConfig(StrictModel):
     """Stage II of DeflectionBench: what is searched, with which encoders, how it is cut.
 
     ``leakage_filter`` names which mined passages are removed before reranking besides the
-    gold contexts themselves (annotation/deflectionbench/mining.py): ``none`` (the paper's eq. 2;
+    gold contexts themselves (DeflectionBench's ``mining.py``): ``none`` (the paper's eq. 2;
     leaks are left to the eq. 5 distractor check), ``answer`` (also passages holding a gold
     answer) or ``answer_or_overlap`` (also passages overlapping a gold text)."""
 
@@ -158,8 +142,6 @@ class RetrievalConfig(_Strict):
     image_encoder: ImageEncoderSpec = Descriptor()
     kb: KBSpec = WikiOffline()  # documents {doc_id, title, text} (see retrieval.kb)
     kb_limit: int | None = Field(default=None, ge=1)  # use only the first N KB documents (demo speed)
-    top_pages: int = Field(default=10, ge=0)
-    top_images: int = Field(default=10, ge=0)
     chunk_unit: Literal["tokens", "words"] = "tokens"
     chunk_size: int = Field(default=250, ge=1)
     chunk_overlap: int = Field(default=32, ge=0)
@@ -172,6 +154,15 @@ class RetrievalConfig(_Strict):
     # pages the text encoder embeds per second, for `mmcurate plan` (default: planning.throughput)
     encoder_pages_per_second: float | None = Field(default=None, gt=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, value: Any) -> Any:
+        moved = sorted({"top_pages", "top_images"} & set(value)) if isinstance(value, dict) else []
+        if moved:
+            raise ValueError(f"{', '.join(moved)} moved to deflectionbench.mining.<source>.top_k (seed 003 retrieves "
+                             "per source: see annotation/deflectionbench/mining.py)")
+        return value
+
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "RetrievalConfig":
         if self.chunk_overlap >= self.chunk_size:
@@ -179,82 +170,30 @@ class RetrievalConfig(_Strict):
         return self
 
 
-Rule = Literal["all_incorrect", "none_correct"]
+
+class Section(StrictModel):
+    """A part of the config a benchmark registers (``register_sections``): its own section, its
+    section under ``evaluation``, or another it owns. Loading checks the models it names."""
+
+    def references(self, judge: str | None) -> list[str]:
+        """The models this section names (each must be defined under ``models``); ``judge`` is
+        the config's judge model, if the judge is one."""
+        return []
+
+    def check_models(self, models: Mapping[str, ModelSpec]) -> None:
+        """Raise ValueError when a model it names cannot serve its role (called once every name
+        is known to be defined)."""
+
+    def read_files(self, where: str) -> None:
+        """Read the files it names, once its paths are resolved; ``where`` is its config path
+        (for the error)."""
 
 
-class GatingConfig(_Strict):
-    """The gating models and the two rules that read their grades (see gating/parametric.py
-    for Stage I and annotation/deflectionbench/oracle.py for Stage III solvability)."""
-
-    pool: list[str] = Field(min_length=1)  # ordered keys of Settings.models
-    rule: Rule = "all_incorrect"  # Stage I: keep only if every model is INCORRECT without context
-    oracle_rule: Rule = "all_incorrect"  # Stage III: discard only if every model is INCORRECT with gold
-    # Stage I and III prompts ask for a best guess when unsure (not the paper's: an abstention,
-    # which drops a Stage I sample, then tends to become an INCORRECT answer, which keeps it)
-    force_guess: bool = False
-
-
-PromptName = Literal["parametric", "evidence", "best_guess", "eval_system",
-                     "abstention_none", "abstention_soft", "abstention_moderate", "abstention_severe"]
-
-
-class PromptFile(_Strict):
-    """DeflectionBench's prompt templates from a YAML file mapping template names
-    (gating/prompts.py) to their text; a name left out keeps its built-in text.
-
-    Written in a config as the file's path. ``load_config`` reads the file and keeps its
-    ``templates`` and ``sha256`` here, so the resolved config (and a release's manifest)
-    holds the exact wording a run used, and a re-curation needs no copy of the file."""
-
-    file: Path
-    sha256: str | None = None
-    templates: dict[PromptName, str] | None = None  # None until the file is read
-
-    @model_validator(mode="before")
-    @classmethod
-    def _path(cls, value: Any) -> Any:
-        return {"file": value} if isinstance(value, (str, Path)) else value
-
-    @field_validator("templates")
-    @classmethod
-    def _texts(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        empty = sorted(name for name, text in (value or {}).items() if not text.strip())
-        if empty:
-            raise ValueError(f"empty prompt {'template' if len(empty) == 1 else 'templates'} {empty}")
-        return value
-
-    def read(self) -> "PromptFile":
-        """This spec with the file's templates and sha256 (unchanged if they are already here)."""
-        if self.templates is not None:
-            return self
-        try:
-            raw = self.file.read_bytes()
-            data = yaml.safe_load(raw)
-        except OSError as exc:
-            raise ConfigError(f"prompt templates {self.file}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"prompt templates {self.file} is not valid YAML: {exc}".replace("\n", " ")) from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"prompt templates {self.file}: expected a mapping of template names to text")
-        try:
-            return PromptFile(file=self.file, sha256=hashlib.sha256(raw).hexdigest(), templates=data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"prompt templates {self.file}: {where}: {first['msg']}") from None
-
-
-Share = Annotated[float, Field(ge=0.0, le=1.0)]
-# every benchmark's list of sources, one rule: an empty list is refused at load ("<benchmark>.sources:
-# List should have at least 1 item"), before any run starts
-Sources = Annotated[list[SourceSpec], Field(min_length=1)]
-
-
-class BenchmarkSection(_Strict):
-    """A benchmark's section of the config: its sources and the models its curation asks."""
+class BenchmarkSection(Section):
+    """A benchmark's own section of the config: its sources and the models its curation asks."""
 
     def sources_at(self, name: str) -> list[tuple[str, SourceSpec]]:
-        """(config path, spec) of every source, e.g. ``("reflectv.sources[2]", spec)``; ``name``
+        """(config path, spec) of every source, e.g. ``("<name>.sources[2]", spec)``; ``name``
         is the section's name."""
         return [(f"{name}.sources[{i}]", spec) for i, spec in enumerate(getattr(self, "sources"))]
 
@@ -262,6 +201,9 @@ class BenchmarkSection(_Strict):
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
         """(role, model name) of every model the curation asks, in pipeline order; ``judge``
         is the config's judge model, if the judge is one."""
+
+    def references(self, judge: str | None) -> list[str]:
+        return [name for _, name in self.roles(judge)]
 
     def recuration_roles(self) -> tuple[str, ...]:
         """The roles a re-curation can give new models (``--add-model ROLE=SPEC``), the default
@@ -273,42 +215,12 @@ class BenchmarkSection(_Strict):
         raise ConfigError(f"{type(self).__name__} takes no re-curation models")
 
 
-class DeflectionBenchConfig(BenchmarkSection):
-    sources: Sources
-    gating: GatingConfig
-    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
-    prompts: PromptFile | None = None  # None: the built-in templates of gating/prompts.py
-    k_min: int = Field(default=5, ge=1)
-    seed: int = Field(default=0, ge=0)
-    version: str = "1.0.0"
-    source_mix: dict[str, tuple[Share, Share]] = Field(default_factory=dict)  # source -> (min, max) share
-
-    @field_validator("source_mix")
-    @classmethod
-    def _low_high(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
-        bad = {name: pair for name, pair in value.items() if pair[0] > pair[1]}
-        if bad:
-            raise ValueError(f"each share range is (min, max) with min <= max, got {bad}")
-        return value
-
-    def roles(self, judge: str | None) -> list[tuple[str, str]]:
-        return [("gating", name) for name in self.gating.pool] + ([("judge", judge)] if judge else [])
-
-    def recuration_roles(self) -> tuple[str, ...]:
-        return ("gating",)
-
-    def add_recuration_model(self, role: str, name: str) -> None:
-        """A new gating model joins the pool after the models the release was made with."""
-        if name not in self.gating.pool:
-            self.gating.pool = [*self.gating.pool, name]
-
-
 ClaimType = Literal["existence", "colour", "count", "position"]
 CLAIM_THRESHOLDS: dict[str, float] = {"existence": 0.82, "colour": 0.86, "count": 0.90, "position": 0.86}
 THRESHOLD_RANGE = (0.82, 0.90)  # Kestrel's per-type thresholds lie in this range (seed 000, L137)
 
 
-class ClaimGate(_Strict):
+class ClaimGate(StrictModel):
     """Kestrel's change gate (``judging.claims``): a claim is confident at or above its type's
     threshold; at most ``max_rounds`` verification rounds, stopping after ``stable_rounds``
     supported rounds in a row. Types left out of ``thresholds`` keep their default."""
@@ -339,212 +251,7 @@ class ClaimGate(_Strict):
         return self
 
 
-class SentenceVerification(_Strict):
-    """RefLVQA's optional Kestrel stage (``annotation.reflvqa.verification``): typed claims from
-    every fact-checkable sentence, checked by ``verifier`` against the sentence's retrieved text
-    documents; a sentence's citations change only through the gate."""
-
-    verifier: str = Field(min_length=1)  # a model of the config; replies with JSON records
-    claims: ClaimExtractorSpec = Heuristic()  # 'heuristic' (rule-based stand-in) or a model name
-    gate: ClaimGate = Field(default_factory=ClaimGate)
-
-
-class RefLVQAConfig(BenchmarkSection):
-    @field_validator("text_corpus", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
-
-    source: SourceSpec
-    cross_modal_encoder: CrossModalSpec | None = None  # None skips the image-relevance filter
-    distractor_images: int = Field(default=100, ge=0)
-    relevance_top_k: int = Field(default=10, ge=1)
-    inspectors: list[str] = Field(default_factory=list)  # text-only models
-    evaluator: GraderSpec | None = None  # grades inspector answers right/wrong
-    max_right_inspectors: int = Field(default=1, ge=0)
-    factcheck_model: LabellerSpec | None = None  # marks fact-checkable sentences
-    text_corpus: list[KBSpec] = Field(default_factory=lambda: [WikiOffline()])  # searched as one
-    text_corpus_limit: int | None = Field(default=None, ge=1)
-    image_corpus: Path | None = None  # folder of images; None: the posts' own images
-    top_text: int = Field(default=5, ge=1)
-    top_images: int = Field(default=5, ge=0)
-    cutoff: CutoffSpec | None = None  # cut each sentence's top_text documents before entailment
-    text_entailment: EntailmentSpec = Lexical()
-    image_entailment: str | None = None  # a vision model name; None: image citations skipped
-    verification: SentenceVerification | None = None  # None: no claim-level verification
-    seed: int = Field(default=0, ge=0)
-    version: str = "1.0.0"
-
-    def sources_at(self, name: str) -> list[tuple[str, SourceSpec]]:
-        return [(f"{name}.source", self.source)]
-
-    def roles(self, judge: str | None) -> list[tuple[str, str]]:
-        roles = {"inspector": self.inspectors, "evaluator": model_names(self.evaluator),
-                 "factcheck": model_names(self.factcheck_model),
-                 "image_entailment": [self.image_entailment] if self.image_entailment else [],
-                 "text_entailment": model_names(self.text_entailment),
-                 "claim_verifier": [self.verification.verifier] if self.verification else [],
-                 "claim_extractor": model_names(self.verification.claims) if self.verification else []}
-        return [(role, name) for role, names in roles.items() for name in names]
-
-    def recuration_roles(self) -> tuple[str, ...]:
-        return ("inspector", "text_entailment")
-
-    def add_recuration_model(self, role: str, name: str) -> None:
-        """A new inspector joins the others (the necessity rule counts it); a new text
-        entailment model replaces the judge of the citations (``llm:<name>``)."""
-        if role == "inspector":
-            if name not in self.inspectors:
-                self.inspectors = [*self.inspectors, name]
-        else:
-            self.text_entailment = LLM(model=name)
-
-
-class Evaluators(_Strict):
-    """Who grades RefLVQA answers, per metric: ``lexical[:<threshold>]`` (the offline
-    token-overlap stand-in, named in every output) or a model name. A single string sets all three."""
-
-    groundedness: GraderSpec = Lexical()
-    completeness: GraderSpec = Lexical()
-    relevance: GraderSpec = Lexical()
-
-
-class RefLVQAEvalConfig(_Strict):
-    """RefLVQA's evaluation grid (evaluation/reflvqa.py): per search query retrieve
-    ``candidates``, rerank, keep ``top_k``; the readings the paper leaves open are named here."""
-
-    @field_validator("evaluators", mode="before")
-    @classmethod
-    def _one_for_all(cls, value: Any) -> Any:
-        return {"groundedness": value, "completeness": value, "relevance": value} if isinstance(value, str) else value
-
-    top_k: int = Field(default=5, ge=1)  # K documents per search query (the paper's K = 5)
-    cutoff: CutoffSpec | None = None  # e.g. 'mad' (CRUISE's MAD rule) in top_k's place; None: the fixed top_k
-    candidates: int = Field(default=100, ge=1)
-    text_encoder: TextEncoderSpec = MiniLM()
-    cross_modal_encoder: CrossModalSpec | None = None  # None: image documents found by their source captions
-    # 'average': query with the mean of the query-text and question-image embeddings wherever the
-    # encoder embeds images (the paper's MM-Embed reading, Table 4); 'text': the query text alone
-    query_embedding: Literal["average", "text"] = "average"
-    reranker: RerankerSpec = MiniLM()
-    doc_chars: int = Field(default=2000, ge=1)  # a document's text is cut to this for the answering model
-    query_max_tokens: int = Field(default=32, ge=1)  # reply budget per search query the model writes
-    answer_max_tokens: int = Field(default=512, ge=1)
-    # Two-step MultiRAG: 'shared' splits MultiRAG's documents by modality (Table 5 retrieves the
-    # same for both); 'per_modality' takes TextRAG's and ImageRAG's documents
-    two_step_documents: Literal["shared", "per_modality"] = "shared"
-    # Two-step: a vision model of the config writes each image document's caption; None: the
-    # caption the document's source gives it (title, alt text), a stand-in named in the table
-    captioner: str | None = Field(default=None, min_length=1)
-    caption_max_tokens: int = Field(default=128, ge=1)
-    evaluators: Evaluators = Field(default_factory=Evaluators)
-    # 'per_answer': Mean, @1.0 and @0.5 per answer, then the mean over answers (004 section 4.2);
-    # 'pooled': over the sentence grades of all answers pooled
-    score_average: Literal["per_answer", "pooled"] = "per_answer"
-    # 'keep': the N x K documents as retrieved, each with its own number (004 section 4, Table 5's
-    # N = 4 row retrieves 20); 'merge': a document several queries found shown once
-    duplicates: Literal["keep", "merge"] = "keep"
-    # 'verified': the QA pairs with human-verified sentences (004 section 3.3, what section 5
-    # evaluates), read from verified_labels; without labels every pair, said in the notes; 'all'
-    subset: Literal["verified", "all"] = "verified"
-    verified_labels: Path | None = None  # human_verified.parquet of `mmcurate annotate import`, or its folder
-    # image-self-refine (004 appendix C.1): "finalized when the combined score reaches 6 or when
-    # three iterations have been completed" (scores 0-9: three traits of 0-3, Table 18)
-    self_refine_stop: int = Field(default=6, ge=0, le=9)
-    self_refine_rounds: int = Field(default=3, ge=1, le=10)
-
-
-class KestrelConfig(_Strict):
-    """Kestrel's loop around the evaluated model (seed 000; ``evaluation.kestrel``): the grounding
-    agent, who verifies, the change gate and the rounds (``gate``), and the optional Yes-guard."""
-
-    grounding: GroundingSpec | None = None  # the grounding agent; needed for --system kestrel
-    segmenter: SegmenterSpec | None = None  # SAM 2 masks for the grounded instances (segmentation overlays)
-    verifier: str | None = None  # None: the evaluated model judges the evidence (the paper's LVLM-as-a-judge)
-    gate: ClaimGate = Field(default_factory=ClaimGate)  # per-type thresholds in [0.82, 0.90], 3 rounds, 2 stable
-    yes_guard: bool = False  # the appendix's optional check of an initial Yes (off in the main text)
-    zoom: float = Field(default=2.0, ge=1.0, le=8.0)  # crop-and-zoom enlargement of a target's union box
-
-    @field_validator("grounding")
-    @classmethod
-    def _looks_for_targets(cls, value: Any) -> Any:
-        if isinstance(value, Saliency):
-            raise ValueError("kestrel grounding must look for the claim's targets; 'saliency' ignores them "
-                             "(use 'boxes:<regions>' or 'pointing:<model>')")
-        return value
-
-
-class PopeEvalConfig(_Strict):
-    kestrel: KestrelConfig = Field(default_factory=KestrelConfig)
-
-
-class EvaluationConfig(_Strict):
-    reflvqa: RefLVQAEvalConfig = Field(default_factory=RefLVQAEvalConfig)
-    pope: PopeEvalConfig = Field(default_factory=PopeEvalConfig)
-
-
-class ReflectVConfig(BenchmarkSection):
-    """MIRROR's ReflectV curation (seed paper 002, section 4): see flows/reflectv.py."""
-
-    sources: Sources  # image QA in published layouts, and ready-made FIRE dialogues
-    student: str | None = None  # answers the question (sees the image); None: only ingested dialogues
-    teacher: str | None = None  # sees the ground truth, replies "Score: N" and "Feedback: ..."
-    max_turns: int = Field(default=3, ge=1)  # student answers per dialogue at most
-    keywords: LabellerSpec = Heuristic()  # grounding keywords: a model, or the rule-based stand-in
-    rewriter: str  # rewrites teacher feedback as first-person reflection
-    grounding: GroundingSpec
-    segmenter: SegmenterSpec | None = None  # SAM 2 masks from the grounded points
-    captions: CaptionSpec = Template()  # inserts caption and marks into a reflection: a model, or 'template'
-    # a teacher's feedback that states the answer: the paper forbids revealing it only in the inserted
-    # caption (Figure 11), so such a chain is kept (False); True collapses it to a QA pair
-    collapse_revealing_feedback: bool = False
-    verifier: str  # vision model: do the marks show what the reflection names?
-    colors: list[Color] = Field(default_factory=lambda: list(COLORS), min_length=1)
-    mark_types: list[MarkType] = Field(default_factory=lambda: list(MARK_TYPES), min_length=1)
-    rho: float = Field(default=0.75, ge=0.0, le=1.0)  # share of multi-turn chains in the release
-    # how rho is reached (annotation/reflectv/formatting.py): by collapsing surplus chains only (002
-    # section 4.5, the paper's), or also by dropping surplus QA pairs when chains are too few
-    rho_rule: Literal["collapse", "collapse_or_drop"] = "collapse"
-    # the keyword of a dense-perception turn (Scene text, Document, Chart; 002 section 4.3: "we derive
-    # precise keywords from ground truth annotations"): from the ground truth (the paper's), or a subject
-    # phrase of the question that never states it (Figure 9's prompt alone)
-    dense_keywords: Literal["ground_truth", "question"] = "ground_truth"
-    # when the caption and marks go in (annotation/reflectv/wording.py): into the teacher's feedback
-    # before the first-person rewrite (002 Figures 11 then 12, the paper's), or into the rewrite after it
-    caption_order: Literal["before_rewrite", "after_rewrite"] = "before_rewrite"
-    seed: int = Field(default=0, ge=0)
-    version: str = "1.0.0"
-    # set by re-curation (``mmcurate recurate --add-model teacher=M`` / ``verifier=M``), not by
-    # a curation run: teachers that score the released dialogues again (the trajectory rules
-    # must hold under each) and vision models that check the released marks again (each must
-    # say yes to every marked turn); see flows/recurate_reflectv.py
-    recheck_teachers: list[str] = Field(default_factory=list)
-    recheck_verifiers: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _student_and_teacher(self) -> "ReflectVConfig":
-        if (self.student is None) != (self.teacher is None):
-            raise ValueError("reflectv needs both student and teacher, or neither (ingested dialogues only)")
-        return self
-
-    def roles(self, judge: str | None) -> list[tuple[str, str]]:
-        roles = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
-                 "rewriter": [self.rewriter], "pointing": model_names(self.grounding),
-                 "captions": model_names(self.captions), "verifier": [self.verifier],
-                 "judge": [judge], "recheck_teacher": self.recheck_teachers,
-                 "recheck_verifier": self.recheck_verifiers}
-        return [(role, name) for role, names in roles.items() for name in names if name]
-
-    def recuration_roles(self) -> tuple[str, ...]:
-        return ("verifier", "teacher")
-
-    def add_recuration_model(self, role: str, name: str) -> None:
-        field = "recheck_verifiers" if role == "verifier" else "recheck_teachers"
-        if name not in getattr(self, field):
-            setattr(self, field, [*getattr(self, field), name])
-
-
-class DedupConfig(_Strict):
+class DedupConfig(StrictModel):
     """Near-duplicates and leakage, checked on every release (``annotation/dedup.py``)."""
 
     image_distance: int = Field(default=4, ge=0, le=32)  # max Hamming distance of 64-bit perceptual hashes
@@ -555,82 +262,7 @@ class DedupConfig(_Strict):
     drop: bool = False  # drop samples whose question and image both nearly repeat another (else only flag)
 
 
-class CragMMConfig(BenchmarkSection):
-    """CRAG-MM, the benchmark CRUISE reports on (seed 001): its public single- and multi-turn
-    sets ingested (quarantine with reasons) and published unfiltered as a validated release."""
-
-    sources: Sources  # cragmm: the Hub snapshots of both sets under one root, or several roots
-    seed: int = 0
-    version: str = "1.0.0"
-
-    def roles(self, judge: str | None) -> list[tuple[str, str]]:
-        return []  # the curation asks no model
-
-
-class CragmmSearch(_Strict):
-    """The competition's search package (``cragmm-search-pipeline``, optional extra
-    ``mmcurate[cragmm-search]``) as CRUISE's retriever: ``UnifiedSearchPipeline`` arguments."""
-
-    image_model_name: str = Field(min_length=1)  # a CLIP model id or local folder
-    image_hf_dataset_id: str = Field(min_length=1)  # the image search index (a Hub dataset id)
-    text_model_name: str | None = None  # with web_hf_dataset_id: the web search
-    web_hf_dataset_id: str | None = None
-
-
-class CruiseConfig(_Strict):
-    """CRUISE's answering system on CRAG-MM (seed 001, section 3; ``evaluation.cruise``).
-
-    Models default to the answering model (the paper uses one VLM for the summary, the answers
-    and both checks, and a small LLM as router). ``search`` is eq. 3's branch: ``image`` (the
-    image knowledge graph, Task 1, the paper's reported setting), ``web`` (text search with
-    q' = q || s) or ``both`` (Tasks 2 and 3)."""
-
-    router: str | None = None
-    summariser: str | None = None  # eq. 1's query-aware image summary (needs a vision model)
-    search: Literal["image", "web", "both"] = "image"
-    image_index: Path | None = None  # folder with kg.jsonl: image -> entities (retrieval.cragmm_search)
-    web_index: KBSpec | None = None  # web pages {doc_id, title, text}
-    cragmm_search: CragmmSearch | None = None  # the competition's search package instead of the two above
-    image_encoder: ImageEncoderSpec = Descriptor()
-    text_encoder: TextEncoderSpec = MiniLM()
-    reranker: RerankerSpec = MiniLM()
-    kg_fields: list[str] = Field(default_factory=lambda: ["description", "caption", "summary"], min_length=1)
-    k_recall: int = Field(default=10, ge=1, le=100)  # K_recall of eq. 3
-    cutoff: CutoffSpec = Field(default_factory=MadCutoff)  # eq. 5-6: tau 0.1, lambda 1.5, K_rerank 3 (or top_k:K)
-    tau_ret: float = Field(default=0.5, ge=0.0, le=1.0)  # Algorithm 1's minimum retrieval score (no value in the paper)
-    retrieval_gate: Literal["score", "context"] = "score"  # S_ret < tau_ret, or the older "no context survived"
-    tau_low: float = Field(default=0.9, ge=0.0, le=1.0)  # verifier confidence with context
-    tau_high: float = Field(default=1.0, ge=0.0, le=1.0)  # without context
-    turn_seconds: float | None = Field(default=10.0, gt=0.0, le=3600.0)  # the per-turn budget; None: none
-    multi_turn_scoring: Literal["competition", "conversation"] = "competition"
-    summary_max_tokens: int = Field(default=64, ge=1, le=1024)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "CruiseConfig":
-        if self.tau_low > self.tau_high:
-            raise ValueError(f"cruise.tau_low ({self.tau_low}) must not exceed cruise.tau_high ({self.tau_high})")
-        if self.cragmm_search is None:
-            if self.search in ("image", "both") and self.image_index is None:
-                raise ValueError(f"cruise.search {self.search} needs cruise.image_index (or cruise.cragmm_search)")
-            if self.search in ("web", "both") and self.web_index is None:
-                raise ValueError(f"cruise.search {self.search} needs cruise.web_index (or cruise.cragmm_search)")
-        return self
-
-    def models(self) -> list[str]:
-        return [name for name in (self.router, self.summariser) if name]
-class PopeConfig(BenchmarkSection):
-    """POPE probes (Kestrel's benchmark, seed 000 4.1; see flows/pope.py): published POPE files
-    (source ``pope``) or probes built from object annotations (``pope_objects``)."""
-
-    sources: Sources
-    seed: int = 0  # which surplus probes go when a split is unbalanced
-    version: str = "1.0.0"
-
-    def roles(self, judge: str | None) -> list[tuple[str, str]]:
-        return []  # curating probes asks no model
-
-
-class TaskRunnerConfig(_Strict):
+class TaskRunnerConfig(StrictModel):
     kind: Literal["threads", "dask", "ray"] = "threads"
     address: str | None = None  # existing cluster; None starts a local one
     workers: int = Field(default=2, ge=1)
@@ -666,7 +298,11 @@ class _ModelEnv(EnvSettingsSource):
         return matches[0] if matches else key
 
 
-class Settings(BaseSettings):
+class CoreSettings(BaseSettings):
+    """The shared settings. ``Settings`` (``settings_type()``) adds one optional field per
+    registered benchmark section and an ``evaluation`` section holding the registered
+    evaluation sections: a benchmark brings its config with it, core names none."""
+
     model_config = SettingsConfigDict(
         env_prefix="MMCURATE_", env_nested_delimiter="__", extra="forbid"
     )
@@ -677,13 +313,6 @@ class Settings(BaseSettings):
     models: dict[str, ModelSpec] = Field(default_factory=dict)
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
     task_runner: TaskRunnerConfig = Field(default_factory=TaskRunnerConfig)
-    deflectionbench: DeflectionBenchConfig | None = None
-    reflvqa: RefLVQAConfig | None = None
-    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
-    reflectv: ReflectVConfig | None = None
-    cragmm: CragMMConfig | None = None
-    cruise: CruiseConfig | None = None  # CRUISE's answering system (evaluate --system cruise)
-    pope: PopeConfig | None = None
     dedup: DedupConfig = Field(default_factory=DedupConfig)
     # a Prefect notification block (``<type slug>/<name>``, e.g. slack-webhook/curation) told
     # the outcome of unattended runs (``mmcurate watch``, the scheduled watch deployment)
@@ -713,24 +342,25 @@ class Settings(BaseSettings):
         return data
 
     @model_validator(mode="after")
-    def _references(self) -> "Settings":
+    def _references(self) -> "CoreSettings":
+        parts = self.parts().values()
         wanted = [self.judge.model] if self.judge.model else []
-        wanted += [name for section in self.sections().values() for _, name in section.roles(self.judge.model)]
-        graders = self.evaluation.reflvqa.evaluators
-        for spec in (graders.groundedness, graders.completeness, graders.relevance):
-            wanted += model_names(spec)
-        wanted += self.cruise.models() if self.cruise else []
-        kestrel = self.evaluation.pope.kestrel
-        wanted += model_names(kestrel.grounding) + ([kestrel.verifier] if kestrel.verifier else [])
-        captioner = self.evaluation.reflvqa.captioner
-        wanted += [captioner] if captioner else []
+        wanted += [name for part in parts for name in part.references(self.judge.model)]
         missing = sorted(set(wanted) - set(self.models))
         if missing:
             raise ValueError(f"unknown {'model' if len(missing) == 1 else 'models'} {missing}; defined: {sorted(self.models)}")
-        if captioner and not self.models[captioner].vision:
-            raise ValueError(f"evaluation.reflvqa.captioner: model {captioner!r} does not see images (vision: false); "
-                             "name a vision model, or leave it unset for the source captions (a stand-in)")
+        for part in parts:
+            part.check_models(self.models)
         return self
+
+    def parts(self) -> dict[str, Section]:
+        """Every registered section this config has, by config path (``<section>``,
+        ``evaluation.<section>``)."""
+        found = {name: value for name in type(self).model_fields if isinstance(value := getattr(self, name), Section)}
+        evaluation = getattr(self, "evaluation", None)
+        for name in type(evaluation).model_fields if evaluation is not None else ():
+            found[f"evaluation.{name}"] = getattr(evaluation, name)
+        return found
 
     def roles(self, benchmark: str) -> list[tuple[str, str]]:
         """(role, model name) of every model the curation of ``benchmark`` asks, in pipeline order."""
@@ -748,7 +378,8 @@ class Settings(BaseSettings):
             return self.models[spec]
         path = Path(spec)
         if not path.is_file():
-            raise ConfigError(f"model {spec!r} is neither defined in the config ({sorted(self.models)}) nor a YAML file")
+            raise ConfigError(f"model {spec!r} is neither defined in the config ({listed(sorted(self.models))}) "
+                              "nor a YAML file")
         try:
             data = yaml.safe_load(path.read_text())
             model = model_from_file_data(data, path.parent)
@@ -762,14 +393,14 @@ class Settings(BaseSettings):
         return model
 
     def section(self, benchmark: str) -> Any:
-        """The config section of ``benchmark`` (e.g. ``deflectionbench``), or ConfigError."""
+        """The config section of ``benchmark`` (its registered name), or ConfigError."""
         section = getattr(self, benchmark, None)
         if section is None:
             raise ConfigError(f"the config has no '{benchmark}' section")
         return section
 
     def sources_of(self, benchmark: str) -> list[tuple[str, SourceSpec]]:
-        """(config path, spec) of every source of ``benchmark``, e.g. ``("reflectv.sources[2]", spec)``."""
+        """(config path, spec) of every source of ``benchmark``, e.g. ``("<benchmark>.sources[2]", spec)``."""
         return self.section(benchmark).sources_at(benchmark)
 
     def check_sources(self, benchmark: str) -> None:
@@ -799,21 +430,67 @@ class Settings(BaseSettings):
         """The fully resolved configuration as plain JSON-able data (for manifests)."""
         return self.model_dump(mode="json")
 
-    @classmethod
-    def from_resolved(cls, data: dict[str, Any], base: Path) -> "Settings":
+    @staticmethod
+    def from_resolved(data: dict[str, Any], base: Path) -> "CoreSettings":
         """Settings from ``resolved()`` data as a manifest records it (paths relative to the
         release folder ``base``), with environment overrides as ``load_config`` applies them."""
+        cls = settings_type()
         try:
             settings = cls(**data)
         except ValidationError as exc:
             first = exc.errors()[0]
             raise ConfigError(f"recorded config: {field_path(first['loc'])}: {first['msg']}") from None
         from_env = _leaves(_ModelEnv(cls, _model_keys(data))())
-        return _read_prompts(_resolve_paths(settings, base.resolve(), from_env))
+        return _read_files(_resolve_paths(settings, base.resolve(), from_env))
+
+
+_SECTIONS: dict[str, type[Section]] = {}  # top-level benchmark sections, by name
+_EVALUATION_SECTIONS: dict[str, type[Section]] = {}  # sections under ``evaluation``, by name
+
+
+def register_sections(sections: Mapping[str, type[Section]],
+                      evaluation: Mapping[str, type[Section]] | None = None) -> None:
+    """Add a benchmark's parts of the config (``benchmarks.register`` calls this): top-level
+    ``sections`` (each optional in a file) and sections under ``evaluation`` (defaults when a
+    file leaves them out). A name names one section class."""
+    taken = set(CoreSettings.model_fields) | {"evaluation"}
+    for registry, parts, prefix in ((_SECTIONS, sections, ""), (_EVALUATION_SECTIONS, evaluation or {}, "evaluation.")):
+        for name, model in parts.items():
+            if (prefix == "" and name in taken) or registry.get(name, model) is not model:
+                raise ConfigError(f"config section {prefix}{name} is taken; choose another name")
+            registry[name] = model
+
+
+def settings_type() -> type[CoreSettings]:
+    """The settings of every registered section (``Settings``), built once per set of sections."""
+    return _settings_type(tuple(_SECTIONS.items()), tuple(_EVALUATION_SECTIONS.items()))
+
+
+@cache
+def _settings_type(sections: tuple[tuple[str, type[Section]], ...],
+                   evaluation: tuple[tuple[str, type[Section]], ...]) -> type[CoreSettings]:
+    evaluation_cls = create_model("EvaluationConfig", __base__=StrictModel, __module__=__name__,
+                                  **{name: (model, Field(default_factory=model)) for name, model in evaluation})
+    return create_model("Settings", __base__=CoreSettings, __module__=__name__,
+                        evaluation=(evaluation_cls, Field(default_factory=evaluation_cls)),
+                        **{name: (model | None, None) for name, model in sections})
+
+
+if TYPE_CHECKING:
+    Settings = CoreSettings
+else:
+    def __getattr__(name: str) -> Any:
+        """``Settings``: the settings type of the sections registered so far (``settings_type``),
+        and its ``EvaluationConfig`` (so that pickle finds both by name)."""
+        if name == "Settings":
+            return settings_type()
+        if name == "EvaluationConfig":
+            return settings_type().model_fields["evaluation"].annotation
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def field_path(loc: tuple[Any, ...]) -> str:
-    """A pydantic error location as the config spells it: ``deflectionbench.sources[0].limit``."""
+    """A pydantic error location as the config spells it: ``<section>.sources[0].limit``."""
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
@@ -876,11 +553,10 @@ def bundled_config(name: str) -> Path:
     return path
 
 
-def _read_prompts(settings: Settings) -> Settings:
-    """Read the prompt-template file a DeflectionBench section names (after its path is resolved)."""
-    section = settings.deflectionbench
-    if section is not None and section.prompts is not None:
-        section.prompts = section.prompts.read()
+def _read_files(settings: CoreSettings) -> CoreSettings:
+    """Read the files the sections name (after their paths are resolved)."""
+    for where, part in settings.parts().items():
+        part.read_files(where)
     return settings
 
 
@@ -895,14 +571,16 @@ def read_yaml(path: Path, what: str) -> Any:
         raise ConfigError(f"{what} {path} is nested too deeply to read") from None
 
 
-def load_config(path: Path | str, **overrides: Any) -> Settings:
+def load_config(path: Path | str, **overrides: Any) -> CoreSettings:
     """Load ``path`` (YAML) with environment overrides; raise ConfigError with one clear line."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     data = read_yaml(path, "config")
 
-    class _FromFile(Settings):
+    settings_cls = settings_type()
+
+    class _FromFile(settings_cls):  # type: ignore[valid-type,misc]
         model_config = SettingsConfigDict(yaml_file=path)
 
     if data is not None and not isinstance(data, dict):
@@ -914,10 +592,10 @@ def load_config(path: Path | str, **overrides: Any) -> Settings:
         first = exc.errors()[0]
         raise ConfigError(f"config {path}: {field_path(first['loc'])}: {first['msg']} "
                           f"({counted(exc.error_count(), 'error')})") from None
-    resolved = Settings.model_construct(**{k: getattr(settings, k) for k in Settings.model_fields})
+    resolved = settings_cls.model_construct(**{k: getattr(settings, k) for k in settings_cls.model_fields})
     known = _model_keys(overrides, data if isinstance(data, dict) else {})
     from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)
     try:
-        return _read_prompts(_resolve_paths(resolved, path.parent.resolve(), from_env))
+        return _read_files(_resolve_paths(resolved, path.parent.resolve(), from_env))
     except ConfigError as exc:
-        raise ConfigError(f"config {path}: deflectionbench.prompts: {exc}") from None
+        raise ConfigError(f"config {path}: {exc}") from None

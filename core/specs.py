@@ -188,6 +188,13 @@ class Boxes(_AtPath):
     kind: Literal["boxes"] = "boxes"
 
 
+class Detector(_AtPath):
+    """Stand-in grounding: a scripted detector, its detections (with stated false alarms) and
+    its stated misses written as rules per image (a JSONL file; never a label file)."""
+
+    kind: Literal["detector"] = "detector"
+
+
 class Saliency(_Spec):
     """Stand-in grounding: a classical spectral-residual saliency locator (keyword-blind)."""
 
@@ -326,9 +333,10 @@ CutoffSpec = Annotated[
 ]
 
 GroundingSpec = Annotated[
-    Union[Boxes, Saliency, Pointing], Field(discriminator="kind"),
-    _short({"boxes": _with("boxes", "path"), "saliency": _bare("saliency"), "pointing": _with("pointing", "model")},
-           None, "'boxes:<file or folder>', 'saliency' or 'pointing:<model>'"),
+    Union[Boxes, Detector, Saliency, Pointing], Field(discriminator="kind"),
+    _short({"boxes": _with("boxes", "path"), "detector": _with("detector", "path"), "saliency": _bare("saliency"),
+            "pointing": _with("pointing", "model")},
+           None, "'boxes:<file or folder>', 'detector:<rules file>', 'saliency' or 'pointing:<model>'"),
 ]
 SegmenterSpec = Annotated[Sam2, _short({"sam2": _two("sam2", "config", "checkpoint", "<model config>:<checkpoint path>")}, None, "'sam2:<model config>:<checkpoint>'")]
 CaptionSpec = Annotated[

@@ -4,17 +4,21 @@
 Grades and scores: ``perfect`` 1, ``acceptable`` 0.5 (useful, with minor harmless errors),
 ``missing`` 0 (an abstention such as "I don't know"), ``incorrect`` -1. Per group of answers,
 over ALL ``n`` queries (CRUISE's Table 1 and CRAG-MM's ``calculate_scores`` divide by the total):
-a query whose answering call failed (``failed``) or whose answer the judge could not grade
-(``judge_error``) has no answer anyone could use, so it counts as missing (score 0), and the
-table says how many did:
+a query whose answering call failed (``failed``), whose turn went over its time budget
+(``timed_out``: "considered a failure", seed 001 2.3) or whose answer the judge could not grade
+(``judge_error``) has no answer anyone could use, so it counts as missing, and the table says
+how many did. One accounting for every table (CRUISE's Table 1 holds both identities, e.g.
+25.00 + 15.38 + 59.62 = 100 and 25.00 - 59.62 = -34.62; CRAG-MM's own judge is binary, so an
+acceptable answer is a correct one there):
 
-    accuracy      = (perfect + 0.5 * acceptable) / n
-    missing       = (missing + failed + judge errors) / n
+    accuracy      = (perfect + acceptable) / n
+    missing       = (missing + failed + timed out + judge errors) / n
     hallucination = incorrect / n
-    truthfulness  = accuracy - hallucination  (= the mean score over all n)
+    truthfulness  = accuracy - hallucination
+    mean score    = (perfect + 0.5 * acceptable - incorrect) / n   (the four-level score, its own column)
 
-so accuracy + missing + hallucination = 100 % (less half the acceptable share, which only an
-LLM judge with the four-grade rubric gives: CRAG-MM's own judge is binary).
+so accuracy + missing + hallucination = 100 %, and the mean score equals truthfulness less
+half the acceptable share.
 
 Only the first 75 tokens of an answer are judged (CRAG-MM's automatic evaluation;
 facebookresearch/CRAG-MM ``evaluation/evaluator.py`` truncates responses with the
@@ -66,6 +70,7 @@ GRADES = ("perfect", "acceptable", "missing", "incorrect")
 SCORES = {"perfect": 1.0, "acceptable": 0.5, "missing": 0.0, "incorrect": -1.0}
 JUDGE_ERROR = "judge_error"
 FAILED = "failed"  # the answering call failed: no answer to grade
+TIMED_OUT = "timed_out"  # the turn went over its time budget: a failure, no answer to grade
 FROM_SIMPLEQA = {Grade.CORRECT: "perfect", Grade.NOT_ATTEMPTED: "missing", Grade.INCORRECT: "incorrect",
                  Grade.JUDGE_ERROR: JUDGE_ERROR}
 STAGE = "evaluate"
@@ -202,7 +207,7 @@ CRAG_COLUMNS = [
     pa.field("judged_answer", pa.string()),  # the first MAX_TOKENS tokens of the answer
     pa.field("answer_tokens", pa.int32()),
     pa.field("truncated", pa.bool_()),
-    pa.field("crag_grade", pa.string(), nullable=False),  # GRADES, judge_error or failed
+    pa.field("crag_grade", pa.string(), nullable=False),  # GRADES, judge_error, failed or timed_out
     pa.field("crag_score", pa.float64()),  # null unless graded
     pa.field("crag_judged_by", pa.string()),
 ]
@@ -210,11 +215,13 @@ CRAG_COLUMNS = [
 
 def crag_score(results: pa.Table, samples: pa.Table, judge: CragJudge, counter: TokenCounter,
                stage: str = STAGE, limit: int = MAX_TOKENS) -> pa.Table:
-    """``results`` (evaluation answers: ``sample_id``, ``answer``; None = failed call) with the
-    CRAG columns added; gold answers and questions come from ``samples`` (canonical rows)."""
+    """``results`` (evaluation answers: ``sample_id``, ``answer``; None = failed call; a true
+    ``timed_out``, when the column is there, a turn over its budget, graded ``timed_out`` and not
+    judged) with the CRAG columns added; gold answers and questions come from ``samples``."""
     by_id: dict[str, Mapping[str, Any]] = {r["sample_id"]: r for r in samples.select(
         ["sample_id", "question", "answers", "meta"]).to_pylist()}
-    answers = results.column("answer").to_pylist()
+    late = results.column("timed_out").to_pylist() if "timed_out" in results.column_names else []
+    answers = [None if n < len(late) and late[n] else a for n, a in enumerate(results.column("answer").to_pylist())]
     ids = results.column("sample_id").to_pylist()
     unknown = sorted({sid for sid in ids if sid not in by_id})
     if unknown:
@@ -227,7 +234,7 @@ def crag_score(results: pa.Table, samples: pa.Table, judge: CragJudge, counter: 
     rows = []
     for n, c in enumerate(cut):
         j = judged.get(str(n))
-        grade = FAILED if j is None else j.grade
+        grade = (TIMED_OUT if n < len(late) and late[n] else FAILED) if j is None else j.grade
         rows.append({"judged_answer": c[0] if c else None, "answer_tokens": c[1] if c else None,
                      "truncated": c[1] > limit if c else None, "crag_grade": grade, "crag_score": SCORES.get(grade),
                      "crag_judged_by": j.by if j else None})
@@ -238,8 +245,10 @@ def crag_score(results: pa.Table, samples: pa.Table, judge: CragJudge, counter: 
 
 
 COUNTS = {"perfect": "n_perfect", "acceptable": "n_acceptable", "missing": "n_missing", "incorrect": "n_incorrect",
-          JUDGE_ERROR: "n_judge_errors", FAILED: "n_failed"}
-RATES = ("accuracy", "missing", "hallucination", "truthfulness")
+          JUDGE_ERROR: "n_judge_errors", FAILED: "n_failed", TIMED_OUT: "n_timed_out"}
+RATES = ("accuracy", "missing", "hallucination", "truthfulness", "mean_score")
+RATE_NAMES = {"accuracy": "Accuracy", "missing": "Missing", "hallucination": "Hallucination",
+              "truthfulness": "Truthfulness", "mean_score": "Mean score (1 / 0.5 / 0 / -1)"}
 
 
 def crag_rates(counts: Mapping[str, int]) -> dict[str, float | None]:
@@ -248,11 +257,12 @@ def crag_rates(counts: Mapping[str, int]) -> dict[str, float | None]:
     n = counts["n"]
     if not n:
         return dict.fromkeys(RATES)
-    accuracy = (counts["n_perfect"] + 0.5 * counts["n_acceptable"]) / n
+    accuracy = (counts["n_perfect"] + counts["n_acceptable"]) / n
     hallucination = counts["n_incorrect"] / n
-    missing = (counts["n_missing"] + counts["n_failed"] + counts["n_judge_errors"]) / n
+    missing = (counts["n_missing"] + counts["n_failed"] + counts.get("n_timed_out", 0) + counts["n_judge_errors"]) / n
     return {"accuracy": accuracy, "missing": missing, "hallucination": hallucination,
-            "truthfulness": accuracy - hallucination}
+            "truthfulness": accuracy - hallucination,
+            "mean_score": (counts["n_perfect"] + 0.5 * counts["n_acceptable"] - counts["n_incorrect"]) / n}
 
 
 def crag_metrics(scored: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.Table:
@@ -276,26 +286,33 @@ def crag_metrics(scored: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.Tabl
 
 
 UNANSWERED = "Failed / judge errors (as missing)"
+TIMED = "Timed out (as missing)"
 
 
-def crag_markdown(metrics: pa.Table, keys: Sequence[str] = ("scenario",)) -> str:
-    """The CRAG rates in percent per group over all its queries, with how many of them were
-    failed calls or judge errors counted as missing."""
+def crag_markdown(metrics: pa.Table, keys: Sequence[str] = ("scenario",), timed: bool = False) -> str:
+    """The CRAG rates in percent per group over all its queries (module docstring), with how many
+    of them were failed calls or judge errors counted as missing; ``timed``: and a column of the
+    turns over their time budget (CRAG-MM)."""
     heads = {k: k.replace("_", " ").capitalize() for k in keys}
-    rates = {r: f"{r.capitalize()} (%)" for r in RATES}
+    rates = {r: f"{RATE_NAMES[r]} (%)" for r in RATES}
     rows = [{**{heads[k]: str(row[k]) for k in keys},
-             **{rates[r]: "–" if row[r] is None else f"{100 * row[r]:.1f}" for r in RATES},
+             **{rates[r]: "–" if row[r] is None else f"{100 * row[r]:.2f}" for r in RATES},
              "Queries": str(row["n"]), "Acceptable": str(row["n_acceptable"]),
-             UNANSWERED: f"{row['n_failed']} / {row['n_judge_errors']}"} for row in metrics.to_pylist()]
-    columns = [*heads.values(), *rates.values(), "Queries", "Acceptable", UNANSWERED]
-    return markdown_table(rows, columns, right=[*rates.values(), "Queries", "Acceptable", UNANSWERED]) + "\n"
+             UNANSWERED: f"{row['n_failed']} / {row['n_judge_errors']}", TIMED: str(row["n_timed_out"])}
+            for row in metrics.to_pylist()]
+    counts = ["Queries", "Acceptable", UNANSWERED, *([TIMED] if timed else [])]
+    columns = [*heads.values(), *rates.values(), *counts]
+    return markdown_table(rows, columns, right=[*rates.values(), *counts]) + "\n"
 
 
 def crag_note(judge: CragJudge, counter: TokenCounter, limit: int = MAX_TOKENS) -> str:
     """Which judge graded and which tokenizer cut the answers (and, for the mapped SimpleQA
     judge, that its grades stand in for CRAG's)."""
     note = (f"CRAG judge: {judge.name}; each answer judged on its first {limit} tokens ({counter.name}). "
-            "Rates are over all queries: a failed call or a judge error counts as missing.")
+            "Rates are over all queries: a failed call, a turn over its time budget or a judge error counts as "
+            "missing; an acceptable answer counts in accuracy (so accuracy + missing + hallucination = 100 and "
+            "truthfulness = accuracy - hallucination, as CRUISE's Table 1); the mean score is the four-level "
+            "score (perfect 1, acceptable 0.5, missing 0, incorrect -1) over all queries.")
     if isinstance(judge, MappedJudge):
         note += (" Stand-in: the SimpleQA grades are mapped (CORRECT -> perfect, NOT_ATTEMPTED -> missing, "
                  "INCORRECT -> incorrect), so 'acceptable' never occurs; configure an LLM judge for CRAG's rubric.")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mmcurate.core.plural import counted
 from mmcurate.core.tables import write_table
@@ -29,6 +30,9 @@ from mmcurate.core.tables import write_table
 from .crag import crag_markdown, crag_metrics
 
 CORRECT = ("perfect", "acceptable")
+ALL_TURNS = "all"  # the task column of a run over every turn (no --task)
+CELL = ("task", "variant")  # what a run chooses (the task; the system or one of its ablations) (``evaluation.runs``); a column a run lacks is no key
+ANSWERS_FILE = "answers.parquet"
 STOPPED = "missing"
 READINGS = {
     "competition": "turns after two consecutive misses or errors count as missing in every rate (KDD Cup 2025 "
@@ -55,10 +59,10 @@ def apply_multi_turn_rule(scored: pa.Table, reading: str = "competition") -> pa.
     if reading not in READINGS:
         raise ValueError(f"unknown multi-turn reading {reading!r}; known: {', '.join(READINGS)}")
     rows = scored.to_pylist()
-    by_session: dict[str, list[int]] = {}
+    by_session: dict[tuple[str | None, str], list[int]] = {}  # (variant, session): each row of Table 1 alone
     for n, row in enumerate(rows):
         if row["set"] == "multi_turn":
-            by_session.setdefault(row["session_id"], []).append(n)
+            by_session.setdefault((row.get("variant"), row["session_id"]), []).append(n)
     stopped = [False] * len(rows)
     for members in by_session.values():
         members.sort(key=lambda n: rows[n]["turn"])
@@ -73,37 +77,55 @@ def apply_multi_turn_rule(scored: pa.Table, reading: str = "competition") -> pa.
     return out
 
 
+def cells(ruled: pa.Table) -> list[str]:
+    """The cell columns that tell the folder's runs apart (``CELL`` with more than one value):
+    every table groups by them first."""
+    return [k for k in CELL if k in ruled.column_names and len(set(ruled.column(k).to_pylist())) > 1]
+
+
 def conversation_scores(ruled: pa.Table) -> pa.Table:
-    """Per multi-turn conversation: turns, correct, hallucinated (after the rule) and its score."""
-    groups: dict[str, list[str]] = {}
-    for row in ruled.select(["set", "session_id", "turn_grade"]).to_pylist():
+    """Per multi-turn conversation (of each cell): turns, correct, hallucinated (after the rule) and its score."""
+    keys = cells(ruled)
+    groups: dict[tuple, list[str]] = {}
+    for row in ruled.select([*keys, "set", "session_id", "turn_grade"]).to_pylist():
         if row["set"] == "multi_turn":
-            groups.setdefault(row["session_id"], []).append(row["turn_grade"])
+            groups.setdefault((*(row[k] for k in keys), row["session_id"]), []).append(row["turn_grade"])
     rows = []
-    for session, grades in sorted(groups.items()):
+    for key, grades in sorted(groups.items(), key=lambda item: tuple(map(str, item[0]))):
         correct = sum(g in CORRECT for g in grades)
         wrong = sum(g == "incorrect" for g in grades)
-        rows.append({"session_id": session, "turns": len(grades), "correct": correct, "hallucinated": wrong,
-                     "score": (correct - wrong) / len(grades)})
-    schema = pa.schema([("session_id", pa.string()), ("turns", pa.int64()), ("correct", pa.int64()),
-                        ("hallucinated", pa.int64()), ("score", pa.float64())])
+        rows.append({**dict(zip([*keys, "session_id"], key)), "turns": len(grades), "correct": correct,
+                     "hallucinated": wrong, "score": (correct - wrong) / len(grades)})
+    schema = pa.schema([*(ruled.schema.field(k) for k in keys), ("session_id", pa.string()), ("turns", pa.int64()),
+                        ("correct", pa.int64()), ("hallucinated", pa.int64()), ("score", pa.float64())])
     return pa.Table.from_pylist(rows, schema=schema)
 
 
 def write_cragmm_evaluation(ruled: pa.Table, out: Path, title: str, notes: Sequence[str], reading: str) -> str:
-    """Write answers and scores into ``out`` and return the markdown: the CRAG table per set,
-    per domain and per query category, timed-out turns, and the multi-turn score."""
+    """Write answers and scores into ``out`` and return the markdown: with ablations, Table 1 (one
+    row per ``variant``, over all turns); then, for the system itself (the first variant), the CRAG
+    table per set, per domain and per query category, timed-out turns, and the multi-turn score."""
     out.mkdir(parents=True, exist_ok=True)
-    write_table(ruled, out / "answers.parquet")
+    write_table(ruled, out / ANSWERS_FILE)
     sections = [f"# {title}", "\n".join(f"- {note}" for note in [*notes, f"Multi-turn rule ({reading}): "
                                                                           f"{READINGS[reading]}."])]
+    if "variant" in ruled.column_names:
+        order = list(dict.fromkeys(ruled.column("variant").to_pylist()))
+        if len(order) > 1:
+            table_1 = crag_metrics(ruled, by=("variant",))
+            table_1 = table_1.take([table_1.column("variant").to_pylist().index(v) for v in order])
+            write_table(table_1, out / "crag_by_variant.parquet")
+            sections.append(f"## Table 1: the system and its ablations (all turns)\n\n"
+                            f"{crag_markdown(table_1, ('variant',), timed=True)}")
+        ruled = ruled.filter(pc.equal(ruled.column("variant"), order[0]))
+    first = cells(ruled)
     for key, heading in (("set", "Per set"), ("domain", "Per domain"), ("query_category", "Per query category")):
-        metrics = crag_metrics(ruled, by=(key,))
+        metrics = crag_metrics(ruled, by=(*first, key))
         write_table(metrics, out / f"crag_by_{key}.parquet")
-        sections.append(f"## {heading}\n\n{crag_markdown(metrics, (key,))}")
+        sections.append(f"## {heading}\n\n{crag_markdown(metrics, (*first, key), timed=True)}")
     timed = [r for r in ruled.select(["set", "timed_out"]).to_pylist() if r["timed_out"]]
-    sections.append(f"## Time budget\n\n{len(timed)} of {counted(ruled.num_rows, 'turn')} went over the per-turn budget and "
-                    "were answered \"I don't know\" (counted as missing).")
+    sections.append(f"## Time budget\n\n{len(timed)} of {counted(ruled.num_rows, 'turn')} went over the per-turn "
+                    "budget: failures (no answer), counted in the timed-out column and in missing.")
     conversations = conversation_scores(ruled)
     if conversations.num_rows:
         write_table(conversations, out / "conversations.parquet")

@@ -17,8 +17,10 @@ The time budget (2.3: a 10-second timeout per conversational turn, a turn over i
 failure"): a turn's time is the latency of each model call it made (its original latency when
 the answer comes from the response cache, so a rerun decides alike) plus its local retrieval,
 timed with an injected ``clock`` (a callable returning seconds), as if the turn's calls ran one
-after another. After every step, a turn over ``turn_seconds`` is answered "I don't know"
-(``timed_out``) and asks nothing more; a turn whose answer arrived late is changed the same way.
+after another. After every step, a turn over ``turn_seconds`` is a failure: no answer
+(``timed_out``, graded ``timed_out`` and counted as missing, never an "I don't know" answer), and
+it asks nothing more; a turn whose answer arrived late is changed the same way. Later turns of
+its conversation see "I don't know" as its answer (it gave none).
 
 Multi-turn conversations (Task 3): turn ``t`` of every conversation is answered once turn
 ``t - 1`` of all of them is, with the earlier turns (question, the answer the system gave) as
@@ -40,6 +42,7 @@ from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.gating import prompts
 from mmcurate.models.requests import ChatRequest
+from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.retrieval.cragmm_search import Retriever
 
 from .runs import PLAIN
@@ -49,6 +52,15 @@ from .verify_first import (
 
 SYSTEM_NAME = "cruise"
 SYSTEMS = (PLAIN, SYSTEM_NAME)
+# Table 1's ablation rows (seed 001, 4.2): what each removes. The paper names the rows only; our
+# reading: a removed check's condition drops out of Algorithm 1 (the rest of the gate stays).
+ABLATIONS = {
+    "no-cov": "w/o CoV: Algorithm 1 without the chain of verification (a consistent answer is returned)",
+    "no-cov-no-consistency": "w/o CoV & Self-Consistency: Algorithm 1 without both checks (the answer with "
+                             "context is returned unless the retrieval test refuses)",
+    "rag-agent": "RAG Agent: the image summary, retrieval for every turn (no router) and the answer with "
+                 "context, returned unverified (no Algorithm 1)",
+}
 TASKS = {"1": ("single_turn", "image"), "2": ("single_turn", "both"), "3": ("multi_turn", "both")}
 SUMMARY = "cruise.summary.v1"
 SUMMARY_SYSTEM = "You are an expert at describing images with a focus on details relevant to a specific question."
@@ -60,18 +72,25 @@ Clock = Callable[[], float]
 
 
 def run_options(given: dict[str, Any]) -> dict[str, Any]:
-    """The options of a CRAG-MM evaluation (``system``: plain or cruise; ``task``: 1, 2 or 3,
-    or all turns; ``limit``: the first N conversations of each set), checked before any flow."""
+    """The options of a CRAG-MM evaluation (``system``: plain or cruise; ``ablation``: Table 1's
+    rows beside CRUISE, repeatable; ``task``: 1, 2 or 3, or all turns; ``limit``: the first N
+    conversations of each set), checked before any flow."""
     system = given.get("system") or PLAIN
     if system not in SYSTEMS:
         raise MmcurateError(f"unknown answering system {system!r} for CRAG-MM; known: {', '.join(SYSTEMS)}")
+    ablations = list(dict.fromkeys(given.get("ablations") or []))
+    unknown = [a for a in ablations if a not in ABLATIONS]
+    if unknown:
+        raise MmcurateError(f"unknown CRUISE ablation {unknown[0]!r}; known: {', '.join(ABLATIONS)}")
+    if ablations and system != SYSTEM_NAME:
+        raise MmcurateError("--ablation: Table 1's rows are CRUISE's; give --system cruise")
     task = given.get("task")
     if task is not None and str(task) not in TASKS:
         raise MmcurateError(f"unknown CRAG-MM task {task!r}; known: {', '.join(TASKS)} (or none: every turn)")
     limit = given.get("limit")
     if limit is not None and int(limit) < 1:
         raise MmcurateError(f"--limit must be at least 1 (the first N conversations of each set), got {limit}")
-    return {"system": system, "task": None if task is None else str(task),
+    return {"system": system, "ablations": ablations, "task": None if task is None else str(task),
             "limit": None if limit is None else int(limit)}
 
 
@@ -132,7 +151,9 @@ def retrieval_step(retriever: Retriever, read_image: Callable[[str], bytes], clo
 
 
 def budget_check(limit: float | None) -> Callable[[str, list[Item]], None]:
-    """After each step: a turn over ``limit`` seconds becomes "I don't know", counted as timed out."""
+    """After each step: a turn over ``limit`` seconds is a failure (seed 001, 2.3: "considered a
+    failure"): no answer (``answer`` None, ``timed_out``), asks nothing more, and is graded
+    ``timed_out`` (counted in missing and in its own column), never turned into "I don't know"."""
 
     def check(step: str, items: list[Item]) -> None:
         if limit is None:
@@ -141,7 +162,8 @@ def budget_check(limit: float | None) -> Callable[[str, list[Item]], None]:
             late = item.seconds > limit and not item.trace.get("timed_out")
             if late and (item.done is None or item.done["answer"] is not None):
                 item.trace["timed_out"] = {"after": step, "seconds": round(item.seconds, 3), "limit": limit}
-                item.abstain(f"over the {limit:g} s turn budget after {step} ({item.seconds:.2f} s)")
+                item.finish(None, f"over the {limit:g} s turn budget after {step} ({item.seconds:.2f} s): a failure",
+                            None)
 
     return check
 
@@ -160,14 +182,59 @@ def plain_answer(items: list[Item], pool: Any, system: VerifyFirst, stage: str) 
             item.finish(response.text, "plain answer", False)
 
 
+def unverified(ablation: str) -> Step:
+    """The last step of an ablation: the answer with context, as no check removed it."""
+
+    def accept(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+        for item in items:
+            item.finish(item.answers[0], f"answer with context, unverified (ablation {ablation})", False)
+
+    return accept
+
+
+def retrieve_every_turn(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    """The RAG agent has no router: every turn retrieves."""
+    for item in items:
+        item.needs_retrieval = True
+        item.trace["checks"] = []
+
+
+def answer_with_context(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    """The RAG agent's one answer: with ``C`` (the very request of the dual path's first answer)."""
+    template = prompts.eval_template(system.abstention)
+    responses = pool.client(system.model).chat([ChatRequest(f"{i.key}/with", prompts.build_messages(
+        template, i.row["question"], i.row["images"], i.context, i.history), template.id) for i in items], stage)
+    for item, response in zip(items, responses):
+        item.seconds += response.latency
+        item.trace["checks"].append("answer")
+        item.trace["answers"] = {"with_context": response.text}
+        if response.text is None:
+            item.finish(None, "the answering call failed", None, error=response.error)
+        else:
+            item.answers = (response.text, None)
+
+
 def cruise_steps(system: str, retriever: Retriever | None, read_image: Callable[[str], bytes],
-                 clock: Clock) -> tuple[Step, ...]:
+                 clock: Clock, ablation: str | None = None) -> tuple[Step, ...]:
+    """The steps of ``system`` (with one of ``ABLATIONS`` removing what Table 1's row removes)."""
     if system == PLAIN:
         return (plain_answer,)
     if retriever is None:
         raise MmcurateError("the cruise system needs a retriever (the config's cruise section)")
-    return (route, summarise, retrieval_step(retriever, read_image, clock), retrieval_check, answer, consistency,
-            verify)
+    retrieve = retrieval_step(retriever, read_image, clock)
+    if ablation == "rag-agent":
+        return (retrieve_every_turn, summarise, retrieve, answer_with_context, unverified(ablation))
+    head = (route, summarise, retrieve, retrieval_check, answer)
+    if ablation == "no-cov":
+        return (*head, consistency, unverified(ablation))
+    if ablation == "no-cov-no-consistency":
+        return (*head, unverified(ablation))
+    return (*head, consistency, verify)
+
+
+def variants(system: str, ablations: Sequence[str]) -> list[str]:
+    """The rows a run answers: the system, then each ablation (CRUISE only)."""
+    return [system, *ablations] if system == SYSTEM_NAME else [system]
 
 
 TURNS = pa.schema([*ANSWERS, pa.field("timed_out", pa.bool_(), nullable=False),
@@ -211,13 +278,25 @@ def answer_conversations(
     return pa.Table.from_pylist(rows, schema=TURNS)
 
 
+def answer_variants(turns: Sequence[Mapping[str, Any]], pool: Any, system: Cruise, name: str, ablations: Sequence[str],
+                    retriever: Retriever | None, read_image: Callable[[str], bytes], clock: Clock) -> pa.Table:
+    """Every turn answered by the system ``name`` and by each of its ``ablations`` (Table 1's
+    rows): ``TURNS`` rows after a ``variant`` column, one block per variant in that order."""
+    tables = []
+    for variant in variants(name, ablations):
+        steps = cruise_steps(name, retriever, read_image, clock, None if variant == name else variant)
+        table = answer_conversations(turns, pool, system, steps)
+        tables.append(table.add_column(0, "variant", pa.array([variant] * table.num_rows, pa.string())))
+    return pa.concat_tables(tables)
+
+
 def default_clock() -> float:
     return time.perf_counter()
 
 
 def cruise_system(settings: Any, model: str) -> Cruise:  # settings: core.config.Settings
     """The system's settings from the config's ``cruise`` section (its defaults when absent)."""
-    from mmcurate.core.config import CruiseConfig
+    from mmcurate.benchmarks.cragmm import CruiseConfig
 
     cfg = settings.cruise or CruiseConfig.model_construct()
     return Cruise(model, router=cfg.router, with_context=cfg.tau_low, without_context=cfg.tau_high,
@@ -276,7 +355,8 @@ def select_turns(rows: Sequence[Mapping[str, Any]], task: str | None, limit: int
     return out
 
 
-def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[str, str]) -> list[str]:
+def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[str, str],
+                   ablations: Sequence[str] = ()) -> list[str]:
     """One line per stand-in and per reading this run used (named in every output)."""
     notes = []
     names = [("answering model", model)]
@@ -284,12 +364,11 @@ def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[s
         cfg = settings.cruise
         names += [("router", cfg.router or model), ("summariser", cfg.summariser or model)]
     for role, name in names:
-        spec = settings.model(name)
-        if spec.backend == "scripted":
-            notes.append(f"{role}: scripted model {name!r} (rules in {spec.script.name}) stands in for a real model.")
-        elif spec.backend == "embedded":
-            notes.append(f"{role}: the embedded {spec.gguf} model stands in for the paper's Llama 3.2 models"
-                         + ("" if spec.vision else " (it does not see the image)") + ".")
+        note = stand_in_note(role, settings.model(name), "the paper's Llama 3.2 models", sees=True)
+        notes += [note] if note else []
+    for ablation in ablations:
+        notes.append(f"ablation {ablation}: {ABLATIONS[ablation]}. The paper names Table 1's rows only; our reading: "
+                     "a removed check's condition drops out of Algorithm 1.")
     if system == SYSTEM_NAME:
         cfg = settings.cruise
         notes.append(f"retrieval: {components.get('search')} ({components.get('search_branch')} branch of eq. 3), "

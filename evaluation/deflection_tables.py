@@ -1,5 +1,13 @@
-"""DeflectionBench's analysis tables beyond Table 4, computed from one evaluation's results.
+"""DeflectionBench's tables, computed from one evaluation's results.
 
+- ``table4_rows``: the rows Table 4 reads (per scenario, per source, CRAG): parametric and
+  oracle, and realistic and adversarial at one number of negatives, 2 by the caption of
+  Table 4 (``evaluation.deflectionbench.table_negatives``). A run that asked several n
+  (Figure 3's sweep) would otherwise count every sample once per n in those rows;
+  ``missing_negatives`` names the scenarios that ran without Table 4's n, whose rows then say
+  so (``empty_rows``) instead of reading another n.
+- ``negatives_sweep``: Figure 3's data, one row per (scenario, n): realistic and adversarial
+  at every n the run asked, the oracle (0 negatives) for reference.
 - ``strictness_metrics``: the strictness sweep (the paper's Tables 6 and 9): accuracy,
   deflection and hallucination per abstention level and scenario. Realistic and
   adversarial rows are taken at one number of negatives (``sweep_negatives``: 2, Table 4's
@@ -21,8 +29,12 @@ import pyarrow.compute as pc
 
 from mmcurate.core.markdown import markdown_table
 
+from mmcurate.gating.prompts import STRICTNESS_LEVELS
+
 from .metrics import LABELS, percent, compute_metrics
-from .scenarios import DEFAULT_NEGATIVES, NEGATIVE_MODALITIES, RANKED
+from .scenarios import DEFAULT_NEGATIVES, NEGATIVE_MODALITIES, RANKED, SCENARIOS
+
+NEGATIVE_SCENARIOS = ("realistic", "adversarial")  # the scenarios that show negatives
 
 TABLE_RATES = ("accuracy", "deflection", "hallucination")
 SHORT = {"accuracy": "Acc", "deflection": "Defl", "hallucination": "Hall"}
@@ -33,19 +45,62 @@ def ranked(results: pa.Table) -> pa.Table:
     return results.filter(pc.equal(results["negatives"], RANKED))
 
 
-def sweep_negatives(results: pa.Table) -> int | None:
-    """The n at which the sweep compares realistic and adversarial answers (None: neither ran)."""
-    counts = {n for n, scenario in zip(results["n_negatives"].to_pylist(), results["scenario"].to_pylist())
-              if scenario in ("realistic", "adversarial")}
+def _negative_counts(results: pa.Table) -> dict[str, set[int]]:
+    """scenario -> the n it ran at, for the scenarios that show negatives."""
+    counts: dict[str, set[int]] = {}
+    for n, scenario in zip(results["n_negatives"].to_pylist(), results["scenario"].to_pylist()):
+        if scenario in NEGATIVE_SCENARIOS:
+            counts.setdefault(scenario, set()).add(n)
+    return counts
+
+
+def table4_rows(results: pa.Table, n: int = DEFAULT_NEGATIVES) -> pa.Table:
+    """The protocol rows Table 4 reads: every scenario without negatives, the others at ``n``."""
+    rows = ranked(results)
+    shows_negatives = pc.is_in(rows["scenario"], pa.array(NEGATIVE_SCENARIOS))
+    return rows.filter(pc.or_(pc.invert(shows_negatives), pc.equal(rows["n_negatives"], n)))
+
+
+def missing_negatives(results: pa.Table, n: int = DEFAULT_NEGATIVES) -> dict[str, list[int]]:
+    """The scenarios with negatives that ran, but not at ``n``: scenario -> the n they ran at."""
+    return {scenario: sorted(counts) for scenario, counts in _negative_counts(ranked(results)).items()
+            if n not in counts}
+
+
+def empty_rows(metrics: pa.Table, scenarios: Sequence[str], levels: Sequence[str] | None) -> pa.Table:
+    """``metrics`` with a row of no answers (rates null) for each of ``scenarios`` (per abstention
+    level when ``levels`` is given), in protocol order: Table 4's rows for a scenario that has
+    no answer at its n."""
+    blank = {name: 0 for name in metrics.column_names if metrics.schema.field(name).type == pa.int64()}
+    extra = [{**blank, "scenario": scenario, **({"abstention": level} if levels else {})}
+             for level in (levels or [None]) for scenario in scenarios]
+    rows = metrics.to_pylist() + extra
+    keys = [name for name in ("abstention", "scenario") if name in metrics.column_names]
+    rows.sort(key=lambda r: tuple((STRICTNESS_LEVELS if k == "abstention" else SCENARIOS).index(r[k]) for k in keys))
+    return pa.Table.from_pylist(rows, schema=metrics.schema)
+
+
+def negatives_sweep(results: pa.Table, by_level: bool = False) -> pa.Table:
+    """Figure 3's data: rates per (scenario, n) of the realistic and adversarial answers, and the
+    oracle's (n = 0) for reference; per abstention level first when ``by_level``."""
+    rows = ranked(results)
+    rows = rows.filter(pc.is_in(rows["scenario"], pa.array(["oracle", *NEGATIVE_SCENARIOS])))
+    return compute_metrics(rows, by=(*(("abstention",) if by_level else ()), "scenario", "n_negatives"))
+
+
+def sweep_negatives(results: pa.Table, n: int = DEFAULT_NEGATIVES) -> int | None:
+    """The n at which the strictness sweep compares realistic and adversarial answers: Table 4's
+    ``n`` when the run has it, else the smallest it has (the heading names it); None: neither ran."""
+    counts = set().union(*_negative_counts(results).values())
     if not counts:
         return None
-    return DEFAULT_NEGATIVES if DEFAULT_NEGATIVES in counts else min(counts)
+    return n if n in counts else min(counts)
 
 
-def strictness_metrics(results: pa.Table) -> pa.Table:
-    """Rates per (abstention, scenario) over the protocol rows, at one n (see the module docstring)."""
+def strictness_metrics(results: pa.Table, n: int = DEFAULT_NEGATIVES) -> pa.Table:
+    """Rates per (abstention, scenario) over the protocol rows, at one n (``sweep_negatives``)."""
     rows = ranked(results)
-    n = sweep_negatives(rows)
+    n = sweep_negatives(rows, n)
     keep = pc.is_in(rows["n_negatives"], pa.array([0] if n is None else [0, n], pa.int32()))
     return compute_metrics(rows.filter(keep), by=("abstention", "scenario"))
 

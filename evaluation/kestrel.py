@@ -32,15 +32,17 @@ Each round:
    round looks for stronger evidence. A contradiction does not end the rounds.
 
 Stop (``judging.claims.stop_reason``): ``stable_rounds`` (2) supported rounds in a row with
-the answer unchanged over them, ``max_rounds``, or an error (a reply unreadable after one
-retry: the answer stays as it is, the trace says why). Every reply is read strictly
+the answer unchanged over them, ``max_rounds``, an error (a reply unreadable after one
+retry: the answer stays as it is, the trace says why), or, from round 2, a round that yields
+no stronger evidence than the one before (``judging.claims.stronger_evidence``: no evidence
+item it did not show, no claim checked more confidently; 3.4's "when additional iterations
+no longer yield stronger evidence"). Every reply is read strictly
 (``models.labels.ask_parsed``); an initialization that fails fails the item.
 
 The trace of every item (``KestrelItem.trace``) holds each step: what the grounder found,
 the evidence with its ids (and images), the verifier's record, the rule's verdict, the gate,
 the proposed and the kept answer. Left out: SAM3's confidence thresholds (0.5, recheck 0.35)
-belong to its detector and the grounders here give no scores; "stop when further rounds no
-longer yield stronger evidence" is left to ``max_rounds``.
+belong to its detector and the grounders here give no scores.
 """
 from __future__ import annotations
 
@@ -54,11 +56,13 @@ from PIL import Image
 
 from mmcurate.annotation.reflectv.grounders import Grounder, Instance, Query, Sam2Segmenter, open_image
 from mmcurate.annotation.reflectv.marks import box_of, draw_marks, png_bytes
-from mmcurate.core.config import KestrelConfig
+from mmcurate.benchmarks.pope import KestrelConfig
 from mmcurate.core.stages import StageContext
 from mmcurate.judging.claim_extraction import MAX_CLAIMS, claim_of, claims_json
 from mmcurate.judging.claim_verification import REMINDER as VERIFY_REMINDER, SYSTEM as VERIFY_SYSTEM
-from mmcurate.judging.claims import ERROR, Claim, Evidence, Round, judge_round, parse_record, stop_reason
+from mmcurate.judging.claims import (
+    ERROR, Claim, Evidence, Round, judge_round, parse_record, stop_reason, stronger_evidence,
+)
 from mmcurate.models.json_replies import json_object
 from mmcurate.models.labels import Label, RecordError, ask_parsed
 from mmcurate.models.requests import ChatRequest
@@ -68,6 +72,7 @@ STAGE = "kestrel"
 YES, NO = "Yes", "No"
 INIT_TEMPLATE, GUARD_TEMPLATE = "kestrel.init.v1", "kestrel.yes_guard.v1"
 VERIFY_TEMPLATE, REFINE_TEMPLATE, COLOUR_TEMPLATE = "kestrel.verify.v1", "kestrel.refine.v1", "kestrel.colour.v1"
+COUNT_TEMPLATE = "kestrel.count.v1"
 MAX_TOKENS = 384
 OVERLAY_COLOUR = "red"
 CROP_PAD = 0.15  # share of the union box added on each side before zooming
@@ -100,13 +105,20 @@ REFINE_SYSTEM = (
 )
 VERIFY_IDS = (
     " Evidence ids say what they hold: e_seg_<target> an overlay of the target's instances, e_crop_<target> a "
-    "crop-and-zoom of them, e_count_<target> how many instances were found, e_color_<target> a colour "
+    "crop-and-zoom of them, e_count_<target> how many instances were found, e_countcmp_<target> that count "
+    "against the number claimed, e_countvis_<target> the model's own count in the image, e_countviscmp_<target> "
+    "that count against the number claimed, e_color_<target> a colour "
     "observation, e_pos_<target> where the target is, e_posrel_<claim> how two targets lie to each other."
 )
 COLOUR_SYSTEM = ("Name the main colour of the object in the first image, a crop of the second. Reply with the "
                  "colour only, in one to three words.")
 JSON_REMINDER = "Your reply could not be used. Reply with the JSON object only, in exactly the format asked for"
 COLOUR_REMINDER = "Your reply could not be used. Reply with the colour only, in one to three words."
+COUNT_SYSTEM = ("Count the instances of the object in the image (the ones a detector found, if any, are outlined in "
+                "red; count what you see). Reply with a whole number only.")
+COUNT_REMINDER = "Your reply could not be used. Reply with a whole number only, such as 0, 1 or 3."
+NUMBER_WORDS = {w: n for n, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+                                             "nine", "ten", "eleven", "twelve"))}
 _MARKUP = re.compile(r"[<>{}\[\]*`#|\\]")
 
 
@@ -166,6 +178,27 @@ def parse_guard(text: str) -> dict[str, str]:
     if not isinstance(raw["reason"], str):
         raise RecordError("reason is not a string")
     return {k: raw[k] for k in ("answer", "confidence", "reason")}
+
+
+def parse_count(text: str) -> int | None:
+    line = text.strip().strip(".").strip().lower()
+    return int(line) if line.isdigit() and int(line) < 1000 else NUMBER_WORDS.get(line)
+
+
+def claimed_count(text: str) -> int | None:
+    """The number a count claim states (its first numeral or number word), or None."""
+    for word in re.findall(r"[a-z]+|\d+", text.lower()):
+        if word.isdigit():
+            return int(word)
+        if word in NUMBER_WORDS:
+            return NUMBER_WORDS[word]
+    return None
+
+
+def compared(what: str, target: str, found: int, claimed: int) -> str:
+    """A count against the number claimed, as text evidence."""
+    side = "as many as" if found == claimed else "fewer than" if found < claimed else "more than"
+    return f"{what} {found} '{target}'; the claim says {claimed}: {side} claimed."
 
 
 def parse_colour(text: str) -> str | None:
@@ -316,7 +349,17 @@ class Kestrel:
         self._refine([i for i in items if i.rounds and i.rounds[-1].verdict != ERROR], evidence)
         for item in items:
             if item.stopped is None:
-                item.stopped = stop_reason(item.rounds, self.config.gate, item.held)
+                item.stopped = stop_reason(item.rounds, self.config.gate, item.held) or self._weaker(item)
+
+    @staticmethod
+    def _weaker(item: KestrelItem) -> str | None:
+        """"no_stronger_evidence" when this round yields nothing stronger than the one before."""
+        if len(item.rounds) < 2:
+            return None
+        before, now = ([(e["id"], e["text"]) for e in r["evidence"]] for r in item.trace["rounds"][-2:])
+        if stronger_evidence(before, now, item.rounds[-2].record, item.rounds[-1].record):
+            return None
+        return "no_stronger_evidence"
 
     def _ground(self, items: list[KestrelItem]) -> dict[tuple[str, str], Found]:
         wanted = list(dict.fromkeys((i.key, t) for i in items for c in i.claims for t in c.targets))
@@ -335,6 +378,7 @@ class Kestrel:
         """Each item's evidence items this round (``Evidence.source``: an image's sha256, or None for text)."""
         out: dict[str, list[Evidence]] = {}
         colour_asks: list[tuple[KestrelItem, str, str, str]] = []  # item, target, crop sha, evidence id
+        count_asks: list[tuple[KestrelItem, str, str, str, int | None]] = []  # item, target, image, key, claimed
         for item in items:
             picture = open_image(self.ctx.store, item.image)
             width, height = picture.size
@@ -362,6 +406,13 @@ class Kestrel:
                             f"The grounding agent found {counted(n, 'instance')} of '{target}': '{target}' is present in "
                             f"the image." if n else
                             f"The grounding agent found 0 instances of '{target}': no '{target}' was found in the image."))
+                    if claim.type == "count":
+                        claimed = claimed_count(claim.text)
+                        if claimed is not None:
+                            made[f"e_countcmp_{key}"] = Evidence(f"e_countcmp_{key}", compared(
+                                "The grounding agent found", target, n, claimed))
+                        shown = made[f"e_seg_{key}"].source if f"e_seg_{key}" in made else item.image
+                        count_asks.append((item, target, shown or item.image, key, claimed))
                     elif claim.type == "colour":
                         if n:
                             colour_asks.append((item, target, made[f"e_crop_{key}"].source or "", f"e_color_{key}"))
@@ -380,7 +431,24 @@ class Kestrel:
                     made[f"e_posrel_{claim.id}"] = Evidence(f"e_posrel_{claim.id}", text)
             out[item.key] = list(made.values())
         self._colours(colour_asks, out)
+        self._counts(count_asks, out)
         return out
+
+    def _counts(self, asks: list[tuple[KestrelItem, str, str, str, int | None]], out: dict[str, list[Evidence]]) -> None:
+        """Count-vision evidence: the model counts the target itself (and against the claim's number)."""
+        requests = [ChatRequest(f"{item.key}/e_countvis_{key}/r{len(item.rounds) + 1}", [
+            {"role": "system", "content": COUNT_SYSTEM}, {"role": "user", "content": [
+                {"type": "image", "sha256": image}, {"type": "text", "text": f"Object: {target}\nReply with a number only."}]}],
+            COUNT_TEMPLATE, max_tokens=8) for item, target, image, key, _ in asks]
+        labels = self._ask(self.model, requests, [parse_count] * len(asks), COUNT_REMINDER, "a whole number")
+        for (item, target, _, key, claimed), label in zip(asks, labels):
+            if not label.ok:
+                out[item.key].append(Evidence(f"e_countvis_{key}", f"No count could be read for '{target}' ({label.error})."))
+                continue
+            out[item.key].append(Evidence(f"e_countvis_{key}", f"The model counts {label.label} '{target}' in the image."))
+            if claimed is not None:
+                out[item.key].append(Evidence(f"e_countviscmp_{key}", compared("The model counts", target, label.label,
+                                                                              claimed)))
 
     def _colours(self, asks: list[tuple[KestrelItem, str, str, str]], out: dict[str, list[Evidence]]) -> None:
         requests = [ChatRequest(f"{item.key}/{eid}", [{"role": "system", "content": COLOUR_SYSTEM}, {"role": "user", "content": [

@@ -37,15 +37,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.annotation.reflectv.grounders import Sam2Segmenter, make_grounder
-from mmcurate.core.config import KestrelConfig, Settings
+from mmcurate.annotation.reflectv.grounders import Grounder, Sam2Segmenter, make_grounder
+from mmcurate.benchmarks.pope import KestrelConfig
+from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.ids import sha256_file
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.specs import Boxes
 from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import write_table
 from mmcurate.judging.claim_extraction import heuristic_type
 from mmcurate.models.requests import ChatRequest
+from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.sources.mme import PROBE_SPLITS
 from mmcurate.sources.pope import dataset_splits
 
@@ -70,6 +73,11 @@ ANSWERS = pa.schema([
     pa.field("initial", pa.string()), pa.field("rounds", pa.int32()), pa.field("stopped", pa.string()),
     pa.field("changed", pa.bool_()), pa.field("trace", pa.string()),
 ])
+ANSWERS_FILE = "answers.parquet"
+CELL = ("dataset", "split")  # what a run's rows are keyed by in its folder (``evaluation.runs``)
+
+
+ORACLE_TITLE = "oracle grounding (upper bound)"
 
 
 def run_options(given: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +85,50 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
     system = given.get("system") or PLAIN
     if system not in SYSTEMS:
         raise MmcurateError(f"--system {system!r}: POPE runs {' or '.join(SYSTEMS)}")
-    return {"system": system}
+    oracle = bool(given.get("oracle_grounding"))
+    if oracle and system != KESTREL:
+        raise MmcurateError("--oracle-grounding: only --system kestrel grounds")
+    return {"system": system, "oracle_grounding": oracle}
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def oracle_source(files: list[Path], release: Any) -> str | None:  # release: releases.reader.Release
+    """Why a grounder reading ``files`` grounds from the probes' own source annotations (issue:
+    a grounder that reads the boxes the labels were built from measures the annotations, not
+    the system): a file inside a source root of the release or beside one of its source files,
+    or a copy of a source file (same sha256); None when it reads none of them."""
+    entries = release.manifest.source_files
+    places = [(release.path / e.path).resolve().parent for e in entries if e.path]
+    section = release.manifest.config.get(release.benchmark) or {}
+    places += [(release.path / s["root"]).resolve() for s in section.get("sources") or [] if s.get("root")]
+    digests = {e.sha256 for e in entries}
+    for file in files:
+        where = file.resolve()
+        folder = next((p for p in places if _inside(where, p)), None)
+        if folder is not None:
+            return f"{file} lies in {folder}, a source the probes were built from"
+        if where.is_file() and sha256_file(str(where)) in digests:
+            return f"{file} is a copy of a source file the probes were built from"
+    return None
+
+
+def refuse_oracle_grounding(settings: Settings, release: Any, allowed: bool) -> bool:  # releases.reader.Release
+    """Whether Kestrel's configured grounder reads the probes' own annotations (then the run is an
+    upper bound, titled ``ORACLE_TITLE``); refused, before any call, unless ``allowed``
+    (``--oracle-grounding``)."""
+    spec = settings.evaluation.pope.kestrel.grounding
+    if spec is None:
+        return False
+    grounder = make_grounder(spec)
+    why = oracle_source(getattr(grounder, "files", []), release)
+    if why and not allowed:
+        raise EvaluationError(f"grounding agent {grounder.name} reads the annotations the POPE labels come from "
+                              f"({why}): its answers would measure the labels; give --oracle-grounding to run it "
+                              "as an upper bound, or ground with a detector that does not read them")
+    return why is not None
 
 
 def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -> None:
@@ -184,11 +235,17 @@ def _fmt(value: Any) -> str:
     return "–" if value is None else f"{100 * value:.2f}" if isinstance(value, float) else str(value)
 
 
+def answers_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """The answer rows as ``answers.parquet`` holds them."""
+    return pa.Table.from_pylist([{name: row.get(name) for name in ANSWERS.names} for row in rows], schema=ANSWERS)
+
+
 def write_pope_evaluation(rows: list[dict[str, Any]], out: Path, title: str, notes: list[str]) -> str:
     """answers.parquet, metrics.parquet (and transitions.parquet for Kestrel), table.md; returns the markdown."""
     out.mkdir(parents=True, exist_ok=True)
-    full = [{name: row.get(name) for name in ANSWERS.names} for row in rows]
-    write_table(pa.Table.from_pylist(full, schema=ANSWERS), out / "answers.parquet")
+    answers = answers_table(rows)
+    full = answers.to_pylist()
+    write_table(answers, out / ANSWERS_FILE)
     table = metrics(full)
     write_table(pa.Table.from_pylist(table), out / "metrics.parquet")
     shown = [{"Dataset": r["dataset"], "Split": r["split"], "n": str(r["n"]),
@@ -242,9 +299,8 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
     """Every probe answered by ``model`` through ``system``; the rows and the notes naming what
     stood in for what (module docstring)."""
     refuse_unrunnable(ctx.settings, model, {"system": system})
-    spec = ctx.settings.model(model)
-    notes = [f"{model}: scripted model (rules in {spec.script.name}) stands in for a vision model."] \
-        if spec.backend == "scripted" and spec.script else []
+    note = stand_in_note("evaluated model", ctx.settings.model(model), "a vision model", sees=True)
+    notes = [note] if note else []
     if system == PLAIN:
         try:
             return plain_answers(probes, ctx.pool.client(model)), notes
@@ -257,23 +313,25 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
     items = [KestrelItem(p["sample_id"], p["image"], p["question"], mme.claim_type(p) or heuristic_type(p["question"]),
                          p["object"] or "object") for p in probes]
     Kestrel(ctx, model, cfg, grounder, segmenter).run(items)
-    return [kestrel_row(p, item) for p, item in zip(probes, items)], notes + kestrel_notes(ctx.settings, model, cfg)
+    return [kestrel_row(p, item) for p, item in zip(probes, items)], \
+        notes + kestrel_notes(ctx.settings, model, cfg, grounder)
 
 
-def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig) -> list[str]:
+def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig, grounder: Grounder | None = None) -> list[str]:
     """What the run used in the paper's places, and the readings it chose."""
     verifier = cfg.verifier or model
     gate = cfg.gate
+    described = getattr(grounder, "describe", None)
     notes = [f"Kestrel: grounding agent {cfg.grounding}"
              + (" (annotated regions stand in for SAM3)" if isinstance(cfg.grounding, Boxes) else "")
+             + (f": {described()}" if described else "")
              + (f", masks by {cfg.segmenter}" if cfg.segmenter else "; no segmenter: overlays are boxes, not masks")
              + f"; verifier {verifier}" + (" (the model judges its own evidence, as in the paper)" if verifier == model else "")
              + ".",
              f"Kestrel: at most {gate.max_rounds} rounds, stop after {gate.stable_rounds} supported rounds with the "
-             f"answer unchanged; an answer changes only through the gate (thresholds "
+             f"answer unchanged or after a round with no stronger evidence than the one before (our reading of 3.4: "
+             f"no evidence item it did not show, no claim checked more confidently); an answer changes only through the gate (thresholds "
              + ", ".join(f"{k} {v:g}" for k, v in gate.thresholds.items()) + "); a contradiction does not stop the rounds.",
              f"Kestrel: Yes-guard {'on (the appendix option)' if cfg.yes_guard else 'off (the main text)'}."]
-    spec = settings.model(verifier)
-    if verifier != model and spec.backend == "scripted" and spec.script:
-        notes.append(f"{verifier}: scripted model (rules in {spec.script.name}) stands in for the verifier.")
-    return notes
+    note = stand_in_note("verifier", settings.model(verifier), "the verifier", sees=True) if verifier != model else None
+    return notes + ([note] if note else [])

@@ -37,7 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.core.config import RefLVQAEvalConfig
+from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit, retrieve
 from mmcurate.core.plural import counted
@@ -54,6 +54,8 @@ from .reflvqa_subset import VERIFIED_SENTENCES
 from .retrieval_metrics import first_hit, ndcg_at_k, recall_at_k
 
 STAGE = "evaluate.reflvqa"
+CELL = ("setting", "n_queries")  # what a run chooses (``evaluation.runs``): answers and grades
+SEARCHED_CELL = ("searched",)  # retrieval rows: per set of modalities searched
 NDCG_K, RECALL_K = 10, 100  # the paper's Table 4, on the first-stage ranking whatever ``candidates`` is
 
 HIT = pa.struct([pa.field("doc_id", pa.string()), pa.field("modality", pa.string()), pa.field("score", pa.float64()),
@@ -242,16 +244,12 @@ def evaluate_reflvqa(
     retrieval = retrieval_rows(qa, corpus, sets)
     answering = Answering(pool, model, documents, cfg.doc_chars, cfg.answer_max_tokens, cfg.captioner,
                           cfg.caption_max_tokens)
-    counts = {"questions": len(qa)}
     answers: list[dict[str, Any]] = []
     graded: list[tuple[str, int, Mapping[str, Any], Answer]] = []
     try:
         for n in queries:
             written = write_queries(qa, n, pool, model, cfg.query_max_tokens)
             ready = [i for i, label in enumerate(written) if label.ok]
-            counts[f"queries_unreadable_n{n}"] = sum(1 for w in written if not w.ok and w.raw[-1] is not None)
-            counts[f"queries_failed_n{n}"] = sum(1 for w in written if not w.ok and w.raw[-1] is None)
-            counts[f"questions_excluded_at_query_step_n{n}"] = len(qa) - len(ready)
             rows, mine = [qa[i] for i in ready], [written[i].label for i in ready]
             lists = {m: _retrieved(rows, mine, corpus, m, cfg) for m in sets}
             for setting in settings:
@@ -281,6 +279,22 @@ def evaluate_reflvqa(
                     for i, rule in uncited]
         units += [(setting, n, sid, index, unit) for index, unit in mine]
     grades = by_rule + _grade(units, graders, model, run_id)
+    answered, graded_rows = pa.Table.from_pylist(answers, schema=ANSWERS), pa.Table.from_pylist(grades, schema=GRADES)
+    return RefLVQARun(answered, graded_rows, pa.Table.from_pylist(retrieval, schema=RETRIEVAL),
+                      tally(qa, answered, graded_rows), cfg.score_average)
+
+
+def tally(qa: Sequence[Mapping[str, Any]], table: pa.Table, grade_rows: pa.Table) -> dict[str, int]:
+    """The counts of a run's table from its rows (so also of several runs' rows in one folder):
+    per N the questions excluded at the query step (no readable queries: no answer asked), then
+    the answers requested and what became of them."""
+    answers, grades = table.to_pylist(), grade_rows.select(["grade"]).to_pylist()
+    counts = {"questions": len(qa)}
+    for n in sorted({a["n_queries"] for a in answers}):
+        excluded = {a["sample_id"]: a["status"] for a in answers if a["n_queries"] == n and not a["queries"]}
+        counts[f"queries_unreadable_n{n}"] = sum(status == UNREADABLE for status in excluded.values())
+        counts[f"queries_failed_n{n}"] = sum(status == FAILED for status in excluded.values())
+        counts[f"questions_excluded_at_query_step_n{n}"] = len(excluded)
     requested = [a for a in answers if a["queries"]]  # a question excluded at the query step asks for no answer
     counts.update({
         "answers_requested": len(requested),
@@ -303,8 +317,7 @@ def evaluate_reflvqa(
     refined = [a for a in answers if a["setting"] == IMAGE_SELF_REFINE and a["status"] == ANSWERED]
     if refined:
         counts["self_refine_answers_refined"] = sum(any(s["step"] == "answer 1" for s in a["steps"]) for a in refined)
-    return RefLVQARun(pa.Table.from_pylist(answers, schema=ANSWERS), pa.Table.from_pylist(grades, schema=GRADES),
-                      pa.Table.from_pylist(retrieval, schema=RETRIEVAL), counts, cfg.score_average)
+    return counts
 
 
 def empty_note(run: RefLVQARun) -> str | None:

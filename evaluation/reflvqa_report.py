@@ -18,6 +18,7 @@ from .answer_metrics import answer_metrics_markdown, compute_answer_metrics
 from .reflvqa import RefLVQARun
 from .retrieval_metrics import HIT_KS, hit_at_k, plot_hit_at_k
 
+ANSWERS_FILE, GRADES_FILE, RETRIEVAL_FILE = "answers.parquet", "grades.parquet", "retrieval.parquet"
 SEARCHED = {"text": "text documents", "image": "image documents", "text+image": "text + image (one ranked list)"}
 RETRIEVAL_SUMMARY = pa.schema(
     [pa.field("searched", pa.string()), pa.field("settings", pa.list_(pa.string())), pa.field("questions", pa.int64()),
@@ -62,9 +63,9 @@ def write_reflvqa_evaluation(run: RefLVQARun, out: Path, title: str, settings: M
     """Write the run's files into ``out``; return the markdown. ``settings``: each set of
     modalities searched -> the settings that read it (Table 5 names)."""
     out.mkdir(parents=True, exist_ok=True)
-    write_table(run.answers, out / "answers.parquet")
-    write_table(run.grades, out / "grades.parquet")
-    write_table(run.retrieval, out / "retrieval.parquet")
+    write_table(run.answers, out / ANSWERS_FILE)
+    write_table(run.grades, out / GRADES_FILE)
+    write_table(run.retrieval, out / RETRIEVAL_FILE)
     metrics = compute_answer_metrics(run.answers, run.grades, run.score_average)
     write_table(metrics, out / "metrics.parquet")
     summaries = retrieval_summary(run.retrieval, settings)

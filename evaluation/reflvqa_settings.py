@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from mmcurate.core.plural import listed
 from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit
 
 from .reflvqa_subset import SUBSETS
@@ -80,7 +81,7 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
     queries = list(dict.fromkeys(given.get("queries") or DEFAULT_QUERIES))
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
-        raise EvaluationError(f"unknown RefLVQA {'setting' if len(unknown) == 1 else 'settings'} {', '.join(unknown)}; "
+        raise EvaluationError(f"unknown RefLVQA {'setting' if len(unknown) == 1 else 'settings'} {listed(unknown)}; "
                               f"known: {', '.join(SETTINGS)}")
     bad = [n for n in queries if not isinstance(n, int) or n not in QUERY_COUNTS]
     if bad:

@@ -43,11 +43,12 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, TABLE4_NEGATIVES
 from mmcurate.core.errors import MmcurateError
 from mmcurate.gating import prompts
 from mmcurate.judging.answers import grade_name, grade_responses
@@ -59,9 +60,9 @@ from .verify_first import SYSTEM_NAME as VERIFY_FIRST
 from .verify_first import VerifyFirst, verify_first_answers
 
 SCENARIOS = ("parametric", "oracle", "realistic", "adversarial")
-DEFAULT_NEGATIVES = 2
-MAX_NEGATIVES = 10
-DEFAULT_NEGATIVE_COUNTS = (1, 2, 5, 10)  # realistic's n by default: Figure 3 varies it from 1 to 10 (003, 4.5)
+DEFAULT_NEGATIVES = TABLE4_NEGATIVES  # Table 4's n (its caption); evaluation.deflectionbench.table_negatives
+# the n a run asks by default: Figure 3 varies it from 1 to 10 (003, 4.5); Table 4 reads n = 2 of them
+DEFAULT_NEGATIVE_COUNTS = (1, 2, 5, 10)
 RANKED = "ranked"  # negatives of any modality, in pairing order
 NEGATIVE_MODALITIES = ("text", "image", "multimodal")  # Table 5's negative settings
 MODALITY_NEGATIVES = DEFAULT_NEGATIVES  # n of the negative-modality analysis (Table 4's n)
@@ -286,14 +287,16 @@ def _plain(asked: list[Asked], pool: Any, model: str, seed: int,
     return [(resp, dict.fromkeys(GATE_COLUMNS)) for resp in responses]
 
 
-def _verify_first(asked: list[Asked], pool: Any, model: str) -> list[tuple[ChatResponse, dict[str, Any]]]:
+def _verify_first(asked: list[Asked], pool: Any, model: str,
+                  system: VerifyFirst | None = None) -> list[tuple[ChatResponse, dict[str, Any]]]:
     """Verify-first's answer to each item, the evidence it may use being the scenario's
-    contexts; one system run per abstention level (the answering prompt's)."""
+    contexts; one system run per abstention level (the answering prompt's); ``system`` gives
+    the router and the verifier (default: the model itself)."""
     out: list[tuple[ChatResponse, dict[str, Any]] | None] = [None] * len(asked)
     for level in dict.fromkeys(job.abstention for _, job, _, _ in asked):
         mine = [i for i, (_, job, _, _) in enumerate(asked) if job.abstention == level]
         answers = verify_first_answers([asked[i][0] for i in mine], [asked[i][3] for i in mine], pool,
-                                       VerifyFirst(model, abstention=level),
+                                       replace(system or VerifyFirst(model), model=model, abstention=level),
                                        keys=[asked[i][1].key(asked[i][0]["sample_id"]) for i in mine], stage=STAGE)
         for i, answer in zip(mine, answers.to_pylist()):
             out[i] = (ChatResponse(answer["key"], model, answer["answer"], answer["error"], cached=False, latency=0.0),
@@ -314,6 +317,7 @@ def evaluate(
     modality_analysis: bool = False,
     system: str = PLAIN,
     templates: prompts.PromptSet = prompts.BUILT_IN,
+    verify_first: VerifyFirst | None = None,
 ) -> pa.Table:
     """Every answer of ``model`` (answering as ``system``) on every sample for every job of
     the plan, graded.
@@ -339,7 +343,8 @@ def evaluate(
             asked.append((row, job, n, scenario_contexts(row, job.scenario, n, seed, job.negatives)))
     if not asked:
         return RESULTS.empty_table()
-    answered = _plain(asked, pool, model, seed, templates) if system == PLAIN else _verify_first(asked, pool, model)
+    answered = _plain(asked, pool, model, seed, templates) if system == PLAIN else \
+        _verify_first(asked, pool, model, verify_first)
     graded = grade_responses(judge, [(row, resp) for (row, _, _, _), (resp, _) in zip(asked, answered)], STAGE)
     out: list[dict[str, Any]] = []
     for (row, job, _, shown), (resp, gate) in zip(asked, answered):

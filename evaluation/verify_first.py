@@ -33,6 +33,13 @@ that errs is never guessed: the system abstains and says which check failed (``g
 A failed answering call is a failed answer (``answer`` None, ``error`` set), as in the plain
 evaluation. Prompts are versioned template ids (``TEMPLATES``) and go through the model pool.
 
+Who checks (``verifier``): the answering model by default, as in CRUISE; another model of the
+config; or ``lexical``, the offline stand-in for a model that cannot verify (SmolLM2 never
+reaches 0.9): the two answers are consistent when they share a content word the question does
+not hold, and the confidence is the share of the answer's content words beyond the question's
+found in the evidence shown (0.0 without evidence: the CoV prompt's rule for knowledge neither
+in the context nor visible).
+
 The steps are shared with CRUISE on CRAG-MM (``evaluation.cruise``), which adds the image
 summary, the retrieval and the turn budget between them: each step takes the pending
 ``Item``s and finishes those it decides (``run_steps``); every model call's latency is added to
@@ -50,6 +57,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from mmcurate.core.text import content_tokens
 from mmcurate.gating import prompts
 from mmcurate.models.labels import Label, ask_labels, ask_parsed, first_token_label, label_request
 from mmcurate.models.requests import ChatRequest
@@ -100,6 +108,7 @@ ANSWERS = pa.schema([
     pa.field("trace", pa.string(), nullable=False),  # JSON: every check that ran, its reply, the decision
 ])
 TAU_RET = 0.5  # our tau_ret (the paper names it without a value): the reranker's even odds
+LEXICAL = "lexical"  # the offline verifier stand-in (module docstring)
 RetrievalGate = Literal["score", "context"]
 
 
@@ -115,10 +124,30 @@ class VerifyFirst:
     without_context: float = 1.0  # tau_high
     tau_ret: float = TAU_RET
     retrieval_gate: RetrievalGate = "score"  # S_ret < tau_ret (Algorithm 1), or "context": C is empty
+    verifier: str | None = None  # who checks: None the answering model, a model name, or LEXICAL
 
     @property
     def router_model(self) -> str:
         return self.router or self.model
+
+    @property
+    def verifier_model(self) -> str:
+        return self.verifier or self.model
+
+
+def lexical_consistent(first: str, second: str, question: str) -> bool:
+    """The lexical stand-in's consistency: the two answers share a content word the question does
+    not already hold (they say the same new thing)."""
+    asked = content_tokens(question)
+    return bool((content_tokens(first) - asked) & (content_tokens(second) - asked))
+
+
+def lexical_confidence(answer: str, context: Sequence[Mapping[str, Any]], question: str) -> float:
+    """The lexical stand-in's confidence: the share of the answer's content words beyond the
+    question's that the evidence holds (0.0 without evidence)."""
+    words = content_tokens(answer) - content_tokens(question)
+    shown = content_tokens(" ".join(f"{c.get('title') or ''} {c.get('text') or ''}" for c in context))
+    return round(len(words & shown) / len(words), 2) if words and shown else 0.0
 
 
 def weak_retrieval(time_sensitive: bool, has_context: bool, retrieval_score: float | None = None,
@@ -287,25 +316,32 @@ def answer(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> Non
 
 
 def consistency(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
-    asks = [label_request(f"{i.key}/consistent", CONSISTENCY_SYSTEM, _parts(i, (
-        f"Question: {i.row['question'].strip()}\nProposed answer 1: {i.answers[1]}\nProposed answer 2: {i.answers[0]}\n"
-        "Are the two answers consistent with each other and with the evidence and the image given? "
-        "Reply with exactly one word: yes or no."), bool(i.context)), CONSISTENCY) for i in items]
-    labels = ask_labels(pool.client(system.model), asks, YES_NO, YES_NO_REMINDER, stage, _yes_no)
+    if system.verifier == LEXICAL:
+        agree = [lexical_consistent(i.answers[1] or "", i.answers[0] or "", i.row["question"]) for i in items]
+        labels = [Label("yes" if ok else "no", [f"{LEXICAL}: {'a' if ok else 'no'} shared content word beyond the "
+                                                 "question's"], None) for ok in agree]
+    else:
+        labels = _judged_consistent(items, pool, system, stage)
     for item, label in zip(items, labels):
         if item.checked("consistency", "consistency", label, "the consistency judge could not be read") \
                 and label.label == "no":
             item.abstain(gate(False, bool(item.context), False, 1.0)[1])
 
 
+def _judged_consistent(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> list[Label]:
+    asks = [label_request(f"{i.key}/consistent", CONSISTENCY_SYSTEM, _parts(i, (
+        f"Question: {i.row['question'].strip()}\nProposed answer 1: {i.answers[1]}\nProposed answer 2: {i.answers[0]}\n"
+        "Are the two answers consistent with each other and with the evidence and the image given? "
+        "Reply with exactly one word: yes or no."), bool(i.context)), CONSISTENCY) for i in items]
+    return ask_labels(pool.client(system.verifier_model), asks, YES_NO, YES_NO_REMINDER, stage, _yes_no)
+
+
 def verify(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
-    asks = [ChatRequest(f"{i.key}/cov", [
-        {"role": "system", "content": COV_SYSTEM},
-        {"role": "user", "content": _parts(i, f"{COV_ASK}\n\nQuestion: {i.row['question'].strip()}\n"
-                                              f"Proposed answer: {i.answers[0]}", bool(i.context))},
-    ], COV, max_tokens=COV_MAX_TOKENS) for i in items]
-    labels = ask_parsed(pool.client(system.model), asks, parse_confidence, COV_REMINDER, stage,
-                        "a first line 'CONFIDENCE: <0.0-1.0>'")
+    if system.verifier == LEXICAL:
+        labels = [Label(lexical_confidence(i.answers[0] or "", i.context, i.row["question"]),
+                        [f"{LEXICAL}: share of the answer's new content words in the evidence"], None) for i in items]
+    else:
+        labels = _verified(items, pool, system, stage)
     for item, label in zip(items, labels):
         if not item.checked("chain_of_verification", "confidence", label, "the verifier's confidence could not be read"):
             continue
@@ -316,6 +352,16 @@ def verify(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> Non
             item.finish(item.answers[0], reason, False)
         else:
             item.abstain(reason)
+
+
+def _verified(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> list[Label]:
+    asks = [ChatRequest(f"{i.key}/cov", [
+        {"role": "system", "content": COV_SYSTEM},
+        {"role": "user", "content": _parts(i, f"{COV_ASK}\n\nQuestion: {i.row['question'].strip()}\n"
+                                              f"Proposed answer: {i.answers[0]}", bool(i.context))},
+    ], COV, max_tokens=COV_MAX_TOKENS) for i in items]
+    return ask_parsed(pool.client(system.verifier_model), asks, parse_confidence, COV_REMINDER, stage,
+                      "a first line 'CONFIDENCE: <0.0-1.0>'")
 
 
 def run_steps(items: list[Item], steps: Sequence[Step], pool: Any, system: VerifyFirst, stage: str,
@@ -356,6 +402,25 @@ def verify_first_answers(
     try:
         run_steps(items, VERIFY_FIRST_STEPS, pool, system, stage)
     finally:
-        pool.release(system.model)
-        pool.release(system.router_model)
+        for model in {system.model, system.router_model, system.verifier_model} - {LEXICAL}:
+            pool.release(model)
     return answers_table(items)
+
+
+def verify_first_notes(settings: Any, model: str) -> list[str]:  # settings: core.config.Settings
+    """Who routed and who checked in a verify-first run, each stand-in named."""
+    cfg = settings.evaluation.verify_first
+    notes = []
+    for role, name in (("router", cfg.router or model), ("verifier", cfg.verifier or model)):
+        if name == LEXICAL:
+            notes.append("verifier: the lexical stand-in (consistent when the two answers share a content word the "
+                         "question does not hold; confidence = the share of the answer's content words beyond the "
+                         "question's found in the evidence shown, 0.0 without evidence) checks in place of a model "
+                         "that can verify.")
+            continue
+        spec = settings.model(name)
+        if spec.backend == "scripted":
+            notes.append(f"{role}: scripted model {name!r} (rules in {spec.script.name}) stands in for a real model.")
+        elif name != model:
+            notes.append(f"{role}: {name}.")
+    return notes

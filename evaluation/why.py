@@ -1,7 +1,10 @@
 """One item of an evaluation run, as ``mmcurate why RUN SAMPLE`` prints it: its answer rows
-(every condition it was asked under) and, for a Kestrel run, the trace of every round: the
+(every condition it was asked under) and its trace. For a Kestrel run, every round: the
 initial answer and claim, what the grounder found, the evidence by id, the verifier's record
-against the thresholds, the verdict, the gate and the update (``evaluation.kestrel``)."""
+against the thresholds, the verdict, the gate and the update (``evaluation.kestrel``). For a
+verify-first or CRUISE run, every check that ran in its order (router flags, image summary,
+context, retrieval gate, the two answers, consistency, confidence, the time budget) and the
+decision with its reason (``evaluation.verify_first``, ``evaluation.cruise``)."""
 from __future__ import annotations
 
 import json
@@ -54,6 +57,56 @@ def kestrel_lines(trace: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _label(check: dict[str, Any]) -> str:
+    """A check's label as the trace holds it (``verify_first._label_trace``): the label, else why not."""
+    if check.get("error"):
+        return f"unreadable ({check['error']}; replies {check.get('raw')})"
+    return str(check.get("label"))
+
+
+def gate_lines(trace: dict[str, Any]) -> list[str]:
+    """A verify-first or CRUISE trace: each check that ran, then the decision and its reason."""
+    lines = []
+    router = trace.get("router")
+    if router:
+        lines.append(f"router ({router.get('model')}): needs outside knowledge "
+                     f"{_label(router.get('needs_outside_knowledge') or {})}, time-sensitive "
+                     f"{_label(router.get('time_sensitive') or {})}")
+    summary = trace.get("summary")
+    if summary:
+        lines.append(f"image summary ({summary.get('model')}): "
+                     + (summary["text"] if summary.get("text") is not None else f"failed ({summary.get('error')})"))
+    context = trace.get("context")
+    if context:
+        lines.append("context: " + ", ".join(f"{k} {v}" for k, v in context.items()))
+    retrieval = trace.get("retrieval_gate")
+    if retrieval:
+        score = retrieval.get("score")
+        lines.append(f"retrieval gate ({retrieval.get('reading')} reading): score "
+                     f"{'none (evidence given)' if score is None else f'{score:g}'}, tau_ret {retrieval.get('tau_ret')}")
+    answers = trace.get("answers")
+    if answers:
+        lines.append(f"answer with context: {answers.get('with_context')}")
+        lines.append(f"answer without context: {answers.get('without_context')}")
+    if trace.get("consistency"):
+        lines.append(f"consistent: {_label(trace['consistency'])}")
+    confidence = trace.get("confidence")
+    if confidence:
+        lines.append(f"confidence: {_label(confidence)}"
+                     + (f" (threshold {confidence['threshold']:g})" if "threshold" in confidence else ""))
+    timed = trace.get("timed_out")
+    if timed:
+        lines.append(f"time budget: over after {timed.get('after')} ({timed.get('seconds')} s of {timed.get('limit')} s)")
+    lines.append(f"decision: {trace.get('decision', 'none recorded')}"
+                 + (f": {trace['reason']}" if trace.get("reason") else ""))
+    return lines
+
+
+def trace_lines(trace: dict[str, Any]) -> list[str]:
+    """A trace of either kind: Kestrel's rounds, or the verify-first / CRUISE checks."""
+    return kestrel_lines(trace) if "initial" in trace or "rounds" in trace else gate_lines(trace)
+
+
 def item_lines(folder: Path | str, sample_id: str) -> list[str]:
     """The item's rows in the run at ``folder`` and their traces; MmcurateError when it has none."""
     answers = pq.read_table(Path(folder) / ANSWERS)
@@ -64,5 +117,5 @@ def item_lines(folder: Path | str, sample_id: str) -> list[str]:
     for row in rows:
         lines.append(", ".join(f"{k} {row[k]}" for k in SHOWN if row.get(k) is not None))
         if row.get("trace"):
-            lines += [f"  {line}" for line in kestrel_lines(json.loads(row["trace"]))]
+            lines += [f"  {line}" for line in trace_lines(json.loads(row["trace"]))]
     return lines

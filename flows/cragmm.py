@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from prefect import flow
 
-from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.cragmm import cragmm_draft
+from mmcurate.releases.curation import begin_curation
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run
 from mmcurate.tasks.release import publish_release

@@ -5,6 +5,7 @@
     Stage II   pair it with gold contexts and hard negatives (source-provided or mined)
     Stage III  drop it if every model is INCORRECT even with gold (oracle_rule); drop
                distractors that answer it; drop it if fewer than K_min negatives remain
+    topics of the ingested questions (BERTopic), counted before and after curation
     near-duplicates within the release, against earlier versions and named releases: flagged
     publish the validated release with its ledger, statistics and manifest
 """
@@ -15,13 +16,13 @@ from prefect import flow
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.flows import DEMO_CONFIG
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
+from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.deflection import deflection_draft
 from mmcurate.releases.near_duplicates import near_duplicate_stage
-from mmcurate.releases.topics import topic_counts
+from mmcurate.releases.topics import assign_topics
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.kb_store import prepare_kb
 from mmcurate.tasks.plan import plan_run, report_spent
@@ -40,11 +41,12 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
     ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
     bill = plan_run(settings, run.benchmark, samples.num_rows)                               # before any model call
+    topics = assign_topics(samples, cfg.topics, cfg.seed)  # the pool's topics (appendix C: BERTopic)
 
     templates = prompt_set(cfg.prompts)
     gated = run_stage(ParametricGate(cfg.gating, templates), samples, settings, run_id)      # Stage I
-    prepare_kb(settings, gated.kept)  # a KB beyond retrieval.memory_gb: its vector store, embedded on the runner
-    paired = run_stage(PairKnowledge(cfg.retrieval), gated.kept, settings, run_id)           # Stage II
+    prepare_kb(settings, cfg, gated.kept)  # a KB beyond retrieval.memory_gb: its vector store, embedded on the runner
+    paired = run_stage(PairKnowledge(cfg.retrieval, cfg.mining), gated.kept, settings, run_id)           # Stage II
     oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates)
     checked = run_stage(oracle, paired.kept, settings, run_id)  # Stage III
     deduped = run_stage(near, checked.kept, settings, run_id)                                # near-duplicates
@@ -54,7 +56,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
         ingested={r.source: r.samples if s.limit is None else min(r.samples, s.limit)
                   for r, s in zip(ingested, cfg.sources)},
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),
-        components=paired.components, topics_before=topic_counts(samples), dedup=deduped,
+        components=paired.components, topics=topics, dedup=deduped,
         indexes=paired.extra.get("indexes"))
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     report_spent(bill, gated.calls + checked.calls)

@@ -4,8 +4,9 @@ MAD cutoff, Algorithm 1's gate), within the per-turn budget; multi-turn conversa
 their earlier turns in context; the first 75 tokens of each answer CRAG-graded; the CRAG table
 per set, domain and query category with CRAG-MM's multi-turn rule. ``task`` 1, 2 or 3 picks
 the competition's task (1: single-turn, image search; 2: single-turn, image and web; 3:
-multi-turn, both); ``limit`` the first N conversations of each set. The steps of the evaluation
-flow (``flows/evaluate.py``) for CRAG-MM releases.
+multi-turn, both); ``limit`` the first N conversations of each set. A run adds its cell (task;
+the rows of an earlier run of the same task are replaced) to the folder's (``evaluation.runs``).
+The steps of the evaluation flow (``flows/evaluate.py``) for CRAG-MM releases.
 """
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
-from mmcurate.evaluation.cragmm_report import apply_multi_turn_rule
+from mmcurate.evaluation.cragmm_report import ALL_TURNS, ANSWERS_FILE, CELL, apply_multi_turn_rule
 from mmcurate.evaluation.cruise import PLAIN, select_turns, stand_in_notes
 from mmcurate.evaluation.failures import check_failures
+from mmcurate.evaluation.runs import updating
 from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_cragmm, score_crag, summarise_cragmm
@@ -27,24 +29,33 @@ TURN_COLUMNS = ["sample_id", "set", "session_id", "turn", "domain", "query_categ
 
 
 def evaluate_cragmm(bench: Release, settings: Settings, name: str, target: Path, allow_incomplete: bool = False,
-                    system: str = PLAIN, task: str | None = None, limit: int | None = None) -> None:
+                    system: str = PLAIN, task: str | None = None, limit: int | None = None,
+                    ablations: list[str] | None = None) -> None:
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"), "turns")
     labels = bench.table("turns").select(TURN_COLUMNS).to_pylist()
     by_id = {row["sample_id"]: row for row in samples.to_pylist()}
     turns = [{**by_id[row["sample_id"]], **row} for row in select_turns(labels, task, limit)]
-    answers, components, calls = answer_cragmm(turns, settings, name, system, task)
-    failed = [e for a, e in zip(answers["answer"].to_pylist(), answers["error"].to_pylist()) if a is None]
+    answers, components, calls = answer_cragmm(turns, settings, name, system, task, ablations)
+    failed = [e for a, e, late in zip(answers["answer"].to_pylist(), answers["error"].to_pylist(),
+                                      answers["timed_out"].to_pylist()) if a is None and not late]
     incomplete = check_failures(name, len(failed), answers.num_rows, failed[0] if failed else None, allow_incomplete)
-    results = answers.drop_columns(["sample_id"])
+    results, by_turn = answers.drop_columns(["sample_id"]), {t["sample_id"]: t for t in turns}
     for column in TURN_COLUMNS[::-1]:
-        results = results.add_column(0, column, pa.array([t[column] for t in turns]))
+        results = results.add_column(0, column, pa.array([by_turn[i][column] for i in answers["sample_id"].to_pylist()]))
+    results = results.add_column(0, "task", pa.array([task or ALL_TURNS] * results.num_rows, pa.string()))
     crag, crag_note, crag_calls = score_crag(results, samples, settings)
     reading = settings.cruise.multi_turn_scoring if settings.cruise else "competition"
     ruled = apply_multi_turn_rule(crag, reading)
-    notes = [*([incomplete] if incomplete else []), crag_note, *stand_in_notes(settings, name, system, components)]
-    scope = f"task {task}" if task else "all turns"
-    title = f"{name} on cragmm {bench.version} ({system} system, {scope}, {counted(answers.num_rows, 'turn')})"
-    summarise_cragmm(ruled, target, title, notes, reading)
+    notes = [*([incomplete] if incomplete else []), crag_note,
+             *stand_in_notes(settings, name, system, components, ablations)]
+    with updating(target, bench.benchmark, bench.version, bench.content_id, name, system) as folder:
+        ruled = folder.merge(ANSWERS_FILE, ruled, CELL)
+        for line in folder.messages():
+            print(line)
+        scopes = [f"task {t}" if t != ALL_TURNS else "all turns" for t in dict.fromkeys(ruled["task"].to_pylist())]
+        title = (f"{name} on cragmm {bench.version} ({system} system, {', '.join(scopes)}, "
+                 f"{counted(ruled.num_rows, 'turn')})")
+        summarise_cragmm(ruled, folder.staging, title, [*notes, *filter(None, [folder.note()])], reading)
     calls += crag_calls
     print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")

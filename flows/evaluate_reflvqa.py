@@ -7,6 +7,7 @@ release's own knowledge base.
     answer       per setting (TextRAG, ImageRAG, MultiRAG, Two-step MultiRAG) the model cites
                  the N x K documents per sentence
     grade        groundedness, completeness, relevance; retrieval quality of the KB
+    write        the run's cells (setting x N) added to the folder's (``evaluation.runs``)
 
 The steps of the evaluation flow (``flows/evaluate.py``) for RefLVQA releases.
 """
@@ -21,9 +22,10 @@ from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import is_lexical
 from mmcurate.evaluation.failures import check_failures
-from mmcurate.evaluation.run_record import record_release
-from mmcurate.evaluation.reflvqa import FAILED, settings_by_searched
-from mmcurate.evaluation.reflvqa_settings import PAPER_NAMES
+from mmcurate.evaluation.reflvqa import CELL, FAILED, SEARCHED_CELL, RefLVQARun, settings_by_searched, tally
+from mmcurate.evaluation.reflvqa_report import ANSWERS_FILE, GRADES_FILE, RETRIEVAL_FILE
+from mmcurate.evaluation.reflvqa_settings import PAPER_NAMES, SETTINGS
+from mmcurate.evaluation.runs import updating
 from mmcurate.evaluation.reflvqa_subset import choose_pairs
 from mmcurate.releases.reader import Release
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
@@ -54,11 +56,18 @@ def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, al
     evaluators = sorted({components[f"{m}_evaluator"] for m in ("groundedness", "completeness", "relevance")})
     stand_in = " (token-overlap stand-in, not an evaluator model)" if any(map(is_lexical, evaluators)) else ""
     cut = f"top-{cfg.top_k}" if cfg.cutoff is None else f"cutoff {cfg.cutoff}"
-    title = (f"{name} on reflvqa {bench.version}: {', '.join(PAPER_NAMES[s] for s in grid['settings'])} with "
-             f"N = {', '.join(map(str, grid['queries']))} search queries, {cut} per query of {cfg.candidates} "
-             f"({components['retriever']}, reranked by {components['reranker']}; images: "
-             f"{components['image_retriever']}); graded by {', '.join(evaluators)}{stand_in}")
-    summarise_reflvqa(run, target, title, settings_by_searched(grid["settings"], cfg.two_step_documents), notes)
-    record_release(target, bench.benchmark, bench.version, bench.content_id)
+    with updating(target, bench.benchmark, bench.version, bench.content_id, name) as folder:
+        answers, grades = folder.merge(ANSWERS_FILE, run.answers, CELL), folder.merge(GRADES_FILE, run.grades, CELL)
+        run = RefLVQARun(answers, grades, folder.merge(RETRIEVAL_FILE, run.retrieval, SEARCHED_CELL, told=False),
+                         tally(qa, answers, grades), run.score_average)
+        for line in folder.messages():
+            print(line)
+        settings_run = [s for s in SETTINGS if s in set(answers["setting"].to_pylist())]
+        title = (f"{name} on reflvqa {bench.version}: {', '.join(PAPER_NAMES[s] for s in settings_run)} with "
+                 f"N = {', '.join(map(str, sorted(set(answers['n_queries'].to_pylist()))))} search queries, {cut} "
+                 f"per query of {cfg.candidates} ({components['retriever']}, reranked by {components['reranker']}; "
+                 f"images: {components['image_retriever']}); graded by {', '.join(evaluators)}{stand_in}")
+        summarise_reflvqa(run, folder.staging, title, settings_by_searched(settings_run, cfg.two_step_documents),
+                          [*notes, *filter(None, [folder.note()])])
     print(f"answers, grades, metrics and Hit@K plot -> {target}; model calls: {sum(r['calls'] for r in calls)}, "
           f"failed: {sum(r['failures'] for r in calls)}")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from prefect import flow
 
 from mmcurate.annotation.pope.balance import BalanceProbes
-from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.flows import DEMO_CONFIG
+from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.pope import pope_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples
 from mmcurate.tasks.plan import plan_run

@@ -43,6 +43,6 @@ def recurate_deflectionbench(run: Recuration) -> Recurated:
         ingested=inherited_ingest(parent.manifest), carried=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=[entry.recorded() for entry in parent.manifest.source_files],
         components=dict(parent.manifest.components), parent=run.parent_record, history=parent.ledger,
-        topics_before=inherited_topics(parent.manifest), dedup=deduped,
+        topics=inherited_topics(parent.manifest, parent.ledger, samples), dedup=deduped,
         indexes=parent.manifest.indexes)  # contexts as mined then
     return Recurated(draft, gated.calls + checked.calls, draft.tables["test"].num_rows)

@@ -24,9 +24,9 @@ from mmcurate.annotation.reflectv.grounding import GroundAndMark
 from mmcurate.annotation.reflectv.reflection import WriteReflections
 from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter
 from mmcurate.annotation.reflectv.visual import VisualCheck
-from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.core.errors import ConfigError
 from mmcurate.flows import DEMO_CONFIG
+from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reflectv import reflectv_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples

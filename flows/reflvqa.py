@@ -20,9 +20,9 @@ from mmcurate.annotation.reflvqa.factcheck import FactCheckable
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.relevance import ImageRelevance
 from mmcurate.annotation.reflvqa.verification import VerifySentences
-from mmcurate.benchmarks.curation import begin_curation
 from mmcurate.core.images import ImageStore
 from mmcurate.flows import DEMO_CONFIG
+from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.reflvqa import reflvqa_draft
 from mmcurate.tasks.ingest import ingest_source, load_samples

@@ -22,7 +22,7 @@ from typing import Any
 from prefect import flow
 
 from mmcurate.core.errors import MmcurateError
-from mmcurate.core.plural import counted
+from mmcurate.core.plural import counted, listed
 from mmcurate.flows.recurate import recurate_release
 from mmcurate.planning.watch import propose
 from mmcurate.releases.errors import ReleaseError
@@ -50,7 +50,7 @@ def watch(release: str, catalog: str, config: str | None = None, run: bool = Fal
                 outcome["recurated"] = path
                 verified = verify_release(path)
                 if not verified.ok:
-                    raise ReleaseError(f"{path} does not verify, not published: {'; '.join(verified.problems())}")
+                    raise ReleaseError(f"{path} does not verify, not published: {listed(verified.problems(), sep='; ')}")
                 if target_dir or repo_id:
                     benchmark = proposal.release.benchmark
                     outcome["published"] = publish(path, repo_id or f"local/{benchmark}",

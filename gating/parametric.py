@@ -3,10 +3,10 @@
 Every gating model answers each question with its image and no evidence. A sample stays
 only if no model can answer it from what it already knows:
 
-- rule ``all_incorrect`` (the paper's): keep only if every model's answer is judged
-  INCORRECT. A NOT_ATTEMPTED answer drops the sample too: a model that declines has not
-  shown that it answers wrongly from what it knows.
-- rule ``none_correct``: keep unless some model is CORRECT.
+``gating.rule`` says which grades count as a model answering (``benchmarks.deflectionbench.RULES``):
+the paper's ``all_incorrect`` keeps a sample only if every model's answer is judged
+INCORRECT, so a NOT_ATTEMPTED drops it too (a model that declines has not shown that it
+answers wrongly from what it knows).
 
 The prompt (``prompts.PromptSet.parametric``) asks for a short answer and, like the paper,
 nothing more: ``gating.force_guess: true`` adds "still give your single best guess", which
@@ -35,13 +35,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.core.config import GatingConfig, ModelSpec
+from mmcurate.benchmarks.deflectionbench import GatingConfig, answer_rule
+from mmcurate.core.config import ModelSpec
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table
 
 from mmcurate.gating import prompts
-from mmcurate.judging.answers import ERROR, JUDGE_ERROR, GradedAnswers, answered_under, check_models, precondition
+from mmcurate.judging.answers import ERROR, JUDGE_ERROR, GradedAnswers, check_models, precondition
 from mmcurate.judging.recorded import RecordedAnswers
 from mmcurate.models.requests import ChatRequest
 from mmcurate.models.schedule import model_major
@@ -71,7 +72,8 @@ class ParametricGate(Stage):
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         pool, judge, gating, run_id = ctx.pool, ctx.judge, self.gating, ctx.run_id
         models = check_models(gating.pool)
-        drops = answered_under(gating.rule, "gating")
+        rule = answer_rule(gating.rule, "gating")
+        drops = rule.answered
         template = self.templates.parametric(gating.force_guess)
         decisions: list[Decision] = []
         rows = samples.to_pylist()
@@ -116,8 +118,7 @@ class ParametricGate(Stage):
                 model = dropped_by[sid]
                 decisions.append(Decision(sid, STAGE, "gate.verdict", "drop", detail={
                     "deciding_model": model, "rule": gating.rule,
-                    "reason": f"{model} was not judged INCORRECT" if gating.rule == "all_incorrect"
-                    else f"{model} answered CORRECT",
+                    "reason": rule.gate_drop.format(model=model),
                 }))
             elif sid in failed:
                 decisions.append(Decision(sid, STAGE, "gate.verdict", ERROR, detail={

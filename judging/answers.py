@@ -25,19 +25,6 @@ CORRECT, INCORRECT, NOT_ATTEMPTED, JUDGE_ERROR = "CORRECT", "INCORRECT", "NOT_AT
 ERROR = "error"  # a failed call: verdict of its ledger row, never a grade
 
 
-def answered_under(rule: str, what: str) -> Callable[[str], bool]:
-    """Whether a grade counts as the model answering under a DeflectionBench rule:
-    ``all_incorrect`` (the paper's) counts every grade but INCORRECT, so a NOT_ATTEMPTED
-    too; ``none_correct`` only CORRECT. Stage I drops a sample on such a grade given no
-    evidence, Stage III keeps one on it given the gold evidence. ``what`` names the rule's
-    config section in the error."""
-    if rule == "all_incorrect":
-        return lambda grade: grade in (CORRECT, NOT_ATTEMPTED)
-    if rule == "none_correct":
-        return lambda grade: grade == CORRECT
-    raise ConfigError(f"unknown {what} rule {rule!r}; known: all_incorrect, none_correct")
-
-
 def grade_name(grade: Any) -> str:
     """``Grade.CORRECT`` (enum) or ``"CORRECT"`` -> ``"CORRECT"``."""
     return str(getattr(grade, "name", grade))

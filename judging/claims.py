@@ -50,7 +50,7 @@ ERROR = "error"  # a round without a valid record: never a verdict
 RECORD_KEYS = {"verdict", "checked"}
 CHECK_KEYS = {"claim_id", "status", "confidence", "why", "citations"}
 
-Stop = Literal["stable", "max_rounds", "error"]
+Stop = Literal["stable", "max_rounds", "error", "no_stronger_evidence"]
 
 
 @dataclass(frozen=True)
@@ -205,6 +205,20 @@ def stop_reason(rounds: list[Round], gate: ClaimGate, held: list[Any] | None = N
     if len(rounds) >= gate.max_rounds:
         return "max_rounds"
     return None
+
+
+def stronger_evidence(before: list[tuple[str, str]], now: list[tuple[str, str]], before_record: VerifierRecord | None,
+                      now_record: VerifierRecord | None) -> bool:
+    """Whether a round yields stronger evidence than the round before (Kestrel 3.4: the loop stops
+    early "when additional iterations no longer yield stronger evidence"). The paper does not say
+    what makes evidence stronger; our reading: the round shows an evidence item (id and text) the
+    round before did not, or the verifier is more confident about a claim than it was before."""
+    if set(now) - set(before):
+        return True
+    if now_record is None:
+        return False
+    earlier = {c.claim_id: c.confidence for c in before_record.checked} if before_record else {}
+    return any(c.confidence > earlier.get(c.claim_id, 0.0) for c in now_record.checked)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Two kinds:
 
 - a YAML file the maintainers keep in git: ``models:`` a list of model specs
-  (``core.config.ModelSpec`` fields) with ``released: YYYY-MM-DD`` and optionally ``role``
+  (``core.config.ModelSpec`` fields; each name once) with ``released: YYYY-MM-DD`` (YAML's
+  date, or the same as a quoted string) and optionally ``role``
   (the re-curation role, e.g. ``teacher``; default: the benchmark's first) and ``note``.
   Relative paths (a scripted model's ``script``) resolve against the file's folder;
 - any OpenAI-compatible server's model list, named by its root URL (``http://host:port/v1``):
@@ -30,6 +31,7 @@ from pydantic import ValidationError
 
 from mmcurate.core.config import ModelSpec, model_from_file_data, read_yaml
 from mmcurate.core.errors import ConfigError
+from mmcurate.core.plural import listed
 
 LIST_TIMEOUT = 10.0  # seconds to wait for a server's model list
 
@@ -40,6 +42,7 @@ class CatalogModel:
     released: date | None
     role: str | None  # re-curation role; None: the benchmark's default
     note: str = ""
+    where: str = ""  # the entry, for messages: "catalog configs/catalog.yaml: models[2] (knower)"
 
 
 def is_server(catalog: str) -> bool:
@@ -66,16 +69,40 @@ def file_catalog(path: Path) -> list[CatalogModel]:
             raise ConfigError(f"{where}: a model spec mapping is expected")
         fields = dict(entry)
         released, role, note = fields.pop("released", None), fields.pop("role", None), fields.pop("note", "")
-        if released is not None and not isinstance(released, date):
-            raise ConfigError(f"{where}.released: a date YYYY-MM-DD is expected, got {released!r}")
         try:
             spec = model_from_file_data(fields, path.parent)
         except (TypeError, ValidationError) as exc:
             first = exc.errors()[0] if isinstance(exc, ValidationError) else {"loc": (), "msg": str(exc)}
             field = ".".join(str(p) for p in first["loc"])
             raise ConfigError(f"{where}{'.' + field if field else ''}: {first['msg']}") from None
-        out.append(CatalogModel(spec, released, role, str(note or "")))
-    return out
+        if role is not None and not isinstance(role, str):
+            raise ConfigError(f"{where}.role: a role name is expected, got {role!r}")
+        out.append(CatalogModel(spec, _date(released, f"{where}.released"), role, str(note or ""),
+                                f"{where} ({spec.name})"))
+    return _unique(out, f"catalog {path}")
+
+
+def _date(value: Any, where: str) -> date | None:
+    """A release date: YAML's date, or the same written as a quoted string ("2026-11-01")."""
+    if isinstance(value, datetime):
+        return value.date()
+    if value is None or isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"{where}: a date YYYY-MM-DD is expected, got {value!r}")
+
+
+def _unique(models: list[CatalogModel], where: str) -> list[CatalogModel]:
+    """The models, refused when two share a name (a name is a model's id in ledgers and caches)."""
+    names = [m.spec.name for m in models]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"{where}: model names must be unique; listed more than once: {listed(twice)}")
+    return models
 
 
 def server_catalog(root: str) -> list[CatalogModel]:
@@ -86,6 +113,8 @@ def server_catalog(root: str) -> list[CatalogModel]:
         data = response.json()
     except httpx.HTTPStatusError as exc:
         raise ConfigError(f"catalog {root}: GET /models answered {exc.response.status_code}") from None
+    except httpx.InvalidURL as exc:
+        raise ConfigError(f"catalog {root}: not a server URL ({exc}); expected http://host:port/v1") from None
     except httpx.HTTPError as exc:
         raise ConfigError(f"catalog {root}: the server cannot be reached ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})") from None
@@ -95,10 +124,11 @@ def server_catalog(root: str) -> list[CatalogModel]:
     if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("id"), str) for i in items):
         raise ConfigError(f"catalog {root}: GET /models did not answer an OpenAI model list "
                           '({"object": "list", "data": [{"id": ...}]})')
-    return [CatalogModel(ModelSpec(name=item["id"], backend="openai", model=item["id"], base_url=root,
-                                   revision=f"served:{root}"), _created(item), None,
-                         f"served by {root}" + (f", owned by {item['owned_by']}" if item.get("owned_by") else ""))
-            for item in items]
+    return _unique([CatalogModel(ModelSpec(name=item["id"], backend="openai", model=item["id"], base_url=root,
+                                           revision=f"served:{root}"), _created(item), None,
+                                 f"served by {root}" + (f", owned by {item['owned_by']}" if item.get("owned_by") else ""),
+                                 f"catalog {root}: model {item['id']}")
+                    for item in items], f"catalog {root}")
 
 
 def _created(item: dict[str, Any]) -> date | None:

@@ -56,12 +56,29 @@ def resolve_api_key(spec: ModelSpec, secrets: SecretLoader | None = None) -> str
     return None
 
 
+SAMPLING = ("temperature", "top_p", "repetition_penalty")  # what an evaluation's decoding settings set
+
+
+def penalty_field(spec: ModelSpec) -> str | None:
+    """The request field of an ``openai`` model's repetition penalty: api.openai.com rejects unknown
+    sampling fields (None: not sent); vLLM and other servers at a ``base_url`` take this one."""
+    return "repetition_penalty" if spec.base_url else None
+
+
+def unapplied_sampling(spec: ModelSpec) -> dict[str, str]:
+    """The sampling parameters of ``SAMPLING`` that the model's backend does not apply, each with why."""
+    if spec.backend == "scripted":
+        return dict.fromkeys(SAMPLING, "a scripted model answers by its rules and does not sample")
+    if spec.backend == "openai" and penalty_field(spec) is None:
+        return {"repetition_penalty": "api.openai.com rejects the field, so it is not sent"}
+    return {}
+
+
 def make_backend(spec: ModelSpec, images: ImageStore | None, secrets: SecretLoader | None = None) -> Backend:
     if spec.backend == "openai":
         return OpenAICompatBackend(
             spec, images, spec.base_url or OPENAI_URL, resolve_api_key(spec, secrets), spec.model,
-            # api.openai.com rejects unknown sampling fields; vLLM and others take this one
-            penalty_field="repetition_penalty" if spec.base_url else None,
+            penalty_field=penalty_field(spec),
         )
     if spec.backend == "embedded":
         return EmbeddedBackend(spec, images)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.benchmarks import deflectionbench, reflectv, reflvqa
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
@@ -41,28 +42,35 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
     """DeflectionBench under ``settings``: ``samples`` (else counted, see ``planning.inputs``) at
     the retention of ``retention`` (``paper``, the default, or a release folder), and embedding
     its knowledge base (``kb_pages``, else counted: ``planning.kb``)."""
-    cfg = settings.section("deflectionbench")
+    cfg = deflectionbench.BENCHMARK.section_of(settings)
     rule = cfg.gating.oracle_rule
-    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg.retrieval)) \
+    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg)) \
         if _checked(samples, retention) else release_deflection(retention, rule)
-    plan = plan_deflectionbench(settings, plan_input(settings, cfg.sources, samples), rates, rule)
-    plan.kb = plan_kb(cfg.retrieval, kb_pages)
+    given = plan_input(settings, cfg.sources, samples)
+    plan = plan_deflectionbench(settings, given, rates, rule)
+    plan.kb, plan.uncounted = plan_kb(cfg.retrieval, kb_pages), given.uncounted
     return plan
 
 
 def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """RefLVQA under ``settings`` (see ``deflection_bill``)."""
-    cfg = settings.section("reflvqa")
+    cfg = reflvqa.BENCHMARK.section_of(settings)
     rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) \
         if _checked(samples, retention) else release_reflvqa(retention)
-    return plan_reflvqa(settings, plan_input(settings, [cfg.source], samples), rates)
+    given = plan_input(settings, [cfg.source], samples)
+    plan = plan_reflvqa(settings, given, rates)
+    plan.uncounted = given.uncounted
+    return plan
 
 
 def reflectv_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """ReflectV under ``settings`` (see ``deflection_bill``)."""
-    cfg = settings.section("reflectv")
+    cfg = reflectv.BENCHMARK.section_of(settings)
     rates = paper_reflectv() if _checked(samples, retention) else release_reflectv(retention)
-    return plan_reflectv(settings, plan_input(settings, cfg.sources, samples), rates)
+    given = plan_input(settings, cfg.sources, samples)
+    plan = plan_reflectv(settings, given, rates)
+    plan.uncounted = given.uncounted
+    return plan
 def reflvqa_evaluation_bill(settings: Settings, release: Release, model: str, options: dict[str, Any]) -> Plan:
     """The evaluation grid of ``model`` on a RefLVQA ``release`` (``options``: settings,
     queries and subset, checked by the benchmark's evaluation), read without touching the workdir."""

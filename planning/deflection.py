@@ -7,7 +7,7 @@ Per model, in pool order (``planning.plan.elimination``):
   does not drop (``rates.stage1_drop``).
 - Stage II makes no model call; it keeps ``rates.pairing`` of the samples.
 - Stage III gold check: each model passes on what it does not settle under the oracle rule
-  (``none_correct``: a CORRECT settles; ``all_incorrect``: any grade but INCORRECT does);
+  (the grades that count as answering, ``benchmarks.deflectionbench.AnswerRule``);
   a sample no model settles is discarded, so only the others reach the distractor check.
 - Distractor check: each passing sample brings its negatives; each model passes on the
   distractors it did not answer CORRECT with.
@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request
-from mmcurate.core.config import RetrievalConfig, Settings
+from mmcurate.benchmarks.deflectionbench import BENCHMARK, PAGE_STRATEGIES, DeflectionBenchConfig
+from mmcurate.core.config import Settings
 from mmcurate.judging.answers import precondition
 from mmcurate.judging.simpleqa import JudgeItem, judge_request
 from mmcurate.gating.parametric import parametric_request
@@ -39,11 +40,12 @@ PAPER_ANSWER = "a short answer"  # the stages ask for a name, a number, a date o
 WORDS_PER_TOKEN = 0.8  # ~4 characters per token, ~5 per English word and its space
 
 
-def paper_rows(retrieval: RetrievalConfig) -> list[dict[str, Any]]:
+def paper_rows(section: DeflectionBenchConfig) -> list[dict[str, Any]]:
     """Ten stand-in samples shaped like the paper's (Table 3): a 12.5-word question with a
     query image, 1.9 gold passages on average (nine with two, one with one) and the
-    negatives Stage II would mine (``max_text_negatives`` passages of ``chunk_size``
-    tokens, ``top_images`` images). Used when the workdir holds no ingest."""
+    negatives Stage II would mine (``max_text_negatives`` passages of ``chunk_size`` tokens,
+    then images up to ``offered_negatives``). Used when the workdir holds no ingest."""
+    retrieval = section.retrieval
     passage = words(retrieval.chunk_size * (WORDS_PER_TOKEN if retrieval.chunk_unit == "tokens" else 1))
 
     def context(kind: str, i: int) -> dict[str, Any]:
@@ -51,31 +53,35 @@ def paper_rows(retrieval: RetrievalConfig) -> list[dict[str, Any]]:
             return {"context_id": f"t{i}", "modality": "text", "text": passage, "image": None, "title": "Title"}
         return {"context_id": f"i{i}", "modality": "image", "text": "A caption.", "image": f"{i:064x}", "title": None}
 
-    negatives = [context("text", i) for i in range(retrieval.max_text_negatives)] + \
-        [context("image", i) for i in range(retrieval.top_images)]
+    offered = offered_negatives(section)
+    texts = min(offered, retrieval.max_text_negatives)
+    negatives = [context("text", i) for i in range(texts)] + [context("image", i) for i in range(offered - texts)]
     return [{"sample_id": f"paper-{n}", "source": "paper", "source_id": str(n),
              "question": words(PAPER_QUESTION_WORDS) + "?", "answers": [PAPER_ANSWER], "images": [f"{0:064x}"],
              "gold_contexts": [context("text", 100 + g) for g in range(1 if n == 0 else 2)],
              "negative_contexts": negatives, "meta": "{}"} for n in range(10)]
 
 
-def offered_negatives(retrieval: RetrievalConfig) -> int:
-    """Negatives Stage II offers a sample it mines for: text passages plus images, capped."""
-    return min(MAX_NEGATIVES, retrieval.max_text_negatives + retrieval.top_images)
+def offered_negatives(section: DeflectionBenchConfig) -> int:
+    """Negatives Stage II offers a sample it mines for: the most any source's strategy offers
+    (passages of the KB's pages, or images of its own pool), capped."""
+    offers = [section.retrieval.max_text_negatives if mining.strategy in PAGE_STRATEGIES else mining.top_k
+              for mining in section.mining.values() if mining.strategy != "source"]
+    return min(MAX_NEGATIVES, max(offers, default=0))
 
 
-def _negatives(row: dict[str, Any], retrieval: RetrievalConfig) -> list[dict[str, Any]]:
+def _negatives(row: dict[str, Any], section: DeflectionBenchConfig) -> list[dict[str, Any]]:
     """The row's own negatives, or (before mining) stand-ins shaped like what Stage II mines."""
-    return row["negative_contexts"] or paper_rows(retrieval)[0]["negative_contexts"]
+    return row["negative_contexts"] or paper_rows(section)[0]["negative_contexts"]
 
 
 def plan_deflectionbench(settings: Settings, given: PlanInput, rates: DeflectionRates, oracle_rule: str) -> Plan:
-    cfg = settings.section("deflectionbench")
+    cfg = BENCHMARK.section_of(settings)
     pool = [settings.model(name) for name in cfg.gating.pool]
     k = len(pool)
-    rows = [r for r in given.rows if precondition(r) is None] or paper_rows(cfg.retrieval)
+    rows = [r for r in given.rows if precondition(r) is None] or paper_rows(cfg)
     how = given.how if given.rows else given.how + "; no ingest in the workdir: requests shaped like the paper's samples"
-    negatives = rates.negatives if rates.negatives is not None else offered_negatives(cfg.retrieval)
+    negatives = rates.negatives if rates.negatives is not None else offered_negatives(cfg)
 
     gated = given.samples * rates.eligible
     after_i = remaining(gated, rates.stage1_drop, k)
@@ -92,7 +98,7 @@ def plan_deflectionbench(settings: Settings, given: PlanInput, rates: Deflection
     examples = {
         PARAMETRIC: lambda: [parametric_request(r, template=parametric) for r in rows],
         GOLD: lambda: [gold_request(r, template=evidence) for r in rows],
-        DISTRACTOR: lambda: [distractor_request(r, n, evidence) for r in rows for n in _negatives(r, cfg.retrieval)],
+        DISTRACTOR: lambda: [distractor_request(r, n, evidence) for r in rows for n in _negatives(r, cfg)],
     }
     judge = settings.model(settings.judge.model) if settings.judge.kind == "llm" and settings.judge.model else None
     judged = [judge_request(JudgeItem(r["sample_id"], r["question"], list(r["answers"]), r["answers"][0]))

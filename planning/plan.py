@@ -6,8 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from mmcurate.core.config import ModelSpec, Settings
+from mmcurate.core.plural import counted, listed
 from mmcurate.models.requests import ChatRequest
-from mmcurate.core.plural import counted
 
 from . import throughput
 from .kb import KBPlan
@@ -23,7 +23,15 @@ class PlanRow:
     prompt_tokens: float
     completion_tokens: float
     hours: float | None  # GPU-hours (CPU-hours for the embedded backend); None: nothing runs locally
-    cost: float  # USD
+    cost: float | None  # USD; None: unknown (a billed model without its price)
+
+
+UNKNOWN_COST = "price not set: cost unknown"
+
+
+def money(cost: float | None) -> str:
+    """A cost as the plan shows it: never 0 for one that is unknown."""
+    return "unknown" if cost is None else f"{cost:,.2f}"
 
 
 def throughput_sources(settings: Settings, rows: Iterable[PlanRow]) -> dict[str, str]:
@@ -80,18 +88,35 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # model -> where its throughput comes from
     kb: KBPlan | None = None  # Stage II's knowledge base: pages, embedding hours, disk, index
+    uncounted: list[str] = field(default_factory=list)  # sources left out of ``samples``: no count
 
     def total(self) -> PlanRow:
+        """The sums; the cost is unknown when any row's is."""
         hours = [r.hours for r in self.rows if r.hours is not None]
+        costs = [r.cost for r in self.rows]
         return PlanRow("total", "", "", sum(r.requests for r in self.rows), sum(r.prompt_tokens for r in self.rows),
                        sum(r.completion_tokens for r in self.rows), sum(hours) if hours else None,
-                       sum(r.cost for r in self.rows))
+                       None if None in costs else sum(c for c in costs if c is not None))
+
+    def unpriced(self) -> list[str]:
+        """The models whose cost is unknown (billed, price not set)."""
+        return list(dict.fromkeys(r.model for r in self.rows if r.cost is None))
+
+    def unpriced_note(self) -> str | None:
+        """The line under the table saying which costs are unknown, and what the priced rows cost."""
+        models = self.unpriced()
+        if not models:
+            return None
+        known = sum(r.cost for r in self.rows if r.cost is not None)
+        return (f"{UNKNOWN_COST} for {listed(models)} (hosted, billed per token: set price_input_per_mtok and "
+                f"price_output_per_mtok); the other rows cost {known:,.2f} $")
 
     def table(self) -> list[dict]:
         """The rows as plain dicts, rounded (for artifacts and JSON)."""
         return [{**asdict(r), "requests": round(r.requests), "prompt_tokens": round(r.prompt_tokens),
                  "completion_tokens": round(r.completion_tokens),
-                 "hours": None if r.hours is None else round(r.hours, 3), "cost": round(r.cost, 2)}
+                 "hours": None if r.hours is None else round(r.hours, 3),
+                 "cost": None if r.cost is None else round(r.cost, 2)}
                 for r in [*self.rows, self.total()]]
 
     def against(self, spent: Iterable[dict]) -> list[dict]:
@@ -120,12 +145,18 @@ class Plan:
 
     def render(self) -> str:
         """The plan as the terminal shows it."""
-        lines = [f"plan: {self.benchmark}, {counted(self.samples, 'sample', grouped=True)} ({self.samples_from})",
-                 f"retention: {self.rates_from}",
-                 "expected: " + " -> ".join(f"{n:,.0f} {name}" for name, n in self.funnel), ""]
+        left = listed(self.uncounted)
+        if self.uncounted and not self.samples:
+            return (f"plan: {self.benchmark}, samples unknown ({self.samples_from})\n"
+                    f"requests, tokens, GPU-hours and cost: unknown until {left} is counted\n")
+        lines = [f"plan: {self.benchmark}, {counted(self.samples, 'sample', grouped=True)} ({self.samples_from})"]
+        if self.uncounted:
+            lines.append(f"a lower bound: the samples of {left} are not counted")
+        lines += [f"retention: {self.rates_from}",
+                  "expected: " + " -> ".join(f"{n:,.0f} {name}" for name, n in self.funnel), ""]
         head = ("stage", "step", "model", "requests", "prompt tok", "compl. tok", "GPU-h", "cost $")
         body = [(r.stage, r.step, r.model, f"{r.requests:,.0f}", f"{r.prompt_tokens:,.0f}",
-                 f"{r.completion_tokens:,.0f}", "-" if r.hours is None else f"{r.hours:,.1f}", f"{r.cost:,.2f}")
+                 f"{r.completion_tokens:,.0f}", "-" if r.hours is None else f"{r.hours:,.1f}", money(r.cost))
                 for r in [*self.rows, self.total()]]
         widths = [max(len(str(c)) for c in column) for column in zip(head, *body)]
         for index, cells in enumerate([head, *body]):
@@ -133,6 +164,7 @@ class Plan:
                 lines.append("  ".join("-" * w for w in widths))
             lines.append("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))))
         lines.append("")
+        lines += [note for note in [self.unpriced_note()] if note]
         lines += [f"throughput of {model}: {where}" for model, where in self.sources.items()]
         lines += self.notes
         lines += self.kb.render() if self.kb is not None else []

@@ -18,7 +18,7 @@ per-model figure (Fig. 5's values are not in the text). Our choices, named in ev
   dropped samples for four models), so the curve flattens as in Fig. 5.
 - Gold check: every model settles the same share of what it is asked.
 - Distractors: each model leaks the same share, such that of the negatives offered
-  (``retrieval.max_text_negatives + retrieval.top_images``, at most 20) 11.8 survive.
+  (``planning.deflection.offered_negatives``: the most a source's strategy offers, at most 20) 11.8 survive.
 - Pre-judge: settles nothing, so every answer goes to an LLM judge (an upper bound).
 
 **RefLVQA, the paper's funnel** (seed paper 004, §3.1): 432,817 candidate posts, 81,173
@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from mmcurate.benchmarks.deflectionbench import answer_rule
 from mmcurate.core.errors import MmcurateError
 from mmcurate.releases.reader import LEDGER_FILE, open_release
 
@@ -61,10 +62,6 @@ MAX_NEGATIVES = 20  # PairKnowledge's cap
 
 # the answer steps of DeflectionBench, as the call counter names them
 PARAMETRIC, GOLD, DISTRACTOR = "parametric", "oracle.gold", "oracle.distractor"
-SETTLES = {  # oracle rule -> the gold-check grades that settle a sample (it is kept, later models are not asked)
-    "all_incorrect": ("CORRECT", "NOT_ATTEMPTED"),
-    "none_correct": ("CORRECT",),
-}
 
 
 @dataclass(frozen=True)
@@ -249,7 +246,7 @@ def release_deflection(path: Path | str, oracle_rule: str) -> DeflectionRates:
     by_check: dict[str, list[dict]] = {}
     for row in oracle:
         by_check.setdefault(row["check"], []).append(row)
-    settles = SETTLES[oracle_rule]
+    settles = answer_rule(oracle_rule, "oracle")  # a gold-check grade that settles a sample (it is kept)
     gold = [r for r in by_check.get("oracle.gold", []) if r["model"]]
     distractor_answers = [r for r in by_check.get("oracle.distractor", []) if r["model"]]
     distractors = [r for r in by_check.get("oracle.distractor", []) if not r["model"]]
@@ -261,7 +258,7 @@ def release_deflection(path: Path | str, oracle_rule: str) -> DeflectionRates:
         stage1_drop=stage1,
         pairing=_share(after_ii, after_i),
         gold_eligible=_share(after_ii - preconditions, after_ii),
-        gold_settle=_per_model(gold, pool, lambda v: v in settles),
+        gold_settle=_per_model(gold, pool, settles.answered),
         negatives=_share(len(distractors), len(k_min), 0.0),
         leak=_per_model(distractor_answers, pool, lambda v: v == "CORRECT"),
         kmin_pass=_share(sum(r["verdict"] == "pass" for r in k_min), len(k_min)),

@@ -25,15 +25,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request, settles
+from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request
 from mmcurate.annotation.reflectv.dialogue import TEACHER_TEMPLATE, teacher_messages
 from mmcurate.annotation.reflectv.visual import SYSTEM, TEMPLATE, verify_prompt
 from mmcurate.annotation.reflvqa.citations import STAGE as CITATION
 from mmcurate.annotation.reflvqa.necessity import STAGE as NECESSITY
 from mmcurate.annotation.reflvqa.necessity import grade_request, inspector_request
 from mmcurate.annotation.reflvqa.recheck import judged_candidates
+from mmcurate.benchmarks.deflectionbench import answer_rule
 from mmcurate.core.errors import ConfigError
-from mmcurate.core.plural import counted
+from mmcurate.core.plural import counted, listed
 from mmcurate.core.specs import LLM, ModelRef
 from mmcurate.gating.parametric import parametric_request
 from mmcurate.judging.answers import CORRECT, INCORRECT, NOT_ATTEMPTED, precondition
@@ -45,7 +46,7 @@ from mmcurate.models.requests import ChatRequest
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.recuration import Recuration
 
-from .plan import Plan, PlanRow, plan_row, throughput_sources, words
+from .plan import UNKNOWN_COST, Plan, PlanRow, plan_row, throughput_sources, words
 from .tokens import CHARS_PER_TOKEN
 
 GRADES = (CORRECT, INCORRECT, NOT_ATTEMPTED)
@@ -70,7 +71,11 @@ class Budget:
         if self.max_calls is not None and total.requests > self.max_calls:
             raise ReleaseError(f"re-curating {plan.benchmark} needs about {total.requests:,.0f} model calls, over "
                                f"--max-calls {self.max_calls:,}: nothing was called")
-        if self.max_cost is not None and total.cost > self.max_cost:
+        if self.max_cost is not None and total.cost is None:
+            raise ReleaseError(f"re-curating {plan.benchmark}: {UNKNOWN_COST} for {listed(plan.unpriced())}, so "
+                               f"--max-cost ${self.max_cost:,.2f} cannot be checked; set their price_input_per_mtok "
+                               "and price_output_per_mtok: nothing was called")
+        if self.max_cost is not None and total.cost is not None and total.cost > self.max_cost:
             raise ReleaseError(f"re-curating {plan.benchmark} costs about ${total.cost:,.2f}, over --max-cost "
                                f"${self.max_cost:,.2f}: nothing was called")
 
@@ -115,7 +120,7 @@ def deflection_recuration(run: Recuration) -> Plan:
     cfg = run.section
     rows = [sha_images(r) for r in run.parent.table(run.parent.samples_config).to_pylist()]
     rows = [r for r in rows if precondition(r) is None]
-    keeps = settles(cfg.gating.oracle_rule)
+    keeps = answer_rule(cfg.gating.oracle_rule, "oracle").answered
     recorded = run.recorded("oracle", GRADES)
     settled = {sid for model in recorded.models for sid in _settled_gold(recorded, model, rows, keeps)}
     unsettled = [r for r in rows if r["sample_id"] not in settled]

@@ -18,8 +18,11 @@ Otherwise, by backend:
   during prefill and cost less each, so for prompt-heavy curation requests the GPU-hours
   are an upper bound. A model whose size cannot be read needs ``tokens_per_second``.
 
-Prices (``price_input_per_mtok`` / ``price_output_per_mtok``, USD per 1M tokens) default
-to 0: local models cost GPU-hours, not money.
+Prices (``price_input_per_mtok`` / ``price_output_per_mtok``, USD per 1M tokens): a price
+left unset is 0 for a model we run (scripted, embedded, vLLM, an OpenAI-compatible server
+of our own at ``base_url``: it costs GPU-hours, not money) and unknown for a hosted API
+(``openai`` without ``base_url``, billed per token): the plan says "price not set: cost
+unknown", never 0.
 
 Text encoders embedding a knowledge base (pages per second; a page is cut at the encoder's
 window, 256 word pieces for MiniLM, 77 tokens for CLIP text towers). ``retrieval.
@@ -91,9 +94,18 @@ def hours(tokens: float, spec: ModelSpec) -> float | None:
     return None if rate is None else tokens / rate / 3600
 
 
-def cost(prompt_tokens: float, completion_tokens: float, spec: ModelSpec) -> float:
-    """USD at the spec's per-1M-token prices."""
-    return (prompt_tokens * spec.price_input_per_mtok + completion_tokens * spec.price_output_per_mtok) / 1e6
+def billed(spec: ModelSpec) -> bool:
+    """Whether the model is a hosted API billed per token (its cost needs its prices)."""
+    return spec.backend == "openai" and spec.base_url is None
+
+
+def cost(prompt_tokens: float, completion_tokens: float, spec: ModelSpec) -> float | None:
+    """USD at the spec's per-1M-token prices; None when a billed model's price is not set."""
+    prices = (spec.price_input_per_mtok, spec.price_output_per_mtok)
+    if None in prices and billed(spec):
+        return None
+    price_in, price_out = (p or 0.0 for p in prices)
+    return (prompt_tokens * price_in + completion_tokens * price_out) / 1e6
 
 
 def encoder_throughput(cfg: RetrievalConfig) -> tuple[float | None, str]:

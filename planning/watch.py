@@ -1,21 +1,29 @@
 """``mmcurate watch``: which models of a catalog a release was not curated with, and the bill
 of re-curating it with them.
 
-A model is new when the release's manifest names no model of that name (its ``models``
-hold every model of every role, the ones added by earlier re-curations too). New models
-are proposed newest first (``released``), each in its catalog role or the benchmark's
-default re-curation role; the plan is the re-curation's (``planning.recuration``):
-calls, tokens, device-hours and cost of the new models only.
+A model is known when the release's manifest records a model of that name with the same
+identity (backend, model, revision, vision: what ``ModelSpec.identity`` records; the
+manifest's ``models`` hold every model of every role, the ones added by earlier
+re-curations too); any other is new. A new model that shares a known model's name but not
+its identity is said with the fields that differ, and left out of the re-curation (ledgers
+and caches know a model by its name: it needs its own name in the catalog). New models are
+proposed newest first (``released``), each in its catalog role (checked against the
+benchmark's, naming the catalog entry) or the benchmark's default re-curation role; the plan
+is the re-curation's (``planning.recuration``): calls, tokens, device-hours and cost of the
+new models only.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
-from mmcurate.core.plural import counted
+from mmcurate.core.config import Settings, load_config
+from mmcurate.core.errors import ConfigError
+from mmcurate.core.plural import SHOWN, counted
 from mmcurate.models.catalog import CatalogModel, read_catalog, spec_file
-from mmcurate.releases.reader import Release, open_release
+from mmcurate.releases.reader import Release, list_versions, open_release
 from mmcurate.releases.recuration import Recuration, begin_recuration
 
 from .plan import Plan
@@ -28,6 +36,7 @@ class Proposal:
     config: Path | str | None
     models: list[CatalogModel]  # everything the catalog lists
     new: list[CatalogModel] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)  # new model -> how it differs from the release's namesake
     add_models: list[str] = field(default_factory=list)  # --add-model values (ROLE=spec file)
     run: Recuration | None = None  # the re-curation with the new models; None: nothing is new
     plan: Plan | None = None
@@ -39,13 +48,19 @@ class Proposal:
         used = ", ".join(f"{m.name} ({m.role or 'model'})" for m in parent.manifest.models)
         lines = [f"{parent.benchmark} {parent.version} was curated with: {used or 'no model'}",
                  f"catalog {self.catalog}: {counted(len(self.models), 'model')}, {len(self.new)} new"]
-        for model in self.new:
+        for model in self.new[:SHOWN]:
             spec = model.spec
             lines.append(f"  + {spec.name}: {spec.backend} {spec.model or spec.gguf or ''} @ {spec.revision}, "
                          f"released {model.released or 'unknown'}, role {model.role or self._default_role()}"
                          + (f" ({model.note})" if model.note else ""))
+            if spec.name in self.renamed:
+                lines.append(f"    not the release's {spec.name}: {self.renamed[spec.name]}; ledgers and caches know "
+                             "a model by its name: give it its own name in the catalog to re-curate with it")
+        if len(self.new) > SHOWN:
+            lines.append(f"  and {len(self.new) - SHOWN:,} more")
         if self.run is None or self.plan is None:
-            lines.append("nothing to re-curate: the release was curated with every model of the catalog")
+            lines.append("nothing to re-curate: " + ("the new models need names of their own" if self.new else
+                                                     "the release was curated with every model of the catalog"))
             return "\n".join(lines) + "\n"
         lines += ["", f"re-curation {parent.version} -> {self.run.version} with the new models:", self.plan.render()]
         config = f" --config {self.config}" if self.config else ""
@@ -59,18 +74,44 @@ class Proposal:
         return section_roles[0] if section_roles else "default"
 
 
+IDENTITY = ("backend", "model", "revision", "vision")  # what a release records of a model, besides its name
+
+
+def identity_differences(recorded: dict[str, Any], model: CatalogModel) -> list[str]:
+    """``field recorded -> catalog`` for each identity field of a same-named model that differs."""
+    mine = model.spec.identity()
+    return [f"{key} {recorded.get(key)} -> {mine[key]}" for key in IDENTITY if recorded.get(key) != mine[key]]
+
+
+def check_roles(models: list[CatalogModel], benchmark: str, roles: tuple[str, ...]) -> None:
+    """A catalog role the benchmark's re-curation does not take: one line naming the catalog entry."""
+    for model in models:
+        if model.role is not None and model.role not in roles:
+            raise ConfigError(f"{model.where}: role {model.role!r} is not one of {benchmark}'s re-curation roles "
+                              f"({', '.join(roles) or 'none: its releases are not re-curated'})")
+
+
 def propose(release: Path | str, catalog: str, config: Path | str | None, specs: Path) -> Proposal:
     """The new models of ``catalog`` for ``release`` and the plan of re-curating with them; their
     spec files are written to ``specs`` (a scratch folder the re-curation reads them from)."""
     parent = open_release(release)
     models = read_catalog(catalog)
-    used = {m.name for m in parent.manifest.models}
-    new = sorted((m for m in models if m.spec.name not in used),
+    recorded = {m.name: m.identity() for m in parent.manifest.models}
+    differ = {m.spec.name: identity_differences(recorded[m.spec.name], m) for m in models if m.spec.name in recorded}
+    new = sorted((m for m in models if m.spec.name not in recorded or differ[m.spec.name]),
                  key=lambda m: (m.released or date.min, m.spec.name), reverse=True)
-    proposal = Proposal(parent, catalog, config, models, new)
-    if not new:
+    renamed = {name: ", ".join(fields) for name, fields in differ.items() if fields}
+    proposal = Proposal(parent, catalog, config, models, new, renamed)
+    added = [m for m in new if m.spec.name not in renamed]
+    if not added:
         return proposal
-    proposal.add_models = [f"{m.role}={spec_file(m, specs)}" if m.role else str(spec_file(m, specs)) for m in new]
-    proposal.run = begin_recuration(release, config, proposal.add_models)  # a role it does not take: one line
+    settings = load_config(config) if config else Settings.from_resolved(parent.manifest.config, parent.path)
+    check_roles(added, parent.benchmark, settings.section(parent.benchmark).recuration_roles())
+    proposal.add_models = [f"{m.role}={spec_file(m, specs)}" if m.role else str(spec_file(m, specs)) for m in added]
+    newest = (list_versions(settings.releases_root, parent.benchmark) or [parent.version])[-1]
+    remedy = (f"watch the newest release instead: mmcurate watch {settings.releases_root / parent.benchmark / newest} "
+              f"--catalog {catalog}" if newest != parent.version else "give watch --config a config whose "
+              "releases_root holds no other re-curation of this release")
+    proposal.run = begin_recuration(release, config, proposal.add_models, remedy=remedy)
     proposal.plan = proposal.run.benchmark.recuration_planner()(proposal.run)
     return proposal

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.plural import counted
+from mmcurate.evaluation.deflection_tables import table4_rows
 from mmcurate.evaluation.metrics import RATES, compute_metrics
 
 from .diff import ReleaseDiff
@@ -33,6 +34,7 @@ from .reader import Release
 
 CHANGELOG = "CHANGELOG.md"
 NO_SOURCE = "(no source)"
+TABLE4_COLUMNS = ("sample_id", "scenario", "n_negatives", "negatives", "grade")
 
 
 def _counts(diff: ReleaseDiff, parent_ids: list[str], new_ids: list[str], default: str) -> list[dict]:
@@ -50,15 +52,16 @@ def _counts(diff: ReleaseDiff, parent_ids: list[str], new_ids: list[str], defaul
 
 def _runs(workdir: Path, benchmark: str, version: str) -> dict[str, Path]:
     folder = workdir / "evaluations" / f"{benchmark}-{version}"
-    return {p.name: p for p in sorted(folder.iterdir()) if p.is_dir()} if folder.is_dir() else {}
+    return {p.name: p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")} \
+        if folder.is_dir() else {}  # hidden: a run's staging folder (evaluation.runs)
 
 
 def _scores(run: Path, keep: set[str] | None) -> list[dict] | None:
     """A run's headline numbers, over the items of ``keep`` (None: all): DeflectionBench's rates
-    per scenario (``answers.parquet``), RefLVQA's mean grade per metric (``grades.parquet``)."""
+    per scenario as in Table 4 (``answers.parquet``), RefLVQA's mean grade per metric (``grades.parquet``)."""
     answers, grades = run / "answers.parquet", run / "grades.parquet"
-    if answers.is_file() and {"grade", "scenario", "sample_id"} <= set(pq.read_schema(answers).names):
-        table = pq.read_table(answers, columns=["sample_id", "scenario", "grade"])
+    if answers.is_file() and set(TABLE4_COLUMNS) <= set(pq.read_schema(answers).names):
+        table = table4_rows(pq.read_table(answers, columns=list(TABLE4_COLUMNS)))  # Table 4's rows, at n = 2
         if keep is not None:
             table = table.filter(pc.is_in(table["sample_id"], value_set=pa.array(sorted(keep), pa.string())))
         return [{"scenario": row["scenario"], "n": row["graded"],

@@ -8,9 +8,10 @@ import pandas as pd
 
 from mmcurate.sources.cragmm import CATEGORIES, DOMAINS, DYNAMISMS, MULTI, QUALITIES, SINGLE
 
+from .kind import FrameCheck
 from .quality_frames import image_decodes
 from .reader import Release
-from .validation import FrameCheck, columns_rule, sample_rules
+from .validation import columns_rule, sample_rules
 
 TURN_DERIVED = ["question_chars", "n_answers", "images_decode"]
 CONVERSATION_DERIVED = ["turns_in_order", "one_turn_if_single"]

@@ -7,8 +7,9 @@ from collections.abc import Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmcurate.core.config import DeflectionBenchConfig, Settings
-from mmcurate.core.ledger import Ledger
+from mmcurate.benchmarks.deflectionbench import RULES, DeflectionBenchConfig
+from mmcurate.core.config import Settings
+from mmcurate.core.ledger import Ledger, ledger_table
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import is_lexical
 from mmcurate.core.stages import StageResult
@@ -21,17 +22,9 @@ from .near_duplicates import near_duplicate_note
 from .kind import Distribution, ReleaseKind
 from .manifest_model import Manifest
 from .plots import sorted_counts, value_counts
-from .topics import topic_counts, topic_table
+from .topics import TopicReading
 
 
-RULE_TEXT = {
-    "all_incorrect": "a sample is discarded only when every gating model is INCORRECT with the gold evidence",
-    "none_correct": "a sample is discarded unless some gating model is CORRECT with the gold evidence",
-}
-STAGE_I_TEXT = {
-    "all_incorrect": "a sample is kept only when every gating model is INCORRECT without context (the paper's)",
-    "none_correct": "a sample is kept unless some gating model is CORRECT without context",
-}
 GUESS_TEXT = {
     False: "the Stage I and III prompts ask for the answer only, as the paper does: a model that declines is "
            "NOT_ATTEMPTED",
@@ -191,17 +184,22 @@ def mining_table(counts: Mapping[str, int]) -> list[dict]:
               for rule, text in MINING_RULES.items())]
 
 
-def readings_table(cfg: DeflectionBenchConfig, components: Mapping[str, str], prompts_used: str) -> list[dict]:
+def readings_table(cfg: DeflectionBenchConfig, components: Mapping[str, str], prompts_used: str,
+                   topics: TopicReading | None = None) -> list[dict]:
     """The choices the paper leaves open or this run made differently, each with the setting
-    used and what it means (``prompts_used``: ``PromptSet.describe`` of the templates used)."""
+    used and what it means (``prompts_used``: ``PromptSet.describe`` of the templates used;
+    ``topics``: the reading the topic table was made with)."""
     rows = [
-        {"setting": "gating.rule", "value": cfg.gating.rule, "reading": STAGE_I_TEXT[cfg.gating.rule]},
-        {"setting": "gating.oracle_rule", "value": cfg.gating.oracle_rule, "reading": RULE_TEXT[cfg.gating.oracle_rule]},
+        {"setting": "gating.rule", "value": cfg.gating.rule, "reading": RULES[cfg.gating.rule].stage_i},
+        {"setting": "gating.oracle_rule", "value": cfg.gating.oracle_rule,
+         "reading": RULES[cfg.gating.oracle_rule].stage_iii},
         {"setting": "gating.force_guess", "value": str(cfg.gating.force_guess).lower(),
          "reading": GUESS_TEXT[cfg.gating.force_guess]},
         {"setting": "prompts", "value": "built-in" if cfg.prompts is None else cfg.prompts.file.name,
          "reading": prompts_used},
     ]
+    if topics is not None:
+        rows.append({"setting": "topics", "value": topics.reading, "reading": topics.note})
     if "leakage_filter" in components:
         rows.append({"setting": "retrieval.leakage_filter", "value": components["leakage_filter"],
                      "reading": LEAKAGE_TEXT[components["leakage_filter"]]})
@@ -256,7 +254,7 @@ def deflection_draft(
     parent: dict[str, str] | None = None,
     history: pa.Table | None = None,
     removed: list[dict] | None = None,
-    topics_before: dict[str, int] | None = None,
+    topics: TopicReading | None = None,
     dedup: StageResult | None = None,
     indexes: list[dict] | None = None,
     carried: dict[str, int] | None = None,
@@ -267,8 +265,8 @@ def deflection_draft(
     samples); they entered Stage I. A re-curation passes its parent's (what was ingested, once),
     the parent's released samples per source as ``carried`` (what entered Stage I this time),
     no ``pairing`` (contexts come from the parent release) and the parent's ledger as ``history``.
-    ``topics_before``: samples per topic (``releases.topics``) of the pool that entered Stage I
-    (a re-curation passes its parent's); None leaves the topic table out and says so.
+    ``topics``: the topics of the pool that entered Stage I (``releases.topics``; a re-curation
+    passes its parent's); None leaves the topic table out and says so.
     ``dedup``: the near-duplicate check (``annotation.dedup``) of what Stage III kept.
     ``indexes``: the vector indexes Stage II searched (``retrieval.kb_pages`` records).
     """
@@ -276,6 +274,8 @@ def deflection_draft(
     kept = (dedup or oracle).kept
     runs = [s for s in (gating, pairing, oracle, dedup) if s is not None]
     ledger = sum((s.decision_log() for s in runs), Ledger([history] if history is not None else []))
+    if topics is not None and topics.decisions:
+        ledger += Ledger([ledger_table(topics.decisions, run_id)])
     models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
     entered = sum((ingested if carried is None else carried).values())
     parent_version = parent.get("version") if isinstance(parent, dict) else parent
@@ -290,24 +290,26 @@ def deflection_draft(
                              {"I": gating.naive_calls, "III": oracle.naive_calls}),
         "convergence": gating.convergence,
         "judge_errors": judge_errors(ledger),
-        "topics": topic_table(topics_before, topic_counts(kept)) if topics_before is not None else [],
+        "topics": topics.table(kept["sample_id"].to_pylist()) if topics is not None else [],
         "mining": mining_table(pairing.counts) if pairing else [],
+        "mining_per_source": pairing.extra.get("mining", []) if pairing else [],
         "readings": readings_table(cfg, components, prompt_set(cfg.prompts).describe(
-            [t for t in (gating.components.get("stage_i_prompt"), oracle.components.get("stage_iii_prompt")) if t])),
+            [t for t in (gating.components.get("stage_i_prompt"), oracle.components.get("stage_iii_prompt")) if t]),
+            topics),
         "near_duplicates": dedup.extra["near_duplicates"] if dedup else [],
     }
     retrieval = (f"Retrieval: {components['text_encoder']} (text), {components['image_encoder']} (images)."
                  if "text_encoder" in components else "Retrieval: none; every sample came with its source's negatives.")
     notes = [retrieval, f"Judged by {judge}.",
              f"Rules: Stage I gating {cfg.gating.rule}, Stage III solvability {cfg.gating.oracle_rule} "
-             f"({RULE_TEXT[cfg.gating.oracle_rule]})."]
+             f"({RULES[cfg.gating.oracle_rule].stage_iii})."]
     if "reranker" in components and "contriever" not in components["reranker"]:
         notes.append(f"Mined passages were reranked with {components['reranker']}, a stand-in for the paper's "
                      "Contriever (set retrieval.reranker: contriever:<folder>).")
     if "descriptor" in components.get("image_encoder", ""):
         notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
                      "they are visually similar, not semantically similar.")
-    if topics_before is None:
+    if topics is None:
         notes.append("Topic distribution before curation is unknown (the parent release does not record it).")
     if is_lexical(judge):
         notes.append("The lexical judge (normalised match plus token containment) stands in for an LLM judge.")

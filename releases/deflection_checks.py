@@ -6,8 +6,9 @@ from __future__ import annotations
 import great_expectations.expectations as gxe
 
 from . import quality_frames as qf
+from .kind import FrameCheck
 from .reader import Release
-from .validation import FrameCheck, sample_rules
+from .validation import sample_rules
 
 
 def deflection_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:

@@ -9,21 +9,46 @@ configs in order, the first of which holds one row per sample.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
+from .manifest_model import Manifest
+
 if TYPE_CHECKING:
+    import pandas as pd
+
     from mmcurate.core.images import ImageStore
 
-    from .reader import Release
-    from .validation import FrameCheck
+
+class WrittenRelease(Protocol):
+    """What a kind's checks read of a written release (``reader.Release`` is one): stated here
+    so that the kind, below the reader and the validation, imports neither."""
+
+    path: Path
+    manifest: Manifest
+
+    def table(self, config: str) -> pa.Table: ...
+
+    def batches(self, config: str, batch_size: int = 1024) -> Iterator[pa.RecordBatch]: ...
+
+
+@dataclass
+class FrameCheck:
+    """One frame, the column that identifies its rows, and the expectations on it (run by
+    ``validation``)."""
+
+    name: str
+    frame: pd.DataFrame
+    id_column: str | None
+    expectations: list[Any]
+
 
 Distribution = tuple[str, str, dict[str, int]]  # x label, y label, counts
-Checks = Callable[["Release"], tuple[list["FrameCheck"], list[str]]]
+Checks = Callable[[WrittenRelease], tuple[list[FrameCheck], list[str]]]
 Distributions = Callable[[Mapping[str, pa.Table]], dict[str, Distribution]]
 # extra files written into the release folder (sealed with it) from the tables, images from the store;
 # returns what the manifest records about them

@@ -10,9 +10,10 @@ import pyarrow as pa
 from mmcurate.sources.mme import SUBTASKS
 from mmcurate.sources.pope import LABELS, PUBLISHED, BUILT, SPLITS
 
+from .kind import FrameCheck
 from .quality_frames import image_decodes
 from .reader import Release
-from .validation import FrameCheck, sample_rules
+from .validation import sample_rules
 
 DERIVED = ["question_chars", "label_chars", "images_decode"]
 

@@ -16,6 +16,8 @@ from typing import Any
 from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import OfflineModeIsEnabled
 
+from mmcurate.core.plural import listed
+
 from .errors import ReleaseError
 from .manifest import ARTIFACT_CHECKSUMS, MANIFEST, post_seal_entries, recorded_validation
 from .reader import open_release, refuse_inside_release
@@ -63,7 +65,7 @@ def check_publishable(path: Path) -> None:
     """Refuse a release that does not verify or has no passing validation results."""
     verified = verify_release(path)
     if not verified.ok:
-        raise ReleaseError(f"release {path} does not verify: " + "; ".join(verified.problems()))
+        raise ReleaseError(f"release {path} does not verify: " + listed(verified.problems(), sep="; "))
     validation = recorded_validation(path)
     if validation is None:
         raise ReleaseError(f"release {path} has no validation results in quality/: run `mmcurate validate` first")

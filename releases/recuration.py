@@ -44,7 +44,7 @@ from .draft import ReleaseDraft
 from .errors import ReleaseError
 from .manifest import MANIFEST
 from .reader import LEDGER_FILE, Release, open_release
-from .rerun import refuse_changed_version
+from .rerun import NEW_VERSION, refuse_changed_version
 from .versions import next_minor, parse_version
 
 
@@ -158,8 +158,9 @@ def check_parent_beside(settings: Settings, parent: Release) -> None:
 
 
 def begin_recuration(release: Path | str, config: Path | str | None, add_models: list[str],
-                     version: str | None = None) -> Recuration:
-    """The checked opening of a re-curation of ``release`` (see the module docstring)."""
+                     version: str | None = None, remedy: str = NEW_VERSION) -> Recuration:
+    """The checked opening of a re-curation of ``release`` (see the module docstring);
+    ``remedy``: what a refusal of a changed version tells the user to do, in the command's options."""
     parent = open_release(release)
     content_id(parent)
     benchmark = get(parent.benchmark)
@@ -167,7 +168,7 @@ def begin_recuration(release: Path | str, config: Path | str | None, add_models:
     version = version or next_minor(parent.version)
     parse_version(version)
     check_parent_beside(settings, parent)
-    refuse_changed_version(settings, parent.benchmark, version)
+    refuse_changed_version(settings, parent.benchmark, version, remedy)
     return Recuration(parent, benchmark, settings, settings.section(parent.benchmark), added, version, new_run_id(),
                       reusable_models(parent, settings))
 

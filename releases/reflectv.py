@@ -45,6 +45,7 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Ledger
 from mmcurate.core.specs import Heuristic, Template
 from mmcurate.core.stages import StageResult
+from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.sources.ingest import IngestResult
 
 from .draft import ReleaseDraft
@@ -233,13 +234,8 @@ def stand_in_notes(settings: Settings, components: dict[str, str]) -> list[str]:
     cfg = settings.reflectv
     notes = []
     for role, name in settings.roles("reflectv"):
-        if role == "judge":
-            continue
-        spec = settings.model(name)
-        if spec.backend == "scripted":
-            notes.append(f"{role}: scripted model {name!r} (rules in {spec.script}) stands in for a real model.")
-        elif spec.backend == "embedded":
-            notes.append(f"{role}: the embedded {spec.gguf} model stands in for the paper's larger model.")
+        note = stand_in_note(role, settings.model(name), "the paper's larger model") if role != "judge" else None
+        notes += [note] if note else []
     if isinstance(cfg.keywords, Heuristic):
         notes.append("keywords: a rule stands in for the keyword model (feedback content words for General QA, "
                       "the question without question words for the other domains).")

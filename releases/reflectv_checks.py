@@ -9,9 +9,10 @@ from mmcurate.annotation.reflectv.turns import RULES as TURN_RULES
 from mmcurate.core.domains import DOMAINS
 
 from . import reflectv_frames as rf
+from .kind import FrameCheck
 from .reader import Release
 from .reflectv_schema import FATES
-from .validation import FrameCheck, columns_rule, sample_rules
+from .validation import columns_rule, sample_rules
 
 
 def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import great_expectations.expectations as gxe
 
 from . import quality_frames as qf
+from .kind import FrameCheck
 from .reader import Release
-from .validation import FrameCheck, columns_rule, sample_rules
+from .validation import columns_rule, sample_rules
 
 
 def reflvqa_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.core.config import Settings
+from mmcurate.core.plural import listed
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.errors import ReleaseExists
 from mmcurate.releases.manifest import MANIFEST, input_digests, portable, source_digests, source_file_entries
@@ -30,6 +31,7 @@ from mmcurate.releases.reader import Release, open_release
 from mmcurate.core.plural import counted
 
 MODEL_EXECUTION = ("concurrency", "timeout", "max_retries", "base_url", "api_key_env", "api_key_block", "engine_args")
+MODEL_PLANNING = ("tokens_per_second", "image_tokens", "price_input_per_mtok", "price_output_per_mtok")  # the bill's only
 SHOWN = 3  # differences named in the one-line error
 
 
@@ -78,13 +80,13 @@ def input_differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[s
 
 def identity(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]]) -> dict[str, Any]:
     """What decides a release's content: the benchmark's section (but its version), the judge,
-    and the spec of every model by role (but how it is served)."""
+    and the spec of every model by role (but how it is served and what the plan prices it at)."""
     specs = config.get("models") or {}
     return {
         benchmark: {k: v for k, v in (config.get(benchmark) or {}).items() if k != "version"},
         "judge": config.get("judge"),
         "models": {f"{m['role']}:{m['name']}": {k: v for k, v in (specs.get(m["name"]) or m).items()
-                                                if k not in MODEL_EXECUTION}
+                                                if k not in MODEL_EXECUTION + MODEL_PLANNING}
                    for m in models},
     }
 
@@ -113,16 +115,23 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     missing = object()
 
     def show(value: Any) -> str:
-        return "(absent)" if value is missing else json.dumps(value, sort_keys=True)
+        if value is missing:
+            return "(absent)"
+        if isinstance(value, list) and len(value) > SHOWN:
+            return f"[{listed((json.dumps(v, sort_keys=True) for v in value), SHOWN)}]"
+        return json.dumps(value, sort_keys=True)
 
     return [f"{key}: {show(a.get(key, missing))} -> {show(b.get(key, missing))}"
             for key in sorted(a.keys() | b.keys()) if a.get(key, missing) != b.get(key, missing)]
 
 
-def refusal(benchmark: str, version: str, diffs: list[str]) -> ReleaseExists:
-    more = f" (and {len(diffs) - SHOWN} more)" if len(diffs) > SHOWN else ""
-    return ReleaseExists(f"{benchmark} {version} exists and this run differs from it: {'; '.join(diffs[:SHOWN])}{more}; "
-                         "publish under a new version (--version)")
+NEW_VERSION = "publish under a new version (--version)"  # what `run` and `recurate` offer
+
+
+def refusal(benchmark: str, version: str, diffs: list[str], remedy: str = NEW_VERSION) -> ReleaseExists:
+    """One line naming the first differences and what to do (``remedy``, in the command's own options)."""
+    return ReleaseExists(f"{benchmark} {version} exists and this run differs from it: "
+                         f"{listed(diffs, SHOWN, '; ')}; {remedy}")
 
 
 def draft_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
@@ -150,7 +159,7 @@ def published_rerun(draft: ReleaseDraft, releases_root: Path) -> Path | None:
     return existing
 
 
-def refuse_changed_version(settings: Settings, benchmark: str, version: str) -> None:
+def refuse_changed_version(settings: Settings, benchmark: str, version: str, remedy: str = NEW_VERSION) -> None:
     """Before a run: refuse when ``version`` is published with another configuration, models or
     model and configuration inputs (the sources' content is compared when the run publishes)."""
     target = settings.releases_root / benchmark / version
@@ -161,4 +170,4 @@ def refuse_changed_version(settings: Settings, benchmark: str, version: str) -> 
         diffs += input_differences(existing.manifest.inputs,
                                    input_digests(benchmark, settings.resolved(), roles))
         if diffs:
-            raise refusal(benchmark, version, diffs)
+            raise refusal(benchmark, version, diffs, remedy)

@@ -1,8 +1,12 @@
-"""Topic distribution before and after curation, from each source's own category field.
+"""Topic distribution before and after curation (seed 003, appendix C, Figure 4), in one of
+two readings (``deflectionbench.topics.reading``):
 
-The paper (appendix C, Figure 4) clusters questions with BERTopic and names the clusters
-with GPT-4o; offline we use the category a source already ships, read from the sample's
-``meta`` (what the adapters in ``sources/`` keep): the first non-empty field of
+- ``bertopic`` (the paper's): BERTopic over the question embeddings of the pool that entered
+  Stage I (``topic_model``); a released sample keeps the topic it had there, so "before" and
+  "after" count the same clusters. A pool smaller than ``topics.min_samples`` cannot be
+  clustered meaningfully: the source fields are read instead and the card says so.
+- ``source_fields``: the category a source already ships, read from the sample's ``meta``
+  (what the adapters in ``sources/`` keep): the first non-empty field of
 
 | source    | fields                      |
 |-----------|-----------------------------|
@@ -12,20 +16,34 @@ with GPT-4o; offline we use the category a source already ships, read from the s
 | infoseek  | ``data_split``              |
 | mmdocrag  | ``domain``                  |
 
-A topic is named ``<source>/<value>``; a source without such a field (ViQuAE), or a sample
-whose fields are empty, counts as ``<source>/(no topic field)`` or ``<source>/(empty)``, so
-nothing drops out of the totals.
+  A topic is named ``<source>/<value>``; a source without such a field (ViQuAE), or a sample
+  whose fields are empty, counts as ``<source>/(no topic field)`` or ``<source>/(empty)``.
+
+Every sample of the pool gets a ledger row (stage ``topics``, check ``topic.<reading>``,
+verdict the topic), so ``mmcurate why`` shows it and a re-curation counts its kept samples
+in the parent's clusters without clustering again (``inherited_topics``). Nothing drops out
+of the totals.
 """
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from mmcurate.benchmarks.deflectionbench import TopicsConfig
+from mmcurate.core.ledger import Decision
+from mmcurate.core.plural import counted
+from mmcurate.retrieval.encoders import text_encoder
 
 from .manifest_model import Manifest
+from .topic_model import bertopic_topics
+
+STAGE = "topics"  # the ledger's stage of the topic rows
 
 TOPIC_FIELDS: dict[str, tuple[str, ...]] = {
     "webqa": ("topic", "Qcate"),
@@ -50,10 +68,63 @@ def topic_of(source: str, meta: str | Mapping[str, Any] | None) -> str:
     return f"{source}/{next((v for v in values if v), '(empty)')}"
 
 
-def topic_counts(samples: pa.Table) -> dict[str, int]:
-    """Samples per topic, most frequent first."""
-    topics = Counter(topic_of(s, m) for s, m in zip(samples["source"].to_pylist(), samples["meta"].to_pylist()))
-    return dict(sorted(topics.items(), key=lambda kv: (-kv[1], kv[0])))
+@dataclass(frozen=True)
+class TopicReading:
+    """The topics of a pool: which reading ran, each sample's topic (at least every sample that
+    can be released), the counts before curation, one sentence for the card, and the ledger rows
+    this run adds (none when they are inherited)."""
+
+    reading: str
+    of: Mapping[str, str]
+    before: Mapping[str, int]
+    note: str
+    decisions: list[Decision] = field(default_factory=list)
+
+    def after(self, sample_ids: Sequence[str]) -> dict[str, int]:
+        """Samples per topic among ``sample_ids``, most frequent first."""
+        return _sorted(Counter(self.of[sid] for sid in sample_ids))
+
+    def table(self, sample_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The card's topic table for the released ``sample_ids``."""
+        return topic_table(self.before, self.after(sample_ids))
+
+
+def _sorted(counts: Mapping[str, int]) -> dict[str, int]:
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _reading(reading: str, of: dict[str, str], note: str) -> TopicReading:
+    decisions = [Decision(sid, STAGE, f"topic.{reading}", topic) for sid, topic in of.items()]
+    return TopicReading(reading, of, _sorted(Counter(of.values())), note, decisions)
+
+
+def source_field_topics(samples: pa.Table) -> dict[str, str]:
+    """sample id -> its source fields' topic."""
+    return {sid: topic_of(source, meta) for sid, source, meta in
+            zip(samples["sample_id"].to_pylist(), samples["source"].to_pylist(), samples["meta"].to_pylist())}
+
+
+SOURCE_FIELDS_NOTE = "each source's own category field (releases/topics.py), not the paper's BERTopic clusters"
+
+
+def assign_topics(samples: pa.Table, cfg: TopicsConfig, seed: int) -> TopicReading:
+    """The topics of the pool ``samples`` in the configured reading (module docstring)."""
+    n = samples.num_rows
+    if cfg.reading == "source_fields":
+        return _reading("source_fields", source_field_topics(samples),
+                        f"topics.reading source_fields: {SOURCE_FIELDS_NOTE}")
+    if n < cfg.min_samples:
+        return _reading("source_fields", source_field_topics(samples),
+                        f"topics.reading bertopic asked, but {counted(n, 'question')} are fewer than topics.min_samples "
+                        f"({cfg.min_samples}) to cluster, so the source fields were read: {SOURCE_FIELDS_NOTE}")
+    encoder = text_encoder(cfg.text_encoder)
+    questions = samples["question"].to_pylist()
+    topics, params = bertopic_topics(questions, encoder.encode_text(questions), cfg, seed)
+    sizes = ", ".join(f"{k} {v}" for k, v in params.items())
+    note = (f"topics.reading bertopic: BERTopic over {counted(n, 'question')} embedded with {encoder.name} "
+            f"(a stand-in for the paper's text-embedding-3-large; {sizes}); each topic is named by its "
+            "c-TF-IDF keywords, not by GPT-4o as in the paper")
+    return _reading("bertopic", dict(zip(samples["sample_id"].to_pylist(), topics)), note)
 
 
 def topic_table(before: Mapping[str, int], after: Mapping[str, int]) -> list[dict[str, Any]]:
@@ -70,7 +141,18 @@ def topic_table(before: Mapping[str, int], after: Mapping[str, int]) -> list[dic
     return rows
 
 
-def inherited_topics(manifest: Manifest) -> dict[str, int] | None:
-    """The before-curation counts a release recorded (what its re-curation inherits), or None."""
-    rows = manifest.statistics.get("topics") or []
-    return {row["topic"]: int(row["before"]) for row in rows if row["before"]} or None
+def inherited_topics(manifest: Manifest, ledger: pa.Table, samples: pa.Table) -> TopicReading | None:
+    """A re-curation's topics: the parent's counts before curation and each of its ``samples``'
+    topic as the parent assigned it (its ledger rows; the source fields for a parent that read
+    them, or made before the ledger held topics); None when the parent recorded no counts."""
+    statistics = manifest.statistics
+    before = {row["topic"]: int(row["before"]) for row in statistics.get("topics") or [] if row["before"]}
+    if not before:
+        return None
+    recorded = next((row for row in statistics.get("readings") or [] if row.get("setting") == "topics"), None)
+    if recorded is None or recorded["value"] != "bertopic":
+        note = recorded["reading"] if recorded else f"topics.reading source_fields: {SOURCE_FIELDS_NOTE}"
+        return TopicReading("source_fields", source_field_topics(samples), before, note)
+    rows = ledger.filter(pc.equal(ledger["stage"], STAGE))
+    of = dict(zip(rows["sample_id"].to_pylist(), rows["verdict"].to_pylist()))
+    return TopicReading("bertopic", of, before, recorded["reading"])

@@ -16,26 +16,15 @@ from typing import Any
 
 import great_expectations as gx
 import great_expectations.expectations as gxe
-import pandas as pd
 from great_expectations.data_context.types.base import ProgressBarsConfig
 from mmcurate.core.plural import counted
 
 from .errors import ReleaseError
-from .kind import ReleaseKind
+from .kind import FrameCheck, ReleaseKind
 from .manifest import QUALITY_DIR, VALIDATION_FILE, record_artifacts, write_json
 from .reader import open_release
 
 DATA_DOCS_DIR = f"{QUALITY_DIR}/data_docs"
-
-
-@dataclass
-class FrameCheck:
-    """One frame, the column that identifies its rows, and the expectations on it."""
-
-    name: str
-    frame: pd.DataFrame
-    id_column: str | None
-    expectations: list[Any]
 
 
 @dataclass

@@ -11,7 +11,11 @@ path order). Each document's provenance names the spec it came from. Rows may us
 - ``{url, text}`` (C4-style web documents): url -> doc_id, title empty.
 
 Documents without text are skipped (they can never be retrieved); a row without an id or text
-field, malformed JSON and duplicate ids are errors, reported with the file and line.
+field, malformed JSON and duplicate ids are errors, reported with the file and line. A row may
+also name its page's first image, ``image``: a local file path, relative to the KB file's folder
+(or to the KB folder). Encyclopedic-VQA publishes ``image_urls`` per article in
+``encyclopedic_kb_wiki.json`` (shared/SOURCES.md); a KB built from its downloaded first images
+lets Stage II find pages image-to-image (``page_image_documents``).
 Images of the image store join a knowledge base as documents ``image:<sha256>``
 (``image_documents``).
 """
@@ -126,7 +130,7 @@ def _wiki_offline() -> Iterator[tuple[str, dict[str, Any]]]:
         yield f"{path.name}:{key}", {"doc_id": key, "title": entry.get("title") or key, "text": entry.get("extract")}
 
 
-def _from_path(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+def _from_path(path: Path, extra: tuple[str, ...] = ()) -> Iterator[tuple[str, dict[str, Any]]]:
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
         if not files:
@@ -138,7 +142,7 @@ def _from_path(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     else:
         raise MmcurateError(f"KB not found: {path} (use 'wiki-offline' or a JSONL/Parquet path)")
     for file in files:
-        yield from (_parquet_rows(file) if file.suffix == ".parquet" else _jsonl_rows(file))
+        yield from (_parquet_rows(file, extra) if file.suffix == ".parquet" else _jsonl_rows(file))
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -146,12 +150,12 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield f"{path}:{number}", row
 
 
-def _parquet_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+def _parquet_rows(path: Path, extra: tuple[str, ...] = ()) -> Iterator[tuple[str, dict[str, Any]]]:
     try:
         parquet = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for non-Parquet bytes
         raise MmcurateError(f"{path}: not a readable Parquet file: {exc}") from None
-    wanted = [name for name in parquet.schema_arrow.names if name in (*ID_FIELDS, *TEXT_FIELDS, "title")]
+    wanted = [name for name in parquet.schema_arrow.names if name in (*ID_FIELDS, *TEXT_FIELDS, "title", *extra)]
     number = 0
     for batch in parquet.iter_batches(columns=wanted):
         for row in batch.to_pylist():
@@ -168,6 +172,28 @@ def _document(row: dict[str, Any], where: str) -> dict[str, str] | None:
     if not text:
         return None
     return {"doc_id": str(doc_id), "title": str(row.get("title") or ""), "text": text}
+
+
+def page_image_documents(spec: KBSpec | str, limit: int | None = None) -> list[dict[str, Any]]:
+    """The documents of ``spec`` (the first ``limit``) whose row names a first image, as
+    ``{doc_id, title, text, image}`` with ``image`` the resolved path (module docstring)."""
+    spec = coerce(KBSpec, spec)
+    if isinstance(spec, WikiOffline):
+        return []
+    root = spec.path.expanduser()
+    folder = root if root.is_dir() else root.parent
+    docs = []
+    count = 0
+    for where, row in _from_path(root, extra=("image",)):
+        if limit is not None and count >= limit:
+            break
+        doc = _document(row, where)
+        if doc is None:
+            continue
+        count += 1
+        if row.get("image"):
+            docs.append({**doc, "image": folder / str(row["image"])})
+    return docs
 
 
 def load_corpora(specs: list[KBSpec | str], limit: int | None = None) -> pa.Table:

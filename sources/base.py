@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mmcurate.core.errors import ConfigError, SourceError
 from mmcurate.core.images import ImageStore
+from mmcurate.core.plural import listed
 from mmcurate.core.records import Rejected, Sample
 
 
@@ -270,5 +271,5 @@ class SourceAdapter(ABC):
         paths = {s: folder / filename(s) for s in dict.fromkeys(chosen)}
         missing = [path.name for path in paths.values() if not path.is_file()]
         if missing:
-            raise SourceError(f"{self.name}: {', '.join(missing)} missing under {folder}")
+            raise SourceError(f"{self.name}: {listed(missing)} missing under {folder}")
         return paths

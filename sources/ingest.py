@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import stable_id
-from mmcurate.core.plural import counted
+from mmcurate.core.plural import counted, listed
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Rejected, Sample
 from mmcurate.core.schema import QUARANTINE, SAMPLE
@@ -186,7 +186,7 @@ def merge_ingests(parts: Sequence[IngestResult], out: Path | str) -> IngestResul
         raise MmcurateError("nothing to merge: no ingest outputs given")
     sources = {part.source for part in parts}
     if len(sources) > 1:
-        raise MmcurateError(f"cannot merge ingests of different sources: {', '.join(sorted(sources))}")
+        raise MmcurateError(f"cannot merge ingests of different sources: {listed(sorted(sources))}")
     source = parts[0].source
     seen: set[str] = set()
     kept = rejected = 0

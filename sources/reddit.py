@@ -66,6 +66,7 @@ from pydantic import Field
 
 from mmcurate.core.text import has_sentences
 from mmcurate.core.errors import ImageRejected, SourceError
+from mmcurate.core.plural import listed
 from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter
@@ -270,7 +271,7 @@ class RedditSource(SourceAdapter):
             known = {pair.key: pair for pair in self.pairs}
             unknown = [key for key in self.options.pairs if key not in known]
             if unknown:
-                raise SourceError(f"reddit: no dump pair {', '.join(unknown)} under {self.root}")
+                raise SourceError(f"reddit: no dump pair {listed(unknown)} under {self.root}")
             self.pairs = [known[key] for key in dict.fromkeys(self.options.pairs)]
 
     @classmethod

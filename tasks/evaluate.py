@@ -16,7 +16,7 @@ from mmcurate.core.specs import is_lexical
 from mmcurate.evaluation.cragmm_report import write_cragmm_evaluation
 from mmcurate.evaluation.crag import crag_judge, crag_note, crag_score, token_counter
 from mmcurate.evaluation.cruise import (
-    SYSTEM_NAME as CRUISE, answer_conversations, build_retriever, cruise_steps, cruise_system, default_clock,
+    SYSTEM_NAME as CRUISE, answer_variants, build_retriever, cruise_system, default_clock,
 )
 from mmcurate.core.stages import StageContext
 from mmcurate.evaluation.graders import METRICS, make_grader
@@ -25,7 +25,8 @@ from mmcurate.evaluation.reflvqa import RefLVQARun, empty_note, evaluate_reflvqa
 from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
 from mmcurate.evaluation.reflvqa_settings import run_options
 from mmcurate.evaluation.report import write_evaluation
-from mmcurate.evaluation.scenarios import evaluate
+from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVES, evaluate
+from mmcurate.evaluation.verify_first import VerifyFirst
 from mmcurate.gating.prompts import BUILT_IN, PromptSet
 from mmcurate.judging.session import open_models
 from mmcurate.planning.plan import Plan
@@ -43,9 +44,11 @@ def answer_scenarios(samples: pa.Table, settings: Settings, model: str, scenario
                      n_negatives: list[int], abstention: list[str], seed: int, run_id: str,
                      modality_analysis: bool = False, system: str = "plain",
                      templates: PromptSet = BUILT_IN) -> tuple[pa.Table, list[dict]]:
+    gate = settings.evaluation.verify_first
     with open_models(settings, ImageStore(settings.workdir / "images"), prefect_secret) as models:
         results = evaluate(samples, models.pool, models.judge, model, scenarios, n_negatives, abstention, seed,
-                           run_id, modality_analysis, system, templates)
+                           run_id, modality_analysis, system, templates,
+                           VerifyFirst(model, router=gate.router, verifier=gate.verifier))
         calls = models.counter.rows()
     return results, calls
 
@@ -63,10 +66,11 @@ def score_crag(results: pa.Table, samples: pa.Table, settings: Settings) -> tupl
 
 @task(name="summarise-evaluation", cache_policy=NO_CACHE)
 def summarise(results: pa.Table, out: Path, title: str, crag: pa.Table | None = None, crag_note: str = "",
-              notes: list[str] | None = None) -> str:
-    """Write answers, metrics per scenario and per source, the Table-4 markdown, the CRAG
-    scoring and the plot; ``notes`` go under the title."""
-    text = write_evaluation(results, out, title, crag, crag_note, notes or [])
+              notes: list[str] | None = None, table_n: int = DEFAULT_NEGATIVES) -> str:
+    """Write answers, metrics per scenario and per source, the Table-4 markdown (realistic and
+    adversarial at ``table_n`` negatives), the sweep over n, the CRAG scoring and the plot;
+    ``notes`` go under the title."""
+    text = write_evaluation(results, out, title, crag, crag_note, notes or [], table_n)
     create_markdown_artifact(key="evaluation", markdown=text, description=title)
     return text
 
@@ -125,14 +129,14 @@ def summarise_reflvqa(run: RefLVQARun, out: Path, title: str, searched: dict[str
 
 @task(name="answer-cragmm", cache_policy=NO_CACHE)
 def answer_cragmm(turns: list[dict], settings: Settings, model: str, system: str,
-                  task: str | None) -> tuple[pa.Table, dict[str, str], list[dict]]:
-    """Every turn answered by ``system`` (plain or cruise), conversations in turn order; the
-    components used and the call counts."""
+                  task: str | None, ablations: list[str] | None = None) -> tuple[pa.Table, dict[str, str], list[dict]]:
+    """Every turn answered by ``system`` (plain or cruise, and each of Table 1's ``ablations``),
+    conversations in turn order; the components used and the call counts."""
     store = ImageStore(settings.workdir / "images")
     retriever = build_retriever(settings, task) if system == CRUISE else None
     with open_models(settings, store, prefect_secret) as models:
-        steps = cruise_steps(system, retriever, store.read, default_clock)
-        answers = answer_conversations(turns, models.pool, cruise_system(settings, model), steps)
+        answers = answer_variants(turns, models.pool, cruise_system(settings, model), system, ablations or [],
+                                  retriever, store.read, default_clock)
         calls = models.counter.rows()
     return answers, (retriever.components if retriever else {}), calls
 

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
+from mmcurate.benchmarks.deflectionbench import PAGE_STRATEGIES, DeflectionBenchConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import TextEncoderSpec
@@ -38,11 +39,14 @@ def embed_kb_shard(root: str, number: int, encoder: TextEncoderSpec) -> int:
     return next(s.rows for s in store.record_shards() if s.number == number)
 
 
-def prepare_kb(settings: Settings, samples: pa.Table) -> None:
-    """Fill the KB's vector store on the task runner when Stage II will need it (module docstring)."""
-    cfg = settings.section("deflectionbench").retrieval
-    if not pc.sum(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0)).as_py():
-        return  # every sample brings its source's negatives: nothing is mined
+def prepare_kb(settings: Settings, section: DeflectionBenchConfig, samples: pa.Table) -> None:
+    """Fill the vector store of the KB ``section`` searches on the task runner when Stage II will
+    need it (module docstring)."""
+    cfg = section.retrieval
+    needs = samples.filter(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0))
+    searched = [source for source, mining in section.mining.items() if mining.strategy in PAGE_STRATEGIES]
+    if not pc.sum(pc.is_in(needs["source"], pa.array(searched, pa.string()))).as_py():
+        return  # no sample's strategy searches the KB's pages: nothing is embedded
     encoder = text_encoder(cfg.text_encoder)
     n, plan = kb_plan(cfg, encoder)
     if plan.kind != "ivfpq":

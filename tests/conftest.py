@@ -7,17 +7,14 @@ records every request key each model was sent (``world.sent[model]`` -> [(stage,
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).parent))
-pytest_plugins = ["model_servers"]  # the llama.cpp server and the fault-injecting server, for every folder
+pytest_plugins = ["tests.model_servers"]  # the llama.cpp server and the fault-injecting server, for every folder
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -45,10 +42,9 @@ def fixtures_root(tmp_path_factory) -> Path:
     if (built / ".done").exists():
         return built
     out = tmp_path_factory.mktemp("fixtures")
-    spec = importlib.util.spec_from_file_location("make_fixtures", REPO / "tests" / "fixtures" / "make_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main(out)
+    from tests.fixtures.make_fixtures import main
+
+    main(out)
     return out
 
 

@@ -1,12 +1,25 @@
-"""Distractor mining: hard text and image negatives that look relevant.
+"""Distractor mining: hard text and image negatives that look relevant, by the strategy each
+source takes (seed 003, appendix "Knowledge pairing": "The retrieval modality with highest
+performance on each dataset is selected"; ``deflectionbench.mining``, ``core.config.PAPER_MINING``):
 
-Text (:func:`mine_text_negatives`): retrieve the top ``cfg.top_pages`` KB documents for each
-sample from the KB's pages (``retrieval.kb_pages``: in memory, or an on-disk store with a
-compressed index when the KB outgrows ``cfg.memory_gb``) (question embedding; with an OpenCLIP
-text encoder and a sample that has images, the query image embedding instead: image-to-text),
-cut those pages into passages, remove the candidates the leakage rules name, rerank the rest
-against the question and keep the best
-``cfg.max_text_negatives``.
+- ``image_to_text`` (InfoSeek, ViQuAE; top 10 pages), :func:`mine_text_negatives`: retrieve the
+  top pages of the KB (``retrieval.kb_pages``: in memory, or an on-disk store with a compressed
+  index when the KB outgrows ``cfg.memory_gb``) for the query image embedded by an OpenCLIP
+  text encoder's image tower; with a text-only encoder (MiniLM offline) the question text is the
+  query, a stand-in the manifest names (``query_kind``). The pages are cut into passages
+  (``cfg.chunk_size`` tokens with ``cfg.chunk_overlap``: 250 and 32 in the paper), the
+  leakage rules remove candidates, the rest are reranked against the question and the best
+  ``cfg.max_text_negatives`` kept.
+- ``image_to_image_pages`` (Encyclopedic-VQA; top 5 pages), :func:`mine_page_image_negatives`:
+  the query image against the first image of each KB page (``retrieval.kb.page_image_documents``),
+  by the image encoder; the top pages are cut, filtered and reranked as above. A KB whose rows
+  name no page image cannot be searched this way: Stage II then retrieves its pages as
+  ``image_to_text`` and the manifest says so.
+- ``image_to_image`` (MRAG-Bench; top 20), :func:`mine_image_negatives`: the nearest images of
+  the source's own pool (its query images and gold image contexts), the sample's own query and
+  gold images excluded (eq. 3).
+- ``source`` (WebQA, MMDocRAG): no retrieval; the negatives the source provides
+  (``annotation.deflectionbench.pairing``).
 
 Which candidates are removed before reranking (``cfg.leakage_filter``; a rule removes a
 passage only if no earlier rule did, and every sample's counts per rule are returned for the
@@ -27,10 +40,6 @@ leaks the answer is left to the distractor-validity check of Stage III (eq. 5:
 ``annotation.deflectionbench.oracle``), which removes it when a gating model answers
 CORRECT with it alone. ``answer`` and ``answer_or_overlap`` are stricter readings that
 remove likely leaks before any model sees them.
-
-Images (:func:`mine_image_negatives`): image-to-image nearest neighbours over the pool of all
-images of the given samples (query images and gold image contexts), excluding the sample's
-own query and gold images (by sha256).
 """
 from __future__ import annotations
 
@@ -129,16 +138,82 @@ def mine_text_negatives(
     kb: KBPages,
     cfg: RetrievalConfig,
     store: ImageStore,
+    top_pages: int,
 ) -> MinedText:
-    """Per sample id, up to ``cfg.max_text_negatives`` KB passages, best first (``cfg.reranker``),
-    and the counts of the leakage rules (``cfg.leakage_filter``)."""
+    """Per sample id, up to ``cfg.max_text_negatives`` passages of its ``top_pages`` KB pages,
+    best first (``cfg.reranker``), and the counts of the leakage rules (``cfg.leakage_filter``)."""
     rows = samples.select(["sample_id", "question", "answers", "images", "gold_contexts"]).to_pylist()
-    empty = {rule: 0 for rule in ("candidates", *RULES)}
     if not rows or len(kb) == 0:
-        return MinedText({row["sample_id"]: [] for row in rows}, {row["sample_id"]: dict(empty) for row in rows})
+        return _no_pages(rows)
     encoder = text_encoder(cfg.text_encoder)
-    hits = kb.search(_text_queries(rows, encoder, cfg, store), cfg.top_pages)
+    hits = kb.search(_text_queries(rows, encoder, cfg, store), top_pages)
     pages = kb.pages(sorted({int(h) for h in hits.ravel() if h >= 0}))  # row -> (doc_id, title, text)
+    return _passage_negatives(rows, hits, pages, cfg)
+
+
+def query_kind(cfg: RetrievalConfig) -> str:
+    """What ``image_to_text`` queries the KB with under ``cfg``'s text encoder."""
+    if isinstance(cfg.text_encoder, OpenClip):
+        return "the query image (the text encoder's image tower; the question for a sample without one)"
+    return (f"the question text: {text_encoder(cfg.text_encoder).name} embeds no images, a stand-in for the "
+            "paper's image-to-text retrieval (set retrieval.text_encoder: open_clip:...)")
+
+
+def mine_page_image_negatives(
+    samples: pa.Table,
+    page_docs: list[dict[str, Any]],
+    cfg: RetrievalConfig,
+    store: ImageStore,
+    cache_dir: Path,
+    top_pages: int,
+) -> MinedText:
+    """Per sample id, passages of the ``top_pages`` pages whose first image is nearest the mean
+    embedding of its query images (``page_docs``: ``kb.page_image_documents``), filtered and
+    reranked as ``mine_text_negatives``; a sample without a query image gets none."""
+    rows = samples.select(["sample_id", "question", "answers", "images", "gold_contexts"]).to_pylist()
+    if not rows or not page_docs:
+        return _no_pages(rows)
+    encoder = image_encoder(cfg.image_encoder)
+    ids = [doc["doc_id"] for doc in page_docs]
+    stats = "\n".join(f"{d['doc_id']}\x1f{d['image']}\x1f{_file_stamp(d['image'])}" for d in page_docs)
+    index = cached_index(Path(cache_dir), "kb-page-images", encoder.name, hashlib.sha256(stats.encode()).hexdigest(),
+                         ids, lambda: _encode_files(encoder, [d["image"] for d in page_docs]))
+    queried = [i for i, row in enumerate(rows) if row["images"]]
+    hits = np.full((len(rows), top_pages), -1, dtype=np.int64)
+    if queried:
+        queries = np.stack([normalise(encoder.encode_images(
+            [_read(store, sha, rows[i]["sample_id"]) for sha in rows[i]["images"]]).mean(axis=0, keepdims=True))[0]
+            for i in queried])
+        found = index.search(queries, min(top_pages, len(page_docs)))[1]
+        hits[queried, : found.shape[1]] = found
+    pages = {i: (doc["doc_id"], doc["title"], doc["text"]) for i, doc in enumerate(page_docs)}
+    return _passage_negatives(rows, hits, pages, cfg)
+
+
+def _file_stamp(path: Path) -> str:
+    try:
+        stat = Path(path).stat()
+    except OSError as exc:
+        raise MmcurateError(f"KB page image {path}: {exc.strerror}") from None
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def _encode_files(encoder: ImageEncoder, paths: list[Path]) -> np.ndarray:
+    parts = [encoder.encode_images([Path(p).read_bytes() for p in paths[i : i + IMAGE_BATCH]])
+             for i in range(0, len(paths), IMAGE_BATCH)]
+    return np.concatenate(parts)
+
+
+def _no_pages(rows: list[dict[str, Any]]) -> MinedText:
+    empty = {rule: 0 for rule in ("candidates", *RULES)}
+    return MinedText({row["sample_id"]: [] for row in rows}, {row["sample_id"]: dict(empty) for row in rows})
+
+
+def _passage_negatives(rows: list[dict[str, Any]], hits: np.ndarray, pages: dict[int, tuple[str, str, str]],
+                       cfg: RetrievalConfig) -> MinedText:
+    """Each row's retrieved pages (``hits``, -1: none) cut into passages, the leakage rules
+    applied, the rest reranked against the question; the best ``cfg.max_text_negatives`` kept."""
+    empty = {rule: 0 for rule in ("candidates", *RULES)}
     rerank = reranker(cfg.reranker)
     passages: dict[int, list[str]] = {}
     mined = MinedText()
@@ -181,9 +256,10 @@ def _text_queries(rows: list[dict[str, Any]], encoder: TextEncoder, cfg: Retriev
 
 
 def mine_image_negatives(
-    samples: pa.Table, store: ImageStore, cfg: RetrievalConfig, cache_dir: Path
+    samples: pa.Table, store: ImageStore, cfg: RetrievalConfig, cache_dir: Path, top_images: int
 ) -> dict[str, list[Context]]:
-    """Per sample id, the ``cfg.top_images`` pool images nearest its query images, best first.
+    """Per sample id, the ``top_images`` pool images nearest its query images, best first
+    (the pool: the images of ``samples``, one source's).
 
     The query is the mean embedding of the sample's images, or of its gold images when it has
     none (text-only queries such as WebQA's); samples with neither get no image negatives.
@@ -210,10 +286,10 @@ def mine_image_negatives(
         return mined
     queries = np.stack([_mean_vector(index, [position[s] for s in (own[sid] or gold[sid])]) for sid in queried])
     widest = max(len(set(own[sid]) | set(gold[sid])) for sid in queried)
-    _, found = index.search(queries, min(len(pool), cfg.top_images + widest))
+    _, found = index.search(queries, min(len(pool), top_images + widest))
     for sid, hits in zip(queried, found):
         excluded = set(own[sid]) | set(gold[sid])
-        picked = [pool[h] for h in hits if h >= 0 and pool[h] not in excluded][: cfg.top_images]
+        picked = [pool[h] for h in hits if h >= 0 and pool[h] not in excluded][:top_images]
         mined[sid] = [Context(context_id=f"img:{sha[:16]}", modality="image", image=sha) for sha in picked]
     return mined
 

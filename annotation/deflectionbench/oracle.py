@@ -5,16 +5,11 @@ like the paper, nothing more; ``force_guess`` adds "still give your single best 
 
 (a) Gold check (solvability, the paper's eq. 4). Each model answers with the gold contexts
     only (passages as text parts with their titles, gold images as image parts). The rule
-    that reads the grades is ``oracle_rule`` (named in the manifest with the config):
-
-    - ``all_incorrect`` (default, eq. 4 of the main text): discard a sample only when every
-      model is INCORRECT given the gold evidence. A CORRECT or a NOT_ATTEMPTED from any
-      model keeps it: a model that declines has not shown the evidence to be useless.
-      The first model that is not INCORRECT settles the sample.
-    - ``none_correct`` (the appendix pseudo-code as OCR'd): discard unless some model is
-      CORRECT; the first CORRECT model settles the sample.
-
-    A settled sample is not sent to later models (early elimination).
+    that reads the grades is ``oracle_rule`` (named in the manifest with the config; its
+    readings, ``all_incorrect`` of eq. 4 by default and ``none_correct`` of the appendix
+    pseudo-code, are ``benchmarks.deflectionbench.RULES``): the first model whose grade counts
+    as answering under it settles the sample, which is kept; a sample no model settles is
+    discarded. A settled sample is not sent to later models (early elimination).
 (b) Distractor check (eq. 5), for samples that pass (a). For each negative context, each
     model answers with that distractor alone. A distractor that lets any model answer
     CORRECT leaks the answer and is removed; later models are not asked about it. Items are
@@ -42,13 +37,14 @@ model answer with ``context_id`` and, with no model, one row per distractor
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.core.config import ModelSpec, Rule
+from mmcurate.benchmarks.deflectionbench import Rule, answer_rule
+from mmcurate.core.config import ModelSpec
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table
@@ -58,7 +54,6 @@ from mmcurate.judging.answers import (
     ERROR,
     JUDGE_ERROR,
     GradedAnswers,
-    answered_under,
     check_models,
     precondition,
 )
@@ -90,17 +85,6 @@ def distractor_request(row: Mapping[str, Any], negative: Mapping[str, Any],
     return evidence_request(f"{row['sample_id']}/{negative['context_id']}", row, [negative], template)
 
 
-def settles(rule: str) -> Callable[[str], bool]:
-    """Whether a grade given the gold evidence keeps the sample under ``rule``."""
-    return answered_under(rule, "oracle")
-
-
-GOLD_DROP_REASON = {
-    "all_incorrect": "every model answered INCORRECT even with the gold contexts",
-    "none_correct": "no model answered CORRECT even with the gold contexts",
-}
-
-
 @dataclass
 class OracleCheck(Stage):
     """Stage III: gold check, distractor pruning, k_min (see the module docstring)."""
@@ -116,7 +100,8 @@ class OracleCheck(Stage):
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         pool, judge, models, k_min, run_id = ctx.pool, ctx.judge, self.models, self.k_min, ctx.run_id
         models = check_models(models)
-        keeps = settles(self.rule)
+        rule = answer_rule(self.rule, "oracle")
+        keeps = rule.answered  # a grade given the gold evidence that keeps the sample
         template = self.templates.evidence(self.force_guess)
         if k_min < 0:
             raise ValueError(f"k_min must be >= 0, got {k_min}")
@@ -157,7 +142,7 @@ class OracleCheck(Stage):
                     "reason": "no model kept the sample with gold and some failed; kept out pending a rerun"})
             else:
                 final[sid] = Decision(sid, STAGE, "oracle.verdict", "drop", detail={
-                    "step": "gold", "rule": self.rule, "reason": GOLD_DROP_REASON[self.rule]})
+                    "step": "gold", "rule": self.rule, "reason": rule.gold_drop})
 
         # (b) distractor check -----------------------------------------------------------
         passing = [sid for sid in rows if sid in settled_by]

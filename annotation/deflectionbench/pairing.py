@@ -3,8 +3,12 @@
 Each sample keeps the gold contexts its source gives (already in the table) and gets its
 negatives: the source's own where it ships labelled distractors (WebQA ``*_negFacts``,
 MMDocRAG's non-gold quotes: ``negative_contexts`` non-empty after ingest), otherwise the
-mined ones (``mining``: text passages from the knowledge base, and images from each
-source's own image pool, interleaved so that a cap keeps both modalities).
+ones its source's mining strategy finds (``deflectionbench.mining``, see ``mining``: KB
+passages of pages found image-to-text or image-to-image, or images of the source's own pool;
+a source whose strategy is ``source`` is never mined: a sample of it without negatives keeps
+none, and Stage III's ``k_min`` decides). What each source's strategy ran as (the query it
+searched with, the encoder, a stand-in) is the stage's ``extra["mining"]`` rows, the manifest's
+``mining_per_source`` table.
 
 Negatives are de-duplicated by ``context_id`` and by content (same normalised passage
 text, or same image hash), never equal a gold context (by id or content) and are capped
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, zip_longest
 from typing import Any
 
@@ -28,16 +32,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmcurate.core.config import RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import PAPER_MINING, SourceMining
+from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
+from mmcurate.core.plural import counted
 from mmcurate.core.records import Context
+from mmcurate.core.specs import Descriptor
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table
 from mmcurate.core.text import normalize
 from mmcurate.retrieval.encoders import image_encoder, text_encoder
-from mmcurate.retrieval.kb_pages import open_kb_pages
+from mmcurate.retrieval.kb import page_image_documents
+from mmcurate.retrieval.kb_pages import KBPages, open_kb_pages
 from mmcurate.retrieval.rerank import reranker
 
-from .mining import MinedText, mine_image_negatives, mine_text_negatives
+from .mining import MinedText, mine_image_negatives, mine_page_image_negatives, mine_text_negatives, query_kind
 
 STAGE = "pairing"
 ROW_BATCH = 1024  # rows turned into Python dicts at a time
@@ -92,6 +101,7 @@ class PairKnowledge(Stage):
     """Stage II: each sample's negatives, the source's own or mined (see the module docstring)."""
 
     retrieval: RetrievalConfig
+    mining: Mapping[str, SourceMining] = field(default_factory=lambda: dict(PAPER_MINING))
     max_negatives: int = 20
     name = STAGE
     shardable = False  # image negatives come from the pool of every sample's images
@@ -99,17 +109,48 @@ class PairKnowledge(Stage):
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         cfg = self.retrieval
         needs = samples.filter(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0))
-        if not needs.num_rows:  # every sample brings its source's negatives: no encoder is even loaded
-            result = pair_knowledge(samples, MinedText(), {}, ctx.run_id, self.max_negatives)
+        present = sorted(set(samples["source"].to_pylist()))
+        unknown = [source for source in present if source not in self.mining]
+        if unknown:
+            raise MmcurateError(f"no mining strategy for source(s) {unknown} (deflectionbench.mining)")
+        mined = [source for source in sorted(set(needs["source"].to_pylist()))
+                 if self.mining[source].strategy != "source"]
+        if not mined:  # every sample brings its source's negatives (or its source provides none): nothing loads
+            result = pair_knowledge(samples, MinedText(), {}, ctx.run_id, self.max_negatives,
+                                    unmined=self._unmined(present))
             result.components = {"negatives": "source-provided for every sample; nothing was mined"}
+            result.extra = {"mining": [self._plan(source, needs, {}) for source in present]}
             return result
-        kb = open_kb_pages(cfg, ctx.index_dir)
-        mined_text = mine_text_negatives(needs, kb, cfg, ctx.store)
-        mined_images: dict[str, list[Context]] = {}
-        for source in sorted(set(needs["source"].to_pylist())):
+        kb: KBPages | None = None
+        page_docs: list[dict[str, Any]] | None = None
+        mined_text, mined_images = MinedText(), {}
+        ran: dict[str, str] = {}  # source -> what its strategy ran as
+        images = image_encoder(cfg.image_encoder).name + (
+            " (a classical descriptor standing in for the paper's EVA-CLIP)" if isinstance(cfg.image_encoder, Descriptor)
+            else "")
+        for source in mined:
             group = needs.filter(pc.equal(needs["source"], source))
-            mined_images.update(mine_image_negatives(group, ctx.store, cfg, ctx.index_dir))
-        result = pair_knowledge(samples, mined_text, mined_images, ctx.run_id, self.max_negatives, cfg.leakage_filter)
+            strategy, top_k = self.mining[source].strategy, self.mining[source].top_k
+            if strategy == "image_to_image":
+                mined_images.update(mine_image_negatives(group, ctx.store, cfg, ctx.index_dir, top_k))
+                ran[source] = f"image-to-image over the source's own images, by {images}"
+            else:
+                if strategy == "image_to_image_pages":
+                    page_docs = page_image_documents(cfg.kb, cfg.kb_limit) if page_docs is None else page_docs
+                if strategy == "image_to_image_pages" and page_docs:
+                    found = mine_page_image_negatives(group, page_docs, cfg, ctx.store, ctx.index_dir, top_k)
+                    ran[source] = f"image-to-image against the first image of {counted(len(page_docs), 'KB page')}, " \
+                                  f"by {images}"
+                else:
+                    kb = open_kb_pages(cfg, ctx.index_dir) if kb is None else kb
+                    found = mine_text_negatives(group, kb, cfg, ctx.store, top_k)
+                    ran[source] = f"image-to-text, queried with {query_kind(cfg)}"
+                    if strategy == "image_to_image_pages":
+                        ran[source] = f"the KB names no page image, so {ran[source]}"
+                mined_text.negatives.update(found.negatives)
+                mined_text.filtered.update(found.filtered)
+        result = pair_knowledge(samples, mined_text, mined_images, ctx.run_id, self.max_negatives, cfg.leakage_filter,
+                                self._unmined(present))
         result.components = {
             "text_encoder": text_encoder(cfg.text_encoder).name,
             "image_encoder": image_encoder(cfg.image_encoder).name,
@@ -118,8 +159,28 @@ class PairKnowledge(Stage):
             "knowledge_base": str(cfg.kb),
             "leakage_filter": cfg.leakage_filter,
         }
-        result.extra = {"indexes": [kb.record()] if len(kb) else []}  # kind, parameters, measured recall, build time
+        # kind, parameters, measured recall, build time of the KB index searched
+        result.extra = {"indexes": [kb.record()] if kb is not None and len(kb) else [],
+                        "mining": [self._plan(source, needs, ran) for source in present]}
         return result
+
+    def _unmined(self, sources: list[str]) -> frozenset[str]:
+        return frozenset(source for source in sources if self.mining[source].strategy == "source")
+
+    def _plan(self, source: str, needs: pa.Table, ran: Mapping[str, str]) -> dict[str, Any]:
+        """The manifest's row of ``source``: its strategy and top-k, its samples that came without
+        negatives, and what its strategy ran as for them."""
+        strategy = self.mining[source]
+        without = pc.sum(pc.equal(needs["source"], source)).as_py() or 0
+        if source in ran:
+            ran_as = ran[source]
+        elif strategy.strategy == "source":
+            ran_as = "no retrieval: the negatives the source provides"
+        else:
+            ran_as = "nothing to mine: every sample came with its source's negatives"
+        return {"source": source, "strategy": strategy.strategy,
+                "top_k": None if strategy.strategy == "source" else strategy.top_k,
+                "samples_without_negatives": without, "ran_as": ran_as}
 
 
 def pair_knowledge(
@@ -129,16 +190,19 @@ def pair_knowledge(
     run_id: str,
     max_negatives: int = 20,
     leakage_filter: str | None = None,
+    unmined: frozenset[str] = frozenset(),
 ) -> StageResult:
     """Attach each sample's negatives (source's, else mined); see the module docstring.
-    ``leakage_filter``: the miner's, recorded with its counts (None: nothing was mined)."""
+    ``leakage_filter``: the miner's, recorded with its counts (None: nothing was mined);
+    ``unmined``: the sources whose strategy is ``source`` (their samples keep what they came with)."""
     if max_negatives < 1:
         raise ValueError(f"max_negatives must be at least 1, got {max_negatives}")
     decisions: list[Decision] = []
     paired: list[pa.Table] = []
     counts: Counter[str] = Counter()
     for batch in samples.to_batches(max_chunksize=ROW_BATCH):  # Python rows for one batch at a time
-        out = [_pair(row, mined_text, mined_images, max_negatives, leakage_filter, decisions, counts)
+        out = [_pair(row, mined_text, mined_images, max_negatives, leakage_filter, decisions, counts,
+                     row["source"] in unmined)
                for row in batch.to_pylist()]
         paired.append(rows_to_table(out, samples.schema))
     kept = pa.concat_tables(paired) if paired else samples.schema.empty_table()
@@ -147,13 +211,13 @@ def pair_knowledge(
 
 def _pair(row: dict[str, Any], mined_text: MinedText, mined_images: dict[str, list[Context]],
           max_negatives: int, leakage_filter: str | None, decisions: list[Decision],
-          counts: Counter[str]) -> dict[str, Any]:
+          counts: Counter[str], unmined: bool) -> dict[str, Any]:
     """``row`` with its negatives; its ledger decision is appended to ``decisions``, its
     mining counts added to ``counts``."""
     sid = row["sample_id"]
     source_negs = row["negative_contexts"] or []
     mining: dict[str, Any] | None = None
-    if source_negs:
+    if source_negs or unmined:
         check, candidates = "negatives.source", source_negs
         offered = {"source": len(source_negs)}
     else:

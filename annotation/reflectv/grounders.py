@@ -14,6 +14,12 @@ error. The spec (``core.specs.GroundingSpec``) picks one:
   (``regions.jsonl`` lines ``{"sha256", "label", "box": [x0, y0, x1, y1]}``, pixels); the
   regions whose labels share the most content words with the keyword (at least one) are
   the instances.
+- ``detector:<file>``: offline stand-in for a detector such as SAM3: a scripted detector whose
+  rules say, per image (by sha256), what it detects (``{"sha256", "label", "box", "stated":
+  "hit" | "false alarm"}``) and what it misses (``{"sha256", "label", "stated": "miss"}``);
+  matched to the keyword as ``boxes`` are. Its rules are written against the images' content,
+  so it never reads the annotations a benchmark's labels come from (``describe`` states its
+  false alarms and misses for the notes).
 - ``saliency``: offline stand-in that ignores the keyword: the largest blob of a
   spectral-residual saliency map (Hou & Zhang, 2007) and its peak.
 
@@ -38,7 +44,7 @@ from scipy import ndimage
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
-from mmcurate.core.specs import Boxes, GroundingSpec, Pointing, Sam2, Saliency, coerce
+from mmcurate.core.specs import Boxes, Detector, GroundingSpec, Pointing, Sam2, Saliency, coerce
 from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import jsonl_objects
 from mmcurate.core.text import content_tokens
@@ -115,6 +121,7 @@ class BoxesGrounder:
     def __init__(self, path: Path) -> None:
         self.regions = load_regions(path)
         self.name = f"boxes:{path}"
+        self.files = [path] if path.is_file() else sorted(path.rglob("regions.jsonl"))
 
     def locate(self, queries: list[Query], ctx: StageContext) -> list[Grounding]:
         out = []
@@ -126,6 +133,41 @@ class BoxesGrounder:
             out.append(Grounding([Instance(box_center(box), box) for _, box in chosen],
                                  {"regions": [label for label, _ in chosen], "overlap": best}))
         return out
+
+
+STATED = ("hit", "false alarm", "miss")
+
+
+class ScriptedDetector(BoxesGrounder):
+    """A scripted detector (stand-in, module docstring): its detections are its regions."""
+
+    def __init__(self, path: Path) -> None:
+        if not path.is_file():
+            raise MmcurateError(f"detector grounding: no rules file at {path}")
+        regions: dict[str, list[tuple[str, Box]]] = defaultdict(list)
+        self.stated: dict[str, list[str]] = {kind: [] for kind in STATED}
+        for line, record in jsonl_objects(path, "detection"):
+            sha, label, stated, box = record.get("sha256"), record.get("label"), record.get("stated"), record.get("box")
+            boxed = isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box) \
+                and box[0] < box[2] and box[1] < box[3]
+            if not (isinstance(sha, str) and isinstance(label, str) and label.strip() and stated in STATED
+                    and (boxed if stated != "miss" else box is None)):
+                raise MmcurateError(f"{path}:{line}: a detection needs sha256, label, stated (hit, false alarm or "
+                                    "miss) and, unless a miss, a box [x0, y0, x1, y1]")
+            self.stated[stated].append(label.strip())
+            if stated != "miss":
+                regions[sha].append((label.strip(), tuple(float(v) for v in box)))  # type: ignore[arg-type]
+        self.regions = dict(regions)
+        self.name = f"detector:{path}"
+        self.files = [path]
+
+    def describe(self) -> str:
+        """What the detector is, for the notes: its detections, stated false alarms and misses."""
+        alarms, misses = self.stated["false alarm"], self.stated["miss"]
+        return (f"a scripted detector ({len(self.stated['hit']) + len(alarms)} detections written as rules "
+                f"over the images' content; stated false alarms: {', '.join(sorted(set(alarms))) or 'none'}; "
+                f"stated misses: {', '.join(sorted(set(misses))) or 'none'}), standing in for SAM3; it reads no "
+                "label file")
 
 
 # ---------------------------------------------------------------------------- saliency
@@ -209,6 +251,8 @@ def make_grounder(spec: GroundingSpec | str) -> Grounder:
     spec = coerce(GroundingSpec, spec)
     if isinstance(spec, Boxes):
         return BoxesGrounder(spec.path)
+    if isinstance(spec, Detector):
+        return ScriptedDetector(spec.path)
     if isinstance(spec, Saliency):
         return SaliencyGrounder()
     assert isinstance(spec, Pointing)

@@ -33,7 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.core.config import SentenceVerification
+from mmcurate.benchmarks.reflvqa import SentenceVerification
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.schema import SENTENCE

@@ -55,7 +55,8 @@ def plan(
     wanted = [benchmark] if benchmark else list(settings.sections())
     if not wanted:
         raise ConfigError(f"{config} has no benchmark section ({', '.join(BENCHMARKS)}): nothing to plan")
-    for name in wanted:
+    failed: list[str] = []
+    for name in wanted:  # every benchmark is planned: one that cannot be does not stop the others
         planner = get(name).planner()
         if planner is None:
             typer.echo(f"{name}: mmcurate has no cost model of its curation yet")
@@ -63,4 +64,9 @@ def plan(
         extra = {"kb_pages": kb_pages} if kb_pages is not None else {}
         if extra and "kb_pages" not in inspect.signature(planner).parameters:
             raise MmcurateError(f"--kb-pages sizes the knowledge base DeflectionBench mines; {name} mines none")
-        typer.echo(planner(settings, samples, retention, **extra).render())
+        try:
+            typer.echo(planner(settings, samples, retention, **extra).render())
+        except MmcurateError as exc:
+            failed.append(f"{name}: {exc}")
+    if failed:
+        raise MmcurateError(f"not planned: {'; '.join(failed)}")

@@ -33,7 +33,8 @@ MaxCostOpt = Annotated[Optional[float], typer.Option(
 # an evaluation option as the flows name it -> as the user types it
 FLAGS = {"scenarios": "--scenario", "n_negatives": "--negatives", "abstention": "--abstention",
          "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system",
-         "task": "--task", "limit": "--limit", "settings": "--setting", "queries": "--queries", "subset": "--subset"}
+         "task": "--task", "limit": "--limit", "settings": "--setting", "queries": "--queries", "subset": "--subset",
+         "oracle_grounding": "--oracle-grounding", "ablations": "--ablation"}
 SettingOpt = Annotated[Optional[list[str]], typer.Option(
     "--setting", help="RefLVQA: text, image, multi or two-step; repeat (default: all four)")]
 QueriesOpt = Annotated[Optional[list[int]], typer.Option(
@@ -61,8 +62,8 @@ def config_or_demo(config: Path | None) -> Path:
 
 def _curate(benchmark: Benchmark, config: Path | None, version: str | None, allow_incomplete: bool) -> None:
     """Run the benchmark's curation flow on the configured task runner, after every check that
-    can be made before it starts (``benchmarks.begin_curation``)."""
-    from mmcurate.benchmarks.curation import begin_curation
+    can be made before it starts (``releases.curation.begin_curation``)."""
+    from mmcurate.releases.curation import begin_curation
     from mmcurate.tasks.runners import make_task_runner
 
     _prefect_defaults()
@@ -102,6 +103,9 @@ def evaluate(
     system: Annotated[Optional[str], typer.Option(
         "--system", help="answering system: plain; verify-first (CRUISE's gate; DeflectionBench); cruise (CRAG-MM); "
                          "kestrel (grounded self-refinement; POPE)")] = None,
+    ablation: Annotated[Optional[list[str]], typer.Option(
+        "--ablation", help="CRAG-MM with --system cruise: Table 1's rows beside CRUISE: no-cov, "
+                           "no-cov-no-consistency or rag-agent; repeat")] = None,
     task: Annotated[Optional[str], typer.Option(
         "--task", help="CRAG-MM: the competition's task 1, 2 or 3 (default: every turn)")] = None,
     limit: Annotated[Optional[int], typer.Option(
@@ -109,6 +113,9 @@ def evaluate(
     setting: SettingOpt = None,
     queries: QueriesOpt = None,
     subset: SubsetOpt = None,
+    oracle_grounding: Annotated[bool, typer.Option(
+        "--oracle-grounding", help="POPE with Kestrel: allow a grounding agent that reads the annotations the "
+                                   "labels come from (the table says: oracle grounding, an upper bound)")] = False,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
     allow_incomplete: Annotated[bool, typer.Option(
         "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)")] = False,
@@ -130,7 +137,8 @@ def evaluate(
     given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
                              "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
                              "system": system, "task": task, "limit": limit, "settings": setting,
-                             "queries": queries, "subset": subset}
+                             "queries": queries, "subset": subset, "oracle_grounding": oracle_grounding,
+                             "ablations": ablation}
     # what the user set: a 0 (``--limit 0``) is set, and checked, not taken for "not given"
     set_by_user = {k: v for k, v in given.items() if v is not None and v is not False}
     arguments = evaluation.arguments(benchmark.name, set_by_user, FLAGS)

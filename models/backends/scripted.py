@@ -21,7 +21,7 @@ from typing import Sequence
 
 from mmcurate.core.config import ModelSpec
 
-from mmcurate.models.requests import ChatRequest, ChatResponse, text_of
+from mmcurate.models.requests import ChatRequest, ChatResponse, sampling, text_of
 from mmcurate.models.backends.base import Backend, BackendError, OnResult
 
 
@@ -70,6 +70,9 @@ class ScriptedBackend(Backend):
         self.rules = load_rules(spec.script)
         # edits to the script must not be served stale answers from the cache
         self.identity = {"script_sha256": hashlib.sha256(spec.script.read_bytes()).hexdigest()}
+        # what each request asked of the model, in order: its sampling parameters (which a script
+        # ignores) and messages, so tests can check what reached the model
+        self.asked: list[tuple[dict, list[dict]]] = []
 
     def rule(self, request: ChatRequest) -> Rule | None:
         text = text_of(request.messages)
@@ -82,6 +85,7 @@ class ScriptedBackend(Backend):
     def run(self, requests: Sequence[ChatRequest], on_result: OnResult) -> None:
         for index, request in enumerate(requests):
             started = time.perf_counter()
+            self.asked.append((sampling(self.spec, request), request.messages))
             rule = self.rule(request)
             answer = rule.answer if rule is not None else self.spec.default
             seconds = rule.seconds if rule is not None and rule.seconds is not None else None

@@ -10,7 +10,7 @@ import pytest
 
 import mmcurate.cli.run
 from mmcurate.benchmarks import BENCHMARKS, get
-from mmcurate.benchmarks.curation import begin_curation
+from mmcurate.releases.curation import begin_curation
 from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.releases.errors import ReleaseError
 

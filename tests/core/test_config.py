@@ -156,3 +156,17 @@ def test_relative_paths_from_the_environment_resolve_against_the_current_directo
     # what the file says still resolves against the file's folder
     assert cfg.workdir == tmp_path / "configs" / "work"
     assert cfg.deflectionbench.sources[0].root == tmp_path / "configs" / "data" / "webqa"
+
+
+def test_verify_first_checkers_name_models_of_the_config_or_the_lexical_stand_in(tmp_path) -> None:
+    """Issue 37: evaluation.verify_first's router and verifier are checked at load."""
+    from mmcurate.core.config import load_config
+    from mmcurate.core.errors import ConfigError
+
+    base = "models:\n  m: {backend: scripted, script: rules.jsonl}\n"
+    (tmp_path / "rules.jsonl").write_text("")
+    (tmp_path / "ok.yaml").write_text(base + "evaluation: {verify_first: {router: m, verifier: lexical}}\n")
+    assert load_config(tmp_path / "ok.yaml").evaluation.verify_first.verifier == "lexical"
+    (tmp_path / "bad.yaml").write_text(base + "evaluation: {verify_first: {verifier: nobody}}\n")
+    with pytest.raises(ConfigError, match="unknown model"):
+        load_config(tmp_path / "bad.yaml")

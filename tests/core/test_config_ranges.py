@@ -52,13 +52,23 @@ def test_model_numbers(tmp_path, model_field: str, path: str) -> None:
     ("  retrieval: {max_text_negatives: -1}\n", "deflectionbench.retrieval.max_text_negatives"),
     ("  retrieval: {chunk_size: 0}\n", "deflectionbench.retrieval.chunk_size"),
     ("  retrieval: {chunk_size: 100, chunk_overlap: 100}\n", "chunk_overlap (100) must be smaller than chunk_size"),
-    ("  retrieval: {top_images: -1}\n", "deflectionbench.retrieval.top_images"),
+    ("  retrieval: {top_images: 4}\n", "top_images moved to deflectionbench.mining.<source>.top_k"),
+    ("  mining: {mragbench: {strategy: image_to_image, top_k: 0}}\n", "deflectionbench.mining.mragbench.top_k"),
+    ("  mining: {mragbench: {strategy: image_to_image, top_k: 1001}}\n", "deflectionbench.mining.mragbench.top_k"),
+    ("  mining: {mragbench: {strategy: text_to_text}}\n", "deflectionbench.mining.mragbench.strategy"),
+    ("  topics: {n_neighbors: 1}\n", "deflectionbench.topics.n_neighbors"),
+    ("  topics: {min_cluster_size: 1}\n", "deflectionbench.topics.min_cluster_size"),
+    ("  topics: {reading: lda}\n", "deflectionbench.topics.reading"),
     ("  retrieval: {kb_limit: 0}\n", "deflectionbench.retrieval.kb_limit"),
     ("  source_mix: {webqa: [0.5, 0.2]}\n", "min <= max"),
     ("  source_mix: {webqa: [0.1, 1.5]}\n", "deflectionbench.source_mix.webqa[1]"),
 ])
 def test_deflectionbench_numbers(tmp_path, extra: str, path: str) -> None:
     _refused(tmp_path, BASE + extra, path)
+
+
+def test_a_source_without_a_mining_strategy_is_refused(tmp_path) -> None:
+    _refused(tmp_path, BASE.replace("name: webqa", "name: reddit"), "no mining strategy for source(s) ['reddit']")
 
 
 def test_source_limit_runner_and_lists(tmp_path) -> None:

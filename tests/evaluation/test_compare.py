@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,8 +10,7 @@ import pytest
 
 from mmcurate.evaluation.compare import CompareError, compare_runs, wilson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.releases.cli_helpers import run_cli
 
 
 @pytest.mark.parametrize("k, n, low, high", [

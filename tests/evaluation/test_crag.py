@@ -61,8 +61,8 @@ def test_lexical_mode_maps_simpleqa_grades_and_truncates(samples):
     assert (realistic["accuracy"], realistic["missing"], realistic["hallucination"]) == (0.0, 0.5, 0.5)
     assert realistic["truthfulness"] == -0.5
     text = crag_markdown(crag_metrics(scored))
-    assert "| oracle | 50.0 | 25.0 | 25.0 | 25.0 | 4 | 0 | 0 / 0 |" in text
-    assert "| realistic | 0.0 | 50.0 | 50.0 | -50.0 | 2 | 0 | 1 / 0 |" in text
+    assert "| oracle | 50.00 | 25.00 | 25.00 | 25.00 | 25.00 | 4 | 0 | 0 / 0 |" in text
+    assert "| realistic | 0.00 | 50.00 | 50.00 | -50.00 | -50.00 | 2 | 0 | 1 / 0 |" in text
 
 
 def test_llm_judge_grades_acceptable_and_errors_strictly(world, samples, tmp_path):
@@ -81,12 +81,58 @@ def test_llm_judge_grades_acceptable_and_errors_strictly(world, samples, tmp_pat
     assert scored["crag_grade"].to_pylist() == ["perfect", "acceptable", "incorrect", "perfect", "judge_error"]
     assert scored["crag_judged_by"].to_pylist() == ["prejudge.exact"] + ["llm:grader"] * 4
     metrics = crag_metrics(scored).to_pylist()[0]
-    # over all 5 queries, the judge error counted as missing: (2 perfect + 0.5 acceptable) / 5 = 0.5;
-    # 1 incorrect: 0.2; missing 1 / 5; truthfulness 0.3
+    # over all 5 queries, the judge error counted as missing: (2 perfect + 1 acceptable) / 5 = 0.6;
+    # 1 incorrect: 0.2; missing 1 / 5; truthfulness 0.4; the four-level mean score 0.3
     assert (metrics["n"], metrics["graded"], metrics["n_judge_errors"]) == (5, 4, 1)
-    assert metrics["accuracy"] == 0.5 and metrics["hallucination"] == 0.2 and metrics["missing"] == 0.2
-    assert metrics["truthfulness"] == pytest.approx(0.3)
-    assert metrics["truthfulness"] == pytest.approx((1 + 0.5 - 1 + 1 + 0) / 5)  # the mean score over all queries
+    assert metrics["accuracy"] == 0.6 and metrics["hallucination"] == 0.2 and metrics["missing"] == 0.2
+    assert metrics["truthfulness"] == pytest.approx(0.4)
+    assert metrics["mean_score"] == pytest.approx((1 + 0.5 - 1 + 1 + 0) / 5)
+
+
+TABLE_1 = {  # CRUISE (seed 001) Table 1, Task 1 local evaluation: accuracy, missing, hallucination, truthfulness
+    "LLaMA Vision Only": (25.00, 15.38, 59.62, -34.62),
+    "RAG Agent": (27.88, 9.62, 62.50, -34.62),
+    "w/o CoV & Self-Consistency": (3.85, 95.19, 0.96, 2.88),
+    "w/o CoV": (4.81, 95.19, 0.0, 4.81),
+    "Ours": (14.42, 82.69, 2.88, 11.54),
+}
+GRADES_104 = {  # scripted grades over 104 queries that give each row; some correct answers acceptable
+    "LLaMA Vision Only": {"perfect": 20, "acceptable": 6, "missing": 14, "timed_out": 2, "incorrect": 62},
+    "RAG Agent": {"perfect": 25, "acceptable": 4, "missing": 9, "failed": 1, "incorrect": 65},
+    "w/o CoV & Self-Consistency": {"perfect": 3, "acceptable": 1, "missing": 99, "incorrect": 1},
+    "w/o CoV": {"perfect": 5, "missing": 99},
+    "Ours": {"perfect": 13, "acceptable": 2, "missing": 80, "timed_out": 6, "incorrect": 3},
+}
+
+
+def test_crag_accounting_reconstructs_cruise_table_1():
+    """Issue 32 item 12: an acceptable answer counts in accuracy, so every row of Table 1 sums to 100
+    and truthfulness = accuracy - hallucination; the four-level mean score is its own column."""
+    rows = [{"system": system, "crag_grade": grade} for system, grades in GRADES_104.items()
+            for grade, k in grades.items() for _ in range(k)]
+    metrics = {r["system"]: r for r in crag_metrics(pa.Table.from_pylist(rows), by=("system",)).to_pylist()}
+    for system, cells in TABLE_1.items():
+        row = metrics[system]
+        assert row["n"] == 104
+        got = tuple(round(100 * row[r], 2) for r in ("accuracy", "missing", "hallucination", "truthfulness"))
+        assert got == cells, system
+        assert sum(cells[:3]) == pytest.approx(100, abs=0.011)
+    ours = metrics["Ours"]
+    assert ours["n_timed_out"] == 6  # counted in its own column and in missing
+    assert ours["mean_score"] == pytest.approx((13 + 0.5 * 2 - 3) / 104)
+    text = crag_markdown(crag_metrics(pa.Table.from_pylist(rows), by=("system",)), ("system",), timed=True)
+    assert "Mean score (1 / 0.5 / 0 / -1) (%)" in text and "Timed out (as missing)" in text
+    assert "| Ours | 14.42 | 82.69 | 2.88 | 11.54 | 10.58 | 104 | 2 | 0 / 0 | 6 |" in text
+
+
+def test_a_timed_out_turn_is_not_judged_and_counts_as_missing(samples):
+    """Issue 32 item 13: a turn over the budget is a failure of its own kind, not an answer."""
+    results = answers(samples, [("s1", "oracle", "Paris"), ("s2", "oracle", "Gustave Eiffel")])
+    results = results.append_column("timed_out", pa.array([False, True]))
+    scored = crag_score(results, samples, MappedJudge(LexicalJudge()), wordpiece())
+    assert scored["crag_grade"].to_pylist() == ["perfect", "timed_out"]
+    row = crag_metrics(scored).to_pylist()[0]
+    assert (row["n_timed_out"], row["n_failed"], row["missing"], row["accuracy"]) == (1, 0, 0.5, 0.5)
 
 
 def test_rates_add_up_to_100_over_all_queries(samples):

@@ -59,7 +59,7 @@ def test_the_table_per_set_domain_and_category(tmp_path):
     ruled = apply_multi_turn_rule(scored(), "competition")
     text = write_cragmm_evaluation(ruled, tmp_path, "t", ["a stand-in"], "competition")
     assert "## Per set" in text and "## Per domain" in text and "## Per query category" in text
-    assert "| single_turn | 0.0 | 50.0 | 50.0 | -50.0 | 2 | 0 | 1 / 0 |" in text  # the failed call is missing
+    assert "| single_turn | 0.00 | 50.00 | 50.00 | -50.00 | -50.00 | 2 | 0 | 1 / 0 | 0 |" in text  # the failed call is missing
     assert "| food |" in text and "| simple-knowledge |" in text
     assert "- a stand-in" in text and "Multi-turn rule (competition)" in text
     assert "1 conversation, mean conversation score 0.0 %; 2 turns stopped" in text

@@ -11,7 +11,7 @@ import pytest
 from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import MadCutoff
 from mmcurate.evaluation.cruise import (
-    IDK, PLAIN, Cruise, answer_conversations, cruise_steps, run_options, select_turns,
+    IDK, PLAIN, Cruise, answer_conversations, answer_variants, cruise_steps, run_options, select_turns,
 )
 from mmcurate.retrieval.cragmm_search import ImageKG, ProjectSearch, Retriever, paragraphs
 from mmcurate.retrieval.encoders import image_encoder
@@ -141,7 +141,8 @@ def test_cruise_turns_on_scripted_models(world, kg: Path, store: ImageStore) -> 
     assert got["s3-0"]["answer"] == "Brown." and "summary" not in t3
     assert t3["context"] == {"retrieval": "skipped by the router", "used": 0} and got["s3-0"]["retrieval_score"] == 0.0
 
-    assert got["s4-0"]["answer"] == IDK and got["s4-0"]["timed_out"] is True
+    # a failure, not an "I don't know" answer (issue 32 item 13)
+    assert got["s4-0"]["answer"] is None and got["s4-0"]["abstained"] is None and got["s4-0"]["timed_out"] is True
     assert got["s4-0"]["reason"].startswith("over the 10 s turn budget after answer")
     assert got["s4-0"]["seconds"] == pytest.approx(12.0, abs=0.01)
     assert json.loads(got["s4-0"]["trace"])["timed_out"]["after"] == "answer"
@@ -162,7 +163,7 @@ def test_the_context_reading_answers_what_the_score_reading_refuses(world, kg, s
     assert out.to_pylist()[0]["answer"] == "Two euros."
 
 
-def test_a_late_answer_becomes_i_dont_know_whatever_the_step(world, kg, store) -> None:
+def test_a_late_turn_is_a_failure_whatever_the_step(world, kg, store) -> None:
     """The router alone takes 11 s: nothing more is asked; without a budget the turn is answered."""
     world.add("m", [*router("what colour is the cat?", "no", "no", seconds=11.0),
                     *answers("what colour is the cat?", "Brown.", "Brown."),
@@ -170,9 +171,47 @@ def test_a_late_answer_becomes_i_dont_know_whatever_the_step(world, kg, store) -
     rows = [turn(store, kg, "s3", 0, "what colour is the cat?", "skimage_chelsea")]
     steps = cruise_steps("cruise", retriever(world, kg, StubReranker()), store.read, Clock([]))
     late = answer_conversations(rows, world.pool, Cruise("m", turn_seconds=10.0), steps).to_pylist()[0]
-    assert (late["answer"], late["timed_out"]) == (IDK, True) and "after route" in late["reason"]
+    assert (late["answer"], late["timed_out"]) == (None, True) and "after route" in late["reason"]
     free = answer_conversations(rows, world.pool, Cruise("m", turn_seconds=None), steps).to_pylist()[0]
     assert (free["answer"], free["timed_out"]) == ("Brown.", False)
+
+
+def test_each_ablation_removes_what_its_table_1_row_removes(world, kg, store) -> None:
+    """Issue 32 item 14: one row each. T1 the judge finds the answers inconsistent; T2 consistent
+    but the verifier is unsure; T3 the router sees no need to retrieve (the RAG agent retrieves
+    anyway and the evidence leads it astray)."""
+    world.add("vlm", [], default="A striped tabby cat on a chair.")
+    world.add("m", [
+        *router("what animal is this?", "yes", "no"), *answers("what animal is this?", "A tabby cat.", "A dog."),
+        *checks("what animal is this?", "no", "CONFIDENCE: 0.95"),
+        *router("what breed is it?", "yes", "no"), *answers("what breed is it?", "A tabby.", "A tabby."),
+        *checks("what breed is it?", "yes", "CONFIDENCE: 0.5"),
+        *router("what colour is the cat?", "no", "no"),
+        {"when_all": ["Question: what colour is the cat?", "Evidence:", "striped coat"], "when_none": ["Proposed answer"],
+         "answer": "Striped."},
+        *answers("what colour is the cat?", "Brown.", "Brown."),
+        *checks("what colour is the cat?", "yes", "CONFIDENCE: 1.0"),
+    ], default=None)
+    rows = [turn(store, kg, "s1", 0, "what animal is this?", "skimage_chelsea"),
+            turn(store, kg, "s2", 0, "what breed is it?", "skimage_chelsea"),
+            turn(store, kg, "s3", 0, "what colour is the cat?", "skimage_chelsea")]
+    out = answer_variants(rows, world.pool, Cruise("m", summariser="vlm"), "cruise",
+                          ["no-cov", "no-cov-no-consistency", "rag-agent"], retriever(world, kg, StubReranker()),
+                          store.read, Clock([]))
+    got = {(r["variant"], r["sample_id"]): (r["answer"], r["reason"]) for r in out.to_pylist()}
+    assert [got[("cruise", k)][0] for k in ("s1-0", "s2-0", "s3-0")] == [IDK, IDK, "Brown."]
+    assert got[("cruise", "s1-0")][1] == "the answers with and without context disagree"
+    assert got[("cruise", "s2-0")][1] == "confidence 0.5 below 0.9 (with context)"
+    assert [got[("no-cov", k)][0] for k in ("s1-0", "s2-0", "s3-0")] == [IDK, "A tabby.", "Brown."]
+    assert [got[("no-cov-no-consistency", k)][0] for k in ("s1-0", "s2-0", "s3-0")] == [
+        "A tabby cat.", "A tabby.", "Brown."]
+    assert [got[("rag-agent", k)][0] for k in ("s1-0", "s2-0", "s3-0")] == ["A tabby cat.", "A tabby.", "Striped."]
+    assert got[("rag-agent", "s3-0")][1] == "answer with context, unverified (ablation rag-agent)"
+    traces = {(r["variant"], r["sample_id"]): json.loads(r["trace"]) for r in out.to_pylist()}
+    assert traces[("rag-agent", "s3-0")]["checks"] == ["answer"]  # no router, no check
+    assert traces[("rag-agent", "s3-0")]["context"]["retrieval"] == "yes"
+    assert traces[("no-cov", "s2-0")]["checks"] == ["router", "answers", "consistency"]
+    assert traces[("no-cov-no-consistency", "s2-0")]["checks"] == ["router", "answers"]
 
 
 def test_later_turns_see_the_earlier_questions_and_answers(world, kg, store) -> None:
@@ -188,9 +227,13 @@ def test_later_turns_see_the_earlier_questions_and_answers(world, kg, store) -> 
 
 
 def test_options_and_turn_selection() -> None:
-    assert run_options({}) == {"system": "plain", "task": None, "limit": None}
-    assert run_options({"system": "cruise", "task": 3, "limit": 2}) == {"system": "cruise", "task": "3", "limit": 2}
-    for bad in ({"system": "verify-first"}, {"task": "4"}, {"limit": 0}):
+    assert run_options({}) == {"system": "plain", "ablations": [], "task": None, "limit": None}
+    assert run_options({"system": "cruise", "task": 3, "limit": 2}) == {"system": "cruise", "ablations": [],
+                                                                        "task": "3", "limit": 2}
+    assert run_options({"system": "cruise", "ablations": ["rag-agent", "no-cov", "rag-agent"]})["ablations"] == [
+        "rag-agent", "no-cov"]
+    for bad in ({"system": "verify-first"}, {"task": "4"}, {"limit": 0}, {"ablations": ["no-cov"]},
+                {"system": "cruise", "ablations": ["no-router"]}):
         with pytest.raises(MmcurateError):
             run_options(bad)
     rows = [{"set": s, "session_id": c, "turn": t} for s, c, t in [

@@ -10,9 +10,12 @@ import pytest
 from PIL import Image
 
 from mmcurate.annotation.reflectv.grounders import BoxesGrounder
-from mmcurate.core.config import ClaimGate, KestrelConfig
+from mmcurate.benchmarks.pope import KestrelConfig
+from mmcurate.core.config import ClaimGate
 from mmcurate.core.images import ImageStore
-from mmcurate.evaluation.kestrel import Kestrel, KestrelItem, parse_initial, parse_refined, relation, where
+from mmcurate.evaluation.kestrel import (
+    Kestrel, KestrelItem, claimed_count, parse_initial, parse_refined, relation, where,
+)
 from mmcurate.evaluation.pope import kestrel_row, metrics, read_answer, run_options
 from mmcurate.core.errors import MmcurateError
 from mmcurate.models.labels import RecordError
@@ -91,13 +94,14 @@ def found(name: str, n: int) -> str:
 
 def test_a_hallucinated_yes_is_corrected_and_the_rounds_go_on(lab) -> None:
     """A confident, cited contradiction opens the gate: the answer becomes No, and the loop does
-    not stop there (Kestrel revises and verifies again) but runs to its three rounds."""
+    not stop there (Kestrel revises and verifies again); round 2 yields no stronger evidence (the
+    same evidence, no more confidence), so it stops there (issue 32 item 16: 3.4's stop rule)."""
     item = lab.run("cow", lvlm_rules("cow", "Yes", [
         {"when_all": ["strict verifier", found("cow", 0)], "answer": record("contradicted", 0.95, ["e_count_cow"])}]))
-    assert (item.initial, item.answer, item.stopped, len(item.rounds)) == ("Yes", "No", "max_rounds", 3)
+    assert (item.initial, item.answer, item.stopped, len(item.rounds)) == ("Yes", "No", "no_stronger_evidence", 2)
     rounds = item.trace["rounds"]
     assert [(r["verdict"], r["gated"], r["answer_before"], r["answer_after"]) for r in rounds] == [
-        ("contradicted", True, "Yes", "No"), ("contradicted", True, "No", "No"), ("contradicted", True, "No", "No")]
+        ("contradicted", True, "Yes", "No"), ("contradicted", True, "No", "No")]
     assert rounds[0]["evidence"] == [{"id": "e_count_cow", "text": "The grounding agent found 0 instances of 'cow': "
                                                                    "no 'cow' was found in the image."}]
     texts = lab.texts()
@@ -107,7 +111,7 @@ def test_a_hallucinated_yes_is_corrected_and_the_rounds_go_on(lab) -> None:
     assert 'Round history: []' in refine[0] and '"round": 1' in refine[1] and "Current answer: No" in refine[1]
     row = kestrel_row({"sample_id": "k-cow", "dataset": "coco", "split": "random", "image": lab.image, "question_id": 1, "object": "cow",
                        "question": "Is there a cow in the image?", "label": "no"}, item)
-    assert (row["answer"], row["grade"], row["initial"], row["changed"], row["rounds"]) == ("no", "CORRECT", "Yes", True, 3)
+    assert (row["answer"], row["grade"], row["initial"], row["changed"], row["rounds"]) == ("no", "CORRECT", "Yes", True, 2)
 
 
 def test_two_supported_rounds_with_the_answer_unchanged_stop(lab) -> None:
@@ -119,13 +123,50 @@ def test_two_supported_rounds_with_the_answer_unchanged_stop(lab) -> None:
     assert all(e.get("image") for e in item.trace["rounds"][0]["evidence"][:2])
 
 
-def test_a_supported_flip_needs_a_third_round_to_be_stable(lab) -> None:
+def test_a_supported_flip_is_not_stable_after_two_rounds(lab) -> None:
     """No -> Yes through the gate in round 1; two supported rounds then, but the answer changed
-    during them, so stable only after round 3."""
+    during them, so not "stable"; round 2 brought nothing stronger, so the loop stops there."""
     item = lab.run("dog", lvlm_rules("dog", "No", [
         {"when_all": ["strict verifier", found("dog", 1)], "answer": record("supported", 0.9, ["e_count_dog"])}]))
-    assert (item.initial, item.answer, item.stopped, len(item.rounds), item.held) == ("No", "Yes", "stable", 3,
-                                                                                       ["No", "Yes", "Yes", "Yes"])
+    assert (item.initial, item.answer, item.stopped, len(item.rounds), item.held) == (
+        "No", "Yes", "no_stronger_evidence", 2, ["No", "Yes", "Yes"])
+
+
+def test_rounds_go_on_while_the_evidence_grows_stronger(lab) -> None:
+    """Issue 32 item 16, the stop rule (000 3.4): a round whose verifier is more confident than the
+    round before is stronger evidence, so a third round runs; the same confidence again stops."""
+    rising = lab.run("horse", lvlm_rules("horse", "Yes", [
+        {"when_all": ["strict verifier", "Previous verdict (round 2)"], "answer": record("contradicted", 0.7, ["e_count_horse"])},
+        {"when_all": ["strict verifier", "Previous verdict (round 1)"], "answer": record("contradicted", 0.7, ["e_count_horse"])},
+        {"when_all": ["strict verifier"], "answer": record("contradicted", 0.6, ["e_count_horse"])}]))
+    assert (rising.stopped, len(rising.rounds)) == ("max_rounds", 3)
+    flat = lab.run("cow", lvlm_rules("cow", "Yes", [
+        {"when_all": ["strict verifier"], "answer": record("contradicted", 0.6, ["e_count_cow"])}]))
+    assert (flat.stopped, len(flat.rounds)) == ("no_stronger_evidence", 2)
+
+
+def test_count_compare_and_count_vision_evidence(lab) -> None:
+    """Issue 32 item 16, the count evidence of 000 (Figure 8's ids): the grounder's count against the
+    claim's number (e_countcmp), the model's own count (e_countvis) and it against the claim's number
+    (e_countviscmp), all citable."""
+    question = "Are there two dogs in the image?"
+    count_claim = claim("dog", kind="count", text="There are two dogs in the image.")
+    rules = [
+        {"when_all": ["state one claim that can be checked", question],
+         "answer": json.dumps({"answer": "Yes", "verifiable_claims": [count_claim]})},
+        {"when_all": ["Count the instances", "Object: dog"], "answer": "2"},
+        {"when_all": ["strict verifier", "[e_countcmp_dog] The grounding agent found 1 'dog'; the claim says 2: fewer "
+                      "than claimed."], "answer": record("contradicted", 0.95, ["e_countcmp_dog"])},
+        {"when_all": ["cautious VQA assistant", question], "answer": json.dumps(
+            {"new_claims": [{**count_claim, "priority": 1}], "Answer": "No"})},
+    ]
+    item = lab.run_item(KestrelItem("k-dogs", lab.image, question, "count", "dog"), rules)
+    evidence = {e["id"]: e["text"] for e in item.trace["rounds"][0]["evidence"]}
+    assert evidence["e_countcmp_dog"] == "The grounding agent found 1 'dog'; the claim says 2: fewer than claimed."
+    assert evidence["e_countvis_dog"] == "The model counts 2 'dog' in the image."
+    assert evidence["e_countviscmp_dog"] == "The model counts 2 'dog'; the claim says 2: as many as claimed."
+    assert (item.answer, item.rounds[0].verdict, item.rounds[0].gated) == ("No", "contradicted", True)
+    assert [claimed_count(t) for t in ("There are 3 cats.", "two dogs", "a dog")] == [3, 2, None]
 
 
 @pytest.mark.parametrize("reply", [
@@ -135,9 +176,9 @@ def test_a_supported_flip_needs_a_third_round_to_be_stable(lab) -> None:
 def test_no_flip_without_the_gate(lab, reply) -> None:
     """The model proposes No every round, but the verification is not decisive: the answer stays."""
     item = lab.run("horse", lvlm_rules("horse", "Yes", [{"when_all": ["strict verifier"], "answer": reply}]))
-    assert (item.answer, item.stopped) == ("Yes", "max_rounds")
+    assert (item.answer, item.stopped) == ("Yes", "no_stronger_evidence")
     assert [(r["verdict"], r["gated"], r["proposed"], r["changed"]) for r in item.trace["rounds"]] == [
-        ("insufficient", False, "No", False)] * 3
+        ("insufficient", False, "No", False)] * 2
 
 
 def test_an_unusable_record_stops_with_the_answer_kept(lab) -> None:
@@ -245,7 +286,10 @@ def test_config_ranges() -> None:
         Settings(pope={"sources": []})
     with pytest.raises(MmcurateError, match="POPE runs plain or kestrel"):
         run_options({"system": "verify-first"})
-    assert run_options({}) == {"system": "plain"}
+    assert run_options({}) == {"system": "plain", "oracle_grounding": False}
+    assert run_options({"system": "kestrel", "oracle_grounding": True}) == {"system": "kestrel", "oracle_grounding": True}
+    with pytest.raises(MmcurateError, match="only --system kestrel grounds"):
+        run_options({"oracle_grounding": True})
 
 
 @pytest.mark.parametrize("reply, read", [
@@ -289,3 +333,22 @@ def test_popes_metrics_per_dataset_and_split() -> None:
     by = {(m["dataset"], m["split"]): m["accuracy"] for m in table}
     assert by == {("aokvqa", "adversarial"): 0.5, ("coco", "random"): 1.0, ("gqa", "random"): 0.5,
                   ("all", "all"): pytest.approx(4 / 6)}
+
+
+def test_the_scripted_detector_reports_its_rules_and_states_its_errors(tmp_path) -> None:
+    """Issue 32 item 15: the demo's grounding agent is a scripted detector that reads no label file;
+    its detections come from its own rules, a miss finds nothing, and it says what it is."""
+    from mmcurate.annotation.reflectv.grounders import Query, make_grounder
+
+    rules = tmp_path / "rules.jsonl"
+    rules.write_text("\n".join(json.dumps(r) for r in [
+        {"sha256": "a", "label": "dog", "box": [0, 0, 10, 10], "stated": "hit"},
+        {"sha256": "a", "label": "cat", "box": [5, 5, 20, 20], "stated": "false alarm"},
+        {"sha256": "a", "label": "tripod", "stated": "miss"}]) + "\n")
+    detector = make_grounder(f"detector:{rules}")
+    found = detector.locate([Query("q1", "a", "dog"), Query("q2", "a", "cat"), Query("q3", "a", "tripod")], None)
+    assert [len(g.instances) for g in found] == [1, 1, 0]
+    assert "stated false alarms: cat; stated misses: tripod" in detector.describe()
+    rules.write_text(json.dumps({"sha256": "a", "label": "dog", "stated": "hit"}) + "\n")  # a hit without a box
+    with pytest.raises(MmcurateError, match="rules.jsonl:1: a detection needs"):
+        make_grounder(f"detector:{rules}")

@@ -128,3 +128,49 @@ def test_write_evaluation_adds_the_sweep_and_modality_sections(tmp_path):
     for name in ("answers", "metrics_by_scenario", "metrics_strictness", "metrics_negative_modality"):
         assert (tmp_path / "out" / f"{name}.parquet").is_file()
     assert (tmp_path / "out" / "metrics_vs_negatives.png").is_file()
+
+
+def test_table4_reads_two_negatives_and_the_sweep_keeps_every_n(tmp_path):
+    """003, Table 4's caption: "The number of negatives is fixed at 2"; Figure 3 varies n. The
+    same three samples answered at n = 1 and n = 2: Table 4 counts each once (its n = 2 answer),
+    the sweep has one row per (scenario, n)."""
+    import polars as pl
+
+    from mmcurate.evaluation.report import write_evaluation
+
+    def three(scenario, n, grades):  # samples s0, s1, s2
+        return results([(scenario, "webqa", n, g) for g in grades])
+
+    runs = pa.concat_tables([
+        three("oracle", 0, ["CORRECT"] * 3),
+        three("realistic", 1, ["CORRECT", "CORRECT", "CORRECT"]),
+        three("realistic", 2, ["CORRECT", "INCORRECT", "NOT_ATTEMPTED"]),
+        three("adversarial", 1, ["NOT_ATTEMPTED"] * 3),
+        three("adversarial", 2, ["INCORRECT"] * 3),
+    ])
+    text = write_evaluation(runs, tmp_path / "out", "m on deflectionbench")
+    table4 = {r["scenario"]: r for r in pl.read_parquet(tmp_path / "out" / "metrics_by_scenario.parquet").to_dicts()}
+    assert table4["realistic"]["graded"] == 3 and table4["realistic"]["accuracy"] == pytest.approx(1 / 3)
+    assert table4["adversarial"]["graded"] == 3 and table4["adversarial"]["hallucination"] == 1.0
+    by_source = pl.read_parquet(tmp_path / "out" / "metrics_by_source.parquet")
+    assert by_source.filter(pl.col("scenario") == "realistic")["graded"].to_list() == [3]
+    assert "## Per scenario (Table 4: realistic and adversarial at 2 negatives)" in text
+    assert "| realistic | 33.3 | 33.3 | 33.3 | 0.0 | 3 | 0 |" in text
+    sweep = pl.read_parquet(tmp_path / "out" / "metrics_by_negatives.parquet")
+    assert [(r["scenario"], r["n_negatives"], r["graded"]) for r in sweep.to_dicts()] == [
+        ("oracle", 0, 3), ("realistic", 1, 3), ("realistic", 2, 3), ("adversarial", 1, 3), ("adversarial", 2, 3)]
+    assert "| realistic | 1 | 100.0 | 0.0 | 0.0 | 100.0 | 3 | 0 |" in text  # the sweep's n = 1 row
+
+
+def test_table4_says_when_the_run_has_no_answer_at_two_negatives(tmp_path):
+    """A run at n = 1 only (``--negatives 1``): Table 4's realistic row is empty and says so; it
+    never reads the n = 1 answers as Table 4's."""
+    from mmcurate.evaluation.report import write_evaluation
+
+    runs = results([("oracle", "w", 0, "CORRECT"), ("realistic", "w", 1, "CORRECT")])
+    text = write_evaluation(runs, tmp_path / "out", "m on deflectionbench")
+    assert ("Realistic: no answers at 2 negatives in this run (it asked n = 1), so Table 4's realistic rows are "
+            "empty") in text
+    table4 = text.split("## Per scenario and source")[0]
+    assert "| realistic | – | – | – | – | 0 | 0 |" in table4
+    assert "| realistic | 1 | 100.0 |" in text  # the sweep has it

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mmcurate.core.config import RefLVQAEvalConfig
+from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.evaluation.answer_metrics import compute_answer_metrics
 from mmcurate.evaluation.graders import METRICS, ModelGrader, Unit, make_grader

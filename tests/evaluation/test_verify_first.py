@@ -135,3 +135,16 @@ def test_a_separate_router_model(world, make):
     rows = [make.sample("s1", "What is the score now?", ["x"])]
     out = verify_first_answers(rows, [[]], world.pool, VerifyFirst("m", router="router"))
     assert out.to_pylist()[0]["answer"] == IDK and "m" not in world.sent
+
+
+def test_the_lexical_stand_in_reads_what_the_answers_add_to_the_question() -> None:
+    """Issue 37: the lexical verifier's two checks, on the words an answer adds to the question."""
+    from mmcurate.evaluation.verify_first import lexical_confidence, lexical_consistent
+
+    question = "What is the scientific name of this animal?"
+    assert lexical_consistent("Its scientific name is Felis catus.", "Felis catus, a cat.", question)
+    assert not lexical_consistent("The scientific name is Felis catus.", "The scientific name is Anaconda.", question)
+    evidence = [{"title": "Cat", "text": "The cat (Felis catus) is a small domesticated carnivorous mammal."}]
+    assert lexical_confidence("The scientific name is Felis catus.", evidence, question) == 1.0
+    assert lexical_confidence("Felis silvestris catus.", evidence, question) == 0.67
+    assert lexical_confidence("Felis catus.", [], question) == 0.0

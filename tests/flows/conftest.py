@@ -2,13 +2,10 @@
 ``asked`` counts the requests each model is sent."""
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture

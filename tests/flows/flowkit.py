@@ -30,7 +30,7 @@ from mmcurate.models.backends.scripted import load_rules
 from mmcurate.models.cache import ResponseCache
 from mmcurate.models.requests import text_of
 from mmcurate.releases.reader import DATA_DIR, open_release
-from model_servers import HoldingServer, JsonHandler
+from tests.model_servers import HoldingServer, JsonHandler
 
 REPO = Path(__file__).resolve().parents[2]
 DRYRUN = REPO / "configs" / "dryrun"

@@ -19,7 +19,7 @@ from mmcurate.gating.prompts import PARAMETRIC
 from mmcurate.releases.reader import open_release
 from mmcurate.tasks.runners import make_task_runner
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 SHARD = 4

@@ -27,7 +27,7 @@ from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 
@@ -90,9 +90,12 @@ def test_flow_writes_a_valid_explained_release(run, scripted):
     assert rows.height == len(release.sample_ids) and (rows["negative_contexts"].list.len() >= K_MIN).all()
     table3 = {r["statistic"]: r["value"] for r in manifest.statistics["global"]}
     assert 1 <= table3["unique_questions"] <= table3["samples"] and table3["unique_query_images"] <= table3["samples"]
-    topics = manifest.statistics["topics"]  # before and after curation
+    topics = manifest.statistics["topics"]  # before and after curation, BERTopic's clusters (appendix C)
     assert sum(r["after"] for r in topics) == rows.height
-    assert {r["topic"].split("/")[0] for r in topics} == {"webqa", "mmdocrag"}
+    [reading] = [r for r in manifest.statistics["readings"] if r["setting"] == "topics"]
+    assert reading["value"] == "bertopic" and "topics.reading bertopic" in (path / "README.md").read_text()
+    by_ledger = ledger.filter(pl.col("stage") == "topics").group_by("verdict").len()
+    assert dict(by_ledger.rows()) == {r["topic"]: r["before"] for r in topics if r["before"]}
     assert (path / "plots" / manifest.plots["Topic distribution before and after curation"]).is_file()
     calls = {(r["stage"], r["step"]): r for r in manifest.statistics["calls"]}
     for stage in ("I", "III"):

@@ -7,7 +7,11 @@ written by the code of commit 5cf30db): the same rows in the data shards and the
 verdicts. A change that alters curation must update the golden file on purpose and say why.
 Since the near-duplicate check (annotation/dedup.py) the ledger holds its 6 flags as well
 (1073 -> 1079 rows: one question asked twice about the same image, five shared images); the
-data shards are unchanged.
+data shards are unchanged. Issue 32 changed it on purpose (14 rows; 1079 -> 898 ledger rows):
+Stage II mines per source as seed 003's appendix says (InfoSeek, ViQuAE and E-VQA text passages
+only, MRAG-Bench 20 of its own images; before, every mined source got 10 images too), so the
+released samples' negatives and the Stage III distractor checks changed; and every ingested
+sample's BERTopic topic is a ledger row (80 rows, stage ``topics``).
 
 The default rule (``all_incorrect``, eq. 4) changes exactly the samples it should: those that
 no model answered CORRECT with the gold evidence but some model declined (NOT_ATTEMPTED).
@@ -22,7 +26,7 @@ import polars as pl
 import yaml
 
 from mmcurate.releases.reader import open_release
-from release_fingerprint import content_fingerprint
+from tests.flows.release_fingerprint import content_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "dryrun-1.0.0.json"
@@ -59,6 +63,12 @@ def test_dryrun_release_content_is_unchanged(tmp_path, fixtures_root, prefect_ha
     config = dryrun_config(tmp_path, fixtures_root, oracle_rule="none_correct", leakage_filter="answer_or_overlap")
     release = Path(deflectionbench(config=str(config)))
     assert content_fingerprint(release) == json.loads(GOLDEN.read_text())
+    statistics = json.loads((release / "manifest.json").read_text())["statistics"]
+    assert {r["source"]: r["strategy"] for r in statistics["mining_per_source"]} == {
+        "infoseek": "image_to_text", "viquae": "image_to_text", "evqa": "image_to_image_pages",
+        "mragbench": "image_to_image", "webqa": "source", "mmdocrag": "source"}
+    card = (release / "README.md").read_text()
+    assert "topics.reading bertopic: BERTopic over 80 questions" in card and "### Mining per source" in card
 
 
 def _verdicts(release: Path) -> pl.DataFrame:
@@ -121,9 +131,9 @@ def test_default_leakage_filter_leaves_leaking_distractors_to_eq5(tmp_path, fixt
                                sources=("infoseek", "evqa", "viquae", "mragbench"), leakage_filter=leakage)
         runs[leakage or "none"] = open_release(Path(deflectionbench(config=str(config))))
 
-    def mining(release) -> list[dict]:
+    def mining(release) -> list[dict]:  # the text miner's counts (MRAG-Bench mines images only: it has none)
         rows = pl.from_arrow(release.ledger).filter(pl.col("check") == "negatives.mined")
-        return [json.loads(d)["mining"] for d in rows["detail"].to_list()]
+        return [detail["mining"] for detail in map(json.loads, rows["detail"].to_list()) if "mining" in detail]
 
     paper, strict = mining(runs["none"]), mining(runs["answer_or_overlap"])
     assert {m["leakage_filter"] for m in paper} == {"none"} and {m["leakage_filter"] for m in strict} == {

@@ -39,14 +39,15 @@ def test_sweep_and_modality_analysis_in_one_run(dryrun):
     sweep = pl.read_parquet(out / "metrics_strictness.parquet")
     assert sweep.height == 4 * 4 and set(sweep["scenario"].to_list()) == {"parametric", "oracle", "realistic",
                                                                           "adversarial"}
-    # the dry-run release (scripted, golden content): 12 samples with text gold and 2 with image
-    # gold have two negatives of each modality; each runs with text, image and multimodal negatives
+    # the dry-run release (scripted, golden content): 3 samples with text gold and 1 with image gold
+    # have two negatives of each modality (since Stage II mines per source, issue 32, the text-mined
+    # sources get no image negatives); each runs with text, image and multimodal negatives
     modality = answers.filter(pl.col("negatives") != "ranked")
     per_level = modality.filter(pl.col("abstention") == "moderate")
-    assert per_level.group_by("gold_modality").len().sort("gold_modality").rows() == [("image", 6), ("text", 36)]
+    assert per_level.group_by("gold_modality").len().sort("gold_modality").rows() == [("image", 3), ("text", 9)]
     assert set(modality["scenario"].to_list()) == {"realistic"} and set(modality["n_negatives"].to_list()) == {2}
     assert "## Negative-modality analysis (realistic scenario)" in table
-    assert "| moderate | text | image | 100.0 | 0.0 | 0.0 | 12 | 0 |" in table
+    assert "| moderate | text | image | 100.0 | 0.0 | 0.0 | 3 | 0 |" in table
 
 
 @pytest.mark.parametrize("args, message", [
@@ -65,3 +66,40 @@ def test_bad_options_fail_in_one_line_before_prefect(dryrun, args, message):
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("mmcurate: error: ") and message in line
     assert "prefect" not in (proc.stdout + proc.stderr).lower()  # refused before a flow (or its server) started
+
+
+def test_runs_with_other_negatives_and_abstention_add_their_cells_to_one_folder(dryrun, caplog):
+    """Issue 31 item 2: two runs into the default folder keep both; a cell run again is replaced, said so."""
+    from mmcurate.cli import app
+
+    home, config, release = dryrun
+    out = home / "work" / "evaluations" / "deflectionbench-1.0.0" / "vlm-reader"
+
+    def evaluate(*options: str) -> str:
+        result = CliRunner().invoke(app, ["evaluate", str(release), "--model", "vlm-reader", "--config", str(config),
+                                          "--scenario", "realistic", *options])
+        assert result.exit_code == 0, result.output
+        return caplog.text
+
+    evaluate("--negatives", "1")
+    evaluate("--negatives", "2", "--abstention", "severe")
+    answers = pl.read_parquet(out / "answers.parquet")
+    cells = answers.select(["n_negatives", "abstention", "run_id"]).unique()
+    assert sorted(cells.select(["n_negatives", "abstention"]).rows()) == [(1, "moderate"), (2, "severe")]
+    assert cells["run_id"].n_unique() == 2  # each cell keeps the run that answered it
+    samples = answers.filter(pl.col("n_negatives") == 1).height
+    assert samples > 0 and answers.height == 2 * samples
+    table = (out / "table.md").read_text()
+    assert "(moderate, severe abstention, plain system)" in table.splitlines()[0]
+    assert "Also shown: 1 cell of earlier runs" in table
+    assert pl.read_parquet(out / "crag.parquet").height == answers.height
+    caplog.clear()
+    logged = evaluate("--negatives", "1")
+    assert "replaces the earlier 1 cell scenario realistic, n_negatives 1, negatives ranked, abstention moderate" \
+        in logged
+    again = pl.read_parquet(out / "answers.parquet")
+    assert again.height == answers.height
+    assert again.filter(pl.col("n_negatives") == 2)["run_id"].to_list() == \
+        answers.filter(pl.col("n_negatives") == 2)["run_id"].to_list()  # the other run's cell untouched
+    assert again.filter(pl.col("n_negatives") == 1)["run_id"].n_unique() == 1
+    assert again.filter(pl.col("n_negatives") == 1)["run_id"][0] not in set(cells["run_id"].to_list())

@@ -15,7 +15,6 @@ every question, which the plain reader gets wrong.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -27,7 +26,7 @@ from mmcurate.judging.grades import Grade, JudgeItem
 from mmcurate.judging.simpleqa import LexicalJudge
 from mmcurate.releases.reader import open_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 SIMPLEQA_TO_CRAG = {"CORRECT": "perfect", "NOT_ATTEMPTED": "missing", "INCORRECT": "incorrect"}
@@ -110,7 +109,8 @@ def test_crag_scoring_beside_the_metrics(runs):
         metrics = pl.read_parquet(out / "crag_metrics.parquet")
         assert sorted(metrics["scenario"].to_list()) == ["oracle", "parametric"]
         table = (out / "table.md").read_text()
-        assert "## CRAG scoring (per scenario)" in table and "CRAG judge: lexical" in table
+        assert "## CRAG scoring (per scenario, realistic and adversarial at 2 negatives)" in table
+        assert "CRAG judge: lexical" in table
         assert "Stand-in: the SimpleQA grades are mapped" in table and "first 75 tokens (wordpiece:" in table
     metrics = pl.read_parquet(outs["verify-first"] / "crag_metrics.parquet").sort("scenario")
     assert metrics.select("n_perfect", "n_missing", "n_incorrect").rows() == [(n - 2, 2, 0), (0, n, 0)]
@@ -130,3 +130,46 @@ def test_compare_plain_with_verify_first(runs):
                                         ("oracle", "kept correct", n - 2), ("oracle", "broken", 2),
                                         ("parametric", "kept wrong", n)]:
         assert f"| {scenario} | {transition} | {count} |" in text, (scenario, transition, text)
+
+
+def test_the_demos_stand_ins_keep_some_answers_and_abstain_on_others(tmp_path_factory, fixtures_root, capsys,
+                                                                    monkeypatch):
+    """Issue 37 on the demo's set-up: a scripted router (configs/dryrun/verify-router.jsonl) and the
+    lexical verifier around an answering model. The reader answers every oracle question from its
+    gold evidence; without evidence it knows half of them. Consistent answers that the evidence
+    holds are kept; the others are abstained on for the consistency judge's reason, and
+    compare-evals shows both kinds."""
+    from mmcurate.cli import app
+    from tests.releases.cli_helpers import run_cli
+
+    home, release = flowkit.baseline(tmp_path_factory, fixtures_root)
+    rows = open_release(release).table("test").select(["question", "answers"]).to_pylist()
+    here = tmp_path_factory.mktemp("verify-first-demo")
+    rules = []
+    for n, row in enumerate(sorted(rows, key=lambda r: r["question"])):
+        asked, gold = f"Question: {row['question'].strip()}", row["answers"][0]
+        rules += [{"when_all": [asked, "Evidence:"], "answer": gold},
+                  {"when_all": [asked], "when_none": ["Evidence:"], "answer": gold if n % 2 else "Atlantis"}]
+    (here / "reader.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rules))
+    config = yaml.safe_load((home / "config.yaml").read_text())
+    config["models"]["demo-reader"] = {**flowkit.READER, "script": str(here / "reader.jsonl")}
+    config["models"]["verify-router"] = {"backend": "scripted", "script": str(flowkit.DRYRUN / "verify-router.jsonl")}
+    config.setdefault("evaluation", {})["verify_first"] = {"router": "verify-router", "verifier": "lexical"}
+    (here / "config.yaml").write_text(yaml.safe_dump(config))
+    outs = {}
+    for system in ("plain", "verify-first"):
+        outs[system] = here / system
+        result = CliRunner().invoke(app, ["evaluate", str(release), "--model", "demo-reader", "--config",
+                                          str(here / "config.yaml"), "--scenario", "oracle", "--system", system,
+                                          "--out", str(outs[system])])
+        assert result.exit_code == 0, result.output
+    answers = pl.read_parquet(outs["verify-first"] / "answers.parquet")
+    kept, abstained = answers.filter(~pl.col("abstained")), answers.filter(pl.col("abstained"))
+    assert kept.height >= 1 and abstained.height >= 1
+    assert set(abstained["gate_reason"].to_list()) == {"the answers with and without context disagree"}
+    assert all(r.startswith("consistent, confidence 1 >= 0.9") for r in kept["gate_reason"].to_list())
+    assert json.loads(kept["trace"][0])["router"]["model"] == "verify-router"
+    table = (outs["verify-first"] / "table.md").read_text()
+    assert "verifier: the lexical stand-in" in table and "router: scripted model 'verify-router'" in table
+    code, out, _ = run_cli(capsys, monkeypatch, "compare-evals", str(outs["plain"]), str(outs["verify-first"]))
+    assert code == 0 and "kept correct" in out and "broken" in out

@@ -18,7 +18,7 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.releases.errors import ReleaseIncomplete
 from mmcurate.releases.reader import list_versions, open_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from mmcurate.releases.reader import open_release
 from mmcurate.retrieval import kb_pages, vector_store
 from mmcurate.retrieval.index_plan import IndexPlan
-from release_fingerprint import content_fingerprint
-from test_dryrun_equivalence import GOLDEN, dryrun_config
+
+from tests.flows.release_fingerprint import content_fingerprint
+from tests.flows.test_dryrun_equivalence import GOLDEN, dryrun_config
 
 PLAN = IndexPlan("ivfpq", {"nlist": 1, "m": 8, "nbits": 4, "opq": False, "candidates_per_result": 10})
 

@@ -4,17 +4,19 @@ with the fixtures' scripted vision model, compare-evals of the two (Figure 4's t
 and ``mmcurate why`` on a Kestrel item.
 
 The scripted model answers Yes to every probe but flag and tower; Kestrel's grounder (the
-fixtures' boxes) finds every object but the tripod. So Kestrel corrects every wrong Yes about
-an absent object and every wrong No about a present flag or tower, and breaks the right Yes
-about the tripod it cannot find."""
+fixtures' scripted detector, which reads no label file) finds every object but the tripod and
+takes something on the astronaut for a camera. So Kestrel corrects every wrong Yes about an
+absent object and every wrong No about a present flag or tower, breaks the right Yes about
+the tripod it cannot find and keeps the wrong Yes about the camera it imagines. Grounding from
+the annotated boxes the probes were built from is refused unless asked for as an upper bound
+(issue 32 item 15)."""
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 import textwrap
 from pathlib import Path
 
-import flowkit
 import polars as pl
 import pytest
 import yaml
@@ -23,8 +25,8 @@ from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.flows import flowkit
+from tests.releases.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +38,7 @@ models:
   blind: {{backend: scripted, script: {fx}/pope/kestrel_models/plain.jsonl}}
 evaluation:
   pope:
-    kestrel: {{grounding: "boxes:{fx}/pope/objects"}}
+    kestrel: {{grounding: "detector:{fx}/pope/detector/rules.jsonl"}}
 pope:
   sources:
     - {{name: pope, root: {fx}/pope/published}}
@@ -92,15 +94,23 @@ def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:
     _, _, release, runs = run
     plain = pl.read_parquet(str(runs["plain"] / "answers.parquet"))
     kestrel = pl.read_parquet(str(runs["kestrel"] / "answers.parquet"))
-    assert plain.height == kestrel.height == 58 and set(kestrel["system"]) == {"kestrel"}
+    n = open_release(release).table("probes").num_rows
+    assert plain.height == kestrel.height == n and set(kestrel["system"]) == {"kestrel"}
     wrong = kestrel.filter(pl.col("grade") == "INCORRECT")
-    # the only errors left: the tripod the grounder cannot find, answered Yes at first
-    assert set(wrong["object"]) == {"tripod"} and set(wrong["label"]) == {"yes"} and set(wrong["initial"]) == {"Yes"}
+    # the only errors left: the tripod the detector misses (answered Yes at first: broken) and the
+    # camera it imagines on the astronaut (a wrong Yes kept)
+    assert set(wrong["object"]) == {"tripod", "camera"}
+    assert set(wrong.filter(pl.col("object") == "tripod")["label"]) == {"yes"} and set(wrong["initial"]) == {"Yes"}
+    assert set(wrong.filter(pl.col("object") == "camera")["label"]) == {"no"}
+    assert kestrel.filter(pl.col("changed") & (pl.col("grade") == "CORRECT")).height > 0  # some corrected
     assert (kestrel["initial"].str.to_lowercase() == plain["answer"]).all()  # its first answer is the plain one
     table = (runs["kestrel"] / "table.md").read_text()
     assert table.startswith(f"# lvlm on pope {open_release(release).version} (kestrel system)")
     assert "## Initial -> final answer (Figure 4)" in table and "| all | broken |" in table
-    assert "annotated regions stand in for SAM3" in table and "scripted model (rules in lvlm.jsonl)" in table
+    assert "a scripted detector (" in table and "stated false alarms: camera; stated misses: tripod" in table
+    assert "it reads no label file" in table
+    assert "evaluated model: scripted model 'lvlm' (rules in lvlm.jsonl) stands in for a vision model." in table
+    assert "oracle grounding" not in table
     metrics = pl.read_parquet(str(runs["kestrel"] / "metrics.parquet"))
     assert sorted(metrics.select("dataset", "split").rows()) == [
         ("all", "all"), ("aokvqa", "adversarial"), ("built", "adversarial"), ("built", "popular"),
@@ -108,9 +118,29 @@ def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:
     assert "| Dataset | Split |" in table and "| coco | random |" in table
     for name in ("plain", "kestrel"):
         row = pl.read_parquet(str(runs[name] / "metrics.parquet")).filter(pl.col("split") == "all").row(0, named=True)
-        assert row["n"] == 58 and row["tp"] + row["fp"] + row["tn"] + row["fn"] == 58
+        assert row["n"] == n and row["tp"] + row["fp"] + row["tn"] + row["fn"] == n
     trace = json.loads(kestrel.filter(pl.col("object") == "tripod")["trace"][0])
     assert trace["rounds"][0]["evidence"][0]["text"].startswith("The grounding agent found 0 instances of 'tripod'")
+
+
+def test_grounding_from_the_probes_own_annotations_is_oracle_grounding(run, tmp_path, fixtures_root) -> None:
+    """Issue 32 item 15: the annotated boxes the labels were built from are refused; with
+    --oracle-grounding the run is titled an upper bound."""
+    from mmcurate.evaluation.scenarios import EvaluationError
+    from mmcurate.flows.evaluate import evaluate_release
+
+    _, config, release, _ = run
+    oracle = yaml.safe_load(config.read_text())
+    oracle["evaluation"]["pope"]["kestrel"]["grounding"] = f"boxes:{fixtures_root}/pope/objects"
+    (tmp_path / "oracle.yaml").write_text(yaml.safe_dump(oracle))
+    with pytest.raises(EvaluationError, match="reads the annotations the POPE labels come from"):
+        evaluate_release(release=str(release), model="lvlm", config=str(tmp_path / "oracle.yaml"),
+                         options={"system": "kestrel"}, out=str(tmp_path / "refused"))
+    assert not (tmp_path / "refused").exists()
+    out = Path(evaluate_release(release=str(release), model="lvlm", config=str(tmp_path / "oracle.yaml"),
+                                options={"system": "kestrel", "oracle_grounding": True}, out=str(tmp_path / "upper")))
+    assert (out / "table.md").read_text().startswith("# lvlm on pope 1.0.0 (kestrel system, oracle grounding (upper "
+                                                     "bound))")
 
 
 def test_compare_evals_shows_corrected_and_broken(run, capsys, monkeypatch) -> None:
@@ -118,9 +148,12 @@ def test_compare_evals_shows_corrected_and_broken(run, capsys, monkeypatch) -> N
     code, out, _ = run_cli(capsys, monkeypatch, "compare-evals", str(runs["plain"]), str(runs["kestrel"]))
     assert code == 0, out
     kestrel = pl.read_parquet(str(runs["kestrel"] / "answers.parquet"))
-    broken = kestrel.filter((pl.col("grade") == "INCORRECT") & (pl.col("initial") == "Yes")).height
+    first_right = pl.col("initial").str.to_lowercase() == pl.col("label")
+    broken = kestrel.filter((pl.col("grade") == "INCORRECT") & first_right).height
+    kept_wrong = kestrel.filter((pl.col("grade") == "INCORRECT") & ~first_right).height
     corrected = kestrel.filter((pl.col("grade") == "CORRECT") & pl.col("changed")).height
     assert f"| all | corrected | {corrected} |" in out and f"| all | broken | {broken} |" in out
+    assert f"| all | kept wrong | {kept_wrong} |" in out and kept_wrong > 0 and corrected > 0
     assert "| Split | Transition |" in out and "| adversarial | corrected |" in out
 
 
@@ -165,19 +198,20 @@ def test_a_run_it_cannot_make_is_refused_before_any_flow(run, capsys, monkeypatc
 def test_lmms_eval_tasks_give_the_plain_runs_numbers(run, tmp_path) -> None:
     """The release's lmms-eval tasks (one per dataset and split), fed the plain run's replies
     through lmms-eval's own task objects, compute the run's metrics: POPE's reading and metrics once."""
-    pytest.importorskip("lmms_eval", reason="lmms-eval is not installed (pip install 'mmcurate[test]')")
-    from lmms_helpers import harness_numbers  # noqa: E402  (tests/releases, on the path above)
-
+    if importlib.util.find_spec("lmms_eval") is None:  # never imported here: see tests/releases/lmms_helpers.py
+        pytest.skip("lmms-eval is not installed (pip install 'mmcurate[test]')")
     from mmcurate.evaluation.pope_harness import POPE_METRICS
     from mmcurate.releases.lmms_export import export_release, group_name
     from mmcurate.releases.pope import KIND
+
+    from tests.releases.lmms_helpers import harness_numbers
 
     _, _, release, runs = run
     opened = open_release(release)
     export_release(opened, KIND, tmp_path / "tasks")
     replies = dict(pl.read_parquet(str(runs["plain"] / "answers.parquet")).select("sample_id", "reply").iter_rows())
     group = group_name("pope", opened.version)
-    numbers = harness_numbers(tmp_path / "tasks", group, lambda task, doc: replies[doc["sample_id"]])
+    numbers = harness_numbers(tmp_path / "tasks", group, {"*": replies}, tmp_path)
     expected = {(row["dataset"], row["split"]): row
                 for row in pl.read_parquet(str(runs["plain"] / "metrics.parquet")).to_dicts() if row["dataset"] != "all"}
     assert len(expected) > 3 and set(numbers) == {f"{group}_{d}_{s}" for d, s in expected}  # several datasets

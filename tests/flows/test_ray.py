@@ -11,7 +11,7 @@ import pytest
 from mmcurate.core.config import TaskRunnerConfig
 from mmcurate.tasks.runners import make_task_runner
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytest.importorskip("prefect_ray")
 pytestmark = pytest.mark.slow

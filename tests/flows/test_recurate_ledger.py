@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,10 +24,9 @@ from mmcurate.releases.manifest import load_manifest, seal
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.releases.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
 HUBBLE = "Question: In what year was the Hubble Space Telescope launched?"

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import flowkit
 import pytest
 
 from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from mmcurate.releases.reader import open_release
 from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 

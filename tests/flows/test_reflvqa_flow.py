@@ -17,9 +17,9 @@ from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 from mmcurate.tasks.runners import make_task_runner
-from release_fingerprint import content_fingerprint
+from tests.flows.release_fingerprint import content_fingerprint
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 SHARD = 2
@@ -146,3 +146,40 @@ def test_the_configured_task_runner_and_shards_give_the_same_release(run, fixtur
     wanted = {"relevance-": 1,  # compares posts across the table: one shard
               "necessity-": math.ceil(candidates / SHARD), "factcheck-": math.ceil(funnel["necessity"] / SHARD)}
     assert wanted["necessity-"] > 1 and flowkit.shard_runs(state.state_details.flow_run_id, wanted) == wanted
+
+
+def test_a_second_evaluation_adds_its_settings_to_the_folder(run, tmp_path):
+    """Issue 31 item 2: ``--setting image --setting two-step --queries 1 --queries 2`` then
+    ``--setting text``: the folder holds both runs' cells and its tables are rebuilt from all of them."""
+    from mmcurate.flows.evaluate import evaluate_release
+
+    home, path, release_path = run
+    out = tmp_path / "eval"
+    first = {"settings": ["image", "two-step"], "queries": [1, 2]}
+    evaluate_release(release=str(release_path), model="inspector", config=str(path), out=str(out), options=first)
+    before = pl.read_parquet(out / "answers.parquet")
+    grades_before = pl.read_parquet(out / "grades.parquet")
+    evaluate_release(release=str(release_path), model="inspector", config=str(path), out=str(out),
+                     options={"settings": ["text"]})
+    answers = pl.read_parquet(out / "answers.parquet")
+    questions = open_release(release_path).frame("qa").height
+    cells = sorted(answers.select(["setting", "n_queries"]).unique().rows())
+    assert cells == [("image", 1), ("image", 2), ("text", 1), ("two-step", 1), ("two-step", 2)]
+    assert answers.height == 5 * questions
+    assert answers.filter(pl.col("setting") != "text").sort(["setting", "n_queries", "sample_id"]).equals(
+        before.sort(["setting", "n_queries", "sample_id"]))  # the first run's rows, untouched
+    grades = pl.read_parquet(out / "grades.parquet")
+    assert grades.filter(pl.col("setting") != "text").height == grades_before.height
+    metrics = pl.read_parquet(out / "metrics.parquet")
+    assert metrics.height == 5  # Table 5 rebuilt from every cell
+    table = (out / "table.md").read_text()
+    for row in ("TextRAG", "ImageRAG", "Two-step MultiRAG", "Two-step MultiRAG (N = 2)"):
+        assert f"| inspector + {row} |" in table
+    assert "TextRAG, ImageRAG, Two-step MultiRAG with N = 1, 2 search queries" in table.splitlines()[0]
+    assert "Also shown: 4 cells of earlier runs" in table
+    counts = dict(line.strip("| ").split(" | ") for line in table.split("## Counts")[1].split("##")[0].splitlines()
+                  if line.startswith("| ") and "count" not in line)
+    requested = answers.filter(pl.col("queries").list.len() > 0)  # N = 2: one scripted line is no 2 queries
+    assert counts["answers requested"] == str(requested.height) and set(requested["setting"]) == {"text", "image",
+                                                                                                   "two-step"}
+    assert set(pl.read_parquet(out / "retrieval.parquet")["searched"].to_list()) == {"text", "image", "text+image"}

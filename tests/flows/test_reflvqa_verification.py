@@ -3,7 +3,6 @@ and ``mmcurate why`` showing the claim trace."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -12,7 +11,7 @@ import pytest
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 
@@ -96,8 +95,7 @@ def test_release_cites_through_the_cutoff_and_records_verification(run):
 
 
 def test_why_shows_the_claim_trace(run, capsys, monkeypatch):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-    from cli_helpers import run_cli
+    from tests.releases.cli_helpers import run_cli
 
     _, path = run
     ledger = pl.from_arrow(open_release(path).ledger)

@@ -20,7 +20,7 @@ from mmcurate.releases.manifest import ABSOLUTE_PATH
 from mmcurate.releases.reader import list_versions, open_release
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 PARROT = {"backend": "scripted", "script": str(flowkit.DRYRUN / "llm-guesser.jsonl"), "default": "Atlantis",

@@ -22,7 +22,7 @@ import pytest
 from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import list_versions
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 ADMIT = 5

@@ -11,7 +11,7 @@ import pytest
 from mmcurate.core.errors import ConfigError
 from mmcurate.releases.reader import open_release
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ import pytest
 
 from mmcurate.tasks.prefect_api import MODULE, _alive, reap_stale
 
-import flowkit  # noqa: E402
+from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 PATIENCE = 300.0  # seconds: only ever waited in full if something is broken

@@ -8,7 +8,6 @@ block hears the outcome, success or failure.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,8 @@ from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.reader import list_versions, open_release
 from mmcurate.releases.verify import verify_release
 
-import flowkit  # noqa: E402
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.flows import flowkit
+from tests.releases.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
 TOLD: list[tuple[str | None, str]] = []  # what the test notification block was told
@@ -97,6 +95,46 @@ def test_a_dead_server_is_one_line(capsys, monkeypatch, built):
     assert code == 2 and err.count("\n") == 1 and "cannot be reached" in err
 
 
+@pytest.mark.parametrize("url", ["http://[::1", "http://host:notaport/v1"])
+def test_a_catalog_url_that_is_no_address_is_one_line(capsys, monkeypatch, built, url):
+    """Issue 31 item 8: httpx.InvalidURL was a traceback."""
+    code, out, err = run_cli(capsys, monkeypatch, "watch", str(built[2]), "--catalog", url)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("mmcurate: error: ") and "not a server URL" in err
+
+
+def entry(name: str, revision: str = "dryrun-1", **more: str) -> str:
+    lines = [f"  - name: {name}", "    backend: scripted", f"    script: {flowkit.READER['script']}",
+             "    default: Atlantis", f"    revision: {revision}", "    vision: true", "    released: 2026-01-01"]
+    return "\n".join(lines + [f"    {k}: {v}" for k, v in more.items()]) + "\n"
+
+
+def test_a_catalog_model_of_a_known_name_with_another_revision_is_new_and_says_what_differs(built, tmp_path):
+    """Issue 31 item 3: matched by name only, it was "0 new"."""
+    home, _, release = built
+    catalog = home / "revised.yaml"
+    catalog.write_text("models:\n" + entry("vlm-reader", "dryrun-2"))
+    proposal = propose(release, str(catalog), None, tmp_path)
+    assert [m.spec.name for m in proposal.new] == ["vlm-reader"] and proposal.run is None
+    text = proposal.render()
+    assert "1 model, 1 new" in text and "+ vlm-reader: scripted" in text
+    assert "not the release's vlm-reader: revision dryrun-1 -> dryrun-2" in text
+    assert "nothing to re-curate: the new models need names of their own" in text
+    catalog.write_text("models:\n" + entry("vlm-reader"))  # the same identity: known
+    assert propose(release, str(catalog), None, tmp_path).new == []
+
+
+def test_a_bad_catalog_role_names_the_catalog_entry(capsys, monkeypatch, built):
+    """Issue 31 item 17: it named a temporary spec file and an --add-model the user never passed."""
+    home, _, release = built
+    catalog = home / "roles.yaml"
+    catalog.write_text("models:\n" + entry("w0", "w0-1") + entry("w1", "w1-1", role="judge"))
+    code, out, err = run_cli(capsys, monkeypatch, "watch", str(release), "--catalog", str(catalog))
+    assert code == 2 and err.count("\n") == 1
+    assert err == (f"mmcurate: error: catalog {catalog}: models[1] (w1): role 'judge' is not one of deflectionbench's "
+                   "re-curation roles (gating)\n")
+    assert "--add-model" not in err and "mmcurate-watch-" not in err
+
+
 def test_the_command_prints_the_plan(capsys, monkeypatch, built):
     home, catalog, release = built
     code, out, err = run_cli(capsys, monkeypatch, "watch", str(release), "--catalog", str(catalog))
@@ -150,3 +188,17 @@ def test_run_recurates_verifies_publishes_and_notifies(built, notifier, tmp_path
     (subject, body), = notifier
     assert "re-curated as" in subject and "`knower`" in body and "Published" in body
     assert "1.0.0 -> 1.1.0" in caplog.text and "run it:" not in caplog.text  # what the flow printed
+
+
+def test_a_later_version_that_differs_names_watchs_own_options_in_one_capped_line(capsys, monkeypatch, built):
+    """Issue 31 item 10: after 1.1.0 was published, watching 1.0.0 with another catalog named
+    ``--version`` (watch has none), in one line as long as the catalog (101 KB for 10,000 models)."""
+    home, catalog, release = built
+    assert list_versions(release.parent.parent, "deflectionbench") == ["1.0.0", "1.1.0"]  # the run above
+    big = home / "big.yaml"
+    big.write_text("models:\n" + "".join(entry(f"m{i:04d}", f"m{i:04d}-1") for i in range(2000)))
+    code, out, err = run_cli(capsys, monkeypatch, "watch", str(release), "--catalog", str(big))
+    assert code == 2 and err.count("\n") == 1 and len(err) < 2000
+    assert "--version" not in err and "deflectionbench 1.1.0 exists and this run differs from it" in err
+    assert f"watch the newest release instead: mmcurate watch {release.parent / '1.1.0'} --catalog {big}" in err
+    assert "and 1,998 more]" in err  # the pool's list, capped

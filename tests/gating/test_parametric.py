@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from mmcurate.core.config import GatingConfig
+from mmcurate.benchmarks.deflectionbench import GatingConfig
 from mmcurate.core.schema import SAMPLE
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.models.requests import text_of

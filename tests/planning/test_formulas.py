@@ -161,3 +161,31 @@ def test_reflvqa_plan_on_a_hand_example(tmp_path, make):
     # relevance is skipped without a cross-modal encoder; the first right answer eliminates a pair
     assert requests == pytest.approx({"i1": 100, "i2": 50, "ev": 150, "fc": 100, "te": 100})
     assert [round(n) for _, n in plan.funnel] == [100, 100, 25, 50]
+
+
+def test_an_unset_price_of_a_billed_model_is_an_unknown_cost_never_zero():
+    """Issue 31 item 6: 245,000 GPT-4o requests were priced at 0.00."""
+    from mmcurate.core.errors import MmcurateError
+    from mmcurate.planning.plan import Plan, plan_row
+    from mmcurate.planning.recuration import Budget
+
+    hosted = spec("gpt-4o", backend="openai", model="gpt-4o")
+    assert throughput.cost(1_000_000, 1_000_000, hosted) is None
+    assert throughput.cost(1_000_000, 1_000_000, spec("half", backend="openai", model="gpt-4o",
+                                                      price_input_per_mtok=2.5)) is None
+    assert throughput.cost(1_000_000, 0, spec("local", backend="embedded")) == 0.0  # GPU-hours, not money
+    served = spec("served", backend="openai", model="org/m-7B", base_url="http://gpu:8000/v1")
+    assert throughput.cost(1_000_000, 0, served) == 0.0
+    request = ChatRequest("k", [{"role": "user", "content": "x" * 40}], "t")
+    rows = [plan_row("I", "parametric", hosted, 245_000, [request]), plan_row("I", "parametric", spec(), 10, [request])]
+    plan = Plan("deflectionbench", 10, "--samples", "paper", [], rows)
+    assert plan.total().cost is None and plan.unpriced() == ["gpt-4o"]
+    text = plan.render()
+    assert [line.split()[-1] for line in text.splitlines() if line.startswith(("I ", "total"))] == \
+        ["unknown", "0.00", "unknown"]
+    assert "price not set: cost unknown for gpt-4o" in text
+    assert plan.table()[0]["cost"] is None
+    with pytest.raises(MmcurateError) as refused:
+        Budget(max_cost=20).refuse_over(plan)
+    assert "price not set: cost unknown for gpt-4o" in str(refused.value) and "--max-cost $20.00" in str(refused.value)
+    Budget(max_calls=300_000).refuse_over(plan)  # a call budget alone still checks

@@ -1,7 +1,6 @@
 """Where a plan's sample count comes from, and ``mmcurate plan`` on the paper's config."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,7 @@ from mmcurate.sources import adapter_class
 from mmcurate.sources.ingest import ingest, ingest_folder
 from mmcurate.planning.inputs import plan_input
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.releases.cli_helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER = REPO / "configs" / "deflectionbench-paper.yaml"
@@ -70,3 +68,31 @@ def test_plan_errors_are_one_line(capsys, monkeypatch, tmp_path):
     code, _, err = run_cli(capsys, monkeypatch, "plan", str(PAPER), "--samples", "10", "--retention",
                            str(tmp_path))
     assert code == 2 and "not a release" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_demo_config_in_an_empty_workdir_plans_every_benchmark(capsys, monkeypatch, tmp_path):
+    """Issue 31 item 9: Reddit has no cheap record count; the plan stopped there and never planned
+    ReflectV, POPE and CRAG-MM. The source is named unknown and every benchmark is planned."""
+    monkeypatch.setenv("MMCURATE_WORKDIR", str(tmp_path / "empty"))
+    code, out, err = run_cli(capsys, monkeypatch, "plan", str(REPO / "configs" / "demo.yaml"))
+    assert code == 0 and err == ""
+    plans = [line.split(",")[0] for line in out.splitlines() if line.startswith("plan: ")]
+    assert plans == ["plan: deflectionbench", "plan: reflvqa", "plan: reflectv"]
+    assert "plan: reflvqa, samples unknown (reddit unknown (no cheap record count and no ingest in the workdir" in out
+    assert "requests, tokens, GPU-hours and cost: unknown until reddit is counted" in out
+    assert "cragmm: mmcurate has no cost model of its curation yet" in out and "pope: mmcurate has no cost" in out
+
+
+def test_an_uncounted_source_beside_counted_ones_makes_a_lower_bound(tmp_path, fixtures_root):
+    from mmcurate.planning.bill import reflectv_bill
+
+    settings = load_config(_config(tmp_path, fixtures_root))
+    given = plan_input(settings, [*settings.deflectionbench.sources, settings.deflectionbench.sources[0].model_copy(
+        update={"name": "reddit", "root": fixtures_root / "reddit"})], None)
+    assert given.samples == 15 + 18 and given.uncounted == ["reddit"] and "reddit unknown" in given.how
+    demo = load_config(REPO / "configs" / "demo.yaml")
+    demo.workdir = tmp_path / "empty"
+    demo.reflectv.sources = [demo.reflectv.sources[0], demo.reflectv.sources[0].model_copy(
+        update={"name": "reddit", "root": fixtures_root / "reddit"})]
+    text = reflectv_bill(demo).render()
+    assert "a lower bound: the samples of reddit are not counted" in text and "total" in text

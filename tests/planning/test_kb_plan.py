@@ -3,7 +3,6 @@ embedding hours at the encoder's throughput, disk, and the index the budget allo
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,8 +14,8 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.planning import throughput
 from mmcurate.planning.kb import SAMPLE_ROWS, plan_kb
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_inputs_cli import PAPER, run_cli  # noqa: E402
+from tests.planning.test_inputs_cli import PAPER
+from tests.releases.cli_helpers import run_cli
 
 
 def jsonl(path: Path, rows: int) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,8 +17,7 @@ from mmcurate.planning.inputs import PlanInput
 from mmcurate.planning.rates import paper_reflectv, release_reflectv
 from mmcurate.planning.reflectv import plan_reflectv
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import run_cli  # noqa: E402
+from tests.releases.cli_helpers import run_cli
 
 PAPER = Path(__file__).resolve().parents[2] / "configs" / "reflectv-paper.yaml"
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,11 +10,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-sys.path.insert(0, str(Path(__file__).parent))  # test modules import release_builders
+from mmcurate.releases.writer import write_release  # noqa: E402  (the environment above first)
 
-import release_builders as b  # noqa: E402
-
-from mmcurate.releases.writer import write_release  # noqa: E402
+from tests.releases import release_builders as b  # noqa: E402
 
 
 @pytest.fixture(scope="session")

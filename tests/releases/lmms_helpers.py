@@ -1,37 +1,39 @@
-"""lmms-eval's own task objects over an exported task folder: the numbers its aggregations
-compute from given answers, as an lmms-eval run would (``process_results`` per document,
-then each metric's aggregation over the task's records)."""
+"""lmms-eval's own task objects over an exported task folder, in a child process: importing
+lmms-eval changes the process it runs in (its task modules set global state that changed a
+later curation test's output in the same session), so the suite never imports it.
+
+``harness_numbers``: the numbers its aggregations compute from given replies, as an lmms-eval
+run would (``process_results`` per document, then each metric's aggregation over the task's
+records). ``harness_documents``: what each task sends per document (``doc_to_messages``: the
+roles, the text parts, the images' sizes; ``doc_to_visual``'s sizes)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-
-def harness_tasks(include: Path, group: str) -> dict[str, Any]:
-    """The group's task objects by name, loaded by lmms-eval's task manager as the chat model
-    uses them (``doc_to_messages``)."""
-    from lmms_eval.tasks import TaskManager, get_task_dict
-
-    manager = TaskManager(include_path=str(include), include_defaults=False)
-    assert group in manager.all_groups, manager.all_groups
-    return {task.config.task: task for task in _leaves(get_task_dict([group], manager, task_type="chat"))}
+REPO = Path(__file__).resolve().parents[2]
 
 
-def _leaves(tree: dict) -> list:
-    out = []
-    for value in tree.values():
-        out += _leaves(value) if isinstance(value, dict) else [value]
-    return out
+def _child(mode: str, include: Path, group: str, given: Any, work: Path) -> Any:
+    (work / "in.json").write_text(json.dumps(given))
+    done = subprocess.run([sys.executable, "-m", "tests.releases.lmms_child", mode, str(include), group,
+                           str(work / "in.json"), str(work / "out.json")], cwd=REPO, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((work / "out.json").read_text())
 
 
-def harness_numbers(include: Path, group: str, answer: Callable[[str, dict], str]) -> dict[str, dict[str, Any]]:
-    """Per task, every metric's value over its documents, ``answer(task, doc)`` being the reply."""
-    out = {}
-    for name, task in harness_tasks(include, group).items():
-        records: dict[str, list] = {}
-        for doc in task.test_docs():
-            for metric, value in task.process_results(doc, [answer(name, doc)]).items():
-                records.setdefault(metric, []).append(value)
-        out[name] = {metric: aggregate(records[metric]) for metric, aggregate in task.aggregation().items()}
-    return out
+def harness_numbers(include: Path, group: str, replies: Mapping[str, Mapping[str, str]],
+                    work: Path) -> dict[str, dict[str, Any]]:
+    """Per task, every metric's value over its documents; ``replies[task][sample_id]`` is the
+    reply (the key ``"*"`` serves every task)."""
+    return _child("numbers", include, group, replies, work)
+
+
+def harness_documents(include: Path, group: str, work: Path) -> dict[str, list[dict[str, Any]]]:
+    """Per task, what each of its documents sends (in the child's words, see the module docstring)."""
+    return _child("documents", include, group, None, work)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import huggingface_hub.constants
 import pytest
-from cli_helpers import one_line, run_cli, run_process
+from tests.releases.cli_helpers import one_line, run_cli, run_process
 
 
 SCRIPT = '{"when_all": ["Question:"], "answer": "answer 1"}\n'

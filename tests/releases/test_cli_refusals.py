@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from cli_helpers import one_line, run_cli
+from tests.releases.cli_helpers import one_line, run_cli
 
 
 def config(tmp_path: Path, model: str = "", section: str = "") -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import release_builders as b
+from tests.releases import release_builders as b
 
 from mmcurate.core.config import Settings
 from mmcurate.releases.errors import ReleaseExists

@@ -5,6 +5,7 @@ llama.cpp server. The numbers an lmms-eval run computes from a set of answers ar
 ``mmcurate evaluate`` computes from the same answers (one rule)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+from PIL import Image
 import pytest
 
 from mmcurate.evaluation.metrics import RATES, compute_metrics
@@ -24,10 +26,11 @@ from mmcurate.releases.unembed import canonical_samples
 from mmcurate.releases.verify import verify_release
 from mmcurate.core.images import ImageStore
 
-from cli_helpers import one_line, run_cli
-from lmms_helpers import harness_numbers, harness_tasks
+from tests.releases.cli_helpers import one_line, run_cli
+from tests.releases.lmms_helpers import harness_documents, harness_numbers
 
-lmms_eval = pytest.importorskip("lmms_eval", reason="lmms-eval is not installed (pip install 'mmcurate[test]')")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("lmms_eval") is None,
+                                reason="lmms-eval is not installed (pip install 'mmcurate[test]')")
 
 GROUP = group_name("deflectionbench", "1.0.0")
 
@@ -53,32 +56,29 @@ def test_every_release_ships_its_tasks_sealed_with_it(deflection_release):
     assert verify_release(deflection_release).ok
 
 
-def test_lmms_eval_loads_the_tasks_and_sends_what_mmcurate_sends(deflection_release, exported):
-    tasks = harness_tasks(exported, GROUP)
+def test_lmms_eval_loads_the_tasks_and_sends_what_mmcurate_sends(deflection_release, exported, tmp_path):
+    tasks = harness_documents(exported, GROUP, tmp_path)
     assert set(tasks) == {f"{GROUP}_{s}" for s in SCENARIOS}
     seed = load_manifest(deflection_release).seed
-    rows = {r["sample_id"]: r for r in canonical_samples(open_release(deflection_release),
-                                                         ImageStore(exported.parent / "img")).to_pylist()}
+    store = ImageStore(exported.parent / "img")
+    rows = {r["sample_id"]: r for r in canonical_samples(open_release(deflection_release), store).to_pylist()}
     for scenario in SCENARIOS:
-        task = tasks[f"{GROUP}_{scenario}"]
-        docs = list(task.test_docs())
+        docs = tasks[f"{GROUP}_{scenario}"]
         assert len(docs) == len(rows)
         for doc in docs:
-            sent = task.doc_to_messages(doc)
             ours = scenario_request(rows[doc["sample_id"]], scenario, 2, "moderate", seed).messages
-            assert [m["role"] for m in sent] == [m["role"] for m in ours]
-            texts = [[p["text"] for p in m["content"] if p["type"] == "text"] for m in sent]
-            expected = [[m["content"]] if isinstance(m["content"], str) else
-                        [p["text"] for p in m["content"] if p["type"] == "text"] for m in ours]
-            assert texts == expected
-            images = [p for m in sent for p in m["content"] if p["type"] == "image"]
-            assert len(images) == sum(p["type"] == "image" for m in ours if not isinstance(m["content"], str)
-                                      for p in m["content"])
-            assert all(hasattr(p["url"], "size") for p in images)  # PIL images, as lmms-eval encodes them
-            assert task.doc_to_visual(doc) == [p["url"] for p in images]
+            assert [m["role"] for m in doc["messages"]] == [m["role"] for m in ours]
+            assert [m["texts"] for m in doc["messages"]] == [
+                [m["content"]] if isinstance(m["content"], str) else
+                [p["text"] for p in m["content"] if p["type"] == "text"] for m in ours]
+            shown = [p["sha256"] for m in ours if not isinstance(m["content"], str) for p in m["content"]
+                     if p["type"] == "image"]
+            sizes = [list(Image.open(store.path(sha)).size) for sha in shown]
+            assert [size for m in doc["messages"] for size in m["images"]] == sizes  # the images, in order
+            assert doc["visual"] == sizes
 
 
-def test_the_same_answers_give_the_same_numbers(deflection_release, exported, world):
+def test_the_same_answers_give_the_same_numbers(deflection_release, exported, world, tmp_path):
     release = open_release(deflection_release)
     samples = canonical_samples(release, ImageStore(exported.parent / "img"))
     # scripted answers: right from the gold passage, wrong from a distractor, else a refusal
@@ -91,8 +91,9 @@ def test_the_same_answers_give_the_same_numbers(deflection_release, exported, wo
     expected = {row["scenario"]: row for row in compute_metrics(ours).to_pylist()}
     answers = {(r["sample_id"], r["scenario"]): r["answer"] for r in ours.to_pylist()}
     assert len({r["grade"] for r in ours.to_pylist()}) == 3  # the case holds right, wrong and declined answers
-    numbers = harness_numbers(exported, GROUP, lambda task, doc: answers[(doc["sample_id"],
-                                                                           task.removeprefix(f"{GROUP}_"))])
+    replies = {f"{GROUP}_{scenario}": {sid: answer for (sid, s), answer in answers.items() if s == scenario}
+               for scenario in SCENARIOS}
+    numbers = harness_numbers(exported, GROUP, replies, tmp_path)
     for scenario in SCENARIOS:
         for rate in RATES:
             assert numbers[f"{GROUP}_{scenario}"][rate] == pytest.approx(expected[scenario][rate]), (scenario, rate)

@@ -5,7 +5,7 @@ import json
 
 import pyarrow as pa
 import pytest
-import release_builders as b
+from tests.releases import release_builders as b
 
 from mmcurate.core.ledger import ledger_table
 from mmcurate.core.schema import QUARANTINE

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import json
 
-import release_builders as b
 from datasets import load_dataset
-from test_reflectv_validation import THINK, _draft
 
 from mmcurate.annotation.reflectv.turns import render_turn, tool_call
 from mmcurate.releases.reflectv_sft import IMAGE_TAG, read_records, record_defects
 from mmcurate.releases.verify import verify_release
 from mmcurate.releases.writer import write_release
+
+from tests.releases import release_builders as b
+from tests.releases.test_reflectv_validation import THINK, _draft
 
 
 def _release(tmp_path):

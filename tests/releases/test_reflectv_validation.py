@@ -5,7 +5,7 @@ import json
 
 import pyarrow as pa
 import pytest
-import release_builders as b
+from tests.releases import release_builders as b
 
 from mmcurate.annotation.reflectv.formatting import TRAJECTORY
 from mmcurate.annotation.reflectv.turns import render_turn, tool_call

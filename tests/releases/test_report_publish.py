@@ -9,8 +9,6 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-import release_builders as b
-from cli_helpers import run_cli
 from huggingface_hub.errors import HfHubHTTPError
 
 from mmcurate.releases import publish as publish_module
@@ -20,6 +18,9 @@ from mmcurate.releases.report import write_report
 from mmcurate.releases.topics import topic_table
 from mmcurate.releases.verify import verify_release
 from mmcurate.releases.writer import write_release
+
+from tests.releases import release_builders as b
+from tests.releases.cli_helpers import run_cli
 
 CHROMIUM = Path("/usr/bin/chromium")
 

@@ -6,8 +6,8 @@ import json
 from dataclasses import replace
 
 import pytest
-import release_builders as b
-from cli_helpers import run_cli
+from tests.releases import release_builders as b
+from tests.releases.cli_helpers import run_cli
 
 from mmcurate.releases.errors import ReleaseInvalid
 from mmcurate.releases.verify import verify_release

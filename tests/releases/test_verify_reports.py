@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 import pytest
-from cli_helpers import run_cli
+from tests.releases.cli_helpers import run_cli
 
 from mmcurate.releases.verify import verify_release
 

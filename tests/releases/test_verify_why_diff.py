@@ -5,8 +5,8 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-import release_builders as b
-from cli_helpers import run_cli
+from tests.releases import release_builders as b
+from tests.releases.cli_helpers import run_cli
 
 from mmcurate.core.ids import sha256_file
 from mmcurate.core.ledger import Decision

@@ -9,7 +9,6 @@ import shutil
 import polars as pl
 import pyarrow as pa
 import pytest
-import release_builders as b
 import yaml
 from PIL import Image
 
@@ -20,6 +19,8 @@ from mmcurate.releases.near_duplicates import near_duplicate_note
 from mmcurate.releases.reader import list_versions, open_release
 from mmcurate.releases.report import write_report
 from mmcurate.releases.writer import write_release
+
+from tests.releases import release_builders as b
 
 
 def test_layout_manifest_and_shards(deflection_release):

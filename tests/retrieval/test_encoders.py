@@ -1,7 +1,6 @@
 """Encoders: MiniLM offline, the classical image descriptor, and OpenCLIP loaded from a tiny checkpoint."""
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -16,19 +15,13 @@ from PIL import Image, ImageOps
 from mmcurate.retrieval.encoders import cross_modal_encoder, image_encoder, text_encoder
 from mmcurate.core.errors import MmcurateError
 
-BUILDERS = Path(__file__).parents[1] / "fixtures" / "builders"
+from tests.fixtures.builders import images as fixture_images
+
 TINY_CLIP = {
     "embed_dim": 24,
     "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 8, "head_width": 16},
     "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1},
 }
-
-
-def fixture_images():
-    spec = importlib.util.spec_from_file_location("fixture_builder_images", BUILDERS / "images.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def mirrored(data: bytes) -> bytes:
@@ -68,7 +61,7 @@ def test_minilm_offline_similarity_ordering() -> None:
 
 
 def test_descriptor_ranks_a_flipped_copy_above_other_images() -> None:
-    images = fixture_images()
+    images = fixture_images
     names = ["skimage_astronaut", "skimage_coffee", "skimage_chelsea", "skimage_rocket", "skimage_horse", "sklearn_china", "sklearn_flower"]
     originals = [images.encode(name) for name in names]
     encoder = image_encoder("descriptor")
@@ -93,7 +86,7 @@ def test_open_clip_from_a_tiny_saved_checkpoint(tmp_path: Path) -> None:
     assert text_encoder(spec) is encoder and image_encoder(spec) is encoder
     assert encoder.name.startswith("open_clip:tiny-clip:tiny-clip.pt@") and encoder.dim == 24
     texts = encoder.encode_text(["a photo of a cat", "a photo of a rocket", "a clock"])
-    pics = encoder.encode_images([fixture_images().encode("skimage_coffee"), fixture_images().encode("skimage_rocket")])
+    pics = encoder.encode_images([fixture_images.encode("skimage_coffee"), fixture_images.encode("skimage_rocket")])
     assert_unit_rows(texts, 3, 24)
     assert_unit_rows(pics, 2, 24)
     assert not np.allclose(texts[0], texts[1])

@@ -1,7 +1,6 @@
 """Knowledge bases load from the fixture JSONL, Parquet, C4/Pyserini rows and wiki-offline."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,14 +11,11 @@ import pytest
 from mmcurate.retrieval.kb import kb_fingerprint, load_kb
 from mmcurate.core.errors import MmcurateError
 
-BUILDER = Path(__file__).parents[1] / "fixtures" / "builders" / "kb.py"
+from tests.fixtures.builders import kb
 
 
 def build_fixture_kb(out: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("fixture_builder_kb", BUILDER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.build(out)
+    return kb.build(out)
 
 
 def write_jsonl(path: Path, rows: list[object]) -> Path:

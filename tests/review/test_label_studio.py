@@ -4,7 +4,6 @@ into the same labels the CSV path reads: agreement, kappa and Table 3 come out i
 from __future__ import annotations
 
 import json
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,8 +14,7 @@ from mmcurate.releases.writer import write_release
 from mmcurate.review.citations import QUESTIONS, import_labels
 from mmcurate.review.label_studio import CONFIG, LOCAL_FILES, TASKS, export_project, import_project
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-import release_builders as b  # noqa: E402
+from tests.releases import release_builders as b
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -22,10 +21,8 @@ from mmcurate.releases.writer import write_release
 from mmcurate.review.citations import QUESTIONS, import_labels
 from mmcurate.review.label_studio import TASKS, export_project, import_project, push_project
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import release_builders as b  # noqa: E402
-from page_render import logged_in_page  # noqa: E402
+from tests.releases import release_builders as b
+from tests.review.page_render import logged_in_page
 
 REPO = Path(__file__).resolve().parents[2]
 FOUND = [Path(p) for p in (os.environ.get("MMCURATE_LABEL_STUDIO", ""), REPO / ".venv-review" / "bin" / "label-studio")

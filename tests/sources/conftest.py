@@ -7,9 +7,8 @@ ingest result into plain Python rows.
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -19,17 +18,8 @@ import pytest
 
 from mmcurate.sources.ingest import IngestResult, ingest
 
-BUILDERS = Path(__file__).resolve().parents[1] / "fixtures" / "builders"
-
-
 def load_builder(name: str) -> ModuleType:
-    if str(BUILDERS) not in sys.path:
-        sys.path.insert(0, str(BUILDERS))  # builders import images.py and each other
-    spec = importlib.util.spec_from_file_location(f"fixture_builder_{name}", BUILDERS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while decorating
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"tests.fixtures.builders.{name}")
 
 
 def samples_by_id(result: IngestResult) -> dict[str, dict]:

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
 from mmcurate.core.errors import ConfigError
 from mmcurate.sources import ADAPTERS, command_line_options
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "releases"))
-from cli_helpers import one_line, run_cli  # noqa: E402
+from tests.releases.cli_helpers import one_line, run_cli
 
 
 def test_help_lists_every_source(capsys, monkeypatch) -> None:

@@ -1,7 +1,6 @@
 """The Reddit (RefLVQA) adapter: each rule alone, then the bundled fixture end to end."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -25,7 +24,8 @@ from mmcurate.sources.reddit import (
     post_skip_reason,
 )
 
-BUILDERS = Path(__file__).resolve().parents[1] / "fixtures" / "builders"
+from tests.fixtures.builders import reddit as reddit_builder
+
 OPTS = RedditOptions()
 MMCURATE = Path(sys.executable).with_name("mmcurate")
 
@@ -51,12 +51,7 @@ COMMENTS_SKIPPED = {"deleted_body": 2, "deleted_author": 1, "excluded_author": 2
 
 
 def build_fixture(out: Path) -> Path:
-    if str(BUILDERS) not in sys.path:
-        sys.path.insert(0, str(BUILDERS))  # the builder imports its sibling images.py
-    spec = importlib.util.spec_from_file_location("fixture_builder_reddit", BUILDERS / "reddit.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.build(out)
+    reddit_builder.build(out)
     return out
 
 

@@ -2,7 +2,7 @@
 leakage filter decides what else goes before reranking (the paper: nothing, eq. 5 removes leaks later)."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import io
 import json
 import re
@@ -26,17 +26,15 @@ from mmcurate.core.records import Context, Sample
 from mmcurate.core.schema import SAMPLE
 
 BUILDERS = Path(__file__).parents[2] / "fixtures" / "builders"
-CFG = RetrievalConfig(top_pages=4, top_images=3, chunk_size=100, chunk_overlap=16, max_text_negatives=8)
+CFG = RetrievalConfig(chunk_size=100, chunk_overlap=16, max_text_negatives=8)
+PAGES, IMAGES = 4, 3  # top pages (image_to_text), top images (image_to_image)
 STRICT = RetrievalConfig(**{**CFG.model_dump(), "leakage_filter": "answer_or_overlap"})  # the pre-issue-21 rules
 MOON_Q = "Which mission made the first crewed landing on the Moon?"
 CAT_Q = "Why do cats' eyes shine at night?"
 
 
 def builder(name: str):
-    spec = importlib.util.spec_from_file_location(f"fixture_builder_{name}", BUILDERS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"tests.fixtures.builders.{name}")
 
 
 def pages(kb: pa.Table, cache: Path, cfg: RetrievalConfig = CFG) -> TablePages:
@@ -76,13 +74,13 @@ def test_the_paper_removes_only_gold_and_counts_what_each_rule_removes(kb: pa.Ta
     filters remove it before reranking, and each rule's removals are counted."""
     sample = Sample("test", "apollo", MOON_Q, answers=["Apollo 11"])
     assert CFG.leakage_filter == "none"  # the default follows the paper
-    paper = mine_text_negatives(table([sample]), pages(kb, cache), CFG, store)
+    paper = mine_text_negatives(table([sample]), pages(kb, cache), CFG, store, PAGES)
     assert any("apollo 11" in normalize(c.text) for c in paper.negatives[sample.sample_id])
     counts = paper.filtered[sample.sample_id]
     assert counts["candidates"] > 0 and counts["answer"] == counts["overlap"] == counts["gold"] == 0
     answer_only = RetrievalConfig(**{**CFG.model_dump(), "leakage_filter": "answer"})
     for cfg in (answer_only, STRICT):
-        mined = mine_text_negatives(table([sample]), pages(kb, cache), cfg, store)
+        mined = mine_text_negatives(table([sample]), pages(kb, cache), cfg, store, PAGES)
         negatives = mined.negatives[sample.sample_id]
         assert 0 < len(negatives) <= CFG.max_text_negatives
         assert not any("apollo 11" in normalize(c.text) for c in negatives)
@@ -99,14 +97,14 @@ def test_the_paper_removes_only_gold_and_counts_what_each_rule_removes(kb: pa.Ta
 def test_gold_passages_always_go_near_copies_under_the_overlap_rule(kb: pa.Table, store: ImageStore,
                                                                      cache: Path) -> None:
     control = Sample("test", "cat-control", CAT_Q, answers=[])
-    top = mine_text_negatives(table([control]), pages(kb, cache), CFG, store).negatives[control.sample_id]
+    top = mine_text_negatives(table([control]), pages(kb, cache), CFG, store, PAGES).negatives[control.sample_id]
     first, second = top[0], top[1]
     edited = first.text.replace("Cats", "Domestic cats", 1).replace(".", ";", 1)  # a lightly edited copy
     same_id = Sample("test", "by-id", CAT_Q, answers=[], gold_contexts=[Context(second.context_id, "text", text="unrelated words")])
     same_text = Sample("test", "by-copy", CAT_Q, answers=[], gold_contexts=[Context("gold:0", "text", text=f" {first.text.upper()} ")])
     near_copy = Sample("test", "by-text", CAT_Q, answers=[], gold_contexts=[Context("gold:1", "text", text=edited)])
-    paper = mine_text_negatives(table([same_id, same_text, near_copy]), pages(kb, cache), CFG, store)
-    strict = mine_text_negatives(table([same_id, same_text, near_copy]), pages(kb, cache), STRICT, store)
+    paper = mine_text_negatives(table([same_id, same_text, near_copy]), pages(kb, cache), CFG, store, PAGES)
+    strict = mine_text_negatives(table([same_id, same_text, near_copy]), pages(kb, cache), STRICT, store, PAGES)
     for mined in (paper, strict):
         assert second.context_id not in [c.context_id for c in mined.negatives[same_id.sample_id]]
         assert first.context_id in [c.context_id for c in mined.negatives[same_id.sample_id]]
@@ -144,13 +142,13 @@ def test_distractor_filter_definition() -> None:
 
 def test_mining_is_deterministic_and_reuses_the_cached_index(kb: pa.Table, store: ImageStore, cache: Path) -> None:
     samples = table([Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]), Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"])])
-    first = mine_text_negatives(samples, pages(kb, cache), CFG, store)
+    first = mine_text_negatives(samples, pages(kb, cache), CFG, store, PAGES)
     folders = sorted(p.name for p in cache.iterdir())
-    again = mine_text_negatives(samples, pages(kb, cache), CFG, store)
+    again = mine_text_negatives(samples, pages(kb, cache), CFG, store, PAGES)
     assert again == first
     assert sorted(p.name for p in cache.iterdir()) == folders
     assert [p for p in folders if p.startswith("kb-pages-")]
-    empty = mine_text_negatives(samples, pages(kb.slice(0, 0), cache), CFG, store)
+    empty = mine_text_negatives(samples, pages(kb.slice(0, 0), cache), CFG, store, PAGES)
     assert empty.negatives == {sid: [] for sid in samples["sample_id"].to_pylist()}
     assert all(counts["candidates"] == 0 for counts in empty.filtered.values())
 
@@ -172,7 +170,7 @@ def test_a_kb_beyond_the_memory_budget_is_mined_the_same_through_the_store(
     on_disk = kb_pages.open_kb_pages(cfg, tmp_path / "indexes", progress=lambda line: None)
     assert isinstance(on_disk, kb_pages.StorePages) and on_disk.index.store.complete()
     samples = table([Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]), Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"])])
-    assert mine_text_negatives(samples, on_disk, cfg, store) == mine_text_negatives(samples, pages(kb, cache), CFG, store)
+    assert mine_text_negatives(samples, on_disk, cfg, store, PAGES) == mine_text_negatives(samples, pages(kb, cache), CFG, store, PAGES)
     record = on_disk.record()
     assert (record["kind"], record["count"], record["factory"]) == ("ivfpq", 60, "IVF1,PQ8x4np")
     assert record["recall_at_10"] == 1.0 and record["build_seconds"] >= 0
@@ -197,25 +195,25 @@ def test_image_negatives_exclude_own_and_gold_images(store: ImageStore, tmp_path
     nothing = Sample("test", "none", "What?", ["x"])
     other = Sample("test", "flower", "Which flower?", ["rose"], images=[sha["sklearn_flower"]])
     samples = table([coffee, cat, space, text_only, nothing, other])
-    mined = mine_image_negatives(samples, store, CFG, tmp_path)
+    mined = mine_image_negatives(samples, store, CFG, tmp_path, IMAGES)
 
     assert mined[nothing.sample_id] == []
     excluded = {coffee.sample_id: {sha["skimage_coffee"], coffee_mirror}, space.sample_id: {sha["skimage_astronaut"], cat_mirror, sha["skimage_rocket"]}}
     for sid, shas in excluded.items():
-        assert len(mined[sid]) == CFG.top_images
+        assert len(mined[sid]) == IMAGES
         assert not {c.image for c in mined[sid]} & shas
     assert mined[cat.sample_id][0].image == cat_mirror  # someone else's gold image is a fine distractor
     assert sha["sklearn_china"] not in {c.image for c in mined[text_only.sample_id]}
     for context in mined[coffee.sample_id]:
         assert context.context_id == f"img:{context.image[:16]}" and context.modality == "image"
         assert context.text is None and context.title is None
-    assert mine_image_negatives(samples, store, CFG, tmp_path) == mined
+    assert mine_image_negatives(samples, store, CFG, tmp_path, IMAGES) == mined
 
 
 def test_image_missing_from_store_is_a_clear_error(store: ImageStore, tmp_path: Path) -> None:
     lost = Sample("test", "lost", "What?", ["x"], images=["ab" * 32])
     with pytest.raises(MmcurateError, match="is not in the image store"):
-        mine_image_negatives(table([lost]), store, CFG, tmp_path)
+        mine_image_negatives(table([lost]), store, CFG, tmp_path, IMAGES)
 
 
 def tiny_clip_spec(folder: Path) -> str:
@@ -252,7 +250,7 @@ def test_open_clip_text_encoder_queries_with_the_image(kb: pa.Table, store: Imag
     np.testing.assert_allclose(queries[0], clip.encode_images([store.read(image)])[0], atol=1e-5)  # image-to-text
     np.testing.assert_allclose(queries[1], clip.encode_text([MOON_Q])[0], atol=1e-5)
     cfg = RetrievalConfig(**{**cfg.model_dump(), "leakage_filter": "answer"})
-    mined = mine_text_negatives(table([with_image, text_only]), pages(kb, tmp_path / "cache", cfg), cfg, store).negatives
+    mined = mine_text_negatives(table([with_image, text_only]), pages(kb, tmp_path / "cache", cfg), cfg, store, PAGES).negatives
     assert 0 < len(mined[with_image.sample_id]) <= CFG.max_text_negatives
     assert not any("saturn v" in normalize(c.text) for c in mined[with_image.sample_id])
     assert not any("apollo 11" in normalize(c.text) for c in mined[text_only.sample_id])

@@ -8,7 +8,7 @@ import pytest
 
 from mmcurate.annotation.reflvqa.citations import RETRIEVED
 from mmcurate.annotation.reflvqa.verification import CHECK_CLAIM, CHECK_SENTENCE, VerifySentences
-from mmcurate.core.config import SentenceVerification
+from mmcurate.benchmarks.reflvqa import SentenceVerification
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.schema import SENTENCE
 

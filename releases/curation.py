@@ -5,7 +5,8 @@ starts: the benchmark's section exists, its sources are ones the benchmark reads
 adapter options and readable folders, the version is a semantic version, and a release already published
 under it was made with the same configuration and models (else one line names the
 difference). The command line calls it before Prefect starts, and the flow calls it again
-as its first step (a deployment run has no command line before it).
+as its first step (a deployment run has no command line before it). It sits with
+``recuration.begin_recuration``, above the registry it asks and the sources it checks.
 """
 from __future__ import annotations
 
@@ -13,15 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmcurate.benchmarks import Benchmark, get
 from mmcurate.core.config import Settings, load_config
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.ids import new_run_id
-from mmcurate.releases.rerun import refuse_changed_version
-from mmcurate.releases.versions import parse_version
 from mmcurate.sources import check_source
 
-from .benchmark import Benchmark
-from .registry import get
+from .rerun import refuse_changed_version
+from .versions import parse_version
 
 
 @dataclass
@@ -45,7 +45,7 @@ def begin_curation(config: str | Path, name: str, version: str | None = None) ->
     """The checked settings of a curation run of benchmark ``name`` and its run id."""
     benchmark = get(name)
     settings = load_config(config)
-    section = settings.section(name)
+    section = benchmark.section_of(settings)
     check_source_names(benchmark, settings)
     settings.check_sources(name)
     version = version or section.version

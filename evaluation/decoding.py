@@ -1,0 +1,48 @@
+"""The evaluated model's decoding settings in a DeflectionBench evaluation.
+
+Seed 003, section 4.1: open-weight models answer "using top-p = 1.0, repetition penalty 1.05,
+and temperature 0.2"; "closed-source APIs are queried with their default decoding settings".
+``evaluation.deflectionbench.decoding`` holds the three values (the paper's by default); with
+``override: true`` (the default) the evaluated model answers with them whatever its model spec
+says, with ``false`` with its spec's own. Each run records what it asked for and what its
+backend could not set (``models.client.unapplied_sampling``: e.g. api.openai.com takes no
+repetition penalty; a scripted model does not sample), in ``release.json`` and the table's notes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from mmcurate.core.config import ModelSpec
+from mmcurate.benchmarks.deflectionbench import Decoding
+from mmcurate.models.client import SAMPLING, unapplied_sampling
+
+NAMES = {"temperature": "temperature", "top_p": "top-p", "repetition_penalty": "repetition penalty"}
+
+
+def decoded_spec(spec: ModelSpec, decoding: Decoding) -> ModelSpec:
+    """``spec`` answering with ``decoding``'s values when it overrides, else ``spec`` itself."""
+    if not decoding.override:
+        return spec
+    return spec.model_copy(update={name: getattr(decoding, name) for name in SAMPLING})
+
+
+def decoding_record(spec: ModelSpec, decoding: Decoding) -> dict[str, Any]:
+    """What a run asked of ``spec`` (already ``decoded_spec``) and what its backend did not apply."""
+    return {"reading": "evaluation" if decoding.override else "model",
+            **{name: getattr(spec, name) for name in SAMPLING},
+            "not_applied": unapplied_sampling(spec)}
+
+
+def decoding_note(model: str, record: dict[str, Any]) -> str:
+    """One line of the table's notes: the values, where they came from, what was not applied."""
+    values = ", ".join(f"{NAMES[name]} {record[name]}" for name in SAMPLING)
+    origin = ("evaluation.deflectionbench.decoding (seed 003, 4.1: top-p 1.0, repetition penalty 1.05, "
+              "temperature 0.2)" if record["reading"] == "evaluation"
+              else f"{model}'s model spec (decoding.override: false)")
+    note = f"Decoding: {values}, from {origin}."
+    unset: dict[str, list[str]] = {}
+    for name, why in record["not_applied"].items():
+        unset.setdefault(why, []).append(NAMES[name])
+    for why, names in unset.items():
+        note += f" Not applied: {', '.join(names)} ({model}: {why})."
+    return note

@@ -1,0 +1,60 @@
+"""The evaluation's decoding settings (seed 003, 4.1: "using top-p = 1.0, repetition penalty 1.05,
+and temperature 0.2"): the paper's by default, applied to the evaluated model, and what a backend
+cannot set is named (issue 32 item 4). The flow run's check is in tests/flows/test_evaluate_flow.py."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from mmcurate.core.config import ModelSpec, load_config
+from mmcurate.benchmarks.deflectionbench import Decoding
+from mmcurate.core.errors import ConfigError
+from mmcurate.evaluation.decoding import decoded_spec, decoding_note, decoding_record
+from mmcurate.models.backends.openai_compat import OpenAICompatBackend
+from mmcurate.models.client import penalty_field
+from mmcurate.models.requests import ChatRequest
+
+GPT = ModelSpec(name="gpt", backend="openai", model="gpt-4o", temperature=0.0, top_p=0.5, repetition_penalty=1.0)
+VLLM = ModelSpec(name="qwen", backend="openai", model="Qwen", base_url="http://gpu:8000/v1", temperature=0.7)
+
+
+def body(spec: ModelSpec) -> dict:
+    backend = OpenAICompatBackend(spec, None, spec.base_url or "https://api.openai.com/v1", None, spec.model,
+                                  penalty_field(spec))
+    return backend.body(ChatRequest("k", [], "t"), [])
+
+
+def test_the_papers_values_are_the_default_and_reach_the_request_body():
+    decoding = Decoding()
+    assert (decoding.temperature, decoding.top_p, decoding.repetition_penalty, decoding.override) == (0.2, 1.0, 1.05, True)
+    sent = body(decoded_spec(VLLM, decoding))
+    assert (sent["temperature"], sent["top_p"], sent["repetition_penalty"]) == (0.2, 1.0, 1.05)
+    record = decoding_record(decoded_spec(VLLM, decoding), decoding)
+    assert record["not_applied"] == {}
+    assert decoding_note("qwen", record) == (
+        "Decoding: temperature 0.2, top-p 1.0, repetition penalty 1.05, from evaluation.deflectionbench.decoding "
+        "(seed 003, 4.1: top-p 1.0, repetition penalty 1.05, temperature 0.2).")
+
+
+def test_openai_cannot_take_the_repetition_penalty_and_the_notes_say_so():
+    spec = decoded_spec(GPT, Decoding())
+    sent = body(spec)
+    assert (sent["temperature"], sent["top_p"]) == (0.2, 1.0) and "repetition_penalty" not in sent
+    note = decoding_note("gpt", decoding_record(spec, Decoding()))
+    assert note.endswith("Not applied: repetition penalty (gpt: api.openai.com rejects the field, so it is not sent).")
+
+
+def test_override_false_keeps_the_model_specs_own_sampling():
+    decoding = Decoding(override=False)
+    assert decoded_spec(GPT, decoding) is GPT
+    record = decoding_record(GPT, decoding)
+    assert (record["reading"], record["temperature"], record["top_p"]) == ("model", 0.0, 0.5)
+    assert "from gpt's model spec (decoding.override: false)" in decoding_note("gpt", record)
+
+
+@pytest.mark.parametrize("field, value", [("top_p", 0.0), ("temperature", 2.5), ("repetition_penalty", 0.0)])
+def test_decoding_values_are_range_checked_at_load(tmp_path, field, value):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump({"evaluation": {"deflectionbench": {"decoding": {field: value}}}}))
+    with pytest.raises(ConfigError, match=rf"evaluation\.deflectionbench\.decoding\.{field}"):
+        load_config(path)
