@@ -13,7 +13,7 @@ this one run:
     wall time of the flow per 1,000 model requests (Stage I + III, from the release's
     calls table), and the flow process's peak RSS (the largest of ``ru_maxrss`` and the
     steps' peaks below);
-    per step of the flow (ingest, load, Stage I-III and near-duplicates, draft, publish): its
+    per step of the flow (ingest, load, plan, topics, Stage I-III and near-duplicates, draft, publish): its
     wall time, RSS before and after it, and its own peak RSS (``VmHWM`` after resetting it
     through ``/proc/self/clear_refs`` at the step's start), to find the step whose memory
     grows with the sample count.
@@ -57,7 +57,7 @@ from mmcurate.flows import deflectionbench as module
 from mmcurate.flows.deflectionbench import deflectionbench
 from mmcurate.tasks.runners import make_task_runner
 
-STEPS = ("ingest_source", "load_samples", "plan_run", "prepare_kb", "run_stage", "deflection_draft",
+STEPS = ("ingest_source", "load_samples", "plan_run", "assign_topics", "prepare_kb", "run_stage", "deflection_draft",
          "publish_release")
 stages = []
 
