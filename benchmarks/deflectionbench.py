@@ -192,14 +192,6 @@ class DeflectionBenchConfig(BenchmarkSection):
     def _paper_mining(cls, value: dict[str, SourceMining]) -> dict[str, SourceMining]:
         return {**PAPER_MINING, **value}
 
-    @model_validator(mode="after")
-    def _every_source_mined(self) -> "DeflectionBenchConfig":
-        missing = sorted({spec.name for spec in self.sources} - set(self.mining))
-        if missing:
-            raise ValueError(f"no mining strategy for source(s) {missing}: add deflectionbench.mining.<source>: "
-                             "{strategy: image_to_text|image_to_image_pages|image_to_image|source, top_k: N}")
-        return self
-
     @field_validator("source_mix")
     @classmethod
     def _low_high(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:

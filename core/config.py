@@ -159,8 +159,8 @@ class RetrievalConfig(StrictModel):
     def _moved(cls, value: Any) -> Any:
         moved = sorted({"top_pages", "top_images"} & set(value)) if isinstance(value, dict) else []
         if moved:
-            raise ValueError(f"{', '.join(moved)} moved to deflectionbench.mining.<source>.top_k (seed 003 retrieves "
-                             "per source: see annotation/deflectionbench/mining.py)")
+            raise ValueError(f"{', '.join(moved)} moved to the benchmark's mining.<source>.top_k (seed 003 "
+                             "retrieves per source: see annotation/deflectionbench/mining.py)")
         return value
 
     @model_validator(mode="after")

@@ -71,7 +71,8 @@ def choose_pairs(qa: Sequence[Mapping[str, Any]], labels: Path | None,
                             "were they imported for another release?")
     rows = [{**r, VERIFIED_SENTENCES: sorted(verified[r["sample_id"]])} for r in qa if r["sample_id"] in verified]
     sentences = sum(len(r[VERIFIED_SENTENCES]) for r in rows)
-    return rows, (f"subset: verified ({len(rows)} of {len(qa)} QA pairs, with {sentences} human-verified sentences, "
+    return rows, (f"subset: verified ({len(rows)} of {counted(len(qa), 'QA pair')}, with "
+                  f"{counted(sentences, 'human-verified sentence')}, "
                   f"labels {labels_path(labels)}; completeness over those sentences)")
 
 

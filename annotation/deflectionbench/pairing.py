@@ -112,7 +112,8 @@ class PairKnowledge(Stage):
         present = sorted(set(samples["source"].to_pylist()))
         unknown = [source for source in present if source not in self.mining]
         if unknown:
-            raise MmcurateError(f"no mining strategy for source(s) {unknown} (deflectionbench.mining)")
+            raise MmcurateError(f"no mining strategy for {counted(len(unknown), 'source')} {unknown} "
+                                f"(deflectionbench.mining)")
         mined = [source for source in sorted(set(needs["source"].to_pylist()))
                  if self.mining[source].strategy != "source"]
         if not mined:  # every sample brings its source's negatives (or its source provides none): nothing loads

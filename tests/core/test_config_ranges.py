@@ -67,8 +67,14 @@ def test_deflectionbench_numbers(tmp_path, extra: str, path: str) -> None:
     _refused(tmp_path, BASE + extra, path)
 
 
-def test_a_source_without_a_mining_strategy_is_refused(tmp_path) -> None:
-    _refused(tmp_path, BASE.replace("name: webqa", "name: reddit"), "no mining strategy for source(s) ['reddit']")
+def test_mining_entries_keep_the_papers_for_the_sources_they_leave_out(tmp_path) -> None:
+    """A source another benchmark reads (reddit) is refused by the curation's source check, which
+    names the sources DeflectionBench reads (tests/benchmarks/test_registry.py), not here."""
+    from mmcurate.benchmarks.deflectionbench import PAPER_MINING
+
+    settings = _load(tmp_path, BASE + "  mining: {webqa: {strategy: image_to_text, top_k: 3}}\n")
+    assert settings.deflectionbench.mining["webqa"].model_dump() == {"strategy": "image_to_text", "top_k": 3}
+    assert settings.deflectionbench.mining["evqa"] == PAPER_MINING["evqa"]
 
 
 def test_source_limit_runner_and_lists(tmp_path) -> None:

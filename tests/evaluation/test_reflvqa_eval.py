@@ -471,7 +471,7 @@ def test_the_human_verified_subset_is_what_is_evaluated(world, tmp_path):
     labels = _labels(tmp_path, [("q1", 1, True), ("q1", 0, False), ("q2", 0, False)])
     rows, note = choose_pairs(QA, labels, "verified")
     assert [r["sample_id"] for r in rows] == ["q1"] and rows[0]["verified_sentences"] == [1]
-    assert note.startswith("subset: verified (1 of 4 QA pairs, with 1 human-verified sentences, labels ")
+    assert note.startswith("subset: verified (1 of 4 QA pairs, with 1 human-verified sentence, labels ")
     every, note = choose_pairs(QA, labels, "all")
     assert len(every) == 4 and note == "subset: all (4 QA pairs, every pair of the release)"
     every, note = choose_pairs(QA, None, "verified")
@@ -481,7 +481,7 @@ def test_the_human_verified_subset_is_what_is_evaluated(world, tmp_path):
     out = evaluate_reflvqa(rows, DOCS, StubCorpus(), world.pool, model, chosen, RefLVQAEvalConfig(), ["multi"], [1])
     assert {r["sample_id"] for r in out.answers.to_pylist()} == {"q1"}
     assert [g["unit"] for g in out.grades.to_pylist() if g["metric"] == "completeness"] == [1]
-    with pytest.raises(MmcurateError, match="labels 1 QA pair\\(s\\) this release does not hold \\(first: q9\\)"):
+    with pytest.raises(MmcurateError, match="labels 1 QA pair this release does not hold \\(first: q9\\)"):
         choose_pairs(QA, _labels(tmp_path, [("q9", 0, True)]), "verified")
 
 
