@@ -160,7 +160,7 @@ class RetrievalConfig(StrictModel):
         moved = sorted({"top_pages", "top_images"} & set(value)) if isinstance(value, dict) else []
         if moved:
             raise ValueError(f"{', '.join(moved)} moved to the benchmark's mining.<source>.top_k (seed 003 "
-                             "retrieves per source: see annotation/deflectionbench/mining.py)")
+                             "retrieves per source)")
         return value
 
     @model_validator(mode="after")

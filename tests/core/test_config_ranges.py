@@ -52,7 +52,7 @@ def test_model_numbers(tmp_path, model_field: str, path: str) -> None:
     ("  retrieval: {max_text_negatives: -1}\n", "deflectionbench.retrieval.max_text_negatives"),
     ("  retrieval: {chunk_size: 0}\n", "deflectionbench.retrieval.chunk_size"),
     ("  retrieval: {chunk_size: 100, chunk_overlap: 100}\n", "chunk_overlap (100) must be smaller than chunk_size"),
-    ("  retrieval: {top_images: 4}\n", "top_images moved to deflectionbench.mining.<source>.top_k"),
+    ("  retrieval: {top_images: 4}\n", "top_images moved to the benchmark's mining.<source>.top_k"),
     ("  mining: {mragbench: {strategy: image_to_image, top_k: 0}}\n", "deflectionbench.mining.mragbench.top_k"),
     ("  mining: {mragbench: {strategy: image_to_image, top_k: 1001}}\n", "deflectionbench.mining.mragbench.top_k"),
     ("  mining: {mragbench: {strategy: text_to_text}}\n", "deflectionbench.mining.mragbench.strategy"),
