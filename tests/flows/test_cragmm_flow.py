@@ -149,7 +149,7 @@ def test_runs_of_two_tasks_share_one_folder(home):
     table = (out / "table.md").read_text()
     assert "(cruise system, task 1, task 3, 13 turns)" in table.splitlines()[0]
     [shown] = [line for line in table.splitlines() if "Also shown" in line]
-    assert shown.startswith("- Also shown: 1 cell of earlier runs into this folder (task 1);")
+    assert shown.startswith("- Also shown: 1 cell of earlier runs into this folder (task 1, variant cruise);")
 
 
 def test_plain_and_bad_options(home, capsys, monkeypatch):
