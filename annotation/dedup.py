@@ -9,9 +9,15 @@ last, on the rows a release will hold.
   ``image_distance + 1`` bands (by the pigeonhole principle a pair within the distance agrees
   on one band), so no step compares every pair.
 - Questions: MinHash over character 5-grams of the normalised question (``core.text.
-  normalize``) with locality-sensitive hashing (``datasketch.MinHash``, ``MinHashLSH``;
-  github.com/ekzhu/datasketch) for candidates, each confirmed by the exact Jaccard
-  similarity of the two 5-gram sets >= ``question_threshold``.
+  normalize``) with locality-sensitive hashing (``datasketch.MinHash``; the bands and rows
+  ``datasketch.MinHashLSH`` picks for the threshold; github.com/ekzhu/datasketch) for
+  candidates, each confirmed by the exact Jaccard similarity of the two 5-gram sets >=
+  ``question_threshold``. Each question's signature is cut into the LSH bands and each band
+  kept as one 64-bit digest in a numpy array (``lsh_bands``), not as a MinHash object or an
+  index of byte keys per sample: a million questions hold a few dozen megabytes, and two
+  questions are candidates exactly when ``MinHashLSH`` would find them (they agree on a
+  band), but for 64-bit digest collisions, which only add a candidate the exact check
+  then judges. Shingles are made again for the candidates only.
 
 A pair is recorded once, on the later sample (release order) for pairs within the release,
 on the release's sample for pairs with a reference; a reference row with the same sample id
@@ -25,12 +31,15 @@ one picture), so an image match alone never drops anything.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import imagehash
+import numpy as np
 import pyarrow as pa
 from datasketch import MinHash, MinHashLSH
 from PIL import Image
@@ -49,12 +58,16 @@ KINDS = ("image", "question", "both")
 
 @dataclass(frozen=True)
 class Item:
-    """One row to compare: where it is, its question shingles and its images' hashes."""
+    """One row to compare: where it is, its question and its images' hashes."""
 
     sample_id: str
     where: str  # WITHIN, or "<benchmark> <version>" of a reference release
-    shingles: frozenset[str]
+    question: str
     hashes: tuple[int, ...]
+
+    @property
+    def shingles(self) -> frozenset[str]:
+        return shingles(self.question)
 
 
 @dataclass
@@ -80,7 +93,7 @@ def image_hash(data: bytes) -> int | None:
 
 
 def item(sample_id: str, where: str, question: str, images: list[bytes]) -> Item:
-    return Item(sample_id, where, shingles(question), tuple(h for h in map(image_hash, images) if h is not None))
+    return Item(sample_id, where, question, tuple(h for h in map(image_hash, images) if h is not None))
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -113,24 +126,55 @@ def image_pairs(items: list[Item], distance: int) -> dict[tuple[int, int], int]:
     return out
 
 
+def lsh_bands(questions: list[str], threshold: float, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n x bands) uint64 digests of each question's MinHash bands, and which questions have
+    shingles at all (module docstring)."""
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)  # only its choice of bands and rows
+    signature = MinHash(num_perm=num_perm)
+    bands = np.zeros((len(questions), len(lsh.hashranges)), dtype=np.uint64)
+    present = np.zeros(len(questions), dtype=bool)
+    for index, question in enumerate(questions):
+        grams = shingles(question)
+        if not grams:
+            continue
+        signature.clear()
+        signature.update_batch([s.encode("utf-8") for s in grams])
+        values = signature.hashvalues
+        for band, (start, end) in enumerate(lsh.hashranges):
+            digest = hashlib.blake2b(values[start:end].tobytes(), digest_size=8).digest()
+            bands[index, band] = int.from_bytes(digest, "little")
+        present[index] = True
+    return bands, present
+
+
+def band_candidates(bands: np.ndarray, present: np.ndarray) -> Iterator[tuple[int, int]]:
+    """(i, j) with i < j for rows that agree on some band (a pair may come once per band)."""
+    rows = np.flatnonzero(present)
+    for band in range(bands.shape[1]):
+        values = bands[rows, band]
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        ends = np.r_[starts[1:], len(ordered)]
+        for start, end in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
+            members = sorted(rows[order[start:end]].tolist())
+            for a in range(len(members)):
+                for b in range(a + 1, len(members)):
+                    yield members[a], members[b]
+
+
 def question_pairs(items: list[Item], threshold: float, num_perm: int) -> dict[tuple[int, int], float]:
     """(i, j) with i < j -> the Jaccard similarity of their questions' shingles, when >= threshold."""
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    signatures = []
-    for index, it in enumerate(items):
-        signature = MinHash(num_perm=num_perm)
-        signature.update_batch([s.encode("utf-8") for s in it.shingles])
-        signatures.append(signature)
-        if it.shingles:
-            lsh.insert(str(index), signature)
+    bands, present = lsh_bands([it.question for it in items], threshold, num_perm)
     out: dict[tuple[int, int], float] = {}
-    for index, it in enumerate(items):
-        if not it.shingles:
+    checked: set[tuple[int, int]] = set()
+    for key in band_candidates(bands, present):
+        if key in checked:
             continue
-        for other in map(int, lsh.query(signatures[index])):
-            key = (min(index, other), max(index, other))
-            if other != index and key not in out and (score := jaccard(it.shingles, items[other].shingles)) >= threshold:
-                out[key] = round(score, 4)
+        checked.add(key)
+        score = jaccard(items[key[0]].shingles, items[key[1]].shingles)
+        if score >= threshold:
+            out[key] = round(score, 4)
     return out
 
 
@@ -143,10 +187,13 @@ class NearDuplicates(Stage):
     name = STAGE
     shardable = False  # compares samples across the whole release
 
+    def reads(self, schema: pa.Schema) -> list[str]:
+        return ["sample_id", "question", _image_column(schema.names)]
+
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
-        rows = samples.select(["sample_id", "question", _image_column(samples)]).to_pylist()
         ours = [item(r["sample_id"], WITHIN, r["question"], [ctx.store.read(sha) for sha in _shas(r) if sha in ctx.store])
-                for r in rows]
+                for batch in samples.select(self.reads(samples.schema)).to_batches(max_chunksize=4096)
+                for r in batch.to_pylist()]
         theirs = [it for ref in self.references for it in ref.items]
         everything = ours + theirs
         images = image_pairs(everything, self.config.image_distance)
@@ -174,10 +221,10 @@ class NearDuplicates(Stage):
                                       context_id=other.sample_id, detail={
                                           "of": other.sample_id, "in": other.where, "kind": kind, **evidence,
                                           "reason": f"near-duplicate ({kind}) of {other.sample_id} in {other.where}"}))
-        kept = samples.filter(pa.array([r["sample_id"] not in dropped for r in rows], type=pa.bool_()))
+        kept = samples.filter(pa.array([it.sample_id not in dropped for it in ours], type=pa.bool_()))
         table = [{"against": where, "kind": kind, "flagged": summary[(where, kind)]}
                  for where in (WITHIN, *(r.name for r in self.references)) for kind in KINDS]
-        counts = {"input": len(rows), "kept": kept.num_rows, "dropped": len(dropped),
+        counts = {"input": len(ours), "kept": kept.num_rows, "dropped": len(dropped),
                   "flagged": len({d.sample_id for d in decisions})}
         return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=ctx.run_id, counts=counts,
                            extra={"near_duplicates": table, "references": [r.name for r in self.references],
@@ -186,9 +233,9 @@ class NearDuplicates(Stage):
                                                           f"{SHINGLE}gram jaccard>={self.config.question_threshold}"})
 
 
-def _image_column(samples: pa.Table) -> str:
+def _image_column(columns: list[str]) -> str:
     for name in ("images", "image"):
-        if name in samples.column_names:
+        if name in columns:
             return name
     raise MmcurateError("near-duplicate check needs an 'images' or 'image' column")
 

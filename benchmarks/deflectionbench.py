@@ -163,7 +163,13 @@ class TopicsConfig(StrictModel):
     ``topic_model.adapted``); below ``min_samples`` questions the source fields are read instead,
     and the card says so. ``outliers: probabilities`` gives HDBSCAN's outliers their most probable
     cluster (our reading of "using cluster probability scores"); ``keep`` leaves them a topic of
-    their own. The paper embeds with OpenAI text-embedding-3-large; ``text_encoder`` stands in."""
+    their own. The paper embeds with OpenAI text-embedding-3-large; ``text_encoder`` stands in.
+
+    ``fit_sample``: None (the paper's reading: appendix C clusters the questions of the whole pool)
+    fits BERTopic on every question; a number fits it on a seeded subsample of that many
+    questions (``seed``) and assigns every other question to the fitted clusters in batches
+    (BERTopic's ``transform``: UMAP's transform and HDBSCAN's soft clustering), so a pool of a
+    million questions is never embedded or reduced at once. The card says which ran."""
 
     reading: Literal["bertopic", "source_fields"] = "bertopic"
     text_encoder: TextEncoderSpec = MiniLM()
@@ -172,6 +178,7 @@ class TopicsConfig(StrictModel):
     n_components: int = Field(default=5, ge=2, le=100)  # UMAP (BERTopic's default 5)
     min_cluster_size: int = Field(default=10, ge=2, le=100_000)  # HDBSCAN (BERTopic's default 10)
     outliers: Literal["probabilities", "keep"] = "probabilities"
+    fit_sample: int | None = Field(default=None, ge=100, le=1_000_000)  # None: fit on every question (the paper's)
 
 
 class DeflectionBenchConfig(BenchmarkSection):
@@ -184,6 +191,9 @@ class DeflectionBenchConfig(BenchmarkSection):
     topics: TopicsConfig = Field(default_factory=TopicsConfig)
     k_min: int = Field(default=5, ge=1)
     seed: int = Field(default=0, ge=0)
+    # samples per streamed shard of the curation: Stages I-III read, and spill to Parquet under the
+    # run folder, this many samples at a time (the flow, tasks/stages.py); the release does not depend on it
+    shard_size: int = Field(default=50_000, ge=1, le=1_000_000)
     version: str = "1.0.0"
     source_mix: dict[str, tuple[Share, Share]] = Field(default_factory=dict)  # source -> (min, max) share
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 from .errors import MmcurateError
 from .images import ImageStore
 from .ledger import Decision, Ledger, ledger_table
-from .tables import write_table
+from .tables import SpilledTable, write_table
 
 if TYPE_CHECKING:  # the model layer sits above core; annotations only
     from mmcurate.core.config import Settings
@@ -61,10 +61,26 @@ class Stage(ABC):
     """One curation step: ``run(samples, ctx)`` returns the kept rows and the decisions."""
 
     name: ClassVar[str]  # the ledger's ``stage`` value, e.g. "parametric"
-    shardable: ClassVar[bool] = True  # False: the stage compares samples across the whole table
+    shardable: ClassVar[bool] = True  # False: the stage runs as one task on the table it is given
 
     @abstractmethod
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult: ...
+
+    @property
+    def pool_wide(self) -> bool:
+        """True when the stage must see every sample of the run at once (a streamed run then
+        hands it the whole table, or the columns ``reads`` names); False when its result on a
+        shard of the run's samples is its result on the whole run, restricted to that shard."""
+        return not self.shardable
+
+    def reads(self, schema: pa.Schema) -> list[str] | None:
+        """The columns a pool-wide stage reads (it keeps rows, never changes them); None: every column."""
+        return None
+
+    def merge(self, results: list[StageResult]) -> StageResult:
+        """The stage's result over all its shards (``merge_results``; a stage whose ``extra``
+        differs between shards merges it here)."""
+        return merge_results(results)
 
 
 @dataclass(kw_only=True)
@@ -72,7 +88,7 @@ class StageResult:
     """The rows a stage keeps and why, as ledger decisions, plus what explains the run."""
 
     stage: str
-    kept: pa.Table  # subset of the input samples, possibly annotated or with pruned negatives
+    kept: pa.Table | SpilledTable  # subset of the input samples, possibly annotated or with pruned negatives
     decisions: list[Decision] = field(default_factory=list)
     run_id: str = ""
     counts: dict[str, int] = field(default_factory=dict)

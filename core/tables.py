@@ -4,9 +4,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -101,3 +103,89 @@ def jsonl_objects(path: Path, what: str = "row") -> Iterator[tuple[int, dict[str
 def read_table(path: Path | str, schema: pa.Schema | None = None) -> pa.Table:
     table = pq.read_table(path)
     return table.cast(schema) if schema is not None else table
+
+
+SPILL_BATCH_ROWS = 4096  # rows read back at a time from a spilled table
+
+
+@dataclass(frozen=True)
+class SpilledTable:
+    """A table held as Parquet parts on disk (a streamed stage's output, ``write_table``'s files),
+    read back a batch or a shard at a time, or lazily with polars (``scan``), never whole: what
+    lets a curation of a million samples hold one shard in memory. Its rows are the parts' rows
+    in order, cast to ``schema``."""
+
+    parts: tuple[Path, ...]
+    schema: pa.Schema
+
+    @property
+    def num_rows(self) -> int:
+        return sum(pq.ParquetFile(part).metadata.num_rows for part in self.parts)
+
+    @property
+    def column_names(self) -> list[str]:
+        return self.schema.names
+
+    def batches(self, columns: list[str] | None = None,
+                batch_size: int = SPILL_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """Every row in order (only ``columns``, when given)."""
+        schema = pa.schema([self.schema.field(c) for c in columns]) if columns else self.schema
+        for part in self.parts:
+            for batch in pq.ParquetFile(part).iter_batches(batch_size=batch_size, columns=schema.names):
+                yield batch.select(schema.names).cast(schema)
+
+    def chunks(self, rows: int) -> Iterator[pa.Table]:
+        """Consecutive tables of ``rows`` rows (the last one shorter; one empty table when there is
+        no row), across part boundaries."""
+        pending: list[pa.RecordBatch] = []
+        held = 0
+        for batch in self.batches(batch_size=min(rows, SPILL_BATCH_ROWS)):
+            pending.append(batch)
+            held += batch.num_rows
+            while held >= rows:
+                table = pa.Table.from_batches(pending, schema=self.schema).combine_chunks()
+                yield table.slice(0, rows)
+                rest = table.slice(rows)
+                pending, held = rest.to_batches(), rest.num_rows
+        if held or not self.parts or not self.num_rows:
+            yield pa.Table.from_batches(pending, schema=self.schema)
+
+    def column(self, name: str) -> pa.ChunkedArray:
+        """One column of every row, read whole (a narrow column: ids, sources)."""
+        return self.select([name]).column(0)
+
+    def __getitem__(self, name: str) -> pa.ChunkedArray:
+        return self.column(name)
+
+    def select(self, columns: list[str]) -> pa.Table:
+        """Only ``columns`` of every row, read whole (for the narrow columns a pool-wide step needs)."""
+        return pa.Table.from_batches(list(self.batches(columns)), schema=pa.schema(
+            [self.schema.field(c) for c in columns]))
+
+    def scan(self) -> pl.LazyFrame:
+        """The rows as a polars LazyFrame over the parts (nothing read until collected)."""
+        return pl.scan_parquet([str(part) for part in self.parts]) if self.parts else pl.from_arrow(
+            self.schema.empty_table()).lazy()
+
+
+def spill_chunks(tables: Iterable[pa.Table], folder: Path, name: str, schema: pa.Schema) -> SpilledTable:
+    """Write each of ``tables`` as ``folder/<name>-<i>.parquet`` and return them as one spilled table."""
+    return SpilledTable(tuple(write_table(table.cast(schema), folder / f"{name}-{index:05d}.parquet")
+                              for index, table in enumerate(tables)), schema)
+
+
+def table_batches(table: pa.Table | SpilledTable, columns: list[str] | None = None,
+                  batch_size: int = SPILL_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """The rows of an in-memory or a spilled table, a batch at a time (only ``columns``, when given)."""
+    if isinstance(table, SpilledTable):
+        yield from table.batches(columns, batch_size)
+    else:
+        yield from (table.select(columns) if columns else table).to_batches(max_chunksize=batch_size)
+
+
+def table_chunks(table: pa.Table | SpilledTable, rows: int) -> Iterator[pa.Table]:
+    """Consecutive tables of at most ``rows`` rows (at least one, possibly empty)."""
+    if isinstance(table, SpilledTable):
+        yield from table.chunks(rows)
+    else:
+        yield from [table.slice(start, rows) for start in range(0, table.num_rows, rows)] or [table]

@@ -9,10 +9,11 @@ import pyarrow.compute as pc
 
 from mmcurate.benchmarks.deflectionbench import RULES, DeflectionBenchConfig
 from mmcurate.core.config import Settings
-from mmcurate.core.ledger import Ledger, ledger_table
+from mmcurate.core.ledger import Ledger
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import is_lexical
 from mmcurate.core.stages import StageResult
+from mmcurate.core.tables import SpilledTable, spill_chunks, table_batches
 from mmcurate.core.text import normalize
 from mmcurate.gating.prompts import prompt_set
 
@@ -33,12 +34,13 @@ GUESS_TEXT = {
 }
 
 
-def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
+def distributions(tables: Mapping[str, pa.Table | SpilledTable]) -> dict[str, Distribution]:
     test = tables["test"]
+    negatives = pa.chunked_array([pc.list_value_length(batch.column(0))
+                                  for batch in table_batches(test, ["negative_contexts"])], pa.int32())
     return {
         "samples per source": ("source", "samples", dict(value_counts(test.column("source")).most_common())),
-        "negative contexts per sample": ("negative contexts", "samples", sorted_counts(
-            value_counts(pc.list_value_length(test.column("negative_contexts"))))),
+        "negative contexts per sample": ("negative contexts", "samples", sorted_counts(value_counts(negatives))),
     }
 
 
@@ -57,6 +59,7 @@ KIND = ReleaseKind(
 )
 
 ROW_BATCH = 1024  # rows turned into Python dicts at a time
+RELEASE_PART_ROWS = 50_000  # rows of a spilled release table written at a time
 
 
 def _modality(contexts: list[dict]) -> str:
@@ -64,13 +67,13 @@ def _modality(contexts: list[dict]) -> str:
     return "+".join(sorted(kinds)) if kinds else "none"
 
 
-def _rows(table: pa.Table) -> Iterator[dict]:
+def _rows(table: pa.Table | SpilledTable, columns: list[str] | None = None) -> Iterator[dict]:
     """The rows of ``table`` as dicts, a batch at a time (Python objects for one batch only)."""
-    for batch in table.to_batches(max_chunksize=ROW_BATCH):
+    for batch in table_batches(table, columns, ROW_BATCH):
         yield from batch.to_pylist()
 
 
-def per_source_table(ingested: dict[str, int | None], kept: pa.Table, carried: dict[str, int] | None = None,
+def per_source_table(ingested: dict[str, int | None], kept: pa.Table | SpilledTable, carried: dict[str, int] | None = None,
                      parent: str | None = None) -> list[dict]:
     """Retained samples per source, retention % of the ingested, query and context modality
     (Table 2); a re-curation adds the samples ``carried`` over from its ``parent`` version
@@ -78,7 +81,7 @@ def per_source_table(ingested: dict[str, int | None], kept: pa.Table, carried: d
     retained: Counter[str] = Counter()
     query: dict[str, Counter[str]] = {}
     context: dict[str, Counter[str]] = {}
-    for r in _rows(kept.select(["source", "images", "gold_contexts", "negative_contexts"])):
+    for r in _rows(kept, ["source", "images", "gold_contexts", "negative_contexts"]):
         source = r["source"]
         retained[source] += 1
         query.setdefault(source, Counter())["image+text" if r["images"] else "text"] += 1
@@ -100,7 +103,7 @@ def per_source_table(ingested: dict[str, int | None], kept: pa.Table, carried: d
     return table
 
 
-def global_table(kept: pa.Table) -> list[dict]:
+def global_table(kept: pa.Table | SpilledTable) -> list[dict]:
     """Global statistics of the retained set (Table 3). Unique questions compare normalised
     text (``core.text.normalize``); unique query images count the images asked about, not
     the images among the contexts. Folded over row batches: a large release is never held
@@ -234,9 +237,15 @@ def judge_errors(ledger: Ledger) -> list[dict]:
     return [{"model": model, "judge_errors": n} for model, n in sorted(counts.items())]
 
 
-def release_table(kept: pa.Table, seed: int) -> pa.Table:
-    """The released rows: canonical samples plus the shuffling seed evaluations must use."""
-    return kept.append_column("shuffle_seed", pa.array([seed] * kept.num_rows, pa.int64()))
+def release_table(kept: pa.Table | SpilledTable, seed: int) -> pa.Table | SpilledTable:
+    """The released rows: canonical samples plus the shuffling seed evaluations must use (a
+    spilled table is written again beside its parts, a part at a time, with the column added)."""
+    if isinstance(kept, pa.Table):
+        return kept.append_column("shuffle_seed", pa.array([seed] * kept.num_rows, pa.int64()))
+    schema = kept.schema.append(pa.field("shuffle_seed", pa.int64()))
+    parts = (part.append_column("shuffle_seed", pa.array([seed] * part.num_rows, pa.int64()))
+             for part in kept.chunks(RELEASE_PART_ROWS))
+    return spill_chunks(parts, kept.parts[0].parent, "release", schema)
 
 
 def deflection_draft(
@@ -274,8 +283,8 @@ def deflection_draft(
     kept = (dedup or oracle).kept
     runs = [s for s in (gating, pairing, oracle, dedup) if s is not None]
     ledger = sum((s.decision_log() for s in runs), Ledger([history] if history is not None else []))
-    if topics is not None and topics.decisions:
-        ledger += Ledger([ledger_table(topics.decisions, run_id)])
+    if topics is not None and topics.recorded:
+        ledger += Ledger([topics.ledger(run_id)])
     models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
     entered = sum((ingested if carried is None else carried).values())
     parent_version = parent.get("version") if isinstance(parent, dict) else parent

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from mmcurate.core.ledger import Ledger
+from mmcurate.core.tables import SpilledTable
 
 from .kind import ReleaseKind
 
@@ -15,7 +16,7 @@ class ReleaseDraft:
     kind: ReleaseKind  # the benchmark's releases: configs, card text, checks
     version: str  # semantic version "1.0.0"
     parent: dict[str, str] | str | None  # {version, content_id} of the release it re-curates, or None
-    tables: dict[str, pa.Table]  # one table per config of ``kind``; the writer refuses any other set
+    tables: dict[str, pa.Table | SpilledTable]  # one table per config of ``kind`` (spilled: read back in parts)
     ledger: Ledger  # every decision of the run, streamed (a LEDGER table is wrapped)
     quarantine: pa.Table  # core.schema.QUARANTINE
     config: dict  # fully resolved config

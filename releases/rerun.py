@@ -24,12 +24,14 @@ import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.core.plural import listed
+from mmcurate.core.tables import SpilledTable, table_batches
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.errors import ReleaseExists
 from mmcurate.releases.manifest import MANIFEST, input_digests, portable, source_digests, source_file_entries
 from mmcurate.releases.reader import Release, open_release
 from mmcurate.core.plural import counted
 
+SECTION_EXECUTION = ("version", "shard_size")  # a section's version, and how a streamed run cuts its samples
 MODEL_EXECUTION = ("concurrency", "timeout", "max_retries", "base_url", "api_key_env", "api_key_block", "engine_args")
 MODEL_PLANNING = ("tokens_per_second", "image_tokens", "price_input_per_mtok", "price_output_per_mtok")  # the bill's only
 SHOWN = 3  # differences named in the one-line error
@@ -51,8 +53,8 @@ def comparable(row: dict) -> dict:
     return {k: _ids(v) for k, v in row.items()}
 
 
-def _signature(table: pa.Table) -> list[dict]:
-    rows = [comparable(row) for row in table.to_pylist()]
+def _signature(table: pa.Table | SpilledTable) -> list[dict]:
+    rows = [comparable(row) for batch in table_batches(table) for row in batch.to_pylist()]
     return sorted(rows, key=lambda r: str(r.get("sample_id") or r.get("doc_id")))
 
 
@@ -79,11 +81,11 @@ def input_differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[s
 
 
 def identity(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]]) -> dict[str, Any]:
-    """What decides a release's content: the benchmark's section (but its version), the judge,
+    """What decides a release's content: the benchmark's section (but its version and shard size), the judge,
     and the spec of every model by role (but how it is served and what the plan prices it at)."""
     specs = config.get("models") or {}
     return {
-        benchmark: {k: v for k, v in (config.get(benchmark) or {}).items() if k != "version"},
+        benchmark: {k: v for k, v in (config.get(benchmark) or {}).items() if k not in SECTION_EXECUTION},
         "judge": config.get("judge"),
         "models": {f"{m['role']}:{m['name']}": {k: v for k, v in (specs.get(m["name"]) or m).items()
                                                 if k not in MODEL_EXECUTION + MODEL_PLANNING}

@@ -17,7 +17,7 @@ questions and more the configured values hold unchanged.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,9 +32,11 @@ def adapted(n: int, cfg: TopicsConfig) -> dict[str, int]:
             "min_cluster_size": min(cfg.min_cluster_size, max(2, n // 10))}
 
 
-def bertopic_topics(questions: Sequence[str], embeddings: np.ndarray, cfg: TopicsConfig,
-                    seed: int) -> tuple[list[str], dict[str, Any]]:
-    """The topic of each question, and the parameters that made them (for the card)."""
+ASSIGN_BATCH = 8192  # questions embedded and assigned at a time after a fit on a subsample
+
+
+def _model(n: int, cfg: TopicsConfig, seed: int) -> tuple[Any, dict[str, int]]:
+    """An unfitted BERTopic for ``n`` questions, and the sizes it uses."""
     try:
         from bertopic import BERTopic
         from hdbscan import HDBSCAN
@@ -43,16 +45,52 @@ def bertopic_topics(questions: Sequence[str], embeddings: np.ndarray, cfg: Topic
     except ImportError as exc:
         raise MmcurateError(f"topics: bertopic needs the packages bertopic, umap-learn and hdbscan ({exc.name} is "
                             "missing; run `make setup`), or set deflectionbench.topics.reading: source_fields") from None
-    sizes = adapted(len(questions), cfg)
+    sizes = adapted(n, cfg)
     umap = UMAP(n_neighbors=sizes["n_neighbors"], n_components=sizes["n_components"], min_dist=0.0,
                 metric="cosine", random_state=seed)
     hdbscan = HDBSCAN(min_cluster_size=sizes["min_cluster_size"], metric="euclidean",
                       cluster_selection_method="eom", prediction_data=True)
     model = BERTopic(umap_model=umap, hdbscan_model=hdbscan, vectorizer_model=CountVectorizer(stop_words="english"),
                      calculate_probabilities=cfg.outliers == "probabilities")
-    ids, probabilities = model.fit_transform(list(questions), np.asarray(embeddings, dtype=np.float32))
+    return model, sizes
+
+
+def _names(model: Any, questions: Sequence[str], ids: Any, probabilities: Any, cfg: TopicsConfig) -> list[str]:
+    """The topic name of each question, HDBSCAN's outliers given their most probable cluster
+    when ``cfg.outliers`` says so."""
     names = dict(zip(model.get_topic_info()["Topic"], model.get_topic_info()["Name"]))
     if cfg.outliers == "probabilities" and -1 in ids and len(names) > 1:
         ids = model.reduce_outliers(list(questions), ids, probabilities=probabilities, strategy="probabilities")
+    return [names[int(i)] for i in ids]
+
+
+def bertopic_topics(questions: Sequence[str], embeddings: np.ndarray, cfg: TopicsConfig,
+                    seed: int) -> tuple[list[str], dict[str, Any]]:
+    """The topic of each question, and the parameters that made them (for the card)."""
+    model, sizes = _model(len(questions), cfg, seed)
+    ids, probabilities = model.fit_transform(list(questions), np.asarray(embeddings, dtype=np.float32))
     params = {**sizes, "umap_random_state": seed, "outliers": cfg.outliers}
-    return [names[int(i)] for i in ids], params
+    return _names(model, questions, ids, probabilities, cfg), params
+
+
+def fitted_topics(questions: Sequence[str], encode: Callable[[list[str]], np.ndarray], fit: Sequence[int],
+                  cfg: TopicsConfig, seed: int) -> tuple[list[str], dict[str, Any]]:
+    """The topic of each question from a BERTopic fitted on the questions at positions ``fit``
+    (``topics.fit_sample``), the others embedded by ``encode`` and assigned to its clusters
+    ``ASSIGN_BATCH`` at a time (BERTopic's ``transform``); and the parameters (for the card)."""
+    model, sizes = _model(len(fit), cfg, seed)
+    sample = [questions[i] for i in fit]
+    ids, probabilities = model.fit_transform(sample, np.asarray(encode(sample), dtype=np.float32))
+    topics: list[str | None] = [None] * len(questions)
+    for i, name in zip(fit, _names(model, sample, ids, probabilities, cfg)):
+        topics[i] = name
+    fitted = set(fit)
+    rest = [i for i in range(len(questions)) if i not in fitted]
+    for start in range(0, len(rest), ASSIGN_BATCH):
+        rows = rest[start:start + ASSIGN_BATCH]
+        batch = [questions[i] for i in rows]
+        ids, probabilities = model.transform(batch, np.asarray(encode(batch), dtype=np.float32))
+        for i, name in zip(rows, _names(model, batch, ids, probabilities, cfg)):
+            topics[i] = name
+    params = {**sizes, "fit_sample": len(fit), "umap_random_state": seed, "outliers": cfg.outliers}
+    return [t or "" for t in topics], params

@@ -27,9 +27,10 @@ of the totals.
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -38,12 +39,14 @@ import pyarrow.compute as pc
 from mmcurate.benchmarks.deflectionbench import TopicsConfig
 from mmcurate.core.ledger import Decision
 from mmcurate.core.plural import counted
+from mmcurate.core.schema import LEDGER
 from mmcurate.retrieval.encoders import text_encoder
 
 from .manifest_model import Manifest
-from .topic_model import bertopic_topics
+from .topic_model import bertopic_topics, fitted_topics
 
 STAGE = "topics"  # the ledger's stage of the topic rows
+TOPIC_COLUMNS = ["sample_id", "source", "meta", "question"]  # what ``assign_topics`` reads of the pool
 
 TOPIC_FIELDS: dict[str, tuple[str, ...]] = {
     "webqa": ("topic", "Qcate"),
@@ -71,14 +74,32 @@ def topic_of(source: str, meta: str | Mapping[str, Any] | None) -> str:
 @dataclass(frozen=True)
 class TopicReading:
     """The topics of a pool: which reading ran, each sample's topic (at least every sample that
-    can be released), the counts before curation, one sentence for the card, and the ledger rows
-    this run adds (none when they are inherited)."""
+    can be released), the counts before curation, one sentence for the card, and whether this
+    run adds the ledger rows (``decisions``, ``ledger``; not when they are inherited)."""
 
     reading: str
     of: Mapping[str, str]
     before: Mapping[str, int]
     note: str
-    decisions: list[Decision] = field(default_factory=list)
+    recorded: bool = False  # this run assigned the topics: one ledger row per sample
+
+    @property
+    def decisions(self) -> list[Decision]:
+        """The ledger rows this run adds, as decisions (``ledger`` builds the same rows as a table)."""
+        return [Decision(sid, STAGE, f"topic.{self.reading}", topic) for sid, topic in self.of.items()] \
+            if self.recorded else []
+
+    def ledger(self, run_id: str) -> pa.Table:
+        """The rows of ``decisions`` as a LEDGER table, made column by column (a million samples
+        never become Python objects twice)."""
+        n = len(self.of) if self.recorded else 0
+        ids = pa.array(list(self.of) if n else [], pa.string())
+        return pa.table({"sample_id": ids, "stage": pa.array([STAGE] * n, pa.string()),
+                         "check": pa.array([f"topic.{self.reading}"] * n, pa.string()),
+                         "model": pa.nulls(n, pa.string()), "context_id": pa.nulls(n, pa.string()),
+                         "verdict": pa.array(list(self.of.values()) if n else [], pa.string()),
+                         "detail": pa.array(["{}"] * n, pa.string()), "run_id": pa.array([run_id] * n, pa.string())},
+                        schema=LEDGER)
 
     def after(self, sample_ids: Sequence[str]) -> dict[str, int]:
         """Samples per topic among ``sample_ids``, most frequent first."""
@@ -94,8 +115,7 @@ def _sorted(counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def _reading(reading: str, of: dict[str, str], note: str) -> TopicReading:
-    decisions = [Decision(sid, STAGE, f"topic.{reading}", topic) for sid, topic in of.items()]
-    return TopicReading(reading, of, _sorted(Counter(of.values())), note, decisions)
+    return TopicReading(reading, of, _sorted(Counter(of.values())), note, recorded=True)
 
 
 def source_field_topics(samples: pa.Table) -> dict[str, str]:
@@ -119,9 +139,18 @@ def assign_topics(samples: pa.Table, cfg: TopicsConfig, seed: int) -> TopicReadi
                         f"({cfg.min_samples}) to cluster, so the source fields were read: {SOURCE_FIELDS_NOTE}")
     encoder = text_encoder(cfg.text_encoder)
     questions = samples["question"].to_pylist()
-    topics, params = bertopic_topics(questions, encoder.encode_text(questions), cfg, seed)
+    if cfg.fit_sample is None or n <= cfg.fit_sample:
+        topics, params = bertopic_topics(questions, encoder.encode_text(questions), cfg, seed)
+        fitted = (f"BERTopic over {counted(n, 'question')}" if cfg.fit_sample is None else
+                  f"BERTopic over {counted(n, 'question')} (topics.fit_sample {cfg.fit_sample:,}: all of them)")
+    else:
+        fit = sorted(random.Random(seed).sample(range(n), cfg.fit_sample))
+        topics, params = fitted_topics(questions, encoder.encode_text, fit, cfg, seed)
+        fitted = (f"BERTopic fitted on a seeded subsample of {counted(cfg.fit_sample, 'question')} "
+                  f"(topics.fit_sample, seed {seed}; not the paper's, which clusters the whole pool), the other "
+                  f"{n - cfg.fit_sample:,} of {n:,} assigned to its clusters by BERTopic's transform")
     sizes = ", ".join(f"{k} {v}" for k, v in params.items())
-    note = (f"topics.reading bertopic: BERTopic over {counted(n, 'question')} embedded with {encoder.name} "
+    note = (f"topics.reading bertopic: {fitted}, embedded with {encoder.name} "
             f"(a stand-in for the paper's text-embedding-3-large; {sizes}); each topic is named by its "
             "c-TF-IDF keywords, not by GPT-4o as in the paper")
     return _reading("bertopic", dict(zip(samples["sample_id"].to_pylist(), topics)), note)

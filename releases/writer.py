@@ -18,7 +18,7 @@ from datasets import Features
 
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.harness import harness_of
-from mmcurate.core.tables import write_table
+from mmcurate.core.tables import SpilledTable, table_chunks, write_table
 
 from .card import render_card
 from .changelog import CHANGELOG
@@ -48,7 +48,7 @@ def _check_draft(draft: ReleaseDraft, target: Path) -> None:
         raise ReleaseError(f"release {draft.benchmark} {draft.version} has no rows in {config!r}; nothing to publish")
 
 
-def write_shards(table: pa.Table, folder: Path, config: str, max_rows: int,
+def write_shards(table: pa.Table | SpilledTable, folder: Path, config: str, max_rows: int,
                  store: ImageStore) -> tuple[list[str], Features, int]:
     """Write ``table`` as ``<config>-0000i-of-0000N.parquet`` with its images embedded, one
     shard at a time (so only one shard's image bytes are in memory); return the paths
@@ -58,9 +58,9 @@ def write_shards(table: pa.Table, folder: Path, config: str, max_rows: int,
     names = []
     nbytes = 0
     features: Features | None = None
-    for index in range(total):
+    for index, rows in enumerate(table_chunks(table, max_rows)):
         name = shard_name(config, index, total)
-        shard = with_hf_metadata(embed_images(table.slice(index * max_rows, max_rows), store))
+        shard = with_hf_metadata(embed_images(rows, store))
         pq.write_table(shard, folder / name, compression="zstd")
         names.append(f"{DATA_DIR}/{name}")
         nbytes += shard.nbytes

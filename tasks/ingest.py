@@ -18,7 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from mmcurate.core.config import SourceSpec
 from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import QUARANTINE, SAMPLE
-from mmcurate.core.tables import read_table
+from mmcurate.core.tables import SpilledTable, read_table, write_table
 from mmcurate.sources.ingest import IngestResult, ingest, ingest_folder, load_ingest, merge_ingests, source_parts
 
 
@@ -65,6 +65,29 @@ def load_samples(results: list[IngestResult], limits: list[int | None] | None = 
     tables = [read_table(r.samples_path, SAMPLE) for r in results]
     tables = [t if n is None else t.slice(0, n) for t, n in zip(tables, limits)]
     samples = pa.concat_tables(tables) if tables else SAMPLE.empty_table()
-    quarantine = (pa.concat_tables([read_table(r.quarantine_path, QUARANTINE) for r in results])
-                  if results else QUARANTINE.empty_table())
-    return samples, quarantine
+    return samples, load_quarantine(results)
+
+
+def spill_samples(results: list[IngestResult], limits: list[int | None], folder: Path) -> SpilledTable:
+    """All ingested samples (the first ``limit`` of a source when it has one), in source order, as
+    a spilled table: each source's ingested Parquet file read where it lies, a source cut by its
+    limit written again under ``folder``, a batch at a time. Nothing is read whole."""
+    parts: list[Path] = []
+    for index, (result, limit) in enumerate(zip(results, limits)):
+        whole = SpilledTable((Path(result.samples_path),), SAMPLE)
+        if limit is None or limit >= whole.num_rows:
+            parts.append(whole.parts[0])
+            continue
+        head: list[pa.RecordBatch] = []
+        for batch in whole.batches():
+            head.append(batch.slice(0, limit - sum(b.num_rows for b in head)))
+            if sum(b.num_rows for b in head) >= limit:
+                break
+        parts.append(write_table(pa.Table.from_batches(head, schema=SAMPLE), folder / f"samples-{index:05d}.parquet"))
+    return SpilledTable(tuple(parts), SAMPLE)
+
+
+def load_quarantine(results: list[IngestResult]) -> pa.Table:
+    """All quarantine rows, concatenated in source order."""
+    return (pa.concat_tables([read_table(r.quarantine_path, QUARANTINE) for r in results])
+            if results else QUARANTINE.empty_table())

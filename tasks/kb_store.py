@@ -22,6 +22,7 @@ from mmcurate.benchmarks.deflectionbench import PAGE_STRATEGIES, DeflectionBench
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import TextEncoderSpec
+from mmcurate.core.tables import SpilledTable, table_batches
 from mmcurate.retrieval.encoders import text_encoder
 from mmcurate.retrieval.kb import iter_documents
 from mmcurate.retrieval.kb_pages import kb_plan, kb_store
@@ -39,13 +40,15 @@ def embed_kb_shard(root: str, number: int, encoder: TextEncoderSpec) -> int:
     return next(s.rows for s in store.record_shards() if s.number == number)
 
 
-def prepare_kb(settings: Settings, section: DeflectionBenchConfig, samples: pa.Table) -> None:
+def prepare_kb(settings: Settings, section: DeflectionBenchConfig, samples: pa.Table | SpilledTable) -> None:
     """Fill the vector store of the KB ``section`` searches on the task runner when Stage II will
     need it (module docstring)."""
     cfg = section.retrieval
-    needs = samples.filter(pc.equal(pc.list_value_length(samples["negative_contexts"]), 0))
-    searched = [source for source, mining in section.mining.items() if mining.strategy in PAGE_STRATEGIES]
-    if not pc.sum(pc.is_in(needs["source"], pa.array(searched, pa.string()))).as_py():
+    searched = pa.array([source for source, mining in section.mining.items() if mining.strategy in PAGE_STRATEGIES],
+                        pa.string())
+    if not any(pc.sum(pc.and_(pc.equal(pc.list_value_length(batch["negative_contexts"]), 0),
+                              pc.is_in(batch["source"], value_set=searched))).as_py()
+               for batch in table_batches(samples, ["source", "negative_contexts"])):
         return  # no sample's strategy searches the KB's pages: nothing is embedded
     encoder = text_encoder(cfg.text_encoder)
     n, plan = kb_plan(cfg, encoder)

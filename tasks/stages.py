@@ -14,7 +14,11 @@ and every finished call is a cache hit.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pyarrow as pa
+import pyarrow.compute as pc
 from prefect import get_run_logger, task, unmapped
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -23,7 +27,8 @@ from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.interrupt import request_stop
 from mmcurate.core.plural import counted
-from mmcurate.core.stages import Stage, StageContext, StageResult, merge_results, shards
+from mmcurate.core.stages import Stage, StageContext, StageResult, shards
+from mmcurate.core.tables import SpilledTable, spill_chunks, write_table
 from mmcurate.judging.session import open_models
 
 from .models import prefect_secret
@@ -44,11 +49,11 @@ def run_shard(stage: Stage, samples: pa.Table, index: int, settings: Settings, r
     return result.spill(part)
 
 
-def run_stage(stage: Stage, samples: pa.Table, settings: Settings, run_id: str) -> StageResult:
-    """Run ``stage`` per shard on the flow's task runner and merge (see the module docstring)."""
+def _run_shards(stage: Stage, samples: pa.Table, settings: Settings, run_id: str, first: int) -> StageResult:
+    """``stage`` on ``samples``, cut into task-runner shards numbered from ``first``, merged."""
     parts = shards(samples, settings.task_runner.shard_size) if stage.shardable else [samples]
     futures = run_shard.with_options(task_run_name=f"{stage.name}-{{index}}").map(
-        unmapped(stage), parts, list(range(len(parts))), unmapped(settings), unmapped(run_id))
+        unmapped(stage), parts, list(range(first, first + len(parts))), unmapped(settings), unmapped(run_id))
     try:
         done = futures.result()
     except Exception:
@@ -56,7 +61,45 @@ def run_stage(stage: Stage, samples: pa.Table, settings: Settings, run_id: str) 
     except BaseException:  # Ctrl-C or SIGTERM while shards run: their model calls stop at once
         request_stop()
         raise
-    result = merge_results(done)
+    return stage.merge(done)
+
+
+def _streamed(stage: Stage, samples: SpilledTable, settings: Settings, run_id: str, rows: int) -> StageResult:
+    """``stage`` over a spilled table, one streamed shard of ``rows`` samples at a time (the whole
+    table, or the columns it ``reads``, for a pool-wide stage); each shard's kept rows are
+    spilled to ``workdir/runs/<run id>/kept/`` and the result's ``kept`` reads them back."""
+    folder = settings.workdir / "runs" / run_id / "kept"
+    if stage.pool_wide:
+        columns = stage.reads(samples.schema)
+        whole = samples.select(columns or samples.schema.names)
+        result = _run_shards(stage, whole, settings, run_id, 0)
+        if columns is None:
+            return replace(result, kept=spill_chunks([result.kept], folder, stage.name, result.kept.schema))
+        ids = result.kept["sample_id"].combine_chunks()
+        kept = (chunk.filter(pc.is_in(chunk["sample_id"], value_set=ids)) for chunk in samples.chunks(rows))
+        return replace(result, kept=spill_chunks(kept, folder, stage.name, samples.schema))
+    results: list[StageResult] = []
+    paths: list[Path] = []
+    schema: pa.Schema | None = None
+    first = 0
+    for index, chunk in enumerate(samples.chunks(rows)):
+        result = _run_shards(stage, chunk, settings, run_id, first)
+        first += len(shards(chunk, settings.task_runner.shard_size)) if stage.shardable else 1
+        schema = schema or result.kept.schema
+        paths.append(write_table(result.kept.cast(schema), folder / f"{stage.name}-{index:05d}.parquet"))
+        results.append(replace(result, kept=schema.empty_table()))
+    merged = stage.merge(results)
+    return replace(merged, kept=SpilledTable(tuple(paths), schema or samples.schema))
+
+
+def run_stage(stage: Stage, samples: pa.Table | SpilledTable, settings: Settings, run_id: str,
+              rows: int | None = None) -> StageResult:
+    """Run ``stage`` per shard on the flow's task runner and merge (see the module docstring); a
+    spilled table is streamed ``rows`` samples at a time (``_streamed``)."""
+    if isinstance(samples, SpilledTable):
+        result = _streamed(stage, samples, settings, run_id, rows or samples.num_rows or 1)
+    else:
+        result = _run_shards(stage, samples, settings, run_id, 0)
     if result.calls:
         create_table_artifact(key=f"{stage.name}-calls", table=result.calls,
                               description=f"{stage.name}: model calls made and cache hits, per model")

@@ -38,7 +38,7 @@ from mmcurate.core.ledger import Decision
 from mmcurate.core.plural import counted
 from mmcurate.core.records import Context
 from mmcurate.core.specs import Descriptor
-from mmcurate.core.stages import Stage, StageContext, StageResult
+from mmcurate.core.stages import Stage, StageContext, StageResult, merge_results
 from mmcurate.core.tables import rows_to_table
 from mmcurate.core.text import normalize
 from mmcurate.retrieval.encoders import image_encoder, text_encoder
@@ -103,8 +103,39 @@ class PairKnowledge(Stage):
     retrieval: RetrievalConfig
     mining: Mapping[str, SourceMining] = field(default_factory=lambda: dict(PAPER_MINING))
     max_negatives: int = 20
+    sources: tuple[str, ...] = ()  # the run's sources (none named: any of them may mine its own pool)
     name = STAGE
-    shardable = False  # image negatives come from the pool of every sample's images
+    shardable = False  # one task: mining loads the KB and its encoders once
+
+    @property
+    def pool_wide(self) -> bool:
+        """Only ``image_to_image`` mining searches a pool (the source's own images, eq. 3): a run
+        with such a source pairs all its samples at once; every other strategy pairs each sample
+        on its own, so a streamed run pairs shard by shard."""
+        return not self.sources or any(self.mining[s].strategy == "image_to_image"
+                                       for s in self.sources if s in self.mining)
+
+    def merge(self, results: list[StageResult]) -> StageResult:
+        """The shards' results with their ``mining`` rows summed per source (what a source's
+        strategy ran as: from the first shard that had samples of it to mine) and the
+        components and indexes of the first shard that mined."""
+        merged = merge_results(results)
+        rows: dict[str, dict[str, Any]] = {}
+        for result in results:
+            for row in result.extra.get("mining", []):
+                into = rows.get(row["source"])
+                if into is None:
+                    rows[row["source"]] = dict(row)
+                    continue
+                if not into["samples_without_negatives"] and row["samples_without_negatives"]:
+                    into["ran_as"] = row["ran_as"]
+                into["samples_without_negatives"] += row["samples_without_negatives"]
+        merged.extra = {**merged.extra, "mining": [rows[source] for source in sorted(rows)]}
+        mined = next((r for r in results if "text_encoder" in r.components), None)
+        if mined is not None:
+            merged.components = mined.components
+            merged.extra["indexes"] = next((r.extra["indexes"] for r in results if r.extra.get("indexes")), [])
+        return merged
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         cfg = self.retrieval
