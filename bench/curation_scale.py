@@ -13,10 +13,15 @@ this one run:
     wall time of the flow per 1,000 model requests (Stage I + III, from the release's
     calls table), and the flow process's peak RSS (the largest of ``ru_maxrss`` and the
     steps' peaks below);
-    per step of the flow (ingest, load, plan, topics, Stage I-III and near-duplicates, draft, publish): its
-    wall time, RSS before and after it, and its own peak RSS (``VmHWM`` after resetting it
+    per step of the flow (ingest, the spilled samples, plan, topics, Stage I-III and near-duplicates,
+    draft, publish): its wall time, RSS before and after it, and its own peak RSS (``VmHWM`` after resetting it
     through ``/proc/self/clear_refs`` at the step's start), to find the step whose memory
     grows with the sample count.
+
+The flow streams (``deflectionbench.shard_size`` = ``SHARD_SIZE`` samples at a time, each stage's
+kept rows spilled to Parquet) and fits BERTopic on a seeded subsample of at most ``FIT_SAMPLE``
+questions (``topics.fit_sample``; the rest assigned by BERTopic's transform): at 2k every
+question is in the fit, as the paper clusters the whole pool.
 
 Goals (issue 36): time per request at the largest size within 1.25x of the smallest; peak RSS
 at the largest under 4 GB and within 1.5x of the size before it. ``--million`` runs 2k, 100k
@@ -47,6 +52,8 @@ IMAGE_POOL = 200  # distinct small JPEGs shared by all image facts
 BASE_ID = 30_000_000
 NEGATIVE_TEXTS = 5
 NEGATIVE_IMAGES = 3
+SHARD_SIZE = 50_000  # deflectionbench.shard_size: samples per streamed shard of the curation
+FIT_SAMPLE = 2_000  # deflectionbench.topics.fit_sample: BERTopic fitted on at most this many questions
 
 CHILD = """
 import functools, json, resource, sys, time
@@ -57,7 +64,7 @@ from mmcurate.flows import deflectionbench as module
 from mmcurate.flows.deflectionbench import deflectionbench
 from mmcurate.tasks.runners import make_task_runner
 
-STEPS = ("ingest_source", "load_samples", "plan_run", "assign_topics", "prepare_kb", "run_stage", "deflection_draft",
+STEPS = ("ingest_source", "spill_samples", "plan_run", "assign_topics", "prepare_kb", "run_stage", "deflection_draft",
          "publish_release")
 stages = []
 
@@ -184,7 +191,7 @@ def scripts(folder: Path) -> dict[str, dict]:
     return models
 
 
-def write_config(folder: Path, data: Path) -> Path:
+def write_config(folder: Path, data: Path, topics: str) -> Path:
     config = {
         "workdir": str(folder / "work"),
         "releases_root": str(folder / "releases"),
@@ -195,6 +202,8 @@ def write_config(folder: Path, data: Path) -> Path:
             "gating": {"pool": ["vlm-reader", "llm-guesser", "vlm-second"], "rule": "all_incorrect"},
             "k_min": 5,
             "seed": 1,
+            "shard_size": SHARD_SIZE,
+            "topics": {"reading": topics, "fit_sample": FIT_SAMPLE},
         },
         "task_runner": {"kind": "threads", "workers": 2},
     }
@@ -218,17 +227,22 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 20_000, 100_000])
     parser.add_argument("--million", action="store_true", help="sizes 2,000, 100,000 and 1,000,000")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    parser.add_argument("--topics", choices=["bertopic", "source_fields"], default="bertopic",
+                        help="topics.reading: source_fields leaves out BERTopic's embedding of every question "
+                             "(the curation framework alone)")
     args = parser.parse_args()
     sizes = [2_000, 100_000, 1_000_000] if args.million else args.sizes
     with tempfile.TemporaryDirectory(prefix="bench_curation_") as tmp:
         work = (args.keep or Path(tmp)).resolve()  # the config names its folders absolutely
         rows = []
+        print(f"topics.reading {args.topics}" + (f", fit_sample {FIT_SAMPLE:,}" if args.topics == "bertopic" else "")
+              + f"; shard_size {SHARD_SIZE:,}", flush=True)
         for size in sizes:
             folder = work / f"n{size}"
             t0 = time.perf_counter()
             generate(folder / "webqa", size)
             made = time.perf_counter() - t0
-            stats = run_flow(write_config(folder, folder / "webqa"))
+            stats = run_flow(write_config(folder, folder / "webqa", args.topics))
             per_k = 1000 * stats["seconds"] / max(stats["requests"], 1)
             rss = max([stats["maxrss_kb"]] + [step["peak_kb"] for step in stats["stages"]]) / 1024
             rows.append((size, per_k, rss))

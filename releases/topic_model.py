@@ -14,6 +14,11 @@ Sizes for small pools (``adapted``): BERTopic's defaults (UMAP ``n_neighbors`` 1
 spectral layout needs fewer dimensions than points), and ``min_cluster_size`` at most
 max(2, n // 10), so a pool of a few dozen questions still forms several clusters; at 100
 questions and more the configured values hold unchanged.
+
+``fitted_topics`` (``topics.fit_sample``): the model is fitted on a subsample only, with the sizes
+for the subsample, and every other question is embedded and assigned ``ASSIGN_BATCH`` at a time
+by BERTopic's ``transform`` (UMAP's transform, HDBSCAN's approximate prediction and, with
+``outliers: probabilities``, its membership vectors), so the pool is never embedded at once.
 """
 from __future__ import annotations
 
@@ -81,16 +86,12 @@ def fitted_topics(questions: Sequence[str], encode: Callable[[list[str]], np.nda
     model, sizes = _model(len(fit), cfg, seed)
     sample = [questions[i] for i in fit]
     ids, probabilities = model.fit_transform(sample, np.asarray(encode(sample), dtype=np.float32))
-    topics: list[str | None] = [None] * len(questions)
-    for i, name in zip(fit, _names(model, sample, ids, probabilities, cfg)):
-        topics[i] = name
-    fitted = set(fit)
-    rest = [i for i in range(len(questions)) if i not in fitted]
+    topics = dict(zip(fit, _names(model, sample, ids, probabilities, cfg)))
+    rest = [i for i in range(len(questions)) if i not in topics]
     for start in range(0, len(rest), ASSIGN_BATCH):
         rows = rest[start:start + ASSIGN_BATCH]
         batch = [questions[i] for i in rows]
         ids, probabilities = model.transform(batch, np.asarray(encode(batch), dtype=np.float32))
-        for i, name in zip(rows, _names(model, batch, ids, probabilities, cfg)):
-            topics[i] = name
+        topics.update(zip(rows, _names(model, batch, ids, probabilities, cfg)))
     params = {**sizes, "fit_sample": len(fit), "umap_random_state": seed, "outliers": cfg.outliers}
-    return [t or "" for t in topics], params
+    return [topics[i] for i in range(len(questions))], params

@@ -1,14 +1,18 @@
 """The one task that runs any curation stage (``core.stages.Stage``) on the flow's task runner.
 
 ``run_stage`` cuts the sample table into shards of ``task_runner.shard_size`` rows (one shard
-for a stage that compares samples across the table), maps ``stage-shard`` over them on the
+for a stage that is not ``shardable``), maps ``stage-shard`` over them on the
 configured runner (threads, Dask or Ray workers), spills each shard's decisions to a Parquet
 ledger part under ``workdir/runs/<run id>/`` (so decisions do not pile up in memory or
 travel between workers), merges the shard results and reports the model calls as an
 artifact and in the log, one line per step and model with the counts the release's card shows
 (``models.accounting``). Long model batches log their progress (requests answered / planned,
 in about ten steps; a request is a call or a cache hit) on the task run, which the command
-line shows. Model calls are made resumable by the
+line shows. Given a spilled table (``core.tables.SpilledTable``: a streamed run), it reads and
+runs the stage on ``rows`` samples at a time and spills each such shard's kept rows to
+``workdir/runs/<run id>/kept/``, so the result's ``kept`` is a spilled table too; a stage that
+is ``pool_wide`` gets the whole table at once (only the columns it ``reads``, its kept rows
+then picked from the full rows by sample id). Model calls are made resumable by the
 response cache, not by Prefect result caching: a rerun after a crash re-enters the stage
 and every finished call is a cache hit.
 """

@@ -1,0 +1,116 @@
+"""The DeflectionBench curation streamed shard by shard (issue 36 item 2).
+
+At ``deflectionbench.shard_size: 7`` the fixture's samples go through Stages I-III seven at a
+time, each stage's kept rows spilled to Parquet under the run folder; the release is the one
+the default shard size (every sample in one shard) gives: the same rows byte for byte, the same
+ledger verdicts, the same statistics. A kill -9 in the middle of a later shard, after a finished
+one, then a rerun: no finished model call is made again and the release is still that one.
+No timing window: the stub model holds a request after ``ADMIT`` answers (tests/flows/flowkit.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mmcurate.models.cache import ResponseCache
+
+from tests.flows import flowkit
+from tests.flows.release_fingerprint import content_fingerprint
+
+pytestmark = pytest.mark.slow
+ADMIT = 5
+PATIENCE = 300.0  # seconds: only ever waited in full if something is broken
+
+
+def _sharded(config: Path, rows: int) -> Path:
+    data = yaml.safe_load(config.read_text())
+    data["deflectionbench"]["shard_size"] = rows
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    return config
+
+
+def _manifest(release: Path) -> dict:
+    return json.loads((release / "manifest.json").read_text())
+
+
+def _kept_parts(home: Path, stage: str) -> list[Path]:
+    return sorted((home / "work" / "runs").glob(f"*/kept/{stage}-*.parquet"))
+
+
+def test_shards_of_seven_give_the_release_of_one_shard(tmp_path, fixtures_root, tmp_path_factory, prefect_harness):
+    _, whole = flowkit.baseline(tmp_path_factory, fixtures_root)
+    streamed, _ = flowkit.run_flow(_sharded(flowkit.scripted_config(tmp_path, fixtures_root), 7))
+
+    entered = _manifest(streamed)["counts"]["per_stage"]["ingested"]
+    assert entered > 14 and len(_kept_parts(tmp_path, "parametric")) == -(-entered // 7)  # three shards or more
+    assert flowkit.fingerprint(streamed) == flowkit.fingerprint(whole)  # data shards byte for byte, verdicts
+    assert content_fingerprint(streamed) == content_fingerprint(whole)
+    ours, theirs = _manifest(streamed), _manifest(whole)
+    assert ours["statistics"] == theirs["statistics"]
+    assert {k: v for k, v in ours["counts"].items() if k != "run_id"} == \
+        {k: v for k, v in theirs["counts"].items() if k != "run_id"}
+
+
+def _cached(cache_file: Path) -> int:
+    if not cache_file.is_file():
+        return 0
+    with ResponseCache.open(f"sqlite:///{cache_file}") as cache:
+        return cache.count()
+
+
+def _wait(condition, what: str) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_kill9_mid_shard_then_resume_repeats_no_finished_call(tmp_path, fixtures_root, tmp_path_factory,
+                                                               prefect_harness):
+    from prefect.settings import get_current_settings
+
+    _, base_release = flowkit.baseline(tmp_path_factory, fixtures_root)
+    (base_i,) = flowkit.calls(base_release, "I", "parametric")
+    total_i = base_i["calls"] + base_i["cache_hits"]
+    assert total_i > ADMIT + 1
+    env = {**os.environ, "PREFECT_API_URL": str(get_current_settings().api.url),
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1"}
+    mmcurate = Path(sys.executable).parent / "mmcurate"
+    with flowkit.StubModel(flowkit.DRYRUN / "vlm-reader.jsonl", flowkit.READER["default"], admit=ADMIT) as stub:
+        # one Stage I request per sample: shards of 3 finish the first shard, then hold the third
+        # request of the second
+        config = _sharded(flowkit.scripted_config(tmp_path, fixtures_root,
+                                                  models={"vlm-reader": flowkit.stub_spec(stub)}), 3)
+        child = subprocess.Popen([str(mmcurate), "run", "deflectionbench", "--config", str(config)],
+                                 cwd=tmp_path, env=env, start_new_session=True,
+                                 stdout=subprocess.DEVNULL, stderr=(tmp_path / "crashed.log").open("wb"))
+        cache_file = flowkit.cache_path(tmp_path)
+        try:
+            _wait(lambda: stub.arrived.is_set() or child.poll() is not None, "the held request")
+            assert child.poll() is None, (tmp_path / "crashed.log").read_text()[-3000:]
+            _wait(lambda: _cached(cache_file) == ADMIT, f"{ADMIT} cached answers")
+        finally:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        assert child.returncode == -signal.SIGKILL
+        crashed = _kept_parts(tmp_path, "parametric")
+        assert [p.name for p in crashed] == ["parametric-00000.parquet"]  # the first shard was finished and spilled
+
+        stub.admit_left = None
+        stub.released.set()
+        resumed, _ = flowkit.run_flow(config)
+
+    (stage_i,) = flowkit.calls(resumed, "I", "parametric")
+    assert stage_i["cache_hits"] == ADMIT  # the finished shard's calls and the second's first two: reused
+    assert stage_i["calls"] == total_i - ADMIT and stage_i["failures"] == 0  # none repeated
+    expected, got = flowkit.fingerprint(base_release), flowkit.fingerprint(resumed)
+    assert got["sample_ids"] == expected["sample_ids"] and got["sample_ids"]
+    assert got["shards"] == expected["shards"] and got["verdicts"] == expected["verdicts"]
