@@ -17,7 +17,8 @@ last, on the rows a release will hold.
   index of byte keys per sample: a million questions hold a few dozen megabytes, and two
   questions are candidates exactly when ``MinHashLSH`` would find them (they agree on a
   band), but for 64-bit digest collisions, which only add a candidate the exact check
-  then judges. Shingles are made again for the candidates only.
+  then judges. Shingles are made again for the candidates only, and each bucket's pairs are
+  scored at once (a sparse product of its shingle incidence), not pair by pair.
 
 A pair is recorded once, on the later sample (release order) for pairs within the release,
 on the release's sample for pairs with a reference; a reference row with the same sample id
@@ -41,12 +42,13 @@ from typing import Any
 import imagehash
 import numpy as np
 import pyarrow as pa
+from scipy.sparse import csr_matrix
 from datasketch import MinHash, MinHashLSH
 from PIL import Image
 
 from mmcurate.core.config import DedupConfig
 from mmcurate.core.errors import MmcurateError
-from mmcurate.core.ledger import Decision
+from mmcurate.core.ledger import Decision, ledger_table
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.text import normalize
 
@@ -54,6 +56,8 @@ STAGE = "dedup"
 SHINGLE = 5  # characters per question shingle
 WITHIN = "this release"
 KINDS = ("image", "question", "both")
+LEDGER_CHUNK = 65_536  # flags held as Decision objects before they become a LEDGER table
+GROUP_BLOCK = 1024  # questions of one LSH bucket compared with the whole bucket at a time
 
 
 @dataclass(frozen=True)
@@ -147,8 +151,8 @@ def lsh_bands(questions: list[str], threshold: float, num_perm: int) -> tuple[np
     return bands, present
 
 
-def band_candidates(bands: np.ndarray, present: np.ndarray) -> Iterator[tuple[int, int]]:
-    """(i, j) with i < j for rows that agree on some band (a pair may come once per band)."""
+def band_groups(bands: np.ndarray, present: np.ndarray) -> Iterator[np.ndarray]:
+    """The rows (ascending) that agree on one band, per band and value shared by two rows or more."""
     rows = np.flatnonzero(present)
     for band in range(bands.shape[1]):
         values = bands[rows, band]
@@ -157,24 +161,35 @@ def band_candidates(bands: np.ndarray, present: np.ndarray) -> Iterator[tuple[in
         starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
         ends = np.r_[starts[1:], len(ordered)]
         for start, end in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
-            members = sorted(rows[order[start:end]].tolist())
-            for a in range(len(members)):
-                for b in range(a + 1, len(members)):
-                    yield members[a], members[b]
+            yield np.sort(rows[order[start:end]])
+
+
+def _group_pairs(members: np.ndarray, items: list[Item], threshold: float, out: dict[tuple[int, int], float]) -> None:
+    """Add to ``out`` the pairs of ``members`` whose shingle sets' Jaccard similarity is >= threshold:
+    intersections as a sparse product of the members' shingle incidence, ``GROUP_BLOCK`` rows at a
+    time (exact integer counts, so each score is the same float ``jaccard`` gives)."""
+    grams = [items[i].shingles for i in members]
+    vocabulary: dict[str, int] = {}
+    columns = [vocabulary.setdefault(g, len(vocabulary)) for gs in grams for g in gs]
+    sizes = np.array([len(gs) for gs in grams], dtype=np.int64)
+    incidence = csr_matrix((np.ones(len(columns), dtype=np.int64), columns, np.r_[0, np.cumsum(sizes)]),
+                           shape=(len(members), len(vocabulary)))
+    for start in range(0, len(members), GROUP_BLOCK):
+        shared = (incidence[start:start + GROUP_BLOCK] @ incidence.T).toarray()
+        scores = shared / (sizes[start:start + GROUP_BLOCK, None] + sizes[None, :] - shared)
+        rows, cols = np.nonzero(scores >= threshold)
+        for row, col in zip(rows.tolist(), cols.tolist()):
+            if col > start + row:
+                out[(int(members[start + row]), int(members[col]))] = round(float(scores[row, col]), 4)
 
 
 def question_pairs(items: list[Item], threshold: float, num_perm: int) -> dict[tuple[int, int], float]:
-    """(i, j) with i < j -> the Jaccard similarity of their questions' shingles, when >= threshold."""
+    """(i, j) with i < j -> the Jaccard similarity of their questions' shingles, when >= threshold
+    (candidates: the questions that agree on an LSH band)."""
     bands, present = lsh_bands([it.question for it in items], threshold, num_perm)
     out: dict[tuple[int, int], float] = {}
-    checked: set[tuple[int, int]] = set()
-    for key in band_candidates(bands, present):
-        if key in checked:
-            continue
-        checked.add(key)
-        score = jaccard(items[key[0]].shingles, items[key[1]].shingles)
-        if score >= threshold:
-            out[key] = round(score, 4)
+    for members in band_groups(bands, present):
+        _group_pairs(members, items, threshold, out)
     return out
 
 
@@ -203,7 +218,10 @@ class NearDuplicates(Stage):
             found.setdefault(key, {})["image_distance"] = d
         for key, score in questions.items():
             found.setdefault(key, {})["question_jaccard"] = score
+        del images, questions
         decisions: list[Decision] = []
+        tables: list[pa.Table] = []  # the decisions as LEDGER tables, LEDGER_CHUNK at a time (compact)
+        flagged_ids: set[str] = set()
         dropped: set[str] = set()
         summary: dict[tuple[str, str], int] = defaultdict(int)
         for (i, j), evidence in sorted(found.items()):
@@ -221,12 +239,20 @@ class NearDuplicates(Stage):
                                       context_id=other.sample_id, detail={
                                           "of": other.sample_id, "in": other.where, "kind": kind, **evidence,
                                           "reason": f"near-duplicate ({kind}) of {other.sample_id} in {other.where}"}))
+            flagged_ids.add(flagged.sample_id)
+            if len(decisions) == LEDGER_CHUNK:
+                tables.append(ledger_table(decisions, ctx.run_id))
+                decisions = []
+        if tables:
+            tables.append(ledger_table(decisions, ctx.run_id))
+            decisions = []
         kept = samples.filter(pa.array([it.sample_id not in dropped for it in ours], type=pa.bool_()))
         table = [{"against": where, "kind": kind, "flagged": summary[(where, kind)]}
                  for where in (WITHIN, *(r.name for r in self.references)) for kind in KINDS]
         counts = {"input": len(ours), "kept": kept.num_rows, "dropped": len(dropped),
-                  "flagged": len({d.sample_id for d in decisions})}
-        return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=ctx.run_id, counts=counts,
+                  "flagged": len(flagged_ids)}
+        return StageResult(stage=STAGE, kept=kept, decisions=decisions, ledger_tables=tables, run_id=ctx.run_id,
+                           counts=counts,
                            extra={"near_duplicates": table, "references": [r.name for r in self.references],
                                   "settings": self.config.model_dump(mode="json", exclude={"against"})},
                            components={"near_duplicates": f"phash<= {self.config.image_distance}, minhash char-"

@@ -21,7 +21,7 @@ import pyarrow as pa
 from .errors import MmcurateError
 from .images import ImageStore
 from .ledger import Decision, Ledger, ledger_table
-from .tables import SpilledTable, write_table
+from .tables import SpilledTable
 
 if TYPE_CHECKING:  # the model layer sits above core; annotations only
     from mmcurate.core.config import Settings
@@ -101,10 +101,14 @@ class StageResult:
     calls: list[dict] = field(default_factory=list)  # CallCounter rows: {stage, model, calls, cache_hits, ...}
     components: dict[str, str] = field(default_factory=dict)  # named in the manifest (judge, encoders)
     ledger_parts: list[Path] = field(default_factory=list)  # decisions already written to Parquet
+    ledger_tables: list[pa.Table] = field(default_factory=list)  # decisions already as LEDGER tables, before ``decisions``
+
+    def _in_memory(self) -> list[pa.Table]:
+        return [*self.ledger_tables, *([ledger_table(self.decisions, self.run_id)] if self.decisions else [])]
 
     def decision_log(self) -> Ledger:
         """Every decision of the stage, streamed: the spilled parts, then those in memory."""
-        return Ledger([*self.ledger_parts, *([ledger_table(self.decisions, self.run_id)] if self.decisions else [])])
+        return Ledger([*self.ledger_parts, *self._in_memory()])
 
     def ledger(self) -> pa.Table:
         """The same decisions as one table (for small results and tests)."""
@@ -112,8 +116,8 @@ class StageResult:
 
     def spill(self, path: Path) -> StageResult:
         """The same result with its in-memory decisions written to ``path`` (Parquet)."""
-        write_table(ledger_table(self.decisions, self.run_id), path)
-        return replace(self, decisions=[], ledger_parts=[*self.ledger_parts, path])
+        Ledger(self._in_memory()).write(path)
+        return replace(self, decisions=[], ledger_tables=[], ledger_parts=[*self.ledger_parts, path])
 
     def verdicts(self, check: str) -> dict[str, str]:
         """sample_id -> verdict of the in-memory rows with this check and no model (sample-level)."""
@@ -163,4 +167,5 @@ def merge_results(results: list[StageResult]) -> StageResult:
         calls=_sum_calls([row for r in results for row in r.calls]),
         components=first.components,
         ledger_parts=[p for r in results for p in r.ledger_parts],
+        ledger_tables=[t for r in results for t in r.ledger_tables],
     )
