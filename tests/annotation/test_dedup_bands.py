@@ -59,3 +59,26 @@ def test_bands_are_a_small_array_per_question():
     bands, present = lsh_bands(["What colour is the kite?", "", "What colour is the kite?"], 0.8, 128)
     assert bands.shape == (3, MinHashLSH(threshold=0.8, num_perm=128).b) and bands.dtype.name == "uint64"
     assert present.tolist() == [True, False, True] and (bands[0] == bands[2]).all()
+
+
+def test_flags_held_as_ledger_tables_are_the_same_rows(tmp_path, monkeypatch):
+    """Many flags become LEDGER tables ``LEDGER_CHUNK`` at a time: the same rows, in the same order,
+    in the stage's ledger and in the part a shard spills."""
+    import pyarrow as pa
+
+    from mmcurate.annotation import dedup
+    from mmcurate.core.config import DedupConfig, Settings
+    from mmcurate.core.images import ImageStore
+    from mmcurate.core.stages import StageContext
+
+    questions = [f"What colour is the kite in listing {n} (code U{n % 7})?" for n in range(60)]
+    table = pa.table({"sample_id": [f"s{i}" for i in range(60)], "question": questions, "images": [[]] * 60})
+    ctx = StageContext(Settings(), "run", ImageStore(tmp_path / "images"))
+    whole = dedup.NearDuplicates(DedupConfig()).run(table, ctx)
+    monkeypatch.setattr(dedup, "LEDGER_CHUNK", 2)
+    chunked = dedup.NearDuplicates(DedupConfig()).run(table, ctx)
+    assert whole.ledger_tables == [] and len(chunked.ledger_tables) > 2 and chunked.decisions == []
+    assert chunked.ledger().to_pylist() == whole.ledger().to_pylist() and whole.ledger().num_rows > 2
+    assert chunked.counts == whole.counts
+    spilled = chunked.spill(tmp_path / "dedup-00000.parquet")
+    assert spilled.ledger_tables == [] and spilled.ledger().to_pylist() == whole.ledger().to_pylist()
