@@ -71,7 +71,7 @@ def test_flags_held_as_ledger_tables_are_the_same_rows(tmp_path, monkeypatch):
     from mmcurate.core.images import ImageStore
     from mmcurate.core.stages import StageContext
 
-    questions = [f"What colour is the kite in listing {n} (code U{n % 7})?" for n in range(60)]
+    questions = [f"In what year was telescope number {n // 4} launched into orbit{'?' * (n % 2)}" for n in range(60)]
     table = pa.table({"sample_id": [f"s{i}" for i in range(60)], "question": questions, "images": [[]] * 60})
     ctx = StageContext(Settings(), "run", ImageStore(tmp_path / "images"))
     whole = dedup.NearDuplicates(DedupConfig()).run(table, ctx)
