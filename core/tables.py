@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -111,9 +110,10 @@ SPILL_BATCH_ROWS = 4096  # rows read back at a time from a spilled table
 @dataclass(frozen=True)
 class SpilledTable:
     """A table held as Parquet parts on disk (a streamed stage's output, ``write_table``'s files),
-    read back a batch or a shard at a time, or lazily with polars (``scan``), never whole: what
-    lets a curation of a million samples hold one shard in memory. Its rows are the parts' rows
-    in order, cast to ``schema``."""
+    read back a batch or a shard at a time with pyarrow, never whole: what lets a curation of a
+    million samples hold one shard in memory. Its rows are the parts' rows in order, cast to
+    ``schema`` (pyarrow rather than polars, whose Arrow export turns strings and lists into
+    their large types, which the release schema does not use)."""
 
     parts: tuple[Path, ...]
     schema: pa.Schema
@@ -161,11 +161,6 @@ class SpilledTable:
         """Only ``columns`` of every row, read whole (for the narrow columns a pool-wide step needs)."""
         return pa.Table.from_batches(list(self.batches(columns)), schema=pa.schema(
             [self.schema.field(c) for c in columns]))
-
-    def scan(self) -> pl.LazyFrame:
-        """The rows as a polars LazyFrame over the parts (nothing read until collected)."""
-        return pl.scan_parquet([str(part) for part in self.parts]) if self.parts else pl.from_arrow(
-            self.schema.empty_table()).lazy()
 
 
 def spill_chunks(tables: Iterable[pa.Table], folder: Path, name: str, schema: pa.Schema) -> SpilledTable:
