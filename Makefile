@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup fixtures demo test lint-imports bench clean review-setup review-ui
+.PHONY: setup fixtures demo demo-steps test lint-imports bench clean review-setup review-ui
 
 setup: $(STAMP)
 
@@ -38,7 +38,12 @@ MM := $(VENV)/bin/mmcurate
 DEMO_RELEASES := releases_out
 DEMO_EVALS := .mmcurate/evaluations/deflectionbench-1.0.0
 
+# the demo's commands run with one temporary Prefect API between them (tasks/shared_api.py), not
+# one per command; `make demo-steps` alone runs them each with its own
 demo: setup fixtures
+	$(PY) -m mmcurate.tasks.shared_api $(MAKE) --no-print-directory demo-steps
+
+demo-steps:
 	$(MM) run deflectionbench --config configs/demo.yaml
 	$(MM) run reflvqa --config configs/demo.yaml
 	$(MM) run reflectv --config configs/demo.yaml
