@@ -36,7 +36,8 @@ $(FIXTURES): $(STAMP) tests/fixtures/make_fixtures.py $(wildcard tests/fixtures/
 
 MM := $(VENV)/bin/mmcurate
 DEMO_RELEASES := releases_out
-DEMO_EVALS := .mmcurate/evaluations/deflectionbench-1.0.0
+DEMO_WORKDIR := .mmcurate
+DEMO_EVALS := $(DEMO_WORKDIR)/evaluations/deflectionbench-1.0.0
 
 # the demo's commands run with one temporary Prefect API between them (tasks/shared_api.py), not
 # one per command; `make demo-steps` alone runs them each with its own

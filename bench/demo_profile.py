@@ -8,10 +8,12 @@ temporary Prefect API and the llama.cpp server are its children, so they count);
 time much less). Each step's output goes to ``OUT/NN-<command>.log``; the table is printed
 and written to ``OUT/steps.md`` as the README's step table.
 
-    python bench/demo_profile.py [--clean] [--out DIR]
+    python bench/demo_profile.py [--clean] [--root DIR] [--out DIR] [--py-spy PROGRAM]
 
-``--clean`` first removes this checkout's demo output (``.mmcurate/`` and ``releases_out/``)
-so the run is the one a fresh clone makes; without it a rerun answers from the caches.
+``--clean`` first removes the demo's output (``.mmcurate/`` and ``releases_out/``) so the run
+is the one a fresh clone makes; without it a rerun answers from the caches. ``--root DIR``
+puts them under DIR instead of this checkout (``MMCURATE_WORKDIR``, ``MMCURATE_RELEASES_ROOT``
+and the Makefile's ``DEMO_RELEASES`` / ``DEMO_WORKDIR``), e.g. to run a second demo beside one.
 """
 from __future__ import annotations
 
@@ -32,11 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_API = "-m mmcurate.tasks.shared_api "
 
 
-def demo_commands() -> tuple[list[str], bool]:
+def demo_commands(variables: list[str]) -> tuple[list[str], bool]:
     """The demo target's commands as make would run them (set-up and fixtures not remade), and
     whether the demo runs them under one shared Prefect API (``tasks/shared_api.py``; make -n
     prints the wrapper, then the commands of the target it runs)."""
-    out = subprocess.run(["make", "-s", "-n", "-o", "setup", "-o", "fixtures", "demo"], cwd=ROOT,
+    out = subprocess.run(["make", "-s", "-n", "-o", "setup", "-o", "fixtures", "demo", *variables], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     lines = [line.strip() for line in out.replace("\\\n", " ").splitlines() if line.strip()]
     shared = bool(lines) and SHARED_API in lines[0]
@@ -57,7 +59,7 @@ def label(command: str) -> str:
         if word in ("--config", "--out"):
             words.pop(0)
             continue
-        kept.append(word.removeprefix("releases_out/").replace(".mmcurate/evaluations/", ""))
+        kept.append(re.sub(r"^.*(releases_out|\.mmcurate/evaluations)/", "", word))
     return " ".join(kept)
 
 
@@ -84,9 +86,8 @@ def run_one(command: str, env: dict[str, str], log: Path, py_spy: str | None) ->
     return proc.returncode, usage.ru_utime + usage.ru_stime, cpu_of_children() - reaped
 
 
-def run_steps(commands: list[str], out: Path, py_spy: str | None) -> tuple[list[dict], float]:
+def run_steps(commands: list[str], env: dict[str, str], out: Path, py_spy: str | None) -> tuple[list[dict], float]:
     """One row per step, and the CPU seconds of the py-spy runs."""
-    env = {**os.environ, **makefile_exports()}
     rows, spied = [], 0.0
     for number, command in enumerate(commands, 1):
         name = label(command)
@@ -114,26 +115,33 @@ def table(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clean", action="store_true", help="remove .mmcurate/ and releases_out/ first")
+    parser.add_argument("--clean", action="store_true", help="remove ROOT's .mmcurate/ and releases_out/ first")
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="write the demo's workdir and releases under ROOT (default: this checkout, as make demo)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "demo-profile")
     parser.add_argument("--py-spy", metavar="PROGRAM", help="sample every step with py-spy (its CPU is not counted)")
     args = parser.parse_args()
+    root = args.root.resolve()
+    workdir, releases = root / ".mmcurate", root / "releases_out"
     if args.clean:
-        for folder in (ROOT / ".mmcurate", ROOT / "releases_out"):
+        for folder in (workdir, releases):
             shutil.rmtree(folder, ignore_errors=True)
+    # the config's workdir and releases_root, and the Makefile's paths to them, moved to ROOT
+    env = {**os.environ, **makefile_exports(), "MMCURATE_WORKDIR": str(workdir), "MMCURATE_RELEASES_ROOT": str(releases)}
+    variables = [f"DEMO_RELEASES={releases}", f"DEMO_WORKDIR={workdir}"]
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"demo_profile: {ROOT} on {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
-    commands, shared = demo_commands()
+    commands, shared = demo_commands(variables)
     if shared:  # as `make demo` runs them: one temporary Prefect API for every step
         from mmcurate.tasks.prefect_api import temporary_api
 
         before = cpu_of_children()
         with temporary_api():
-            rows, spied = run_steps(commands, args.out, args.py_spy)
+            rows, spied = run_steps(commands, env, args.out, args.py_spy)
         api = cpu_of_children() - before - sum(r["cpu"] for r in rows) - spied
         rows.append({"step": "the shared Prefect API (tasks/shared_api.py)", "wall": None, "cpu": api, "load": None})
     else:
-        rows, _ = run_steps(commands, args.out, args.py_spy)
+        rows, _ = run_steps(commands, env, args.out, args.py_spy)
     text = table(rows)
     (args.out / "steps.md").write_text(text + "\n")
     print(text)
