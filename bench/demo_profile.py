@@ -86,8 +86,10 @@ def run_one(command: str, env: dict[str, str], log: Path, py_spy: str | None) ->
     return proc.returncode, usage.ru_utime + usage.ru_stime, cpu_of_children() - reaped
 
 
-def run_steps(commands: list[str], env: dict[str, str], out: Path, py_spy: str | None) -> tuple[list[dict], float]:
-    """One row per step, and the CPU seconds of the py-spy runs."""
+def run_steps(commands: list[str], extra: dict[str, str], out: Path, py_spy: str | None) -> tuple[list[dict], float]:
+    """One row per step, and the CPU seconds of the py-spy runs. The steps get this process's
+    environment as it is now (a shared API's ``PREFECT_API_URL``) with ``extra``."""
+    env = {**os.environ, **makefile_exports(), **extra}
     rows, spied = [], 0.0
     for number, command in enumerate(commands, 1):
         name = label(command)
@@ -127,7 +129,7 @@ def main() -> None:
         for folder in (workdir, releases):
             shutil.rmtree(folder, ignore_errors=True)
     # the config's workdir and releases_root, and the Makefile's paths to them, moved to ROOT
-    env = {**os.environ, **makefile_exports(), "MMCURATE_WORKDIR": str(workdir), "MMCURATE_RELEASES_ROOT": str(releases)}
+    extra = {"MMCURATE_WORKDIR": str(workdir), "MMCURATE_RELEASES_ROOT": str(releases)}
     variables = [f"DEMO_RELEASES={releases}", f"DEMO_WORKDIR={workdir}"]
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"demo_profile: {ROOT} on {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
@@ -137,11 +139,11 @@ def main() -> None:
 
         before = cpu_of_children()
         with temporary_api():
-            rows, spied = run_steps(commands, env, args.out, args.py_spy)
+            rows, spied = run_steps(commands, extra, args.out, args.py_spy)
         api = cpu_of_children() - before - sum(r["cpu"] for r in rows) - spied
         rows.append({"step": "the shared Prefect API (tasks/shared_api.py)", "wall": None, "cpu": api, "load": None})
     else:
-        rows, _ = run_steps(commands, env, args.out, args.py_spy)
+        rows, _ = run_steps(commands, extra, args.out, args.py_spy)
     text = table(rows)
     (args.out / "steps.md").write_text(text + "\n")
     print(text)
