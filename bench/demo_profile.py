@@ -69,6 +69,37 @@ def cpu_of_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+# what a sampled stack is spent on, first match wins: (label, process command-line part or None, frame part)
+IDLE = ("EpollSelector.select", "Condition.wait", "_worker (concurrent", "lifeline.py", "time.sleep")
+KINDS = [
+    ("SmolLM2 (llama.cpp server)", "llama_launch", ""),
+    ("Prefect API", "mmcurate.tasks.prefect_api", ""),
+    ("imports", None, "_find_and_load"),
+    ("MiniLM", None, "sentence_transformers/"),
+    ("BERTopic/UMAP", None, "bertopic/"),
+    ("Great Expectations", None, "great_expectations/"),
+    ("Prefect client", None, "prefect/"),
+]
+
+
+def where(stacks: Path, top: int = 3) -> str:
+    """The largest shares of a step's py-spy samples (threads of every process; those whose innermost
+    frame waits, IDLE, are left out: py-spy does not always see a thread is idle), by KINDS."""
+    counts: dict[str, int] = {}
+    for line in stacks.read_text().splitlines() if stacks.exists() else []:
+        stack, _, n = line.rpartition(" ")
+        frames = stack.split(";")
+        if any(idle in frames[-1] for idle in IDLE):
+            continue
+        process = next((frame for frame in reversed(frames) if frame.startswith("process ")), "")  # the innermost
+        kind = next((label for label, command, frame in KINDS
+                     if (command is None or command in process) and frame in stack), "other")
+        counts[kind] = counts.get(kind, 0) + int(n)
+    total = sum(counts.values()) or 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+    return ", ".join(f"{label} {100 * n / total:.0f}%" for label, n in ranked)
+
+
 def run_one(command: str, env: dict[str, str], log: Path, py_spy: str | None) -> tuple[int, float, float]:
     """Run ``command``: its exit code, the CPU seconds of its process tree (``wait4``: the
     command with every process it waited for) and those of the py-spy sampling it (``--py-spy``:
@@ -97,7 +128,8 @@ def run_steps(commands: list[str], extra: dict[str, str], out: Path, py_spy: str
         load, wall0 = os.getloadavg()[0], time.monotonic()
         code, cpu, spy = run_one(command, env, log, py_spy)
         spied += spy
-        row = {"step": name, "wall": time.monotonic() - wall0, "cpu": cpu, "load": load}
+        row = {"step": name, "wall": time.monotonic() - wall0, "cpu": cpu, "load": load,
+               "where": where(log.with_suffix(".stacks")) if py_spy else ""}
         rows.append(row)
         print(f"{number:>2} {name:<60} {row['wall']:>7.1f} s wall {row['cpu']:>7.1f} s CPU "
               f"load {row['load']:.1f}", flush=True)
@@ -107,11 +139,11 @@ def run_steps(commands: list[str], extra: dict[str, str], out: Path, py_spy: str
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| step | wall s | CPU s | load before |", "|---|---:|---:|---:|"]
-    lines += [f"| `{r['step']}` | {r['wall']:.1f} | {r['cpu']:.1f} | {r['load']:.1f} |" if r["wall"] is not None
-              else f"| {r['step']} | | {r['cpu']:.1f} | |" for r in rows]
+    lines = ["| step | wall s | CPU s | load before | py-spy samples |", "|---|---:|---:|---:|---|"]
+    lines += [f"| `{r['step']}` | {r['wall']:.1f} | {r['cpu']:.1f} | {r['load']:.1f} | {r['where']} |"
+              if r["wall"] is not None else f"| {r['step']} | | {r['cpu']:.1f} | | |" for r in rows]
     wall, cpu = sum(r["wall"] or 0.0 for r in rows), sum(r["cpu"] for r in rows)
-    lines.append(f"| total | {wall:.1f} ({wall / 60:.1f} min) | {cpu:.1f} ({cpu / 60:.1f} min) | |")
+    lines.append(f"| total | {wall:.1f} ({wall / 60:.1f} min) | {cpu:.1f} ({cpu / 60:.1f} min) | | |")
     return "\n".join(lines)
 
 
@@ -141,7 +173,8 @@ def main() -> None:
         with temporary_api():
             rows, spied = run_steps(commands, extra, args.out, args.py_spy)
         api = cpu_of_children() - before - sum(r["cpu"] for r in rows) - spied
-        rows.append({"step": "the shared Prefect API (tasks/shared_api.py)", "wall": None, "cpu": api, "load": None})
+        rows.append({"step": "the shared Prefect API (tasks/shared_api.py)", "wall": None, "cpu": api, "load": None,
+                     "where": ""})
     else:
         rows, _ = run_steps(commands, extra, args.out, args.py_spy)
     text = table(rows)
