@@ -19,7 +19,8 @@ import pytest
 
 from mmcurate.releases.writer import write_release
 from mmcurate.review.citations import QUESTIONS, import_labels
-from mmcurate.review.label_studio import TASKS, export_project, import_project, push_project
+from mmcurate.review.label_studio import TASKS, push_project
+from mmcurate.review.label_studio_citations import export_project, import_project
 
 from tests.releases import release_builders as b
 from tests.review.page_render import logged_in_page
