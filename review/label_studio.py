@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -195,14 +196,15 @@ def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: 
                    row: Callable[[Annotation], dict[str, Any]]) -> Iterator[list[Path]]:
     """One JSONL file per annotator (``row`` of each annotation, with its ``annotator``) of the
     Label Studio ``exports``, in a temporary folder while the block runs: what the CSV path's
-    import reads."""
-    per_annotator: dict[str, list[dict[str, Any]]] = {}
+    import reads. An error of that import naming ``file:line`` of one of these files is raised
+    naming the export and task of that row instead."""
+    per_annotator: dict[str, list[tuple[Annotation, dict[str, Any]]]] = {}
     given = False
     for export in exports:
         given = True
-        mine: dict[str, list[dict[str, Any]]] = {}
+        mine: dict[str, list[tuple[Annotation, dict[str, Any]]]] = {}
         for annotation in annotations(export, known, what):
-            mine.setdefault(annotation.who, []).append({**row(annotation), "annotator": annotation.who})
+            mine.setdefault(annotation.who, []).append((annotation, {**row(annotation), "annotator": annotation.who}))
         for who, rows in mine.items():
             if who in per_annotator:
                 raise MmcurateError(f"{export}: annotator {who!r} already given by another export")
@@ -210,12 +212,20 @@ def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: 
     if not given:
         raise MmcurateError("give at least one Label Studio JSON export")
     with tempfile.TemporaryDirectory(prefix="mmcurate-label-studio-") as folder:
-        files = []
+        files: dict[Path, list[Annotation]] = {}
         for index, (who, rows) in enumerate(sorted(per_annotator.items())):
             file = Path(folder) / f"annotator-{index}.jsonl"
-            file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-            files.append(file)
-        yield files
+            file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for _, r in rows), encoding="utf-8")
+            files[file] = [a for a, _ in rows]
+        try:
+            yield list(files)
+        except MmcurateError as exc:
+            for file, rows in files.items():
+                found = re.match(rf"{re.escape(str(file))}:(\d+): (.*)", str(exc))
+                if found:
+                    annotation = rows[int(found.group(1)) - 1]
+                    raise MmcurateError(f"{annotation.where} ({annotation.who}): {found.group(2)}") from None
+            raise
 
 
 # ---------------------------------------------------------------------------- server
