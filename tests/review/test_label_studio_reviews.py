@@ -67,24 +67,28 @@ def save(path: Path, export: list[dict]) -> Path:
 
 
 # ---------------------------------------------------------------------------- judges
-@pytest.fixture
-def deflection(tmp_path):
-    """Model A and B graded by the judge on a release whose questions have images."""
+def deflection_release(root: Path) -> tuple[Path, list[Path]]:
+    """A DeflectionBench release whose questions have images, and model A's and B's evaluations."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from mmcurate.evaluation.scenarios import RESULTS
+
     samples = [{"sample_id": f"s{i}", "question": f"Question {i}?", "answers": [f"gold {i}"],
                 "images": [{"bytes": image_bytes(i), "path": f"img{i}.png"}]} for i in range(12)]
-    release = write_release(tmp_path / "release", "deflectionbench", {"test": samples})
+    release = write_release(root / "release", "deflectionbench", {"test": samples})
     runs = []
     for model, grades in (("A", JUDGE_A), ("B", JUDGE_B)):
-        folder = tmp_path / f"eval-{model}"
+        folder = root / f"eval-{model}"
         folder.mkdir()
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-        from mmcurate.evaluation.scenarios import RESULTS
-
         rows = [result(f"s{i}", SCENARIOS[i % 4], g, model) for i, g in enumerate(grades)]
         pq.write_table(pa.Table.from_pylist(rows, schema=RESULTS), folder / "answers.parquet")
         runs.append(folder)
     return release, runs
+
+
+@pytest.fixture
+def deflection(tmp_path):
+    return deflection_release(tmp_path)
 
 
 def grade_by(data: dict, email: str) -> dict[str, str]:
