@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
 import subprocess
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from mmcurate.review import label_studio_citations as citations_ls, label_studio
     label_studio_trajectories as trajectories_ls
 from mmcurate.review.citations import QUESTIONS, import_labels
 from mmcurate.review.deflection_judges import REVIEW as DEFLECTION
-from mmcurate.review.label_studio import TASKS, push_project
+from mmcurate.review.label_studio import TASKS, project_config, push_project
 from mmcurate.review.trajectories import CRITERIA, import_trajectory_ratings
 
 from tests.releases import release_builders as b
@@ -128,6 +130,15 @@ def _citation_labels(data: dict, email: str) -> dict[str, str]:
     return labels
 
 
+def _to_name(config: ET.Element, name: str) -> str:
+    """The object a choice control of the labeling config labels (inside a Repeater, by index)."""
+    for control in config.iter("Choices"):
+        found = re.fullmatch(re.escape(control.get("name")).replace(re.escape("{{idx}}"), r"(\d+)"), name)
+        if found:
+            return control.get("toName").replace("{{idx}}", found.group(1) if found.groups() else "")
+    raise AssertionError(f"no control {name} in the labeling config")
+
+
 def _annotate(server: LabelStudio, choose: Callable[[dict, str], dict[str, str]]) -> tuple[Path, dict[str, str], list]:
     """Alice and Bob annotate every task through the API (``choose(task data, e-mail)``); the
     project's JSON export, annotator name -> the e-mail their labels were chosen by, the tasks."""
@@ -139,9 +150,11 @@ def _annotate(server: LabelStudio, choose: Callable[[dict, str], dict[str, str]]
         me = client.get("/api/current-user/whoami").json()["id"]
         tasks = client.get("/api/tasks", params={"project": server.project, "page_size": 1000}).json()["tasks"]
         assert len(tasks) == len(json.loads((server.review / TASKS).read_text()))
+        config = ET.fromstring(project_config(server.review).read_text())
         for task in tasks:
             for user, email in ((me, PEOPLE[1]), (users[PEOPLE[2]], PEOPLE[2])):
-                result = [{"from_name": name, "to_name": "x", "type": "choices", "value": {"choices": [value]}}
+                result = [{"from_name": name, "to_name": _to_name(config, name), "type": "choices",
+                           "value": {"choices": [value]}}
                           for name, value in choose(task["data"], email).items()]
                 done = client.post(f"/api/tasks/{task['id']}/annotations/", json={"result": result, "completed_by": user})
                 assert done.status_code == 201, done.text
