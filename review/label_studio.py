@@ -23,11 +23,14 @@ cancelled (skipped) annotation is no label.
 
 Label Studio facts relied on (labelstud.io, Label Studio 1.23 as ``make review-setup``
 installs it):
-- tags (labelstud.io/tags): ``View``, ``Header``, ``Text`` and ``Image`` show data (``value="$field"``);
-  ``Choices``/``Choice`` (``choice="single-radio"``, ``required``, ``showInline``) and, with
-  ``value="$field"``, choices loaded from the task ("dynamic choices": a list of ``{"value": ...}``);
-  ``Repeater`` (``on="$list"``, ``indexFlag``) repeats its body per list element
-  (labelstud.io/tags/repeater);
+- tags (labelstud.io/tags, labelstud.io/tags/choices): ``View``, ``Header``, ``Text`` and
+  ``Image`` show data (``value="$field"``); ``Choices``/``Choice`` (``choice="single-radio"``,
+  ``required``, ``showInline``) and, with ``value="$field"``, choices loaded from the task
+  ("dynamic choices": a list of ``{"value": ...}``; tests/review/test_label_studio_server.py
+  sees them render);
+  ``Repeater`` (``on="$list"``, ``indexFlag``, default ``{{idx}}``) repeats its body per list
+  element, the index replacing the flag in names and values (labelstud.io/tags/repeater;
+  HumanSignal/label-studio web/libs/editor/src/tags/visual/Repeater.js);
 - the JSON export (labelstud.io/guide/task_format, "Label Studio JSON format of annotated
   tasks"): a list of tasks, each with ``id``, ``data`` and ``annotations``; an annotation has
   ``result`` (a choice: ``{"from_name", "to_name", "type": "choices", "value": {"choices":
@@ -37,7 +40,8 @@ installs it):
 - local files (labelstud.io/guide/storage#Local-storage): served under
   ``/data/local-files/?d=<path below LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT>`` once
   ``LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED`` is set and the project has a Local Files storage
-  on the folder (``POST /api/storages/localfiles``); the project folder is the document root;
+  on the folder (``POST /api/storages/localfiles``); the project folder is the document root,
+  so one Label Studio serves one review folder;
 - REST API (labelstud.io/api): ``GET/POST /api/projects``, ``POST /api/projects/{id}/import``
   (a list of tasks), ``GET /api/projects/{id}/export?exportType=JSON``, token auth
   ``Authorization: Token <key>``.
