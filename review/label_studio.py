@@ -66,7 +66,7 @@ TASKS = "tasks.json"
 IMAGES = "images"
 LOCAL_FILES = "/data/local-files/?d="
 SERVER_DATA = ".label-studio"  # Label Studio's database when `make review-ui` ran on the folder
-TITLE = "mmcurate review: {}"  # the project's title on Label Studio, by config name
+TITLE = "mmcurate {review} review: {folder}"  # the project's title on Label Studio
 WAIT_LIMIT = 86_400.0
 
 
@@ -288,12 +288,13 @@ def push_project(out: Path | str, url: str, token: str, wait: float = 900.0, ser
     """Create the exported project on a Label Studio through its REST API (the labeling config,
     the Local Files storage on ``out/images``, the tasks); returns the project id. Label Studio
     must serve local files with ``out`` as its document root. A project of the same title is
-    returned as it is (pushed before: a second ``make review-ui`` on the same folder)."""
+    returned as it is (pushed before: a second ``make review-ui`` on the same folder); the title
+    names the review and the folder."""
     import httpx
 
     out = Path(out)
     config = project_config(out)
-    title = TITLE.format(config.stem)
+    title = TITLE.format(review=config.stem, folder=out.resolve().name)
     client = httpx.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Token {token}"}, timeout=120)
 
     def call(method: str, path: str, **body: Any) -> Any:

@@ -278,6 +278,25 @@ def test_trajectory_project_refuses_what_the_csv_path_refuses(built, tmp_path): 
     refused(lambda: trajectories_ls.import_project(out, [], tmp_path / "x"), "give at least one Label Studio JSON")
 
 
+def test_cli_trajectory_project_round_trip(built, tmp_path):  # noqa: F811
+    from typer.testing import CliRunner
+
+    out = tmp_path / "review"
+    done = CliRunner().invoke(app, ["annotate", "export-trajectories", str(built[1]), "--out", str(out), "--n", "2",
+                                    "--format", "label-studio"])
+    assert done.exit_code == 0, done.output
+    assert "trajectories.xml (labeling config)" in done.output
+    export = save(tmp_path / "export.json", ls_export(json.loads((out / TASKS).read_text()), score_by))
+    done = CliRunner().invoke(app, ["annotate", "import-trajectories", str(out), str(export), "--out",
+                                    str(tmp_path / "rated"), "--format", "label-studio"])
+    assert done.exit_code == 0, done.output
+    assert "ratings from alice@example.org, bob@example.org" in done.output and "D_clean (released)" in done.output
+    done = CliRunner().invoke(app, ["annotate", "export-trajectories", str(built[1]), "--out", str(out),
+                                    "--format", "excel"])
+    assert isinstance(done.exception, MmcurateError) and "--format 'excel': one of csv, label-studio" in str(
+        done.exception)
+
+
 def test_two_exports_may_not_both_hold_one_annotator(built, tmp_path):  # noqa: F811
     out = tmp_path / "review"
     trajectories_ls.export_project(built[1], out, n=2, seed=0)

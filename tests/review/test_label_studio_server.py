@@ -1,6 +1,6 @@
 """Against a real Label Studio (``make review-setup`` installs it in its own environment; CI
 installs it and points MMCURATE_LABEL_STUDIO at it), for each review (RefLVQA citations, the
-DeflectionBench judge's Table 7, ReflectV's Table 6): the exported project is created through
+DeflectionBench judge's Table 7, RefLVQA's evaluator checks, ReflectV's Table 6): the exported project is created through
 Label Studio's REST API, annotated by two people through the API, exported as Label Studio
 exports, read back by mmcurate, and its numbers compared with the CSV path's for the same
 labels; each labeling page renders its image and its choices in headless Chromium.
@@ -30,12 +30,14 @@ from mmcurate.review import label_studio_citations as citations_ls, label_studio
     label_studio_trajectories as trajectories_ls
 from mmcurate.review.citations import QUESTIONS, import_labels
 from mmcurate.review.deflection_judges import REVIEW as DEFLECTION
+from mmcurate.review.reflvqa_judges import REVIEW as REFLVQA
 from mmcurate.review.label_studio import TASKS, project_config, push_project
 from mmcurate.review.trajectories import CRITERIA, import_trajectory_ratings
 
 from tests.releases import release_builders as b
 from tests.review.page_render import logged_in_page
-from tests.review.test_label_studio_reviews import PEOPLE, deflection_release, grade_by, score_by
+from tests.review.test_judge_batches import reflvqa_evaluation
+from tests.review.test_label_studio_reviews import PEOPLE, deflection_release, grade_by, rate_by, score_by
 from tests.review.test_trajectory_batches import built  # noqa: F401  (the ReflectV release fixture)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,6 +112,8 @@ def reviews(tmp_path_factory, built) -> dict[str, dict[str, Any]]:  # noqa: F811
     citations_ls.export_project(reflvqa, 10, root / "citations")
     deflection, runs = deflection_release(root / "deflection")
     judges_ls.export_project(DEFLECTION, deflection, runs, root / "judges")
+    evaluated, evaluation = reflvqa_evaluation(root / "reflvqa")
+    judges_ls.export_project(REFLVQA, evaluated, [evaluation], root / "reflvqa-judges")
     trajectories_ls.export_project(built[1], root / "trajectories", n=3, seed=1)
     return {  # "choices": shown on the page; "radios": at least so many single-choice buttons
         "citations": {"review": root / "citations", "release": reflvqa, "ready": "Does the sentence need fact "
@@ -117,6 +121,8 @@ def reviews(tmp_path_factory, built) -> dict[str, dict[str, Any]]:  # noqa: F811
         "judges": {"review": root / "judges", "release": deflection, "runs": runs,
                    "ready": "Grade the model's answer", "choices": ["CORRECT", "INCORRECT", "NOT_ATTEMPTED"],
                    "radios": 3},
+        "reflvqa-judges": {"review": root / "reflvqa-judges", "release": evaluated, "runs": [evaluation],
+                           "ready": "Rate the statement", "choices": ["Statement to rate"], "radios": 3},
         "trajectories": {"review": root / "trajectories", "ready": "Logical coherence",
                          "choices": ["Visual validity", "5"], "radios": 10},
     }
@@ -214,6 +220,19 @@ def test_judge_labels_made_in_label_studio_give_the_csv_paths_table7(label_studi
     assert via_ls.report["average"]["items"] == 9  # 3 of the 12 split the two people
 
 
+def test_evaluator_ratings_made_in_label_studio_give_the_csv_paths_numbers(label_studio, reviews, tmp_path):
+    """RefLVQA's two scales (1 / 0.5 / 0, relevance 1-7) loaded per task as dynamic choices."""
+    server = label_studio.serve(reviews["reflvqa-judges"]["review"])
+    export, names, tasks = _annotate(server, rate_by)
+    release, runs = reviews["reflvqa-judges"]["release"], reviews["reflvqa-judges"]["runs"]
+    via_ls = judges_ls.import_project(REFLVQA, release, runs, [export], tmp_path / "ls")
+    files = _csv_files(tmp_path / "csv-in", tasks, names,
+                       lambda data, email: {"item_id": data["item_id"], **rate_by(data, email)})
+    via_csv = REFLVQA.import_labels(release, runs, files, tmp_path / "csv")
+    assert len(via_ls.annotators) == 2 and via_ls.report == via_csv.report and via_ls.markdown == via_csv.markdown
+    assert via_ls.report["relevance"]["answers"] == 3
+
+
 def test_trajectory_ratings_made_in_label_studio_give_the_csv_paths_table6(label_studio, reviews, tmp_path):
     server = label_studio.serve(reviews["trajectories"]["review"])
     export, names, tasks = _annotate(server, score_by)
@@ -226,7 +245,7 @@ def test_trajectory_ratings_made_in_label_studio_give_the_csv_paths_table6(label
     assert all(row[f"human_{c}"] is not None for row in via_ls.table for c in CRITERIA if row["items"])
 
 
-@pytest.mark.parametrize("kind", ["citations", "judges", "trajectories"])
+@pytest.mark.parametrize("kind", ["citations", "judges", "reflvqa-judges", "trajectories"])
 def test_the_labeling_page_shows_the_image_and_the_choices(label_studio, reviews, kind, tmp_path):
     """Logged in (Django's session cookie, set in Chromium through the DevTools protocol), a
     task's labeling page shows its image (served from the local files) and its choices (the
