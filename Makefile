@@ -114,7 +114,7 @@ review-ui: setup review-setup
 	  LABEL_STUDIO_BASE_DATA_DIR=$$ROOT/.label-studio; \
 	$(REVIEW_VENV)/bin/label-studio start --no-browser --host 127.0.0.1 --port $(REVIEW_PORT) & LS=$$!; \
 	trap "kill $$LS 2>/dev/null" EXIT INT TERM; \
-	$(MM) annotate push-label-studio $(REVIEW) --url http://127.0.0.1:$(REVIEW_PORT) && \
+	$(MM) annotate push-label-studio $(REVIEW) --url http://127.0.0.1:$(REVIEW_PORT) --server-pid $$LS --wait 1800 && \
 	echo "log in at http://127.0.0.1:$(REVIEW_PORT) as reviewer@localhost, password $$LABEL_STUDIO_PASSWORD; Ctrl-C stops Label Studio" && \
 	wait $$LS
 
