@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup fixtures demo test lint-imports bench clean review-setup review-ui
+.PHONY: setup fixtures demo demo-steps test lint-imports bench clean review-setup review-ui
 
 setup: $(STAMP)
 
@@ -36,9 +36,15 @@ $(FIXTURES): $(STAMP) tests/fixtures/make_fixtures.py $(wildcard tests/fixtures/
 
 MM := $(VENV)/bin/mmcurate
 DEMO_RELEASES := releases_out
-DEMO_EVALS := .mmcurate/evaluations/deflectionbench-1.0.0
+DEMO_WORKDIR := .mmcurate
+DEMO_EVALS := $(DEMO_WORKDIR)/evaluations/deflectionbench-1.0.0
 
+# the demo's commands run with one temporary Prefect API between them (tasks/shared_api.py), not
+# one per command; `make demo-steps` alone runs them each with its own
 demo: setup fixtures
+	$(PY) -m mmcurate.tasks.shared_api $(MAKE) --no-print-directory demo-steps
+
+demo-steps:
 	$(MM) run deflectionbench --config configs/demo.yaml
 	$(MM) run reflvqa --config configs/demo.yaml
 	$(MM) run reflectv --config configs/demo.yaml
@@ -108,7 +114,7 @@ review-ui: setup review-setup
 	  LABEL_STUDIO_BASE_DATA_DIR=$$ROOT/.label-studio; \
 	$(REVIEW_VENV)/bin/label-studio start --no-browser --host 127.0.0.1 --port $(REVIEW_PORT) & LS=$$!; \
 	trap "kill $$LS 2>/dev/null" EXIT INT TERM; \
-	$(MM) annotate push-label-studio $(REVIEW) --url http://127.0.0.1:$(REVIEW_PORT) && \
+	$(MM) annotate push-label-studio $(REVIEW) --url http://127.0.0.1:$(REVIEW_PORT) --server-pid $$LS --wait 1800 && \
 	echo "log in at http://127.0.0.1:$(REVIEW_PORT) as reviewer@localhost, password $$LABEL_STUDIO_PASSWORD; Ctrl-C stops Label Studio" && \
 	wait $$LS
 

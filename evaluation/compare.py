@@ -10,8 +10,10 @@ releases that share a name but not their content (matched by content id where bo
 recorded it).
 
 An item is one question asked under one condition: the rows are matched on ``sample_id`` and
-those of ``scenario``, ``n_negatives``, ``negatives``, ``abstention`` and ``split`` that both
-runs have; transitions are also counted per ``scenario`` (or per POPE ``split``). An answer
+those of ``scenario``, ``n_negatives``, ``negatives``, ``abstention``, ``dataset``, ``split`` and
+``task`` that both runs have; transitions are also counted per ``scenario``, or per POPE
+``dataset`` and ``split`` (Kestrel reports each of COCO, A-OKVQA and GQA by split: its
+datasets are never pooled into one split's row), or per ``split``. An answer
 is correct when its grade is CORRECT; INCORRECT and NOT_ATTEMPTED
 are both "not correct". Items where either run has no grade (FAILED, JUDGE_ERROR) are left
 out and counted. From run A to run B each item is
@@ -51,8 +53,8 @@ ALPHA = 0.05  # 95% intervals
 ANSWERS = "answers.parquet"
 TITLE_FILE = "table.md"
 REQUIRED = ("sample_id", "grade")
-CONDITIONS = ("scenario", "n_negatives", "negatives", "abstention", "split", "task")  # matched when both runs have them
-GROUPS = ("scenario", "split")  # transitions per value of the first of these the runs share
+CONDITIONS = ("scenario", "n_negatives", "negatives", "abstention", "dataset", "split", "task")  # matched when both runs have them
+GROUPS = (("scenario",), ("dataset", "split"), ("split",))  # transitions per value of the first of these the runs share
 UNGRADED = ("FAILED", "JUDGE_ERROR")
 TRANSITIONS = ("kept correct", "corrected", "broken", "kept wrong")
 _TITLE = re.compile(r"^# .+ on (\S+) (\S+) \(.*\)\s*$")
@@ -135,6 +137,15 @@ class Comparison:
     wins: pa.Table  # outcome, count, n, share, low, high
 
 
+def _group_columns(key: list[str]) -> tuple[str, ...]:
+    """The columns transitions are counted by: the first of ``GROUPS`` the runs share, or none."""
+    return next((group for group in GROUPS if all(c in key for c in group)), ())
+
+
+def _group(item: tuple, key: list[str], by: tuple[str, ...]) -> str:
+    return " / ".join(str(item[key.index(c)]) for c in by)
+
+
 def _transition(a_correct: bool, b_correct: bool) -> str:
     if a_correct:
         return "kept correct" if b_correct else "broken"
@@ -158,14 +169,14 @@ def compare_runs(a: Path | str, b: Path | str) -> Comparison:
     graded = [i for i in common if items_a[i] not in UNGRADED and items_b[i] not in UNGRADED]
     if not graded:
         raise CompareError(f"the runs share {counted(len(common), 'item')} but none is graded in both")
-    group = next((key.index(c) for c in GROUPS if c in key), None)
+    by = _group_columns(key)
     counts: Counter[tuple[str, str]] = Counter()
     for item in graded:
         moved = _transition(items_a[item] == "CORRECT", items_b[item] == "CORRECT")
         counts[("all", moved)] += 1
-        if group is not None:
-            counts[(item[group], moved)] += 1
-    groups = ["all", *sorted({item[group] for item in graded} if group is not None else [])]
+        if by:
+            counts[(_group(item, key, by), moved)] += 1
+    groups = ["all", *sorted({_group(item, key, by) for item in graded} if by else [])]
     rows = []
     for group in groups:
         total = sum(counts[(group, t)] for t in TRANSITIONS)
@@ -194,7 +205,7 @@ def _pct(value: float | None) -> str:
 
 def comparison_markdown(result: Comparison) -> str:
     """The transitions (overall, then per scenario) and the win shares as markdown."""
-    by = next((c for c in GROUPS if c in result.key), "scenario").capitalize()
+    by = " / ".join(c.capitalize() for c in _group_columns(result.key) or ("scenario",))
     table = [{by: r["scenario"], "Transition": r["transition"], "Count": str(r["count"]),
               "Share (%)": _pct(r["share"])} for r in result.transitions.to_pylist()]
     wins = [{"Outcome": r["outcome"], "Count": f"{r['count']}/{r['n']}", "Share (%)": _pct(r["share"]),

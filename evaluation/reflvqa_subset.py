@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.ids import sha256_file
 from mmcurate.core.plural import counted
 
 VERIFIED, ALL = "verified", "all"
@@ -74,6 +75,14 @@ def choose_pairs(qa: Sequence[Mapping[str, Any]], labels: Path | None,
     return rows, (f"subset: verified ({len(rows)} of {counted(len(qa), 'QA pair')}, with "
                   f"{counted(sentences, 'human-verified sentence')}, "
                   f"labels {labels_path(labels)}; completeness over those sentences)")
+
+
+def population(labels: Path | None, subset: str) -> str:
+    """What a run of ``subset`` reads, for its evaluation folder (``evaluation.runs.updating``):
+    ``all``, or ``verified`` with the content hash of the labels file that chose the pairs."""
+    if subset == ALL or labels is None:
+        return ALL
+    return f"{VERIFIED} (labels sha256 {sha256_file(labels_path(labels))[:12]})"
 
 
 def refuse_unrunnable(settings: Any, model: str, options: Mapping[str, Any]) -> None:

@@ -152,12 +152,16 @@ def _check_same_run(target: Path, record: dict[str, str]) -> None:
 
 @contextmanager
 def updating(target: Path, benchmark: str, version: str, content_id: str, model: str,
-             system: str = PLAIN, extra: Mapping[str, Any] | None = None) -> Iterator[RunFolder]:
+             system: str = PLAIN, extra: Mapping[str, Any] | None = None,
+             population: str | None = None) -> Iterator[RunFolder]:
     """A ``RunFolder`` for a run of ``model`` (``system``) on the release; on success its
     staging folder, with ``release.json`` (``extra``: what else the run records, e.g. its
-    decoding), replaces ``target`` (module docstring)."""
+    decoding), replaces ``target`` (module docstring). ``population``: which of the release's
+    items the run reads when a run can choose (RefLVQA's subset): recorded and, like the model,
+    the same for every run of a folder, so one table never mixes cells of two populations."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    record = {"benchmark": benchmark, "version": version, "content_id": content_id, "model": model, "system": system}
+    record = {"benchmark": benchmark, "version": version, "content_id": content_id, "model": model, "system": system,
+              **({"population": population} if population else {})}
     with open(target.parent / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         _recover(target)

@@ -26,7 +26,7 @@ from mmcurate.evaluation.reflvqa import CELL, FAILED, SEARCHED_CELL, RefLVQARun,
 from mmcurate.evaluation.reflvqa_report import ANSWERS_FILE, GRADES_FILE, RETRIEVAL_FILE
 from mmcurate.evaluation.reflvqa_settings import PAPER_NAMES, SETTINGS
 from mmcurate.evaluation.runs import updating
-from mmcurate.evaluation.reflvqa_subset import choose_pairs
+from mmcurate.evaluation.reflvqa_subset import choose_pairs, population
 from mmcurate.releases.reader import Release
 from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
 from mmcurate.releases.unembed import canonical_rows
@@ -39,11 +39,11 @@ def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, al
     """``settings`` (text, image, multi, two-step) x ``queries`` (N) on the ``subset`` of QA pairs
     (default: the config's, the human-verified pairs), checked by ``run_options``; the flow has
     refused a subset it cannot read (``reflvqa_subset.refuse_unrunnable``) before this runs."""
-    grid = {"settings": settings, "queries": queries, **({"subset": subset} if subset else {})}
+    grid = {"settings": settings, "queries": queries}
     cfg = conf.evaluation.reflvqa
     store = ImageStore(conf.workdir / "images")
-    qa, subset_note = choose_pairs(canonical_rows(bench, store, "qa"), cfg.verified_labels,
-                                   grid.get("subset", cfg.subset))
+    subset = subset or cfg.subset
+    qa, subset_note = choose_pairs(canonical_rows(bench, store, "qa"), cfg.verified_labels, subset)
     documents = pa.Table.from_pylist(canonical_rows(bench, store, "knowledge_base"), schema=KNOWLEDGE_BASE)
     plan = plan_evaluation(conf, name, qa, documents, grid["settings"], grid["queries"])
     run, components, notes, calls = answer_reflvqa(qa, documents, conf, name, new_run_id(), grid["settings"],
@@ -56,7 +56,8 @@ def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, al
     evaluators = sorted({components[f"{m}_evaluator"] for m in ("groundedness", "completeness", "relevance")})
     stand_in = " (token-overlap stand-in, not an evaluator model)" if any(map(is_lexical, evaluators)) else ""
     cut = f"top-{cfg.top_k}" if cfg.cutoff is None else f"cutoff {cfg.cutoff}"
-    with updating(target, bench.benchmark, bench.version, bench.content_id, name) as folder:
+    with updating(target, bench.benchmark, bench.version, bench.content_id, name,
+                  population=population(cfg.verified_labels, subset)) as folder:
         answers, grades = folder.merge(ANSWERS_FILE, run.answers, CELL), folder.merge(GRADES_FILE, run.grades, CELL)
         run = RefLVQARun(answers, grades, folder.merge(RETRIEVAL_FILE, run.retrieval, SEARCHED_CELL, told=False),
                          tally(qa, answers, grades), run.score_average)

@@ -36,6 +36,7 @@ class DeflectionJudgeReview(JudgeReview):
     columns = ("item_id", "model", "scenario", "question", "gold_answers", "answer", "label", "annotator")
     field = "label"
     unit = "decisions"
+    samples = "test"
 
     def items(self, release: Path, folders: Sequence[Path]) -> dict[str, dict[str, Any]]:
         samples = release_rows(release, "test", ["sample_id", "question", "answers"])
@@ -50,7 +51,7 @@ class DeflectionJudgeReview(JudgeReview):
                 key = SEP.join([r["model"], r["sample_id"], r["scenario"], str(r["n_negatives"]),
                                 r.get("negatives") or "ranked", r["abstention"]])
                 add_item(items, {"item_id": key, "model": r["model"], "scenario": r["scenario"],
-                                 "group": r["scenario"], "question": sample["question"],
+                                 "group": r["scenario"], "sample_id": r["sample_id"], "question": sample["question"],
                                  "gold_answers": " | ".join(sample["answers"]), "answer": r["answer"],
                                  "decision": r["grade"]}, folder)
         return items
@@ -58,6 +59,9 @@ class DeflectionJudgeReview(JudgeReview):
     def choose(self, groups: Mapping[str, list[str]], n: int, rng: random.Random) -> tuple[list[str], int]:
         keys = balanced(groups, n, rng)
         return keys, len(keys)
+
+    def choices(self, item: Mapping[str, Any]) -> tuple[str, ...]:
+        return GRADES
 
     def human_value(self, item: Mapping[str, Any], raw: Any, where: str) -> str:
         text = "" if raw is None else str(raw).strip()

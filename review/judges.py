@@ -54,6 +54,7 @@ class JudgeExport:
     per_model: dict[str, int]
     jsonl: Path
     csv: Path
+    rows: list[dict[str, Any]]  # the exported decisions (with their hidden ``decision``: not for people)
 
 
 @dataclass(frozen=True)
@@ -111,15 +112,21 @@ class JudgeReview(ABC):
     columns: ClassVar[tuple[str, ...]]  # the batch's columns, in order
     field: ClassVar[str]  # what people fill in: "label" or "rating"
     unit: ClassVar[str]  # what ``n`` counts per model
+    samples: ClassVar[str]  # the release config holding the items' samples (their images)
 
     @abstractmethod
     def items(self, release: Path, folders: Sequence[Path]) -> dict[str, dict[str, Any]]:
         """Every graded decision of ``folders`` as a batch row plus its hidden ``decision``,
-        its ``model`` and its sampling ``group``; ``by_rule`` marks rows no judge decided."""
+        its ``model``, its ``sample_id`` and its sampling ``group``; ``by_rule`` marks rows no
+        judge decided."""
 
     @abstractmethod
     def choose(self, groups: Mapping[str, list[str]], n: int, rng: random.Random) -> tuple[list[str], int]:
         """The item ids of one model to export (its ids by group), and how many units they are."""
+
+    @abstractmethod
+    def choices(self, item: Mapping[str, Any]) -> tuple[str, ...]:
+        """What a person may fill in for ``item``, as written (what ``human_value`` reads)."""
 
     @abstractmethod
     def human_value(self, item: Mapping[str, Any], raw: Any, where: str) -> Any:
@@ -165,7 +172,7 @@ class JudgeReview(ABC):
             rows += [decisions.items[k] for k in keys]
         blank = dict.fromkeys(LABEL_COLUMNS, "")
         jsonl, csv_path = write_batch([{**r, **blank} for r in rows], self.columns, Path(out))
-        return JudgeExport(self.benchmark, self.unit, len(rows), per_model, jsonl, csv_path)
+        return JudgeExport(self.benchmark, self.unit, len(rows), per_model, jsonl, csv_path, rows)
 
     def read_labels(self, path: Path | str, decisions: Decisions) -> tuple[str, dict[str, Any]]:
         """(annotator, {item_id: label or rating}) of one labelled file; raise on any bad row."""

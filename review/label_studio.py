@@ -1,138 +1,148 @@
-"""RefLVQA's citation verification (seed 004, 3.3-3.4; Table 3) as a Label Studio project,
-and Label Studio's JSON export read back into the labels the CSV path reads.
+"""What the three Label Studio reviews share: the project folder, images served as local files,
+reading Label Studio's JSON export back into labelled rows, and creating the project on a
+running Label Studio. The reviews themselves: ``label_studio_citations`` (RefLVQA citation
+verification, seed 004 Table 3), ``label_studio_judges`` (the evaluation judge against people:
+DeflectionBench Table 7, RefLVQA's evaluator checks) and ``label_studio_trajectories``
+(ReflectV's blind Table 6 ratings, seed 002 appendix A.2).
 
-Export: the batch ``review.citations.export_batch`` draws (the same items, the same seeded
-sampling, written as ``batch.jsonl``/``batch.csv`` as before) becomes ``tasks.json`` (one
-Label Studio task per item: the question and its image, the answer, the sentence, and every
-shown document, cited first, each with its yes/no), ``citations.xml`` (the labeling
-config: the paper's three questions and the per-document support, every one required but
-the per-document ones, which the CSV path leaves optional too) and ``images/`` with every
-image a task shows. Label Studio serves local files under
-``/data/local-files/?d=<path below LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT>``: the export
-folder is that root (``make review-ui REVIEW=<folder>`` starts Label Studio so), and the
-project needs a Local Files storage on ``<folder>/images`` (which ``project_storage`` gives).
+A project folder (``mmcurate annotate export ... --format label-studio --out DIR``) holds the
+CSV path's batch (``batch.jsonl``/``batch.csv``, drawn by the CSV path's own code: the same
+items, the same seeded sampling, the same refusals), ``tasks.json`` (one Label Studio task per
+batch row; every task's data carries the row's ``item_id``), one labeling config ``<review>.xml``
+and ``images/``. A folder where Label Studio already ran (``DIR/.label-studio``, what
+``make review-ui`` keeps there, annotations included) is labelled work: an export over it is
+refused unless ``--force``, which removes it with the rest of the old project.
 
-Import: each annotation of Label Studio's JSON export becomes one labelled row of its
-annotator (named by e-mail when the export carries it, else ``annotator-<user id>``), written
-as one JSONL file per annotator in the batch format, and ``review.citations.import_labels``
-reads those files: agreement, kappa, Table 3 and the judge's F1 are computed by the one rule
-the CSV path uses. A task id the batch does not hold, an item annotated twice by one person or
-a choice outside yes/no is a one-line error; a skipped or cancelled annotation is no label.
+Import turns each annotation of one or more Label Studio JSON exports into one labelled row of
+its annotator (named by e-mail when the export carries it, else ``annotator-<user id>``),
+written as one JSONL file per annotator in the batch format, and hands those files to the CSV
+path's import: the numbers come from the one rule. A task without ``item_id``, an item id the
+batch does not hold, an item annotated twice by one person, an annotator given by two exports,
+or a choice outside the review's vocabulary is a one-line error naming the export and task; a
+cancelled (skipped) annotation is no label.
+
+Label Studio facts relied on (labelstud.io, Label Studio 1.23 as ``make review-setup``
+installs it):
+- tags (labelstud.io/tags, labelstud.io/tags/choices): ``View``, ``Header``, ``Text`` and
+  ``Image`` show data (``value="$field"``); ``Choices``/``Choice`` (``choice="single-radio"``,
+  ``required``, ``showInline``) and, with ``value="$field"``, choices loaded from the task
+  ("dynamic choices": a list of ``{"value": ...}``; tests/review/test_label_studio_server.py
+  sees them render);
+  ``Repeater`` (``on="$list"``, ``indexFlag``, default ``{{idx}}``) repeats its body per list
+  element, the index replacing the flag in names and values (labelstud.io/tags/repeater;
+  HumanSignal/label-studio web/libs/editor/src/tags/visual/Repeater.js);
+- the JSON export (labelstud.io/guide/task_format, "Label Studio JSON format of annotated
+  tasks"): a list of tasks, each with ``id``, ``data`` and ``annotations``; an annotation has
+  ``result`` (a choice: ``{"from_name", "to_name", "type": "choices", "value": {"choices":
+  [...]}}``), ``was_cancelled`` and ``completed_by`` (a user id in the guide; the export's
+  ``CompletedBySerializer``, label_studio/data_export/serializers.py, gives ``{"id", "email",
+  ...}``);
+- local files (labelstud.io/guide/storage#Local-storage): served under
+  ``/data/local-files/?d=<path below LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT>`` once
+  ``LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED`` is set and the project has a Local Files storage
+  on the folder (``POST /api/storages/localfiles``); the project folder is the document root,
+  so one Label Studio serves one review folder;
+- REST API (labelstud.io/api): ``GET/POST /api/projects``, ``POST /api/projects/{id}/import``
+  (a list of tasks), ``GET /api/projects/{id}/export?exportType=JSON``, token auth
+  ``Authorization: Token <key>``.
 """
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
-
-import polars as pl
 
 from mmcurate.core.errors import MmcurateError
 
-from .batches import cell_list
-from .citations import QUESTIONS, ExportResult, ImportResult, export_batch, import_labels, release_items
-
 TASKS = "tasks.json"
-CONFIG = "citations.xml"
 IMAGES = "images"
 LOCAL_FILES = "/data/local-files/?d="
-PROMPTS = {
-    "needs_verification": "Does the sentence need fact verification?",
-    "documents_support": "Do the cited documents support the sentence? (no when none is cited)",
-    "sentence_grounded": "Is the sentence grounded by the cited documents? (no when none is cited)",
-}
+SERVER_DATA = ".label-studio"  # Label Studio's database when `make review-ui` ran on the folder
+TITLE = "mmcurate {review} review: {folder}"  # the project's title on Label Studio
+WAIT_LIMIT = 86_400.0
 
 
-def labeling_config() -> str:
-    """The project's labeling config: the sentence in its context, the three questions, then
-    each shown document (a Repeater over the task's ``documents``) with its own yes/no."""
-    questions = "\n".join(
-        f'  <Header value="{escape(PROMPTS[q])}"/>\n'
-        f'  <Choices name="{q}" toName="sentence" choice="single-radio" required="true">\n'
-        f'    <Choice value="yes"/>\n    <Choice value="no"/>\n  </Choices>' for q in QUESTIONS)
-    return f"""<View>
-  <Header value="Question"/>
-  <Text name="question" value="$question"/>
-  <Image name="image" value="$image"/>
-  <Header value="Answer"/>
-  <Text name="answer" value="$answer"/>
-  <Header value="Sentence to verify"/>
-  <Text name="sentence" value="$sentence"/>
-{questions}
-  <Header value="Shown documents: does each support the sentence?"/>
-  <Repeater on="$documents" indexFlag="{{{{idx}}}}">
-    <View>
-      <Text name="document_{{{{idx}}}}" value="$documents[{{{{idx}}}}].label"/>
-      <Image name="document_image_{{{{idx}}}}" value="$documents[{{{{idx}}}}].image"/>
-      <Choices name="document_support_{{{{idx}}}}" toName="document_{{{{idx}}}}" choice="single-radio">
-        <Choice value="yes"/>
-        <Choice value="no"/>
-      </Choices>
-    </View>
-  </Repeater>
-</View>
-"""
+def local_file(name: str) -> str:
+    """The URL Label Studio serves ``images/<name>`` of the project folder under."""
+    return f"{LOCAL_FILES}{IMAGES}/{name}"
 
 
-def _image_files(release: Path, out: Path, shown: set[str]) -> dict[str, str]:
-    """Write the question images of ``shown`` samples and every image document; sample id or
-    doc id -> the Label Studio URL of its file."""
+def refuse_over_server_data(out: Path, force: bool) -> None:
+    """Refuse to export over a folder Label Studio ran on (its annotations would be stranded)
+    unless ``force``; called before anything is written (``write_project`` then removes it)."""
+    data = out / SERVER_DATA
+    if data.exists() and not force:
+        raise MmcurateError(f"{out} holds a Label Studio project people may have labelled ({data}); export to "
+                            "another --out, or pass --force to replace it")
+
+
+def write_images(out: Path, images: Mapping[str, Mapping[str, Any] | None]) -> dict[str, str]:
+    """Write each embedded image struct (``bytes``, ``path``) of ``images`` (key -> image) into
+    ``out/images`` under its store name; key -> its Label Studio URL (keys without bytes have none)."""
     (out / IMAGES).mkdir(parents=True, exist_ok=True)
     urls: dict[str, str] = {}
-
-    def put(key: str, image: Mapping[str, Any] | None) -> None:
+    for key, image in images.items():
         if image and image.get("bytes"):
             name = Path(str(image.get("path") or key)).name
-            (out / IMAGES / name).write_bytes(image["bytes"])
-            urls[key] = f"{LOCAL_FILES}{IMAGES}/{name}"
-
-    qa = pl.read_parquet(sorted((release / "data").glob("qa-*.parquet")), columns=["sample_id", "images"])
-    for row in qa.filter(pl.col("sample_id").is_in(sorted(shown))).to_dicts():
-        put(row["sample_id"], (row["images"] or [None])[0])
-    for config in ("documents", "knowledge_base"):
-        table = pl.read_parquet(sorted((release / "data").glob(f"{config}-*.parquet")), columns=["doc_id", "image"])
-        for row in table.filter(pl.col("image").is_not_null()).to_dicts():
-            if row["doc_id"] not in urls:
-                put(row["doc_id"], row["image"])
+            target = out / IMAGES / name
+            if not target.exists():
+                target.write_bytes(image["bytes"])
+            urls[key] = local_file(name)
     return urls
 
 
-def _task(item: Mapping[str, Any], urls: Mapping[str, str]) -> dict[str, Any]:
-    cited, others = cell_list(item["document_ids"]), cell_list(item["rejected_ids"])
-    texts = [*filter(None, str(item["documents"]).split("\n\n")), *filter(None, str(item["rejected_documents"])
-                                                                          .split("\n\n"))]
-    documents = [{"doc_id": doc, "cited": index < len(cited),
-                  "label": f"{'cited' if index < len(cited) else 'not cited'}: {text}",
-                  "image": urls.get(doc, "")}
-                 for index, (doc, text) in enumerate(zip([*cited, *others], texts))]
-    return {"data": {"item_id": item["item_id"], "question": item["question"], "image": urls.get(item["sample_id"], ""),
-                     "answer": item["answer"], "sentence": item["sentence"], "documents": documents}}
+def write_project(out: Path, name: str, config: str, tasks: list[dict[str, Any]]) -> None:
+    """``out/tasks.json`` and the labeling config ``out/<name>.xml`` (the only config there); the
+    database of a Label Studio that ran on the old export goes (``refuse_over_server_data``)."""
+    shutil.rmtree(out / SERVER_DATA, ignore_errors=True)
+    for old in out.glob("*.xml"):
+        old.unlink()
+    (out / TASKS).write_text(json.dumps(tasks, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / f"{name}.xml").write_text(config, encoding="utf-8")
 
 
-def export_project(release: Path | str, n: int, out: Path | str, seed: int = 0, rejected: int | None = None,
-                   force: bool = False) -> ExportResult:
-    """The batch (``export_batch``, same refusals) and its Label Studio project files in ``out``."""
-    release, out = Path(release), Path(out)
-    batch = export_batch(release, n, out, seed=seed, rejected=rejected, force=force)
-    items = [json.loads(line) for line in batch.jsonl.read_text(encoding="utf-8").splitlines() if line]
-    urls = _image_files(release, out, {i["sample_id"] for i in items})
-    (out / TASKS).write_text(json.dumps([_task(item, urls) for item in items], indent=1, ensure_ascii=False) + "\n",
-                             encoding="utf-8")
-    (out / CONFIG).write_text(labeling_config(), encoding="utf-8")
-    return batch
+def project_config(out: Path | str) -> Path:
+    """The labeling config of an exported project folder."""
+    configs = sorted(Path(out).glob("*.xml"))
+    if len(configs) != 1 or not (Path(out) / TASKS).is_file():
+        raise MmcurateError(f"{out}: not a Label Studio project folder (expected {TASKS} and one labeling config "
+                            "*.xml, as `mmcurate annotate export --format label-studio` writes)")
+    return configs[0]
 
 
-def project_storage(out: Path | str) -> dict[str, Any]:
-    """The Local Files storage a project needs to show the export's images (Label Studio's
-    ``POST /api/storages/localfiles`` body, without the project id)."""
-    return {"title": "mmcurate review images", "path": str((Path(out) / IMAGES).resolve()), "use_blob_urls": False}
+def choices_xml(name: str, to: str, values: Iterable[str] | None = None, required: bool = True) -> str:
+    """A single-choice ``Choices`` control: fixed ``values``, or (None) the task's ``choices`` list."""
+    attrs = f'name="{name}" toName="{to}" choice="single-radio" showInline="true"'
+    attrs += ' required="true"' if required else ""
+    if values is None:
+        return f'<Choices {attrs} value="$choices"/>'
+    body = "".join(f'<Choice value="{v}"/>' for v in values)
+    return f"<Choices {attrs}>{body}</Choices>"
+
+
+def dynamic_choices(values: Iterable[str]) -> list[dict[str, str]]:
+    """A task's ``choices`` for ``choices_xml(..., values=None)``."""
+    return [{"value": v} for v in values]
 
 
 # ---------------------------------------------------------------------------- import
+@dataclass(frozen=True)
+class Annotation:
+    who: str
+    item: str  # the batch's item_id
+    result: list[dict[str, Any]]
+    data: dict[str, Any]  # the task's data
+    where: str  # "<export>: task <id>", for errors
+
+
 def _annotator(annotation: Mapping[str, Any]) -> str:
     who = annotation.get("completed_by")
     if isinstance(who, Mapping):
@@ -140,37 +150,30 @@ def _annotator(annotation: Mapping[str, Any]) -> str:
     return str(annotation.get("created_username") or f"annotator-{who}").split(",")[0].strip()
 
 
-def _choice(result: Iterable[Mapping[str, Any]], name: str, where: str) -> str:
-    found = [r for r in result if r.get("from_name") == name]
-    if not found:
-        return ""
-    choices = found[0].get("value", {}).get("choices") or []
-    if len(choices) != 1 or str(choices[0]).lower() not in ("yes", "no"):
-        raise MmcurateError(f"{where}: {name} is {choices!r}; expected one of yes, no")
-    return str(choices[0]).lower()
-
-
-def labelled_rows(export: Path | str, known: set[str]) -> dict[str, list[dict[str, Any]]]:
-    """Annotator -> labelled rows (the batch format) of a Label Studio JSON export; ``known``:
-    the release's item ids."""
-    path = Path(export)
+def read_export(path: Path) -> list[dict[str, Any]]:
     try:
         tasks = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise MmcurateError(f"{path}: not a Label Studio JSON export ({str(exc).splitlines()[0]})") from None
-    if not isinstance(tasks, list):
+    if not isinstance(tasks, list) or not all(isinstance(t, Mapping) for t in tasks):
         raise MmcurateError(f"{path}: not a Label Studio JSON export (expected a list of tasks)")
-    rows: dict[str, list[dict[str, Any]]] = {}
+    return tasks
+
+
+def annotations(export: Path | str, known: Collection[str], what: str) -> Iterator[Annotation]:
+    """Every annotation not cancelled of a Label Studio JSON export, checked: its task's
+    ``item_id`` must be one of ``known`` (else "item_id ... is not <what>"), and nobody
+    annotates an item twice."""
+    path = Path(export)
     seen: set[tuple[str, str]] = set()
-    for task in tasks:
+    for task in read_export(path):
         data = task.get("data") or {}
         item = str(data.get("item_id") or "")
         where = f"{path}: task {task.get('id')}"
         if not item:
             raise MmcurateError(f"{where} has no item_id: not a task of an mmcurate export")
         if item not in known:
-            raise MmcurateError(f"{where}: item_id {item!r} is not a sentence of this release's citations")
-        documents = data.get("documents") or []
+            raise MmcurateError(f"{where}: item_id {item!r} is not {what}")
         for annotation in task.get("annotations") or []:
             if annotation.get("was_cancelled"):
                 continue
@@ -178,45 +181,120 @@ def labelled_rows(export: Path | str, known: set[str]) -> dict[str, list[dict[st
             if (who, item) in seen:
                 raise MmcurateError(f"{where}: item {item!r} annotated twice by {who}")
             seen.add((who, item))
-            result = annotation.get("result") or []
-            support = [_choice(result, f"document_support_{i}", where) for i in range(len(documents))]
-            rows.setdefault(who, []).append({
-                "item_id": item, **{q: _choice(result, q, where) for q in QUESTIONS},
-                "document_ids": [d["doc_id"] for d in documents if d["cited"]],
-                "rejected_ids": [d["doc_id"] for d in documents if not d["cited"]],
-                "document_support": support if all(support) else [], "annotator": who})
-    return rows
+            yield Annotation(who, item, list(annotation.get("result") or []), data, where)
 
 
-def import_project(release: Path | str, exports: list[Path | str], out: Path | str) -> ImportResult:
-    """Label Studio JSON exports -> ``import_labels`` (one JSONL file per annotator)."""
-    if not exports:
-        raise MmcurateError("give at least one Label Studio JSON export")
-    known = {item["item_id"] for item in release_items(release)}
-    per_annotator: dict[str, list[dict[str, Any]]] = {}
+def single_choice(annotation: Annotation, name: str, allowed: Collection[str]) -> str:
+    """The one choice of control ``name`` in ``annotation`` ("" when it has none), one of ``allowed``."""
+    found = [r for r in annotation.result if r.get("from_name") == name]
+    if not found:
+        return ""
+    choices = (found[0].get("value") or {}).get("choices") or []
+    if len(choices) != 1 or str(choices[0]) not in allowed:
+        raise MmcurateError(f"{annotation.where}: {name} is {choices!r}; expected one of {', '.join(allowed)}")
+    return str(choices[0])
+
+
+@contextmanager
+def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: str,
+                   row: Callable[[Annotation], dict[str, Any]]) -> Iterator[list[Path]]:
+    """One JSONL file per annotator (``row`` of each annotation, with its ``annotator``) of the
+    Label Studio ``exports``, in a temporary folder while the block runs: what the CSV path's
+    import reads. An error of that import naming ``file:line`` of one of these files is raised
+    naming the export and task of that row instead."""
+    per_annotator: dict[str, list[tuple[Annotation, dict[str, Any]]]] = {}
+    given = False
     for export in exports:
-        for who, rows in labelled_rows(export, known).items():
+        given = True
+        mine: dict[str, list[tuple[Annotation, dict[str, Any]]]] = {}
+        for annotation in annotations(export, known, what):
+            mine.setdefault(annotation.who, []).append((annotation, {**row(annotation), "annotator": annotation.who}))
+        for who, rows in mine.items():
             if who in per_annotator:
                 raise MmcurateError(f"{export}: annotator {who!r} already given by another export")
             per_annotator[who] = rows
+    if not given:
+        raise MmcurateError("give at least one Label Studio JSON export")
     with tempfile.TemporaryDirectory(prefix="mmcurate-label-studio-") as folder:
-        files = []
+        files: dict[Path, list[Annotation]] = {}
         for index, (who, rows) in enumerate(sorted(per_annotator.items())):
             file = Path(folder) / f"annotator-{index}.jsonl"
-            file.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
-            files.append(file)
-        return import_labels(release, files, out)
+            file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for _, r in rows), encoding="utf-8")
+            files[file] = [a for a, _ in rows]
+        try:
+            yield list(files)
+        except MmcurateError as exc:
+            for file, rows in files.items():
+                found = re.match(rf"{re.escape(str(file))}:(\d+): (.*)", str(exc))
+                if found:
+                    annotation = rows[int(found.group(1)) - 1]
+                    raise MmcurateError(f"{annotation.where} ({annotation.who}): {found.group(2)}") from None
+            raise
 
 
-def push_project(out: Path | str, url: str, token: str, title: str = "mmcurate citation review",
-                 wait: float = 900.0) -> int:
+# ---------------------------------------------------------------------------- server
+def project_storage(out: Path | str) -> dict[str, Any]:
+    """The Local Files storage a project needs to show the export's images (Label Studio's
+    ``POST /api/storages/localfiles`` body, without the project id)."""
+    return {"title": "mmcurate review images", "path": str((Path(out) / IMAGES).resolve()), "use_blob_urls": False}
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def wait_for_server(client: Any, url: str, wait: float, server_pid: int | None = None, poll: float = 2.0) -> None:
+    """Return once Label Studio at ``url`` answers below 500. A server that is up but not ready
+    (5xx, a reset or read error, a slow connect) is waited for up to ``wait`` seconds. A refused
+    or unresolvable connection means nothing listens: an error at once, unless ``server_pid``
+    (the Label Studio just started, which migrates its database before it listens) still runs."""
+    import httpx
+
+    if not 0 < wait <= WAIT_LIMIT:
+        raise MmcurateError(f"--wait must be in (0, {WAIT_LIMIT:g}] seconds, got {wait:g}")
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            status = client.get("/api/projects").status_code
+            if status < 500:
+                return
+            last = f"it answers {status}"
+        except httpx.ConnectError as exc:
+            if server_pid is None:
+                raise MmcurateError(f"nothing listens at {url} ({exc}): start Label Studio first "
+                                    "(make review-ui REVIEW=<folder>), or give its --url") from None
+            if not _alive(server_pid):
+                raise MmcurateError(f"Label Studio (process {server_pid}) exited before it listened at {url}; "
+                                    "see its log") from None
+            last = "it is still starting (nothing listens yet)"
+        except httpx.TransportError as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() > deadline:
+            raise MmcurateError(f"Label Studio at {url} was not ready within {wait:g} s ({last})")
+        time.sleep(poll)
+
+
+def push_project(out: Path | str, url: str, token: str, wait: float = 900.0, server_pid: int | None = None) -> int:
     """Create the exported project on a Label Studio through its REST API (the labeling config,
     the Local Files storage on ``out/images``, the tasks); returns the project id. Label Studio
-    must serve local files with ``out`` as its document root; a server still starting (its
-    first start migrates its database for minutes) is waited for, up to ``wait`` seconds."""
+    must serve local files with ``out`` as its document root. A project of the same title is
+    returned as it is (pushed before: a second ``make review-ui`` on the same folder); the title
+    names the review and the folder."""
     import httpx
 
     out = Path(out)
+    config = project_config(out)
+    title = TITLE.format(review=config.stem, folder=out.resolve().name)
     client = httpx.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Token {token}"}, timeout=120)
 
     def call(method: str, path: str, **body: Any) -> Any:
@@ -229,21 +307,12 @@ def push_project(out: Path | str, url: str, token: str, title: str = "mmcurate c
         return reply.json()
 
     with client:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                if client.get("/api/projects").status_code < 500:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise MmcurateError(f"Label Studio at {url} did not answer within {wait:g} s")
-            time.sleep(2.0)
+        wait_for_server(client, url, wait, server_pid)
         existing = [p for p in call("GET", "/api/projects", params={"title": title}).get("results", [])
                     if p.get("title") == title]
-        if existing:  # pushed before (a second `make review-ui` on the same folder)
+        if existing:
             return int(existing[0]["id"])
-        project = call("POST", "/api/projects", json={"title": title, "label_config": (out / CONFIG).read_text()})
+        project = call("POST", "/api/projects", json={"title": title, "label_config": config.read_text()})
         call("POST", "/api/storages/localfiles", json={"project": project["id"], **project_storage(out)})
         call("POST", f"/api/projects/{project['id']}/import", json=json.loads((out / TASKS).read_text()))
     return int(project["id"])

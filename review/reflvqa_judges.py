@@ -63,6 +63,7 @@ class RefLVQAJudgeReview(JudgeReview):
                "annotator")
     field = "rating"
     unit = "answers"
+    samples = "qa"
 
     def items(self, release: Path, folders: Sequence[Path]) -> dict[str, dict[str, Any]]:
         qa = release_rows(release, "qa", ["sample_id", "question"])
@@ -90,7 +91,7 @@ class RefLVQAJudgeReview(JudgeReview):
                 model, setting, n, sid = key
                 add_item(items, {
                     "item_id": SEP.join([model, setting, str(n), sid, g["metric"], str(g["unit"])]),
-                    "model": f"{model} + {row_name(setting, n)}", "metric": g["metric"], "group": sid,
+                    "model": f"{model} + {row_name(setting, n)}", "metric": g["metric"], "group": sid, "sample_id": sid,
                     "question": qa[g["sample_id"]]["question"],
                     "answer": " ".join(s["text"] for s in answer["sentences"]),
                     "statement": g["statement"], "documents": "\n\n".join(_render(docs[d]) for d in g["documents"]),
@@ -102,6 +103,10 @@ class RefLVQAJudgeReview(JudgeReview):
     def choose(self, groups: Mapping[str, list[str]], n: int, rng: random.Random) -> tuple[list[str], int]:
         answers = rng.sample(sorted(groups), min(n, len(groups)))  # n answers, each with all its units
         return sorted(k for a in answers for k in groups[a]), len(answers)
+
+    def choices(self, item: Mapping[str, Any]) -> tuple[str, ...]:
+        scale = range(1, 8) if item["metric"] == "relevance" else sorted(SENTENCE_RATINGS, reverse=True)
+        return tuple(f"{v:g}" for v in scale)
 
     def human_value(self, item: Mapping[str, Any], raw: Any, where: str) -> float:
         text = "" if raw is None else str(raw).strip()

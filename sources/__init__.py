@@ -31,12 +31,27 @@ ADAPTERS: dict[str, str] = {
 }
 
 
+def adapter_paths() -> dict[str, str]:
+    """Every source adapter: name -> ``"package.module:Class"``, the built-in ones (``ADAPTERS``)
+    and those the registered benchmarks bring from packages of their own (``Benchmark.adapters``)."""
+    from mmcurate.benchmarks import registry
+
+    paths = {name: f"{__name__}.{path}" for name, path in ADAPTERS.items()}
+    for benchmark in registry.BENCHMARKS.values():
+        for name, path in benchmark.adapters.items():
+            if name in ADAPTERS:
+                raise ConfigError(f"benchmark {benchmark.name!r} brings a source adapter {name!r}, a name "
+                                  "mmcurate's own adapters use: give it another name")
+            paths[name] = path
+    return paths
+
+
 def adapter_class(name: str):  # -> type[SourceAdapter]
-    try:
-        module, cls = ADAPTERS[name].split(":")
-    except KeyError:
-        raise MmcurateError(f"unknown source {name!r}; known: {', '.join(sorted(ADAPTERS))}") from None
-    return getattr(import_module(f"{__name__}.{module}"), cls)
+    paths = adapter_paths()
+    if name not in paths:
+        raise MmcurateError(f"unknown source {name!r}; known: {', '.join(sorted(paths))}")
+    module, _, cls = paths[name].partition(":")
+    return getattr(import_module(module), cls)
 
 
 def command_line_options(name: str, pairs: list[str]) -> dict[str, Any]:

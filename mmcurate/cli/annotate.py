@@ -4,7 +4,9 @@
 release's cited sentences). With ``--evaluation DIR`` (repeatable, one per evaluated model):
 the judge's decisions of those evaluation runs, for checking the judge against people
 (DeflectionBench Table 7, RefLVQA evaluator correlations). ``export-trajectories`` /
-``import-trajectories``: the Table 6 quality check of ReflectV releases.
+``import-trajectories``: the Table 6 quality check of ReflectV releases. Each takes
+``--format label-studio`` (a Label Studio project; its JSON exports read back), and
+``push-label-studio`` creates an exported project on a running Label Studio.
 """
 from __future__ import annotations
 
@@ -36,8 +38,8 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="sampling seed")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="replace a batch in --out that people already labelled (refused without it)")]
 FormatOpt = Annotated[str, typer.Option(
-    "--format", help="csv (batch.csv / batch.jsonl, filled in by hand) or label-studio (a Label Studio project: "
-                     "citations only)")]
+    "--format", help="csv (batch.csv / batch.jsonl, filled in by hand) or label-studio (also a Label Studio "
+                     "project: tasks.json, a labeling config *.xml, images/; import reads its JSON exports)")]
 FORMATS = ("csv", "label-studio")
 EvaluationOpt = Annotated[Optional[list[Path]], typer.Option(
     "--evaluation", help="an evaluation output folder (answers.parquet); repeat: judge decisions instead of citations")]
@@ -57,35 +59,43 @@ def export(
     format: FormatOpt = "csv",
 ) -> None:
     """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv (and, with --format
-    label-studio, the Label Studio project: DIR/citations.xml, DIR/tasks.json, DIR/images/)."""
+    label-studio, the Label Studio project: DIR/tasks.json, DIR/<review>.xml, DIR/images/)."""
+    from mmcurate.review import label_studio_citations, label_studio_judges
     from mmcurate.review.citations import export_batch
-    from mmcurate.review.label_studio import CONFIG, TASKS, export_project
 
-    _check_format(format, evaluation)
+    _check_format(format)
     if evaluation:
-        result = _judges(release).export(release, evaluation, out, n=n, seed=seed, force=force)
+        review = _judges(release)
+        if format == "label-studio":
+            result = label_studio_judges.export_project(review, release, evaluation, out, n=n, seed=seed, force=force)
+        else:
+            result = review.export(release, evaluation, out, n=n, seed=seed, force=force)
         per_model = ", ".join(f"{m}: {k}" for m, k in result.per_model.items())
         typer.echo(f"exported {result.items} {result.benchmark} judge items ({result.unit} per model: {per_model}) "
                    f"-> {result.jsonl}, {result.csv}")
+        _project_note(format, out)
         return
-    make = export_project if format == "label-studio" else export_batch
+    make = label_studio_citations.export_project if format == "label-studio" else export_batch
     batch = make(release, n, out, seed=seed, rejected=rejected, force=force)
     note = f" (only {batch.available} available)" if batch.items < n else ""
     typer.echo(f"exported {counted(batch.items, 'item')}{note} -> {batch.jsonl}, {batch.csv}")
-    if format == "label-studio":
-        typer.echo(f"Label Studio project: {out / CONFIG} (labeling config), {out / TASKS} (tasks); "
-                   f"review it: make review-ui REVIEW={out}")
+    _project_note(format, out)
     typer.echo(f"sampling: {batch.sampling}")
 
 
-def _check_format(format: str, evaluation: list[Path] | None) -> None:
+def _project_note(format: str, out: Path) -> None:
+    if format == "label-studio":
+        from mmcurate.review.label_studio import TASKS, project_config
+
+        typer.echo(f"Label Studio project: {project_config(out)} (labeling config), {out / TASKS} (tasks); "
+                   f"review it: make review-ui REVIEW={out}")
+
+
+def _check_format(format: str) -> None:
     from mmcurate.core.errors import MmcurateError
 
     if format not in FORMATS:
         raise MmcurateError(f"--format {format!r}: one of {', '.join(FORMATS)}")
-    if format == "label-studio" and evaluation:
-        raise MmcurateError("--format label-studio reviews a RefLVQA release's citations; judge decisions "
-                            "(--evaluation) are labelled in the CSV batch")
 
 
 @annotate_app.command("import")
@@ -98,18 +108,22 @@ def import_(
     format: FormatOpt = "csv",
 ) -> None:
     """Validate labels; write agreement (and, for citations, DIR/human_verified.parquet); print it."""
+    from mmcurate.review import label_studio_citations, label_studio_judges
     from mmcurate.review.citations import SAMPLING, import_labels
-    from mmcurate.review.label_studio import import_project
 
-    _check_format(format, evaluation)
-
+    _check_format(format)
     if evaluation:
-        judged = _judges(release).import_labels(release, evaluation, labels, out)
+        review = _judges(release)
+        if format == "label-studio":
+            judged = label_studio_judges.import_project(review, release, evaluation, labels, out)
+        else:
+            judged = review.import_labels(release, evaluation, labels, out)
         typer.echo(f"{counted(judged.items, 'item')} from {counted(len(judged.annotators), 'annotator')} "
                    f"({', '.join(judged.annotators)}) -> {judged.path}")
         typer.echo(judged.markdown.rstrip())
         return
-    result = (import_project if format == "label-studio" else import_labels)(release, list(labels), out)
+    result = (label_studio_citations.import_project if format == "label-studio" else import_labels)(
+        release, list(labels), out)
     typer.echo(
         f"{counted(result.items, 'item')} from {counted(len(result.annotators), 'annotator')} ({', '.join(result.annotators)}); "
         f"{result.verified} human-verified -> {result.path}"
@@ -139,6 +153,12 @@ def import_(
 def push_label_studio(
     review: Annotated[Path, typer.Argument(help="the folder `annotate export --format label-studio` wrote")],
     url: Annotated[str, typer.Option("--url", help="the running Label Studio")] = "http://127.0.0.1:8080",
+    wait: Annotated[float, typer.Option(
+        "--wait", help="seconds to wait for a Label Studio that is up but not ready (answers 5xx, resets); nothing "
+                       "listening at --url is an error at once")] = 900.0,
+    server_pid: Annotated[Optional[int], typer.Option(
+        "--server-pid", help="the Label Studio process just started: while it runs, nothing listening means it is "
+                             "still migrating its database, and is waited for too")] = None,
 ) -> None:
     """Create the exported project on a running Label Studio (its API key from LABEL_STUDIO_API_KEY)."""
     import os
@@ -149,7 +169,7 @@ def push_label_studio(
     token = os.environ.get("LABEL_STUDIO_API_KEY")
     if not token:
         raise MmcurateError("set LABEL_STUDIO_API_KEY to the Label Studio user's API key (Account & Settings)")
-    project = push_project(review, url, token)
+    project = push_project(review, url, token, wait=wait, server_pid=server_pid)
     typer.echo(f"project {project}: {url.rstrip('/')}/projects/{project}/data")
 
 
@@ -160,38 +180,48 @@ def export_trajectories(
     n: Annotated[int, typer.Option("--n", help="items per subset (discarded, raw, clean)")] = 100,
     seed: SeedOpt = 0,
     force: ForceOpt = False,
+    format: FormatOpt = "csv",
 ) -> None:
     """Write a blind rating batch of trajectories from the discarded, raw and clean subsets (Table 6)."""
-    from mmcurate.review.trajectories import SUBSETS, export_trajectories as export
+    from mmcurate.review import label_studio_trajectories
+    from mmcurate.review.trajectories import SUBSETS, export_trajectories
 
+    _check_format(format)
+    export = label_studio_trajectories.export_project if format == "label-studio" else export_trajectories
     result = export(release, out, n=n, seed=seed, force=force)
     counts = ", ".join(f"{s} {result.drawn[s]} of {result.available[s]}" for s in SUBSETS)
     typer.echo(f"exported {counted(result.items, 'item')}, each dialogue once (drawn: {counts}) -> "
                f"{result.jsonl}, {result.csv}")
+    _project_note(format, out)
 
 
 @annotate_app.command("import-trajectories")
 def import_trajectories(
     batch: Annotated[Path, typer.Argument(help="the folder export-trajectories wrote")],
     out: Annotated[Path, typer.Option("--out", help="output folder for ratings.parquet and table6.json")],
-    ratings: Annotated[Optional[list[Path]], typer.Argument(help="rated CSV/JSONL files, one per annotator")] = None,
+    ratings: Annotated[Optional[list[Path]], typer.Argument(
+        help="rated CSV/JSONL files, one per annotator; with --format label-studio, Label Studio JSON exports")] = None,
     rater: Annotated[Optional[str], typer.Option("--rater", help="a model of --config that rates every item too")] = None,
     config: Annotated[Optional[Path], typer.Option(
         "--config", help="pipeline config naming the rater model (default: the bundled demo.yaml)")] = None,
+    format: FormatOpt = "csv",
 ) -> None:
     """Validate ratings, add the model's, write them and print Table 6 (human, model, average)."""
+    from mmcurate.review import label_studio_trajectories
     from mmcurate.review.trajectories import ModelRater, import_trajectory_ratings
     from mmcurate.core.config import bundled_config, load_config
     from mmcurate.core.images import ImageStore
     from mmcurate.judging.session import open_models
 
+    _check_format(format)
+    read = label_studio_trajectories.import_project if format == "label-studio" else import_trajectory_ratings
     if rater is None:
-        result = import_trajectory_ratings(batch, list(ratings or []), out)
+        result = read(batch, list(ratings or []), out)
     else:
         settings = load_config(config or bundled_config("demo.yaml"))
         store = ImageStore(settings.workdir / "images")
         with open_models(settings, store) as models:
-            result = import_trajectory_ratings(batch, list(ratings or []), out, ModelRater(models.pool, rater, store))
+            result = read(batch, list(ratings or []), out, ModelRater(models.pool, rater, store))
     who = ", ".join(result.annotators) or "no annotator"
     typer.echo(f"ratings from {who}{' and ' + rater if rater else ''} -> {result.ratings_path}")
     if result.rater_problem:

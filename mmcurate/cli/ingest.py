@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from mmcurate.core.plural import counted
-from mmcurate.sources import ADAPTERS, command_line_options
+from mmcurate.sources import adapter_paths, command_line_options
 from mmcurate.sources.ingest import ingest as run_ingest
 
 from .app import app
@@ -17,7 +17,7 @@ from .app import app
 
 @app.command()
 def ingest(
-    source: Annotated[str, typer.Argument(help=f"one of {', '.join(ADAPTERS)}")],
+    source: Annotated[str, typer.Argument(help=f"one of {', '.join(adapter_paths())}")],
     root: Annotated[Path, typer.Argument(help="the source's data folder, in its published layout")],
     out: Annotated[Path, typer.Option("--out", help="output folder")],
     images: Annotated[Optional[Path], typer.Option("--images", help="image folder (default: per source)")] = None,

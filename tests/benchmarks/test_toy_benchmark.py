@@ -1,13 +1,12 @@
 """A sixth benchmark added from a package of its own, editing no file of mmcurate.
 
 The package is written into ``tmp_path`` at test time: its config section, one stage, a
-release kind and its ``Benchmark``, registered through ``mmcurate.benchmarks.register``. The
-test loads a config with its section (range checks with the field path, environment
-overrides, paths resolved against the file), runs its stage, writes and validates a release
-of its kind and reads it back through the registry. Where the registry stops: the source
-adapters are a closed map (``sources.ADAPTERS``, modules of ``mmcurate.sources``), so the toy's
-source is scripted here (its samples are built in the test) and a curation run of it cannot
-start with ``begin_curation``, which checks each source against the adapters.
+release kind, a source adapter of its own format and its ``Benchmark``, registered through
+``mmcurate.benchmarks.register``. The test loads a config with its section (range checks with
+the field path, environment overrides, paths resolved against the file), begins a curation
+(which checks the toy's source against its adapter), ingests its raw file with the toy's
+adapter (a bad record quarantined with its locator), runs its stage, writes and validates a
+release of its kind and reads it back through the registry.
 """
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ import sys
 import textwrap
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import mmcurate.benchmarks.registry as registry
@@ -30,7 +30,10 @@ from mmcurate.core.stages import StageContext
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.manifest import VALIDATION_FILE
 from mmcurate.releases.reader import open_release
+from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.writer import write_release
+from mmcurate.sources import adapter_class, adapter_paths
+from mmcurate.sources.ingest import ingest
 
 TOY = textwrap.dedent('''
     """A toy benchmark: questions at least ``min_chars`` long."""
@@ -45,9 +48,33 @@ TOY = textwrap.dedent('''
     from mmcurate.benchmarks import Benchmark
     from mmcurate.core.config import BenchmarkSection, SourceSpec
     from mmcurate.core.ledger import Decision
+    from mmcurate.core.records import Rejected, Sample
     from mmcurate.core.stages import Stage, StageResult
     from mmcurate.releases.kind import ReleaseKind
     from mmcurate.releases.kind import FrameCheck
+    from mmcurate.sources.base import Located, SourceAdapter, jsonl_records, text_field
+
+
+    class ToySource(SourceAdapter):
+        """``questions.jsonl``: one ``{"id", "q", "a"}`` object per line."""
+
+        name = "toy"
+
+        def source_files(self):
+            return [self.require("questions.jsonl")]
+
+        def records(self):
+            for line in jsonl_records(self.source_files()[0]):
+                if isinstance(line, Rejected):
+                    yield line
+                    continue
+                try:
+                    sample = Sample(source="toy", source_id=text_field(line.record, "id", numbers=True),
+                                    question=text_field(line.record, "q"), answers=[text_field(line.record, "a")])
+                except ValueError as exc:
+                    yield Rejected(line.locator, str(exc), line.raw)
+                    continue
+                yield Located(line.locator, sample, line.raw)
 
 
     class ToyConfig(BenchmarkSection):
@@ -85,7 +112,7 @@ TOY = textwrap.dedent('''
                        configs=("questions",), checks=checks, distributions=lambda tables: {})
 
     BENCHMARK = Benchmark(name="toy", title="a toy", paper="none", sources=("toy",), config=ToyConfig,
-                          release="toybench:KIND")
+                          release="toybench:KIND", adapters={"toy": "toybench:ToySource"})
 ''')
 
 
@@ -123,7 +150,18 @@ def test_a_toy_benchmark_registers_loads_runs_and_releases(tmp_path, toybench, m
     assert settings.sources_of("toy")[0][0] == "toy.sources[0]" and settings.roles("toy") == []
 
     questions = ["Why?", "What colour is the sky?", "Who painted it?"]
-    samples = pa.table({"sample_id": [f"toy-{i}" for i in range(3)], "question": questions})  # the scripted source
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "questions.jsonl").write_text(
+        "".join(json.dumps({"id": i, "q": q, "a": "blue"}) + "\n" for i, q in enumerate(questions))
+        + json.dumps({"id": 9, "a": "no question"}) + "\n")
+    curation = begin_curation(_config(tmp_path, 4), "toy")  # its source checked against its own adapter
+    assert curation.benchmark is get("toy") and "toy" in adapter_paths()
+    spec = settings.sources_of("toy")[0][1]
+    ingested = ingest(spec.name, spec.root, tmp_path / "ingest")
+    samples = pq.read_table(ingested.samples_path)
+    assert samples.column("question").to_pylist() == questions
+    quarantined = pq.read_table(tmp_path / "ingest" / "quarantine.parquet").to_pylist()
+    assert [(r["locator"], r["reason"]) for r in quarantined] == [("questions.jsonl:4", "missing field q")]
     store = ImageStore(tmp_path / "images")
     result = toybench.LongEnough(section.min_chars).run(samples, StageContext(settings, "run-1", store))
     assert result.kept.column("question").to_pylist() == questions[1:]
@@ -138,6 +176,21 @@ def test_a_toy_benchmark_registers_loads_runs_and_releases(tmp_path, toybench, m
     assert release.benchmark == "toy" and release.table("questions").num_rows == 2
     assert json.loads((release.path / VALIDATION_FILE).read_text())["success"] is True
     assert release.manifest.config["toy"]["min_chars"] == 6
+
+
+def test_an_adapter_name_is_taken_once(toybench):
+    """A benchmark's own adapter may not take a name mmcurate's adapters or another benchmark use."""
+    from mmcurate.benchmarks import Benchmark
+
+    other = Benchmark(name="toy2", title="t", paper="none", sources=("toy",), config=toybench.ToyConfig,
+                      adapters={"toy": "toybench:ToySource"})
+    with pytest.raises(ConfigError, match="brings the source adapter 'toy', which benchmark 'toy' brought first"):
+        register(other)
+    shadow = Benchmark(name="toy3", title="t", paper="none", sources=("webqa",), config=toybench.ToyConfig,
+                       adapters={"webqa": "toybench:ToySource"})
+    registry.BENCHMARKS["toy3"] = shadow
+    with pytest.raises(ConfigError, match="a name mmcurate's own adapters use"):
+        adapter_class("webqa")
 
 
 def test_a_section_name_is_taken_once(toybench):

@@ -38,6 +38,20 @@ def test_truncated_jpeg_is_rejected():
         check_image(data[: len(data) // 2])
 
 
+def test_truncated_jpeg_is_rejected_when_another_library_allows_truncated_images(monkeypatch):
+    """Importing lmms-eval sets Pillow's process-wide LOAD_TRUNCATED_IMAGES; the check stays
+    strict and leaves the flag as it found it."""
+    from PIL import ImageFile
+
+    from tests.fixtures.builders.infoseek import truncated_jpeg
+
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)
+    with pytest.raises(ImageRejected, match="undecodable"):
+        check_image(truncated_jpeg())  # the fixtures' truncated image: padded and accepted before
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is True
+    assert check_image(_jpeg()) == "jpg"
+
+
 def test_decompression_bomb_is_rejected():
     with pytest.raises(ImageRejected, match="too large|decompression bomb"):
         check_image(_png(size=(10000, 10000), color=(0, 0, 0)), max_pixels=1_000_000)

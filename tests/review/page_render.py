@@ -1,6 +1,7 @@
 """A page of a local web app as headless Chromium renders it, logged in through the app's
 Django login form: the session cookie goes to Chromium through the DevTools protocol, the page
-is polled until it has drawn (bounded), then its text, loaded images and a screenshot."""
+is polled until it has drawn (bounded), then its text, loaded images, radio buttons (single
+choices) and a screenshot."""
 from __future__ import annotations
 
 import base64
@@ -21,7 +22,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--window-size=1400,1800"]
 PROBE = """(() => {
   const images = [...document.images].filter(i => i.complete && i.naturalWidth > 0 && !i.src.startsWith('data:'));
-  return JSON.stringify({text: document.body ? document.body.innerText : '', images_loaded: images.length});
+  return JSON.stringify({text: document.body ? document.body.innerText : '', images_loaded: images.length,
+                         radios: document.querySelectorAll('input[type=radio]').length});
 })()"""
 
 

@@ -173,13 +173,16 @@ HUMAN = {("a1", "groundedness", 0): 1.0, ("a1", "groundedness", 1): 0.0, ("a2", 
          ("a1", "relevance", 0): 7.0, ("a2", "relevance", 0): 4.0, ("a3", "relevance", 0): 5.0}
 
 
-@pytest.fixture
-def reflvqa(tmp_path):
-    release = write_release(tmp_path / "release", "reflvqa", {
-        "qa": [{"sample_id": s, "question": f"What about {s}?"} for s in ("a1", "a2", "a3", "a4")],
+def reflvqa_evaluation(root: Path) -> tuple[Path, Path]:
+    """A RefLVQA release (questions with images) and one evaluation folder of model M, graded as above."""
+    from tests.releases.release_builders import image_bytes
+
+    release = write_release(root / "release", "reflvqa", {
+        "qa": [{"sample_id": s, "question": f"What about {s}?", "images": [{"bytes": image_bytes(i), "path": f"{s}.png"}]}
+               for i, s in enumerate(("a1", "a2", "a3", "a4"))],
         "knowledge_base": [{"doc_id": "d1", "modality": "text", "text": "Doc one.", "title": "One"}],
     })
-    folder = tmp_path / "eval"
+    folder = root / "eval"
     folder.mkdir()
     answers = [answer("a1", [("s0", ["d1"]), ("s1", ["d1"]), ("s2", [])]), answer("a2", [("s0", ["d1"])]),
                answer("a3", [("s0", ["d1"]), ("s1", ["d1"])]), answer("a4", [("s0", ["d1"])])]
@@ -191,6 +194,11 @@ def reflvqa(tmp_path):
     pq.write_table(pa.Table.from_pylist(answers, schema=ANSWERS), folder / "answers.parquet")
     pq.write_table(pa.Table.from_pylist(grades, schema=GRADES), folder / "grades.parquet")
     return release, folder
+
+
+@pytest.fixture
+def reflvqa(tmp_path):
+    return reflvqa_evaluation(tmp_path)
 
 
 def rate(row):

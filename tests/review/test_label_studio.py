@@ -12,7 +12,8 @@ import pytest
 from mmcurate.core.errors import MmcurateError
 from mmcurate.releases.writer import write_release
 from mmcurate.review.citations import QUESTIONS, import_labels
-from mmcurate.review.label_studio import CONFIG, LOCAL_FILES, TASKS, export_project, import_project
+from mmcurate.review.label_studio import LOCAL_FILES, TASKS
+from mmcurate.review.label_studio_citations import CONFIG, export_project, import_project
 
 from tests.releases import release_builders as b
 
@@ -58,7 +59,7 @@ def test_the_project_shows_each_item_with_its_images_served_as_local_files(relea
     batch = export_project(release, 10, out)
     tasks = json.loads((out / TASKS).read_text())
     assert len(tasks) == batch.items >= 1
-    config = ET.fromstring((out / CONFIG).read_text())
+    config = ET.fromstring((out / f"{CONFIG}.xml").read_text())
     assert {c.get("name") for c in config.iter("Choices")} >= set(QUESTIONS)
     cited = tasks[0]["data"]
     assert cited["image"].startswith(LOCAL_FILES + "images/")

@@ -1,28 +1,44 @@
 """Against a real Label Studio (``make review-setup`` installs it in its own environment; CI
-installs it and points MMCURATE_LABEL_STUDIO at it): the exported project is created through
+installs it and points MMCURATE_LABEL_STUDIO at it), for each review (RefLVQA citations, the
+DeflectionBench judge's Table 7, RefLVQA's evaluator checks, ReflectV's Table 6): the exported project is created through
 Label Studio's REST API, annotated by two people through the API, exported as Label Studio
 exports, read back by mmcurate, and its numbers compared with the CSV path's for the same
-labels; the labeling page renders the question's image and the choices in headless Chromium.
+labels; each labeling page renders its image and its choices in headless Chromium.
+
+Label Studio serves local files below one document root, the review folder, so one server
+runs per review folder in turn, all on one database (migrated once, on the first start).
 Skipped, with the reason, where Label Studio is not installed."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
 import subprocess
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from mmcurate.releases.writer import write_release
+from mmcurate.review import label_studio_citations as citations_ls, label_studio_judges as judges_ls, \
+    label_studio_trajectories as trajectories_ls
 from mmcurate.review.citations import QUESTIONS, import_labels
-from mmcurate.review.label_studio import TASKS, export_project, import_project, push_project
+from mmcurate.review.deflection_judges import REVIEW as DEFLECTION
+from mmcurate.review.reflvqa_judges import REVIEW as REFLVQA
+from mmcurate.review.label_studio import TASKS, project_config, push_project
+from mmcurate.review.trajectories import CRITERIA, import_trajectory_ratings
 
 from tests.releases import release_builders as b
 from tests.review.page_render import logged_in_page
+from tests.review.test_judge_batches import reflvqa_evaluation
+from tests.review.test_label_studio_reviews import PEOPLE, deflection_release, grade_by, rate_by, score_by
+from tests.review.test_trajectory_batches import built  # noqa: F401  (the ReflectV release fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 FOUND = [Path(p) for p in (os.environ.get("MMCURATE_LABEL_STUDIO", ""), REPO / ".venv-review" / "bin" / "label-studio")
@@ -30,6 +46,7 @@ FOUND = [Path(p) for p in (os.environ.get("MMCURATE_LABEL_STUDIO", ""), REPO / "
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not FOUND, reason="Label Studio is not installed: `make review-setup` (or set MMCURATE_LABEL_STUDIO)")]
+ALICE, PASSWORD = "alice@localhost", "alice-review-1"
 
 
 def _free_port() -> int:
@@ -40,75 +57,150 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+class LabelStudio:
+    """One Label Studio at a time on localhost (SQLite), serving one review folder's local files."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.token = root, secrets.token_hex(20)
+        self.process: subprocess.Popen | None = None
+        self.review: Path | None = None
+        self.url, self.project = "", 0
+
+    def serve(self, review: Path) -> LabelStudio:
+        """Label Studio serving ``review`` with its project pushed (restarted for another folder)."""
+        if review == self.review:
+            return self
+        self.stop()
+        port = _free_port()
+        env = {**os.environ, "LABEL_STUDIO_USERNAME": ALICE, "LABEL_STUDIO_PASSWORD": PASSWORD,
+               "LABEL_STUDIO_USER_TOKEN": self.token, "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+               "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true", "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(review),
+               "LABEL_STUDIO_BASE_DATA_DIR": str(self.root / "data"), "SENTRY_DSN": ""}
+        log = (self.root / f"ls-{review.name}.log").open("w")
+        self.process = subprocess.Popen([str(FOUND[0]), "start", "--no-browser", "--host", "127.0.0.1", "--port",
+                                         str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        self.url, self.review = f"http://127.0.0.1:{port}", review
+        self.project = push_project(review, self.url, self.token, wait=1800, server_pid=self.process.pid)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=60)
+            self.process, self.review = None, None
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Token {self.token}"}, timeout=60)
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A Label Studio on localhost (SQLite), serving the review folder's local files; the
-    citation project of a RefLVQA release exported there and pushed through the API."""
-    root = tmp_path_factory.mktemp("label-studio")
-    store, shas = b.make_store(root / "images")
-    release = write_release(b.reflvqa_draft(b.reflvqa_tables(shas)), root / "releases", store)
-    review = root / "review"
-    export_project(release, 10, review)
-    token, port = secrets.token_hex(20), _free_port()
-    env = {**os.environ, "LABEL_STUDIO_USERNAME": "alice@localhost", "LABEL_STUDIO_PASSWORD": "alice-review-1",
-           "LABEL_STUDIO_USER_TOKEN": token, "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
-           "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true", "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(review),
-           "LABEL_STUDIO_BASE_DATA_DIR": str(root / "data"), "SENTRY_DSN": ""}
-    process = subprocess.Popen([str(FOUND[0]), "start", "--no-browser", "--host", "127.0.0.1", "--port", str(port)],
-                               env=env, stdout=(root / "ls.log").open("w"), stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+def label_studio(tmp_path_factory):
+    server = LabelStudio(tmp_path_factory.mktemp("label-studio"))
     try:
-        project = push_project(review, url, token, wait=1200)
-        yield {"url": url, "token": token, "project": project, "release": release, "review": review, "root": root}
+        yield server
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=60)
+        server.stop()
 
 
-def _client(server) -> httpx.Client:
-    return httpx.Client(base_url=server["url"], headers={"Authorization": f"Token {server['token']}"}, timeout=60)
+@pytest.fixture(scope="module")
+def reviews(tmp_path_factory, built) -> dict[str, dict[str, Any]]:  # noqa: F811
+    """Each review exported as a Label Studio project: kind -> its folder and how to read it back."""
+    root = tmp_path_factory.mktemp("reviews")
+    store, shas = b.make_store(root / "images")
+    reflvqa = write_release(b.reflvqa_draft(b.reflvqa_tables(shas)), root / "releases", store)
+    citations_ls.export_project(reflvqa, 10, root / "citations")
+    deflection, runs = deflection_release(root / "deflection")
+    judges_ls.export_project(DEFLECTION, deflection, runs, root / "judges")
+    evaluated, evaluation = reflvqa_evaluation(root / "reflvqa")
+    judges_ls.export_project(REFLVQA, evaluated, [evaluation], root / "reflvqa-judges")
+    trajectories_ls.export_project(built[1], root / "trajectories", n=3, seed=1)
+    return {  # "choices": shown on the page; "radios": at least so many single-choice buttons
+        "citations": {"review": root / "citations", "release": reflvqa, "ready": "Does the sentence need fact "
+                      "verification?", "choices": ["yes", "no"], "radios": 6},
+        "judges": {"review": root / "judges", "release": deflection, "runs": runs,
+                   "ready": "Grade the model's answer", "choices": ["CORRECT", "INCORRECT", "NOT_ATTEMPTED"],
+                   "radios": 3},
+        "reflvqa-judges": {"review": root / "reflvqa-judges", "release": evaluated, "runs": [evaluation],
+                           "ready": "Rate the statement", "choices": ["Statement to rate"], "radios": 3},
+        "trajectories": {"review": root / "trajectories", "ready": "Logical coherence",
+                         "choices": ["Visual validity", "5"], "radios": 10},
+    }
 
 
-def _labels(item: int, who: int, documents: int) -> dict:
-    return {"needs_verification": "yes", "documents_support": "yes" if (item + who) % 2 else "no",
-            "sentence_grounded": "yes" if who == 1 or item % 2 else "no",
-            "document_support": ["yes" if (d + who) % 2 else "no" for d in range(documents)]}
+def _citation_labels(data: dict, email: str) -> dict[str, str]:
+    n, who = len(data["sentence"]), email == PEOPLE[2]
+    labels = {"needs_verification": "yes", "documents_support": "yes" if (n + who) % 2 else "no",
+              "sentence_grounded": "yes" if who or n % 2 else "no"}
+    labels.update({f"document_support_{d}": "yes" if (d + who) % 2 else "no" for d in range(len(data["documents"]))})
+    return labels
 
 
-def test_labels_made_in_label_studio_give_the_csv_paths_numbers(server, tmp_path):
-    with _client(server) as client:
-        bob = client.post("/api/users/", json={"email": "bob@localhost", "username": "bob",
-                                                "password": "bob-review-1"}).json()["id"]
+def _to_name(config: ET.Element, name: str) -> str:
+    """The object a choice control of the labeling config labels (inside a Repeater, by index)."""
+    for control in config.iter("Choices"):
+        found = re.fullmatch(re.escape(control.get("name")).replace(re.escape("{{idx}}"), r"(\d+)"), name)
+        if found:
+            return control.get("toName").replace("{{idx}}", found.group(1) if found.groups() else "")
+    raise AssertionError(f"no control {name} in the labeling config")
+
+
+def _annotate(server: LabelStudio, choose: Callable[[dict, str], dict[str, str]]) -> tuple[Path, dict[str, str], list]:
+    """Alice and Bob annotate every task through the API (``choose(task data, e-mail)``); the
+    project's JSON export, annotator name -> the e-mail their labels were chosen by, the tasks."""
+    with server.client() as client:
+        users = {u["email"]: u["id"] for u in client.get("/api/users/").json()}
+        if PEOPLE[2] not in users:
+            users[PEOPLE[2]] = client.post("/api/users/", json={"email": PEOPLE[2], "username": "bob",
+                                                                "password": "bob-review-1"}).json()["id"]
         me = client.get("/api/current-user/whoami").json()["id"]
-        tasks = client.get("/api/tasks", params={"project": server["project"]}).json()["tasks"]
-        assert len(tasks) == len(json.loads((server["review"] / TASKS).read_text()))
-        for n, task in enumerate(tasks):
-            documents = len(task["data"]["documents"])
-            for who, user in ((0, me), (1, bob)):
-                labels = _labels(n, who, documents)
-                result = [{"from_name": q, "to_name": "sentence", "type": "choices",
-                           "value": {"choices": [labels[q]]}} for q in QUESTIONS]
-                result += [{"from_name": f"document_support_{d}", "to_name": f"document_{d}", "type": "choices",
-                            "value": {"choices": [v]}} for d, v in enumerate(labels["document_support"])]
+        tasks = client.get("/api/tasks", params={"project": server.project, "page_size": 1000}).json()["tasks"]
+        assert len(tasks) == len(json.loads((server.review / TASKS).read_text()))
+        config = ET.fromstring(project_config(server.review).read_text())
+        for task in tasks:
+            for user, email in ((me, PEOPLE[1]), (users[PEOPLE[2]], PEOPLE[2])):
+                result = [{"from_name": name, "to_name": _to_name(config, name), "type": "choices",
+                           "value": {"choices": [value]}}
+                          for name, value in choose(task["data"], email).items()]
                 done = client.post(f"/api/tasks/{task['id']}/annotations/", json={"result": result, "completed_by": user})
                 assert done.status_code == 201, done.text
-        exported = client.get(f"/api/projects/{server['project']}/export", params={"exportType": "JSON"})
+        exported = client.get(f"/api/projects/{server.project}/export", params={"exportType": "JSON"})
         assert exported.status_code == 200
-    (tmp_path / "export.json").write_bytes(exported.content)
-    via_ls = import_project(server["release"], [tmp_path / "export.json"], tmp_path / "ls")
+    path = server.root / f"export-{server.review.name}.json"
+    path.write_bytes(exported.content)
+    # the export names each annotator as mmcurate reads it: by e-mail, or by user id
+    names = {}
+    for annotation in json.loads(exported.content)[0]["annotations"]:
+        who = annotation["completed_by"]
+        key = who.get("email") if isinstance(who, dict) else f"annotator-{who}"
+        names[key] = PEOPLE[1] if (who.get("id") if isinstance(who, dict) else who) == me else PEOPLE[2]
+    return path, names, tasks
+
+
+def _csv_files(folder: Path, tasks: list, names: dict[str, str], row: Callable[[dict, str], dict]) -> list[Path]:
+    folder.mkdir()
     files = []
-    for who, user in ((0, me), (1, bob)):
-        rows = []
-        for n, task in enumerate(tasks):
-            docs = task["data"]["documents"]
-            rows.append({"item_id": task["data"]["item_id"], **_labels(n, who, len(docs)),
-                         "document_ids": [d["doc_id"] for d in docs if d["cited"]],
-                         "rejected_ids": [d["doc_id"] for d in docs if not d["cited"]],
-                         "annotator": f"annotator-{user}"})
-        files.append(tmp_path / f"{who}.jsonl")
-        files[-1].write_text("".join(json.dumps(r) + "\n" for r in rows))
-    via_csv = import_labels(server["release"], files, tmp_path / "csv")
+    for name, email in names.items():
+        files.append(folder / f"{email}.jsonl")
+        files[-1].write_text("".join(json.dumps({**row(t["data"], email), "annotator": name}) + "\n" for t in tasks))
+    return files
+
+
+def test_citations_made_in_label_studio_give_the_csv_paths_numbers(label_studio, reviews, tmp_path):
+    server = label_studio.serve(reviews["citations"]["review"])
+    export, names, tasks = _annotate(server, _citation_labels)
+    release = reviews["citations"]["release"]
+    via_ls = citations_ls.import_project(release, [export], tmp_path / "ls")
+
+    def row(data: dict, email: str) -> dict:
+        labels = _citation_labels(data, email)
+        docs = data["documents"]
+        return {"item_id": data["item_id"], **{q: labels[q] for q in QUESTIONS},
+                "document_support": [labels[f"document_support_{d}"] for d in range(len(docs))],
+                "document_ids": [d["doc_id"] for d in docs if d["cited"]],
+                "rejected_ids": [d["doc_id"] for d in docs if not d["cited"]]}
+
+    via_csv = import_labels(release, _csv_files(tmp_path / "csv-in", tasks, names, row), tmp_path / "csv")
     assert via_ls.annotators == via_csv.annotators and len(via_ls.annotators) == 2
     assert via_ls.agreement == via_csv.agreement and via_ls.table3 == via_csv.table3
     assert via_ls.entailment == via_csv.entailment
@@ -116,18 +208,58 @@ def test_labels_made_in_label_studio_give_the_csv_paths_numbers(server, tmp_path
         json.loads((tmp_path / "csv" / "agreement.json").read_text())
 
 
-def test_the_labeling_page_shows_the_image_and_the_choices(server, tmp_path):
-    """Logged in (Django's session cookie, set in Chromium through the DevTools protocol), the
-    task's labeling page shows the question's image (served from the local files) and the
-    yes/no choices of the three questions."""
+def test_judge_labels_made_in_label_studio_give_the_csv_paths_table7(label_studio, reviews, tmp_path):
+    server = label_studio.serve(reviews["judges"]["review"])
+    export, names, tasks = _annotate(server, grade_by)
+    release, runs = reviews["judges"]["release"], reviews["judges"]["runs"]
+    via_ls = judges_ls.import_project(DEFLECTION, release, runs, [export], tmp_path / "ls")
+    files = _csv_files(tmp_path / "csv-in", tasks, names,
+                       lambda data, email: {"item_id": data["item_id"], **grade_by(data, email)})
+    via_csv = DEFLECTION.import_labels(release, runs, files, tmp_path / "csv")
+    assert len(via_ls.annotators) == 2 and via_ls.report == via_csv.report and via_ls.markdown == via_csv.markdown
+    assert via_ls.report["average"]["items"] == 9  # 3 of the 12 split the two people
+
+
+def test_evaluator_ratings_made_in_label_studio_give_the_csv_paths_numbers(label_studio, reviews, tmp_path):
+    """RefLVQA's two scales (1 / 0.5 / 0, relevance 1-7) loaded per task as dynamic choices."""
+    server = label_studio.serve(reviews["reflvqa-judges"]["review"])
+    export, names, tasks = _annotate(server, rate_by)
+    release, runs = reviews["reflvqa-judges"]["release"], reviews["reflvqa-judges"]["runs"]
+    via_ls = judges_ls.import_project(REFLVQA, release, runs, [export], tmp_path / "ls")
+    files = _csv_files(tmp_path / "csv-in", tasks, names,
+                       lambda data, email: {"item_id": data["item_id"], **rate_by(data, email)})
+    via_csv = REFLVQA.import_labels(release, runs, files, tmp_path / "csv")
+    assert len(via_ls.annotators) == 2 and via_ls.report == via_csv.report and via_ls.markdown == via_csv.markdown
+    assert via_ls.report["relevance"]["answers"] == 3
+
+
+def test_trajectory_ratings_made_in_label_studio_give_the_csv_paths_table6(label_studio, reviews, tmp_path):
+    server = label_studio.serve(reviews["trajectories"]["review"])
+    export, names, tasks = _annotate(server, score_by)
+    batch = reviews["trajectories"]["review"]
+    via_ls = trajectories_ls.import_project(batch, [export], tmp_path / "ls")
+    files = _csv_files(tmp_path / "csv-in", tasks, names,
+                       lambda data, email: {"item_id": data["item_id"], **score_by(data, email)})
+    via_csv = import_trajectory_ratings(batch, files, tmp_path / "csv")
+    assert len(via_ls.annotators) == 2 and via_ls.table == via_csv.table and via_ls.markdown == via_csv.markdown
+    assert all(row[f"human_{c}"] is not None for row in via_ls.table for c in CRITERIA if row["items"])
+
+
+@pytest.mark.parametrize("kind", ["citations", "judges", "reflvqa-judges", "trajectories"])
+def test_the_labeling_page_shows_the_image_and_the_choices(label_studio, reviews, kind, tmp_path):
+    """Logged in (Django's session cookie, set in Chromium through the DevTools protocol), a
+    task's labeling page shows its image (served from the local files) and its choices (the
+    judge's come from the task: Label Studio's dynamic choices)."""
     if not CHROMIUM.exists():
         pytest.skip("headless render needs Debian's chromium at /usr/bin/chromium")
-
-    with _client(server) as client:
-        task = client.get("/api/tasks", params={"project": server["project"]}).json()["tasks"][0]
-    page = logged_in_page(CHROMIUM, server["url"], "alice@localhost", "alice-review-1",
-                          f"/projects/{server['project']}/data?task={task['id']}", tmp_path)
+    review = reviews[kind]
+    server = label_studio.serve(review["review"])
+    with server.client() as client:
+        task = client.get("/api/tasks", params={"project": server.project}).json()["tasks"][0]
+    page = logged_in_page(CHROMIUM, server.url, ALICE, PASSWORD, f"/projects/{server.project}/data?task={task['id']}",
+                          tmp_path, ready=review["ready"])
     assert page["images_loaded"] >= 1, page
-    assert page["text"].count("yes") >= 3 and page["text"].count("no") >= 3, page["text"][:2000]
-    assert "Does the sentence need fact verification?" in page["text"]
-    shutil.copy(page["screenshot"], tmp_path / "labeling.png")
+    assert review["ready"] in page["text"], page["text"][:2000]
+    assert all(choice in page["text"] for choice in review["choices"]), page["text"][:2000]
+    assert page["radios"] >= review["radios"], page
+    shutil.copy(page["screenshot"], tmp_path / f"labeling-{kind}.png")

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from mmcurate.core.errors import ConfigError
-from mmcurate.sources import ADAPTERS, command_line_options
+from mmcurate.sources import adapter_paths, command_line_options
 
 from tests.releases.cli_helpers import one_line, run_cli
 
@@ -17,7 +17,7 @@ def test_help_lists_every_source(capsys, monkeypatch) -> None:
     code, out, _ = run_cli(capsys, monkeypatch, "ingest", "--help")
     flat = " ".join(out.replace("│", " ").split())
     assert code == 0 and all(name in flat for name in ("cragmm", "pope", "pope_objects", "mme", "reddit", "fire"))
-    assert f"one of {', '.join(ADAPTERS)}" in flat
+    assert f"one of {', '.join(adapter_paths())}" in flat
 
 
 def test_options_are_read_as_yaml_and_checked_by_name() -> None:
