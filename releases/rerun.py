@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.core.config import Settings
+from mmcurate.core.errors import MmcurateError
 from mmcurate.core.plural import listed
 from mmcurate.core.tables import SpilledTable, table_batches
 from mmcurate.releases.draft import ReleaseDraft
@@ -93,10 +94,32 @@ def identity(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]
     }
 
 
+def _fill_absent(recorded: Any, current: Any) -> Any:
+    """``recorded`` with the keys only ``current`` has added from it, at every depth."""
+    if not isinstance(recorded, dict) or not isinstance(current, dict):
+        return recorded
+    return {**{k: v for k, v in current.items() if k not in recorded},
+            **{k: _fill_absent(v, current.get(k)) for k, v in recorded.items()}}
+
+
+def recorded_config(release: Release) -> dict[str, Any]:
+    """The configuration a release recorded, with every setting added to mmcurate since then at
+    its default: a setting is added with a default that keeps what runs did before it existed,
+    so a release written then was made as that default makes it, and a rerun of its config under
+    a newer mmcurate is recognised (a run that sets it otherwise is refused; a default that
+    changed the data would be caught when the run publishes, by its data). A recorded config
+    today's settings cannot read is compared as recorded."""
+    config = release.manifest.config
+    try:
+        current = Settings.from_resolved(config, release.path).resolved()
+    except MmcurateError:
+        return config
+    return _fill_absent(config, current)
+
+
 def release_identity(release: Release) -> dict[str, Any]:
-    manifest = release.manifest
-    return identity(release.benchmark, portable(manifest.config, release.path.resolve()),
-                    [model.recorded() for model in manifest.models])
+    return identity(release.benchmark, portable(recorded_config(release), release.path.resolve()),
+                    [model.recorded() for model in release.manifest.models])
 
 
 def settings_identity(settings: Settings, benchmark: str, target: Path) -> dict[str, Any]:

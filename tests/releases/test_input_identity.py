@@ -65,3 +65,25 @@ def test_a_run_with_a_changed_rules_file_is_refused_before_it_starts(inputs, tmp
     rules.write_text('{"when_all": ["Question:"], "answer": "Lyon"}\n')
     with pytest.raises(ReleaseExists, match=r"input models\.reader\.script: content"):
         refuse_changed_version(settings, "deflectionbench", "1.0.0")
+
+
+def _written_before(release, section: str, key: str):
+    """``release`` as a version of mmcurate before ``section.key`` existed would have written it."""
+    opened = open_release(release)
+    config = {**opened.manifest.config}
+    config["deflectionbench"] = {**config["deflectionbench"]}
+    config["deflectionbench"][section] = {k: v for k, v in config["deflectionbench"][section].items() if k != key}
+    return replace(opened, manifest=opened.manifest.model_copy(update={"config": config}))
+
+
+def test_a_setting_added_since_the_release_is_read_at_its_default(inputs, tmp_path):
+    """A release written before ``topics.fit_sample`` existed is the rerun of the same config
+    today (the setting at its default); a run setting it otherwise is another release."""
+    _, _, draft, release = inputs
+    older = _written_before(release, "topics", "fit_sample")
+    assert "fit_sample" not in older.manifest.config["deflectionbench"]["topics"]
+    assert draft_differences(older, draft) == []
+    settings = Settings(**{**draft.config, "deflectionbench": {
+        **draft.config["deflectionbench"], "topics": {**draft.config["deflectionbench"]["topics"], "fit_sample": 500}}})
+    other = replace(draft, config=settings.resolved())
+    assert draft_differences(older, other) == ["deflectionbench.topics.fit_sample: null -> 500"]
