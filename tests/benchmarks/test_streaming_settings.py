@@ -3,29 +3,18 @@ naming the field: ``deflectionbench.shard_size`` and ``deflectionbench.topics.fi
 the shard size is how a run is cut, not what it decides, so it is no part of a release's identity."""
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.core.config import RetrievalConfig, load_config
+from mmcurate.core.config import RetrievalConfig
 from mmcurate.core.errors import ConfigError
 from mmcurate.releases.rerun import identity
 
-BASE = """
-workdir: work
-models:
-  a: {backend: scripted, script: rules.jsonl, default: "no idea"}
-deflectionbench:
-  sources: [{name: webqa, root: data/webqa}]
-  gating: {pool: [a]}
-"""
+from tests.core.test_config_ranges import BASE, load_text
 
 
 def _load(tmp_path, extra: str):
-    path = tmp_path / "cfg.yaml"
-    path.write_text(textwrap.dedent(BASE) + extra)
-    return load_config(path)
+    return load_text(tmp_path, BASE + extra)
 
 
 @pytest.mark.parametrize("extra, field", [

@@ -19,7 +19,8 @@ deflectionbench:
 """
 
 
-def _load(tmp_path, text: str):
+def load_text(tmp_path, text: str):
+    """The settings of config ``text`` (dedented), written to ``tmp_path/cfg.yaml``."""
     path = tmp_path / "cfg.yaml"
     path.write_text(textwrap.dedent(text))
     return load_config(path)
@@ -27,7 +28,7 @@ def _load(tmp_path, text: str):
 
 def _refused(tmp_path, text: str, *needles: str) -> None:
     with pytest.raises(ConfigError) as err:
-        _load(tmp_path, text)
+        load_text(tmp_path, text)
     message = str(err.value)
     assert "\n" not in message
     for needle in needles:
@@ -72,7 +73,7 @@ def test_mining_entries_keep_the_papers_for_the_sources_they_leave_out(tmp_path)
     names the sources DeflectionBench reads (tests/benchmarks/test_registry.py), not here."""
     from mmcurate.benchmarks.deflectionbench import PAPER_MINING
 
-    settings = _load(tmp_path, BASE + "  mining: {webqa: {strategy: image_to_text, top_k: 3}}\n")
+    settings = load_text(tmp_path, BASE + "  mining: {webqa: {strategy: image_to_text, top_k: 3}}\n")
     assert settings.deflectionbench.mining["webqa"].model_dump() == {"strategy": "image_to_text", "top_k": 3}
     assert settings.deflectionbench.mining["evqa"] == PAPER_MINING["evqa"]
 

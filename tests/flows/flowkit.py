@@ -408,3 +408,23 @@ def fault_run(tmp_path_factory: Any, fixtures: Path) -> FaultRun:
     finally:
         os.environ.pop("MMCURATE_TEST_KEY", None)
     return _RUNS["faults"]
+
+
+# ---------------------------------------------------------------------------- crashed runs
+PATIENCE = 300.0  # seconds: only ever waited in full if something is broken
+
+
+def cached_responses(cache_file: Path) -> int:
+    """How many responses a run's cache file holds (0 before it exists)."""
+    if not cache_file.is_file():
+        return 0
+    with ResponseCache.open(f"sqlite:///{cache_file}") as cache:
+        return cache.count()
+
+
+def wait_for(condition, what: str) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``PATIENCE``."""
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)

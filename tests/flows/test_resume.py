@@ -14,19 +14,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import list_versions
 
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 ADMIT = 5
-PATIENCE = 300.0  # seconds: only ever waited in full if something is broken
 
 
 def _half_written(root: Path) -> list[str]:
@@ -37,19 +34,6 @@ def _half_written(root: Path) -> list[str]:
     return [p.name for p in folder.iterdir()
             if p.is_dir() and not p.name.startswith(".tmp-") and not (p / "manifest.json").is_file()]
 
-
-def _cached(cache_file: Path) -> int:
-    if not cache_file.is_file():
-        return 0
-    with ResponseCache.open(f"sqlite:///{cache_file}") as cache:
-        return cache.count()
-
-
-def _wait(condition, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_kill9_mid_stage_i_then_resume(tmp_path, fixtures_root, tmp_path_factory, prefect_harness):
@@ -69,9 +53,9 @@ def test_kill9_mid_stage_i_then_resume(tmp_path, fixtures_root, tmp_path_factory
                                  stdout=subprocess.DEVNULL, stderr=(tmp_path / "crashed.log").open("wb"))
         cache_file = flowkit.cache_path(tmp_path)
         try:
-            _wait(lambda: stub.arrived.is_set() or child.poll() is not None, "the held request")
+            flowkit.wait_for(lambda: stub.arrived.is_set() or child.poll() is not None, "the held request")
             assert child.poll() is None, (tmp_path / "crashed.log").read_text()[-3000:]
-            _wait(lambda: _cached(cache_file) == ADMIT, f"{ADMIT} cached answers")
+            flowkit.wait_for(lambda: flowkit.cached_responses(cache_file) == ADMIT, f"{ADMIT} cached answers")
         finally:
             os.killpg(child.pid, signal.SIGKILL)  # the flow and everything it started
             child.wait()

@@ -14,20 +14,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from mmcurate.models.cache import ResponseCache
 
 from tests.flows import flowkit
 from tests.flows.release_fingerprint import content_fingerprint
 
 pytestmark = pytest.mark.slow
 ADMIT = 5
-PATIENCE = 300.0  # seconds: only ever waited in full if something is broken
 
 
 def _sharded(config: Path, rows: int) -> Path:
@@ -59,19 +56,6 @@ def test_shards_of_seven_give_the_release_of_one_shard(tmp_path, fixtures_root, 
         {k: v for k, v in theirs["counts"].items() if k != "run_id"}
 
 
-def _cached(cache_file: Path) -> int:
-    if not cache_file.is_file():
-        return 0
-    with ResponseCache.open(f"sqlite:///{cache_file}") as cache:
-        return cache.count()
-
-
-def _wait(condition, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
-
 
 def test_kill9_mid_shard_then_resume_repeats_no_finished_call(tmp_path, fixtures_root, tmp_path_factory,
                                                                prefect_harness):
@@ -94,9 +78,9 @@ def test_kill9_mid_shard_then_resume_repeats_no_finished_call(tmp_path, fixtures
                                  stdout=subprocess.DEVNULL, stderr=(tmp_path / "crashed.log").open("wb"))
         cache_file = flowkit.cache_path(tmp_path)
         try:
-            _wait(lambda: stub.arrived.is_set() or child.poll() is not None, "the held request")
+            flowkit.wait_for(lambda: stub.arrived.is_set() or child.poll() is not None, "the held request")
             assert child.poll() is None, (tmp_path / "crashed.log").read_text()[-3000:]
-            _wait(lambda: _cached(cache_file) == ADMIT, f"{ADMIT} cached answers")
+            flowkit.wait_for(lambda: flowkit.cached_responses(cache_file) == ADMIT, f"{ADMIT} cached answers")
         finally:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
