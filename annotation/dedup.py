@@ -19,6 +19,10 @@ last, on the rows a release will hold.
   band), but for 64-bit digest collisions, which only add a candidate the exact check
   then judges. Shingles are made again for the candidates only, and each bucket's pairs are
   scored at once (a sparse product of its shingle incidence), not pair by pair.
+- Memory: the rows are held column by column (``Items``: Arrow strings for ids and questions,
+  numpy arrays for image hashes) and the pairs found as numpy arrays (``Pairs``), not as an
+  object or a dictionary entry per row or pair, so a pool of a million stays a few hundred
+  megabytes; the flags are spilled to the run's ledger parts ``LEDGER_CHUNK`` at a time.
 
 A pair is recorded once, on the later sample (release order) for pairs within the release,
 on the release's sample for pairs with a reference; a reference row with the same sample id
@@ -35,8 +39,9 @@ from __future__ import annotations
 import hashlib
 import io
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import imagehash
@@ -48,7 +53,7 @@ from PIL import Image
 
 from mmcurate.core.config import DedupConfig
 from mmcurate.core.errors import MmcurateError
-from mmcurate.core.ledger import Decision, ledger_table
+from mmcurate.core.ledger import Decision, Ledger, ledger_table
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.text import normalize
 
@@ -56,30 +61,48 @@ STAGE = "dedup"
 SHINGLE = 5  # characters per question shingle
 WITHIN = "this release"
 KINDS = ("image", "question", "both")
-LEDGER_CHUNK = 65_536  # flags held as Decision objects before they become a LEDGER table
+LEDGER_CHUNK = 65_536  # flags held as Decision objects before they are spilled as a ledger part
 GROUP_BLOCK = 1024  # questions of one LSH bucket compared with the whole bucket at a time
 
 
 @dataclass(frozen=True)
-class Item:
-    """One row to compare: where it is, its question and its images' hashes."""
+class Items:
+    """Rows to compare, held column by column: a million rows are a few arrays, not a million
+    objects (their ids and questions stay Arrow strings; a row's images are its perceptual hashes)."""
 
-    sample_id: str
-    where: str  # WITHIN, or "<benchmark> <version>" of a reference release
-    question: str
-    hashes: tuple[int, ...]
+    sample_ids: pa.Array
+    questions: pa.Array
+    hash_rows: np.ndarray  # int64: the row each hash belongs to (a row holds any number of images)
+    hash_values: np.ndarray  # uint64
 
-    @property
-    def shingles(self) -> frozenset[str]:
-        return shingles(self.question)
+    def __len__(self) -> int:
+        return len(self.sample_ids)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Reference:
     """Rows of a release a user names (or an earlier version), already hashed."""
 
     name: str  # "<benchmark> <version>"
-    items: list[Item] = field(default_factory=list)
+    items: Items
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Pairs (first[k], second[k]) of rows, first < second, sorted, each with its value."""
+
+    first: np.ndarray
+    second: np.ndarray
+    values: np.ndarray
+
+    @property
+    def keys(self) -> np.ndarray:
+        """One int64 per pair, ordered as (first, second) are (``pair_keys``)."""
+        return pair_keys(self.first, self.second)
+
+
+def pair_keys(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    return (first.astype(np.int64) << 32) | second.astype(np.int64)
 
 
 def shingles(question: str) -> frozenset[str]:
@@ -96,47 +119,91 @@ def image_hash(data: bytes) -> int | None:
         return None
 
 
-def item(sample_id: str, where: str, question: str, images: list[bytes]) -> Item:
-    return Item(sample_id, where, question, tuple(h for h in map(image_hash, images) if h is not None))
+def items(chunks: Iterable[tuple[pa.Array, pa.Array, Iterable[Iterable[bytes]]]]) -> Items:
+    """Items from chunks of (sample ids, questions, each row's image bytes); an image that does
+    not decode has no hash (it cannot match)."""
+    ids: list[pa.Array] = []
+    questions: list[pa.Array] = []
+    rows: list[int] = []
+    values: list[int] = []
+    offset = 0
+    for chunk_ids, chunk_questions, images in chunks:
+        ids.append(chunk_ids)
+        questions.append(chunk_questions)
+        for row, row_images in enumerate(images, offset):
+            for h in {h for h in map(image_hash, row_images) if h is not None}:
+                rows.append(row)
+                values.append(h)
+        offset += len(chunk_ids)
+    return Items(_concat(ids), _concat(questions), np.array(rows, dtype=np.int64), np.array(values, dtype=np.uint64))
 
 
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 0.0
+def concat(parts: list[Items]) -> Items:
+    """The rows of ``parts`` one after the other."""
+    offsets = np.cumsum([0, *map(len, parts)])[:-1]
+    return Items(_concat([p.sample_ids for p in parts]), _concat([p.questions for p in parts]),
+                 np.concatenate([p.hash_rows + o for p, o in zip(parts, offsets)] or [np.zeros(0, np.int64)]),
+                 np.concatenate([p.hash_values for p in parts] or [np.zeros(0, np.uint64)]))
 
 
-def _bands(value: int, count: int) -> list[tuple[int, int]]:
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    return pa.concat_arrays([a.cast(pa.large_string()) for a in arrays]) if arrays else pa.array([], pa.large_string())
+
+
+def _runs(values: np.ndarray) -> Iterator[np.ndarray]:
+    """Per value held by two positions or more, those positions of ``values`` (ascending)."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], len(ordered)]
+    for start, end in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
+        yield np.sort(order[start:end])
+
+
+def _unique_pairs(first: list[np.ndarray], second: list[np.ndarray], values: list[np.ndarray], smallest: bool,
+                  dtype: type) -> Pairs:
+    """The pairs found (a pair may be found in several bands), each once, sorted; with ``smallest``
+    the pair's smallest value, else its first."""
+    if not first:
+        return Pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, dtype))
+    i, j, v = np.concatenate(first), np.concatenate(second), np.concatenate(values)
+    keys = pair_keys(i, j)
+    order = np.lexsort((v, keys)) if smallest else np.argsort(keys, kind="stable")
+    keys, i, j, v = keys[order], i[order], j[order], v[order]
+    first_of_key = np.ones(len(keys), dtype=bool)
+    first_of_key[1:] = keys[1:] != keys[:-1]
+    return Pairs(i[first_of_key], j[first_of_key], v[first_of_key].astype(dtype))
+
+
+def image_pairs(rows: np.ndarray, hashes: np.ndarray, distance: int) -> Pairs:
+    """Rows (i < j) with images within ``distance`` bits, valued by the smallest Hamming distance
+    between an image of i and one of j (``hashes[k]`` belongs to row ``rows[k]``)."""
+    count = distance + 1
     width = -(-64 // count)
-    return [(i, (value >> (i * width)) & ((1 << width) - 1)) for i in range(count)]
+    found_i: list[np.ndarray] = []
+    found_j: list[np.ndarray] = []
+    found_d: list[np.ndarray] = []
+    for band in range(count):
+        values = (hashes >> np.uint64(band * width)) & np.uint64((1 << width) - 1)
+        for members in _runs(values):
+            a, b = np.triu_indices(len(members), 1)
+            left, right = members[a], members[b]
+            d = np.bitwise_count(hashes[left] ^ hashes[right]).astype(np.int64)
+            keep = (d <= distance) & (rows[left] != rows[right])
+            i, j = rows[left][keep], rows[right][keep]
+            found_i.append(np.minimum(i, j))
+            found_j.append(np.maximum(i, j))
+            found_d.append(d[keep])
+    return _unique_pairs(found_i, found_j, found_d, True, np.int64)
 
 
-def image_pairs(items: list[Item], distance: int) -> dict[tuple[int, int], int]:
-    """(i, j) with i < j -> the smallest Hamming distance between an image of i and one of j."""
-    buckets: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    for index, it in enumerate(items):
-        for h in set(it.hashes):
-            for band in _bands(h, distance + 1):
-                buckets[band].append((index, h))
-    out: dict[tuple[int, int], int] = {}
-    for members in buckets.values():
-        for a in range(len(members)):
-            for b in range(a + 1, len(members)):
-                (i, hi), (j, hj) = members[a], members[b]
-                if i == j:
-                    continue
-                d = bin(hi ^ hj).count("1")
-                key = (min(i, j), max(i, j))
-                if d <= distance and d < out.get(key, distance + 1):
-                    out[key] = d
-    return out
-
-
-def lsh_bands(questions: list[str], threshold: float, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
-    """(n x bands) uint64 digests of each question's MinHash bands, and which questions have
-    shingles at all (module docstring)."""
+def lsh_bands(questions: Iterable[str], n: int, threshold: float, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n x bands) uint64 digests of each of the ``n`` questions' MinHash bands, and which
+    questions have shingles at all (module docstring)."""
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)  # only its choice of bands and rows
     signature = MinHash(num_perm=num_perm)
-    bands = np.zeros((len(questions), len(lsh.hashranges)), dtype=np.uint64)
-    present = np.zeros(len(questions), dtype=bool)
+    bands = np.zeros((n, len(lsh.hashranges)), dtype=np.uint64)
+    present = np.zeros(n, dtype=bool)
     for index, question in enumerate(questions):
         grams = shingles(question)
         if not grams:
@@ -151,46 +218,45 @@ def lsh_bands(questions: list[str], threshold: float, num_perm: int) -> tuple[np
     return bands, present
 
 
-def band_groups(bands: np.ndarray, present: np.ndarray) -> Iterator[np.ndarray]:
-    """The rows (ascending) that agree on one band, per band and value shared by two rows or more."""
-    rows = np.flatnonzero(present)
-    for band in range(bands.shape[1]):
-        values = bands[rows, band]
-        order = np.argsort(values, kind="stable")
-        ordered = values[order]
-        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-        ends = np.r_[starts[1:], len(ordered)]
-        for start, end in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
-            yield np.sort(rows[order[start:end]])
-
-
-def _group_pairs(members: np.ndarray, items: list[Item], threshold: float, out: dict[tuple[int, int], float]) -> None:
-    """Add to ``out`` the pairs of ``members`` whose shingle sets' Jaccard similarity is >= threshold:
+def _group_pairs(members: np.ndarray, questions: pa.Array, threshold: float) -> tuple[np.ndarray, ...]:
+    """The pairs of ``members`` whose shingle sets' Jaccard similarity is >= threshold, with it:
     intersections as a sparse product of the members' shingle incidence, ``GROUP_BLOCK`` rows at a
-    time (exact integer counts, so each score is the same float ``jaccard`` gives)."""
-    grams = [items[i].shingles for i in members]
+    time (exact integer counts, so each score is the same float as |A & B| / |A | B|)."""
+    grams = [shingles(q) for q in questions.take(pa.array(members)).to_pylist()]
     vocabulary: dict[str, int] = {}
     columns = [vocabulary.setdefault(g, len(vocabulary)) for gs in grams for g in gs]
     sizes = np.array([len(gs) for gs in grams], dtype=np.int64)
     incidence = csr_matrix((np.ones(len(columns), dtype=np.int64), columns, np.r_[0, np.cumsum(sizes)]),
                            shape=(len(members), len(vocabulary)))
+    out_i, out_j, out_s = [], [], []
     for start in range(0, len(members), GROUP_BLOCK):
         shared = (incidence[start:start + GROUP_BLOCK] @ incidence.T).toarray()
         scores = shared / (sizes[start:start + GROUP_BLOCK, None] + sizes[None, :] - shared)
-        rows, cols = np.nonzero(scores >= threshold)
-        for row, col in zip(rows.tolist(), cols.tolist()):
-            if col > start + row:
-                out[(int(members[start + row]), int(members[col]))] = round(float(scores[row, col]), 4)
+        rows, cols = np.nonzero((scores >= threshold) & (np.arange(len(members))[None, :] > start
+                                                         + np.arange(shared.shape[0])[:, None]))
+        out_i.append(members[start + rows])
+        out_j.append(members[cols])
+        out_s.append(scores[rows, cols])
+    return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_s)
 
 
-def question_pairs(items: list[Item], threshold: float, num_perm: int) -> dict[tuple[int, int], float]:
-    """(i, j) with i < j -> the Jaccard similarity of their questions' shingles, when >= threshold
-    (candidates: the questions that agree on an LSH band)."""
-    bands, present = lsh_bands([it.question for it in items], threshold, num_perm)
-    out: dict[tuple[int, int], float] = {}
-    for members in band_groups(bands, present):
-        _group_pairs(members, items, threshold, out)
-    return out
+def question_pairs(questions: pa.Array, threshold: float, num_perm: int) -> Pairs:
+    """Rows (i < j) whose questions' shingle sets have Jaccard similarity >= threshold, valued by it
+    (candidates: the questions that agree on an LSH band; the pairs found are made unique band by
+    band, so a pair found in every band is held once)."""
+    bands, present = lsh_bands(_strings(questions), len(questions), threshold, num_perm)
+    rows = np.flatnonzero(present)
+    found = _unique_pairs([], [], [], False, np.float64)
+    for band in range(bands.shape[1]):
+        pairs = [_group_pairs(rows[members], questions, threshold) for members in _runs(bands[rows, band])]
+        found = _unique_pairs([found.first, *(p[0] for p in pairs)], [found.second, *(p[1] for p in pairs)],
+                              [found.values, *(p[2] for p in pairs)], False, np.float64)
+    return found
+
+
+def _strings(array: pa.Array, chunk: int = 65_536) -> Iterator[str]:
+    for start in range(0, len(array), chunk):
+        yield from array.slice(start, chunk).to_pylist()
 
 
 @dataclass
@@ -206,57 +272,72 @@ class NearDuplicates(Stage):
         return ["sample_id", "question", _image_column(schema.names)]
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
-        ours = [item(r["sample_id"], WITHIN, r["question"], [ctx.store.read(sha) for sha in _shas(r) if sha in ctx.store])
-                for batch in samples.select(self.reads(samples.schema)).to_batches(max_chunksize=4096)
-                for r in batch.to_pylist()]
-        theirs = [it for ref in self.references for it in ref.items]
-        everything = ours + theirs
-        images = image_pairs(everything, self.config.image_distance)
-        questions = question_pairs(everything, self.config.question_threshold, self.config.num_perm)
-        found: dict[tuple[int, int], dict[str, Any]] = {}
-        for key, d in images.items():
-            found.setdefault(key, {})["image_distance"] = d
-        for key, score in questions.items():
-            found.setdefault(key, {})["question_jaccard"] = score
-        del images, questions
-        decisions: list[Decision] = []
-        tables: list[pa.Table] = []  # the decisions as LEDGER tables, LEDGER_CHUNK at a time (compact)
-        flagged_ids: set[str] = set()
-        dropped: set[str] = set()
+        column = _image_column(samples.schema.names)
+
+        def images(batch: pa.RecordBatch) -> Iterator[list[bytes]]:
+            for value in batch.column(column).to_pylist():
+                yield [ctx.store.read(sha) for sha in _shas(value) if sha in ctx.store]
+
+        ours = items((batch.column("sample_id"), batch.column("question"), images(batch))
+                     for batch in samples.select(self.reads(samples.schema)).to_batches(max_chunksize=4096))
+        n = len(ours)
+        everything = concat([ours, *(ref.items for ref in self.references)])
+        names = [WITHIN, *(ref.name for ref in self.references)]
+        ends = np.cumsum([len(part) for part in (ours, *(ref.items for ref in self.references))])
+        images_found = image_pairs(everything.hash_rows, everything.hash_values, self.config.image_distance)
+        questions_found = question_pairs(everything.questions, self.config.question_threshold, self.config.num_perm)
+        image_keys, question_keys = images_found.keys, questions_found.keys
+        keys = np.union1d(image_keys, question_keys)
+        keys = keys[(keys >> 32) < n]  # two reference rows are not this release's business
+        flagged = np.zeros(n, dtype=bool)
+        dropped = np.zeros(n, dtype=bool)
         summary: dict[tuple[str, str], int] = defaultdict(int)
-        for (i, j), evidence in sorted(found.items()):
-            if i >= len(ours):
-                continue  # two reference rows
-            a, b = everything[i], everything[j]
-            if b.where != WITHIN and b.sample_id == a.sample_id:
-                continue  # the same item in an earlier version
-            flagged, other = (b, a) if b.where == WITHIN else (a, b)
-            kind = "both" if len(evidence) == 2 else "image" if "image_distance" in evidence else "question"
-            drop = self.config.drop and kind == "both"
-            dropped |= {flagged.sample_id} if drop else set()
-            summary[(other.where, kind)] += 1
-            decisions.append(Decision(flagged.sample_id, STAGE, f"dedup.{kind}", "drop" if drop else "flagged",
-                                      context_id=other.sample_id, detail={
-                                          "of": other.sample_id, "in": other.where, "kind": kind, **evidence,
-                                          "reason": f"near-duplicate ({kind}) of {other.sample_id} in {other.where}"}))
-            flagged_ids.add(flagged.sample_id)
-            if len(decisions) == LEDGER_CHUNK:
-                tables.append(ledger_table(decisions, ctx.run_id))
-                decisions = []
-        if tables:
-            tables.append(ledger_table(decisions, ctx.run_id))
-            decisions = []
-        kept = samples.filter(pa.array([it.sample_id not in dropped for it in ours], type=pa.bool_()))
-        table = [{"against": where, "kind": kind, "flagged": summary[(where, kind)]}
-                 for where in (WITHIN, *(r.name for r in self.references)) for kind in KINDS]
-        counts = {"input": len(ours), "kept": kept.num_rows, "dropped": len(dropped),
-                  "flagged": len(flagged_ids)}
-        return StageResult(stage=STAGE, kept=kept, decisions=decisions, ledger_tables=tables, run_id=ctx.run_id,
+        parts: list[Path] = []  # the decisions spilled LEDGER_CHUNK at a time (a million flags stay on disk)
+        decisions: list[Decision] = []
+        for start in range(0, len(keys), LEDGER_CHUNK):
+            chunk = keys[start:start + LEDGER_CHUNK]
+            first, second = chunk >> 32, chunk & 0xFFFFFFFF
+            distances = _values_at(image_keys, images_found.values, chunk)
+            jaccards = _values_at(question_keys, questions_found.values, chunk)
+            first_ids = everything.sample_ids.take(pa.array(first)).to_pylist()
+            second_ids = everything.sample_ids.take(pa.array(second)).to_pylist()
+            wheres = [names[w] for w in np.searchsorted(ends, second, side="right").tolist()]
+            for i, j, a, b, where, d, score in zip(first.tolist(), second.tolist(), first_ids, second_ids, wheres,
+                                                   distances.tolist(), jaccards.tolist()):
+                if where != WITHIN and a == b:
+                    continue  # the same item in an earlier version
+                row, flagged_id, other, other_where = (j, b, a, WITHIN) if where == WITHIN else (i, a, b, where)
+                evidence = {**({"image_distance": int(d)} if d >= 0 else {}),
+                            **({"question_jaccard": round(score, 4)} if score >= 0 else {})}
+                kind = "both" if len(evidence) == 2 else "image" if d >= 0 else "question"
+                drop = self.config.drop and kind == "both"
+                dropped[row] |= drop
+                flagged[row] = True
+                summary[(other_where, kind)] += 1
+                decisions.append(Decision(flagged_id, STAGE, f"dedup.{kind}", "drop" if drop else "flagged",
+                                          context_id=other, detail={
+                                              "of": other, "in": other_where, "kind": kind, **evidence,
+                                              "reason": f"near-duplicate ({kind}) of {other} in {other_where}"}))
+                if len(decisions) == LEDGER_CHUNK:
+                    part = ctx.ledger_dir / f"{STAGE}-flags-{len(parts):05d}.parquet"
+                    parts.append(Ledger([ledger_table(decisions, ctx.run_id)]).write(part))
+                    decisions = []
+        kept = samples.filter(pa.array(~dropped))
+        table = [{"against": where, "kind": kind, "flagged": summary[(where, kind)]} for where in names for kind in KINDS]
+        counts = {"input": n, "kept": kept.num_rows, "dropped": int(dropped.sum()), "flagged": int(flagged.sum())}
+        return StageResult(stage=STAGE, kept=kept, decisions=decisions, ledger_parts=parts, run_id=ctx.run_id,
                            counts=counts,
                            extra={"near_duplicates": table, "references": [r.name for r in self.references],
                                   "settings": self.config.model_dump(mode="json", exclude={"against"})},
                            components={"near_duplicates": f"phash<= {self.config.image_distance}, minhash char-"
                                                           f"{SHINGLE}gram jaccard>={self.config.question_threshold}"})
+
+
+def _values_at(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """``values`` of the sorted ``keys`` at each of ``wanted``, -1 where a key is absent."""
+    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+    found = (keys[at] == wanted) if len(keys) else np.zeros(len(wanted), dtype=bool)
+    return np.where(found, values[at] if len(keys) else -1, -1).astype(np.float64)
 
 
 def _image_column(columns: list[str]) -> str:
@@ -266,6 +347,5 @@ def _image_column(columns: list[str]) -> str:
     raise MmcurateError("near-duplicate check needs an 'images' or 'image' column")
 
 
-def _shas(row: dict[str, Any]) -> list[str]:
-    value = row.get("images", row.get("image"))
+def _shas(value: Any) -> list[str]:
     return [v for v in (value if isinstance(value, list) else [value]) if v]

@@ -56,6 +56,11 @@ class StageContext:
         """Where vector indexes are cached between runs."""
         return self.settings.index_dir
 
+    @property
+    def ledger_dir(self) -> Path:
+        """Where the run's decisions are spilled as Parquet parts (``StageResult.ledger_parts``)."""
+        return self.settings.workdir / "runs" / self.run_id / "ledger"
+
 
 class Stage(ABC):
     """One curation step: ``run(samples, ctx)`` returns the kept rows and the decisions."""
@@ -100,15 +105,11 @@ class StageResult:
     requests: int = 0  # requests actually issued (cache hits included)
     calls: list[dict] = field(default_factory=list)  # CallCounter rows: {stage, model, calls, cache_hits, ...}
     components: dict[str, str] = field(default_factory=dict)  # named in the manifest (judge, encoders)
-    ledger_parts: list[Path] = field(default_factory=list)  # decisions already written to Parquet
-    ledger_tables: list[pa.Table] = field(default_factory=list)  # decisions already as LEDGER tables, before ``decisions``
-
-    def _in_memory(self) -> list[pa.Table]:
-        return [*self.ledger_tables, *([ledger_table(self.decisions, self.run_id)] if self.decisions else [])]
+    ledger_parts: list[Path] = field(default_factory=list)  # decisions already written to Parquet, before ``decisions``
 
     def decision_log(self) -> Ledger:
         """Every decision of the stage, streamed: the spilled parts, then those in memory."""
-        return Ledger([*self.ledger_parts, *self._in_memory()])
+        return Ledger([*self.ledger_parts, *([ledger_table(self.decisions, self.run_id)] if self.decisions else [])])
 
     def ledger(self) -> pa.Table:
         """The same decisions as one table (for small results and tests)."""
@@ -116,8 +117,8 @@ class StageResult:
 
     def spill(self, path: Path) -> StageResult:
         """The same result with its in-memory decisions written to ``path`` (Parquet)."""
-        Ledger(self._in_memory()).write(path)
-        return replace(self, decisions=[], ledger_tables=[], ledger_parts=[*self.ledger_parts, path])
+        Ledger([ledger_table(self.decisions, self.run_id)]).write(path)
+        return replace(self, decisions=[], ledger_parts=[*self.ledger_parts, path])
 
     def verdicts(self, check: str) -> dict[str, str]:
         """sample_id -> verdict of the in-memory rows with this check and no model (sample-level)."""
@@ -167,5 +168,4 @@ def merge_results(results: list[StageResult]) -> StageResult:
         calls=_sum_calls([row for r in results for row in r.calls]),
         components=first.components,
         ledger_parts=[p for r in results for p in r.ledger_parts],
-        ledger_tables=[t for r in results for t in r.ledger_tables],
     )

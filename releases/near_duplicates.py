@@ -9,11 +9,13 @@ images). A folder in ``against`` that is not a release is refused before the run
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmcurate.annotation.dedup import STAGE, NearDuplicates, Reference, item
+from mmcurate.annotation.dedup import STAGE, NearDuplicates, Reference, items
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.plural import counted
@@ -27,16 +29,17 @@ from .versions import parse_version
 def release_reference(path: Path) -> Reference:
     """The questions and images of a release folder's samples config (any benchmark)."""
     release = open_release(path)
-    ref = Reference(f"{release.benchmark} {release.version}")
-    for batch in release.batches(release.samples_config):
-        names = batch.schema.names
-        column = "images" if "images" in names else "image" if "image" in names else None
-        for row in batch.select(["sample_id", "question", *([column] if column else [])]).to_pylist():
-            value = row.get(column) if column else None
-            images = value if isinstance(value, list) else [value] if value else []
-            ref.items.append(item(row["sample_id"], ref.name, row["question"],
-                                  [i["bytes"] for i in images if isinstance(i, dict) and i.get("bytes")]))
-    return ref
+
+    def chunks() -> Iterator[tuple[pa.Array, pa.Array, list[list[bytes]]]]:
+        for batch in release.batches(release.samples_config):
+            names = batch.schema.names
+            column = "images" if "images" in names else "image" if "image" in names else None
+            values = batch.column(column).to_pylist() if column else [None] * batch.num_rows
+            images = [[i["bytes"] for i in (v if isinstance(v, list) else [v] if v else [])
+                       if isinstance(i, dict) and i.get("bytes")] for v in values]
+            yield batch.column("sample_id"), batch.column("question"), images
+
+    return Reference(f"{release.benchmark} {release.version}", items(chunks()))
 
 
 def near_duplicate_stage(settings: Settings, benchmark: str, version: str) -> NearDuplicates:

@@ -47,10 +47,10 @@ def run_shard(stage: Stage, samples: pa.Table, index: int, settings: Settings, r
         logger.info(f"{step} {model}: {answered}/{counted(planned, 'request')} answered")
 
     with open_models(settings, store, prefect_secret, progress) as models:
-        result = stage.run(samples, StageContext(settings, run_id, store, models))
+        ctx = StageContext(settings, run_id, store, models)
+        result = stage.run(samples, ctx)
         result.calls = models.counter.rows()
-    part = settings.workdir / "runs" / run_id / "ledger" / f"{stage.name}-{index:05d}.parquet"
-    return result.spill(part)
+    return result.spill(ctx.ledger_dir / f"{stage.name}-{index:05d}.parquet")
 
 
 def _run_shards(stage: Stage, samples: pa.Table, settings: Settings, run_id: str, first: int) -> StageResult:

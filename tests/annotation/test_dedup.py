@@ -7,11 +7,12 @@ import io
 import json
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from PIL import Image, ImageDraw
 
-from mmcurate.annotation.dedup import Item, NearDuplicates, Reference, image_pairs, item
+from mmcurate.annotation.dedup import NearDuplicates, Reference, image_pairs, items
 from mmcurate.core.config import DedupConfig, Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.stages import StageContext
@@ -72,8 +73,8 @@ def test_drop_removes_only_question_and_image_matches(store):
 
 
 def test_leakage_against_a_reference_but_not_the_same_item(store):
-    training = Reference("reflectv 1.0.0", [item("t1", "reflectv 1.0.0", HUBBLE.lower(), []),
-                                            item("a", "reflectv 1.0.0", "Who painted the ceiling?", [picture(3)])])
+    training = Reference("reflectv 1.0.0", items([(pa.array(["t1", "a"]), pa.array([HUBBLE.lower(), "Who painted the ceiling?"]),
+                                                   [[], [picture(3)]])]))
     rows = [("x", HUBBLE, picture(4)), ("a", "Who painted the ceiling?", picture(3))]
     result = run(store, rows, DedupConfig(), [training])
     assert flags(result) == {("x", "dedup.question", "flagged", "t1")}  # "a" is the same item: not a duplicate
@@ -89,8 +90,19 @@ def test_a_different_question_is_not_a_near_duplicate(store):
 def test_banded_image_candidates_find_every_pair_within_the_distance(distance):
     rng = random.Random(distance)
     bases = [rng.getrandbits(64) for _ in range(40)]
-    hashes = [base ^ sum(1 << rng.randrange(64) for _ in range(rng.randrange(0, 10))) for base in bases for _ in range(5)]
-    items = [Item(str(i), "this release", frozenset(), (h,)) for i, h in enumerate(hashes)]
+    hashes = [(base ^ sum(1 << rng.randrange(64) for _ in range(rng.randrange(0, 10)))) & (2**64 - 1)
+              for base in bases for _ in range(5)]
     brute = {(i, j): bin(hashes[i] ^ hashes[j]).count("1") for i in range(len(hashes)) for j in range(i + 1, len(hashes))
              if bin(hashes[i] ^ hashes[j]).count("1") <= distance}
-    assert image_pairs(items, distance) == brute
+    pairs = image_pairs(np.arange(len(hashes)), np.array(hashes, dtype=np.uint64), distance)
+    assert dict(zip(zip(pairs.first.tolist(), pairs.second.tolist()), pairs.values.tolist())) == brute
+
+
+def test_a_row_with_several_images_is_paired_by_its_closest_image():
+    """Two images of row 0 near one of row 1: one pair, at the smaller distance; row 2's two images
+    are the same picture, never a pair with itself."""
+    base = 0x0F0F_F0F0_1234_5678
+    rows = np.array([0, 0, 1, 2, 2])
+    hashes = np.array([base ^ 0b111, base ^ 0b1, base, 0xFFFF_0000_FFFF_0000, 0xFFFF_0000_FFFF_0000], dtype=np.uint64)
+    pairs = image_pairs(rows, hashes, 4)
+    assert (pairs.first.tolist(), pairs.second.tolist(), pairs.values.tolist()) == ([0], [1], [1])

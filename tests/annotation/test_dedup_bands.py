@@ -8,27 +8,34 @@ import random
 import pytest
 from datasketch import MinHash, MinHashLSH
 
-from mmcurate.annotation.dedup import Item, item, jaccard, lsh_bands, question_pairs
+import pyarrow as pa
+
+from mmcurate.annotation.dedup import lsh_bands, question_pairs, shingles
 
 
-def _index_pairs(items: list[Item], threshold: float, num_perm: int) -> dict[tuple[int, int], float]:
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def _index_pairs(questions: list[str], threshold: float, num_perm: int) -> dict[tuple[int, int], float]:
     """The pairs as a MinHashLSH index over one MinHash per question finds them."""
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    grams = [shingles(q) for q in questions]
     signatures = []
-    for index, it in enumerate(items):
+    for index, gs in enumerate(grams):
         signature = MinHash(num_perm=num_perm)
-        signature.update_batch([s.encode("utf-8") for s in it.shingles])
+        signature.update_batch([s.encode("utf-8") for s in gs])
         signatures.append(signature)
-        if it.shingles:
+        if gs:
             lsh.insert(str(index), signature)
     out = {}
-    for index, it in enumerate(items):
-        if not it.shingles:
+    for index, gs in enumerate(grams):
+        if not gs:
             continue
         for other in map(int, lsh.query(signatures[index])):
             key = (min(index, other), max(index, other))
-            if other != index and key not in out and (score := jaccard(it.shingles, items[other].shingles)) >= threshold:
-                out[key] = round(score, 4)
+            if other != index and key not in out and (score := jaccard(gs, grams[other])) >= threshold:
+                out[key] = score
     return out
 
 
@@ -49,21 +56,22 @@ def _questions(n: int) -> list[str]:
 
 @pytest.mark.parametrize("threshold", [0.5, 0.8])
 def test_band_pairs_are_the_index_pairs(threshold: float):
-    items = [item(f"s{i}", "this release", q, []) for i, q in enumerate(_questions(1500))]
-    expected = _index_pairs(items, threshold, 128)
+    questions = _questions(1500)
+    expected = _index_pairs(questions, threshold, 128)
     assert expected  # the questions hold near-duplicates to find
-    assert question_pairs(items, threshold, 128) == expected
+    pairs = question_pairs(pa.array(questions), threshold, 128)
+    assert dict(zip(zip(pairs.first.tolist(), pairs.second.tolist()), pairs.values.tolist())) == expected
 
 
 def test_bands_are_a_small_array_per_question():
-    bands, present = lsh_bands(["What colour is the kite?", "", "What colour is the kite?"], 0.8, 128)
+    bands, present = lsh_bands(["What colour is the kite?", "", "What colour is the kite?"], 3, 0.8, 128)
     assert bands.shape == (3, MinHashLSH(threshold=0.8, num_perm=128).b) and bands.dtype.name == "uint64"
     assert present.tolist() == [True, False, True] and (bands[0] == bands[2]).all()
 
 
-def test_flags_held_as_ledger_tables_are_the_same_rows(tmp_path, monkeypatch):
-    """Many flags become LEDGER tables ``LEDGER_CHUNK`` at a time: the same rows, in the same order,
-    in the stage's ledger and in the part a shard spills."""
+def test_flags_spilled_as_ledger_parts_are_the_same_rows(tmp_path, monkeypatch):
+    """Many flags are spilled to the run's ledger parts ``LEDGER_CHUNK`` at a time: the same rows,
+    in the same order, in the stage's ledger and after the part a shard spills."""
     import pyarrow as pa
 
     from mmcurate.annotation import dedup
@@ -73,12 +81,13 @@ def test_flags_held_as_ledger_tables_are_the_same_rows(tmp_path, monkeypatch):
 
     questions = [f"In what year was telescope number {n // 4} launched into orbit{'?' * (n % 2)}" for n in range(60)]
     table = pa.table({"sample_id": [f"s{i}" for i in range(60)], "question": questions, "images": [[]] * 60})
-    ctx = StageContext(Settings(), "run", ImageStore(tmp_path / "images"))
+    ctx = StageContext(Settings(workdir=tmp_path), "run", ImageStore(tmp_path / "images"))
     whole = dedup.NearDuplicates(DedupConfig()).run(table, ctx)
     monkeypatch.setattr(dedup, "LEDGER_CHUNK", 2)
     chunked = dedup.NearDuplicates(DedupConfig()).run(table, ctx)
-    assert whole.ledger_tables == [] and len(chunked.ledger_tables) > 2 and chunked.decisions == []
+    assert whole.ledger_parts == [] and len(chunked.ledger_parts) > 2 and len(chunked.decisions) < 2
+    assert all(p.parent == ctx.ledger_dir for p in chunked.ledger_parts)
     assert chunked.ledger().to_pylist() == whole.ledger().to_pylist() and whole.ledger().num_rows > 2
     assert chunked.counts == whole.counts
     spilled = chunked.spill(tmp_path / "dedup-00000.parquet")
-    assert spilled.ledger_tables == [] and spilled.ledger().to_pylist() == whole.ledger().to_pylist()
+    assert spilled.ledger_parts[:-1] == chunked.ledger_parts and spilled.ledger().to_pylist() == whole.ledger().to_pylist()
