@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup fixtures demo demo-steps demo-deflectionbench demo-reflvqa test lint-imports bench clean review-setup review-ui
+.PHONY: setup fixtures demo demo-steps demo-deflectionbench demo-others test lint-imports bench clean review-setup review-ui
 
 setup: $(STAMP)
 
@@ -41,15 +41,15 @@ DEMO_EVALS := $(DEMO_WORKDIR)/evaluations/deflectionbench-1.0.0
 
 # the demo's commands run with one temporary Prefect API between them (tasks/shared_api.py), not
 # one per command, in two chains side by side (-j2: DeflectionBench's SmolLM2 calls keep about one
-# core busy, RefLVQA's MiniLM embedding of the 10k summaries the other); lines of the two chains
-# interleave whole. `make demo-steps` alone runs the chains one after the other, each command with
-# its own API
+# core busy, RefLVQA's MiniLM embedding of the 10k summaries the other); the two chains' lines
+# interleave as they come. `make demo-steps` alone runs the chains one after the other, each command
+# with its own API
 demo: setup fixtures
-	$(PY) -m mmcurate.tasks.shared_api $(MAKE) --no-print-directory -j2 --output-sync=line demo-steps
+	$(PY) -m mmcurate.tasks.shared_api $(MAKE) --no-print-directory -j2 demo-steps
 
-demo-steps: demo-deflectionbench demo-reflvqa
+demo-steps: demo-deflectionbench demo-others
 
-# DeflectionBench (curation, evaluation, re-curation), then ReflectV, CRAG-MM with CRUISE, POPE with Kestrel
+# DeflectionBench: curation, evaluation, re-curation (SmolLM2's calls are most of it)
 demo-deflectionbench:
 	$(MM) run deflectionbench --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/deflectionbench/1.0.0 --model smollm2 --config configs/demo.yaml \
@@ -62,6 +62,14 @@ demo-deflectionbench:
 	$(MM) diff $(DEMO_RELEASES)/deflectionbench/1.0.0 $(DEMO_RELEASES)/deflectionbench/1.1.0
 	$(MM) report $(DEMO_RELEASES)/deflectionbench/1.1.0
 	$(MM) verify $(DEMO_RELEASES)/deflectionbench/1.1.0
+
+# RefLVQA (most of it MiniLM embedding the 10k Wikipedia summaries), then ReflectV, CRAG-MM with CRUISE, POPE with Kestrel
+demo-others:
+	$(MM) run reflvqa --config configs/demo.yaml
+	$(MM) evaluate $(DEMO_RELEASES)/reflvqa/1.0.0 --model smollm2 --config configs/demo.yaml \
+	  --setting text --setting two-step
+	$(MM) report $(DEMO_RELEASES)/reflvqa/1.0.0
+	$(MM) verify $(DEMO_RELEASES)/reflvqa/1.0.0
 	$(MM) run reflectv --config configs/demo.yaml
 	$(MM) report $(DEMO_RELEASES)/reflectv/1.0.0
 	$(MM) verify $(DEMO_RELEASES)/reflectv/1.0.0
@@ -70,14 +78,6 @@ demo-deflectionbench:
 	  --ablation no-cov --ablation no-cov-no-consistency --ablation rag-agent
 	$(MM) run pope --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/pope/1.0.0 --model kestrel-lvlm --system kestrel --config configs/demo.yaml
-
-# RefLVQA: curation (most of it MiniLM embedding the 10k Wikipedia summaries), the paper's grid, report
-demo-reflvqa:
-	$(MM) run reflvqa --config configs/demo.yaml
-	$(MM) evaluate $(DEMO_RELEASES)/reflvqa/1.0.0 --model smollm2 --config configs/demo.yaml \
-	  --setting text --setting two-step
-	$(MM) report $(DEMO_RELEASES)/reflvqa/1.0.0
-	$(MM) verify $(DEMO_RELEASES)/reflvqa/1.0.0
 
 test: setup fixtures lint-imports
 	$(PY) -m pytest -q
