@@ -1,7 +1,9 @@
 """`make demo` step by step: wall time, CPU time and load average of every command.
 
 The commands are the Makefile's own (``make -n demo``, set-up and fixtures taken as done),
-run in order from this checkout with the Makefile's exported variables. Per step: wall
+run one after the other from this checkout with the Makefile's exported variables (``make
+demo`` runs its two chains side by side; here each step runs alone, so its wall and CPU are
+its own). Per step: wall
 seconds; CPU seconds (user + sys) of the command and every process it waited for (the
 temporary Prefect API and the llama.cpp server are its children, so they count); the
 1-minute load average before the step (on a shared machine wall time follows the load, CPU
