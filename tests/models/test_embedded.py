@@ -64,3 +64,39 @@ def test_only_chat_models_can_be_configured(tmp_path):
         load_config(config)
     with pytest.raises(BackendError, match="gemma3-270m"):
         find_gguf("gemma3-270m")
+
+
+def test_a_port_taken_before_the_server_binds_it_is_retried(monkeypatch):
+    """Two runs side by side (``make demo``'s chains) may both be handed one free port: the server
+    that loses the race exits with "address already in use", and one that answers on the port is
+    not taken for ours unless our process holds the socket. Here another HTTP server already
+    answers ``/v1/models`` on the first port handed out: ours must start on the next one."""
+    import http.server
+    import threading
+
+    from mmcurate.models.backends import embedded
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"object": "list", "data": [{"id": "smollm2"}]}')
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    taken = other.server_address[1]
+    handed = iter([taken])
+    real_free_port = embedded.free_port
+    monkeypatch.setattr(embedded, "free_port", lambda: next(handed, None) or real_free_port())
+    try:
+        server = LlamaServer(find_gguf("smollm2"), n_ctx=256, alias="smollm2", startup_timeout=120)
+        try:
+            assert server.port != taken and server.running and server._listens()
+        finally:
+            server.stop()
+    finally:
+        other.shutdown()
+        other.server_close()
