@@ -428,3 +428,30 @@ def wait_for(condition, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
         time.sleep(0.05)
+
+
+def kill9_after_admitted(config: Path, home: Path, stub: "StubModel", admitted: int) -> int:
+    """Run ``mmcurate run deflectionbench`` as a child process against the harness's Prefect
+    API, wait until ``stub`` holds a request and ``admitted`` answers are cached, then SIGKILL
+    the flow and everything it started; returns the child's exit code."""
+    import signal
+    import subprocess
+    import sys
+
+    from prefect.settings import get_current_settings
+
+    env = {**os.environ, "PREFECT_API_URL": str(get_current_settings().api.url),  # the harness's API
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1"}
+    mmcurate = Path(sys.executable).parent / "mmcurate"
+    log = home / "crashed.log"
+    child = subprocess.Popen([str(mmcurate), "run", "deflectionbench", "--config", str(config)],
+                             cwd=home, env=env, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    try:
+        wait_for(lambda: stub.arrived.is_set() or child.poll() is not None, "the held request")
+        assert child.poll() is None, log.read_text()[-3000:]
+        wait_for(lambda: cached_responses(cache_path(home)) == admitted, f"{admitted} cached answers")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # the flow and everything it started
+        child.wait()
+    return child.returncode

@@ -10,10 +10,7 @@ the shared baseline on the scripted backend, which answers by the same script.
 """
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -37,29 +34,13 @@ def _half_written(root: Path) -> list[str]:
 
 
 def test_kill9_mid_stage_i_then_resume(tmp_path, fixtures_root, tmp_path_factory, prefect_harness):
-    from prefect.settings import get_current_settings
-
     _, base_release = flowkit.baseline(tmp_path_factory, fixtures_root)
     (base_i,) = flowkit.calls(base_release, "I", "parametric")
     (base_iii,) = flowkit.calls(base_release, "III", "total")
     total_i = base_i["calls"] + base_i["cache_hits"]
-    env = {**os.environ, "PREFECT_API_URL": str(get_current_settings().api.url),  # the harness's API
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1"}
-    mmcurate = Path(sys.executable).parent / "mmcurate"
     with flowkit.StubModel(flowkit.DRYRUN / "vlm-reader.jsonl", flowkit.READER["default"], admit=ADMIT) as stub:
         config = flowkit.scripted_config(tmp_path, fixtures_root, models={"vlm-reader": flowkit.stub_spec(stub)})
-        child = subprocess.Popen([str(mmcurate), "run", "deflectionbench", "--config", str(config)],
-                                 cwd=tmp_path, env=env, start_new_session=True,
-                                 stdout=subprocess.DEVNULL, stderr=(tmp_path / "crashed.log").open("wb"))
-        cache_file = flowkit.cache_path(tmp_path)
-        try:
-            flowkit.wait_for(lambda: stub.arrived.is_set() or child.poll() is not None, "the held request")
-            assert child.poll() is None, (tmp_path / "crashed.log").read_text()[-3000:]
-            flowkit.wait_for(lambda: flowkit.cached_responses(cache_file) == ADMIT, f"{ADMIT} cached answers")
-        finally:
-            os.killpg(child.pid, signal.SIGKILL)  # the flow and everything it started
-            child.wait()
-        assert child.returncode == -signal.SIGKILL
+        assert flowkit.kill9_after_admitted(config, tmp_path, stub, ADMIT) == -signal.SIGKILL
 
         # nothing half-written is visible; a crash inside the writer leaves only a .tmp-* folder
         releases = tmp_path / "releases"

@@ -10,10 +10,7 @@ No timing window: the stub model holds a request after ``ADMIT`` answers (tests/
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -59,32 +56,16 @@ def test_shards_of_seven_give_the_release_of_one_shard(tmp_path, fixtures_root, 
 
 def test_kill9_mid_shard_then_resume_repeats_no_finished_call(tmp_path, fixtures_root, tmp_path_factory,
                                                                prefect_harness):
-    from prefect.settings import get_current_settings
-
     _, base_release = flowkit.baseline(tmp_path_factory, fixtures_root)
     (base_i,) = flowkit.calls(base_release, "I", "parametric")
     total_i = base_i["calls"] + base_i["cache_hits"]
     assert total_i > ADMIT + 1
-    env = {**os.environ, "PREFECT_API_URL": str(get_current_settings().api.url),
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1"}
-    mmcurate = Path(sys.executable).parent / "mmcurate"
     with flowkit.StubModel(flowkit.DRYRUN / "vlm-reader.jsonl", flowkit.READER["default"], admit=ADMIT) as stub:
         # one Stage I request per sample: shards of 3 finish the first shard, then hold the third
         # request of the second
         config = _sharded(flowkit.scripted_config(tmp_path, fixtures_root,
                                                   models={"vlm-reader": flowkit.stub_spec(stub)}), 3)
-        child = subprocess.Popen([str(mmcurate), "run", "deflectionbench", "--config", str(config)],
-                                 cwd=tmp_path, env=env, start_new_session=True,
-                                 stdout=subprocess.DEVNULL, stderr=(tmp_path / "crashed.log").open("wb"))
-        cache_file = flowkit.cache_path(tmp_path)
-        try:
-            flowkit.wait_for(lambda: stub.arrived.is_set() or child.poll() is not None, "the held request")
-            assert child.poll() is None, (tmp_path / "crashed.log").read_text()[-3000:]
-            flowkit.wait_for(lambda: flowkit.cached_responses(cache_file) == ADMIT, f"{ADMIT} cached answers")
-        finally:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-        assert child.returncode == -signal.SIGKILL
+        assert flowkit.kill9_after_admitted(config, tmp_path, stub, ADMIT) == -signal.SIGKILL
         crashed = _kept_parts(tmp_path, "parametric")
         assert [p.name for p in crashed] == ["parametric-00000.parquet"]  # the first shard was finished and spilled
 
