@@ -281,9 +281,10 @@ class NearDuplicates(Stage):
         ours = items((batch.column("sample_id"), batch.column("question"), images(batch))
                      for batch in samples.select(self.reads(samples.schema)).to_batches(max_chunksize=4096))
         n = len(ours)
-        everything = concat([ours, *(ref.items for ref in self.references)])
+        parts = [ours, *(ref.items for ref in self.references)]
+        everything = concat(parts)
         names = [WITHIN, *(ref.name for ref in self.references)]
-        ends = np.cumsum([len(part) for part in (ours, *(ref.items for ref in self.references))])
+        ends = np.cumsum([len(part) for part in parts])
         images_found = image_pairs(everything.hash_rows, everything.hash_values, self.config.image_distance)
         questions_found = question_pairs(everything.questions, self.config.question_threshold, self.config.num_perm)
         image_keys, question_keys = images_found.keys, questions_found.keys
@@ -292,7 +293,7 @@ class NearDuplicates(Stage):
         flagged = np.zeros(n, dtype=bool)
         dropped = np.zeros(n, dtype=bool)
         summary: dict[tuple[str, str], int] = defaultdict(int)
-        parts: list[Path] = []  # the decisions spilled LEDGER_CHUNK at a time (a million flags stay on disk)
+        spilled: list[Path] = []  # the decisions spilled LEDGER_CHUNK at a time (a million flags stay on disk)
         decisions: list[Decision] = []
         for start in range(0, len(keys), LEDGER_CHUNK):
             chunk = keys[start:start + LEDGER_CHUNK]
@@ -319,13 +320,13 @@ class NearDuplicates(Stage):
                                               "of": other, "in": other_where, "kind": kind, **evidence,
                                               "reason": f"near-duplicate ({kind}) of {other} in {other_where}"}))
                 if len(decisions) == LEDGER_CHUNK:
-                    part = ctx.ledger_dir / f"{STAGE}-flags-{len(parts):05d}.parquet"
-                    parts.append(Ledger([ledger_table(decisions, ctx.run_id)]).write(part))
+                    part = ctx.ledger_dir / f"{STAGE}-flags-{len(spilled):05d}.parquet"
+                    spilled.append(Ledger([ledger_table(decisions, ctx.run_id)]).write(part))
                     decisions = []
         kept = samples.filter(pa.array(~dropped))
         table = [{"against": where, "kind": kind, "flagged": summary[(where, kind)]} for where in names for kind in KINDS]
         counts = {"input": n, "kept": kept.num_rows, "dropped": int(dropped.sum()), "flagged": int(flagged.sum())}
-        return StageResult(stage=STAGE, kept=kept, decisions=decisions, ledger_parts=parts, run_id=ctx.run_id,
+        return StageResult(stage=STAGE, kept=kept, decisions=decisions, ledger_parts=spilled, run_id=ctx.run_id,
                            counts=counts,
                            extra={"near_duplicates": table, "references": [r.name for r in self.references],
                                   "settings": self.config.model_dump(mode="json", exclude={"against"})},
@@ -335,9 +336,10 @@ class NearDuplicates(Stage):
 
 def _values_at(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """``values`` of the sorted ``keys`` at each of ``wanted``, -1 where a key is absent."""
-    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
-    found = (keys[at] == wanted) if len(keys) else np.zeros(len(wanted), dtype=bool)
-    return np.where(found, values[at] if len(keys) else -1, -1).astype(np.float64)
+    if not len(keys):
+        return np.full(len(wanted), -1.0)
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return np.where(keys[at] == wanted, values[at], -1).astype(np.float64)
 
 
 def _image_column(columns: list[str]) -> str:
