@@ -47,6 +47,27 @@ CREATE TABLE IF NOT EXISTS responses (
 )
 """
 _LOOKUP_CHUNK = 500  # stays under SQLite's bound-parameter limit
+_BUSY_SECONDS = 60.0
+_WAL_RETRY_PAUSE = 0.01
+
+
+def _enter_wal(db: sqlite3.Connection) -> None:
+    """Switch the file to WAL, retrying while another connection switches it.
+
+    When several connections open a new file at once (the shards of one stage, two demo
+    chains), SQLite can answer the switch with "database is locked" at once, without
+    waiting on the busy timeout. The switch is idempotent, so it is retried until the
+    busy timeout's own deadline.
+    """
+    deadline = time.monotonic() + _BUSY_SECONDS
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(_WAL_RETRY_PAUSE)
 
 
 def cache_key(spec: ModelSpec, request: ChatRequest, extra_identity: dict[str, Any] | None = None) -> str:
@@ -77,10 +98,9 @@ class ResponseCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         # autocommit: every put is its own durable transaction
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=60.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=_BUSY_SECONDS)
+        _enter_wal(self._db)
         self._db.execute("PRAGMA synchronous=NORMAL")  # durable against process crashes
-        self._db.execute("PRAGMA busy_timeout=60000")
         self._db.execute(_SCHEMA)
 
     @classmethod
