@@ -107,7 +107,8 @@ class ImageStore:
         ext = check_image(data, self.max_pixels)
         path = self.root / sha[:2] / f"{sha}.{ext}"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        # a name per writer: two threads of one ingest (parts of a dump) can store one image at once
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)  # never a half-written image under its final name
         return sha

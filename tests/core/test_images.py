@@ -1,5 +1,6 @@
 import io
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,33 @@ def test_rejection_reasons_are_the_same_in_every_run(tmp_path: Path) -> None:
             reasons.add(str(caught.value))
         (reason,) = reasons
         assert "0x" not in reason and str(tmp_path) not in reason
+
+
+def test_threads_storing_the_same_image_at_once_all_succeed(tmp_path: Path) -> None:
+    """Parts of one dump are ingested on threads sharing one store; a repost stores the same bytes
+    from two parts. With one temporary name per process, one writer's rename took the other's file."""
+    data = _png()
+    writers = 6
+    for trial in range(40):  # the old code failed on about 4 in 10 of these
+        store = ImageStore(tmp_path / str(trial))
+        start = threading.Barrier(writers)
+        shas: list[str] = []
+        errors: list[BaseException] = []
+
+        def put() -> None:
+            start.wait()
+            try:
+                shas.append(store.put(data))
+            except BaseException as error:  # noqa: BLE001 - collected and asserted below
+                errors.append(error)
+
+        threads = [threading.Thread(target=put) for _ in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert len(set(shas)) == 1
+        stored = store.find(shas[0])
+        assert stored is not None and stored.read_bytes() == data
+        assert [p.name for p in stored.parent.iterdir()] == [stored.name]  # no temporary left behind
