@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from mmcurate.core.config import ModelSpec
 from mmcurate.core.errors import ConfigError
@@ -51,13 +51,13 @@ _BUSY_SECONDS = 60.0
 _WAL_RETRY_PAUSE = 0.01
 
 
-def _enter_wal(db: sqlite3.Connection) -> None:
-    """Switch the file to WAL, retrying while another connection switches it.
+def _enter_wal(db: sqlite3.Connection, pause: Callable[[float], None] = time.sleep) -> None:
+    """Switch the file to WAL, retrying while another connection is writing it.
 
     When several connections open a new file at once (the shards of one stage, two demo
-    chains), SQLite can answer the switch with "database is locked" at once, without
-    waiting on the busy timeout. The switch is idempotent, so it is retried until the
-    busy timeout's own deadline.
+    chains), one creates the table while another switches, and SQLite refuses the switch with
+    "database is locked" at once, without waiting on the busy timeout. The switch is
+    idempotent, so it is retried (after ``pause``) until the busy timeout's own deadline.
     """
     deadline = time.monotonic() + _BUSY_SECONDS
     while True:
@@ -67,7 +67,7 @@ def _enter_wal(db: sqlite3.Connection) -> None:
         except sqlite3.OperationalError as error:
             if "locked" not in str(error) or time.monotonic() > deadline:
                 raise
-            time.sleep(_WAL_RETRY_PAUSE)
+            pause(_WAL_RETRY_PAUSE)
 
 
 def cache_key(spec: ModelSpec, request: ChatRequest, extra_identity: dict[str, Any] | None = None) -> str:

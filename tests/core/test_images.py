@@ -1,6 +1,5 @@
 import io
 import os
-import threading
 from pathlib import Path
 
 import pytest
@@ -8,6 +7,7 @@ from PIL import Image
 
 from mmcurate.core.errors import ImageRejected
 from mmcurate.core.images import ImageStore, check_image, resolve_inside, stable_text
+from tests.at_once import run_at_once
 
 
 def _png(size=(8, 8), color=(200, 10, 10)) -> bytes:
@@ -108,25 +108,9 @@ def test_threads_storing_the_same_image_at_once_all_succeed(tmp_path: Path) -> N
     """Parts of one dump are ingested on threads sharing one store; a repost stores the same bytes
     from two parts. With one temporary name per process, one writer's rename took the other's file."""
     data = _png()
-    writers = 6
     for trial in range(40):  # the old code failed on about 4 in 10 of these
         store = ImageStore(tmp_path / str(trial))
-        start = threading.Barrier(writers)
-        shas: list[str] = []
-        errors: list[BaseException] = []
-
-        def put() -> None:
-            start.wait()
-            try:
-                shas.append(store.put(data))
-            except BaseException as error:  # noqa: BLE001 - collected and asserted below
-                errors.append(error)
-
-        threads = [threading.Thread(target=put) for _ in range(writers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        shas, errors = run_at_once(lambda: store.put(data), threads=6)
         assert errors == []
         assert len(set(shas)) == 1
         stored = store.find(shas[0])
