@@ -62,7 +62,7 @@ SHINGLE = 5  # characters per question shingle
 WITHIN = "this release"
 KINDS = ("image", "question", "both")
 LEDGER_CHUNK = 65_536  # flags held as Decision objects before they are spilled as a ledger part
-GROUP_BLOCK = 1024  # questions of one LSH bucket compared with the whole bucket at a time
+GROUP_CELLS = 1 << 20  # question pairs of one LSH bucket scored at a time (a block of rows against the bucket)
 
 
 @dataclass(frozen=True)
@@ -220,8 +220,10 @@ def lsh_bands(questions: Iterable[str], n: int, threshold: float, num_perm: int)
 
 def _group_pairs(members: np.ndarray, questions: pa.Array, threshold: float) -> tuple[np.ndarray, ...]:
     """The pairs of ``members`` whose shingle sets' Jaccard similarity is >= threshold, with it:
-    intersections as a sparse product of the members' shingle incidence, ``GROUP_BLOCK`` rows at a
-    time (exact integer counts, so each score is the same float as |A & B| / |A | B|)."""
+    intersections as a sparse product of the members' shingle incidence, a block of rows against the
+    whole bucket at a time, at most ``GROUP_CELLS`` pairs per block (buckets grow with the pool, the
+    block's dense scores must not) (exact integer counts, so each score is the same float as
+    |A & B| / |A | B|)."""
     grams = [shingles(q) for q in questions.take(pa.array(members)).to_pylist()]
     vocabulary: dict[str, int] = {}
     columns = [vocabulary.setdefault(g, len(vocabulary)) for gs in grams for g in gs]
@@ -229,9 +231,10 @@ def _group_pairs(members: np.ndarray, questions: pa.Array, threshold: float) -> 
     incidence = csr_matrix((np.ones(len(columns), dtype=np.int64), columns, np.r_[0, np.cumsum(sizes)]),
                            shape=(len(members), len(vocabulary)))
     out_i, out_j, out_s = [], [], []
-    for start in range(0, len(members), GROUP_BLOCK):
-        shared = (incidence[start:start + GROUP_BLOCK] @ incidence.T).toarray()
-        scores = shared / (sizes[start:start + GROUP_BLOCK, None] + sizes[None, :] - shared)
+    block = max(1, GROUP_CELLS // len(members))
+    for start in range(0, len(members), block):
+        shared = (incidence[start:start + block] @ incidence.T).toarray()
+        scores = shared / (sizes[start:start + block, None] + sizes[None, :] - shared)
         rows, cols = np.nonzero((scores >= threshold) & (np.arange(len(members))[None, :] > start
                                                          + np.arange(shared.shape[0])[:, None]))
         out_i.append(members[start + rows])

@@ -10,6 +10,7 @@ from datasketch import MinHash, MinHashLSH
 
 import pyarrow as pa
 
+from mmcurate.annotation import dedup
 from mmcurate.annotation.dedup import lsh_bands, question_pairs, shingles
 
 
@@ -55,7 +56,9 @@ def _questions(n: int) -> list[str]:
 
 
 @pytest.mark.parametrize("threshold", [0.5, 0.8])
-def test_band_pairs_are_the_index_pairs(threshold: float):
+@pytest.mark.parametrize("cells", [dedup.GROUP_CELLS, 7])  # 7: a bucket is scored a row or two at a time
+def test_band_pairs_are_the_index_pairs(threshold: float, cells: int, monkeypatch):
+    monkeypatch.setattr(dedup, "GROUP_CELLS", cells)
     questions = _questions(1500)
     expected = _index_pairs(questions, threshold, 128)
     assert expected  # the questions hold near-duplicates to find
