@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from mmcurate.core.config import BenchmarkSection, Section, Sources, StrictModel
+from mmcurate.core.errors import ConfigError
 from mmcurate.core.specs import CutoffSpec, Descriptor, ImageEncoderSpec, KBSpec, MadCutoff, MiniLM, RerankerSpec, TextEncoderSpec
 
 from .benchmark import Benchmark, Evaluation
+from .deflectionbench import PromptFile
 
 
 class CragMMConfig(BenchmarkSection):
@@ -33,6 +35,26 @@ class CragmmSearch(StrictModel):
     image_hf_dataset_id: str = Field(min_length=1)  # the image search index (a Hub dataset id)
     text_model_name: str | None = None  # with web_hf_dataset_id: the web search
     web_hf_dataset_id: str | None = None
+
+
+SummaryPromptName = Literal["summary_system", "summary_request"]
+QUERY = "{query}"  # where the summary request takes the question
+
+
+class SummaryPromptFile(PromptFile):
+    """CRUISE's image-summary prompt (eq. 1) from a YAML file: ``summary_system`` and/or
+    ``summary_request`` (which must hold ``{query}``, where the question goes); a name left out
+    keeps the built-in text (``evaluation.cruise``). The way to run the paper's own wording
+    (appendix A.2), which the code does not carry."""
+
+    templates: dict[SummaryPromptName, str] | None = None
+
+    @field_validator("templates")
+    @classmethod
+    def _query(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value and "summary_request" in value and QUERY not in value["summary_request"]:
+            raise ValueError(f"summary_request must hold {QUERY} (where the question goes)")
+        return value
 
 
 class CruiseConfig(Section):
@@ -62,6 +84,7 @@ class CruiseConfig(Section):
     turn_seconds: float | None = Field(default=10.0, gt=0.0, le=3600.0)  # the per-turn budget; None: none
     multi_turn_scoring: Literal["competition", "conversation"] = "competition"
     summary_max_tokens: int = Field(default=64, ge=1, le=1024)
+    summary_prompt: SummaryPromptFile | None = None  # None: the built-in wording (evaluation/cruise.py)
 
     @model_validator(mode="after")
     def _consistent(self) -> "CruiseConfig":
@@ -76,6 +99,14 @@ class CruiseConfig(Section):
 
     def references(self, judge: str | None) -> list[str]:
         return [name for name in (self.router, self.summariser) if name]
+
+    def read_files(self, where: str) -> None:
+        """Read the summary-prompt file (after its path is resolved)."""
+        if self.summary_prompt is not None:
+            try:
+                self.summary_prompt = self.summary_prompt.read()
+            except ConfigError as exc:
+                raise ConfigError(f"{where}.summary_prompt: {exc}") from None
 
 
 BENCHMARK = Benchmark(

@@ -77,7 +77,8 @@ PromptName = Literal["parametric", "evidence", "best_guess", "eval_system",
 
 class PromptFile(StrictModel):
     """DeflectionBench's prompt templates from a YAML file mapping template names
-    (gating/prompts.py) to their text; a name left out keeps its built-in text.
+    (gating/prompts.py) to their text; a name left out keeps its built-in text. A subclass
+    names other templates (``templates``' keys), e.g. CRUISE's image summary.
 
     Written in a config as the file's path. ``load_config`` reads the file and keeps its
     ``templates`` and ``sha256`` here, so the resolved config (and a release's manifest)
@@ -114,7 +115,7 @@ class PromptFile(StrictModel):
         if not isinstance(data, dict):
             raise ConfigError(f"prompt templates {self.file}: expected a mapping of template names to text")
         try:
-            return PromptFile(file=self.file, sha256=hashlib.sha256(raw).hexdigest(), templates=data)
+            return type(self)(file=self.file, sha256=hashlib.sha256(raw).hexdigest(), templates=data)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])

@@ -3,8 +3,9 @@
 For each turn, the verification-first steps (``evaluation.verify_first``) with CRUISE's
 retrieval between the router and the answers:
 
-1. router: needs outside knowledge? time-sensitive? (no retrieval when the first is off);
-2. query-aware image summary ``s = f(q, I)`` (eq. 1, appendix A.2's request) by the
+1. router: needs outside knowledge? time-sensitive? (one call; no retrieval when the first is off);
+2. query-aware image summary ``s = f(q, I)`` (eq. 1; appendix A.2's purpose in our words,
+   ``SUMMARY_TEXTS``, or the texts of a user's template file, ``cruise.summary_prompt``) by the
    ``summariser`` (a vision model; default the answering model);
 3. retrieval (``retrieval.cragmm_search``): recall with the image (eq. 3's image branch) and/or
    ``q' = q || s`` (eq. 2, the web branch), paragraph chunks, reranking against ``q'``, the MAD
@@ -26,10 +27,12 @@ Multi-turn conversations (Task 3): turn ``t`` of every conversation is answered 
 ``t - 1`` of all of them is, with the earlier turns (question, the answer the system gave) as
 messages before the question, as CRAG-MM's evaluator hands them to an agent. The ``plain``
 system is the paper's "vision only" baseline: one answer from the model with the image and
-the earlier turns, no retrieval, under the same budget.
+the earlier turns, no retrieval, under the same budget, asked with no abstention instruction (it
+"attempts to answer all questions", L274). Table 1's ablations: ``ABLATIONS``.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,9 +41,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.cragmm import QUERY, SummaryPromptFile
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError, MmcurateError
+from mmcurate.core.text import normalize
 from mmcurate.gating import prompts
+from mmcurate.judging.prejudge import is_refusal
 from mmcurate.models.requests import ChatRequest
 from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.retrieval.cragmm_search import Retriever
@@ -52,21 +58,32 @@ from .verify_first import (
 
 SYSTEM_NAME = "cruise"
 SYSTEMS = (PLAIN, SYSTEM_NAME)
-# Table 1's ablation rows (seed 001, 4.2): what each removes. The paper names the rows only; our
-# reading: a removed check's condition drops out of Algorithm 1 (the rest of the gate stays).
+# Table 1's ablation rows (seed 001, 4.2), as the paper reports them: without CoV the system answers
+# less, not more (Table 1: missing 95.19 % for both rows against CRUISE's 82.69 %). The dual path and
+# self-consistency leave it "overly conservative", answers "filtered out due to lack of full
+# agreement or incomplete grounding" (3.4, L211); CoV's calibrated confidence is what lets such
+# answers through (L227). So a removed check takes away a way in, not a gate (``ABLATION_READING``).
 ABLATIONS = {
-    "no-cov": "w/o CoV: Algorithm 1 without the chain of verification (a consistent answer is returned)",
-    "no-cov-no-consistency": "w/o CoV & Self-Consistency: Algorithm 1 without both checks (the answer with "
-                             "context is returned unless the retrieval test refuses)",
+    "no-cov": "w/o CoV: no verifier confidence, so nothing admits an answer the evidence does not carry: the answer "
+              "with context is returned when the context C is non-empty and the consistency judge finds the two "
+              "answers consistent, else I don't know (no answer without context: only CoV's 1.0 admits one)",
+    "no-cov-no-consistency": "w/o CoV & Self-Consistency: no judge either: the answer with context is returned only "
+                             "when C is non-empty and the two answers are the same after normalisation (full "
+                             "agreement), else I don't know",
     "rag-agent": "RAG Agent: the image summary, retrieval for every turn (no router) and the answer with "
                  "context, returned unverified (no Algorithm 1)",
 }
+ABLATION_READING = ("a removed check takes away what admits an answer (seed 001 L211, L227; Table 1: w/o CoV "
+                    "answers less than CRUISE), it does not drop a gate of Algorithm 1")
 TASKS = {"1": ("single_turn", "image"), "2": ("single_turn", "both"), "3": ("multi_turn", "both")}
-SUMMARY = "cruise.summary.v1"
-SUMMARY_SYSTEM = "You are an expert at describing images with a focus on details relevant to a specific question."
-SUMMARY_ASK = ("A user is asking the following question about the image: '{query}'.\nPlease provide a one-sentence "
-               "summary of the image, focusing on key elements, objects, and any text that might be relevant to "
-               "answering the question.")
+# Eq. 1's request (appendix A.2's purpose, in our words; the paper's wording is loadable from a
+# template file, ``cruise.summary_prompt``): {query} is the question.
+SUMMARY_TEXTS = {
+    "summary_system": "You describe photos briefly, picking out what bears on the question asked about them.",
+    "summary_request": ("Question about this photo: '{query}'\nDescribe the photo in a single sentence: the "
+                        "objects, any writing and other details that could help answer the question."),
+}
+SUMMARY = "cruise.summary.v2"
 STAGE = "evaluate"
 Clock = Callable[[], float]
 
@@ -102,11 +119,41 @@ def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -
 
 
 @dataclass(frozen=True)
+class SummaryPrompt:
+    """Eq. 1's prompt: its template id (the response-cache key), texts and where they came from."""
+
+    id: str
+    system: str
+    request: str  # holds {query}
+    source: str = "built-in (evaluation/cruise.py)"
+
+    def ask(self, question: str) -> str:
+        return self.request.replace(QUERY, question)
+
+
+BUILT_IN_SUMMARY = SummaryPrompt(SUMMARY, SUMMARY_TEXTS["summary_system"], SUMMARY_TEXTS["summary_request"])
+
+
+def summary_prompt(spec: SummaryPromptFile | None) -> SummaryPrompt:
+    """The built-in summary prompt, or a template file's texts over it (id
+    ``cruise.summary.custom-<sha256[:12]>`` of the texts, so no cache entry is shared)."""
+    if spec is None:
+        return BUILT_IN_SUMMARY
+    if spec.templates is None or spec.sha256 is None:
+        raise MmcurateError(f"summary prompt {spec.file} was not read (load the config with load_config)")
+    texts = {**SUMMARY_TEXTS, **spec.templates}
+    digest = hashlib.sha256(f"{texts['summary_system']}\x00{texts['summary_request']}".encode("utf-8")).hexdigest()
+    return SummaryPrompt(f"cruise.summary.custom-{digest[:12]}", texts["summary_system"], texts["summary_request"],
+                         f"{spec.file.name} (sha256 {spec.sha256})")
+
+
+@dataclass(frozen=True)
 class Cruise(VerifyFirst):
-    """CRUISE's settings: verify-first's, the summariser and the turn budget (None: none)."""
+    """CRUISE's settings: verify-first's, the summariser and its prompt, the turn budget (None: none)."""
 
     summariser: str | None = None  # None: the answering model
     summary_max_tokens: int = 64
+    summary: SummaryPrompt = BUILT_IN_SUMMARY
     turn_seconds: float | None = 10.0
 
     @property
@@ -118,11 +165,12 @@ def summarise(items: list[Item], pool: Any, system: Cruise, stage: str) -> None:
     """Eq. 1 for the turns that retrieve: a one-sentence, query-aware summary of the image. A
     failed call leaves the summary empty (the retrieval query is then the question alone)."""
     wanted = [i for i in items if i.needs_retrieval]
+    prompt = system.summary
     requests = [ChatRequest(f"{i.key}/summary", [
-        {"role": "system", "content": SUMMARY_SYSTEM},
+        {"role": "system", "content": prompt.system},
         {"role": "user", "content": [*({"type": "image", "sha256": sha} for sha in i.row["images"]),
-                                     {"type": "text", "text": SUMMARY_ASK.format(query=i.row["question"].strip())}]},
-    ], SUMMARY, max_tokens=system.summary_max_tokens) for i in wanted]
+                                     {"type": "text", "text": prompt.ask(i.row["question"].strip())}]},
+    ], prompt.id, max_tokens=system.summary_max_tokens) for i in wanted]
     responses = pool.client(system.summariser_model).chat(requests, stage) if requests else []
     for item, response in zip(wanted, responses):
         item.seconds += response.latency
@@ -168,9 +216,14 @@ def budget_check(limit: float | None) -> Callable[[str, list[Item]], None]:
     return check
 
 
+# The vision-only baseline "attempts to answer all questions" (seed 001, L274): the evaluation's
+# prompt without an abstention instruction (DeflectionBench's "decline rather than guess" is not its).
+VISION_ONLY = prompts.eval_template("none")
+
+
 def plain_answer(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
     """The vision-only baseline: one answer with the image and the earlier turns."""
-    template = prompts.eval_template(system.abstention)
+    template = VISION_ONLY
     responses = pool.client(system.model).chat([ChatRequest(f"{i.key}/without", prompts.build_messages(
         template, i.row["question"], i.row["images"], None, i.history), template.id) for i in items], stage)
     for item, response in zip(items, responses):
@@ -180,6 +233,30 @@ def plain_answer(items: list[Item], pool: Any, system: VerifyFirst, stage: str) 
             item.finish(None, "the answering call failed", None, error=response.error)
         else:
             item.finish(response.text, "plain answer", False)
+
+
+def grounded_and_consistent(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    """w/o CoV's last step (after the consistency judge said yes): the answer with context when
+    there is context; without it nothing vouches for the answer."""
+    for item in items:
+        if item.context:
+            item.finish(item.answers[0], "consistent, with context (ablation no-cov: no verifier)", False)
+        else:
+            item.abstain("no context, and no verifier to vouch for an answer without it (ablation no-cov)")
+
+
+def fully_agreed(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
+    """w/o CoV & Self-Consistency's last step: no judge compares the two answers, so only the
+    same answer (``core.text.normalize``; not a refusal) with context goes through."""
+    for item in items:
+        with_context, without = (normalize(a or "") for a in item.answers)
+        same = bool(with_context) and with_context == without and not is_refusal(with_context)
+        if item.context and same:
+            item.finish(item.answers[0], "the same answer with and without context, with context "
+                                         "(ablation no-cov-no-consistency: no judge, no verifier)", False)
+        else:
+            item.abstain(("the answers with and without context differ" if not same else "no context")
+                         + " (ablation no-cov-no-consistency: no judge, no verifier)")
 
 
 def unverified(ablation: str) -> Step:
@@ -226,9 +303,9 @@ def cruise_steps(system: str, retriever: Retriever | None, read_image: Callable[
         return (retrieve_every_turn, summarise, retrieve, answer_with_context, unverified(ablation))
     head = (route, summarise, retrieve, retrieval_check, answer)
     if ablation == "no-cov":
-        return (*head, consistency, unverified(ablation))
+        return (*head, consistency, grounded_and_consistent)
     if ablation == "no-cov-no-consistency":
-        return (*head, unverified(ablation))
+        return (*head, fully_agreed)
     return (*head, consistency, verify)
 
 
@@ -301,7 +378,8 @@ def cruise_system(settings: Any, model: str) -> Cruise:  # settings: core.config
     cfg = settings.cruise or CruiseConfig.model_construct()
     return Cruise(model, router=cfg.router, with_context=cfg.tau_low, without_context=cfg.tau_high,
                   tau_ret=cfg.tau_ret, retrieval_gate=cfg.retrieval_gate, summariser=cfg.summariser,
-                  summary_max_tokens=cfg.summary_max_tokens, turn_seconds=cfg.turn_seconds)
+                  summary_max_tokens=cfg.summary_max_tokens, summary=summary_prompt(cfg.summary_prompt),
+                  turn_seconds=cfg.turn_seconds)
 
 
 def search_branch(settings: Any, task: str | None) -> str:
@@ -368,13 +446,15 @@ def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[s
         notes += [note] if note else []
     for ablation in ablations:
         notes.append(f"ablation {ablation}: {ABLATIONS[ablation]}. The paper names Table 1's rows only; our reading: "
-                     "a removed check's condition drops out of Algorithm 1.")
+                     f"{ABLATION_READING}.")
     if system == SYSTEM_NAME:
         cfg = settings.cruise
         notes.append(f"retrieval: {components.get('search')} ({components.get('search_branch')} branch of eq. 3), "
                      f"reranked by {components.get('reranker')}, cutoff {components.get('cutoff')}"
                      + (" (a bi-encoder stands in for bge-reranker-v2-m3)" if components.get("reranker", "")
                         .startswith("bi-encoder") else "") + ".")
+        summary = summary_prompt(cfg.summary_prompt)
+        notes.append(f"image summary (eq. 1): prompt {summary.id}, {summary.source}.")
         notes.append(f"Algorithm 1: time-sensitive questions need S_ret >= tau_ret {cfg.tau_ret:g} "
                      f"(reading '{cfg.retrieval_gate}'); confidence >= {cfg.tau_low:g} with context, "
                      f">= {cfg.tau_high:g} without.")

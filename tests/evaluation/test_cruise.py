@@ -4,6 +4,7 @@ query-aware summary and q || s (eq. 1-2), the image branch through the project's
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,8 @@ class Clock:
 
 def router(q: str, external: str, realtime: str, seconds: float | None = None) -> list[dict]:
     extra = {} if seconds is None else {"seconds": seconds}
-    return [{"when_all": [f"Question: {q}", "beyond what the image"], "answer": external, **extra},
-            {"when_all": [f"Question: {q}", "time-sensitive"], "answer": realtime}]
+    return [{"when_all": [f"Question: {q}", "OUTSIDE KNOWLEDGE:"],
+             "answer": f"OUTSIDE KNOWLEDGE: {external}\nTIME-SENSITIVE: {realtime}", **extra}]
 
 
 def answers(q: str, with_context: str, without: str, seconds: float | None = None) -> list[dict]:
@@ -96,9 +97,9 @@ def test_paragraph_chunks_split_the_fields_on_newlines(kg: Path, world) -> None:
 
 
 def test_cruise_turns_on_scripted_models(world, kg: Path, store: ImageStore) -> None:
-    world.add("vlm", [{"when_all": ["'what animal is this?'", "one-sentence summary"],
+    world.add("vlm", [{"when_all": ["'what animal is this?'", "in a single sentence"],
                        "answer": "A striped tabby cat on a chair."},
-                      {"when_all": ["'how much does this coffee cost today?'", "one-sentence summary"],
+                      {"when_all": ["'how much does this coffee cost today?'", "in a single sentence"],
                        "answer": "A cup of espresso."}], default=None)
     world.add("m", [
         # T1: retrieval with the image; the context answer agrees and the verifier is sure
@@ -176,42 +177,100 @@ def test_a_late_turn_is_a_failure_whatever_the_step(world, kg, store) -> None:
     assert (free["answer"], free["timed_out"]) == ("Brown.", False)
 
 
-def test_each_ablation_removes_what_its_table_1_row_removes(world, kg, store) -> None:
-    """Issue 32 item 14: one row each. T1 the judge finds the answers inconsistent; T2 consistent
-    but the verifier is unsure; T3 the router sees no need to retrieve (the RAG agent retrieves
-    anyway and the evidence leads it astray)."""
+TABLE_1_GOLD = {"s1-0": "A tabby cat.", "s2-0": "A tabby.", "s3-0": "Brown.", "s4-0": "A cat.", "s5-0": "Grey."}
+
+
+def test_table_1_rows_answer_in_the_papers_order(world, kg, store) -> None:
+    """Issue 43 item 1 (seed 001 Table 1, 3.4): removing CoV removes what lets an answer through.
+    T1 grounded, the same answer both ways, sure; T2 grounded, worded differently, sure; T3 and
+    T5 no outside knowledge (no context), CoV certain (T5 wrongly); T4 the judge finds the two
+    answers inconsistent. Missing: w/o CoV & SC >= w/o CoV >= CRUISE >= RAG agent;
+    hallucination: each ablation <= CRUISE <= RAG agent."""
     world.add("vlm", [], default="A striped tabby cat on a chair.")
     world.add("m", [
-        *router("what animal is this?", "yes", "no"), *answers("what animal is this?", "A tabby cat.", "A dog."),
-        *checks("what animal is this?", "no", "CONFIDENCE: 0.95"),
-        *router("what breed is it?", "yes", "no"), *answers("what breed is it?", "A tabby.", "A tabby."),
-        *checks("what breed is it?", "yes", "CONFIDENCE: 0.5"),
+        *router("what animal is this?", "yes", "no"), *answers("what animal is this?", "A tabby cat.", "A tabby cat."),
+        *checks("what animal is this?", "yes", "CONFIDENCE: 0.95"),
+        *router("what breed is it?", "yes", "no"), *answers("what breed is it?", "A tabby.", "A tabby cat breed."),
+        *checks("what breed is it?", "yes", "CONFIDENCE: 0.9"),
         *router("what colour is the cat?", "no", "no"),
         {"when_all": ["Question: what colour is the cat?", "Evidence:", "striped coat"], "when_none": ["Proposed answer"],
          "answer": "Striped."},
-        *answers("what colour is the cat?", "Brown.", "Brown."),
-        *checks("what colour is the cat?", "yes", "CONFIDENCE: 1.0"),
+        *answers("what colour is the cat?", "Brown.", "Brown."), *checks("what colour is the cat?", "yes", "CONFIDENCE: 1.0"),
+        *router("what is it?", "yes", "no"), *answers("what is it?", "A dog.", "A cat."),
+        *checks("what is it?", "no", "CONFIDENCE: 1.0"),
+        *router("what colour are its eyes?", "no", "no"),
+        *answers("what colour are its eyes?", "Blue.", "Blue."), *checks("what colour are its eyes?", "yes", "CONFIDENCE: 1.0"),
     ], default=None)
-    rows = [turn(store, kg, "s1", 0, "what animal is this?", "skimage_chelsea"),
-            turn(store, kg, "s2", 0, "what breed is it?", "skimage_chelsea"),
-            turn(store, kg, "s3", 0, "what colour is the cat?", "skimage_chelsea")]
-    out = answer_variants(rows, world.pool, Cruise("m", summariser="vlm"), "cruise",
-                          ["no-cov", "no-cov-no-consistency", "rag-agent"], retriever(world, kg, StubReranker()),
-                          store.read, Clock([]))
+    rows = [turn(store, kg, f"s{n}", 0, q, "skimage_chelsea") for n, q in enumerate(
+        ["what animal is this?", "what breed is it?", "what colour is the cat?", "what is it?",
+         "what colour are its eyes?"], start=1)]
+    variants = ["cruise", "no-cov", "no-cov-no-consistency", "rag-agent"]
+    out = answer_variants(rows, world.pool, Cruise("m", summariser="vlm"), "cruise", variants[1:],
+                          retriever(world, kg, StubReranker()), store.read, Clock([]))
     got = {(r["variant"], r["sample_id"]): (r["answer"], r["reason"]) for r in out.to_pylist()}
-    assert [got[("cruise", k)][0] for k in ("s1-0", "s2-0", "s3-0")] == [IDK, IDK, "Brown."]
-    assert got[("cruise", "s1-0")][1] == "the answers with and without context disagree"
-    assert got[("cruise", "s2-0")][1] == "confidence 0.5 below 0.9 (with context)"
-    assert [got[("no-cov", k)][0] for k in ("s1-0", "s2-0", "s3-0")] == [IDK, "A tabby.", "Brown."]
-    assert [got[("no-cov-no-consistency", k)][0] for k in ("s1-0", "s2-0", "s3-0")] == [
-        "A tabby cat.", "A tabby.", "Brown."]
-    assert [got[("rag-agent", k)][0] for k in ("s1-0", "s2-0", "s3-0")] == ["A tabby cat.", "A tabby.", "Striped."]
+    keys = sorted(TABLE_1_GOLD)
+    answered = {v: [got[(v, k)][0] for k in keys] for v in variants}
+    assert answered == {
+        "cruise": ["A tabby cat.", "A tabby.", "Brown.", IDK, "Blue."],
+        "no-cov": ["A tabby cat.", "A tabby.", IDK, IDK, IDK],
+        "no-cov-no-consistency": ["A tabby cat.", IDK, IDK, IDK, IDK],
+        "rag-agent": ["A tabby cat.", "A tabby.", "Striped.", "A dog.", "Blue."],
+    }
+    missing = {v: sum(a == IDK for a in answered[v]) for v in variants}
+    wrong = {v: sum(a not in (IDK, TABLE_1_GOLD[k]) for k, a in zip(keys, answered[v])) for v in variants}
+    assert missing["no-cov-no-consistency"] >= missing["no-cov"] >= missing["cruise"] >= missing["rag-agent"]
+    assert missing["no-cov-no-consistency"] > missing["no-cov"] > missing["cruise"] > missing["rag-agent"]
+    assert wrong["no-cov-no-consistency"] <= wrong["cruise"] and wrong["no-cov"] <= wrong["cruise"] <= wrong["rag-agent"]
+    assert (wrong["no-cov"], wrong["cruise"], wrong["rag-agent"]) == (0, 1, 3)
+    assert got[("no-cov", "s3-0")][1] == "no context, and no verifier to vouch for an answer without it (ablation no-cov)"
+    assert got[("no-cov-no-consistency", "s2-0")][1].startswith("the answers with and without context differ")
     assert got[("rag-agent", "s3-0")][1] == "answer with context, unverified (ablation rag-agent)"
     traces = {(r["variant"], r["sample_id"]): json.loads(r["trace"]) for r in out.to_pylist()}
     assert traces[("rag-agent", "s3-0")]["checks"] == ["answer"]  # no router, no check
     assert traces[("rag-agent", "s3-0")]["context"]["retrieval"] == "yes"
     assert traces[("no-cov", "s2-0")]["checks"] == ["router", "answers", "consistency"]
-    assert traces[("no-cov-no-consistency", "s2-0")]["checks"] == ["router", "answers"]
+    assert traces[("no-cov-no-consistency", "s1-0")]["checks"] == ["router", "answers"]
+
+
+def test_the_vision_only_baseline_is_not_asked_to_decline(world, kg, store) -> None:
+    """Issue 43 item 1: the baseline "attempts to answer all questions" (seed 001, L274)."""
+    from mmcurate.evaluation.cragmm_harness import _request
+
+    world.add("m", [], default="A horse.")
+    rows = [turn(store, kg, "h", 0, "what animal is this?", "skimage_horse")]
+    answer_conversations(rows, world.pool, Cruise("m"), cruise_steps(PLAIN, None, store.read, Clock([])))
+    sent = world.pool.messages["m"][0]
+    assert "decline" not in json.dumps(sent) and sent[-1]["content"][-1]["text"] == "Answer:"
+    harness = _request({"question": "what animal is this?", "images": rows[0]["images"]})
+    assert harness == sent  # the harness task asks what `evaluate --system plain` asks
+
+
+def test_the_router_asks_both_flags_in_one_call(world, kg, store) -> None:
+    """Issue 43 item 6 (seed 001, appendix A.1: one prompt, both decisions)."""
+    world.add("vlm", [], default="A striped tabby cat on a chair.")
+    world.add("m", [*router("what animal is this?", "yes", "yes"), *answers("what animal is this?", "A cat.", "A cat."),
+                    *checks("what animal is this?", "yes", "CONFIDENCE: 0.95")], default=None)
+    rows = [turn(store, kg, "s1", 0, "what animal is this?", "skimage_chelsea")]
+    steps = cruise_steps("cruise", retriever(world, kg, StubReranker()), store.read, Clock([]))
+    out = answer_conversations(rows, world.pool, Cruise("m", summariser="vlm"), steps).to_pylist()[0]
+    routed = [key for _, key in world.sent["m"] if "router" in key or "external" in key or "realtime" in key]
+    assert routed == ["s1-0/router"]
+    router_trace = json.loads(out["trace"])["router"]
+    assert router_trace["needs_outside_knowledge"]["label"] == "yes" and router_trace["time_sensitive"]["label"] == "yes"
+
+
+@pytest.mark.parametrize("reply, flags", [
+    ("OUTSIDE KNOWLEDGE: yes\nTIME-SENSITIVE: no", ("yes", "no")),
+    ("**Outside knowledge:** No\n**Time-sensitive:** Yes.\nbecause it asks about today", ("no", "yes")),
+    ("1. OUTSIDE KNOWLEDGE: yes\n2. TIME-SENSITIVE: yes", ("yes", "yes")),
+    ("TIME-SENSITIVE: no\nOUTSIDE KNOWLEDGE: yes", None),  # the order is part of the format
+    ("OUTSIDE KNOWLEDGE: maybe\nTIME-SENSITIVE: no", None),
+    ("yes", None),
+])
+def test_the_router_reply_is_read_strictly(reply: str, flags) -> None:
+    from mmcurate.evaluation.verify_first import parse_router
+
+    assert parse_router(reply) == flags
 
 
 def test_later_turns_see_the_earlier_questions_and_answers(world, kg, store) -> None:
@@ -243,3 +302,60 @@ def test_options_and_turn_selection() -> None:
     assert [(r["session_id"], r["turn"]) for r in select_turns(rows, None, None)] == [
         ("a", 0), ("b", 0), ("b", 1), ("x", 0), ("y", 0)]
     assert [r["session_id"] for r in select_turns(rows, "1", 1)] == ["x"]
+
+
+# Appendix A.2's wording (seed 001): a user may load it from a template file; the code never carries it.
+PAPER_SUMMARY = {
+    "summary_system": "You are an expert at describing images with a focus on details relevant to a specific question.",
+    "summary_request": "A user is asking the following question about the image: '{query}'.\nPlease provide a "
+                       "one-sentence summary of the image, focusing on key elements, objects, and any text that might "
+                       "be relevant to answering the question.",
+}
+
+
+def test_no_sentence_of_the_papers_summary_prompt_is_in_the_code() -> None:
+    """Issue 43 item 8: every prompt in our own words; the paper's text only from a user's file."""
+    def words(text: str) -> str:  # a string literal split over lines still reads as its sentence
+        return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+    root = Path(__file__).resolve().parents[2]
+    sentences = [words(s) for text in PAPER_SUMMARY.values() for s in re.split(r"'\{query\}'|\.", text)
+                 if len(s.split()) >= 5]
+    assert len(sentences) == 3
+    found = []
+    for path in sorted(root.rglob("*")):
+        parts = path.relative_to(root).parts
+        if parts[0] in ("tests", "build", ".venv", ".git") or path.suffix not in (".py", ".yaml", ".jsonl", ".j2"):
+            continue
+        text = words(path.read_text(errors="replace"))
+        found += [f"{path.relative_to(root)}: {s}" for s in sentences if s in text]
+    assert not found
+
+
+def test_the_papers_summary_prompt_loads_from_a_template_file(world, kg, store, tmp_path) -> None:
+    import yaml
+
+    from mmcurate.benchmarks.cragmm import CruiseConfig
+    from mmcurate.core.errors import ConfigError
+    from mmcurate.evaluation.cruise import BUILT_IN_SUMMARY, summary_prompt
+
+    file = tmp_path / "paper-summary.yaml"
+    file.write_text(yaml.safe_dump(PAPER_SUMMARY))
+    section = CruiseConfig(image_index=kg, summary_prompt=file)
+    section.read_files("cruise")
+    prompt = summary_prompt(section.summary_prompt)
+    assert prompt.id.startswith("cruise.summary.custom-") and prompt.id != BUILT_IN_SUMMARY.id
+    assert prompt.source.startswith("paper-summary.yaml (sha256 ")
+    world.add("vlm", [], default="A striped tabby cat on a chair.")
+    world.add("m", [*router("what animal is this?", "yes", "no")], default="A cat.")
+    rows = [turn(store, kg, "s1", 0, "what animal is this?", "skimage_chelsea")]
+    steps = cruise_steps("cruise", retriever(world, kg, StubReranker()), store.read, Clock([]))
+    answer_conversations(rows, world.pool, Cruise("m", summariser="vlm", summary=prompt), steps)
+    sent = world.pool.messages["vlm"][0]
+    assert sent[0]["content"] == PAPER_SUMMARY["summary_system"]
+    assert sent[1]["content"][-1]["text"] == PAPER_SUMMARY["summary_request"].replace("{query}", "what animal is this?")
+
+    file.write_text(yaml.safe_dump({"summary_request": "Describe the image."}))
+    with pytest.raises(ConfigError, match=r"cruise\.summary_prompt: .*must hold \{query\}") as err:
+        CruiseConfig(image_index=kg, summary_prompt=file).read_files("cruise")
+    assert "\n" not in str(err.value)
