@@ -4,8 +4,9 @@ verification and Algorithm 1 3.4) as an answering system around any chat model.
 For each question, with the evidence the evaluation would show (``contexts``; None or empty
 when there is none):
 
-1. router (the ``router`` model, default the answering model): two yes/no flags, *needs
-   outside knowledge* and *time-sensitive*. When the first is off nothing is retrieved:
+1. router (the ``router`` model, default the answering model): one call whose reply gives two
+   yes/no flags, *needs outside knowledge* and *time-sensitive* (one prompt for both, as the
+   paper's appendix A.1 asks them). When the first is off nothing is retrieved:
    the context ``C`` is empty whatever evidence was available.
 2. Algorithm 1's first line: a time-sensitive question whose retrieval score ``S_ret`` is
    below ``tau_ret`` is answered "I don't know" at once. ``S_ret`` is the best reranked score
@@ -66,18 +67,26 @@ SYSTEM_NAME = "verify-first"
 IDK = "I don't know"
 STAGE = "evaluate"
 YES_NO = ("yes", "no")
-ROUTER_EXTERNAL = "verify.router.external.v1"
-ROUTER_REALTIME = "verify.router.realtime.v1"
+ROUTER = "verify.router.v2"  # one call, both flags (v1 asked each flag in its own call)
 CONSISTENCY = "verify.consistency.v1"
 COV = "verify.cov.v1"
-TEMPLATES = (ROUTER_EXTERNAL, ROUTER_REALTIME, CONSISTENCY, COV)
+TEMPLATES = (ROUTER, CONSISTENCY, COV)
 COV_MAX_TOKENS = 160  # the confidence comes first, so a cut-off reasoning still leaves it readable
+ROUTER_MAX_TOKENS = 24  # two short lines
 
-ROUTER_SYSTEM = "You classify questions about an image. Reply with exactly one word: yes or no."
-EXTERNAL_ASK = ("Does answering this question need knowledge beyond what the image itself shows "
-                "(names, dates, numbers, facts about the world)? Reply with exactly one word: yes or no.")
-REALTIME_ASK = ("Is this question time-sensitive: does it ask about today, the latest or current "
-                "events, or anything whose answer changes over time? Reply with exactly one word: yes or no.")
+# The router (3.1; appendix A.1 asks both in one prompt): one reply, two labelled lines.
+ROUTER_FLAGS = (("needs_outside_knowledge", "OUTSIDE KNOWLEDGE"), ("time_sensitive", "TIME-SENSITIVE"))
+ROUTER_SYSTEM = "You sort questions about an image. Follow the reply format exactly."
+ROUTER_ASK = (
+    "Decide two things about this question.\n"
+    "1. Does answering it need knowledge beyond what the image itself shows (names, dates, numbers, "
+    "facts about the world)?\n"
+    "2. Is it time-sensitive: does it ask about today, the latest or current events, or anything whose "
+    "answer changes over time?\n"
+    "Reply in exactly two lines, yes or no on each:\nOUTSIDE KNOWLEDGE: yes or no\nTIME-SENSITIVE: yes or no"
+)
+ROUTER_REMINDER = ("Your reply could not be read. Reply in exactly two lines:\nOUTSIDE KNOWLEDGE: yes or no\n"
+                   "TIME-SENSITIVE: yes or no")
 CONSISTENCY_SYSTEM = "You are an impartial judge. Reply with exactly one word: yes or no."
 COV_SYSTEM = "You are a verification expert. Follow the output format strictly."
 COV_ASK = (
@@ -96,6 +105,7 @@ COV_ASK = (
 YES_NO_REMINDER = "Your reply could not be read. Reply with exactly one word: yes or no."
 COV_REMINDER = "Your reply could not be read. Start with one line exactly like 'CONFIDENCE: 0.8', then the rest."
 _CONFIDENCE = re.compile(r"confidence\s*:\s*(\d+(?:\.\d+)?|\.\d+)", re.IGNORECASE)
+_ROUTER_LINES = [re.compile(rf"(?:\d[.)]\s*)?{name}\s*:\s*(yes|no)\.?", re.IGNORECASE) for _, name in ROUTER_FLAGS]
 
 ANSWERS = pa.schema([
     pa.field("key", pa.string(), nullable=False),
@@ -252,24 +262,37 @@ def _yes_no(response: Any) -> tuple[str, float] | None:
     return first_token_label(response, YES_NO)
 
 
+def parse_router(text: str) -> tuple[str, str] | None:
+    """The router's two flags from its reply: the first two non-empty lines must be
+    ``OUTSIDE KNOWLEDGE: yes|no`` and ``TIME-SENSITIVE: yes|no`` in that order (a list number
+    and markdown emphasis tolerated); else None."""
+    lines = [line.replace("*", "").replace("_", " ").strip() for line in text.strip().splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None
+    external, realtime = (pattern.fullmatch(line) for pattern, line in zip(_ROUTER_LINES, lines))
+    if external is None or realtime is None:
+        return None
+    return external.group(1).lower(), realtime.group(1).lower()
+
+
 def route(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
-    """The router's two flags (a flag that cannot be read: abstain, naming the check)."""
-    asks = [label_request(f"{i.key}/{name}", ROUTER_SYSTEM, f"Question: {i.row['question'].strip()}\n{ask}", template)
-            for i in items for name, ask, template in (("external", EXTERNAL_ASK, ROUTER_EXTERNAL),
-                                                        ("realtime", REALTIME_ASK, ROUTER_REALTIME))]
-    labels = ask_labels(pool.client(system.router_model), asks, YES_NO, YES_NO_REMINDER, stage, _yes_no)
-    for n, item in enumerate(items):
-        external, realtime = labels[2 * n], labels[2 * n + 1]
-        item.seconds += external.seconds + realtime.seconds
+    """The router's two flags from one call (unreadable: abstain, naming the check)."""
+    asks = [ChatRequest(f"{i.key}/router", [
+        {"role": "system", "content": ROUTER_SYSTEM},
+        {"role": "user", "content": f"Question: {i.row['question'].strip()}\n{ROUTER_ASK}"},
+    ], ROUTER, max_tokens=ROUTER_MAX_TOKENS) for i in items]
+    labels = ask_parsed(pool.client(system.router_model), asks, parse_router, ROUTER_REMINDER, stage,
+                        "two lines 'OUTSIDE KNOWLEDGE: yes|no' and 'TIME-SENSITIVE: yes|no'")
+    for item, label in zip(items, labels):
+        item.seconds += label.seconds
         item.trace["checks"] = ["router"]
-        item.trace["router"] = {"model": system.router_model, "needs_outside_knowledge": _label_trace(external),
-                                "time_sensitive": _label_trace(realtime)}
-        failed = next((lab for lab in (external, realtime) if not lab.ok), None)
-        if failed is not None:
-            item.abstain("router flags could not be read", f"router: {failed.error}")
+        flags = label.label or (None, None)
+        item.trace["router"] = {"model": system.router_model, **{
+            name: _label_trace(Label(flag, label.raw, label.error)) for (name, _), flag in zip(ROUTER_FLAGS, flags)}}
+        if not label.ok:
+            item.abstain("router flags could not be read", f"router: {label.error}")
             continue
-        item.time_sensitive = realtime.label == "yes"
-        item.needs_retrieval = external.label == "yes"
+        item.needs_retrieval, item.time_sensitive = (flag == "yes" for flag in flags)
 
 
 def given_evidence(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:

@@ -60,8 +60,8 @@ def test_confidence_parsing_is_strict(reply, value):
 
 def rules():
     def router(q, external, realtime):
-        return [{"when_all": [f"Question: {q}", "beyond what the image"], "answer": external},
-                {"when_all": [f"Question: {q}", "time-sensitive"], "answer": realtime}]
+        return [{"when_all": [f"Question: {q}", "OUTSIDE KNOWLEDGE:"],
+                 "answer": f"OUTSIDE KNOWLEDGE: {external}\nTIME-SENSITIVE: {realtime}"}]
 
     def answers(q, with_context, without):
         return [{"when_all": [f"Question: {q}", "Evidence:"], "when_none": ["Proposed answer"], "answer": with_context},
@@ -129,8 +129,8 @@ def test_system_on_a_scripted_model(world, make):
 
 
 def test_a_separate_router_model(world, make):
-    world.add("router", [{"when_all": ["beyond what the image"], "answer": "yes"},
-                         {"when_all": ["time-sensitive"], "answer": "yes"}], default=None)
+    world.add("router", [{"when_all": ["OUTSIDE KNOWLEDGE:"], "answer": "OUTSIDE KNOWLEDGE: yes\nTIME-SENSITIVE: yes"}],
+              default=None)
     world.add("m", [], default=None)
     rows = [make.sample("s1", "What is the score now?", ["x"])]
     out = verify_first_answers(rows, [[]], world.pool, VerifyFirst("m", router="router"))

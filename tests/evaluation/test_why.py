@@ -18,13 +18,12 @@ def run_folder(tmp_path, rows):
 
 
 def test_a_verify_first_item_shows_its_checks_and_why_it_abstained(world, make, tmp_path):
-    world.add("m", [{"when_all": ["Question: Q1", "beyond what the image"], "answer": "yes"},
-                    {"when_all": ["Question: Q1", "time-sensitive"], "answer": "no"},
+    world.add("m", [{"when_all": ["Question: Q1", "OUTSIDE KNOWLEDGE:"], "answer": "OUTSIDE KNOWLEDGE: yes\nTIME-SENSITIVE: no"},
                     {"when_all": ["Question: Q1", "Evidence:"], "when_none": ["Proposed answer"], "answer": "1889"},
                     {"when_all": ["Question: Q1"], "when_none": ["Proposed answer", "Evidence:"], "answer": "1901"},
                     {"when_all": ["Question: Q1", "Proposed answer 1"], "answer": "no"},
-                    {"when_all": ["Question: Q2", "beyond what the image"], "answer": "no"},
-                    {"when_all": ["Question: Q2", "time-sensitive"], "answer": "yes"}], default=None)
+                    {"when_all": ["Question: Q2", "OUTSIDE KNOWLEDGE:"],
+                     "answer": "OUTSIDE KNOWLEDGE: no\nTIME-SENSITIVE: yes"}], default=None)
     evidence = [{"context_id": "g", "modality": "text", "text": "Built in 1889.", "image": None, "title": "T"}]
     rows = [make.sample("s1", "Q1 which year?", ["x"]), make.sample("s2", "Q2 price today?", ["x"])]
     out = verify_first_answers(rows, [evidence, evidence], world.pool, VerifyFirst("m"), keys=["k1", "k2"])

@@ -42,8 +42,7 @@ def runs(tmp_path_factory, fixtures_root, prefect_harness):
     low, unreadable = questions[0], questions[1]
     here = tmp_path_factory.mktemp("verify-first")
     gate = [
-        {"when_all": ["beyond what the image"], "answer": "yes"},
-        {"when_all": ["time-sensitive"], "answer": "no"},
+        {"when_all": ["OUTSIDE KNOWLEDGE:"], "answer": "OUTSIDE KNOWLEDGE: yes\nTIME-SENSITIVE: no"},
         {"when_all": [f"Question: {unreadable.strip()}", "Proposed answer 1"], "answer": "maybe"},
         {"when_all": ["Proposed answer 1"], "answer": "yes"},
         {"when_all": [f"Question: {low.strip()}", "Proposed answer:"], "answer": "CONFIDENCE: 0.5\nREASONING: unsure"},
