@@ -1,7 +1,8 @@
 """CRAG-MM's single-turn conversations as a harness task (seed 001, Table 1's vision-only
-baseline): the turn's image and question with the moderate abstention prompt, as ``mmcurate
-evaluate --system plain`` asks it; the first 75 tokens of the answer (the word-piece rule)
-graded perfect / acceptable / missing / incorrect by the CRAG judge of the offline
+baseline): the turn's image and question with the prompt that asks for the answer and no
+abstention (the baseline "attempts to answer all questions", L274), as ``mmcurate evaluate
+--system plain`` asks it (``evaluation.cruise.VISION_ONLY``); the first 75 tokens of the answer
+(the word-piece rule) graded perfect / acceptable / missing / incorrect by the CRAG judge of the offline
 configuration (the lexical SimpleQA judge, its grades mapped), and CRAG's accuracy,
 missing, hallucination and truthfulness computed by ``crag.crag_metrics``."""
 from __future__ import annotations
@@ -16,6 +17,7 @@ from mmcurate.judging.answers import numeric_ranges
 from mmcurate.judging.simpleqa import JudgeItem, LexicalJudge
 
 from .crag import MAX_TOKENS, RATES, MappedJudge, crag_metrics, wordpiece
+from .cruise import VISION_ONLY
 from .harness import Doc, Harness, HarnessTask, Records
 
 STAGE = "harness"
@@ -23,7 +25,7 @@ GENERATION = {"max_new_tokens": 128, "temperature": 0.0, "do_sample": False}
 
 
 def _request(doc: Doc) -> list[dict]:
-    return prompts.build_messages(prompts.eval_template(), doc["question"], doc["images"], None)
+    return prompts.build_messages(VISION_ONLY, doc["question"], doc["images"], None)
 
 
 def _record(doc: Doc, answer: str) -> dict[str, Any]:

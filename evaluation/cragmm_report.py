@@ -1,6 +1,7 @@
 """CRAG-MM's scores of an evaluation run: the CRAG table (accuracy, missing, hallucination,
-truthfulness over all turns; ``evaluation.crag``) per set, per domain and per query category,
-with CRAG-MM's multi-turn rule.
+truthfulness over all turns; ``evaluation.crag``) per set (single_turn, multi_turn and ``ego``,
+the egocentric turns of both, as the official evaluator reports them), per domain and per query
+category, with CRAG-MM's multi-turn rule.
 
 Multi-turn rule (the competition's ``local_evaluation.py``, ``calculate_scores``, as in the
 CRUISE team's copy of the starter kit, hu-xiaoqian/meta; and facebookresearch/CRAG-MM
@@ -34,6 +35,7 @@ ALL_TURNS = "all"  # the task column of a run over every turn (no --task)
 CELL = ("task", "variant")  # what a run chooses (the task; the system or one of its ablations) (``evaluation.runs``); a column a run lacks is no key
 ANSWERS_FILE = "answers.parquet"
 STOPPED = "missing"
+EGO = "ego"  # the egocentric turns (images without a URL), which CRAG-MM's evaluator reports as a set of their own
 READINGS = {
     "competition": "turns after two consecutive misses or errors count as missing in every rate (KDD Cup 2025 "
                    "local_evaluation.py)",
@@ -101,6 +103,17 @@ def conversation_scores(ruled: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+def with_ego_set(ruled: pa.Table) -> pa.Table:
+    """``ruled`` and, once more under the set ``ego``, its egocentric turns (of either set): the
+    per-set table's rows, the ego set beside single_turn and multi_turn."""
+    if "egocentric" not in ruled.column_names:
+        return ruled
+    ego = ruled.filter(pc.equal(ruled.column("egocentric"), True))
+    where = ruled.schema.get_field_index("set")
+    return pa.concat_tables([ruled, ego.set_column(where, ruled.schema.field(where),
+                                                   pa.array([EGO] * ego.num_rows, ruled.schema.field(where).type))])
+
+
 def write_cragmm_evaluation(ruled: pa.Table, out: Path, title: str, notes: Sequence[str], reading: str) -> str:
     """Write answers and scores into ``out`` and return the markdown: with ablations, Table 1 (one
     row per ``variant``, over all turns); then, for the system itself (the first variant), the CRAG
@@ -119,8 +132,9 @@ def write_cragmm_evaluation(ruled: pa.Table, out: Path, title: str, notes: Seque
                             f"{crag_markdown(table_1, ('variant',), timed=True)}")
         ruled = ruled.filter(pc.equal(ruled.column("variant"), order[0]))
     first = cells(ruled)
-    for key, heading in (("set", "Per set"), ("domain", "Per domain"), ("query_category", "Per query category")):
-        metrics = crag_metrics(ruled, by=(*first, key))
+    for key, heading in (("set", "Per set (ego: the egocentric turns of both)"), ("domain", "Per domain"),
+                         ("query_category", "Per query category")):
+        metrics = crag_metrics(with_ego_set(ruled) if key == "set" else ruled, by=(*first, key))
         write_table(metrics, out / f"crag_by_{key}.parquet")
         sections.append(f"## {heading}\n\n{crag_markdown(metrics, (*first, key), timed=True)}")
     timed = [r for r in ruled.select(["set", "timed_out"]).to_pylist() if r["timed_out"]]

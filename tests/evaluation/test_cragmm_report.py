@@ -3,6 +3,7 @@ domain and query category."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from mmcurate.evaluation.cragmm_report import (
@@ -64,3 +65,17 @@ def test_the_table_per_set_domain_and_category(tmp_path):
     assert "- a stand-in" in text and "Multi-turn rule (competition)" in text
     assert "1 conversation, mean conversation score 0.0 %; 2 turns stopped" in text
     assert (tmp_path / "crag_by_domain.parquet").is_file() and (tmp_path / "conversations.parquet").is_file()
+
+
+def test_the_egocentric_turns_are_reported_as_a_set(tmp_path):
+    """Issue 43 item 6: CRAG-MM's evaluator reports the ego subset (images without a URL)."""
+    ego = {("multi_turn", "a"): True, ("single_turn", "x"): True, ("single_turn", "y"): False}
+    table = scored()
+    table = table.append_column("egocentric", pa.array([ego[(s, c)] for s, c in zip(
+        table["set"].to_pylist(), table["session_id"].to_pylist())]))
+    text = write_cragmm_evaluation(apply_multi_turn_rule(table, "competition"), tmp_path, "t", [], "competition")
+    # a's five turns (1 perfect, 3 missing after the rule, 1 incorrect) and x's incorrect one
+    assert "| ego | 16.67 | 50.00 | 33.33 | -16.67 | -16.67 | 6 | 0 | 0 / 0 | 0 |" in text
+    assert "| single_turn | 0.00 | 50.00 | 50.00 | -50.00 | -50.00 | 2 | 0 | 1 / 0 | 0 |" in text
+    by_set = pq.read_table(tmp_path / "crag_by_set.parquet").column("set").to_pylist()
+    assert by_set == ["ego", "multi_turn", "single_turn"]

@@ -32,9 +32,8 @@ ANSWERS = {
 
 
 def reader_rules() -> list[dict]:
-    rules = [{"when_all": ["beyond what the image"], "answer": "yes"},
-             {"when_all": ["time-sensitive", "worth today"], "answer": "yes"},
-             {"when_all": ["time-sensitive"], "answer": "no"},
+    rules = [{"when_all": ["OUTSIDE KNOWLEDGE:", "worth today"], "answer": "OUTSIDE KNOWLEDGE: yes\nTIME-SENSITIVE: yes"},
+             {"when_all": ["OUTSIDE KNOWLEDGE:"], "answer": "OUTSIDE KNOWLEDGE: yes\nTIME-SENSITIVE: no"},
              {"when_all": ["Proposed answer 1"], "answer": "yes"},
              {"when_all": ["Proposed answer:"], "answer": "CONFIDENCE: 0.95\nREASONING: the evidence says so"}]
     rules += [{"when_all": [f"Question: {q}"], "answer": a} for q, a in ANSWERS.items()]
@@ -103,14 +102,17 @@ def test_cruise_on_task_3_and_the_crag_tables(home):
     for heading in ("## Per set", "## Per domain", "## Per query category", "## Time budget", "## Multi-turn"):
         assert heading in table
     assert "summariser: scripted model 'summariser'" in table and "Multi-turn rule (competition)" in table
-    by_set = pl.read_parquet(out / "crag_by_set.parquet").row(0, named=True)
-    assert by_set["accuracy"] + by_set["missing"] + by_set["hallucination"] == pytest.approx(1.0)
+    by_set = pl.read_parquet(out / "crag_by_set.parquet")
+    assert by_set["set"].to_list() == ["ego", "multi_turn"]  # every multi-turn fixture image is egocentric
+    assert by_set.row(0)[1:] == by_set.row(1)[1:]
+    multi = by_set.row(1, named=True)
+    assert multi["accuracy"] + multi["missing"] + multi["hallucination"] == pytest.approx(1.0)
 
 
 def test_the_demos_cruise_keeps_abstains_and_its_ablations_differ(home, capsys, monkeypatch):
     """Issue 37 on the demo's stand-in (``cruise-vlm``, rules written against the fixtures): CRUISE
     keeps an answer, abstains on others for a reason ``mmcurate why`` prints, and Table 1's rows differ
-    (issue 32 item 14)."""
+    (issue 32 item 14) in the paper's order (issue 43 item 1)."""
     home_dir, release = home
     out = home_dir / "cruise-demo"
     result = evaluate(home_dir, release, "--system", "cruise", "--limit", "1", "--ablation", "no-cov",
@@ -121,12 +123,17 @@ def test_the_demos_cruise_keeps_abstains_and_its_ablations_differ(home, capsys, 
     cruise = answers.filter(pl.col("variant") == "cruise")
     assert cruise.height == 4 and (~cruise["abstained"]).sum() >= 1 and cruise["abstained"].sum() >= 1
     reasons = set(cruise.filter(pl.col("abstained"))["reason"].to_list())
-    assert reasons == {"the answers with and without context disagree", "confidence 0.5 below 0.9 (with context)"}
+    assert reasons == {"the answers with and without context disagree"}
     rows = pl.read_parquet(out / "crag_by_variant.parquet")
     assert rows["variant"].to_list() == ["cruise", "no-cov", "no-cov-no-consistency", "rag-agent"]
     cells = [tuple(r) for r in rows.select(["accuracy", "missing", "hallucination"]).rows()]
     assert len(set(cells)) == 4  # every row of Table 1 differs
-    assert rows.filter(pl.col("variant") == "cruise")["hallucination"][0] == 0.0
+    row = {r["variant"]: r for r in rows.to_dicts()}
+    missing = [row[v]["missing"] for v in ("no-cov-no-consistency", "no-cov", "cruise", "rag-agent")]
+    assert missing == sorted(missing, reverse=True)  # Table 1: w/o CoV & SC >= w/o CoV >= CRUISE >= RAG agent
+    assert max(row["no-cov"]["hallucination"], row["no-cov-no-consistency"]["hallucination"]) \
+        <= row["cruise"]["hallucination"] <= row["rag-agent"]["hallucination"]
+    assert (row["cruise"]["missing"], row["cruise"]["hallucination"]) == (0.5, 0.0)
     table = (out / "table.md").read_text()
     assert "## Table 1: the system and its ablations (all turns)" in table
     assert "answering model: scripted model 'cruise-vlm' (rules in cruise_vlm.jsonl)" in table
@@ -145,7 +152,8 @@ def test_runs_of_two_tasks_share_one_folder(home):
     answers = pl.read_parquet(out / "answers.parquet")
     assert sorted(answers.group_by("task").len().rows()) == [("1", 6), ("3", 7)]
     by_set = pl.read_parquet(out / "crag_by_set.parquet")
-    assert sorted(by_set.select(["task", "set"]).rows()) == [("1", "single_turn"), ("3", "multi_turn")]
+    assert sorted(by_set.select(["task", "set"]).rows()) == [("1", "ego"), ("1", "single_turn"), ("3", "ego"),
+                                                            ("3", "multi_turn")]
     table = (out / "table.md").read_text()
     assert "(cruise system, task 1, task 3, 13 turns)" in table.splitlines()[0]
     [shown] = [line for line in table.splitlines() if "Also shown" in line]
