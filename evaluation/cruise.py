@@ -444,9 +444,9 @@ def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[s
     for role, name in names:
         note = stand_in_note(role, settings.model(name), "the paper's Llama 3.2 models", sees=True)
         notes += [note] if note else []
-    for ablation in ablations:
-        notes.append(f"ablation {ablation}: {ABLATIONS[ablation]}. The paper names Table 1's rows only; our reading: "
-                     f"{ABLATION_READING}.")
+    notes += [f"ablation {ablation}: {ABLATIONS[ablation]}." for ablation in ablations]
+    if ablations:
+        notes.append(f"Table 1's rows: the paper names them only; our reading: {ABLATION_READING}.")
     if system == SYSTEM_NAME:
         cfg = settings.cruise
         notes.append(f"retrieval: {components.get('search')} ({components.get('search_branch')} branch of eq. 3), "
