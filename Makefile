@@ -60,6 +60,8 @@ demo-deflectionbench:
 	$(MM) watch $(DEMO_RELEASES)/deflectionbench/1.0.0 --catalog configs/catalog.yaml --config configs/demo.yaml
 	$(MM) recurate $(DEMO_RELEASES)/deflectionbench/1.0.0 --add-model smollm2-warm --config configs/demo.yaml
 	$(MM) diff $(DEMO_RELEASES)/deflectionbench/1.0.0 $(DEMO_RELEASES)/deflectionbench/1.1.0
+	$(MM) history $(DEMO_RELEASES)/deflectionbench \
+	  --evaluations $(DEMO_EVALS)/smollm2 --evaluations $(DEMO_EVALS)/smollm2-verify-first-oracle
 	$(MM) report $(DEMO_RELEASES)/deflectionbench/1.1.0
 	$(MM) verify $(DEMO_RELEASES)/deflectionbench/1.1.0
 

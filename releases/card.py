@@ -65,6 +65,25 @@ def built_with_scripted_models(manifest: dict) -> bool:
     return any(model.get("backend") == "scripted" for model in manifest.get("models") or [])
 
 
+SCRIPTED_BANNER = ("> **Built with scripted models.** The models that curated this release answer from fixed rules\n"
+                   "> (a dry run of the pipeline), not from model weights: its samples show what the pipeline\n"
+                   "> does, not what any model knows.")
+
+
+def banners(manifest: dict) -> list[str]:
+    """The warnings a reader must see first (the card's and the run's Prefect artifact): a
+    release shaped by scripted models, or one whose failed model calls held samples out."""
+    out = [SCRIPTED_BANNER] if built_with_scripted_models(manifest) else []
+    incomplete = manifest.get("incomplete")
+    if incomplete:
+        failed = ", ".join(f"{model}: {n['failed']} of {n['calls']} calls"
+                           for model, n in incomplete.get("failed_calls", {}).items())
+        out.append(f"> **Incomplete release.** Model calls failed while it was curated\n> ({failed});\n"
+                   f"> {counted(incomplete.get('held_out', 0), 'sample')} held out by those errors, not curated away. "
+                   "Rerunning the\n> same configuration completes it.")
+    return out
+
+
 def environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
@@ -76,19 +95,24 @@ def environment() -> Environment:
 def yaml_header(manifest: dict, features: dict, kind: ReleaseKind) -> str:
     """The card's metadata through ``huggingface_hub.DatasetCardData`` (the Hub's own schema):
     one ``configs`` entry per table, so the Hub's viewer and ``datasets.load_dataset(DIR, config)``
-    find each. ``features`` maps config -> datasets.Features of its (image-embedded) table."""
+    find each; the first (one row per sample) is the default, so ``load_dataset(DIR)`` needs no
+    name. A licence every source states is also the tables' ``DatasetInfo.license``. ``features`` maps config -> datasets.Features of its (image-embedded) table."""
     rows = manifest["counts"]["rows"]
     sizes = manifest["counts"].get("bytes") or {}
     split = kind.split
+    licence = card_license(source_licenses(manifest))
+    stated = {"license": licence["license"]} if licence["license"] != "other" else {}  # DatasetInfo.license
     card = DatasetCardData(
         pretty_name=f"{kind.pretty} {manifest['version']}",
-        **card_license(source_licenses(manifest)),
-        configs=[{"config_name": c, "data_files": [{"split": split, "path": f"data/{c}-*.parquet"}]} for c in features],
+        **licence,
+        configs=[{"config_name": c, "data_files": [{"split": split, "path": f"data/{c}-*.parquet"}],
+                  **({"default": True} if i == 0 else {})} for i, c in enumerate(features)],
         dataset_info=[
             {
                 "config_name": c,
                 "features": f._to_yaml_list(),
                 "splits": [{"name": split, "num_bytes": int(sizes.get(c, 0)), "num_examples": int(rows[c])}],
+                **stated,
             }
             for c, f in features.items()
         ],
@@ -112,7 +136,7 @@ def render_card(manifest: dict, features: dict, plots: dict[str, str], kind: Rel
         m=manifest,
         pretty=kind.pretty,
         description=kind.description,
-        scripted=built_with_scripted_models(manifest),
+        banners=banners(manifest),
         licenses=source_licenses(manifest),
         header=yaml_header(manifest, features, kind),
         configs=list(features),

@@ -28,7 +28,8 @@ def sorted_counts(counts: Counter) -> dict[str, int]:
     """Counts keyed by their value as text, in the value's order (numbers in numeric order)."""
     return {str(key): counts[key] for key in sorted(counts)}
 
-def _png(fig: Figure) -> bytes:
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG bytes (closed afterwards)."""
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=100)
@@ -99,6 +100,74 @@ def counts_figure(title: str, counts: Mapping[str, int], xlabel: str, ylabel: st
     return fig
 
 
+def retention_figure(per_source: Mapping[str, tuple[int, int]]) -> Figure:
+    """Per source: samples that entered and samples released, with the share kept."""
+    names = list(per_source)[::-1]
+    entered = [per_source[n][0] for n in names]
+    kept = [per_source[n][1] for n in names]
+    ys = range(len(names))
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(names) + 1.6))
+    ax.barh(list(ys), entered, color="#C8C8C8", label="entered")
+    bars = ax.barh(list(ys), kept, color="#4C72B0", label="released")
+    ax.bar_label(bars, labels=[f"{k} of {e} ({100 * k / e:.0f}%)" if e else "0" for k, e in zip(kept, entered)],
+                 padding=3, fontsize=8)
+    ax.set_yticks(list(ys), names)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("samples")
+    ax.set_title("Retention per source")
+    ax.legend(fontsize="small", loc="lower right")
+    return fig
+
+
+def reasons_figure(title: str, counts: Mapping[str, int]) -> Figure:
+    """Records (or samples) per reason, most frequent on top; long reasons cut to one line."""
+    names = [r if len(r) <= 60 else r[:57] + "..." for r in counts][::-1]
+    values = [int(v) for v in counts.values()][::-1]
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(names) + 1.6))
+    bars = ax.barh(names, values, color="#DD8452")
+    ax.bar_label(bars, padding=3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_xlabel("count")
+    ax.set_title(title)
+    return fig
+
+
+def saturation_figure(points: list[tuple[str, object, float, str]]) -> Figure:
+    """The saturation curve: per gating model (one line each), the share of the benchmark it
+    answers parametrically at each version that asked it. ``points``: (model, when, share,
+    version) with ``when`` a datetime (a version's creation) or the version text."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for model in dict.fromkeys(p[0] for p in points):
+        mine = [p for p in points if p[0] == model]
+        ax.plot([p[1] for p in mine], [100 * p[2] for p in mine], marker="o", label=model)
+        for _, when, share, version in mine:
+            ax.annotate(version, (when, 100 * share), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("release date")
+    ax.set_ylabel("answered without retrieval (%)")
+    ax.set_title("Saturation: what each gating model answers from memory")
+    ax.legend(fontsize="small")
+    fig.autofmt_xdate()
+    return fig
+
+
+def leaderboard_figure(metric: str, rows: list[dict]) -> Figure:
+    """One headline metric per evaluation run and condition, with its 95% Wilson interval."""
+    shown = [r for r in rows if r[metric] is not None]
+    labels = [f"{r['model']}\n{r['condition']}" for r in shown]
+    values = [100 * r[metric] for r in shown]
+    low = [100 * (r[metric] - r[f"{metric} low"]) for r in shown]
+    high = [100 * (r[f"{metric} high"] - r[metric]) for r in shown]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(shown) + 2), 4))
+    ax.bar(labels, values, yerr=[low, high], capsize=4, color="#8172B3")
+    ax.set_ylim(0, 100)
+    ax.set_ylabel(f"{metric} (%)")
+    ax.set_title(f"{metric.capitalize()} with 95% Wilson intervals")
+    ax.tick_params(axis="x", labelsize=7)
+    return fig
+
+
 def write_plots(statistics: dict[str, list[dict]], distributions: dict[str, tuple[str, str, dict[str, int]]],
                 out: Path) -> dict[str, str]:
     """Write every plot the data allows into ``out``; return {title: file name}.
@@ -106,15 +175,15 @@ def write_plots(statistics: dict[str, list[dict]], distributions: dict[str, tupl
     out.mkdir(parents=True, exist_ok=True)
     pngs: dict[str, tuple[str, bytes]] = {}
     if statistics.get("funnel"):
-        pngs["Curation funnel"] = ("funnel.png", _png(funnel_figure(statistics["funnel"])))
-    if statistics.get("convergence"):
-        pngs["Convergence of gating"] = ("convergence.png", _png(convergence_figure(statistics["convergence"])))
+        pngs["Curation funnel"] = ("funnel.png", png_bytes(funnel_figure(statistics["funnel"])))
+    if len(statistics.get("convergence") or []) > 1:  # one model: no convergence to draw
+        pngs["Convergence of gating"] = ("convergence.png", png_bytes(convergence_figure(statistics["convergence"])))
     if statistics.get("topics"):
-        pngs["Topic distribution before and after curation"] = ("topics.png", _png(topics_figure(statistics["topics"])))
+        pngs["Topic distribution before and after curation"] = ("topics.png", png_bytes(topics_figure(statistics["topics"])))
     for i, (title, (xlabel, ylabel, counts)) in enumerate(distributions.items()):
         if counts:
             figure = counts_figure(title.capitalize(), counts, xlabel, ylabel)
-            pngs[title.capitalize()] = (f"distribution-{i}.png", _png(figure))
+            pngs[title.capitalize()] = (f"distribution-{i}.png", png_bytes(figure))
     for name, data in pngs.values():
         (out / name).write_bytes(data)
     return {title: name for title, (name, _) in pngs.items()}

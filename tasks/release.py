@@ -2,6 +2,7 @@
 it reruns."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -9,8 +10,10 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.images import ImageStore
+from mmcurate.releases.card import banners
 from mmcurate.releases.completeness import check_complete
 from mmcurate.releases.draft import ReleaseDraft
+from mmcurate.releases.manifest import MANIFEST
 from mmcurate.releases.rerun import published_rerun
 from mmcurate.releases.writer import write_release
 
@@ -30,9 +33,14 @@ def publish_release(draft: ReleaseDraft, releases_root: Path, images: Path, allo
             create_table_artifact(key=f"{draft.benchmark}-{name.replace('_', '-')}", table=rows,
                                   description=f"{draft.benchmark} {draft.version}: {name}")
     path = write_release(draft, releases_root, ImageStore(images))
-    create_markdown_artifact(
-        key=f"{draft.benchmark}-release",
-        markdown=f"# {draft.benchmark} {draft.version}\n\nWritten to `{path}`.\n\n"
-        + "\n".join(f"- {note}" for note in draft.notes),
-    )
+    create_markdown_artifact(key=f"{draft.benchmark}-release", markdown=release_summary(path, draft.notes))
     return path
+
+
+def release_summary(path: Path, notes: list[str]) -> str:
+    """The run's release artifact: the card's warnings first (scripted models, an incomplete
+    release), then where it was written and its notes."""
+    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    warnings = "".join(f"{banner}\n\n" for banner in banners(manifest))
+    return (f"# {manifest['benchmark']} {manifest['version']}\n\n{warnings}Written to `{path}`.\n\n"
+            + "\n".join(f"- {note}" for note in notes))

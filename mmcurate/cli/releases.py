@@ -1,4 +1,4 @@
-"""Release commands: ``verify``, ``why``, ``diff``, ``validate``, ``report``, ``publish``."""
+"""Release commands: ``verify``, ``why``, ``diff``, ``validate``, ``report``, ``history``, ``publish``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -89,6 +89,21 @@ def report(release: ReleaseArg) -> None:
     from mmcurate.releases.report import write_report
 
     typer.echo(str(write_report(release)))
+
+
+@app.command()
+def history(
+    benchmark: Annotated[Path, typer.Argument(help="a benchmark's folder of versions: ROOT/<benchmark>")],
+    evaluations: Annotated[Optional[list[Path]], typer.Option(
+        "--evaluations", "-e", help="an evaluation run folder (as `mmcurate evaluate` writes it) for the "
+        "leaderboard; repeatable")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="folder for history.html and HISTORY.md (default: BENCHMARK)")] = None,
+) -> None:
+    """Write the benchmark's history: every version, what each re-curation removed and whose answers removed it,
+    the saturation curve, and a leaderboard of the given evaluation runs (history.html, HISTORY.md)."""
+    from mmcurate.releases.history import write_history
+
+    typer.echo(str(write_history(benchmark, out, evaluations)))
 
 
 @app.command()

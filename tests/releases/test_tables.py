@@ -5,7 +5,7 @@ import json
 
 from mmcurate.releases.deflection import global_table
 from mmcurate.releases.manifest_model import Manifest
-from mmcurate.releases.plots import _png, topics_figure
+from mmcurate.releases.plots import png_bytes, topics_figure
 from mmcurate.benchmarks.deflectionbench import TopicsConfig
 from mmcurate.core.ledger import ledger_table
 from mmcurate.releases.topics import assign_topics, inherited_topics, topic_of
@@ -59,7 +59,7 @@ def test_topic_table_before_and_after(make):
     assert inherited.before == topics.before and inherited.table(kept) == list(rows.values())
     assert inherited.decisions == []  # the parent's ledger already holds them
     assert inherited_topics(manifest({}), ledger_table([], "r"), pool) is None
-    assert _png(topics_figure(list(rows.values())))[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png_bytes(topics_figure(list(rows.values())))[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_recuration_counts_its_samples_in_the_parents_bertopic_clusters(make):

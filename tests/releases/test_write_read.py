@@ -43,7 +43,8 @@ def test_card_declares_configs_and_image_features(deflection_release):
     card = (deflection_release / "README.md").read_text()
     header = card.split("---")[1]
     meta = yaml.safe_load(header)
-    assert meta["configs"] == [{"config_name": "test", "data_files": [{"split": "test", "path": "data/test-*.parquet"}]}]
+    assert meta["configs"] == [{"config_name": "test", "data_files": [{"split": "test", "path": "data/test-*.parquet"}],
+                               "default": True}]
     features = {f["name"]: f for f in meta["dataset_info"][0]["features"]}
     assert features["images"]["list"] == "image"
     assert "## Limitations" in card and "descriptor stand-in" in card
