@@ -15,6 +15,14 @@ embedded SmolLM2); the exported task says so in its metadata.
 
 Messages come from mmcurate's request builders, which name images by sha256; a document's
 images are PIL objects, so they are named ``doc-image:<i>`` in the order met and put back.
+
+A request lmms-eval gave up on comes back as a reply starting ``[LMMS_EVAL_REQUEST_FAILED``
+(its API models' marker, with the error). Such a reply is never read or graded: its record
+says it failed, every rate is computed over the other (``graded``) documents, and every task
+reports three more numbers: ``graded``, ``failed_requests`` and ``failed_samples`` (the failed
+documents' sample ids). A failed call is the server's trouble, not the model's answer, so it
+counts as neither a wrong answer nor an abstention (as ``metrics.compute_metrics`` leaves
+failed calls out of DeflectionBench's rates).
 """
 from __future__ import annotations
 
@@ -28,6 +36,10 @@ from typing import Any
 Doc = Mapping[str, Any]
 Records = list[dict[str, Any]]
 PLACEHOLDER = "doc-image:"
+FAILED_REPLY = "[LMMS_EVAL_REQUEST_FAILED"  # how lmms-eval's API models answer a request that failed every retry
+GRADED, FAILED_REQUESTS, FAILED_SAMPLES = "graded", "failed_requests", "failed_samples"
+COUNTS = (GRADED, FAILED_REQUESTS, FAILED_SAMPLES)  # the numbers every task adds to its own metrics
+FAILED = "request_failed"  # the record of a failed request: its sample id and the marker reply, nothing graded
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,11 @@ class HarnessTask:
     keep: Callable[[Doc], bool] | None = None  # which documents of the table belong to the task
     generation: Mapping[str, Any] = field(default_factory=dict)  # lmms-eval generation_kwargs
     description: str = ""
+
+
+def metric_names(task: HarnessTask) -> tuple[str, ...]:
+    """The task's own metrics, then the counts every task reports (``COUNTS``)."""
+    return (*task.metrics, *COUNTS)
 
 
 @dataclass(frozen=True)
@@ -130,15 +147,30 @@ class Bound:
         return self.task.target(doc)
 
     def process_results(self, doc: Doc, results: Sequence[Any]) -> dict[str, dict[str, Any]]:
-        record = self.task.record(doc, _text(results[0]) if results else "")
-        return {name: record for name in self.task.metrics}
+        reply = _text(results[0]) if results else ""
+        record = ({"sample_id": doc.get("sample_id"), FAILED: reply} if reply.startswith(FAILED_REPLY)
+                  else self.task.record(doc, reply))
+        return {name: record for name in metric_names(self.task)}
 
     def process_docs(self, dataset: Any) -> Any:
         keep = self.task.keep
         return dataset if keep is None else dataset.filter(lambda doc: keep(doc))
 
-    def aggregation(self, metric: str) -> Callable[[Records], float | None]:
-        return self.task.metrics[metric]
+    def aggregation(self, metric: str) -> Callable[[Records], Any]:
+        """The metric over the task's graded records (None when none was graded), or one of
+        ``COUNTS`` over all of them."""
+        if metric == GRADED:
+            return lambda records: sum(FAILED not in r for r in records)
+        if metric == FAILED_REQUESTS:
+            return lambda records: sum(FAILED in r for r in records)
+        if metric == FAILED_SAMPLES:
+            return lambda records: [r["sample_id"] for r in records if FAILED in r]
+        rate = self.task.metrics[metric]
+
+        def aggregate(records: Records) -> float | None:
+            graded = [r for r in records if FAILED not in r]
+            return rate(graded) if graded else None
+        return aggregate
 
 
 def _text(result: Any) -> str:

@@ -15,22 +15,31 @@ model is sent (a text-only model), and the README and every YAML say so.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
-from mmcurate.evaluation.harness import Harness, HarnessTask, harness_of
+from mmcurate.evaluation.harness import (FAILED_REPLY, FAILED_REQUESTS, FAILED_SAMPLES, GRADED, Harness, HarnessTask,
+                                         harness_of, metric_names)
 
 from .errors import ReleaseError
-from .reader import DATA_DIR, read_parquet
+from .reader import DATA_DIR, read_parquet, read_schema
+from .versions import parse_version
 
 FOLDER = "lmms_eval"
 SETTINGS = "harness.json"
 FUNCTIONS = ("doc_to_messages", "doc_to_visual", "doc_to_text", "doc_to_target", "process_results")
+# lmms-eval's ``higher_is_better`` of a metric (True unless named): None for a number that is no
+# score (POPE's yes ratio, the share of "yes" replies, says how biased the model is either way;
+# the counts say what the rates are over)
+HIGHER_IS_BETTER: dict[str, bool | None] = {
+    "deflection": False, "hallucination": False, "missing": False, "yes_ratio": None,
+    GRADED: None, FAILED_REQUESTS: False, FAILED_SAMPLES: None}
 
 
 class _Function(str):
@@ -41,6 +50,8 @@ yaml.SafeDumper.add_representer(_Function, lambda dumper, value: dumper.represen
 
 
 def group_name(benchmark: str, version: str) -> str:
+    """The lmms-eval group of a release; its version must be semantic (it names files)."""
+    parse_version(version)
     return f"{benchmark}_v{version.replace('.', '_')}"
 
 
@@ -56,8 +67,8 @@ def _task_yaml(group: str, task: HarnessTask, data_files: str, text_only: bool) 
         **{name: _Function(f"utils.{ident}_{name}") for name in FUNCTIONS},
         "generation_kwargs": dict(task.generation),
         "metric_list": [{"metric": metric, "aggregation": _Function(f"utils.{ident}_{metric}"),
-                         "higher_is_better": metric not in ("deflection", "hallucination", "missing")}
-                        for metric in task.metrics],
+                         "higher_is_better": HIGHER_IS_BETTER.get(metric, True)}
+                        for metric in metric_names(task)],
         "metadata": {"version": 1.0, "description": task.description, "text_only": text_only},
     }
     return config
@@ -74,7 +85,7 @@ def _utils(harness: Harness) -> str:
         if task.keep:
             lines.append(f'{ident}_process_docs = _TASKS["{ident}"].process_docs')
         lines += [f'{ident}_{name} = _TASKS["{ident}"].{name}' for name in FUNCTIONS]
-        lines += [f'{ident}_{metric} = _TASKS["{ident}"].aggregation("{metric}")' for metric in task.metrics]
+        lines += [f'{ident}_{metric} = _TASKS["{ident}"].aggregation("{metric}")' for metric in metric_names(task)]
         lines.append("")
     return "\n".join(lines)
 
@@ -92,6 +103,13 @@ def _readme(group: str, harness: Harness, tasks: list[str], relative: bool, text
            f"    {run}", ""] if tasks else []),
         *(["**Text only**: every image is dropped from what the model is sent (exported for a text-only "
            "model), so the numbers are not the benchmark's multimodal ones.", ""] if text_only else []),
+        *([f"**Failed requests**: a request lmms-eval gave up on (its reply starts `{FAILED_REPLY}`) is never "
+           f"graded. Every rate is over the task's `{GRADED}` documents; `{FAILED_REQUESTS}` counts the others "
+           f"and `{FAILED_SAMPLES}` names them (sample ids). A run whose `{FAILED_REQUESTS}` is not 0 did not "
+           "measure the model on every document.", "",
+           "With mmcurate's embedded llama.cpp server, start it as `python -m mmcurate.models.backends.llama_launch "
+           "--model GGUF --host 127.0.0.1 --port PORT` (llama-cpp-python's own `python -m llama_cpp.server` "
+           "refuses the content lists lmms-eval sends: every request fails).", ""] if tasks else []),
     ])
 
 
@@ -127,21 +145,36 @@ def harness_values(benchmark: str, version: str, seed: int | None, first: pa.Tab
     return {"benchmark": benchmark, "version": version, "seed": seed or 0, "pairs": [list(p) for p in pairs]}
 
 
-
 def export_release(release: Any, kind: Any, out: Path, text_only: bool = False) -> dict[str, Any]:
     """``mmcurate export lmms-eval``: the release's task folder in ``out`` (absolute data paths).
     ``release`` is an opened ``reader.Release``, ``kind`` its ``ReleaseKind``. Refused: a kind
-    without a harness, an ``out`` holding files, an ``out`` inside the release."""
+    without a harness, an ``out`` holding files, an ``out`` inside the release, a release whose
+    version cannot name a group or whose manifest names shards outside it. The folder is written
+    beside ``out`` under a temporary name and renamed into place: a write that fails (a name too
+    long, no permission, a full disk) leaves no task folder, and says so in one line."""
     if not kind.harness:
         raise ReleaseError(f"{release.benchmark} releases have no lmms-eval tasks")
+    group_name(release.benchmark, release.version)  # a version that cannot name a group is refused first
     out = Path(out)
-    if out.resolve().is_relative_to(Path(release.path).resolve()):
-        raise ReleaseError(f"--out {out} is inside the release: a release is never written into; pick another folder")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ReleaseError(f"--out {out} is not an empty folder: refusing to overwrite")
+    try:
+        if out.resolve().is_relative_to(Path(release.path).resolve()):
+            raise ReleaseError(f"--out {out} is inside the release: a release is never written into; pick another folder")
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ReleaseError(f"--out {out} is not an empty folder: refusing to overwrite")
+    except OSError as exc:
+        raise ReleaseError(f"--out {out}: {exc.strerror or exc}") from None
     shards = release.shard_paths(release.configs[0])
-    columns = [c for c in ("dataset", "split") if c in pq.read_schema(shards[0]).names]
+    columns = [c for c in ("dataset", "split") if c in read_schema(shards[0]).names]
     first = pa.concat_tables([read_parquet(path, columns) for path in shards]) if columns else pa.table({})
     values = harness_values(release.benchmark, release.version, release.manifest.seed, first)
-    return write_lmms_tasks(harness_of(kind.harness, values), kind.harness, values, release.benchmark,
-                            release.version, out, data=Path(release.path), text_only=text_only)
+    harness = harness_of(kind.harness, values)
+    staging = out.resolve().with_name(f".{out.resolve().name}.tmp-{os.getpid()}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        written = write_lmms_tasks(harness, kind.harness, values, release.benchmark, release.version, staging,
+                                   data=Path(release.path), text_only=text_only)
+        os.replace(staging, out)  # onto an absent or empty folder
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ReleaseError(f"--out {out}: cannot write the task folder: {exc.strerror or exc}") from None
+    return written

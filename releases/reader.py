@@ -38,6 +38,14 @@ def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
         raise _unreadable(path, exc) from None
 
 
+def read_schema(path: Path) -> pa.Schema:
+    """A Parquet file's schema; ReleaseError (one line) as ``read_parquet``."""
+    try:
+        return pq.read_schema(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise _unreadable(path, exc) from None
+
+
 def _unreadable(path: Path, exc: Exception) -> ReleaseError:
     return ReleaseError(f"{path} is unreadable: {str(exc).splitlines()[0]} (run `mmcurate verify`)")
 
@@ -77,10 +85,18 @@ class Release:
         return self.configs[0]
 
     def shard_paths(self, config: str) -> list[Path]:
+        """The config's shards. A shard the manifest names outside the release folder (an
+        absolute path, ``..``, a link out) is refused: a release reads only its own files."""
         try:
-            return [self.path / rel for rel in self.manifest.shards[config]]
+            names = self.manifest.shards[config]
         except KeyError:
             raise ReleaseError(f"release {self.path} has no config {config!r}; it has {self.configs}") from None
+        root = self.path.resolve()
+        for name in names:
+            if not (self.path / name).resolve().is_relative_to(root):
+                raise ReleaseError(f"{self.path / MANIFEST} names the shard {name!r} of config {config!r}, outside "
+                                   "the release: a release reads only its own files")
+        return [self.path / name for name in names]
 
     def table(self, config: str) -> pa.Table:
         """One config as Arrow (images embedded as ``{bytes, path}`` structs)."""

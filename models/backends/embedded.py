@@ -1,7 +1,7 @@
 """Embedded local model: a llama.cpp server subprocess on loopback, spoken to over HTTP.
 
 ``python -m llama_cpp.server`` (llama-cpp-python[server], started through ``llama_launch``,
-which works around an AMX crash) loads a GGUF shipped inside a PyPI package, listens on a
+which works around an AMX crash and takes text-only content lists) loads a GGUF shipped inside a PyPI package, listens on a
 free 127.0.0.1 port and is reached through the OpenAI-compatible backend; it starts on the
 first batch with a cache miss. The chat template stored in the GGUF is used (no
 ``--chat_format``). The server is stopped on ``close()`` and, failing that, at

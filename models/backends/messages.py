@@ -53,8 +53,14 @@ def to_openai_messages(
                 parts.append({"type": "image_url", "image_url": {"url": data_url(images, part["sha256"])}})
             else:
                 raise RequestError(f"unknown message part type {kind!r}")
-        if all(p["type"] == "text" for p in parts):
-            out.append({**message, "content": "\n".join(p["text"] for p in parts)})
-        else:
-            out.append({**message, "content": parts})
+        text = text_content(parts)
+        out.append({**message, "content": parts if text is None else text})
     return out, dropped
+
+
+def text_content(parts: list[dict]) -> str | None:
+    """OpenAI content parts that are all text, as the one string a text-only chat template
+    expects (the parts' texts, a line each); None when a part is not text."""
+    if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in parts):
+        return None
+    return "\n".join(p["text"] for p in parts)

@@ -16,6 +16,7 @@ from mmcurate.core.ledger import Decision, ledger_table
 from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.releases.deflection import KIND as DEFLECTION
 from mmcurate.releases.draft import ReleaseDraft
+from mmcurate.releases.manifest import MANIFEST, body_digests, file_entry, sealed_digest
 from mmcurate.releases.reflvqa import KIND as REFLVQA
 
 SEED = 7
@@ -163,3 +164,11 @@ def reflvqa_draft(tables: dict[str, list[dict]], version: str = "1.0.0") -> Rele
         components={"entailment": "lexical-overlap-v1"}, source_files=[], counts={"per_stage": {}, "per_source": {}},
         statistics={"funnel": [{"stage": "ingest", "remaining": 2}]}, seed=0,
     )
+
+
+def reseal(release: Path, manifest: dict) -> None:
+    """Rewrite the manifest with its file list and body sealed again, as a writer would."""
+    files = {rel: file_entry(release / rel) for rel in manifest["files"]}
+    manifest = {**manifest, "files": files, "sealed": sealed_digest(files)}
+    manifest["sealed_body"] = body_digests(manifest)
+    (release / MANIFEST).write_text(json.dumps(manifest))

@@ -25,6 +25,7 @@ from mmcurate.releases.reader import open_release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.releases.verify import verify_release
 from mmcurate.core.images import ImageStore
+from mmcurate.models.backends.embedded import free_port
 
 from tests.releases.cli_helpers import one_line, run_cli
 from tests.releases.lmms_helpers import harness_documents, harness_numbers
@@ -110,31 +111,55 @@ def test_export_refuses_a_folder_with_files_and_the_release_itself(deflection_re
     assert not (deflection_release / "lmms_eval2").exists()
 
 
-@pytest.mark.slow
-def test_lmms_eval_runs_the_exported_tasks_against_the_llama_server(deflection_release, llama_server, tmp_path,
-                                                                    capsys, monkeypatch):
-    """lmms-eval's own command line, its OpenAI-compatible chat model pointed at the embedded
-    llama.cpp server (SmolLM2 is text-only: exported with --text-only, the images dropped).
-    SmolLM2's answers differ across machines: only what the run must produce is checked."""
+def _lmms_eval(out: Path, base_url: str, work: Path) -> dict[str, dict[str, object]]:
+    """lmms-eval's own command line over two of the exported tasks (two documents each), its
+    OpenAI-compatible chat model pointed at ``base_url``: per task, every metric's value."""
+    env = {**os.environ, "OPENAI_API_KEY": "none", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "WANDB_MODE": "disabled", "HF_HOME": str(work / "hf")}
+    run = subprocess.run(
+        [sys.executable, "-m", "lmms_eval", "--model", "openai",
+         "--model_args", f"model_version=smollm2,base_url={base_url},max_retries=1",
+         "--tasks", f"{GROUP}_oracle,{GROUP}_parametric", "--include_path", str(out), "--limit", "2",
+         "--batch_size", "1", "--output_path", str(work / "results")],
+        capture_output=True, text=True, env=env, cwd=work, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = [json.loads(p.read_text()) for p in (work / "results").rglob("*results*.json")]
+    assert results, list((work / "results").rglob("*"))
+    return {task: {k.split(",")[0]: v for k, v in cell.items() if "," in k and not k.endswith("_stderr,none")}
+            for task, cell in results[0]["results"].items() if task.startswith(f"{GROUP}_")}
+
+
+@pytest.fixture
+def text_only_tasks(deflection_release, tmp_path, capsys, monkeypatch) -> Path:
     out = tmp_path / "tasks"
     code, said, err = run_cli(capsys, monkeypatch, "export", "lmms-eval", str(deflection_release), "--out", str(out),
                               "--text-only")
     assert code == 0 and f"--tasks {GROUP} --include_path {out}" in said, err
-    env = {**os.environ, "OPENAI_API_KEY": "none", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "WANDB_MODE": "disabled", "HF_HOME": str(tmp_path / "hf")}
-    run = subprocess.run(
-        [sys.executable, "-m", "lmms_eval", "--model", "openai",
-         "--model_args", f"model_version=smollm2,base_url={llama_server.base_url},max_retries=1",
-         "--tasks", f"{GROUP}_oracle,{GROUP}_parametric", "--include_path", str(out), "--limit", "2",
-         "--batch_size", "1", "--output_path", str(tmp_path / "results")],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
-    results = [json.loads(p.read_text()) for p in (tmp_path / "results").rglob("*results*.json")]
-    assert results, list((tmp_path / "results").rglob("*"))
-    scores = results[0]["results"]
+    return out
+
+
+@pytest.mark.slow
+def test_lmms_eval_runs_the_exported_tasks_against_the_llama_server(text_only_tasks, llama_server, tmp_path):
+    """lmms-eval's own command line, its OpenAI-compatible chat model pointed at the embedded
+    llama.cpp server as the README starts it (``llama_launch``; SmolLM2 is text-only: exported
+    with --text-only, the images dropped). Every request is answered (lmms-eval sends content
+    lists, which llama-cpp-python's own server refuses). SmolLM2's answers differ across
+    machines: only what the run must produce is checked."""
+    scores = _lmms_eval(text_only_tasks, llama_server.base_url, tmp_path)
     for scenario in ("oracle", "parametric"):
-        cell = scores[f"{GROUP}_{scenario}"]
-        values = {k.split(",")[0]: v for k, v in cell.items() if "," in k and not k.endswith("_stderr,none")}
-        assert set(RATES) <= set(values), cell
+        values = scores[f"{GROUP}_{scenario}"]
+        assert (values["failed_requests"], values["failed_samples"], values["graded"]) == (0, [], 2), values
+        assert set(RATES) <= set(values), values
         assert 0.0 <= values["accuracy"] <= 1.0 and values["accuracy"] + values["deflection"] \
             + values["hallucination"] == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+def test_a_run_whose_requests_all_fail_grades_nothing_and_names_them(text_only_tasks, tmp_path):
+    """Issue 42 item 1: no server behind the URL, every request fails: lmms-eval still exits 0,
+    and its results grade nothing (no rate), count the failures and name the documents."""
+    scores = _lmms_eval(text_only_tasks, f"http://127.0.0.1:{free_port()}/v1", tmp_path)
+    for scenario in ("oracle", "parametric"):
+        values = scores[f"{GROUP}_{scenario}"]
+        assert values["graded"] == 0 and values["failed_requests"] == 2 and len(values["failed_samples"]) == 2, values
+        assert all(values[rate] is None for rate in RATES), values

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from mmcurate.releases.errors import ReleaseError
-from mmcurate.releases.manifest import MANIFEST, body_digests, file_entry, load_manifest, sealed_digest
+from mmcurate.releases.manifest import MANIFEST, load_manifest
 from mmcurate.releases.manifest_model import MANIFEST_FORMAT, SCHEMA_FILE, Manifest, schema_text
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
+
+from tests.releases.release_builders import reseal
 
 FORMAT2 = Path(__file__).parent / "data" / "format2" / "deflectionbench" / "1.0.0"
 
@@ -59,21 +61,13 @@ def test_a_new_release_seals_its_schema_and_verify_checks_it(copy):
     assert result.ok and result.notes == [], result.problems()
 
 
-def _reseal(release: Path, manifest: dict) -> None:
-    """Rewrite the manifest with its file list and body sealed again, as a writer would."""
-    files = {rel: file_entry(release / rel) for rel in manifest["files"]}
-    manifest = {**manifest, "files": files, "sealed": sealed_digest(files)}
-    manifest["sealed_body"] = body_digests(manifest)
-    (release / MANIFEST).write_text(json.dumps(manifest))
-
-
 def test_verify_holds_the_manifest_to_the_schema_sealed_beside_it(copy):
     """A manifest checked against its own release's schema (sealed, so not edited unnoticed): a
     schema that asks for what the manifest lacks fails verification, naming the entry."""
     schema = json.loads((copy / SCHEMA_FILE).read_text())
     schema["required"] = [*schema["required"], "licence"]
     (copy / SCHEMA_FILE).write_text(json.dumps(schema))
-    _reseal(copy, json.loads((copy / MANIFEST).read_text()))
+    reseal(copy, json.loads((copy / MANIFEST).read_text()))
     result = verify_release(copy)
     assert result.invalid == [f"{MANIFEST} does not follow {SCHEMA_FILE}: (top): 'licence' is a required property"]
 
@@ -81,7 +75,7 @@ def test_verify_holds_the_manifest_to_the_schema_sealed_beside_it(copy):
 def test_a_format_3_release_without_its_schema_fails_verification(copy):
     manifest = json.loads((copy / MANIFEST).read_text())
     (copy / SCHEMA_FILE).unlink()
-    _reseal(copy, {**manifest, "files": {k: v for k, v in manifest["files"].items() if k != SCHEMA_FILE}})
+    reseal(copy, {**manifest, "files": {k: v for k, v in manifest["files"].items() if k != SCHEMA_FILE}})
     result = verify_release(copy)
     assert result.invalid == [f"{MANIFEST} is format 3: its schema {SCHEMA_FILE} is not a sealed file"]
 
