@@ -319,9 +319,8 @@ def server_env(review: Path, token: str, password: str, data: Path | None = None
     password reset, on start), the API token, SQLite in ``data`` (default ``review/.label-studio``)."""
     review = review.resolve()
     return {**os.environ, "LABEL_STUDIO_USERNAME": USERNAME, "LABEL_STUDIO_PASSWORD": password,
-            "LABEL_STUDIO_USER_TOKEN": token, "LABEL_STUDIO_API_KEY": token,
-            "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true", "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",
-            "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(review),
+            "LABEL_STUDIO_USER_TOKEN": token, "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+            "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true", "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(review),
             "LABEL_STUDIO_BASE_DATA_DIR": str(data or review / SERVER_DATA), "SENTRY_DSN": ""}
 
 
