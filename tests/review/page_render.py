@@ -1,7 +1,7 @@
 """A page of a local web app as headless Chromium renders it, logged in through the app's
 Django login form: the session cookie goes to Chromium through the DevTools protocol, the page
 is polled until it has drawn (bounded), then its text, loaded images, radio buttons (single
-choices), how far down the page the first of them ends (px, unscrolled) and a screenshot."""
+choices) and a screenshot."""
 from __future__ import annotations
 
 import base64
@@ -22,10 +22,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--window-size=1400,1800"]
 PROBE = """(() => {
   const images = [...document.images].filter(i => i.complete && i.naturalWidth > 0 && !i.src.startsWith('data:'));
-  const radios = document.querySelectorAll('input[type=radio]');
   return JSON.stringify({text: document.body ? document.body.innerText : '', images_loaded: images.length,
-                         radios: radios.length,
-                         first_choice_bottom: radios.length ? radios[0].getBoundingClientRect().bottom : null});
+                         radios: document.querySelectorAll('input[type=radio]').length});
 })()"""
 
 
