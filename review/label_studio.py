@@ -67,7 +67,7 @@ TASKS = "tasks.json"
 IMAGES = "images"
 LOCAL_FILES = "/data/local-files/?d="
 SERVER_DATA = ".label-studio"  # Label Studio's database when `make review-ui` ran on the folder
-IMAGE_MAX_WIDTH = "320px"  # a task (image, text, choices) fits one 1400x1000 screen
+IMAGE_MAX_WIDTH = "320px"  # keeps the text to judge and the choices near the top of the labeling page
 TITLE = "mmcurate {review} review: {folder}"  # the project's title on Label Studio
 WAIT_LIMIT = 86_400.0
 LOOPBACK = "127.0.0.1"  # the only address Label Studio listens on
