@@ -100,7 +100,7 @@ bench: setup fixtures
 
 # Label Studio in its own environment (its pins, e.g. pyarrow<25, conflict with the project's)
 REVIEW_VENV ?= .venv-review
-REVIEW ?= review
+REVIEW ?= review-work
 REVIEW_PORT ?= 8080
 REVIEW_STAMP := $(REVIEW_VENV)/.label-studio-1.23.2
 
@@ -112,22 +112,11 @@ $(REVIEW_STAMP):
 	touch $(REVIEW_STAMP)
 
 # REVIEW=<folder written by `mmcurate annotate export RELEASE --format label-studio --out <folder>`>:
-# Label Studio on localhost with SQLite (its data in <folder>/.label-studio), serving <folder>'s
-# images, the project created through its API; Ctrl-C stops it
+# Label Studio on 127.0.0.1 only (--internal-host; --host is just the URL it writes in links) with SQLite
+# (its data, API token and random password in <folder>/.label-studio, 0600), serving <folder>'s images,
+# the project created through its API; Ctrl-C stops it (mmcurate annotate serve-label-studio)
 review-ui: setup review-setup
-	@test -f $(REVIEW)/tasks.json || { echo "make review-ui: no $(REVIEW)/tasks.json: run mmcurate annotate export RELEASE --format label-studio --out $(REVIEW) first"; exit 2; }
-	@ROOT=$$(realpath $(REVIEW)); mkdir -p $$ROOT/.label-studio; \
-	test -s $$ROOT/.label-studio/token || $(PY) -c 'import secrets; print(secrets.token_hex(20))' > $$ROOT/.label-studio/token; \
-	TOKEN=$$(cat $$ROOT/.label-studio/token); \
-	export LABEL_STUDIO_USERNAME=reviewer@localhost LABEL_STUDIO_PASSWORD=$${LABEL_STUDIO_PASSWORD:-mmcurate-review} \
-	  LABEL_STUDIO_USER_TOKEN=$$TOKEN LABEL_STUDIO_API_KEY=$$TOKEN LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN=true \
-	  LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED=true LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT=$$ROOT \
-	  LABEL_STUDIO_BASE_DATA_DIR=$$ROOT/.label-studio; \
-	$(REVIEW_VENV)/bin/label-studio start --no-browser --host 127.0.0.1 --port $(REVIEW_PORT) & LS=$$!; \
-	trap "kill $$LS 2>/dev/null" EXIT INT TERM; \
-	$(MM) annotate push-label-studio $(REVIEW) --url http://127.0.0.1:$(REVIEW_PORT) --server-pid $$LS --wait 1800 && \
-	echo "log in at http://127.0.0.1:$(REVIEW_PORT) as reviewer@localhost, password $$LABEL_STUDIO_PASSWORD; Ctrl-C stops Label Studio" && \
-	wait $$LS
+	$(MM) annotate serve-label-studio $(REVIEW) --label-studio $(REVIEW_VENV)/bin/label-studio --port $(REVIEW_PORT)
 
 clean:
 	rm -rf .mmcurate tests/fixtures/generated  # releases_out/ is kept: releases are immutable

@@ -31,14 +31,40 @@ def labels_in(out: Path, labels: Sequence[str]) -> int:
     return found
 
 
+def refuse_inside_source(out: Path) -> None:
+    """Refuse an ``--out`` inside a Python package (a folder with ``__init__.py``, such as the
+    checkout's ``review/``, which is ``mmcurate.review``) or at the root of a source checkout:
+    a batch with its images, Label Studio's database and its API token would land among the code."""
+    resolved = out.resolve()
+    for folder in (resolved, *resolved.parents):
+        if (folder / "__init__.py").is_file():
+            raise MmcurateError(f"--out {out} lies inside the Python package {folder} (source code); write the batch "
+                                "to a folder of its own, e.g. review-work/")
+    if (resolved / "pyproject.toml").is_file() or (resolved / ".git").exists():
+        raise MmcurateError(f"--out {out} is the root of a source checkout; write the batch to a folder of its own, "
+                            "e.g. review-work/")
+
+
 def prepare_batch_folder(release: Path, out: Path, labels: Sequence[str], force: bool = False) -> None:
-    """Refuse ``out`` when it lies inside a release (``release`` or any other), or when a batch
-    there already holds labels people filled in (unless ``force``): an export would overwrite them."""
+    """Refuse ``out`` when it lies inside a release (``release`` or any other) or the source
+    (``refuse_inside_source``), or when a batch there already holds labels people filled in
+    (unless ``force``): an export would overwrite them."""
     refuse_inside_release(out, "--out", release)
+    refuse_inside_source(out)
     filled = labels_in(out, labels) if out.is_dir() else 0
     if filled and not force:
         raise MmcurateError(f"{out} holds a batch with {counted(filled, 'labelled row')} (batch.csv / batch.jsonl); "
                             "export to another --out, or pass --force to replace it")
+
+
+def refuse_over_results(out: Path, results: Sequence[str], force: bool = False) -> None:
+    """Refuse an import into ``out`` when it holds an earlier import's ``results`` (unless
+    ``force``): imports are not merged, and replacing, say, two annotators' agreement by one's
+    without a word loses it."""
+    found = [name for name in results if (out / name).exists()]
+    if found and not force:
+        raise MmcurateError(f"{out} holds an earlier import ({', '.join(found)}); imports are not merged: import "
+                            "every annotator's labels at once to another --out, or pass --force to replace it")
 
 
 def write_batch(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: Path) -> tuple[Path, Path]:

@@ -64,7 +64,8 @@ from mmcurate.core.tables import write_table
 from mmcurate.review.agreement import agreement_summary
 from mmcurate.releases.manifest import MANIFEST, load_manifest
 from mmcurate.releases.reader import refuse_inside_release
-from mmcurate.review.batches import cell_list, prepare_batch_folder, read_records, write_batch
+from mmcurate.review.batches import cell_list, prepare_batch_folder, read_records, refuse_over_results, \
+    write_batch
 from mmcurate.core.plural import counted
 
 QUESTIONS = ("needs_verification", "documents_support", "sentence_grounded")
@@ -80,6 +81,7 @@ SAMPLING = ("sentences drawn uniformly from every sentence with a cited or judge
 JUDGED = ("citation.text", "citation.image")  # ledger checks of the citation stage (annotation.reflvqa.citations)
 DECIDED = ("entail", "reject")  # the judge's verdicts (an ``error`` decided nothing)
 DOC_SEP = "\n\n"
+RESULTS = ("human_verified.parquet", "agreement.json")  # what an import writes to its --out
 HUMAN_VERIFIED = pa.schema(
     [
         pa.field("item_id", pa.string(), nullable=False),
@@ -366,12 +368,14 @@ def _judges(release: Path) -> dict[str, str]:
     return {"text": (judge and judge.name) or "unknown", "image": (judge and judge.image) or "none"}
 
 
-def import_labels(release: Path | str, files: list[Path | str], out: Path | str) -> ImportResult:
-    """Validate labelled files, write ``out/human_verified.parquet`` and ``out/agreement.json``."""
+def import_labels(release: Path | str, files: list[Path | str], out: Path | str, force: bool = False) -> ImportResult:
+    """Validate labelled files, write ``out/human_verified.parquet`` and ``out/agreement.json``
+    (refused over an earlier import's unless ``force``)."""
     if not files:
         raise MmcurateError("give at least one labelled file")
     release, out = Path(release), Path(out)
     refuse_inside_release(out, "--out", release)
+    refuse_over_results(out, RESULTS, force)
     items = {i["item_id"]: i for i in release_items(release)}
     per_annotator: dict[str, dict[str, Labelled]] = {}
     for file in files:
@@ -401,7 +405,7 @@ def import_labels(release: Path | str, files: list[Path | str], out: Path | str)
     }
     table3, entailment = human_support(items, per_annotator, _judges(release))
     out.mkdir(parents=True, exist_ok=True)
-    path = write_table(pa.Table.from_pylist(rows, schema=HUMAN_VERIFIED), out / "human_verified.parquet")
+    path = write_table(pa.Table.from_pylist(rows, schema=HUMAN_VERIFIED), out / RESULTS[0])
     report = {
         "release": str(release), "annotators": sorted(per_annotator), "items": len(rows),
         "human_verified": sum(r["human_verified"] for r in rows),
@@ -412,7 +416,7 @@ def import_labels(release: Path | str, files: list[Path | str], out: Path | str)
         "table3": table3,
         "entailment": entailment,
     }
-    agreement_path = out / "agreement.json"
+    agreement_path = out / RESULTS[1]
     agreement_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return ImportResult(sorted(per_annotator), len(rows), report["human_verified"], agreement, path, agreement_path,
                         table3, entailment)

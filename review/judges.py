@@ -32,11 +32,12 @@ from mmcurate.core.errors import MmcurateError
 
 from mmcurate.releases.manifest import load_manifest
 from mmcurate.releases.reader import refuse_inside_release
-from mmcurate.review.batches import prepare_batch_folder, read_records, write_batch
+from mmcurate.review.batches import prepare_batch_folder, read_records, refuse_over_results, write_batch
 
 LABEL_COLUMNS = ("label", "rating", "annotator")  # what people fill in
 
 SEP = "|"
+RESULTS = ("judge_agreement.json", "judge_agreement.md")  # what an import writes to its --out
 
 
 @dataclass(frozen=True)
@@ -197,12 +198,14 @@ class JudgeReview(ABC):
         return (names.pop() if names else path.stem), labels
 
     def import_labels(self, release: Path | str, folders: Sequence[Path | str], files: Sequence[Path | str],
-                      out: Path | str) -> JudgeImport:
-        """Validate labelled files against the evaluations' decisions; write ``out/judge_agreement.{json,md}``."""
+                      out: Path | str, force: bool = False) -> JudgeImport:
+        """Validate labelled files against the evaluations' decisions; write ``out/judge_agreement.{json,md}``
+        (refused over an earlier import's unless ``force``)."""
         if not files:
             raise MmcurateError("give at least one labelled file")
         release, out = Path(release), Path(out)
         refuse_inside_release(out, "--out", release)
+        refuse_over_results(out, RESULTS, force)
         decisions = self.read_decisions(release, folders)
         labels: dict[str, dict[str, Any]] = {}
         for file in files:
@@ -216,12 +219,12 @@ class JudgeReview(ABC):
         report, between = self.agreement(decisions, labels)
         text = self.markdown(report)
         out.mkdir(parents=True, exist_ok=True)
-        path = out / "judge_agreement.json"
+        path = out / RESULTS[0]
         path.write_text(json.dumps({"release": str(release), "benchmark": self.benchmark,
                                     "evaluations": [str(f) for f in folders], "annotators": sorted(labels),
                                     "items": len(labelled), "agreement": report, "between_annotators": between},
                                    indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (out / "judge_agreement.md").write_text(text, encoding="utf-8")
+        (out / RESULTS[1]).write_text(text, encoding="utf-8")
         return JudgeImport(self.benchmark, sorted(labels), len(labelled), report, text, path)
 
 

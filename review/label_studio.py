@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import time
@@ -66,8 +67,12 @@ TASKS = "tasks.json"
 IMAGES = "images"
 LOCAL_FILES = "/data/local-files/?d="
 SERVER_DATA = ".label-studio"  # Label Studio's database when `make review-ui` ran on the folder
+IMAGE_MAX_WIDTH = "320px"  # keeps the text to judge and the choices near the top of the labeling page
 TITLE = "mmcurate {review} review: {folder}"  # the project's title on Label Studio
 WAIT_LIMIT = 86_400.0
+LOOPBACK = "127.0.0.1"  # the only address Label Studio listens on
+USERNAME = "reviewer@localhost"  # the Label Studio user `make review-ui` creates
+TEMPORARY = "mmcurate-label-studio-"  # an import's annotator files: <prefix><pid>-<random> in the temporary folder
 
 
 def local_file(name: str) -> str:
@@ -128,6 +133,13 @@ def choices_xml(name: str, to: str, values: Iterable[str] | None = None, require
     return f"<Choices {attrs}>{body}</Choices>"
 
 
+def image_xml(name: str, value: str) -> str:
+    """An ``Image`` no wider than ``IMAGE_MAX_WIDTH`` (labelstud.io/tags/image: ``width`` 100% and
+    ``maxWidth`` 750px by default, so a 160-px image is scaled up to fill the panel and pushes
+    the text to judge and the choices below the fold)."""
+    return f'<Image name="{name}" value="{value}" maxWidth="{IMAGE_MAX_WIDTH}"/>'
+
+
 def dynamic_choices(values: Iterable[str]) -> list[dict[str, str]]:
     """A task's ``choices`` for ``choices_xml(..., values=None)``."""
     return [{"value": v} for v in values]
@@ -143,16 +155,53 @@ class Annotation:
     where: str  # "<export>: task <id>", for errors
 
 
-def _annotator(annotation: Mapping[str, Any]) -> str:
+_KINDS = {list: "a list", Mapping: "an object", str: "a string"}
+
+
+def _kind(value: Any) -> str:
+    """How a JSON value is named in an error: "a list", "an object", "null", "a number"..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return next((name for kind, name in _KINDS.items() if isinstance(value, kind)), type(value).__name__)
+
+
+def field(where: str, value: Any, name: str, kind: type) -> Any:
+    """``value`` (``name`` of the export at ``where``) when it is a ``kind`` (list, Mapping,
+    str); else the one-line error naming the task and the field."""
+    if not isinstance(value, kind):
+        raise MmcurateError(f"{where}: {name} is {_kind(value)}; expected {_KINDS[kind]} (a Label Studio JSON export's "
+                            "task format)")
+    return value
+
+
+def _annotator(annotation: Mapping[str, Any], where: str) -> str:
+    """The annotator's name: the e-mail of ``completed_by`` (an object in Label Studio's export,
+    ``{"id", "email", ...}``), else that of ``created_username`` (``"<name> <e-mail>, <id>"``),
+    else ``annotator-<user id>``."""
     who = annotation.get("completed_by")
     if isinstance(who, Mapping):
-        return str(who.get("email") or f"annotator-{who.get('id')}")
-    return str(annotation.get("created_username") or f"annotator-{who}").split(",")[0].strip()
+        if who.get("email"):
+            return str(who["email"])
+        who = who.get("id")
+    username = annotation.get("created_username")
+    if isinstance(username, str) and username.strip():
+        words = username.rsplit(",", 1)[0].split()
+        return next((w for w in reversed(words) if "@" in w), words[-1] if words else f"annotator-{who}")
+    if isinstance(who, (int, str)) and not isinstance(who, bool) and str(who).strip():
+        return f"annotator-{who}"
+    raise MmcurateError(f"{where}: completed_by is {_kind(who)}; expected the annotator (a user id or "
+                        '{"id", "email"})')
 
 
 def read_export(path: Path) -> list[dict[str, Any]]:
     try:
         tasks = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise MmcurateError(f"{path}: not a Label Studio JSON export (nested too deeply to read)") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise MmcurateError(f"{path}: not a Label Studio JSON export ({str(exc).splitlines()[0]})") from None
     if not isinstance(tasks, list) or not all(isinstance(t, Mapping) for t in tasks):
@@ -162,26 +211,32 @@ def read_export(path: Path) -> list[dict[str, Any]]:
 
 def annotations(export: Path | str, known: Collection[str], what: str) -> Iterator[Annotation]:
     """Every annotation not cancelled of a Label Studio JSON export, checked: its task's
-    ``item_id`` must be one of ``known`` (else "item_id ... is not <what>"), and nobody
-    annotates an item twice."""
+    ``item_id`` must be one of ``known`` (else "item_id ... is not <what>"), nobody annotates
+    an item twice, and every field read has the export format's shape (else a one-line error
+    naming the task and the field)."""
     path = Path(export)
     seen: set[tuple[str, str]] = set()
     for task in read_export(path):
-        data = task.get("data") or {}
-        item = str(data.get("item_id") or "")
         where = f"{path}: task {task.get('id')}"
-        if not item:
+        data = field(where, task.get("data"), "data", Mapping)
+        item = data.get("item_id")
+        if item in (None, ""):
             raise MmcurateError(f"{where} has no item_id: not a task of an mmcurate export")
+        item = str(field(where, item, "data.item_id", str))
         if item not in known:
             raise MmcurateError(f"{where}: item_id {item!r} is not {what}")
-        for annotation in task.get("annotations") or []:
+        for n, annotation in enumerate(field(where, task.get("annotations", []), "annotations", list)):
+            annotation = field(where, annotation, f"annotations[{n}]", Mapping)
             if annotation.get("was_cancelled"):
                 continue
-            who = _annotator(annotation)
+            who = _annotator(annotation, f"{where}: annotations[{n}]")
             if (who, item) in seen:
                 raise MmcurateError(f"{where}: item {item!r} annotated twice by {who}")
             seen.add((who, item))
-            yield Annotation(who, item, list(annotation.get("result") or []), data, where)
+            result = field(where, annotation.get("result", []), f"annotations[{n}].result", list)
+            for k, region in enumerate(result):
+                field(where, region, f"annotations[{n}].result[{k}]", Mapping)
+            yield Annotation(who, item, result, data, where)
 
 
 def single_choice(annotation: Annotation, name: str, allowed: Collection[str]) -> str:
@@ -189,10 +244,28 @@ def single_choice(annotation: Annotation, name: str, allowed: Collection[str]) -
     found = [r for r in annotation.result if r.get("from_name") == name]
     if not found:
         return ""
-    choices = (found[0].get("value") or {}).get("choices") or []
+    value = field(annotation.where, found[0].get("value"), f"{name}'s value", Mapping)
+    choices = field(annotation.where, value.get("choices"), f"{name}'s value.choices", list)
     if len(choices) != 1 or str(choices[0]) not in allowed:
         raise MmcurateError(f"{annotation.where}: {name} is {choices!r}; expected one of {', '.join(allowed)}")
     return str(choices[0])
+
+
+def remove_stale_temporaries() -> list[Path]:
+    """Remove the temporary folders of imports that were killed (``kill -9`` skips the removal
+    ``labelled_files`` does on exit): folders ``mmcurate-label-studio-<pid>-*`` of this user
+    whose process no longer runs. Returns the folders removed."""
+    removed = []
+    for folder in sorted(Path(tempfile.gettempdir()).glob(f"{TEMPORARY}*")):
+        found = re.fullmatch(rf"{re.escape(TEMPORARY)}(\d+)-.+", folder.name)
+        try:
+            ours = folder.is_dir() and not folder.is_symlink() and folder.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if found and ours and not _alive(int(found.group(1))):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 @contextmanager
@@ -201,7 +274,8 @@ def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: 
     """One JSONL file per annotator (``row`` of each annotation, with its ``annotator``) of the
     Label Studio ``exports``, in a temporary folder while the block runs: what the CSV path's
     import reads. An error of that import naming ``file:line`` of one of these files is raised
-    naming the export and task of that row instead."""
+    naming the export and task of that row instead. The folder is named after this process, so
+    ``remove_stale_temporaries`` finds it when the process was killed."""
     per_annotator: dict[str, list[tuple[Annotation, dict[str, Any]]]] = {}
     given = False
     for export in exports:
@@ -215,7 +289,7 @@ def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: 
             per_annotator[who] = rows
     if not given:
         raise MmcurateError("give at least one Label Studio JSON export")
-    with tempfile.TemporaryDirectory(prefix="mmcurate-label-studio-") as folder:
+    with tempfile.TemporaryDirectory(prefix=f"{TEMPORARY}{os.getpid()}-") as folder:
         files: dict[Path, list[Annotation]] = {}
         for index, (who, rows) in enumerate(sorted(per_annotator.items())):
             file = Path(folder) / f"annotator-{index}.jsonl"
@@ -233,6 +307,77 @@ def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: 
 
 
 # ---------------------------------------------------------------------------- server
+def server_command(binary: Path | str, port: int) -> list[str]:
+    """The command starting Label Studio on loopback only. ``--internal-host`` is the address its
+    web server binds (default 0.0.0.0: every interface); ``--host`` is only the URL it writes
+    into links (label_studio/core/argparser.py and server.py of 1.23), left empty: relative."""
+    return [str(binary), "start", "--no-browser", "--internal-host", LOOPBACK, "--port", str(port)]
+
+
+def server_env(review: Path, token: str, password: str, data: Path | None = None) -> dict[str, str]:
+    """Label Studio's environment serving ``review``'s local files: its user (created, or its
+    password reset, on start), the API token, SQLite in ``data`` (default ``review/.label-studio``)."""
+    review = review.resolve()
+    return {**os.environ, "LABEL_STUDIO_USERNAME": USERNAME, "LABEL_STUDIO_PASSWORD": password,
+            "LABEL_STUDIO_USER_TOKEN": token, "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+            "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true", "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(review),
+            "LABEL_STUDIO_BASE_DATA_DIR": str(data or review / SERVER_DATA), "SENTRY_DSN": ""}
+
+
+def secret(path: Path) -> tuple[str, bool]:
+    """The secret kept in ``path`` (mode 0600, made so if it was not), or a new random one written
+    there; and whether it is new."""
+    if path.is_file() and path.read_text(encoding="utf-8").strip():
+        path.chmod(0o600)
+        return path.read_text(encoding="utf-8").strip(), False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_urlsafe(18)
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(handle, "w", encoding="utf-8") as file:
+        file.write(value + "\n")
+    path.chmod(0o600)
+    return value, True
+
+
+def serve(review: Path | str, binary: Path | str, port: int, wait: float = 1800.0,
+          say: Callable[[str], None] = print) -> int:
+    """Run Label Studio on ``127.0.0.1:port`` serving ``review`` (``server_command``,
+    ``server_env``), push its project, ``say`` how to log in, and wait until it exits (its exit
+    status) or this process is interrupted (it is stopped). The API token is
+    ``review/.label-studio/token``; the password ``LABEL_STUDIO_PASSWORD``, else a random one
+    kept in ``review/.label-studio/password`` (both 0600), said once: when it is made up."""
+    import subprocess
+
+    review = Path(review).resolve()
+    project_config(review)
+    data = review / SERVER_DATA
+    data.mkdir(exist_ok=True)
+    data.chmod(0o700)  # its database, token and password: this user's only
+    token, _ = secret(data / "token")
+    if os.environ.get("LABEL_STUDIO_PASSWORD"):
+        password, where = os.environ["LABEL_STUDIO_PASSWORD"], "the password in LABEL_STUDIO_PASSWORD"
+    else:
+        password, new = secret(data / "password")
+        where = f"the password in {data / 'password'}"
+        if new:
+            say(f"Label Studio password of {USERNAME}: {password} (shown once; kept in {data / 'password'}, 0600)")
+    url = f"http://{LOOPBACK}:{port}"
+    process = subprocess.Popen(server_command(binary, port), env=server_env(review, token, password))
+    try:
+        project = push_project(review, url, token, wait=wait, server_pid=process.pid)
+        say(f"project {project}: log in at {url}/projects/{project}/data as {USERNAME} with {where}; "
+            "Ctrl-C stops Label Studio")
+        return process.wait()
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
 def project_storage(out: Path | str) -> dict[str, Any]:
     """The Local Files storage a project needs to show the export's images (Label Studio's
     ``POST /api/storages/localfiles`` body, without the project id)."""
@@ -284,35 +429,81 @@ def wait_for_server(client: Any, url: str, wait: float, server_pid: int | None =
         time.sleep(poll)
 
 
+class _Api:
+    """Label Studio's REST API at ``url`` with token auth; a failed call is a one-line error."""
+
+    def __init__(self, url: str, token: str) -> None:
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Token {token}"}, timeout=120)
+
+    def __call__(self, method: str, path: str, **body: Any) -> Any:
+        import httpx
+
+        try:
+            reply = self.client.request(method, path, **body)
+        except httpx.HTTPError as exc:
+            raise MmcurateError(f"Label Studio at {self.url}: {type(exc).__name__}: {exc}") from None
+        if reply.status_code >= 400:
+            raise MmcurateError(f"Label Studio at {self.url}: {method} {path} -> {reply.status_code} "
+                                f"{reply.text[:200]}")
+        return reply.json()
+
+    def project(self, out: Path) -> tuple[str, int | None]:
+        """The title of ``out``'s project (it names the review and the folder) and its id, if pushed."""
+        title = TITLE.format(review=project_config(out).stem, folder=out.resolve().name)
+        found = [p for p in self("GET", "/api/projects", params={"title": title}).get("results", [])
+                 if p.get("title") == title]
+        return title, int(found[0]["id"]) if found else None
+
+
 def push_project(out: Path | str, url: str, token: str, wait: float = 900.0, server_pid: int | None = None) -> int:
     """Create the exported project on a Label Studio through its REST API (the labeling config,
     the Local Files storage on ``out/images``, the tasks); returns the project id. Label Studio
     must serve local files with ``out`` as its document root. A project of the same title is
     returned as it is (pushed before: a second ``make review-ui`` on the same folder); the title
     names the review and the folder."""
-    import httpx
-
     out = Path(out)
     config = project_config(out)
-    title = TITLE.format(review=config.stem, folder=out.resolve().name)
-    client = httpx.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Token {token}"}, timeout=120)
-
-    def call(method: str, path: str, **body: Any) -> Any:
-        try:
-            reply = client.request(method, path, **body)
-        except httpx.HTTPError as exc:
-            raise MmcurateError(f"Label Studio at {url}: {type(exc).__name__}: {exc}") from None
-        if reply.status_code >= 400:
-            raise MmcurateError(f"Label Studio at {url}: {method} {path} -> {reply.status_code} {reply.text[:200]}")
-        return reply.json()
-
-    with client:
-        wait_for_server(client, url, wait, server_pid)
-        existing = [p for p in call("GET", "/api/projects", params={"title": title}).get("results", [])
-                    if p.get("title") == title]
-        if existing:
-            return int(existing[0]["id"])
-        project = call("POST", "/api/projects", json={"title": title, "label_config": config.read_text()})
-        call("POST", "/api/storages/localfiles", json={"project": project["id"], **project_storage(out)})
-        call("POST", f"/api/projects/{project['id']}/import", json=json.loads((out / TASKS).read_text()))
+    api = _Api(url, token)
+    with api.client:
+        wait_for_server(api.client, url, wait, server_pid)
+        title, existing = api.project(out)
+        if existing is not None:
+            return existing
+        project = api("POST", "/api/projects", json={"title": title, "label_config": config.read_text()})
+        api("POST", "/api/storages/localfiles", json={"project": project["id"], **project_storage(out)})
+        api("POST", f"/api/projects/{project['id']}/import", json=json.loads((out / TASKS).read_text()))
     return int(project["id"])
+
+
+def pull_export(out: Path | str, url: str, token: str, target: Path | str) -> tuple[int, list[str]]:
+    """Save the JSON export of ``out``'s project on the Label Studio at ``url`` to ``target``,
+    each annotation's ``completed_by`` the annotator's ``{"id", "email"}``: Label Studio's own
+    export (``GET /api/projects/{id}/export?exportType=JSON``, what its Export button gives)
+    names annotators by user id only, and the import would name them ``annotator-<id>``.
+    Returns the project id and the annotators' e-mails."""
+    out, target = Path(out), Path(target)
+    api = _Api(url, token)
+    with api.client:
+        wait_for_server(api.client, url, 60.0)
+        _, project = api.project(out)
+        if project is None:
+            raise MmcurateError(f"Label Studio at {api.url} has no project of {out} (push it first: "
+                                f"make review-ui REVIEW={out})")
+        tasks = api("GET", f"/api/projects/{project}/export", params={"exportType": "JSON"})
+        users = api("GET", "/api/users/")
+    emails = {u["id"]: u["email"] for u in (users.get("results", []) if isinstance(users, Mapping) else users)}
+    for task in tasks:
+        for annotation in task.get("annotations") or []:
+            who = annotation.get("completed_by")
+            if not isinstance(who, Mapping) and who in emails:
+                annotation["completed_by"] = {"id": who, "email": emails[who]}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(json.dumps(tasks, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial.replace(target)
+    named = {a["completed_by"].get("email") for t in tasks for a in t.get("annotations") or []
+             if isinstance(a.get("completed_by"), Mapping)}
+    return project, sorted(filter(None, named))

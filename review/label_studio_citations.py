@@ -13,6 +13,7 @@ computes agreement, kappa, Table 3 and the judge's F1 by the CSV path's rule.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
@@ -21,8 +22,8 @@ import polars as pl
 
 from .batches import cell_list
 from .citations import LABELS, QUESTIONS, ExportResult, ImportResult, export_batch, import_labels, release_items
-from .label_studio import Annotation, choices_xml, labelled_files, refuse_over_server_data, single_choice, \
-    write_images, write_project
+from .label_studio import Annotation, choices_xml, field, image_xml, labelled_files, refuse_over_server_data, \
+    single_choice, write_images, write_project
 
 CONFIG = "citations"
 PROMPTS = {
@@ -41,7 +42,7 @@ def labeling_config() -> str:
     return f"""<View>
   <Header value="Question"/>
   <Text name="question" value="$question"/>
-  <Image name="image" value="$image"/>
+  {image_xml('image', '$image')}
   <Header value="Answer"/>
   <Text name="answer" value="$answer"/>
   <Header value="Sentence to verify"/>
@@ -51,7 +52,7 @@ def labeling_config() -> str:
   <Repeater on="$documents" indexFlag="{{{{idx}}}}">
     <View>
       <Text name="document_{{{{idx}}}}" value="$documents[{{{{idx}}}}].label"/>
-      <Image name="document_image_{{{{idx}}}}" value="$documents[{{{{idx}}}}].image"/>
+      {image_xml('document_image_{{idx}}', '$documents[{{idx}}].image')}
       {support}
     </View>
   </Repeater>
@@ -97,16 +98,20 @@ def export_project(release: Path | str, n: int, out: Path | str, seed: int = 0, 
 
 
 def _row(annotation: Annotation) -> dict[str, Any]:
-    documents = annotation.data.get("documents") or []
+    documents = field(annotation.where, annotation.data.get("documents", []), "data.documents", list)
+    for n, document in enumerate(documents):
+        field(annotation.where, field(annotation.where, document, f"data.documents[{n}]", Mapping).get("doc_id"),
+              f"data.documents[{n}].doc_id", str)
     support = [single_choice(annotation, f"document_support_{i}", LABELS) for i in range(len(documents))]
     return {"item_id": annotation.item, **{q: single_choice(annotation, q, LABELS) for q in QUESTIONS},
-            "document_ids": [d["doc_id"] for d in documents if d["cited"]],
-            "rejected_ids": [d["doc_id"] for d in documents if not d["cited"]],
+            "document_ids": [d["doc_id"] for d in documents if d.get("cited")],
+            "rejected_ids": [d["doc_id"] for d in documents if not d.get("cited")],
             "document_support": support if all(support) else []}
 
 
-def import_project(release: Path | str, exports: list[Path | str], out: Path | str) -> ImportResult:
+def import_project(release: Path | str, exports: list[Path | str], out: Path | str,
+                   force: bool = False) -> ImportResult:
     """Label Studio JSON exports -> ``import_labels`` (one JSONL file per annotator)."""
     known = {item["item_id"] for item in release_items(release)}
     with labelled_files(exports, known, "a sentence of this release's citations", _row) as files:
-        return import_labels(release, files, out)
+        return import_labels(release, files, out, force)

@@ -24,8 +24,8 @@ from xml.sax.saxutils import escape
 import polars as pl
 
 from .judges import LABEL_COLUMNS, JudgeExport, JudgeImport, JudgeReview
-from .label_studio import Annotation, choices_xml, dynamic_choices, labelled_files, refuse_over_server_data, \
-    single_choice, write_images, write_project
+from .label_studio import Annotation, choices_xml, dynamic_choices, image_xml, labelled_files, \
+    refuse_over_server_data, single_choice, write_images, write_project
 
 CONFIG = "judges"
 # (header, batch column) shown per benchmark, then the question's image after the question
@@ -48,7 +48,7 @@ def labeling_config(review: JudgeReview) -> str:
         lines.append(f'  <Header value="{escape(header)}"/>')
         lines.append(f'  <Text name="{field}" value="${field}"/>')
         if field == "question":
-            lines.append('  <Image name="image" value="$image"/>')
+            lines.append(f"  {image_xml('image', '$image')}")
     lines += [f'  <Header value="{escape(ASK[review.benchmark])}"/>', f'  {choices_xml(review.field, "answer")}']
     return "<View>\n" + "\n".join(lines) + "\n</View>\n"
 
@@ -78,7 +78,7 @@ def export_project(review: JudgeReview, release: Path | str, folders: Sequence[P
 
 
 def import_project(review: JudgeReview, release: Path | str, folders: Sequence[Path | str],
-                   exports: Sequence[Path | str], out: Path | str) -> JudgeImport:
+                   exports: Sequence[Path | str], out: Path | str, force: bool = False) -> JudgeImport:
     """Label Studio JSON exports -> ``review.import_labels`` (one JSONL file per annotator)."""
     decisions = review.read_decisions(release, folders).items
 
@@ -87,4 +87,4 @@ def import_project(review: JudgeReview, release: Path | str, folders: Sequence[P
         return {"item_id": annotation.item, review.field: single_choice(annotation, review.field, allowed)}
 
     with labelled_files(exports, decisions.keys(), "a decision of the given evaluations", row) as files:
-        return review.import_labels(release, folders, files, out)
+        return review.import_labels(release, folders, files, out, force)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from .label_studio import Annotation, choices_xml, labelled_files, local_file, refuse_over_server_data, \
-    single_choice, write_project
+from .label_studio import Annotation, choices_xml, image_xml, labelled_files, local_file, \
+    refuse_over_server_data, single_choice, write_project
 from .trajectories import CRITERIA, ModelRater, TrajectoryExport, TrajectoryImport, export_trajectories, read_key, \
     import_trajectory_ratings
 
@@ -49,7 +49,7 @@ def labeling_config() -> str:
   <Repeater on="$images" indexFlag="{{{{idx}}}}">
     <View>
       <Text name="image_label_{{{{idx}}}}" value="$images[{{{{idx}}}}].label"/>
-      <Image name="image_{{{{idx}}}}" value="$images[{{{{idx}}}}].image"/>
+      {image_xml('image_{{idx}}', '$images[{{idx}}].image')}
     </View>
   </Repeater>
 {scores}
@@ -77,8 +77,8 @@ def _row(annotation: Annotation) -> dict[str, Any]:
 
 
 def import_project(batch: Path | str, exports: Sequence[Path | str], out: Path | str,
-                   rater: ModelRater | None = None) -> TrajectoryImport:
+                   rater: ModelRater | None = None, force: bool = False) -> TrajectoryImport:
     """Label Studio JSON exports -> ``import_trajectory_ratings`` (one JSONL file per annotator)."""
     key = read_key(batch)
     with labelled_files(exports, key.keys(), "an item of this batch", _row) as files:
-        return import_trajectory_ratings(batch, files, out, rater)
+        return import_trajectory_ratings(batch, files, out, rater, force)

@@ -54,12 +54,13 @@ from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
 from mmcurate.releases.reader import refuse_inside_release
 from mmcurate.releases.reflectv_schema import DISCARDED
-from mmcurate.review.batches import prepare_batch_folder
+from mmcurate.review.batches import prepare_batch_folder, refuse_over_results
 from mmcurate.core.plural import counted
 
 SUBSETS = ("discarded", "raw", "clean")  # Table 6's D_noise, D_raw, D_clean
 LABELS = {"discarded": "D_noise (discarded)", "raw": "D_raw (unfiltered)", "clean": "D_clean (released)"}
 CRITERIA = ("logic", "visual")
+RESULTS = ("ratings.parquet", "table6.json", "table6.md")  # what an import writes to its --out
 COLUMNS = ("item_id", "question", "ground_truth", "trajectory", "images", *CRITERIA, "annotator")
 RATINGS = pa.schema([pa.field("item_id", pa.string(), nullable=False),
                      pa.field("subsets", pa.list_(pa.string()), nullable=False),  # those it was drawn for
@@ -186,8 +187,21 @@ def read_key(batch: Path | str) -> dict[str, dict[str, Any]]:
     path = Path(batch) / "key.jsonl"
     if not path.is_file():
         raise MmcurateError(f"{batch}: no key.jsonl (give the folder written by export-trajectories)")
-    return {record["item_id"]: {**record, "subsets": record.get("subsets") or [record["subset"]]}
-            for _, record in jsonl_objects(path, "key row")}
+    images = (Path(batch) / "images").resolve()
+    key = {}
+    for line, record in jsonl_objects(path, "key row"):
+        names = record.get("images")
+        if not isinstance(names, list) or not all(_inside(images, name) for name in names):
+            raise MmcurateError(f"{path}:{line}: images must name files of {images} (the export's images/), got "
+                                f"{names!r}; nothing outside the batch folder is read")
+        key[record["item_id"]] = {**record, "subsets": record.get("subsets") or [record["subset"]]}
+    return key
+
+
+def _inside(folder: Path, name: object) -> bool:
+    """Whether ``name`` is a plain file name in ``folder`` (no path, nor a link out of it)."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name and "\\" not in name
+            and (folder / name).resolve().parent == folder)
 
 
 def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -300,10 +314,12 @@ def table6(key: dict[str, dict[str, Any]], ratings: list[dict[str, Any]]) -> lis
 
 
 def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: Path | str,
-                              rater: ModelRater | None = None) -> TrajectoryImport:
-    """Validate rated files (and ask the model rater), write ratings and the Table 6 rows."""
+                              rater: ModelRater | None = None, force: bool = False) -> TrajectoryImport:
+    """Validate rated files (and ask the model rater), write ratings and the Table 6 rows
+    (refused over an earlier import's unless ``force``)."""
     batch, out = Path(batch), Path(out)
     refuse_inside_release(out, "--out")
+    refuse_over_results(out, RESULTS, force)
     key = read_key(batch)
     if not files and rater is None:
         raise MmcurateError("give at least one rated file, or a rater model (--rater)")
@@ -331,12 +347,12 @@ def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: P
     if not rows:
         raise MmcurateError("no rated item in the given files")
     out.mkdir(parents=True, exist_ok=True)
-    ratings_path = write_table(pa.Table.from_pylist(rows, schema=RATINGS), out / "ratings.parquet")
+    ratings_path = write_table(pa.Table.from_pylist(rows, schema=RATINGS), out / RESULTS[0])
     table = table6(key, rows)
     markdown = markdown_table(table)
-    table_path = out / "table6.json"
+    table_path = out / RESULTS[1]
     table_path.write_text(json.dumps({"batch": str(batch), "annotators": annotators,
                                       "model": rater.model if rater else None, "model_errors": len(errors),
                                       "model_problem": problem, "table": table}, indent=2) + "\n", encoding="utf-8")
-    (out / "table6.md").write_text(markdown + "\n", encoding="utf-8")
+    (out / RESULTS[2]).write_text(markdown + "\n", encoding="utf-8")
     return TrajectoryImport(annotators, table, markdown, ratings_path, table_path, problem)

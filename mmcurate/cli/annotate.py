@@ -41,6 +41,8 @@ FormatOpt = Annotated[str, typer.Option(
     "--format", help="csv (batch.csv / batch.jsonl, filled in by hand) or label-studio (also a Label Studio "
                      "project: tasks.json, a labeling config *.xml, images/; import reads its JSON exports)")]
 FORMATS = ("csv", "label-studio")
+ImportForceOpt = Annotated[bool, typer.Option(
+    "--force", help="replace the results of an earlier import in --out (refused without it: imports are not merged)")]
 EvaluationOpt = Annotated[Optional[list[Path]], typer.Option(
     "--evaluation", help="an evaluation output folder (answers.parquet); repeat: judge decisions instead of citations")]
 
@@ -92,10 +94,16 @@ def _project_note(format: str, out: Path) -> None:
 
 
 def _check_format(format: str) -> None:
+    """Refuse an unknown format; before a Label Studio import, remove (and name) the temporary
+    folders killed imports left behind."""
     from mmcurate.core.errors import MmcurateError
+    from mmcurate.review.label_studio import remove_stale_temporaries
 
     if format not in FORMATS:
         raise MmcurateError(f"--format {format!r}: one of {', '.join(FORMATS)}")
+    for folder in remove_stale_temporaries() if format == "label-studio" else []:
+        typer.echo(f"mmcurate: removed {folder}, the temporary folder of a Label Studio import that was killed",
+                   err=True)
 
 
 @annotate_app.command("import")
@@ -106,6 +114,7 @@ def import_(
     out: Annotated[Path, typer.Option("--out", help="output folder (not inside the release)")],
     evaluation: EvaluationOpt = None,
     format: FormatOpt = "csv",
+    force: ImportForceOpt = False,
 ) -> None:
     """Validate labels; write agreement (and, for citations, DIR/human_verified.parquet); print it."""
     from mmcurate.review import label_studio_citations, label_studio_judges
@@ -115,15 +124,15 @@ def import_(
     if evaluation:
         review = _judges(release)
         if format == "label-studio":
-            judged = label_studio_judges.import_project(review, release, evaluation, labels, out)
+            judged = label_studio_judges.import_project(review, release, evaluation, labels, out, force)
         else:
-            judged = review.import_labels(release, evaluation, labels, out)
+            judged = review.import_labels(release, evaluation, labels, out, force)
         typer.echo(f"{counted(judged.items, 'item')} from {counted(len(judged.annotators), 'annotator')} "
                    f"({', '.join(judged.annotators)}) -> {judged.path}")
         typer.echo(judged.markdown.rstrip())
         return
     result = (label_studio_citations.import_project if format == "label-studio" else import_labels)(
-        release, list(labels), out)
+        release, list(labels), out, force)
     typer.echo(
         f"{counted(result.items, 'item')} from {counted(len(result.annotators), 'annotator')} ({', '.join(result.annotators)}); "
         f"{result.verified} human-verified -> {result.path}"
@@ -160,17 +169,60 @@ def push_label_studio(
         "--server-pid", help="the Label Studio process just started: while it runs, nothing listening means it is "
                              "still migrating its database, and is waited for too")] = None,
 ) -> None:
-    """Create the exported project on a running Label Studio (its API key from LABEL_STUDIO_API_KEY)."""
+    """Create the exported project on a running Label Studio (its API key from LABEL_STUDIO_API_KEY,
+    else REVIEW/.label-studio/token)."""
+    from mmcurate.review.label_studio import push_project
+
+    project = push_project(review, url, _api_key(review), wait=wait, server_pid=server_pid)
+    typer.echo(f"project {project}: {url.rstrip('/')}/projects/{project}/data")
+
+
+def _api_key(review: Path) -> str:
+    """LABEL_STUDIO_API_KEY, else the token `serve-label-studio` keeps in the review folder."""
     import os
 
     from mmcurate.core.errors import MmcurateError
-    from mmcurate.review.label_studio import push_project
+    from mmcurate.review.label_studio import SERVER_DATA
 
-    token = os.environ.get("LABEL_STUDIO_API_KEY")
+    kept = review / SERVER_DATA / "token"
+    token = os.environ.get("LABEL_STUDIO_API_KEY") or (kept.read_text().strip() if kept.is_file() else "")
     if not token:
-        raise MmcurateError("set LABEL_STUDIO_API_KEY to the Label Studio user's API key (Account & Settings)")
-    project = push_project(review, url, token, wait=wait, server_pid=server_pid)
-    typer.echo(f"project {project}: {url.rstrip('/')}/projects/{project}/data")
+        raise MmcurateError(f"set LABEL_STUDIO_API_KEY to the Label Studio user's API key (Account & Settings); "
+                            f"{kept} holds it where `make review-ui` ran")
+    return token
+
+
+@annotate_app.command("serve-label-studio")
+def serve_label_studio(
+    review: Annotated[Path, typer.Argument(help="the folder `annotate export --format label-studio` wrote")],
+    label_studio: Annotated[Path, typer.Option(
+        "--label-studio", help="the label-studio command (make review-setup installs it)")],
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="port on 127.0.0.1")] = 8080,
+    wait: Annotated[float, typer.Option("--wait", help="seconds to wait for Label Studio to be ready")] = 1800.0,
+) -> None:
+    """Run Label Studio on 127.0.0.1 only (SQLite in REVIEW/.label-studio) with REVIEW's project
+    until Ctrl-C; what `make review-ui` runs. The password is LABEL_STUDIO_PASSWORD, else a random
+    one printed once and kept in REVIEW/.label-studio/password (0600, like the API token)."""
+    from mmcurate.review.label_studio import serve
+
+    code = serve(review, label_studio, port, wait, typer.echo)
+    if code:
+        raise typer.Exit(code)
+
+
+@annotate_app.command("pull-label-studio")
+def pull_label_studio(
+    review: Annotated[Path, typer.Argument(help="the folder `annotate export --format label-studio` wrote")],
+    out: Annotated[Path, typer.Option("--out", help="the JSON export to write (what `annotate import` reads)")],
+    url: Annotated[str, typer.Option("--url", help="the running Label Studio")] = "http://127.0.0.1:8080",
+) -> None:
+    """Save the project's JSON export with each annotator's e-mail (Label Studio's Export button
+    gives only user ids; the import names those annotator-<id>). API key: LABEL_STUDIO_API_KEY,
+    else REVIEW/.label-studio/token."""
+    from mmcurate.review.label_studio import pull_export
+
+    project, emails = pull_export(review, url, _api_key(review), out)
+    typer.echo(f"project {project}: annotations of {', '.join(emails) or 'nobody yet'} -> {out}")
 
 
 @annotate_app.command("export-trajectories")
@@ -205,6 +257,7 @@ def import_trajectories(
     config: Annotated[Optional[Path], typer.Option(
         "--config", help="pipeline config naming the rater model (default: the bundled demo.yaml)")] = None,
     format: FormatOpt = "csv",
+    force: ImportForceOpt = False,
 ) -> None:
     """Validate ratings, add the model's, write them and print Table 6 (human, model, average)."""
     from mmcurate.review import label_studio_trajectories
@@ -216,12 +269,12 @@ def import_trajectories(
     _check_format(format)
     read = label_studio_trajectories.import_project if format == "label-studio" else import_trajectory_ratings
     if rater is None:
-        result = read(batch, list(ratings or []), out)
+        result = read(batch, list(ratings or []), out, force=force)
     else:
         settings = load_config(config or bundled_config("demo.yaml"))
         store = ImageStore(settings.workdir / "images")
         with open_models(settings, store) as models:
-            result = read(batch, list(ratings or []), out, ModelRater(models.pool, rater, store))
+            result = read(batch, list(ratings or []), out, ModelRater(models.pool, rater, store), force=force)
     who = ", ".join(result.annotators) or "no annotator"
     typer.echo(f"ratings from {who}{' and ' + rater if rater else ''} -> {result.ratings_path}")
     if result.rater_problem:

@@ -31,7 +31,8 @@ from mmcurate.review import label_studio_citations as citations_ls, label_studio
 from mmcurate.review.citations import QUESTIONS, import_labels
 from mmcurate.review.deflection_judges import REVIEW as DEFLECTION
 from mmcurate.review.reflvqa_judges import REVIEW as REFLVQA
-from mmcurate.review.label_studio import TASKS, project_config, push_project
+from mmcurate.review.label_studio import TASKS, project_config, pull_export, push_project, server_command, \
+    server_env
 from mmcurate.review.trajectories import CRITERIA, import_trajectory_ratings
 
 from tests.releases import release_builders as b
@@ -72,14 +73,10 @@ class LabelStudio:
             return self
         self.stop()
         port = _free_port()
-        env = {**os.environ, "LABEL_STUDIO_USERNAME": ALICE, "LABEL_STUDIO_PASSWORD": PASSWORD,
-               "LABEL_STUDIO_USER_TOKEN": self.token, "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
-               "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true", "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(review),
-               "LABEL_STUDIO_BASE_DATA_DIR": str(self.root / "data"), "SENTRY_DSN": ""}
+        env = {**server_env(review, self.token, PASSWORD, self.root / "data"), "LABEL_STUDIO_USERNAME": ALICE}
         log = (self.root / f"ls-{review.name}.log").open("w")
-        self.process = subprocess.Popen([str(FOUND[0]), "start", "--no-browser", "--host", "127.0.0.1", "--port",
-                                         str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(server_command(FOUND[0], port), env=env, stdout=log,  # what review-ui runs
+                                        stderr=subprocess.STDOUT, start_new_session=True)
         self.url, self.review = f"http://127.0.0.1:{port}", review
         self.project = push_project(review, self.url, self.token, wait=1800, server_pid=self.process.pid)
         return self
@@ -128,6 +125,19 @@ def reviews(tmp_path_factory, built) -> dict[str, dict[str, Any]]:  # noqa: F811
     }
 
 
+def test_label_studio_listens_on_loopback_only(label_studio, reviews):
+    """Every listening socket of the Label Studio process tree (started as `make review-ui`
+    starts it) is on 127.0.0.1: nothing answers on the host's other addresses."""
+    import psutil
+
+    server = label_studio.serve(reviews["citations"]["review"])
+    root = psutil.Process(server.process.pid)
+    pids = {p.pid for p in (root, *root.children(recursive=True))}
+    listening = [c for c in psutil.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN and c.pid in pids]
+    assert listening and all(c.laddr.ip == "127.0.0.1" for c in listening), listening
+
+
 def _citation_labels(data: dict, email: str) -> dict[str, str]:
     n, who = len(data["sentence"]), email == PEOPLE[2]
     labels = {"needs_verification": "yes", "documents_support": "yes" if (n + who) % 2 else "no",
@@ -147,7 +157,8 @@ def _to_name(config: ET.Element, name: str) -> str:
 
 def _annotate(server: LabelStudio, choose: Callable[[dict, str], dict[str, str]]) -> tuple[Path, dict[str, str], list]:
     """Alice and Bob annotate every task through the API (``choose(task data, e-mail)``); the
-    project's JSON export, annotator name -> the e-mail their labels were chosen by, the tasks."""
+    project's JSON export as `annotate pull-label-studio` saves it, annotator name (their e-mail)
+    -> the e-mail their labels were chosen by, the tasks."""
     with server.client() as client:
         users = {u["email"]: u["id"] for u in client.get("/api/users/").json()}
         if PEOPLE[2] not in users:
@@ -164,16 +175,10 @@ def _annotate(server: LabelStudio, choose: Callable[[dict, str], dict[str, str]]
                           for name, value in choose(task["data"], email).items()]
                 done = client.post(f"/api/tasks/{task['id']}/annotations/", json={"result": result, "completed_by": user})
                 assert done.status_code == 201, done.text
-        exported = client.get(f"/api/projects/{server.project}/export", params={"exportType": "JSON"})
-        assert exported.status_code == 200
     path = server.root / f"export-{server.review.name}.json"
-    path.write_bytes(exported.content)
-    # the export names each annotator as mmcurate reads it: by e-mail, or by user id
-    names = {}
-    for annotation in json.loads(exported.content)[0]["annotations"]:
-        who = annotation["completed_by"]
-        key = who.get("email") if isinstance(who, dict) else f"annotator-{who}"
-        names[key] = PEOPLE[1] if (who.get("id") if isinstance(who, dict) else who) == me else PEOPLE[2]
+    project, emails = pull_export(server.review, server.url, server.token, path)
+    names = {ALICE: PEOPLE[1], PEOPLE[2]: PEOPLE[2]}  # the annotators by e-mail (not annotator-<id>) -> labels
+    assert project == server.project and emails == sorted(names)
     return path, names, tasks
 
 
