@@ -351,7 +351,9 @@ def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig, grounder: 
              + (f", masks by {cfg.segmenter}" if cfg.segmenter else "; no segmenter: overlays are boxes, not masks")
              + f"; verifier {verifier}" + (" (the model judges its own evidence, as in the paper)" if verifier == model else "")
              + f"; SAM3's thresholds (4.1): detection {cfg.detection_threshold:g}, existence recheck "
-             + f"{cfg.recheck_threshold:g}, applied to the instances the grounder scores.",
+             + f"{cfg.recheck_threshold:g}, applied to the instances the grounder scores"
+             + ("" if getattr(grounder, "scores", None) else " (this one scores none, so they leave nothing out)")
+             + ".",
              f"Kestrel: at most {gate.max_rounds} rounds, stop after {gate.stable_rounds} supported rounds with the "
              f"answer unchanged or after a round with no stronger evidence than the one before (our reading of 3.4: "
              f"no evidence item it did not show, no claim checked more confidently); an answer changes only through the gate (thresholds "

@@ -16,7 +16,9 @@ from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.kestrel import (
     Kestrel, KestrelItem, claimed_count, parse_initial, parse_refined, relation, where,
 )
-from mmcurate.evaluation.pope import kestrel_row, metrics, read_answer, run_options, write_pope_evaluation
+from mmcurate.evaluation.pope import (
+    kestrel_notes, kestrel_row, metrics, read_answer, run_options, write_pope_evaluation,
+)
 from mmcurate.core.errors import MmcurateError
 from mmcurate.models.labels import RecordError
 
@@ -144,6 +146,11 @@ def test_sam3s_thresholds_decide_what_the_detector_found(lab, tmp_path) -> None:
     with pytest.raises(ValueError, match="recheck_threshold .* cannot exceed detection_threshold"):
         KestrelConfig(detection_threshold=0.3)
     assert KestrelConfig().detector_record() == {"detection_threshold": 0.5, "recheck_threshold": 0.35}
+    cfg = KestrelConfig(grounding=f"detector:{rules}")
+    [named, *_] = kestrel_notes(None, "m", cfg, detector)  # type: ignore[arg-type]  # the verifier is the model
+    assert "SAM3's thresholds (4.1): detection 0.5, existence recheck 0.35, applied to the instances the grounder " \
+           "scores." in named
+    assert "scores none, so they leave nothing out" in kestrel_notes(None, "m", cfg, BoxesGrounder(tmp_path))[0]  # type: ignore[arg-type]
 
 
 def test_two_supported_rounds_with_the_answer_unchanged_stop(lab) -> None:
