@@ -268,7 +268,8 @@ def readings_table(settings: Settings) -> list[dict]:
     the project offers another: the card's "Readings" table (setting, value, reading)."""
     cfg = settings.reflectv
     leak = ("collapsed to QA pairs" if cfg.collapse_revealing_feedback else
-            "kept: the paper forbids revealing the answer only in the inserted caption (Figure 11)")
+            "kept, and their caption insertion and rewrite must leave the answer out (Figure 11 forbids showing "
+            "the ground truth); a turn that still states it fails the validator")
     return [
         {"setting": "collapse_revealing_feedback", "value": str(cfg.collapse_revealing_feedback).lower(),
          "reading": f"chains whose teacher feedback states the answer are {leak}"},
