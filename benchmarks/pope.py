@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from mmcurate.core.config import BenchmarkSection, ClaimGate, Section, Sources, StrictModel
 from mmcurate.core.specs import GroundingSpec, Saliency, SegmenterSpec, model_names
@@ -37,6 +37,23 @@ class KestrelConfig(StrictModel):
     gate: ClaimGate = Field(default_factory=ClaimGate)  # per-type thresholds in [0.82, 0.90], 3 rounds, 2 stable
     yes_guard: bool = False  # the appendix's optional check of an initial Yes (off in the main text)
     zoom: float = Field(default=2.0, ge=1.0, le=8.0)  # crop-and-zoom enlargement of a target's union box
+    # SAM3's instance confidence (seed 000 section 4.1, implementation details: "a confidence threshold
+    # of 0.5 (with a recheck threshold of 0.35 when needed for existence claim)"): a grounder's scored
+    # instance below detection_threshold is left out; an existence target left with none is looked at
+    # again at recheck_threshold. Instances a grounder gives no score (boxes, pointing) all count.
+    detection_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    recheck_threshold: float = Field(default=0.35, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _recheck_lower(self) -> "KestrelConfig":
+        if self.recheck_threshold > self.detection_threshold:
+            raise ValueError(f"recheck_threshold ({self.recheck_threshold:g}) cannot exceed detection_threshold "
+                             f"({self.detection_threshold:g}): the recheck looks again, more leniently")
+        return self
+
+    def detector_record(self) -> dict[str, float]:
+        """The detector settings a Kestrel run records (``release.json``'s ``detector``)."""
+        return {"detection_threshold": self.detection_threshold, "recheck_threshold": self.recheck_threshold}
 
     @field_validator("grounding")
     @classmethod

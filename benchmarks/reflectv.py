@@ -34,10 +34,6 @@ class ReflectVConfig(BenchmarkSection):
     # how rho is reached (annotation/reflectv/formatting.py): by collapsing surplus chains only (002
     # section 4.5, the paper's), or also by dropping surplus QA pairs when chains are too few
     rho_rule: Literal["collapse", "collapse_or_drop"] = "collapse"
-    # the keyword of a dense-perception turn (Scene text, Document, Chart; 002 section 4.3: "we derive
-    # precise keywords from ground truth annotations"): from the ground truth (the paper's), or a subject
-    # phrase of the question that never states it (Figure 9's prompt alone)
-    dense_keywords: Literal["ground_truth", "question"] = "ground_truth"
     # when the caption and marks go in (annotation/reflectv/wording.py): into the teacher's feedback
     # before the first-person rewrite (002 Figures 11 then 12, the paper's), or into the rewrite after it
     caption_order: Literal["before_rewrite", "after_rewrite"] = "before_rewrite"

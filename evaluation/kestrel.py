@@ -41,8 +41,14 @@ no longer yield stronger evidence"). Every reply is read strictly
 
 The trace of every item (``KestrelItem.trace``) holds each step: what the grounder found,
 the evidence with its ids (and images), the verifier's record, the rule's verdict, the gate,
-the proposed and the kept answer. Left out: SAM3's confidence thresholds (0.5, recheck 0.35)
-belong to its detector and the grounders here give no scores.
+the proposed and the kept answer.
+
+SAM3's confidence thresholds (4.1, implementation details: 0.5, "with a recheck threshold of
+0.35 when needed for existence claim"; ``detection_threshold``, ``recheck_threshold``): an
+instance the grounder scores below the detection threshold is left out; a target of an
+existence claim left with no instance is looked at again at the recheck threshold (the trace's
+``found`` says so). Grounders that give no score (annotated boxes, a pointing model) keep every
+instance. The run records both thresholds (``release.json``'s ``detector``).
 """
 from __future__ import annotations
 
@@ -345,7 +351,7 @@ class Kestrel:
     def _round(self, items: list[KestrelItem]) -> None:
         found = self._ground(items)
         evidence = self._evidence(items, found)
-        self._verify(items, evidence)
+        self._verify(items, evidence, found)
         self._refine([i for i in items if i.rounds and i.rounds[-1].verdict != ERROR], evidence)
         for item in items:
             if item.stopped is None:
@@ -363,16 +369,31 @@ class Kestrel:
 
     def _ground(self, items: list[KestrelItem]) -> dict[tuple[str, str], Found]:
         wanted = list(dict.fromkeys((i.key, t) for i in items for c in i.claims for t in c.targets))
+        existence = {(i.key, t) for i in items for c in i.claims if c.type == "existence" for t in c.targets}
         images = {i.key: i.image for i in items}
         queries = [Query(f"{key}/{target_key(t)}", images[key], t) for key, t in wanted]
         located = self.grounder.locate(queries, self.ctx) if queries else []
         out = {}
         for (key, target), query, result in zip(wanted, queries, located):
-            instances = result.instances
+            instances, detail = self._confident(result.instances, (key, target) in existence, result.detail)
             if self.segmenter is not None and instances and not result.error:
                 instances = self.segmenter.refine(open_image(self.ctx.store, query.image), instances)
-            out[(key, target)] = Found(target, instances, result.detail, result.error)
+            out[(key, target)] = Found(target, instances, detail, result.error)
         return out
+
+    def _confident(self, instances: list[Instance], existence: bool,
+                   detail: dict[str, Any]) -> tuple[list[Instance], dict[str, Any]]:
+        """The instances at SAM3's detection threshold, or at its recheck threshold for an existence
+        target that has none (module docstring); the detail says what the thresholds left out."""
+        threshold = self.config.detection_threshold
+        kept = [i for i in instances if i.score is None or i.score >= threshold]
+        if not kept and existence and instances:
+            threshold = self.config.recheck_threshold
+            kept = [i for i in instances if i.score is None or i.score >= threshold]
+            detail = {**detail, "recheck_threshold": threshold}
+        if len(kept) < len(instances):
+            detail = {**detail, "below_threshold": [round(i.score, 3) for i in instances if i not in kept]}
+        return kept, detail
 
     def _evidence(self, items: list[KestrelItem], found: dict[tuple[str, str], Found]) -> dict[str, list[Evidence]]:
         """Each item's evidence items this round (``Evidence.source``: an image's sha256, or None for text)."""
@@ -461,7 +482,8 @@ class Kestrel:
                     f"No colour could be read for '{target}' ({label.error}).")
             out[item.key].append(Evidence(eid, text))
 
-    def _verify(self, items: list[KestrelItem], evidence: dict[str, list[Evidence]]) -> None:
+    def _verify(self, items: list[KestrelItem], evidence: dict[str, list[Evidence]],
+                found: dict[tuple[str, str], Found]) -> None:
         requests, parsers = [], []
         for item in items:
             shown = evidence[item.key]
@@ -483,6 +505,7 @@ class Kestrel:
             item.rounds.append(judged)
             item.trace["rounds"].append({
                 "round": judged.number, "claims": [c.as_json() for c in item.claims],
+                "found": {t: {"instances": len(f.instances), **f.detail} for (k, t), f in found.items() if k == item.key},
                 "evidence": [{"id": e.id, "text": e.text, **({"image": e.source} if e.source else {})}
                              for e in evidence[item.key]],
                 "record": judged.record.as_json() if judged.record else None, "verdict": judged.verdict,

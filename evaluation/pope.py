@@ -4,11 +4,14 @@ probe of a release, ``plain`` (the question with the image) or through ``kestrel
 
 Reading a plain reply (POPE's ``evaluate.py``, github.com/RUCAIBox/POPE at 3df3ba1): its
 first sentence (up to the first "."), commas removed, split on spaces: "no" when a word is
-``No``, ``no`` or ``not``, else "yes". That rule reads a reply holding neither word as "yes";
-the table counts such replies. Kestrel's answers are exactly Yes or No.
+``No``, ``no`` or ``not``, else "yes". That rule reads a reply holding none of those words,
+and no ``Yes`` or ``yes`` either, as "yes" by default; the table counts exactly those replies
+by the rule's own words, case-sensitive, so a leading "NO", "No\n..." (no space after it) or
+"Not really." is counted. Kestrel's answers are exactly Yes or No.
 
 Metrics per (dataset, split), as POPE reports each dataset's random / popular / adversarial
-apart (Kestrel's Table 1: MS-COCO, A-OKVQA, GQA), and over all probes, "yes" the positive class
+apart (Kestrel's Table 1: MS-COCO, A-OKVQA, GQA), and over all of POPE's probes (the ``all``
+row; MME's probes, read by another rule, stay out of it and have their own score), "yes" the positive class
 (the same file): TP, FP, TN, FN; accuracy (TP + TN) / n; precision TP / (TP + FP); recall
 TP / (TP + FN); F1; yes ratio, the share answered "yes". A metric whose denominator is 0 is
 left empty. A Kestrel run adds the transitions of Figure 4 from its initial to its final
@@ -141,15 +144,24 @@ def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -
                               "('boxes:<regions>' or 'pointing:<model>')")
 
 
+NO_WORDS = frozenset({"No", "no", "not"})  # what POPE's rule reads as "no"
+YES_WORDS = frozenset({"Yes", "yes"})
+
+
+def _rule_words(text: str) -> set[str]:
+    """The words POPE's rule looks at: the first sentence, commas removed, split on spaces."""
+    return set(text.split(".")[0].replace(",", "").split(" "))
+
+
 def read_answer(text: str) -> str:
     """POPE's reading of a reply as yes or no (module docstring)."""
-    words = text.split(".")[0].replace(",", "").split(" ")
-    return "no" if {"No", "no", "not"} & set(words) else "yes"
+    return "no" if NO_WORDS & _rule_words(text) else "yes"
 
 
-def says_yes_or_no(text: str) -> bool:
-    words = {w.strip(".,!?\"'").lower() for w in text.split()}
-    return bool(words & {"yes", "no", "not"})
+def read_by_default(text: str) -> bool:
+    """Whether POPE's rule read ``text`` as "yes" only because its words hold neither a no-word
+    nor ``Yes``/``yes`` (module docstring)."""
+    return not (NO_WORDS | YES_WORDS) & _rule_words(text)
 
 
 def plain_requests(probes: list[dict[str, Any]]) -> list[ChatRequest]:
@@ -184,15 +196,23 @@ def _ratio(a: int, b: int) -> float | None:
 
 
 def groups(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The (dataset, split) pairs of ``rows`` in the release's order, then ("all", "all")."""
-    return [*dataset_splits(rows, PROBE_SPLITS), ("all", "all")]
+    """The (dataset, split) pairs of ``rows`` in the release's order, then ("all", "all") when
+    ``rows`` hold POPE probes (``in_group``)."""
+    pooled = [("all", "all")] if any(not mme.is_mme(r) for r in rows) else []
+    return [*dataset_splits(rows, PROBE_SPLITS), *pooled]
+
+
+def in_group(row: dict[str, Any], dataset: str, split: str) -> bool:
+    """Whether ``row`` counts in the (dataset, split) group: ("all", "all") pools POPE's probes
+    only, MME's being read by another rule and scored by MME's score (``evaluation.mme``)."""
+    return not mme.is_mme(row) if dataset == "all" else (row["dataset"], row["split"]) == (dataset, split)
 
 
 def metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """POPE's metrics per (dataset, split), then over all (failed items left out and counted)."""
+    """POPE's metrics per (dataset, split), then over all POPE probes (failed items left out and counted)."""
     out = []
     for dataset, split in groups(rows):
-        part = [r for r in rows if dataset == "all" or (r["dataset"], r["split"]) == (dataset, split)]
+        part = [r for r in rows if in_group(r, dataset, split)]
         done = [r for r in part if r["answer"] is not None]
         tp = sum(r["answer"] == "yes" and r["label"] == "yes" for r in done)
         fp = sum(r["answer"] == "yes" and r["label"] == "no" for r in done)
@@ -204,7 +224,8 @@ def metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"dataset": dataset, "split": split, "n": len(done), "failed": len(part) - len(done), "tp": tp,
                     "fp": fp, "tn": tn, "fn": fn, "accuracy": _ratio(tp + tn, len(done)), "precision": precision,
                     "recall": recall, "f1": f1, "yes_ratio": _ratio(tp + fp, len(done)),
-                    "unread": sum(r.get("reply") is not None and not says_yes_or_no(r["reply"]) for r in done)})
+                    "unread": sum(r.get("reply") is not None and not mme.is_mme(r) and read_by_default(r["reply"])
+                                  for r in done)})
     return out
 
 
@@ -220,7 +241,7 @@ def kestrel_tables(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     moves = []
     for dataset, split in groups(done):
         counts = Counter(transition(r["initial"].lower() == r["label"], r["grade"] == "CORRECT") for r in done
-                         if dataset == "all" or (r["dataset"], r["split"]) == (dataset, split))
+                         if in_group(r, dataset, split))
         for t in TRANSITIONS:
             moves.append({"dataset": dataset, "split": split, "transition": t, "count": counts[t],
                           "share": _ratio(counts[t], sum(counts.values()))})
@@ -252,10 +273,12 @@ def write_pope_evaluation(rows: list[dict[str, Any]], out: Path, title: str, not
               **{k: _fmt(r[k]) for k in ("accuracy", "precision", "recall", "f1", "yes_ratio")}} for r in table]
     text = [f"# {title}", "", markdown_table(shown, right=["n", "accuracy", "precision", "recall", "f1", "yes_ratio"]),
             "", "Accuracy, precision, recall, F1 and yes ratio in %, 'yes' the positive class (POPE's evaluate.py)."]
-    unread = table[-1]["unread"]
+    unread = sum(r["unread"] for r in table if r["dataset"] == "all")
     if unread:
-        text.append(f"{unread} repl{'y' if unread == 1 else 'ies'} held no yes/no word and were read as 'yes' by "
-                    "POPE's rule.")
+        text.append(f"{unread} repl{'y' if unread == 1 else 'ies'} held none of POPE's words (No, no, not, Yes, yes "
+                    "in the first sentence, as written) and POPE's rule read them as 'yes'.")
+    if any(mme.is_mme(r) for r in full) and any(not mme.is_mme(r) for r in full):
+        text.append("The 'all' row pools POPE's probes only; MME's are scored by MME's score below.")
     kestrel = any(r["system"] == KESTREL for r in full)
     scores, section = mme.mme_section(full, kestrel)
     if scores:
@@ -327,6 +350,9 @@ def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig, grounder: 
              + (f": {described()}" if described else "")
              + (f", masks by {cfg.segmenter}" if cfg.segmenter else "; no segmenter: overlays are boxes, not masks")
              + f"; verifier {verifier}" + (" (the model judges its own evidence, as in the paper)" if verifier == model else "")
+             + f"; SAM3's thresholds (4.1): detection {cfg.detection_threshold:g}, existence recheck "
+             + f"{cfg.recheck_threshold:g}, applied to the instances the grounder scores"
+             + ("" if getattr(grounder, "scores", None) else " (this one scores none, so they leave nothing out)")
              + ".",
              f"Kestrel: at most {gate.max_rounds} rounds, stop after {gate.stable_rounds} supported rounds with the "
              f"answer unchanged or after a round with no stronger evidence than the one before (our reading of 3.4: "

@@ -4,7 +4,7 @@
                  their domain, and ready-made FIRE dialogues
     dialogue     a student answers, a teacher with the ground truth scores 0-10 and gives feedback
     trajectory   keep strictly ascending scores that end at 10 with a right final answer
-    reflection   grounding keywords (dense perception: from the ground truth)
+    reflection   grounding keywords (dense perception: the question's phrase; its marks placed by the ground truth)
     grounding    locate each keyword, draw marks in the named colour and type, insert caption and marks
                  into the teacher's feedback, rewrite it as first-person reflection (Figures 11, 12)
     visual       a vision model checks that the marks show what the reflection names
@@ -51,12 +51,12 @@ def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_i
     dialogues = run_stage(BuildDialogues(cfg.student, cfg.teacher, cfg.max_turns), samples, settings, run_id)
     filtered = run_stage(TrajectoryFilter(), dialogues.kept, settings, run_id)
     reflected = run_stage(WriteReflections(cfg.keywords, cfg.rewriter, cfg.collapse_revealing_feedback,
-                                           cfg.dense_keywords, cfg.caption_order), filtered.kept, settings, run_id)
+                                           cfg.caption_order), filtered.kept, settings, run_id)
     rewriter = cfg.rewriter if cfg.caption_order == "before_rewrite" else None  # Figure 12 after Figure 11
     grounded = run_stage(GroundAndMark(cfg.grounding, cfg.segmenter, cfg.colors, cfg.mark_types, cfg.seed,
                                        cfg.captions, rewriter), reflected.kept, settings, run_id)
     verified = run_stage(VisualCheck(cfg.verifier), grounded.kept, settings, run_id)
-    formatted = run_stage(FormatTrajectories(cfg.rho, cfg.seed, cfg.rho_rule, cfg.dense_keywords),
+    formatted = run_stage(FormatTrajectories(cfg.rho, cfg.seed, cfg.rho_rule),
                           verified.kept, settings, run_id)
 
     deduped = run_stage(near, formatted.kept, settings, run_id)                              # near-duplicates

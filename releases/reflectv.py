@@ -257,10 +257,6 @@ RHO_TEXT = {"collapse": "rho is reached by collapsing redundant chains only (002
                         "than rho asks for, every QA pair stays and the share is below rho",
             "collapse_or_drop": "surplus chains collapse, and with too few chains surplus QA pairs are dropped, "
                                 "so the share never falls below rho"}
-DENSE_TEXT = {"ground_truth": "Scene text, Document and Chart keywords are derived from the ground truth "
-                              "(002 section 4.3): the question's subject phrase with the answer",
-              "question": "Scene text, Document and Chart keywords are the question's subject phrase (Figure 9), "
-                          "never stating the ground truth"}
 ORDER_TEXT = {"before_rewrite": "the caption and marks go into the teacher's feedback, which is then rewritten in "
                                 "the first person (Figures 11 then 12)",
               "after_rewrite": "the feedback is rewritten in the first person first, then the caption and marks go "
@@ -272,12 +268,15 @@ def readings_table(settings: Settings) -> list[dict]:
     the project offers another: the card's "Readings" table (setting, value, reading)."""
     cfg = settings.reflectv
     leak = ("collapsed to QA pairs" if cfg.collapse_revealing_feedback else
-            "kept: the paper forbids revealing the answer only in the inserted caption (Figure 11)")
+            "kept, and their caption insertion and rewrite must leave the answer out (Figure 11 forbids showing "
+            "the ground truth); a turn that still states it fails the validator")
     return [
         {"setting": "collapse_revealing_feedback", "value": str(cfg.collapse_revealing_feedback).lower(),
          "reading": f"chains whose teacher feedback states the answer are {leak}"},
         {"setting": "rho_rule", "value": f"{cfg.rho_rule} (rho {cfg.rho})", "reading": RHO_TEXT[cfg.rho_rule]},
-        {"setting": "dense_keywords", "value": cfg.dense_keywords, "reading": DENSE_TEXT[cfg.dense_keywords]},
+        {"setting": "dense-perception keywords", "value": "question phrase",
+         "reading": "Scene text, Document and Chart keywords are the question's subject phrase (Figure 9) and never "
+                    "state the ground truth (Figure 11); the ground truth places their marks (002 section 4.3)"},
         {"setting": "caption_order", "value": cfg.caption_order, "reading": ORDER_TEXT[cfg.caption_order]},
         {"setting": "depth", "value": "reflective rounds",
          "reading": "depth (Figure 5c) counts the turns that call the tool (a QA pair has 0)"},

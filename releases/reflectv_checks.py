@@ -21,8 +21,7 @@ def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
     export: one record per trajectory in both layouts, roles alternating, every image a file."""
     trajectories = release.table("trajectories")
     section = release.manifest.config.get("reflectv") or {}
-    # a release made before the switch never let an anchor state the ground truth
-    frame = rf.trajectory_frame(trajectories, section.get("dense_keywords", "question"))
+    frame = rf.trajectory_frame(trajectories)
     rho = float(section.get("rho", 0.75))
     # a release made before the switch reached rho by dropping surplus QA pairs too
     rho_rule = section.get("rho_rule", "collapse_or_drop")

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from mmcurate.annotation.reflectv.formatting import MULTI, SINGLE
-from mmcurate.annotation.reflectv.turns import RULES, anchor_truths, defect_counts
+from mmcurate.annotation.reflectv.turns import RULES, defect_counts
 
 from .quality_frames import image_decodes
 from .reflectv_sft import CONVERSATIONS, SFT_DIR, SHAREGPT, read_records, record_defects
@@ -32,15 +32,13 @@ def _digest(image: dict | None) -> str | None:
     return hashlib.sha256(image["bytes"]).hexdigest() if image and image.get("bytes") else None
 
 
-def trajectory_frame(table: pa.Table, dense_keywords: str) -> pd.DataFrame:
-    """``dense_keywords``: the release's ``reflectv.dense_keywords`` (whose anchors may state
-    the ground truth, ``turns.anchor_truths``)."""
+def trajectory_frame(table: pa.Table) -> pd.DataFrame:
     frame = table.to_pandas()
     rows = table.to_pylist()
     derived: dict[str, list] = {name: [] for name in TRAJECTORY_DERIVED}
     for row in rows:
         turns = row["conversation"] or []
-        truths = anchor_truths(row["domain"], dense_keywords, list(row["answers"] or []))
+        truths = list(row["answers"] or [])
         counts = defect_counts([t["text"] for t in turns], truths)
         derived["question_chars"].append(len((row["question"] or "").strip()))
         derived["n_answers"].append(sum(1 for a in row["answers"] or [] if a and a.strip()))

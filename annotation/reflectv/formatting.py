@@ -52,7 +52,7 @@ from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.visual_prompts import NONE
 
 from .chains import issues_of, require_chains, turns_of
-from .turns import anchor_truths, conversation_defects, render_turn, tool_call
+from .turns import conversation_defects, render_turn, tool_call
 from .wording import seeded_index
 
 STAGE = "format"
@@ -157,7 +157,6 @@ class FormatTrajectories(Stage):
     rho: float = 0.75
     seed: int = 0
     rho_rule: str = RHO_RULES[0]
-    dense_keywords: str = "ground_truth"  # whose anchors may state the ground truth (turns.anchor_truths)
     name = STAGE
     shardable = False  # rho is a share of the whole release
 
@@ -172,7 +171,7 @@ class FormatTrajectories(Stage):
         pair_defects: dict[str, list[str]] = {}
         for sid, row in rows.items():  # render and validate first: the split counts only valid forms
             image, final = row["images"][0], final_think(self.seed, sid)
-            truths = anchor_truths(domain_of(row["meta"]), self.dense_keywords, row["answers"])
+            truths = row["answers"]
             pairs[sid] = render_pair(image, turns[sid][-1]["answer"], final)
             pair_defects[sid] = _defects(pairs[sid], truths)
             if len(turns[sid]) >= 2 and issues[sid] is None:

@@ -16,8 +16,9 @@ error. The spec (``core.specs.GroundingSpec``) picks one:
   the instances.
 - ``detector:<file>``: offline stand-in for a detector such as SAM3: a scripted detector whose
   rules say, per image (by sha256), what it detects (``{"sha256", "label", "box", "stated":
-  "hit" | "false alarm"}``) and what it misses (``{"sha256", "label", "stated": "miss"}``);
-  matched to the keyword as ``boxes`` are. Its rules are written against the images' content,
+  "hit" | "false alarm"}``, with an optional confidence ``"score"`` in [0, 1], as SAM3 gives
+  each instance) and what it misses (``{"sha256", "label", "stated": "miss"}``); matched to
+  the keyword as ``boxes`` are. Its rules are written against the images' content,
   so it never reads the annotations a benchmark's labels come from (``describe`` states its
   false alarms and misses for the notes).
 - ``saliency``: offline stand-in that ignores the keyword: the largest blob of a
@@ -66,6 +67,7 @@ class Instance:
     point: Point
     box: Box | None = None
     mask: np.ndarray | None = None  # bool, image height x width
+    score: float | None = None  # the detector's confidence, None for a grounder that gives none
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ class BoxesGrounder:
 
     def __init__(self, path: Path) -> None:
         self.regions = load_regions(path)
+        self.scores: dict[tuple[str, str, Box], float] = {}  # (sha256, label, box) -> confidence; regions have none
         self.name = f"boxes:{path}"
         self.files = [path] if path.is_file() else sorted(path.rglob("regions.jsonl"))
 
@@ -130,7 +133,8 @@ class BoxesGrounder:
             scored = [(len(wanted & content_tokens(label)), label, box) for label, box in self.regions.get(query.image, [])]
             best = max((s for s, _, _ in scored), default=0)
             chosen = [(label, box) for s, label, box in scored if best and s == best]
-            out.append(Grounding([Instance(box_center(box), box) for _, box in chosen],
+            out.append(Grounding([Instance(box_center(box), box, score=self.scores.get((query.image, label, box)))
+                                  for label, box in chosen],
                                  {"regions": [label for label, _ in chosen], "overlap": best}))
         return out
 
@@ -145,18 +149,25 @@ class ScriptedDetector(BoxesGrounder):
         if not path.is_file():
             raise MmcurateError(f"detector grounding: no rules file at {path}")
         regions: dict[str, list[tuple[str, Box]]] = defaultdict(list)
+        self.scores: dict[tuple[str, str, Box], float] = {}
         self.stated: dict[str, list[str]] = {kind: [] for kind in STATED}
         for line, record in jsonl_objects(path, "detection"):
             sha, label, stated, box = record.get("sha256"), record.get("label"), record.get("stated"), record.get("box")
+            score = record.get("score")
             boxed = isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box) \
                 and box[0] < box[2] and box[1] < box[3]
+            scored = score is None or (isinstance(score, (int, float)) and not isinstance(score, bool)
+                                       and 0 <= score <= 1 and stated != "miss")
             if not (isinstance(sha, str) and isinstance(label, str) and label.strip() and stated in STATED
-                    and (boxed if stated != "miss" else box is None)):
+                    and (boxed if stated != "miss" else box is None) and scored):
                 raise MmcurateError(f"{path}:{line}: a detection needs sha256, label, stated (hit, false alarm or "
-                                    "miss) and, unless a miss, a box [x0, y0, x1, y1]")
+                                    "miss) and, unless a miss, a box [x0, y0, x1, y1] and optionally a score in [0, 1]")
             self.stated[stated].append(label.strip())
             if stated != "miss":
-                regions[sha].append((label.strip(), tuple(float(v) for v in box)))  # type: ignore[arg-type]
+                region = (label.strip(), tuple(float(v) for v in box))
+                regions[sha].append(region)  # type: ignore[arg-type]
+                if score is not None:
+                    self.scores[(sha, *region)] = float(score)  # type: ignore[index]
         self.regions = dict(regions)
         self.name = f"detector:{path}"
         self.files = [path]
@@ -296,5 +307,5 @@ class Sam2Segmenter:
                 continue
             rows, cols = np.nonzero(mask)
             out.append(Instance(instance.point, (float(cols.min()), float(rows.min()), float(cols.max() + 1),
-                                                 float(rows.max() + 1)), mask))
+                                                 float(rows.max() + 1)), mask, instance.score))
         return out

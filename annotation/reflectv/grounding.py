@@ -1,7 +1,9 @@
 """ReflectV stage 4 (seed paper 002, sections 3.2 and 4.3): ground each keyword and draw its marks.
 
 For every reflective turn of a sample still on its way to a chain: the grounder
-(``grounders``) locates the turn's keyword in the original image, SAM 2 turns the points
+(``grounders``) locates the turn's keyword in the original image (for Scene text, Document and
+Chart, the keyword with the ground truth, ``locate_phrase``: 002 section 4.3 takes the place
+from "ground truth annotations", the keyword's words never state it), SAM 2 turns the points
 into masks when a segmenter is configured, and the marks are drawn on the original image
 (``marks``; the paper's I_k = G(I_0, v_k)) in a colour and a mark type picked for the turn
 (a seeded choice among ``reflectv.colors`` and ``reflectv.mark_types``, stable per sample
@@ -26,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.core.domains import DENSE_PERCEPTION, domain_of
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.specs import CaptionSpec, GroundingSpec, SegmenterSpec, Template, coerce
@@ -53,6 +56,14 @@ CHECK_SAMPLE = "grounding.sample.v1"
 def _rounded(instances: list[Instance]) -> list[dict[str, Any]]:
     return [{"point": [round(v, 1) for v in i.point], **({"box": [round(v, 1) for v in i.box]} if i.box else {}),
              **({"mask_pixels": int(i.mask.sum())} if i.mask is not None else {})} for i in instances]
+
+
+def locate_phrase(keyword: str, domain: str, answers: list[str]) -> str:
+    """What the grounder looks for: the turn's keyword and, for a dense-perception turn, the first
+    ground-truth answer after it, so the marks fall on the value or text the answer is (module
+    docstring); the keyword itself, the anchor the turn shows, stays without it."""
+    truth = next((a.strip() for a in answers if a.strip()), "")
+    return f"{keyword} {truth}" if truth and domain in DENSE_PERCEPTION else keyword
 
 
 @dataclass
@@ -84,7 +95,8 @@ class GroundAndMark(Stage):
         segmenter = Sam2Segmenter(self.segmenter) if self.segmenter is not None else None
         places = [(i, n) for i, (turns, issue) in enumerate(zip(all_turns, issues)) if eligible(turns, issue)
                   for n in range(len(turns) - 1)]
-        queries = [Query(f"{rows[i]['sample_id']}/t{n + 1}", rows[i]["images"][0], all_turns[i][n]["keyword"])
+        queries = [Query(f"{rows[i]['sample_id']}/t{n + 1}", rows[i]["images"][0],
+                         locate_phrase(all_turns[i][n]["keyword"], domain_of(rows[i]["meta"]), rows[i]["answers"]))
                    for i, n in places]
         found = grounder.locate(queries, ctx) if queries else []
         decisions: list[Decision] = []
@@ -96,11 +108,12 @@ class GroundAndMark(Stage):
             result = self._refined(ctx, query, result, segmenter)
             verdict = "error" if result.error else "found" if result.instances else "none"
             decisions.append(Decision(sid, STAGE, CHECK_LOCATE, verdict, model=grounder.name, context_id=f"t{n + 1}",
-                                      detail={"keyword": query.keyword, "instances": _rounded(result.instances),
+                                      detail={"keyword": turn["keyword"], "located": query.keyword,
+                                              "instances": _rounded(result.instances),
                                               **result.detail, **({"error": result.error} if result.error else {})}))
             if verdict != "found":
                 issues[i] = (f"grounding: {'undetermined' if result.error else 'nothing located'} for "
-                             f"{query.keyword!r} (turn {n + 1})")
+                             f"{turn['keyword']!r} (turn {n + 1})")
                 continue
             color = self.colors[seeded_index(self.seed, sid, str(n), "color", modulo=len(self.colors))]
             mark_type = self.mark_types[seeded_index(self.seed, sid, str(n), "mark", modulo=len(self.mark_types))]

@@ -3,24 +3,17 @@
 For every reflective turn (every turn of a multi-turn dialogue but the last):
 
 - Keyword, the tool call's anchor. General QA: the objects the teacher's feedback names,
-  merged into a short caption (the paper's two prompts of Figure 10); it never contains the
-  ground truth. Scene text, Document and Chart (``core.domains.DENSE_PERCEPTION``: TextVQA,
-  OCR-VQA, DocVQA, ChartQA, DVQA), where "reflection lacks spatial specificity", the paper
-  derives "precise keywords from ground truth annotations" (002 section 4.3), by
-  ``reflectv.dense_keywords``:
-
-  - ``ground_truth`` (the default, the paper's main text): the subject-plus-modifier phrase
-    of the question (Figure 9's prompt) with the ground truth it should show, e.g. "bikes in
-    2018 (12)": the keyword may contain the ground truth, so the grounder looks for the very
-    text or value the answer is;
-  - ``question`` (Figure 9's prompt alone, the rule before): the subject phrase only, which
-    must never contain the ground truth (a keyword that does is unusable and the chain
-    collapses to a QA pair).
-
-  A keyword is never a question word or markup. ``keywords: heuristic`` is the offline
-  stand-in: the feedback's content words minus the student's answer and words about looking
-  (General QA), or the question minus question words and auxiliaries (the others), with the
-  first ground-truth answer in brackets under ``ground_truth``, without it under ``question``.
+  merged into a short caption (the paper's two prompts of Figure 10). Scene text, Document
+  and Chart (``core.domains.DENSE_PERCEPTION``: TextVQA, OCR-VQA, DocVQA, ChartQA, DVQA),
+  where "reflection lacks spatial specificity" (002 section 4.3): the subject-plus-modifier
+  phrase of the question (Figure 9's prompt: "What's the maximum value in the green line?"
+  becomes "maximum value in the green line"); the place of its marks comes from the ground
+  truth (the grounding stage, ``grounding.locate_phrase``), the words never do: Figure 11
+  forbids the rewritten feedback to show the ground truth. A keyword never contains the
+  ground truth (a keyword that does is unusable and the chain collapses to a QA pair), a
+  question word or markup. ``keywords: heuristic`` is the offline stand-in: the feedback's
+  content words minus the student's answer and words about looking (General QA), or the
+  question minus question words, auxiliaries and the ground truth's words (the others).
 - Reflection: teacher feedback rewritten by the rewriter model in the first person
   (Figure 12). The paper inserts the caption and marks into the teacher's feedback first
   (Figure 11) and rewrites that (``reflectv.caption_order: before_rewrite``, the default): the
@@ -30,17 +23,19 @@ For every reflective turn (every turn of a multi-turn dialogue but the last):
   the "Feedback:" label were split off when the teacher's reply was read; the rewriter is
   shown three worked examples, and its reply is rejected when it still carries those labels,
   has no first-person word, talks about the rewriting, keeps less than half of the text's
-  content words, contains markup, or states a ground truth the text did not.
+  content words, contains markup, or states the ground truth (Figure 11: "DO NOT show the
+  <groundtruth>"; a turn before the last never states it, ``turns.turn_defects``).
 
 Model replies are read strictly with one retry (``models.labels.ask_parsed``). A turn whose keyword
 or reflection stays unreadable ends the sample's way to a multi-turn chain (``chain_issue``):
 it will be a QA pair.
 
 Feedback that already states the answer (``reflection.leak.v1``, recorded either way): the
-paper forbids revealing the ground truth only in the inserted caption (Figure 11), not in the
-teacher's feedback, so by default such a chain goes on (``keep``); with
-``reflectv.collapse_revealing_feedback: true`` it collapses to a QA pair (``collapse``).
-Keywords never state the answer in either reading.
+teacher sees the ground truth, and Figure 11 has the caption insertion leave it out ("DO NOT
+show the <groundtruth>"), so by default such a chain goes on (``keep``) and its insertion and
+rewrite must drop the answer (a turn that still states it fails the validator and the chain
+becomes a QA pair); with ``reflectv.collapse_revealing_feedback: true`` it collapses to a QA
+pair at once (``collapse``). Keywords never state the answer in either reading.
 """
 from __future__ import annotations
 
@@ -73,9 +68,7 @@ HEURISTIC_WORDS = 5
 OBJECTS_TEMPLATE = "reflectv.keywords.objects.v1"
 CAPTION_TEMPLATE = "reflectv.keywords.caption.v1"
 SUBJECT_TEMPLATE = "reflectv.keywords.subject.v1"
-TRUTH_SUBJECT_TEMPLATE = "reflectv.keywords.subject-truth.v1"
 REWRITE_TEMPLATE = "reflectv.rewrite.v1"
-DENSE_KEYWORDS = ("ground_truth", "question")  # reflectv.dense_keywords; the first is the paper's
 CAPTION_ORDERS = ("before_rewrite", "after_rewrite")  # reflectv.caption_order; the first is the paper's
 
 OBJECTS_SYSTEM = (
@@ -95,13 +88,6 @@ SUBJECT_SYSTEM = (
     "maximum, a year, a category, ...), for example 'How many bikes are there in 2018?' becomes "
     "'bikes in 2018'. Never use question words (what, how many, ...), never state the answer "
     "itself. Reply with the phrase only."
-)
-TRUTH_SUBJECT_SYSTEM = (
-    "You write a short phrase naming what to look at in a chart, document or scene text to read the "
-    "answer to a question: the subject of the question with its key modifiers (total, average, maximum, "
-    "a year, a category, ...) and the ground-truth text or value it shows, in brackets, for example 'How "
-    "many bikes are there in 2018?' with the answer 12 becomes 'bikes in 2018 (12)'. Never use question "
-    "words (what, how many, ...). Reply with the phrase only."
 )
 REWRITE_SYSTEM = (
     "Rewrite the teacher's comment as the student's own thought, in the first person (I, my). "
@@ -170,22 +156,6 @@ def question_keyword(question: str, truths: list[str]) -> str | None:
     return " ".join(kept[:MAX_KEYWORD_WORDS]) or None
 
 
-def truth_keyword(question: str, truths: list[str]) -> str | None:
-    """Heuristic keyword from the ground truth (``dense_keywords: ground_truth``): the question's
-    subject phrase with the first ground-truth answer in brackets, at most 10 words in all
-    ("bikes in 2018 (12)"); the answer alone when the question leaves no phrase."""
-    answer = " ".join(next((t for t in truths if t.strip()), "").split()[:MAX_KEYWORD_WORDS])
-    phrase = question_keyword(question, [])
-    if not answer:
-        return phrase
-    if not phrase:
-        return answer
-    room = MAX_KEYWORD_WORDS - len(answer.split())
-    if find_answer(phrase, [answer]) >= 0:
-        return " ".join(phrase.split()[:MAX_KEYWORD_WORDS])
-    return f"{' '.join(phrase.split()[:room])} ({answer})" if room > 0 else answer
-
-
 def _one_line(text: str) -> str | None:
     line = text.strip().strip("\"'").strip()
     if not line or "\n" in line or _MARKUP.search(line):
@@ -195,7 +165,7 @@ def _one_line(text: str) -> str | None:
 
 def keyword_parser(truths: list[str], min_words: int = 1) -> Callable[[str], str | None]:
     """Read a keyword reply: one plain line of ``min_words``..10 words, no question word, none
-    of ``truths`` (empty where the keyword may state the ground truth)."""
+    of ``truths``."""
     def parse(text: str) -> str | None:
         line = _one_line(text)
         if line is None or not min_words <= len(line.split()) <= MAX_KEYWORD_WORDS or find_answer(line, truths) >= 0:
@@ -235,13 +205,9 @@ def caption_request(key: str, objects: list[str]) -> ChatRequest:
                        CAPTION_TEMPLATE)
 
 
-def subject_request(key: str, question: str, truths: list[str], from_truth: bool = True) -> ChatRequest:
-    """Scene text, documents, charts: a subject phrase from the question and the ground truth,
-    which states it (``from_truth``, the paper's) or must not."""
-    if from_truth:
-        return ChatRequest(key, [{"role": "system", "content": TRUTH_SUBJECT_SYSTEM},
-                                 {"role": "user", "content": f"Question: {question}\nAnswer: {' | '.join(truths)}"}],
-                           TRUTH_SUBJECT_TEMPLATE)
+def subject_request(key: str, question: str, truths: list[str]) -> ChatRequest:
+    """Scene text, documents, charts: the subject phrase of the question (Figure 9), which must
+    not state the ground truth."""
     return ChatRequest(key, [{"role": "system", "content": SUBJECT_SYSTEM},
                              {"role": "user", "content": f"Question: {question}\n"
                                                          f"Answer (do not repeat it): {' | '.join(truths)}"}],
@@ -273,7 +239,7 @@ def rewrite_parser(feedback: str, truths: list[str],
             return None
         if hints and len(hints & content_tokens(rewrite)) < MIN_HINT_SHARE * len(hints):
             return None
-        if find_answer(rewrite, truths) >= 0 > find_answer(feedback, truths):
+        if find_answer(rewrite, truths) >= 0:
             return None
         if keeps is not None and not names_marks(rewrite, *keeps):
             return None
@@ -311,26 +277,18 @@ class WriteReflections(Stage):
     keywords: LabellerSpec
     rewriter: str
     collapse_revealing: bool = False  # collapse a chain whose feedback states the answer (module docstring)
-    dense_keywords: str = DENSE_KEYWORDS[0]
     caption_order: str = CAPTION_ORDERS[0]  # before_rewrite: the grounding stage rewrites, after the caption
     name = STAGE
 
     def __post_init__(self) -> None:
         self.keywords = coerce(LabellerSpec, self.keywords)
-        if self.dense_keywords not in DENSE_KEYWORDS or self.caption_order not in CAPTION_ORDERS:
-            raise ValueError(f"dense_keywords must be one of {DENSE_KEYWORDS} and caption_order one of "
-                             f"{CAPTION_ORDERS}, got {self.dense_keywords!r} and {self.caption_order!r}")
+        if self.caption_order not in CAPTION_ORDERS:
+            raise ValueError(f"caption_order must be one of {CAPTION_ORDERS}, got {self.caption_order!r}")
 
     @property
     def _complete(self) -> str:
         return ("every reflective turn has a keyword and a reflection" if self.caption_order == "after_rewrite"
                 else "every reflective turn has a keyword")
-
-    def _forbidden(self, item: "_Turn") -> list[str]:
-        """The answers a turn's keyword must not contain: none for a dense-perception turn whose
-        keyword comes from the ground truth."""
-        from_truth = self.dense_keywords == "ground_truth" and item.domain in DENSE_PERCEPTION
-        return [] if from_truth else item.row["answers"]
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         require_chains(samples, STAGE)
@@ -380,8 +338,6 @@ class WriteReflections(Stage):
                 decisions.append(Decision(row["sample_id"], STAGE, CHECK_SAMPLE, "chain" if issue is None else "collapse",
                                           detail={"reason": issue or self._complete}))
         counts = {"input": len(rows), "reflective_turns": len(pending), "chains": chains,
-                  "keywords_from_ground_truth": sum(1 for item, (k, _) in zip(pending, keywords)
-                                                    if k and not self._forbidden(item)),
                   "keyword_errors": sum(1 for k, _ in keywords if k is None),
                   "rewrite_errors": sum(1 for d in decisions if d.check == CHECK_REWRITE and d.verdict != "ok")}
         return StageResult(stage=STAGE, kept=with_chains(samples, all_turns, issues), decisions=decisions,
@@ -397,8 +353,6 @@ class WriteReflections(Stage):
                 truths = item.row["answers"]
                 if item.domain == GENERAL_QA:
                     keyword, source = feedback_keyword(item.turn["feedback"], item.turn["answer"], truths), "feedback"
-                elif not self._forbidden(item):
-                    keyword, source = truth_keyword(item.row["question"], truths), "question and ground truth"
                 else:
                     keyword, source = question_keyword(item.row["question"], truths), "question"
                 out.append((keyword, {"keyword": keyword, "from": source}))
@@ -425,12 +379,12 @@ class WriteReflections(Stage):
         for (item, objects_parsed), parsed in zip(listed, captions):
             found[item.key] = (parsed.label, {"from": "feedback", "objects": objects_parsed.label, "raw": parsed.raw,
                                               **({"error": parsed.error} if parsed.error else {})})
-        subjects = ask_parsed(client, [subject_request(item.key, item.row["question"], item.row["answers"],
-                                                       not self._forbidden(item)) for item in dense],
-            [keyword_parser(self._forbidden(item), min_words=2) for item in dense], KEYWORD_REMINDER, STAGE, "a phrase")
+        subjects = ask_parsed(client, [subject_request(item.key, item.row["question"], item.row["answers"])
+                                       for item in dense],
+            [keyword_parser(item.row["answers"], min_words=2) for item in dense], KEYWORD_REMINDER, STAGE, "a phrase")
         for item, parsed in zip(dense, subjects):
-            found[item.key] = (parsed.label, {"from": "question and ground truth", "dense_keywords": self.dense_keywords,
-                                              "raw": parsed.raw, **({"error": parsed.error} if parsed.error else {})})
+            found[item.key] = (parsed.label, {"from": "question", "raw": parsed.raw,
+                                              **({"error": parsed.error} if parsed.error else {})})
         return [found[item.key] for item in pending]
 
     # ------------------------------------------------------------------------ rewrite

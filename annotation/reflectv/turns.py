@@ -18,9 +18,10 @@ the expectations of the release's Great Expectations suite (``RULES``):
 - ``anchor_markup``: a reflective anchor is one line of plain words (no markup, no "None");
 - ``anchor_in_think`` / ``color_in_think`` / ``mark_in_think``: the think text names the
   anchor's words, the colour and the mark type (singular or plural) the tool call uses;
-- ``reveals_answer``: a reflective anchor never contains the ground truth, except where the
-  keyword comes from it (``anchor_truths``: a dense-perception turn under
-  ``reflectv.dense_keywords: ground_truth``, 002 section 4.3).
+- ``reveals_answer``: a reflective turn states no ground truth, in its answer, its think
+  text or its anchor, whatever the domain: the final turn is the first to give it (002
+  Figure 11: the rewritten feedback must not show the ground truth; section 4.3 takes only
+  the marks' place from it, ``grounding.locate_phrase``).
 """
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from mmcurate.core.domains import DENSE_PERCEPTION
 from mmcurate.core.text import content_tokens, find_answer
 from mmcurate.core.visual_prompts import COLORS, MARK_TYPES, NONE, TOOL_NAME
 
@@ -97,25 +97,18 @@ def turn_defects(turn: Turn, last: bool, truths: list[str]) -> list[str]:
         defects.append("color_enum")
     if mark_type not in MARK_TYPES:
         defects.append("mark_type_enum")
+    reveals = ["reveals_answer"] if any(find_answer(text, truths) >= 0 for text in (
+        turn.answer, turn.think, anchor if isinstance(anchor, str) else "")) else []
     if not isinstance(anchor, str) or not anchor.strip() or "\n" in anchor or _MARKUP.search(anchor) \
             or anchor.strip() == NONE:
-        defects.append("anchor_markup")
-        return defects
+        return [*defects, "anchor_markup", *reveals]
     if not content_tokens(anchor) <= content_tokens(turn.think):
         defects.append("anchor_in_think")
     if color in COLORS and not says(turn.think, color):
         defects.append("color_in_think")
     if mark_type in NOUNS and not any(says(turn.think, noun) for noun in NOUNS[mark_type]):
         defects.append("mark_in_think")
-    if find_answer(anchor, truths) >= 0:
-        defects.append("reveals_answer")
-    return defects
-
-
-def anchor_truths(domain: str, dense_keywords: str, answers: list[str]) -> list[str]:
-    """The answers a reflective anchor of a sample must not contain (``reveals_answer``): none
-    where its keyword comes from the ground truth (see the module docstring)."""
-    return [] if dense_keywords == "ground_truth" and domain in DENSE_PERCEPTION else list(answers)
+    return [*defects, *reveals]
 
 
 def conversation_defects(texts: list[str], truths: list[str]) -> list[tuple[int, str]]:

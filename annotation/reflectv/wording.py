@@ -22,13 +22,13 @@ Two ways to insert it (``reflectv.captions``, named in the manifest):
   The reply is read strictly (``insertion_parser``): one plain paragraph (in the first person
   when the text is a reflection) that keeps at least half of the text's content words, names
   every content word of the caption, the colour and the mark type, carries no label or
-  markup, and never states the ground truth more often than the text and the caption already
-  did (the inserted words must not reveal it; a caption may state it only where the keyword
-  comes from the ground truth, ``reflection``; the ledger records the check). One retry, then
-  the turn has no usable text and the chain collapses to a QA pair.
+  markup, and never states the ground truth, even where the text did (Figure 11's "DO NOT
+  show the <groundtruth>"; the ledger records the check). One retry, then the turn has no
+  usable text and the chain collapses to a QA pair.
 - ``template``, the offline stand-in: one of a few fixed sentences appended to the text,
   chosen by the seed (in the teacher's voice before the rewrite, in the first person after
-  it). It never drops the mark and adds nothing of the ground truth but the caption.
+  it). It never drops the mark and adds nothing of the ground truth (the caption never holds
+  it); it cannot take out an answer the text states, which the validator then refuses.
 """
 from __future__ import annotations
 
@@ -183,7 +183,6 @@ def insertion_parser(text: str, anchor: str, color: str, mark_type: str, truths:
                      first_person: bool = True) -> Callable[[str], str | None]:
     """Read a model's insertion into ``text`` (see the module docstring); None when it is unusable."""
     kept = content_tokens(text)
-    allowed = mentions(text, truths) + mentions(anchor, truths)  # the caption states it only when it may
 
     def parse(raw: str) -> str | None:
         reply = " ".join(raw.split()).strip("\"'").strip()
@@ -195,8 +194,8 @@ def insertion_parser(text: str, anchor: str, color: str, mark_type: str, truths:
             return None
         if not names_marks(reply, anchor, color, mark_type):
             return None
-        if mentions(reply, truths) > allowed:
-            return None  # the inserted words state the answer
+        if mentions(reply, truths):
+            return None  # Figure 11: "DO NOT show the <groundtruth>", even where the feedback did
         return reply
 
     return parse

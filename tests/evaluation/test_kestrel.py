@@ -9,14 +9,16 @@ import json
 import pytest
 from PIL import Image
 
-from mmcurate.annotation.reflectv.grounders import BoxesGrounder
+from mmcurate.annotation.reflectv.grounders import BoxesGrounder, Grounder, ScriptedDetector
 from mmcurate.benchmarks.pope import KestrelConfig
 from mmcurate.core.config import ClaimGate
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.kestrel import (
     Kestrel, KestrelItem, claimed_count, parse_initial, parse_refined, relation, where,
 )
-from mmcurate.evaluation.pope import kestrel_row, metrics, read_answer, run_options
+from mmcurate.evaluation.pope import (
+    kestrel_notes, kestrel_row, metrics, read_answer, run_options, write_pope_evaluation,
+)
 from mmcurate.core.errors import MmcurateError
 from mmcurate.models.labels import RecordError
 
@@ -67,14 +69,16 @@ def lab(world, tmp_path):
     class Lab:
         image = sha
 
-        def run(self, name: str, rules: list[dict], config: KestrelConfig | None = None) -> KestrelItem:
+        def run(self, name: str, rules: list[dict], config: KestrelConfig | None = None,
+                grounder: Grounder | None = None) -> KestrelItem:
             item = KestrelItem(f"k-{name}", sha, f"Is there a {name} in the image?", "existence", name)
-            return self.run_item(item, rules, config)
+            return self.run_item(item, rules, config, grounder)
 
-        def run_item(self, item: KestrelItem, rules: list[dict], config: KestrelConfig | None = None) -> KestrelItem:
+        def run_item(self, item: KestrelItem, rules: list[dict], config: KestrelConfig | None = None,
+                     grounder: Grounder | None = None) -> KestrelItem:
             model = world.add("lvlm", rules, default=None)
             world.specs[model] = world.specs[model].model_copy(update={"vision": True})
-            Kestrel(world.ctx(store=store), model, config or KestrelConfig(), BoxesGrounder(tmp_path)).run([item])
+            Kestrel(world.ctx(store=store), model, config or KestrelConfig(), grounder or BoxesGrounder(tmp_path)).run([item])
             return item
 
         def sent(self, stage: str = "kestrel") -> list[str]:
@@ -112,6 +116,41 @@ def test_a_hallucinated_yes_is_corrected_and_the_rounds_go_on(lab) -> None:
     row = kestrel_row({"sample_id": "k-cow", "dataset": "coco", "split": "random", "image": lab.image, "question_id": 1, "object": "cow",
                        "question": "Is there a cow in the image?", "label": "no"}, item)
     assert (row["answer"], row["grade"], row["initial"], row["changed"], row["rounds"]) == ("no", "CORRECT", "Yes", True, 2)
+
+
+def test_sam3s_thresholds_decide_what_the_detector_found(lab, tmp_path) -> None:
+    """Issue 43 item 7: SAM3's thresholds as seed 000 gives them (4.1: "a confidence threshold of
+    0.5 (with a recheck threshold of 0.35 when needed for existence claim)"): a dog scored 0.42
+    is found by the existence recheck, a cat scored 0.3 is not found at all; a count claim gets
+    no recheck; the trace says what the thresholds did."""
+    rules = tmp_path / "rules.jsonl"
+    rules.write_text("".join(json.dumps({"sha256": lab.image, "label": label, "box": box, "stated": "hit",
+                                         "score": score}) + "\n"
+                             for (label, box), score in zip(REGIONS, (0.42, 0.3))))
+    detector = ScriptedDetector(rules)
+    verify = [{"when_all": ["strict verifier"], "answer": record("insufficient", 0.5, [])}]
+    dog = lab.run("dog", lvlm_rules("dog", "Yes", verify), grounder=detector)
+    assert found("dog", 1) in f"[e_count_dog] {dog.trace['rounds'][0]['evidence'][-1]['text']}"
+    assert dog.trace["rounds"][0]["found"]["dog"] == {"instances": 1, "regions": ["dog"], "overlap": 1,
+                                                      "recheck_threshold": 0.35}
+    cat = lab.run("cat", lvlm_rules("cat", "Yes", verify), grounder=detector)
+    assert cat.trace["rounds"][0]["found"]["cat"]["instances"] == 0
+    assert cat.trace["rounds"][0]["found"]["cat"]["below_threshold"] == [0.3]
+    counting = KestrelItem("k-count", lab.image, "Are there two dogs?", "count", "dog")
+    counted = lab.run_item(counting, [{"when_all": ["state one claim that can be checked"],
+                                       "answer": init("Yes", "dog", kind="count", text="There are 2 dogs.")}, *verify],
+                           grounder=detector)
+    assert counted.trace["rounds"][0]["found"]["dog"]["instances"] == 0  # no recheck for a count claim
+    lenient = lab.run("dog", lvlm_rules("dog", "Yes", verify), KestrelConfig(detection_threshold=0.4), detector)
+    assert lenient.trace["rounds"][0]["found"]["dog"] == {"instances": 1, "regions": ["dog"], "overlap": 1}
+    with pytest.raises(ValueError, match="recheck_threshold .* cannot exceed detection_threshold"):
+        KestrelConfig(detection_threshold=0.3)
+    assert KestrelConfig().detector_record() == {"detection_threshold": 0.5, "recheck_threshold": 0.35}
+    cfg = KestrelConfig(grounding=f"detector:{rules}")
+    [named, *_] = kestrel_notes(None, "m", cfg, detector)  # type: ignore[arg-type]  # the verifier is the model
+    assert "SAM3's thresholds (4.1): detection 0.5, existence recheck 0.35, applied to the instances the grounder " \
+           "scores." in named
+    assert "scores none, so they leave nothing out" in kestrel_notes(None, "m", cfg, BoxesGrounder(tmp_path))[0]  # type: ignore[arg-type]
 
 
 def test_two_supported_rounds_with_the_answer_unchanged_stop(lab) -> None:
@@ -333,6 +372,39 @@ def test_popes_metrics_per_dataset_and_split() -> None:
     by = {(m["dataset"], m["split"]): m["accuracy"] for m in table}
     assert by == {("aokvqa", "adversarial"): 0.5, ("coco", "random"): 1.0, ("gqa", "random"): 0.5,
                   ("all", "all"): pytest.approx(4 / 6)}
+
+
+def test_the_all_row_pools_popes_probes_only() -> None:
+    """Issue 43 item 7: MME's probes (read by MME's rule, scored by MME's score) stay out of the
+    ``all`` row; a release of MME probes alone has no ``all`` row."""
+    def row(dataset, split, label, answer):
+        return {"dataset": dataset, "split": split, "label": label, "answer": answer, "reply": answer}
+
+    pope = [row("coco", "random", "yes", "yes"), row("coco", "random", "no", "no")]
+    mme = [row("mme", "existence", "yes", "no"), row("mme", "existence", "no", "other")]
+    table = metrics(pope + mme)
+    pooled = table[-1]
+    assert (pooled["dataset"], pooled["n"], pooled["accuracy"]) == ("all", 2, 1.0)
+    assert [(m["dataset"], m["split"]) for m in metrics(mme)] == [("mme", "existence")]
+
+
+def test_the_note_counts_the_replies_popes_rule_read_as_yes_by_default(tmp_path) -> None:
+    """Issue 43 item 7: the note counts the replies POPE's case-sensitive rule read as "yes" for want
+    of any of its words: a leading "NO", "No" glued to a line break, "Not really." count; a "yes",
+    a "no" and MME's replies do not."""
+    def row(dataset, split, reply, label="yes"):
+        return {"sample_id": reply, "dataset": dataset, "split": split, "question_id": 1, "object": "dog",
+                "image_file": "a.jpg", "question": "Is there a dog?", "label": label, "system": "plain",
+                "reply": reply, "answer": read_answer(reply), "grade": "CORRECT"}
+
+    by_default = ["NO, there is none.", "No\nThere isn't one.", "Not really.", "I cannot tell"]
+    read = ["Yes, there is.", "No.", "There is not a dog.", "yes"]
+    assert [read_answer(r) for r in by_default] == ["yes"] * 4
+    rows = [row("coco", "random", r) for r in by_default + read] + [row("mme", "existence", "Maybe.")]
+    table = write_pope_evaluation(rows, tmp_path, "t", [])
+    assert metrics(rows)[-1]["unread"] == 4
+    assert "4 replies held none of POPE's words" in table and "read them as 'yes'" in table
+    assert "The 'all' row pools POPE's probes only" in table
 
 
 def test_the_scripted_detector_reports_its_rules_and_states_its_errors(tmp_path) -> None:

@@ -111,6 +111,12 @@ def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:
     assert "it reads no label file" in table
     assert "evaluated model: scripted model 'lvlm' (rules in lvlm.jsonl) stands in for a vision model." in table
     assert "oracle grounding" not in table
+    # issue 43 item 7: SAM3's thresholds (seed 000 4.1) named in the notes and the run record
+    assert "SAM3's thresholds (4.1): detection 0.5, existence recheck 0.35" in table
+    assert "(this one scores none, so they leave nothing out)" in table  # the fixtures' rules carry no score
+    record = json.loads((runs["kestrel"] / "release.json").read_text())
+    assert record["detector"] == {"detection_threshold": 0.5, "recheck_threshold": 0.35}
+    assert "detector" not in json.loads((runs["plain"] / "release.json").read_text())
     metrics = pl.read_parquet(str(runs["kestrel"] / "metrics.parquet"))
     assert sorted(metrics.select("dataset", "split").rows()) == [
         ("all", "all"), ("aokvqa", "adversarial"), ("built", "adversarial"), ("built", "popular"),

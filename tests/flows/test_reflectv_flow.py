@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 from datasets import load_dataset
 
-from mmcurate.annotation.reflectv.turns import anchor_truths, conversation_defects
+from mmcurate.annotation.reflectv.turns import conversation_defects
+from mmcurate.core.text import find_answer
 from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.manifest import recorded_validation
@@ -50,13 +51,14 @@ def test_release_is_valid_and_explains_itself(run) -> None:
     assert "captions: fixed sentences (template-v1) stand in" in notes
     readings = {r["setting"]: r["value"] for r in stats["readings"]}
     assert readings == {"collapse_revealing_feedback": "false", "rho_rule": "collapse (rho 0.75)",
-                        "dense_keywords": "ground_truth", "caption_order": "after_rewrite", "depth": "reflective rounds"}
+                        "dense-perception keywords": "question phrase", "caption_order": "after_rewrite",
+                        "depth": "reflective rounds"}
     assert release.manifest.components["captions"] == "template-v1"
     assert release.manifest.exports["sft"]["records"] == 12
     assert release.manifest.components["grounding"].startswith("boxes:")
     assert {"plots/funnel.png", "plots/distribution-0.png", "plots/distribution-1.png"} <= set(release.manifest.files)
     card = (path / "README.md").read_text()
-    assert "| dense_keywords | ground_truth |" in card and "(002 section 4.3)" in card
+    assert "| dense-perception keywords | question phrase |" in card and "(002 section 4.3)" in card
     assert "ReflectV is a training set" in card and "split: train" in card and "scripted model" in card
 
 
@@ -68,7 +70,7 @@ def test_every_drop_has_its_reason(run) -> None:
     assert fates["34603"] == ("discarded", "scores not strictly ascending (dip at turn 2)")
     assert fates["49154"] == ("discarded", "final score is not 10 (9)")
     assert fates["49155"] == ("discarded", "final answer disagrees with the ground truth (INCORRECT)")
-    assert fates["test/human/1"] == ("single_turn", "visual: the marks do not show 'value of bar for 2020 (35)' (turn 1)")  # from the ground truth
+    assert fates["test/human/1"] == ("single_turn", "visual: the marks do not show 'value of bar for 2020' (turn 1)")
     assert fates["040355"] == ("single_turn", "single-turn dialogue")
     issues = dict(zip(dialogues["source_id"].to_list(), dialogues["chain_issue"].to_list()))
     assert [sid for sid, issue in issues.items() if issue] == ["test/human/1"]
@@ -92,9 +94,19 @@ def test_loads_with_datasets_and_polars(run) -> None:
         assert all((path / "sft" / image).is_file() for image in record["images"])
     frame = pl.read_parquet(str(path / "data" / "trajectories-*.parquet"))
     assert frame["format"].value_counts().sort("format").rows() == [("multi_turn", 9), ("single_turn", 3)]
-    for row in frame.to_dicts():  # a dense-perception anchor may state the ground truth (dense_keywords)
-        truths = anchor_truths(row["domain"], "ground_truth", row["answers"])
-        assert conversation_defects([t["text"] for t in row["conversation"]], truths) == []
+    for row in frame.to_dicts():
+        assert conversation_defects([t["text"] for t in row["conversation"]], row["answers"]) == []
+
+
+def test_no_turn_before_the_last_states_the_ground_truth(run) -> None:
+    """Issue 43 item 2: the ChartQA chains (and every other) give the answer in their final turn only."""
+    _, _, path = run
+    frame = pl.read_parquet(str(path / "data" / "trajectories-*.parquet"))
+    charts = frame.filter((pl.col("domain") == "Chart") & (pl.col("format") == "multi_turn")).to_dicts()
+    assert charts and "Which year had the highest sales?" in [row["question"] for row in charts]
+    for row in frame.to_dicts():
+        turns = [t["text"] for t in row["conversation"]]
+        assert all(find_answer(text, row["answers"]) < 0 for text in turns[:-1]), (row["question"], turns)
 
 
 def test_rerun_makes_no_model_call(run) -> None:

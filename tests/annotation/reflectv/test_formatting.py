@@ -87,6 +87,7 @@ LAST = render_turn("a cat", "My answer holds up.", tool_call(False))
     (render_turn("a dog", THINK, _call(mark_type="arrow")), LAST, "mark_in_think"),
     (render_turn("a dog", THINK.replace("long whiskers", "cat whiskers"), _call(anchor="cat whiskers")), LAST,
      "reveals_answer"),
+    (render_turn("a dog", THINK + " It is a cat.", _call()), LAST, "reveals_answer"),  # issue 43 item 2: the think text
 ])
 def test_validator_rejections(first, last, rule) -> None:
     found = conversation_defects([first, last], ["cat"])
@@ -144,6 +145,31 @@ def test_a_chain_that_fails_the_validator_is_collapsed(lab) -> None:
     assert row["format"] == "single_turn"  # the anchor gives the answer away
     checks = [(d.verdict, d.detail["defects"]) for d in result.decisions if d.check == "format.validate.v1"]
     assert checks == [("fail", ["turn 1: reveals_answer"]), ("pass", [])]
+
+
+def test_no_turn_before_the_last_states_a_charts_answer(lab) -> None:
+    """Issue 43 item 2: a ChartQA chain whose reflective turn states the ground truth (in the
+    anchor, as the keyword "from the ground truth" did, or in the think text) fails the validator
+    and becomes a QA pair: no dense-perception exemption; the final turn alone gives the answer."""
+    question = "Which year had the highest sales?"
+    rows = [lab.sample(name, question, "2019", domain="Chart") for name in ("anchor", "think", "clean")]
+    table = lab.chains(rows, [[("2020", 4, "That bar is not the tallest one."), ("2019", 10, "Correct.")]] * 3)
+    turns = turns_of(table)
+    for sample_turns, keyword, think in zip(turns, ["year highest sales (2019)", "year highest sales", "year highest sales"], [
+            "I should compare the year highest sales (2019), as indicated by a red point in the image.",
+            "The tallest bar is 2019; I should compare the year highest sales, as indicated by a red point in the image.",
+            "I should compare the year highest sales, as indicated by a red point in the image."]):
+        sample_turns[0].update(keyword=keyword, color="red", mark_type="point", marks=1, marked_image=lab.image(),
+                               think=think)
+    result = FormatTrajectories(rho=1.0).run(with_chains(table, turns, [None] * 3), lab.ctx())
+    formats = {r["source_id"]: r["format"] for r in result.kept.to_pylist()}
+    assert formats == {"anchor": "single_turn", "think": "single_turn", "clean": "multi_turn"}
+    checks = {d.sample_id: d.detail["defects"] for d in result.decisions
+              if d.check == "format.validate.v1" and d.detail["format"] == "multi_turn"}
+    assert checks == {rows[0]["sample_id"]: ["turn 1: reveals_answer"], rows[1]["sample_id"]: ["turn 1: reveals_answer"],
+                      rows[2]["sample_id"]: []}
+    [chain] = [r for r in result.kept.to_pylist() if r["format"] == "multi_turn"]
+    assert "2019" not in chain["conversation"][0]["text"] and "<answer>2019</answer>" in chain["conversation"][1]["text"]
 
 
 def test_rho_is_met_after_validation_when_pairs_may_drop(lab) -> None:

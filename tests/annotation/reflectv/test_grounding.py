@@ -20,7 +20,7 @@ from mmcurate.annotation.reflectv.grounders import (
     load_regions,
     parse_points,
 )
-from mmcurate.annotation.reflectv.grounding import GroundAndMark
+from mmcurate.annotation.reflectv.grounding import GroundAndMark, locate_phrase
 from mmcurate.annotation.reflectv.marks import rgb
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import Sam2
@@ -151,6 +151,30 @@ def test_stage_marks_each_reflective_turn_and_words_it(lab) -> None:
     assert caption.verdict == "ok" and caption.detail["by"] == "template-v1"
     again = stage.run(table, lab.ctx())
     assert turns_of(again.kept)[0][0]["marked_image"] == marked[0]["marked_image"]  # seeded, deterministic
+
+
+def test_a_charts_marks_are_placed_by_the_ground_truth_its_words_are_not(lab) -> None:
+    """Issue 43 item 2 (002 section 4.3, Figures 9 and 11): a Chart turn's keyword is the question's
+    phrase, which matches every sales bar; the grounder looks for it with the ground truth, so the
+    mark lands on the 2019 bar alone, and the anchor, the caption and the ledger's reason keep no 2019.
+    A General QA turn looks for its keyword alone."""
+    sha = lab.image(png(size=(160, 120)))
+    _regions(lab, sha, [("sales bar of 2019", [10, 20, 50, 110]), ("sales bar of 2020", [90, 60, 130, 110])])
+    rows = [lab.sample("peak", "Which year had the highest sales?", "2019", domain="Chart", image=sha)]
+    table = lab.chains(rows, [[("2020", 4, "That bar is not the tallest one."), ("2019", 10, "Correct.")]])
+    turns = turns_of(table)
+    turns[0][0].update(keyword="year highest sales", reflection="I picked the wrong bar.")
+    stage = GroundAndMark(f"boxes:{lab.root}", colors=["red"], mark_types=["point"], seed=3)
+    result = stage.run(with_chains(table, turns, [None]), lab.ctx())
+    [turn, _] = turns_of(result.kept)[0]
+    assert issues_of(result.kept) == [None] and turn["marks"] == 1
+    image = Image.open(io.BytesIO(lab.store.read(turn["marked_image"]))).convert("RGB")
+    assert image.getpixel((30, 65)) == rgb("red")  # the point on the 2019 bar's centre
+    assert "2019" not in turn["keyword"] and "2019" not in turn["think"]
+    [located] = [d for d in result.decisions if d.check == "grounding.locate.v1"]
+    assert (located.detail["keyword"], located.detail["located"]) == ("year highest sales", "year highest sales 2019")
+    assert located.detail["regions"] == ["sales bar of 2019"]
+    assert locate_phrase("long whiskers", "General QA", ["cat"]) == "long whiskers"
 
 
 def test_a_model_inserts_the_caption_and_marks_without_the_answer(lab) -> None:

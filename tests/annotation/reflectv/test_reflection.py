@@ -11,7 +11,7 @@ from mmcurate.annotation.reflectv.reflection import (
     objects_parser,
     question_keyword,
     rewrite_parser,
-    truth_keyword,
+    subject_request,
 )
 
 CAT = "What animal is in the picture?"
@@ -31,7 +31,7 @@ def _rewriter(lab, **overrides):
 
 def test_heuristic_keywords_depend_on_the_domain(lab) -> None:
     rows = [lab.sample("cat", CAT, "cat"), lab.sample("chart", CHART, "$5M", domain="Chart")]
-    stage = WriteReflections("heuristic", _rewriter(lab), caption_order="after_rewrite", dense_keywords="question")
+    stage = WriteReflections("heuristic", _rewriter(lab), caption_order="after_rewrite")
     result = stage.run(lab.chains(rows, [CAT_TURNS, CHART_TURNS]), lab.ctx())
     cat, chart = turns_of(result.kept)
     assert cat[0]["keyword"] == "long whiskers pointed ears"  # from the feedback, without the wrong answer
@@ -58,7 +58,7 @@ def test_model_keywords_two_steps_for_general_qa_one_for_charts(lab) -> None:
         {"when_all": ["short phrase naming where", CHART], "answer": "total revenue of Company A in 2021"},
     ])
     rows = [lab.sample("cat", CAT, "cat"), lab.sample("chart", CHART, "$5M", domain="Chart")]
-    stage = WriteReflections(keywords, _rewriter(lab), dense_keywords="question")
+    stage = WriteReflections(keywords, _rewriter(lab))
     result = stage.run(lab.chains(rows, [CAT_TURNS, CHART_TURNS]), lab.ctx())
     cat, chart = turns_of(result.kept)
     assert cat[0]["keyword"] == "long whiskers and pointed ears" and chart[0]["keyword"] == "total revenue of Company A in 2021"
@@ -67,10 +67,10 @@ def test_model_keywords_two_steps_for_general_qa_one_for_charts(lab) -> None:
     assert cat_row.detail["objects"] == ["long whiskers", "pointed ears"]
 
 
-def test_a_keyword_that_reveals_the_answer_collapses_the_chain_under_the_question_reading(lab) -> None:
+def test_a_keyword_that_reveals_the_answer_collapses_the_chain(lab) -> None:
     keywords = lab.model("kw", [{"when_all": ["short phrase naming where"], "answer": "revenue of $5M"}])
     rows = [lab.sample("chart", CHART, "$5M", domain="Chart")]
-    stage = WriteReflections(keywords, _rewriter(lab), dense_keywords="question", caption_order="after_rewrite")
+    stage = WriteReflections(keywords, _rewriter(lab), caption_order="after_rewrite")
     result = stage.run(lab.chains(rows, [CHART_TURNS]), lab.ctx())
     assert issues_of(result.kept) == ["reflection: no usable keyword (turn 1)"]
     [row] = [d for d in result.decisions if d.check == "reflection.keyword.v1"]
@@ -78,44 +78,45 @@ def test_a_keyword_that_reveals_the_answer_collapses_the_chain_under_the_questio
     assert lab.calls("rewriter")["calls"] == 0  # nothing more is asked for a collapsed chain
 
 
-def test_dense_perception_keywords_come_from_the_ground_truth(lab) -> None:
-    """Issue 32 item 18, the paper's reading (002 section 4.3: "for dense perception tasks (e.g.,
-    OCR, ChartQA) ... we derive precise keywords from ground truth annotations"): a Chart keyword
-    that states the answer is the keyword (the model is asked for it with the answer); a General
-    QA keyword that states it is still unusable."""
+def test_dense_perception_keywords_never_state_the_ground_truth(lab) -> None:
+    """Issue 43 item 2: a Chart keyword is the question's subject phrase (002 Figure 9), never the
+    ground truth (Figure 11), by the model and by the heuristic: a model phrase that states the
+    answer is refused, retried once, then the chain collapses; the model is not asked to state it."""
     keywords = lab.model("kw", [
-        {"when_all": ["ground-truth text or value", CHART, "Answer: $5M"], "answer": "revenue of Company A in 2021 ($5M)"},
-        {"when_all": ["List the physical objects"], "answer": "cat face"},
+        {"when_all": ["short phrase naming where", "could not be used"], "answer": "revenue of Company A in 2021"},
+        {"when_all": ["short phrase naming where", CHART], "answer": "revenue of Company A in 2021 ($5M)"},
     ])
-    rows = [lab.sample("chart", CHART, "$5M", domain="Chart"), lab.sample("cat", CAT, "cat")]
-    result = WriteReflections(keywords, _rewriter(lab)).run(lab.chains(rows, [CHART_TURNS, CAT_TURNS]), lab.ctx())
-    chart, cat = turns_of(result.kept)
-    assert chart[0]["keyword"] == "revenue of Company A in 2021 ($5M)"
-    assert issues_of(result.kept) == [None, "reflection: no usable keyword (turn 1)"]
-    assert result.counts["keywords_from_ground_truth"] == 1
-    heuristic = WriteReflections("heuristic", _rewriter(lab)).run(lab.chains(rows[:1], [CHART_TURNS]), lab.ctx())
-    assert turns_of(heuristic.kept)[0][0]["keyword"] == "total revenue of Company A in 2021 ($5M)"
-
-
-def test_truth_keyword() -> None:
-    assert truth_keyword("How many bikes are there in 2018?", ["12"]) == "bikes in 2018 (12)"
-    assert truth_keyword("Which year had the most rain, 2019?", ["2019"]) == "year most rain 2019"  # the question states it already
-    assert truth_keyword("What?", ["open 24 hours"]) == "open 24 hours"
+    rows = [lab.sample("chart", CHART, "$5M", domain="Chart")]
+    result = WriteReflections(keywords, _rewriter(lab)).run(lab.chains(rows, [CHART_TURNS]), lab.ctx())
+    assert turns_of(result.kept)[0][0]["keyword"] == "revenue of Company A in 2021"
+    [row] = [d for d in result.decisions if d.check == "reflection.keyword.v1"]
+    assert row.detail["from"] == "question" and row.detail["raw"][0] == "revenue of Company A in 2021 ($5M)"
+    system, user = subject_request("k", CHART, ["$5M"]).messages
+    assert "never state the answer" in system["content"] and "(do not repeat it): $5M" in user["content"]
+    heuristic = WriteReflections("heuristic", _rewriter(lab)).run(lab.chains(rows, [CHART_TURNS]), lab.ctx())
+    assert turns_of(heuristic.kept)[0][0]["keyword"] == "total revenue of Company A in 2021"
+    assert "keywords_from_ground_truth" not in heuristic.counts
 
 
 LEAKY = [("a dog", 3, "No, it is a cat. Look at the long whiskers."), ("a cat", 10, "Yes.")]
 
 
 def test_feedback_that_gives_the_answer_away_keeps_the_chain_by_default(lab) -> None:
-    """The paper forbids the answer only in the inserted caption: the chain goes on, and the
-    ledger says the feedback stated it; the keyword still never does."""
+    """The teacher's feedback may state the answer: the chain goes on, and the ledger says the
+    feedback stated it; the keyword never does, nor the rewrite (issue 43 item 2, Figure 11: "DO
+    NOT show the <groundtruth>"): a rewrite that keeps the answer is refused and asked again."""
     rows = [lab.sample("cat", CAT, "cat")]
-    rewriter = _rewriter(lab, **{LEAKY[0][2]: "Wait, I think it is a cat. I should look at the long whiskers."})
+    rewriter = lab.model("rewriter", [
+        {"when_all": [LEAKY[0][2], "could not be used"],
+         "answer": "Wait, I think it is not a dog. I should look at the long whiskers."},
+        {"when_all": [LEAKY[0][2]], "answer": "Wait, I think it is a cat. I should look at the long whiskers."}])
     result = WriteReflections("heuristic", rewriter, caption_order="after_rewrite").run(lab.chains(rows, [LEAKY]),
                                                                                        lab.ctx())
     assert issues_of(result.kept) == [None]
     [turn, _] = turns_of(result.kept)[0]
-    assert turn["keyword"] == "long whiskers" and turn["reflection"].startswith("Wait, I think it is a cat")
+    assert turn["keyword"] == "long whiskers" and turn["reflection"].startswith("Wait, I think it is not a dog")
+    [rewrite] = [d for d in result.decisions if d.check == "reflection.rewrite.v1"]
+    assert rewrite.detail["raw"][0].startswith("Wait, I think it is a cat")  # refused: it states the answer
     [leak] = [d for d in result.decisions if d.check == "reflection.leak.v1"]
     assert leak.verdict == "keep" and leak.detail == {"turns": [1], "collapse_revealing_feedback": False}
 
