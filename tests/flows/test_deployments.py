@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 POOL = "mmcurate-process"
@@ -193,3 +194,15 @@ def test_dryrun_deployment_runs_on_a_process_worker(server: Server, deployed: di
     rows = sum(pq.read_metadata(p).num_rows for p in (release / "data").glob("test-*.parquet"))
     assert rows > 0
     assert (workdir / "responses.sqlite").exists()
+
+
+def test_the_readmes_deployment_steps_build_the_fixtures_the_dry_run_reads() -> None:
+    """Issue 42 item 23: ``deflectionbench/dryrun`` reads tests/fixtures/generated, which only
+    ``make fixtures`` writes; the README's deployment steps say so before deploying."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Deployments and schedules", 1)[1].split("\n## ", 1)[0]
+    commands = [line.split("#")[0].strip() for line in section.split("```bash", 1)[1].split("```", 1)[0].splitlines()]
+    commands = [c for c in commands if c]
+    assert commands[0] == "make fixtures" and "deflectionbench/dryrun" in commands[-1]
+    dryrun = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())
+    assert all("tests/fixtures/generated" in s["root"] for s in dryrun["deflectionbench"]["sources"])
