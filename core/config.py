@@ -244,12 +244,6 @@ class ClaimGate(StrictModel):
             raise ValueError(f"claim thresholds must lie in [{low}, {high}] (Kestrel), got {bad}")
         return {**CLAIM_THRESHOLDS, **value}
 
-    @model_validator(mode="after")
-    def _reachable(self) -> "ClaimGate":
-        if self.stable_rounds > self.max_rounds:
-            raise ValueError(f"stable_rounds ({self.stable_rounds}) cannot exceed max_rounds ({self.max_rounds})")
-        return self
-
 
 class DedupConfig(StrictModel):
     """Near-duplicates and leakage, checked on every release (``annotation/dedup.py``)."""

@@ -48,10 +48,6 @@ def ledger_table(decisions: list[Decision], run_id: str) -> pa.Table:
     return pa.Table.from_pylist([d.to_row(run_id) for d in decisions], schema=LEDGER)
 
 
-def empty_ledger() -> pa.Table:
-    return LEDGER.empty_table()
-
-
 class Ledger:
     """A run's decisions as an ordered list of sources: Parquet parts on disk (what shards
     spill) and tables in memory (a parent release's history, a small stage's rows).
