@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from mmcurate.judging.grades import Grade, JudgeItem
-from mmcurate.judging.prejudge import numeric_answer, numeric_correct, prejudge
+from mmcurate.judging import prejudge as rule
 
 HEIGHT = (99.54, 121.66)  # InfoSeek's answer_eval range of 110.6 (the fixtures' record)
 C, I = Grade.CORRECT, Grade.INCORRECT
@@ -37,7 +37,7 @@ C, I = Grade.CORRECT, Grade.INCORRECT
 ])
 def test_numeric_answers_follow_infoseeks_rule(answer, ranges, grade):
     item = JudgeItem("k", "How tall is it?", ["110.6"], answer, ranges)
-    assert prejudge(item) == (grade, "prejudge.numeric")
+    assert rule.prejudge(item) == (grade, "prejudge.numeric")
 
 
 @pytest.mark.parametrize("answer, read", [
@@ -50,14 +50,14 @@ def test_numeric_answers_follow_infoseeks_rule(answer, ranges, grade):
     ("no digits here", None),
 ])
 def test_the_answer_is_read_as_infoseeks_script_reads_it(answer, read):
-    assert numeric_answer(answer) == read
+    assert rule.numeric_answer(answer) == read
 
 
 def test_a_range_scores_by_intersection_over_union():
-    assert numeric_correct((0.0, 10.0), (0.0, 5.0))        # IoU exactly 0.5
-    assert not numeric_correct((0.0, 10.0), (0.0, 4.9))
-    assert numeric_correct(5.0, (5.0, 5.0))
+    assert rule.numeric_correct((0.0, 10.0), (0.0, 5.0))        # IoU exactly 0.5
+    assert not rule.numeric_correct((0.0, 10.0), (0.0, 4.9))
+    assert rule.numeric_correct(5.0, (5.0, 5.0))
 
 
 def test_an_answer_without_digits_goes_to_the_judge():
-    assert prejudge(JudgeItem("k", "How tall is it?", ["110.6"], "about a hundred metres", [HEIGHT])) is None
+    assert rule.prejudge(JudgeItem("k", "How tall is it?", ["110.6"], "about a hundred metres", [HEIGHT])) is None
