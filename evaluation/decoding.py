@@ -7,8 +7,9 @@ and temperature 0.2"; "closed-source APIs are queried with their default decodin
 model spec says, with ``false`` with its spec's own. A closed API (``decoding.closed_apis``; by
 default an ``openai`` model at api.openai.com) answers with its model spec's own either way: the
 override never sets its sampling. Each run records which of the three readings ran
-(``evaluation``, ``model``, ``closed_api``), the values and what its backend could not set (``models.client.unapplied_sampling``: e.g. api.openai.com takes no
-repetition penalty; a scripted model does not sample), in ``release.json`` and the table's notes.
+(``evaluation``, ``model``, ``closed_api``), the values and what its backend could not set
+(``models.client.unapplied_sampling``: e.g. api.openai.com takes no repetition penalty; a
+scripted model does not sample), in ``release.json`` and the table's notes.
 """
 from __future__ import annotations
 

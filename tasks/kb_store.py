@@ -51,7 +51,8 @@ def prepare_kb(settings: Settings, section: DeflectionBenchConfig, samples: pa.T
         needs = pc.and_(pc.equal(pc.list_value_length(batch["negative_contexts"]), 0),
                         pc.is_in(batch["source"], value_set=searched))
         mined.update(pc.unique(pc.filter(batch["source"], needs)).to_pylist())
-    kbs = {str(cfg.kb): cfg for cfg in (section.mining[source].retrieval(section.retrieval) for source in sorted(mined))}
+    searching = (section.mining[source].retrieval(section.retrieval) for source in sorted(mined))
+    kbs = {str(cfg.kb): cfg for cfg in searching}  # each KB once, whichever sources search it
     for cfg in kbs.values():  # none when nothing searches a KB's pages: nothing is embedded
         _prepare(settings, cfg)
 

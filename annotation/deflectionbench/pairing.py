@@ -13,9 +13,9 @@ searched with, the encoder, a stand-in) is the stage's ``extra["mining"]`` rows,
 
 Negatives are de-duplicated by ``context_id`` and by content (same normalised passage
 text, or same image hash), never equal a gold context (by id or content) and are capped
-at ``max_negatives`` (``benchmarks.deflectionbench.MAX_NEGATIVES``). Ledger rows (stage ``pairing``): ``negatives.source`` or
-``negatives.mined`` per sample, verdict ``paired`` (or ``empty`` when none is left), with
-the count, the context ids and what was removed; a mined sample's detail also holds
+at ``max_negatives`` (``benchmarks.deflectionbench.MAX_NEGATIVES``). Ledger rows (stage
+``pairing``): ``negatives.source`` or ``negatives.mined`` per sample, verdict ``paired`` (or
+``empty`` when none is left), with the count, the context ids and what was removed; a mined sample's detail also holds
 ``mining``: the leakage filter used and how many candidate passages the miner saw and each
 of its rules (gold, answer, overlap) removed. The stage's counts sum those over samples
 (``mined_candidates``, ``mined_removed_<rule>``). Samples are never dropped here: Stage

@@ -185,7 +185,8 @@ def test_a_source_kb_is_refused_where_no_kb_is_searched(tmp_path):
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump({"deflectionbench": {
         "sources": [{"name": "mragbench", "root": "."}], "gating": {"pool": ["m"]},
-        "mining": {"mragbench": {"kb": "wiki-offline"}}}, "models": {"m": {"backend": "scripted", "script": "s.jsonl"}}}))
+        "mining": {"mragbench": {"kb": "wiki-offline"}}},
+        "models": {"m": {"backend": "scripted", "script": "s.jsonl"}}}))
     with pytest.raises(ConfigError, match=r"deflectionbench\.mining\.mragbench.*kb is searched only by "
                                           r"image_to_text and image_to_image_pages, not image_to_image"):
         load_config(path)
