@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mmcurate.core.config import BenchmarkSection, RetrievalConfig, Section, Sources, StrictModel
 from mmcurate.core.errors import ConfigError
-from mmcurate.core.specs import MiniLM, TextEncoderSpec
+from mmcurate.core.specs import KBSpec, MiniLM, TextEncoderSpec
 
 from .benchmark import Benchmark, Evaluation
 
@@ -126,6 +126,8 @@ Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 MiningStrategy = Literal["image_to_text", "image_to_image_pages", "image_to_image", "source"]
+# the strategies that search a KB's pages (image_to_image_pages by text embedding when the KB names no page image)
+PAGE_STRATEGIES = ("image_to_text", "image_to_image_pages")
 
 
 class SourceMining(StrictModel):
@@ -134,15 +136,28 @@ class SourceMining(StrictModel):
     ``top_k`` cut into passages and reranked), ``image_to_image_pages`` (KB pages whose first image
     is nearest the query image, the top ``top_k`` cut and reranked), ``image_to_image`` (the
     ``top_k`` nearest images of the source's own pool, gold excluded) or ``source`` (the
-    negatives the source provides; no retrieval)."""
+    negatives the source provides; no retrieval).
+
+    ``kb``: the knowledge base a page strategy searches for this source; None: the shared
+    ``retrieval.kb``. The appendix gives each text source its KB: InfoSeek's is the 6M-entity
+    Wikipedia dump, E-VQA's "the dataset-provided collection of Wikipedia pages (about 2M
+    entries), which differs from the full 6M-page dump used for InfoSeek" (seed 003, L1397-1408)."""
 
     strategy: MiningStrategy
     top_k: int = Field(default=10, ge=1, le=1000)
+    kb: KBSpec | None = None
+
+    @model_validator(mode="after")
+    def _kb_is_searched(self) -> "SourceMining":
+        if self.kb is not None and self.strategy not in PAGE_STRATEGIES:
+            raise ValueError(f"kb is searched only by {' and '.join(PAGE_STRATEGIES)}, not {self.strategy}")
+        return self
+
+    def retrieval(self, shared: RetrievalConfig) -> RetrievalConfig:
+        """``shared`` searching this source's own KB, if it has one."""
+        return shared if self.kb is None else shared.model_copy(update={"kb": self.kb})
 
 
-# the strategies that may search the KB's pages by text embedding (image_to_image_pages does when the KB names no
-# page image)
-PAGE_STRATEGIES = ("image_to_text", "image_to_image_pages")
 # the appendix's paragraph on retrieval per dataset (seed 003)
 PAPER_MINING: dict[str, SourceMining] = {
     "infoseek": SourceMining(strategy="image_to_text", top_k=10),
@@ -198,6 +213,17 @@ class DeflectionBenchConfig(BenchmarkSection):
     version: str = "1.0.0"
     source_mix: dict[str, tuple[Share, Share]] = Field(default_factory=dict)  # source -> (min, max) share
 
+    @field_validator("mining", mode="before")
+    @classmethod
+    def _paper_strategy(cls, value: Any) -> Any:
+        """A paper source's entry that names no strategy (``evqa: {kb: ...}``) keeps the paper's
+        strategy and top-k."""
+        if not isinstance(value, dict):
+            return value
+        return {source: {**PAPER_MINING[source].model_dump(exclude={"kb"}), **entry}
+                if isinstance(entry, dict) and "strategy" not in entry and source in PAPER_MINING else entry
+                for source, entry in value.items()}
+
     @field_validator("mining")
     @classmethod
     def _paper_mining(cls, value: dict[str, SourceMining]) -> dict[str, SourceMining]:
@@ -232,20 +258,26 @@ class DeflectionBenchConfig(BenchmarkSection):
 
 
 TABLE4_NEGATIVES = 2  # seed 003, Table 4's caption: "The number of negatives is fixed at 2"
-MAX_NEGATIVES = 10  # Figure 3 varies the number of negatives from 1 to 10
+# The most negatives a sample keeps (Stage II's cap, which the plan assumes too) and the most an
+# evaluation shows: the widest retrieval of the appendix, MRAG-Bench's top-20 images (seed 003,
+# L1415); Table 3's 11.8 negatives per sample on average need more than 10. Figure 3 sweeps 1 to 10.
+MAX_NEGATIVES = 20
 
 
 class Decoding(StrictModel):
     """The evaluated model's sampling in a DeflectionBench evaluation (seed 003, 4.1: "using top-p =
     1.0, repetition penalty 1.05, and temperature 0.2"). ``override: true`` answers with these values
-    whatever the model spec says; ``false`` keeps the model spec's own (the paper queries closed APIs
-    "with their default decoding settings"). The table notes say which ran and what a backend
-    could not set."""
+    whatever an open-weight model's spec says; ``false`` keeps every model spec's own. A closed API
+    keeps its model spec's own either way: "Closed-source APIs are queried with their default
+    decoding settings" (4.1, L560-562). ``closed_apis`` names them; None reads every ``openai``
+    model without a ``base_url`` (api.openai.com) as one. The table notes say which ran and what a
+    backend could not set."""
 
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     repetition_penalty: float = Field(default=1.05, gt=0.0, le=2.0)
     override: bool = True
+    closed_apis: list[str] | None = None  # keys of Settings.models
 
 
 class DeflectionEvalConfig(Section):
@@ -255,6 +287,9 @@ class DeflectionEvalConfig(Section):
     # n a run asks for go to the sweep table (Figure 3)
     table_negatives: int = Field(default=TABLE4_NEGATIVES, ge=1, le=MAX_NEGATIVES)
     decoding: Decoding = Field(default_factory=Decoding)
+
+    def references(self, judge: str | None) -> list[str]:
+        return list(self.decoding.closed_apis or [])
 
 
 class VerifyFirstConfig(Section):

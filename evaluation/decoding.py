@@ -3,10 +3,13 @@
 Seed 003, section 4.1: open-weight models answer "using top-p = 1.0, repetition penalty 1.05,
 and temperature 0.2"; "closed-source APIs are queried with their default decoding settings".
 ``evaluation.deflectionbench.decoding`` holds the three values (the paper's by default); with
-``override: true`` (the default) the evaluated model answers with them whatever its model spec
-says, with ``false`` with its spec's own. Each run records what it asked for and what its
-backend could not set (``models.client.unapplied_sampling``: e.g. api.openai.com takes no
-repetition penalty; a scripted model does not sample), in ``release.json`` and the table's notes.
+``override: true`` (the default) an open-weight evaluated model answers with them whatever its
+model spec says, with ``false`` with its spec's own. A closed API (``decoding.closed_apis``; by
+default an ``openai`` model at api.openai.com) answers with its model spec's own either way: the
+override never sets its sampling. Each run records which of the three readings ran
+(``evaluation``, ``model``, ``closed_api``), the values and what its backend could not set
+(``models.client.unapplied_sampling``: e.g. api.openai.com takes no repetition penalty; a
+scripted model does not sample), in ``release.json`` and the table's notes.
 """
 from __future__ import annotations
 
@@ -19,16 +22,32 @@ from mmcurate.models.client import SAMPLING, unapplied_sampling
 NAMES = {"temperature": "temperature", "top_p": "top-p", "repetition_penalty": "repetition penalty"}
 
 
+def closed_api(spec: ModelSpec, decoding: Decoding) -> bool:
+    """Is ``spec`` a closed API: named in ``decoding.closed_apis``, or (None) an ``openai`` model
+    without a ``base_url``, i.e. api.openai.com?"""
+    if decoding.closed_apis is not None:
+        return spec.name in decoding.closed_apis
+    return spec.backend == "openai" and spec.base_url is None
+
+
+def reading(spec: ModelSpec, decoding: Decoding) -> str:
+    """Where ``spec``'s sampling comes from: ``closed_api`` (its spec's, whatever the override),
+    ``evaluation`` (``decoding``'s values) or ``model`` (its spec's: ``override: false``)."""
+    if closed_api(spec, decoding):
+        return "closed_api"
+    return "evaluation" if decoding.override else "model"
+
+
 def decoded_spec(spec: ModelSpec, decoding: Decoding) -> ModelSpec:
-    """``spec`` answering with ``decoding``'s values when it overrides, else ``spec`` itself."""
-    if not decoding.override:
+    """``spec`` answering with ``decoding``'s values when they apply to it, else ``spec`` itself."""
+    if reading(spec, decoding) != "evaluation":
         return spec
     return spec.model_copy(update={name: getattr(decoding, name) for name in SAMPLING})
 
 
 def decoding_record(spec: ModelSpec, decoding: Decoding) -> dict[str, Any]:
     """What a run asked of ``spec`` (already ``decoded_spec``) and what its backend did not apply."""
-    return {"reading": "evaluation" if decoding.override else "model",
+    return {"reading": reading(spec, decoding),
             **{name: getattr(spec, name) for name in SAMPLING},
             "not_applied": unapplied_sampling(spec)}
 
@@ -36,9 +55,11 @@ def decoding_record(spec: ModelSpec, decoding: Decoding) -> dict[str, Any]:
 def decoding_note(model: str, record: dict[str, Any]) -> str:
     """One line of the table's notes: the values, where they came from, what was not applied."""
     values = ", ".join(f"{NAMES[name]} {record[name]}" for name in SAMPLING)
-    origin = ("evaluation.deflectionbench.decoding (seed 003, 4.1: top-p 1.0, repetition penalty 1.05, "
-              "temperature 0.2)" if record["reading"] == "evaluation"
-              else f"{model}'s model spec (decoding.override: false)")
+    origin = {"evaluation": "evaluation.deflectionbench.decoding (seed 003, 4.1: top-p 1.0, repetition penalty 1.05, "
+                            "temperature 0.2)",
+              "model": f"{model}'s model spec (decoding.override: false)",
+              "closed_api": f"{model}'s model spec: a closed API, queried with its default decoding settings "
+                            "(seed 003, 4.1), whatever decoding.override says"}[record["reading"]]
     note = f"Decoding: {values}, from {origin}."
     unset: dict[str, list[str]] = {}
     for name, why in record["not_applied"].items():

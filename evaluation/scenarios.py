@@ -4,7 +4,8 @@ For one sample and one model, the scenario decides which evidence comes with the
 
 - ``parametric``: none (no evidence section at all);
 - ``oracle``: the gold contexts only;
-- ``realistic``: the gold contexts plus ``n`` negatives (default 2, 1..10);
+- ``realistic``: the gold contexts plus ``n`` negatives (default 2, 1..``MAX_NEGATIVES``, 20: the most a
+  sample keeps);
 - ``adversarial``: ``n`` negatives only, no gold.
 
 Negatives are taken from the top of the sample's ``negative_contexts`` (the pairing

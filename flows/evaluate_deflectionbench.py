@@ -3,7 +3,8 @@
     parametric   no context          oracle       gold contexts only
     realistic    gold + n negatives  adversarial  negatives only
 
-The model answers with the paper's decoding settings (``evaluation.decoding``). Every answer
+The model answers with the paper's decoding settings (``evaluation.decoding``; a closed API with
+its model spec's own, ``evaluation.decoding.closed_api``). Every answer
 is judged (SimpleQA rubric); accuracy, deflection, hallucination and the truthfulness score
 per scenario and per source, realistic and adversarial at Table 4's 2 negatives, and per
 number of negatives (Figure 3); with several abstention levels the

@@ -6,8 +6,16 @@ Rules, in order:
 2. ``prejudge.refusal``: the whole normalized answer is a plain refusal ("I don't know",
    "I cannot answer", "unsure", "no idea", empty, ...) -> NOT_ATTEMPTED. An answer that
    refuses *and* proposes something ("not sure, maybe Paris") is left to the judge.
-3. ``prejudge.numeric``: the item has numeric ranges (InfoSeek) and the answer contains
-   numbers -> CORRECT if any number lies in any range (inclusive), else INCORRECT.
+3. ``prejudge.numeric``: the item has numeric ranges (InfoSeek) and the answer contains a
+   number -> InfoSeek's own rule (its evaluation script, ``infoseek_eval.py`` of
+   github.com/edchengg/infoseek_eval, linked from open-vision-language.github.io/infoseek):
+   the answer is read as its first number, or as the range of its first two when the first
+   is not above the second ("9-10" is two numbers: a hyphen after a digit separates them;
+   thousands commas are dropped); the gold is the first range of ``answer_eval``. A number
+   is CORRECT when it lies in the gold range (inclusive); a range when both its ends do, or
+   when its intersection over union with the gold range is at least 0.5. Else INCORRECT.
+   An answer without digits is left to the judge ("three hundred"; InfoSeek's script reads
+   it as the range [0, 0]).
 Anything else returns None (the judge decides).
 
 ``lexical_grade`` is the offline judge for the rest (``lexical.containment``): CORRECT
@@ -36,11 +44,41 @@ _REFUSALS = [
     r"unknown|n a|no answer",
 ]
 _REFUSAL = re.compile("|".join(f"(?:{r})" for r in _REFUSALS))
-_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+# InfoSeek's number grammar (infoseek_eval.py, ``process_numerical_answer``): a sign, digits with
+# thousands commas, a decimal part, an exponent
+_NUMBER = re.compile(r"[-+]?\.?\d+(?:,\d{3})*\.?\d*(?:[eE][-+]?\d+)?")
+_RANGE_HYPHEN = re.compile(r"(?<=\d)-")  # "9-10": a hyphen after a digit separates two numbers
+IOU_MATCH = 0.5  # a range answer is CORRECT at this intersection over union with the gold range
+_EPS = 1e-12  # the script's: a range of one point has this length
 
 
 def numbers(text: str) -> list[float]:
-    return [float(m.group().replace(",", "")) for m in _NUMBER.finditer(text)]
+    """The numbers of ``text`` in order, as InfoSeek's script reads them: thousands commas dropped,
+    leading and trailing dots stripped ("1.2.3" is 1.2 and 3)."""
+    return [float(m.group().replace(",", "").strip(".")) for m in _NUMBER.finditer(_RANGE_HYPHEN.sub(" - ", text))]
+
+
+def numeric_answer(text: str) -> float | tuple[float, float] | None:
+    """The answer as InfoSeek scores it: the range of the first two numbers when the first is not
+    above the second, else the first number; None when it has no number."""
+    found = numbers(text)[:2]
+    if len(found) == 2 and found[0] <= found[1]:
+        return found[0], found[1]
+    return found[0] if found else None
+
+
+def numeric_correct(answer: float | tuple[float, float], gold: tuple[float, float]) -> bool:
+    """InfoSeek's ``metric_numerical_range`` for a gold range: a number inside it (inclusive); a
+    range inside it, or overlapping it with an intersection over union of at least 0.5."""
+    lo, hi = gold
+    if not isinstance(answer, tuple):
+        return lo <= answer <= hi
+    low, high = answer
+    if lo <= low <= hi and lo <= high <= hi:
+        return True
+    overlap = max(0.0, min(high, hi) - max(low, lo))
+    union = (high - low + _EPS) + (hi - lo + _EPS) - overlap
+    return overlap / union >= IOU_MATCH - _EPS
 
 
 def is_refusal(answer: str) -> bool:
@@ -55,10 +93,10 @@ def prejudge(item: JudgeItem) -> tuple[Grade, str] | None:
     if is_refusal(item.answer):
         return Grade.NOT_ATTEMPTED, "prejudge.refusal"
     if item.numeric_ranges:
-        found = numbers(item.answer)
-        if found:
-            inside = any(lo <= x <= hi for x in found for lo, hi in item.numeric_ranges)
-            return (Grade.CORRECT if inside else Grade.INCORRECT), "prejudge.numeric"
+        read = numeric_answer(item.answer)
+        if read is not None:  # InfoSeek scores against the first range of answer_eval
+            right = numeric_correct(read, item.numeric_ranges[0])
+            return (Grade.CORRECT if right else Grade.INCORRECT), "prejudge.numeric"
     return None
 
 

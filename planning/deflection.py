@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request
-from mmcurate.benchmarks.deflectionbench import BENCHMARK, PAGE_STRATEGIES, DeflectionBenchConfig
+from mmcurate.benchmarks.deflectionbench import BENCHMARK, MAX_NEGATIVES, PAGE_STRATEGIES, DeflectionBenchConfig
 from mmcurate.core.config import Settings
 from mmcurate.judging.answers import precondition
 from mmcurate.judging.simpleqa import JudgeItem, judge_request
@@ -31,7 +31,7 @@ from mmcurate.gating.prompts import prompt_set
 from . import throughput
 from .inputs import PlanInput
 from .plan import Plan, PlanRow, elimination, plan_row, remaining, words
-from .rates import DISTRACTOR, GOLD, MAX_NEGATIVES, PARAMETRIC, DeflectionRates
+from .rates import DISTRACTOR, GOLD, PARAMETRIC, DeflectionRates
 from .tokens import TOKEN_NOTE
 
 STAGE_OF = {PARAMETRIC: "I", GOLD: "III", DISTRACTOR: "III"}
@@ -64,7 +64,7 @@ def paper_rows(section: DeflectionBenchConfig) -> list[dict[str, Any]]:
 
 def offered_negatives(section: DeflectionBenchConfig) -> int:
     """Negatives Stage II offers a sample it mines for: the most any source's strategy offers
-    (passages of the KB's pages, or images of its own pool), capped."""
+    (passages of the KB's pages, or images of its own pool), capped as Stage II caps them."""
     offers = [section.retrieval.max_text_negatives if mining.strategy in PAGE_STRATEGIES else mining.top_k
               for mining in section.mining.values() if mining.strategy != "source"]
     return min(MAX_NEGATIVES, max(offers, default=0))

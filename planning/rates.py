@@ -18,7 +18,8 @@ per-model figure (Fig. 5's values are not in the text). Our choices, named in ev
   dropped samples for four models), so the curve flattens as in Fig. 5.
 - Gold check: every model settles the same share of what it is asked.
 - Distractors: each model leaks the same share, such that of the negatives offered
-  (``planning.deflection.offered_negatives``: the most a source's strategy offers, at most 20) 11.8 survive.
+  (``planning.deflection.offered_negatives``: the most a source's strategy offers, at most
+  ``benchmarks.deflectionbench.MAX_NEGATIVES``, Stage II's cap) 11.8 survive.
 - Pre-judge: settles nothing, so every answer goes to an LLM judge (an upper bound).
 
 **RefLVQA, the paper's funnel** (seed paper 004, §3.1): 432,817 candidate posts, 81,173
@@ -58,7 +59,6 @@ PAPER_REFLECTV_RAW = 35_000  # dialogues before filtering (MIRROR-Raw)
 PAPER_REFLECTV_CHAINS = 24_000  # verified multi-turn chains after filtering (MIRROR-1.0)
 PAPER_REFLVQA_POSTS = 432_817
 PAPER_REFLVQA_QUESTIONS = 81_173
-MAX_NEGATIVES = 20  # PairKnowledge's cap
 
 # the answer steps of DeflectionBench, as the call counter names them
 PARAMETRIC, GOLD, DISTRACTOR = "parametric", "oracle.gold", "oracle.distractor"
@@ -125,8 +125,9 @@ def halving_drops(retention: float, models: int) -> tuple[float, ...]:
 
 
 def paper_deflection(models: int, offered_negatives: int) -> DeflectionRates:
-    """The paper's funnel spread over ``models`` gating models (see the module docstring)."""
-    offered = min(offered_negatives, MAX_NEGATIVES)
+    """The paper's funnel spread over ``models`` gating models (see the module docstring);
+    ``offered_negatives``: ``planning.deflection.offered_negatives``, already capped."""
+    offered = offered_negatives
     stage1 = PAPER_RELEASED / PAPER_CANDIDATES / (PAPER_GOLD_PASS * PAPER_KMIN_PASS)
     survive = min(1.0, PAPER_MEAN_NEGATIVES / offered) if offered else 1.0
     return DeflectionRates(

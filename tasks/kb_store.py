@@ -1,6 +1,7 @@
-"""Stage II's knowledge base at scale: its vector store embedded on the flow's task runner.
+"""Stage II's knowledge bases at scale: their vector stores embedded on the flow's task runner.
 
-``prepare_kb`` runs between Stage I and Stage II. When some sample will be mined and the KB
+``prepare_kb`` runs between Stage I and Stage II. When some sample will be mined from a KB (its
+source's own, ``deflectionbench.mining.<source>.kb``, or the shared ``retrieval.kb``) that
 outgrows ``retrieval.memory_gb`` (``retrieval.kb_pages.kb_plan`` picks ``ivfpq``), the KB's
 records are streamed into shards here, then one ``kb-shard`` task per pending shard embeds it on
 the configured runner (threads, Dask or Ray workers; each process loads the encoder once, and
@@ -19,7 +20,7 @@ from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.benchmarks.deflectionbench import PAGE_STRATEGIES, DeflectionBenchConfig
-from mmcurate.core.config import Settings
+from mmcurate.core.config import RetrievalConfig, Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import TextEncoderSpec
 from mmcurate.core.tables import SpilledTable, table_batches
@@ -41,15 +42,23 @@ def embed_kb_shard(root: str, number: int, encoder: TextEncoderSpec) -> int:
 
 
 def prepare_kb(settings: Settings, section: DeflectionBenchConfig, samples: pa.Table | SpilledTable) -> None:
-    """Fill the vector store of the KB ``section`` searches on the task runner when Stage II will
-    need it (module docstring)."""
-    cfg = section.retrieval
+    """Fill the vector store of each KB ``section`` searches (a source's own, ``mining.<source>.kb``,
+    or the shared ``retrieval.kb``) on the task runner when Stage II will need it (module docstring)."""
     searched = pa.array([source for source, mining in section.mining.items() if mining.strategy in PAGE_STRATEGIES],
                         pa.string())
-    if not any(pc.sum(pc.and_(pc.equal(pc.list_value_length(batch["negative_contexts"]), 0),
-                              pc.is_in(batch["source"], value_set=searched))).as_py()
-               for batch in table_batches(samples, ["source", "negative_contexts"])):
-        return  # no sample's strategy searches the KB's pages: nothing is embedded
+    mined: set[str] = set()  # the sources with a sample whose strategy searches a KB's pages
+    for batch in table_batches(samples, ["source", "negative_contexts"]):
+        needs = pc.and_(pc.equal(pc.list_value_length(batch["negative_contexts"]), 0),
+                        pc.is_in(batch["source"], value_set=searched))
+        mined.update(pc.unique(pc.filter(batch["source"], needs)).to_pylist())
+    searching = (section.mining[source].retrieval(section.retrieval) for source in sorted(mined))
+    kbs = {str(cfg.kb): cfg for cfg in searching}  # each KB once, whichever sources search it
+    for cfg in kbs.values():  # none when nothing searches a KB's pages: nothing is embedded
+        _prepare(settings, cfg)
+
+
+def _prepare(settings: Settings, cfg: RetrievalConfig) -> None:
+    """Fill the vector store of ``cfg.kb`` when it outgrows ``cfg.memory_gb``."""
     encoder = text_encoder(cfg.text_encoder)
     n, plan = kb_plan(cfg, encoder)
     if plan.kind != "ivfpq":

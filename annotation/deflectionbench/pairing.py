@@ -4,7 +4,8 @@ Each sample keeps the gold contexts its source gives (already in the table) and 
 negatives: the source's own where it ships labelled distractors (WebQA ``*_negFacts``,
 MMDocRAG's non-gold quotes: ``negative_contexts`` non-empty after ingest), otherwise the
 ones its source's mining strategy finds (``deflectionbench.mining``, see ``mining``: KB
-passages of pages found image-to-text or image-to-image, or images of the source's own pool;
+passages of pages found image-to-text or image-to-image, in the source's own KB
+(``mining.<source>.kb``) or else the shared ``retrieval.kb``, or images of the source's own pool;
 a source whose strategy is ``source`` is never mined: a sample of it without negatives keeps
 none, and Stage III's ``k_min`` decides). What each source's strategy ran as (the query it
 searched with, the encoder, a stand-in) is the stage's ``extra["mining"]`` rows, the manifest's
@@ -12,9 +13,9 @@ searched with, the encoder, a stand-in) is the stage's ``extra["mining"]`` rows,
 
 Negatives are de-duplicated by ``context_id`` and by content (same normalised passage
 text, or same image hash), never equal a gold context (by id or content) and are capped
-at ``max_negatives``. Ledger rows (stage ``pairing``): ``negatives.source`` or
-``negatives.mined`` per sample, verdict ``paired`` (or ``empty`` when none is left), with
-the count, the context ids and what was removed; a mined sample's detail also holds
+at ``max_negatives`` (``benchmarks.deflectionbench.MAX_NEGATIVES``). Ledger rows (stage
+``pairing``): ``negatives.source`` or ``negatives.mined`` per sample, verdict ``paired`` (or
+``empty`` when none is left), with the count, the context ids and what was removed; a mined sample's detail also holds
 ``mining``: the leakage filter used and how many candidate passages the miner saw and each
 of its rules (gold, answer, overlap) removed. The stage's counts sum those over samples
 (``mined_candidates``, ``mined_removed_<rule>``). Samples are never dropped here: Stage
@@ -32,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmcurate.core.config import RetrievalConfig
-from mmcurate.benchmarks.deflectionbench import PAPER_MINING, SourceMining
+from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, PAPER_MINING, SourceMining
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.plural import counted
@@ -102,7 +103,7 @@ class PairKnowledge(Stage):
 
     retrieval: RetrievalConfig
     mining: Mapping[str, SourceMining] = field(default_factory=lambda: dict(PAPER_MINING))
-    max_negatives: int = 20
+    max_negatives: int = MAX_NEGATIVES
     sources: tuple[str, ...] = ()  # the run's sources (none named: any of them may mine its own pool)
     name = STAGE
     shardable = False  # one task: mining loads the KB and its encoders once
@@ -153,8 +154,9 @@ class PairKnowledge(Stage):
             result.components = {"negatives": "source-provided for every sample; nothing was mined"}
             result.extra = {"mining": [self._plan(source, needs, {}) for source in present]}
             return result
-        kb: KBPages | None = None
-        page_docs: list[dict[str, Any]] | None = None
+        kbs: dict[str, KBPages] = {}  # each KB searched (a source's own or the shared one), opened once
+        page_docs: dict[str, list[dict[str, Any]]] = {}
+        own_kb: dict[str, str] = {}  # source -> its own KB (``mining.<source>.kb``)
         mined_text, mined_images = MinedText(), {}
         ran: dict[str, str] = {}  # source -> what its strategy ran as
         images = image_encoder(cfg.image_encoder).name + (
@@ -162,23 +164,31 @@ class PairKnowledge(Stage):
             else "")
         for source in mined:
             group = needs.filter(pc.equal(needs["source"], source))
-            strategy, top_k = self.mining[source].strategy, self.mining[source].top_k
+            mining = self.mining[source]
+            strategy, top_k = mining.strategy, mining.top_k
             if strategy == "image_to_image":
                 mined_images.update(mine_image_negatives(group, ctx.store, cfg, ctx.index_dir, top_k))
                 ran[source] = f"image-to-image over the source's own images, by {images}"
             else:
-                if strategy == "image_to_image_pages":
-                    page_docs = page_image_documents(cfg.kb, cfg.kb_limit) if page_docs is None else page_docs
-                if strategy == "image_to_image_pages" and page_docs:
-                    found = mine_page_image_negatives(group, page_docs, cfg, ctx.store, ctx.index_dir, top_k)
-                    ran[source] = f"image-to-image against the first image of {counted(len(page_docs), 'KB page')}, " \
-                                  f"by {images}"
+                searched = mining.retrieval(cfg)  # the source's own KB, else the shared one
+                name = str(searched.kb)
+                if strategy == "image_to_image_pages" and name not in page_docs:
+                    page_docs[name] = page_image_documents(searched.kb, searched.kb_limit)
+                if strategy == "image_to_image_pages" and page_docs[name]:
+                    found = mine_page_image_negatives(group, page_docs[name], searched, ctx.store, ctx.index_dir,
+                                                      top_k)
+                    ran[source] = (f"image-to-image against the first image of "
+                                   f"{counted(len(page_docs[name]), 'KB page')}, by {images}")
                 else:
-                    kb = open_kb_pages(cfg, ctx.index_dir) if kb is None else kb
-                    found = mine_text_negatives(group, kb, cfg, ctx.store, top_k)
+                    if name not in kbs:
+                        kbs[name] = open_kb_pages(searched, ctx.index_dir)
+                    found = mine_text_negatives(group, kbs[name], searched, ctx.store, top_k)
                     ran[source] = f"image-to-text, queried with {query_kind(cfg)}"
                     if strategy == "image_to_image_pages":
                         ran[source] = f"the KB names no page image, so {ran[source]}"
+                if mining.kb is not None:
+                    own_kb[source] = name
+                    ran[source] += f"; over its own knowledge base {name}"
                 mined_text.negatives.update(found.negatives)
                 mined_text.filtered.update(found.filtered)
         result = pair_knowledge(samples, mined_text, mined_images, ctx.run_id, self.max_negatives, cfg.leakage_filter,
@@ -188,11 +198,11 @@ class PairKnowledge(Stage):
             "image_encoder": image_encoder(cfg.image_encoder).name,
             "reranker": reranker(cfg.reranker).name,
             "chunking": f"{cfg.chunk_size} {cfg.chunk_unit}, overlap {cfg.chunk_overlap}, sentence boundaries",
-            "knowledge_base": str(cfg.kb),
+            "knowledge_base": str(cfg.kb) + "".join(f"; {source}: {name}" for source, name in sorted(own_kb.items())),
             "leakage_filter": cfg.leakage_filter,
         }
         # kind, parameters, measured recall, build time of the KB index searched
-        result.extra = {"indexes": [kb.record()] if kb is not None and len(kb) else [],
+        result.extra = {"indexes": [kb.record() for kb in kbs.values() if len(kb)],
                         "mining": [self._plan(source, needs, ran) for source in present]}
         return result
 
@@ -220,7 +230,7 @@ def pair_knowledge(
     mined_text: MinedText,
     mined_images: dict[str, list[Context]],
     run_id: str,
-    max_negatives: int = 20,
+    max_negatives: int = MAX_NEGATIVES,
     leakage_filter: str | None = None,
     unmined: frozenset[str] = frozenset(),
 ) -> StageResult:

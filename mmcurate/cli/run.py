@@ -93,7 +93,7 @@ def evaluate(
     config: ConfigOpt = None,
     scenario: Annotated[Optional[list[str]], typer.Option("--scenario", help="DeflectionBench: repeat; default: all four")] = None,
     negatives: Annotated[Optional[list[int]], typer.Option(
-        "--negatives", help="DeflectionBench: n for realistic (1-10); repeat")] = None,
+        "--negatives", help="DeflectionBench: n for realistic and adversarial (1-20: MAX_NEGATIVES); repeat")] = None,
     abstention: Annotated[Optional[list[str]], typer.Option(
         "--abstention", help="DeflectionBench: none, soft, moderate or severe; repeat for a strictness table")] = None,
     strictness_sweep: Annotated[bool, typer.Option(

@@ -74,7 +74,8 @@ def test_mining_entries_keep_the_papers_for_the_sources_they_leave_out(tmp_path)
     from mmcurate.benchmarks.deflectionbench import PAPER_MINING
 
     settings = load_text(tmp_path, BASE + "  mining: {webqa: {strategy: image_to_text, top_k: 3}}\n")
-    assert settings.deflectionbench.mining["webqa"].model_dump() == {"strategy": "image_to_text", "top_k": 3}
+    assert settings.deflectionbench.mining["webqa"].model_dump() == {"strategy": "image_to_text", "top_k": 3,
+                                                                     "kb": None}  # the shared retrieval.kb
     assert settings.deflectionbench.mining["evqa"] == PAPER_MINING["evqa"]
 
 

@@ -37,15 +37,44 @@ def test_the_papers_values_are_the_default_and_reach_the_request_body():
 
 
 def test_openai_cannot_take_the_repetition_penalty_and_the_notes_say_so():
-    spec = decoded_spec(GPT, Decoding())
+    decoding = Decoding(closed_apis=[])  # read as open weights: the override reaches it
+    spec = decoded_spec(GPT, decoding)
     sent = body(spec)
     assert (sent["temperature"], sent["top_p"]) == (0.2, 1.0) and "repetition_penalty" not in sent
-    note = decoding_note("gpt", decoding_record(spec, Decoding()))
+    note = decoding_note("gpt", decoding_record(spec, decoding))
     assert note.endswith("Not applied: repetition penalty (gpt: api.openai.com rejects the field, so it is not sent).")
 
 
+def test_a_closed_api_keeps_its_own_decoding_whatever_the_override():
+    """Seed 003, 4.1 (L560-562): "Closed-source APIs are queried with their default decoding
+    settings": ``override: true`` sets an open-weight model's sampling, never a closed API's
+    (issue 43 item 5)."""
+    decoding = Decoding()  # override: true, the paper's values
+    assert decoded_spec(GPT, decoding) is GPT  # api.openai.com: a closed API by default
+    sent = body(decoded_spec(GPT, decoding))
+    assert (sent["temperature"], sent["top_p"]) == (0.0, 0.5)
+    record = decoding_record(GPT, decoding)
+    assert (record["reading"], record["temperature"], record["top_p"]) == ("closed_api", 0.0, 0.5)
+    assert ("from gpt's model spec: a closed API, queried with its default decoding settings (seed 003, 4.1), "
+            "whatever decoding.override says.") in decoding_note("gpt", record)
+    assert decoding_record(decoded_spec(VLLM, decoding), decoding)["reading"] == "evaluation"
+    # a hosted API behind a base_url is named; the model list then decides alone
+    claude = ModelSpec(name="claude", backend="openai", model="claude-opus-4", base_url="https://api.example/v1",
+                       temperature=1.0)
+    named = Decoding(closed_apis=["claude"])
+    assert decoded_spec(claude, named) is claude and decoded_spec(VLLM, named).temperature == 0.2
+    assert decoded_spec(claude, decoding).temperature == 0.2  # unnamed behind a base_url: open weights
+
+
+def test_closed_apis_must_be_defined_models(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump({"evaluation": {"deflectionbench": {"decoding": {"closed_apis": ["nowhere"]}}}}))
+    with pytest.raises(ConfigError, match="nowhere"):
+        load_config(path)
+
+
 def test_override_false_keeps_the_model_specs_own_sampling():
-    decoding = Decoding(override=False)
+    decoding = Decoding(override=False, closed_apis=[])
     assert decoded_spec(GPT, decoding) is GPT
     record = decoding_record(GPT, decoding)
     assert (record["reading"], record["temperature"], record["top_p"]) == ("model", 0.0, 0.5)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES
 from mmcurate.gating import prompts
 from mmcurate.models.requests import text_of
 from mmcurate.core.errors import MmcurateError
@@ -29,7 +30,7 @@ def test_scenarios_show_the_right_evidence(row):
     assert sorted(ids(scenario_contexts(row, "realistic", 4))) == ["g1", "g2", "n0", "n1", "n2", "n3"]
     assert sorted(ids(scenario_contexts(row, "adversarial", 3))) == ["n0", "n1", "n2"]
     assert sorted(ids(scenario_contexts(row, "realistic", 10))) == ["g1", "g2"] + [f"n{i}" for i in range(6)]
-    for bad in (0, 11):
+    for bad in (0, MAX_NEGATIVES + 1):  # one maximum, Stage II's cap (issue 43 item 5)
         with pytest.raises(ValueError):
             scenario_contexts(row, "realistic", bad)
     with pytest.raises(ValueError):

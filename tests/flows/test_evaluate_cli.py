@@ -51,7 +51,7 @@ def test_sweep_and_modality_analysis_in_one_run(dryrun):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--negatives", "11"], "number of negatives must be in 1..10, got 11"),
+    (["--negatives", "21"], "number of negatives must be in 1..20, got 21"),
     (["--scenario", "closed-book"], "unknown scenario 'closed-book'"),
     (["--abstention", "extreme"], "unknown abstention level 'extreme'"),
     (["--abstention", "soft", "--strictness-sweep"], "not both"),

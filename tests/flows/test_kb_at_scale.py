@@ -37,3 +37,26 @@ def test_a_kb_beyond_the_budget_gives_the_same_release(tmp_path, fixtures_root, 
     assert index["recall_at_10"] == 1.0 and index["build_seconds"] >= 0 and "held-out" in index["recall_measured_on"]
     (store,) = (tmp_path / "work" / "indexes").glob("kb-store-*")
     assert len(vector_store.load_store(store).record_shards()) == 4
+
+
+def test_each_kb_a_source_searches_gets_its_store_once(make, monkeypatch, tmp_path):
+    """Issue 43 item 5: with E-VQA's own KB (``mining.evqa.kb``) beside the shared one, the KBs
+    Stage II will search are prepared before it, each once; a source whose samples bring their
+    own negatives, or that searches no KB, prepares nothing."""
+    from mmcurate.benchmarks.deflectionbench import DeflectionBenchConfig
+    from mmcurate.tasks import kb_store
+
+    prepared: list[str] = []
+    monkeypatch.setattr(kb_store, "_prepare", lambda settings, cfg: prepared.append(str(cfg.kb)))
+    section = DeflectionBenchConfig(
+        sources=[{"name": name, "root": "."} for name in ("infoseek", "viquae", "evqa", "webqa")],
+        gating={"pool": ["m"]}, retrieval={"kb": str(tmp_path / "shared.jsonl")},
+        mining={"evqa": {"kb": str(tmp_path / "evqa.jsonl")}})
+    rows = [make.sample("i", "Q?", ["A"], source="infoseek"), make.sample("v", "Q?", ["A"], source="viquae"),
+            make.sample("e", "Q?", ["A"], source="evqa"),
+            make.sample("w", "Q?", ["A"], source="webqa", negatives=[make.text("n", "its own negative")])]
+    kb_store.prepare_kb(None, section, make.table(rows))
+    assert sorted(prepared) == sorted([str(tmp_path / "shared.jsonl"), str(tmp_path / "evqa.jsonl")])
+    prepared.clear()
+    kb_store.prepare_kb(None, section, make.table(rows[3:]))  # WebQA brings its negatives: nothing is searched
+    assert prepared == []

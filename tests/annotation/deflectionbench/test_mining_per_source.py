@@ -10,11 +10,13 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mmcurate.annotation.deflectionbench.mining import mine_page_image_negatives
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.core.config import RetrievalConfig
+from mmcurate.core.config import RetrievalConfig, load_config
 from mmcurate.benchmarks.deflectionbench import PAPER_MINING, DeflectionBenchConfig, SourceMining
+from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
 from mmcurate.retrieval.kb import page_image_documents
 
@@ -36,10 +38,10 @@ def images():
     return module
 
 
-def write_kb(folder: Path, with_images: bool = True) -> Path:
+def write_kb(folder: Path, with_images: bool = True, pages: dict[str, tuple[str, str, str]] = PAGES) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
-    for doc_id, (title, text, image) in PAGES.items():
+    for doc_id, (title, text, image) in pages.items():
         row = {"doc_id": doc_id, "title": title, "text": text}
         if with_images:
             (folder / f"{doc_id}.png").write_bytes(images().encode(image))
@@ -144,3 +146,47 @@ def test_page_images_are_read_from_parquet_kbs_and_rows_without_one_are_left_out
     assert page_image_documents(str(folder)) == [
         {"doc_id": "a", "title": "A", "text": "page a", "image": folder / "imgs" / "a.jpg"}]
     assert page_image_documents("wiki-offline") == []
+
+
+EVQA_PAGES = {  # E-VQA's own KB: other pages than the shared one's (seed 003, L1403-1408)
+    "evqa-cat": ("Felis catus", "Felis catus is the cat of the encyclopedic KB. It hunts mice at night.",
+                 "skimage_chelsea"),
+    "evqa-rocket": ("Apollo program", "The Apollo program landed the first people on the Moon in 1969.",
+                    "skimage_rocket"),
+}
+
+
+def test_each_source_mines_its_own_kb_and_the_shared_one_is_the_fallback(world, make, tmp_path):
+    """Issue 43 item 5: E-VQA mines "the dataset-provided collection of Wikipedia pages ... which
+    differs from the full 6M-page dump used for InfoSeek" (seed 003, L1403-1408): a source's
+    ``mining.<source>.kb`` is searched for it, the shared ``retrieval.kb`` for the others."""
+    store = ImageStore(tmp_path / "images")
+    cat, coffee = (store.put(images().encode(name)) for name in ("skimage_chelsea", "skimage_coffee"))
+    shared = write_kb(tmp_path / "shared")
+    own = write_kb(tmp_path / "evqa-kb", pages=EVQA_PAGES)
+    info = make.sample("i", "What drink is brewed from roasted beans?", ["tea"], source="infoseek", images=[coffee])
+    evqa = make.sample("e", "What animal is this?", ["x"], source="evqa", images=[cat])
+    cfg = RetrievalConfig(kb=str(shared), chunk_size=40, chunk_overlap=8, max_text_negatives=3)
+    section = DeflectionBenchConfig(sources=[{"name": "evqa", "root": "."}], gating={"pool": ["m"]},
+                                    mining={"evqa": {"kb": str(own)}})
+    assert (section.mining["evqa"].strategy, section.mining["evqa"].top_k) == ("image_to_image_pages", 5)
+    result = PairKnowledge(cfg, section.mining).run(make.table([info, evqa]), world.ctx(store=store))
+    negatives = {r["source_id"]: {c["context_id"].split("#")[0] for c in r["negative_contexts"]}
+                 for r in result.kept.to_pylist()}
+    assert negatives["e"] and negatives["e"] <= {"kb:evqa-cat", "kb:evqa-rocket"}
+    assert negatives["i"] and negatives["i"] <= {"kb:cat", "kb:coffee", "kb:rocket"}
+    rows = {r["source"]: r for r in result.extra["mining"]}
+    assert rows["evqa"]["ran_as"].endswith(f"; over its own knowledge base {own}")
+    assert "own knowledge base" not in rows["infoseek"]["ran_as"]
+    assert result.components["knowledge_base"] == f"{shared}; evqa: {own}"
+
+
+def test_a_source_kb_is_refused_where_no_kb_is_searched(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump({"deflectionbench": {
+        "sources": [{"name": "mragbench", "root": "."}], "gating": {"pool": ["m"]},
+        "mining": {"mragbench": {"kb": "wiki-offline"}}},
+        "models": {"m": {"backend": "scripted", "script": "s.jsonl"}}}))
+    with pytest.raises(ConfigError, match=r"deflectionbench\.mining\.mragbench.*kb is searched only by "
+                                          r"image_to_text and image_to_image_pages, not image_to_image"):
+        load_config(path)
