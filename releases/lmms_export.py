@@ -137,8 +137,10 @@ def export_release(release: Any, kind: Any, out: Path, text_only: bool = False) 
     out = Path(out)
     if out.resolve().is_relative_to(Path(release.path).resolve()):
         raise ReleaseError(f"--out {out} is inside the release: a release is never written into; pick another folder")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ReleaseError(f"--out {out} is not an empty folder: refusing to overwrite")
+    if out.exists() and not out.is_dir():
+        raise ReleaseError(f"--out {out} is a file, not a folder: give a new or empty folder")
+    if out.exists() and any(out.iterdir()):
+        raise ReleaseError(f"--out {out} is a folder holding files: refusing to overwrite; give a new or empty folder")
     shards = release.shard_paths(release.configs[0])
     columns = [c for c in ("dataset", "split") if c in pq.read_schema(shards[0]).names]
     first = pa.concat_tables([read_parquet(path, columns) for path in shards]) if columns else pa.table({})

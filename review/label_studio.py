@@ -190,8 +190,16 @@ def single_choice(annotation: Annotation, name: str, allowed: Collection[str]) -
     if not found:
         return ""
     choices = (found[0].get("value") or {}).get("choices") or []
-    if len(choices) != 1 or str(choices[0]) not in allowed:
-        raise MmcurateError(f"{annotation.where}: {name} is {choices!r}; expected one of {', '.join(allowed)}")
+    if isinstance(choices, str):  # Label Studio writes a list; a lone string says the same
+        choices = [choices]
+    expected = f"expected one of {', '.join(allowed)}"
+    if not isinstance(choices, list):
+        raise MmcurateError(f"{annotation.where}: {name} is {choices!r}, not a list of choices; {expected}")
+    if len(choices) != 1:
+        raise MmcurateError(f"{annotation.where}: {name} has {len(choices)} choices ({', '.join(map(str, choices))}); "
+                            f"{expected}, exactly one")
+    if str(choices[0]) not in allowed:
+        raise MmcurateError(f"{annotation.where}: {name} is {choices!r}; {expected}")
     return str(choices[0])
 
 
