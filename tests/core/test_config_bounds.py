@@ -32,7 +32,7 @@ def _one_line(caught: pytest.ExceptionInfo, *needles: str) -> None:
         assert needle in message, (needle, message)
 
 
-def test_an_alias_bomb_in_engine_args_is_one_line_at_once(tmp_path: Path) -> None:
+def test_an_alias_bomb_in_engine_args_is_one_line(tmp_path: Path) -> None:
     """Item 5: nine levels of ten aliases took 88 s and 3.4 GB, then a MemoryError traceback.
     Six levels (10^6 values) loaded, slowly, before the bound; now they are refused in one line."""
     config = tmp_path / "cfg.yaml"

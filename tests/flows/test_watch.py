@@ -188,6 +188,7 @@ def test_run_refuses_max_cost_for_a_hosted_model_without_a_price(built, notifier
     vision: true
     released: 2026-11-01
 """)
+    monkeypatch.setenv("TOGETHER_API_KEY", "test-not-a-real-key")  # so only the budget can stop the run
     called: list[str] = []
     monkeypatch.setattr(ModelClient, "chat", lambda self, requests, stage: called.append(self.spec.name))
     versions = list_versions(release.parent.parent, "deflectionbench")
