@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from mmcurate.core.config import BenchmarkSection, RetrievalConfig, Section, Sources, StrictModel
+from mmcurate.core.config import BenchmarkSection, RetrievalConfig, Section, Sources, StrictModel, safe_yaml
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.specs import KBSpec, MiniLM, TextEncoderSpec
 
@@ -107,9 +107,11 @@ class PromptFile(StrictModel):
             return self
         try:
             raw = self.file.read_bytes()
-            data = yaml.safe_load(raw)
+            data = safe_yaml(raw)
         except OSError as exc:
             raise ConfigError(f"prompt templates {self.file}: {exc.strerror}") from None
+        except ConfigError as exc:
+            raise ConfigError(f"prompt templates {self.file}: {exc}") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"prompt templates {self.file} is not valid YAML: {exc}".replace("\n", " ")) from None
         if not isinstance(data, dict):

@@ -40,6 +40,17 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# a model's name names folders (an evaluation's ``<workdir>/evaluations/<release>/<name>``): one
+# path segment of a safe alphabet; the endpoint's model id ("Qwen/Qwen2.5-VL-7B-Instruct") is ``model``
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def safe_model_name(text: str) -> str:
+    """A model name (``MODEL_NAME``) for ``text``, e.g. a server's model id: every run of other
+    characters written as ``_`` (``Qwen/Qwen2.5-VL-7B`` -> ``Qwen_Qwen2.5-VL-7B``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).lstrip("._-")[:128] or "model"
+
+
 class ModelSpec(StrictModel):
     """One model as the pipeline sees it. ``name`` is its id in ledgers and caches."""
 
@@ -78,6 +89,15 @@ class ModelSpec(StrictModel):
     # a hosted API's cost is then unknown: planning.throughput.cost)
     price_input_per_mtok: float | None = Field(default=None, ge=0)
     price_output_per_mtok: float | None = Field(default=None, ge=0)
+
+    @field_validator("name")
+    @classmethod
+    def _one_path_segment(cls, value: str) -> str:
+        if not MODEL_NAME.fullmatch(value):
+            raise ValueError(f"model name {value!r} is not one folder name: letters, digits, '.', '_' and '-', "
+                             "starting with a letter or digit, at most 128 characters (the endpoint's model id, "
+                             "e.g. Qwen/Qwen2.5-VL-7B-Instruct, goes in 'model')")
+        return value
 
     @model_validator(mode="after")
     def _backend_fields(self) -> "ModelSpec":
@@ -374,11 +394,18 @@ class CoreSettings(BaseSettings):
         if not path.is_file():
             raise ConfigError(f"model {spec!r} is neither defined in the config ({listed(sorted(self.models))}) "
                               "nor a YAML file")
+        data = read_yaml(path, "model file")
+        if not isinstance(data, dict):
+            raise ConfigError(f"model file {path}: expected a mapping of model fields (name, backend, ...), got "
+                              + ("an empty file" if data is None else f"a {type(data).__name__}"))
         try:
-            data = yaml.safe_load(path.read_text())
             model = model_from_file_data(data, path.parent)
-        except (yaml.YAMLError, TypeError, ValidationError) as exc:
-            raise ConfigError(f"model file {path}: {str(exc).splitlines()[0]}") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = field_path(first["loc"])
+            raise ConfigError(f"model file {path}: {where + ': ' if where else ''}{first['msg']}") from None
+        except TypeError as exc:  # a key that is not a string
+            raise ConfigError(f"model file {path}: {exc}") from None
         except RecursionError:
             raise ConfigError(f"model file {path}: nested too deeply to read") from None
         if model.name in self.models and self.models[model.name] != model:
@@ -554,11 +581,59 @@ def _read_files(settings: CoreSettings) -> CoreSettings:
     return settings
 
 
+MAX_YAML_BYTES = 16 * 2**20  # a config, catalog, model or prompt file; real ones are a few kB
+MAX_YAML_VALUES = 100_000  # values of one document once its aliases are expanded
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a document whose aliases expand past ``MAX_YAML_VALUES``
+    values. An alias is one shared node to PyYAML, cheap to load; but every reader after it
+    (pydantic, a manifest's JSON) copies it out: nine levels of ten aliases are 10^9 values."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _expanded_size(node, {}, set())
+        return super().construct_document(node)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]) -> int:
+    """The values under ``node`` with every alias expanded (``sizes``: of the nodes counted so
+    far, so a shared node is walked once); ConfigError past ``MAX_YAML_VALUES`` or for a node
+    that contains itself (it never ends when expanded)."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise ConfigError("a YAML alias refers to a node that contains it: it never ends when expanded")
+    open_nodes.add(key)
+    children = ([part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode)
+                else node.value if isinstance(node, yaml.SequenceNode) else [])
+    total = 1
+    for child in children:
+        total += _expanded_size(child, sizes, open_nodes)
+        if total > MAX_YAML_VALUES:
+            raise ConfigError(f"its YAML aliases expand to more than {MAX_YAML_VALUES:,} values (an alias bomb?)")
+    open_nodes.discard(key)
+    sizes[key] = total
+    return total
+
+
+def safe_yaml(text: str | bytes) -> Any:
+    """``yaml.safe_load`` within bounds: ConfigError (one line, without a file name) for a
+    document over ``MAX_YAML_BYTES`` or whose aliases expand past ``MAX_YAML_VALUES`` values."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(f"larger than {MAX_YAML_BYTES // 2**20} MB: not a configuration file")
+    return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506  (a SafeLoader)
+
+
 def read_yaml(path: Path, what: str) -> Any:
     """The YAML document in ``path``; ConfigError (one line, naming ``what``) when it is not
-    valid YAML or nested too deeply to read."""
+    valid YAML, nested too deeply to read, or too large (``safe_yaml``)."""
     try:
-        return yaml.safe_load(path.read_text())
+        if path.stat().st_size > MAX_YAML_BYTES:  # refused before it is read
+            raise ConfigError(f"larger than {MAX_YAML_BYTES // 2**20} MB: not a configuration file")
+        return safe_yaml(path.read_text())
+    except ConfigError as exc:
+        raise ConfigError(f"{what} {path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{what} {path} is not valid YAML: {exc}".replace("\n", " ")) from None
     except RecursionError:

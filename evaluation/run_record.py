@@ -24,7 +24,7 @@ def record_release(out: Path, benchmark: str, version: str, content_id: str, mod
     return path
 
 
-def recorded_run(run: Path) -> dict[str, str]:
+def recorded_run(run: Path) -> dict[str, Any]:
     """What ``run/release.json`` records (empty for a run written before runs recorded it)."""
     path = run / RELEASE_FILE
     try:
@@ -33,7 +33,7 @@ def recorded_run(run: Path) -> dict[str, str]:
         raise MmcurateError(f"{path} is not JSON") from None
     if not isinstance(value, dict):
         raise MmcurateError(f"{path} does not hold a JSON object")
-    return {k: v for k, v in value.items() if isinstance(v, str)}
+    return value
 
 
 def recorded_content_id(run: Path) -> str | None:

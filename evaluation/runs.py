@@ -1,7 +1,8 @@
 """Where an evaluation run writes, for every benchmark, and how a run adds to a folder that
 earlier runs wrote.
 
-A folder holds the runs of one model and answering system on one release. Its row tables
+A folder holds the runs of one model and answering system on one release (and one decoding
+setting: a DeflectionBench run at another temperature is refused, ``check_folder``). Its row tables
 (answers, grades, ...) are made of cells: the rows of one combination of the options a run
 chooses (DeflectionBench: scenario x n x negatives x abstention; RefLVQA: setting x N; CRAG-MM:
 task (and ablation); POPE: split). A run adds its cells to the folder's rows: the rows of every
@@ -137,17 +138,40 @@ def _recover(target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _check_same_run(target: Path, record: dict[str, str]) -> None:
-    """Refuse to add to a folder that holds runs of another release, model or system."""
+def _differences(recorded: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:
+    """``key old -> new`` for each value of ``record`` that ``recorded`` holds otherwise (a
+    mapping, such as a decoding, by the entries that differ: ``decoding temperature 0.2 -> 1.5``)."""
+    out = []
+    for key, value in record.items():
+        old = recorded.get(key)
+        if old is None or old == value:
+            continue
+        if isinstance(old, dict) and isinstance(value, dict):
+            out += [f"{key} {sub} {old.get(sub)} -> {value.get(sub)}" for sub in dict.fromkeys([*old, *value])
+                    if old.get(sub) != value.get(sub)]
+        else:
+            out.append(f"{key} {old} -> {value}")
+    return out
+
+
+def check_folder(target: Path, benchmark: str, version: str, content_id: str, model: str, system: str = PLAIN,
+                 extra: Mapping[str, Any] | None = None, population: str | None = None) -> dict[str, Any]:
+    """Refuse to add to a folder that holds runs of another release, model, system, population
+    or anything else the run records (``extra``: a DeflectionBench run's decoding, so that one
+    table's Decoding line is true of every cell); returns what the run records. ``updating``
+    checks again under the folder's lock; a flow may check first, before any model call."""
+    record = {"benchmark": benchmark, "version": version, "content_id": content_id, "model": model, "system": system,
+              **({"population": population} if population else {}), **(extra or {})}
     if not target.exists():
-        return
+        return record
     if any(target.iterdir()) and not (target / RELEASE_FILE).is_file() and not (target / "answers.parquet").is_file():
         raise MmcurateError(f"{target} is not an evaluation folder and not empty: choose another --out")
-    recorded = recorded_run(target)
-    differ = [f"{k} {recorded[k]} -> {v}" for k, v in record.items() if recorded.get(k) not in (None, v)]
+    differ = _differences(recorded_run(target), record)
     if differ:
-        raise MmcurateError(f"{target} holds evaluation runs of another {', '.join(d.split()[0] for d in differ)} "
-                            f"({'; '.join(differ)}): its rows cannot be merged; write this run elsewhere with --out DIR")
+        kinds = ", ".join(dict.fromkeys(d.split()[0] for d in differ))
+        raise MmcurateError(f"{target} holds evaluation runs of another {kinds} ({'; '.join(differ)}): its rows "
+                            "cannot be merged; write this run elsewhere with --out DIR")
+    return record
 
 
 @contextmanager
@@ -156,21 +180,20 @@ def updating(target: Path, benchmark: str, version: str, content_id: str, model:
              population: str | None = None) -> Iterator[RunFolder]:
     """A ``RunFolder`` for a run of ``model`` (``system``) on the release; on success its
     staging folder, with ``release.json`` (``extra``: what else the run records, e.g. its
-    decoding), replaces ``target`` (module docstring). ``population``: which of the release's
+    decoding, the same for every run of a folder: ``check_folder``), replaces ``target``
+    (module docstring). ``population``: which of the release's
     items the run reads when a run can choose (RefLVQA's subset): recorded and, like the model,
     the same for every run of a folder, so one table never mixes cells of two populations."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    record = {"benchmark": benchmark, "version": version, "content_id": content_id, "model": model, "system": system,
-              **({"population": population} if population else {})}
     with open(target.parent / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         _recover(target)
-        _check_same_run(target, record)
+        record = check_folder(target, benchmark, version, content_id, model, system, extra, population)
         staging = target.parent / f".tmp-{target.name}-{secrets.token_hex(4)}"
         staging.mkdir()
         try:
             yield RunFolder(target, staging)
-            record_release(staging, **record, **(extra or {}))
+            record_release(staging, **record)
             aside = target.parent / f".old-{target.name}-{secrets.token_hex(4)}"
             if target.exists():
                 os.rename(target, aside)

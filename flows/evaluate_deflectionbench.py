@@ -26,7 +26,7 @@ from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.decoding import decoded_spec, decoding_note, decoding_record
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.report import ANSWERS_FILE, CELL, CRAG_FILE
-from mmcurate.evaluation.runs import updating
+from mmcurate.evaluation.runs import check_folder, updating
 from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVE_COUNTS, FAILED, PLAIN, SCENARIOS
 from mmcurate.evaluation.verify_first import verify_first_notes
 from mmcurate.gating.prompts import STRICTNESS_LEVELS, prompt_set
@@ -50,6 +50,7 @@ def evaluate_deflectionbench(
     evaluation = settings.evaluation.deflectionbench
     settings.models[name] = decoded_spec(settings.model(name), evaluation.decoding)  # seed 003, 4.1
     decoding = decoding_record(settings.model(name), evaluation.decoding)
+    check_folder(target, bench.benchmark, bench.version, bench.content_id, name, system, {"decoding": decoding})
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
     seed = bench.manifest.seed or 0
     templates = prompt_set(settings.deflectionbench.prompts if settings.deflectionbench else None)

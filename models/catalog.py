@@ -12,7 +12,9 @@ Two kinds:
   OpenAI API's "List models"; llama-cpp-python 0.3's server, ``llama_cpp/server/app.py``
   ``get_models``, answers ``{"id": <alias>, "object": "model", "owned_by": "me",
   "permissions": []}`` per model; vLLM adds ``created``, ``root`` and ``max_model_len``).
-  Each id becomes an ``openai``-backend spec aimed at that server, named by the id; the
+  Each id becomes an ``openai``-backend spec aimed at that server, named by the id (every
+  run of characters a model name does not take written as ``_``: ``org/model`` is
+  ``org_model``, ``core.config.safe_model_name``); the
   server says nothing about weights, so its revision is ``served:<root>``; ``created``
   (seconds since the epoch), when given, is its release date. A server that cannot be
   reached, or answers anything but that shape, is one line.
@@ -29,7 +31,7 @@ import httpx
 import yaml
 from pydantic import ValidationError
 
-from mmcurate.core.config import ModelSpec, model_from_file_data, read_yaml
+from mmcurate.core.config import ModelSpec, model_from_file_data, read_yaml, safe_model_name
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.plural import listed
 
@@ -124,8 +126,8 @@ def server_catalog(root: str) -> list[CatalogModel]:
     if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("id"), str) for i in items):
         raise ConfigError(f"catalog {root}: GET /models did not answer an OpenAI model list "
                           '({"object": "list", "data": [{"id": ...}]})')
-    return _unique([CatalogModel(ModelSpec(name=item["id"], backend="openai", model=item["id"], base_url=root,
-                                           revision=f"served:{root}"), _created(item), None,
+    return _unique([CatalogModel(ModelSpec(name=safe_model_name(item["id"]), backend="openai", model=item["id"],
+                                           base_url=root, revision=f"served:{root}"), _created(item), None,
                                  f"served by {root}" + (f", owned by {item['owned_by']}" if item.get("owned_by") else ""),
                                  f"catalog {root}: model {item['id']}")
                     for item in items], f"catalog {root}")
@@ -139,8 +141,7 @@ def _created(item: dict[str, Any]) -> date | None:
 def spec_file(model: CatalogModel, folder: Path) -> Path:
     """The model's spec as a YAML file in ``folder`` (what ``--add-model`` takes)."""
     folder.mkdir(parents=True, exist_ok=True)
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.spec.name)
-    path = folder / f"{safe}.yaml"
+    path = folder / f"{model.spec.name}.yaml"  # a name is one safe path segment (core.config.MODEL_NAME)
     path.write_text(yaml.safe_dump(model.spec.model_dump(mode="json", exclude_defaults=True) | {"name": model.spec.name,
                                                                                               "backend": model.spec.backend},
                                    sort_keys=False))

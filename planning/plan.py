@@ -108,8 +108,9 @@ class Plan:
         if not models:
             return None
         known = sum(r.cost for r in self.rows if r.cost is not None)
-        return (f"{UNKNOWN_COST} for {listed(models)} (hosted, billed per token: set price_input_per_mtok and "
-                f"price_output_per_mtok); the other rows cost {known:,.2f} $")
+        return (f"{UNKNOWN_COST} for {listed(models)} (an API not on this machine may bill per token: set "
+                f"price_input_per_mtok and price_output_per_mtok, 0 for a server of your own); the other rows cost "
+                f"{known:,.2f} $")
 
     def table(self) -> list[dict]:
         """The rows as plain dicts, rounded (for artifacts and JSON)."""

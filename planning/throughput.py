@@ -19,10 +19,12 @@ Otherwise, by backend:
   are an upper bound. A model whose size cannot be read needs ``tokens_per_second``.
 
 Prices (``price_input_per_mtok`` / ``price_output_per_mtok``, USD per 1M tokens): a price
-left unset is 0 for a model we run (scripted, embedded, vLLM, an OpenAI-compatible server
-of our own at ``base_url``: it costs GPU-hours, not money) and unknown for a hosted API
-(``openai`` without ``base_url``, billed per token): the plan says "price not set: cost
-unknown", never 0.
+left unset is 0 for a model that runs here (scripted, embedded, vLLM, an OpenAI-compatible
+server on this machine's loopback: it costs GPU-hours, not money) and unknown for any other
+``openai`` model, without ``base_url`` or with one elsewhere (a hosted API billed per token
+looks no different from a vLLM server of our own: a server of one's own says so with
+prices of 0): the plan says "price not set: cost unknown", never 0, and ``--max-cost``
+refuses to run it.
 
 Text encoders embedding a knowledge base (pages per second; a page is cut at the encoder's
 window, 256 word pieces for MiniLM, 77 tokens for CLIP text towers). ``retrieval.
@@ -37,6 +39,8 @@ from __future__ import annotations
 
 import math
 import re
+from ipaddress import ip_address
+from urllib.parse import urlsplit
 
 from mmcurate.core.config import ModelSpec, RetrievalConfig
 from mmcurate.core.specs import MiniLM
@@ -95,8 +99,22 @@ def hours(tokens: float, spec: ModelSpec) -> float | None:
 
 
 def billed(spec: ModelSpec) -> bool:
-    """Whether the model is a hosted API billed per token (its cost needs its prices)."""
-    return spec.backend == "openai" and spec.base_url is None
+    """Whether the model may be billed per token (its cost needs its prices): an ``openai``
+    model not served on this machine's loopback."""
+    return spec.backend == "openai" and not loopback(spec.base_url)
+
+
+def loopback(url: str | None) -> bool:
+    """Whether ``url`` names a server on this machine (localhost, 127.0.0.0/8, ::1)."""
+    host = urlsplit(url).hostname if url else None
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:  # a host name
+        return False
 
 
 def cost(prompt_tokens: float, completion_tokens: float, spec: ModelSpec) -> float | None:

@@ -159,8 +159,10 @@ def export_release(release: Any, kind: Any, out: Path, text_only: bool = False) 
     try:
         if out.resolve().is_relative_to(Path(release.path).resolve()):
             raise ReleaseError(f"--out {out} is inside the release: a release is never written into; pick another folder")
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise ReleaseError(f"--out {out} is not an empty folder: refusing to overwrite")
+        if out.exists() and not out.is_dir():
+            raise ReleaseError(f"--out {out} is a file, not a folder: give a new or empty folder")
+        if out.exists() and any(out.iterdir()):
+            raise ReleaseError(f"--out {out} is a folder holding files: refusing to overwrite; give a new or empty folder")
     except OSError as exc:
         raise ReleaseError(f"--out {out}: {exc.strerror or exc}") from None
     shards = release.shard_paths(release.configs[0])

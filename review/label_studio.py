@@ -245,9 +245,16 @@ def single_choice(annotation: Annotation, name: str, allowed: Collection[str]) -
     if not found:
         return ""
     value = field(annotation.where, found[0].get("value"), f"{name}'s value", Mapping)
-    choices = field(annotation.where, value.get("choices"), f"{name}'s value.choices", list)
-    if len(choices) != 1 or str(choices[0]) not in allowed:
-        raise MmcurateError(f"{annotation.where}: {name} is {choices!r}; expected one of {', '.join(allowed)}")
+    choices = value.get("choices")
+    if isinstance(choices, str):  # Label Studio writes a list; a lone string says the same
+        choices = [choices]
+    choices = field(annotation.where, choices, f"{name}'s value.choices", list)
+    expected = f"expected one of {', '.join(allowed)}"
+    if len(choices) != 1:
+        raise MmcurateError(f"{annotation.where}: {name} has {len(choices)} choices ({', '.join(map(str, choices))}); "
+                            f"{expected}, exactly one")
+    if str(choices[0]) not in allowed:
+        raise MmcurateError(f"{annotation.where}: {name} is {choices!r}; {expected}")
     return str(choices[0])
 
 

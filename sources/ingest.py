@@ -40,6 +40,10 @@ from .base import TOO_DEEP, Located
 
 Progress = Callable[[int, int], None]
 MAX_SAMPLE_BYTES = 1 << 20  # a stored sample row (UTF-8 JSON, images by hash) larger than this is quarantined
+# what ``mmcurate ingest``'s line says of a reading (``SourceAdapter.reading``; ``ingest.json`` keeps the values)
+READINGS = {("line_picker", "c"): "lines picked by the compiled C scanner",
+            ("line_picker", "python"): "lines picked in pure Python (same output, slower: no C scanner built, "
+                                       "or MMCURATE_PURE_PICKER=1)"}
 LOCATORS = pa.schema([pa.field("sample_id", pa.string(), nullable=False),
                       pa.field("locator", pa.string(), nullable=False)])
 
@@ -61,7 +65,7 @@ class IngestResult:
         skipped = {reason: count for reason, count in self.skipped.items() if count}
         if skipped:
             line += "; skipped: " + ", ".join(f"{count} ({reason})" for reason, count in skipped.items())
-        return line + "".join(f"; {key.replace('_', ' ')}: {value}" for key, value in self.reader.items())
+        return line + "".join(f"; {READINGS.get((key, value), f'{key}: {value}')}" for key, value in self.reader.items())
 
     @property
     def samples_path(self) -> Path:

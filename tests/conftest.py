@@ -78,6 +78,35 @@ def prefect_harness():
         yield
 
 
+# where a command without --config wrote before issue 42 item 4: the bundled demo.yaml's
+# workdir and releases root, which are the checkout's (`make demo` fills them)
+CHECKOUT_OUTPUTS = (REPO / ".mmcurate", REPO / "releases_out")
+
+
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    """Everything under ``folder`` with its size and modification time (empty when absent)."""
+    if not folder.is_dir():
+        return {}
+    return {str(path.relative_to(folder)): (stat.st_size, stat.st_mtime_ns)
+            for path in folder.rglob("*") for stat in [path.lstat()]}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_unchanged() -> Iterator[None]:
+    """The suite writes only under tmp_path: the checkout's workdir and releases folder are as
+    they were when it ends (issue 42 item 4), else the session errors naming what changed."""
+    before = {folder: _listing(folder) for folder in CHECKOUT_OUTPUTS}
+    yield
+    changes = []
+    for folder, was in before.items():
+        now = _listing(folder)
+        for what, names in (("added", now.keys() - was.keys()), ("removed", was.keys() - now.keys()),
+                            ("changed", {n for n in now.keys() & was.keys() if now[n] != was[n]})):
+            if names:
+                changes.append(f"{folder}: {what} {len(names)}, e.g. {', '.join(sorted(names)[:3])}")
+    assert not changes, "the tests wrote into the checkout: " + "; ".join(changes)
+
+
 class SpyPool(ModelPool):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -18,6 +18,7 @@ import typer
 from mmcurate.core.plural import counted
 
 from .app import app
+from .run import config_or_demo
 
 annotate_app = typer.Typer(
     name="annotate", help="Labelling batches for people: citation verification, judge decisions to check, "
@@ -253,16 +254,18 @@ def import_trajectories(
     out: Annotated[Path, typer.Option("--out", help="output folder for ratings.parquet and table6.json")],
     ratings: Annotated[Optional[list[Path]], typer.Argument(
         help="rated CSV/JSONL files, one per annotator; with --format label-studio, Label Studio JSON exports")] = None,
-    rater: Annotated[Optional[str], typer.Option("--rater", help="a model of --config that rates every item too")] = None,
+    rater: Annotated[Optional[str], typer.Option(
+        "--rater", help="a model of --config, or a YAML file with one model spec, that rates every item too")] = None,
     config: Annotated[Optional[Path], typer.Option(
-        "--config", help="pipeline config naming the rater model (default: the bundled demo.yaml)")] = None,
+        "--config", help="pipeline config naming the rater model (default: the bundled demo.yaml with the workdir "
+                         "./.mmcurate of the current directory)")] = None,
     format: FormatOpt = "csv",
     force: ImportForceOpt = False,
 ) -> None:
     """Validate ratings, add the model's, write them and print Table 6 (human, model, average)."""
     from mmcurate.review import label_studio_trajectories
     from mmcurate.review.trajectories import ModelRater, import_trajectory_ratings
-    from mmcurate.core.config import bundled_config, load_config
+    from mmcurate.core.config import load_config
     from mmcurate.core.images import ImageStore
     from mmcurate.judging.session import open_models
 
@@ -271,7 +274,8 @@ def import_trajectories(
     if rater is None:
         result = read(batch, list(ratings or []), out, force=force)
     else:
-        settings = load_config(config or bundled_config("demo.yaml"))
+        settings = load_config(config_or_demo(config))
+        rater = settings.add_model(rater).name  # a model file is named by the model it defines
         store = ImageStore(settings.workdir / "images")
         with open_models(settings, store) as models:
             result = read(batch, list(ratings or []), out, ModelRater(models.pool, rater, store), force=force)

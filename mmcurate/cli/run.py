@@ -22,7 +22,8 @@ run_app = typer.Typer(help="Run a curation flow (a real Prefect flow run).", no_
 app.add_typer(run_app, name="run")
 
 ConfigOpt = Annotated[Optional[Path], typer.Option(
-    "--config", help="pipeline config (YAML); default: the bundled demo.yaml (reads a checkout's fixtures)")]
+    "--config", help="pipeline config (YAML); default: the bundled demo.yaml (reads a checkout's fixtures) with "
+                     "the workdir ./.mmcurate and the releases root ./releases_out of the current directory")]
 VersionOpt = Annotated[Optional[str], typer.Option("--version", help="release version (default: the config's)")]
 IncompleteOpt = Annotated[bool, typer.Option(
     "--allow-incomplete", help="publish even if failed model calls held samples out (the card says so)")]
@@ -53,11 +54,31 @@ def _prefect_defaults() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
+# what a command without --config writes where: the current directory's, never the demo file's folder
+DEFAULT_PLACES = {"MMCURATE_WORKDIR": ".mmcurate", "MMCURATE_RELEASES_ROOT": "releases_out"}
+
+
 def config_or_demo(config: Path | None) -> Path:
-    """``--config``, or the bundled demo config (found in an install as in a checkout)."""
+    """``--config``, or the bundled demo config (found in an install as in a checkout) with its
+    workdir and releases root in the current directory: the demo file's own (``../.mmcurate``)
+    are a checkout's, or site-packages' in an install, and a command run elsewhere must not
+    write there. They are set as ``MMCURATE_WORKDIR`` / ``MMCURATE_RELEASES_ROOT`` (unless the
+    user set them), so the flow this process runs loads the same settings; the first line on
+    stderr says which folders are used."""
     from mmcurate.core.config import bundled_config
 
-    return config if config is not None else bundled_config("demo.yaml")
+    if config is not None:
+        return config
+    demo = bundled_config("demo.yaml")
+    said = []
+    for variable, folder in DEFAULT_PLACES.items():
+        given = os.environ.get(variable)
+        if given is None:
+            os.environ[variable] = str(Path.cwd() / folder)
+        said.append(f"{variable.removeprefix('MMCURATE_').lower()} {os.environ[variable]}"
+                    + (f" ({variable})" if given is not None else ""))
+    typer.echo(f"mmcurate: no --config: the bundled {demo} with {' and '.join(said)}", err=True)
+    return demo
 
 
 def _curate(benchmark: Benchmark, config: Path | None, version: str | None, allow_incomplete: bool) -> None:

@@ -3,6 +3,7 @@ the strictness sweep and the negative-modality analysis from one command, and ba
 refused in one line before any flow starts."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,65 @@ def test_runs_with_other_negatives_and_abstention_add_their_cells_to_one_folder(
         answers.filter(pl.col("n_negatives") == 2)["run_id"].to_list()  # the other run's cell untouched
     assert again.filter(pl.col("n_negatives") == 1)["run_id"].n_unique() == 1
     assert again.filter(pl.col("n_negatives") == 1)["run_id"][0] not in set(cells["run_id"].to_list())
+
+
+def _model_file(folder: Path) -> Path:
+    """The dry run's reader as a model file (the bundled demo config does not define it)."""
+    import yaml
+
+    from tests.flows import flowkit
+
+    path = folder / "vlm-reader.yaml"
+    path.write_text(yaml.safe_dump({"name": "vlm-reader", **flowkit.READER}))
+    return path
+
+
+# a command without --config sets these for its flow: CliRunner restores them after each call
+UNSET_PLACES = {"MMCURATE_WORKDIR": None, "MMCURATE_RELEASES_ROOT": None}
+
+
+def test_without_config_the_workdir_is_the_current_directorys_and_said_first(dryrun, tmp_path, monkeypatch):
+    """Issue 42 item 4: ``evaluate`` without --config wrote into the checkout's .mmcurate (the
+    bundled demo.yaml's ``../.mmcurate``); it writes into the current directory's and says so first."""
+    from mmcurate.cli import app
+    from mmcurate.core.config import bundled_config
+
+    _, _, release = dryrun
+    model = _model_file(tmp_path)
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    result = CliRunner().invoke(app, ["evaluate", str(release), "--model", str(model), "--scenario", "oracle"],
+                                env=UNSET_PLACES)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == (
+        f"mmcurate: no --config: the bundled {bundled_config('demo.yaml')} with workdir {here / '.mmcurate'} "
+        f"and releases_root {here / 'releases_out'}")
+    assert (here / ".mmcurate" / "evaluations" / "deflectionbench-1.0.0" / "vlm-reader" / "table.md").is_file()
+
+
+def test_a_folder_of_one_decoding_refuses_a_run_at_another_before_any_call(dryrun, tmp_path, monkeypatch):
+    """Issue 42 item 12: a run at temperature 1.5 into a folder of 0.2 runs showed "Decoding: ...
+    1.5" over cells run at 0.2 and overwrote release.json. A folder holds one decoding: another is
+    refused in one line, before any model call, and the folder is left as it was."""
+    from mmcurate.cli import app
+    from mmcurate.models.client import ModelClient
+
+    home, config, release = dryrun
+    out = tmp_path / "eval"
+    args = ["evaluate", str(release), "--model", "vlm-reader", "--config", str(config), "--scenario", "oracle",
+            "--out", str(out)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert json.loads((out / "release.json").read_text())["decoding"]["temperature"] == 0.2
+    called: list[str] = []
+    real = ModelClient.chat
+    monkeypatch.setattr(ModelClient, "chat", lambda self, requests, stage: called.append(stage) or real(
+        self, requests, stage))
+    hot = CliRunner().invoke(app, args, env={"MMCURATE_EVALUATION__DEFLECTIONBENCH__DECODING__TEMPERATURE": "1.5"})
+    assert hot.exit_code != 0
+    assert ("holds evaluation runs of another decoding (decoding temperature 0.2 -> 1.5): its rows cannot be "
+            "merged; write this run elsewhere with --out DIR") in str(hot.exception) + hot.output
+    assert called == [] and {path.name: path.read_bytes() for path in out.iterdir()} == before
+    same = CliRunner().invoke(app, args + ["--scenario", "parametric"])  # the same decoding still adds its cells
+    assert same.exit_code == 0, same.output

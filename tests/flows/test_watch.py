@@ -172,6 +172,33 @@ def test_run_refuses_over_budget_before_any_call_and_says_so(built, notifier, mo
     assert "failed" in subject and "over --max-calls 1" in body
 
 
+def test_run_refuses_max_cost_for_a_hosted_model_without_a_price(built, notifier, monkeypatch, tmp_path):
+    """Issue 42 item 13: an ``openai`` model at a hosted ``base_url`` without prices was planned at
+    $0.00 and ``watch --run --max-cost 1`` called it; its cost is unknown, and --max-cost refuses."""
+    from mmcurate.flows.watch import watch
+
+    home, _, release = built
+    catalog = tmp_path / "hosted.yaml"
+    catalog.write_text("""models:
+  - name: hosted-vlm
+    backend: openai
+    base_url: https://api.together.xyz/v1
+    model: Qwen/Qwen2.5-VL-72B-Instruct
+    api_key_env: TOGETHER_API_KEY
+    vision: true
+    released: 2026-11-01
+""")
+    monkeypatch.setenv("TOGETHER_API_KEY", "test-not-a-real-key")  # so only the budget can stop the run
+    called: list[str] = []
+    monkeypatch.setattr(ModelClient, "chat", lambda self, requests, stage: called.append(self.spec.name))
+    versions = list_versions(release.parent.parent, "deflectionbench")
+    with pytest.raises(ReleaseError, match=r"price not set: cost unknown for hosted-vlm, so --max-cost \$1.00"):
+        watch(release=str(release), catalog=str(catalog), run=True, max_cost=1, notify_block="test-notebook/watch-test")
+    assert called == [] and list_versions(release.parent.parent, "deflectionbench") == versions
+    plan = propose(release, str(catalog), None, tmp_path / "specs").plan
+    assert plan is not None and plan.total().cost is None
+
+
 def test_run_recurates_verifies_publishes_and_notifies(built, notifier, tmp_path, caplog):
     from mmcurate.flows.watch import watch
 

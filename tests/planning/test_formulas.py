@@ -107,7 +107,7 @@ def test_deflectionbench_plan_on_a_hand_example(tmp_path, make):
     settings = Settings(
         workdir=tmp_path,
         models={"big": {"name": "big", "backend": "openai", "base_url": "http://gpu:8000/v1", "model": "org/m-70B",
-                        "vision": True, "max_tokens": 64},
+                        "vision": True, "max_tokens": 64, "price_input_per_mtok": 0, "price_output_per_mtok": 0},
                 "small": {"name": "small", "backend": "vllm", "model": "org/s", "tokens_per_second": 1000,
                           "max_tokens": 32},
                 "judge": {"name": "judge", "backend": "openai", "model": "gpt-4o", "price_input_per_mtok": 2.5,
@@ -175,7 +175,11 @@ def test_an_unset_price_of_a_billed_model_is_an_unknown_cost_never_zero():
                                                       price_input_per_mtok=2.5)) is None
     assert throughput.cost(1_000_000, 0, spec("local", backend="embedded")) == 0.0  # GPU-hours, not money
     served = spec("served", backend="openai", model="org/m-7B", base_url="http://gpu:8000/v1")
-    assert throughput.cost(1_000_000, 0, served) == 0.0
+    assert throughput.cost(1_000_000, 0, served) is None  # ours or a hosted API's: the URL cannot say
+    free = served.model_copy(update={"price_input_per_mtok": 0.0, "price_output_per_mtok": 0.0})
+    assert throughput.cost(1_000_000, 0, free) == 0.0  # a server of one's own says so
+    for here in ("http://127.0.0.1:8080/v1", "http://localhost:8000/v1", "http://[::1]:8000/v1"):
+        assert throughput.cost(1_000_000, 0, served.model_copy(update={"base_url": here})) == 0.0
     request = ChatRequest("k", [{"role": "user", "content": "x" * 40}], "t")
     rows = [plan_row("I", "parametric", hosted, 245_000, [request]), plan_row("I", "parametric", spec(), 10, [request])]
     plan = Plan("deflectionbench", 10, "--samples", "paper", [], rows)
@@ -189,3 +193,22 @@ def test_an_unset_price_of_a_billed_model_is_an_unknown_cost_never_zero():
         Budget(max_cost=20).refuse_over(plan)
     assert "price not set: cost unknown for gpt-4o" in str(refused.value) and "--max-cost $20.00" in str(refused.value)
     Budget(max_calls=300_000).refuse_over(plan)  # a call budget alone still checks
+
+
+def test_an_unpriced_model_at_a_hosted_base_url_is_unknown_and_refused_by_max_cost():
+    """Issue 42 item 13: an ``openai`` model at a hosted ``base_url`` without prices planned
+    "cost $ 0.00", and ``watch --run --max-cost 1`` made 20 calls."""
+    from mmcurate.core.errors import MmcurateError
+    from mmcurate.planning.plan import Plan, plan_row
+    from mmcurate.planning.recuration import Budget
+
+    hosted = spec("together-vlm", backend="openai", model="Qwen/Qwen2.5-VL-72B-Instruct",
+                  base_url="https://api.together.xyz/v1")
+    request = ChatRequest("k", [{"role": "user", "content": "x" * 40}], "t")
+    plan = Plan("deflectionbench", 20, "--samples", "paper", [], [plan_row("I", "parametric", hosted, 20, [request])])
+    assert plan.total().cost is None and plan.unpriced() == ["together-vlm"]
+    text = plan.render()
+    assert [line.split()[-1] for line in text.splitlines() if line.startswith(("I ", "total"))] == ["unknown"] * 2
+    assert "price not set: cost unknown for together-vlm" in text
+    with pytest.raises(MmcurateError, match=r"cost unknown for together-vlm, so --max-cost \$1.00 cannot be checked"):
+        Budget(max_cost=1).refuse_over(plan)

@@ -105,10 +105,21 @@ def test_export_refuses_a_folder_with_files_and_the_release_itself(deflection_re
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "keep.txt").write_text("x")
-    for out, needle in ((busy, "not an empty folder"), (deflection_release / "lmms_eval2", "inside the release")):
+    for out, needle in ((busy, "is a folder holding files: refusing to overwrite"),
+                        (deflection_release / "lmms_eval2", "inside the release")):
         one_line(*run_cli(capsys, monkeypatch, "export", "lmms-eval", str(deflection_release), "--out", str(out))[::2],
                  needle)
     assert not (deflection_release / "lmms_eval2").exists()
+
+
+@pytest.mark.parametrize("out", [Path("/dev/null"), None])
+def test_export_to_a_file_says_it_is_a_file(deflection_release, tmp_path, capsys, monkeypatch, out):
+    """Issue 42 item 22: "--out /dev/null is not an empty folder"."""
+    if out is None:
+        out = tmp_path / "table.txt"
+        out.write_text("x")
+    one_line(*run_cli(capsys, monkeypatch, "export", "lmms-eval", str(deflection_release), "--out", str(out))[::2],
+             f"--out {out} is a file, not a folder: give a new or empty folder")
 
 
 def _lmms_eval(out: Path, base_url: str, work: Path) -> dict[str, dict[str, object]]:

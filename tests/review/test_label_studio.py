@@ -92,6 +92,31 @@ def test_label_studio_labels_give_the_csv_paths_numbers(release, tmp_path):
         (tmp_path / "csv" / "human_verified.parquet").read_bytes()
 
 
+def test_a_choice_written_as_a_string_is_that_choice_and_two_choices_say_so(release, tmp_path):
+    """Issue 42 item 22: ``"choices": "yes"`` was refused as "is 'yes'; expected one of yes, no"."""
+    out = tmp_path / "review"
+    export_project(release, 10, out)
+    tasks = json.loads((out / TASKS).read_text())
+    listed = ls_export(tasks, {1: "alice@example.org", 2: "bob@example.org"})
+    strings = json.loads(json.dumps(listed))
+    for task in strings:
+        for annotation in task["annotations"]:
+            for result in annotation["result"]:
+                result["value"]["choices"] = result["value"]["choices"][0]
+    for name, export in (("listed", listed), ("strings", strings)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(export))
+        import_project(release, [tmp_path / f"{name}.json"], tmp_path / name)
+    assert (tmp_path / "listed" / "human_verified.parquet").read_bytes() == \
+        (tmp_path / "strings" / "human_verified.parquet").read_bytes()
+    assert (tmp_path / "listed" / "agreement.json").read_text() == (tmp_path / "strings" / "agreement.json").read_text()
+    both = json.loads(json.dumps(listed))
+    both[0]["annotations"][0]["result"][0]["value"]["choices"] = ["yes", "no"]
+    (tmp_path / "both.json").write_text(json.dumps(both))
+    with pytest.raises(MmcurateError) as caught:
+        import_project(release, [tmp_path / "both.json"], tmp_path / "both")
+    assert f"{QUESTIONS[0]} has 2 choices (yes, no); expected one of yes, no, exactly one" in str(caught.value)
+
+
 def test_bad_exports_are_one_line_errors(release, tmp_path):
     out = tmp_path / "review"
     export_project(release, 10, out)

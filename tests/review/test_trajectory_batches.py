@@ -229,6 +229,25 @@ def test_cli_round_trip(built, tmp_path) -> None:
     assert "| D_clean (released) | 2 | 4 | 4 | 5 | 4 | 4.5 | 4 |" in out.output
 
 
+def test_the_rater_may_be_a_model_file_as_the_model_of_evaluate_may(built, tmp_path) -> None:
+    """Issue 42 item 22: ``--rater`` refused a YAML model file where ``--model`` accepts one."""
+    from typer.testing import CliRunner
+
+    from mmcurate.cli import app
+
+    config, release = built
+    export_trajectories(release, tmp_path / "b", n=2, seed=0)
+    rated = _rated(tmp_path / "b", tmp_path / "carol.jsonl", "carol", lambda s: (4, 4))
+    spec = tmp_path / "rater-file.yaml"
+    spec.write_text(f"name: rater-file\nbackend: scripted\nscript: {config.parent / 'rater.jsonl'}\n"
+                    "default: \"Logic: 2\\nVisual: 1\"\nvision: true\n")
+    out = CliRunner().invoke(app, ["annotate", "import-trajectories", str(tmp_path / "b"), str(rated), "--out",
+                                   str(tmp_path / "v"), "--rater", str(spec), "--config", str(config)])
+    assert out.exit_code == 0, out.output
+    assert "ratings from carol and rater-file" in out.output
+    assert "| D_clean (released) | 2 | 4 | 4 | 5 | 4 | 4.5 | 4 |" in out.output
+
+
 def test_a_failing_rater_is_said_never_a_silent_success(built, tmp_path) -> None:
     from typer.testing import CliRunner
 

@@ -145,6 +145,8 @@ def test_an_installed_wheel_finds_its_configs_outside_a_checkout(installs, tmp_p
     refused = _run(bin_dir, "mmcurate", "run", "deflectionbench", cwd=tmp_path)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
+        f"mmcurate: no --config: the bundled {demo} with workdir {tmp_path / '.mmcurate'} and releases_root "
+        f"{tmp_path / 'releases_out'}",
         f"mmcurate: error: deflectionbench.sources[0] (infoseek): root "
         f"{demo.parent.parent / 'tests' / 'fixtures' / 'generated' / 'infoseek'} is not a readable directory"]
 
@@ -156,7 +158,8 @@ def test_without_a_compiler_the_install_works_and_ingests_reddit_identically(ins
                     cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         said[name] = done.stdout.strip().rpartition("; ")[2]
-    assert said == {"c": "line picker: c", "no-compiler": "line picker: python"}
+    assert said == {"c": "lines picked by the compiled C scanner", "no-compiler": "lines picked in pure Python (same "
+                    "output, slower: no C scanner built, or MMCURATE_PURE_PICKER=1)"}
     for name in OUTPUTS:
         assert (tmp_path / "c" / name).read_bytes() == (tmp_path / "no-compiler" / name).read_bytes(), name
     images = {p.relative_to(tmp_path / "c"): p.read_bytes() for p in (tmp_path / "c" / "images").rglob("*")
