@@ -13,6 +13,7 @@ from mmcurate.core.specs import (LLM, ClaimExtractorSpec, CrossModalSpec, Cutoff
                                  WikiOffline, model_names)
 
 from .benchmark import Benchmark, Evaluation
+from .deflectionbench import Decoding
 
 
 class SentenceVerification(StrictModel):
@@ -85,6 +86,20 @@ class Evaluators(StrictModel):
     relevance: GraderSpec = Lexical()
 
 
+class Generation(Decoding):
+    """The evaluated model's decoding in a RefLVQA evaluation (seed 004, appendix C.2: "Nucleus
+    sampling with T = 0.7 and p = 0.95"; "rescaled such that the maximum dimension ... did not
+    exceed 512 pixels"; the 2,048 new tokens are ``answer_max_tokens``). C.2 names no
+    repetition penalty: 1.0, none. ``override`` as in DeflectionBench's ``Decoding``; no model is a
+    closed API by default (``closed_apis: []``): C.2 states the settings for every model evaluated."""
+
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    top_p: float = Field(default=0.95, gt=0.0, le=1.0)
+    repetition_penalty: float = Field(default=1.0, gt=0.0, le=2.0)
+    image_max_side: int | None = Field(default=512, ge=1)  # None: images as stored
+    closed_apis: list[str] | None = Field(default_factory=list)
+
+
 class RefLVQAEvalConfig(Section):
     """RefLVQA's evaluation grid (evaluation/reflvqa.py): per search query retrieve
     ``candidates``, rerank, keep ``top_k``; the readings the paper leaves open are named here."""
@@ -103,9 +118,14 @@ class RefLVQAEvalConfig(Section):
     # encoder embeds images (the paper's MM-Embed reading, Table 4); 'text': the query text alone
     query_embedding: Literal["average", "text"] = "average"
     reranker: RerankerSpec = MiniLM()
+    # 'rerank': one reranking stage scores the text and image candidates on one scale and keeps the
+    # top K by score (004 section 5.1: the reranker selects the top K of the top 100); 'rrf': text
+    # reranked, images in first-stage order, the two rankings fused by reciprocal rank
+    fusion: Literal["rerank", "rrf"] = "rerank"
     doc_chars: int = Field(default=2000, ge=1)  # a document's text is cut to this for the answering model
     query_max_tokens: int = Field(default=32, ge=1)  # reply budget per search query the model writes
-    answer_max_tokens: int = Field(default=512, ge=1)
+    answer_max_tokens: int = Field(default=2048, ge=1)  # new tokens per answer (004, C.2: 2,048)
+    decoding: Generation = Field(default_factory=Generation)  # the evaluated model's sampling (004, C.2)
     # Two-step MultiRAG: 'shared' splits MultiRAG's documents by modality (Table 5 retrieves the
     # same for both); 'per_modality' takes TextRAG's and ImageRAG's documents
     two_step_documents: Literal["shared", "per_modality"] = "shared"
@@ -132,7 +152,8 @@ class RefLVQAEvalConfig(Section):
     def references(self, judge: str | None) -> list[str]:
         graders = self.evaluators
         return [name for spec in (graders.groundedness, graders.completeness, graders.relevance)
-                for name in model_names(spec)] + ([self.captioner] if self.captioner else [])
+                for name in model_names(spec)] + ([self.captioner] if self.captioner else []) \
+            + list(self.decoding.closed_apis or [])
 
     def check_models(self, models: Mapping[str, ModelSpec]) -> None:
         if self.captioner and not models[self.captioner].vision:

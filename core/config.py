@@ -66,6 +66,9 @@ class ModelSpec(StrictModel):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     repetition_penalty: float = Field(default=1.05, gt=0.0)  # 1: none (vLLM, llama.cpp)
     max_tokens: int = Field(default=128, ge=1)
+    # longest side, in pixels, of an image sent to the model (a larger one is downscaled before it
+    # is sent, e.g. RefLVQA's 512: seed 004, C.2); None: images as stored
+    image_max_side: int | None = Field(default=None, ge=1)
     seed: int | None = Field(default=0, ge=0)  # llama.cpp reads a negative seed as "random": not reproducible
     concurrency: int = Field(default=4, ge=1)  # 0 would never send a request: the run would hang
     timeout: float = Field(default=120.0, gt=0.0)  # seconds per request
@@ -118,6 +121,8 @@ class ModelSpec(StrictModel):
             "model": self.model or self.gguf or (self.script.name if self.script else ""),
             "revision": self.revision,
             "vision": self.vision,
+            # only when set: the cache keys of models sending images as stored stay what they were
+            **({"image_max_side": self.image_max_side} if self.image_max_side is not None else {}),
         }
 
 

@@ -151,8 +151,9 @@ def check_cutoff(corpus: Any, cfg: RefLVQAEvalConfig, settings: Sequence[str]) -
     fused = [searched_name(m) for m in searched_sets(settings, cfg.two_step_documents) if corpus.score_scale(m) is None]
     if fused:
         raise MmcurateError(f"cutoff {cfg.cutoff}: the {', '.join(fused)} ranking fuses text and image rankings by "
-                            "reciprocal rank, which has no score scale to cut on; leave evaluation.reflvqa.cutoff "
-                            "unset (the fixed top_k) or run text and image settings only")
+                            "reciprocal rank (fusion: rrf), which has no score scale to cut on; leave "
+                            "evaluation.reflvqa.cutoff unset (the fixed top_k), set fusion: rerank, or run text and "
+                            "image settings only")
 
 
 def retrieval_rows(qa: Sequence[Mapping[str, Any]], corpus: Any, sets: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
@@ -316,7 +317,11 @@ def tally(qa: Sequence[Mapping[str, Any]], table: pa.Table, grade_rows: pa.Table
             1 for a in captioned for h in a["retrieved"] if h["caption"] is None)
     refined = [a for a in answers if a["setting"] == IMAGE_SELF_REFINE and a["status"] == ANSWERED]
     if refined:
-        counts["self_refine_answers_refined"] = sum(any(s["step"] == "answer 1" for s in a["steps"]) for a in refined)
+        counts["self_refine_answers_refined"] = sum(
+            any(s["step"] == "answer 1" and s["error"] is None for s in a["steps"]) for a in refined)
+        # a round that failed ended the refinement; the answer is the last readable one (reflvqa_grounding)
+        counts["self_refine_rounds_failed"] = sum(
+            any(s["step"] != "answer 0" and s["error"] is not None for s in a["steps"]) for a in refined)
     return counts
 
 
@@ -396,10 +401,13 @@ def reading_notes(cfg: RefLVQAEvalConfig, settings: Sequence[str]) -> list[str]:
     duplicates = ("the N x K documents as retrieved, each with its own number (004 section 4)"
                   if cfg.duplicates == "keep" else "the N x K documents once each, a document several queries found "
                   "merged (in query order)")
+    fusion = ("one reranking stage scores text and image candidates on one scale and keeps the top K by score, "
+              "004 section 5.1" if cfg.fusion == "rerank" else "MultiRAG fuses the text ranking and the image "
+              "ranking by reciprocal rank into one list")
     notes = [f"readings: the model writes N search queries from the question and its image (read strictly, one "
              f"retry, else the question is excluded); each query retrieves K = {cfg.top_k} documents "
              f"{'(the paper: 5)' if cfg.top_k != 5 else '(as the paper)'}; duplicates: {cfg.duplicates} "
-             f"({duplicates}); MultiRAG fuses the text and image rankings by reciprocal rank into one list; "
+             f"({duplicates}); fusion: {cfg.fusion} ({fusion}); "
              f"score_average: {cfg.score_average} ({average}; Mean = @1.0 + 0.5 x (@0.5 - @1.0) either way); "
              f"query_embedding: {cfg.query_embedding}"]
     grounding = [PAPER_NAMES[s] for s in settings if s in IMAGE_GROUNDING]

@@ -12,7 +12,10 @@ documents:
   when the combined score reaches 6 or when three iterations have been completed"
   (``self_refine_stop``, ``self_refine_rounds``): below the stop score the feedback stays in the
   chat and the model writes an improved answer, which the next round scores. Every answer,
-  feedback and score is kept as a step.
+  feedback and score is kept as a step. A round whose feedback or improved answer stays
+  unreadable or fails (one retry) ends the refinement: the answer is the last readable one
+  (a failed round does not void an answer that was already valid), and the step keeps the
+  round's error, counted in the table (``self_refine_rounds_failed``).
 - ``image-caption`` (error-robust captioning, Table 16): each image document followed by its
   caption (the configured captioner's, written for the question with the error-robust
   prompt; without one the caption its source gives it, a stand-in the notes name), as
@@ -116,10 +119,7 @@ def answer_self_refine(answering: Answering, rows: Sequence[Mapping[str, Any]], 
         refine = []
         for i, label in zip(active, feedback):
             out[i].steps.append({"step": f"feedback {round_}", "answer": label.raw[-1], "error": label.error})
-            if not label.ok:
-                out[i].sentences = None
-                out[i].status, out[i].error = failure_of(label, f"self-feedback {round_}")
-            elif label.label < stop:
+            if label.ok and label.label < stop:
                 history[i] += [{"role": "user", "content": FEEDBACK_PROMPT},
                                {"role": "assistant", "content": label.raw[-1]}]
                 refine.append(i)
@@ -129,14 +129,10 @@ def answer_self_refine(answering: Answering, rows: Sequence[Mapping[str, Any]], 
                                 lambda n: f"an improved answer citing documents 1-{n}")
         for i, label in zip(refine, refined):
             out[i].steps.append({"step": f"answer {round_}", "answer": label.raw[-1], "error": label.error})
-            out[i].reply = label.raw[-1]
             if label.ok:
-                out[i].sentences = cited_ids(label.label, hits[i])
+                out[i].reply, out[i].sentences = label.raw[-1], cited_ids(label.label, hits[i])
                 history[i] += [{"role": "user", "content": REFINE_PROMPT},
                                {"role": "assistant", "content": label.raw[-1]}]
-            else:
-                out[i].sentences = None
-                out[i].status, out[i].error = failure_of(label, f"refined answer {round_}")
         active = [i for i, label in zip(refine, refined) if label.ok]
     return out
 

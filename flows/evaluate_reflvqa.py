@@ -21,6 +21,7 @@ from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import is_lexical
+from mmcurate.evaluation.decoding import REFLVQA, decoded_spec, decoding_note, decoding_record
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.reflvqa import CELL, FAILED, SEARCHED_CELL, RefLVQARun, settings_by_searched, tally
 from mmcurate.evaluation.reflvqa_report import ANSWERS_FILE, GRADES_FILE, RETRIEVAL_FILE
@@ -41,6 +42,8 @@ def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, al
     refused a subset it cannot read (``reflvqa_subset.refuse_unrunnable``) before this runs."""
     grid = {"settings": settings, "queries": queries}
     cfg = conf.evaluation.reflvqa
+    conf.models[name] = decoded_spec(conf.model(name), cfg.decoding)  # seed 004, C.2
+    decoding = {**decoding_record(conf.model(name), cfg.decoding), "max_new_tokens": cfg.answer_max_tokens}
     store = ImageStore(conf.workdir / "images")
     subset = subset or cfg.subset
     qa, subset_note = choose_pairs(canonical_rows(bench, store, "qa"), cfg.verified_labels, subset)
@@ -53,10 +56,12 @@ def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, al
     incomplete = check_failures(name, len(failed), run.answers.num_rows, failed[0] if failed else None,
                                 allow_incomplete)
     notes = [incomplete, subset_note, *notes] if incomplete else [subset_note, *notes]
+    notes.append(f"{decoding_note(name, decoding, REFLVQA)} Answers: at most {cfg.answer_max_tokens} new tokens "
+                 "(evaluation.reflvqa.answer_max_tokens; seed 004, C.2: 2,048).")
     evaluators = sorted({components[f"{m}_evaluator"] for m in ("groundedness", "completeness", "relevance")})
     stand_in = " (token-overlap stand-in, not an evaluator model)" if any(map(is_lexical, evaluators)) else ""
     cut = f"top-{cfg.top_k}" if cfg.cutoff is None else f"cutoff {cfg.cutoff}"
-    with updating(target, bench.benchmark, bench.version, bench.content_id, name,
+    with updating(target, bench.benchmark, bench.version, bench.content_id, name, extra={"decoding": decoding},
                   population=population(cfg.verified_labels, subset)) as folder:
         answers, grades = folder.merge(ANSWERS_FILE, run.answers, CELL), folder.merge(GRADES_FILE, run.grades, CELL)
         run = RefLVQARun(answers, grades, folder.merge(RETRIEVAL_FILE, run.retrieval, SEARCHED_CELL, told=False),

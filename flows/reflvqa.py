@@ -15,7 +15,7 @@ from __future__ import annotations
 import pyarrow as pa
 from prefect import flow
 
-from mmcurate.annotation.reflvqa.citations import CiteDocuments, image_corpus, knowledge_base
+from mmcurate.annotation.reflvqa.citations import CiteDocuments, image_corpus, knowledge_base, post_titles
 from mmcurate.annotation.reflvqa.factcheck import FactCheckable
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.relevance import ImageRelevance
@@ -59,7 +59,8 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_in
                                 cited.kept, settings, run_id))
     stages.append(run_stage(near, stages[-1].kept, settings, run_id))                        # near-duplicates
 
-    corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images)
+    titles = post_titles(candidates) if cfg.image_corpus is None else None  # a post's title captions its images
+    corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images, titles)
     draft = reflvqa_draft(settings, run.version, run_id, ingested, candidates, quarantine, stages, corpus)
     release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
     report_spent(bill, [row for stage in stages for row in stage.calls])

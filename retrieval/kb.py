@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +92,11 @@ def image_doc_id(sha: str) -> str:
     return f"image:{sha}"
 
 
-def image_documents(shas: list[str], corpus: str) -> pa.Table:
-    """Images of the image store as documents of a knowledge base named ``corpus``."""
-    rows = [{"doc_id": image_doc_id(sha), "modality": "image", "text": None, "image": sha, "title": None,
+def image_documents(shas: list[str], corpus: str, titles: Mapping[str, str] | None = None) -> pa.Table:
+    """Images of the image store as documents of a knowledge base named ``corpus``; ``titles``:
+    sha256 -> the title its source gives the image (what a caption stand-in reads), if any."""
+    titles = titles or {}
+    rows = [{"doc_id": image_doc_id(sha), "modality": "image", "text": None, "image": sha, "title": titles.get(sha),
              "provenance": json.dumps({"corpus": corpus, "id": sha}, sort_keys=True)} for sha in shas]
     return pa.Table.from_pylist(rows, schema=DOCUMENT)
 

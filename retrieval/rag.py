@@ -6,30 +6,39 @@ nearest documents of the ``searched`` modalities (text, image, or both), reorder
 reranker, best first, as ``Hit(doc_id, modality, score)``. ``retrieve`` cuts each ranking at
 a fixed ``k`` (RefLVQA's top-5 per query), or with a cutoff (``retrieval.cutoffs``: CRUISE's
 MAD rule) on the ranking's scores (``score_scale``: cosines, or a cross-encoder's sigmoid
-scores; a fused two-modality ranking has no score scale, so it takes no cutoff).
-``first_stage`` is the ranking before reranking (what NDCG@10 and Recall@100 measure, as in
-the paper's Table 4).
+scores; a two-modality ranking fused by reciprocal rank has no score scale, so it takes no
+cutoff). ``first_stage`` is the ranking before reranking (what NDCG@10 and Recall@100 measure,
+as in the paper's Table 4; two modalities' first stages, scored by two encoders, are fused by
+reciprocal rank there).
 
 - Text documents are found with the text encoder (FAISS, cached per corpus and encoder, embedded
-  resumably with progress lines: ``resumable_index``)
-  and reranked with the reranker (``title. text`` passages). A bi-encoder reranker over the
-  retrieval encoder itself (the offline default, ``minilm`` for both) would only recompute
-  the first stage's cosines, so its reranking is the first-stage order; the components
-  name both, so a reader sees that nothing was reranked.
+  resumably with progress lines: ``resumable_index``).
 - Image documents are found through a cross-modal encoder (``cross_modal``, e.g. OpenCLIP)
   over their pixels. Without one they are found by the caption their source gives them
   (title, alt text: ``source_caption``) with the text encoder, a stand-in that ``notes``
   names; an image document without such a caption then cannot be found, and ``notes``
-  counts them. Their first-stage score is their only score: no text reranker reads pixels.
+  counts them.
 - The query: with ``query_embedding="average"`` (the seed paper's best retriever, MM-Embed
   "with averaged query embedding of text and images", Table 4), an index whose encoder also
   embeds images is searched with the mean of the unit query-text vector and the unit mean
   vector of the question's images, renormalised; a text-only encoder (MiniLM) embeds the
   query text alone, and ``notes`` says so. ``"text"`` embeds the query text alone everywhere.
-- With both modalities searched the two rankings are fused by reciprocal rank (score
-  ``1 / (60 + rank)`` summed over the lists a document appears in; Cormack et al. 2009), since
-  a reranker score and a cross-modal cosine are not on one scale. With one modality the
-  score is that modality's own (the reranker's, or the first stage's).
+- Reranking (``fusion``). ``"rerank"`` (the default; seed 004, 5.1: "after the retriever finds
+  out the top-100 documents, from which the reranker selects the top-K documents", one
+  multimodal reranker, jina-reranker-m0): one stage scores every candidate of the searched
+  modalities on one scale, a text document by its passage (``title. text``), an image document
+  by its source caption (the stand-in for a reranker that reads pixels; ``notes`` names it),
+  and orders them by that score, so how many text and image documents a top K holds follows
+  the scores and varies per query. With both modalities searched the candidates are each
+  modality's top ``candidates``. An image document without a caption has nothing the reranker
+  can read: it is in no reranked ranking, and ``notes`` counts such documents. ``"rrf"`` (the
+  earlier reading): text candidates reranked, image candidates in their first-stage order, the
+  two fused by reciprocal rank (score ``1 / (60 + rank)`` summed over the lists a document
+  appears in; Cormack et al. 2009): a score with no scale, so a fused ranking takes no cutoff.
+  A bi-encoder reranker over the retrieval encoder itself (the offline default, ``minilm`` for
+  both) would only recompute the first stage's cosines of the same texts (passages; captions
+  when images are found by caption), so those are kept as its scores; the components name
+  both, so a reader sees that nothing was reordered within a modality.
 """
 from __future__ import annotations
 
@@ -55,6 +64,7 @@ from .vector_store import Progress
 
 CANDIDATES = 100
 RRF_K = 60
+Fusion = Literal["rerank", "rrf"]
 TEXT, IMAGE = "text", "image"
 BOTH = (TEXT, IMAGE)
 QueryEmbedding = Literal["average", "text"]
@@ -104,17 +114,22 @@ class RagCorpus:
         candidates: int = CANDIDATES,
         query_embedding: QueryEmbedding = "average",
         progress: Progress = print,  # embedding and index-building progress lines
+        fusion: Fusion = "rerank",  # how text and image candidates become one ranking (module docstring)
     ) -> None:
         text_table = documents.filter(pc.equal(documents["modality"], TEXT))
         self.text_docs = text_table.select(["doc_id", "title", "text"]).to_pylist()
         images = documents.filter(pc.equal(documents["modality"], IMAGE)).select(["doc_id", "image", "title", "text"])
         self.passages = [passage(r["title"], r["text"] or "") for r in self.text_docs]
-        self._position = {r["doc_id"]: i for i, r in enumerate(self.text_docs)}
         self.text_encoder = text_encoder
         self.reranker = reranker
         self.candidates = candidates
         self.query_embedding = query_embedding
         self.read_image = read_image
+        self.fusion = fusion
+        captions = {r["doc_id"]: caption for r in images.to_pylist() if (caption := source_caption(r)) is not None}
+        self.image_uncaptioned = images.num_rows - len(captions)
+        # what the reranker reads of each document: a text document's passage, an image's source caption
+        self._read_by_reranker = {**{r["doc_id"]: p for r, p in zip(self.text_docs, self.passages)}, **captions}
         self._image_vectors: dict[tuple[str, str], np.ndarray] = {}
         self.text_index = resumable_index(
             index_dir, "reflvqa-text", text_encoder.name, text_encoder.dim, kb_fingerprint(text_table),
@@ -171,6 +186,16 @@ class RagCorpus:
             else:
                 how = "the query text alone (query_embedding: text)"
             out.append(f"{modality} documents searched with {how}")
+        if self.fusion == "rrf":
+            out.append("fusion: rrf: text candidates reranked, image candidates in their first-stage order; with both "
+                       "modalities searched the two rankings are fused by reciprocal rank, 1 / (60 + rank)")
+        elif self.image_total:
+            out.append(f"fusion: rerank: one reranking stage ({self.reranker.name}) scores the candidates of every "
+                       "searched modality on one scale, text documents by their passage and image documents by the "
+                       "caption their source gives them (title, alt text), a stand-in for the paper's multimodal "
+                       "reranker (jina-reranker-m0 reads the pixels), and keeps the top K by score; "
+                       f"{self.image_uncaptioned} of {self.image_total} image documents carry no caption, so the "
+                       "reranker cannot score them and no ranking shows them")
         return out
 
     @property
@@ -180,17 +205,18 @@ class RagCorpus:
         return {"retriever": self.text_encoder.name, "reranker": self.reranker.name, "image_retriever": image}
 
     def score_scale(self, searched: Sequence[str] = BOTH) -> Scale | None:
-        """The scale of ``rank``'s scores over ``searched``: ``cosine`` (first stage or
-        bi-encoder), ``unit`` (a cross-encoder: sentence-transformers puts a sigmoid on a
-        one-score head), None for text and image rankings fused by rank (reciprocal-rank
-        scores say nothing absolute)."""
+        """The scale of ``rank``'s scores over ``searched``: the reranker's, ``cosine`` (a
+        bi-encoder) or ``unit`` (a cross-encoder: sentence-transformers puts a sigmoid on a
+        one-score head); with ``fusion="rrf"``, first-stage cosines for images alone and None
+        for text and image rankings fused by rank (reciprocal-rank scores say nothing absolute)."""
+        reranked: Scale = "unit" if isinstance(self.reranker, CrossEncoderReranker) else "cosine"
+        if self.fusion == "rerank":
+            return reranked
         text = TEXT in searched and self.text_index is not None
         image = IMAGE in searched and self.image_index is not None
         if text and image:
             return None
-        if image:
-            return "cosine"
-        return "unit" if isinstance(self.reranker, CrossEncoderReranker) else "cosine"
+        return "cosine" if image else reranked
 
     def first_stage(self, queries: list[str], searched: Sequence[str] = BOTH, images: Sequence[Sequence[str]] = (),
                     k: int | None = None) -> list[list[Hit]]:
@@ -203,14 +229,19 @@ class RagCorpus:
 
     def rank(self, queries: list[str], searched: Sequence[str] = BOTH,
              images: Sequence[Sequence[str]] = ()) -> list[list[Hit]]:
-        """The first stage's candidates reordered by the reranker, best first."""
-        text = [self._rerank(q, hits) for q, hits in zip(queries, self._text_hits(queries, images, self.candidates))] \
-            if TEXT in searched else None
+        """The first stage's candidates reordered by the reranker, best first (``fusion``:
+        the module docstring)."""
+        empty: list[list[Hit]] = [[] for _ in queries]
+        text = self._text_hits(queries, images, self.candidates) if TEXT in searched else None
         image = self._image_hits(queries, images, self.candidates) if IMAGE in searched else None
+        if self.fusion == "rerank":
+            return [self._rerank(q, t + i)[:self.candidates] for q, t, i in zip(queries, text or empty, image or empty)]
+        text = [self._rerank(q, hits) for q, hits in zip(queries, text)] if text is not None else None
         return self._join(queries, text, image, self.candidates)
 
     def _join(self, queries: list[str], text: list[list[Hit]] | None, image: list[list[Hit]] | None,
               k: int) -> list[list[Hit]]:
+        """One ranking of text and image hits: fused by reciprocal rank when both were searched."""
         if text is not None and image is not None and self.text_index is not None and self.image_index is not None:
             return [_fuse([t, i])[:k] for t, i in zip(text, image)]
         if text is not None and self.text_index is not None:
@@ -248,11 +279,21 @@ class RagCorpus:
         return [[Hit(self.image_docs[row]["doc_id"], IMAGE, score) for row, score in hits] for hits in found]
 
     def _rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
-        if not hits or self.reranker.name == f"bi-encoder:{self.text_encoder.name}":
-            return hits
-        scores = self.reranker.scores(query, [self.passages[self._position[h.doc_id]] for h in hits])
-        ranked = sorted(zip(hits, scores), key=lambda pair: -pair[1])
+        """``hits`` by the reranker's score of what it reads of each (a passage, an image's
+        caption), best first, ties in the order given; hits it can read nothing of are left out."""
+        readable = [h for h in hits if h.doc_id in self._read_by_reranker]
+        if self._first_stage_scores_are_reranks(readable):
+            scores = [h.score for h in readable]
+        else:
+            scores = self.reranker.scores(query, [self._read_by_reranker[h.doc_id] for h in readable])
+        ranked = sorted(zip(readable, scores), key=lambda pair: -pair[1])
         return [Hit(h.doc_id, h.modality, float(s)) for h, s in ranked]
+
+    def _first_stage_scores_are_reranks(self, hits: list[Hit]) -> bool:
+        """Whether the reranker is the bi-encoder of the encoder that found ``hits`` by the same
+        texts it would read (passages; captions when images are found by caption)."""
+        return self.reranker.name == f"bi-encoder:{self.text_encoder.name}" and \
+            all(h.modality == TEXT or self.image_by_caption for h in hits)
 
 
 def cut_ranking(ranking: list[Hit], k: int, cutoff: CutoffSpec | None = None,

@@ -99,7 +99,7 @@ def answer_reflvqa(qa: list[dict], documents: pa.Table, settings: Settings, mode
     store = ImageStore(settings.workdir / "images")
     corpus = RagCorpus(documents, settings.workdir / "indexes", text_encoder(cfg.text_encoder), reranker(cfg.reranker),
                        cross_modal_encoder(cfg.cross_modal_encoder) if cfg.cross_modal_encoder else None,
-                       store.read, cfg.candidates, cfg.query_embedding)
+                       store.read, cfg.candidates, cfg.query_embedding, fusion=cfg.fusion)
     by_id = {row["doc_id"]: row for row in documents.to_pylist()}
     with open_models(settings, store, prefect_secret) as models:
         graders = {metric: make_grader(getattr(cfg.evaluators, metric), metric, models.pool) for metric in METRICS}

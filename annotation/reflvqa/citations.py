@@ -33,6 +33,7 @@ release ships as its knowledge base, is ``knowledge_base(...)``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,9 +72,21 @@ def images_fingerprint(shas: list[str]) -> str:
 
 
 def knowledge_base(corpora: list[KBSpec], limit: int | None, images: list[str],
-                   image_corpus: str = IMAGE_CORPUS) -> pa.Table:
-    """The retrieval corpus a release ships: the text documents, then the image documents."""
-    return pa.concat_tables([load_corpora(corpora, limit), image_documents(images, image_corpus)])
+                   titles: Mapping[str, str] | None = None, image_corpus: str = IMAGE_CORPUS) -> pa.Table:
+    """The retrieval corpus a release ships: the text documents, then the image documents
+    (``titles``: the title each image's source gives it, ``post_titles``)."""
+    return pa.concat_tables([load_corpora(corpora, limit), image_documents(images, image_corpus, titles)])
+
+
+def post_titles(candidates: pa.Table) -> dict[str, str]:
+    """sha256 -> the title of the first candidate post (in table order) showing the image: the
+    caption a Reddit post gives its images, which the evaluation's caption stand-ins read
+    (retrieval.rag.source_caption). Only the posts' own images have one; a folder's have none."""
+    titles: dict[str, str] = {}
+    for row in candidates.select(["question", "images"]).to_pylist():
+        for sha in row["images"]:
+            titles.setdefault(sha, row["question"])
+    return titles
 
 
 def image_corpus(folder: Path | None, store: ImageStore, candidates: pa.Table) -> tuple[list[str], pa.Table]:

@@ -186,7 +186,8 @@ class OpenAICompatBackend(Backend):
     async def _call(self, client: httpx.AsyncClient, request: ChatRequest) -> ChatResponse:
         started = time.perf_counter()
         try:
-            messages, dropped = to_openai_messages(request.messages, self.images, self.spec.vision)
+            messages, dropped = to_openai_messages(request.messages, self.images, self.spec.vision,
+                                                   self.spec.image_max_side)
         except RequestError as exc:
             return self._failed(request, str(exc), started)
         body = self.body(request, messages)

@@ -124,7 +124,8 @@ class VLLMOfflineBackend(Backend):
         batch: list[tuple[int, list[dict], int]] = []
         for index, request in enumerate(requests):
             try:
-                conversation, dropped = to_openai_messages(request.messages, self.images, self.spec.vision)
+                conversation, dropped = to_openai_messages(request.messages, self.images, self.spec.vision,
+                                                           self.spec.image_max_side)
             except RequestError as exc:
                 on_result(index, ChatResponse(request.key, self.spec.name, None, str(exc), False, 0.0))
                 continue

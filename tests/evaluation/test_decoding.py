@@ -1,6 +1,8 @@
 """The evaluation's decoding settings (seed 003, 4.1: "using top-p = 1.0, repetition penalty 1.05,
-and temperature 0.2"): the paper's by default, applied to the evaluated model, and what a backend
-cannot set is named (issue 32 item 4). The flow run's check is in tests/flows/test_evaluate_flow.py."""
+and temperature 0.2"; RefLVQA's, seed 004, C.2: temperature 0.7, top-p 0.95, images at most 512 px):
+the paper's by default, applied to the evaluated model, and what a backend cannot set is named
+(issue 32 item 4, issue 43 item 4). The flow runs' checks are in tests/flows/test_evaluate_flow.py
+and tests/flows/test_reflvqa_flow.py."""
 from __future__ import annotations
 
 import pytest
@@ -8,8 +10,9 @@ import yaml
 
 from mmcurate.core.config import ModelSpec, load_config
 from mmcurate.benchmarks.deflectionbench import Decoding
+from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.errors import ConfigError
-from mmcurate.evaluation.decoding import decoded_spec, decoding_note, decoding_record
+from mmcurate.evaluation.decoding import REFLVQA, decoded_spec, decoding_note, decoding_record
 from mmcurate.models.backends.openai_compat import OpenAICompatBackend
 from mmcurate.models.client import penalty_field
 from mmcurate.models.requests import ChatRequest
@@ -86,4 +89,40 @@ def test_decoding_values_are_range_checked_at_load(tmp_path, field, value):
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump({"evaluation": {"deflectionbench": {"decoding": {field: value}}}}))
     with pytest.raises(ConfigError, match=rf"evaluation\.deflectionbench\.decoding\.{field}"):
+        load_config(path)
+
+
+def test_reflvqa_answers_with_appendix_c2s_settings():
+    cfg = RefLVQAEvalConfig()
+    generation = cfg.decoding
+    assert (generation.temperature, generation.top_p, generation.repetition_penalty, generation.image_max_side,
+            cfg.answer_max_tokens) == (0.7, 0.95, 1.0, 512, 2048)
+    vision = VLLM.model_copy(update={"vision": True})
+    spec = decoded_spec(vision, generation)
+    sent = body(spec)
+    assert (sent["temperature"], sent["top_p"], sent["repetition_penalty"]) == (0.7, 0.95, 1.0)
+    assert spec.image_max_side == 512 and vision.image_max_side is None
+    record = decoding_record(spec, generation)
+    assert (record["image_max_side"], record["not_applied"]) == (512, {})
+    assert decoding_note("qwen", record, REFLVQA) == (
+        "Decoding: temperature 0.7, top-p 0.95, repetition penalty 1.0, longest image side (px) 512, from "
+        "evaluation.reflvqa.decoding (seed 004, C.2: nucleus sampling with temperature 0.7 and top-p 0.95, images "
+        "at most 512 px; it names no repetition penalty: 1.0, none).")
+    # a model without vision is sent no image to rescale: said so
+    blind = decoding_record(decoded_spec(VLLM, generation), generation)
+    assert blind["not_applied"] == {"image_max_side": "it sees no images (vision: false), so none is sent to rescale"}
+    # the DeflectionBench record is what it was: no image side
+    assert "image_max_side" not in decoding_record(decoded_spec(vision, Decoding()), Decoding())
+
+
+def test_a_model_sending_images_as_stored_keeps_its_cache_identity():
+    assert "image_max_side" not in VLLM.identity()
+    assert VLLM.model_copy(update={"image_max_side": 512}).identity()["image_max_side"] == 512
+
+
+@pytest.mark.parametrize("field, value", [("top_p", 1.5), ("temperature", -0.1), ("image_max_side", 0)])
+def test_reflvqa_decoding_values_are_range_checked_at_load(tmp_path, field, value):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump({"evaluation": {"reflvqa": {"decoding": {field: value}}}}))
+    with pytest.raises(ConfigError, match=rf"evaluation\.reflvqa\.decoding\.{field}"):
         load_config(path)

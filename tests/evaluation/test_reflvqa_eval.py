@@ -563,3 +563,23 @@ def test_self_refine_gives_up_after_its_rounds(world):
     assert [read_total_score(t) for t in ("<total score>6</total score>", "<total score> 10 </total score>",
                                           "<total score>3</total score><total score>4</total score>", "6")] == [
         6, None, None, None]
+
+
+def test_a_failed_self_refine_round_keeps_the_answer_it_was_refining(world):
+    """A feedback round that stays unreadable ends the refinement: the last readable answer is
+    the answer (it was valid), the step keeps the error and the table counts the round."""
+    model = world.add("vlm", [{"when_all": ["Search query:"], "answer": "robin"},
+                              {"when_all": ["take two", "combined score between"], "answer": "Fine, I think."},
+                              {"when_all": ["Using this feedback"], "answer": "A robin, take two [1]."},
+                              {"when_all": ["combined score between"], "answer": "Weak.\n<total score>2</total score>"}],
+                      default="It is a robin [1].")
+    chosen = {metric: make_grader("lexical", metric) for metric in METRICS}
+    out = evaluate_reflvqa(QA[:1], DOCS, StubCorpus(), world.pool, model, chosen, RefLVQAEvalConfig(),
+                           ["image-self-refine"], [1])
+    [row] = out.answers.to_pylist()
+    assert [s["step"] for s in row["steps"]] == ["answer 0", "feedback 1", "answer 1", "feedback 2"]
+    assert row["steps"][-1]["error"] is not None
+    assert (row["status"], row["error"], row["answer"]) == ("answered", None, "A robin, take two [1].")
+    assert [(s["text"], s["citations"]) for s in row["sentences"]] == [("A robin, take two.", ["image:bb"])]
+    assert (out.counts["self_refine_answers_refined"], out.counts["self_refine_rounds_failed"]) == (1, 1)
+    assert {g["metric"] for g in out.grades.to_pylist()} == {"groundedness", "completeness", "relevance"}

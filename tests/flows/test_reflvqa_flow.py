@@ -17,6 +17,7 @@ from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 from mmcurate.tasks.runners import make_task_runner
+from tests.fixtures.builders.reddit import QUESTIONS
 from tests.flows.release_fingerprint import content_fingerprint
 
 from tests.flows import flowkit
@@ -26,7 +27,10 @@ SHARD = 2
 
 
 def config(home: Path, fixtures: Path, runner: str, releases: str) -> Path:
-    (home / "inspector.jsonl").write_text("")
+    # asked for one search query, the inspector writes the question itself (so each question has its
+    # own query); everything else it is not sure of
+    (home / "inspector.jsonl").write_text("".join(
+        json.dumps({"when_all": ["Search query:", title], "answer": title}) + "\n" for _, _, title, *_ in QUESTIONS))
     inspector = {"backend": "scripted", "script": "inspector.jsonl", "default": "I am not sure.",
                  "revision": "inspector-1"}
     return flowkit.reflvqa_config(
@@ -95,13 +99,21 @@ def test_evaluation_runs_the_grid_over_the_release_and_writes_table_5(run):
         assert sorted(mine["sample_id"].to_list()) == sorted(qa["sample_id"].to_list())  # one row per QA pair
         assert set(mine["n_queries"].to_list()) == {1}
     assert set(answers["status"].to_list()) <= {"answered", "failed", "unreadable"}
+    images_in_multi = {}
     for row in answers.to_dicts():
         shown = [d["doc_id"] for d in row["retrieved"]]
-        assert row["queries"] == ["I am not sure."]  # the scripted model's one reply, read as its query
-        # no cross-modal encoder and no image caption in the fixtures: only text documents can be found
-        assert len(shown) == (0 if row["setting"] == "image" else 3) and len(set(shown)) == len(shown)
-        assert {d["modality"] for d in row["retrieved"]} <= {"text"}
+        modalities = [d["modality"] for d in row["retrieved"]]
+        assert row["queries"] == [qa.filter(pl.col("sample_id") == row["sample_id"])["question"][0]]
+        # image documents carry their post's title as caption: every setting finds K documents
+        assert len(shown) == 3 and len(set(shown)) == len(shown)
+        if row["setting"] in ("text", "image"):
+            assert set(modalities) == {row["setting"]}
+        if row["setting"] == "multi":
+            images_in_multi[row["sample_id"]] = modalities.count("image")
         assert {d for s in row["sentences"] for d in s["citations"]} <= set(shown)
+    # one reranking stage over both modalities (seed 004, 5.1): image documents among those shown, the
+    # text/image split following the scores, so it differs between questions
+    assert max(images_in_multi.values()) >= 1 and len(set(images_in_multi.values())) > 1
     grades = pl.read_parquet(out / "grades.parquet")
     sentence_grades = grades.filter(pl.col("metric") != "relevance")["grade"].to_list()
     assert set(sentence_grades) <= {0.0, 0.5, 1.0}
@@ -118,6 +130,15 @@ def test_evaluation_runs_the_grid_over_the_release_and_writes_table_5(run):
     for row in ("TextRAG", "ImageRAG", "MultiRAG", "Two-step MultiRAG"):
         assert f"| inspector + {row} |" in table
     assert "a stand-in finds them by the caption their source gives them" in table  # image retrieval, said so
+    assert "fusion: rerank (one reranking stage scores text and image candidates on one scale" in table
+    # seed 004, C.2's generation settings, recorded and named with what the scripted model cannot apply
+    assert "Decoding: temperature 0.7, top-p 0.95, repetition penalty 1.0, longest image side (px) 512, from " \
+           "evaluation.reflvqa.decoding (seed 004, C.2" in table
+    assert "Answers: at most 40 new tokens (evaluation.reflvqa.answer_max_tokens; seed 004, C.2: 2,048)." in table
+    decoding = json.loads((out / "release.json").read_text())["decoding"]
+    assert {k: decoding[k] for k in ("reading", "temperature", "top_p", "image_max_side", "max_new_tokens")} == {
+        "reading": "evaluation", "temperature": 0.7, "top_p": 0.95, "image_max_side": 512, "max_new_tokens": 40}
+    assert set(decoding["not_applied"]) == {"temperature", "top_p", "repetition_penalty", "image_max_side"}
     assert "readings: the model writes N search queries" in table and "two_step_documents: shared" in table
     # the paper's readings by default, each named (issue 32 items 6, 8, 9)
     assert "score_average: per_answer" in table and "duplicates: keep" in table

@@ -69,6 +69,24 @@ def test_conversation_with_images(tmp_path):
     assert dropped == 1 and text_only[1] == {"role": "user", "content": "What is it?"}
 
 
+@pytest.mark.parametrize("fmt, size, sent_as, sent_size", [
+    ("JPEG", (1024, 600), "jpeg", (512, 300)), ("PNG", (300, 900), "png", (171, 512)),
+    ("JPEG", (400, 300), "jpeg", (400, 300))])
+def test_images_longer_than_the_max_side_are_downscaled_before_they_are_sent(tmp_path, fmt, size, sent_as, sent_size):
+    # RefLVQA (seed 004, C.2): "rescaled such that the maximum dimension ... did not exceed 512 pixels"
+    buffer = io.BytesIO()
+    Image.new("RGB", size, (200, 30, 30)).save(buffer, format=fmt)
+    images = ImageStore(tmp_path)
+    sha = images.put(buffer.getvalue())
+    messages = [{"role": "user", "content": [{"type": "image", "sha256": sha}, {"type": "text", "text": "?"}]}]
+    conversation, _ = to_openai_messages(messages, images, vision=True, max_side=512)
+    prefix, payload = conversation[0]["content"][0]["image_url"]["url"].split(",", 1)
+    assert prefix == f"data:image/{sent_as};base64"
+    assert Image.open(io.BytesIO(base64.b64decode(payload))).size == sent_size
+    if size == sent_size:  # an image that fits is sent as stored
+        assert base64.b64decode(payload) == buffer.getvalue()
+
+
 @dataclass
 class Logprob:  # the shape of vllm.sequence.Logprob
     logprob: float

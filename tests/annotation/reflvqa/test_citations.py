@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from mmcurate.annotation.reflvqa.citations import (
-    CHECK_CUTOFF, CHECK_FLAG, CHECK_IMAGE, CHECK_TEXT, CiteDocuments, knowledge_base,
+    CHECK_CUTOFF, CHECK_FLAG, CHECK_IMAGE, CHECK_TEXT, CiteDocuments, knowledge_base, post_titles,
 )
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_bytes
@@ -222,3 +222,16 @@ def test_mad_cutoff_before_entailment(labelled, corpus, stage_ctx):
     # without a cutoff nothing is recorded about one
     plain = run(labelled, corpus, stage_ctx, text_entailment="lexical")
     assert not any(d.check == CHECK_CUTOFF for d in plain.decisions) and "cutoff_kept" not in plain.counts
+
+
+def test_a_posts_images_carry_its_title_as_their_caption(corpus):
+    """Issue 43 item 3: the image documents of the posts' own images are titled with the first
+    post showing them, which the evaluation's caption stand-ins (retrieval and reranking) read."""
+    candidates = pa.table({"question": ["What breed is this cat?", "Which rocket is this?", "Same cat again?"],
+                           "images": [["aa", "bb"], ["cc"], ["aa"]]})
+    titles = post_titles(candidates)
+    assert titles == {"aa": "What breed is this cat?", "bb": "What breed is this cat?", "cc": "Which rocket is this?"}
+    kb = knowledge_base([corpus], None, ["aa", "cc", "dd"], titles)
+    images = kb.filter(pc.equal(kb["modality"], "image")).select(["image", "title"]).to_pylist()
+    assert images == [{"image": "aa", "title": "What breed is this cat?"},
+                      {"image": "cc", "title": "Which rocket is this?"}, {"image": "dd", "title": None}]
