@@ -64,3 +64,17 @@ def test_the_table_per_set_domain_and_category(tmp_path):
     assert "- a stand-in" in text and "Multi-turn rule (competition)" in text
     assert "1 conversation, mean conversation score 0.0 %; 2 turns stopped" in text
     assert (tmp_path / "crag_by_domain.parquet").is_file() and (tmp_path / "conversations.parquet").is_file()
+
+
+def test_the_title_counts_turns_and_names_the_variants():
+    """Issue 42 item 21: 4 turns answered by CRUISE and 3 ablations are "4 turns x 4 variants",
+    not "16 turns"; one variant (or none) counts its turns, per task."""
+    from mmcurate.evaluation.cragmm_report import run_title
+
+    variants = ["cruise", "no-cov", "no-cov-no-consistency", "rag-agent"]
+    rows = [{"task": "all", "variant": v, "sample_id": f"t{n}"} for v in variants for n in range(4)]
+    assert run_title("m", "1.0.0", "cruise", pa.Table.from_pylist(rows)) == (
+        "m on cragmm 1.0.0 (cruise system, all turns, 4 turns x 4 variants (cruise, no-cov, no-cov-no-consistency, "
+        "rag-agent))")
+    rows = [{"task": t, "sample_id": f"t{n}"} for t in ("1", "3") for n in range(3)]
+    assert run_title("m", "1.0.0", "plain", pa.Table.from_pylist(rows)) == "m on cragmm 1.0.0 (plain system, task 1, task 3, 6 turns)"
