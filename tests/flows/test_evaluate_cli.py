@@ -103,3 +103,17 @@ def test_runs_with_other_negatives_and_abstention_add_their_cells_to_one_folder(
         answers.filter(pl.col("n_negatives") == 2)["run_id"].to_list()  # the other run's cell untouched
     assert again.filter(pl.col("n_negatives") == 1)["run_id"].n_unique() == 1
     assert again.filter(pl.col("n_negatives") == 1)["run_id"][0] not in set(cells["run_id"].to_list())
+
+
+def test_stdout_holds_the_table_alone(dryrun):
+    """Issue 42 item 19: ``evaluate ... > table.md`` holds the table and nothing else; progress
+    and the run's log lines go to stderr."""
+    from tests.releases.cli_helpers import run_process
+
+    home, config, release = dryrun
+    out = home / "stdout-only"
+    code, stdout, stderr = run_process("evaluate", str(release), "--model", "vlm-reader", "--config", str(config),
+                                       "--scenario", "oracle", "--out", str(out))
+    assert code == 0, stderr
+    assert stdout == (out / "table.md").read_text()
+    assert f"evaluation: {out}" in stderr
