@@ -1,11 +1,12 @@
 """ReflectV (MIRROR, seed 002): reflective, visually grounded multi-turn trajectories, a training set."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, model_validator
 
-from mmcurate.core.config import BenchmarkSection, Sources
+from mmcurate.core.config import BenchmarkSection, ModelSpec, Sources
 from mmcurate.core.specs import CaptionSpec, GroundingSpec, Heuristic, LabellerSpec, SegmenterSpec, Template, model_names
 from mmcurate.core.visual_prompts import COLORS, MARK_TYPES, Color, MarkType
 
@@ -59,6 +60,16 @@ class ReflectVConfig(BenchmarkSection):
                  "judge": [judge], "recheck_teacher": self.recheck_teachers,
                  "recheck_verifier": self.recheck_verifiers}
         return [(role, name) for role, names in roles.items() for name in names if name]
+
+    def check_models(self, models: Mapping[str, ModelSpec]) -> None:
+        """A re-checking verifier looks at the marked images (its check is whether the marks
+        show what the reflection names): a model without vision would only see the text and
+        its no would be blamed on the marks. (A re-checking teacher is sent the image too, as
+        the curation teacher is, but it scores against the ground truth: no vision needed.)"""
+        blind = [name for name in self.recheck_verifiers if not models[name].vision]
+        if blind:
+            raise ValueError(f"reflectv verifier {blind[0]!r} does not see images (vision: false): a re-checking "
+                             "verifier must see the marks it checks; name a vision model")
 
     def recuration_roles(self) -> tuple[str, ...]:
         return ("verifier", "teacher")

@@ -2,8 +2,9 @@
 transitions of Fig. 4, preference shares with 95% Wilson intervals of Fig. 6).
 
 A run is a folder as ``mmcurate evaluate`` writes it: ``answers.parquet`` (one row per answer:
-``sample_id``, ``grade`` and the columns that say under which condition it was asked:
-DeflectionBench's ``scenario``, ``n_negatives``, ...; POPE's ``split``) and ``table.md``,
+``sample_id``, its grade and the columns that say under which condition it was asked:
+DeflectionBench's ``scenario``, ``n_negatives``, ...; POPE's ``split``; CRAG-MM's ``task`` and
+``variant``) and ``table.md``,
 whose title ``# <model> on <benchmark> <version> (...)`` names the release evaluated, and
 ``release.json`` its content id. Runs of different releases are not compared, nor runs of two
 releases that share a name but not their content (matched by content id where both runs
@@ -11,12 +12,15 @@ recorded it).
 
 An item is one question asked under one condition: the rows are matched on ``sample_id`` and
 those of ``scenario``, ``n_negatives``, ``negatives``, ``abstention``, ``dataset``, ``split`` and
-``task`` that both runs have; transitions are also counted per ``scenario``, or per POPE
+``task``, ``variant`` that both runs have; transitions are also counted per ``scenario``, or per POPE
 ``dataset`` and ``split`` (Kestrel reports each of COCO, A-OKVQA and GQA by split: its
-datasets are never pooled into one split's row), or per ``split``. An answer
-is correct when its grade is CORRECT; INCORRECT and NOT_ATTEMPTED
-are both "not correct". Items where either run has no grade (FAILED, JUDGE_ERROR) are left
-out and counted. From run A to run B each item is
+datasets are never pooled into one split's row), or per ``split``, or per CRAG-MM ``variant``
+(CRUISE and each ablation). The grade is ``grade`` (the SimpleQA rubric): an answer is correct
+when it is CORRECT; INCORRECT and NOT_ATTEMPTED are both "not correct"; items where either run
+has no grade (FAILED, JUDGE_ERROR) are left out and counted. CRAG-MM rows carry ``crag_grade``
+instead (``evaluation.crag``, after the run's multi-turn rule, as its tables read it): correct
+is perfect or acceptable (CRAG's accuracy), missing and incorrect are not correct, and failed,
+timed-out and judge-error turns are left out and counted. From run A to run B each item is
 
 - kept correct (correct in both), corrected (wrong in A, correct in B),
 - broken (correct in A, wrong in B), kept wrong (wrong in both);
@@ -47,15 +51,30 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.plural import counted
 
+from .crag import FAILED, JUDGE_ERROR, TIMED_OUT
+from .cragmm_report import CORRECT as CRAG_CORRECT
 from .run_record import recorded_content_id
 
 ALPHA = 0.05  # 95% intervals
 ANSWERS = "answers.parquet"
 TITLE_FILE = "table.md"
-REQUIRED = ("sample_id", "grade")
-CONDITIONS = ("scenario", "n_negatives", "negatives", "abstention", "dataset", "split", "task")  # matched when both runs have them
-GROUPS = (("scenario",), ("dataset", "split"), ("split",))  # transitions per value of the first of these the runs share
-UNGRADED = ("FAILED", "JUDGE_ERROR")
+CONDITIONS = ("scenario", "n_negatives", "negatives", "abstention", "dataset", "split", "task",
+              "variant")  # matched when both runs have them
+GROUPS = (("scenario",), ("dataset", "split"), ("split",), ("variant",))  # transitions per the first the runs share
+
+
+@dataclass(frozen=True)
+class Grading:
+    """How a run's rows are graded: the grade column, the grades that are correct and those that
+    are no grade (the item is left out)."""
+
+    column: str
+    correct: tuple[str, ...]
+    ungraded: tuple[str, ...]
+
+
+GRADINGS = (Grading("grade", ("CORRECT",), ("FAILED", "JUDGE_ERROR")),  # the SimpleQA rubric
+            Grading("crag_grade", CRAG_CORRECT, (FAILED, TIMED_OUT, JUDGE_ERROR)))  # CRAG-MM (evaluation.crag)
 TRANSITIONS = ("kept correct", "corrected", "broken", "kept wrong")
 _TITLE = re.compile(r"^# .+ on (\S+) (\S+) \(.*\)\s*$")
 
@@ -83,6 +102,7 @@ class Run:
     benchmark: str
     version: str
     answers: pa.Table
+    grading: Grading
     content_id: str | None = None  # from ``release.json`` (``evaluation.run_record``); None: an older run
 
     @property
@@ -105,15 +125,17 @@ def read_run(folder: Path | str) -> Run:
         answers = pq.read_table(folder / ANSWERS)
     except Exception as exc:  # pyarrow raises several types for unreadable files
         raise CompareError(f"{folder / ANSWERS}: not a readable Parquet file: {str(exc).splitlines()[0]}") from None
-    missing = [c for c in REQUIRED if c not in answers.column_names]
-    if missing:
-        raise CompareError(f"{folder / ANSWERS} lacks {counted(len(missing), 'column')}: {', '.join(missing)}")
-    return Run(folder, match.group(1), match.group(2), answers, recorded_content_id(folder))
+    if "sample_id" not in answers.column_names:
+        raise CompareError(f"{folder / ANSWERS} lacks the column sample_id")
+    grading = next((g for g in GRADINGS if g.column in answers.column_names), None)
+    if grading is None:
+        raise CompareError(f"{folder / ANSWERS} has no grade column (one of {', '.join(g.column for g in GRADINGS)})")
+    return Run(folder, match.group(1), match.group(2), answers, grading, recorded_content_id(folder))
 
 
 def _items(run: Run, key: list[str]) -> dict[tuple, str]:
     columns = [run.answers.column(c).to_pylist() for c in key]
-    grades = run.answers.column("grade").to_pylist()
+    grades = run.answers.column(run.grading.column).to_pylist()
     out: dict[tuple, str] = {}
     for n, grade in enumerate(grades):
         item = tuple(col[n] for col in columns)
@@ -130,7 +152,7 @@ class Comparison:
     b: Path
     key: list[str]
     compared: int
-    left_out: int  # items where a run has no grade (FAILED, JUDGE_ERROR)
+    left_out: int  # items where a run has no grade (``Grading.ungraded``)
     only_in_a: int
     only_in_b: int
     transitions: pa.Table  # scenario (the group: scenario or split, "all" first), transition, count, share
@@ -161,18 +183,22 @@ def compare_runs(a: Path | str, b: Path | str) -> Comparison:
     if None not in (run_a.content_id, run_b.content_id) and run_a.content_id != run_b.content_id:
         raise CompareError(f"the runs evaluate two different releases named {run_a.release}: content "
                            f"{run_a.content_id[:12]} ({run_a.folder}) and {run_b.content_id[:12]} ({run_b.folder})")
+    if run_a.grading != run_b.grading:
+        raise CompareError(f"the runs are graded differently: {run_a.grading.column} ({run_a.folder}) and "
+                           f"{run_b.grading.column} ({run_b.folder})")
+    grading = run_a.grading
     key = ["sample_id", *(c for c in CONDITIONS if c in run_a.answers.column_names and c in run_b.answers.column_names)]
     items_a, items_b = _items(run_a, key), _items(run_b, key)
     common = [item for item in items_a if item in items_b]
     if not common:
         raise CompareError(f"the runs {run_a.folder} and {run_b.folder} share no item (matched on {', '.join(key)})")
-    graded = [i for i in common if items_a[i] not in UNGRADED and items_b[i] not in UNGRADED]
+    graded = [i for i in common if items_a[i] not in grading.ungraded and items_b[i] not in grading.ungraded]
     if not graded:
         raise CompareError(f"the runs share {counted(len(common), 'item')} but none is graded in both")
     by = _group_columns(key)
     counts: Counter[tuple[str, str]] = Counter()
     for item in graded:
-        moved = _transition(items_a[item] == "CORRECT", items_b[item] == "CORRECT")
+        moved = _transition(items_a[item] in grading.correct, items_b[item] in grading.correct)
         counts[("all", moved)] += 1
         if by:
             counts[(_group(item, key, by), moved)] += 1

@@ -79,6 +79,18 @@ def apply_multi_turn_rule(scored: pa.Table, reading: str = "competition") -> pa.
     return out
 
 
+def run_title(model: str, version: str, system: str, ruled: pa.Table) -> str:
+    """The table's title: the scopes run (``task N`` or all turns) and the turns answered; with
+    ablations, turns x variants, each variant named (every variant answers the same turns)."""
+    tasks = ruled.column("task").to_pylist()
+    scopes = [f"task {t}" if t != ALL_TURNS else "all turns" for t in dict.fromkeys(tasks)]
+    turns = counted(len(set(zip(tasks, ruled.column("sample_id").to_pylist()))), "turn")
+    variants = list(dict.fromkeys(ruled.column("variant").to_pylist())) if "variant" in ruled.column_names else []
+    if len(variants) > 1:
+        turns += f" x {len(variants)} variants ({', '.join(variants)})"
+    return f"{model} on cragmm {version} ({system} system, {', '.join(scopes)}, {turns})"
+
+
 def cells(ruled: pa.Table) -> list[str]:
     """The cell columns that tell the folder's runs apart (``CELL`` with more than one value):
     every table groups by them first."""

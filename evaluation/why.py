@@ -17,7 +17,10 @@ import pyarrow.parquet as pq
 from mmcurate.core.errors import MmcurateError
 
 ANSWERS = "answers.parquet"
-SHOWN = ("split", "scenario", "n_negatives", "label", "answer", "grade", "system", "stopped", "error")
+# the columns of an answer row printed, those saying which condition (and, with CRUISE's ablations, which
+# variant) first: an item answered under several shows one block per row, each named
+SHOWN = ("task", "variant", "split", "scenario", "n_negatives", "label", "answer", "grade", "crag_grade", "system",
+         "stopped", "error")
 
 
 def is_run(folder: Path | str) -> bool:

@@ -16,14 +16,13 @@ import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
-from mmcurate.evaluation.cragmm_report import ALL_TURNS, ANSWERS_FILE, CELL, apply_multi_turn_rule
+from mmcurate.evaluation.cragmm_report import ALL_TURNS, ANSWERS_FILE, CELL, apply_multi_turn_rule, run_title
 from mmcurate.evaluation.cruise import PLAIN, select_turns, stand_in_notes
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.runs import updating
 from mmcurate.releases.reader import Release
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_cragmm, score_crag, summarise_cragmm
-from mmcurate.core.plural import counted
 
 TURN_COLUMNS = ["sample_id", "set", "session_id", "turn", "domain", "query_category", "dynamism", "egocentric"]
 
@@ -52,9 +51,7 @@ def evaluate_cragmm(bench: Release, settings: Settings, name: str, target: Path,
         ruled = folder.merge(ANSWERS_FILE, ruled, CELL)
         for line in folder.messages():
             print(line)
-        scopes = [f"task {t}" if t != ALL_TURNS else "all turns" for t in dict.fromkeys(ruled["task"].to_pylist())]
-        title = (f"{name} on cragmm {bench.version} ({system} system, {', '.join(scopes)}, "
-                 f"{counted(ruled.num_rows, 'turn')})")
+        title = run_title(name, bench.version, system, ruled)
         summarise_cragmm(ruled, folder.staging, title, [*notes, *filter(None, [folder.note()])], reading)
     calls += crag_calls
     print(f"answers and CRAG tables -> {target}; model calls: {sum(r['calls'] for r in calls)}, "

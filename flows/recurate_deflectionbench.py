@@ -36,7 +36,8 @@ def recurate_deflectionbench(run: Recuration) -> Recurated:
     oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates,
                          recorded=run.recorded("oracle", GRADES))
     checked = run_stage(oracle, gated.kept, settings, run_id)  # Stage III
-    deduped = run_stage(near_duplicate_stage(settings, parent.benchmark, run.version), checked.kept, settings, run_id)
+    near = near_duplicate_stage(settings, parent.benchmark, run.version, run.folder)  # earlier versions beside it
+    deduped = run_stage(near, checked.kept, settings, run_id)
 
     draft = deflection_draft(
         settings, run.version, run_id, gating=gated, pairing=None, oracle=checked,

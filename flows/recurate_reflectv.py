@@ -32,7 +32,8 @@ def recurate_reflectv(run: Recuration) -> Recurated:
                                   drawn_marks(parent.ledger), cfg.rho, cfg.seed,
                                   run.recorded("recheck", (*SCORES, *YES_NO)), cfg.rho_rule)
     checked = run_stage(recheck, trajectory_samples(parent, store), settings, run_id)
-    deduped = run_stage(near_duplicate_stage(settings, parent.benchmark, run.version), checked.kept, settings, run_id)
+    near = near_duplicate_stage(settings, parent.benchmark, run.version, run.folder)  # earlier versions beside it
+    deduped = run_stage(near, checked.kept, settings, run_id)
 
     draft = reflectv_recuration_draft(settings, run.version, run_id, parent, run.parent_record, checked, deduped, store)
     return Recurated(draft, checked.calls, checked.kept.num_rows,

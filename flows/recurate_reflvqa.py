@@ -40,7 +40,8 @@ def recurate_reflvqa(run: Recuration) -> Recurated:
     cited = run_stage(RecheckCitations(cfg.text_entailment, documents, judged_candidates(parent.ledger),
                                        run.recorded("citation", ("entail", "reject"), models=judges, part="sentence")),
                       necessary.kept, settings, run_id)
-    deduped = run_stage(near_duplicate_stage(settings, parent.benchmark, run.version), cited.kept, settings, run_id)
+    near = near_duplicate_stage(settings, parent.benchmark, run.version, run.folder)  # earlier versions beside it
+    deduped = run_stage(near, cited.kept, settings, run_id)
 
     draft = reflvqa_recuration_draft(settings, run.version, run_id, parent, run.parent_record,
                                      [necessary, cited, deduped], corpus)

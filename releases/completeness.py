@@ -6,12 +6,14 @@ samples as curated away. ``check_complete`` therefore refuses a draft of a run w
 calls or ``error`` decisions, with one line naming which model failed how often and that a
 rerun resumes, unless the operator allows an incomplete release: that one records the
 shortfall in its manifest and says so at the top of its card. A draft with no rows is never
-published.
+published; its ledger, the only explanation of where every sample went, is written to
+``<workdir>/refused/<benchmark>-<version>/ledger.parquet`` and the refusal names that file.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pyarrow.compute as pc
 
@@ -20,6 +22,7 @@ from mmcurate.models.accounting import failed_calls
 
 from .draft import ReleaseDraft
 from .errors import ReleaseIncomplete
+from .reader import LEDGER_FILE
 
 
 @dataclass
@@ -75,16 +78,25 @@ def _error_of(detail: str | None) -> str | None:
     return value.get("error") if isinstance(value, dict) and isinstance(value.get("error"), str) else None
 
 
+def refused_ledger(draft: ReleaseDraft) -> Path:
+    """Write the ledger of a draft that is not published (no sample remains) into the run's
+    workdir, where the refusal says it is; return the file."""
+    folder = Path(draft.config["workdir"]) / "refused" / f"{draft.benchmark}-{draft.version}"
+    return draft.ledger.write(folder / LEDGER_FILE)
+
+
 def check_complete(draft: ReleaseDraft, allow_incomplete: bool = False) -> None:
-    """Refuse a draft with no rows, or one with failures unless ``allow_incomplete`` (which
-    then records the shortfall in the draft)."""
+    """Refuse a draft with no rows (its ledger written: ``refused_ledger``), or one with
+    failures unless ``allow_incomplete`` (which then records the shortfall in the draft)."""
     config = draft.kind.samples_config
     short = shortfall(draft)
     name = f"{draft.benchmark} {draft.version}"
     if draft.tables[config].num_rows == 0:
         cause = (f"{short.describe()}; rerun the same command to resume (finished calls are cached)" if short
-                 else "every sample was removed (see the ledger)")
-        raise ReleaseIncomplete(f"refusing to publish {name}: no sample remains: {cause}")
+                 else "every sample was removed")
+        ledger = refused_ledger(draft)
+        raise ReleaseIncomplete(f"refusing to publish {name}: no sample remains: {cause}; the ledger of the run "
+                                f"({counted(draft.ledger.num_rows, 'decision')}) is at {ledger}")
     if short is None:
         return
     if not allow_incomplete:

@@ -126,8 +126,23 @@ def is_post_seal(relative: str) -> bool:
 
 
 def release_files(release_dir: Path) -> list[str]:
-    """Every file below ``release_dir`` as a sorted POSIX path relative to it."""
-    return sorted(p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*") if p.is_file())
+    """Every regular file below ``release_dir`` as a sorted POSIX path relative to it (symbolic
+    links are no release's files: ``release_links``)."""
+    return sorted(p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*")
+                  if p.is_file() and not p.is_symlink())
+
+
+def release_links(release_dir: Path) -> dict[str, str]:
+    """Every symbolic link below ``release_dir`` (to a file or a folder, never followed): its
+    POSIX path relative to the release -> where it points. A release holds none: a link reaches
+    outside what the checksums vouch for, so ``verify`` fails naming each."""
+    links = {}
+    for folder, dirs, files in os.walk(release_dir):  # os.walk does not descend into linked folders
+        for name in [*dirs, *files]:
+            path = Path(folder) / name
+            if path.is_symlink():
+                links[path.relative_to(release_dir).as_posix()] = os.readlink(path)
+    return dict(sorted(links.items()))
 
 
 def build_manifest(draft: ReleaseDraft, rows: dict[str, int], sizes: dict[str, int], shards: dict[str, list[str]],

@@ -42,14 +42,16 @@ def release_reference(path: Path) -> Reference:
     return Reference(f"{release.benchmark} {release.version}", items(chunks()))
 
 
-def near_duplicate_stage(settings: Settings, benchmark: str, version: str) -> NearDuplicates:
+def near_duplicate_stage(settings: Settings, benchmark: str, version: str,
+                         folder: Path | None = None) -> NearDuplicates:
     """The check of a ``benchmark`` release ``version`` against its references (refused when one
-    named in the config is not a release)."""
+    named in the config is not a release); ``folder``: where the benchmark's versions are, when
+    not ``releases_root/<benchmark>`` (a re-curation's, beside its parent)."""
     config = settings.dedup
     folders: list[Path] = []
     if config.earlier_versions:
-        root = settings.releases_root / benchmark
-        folders += [root / v for v in list_versions(settings.releases_root, benchmark)
+        root = folder if folder is not None else settings.releases_root / benchmark
+        folders += [root / v for v in list_versions(root.parent, root.name)
                     if parse_version(v) < parse_version(version)]
     for path in config.against:
         try:

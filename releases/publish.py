@@ -97,12 +97,17 @@ def check_target(target: Path) -> None:
 
 
 def copy_release(plan: UploadPlan, target: Path) -> Path:
-    """The local stand-in for the upload: the same file selection, copied to ``target``."""
+    """The local stand-in for the upload: the same file selection, copied to ``target``. A
+    symbolic link (which ``verify`` refuses) is never followed, whichever part of a path it is."""
     check_target(target)
+    for rel in plan.files:
+        parts = Path(rel).parts
+        if any(plan.folder.joinpath(*parts[:n]).is_symlink() for n in range(1, len(parts) + 1)):
+            raise ReleaseError(f"release {plan.folder}: {rel} goes through a symbolic link; a release holds no links")
     for rel in plan.files:
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(plan.folder / rel, dest)
+        shutil.copy2(plan.folder / rel, dest, follow_symlinks=False)
     return target
 
 

@@ -7,7 +7,8 @@ starts:
 - the settings: with ``--config``, that file's (its relative paths resolve against its
   folder, and the release is written under its ``releases_root``); without, the parent's
   own resolved config as its manifest records it, whose paths are relative to the release
-  folder, and the release is written beside the parent. A recorded workdir that does not
+  folder, and the release is written beside the parent (``RELEASE/../<version>``, whatever
+  the folder holding it is called: ``Recuration.folder``). A recorded workdir that does not
   exist where the release is now (the release was moved, so the path climbs to some folder
   of this machine that was never the build's) is refused with one line rather than
   created there: pass ``--config`` or set ``MMCURATE_WORKDIR``;
@@ -57,6 +58,7 @@ class Recuration:
     added: dict[str, list[str]]  # role -> names of the models added
     version: str
     run_id: str
+    folder: Path  # where the benchmark's versions are: the new one is written here
     reusable: list[str] = field(default_factory=list)  # models whose recorded answers count
 
     @property
@@ -118,7 +120,6 @@ def _recorded_settings(parent: Release) -> Settings:
     if from_record and not settings.workdir.is_dir():
         raise ConfigError(f"{parent.path}: its recorded workdir {recorded} resolves to {settings.workdir}, which does "
                           "not exist here (was the release moved?); pass --config FILE or set MMCURATE_WORKDIR")
-    settings.releases_root = parent.path.resolve().parent.parent
     return settings
 
 
@@ -132,6 +133,10 @@ def recuration_settings(parent: Release, config: Path | str | None,
         name = settings.add_model(spec).name
         section.add_recuration_model(role, name)
         added.setdefault(role, []).append(name)
+    try:  # a model that cannot serve its role (a verifier of marks without vision): as at config load
+        section.check_models(settings.models)
+    except ValueError as exc:
+        raise ConfigError(f"--add-model: {exc}") from None
     return settings, added
 
 
@@ -146,9 +151,14 @@ def reusable_models(parent: Release, settings: Settings) -> list[str]:
     return out
 
 
-def check_parent_beside(settings: Settings, parent: Release) -> None:
-    """Refuse writing the new version beside another release of the parent's version."""
-    sibling = settings.releases_root / parent.benchmark / parent.version
+def versions_folder(parent: Release, config: Path | str | None, settings: Settings) -> Path:
+    """Where the new version is written: beside the parent, or under ``--config``'s releases root."""
+    return settings.releases_root / parent.benchmark if config else parent.path.resolve().parent
+
+
+def check_parent_beside(folder: Path, parent: Release) -> None:
+    """Refuse writing the new version into ``folder`` beside another release of the parent's version."""
+    sibling = folder / parent.version
     if (sibling / MANIFEST).is_file() and sibling.resolve() != parent.path.resolve():
         there = open_release(sibling)
         if there.manifest.sealed != parent.manifest.sealed:
@@ -167,10 +177,11 @@ def begin_recuration(release: Path | str, config: Path | str | None, add_models:
     settings, added = recuration_settings(parent, config, add_models)
     version = version or next_minor(parent.version)
     parse_version(version)
-    check_parent_beside(settings, parent)
-    refuse_changed_version(settings, parent.benchmark, version, remedy)
+    folder = versions_folder(parent, config, settings)
+    check_parent_beside(folder, parent)
+    refuse_changed_version(settings, parent.benchmark, version, remedy, folder)
     return Recuration(parent, benchmark, settings, settings.section(parent.benchmark), added, version, new_run_id(),
-                      reusable_models(parent, settings))
+                      folder, reusable_models(parent, settings))
 
 
 def describe_changes(run: Recuration, draft: ReleaseDraft) -> ReleaseDraft:

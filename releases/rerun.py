@@ -171,11 +171,12 @@ def draft_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
     return diffs
 
 
-def published_rerun(draft: ReleaseDraft, releases_root: Path) -> Path | None:
+def published_rerun(draft: ReleaseDraft, releases_root: Path, folder: Path | None = None) -> Path | None:
     """The release already published as ``draft`` when the draft is a rerun of it (same data,
     configuration and models): publish nothing, return it. None when the version is free;
-    refused, naming the difference, when it holds another release."""
-    existing = releases_root / draft.benchmark / draft.version
+    refused, naming the difference, when it holds another release. ``folder``: where the
+    benchmark's versions are, when not ``releases_root/<benchmark>`` (``writer.write_release``)."""
+    existing = (folder if folder is not None else releases_root / draft.benchmark) / draft.version
     if not (existing / MANIFEST).is_file():
         return None
     diffs = draft_differences(open_release(existing), draft)
@@ -184,10 +185,12 @@ def published_rerun(draft: ReleaseDraft, releases_root: Path) -> Path | None:
     return existing
 
 
-def refuse_changed_version(settings: Settings, benchmark: str, version: str, remedy: str = NEW_VERSION) -> None:
+def refuse_changed_version(settings: Settings, benchmark: str, version: str, remedy: str = NEW_VERSION,
+                           folder: Path | None = None) -> None:
     """Before a run: refuse when ``version`` is published with another configuration, models or
-    model and configuration inputs (the sources' content is compared when the run publishes)."""
-    target = settings.releases_root / benchmark / version
+    model and configuration inputs (the sources' content is compared when the run publishes);
+    ``folder``: where the benchmark's versions are, when not ``releases_root/<benchmark>``."""
+    target = (folder if folder is not None else settings.releases_root / benchmark) / version
     if (target / MANIFEST).is_file():
         existing = open_release(target)
         roles = [{"role": role, "name": name} for role, name in settings.roles(benchmark)]

@@ -3,7 +3,8 @@ pinned where).
 
 The manifest's ``files`` decide the sealed files; ``quality/checksums.json`` can only add
 post-seal files (validation results, Data Docs, the report) and never speaks for a sealed
-one. Every file in the folder must be in one of the two lists; the manifest's own body must
+one. Every file in the folder must be in one of the two lists, and the folder holds no
+symbolic link (to a file or a folder: it would reach past what the checksums vouch for); the manifest's own body must
 match its seal (every entry named when it was edited, added or removed); each config's row
 count in the manifest must be what its shards hold, and the released samples it counts per
 source (``counts.per_source``) what the data holds per source. A re-curated release's parent, when its
@@ -35,6 +36,7 @@ from .manifest import (
     manifest_json,
     post_seal_entries,
     release_files,
+    release_links,
     sealed_digest,
     typed_manifest,
 )
@@ -198,6 +200,8 @@ def verify_release(path: Path | str) -> VerifyResult:
         elif not is_post_seal(rel):
             result.invalid.append(f"{ARTIFACT_CHECKSUMS} lists {rel}, which is not a post-seal file")
     later = {rel: entry for rel, entry in later.items() if rel not in sealed and is_post_seal(rel)}
+    result.invalid += [f"symbolic link {rel} -> {target}: a release holds no links"
+                       for rel, target in release_links(release_dir).items()]
     present = set(release_files(release_dir)) - {MANIFEST, ARTIFACT_CHECKSUMS}
     result.extra = sorted(present - set(sealed) - set(later))
     _check_entries(release_dir, sealed, present, result)

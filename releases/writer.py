@@ -2,10 +2,16 @@
 
 A version directory appears only complete and validated; a crash or a failed suite leaves
 at most a ``.tmp-<version>-<random>`` directory, which readers never list (and which is
-removed whenever the writer itself fails).
+removed whenever the writer itself fails). A writer holds its staging folder under an
+exclusive lock (``flock`` on the folder) while it lives; the kernel drops the lock when the
+process dies, ``kill -9`` included, so the next write into the benchmark's folder removes the
+staging folders no writer holds any more and says so (a warning naming them), and never one
+a live writer is filling.
 """
 from __future__ import annotations
 
+import fcntl
+import logging
 import math
 import os
 import secrets
@@ -17,6 +23,7 @@ import pyarrow.parquet as pq
 from datasets import Features
 
 from mmcurate.core.images import ImageStore
+from mmcurate.core.plural import counted
 from mmcurate.evaluation.harness import harness_of
 from mmcurate.core.tables import SpilledTable, table_chunks, write_table
 
@@ -34,6 +41,8 @@ from .validation import validate_release
 from .versions import check_successor
 
 DEFAULT_SHARD_ROWS = 5000
+STAGING = ".tmp-"  # a staging folder: .tmp-<version>-<random>
+log = logging.getLogger(__name__)
 
 
 def _check_draft(draft: ReleaseDraft, target: Path) -> None:
@@ -95,16 +104,60 @@ def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, m
     seal(folder, manifest)
 
 
+def clear_stale_staging(folder: Path) -> list[str]:
+    """Remove the staging folders in ``folder`` that no live writer holds (left by a writer that
+    was killed); return their names."""
+    removed = []
+    for staging in sorted(folder.glob(f"{STAGING}*")):
+        if staging.is_symlink() or not staging.is_dir():
+            continue
+        try:
+            handle = os.open(staging, os.O_RDONLY)
+        except OSError:  # removed meanwhile
+            continue
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # a live writer's
+            continue
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
+            removed.append(staging.name)
+        finally:
+            os.close(handle)
+    return removed
+
+
+def _staging(folder: Path, version: str) -> tuple[Path, int]:
+    """A new staging folder for ``version``, locked (the open handle returned) before it takes
+    its ``.tmp-`` name, so ``clear_stale_staging`` never sees it unlocked."""
+    token = secrets.token_hex(4)
+    fresh = folder / f".new-{version}-{token}"
+    fresh.mkdir(parents=True)
+    handle = os.open(fresh, os.O_RDONLY)
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    temp = folder / f"{STAGING}{version}-{token}"
+    os.rename(fresh, temp)
+    return temp, handle
+
+
 def write_release(
-    draft: ReleaseDraft, root: Path, store: ImageStore, max_rows_per_shard: int = DEFAULT_SHARD_ROWS
+    draft: ReleaseDraft, root: Path, store: ImageStore, max_rows_per_shard: int = DEFAULT_SHARD_ROWS,
+    folder: Path | None = None,
 ) -> Path:
-    """Write, validate and publish ``draft`` as ``root/<benchmark>/<version>/``; return that path."""
+    """Write, validate and publish ``draft`` as ``root/<benchmark>/<version>/`` (``folder``: the
+    folder of the benchmark's versions instead of ``root/<benchmark>``, e.g. the one a re-curated
+    release sits in, whatever it is called); return that path. Staging folders of killed writers
+    in that folder are removed first, with a warning."""
     if max_rows_per_shard < 1:
         raise ReleaseError("max_rows_per_shard must be at least 1")
-    target = Path(root) / draft.benchmark / draft.version
+    target = (Path(folder) if folder is not None else Path(root) / draft.benchmark) / draft.version
     _check_draft(draft, target)
-    temp = target.parent / f".tmp-{draft.version}-{secrets.token_hex(4)}"
-    temp.mkdir(parents=True)
+    if target.parent.is_dir():
+        stale = clear_stale_staging(target.parent)
+        if stale:
+            log.warning(f"{target.parent}: removed {counted(len(stale), 'staging folder')} left by a killed "
+                        f"write: {', '.join(stale)}")
+    temp, handle = _staging(target.parent, draft.version)
     try:
         _build(draft, temp, target, store, max_rows_per_shard)
         outcome = validate_release(temp, draft.kind)
@@ -119,4 +172,6 @@ def write_release(
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
+    finally:
+        os.close(handle)
     return target

@@ -43,7 +43,7 @@ from mmcurate.core.plural import counted
 
 from .index_plan import TRAIN_PER_LIST, IndexPlan
 from .vector_index import place_built
-from .vector_store import Progress, VectorStore, eta_line
+from .vector_store import Progress, VectorStore, eta_line, to_stderr
 
 KMEANS_ITERATIONS = 10
 CALIBRATION_QUERIES = 256
@@ -125,7 +125,7 @@ def factory_string(dim: int, params: dict[str, Any]) -> str:
     return f"{f'OPQ{m},' if params['opq'] else ''}IVF{nlist},PQ{m}x{nbits}np"
 
 
-def build_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = print) -> CompressedIndex:
+def build_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = to_stderr) -> CompressedIndex:
     """Train, fill and calibrate an IVF-PQ index over ``store`` (module docstring)."""
     if plan.kind != "ivfpq":
         raise MmcurateError(f"build_compressed builds ivfpq indexes, not {plan.kind!r}")
@@ -166,7 +166,7 @@ def build_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = p
     return built
 
 
-def cached_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = print) -> CompressedIndex:
+def cached_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = to_stderr) -> CompressedIndex:
     """The index of ``plan`` over ``store``, kept in the store folder: loaded, or built once
     (into a temporary folder renamed into place, so a killed build leaves nothing half-made)."""
     key = factory_string(store.dim, plan.params).replace(",", "_")

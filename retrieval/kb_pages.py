@@ -35,7 +35,7 @@ from .encoders import TextEncoder, text_encoder
 from .index_plan import IndexPlan, plan_index
 from .kb import count_documents, iter_documents, kb_fingerprint, load_kb, page_text, wiki_offline_path
 from .vector_index import VectorIndex, cached_index
-from .vector_store import SHARD_ROWS, Progress, VectorStore, embed_store, open_store, write_records
+from .vector_store import SHARD_ROWS, Progress, VectorStore, embed_store, open_store, to_stderr, write_records
 
 STORE_SHARD_ROWS = SHARD_ROWS  # pages per shard: the unit a task runner embeds and a crash repeats
 
@@ -123,14 +123,14 @@ def kb_store(cfg: RetrievalConfig, index_dir: Path, encoder: TextEncoder) -> Vec
     return open_store(Path(index_dir) / f"kb-store-{key}", encoder.name, encoder.dim, source, STORE_SHARD_ROWS)
 
 
-def fill_store(store: VectorStore, cfg: RetrievalConfig, encoder: TextEncoder, progress: Progress = print) -> None:
+def fill_store(store: VectorStore, cfg: RetrievalConfig, encoder: TextEncoder, progress: Progress = to_stderr) -> None:
     """Records streamed in, then every pending shard embedded here, in order (the sequential path;
     ``tasks/kb_store.py`` fans shards out on a task runner)."""
     write_records(store, iter_documents(cfg.kb, cfg.kb_limit))
     embed_store(store, encoder.encode_text, progress)
 
 
-def open_kb_pages(cfg: RetrievalConfig, index_dir: Path, progress: Progress = print) -> KBPages:
+def open_kb_pages(cfg: RetrievalConfig, index_dir: Path, progress: Progress = to_stderr) -> KBPages:
     """The KB's pages behind the index ``plan_index`` picks for its size (module docstring)."""
     encoder = text_encoder(cfg.text_encoder)
     _, plan = kb_plan(cfg, encoder)

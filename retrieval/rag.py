@@ -60,7 +60,7 @@ from .kb import kb_fingerprint
 from .rerank import CrossEncoderReranker, Reranker
 from .resumable_index import resumable_index
 from .vector_index import VectorIndex, top_hits
-from .vector_store import Progress
+from .vector_store import Progress, to_stderr
 
 CANDIDATES = 100
 RRF_K = 60
@@ -113,7 +113,7 @@ class RagCorpus:
         read_image: Callable[[str], bytes] | None = None,  # sha256 -> bytes; needed to embed images
         candidates: int = CANDIDATES,
         query_embedding: QueryEmbedding = "average",
-        progress: Progress = print,  # embedding and index-building progress lines
+        progress: Progress = to_stderr,  # embedding and index-building progress lines
         fusion: Fusion = "rerank",  # how text and image candidates become one ranking (module docstring)
     ) -> None:
         text_table = documents.filter(pc.equal(documents["modality"], TEXT))

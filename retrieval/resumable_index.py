@@ -22,14 +22,14 @@ import numpy as np
 from mmcurate.core.plural import counted
 
 from .vector_index import VectorIndex, build_index, choose_kind, index_folder, place_built
-from .vector_store import BATCH, Encode, Progress, embed_shard, eta_line, open_store, write_records
+from .vector_store import BATCH, Encode, Progress, embed_shard, eta_line, open_store, to_stderr, write_records
 
 SHARD_ROWS = 2_048  # at most this many rows embedded again after an interruption
 EVERY = 10.0  # at most one progress line per this many seconds (and the last)
 
 
 def resumable_index(cache_dir: Path, name: str, encoder_name: str, dim: int, fingerprint: str, ids: list[str],
-                    items: Sequence[str], encode: Encode, progress: Progress = print,
+                    items: Sequence[str], encode: Encode, progress: Progress = to_stderr,
                     shard_rows: int = SHARD_ROWS, batch: int = BATCH, every: float = EVERY) -> VectorIndex:
     """The index of ``items`` (texts, or what ``encode`` reads: image sha256s) under ``ids``:
     loaded from the cache, or embedded resumably and built (see the module docstring)."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator
@@ -58,6 +59,13 @@ RECORDS = pa.schema([("doc_id", pa.string()), ("title", pa.string()), ("text", p
 
 Encode = Callable[[list[str]], np.ndarray]
 Progress = Callable[[str], None]
+
+
+def to_stderr(line: str) -> None:
+    """The default ``Progress``: a line on stderr, so a command's stdout holds its result alone.
+    ``print`` is looked up when called, not bound as a default at import: inside a Prefect run
+    with ``log_prints`` the line goes to the run's log (which Prefect shows on stderr)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -306,7 +314,7 @@ def embed_shard(store: VectorStore, number: int, encode: Encode, batch: int = BA
     return True
 
 
-def embed_store(store: VectorStore, encode: Encode, progress: Progress = print, batch: int = BATCH) -> None:
+def embed_store(store: VectorStore, encode: Encode, progress: Progress = to_stderr, batch: int = BATCH) -> None:
     """Embed every pending shard in order (the sequential path), with progress and an ETA."""
     pending = store.pending()
     total = sum(s.rows for s in pending)

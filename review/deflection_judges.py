@@ -99,8 +99,14 @@ class DeflectionJudgeReview(JudgeReview):
         rows = [{"Model": r["model"], "Items": str(r["items"]), "Agreement (%)": number(
             None if r["agreement"] is None else 100 * r["agreement"], 1), "Cohen's kappa": number(r["kappa"], 2)}
             for r in [*report["per_model"], report["average"]]]
-        return markdown_table(rows, ["Model", "Items", "Agreement (%)", "Cohen's kappa"],
+        text = markdown_table(rows, ["Model", "Items", "Agreement (%)", "Cohen's kappa"],
                               right=["Items", "Agreement (%)", "Cohen's kappa"]) + "\n"
+        ties = report.get("ties", 0)
+        if ties:  # the table counts the items with a majority label only: say what became of the others
+            labelled = report["average"]["items"] + ties
+            text += (f"\nItems counts the labelled items with a strict majority label; {ties} of {labelled} are left "
+                     "out: their annotators tie.\n")
+        return text
 
 
 REVIEW = DeflectionJudgeReview()

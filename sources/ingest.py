@@ -123,8 +123,14 @@ def ingest(
     sample id seen twice is quarantined as a duplicate rather than written twice, located
     where its second copy was read. Images go
     to ``out/images`` unless a shared ``store`` is given (flows share one across sources).
+    An ``out`` that holds another source's ingest is refused (its samples would be replaced
+    and its images left among the new ones).
     """
     out = Path(out)
+    earlier = load_ingest(out) if out.is_dir() else None
+    if earlier is not None and earlier.source != source:
+        raise MmcurateError(f"{out} holds an ingest of {earlier.source} ({counted(earlier.samples, 'sample')}): "
+                            f"write the {source} ingest to another --out, or remove {out} first")
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,6 @@ def publish_recuration(run: Recuration, draft: ReleaseDraft, allow_incomplete: b
     """Publish ``draft`` as the next version with its removals and changes described
     (CHANGELOG.md), then the plan beside the ``calls`` the run made."""
     path = publish_release(describe_changes(run, draft), run.settings.releases_root, run.settings.workdir / "images",
-                           allow_incomplete)
+                           allow_incomplete, folder=run.folder)
     report_spent(bill, calls)
     return path

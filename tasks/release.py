@@ -19,12 +19,15 @@ from mmcurate.releases.writer import write_release
 
 
 @task(name="publish-release", cache_policy=NO_CACHE)
-def publish_release(draft: ReleaseDraft, releases_root: Path, images: Path, allow_incomplete: bool = False) -> Path:
-    """Write the release; the writer validates it and refuses to publish a failing one. A run
-    whose failures held samples out is refused unless ``allow_incomplete`` (completeness.py);
-    a rerun of a published release returns it (``releases.rerun.published_rerun``)."""
+def publish_release(draft: ReleaseDraft, releases_root: Path, images: Path, allow_incomplete: bool = False,
+                    folder: Path | None = None) -> Path:
+    """Write the release (into ``folder`` when the benchmark's versions are not under
+    ``releases_root/<benchmark>``: a re-curation's, beside its parent); the writer validates it
+    and refuses to publish a failing one. A run whose failures held samples out is refused
+    unless ``allow_incomplete`` (completeness.py); a rerun of a published release returns it
+    (``releases.rerun.published_rerun``)."""
     check_complete(draft, allow_incomplete)
-    existing = published_rerun(draft, releases_root)
+    existing = published_rerun(draft, releases_root, folder)
     if existing is not None:
         get_run_logger().info(f"{draft.benchmark} {draft.version} exists with identical content: unchanged")
         return existing
@@ -32,7 +35,7 @@ def publish_release(draft: ReleaseDraft, releases_root: Path, images: Path, allo
         if rows:
             create_table_artifact(key=f"{draft.benchmark}-{name.replace('_', '-')}", table=rows,
                                   description=f"{draft.benchmark} {draft.version}: {name}")
-    path = write_release(draft, releases_root, ImageStore(images))
+    path = write_release(draft, releases_root, ImageStore(images), folder=folder)
     create_markdown_artifact(key=f"{draft.benchmark}-release", markdown=release_summary(path, draft.notes))
     return path
 

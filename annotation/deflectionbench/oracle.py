@@ -46,6 +46,7 @@ import pyarrow as pa
 from mmcurate.benchmarks.deflectionbench import Rule, answer_rule
 from mmcurate.core.config import ModelSpec
 from mmcurate.core.ledger import Decision
+from mmcurate.core.plural import counted
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.tables import rows_to_table
 from mmcurate.gating import prompts
@@ -201,9 +202,15 @@ class OracleCheck(Stage):
                     "step": "k_min", "rule": self.rule, "gold_settled_by": model, "gold_grade": grade,
                     "negatives": len(clean)})
             else:
+                # the models whose answers removed distractors decided the drop (none: too few to begin with)
+                removers = sorted({leaked_by[(sid, i)] for i in range(len(row["negative_contexts"]))
+                                   if (sid, i) in leaked_by})
                 final[sid] = Decision(sid, STAGE, "oracle.verdict", k_verdict, detail={
                     "step": "k_min", "negatives": len(clean), "k_min": k_min,
+                    **({"deciding_model": ", ".join(removers)} if removers else {}),
                     "reason": f"{len(clean)} clean negatives < k_min {k_min}"
+                    + (f": {', '.join(removers)} answered correctly from {counted(len(removed), 'distractor')} "
+                       "alone, removed" if removers else f" (the sample had {len(row['negative_contexts'])})")
                     + (f" ({len(errored)} unchecked after failures; pending a rerun)" if errored else "")})
 
         decisions.extend(final[sid] for sid in rows)

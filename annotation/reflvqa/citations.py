@@ -3,7 +3,8 @@
 For each fact-checkable sentence:
 
 - text: the ``top_text`` nearest documents of the text corpus (KB specs, searched as one)
-  from a FAISS index built once per corpus fingerprint and encoder (``cached_index``),
+  from a FAISS index built once per corpus fingerprint and encoder (``resumable_index``: the
+  embedding resumes after a kill and prints the same progress lines as the evaluation's),
   optionally cut by ``cutoff`` (``retrieval.cutoffs``: CRUISE's MAD rule or a fixed top-K,
   over the cosine scores of the search) before any is judged;
 - images: the ``top_images`` nearest images of the image corpus, text-to-image, which needs
@@ -52,7 +53,8 @@ from mmcurate.retrieval.cutoffs import apply_cutoff
 from mmcurate.retrieval.encoders import TextEncoder, text_encoder
 from mmcurate.retrieval.kb import image_doc_id, image_documents, kb_fingerprint, load_corpora
 from mmcurate.retrieval.rag import passage
-from mmcurate.retrieval.vector_index import cached_index, top_hits
+from mmcurate.retrieval.resumable_index import resumable_index
+from mmcurate.retrieval.vector_index import top_hits
 
 from .relevance import resolve_cross_modal
 
@@ -202,9 +204,9 @@ class CiteDocuments(Stage):
         judged: dict[tuple[str, int], list[str]] = {}
         if not (wanted and doc_ids and self.top_text > 0):
             return cites, judged, encoder.name
-        index = cached_index(
-            ctx.index_dir, "reflvqa-text", encoder.name, kb_fingerprint(kb), doc_ids,
-            lambda: encoder.encode_text([passage(t, x) for t, x in zip(titles, texts)]),
+        index = resumable_index(
+            ctx.index_dir, "reflvqa-text", encoder.name, encoder.dim, kb_fingerprint(kb), doc_ids,
+            [passage(t, x) for t, x in zip(titles, texts)], encoder.encode_text,
         )
         hits = self._cut(wanted, top_hits(index, encoder.encode_text([w[2] for w in wanted]), self.top_text),
                          doc_ids, decisions, counts)
@@ -247,9 +249,9 @@ class CiteDocuments(Stage):
         if not (wanted and image_ids and self.top_images > 0):
             return cites
         encoder = resolve_cross_modal(self.cross_modal)
-        index = cached_index(
-            ctx.index_dir, "reflvqa-images", encoder.name, images_fingerprint(image_ids), image_ids,
-            lambda: encoder.encode_images([ctx.store.read(sha) for sha in image_ids]),
+        index = resumable_index(
+            ctx.index_dir, "reflvqa-images", encoder.name, encoder.dim, images_fingerprint(image_ids), image_ids,
+            image_ids, lambda batch: encoder.encode_images([ctx.store.read(sha) for sha in batch]),
         )
         hits = top_hits(index, encoder.encode_text([w[2] for w in wanted]), self.top_images)
         pairs = [(w, rank, pos, score) for w, found in zip(wanted, hits) for rank, (pos, score) in enumerate(found, 1)]

@@ -162,3 +162,30 @@ def test_pope_datasets_are_never_pooled_into_one_split(tmp_path):
     assert (per[("gqa / random", "corrected")], per[("gqa / random", "broken")]) == (1, 1)
     text = comparison_markdown(result)
     assert "| Dataset / Split | Transition | Count | Share (%) |" in text and "| gqa / random | broken | 1 |" in text
+
+
+def test_cragmm_runs_compare_on_their_crag_grade(tmp_path):
+    """CRAG-MM rows carry ``crag_grade`` (perfect / acceptable correct), not ``grade``; items are
+    matched per variant and the transitions counted per variant (issue 42 item 18)."""
+    def cragmm_run(folder, grades):
+        folder.mkdir()
+        rows = [{"sample_id": sid, "task": "all", "variant": variant, "crag_grade": grade, "turn_grade": grade}
+                for (sid, variant), grade in grades.items()]
+        pq.write_table(pa.Table.from_pylist(rows), folder / "answers.parquet")
+        (folder / "table.md").write_text("# m on cragmm 1.0.0 (cruise)\n")
+        return folder
+
+    a = cragmm_run(tmp_path / "a", {("t1", "cruise"): "perfect", ("t2", "cruise"): "missing",
+                                    ("t1", "no-cov"): "incorrect", ("t2", "no-cov"): "timed_out"})
+    b = cragmm_run(tmp_path / "b", {("t1", "cruise"): "acceptable", ("t2", "cruise"): "perfect",
+                                    ("t1", "no-cov"): "perfect", ("t2", "no-cov"): "perfect"})
+    result = compare_runs(a, b)
+    assert result.key == ["sample_id", "task", "variant"] and (result.compared, result.left_out) == (3, 1)
+    per = {(r["scenario"], r["transition"]): r["count"] for r in result.transitions.to_pylist()}
+    assert (per[("cruise", "kept correct")], per[("cruise", "corrected")], per[("no-cov", "corrected")]) == (1, 1, 1)
+    from mmcurate.evaluation.compare import comparison_markdown
+
+    assert "| Variant | Transition | Count | Share (%) |" in comparison_markdown(result)
+    plain = write_run(tmp_path / "plain", {("t1", "oracle", 0): C}, release="cragmm 1.0.0")
+    with pytest.raises(CompareError, match="graded differently: crag_grade"):
+        compare_runs(a, plain)

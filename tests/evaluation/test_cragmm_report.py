@@ -79,3 +79,17 @@ def test_the_egocentric_turns_are_reported_as_a_set(tmp_path):
     assert "| single_turn | 0.00 | 50.00 | 50.00 | -50.00 | -50.00 | 2 | 0 | 1 / 0 | 0 |" in text
     by_set = pq.read_table(tmp_path / "crag_by_set.parquet").column("set").to_pylist()
     assert by_set == ["ego", "multi_turn", "single_turn"]
+
+
+def test_the_title_counts_turns_and_names_the_variants():
+    """Issue 42 item 21: 4 turns answered by CRUISE and 3 ablations are "4 turns x 4 variants",
+    not "16 turns"; one variant (or none) counts its turns, per task."""
+    from mmcurate.evaluation.cragmm_report import run_title
+
+    variants = ["cruise", "no-cov", "no-cov-no-consistency", "rag-agent"]
+    rows = [{"task": "all", "variant": v, "sample_id": f"t{n}"} for v in variants for n in range(4)]
+    assert run_title("m", "1.0.0", "cruise", pa.Table.from_pylist(rows)) == (
+        "m on cragmm 1.0.0 (cruise system, all turns, 4 turns x 4 variants (cruise, no-cov, no-cov-no-consistency, "
+        "rag-agent))")
+    rows = [{"task": t, "sample_id": f"t{n}"} for t in ("1", "3") for n in range(3)]
+    assert run_title("m", "1.0.0", "plain", pa.Table.from_pylist(rows)) == "m on cragmm 1.0.0 (plain system, task 1, task 3, 6 turns)"

@@ -56,3 +56,15 @@ def test_a_cruise_turn_abstained_by_the_retrieval_gate_says_so(tmp_path):
                          "  context: retrieval yes, score 0.0, used 0",
                          "  retrieval gate (score reading): score 0, tau_ret 0.5",
                          "  decision: abstain: time-sensitive question and retrieval score 0 below tau_ret 0.5"]
+
+
+def test_a_cruise_run_with_ablations_names_each_variant_block(tmp_path):
+    """Issue 42 item 21: one turn answered by CRUISE and its ablations is one block per variant,
+    each headed by its variant and CRAG grade (they were four unnamed blocks)."""
+    trace = json.dumps({"decision": "answer"}, sort_keys=True)
+    folder = run_folder(tmp_path, [{"sample_id": "t1", "task": "all", "variant": variant, "answer": "Paris",
+                                    "crag_grade": grade, "system": "cruise", "trace": trace}
+                                   for variant, grade in (("cruise", "perfect"), ("no-cov", "incorrect"))])
+    heads = [line for line in item_lines(folder, "t1") if not line.startswith("  ")]
+    assert heads == ["task all, variant cruise, answer Paris, crag_grade perfect, system cruise",
+                     "task all, variant no-cov, answer Paris, crag_grade incorrect, system cruise"]

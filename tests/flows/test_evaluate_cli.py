@@ -166,3 +166,17 @@ def test_a_folder_of_one_decoding_refuses_a_run_at_another_before_any_call(dryru
     assert called == [] and {path.name: path.read_bytes() for path in out.iterdir()} == before
     same = CliRunner().invoke(app, args + ["--scenario", "parametric"])  # the same decoding still adds its cells
     assert same.exit_code == 0, same.output
+
+
+def test_stdout_holds_the_table_alone(dryrun):
+    """Issue 42 item 19: ``evaluate ... > table.md`` holds the table and nothing else; progress
+    and the run's log lines go to stderr."""
+    from tests.releases.cli_helpers import run_process
+
+    home, config, release = dryrun
+    out = home / "stdout-only"
+    code, stdout, stderr = run_process("evaluate", str(release), "--model", "vlm-reader", "--config", str(config),
+                                       "--scenario", "oracle", "--out", str(out))
+    assert code == 0, stderr
+    assert stdout == (out / "table.md").read_text()
+    assert f"evaluation: {out}" in stderr

@@ -78,6 +78,29 @@ def test_an_unreachable_model_never_publishes_zero_rows(tmp_path, fixtures_root,
     assert list_versions(tmp_path / "releases", "deflectionbench") == []
 
 
+def test_an_always_abstaining_model_leaves_its_ledger_and_says_where(tmp_path, fixtures_root, prefect_harness):
+    """Issue 42 item 15: a gating model that abstains on everything removes every sample; the
+    refusal is the only output, so the ledger that explains it is written and the line names it."""
+    import pyarrow.parquet as pq
+
+    from mmcurate.flows.deflectionbench import deflectionbench
+
+    script = tmp_path / "abstainer.jsonl"
+    script.write_text("")
+    abstainer = {"backend": "scripted", "script": str(script), "default": "I don't know", "revision": "abstain-1",
+                 "vision": True}
+    config = flowkit.scripted_config(tmp_path, fixtures_root, models={"abstainer": abstainer})
+    with pytest.raises(ReleaseIncomplete) as refused:
+        deflectionbench(config=str(config))
+    message = str(refused.value)
+    ledger = tmp_path / "work" / "refused" / "deflectionbench-1.0.0" / "ledger.parquet"
+    assert "\n" not in message and "no sample remains: every sample was removed; the ledger of the run (" in message
+    assert message.endswith(f"decisions) is at {ledger}")
+    decisions = pq.read_table(ledger).to_pylist()
+    assert decisions and {d["model"] for d in decisions} >= {"abstainer"}
+    assert list_versions(tmp_path / "releases", "deflectionbench") == []
+
+
 def test_evaluating_a_dead_model_fails_with_the_count(tmp_path, fixtures_root, prefect_harness):
     from mmcurate.flows.deflectionbench import deflectionbench
     from mmcurate.flows.evaluate import evaluate_release

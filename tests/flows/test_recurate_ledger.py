@@ -50,9 +50,9 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     return home, config, release, Path(recurate_release(release=str(release), add_model=["knower"], config=str(config)))
 
 
-def _copy(release: Path, home: Path, tmp_path: Path) -> Path:
+def _copy(release: Path, home: Path, tmp_path: Path, folder: str = "deflectionbench") -> Path:
     """The release and the knower's script at the same depth elsewhere (another machine's layout)."""
-    moved = tmp_path / "home" / "releases" / "deflectionbench" / "1.0.0"
+    moved = tmp_path / "home" / "releases" / folder / "1.0.0"
     shutil.copytree(release, moved)
     shutil.copy(home / "knower.jsonl", tmp_path / "home" / "knower.jsonl")
     return moved
@@ -77,6 +77,20 @@ def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, asked, c
     ledger = open_release(new).ledger.to_pylist()
     reused = [r for r in ledger if r["model"] == "vlm-reader" and "recorded_in" in json.loads(r["detail"])]
     assert reused and all(json.loads(r["detail"])["recorded_in"] == "1.0.0" for r in reused)
+
+
+def test_the_next_version_is_written_beside_the_release_whatever_its_folder(built, tmp_path):
+    """Issue 42 item 20: a release at ``r7/1.0.0`` is re-curated into ``r7/1.1.0`` (it went to
+    ``../../deflectionbench/1.1.0``, the benchmark's name under the folder above)."""
+    from mmcurate.flows.recurate import recurate_release
+
+    home, _, release, _ = built
+    moved = _copy(release, home, tmp_path, folder="r7")
+    (tmp_path / "home" / "work").mkdir()
+    new = Path(recurate_release(release=str(moved), add_model=["knower"]))
+    assert new == moved.parent / "1.1.0" and verify_release(new).ok
+    assert sorted(p.name for p in (tmp_path / "home" / "releases").iterdir()) == ["r7"]
+    assert sorted(p.name for p in moved.parent.iterdir()) == ["1.0.0", "1.1.0"]
 
 
 def test_the_parent_is_recorded_by_content_id_and_checked(built, tmp_path):

@@ -39,6 +39,35 @@ def test_tampered_shard_missing_and_extra_files_are_reported(capsys, monkeypatch
     assert "checksum mismatch: data/test-00001-of-00002.parquet" in out and "missing: plots/funnel.png" in out
 
 
+def test_symbolic_links_in_a_release_fail_verify_and_are_never_published(capsys, monkeypatch, tmp_path, copy):
+    """A sealed file swapped for a link to an identical copy outside the release, and a link to
+    a folder outside it: verify fails naming both, publish refuses, and a copy never follows a
+    link (issue 42 item 8)."""
+    from mmcurate.releases.errors import ReleaseError
+    from mmcurate.releases.publish import copy_release, publish, upload_plan
+
+    plan = upload_plan(copy, "org/bench")  # planned while the release is clean
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not the release's")
+    (outside / "README.md").write_bytes((copy / "README.md").read_bytes())
+    (copy / "README.md").unlink()
+    (copy / "README.md").symlink_to(outside / "README.md")
+    (copy / "plots" / "etc").symlink_to(outside, target_is_directory=True)
+    result = verify_release(copy)
+    assert not result.ok
+    assert f"symbolic link README.md -> {outside / 'README.md'}: a release holds no links" in result.problems()
+    assert f"symbolic link plots/etc -> {outside}: a release holds no links" in result.problems()
+    code, out, _ = run_cli(capsys, monkeypatch, "verify", str(copy))
+    assert code == 1 and "symbolic link plots/etc" in out
+    with pytest.raises(ReleaseError, match="does not verify: .*symbolic link README.md"):
+        publish(copy, "org/bench", target_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ReleaseError, match="README.md goes through a symbolic link"):
+        copy_release(plan, tmp_path / "copied")
+    assert not (tmp_path / "copied" / "README.md").exists()
+
+
 def test_post_seal_list_cannot_vouch_for_a_cut_shard(copy):
     """Cut a shard to fewer rows and write its new hash into quality/checksums.json: the
     manifest alone pins sealed files, so verify reports the shard, the list and the counts."""

@@ -131,6 +131,41 @@ def test_leftover_temp_dir_is_invisible_and_harmless(tmp_path, deflection_releas
     assert list_versions(tmp_path, "deflectionbench") == ["1.0.0"] and written.name == "1.0.0"
 
 
+def test_staging_left_by_a_killed_writer_is_removed_by_the_next_write_and_said(tmp_path, store_and_shas, caplog):
+    """Issue 42 item 11: ``kill -9`` during publish left ``.tmp-<version>-*`` forever. The next
+    write into the folder removes a staging folder no live writer holds (the kernel dropped the
+    killed writer's lock), says so, and never touches one a live writer holds."""
+    import fcntl
+    import logging
+    import os
+
+    import signal
+    import subprocess
+    import sys
+
+    store, shas = store_and_shas
+    folder = tmp_path / "deflectionbench"
+    # a writer that holds its staging folder, killed with SIGKILL once it says where it writes
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from mmcurate.releases.writer import _staging; "
+        "temp, _ = _staging(Path(sys.argv[1]), '1.1.0'); (temp / 'data').mkdir(); print(temp.name, flush=True); "
+        "time.sleep(600)"), str(folder)], stdout=subprocess.PIPE, text=True)
+    killed = child.stdout.readline().strip()
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL and killed.startswith(".tmp-1.1.0-")
+    live = folder / ".tmp-1.0.0-0a0b0c0d"
+    live.mkdir()
+    handle = os.open(live, os.O_RDONLY)
+    fcntl.flock(handle, fcntl.LOCK_EX)  # as a writer in another process holds its staging folder
+    try:
+        with caplog.at_level(logging.WARNING, logger="mmcurate.releases.writer"):
+            written = write_release(b.deflection_draft(b.deflection_rows(shas)), tmp_path, store)
+    finally:
+        os.close(handle)
+    assert sorted(p.name for p in folder.iterdir()) == [".tmp-1.0.0-0a0b0c0d", "1.0.0"] and written == folder / "1.0.0"
+    assert f"{folder}: removed 1 staging folder left by a killed write: {killed}" in caplog.text
+
+
 def test_ledger_and_quarantine_round_trip(deflection_release):
     release = open_release(deflection_release)
     assert release.ledger.num_rows == 12

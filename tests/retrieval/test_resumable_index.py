@@ -61,3 +61,11 @@ def test_progress_lines_come_at_a_bounded_rate(tmp_path):
                     shard_rows=2, batch=2, every=3600.0)
     embedding = [line for line in lines if "embedding" in line]
     assert [line.split(" rows", 1)[0] for line in embedding] == ["kb: embedding: 2/10", "kb: embedding: 10/10"]
+
+
+def test_progress_goes_to_stderr_by_default(tmp_path, capsys):
+    """Issue 42 item 19: ``evaluate ... > table.md`` got the embedding lines before the table (the
+    default progress was ``print`` bound at import, past Prefect's log_prints): stdout stays clean."""
+    resumable_index(tmp_path, "kb", "stub-onehot", 10, "fp", IDS, TEXTS, Stub().encode_text, shard_rows=4, batch=2)
+    printed = capsys.readouterr()
+    assert printed.out == "" and "kb: embedding: 10/10 rows" in printed.err and "kb: index ready (" in printed.err

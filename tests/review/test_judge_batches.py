@@ -129,6 +129,9 @@ def test_two_raters_majority_and_their_own_agreement(deflection, tmp_path, label
     result = DEFLECTION.import_labels(release, [runs["A"]], [first, second], tmp_path / "agreement")
     # the two agree only where rater one says INCORRECT (3 items): the rest are ties, left out
     assert result.report["ties"] == 5 and result.report["per_model"][0]["items"] == 3
+    # the markdown says so too, not only the JSON (issue 42 item 21)
+    assert result.markdown.endswith("\nItems counts the labelled items with a strict majority label; 5 of 8 are "
+                                    "left out: their annotators tie.\n")
     between = json.loads(result.path.read_text())["between_annotators"]
     assert between["measure"] == "cohen" and between["raw"] == pytest.approx(3 / 8)
 

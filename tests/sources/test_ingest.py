@@ -1,6 +1,7 @@
 """The ingest driver and its command line: unusable output and image folders are one-line errors."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 
 from mmcurate.core.errors import MmcurateError, SourceError
 from mmcurate.sources.ingest import ingest
+from tests.releases.cli_helpers import one_line, run_cli
 
 MMCURATE = Path(sys.executable).with_name("mmcurate")
 ENV = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
@@ -46,3 +48,21 @@ def test_cli_prints_one_line_and_fails(fixtures_root: Path, tmp_path: Path) -> N
         assert done.returncode == 2
         assert done.stderr.strip() == message
         assert not (tmp_path / "o" / "quarantine.parquet").exists()
+
+
+def test_an_out_holding_another_sources_ingest_is_refused(fixtures_root: Path, tmp_path: Path, capsys,
+                                                          monkeypatch) -> None:
+    """``ingest infoseek SRC --out ing/viquae`` would replace the ViQuAE samples and leave its
+    images among the new ones: refused, the earlier ingest untouched (issue 42 item 9)."""
+    out = tmp_path / "ing" / "viquae"
+    first = ingest("viquae", fixtures_root / "viquae", out)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(MmcurateError, match=f"{out} holds an ingest of viquae .*: write the infoseek ingest "
+                                            "to another --out, or remove"):
+        ingest("infoseek", fixtures_root / "infoseek", out)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert json.loads((out / "ingest.json").read_text())["samples"] == first.samples
+    code, _, err = run_cli(capsys, monkeypatch, "ingest", "infoseek", str(fixtures_root / "infoseek"), "--out", str(out))
+    one_line(code, err, f"{out} holds an ingest of viquae")
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert ingest("viquae", fixtures_root / "viquae", out).samples == first.samples  # the same source: redone

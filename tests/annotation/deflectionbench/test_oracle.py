@@ -115,6 +115,13 @@ def test_k_min_discards_samples_with_too_few_negatives(world, make):
     assert kept.kept.num_rows == 1 and dropped.kept.num_rows == 0
     v = final(dropped)[s["sample_id"]]
     assert v.verdict == "drop" and v.detail["step"] == "k_min" and v.detail["negatives"] == 1
+    # the drop names the model whose answers removed the distractors (issue 42 item 21)
+    assert v.detail["deciding_model"] == "m1"
+    assert v.detail["reason"] == "1 clean negatives < k_min 2: m1 answered correctly from 1 distractor alone, removed"
+    short = OracleCheck([m1], k_min=3).run(make.table([make.sample("s", "Q-S?", ["Paris"], negatives=[
+        make.text("ok", "harmless")])]), world.ctx())
+    v = final(short)[s["sample_id"]]
+    assert "deciding_model" not in v.detail and v.detail["reason"] == "1 clean negatives < k_min 3 (the sample had 1)"
 
 
 def test_failures_are_conservative(world, make):

@@ -53,6 +53,7 @@ class ColourClip(BagOfWords):
 
     name = "test-colour-clip"
     COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
+    dim = len(COLOURS)
 
     def __init__(self, shas):
         self.shas = shas  # sha -> colour name
@@ -109,6 +110,21 @@ def test_lexical_entailment_filters_citations(labelled, corpus, tmp_path, stage_
     assert len(list((tmp_path / "indexes").iterdir())) == 1
     again = run(labelled, corpus, stage_ctx, text_entailment="lexical")
     assert again.kept.equals(result.kept)
+
+
+def test_embedding_the_corpus_prints_progress_as_the_evaluation_does(labelled, corpus, stage_ctx, capsys):
+    """Issue 42 item 19: ``run reflvqa`` was silent for minutes while the citation stage embedded
+    the text corpus; it prints the evaluation's progress lines (``resumable_index``), once, on
+    stderr (stdout holds a command's result alone)."""
+    run(labelled, corpus, stage_ctx, text_entailment="lexical")
+    printed = capsys.readouterr()
+    lines = printed.err.splitlines()
+    assert printed.out == ""
+    assert any(re.fullmatch(rf"reflvqa-text: embedding: {len(DOCS)}/{len(DOCS)} rows \(100%\), .* rows/s, ETA .*", line)
+               for line in lines), lines
+    assert lines[-1].startswith("reflvqa-text: index ready (")
+    run(labelled, corpus, stage_ctx, text_entailment="lexical")
+    assert capsys.readouterr() == ("", "")  # the index is on disk: nothing embedded, nothing said
 
 
 def test_llm_entailment_with_scripted_yes_no(labelled, corpus, make_pool, stage_ctx):
