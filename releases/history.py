@@ -16,9 +16,10 @@ curation has no parametric gating (RefLVQA, ReflectV, POPE, CRAG-MM) has no curv
 says so.
 
 The optional leaderboard reads evaluation folders as ``mmcurate compare-evals`` does
-(``evaluation.compare.read_run``): per run and condition, accuracy (CORRECT), hallucination
-(INCORRECT) and missing (NOT_ATTEMPTED) over the graded answers, each with its 95% Wilson
-interval; answers without a grade (FAILED, JUDGE_ERROR) are left out and counted.
+(``evaluation.compare.read_run``): per run and condition, accuracy (what its grading calls
+correct: CORRECT, or CRAG's perfect and acceptable), hallucination (INCORRECT) and missing
+(NOT_ATTEMPTED) over the graded answers, each with its 95% Wilson interval; answers without a
+grade (failed calls, timeouts, judge errors) are left out and counted.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.plural import counted
-from mmcurate.evaluation.compare import UNGRADED, read_run, wilson
+from mmcurate.evaluation.compare import read_run, wilson
 
 from .card import TEMPLATES
 from .diff import diff_releases
@@ -43,7 +44,9 @@ from .reader import Release, list_versions, open_release
 
 GATING = ("parametric", "gate.answer")  # the ledger rows of a parametric answer: (stage, check)
 HISTORY_HTML, HISTORY_MD = "history.html", "HISTORY.md"
-HEADLINE = {"accuracy": "CORRECT", "hallucination": "INCORRECT", "missing": "NOT_ATTEMPTED"}
+# the grades each headline rate counts (SimpleQA's and CRAG's spellings); accuracy counts what
+# the run's grading calls correct
+HEADLINE = {"accuracy": (), "hallucination": ("INCORRECT", "incorrect"), "missing": ("NOT_ATTEMPTED", "missing")}
 BY_RULE = "(a rule, no model)"
 
 
@@ -128,23 +131,25 @@ def _version(release: Release, parent: Release | None) -> Version:
 
 
 def _rates(folder: Path) -> list[dict]:
-    """A run's headline rates per condition ("all" first), each with its Wilson interval."""
+    """A run's headline rates per condition ("all" first), each with its Wilson interval, over
+    the answers its grading (``evaluation.compare.GRADINGS``) grades."""
     run = read_run(folder)
     model = _run_model(folder)
-    grades = run.answers.column("grade").to_pylist()
+    grading = run.grading
+    grades = run.answers.column(grading.column).to_pylist()
     groups = {"all": list(range(len(grades)))}
-    for column in ("scenario", "split"):
+    for column in ("scenario", "split", "variant"):
         if column in run.answers.column_names:
             for n, value in enumerate(run.answers.column(column).to_pylist()):
                 groups.setdefault(str(value), []).append(n)
             break
     rows = []
     for group, items in groups.items():
-        graded = [grades[i] for i in items if grades[i] not in UNGRADED and grades[i] is not None]
+        graded = [grades[i] for i in items if grades[i] is not None and grades[i] not in grading.ungraded]
         row: dict = {"model": model, "run": folder.name, "release": run.release, "condition": group,
                      "graded": len(graded), "left out": len(items) - len(graded)}
-        for metric, grade in HEADLINE.items():
-            k = sum(g == grade for g in graded)
+        for metric, kinds in HEADLINE.items():
+            k = sum(g in (grading.correct if metric == "accuracy" else kinds) for g in graded)
             interval = wilson(k, len(graded))
             row[metric] = k / len(graded) if graded else None
             row[f"{metric} low"], row[f"{metric} high"] = interval if interval else (None, None)
