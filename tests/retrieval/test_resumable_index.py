@@ -69,3 +69,35 @@ def test_progress_goes_to_stderr_by_default(tmp_path, capsys):
     resumable_index(tmp_path, "kb", "stub-onehot", 10, "fp", IDS, TEXTS, Stub().encode_text, shard_rows=4, batch=2)
     printed = capsys.readouterr()
     assert printed.out == "" and "kb: embedding: 10/10 rows" in printed.err and "kb: index ready (" in printed.err
+
+
+def test_two_builders_of_one_index_at_once_both_get_it(tmp_path):
+    """Two shards of the RefLVQA citation stage embed one corpus at once (threads): the second
+    waits for the first's build and loads it, instead of writing into the store the first
+    removes (FileNotFoundError on the first's rename, as in test_reflvqa_flow). The first
+    builder lets the second run while it embeds and waits (bounded) for it to finish: on the old
+    code the second builds alone and removes the store under the first; here it waits on the
+    lock, the wait times out, and both then return the one index."""
+    import threading
+
+    second_done = threading.Event()
+    results: dict[str, object] = {}
+
+    def second() -> None:
+        results["second"] = build(tmp_path, Stub(), [])
+        second_done.set()
+
+    class First(Stub):
+        def encode_text(self, texts):
+            if self.batches == 0:
+                threading.Thread(target=second).start()
+                second_done.wait(timeout=5)
+            return super().encode_text(texts)
+
+    first = First()
+    results["first"] = build(tmp_path, first, [])
+    assert second_done.wait(timeout=120)
+    assert first.seen == TEXTS  # the first embedded every row once
+    for index in results.values():
+        assert len(index) == 10 and [hits[0][0] for hits in top_hits(index, np.eye(10, dtype=np.float32), 1)] == list(
+            range(10))
