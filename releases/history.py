@@ -209,7 +209,8 @@ def saturation_rows(history: History) -> list[dict]:
 def leaderboard_rows(history: History) -> list[dict]:
     out = []
     for r in history.leaderboard:
-        row = {"model": r["model"], "release": r["release"], "condition": r["condition"], "graded": r["graded"]}
+        row = {"run": r["run"], "model": r["model"], "release": r["release"], "condition": r["condition"],
+               "graded": r["graded"]}
         for metric in HEADLINE:
             interval = "" if r[f"{metric} low"] is None else f" [{_pct(r[f'{metric} low'])}, {_pct(r[f'{metric} high'])}]"
             row[f"{metric} (%)"] = _pct(r[metric]) + interval

@@ -155,7 +155,7 @@ def saturation_figure(points: list[tuple[str, object, float, str]]) -> Figure:
 def leaderboard_figure(metric: str, rows: list[dict]) -> Figure:
     """One headline metric per evaluation run and condition, with its 95% Wilson interval."""
     shown = [r for r in rows if r[metric] is not None]
-    labels = [f"{r['model']}\n{r['condition']}" for r in shown]
+    labels = [f"{r['run']}\n{r['condition']}" for r in shown]  # a run's folder: two runs of one model differ
     values = [100 * r[metric] for r in shown]
     low = [100 * (r[metric] - r[f"{metric} low"]) for r in shown]
     high = [100 * (r[f"{metric} high"] - r[metric]) for r in shown]
