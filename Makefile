@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup fixtures demo demo-steps demo-deflectionbench demo-others test lint-imports bench clean review-setup review-ui
+.PHONY: setup fixtures demo demo-steps demo-deflectionbench demo-others test lint-imports docs bench clean review-setup review-ui
 
 setup: $(STAMP)
 
@@ -81,15 +81,21 @@ demo-others:
 	$(MM) run pope --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/pope/1.0.0 --model kestrel-lvlm --system kestrel --config configs/demo.yaml
 
-test: setup fixtures lint-imports
+test: setup fixtures lint-imports docs
 	$(PY) -m pytest -q
 
-# the layers of the README's "Imports point one way" ([tool.importlinter] in pyproject.toml),
+# the layers of docs/architecture.md's "Imports point one way" ([tool.importlinter] in pyproject.toml),
 # checked on the package as installed (tools/stage_tree.py: import-linter walks mmcurate/ only)
 LINT_TREE := build/lint-imports
 lint-imports: setup
 	$(PY) tools/stage_tree.py $(LINT_TREE)
 	cd $(LINT_TREE) && PYTHONPATH=. $(abspath $(VENV))/bin/lint-imports --config $(CURDIR)/pyproject.toml
+
+# the documentation site (mkdocs.yml, docs/) into build/site: --strict makes every warning an error (a broken
+# link or anchor, a page missing from nav); it builds offline (no web fonts, no CDN assets, no plugin that
+# downloads). `$(VENV)/bin/mkdocs serve` serves it on 127.0.0.1:8000 while editing
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 bench: setup fixtures
 	$(PY) bench/ingest_reddit.py

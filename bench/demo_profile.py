@@ -8,7 +8,7 @@ seconds; CPU seconds (user + sys) of the command and every process it waited for
 temporary Prefect API and the llama.cpp server are its children, so they count); the
 1-minute load average before the step (on a shared machine wall time follows the load, CPU
 time much less). Each step's output goes to ``OUT/NN-<command>.log``; the table is printed
-and written to ``OUT/steps.md`` as the README's step table.
+and written to ``OUT/steps.md`` as the step table of docs/demo.md.
 
     python bench/demo_profile.py [--clean] [--root DIR] [--out DIR] [--py-spy PROGRAM]
 

@@ -14,7 +14,7 @@ Hand-written over the standard library's sqlite3 rather than a caching library (
 requests-cache): the key is ours (model identity, messages with images by digest, sampling,
 template version), rows are committed one by one for ``kill -9`` safety, WAL is shared by
 several worker processes, and a batch's keys are looked up a few hundred at a query (``get_many``).
-Measured with ``bench/gating_throughput.py`` (README, "Benchmarks"): a fully cached rerun
+Measured with ``bench/gating_throughput.py`` (docs/figures.md): a fully cached rerun
 takes 0.0001 of the first run's time, and the layer with it serves 1.17 times the requests
 per second of bare ``AsyncOpenAI``.
 """

@@ -28,8 +28,8 @@
 
 OPQ: ``bench/kb_scale.py --opq`` measures IVF-PQ with and without the rotation on the same data.
 At 200k x 768 the rotation took 2.4 times as long to train (1,842 s against 777 s) for a
-measured recall@10 after re-scoring of 0.998 against 0.999 (README, "Knowledge bases at
-scale"): it does not pay once candidates are re-scored, so ``OPQ_DEFAULT`` is off.
+measured recall@10 after re-scoring of 0.998 against 0.999 (docs/figures.md,
+"bench/kb_scale.py"): it does not pay once candidates are re-scored, so ``OPQ_DEFAULT`` is off.
 """
 from __future__ import annotations
 

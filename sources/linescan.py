@@ -9,7 +9,7 @@ succeeds, and this picks the pure path. The ingest records which one ran
 Hand-written on purpose: a JSON library (orjson, simdjson) must parse a line to look at it,
 and a pushshift month is tens of millions of lines of which well under 1% are parsed; the C
 pass decides each line from its raw bytes while they are in the cache. Measured with
-``bench/ingest_reddit.py`` (README, "Benchmarks"): ingest / raw decompression 0.25-0.31 with
+``bench/ingest_reddit.py`` (docs/figures.md): ingest / raw decompression 0.25-0.31 with
 the C picker against 0.09-0.15 with the same picker in Python, outputs byte-identical.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ lines ``data[start:end]`` (numbered from ``first``) and returns ``(lines, picks,
 Where the C pass finds pattern occurrences with vectors, this looks at one line at a time
 with ``bytes`` methods: a pattern holds no newline, so an occurrence always lies inside the
 line it starts in, and ``line.find`` sees the same occurrences (overlapping ones included).
-It is several times slower (README, "Reddit"); tests/sources/test_linescan_pure.py checks
+It is several times slower (docs/commands/ingest.md, "Reddit at dump scale"); tests/sources/test_linescan_pure.py checks
 it against the C pass.
 """
 from __future__ import annotations

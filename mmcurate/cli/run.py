@@ -142,7 +142,7 @@ def evaluate(
         "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)")] = False,
 ) -> None:
     """Evaluate one model on a release, as its benchmark's paper does (the options a benchmark takes
-    are its own; see the README)."""
+    are its own; see its page in docs/benchmarks/)."""
     from mmcurate.benchmarks import get
     from mmcurate.core.config import load_config
     from mmcurate.releases.reader import open_release, refuse_inside_release

@@ -196,11 +196,11 @@ def test_dryrun_deployment_runs_on_a_process_worker(server: Server, deployed: di
     assert (workdir / "responses.sqlite").exists()
 
 
-def test_the_readmes_deployment_steps_build_the_fixtures_the_dry_run_reads() -> None:
+def test_the_documented_deployment_steps_build_the_fixtures_the_dry_run_reads() -> None:
     """Issue 42 item 23: ``deflectionbench/dryrun`` reads tests/fixtures/generated, which only
-    ``make fixtures`` writes; the README's deployment steps say so before deploying."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Deployments and schedules", 1)[1].split("\n## ", 1)[0]
+    ``make fixtures`` writes; the deployment steps (docs/deployments.md) say so before deploying."""
+    page = (REPO / "docs" / "deployments.md").read_text(encoding="utf-8")
+    section = page.split("# Deployments and schedules", 1)[1].split("\n## ", 1)[0]
     commands = [line.split("#")[0].strip() for line in section.split("```bash", 1)[1].split("```", 1)[0].splitlines()]
     commands = [c for c in commands if c]
     assert commands[0] == "make fixtures" and "deflectionbench/dryrun" in commands[-1]

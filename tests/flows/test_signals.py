@@ -7,8 +7,8 @@ window), then signals the command. Ctrl-C and SIGTERM must end it with one line 
 130 / 143 while the model call is still hanging, and stop the API server; after SIGKILL the
 server stops by itself, and a later command stops any server whose owner is gone.
 
-"Within seconds" (README) is checked without a clock: the command runs with its grace
-period (``session.GRACE``, after which it exits regardless) set to an hour, so it can only
+"Within seconds" (docs/commands/run-evaluate.md) is checked without a clock: the command runs
+with its grace period (``session.GRACE``, after which it exits regardless) set to an hour, so it can only
 end before the hang guard by stopping the held call and the flow at once.
 """
 from __future__ import annotations

@@ -152,8 +152,8 @@ def text_only_tasks(deflection_release, tmp_path, capsys, monkeypatch) -> Path:
 @pytest.mark.slow
 def test_lmms_eval_runs_the_exported_tasks_against_the_llama_server(text_only_tasks, llama_server, tmp_path):
     """lmms-eval's own command line, its OpenAI-compatible chat model pointed at the embedded
-    llama.cpp server as the README starts it (``llama_launch``; SmolLM2 is text-only: exported
-    with --text-only, the images dropped). Every request is answered (lmms-eval sends content
+    llama.cpp server as docs/commands/releases.md starts it (``llama_launch``; SmolLM2 is
+    text-only: exported with --text-only, the images dropped). Every request is answered (lmms-eval sends content
     lists, which llama-cpp-python's own server refuses). SmolLM2's answers differ across
     machines: only what the run must produce is checked."""
     scores = _lmms_eval(text_only_tasks, llama_server.base_url, tmp_path)

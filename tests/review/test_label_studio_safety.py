@@ -160,10 +160,10 @@ def test_an_export_inside_the_source_tree_is_refused(release, tmp_path):  # noqa
     citations_ls.export_project(release, 10, checkout / "review-work")  # a folder of its own is fine
 
 
-def test_the_readme_reviews_in_a_folder_that_is_no_package():
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Reviewing in Label Studio"):]
-    section = section[:section.index("\n## ", 3)]
+def test_the_docs_review_in_a_folder_that_is_no_package():
+    page = (REPO / "docs" / "commands" / "annotate.md").read_text()  # the README's section moved there (issue 44)
+    section = page[page.index("## Reviewing in Label Studio"):]
+    section = section.split("\n## ", 1)[0]
     assert "--out review/" not in section and "REVIEW=review/" not in section
     assert "--out review-work/" in section and "make review-ui REVIEW=review-work/" in section
     ignored = (REPO / ".gitignore").read_text().splitlines()
