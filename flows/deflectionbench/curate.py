@@ -23,6 +23,7 @@ from prefect import flow
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
+from mmcurate.benchmarks import register_part
 from mmcurate.flows import DEMO_CONFIG
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
@@ -38,6 +39,7 @@ from mmcurate.tasks.stages import run_stage
 from mmcurate.core.plural import counted
 
 
+@register_part("deflectionbench", "curate")
 @flow(name="deflectionbench", log_prints=True)
 def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
                     allow_incomplete: bool = False) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
@@ -35,6 +36,7 @@ from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_scenarios, score_crag, summarise
 
 
+@register_part("deflectionbench", "evaluate")
 def evaluate_deflectionbench(
     bench: Release,
     settings: Settings,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
+from mmcurate.benchmarks import register_part
 from mmcurate.core.images import ImageStore
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
@@ -26,6 +27,7 @@ from mmcurate.tasks.recuration import Recurated
 from mmcurate.tasks.stages import run_stage
 
 
+@register_part("deflectionbench", "recurate")
 def recurate_deflectionbench(run: Recuration) -> Recurated:
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
     samples = canonical_samples(parent, ImageStore(settings.workdir / "images"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from mmcurate.annotation.reflectv.recheck import SCORES, RecheckTrajectories, drawn_marks
 from mmcurate.annotation.reflectv.visual import YES_NO
+from mmcurate.benchmarks import register_part
 from mmcurate.core.images import ImageStore
 from mmcurate.core.plural import counted
 from mmcurate.releases.near_duplicates import near_duplicate_stage
@@ -24,6 +25,7 @@ from mmcurate.tasks.recuration import Recurated
 from mmcurate.tasks.stages import run_stage
 
 
+@register_part("reflectv", "recurate")
 def recurate_reflectv(run: Recuration) -> Recurated:
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
     store = ImageStore(settings.workdir / "images")

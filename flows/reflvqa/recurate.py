@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.recheck import RecheckCitations, judged_candidates
+from mmcurate.benchmarks import register_part
 from mmcurate.core.images import ImageStore
 from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.recuration import Recuration
@@ -26,6 +27,7 @@ from mmcurate.tasks.recuration import Recurated
 from mmcurate.tasks.stages import run_stage
 
 
+@register_part("reflvqa", "recurate")
 def recurate_reflvqa(run: Recuration) -> Recurated:
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
     store = ImageStore(settings.workdir / "images")

@@ -28,7 +28,7 @@ from typing import Any
 from mmcurate.annotation.reflectv.dialogue import STAGE as DIALOGUE
 from mmcurate.annotation.reflectv.dialogue import student_messages, teacher_messages
 from mmcurate.annotation.reflectv.dialogue import STUDENT_TEMPLATE, TEACHER_TEMPLATE
-from mmcurate.annotation.reflectv.grounders import Query, point_request
+from mmcurate.annotation.grounders import Query, point_request
 from mmcurate.annotation.reflectv.reflection import STAGE as REFLECTION
 from mmcurate.annotation.reflectv.reflection import caption_request, objects_request, rewrite_request, subject_request
 from mmcurate.annotation.reflectv.trajectory import STAGE as TRAJECTORY

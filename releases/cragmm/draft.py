@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
 from mmcurate.core.schema import SAMPLE
@@ -67,6 +68,7 @@ KIND = ReleaseKind(
     distributions=distributions,
     harness="mmcurate.evaluation.cragmm.harness:harness",
 )
+register_part("cragmm", "release")(KIND)
 
 
 def turn_rows(samples: pa.Table) -> pa.Table:

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.deflectionbench import RULES, DeflectionBenchConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
@@ -58,6 +59,7 @@ KIND = ReleaseKind(
     distributions=distributions,
     harness="mmcurate.evaluation.deflectionbench.harness:harness",
 )
+register_part("deflectionbench", "release")(KIND)
 
 ROW_BATCH = 1024  # rows turned into Python dicts at a time
 RELEASE_PART_ROWS = 50_000  # rows of a spilled release table written at a time

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
@@ -67,6 +68,7 @@ KIND = ReleaseKind(
     distributions=distributions,
     harness="mmcurate.evaluation.pope.harness:harness",
 )
+register_part("pope", "release")(KIND)
 
 
 def probe_rows(samples: pa.Table) -> pa.Table:

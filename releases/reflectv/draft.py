@@ -39,6 +39,7 @@ from mmcurate.annotation.reflectv.formatting import (
     CHECK_SHARE, FORMAT_DEFECTS, MULTI, REDUNDANT, SINGLE, SURPLUS, TRAJECTORY, final_think, render_turns,
 )
 from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL, CHECK_RULE
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import DOMAINS, domain_of
 from mmcurate.core.images import ImageStore
@@ -83,6 +84,7 @@ KIND = ReleaseKind(
     exports=write_sft,
     harness="mmcurate.evaluation.reflectv.harness:harness",
 )
+register_part("reflectv", "release")(KIND)
 
 
 def _reasons(result: StageResult, check: str) -> dict[str, str]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import DOCUMENT, SAMPLE, SENTENCE
@@ -49,6 +50,7 @@ KIND = ReleaseKind(
     distributions=distributions,
     harness="mmcurate.evaluation.reflvqa.harness:harness",
 )
+register_part("reflvqa", "release")(KIND)
 
 
 def reflvqa_draft(
