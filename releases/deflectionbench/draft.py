@@ -11,6 +11,7 @@ from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.deflectionbench import RULES, DeflectionBenchConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
+from mmcurate.evaluation.deflectionbench.harness import harness as lmms_harness
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import is_lexical
 from mmcurate.core.stages import StageResult
@@ -57,7 +58,7 @@ KIND = ReleaseKind(
     configs=("test",),
     checks=deflection_checks,
     distributions=distributions,
-    harness="mmcurate.evaluation.deflectionbench.harness:harness",
+    harness=lmms_harness,
 )
 register_part("deflectionbench", "release")(KIND)
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.stages import StageResult
+from mmcurate.evaluation.pope.harness import harness as lmms_harness
 from mmcurate.sources.ingest import IngestResult
 from mmcurate.sources.mme import PROBE_SPLITS
 from mmcurate.sources.pope import dataset_splits
@@ -66,7 +67,7 @@ KIND = ReleaseKind(
     configs=("probes",),
     checks=pope_checks,
     distributions=distributions,
-    harness="mmcurate.evaluation.pope.harness:harness",
+    harness=lmms_harness,
 )
 register_part("pope", "release")(KIND)
 

@@ -46,6 +46,7 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Ledger
 from mmcurate.core.specs import Heuristic, Template
 from mmcurate.core.stages import StageResult
+from mmcurate.evaluation.reflectv.harness import harness as lmms_harness
 from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.sources.ingest import IngestResult
 
@@ -82,7 +83,7 @@ KIND = ReleaseKind(
     distributions=distributions,
     split="train",
     exports=write_sft,
-    harness="mmcurate.evaluation.reflectv.harness:harness",
+    harness=lmms_harness,
 )
 register_part("reflectv", "release")(KIND)
 

@@ -57,14 +57,18 @@ def test_every_kind_of_part_has_a_layer():
 
 
 def test_the_registry_names_no_code_by_string():
-    """Walk every benchmark, its evaluation, every registered part and adapter: no value is a
-    string that resolves to importable code."""
+    """Walk every benchmark, its evaluation, every registered part (and the fields of a part that
+    is a dataclass, such as a release kind's harness) and adapter: no value is a string that
+    resolves to importable code."""
     found = []
     for benchmark in BENCHMARKS.values():
         for name, value in _fields(benchmark) + (_fields(benchmark.evaluation) if benchmark.evaluation else []):
             values = value.values() if isinstance(value, dict) else value if isinstance(value, tuple) else [value]
             found += [f"{benchmark.name}.{name}: {v}" for v in values if resolves_to_code(v)]
-    found += [f"{b}.{part}: {value}" for (b, part), value in registered_parts().items() if resolves_to_code(value)]
+    for (name, part), value in registered_parts().items():  # a part, and the fields of one that is a dataclass
+        inner = _fields(value) if dataclasses.is_dataclass(value) else []
+        found += [f"{name}.{part}{'.' + field if field else ''}: {v}" for field, v in [("", value), *inner]
+                  if resolves_to_code(v)]
     found += [f"adapter {name}: {cls}" for name, (_, cls) in registered_adapters().items() if resolves_to_code(cls)]
     assert found == []
 
