@@ -8,8 +8,8 @@ evaluation folders.
 
 What a decision is, how ``n`` is spread, what people fill in and which agreement the paper
 reports differ per benchmark: each is a ``JudgeReview`` (``deflectionbench.judges`` for
-DeflectionBench's Table 7, ``reflvqa.judges`` for RefLVQA's evaluator correlations), which
-the benchmark registry names. This module holds what they share: reading the evaluation
+DeflectionBench's Table 7, ``reflvqa.judges`` for RefLVQA's evaluator correlations), each
+registered as its benchmark's ``judge_review`` (``review.builtin`` imports them). This module holds what they share: reading the evaluation
 folders, the blind batch, reading labelled files, and the output.
 
 Several annotators (one file each) also get their agreement with each other (Cohen or
