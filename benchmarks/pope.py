@@ -2,21 +2,32 @@
 files or probes built from object annotations; and MME's hallucination subtasks (existence,
 count, position, color), Kestrel's MME-Hallucination, read as probes of the same release (dataset
 ``mme``, the subtask as the split) and scored by MME's score beside POPE's metrics. Evaluated
-plain or through Kestrel's loop."""
+plain or through Kestrel's loop.
+
+Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this list equal to the tree):
+
+- sources: ``pope``, ``pope_objects``, ``mme`` (``sources/<name>.py``)
+- ``annotation/pope/``: ``balance.py`` (every split balanced)
+- ``evaluation/pope/``: ``probes.py`` (POPE's evaluation, plain or through Kestrel), ``kestrel.py``
+  (Kestrel's loop), ``mme.py`` (MME's score), ``harness.py`` (the probes as lmms-eval tasks)
+- ``releases/pope/``: ``draft.py`` (a curation as a release), ``checks.py``
+- ``flows/pope/``: ``curate.py``, ``evaluate.py``
+"""
 from __future__ import annotations
 
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from mmcurate.core.config import BenchmarkSection, ClaimGate, Section, Sources, StrictModel
+from mmcurate.core.config import BenchmarkSection, Section, Sources, StrictModel
 from mmcurate.core.specs import GroundingSpec, Saliency, SegmenterSpec, model_names
 
 from .benchmark import Benchmark, Evaluation
+from .shared import ClaimGate
 
 
 class PopeConfig(BenchmarkSection):
-    """POPE probes (Kestrel's benchmark, seed 000 4.1; see flows/pope.py): published POPE files
+    """POPE probes (Kestrel's benchmark, seed 000 4.1; see flows/pope/curate.py): published POPE files
     (source ``pope``) or probes built from object annotations (``pope_objects``)."""
 
     sources: Sources
@@ -28,7 +39,7 @@ class PopeConfig(BenchmarkSection):
 
 
 class KestrelConfig(StrictModel):
-    """Kestrel's loop around the evaluated model (seed 000; ``evaluation.kestrel``): the grounding
+    """Kestrel's loop around the evaluated model (seed 000; ``evaluation.pope.kestrel``): the grounding
     agent, who verifies, the change gate and the rounds (``gate``), and the optional Yes-guard."""
 
     grounding: GroundingSpec | None = None  # the grounding agent; needed for --system kestrel
@@ -75,16 +86,12 @@ BENCHMARK = Benchmark(
     name="pope",
     config=PopeConfig,
     evaluation_config=PopeEvalConfig,
+    curated=True,
     title="POPE and MME-Hallucination probes (object-hallucination yes/no questions; published files, or built "
           "from object annotations)",
     paper="000_2a76f793a2e194d6.txt",
     sources=("pope", "pope_objects", "mme"),
-    release="mmcurate.releases.pope:KIND",
-    curate="mmcurate.flows.pope:pope",
     evaluation=Evaluation(
-        steps="mmcurate.flows.evaluate_pope:evaluate_pope",
         options=("system", "oracle_grounding"),
-        check="mmcurate.evaluation.pope:run_options",
-        refuse="mmcurate.evaluation.pope:refuse_unrunnable",
     ),
 )

@@ -1,6 +1,6 @@
 """A benchmark's plan from a config, a sample count and retention rates: the ``plan`` of each
 benchmark in the registry (``mmcurate.benchmarks``); and the plan of an evaluation of one
-model on a release (``Evaluation.plan``)."""
+model on a release (a benchmark's ``evaluation_plan``); each registered as its benchmark's part."""
 from __future__ import annotations
 
 import tempfile
@@ -8,24 +8,24 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.benchmarks import deflectionbench, reflectv, reflvqa
+from mmcurate.benchmarks import deflectionbench, reflectv, reflvqa, register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
-from mmcurate.evaluation.reflvqa_subset import choose_pairs
+from mmcurate.evaluation.reflvqa.subset import choose_pairs
 from mmcurate.releases.reader import Release
-from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
+from mmcurate.releases.reflvqa.tables import KNOWLEDGE_BASE
 from mmcurate.releases.unembed import canonical_rows
 
-from .deflection import offered_negatives, plan_deflectionbench
+from .deflectionbench.curation import offered_negatives, plan_deflectionbench
 from .inputs import plan_input
 from .kb import plan_kb
 from .plan import Plan
 from .rates import (paper_deflection, paper_reflectv, paper_reflvqa, release_deflection, release_reflectv,
                     release_reflvqa)
-from .reflectv import plan_reflectv
-from .reflvqa import plan_reflvqa
-from .reflvqa_evaluation import plan_reflvqa_evaluation
+from .reflectv.curation import plan_reflectv
+from .reflvqa.curation import plan_reflvqa
+from .reflvqa.evaluation import plan_reflvqa_evaluation
 
 PAPER = "paper"
 
@@ -37,6 +37,7 @@ def _checked(samples: int | None, retention: str | None) -> bool:
     return retention in (None, PAPER)
 
 
+@register_part("deflectionbench", "plan")
 def deflection_bill(settings: Settings, samples: int | None = None, retention: str | None = None,
                     kb_pages: int | None = None) -> Plan:
     """DeflectionBench under ``settings``: ``samples`` (else counted, see ``planning.inputs``) at
@@ -52,6 +53,7 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
     return plan
 
 
+@register_part("reflvqa", "plan")
 def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """RefLVQA under ``settings`` (see ``deflection_bill``)."""
     cfg = reflvqa.BENCHMARK.section_of(settings)
@@ -63,6 +65,7 @@ def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str 
     return plan
 
 
+@register_part("reflectv", "plan")
 def reflectv_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """ReflectV under ``settings`` (see ``deflection_bill``)."""
     cfg = reflectv.BENCHMARK.section_of(settings)
@@ -71,6 +74,7 @@ def reflectv_bill(settings: Settings, samples: int | None = None, retention: str
     plan = plan_reflectv(settings, given, rates)
     plan.uncounted = given.uncounted
     return plan
+@register_part("reflvqa", "evaluation_plan")
 def reflvqa_evaluation_bill(settings: Settings, release: Release, model: str, options: dict[str, Any]) -> Plan:
     """The evaluation grid of ``model`` on a RefLVQA ``release`` (``options``: settings,
     queries and subset, checked by the benchmark's evaluation), read without touching the workdir."""
