@@ -317,6 +317,29 @@ class _ModelEnv(EnvSettingsSource):
         return matches[0] if matches else key
 
 
+CACHE_FORMS = ("sqlite:///<absolute path> (one machine) or parts+<URL> (a part per worker process under an "
+               "fsspec URL or absolute path, e.g. parts+s3://bucket/prefix, for workers that share no disk)")
+
+
+def cache_location(url: str) -> tuple[Literal["sqlite", "parts"], str]:
+    """The kind of response cache ``url`` names and where it lies: ``("sqlite", path)`` or
+    ``("parts", fsspec URL)``; ConfigError for any other form (a one-line message naming both)."""
+    import fsspec  # here: only a config naming a cache pays for the import
+
+    for kind, prefix in (("sqlite", "sqlite:///"), ("parts", "parts+")):
+        if url.startswith(prefix):
+            rest = url[len(prefix):]
+            if kind == "sqlite":
+                return kind, "/" + rest.lstrip("/")
+            protocol = fsspec.utils.get_protocol(rest)
+            if protocol not in fsspec.available_protocols():
+                raise ConfigError(f"cache_url {url!r}: fsspec knows no storage {protocol!r}")
+            if protocol == "file" and "://" not in rest and not rest.startswith("/"):
+                raise ConfigError(f"cache_url {url!r}: a local parts folder must be an absolute path")
+            return kind, rest
+    raise ConfigError(f"unsupported cache_url {url!r}: expected {CACHE_FORMS}")
+
+
 class CoreSettings(BaseSettings):
     """The shared settings. ``Settings`` (``settings_type()``) adds one optional field per
     registered benchmark section and an ``evaluation`` section holding the registered
@@ -328,7 +351,7 @@ class CoreSettings(BaseSettings):
 
     workdir: Path = Path(".mmcurate")  # ingests, caches, indexes
     releases_root: Path = Path("releases")
-    cache_url: str | None = None  # default: sqlite at workdir/responses.sqlite
+    cache_url: str | None = None  # default: sqlite at workdir/responses.sqlite; forms: ``cache_location``
     models: dict[str, ModelSpec] = Field(default_factory=dict)
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
     task_runner: TaskRunnerConfig = Field(default_factory=TaskRunnerConfig)
@@ -336,6 +359,13 @@ class CoreSettings(BaseSettings):
     # a Prefect notification block (``<type slug>/<name>``, e.g. slack-webhook/curation) told
     # the outcome of unattended runs (``mmcurate watch``, the scheduled watch deployment)
     notify_block: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/[A-Za-z0-9_.-]+$")
+
+    @field_validator("cache_url")
+    @classmethod
+    def _cache_form(cls, url: str | None) -> str | None:
+        if url is not None:
+            cache_location(url)
+        return url
 
     @classmethod
     def settings_customise_sources(
