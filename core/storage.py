@@ -58,17 +58,19 @@ def is_url(value: str | Path) -> bool:
 
 
 def check_url(url: str, what: str) -> None:
-    """Refuse, with one line, a URL of an unknown scheme or one carrying a credential."""
+    """Refuse, with one line, a URL of an unknown scheme or one carrying a credential (``what``,
+    when given, names the setting)."""
+    what = f"{what}: " if what else ""
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES:
-        raise StorageError(f"{what}: unsupported URL scheme {parts.scheme!r} in {url!r}; use a path or one of "
+        raise StorageError(f"{what}unsupported URL scheme {parts.scheme!r} in {url!r}; use a path or one of "
                            + ", ".join(f"{scheme}://" for scheme in SCHEMES))
     if parts.scheme != "file" and parts.scheme != "memory" and not parts.netloc:
-        raise StorageError(f"{what}: {url!r} names no bucket ({parts.scheme}://BUCKET/PREFIX)")
+        raise StorageError(f"{what}{url!r} names no bucket ({parts.scheme}://BUCKET/PREFIX)")
     secret = parts.password is not None or parts.username is not None or any(
         any(word in key.lower() for word in SECRET_PARAMS) for key, _ in parse_qsl(parts.query))
     if secret:
-        raise StorageError(f"{what}: the URL carries a credential; give credentials through the environment or "
+        raise StorageError(f"{what}the URL carries a credential; give credentials through the environment or "
                            "fsspec's configuration (e.g. AWS_ACCESS_KEY_ID), never in a URL")
 
 
@@ -228,15 +230,15 @@ def publish_folder(source: Path, target: Location) -> None:
     (target / MARKER).write_bytes(json.dumps({"files": files}, indent=1, sort_keys=True).encode())
 
 
-def fetch_folder(location: Location) -> Path:
+def fetch_folder(location: Location, dest: Path | None = None) -> Path:
     """A local folder holding the published ``location``: the path itself when local, else a
-    copy in the scratch folder keyed by the marker's sha256 (fetched once, every file checked
-    against the marker). IncompleteFolder when the marker is missing."""
+    copy (at ``dest``, by default in the scratch folder keyed by the marker's sha256), fetched
+    once, every file checked against the marker. IncompleteFolder when the marker is missing."""
     if location.is_local:
         return location.local_path
     raw = _marker_bytes(location)
     files = json.loads(raw)["files"]
-    dest = scratch_root() / "fetched" / hashlib.sha256(raw).hexdigest()[:16] / location.name
+    dest = dest or scratch_root() / "fetched" / hashlib.sha256(raw).hexdigest()[:16] / location.name
     if dest.is_dir():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -259,3 +261,33 @@ def fetch_folder(location: Location) -> Path:
         shutil.rmtree(temp, ignore_errors=True)
         raise
     return dest
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """A stored folder as the pipeline works on it: ``local``, this worker's working copy, and
+    ``remote``, the object store holding the shared truth (None: ``local`` is the store). The
+    code reads and writes ``local``; ``pull`` fetches a published subfolder it lacks, ``push``
+    publishes one it made (the marker rule)."""
+
+    local: Path
+    remote: Location | None = None
+
+    def pull(self, relative: str) -> bool:
+        """Fetch ``remote/relative`` into ``local/relative`` when only the store has it published;
+        whether the local copy exists now."""
+        dest = self.local / relative
+        if self.remote is not None and not dest.exists() and is_complete(self.remote / relative):
+            fetch_folder(self.remote / relative, dest)
+        return dest.exists()
+
+    def pull_children(self, relative: str) -> None:
+        """Pull every published folder directly under ``remote/relative``."""
+        if self.remote is not None:
+            for name in complete_children(self.remote / relative if relative else self.remote):
+                self.pull(f"{relative}/{name}" if relative else name)
+
+    def push(self, relative: str) -> None:
+        """Publish ``local/relative`` as ``remote/relative`` unless the store has it already."""
+        if self.remote is not None and not is_complete(self.remote / relative):
+            publish_folder(self.local / relative, self.remote / relative)
