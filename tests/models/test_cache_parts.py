@@ -166,8 +166,9 @@ def test_cache_compact_command(tmp_path, fresh):
 
 @pytest.mark.parametrize(("url", "says"), [
     ("postgresql://db/cache", "unsupported cache_url 'postgresql://db/cache': expected sqlite:///"),
-    ("parts+nosuch://bucket/cache", "fsspec knows no storage 'nosuch'"),
+    ("parts+nosuch://bucket/cache", "unsupported URL scheme 'nosuch'"),
     ("parts+relative/cache", "a local parts folder must be an absolute path"),
+    ("parts+s3://user:secret@bucket/cache", "the URL carries a credential"),
 ])
 def test_cache_url_is_checked_at_load(tmp_path, url, says):
     config = tmp_path / "config.yaml"
