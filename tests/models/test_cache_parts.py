@@ -176,3 +176,12 @@ def test_cache_url_is_checked_at_load(tmp_path, url, says):
     with pytest.raises(ConfigError, match="cache_url") as caught:
         load_config(config)
     assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_workdir_in_an_object_store_keeps_its_cache_in_parts_beside_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "scratch"))
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"workdir": "s3://bucket/work/"}))
+    assert load_config(config).response_cache_url == "parts+s3://bucket/work/responses"
+    config.write_text(json.dumps({"workdir": str(tmp_path / "work")}))
+    assert load_config(config).response_cache_url == f"sqlite:///{tmp_path / 'work' / 'responses.sqlite'}"
