@@ -250,22 +250,39 @@ class _Parts:
         marker = {"part": f"{name}.parquet", "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest()}
         self.fs.pipe_file(self._path("markers", f"{name}.json"), json.dumps(marker).encode("utf-8"))
 
-    def read(self, name: str) -> pa.Table | None:
-        """The rows of the published part ``name``; None while its marker is still being written
-        (or was torn by a kill), or once compaction removed the part."""
-        try:
-            marker = json.loads(self.fs.cat_file(self._path("markers", f"{name}.json")))
-            data = self.fs.cat_file(self._path("parts", marker["part"]))
-        except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
-            return None
-        if hashlib.sha256(data).hexdigest() != marker["sha256"]:
-            raise MmcurateError(f"response cache {self.url}: part {marker['part']} does not match its marker")
-        return pq.read_table(io.BytesIO(data), schema=_PART_SCHEMA)
+    def read(self, names: list[str]) -> dict[str, pa.Table]:
+        """The rows of each published part of ``names``, fetched together (concurrently from an
+        object store); left out, to be looked at again later: a part whose marker is still being
+        written (or was torn by a kill), and one compaction removed meanwhile."""
+        markers = self._cat({name: self._path("markers", f"{name}.json") for name in names})
+        wanted: dict[str, tuple[str, str]] = {}
+        for name, raw in markers.items():
+            try:
+                marker = json.loads(raw)
+                wanted[name] = (marker["part"], marker["sha256"])
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+        data = self._cat({name: self._path("parts", part) for name, (part, _) in wanted.items()})
+        tables: dict[str, pa.Table] = {}
+        for name, content in data.items():
+            part, sha256 = wanted[name]
+            if hashlib.sha256(content).hexdigest() != sha256:
+                raise MmcurateError(f"response cache {self.url}: part {part} does not match its marker")
+            tables[name] = pq.read_table(io.BytesIO(content), schema=_PART_SCHEMA)
+        return tables
 
-    def remove(self, name: str) -> None:
-        """Unpublish ``name`` (marker first, so no reader trusts a part being removed), then delete it."""
-        self.fs.rm_file(self._path("markers", f"{name}.json"))
-        self.fs.rm_file(self._path("parts", f"{name}.parquet"))
+    def _cat(self, paths: dict[str, str]) -> dict[str, bytes]:
+        """The bytes at each of ``paths`` (by its name) that exists."""
+        if not paths:
+            return {}
+        found = self.fs.cat(list(paths.values()), on_error="omit")
+        by_path = {self.fs._strip_protocol(path): content for path, content in found.items()}
+        return {name: by_path[key] for name, path in paths.items() if (key := self.fs._strip_protocol(path)) in by_path}
+
+    def remove(self, names: list[str]) -> None:
+        """Unpublish ``names`` (markers first, so no reader trusts a part being removed), then delete the parts."""
+        for folder, suffix in (("markers", ".json"), ("parts", ".parquet")):
+            self.fs.rm([self._path(folder, f"{name}{suffix}") for name in names])
 
 
 def _writer() -> str:
@@ -295,18 +312,13 @@ class PartsCache(ResponseCache):
     def refresh(self) -> None:
         """Read into the merged copy every part published since the last refresh."""
         with self._merged.lock:
-            for name in self.parts.markers():
-                if name in self._merged.seen:
-                    continue
-                table = self.parts.read(name)
-                if table is None:
-                    continue  # looked at again next time: a marker being written, or gone with its part
-                rows = list(zip(*(table.column(column).to_pylist() for column in _COLUMNS)))
-                with self._lock:
-                    self._db.execute("BEGIN")
-                    self._db.executemany(_MERGE, rows)
-                    self._db.execute("COMMIT")
-                self._merged.seen.add(name)
+            tables = self.parts.read([name for name in self.parts.markers() if name not in self._merged.seen])
+            with self._lock:
+                self._db.execute("BEGIN")
+                for table in tables.values():
+                    self._db.executemany(_MERGE, zip(*(table.column(column).to_pylist() for column in _COLUMNS)))
+                self._db.execute("COMMIT")
+            self._merged.seen.update(tables)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedAnswer]:
         wanted = list(dict.fromkeys(keys))
@@ -352,7 +364,7 @@ def compact_parts(url: str) -> Compaction:
     before any merged one is removed, so readers meanwhile find every key; parts published
     while it runs (or whose marker is still being written) are left as they are."""
     parts = _Parts(url)
-    read = {name: table for name in parts.markers() if (table := parts.read(name)) is not None}
+    read = parts.read(parts.markers())
     names, tables = list(read), list(read.values())
     rows = sum(table.num_rows for table in tables)
     if len(names) <= 1:
@@ -360,6 +372,5 @@ def compact_parts(url: str) -> Compaction:
     merged = (pl.from_arrow(pa.concat_tables(tables)).sort(["key", "created", "text"])
               .unique("key", keep="first", maintain_order=True))
     parts.publish(f"compact-{_writer()}", list(merged.iter_rows()))
-    for name in names:
-        parts.remove(name)
+    parts.remove(names)
     return Compaction(len(names), rows, merged.height)

@@ -19,7 +19,7 @@ from mmcurate.cli.app import app
 from mmcurate.core.config import load_config
 from mmcurate.core.errors import ConfigError
 from mmcurate.models import cache as cache_module
-from mmcurate.models.cache import PartsCache, ResponseCache, compact_parts
+from mmcurate.models.cache import Compaction, PartsCache, ResponseCache, compact_parts
 
 WRITE = """
 import sys
@@ -69,8 +69,11 @@ def _published(root: Path) -> list[str]:
     return sorted(p.name for p in (root / "markers").iterdir())
 
 
-def test_two_writer_processes_one_reader_sees_every_call(tmp_path, fresh):
-    url = f"parts+file://{tmp_path / 'cache'}"
+@pytest.mark.parametrize("store", ["file", "s3"])
+def test_two_writer_processes_one_reader_sees_every_call(tmp_path, fresh, request, store):
+    """Writers share only the store: a local folder, or the local S3 server (tests/s3_server.py)."""
+    where = f"file://{tmp_path / 'cache'}" if store == "file" else f"{request.getfixturevalue('s3_bucket')}/cache"
+    url = f"parts+{where}"
     writers = [_write(url, "a", 5), _write(url, "b", 7)]
     assert [w.wait() for w in writers] == [0, 0]
     reader = fresh(url)
@@ -79,7 +82,9 @@ def test_two_writer_processes_one_reader_sees_every_call(tmp_path, fresh):
     assert sorted(found) == sorted([f"a{i}" for i in range(5)] + [f"b{i}" for i in range(7)])
     assert found["b3"].text == "answer b3" and found["b3"].usage == {"completion_tokens": 3}
     assert reader.count() == 12
-    assert len(_published(tmp_path / "cache")) == 12  # one part per finished call, each with its marker
+    assert len(reader.parts.markers()) == 12  # one part per finished call, each with its marker
+    assert compact_parts(where) == Compaction(12, 12, 12) and len(reader.parts.markers()) == 1
+    assert fresh(url).get_many(list(found)) == found
     reader.close()
 
 
