@@ -13,6 +13,7 @@ A pytest plugin of tests/conftest.py: every test folder can ask for these fixtur
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from typing import Iterator
 
@@ -34,6 +35,7 @@ def s3_server() -> Iterator[str]:
     import fsspec.config
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request on stderr (CLI tests read it)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

@@ -111,3 +111,35 @@ def test_local_publication_renames_a_temp_folder_into_place(tmp_path):
     assert (tmp_path / "out" / "v1" / "data" / "a.bin").read_bytes() == b"aaa"
     assert not (tmp_path / "out" / "v1" / MARKER).exists() and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["v1"]
     assert storage.fetch_folder(target) == tmp_path / "out" / "v1"
+
+
+def write_config(tmp_path: Path, **values: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text("".join(f"{key}: {value}\n" for key, value in values.items()))
+    return path
+
+
+def test_workdir_and_releases_root_take_a_url_and_manifests_record_it(tmp_path, scratch):
+    from mmcurate.core.config import load_config
+
+    settings = load_config(write_config(tmp_path, workdir="s3://bucket/work", releases_root=f"file://{tmp_path}/rel"))
+    assert settings.location("workdir").url == "s3://bucket/work"
+    assert settings.workdir.is_relative_to(scratch)  # this worker's working copy of it
+    assert settings.releases_root == tmp_path / "rel" and settings.mirror("releases_root").remote is None
+    assert settings.resolved()["workdir"] == "s3://bucket/work"
+    assert settings.mirror("workdir") == storage.Mirror(settings.workdir, Location("s3://bucket/work"))
+    relative = load_config(write_config(tmp_path, workdir="work"))  # a plain relative path: against the config, as before
+    assert relative.workdir == tmp_path / "work" and relative.location("workdir").local_path == tmp_path / "work"
+
+
+@pytest.mark.parametrize("value, words", [
+    ("ftp://host/work", "workdir: Value error, unsupported URL scheme 'ftp'"),
+    ("s3://AKIAX:hunter2@bucket/work", "workdir: Value error, the URL carries a credential"),
+])
+def test_a_bad_workdir_url_is_one_line_and_never_echoes_a_secret(tmp_path, value, words):
+    from mmcurate.core.config import load_config
+    from mmcurate.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=words) as caught:
+        load_config(write_config(tmp_path, workdir=value))
+    assert "\n" not in str(caught.value) and "hunter2" not in str(caught.value)
