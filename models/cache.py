@@ -1,4 +1,5 @@
-"""Response cache: SQLite in WAL mode, one row per finished model call.
+"""Response cache: SQLite in WAL mode, one row per finished model call (``PartsCache``, at the
+end, is its form for workers that share no disk: ``cache_url: parts+<URL>``).
 
 The key is a sha256 over everything that can change an answer: the model's identity
 (``ModelSpec.identity()`` plus backend details such as a script's hash), the full
