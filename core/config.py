@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator,
+                      model_validator)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -31,8 +32,9 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from .errors import ConfigError
+from .errors import ConfigError, MmcurateError
 from .plural import counted, listed
+from . import storage
 
 
 class StrictModel(BaseModel):
@@ -242,6 +244,33 @@ class _ModelEnv(EnvSettingsSource):
         return matches[0] if matches else key
 
 
+CACHE_FORMS = ("sqlite:///<absolute path> (one machine) or parts+<URL> (a part per worker process under a URL "
+               "or an absolute path, e.g. parts+s3://bucket/prefix, for workers that share no disk)")
+
+
+def cache_location(url: str) -> tuple[Literal["sqlite", "parts"], str]:
+    """The kind of response cache ``url`` names and where it lies: ``("sqlite", path)`` or
+    ``("parts", path or URL)``; ConfigError for any other form (a one-line message naming both),
+    and for a parts URL ``storage.check_url`` refuses (an unknown scheme, a credential in it)."""
+    for kind, prefix in (("sqlite", "sqlite:///"), ("parts", "parts+")):
+        if url.startswith(prefix):
+            rest = url[len(prefix):]
+            if kind == "sqlite":
+                return kind, "/" + rest.lstrip("/")
+            if storage.is_url(rest):
+                try:
+                    storage.check_url(rest, "cache_url")
+                except MmcurateError as exc:
+                    raise ConfigError(str(exc)) from None
+            elif not rest.startswith("/"):
+                raise ConfigError(f"cache_url {url!r}: a local parts folder must be an absolute path")
+            return kind, rest
+    raise ConfigError(f"unsupported cache_url {url!r}: expected {CACHE_FORMS}")
+
+
+STORED = ("workdir", "releases_root")  # the settings that may name an object-store URL
+
+
 class CoreSettings(BaseSettings):
     """The shared settings. ``Settings`` (``settings_type()``) adds one optional field per
     registered benchmark section and an ``evaluation`` section holding the registered
@@ -251,9 +280,12 @@ class CoreSettings(BaseSettings):
         env_prefix="MMCURATE_", env_nested_delimiter="__", extra="forbid"
     )
 
-    workdir: Path = Path(".mmcurate")  # ingests, caches, indexes
-    releases_root: Path = Path("releases")
-    cache_url: str | None = None  # default: sqlite at workdir/responses.sqlite
+    # a path or a URL (s3://, gs://, file://, memory://; core/storage.py): ingests, caches, indexes
+    workdir: Path = Path(".mmcurate")
+    releases_root: Path = Path("releases")  # a path or a URL, as workdir
+    # default: sqlite at workdir/responses.sqlite, or parts+<workdir URL>/responses for a workdir
+    # in an object store; forms: ``cache_location``
+    cache_url: str | None = None
     models: dict[str, ModelSpec] = Field(default_factory=dict)
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
     task_runner: TaskRunnerConfig = Field(default_factory=TaskRunnerConfig)
@@ -261,6 +293,13 @@ class CoreSettings(BaseSettings):
     # a Prefect notification block (``<type slug>/<name>``, e.g. slack-webhook/curation) told
     # the outcome of unattended runs (``mmcurate watch``, the scheduled watch deployment)
     notify_block: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/[A-Za-z0-9_.-]+$")
+
+    @field_validator("cache_url")
+    @classmethod
+    def _cache_form(cls, url: str | None) -> str | None:
+        if url is not None:
+            cache_location(url)
+        return url
 
     @classmethod
     def settings_customise_sources(
@@ -273,6 +312,51 @@ class CoreSettings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         yaml_source = YamlConfigSettingsSource(settings_cls)
         return init_settings, _ModelEnv(settings_cls, _model_keys(init_settings(), yaml_source())), yaml_source
+
+    # workdir / releases_root given as an object-store URL, by field; the field itself then holds
+    # this worker's local working copy of it (storage.scratch_for)
+    _stores: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _stored_at_urls(cls, data: Any, handler: Any) -> "CoreSettings":
+        """A remote ``workdir`` / ``releases_root`` URL is kept aside (``location``) and the
+        field becomes its local scratch copy; a ``file://`` URL is its plain path. A URL that
+        does not parse is left for ``_check_url`` to refuse with the field's name."""
+        stores = {}
+        if isinstance(data, dict):
+            data = dict(data)
+            for name in STORED:
+                value = data.get(name)
+                if storage.is_url(value):
+                    try:
+                        location = storage.Location.parse(value, name)
+                    except MmcurateError:
+                        continue
+                    data[name] = location.local_path if location.is_local else storage.scratch_for(location, name)
+                    if not location.is_local:
+                        stores[name] = location.url
+        settings = handler(data)
+        settings._stores = {**settings._stores, **stores}
+        return settings
+
+    @field_validator("workdir", "releases_root", mode="before")
+    @classmethod
+    def _check_url(cls, value: Any) -> Any:
+        if storage.is_url(value):
+            storage.check_url(value, "")
+        return value
+
+    def location(self, name: str) -> storage.Location:
+        """Where ``workdir`` or ``releases_root`` really is: its URL, or its local path."""
+        url = self._stores.get(name)
+        return storage.Location(url) if url else storage.Location.parse(getattr(self, name))
+
+    def mirror(self, name: str) -> storage.Mirror:
+        """``workdir`` or ``releases_root`` as the pipeline works on it: the local folder, and the
+        object store behind it when the setting is a URL."""
+        url = self._stores.get(name)
+        return storage.Mirror(getattr(self, name), storage.Location(url) if url else None)
 
     @model_validator(mode="before")
     @classmethod
@@ -370,7 +454,13 @@ class CoreSettings(BaseSettings):
 
     @property
     def response_cache_url(self) -> str:
-        return self.cache_url or f"sqlite:///{(self.workdir / 'responses.sqlite').resolve()}"
+        """``cache_url``, else beside the workdir: SQLite on a local one, parts in an object store
+        (SQLite's WAL needs one machine's disk)."""
+        if self.cache_url:
+            return self.cache_url
+        if "workdir" in self._stores:
+            return f"parts+{self._stores['workdir'].rstrip('/')}/responses"
+        return f"sqlite:///{(self.workdir / 'responses.sqlite').resolve()}"
 
     @property
     def index_dir(self) -> Path:
@@ -378,8 +468,9 @@ class CoreSettings(BaseSettings):
         return self.workdir / "indexes"
 
     def resolved(self) -> dict[str, Any]:
-        """The fully resolved configuration as plain JSON-able data (for manifests)."""
-        return self.model_dump(mode="json")
+        """The fully resolved configuration as plain JSON-able data (for manifests); a workdir or
+        releases root in an object store as its URL."""
+        return {**self.model_dump(mode="json"), **self._stores}
 
     @staticmethod
     def from_resolved(data: dict[str, Any], base: Path) -> "CoreSettings":
@@ -592,6 +683,7 @@ def load_config(path: Path | str, **overrides: Any) -> CoreSettings:
         raise ConfigError(f"config {path}: {field_path(first['loc'])}: {first['msg']} "
                           f"({counted(exc.error_count(), 'error')})") from None
     resolved = settings_cls.model_construct(**{k: getattr(settings, k) for k in settings_cls.model_fields})
+    resolved._stores = settings._stores
     known = _model_keys(overrides, data if isinstance(data, dict) else {})
     from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)
     try:

@@ -45,6 +45,7 @@ def begin_curation(config: str | Path, name: str, version: str | None = None) ->
     """The checked settings of a curation run of benchmark ``name`` and its run id."""
     benchmark = get(name)
     settings = load_config(config)
+    settings.mirror("releases_root").pull_children(name)  # an object store's versions: read as local ones
     section = benchmark.section_of(settings)
     check_source_names(benchmark, settings)
     settings.check_sources(name)

@@ -15,6 +15,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mmcurate.core.errors import MmcurateError
+from mmcurate.core.storage import Location, Mirror, fetch_folder, is_url, scratch_for
+
 from .errors import ReleaseError
 from .manifest import MANIFEST, load_manifest
 from .manifest_model import Manifest
@@ -135,6 +138,28 @@ def open_release(path: Path | str) -> Release:
     if not path.is_dir():
         raise ReleaseError(f"release directory not found: {path}")
     return Release(path=path, manifest=load_manifest(path))
+
+
+def local_folder(value: str | Path, versions: bool = False) -> Path:
+    """A release folder (``versions``: a benchmark's folder of versions) given as a path or a URL,
+    as a local folder: at an object-store URL, what its ``_COMPLETE`` markers name is fetched into
+    this worker's scratch folder (a release without one is refused), so every command that reads
+    a release reads one at a URL."""
+    if not is_url(str(value)):
+        return Path(value)
+    try:
+        location = Location.parse(str(value), "release")
+        if location.is_local:
+            return location.local_path
+        if versions:
+            mirror = Mirror(scratch_for(location, "versions") / location.name, location)
+            mirror.pull_children("")
+            return mirror.local
+        return fetch_folder(location)
+    except MmcurateError as exc:
+        raise ReleaseError(str(exc)) from None
+    except Exception as exc:  # the store's client: no credentials, no such bucket, unreachable
+        raise ReleaseError(f"{value} cannot be read: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}") from None
 
 
 def list_versions(root: Path | str, benchmark: str) -> list[str]:

@@ -56,7 +56,7 @@ def publish_recuration(run: Recuration, draft: ReleaseDraft, allow_incomplete: b
                        calls: list[dict]) -> Path:
     """Publish ``draft`` as the next version with its removals and changes described
     (CHANGELOG.md), then the plan beside the ``calls`` the run made."""
-    path = publish_release(describe_changes(run, draft), run.settings.releases_root, run.settings.workdir / "images",
+    path = publish_release(describe_changes(run, draft), run.settings.mirror("releases_root"), run.settings.workdir / "images",
                            allow_incomplete, folder=run.folder)
     report_spent(bill, calls)
     return path

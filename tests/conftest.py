@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
-pytest_plugins = ["tests.model_servers"]  # the llama.cpp server and the fault-injecting server, for every folder
+pytest_plugins = ["tests.model_servers", "tests.s3_server"]  # model servers and the local S3 server, for every folder
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

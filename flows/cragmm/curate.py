@@ -27,7 +27,7 @@ def cragmm(config: str = str(DEMO_CONFIG), version: str | None = None, allow_inc
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
     plan_run(settings, run.benchmark, samples.num_rows)                                     # no model: logged
     draft = cragmm_draft(settings, run.version, run.run_id, ingested, samples, quarantine)
-    release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
+    release = publish_release(draft, settings.mirror("releases_root"), settings.workdir / "images", allow_incomplete)
     print(f"cragmm {draft.version}: {counted(samples.num_rows, 'turn')}, {quarantine.num_rows} quarantined -> {release}")
     return str(release)
 

@@ -70,7 +70,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),
         components=paired.components, topics=topics, dedup=deduped,
         indexes=paired.extra.get("indexes"))
-    release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
+    release = publish_release(draft, settings.mirror("releases_root"), settings.workdir / "images", allow_incomplete)
     report_spent(bill, gated.calls + checked.calls)
     print(f"deflectionbench {draft.version}: {counted(checked.kept.num_rows, 'sample')} -> {release}")
     return str(release)

@@ -34,7 +34,7 @@ def pope(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incom
     balanced = run_stage(BalanceProbes(cfg.seed), samples, settings, run_id)
 
     draft = pope_draft(settings, run.version, run_id, ingested, samples, quarantine, balanced)
-    release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
+    release = publish_release(draft, settings.mirror("releases_root"), settings.workdir / "images", allow_incomplete)
     print(f"pope {draft.version}: {counted(balanced.kept.num_rows, 'probe')} ({balanced.counts['dropped']} dropped to balance) "
           f"-> {release}")
     return str(release)

@@ -65,7 +65,7 @@ def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_i
 
     stages = [dialogues, filtered, reflected, grounded, verified, formatted, deduped]
     draft = reflectv_draft(settings, run.version, run_id, ingested, samples, quarantine, stages)
-    release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
+    release = publish_release(draft, settings.mirror("releases_root"), settings.workdir / "images", allow_incomplete)
     report_spent(bill, [row for stage in stages for row in stage.calls])
     print(f"reflectv {draft.version}: {formatted.counts['multi_turn']} multi-turn trajectories and "
           f"{formatted.counts['single_turn']} QA pairs -> {release}")

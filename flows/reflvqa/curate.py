@@ -64,7 +64,7 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_in
     titles = post_titles(candidates) if cfg.image_corpus is None else None  # a post's title captions its images
     corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images, titles)
     draft = reflvqa_draft(settings, run.version, run_id, ingested, candidates, quarantine, stages, corpus)
-    release = publish_release(draft, settings.releases_root, settings.workdir / "images", allow_incomplete)
+    release = publish_release(draft, settings.mirror("releases_root"), settings.workdir / "images", allow_incomplete)
     report_spent(bill, [row for stage in stages for row in stage.calls])
     print(f"reflvqa {draft.version}: {draft.tables['qa'].num_rows} QA pairs -> {release}")
     return str(release)

@@ -12,7 +12,7 @@ import sys
 from mmcurate.core.errors import MmcurateError
 
 from .app import app
-from . import annotate, compare, export, ingest, judge, plan, releases, run, watch  # noqa: F401  (register commands)
+from . import annotate, cache, compare, export, ingest, judge, plan, releases, run, watch  # noqa: F401  (register commands)
 
 
 def main() -> None:

@@ -8,19 +8,21 @@ import typer
 
 from mmcurate.core.plural import counted
 from mmcurate.releases.diff import diff_releases
-from mmcurate.releases.reader import open_release
+from mmcurate.releases.reader import local_folder, open_release
 from mmcurate.releases.verify import verify_release
 from mmcurate.releases.why import format_decision, trace_sample
 
 from .app import app
 
-ReleaseArg = Annotated[Path, typer.Argument(help="a release folder: ROOT/<benchmark>/<version>")]
+# a path or a URL (s3://, gs://, file://): a URL's release is fetched, checked against its marker
+# (``local_folder``, in the command, so a refusal prints as one line)
+ReleaseArg = Annotated[str, typer.Argument(metavar="RELEASE", help="a release folder: ROOT/<benchmark>/<version>, a path or URL")]
 
 
 @app.command()
 def verify(release: ReleaseArg) -> None:
     """Recompute every checksum; exit 1 listing any mismatched, missing or extra file."""
-    result = verify_release(release)
+    result = verify_release(local_folder(release))
     for note in result.notes:
         typer.echo(f"note: {note}")
     for problem in result.problems():
@@ -31,12 +33,14 @@ def verify(release: ReleaseArg) -> None:
 
 
 @app.command()
-def why(release: Annotated[Path, typer.Argument(help="a release folder, or an evaluation run's folder")],
+def why(where: Annotated[str, typer.Argument(metavar="RELEASE",
+                                             help="a release folder, or an evaluation run's folder (a path or URL)")],
         sample_id: Annotated[str, typer.Argument(help="sample id")]) -> None:
     """Print the decision trace of one sample and whether it is in the release; for an evaluation
     run, the item's answers and (Kestrel) the trace of every round."""
     from mmcurate.evaluation.why import is_run, item_lines
 
+    release = local_folder(where)
     if is_run(release):
         lines = item_lines(release, sample_id)  # an unknown item is refused before any heading
         typer.echo(f"{sample_id} in the evaluation run {release}:")
@@ -55,7 +59,7 @@ def why(release: Annotated[Path, typer.Argument(help="a release folder, or an ev
 def diff(old: ReleaseArg, new: ReleaseArg) -> None:
     """Samples added, removed and changed between two releases: each removal's reason, each
     change's fields and the stage (and decision) that made it."""
-    result = diff_releases(old, new)
+    result = diff_releases(local_folder(old), local_folder(new))
     typer.echo(f"{result.old_version} -> {result.new_version}: +{len(result.added)} added, -{len(result.removed)} removed, "
                f"~{len(result.changed)} changed")
     for sid in result.added:
@@ -67,12 +71,13 @@ def diff(old: ReleaseArg, new: ReleaseArg) -> None:
 
 
 @app.command()
-def validate(release: ReleaseArg) -> None:
+def validate(where: ReleaseArg) -> None:
     """Run the Great Expectations suite; write RELEASE/quality/ (results JSON, Data Docs); exit 1 on failure."""
     import mmcurate.releases.builtin  # noqa: F401  registers the release kinds
     from mmcurate.benchmarks import get
     from mmcurate.releases.validation import DATA_DOCS_DIR, validate_release
 
+    release = local_folder(where)
     outcome = validate_release(release, get(open_release(release).benchmark).release_kind())
     for note in outcome.notes:
         typer.echo(f"note: {note}")
@@ -89,12 +94,12 @@ def report(release: ReleaseArg) -> None:
     """Write RELEASE/report.html: one self-contained page with plots and tables."""
     from mmcurate.releases.report import write_report
 
-    typer.echo(str(write_report(release)))
+    typer.echo(str(write_report(local_folder(release))))
 
 
 @app.command()
 def history(
-    benchmark: Annotated[Path, typer.Argument(help="a benchmark's folder of versions: ROOT/<benchmark>")],
+    benchmark: Annotated[str, typer.Argument(help="a benchmark's folder of versions: ROOT/<benchmark>, a path or URL")],
     evaluations: Annotated[Optional[list[Path]], typer.Option(
         "--evaluations", "-e", help="an evaluation run folder (as `mmcurate evaluate` writes it) for the "
         "leaderboard; repeatable")] = None,
@@ -104,7 +109,7 @@ def history(
     the saturation curve, and a leaderboard of the given evaluation runs (history.html, HISTORY.md)."""
     from mmcurate.releases.history import write_history
 
-    typer.echo(str(write_history(benchmark, out, evaluations)))
+    typer.echo(str(write_history(local_folder(benchmark, versions=True), out, evaluations)))
 
 
 @app.command()
@@ -116,4 +121,4 @@ def publish(
     """Upload a verified, validated release to the Hugging Face Hub (token from HF_TOKEN)."""
     from mmcurate.releases.publish import publish as run_publish
 
-    typer.echo(run_publish(release, repo_id, target_dir))
+    typer.echo(run_publish(local_folder(release), repo_id, target_dir))

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from mmcurate.benchmarks import Benchmark, curated
+from mmcurate.releases.reader import local_folder
 
 from .app import app
 from .session import run_flow
@@ -110,7 +111,7 @@ for _benchmark in curated():
 
 @app.command("evaluate")
 def evaluate(
-    release: Annotated[Path, typer.Argument(help="a release folder")],
+    where: Annotated[str, typer.Argument(metavar="RELEASE", help="a release folder (a path or URL)")],
     model: Annotated[str, typer.Option("--model", help="a model name from --config, or a YAML file with one model spec")],
     config: ConfigOpt = None,
     scenario: Annotated[Optional[list[str]], typer.Option("--scenario", help="DeflectionBench: repeat; default: all four")] = None,
@@ -150,6 +151,7 @@ def evaluate(
     from mmcurate.releases.reader import open_release, refuse_inside_release
 
     # every input is checked before Prefect starts: a bad one is one line, exit 2
+    release = local_folder(where)
     benchmark = get(open_release(release).benchmark)
     evaluation = benchmark.required_evaluation()
     if out is not None:
@@ -179,7 +181,7 @@ def evaluate(
 
 @app.command("recurate")
 def recurate(
-    release: Annotated[Path, typer.Argument(help="the release to re-curate")],
+    where: Annotated[str, typer.Argument(metavar="RELEASE", help="the release to re-curate (a path or URL)")],
     add_model: Annotated[list[str], typer.Option(
         "--add-model", help="SPEC or ROLE=SPEC: a model name of the config or a YAML spec file; repeat")],
     config: Annotated[Optional[Path], typer.Option("--config", help="default: the release's own config")] = None,
@@ -196,6 +198,7 @@ def recurate(
 
     _prefect_defaults()
     Budget(max_calls, max_cost)
+    release = local_folder(where)
     begin_recuration(release, config, add_model, version)  # every check, before Prefect starts
     typer.echo(run_flow(lambda: recurate_release(
         release=str(release.resolve()), add_model=add_model, config=str(config.resolve()) if config else None,

@@ -1,0 +1,145 @@
+"""core/storage.py: locations at a path or a URL, and the marker rule of publication."""
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from mmcurate.core import storage
+from mmcurate.core.storage import MARKER, IncompleteFolder, Location, StorageError
+
+
+@pytest.fixture(autouse=True)
+def scratch(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "scratch"))
+    return tmp_path / "scratch"
+
+
+@pytest.fixture
+def memory() -> Location:
+    return Location.parse(f"memory://mmcurate-{secrets.token_hex(4)}")
+
+
+def folder(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    (src / "data").mkdir(parents=True, exist_ok=True)
+    (src / "data" / "a.bin").write_bytes(b"aaa")
+    (src / "manifest.json").write_text('{"x": 1}')
+    return src
+
+
+def test_paths_and_file_urls_are_local_and_urls_keep_their_scheme(tmp_path):
+    assert Location.parse(tmp_path).local_path == tmp_path
+    assert Location.parse(f"file://{tmp_path}/x").local_path == tmp_path / "x"
+    remote = Location.parse("s3://bucket/prefix/")
+    assert not remote.is_local and remote.url == "s3://bucket/prefix" and (remote / "a").url == "s3://bucket/prefix/a"
+
+
+@pytest.mark.parametrize("url, words", [
+    ("ftp://host/x", "unsupported URL scheme 'ftp'"),
+    ("s3://AKIA:wJalr@bucket/x", "carries a credential"),
+    ("s3://bucket/x?aws_secret_access_key=abc", "carries a credential"),
+    ("s3:///x", "names no bucket"),
+])
+def test_bad_urls_are_refused_in_one_line(url, words):
+    with pytest.raises(StorageError, match=words) as caught:
+        Location.parse(url, "workdir")
+    assert "\n" not in str(caught.value) and str(caught.value).startswith("workdir: ")
+    assert "wJalr" not in str(caught.value) and "abc" not in str(caught.value)
+
+
+def test_bytes_parquet_and_listing_through_a_url(memory):
+    (memory / "a" / "b.txt").write_bytes(b"hi")
+    table = pa.table({"x": [1, 2]})
+    (memory / "t.parquet").write_parquet(table)
+    assert (memory / "a" / "b.txt").read_bytes() == b"hi"
+    assert (memory / "t.parquet").read_parquet().equals(table)
+    assert memory.children() == ["a", "t.parquet"] and (memory / "a").exists() and not (memory / "nope").exists()
+
+
+def test_published_folder_round_trips_and_is_fetched_once_by_its_marker(tmp_path, memory, scratch):
+    target = memory / "v1"
+    storage.publish_folder(folder(tmp_path), target)
+    files = json.loads((target / MARKER).read_bytes())["files"]
+    assert sorted(files) == ["data/a.bin", "manifest.json"]
+    local = storage.fetch_folder(target)
+    assert (local / "data" / "a.bin").read_bytes() == b"aaa" and local.is_relative_to(scratch)
+    assert storage.fetch_folder(target) == local  # keyed by the marker: not fetched again
+    assert storage.complete_children(memory) == ["v1"]
+    with pytest.raises(StorageError, match="already published"):
+        storage.publish_folder(folder(tmp_path), target)
+
+
+def test_a_folder_without_its_marker_is_refused_and_not_listed(tmp_path, memory):
+    (memory / "v1" / "manifest.json").write_bytes(b"{}")  # a writer that died before its marker
+    with pytest.raises(IncompleteFolder, match=f"no {MARKER} marker"):
+        storage.fetch_folder(memory / "v1")
+    assert storage.complete_children(memory) == [] and not storage.is_complete(memory / "v1")
+
+
+def test_a_crash_mid_publication_leaves_nothing_complete(tmp_path, memory, monkeypatch):
+    calls = []
+    real = memory.fs.put_file
+
+    def dies_on_the_second_file(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise OSError("connection reset")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(type(memory.fs), "put_file", lambda self, *a, **k: dies_on_the_second_file(*a, **k))
+    with pytest.raises(OSError):
+        storage.publish_folder(folder(tmp_path), memory / "v1")
+    assert (memory / "v1").exists() and not storage.is_complete(memory / "v1")
+    with pytest.raises(IncompleteFolder):
+        storage.fetch_folder(memory / "v1")
+
+
+def test_a_changed_file_fails_the_markers_check(tmp_path, memory):
+    storage.publish_folder(folder(tmp_path), memory / "v1")
+    (memory / "v1" / "data" / "a.bin").write_bytes(b"tampered")
+    with pytest.raises(StorageError, match="does not match the sha256"):
+        storage.fetch_folder(memory / "v1")
+
+
+def test_local_publication_renames_a_temp_folder_into_place(tmp_path):
+    target = Location.parse(f"file://{tmp_path}/out/v1")
+    storage.publish_folder(folder(tmp_path), target)
+    assert (tmp_path / "out" / "v1" / "data" / "a.bin").read_bytes() == b"aaa"
+    assert not (tmp_path / "out" / "v1" / MARKER).exists() and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["v1"]
+    assert storage.fetch_folder(target) == tmp_path / "out" / "v1"
+
+
+def write_config(tmp_path: Path, **values: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text("".join(f"{key}: {value}\n" for key, value in values.items()))
+    return path
+
+
+def test_workdir_and_releases_root_take_a_url_and_manifests_record_it(tmp_path, scratch):
+    from mmcurate.core.config import load_config
+
+    settings = load_config(write_config(tmp_path, workdir="s3://bucket/work", releases_root=f"file://{tmp_path}/rel"))
+    assert settings.location("workdir").url == "s3://bucket/work"
+    assert settings.workdir.is_relative_to(scratch)  # this worker's working copy of it
+    assert settings.releases_root == tmp_path / "rel" and settings.mirror("releases_root").remote is None
+    assert settings.resolved()["workdir"] == "s3://bucket/work"
+    assert settings.mirror("workdir") == storage.Mirror(settings.workdir, Location("s3://bucket/work"))
+    relative = load_config(write_config(tmp_path, workdir="work"))  # a plain relative path: against the config, as before
+    assert relative.workdir == tmp_path / "work" and relative.location("workdir").local_path == tmp_path / "work"
+
+
+@pytest.mark.parametrize("value, words", [
+    ("ftp://host/work", "workdir: Value error, unsupported URL scheme 'ftp'"),
+    ("s3://AKIAX:hunter2@bucket/work", "workdir: Value error, the URL carries a credential"),
+])
+def test_a_bad_workdir_url_is_one_line_and_never_echoes_a_secret(tmp_path, value, words):
+    from mmcurate.core.config import load_config
+    from mmcurate.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=words) as caught:
+        load_config(write_config(tmp_path, workdir=value))
+    assert "\n" not in str(caught.value) and "hunter2" not in str(caught.value)

@@ -1,0 +1,189 @@
+"""The dry-run DeflectionBench curation as a cluster runs it (issue 46 item 3): a Dask LocalCluster
+of two worker processes (one thread each), each with its own empty local working folder, and
+only the object store in common (the local moto S3 server, tests/s3_server.py): ``workdir``,
+``releases_root`` and the response cache (``cache_url: parts+s3://...``) are in one bucket.
+
+The release it publishes has the data files of today's single-machine run, byte for byte, and
+``verify`` passes on the S3 copy. Then a worker is killed with SIGKILL mid-stage, by itself (not
+by a timer): the scripted models of every worker log each finished call (its cache key, once
+the answer is in the cache), and the worker armed to die kills its own process when asked for
+one more call after ``KILL_AFTER`` finished ones. The run fails (Dask is told to retry no task),
+the rerun publishes the release, and asks none of the calls the killed run finished (their
+cache keys, from the logs of both runs).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from distributed import Client, WorkerPlugin
+
+from mmcurate.core.config import TaskRunnerConfig
+from mmcurate.core.storage import MARKER, Location, complete_children
+from mmcurate.models.backends.scripted import ScriptedBackend
+from mmcurate.models.cache import cache_key
+from mmcurate.tasks.runners import make_task_runner
+from tests.flows import flowkit
+from tests.flows.test_dryrun_equivalence import dryrun_config
+from tests.releases.cli_helpers import run_cli
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # four curation runs, three on a cluster
+KILL_AFTER = 5  # finished scripted calls before the armed worker kills itself at the next one
+SHARD = 8
+
+
+def log_scripted_calls(log: Path, armed: Path | None = None) -> None:
+    """Make this process's scripted models append each finished call's cache key to ``log``; while
+    ``armed`` exists, the process that first has ``KILL_AFTER`` finished calls removes it and
+    kills itself with SIGKILL when the next call is answered, before its answer is cached."""
+    real = ScriptedBackend.run
+    finished = 0
+
+    def run(self: ScriptedBackend, requests: Any, on_result: Any) -> None:
+        def logged(index: int, response: Any) -> None:
+            nonlocal finished
+            if armed is not None and finished >= KILL_AFTER:
+                try:
+                    armed.unlink()  # only one process wins the removal: only one dies
+                except FileNotFoundError:
+                    pass
+                else:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            on_result(index, response)
+            if response.text is not None:  # a failed call is not cached, and may be asked again
+                with log.open("a") as out:
+                    out.write(cache_key(self.spec, requests[index], self.identity) + "\n")
+                finished += 1
+
+        real(self, requests, logged)
+
+    ScriptedBackend.run = run  # type: ignore[method-assign]
+
+
+class OwnFolder(WorkerPlugin):
+    """Each worker process works in its own empty folder (scratch copies,
+    current folder, temporary files) and logs its scripted calls there."""
+
+    def __init__(self, base: str, armed: str | None) -> None:
+        self.base, self.armed = base, armed
+
+    def setup(self, worker: Any) -> None:
+        folder = Path(self.base) / f"{worker.name}-{os.getpid()}"
+        (folder / "tmp").mkdir(parents=True)
+        os.environ["MMCURATE_SCRATCH"] = str(folder / "scratch")
+        os.chdir(folder)
+        tempfile.tempdir = str(folder / "tmp")
+        log_scripted_calls(folder / "calls.log", Path(self.armed) if self.armed else None)
+
+
+def cluster_config(local: Path, bucket: str, address: str, name: str) -> Path:
+    """The local dry-run config with its workdir, releases and cache under ``bucket/name``, on the
+    Dask cluster at ``address``."""
+    data = yaml.safe_load(local.read_text())
+    data["workdir"] = f"{bucket}/{name}/work"
+    data["releases_root"] = f"{bucket}/{name}/releases"
+    data["cache_url"] = f"parts+{bucket}/{name}/responses"
+    data["task_runner"] = {"kind": "dask", "address": address, "shard_size": SHARD}
+    path = local.with_name(f"{name}.yaml")
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def data_files(release: Path) -> dict[str, bytes]:
+    return {p.relative_to(release).as_posix(): p.read_bytes() for p in sorted((release / "data").rglob("*.parquet"))}
+
+
+def stored_data_files(url: str) -> dict[str, bytes]:
+    """The data files the release's marker names, read from the store."""
+    stored = Location.parse(url)
+    names = json.loads((stored / MARKER).read_bytes())["files"]
+    return {name: (stored / name).read_bytes() for name in names if name.startswith("data/") and name.endswith(".parquet")}
+
+
+def calls_logged(base: Path) -> Counter[str]:
+    return Counter(line for log in sorted(base.rglob("calls.log")) for line in log.read_text().split())
+
+
+@pytest.fixture(scope="module")
+def local_release(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path]:
+    """Today's single-machine dry run (threads, plain paths): (its config, its release)."""
+    from mmcurate.flows.deflectionbench import deflectionbench
+
+    home = tmp_path_factory.mktemp("local")
+    config = dryrun_config(home, fixtures_root)
+    return config, Path(deflectionbench(config=str(config)))
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    """Start a LocalCluster of two worker processes, one thread each, that retries no task whose
+    worker died (so a killed worker fails the run, and the rerun is the user's)."""
+    import dask
+    from distributed import LocalCluster
+
+    def start(base: Path, armed: Path | None = None) -> Any:
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            started = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(started)
+        client.register_plugin(OwnFolder(str(base), str(armed) if armed else None))
+        opened.append((client, started))
+        return started
+
+    opened: list[tuple[Any, Any]] = []
+    yield start
+    for client, started in opened:
+        client.close()
+        started.close()
+
+
+def test_a_cluster_sharing_only_s3_publishes_the_local_release(tmp_path, local_release, s3_bucket, cluster,
+                                                                monkeypatch, capsys):
+    local, release = local_release
+    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "flow-scratch"))  # the flow's own folder
+    workers = cluster(tmp_path / "workers")
+    config = cluster_config(local, s3_bucket, workers.scheduler_address, "cluster")
+    runner = make_task_runner(TaskRunnerConfig(kind="dask", address=workers.scheduler_address, shard_size=SHARD))
+    flowkit.run_flow(config, runner)
+
+    url = f"{s3_bucket}/cluster/releases/deflectionbench/1.0.0"
+    assert stored_data_files(url) == data_files(release)
+    code, out, err = run_cli(capsys, monkeypatch, "verify", url)
+    assert code == 0 and out.strip().endswith("verified"), (out, err)
+    assert sorted(calls_logged(tmp_path / "workers"))  # the workers answered model calls
+
+
+def test_a_worker_killed_mid_stage_then_a_rerun_repeats_no_finished_call(tmp_path, fixtures_root, prefect_harness,
+                                                                         s3_bucket, cluster, monkeypatch):
+    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "flow-scratch"))
+    (tmp_path / "local").mkdir()
+    local = dryrun_config(tmp_path / "local", fixtures_root, sources=("infoseek", "webqa"))  # a shorter run
+    armed = tmp_path / "armed"
+    armed.touch()
+    (tmp_path / "flow").mkdir()
+    monkeypatch.setattr(ScriptedBackend, "run", ScriptedBackend.run)  # the real one is back after the test
+    log_scripted_calls(tmp_path / "flow" / "calls.log")  # the calls the flow process answers itself
+    workers = cluster(tmp_path / "workers", armed)
+    config = cluster_config(local, s3_bucket, workers.scheduler_address, "killed")
+    runner = make_task_runner(TaskRunnerConfig(kind="dask", address=workers.scheduler_address, shard_size=SHARD))
+    with pytest.raises(Exception, match="(?i)killed|worker"):
+        flowkit.run_flow(config, runner)
+    assert not armed.exists()  # a worker died by its own hand, mid-stage
+    client = Client(workers)
+    flowkit.wait_for(lambda: not any(client.processing().values()), "the failed run's other tasks to end")
+    client.close()
+    killed_run = calls_logged(tmp_path)
+    assert sum(killed_run.values()) >= KILL_AFTER
+
+    runner = make_task_runner(TaskRunnerConfig(kind="dask", address=workers.scheduler_address, shard_size=SHARD))
+    flowkit.run_flow(config, runner)
+    assert complete_children(Location.parse(f"{s3_bucket}/killed/releases/deflectionbench")) == ["1.0.0"]
+    rerun = calls_logged(tmp_path) - killed_run
+    assert rerun  # the rerun answered what the killed run had not
+    assert sorted(set(killed_run) & set(rerun)) == []  # and asked no call the killed run finished
