@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -46,6 +48,27 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(BODY))); self.end_headers(); self.wfile.write(BODY)
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
+
+
+@contextmanager
+def stub_server() -> Iterator[str]:
+    """The base URL of an instant OpenAI-compatible stub (``STUB``, a subprocess on 127.0.0.1)
+    once it answers; stopped on exit."""
+    port = free_port()
+    stub = subprocess.Popen([sys.executable, "-c", STUB, str(port)])
+    try:
+        url = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(url + "/models", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        stub.terminate()
+        stub.wait()
 
 
 def prompts(n: int, salt: str) -> list[ChatRequest]:
@@ -140,25 +163,12 @@ def main() -> None:
         finally:
             server.stop()
 
-        port = free_port()
-        stub = subprocess.Popen([sys.executable, "-c", STUB, str(port)])
-        try:
-            url = f"http://127.0.0.1:{port}/v1"
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                try:
-                    httpx.get(url + "/models", timeout=1)
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.1)
+        with stub_server() as url:
             stub_spec = spec.model_copy(update={"concurrency": 8})
             ours_rps, bare_rps = compare(stub_spec, url, "stub", 300, 2, workdir)
             print(f"(c) client overhead vs an instant stub server, concurrency 8: httpx-based layer "
                   f"{ours_rps:.0f} req/s (incl. cache writes), AsyncOpenAI {bare_rps:.0f} req/s, "
                   f"ratio {ours_rps / bare_rps:.2f}")
-        finally:
-            stub.terminate()
-            stub.wait()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ distilabel's ``extra_body``, the same ``seed`` and llama.cpp ``repeat_penalty`` 
 sends. The runs alternate (distilabel first in even rounds, mmcurate first in odd ones) on one
 server started as ``bench/gating_throughput.py`` starts it (127.0.0.1, SmolLM2), after a warm-up.
 
+On the llama.cpp server the model's time dominates; the same comparison against an instant stub
+server (``gating_throughput.stub_server``, 300 requests x 2 rounds at concurrency 8, as that
+bench's part (c)) measures what each client layer itself costs per request.
+
 Printed: requests/s of each, their ratio (mmcurate / distilabel, >= 1.0: mmcurate ahead), how many
 answers are equal (same text for the same request), and the date, commit and load.
 
@@ -31,7 +35,7 @@ from pathlib import Path
 
 from provenance import stamp
 
-from gating_throughput import ours_run, prompts  # noqa: E402  (bench/, put on sys.path by provenance)
+from gating_throughput import ours_run, prompts, stub_server  # noqa: E402  (bench/, put on sys.path by provenance)
 from mmcurate.core.config import ModelSpec
 from mmcurate.models.accounting import CallCounter
 from mmcurate.models.backends.embedded import LlamaServer, find_gguf
@@ -41,13 +45,14 @@ from mmcurate.models.requests import ChatRequest
 MODEL = "smollm2"
 
 
-async def distilabel_run(spec: ModelSpec, base_url: str, requests: list[ChatRequest]) -> tuple[float, list[str | None]]:
+async def distilabel_run(spec: ModelSpec, base_url: str, requests: list[ChatRequest],
+                         model: str = MODEL) -> tuple[float, list[str | None]]:
     """Seconds for distilabel's ``OpenAILLM`` to answer ``requests`` ``spec.concurrency`` at a time,
     and its answers in request order."""
     warnings.filterwarnings("ignore", message="The 'default' attribute")  # distilabel 1.5.3's models under pydantic 2.12
     from distilabel.models.llms import OpenAILLM
 
-    llm = OpenAILLM(model=MODEL, base_url=base_url, api_key="unused", max_retries=0, timeout=int(spec.timeout))
+    llm = OpenAILLM(model=model, base_url=base_url, api_key="unused", max_retries=0, timeout=int(spec.timeout))
     llm.load()
     gate = asyncio.Semaphore(spec.concurrency)
     extra = {"seed": spec.seed, "repeat_penalty": spec.repetition_penalty}
@@ -66,7 +71,7 @@ async def distilabel_run(spec: ModelSpec, base_url: str, requests: list[ChatRequ
         await llm._aclient.close()  # distilabel's unload() leaves the async client's pool open
 
 
-def compare(spec: ModelSpec, base_url: str, n: int, rounds: int, workdir: Path) -> dict:
+def compare(spec: ModelSpec, base_url: str, n: int, rounds: int, workdir: Path, model: str = MODEL) -> dict:
     """Alternate distilabel / mmcurate rounds on the same requests; times summed, answers compared."""
     times = {"mmcurate": 0.0, "distilabel": 0.0}
     equal = total = 0
@@ -76,10 +81,10 @@ def compare(spec: ModelSpec, base_url: str, n: int, rounds: int, workdir: Path) 
         answers: dict[str, list[str | None]] = {}
         for side in ("distilabel", "mmcurate") if r % 2 == 0 else ("mmcurate", "distilabel"):
             if side == "distilabel":
-                seconds, answers[side] = asyncio.run(distilabel_run(spec, base_url, requests))
+                seconds, answers[side] = asyncio.run(distilabel_run(spec, base_url, requests, model))
             else:
-                with ResponseCache(workdir / f"peer-{r}.sqlite") as cache:
-                    seconds, ours = ours_run(spec, base_url, MODEL, requests, cache, CallCounter())
+                with ResponseCache(workdir / f"peer-{model}-{r}.sqlite") as cache:
+                    seconds, ours = ours_run(spec, base_url, model, requests, cache, CallCounter())
                 answers[side] = [a.text for a in ours]
             times[side] += seconds
         for request, peer, mine in zip(requests, answers["distilabel"], answers["mmcurate"]):
@@ -117,6 +122,8 @@ def main() -> None:
             result = compare(spec, server.base_url, args.prompts, args.rounds, workdir)
         finally:
             server.stop()
+        with stub_server() as url:
+            stub = compare(spec.model_copy(update={"concurrency": 8}), url, 300, 2, workdir, "stub")
     rps = result["rps"]
     print(f"llama.cpp server ({MODEL}), {args.prompts} prompts x {args.rounds} rounds, concurrency "
           f"{spec.concurrency}, temperature {spec.temperature}, max_tokens {spec.max_tokens}")
@@ -124,6 +131,10 @@ def main() -> None:
           f"{rps['distilabel']:.2f} req/s, ratio {rps['mmcurate'] / rps['distilabel']:.3f} (>= 1.0: mmcurate ahead)")
     print(f"  answers equal: {result['equal']} of {result['total']}"
           + "".join(f"\n    differs: {line}" for line in result["differ"]))
+    stub_rps = stub["rps"]
+    print(f"client layers alone, against an instant stub server, 300 requests x 2 rounds, concurrency 8:\n"
+          f"  mmcurate {stub_rps['mmcurate']:.0f} req/s (incl. cache writes), distilabel {stub_rps['distilabel']:.0f} "
+          f"req/s, ratio {stub_rps['mmcurate'] / stub_rps['distilabel']:.2f}; answers equal: {stub['equal']} of {stub['total']}")
     print(stamp("end"), flush=True)
     if result["equal"] != result["total"]:
         sys.exit(1)
