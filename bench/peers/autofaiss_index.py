@@ -53,7 +53,7 @@ from pathlib import Path
 
 from provenance import stamp
 
-import kb_scale  # noqa: E402  (bench/, put on sys.path by provenance)
+import kb_scale  # bench/, put on sys.path by provenance
 
 K = kb_scale.K
 BUDGETS = ("memory", "index")

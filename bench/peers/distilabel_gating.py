@@ -35,7 +35,7 @@ from pathlib import Path
 
 from provenance import stamp
 
-from gating_throughput import ours_run, prompts, stub_server  # noqa: E402  (bench/, put on sys.path by provenance)
+from gating_throughput import ours_run, prompts, stub_server  # bench/, put on sys.path by provenance
 from mmcurate.core.config import ModelSpec
 from mmcurate.models.accounting import CallCounter
 from mmcurate.models.backends.embedded import LlamaServer, find_gguf
