@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -29,7 +31,7 @@ from mmcurate.models.backends.embedded import LlamaServer, find_gguf, free_port
 from mmcurate.models.backends.openai_compat import OpenAICompatBackend
 from mmcurate.models.cache import ResponseCache
 from mmcurate.models.client import ModelClient
-from mmcurate.models.requests import ChatRequest
+from mmcurate.models.requests import ChatRequest, ChatResponse
 
 TOPICS = ["colour", "fruit", "animal", "city", "river", "planet", "metal", "tree", "bird", "sport", "tool", "flower"]
 STUB = """
@@ -46,6 +48,27 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(BODY))); self.end_headers(); self.wfile.write(BODY)
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
+
+
+@contextmanager
+def stub_server() -> Iterator[str]:
+    """The base URL of an instant OpenAI-compatible stub (``STUB``, a subprocess on 127.0.0.1)
+    once it answers; stopped on exit."""
+    port = free_port()
+    stub = subprocess.Popen([sys.executable, "-c", STUB, str(port)])
+    try:
+        url = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(url + "/models", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        stub.terminate()
+        stub.wait()
 
 
 def prompts(n: int, salt: str) -> list[ChatRequest]:
@@ -78,7 +101,8 @@ async def bare_run(base_url: str, spec: ModelSpec, requests: list[ChatRequest], 
 
 
 def ours_run(spec: ModelSpec, base_url: str, model: str, requests: list[ChatRequest], cache: ResponseCache,
-             counter: CallCounter) -> float:
+             counter: CallCounter) -> tuple[float, list[ChatResponse]]:
+    """Seconds for our layer to answer ``requests``, and its answers (every one must succeed)."""
     client = ModelClient(spec, OpenAICompatBackend(spec, None, base_url, None, model, "repeat_penalty"), cache, counter)
     try:
         started = time.perf_counter()
@@ -89,7 +113,7 @@ def ours_run(spec: ModelSpec, base_url: str, model: str, requests: list[ChatRequ
     failed = [a.error for a in answers if a.text is None]
     if failed:
         raise SystemExit(f"our layer failed {len(failed)} requests: {failed[0]}")
-    return elapsed
+    return elapsed, answers
 
 
 def compare(spec: ModelSpec, base_url: str, model: str, n: int, rounds: int, workdir: Path) -> tuple[float, float]:
@@ -102,7 +126,7 @@ def compare(spec: ModelSpec, base_url: str, model: str, n: int, rounds: int, wor
                 bare_time += asyncio.run(bare_run(base_url, spec, requests, model))
             else:
                 with ResponseCache(workdir / f"cmp-{base_url.split(':')[-1].split('/')[0]}-{r}.sqlite") as cache:
-                    ours_time += ours_run(spec, base_url, model, requests, cache, CallCounter())
+                    ours_time += ours_run(spec, base_url, model, requests, cache, CallCounter())[0]
     total = n * rounds
     return total / ours_time, total / bare_time
 
@@ -130,34 +154,21 @@ def main() -> None:
 
             requests = prompts(args.prompts, "cache-")
             with ResponseCache(workdir / "rerun.sqlite") as cache:
-                first = ours_run(spec, server.base_url, "smollm2", requests, cache, CallCounter())
+                first, _ = ours_run(spec, server.base_url, "smollm2", requests, cache, CallCounter())
                 rerun_counter = CallCounter()
-                rerun = ours_run(spec, server.base_url, "smollm2", requests, cache, rerun_counter)
+                rerun, _ = ours_run(spec, server.base_url, "smollm2", requests, cache, rerun_counter)
             totals = rerun_counter.totals
             print(f"(b) first run {first:.3f}s, cached rerun {rerun * 1000:.1f}ms, ratio {rerun / first:.4f} "
                   f"(goal <= 0.05); rerun calls {totals['calls']}, cache hits {totals['cache_hits']}")
         finally:
             server.stop()
 
-        port = free_port()
-        stub = subprocess.Popen([sys.executable, "-c", STUB, str(port)])
-        try:
-            url = f"http://127.0.0.1:{port}/v1"
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                try:
-                    httpx.get(url + "/models", timeout=1)
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.1)
+        with stub_server() as url:
             stub_spec = spec.model_copy(update={"concurrency": 8})
             ours_rps, bare_rps = compare(stub_spec, url, "stub", 300, 2, workdir)
             print(f"(c) client overhead vs an instant stub server, concurrency 8: httpx-based layer "
                   f"{ours_rps:.0f} req/s (incl. cache writes), AsyncOpenAI {bare_rps:.0f} req/s, "
                   f"ratio {ours_rps / bare_rps:.2f}")
-        finally:
-            stub.terminate()
-            stub.wait()
 
 
 if __name__ == "__main__":

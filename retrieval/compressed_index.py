@@ -6,7 +6,9 @@ For knowledge bases whose vectors do not fit the memory budget (``index_plan``).
 1. Training: k-means for ``nlist`` coarse centroids (``KMEANS_ITERATIONS`` = 10, seeded) and
    the product quantizer (``m`` sub-quantizers of 256 centroids each; with ``opq``, an OPQ
    rotation first) on a seeded sample of ``TRAIN_PER_LIST`` = 64 rows per list (131,072 at
-   2,048 lists), read from the shards.
+   2,048 lists), read from the shards, outside the calibration rows of step 3 unless fewer rows
+   than k-means needs (``nlist``, and 256 per sub-quantizer) would be left; a store with fewer
+   rows than that is refused.
 2. Adding: the store is read a chunk at a time (``VectorStore.chunks``) and each chunk is
    added with its global row numbers as ids (``add_with_ids``), so resident memory is the
    codes plus one chunk, never the vectors.
@@ -134,8 +136,12 @@ def build_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = t
     started = time.monotonic()
     n, dim = len(store), store.dim
     params: dict[str, Any] = dict(plan.params)
+    least = max(int(params["nlist"]), 2 ** int(params["nbits"]))  # k-means needs a row per centroid
+    if n < least:
+        raise MmcurateError(f"an {factory_string(dim, params)} index needs at least {least:,} rows to train; "
+                            f"the store at {store.root} holds {n:,}")
     rng = np.random.default_rng(SEED)
-    train_rows, held_out = _samples(n, params["nlist"] * TRAIN_PER_LIST, CALIBRATION_QUERIES, rng)
+    train_rows, held_out = _samples(n, params["nlist"] * TRAIN_PER_LIST, CALIBRATION_QUERIES, least, rng)
     index = faiss.index_factory(dim, factory_string(dim, params), faiss.METRIC_INNER_PRODUCT)
     ivf = faiss.extract_index_ivf(index)
     ivf.cp.niter = KMEANS_ITERATIONS
@@ -177,11 +183,14 @@ def cached_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = 
     return place_built(built, folder, lambda found: CompressedIndex.load(found, store))
 
 
-def _samples(n: int, train: int, queries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted training rows and held-out query rows (disjoint when ``n`` allows it)."""
+def _samples(n: int, train: int, queries: int, least: int,
+             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted training rows and held-out query rows, disjoint when ``n`` allows it: when fewer
+    than ``least`` rows (what k-means needs) would be left beside the held-out ones, training
+    draws from all rows."""
     order = rng.permutation(n)
     held_out = np.sort(order[: min(queries, n)])
-    rest = order[len(held_out) :] if n > len(held_out) else order
+    rest = order[len(held_out) :] if n - len(held_out) >= least else order
     return np.sort(rest[: min(train, len(rest))]), held_out
 
 

@@ -85,3 +85,17 @@ def test_an_incomplete_store_is_refused(tmp_path: Path, data: np.ndarray) -> Non
     write_records(store, ({"doc_id": f"r{i}", "title": "", "text": str(i)} for i in range(100)))
     with pytest.raises(MmcurateError, match="not complete"):
         build_compressed(store, PLAN, progress=lambda line: None)
+
+
+def test_a_store_barely_above_the_held_out_rows_trains_on_all_rows(tmp_path: Path) -> None:
+    """Issue 47 (found by bench/peers/autofaiss_index.py --quick --data real, 270 passages): the
+    256 held-out calibration rows left 14 rows to train 256 PQ centroids on, and faiss failed;
+    training now draws from all rows when too few are left beside the held-out ones."""
+    plan = IndexPlan("ivfpq", {"nlist": 4, "m": 8, "nbits": 8, "opq": False, "candidates_per_result": 10})
+    data = clustered(300, seed=4)
+    index = build_compressed(make_store(tmp_path / "s", data), plan, progress=lambda line: None)
+    assert len(index) == 300 and index.meta["calibration_queries"] == 256
+    _, rows = index.search(data[:5], 1)
+    assert rows[:, 0].tolist() == [0, 1, 2, 3, 4]  # each row finds itself, re-scored exactly
+    with pytest.raises(MmcurateError, match="needs at least 256 rows to train; .* holds 200"):
+        build_compressed(make_store(tmp_path / "t", data[:200]), plan, progress=lambda line: None)

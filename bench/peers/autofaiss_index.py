@@ -1,0 +1,230 @@
+"""The knowledge-base index against autofaiss: the same vectors, the same memory budget.
+
+Data, queries and ground truth are ``bench/kb_scale.py``'s, through its own phases (each a child
+process, so each peak RSS is its own): ``--data real`` is its ``--real`` mode (the wiki-offline
+passages embedded with MiniLM, questions and held-out sentences as queries; ``--pages`` takes the
+first pages), ``--data synthetic`` its clustered mixture at ``--n`` x ``--dim``. Its ``exact``
+phase gives the exact top 10 of every query (streamed ``faiss.knn``), the truth both sides are
+scored against.
+
+- mmcurate: ``kb_scale``'s ``build`` and ``search`` phases: the index ``plan_index`` picks for
+  the KB at ``--memory-gb`` (IVF-PQ, candidates re-scored exactly from the on-disk store,
+  nprobe calibrated to recall 0.97 on held-out rows). A KB of a few thousand rows fits memory
+  at any budget (an exact flat index), so on ``--data real`` and with ``--scaled-plan`` the index
+  is the 6M x 768 plan at the same code bytes per dimension, as ``kb_scale --real`` builds it.
+- autofaiss: ``autofaiss.build_index`` over the store's own vector files (the ``.npy`` shards,
+  read in name order, i.e. row order) with the same budget (``--peer-budget``), inner product,
+  the same threads; it picks the index and its search parameters (``index_param``), which the
+  search phase sets with ``faiss.ParameterSpace``. Its build is stopped after ``--peer-timeout``
+  seconds (then only a bound on the build time is printed).
+
+autofaiss's ``current_memory_available`` is ``--memory-gb`` (mmcurate's ``retrieval.memory_gb``:
+the memory building and searching may use). Its ``max_index_memory_usage`` (``--peer-budget``):
+``memory`` (default: what a user of either tool sets) 90% of it, the largest index autofaiss
+agrees to build in that memory (it refuses when less than 10% would be left over); ``index``
+the bytes mmcurate's index keeps resident (PQ codes, ids, coarse centroids), so both compress as
+much. mmcurate's store on disk is not counted either way.
+
+autofaiss 2.18 passes ``M=`` and ``d2=`` to ``faiss.OPQMatrix`` as keywords, which the bindings
+of faiss 1.15 do not accept; the peer's child process passes them positionally (the same call).
+Its own saving (``save_on_disk``) fails under numpy 2 (``json.dump`` of a float32 metric), so
+the bench takes the built index from ``build_index`` and writes it with ``faiss.write_index``
+(after the timed build).
+
+Printed per data set: recall@10 against exact search, queries/s (the queries in one batch),
+build time and peak RSS of build and search, each as mmcurate / autofaiss and the ratio
+(>= 1.0: mmcurate ahead; for build time, RSS: peer / mmcurate), with the date, commit and load.
+
+    python bench/peers/autofaiss_index.py [--quick] [--data real synthetic] [--n 1000000] [--dim 768]
+        [--pages N] [--memory-gb 4] [--peer-budget memory|index] [--peer-timeout 600] [--dir DIR] [--keep]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from provenance import stamp
+
+import kb_scale  # bench/, put on sys.path by provenance
+
+K = kb_scale.K
+BUDGETS = ("memory", "index")
+
+
+def kb_args(args: argparse.Namespace, data: str) -> argparse.Namespace:
+    """The namespace ``kb_scale.run_phase`` takes, for one data set in its own folder."""
+    real = data == "real"
+    return argparse.Namespace(n=args.n, dim=args.dim, queries=args.queries, memory_gb=args.memory_gb,
+                              threads=args.threads, dir=args.dir / data, real=real,
+                              scaled_plan=real or args.scaled_plan, pages=args.pages if real else None, variant="pq")
+
+
+def peer_budget_bytes(args: argparse.Namespace, n: int, dim: int) -> int:
+    """autofaiss's ``max_index_memory_usage`` in bytes (module docstring, ``--peer-budget``)."""
+    if args.peer_budget == "memory":
+        return int(args.memory_gb * 1024) * 9 // 10 * 2**20
+    plan = kb_scale.bench_plan(kb_args(args, args.data_name), n, dim)
+    params = plan.params
+    return n * (int(params["m"]) + 8) + int(params["nlist"]) * dim * 4  # index_plan.ivfpq_bytes without the working set
+
+
+def _opq_keywords() -> None:
+    """autofaiss 2.18 calls ``faiss.OPQMatrix(d, M=.., d2=..)``; faiss 1.15 takes them positionally."""
+    import faiss
+
+    positional = faiss.OPQMatrix
+    faiss.OPQMatrix = lambda d, M=1, d2=-1: positional(d, M, d2)
+
+
+def phase_peer_build(args: argparse.Namespace) -> dict:
+    _opq_keywords()
+    import faiss
+    from autofaiss import build_index
+
+    store = kb_scale.open_bench_store(kb_args(args, args.data_name))
+    folder = args.dir / args.data_name / "autofaiss"
+    folder.mkdir(parents=True, exist_ok=True)
+    budget = peer_budget_bytes(args, len(store), store.dim)
+    started = time.perf_counter()
+    index, infos = build_index(embeddings=str(store.root / "vectors"), save_on_disk=False, file_format="npy",
+                               max_index_memory_usage=f"{max(budget // 2**20, 1)}M",
+                               current_memory_available=f"{max(int(args.memory_gb * 1024), 1)}M",
+                               metric_type="ip", nb_cores=args.threads, verbose=logging.WARNING)
+    seconds = time.perf_counter() - started
+    if index is None or infos is None:
+        raise SystemExit("autofaiss did not build an index (its error is above)")
+    faiss.write_index(index, str(folder / "knn.index"))
+    (folder / "infos.json").write_text(json.dumps(infos, default=float), encoding="utf-8")
+    return {"seconds": seconds, "budget_mb": budget / 2**20, "index_key": infos["index_key"],
+            "index_param": infos["index_param"]}
+
+
+def phase_peer_search(args: argparse.Namespace) -> dict:
+    import faiss
+    import numpy as np
+
+    faiss.omp_set_num_threads(args.threads)
+    folder = args.dir / args.data_name
+    infos = json.loads((folder / "autofaiss" / "infos.json").read_text(encoding="utf-8"))
+    index = faiss.read_index(str(folder / "autofaiss" / "knn.index"))
+    faiss.ParameterSpace().set_index_parameters(index, infos["index_param"])
+    queries = np.load(folder / "queries.npy")
+    truth = np.load(folder / "truth.npy")
+    started = time.perf_counter()
+    _, found = index.search(queries, K)
+    seconds = time.perf_counter() - started
+    recall = float(np.mean([len(set(t) & set(f)) / K for t, f in zip(truth.tolist(), found.tolist())]))
+    return {"seconds": seconds, "qps": len(queries) / seconds, "recall": recall,
+            "index_bytes": (folder / "autofaiss" / "knn.index").stat().st_size}
+
+
+PHASES = {"peer-build": phase_peer_build, "peer-search": phase_peer_search}
+
+
+def run_peer(args: argparse.Namespace, data: str, phase: str) -> dict | None:
+    """One autofaiss phase in a child process; None when it ran past ``--peer-timeout``."""
+    command = [sys.executable, __file__, "--phase", phase, "--data-name", data, "--n", str(args.n),
+               "--dim", str(args.dim), "--queries", str(args.queries), "--memory-gb", str(args.memory_gb),
+               "--threads", str(args.threads), "--dir", str(args.dir), "--peer-budget", args.peer_budget]
+    command += ["--scaled-plan"] * args.scaled_plan + (["--pages", str(args.pages)] if args.pages else [])
+    env = {**os.environ, "TQDM_DISABLE": "1", **{name: str(args.threads) for name in kb_scale.THREADS_ENV}}
+    try:
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, check=True,
+                              timeout=args.peer_timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def compare(args: argparse.Namespace, data: str) -> None:
+    """Both sides on one data set, printed as they finish."""
+    kb = kb_args(args, data)
+    kb.dir.mkdir(parents=True, exist_ok=True)
+    generated = kb_scale.run_phase(kb, "generate")
+    kb.n, kb.dim = generated.get("n", kb.n), generated.get("dim", kb.dim)
+    plan = kb_scale.bench_plan(kb, kb.n, kb.dim)
+    if plan.kind != "ivfpq":
+        raise SystemExit(f"{kb.n:,} x {kb.dim} fits --memory-gb {args.memory_gb} in memory ({plan.kind}); lower "
+                         "--memory-gb or pass --scaled-plan to compare the compressed index")
+    what = (f"real MiniLM passages, {generated['questions']} fixture questions + {generated['held_out']} held-out "
+            f"first sentences as queries" if kb.real else f"synthetic mixture, {args.queries:,} queries")
+    print(f"\n[{data}] {kb.n:,} x {kb.dim} {what}; generated in {generated['seconds']:.0f}s", flush=True)
+    exact = kb_scale.run_phase(kb, "exact")
+    print(f"  exact search (the truth): {exact['qps']:,.1f} queries/s", flush=True)
+    for kept in (kb.dir / "store").glob("index-*"):  # a kept store's index would be loaded, not built
+        shutil.rmtree(kept)
+    build = kb_scale.run_phase(kb, "build")
+    search = kb_scale.run_phase(kb, "search")
+    print(f"  mmcurate: {build['meta']['factory']}, nprobe {build['meta']['params']['nprobe']}, "
+          f"{plan.describe()}", flush=True)
+    peer_build = run_peer(args, data, "peer-build")
+    if peer_build is None:
+        print(f"  autofaiss: build stopped after --peer-timeout {args.peer_timeout:.0f}s "
+              f"(mmcurate built in {build['seconds']:.0f}s: build-time ratio > {args.peer_timeout / build['seconds']:.2f})",
+              flush=True)
+        return
+    peer_search = run_peer(args, data, "peer-search")
+    print(f"  autofaiss: {peer_build['index_key']} ({peer_build['index_param']}), max_index_memory_usage "
+          f"{peer_build['budget_mb']:,.0f} MB (--peer-budget {args.peer_budget}), index file "
+          f"{peer_search['index_bytes'] / 2**20:,.1f} MB", flush=True)
+    rows = [("recall@10 vs exact", search["recall"], peer_search["recall"], search["recall"] / peer_search["recall"], "{:.4f}"),
+            ("queries/s", search["qps"], peer_search["qps"], search["qps"] / peer_search["qps"], "{:,.1f}"),
+            ("build s", build["seconds"], peer_build["seconds"], peer_build["seconds"] / build["seconds"], "{:,.1f}"),
+            ("peak RSS build MB", build["peak_rss_mb"], peer_build["peak_rss_mb"],
+             peer_build["peak_rss_mb"] / build["peak_rss_mb"], "{:,.0f}"),
+            ("peak RSS search MB", search["peak_rss_mb"], peer_search["peak_rss_mb"],
+             peer_search["peak_rss_mb"] / search["peak_rss_mb"], "{:,.0f}")]
+    print(f"  {'':20} {'mmcurate':>12} {'autofaiss':>12} {'ratio':>7}")
+    for name, mine, peer, ratio, form in rows:
+        print(f"  {name:20} {form.format(mine):>12} {form.format(peer):>12} {ratio:7.3f}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="real: 300 pages; synthetic: 20,000 x 384, scaled plan")
+    parser.add_argument("--data", nargs="+", choices=("real", "synthetic"), default=["real", "synthetic"])
+    parser.add_argument("--n", type=int, default=1_000_000, help="synthetic rows")
+    parser.add_argument("--dim", type=int, default=768, help="synthetic dimension")
+    parser.add_argument("--pages", type=int, help="real: only the first PAGES wiki pages")
+    parser.add_argument("--queries", type=int, default=1_000)
+    parser.add_argument("--memory-gb", type=float, default=4.0)
+    parser.add_argument("--peer-budget", choices=BUDGETS, default="memory")
+    parser.add_argument("--peer-timeout", type=float, default=600.0, help="seconds before autofaiss's build is stopped")
+    parser.add_argument("--scaled-plan", action="store_true", help="synthetic: the 6M x 768 plan at this n and dim")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dir", type=Path, default=Path("autofaiss_bench"))
+    parser.add_argument("--keep", action="store_true", help="keep the stores, queries and indexes")
+    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
+    parser.add_argument("--data-name", choices=("real", "synthetic"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.quick:
+        args.pages, args.n, args.dim, args.scaled_plan = args.pages or 300, 20_000, 384, True
+    if min(args.n, args.dim, args.queries, args.threads) < 1 or args.memory_gb <= 0 or args.peer_timeout <= 0:
+        parser.error("--n, --dim, --queries, --threads must be at least 1; --memory-gb and --peer-timeout above 0")
+    args.dir = args.dir.resolve()
+    if args.phase:
+        result = PHASES[args.phase](args)
+        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+        print(json.dumps(result))
+        return
+    print(stamp("start"), flush=True)
+    try:
+        for data in args.data:
+            args.data_name = data
+            compare(args, data)
+    finally:
+        if not args.keep:
+            shutil.rmtree(args.dir, ignore_errors=True)
+    print(stamp("end"), flush=True)
+
+
+if __name__ == "__main__":
+    main()
