@@ -42,13 +42,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
-from ingest_reddit import _positive, generate  # noqa: E402
+from ingest_reddit import _positive, generate
 
 SAMPLE_MS = 50  # how often the parent samples its child's process tree
 
@@ -85,8 +85,13 @@ def datatrove_pipelines(root: Path, work: Path, tasks: int) -> tuple:
     from datatrove.pipeline.filters.base_filter import BaseFilter
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
-
-    from mmcurate.sources.reddit import RedditOptions, answer_skip_reason, clean, image_refs, post_skip_reason
+    from mmcurate.sources.reddit import (
+        RedditOptions,
+        answer_skip_reason,
+        clean,
+        image_refs,
+        post_skip_reason,
+    )
 
     class PushshiftReader(JsonlReader):
         """``JsonlReader.read_file`` as published, but for one line: it iterates a line's ``media`` as
@@ -164,7 +169,6 @@ def datatrove_pipelines(root: Path, work: Path, tasks: int) -> tuple:
 
 def run_datatrove(root: Path, work: Path, tasks: int) -> tuple[float, list[str]]:
     from loguru import logger
-
     from mmcurate.core.text import split_sentences
 
     logger.remove()  # datatrove logs every step to stderr; its log files stay under work/
@@ -186,7 +190,6 @@ def run_mmcurate(root: Path, work: Path, parts: int) -> tuple[float, list[str]]:
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow.parquet as pq
-
     from mmcurate.core.images import ImageStore
     from mmcurate.core.text import split_sentences
     from mmcurate.sources.ingest import ingest, merge_ingests, source_parts
@@ -304,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     mb = 10.0 if args.quick else args.mb
     tries = 1 if args.quick else args.tries
-    print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit()}, load {load()}", flush=True)
+    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}, load {load()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_peers_ingest_") as tmp:
         work = (args.keep or Path(tmp)).resolve()
         root = work / "dumps"
@@ -339,7 +342,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"{differences(ours['ids'], theirs['ids'])}")
         ids = [best[key]["ids"] for key in sorted(best)]
         print(f"all four runs keep the same ids: {all(sorted(i) == sorted(ids[0]) for i in ids)}; "
-              f"load {load()}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
+              f"load {load()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
 
 
 if __name__ == "__main__":

@@ -37,13 +37,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -51,9 +50,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
-from curation_scale import _record  # noqa: E402
-from ingest_reddit import _positive  # noqa: E402
-
+from curation_scale import _record
+from ingest_reddit import _positive
 
 
 def released(n: int) -> bool:
@@ -73,7 +71,6 @@ def _vm_rss_kb() -> int:
 
 def run_mmcurate(questions: list[str], threshold: float, num_perm: int) -> dict:
     import pyarrow as pa
-
     from mmcurate.annotation.dedup import question_pairs
 
     column = pa.array(questions, pa.large_string())  # as the stage holds them (``Items``)
@@ -87,7 +84,6 @@ def run_mmcurate(questions: list[str], threshold: float, num_perm: int) -> dict:
 
 def run_datasketch(questions: list[str], threshold: float, num_perm: int) -> dict:
     from datasketch import MinHash, MinHashLSH
-
     from mmcurate.annotation.dedup import pair_keys, shingles
 
     before = _vm_rss_kb()
@@ -240,14 +236,13 @@ def main(argv: list[str] | None = None) -> None:
         child(side, Path(pool), Path(work), float(threshold), int(num_perm))
         return
     from datasketch import MinHashLSH
-
     from mmcurate.core.config import DedupConfig
 
     config = DedupConfig()  # the stage's defaults: the settings a release's card names
     threshold, num_perm = config.question_threshold, config.num_perm
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     sizes = [10_000] if args.quick else args.sizes
-    print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit()}, load {load()}; character 5-grams, "
+    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}, load {load()}; character 5-grams, "
           f"num_perm {num_perm}, {lsh.b} bands x {lsh.r} rows, Jaccard >= {threshold}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_peers_minhash_") as tmp:
         work = (args.keep or Path(tmp)).resolve()
@@ -283,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
             for name, (precision, recall, said, true) in scores.items():
                 print(f"    {name:<26} precision {precision:.4f} (of {said:,} sampled flags), recall {recall:.4f} "
                       f"(of {true:,} pairs with Jaccard >= {threshold} of the sampled anchors)")
-        print(f"load {load()}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
+        print(f"load {load()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
 
 
 if __name__ == "__main__":
