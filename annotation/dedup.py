@@ -17,9 +17,11 @@ last, on the rows a release will hold.
   index of byte keys per sample: a million questions hold a few dozen megabytes, and two
   questions are candidates exactly when ``MinHashLSH`` would find them (they agree on a
   band), but for 64-bit digest collisions, which only add a candidate the exact check
-  then judges. Shingles are made again for the candidates only, and each bucket's pairs are
+  then judges. Shingles are made again for the candidates only, and a large bucket's pairs are
   scored a block at a time (a sparse product of its shingle incidence, at most ``GROUP_CELLS`` pairs
-  a block: a bucket grows with the pool), not pair by pair.
+  a block: a bucket grows with the pool), not pair by pair; a band's small buckets (at most
+  ``SMALL_BUCKET`` questions: most hold two or three) are scored together, one incidence matrix for
+  ``SMALL_ROWS`` of their questions and every pair within a bucket listed.
 - Memory: the rows are held column by column (``Items``: Arrow strings for ids and questions,
   numpy arrays for image hashes) and the pairs found as numpy arrays (``Pairs``), not as an
   object or a dictionary entry per row or pair, so a pool of a million stays a few hundred
