@@ -142,15 +142,20 @@ class Shingled:
         self.indptr = np.r_[0, np.cumsum([len(r) for r in rows])]
         self.ids = np.fromiter((i for r in rows for i in r), dtype=np.int32, count=int(self.indptr[-1]))
 
-    def row(self, i: int) -> np.ndarray:
-        return self.ids[self.indptr[i]:self.indptr[i + 1]]
+    def jaccard(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """The exact Jaccard similarity of each pair (first[k], second[k]), 65,536 pairs at a time."""
+        from scipy.sparse import csr_matrix
 
-    def jaccard(self, i: int, j: int) -> float:
-        a, b = self.row(i), self.row(j)
-        if not len(a) or not len(b):
-            return 0.0
-        shared = len(np.intersect1d(a, b, assume_unique=True))
-        return shared / (len(a) + len(b) - shared)
+        sizes = np.diff(self.indptr)
+        incidence = csr_matrix((np.ones(len(self.ids), dtype=np.int64), self.ids, self.indptr),
+                               shape=(len(sizes), int(self.ids.max(initial=0)) + 1))
+        out = np.zeros(len(first))
+        for start in range(0, len(first), 1 << 16):
+            i, j = first[start:start + (1 << 16)], second[start:start + (1 << 16)]
+            shared = np.asarray(incidence[i].multiply(incidence[j]).sum(axis=1)).ravel()
+            union = sizes[i] + sizes[j] - shared
+            out[start:start + len(i)] = np.where(union > 0, shared / np.maximum(union, 1), 0.0)
+        return out
 
     def similar(self, anchors: np.ndarray, threshold: float) -> np.ndarray:
         """Every pair (as ``pair_keys``) of an anchor and any question with Jaccard >= threshold, exactly:
@@ -171,15 +176,17 @@ class Shingled:
         tokens, holders = self.ids[in_prefix], owner[in_prefix]
         by_token = np.argsort(tokens, kind="stable")
         tokens, holders = tokens[by_token], holders[by_token]
-        found: set[int] = set()
+        first: list[np.ndarray] = []
+        second: list[np.ndarray] = []
         for a in anchors.tolist():
             mine = np.unique(self.ids[self.indptr[a]:self.indptr[a + 1]][in_prefix[self.indptr[a]:self.indptr[a + 1]]])
             left, right = np.searchsorted(tokens, mine), np.searchsorted(tokens, mine, side="right")
             others = np.unique(np.concatenate([holders[l:r] for l, r in zip(left, right)] or [np.zeros(0, int)]))
-            for b in others[others != a].tolist():
-                if self.jaccard(a, b) >= threshold:
-                    found.add(int(pair_keys(np.array([min(a, b)]), np.array([max(a, b)]))[0]))
-        return np.array(sorted(found), dtype=np.int64)
+            others = others[others != a]
+            first.append(np.minimum(others, a))
+            second.append(np.maximum(others, a))
+        keys = np.unique(pair_keys(np.concatenate(first or [np.zeros(0, int)]), np.concatenate(second or [np.zeros(0, int)])))
+        return keys[self.jaccard(keys >> 32, keys & 0xFFFFFFFF) >= threshold]
 
 
 def sample_scores(questions: list[str], flagged: dict[str, np.ndarray], threshold: float, size: int,
@@ -192,7 +199,7 @@ def sample_scores(questions: list[str], flagged: dict[str, np.ndarray], threshol
     shingled = Shingled(questions)
     union = np.unique(np.concatenate(list(flagged.values())))
     drawn = np.sort(union[rng.choice(len(union), min(size, len(union)), replace=False)])
-    truth = np.array([shingled.jaccard(k >> 32, k & 0xFFFFFFFF) >= threshold for k in drawn.tolist()], dtype=bool)
+    truth = shingled.jaccard(drawn >> 32, drawn & 0xFFFFFFFF) >= threshold
     anchors = rng.choice(len(questions), min(size, len(questions)), replace=False)
     true_pairs = shingled.similar(anchors, threshold)
     scores = {}
