@@ -22,8 +22,9 @@ Each side runs in a fresh subprocess on the same questions:
   results", those candidates filtered by the exact Jaccard of the original shingle sets (a second
   time: candidates + check).
 
-Printed per pool: time and peak RSS of each (``ru_maxrss`` of the process, and its growth over the
-RSS before the work: the questions loaded), the ratio of times (datasketch with its exact check /
+Printed per pool: time (wall, and the process's CPU time: on a loaded machine the steadier of the two)
+and peak RSS of each (``ru_maxrss`` of the process, and its growth over the RSS before the work: the
+questions loaded), the ratio of times (datasketch with its exact check /
 mmcurate: >= 1.0 means mmcurate ahead; the ratio against the candidates alone beside it), the
 flagged pairs of each compared (counts, equal or not), and precision and recall against exact
 Jaccard on a seeded sample: precision over up to ``--sample`` pairs drawn from everything either
@@ -76,10 +77,10 @@ def run_mmcurate(questions: list[str], threshold: float, num_perm: int) -> dict:
     column = pa.array(questions, pa.large_string())  # as the stage holds them (``Items``)
     del questions
     before = _vm_rss_kb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     pairs = question_pairs(column, threshold, num_perm)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "before_kb": before, "pairs": pairs.keys}
+    return {"seconds": seconds, "cpu_seconds": time.process_time() - cpu, "before_kb": before, "pairs": pairs.keys}
 
 
 def run_datasketch(questions: list[str], threshold: float, num_perm: int) -> dict:
@@ -87,7 +88,7 @@ def run_datasketch(questions: list[str], threshold: float, num_perm: int) -> dic
     from mmcurate.annotation.dedup import pair_keys, shingles
 
     before = _vm_rss_kb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     sets = [shingles(q) for q in questions]
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     first: list[int] = []
@@ -99,13 +100,13 @@ def run_datasketch(questions: list[str], threshold: float, num_perm: int) -> dic
             first.append(j)
             second.append(i)
         lsh.insert(i, signature, check_duplication=False)
-    candidates_seconds = time.perf_counter() - start
+    candidates_seconds, candidates_cpu = time.perf_counter() - start, time.process_time() - cpu
     keep = [len(sets[j] & sets[i]) / len(sets[j] | sets[i]) >= threshold for j, i in zip(first, second)]
     seconds = time.perf_counter() - start
     candidates = np.sort(pair_keys(np.array(first, dtype=np.int64), np.array(second, dtype=np.int64)))
     verified = np.sort(pair_keys(np.array(first, dtype=np.int64)[keep], np.array(second, dtype=np.int64)[keep]))
-    return {"seconds": seconds, "candidates_seconds": candidates_seconds, "before_kb": before, "pairs": verified,
-            "candidates": candidates}
+    return {"seconds": seconds, "cpu_seconds": time.process_time() - cpu, "candidates_seconds": candidates_seconds,
+            "candidates_cpu_seconds": candidates_cpu, "before_kb": before, "pairs": verified, "candidates": candidates}
 
 
 def child(side: str, pool: Path, work: Path, threshold: float, num_perm: int) -> None:
@@ -263,16 +264,19 @@ def main(argv: list[str] | None = None) -> None:
             theirs = measured("datasketch", pool, folder, threshold, num_perm)
             print(f"{len(questions):,} questions (released of {size:,} samples); load {load()}", flush=True)
             for name, stats in (("mmcurate question_pairs", ours), ("datasketch MinHashLSH", theirs)):
-                extra = (f" (candidates alone {stats['candidates_seconds']:.1f} s)" if "candidates_seconds" in stats
-                         else "")
-                print(f"    {name:<24} {stats['seconds']:7.1f} s{extra}; peak RSS {stats['peak_kb'] / 1024:.0f} MB "
-                      f"(+{(stats['peak_kb'] - stats['before_kb']) / 1024:.0f} MB over the questions loaded)")
+                extra = (f" (candidates alone {stats['candidates_seconds']:.1f} s, CPU "
+                         f"{stats['candidates_cpu_seconds']:.1f} s)" if "candidates_seconds" in stats else "")
+                print(f"    {name:<24} {stats['seconds']:7.1f} s, CPU {stats['cpu_seconds']:.1f} s{extra}; peak RSS "
+                      f"{stats['peak_kb'] / 1024:.0f} MB (+{(stats['peak_kb'] - stats['before_kb']) / 1024:.0f} MB over "
+                      "the questions loaded)")
             same = np.array_equal(ours["pairs"], theirs["pairs"])
             extra_ours = np.setdiff1d(ours["pairs"], theirs["pairs"])
             extra_theirs = np.setdiff1d(theirs["pairs"], ours["pairs"])
             print(f"    ratio {theirs['seconds'] / ours['seconds']:.2f} (datasketch with its exact check / mmcurate; "
-                  f"against its candidates alone {theirs['candidates_seconds'] / ours['seconds']:.2f}); peak RSS "
-                  f"mmcurate / datasketch {ours['peak_kb'] / theirs['peak_kb']:.2f}")
+                  f"against its candidates alone {theirs['candidates_seconds'] / ours['seconds']:.2f}); in CPU time "
+                  f"{theirs['cpu_seconds'] / ours['cpu_seconds']:.2f} and "
+                  f"{theirs['candidates_cpu_seconds'] / ours['cpu_seconds']:.2f}; peak RSS mmcurate / datasketch "
+                  f"{ours['peak_kb'] / theirs['peak_kb']:.2f}")
             print(f"    flagged pairs: mmcurate {len(ours['pairs']):,}; datasketch candidates "
                   f"{len(theirs['candidates']):,}, after the exact check {len(theirs['pairs']):,}: "
                   + ("equal to mmcurate's" if same else
