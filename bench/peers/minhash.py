@@ -31,7 +31,7 @@ Jaccard on a seeded sample: precision over up to ``--sample`` pairs drawn from e
 side flagged, recall over every truly similar pair (Jaccard >= threshold, found exactly by prefix
 filtering, not by either side's LSH) of ``--sample`` seeded anchor questions.
 
-    python bench/peers/minhash.py [--quick] [--sizes 100000 1000000] [--sample 20000] [--keep DIR]
+    python bench/peers/minhash.py [--quick] [--sizes 100000 1000000] [--sample 2000] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -137,24 +137,23 @@ class Shingled:
 
     def __init__(self, questions: list[str]) -> None:
         from mmcurate.annotation.dedup import shingles
+        from scipy.sparse import csr_matrix
 
         vocabulary: dict[str, int] = {}
         rows = [sorted({vocabulary.setdefault(g, len(vocabulary)) for g in shingles(q)}) for q in questions]
         self.indptr = np.r_[0, np.cumsum([len(r) for r in rows])]
         self.ids = np.fromiter((i for r in rows for i in r), dtype=np.int32, count=int(self.indptr[-1]))
+        self.sizes = np.diff(self.indptr)
+        self.incidence = csr_matrix((np.ones(len(self.ids), dtype=np.int64), self.ids, self.indptr),
+                                    shape=(len(rows), len(vocabulary)))
 
     def jaccard(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
         """The exact Jaccard similarity of each pair (first[k], second[k]), 65,536 pairs at a time."""
-        from scipy.sparse import csr_matrix
-
-        sizes = np.diff(self.indptr)
-        incidence = csr_matrix((np.ones(len(self.ids), dtype=np.int64), self.ids, self.indptr),
-                               shape=(len(sizes), int(self.ids.max(initial=0)) + 1))
         out = np.zeros(len(first))
         for start in range(0, len(first), 1 << 16):
             i, j = first[start:start + (1 << 16)], second[start:start + (1 << 16)]
-            shared = np.asarray(incidence[i].multiply(incidence[j]).sum(axis=1)).ravel()
-            union = sizes[i] + sizes[j] - shared
+            shared = np.asarray(self.incidence[i].multiply(self.incidence[j]).sum(axis=1)).ravel()
+            union = self.sizes[i] + self.sizes[j] - shared
             out[start:start + len(i)] = np.where(union > 0, shared / np.maximum(union, 1), 0.0)
         return out
 
@@ -167,7 +166,7 @@ class Shingled:
         from mmcurate.annotation.dedup import pair_keys
 
         frequency = np.bincount(self.ids)
-        lengths = np.diff(self.indptr)
+        lengths = self.sizes
         prefix = lengths - np.ceil(threshold * lengths - 1e-9).astype(np.int64) + 1
         owner = np.repeat(np.arange(len(lengths)), lengths)
         order = np.lexsort((self.ids, frequency[self.ids], owner))  # each row rarest first
@@ -177,17 +176,23 @@ class Shingled:
         tokens, holders = self.ids[in_prefix], owner[in_prefix]
         by_token = np.argsort(tokens, kind="stable")
         tokens, holders = tokens[by_token], holders[by_token]
+        found: list[np.ndarray] = []
         first: list[np.ndarray] = []
         second: list[np.ndarray] = []
-        for a in anchors.tolist():
+        held = 0
+        for k, a in enumerate(anchors.tolist(), 1):
             mine = np.unique(self.ids[self.indptr[a]:self.indptr[a + 1]][in_prefix[self.indptr[a]:self.indptr[a + 1]]])
             left, right = np.searchsorted(tokens, mine), np.searchsorted(tokens, mine, side="right")
             others = np.unique(np.concatenate([holders[l:r] for l, r in zip(left, right)] or [np.zeros(0, int)]))
             others = others[others != a]
             first.append(np.minimum(others, a))
             second.append(np.maximum(others, a))
-        keys = np.unique(pair_keys(np.concatenate(first or [np.zeros(0, int)]), np.concatenate(second or [np.zeros(0, int)])))
-        return keys[self.jaccard(keys >> 32, keys & 0xFFFFFFFF) >= threshold]
+            held += len(others)
+            if held >= 1 << 22 or k == len(anchors):  # candidates scored a few million at a time
+                keys = np.unique(pair_keys(np.concatenate(first), np.concatenate(second)))
+                found.append(keys[self.jaccard(keys >> 32, keys & 0xFFFFFFFF) >= threshold])
+                first, second, held = [], [], 0
+        return np.unique(np.concatenate(found or [np.zeros(0, np.int64)]))
 
 
 def sample_scores(questions: list[str], flagged: dict[str, np.ndarray], threshold: float, size: int,
@@ -229,7 +234,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="one small pool: the questions released of 10,000 samples")
     parser.add_argument("--sizes", type=_positive, nargs="+", default=[100_000, 1_000_000],
                         help="curation bench sample counts whose released questions are compared")
-    parser.add_argument("--sample", type=_positive, default=20_000, help="pairs per precision / recall sample")
+    parser.add_argument("--sample", type=_positive, default=2_000,
+                        help="flagged pairs of the precision sample, and anchor questions of the recall sample")
     parser.add_argument("--seed", type=int, default=0, help="seed of the precision / recall samples")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     parser.add_argument("--child", nargs=5, metavar=("SIDE", "POOL", "WORK", "THRESHOLD", "NUM_PERM"),

@@ -55,7 +55,7 @@ def test_ingest_month_of_a_dump_file(ingest: ModuleType) -> None:
 
 def test_minhash_arguments(minhash: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     args = minhash.parser().parse_args([])
-    assert (args.sizes, args.sample, args.seed, args.quick) == ([100_000, 1_000_000], 20_000, 0, False)
+    assert (args.sizes, args.sample, args.seed, args.quick) == ([100_000, 1_000_000], 2_000, 0, False)
     assert minhash.parser().parse_args(["--sizes", "2000", "--sample", "10"]).sizes == [2000]
     with pytest.raises(SystemExit):
         minhash.parser().parse_args(["--sample", "0"])
