@@ -27,8 +27,8 @@ and peak RSS of each (``ru_maxrss`` of the process, and its growth over the RSS 
 questions loaded), the ratio of times (datasketch with its exact check /
 mmcurate: >= 1.0 means mmcurate ahead; the ratio against the candidates alone beside it), the
 flagged pairs of each compared (counts, equal or not), and precision and recall against exact
-Jaccard on a seeded sample: precision over up to ``--sample`` pairs drawn from everything either
-side flagged, recall over every truly similar pair (Jaccard >= threshold, found exactly by prefix
+Jaccard on a seeded sample: precision over up to ``--sample`` pairs drawn from the pairs each side
+flagged, recall over every truly similar pair (Jaccard >= threshold, found exactly by prefix
 filtering, not by either side's LSH) of ``--sample`` seeded anchor questions.
 
     python bench/peers/minhash.py [--quick] [--sizes 100000 1000000] [--sample 2000] [--keep DIR]
@@ -197,23 +197,21 @@ class Shingled:
 
 def sample_scores(questions: list[str], flagged: dict[str, np.ndarray], threshold: float, size: int,
                   seed: int) -> dict[str, tuple[float, float, int, int]]:
-    """Per side: precision over a seeded sample of ``size`` of the pairs either side flagged, and recall
+    """Per side: precision over a seeded sample of ``size`` of the pairs it flagged, and recall
     over every pair with Jaccard >= threshold that involves one of ``size`` seeded anchor questions
     (found exactly, ``Shingled.similar``), both against exact Jaccard; with the number of pairs each
     rests on."""
     rng = np.random.default_rng(seed)
     shingled = Shingled(questions)
-    union = np.unique(np.concatenate(list(flagged.values())))
-    drawn = np.sort(union[rng.choice(len(union), min(size, len(union)), replace=False)])
-    truth = shingled.jaccard(drawn >> 32, drawn & 0xFFFFFFFF) >= threshold
     anchors = rng.choice(len(questions), min(size, len(questions)), replace=False)
     true_pairs = shingled.similar(anchors, threshold)
     scores = {}
     for name, keys in flagged.items():
-        said = np.isin(drawn, keys)
+        drawn = keys[rng.choice(len(keys), min(size, len(keys)), replace=False)]
+        truth = shingled.jaccard(drawn >> 32, drawn & 0xFFFFFFFF) >= threshold
         found = np.isin(true_pairs, keys)
-        scores[name] = (float(truth[said].mean()) if said.any() else float("nan"),
-                        float(found.mean()) if len(found) else float("nan"), int(said.sum()), len(true_pairs))
+        scores[name] = (float(truth.mean()) if len(drawn) else float("nan"),
+                        float(found.mean()) if len(found) else float("nan"), len(drawn), len(true_pairs))
     return scores
 
 
