@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup fixtures demo demo-steps demo-deflectionbench demo-others test lint-imports docs bench clean review-setup review-ui
+.PHONY: setup fixtures demo demo-steps demo-deflectionbench demo-others test lint-imports docs bench bench-peers clean review-setup review-ui
 
 setup: $(STAMP)
 
@@ -103,6 +103,19 @@ bench: setup fixtures
 	$(PY) bench/faiss_mining.py
 	$(PY) bench/stage_calls.py
 	$(PY) bench/curation_scale.py
+
+# mmcurate against the tools a user would pick instead (issue 47), each bench printing both figures and their
+# ratio. The peers are the bench-only extra `peers`, never runtime dependencies. autofaiss 2.18 pins numpy<2
+# and pandas<3, which the project cannot take (it runs on numpy 2 and pandas 3), so it is installed --no-deps
+# with its small dependencies (embedding-reader, fire and fire's termcolor); what else it imports (faiss-cpu,
+# pandas, pyarrow, fsspec, tqdm) the project already has
+bench-peers: setup fixtures
+	$(PY) -m pip install --quiet -e ".[peers]"
+	$(PY) -m pip install --quiet --no-deps autofaiss==2.18.0 embedding-reader==1.8.1 fire==0.6.0 termcolor==3.3.0
+	$(PY) bench/peers/datatrove_ingest.py
+	$(PY) bench/peers/minhash.py
+	$(PY) bench/peers/distilabel_gating.py
+	$(PY) bench/peers/autofaiss_index.py
 
 # Label Studio in its own environment (its pins, e.g. pyarrow<25, conflict with the project's)
 REVIEW_VENV ?= .venv-review

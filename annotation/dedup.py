@@ -17,9 +17,11 @@ last, on the rows a release will hold.
   index of byte keys per sample: a million questions hold a few dozen megabytes, and two
   questions are candidates exactly when ``MinHashLSH`` would find them (they agree on a
   band), but for 64-bit digest collisions, which only add a candidate the exact check
-  then judges. Shingles are made again for the candidates only, and each bucket's pairs are
+  then judges. Shingles are made again for the candidates only, and a large bucket's pairs are
   scored a block at a time (a sparse product of its shingle incidence, at most ``GROUP_CELLS`` pairs
-  a block: a bucket grows with the pool), not pair by pair.
+  a block: a bucket grows with the pool), not pair by pair; a band's small buckets (at most
+  ``SMALL_BUCKET`` questions: most hold two or three) are scored together, one incidence matrix for
+  ``SMALL_ROWS`` of their questions and every pair within a bucket listed.
 - Memory: the rows are held column by column (``Items``: Arrow strings for ids and questions,
   numpy arrays for image hashes) and the pairs found as numpy arrays (``Pairs``), not as an
   object or a dictionary entry per row or pair, so a pool of a million stays a few hundred
@@ -64,6 +66,9 @@ WITHIN = "this release"
 KINDS = ("image", "question", "both")
 LEDGER_CHUNK = 65_536  # flags held as Decision objects before they are spilled as a ledger part
 GROUP_CELLS = 1 << 20  # question pairs of one LSH bucket scored at a time (a block of rows against the bucket)
+SMALL_BUCKET = 64  # LSH buckets of at most this many questions are scored together, their pairs listed
+SMALL_ROWS = 1 << 16  # questions of small buckets whose shingles are held at a time
+SMALL_PAIRS = 1 << 16  # pairs of small buckets scored at a time (their rows' shingle incidence taken twice)
 
 
 @dataclass(frozen=True)
@@ -244,15 +249,65 @@ def _group_pairs(members: np.ndarray, questions: pa.Array, threshold: float) -> 
     return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_s)
 
 
+def _small_group_pairs(groups: list[np.ndarray], questions: pa.Array, threshold: float) -> tuple[np.ndarray, ...]:
+    """``_group_pairs`` of many small ``groups`` (each sorted), taken ``SMALL_ROWS`` rows at a time."""
+    out: list[tuple[np.ndarray, ...]] = []
+    taken, held = 0, 0
+    for end, group in enumerate(groups, 1):
+        held += len(group)
+        if held >= SMALL_ROWS or end == len(groups):
+            out.append(_small_groups_scored(groups[taken:end], questions, threshold))
+            taken, held = end, 0
+    return tuple(np.concatenate([part[k] for part in out]) for k in range(3))
+
+
+def _small_groups_scored(groups: list[np.ndarray], questions: pa.Array, threshold: float) -> tuple[np.ndarray, ...]:
+    """The pairs of ``groups`` scored at once: each row's shingles made once, one sparse incidence
+    for all their rows, every pair within a group listed (groups of the same size together) and scored
+    ``SMALL_PAIRS`` at a time as the row-wise product of its two rows' incidence. Most LSH buckets
+    hold two or three questions, and scoring each alone (its own vocabulary, matrix and product) cost
+    more than the scores; these are the same floats (exact integer counts)."""
+    rows, local = np.unique(np.concatenate(groups), return_inverse=True)
+    vocabulary: dict[str, int] = {}
+    columns: list[int] = []
+    sizes = np.zeros(len(rows), dtype=np.int64)
+    for k, question in enumerate(questions.take(pa.array(rows)).to_pylist()):
+        grams = shingles(question)
+        columns += [vocabulary.setdefault(g, len(vocabulary)) for g in grams]
+        sizes[k] = len(grams)
+    incidence = csr_matrix((np.ones(len(columns), dtype=np.int64), columns, np.r_[0, np.cumsum(sizes)]),
+                           shape=(len(rows), len(vocabulary)))
+    lengths = np.array([len(g) for g in groups])
+    starts = np.r_[0, np.cumsum(lengths)[:-1]]
+    out_i, out_j, out_s = [], [], []
+    for size in np.unique(lengths).tolist():
+        a, b = np.triu_indices(size, 1)
+        base = starts[lengths == size][:, None]
+        left, right = local[(base + a).ravel()], local[(base + b).ravel()]
+        for start in range(0, len(left), SMALL_PAIRS):
+            i, j = left[start:start + SMALL_PAIRS], right[start:start + SMALL_PAIRS]
+            shared = np.asarray(incidence[i].multiply(incidence[j]).sum(axis=1)).ravel()
+            scores = shared / (sizes[i] + sizes[j] - shared)
+            keep = scores >= threshold
+            out_i.append(rows[i[keep]])
+            out_j.append(rows[j[keep]])
+            out_s.append(scores[keep])
+    return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_s)
+
+
 def question_pairs(questions: pa.Array, threshold: float, num_perm: int) -> Pairs:
     """Rows (i < j) whose questions' shingle sets have Jaccard similarity >= threshold, valued by it
-    (candidates: the questions that agree on an LSH band; the pairs found are made unique band by
+    (candidates: the questions that agree on an LSH band; a band's buckets of at most ``SMALL_BUCKET``
+    questions scored together, a larger one on its own; the pairs found are made unique band by
     band, so a pair found in every band is held once)."""
     bands, present = lsh_bands(_strings(questions), len(questions), threshold, num_perm)
     rows = np.flatnonzero(present)
     found = _unique_pairs([], [], [], False, np.float64)
     for band in range(bands.shape[1]):
-        pairs = [_group_pairs(rows[members], questions, threshold) for members in _runs(bands[rows, band])]
+        buckets = [rows[members] for members in _runs(bands[rows, band])]
+        small = [bucket for bucket in buckets if len(bucket) <= SMALL_BUCKET]
+        pairs = [_group_pairs(bucket, questions, threshold) for bucket in buckets if len(bucket) > SMALL_BUCKET]
+        pairs += [_small_group_pairs(small, questions, threshold)] if small else []
         found = _unique_pairs([found.first, *(p[0] for p in pairs)], [found.second, *(p[1] for p in pairs)],
                               [found.values, *(p[2] for p in pairs)], False, np.float64)
     return found

@@ -57,13 +57,34 @@ def _questions(n: int) -> list[str]:
 
 @pytest.mark.parametrize("threshold", [0.5, 0.8])
 @pytest.mark.parametrize("cells", [dedup.GROUP_CELLS, 7])  # 7: a bucket is scored a row or two at a time
-def test_band_pairs_are_the_index_pairs(threshold: float, cells: int, monkeypatch):
+# (small bucket, rows, pairs): every bucket alone; the defaults; every bucket with the others, a few rows
+# and pairs at a time
+@pytest.mark.parametrize("small", [(0, 1, 1), (dedup.SMALL_BUCKET, dedup.SMALL_ROWS, dedup.SMALL_PAIRS),
+                                   (10_000, 5, 3)])
+def test_band_pairs_are_the_index_pairs(threshold: float, cells: int, small: tuple[int, int, int], monkeypatch):
     monkeypatch.setattr(dedup, "GROUP_CELLS", cells)
+    for name, value in zip(("SMALL_BUCKET", "SMALL_ROWS", "SMALL_PAIRS"), small):
+        monkeypatch.setattr(dedup, name, value)
     questions = _questions(1500)
     expected = _index_pairs(questions, threshold, 128)
     assert expected  # the questions hold near-duplicates to find
     pairs = question_pairs(pa.array(questions), threshold, 128)
     assert dict(zip(zip(pairs.first.tolist(), pairs.second.tolist()), pairs.values.tolist())) == expected
+
+
+def test_small_buckets_are_scored_together(monkeypatch):
+    """Issue 47 item 2: most LSH buckets hold two or three questions; scoring each alone (its own
+    vocabulary and sparse matrix) made mmcurate's stage slower than datasketch's index on the curation
+    bench's pool. A band's small buckets now share one incidence matrix (a few while the pool is large)."""
+    built = []
+    real = dedup.csr_matrix
+    monkeypatch.setattr(dedup, "csr_matrix", lambda *args, **kwargs: built.append(1) or real(*args, **kwargs))
+    questions = [f"What colour is the kite in listing {n} (code U{n % 97})?" for n in range(400)]
+    bands, present = lsh_bands(questions, len(questions), 0.8, 128)
+    buckets = sum(len(list(dedup._runs(bands[:, band]))) for band in range(bands.shape[1]))
+    assert buckets > 4 * bands.shape[1]  # many small buckets per band
+    pairs = question_pairs(pa.array(questions), 0.8, 128)
+    assert len(pairs.first) and len(built) <= bands.shape[1]
 
 
 def test_bands_are_a_small_array_per_question():
