@@ -3,13 +3,12 @@ of two worker processes (one thread each), each with its own empty local working
 only the object store in common (the local moto S3 server, tests/s3_server.py): ``workdir``,
 ``releases_root`` and the response cache (``cache_url: parts+s3://...``) are in one bucket.
 
-The release it publishes has the data files of today's single-machine run, byte for byte, and
-``verify`` passes on the S3 copy. Then a worker is killed with SIGKILL mid-stage, by itself (not
-by a timer): the scripted models of every worker log each finished call (its cache key, once
-the answer is in the cache), and the worker armed to die kills its own process when asked for
+A worker is killed with SIGKILL mid-stage, by itself (not by a timer): the scripted models of
+every worker log each finished call (its cache key, once the answer is in the cache), and the worker armed to die kills its own process when asked for
 one more call after ``KILL_AFTER`` finished ones. The run fails (Dask is told to retry no task),
 the rerun publishes the release, and asks none of the calls the killed run finished (their
-cache keys, from the logs of both runs).
+cache keys, from the logs of both runs), and the release it publishes has the data files of
+today's single-machine run of the same slice, byte for byte; ``verify`` passes on the S3 copy.
 """
 from __future__ import annotations
 
@@ -34,9 +33,10 @@ from tests.flows import flowkit
 from tests.flows.test_dryrun_equivalence import dryrun_config
 from tests.releases.cli_helpers import run_cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # four curation runs, three on a cluster
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # one local run, a killed and a rerun on a cluster
 KILL_AFTER = 5  # finished scripted calls before the armed worker kills itself at the next one
 SHARD = 8
+SOURCES = ("infoseek", "webqa")  # a slice of the dry run: every stage, fewer samples
 
 
 def log_scripted_calls(log: Path, armed: Path | None = None) -> None:
@@ -111,16 +111,6 @@ def calls_logged(base: Path) -> Counter[str]:
     return Counter(line for log in sorted(base.rglob("calls.log")) for line in log.read_text().split())
 
 
-@pytest.fixture(scope="module")
-def local_release(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path]:
-    """Today's single-machine dry run (threads, plain paths): (its config, its release)."""
-    from mmcurate.flows.deflectionbench import deflectionbench
-
-    home = tmp_path_factory.mktemp("local")
-    config = dryrun_config(home, fixtures_root)
-    return config, Path(deflectionbench(config=str(config)))
-
-
 @pytest.fixture
 def cluster(tmp_path: Path):
     """Start a LocalCluster of two worker processes, one thread each, that retries no task whose
@@ -143,34 +133,23 @@ def cluster(tmp_path: Path):
         started.close()
 
 
-def test_a_cluster_sharing_only_s3_publishes_the_local_release(tmp_path, local_release, s3_bucket, cluster,
-                                                                monkeypatch, capsys):
-    local, release = local_release
-    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "flow-scratch"))  # the flow's own folder
-    workers = cluster(tmp_path / "workers")
-    config = cluster_config(local, s3_bucket, workers.scheduler_address, "cluster")
-    runner = make_task_runner(TaskRunnerConfig(kind="dask", address=workers.scheduler_address, shard_size=SHARD))
-    flowkit.run_flow(config, runner)
+def test_a_cluster_sharing_only_s3_survives_a_killed_worker_and_publishes_the_local_release(
+        tmp_path, fixtures_root, prefect_harness, s3_bucket, cluster, monkeypatch, capsys):
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
-    url = f"{s3_bucket}/cluster/releases/deflectionbench/1.0.0"
-    assert stored_data_files(url) == data_files(release)
-    code, out, err = run_cli(capsys, monkeypatch, "verify", url)
-    assert code == 0 and out.strip().endswith("verified"), (out, err)
-    assert sorted(calls_logged(tmp_path / "workers"))  # the workers answered model calls
-
-
-def test_a_worker_killed_mid_stage_then_a_rerun_repeats_no_finished_call(tmp_path, fixtures_root, prefect_harness,
-                                                                         s3_bucket, cluster, monkeypatch):
-    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "flow-scratch"))
+    # today's single-machine run (threads, plain paths) of the same slice: the reference release
     (tmp_path / "local").mkdir()
-    local = dryrun_config(tmp_path / "local", fixtures_root, sources=("infoseek", "webqa"))  # a shorter run
+    local = dryrun_config(tmp_path / "local", fixtures_root, sources=SOURCES)
+    release = Path(deflectionbench(config=str(local)))
+
+    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "flow-scratch"))  # the flow's own folder
     armed = tmp_path / "armed"
     armed.touch()
     (tmp_path / "flow").mkdir()
     monkeypatch.setattr(ScriptedBackend, "run", ScriptedBackend.run)  # the real one is back after the test
     log_scripted_calls(tmp_path / "flow" / "calls.log")  # the calls the flow process answers itself
     workers = cluster(tmp_path / "workers", armed)
-    config = cluster_config(local, s3_bucket, workers.scheduler_address, "killed")
+    config = cluster_config(local, s3_bucket, workers.scheduler_address, "cluster")
     runner = make_task_runner(TaskRunnerConfig(kind="dask", address=workers.scheduler_address, shard_size=SHARD))
     with pytest.raises(Exception, match="(?i)killed|worker"):
         flowkit.run_flow(config, runner)
@@ -183,7 +162,11 @@ def test_a_worker_killed_mid_stage_then_a_rerun_repeats_no_finished_call(tmp_pat
 
     runner = make_task_runner(TaskRunnerConfig(kind="dask", address=workers.scheduler_address, shard_size=SHARD))
     flowkit.run_flow(config, runner)
-    assert complete_children(Location.parse(f"{s3_bucket}/killed/releases/deflectionbench")) == ["1.0.0"]
+    url = f"{s3_bucket}/cluster/releases/deflectionbench/1.0.0"
+    assert complete_children(Location.parse(f"{s3_bucket}/cluster/releases/deflectionbench")) == ["1.0.0"]
     rerun = calls_logged(tmp_path) - killed_run
     assert rerun  # the rerun answered what the killed run had not
     assert sorted(set(killed_run) & set(rerun)) == []  # and asked no call the killed run finished
+    assert stored_data_files(url) == data_files(release)  # the local run's release, byte for byte
+    code, out, err = run_cli(capsys, monkeypatch, "verify", url)
+    assert code == 0 and out.strip().endswith("verified"), (out, err)
