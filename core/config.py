@@ -320,7 +320,7 @@ class CoreSettings(BaseSettings):
     @model_validator(mode="wrap")
     @classmethod
     def _stored_at_urls(cls, data: Any, handler: Any) -> "CoreSettings":
-        """A remote ``workdir`` / ``releases_root`` URL is kept aside (``location``) and the
+        """A remote ``workdir`` / ``releases_root`` URL is kept aside (``mirror``) and the
         field becomes its local scratch copy; a ``file://`` URL is its plain path. A URL that
         does not parse is left for ``_check_url`` to refuse with the field's name."""
         stores = {}
@@ -346,11 +346,6 @@ class CoreSettings(BaseSettings):
         if storage.is_url(value):
             storage.check_url(value, "")
         return value
-
-    def location(self, name: str) -> storage.Location:
-        """Where ``workdir`` or ``releases_root`` really is: its URL, or its local path."""
-        url = self._stores.get(name)
-        return storage.Location(url) if url else storage.Location.parse(getattr(self, name))
 
     def mirror(self, name: str) -> storage.Mirror:
         """``workdir`` or ``releases_root`` as the pipeline works on it: the local folder, and the

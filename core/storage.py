@@ -27,6 +27,8 @@ import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -50,6 +52,17 @@ class StorageError(MmcurateError):
 
 class IncompleteFolder(StorageError):
     """A folder in an object store without its ``_COMPLETE`` marker: never read as complete."""
+
+
+@contextmanager
+def reading(what: str) -> Iterator[None]:
+    """A store client's own errors (no credentials, no such bucket, unreachable) as one line."""
+    try:
+        yield
+    except MmcurateError:
+        raise
+    except Exception as exc:
+        raise StorageError(f"{what} cannot be read: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}") from None
 
 
 def is_url(value: str | Path) -> bool:

@@ -18,6 +18,7 @@ from mmcurate.benchmarks import Benchmark, get
 from mmcurate.core.config import Settings, load_config
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.ids import new_run_id
+from mmcurate.core.storage import reading
 from mmcurate.sources import check_source
 
 from .rerun import refuse_changed_version
@@ -45,7 +46,9 @@ def begin_curation(config: str | Path, name: str, version: str | None = None) ->
     """The checked settings of a curation run of benchmark ``name`` and its run id."""
     benchmark = get(name)
     settings = load_config(config)
-    settings.mirror("releases_root").pull_children(name)  # an object store's versions: read as local ones
+    releases = settings.mirror("releases_root")
+    with reading(f"releases_root {releases.remote}"):
+        releases.pull_children(name)  # an object store's versions: read as local ones
     section = benchmark.section_of(settings)
     check_source_names(benchmark, settings)
     settings.check_sources(name)

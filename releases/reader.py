@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mmcurate.core.errors import MmcurateError
-from mmcurate.core.storage import Location, Mirror, fetch_folder, is_url, scratch_for
+from mmcurate.core.storage import Location, Mirror, fetch_folder, is_url, reading, scratch_for
 
 from .errors import ReleaseError
 from .manifest import MANIFEST, load_manifest
@@ -151,15 +151,14 @@ def local_folder(value: str | Path, versions: bool = False) -> Path:
         location = Location.parse(str(value), "release")
         if location.is_local:
             return location.local_path
-        if versions:
-            mirror = Mirror(scratch_for(location, "versions") / location.name, location)
-            mirror.pull_children("")
-            return mirror.local
-        return fetch_folder(location)
+        with reading(str(value)):
+            if versions:
+                mirror = Mirror(scratch_for(location, "versions") / location.name, location)
+                mirror.pull_children("")
+                return mirror.local
+            return fetch_folder(location)
     except MmcurateError as exc:
         raise ReleaseError(str(exc)) from None
-    except Exception as exc:  # the store's client: no credentials, no such bucket, unreachable
-        raise ReleaseError(f"{value} cannot be read: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}") from None
 
 
 def list_versions(root: Path | str, benchmark: str) -> list[str]:

@@ -123,13 +123,12 @@ def test_workdir_and_releases_root_take_a_url_and_manifests_record_it(tmp_path, 
     from mmcurate.core.config import load_config
 
     settings = load_config(write_config(tmp_path, workdir="s3://bucket/work", releases_root=f"file://{tmp_path}/rel"))
-    assert settings.location("workdir").url == "s3://bucket/work"
     assert settings.workdir.is_relative_to(scratch)  # this worker's working copy of it
     assert settings.releases_root == tmp_path / "rel" and settings.mirror("releases_root").remote is None
     assert settings.resolved()["workdir"] == "s3://bucket/work"
     assert settings.mirror("workdir") == storage.Mirror(settings.workdir, Location("s3://bucket/work"))
     relative = load_config(write_config(tmp_path, workdir="work"))  # a plain relative path: against the config, as before
-    assert relative.workdir == tmp_path / "work" and relative.location("workdir").local_path == tmp_path / "work"
+    assert relative.mirror("workdir") == storage.Mirror(tmp_path / "work")
 
 
 @pytest.mark.parametrize("value, words", [
@@ -143,3 +142,13 @@ def test_a_bad_workdir_url_is_one_line_and_never_echoes_a_secret(tmp_path, value
     with pytest.raises(ConfigError, match=words) as caught:
         load_config(write_config(tmp_path, workdir=value))
     assert "\n" not in str(caught.value) and "hunter2" not in str(caught.value)
+
+
+def test_a_store_clients_own_error_is_one_line(memory, monkeypatch):
+    def no_credentials(*args, **kwargs):
+        raise PermissionError("Unable to locate credentials\nmore detail")
+
+    monkeypatch.setattr(type(memory.fs), "cat_file", no_credentials)
+    with pytest.raises(StorageError, match=r"^s3://b/1.0.0 cannot be read: PermissionError: Unable to locate credentials$"):
+        with storage.reading("s3://b/1.0.0"):
+            storage.fetch_folder(memory / "v1")
