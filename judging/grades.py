@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Grade(str, Enum):
+class Grade(StrEnum):
     CORRECT = "CORRECT"
     INCORRECT = "INCORRECT"
     NOT_ATTEMPTED = "NOT_ATTEMPTED"

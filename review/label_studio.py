@@ -298,7 +298,7 @@ def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: 
         raise MmcurateError("give at least one Label Studio JSON export")
     with tempfile.TemporaryDirectory(prefix=f"{TEMPORARY}{os.getpid()}-") as folder:
         files: dict[Path, list[Annotation]] = {}
-        for index, (who, rows) in enumerate(sorted(per_annotator.items())):
+        for index, (_, rows) in enumerate(sorted(per_annotator.items())):
             file = Path(folder) / f"annotator-{index}.jsonl"
             file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for _, r in rows), encoding="utf-8")
             files[file] = [a for a, _ in rows]

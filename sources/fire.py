@@ -230,7 +230,7 @@ class FIRESource(SourceAdapter):
                     yield item
                 else:
                     index = item[0].rsplit(":", 1)[1]
-                    yield guarded(*item, lambda: self._sample(path.stem, index, item[1]))
+                    yield guarded(*item, self._sample, path.stem, index, item[1])
 
     def _sample(self, file: str, index: str, record: dict[str, Any]) -> Sample:
         ident = text_field(record, "id", numbers=True) if record.get("id") is not None else f"{file}:{index}"

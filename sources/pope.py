@@ -162,7 +162,7 @@ class PopeSource(SourceAdapter):
                     yield item
                     continue
                 locator, record = item
-                yield guarded(locator, record, lambda: self._sample(dataset, split, record))
+                yield guarded(locator, record, self._sample, dataset, split, record)
 
     def _sample(self, dataset: str, split: str, record: dict[str, Any]) -> Sample:
         return probe_sample(self.store, self.name, dataset, split, read_question_id(record), self.image_dir,

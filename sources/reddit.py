@@ -167,7 +167,7 @@ def clean(text: str) -> str:
 
 @lru_cache(maxsize=8)
 def _opening(words: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile(r"(?:%s)\b" % "|".join(map(re.escape, words)), re.IGNORECASE)
+    return re.compile(rf"(?:{'|'.join(map(re.escape, words))})\b", re.IGNORECASE)
 
 
 def is_question(title: str, words: list[str]) -> bool:
