@@ -100,7 +100,7 @@ class Benchmark:
     recuration_plan: str | None = None
     judge_review: str | None = None  # its ``review.judges.JudgeReview`` (annotate --evaluation)
 
-    def section_of(self, settings: CoreSettings) -> Any:
+    def section_of(self, settings: CoreSettings) -> BenchmarkSection:
         """This benchmark's section of ``settings`` (an instance of ``config``), or ConfigError."""
         return settings.section(self.name)
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
@@ -199,6 +199,24 @@ class RetrievalConfig(StrictModel):
 class Section(StrictModel):
     """A part of the config a benchmark registers (``register_sections``): its own section, its
     section under ``evaluation``, or another it owns. Loading checks the models it names."""
+
+    @classmethod
+    def find(cls, settings: CoreSettings) -> Self | None:
+        """This section of ``settings`` as its own type, None when the file leaves it out.
+        (``settings.<name>`` is untyped: ``Settings`` is built at run time from the registered
+        sections, ``settings_type``.)"""
+        found: Any = settings
+        for part in section_name(cls).split("."):
+            found = getattr(found, part, None)
+        return found if isinstance(found, cls) else None
+
+    @classmethod
+    def of(cls, settings: CoreSettings) -> Self:
+        """This section of ``settings`` as its own type, or ConfigError when the config has none."""
+        found = cls.find(settings)
+        if found is None:
+            raise ConfigError(f"the config has no '{section_name(cls)}' section")
+        return found
 
     def references(self, judge: str | None) -> list[str]:
         """The models this section names (each must be defined under ``models``); ``judge`` is
@@ -418,10 +436,11 @@ class CoreSettings(BaseSettings):
         self.models[model.name] = model
         return model
 
-    def section(self, benchmark: str) -> Any:
-        """The config section of ``benchmark`` (its registered name), or ConfigError."""
+    def section(self, benchmark: str) -> BenchmarkSection:
+        """The config section of ``benchmark`` (its registered name), or ConfigError. (A benchmark's
+        own code reads its section as its own type: ``<its config class>.of(settings)``.)"""
         section = getattr(self, benchmark, None)
-        if section is None:
+        if not isinstance(section, BenchmarkSection):
             raise ConfigError(f"the config has no '{benchmark}' section")
         return section
 
@@ -485,6 +504,15 @@ def register_sections(sections: Mapping[str, type[Section]],
             if (prefix == "" and name in taken) or registry.get(name, model) is not model:
                 raise ConfigError(f"config section {prefix}{name} is taken; choose another name")
             registry[name] = model
+
+
+def section_name(kind: type[Section]) -> str:
+    """The config path ``kind`` is registered under (``<name>`` or ``evaluation.<name>``)."""
+    for registry, prefix in ((_SECTIONS, ""), (_EVALUATION_SECTIONS, "evaluation.")):
+        for name, registered in registry.items():
+            if registered is kind:
+                return prefix + name
+    raise ConfigError(f"{kind.__name__} is not a registered config section")
 
 
 def settings_type() -> type[CoreSettings]:

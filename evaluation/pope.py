@@ -41,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.annotation.reflectv.grounders import Grounder, Sam2Segmenter, make_grounder
-from mmcurate.benchmarks.pope import KestrelConfig
+from mmcurate.benchmarks.pope import KestrelConfig, PopeEvalConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_file
@@ -122,7 +122,7 @@ def refuse_oracle_grounding(settings: Settings, release: Any, allowed: bool) -> 
     """Whether Kestrel's configured grounder reads the probes' own annotations (then the run is an
     upper bound, titled ``ORACLE_TITLE``); refused, before any call, unless ``allowed``
     (``--oracle-grounding``)."""
-    spec = settings.evaluation.pope.kestrel.grounding
+    spec = PopeEvalConfig.of(settings).kestrel.grounding
     if spec is None:
         return False
     grounder = make_grounder(spec)
@@ -139,7 +139,7 @@ def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -
     Kestrel without a grounding agent."""
     if not settings.model(model).vision:
         raise EvaluationError(f"POPE asks about images: model {model!r} cannot see them (vision: false)")
-    if options["system"] == KESTREL and settings.evaluation.pope.kestrel.grounding is None:
+    if options["system"] == KESTREL and PopeEvalConfig.of(settings).kestrel.grounding is None:
         raise EvaluationError("--system kestrel needs a grounding agent: set evaluation.pope.kestrel.grounding "
                               "('boxes:<regions>' or 'pointing:<model>')")
 
@@ -329,7 +329,7 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
             return plain_answers(probes, ctx.pool.client(model)), notes
         finally:
             ctx.pool.release(model)
-    cfg = ctx.settings.evaluation.pope.kestrel
+    cfg = PopeEvalConfig.of(ctx.settings).kestrel
     assert cfg.grounding is not None  # refuse_unrunnable
     grounder = make_grounder(cfg.grounding)
     segmenter = Sam2Segmenter(cfg.segmenter) if cfg.segmenter is not None else None

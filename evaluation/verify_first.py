@@ -58,6 +58,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from mmcurate.core.config import Settings
 from mmcurate.core.text import content_tokens
 from mmcurate.gating import prompts
 from mmcurate.models.labels import Label, ask_labels, ask_parsed, first_token_label, label_request
@@ -430,11 +431,11 @@ def verify_first_answers(
     return answers_table(items)
 
 
-def verify_first_notes(settings: Any, model: str) -> list[str]:  # settings: core.config.Settings
-    """Who routed and who checked in a verify-first run, each stand-in named."""
-    cfg = settings.evaluation.verify_first
+def verify_first_notes(settings: Settings, model: str, router: str | None, verifier: str | None) -> list[str]:
+    """Who routed and who checked in a verify-first run (``router``, ``verifier``: the config's
+    ``evaluation.verify_first``), each stand-in named."""
     notes = []
-    for role, name in (("router", cfg.router or model), ("verifier", cfg.verifier or model)):
+    for role, name in (("router", router or model), ("verifier", verifier or model)):
         if name == LEXICAL:
             notes.append("verifier: the lexical stand-in (consistent when the two answers share a content word the "
                          "question does not hold; confidence = the share of the answer's content words beyond the "

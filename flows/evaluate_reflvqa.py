@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
@@ -41,7 +42,7 @@ def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, al
     (default: the config's, the human-verified pairs), checked by ``run_options``; the flow has
     refused a subset it cannot read (``reflvqa_subset.refuse_unrunnable``) before this runs."""
     grid = {"settings": settings, "queries": queries}
-    cfg = conf.evaluation.reflvqa
+    cfg = RefLVQAEvalConfig.of(conf)
     conf.models[name] = decoded_spec(conf.model(name), cfg.decoding)  # seed 004, C.2
     decoding = {**decoding_record(conf.model(name), cfg.decoding), "max_new_tokens": cfg.answer_max_tokens}
     store = ImageStore(conf.workdir / "images")

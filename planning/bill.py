@@ -42,7 +42,7 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
     """DeflectionBench under ``settings``: ``samples`` (else counted, see ``planning.inputs``) at
     the retention of ``retention`` (``paper``, the default, or a release folder), and embedding
     its knowledge base (``kb_pages``, else counted: ``planning.kb``)."""
-    cfg = deflectionbench.BENCHMARK.section_of(settings)
+    cfg = deflectionbench.DeflectionBenchConfig.of(settings)
     rule = cfg.gating.oracle_rule
     rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg)) \
         if _checked(samples, retention) else release_deflection(retention, rule)
@@ -54,7 +54,7 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
 
 def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """RefLVQA under ``settings`` (see ``deflection_bill``)."""
-    cfg = reflvqa.BENCHMARK.section_of(settings)
+    cfg = reflvqa.RefLVQAConfig.of(settings)
     rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) \
         if _checked(samples, retention) else release_reflvqa(retention)
     given = plan_input(settings, [cfg.source], samples)
@@ -65,7 +65,7 @@ def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str 
 
 def reflectv_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """ReflectV under ``settings`` (see ``deflection_bill``)."""
-    cfg = reflectv.BENCHMARK.section_of(settings)
+    cfg = reflectv.ReflectVConfig.of(settings)
     rates = paper_reflectv() if _checked(samples, retention) else release_reflectv(retention)
     given = plan_input(settings, cfg.sources, samples)
     plan = plan_reflectv(settings, given, rates)
@@ -76,7 +76,7 @@ def reflvqa_evaluation_bill(settings: Settings, release: Release, model: str, op
     queries and subset, checked by the benchmark's evaluation), read without touching the workdir."""
     with tempfile.TemporaryDirectory() as scratch:  # the rows' images go to a throw-away store
         store = ImageStore(scratch)
-        cfg = settings.evaluation.reflvqa
+        cfg = reflvqa.RefLVQAEvalConfig.of(settings)
         qa, _ = choose_pairs(canonical_rows(release, store, "qa"), cfg.verified_labels,
                              options.get("subset", cfg.subset))
         documents = pa.Table.from_pylist(canonical_rows(release, store, "knowledge_base"), schema=KNOWLEDGE_BASE)

@@ -34,7 +34,7 @@ from mmcurate.annotation.reflectv.reflection import caption_request, objects_req
 from mmcurate.annotation.reflectv.trajectory import STAGE as TRAJECTORY
 from mmcurate.annotation.reflectv.visual import STAGE as VISUAL
 from mmcurate.annotation.reflectv.visual import verify_request
-from mmcurate.benchmarks.reflectv import BENCHMARK
+from mmcurate.benchmarks.reflectv import ReflectVConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import GENERAL_QA
 from mmcurate.core.specs import ModelRef, Pointing
@@ -72,7 +72,7 @@ def _turns(count: int) -> list[dict[str, Any]]:
 
 
 def plan_reflectv(settings: Settings, given: PlanInput, rates: ReflectVRates) -> Plan:
-    cfg = BENCHMARK.section_of(settings)
+    cfg = ReflectVConfig.of(settings)
     rows = [r for r in given.rows if r["answers"] and r["images"]] or paper_rows()
     how = given.how if given.rows else given.how + "; no ingest in the workdir: requests shaped like stand-in samples"
     depth = rates.turns if rates.turns is not None else float(cfg.max_turns)

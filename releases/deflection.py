@@ -279,7 +279,7 @@ def deflection_draft(
     ``dedup``: the near-duplicate check (``annotation.dedup``) of what Stage III kept.
     ``indexes``: the vector indexes Stage II searched (``retrieval.kb_pages`` records).
     """
-    cfg = settings.deflectionbench
+    cfg = DeflectionBenchConfig.of(settings)
     kept = (dedup or oracle).kept
     runs = [s for s in (gating, pairing, oracle, dedup) if s is not None]
     ledger = sum((s.decision_log() for s in runs), Ledger([history] if history is not None else []))

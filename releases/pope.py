@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.pope import PopeConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.stages import StageResult
 from mmcurate.sources.ingest import IngestResult
@@ -104,7 +105,7 @@ def pope_draft(settings: Settings, version: str, run_id: str, ingested: list[Ing
                 "ingested": samples.num_rows, "run_id": run_id},
         statistics={"splits": per_split,
                     "balance": [{"stage": balanced.stage, **balanced.counts}]},
-        seed=settings.pope.seed,
+        seed=PopeConfig.of(settings).seed,
         notes=[f"probes {'built from object annotations by POPE rules' if o == 'built' else 'read from POPE files'} "
                f"({o})" for o in origins],
     )

@@ -39,6 +39,7 @@ from mmcurate.annotation.reflectv.formatting import (
     CHECK_SHARE, FORMAT_DEFECTS, MULTI, REDUNDANT, SINGLE, SURPLUS, TRAJECTORY, final_think, render_turns,
 )
 from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL, CHECK_RULE
+from mmcurate.benchmarks.reflectv import ReflectVConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import DOMAINS, domain_of
 from mmcurate.core.images import ImageStore
@@ -181,7 +182,7 @@ def reflectv_draft(
 ) -> ReleaseDraft:
     """``stages``: dialogue, trajectory, reflection, grounding, visual and format results, in order,
     then the near-duplicate check (``annotation.dedup``) when it ran."""
-    cfg = settings.reflectv
+    cfg = ReflectVConfig.of(settings)
     dialogues, filtered, reflected, grounded, verified, formatted = stages[:6]
     trajectories = stages[-1].kept.cast(TRAJECTORY)
     dialogue_rows = dialogue_table(dialogues, filtered, verified, formatted, cfg.seed)
@@ -231,7 +232,7 @@ def reflectv_draft(
 
 def stand_in_notes(settings: Settings, components: dict[str, str]) -> list[str]:
     """One line for every stand-in that took the place of a model the paper uses."""
-    cfg = settings.reflectv
+    cfg = ReflectVConfig.of(settings)
     notes = []
     for role, name in settings.roles("reflectv"):
         note = stand_in_note(role, settings.model(name), "the paper's larger model") if role != "judge" else None
@@ -266,7 +267,7 @@ ORDER_TEXT = {"before_rewrite": "the caption and marks go into the teacher's fee
 def readings_table(settings: Settings) -> list[dict]:
     """The readings of the paper this release was made with, where the paper leaves a choice or
     the project offers another: the card's "Readings" table (setting, value, reading)."""
-    cfg = settings.reflectv
+    cfg = ReflectVConfig.of(settings)
     leak = ("collapsed to QA pairs" if cfg.collapse_revealing_feedback else
             "kept, and their caption insertion and rewrite must leave the answer out (Figure 11 forbids showing "
             "the ground truth); a turn that still states it fails the validator")
@@ -337,7 +338,7 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
                      "released": sum(r["domain"] == d for r in rows)} for d in DOMAINS if any(r["domain"] == d for r in rows)],
         "depth": [{"depth": d, "multi_turn": depth_counts.get((d, MULTI), 0), "single_turn": depth_counts.get((d, SINGLE), 0)}
                   for d in sorted({r["depth"] for r in rows})],
-        "composition": [{"rho": settings.reflectv.rho, "rho_rule": settings.reflectv.rho_rule, "multi_turn": multi,
+        "composition": [{"rho": ReflectVConfig.of(settings).rho, "rho_rule": ReflectVConfig.of(settings).rho_rule, "multi_turn": multi,
                          "single_turn": len(rows) - multi, "share": round(multi / len(rows), 4) if rows else None}],
         "readings": readings_table(settings),
         "calls": [{"stage": recheck.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
@@ -363,4 +364,4 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
         models=[{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflectv")],
         judge=m.judge.recorded() if m.judge else {"name": "none"}, components={**m.components, **recheck.components},
         source_files=[entry.recorded() for entry in m.source_files], counts=counts, statistics=statistics,
-        seed=settings.reflectv.seed, notes=notes)
+        seed=ReflectVConfig.of(settings).seed, notes=notes)
