@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -101,7 +101,7 @@ class PromptFile(StrictModel):
             raise ValueError(f"empty prompt {'template' if len(empty) == 1 else 'templates'} {empty}")
         return value
 
-    def read(self) -> "PromptFile":
+    def read(self) -> Self:
         """This spec with the file's templates and sha256 (unchanged if they are already here)."""
         if self.templates is not None:
             return self

@@ -1,7 +1,7 @@
 """ReflectV (MIRROR, seed 002): reflective, visually grounded multi-turn trajectories, a training set."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -54,7 +54,7 @@ class ReflectVConfig(BenchmarkSection):
         return self
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
-        roles = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
+        roles: dict[str, Sequence[str | None]] = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
                  "rewriter": [self.rewriter], "pointing": model_names(self.grounding),
                  "captions": model_names(self.captions), "verifier": [self.verifier],
                  "judge": [judge], "recheck_teacher": self.recheck_teachers,

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
@@ -486,7 +486,7 @@ class CoreSettings(BaseSettings):
             first = exc.errors()[0]
             raise ConfigError(f"recorded config: {field_path(first['loc'])}: {first['msg']}") from None
         from_env = _leaves(_ModelEnv(cls, _model_keys(data))())
-        return _read_files(_resolve_paths(settings, base.resolve(), from_env))
+        return _read_files(_resolve_model_paths(settings, base.resolve(), from_env))
 
 
 _SECTIONS: dict[str, type[Section]] = {}  # top-level benchmark sections, by name
@@ -523,11 +523,11 @@ def settings_type() -> type[CoreSettings]:
 @cache
 def _settings_type(sections: tuple[tuple[str, type[Section]], ...],
                    evaluation: tuple[tuple[str, type[Section]], ...]) -> type[CoreSettings]:
-    evaluation_cls = create_model("EvaluationConfig", __base__=StrictModel, __module__=__name__,
-                                  **{name: (model, Field(default_factory=model)) for name, model in evaluation})
+    parts: dict[str, Any] = {name: (model, Field(default_factory=model)) for name, model in evaluation}
+    evaluation_cls = create_model("EvaluationConfig", __base__=StrictModel, __module__=__name__, **parts)
+    parts = {name: (model | None, None) for name, model in sections}
     return create_model("Settings", __base__=CoreSettings, __module__=__name__,
-                        evaluation=(evaluation_cls, Field(default_factory=evaluation_cls)),
-                        **{name: (model | None, None) for name, model in sections})
+                        evaluation=(evaluation_cls, Field(default_factory=evaluation_cls)), **parts)
 
 
 if TYPE_CHECKING:
@@ -554,7 +554,7 @@ def field_path(loc: tuple[Any, ...]) -> str:
 def model_from_file_data(data: Any, folder: Path) -> ModelSpec:
     """A model spec as a file holds it (a YAML model file, a catalog entry): relative paths
     (a scripted model's ``script``, a ``tokenizer``) resolve against the file's ``folder``."""
-    return _resolve_paths(ModelSpec(**data), folder.resolve())
+    return _resolve_model_paths(ModelSpec(**data), folder.resolve())
 
 
 def _model_keys(*sources: dict[str, Any]) -> set[str]:
@@ -562,6 +562,7 @@ def _model_keys(*sources: dict[str, Any]) -> set[str]:
 
 
 Location = tuple[Any, ...]
+M = TypeVar("M", bound=BaseModel)
 
 
 def _leaves(data: Any, at: Location = ()) -> set[Location]:
@@ -571,7 +572,13 @@ def _leaves(data: Any, at: Location = ()) -> set[Location]:
     return {at}
 
 
-def _resolve_paths(obj: Any, base: Path, from_env: set[Location] = frozenset(), at: Location = ()) -> Any:
+def _resolve_model_paths(model: M, base: Path, from_env: Collection[Location] = frozenset()) -> M:
+    """``model`` with its relative paths made absolute in place (``_resolve_paths``)."""
+    resolved: M = _resolve_paths(model, base, from_env)
+    return resolved
+
+
+def _resolve_paths(obj: Any, base: Path, from_env: Collection[Location] = frozenset(), at: Location = ()) -> Any:
     """Make relative paths absolute: against the current directory where the environment set
     them (``from_env``: locations of values from ``MMCURATE_*``), else against ``base``."""
     if isinstance(obj, BaseModel):
@@ -618,7 +625,7 @@ MAX_YAML_BYTES = 16 * 2**20  # a config, catalog, model or prompt file; real one
 MAX_YAML_VALUES = 100_000  # values of one document once its aliases are expanded
 
 
-class _BoundedLoader(yaml.SafeLoader):
+class _BoundedLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML is untyped here (no types-PyYAML)
     """YAML's safe loader, refusing a document whose aliases expand past ``MAX_YAML_VALUES``
     values. An alias is one shared node to PyYAML, cheap to load; but every reader after it
     (pydantic, a manifest's JSON) copies it out: nine levels of ten aliases are 10^9 values."""
@@ -698,6 +705,6 @@ def load_config(path: Path | str, **overrides: Any) -> CoreSettings:
     known = _model_keys(overrides, data if isinstance(data, dict) else {})
     from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)
     try:
-        return _read_files(_resolve_paths(resolved, path.parent.resolve(), from_env))
+        return _read_files(_resolve_model_paths(resolved, path.parent.resolve(), from_env))
     except ConfigError as exc:
         raise ConfigError(f"config {path}: {exc}") from None

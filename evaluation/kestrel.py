@@ -258,7 +258,7 @@ def crop_zoom(image: Image.Image, box: tuple[float, float, float, float], zoom: 
             min(image.width, int(box[2] + pad_x) + 1), min(image.height, int(box[3] + pad_y) + 1))
     crop = image.crop(area)
     scale = min(zoom, CROP_MAX_SIDE / max(crop.size))
-    return crop.resize((max(1, round(crop.width * scale)), max(1, round(crop.height * scale))), Image.LANCZOS)
+    return crop.resize((max(1, round(crop.width * scale)), max(1, round(crop.height * scale))), Image.Resampling.LANCZOS)
 
 
 # ---------------------------------------------------------------------------- the loop
@@ -392,7 +392,8 @@ class Kestrel:
             kept = [i for i in instances if i.score is None or i.score >= threshold]
             detail = {**detail, "recheck_threshold": threshold}
         if len(kept) < len(instances):
-            detail = {**detail, "below_threshold": [round(i.score, 3) for i in instances if i not in kept]}
+            detail = {**detail, "below_threshold": [round(i.score, 3) for i in instances
+                                                      if i.score is not None and i not in kept]}
         return kept, detail
 
     def _evidence(self, items: list[KestrelItem], found: dict[tuple[str, str], Found]) -> dict[str, list[Evidence]]:
@@ -484,7 +485,8 @@ class Kestrel:
 
     def _verify(self, items: list[KestrelItem], evidence: dict[str, list[Evidence]],
                 found: dict[tuple[str, str], Found]) -> None:
-        requests, parsers = [], []
+        requests: list[ChatRequest] = []
+        parsers: list[Callable[[str], Any]] = []
         for item in items:
             shown = evidence[item.key]
             lines = [f"Question: {item.question}", f"Claims: {claims_json(item.claims)}", "Evidence:"]

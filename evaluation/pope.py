@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -164,7 +165,7 @@ def read_by_default(text: str) -> bool:
     return not (NO_WORDS | YES_WORDS) & _rule_words(text)
 
 
-def plain_requests(probes: list[dict[str, Any]]) -> list[ChatRequest]:
+def plain_requests(probes: Sequence[Mapping[str, Any]]) -> list[ChatRequest]:
     return [ChatRequest(p["sample_id"], [{"role": "user", "content": [
         {"type": "image", "sha256": p["image"]}, {"type": "text", "text": p["question"]}]}],
         PLAIN_TEMPLATE, max_tokens=PLAIN_MAX_TOKENS) for p in probes]
@@ -179,7 +180,7 @@ def answer_row(probe: dict[str, Any], system: str, answer: str | None, **extra: 
             "answer": answer, "grade": grade, **extra}
 
 
-def reader(probe: dict[str, Any]) -> Any:
+def reader(probe: Mapping[str, Any]) -> Any:
     """How a plain reply to ``probe`` is read: MME's rule for MME's probes, POPE's for the rest."""
     return mme.read_reply if mme.is_mme(probe) else read_answer
 
@@ -247,7 +248,7 @@ def kestrel_tables(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
                           "share": _ratio(counts[t], sum(counts.values()))})
     reached = Counter(n for r in done for n in range(1, (r["rounds"] or 0) + 1))
     stops = Counter(r["stopped"] for r in done)
-    rounds = [{"round": n, "items": reached[n]} for n in sorted(reached)]
+    rounds: list[dict[str, Any]] = [{"round": n, "items": reached[n]} for n in sorted(reached)]
     rounds += [{"round": f"stopped: {s}", "items": stops[s]} for s in sorted(stops)]
     return moves, rounds
 
@@ -302,7 +303,7 @@ def write_pope_evaluation(rows: list[dict[str, Any]], out: Path, title: str, not
 
 def failed_call(error: str | None) -> bool:
     """Whether an error is a model call that failed for good (not a reply that could not be read)."""
-    return bool(error) and error.split(": ", 1)[-1].startswith(("model call failed", "retry failed"))
+    return error is not None and error.split(": ", 1)[-1].startswith(("model call failed", "retry failed"))
 
 
 def kestrel_row(probe: dict[str, Any], item: Any) -> dict[str, Any]:

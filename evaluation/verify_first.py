@@ -443,7 +443,7 @@ def verify_first_notes(settings: Settings, model: str, router: str | None, verif
                          "that can verify.")
             continue
         spec = settings.model(name)
-        if spec.backend == "scripted":
+        if spec.backend == "scripted" and spec.script is not None:  # a scripted model names its rules
             notes.append(f"{role}: scripted model {name!r} (rules in {spec.script.name}) stands in for a real model.")
         elif name != model:
             notes.append(f"{role}: {name}.")

@@ -18,7 +18,7 @@ class JudgeItem:
     question: str
     gold: list[str]  # the gold answer and its aliases
     answer: str
-    numeric_ranges: list[tuple[float, float]] = ()  # type: ignore[assignment]  # InfoSeek numeric
+    numeric_ranges: tuple[tuple[float, float], ...] = ()  # InfoSeek numeric
 
 
 @dataclass(frozen=True)
