@@ -235,6 +235,9 @@ class Section(StrictModel):
 class BenchmarkSection(Section):
     """A benchmark's own section of the config: its sources and the models its curation asks."""
 
+    if TYPE_CHECKING:  # each section declares it as its own field (field order is the resolved config's)
+        version: str  # the version of a curation run's release
+
     def sources_at(self, name: str) -> list[tuple[str, SourceSpec]]:
         """(config path, spec) of every source, e.g. ``("<name>.sources[2]", spec)``; ``name``
         is the section's name."""

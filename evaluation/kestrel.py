@@ -56,6 +56,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from PIL import Image
@@ -67,7 +68,7 @@ from mmcurate.core.stages import StageContext
 from mmcurate.judging.claim_extraction import MAX_CLAIMS, claim_of, claims_json
 from mmcurate.judging.claim_verification import REMINDER as VERIFY_REMINDER, SYSTEM as VERIFY_SYSTEM
 from mmcurate.judging.claims import (
-    ERROR, Claim, Evidence, Round, judge_round, parse_record, stop_reason, stronger_evidence,
+    ERROR, Claim, Evidence, Round, VerifierRecord, judge_round, parse_record, stop_reason, stronger_evidence,
 )
 from mmcurate.models.json_replies import json_object
 from mmcurate.models.labels import Label, RecordError, ask_parsed
@@ -262,6 +263,11 @@ def crop_zoom(image: Image.Image, box: tuple[float, float, float, float], zoom: 
 
 
 # ---------------------------------------------------------------------------- the loop
+def _parse_shown(claims: list[Claim], shown: list[Evidence], text: str) -> VerifierRecord:
+    """``parse_record`` of a reply to a verifier request that showed ``shown``."""
+    return parse_record(text, claims, shown)
+
+
 @dataclass
 class KestrelItem:
     key: str
@@ -500,7 +506,7 @@ class Kestrel:
             requests.append(ChatRequest(f"{item.key}/r{len(item.rounds) + 1}", [
                 {"role": "system", "content": VERIFY_SYSTEM + VERIFY_IDS}, {"role": "user", "content": parts}],
                 VERIFY_TEMPLATE, max_tokens=MAX_TOKENS))
-            parsers.append(lambda text, c=item.claims, e=shown: parse_record(text, c, e))
+            parsers.append(partial(_parse_shown, item.claims, shown))
         labels = self._ask(self.verifier, requests, parsers, VERIFY_REMINDER, "a verifier record")
         for item, label in zip(items, labels):
             judged = judge_round(len(item.rounds) + 1, label.label, item.claims, self.config.gate, label.raw, label.error)

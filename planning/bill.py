@@ -30,11 +30,11 @@ from .reflvqa_evaluation import plan_reflvqa_evaluation
 PAPER = "paper"
 
 
-def _checked(samples: int | None, retention: str | None) -> bool:
-    """Whether the retention comes from the paper (``None`` or ``paper``) rather than a release."""
+def _release(samples: int | None, retention: str | None) -> str | None:
+    """The release folder the retention comes from; None: the paper's (``None`` or ``paper``)."""
     if samples is not None and samples < 0:
         raise ConfigError(f"--samples must be >= 0, got {samples}")
-    return retention in (None, PAPER)
+    return None if retention in (None, PAPER) else retention
 
 
 def deflection_bill(settings: Settings, samples: int | None = None, retention: str | None = None,
@@ -44,8 +44,9 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
     its knowledge base (``kb_pages``, else counted: ``planning.kb``)."""
     cfg = deflectionbench.DeflectionBenchConfig.of(settings)
     rule = cfg.gating.oracle_rule
-    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg)) \
-        if _checked(samples, retention) else release_deflection(retention, rule)
+    folder = _release(samples, retention)
+    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg)) if folder is None \
+        else release_deflection(folder, rule)
     given = plan_input(settings, cfg.sources, samples)
     plan = plan_deflectionbench(settings, given, rates, rule)
     plan.kb, plan.uncounted = plan_kb(cfg.retrieval, kb_pages), given.uncounted
@@ -55,8 +56,9 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
 def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """RefLVQA under ``settings`` (see ``deflection_bill``)."""
     cfg = reflvqa.RefLVQAConfig.of(settings)
-    rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) \
-        if _checked(samples, retention) else release_reflvqa(retention)
+    folder = _release(samples, retention)
+    rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) if folder is None \
+        else release_reflvqa(folder)
     given = plan_input(settings, [cfg.source], samples)
     plan = plan_reflvqa(settings, given, rates)
     plan.uncounted = given.uncounted
@@ -66,7 +68,8 @@ def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str 
 def reflectv_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """ReflectV under ``settings`` (see ``deflection_bill``)."""
     cfg = reflectv.ReflectVConfig.of(settings)
-    rates = paper_reflectv() if _checked(samples, retention) else release_reflectv(retention)
+    folder = _release(samples, retention)
+    rates = paper_reflectv() if folder is None else release_reflectv(folder)
     given = plan_input(settings, cfg.sources, samples)
     plan = plan_reflectv(settings, given, rates)
     plan.uncounted = given.uncounted

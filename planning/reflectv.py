@@ -89,7 +89,7 @@ def plan_reflectv(settings: Settings, given: PlanInput, rates: ReflectVRates) ->
         return [build(r, n) for r in rows for n in range(turns)]
 
     plan_rows: list[PlanRow] = []
-    if built:
+    if built and cfg.student and cfg.teacher:  # built only with both (above)
         student, teacher = settings.model(cfg.student), settings.model(cfg.teacher)
         plan_rows.append(plan_row(DIALOGUE, DIALOGUE, student, built * depth, example(lambda r, n: ChatRequest(
             f"{r['sample_id']}/s{n + 1}", student_messages(r["question"], r["images"][0], history[:n]),

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -257,9 +258,9 @@ def deflection_draft(
     pairing: StageResult | None,
     oracle: StageResult,
     ingested: dict[str, int | None],
-    source_files: list[str],
+    source_files: Sequence[str | dict[str, Any]],  # paths, or a re-curation's inherited entries
     quarantine: pa.Table,
-    components: dict[str, str],
+    components: Mapping[str, str | None],
     parent: dict[str, str] | None = None,
     history: pa.Table | None = None,
     removed: list[dict] | None = None,
@@ -286,7 +287,8 @@ def deflection_draft(
     if topics is not None and topics.recorded:
         ledger += Ledger([topics.ledger(run_id)])
     models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
-    entered = sum((ingested if carried is None else carried).values())
+    # a fresh run counts every source it ingested (None: a count a re-curation's parent did not record)
+    entered = sum(carried.values()) if carried is not None else sum(n for n in ingested.values() if n is not None)
     parent_version = parent.get("version") if isinstance(parent, dict) else parent
     after_pairing = pairing.kept.num_rows if pairing else gating.kept.num_rows
     judge = gating.components.get("judge")
@@ -334,8 +336,8 @@ def deflection_draft(
         config=settings.resolved(),
         models=models,
         judge={"name": judge},
-        components=components,
-        source_files=source_files,
+        components=dict(components),
+        source_files=list(source_files),
         counts={
             "per_stage": {row["stage"]: row["remaining"] for row in statistics["funnel"]},
             "quarantined": quarantine.num_rows,

@@ -22,7 +22,7 @@ class ReleaseDraft:
     config: dict  # fully resolved config
     models: list[dict]  # each {"role": ..., **ModelSpec.identity()}
     judge: dict  # {"name": ...}
-    components: dict[str, str]  # stand-ins stay visible, e.g. {"entailment": "lexical-overlap-v1"}
+    components: dict[str, str | None]  # stand-ins stay visible, e.g. {"entailment": "lexical-overlap-v1"}
     source_files: list  # raw input file paths (hashed into the manifest) or inherited entries
     counts: dict  # {"per_stage": {...}, "per_source": {...}}
     statistics: dict[str, list[dict]]  # named tables: per_source, global, funnel, calls, convergence, judge_errors

@@ -90,7 +90,7 @@ def pope_draft(settings: Settings, version: str, run_id: str, ingested: list[Ing
                   "yes": counts[(d, s, "yes")], "no": counts[(d, s, "no")],
                   "images": len({r["image"] for r in rows if (r["dataset"], r["split"]) == (d, s)})}
                  for d, s in dataset_splits(rows, PROBE_SPLITS)]
-    per_source = {r.source: {"ingested": r.samples, "quarantined": r.quarantined, "skipped": r.skipped}
+    per_source: dict[str, dict[str, int]] = {r.source: {"ingested": r.samples, "quarantined": r.quarantined, "skipped": r.skipped}
                   for r in ingested}
     for row in rows:
         per_source[row["source"]]["released"] = per_source[row["source"]].get("released", 0) + 1

@@ -90,7 +90,7 @@ def render_report(release: Release) -> str:
     env.filters["counted"] = counted
     kept_by_source = retention(release)
     quarantine = quarantine_counts(release)
-    by_reason = Counter()
+    by_reason: Counter[str] = Counter()
     for row in quarantine:
         by_reason[row["reason"]] += row["records"]
     removed = reason_counts(release)

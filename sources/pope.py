@@ -55,8 +55,8 @@ from mmcurate.core.records import Rejected, Sample
 from .base import AdapterOptions, JsonLine, Located, SourceAdapter, count_lines, jsonl_records, open_text, text_field
 from .image_qa import array_records, guarded
 
-SPLITS = ("random", "popular", "adversarial")  # POPE's negative sampling strategies
 Split = Literal["random", "popular", "adversarial"]
+SPLITS: tuple[Split, ...] = ("random", "popular", "adversarial")  # POPE's negative sampling strategies
 LABELS = ("yes", "no")
 TEMPLATE = "Is there a {} in the image?"  # POPE's default --template
 PUBLISHED, BUILT = "published", "built"
