@@ -141,7 +141,7 @@ def summary_prompt(spec: SummaryPromptFile | None) -> SummaryPrompt:
         return BUILT_IN_SUMMARY
     if spec.templates is None or spec.sha256 is None:
         raise MmcurateError(f"summary prompt {spec.file} was not read (load the config with load_config)")
-    texts = {**SUMMARY_TEXTS, **spec.templates}
+    texts: dict[str, str] = {**SUMMARY_TEXTS, **spec.templates}  # type: ignore[dict-item]  # template names are str keys
     digest = hashlib.sha256(f"{texts['summary_system']}\x00{texts['summary_request']}".encode("utf-8")).hexdigest()
     return SummaryPrompt(f"cruise.summary.custom-{digest[:12]}", texts["summary_system"], texts["summary_request"],
                          f"{spec.file.name} (sha256 {spec.sha256})")
@@ -159,6 +159,9 @@ class Cruise(VerifyFirst):
     @property
     def summariser_model(self) -> str:
         return self.summariser or self.model
+
+
+CruiseStep = Callable[[list[Item], Any, Cruise, str], None]  # a step of CRUISE's (a verify-first step is one)
 
 
 def summarise(items: list[Item], pool: Any, system: Cruise, stage: str) -> None:
@@ -292,7 +295,7 @@ def answer_with_context(items: list[Item], pool: Any, system: VerifyFirst, stage
 
 
 def cruise_steps(system: str, retriever: Retriever | None, read_image: Callable[[str], bytes],
-                 clock: Clock, ablation: str | None = None) -> tuple[Step, ...]:
+                 clock: Clock, ablation: str | None = None) -> tuple[CruiseStep, ...]:
     """The steps of ``system`` (with one of ``ABLATIONS`` removing what Table 1's row removes)."""
     if system == PLAIN:
         return (plain_answer,)
@@ -323,7 +326,7 @@ def answer_conversations(
     turns: Sequence[Mapping[str, Any]],  # rows with sample_id, question, images, session_id, turn
     pool: Any,  # models.client.ModelPool
     system: Cruise,
-    steps: Sequence[Step],
+    steps: Sequence[CruiseStep],
     stage: str = STAGE,
 ) -> pa.Table:
     """Every turn answered in conversation order (turn t after every turn t - 1), each with the
@@ -404,10 +407,13 @@ def build_retriever(settings: Settings, task: str | None) -> Retriever:
             if branch in (needed, "both") and value is None:
                 raise MmcurateError(f"CRAG-MM task {task} searches {needed}: set cruise.{what} in the config")
         index_dir = settings.workdir / "indexes"
-        search = ProjectSearch(
-            ImageKG(cfg.image_index, image_encoder(cfg.image_encoder), index_dir, cfg.kg_fields)
-            if branch in ("image", "both") else None,
-            WebIndex(cfg.web_index, text_encoder(cfg.text_encoder), index_dir) if branch in ("web", "both") else None)
+        image_kg: ImageKG | None = None
+        web: WebIndex | None = None
+        if branch in ("image", "both") and cfg.image_index is not None:  # set: checked above
+            image_kg = ImageKG(cfg.image_index, image_encoder(cfg.image_encoder), index_dir, cfg.kg_fields)
+        if branch in ("web", "both") and cfg.web_index is not None:  # set: checked above
+            web = WebIndex(cfg.web_index, text_encoder(cfg.text_encoder), index_dir)
+        search = ProjectSearch(image_kg, web)
     built = Retriever(search, reranker(cfg.reranker), cfg.cutoff, branch, cfg.k_recall)
     built.warm()
     return built

@@ -54,7 +54,7 @@ import re
 from collections.abc import Mapping, Sequence
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 
@@ -388,7 +388,11 @@ def _verified(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> 
                       "a first line 'CONFIDENCE: <0.0-1.0>'")
 
 
-def run_steps(items: list[Item], steps: Sequence[Step], pool: Any, system: VerifyFirst, stage: str,
+System = TypeVar("System", bound=VerifyFirst)
+
+
+def run_steps(items: list[Item], steps: Sequence[Callable[[list[Item], Any, System, str], None]], pool: Any,
+              system: System, stage: str,
               after: Callable[[str, list[Item]], None] | None = None) -> None:
     """Each step on the items still undecided (one batch per model, cache first); ``after(step
     name, those items)`` runs after each step (CRUISE's budget check)."""

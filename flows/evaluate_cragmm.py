@@ -48,7 +48,7 @@ def evaluate_cragmm(bench: Release, settings: Settings, name: str, target: Path,
     reading = cruise.multi_turn_scoring if cruise else "competition"
     ruled = apply_multi_turn_rule(crag, reading)
     notes = [*([incomplete] if incomplete else []), crag_note,
-             *stand_in_notes(settings, name, system, components, ablations)]
+             *stand_in_notes(settings, name, system, components, ablations or ())]
     with updating(target, bench.benchmark, bench.version, bench.content_id, name, system) as folder:
         ruled = folder.merge(ANSWERS_FILE, ruled, CELL)
         for line in folder.messages():

@@ -11,6 +11,7 @@ between opening the release and publishing the next version).
 from __future__ import annotations
 
 from collections import Counter
+from typing import cast
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.core.images import ImageStore
@@ -43,7 +44,7 @@ def recurate_deflectionbench(run: Recuration) -> Recurated:
         settings, run.version, run_id, gating=gated, pairing=None, oracle=checked,
         ingested=inherited_ingest(parent.manifest), carried=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=[entry.recorded() for entry in parent.manifest.source_files],
-        components=dict(parent.manifest.components), parent=run.parent_record, history=parent.ledger,
+        components=cast(dict[str, str], parent.manifest.components),  # deflection_draft wrote strings parent=run.parent_record, history=parent.ledger,
         topics=inherited_topics(parent.manifest, parent.ledger, samples), dedup=deduped,
         indexes=parent.manifest.indexes)  # contexts as mined then
     return Recurated(draft, gated.calls + checked.calls, draft.tables["test"].num_rows)

@@ -260,7 +260,7 @@ def deflection_draft(
     ingested: dict[str, int | None],
     source_files: Sequence[str | dict[str, Any]],  # paths, or a re-curation's inherited entries
     quarantine: pa.Table,
-    components: Mapping[str, str | None],
+    components: Mapping[str, str],
     parent: dict[str, str] | None = None,
     history: pa.Table | None = None,
     removed: list[dict] | None = None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -90,7 +91,7 @@ def pope_draft(settings: Settings, version: str, run_id: str, ingested: list[Ing
                   "yes": counts[(d, s, "yes")], "no": counts[(d, s, "no")],
                   "images": len({r["image"] for r in rows if (r["dataset"], r["split"]) == (d, s)})}
                  for d, s in dataset_splits(rows, PROBE_SPLITS)]
-    per_source: dict[str, dict[str, int]] = {r.source: {"ingested": r.samples, "quarantined": r.quarantined, "skipped": r.skipped}
+    per_source: dict[str, dict[str, Any]] = {r.source: {"ingested": r.samples, "quarantined": r.quarantined, "skipped": r.skipped}
                   for r in ingested}
     for row in rows:
         per_source[row["source"]]["released"] = per_source[row["source"]].get("released", 0) + 1

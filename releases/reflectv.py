@@ -46,6 +46,7 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Ledger
 from mmcurate.core.specs import Heuristic, Template
 from mmcurate.core.stages import StageResult
+from mmcurate.core.tables import SpilledTable
 from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.sources.ingest import IngestResult
 
@@ -105,6 +106,7 @@ def dialogue_table(dialogues: StageResult, filtered: StageResult, verified: Stag
     discarded = _reasons(filtered, CHECK_RULE)
     share = _reasons(formatted, CHECK_SHARE)
     rows = []
+    assert not isinstance(dialogues.kept, SpilledTable)  # ReflectV's stages run in memory (flows/reflectv.py: run_stage without rows)
     for row, turns, origin in zip(dialogues.kept.to_pylist(), turns_of(dialogues.kept),
                                   dialogues.kept.column(ORIGIN).to_pylist()):
         sid = row["sample_id"]
@@ -184,6 +186,7 @@ def reflectv_draft(
     then the near-duplicate check (``annotation.dedup``) when it ran."""
     cfg = ReflectVConfig.of(settings)
     dialogues, filtered, reflected, grounded, verified, formatted = stages[:6]
+    assert not isinstance(stages[-1].kept, SpilledTable)  # ReflectV's stages run in memory (flows/reflectv.py: run_stage without rows)
     trajectories = stages[-1].kept.cast(TRAJECTORY)
     dialogue_rows = dialogue_table(dialogues, filtered, verified, formatted, cfg.seed)
     duplicates = {r["sample_id"]: json.loads(r["detail"])["reason"] for s in stages[6:]
@@ -310,6 +313,7 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
     near-duplicate check after it: its trajectories, the parent's dialogues with the fates the
     re-check changed, Figure 5's depth and domains again."""
     trajectories = dedup.kept
+    assert not isinstance(trajectories, SpilledTable)  # ReflectV's stages run in memory (flows/reflectv.py: run_stage without rows)
     released = {r["sample_id"]: r["format"] for r in trajectories.select(["sample_id", "format"]).to_pylist()}
     collapsed = recheck.extra["collapsed"]
     removed = {**recheck.extra["removed"], **{r["sample_id"]: json.loads(r["detail"])["reason"]

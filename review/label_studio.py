@@ -155,7 +155,7 @@ class Annotation:
     where: str  # "<export>: task <id>", for errors
 
 
-_KINDS = {list: "a list", Mapping: "an object", str: "a string"}
+_KINDS: dict[type, str] = {list: "a list", Mapping: "an object", str: "a string"}
 
 
 def _kind(value: Any) -> str:
@@ -209,7 +209,7 @@ def read_export(path: Path) -> list[dict[str, Any]]:
     return tasks
 
 
-def annotations(export: Path | str, known: Collection[str], what: str) -> Iterator[Annotation]:
+def export_annotations(export: Path | str, known: Collection[str], what: str) -> Iterator[Annotation]:
     """Every annotation not cancelled of a Label Studio JSON export, checked: its task's
     ``item_id`` must be one of ``known`` (else "item_id ... is not <what>"), nobody annotates
     an item twice, and every field read has the export format's shape (else a one-line error
@@ -288,7 +288,7 @@ def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: 
     for export in exports:
         given = True
         mine: dict[str, list[tuple[Annotation, dict[str, Any]]]] = {}
-        for annotation in annotations(export, known, what):
+        for annotation in export_annotations(export, known, what):
             mine.setdefault(annotation.who, []).append((annotation, {**row(annotation), "annotator": annotation.who}))
         for who, rows in mine.items():
             if who in per_annotator:
@@ -305,10 +305,10 @@ def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: 
         try:
             yield list(files)
         except MmcurateError as exc:
-            for file, rows in files.items():
+            for file, written in files.items():
                 found = re.match(rf"{re.escape(str(file))}:(\d+): (.*)", str(exc))
                 if found:
-                    annotation = rows[int(found.group(1)) - 1]
+                    annotation = written[int(found.group(1)) - 1]
                     raise MmcurateError(f"{annotation.where} ({annotation.who}): {found.group(2)}") from None
             raise
 
