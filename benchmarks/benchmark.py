@@ -30,6 +30,12 @@ def load(path: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
+def load_function(path: str) -> Callable[..., Any]:
+    """The function at ``"package.module:attribute"``."""
+    function: Callable[..., Any] = load(path)
+    return function
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """How a benchmark's releases are evaluated.
@@ -67,13 +73,13 @@ class Evaluation:
             load(self.refuse)(settings, model, arguments)
 
     def steps_function(self) -> Callable[..., None]:
-        return load(self.steps)
+        return load_function(self.steps)
 
     def planner(self, benchmark: str) -> Callable[..., Any]:
         """The evaluation's plan (a ``planning.plan.Plan``) as a function (see the class docstring)."""
         if self.plan is None:
             raise MmcurateError(f"mmcurate has no plan of a {benchmark} evaluation yet")
-        return load(self.plan)
+        return load_function(self.plan)
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,7 @@ class Benchmark:
         return load(self.plan) if self.plan else None
 
     def recuration_planner(self) -> Callable[..., Any]:
-        return load(self._required("recuration_plan", "plan of a re-curation"))
+        return load_function(self._required("recuration_plan", "plan of a re-curation"))
 
     def judges(self) -> Any:
         """Its ``review.judges.JudgeReview``."""
@@ -126,7 +132,7 @@ class Benchmark:
     def recuration_steps(self) -> Callable[..., Any]:
         """What re-curating a release (a ``releases.recuration.Recuration``) of this benchmark
         checks again (``flows/recurate.py``)."""
-        return load(self._required("recurate", "re-curation"))
+        return load_function(self._required("recurate", "re-curation"))
 
     def required_evaluation(self) -> Evaluation:
         """How this benchmark's releases are evaluated; one line when mmcurate has no evaluation of them."""
@@ -135,7 +141,7 @@ class Benchmark:
         return self.evaluation
 
     def _required(self, part: str, what: str) -> str:
-        path = getattr(self, part)
+        path: str | None = getattr(self, part)
         if path is None:
             raise MmcurateError(f"{self.name} has no {what} in mmcurate")
         return path

@@ -262,7 +262,7 @@ class BenchmarkSection(Section):
 
 
 ClaimType = Literal["existence", "colour", "count", "position"]
-CLAIM_THRESHOLDS: dict[str, float] = {"existence": 0.82, "colour": 0.86, "count": 0.90, "position": 0.86}
+CLAIM_THRESHOLDS: dict[ClaimType, float] = {"existence": 0.82, "colour": 0.86, "count": 0.90, "position": 0.86}
 THRESHOLD_RANGE = (0.82, 0.90)  # Kestrel's per-type thresholds lie in this range (seed 000, L137)
 
 

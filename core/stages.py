@@ -100,10 +100,10 @@ class StageResult:
     skipped: bool = False  # the stage did not filter (e.g. no encoder configured); ``reason`` says why
     reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # JSON-able facts the same on every shard
-    convergence: list[dict] = field(default_factory=list)  # {n_models, model, retained}
+    convergence: list[dict[str, Any]] = field(default_factory=list)  # {n_models, model, retained}
     naive_calls: int = 0  # calls the naive algorithm makes (no early elimination)
     requests: int = 0  # requests actually issued (cache hits included)
-    calls: list[dict] = field(default_factory=list)  # CallCounter rows: {stage, model, calls, cache_hits, ...}
+    calls: list[dict[str, Any]] = field(default_factory=list)  # CallCounter rows: {stage, model, calls, cache_hits, ...}
     components: dict[str, str] = field(default_factory=dict)  # named in the manifest (judge, encoders)
     ledger_parts: list[Path] = field(default_factory=list)  # decisions already written to Parquet, before ``decisions``
 
@@ -130,8 +130,8 @@ def shards(table: pa.Table, size: int) -> list[pa.Table]:
     return [table.slice(start, size) for start in range(0, table.num_rows, size)] or [table]
 
 
-def _sum_calls(rows: list[dict]) -> list[dict]:
-    merged: dict[tuple[str, str], dict] = {}
+def _sum_calls(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
     for row in rows:
         into = merged.setdefault((row["stage"], row["model"]), {"stage": row["stage"], "model": row["model"]})
         for name, value in row.items():
@@ -151,8 +151,8 @@ def merge_results(results: list[StageResult]) -> StageResult:
         for key, value in result.counts.items():
             counts[key] = counts.get(key, 0) + value
         for row in result.convergence:
-            key = (row["n_models"], row["model"])
-            retained[key] = retained.get(key, 0) + row["retained"]
+            at = (row["n_models"], row["model"])
+            retained[at] = retained.get(at, 0) + row["retained"]
     return StageResult(
         stage=first.stage,
         kept=pa.concat_tables([r.kept for r in results]),

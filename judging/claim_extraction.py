@@ -21,6 +21,7 @@ import json
 import re
 from typing import Any
 
+from mmcurate.core.config import ClaimType
 from mmcurate.core.specs import ClaimExtractorSpec, Heuristic, coerce
 
 from mmcurate.judging.claims import CLAIM_TYPES, Claim
@@ -56,7 +57,8 @@ _POSITION = re.compile(
     r"on top of|between|inside|outside|north of|south of|east of|west of|near)\b", re.IGNORECASE)
 
 
-def heuristic_type(statement: str) -> str:
+def heuristic_type(statement: str) -> ClaimType:
+    kind: ClaimType
     for kind, pattern in (("count", _COUNT), ("colour", _COLOUR), ("position", _POSITION)):
         if pattern.search(statement):
             return kind
