@@ -61,7 +61,7 @@ from pathlib import Path
 from prefect import flow
 from mmcurate.core.config import load_config
 from mmcurate.flows import deflectionbench as module
-from mmcurate.flows.deflectionbench import deflectionbench
+from mmcurate.flows.deflectionbench.curate import deflectionbench
 from mmcurate.tasks.runners import make_task_runner
 
 STEPS = ("ingest_source", "spill_samples", "plan_run", "assign_topics", "prepare_kb", "run_stage", "deflection_draft",

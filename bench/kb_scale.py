@@ -155,7 +155,7 @@ def phase_generate_real(args) -> dict:
     import numpy as np
     import torch
 
-    from mmcurate.core.config import RetrievalConfig
+    from mmcurate.benchmarks.deflectionbench import RetrievalConfig
     from mmcurate.core.text import split_sentences
     from mmcurate.retrieval.chunking import chunk_text
     from mmcurate.retrieval.encoders import text_encoder

@@ -1,5 +1,15 @@
 """CRAG-MM (KDD Cup 2025), the benchmark CRUISE (seed 001) reports on: ingested and published
-unfiltered, evaluated plain or through CRUISE's answering system."""
+unfiltered, evaluated plain or through CRUISE's answering system.
+
+Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this list equal to the tree):
+
+- sources: ``cragmm`` (``sources/cragmm.py``, the Hub snapshots)
+- ``evaluation/cragmm/``: ``cruise.py`` (CRUISE's answering system), ``report.py`` (the CRAG table of
+  a run), ``harness.py`` (the vision-only task for lmms-eval); CRAG scoring and verification-first
+  answering, which DeflectionBench shares, sit at ``evaluation/``'s top
+- ``releases/cragmm/``: ``draft.py`` (an ingest as a release), ``checks.py``
+- ``flows/cragmm/``: ``curate.py``, ``evaluate.py``
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,7 +54,7 @@ QUERY = "{query}"  # where the summary request takes the question
 class SummaryPromptFile(PromptFile):
     """CRUISE's image-summary prompt (eq. 1) from a YAML file: ``summary_system`` and/or
     ``summary_request`` (which must hold ``{query}``, where the question goes); a name left out
-    keeps the built-in text (``evaluation.cruise``). The way to run the paper's own wording
+    keeps the built-in text (``evaluation.cragmm.cruise``). The way to run the paper's own wording
     (appendix A.2), which the code does not carry."""
 
     # other template names than the base class's (a field pydantic validates by its own type)
@@ -59,7 +69,7 @@ class SummaryPromptFile(PromptFile):
 
 
 class CruiseConfig(Section):
-    """CRUISE's answering system on CRAG-MM (seed 001, section 3; ``evaluation.cruise``).
+    """CRUISE's answering system on CRAG-MM (seed 001, section 3; ``evaluation.cragmm.cruise``).
 
     Models default to the answering model (the paper uses one VLM for the summary, the answers
     and both checks, and a small LLM as router). ``search`` is eq. 3's branch: ``image`` (the
@@ -85,7 +95,7 @@ class CruiseConfig(Section):
     turn_seconds: float | None = Field(default=10.0, gt=0.0, le=3600.0)  # the per-turn budget; None: none
     multi_turn_scoring: Literal["competition", "conversation"] = "competition"
     summary_max_tokens: int = Field(default=64, ge=1, le=1024)
-    summary_prompt: SummaryPromptFile | None = None  # None: the built-in wording (evaluation/cruise.py)
+    summary_prompt: SummaryPromptFile | None = None  # None: the built-in wording (evaluation/cragmm/cruise.py)
 
     @model_validator(mode="after")
     def _consistent(self) -> "CruiseConfig":
@@ -117,12 +127,12 @@ BENCHMARK = Benchmark(
     title="CRAG-MM public sets (single- and multi-turn) as a validated release, for CRUISE's evaluation",
     paper="001_2a7b350a10561872.txt",
     sources=("cragmm",),
-    release="mmcurate.releases.cragmm:KIND",
-    curate="mmcurate.flows.cragmm:cragmm",
+    release="mmcurate.releases.cragmm.draft:KIND",
+    curate="mmcurate.flows.cragmm.curate:cragmm",
     evaluation=Evaluation(
-        steps="mmcurate.flows.evaluate_cragmm:evaluate_cragmm",
+        steps="mmcurate.flows.cragmm.evaluate:evaluate_cragmm",
         options=("system", "ablations", "task", "limit"),
-        check="mmcurate.evaluation.cruise:run_options",
-        refuse="mmcurate.evaluation.cruise:refuse_unrunnable",
+        check="mmcurate.evaluation.cragmm.cruise:run_options",
+        refuse="mmcurate.evaluation.cragmm.cruise:refuse_unrunnable",
     ),
 )

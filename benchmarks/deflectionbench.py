@@ -1,4 +1,21 @@
-"""VLM-DeflectionBench (seed 003): Algorithm 1 over KB-VQA sources, four-scenario evaluation."""
+"""VLM-DeflectionBench (seed 003): Algorithm 1 over KB-VQA sources, four-scenario evaluation.
+
+Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this list equal to the tree):
+
+- sources: ``infoseek``, ``viquae``, ``evqa``, ``mragbench``, ``webqa``, ``mmdocrag`` (``sources/<name>.py``)
+- ``gating/``: Stage I, parametric gating, and the prompts of every stage and the evaluation
+- ``annotation/deflectionbench/``: ``pairing.py`` (Stage II, knowledge pairing), ``mining.py`` (its
+  hard negatives, per source), ``oracle.py`` (Stage III, the oracle checks)
+- ``evaluation/deflectionbench/``: ``scenarios.py`` (the four scenarios), ``metrics.py``, ``tables.py``
+  (Tables 4 and 5, the sweeps), ``report.py`` (what a run writes), ``harness.py`` (Table 4 as
+  lmms-eval tasks)
+- ``releases/deflectionbench/``: ``draft.py`` (a run as a release: Tables 2 and 3, funnel, calls),
+  ``checks.py`` (its Great Expectations suite), ``topics.py`` and ``topic_model.py`` (Figure 4's topics)
+- ``review/deflectionbench/``: ``judges.py`` (the judge against people, Table 7)
+- ``planning/deflectionbench/``: ``curation.py`` (a run's requests with early elimination)
+- ``flows/deflectionbench/``: ``curate.py`` (Algorithm 1), ``recurate.py`` (Stages I and III again
+  with new models), ``evaluate.py`` (one model, four scenarios)
+"""
 from __future__ import annotations
 
 import hashlib
@@ -9,9 +26,9 @@ from typing import Annotated, Any, Literal, Self
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from mmcurate.core.config import BenchmarkSection, RetrievalConfig, Section, Sources, StrictModel, safe_yaml
+from mmcurate.core.config import BenchmarkSection, Section, Sources, StrictModel, safe_yaml
 from mmcurate.core.errors import ConfigError
-from mmcurate.core.specs import KBSpec, MiniLM, TextEncoderSpec
+from mmcurate.core.specs import Descriptor, ImageEncoderSpec, KBSpec, MiniLM, RerankerSpec, TextEncoderSpec, WikiOffline
 
 from .benchmark import Benchmark, Evaluation
 
@@ -127,6 +144,49 @@ class PromptFile(StrictModel):
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
+LeakageFilter = Literal["none", "answer", "answer_or_overlap"]
+
+
+class RetrievalConfig(StrictModel):
+    """Stage II of DeflectionBench: what is searched, with which encoders, how it is cut.
+
+    ``leakage_filter`` names which mined passages are removed before reranking besides the
+    gold contexts themselves (DeflectionBench's ``mining.py``): ``none`` (the paper's eq. 2;
+    leaks are left to the eq. 5 distractor check), ``answer`` (also passages holding a gold
+    answer) or ``answer_or_overlap`` (also passages overlapping a gold text)."""
+
+    text_encoder: TextEncoderSpec = MiniLM()
+    image_encoder: ImageEncoderSpec = Descriptor()
+    kb: KBSpec = WikiOffline()  # documents {doc_id, title, text} (see retrieval.kb)
+    kb_limit: int | None = Field(default=None, ge=1)  # use only the first N KB documents (demo speed)
+    chunk_unit: Literal["tokens", "words"] = "tokens"
+    chunk_size: int = Field(default=250, ge=1)
+    chunk_overlap: int = Field(default=32, ge=0)
+    reranker: RerankerSpec = MiniLM()
+    max_text_negatives: int = Field(default=10, ge=0)
+    leakage_filter: LeakageFilter = "none"
+    # memory for the KB's vector index (retrieval.index_plan): a KB whose vectors fit keeps the
+    # in-memory flat/IVF index; a larger one gets an on-disk store and a compressed index
+    memory_gb: float = Field(default=4.0, ge=0.25, le=4096)
+    # pages the text encoder embeds per second, for `mmcurate plan` (default: planning.throughput)
+    encoder_pages_per_second: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, value: Any) -> Any:
+        moved = sorted({"top_pages", "top_images"} & set(value)) if isinstance(value, dict) else []
+        if moved:
+            raise ValueError(f"{', '.join(moved)} moved to the benchmark's mining.<source>.top_k (seed 003 "
+                             "retrieves per source)")
+        return value
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "RetrievalConfig":
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})")
+        return self
+
+
 MiningStrategy = Literal["image_to_text", "image_to_image_pages", "image_to_image", "source"]
 # the strategies that search a KB's pages (image_to_image_pages by text embedding when the KB names no page image)
 PAGE_STRATEGIES = ("image_to_text", "image_to_image_pages")
@@ -174,7 +234,7 @@ PAPER_MINING: dict[str, SourceMining] = {
 class TopicsConfig(StrictModel):
     """The topic distribution before and after curation (seed 003, appendix C: BERTopic over
     question embeddings, reduced with UMAP, clustered with HDBSCAN "using cluster probability
-    scores"; releases/topics.py, releases/topic_model.py).
+    scores"; releases/deflectionbench/topics.py, releases/deflectionbench/topic_model.py).
 
     ``reading``: ``bertopic`` (the paper's) or ``source_fields`` (each source's own category
     field). UMAP and HDBSCAN sizes are BERTopic's defaults, capped for small pools (see
@@ -283,7 +343,7 @@ class Decoding(StrictModel):
 
 
 class DeflectionEvalConfig(Section):
-    """DeflectionBench's evaluation (evaluation/scenarios.py, evaluation/report.py)."""
+    """DeflectionBench's evaluation (evaluation/deflectionbench/scenarios.py, evaluation/deflectionbench/report.py)."""
 
     # n of Table 4's realistic and adversarial rows (per scenario, per source, CRAG); the other
     # n a run asks for go to the sweep table (Figure 3)
@@ -314,15 +374,15 @@ BENCHMARK = Benchmark(
     title="VLM-DeflectionBench (Algorithm 1) and publish a validated release",
     paper="003_26e6cf169dd21fb6.txt",
     sources=("infoseek", "evqa", "webqa", "mmdocrag", "mragbench", "viquae"),
-    release="mmcurate.releases.deflection:KIND",
-    curate="mmcurate.flows.deflectionbench:deflectionbench",
-    recurate="mmcurate.flows.recurate_deflectionbench:recurate_deflectionbench",
+    release="mmcurate.releases.deflectionbench.draft:KIND",
+    curate="mmcurate.flows.deflectionbench.curate:deflectionbench",
+    recurate="mmcurate.flows.deflectionbench.recurate:recurate_deflectionbench",
     evaluation=Evaluation(
-        steps="mmcurate.flows.evaluate_deflectionbench:evaluate_deflectionbench",
+        steps="mmcurate.flows.deflectionbench.evaluate:evaluate_deflectionbench",
         options=("scenarios", "n_negatives", "abstention", "strictness_sweep", "modality_analysis", "system"),
-        check="mmcurate.evaluation.scenarios:run_options",
+        check="mmcurate.evaluation.deflectionbench.scenarios:run_options",
     ),
     plan="mmcurate.planning.bill:deflection_bill",
     recuration_plan="mmcurate.planning.recuration:deflection_recuration",
-    judge_review="mmcurate.review.deflection_judges:REVIEW",
+    judge_review="mmcurate.review.deflectionbench.judges:REVIEW",
 )

@@ -2,21 +2,31 @@
 files or probes built from object annotations; and MME's hallucination subtasks (existence,
 count, position, color), Kestrel's MME-Hallucination, read as probes of the same release (dataset
 ``mme``, the subtask as the split) and scored by MME's score beside POPE's metrics. Evaluated
-plain or through Kestrel's loop."""
+plain or through Kestrel's loop.
+
+Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this list equal to the tree):
+
+- sources: ``pope``, ``pope_objects``, ``mme`` (``sources/<name>.py``)
+- ``annotation/pope/``: ``balance.py`` (every split balanced)
+- ``evaluation/pope/``: ``probes.py`` (POPE's evaluation, plain or through Kestrel), ``kestrel.py``
+  (Kestrel's loop), ``mme.py`` (MME's score), ``harness.py`` (the probes as lmms-eval tasks)
+- ``releases/pope/``: ``draft.py`` (a curation as a release), ``checks.py``
+- ``flows/pope/``: ``curate.py``, ``evaluate.py``
+"""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from mmcurate.core.config import BenchmarkSection, ClaimGate, Section, Sources, StrictModel
+from mmcurate.core.config import BenchmarkSection, Section, Sources, StrictModel
 from mmcurate.core.specs import GroundingSpec, Saliency, SegmenterSpec, model_names
 
 from .benchmark import Benchmark, Evaluation
 
 
 class PopeConfig(BenchmarkSection):
-    """POPE probes (Kestrel's benchmark, seed 000 4.1; see flows/pope.py): published POPE files
+    """POPE probes (Kestrel's benchmark, seed 000 4.1; see flows/pope/curate.py): published POPE files
     (source ``pope``) or probes built from object annotations (``pope_objects``)."""
 
     sources: Sources
@@ -27,8 +37,38 @@ class PopeConfig(BenchmarkSection):
         return []  # curating probes asks no model
 
 
+ClaimType = Literal["existence", "colour", "count", "position"]
+CLAIM_THRESHOLDS: dict[ClaimType, float] = {"existence": 0.82, "colour": 0.86, "count": 0.90, "position": 0.86}
+THRESHOLD_RANGE = (0.82, 0.90)  # Kestrel's per-type thresholds lie in this range (seed 000, L137)
+
+
+class ClaimGate(StrictModel):
+    """Kestrel's change gate (``judging.claims``): a claim is confident at or above its type's
+    threshold; at most ``max_rounds`` verification rounds, stopping after ``stable_rounds``
+    supported rounds in a row. Types left out of ``thresholds`` keep their default."""
+
+    thresholds: dict[ClaimType, float] = Field(default_factory=lambda: dict(CLAIM_THRESHOLDS))
+    max_rounds: int = Field(default=3, ge=1)
+    stable_rounds: int = Field(default=2, ge=1)
+
+    @model_validator(mode="after")
+    def _stable_within_max(self) -> "ClaimGate":
+        if self.stable_rounds > self.max_rounds:
+            raise ValueError(f"stable_rounds ({self.stable_rounds}) cannot exceed max_rounds ({self.max_rounds})")
+        return self
+
+    @field_validator("thresholds")
+    @classmethod
+    def _paper_range(cls, value: dict[ClaimType, float]) -> dict[ClaimType, float]:
+        low, high = THRESHOLD_RANGE
+        bad = {k: v for k, v in value.items() if not low <= v <= high}
+        if bad:
+            raise ValueError(f"claim thresholds must lie in [{low}, {high}] (Kestrel), got {bad}")
+        return {**CLAIM_THRESHOLDS, **value}
+
+
 class KestrelConfig(StrictModel):
-    """Kestrel's loop around the evaluated model (seed 000; ``evaluation.kestrel``): the grounding
+    """Kestrel's loop around the evaluated model (seed 000; ``evaluation.pope.kestrel``): the grounding
     agent, who verifies, the change gate and the rounds (``gate``), and the optional Yes-guard."""
 
     grounding: GroundingSpec | None = None  # the grounding agent; needed for --system kestrel
@@ -79,12 +119,12 @@ BENCHMARK = Benchmark(
           "from object annotations)",
     paper="000_2a76f793a2e194d6.txt",
     sources=("pope", "pope_objects", "mme"),
-    release="mmcurate.releases.pope:KIND",
-    curate="mmcurate.flows.pope:pope",
+    release="mmcurate.releases.pope.draft:KIND",
+    curate="mmcurate.flows.pope.curate:pope",
     evaluation=Evaluation(
-        steps="mmcurate.flows.evaluate_pope:evaluate_pope",
+        steps="mmcurate.flows.pope.evaluate:evaluate_pope",
         options=("system", "oracle_grounding"),
-        check="mmcurate.evaluation.pope:run_options",
-        refuse="mmcurate.evaluation.pope:refuse_unrunnable",
+        check="mmcurate.evaluation.pope.probes:run_options",
+        refuse="mmcurate.evaluation.pope.probes:refuse_unrunnable",
     ),
 )

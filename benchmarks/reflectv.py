@@ -1,4 +1,21 @@
-"""ReflectV (MIRROR, seed 002): reflective, visually grounded multi-turn trajectories, a training set."""
+"""ReflectV (MIRROR, seed 002): reflective, visually grounded multi-turn trajectories, a training set.
+
+Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this list equal to the tree):
+
+- sources: ``gqa``, ``textvqa``, ``docvqa``, ``chartqa``, ``fire`` (``sources/<name>.py``; the image-QA
+  layouts share ``sources/image_qa.py``)
+- ``annotation/reflectv/``: the stages in order, ``dialogue.py``, ``trajectory.py``,
+  ``reflection.py``, ``grounding.py`` (with ``grounders.py`` and ``marks.py``), ``visual.py``,
+  ``formatting.py``; what they share, ``chains.py``, ``wording.py``, ``turns.py`` (the turn format
+  and its validator); ``recheck.py`` (a re-curation's teachers and verifiers)
+- ``evaluation/reflectv/``: ``harness.py`` (no harness task: a training set)
+- ``releases/reflectv/``: ``draft.py`` (a run as a release), ``schema.py`` (the dialogues config),
+  ``sft.py`` (the training export), ``frames.py`` and ``checks.py`` (its Great Expectations suite)
+- ``review/reflectv/``: ``trajectories.py`` (Table 6's blind ratings), ``label_studio.py`` (the same as
+  a Label Studio project)
+- ``planning/reflectv/``: ``curation.py`` (a run's calls per stage)
+- ``flows/reflectv/``: ``curate.py`` (Figure 3), ``recurate.py``
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -14,7 +31,7 @@ from .benchmark import Benchmark
 
 
 class ReflectVConfig(BenchmarkSection):
-    """MIRROR's ReflectV curation (seed paper 002, section 4): see flows/reflectv.py."""
+    """MIRROR's ReflectV curation (seed paper 002, section 4): see flows/reflectv/curate.py."""
 
     sources: Sources  # image QA in published layouts, and ready-made FIRE dialogues
     student: str | None = None  # answers the question (sees the image); None: only ingested dialogues
@@ -43,7 +60,7 @@ class ReflectVConfig(BenchmarkSection):
     # set by re-curation (``mmcurate recurate --add-model teacher=M`` / ``verifier=M``), not by
     # a curation run: teachers that score the released dialogues again (the trajectory rules
     # must hold under each) and vision models that check the released marks again (each must
-    # say yes to every marked turn); see flows/recurate_reflectv.py
+    # say yes to every marked turn); see flows/reflectv/recurate.py
     recheck_teachers: list[str] = Field(default_factory=list)
     recheck_verifiers: list[str] = Field(default_factory=list)
 
@@ -86,9 +103,9 @@ BENCHMARK = Benchmark(
     title="ReflectV (reflective, visually grounded multi-turn trajectories, MIRROR)",
     paper="002_6b46cea6506e7b47.txt",
     sources=("gqa", "textvqa", "docvqa", "chartqa", "fire"),
-    release="mmcurate.releases.reflectv:KIND",
-    curate="mmcurate.flows.reflectv:reflectv",
-    recurate="mmcurate.flows.recurate_reflectv:recurate_reflectv",
+    release="mmcurate.releases.reflectv.draft:KIND",
+    curate="mmcurate.flows.reflectv.curate:reflectv",
+    recurate="mmcurate.flows.reflectv.recurate:recurate_reflectv",
     recuration_plan="mmcurate.planning.recuration:reflectv_recuration",
     plan="mmcurate.planning.bill:reflectv_bill",
 )

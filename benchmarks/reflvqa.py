@@ -1,4 +1,21 @@
-"""RefLVQA (seed 004): long-form visual QA from Reddit with sentence-level citations."""
+"""RefLVQA (seed 004): long-form visual QA from Reddit with sentence-level citations.
+
+Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this list equal to the tree):
+
+- sources: ``reddit`` (``sources/reddit.py``, pushshift dumps)
+- ``annotation/reflvqa/``: ``relevance.py``, ``necessity.py``, ``factcheck.py``, ``citations.py`` (the
+  four curation stages, section 3), ``verification.py`` (optional claim-level verification),
+  ``recheck.py`` (a re-curation's new entailment judge)
+- ``evaluation/reflvqa/``: ``grid.py`` (the evaluation grid, section 4), ``settings.py`` (its RAG
+  settings), ``subset.py`` (the human-verified pairs), ``queries.py``, ``answers.py``,
+  ``cited_answers.py``, ``grounding.py`` (section 6.2), ``prompts.py``, ``graders.py`` (the three
+  evaluators), ``answer_metrics.py`` (Table 5), ``report.py`` (what a run writes), ``harness.py``
+- ``releases/reflvqa/``: ``draft.py`` (a run as a release), ``tables.py`` (its tables), ``checks.py``
+- ``review/reflvqa/``: ``citations.py`` (human verification of citations), ``label_studio.py`` (the
+  same as a Label Studio project), ``judges.py`` (the evaluators against people)
+- ``planning/reflvqa/``: ``curation.py`` (a curation's calls), ``evaluation.py`` (an evaluation grid's)
+- ``flows/reflvqa/``: ``curate.py``, ``recurate.py``, ``evaluate.py``
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -7,13 +24,14 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from mmcurate.core.config import BenchmarkSection, ClaimGate, ModelSpec, Section, SourceSpec, StrictModel
+from mmcurate.core.config import BenchmarkSection, ModelSpec, Section, SourceSpec, StrictModel
 from mmcurate.core.specs import (LLM, ClaimExtractorSpec, CrossModalSpec, CutoffSpec, EntailmentSpec, GraderSpec,
                                  Heuristic, KBSpec, LabellerSpec, Lexical, MiniLM, RerankerSpec, TextEncoderSpec,
                                  WikiOffline, model_names)
 
 from .benchmark import Benchmark, Evaluation
 from .deflectionbench import Decoding
+from .pope import ClaimGate
 
 
 class SentenceVerification(StrictModel):
@@ -101,7 +119,7 @@ class Generation(Decoding):
 
 
 class RefLVQAEvalConfig(Section):
-    """RefLVQA's evaluation grid (evaluation/reflvqa.py): per search query retrieve
+    """RefLVQA's evaluation grid (evaluation/reflvqa/grid.py): per search query retrieve
     ``candidates``, rerank, keep ``top_k``; the readings the paper leaves open are named here."""
 
     @field_validator("evaluators", mode="before")
@@ -168,17 +186,17 @@ BENCHMARK = Benchmark(
     title="RefLVQA (long-form visual QA with sentence-level citations)",
     paper="004_ab89136aadc415d7.txt",
     sources=("reddit",),
-    release="mmcurate.releases.reflvqa:KIND",
-    curate="mmcurate.flows.reflvqa:reflvqa",
-    recurate="mmcurate.flows.recurate_reflvqa:recurate_reflvqa",
+    release="mmcurate.releases.reflvqa.draft:KIND",
+    curate="mmcurate.flows.reflvqa.curate:reflvqa",
+    recurate="mmcurate.flows.reflvqa.recurate:recurate_reflvqa",
     evaluation=Evaluation(
-        steps="mmcurate.flows.evaluate_reflvqa:evaluate_reflvqa",
+        steps="mmcurate.flows.reflvqa.evaluate:evaluate_reflvqa",
         options=("settings", "queries", "subset"),
-        check="mmcurate.evaluation.reflvqa_settings:run_options",
-        refuse="mmcurate.evaluation.reflvqa_subset:refuse_unrunnable",
+        check="mmcurate.evaluation.reflvqa.settings:run_options",
+        refuse="mmcurate.evaluation.reflvqa.subset:refuse_unrunnable",
         plan="mmcurate.planning.bill:reflvqa_evaluation_bill",
     ),
     plan="mmcurate.planning.bill:reflvqa_bill",
     recuration_plan="mmcurate.planning.recuration:reflvqa_recuration",
-    judge_review="mmcurate.review.reflvqa_judges:REVIEW",
+    judge_review="mmcurate.review.reflvqa.judges:REVIEW",
 )

@@ -33,7 +33,6 @@ from pydantic_settings import (
 
 from .errors import ConfigError
 from .plural import counted, listed
-from .specs import Descriptor, ImageEncoderSpec, KBSpec, MiniLM, RerankerSpec, TextEncoderSpec, WikiOffline
 
 
 class StrictModel(BaseModel):
@@ -152,50 +151,6 @@ class SourceSpec(StrictModel):
 Sources = Annotated[list[SourceSpec], Field(min_length=1)]
 
 
-LeakageFilter = Literal["none", "answer", "answer_or_overlap"]
-
-
-class RetrievalConfig(StrictModel):
-    """Stage II of DeflectionBench: what is searched, with which encoders, how it is cut.
-
-    ``leakage_filter`` names which mined passages are removed before reranking besides the
-    gold contexts themselves (DeflectionBench's ``mining.py``): ``none`` (the paper's eq. 2;
-    leaks are left to the eq. 5 distractor check), ``answer`` (also passages holding a gold
-    answer) or ``answer_or_overlap`` (also passages overlapping a gold text)."""
-
-    text_encoder: TextEncoderSpec = MiniLM()
-    image_encoder: ImageEncoderSpec = Descriptor()
-    kb: KBSpec = WikiOffline()  # documents {doc_id, title, text} (see retrieval.kb)
-    kb_limit: int | None = Field(default=None, ge=1)  # use only the first N KB documents (demo speed)
-    chunk_unit: Literal["tokens", "words"] = "tokens"
-    chunk_size: int = Field(default=250, ge=1)
-    chunk_overlap: int = Field(default=32, ge=0)
-    reranker: RerankerSpec = MiniLM()
-    max_text_negatives: int = Field(default=10, ge=0)
-    leakage_filter: LeakageFilter = "none"
-    # memory for the KB's vector index (retrieval.index_plan): a KB whose vectors fit keeps the
-    # in-memory flat/IVF index; a larger one gets an on-disk store and a compressed index
-    memory_gb: float = Field(default=4.0, ge=0.25, le=4096)
-    # pages the text encoder embeds per second, for `mmcurate plan` (default: planning.throughput)
-    encoder_pages_per_second: float | None = Field(default=None, gt=0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _moved(cls, value: Any) -> Any:
-        moved = sorted({"top_pages", "top_images"} & set(value)) if isinstance(value, dict) else []
-        if moved:
-            raise ValueError(f"{', '.join(moved)} moved to the benchmark's mining.<source>.top_k (seed 003 "
-                             "retrieves per source)")
-        return value
-
-    @model_validator(mode="after")
-    def _overlap_below_size(self) -> "RetrievalConfig":
-        if self.chunk_overlap >= self.chunk_size:
-            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})")
-        return self
-
-
-
 class Section(StrictModel):
     """A part of the config a benchmark registers (``register_sections``): its own section, its
     section under ``evaluation``, or another it owns. Loading checks the models it names."""
@@ -259,36 +214,6 @@ class BenchmarkSection(Section):
     def add_recuration_model(self, role: str, name: str) -> None:
         """Give model ``name`` the re-curation ``role`` (one of ``recuration_roles``)."""
         raise ConfigError(f"{type(self).__name__} takes no re-curation models")
-
-
-ClaimType = Literal["existence", "colour", "count", "position"]
-CLAIM_THRESHOLDS: dict[ClaimType, float] = {"existence": 0.82, "colour": 0.86, "count": 0.90, "position": 0.86}
-THRESHOLD_RANGE = (0.82, 0.90)  # Kestrel's per-type thresholds lie in this range (seed 000, L137)
-
-
-class ClaimGate(StrictModel):
-    """Kestrel's change gate (``judging.claims``): a claim is confident at or above its type's
-    threshold; at most ``max_rounds`` verification rounds, stopping after ``stable_rounds``
-    supported rounds in a row. Types left out of ``thresholds`` keep their default."""
-
-    thresholds: dict[ClaimType, float] = Field(default_factory=lambda: dict(CLAIM_THRESHOLDS))
-    max_rounds: int = Field(default=3, ge=1)
-    stable_rounds: int = Field(default=2, ge=1)
-
-    @model_validator(mode="after")
-    def _stable_within_max(self) -> "ClaimGate":
-        if self.stable_rounds > self.max_rounds:
-            raise ValueError(f"stable_rounds ({self.stable_rounds}) cannot exceed max_rounds ({self.max_rounds})")
-        return self
-
-    @field_validator("thresholds")
-    @classmethod
-    def _paper_range(cls, value: dict[str, float]) -> dict[str, float]:
-        low, high = THRESHOLD_RANGE
-        bad = {k: v for k, v in value.items() if not low <= v <= high}
-        if bad:
-            raise ValueError(f"claim thresholds must lie in [{low}, {high}] (Kestrel), got {bad}")
-        return {**CLAIM_THRESHOLDS, **value}
 
 
 class DedupConfig(StrictModel):

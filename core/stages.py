@@ -100,8 +100,6 @@ class StageResult:
     skipped: bool = False  # the stage did not filter (e.g. no encoder configured); ``reason`` says why
     reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # JSON-able facts the same on every shard
-    convergence: list[dict[str, Any]] = field(default_factory=list)  # {n_models, model, retained}
-    naive_calls: int = 0  # calls the naive algorithm makes (no early elimination)
     requests: int = 0  # requests actually issued (cache hits included)
     calls: list[dict[str, Any]] = field(default_factory=list)  # CallCounter rows: {stage, model, calls, cache_hits, ...}
     components: dict[str, str] = field(default_factory=dict)  # named in the manifest (judge, encoders)
@@ -146,13 +144,9 @@ def merge_results(results: list[StageResult]) -> StageResult:
         raise ValueError("merge_results needs at least one shard result")
     first = results[0]
     counts: dict[str, int] = {}
-    retained: dict[tuple[int, str], int] = {}
     for result in results:
         for key, value in result.counts.items():
             counts[key] = counts.get(key, 0) + value
-        for row in result.convergence:
-            at = (row["n_models"], row["model"])
-            retained[at] = retained.get(at, 0) + row["retained"]
     return StageResult(
         stage=first.stage,
         kept=pa.concat_tables([r.kept for r in results]),
@@ -162,8 +156,6 @@ def merge_results(results: list[StageResult]) -> StageResult:
         skipped=first.skipped,
         reason=first.reason,
         extra=first.extra,
-        convergence=[{"n_models": n, "model": m, "retained": v} for (n, m), v in sorted(retained.items())],
-        naive_calls=sum(r.naive_calls for r in results),
         requests=sum(r.requests for r in results),
         calls=_sum_calls([row for r in results for row in r.calls]),
         components=first.components,

@@ -1,11 +1,7 @@
-"""Evaluating systems on released benchmarks.
-
-DeflectionBench: the four scenarios (``scenarios``), their metrics and Table-4 markdown
-(``metrics``), the strictness-sweep and negative-modality tables (``deflection_tables``) and
-what a run writes (``report``).
-
-RefLVQA: the RAG run (``reflvqa``) with its prompts (``reflvqa_prompts``), the strict reading
-of cited answers (``cited_answers``), the evaluators (``graders``), the answer metrics
-(``answer_metrics``), retrieval metrics (``retrieval_metrics``) and what a run writes
-(``reflvqa_report``).
+"""Evaluating systems on released benchmarks: one subpackage per benchmark (``deflectionbench``,
+``reflvqa``, ``cragmm``, ``pope``, ``reflectv``; each benchmark's module lists them), and at the
+top what several share: lmms-eval harness tasks (``harness``), where runs write (``runs``), the one
+failure policy (``failures``), CRAG scoring (``crag``), verification-first answering
+(``verify_first``), the decoding settings (``decoding``), retrieval metrics (``retrieval_metrics``),
+figures, run comparison (``compare``) and an item's trace (``why``).
 """

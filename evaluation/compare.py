@@ -52,7 +52,7 @@ from mmcurate.core.markdown import markdown_table
 from mmcurate.core.plural import counted
 
 from .crag import FAILED, JUDGE_ERROR, TIMED_OUT
-from .cragmm_report import CORRECT as CRAG_CORRECT
+from .cragmm.report import CORRECT as CRAG_CORRECT
 from .run_record import recorded_content_id
 
 ALPHA = 0.05  # 95% intervals

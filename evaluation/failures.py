@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mmcurate.models.accounting import failed_calls
 
-from .scenarios import EvaluationError
+from .deflectionbench.scenarios import EvaluationError
 
 
 def check_failures(model: str, failed: int, total: int, first_error: str | None,

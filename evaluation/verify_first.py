@@ -41,7 +41,7 @@ not hold, and the confidence is the share of the answer's content words beyond t
 found in the evidence shown (0.0 without evidence: the CoV prompt's rule for knowledge neither
 in the context nor visible).
 
-The steps are shared with CRUISE on CRAG-MM (``evaluation.cruise``), which adds the image
+The steps are shared with CRUISE on CRAG-MM (``evaluation.cragmm.cruise``), which adds the image
 summary, the retrieval and the turn budget between them: each step takes the pending
 ``Item``s and finishes those it decides (``run_steps``); every model call's latency is added to
 its item's ``seconds``. A conversation's earlier turns (``Item.history``) go before the

@@ -1,10 +1,10 @@
 """One item of an evaluation run, as ``mmcurate why RUN SAMPLE`` prints it: its answer rows
 (every condition it was asked under) and its trace. For a Kestrel run, every round: the
 initial answer and claim, what the grounder found, the evidence by id, the verifier's record
-against the thresholds, the verdict, the gate and the update (``evaluation.kestrel``). For a
+against the thresholds, the verdict, the gate and the update (``evaluation.pope.kestrel``). For a
 verify-first or CRUISE run, every check that ran in its order (router flags, image summary,
 context, retrieval gate, the two answers, consistency, confidence, the time budget) and the
-decision with its reason (``evaluation.verify_first``, ``evaluation.cruise``)."""
+decision with its reason (``evaluation.verify_first``, ``evaluation.cragmm.cruise``)."""
 from __future__ import annotations
 
 import json

@@ -6,9 +6,9 @@
                run it (POPE: a model that sees; Kestrel: a grounding agent; CRUISE: its section)
     folder     where the run writes: one folder per model and answering system
     steps      the benchmark's evaluation: DeflectionBench's four scenarios
-               (``evaluate_deflectionbench.py``), RefLVQA's grid of RAG settings with citations
-               (``evaluate_reflvqa.py``), CRAG-MM plain or through CRUISE (``evaluate_cragmm.py``),
-               POPE plain or through Kestrel (``evaluate_pope.py``): answer, grade, write the tables
+               (``deflectionbench/evaluate.py``), RefLVQA's grid of RAG settings with citations
+               (``reflvqa/evaluate.py``), CRAG-MM plain or through CRUISE (``cragmm/evaluate.py``),
+               POPE plain or through Kestrel (``pope/evaluate.py``): answer, grade, write the tables
 
 The command line checks the same options before Prefect starts; a deployment run has only
 this flow before it.

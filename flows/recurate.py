@@ -6,9 +6,9 @@ cost of the new models' calls only.
                models: they are not asked again, with or without the response cache
     plan       the new models' calls, refused over --max-calls / --max-cost
     recheck    the benchmark's checks again with the new models (``Benchmark.recurate`` in the
-               registry: DeflectionBench's Stage I and Stage III, ``recurate_deflectionbench.py``;
-               RefLVQA's image necessity and citations, ``recurate_reflvqa.py``; ReflectV's
-               teachers and verifiers, ``recurate_reflectv.py``), then near-duplicates within the
+               registry: DeflectionBench's Stage I and Stage III, ``deflectionbench/recurate.py``;
+               RefLVQA's image necessity and citations, ``reflvqa/recurate.py``; ReflectV's
+               teachers and verifiers, ``reflectv/recurate.py``), then near-duplicates within the
                release, against earlier versions (the parent) and named releases
     publish    the next minor version beside the release: removal stamps, CHANGELOG.md, the
                parent recorded by version and content id; the plan beside what was spent

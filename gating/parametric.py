@@ -38,10 +38,11 @@ import pyarrow as pa
 from mmcurate.benchmarks.deflectionbench import GatingConfig, answer_rule
 from mmcurate.core.config import ModelSpec
 from mmcurate.core.ledger import Decision
-from mmcurate.core.stages import Stage, StageContext, StageResult
+from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import rows_to_table
 
 from mmcurate.gating import prompts
+from mmcurate.gating.elimination import EliminationResult, EliminationStage
 from mmcurate.judging.answers import ERROR, JUDGE_ERROR, GradedAnswers, check_models, precondition
 from mmcurate.judging.recorded import RecordedAnswers
 from mmcurate.models.requests import ChatRequest
@@ -61,7 +62,7 @@ def parametric_request(row: Mapping[str, Any], spec: ModelSpec | None = None,
 
 
 @dataclass
-class ParametricGate(Stage):
+class ParametricGate(EliminationStage):
     """Stage I: keep a sample only when no gating model answers it without context."""
 
     gating: GatingConfig
@@ -69,7 +70,7 @@ class ParametricGate(Stage):
     recorded: RecordedAnswers | None = None  # a re-curation: the parent release's answers
     name = STAGE
 
-    def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
+    def run(self, samples: pa.Table, ctx: StageContext) -> EliminationResult:
         pool, judge, gating, run_id = ctx.pool, ctx.judge, self.gating, ctx.run_id
         models = check_models(gating.pool)
         rule = answer_rule(gating.rule, "gating")
@@ -138,7 +139,7 @@ class ParametricGate(Stage):
             {"n_models": i + 1, "model": model, "retained": len(eligible) - sum(1 for d in drop_index if d <= i)}
             for i, model in enumerate(models)
         ]
-        return StageResult(
+        return EliminationResult(
             stage=STAGE,
             kept=rows_to_table(kept_rows, samples.schema),
             decisions=decisions,

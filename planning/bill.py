@@ -12,20 +12,20 @@ from mmcurate.benchmarks import deflectionbench, reflectv, reflvqa
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
-from mmcurate.evaluation.reflvqa_subset import choose_pairs
+from mmcurate.evaluation.reflvqa.subset import choose_pairs
 from mmcurate.releases.reader import Release
-from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
+from mmcurate.releases.reflvqa.tables import KNOWLEDGE_BASE
 from mmcurate.releases.unembed import canonical_rows
 
-from .deflection import offered_negatives, plan_deflectionbench
+from .deflectionbench.curation import offered_negatives, plan_deflectionbench
 from .inputs import plan_input
 from .kb import plan_kb
 from .plan import Plan
 from .rates import (paper_deflection, paper_reflectv, paper_reflvqa, release_deflection, release_reflectv,
                     release_reflvqa)
-from .reflectv import plan_reflectv
-from .reflvqa import plan_reflvqa
-from .reflvqa_evaluation import plan_reflvqa_evaluation
+from .reflectv.curation import plan_reflectv
+from .reflvqa.curation import plan_reflvqa
+from .reflvqa.evaluation import plan_reflvqa_evaluation
 
 PAPER = "paper"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from mmcurate.core.config import RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import KBPath, MiniLM, OpenClip
 from mmcurate.retrieval.index_plan import GIB, plan_index

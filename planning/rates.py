@@ -18,7 +18,7 @@ per-model figure (Fig. 5's values are not in the text). Our choices, named in ev
   dropped samples for four models), so the curve flattens as in Fig. 5.
 - Gold check: every model settles the same share of what it is asked.
 - Distractors: each model leaks the same share, such that of the negatives offered
-  (``planning.deflection.offered_negatives``: the most a source's strategy offers, at most
+  (``planning.deflectionbench.curation.offered_negatives``: the most a source's strategy offers, at most
   ``benchmarks.deflectionbench.MAX_NEGATIVES``, Stage II's cap) 11.8 survive.
 - Pre-judge: settles nothing, so every answer goes to an LLM judge (an upper bound).
 
@@ -126,7 +126,7 @@ def halving_drops(retention: float, models: int) -> tuple[float, ...]:
 
 def paper_deflection(models: int, offered_negatives: int) -> DeflectionRates:
     """The paper's funnel spread over ``models`` gating models (see the module docstring);
-    ``offered_negatives``: ``planning.deflection.offered_negatives``, already capped."""
+    ``offered_negatives``: ``planning.deflectionbench.curation.offered_negatives``, already capped."""
     offered = offered_negatives
     stage1 = PAPER_RELEASED / PAPER_CANDIDATES / (PAPER_GOLD_PASS * PAPER_KMIN_PASS)
     survive = min(1.0, PAPER_MEAN_NEGATIVES / offered) if offered else 1.0

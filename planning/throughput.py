@@ -42,7 +42,9 @@ import re
 from ipaddress import ip_address
 from urllib.parse import urlsplit
 
-from mmcurate.core.config import ModelSpec, RetrievalConfig
+from mmcurate.core.config import ModelSpec
+
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.core.specs import MiniLM
 
 # (parameters in billions, output tokens/s per H100): Lambda, vLLM 0.5.4, September 2024

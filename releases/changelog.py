@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.markdown import markdown_table
 from mmcurate.core.plural import counted
-from mmcurate.evaluation.deflection_tables import table4_rows
-from mmcurate.evaluation.metrics import RATES, compute_metrics
+from mmcurate.evaluation.deflectionbench.tables import table4_rows
+from mmcurate.evaluation.deflectionbench.metrics import RATES, compute_metrics
 
 from .diff import ReleaseDiff
 from .reader import Release

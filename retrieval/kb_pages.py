@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mmcurate.core.config import RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.core.specs import KBPath
 
 from .compressed_index import CompressedIndex, cached_compressed

@@ -7,8 +7,8 @@ judge's decision (people label blind); import reads those decisions back from th
 evaluation folders.
 
 What a decision is, how ``n`` is spread, what people fill in and which agreement the paper
-reports differ per benchmark: each is a ``JudgeReview`` (``deflection_judges`` for
-DeflectionBench's Table 7, ``reflvqa_judges`` for RefLVQA's evaluator correlations), which
+reports differ per benchmark: each is a ``JudgeReview`` (``deflectionbench.judges`` for
+DeflectionBench's Table 7, ``reflvqa.judges`` for RefLVQA's evaluator correlations), which
 the benchmark registry names. This module holds what they share: reading the evaluation
 folders, the blind batch, reading labelled files, and the output.
 

@@ -1,8 +1,8 @@
 """What the three Label Studio reviews share: the project folder, images served as local files,
 reading Label Studio's JSON export back into labelled rows, and creating the project on a
-running Label Studio. The reviews themselves: ``label_studio_citations`` (RefLVQA citation
+running Label Studio. The reviews themselves: ``reflvqa.label_studio`` (RefLVQA citation
 verification, seed 004 Table 3), ``label_studio_judges`` (the evaluation judge against people:
-DeflectionBench Table 7, RefLVQA's evaluator checks) and ``label_studio_trajectories``
+DeflectionBench Table 7, RefLVQA's evaluator checks) and ``reflectv.label_studio``
 (ReflectV's blind Table 6 ratings, seed 002 appendix A.2).
 
 A project folder (``mmcurate annotate export ... --format label-studio --out DIR``) holds the

@@ -26,7 +26,7 @@ Published layout, two forms (both read):
 
 MME's score (its ``calculation.py``): per subtask, accuracy over questions plus accuracy+ over
 images (both questions right), each in %, so at most 200; it reads the file two lines at a
-time, one image per pair, so every image must have exactly two questions (``evaluation.mme``).
+time, one image per pair, so every image must have exactly two questions (``evaluation.pope.mme``).
 
 Read: under ROOT, each subtask of ``subtasks`` (default the four hallucination subtasks) as a
 folder ``<subtask>/`` at ROOT or one level below (``MME_Benchmark/``), or as a file

@@ -17,7 +17,7 @@ files under ``output/``):
   vowel (``utils.create_question``; the published files read "Is there an umbrella in the
   image?"); the label is ``yes`` or ``no``. POPE's ``evaluate.py`` reads an answer as "no"
   when its first sentence holds the word No, no or not, else "yes", and reports accuracy,
-  precision, recall, F1 and the yes ratio (``evaluation.pope``).
+  precision, recall, F1 and the yes ratio (``evaluation.pope.probes``).
 
 - Beside the question files, ``output/coco/`` also holds ``coco_ground_truth_objects.json`` and
   ``coco_co_occur.json`` (POPE's object lists): not question files, not read.

@@ -16,24 +16,24 @@ from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import is_lexical
-from mmcurate.evaluation.cragmm_report import write_cragmm_evaluation
+from mmcurate.evaluation.cragmm.report import write_cragmm_evaluation
 from mmcurate.evaluation.crag import crag_judge, crag_note, crag_score, token_counter
-from mmcurate.evaluation.cruise import (
+from mmcurate.evaluation.cragmm.cruise import (
     SYSTEM_NAME as CRUISE, answer_variants, build_retriever, cruise_system, default_clock,
 )
 from mmcurate.core.stages import StageContext
-from mmcurate.evaluation.graders import METRICS, make_grader
-from mmcurate.evaluation.pope import pope_answers, write_pope_evaluation
-from mmcurate.evaluation.reflvqa import RefLVQARun, empty_note, evaluate_reflvqa, kept_note, reading_notes
-from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
-from mmcurate.evaluation.reflvqa_settings import run_options
-from mmcurate.evaluation.report import write_evaluation
-from mmcurate.evaluation.scenarios import DEFAULT_NEGATIVES, evaluate
+from mmcurate.evaluation.reflvqa.graders import METRICS, make_grader
+from mmcurate.evaluation.pope.probes import pope_answers, write_pope_evaluation
+from mmcurate.evaluation.reflvqa.grid import RefLVQARun, empty_note, evaluate_reflvqa, kept_note, reading_notes
+from mmcurate.evaluation.reflvqa.report import write_reflvqa_evaluation
+from mmcurate.evaluation.reflvqa.settings import run_options
+from mmcurate.evaluation.deflectionbench.report import write_evaluation
+from mmcurate.evaluation.deflectionbench.scenarios import DEFAULT_NEGATIVES, evaluate
 from mmcurate.evaluation.verify_first import VerifyFirst
 from mmcurate.gating.prompts import BUILT_IN, PromptSet
 from mmcurate.judging.session import open_models
 from mmcurate.planning.plan import Plan
-from mmcurate.planning.reflvqa_evaluation import plan_reflvqa_evaluation
+from mmcurate.planning.reflvqa.evaluation import plan_reflvqa_evaluation
 from mmcurate.retrieval.encoders import cross_modal_encoder, text_encoder
 from mmcurate.retrieval.rag import RagCorpus
 from mmcurate.retrieval.rerank import reranker

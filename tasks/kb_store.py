@@ -20,7 +20,8 @@ from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.benchmarks.deflectionbench import PAGE_STRATEGIES, DeflectionBenchConfig
-from mmcurate.core.config import RetrievalConfig, Settings
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
+from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import TextEncoderSpec
 from mmcurate.core.tables import SpilledTable, table_batches

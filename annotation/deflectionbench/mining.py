@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mmcurate.core.config import LeakageFilter, RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import LeakageFilter, RetrievalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Context

@@ -47,9 +47,10 @@ from mmcurate.benchmarks.deflectionbench import Rule, answer_rule
 from mmcurate.core.config import ModelSpec
 from mmcurate.core.ledger import Decision
 from mmcurate.core.plural import counted
-from mmcurate.core.stages import Stage, StageContext, StageResult
+from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import rows_to_table
 from mmcurate.gating import prompts
+from mmcurate.gating.elimination import EliminationResult, EliminationStage
 from mmcurate.judging.answers import (
     CORRECT,
     ERROR,
@@ -87,7 +88,7 @@ def distractor_request(row: Mapping[str, Any], negative: Mapping[str, Any],
 
 
 @dataclass
-class OracleCheck(Stage):
+class OracleCheck(EliminationStage):
     """Stage III: gold check, distractor pruning, k_min (see the module docstring)."""
 
     models: list[str]
@@ -98,7 +99,7 @@ class OracleCheck(Stage):
     recorded: RecordedAnswers | None = None  # a re-curation: the parent release's answers
     name = STAGE
 
-    def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
+    def run(self, samples: pa.Table, ctx: StageContext) -> EliminationResult:
         pool, judge, models, k_min, run_id = ctx.pool, ctx.judge, self.models, self.k_min, ctx.run_id
         models = check_models(models)
         rule = answer_rule(self.rule, "oracle")
@@ -214,7 +215,7 @@ class OracleCheck(Stage):
                     + (f" ({len(errored)} unchecked after failures; pending a rerun)" if errored else "")})
 
         decisions.extend(final[sid] for sid in rows)
-        return StageResult(
+        return EliminationResult(
             stage=STAGE,
             kept=rows_to_table(kept_rows, samples.schema),
             decisions=decisions,

@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmcurate.core.config import RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, PAPER_MINING, SourceMining
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision

@@ -63,8 +63,9 @@ def export(
 ) -> None:
     """Write a labelling batch to DIR/batch.jsonl and DIR/batch.csv (and, with --format
     label-studio, the Label Studio project: DIR/tasks.json, DIR/<review>.xml, DIR/images/)."""
-    from mmcurate.review import label_studio_citations, label_studio_judges
-    from mmcurate.review.citations import export_batch
+    from mmcurate.review.reflvqa import label_studio as label_studio_citations
+    from mmcurate.review import label_studio_judges
+    from mmcurate.review.reflvqa.citations import export_batch
 
     _check_format(format)
     if evaluation:
@@ -118,8 +119,9 @@ def import_(
     force: ImportForceOpt = False,
 ) -> None:
     """Validate labels; write agreement (and, for citations, DIR/human_verified.parquet); print it."""
-    from mmcurate.review import label_studio_citations, label_studio_judges
-    from mmcurate.review.citations import SAMPLING, import_labels
+    from mmcurate.review.reflvqa import label_studio as label_studio_citations
+    from mmcurate.review import label_studio_judges
+    from mmcurate.review.reflvqa.citations import SAMPLING, import_labels
 
     _check_format(format)
     if evaluation:
@@ -236,8 +238,8 @@ def export_trajectories(
     format: FormatOpt = "csv",
 ) -> None:
     """Write a blind rating batch of trajectories from the discarded, raw and clean subsets (Table 6)."""
-    from mmcurate.review import label_studio_trajectories
-    from mmcurate.review.trajectories import SUBSETS, export_trajectories
+    from mmcurate.review.reflectv import label_studio as label_studio_trajectories
+    from mmcurate.review.reflectv.trajectories import SUBSETS, export_trajectories
 
     _check_format(format)
     export = label_studio_trajectories.export_project if format == "label-studio" else export_trajectories
@@ -263,8 +265,8 @@ def import_trajectories(
     force: ImportForceOpt = False,
 ) -> None:
     """Validate ratings, add the model's, write them and print Table 6 (human, model, average)."""
-    from mmcurate.review import label_studio_trajectories
-    from mmcurate.review.trajectories import ModelRater, import_trajectory_ratings
+    from mmcurate.review.reflectv import label_studio as label_studio_trajectories
+    from mmcurate.review.reflectv.trajectories import ModelRater, import_trajectory_ratings
     from mmcurate.core.config import load_config
     from mmcurate.core.images import ImageStore
     from mmcurate.judging.session import open_models

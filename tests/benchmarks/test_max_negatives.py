@@ -9,9 +9,9 @@ import pytest
 from mmcurate.annotation.deflectionbench.mining import MinedText
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge, pair_knowledge
 from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, DeflectionBenchConfig, DeflectionEvalConfig
-from mmcurate.core.config import RetrievalConfig
-from mmcurate.evaluation.scenarios import EvaluationError, scenario_contexts
-from mmcurate.planning.deflection import offered_negatives
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
+from mmcurate.evaluation.deflectionbench.scenarios import EvaluationError, scenario_contexts
+from mmcurate.planning.deflectionbench.curation import offered_negatives
 
 
 def test_pairing_plan_and_evaluation_share_one_maximum(make):

@@ -87,8 +87,8 @@ def test_one_evaluation_flow_and_one_recuration_flow():
     import mmcurate.flows
 
     flows, demo = set(), set()
-    for info in pkgutil.iter_modules(mmcurate.flows.__path__):
-        module = importlib.import_module(f"mmcurate.flows.{info.name}")
+    for info in pkgutil.walk_packages(mmcurate.flows.__path__, "mmcurate.flows."):  # each benchmark's subpackage too
+        module = importlib.import_module(info.name)
         flows |= {value.name for value in vars(module).values()
                   if isinstance(value, Flow) and value.fn.__module__ == module.__name__}
         demo |= {id(module.DEMO_CONFIG)} if hasattr(module, "DEMO_CONFIG") else set()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.core.config import RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.core.errors import ConfigError
 from mmcurate.releases.rerun import identity
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmcurate.evaluation.answer_metrics import answer_metrics_markdown, compute_answer_metrics
-from mmcurate.evaluation.cited_answers import CitedSentence, parse_cited_answer
-from mmcurate.evaluation.graders import LexicalGrader, Unit
-from mmcurate.evaluation.reflvqa import ANSWERS, GRADES
+from mmcurate.evaluation.reflvqa.answer_metrics import answer_metrics_markdown, compute_answer_metrics
+from mmcurate.evaluation.reflvqa.cited_answers import CitedSentence, parse_cited_answer
+from mmcurate.evaluation.reflvqa.graders import LexicalGrader, Unit
+from mmcurate.evaluation.reflvqa.grid import ANSWERS, GRADES
 from mmcurate.evaluation.retrieval_metrics import first_hit, hit_at_k, ndcg_at_k, plot_hit_at_k, recall_at_k
 
 

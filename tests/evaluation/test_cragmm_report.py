@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mmcurate.evaluation.cragmm_report import (
+from mmcurate.evaluation.cragmm.report import (
     apply_multi_turn_rule, conversation_scores, stop_after_two_misses, write_cragmm_evaluation,
 )
 from mmcurate.evaluation.crag import crag_metrics
@@ -84,7 +84,7 @@ def test_the_egocentric_turns_are_reported_as_a_set(tmp_path):
 def test_the_title_counts_turns_and_names_the_variants():
     """Issue 42 item 21: 4 turns answered by CRUISE and 3 ablations are "4 turns x 4 variants",
     not "16 turns"; one variant (or none) counts its turns, per task."""
-    from mmcurate.evaluation.cragmm_report import run_title
+    from mmcurate.evaluation.cragmm.report import run_title
 
     variants = ["cruise", "no-cov", "no-cov-no-consistency", "rag-agent"]
     rows = [{"task": "all", "variant": v, "sample_id": f"t{n}"} for v in variants for n in range(4)]

@@ -11,7 +11,7 @@ import pytest
 
 from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import MadCutoff
-from mmcurate.evaluation.cruise import (
+from mmcurate.evaluation.cragmm.cruise import (
     IDK, PLAIN, Cruise, answer_conversations, answer_variants, cruise_steps, run_options, select_turns,
 )
 from mmcurate.retrieval.cragmm_search import ImageKG, ProjectSearch, Retriever, paragraphs
@@ -234,7 +234,7 @@ def test_table_1_rows_answer_in_the_papers_order(world, kg, store) -> None:
 
 def test_the_vision_only_baseline_is_not_asked_to_decline(world, kg, store) -> None:
     """Issue 43 item 1: the baseline "attempts to answer all questions" (seed 001, L274)."""
-    from mmcurate.evaluation.cragmm_harness import _request
+    from mmcurate.evaluation.cragmm.harness import _request
 
     world.add("m", [], default="A horse.")
     rows = [turn(store, kg, "h", 0, "what animal is this?", "skimage_horse")]
@@ -337,7 +337,7 @@ def test_the_papers_summary_prompt_loads_from_a_template_file(world, kg, store, 
 
     from mmcurate.benchmarks.cragmm import CruiseConfig
     from mmcurate.core.errors import ConfigError
-    from mmcurate.evaluation.cruise import BUILT_IN_SUMMARY, summary_prompt
+    from mmcurate.evaluation.cragmm.cruise import BUILT_IN_SUMMARY, summary_prompt
 
     file = tmp_path / "paper-summary.yaml"
     file.write_text(yaml.safe_dump(PAPER_SUMMARY))

@@ -11,12 +11,12 @@ from PIL import Image
 
 from mmcurate.annotation.reflectv.grounders import BoxesGrounder, Grounder, ScriptedDetector
 from mmcurate.benchmarks.pope import KestrelConfig
-from mmcurate.core.config import ClaimGate
+from mmcurate.benchmarks.pope import ClaimGate
 from mmcurate.core.images import ImageStore
-from mmcurate.evaluation.kestrel import (
+from mmcurate.evaluation.pope.kestrel import (
     Kestrel, KestrelItem, claimed_count, parse_initial, parse_refined, relation, where,
 )
-from mmcurate.evaluation.pope import (
+from mmcurate.evaluation.pope.probes import (
     kestrel_notes, kestrel_row, metrics, read_answer, run_options, write_pope_evaluation,
 )
 from mmcurate.core.errors import MmcurateError
@@ -300,8 +300,8 @@ def test_replies_are_read_strictly() -> None:
 
 
 def test_a_blind_model_is_refused(world) -> None:
-    from mmcurate.evaluation.pope import pope_answers
-    from mmcurate.evaluation.scenarios import EvaluationError
+    from mmcurate.evaluation.pope.probes import pope_answers
+    from mmcurate.evaluation.deflectionbench.scenarios import EvaluationError
 
     world.add("blind", [], default="Yes")
     with pytest.raises(EvaluationError, match="model 'blind' cannot see them"):

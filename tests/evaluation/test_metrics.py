@@ -5,8 +5,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from mmcurate.evaluation.metrics import compute_metrics, metrics_markdown, plot_vs_negatives
-from mmcurate.evaluation.scenarios import RESULTS
+from mmcurate.evaluation.deflectionbench.metrics import compute_metrics, metrics_markdown, plot_vs_negatives
+from mmcurate.evaluation.deflectionbench.scenarios import RESULTS
 
 
 def results(spec, abstention="moderate", negatives="ranked", gold="text"):
@@ -72,7 +72,7 @@ def test_plot_vs_negatives(tmp_path):
 
 
 def test_strictness_sweep_table():
-    from mmcurate.evaluation.deflection_tables import strictness_metrics, sweep_negatives, wide_markdown
+    from mmcurate.evaluation.deflectionbench.tables import strictness_metrics, sweep_negatives, wide_markdown
 
     runs = pa.concat_tables([
         results([("parametric", "w", 0, "INCORRECT"), ("parametric", "w", 0, "INCORRECT"),
@@ -97,7 +97,7 @@ def test_strictness_sweep_table():
 
 
 def test_negative_modality_table():
-    from mmcurate.evaluation.deflection_tables import modality_metrics, wide_markdown
+    from mmcurate.evaluation.deflectionbench.tables import modality_metrics, wide_markdown
 
     runs = pa.concat_tables([
         results([("realistic", "w", 2, "CORRECT"), ("realistic", "w", 2, "CORRECT")], negatives="image", gold="text"),
@@ -115,7 +115,7 @@ def test_negative_modality_table():
 
 
 def test_write_evaluation_adds_the_sweep_and_modality_sections(tmp_path):
-    from mmcurate.evaluation.report import write_evaluation
+    from mmcurate.evaluation.deflectionbench.report import write_evaluation
 
     runs = pa.concat_tables([
         results([("oracle", "w", 0, "CORRECT"), ("realistic", "w", 2, "CORRECT")], abstention=level)
@@ -136,7 +136,7 @@ def test_table4_reads_two_negatives_and_the_sweep_keeps_every_n(tmp_path):
     the sweep has one row per (scenario, n)."""
     import polars as pl
 
-    from mmcurate.evaluation.report import write_evaluation
+    from mmcurate.evaluation.deflectionbench.report import write_evaluation
 
     def three(scenario, n, grades):  # samples s0, s1, s2
         return results([(scenario, "webqa", n, g) for g in grades])
@@ -165,7 +165,7 @@ def test_table4_reads_two_negatives_and_the_sweep_keeps_every_n(tmp_path):
 def test_table4_says_when_the_run_has_no_answer_at_two_negatives(tmp_path):
     """A run at n = 1 only (``--negatives 1``): Table 4's realistic row is empty and says so; it
     never reads the n = 1 answers as Table 4's."""
-    from mmcurate.evaluation.report import write_evaluation
+    from mmcurate.evaluation.deflectionbench.report import write_evaluation
 
     runs = results([("oracle", "w", 0, "CORRECT"), ("realistic", "w", 1, "CORRECT")])
     text = write_evaluation(runs, tmp_path / "out", "m on deflectionbench")

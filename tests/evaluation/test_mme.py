@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mmcurate.evaluation.mme import claim_type, mme_scores, mme_section, read_reply
-from mmcurate.evaluation.pope import plain_answers
+from mmcurate.evaluation.pope.mme import claim_type, mme_scores, mme_section, read_reply
+from mmcurate.evaluation.pope.probes import plain_answers
 
 
 @pytest.mark.parametrize(("reply", "read"), [

@@ -8,14 +8,14 @@ import pytest
 
 from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.errors import MmcurateError
-from mmcurate.evaluation.answer_metrics import compute_answer_metrics
-from mmcurate.evaluation.graders import METRICS, ModelGrader, Unit, make_grader
-from mmcurate.evaluation.reflvqa import INVALID_CITATION, NO_CITATION, evaluate_reflvqa, kept_note, settings_by_searched
-from mmcurate.evaluation.reflvqa_prompts import NO_CAPTION
-from mmcurate.evaluation.reflvqa_queries import parse_queries
-from mmcurate.evaluation.reflvqa_report import write_reflvqa_evaluation
-from mmcurate.evaluation.reflvqa_settings import run_options
-from mmcurate.evaluation.scenarios import EvaluationError
+from mmcurate.evaluation.reflvqa.answer_metrics import compute_answer_metrics
+from mmcurate.evaluation.reflvqa.graders import METRICS, ModelGrader, Unit, make_grader
+from mmcurate.evaluation.reflvqa.grid import INVALID_CITATION, NO_CITATION, evaluate_reflvqa, kept_note, settings_by_searched
+from mmcurate.evaluation.reflvqa.prompts import NO_CAPTION
+from mmcurate.evaluation.reflvqa.queries import parse_queries
+from mmcurate.evaluation.reflvqa.report import write_reflvqa_evaluation
+from mmcurate.evaluation.reflvqa.settings import run_options
+from mmcurate.evaluation.deflectionbench.scenarios import EvaluationError
 from mmcurate.retrieval.rag import BOTH, Hit
 
 
@@ -242,7 +242,7 @@ def test_n_queries_show_their_n_x_k_documents_in_query_order(world, graders, dup
     ("Doc 1 says so.\nAnswer: mostly supported", None),  # no label of the set
 ])
 def test_evaluator_replies_explain_then_answer_read_strictly(reply, label):
-    from mmcurate.evaluation.reflvqa_prompts import GROUNDEDNESS_LABELS, GROUNDEDNESS_SYSTEM, reasoned_label
+    from mmcurate.evaluation.reflvqa.prompts import GROUNDEDNESS_LABELS, GROUNDEDNESS_SYSTEM, reasoned_label
 
     assert reasoned_label(reply, GROUNDEDNESS_LABELS) == label
     assert "Explain your choice briefly first" in GROUNDEDNESS_SYSTEM and '"Answer: "' in GROUNDEDNESS_SYSTEM
@@ -430,7 +430,7 @@ def test_a_rerun_of_the_grid_calls_no_model(world):
 def test_questions_excluded_at_the_query_step_are_not_counted_as_answers(world):
     """Issue 31 item 12: N = 4 where every search query stayed unreadable asks for no answer;
     the counts say so apart from the answers, and the note does not blame citations."""
-    from mmcurate.evaluation.reflvqa import empty_note
+    from mmcurate.evaluation.reflvqa.grid import empty_note
 
     model = world.add("vlm", [{"when_all": ["Search queries:"], "answer": "only one query"}], default="Fine [1].")
     chosen = {metric: make_grader("lexical", metric) for metric in METRICS}
@@ -454,7 +454,7 @@ def _labels(path, rows):
     import pyarrow as pa
 
     from mmcurate.core.tables import write_table
-    from mmcurate.review.citations import HUMAN_VERIFIED
+    from mmcurate.review.reflvqa.citations import HUMAN_VERIFIED
 
     table = [{"item_id": f"{sid}:{i}", "sample_id": sid, "sentence_index": i, "annotators": 2,
               "needs_verification_yes": 2, "documents_support_yes": 2 if ok else 0,
@@ -466,7 +466,7 @@ def _labels(path, rows):
 def test_the_human_verified_subset_is_what_is_evaluated(world, tmp_path):
     """004 section 3.3: the human-verified QA instances are what section 5 evaluates; their
     verified sentences are the completeness statements."""
-    from mmcurate.evaluation.reflvqa_subset import choose_pairs
+    from mmcurate.evaluation.reflvqa.subset import choose_pairs
 
     labels = _labels(tmp_path, [("q1", 1, True), ("q1", 0, False), ("q2", 0, False)])
     rows, note = choose_pairs(QA, labels, "verified")
@@ -488,7 +488,7 @@ def test_the_human_verified_subset_is_what_is_evaluated(world, tmp_path):
 def test_the_subset_is_checked_before_any_flow(tmp_path):
     from types import SimpleNamespace
 
-    from mmcurate.evaluation.reflvqa_subset import refuse_unrunnable
+    from mmcurate.evaluation.reflvqa.subset import refuse_unrunnable
 
     assert run_options({"subset": "all"})["subset"] == "all" and "subset" not in run_options({})
     with pytest.raises(EvaluationError, match="--subset must be one of verified, all, got some"):
@@ -559,7 +559,7 @@ def test_self_refine_gives_up_after_its_rounds(world):
     [row] = out.answers.to_pylist()
     assert [s["step"] for s in row["steps"]] == ["answer 0", "feedback 1", "answer 1", "feedback 2", "answer 2"]
     assert row["status"] == "answered" and row["sentences"][0]["text"] == "A robin, take three."
-    from mmcurate.evaluation.reflvqa_grounding import read_total_score
+    from mmcurate.evaluation.reflvqa.grounding import read_total_score
     assert [read_total_score(t) for t in ("<total score>6</total score>", "<total score> 10 </total score>",
                                           "<total score>3</total score><total score>4</total score>", "6")] == [
         6, None, None, None]

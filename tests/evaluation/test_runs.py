@@ -104,7 +104,7 @@ def test_a_folder_of_another_population_is_refused(tmp_path):
     """RefLVQA's subset (issue 31's leftover): a folder's runs all read the same pairs, so
     verified and all-pairs cells never share a table; a folder written before runs recorded
     their population is not refused."""
-    from mmcurate.evaluation.reflvqa_subset import population
+    from mmcurate.evaluation.reflvqa.subset import population
 
     labels = tmp_path / "human_verified.parquet"
     pq.write_table(pa.Table.from_pylist([{"sample_id": "q0", "sentence_index": 0, "human_verified": True}]), labels)

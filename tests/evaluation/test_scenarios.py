@@ -7,7 +7,7 @@ from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES
 from mmcurate.gating import prompts
 from mmcurate.models.requests import text_of
 from mmcurate.core.errors import MmcurateError
-from mmcurate.evaluation.scenarios import (
+from mmcurate.evaluation.deflectionbench.scenarios import (
     RESULTS, evaluate, gold_modality, modality_eligible, plan_jobs, scenario_contexts, scenario_request,
 )
 

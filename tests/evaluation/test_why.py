@@ -41,7 +41,7 @@ def test_a_verify_first_item_shows_its_checks_and_why_it_abstained(world, make, 
 
 
 def test_a_cruise_turn_abstained_by_the_retrieval_gate_says_so(tmp_path):
-    """A CRUISE trace as ``evaluation.cruise`` writes it: router, summary, retrieval, the gate."""
+    """A CRUISE trace as ``evaluation.cragmm.cruise`` writes it: router, summary, retrieval, the gate."""
     label = {"label": "yes", "raw": ["Yes."]}
     trace = {"checks": ["router"], "router": {"model": "m", "needs_outside_knowledge": label, "time_sensitive": label},
              "summary": {"model": "eyes", "text": "a ticket machine"},

@@ -186,7 +186,7 @@ _RUNS: dict[str, Any] = {}  # one run of each kind per test session, shared by t
 def run_flow(config: Path, task_runner: Any = None, version: str | None = None,
              allow_incomplete: bool = False) -> tuple[Path, Any]:
     """Run the DeflectionBench flow in-process (needs the Prefect harness); (release, flow run id)."""
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     flow = deflectionbench.with_options(task_runner=task_runner) if task_runner is not None else deflectionbench
     state = flow(config=str(config), version=version, allow_incomplete=allow_incomplete, return_state=True)

@@ -42,7 +42,7 @@ def reader_rules() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory, fixtures_root: Path, prefect_harness) -> tuple[Path, Path]:
-    from mmcurate.flows.cragmm import cragmm
+    from mmcurate.flows.cragmm.curate import cragmm
 
     home = tmp_path_factory.mktemp("cragmm")
     (home / "reader.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reader_rules()))
@@ -200,7 +200,7 @@ def test_lmms_eval_task_gives_the_plain_runs_single_turn_numbers(home):
     from tests.releases.lmms_helpers import harness_numbers
 
     from mmcurate.evaluation.crag import RATES
-    from mmcurate.releases.cragmm import KIND
+    from mmcurate.releases.cragmm.draft import KIND
     from mmcurate.releases.lmms_export import export_release, group_name
 
     home_dir, release = home

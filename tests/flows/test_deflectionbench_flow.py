@@ -44,7 +44,7 @@ def scripted(tmp_path_factory, fixtures_root, prefect_harness) -> Path:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     home = tmp_path_factory.mktemp("deflection")
     config = flowkit.scripted_config(home, fixtures_root, models={"smollm2": SMOLLM2, "vlm-reader": flowkit.READER})
@@ -104,7 +104,7 @@ def test_flow_writes_a_valid_explained_release(run, scripted):
 
 
 def test_rerun_makes_no_model_call_and_publishes_nothing_new(run):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     home, config, path = run
     before = _cache(home).count()

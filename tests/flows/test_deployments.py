@@ -31,11 +31,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 POOL = "mmcurate-process"
 EXPECTED = {  # (flow name, deployment name) -> entrypoint
-    ("deflectionbench", "deflectionbench"): "flows/deflectionbench.py:deflectionbench",
-    ("deflectionbench", "dryrun"): "flows/deflectionbench.py:deflectionbench",
-    ("reflvqa", "reflvqa"): "flows/reflvqa.py:reflvqa",
-    ("reflectv", "reflectv"): "flows/reflectv.py:reflectv",
-    ("pope", "pope"): "flows/pope.py:pope",
+    ("deflectionbench", "deflectionbench"): "flows/deflectionbench/curate.py:deflectionbench",
+    ("deflectionbench", "dryrun"): "flows/deflectionbench/curate.py:deflectionbench",
+    ("reflvqa", "reflvqa"): "flows/reflvqa/curate.py:reflvqa",
+    ("reflectv", "reflectv"): "flows/reflectv/curate.py:reflectv",
+    ("pope", "pope"): "flows/pope/curate.py:pope",
     ("recurate-release", "recurate"): "flows/recurate.py:recurate_release",
     ("watch", "watch"): "flows/watch.py:watch",
     ("evaluate", "evaluate"): "flows/evaluate.py:evaluate_release",

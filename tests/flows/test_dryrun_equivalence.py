@@ -58,7 +58,7 @@ def dryrun_config(home: Path, fixtures: Path, *, releases: str = "releases", ora
 
 
 def test_dryrun_release_content_is_unchanged(tmp_path, fixtures_root, prefect_harness):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     config = dryrun_config(tmp_path, fixtures_root, oracle_rule="none_correct", leakage_filter="answer_or_overlap")
     release = Path(deflectionbench(config=str(config)))
@@ -76,7 +76,7 @@ def _verdicts(release: Path) -> pl.DataFrame:
 
 
 def test_default_rule_keeps_exactly_the_samples_a_model_declined(tmp_path, fixtures_root, prefect_harness):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     reader = tmp_path / "vlm-reader.jsonl"  # declines two questions when shown any evidence
     reader.write_text("".join(json.dumps({"when_all": [q, "Evidence:"], "answer": "I don't know"}) + "\n"
@@ -119,9 +119,9 @@ def test_default_leakage_filter_leaves_leaking_distractors_to_eq5(tmp_path, fixt
     distractor check of eq. 5 removes it when a gating model answers CORRECT with it alone.
     ``answer_or_overlap`` (the rules before) removes such passages before any model sees them.
     The pairing ledger records the filter and what each of its rules removed."""
-    from mmcurate.core.config import RetrievalConfig
+    from mmcurate.benchmarks.deflectionbench import RetrievalConfig
     from mmcurate.core.text import find_answer
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
     from mmcurate.retrieval.chunking import chunk_text
     from mmcurate.retrieval.kb import load_kb
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 @pytest.fixture(scope="module")
 def dryrun(tmp_path_factory, dryrun_config, prefect_harness):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     home = tmp_path_factory.mktemp("evaluate-cli")
     path = dryrun_config(home)

@@ -44,7 +44,7 @@ def flaky(tmp_path) -> dict:
 
 
 def test_held_out_samples_refuse_the_release_unless_allowed(tmp_path, fixtures_root, flaky, prefect_harness):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     config = flowkit.scripted_config(tmp_path, fixtures_root, models={"vlm-reader": flowkit.READER, "flaky": flaky})
     with pytest.raises(ReleaseIncomplete) as refused:
@@ -67,7 +67,7 @@ def test_held_out_samples_refuse_the_release_unless_allowed(tmp_path, fixtures_r
 
 
 def test_an_unreachable_model_never_publishes_zero_rows(tmp_path, fixtures_root, prefect_harness):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     config = flowkit.scripted_config(tmp_path, fixtures_root, models={"dead": dead_model()})
     for allow in (False, True):
@@ -83,7 +83,7 @@ def test_an_always_abstaining_model_leaves_its_ledger_and_says_where(tmp_path, f
     refusal is the only output, so the ledger that explains it is written and the line names it."""
     import pyarrow.parquet as pq
 
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     script = tmp_path / "abstainer.jsonl"
     script.write_text("")
@@ -102,7 +102,7 @@ def test_an_always_abstaining_model_leaves_its_ledger_and_says_where(tmp_path, f
 
 
 def test_evaluating_a_dead_model_fails_with_the_count(tmp_path, fixtures_root, prefect_harness):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
     from mmcurate.flows.evaluate import evaluate_release
 
     config = flowkit.scripted_config(tmp_path, fixtures_root, models={"vlm-reader": flowkit.READER,

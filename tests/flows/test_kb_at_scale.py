@@ -19,7 +19,7 @@ PLAN = IndexPlan("ivfpq", {"nlist": 1, "m": 8, "nbits": 4, "opq": False, "candid
 
 
 def test_a_kb_beyond_the_budget_gives_the_same_release(tmp_path, fixtures_root, prefect_harness, monkeypatch):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     monkeypatch.setattr(kb_pages, "plan_index", lambda n, dim, memory_gb: PLAN)
     monkeypatch.setattr(kb_pages, "STORE_SHARD_ROWS", 16)  # 60 pages: 4 shards for the runner

@@ -35,7 +35,7 @@ SUBTASKS = ["existence", "count", "position", "color"]
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
     from mmcurate.flows.evaluate import evaluate_release
-    from mmcurate.flows.pope import pope
+    from mmcurate.flows.pope.curate import pope
 
     home = tmp_path_factory.mktemp("mme")
     config = home / "config.yaml"

@@ -50,7 +50,7 @@ pope:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
     from mmcurate.flows.evaluate import evaluate_release
-    from mmcurate.flows.pope import pope
+    from mmcurate.flows.pope.curate import pope
 
     home = tmp_path_factory.mktemp("pope")
     config = home / "config.yaml"
@@ -132,7 +132,7 @@ def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:
 def test_grounding_from_the_probes_own_annotations_is_oracle_grounding(run, tmp_path, fixtures_root) -> None:
     """Issue 32 item 15: the annotated boxes the labels were built from are refused; with
     --oracle-grounding the run is titled an upper bound."""
-    from mmcurate.evaluation.scenarios import EvaluationError
+    from mmcurate.evaluation.deflectionbench.scenarios import EvaluationError
     from mmcurate.flows.evaluate import evaluate_release
 
     _, config, release, _ = run
@@ -178,7 +178,7 @@ def test_why_prints_a_kestrel_items_rounds(run, capsys, monkeypatch) -> None:
 
 
 def test_a_rerun_returns_the_release(run) -> None:
-    from mmcurate.flows.pope import pope
+    from mmcurate.flows.pope.curate import pope
 
     _, config, release, _ = run
     assert Path(pope(config=str(config))) == release
@@ -206,9 +206,9 @@ def test_lmms_eval_tasks_give_the_plain_runs_numbers(run, tmp_path) -> None:
     through lmms-eval's own task objects, compute the run's metrics: POPE's reading and metrics once."""
     if importlib.util.find_spec("lmms_eval") is None:  # never imported here: see tests/releases/lmms_helpers.py
         pytest.skip("lmms-eval is not installed (pip install 'mmcurate[test]')")
-    from mmcurate.evaluation.pope_harness import POPE_METRICS
+    from mmcurate.evaluation.pope.harness import POPE_METRICS
     from mmcurate.releases.lmms_export import export_release, group_name
-    from mmcurate.releases.pope import KIND
+    from mmcurate.releases.pope.draft import KIND
 
     from tests.releases.lmms_helpers import harness_numbers
 

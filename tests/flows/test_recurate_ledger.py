@@ -36,7 +36,7 @@ HUBBLE = "Question: In what year was the Hubble Space Telescope launched?"
 def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path, Path, Path]:
     """The scripted release, re-curated once in place (with its response cache) with a "knower"
     that knows one released answer by heart: (home, config, 1.0.0, 1.1.0)."""
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
     from mmcurate.flows.recurate import recurate_release
 
     home = tmp_path_factory.mktemp("ledger") / "home"

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path, Path]:
-    from mmcurate.flows.reflectv import reflectv
+    from mmcurate.flows.reflectv.curate import reflectv
 
     home = tmp_path_factory.mktemp("recurate-reflectv")
     for name in ("strict", "critic", "nay"):

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path, Path]:
-    from mmcurate.flows.reflvqa import reflvqa
+    from mmcurate.flows.reflvqa.curate import reflvqa
 
     home = tmp_path_factory.mktemp("recurate-reflvqa")
     for name in ("inspector", "sage", "skeptic"):

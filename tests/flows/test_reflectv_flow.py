@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.reflectv import reflectv
+    from mmcurate.flows.reflectv.curate import reflectv
 
     home = tmp_path_factory.mktemp("reflectv")
     config = flowkit.reflectv_config(home, fixtures_root, task_runner={"shard_size": 5})
@@ -110,7 +110,7 @@ def test_no_turn_before_the_last_states_the_ground_truth(run) -> None:
 
 
 def test_rerun_makes_no_model_call(run) -> None:
-    from mmcurate.flows.reflectv import reflectv
+    from mmcurate.flows.reflectv.curate import reflectv
 
     home, config, path = run
     cache = ResponseCache.open(f"sqlite:///{home / 'work' / 'responses.sqlite'}")

@@ -41,7 +41,7 @@ def config(home: Path, fixtures: Path, runner: str, releases: str) -> Path:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.reflvqa import reflvqa
+    from mmcurate.flows.reflvqa.curate import reflvqa
 
     home = tmp_path_factory.mktemp("reflvqa")
     path = config(home, fixtures_root, "threads", "releases")
@@ -74,7 +74,7 @@ def test_flow_writes_a_valid_release_that_says_what_it_skipped(run):
 
 
 def test_rerun_makes_no_model_call(run):
-    from mmcurate.flows.reflvqa import reflvqa
+    from mmcurate.flows.reflvqa.curate import reflvqa
 
     home, path, release = run
     with ResponseCache.open(f"sqlite:///{home / 'work' / 'responses.sqlite'}") as cache:
@@ -152,7 +152,7 @@ def test_evaluation_runs_the_grid_over_the_release_and_writes_table_5(run):
 
 
 def test_the_configured_task_runner_and_shards_give_the_same_release(run, fixtures_root):
-    from mmcurate.flows.reflvqa import reflvqa
+    from mmcurate.flows.reflvqa.curate import reflvqa
 
     home, _, threads = run
     path = config(home, fixtures_root, "dask", "releases-dask")

@@ -29,7 +29,7 @@ VERIFIER = [{"when_all": ["Statement: She "], "answer": record("contradicted", 0
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.reflvqa import reflvqa
+    from mmcurate.flows.reflvqa.curate import reflvqa
 
     home = tmp_path_factory.mktemp("reflvqa-verify")
     (home / "inspector.jsonl").write_text("")

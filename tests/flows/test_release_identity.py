@@ -33,7 +33,7 @@ HUBBLE = "Question: In what year was the Hubble Space Telescope launched?"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path, Path]:
     """The scripted release, and a "knower" model that knows one released answer by heart."""
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     home = tmp_path_factory.mktemp("identity") / "home"
     home.mkdir()
@@ -46,7 +46,7 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
 
 
 def test_release_is_not_empty_and_a_rerun_returns_it(built):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     home, config, release = built
     assert open_release(release).sample_ids and verify_release(release).ok
@@ -56,7 +56,7 @@ def test_release_is_not_empty_and_a_rerun_returns_it(built):
 
 
 def test_other_settings_under_the_same_version_are_refused_before_the_pipeline(built, monkeypatch):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     home, config, release = built
     monkeypatch.setenv("MMCURATE_DEFLECTIONBENCH__K_MIN", "6")

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 def test_a_secret_block_reaches_the_model_server_and_nothing_else(tmp_path, fixtures_root, prefect_harness):
     from prefect.blocks.system import Secret
 
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     key = f"sk-block-{secrets.token_hex(12)}"
     Secret(value=key).save("mmcurate-test-model-key", overwrite=True)
@@ -33,7 +33,7 @@ def test_a_secret_block_reaches_the_model_server_and_nothing_else(tmp_path, fixt
 
 
 def test_a_missing_secret_block_is_a_config_error(tmp_path, fixtures_root, prefect_harness):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     with flowkit.StubModel(flowkit.DRYRUN / "vlm-reader.jsonl", flowkit.READER["default"]) as stub:
         config = flowkit.scripted_config(tmp_path, fixtures_root, models={

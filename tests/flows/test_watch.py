@@ -31,7 +31,7 @@ HUBBLE = "Question: In what year was the Hubble Space Telescope launched?"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path, Path]:
     """A scripted release of the dry run's reader, and a catalog naming it and a newer "knower"."""
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     home = tmp_path_factory.mktemp("watch") / "home"
     home.mkdir()

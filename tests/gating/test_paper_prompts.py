@@ -19,7 +19,7 @@ import yaml
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.benchmarks.deflectionbench import GatingConfig
 from mmcurate.core.config import ModelSpec, load_config
-from mmcurate.evaluation.scenarios import evaluate
+from mmcurate.evaluation.deflectionbench.scenarios import evaluate
 from mmcurate.gating import prompts
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.models import client as model_client

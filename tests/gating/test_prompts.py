@@ -11,7 +11,7 @@ import yaml
 
 from mmcurate.core.config import Settings, load_config
 from mmcurate.core.errors import ConfigError, MmcurateError
-from mmcurate.evaluation.scenarios import evaluate, scenario_request
+from mmcurate.evaluation.deflectionbench.scenarios import evaluate, scenario_request
 from mmcurate.gating import prompts
 
 CONFIG = """

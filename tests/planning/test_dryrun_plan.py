@@ -16,7 +16,7 @@ from mmcurate.planning.bill import deflection_bill
 @pytest.fixture(scope="module")
 def dryrun(tmp_path_factory, dryrun_config, prefect_harness) -> tuple[Path, Path]:
     """(config, release) of one dry run of DeflectionBench on the bundled fixtures."""
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     path = dryrun_config(tmp_path_factory.mktemp("dryrun"))
     return path, Path(deflectionbench(config=str(path)))

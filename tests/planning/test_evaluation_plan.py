@@ -7,10 +7,10 @@ import pyarrow as pa
 import pytest
 
 from mmcurate.core.config import Settings
-from mmcurate.evaluation.graders import METRICS, make_grader
-from mmcurate.evaluation.reflvqa import evaluate_reflvqa
-from mmcurate.planning.reflvqa_evaluation import PAPER_IMAGE_SHARE, plan_reflvqa_evaluation
-from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
+from mmcurate.evaluation.reflvqa.graders import METRICS, make_grader
+from mmcurate.evaluation.reflvqa.grid import evaluate_reflvqa
+from mmcurate.planning.reflvqa.evaluation import PAPER_IMAGE_SHARE, plan_reflvqa_evaluation
+from mmcurate.releases.reflvqa.tables import KNOWLEDGE_BASE
 from mmcurate.retrieval.rag import BOTH, Hit
 
 

@@ -10,7 +10,7 @@ from mmcurate.core.config import ModelSpec, Settings
 from mmcurate.judging.simpleqa import JUDGE_MAX_TOKENS
 from mmcurate.models.requests import ChatRequest
 from mmcurate.planning import throughput
-from mmcurate.planning.deflection import plan_deflectionbench
+from mmcurate.planning.deflectionbench.curation import plan_deflectionbench
 from mmcurate.planning.inputs import PlanInput
 from mmcurate.planning.plan import elimination, remaining
 from mmcurate.planning.rates import (
@@ -22,7 +22,7 @@ from mmcurate.planning.rates import (
     paper_deflection,
     paper_reflvqa,
 )
-from mmcurate.planning.reflvqa import plan_reflvqa, reach
+from mmcurate.planning.reflvqa.curation import plan_reflvqa, reach
 from mmcurate.planning.tokens import completion_budget, prompt_tokens
 
 SHA = "ab" * 32

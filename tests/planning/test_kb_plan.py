@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mmcurate.core.config import RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.planning import throughput
 from mmcurate.planning.kb import SAMPLE_ROWS, plan_kb

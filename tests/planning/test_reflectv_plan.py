@@ -15,7 +15,7 @@ from mmcurate.core.config import load_config
 from mmcurate.planning.bill import reflectv_bill
 from mmcurate.planning.inputs import PlanInput
 from mmcurate.planning.rates import paper_reflectv, release_reflectv
-from mmcurate.planning.reflectv import plan_reflectv
+from mmcurate.planning.reflectv.curation import plan_reflectv
 
 from tests.releases.cli_helpers import run_cli
 

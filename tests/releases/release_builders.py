@@ -14,10 +14,10 @@ from mmcurate.core.ids import sample_id as make_id
 from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Decision, ledger_table
 from mmcurate.core.schema import QUARANTINE, SAMPLE
-from mmcurate.releases.deflection import KIND as DEFLECTION
+from mmcurate.releases.deflectionbench.draft import KIND as DEFLECTION
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.manifest import MANIFEST, body_digests, file_entry, sealed_digest
-from mmcurate.releases.reflvqa import KIND as REFLVQA
+from mmcurate.releases.reflvqa.draft import KIND as REFLVQA
 
 SEED = 7
 K_MIN = 3

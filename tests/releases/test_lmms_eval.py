@@ -15,8 +15,8 @@ from pathlib import Path
 from PIL import Image
 import pytest
 
-from mmcurate.evaluation.metrics import RATES, compute_metrics
-from mmcurate.evaluation.scenarios import SCENARIOS, evaluate, scenario_request
+from mmcurate.evaluation.deflectionbench.metrics import RATES, compute_metrics
+from mmcurate.evaluation.deflectionbench.scenarios import SCENARIOS, evaluate, scenario_request
 from mmcurate.judging.simpleqa import LexicalJudge
 from mmcurate.releases.lmms_export import export_release, group_name
 from mmcurate.releases.manifest import load_manifest
@@ -36,7 +36,7 @@ GROUP = group_name("deflectionbench", "1.0.0")
 
 
 def _kind():
-    from mmcurate.releases.deflection import KIND
+    from mmcurate.releases.deflectionbench.draft import KIND
     return KIND
 
 

@@ -67,13 +67,13 @@ def _qa(n: int) -> list[dict[str, Any]]:
 
 # (benchmark, harness factory, release values, task, documents, replies: the last two failed)
 CASES = [
-    ("pope", "mmcurate.evaluation.pope_harness:harness", {"pairs": [["coco", "random"]]}, "coco_random",
+    ("pope", "mmcurate.evaluation.pope.harness:harness", {"pairs": [["coco", "random"]]}, "coco_random",
      _pope("coco", "random"), ["Yes, there is a dog.", "No, there is not.", FAILED, FAILED]),
-    ("mme", "mmcurate.evaluation.pope_harness:harness", {"pairs": [[MME, "existence"]]}, f"{MME}_existence",
+    ("mme", "mmcurate.evaluation.pope.harness:harness", {"pairs": [[MME, "existence"]]}, f"{MME}_existence",
      _pope(MME, "existence"), ["Yes", "No", FAILED, FAILED]),
-    ("deflectionbench", "mmcurate.evaluation.deflection_harness:harness", {"seed": 3}, "oracle",
+    ("deflectionbench", "mmcurate.evaluation.deflectionbench.harness:harness", {"seed": 3}, "oracle",
      _qa(4), ["answer 0", "I don't know", FAILED, FAILED]),
-    ("cragmm", "mmcurate.evaluation.cragmm_harness:harness", {"seed": 3}, "single_turn",
+    ("cragmm", "mmcurate.evaluation.cragmm.harness:harness", {"seed": 3}, "single_turn",
      _qa(4), ["answer 0", "answer 7", FAILED, FAILED]),
 ]
 
@@ -104,7 +104,7 @@ def test_a_failed_request_is_never_graded_and_is_counted_and_named(tmp_path, ben
 def test_higher_is_better_says_what_each_metric_is(tmp_path):
     """Issue 42 item 23: POPE's yes ratio is no score (a bias either way) and the counts are no
     scores: lmms-eval reads ``higher_is_better: null`` for them."""
-    factory, values = "mmcurate.evaluation.pope_harness:harness", {"pairs": [["coco", "random"]], "seed": 0}
+    factory, values = "mmcurate.evaluation.pope.harness:harness", {"pairs": [["coco", "random"]], "seed": 0}
     write_lmms_tasks(harness_of(factory, values), factory, values, "pope", "1.0.0", tmp_path / "t")
     config = yaml.load((tmp_path / "t" / "pope_v1_0_0_coco_random.yaml").read_text(), Loader=_TaskLoader)
     assert {m["metric"]: m["higher_is_better"] for m in config["metric_list"]} == {

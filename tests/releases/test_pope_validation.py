@@ -11,7 +11,7 @@ from mmcurate.core.ledger import ledger_table
 from mmcurate.core.schema import QUARANTINE
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.errors import ReleaseInvalid
-from mmcurate.releases.pope import KIND, PROBES
+from mmcurate.releases.pope.draft import KIND, PROBES
 from mmcurate.releases.writer import write_release
 
 

@@ -6,7 +6,7 @@ import json
 from datasets import load_dataset
 
 from mmcurate.annotation.reflectv.turns import render_turn, tool_call
-from mmcurate.releases.reflectv_sft import IMAGE_TAG, read_records, record_defects
+from mmcurate.releases.reflectv.sft import IMAGE_TAG, read_records, record_defects
 from mmcurate.releases.verify import verify_release
 from mmcurate.releases.writer import write_release
 

@@ -12,9 +12,9 @@ from mmcurate.annotation.reflectv.turns import render_turn, tool_call
 from mmcurate.core.ledger import ledger_table
 from mmcurate.core.schema import QUARANTINE
 from mmcurate.releases.draft import ReleaseDraft
-from mmcurate.releases.reflectv import KIND
+from mmcurate.releases.reflectv.draft import KIND
 from mmcurate.releases.errors import ReleaseInvalid
-from mmcurate.releases.reflectv_schema import DIALOGUE
+from mmcurate.releases.reflectv.schema import DIALOGUE
 from mmcurate.releases.writer import write_release
 
 THINK = "I was wrong. I should look again at the long whiskers, as indicated by a red point in the image."

@@ -15,7 +15,7 @@ from mmcurate.releases import publish as publish_module
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.publish import publish, upload_plan
 from mmcurate.releases.report import write_report
-from mmcurate.releases.topics import topic_table
+from mmcurate.releases.deflectionbench.topics import topic_table
 from mmcurate.releases.verify import verify_release
 from mmcurate.releases.writer import write_release
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 
-from mmcurate.releases.deflection import global_table
+from mmcurate.releases.deflectionbench.draft import global_table
 from mmcurate.releases.manifest_model import Manifest
 from mmcurate.releases.plots import png_bytes, topics_figure
 from mmcurate.benchmarks.deflectionbench import TopicsConfig
 from mmcurate.core.ledger import ledger_table
-from mmcurate.releases.topics import assign_topics, inherited_topics, topic_of
+from mmcurate.releases.deflectionbench.topics import assign_topics, inherited_topics, topic_of
 
 
 def manifest(statistics: dict) -> Manifest:

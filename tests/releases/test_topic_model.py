@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from mmcurate.benchmarks.deflectionbench import TopicsConfig
-from mmcurate.releases.deflection import readings_table
-from mmcurate.releases.topic_model import adapted
-from mmcurate.releases.topics import assign_topics
+from mmcurate.releases.deflectionbench.draft import readings_table
+from mmcurate.releases.deflectionbench.topic_model import adapted
+from mmcurate.releases.deflectionbench.topics import assign_topics
 
 THEMES = {
     "bird": ["What species of bird is this?", "Which bird nests in this tree?", "What does this bird eat?",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mmcurate.benchmarks.deflectionbench import TopicsConfig
-from mmcurate.releases.topics import assign_topics
+from mmcurate.releases.deflectionbench.topics import assign_topics
 
 SUBJECTS = {"bird": ["species", "nest", "diet", "migration", "eggs"],
             "rocket": ["launch", "agency", "fuel", "stages", "payload"],

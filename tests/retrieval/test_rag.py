@@ -10,7 +10,7 @@ import pytest
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import MadCutoff, TopK
-from mmcurate.releases.reflvqa_tables import KNOWLEDGE_BASE
+from mmcurate.releases.reflvqa.tables import KNOWLEDGE_BASE
 from mmcurate.retrieval.rag import RRF_K, Hit, RagCorpus, retrieve
 
 VOCAB = ["tower", "paris", "london", "banana", "yellow", "tall", "red", "green"]

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from mmcurate.review.agreement import agreement_summary, cohen_kappa, fleiss_kappa, raw_agreement
-from mmcurate.review.citations import QUESTIONS, export_batch, import_labels, read_labels
+from mmcurate.review.reflvqa.citations import QUESTIONS, export_batch, import_labels, read_labels
 from mmcurate.core.schema import LEDGER
-from mmcurate.releases.reflvqa_tables import DOCUMENTS, KNOWLEDGE_BASE, QA
+from mmcurate.releases.reflvqa.tables import DOCUMENTS, KNOWLEDGE_BASE, QA
 from mmcurate.core.errors import MmcurateError
 
 # Wikipedia's worked Fleiss example: 10 items, 14 raters, 5 categories -> kappa 0.20993

@@ -12,12 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mmcurate.review.deflection_judges import REVIEW as DEFLECTION
+from mmcurate.review.deflectionbench.judges import REVIEW as DEFLECTION
 from mmcurate.review.judges import balanced
-from mmcurate.review.reflvqa_judges import REVIEW as REFLVQA, relevance_bin
+from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA, relevance_bin
 from mmcurate.core.errors import MmcurateError
-from mmcurate.evaluation.reflvqa import ANSWERS, GRADES
-from mmcurate.evaluation.scenarios import RESULTS
+from mmcurate.evaluation.reflvqa.grid import ANSWERS, GRADES
+from mmcurate.evaluation.deflectionbench.scenarios import RESULTS
 
 SCENARIOS = ("parametric", "oracle", "realistic", "adversarial")
 # model A, 8 decisions (2 per scenario): judge vs the human, by hand

@@ -11,9 +11,9 @@ import pytest
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.releases.writer import write_release
-from mmcurate.review.citations import QUESTIONS, import_labels
+from mmcurate.review.reflvqa.citations import QUESTIONS, import_labels
 from mmcurate.review.label_studio import LOCAL_FILES, TASKS
-from mmcurate.review.label_studio_citations import CONFIG, export_project, import_project
+from mmcurate.review.reflvqa.label_studio import CONFIG, export_project, import_project
 
 from tests.releases import release_builders as b
 

@@ -16,11 +16,12 @@ import pytest
 
 from mmcurate.cli.app import app
 from mmcurate.core.errors import MmcurateError
-from mmcurate.review import label_studio_judges as judges_ls, label_studio_trajectories as trajectories_ls
-from mmcurate.review.deflection_judges import GRADES, REVIEW as DEFLECTION
+from mmcurate.review import label_studio_judges as judges_ls
+from mmcurate.review.reflectv import label_studio as trajectories_ls
+from mmcurate.review.deflectionbench.judges import GRADES, REVIEW as DEFLECTION
 from mmcurate.review.label_studio import LOCAL_FILES, SERVER_DATA, TASKS, push_project
-from mmcurate.review.reflvqa_judges import REVIEW as REFLVQA
-from mmcurate.review.trajectories import CRITERIA, import_trajectory_ratings, read_key
+from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
+from mmcurate.review.reflectv.trajectories import CRITERIA, import_trajectory_ratings, read_key
 
 from tests.releases.release_builders import image_bytes
 from tests.review.test_judge_batches import JUDGE_A, JUDGE_B, SCENARIOS, reflvqa, result, write_release  # noqa: F401
@@ -71,7 +72,7 @@ def deflection_release(root: Path) -> tuple[Path, list[Path]]:
     """A DeflectionBench release whose questions have images, and model A's and B's evaluations."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from mmcurate.evaluation.scenarios import RESULTS
+    from mmcurate.evaluation.deflectionbench.scenarios import RESULTS
 
     samples = [{"sample_id": f"s{i}", "question": f"Question {i}?", "answers": [f"gold {i}"],
                 "images": [{"bytes": image_bytes(i), "path": f"img{i}.png"}]} for i in range(12)]

@@ -23,13 +23,14 @@ from typer.testing import CliRunner
 import mmcurate.review
 from mmcurate.cli.app import app
 from mmcurate.core.errors import MmcurateError
-from mmcurate.review import label_studio as ls, label_studio_citations as citations_ls, \
-    label_studio_judges as judges_ls, label_studio_trajectories as trajectories_ls
-from mmcurate.review.citations import import_labels
-from mmcurate.review.deflection_judges import REVIEW as DEFLECTION
+from mmcurate.review import label_studio as ls, label_studio_judges as judges_ls
+from mmcurate.review.reflvqa import label_studio as citations_ls
+from mmcurate.review.reflectv import label_studio as trajectories_ls
+from mmcurate.review.reflvqa.citations import import_labels
+from mmcurate.review.deflectionbench.judges import REVIEW as DEFLECTION
 from mmcurate.review.label_studio import SERVER_DATA, TASKS
-from mmcurate.review.reflvqa_judges import REVIEW as REFLVQA
-from mmcurate.review.trajectories import import_trajectory_ratings
+from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
+from mmcurate.review.reflectv.trajectories import import_trajectory_ratings
 
 from tests.review.test_label_studio import ls_export, release  # noqa: F401  (the RefLVQA release fixture)
 from tests.review.test_label_studio_reviews import deflection_release

@@ -26,14 +26,15 @@ import httpx
 import pytest
 
 from mmcurate.releases.writer import write_release
-from mmcurate.review import label_studio_citations as citations_ls, label_studio_judges as judges_ls, \
-    label_studio_trajectories as trajectories_ls
-from mmcurate.review.citations import QUESTIONS, import_labels
-from mmcurate.review.deflection_judges import REVIEW as DEFLECTION
-from mmcurate.review.reflvqa_judges import REVIEW as REFLVQA
+from mmcurate.review.reflvqa import label_studio as citations_ls
+from mmcurate.review import label_studio_judges as judges_ls
+from mmcurate.review.reflectv import label_studio as trajectories_ls
+from mmcurate.review.reflvqa.citations import QUESTIONS, import_labels
+from mmcurate.review.deflectionbench.judges import REVIEW as DEFLECTION
+from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
 from mmcurate.review.label_studio import TASKS, project_config, pull_export, push_project, server_command, \
     server_env
-from mmcurate.review.trajectories import CRITERIA, import_trajectory_ratings
+from mmcurate.review.reflectv.trajectories import CRITERIA, import_trajectory_ratings
 
 from tests.releases import release_builders as b
 from tests.review.page_render import logged_in_page

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from mmcurate.review.trajectories import (
+from mmcurate.review.reflectv.trajectories import (
     ModelRater,
     export_trajectories,
     import_trajectory_ratings,
@@ -27,7 +27,7 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.stages import StageContext
 from mmcurate.judging.session import open_models
-from mmcurate.releases.reflectv import reflectv_draft
+from mmcurate.releases.reflectv.draft import reflectv_draft
 from mmcurate.releases.writer import write_release
 from mmcurate.sources.ingest import ingest
 from mmcurate.tasks.ingest import load_samples
@@ -179,7 +179,7 @@ def test_import_prints_table6_with_people_and_a_model(built, tmp_path) -> None:
 
 def test_table6_counts_an_item_in_every_subset_it_was_drawn_for() -> None:
     """Issue 31 item 15: one rating of an item drawn for raw and clean counts in both rows."""
-    from mmcurate.review.trajectories import table6
+    from mmcurate.review.reflectv.trajectories import table6
 
     key = {"a": {"subsets": ["raw", "clean"]}, "b": {"subsets": ["raw"]}, "c": {"subsets": ["discarded", "raw"]}}
     ratings = [{"item_id": i, "subsets": key[i]["subsets"], "kind": "human", "logic": logic, "visual": logic}

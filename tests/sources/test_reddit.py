@@ -398,7 +398,7 @@ def test_merge_quarantines_a_sample_repeated_across_parts(root: Path, tmp_path: 
 
 def test_the_flows_import_no_reddit_code_until_reddit_is_read() -> None:
     """Reddit's reader and its line picker load only when a Reddit dump is ingested."""
-    code = ("import json, sys, mmcurate.cli.app, mmcurate.flows.deflectionbench, mmcurate.flows.reflvqa\n"
+    code = ("import json, sys, mmcurate.cli.app, mmcurate.flows.deflectionbench.curate, mmcurate.flows.reflvqa.curate\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('mmcurate.sources.'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(done.stdout)

@@ -19,7 +19,7 @@ from mmcurate.retrieval.kb import load_kb
 from mmcurate.retrieval.kb_pages import TablePages
 from mmcurate.annotation.deflectionbench.mining import DistractorFilter, mine_image_negatives, mine_text_negatives
 from mmcurate.core.text import normalize
-from mmcurate.core.config import RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Context, Sample

@@ -14,7 +14,8 @@ import yaml
 
 from mmcurate.annotation.deflectionbench.mining import mine_page_image_negatives
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.core.config import RetrievalConfig, load_config
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
+from mmcurate.core.config import load_config
 from mmcurate.benchmarks.deflectionbench import PAPER_MINING, DeflectionBenchConfig, SourceMining
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.core.config import RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.core.stages import StageResult
 
 NOTHING = "nothing to mine: every sample came with its source's negatives"

@@ -17,7 +17,7 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_bytes
 from mmcurate.core.schema import SENTENCE
 from mmcurate.judging.entailment import entailment_judge
-from mmcurate.releases.reflvqa_tables import reflvqa_statistics, reflvqa_tables
+from mmcurate.releases.reflvqa.tables import reflvqa_statistics, reflvqa_tables
 from mmcurate.retrieval.kb import image_doc_id
 
 DOCS = [

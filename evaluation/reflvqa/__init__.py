@@ -1,0 +1,1 @@
+"""RefLVQA's evaluation (the list of every module of the benchmark: ``benchmarks/reflvqa.py``)."""

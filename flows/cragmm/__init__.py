@@ -1,0 +1,1 @@
+"""CRAG-MM's (and CRUISE's) Prefect flows (the list of every module of the benchmark: ``benchmarks/cragmm.py``)."""

@@ -1,0 +1,49 @@
+"""RefLVQA re-curation when stronger models appear: the next minor version at the cost of the
+new models' calls only.
+
+    roles      the new inspectors and/or a new text entailment judge; the parent's ledger
+               holds the original inspectors' graded answers and the judged (sentence,
+               document) pairs
+    necessity  the image-necessity filter over the released QA pairs with every inspector:
+               the original ones' recorded grades count, only the new ones answer
+    citations  the new judge decides the citations among the documents the parent judged
+               (the release's knowledge base gives their text)
+    near-dups  within the release, against earlier versions (the parent) and named releases
+    draft      the next version
+
+The re-curation flow (``flows/recurate.py``) runs these steps between opening the release and
+publishing the next version (removal stamps, CHANGELOG.md).
+"""
+from __future__ import annotations
+
+from mmcurate.annotation.reflvqa.necessity import ImageNecessity
+from mmcurate.annotation.reflvqa.recheck import RecheckCitations, judged_candidates
+from mmcurate.core.images import ImageStore
+from mmcurate.releases.near_duplicates import near_duplicate_stage
+from mmcurate.releases.recuration import Recuration
+from mmcurate.releases.reflvqa.draft import qa_samples, reflvqa_recuration_draft, release_corpus
+from mmcurate.tasks.recuration import Recurated
+from mmcurate.tasks.stages import run_stage
+
+
+def recurate_reflvqa(run: Recuration) -> Recurated:
+    parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
+    store = ImageStore(settings.workdir / "images")
+    pairs, corpus = qa_samples(parent, store), release_corpus(parent, store)
+
+    evaluator = parent.manifest.components.get("necessity_evaluator")
+    necessary = run_stage(ImageNecessity(cfg.inspectors, cfg.evaluator, cfg.max_right_inspectors,
+                                         run.recorded("necessity", ("right", "wrong"), judge=evaluator)),
+                          pairs, settings, run_id)
+    documents = {r["doc_id"]: (r["title"], r["text"]) for r in corpus.to_pylist() if r["modality"] == "text"}
+    judges = [f"llm:{name}" for name in run.reusable] + [parent.manifest.judge_name]
+    cited = run_stage(RecheckCitations(cfg.text_entailment, documents, judged_candidates(parent.ledger),
+                                       run.recorded("citation", ("entail", "reject"), models=judges, part="sentence")),
+                      necessary.kept, settings, run_id)
+    near = near_duplicate_stage(settings, parent.benchmark, run.version, run.folder)  # earlier versions beside it
+    deduped = run_stage(near, cited.kept, settings, run_id)
+
+    draft = reflvqa_recuration_draft(settings, run.version, run_id, parent, run.parent_record,
+                                     [necessary, cited, deduped], corpus)
+    return Recurated(draft, necessary.calls + cited.calls, draft.tables["qa"].num_rows,
+                     (f"{cited.counts['changed']} with other citations",))

@@ -1,0 +1,1 @@
+"""CRAG-MM's (and CRUISE's) releases (the list of every module of the benchmark: ``benchmarks/cragmm.py``)."""

@@ -1,0 +1,1 @@
+"""VLM-DeflectionBench's releases (the list of every module of the benchmark: ``benchmarks/deflectionbench.py``)."""

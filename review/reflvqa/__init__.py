@@ -1,0 +1,1 @@
+"""RefLVQA's human review (the list of every module of the benchmark: ``benchmarks/reflvqa.py``)."""
