@@ -15,6 +15,7 @@ from typing import cast
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.core.images import ImageStore
+from mmcurate.gating.elimination import EliminationResult
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
 from mmcurate.planning.recuration import GRADES
@@ -41,7 +42,9 @@ def recurate_deflectionbench(run: Recuration) -> Recurated:
     deduped = run_stage(near, checked.kept, settings, run_id)
 
     draft = deflection_draft(
-        settings, run.version, run_id, gating=gated, pairing=None, oracle=checked,
+        settings, run.version, run_id, pairing=None,
+        # run_stage returns what the stage's merge made: an elimination stage's own result
+        gating=cast(EliminationResult, gated), oracle=cast(EliminationResult, checked),
         ingested=inherited_ingest(parent.manifest), carried=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=[entry.recorded() for entry in parent.manifest.source_files],
         components=cast(dict[str, str], parent.manifest.components),  # deflection_draft wrote strings parent=run.parent_record, history=parent.ledger,
