@@ -22,7 +22,7 @@ from mmcurate.core.errors import ConfigError
 from mmcurate.core.specs import CutoffSpec, Descriptor, ImageEncoderSpec, KBSpec, MadCutoff, MiniLM, RerankerSpec, TextEncoderSpec
 
 from .benchmark import Benchmark, Evaluation
-from .deflectionbench import PromptFile
+from .shared import PromptFile
 
 
 class CragMMConfig(BenchmarkSection):
@@ -124,15 +124,11 @@ BENCHMARK = Benchmark(
     name="cragmm",
     config=CragMMConfig,
     sections={"cruise": CruiseConfig},  # CRUISE's answering system (evaluate --system cruise)
+    curated=True,
     title="CRAG-MM public sets (single- and multi-turn) as a validated release, for CRUISE's evaluation",
     paper="001_2a7b350a10561872.txt",
     sources=("cragmm",),
-    release="mmcurate.releases.cragmm.draft:KIND",
-    curate="mmcurate.flows.cragmm.curate:cragmm",
     evaluation=Evaluation(
-        steps="mmcurate.flows.cragmm.evaluate:evaluate_cragmm",
         options=("system", "ablations", "task", "limit"),
-        check="mmcurate.evaluation.cragmm.cruise:run_options",
-        refuse="mmcurate.evaluation.cragmm.cruise:refuse_unrunnable",
     ),
 )

@@ -18,19 +18,19 @@ Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this l
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from mmcurate.core.config import BenchmarkSection, Section, Sources, StrictModel, safe_yaml
+from mmcurate.core.config import BenchmarkSection, Section, Sources, StrictModel
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.specs import Descriptor, ImageEncoderSpec, KBSpec, MiniLM, RerankerSpec, TextEncoderSpec, WikiOffline
 
 from .benchmark import Benchmark, Evaluation
+from .shared import Decoding, PromptFile
 
 Rule = Literal["all_incorrect", "none_correct"]
 
@@ -86,59 +86,6 @@ class GatingConfig(StrictModel):
     # Stage I and III prompts ask for a best guess when unsure (not the paper's: an abstention,
     # which drops a Stage I sample, then tends to become an INCORRECT answer, which keeps it)
     force_guess: bool = False
-
-
-PromptName = Literal["parametric", "evidence", "best_guess", "eval_system",
-                     "abstention_none", "abstention_soft", "abstention_moderate", "abstention_severe"]
-
-
-class PromptFile(StrictModel):
-    """DeflectionBench's prompt templates from a YAML file mapping template names
-    (gating/prompts.py) to their text; a name left out keeps its built-in text. A subclass
-    names other templates (``templates``' keys), e.g. CRUISE's image summary.
-
-    Written in a config as the file's path. ``load_config`` reads the file and keeps its
-    ``templates`` and ``sha256`` here, so the resolved config (and a release's manifest)
-    holds the exact wording a run used, and a re-curation needs no copy of the file."""
-
-    file: Path
-    sha256: str | None = None
-    templates: dict[PromptName, str] | None = None  # None until the file is read
-
-    @model_validator(mode="before")
-    @classmethod
-    def _path(cls, value: Any) -> Any:
-        return {"file": value} if isinstance(value, (str, Path)) else value
-
-    @field_validator("templates")
-    @classmethod
-    def _texts(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        empty = sorted(name for name, text in (value or {}).items() if not text.strip())
-        if empty:
-            raise ValueError(f"empty prompt {'template' if len(empty) == 1 else 'templates'} {empty}")
-        return value
-
-    def read(self) -> Self:
-        """This spec with the file's templates and sha256 (unchanged if they are already here)."""
-        if self.templates is not None:
-            return self
-        try:
-            raw = self.file.read_bytes()
-            data = safe_yaml(raw)
-        except OSError as exc:
-            raise ConfigError(f"prompt templates {self.file}: {exc.strerror}") from None
-        except ConfigError as exc:
-            raise ConfigError(f"prompt templates {self.file}: {exc}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"prompt templates {self.file} is not valid YAML: {exc}".replace("\n", " ")) from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"prompt templates {self.file}: expected a mapping of template names to text")
-        try:
-            return type(self)(file=self.file, sha256=hashlib.sha256(raw).hexdigest(), templates=data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"prompt templates {self.file}: {where}: {first['msg']}") from None
 
 
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -326,22 +273,6 @@ TABLE4_NEGATIVES = 2  # seed 003, Table 4's caption: "The number of negatives is
 MAX_NEGATIVES = 20
 
 
-class Decoding(StrictModel):
-    """The evaluated model's sampling in a DeflectionBench evaluation (seed 003, 4.1: "using top-p =
-    1.0, repetition penalty 1.05, and temperature 0.2"). ``override: true`` answers with these values
-    whatever an open-weight model's spec says; ``false`` keeps every model spec's own. A closed API
-    keeps its model spec's own either way: "Closed-source APIs are queried with their default
-    decoding settings" (4.1, L560-562). ``closed_apis`` names them; None reads every ``openai``
-    model without a ``base_url`` (api.openai.com) as one. The table notes say which ran and what a
-    backend could not set."""
-
-    temperature: float = Field(default=0.2, ge=0.0, le=2.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    repetition_penalty: float = Field(default=1.05, gt=0.0, le=2.0)
-    override: bool = True
-    closed_apis: list[str] | None = None  # keys of Settings.models
-
-
 class DeflectionEvalConfig(Section):
     """DeflectionBench's evaluation (evaluation/deflectionbench/scenarios.py, evaluation/deflectionbench/report.py)."""
 
@@ -371,18 +302,11 @@ BENCHMARK = Benchmark(
     config=DeflectionBenchConfig,
     evaluation_config=DeflectionEvalConfig,
     evaluation_sections={"verify_first": VerifyFirstConfig},
+    curated=True,
     title="VLM-DeflectionBench (Algorithm 1) and publish a validated release",
     paper="003_26e6cf169dd21fb6.txt",
     sources=("infoseek", "evqa", "webqa", "mmdocrag", "mragbench", "viquae"),
-    release="mmcurate.releases.deflectionbench.draft:KIND",
-    curate="mmcurate.flows.deflectionbench.curate:deflectionbench",
-    recurate="mmcurate.flows.deflectionbench.recurate:recurate_deflectionbench",
     evaluation=Evaluation(
-        steps="mmcurate.flows.deflectionbench.evaluate:evaluate_deflectionbench",
         options=("scenarios", "n_negatives", "abstention", "strictness_sweep", "modality_analysis", "system"),
-        check="mmcurate.evaluation.deflectionbench.scenarios:run_options",
     ),
-    plan="mmcurate.planning.bill:deflection_bill",
-    recuration_plan="mmcurate.planning.recuration:deflection_recuration",
-    judge_review="mmcurate.review.deflectionbench.judges:REVIEW",
 )

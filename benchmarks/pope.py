@@ -15,7 +15,7 @@ Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this l
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
@@ -23,6 +23,7 @@ from mmcurate.core.config import BenchmarkSection, Section, Sources, StrictModel
 from mmcurate.core.specs import GroundingSpec, Saliency, SegmenterSpec, model_names
 
 from .benchmark import Benchmark, Evaluation
+from .shared import ClaimGate
 
 
 class PopeConfig(BenchmarkSection):
@@ -35,36 +36,6 @@ class PopeConfig(BenchmarkSection):
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
         return []  # curating probes asks no model
-
-
-ClaimType = Literal["existence", "colour", "count", "position"]
-CLAIM_THRESHOLDS: dict[ClaimType, float] = {"existence": 0.82, "colour": 0.86, "count": 0.90, "position": 0.86}
-THRESHOLD_RANGE = (0.82, 0.90)  # Kestrel's per-type thresholds lie in this range (seed 000, L137)
-
-
-class ClaimGate(StrictModel):
-    """Kestrel's change gate (``judging.claims``): a claim is confident at or above its type's
-    threshold; at most ``max_rounds`` verification rounds, stopping after ``stable_rounds``
-    supported rounds in a row. Types left out of ``thresholds`` keep their default."""
-
-    thresholds: dict[ClaimType, float] = Field(default_factory=lambda: dict(CLAIM_THRESHOLDS))
-    max_rounds: int = Field(default=3, ge=1)
-    stable_rounds: int = Field(default=2, ge=1)
-
-    @model_validator(mode="after")
-    def _stable_within_max(self) -> "ClaimGate":
-        if self.stable_rounds > self.max_rounds:
-            raise ValueError(f"stable_rounds ({self.stable_rounds}) cannot exceed max_rounds ({self.max_rounds})")
-        return self
-
-    @field_validator("thresholds")
-    @classmethod
-    def _paper_range(cls, value: dict[ClaimType, float]) -> dict[ClaimType, float]:
-        low, high = THRESHOLD_RANGE
-        bad = {k: v for k, v in value.items() if not low <= v <= high}
-        if bad:
-            raise ValueError(f"claim thresholds must lie in [{low}, {high}] (Kestrel), got {bad}")
-        return {**CLAIM_THRESHOLDS, **value}
 
 
 class KestrelConfig(StrictModel):
@@ -115,16 +86,12 @@ BENCHMARK = Benchmark(
     name="pope",
     config=PopeConfig,
     evaluation_config=PopeEvalConfig,
+    curated=True,
     title="POPE and MME-Hallucination probes (object-hallucination yes/no questions; published files, or built "
           "from object annotations)",
     paper="000_2a76f793a2e194d6.txt",
     sources=("pope", "pope_objects", "mme"),
-    release="mmcurate.releases.pope.draft:KIND",
-    curate="mmcurate.flows.pope.curate:pope",
     evaluation=Evaluation(
-        steps="mmcurate.flows.pope.evaluate:evaluate_pope",
         options=("system", "oracle_grounding"),
-        check="mmcurate.evaluation.pope.probes:run_options",
-        refuse="mmcurate.evaluation.pope.probes:refuse_unrunnable",
     ),
 )

@@ -5,9 +5,10 @@ Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this l
 - sources: ``gqa``, ``textvqa``, ``docvqa``, ``chartqa``, ``fire`` (``sources/<name>.py``; the image-QA
   layouts share ``sources/image_qa.py``)
 - ``annotation/reflectv/``: the stages in order, ``dialogue.py``, ``trajectory.py``,
-  ``reflection.py``, ``grounding.py`` (with ``grounders.py`` and ``marks.py``), ``visual.py``,
-  ``formatting.py``; what they share, ``chains.py``, ``wording.py``, ``turns.py`` (the turn format
-  and its validator); ``recheck.py`` (a re-curation's teachers and verifiers)
+  ``reflection.py``, ``grounding.py`` (with the grounders and marks it shares with Kestrel,
+  ``annotation/grounders`` and ``annotation/marks``), ``visual.py``, ``formatting.py``; what they
+  share, ``chains.py``, ``wording.py``, ``turns.py`` (the turn format and its validator);
+  ``recheck.py`` (a re-curation's teachers and verifiers)
 - ``evaluation/reflectv/``: ``harness.py`` (no harness task: a training set)
 - ``releases/reflectv/``: ``draft.py`` (a run as a release), ``schema.py`` (the dialogues config),
   ``sft.py`` (the training export), ``frames.py`` and ``checks.py`` (its Great Expectations suite)
@@ -100,12 +101,8 @@ class ReflectVConfig(BenchmarkSection):
 BENCHMARK = Benchmark(
     name="reflectv",
     config=ReflectVConfig,
+    curated=True,
     title="ReflectV (reflective, visually grounded multi-turn trajectories, MIRROR)",
     paper="002_6b46cea6506e7b47.txt",
     sources=("gqa", "textvqa", "docvqa", "chartqa", "fire"),
-    release="mmcurate.releases.reflectv.draft:KIND",
-    curate="mmcurate.flows.reflectv.curate:reflectv",
-    recurate="mmcurate.flows.reflectv.recurate:recurate_reflectv",
-    recuration_plan="mmcurate.planning.recuration:reflectv_recuration",
-    plan="mmcurate.planning.bill:reflectv_bill",
 )

@@ -30,8 +30,7 @@ from mmcurate.core.specs import (LLM, ClaimExtractorSpec, CrossModalSpec, Cutoff
                                  WikiOffline, model_names)
 
 from .benchmark import Benchmark, Evaluation
-from .deflectionbench import Decoding
-from .pope import ClaimGate
+from .shared import ClaimGate, Decoding
 
 
 class SentenceVerification(StrictModel):
@@ -183,20 +182,11 @@ BENCHMARK = Benchmark(
     name="reflvqa",
     config=RefLVQAConfig,
     evaluation_config=RefLVQAEvalConfig,
+    curated=True,
     title="RefLVQA (long-form visual QA with sentence-level citations)",
     paper="004_ab89136aadc415d7.txt",
     sources=("reddit",),
-    release="mmcurate.releases.reflvqa.draft:KIND",
-    curate="mmcurate.flows.reflvqa.curate:reflvqa",
-    recurate="mmcurate.flows.reflvqa.recurate:recurate_reflvqa",
     evaluation=Evaluation(
-        steps="mmcurate.flows.reflvqa.evaluate:evaluate_reflvqa",
         options=("settings", "queries", "subset"),
-        check="mmcurate.evaluation.reflvqa.settings:run_options",
-        refuse="mmcurate.evaluation.reflvqa.subset:refuse_unrunnable",
-        plan="mmcurate.planning.bill:reflvqa_evaluation_bill",
     ),
-    plan="mmcurate.planning.bill:reflvqa_bill",
-    recuration_plan="mmcurate.planning.recuration:reflvqa_recuration",
-    judge_review="mmcurate.review.reflvqa.judges:REVIEW",
 )

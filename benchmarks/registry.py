@@ -1,5 +1,5 @@
 """Every benchmark mmcurate knows, by name: adding one is a module beside this one and a line
-here, or a ``register`` call from a package of its own."""
+here, or a ``register`` call from a package of its own (its parts: ``parts.register_part``)."""
 from __future__ import annotations
 
 from mmcurate.core.config import register_sections
@@ -15,11 +15,6 @@ def register(benchmark: Benchmark) -> None:
     """Make ``benchmark`` known to every command and flow, and its settings to the config."""
     if BENCHMARKS.get(benchmark.name, benchmark) is not benchmark:
         raise ConfigError(f"benchmark {benchmark.name!r} is already registered")
-    for other in BENCHMARKS.values():
-        taken = sorted(set(other.adapters) & set(benchmark.adapters)) if other is not benchmark else []
-        if taken:
-            raise ConfigError(f"benchmark {benchmark.name!r} brings the source adapter {taken[0]!r}, "
-                              f"which benchmark {other.name!r} brought first")
     evaluation = {**({benchmark.name: benchmark.evaluation_config} if benchmark.evaluation_config else {}),
                   **benchmark.evaluation_sections}
     register_sections({benchmark.name: benchmark.config, **benchmark.sections}, evaluation)
@@ -39,4 +34,4 @@ def get(name: str) -> Benchmark:
 
 def curated() -> list[Benchmark]:
     """The benchmarks mmcurate curates (``mmcurate run <name>``), in registry order."""
-    return [b for b in BENCHMARKS.values() if b.curate]
+    return [b for b in BENCHMARKS.values() if b.curated]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmcurate.core.config import ModelSpec
-from mmcurate.benchmarks.deflectionbench import Decoding
+from mmcurate.benchmarks.shared import Decoding
 from mmcurate.models.client import unapplied_sampling
 
 NAMES = {"temperature": "temperature", "top_p": "top-p", "repetition_penalty": "repetition penalty",

@@ -1,4 +1,5 @@
-"""The one policy for failed answer calls in an evaluation, for every benchmark.
+"""The one policy for failed answer calls in an evaluation, for every benchmark, and the error
+every evaluation raises when it cannot run (``EvaluationError``).
 
 A table is a model's score only over a complete run: when some answer calls failed for good
 (after the client's retries), nothing is summarised unless the user allows an incomplete
@@ -8,9 +9,12 @@ are cached, so a rerun resumes and asks only what failed.
 """
 from __future__ import annotations
 
+from mmcurate.core.errors import MmcurateError
 from mmcurate.models.accounting import failed_calls
 
-from .deflectionbench.scenarios import EvaluationError
+
+class EvaluationError(MmcurateError):
+    """An evaluation asked for something the protocol does not have, or could not run."""
 
 
 def check_failures(model: str, failed: int, total: int, first_error: str | None,

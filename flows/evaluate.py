@@ -1,7 +1,8 @@
 """Evaluating one model on a release, as the release's paper reports it: the one evaluation flow.
 
     open       the release, its benchmark's evaluation (``Benchmark.evaluation`` in
-               ``mmcurate.benchmarks``) and the options it takes, checked; the settings with
+               ``mmcurate.benchmarks``; its parts registered on importing ``flows.builtin``
+               and ``evaluation.builtin``) and the options it takes, checked; the settings with
                the model; refused before any call when the model or the configuration cannot
                run it (POPE: a model that sees; Kestrel: a grounding agent; CRUISE: its section)
     folder     where the run writes: one folder per model and answering system
@@ -19,6 +20,8 @@ from typing import Any
 
 from prefect import flow
 
+import mmcurate.evaluation.builtin  # noqa: F401  registers the option checks and refusals
+import mmcurate.flows.builtin  # noqa: F401  registers each benchmark's evaluation steps
 from mmcurate.benchmarks import get
 from mmcurate.core.config import load_config
 from mmcurate.evaluation.runs import PLAIN, evaluation_folder
@@ -36,7 +39,7 @@ def evaluate_release(release: str, model: str, config: str = str(DEMO_CONFIG), o
     arguments = evaluation.arguments(bench.benchmark, options or {}, {})
     settings = load_config(config)
     name = settings.add_model(model).name
-    evaluation.refuse_unrunnable(settings, name, arguments)                                     # before any call
+    evaluation.refuse_unrunnable(bench.benchmark, settings, name, arguments)                                     # before any call
     target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, arguments.get("system", PLAIN))
-    evaluation.steps_function()(bench, settings, name, target, allow_incomplete, **arguments)
+    evaluation.steps_function(bench.benchmark)(bench, settings, name, target, allow_incomplete, **arguments)
     return str(target)

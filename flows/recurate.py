@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from prefect import flow
 
+import mmcurate.flows.builtin  # noqa: F401  registers each benchmark's re-curation steps
 from mmcurate.tasks.recuration import open_recuration, publish_recuration
 
 

@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from mmcurate.benchmarks.deflectionbench import PromptFile, PromptName
+from mmcurate.benchmarks.shared import PromptFile, PromptName
 from mmcurate.core.errors import MmcurateError
 
 

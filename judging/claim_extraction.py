@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from mmcurate.benchmarks.pope import ClaimType
+from mmcurate.benchmarks.shared import ClaimType
 from mmcurate.core.specs import ClaimExtractorSpec, Heuristic, coerce
 
 from mmcurate.judging.claims import CLAIM_TYPES, Claim

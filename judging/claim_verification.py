@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from mmcurate.benchmarks.pope import ClaimGate
+from mmcurate.benchmarks.shared import ClaimGate
 
 from mmcurate.judging.claim_extraction import claims_json
 from mmcurate.judging.claims import Claim, Evidence, Outcome, Round, judge_round, parse_record, stop_reason

@@ -39,7 +39,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mmcurate.benchmarks.pope import ClaimGate, ClaimType
+from mmcurate.benchmarks.shared import ClaimGate, ClaimType
 
 from mmcurate.models.json_replies import json_object
 from mmcurate.models.labels import RecordError

@@ -1,6 +1,6 @@
 """A benchmark's plan from a config, a sample count and retention rates: the ``plan`` of each
 benchmark in the registry (``mmcurate.benchmarks``); and the plan of an evaluation of one
-model on a release (``Evaluation.plan``)."""
+model on a release (a benchmark's ``evaluation_plan``); each registered as its benchmark's part."""
 from __future__ import annotations
 
 import tempfile
@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.benchmarks import deflectionbench, reflectv, reflvqa
+from mmcurate.benchmarks import deflectionbench, reflectv, reflvqa, register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
@@ -37,6 +37,7 @@ def _release(samples: int | None, retention: str | None) -> str | None:
     return None if retention in (None, PAPER) else retention
 
 
+@register_part("deflectionbench", "plan")
 def deflection_bill(settings: Settings, samples: int | None = None, retention: str | None = None,
                     kb_pages: int | None = None) -> Plan:
     """DeflectionBench under ``settings``: ``samples`` (else counted, see ``planning.inputs``) at
@@ -53,6 +54,7 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
     return plan
 
 
+@register_part("reflvqa", "plan")
 def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """RefLVQA under ``settings`` (see ``deflection_bill``)."""
     cfg = reflvqa.RefLVQAConfig.of(settings)
@@ -65,6 +67,7 @@ def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str 
     return plan
 
 
+@register_part("reflectv", "plan")
 def reflectv_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """ReflectV under ``settings`` (see ``deflection_bill``)."""
     cfg = reflectv.ReflectVConfig.of(settings)
@@ -74,6 +77,7 @@ def reflectv_bill(settings: Settings, samples: int | None = None, retention: str
     plan = plan_reflectv(settings, given, rates)
     plan.uncounted = given.uncounted
     return plan
+@register_part("reflvqa", "evaluation_plan")
 def reflvqa_evaluation_bill(settings: Settings, release: Release, model: str, options: dict[str, Any]) -> Plan:
     """The evaluation grid of ``model`` on a RefLVQA ``release`` (``options``: settings,
     queries and subset, checked by the benchmark's evaluation), read without touching the workdir."""

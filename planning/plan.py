@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from mmcurate.core.config import ModelSpec, Settings
 from mmcurate.core.plural import counted, listed
@@ -89,6 +90,11 @@ class Plan:
     sources: dict[str, str] = field(default_factory=dict)  # model -> where its throughput comes from
     kb: KBPlan | None = None  # Stage II's knowledge base: pages, embedding hours, disk, index
     uncounted: list[str] = field(default_factory=list)  # sources left out of ``samples``: no count
+
+    @classmethod
+    def priced(cls, settings: Settings, rows: list[PlanRow], **fields: Any) -> "Plan":
+        """A plan of ``rows`` with where each of their models' throughput figure comes from."""
+        return cls(rows=rows, sources=throughput_sources(settings, rows), **fields)
 
     def total(self) -> PlanRow:
         """The sums; the cost is unknown when any row's is."""

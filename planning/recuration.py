@@ -32,6 +32,7 @@ from mmcurate.annotation.reflvqa.citations import STAGE as CITATION
 from mmcurate.annotation.reflvqa.necessity import STAGE as NECESSITY
 from mmcurate.annotation.reflvqa.necessity import grade_request, inspector_request
 from mmcurate.annotation.reflvqa.recheck import judged_candidates
+from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.deflectionbench import answer_rule
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.plural import counted, listed
@@ -115,6 +116,7 @@ def plan_of(run: Recuration, rows: list[PlanRow], samples: int, notes: list[str]
     )
 
 
+@register_part("deflectionbench", "recuration_plan")
 def deflection_recuration(run: Recuration) -> Plan:
     """DeflectionBench (see the module docstring)."""
     cfg = run.section
@@ -147,6 +149,7 @@ def _settled_gold(recorded: RecordedAnswers, model: str, rows: list[dict[str, An
             if (hit := recorded.lookup("oracle.gold", model, (r["sample_id"], None))) and keeps(hit[0])}
 
 
+@register_part("reflvqa", "recuration_plan")
 def reflvqa_recuration(run: Recuration) -> Plan:
     """RefLVQA (see the module docstring)."""
     cfg, settings = run.section, run.settings
@@ -169,6 +172,7 @@ def reflvqa_recuration(run: Recuration) -> Plan:
     return plan_of(run, out, len(rows), [f"{pairs} (sentence, document) pairs {run.parent.version} judged"])
 
 
+@register_part("reflectv", "recuration_plan")
 def reflectv_recuration(run: Recuration) -> Plan:
     """ReflectV (see the module docstring)."""
     rows = [{**r, "image": sha_images({"images": [r["image"]]})["images"][0]}

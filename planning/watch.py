@@ -26,6 +26,7 @@ from mmcurate.models.catalog import CatalogModel, read_catalog, spec_file
 from mmcurate.releases.reader import Release, list_versions, open_release
 from mmcurate.releases.recuration import Recuration, begin_recuration
 
+from . import builtin  # noqa: F401  registers each benchmark's re-curation planner
 from .plan import Plan
 
 

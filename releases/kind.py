@@ -65,9 +65,17 @@ class ReleaseKind:
     distributions: Distributions  # counts worth a bar chart in the card and report
     split: str = "test"  # every config's split: "test" for an evaluation set, "train" for a training set
     exports: Exports | None = None  # e.g. a training export fine-tuning tools read (manifest ``exports``)
-    # ``"module:attribute"`` of ``(release values) -> evaluation.harness.Harness``: its evaluation as
-    # lmms-eval tasks, written into every release (``lmms_eval/``, manifest ``lmms_eval``)
-    harness: str | None = None
+    # ``(release values) -> evaluation.harness.Harness``: its evaluation as lmms-eval tasks, written
+    # into every release (``lmms_eval/``, manifest ``lmms_eval``)
+    harness: Callable[[Mapping[str, Any]], Any] | None = None
+
+    @property
+    def harness_factory(self) -> str:
+        """The harness as ``"module:attribute"``, for an exported task folder's ``harness.json``:
+        lmms-eval's own process imports it from there (``evaluation.harness.load_harness``)."""
+        if self.harness is None:
+            raise ValueError(f"{self.benchmark} releases have no lmms-eval tasks")
+        return f"{self.harness.__module__}:{self.harness.__qualname__}"
 
     @property
     def samples_config(self) -> str:

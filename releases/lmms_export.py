@@ -25,7 +25,7 @@ import pyarrow as pa
 import yaml
 
 from mmcurate.evaluation.harness import (FAILED_REPLY, FAILED_REQUESTS, FAILED_SAMPLES, GRADED, Harness, HarnessTask,
-                                         harness_of, metric_names)
+                                         metric_names)
 
 from .errors import ReleaseError
 from .reader import DATA_DIR, read_parquet, read_schema
@@ -169,11 +169,11 @@ def export_release(release: Any, kind: Any, out: Path, text_only: bool = False) 
     columns = [c for c in ("dataset", "split") if c in read_schema(shards[0]).names]
     first = pa.concat_tables([read_parquet(path, columns) for path in shards]) if columns else pa.table({})
     values = harness_values(release.benchmark, release.version, release.manifest.seed, first)
-    harness = harness_of(kind.harness, values)
+    harness = kind.harness(values)
     staging = out.resolve().with_name(f".{out.resolve().name}.tmp-{os.getpid()}")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        written = write_lmms_tasks(harness, kind.harness, values, release.benchmark, release.version, staging,
+        written = write_lmms_tasks(harness, kind.harness_factory, values, release.benchmark, release.version, staging,
                                    data=Path(release.path), text_only=text_only)
         os.replace(staging, out)  # onto an absent or empty folder
     except OSError as exc:

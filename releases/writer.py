@@ -24,7 +24,6 @@ from datasets import Features
 
 from mmcurate.core.images import ImageStore
 from mmcurate.core.plural import counted
-from mmcurate.evaluation.harness import harness_of
 from mmcurate.core.tables import SpilledTable, table_chunks, write_table
 
 from .card import render_card
@@ -96,7 +95,7 @@ def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, m
                 **({"exports": exports} if exports else {})}
     if draft.kind.harness:
         values = harness_values(draft.benchmark, draft.version, draft.seed, draft.tables[draft.kind.samples_config])
-        manifest["lmms_eval"] = write_lmms_tasks(harness_of(draft.kind.harness, values), draft.kind.harness, values,
+        manifest["lmms_eval"] = write_lmms_tasks(draft.kind.harness(values), draft.kind.harness_factory, values,
                                                  draft.benchmark, draft.version, folder / LMMS_FOLDER)
     if draft.changelog:
         (folder / CHANGELOG).write_text(draft.changelog)

@@ -67,6 +67,19 @@ def refuse_over_results(out: Path, results: Sequence[str], force: bool = False) 
                             "every annotator's labels at once to another --out, or pass --force to replace it")
 
 
+def labels_import(release: Path | str, files: Sequence[Path | str], out: Path | str, results: Sequence[str],
+                  force: bool = False) -> tuple[Path, Path]:
+    """The release and the output folder of an import of labelled ``files``, refused before any
+    file is read: none given, an ``out`` inside the release, or an ``out`` holding an earlier
+    import's ``results`` (unless ``force``)."""
+    if not files:
+        raise MmcurateError("give at least one labelled file")
+    release, out = Path(release), Path(out)
+    refuse_inside_release(out, "--out", release)
+    refuse_over_results(out, results, force)
+    return release, out
+
+
 def write_batch(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: Path) -> tuple[Path, Path]:
     """``out/batch.jsonl`` and ``out/batch.csv`` with ``columns`` (lists joined by ``;`` in the CSV)."""
     out.mkdir(parents=True, exist_ok=True)

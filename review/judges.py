@@ -8,8 +8,8 @@ evaluation folders.
 
 What a decision is, how ``n`` is spread, what people fill in and which agreement the paper
 reports differ per benchmark: each is a ``JudgeReview`` (``deflectionbench.judges`` for
-DeflectionBench's Table 7, ``reflvqa.judges`` for RefLVQA's evaluator correlations), which
-the benchmark registry names. This module holds what they share: reading the evaluation
+DeflectionBench's Table 7, ``reflvqa.judges`` for RefLVQA's evaluator correlations), each
+registered as its benchmark's ``judge_review`` (``review.builtin`` imports them). This module holds what they share: reading the evaluation
 folders, the blind batch, reading labelled files, and the output.
 
 Several annotators (one file each) also get their agreement with each other (Cohen or
@@ -31,8 +31,7 @@ import polars as pl
 from mmcurate.core.errors import MmcurateError
 
 from mmcurate.releases.manifest import load_manifest
-from mmcurate.releases.reader import refuse_inside_release
-from mmcurate.review.batches import prepare_batch_folder, read_records, refuse_over_results, write_batch
+from mmcurate.review.batches import labels_import, prepare_batch_folder, read_records, write_batch
 
 LABEL_COLUMNS = ("label", "rating", "annotator")  # what people fill in
 
@@ -201,11 +200,7 @@ class JudgeReview(ABC):
                       out: Path | str, force: bool = False) -> JudgeImport:
         """Validate labelled files against the evaluations' decisions; write ``out/judge_agreement.{json,md}``
         (refused over an earlier import's unless ``force``)."""
-        if not files:
-            raise MmcurateError("give at least one labelled file")
-        release, out = Path(release), Path(out)
-        refuse_inside_release(out, "--out", release)
-        refuse_over_results(out, RESULTS, force)
+        release, out = labels_import(release, files, out, RESULTS, force)
         decisions = self.read_decisions(release, folders)
         labels: dict[str, dict[str, Any]] = {}
         for file in files:

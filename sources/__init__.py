@@ -32,26 +32,33 @@ ADAPTERS: dict[str, str] = {
 
 
 def adapter_paths() -> dict[str, str]:
-    """Every source adapter: name -> ``"package.module:Class"``, the built-in ones (``ADAPTERS``)
-    and those the registered benchmarks bring from packages of their own (``Benchmark.adapters``)."""
-    from mmcurate.benchmarks import registry
+    """Every source adapter: name -> ``"package.module:Class"``, the built-in ones (``ADAPTERS``,
+    imported when used) and those the registered benchmarks bring from packages of their own
+    (``benchmarks.register_adapter``)."""
+    brought = {name: f"{cls.__module__}:{cls.__qualname__}" for name, (_, cls) in _brought().items()}
+    return {**{name: f"{__name__}.{path}" for name, path in ADAPTERS.items()}, **brought}
 
-    paths = {name: f"{__name__}.{path}" for name, path in ADAPTERS.items()}
-    for benchmark in registry.BENCHMARKS.values():
-        for name, path in benchmark.adapters.items():
-            if name in ADAPTERS:
-                raise ConfigError(f"benchmark {benchmark.name!r} brings a source adapter {name!r}, a name "
-                                  "mmcurate's own adapters use: give it another name")
-            paths[name] = path
-    return paths
+
+def _brought() -> dict[str, tuple[str, type]]:
+    """The adapters benchmarks bring: source name -> (benchmark, class), none taking a built-in name."""
+    from mmcurate.benchmarks.parts import registered_adapters
+
+    brought = registered_adapters()
+    for name, (benchmark, _) in brought.items():
+        if name in ADAPTERS:
+            raise ConfigError(f"benchmark {benchmark!r} brings a source adapter {name!r}, a name "
+                              "mmcurate's own adapters use: give it another name")
+    return brought
 
 
 def adapter_class(name: str):  # -> type[SourceAdapter]
-    paths = adapter_paths()
-    if name not in paths:
-        raise MmcurateError(f"unknown source {name!r}; known: {', '.join(sorted(paths))}")
-    module, _, cls = paths[name].partition(":")
-    return getattr(import_module(module), cls)
+    brought = _brought()
+    if name in brought:
+        return brought[name][1]
+    if name not in ADAPTERS:
+        raise MmcurateError(f"unknown source {name!r}; known: {', '.join(sorted({*ADAPTERS, *brought}))}")
+    module, _, cls = ADAPTERS[name].partition(":")
+    return getattr(import_module(f"{__name__}.{module}"), cls)
 
 
 def command_line_options(name: str, pairs: list[str]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+import mmcurate.planning.builtin  # noqa: F401  registers each benchmark's planners
 from mmcurate.benchmarks import Benchmark
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError

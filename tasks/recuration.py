@@ -1,17 +1,24 @@
-"""The two ends every re-curation flow shares: open the release with the new models and
-plan their calls before any model is asked; publish the next version with what changed
-and report what the run spent beside the plan."""
+"""What every re-curation shares: open the release with the new models and plan their calls
+before any model is asked; its last stage, near-duplicates within the release and against the
+earlier versions beside it (``recheck_near_duplicates``); publish the next version with what
+changed and report what the run spent beside the plan."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+
+from mmcurate.core.stages import StageResult
+from mmcurate.core.tables import SpilledTable
 from mmcurate.planning.plan import Plan
 from mmcurate.planning.recuration import Budget
 from mmcurate.releases.draft import ReleaseDraft
+from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.recuration import Recuration, begin_recuration, describe_changes
 from mmcurate.tasks.plan import plan_recuration, report_spent
 from mmcurate.tasks.release import publish_release
+from mmcurate.tasks.stages import run_stage
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,13 @@ def open_recuration(release: str, config: str | None, add_model: list[str], vers
     bill of the added models (refused over the budget before any model call)."""
     run = begin_recuration(release, config, add_model, version)
     return run, plan_recuration(run, Budget(max_calls, max_cost))
+
+
+def recheck_near_duplicates(run: Recuration, kept: pa.Table | SpilledTable) -> StageResult:
+    """The near-duplicate stage on what a re-curation kept: within the release, against earlier
+    versions (the parent, beside it in the run's folder) and the releases the config names."""
+    near = near_duplicate_stage(run.settings, run.parent.benchmark, run.version, run.folder)
+    return run_stage(near, kept, run.settings, run.run_id)
 
 
 def publish_recuration(run: Recuration, draft: ReleaseDraft, allow_incomplete: bool, bill: Plan,

@@ -37,8 +37,8 @@ from mmcurate.core.visual_prompts import COLORS, MARK_TYPES
 from mmcurate.models.labels import ask_parsed
 
 from .chains import eligible, issues_of, require_chains, turns_of, with_chains
-from .grounders import Grounding, Instance, Query, Sam2Segmenter, make_grounder, open_image
-from .marks import draw_marks, png_bytes
+from ..grounders import Grounding, Instance, Query, Sam2Segmenter, make_grounder, open_image
+from ..marks import draw_marks, png_bytes
 from .reflection import REWRITE_REMINDER, rewrite_parser, rewrite_request
 from .wording import (
     INSERT_FEEDBACK_REMINDER, INSERT_REMINDER, SENTENCES, TEMPLATE_NAME, grounded_reflection, insertion_parser,

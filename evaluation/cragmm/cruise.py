@@ -42,6 +42,8 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.benchmarks.cragmm import QUERY, CruiseConfig, SummaryPromptFile
+from mmcurate.benchmarks import register_part
+from mmcurate.benchmarks.cragmm import QUERY, SummaryPromptFile
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.core.text import normalize
@@ -88,6 +90,7 @@ STAGE = "evaluate"
 Clock = Callable[[], float]
 
 
+@register_part("cragmm", "evaluation_check")
 def run_options(given: dict[str, Any]) -> dict[str, Any]:
     """The options of a CRAG-MM evaluation (``system``: plain or cruise; ``ablation``: Table 1's
     rows beside CRUISE, repeatable; ``task``: 1, 2 or 3, or all turns; ``limit``: the first N
@@ -111,6 +114,7 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
             "limit": None if limit is None else int(limit)}
 
 
+@register_part("cragmm", "evaluation_refuse")
 def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -> None:
     """What a CRAG-MM evaluation cannot run with, said before any call: CRUISE without its
     configuration section."""

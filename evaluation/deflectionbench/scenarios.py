@@ -49,13 +49,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, TABLE4_NEGATIVES
-from mmcurate.core.errors import MmcurateError
 from mmcurate.gating import prompts
 from mmcurate.judging.answers import grade_name, grade_responses
 from mmcurate.judging.simpleqa import Judge
 from mmcurate.models.requests import ChatRequest, ChatResponse
 
+from ..failures import EvaluationError
 from ..runs import PLAIN
 from ..verify_first import SYSTEM_NAME as VERIFY_FIRST
 from ..verify_first import VerifyFirst, verify_first_answers
@@ -102,10 +103,6 @@ RESULTS = pa.schema(
 )
 GATE_COLUMNS = ("needs_outside_knowledge", "time_sensitive", "consistent", "confidence", "abstained",
                 "gate_reason", "gate_error", "trace")
-
-
-class EvaluationError(MmcurateError):
-    """An evaluation asked for something the protocol does not have, or could not run."""
 
 
 def check_scenario(scenario: str) -> None:
@@ -205,6 +202,7 @@ def scenario_request(
     )
 
 
+@register_part("deflectionbench", "evaluation_check")
 def run_options(given: dict[str, Any]) -> dict[str, Any]:
     """The options of a four-scenario run from what the user gave (``scenarios``,
     ``n_negatives``, ``abstention``, ``strictness_sweep``, ``modality_analysis``, ``system``),

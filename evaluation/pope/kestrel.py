@@ -61,8 +61,8 @@ from typing import Any
 
 from PIL import Image
 
-from mmcurate.annotation.reflectv.grounders import Grounder, Instance, Query, Sam2Segmenter, open_image
-from mmcurate.annotation.reflectv.marks import box_of, draw_marks, png_bytes
+from mmcurate.annotation.grounders import Grounder, Instance, Query, Sam2Segmenter, open_image
+from mmcurate.annotation.marks import box_of, draw_marks, png_bytes
 from mmcurate.benchmarks.pope import KestrelConfig
 from mmcurate.core.stages import StageContext
 from mmcurate.judging.claim_extraction import MAX_CLAIMS, claim_of, claims_json

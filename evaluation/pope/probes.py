@@ -43,6 +43,9 @@ import pyarrow as pa
 
 from mmcurate.annotation.reflectv.grounders import Grounder, Sam2Segmenter, make_grounder
 from mmcurate.benchmarks.pope import KestrelConfig, PopeEvalConfig
+from mmcurate.annotation.grounders import Grounder, Sam2Segmenter, make_grounder
+from mmcurate.benchmarks import register_part
+from mmcurate.benchmarks.pope import KestrelConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_file
@@ -59,7 +62,7 @@ from mmcurate.sources.pope import dataset_splits
 from . import mme
 from .kestrel import Kestrel, KestrelItem
 from ..runs import PLAIN
-from ..deflectionbench.scenarios import EvaluationError
+from ..failures import EvaluationError
 
 KESTREL = "kestrel"
 SYSTEMS = (PLAIN, KESTREL)
@@ -84,6 +87,7 @@ CELL = ("dataset", "split")  # what a run's rows are keyed by in its folder (``e
 ORACLE_TITLE = "oracle grounding (upper bound)"
 
 
+@register_part("pope", "evaluation_check")
 def run_options(given: dict[str, Any]) -> dict[str, Any]:
     """The POPE evaluation's options, checked before any flow starts."""
     system = given.get("system") or PLAIN
@@ -135,6 +139,7 @@ def refuse_oracle_grounding(settings: Settings, release: Any, allowed: bool) -> 
     return why is not None
 
 
+@register_part("pope", "evaluation_refuse")
 def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -> None:
     """What the POPE evaluation cannot run with, said before any call: a model that cannot see,
     Kestrel without a grounding agent."""

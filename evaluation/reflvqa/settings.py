@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from mmcurate.benchmarks import register_part
 from mmcurate.core.plural import listed
 from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit
 
 from .subset import SUBSETS
-from ..deflectionbench.scenarios import EvaluationError
+from ..failures import EvaluationError
 
 TEXT_RAG, IMAGE_RAG, MULTI_RAG, TWO_STEP = "text", "image", "multi", "two-step"
 IMAGE_COT, IMAGE_SELF_REFINE, IMAGE_CAPTION = "image-cot", "image-self-refine", "image-caption"
@@ -73,6 +74,7 @@ def split(hits: Sequence[Hit]) -> tuple[list[Hit], list[Hit]]:
     return [h for h in hits if h.modality == TEXT], [h for h in hits if h.modality == IMAGE]
 
 
+@register_part("reflvqa", "evaluation_check")
 def run_options(given: dict[str, Any]) -> dict[str, Any]:
     """The grid of one run from what the user gave (``settings``, ``queries``, ``subset``), with
     the defaults (every setting, N = 1; the subset from the config), checked: a bad value raises

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.config import Settings
+from mmcurate.benchmarks import register_part
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_file
 from mmcurate.core.plural import counted
@@ -87,6 +88,7 @@ def population(labels: Path | None, subset: str) -> str:
     return f"{VERIFIED} (labels sha256 {sha256_file(labels_path(labels))[:12]})"
 
 
+@register_part("reflvqa", "evaluation_refuse")
 def refuse_unrunnable(settings: Settings, model: str, options: Mapping[str, Any]) -> None:
     """``--subset verified`` asked for with no labels configured: one line, before any flow starts."""
     cfg = RefLVQAEvalConfig.of(settings)

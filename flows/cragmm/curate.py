@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prefect import flow
 
+from mmcurate.benchmarks import register_part
 from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.cragmm.draft import cragmm_draft
 from mmcurate.releases.curation import begin_curation
@@ -17,6 +18,7 @@ from mmcurate.tasks.release import publish_release
 from mmcurate.core.plural import counted
 
 
+@register_part("cragmm", "curate")
 @flow(name="cragmm", log_prints=True)
 def cragmm(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     run = begin_curation(config, "cragmm", version)                                         # before any work

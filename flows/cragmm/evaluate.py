@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from mmcurate.benchmarks.cragmm import CruiseConfig
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.cragmm.report import ALL_TURNS, ANSWERS_FILE, CELL, apply_multi_turn_rule, run_title
@@ -28,6 +29,7 @@ from mmcurate.tasks.evaluate import answer_cragmm, score_crag, summarise_cragmm
 TURN_COLUMNS = ["sample_id", "set", "session_id", "turn", "domain", "query_category", "dynamism", "egocentric"]
 
 
+@register_part("cragmm", "evaluate")
 def evaluate_cragmm(bench: Release, settings: Settings, name: str, target: Path, allow_incomplete: bool = False,
                     system: str = PLAIN, task: str | None = None, limit: int | None = None,
                     ablations: list[str] | None = None) -> None:

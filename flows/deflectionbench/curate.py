@@ -24,6 +24,7 @@ from prefect import flow
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
+from mmcurate.benchmarks import register_part
 from mmcurate.flows import DEMO_CONFIG
 from mmcurate.gating.elimination import EliminationResult
 from mmcurate.gating.parametric import ParametricGate
@@ -40,6 +41,7 @@ from mmcurate.tasks.stages import run_stage
 from mmcurate.core.plural import counted
 
 
+@register_part("deflectionbench", "curate")
 @flow(name="deflectionbench", log_prints=True)
 def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
                     allow_incomplete: bool = False) -> str:

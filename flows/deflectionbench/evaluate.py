@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mmcurate.benchmarks.deflectionbench import DeflectionBenchConfig, DeflectionEvalConfig, VerifyFirstConfig
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
@@ -37,6 +38,7 @@ from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.evaluate import answer_scenarios, score_crag, summarise
 
 
+@register_part("deflectionbench", "evaluate")
 def evaluate_deflectionbench(
     bench: Release,
     settings: Settings,

@@ -5,7 +5,7 @@ between opening the release and publishing the next version).
                models' answers (Stage I, the gold and distractor checks) come from the
                parent's ledger
     Stage III  the gold and distractor checks with the new models on what is kept
-    near-dups  within the release, against earlier versions (the parent) and named releases
+    near-dups  as every re-curation (``tasks.recuration``)
     draft      the next version, with the contexts as mined then
 """
 from __future__ import annotations
@@ -14,20 +14,21 @@ from collections import Counter
 from typing import cast
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
+from mmcurate.benchmarks import register_part
 from mmcurate.core.images import ImageStore
 from mmcurate.gating.elimination import EliminationResult
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
 from mmcurate.planning.recuration import GRADES
 from mmcurate.releases.deflectionbench.draft import deflection_draft, inherited_ingest
-from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.recuration import Recuration
 from mmcurate.releases.deflectionbench.topics import inherited_topics
 from mmcurate.releases.unembed import canonical_samples
-from mmcurate.tasks.recuration import Recurated
+from mmcurate.tasks.recuration import Recurated, recheck_near_duplicates
 from mmcurate.tasks.stages import run_stage
 
 
+@register_part("deflectionbench", "recurate")
 def recurate_deflectionbench(run: Recuration) -> Recurated:
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
     samples = canonical_samples(parent, ImageStore(settings.workdir / "images"))
@@ -38,8 +39,7 @@ def recurate_deflectionbench(run: Recuration) -> Recurated:
     oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates,
                          recorded=run.recorded("oracle", GRADES))
     checked = run_stage(oracle, gated.kept, settings, run_id)  # Stage III
-    near = near_duplicate_stage(settings, parent.benchmark, run.version, run.folder)  # earlier versions beside it
-    deduped = run_stage(near, checked.kept, settings, run_id)
+    deduped = recheck_near_duplicates(run, checked.kept)
 
     draft = deflection_draft(
         settings, run.version, run_id, pairing=None,

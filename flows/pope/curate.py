@@ -11,6 +11,7 @@ from __future__ import annotations
 from prefect import flow
 
 from mmcurate.annotation.pope.balance import BalanceProbes
+from mmcurate.benchmarks import register_part
 from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.pope.draft import pope_draft
@@ -21,6 +22,7 @@ from mmcurate.tasks.stages import run_stage
 from mmcurate.core.plural import counted
 
 
+@register_part("pope", "curate")
 @flow(name="pope", log_prints=True)
 def pope(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     run = begin_curation(config, "pope", version)                                           # before any work

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmcurate.benchmarks.pope import PopeEvalConfig
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
@@ -28,6 +29,7 @@ from mmcurate.releases.unembed import canonical_rows
 from mmcurate.tasks.evaluate import answer_pope, summarise_pope
 
 
+@register_part("pope", "evaluate")
 def evaluate_pope(bench: Release, settings: Settings, name: str, target: Path, allow_incomplete: bool = False,
                   system: str = PLAIN, oracle_grounding: bool = False) -> None:
     oracle = system == KESTREL and refuse_oracle_grounding(settings, bench, oracle_grounding)  # before any call

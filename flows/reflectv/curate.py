@@ -24,6 +24,7 @@ from mmcurate.annotation.reflectv.grounding import GroundAndMark
 from mmcurate.annotation.reflectv.reflection import WriteReflections
 from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter
 from mmcurate.annotation.reflectv.visual import VisualCheck
+from mmcurate.benchmarks import register_part
 from mmcurate.core.errors import ConfigError
 from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.curation import begin_curation
@@ -35,6 +36,7 @@ from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
 
+@register_part("reflectv", "curate")
 @flow(name="reflectv", log_prints=True)
 def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     run = begin_curation(config, "reflectv", version)                                       # before any work

@@ -5,25 +5,23 @@ the cost of their calls only.
                original teacher and verifier are not asked again
     recheck    teachers score the released dialogues (the trajectory rules must hold);
                verifiers look at every marked turn (a no collapses the chain); rho again
-    near-dups  within the release, against earlier versions (the parent) and named releases
-    draft      the next version
-
-The re-curation flow (``flows/recurate.py``) runs these steps between opening the release and
-publishing the next version (removal stamps, CHANGELOG.md).
+    near-dups  and draft, as every re-curation (``tasks.recuration``; ``flows/recurate.py`` runs
+               these steps between opening the release and publishing the next version)
 """
 from __future__ import annotations
 
 from mmcurate.annotation.reflectv.recheck import SCORES, RecheckTrajectories, drawn_marks
 from mmcurate.annotation.reflectv.visual import YES_NO
+from mmcurate.benchmarks import register_part
 from mmcurate.core.images import ImageStore
 from mmcurate.core.plural import counted
-from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.recuration import Recuration
 from mmcurate.releases.reflectv.draft import reflectv_recuration_draft, released_dialogues, trajectory_samples
-from mmcurate.tasks.recuration import Recurated
+from mmcurate.tasks.recuration import Recurated, recheck_near_duplicates
 from mmcurate.tasks.stages import run_stage
 
 
+@register_part("reflectv", "recurate")
 def recurate_reflectv(run: Recuration) -> Recurated:
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
     store = ImageStore(settings.workdir / "images")
@@ -32,8 +30,7 @@ def recurate_reflectv(run: Recuration) -> Recurated:
                                   drawn_marks(parent.ledger), cfg.rho, cfg.seed,
                                   run.recorded("recheck", (*SCORES, *YES_NO)), cfg.rho_rule)
     checked = run_stage(recheck, trajectory_samples(parent, store), settings, run_id)
-    near = near_duplicate_stage(settings, parent.benchmark, run.version, run.folder)  # earlier versions beside it
-    deduped = run_stage(near, checked.kept, settings, run_id)
+    deduped = recheck_near_duplicates(run, checked.kept)
 
     draft = reflectv_recuration_draft(settings, run.version, run_id, parent, run.parent_record, checked, deduped, store)
     return Recurated(draft, checked.calls, checked.kept.num_rows,

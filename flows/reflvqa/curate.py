@@ -20,6 +20,7 @@ from mmcurate.annotation.reflvqa.factcheck import FactCheckable
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.relevance import ImageRelevance
 from mmcurate.annotation.reflvqa.verification import VerifySentences
+from mmcurate.benchmarks import register_part
 from mmcurate.core.images import ImageStore
 from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.curation import begin_curation
@@ -31,6 +32,7 @@ from mmcurate.tasks.release import publish_release
 from mmcurate.tasks.stages import run_stage
 
 
+@register_part("reflvqa", "curate")
 @flow(name="reflvqa", log_prints=True)
 def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     run = begin_curation(config, "reflvqa", version)                                        # before any work

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
@@ -36,6 +37,7 @@ from mmcurate.tasks.evaluate import answer_reflvqa, plan_evaluation, summarise_r
 from mmcurate.tasks.plan import report_spent
 
 
+@register_part("reflvqa", "evaluate")
 def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, allow_incomplete: bool,
                      settings: list[str], queries: list[int], subset: str | None = None) -> None:
     """``settings`` (text, image, multi, two-step) x ``queries`` (N) on the ``subset`` of QA pairs

@@ -8,24 +8,22 @@ new models' calls only.
                the original ones' recorded grades count, only the new ones answer
     citations  the new judge decides the citations among the documents the parent judged
                (the release's knowledge base gives their text)
-    near-dups  within the release, against earlier versions (the parent) and named releases
-    draft      the next version
-
-The re-curation flow (``flows/recurate.py``) runs these steps between opening the release and
-publishing the next version (removal stamps, CHANGELOG.md).
+    near-dups  and draft, as every re-curation (``tasks.recuration``; ``flows/recurate.py`` runs
+               these steps between opening the release and publishing the next version)
 """
 from __future__ import annotations
 
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.recheck import RecheckCitations, judged_candidates
+from mmcurate.benchmarks import register_part
 from mmcurate.core.images import ImageStore
-from mmcurate.releases.near_duplicates import near_duplicate_stage
 from mmcurate.releases.recuration import Recuration
 from mmcurate.releases.reflvqa.draft import qa_samples, reflvqa_recuration_draft, release_corpus
-from mmcurate.tasks.recuration import Recurated
+from mmcurate.tasks.recuration import Recurated, recheck_near_duplicates
 from mmcurate.tasks.stages import run_stage
 
 
+@register_part("reflvqa", "recurate")
 def recurate_reflvqa(run: Recuration) -> Recurated:
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
     store = ImageStore(settings.workdir / "images")
@@ -40,8 +38,7 @@ def recurate_reflvqa(run: Recuration) -> Recurated:
     cited = run_stage(RecheckCitations(cfg.text_entailment, documents, judged_candidates(parent.ledger),
                                        run.recorded("citation", ("entail", "reject"), models=judges, part="sentence")),
                       necessary.kept, settings, run_id)
-    near = near_duplicate_stage(settings, parent.benchmark, run.version, run.folder)  # earlier versions beside it
-    deduped = run_stage(near, cited.kept, settings, run_id)
+    deduped = recheck_near_duplicates(run, cited.kept)
 
     draft = reflvqa_recuration_draft(settings, run.version, run_id, parent, run.parent_record,
                                      [necessary, cited, deduped], corpus)

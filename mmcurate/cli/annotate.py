@@ -29,6 +29,7 @@ app.add_typer(annotate_app, name="annotate")
 
 def _judges(release: Path):
     """The review of the evaluation judge of ``release``'s benchmark (``mmcurate.benchmarks``)."""
+    import mmcurate.review.builtin  # noqa: F401  registers the judge reviews
     from mmcurate.benchmarks import get
     from mmcurate.releases.reader import open_release
 

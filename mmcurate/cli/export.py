@@ -23,6 +23,7 @@ def lmms_eval(
 ) -> None:
     """The release's evaluation as lmms-eval tasks (a YAML per task, the group, utils.py calling
     mmcurate's own rules), reading the release's Parquet files by absolute path."""
+    import mmcurate.releases.builtin  # noqa: F401  registers the release kinds
     from mmcurate.benchmarks import get
     from mmcurate.releases.lmms_export import export_release
 

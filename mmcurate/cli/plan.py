@@ -30,6 +30,8 @@ def plan(
                                                     "(default: counted or estimated from the configured KB)")] = None,
 ) -> None:
     """Expected requests, prompt and completion tokens, GPU-hours and judge cost per stage and model."""
+    import mmcurate.evaluation.builtin  # noqa: F401  registers the option checks
+    import mmcurate.planning.builtin  # noqa: F401  registers the planners
     from mmcurate.benchmarks import BENCHMARKS, get
     from mmcurate.core.config import load_config
     from mmcurate.core.errors import ConfigError, MmcurateError

@@ -69,6 +69,7 @@ def diff(old: ReleaseArg, new: ReleaseArg) -> None:
 @app.command()
 def validate(release: ReleaseArg) -> None:
     """Run the Great Expectations suite; write RELEASE/quality/ (results JSON, Data Docs); exit 1 on failure."""
+    import mmcurate.releases.builtin  # noqa: F401  registers the release kinds
     from mmcurate.benchmarks import get
     from mmcurate.releases.validation import DATA_DOCS_DIR, validate_release
 

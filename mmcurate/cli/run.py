@@ -84,6 +84,7 @@ def config_or_demo(config: Path | None) -> Path:
 def _curate(benchmark: Benchmark, config: Path | None, version: str | None, allow_incomplete: bool) -> None:
     """Run the benchmark's curation flow on the configured task runner, after every check that
     can be made before it starts (``releases.curation.begin_curation``)."""
+    import mmcurate.flows.builtin  # noqa: F401  registers the curation flows
     from mmcurate.releases.curation import begin_curation
     from mmcurate.tasks.runners import make_task_runner
 
@@ -143,6 +144,7 @@ def evaluate(
 ) -> None:
     """Evaluate one model on a release, as its benchmark's paper does (the options a benchmark takes
     are its own; see the README)."""
+    import mmcurate.evaluation.builtin  # noqa: F401  registers the option checks and refusals
     from mmcurate.benchmarks import get
     from mmcurate.core.config import load_config
     from mmcurate.releases.reader import open_release, refuse_inside_release
@@ -163,7 +165,7 @@ def evaluate(
     # what the user set: a 0 (``--limit 0``) is set, and checked, not taken for "not given"
     set_by_user = {k: v for k, v in given.items() if v is not None and v is not False}
     arguments = evaluation.arguments(benchmark.name, set_by_user, FLAGS)
-    evaluation.refuse_unrunnable(settings, name, arguments)
+    evaluation.refuse_unrunnable(benchmark.name, settings, name, arguments)
 
     _prefect_defaults()
     from mmcurate.flows.evaluate import evaluate_release  # Prefect loads once every input is checked

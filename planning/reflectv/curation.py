@@ -28,7 +28,7 @@ from typing import Any
 from mmcurate.annotation.reflectv.dialogue import STAGE as DIALOGUE
 from mmcurate.annotation.reflectv.dialogue import student_messages, teacher_messages
 from mmcurate.annotation.reflectv.dialogue import STUDENT_TEMPLATE, TEACHER_TEMPLATE
-from mmcurate.annotation.reflectv.grounders import Query, point_request
+from mmcurate.annotation.grounders import Query, point_request
 from mmcurate.annotation.reflectv.reflection import STAGE as REFLECTION
 from mmcurate.annotation.reflectv.reflection import caption_request, objects_request, rewrite_request, subject_request
 from mmcurate.annotation.reflectv.trajectory import STAGE as TRAJECTORY
@@ -42,7 +42,7 @@ from mmcurate.judging.simpleqa import JudgeItem, judge_request
 from mmcurate.models.requests import ChatRequest
 
 from ..inputs import PlanInput
-from ..plan import Plan, PlanRow, plan_row, throughput_sources, words
+from ..plan import Plan, PlanRow, plan_row, words
 from ..rates import ReflectVRates
 from ..tokens import TOKEN_NOTE
 
@@ -133,10 +133,7 @@ def plan_reflectv(settings: Settings, given: PlanInput, rates: ReflectVRates) ->
              f"{TOKEN_NOTE}; completion = max_tokens; retries of unreadable replies are not counted"]
     if not cfg.student:
         notes.append("no student and teacher: every dialogue must be ingested ready-made (FIRE)")
-    return Plan(
-        benchmark="reflectv", samples=given.samples, samples_from=how, rates_from=rates.source,
-        funnel=[("candidates", given.samples), ("after the trajectory filter", kept), ("verified chains", chains),
-                ("released", released)],
-        rows=plan_rows, notes=notes,
-        sources=throughput_sources(settings, plan_rows),
-    )
+    return Plan.priced(settings, plan_rows, benchmark="reflectv", samples=given.samples, samples_from=how,
+                       rates_from=rates.source, notes=notes,
+                       funnel=[("candidates", given.samples), ("after the trajectory filter", kept),
+                               ("verified chains", chains), ("released", released)])

@@ -29,7 +29,7 @@ from mmcurate.core.text import split_sentences
 from mmcurate.judging.entailment import DOC_CHARS, image_support_request, text_support_request
 
 from ..inputs import PlanInput
-from ..plan import Plan, PlanRow, plan_row, throughput_sources, words
+from ..plan import Plan, PlanRow, plan_row, words
 from ..rates import RefLVQARates, at
 from ..tokens import CHARS_PER_TOKEN, TOKEN_NOTE
 
@@ -113,10 +113,7 @@ def plan_reflvqa(settings: Settings, given: PlanInput, rates: RefLVQARates) -> P
              f"{TOKEN_NOTE}; completion = max_tokens unless a release measured it; label retries are not counted"]
     if cfg.cross_modal_encoder is None:
         notes.append("image relevance is skipped (no cross-modal encoder): every candidate reaches the inspectors")
-    return Plan(
-        benchmark="reflvqa", samples=given.samples, samples_from=how, rates_from=rates.source,
-        funnel=[("candidates", given.samples), ("after relevance", relevant), ("after necessity", necessary),
-                ("fact-checkable sentences", checkable)],
-        rows=plan_rows, notes=notes,
-        sources=throughput_sources(settings, plan_rows),
-    )
+    return Plan.priced(settings, plan_rows, benchmark="reflvqa", samples=given.samples, samples_from=how,
+                       rates_from=rates.source, notes=notes,
+                       funnel=[("candidates", given.samples), ("after relevance", relevant),
+                               ("after necessity", necessary), ("fact-checkable sentences", checkable)])

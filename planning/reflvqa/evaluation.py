@@ -22,7 +22,7 @@ from mmcurate.evaluation.reflvqa.settings import (
 )
 from mmcurate.retrieval.rag import source_caption
 
-from ..plan import Plan, PlanRow, plan_row, throughput_sources, words
+from ..plan import Plan, PlanRow, plan_row, words
 from .curation import PAPER_QUESTION_WORDS
 
 PAPER_IMAGE_SHARE = 1.53 / 5  # MultiRAG's image documents among the 5 per query (004 Table 5, Claude-3.5-Sonnet)
@@ -145,8 +145,6 @@ def plan_reflvqa_evaluation(settings: Settings, model: str, qa: list[dict[str, A
     if not has_images:
         notes.append("no image document can be found (no cross-modal encoder, no source caption): ImageRAG shows "
                      "none and Two-step asks only its text answer")
-    return Plan(benchmark="reflvqa-evaluation", samples=questions, samples_from="QA pairs of the release",
-                rates_from="every question answered in every setting", funnel=[("questions", questions),
-                                                                              ("answers", answers)],
-                rows=plan_rows, notes=notes,
-                sources=throughput_sources(settings, plan_rows))
+    return Plan.priced(settings, plan_rows, benchmark="reflvqa-evaluation", samples=questions,
+                       samples_from="QA pairs of the release", rates_from="every question answered in every setting",
+                       funnel=[("questions", questions), ("answers", answers)], notes=notes)

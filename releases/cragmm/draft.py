@@ -23,9 +23,11 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 from mmcurate.benchmarks.cragmm import CragMMConfig
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
 from mmcurate.core.schema import SAMPLE
+from mmcurate.evaluation.cragmm.harness import harness as lmms_harness
 from mmcurate.sources.ingest import IngestResult
 
 from .checks import cragmm_checks
@@ -66,8 +68,9 @@ KIND = ReleaseKind(
     configs=("turns", "conversations"),
     checks=cragmm_checks,
     distributions=distributions,
-    harness="mmcurate.evaluation.cragmm.harness:harness",
+    harness=lmms_harness,
 )
+register_part("cragmm", "release")(KIND)
 
 
 def turn_rows(samples: pa.Table) -> pa.Table:

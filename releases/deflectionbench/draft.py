@@ -8,9 +8,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.deflectionbench import RULES, DeflectionBenchConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
+from mmcurate.evaluation.deflectionbench.harness import harness as lmms_harness
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import is_lexical
 from mmcurate.core.stages import StageResult
@@ -57,8 +59,9 @@ KIND = ReleaseKind(
     configs=("test",),
     checks=deflection_checks,
     distributions=distributions,
-    harness="mmcurate.evaluation.deflectionbench.harness:harness",
+    harness=lmms_harness,
 )
+register_part("deflectionbench", "release")(KIND)
 
 ROW_BATCH = 1024  # rows turned into Python dicts at a time
 RELEASE_PART_ROWS = 50_000  # rows of a spilled release table written at a time

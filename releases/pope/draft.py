@@ -21,8 +21,10 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.benchmarks.pope import PopeConfig
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.stages import StageResult
+from mmcurate.evaluation.pope.harness import harness as lmms_harness
 from mmcurate.sources.ingest import IngestResult
 from mmcurate.sources.mme import PROBE_SPLITS
 from mmcurate.sources.pope import dataset_splits
@@ -67,8 +69,9 @@ KIND = ReleaseKind(
     configs=("probes",),
     checks=pope_checks,
     distributions=distributions,
-    harness="mmcurate.evaluation.pope.harness:harness",
+    harness=lmms_harness,
 )
+register_part("pope", "release")(KIND)
 
 
 def probe_rows(samples: pa.Table) -> pa.Table:

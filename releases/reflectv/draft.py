@@ -40,6 +40,7 @@ from mmcurate.annotation.reflectv.formatting import (
 )
 from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL, CHECK_RULE
 from mmcurate.benchmarks.reflectv import ReflectVConfig
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import DOMAINS, domain_of
 from mmcurate.core.images import ImageStore
@@ -47,6 +48,7 @@ from mmcurate.core.ledger import Ledger
 from mmcurate.core.specs import Heuristic, Template
 from mmcurate.core.stages import StageResult
 from mmcurate.core.tables import SpilledTable
+from mmcurate.evaluation.reflectv.harness import harness as lmms_harness
 from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.sources.ingest import IngestResult
 
@@ -83,8 +85,9 @@ KIND = ReleaseKind(
     distributions=distributions,
     split="train",
     exports=write_sft,
-    harness="mmcurate.evaluation.reflectv.harness:harness",
+    harness=lmms_harness,
 )
+register_part("reflectv", "release")(KIND)
 
 
 def _reasons(result: StageResult, check: str) -> dict[str, str]:

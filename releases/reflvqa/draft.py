@@ -8,11 +8,13 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 from mmcurate.benchmarks.reflvqa import RefLVQAConfig
+from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import DOCUMENT, SAMPLE, SENTENCE
 from mmcurate.core.ledger import Ledger
 from mmcurate.core.plural import counted
+from mmcurate.evaluation.reflvqa.harness import harness as lmms_harness
 from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import Heuristic, Lexical, is_lexical, model_names
 from mmcurate.core.stages import StageResult
@@ -48,8 +50,9 @@ KIND = ReleaseKind(
     configs=("qa", "documents", "knowledge_base"),
     checks=reflvqa_checks,
     distributions=distributions,
-    harness="mmcurate.evaluation.reflvqa.harness:harness",
+    harness=lmms_harness,
 )
+register_part("reflvqa", "release")(KIND)
 
 
 def reflvqa_draft(

@@ -16,6 +16,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from mmcurate.benchmarks import register_part
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
 
@@ -110,3 +111,4 @@ class DeflectionJudgeReview(JudgeReview):
 
 
 REVIEW = DeflectionJudgeReview()
+register_part("deflectionbench", "judge_review")(REVIEW)

@@ -63,9 +63,7 @@ from mmcurate.core.tables import write_table
 
 from mmcurate.review.agreement import agreement_summary
 from mmcurate.releases.manifest import MANIFEST, load_manifest
-from mmcurate.releases.reader import refuse_inside_release
-from mmcurate.review.batches import cell_list, prepare_batch_folder, read_records, refuse_over_results, \
-    write_batch
+from mmcurate.review.batches import cell_list, labels_import, prepare_batch_folder, read_records, write_batch
 from mmcurate.core.plural import counted
 
 QUESTIONS = ("needs_verification", "documents_support", "sentence_grounded")
@@ -371,11 +369,7 @@ def _judges(release: Path) -> dict[str, str]:
 def import_labels(release: Path | str, files: Sequence[Path | str], out: Path | str, force: bool = False) -> ImportResult:
     """Validate labelled files, write ``out/human_verified.parquet`` and ``out/agreement.json``
     (refused over an earlier import's unless ``force``)."""
-    if not files:
-        raise MmcurateError("give at least one labelled file")
-    release, out = Path(release), Path(out)
-    refuse_inside_release(out, "--out", release)
-    refuse_over_results(out, RESULTS, force)
+    release, out = labels_import(release, files, out, RESULTS, force)
     items = {i["item_id"]: i for i in release_items(release)}
     per_annotator: dict[str, dict[str, Labelled]] = {}
     for file in files:

@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from mmcurate.benchmarks import register_part
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
 
@@ -173,3 +174,4 @@ class RefLVQAJudgeReview(JudgeReview):
 
 
 REVIEW = RefLVQAJudgeReview()
+register_part("reflvqa", "judge_review")(REVIEW)

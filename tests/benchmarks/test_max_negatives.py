@@ -10,7 +10,8 @@ from mmcurate.annotation.deflectionbench.mining import MinedText
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge, pair_knowledge
 from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, DeflectionBenchConfig, DeflectionEvalConfig
 from mmcurate.benchmarks.deflectionbench import RetrievalConfig
-from mmcurate.evaluation.deflectionbench.scenarios import EvaluationError, scenario_contexts
+from mmcurate.evaluation.deflectionbench.scenarios import scenario_contexts
+from mmcurate.evaluation.failures import EvaluationError
 from mmcurate.planning.deflectionbench.curation import offered_negatives
 
 

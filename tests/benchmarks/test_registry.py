@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 import mmcurate.cli.run
-from mmcurate.benchmarks import BENCHMARKS, get
+import mmcurate.evaluation.builtin  # noqa: F401  the layers' own parts, registered
+import mmcurate.flows.builtin  # noqa: F401
+import mmcurate.planning.builtin  # noqa: F401
+import mmcurate.releases.builtin  # noqa: F401
+import mmcurate.review.builtin  # noqa: F401
+from mmcurate.benchmarks import BENCHMARKS, get, registered_part
 from mmcurate.releases.curation import begin_curation
 from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.releases.errors import ReleaseError
@@ -31,15 +36,15 @@ def test_every_part_of_every_benchmark_loads(name):
 
         assert adapter_class(source).__name__
     if benchmark.evaluation is not None:
-        assert callable(benchmark.required_evaluation().steps_function())
+        assert callable(benchmark.required_evaluation().steps_function(name))
         assert benchmark.evaluation.arguments(name, {}, {}) is not None
-    if benchmark.judge_review is not None:
+    if registered_part(name, "judge_review") is not None:
         assert benchmark.judges().benchmark == name
-    if benchmark.plan is not None:
+    if registered_part(name, "plan") is not None:
         assert callable(benchmark.planner())
-    if benchmark.recurate is not None:  # re-curation steps come with their plan and their roles
+    if registered_part(name, "recurate") is not None:  # re-curation steps come with their plan and their roles
         assert callable(benchmark.recuration_steps()) and callable(benchmark.recuration_planner())
-        assert benchmark.release is not None
+        assert registered_part(name, "release") is not None
 
 
 def test_unknown_benchmark_and_missing_parts_are_one_line():
@@ -92,13 +97,13 @@ def test_one_evaluation_flow_and_one_recuration_flow():
         flows |= {value.name for value in vars(module).values()
                   if isinstance(value, Flow) and value.fn.__module__ == module.__name__}
         demo |= {id(module.DEMO_CONFIG)} if hasattr(module, "DEMO_CONFIG") else set()
-    assert flows == {b.name for b in BENCHMARKS.values() if b.curate} | {"evaluate", "recurate-release", "watch"}
+    assert flows == {b.name for b in BENCHMARKS.values() if b.curated} | {"evaluate", "recurate-release", "watch"}
     assert demo == {id(mmcurate.flows.DEMO_CONFIG)}
 
 
 def test_run_commands_are_the_curated_benchmarks():
     commands = {c.name for c in mmcurate.cli.run.run_app.registered_commands}
-    assert commands == {b.name for b in BENCHMARKS.values() if b.curate}
+    assert commands == {b.name for b in BENCHMARKS.values() if b.curated}
 
 
 CONFIG = """

@@ -2,7 +2,8 @@
 
 The package is written into ``tmp_path`` at test time: its config section, one stage, a
 release kind, a source adapter of its own format and its ``Benchmark``, registered through
-``mmcurate.benchmarks.register``. The test loads a config with its section (range checks with
+``mmcurate.benchmarks.register`` (the benchmark), ``register_part`` (its release kind) and
+``register_adapter`` (its source adapter). The test loads a config with its section (range checks with
 the field path, environment overrides, paths resolved against the file), begins a curation
 (which checks the toy's source against its adapter), ingests its raw file with the toy's
 adapter (a bad record quarantined with its locator), runs its stage, writes and validates a
@@ -18,9 +19,10 @@ import textwrap
 import pyarrow.parquet as pq
 import pytest
 
+import mmcurate.benchmarks.parts as parts
 import mmcurate.benchmarks.registry as registry
 import mmcurate.core.config as config
-from mmcurate.benchmarks import get, register
+from mmcurate.benchmarks import get, register, register_adapter
 from mmcurate.core.config import load_config
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
@@ -44,7 +46,7 @@ TOY = textwrap.dedent('''
     import pyarrow as pa
     from pydantic import Field
 
-    from mmcurate.benchmarks import Benchmark
+    from mmcurate.benchmarks import Benchmark, register_adapter, register_part
     from mmcurate.core.config import BenchmarkSection, SourceSpec
     from mmcurate.core.ledger import Decision
     from mmcurate.core.records import Rejected, Sample
@@ -54,6 +56,7 @@ TOY = textwrap.dedent('''
     from mmcurate.sources.base import Located, SourceAdapter, jsonl_records, text_field
 
 
+    @register_adapter("toy", "toy")
     class ToySource(SourceAdapter):
         """``questions.jsonl``: one ``{"id", "q", "a"}`` object per line."""
 
@@ -107,11 +110,11 @@ TOY = textwrap.dedent('''
                            [gxe.ExpectColumnValuesToBeUnique(column="sample_id")])], []
 
 
-    KIND = ReleaseKind(benchmark="toy", pretty="Toy", description="Questions long enough.",
-                       configs=("questions",), checks=checks, distributions=lambda tables: {})
+    KIND = register_part("toy", "release")(ReleaseKind(
+        benchmark="toy", pretty="Toy", description="Questions long enough.", configs=("questions",), checks=checks,
+        distributions=lambda tables: {}))
 
-    BENCHMARK = Benchmark(name="toy", title="a toy", paper="none", sources=("toy",), config=ToyConfig,
-                          release="toybench:KIND", adapters={"toy": "toybench:ToySource"})
+    BENCHMARK = Benchmark(name="toy", title="a toy", paper="none", sources=("toy",), config=ToyConfig)
 ''')
 
 
@@ -123,6 +126,8 @@ def toybench(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
     monkeypatch.setattr(registry, "BENCHMARKS", dict(registry.BENCHMARKS))
     monkeypatch.setattr(config, "_SECTIONS", dict(config._SECTIONS))
+    monkeypatch.setattr(parts, "_PARTS", dict(parts._PARTS))
+    monkeypatch.setattr(parts, "_ADAPTERS", dict(parts._ADAPTERS))
     module = importlib.import_module("toybench")
     register(module.BENCHMARK)
     yield module
@@ -179,15 +184,9 @@ def test_a_toy_benchmark_registers_loads_runs_and_releases(tmp_path, toybench, m
 
 def test_an_adapter_name_is_taken_once(toybench):
     """A benchmark's own adapter may not take a name mmcurate's adapters or another benchmark use."""
-    from mmcurate.benchmarks import Benchmark
-
-    other = Benchmark(name="toy2", title="t", paper="none", sources=("toy",), config=toybench.ToyConfig,
-                      adapters={"toy": "toybench:ToySource"})
     with pytest.raises(ConfigError, match="brings the source adapter 'toy', which benchmark 'toy' brought first"):
-        register(other)
-    shadow = Benchmark(name="toy3", title="t", paper="none", sources=("webqa",), config=toybench.ToyConfig,
-                       adapters={"webqa": "toybench:ToySource"})
-    registry.BENCHMARKS["toy3"] = shadow
+        register_adapter("toy2", "toy")(toybench.ToySource)
+    register_adapter("toy3", "webqa")(toybench.ToySource)
     with pytest.raises(ConfigError, match="a name mmcurate's own adapters use"):
         adapter_class("webqa")
 

@@ -9,7 +9,7 @@ import pytest
 
 from mmcurate.core.config import ModelSpec, Settings
 from mmcurate.evaluation.failures import check_failures
-from mmcurate.evaluation.deflectionbench.scenarios import EvaluationError
+from mmcurate.evaluation.failures import EvaluationError
 from mmcurate.releases.reflvqa.tables import KNOWLEDGE_BASE
 from mmcurate.tasks.evaluate import answer_reflvqa, answer_scenarios
 

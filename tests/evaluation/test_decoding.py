@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from mmcurate.core.config import ModelSpec, load_config
-from mmcurate.benchmarks.deflectionbench import Decoding
+from mmcurate.benchmarks.shared import Decoding
 from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.errors import ConfigError
 from mmcurate.evaluation.decoding import REFLVQA, decoded_spec, decoding_note, decoding_record

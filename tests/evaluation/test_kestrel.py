@@ -9,9 +9,9 @@ import json
 import pytest
 from PIL import Image
 
-from mmcurate.annotation.reflectv.grounders import BoxesGrounder, Grounder, ScriptedDetector
+from mmcurate.annotation.grounders import BoxesGrounder, Grounder, ScriptedDetector
 from mmcurate.benchmarks.pope import KestrelConfig
-from mmcurate.benchmarks.pope import ClaimGate
+from mmcurate.benchmarks.shared import ClaimGate
 from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.pope.kestrel import (
     Kestrel, KestrelItem, claimed_count, parse_initial, parse_refined, relation, where,
@@ -301,7 +301,7 @@ def test_replies_are_read_strictly() -> None:
 
 def test_a_blind_model_is_refused(world) -> None:
     from mmcurate.evaluation.pope.probes import pope_answers
-    from mmcurate.evaluation.deflectionbench.scenarios import EvaluationError
+    from mmcurate.evaluation.failures import EvaluationError
 
     world.add("blind", [], default="Yes")
     with pytest.raises(EvaluationError, match="model 'blind' cannot see them"):
@@ -410,7 +410,7 @@ def test_the_note_counts_the_replies_popes_rule_read_as_yes_by_default(tmp_path)
 def test_the_scripted_detector_reports_its_rules_and_states_its_errors(tmp_path) -> None:
     """Issue 32 item 15: the demo's grounding agent is a scripted detector that reads no label file;
     its detections come from its own rules, a miss finds nothing, and it says what it is."""
-    from mmcurate.annotation.reflectv.grounders import Query, make_grounder
+    from mmcurate.annotation.grounders import Query, make_grounder
 
     rules = tmp_path / "rules.jsonl"
     rules.write_text("\n".join(json.dumps(r) for r in [

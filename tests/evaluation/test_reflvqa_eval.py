@@ -15,7 +15,7 @@ from mmcurate.evaluation.reflvqa.prompts import NO_CAPTION
 from mmcurate.evaluation.reflvqa.queries import parse_queries
 from mmcurate.evaluation.reflvqa.report import write_reflvqa_evaluation
 from mmcurate.evaluation.reflvqa.settings import run_options
-from mmcurate.evaluation.deflectionbench.scenarios import EvaluationError
+from mmcurate.evaluation.failures import EvaluationError
 from mmcurate.retrieval.rag import BOTH, Hit
 
 

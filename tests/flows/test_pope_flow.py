@@ -132,7 +132,7 @@ def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:
 def test_grounding_from_the_probes_own_annotations_is_oracle_grounding(run, tmp_path, fixtures_root) -> None:
     """Issue 32 item 15: the annotated boxes the labels were built from are refused; with
     --oracle-grounding the run is titled an upper bound."""
-    from mmcurate.evaluation.deflectionbench.scenarios import EvaluationError
+    from mmcurate.evaluation.failures import EvaluationError
     from mmcurate.flows.evaluate import evaluate_release
 
     _, config, release, _ = run

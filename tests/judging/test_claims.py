@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mmcurate.benchmarks.pope import ClaimGate
+from mmcurate.benchmarks.shared import ClaimGate
 from mmcurate.judging.claim_extraction import extract_claims, heuristic_claims, heuristic_type, parse_claims
 from mmcurate.judging.claim_verification import ClaimTask, verify_claims
 from mmcurate.judging.claims import (

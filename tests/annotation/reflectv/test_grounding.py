@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from mmcurate.annotation.reflectv.chains import issues_of, turns_of, with_chains
-from mmcurate.annotation.reflectv.grounders import (
+from mmcurate.annotation.grounders import (
     BoxesGrounder,
     Instance,
     PointingGrounder,
@@ -21,7 +21,7 @@ from mmcurate.annotation.reflectv.grounders import (
     parse_points,
 )
 from mmcurate.annotation.reflectv.grounding import GroundAndMark, locate_phrase
-from mmcurate.annotation.reflectv.marks import rgb
+from mmcurate.annotation.marks import rgb
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import Sam2
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmcurate.annotation.reflectv.grounders import Instance
-from mmcurate.annotation.reflectv.marks import draw_marks, png_bytes, rgb
+from mmcurate.annotation.grounders import Instance
+from mmcurate.annotation.marks import draw_marks, png_bytes, rgb
 from mmcurate.annotation.reflectv.wording import grounded_reflection, mark_phrase
 from mmcurate.core.visual_prompts import COLORS, MARK_TYPES
 
