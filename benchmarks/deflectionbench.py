@@ -19,8 +19,6 @@ Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, Literal, Self
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator

@@ -43,7 +43,6 @@ import pyarrow as pa
 
 from mmcurate.benchmarks.cragmm import QUERY, CruiseConfig, SummaryPromptFile
 from mmcurate.benchmarks import register_part
-from mmcurate.benchmarks.cragmm import QUERY, SummaryPromptFile
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.core.text import normalize

@@ -41,11 +41,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.annotation.reflectv.grounders import Grounder, Sam2Segmenter, make_grounder
 from mmcurate.benchmarks.pope import KestrelConfig, PopeEvalConfig
 from mmcurate.annotation.grounders import Grounder, Sam2Segmenter, make_grounder
 from mmcurate.benchmarks import register_part
-from mmcurate.benchmarks.pope import KestrelConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_file
