@@ -109,3 +109,17 @@ def test_the_registry_imports_only_core_not_even_for_annotations():
                 if not node.module.startswith(("mmcurate.core", "mmcurate.benchmarks")):
                     found.append(f"{path.name}:{node.lineno}: {node.module}")
     assert found == []
+
+
+def test_a_flow_file_loaded_again_as_a_script_registers_nothing_new(tmp_path):
+    """``prefect deploy`` loads an entrypoint's file as a script: its decorators run a second time
+    on a copy of the same definitions, which is not a second registration; another definition is."""
+    import runpy
+
+    from mmcurate.benchmarks import registered_part
+    from mmcurate.flows.pope import curate
+
+    runpy.run_path(curate.__file__, run_name="__prefect_loader__")
+    assert registered_part("pope", "curate") is curate.pope
+    with pytest.raises(ConfigError, match="benchmark 'pope' already has its curate registered"):
+        register_part("pope", "curate")(lambda: None)
