@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup fixtures demo demo-steps demo-deflectionbench demo-others test lint-imports docs bench bench-peers clean review-setup review-ui
+.PHONY: setup fixtures demo demo-steps demo-deflectionbench demo-others test lint lint-imports docs bench bench-peers clean review-setup review-ui
 
 setup: $(STAMP)
 
@@ -81,8 +81,19 @@ demo-others:
 	$(MM) run pope --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/pope/1.0.0 --model kestrel-lvlm --system kestrel --config configs/demo.yaml
 
-test: setup fixtures lint-imports docs
+test: setup fixtures lint docs
 	$(PY) -m pytest -q
+
+# ruff (lint, then the formatter's check) and mypy, as [tool.ruff] and [tool.mypy] in pyproject.toml
+# set them, then the import layers. mypy reads the package as installed (tools/stage_tree.py, as
+# lint-imports does); its cache, like ruff's, is under build/
+TYPECHECK_TREE := build/typecheck
+lint: setup lint-imports
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) tools/stage_tree.py $(TYPECHECK_TREE)
+	cd $(TYPECHECK_TREE) && $(abspath $(VENV))/bin/mypy -p mmcurate --config-file $(CURDIR)/pyproject.toml \
+	  --cache-dir $(CURDIR)/build/mypy-cache
 
 # the layers of docs/architecture.md's "Imports point one way" ([tool.importlinter] in pyproject.toml),
 # checked on the package as installed (tools/stage_tree.py: import-linter walks mmcurate/ only)

@@ -164,10 +164,12 @@ class ScriptedDetector(BoxesGrounder):
                                     "miss) and, unless a miss, a box [x0, y0, x1, y1] and optionally a score in [0, 1]")
             self.stated[stated].append(label.strip())
             if stated != "miss":
-                region = (label.strip(), tuple(float(v) for v in box))
-                regions[sha].append(region)  # type: ignore[arg-type]
+                assert isinstance(box, list)  # boxed, checked above
+                x0, y0, x1, y1 = (float(v) for v in box)
+                region: tuple[str, Box] = (label.strip(), (x0, y0, x1, y1))
+                regions[sha].append(region)
                 if score is not None:
-                    self.scores[(sha, *region)] = float(score)  # type: ignore[index]
+                    self.scores[(sha, *region)] = float(score)
         self.regions = dict(regions)
         self.name = f"detector:{path}"
         self.files = [path]

@@ -55,6 +55,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported inside each phase's child process
+    import numpy as np
 
 THREADS_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 K = 10
@@ -84,7 +88,7 @@ def mixture(dim: int):
     return centres, weights, spread, basis
 
 
-def draw(first: int, size: int, parts) -> "np.ndarray":
+def draw(first: int, size: int, parts) -> np.ndarray:
     """Rows ``first .. first+size`` of the data (a function of ``first`` only: reruns agree)."""
     import numpy as np
 

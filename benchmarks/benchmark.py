@@ -56,14 +56,14 @@ class Evaluation:
             refuse(settings, model, arguments)
 
     def steps_function(self, benchmark: str) -> Callable[..., None]:
-        steps = registered_part(benchmark, "evaluate")
+        steps: Callable[..., None] | None = registered_part(benchmark, "evaluate")
         if steps is None:
             raise MmcurateError(f"mmcurate has no evaluation of {benchmark} releases")
         return steps
 
     def planner(self, benchmark: str) -> Callable[..., Any]:
         """The evaluation's plan (a ``planning.plan.Plan``) as a function (see the class docstring)."""
-        plan = registered_part(benchmark, "evaluation_plan")
+        plan: Callable[..., Any] | None = registered_part(benchmark, "evaluation_plan")
         if plan is None:
             raise MmcurateError(f"mmcurate has no plan of a {benchmark} evaluation yet")
         return plan
@@ -84,7 +84,7 @@ class Benchmark:
     curated: bool = False
     evaluation: Evaluation | None = None
 
-    def section_of(self, settings: CoreSettings) -> Any:
+    def section_of(self, settings: CoreSettings) -> BenchmarkSection:
         """This benchmark's section of ``settings`` (an instance of ``config``), or ConfigError."""
         return settings.section(self.name)
 
@@ -98,7 +98,8 @@ class Benchmark:
         return registered_part(self.name, "plan")
 
     def recuration_planner(self) -> Callable[..., Any]:
-        return self._required("recuration_plan", "plan of a re-curation")
+        planner: Callable[..., Any] = self._required("recuration_plan", "plan of a re-curation")
+        return planner
 
     def judges(self) -> Any:
         """Its ``review.judges.JudgeReview``."""
@@ -111,7 +112,8 @@ class Benchmark:
     def recuration_steps(self) -> Callable[..., Any]:
         """What re-curating a release (a ``releases.recuration.Recuration``) of this benchmark
         checks again (``flows/recurate.py``)."""
-        return self._required("recurate", "re-curation")
+        steps: Callable[..., Any] = self._required("recurate", "re-curation")
+        return steps
 
     def required_evaluation(self) -> Evaluation:
         """How this benchmark's releases are evaluated; one line when mmcurate has no evaluation of them."""

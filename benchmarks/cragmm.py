@@ -57,7 +57,8 @@ class SummaryPromptFile(PromptFile):
     keeps the built-in text (``evaluation.cragmm.cruise``). The way to run the paper's own wording
     (appendix A.2), which the code does not carry."""
 
-    templates: dict[SummaryPromptName, str] | None = None
+    # other template names than the base class's (a field pydantic validates by its own type)
+    templates: dict[SummaryPromptName, str] | None = None  # type: ignore[assignment]
 
     @field_validator("templates")
     @classmethod

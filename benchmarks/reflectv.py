@@ -19,7 +19,7 @@ Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this l
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -72,7 +72,7 @@ class ReflectVConfig(BenchmarkSection):
         return self
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
-        roles = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
+        roles: dict[str, Sequence[str | None]] = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
                  "rewriter": [self.rewriter], "pointing": model_names(self.grounding),
                  "captions": model_names(self.captions), "verifier": [self.verifier],
                  "judge": [judge], "recheck_teacher": self.recheck_teachers,

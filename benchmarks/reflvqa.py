@@ -57,7 +57,7 @@ class RefLVQAConfig(BenchmarkSection):
     evaluator: GraderSpec | None = None  # grades inspector answers right/wrong
     max_right_inspectors: int = Field(default=1, ge=0)
     factcheck_model: LabellerSpec | None = None  # marks fact-checkable sentences
-    text_corpus: list[KBSpec] = Field(default_factory=lambda: [WikiOffline()])  # searched as one
+    text_corpus: list[KBSpec] = Field(default_factory=lambda: list[KBSpec]([WikiOffline()]))  # searched as one
     text_corpus_limit: int | None = Field(default=None, ge=1)
     image_corpus: Path | None = None  # folder of images; None: the posts' own images
     top_text: int = Field(default=5, ge=1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -45,7 +45,7 @@ class PromptFile(StrictModel):
             raise ValueError(f"empty prompt {'template' if len(empty) == 1 else 'templates'} {empty}")
         return value
 
-    def read(self) -> "PromptFile":
+    def read(self) -> Self:
         """This spec with the file's templates and sha256 (unchanged if they are already here)."""
         if self.templates is not None:
             return self
@@ -85,7 +85,7 @@ class Decoding(StrictModel):
 
 
 ClaimType = Literal["existence", "colour", "count", "position"]
-CLAIM_THRESHOLDS: dict[str, float] = {"existence": 0.82, "colour": 0.86, "count": 0.90, "position": 0.86}
+CLAIM_THRESHOLDS: dict[ClaimType, float] = {"existence": 0.82, "colour": 0.86, "count": 0.90, "position": 0.86}
 THRESHOLD_RANGE = (0.82, 0.90)  # Kestrel's per-type thresholds lie in this range (seed 000, L137)
 
 
@@ -106,7 +106,7 @@ class ClaimGate(StrictModel):
 
     @field_validator("thresholds")
     @classmethod
-    def _paper_range(cls, value: dict[str, float]) -> dict[str, float]:
+    def _paper_range(cls, value: dict[ClaimType, float]) -> dict[ClaimType, float]:
         low, high = THRESHOLD_RANGE
         bad = {k: v for k, v in value.items() if not low <= v <= high}
         if bad:

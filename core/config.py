@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator,
@@ -157,6 +157,24 @@ class Section(StrictModel):
     """A part of the config a benchmark registers (``register_sections``): its own section, its
     section under ``evaluation``, or another it owns. Loading checks the models it names."""
 
+    @classmethod
+    def find(cls, settings: CoreSettings) -> Self | None:
+        """This section of ``settings`` as its own type, None when the file leaves it out.
+        (``settings.<name>`` is untyped: ``Settings`` is built at run time from the registered
+        sections, ``settings_type``.)"""
+        found: Any = settings
+        for part in section_name(cls).split("."):
+            found = getattr(found, part, None)
+        return found if isinstance(found, cls) else None
+
+    @classmethod
+    def of(cls, settings: CoreSettings) -> Self:
+        """This section of ``settings`` as its own type, or ConfigError when the config has none."""
+        found = cls.find(settings)
+        if found is None:
+            raise ConfigError(f"the config has no '{section_name(cls)}' section")
+        return found
+
     def references(self, judge: str | None) -> list[str]:
         """The models this section names (each must be defined under ``models``); ``judge`` is
         the config's judge model, if the judge is one."""
@@ -173,6 +191,9 @@ class Section(StrictModel):
 
 class BenchmarkSection(Section):
     """A benchmark's own section of the config: its sources and the models its curation asks."""
+
+    if TYPE_CHECKING:  # each section declares it as its own field (field order is the resolved config's)
+        version: str  # the version of a curation run's release
 
     def sources_at(self, name: str) -> list[tuple[str, SourceSpec]]:
         """(config path, spec) of every source, e.g. ``("<name>.sources[2]", spec)``; ``name``
@@ -422,10 +443,11 @@ class CoreSettings(BaseSettings):
         self.models[model.name] = model
         return model
 
-    def section(self, benchmark: str) -> Any:
-        """The config section of ``benchmark`` (its registered name), or ConfigError."""
+    def section(self, benchmark: str) -> BenchmarkSection:
+        """The config section of ``benchmark`` (its registered name), or ConfigError. (A benchmark's
+        own code reads its section as its own type: ``<its config class>.of(settings)``.)"""
         section = getattr(self, benchmark, None)
-        if section is None:
+        if not isinstance(section, BenchmarkSection):
             raise ConfigError(f"the config has no '{benchmark}' section")
         return section
 
@@ -478,7 +500,7 @@ class CoreSettings(BaseSettings):
             first = exc.errors()[0]
             raise ConfigError(f"recorded config: {field_path(first['loc'])}: {first['msg']}") from None
         from_env = _leaves(_ModelEnv(cls, _model_keys(data))())
-        return _read_files(_resolve_paths(settings, base.resolve(), from_env))
+        return _read_files(_resolve_model_paths(settings, base.resolve(), from_env))
 
 
 _SECTIONS: dict[str, type[Section]] = {}  # top-level benchmark sections, by name
@@ -498,6 +520,15 @@ def register_sections(sections: Mapping[str, type[Section]],
             registry[name] = model
 
 
+def section_name(kind: type[Section]) -> str:
+    """The config path ``kind`` is registered under (``<name>`` or ``evaluation.<name>``)."""
+    for registry, prefix in ((_SECTIONS, ""), (_EVALUATION_SECTIONS, "evaluation.")):
+        for name, registered in registry.items():
+            if registered is kind:
+                return prefix + name
+    raise ConfigError(f"{kind.__name__} is not a registered config section")
+
+
 def settings_type() -> type[CoreSettings]:
     """The settings of every registered section (``Settings``), built once per set of sections."""
     return _settings_type(tuple(_SECTIONS.items()), tuple(_EVALUATION_SECTIONS.items()))
@@ -506,11 +537,11 @@ def settings_type() -> type[CoreSettings]:
 @cache
 def _settings_type(sections: tuple[tuple[str, type[Section]], ...],
                    evaluation: tuple[tuple[str, type[Section]], ...]) -> type[CoreSettings]:
-    evaluation_cls = create_model("EvaluationConfig", __base__=StrictModel, __module__=__name__,
-                                  **{name: (model, Field(default_factory=model)) for name, model in evaluation})
+    parts: dict[str, Any] = {name: (model, Field(default_factory=model)) for name, model in evaluation}
+    evaluation_cls = create_model("EvaluationConfig", __base__=StrictModel, __module__=__name__, **parts)
+    parts = {name: (model | None, None) for name, model in sections}
     return create_model("Settings", __base__=CoreSettings, __module__=__name__,
-                        evaluation=(evaluation_cls, Field(default_factory=evaluation_cls)),
-                        **{name: (model | None, None) for name, model in sections})
+                        evaluation=(evaluation_cls, Field(default_factory=evaluation_cls)), **parts)
 
 
 if TYPE_CHECKING:
@@ -537,7 +568,7 @@ def field_path(loc: tuple[Any, ...]) -> str:
 def model_from_file_data(data: Any, folder: Path) -> ModelSpec:
     """A model spec as a file holds it (a YAML model file, a catalog entry): relative paths
     (a scripted model's ``script``, a ``tokenizer``) resolve against the file's ``folder``."""
-    return _resolve_paths(ModelSpec(**data), folder.resolve())
+    return _resolve_model_paths(ModelSpec(**data), folder.resolve())
 
 
 def _model_keys(*sources: dict[str, Any]) -> set[str]:
@@ -545,6 +576,7 @@ def _model_keys(*sources: dict[str, Any]) -> set[str]:
 
 
 Location = tuple[Any, ...]
+M = TypeVar("M", bound=BaseModel)
 
 
 def _leaves(data: Any, at: Location = ()) -> set[Location]:
@@ -554,7 +586,13 @@ def _leaves(data: Any, at: Location = ()) -> set[Location]:
     return {at}
 
 
-def _resolve_paths(obj: Any, base: Path, from_env: set[Location] = frozenset(), at: Location = ()) -> Any:
+def _resolve_model_paths(model: M, base: Path, from_env: Collection[Location] = frozenset()) -> M:
+    """``model`` with its relative paths made absolute in place (``_resolve_paths``)."""
+    resolved: M = _resolve_paths(model, base, from_env)
+    return resolved
+
+
+def _resolve_paths(obj: Any, base: Path, from_env: Collection[Location] = frozenset(), at: Location = ()) -> Any:
     """Make relative paths absolute: against the current directory where the environment set
     them (``from_env``: locations of values from ``MMCURATE_*``), else against ``base``."""
     if isinstance(obj, BaseModel):
@@ -601,7 +639,7 @@ MAX_YAML_BYTES = 16 * 2**20  # a config, catalog, model or prompt file; real one
 MAX_YAML_VALUES = 100_000  # values of one document once its aliases are expanded
 
 
-class _BoundedLoader(yaml.SafeLoader):
+class _BoundedLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML is untyped here (no types-PyYAML)
     """YAML's safe loader, refusing a document whose aliases expand past ``MAX_YAML_VALUES``
     values. An alias is one shared node to PyYAML, cheap to load; but every reader after it
     (pydantic, a manifest's JSON) copies it out: nine levels of ten aliases are 10^9 values."""
@@ -682,6 +720,6 @@ def load_config(path: Path | str, **overrides: Any) -> CoreSettings:
     known = _model_keys(overrides, data if isinstance(data, dict) else {})
     from_env = _leaves(_ModelEnv(_FromFile, known)()) - _leaves(overrides)
     try:
-        return _read_files(_resolve_paths(resolved, path.parent.resolve(), from_env))
+        return _read_files(_resolve_model_paths(resolved, path.parent.resolve(), from_env))
     except ConfigError as exc:
         raise ConfigError(f"config {path}: {exc}") from None

@@ -28,4 +28,4 @@ def domain_of(meta_json: str | None) -> str:
     domain = meta.get("domain") if isinstance(meta, dict) else None
     if domain not in DOMAINS:
         raise ValueError(f"meta.domain is {domain!r}; expected one of {list(DOMAINS)}")
-    return domain
+    return str(domain)

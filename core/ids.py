@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import os
 import secrets
 
 ID_HEX = 20  # 80 bits: collision-free in practice for hundreds of millions of records
@@ -21,7 +22,7 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_file(path: str | bytes) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 

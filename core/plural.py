@@ -17,7 +17,7 @@ def counted(n: int, noun: str, plural: str | None = None, grouped: bool = False)
 def listed(items: Iterable[object], shown: int = SHOWN, sep: str = ", ") -> str:
     """The first ``shown`` items joined by ``sep``, then "and N more" for the rest: an error
     line stays one readable line however long the list is."""
-    items = [str(i) for i in items]
-    if len(items) <= shown:
-        return sep.join(items)
-    return f"{sep.join(items[:shown])} and {len(items) - shown:,} more"
+    texts = [str(i) for i in items]
+    if len(texts) <= shown:
+        return sep.join(texts)
+    return f"{sep.join(texts[:shown])} and {len(texts) - shown:,} more"

@@ -41,7 +41,7 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     def short(self) -> str:
-        return self.kind  # type: ignore[attr-defined]
+        return str(self.kind)  # type: ignore[attr-defined]  # every concrete spec declares its kind
 
     def __str__(self) -> str:
         return self.short()
@@ -371,4 +371,4 @@ LEXICAL_PREFIX = "lexical"  # every token-overlap stand-in's component name star
 def is_lexical(component: str | None) -> bool:
     """Whether a component, by the name manifests and outputs record, is one of the lexical
     (token-overlap) stand-ins for a judge, an entailment model or an evaluator model."""
-    return bool(component) and component.startswith(LEXICAL_PREFIX)
+    return component is not None and component.startswith(LEXICAL_PREFIX)

@@ -101,7 +101,7 @@ class StageResult:
     reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # JSON-able facts the same on every shard
     requests: int = 0  # requests actually issued (cache hits included)
-    calls: list[dict] = field(default_factory=list)  # CallCounter rows: {stage, model, calls, cache_hits, ...}
+    calls: list[dict[str, Any]] = field(default_factory=list)  # CallCounter rows: {stage, model, calls, cache_hits, ...}
     components: dict[str, str] = field(default_factory=dict)  # named in the manifest (judge, encoders)
     ledger_parts: list[Path] = field(default_factory=list)  # decisions already written to Parquet, before ``decisions``
 
@@ -128,8 +128,8 @@ def shards(table: pa.Table, size: int) -> list[pa.Table]:
     return [table.slice(start, size) for start in range(0, table.num_rows, size)] or [table]
 
 
-def _sum_calls(rows: list[dict]) -> list[dict]:
-    merged: dict[tuple[str, str], dict] = {}
+def _sum_calls(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
     for row in rows:
         into = merged.setdefault((row["stage"], row["model"]), {"stage": row["stage"], "model": row["model"]})
         for name, value in row.items():

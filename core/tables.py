@@ -124,7 +124,8 @@ class SpilledTable:
 
     @property
     def column_names(self) -> list[str]:
-        return self.schema.names
+        names: list[str] = self.schema.names
+        return names
 
     def batches(self, columns: list[str] | None = None,
                 batch_size: int = SPILL_BATCH_ROWS) -> Iterator[pa.RecordBatch]:

@@ -170,7 +170,8 @@ def _sentence_splitter() -> PunktTokenizer:
 def split_sentences(text: str) -> list[str]:
     """The sentences of ``text`` as ``nltk.sent_tokenize`` gives them (English punkt), with
     the model installed on first use."""
-    return _sentence_splitter().tokenize(text)
+    sentences: list[str] = _sentence_splitter().tokenize(text)
+    return sentences
 
 
 def has_sentences(text: str, count: int) -> bool:

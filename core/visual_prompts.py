@@ -5,12 +5,11 @@ both come from these closed sets, and the release validator rejects anything els
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 TOOL_NAME = "visual_prompt_generator"
-COLORS = ("red", "green", "blue", "cyan", "magenta", "pink", "orange", "purple", "gold", "brown")
-MARK_TYPES = ("arrow", "point", "circle", "line", "ellipse", "mask", "bbox")
-NONE = "None"  # anchor, colour and mark type of a turn that calls no tool (flag false)
-
 Color = Literal["red", "green", "blue", "cyan", "magenta", "pink", "orange", "purple", "gold", "brown"]
 MarkType = Literal["arrow", "point", "circle", "line", "ellipse", "mask", "bbox"]
+COLORS: tuple[Color, ...] = get_args(Color)
+MARK_TYPES: tuple[MarkType, ...] = get_args(MarkType)
+NONE = "None"  # anchor, colour and mark type of a turn that calls no tool (flag false)

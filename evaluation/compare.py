@@ -180,7 +180,7 @@ def compare_runs(a: Path | str, b: Path | str) -> Comparison:
     if run_a.release != run_b.release:
         raise CompareError(f"the runs evaluate different releases: {run_a.release} ({run_a.folder}) and "
                            f"{run_b.release} ({run_b.folder})")
-    if None not in (run_a.content_id, run_b.content_id) and run_a.content_id != run_b.content_id:
+    if run_a.content_id is not None and run_b.content_id is not None and run_a.content_id != run_b.content_id:
         raise CompareError(f"the runs evaluate two different releases named {run_a.release}: content "
                            f"{run_a.content_id[:12]} ({run_a.folder}) and {run_b.content_id[:12]} ({run_b.folder})")
     if run_a.grading != run_b.grading:

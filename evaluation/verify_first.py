@@ -54,10 +54,11 @@ import re
 from collections.abc import Mapping, Sequence
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 
+from mmcurate.core.config import Settings
 from mmcurate.core.text import content_tokens
 from mmcurate.gating import prompts
 from mmcurate.models.labels import Label, ask_labels, ask_parsed, first_token_label, label_request
@@ -387,7 +388,11 @@ def _verified(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> 
                       "a first line 'CONFIDENCE: <0.0-1.0>'")
 
 
-def run_steps(items: list[Item], steps: Sequence[Step], pool: Any, system: VerifyFirst, stage: str,
+System = TypeVar("System", bound=VerifyFirst)
+
+
+def run_steps(items: list[Item], steps: Sequence[Callable[[list[Item], Any, System, str], None]], pool: Any,
+              system: System, stage: str,
               after: Callable[[str, list[Item]], None] | None = None) -> None:
     """Each step on the items still undecided (one batch per model, cache first); ``after(step
     name, those items)`` runs after each step (CRUISE's budget check)."""
@@ -430,11 +435,11 @@ def verify_first_answers(
     return answers_table(items)
 
 
-def verify_first_notes(settings: Any, model: str) -> list[str]:  # settings: core.config.Settings
-    """Who routed and who checked in a verify-first run, each stand-in named."""
-    cfg = settings.evaluation.verify_first
+def verify_first_notes(settings: Settings, model: str, router: str | None, verifier: str | None) -> list[str]:
+    """Who routed and who checked in a verify-first run (``router``, ``verifier``: the config's
+    ``evaluation.verify_first``), each stand-in named."""
     notes = []
-    for role, name in (("router", cfg.router or model), ("verifier", cfg.verifier or model)):
+    for role, name in (("router", router or model), ("verifier", verifier or model)):
         if name == LEXICAL:
             notes.append("verifier: the lexical stand-in (consistent when the two answers share a content word the "
                          "question does not hold; confidence = the share of the answer's content words beyond the "
@@ -442,7 +447,7 @@ def verify_first_notes(settings: Any, model: str) -> list[str]:  # settings: cor
                          "that can verify.")
             continue
         spec = settings.model(name)
-        if spec.backend == "scripted":
+        if spec.backend == "scripted" and spec.script is not None:  # a scripted model names its rules
             notes.append(f"{role}: scripted model {name!r} (rules in {spec.script.name}) stands in for a real model.")
         elif name != model:
             notes.append(f"{role}: {name}.")

@@ -148,7 +148,8 @@ def prompt_set(prompts: PromptFile | None) -> PromptSet:
         return BUILT_IN
     if prompts.templates is None or prompts.sha256 is None:
         raise MmcurateError(f"prompt templates {prompts.file} were not read (load the config with load_config)")
-    return PromptSet({**BUILT_IN_TEXTS, **prompts.templates}, f"{prompts.file.name} (sha256 {prompts.sha256})")
+    texts: dict[str, str] = {**BUILT_IN_TEXTS, **prompts.templates}  # type: ignore[dict-item]  # template names are str keys
+    return PromptSet(texts, f"{prompts.file.name} (sha256 {prompts.sha256})")
 
 
 # the built-in templates by their default use (the planner, tests and verify-first's answer with context)

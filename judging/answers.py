@@ -30,7 +30,7 @@ def grade_name(grade: Any) -> str:
     return str(getattr(grade, "name", grade))
 
 
-def numeric_ranges(meta_json: str | None) -> tuple:
+def numeric_ranges(meta_json: str | None) -> tuple[tuple[float, float], ...]:
     """InfoSeek's numeric answer ranges from ``meta["numeric_ranges"]`` as ``(low, high)`` pairs."""
     try:
         meta = json.loads(meta_json or "{}")
@@ -161,7 +161,7 @@ class GradedAnswers(Generic[T]):
     decisions: list[Decision]
     settle: Callable[[str, list[T], list[str]], None]
     recorded: RecordedAnswers | None = None
-    locate: Callable[[T], tuple[Mapping[str, Any], str | None]] = lambda row: (row, None)
+    locate: Callable[[T], tuple[Mapping[str, Any], str | None]] = lambda row: (row, None)  # type: ignore[assignment, return-value]  # default for T a sample row
     requests: int = 0  # answers the models gave in this run (not the replayed ones)
 
     def on_answers(self, model: str, answered: list[tuple[T, ChatResponse]]) -> None:

@@ -21,6 +21,7 @@ import json
 import re
 from typing import Any
 
+from mmcurate.benchmarks.shared import ClaimType
 from mmcurate.core.specs import ClaimExtractorSpec, Heuristic, coerce
 
 from mmcurate.judging.claims import CLAIM_TYPES, Claim
@@ -56,7 +57,8 @@ _POSITION = re.compile(
     r"on top of|between|inside|outside|north of|south of|east of|west of|near)\b", re.IGNORECASE)
 
 
-def heuristic_type(statement: str) -> str:
+def heuristic_type(statement: str) -> ClaimType:
+    kind: ClaimType
     for kind, pattern in (("count", _COUNT), ("colour", _COLOUR), ("position", _POSITION)):
         if pattern.search(statement):
             return kind
@@ -109,22 +111,22 @@ def extract_request(key: str, statement: str, context: str | None = None) -> Cha
 
 
 def extractor_name(spec: ClaimExtractorSpec | str) -> str:
-    spec = coerce(ClaimExtractorSpec, spec)
-    return HEURISTIC_NAME if isinstance(spec, Heuristic) else f"llm:{spec.name}"
+    extractor: ClaimExtractorSpec = coerce(ClaimExtractorSpec, spec)
+    return HEURISTIC_NAME if isinstance(extractor, Heuristic) else f"llm:{extractor.name}"
 
 
 def extract_claims(spec: ClaimExtractorSpec | str, statements: list[tuple[str, str, str | None]],
                    pool: Any = None, stage: str = "claims") -> list[Label]:
     """Claims of each ``(key, statement, context)``: a ``Label`` whose value is the claim list,
     or an error. ``pool`` (a ``models.client.ModelPool``) is needed for a model extractor."""
-    spec = coerce(ClaimExtractorSpec, spec)
-    if isinstance(spec, Heuristic):
+    extractor: ClaimExtractorSpec = coerce(ClaimExtractorSpec, spec)
+    if isinstance(extractor, Heuristic):
         return [Label(heuristic_claims(statement), [None], None) for _, statement, _ in statements]
     requests = [extract_request(key, statement, context) for key, statement, context in statements]
     try:
-        return ask_parsed(pool.client(spec.name), requests, parse_claims, REMINDER, stage, "a claims record")
+        return ask_parsed(pool.client(extractor.name), requests, parse_claims, REMINDER, stage, "a claims record")
     finally:
-        pool.release(spec.name)
+        pool.release(extractor.name)
 
 
 def claims_json(claims: list[Claim]) -> str:

@@ -39,12 +39,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mmcurate.benchmarks.shared import ClaimGate
+from mmcurate.benchmarks.shared import ClaimGate, ClaimType
 
 from mmcurate.models.json_replies import json_object
 from mmcurate.models.labels import RecordError
 
-CLAIM_TYPES = ("existence", "colour", "count", "position")
+CLAIM_TYPES: tuple[ClaimType, ...] = ("existence", "colour", "count", "position")
 STATUSES = ("supported", "contradicted", "insufficient")
 ERROR = "error"  # a round without a valid record: never a verdict
 RECORD_KEYS = {"verdict", "checked"}
@@ -56,7 +56,7 @@ Stop = Literal["stable", "max_rounds", "error", "no_stronger_evidence"]
 @dataclass(frozen=True)
 class Claim:
     id: str
-    type: str  # one of CLAIM_TYPES
+    type: ClaimType
     text: str
     targets: tuple[str, ...] = ()
 

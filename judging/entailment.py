@@ -192,14 +192,14 @@ def entailment_judge(spec: EntailmentSpec | str | EntailmentJudge, pool: ModelPo
         if not isinstance(spec, EntailmentJudge):
             raise MmcurateError("a text entailment judge needs name and judge()")
         return spec
-    spec = coerce(EntailmentSpec, spec)
-    if isinstance(spec, Lexical):
-        return LexicalEntailment(LEXICAL_THRESHOLD if spec.threshold is None else spec.threshold)
-    if isinstance(spec, NLI):
-        return NliEntailment(spec.path.expanduser())
+    judge: EntailmentSpec = coerce(EntailmentSpec, spec)
+    if isinstance(judge, Lexical):
+        return LexicalEntailment(LEXICAL_THRESHOLD if judge.threshold is None else judge.threshold)
+    if isinstance(judge, NLI):
+        return NliEntailment(judge.path.expanduser())
     if pool is None:
-        raise MmcurateError(f"text entailment {spec} needs a model pool")
-    return LLMEntailment(pool, spec.model)
+        raise MmcurateError(f"text entailment {judge} needs a model pool")
+    return LLMEntailment(pool, judge.model)
 
 
 def image_support(pool: ModelPool, model: str, shas: list[str], hypotheses: list[str], keys: list[str],

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Grade(str, Enum):
+class Grade(StrEnum):
     CORRECT = "CORRECT"
     INCORRECT = "INCORRECT"
     NOT_ATTEMPTED = "NOT_ATTEMPTED"
@@ -18,7 +18,7 @@ class JudgeItem:
     question: str
     gold: list[str]  # the gold answer and its aliases
     answer: str
-    numeric_ranges: list[tuple[float, float]] = ()  # type: ignore[assignment]  # InfoSeek numeric
+    numeric_ranges: tuple[tuple[float, float], ...] = ()  # InfoSeek numeric
 
 
 @dataclass(frozen=True)

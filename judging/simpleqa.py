@@ -73,10 +73,11 @@ class Judge(ABC):
             results[index] = Judgement(items[index].key, grade, rule, None)
         for index, judgement in zip(rest, self._grade_rest([items[i] for i in rest], stage)):
             results[index] = judgement
-        for judgement in results:
-            assert judgement is not None
+        graded = [judgement for judgement in results if judgement is not None]
+        assert len(graded) == len(items)  # every item settled or graded
+        for judgement in graded:
             self.stats[f"{judgement.by}:{judgement.grade.value}"] += 1
-        return results  # type: ignore[return-value]
+        return graded
 
     @abstractmethod
     def _grade_rest(self, items: list[JudgeItem], stage: str) -> list[Judgement]: ...

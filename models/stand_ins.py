@@ -16,7 +16,7 @@ def stand_in_note(role: str, spec: ModelSpec, replaces: str, sees: bool = False)
     """The line naming ``spec`` as the stand-in serving ``role`` in place of ``replaces`` (the
     paper's model), or None when it is no stand-in. ``sees``: the role is given the image, so a
     stand-in that does not see it says so."""
-    if spec.backend == "scripted":
+    if spec.backend == "scripted" and spec.script is not None:  # a scripted model names its rules
         return f"{role}: scripted model {spec.name!r} (rules in {spec.script.name}) stands in for {replaces}."
     if spec.backend == "embedded":
         blind = " (it does not see the image)" if sees and not spec.vision else ""

@@ -30,11 +30,11 @@ from .reflvqa.evaluation import plan_reflvqa_evaluation
 PAPER = "paper"
 
 
-def _checked(samples: int | None, retention: str | None) -> bool:
-    """Whether the retention comes from the paper (``None`` or ``paper``) rather than a release."""
+def _release(samples: int | None, retention: str | None) -> str | None:
+    """The release folder the retention comes from; None: the paper's (``None`` or ``paper``)."""
     if samples is not None and samples < 0:
         raise ConfigError(f"--samples must be >= 0, got {samples}")
-    return retention in (None, PAPER)
+    return None if retention in (None, PAPER) else retention
 
 
 @register_part("deflectionbench", "plan")
@@ -43,10 +43,11 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
     """DeflectionBench under ``settings``: ``samples`` (else counted, see ``planning.inputs``) at
     the retention of ``retention`` (``paper``, the default, or a release folder), and embedding
     its knowledge base (``kb_pages``, else counted: ``planning.kb``)."""
-    cfg = deflectionbench.BENCHMARK.section_of(settings)
+    cfg = deflectionbench.DeflectionBenchConfig.of(settings)
     rule = cfg.gating.oracle_rule
-    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg)) \
-        if _checked(samples, retention) else release_deflection(retention, rule)
+    folder = _release(samples, retention)
+    rates = paper_deflection(len(cfg.gating.pool), offered_negatives(cfg)) if folder is None \
+        else release_deflection(folder, rule)
     given = plan_input(settings, cfg.sources, samples)
     plan = plan_deflectionbench(settings, given, rates, rule)
     plan.kb, plan.uncounted = plan_kb(cfg.retrieval, kb_pages), given.uncounted
@@ -56,9 +57,10 @@ def deflection_bill(settings: Settings, samples: int | None = None, retention: s
 @register_part("reflvqa", "plan")
 def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """RefLVQA under ``settings`` (see ``deflection_bill``)."""
-    cfg = reflvqa.BENCHMARK.section_of(settings)
-    rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) \
-        if _checked(samples, retention) else release_reflvqa(retention)
+    cfg = reflvqa.RefLVQAConfig.of(settings)
+    folder = _release(samples, retention)
+    rates = paper_reflvqa(len(cfg.inspectors), cfg.max_right_inspectors) if folder is None \
+        else release_reflvqa(folder)
     given = plan_input(settings, [cfg.source], samples)
     plan = plan_reflvqa(settings, given, rates)
     plan.uncounted = given.uncounted
@@ -68,8 +70,9 @@ def reflvqa_bill(settings: Settings, samples: int | None = None, retention: str 
 @register_part("reflectv", "plan")
 def reflectv_bill(settings: Settings, samples: int | None = None, retention: str | None = None) -> Plan:
     """ReflectV under ``settings`` (see ``deflection_bill``)."""
-    cfg = reflectv.BENCHMARK.section_of(settings)
-    rates = paper_reflectv() if _checked(samples, retention) else release_reflectv(retention)
+    cfg = reflectv.ReflectVConfig.of(settings)
+    folder = _release(samples, retention)
+    rates = paper_reflectv() if folder is None else release_reflectv(folder)
     given = plan_input(settings, cfg.sources, samples)
     plan = plan_reflectv(settings, given, rates)
     plan.uncounted = given.uncounted
@@ -80,7 +83,7 @@ def reflvqa_evaluation_bill(settings: Settings, release: Release, model: str, op
     queries and subset, checked by the benchmark's evaluation), read without touching the workdir."""
     with tempfile.TemporaryDirectory() as scratch:  # the rows' images go to a throw-away store
         store = ImageStore(scratch)
-        cfg = settings.evaluation.reflvqa
+        cfg = reflvqa.RefLVQAEvalConfig.of(settings)
         qa, _ = choose_pairs(canonical_rows(release, store, "qa"), cfg.verified_labels,
                              options.get("subset", cfg.subset))
         documents = pa.Table.from_pylist(canonical_rows(release, store, "knowledge_base"), schema=KNOWLEDGE_BASE)

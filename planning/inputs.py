@@ -63,6 +63,7 @@ def plan_input(settings: Settings, sources: list[SourceSpec], samples: int | Non
     rows: list[dict[str, Any]] = []
     how: list[str] = []
     uncounted: list[str] = []
+    count: int | None
     for spec in sources:
         done = load_ingest(ingest_folder(settings.workdir, spec.name, spec.root, spec.options)) \
             if spec.root.is_dir() else None

@@ -200,7 +200,8 @@ def _share(part: int, whole: int, default: float = 1.0) -> float:
 
 def _per_model(rows: list[dict], models: list[str], settles) -> tuple[float, ...]:
     """Per model, in pool order: the share of the rows it answered for which ``settles(verdict)``."""
-    asked, settled = Counter(), Counter()
+    asked: Counter[str] = Counter()
+    settled: Counter[str] = Counter()
     for row in rows:
         asked[row["model"]] += 1
         settled[row["model"]] += settles(row["verdict"])

@@ -146,7 +146,7 @@ def diff_releases(old: Release | Path | str, new: Release | ReleaseDraft | Path 
                            "releases of different benchmarks share no samples")
     drops = latest_drops(b.ledger)
     changes = run_changes(b.ledger, b.run_id) if b.run_id else {}
-    sources = {sid: row.get("source") for side in (a, b) for sid, row in side.rows.items() if row.get("source")}
+    sources = {sid: str(source) for side in (a, b) for sid, row in side.rows.items() if (source := row.get("source"))}
     removed = [
         Removal(sid, drop_reason(drops[sid], b.version) if sid in drops else NOT_IN_LEDGER, b.version,
                 deciding_model(drops[sid]) if sid in drops else None, sources.get(sid))

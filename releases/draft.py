@@ -1,6 +1,7 @@
 """What a flow hands to the release writer: tables plus everything needed to explain them."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ class ReleaseDraft:
     config: dict  # fully resolved config
     models: list[dict]  # each {"role": ..., **ModelSpec.identity()}
     judge: dict  # {"name": ...}
-    components: dict[str, str]  # stand-ins stay visible, e.g. {"entailment": "lexical-overlap-v1"}
+    components: Mapping[str, str | None]  # stand-ins stay visible, e.g. {"entailment": "lexical-overlap-v1"}
     source_files: list  # raw input file paths (hashed into the manifest) or inherited entries
     counts: dict  # {"per_stage": {...}, "per_source": {...}}
     statistics: dict[str, list[dict]]  # named tables: per_source, global, funnel, calls, convergence, judge_errors

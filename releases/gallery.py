@@ -62,8 +62,8 @@ def thumbnail(data: bytes | None) -> str | None:
     if not data:
         return None
     try:
-        with Image.open(io.BytesIO(data)) as img:
-            img = img.convert("RGB")
+        with Image.open(io.BytesIO(data)) as opened:
+            img = opened.convert("RGB")
             img.thumbnail((THUMBNAIL, THUMBNAIL))
             out = io.BytesIO()
             img.save(out, format="JPEG", quality=80)

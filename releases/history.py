@@ -175,7 +175,7 @@ def benchmark_history(folder: Path | str, evaluations: list[Path] | None = None)
     if len(benchmarks) > 1:
         raise ReleaseError(f"{folder} holds releases of several benchmarks: {', '.join(sorted(benchmarks))}")
     entries, saturation = [], []
-    for version, release in releases.items():
+    for release in releases.values():
         parent_version = _parent_version(release)
         entries.append(_version(release, releases.get(parent_version) if parent_version else None))
         saturation += _saturation(release)

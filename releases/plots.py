@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import io
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 
 import matplotlib
@@ -133,14 +134,15 @@ def reasons_figure(title: str, counts: Mapping[str, int]) -> Figure:
     return fig
 
 
-def saturation_figure(points: list[tuple[str, object, float, str]]) -> Figure:
+def saturation_figure(points: Sequence[tuple[str, datetime | str, float, str]]) -> Figure:
     """The saturation curve: per gating model (one line each), the share of the benchmark it
     answers parametrically at each version that asked it. ``points``: (model, when, share,
     version) with ``when`` a datetime (a version's creation) or the version text."""
     fig, ax = plt.subplots(figsize=(7, 4))
     for model in dict.fromkeys(p[0] for p in points):
         mine = [p for p in points if p[0] == model]
-        ax.plot([p[1] for p in mine], [100 * p[2] for p in mine], marker="o", label=model)
+        ax.plot([p[1] for p in mine], [100 * p[2] for p in mine], marker="o",  # type: ignore[arg-type]  # dates or version names: matplotlib's stubs take numbers
+                label=model)
         for _, when, share, version in mine:
             ax.annotate(version, (when, 100 * share), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.set_ylim(0, 100)

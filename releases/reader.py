@@ -114,7 +114,9 @@ class Release:
                 raise _unreadable(path, exc) from None
 
     def frame(self, config: str) -> pl.DataFrame:
-        return pl.from_arrow(self.table(config))
+        frame = pl.from_arrow(self.table(config))
+        assert isinstance(frame, pl.DataFrame)  # a table, not an array
+        return frame
 
     @cached_property
     def ledger(self) -> pa.Table:

@@ -43,7 +43,7 @@ def retention(release: Release) -> dict[str, tuple[int, int]]:
     if rows and all("ingested" in r and "retained" in r for r in rows):
         return {str(r["source"]): (int(r["ingested"]), int(r["retained"])) for r in rows}
     counts = release.manifest.counts.per_source
-    return {str(source): (int(entry.get("ingested", 0)), int(entry.get("released", entry.get("retained", 0))))
+    return {str(source): (int(entry.get("ingested", 0)), int(entry["released"] if "released" in entry else entry.get("retained", 0)))
             for source, entry in counts.items() if isinstance(entry, dict) and "ingested" in entry}
 
 
@@ -90,7 +90,7 @@ def render_report(release: Release) -> str:
     env.filters["counted"] = counted
     kept_by_source = retention(release)
     quarantine = quarantine_counts(release)
-    by_reason = Counter()
+    by_reason: Counter[str] = Counter()
     for row in quarantine:
         by_reason[row["reason"]] += row["records"]
     removed = reason_counts(release)

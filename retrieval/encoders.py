@@ -64,13 +64,13 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 def text_encoder(spec: TextEncoderSpec | str) -> TextEncoder:
-    spec = coerce(TextEncoderSpec, spec)
-    return _minilm() if isinstance(spec, MiniLM) else _open_clip(spec)
+    encoder: TextEncoderSpec = coerce(TextEncoderSpec, spec)
+    return _minilm() if isinstance(encoder, MiniLM) else _open_clip(encoder)
 
 
 def image_encoder(spec: ImageEncoderSpec | str) -> ImageEncoder:
-    spec = coerce(ImageEncoderSpec, spec)
-    return _descriptor() if isinstance(spec, Descriptor) else _open_clip(spec)
+    encoder: ImageEncoderSpec = coerce(ImageEncoderSpec, spec)
+    return _descriptor() if isinstance(encoder, Descriptor) else _open_clip(encoder)
 
 
 def cross_modal_encoder(spec: CrossModalSpec | str) -> CrossModalEncoder:

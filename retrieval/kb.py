@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +45,13 @@ SUFFIXES = (".jsonl", ".parquet")
 
 def load_kb(spec: KBSpec | str, limit: int | None = None) -> pa.Table:
     """The text documents of ``spec`` (the first ``limit`` if given) as a DOCUMENT table."""
-    spec = coerce(KBSpec, spec)
-    provenance = str(spec)
+    kb: KBSpec = coerce(KBSpec, spec)
+    provenance = str(kb)
     docs: list[dict[str, str | None]] = []
     seen: set[str] = set()
-    for where, doc in _located_documents(spec, limit):
+    for where, doc in _located_documents(kb, limit):
         if doc["doc_id"] in seen:
-            raise MmcurateError(f"{where}: duplicate doc_id {doc['doc_id']!r} in KB {spec}")
+            raise MmcurateError(f"{where}: duplicate doc_id {doc['doc_id']!r} in KB {kb}")
         seen.add(doc["doc_id"])
         docs.append({**doc, "modality": "text", "image": None,
                      "provenance": json.dumps({"corpus": provenance, "id": doc["doc_id"]}, sort_keys=True)})
@@ -179,10 +179,10 @@ def _document(row: dict[str, Any], where: str) -> dict[str, str] | None:
 def page_image_documents(spec: KBSpec | str, limit: int | None = None) -> list[dict[str, Any]]:
     """The documents of ``spec`` (the first ``limit``) whose row names a first image, as
     ``{doc_id, title, text, image}`` with ``image`` the resolved path (module docstring)."""
-    spec = coerce(KBSpec, spec)
-    if isinstance(spec, WikiOffline):
+    kb: KBSpec = coerce(KBSpec, spec)
+    if isinstance(kb, WikiOffline):
         return []
-    root = spec.path.expanduser()
+    root = kb.path.expanduser()
     folder = root if root.is_dir() else root.parent
     docs = []
     count = 0
@@ -198,7 +198,7 @@ def page_image_documents(spec: KBSpec | str, limit: int | None = None) -> list[d
     return docs
 
 
-def load_corpora(specs: list[KBSpec | str], limit: int | None = None) -> pa.Table:
+def load_corpora(specs: Sequence[KBSpec | str], limit: int | None = None) -> pa.Table:
     """Several KBs as one (``limit`` applies to each); a doc id found in two is an error."""
     tables = [load_kb(spec, limit) for spec in specs]
     seen: dict[str, str] = {}

@@ -152,13 +152,13 @@ class RagCorpus:
             )
         else:  # the stand-in: the captions the source gives the image documents, as text
             self.image_docs = [r for r in images.to_pylist() if source_caption(r)]
-            captions = [source_caption(r) or "" for r in self.image_docs]
+            caption_texts = [source_caption(r) or "" for r in self.image_docs]
             if self.image_docs:
                 self.image_encoder = text_encoder
                 self.image_index = resumable_index(
                     index_dir, "reflvqa-image-captions", text_encoder.name, text_encoder.dim,
                     kb_fingerprint(pa.Table.from_pylist(self.image_docs).select(["doc_id", "title", "text"])),
-                    [r["doc_id"] for r in self.image_docs], captions, text_encoder.encode_text, progress,
+                    [r["doc_id"] for r in self.image_docs], caption_texts, text_encoder.encode_text, progress,
                 )
         if read_image is None and any(self._averages(e) for e in (text_encoder, self.image_encoder) if e is not None):
             raise MmcurateError("an averaged query embedding needs read_image to load the question's images")

@@ -123,12 +123,12 @@ class CrossEncoderReranker:
 
 def reranker(spec: RerankerSpec | str) -> Reranker:
     """The reranker for ``spec``, cached per spec within a process."""
-    spec = coerce(RerankerSpec, spec)
-    if isinstance(spec, MiniLM):
+    chosen: RerankerSpec = coerce(RerankerSpec, spec)
+    if isinstance(chosen, MiniLM):
         return _bi_encoder()
-    if isinstance(spec, Contriever):
-        return _contriever(str(spec.path.expanduser().resolve()))
-    return _cross_encoder(str(spec.path.expanduser().resolve()))
+    if isinstance(chosen, Contriever):
+        return _contriever(str(chosen.path.expanduser().resolve()))
+    return _cross_encoder(str(chosen.path.expanduser().resolve()))
 
 
 @cache

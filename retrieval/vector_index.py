@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import faiss
 import numpy as np
@@ -109,7 +109,8 @@ class VectorIndex:
         try:
             meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
             ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
-            index = faiss.read_index(str(folder / "index.faiss"))
+            # faiss returns the file's own index class (IVF, HNSW, flat) typed as its base
+            index: Any = faiss.read_index(str(folder / "index.faiss"))
         except (OSError, ValueError, RuntimeError) as exc:
             raise MmcurateError(f"vector index at {folder} is unreadable: {exc}") from None
         if meta["kind"] == "ivf":
@@ -117,10 +118,11 @@ class VectorIndex:
         return cls(index, ids, meta["kind"], meta["params"], meta.get("build_seconds"))
 
     def _apply_params(self) -> None:
+        index: Any = self.index  # the class its kind names (faiss types it as the base Index)
         if self.kind == "ivf":
-            self.index.nprobe = int(self.params["nprobe"])
+            index.nprobe = int(self.params["nprobe"])
         elif self.kind == "hnsw":
-            self.index.hnsw.efSearch = int(self.params["ef_search"])
+            index.hnsw.efSearch = int(self.params["ef_search"])
 
 
 def build_index(vectors: np.ndarray, ids: list[str], kind: str | None = None) -> VectorIndex:
@@ -131,14 +133,14 @@ def build_index(vectors: np.ndarray, ids: list[str], kind: str | None = None) ->
     kind = kind or choose_kind(len(vectors))
     dim = vectors.shape[1]
     if kind == "flat":
-        index = faiss.IndexFlatIP(dim)
-        index.add(vectors)
-        return VectorIndex(index, list(ids), kind, {})
+        flat = faiss.IndexFlatIP(dim)
+        flat.add(vectors)
+        return VectorIndex(flat, list(ids), kind, {})
     if kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        index.add(vectors)
-        return VectorIndex(index, list(ids), kind, {"m": HNSW_M, "ef_search": HNSW_EF_SEARCH})
+        hnsw = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        hnsw.add(vectors)
+        return VectorIndex(hnsw, list(ids), kind, {"m": HNSW_M, "ef_search": HNSW_EF_SEARCH})
     if kind == "ivf":
         return _build_ivf(vectors, list(ids))
     raise MmcurateError(f"unknown index kind {kind!r}; use one of {', '.join(KINDS)}")

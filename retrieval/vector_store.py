@@ -35,7 +35,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -269,13 +269,15 @@ def open_store(root: Path, encoder: str, dim: int, source: str, shard_rows: int 
     return VectorStore(root, meta)
 
 
-def write_records(store: VectorStore, documents: Iterable[dict[str, str]]) -> int:
+def write_records(store: VectorStore, documents: Iterable[Mapping[str, Any]]) -> int:
     """Cut ``documents`` (``{doc_id, title, text}``, in a fixed order) into record shards of
     ``store.shard_rows``; resumes after the last finished shard. Returns the store's row count."""
     if store.records_complete():
         return len(store)
     done = store.record_shards()
-    consumed = int(_read_json(store.records_path(len(done) - 1).with_suffix(".json"))["next"]) if done else 0
+    last = _read_json(store.records_path(len(done) - 1).with_suffix(".json")) if done else {"next": 0}
+    assert last is not None  # a finished record shard has its meta file
+    consumed = int(last["next"])
     stream = islice(iter(documents), consumed, None)
     number = len(done)
     while batch := list(islice(stream, store.shard_rows)):

@@ -155,7 +155,7 @@ class Annotation:
     where: str  # "<export>: task <id>", for errors
 
 
-_KINDS = {list: "a list", Mapping: "an object", str: "a string"}
+_KINDS: dict[type, str] = {list: "a list", Mapping: "an object", str: "a string"}
 
 
 def _kind(value: Any) -> str:
@@ -209,7 +209,7 @@ def read_export(path: Path) -> list[dict[str, Any]]:
     return tasks
 
 
-def annotations(export: Path | str, known: Collection[str], what: str) -> Iterator[Annotation]:
+def export_annotations(export: Path | str, known: Collection[str], what: str) -> Iterator[Annotation]:
     """Every annotation not cancelled of a Label Studio JSON export, checked: its task's
     ``item_id`` must be one of ``known`` (else "item_id ... is not <what>"), nobody annotates
     an item twice, and every field read has the export format's shape (else a one-line error
@@ -288,7 +288,7 @@ def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: 
     for export in exports:
         given = True
         mine: dict[str, list[tuple[Annotation, dict[str, Any]]]] = {}
-        for annotation in annotations(export, known, what):
+        for annotation in export_annotations(export, known, what):
             mine.setdefault(annotation.who, []).append((annotation, {**row(annotation), "annotator": annotation.who}))
         for who, rows in mine.items():
             if who in per_annotator:
@@ -298,17 +298,17 @@ def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: 
         raise MmcurateError("give at least one Label Studio JSON export")
     with tempfile.TemporaryDirectory(prefix=f"{TEMPORARY}{os.getpid()}-") as folder:
         files: dict[Path, list[Annotation]] = {}
-        for index, (who, rows) in enumerate(sorted(per_annotator.items())):
+        for index, (_, rows) in enumerate(sorted(per_annotator.items())):
             file = Path(folder) / f"annotator-{index}.jsonl"
             file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for _, r in rows), encoding="utf-8")
             files[file] = [a for a, _ in rows]
         try:
             yield list(files)
         except MmcurateError as exc:
-            for file, rows in files.items():
+            for file, written in files.items():
                 found = re.match(rf"{re.escape(str(file))}:(\d+): (.*)", str(exc))
                 if found:
-                    annotation = rows[int(found.group(1)) - 1]
+                    annotation = written[int(found.group(1)) - 1]
                     raise MmcurateError(f"{annotation.where} ({annotation.who}): {found.group(2)}") from None
             raise
 

@@ -29,7 +29,7 @@ import gzip
 import json
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar, NamedTuple
@@ -147,7 +147,7 @@ def _bounded_lines(handle: IO[str], limit: int) -> Iterator[tuple[str | None, in
 def jsonl_records(
     path: Path, what: str = "malformed record", keep: Callable[[str], bool] | None = None,
     max_chars: int = MAX_RECORD_CHARS,
-) -> Iterator[JsonLine | Rejected]:
+) -> Generator[JsonLine | Rejected, None, None]:
     """Every non-blank line of a (gzipped) JSONL file as a JSON object, or a rejection
     ``"<what>: <why>"`` located at its ``file:line`` (a line longer than ``max_chars``
     characters is rejected unread: ``line longer than <max_chars> characters (<length>)``).

@@ -69,7 +69,7 @@ class ChartQASource(SourceAdapter):
                 else:
                     locator, record = item
                     index = locator[len(path.name) + 1:]
-                    yield guarded(locator, record, lambda: self._sample(split, subset, index, record))
+                    yield guarded(locator, record, self._sample, split, subset, index, record)
 
     def _sample(self, split: str, subset: str, index: str, record: dict[str, Any]) -> Sample:
         image = text_field(record, "imgname")

@@ -147,7 +147,7 @@ class EncyclopedicVQASource(SourceAdapter):
             raise ImageRejected(f"iNaturalist image {image_id} not in the id map ({where})")
         return inat[image_id]
 
-    def _sample(self, split: Split, index: int, row: dict[str, str],
+    def _sample(self, split: str, index: int, row: dict[str, str],
                 articles: dict[str, EncyclopedicArticle], inat: dict[str, str]) -> Sample:
         question = text_field(row, "question")
         annotators = list(dict.fromkeys(_multi(required(row, "answer"))))

@@ -192,7 +192,7 @@ GIVEN, ACCEPTED = "groundtruth", "accepted_final_answer"  # where a ground truth
 def ground_truth(record: dict[str, Any], turns: list[dict[str, Any]]) -> tuple[str, str]:
     """(ground truth, where it came from): the published field, else the final answer the
     teacher's final turn accepts with a perfect score (module docstring)."""
-    raw = record.get("raw") if isinstance(record.get("raw"), dict) else {}
+    raw = found if isinstance(found := record.get("raw"), dict) else {}
     truth = _value(raw.get("groundtruth")) or _value(record.get("groundtruth"))
     if truth is not None:
         return truth, GIVEN
@@ -230,14 +230,14 @@ class FIRESource(SourceAdapter):
                     yield item
                 else:
                     index = item[0].rsplit(":", 1)[1]
-                    yield guarded(*item, lambda: self._sample(path.stem, index, item[1]))
+                    yield guarded(*item, self._sample, path.stem, index, item[1])
 
     def _sample(self, file: str, index: str, record: dict[str, Any]) -> Sample:
         ident = text_field(record, "id", numbers=True) if record.get("id") is not None else f"{file}:{index}"
         image = text_field(record, "image")
         asked, turns, scored = dialogue_turns(record.get("conversations"), record.get("scores"))
         truth, truth_from = ground_truth(record, turns)
-        raw = record.get("raw") if isinstance(record.get("raw"), dict) else {}
+        raw = found if isinstance(found := record.get("raw"), dict) else {}
         question = asked or _value(raw.get("question")) or _value(record.get("question"))
         question = question.replace(IMAGE_TOKEN, "").strip() if question else None
         if not question:

@@ -64,7 +64,7 @@ class GQASource(SourceAdapter):
                         self.skip_unlabelled(split)
                         continue
                     key = locator[len(path.name) + 1:]
-                    yield guarded(locator, record, lambda: self._sample(split, key, record))
+                    yield guarded(locator, record, self._sample, split, key, record)
 
     def _sample(self, split: str, key: str, record: dict[str, Any]) -> Sample:
         image_id = text_field(record, "imageId", numbers=True)

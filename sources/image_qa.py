@@ -69,10 +69,10 @@ def image_qa_sample(
                   meta={**meta, "domain": domain, "image": image})
 
 
-def guarded(locator: str, raw: Any, make: Callable[[], Sample]) -> Located | Rejected:
-    """``make()`` with its locator, or the quarantine row of the record when it cannot become a sample."""
+def guarded(locator: str, raw: Any, make: Callable[..., Sample], *args: Any) -> Located | Rejected:
+    """``make(*args)`` with its locator, or the quarantine row of the record when it cannot become a sample."""
     try:
-        return Located(locator, make())
+        return Located(locator, make(*args))
     except ImageRejected as exc:  # before ValueError: it is one
         return Rejected(locator, str(exc), _raw(raw))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -168,4 +168,4 @@ class SplitQuestionsSource(SourceAdapter):
                 elif unlabelled(item[1], "answers", split, self.UNLABELLED):
                     self.skip_unlabelled(split)
                 else:
-                    yield guarded(*item, lambda: self.sample(split, item[1]))
+                    yield guarded(*item, self.sample, split, item[1])

@@ -45,11 +45,11 @@ KB_NAMES = ("Wiki6M_ver_1_0.jsonl.gz", "Wiki6M_ver_1_0.jsonl")
 UNLABELLED = ("test",)  # the published test split holds questions only
 
 
-def question_file(split: Split) -> str:
+def question_file(split: str) -> str:
     return "infoseek_human.jsonl" if split == "human" else f"infoseek_{split}.jsonl"
 
 
-def withkb_file(split: Split) -> str | None:
+def withkb_file(split: str) -> str | None:
     return f"infoseek_{split}_withkb.jsonl" if split in ("train", "val") else None
 
 
@@ -202,7 +202,7 @@ class InfoSeekSource(SourceAdapter):
                 except (ValueError, KeyError) as exc:
                     yield Rejected(item.locator, f"malformed record: {exc}", item.raw)
 
-    def _sample(self, split: Split, record: dict[str, Any], links: dict[str, tuple[str, ...]],
+    def _sample(self, split: str, record: dict[str, Any], links: dict[str, tuple[str, ...]],
                 mapped: dict[str, str], entities: dict[str, Wiki6MEntity]) -> Sample:
         for name in ("data_id", "image_id", "question"):
             text_field(record, name)

@@ -162,6 +162,7 @@ def _ingest_into(source: str, root: Path | str, out: Path, images: Path | str | 
                 if problem is None and sample.sample_id in seen:
                     problem = "duplicate source_id"
                 if problem is None:
+                    assert row is not None  # _sample_row gives a row or its problem
                     seen.add(sample.sample_id)
                     samples.write(row)
                     locators.write({"sample_id": sample.sample_id, "locator": record.locator})

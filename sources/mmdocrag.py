@@ -40,7 +40,7 @@ from mmcurate.core.records import Context, Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter, count_lines, jsonl_records, required, text_field
 
-SPLITS = ("dev", "evaluation")
+SPLITS: tuple[Literal["dev", "evaluation"], ...] = ("dev", "evaluation")
 # a flat Python list of quoted strings or numbers, as some answer_short values are written
 LIST_TEXT = re.compile(r"""\s*\[\s*(?:(?:'[^'\\]*'|"[^"\\]*"|-?\d+(?:\.\d+)?)\s*(?:,\s*|(?=\])))*\]\s*""")
 

@@ -129,8 +129,7 @@ class MMESource(SourceAdapter):
                     for locator, _, question, answer in pair:
                         number += 1
                         yield guarded(locator, {"question": question, "answer": answer},
-                                      lambda q=question, a=answer, n=number: self._sample(subtask, n, image_dir,
-                                                                                         image, q, a))
+                                      self._sample, subtask, number, image_dir, image, question, answer)
 
     def _lines(self, path: Path) -> tuple[list[Line], list[Rejected]]:
         """The question lines of one file, and the lines that are not questions. A release

@@ -55,8 +55,8 @@ from mmcurate.core.records import Rejected, Sample
 from .base import AdapterOptions, JsonLine, Located, SourceAdapter, count_lines, jsonl_records, open_text, text_field
 from .image_qa import array_records, guarded
 
-SPLITS = ("random", "popular", "adversarial")  # POPE's negative sampling strategies
 Split = Literal["random", "popular", "adversarial"]
+SPLITS: tuple[Split, ...] = ("random", "popular", "adversarial")  # POPE's negative sampling strategies
 LABELS = ("yes", "no")
 TEMPLATE = "Is there a {} in the image?"  # POPE's default --template
 PUBLISHED, BUILT = "published", "built"
@@ -162,7 +162,7 @@ class PopeSource(SourceAdapter):
                     yield item
                     continue
                 locator, record = item
-                yield guarded(locator, record, lambda: self._sample(dataset, split, record))
+                yield guarded(locator, record, self._sample, dataset, split, record)
 
     def _sample(self, dataset: str, split: str, record: dict[str, Any]) -> Sample:
         return probe_sample(self.store, self.name, dataset, split, read_question_id(record), self.image_dir,

@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,7 @@ Probe = tuple[int, str, str, str]  # question id, image, object, label
 
 
 def build_probes(objects: Objects, sample_num: int, images: int | None, seed: int,
-                 splits: list[str]) -> tuple[dict[str, list[Probe]], Counter[str]]:
+                 splits: Sequence[str]) -> tuple[dict[str, list[Probe]], Counter[str]]:
     """split -> [(question id, image, object, label)] by POPE's rules (module docstring), and
     per split the positives left unasked because no object was left to ask about."""
     rng = random.Random(seed)
@@ -104,7 +104,7 @@ def build_probes(objects: Objects, sample_num: int, images: int | None, seed: in
     for split in (s for s in SPLITS if s in splits):
         probes: list[Probe] = []
         for image in kept:
-            present, asked = set(objects[image]), []
+            present, asked = set(objects[image]), list[str]()
             for positive in objects[image][:sample_num]:
                 taken = present | set(asked) | {positive}
                 free = [o for o in negatives_by(split, positive, frequency, together) if o not in taken]
@@ -197,7 +197,7 @@ class PopeObjectsSource(SourceAdapter):
             raise SourceError(f"pope_objects: {name} is not a COCO instances file (images, annotations, categories)")
         files = {i.get("id"): i.get("file_name") for i in data["images"] if isinstance(i, dict)}
         names = {c.get("id"): c.get("name") for c in data["categories"] if isinstance(c, dict)}
-        area: dict[str, Counter[str]] = defaultdict(Counter)
+        area: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for index, ann in enumerate(data["annotations"]):
             ann = ann if isinstance(ann, dict) else {}
             image, category = files.get(ann.get("image_id")), names.get(ann.get("category_id"))

@@ -167,7 +167,7 @@ def clean(text: str) -> str:
 
 @lru_cache(maxsize=8)
 def _opening(words: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile(r"(?:%s)\b" % "|".join(map(re.escape, words)), re.IGNORECASE)
+    return re.compile(rf"(?:{'|'.join(map(re.escape, words))})\b", re.IGNORECASE)
 
 
 def is_question(title: str, words: list[str]) -> bool:
@@ -203,7 +203,7 @@ def image_refs(post: dict[str, Any], opts: RedditOptions) -> list[ImageRef]:
         if not isinstance(item, dict) or item.get("e") != "Image":
             continue
         subtype = str(item.get("m", "")).rpartition("/")[2].lower()
-        source = item.get("s") if isinstance(item.get("s"), dict) else {}
+        source = found if isinstance(found := item.get("s"), dict) else {}
         refs.append(ImageRef(f"{media_id}.{MIME_EXT.get(subtype, subtype)}", html.unescape(str(source.get("u", "")))))
     return refs
 
@@ -250,6 +250,8 @@ def as_int(value: Any) -> int:
 class RedditSource(SourceAdapter):
     name = "reddit"
     Options = RedditOptions
+    options: RedditOptions
+    images: Path  # the root's images/ unless given
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # self.skipped counts posts that are not candidates

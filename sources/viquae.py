@@ -124,7 +124,7 @@ class ViQuAESource(SourceAdapter):
                 except ValueError as exc:
                     yield Rejected(item.locator, f"malformed record: {exc}", item.raw)
 
-    def _sample(self, split: Split, record: dict[str, Any], articles: dict[str, KiltArticle]) -> Sample:
+    def _sample(self, split: str, record: dict[str, Any], articles: dict[str, KiltArticle]) -> Sample:
         ident = text_field(record, "id", numbers=True)
         for name in ("image", "input"):
             text_field(record, name)

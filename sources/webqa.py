@@ -21,7 +21,7 @@ import json
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.records import Context, Rejected, Sample
@@ -60,7 +60,7 @@ class ImageTable:
         self.lineidx = lineidx
         self._size = tsv.stat().st_size
         self._offsets: array | None = None
-        self._handle = None
+        self._handle: IO[bytes] | None = None
 
     def _load(self) -> array:
         if self._offsets is None:
@@ -258,7 +258,7 @@ class WebQASource(SourceAdapter):
             return Context(f"webqa:txt:{snippet}", "text", text=text, title=title)
         image_id = fact.get("image_id")
         try:
-            image_id = int(image_id)
+            image_id = int(image_id)  # type: ignore[arg-type]  # None raises TypeError, caught below
         except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 parses as inf
             raise FactError(f"image fact with image_id {image_id!r}, not an integer") from None
         caption = fact.get("caption")

@@ -3,6 +3,7 @@ What a run with failed calls may write is decided once, by ``evaluation.failures
 evaluation flows."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,6 +11,8 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from mmcurate.benchmarks.deflectionbench import VerifyFirstConfig
+from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import is_lexical
@@ -40,11 +43,11 @@ from .models import prefect_secret
 
 
 @task(name="answer-scenarios", cache_policy=NO_CACHE)
-def answer_scenarios(samples: pa.Table, settings: Settings, model: str, scenarios: list[str],
-                     n_negatives: list[int], abstention: list[str], seed: int, run_id: str,
+def answer_scenarios(samples: pa.Table, settings: Settings, model: str, scenarios: Sequence[str],
+                     n_negatives: Sequence[int], abstention: Sequence[str], seed: int, run_id: str,
                      modality_analysis: bool = False, system: str = "plain",
                      templates: PromptSet = BUILT_IN) -> tuple[pa.Table, list[dict]]:
-    gate = settings.evaluation.verify_first
+    gate = VerifyFirstConfig.of(settings)
     with open_models(settings, ImageStore(settings.workdir / "images"), prefect_secret) as models:
         results = evaluate(samples, models.pool, models.judge, model, scenarios, n_negatives, abstention, seed,
                            run_id, modality_analysis, system, templates,
@@ -94,7 +97,7 @@ def answer_reflvqa(qa: list[dict], documents: pa.Table, settings: Settings, mode
     """The grid (``grid`` settings x ``queries`` N; default every setting, N = 1): queries,
     retrieval, answers with citations, grades. Returns the run, the components (retriever,
     reranker, evaluators), notes on the readings and on what could not be done, and the call counts."""
-    cfg = settings.evaluation.reflvqa
+    cfg = RefLVQAEvalConfig.of(settings)
     options = run_options({"settings": grid, "queries": queries})
     store = ImageStore(settings.workdir / "images")
     corpus = RagCorpus(documents, settings.workdir / "indexes", text_encoder(cfg.text_encoder), reranker(cfg.reranker),

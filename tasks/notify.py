@@ -24,4 +24,4 @@ def report_outcome(key: str, subject: str, markdown: str, block: str | None = No
                           "e.g. slack-webhook/curation)") from None
     if not callable(getattr(notifier, "notify", None)):
         raise ConfigError(f"block {block!r} is not a notification block")
-    notifier.notify(body=markdown, subject=subject)
+    notifier.notify(body=markdown, subject=subject)  # type: ignore[union-attr]  # sync_compatible, as Block.load

@@ -90,6 +90,7 @@ def _streamed(stage: Stage, samples: SpilledTable, settings: Settings, run_id: s
         result = _run_shards(stage, chunk, settings, run_id, first)
         first += len(shards(chunk, settings.task_runner.shard_size)) if stage.shardable else 1
         schema = schema or result.kept.schema
+        assert not isinstance(result.kept, SpilledTable)  # one chunk's result is in memory
         paths.append(write_table(result.kept.cast(schema), folder / f"{stage.name}-{index:05d}.parquet"))
         results.append(replace(result, kept=schema.empty_table()))
     merged = stage.merge(results)

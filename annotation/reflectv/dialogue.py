@@ -210,13 +210,13 @@ class BuildDialogues(Stage):
                                               student_messages(r["question"], r["images"][0], turns[r["sample_id"]]),
                                               STUDENT_TEMPLATE) for r in active], STAGE)
             answered = []
-            for row, reply in zip(active, asked):
-                if reply.text is None:
+            for row, response in zip(active, asked):
+                if response.text is None:
                     failed[row["sample_id"]] = f"undetermined: student call failed at turn {number}"
                     decisions.append(Decision(row["sample_id"], STAGE, CHECK_TURN, "error", model=self.student,
-                                              context_id=f"t{number}", detail={"error": reply.error}))
+                                              context_id=f"t{number}", detail={"error": response.error}))
                 else:
-                    answered.append((row, reply.text.strip()))
+                    answered.append((row, response.text.strip()))
             requests = [ChatRequest(f"{r['sample_id']}/t{number}",
                                     teacher_messages(r["question"], r["answers"], r["images"][0],
                                                      turns[r["sample_id"]], answer), TEACHER_TEMPLATE)

@@ -218,7 +218,7 @@ class FormatTrajectories(Stage):
         multi = sum(r["format"] == MULTI for r in out)
         counts = {"input": len(rows), "chains": len(chains), "pairs": len(pair_ids), "multi_turn": multi,
                   "single_turn": len(out) - multi, "collapsed_for_rho": len(collapsed), "dropped_for_rho": len(dropped),
-                  "dropped_for_format": sum(d.check == CHECK_SAMPLE and d.detail.get("reason") == FORMAT_DEFECTS
+                  "dropped_for_format": sum(d.check == CHECK_SAMPLE and (d.detail or {}).get("reason") == FORMAT_DEFECTS
                                             for d in decisions), "kept": len(out)}
         return StageResult(stage=STAGE, kept=pa.Table.from_pylist(out, schema=TRAJECTORY), decisions=decisions,
                            run_id=ctx.run_id, counts=counts,

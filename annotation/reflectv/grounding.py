@@ -181,7 +181,7 @@ class GroundAndMark(Stage):
             if reply is not None:
                 detail.update(raw=reply.raw, **({"error": reply.error} if reply.error else {}))
             decisions.append(Decision(rows[i]["sample_id"], STAGE, CHECK_CAPTION, verdict,
-                                      model=None if reply is None else self.captions.name,
+                                      model=None if reply is None or isinstance(self.captions, Template) else self.captions.name,
                                       context_id=f"t{n + 1}", detail=detail))
             if think:
                 turn["think"] = think

@@ -117,7 +117,7 @@ class RecheckTrajectories(Stage):
                 sid = row["sample_id"]
                 answer = self.dialogues[sid][number - 1]["answer"]
                 hit = self.recorded.lookup(CHECK_TEACHER_TURN, teacher, (sid, f"t{number}")) if self.recorded else None
-                if hit is not None:
+                if hit is not None and self.recorded:
                     replies[sid].append({"answer": answer, "score": int(hit[0]), "feedback": hit[1]["feedback"]})
                     decisions.append(Decision(sid, STAGE, CHECK_TEACHER_TURN, hit[0], model=teacher,
                                               context_id=f"t{number}",
@@ -170,7 +170,7 @@ class RecheckTrajectories(Stage):
         for row, number, turn in places:
             sid = row["sample_id"]
             hit = self.recorded.lookup(CHECK_MARKS_TURN, verifier, (sid, f"t{number}")) if self.recorded else None
-            if hit is not None:
+            if hit is not None and self.recorded:
                 verdicts[(sid, number)] = hit[0]
                 decisions.append(Decision(sid, STAGE, CHECK_MARKS_TURN, hit[0], model=verifier, context_id=f"t{number}",
                                           detail={**hit[1], "recorded_in": self.recorded.release}))

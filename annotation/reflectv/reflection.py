@@ -358,12 +358,13 @@ class WriteReflections(Stage):
                 out.append((keyword, {"keyword": keyword, "from": source}))
             return out
         try:
-            return self._model_keywords(ctx, pending)
+            return self._model_keywords(ctx, pending, self.keywords.name)
         finally:
             ctx.pool.release(self.keywords.name)
 
-    def _model_keywords(self, ctx: StageContext, pending: list[_Turn]) -> list[tuple[str | None, dict[str, Any]]]:
-        client = ctx.pool.client(self.keywords.name)
+    def _model_keywords(self, ctx: StageContext, pending: list[_Turn],
+                        model: str) -> list[tuple[str | None, dict[str, Any]]]:
+        client = ctx.pool.client(model)
         general = [item for item in pending if item.domain == GENERAL_QA]
         dense = [item for item in pending if item.domain in DENSE_PERCEPTION]
         found: dict[str, tuple[str | None, dict[str, Any]]] = {}

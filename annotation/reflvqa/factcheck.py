@@ -113,7 +113,7 @@ class FactCheckable(Stage):
         cursor = 0
         for row, sentences in zip(rows, split):
             sid = row["sample_id"]
-            entries = []
+            entries: list[dict[str, Any]] = []
             for i, text in enumerate(sentences):
                 label = labels[cursor]
                 cursor += 1

@@ -73,11 +73,11 @@ class ImageRelevance(Stage):
             self.encoder, ctx.store, self.n_distractors, self.top_k, self.seed, ctx.run_id)
         rows = samples.to_pylist()
         if encoder_spec is None:
-            decisions = [
+            skipped = [
                 Decision(r["sample_id"], STAGE, CHECK, "skipped", detail={"reason": SKIP_REASON}) for r in rows
             ]
             counts = {"input": len(rows), "kept": len(rows), "dropped": 0, "skipped": len(rows)}
-            return StageResult(stage=STAGE, kept=samples, decisions=decisions, run_id=run_id, counts=counts,
+            return StageResult(stage=STAGE, kept=samples, decisions=skipped, run_id=run_id, counts=counts,
                                skipped=True, reason=SKIP_REASON, components={"cross_modal_encoder": "none"})
         if top_k < 1 or n_distractors < 0:
             raise MmcurateError(f"relevance needs top_k >= 1 and n_distractors >= 0 (got {top_k}, {n_distractors})")

@@ -66,9 +66,9 @@ class VerifySentences(Stage):
     name = STAGE
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
-        for column in ("sentences", "retrieved_text"):
-            if column not in samples.column_names:
-                raise MmcurateError(f"sentence verification needs the citation stage's output (a {column!r} column)")
+        for name in ("sentences", "retrieved_text"):
+            if name not in samples.column_names:
+                raise MmcurateError(f"sentence verification needs the citation stage's output (a {name!r} column)")
         rows = samples.to_pylist()
         evidence = self._evidence(rows)
         wanted = [(row, s) for row in rows for s in row["sentences"] if s["fact_checkable"]]

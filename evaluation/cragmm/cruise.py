@@ -41,8 +41,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.cragmm import QUERY, CruiseConfig, SummaryPromptFile
 from mmcurate.benchmarks import register_part
-from mmcurate.benchmarks.cragmm import QUERY, SummaryPromptFile
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.core.text import normalize
@@ -117,7 +117,7 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
 def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -> None:
     """What a CRAG-MM evaluation cannot run with, said before any call: CRUISE without its
     configuration section."""
-    if options["system"] == SYSTEM_NAME and settings.cruise is None:
+    if options["system"] == SYSTEM_NAME and CruiseConfig.find(settings) is None:
         raise ConfigError("--system cruise needs a 'cruise' section in the config")
 
 
@@ -144,7 +144,7 @@ def summary_prompt(spec: SummaryPromptFile | None) -> SummaryPrompt:
         return BUILT_IN_SUMMARY
     if spec.templates is None or spec.sha256 is None:
         raise MmcurateError(f"summary prompt {spec.file} was not read (load the config with load_config)")
-    texts = {**SUMMARY_TEXTS, **spec.templates}
+    texts: dict[str, str] = {**SUMMARY_TEXTS, **spec.templates}  # type: ignore[dict-item]  # template names are str keys
     digest = hashlib.sha256(f"{texts['summary_system']}\x00{texts['summary_request']}".encode("utf-8")).hexdigest()
     return SummaryPrompt(f"cruise.summary.custom-{digest[:12]}", texts["summary_system"], texts["summary_request"],
                          f"{spec.file.name} (sha256 {spec.sha256})")
@@ -162,6 +162,9 @@ class Cruise(VerifyFirst):
     @property
     def summariser_model(self) -> str:
         return self.summariser or self.model
+
+
+CruiseStep = Callable[[list[Item], Any, Cruise, str], None]  # a step of CRUISE's (a verify-first step is one)
 
 
 def summarise(items: list[Item], pool: Any, system: Cruise, stage: str) -> None:
@@ -295,7 +298,7 @@ def answer_with_context(items: list[Item], pool: Any, system: VerifyFirst, stage
 
 
 def cruise_steps(system: str, retriever: Retriever | None, read_image: Callable[[str], bytes],
-                 clock: Clock, ablation: str | None = None) -> tuple[Step, ...]:
+                 clock: Clock, ablation: str | None = None) -> tuple[CruiseStep, ...]:
     """The steps of ``system`` (with one of ``ABLATIONS`` removing what Table 1's row removes)."""
     if system == PLAIN:
         return (plain_answer,)
@@ -326,7 +329,7 @@ def answer_conversations(
     turns: Sequence[Mapping[str, Any]],  # rows with sample_id, question, images, session_id, turn
     pool: Any,  # models.client.ModelPool
     system: Cruise,
-    steps: Sequence[Step],
+    steps: Sequence[CruiseStep],
     stage: str = STAGE,
 ) -> pa.Table:
     """Every turn answered in conversation order (turn t after every turn t - 1), each with the
@@ -374,29 +377,27 @@ def default_clock() -> float:
     return time.perf_counter()
 
 
-def cruise_system(settings: Any, model: str) -> Cruise:  # settings: core.config.Settings
+def cruise_system(settings: Settings, model: str) -> Cruise:
     """The system's settings from the config's ``cruise`` section (its defaults when absent)."""
-    from mmcurate.benchmarks.cragmm import CruiseConfig
-
-    cfg = settings.cruise or CruiseConfig.model_construct()
+    cfg = CruiseConfig.find(settings) or CruiseConfig.model_construct()
     return Cruise(model, router=cfg.router, with_context=cfg.tau_low, without_context=cfg.tau_high,
                   tau_ret=cfg.tau_ret, retrieval_gate=cfg.retrieval_gate, summariser=cfg.summariser,
                   summary_max_tokens=cfg.summary_max_tokens, summary=summary_prompt(cfg.summary_prompt),
                   turn_seconds=cfg.turn_seconds)
 
 
-def search_branch(settings: Any, task: str | None) -> str:
+def search_branch(settings: Settings, task: str | None) -> str:
     """Eq. 3's branch: the task's (1: image, 2 and 3: image and web) or the config's."""
-    return TASKS[task][1] if task else settings.cruise.search
+    return TASKS[task][1] if task else CruiseConfig.of(settings).search
 
 
-def build_retriever(settings: Any, task: str | None) -> Retriever:
+def build_retriever(settings: Settings, task: str | None) -> Retriever:
     """CRUISE's retriever from the config's ``cruise`` section (see ``retrieval.cragmm_search``)."""
     from mmcurate.retrieval.cragmm_search import CragmmSearchPipeline, ImageKG, ProjectSearch, WebIndex
     from mmcurate.retrieval.encoders import image_encoder, text_encoder
     from mmcurate.retrieval.rerank import reranker
 
-    cfg = settings.cruise
+    cfg = CruiseConfig.find(settings)
     if cfg is None:
         raise MmcurateError("--system cruise needs a 'cruise' section in the config (its models, indexes, budget)")
     branch = search_branch(settings, task)
@@ -409,10 +410,13 @@ def build_retriever(settings: Any, task: str | None) -> Retriever:
             if branch in (needed, "both") and value is None:
                 raise MmcurateError(f"CRAG-MM task {task} searches {needed}: set cruise.{what} in the config")
         index_dir = settings.workdir / "indexes"
-        search = ProjectSearch(
-            ImageKG(cfg.image_index, image_encoder(cfg.image_encoder), index_dir, cfg.kg_fields)
-            if branch in ("image", "both") else None,
-            WebIndex(cfg.web_index, text_encoder(cfg.text_encoder), index_dir) if branch in ("web", "both") else None)
+        image_kg: ImageKG | None = None
+        web: WebIndex | None = None
+        if branch in ("image", "both") and cfg.image_index is not None:  # set: checked above
+            image_kg = ImageKG(cfg.image_index, image_encoder(cfg.image_encoder), index_dir, cfg.kg_fields)
+        if branch in ("web", "both") and cfg.web_index is not None:  # set: checked above
+            web = WebIndex(cfg.web_index, text_encoder(cfg.text_encoder), index_dir)
+        search = ProjectSearch(image_kg, web)
     built = Retriever(search, reranker(cfg.reranker), cfg.cutoff, branch, cfg.k_recall)
     built.warm()
     return built
@@ -436,13 +440,13 @@ def select_turns(rows: Sequence[Mapping[str, Any]], task: str | None, limit: int
     return out
 
 
-def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[str, str],
+def stand_in_notes(settings: Settings, model: str, system: str, components: Mapping[str, str],
                    ablations: Sequence[str] = ()) -> list[str]:
     """One line per stand-in and per reading this run used (named in every output)."""
     notes = []
     names = [("answering model", model)]
     if system == SYSTEM_NAME:
-        cfg = settings.cruise
+        cfg = CruiseConfig.of(settings)
         names += [("router", cfg.router or model), ("summariser", cfg.summariser or model)]
     for role, name in names:
         note = stand_in_note(role, settings.model(name), "the paper's Llama 3.2 models", sees=True)
@@ -451,7 +455,7 @@ def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[s
     if ablations:
         notes.append(f"Table 1's rows: the paper names them only; our reading: {ABLATION_READING}.")
     if system == SYSTEM_NAME:
-        cfg = settings.cruise
+        cfg = CruiseConfig.of(settings)
         notes.append(f"retrieval: {components.get('search')} ({components.get('search_branch')} branch of eq. 3), "
                      f"reranked by {components.get('reranker')}, cutoff {components.get('cutoff')}"
                      + (" (a bi-encoder stands in for bge-reranker-v2-m3)" if components.get("reranker", "")
@@ -461,6 +465,7 @@ def stand_in_notes(settings: Any, model: str, system: str, components: Mapping[s
         notes.append(f"Algorithm 1: time-sensitive questions need S_ret >= tau_ret {cfg.tau_ret:g} "
                      f"(reading '{cfg.retrieval_gate}'); confidence >= {cfg.tau_low:g} with context, "
                      f">= {cfg.tau_high:g} without.")
-    budget = (settings.cruise.turn_seconds if settings.cruise else 10.0)
+    cruise = CruiseConfig.find(settings)
+    budget = cruise.turn_seconds if cruise else 10.0
     notes.append("per-turn budget: " + ("none" if budget is None else f"{budget:g} s (model latencies + local work)"))
     return notes

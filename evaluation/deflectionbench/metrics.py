@@ -73,10 +73,11 @@ def compute_metrics(results: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.
         graded = c["correct"] + c["incorrect"] + c["not_attempted"]
         rates: dict[str, float | None] = dict.fromkeys(RATES)
         if graded:
-            rates["accuracy"] = c["correct"] / graded
+            accuracy, hallucination = c["correct"] / graded, c["incorrect"] / graded
+            rates["accuracy"] = accuracy
             rates["deflection"] = c["not_attempted"] / graded
-            rates["hallucination"] = c["incorrect"] / graded
-            rates["truthfulness"] = rates["accuracy"] - rates["hallucination"]
+            rates["hallucination"] = hallucination
+            rates["truthfulness"] = accuracy - hallucination
         rows.append({**dict(zip(by, key)), "n": c["n"], "graded": graded, **{k: c[k] for k in _COUNTS.values()}, **rates})
     schema = pa.schema(
         [results.schema.field(c) for c in by]

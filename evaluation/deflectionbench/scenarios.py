@@ -209,7 +209,7 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
     completed with the defaults and checked: a bad value raises before any flow starts."""
     if given.get("strictness_sweep") and given.get("abstention"):
         raise EvaluationError("give --abstention levels or --strictness-sweep, not both")
-    options = {
+    options: dict[str, Any] = {
         "scenarios": list(given.get("scenarios") or SCENARIOS),
         "n_negatives": list(given.get("n_negatives") or DEFAULT_NEGATIVE_COUNTS),
         "abstention": (list(prompts.STRICTNESS_LEVELS) if given.get("strictness_sweep")

@@ -23,6 +23,7 @@ scenario side by side.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,7 +74,7 @@ def empty_rows(metrics: pa.Table, scenarios: Sequence[str], levels: Sequence[str
     no answer at its n."""
     blank = {name: 0 for name in metrics.column_names if metrics.schema.field(name).type == pa.int64()}
     extra = [{**blank, "scenario": scenario, **({"abstention": level} if levels else {})}
-             for level in (levels or [None]) for scenario in scenarios]
+             for level in (levels or (None,)) for scenario in scenarios]
     rows = metrics.to_pylist() + extra
     keys = [name for name in ("abstention", "scenario") if name in metrics.column_names]
     rows.sort(key=lambda r: tuple((STRICTNESS_LEVELS if k == "abstention" else SCENARIOS).index(r[k]) for k in keys))
@@ -100,8 +101,8 @@ def sweep_negatives(results: pa.Table, n: int = DEFAULT_NEGATIVES) -> int | None
 def strictness_metrics(results: pa.Table, n: int = DEFAULT_NEGATIVES) -> pa.Table:
     """Rates per (abstention, scenario) over the protocol rows, at one n (``sweep_negatives``)."""
     rows = ranked(results)
-    n = sweep_negatives(rows, n)
-    keep = pc.is_in(rows["n_negatives"], pa.array([0] if n is None else [0, n], pa.int32()))
+    at = sweep_negatives(rows, n)
+    keep = pc.is_in(rows["n_negatives"], pa.array([0] if at is None else [0, at], pa.int32()))
     return compute_metrics(rows.filter(keep), by=("abstention", "scenario"))
 
 
@@ -123,7 +124,7 @@ def wide_markdown(metrics: pa.Table, rows_by: Sequence[str], columns_by: str | N
     heads = [name.replace("_", " ").capitalize() for name in rows_by]
     groups = list(dict.fromkeys(r[columns_by] for r in records)) if columns_by else [None]
     columns = [*heads, *(_column(group, rate) for group in groups for rate in rates), "Graded", "Excluded"]
-    table: dict[tuple, dict[str, str]] = {}
+    table: dict[tuple[Any, ...], dict[str, Any]] = {}  # markdown cells, and the two counts summed
     for r in records:
         key = tuple(r[name] for name in rows_by)
         row = table.setdefault(key, {**dict.fromkeys(columns, "–"), **{h: str(v) for h, v in zip(heads, key)},

@@ -48,7 +48,7 @@ def _task(dataset: str, split: str) -> HarnessTask:
     return HarnessTask(name=f"{dataset}_{split}", config="probes",
                        request=lambda doc: plain_requests([doc])[0].messages, target=lambda doc: doc["label"],
                        record=_record, metrics=scored,
-                       keep=lambda doc, pair=(dataset, split): (doc["dataset"], doc["split"]) == pair,
+                       keep=lambda doc: (doc["dataset"], doc["split"]) == (dataset, split),
                        generation=GENERATION, description=f"{'MME' if dataset == MME else 'POPE'} {dataset} {split}")
 
 

@@ -56,6 +56,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from PIL import Image
@@ -67,7 +68,7 @@ from mmcurate.core.stages import StageContext
 from mmcurate.judging.claim_extraction import MAX_CLAIMS, claim_of, claims_json
 from mmcurate.judging.claim_verification import REMINDER as VERIFY_REMINDER, SYSTEM as VERIFY_SYSTEM
 from mmcurate.judging.claims import (
-    ERROR, Claim, Evidence, Round, judge_round, parse_record, stop_reason, stronger_evidence,
+    ERROR, Claim, Evidence, Round, VerifierRecord, judge_round, parse_record, stop_reason, stronger_evidence,
 )
 from mmcurate.models.json_replies import json_object
 from mmcurate.models.labels import Label, RecordError, ask_parsed
@@ -258,10 +259,15 @@ def crop_zoom(image: Image.Image, box: tuple[float, float, float, float], zoom: 
             min(image.width, int(box[2] + pad_x) + 1), min(image.height, int(box[3] + pad_y) + 1))
     crop = image.crop(area)
     scale = min(zoom, CROP_MAX_SIDE / max(crop.size))
-    return crop.resize((max(1, round(crop.width * scale)), max(1, round(crop.height * scale))), Image.LANCZOS)
+    return crop.resize((max(1, round(crop.width * scale)), max(1, round(crop.height * scale))), Image.Resampling.LANCZOS)
 
 
 # ---------------------------------------------------------------------------- the loop
+def _parse_shown(claims: list[Claim], shown: list[Evidence], text: str) -> VerifierRecord:
+    """``parse_record`` of a reply to a verifier request that showed ``shown``."""
+    return parse_record(text, claims, shown)
+
+
 @dataclass
 class KestrelItem:
     key: str
@@ -392,7 +398,8 @@ class Kestrel:
             kept = [i for i in instances if i.score is None or i.score >= threshold]
             detail = {**detail, "recheck_threshold": threshold}
         if len(kept) < len(instances):
-            detail = {**detail, "below_threshold": [round(i.score, 3) for i in instances if i not in kept]}
+            detail = {**detail, "below_threshold": [round(i.score, 3) for i in instances
+                                                      if i.score is not None and i not in kept]}
         return kept, detail
 
     def _evidence(self, items: list[KestrelItem], found: dict[tuple[str, str], Found]) -> dict[str, list[Evidence]]:
@@ -484,7 +491,8 @@ class Kestrel:
 
     def _verify(self, items: list[KestrelItem], evidence: dict[str, list[Evidence]],
                 found: dict[tuple[str, str], Found]) -> None:
-        requests, parsers = [], []
+        requests: list[ChatRequest] = []
+        parsers: list[Callable[[str], Any]] = []
         for item in items:
             shown = evidence[item.key]
             lines = [f"Question: {item.question}", f"Claims: {claims_json(item.claims)}", "Evidence:"]
@@ -498,7 +506,7 @@ class Kestrel:
             requests.append(ChatRequest(f"{item.key}/r{len(item.rounds) + 1}", [
                 {"role": "system", "content": VERIFY_SYSTEM + VERIFY_IDS}, {"role": "user", "content": parts}],
                 VERIFY_TEMPLATE, max_tokens=MAX_TOKENS))
-            parsers.append(lambda text, c=item.claims, e=shown: parse_record(text, c, e))
+            parsers.append(partial(_parse_shown, item.claims, shown))
         labels = self._ask(self.verifier, requests, parsers, VERIFY_REMINDER, "a verifier record")
         for item, label in zip(items, labels):
             judged = judge_round(len(item.rounds) + 1, label.label, item.claims, self.config.gate, label.raw, label.error)

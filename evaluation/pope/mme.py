@@ -19,6 +19,7 @@ pins), with the difference, as Table 2 shows each method beside the baseline.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from mmcurate.core.markdown import markdown_table
@@ -42,7 +43,7 @@ def claim_type(probe: dict[str, Any]) -> str | None:
     return CLAIM_TYPES.get(probe["split"]) if probe.get("dataset") == DATASET else None
 
 
-def is_mme(row: dict[str, Any]) -> bool:
+def is_mme(row: Mapping[str, Any]) -> bool:
     return row.get("dataset") == DATASET
 
 

@@ -36,13 +36,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.pope import KestrelConfig, PopeEvalConfig
 from mmcurate.annotation.grounders import Grounder, Sam2Segmenter, make_grounder
 from mmcurate.benchmarks import register_part
-from mmcurate.benchmarks.pope import KestrelConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_file
@@ -124,7 +125,7 @@ def refuse_oracle_grounding(settings: Settings, release: Any, allowed: bool) -> 
     """Whether Kestrel's configured grounder reads the probes' own annotations (then the run is an
     upper bound, titled ``ORACLE_TITLE``); refused, before any call, unless ``allowed``
     (``--oracle-grounding``)."""
-    spec = settings.evaluation.pope.kestrel.grounding
+    spec = PopeEvalConfig.of(settings).kestrel.grounding
     if spec is None:
         return False
     grounder = make_grounder(spec)
@@ -142,7 +143,7 @@ def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -
     Kestrel without a grounding agent."""
     if not settings.model(model).vision:
         raise EvaluationError(f"POPE asks about images: model {model!r} cannot see them (vision: false)")
-    if options["system"] == KESTREL and settings.evaluation.pope.kestrel.grounding is None:
+    if options["system"] == KESTREL and PopeEvalConfig.of(settings).kestrel.grounding is None:
         raise EvaluationError("--system kestrel needs a grounding agent: set evaluation.pope.kestrel.grounding "
                               "('boxes:<regions>' or 'pointing:<model>')")
 
@@ -167,7 +168,7 @@ def read_by_default(text: str) -> bool:
     return not (NO_WORDS | YES_WORDS) & _rule_words(text)
 
 
-def plain_requests(probes: list[dict[str, Any]]) -> list[ChatRequest]:
+def plain_requests(probes: Sequence[Mapping[str, Any]]) -> list[ChatRequest]:
     return [ChatRequest(p["sample_id"], [{"role": "user", "content": [
         {"type": "image", "sha256": p["image"]}, {"type": "text", "text": p["question"]}]}],
         PLAIN_TEMPLATE, max_tokens=PLAIN_MAX_TOKENS) for p in probes]
@@ -182,7 +183,7 @@ def answer_row(probe: dict[str, Any], system: str, answer: str | None, **extra: 
             "answer": answer, "grade": grade, **extra}
 
 
-def reader(probe: dict[str, Any]) -> Any:
+def reader(probe: Mapping[str, Any]) -> Any:
     """How a plain reply to ``probe`` is read: MME's rule for MME's probes, POPE's for the rest."""
     return mme.read_reply if mme.is_mme(probe) else read_answer
 
@@ -250,7 +251,7 @@ def kestrel_tables(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
                           "share": _ratio(counts[t], sum(counts.values()))})
     reached = Counter(n for r in done for n in range(1, (r["rounds"] or 0) + 1))
     stops = Counter(r["stopped"] for r in done)
-    rounds = [{"round": n, "items": reached[n]} for n in sorted(reached)]
+    rounds: list[dict[str, Any]] = [{"round": n, "items": reached[n]} for n in sorted(reached)]
     rounds += [{"round": f"stopped: {s}", "items": stops[s]} for s in sorted(stops)]
     return moves, rounds
 
@@ -305,7 +306,7 @@ def write_pope_evaluation(rows: list[dict[str, Any]], out: Path, title: str, not
 
 def failed_call(error: str | None) -> bool:
     """Whether an error is a model call that failed for good (not a reply that could not be read)."""
-    return bool(error) and error.split(": ", 1)[-1].startswith(("model call failed", "retry failed"))
+    return error is not None and error.split(": ", 1)[-1].startswith(("model call failed", "retry failed"))
 
 
 def kestrel_row(probe: dict[str, Any], item: Any) -> dict[str, Any]:
@@ -332,7 +333,7 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
             return plain_answers(probes, ctx.pool.client(model)), notes
         finally:
             ctx.pool.release(model)
-    cfg = ctx.settings.evaluation.pope.kestrel
+    cfg = PopeEvalConfig.of(ctx.settings).kestrel
     assert cfg.grounding is not None  # refuse_unrunnable
     grounder = make_grounder(cfg.grounding)
     segmenter = Sam2Segmenter(cfg.segmenter) if cfg.segmenter is not None else None

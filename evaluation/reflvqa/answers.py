@@ -21,6 +21,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from mmcurate.models.labels import Label, RecordError, ask_parsed
@@ -99,6 +100,10 @@ def shown(answering: Answering, hits: Sequence[Hit], captions: Mapping[str, str 
     return out
 
 
+def _read_with(reader: Callable[[str, int], Any], count: int, text: str) -> Any:
+    return reader(text, count)
+
+
 def ask_per_count(answering: Answering, requests: Sequence[ChatRequest], counts: Sequence[int],
                   reader: Callable[[str, int], Any], reminder: Callable[[int], str], stage: str,
                   expected: Callable[[int], str]) -> list[Label]:
@@ -110,7 +115,7 @@ def ask_per_count(answering: Answering, requests: Sequence[ChatRequest], counts:
     out: list[Any] = [None] * len(requests)
     client = answering.pool.client(answering.model)
     for count, positions in by_count.items():
-        replies = ask_parsed(client, [requests[i] for i in positions], lambda text, n=count: reader(text, n),
+        replies = ask_parsed(client, [requests[i] for i in positions], partial(_read_with, reader, count),
                              reminder(count), stage, expected(count))
         for i, reply in zip(positions, replies):
             out[i] = reply

@@ -155,7 +155,7 @@ def make_grader(spec: GraderSpec | str, metric: str, pool: Any = None) -> Grader
     """The evaluator a spec names for ``metric``: ``lexical[:<threshold>]`` or a model name."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
-    spec = coerce(GraderSpec, spec)
-    if isinstance(spec, Lexical):
-        return LexicalGrader(metric, spec.threshold)
-    return ModelGrader(pool, spec.name, metric)
+    grader: GraderSpec = coerce(GraderSpec, spec)
+    if isinstance(grader, Lexical):
+        return LexicalGrader(metric, grader.threshold)
+    return ModelGrader(pool, grader.name, metric)

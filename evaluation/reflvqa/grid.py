@@ -200,7 +200,9 @@ def grading_units(row: Mapping[str, Any], sentences: Sequence[tuple[str, list[st
 def _retrieved(rows: Sequence[Mapping[str, Any]], queries: Sequence[tuple[str, ...]], corpus: Any,
                modalities: Sequence[str], cfg: RefLVQAEvalConfig) -> list[list[Hit]]:
     """Per question the documents of its queries (top K each, pooled), one retrieval batch."""
-    texts, images, owner = [], [], []
+    texts: list[str] = []
+    images: list[Any] = []
+    owner: list[int] = []
     for j, (row, mine) in enumerate(zip(rows, queries)):
         texts += mine
         images += [row["images"]] * len(mine)

@@ -22,6 +22,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
+from mmcurate.core.config import Settings
 from mmcurate.benchmarks import register_part
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_file
@@ -87,9 +89,9 @@ def population(labels: Path | None, subset: str) -> str:
 
 
 @register_part("reflvqa", "evaluation_refuse")
-def refuse_unrunnable(settings: Any, model: str, options: Mapping[str, Any]) -> None:
+def refuse_unrunnable(settings: Settings, model: str, options: Mapping[str, Any]) -> None:
     """``--subset verified`` asked for with no labels configured: one line, before any flow starts."""
-    cfg = settings.evaluation.reflvqa
+    cfg = RefLVQAEvalConfig.of(settings)
     if options.get("subset") == VERIFIED and cfg.verified_labels is None:
         raise MmcurateError("--subset verified: no verification labels configured; import them with mmcurate "
                             "annotate import and name the human_verified.parquet it writes in "

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.cragmm import CruiseConfig
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
@@ -45,10 +46,11 @@ def evaluate_cragmm(bench: Release, settings: Settings, name: str, target: Path,
         results = results.add_column(0, column, pa.array([by_turn[i][column] for i in answers["sample_id"].to_pylist()]))
     results = results.add_column(0, "task", pa.array([task or ALL_TURNS] * results.num_rows, pa.string()))
     crag, crag_note, crag_calls = score_crag(results, samples, settings)
-    reading = settings.cruise.multi_turn_scoring if settings.cruise else "competition"
+    cruise = CruiseConfig.find(settings)
+    reading = cruise.multi_turn_scoring if cruise else "competition"
     ruled = apply_multi_turn_rule(crag, reading)
     notes = [*([incomplete] if incomplete else []), crag_note,
-             *stand_in_notes(settings, name, system, components, ablations)]
+             *stand_in_notes(settings, name, system, components, ablations or ())]
     with updating(target, bench.benchmark, bench.version, bench.content_id, name, system) as folder:
         ruled = folder.merge(ANSWERS_FILE, ruled, CELL)
         for line in folder.messages():

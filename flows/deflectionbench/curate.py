@@ -18,6 +18,7 @@ its own image pool (``image_to_image``). The release does not depend on the shar
 """
 from __future__ import annotations
 
+from typing import cast
 
 from prefect import flow
 
@@ -25,6 +26,7 @@ from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
 from mmcurate.benchmarks import register_part
 from mmcurate.flows import DEMO_CONFIG
+from mmcurate.gating.elimination import EliminationResult
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
 from mmcurate.releases.curation import begin_curation
@@ -64,7 +66,9 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None,
     deduped = run_stage(near, checked.kept, settings, run_id, rows)                                 # near-duplicates
 
     draft = deflection_draft(
-        settings, run.version, run_id, gating=gated, pairing=paired, oracle=checked,
+        settings, run.version, run_id, pairing=paired,
+        # run_stage returns what the stage's merge made: an elimination stage's own result
+        gating=cast(EliminationResult, gated), oracle=cast(EliminationResult, checked),
         ingested={r.source: r.samples if s.limit is None else min(r.samples, s.limit)
                   for r, s in zip(ingested, cfg.sources)},
         quarantine=quarantine, source_files=sorted({f for r in ingested for f in r.source_files}),

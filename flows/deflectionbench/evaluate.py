@@ -18,8 +18,10 @@ DeflectionBench releases.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from mmcurate.benchmarks.deflectionbench import DeflectionBenchConfig, DeflectionEvalConfig, VerifyFirstConfig
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
@@ -43,19 +45,20 @@ def evaluate_deflectionbench(
     name: str,
     target: Path,
     allow_incomplete: bool = False,
-    scenarios: list[str] = list(SCENARIOS),
-    n_negatives: list[int] = list(DEFAULT_NEGATIVE_COUNTS),
-    abstention: list[str] = ["moderate"],
+    scenarios: Sequence[str] = SCENARIOS,
+    n_negatives: Sequence[int] = DEFAULT_NEGATIVE_COUNTS,
+    abstention: Sequence[str] = ("moderate",),
     modality_analysis: bool = False,
     system: str = PLAIN,
 ) -> None:
-    evaluation = settings.evaluation.deflectionbench
+    evaluation = DeflectionEvalConfig.of(settings)
     settings.models[name] = decoded_spec(settings.model(name), evaluation.decoding)  # seed 003, 4.1
     decoding = decoding_record(settings.model(name), evaluation.decoding)
     check_folder(target, bench.benchmark, bench.version, bench.content_id, name, system, {"decoding": decoding})
     samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
     seed = bench.manifest.seed or 0
-    templates = prompt_set(settings.deflectionbench.prompts if settings.deflectionbench else None)
+    section = DeflectionBenchConfig.find(settings)
+    templates = prompt_set(section.prompts if section else None)
     results, calls = answer_scenarios(samples, settings, name, scenarios, n_negatives, abstention, seed,
                                       new_run_id(), modality_analysis, system, templates)
     failed = [error for grade, error in zip(results["grade"].to_pylist(), results["error"].to_pylist())
@@ -73,7 +76,8 @@ def evaluate_deflectionbench(
         levels = [level for level in STRICTNESS_LEVELS if level in set(results["abstention"].to_pylist())]
         title = (f"{name} on {bench.benchmark} {bench.version} ({', '.join(levels)} abstention, {system} system)"
                  + (f". {incomplete}" if incomplete else ""))
-        gate_notes = verify_first_notes(settings, name) if system != PLAIN else []
+        gate = VerifyFirstConfig.of(settings)
+        gate_notes = verify_first_notes(settings, name, gate.router, gate.verifier) if system != PLAIN else []
         notes = [f"Answered with {templates.describe(used)}.", decoding_note(name, decoding), *gate_notes,
                  *filter(None, [folder.note()])]
         summarise(results, folder.staging, title, crag, crag_note, notes, evaluation.table_negatives)

@@ -11,10 +11,12 @@ between opening the release and publishing the next version).
 from __future__ import annotations
 
 from collections import Counter
+from typing import cast
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.benchmarks import register_part
 from mmcurate.core.images import ImageStore
+from mmcurate.gating.elimination import EliminationResult
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
 from mmcurate.planning.recuration import GRADES
@@ -40,10 +42,12 @@ def recurate_deflectionbench(run: Recuration) -> Recurated:
     deduped = recheck_near_duplicates(run, checked.kept)
 
     draft = deflection_draft(
-        settings, run.version, run_id, gating=gated, pairing=None, oracle=checked,
+        settings, run.version, run_id, pairing=None,
+        # run_stage returns what the stage's merge made: an elimination stage's own result
+        gating=cast(EliminationResult, gated), oracle=cast(EliminationResult, checked),
         ingested=inherited_ingest(parent.manifest), carried=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine, source_files=[entry.recorded() for entry in parent.manifest.source_files],
-        components=dict(parent.manifest.components), parent=run.parent_record, history=parent.ledger,
+        components=cast(dict[str, str], parent.manifest.components),  # deflection_draft wrote strings parent=run.parent_record, history=parent.ledger,
         topics=inherited_topics(parent.manifest, parent.ledger, samples), dedup=deduped,
         indexes=parent.manifest.indexes)  # contexts as mined then
     return Recurated(draft, gated.calls + checked.calls, draft.tables["test"].num_rows)

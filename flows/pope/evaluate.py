@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mmcurate.benchmarks.pope import PopeEvalConfig
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
@@ -38,7 +39,7 @@ def evaluate_pope(bench: Release, settings: Settings, name: str, target: Path, a
     incomplete = check_failures(name, len(failed), len(rows), failed[0] if failed else None, allow_incomplete)
     title = (f"{name} on {bench.benchmark} {bench.version} ({system} system" + (f", {ORACLE_TITLE})" if oracle else ")")
              + (f". {incomplete}" if incomplete else ""))
-    detector = {"detector": settings.evaluation.pope.kestrel.detector_record()} if system == KESTREL else None
+    detector = {"detector": PopeEvalConfig.of(settings).kestrel.detector_record()} if system == KESTREL else None
     with updating(target, bench.benchmark, bench.version, bench.content_id, name, system, detector) as folder:
         merged = folder.merge(ANSWERS_FILE, answers_table(rows), CELL)
         for line in folder.messages():

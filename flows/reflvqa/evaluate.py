@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
@@ -42,17 +43,15 @@ def evaluate_reflvqa(bench: Release, conf: Settings, name: str, target: Path, al
     """``settings`` (text, image, multi, two-step) x ``queries`` (N) on the ``subset`` of QA pairs
     (default: the config's, the human-verified pairs), checked by ``run_options``; the flow has
     refused a subset it cannot read (``evaluation.reflvqa.subset.refuse_unrunnable``) before this runs."""
-    grid = {"settings": settings, "queries": queries}
-    cfg = conf.evaluation.reflvqa
+    cfg = RefLVQAEvalConfig.of(conf)
     conf.models[name] = decoded_spec(conf.model(name), cfg.decoding)  # seed 004, C.2
     decoding = {**decoding_record(conf.model(name), cfg.decoding), "max_new_tokens": cfg.answer_max_tokens}
     store = ImageStore(conf.workdir / "images")
     subset = subset or cfg.subset
     qa, subset_note = choose_pairs(canonical_rows(bench, store, "qa"), cfg.verified_labels, subset)
     documents = pa.Table.from_pylist(canonical_rows(bench, store, "knowledge_base"), schema=KNOWLEDGE_BASE)
-    plan = plan_evaluation(conf, name, qa, documents, grid["settings"], grid["queries"])
-    run, components, notes, calls = answer_reflvqa(qa, documents, conf, name, new_run_id(), grid["settings"],
-                                                   grid["queries"])
+    plan = plan_evaluation(conf, name, qa, documents, settings, queries)
+    run, components, notes, calls = answer_reflvqa(qa, documents, conf, name, new_run_id(), settings, queries)
     report_spent(plan, calls)
     failed = [row["error"] for row in run.answers.select(["status", "error"]).to_pylist() if row["status"] == FAILED]
     incomplete = check_failures(name, len(failed), run.answers.num_rows, failed[0] if failed else None,

@@ -28,7 +28,7 @@ from mmcurate.core.interrupt import Interrupted, request_stop, wait_for_stop
 
 T = TypeVar("T")
 GRACE = 10.0  # seconds an interrupted run gets to wind down before the command exits regardless
-EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+EXIT_CODES: dict[int, int] = {signal.SIGINT: 130, signal.SIGTERM: 143}
 PREFECT_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 STOPPING = "mmcurate: stopping... (Ctrl-C again to stop at once)"
 

@@ -184,6 +184,7 @@ class EmbeddedBackend(Backend):
         if not requests:
             return
         self.server  # noqa: B018 - starts it on first use
+        assert self._http is not None  # made with the server
         self._http.run(requests, on_result)
 
     def close(self) -> None:

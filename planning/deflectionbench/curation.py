@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request
-from mmcurate.benchmarks.deflectionbench import BENCHMARK, MAX_NEGATIVES, PAGE_STRATEGIES, DeflectionBenchConfig
+from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, PAGE_STRATEGIES, DeflectionBenchConfig
 from mmcurate.core.config import Settings
 from mmcurate.judging.answers import precondition
 from mmcurate.judging.simpleqa import JudgeItem, judge_request
@@ -76,7 +76,7 @@ def _negatives(row: dict[str, Any], section: DeflectionBenchConfig) -> list[dict
 
 
 def plan_deflectionbench(settings: Settings, given: PlanInput, rates: DeflectionRates, oracle_rule: str) -> Plan:
-    cfg = BENCHMARK.section_of(settings)
+    cfg = DeflectionBenchConfig.of(settings)
     pool = [settings.model(name) for name in cfg.gating.pool]
     k = len(pool)
     rows = [r for r in given.rows if precondition(r) is None] or paper_rows(cfg)

@@ -34,7 +34,7 @@ from mmcurate.annotation.reflectv.reflection import caption_request, objects_req
 from mmcurate.annotation.reflectv.trajectory import STAGE as TRAJECTORY
 from mmcurate.annotation.reflectv.visual import STAGE as VISUAL
 from mmcurate.annotation.reflectv.visual import verify_request
-from mmcurate.benchmarks.reflectv import BENCHMARK
+from mmcurate.benchmarks.reflectv import ReflectVConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import GENERAL_QA
 from mmcurate.core.specs import ModelRef, Pointing
@@ -72,7 +72,7 @@ def _turns(count: int) -> list[dict[str, Any]]:
 
 
 def plan_reflectv(settings: Settings, given: PlanInput, rates: ReflectVRates) -> Plan:
-    cfg = BENCHMARK.section_of(settings)
+    cfg = ReflectVConfig.of(settings)
     rows = [r for r in given.rows if r["answers"] and r["images"]] or paper_rows()
     how = given.how if given.rows else given.how + "; no ingest in the workdir: requests shaped like stand-in samples"
     depth = rates.turns if rates.turns is not None else float(cfg.max_turns)
@@ -89,7 +89,7 @@ def plan_reflectv(settings: Settings, given: PlanInput, rates: ReflectVRates) ->
         return [build(r, n) for r in rows for n in range(turns)]
 
     plan_rows: list[PlanRow] = []
-    if built:
+    if built and cfg.student and cfg.teacher:  # built only with both (above)
         student, teacher = settings.model(cfg.student), settings.model(cfg.teacher)
         plan_rows.append(plan_row(DIALOGUE, DIALOGUE, student, built * depth, example(lambda r, n: ChatRequest(
             f"{r['sample_id']}/s{n + 1}", student_messages(r["question"], r["images"][0], history[:n]),

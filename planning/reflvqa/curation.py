@@ -22,7 +22,7 @@ from mmcurate.annotation.reflvqa.factcheck import sentence_request
 from mmcurate.annotation.reflvqa.citations import STAGE as CITATION
 from mmcurate.annotation.reflvqa.necessity import STAGE as NECESSITY
 from mmcurate.annotation.reflvqa.necessity import grade_request, inspector_request
-from mmcurate.benchmarks.reflvqa import BENCHMARK
+from mmcurate.benchmarks.reflvqa import RefLVQAConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.specs import LLM, ModelRef
 from mmcurate.core.text import split_sentences
@@ -65,7 +65,7 @@ def paper_rows() -> list[dict[str, Any]]:
 
 
 def plan_reflvqa(settings: Settings, given: PlanInput, rates: RefLVQARates) -> Plan:
-    cfg = BENCHMARK.section_of(settings)
+    cfg = RefLVQAConfig.of(settings)
     rows = [r for r in given.rows if r["answers"]] or paper_rows()
     how = given.how if given.rows else given.how + "; no ingest in the workdir: requests shaped like the paper's pairs"
     relevance = rates.relevance if cfg.cross_modal_encoder is not None else 1.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.specs import ModelRef
 from mmcurate.evaluation.reflvqa.graders import Unit, grade_request
@@ -53,7 +54,7 @@ def _image_grounding(settings: Settings, model: Any, setting: str, label: str, s
     """The calls of a section 6.2 setting by ``model`` (a model spec): CoT's answer; Self-Refine's answer and at most
     ``self_refine_rounds`` feedbacks and refinements (every round counted: an upper bound);
     Captioning's captions (with a captioning model) and answer."""
-    cfg = settings.evaluation.reflvqa
+    cfg = RefLVQAEvalConfig.of(settings)
     docs = _stand_ins(0, image, cfg.doc_chars)
     reply = words(cfg.answer_max_tokens * 0.75)
     if setting == IMAGE_COT:
@@ -82,7 +83,7 @@ def plan_reflvqa_evaluation(settings: Settings, model: str, qa: list[dict[str, A
     release's knowledge base) before it runs: the model's search queries per N, each setting's
     answers (Two-step: text answer, image answer, captions, combination) and the evaluators'
     grades, as if every call were answered."""
-    cfg = settings.evaluation.reflvqa
+    cfg = RefLVQAEvalConfig.of(settings)
     spec, rows = settings.model(model), qa or [{"sample_id": "q", "question": words(PAPER_QUESTION_WORDS) + "?",
                                                 "images": [f"{0:064x}"], "sentences": []}]
     kb = documents.select(["modality", "title", "text"]).to_pylist()

@@ -8,16 +8,15 @@ import pandas as pd
 
 from mmcurate.sources.cragmm import CATEGORIES, DOMAINS, DYNAMISMS, MULTI, QUALITIES, SINGLE
 
-from ..kind import FrameCheck
+from ..kind import FrameCheck, WrittenRelease
 from ..quality_frames import image_decodes
-from ..reader import Release
 from ..validation import columns_rule, sample_rules
 
 TURN_DERIVED = ["question_chars", "n_answers", "images_decode"]
 CONVERSATION_DERIVED = ["turns_in_order", "one_turn_if_single"]
 
 
-def _turn_frame(release: Release) -> tuple[pd.DataFrame, list[str]]:
+def _turn_frame(release: WrittenRelease) -> tuple[pd.DataFrame, list[str]]:
     rows, columns = [], None
     for batch in release.batches("turns"):
         columns = columns or batch.schema.names
@@ -32,7 +31,7 @@ def _turn_frame(release: Release) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows), list(columns or [])
 
 
-def cragmm_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
+def cragmm_checks(release: WrittenRelease) -> tuple[list[FrameCheck], list[str]]:
     turns, turn_columns = _turn_frame(release)
     conversations = release.table("conversations")
     by_session = turns.groupby("session_id")["turn"].apply(sorted).to_dict() if len(turns) else {}

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.cragmm import CragMMConfig
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
@@ -110,7 +111,7 @@ def _counts(turns: pa.Table, column: str) -> list[dict]:
 def cragmm_draft(settings: Settings, version: str, run_id: str, ingested: list[IngestResult], samples: pa.Table,
                  quarantine: pa.Table) -> ReleaseDraft:
     """The release of everything ingested (see the module docstring)."""
-    cfg = settings.cragmm
+    cfg = CragMMConfig.of(settings)
     turns = turn_rows(samples)
     conversations = conversation_rows(turns)
     sets = Counter(conversations.column("set").to_pylist())

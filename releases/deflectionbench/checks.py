@@ -6,12 +6,11 @@ from __future__ import annotations
 import great_expectations.expectations as gxe
 
 from .. import quality_frames as qf
-from ..kind import FrameCheck
-from ..reader import Release
+from ..kind import FrameCheck, WrittenRelease
 from ..validation import sample_rules
 
 
-def deflection_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
+def deflection_checks(release: WrittenRelease) -> tuple[list[FrameCheck], list[str]]:
     manifest = release.manifest
     frame = qf.deflection_frame(release.batches("test"))
     notes: list[str] = []

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -261,9 +262,9 @@ def deflection_draft(
     pairing: StageResult | None,
     oracle: EliminationResult,
     ingested: dict[str, int | None],
-    source_files: list[str],
+    source_files: Sequence[str | dict[str, Any]],  # paths, or a re-curation's inherited entries
     quarantine: pa.Table,
-    components: dict[str, str],
+    components: Mapping[str, str],
     parent: dict[str, str] | None = None,
     history: pa.Table | None = None,
     removed: list[dict] | None = None,
@@ -283,14 +284,15 @@ def deflection_draft(
     ``dedup``: the near-duplicate check (``annotation.dedup``) of what Stage III kept.
     ``indexes``: the vector indexes Stage II searched (``retrieval.kb_pages`` records).
     """
-    cfg = settings.deflectionbench
+    cfg = DeflectionBenchConfig.of(settings)
     kept = (dedup or oracle).kept
     runs = [s for s in (gating, pairing, oracle, dedup) if s is not None]
     ledger = sum((s.decision_log() for s in runs), Ledger([history] if history is not None else []))
     if topics is not None and topics.recorded:
         ledger += Ledger([topics.ledger(run_id)])
     models = [{"role": role, **settings.model(name).identity()} for role, name in settings.roles("deflectionbench")]
-    entered = sum((ingested if carried is None else carried).values())
+    # a fresh run counts every source it ingested (None: a count a re-curation's parent did not record)
+    entered = sum(carried.values()) if carried is not None else sum(n for n in ingested.values() if n is not None)
     parent_version = parent.get("version") if isinstance(parent, dict) else parent
     after_pairing = pairing.kept.num_rows if pairing else gating.kept.num_rows
     judge = gating.components.get("judge")
@@ -338,8 +340,8 @@ def deflection_draft(
         config=settings.resolved(),
         models=models,
         judge={"name": judge},
-        components=components,
-        source_files=source_files,
+        components=dict(components),
+        source_files=list(source_files),
         counts={
             "per_stage": {row["stage"]: row["remaining"] for row in statistics["funnel"]},
             "quarantined": quarantine.num_rows,

@@ -62,12 +62,13 @@ def topic_of(source: str, meta: str | Mapping[str, Any] | None) -> str:
     fields = TOPIC_FIELDS.get(source)
     if not fields:
         return f"{source}/(no topic field)"
+    read: Any = meta
     if isinstance(meta, str):
         try:
-            meta = json.loads(meta or "{}")
+            read = json.loads(meta or "{}")
         except json.JSONDecodeError:
-            meta = {}
-    values = [str((meta or {}).get(name) or "").strip() for name in fields]
+            read = {}
+    values = [str((read or {}).get(name) or "").strip() for name in fields]
     return f"{source}/{next((v for v in values if v), '(empty)')}"
 
 

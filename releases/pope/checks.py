@@ -10,9 +10,8 @@ import pyarrow as pa
 from mmcurate.sources.mme import SUBTASKS
 from mmcurate.sources.pope import LABELS, PUBLISHED, BUILT, SPLITS
 
-from ..kind import FrameCheck
+from ..kind import FrameCheck, WrittenRelease
 from ..quality_frames import image_decodes
-from ..reader import Release
 from ..validation import sample_rules
 
 DERIVED = ["question_chars", "label_chars", "images_decode"]
@@ -39,7 +38,7 @@ def balance_frame(table: pa.Table) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["split", "yes", "no", "balanced"])
 
 
-def pope_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
+def pope_checks(release: WrittenRelease) -> tuple[list[FrameCheck], list[str]]:
     probes = release.table("probes")
     columns = [c for c in probes.column_names if c != "image"]
     return [

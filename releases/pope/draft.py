@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.pope import PopeConfig
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.stages import StageResult
@@ -92,7 +94,7 @@ def pope_draft(settings: Settings, version: str, run_id: str, ingested: list[Ing
                   "yes": counts[(d, s, "yes")], "no": counts[(d, s, "no")],
                   "images": len({r["image"] for r in rows if (r["dataset"], r["split"]) == (d, s)})}
                  for d, s in dataset_splits(rows, PROBE_SPLITS)]
-    per_source = {r.source: {"ingested": r.samples, "quarantined": r.quarantined, "skipped": r.skipped}
+    per_source: dict[str, dict[str, Any]] = {r.source: {"ingested": r.samples, "quarantined": r.quarantined, "skipped": r.skipped}
                   for r in ingested}
     for row in rows:
         per_source[row["source"]]["released"] = per_source[row["source"]].get("released", 0) + 1
@@ -107,7 +109,7 @@ def pope_draft(settings: Settings, version: str, run_id: str, ingested: list[Ing
                 "ingested": samples.num_rows, "run_id": run_id},
         statistics={"splits": per_split,
                     "balance": [{"stage": balanced.stage, **balanced.counts}]},
-        seed=settings.pope.seed,
+        seed=PopeConfig.of(settings).seed,
         notes=[f"probes {'built from object annotations by POPE rules' if o == 'built' else 'read from POPE files'} "
                f"({o})" for o in origins],
     )

@@ -9,13 +9,12 @@ from mmcurate.annotation.reflectv.turns import RULES as TURN_RULES
 from mmcurate.core.domains import DOMAINS
 
 from . import frames as rf
-from ..kind import FrameCheck
-from ..reader import Release
+from ..kind import FrameCheck, WrittenRelease
 from .schema import FATES
 from ..validation import columns_rule, sample_rules
 
 
-def reflectv_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
+def reflectv_checks(release: WrittenRelease) -> tuple[list[FrameCheck], list[str]]:
     """The turn-format validator's rules as expectations (``turns_breaking_<rule>`` = 0), plus
     the share of multi-turn chains against rho, the dialogues' scores, and the training
     export: one record per trajectory in both layouts, roles alternating, every image a file."""

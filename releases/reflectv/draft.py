@@ -39,6 +39,7 @@ from mmcurate.annotation.reflectv.formatting import (
     CHECK_SHARE, FORMAT_DEFECTS, MULTI, REDUNDANT, SINGLE, SURPLUS, TRAJECTORY, final_think, render_turns,
 )
 from mmcurate.annotation.reflectv.trajectory import CHECK_ASCENDING, CHECK_FINAL, CHECK_RULE
+from mmcurate.benchmarks.reflectv import ReflectVConfig
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.domains import DOMAINS, domain_of
@@ -46,6 +47,7 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.ledger import Ledger
 from mmcurate.core.specs import Heuristic, Template
 from mmcurate.core.stages import StageResult
+from mmcurate.core.tables import SpilledTable
 from mmcurate.evaluation.reflectv.harness import harness as lmms_harness
 from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.sources.ingest import IngestResult
@@ -107,6 +109,7 @@ def dialogue_table(dialogues: StageResult, filtered: StageResult, verified: Stag
     discarded = _reasons(filtered, CHECK_RULE)
     share = _reasons(formatted, CHECK_SHARE)
     rows = []
+    assert not isinstance(dialogues.kept, SpilledTable)  # ReflectV's stages run in memory (flows/reflectv.py: run_stage without rows)
     for row, turns, origin in zip(dialogues.kept.to_pylist(), turns_of(dialogues.kept),
                                   dialogues.kept.column(ORIGIN).to_pylist()):
         sid = row["sample_id"]
@@ -184,8 +187,9 @@ def reflectv_draft(
 ) -> ReleaseDraft:
     """``stages``: dialogue, trajectory, reflection, grounding, visual and format results, in order,
     then the near-duplicate check (``annotation.dedup``) when it ran."""
-    cfg = settings.reflectv
+    cfg = ReflectVConfig.of(settings)
     dialogues, filtered, reflected, grounded, verified, formatted = stages[:6]
+    assert not isinstance(stages[-1].kept, SpilledTable)  # ReflectV's stages run in memory (flows/reflectv.py: run_stage without rows)
     trajectories = stages[-1].kept.cast(TRAJECTORY)
     dialogue_rows = dialogue_table(dialogues, filtered, verified, formatted, cfg.seed)
     duplicates = {r["sample_id"]: json.loads(r["detail"])["reason"] for s in stages[6:]
@@ -234,7 +238,7 @@ def reflectv_draft(
 
 def stand_in_notes(settings: Settings, components: dict[str, str]) -> list[str]:
     """One line for every stand-in that took the place of a model the paper uses."""
-    cfg = settings.reflectv
+    cfg = ReflectVConfig.of(settings)
     notes = []
     for role, name in settings.roles("reflectv"):
         note = stand_in_note(role, settings.model(name), "the paper's larger model") if role != "judge" else None
@@ -269,7 +273,7 @@ ORDER_TEXT = {"before_rewrite": "the caption and marks go into the teacher's fee
 def readings_table(settings: Settings) -> list[dict]:
     """The readings of the paper this release was made with, where the paper leaves a choice or
     the project offers another: the card's "Readings" table (setting, value, reading)."""
-    cfg = settings.reflectv
+    cfg = ReflectVConfig.of(settings)
     leak = ("collapsed to QA pairs" if cfg.collapse_revealing_feedback else
             "kept, and their caption insertion and rewrite must leave the answer out (Figure 11 forbids showing "
             "the ground truth); a turn that still states it fails the validator")
@@ -312,6 +316,7 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
     near-duplicate check after it: its trajectories, the parent's dialogues with the fates the
     re-check changed, Figure 5's depth and domains again."""
     trajectories = dedup.kept
+    assert not isinstance(trajectories, SpilledTable)  # ReflectV's stages run in memory (flows/reflectv.py: run_stage without rows)
     released = {r["sample_id"]: r["format"] for r in trajectories.select(["sample_id", "format"]).to_pylist()}
     collapsed = recheck.extra["collapsed"]
     removed = {**recheck.extra["removed"], **{r["sample_id"]: json.loads(r["detail"])["reason"]
@@ -340,7 +345,7 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
                      "released": sum(r["domain"] == d for r in rows)} for d in DOMAINS if any(r["domain"] == d for r in rows)],
         "depth": [{"depth": d, "multi_turn": depth_counts.get((d, MULTI), 0), "single_turn": depth_counts.get((d, SINGLE), 0)}
                   for d in sorted({r["depth"] for r in rows})],
-        "composition": [{"rho": settings.reflectv.rho, "rho_rule": settings.reflectv.rho_rule, "multi_turn": multi,
+        "composition": [{"rho": ReflectVConfig.of(settings).rho, "rho_rule": ReflectVConfig.of(settings).rho_rule, "multi_turn": multi,
                          "single_turn": len(rows) - multi, "share": round(multi / len(rows), 4) if rows else None}],
         "readings": readings_table(settings),
         "calls": [{"stage": recheck.stage, "step": r["stage"], "model": r["model"], "calls": r["calls"],
@@ -366,4 +371,4 @@ def reflectv_recuration_draft(settings: Settings, version: str, run_id: str, par
         models=[{"role": role, **settings.model(name).identity()} for role, name in settings.roles("reflectv")],
         judge=m.judge.recorded() if m.judge else {"name": "none"}, components={**m.components, **recheck.components},
         source_files=[entry.recorded() for entry in m.source_files], counts=counts, statistics=statistics,
-        seed=settings.reflectv.seed, notes=notes)
+        seed=ReflectVConfig.of(settings).seed, notes=notes)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import great_expectations.expectations as gxe
 
 from .. import quality_frames as qf
-from ..kind import FrameCheck
-from ..reader import Release
+from ..kind import FrameCheck, WrittenRelease
 from ..validation import columns_rule, sample_rules
 
 
-def reflvqa_checks(release: Release) -> tuple[list[FrameCheck], list[str]]:
+def reflvqa_checks(release: WrittenRelease) -> tuple[list[FrameCheck], list[str]]:
     documents = release.table("documents")
     qa = qf.qa_frame(release.table("qa"), documents)
     docs = qf.documents_frame(documents)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from mmcurate.benchmarks.reflvqa import RefLVQAConfig
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.images import ImageStore
@@ -68,7 +69,7 @@ def reflvqa_draft(
     """``stages``: relevance, necessity, fact-checkability and citation results, in order, then
     the sentence verification when it ran, then the near-duplicate check (``annotation.dedup``)
     when it ran; ``knowledge_base``: the retrieval corpus the citations were drawn from."""
-    cfg = settings.reflvqa
+    cfg = RefLVQAConfig.of(settings)
     names = [s.stage for s in stages]
     cited = stages[names.index("citation")]
     filters = stages[:names.index("citation")]
@@ -172,7 +173,7 @@ def reflvqa_recuration_draft(settings: Settings, version: str, run_id: str, pare
     cited = next(s for s in stages if s.stage == "citation")
     text_judge = cited.extra.get("text_judge") or (m.judge.name if m.judge else None)
     notes = [*m.notes,
-             f"Re-curated from {parent.version}: inspectors {', '.join(settings.reflvqa.inspectors)}; text citations "
+             f"Re-curated from {parent.version}: inspectors {', '.join(RefLVQAConfig.of(settings).inspectors)}; text citations "
              f"decided by {text_judge} over the documents {parent.version} judged."]
     counts = {**m.counts.recorded(), "per_stage": {row["stage"]: row["remaining"] for row in funnel},
               "run_id": run_id}
@@ -189,4 +190,4 @@ def reflvqa_recuration_draft(settings: Settings, version: str, run_id: str, pare
         source_files=[entry.recorded() for entry in m.source_files], counts=counts,
         statistics={"table1": reflvqa_statistics(tables), "funnel": funnel, "calls": call_rows,
                     **near_duplicates(stages, notes)},
-        seed=settings.reflvqa.seed, notes=notes)
+        seed=RefLVQAConfig.of(settings).seed, notes=notes)

@@ -37,6 +37,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -313,7 +314,7 @@ def table6(key: dict[str, dict[str, Any]], ratings: list[dict[str, Any]]) -> lis
     return rows
 
 
-def import_trajectory_ratings(batch: Path | str, files: list[Path | str], out: Path | str,
+def import_trajectory_ratings(batch: Path | str, files: Sequence[Path | str], out: Path | str,
                               rater: ModelRater | None = None, force: bool = False) -> TrajectoryImport:
     """Validate rated files (and ask the model rater), write ratings and the Table 6 rows
     (refused over an earlier import's unless ``force``)."""

@@ -50,7 +50,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -366,7 +366,7 @@ def _judges(release: Path) -> dict[str, str]:
     return {"text": (judge and judge.name) or "unknown", "image": (judge and judge.image) or "none"}
 
 
-def import_labels(release: Path | str, files: list[Path | str], out: Path | str, force: bool = False) -> ImportResult:
+def import_labels(release: Path | str, files: Sequence[Path | str], out: Path | str, force: bool = False) -> ImportResult:
     """Validate labelled files, write ``out/human_verified.parquet`` and ``out/agreement.json``
     (refused over an earlier import's unless ``force``)."""
     release, out = labels_import(release, files, out, RESULTS, force)

@@ -132,7 +132,7 @@ class RefLVQAJudgeReview(JudgeReview):
             for i in units:
                 answers[(items[i]["model"], items[i]["group"])].append(i)
             rule = defaultdict(list)  # sentences citing no shown document: 0 on both sides
-            for i, item in items.items():
+            for item in items.values():
                 if item["metric"] == metric and item.get("by_rule"):
                     rule[(item["model"], item["group"])].append(0.0)
             human_scores, judge_scores, models = [], [], []

@@ -16,7 +16,6 @@ import json
 import sys
 import textwrap
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 

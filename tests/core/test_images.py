@@ -1,5 +1,6 @@
 import io
 import os
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,7 @@ def test_threads_storing_the_same_image_at_once_all_succeed(tmp_path: Path) -> N
     data = _png()
     for trial in range(40):  # the old code failed on about 4 in 10 of these
         store = ImageStore(tmp_path / str(trial))
-        shas, errors = run_at_once(lambda: store.put(data), threads=6)
+        shas, errors = run_at_once(partial(store.put, data), threads=6)
         assert errors == []
         assert len(set(shas)) == 1
         stored = store.find(shas[0])

@@ -51,9 +51,9 @@ def write_run(folder: Path, grades: dict[tuple[str, str, int], str], release="de
     return folder
 
 
-C, I, N = "CORRECT", "INCORRECT", "NOT_ATTEMPTED"
-A_GRADES = {("s1", "oracle", 0): C, ("s2", "oracle", 0): C, ("s3", "oracle", 0): I, ("s4", "oracle", 0): N,
-            ("s1", "realistic", 2): C, ("s2", "realistic", 2): I, ("s3", "realistic", 2): I,
+C, X, N = "CORRECT", "INCORRECT", "NOT_ATTEMPTED"
+A_GRADES = {("s1", "oracle", 0): C, ("s2", "oracle", 0): C, ("s3", "oracle", 0): X, ("s4", "oracle", 0): N,
+            ("s1", "realistic", 2): C, ("s2", "realistic", 2): X, ("s3", "realistic", 2): X,
             ("s4", "realistic", 2): "FAILED", ("s5", "oracle", 0): C}
 B_GRADES = {("s1", "oracle", 0): C, ("s2", "oracle", 0): N, ("s3", "oracle", 0): C, ("s4", "oracle", 0): C,
             ("s1", "realistic", 2): C, ("s2", "realistic", 2): C, ("s3", "realistic", 2): N,
@@ -127,8 +127,8 @@ def test_pope_runs_are_matched_and_grouped_by_split(tmp_path):
         (folder / "table.md").write_text("# m on pope 1.0.0 (plain system)\n")
         return folder
 
-    a = pope_run(tmp_path / "a", {("p1", "random"): C, ("p2", "random"): I, ("p3", "adversarial"): I})
-    b = pope_run(tmp_path / "b", {("p1", "random"): I, ("p2", "random"): C, ("p3", "adversarial"): C})
+    a = pope_run(tmp_path / "a", {("p1", "random"): C, ("p2", "random"): X, ("p3", "adversarial"): X})
+    b = pope_run(tmp_path / "b", {("p1", "random"): X, ("p2", "random"): C, ("p3", "adversarial"): C})
     result = compare_runs(a, b)
     assert result.key == ["sample_id", "split"] and result.compared == 3
     per = {(r["scenario"], r["transition"]): r["count"] for r in result.transitions.to_pylist()}
@@ -151,9 +151,9 @@ def test_pope_datasets_are_never_pooled_into_one_split(tmp_path):
         (folder / "table.md").write_text("# m on pope 1.0.0 (plain system)\n")
         return folder
 
-    a = pope_run(tmp_path / "a", {("p1", "coco", "random"): I, ("p1", "gqa", "random"): C,
-                                  ("p2", "gqa", "random"): I})
-    b = pope_run(tmp_path / "b", {("p1", "coco", "random"): C, ("p1", "gqa", "random"): I,
+    a = pope_run(tmp_path / "a", {("p1", "coco", "random"): X, ("p1", "gqa", "random"): C,
+                                  ("p2", "gqa", "random"): X})
+    b = pope_run(tmp_path / "b", {("p1", "coco", "random"): C, ("p1", "gqa", "random"): X,
                                   ("p2", "gqa", "random"): C})
     result = compare_runs(a, b)
     assert result.key == ["sample_id", "dataset", "split"] and result.compared == 3

@@ -96,7 +96,7 @@ def test_verify_first_answers_carry_the_gate_trace(runs):
 
 def test_crag_scoring_beside_the_metrics(runs):
     outs, n, _, _ = runs
-    for system, out in outs.items():
+    for out in outs.values():
         answers = pl.read_parquet(out / "answers.parquet")
         crag = pl.read_parquet(out / "crag.parquet")
         key = ["sample_id", "scenario", "n_negatives", "negatives", "abstention"]

@@ -14,25 +14,25 @@ from mmcurate.judging.grades import Grade, JudgeItem
 from mmcurate.judging import prejudge as rule
 
 HEIGHT = (99.54, 121.66)  # InfoSeek's answer_eval range of 110.6 (the fixtures' record)
-C, I = Grade.CORRECT, Grade.INCORRECT
+C, X = Grade.CORRECT, Grade.INCORRECT
 
 
 @pytest.mark.parametrize("answer, ranges, grade", [
     ("About 110 metres", [HEIGHT], C),                          # one number inside the range
     ("It is 1,250 metres tall", [(1100.0, 1300.0)], C),        # thousands commas are dropped
     ("-40 degrees", [(-45.0, -35.0)], C),                      # a leading sign is part of the number
-    ("Roughly 3.5 km", [(1100.0, 1300.0)], I),
+    ("Roughly 3.5 km", [(1100.0, 1300.0)], X),
     ("1e3 kg", [(900.0, 1100.0)], C),                          # an exponent is part of the number
     ("Between 100 and 120 metres", [HEIGHT], C),               # a range inside the gold range
     ("95 to 120", [HEIGHT], C),                                # a range overlapping it, IoU 0.77
-    ("110 or 130", [HEIGHT], I),                               # IoU 0.38 (old rule: 110 is inside: CORRECT)
-    ("It has 9-10 floors", [(9.5, 10.5)], I),                  # 9-10 is the range [9, 10], IoU 0.33 (old: CORRECT)
-    ("It has 10-11 floors", [(9.5, 10.5)], I),                 # [10, 11], IoU 0.33
+    ("110 or 130", [HEIGHT], X),                               # IoU 0.38 (old rule: 110 is inside: CORRECT)
+    ("It has 9-10 floors", [(9.5, 10.5)], X),                  # 9-10 is the range [9, 10], IoU 0.33 (old: CORRECT)
+    ("It has 10-11 floors", [(9.5, 10.5)], X),                 # [10, 11], IoU 0.33
     ("It has 10-10.5 floors", [(9.5, 10.5)], C),               # [10, 10.5] lies inside
-    ("Built in 1889, it is 330 metres tall", [(300.0, 360.0)], I),  # 1889 > 330: the first number (old: CORRECT)
-    ("330 metres, finished in 1889", [(300.0, 360.0)], I),     # the range [330, 1889] (old: CORRECT)
+    ("Built in 1889, it is 330 metres tall", [(300.0, 360.0)], X),  # 1889 > 330: the first number (old: CORRECT)
+    ("330 metres, finished in 1889", [(300.0, 360.0)], X),     # the range [330, 1889] (old: CORRECT)
     ("between 5 and 3", [(4.5, 5.5)], C),                      # 5 > 3: the first number, 5
-    ("110", [(0.0, 1.0), HEIGHT], I),                          # only the first gold range counts (old: CORRECT)
+    ("110", [(0.0, 1.0), HEIGHT], X),                          # only the first gold range counts (old: CORRECT)
     ("7", [(7.0, 7.0)], C),                                    # a gold range of one point
 ])
 def test_numeric_answers_follow_infoseeks_rule(answer, ranges, grade):

@@ -7,6 +7,7 @@ once in test_reflectv_flow. Every opener must get a working cache.
 from __future__ import annotations
 
 import sqlite3
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,14 @@ OPENERS = 8
 FRESH_FILES = 200  # with 4 openers the old code failed on 44 of 300 new files
 
 
+def _open_and_get(path: Path) -> dict:
+    return ResponseCache(path).get_many(["absent"])
+
+
 def test_connections_opening_one_new_file_at_once_all_succeed(tmp_path: Path) -> None:
     for index in range(FRESH_FILES):
         path = tmp_path / f"responses-{index}.sqlite"
-        found, errors = run_at_once(lambda: ResponseCache(path).get_many(["absent"]), threads=OPENERS)
+        found, errors = run_at_once(partial(_open_and_get, path), threads=OPENERS)
         assert errors == [] and found == [{}] * OPENERS, path
         with sqlite3.connect(path) as db:
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -29,10 +29,10 @@ from mmcurate.models.cache import ResponseCache
 from mmcurate.models.client import ModelClient, make_backend
 from mmcurate.models.requests import ChatRequest
 spec = ModelSpec(**json.loads(sys.argv[1]))
-requests = [ChatRequest(f"k{i}", [{"role": "user", "content": f"id=k{i} fault=ok"}], "crash.v1") for i in range(%d)]
+requests = [ChatRequest(f"k{i}", [{"role": "user", "content": f"id=k{i} fault=ok"}], "crash.v1") for i in range(int(sys.argv[3]))]
 client = ModelClient(spec, make_backend(spec, None), ResponseCache.open(sys.argv[2]), CallCounter())
 client.chat(requests, "crash")
-""" % N
+"""
 
 
 def requests() -> list[ChatRequest]:
@@ -47,7 +47,7 @@ def test_rerun_after_kill9_repeats_no_finished_call(fault_server, tmp_path, coun
     cache = ResponseCache.open(url)
     keys = {r.key: cache_key(spec, r) for r in requests()}
 
-    child = subprocess.Popen([sys.executable, "-c", RUN_BATCH, json.dumps(fields), url])
+    child = subprocess.Popen([sys.executable, "-c", RUN_BATCH, json.dumps(fields), url, str(N)])
     deadline = time.monotonic() + PATIENCE
     while not (fault_server.arrived.is_set() and cache.count() == ADMIT) and child.poll() is None:
         assert time.monotonic() < deadline, "gave up waiting for the held request"

@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 from PIL import Image
 import pytest
 

@@ -32,7 +32,6 @@ from mmcurate.review.label_studio import SERVER_DATA, TASKS
 from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
 from mmcurate.review.reflectv.trajectories import import_trajectory_ratings
 
-from tests.review.test_judge_batches import reflvqa_evaluation
 from tests.review.test_label_studio import ls_export, release  # noqa: F401  (the RefLVQA release fixture)
 from tests.review.test_label_studio_reviews import deflection_release
 
@@ -40,9 +39,10 @@ REPO = Path(__file__).resolve().parents[2]
 NEVER_A_PID = 4_194_305  # above the largest pid_max Linux allows (2**22): no process has it
 
 
-def one_line(call) -> str:
+def one_line(call, *args) -> str:
+    """The one-line MmcurateError ``call(*args)`` raises."""
     with pytest.raises(MmcurateError) as caught:
-        call()
+        call(*args)
     message = str(caught.value)
     assert "\n" not in message, message
     return message
@@ -87,8 +87,8 @@ def test_a_malformed_export_is_one_line_naming_the_task_and_the_field(release, p
         "completed_by is a list": broken(lambda t: t["annotations"][0].update(completed_by=[1])),
     }
     for needle, export in cases.items():
-        message = one_line(lambda: citations_ls.import_project(release, [save(tmp_path / "bad.json", export)],
-                                                               tmp_path / "out"))
+        bad = save(tmp_path / "bad.json", export)
+        message = one_line(citations_ls.import_project, release, [bad], tmp_path / "out")
         assert "bad.json: task 1" in message and needle in message, (needle, message)
     deep = one_line(lambda: citations_ls.import_project(release, [save(tmp_path / "deep.json", "[" * 100_000)],
                                                         tmp_path / "out"))
@@ -120,12 +120,12 @@ def test_an_import_over_an_earlier_one_is_refused_unless_forced(release, project
 
 
 def test_judge_and_trajectory_imports_refuse_an_earlier_import_too(tmp_path):
-    release, runs = deflection_release(tmp_path / "deflection")
-    judges_ls.export_project(DEFLECTION, release, runs, tmp_path / "judges")
+    judged, runs = deflection_release(tmp_path / "deflection")
+    judges_ls.export_project(DEFLECTION, judged, runs, tmp_path / "judges")
     out = tmp_path / "agreement"
     out.mkdir()
     (out / "judge_agreement.json").write_text("{}")
-    message = one_line(lambda: DEFLECTION.import_labels(release, runs, [tmp_path / "x.jsonl"], out))
+    message = one_line(lambda: DEFLECTION.import_labels(judged, runs, [tmp_path / "x.jsonl"], out))
     assert "holds an earlier import (judge_agreement.json)" in message
     rated = tmp_path / "rated"
     rated.mkdir()

@@ -28,7 +28,7 @@ def test_counts_and_every_good_sample(result: IngestResult, builder, rows) -> No
 def test_good_samples_carry_answer_in_gold(result: IngestResult, builder, rows) -> None:
     samples = rows(result)
     for split in builder.GOOD.values():
-        for data_id, key, image_id, question, answer, _ in split:
+        for data_id, key, _image_id, question, answer, _ in split:
             sample = samples[data_id]
             article = builder.ARTICLES[key]
             assert sample["question"] == question

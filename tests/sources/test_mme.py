@@ -59,8 +59,9 @@ def test_the_evaluation_tools_files(root: Path, tmp_path: Path) -> None:
     tool = ingest("mme", root / "eval_tool" / "Your_Results", tmp_path / "tool", images=release,
                   options={"subtasks": ["existence"]})
     folder = ingest("mme", root / RELEASE, tmp_path / "folder", options={"subtasks": ["existence"]})
-    strip = lambda result: [(r["question"], r["answers"], r["images"], r["meta"])  # noqa: E731
-                            for r in _samples(result).values()]
+    def strip(result):
+        return [(r["question"], r["answers"], r["images"], r["meta"]) for r in _samples(result).values()]
+
     assert strip(tool) == strip(folder) and tool.samples == 4  # the same probes from either layout
     with pytest.raises(SourceError, match="no folder color/ or file color.txt"):
         ingest("mme", root / "eval_tool" / "Your_Results", tmp_path / "x", options={"subtasks": ["color"]})

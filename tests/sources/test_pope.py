@@ -101,7 +101,7 @@ def test_probes_follow_popes_rules() -> None:
     probes, unasked = build_probes(OBJECTS, sample_num=2, images=None, seed=0,
                                    splits=["random", "popular", "adversarial"])
     assert not unasked
-    for split, rows in probes.items():
+    for rows in probes.values():
         assert [q for q, *_ in rows] == list(range(1, 17))  # POPE numbers from 1 per split
         assert Counter(label for *_, label in rows) == {"yes": 8, "no": 8}
         by_image: dict[str, list] = {}

@@ -21,7 +21,7 @@ def test_counts(result: IngestResult, builder, rows) -> None:
 def test_gold_is_the_answer_paragraphs_of_the_provenance_article(result: IngestResult, builder, rows) -> None:
     samples = rows(result)
     for split in builder.GOOD.values():
-        for ident, key, question, original, aliases, original_question in split:
+        for ident, key, question, original, _aliases, original_question in split:
             sample = samples[ident]
             assert sample["question"] == question and sample["answers"][0] == original
             assert sample["meta"]["original_question"] == original_question
