@@ -273,19 +273,18 @@ def cache_location(url: str) -> tuple[Literal["sqlite", "parts"], str]:
     """The kind of response cache ``url`` names and where it lies: ``("sqlite", path)`` or
     ``("parts", path or URL)``; ConfigError for any other form (a one-line message naming both),
     and for a parts URL ``storage.check_url`` refuses (an unknown scheme, a credential in it)."""
-    for kind, prefix in (("sqlite", "sqlite:///"), ("parts", "parts+")):
-        if url.startswith(prefix):
-            rest = url[len(prefix):]
-            if kind == "sqlite":
-                return kind, "/" + rest.lstrip("/")
-            if storage.is_url(rest):
-                try:
-                    storage.check_url(rest, "cache_url")
-                except MmcurateError as exc:
-                    raise ConfigError(str(exc)) from None
-            elif not rest.startswith("/"):
-                raise ConfigError(f"cache_url {url!r}: a local parts folder must be an absolute path")
-            return kind, rest
+    if url.startswith("sqlite:///"):
+        return "sqlite", "/" + url[len("sqlite:///"):].lstrip("/")
+    if url.startswith("parts+"):
+        rest = url[len("parts+"):]
+        if storage.is_url(rest):
+            try:
+                storage.check_url(rest, "cache_url")
+            except MmcurateError as exc:
+                raise ConfigError(str(exc)) from None
+        elif not rest.startswith("/"):
+            raise ConfigError(f"cache_url {url!r}: a local parts folder must be an absolute path")
+        return "parts", rest
     raise ConfigError(f"unsupported cache_url {url!r}: expected {CACHE_FORMS}")
 
 
@@ -357,7 +356,7 @@ class CoreSettings(BaseSettings):
                     data[name] = location.local_path if location.is_local else storage.scratch_for(location, name)
                     if not location.is_local:
                         stores[name] = location.url
-        settings = handler(data)
+        settings: CoreSettings = handler(data)
         settings._stores = {**settings._stores, **stores}
         return settings
 

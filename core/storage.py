@@ -117,7 +117,8 @@ class Location:
     def _fs_and_path(self) -> tuple[Any, str]:
         import fsspec
 
-        return fsspec.core.url_to_fs(self.url)
+        fs, path = fsspec.core.url_to_fs(self.url)
+        return fs, str(path)
 
     @property
     def fs(self) -> Any:
@@ -153,10 +154,11 @@ class Location:
     def open(self, mode: str = "rb") -> BinaryIO:
         if "w" in mode:
             self.fs.makedirs(self.fs._parent(self.path), exist_ok=True)
-        return self.fs.open(self.path, mode)
+        handle: BinaryIO = self.fs.open(self.path, mode)
+        return handle
 
     def read_bytes(self) -> bytes:
-        return self.fs.cat_file(self.path)
+        return bytes(self.fs.cat_file(self.path))
 
     def write_bytes(self, data: bytes) -> None:
         self.fs.makedirs(self.fs._parent(self.path), exist_ok=True)

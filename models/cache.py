@@ -370,7 +370,7 @@ def compact_parts(url: str) -> Compaction:
     rows = sum(table.num_rows for table in tables)
     if len(names) <= 1:
         return Compaction(len(names), rows, rows)
-    merged = (pl.from_arrow(pa.concat_tables(tables)).sort(["key", "created", "text"])
+    merged = (pl.DataFrame(pa.concat_tables(tables)).sort(["key", "created", "text"])
               .unique("key", keep="first", maintain_order=True))
     parts.publish(f"compact-{_writer()}", list(merged.iter_rows()))
     parts.remove(names)
