@@ -29,24 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "generated"
+sys.path.insert(0, str(ROOT))
 
-
-def write_config(home: Path, workdir: str, releases: str) -> Path:
-    """configs/dryrun.yaml pointed at the bundled fixtures, with the given workdir and releases root."""
-    config = yaml.safe_load((ROOT / "configs" / "dryrun.yaml").read_text())
-    config["workdir"], config["releases_root"] = workdir, releases
-    for model in config["models"].values():
-        model["script"] = str(ROOT / "configs" / model["script"])
-    for source in config["deflectionbench"]["sources"]:
-        source["root"] = str(FIXTURES / Path(source["root"]).name)
-    config["deflectionbench"]["retrieval"]["kb"] = str(FIXTURES / "kb" / "kb.jsonl")
-    path = home / "dryrun.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+from tests.dryrun import dryrun_config
 
 
 def timed_run(config: Path, env: dict[str, str], log: Path) -> tuple[float, float]:
@@ -93,7 +80,8 @@ def main() -> None:
         for name, where in variants.items():
             home = out / name.strip(":/").replace("/", "") / "run"
             home.mkdir(parents=True)
-            config = write_config(home, *where(home))
+            workdir, releases_root = where(home)
+            config = dryrun_config(home, FIXTURES, workdir=workdir, releases_root=releases_root)
             first, load_first = timed_run(config, env, home / "first.log")
             rerun, load_rerun = timed_run(config, env, home / "rerun.log")
             rows.append((name, first, rerun, load_first, load_rerun))

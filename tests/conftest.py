@@ -52,21 +52,9 @@ def fixtures_root(tmp_path_factory) -> Path:
 def dryrun_config(fixtures_root):
     """Writes the dry run's config (configs/dryrun.yaml) into a folder, its scripts, sources and
     KB pointed at this checkout and the bundled fixtures; returns the config's path."""
-    import yaml
+    from tests.dryrun import dryrun_config as write
 
-    def write(home: Path) -> Path:
-        config = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())
-        config["workdir"], config["releases_root"] = str(home / "work"), str(home / "releases")
-        for model in config["models"].values():
-            model["script"] = str(REPO / "configs" / model["script"])
-        for source in config["deflectionbench"]["sources"]:
-            source["root"] = str(fixtures_root / Path(source["root"]).name)
-        config["deflectionbench"]["retrieval"]["kb"] = str(fixtures_root / "kb" / "kb.jsonl")
-        path = home / "dryrun.yaml"
-        path.write_text(yaml.safe_dump(config))
-        return path
-
-    return write
+    return lambda home: write(home, fixtures_root)
 
 
 @pytest.fixture(scope="session")

@@ -46,9 +46,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
+sys.path[:0] = [str(REPO / "bench"), str(REPO / "bench" / "peers")]  # the benches and provenance
 
 from ingest_reddit import _positive, generate
+from provenance import commit, load
 
 SAMPLE_MS = 50  # how often the parent samples its child's process tree
 
@@ -273,18 +274,6 @@ def differences(ours: list[str], theirs: list[str]) -> str:
     return (f"UNEQUAL: {len(ours)} vs {len(theirs)} ids; only mmcurate's: {sorted(a - b)[:5]}; "
             f"only datatrove's: {sorted(b - a)[:5]}" + ("; repeated ids" if len(a) < len(ours) or len(b) < len(theirs)
                                                        else ""))
-
-
-def commit() -> str:
-    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          check=False)
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, check=False).stdout.strip()
-    return (done.stdout.strip() or "unknown") + ("+changes" if dirty else "")
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def parser() -> argparse.ArgumentParser:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -49,10 +48,11 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
+sys.path[:0] = [str(REPO / "bench"), str(REPO / "bench" / "peers")]  # the benches and provenance
 
 from curation_scale import _record
 from ingest_reddit import _positive
+from provenance import commit, load
 
 
 def released(n: int) -> bool:
@@ -213,18 +213,6 @@ def sample_scores(questions: list[str], flagged: dict[str, np.ndarray], threshol
         scores[name] = (float(truth.mean()) if len(drawn) else float("nan"),
                         float(found.mean()) if len(found) else float("nan"), len(drawn), len(true_pairs))
     return scores
-
-
-def commit() -> str:
-    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          check=False)
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, check=False).stdout.strip()
-    return (done.stdout.strip() or "unknown") + ("+changes" if dirty else "")
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def parser() -> argparse.ArgumentParser:

@@ -22,6 +22,11 @@ def commit() -> str:
     return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def load() -> str:
+    """The 1-, 5- and 15-minute load averages, ``0.52 0.61 0.70``."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def stamp(label: str) -> str:
     """``label: <UTC time>, commit <sha>, load <1/5/15-minute averages> on <n> cores``."""
     one, five, fifteen = os.getloadavg()

@@ -203,6 +203,38 @@ def baseline(tmp_path_factory: Any, fixtures: Path) -> tuple[Path, Path]:
     return _RUNS["baseline"]
 
 
+def pope_runs(tmp_path_factory: Any, name: str, *, lvlm: Path, grounding: str, pope: dict[str, Any],
+              models: dict[str, dict[str, Any]] | None = None) -> tuple[Path, Path, Path, dict[str, Path]]:
+    """A pope release curated in-process (section ``pope`` of the config), then evaluated with
+    the scripted vision model ``lvlm`` plain and through Kestrel on ``grounding``: (home, config,
+    release, runs by system)."""
+    from mmcurate.flows.evaluate import evaluate_release
+    from mmcurate.flows.pope.curate import pope as curate
+
+    home = tmp_path_factory.mktemp(name)
+    config = write_config(home, "config.yaml", {
+        "workdir": "work", "releases_root": "releases",
+        "models": {"lvlm": {"backend": "scripted", "script": str(lvlm), "vision": True}, **(models or {})},
+        "evaluation": {"pope": {"kestrel": {"grounding": grounding}}}, "pope": pope})
+    release = Path(curate(config=str(config)))
+    runs = {system: Path(evaluate_release(release=str(release), model="lvlm", config=str(config),
+                                          options={"system": system}))
+            for system in ("plain", "kestrel")}
+    return home, config, release, runs
+
+
+def recurate_base(tmp_path_factory: Any, name: str, curate: Any, config: Any,
+                  models: dict[str, dict[str, Any]]) -> tuple[Path, Path, Path]:
+    """The release a re-curation test starts from: each of ``models``' scripts starts empty (the
+    test writes the rules it needs later), ``config(home, models)`` writes the config and the
+    flow ``curate`` releases from it: (home, config, release)."""
+    home = tmp_path_factory.mktemp(name)
+    for spec in models.values():
+        (home / spec["script"]).write_text("")
+    path = config(home, models)
+    return home, path, Path(curate(config=str(path)))
+
+
 def shard_runs(flow_run_id: Any, wanted: dict[str, int], patience: float = 120.0) -> dict[str, int]:
     """How many task runs of the flow run start with each prefix of ``wanted``, once they all
     reached the API (task runs arrive as events, a little after the flow returns: wait for them,

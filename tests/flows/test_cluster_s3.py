@@ -30,7 +30,7 @@ from mmcurate.models.backends.scripted import ScriptedBackend
 from mmcurate.models.cache import cache_key
 from mmcurate.tasks.runners import make_task_runner
 from tests.flows import flowkit
-from tests.flows.test_dryrun_equivalence import dryrun_config
+from tests.dryrun import dryrun_config
 from tests.releases.cli_helpers import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # one local run, a killed and a rerun on a cluster

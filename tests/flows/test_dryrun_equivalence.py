@@ -23,38 +23,14 @@ import json
 from pathlib import Path
 
 import polars as pl
-import yaml
 
 from mmcurate.releases.reader import open_release
+from tests.dryrun import dryrun_config
 from tests.flows.release_fingerprint import content_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "dryrun-1.0.0.json"
 DECLINED = ("Question: What kind of cat is Chelsea?", "Question: How much does adult admission cost?")
-
-
-def dryrun_config(home: Path, fixtures: Path, *, releases: str = "releases", oracle_rule: str | None = None,
-                  sources: tuple[str, ...] | None = None, reader_script: Path | None = None,
-                  leakage_filter: str | None = None) -> Path:
-    config = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())
-    config["workdir"] = str(home / "work")
-    config["releases_root"] = str(home / releases)
-    for model in config["models"].values():
-        model["script"] = str(REPO / "configs" / model["script"])
-    if reader_script is not None:
-        config["models"]["vlm-reader"]["script"] = str(reader_script)
-    bench = config["deflectionbench"]
-    bench["sources"] = [s for s in bench["sources"] if sources is None or s["name"] in sources]
-    for source in bench["sources"]:
-        source["root"] = str(fixtures / Path(source["root"]).name)
-    bench["retrieval"]["kb"] = str(fixtures / "kb" / "kb.jsonl")
-    if oracle_rule is not None:
-        bench["gating"]["oracle_rule"] = oracle_rule
-    if leakage_filter is not None:
-        bench["retrieval"]["leakage_filter"] = leakage_filter
-    path = home / f"dryrun-{releases}.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def test_dryrun_release_content_is_unchanged(tmp_path, fixtures_root, prefect_harness):

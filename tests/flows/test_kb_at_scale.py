@@ -13,7 +13,8 @@ from mmcurate.retrieval import kb_pages, vector_store
 from mmcurate.retrieval.index_plan import IndexPlan
 
 from tests.flows.release_fingerprint import content_fingerprint
-from tests.flows.test_dryrun_equivalence import GOLDEN, dryrun_config
+from tests.dryrun import dryrun_config
+from tests.flows.test_dryrun_equivalence import GOLDEN
 
 PLAN = IndexPlan("ivfpq", {"nlist": 1, "m": 8, "nbits": 4, "opq": False, "candidates_per_result": 10})
 

@@ -7,43 +7,25 @@ every wrong Yes, so each subtask scores 200, beside the initial answers' 50."""
 from __future__ import annotations
 
 import json
-import textwrap
-from pathlib import Path
 
 import polars as pl
 import pytest
 
 from mmcurate.releases.reader import open_release
 
+from tests.flows import flowkit
+
 pytestmark = pytest.mark.slow
 
-CONFIG = """
-workdir: work
-releases_root: releases
-models:
-  lvlm: {{backend: scripted, script: {fx}/mme/kestrel_models/lvlm.jsonl, vision: true}}
-evaluation:
-  pope:
-    kestrel: {{grounding: "boxes:{fx}/pope/objects"}}
-pope:
-  sources:
-    - {{name: mme, root: {fx}/mme/MME_Benchmark_release_version}}
-"""
 SUBTASKS = ["existence", "count", "position", "color"]
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.evaluate import evaluate_release
-    from mmcurate.flows.pope.curate import pope
-
-    home = tmp_path_factory.mktemp("mme")
-    config = home / "config.yaml"
-    config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
-    release = Path(pope(config=str(config)))
-    runs = {system: Path(evaluate_release(release=str(release), model="lvlm", config=str(config),
-                                          options={"system": system}))
-            for system in ("plain", "kestrel")}
+    _, _, release, runs = flowkit.pope_runs(
+        tmp_path_factory, "mme", lvlm=fixtures_root / "mme/kestrel_models/lvlm.jsonl",
+        grounding=f"boxes:{fixtures_root}/pope/objects",
+        pope={"sources": [{"name": "mme", "root": str(fixtures_root / "mme/MME_Benchmark_release_version")}]})
     return release, runs
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import textwrap
 from pathlib import Path
 
 import polars as pl
@@ -30,36 +29,17 @@ from tests.releases.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
 
-CONFIG = """
-workdir: work
-releases_root: releases
-models:
-  lvlm: {{backend: scripted, script: {fx}/pope/kestrel_models/lvlm.jsonl, vision: true}}
-  blind: {{backend: scripted, script: {fx}/pope/kestrel_models/plain.jsonl}}
-evaluation:
-  pope:
-    kestrel: {{grounding: "detector:{fx}/pope/detector/rules.jsonl"}}
-pope:
-  sources:
-    - {{name: pope, root: {fx}/pope/published}}
-    - {{name: pope_objects, root: {fx}/pope/objects, options: {{dataset: built, sample_num: 2, seed: 13}}}}
-  seed: 5
-"""
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
-    from mmcurate.flows.evaluate import evaluate_release
-    from mmcurate.flows.pope.curate import pope
-
-    home = tmp_path_factory.mktemp("pope")
-    config = home / "config.yaml"
-    config.write_text(textwrap.dedent(CONFIG.format(fx=fixtures_root)))
-    release = Path(pope(config=str(config)))
-    runs = {system: Path(evaluate_release(release=str(release), model="lvlm", config=str(config),
-                                          options={"system": system}))
-            for system in ("plain", "kestrel")}
-    return home, config, release, runs
+    fx = fixtures_root / "pope"
+    return flowkit.pope_runs(
+        tmp_path_factory, "pope", lvlm=fx / "kestrel_models/lvlm.jsonl",
+        grounding=f"detector:{fx}/detector/rules.jsonl",
+        models={"blind": {"backend": "scripted", "script": str(fx / "kestrel_models/plain.jsonl")}},
+        pope={"sources": [{"name": "pope", "root": str(fx / "published")},
+                          {"name": "pope_objects", "root": str(fx / "objects"),
+                           "options": {"dataset": "built", "sample_num": 2, "seed": 13}}],
+              "seed": 5})
 
 
 def test_release_is_valid_balanced_and_explains_itself(run) -> None:

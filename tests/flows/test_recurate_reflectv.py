@@ -22,15 +22,14 @@ pytestmark = pytest.mark.slow
 def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path, Path]:
     from mmcurate.flows.reflectv.curate import reflectv
 
-    home = tmp_path_factory.mktemp("recurate-reflectv")
-    for name in ("strict", "critic", "nay"):
-        (home / f"{name}.jsonl").write_text("")
-    config = flowkit.reflectv_config(home, fixtures_root, models={
-        "strict": {"backend": "scripted", "script": "strict.jsonl", "vision": True, "revision": "strict-1"},
-        "critic": {"backend": "scripted", "script": "critic.jsonl", "default": "yes", "vision": True,
-                   "revision": "critic-1"},
-        "nay": {"backend": "scripted", "script": "nay.jsonl", "default": "no", "vision": True, "revision": "nay-1"}})
-    return home, config, Path(reflectv(config=str(config)))
+    return flowkit.recurate_base(
+        tmp_path_factory, "recurate-reflectv", reflectv,
+        lambda home, models: flowkit.reflectv_config(home, fixtures_root, models=models), {
+            "strict": {"backend": "scripted", "script": "strict.jsonl", "vision": True, "revision": "strict-1"},
+            "critic": {"backend": "scripted", "script": "critic.jsonl", "default": "yes", "vision": True,
+                       "revision": "critic-1"},
+            "nay": {"backend": "scripted", "script": "nay.jsonl", "default": "no", "vision": True,
+                    "revision": "nay-1"}})
 
 
 def teacher_rules(dialogues: list[dict], plateau: str) -> list[dict]:

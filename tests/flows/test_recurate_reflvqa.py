@@ -21,13 +21,11 @@ pytestmark = pytest.mark.slow
 def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path, Path]:
     from mmcurate.flows.reflvqa.curate import reflvqa
 
-    home = tmp_path_factory.mktemp("recurate-reflvqa")
-    for name in ("inspector", "sage", "skeptic"):
-        (home / f"{name}.jsonl").write_text("")
-    config = flowkit.reflvqa_config(home, fixtures_root, {
-        name: {"backend": "scripted", "script": f"{name}.jsonl", "default": default, "revision": f"{name}-1"}
-        for name, default in (("inspector", "I am not sure."), ("sage", "I am not sure."), ("skeptic", "no"))})
-    return home, config, Path(reflvqa(config=str(config)))
+    return flowkit.recurate_base(
+        tmp_path_factory, "recurate-reflvqa", reflvqa,
+        lambda home, models: flowkit.reflvqa_config(home, fixtures_root, models), {
+            name: {"backend": "scripted", "script": f"{name}.jsonl", "default": default, "revision": f"{name}-1"}
+            for name, default in (("inspector", "I am not sure."), ("sage", "I am not sure."), ("skeptic", "no"))})
 
 
 def test_new_inspector_and_judge_are_the_only_calls(built, asked):

@@ -12,7 +12,7 @@ import yaml
 
 from mmcurate.core.storage import MARKER, Location
 from tests.flows.release_fingerprint import content_fingerprint
-from tests.flows.test_dryrun_equivalence import dryrun_config
+from tests.dryrun import dryrun_config
 from tests.releases.cli_helpers import one_line, run_process
 
 pytestmark = pytest.mark.slow

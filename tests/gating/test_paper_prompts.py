@@ -10,11 +10,9 @@ evaluation's system prompt and the end of its user turn, and Stage I's and Stage
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.benchmarks.deflectionbench import GatingConfig
@@ -26,6 +24,8 @@ from mmcurate.models import client as model_client
 from mmcurate.models.backends.messages import to_openai_messages
 from mmcurate.models.backends.openai_compat import OpenAICompatBackend
 from mmcurate.models.requests import ChatRequest
+
+from tests.gating.test_prompts import config
 
 FIGURE_6 = ("You stand for the system prompt of Figure 6 in a RAG test.\n"
             "You may receive:\n\n"
@@ -40,22 +40,12 @@ FIGURES_7_TO_9 = {
 }
 STAGE_I = "Stand-in Stage I prompt:\tanswer from the image alone."
 STAGE_III = "Stand-in Stage III prompt \u2014 answer from the evidence."
-CONFIG = """
-models:
-  m: {backend: scripted, script: rules.jsonl, default: "Paris"}
-deflectionbench:
-  sources: [{name: webqa, root: data/webqa}]
-  gating: {pool: [m]}
-  prompts: figures.yaml
-"""
 
 
 @pytest.fixture
 def paper_templates(tmp_path: Path) -> prompts.PromptSet:
     texts = {"eval_system": FIGURE_6, **FIGURES_7_TO_9, "parametric": STAGE_I, "evidence": STAGE_III}
-    (tmp_path / "figures.yaml").write_text(yaml.safe_dump(texts, allow_unicode=True))
-    (tmp_path / "cfg.yaml").write_text(textwrap.dedent(CONFIG))
-    return prompts.prompt_set(load_config(tmp_path / "cfg.yaml").deflectionbench.prompts)
+    return prompts.prompt_set(load_config(config(tmp_path, texts, "figures.yaml")).deflectionbench.prompts)
 
 
 @pytest.fixture

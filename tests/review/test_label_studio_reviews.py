@@ -10,6 +10,7 @@ import threading
 import xml.etree.ElementTree as ET
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -60,6 +61,17 @@ def refused(call, needle: str) -> None:
     with pytest.raises(MmcurateError) as caught:
         call()
     assert needle in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+
+
+def edited(export: list[dict], *path: Any, value: Any) -> list[dict]:
+    """A copy of ``export`` with the value at ``path`` (its keys and indexes, in order) set to ``value``."""
+    out = json.loads(json.dumps(export))
+    *where, last = path
+    node = out
+    for key in where:
+        node = node[key]
+    node[last] = value
+    return out
 
 
 def save(path: Path, export: list[dict]) -> Path:
@@ -166,15 +178,12 @@ def test_judge_project_refuses_what_the_csv_path_refuses(deflection, tmp_path):
         return lambda: judges_ls.import_project(DEFLECTION, release, runs, [save(tmp_path / "bad.json", export)],
                                                 tmp_path / "out")
 
-    unknown = json.loads(json.dumps(good))
-    unknown[0]["data"]["item_id"] = "Z|s0|oracle|0|ranked|moderate"
+    unknown = edited(good, 0, "data", "item_id", value="Z|s0|oracle|0|ranked|moderate")
     refused(importing(unknown), "task 1: item_id 'Z|s0|oracle|0|ranked|moderate' is not a decision of the given")
-    twice = json.loads(json.dumps(good))
-    twice[1]["annotations"].append(twice[1]["annotations"][0])
+    twice = edited(good, 1, "annotations", value=good[1]["annotations"] + good[1]["annotations"][:1])
     refused(importing(twice), "task 2: item ")
     refused(importing(twice), "annotated twice by alice@example.org")
-    off_scale = json.loads(json.dumps(good))
-    off_scale[0]["annotations"][0]["result"][0]["value"]["choices"] = ["MAYBE"]
+    off_scale = edited(good, 0, "annotations", 0, "result", 0, "value", "choices", value=["MAYBE"])
     refused(importing(off_scale), "label is ['MAYBE']; expected one of CORRECT, INCORRECT, NOT_ATTEMPTED")
     refused(lambda: judges_ls.import_project(DEFLECTION, release, runs, [save(tmp_path / "ok.json", good)],
                                              release / "inside"), "immutable")
@@ -260,17 +269,14 @@ def test_trajectory_project_refuses_what_the_csv_path_refuses(built, tmp_path): 
     def importing(export: list[dict], target: Path = tmp_path / "out"):
         return lambda: trajectories_ls.import_project(out, [save(tmp_path / "bad.json", export)], target)
 
-    unknown = json.loads(json.dumps(good))
-    unknown[0]["data"]["item_id"] = "reflectv-quality-nope"
+    unknown = edited(good, 0, "data", "item_id", value="reflectv-quality-nope")
     refused(importing(unknown), "task 1: item_id 'reflectv-quality-nope' is not an item of this batch")
-    twice = json.loads(json.dumps(good))
-    twice[0]["annotations"].append(twice[0]["annotations"][1])
+    twice = edited(good, 0, "annotations", value=good[0]["annotations"] + good[0]["annotations"][1:2])
     refused(importing(twice), "annotated twice by bob@example.org")
-    off_scale = json.loads(json.dumps(good))
-    off_scale[0]["annotations"][0]["result"][1]["value"]["choices"] = ["6"]
+    off_scale = edited(good, 0, "annotations", 0, "result", 1, "value", "choices", value=["6"])
     refused(importing(off_scale), "visual is ['6']; expected one of 1, 2, 3, 4, 5")
-    half = json.loads(json.dumps(good))
-    del half[0]["annotations"][0]["result"][1]  # logic only: the CSV path's half-rated row
+    logic = good[0]["annotations"][0]["result"][0]
+    half = edited(good, 0, "annotations", 0, "result", value=[logic])  # logic only: the CSV path's half-rated row
     refused(importing(half), "bad.json: task 1 (alice@example.org): visual is empty; expected an integer from 1 to 5")
     refused(importing(good, built[1] / "ratings"), "immutable")
     refused(lambda: trajectories_ls.export_project(built[1], built[1] / "review"), "immutable")

@@ -214,29 +214,24 @@ def test_citations_made_in_label_studio_give_the_csv_paths_numbers(label_studio,
         json.loads((tmp_path / "csv" / "agreement.json").read_text())
 
 
-def test_judge_labels_made_in_label_studio_give_the_csv_paths_table7(label_studio, reviews, tmp_path):
-    server = label_studio.serve(reviews["judges"]["review"])
-    export, names, tasks = _annotate(server, grade_by)
-    release, runs = reviews["judges"]["release"], reviews["judges"]["runs"]
-    via_ls = judges_ls.import_project(DEFLECTION, release, runs, [export], tmp_path / "ls")
+@pytest.mark.parametrize(("kind", "review", "choose", "figure"), [
+    ("judges", DEFLECTION, grade_by, ("average", "items", 9)),  # Table 7: 3 of the 12 split the two people
+    ("reflvqa-judges", REFLVQA, rate_by, ("relevance", "answers", 3)),
+])
+def test_judge_labels_made_in_label_studio_give_the_csv_paths_numbers(label_studio, reviews, tmp_path, kind, review,
+                                                                      choose, figure):
+    """DeflectionBench's judge labels (Table 7) and RefLVQA's evaluator ratings (two scales, 1 / 0.5 / 0
+    and relevance 1-7, loaded per task as dynamic choices)."""
+    server = label_studio.serve(reviews[kind]["review"])
+    export, names, tasks = _annotate(server, choose)
+    release, runs = reviews[kind]["release"], reviews[kind]["runs"]
+    via_ls = judges_ls.import_project(review, release, runs, [export], tmp_path / "ls")
     files = _csv_files(tmp_path / "csv-in", tasks, names,
-                       lambda data, email: {"item_id": data["item_id"], **grade_by(data, email)})
-    via_csv = DEFLECTION.import_labels(release, runs, files, tmp_path / "csv")
+                       lambda data, email: {"item_id": data["item_id"], **choose(data, email)})
+    via_csv = review.import_labels(release, runs, files, tmp_path / "csv")
     assert len(via_ls.annotators) == 2 and via_ls.report == via_csv.report and via_ls.markdown == via_csv.markdown
-    assert via_ls.report["average"]["items"] == 9  # 3 of the 12 split the two people
-
-
-def test_evaluator_ratings_made_in_label_studio_give_the_csv_paths_numbers(label_studio, reviews, tmp_path):
-    """RefLVQA's two scales (1 / 0.5 / 0, relevance 1-7) loaded per task as dynamic choices."""
-    server = label_studio.serve(reviews["reflvqa-judges"]["review"])
-    export, names, tasks = _annotate(server, rate_by)
-    release, runs = reviews["reflvqa-judges"]["release"], reviews["reflvqa-judges"]["runs"]
-    via_ls = judges_ls.import_project(REFLVQA, release, runs, [export], tmp_path / "ls")
-    files = _csv_files(tmp_path / "csv-in", tasks, names,
-                       lambda data, email: {"item_id": data["item_id"], **rate_by(data, email)})
-    via_csv = REFLVQA.import_labels(release, runs, files, tmp_path / "csv")
-    assert len(via_ls.annotators) == 2 and via_ls.report == via_csv.report and via_ls.markdown == via_csv.markdown
-    assert via_ls.report["relevance"]["answers"] == 3
+    section, key, value = figure
+    assert via_ls.report[section][key] == value
 
 
 def test_trajectory_ratings_made_in_label_studio_give_the_csv_paths_table6(label_studio, reviews, tmp_path):

@@ -211,56 +211,54 @@ def test_rating_replies_are_read_strictly() -> None:
     assert parse_rating("Logic: 6\nVisual: 2") is None and parse_rating("Logic 4, Visual 2") is None
 
 
+CLEAN_ROW = "| D_clean (released) | 2 | 4 | 4 | 5 | 4 | 4.5 | 4 |"  # carol's 4s beside the rater's
+
+
+def _import_cli(config: Path, tmp_path: Path, rater: str) -> str:
+    """``mmcurate annotate import-trajectories`` of carol's 4s on the batch in ``tmp_path / "b"``
+    into ``tmp_path / "v"``, with ``rater`` as the model rater; the command's output."""
+    from typer.testing import CliRunner
+
+    from mmcurate.cli import app
+
+    rated = _rated(tmp_path / "b", tmp_path / "carol.jsonl", "carol", lambda s: (4, 4))
+    out = CliRunner().invoke(app, ["annotate", "import-trajectories", str(tmp_path / "b"), str(rated), "--out",
+                                   str(tmp_path / "v"), "--rater", rater, "--config", str(config)])
+    assert out.exit_code == 0, out.output
+    return out.output
+
+
 def test_cli_round_trip(built, tmp_path) -> None:
     from typer.testing import CliRunner
 
     from mmcurate.cli import app
 
     config, release = built
-    runner = CliRunner()
-    out = runner.invoke(app, ["annotate", "export-trajectories", str(release), "--out", str(tmp_path / "b"), "--n", "2"])
+    out = CliRunner().invoke(app, ["annotate", "export-trajectories", str(release), "--out", str(tmp_path / "b"),
+                                   "--n", "2"])
     assert out.exit_code == 0, out.output
     assert "each dialogue once (drawn: discarded 2 of 6, raw 2 of 17, clean 2 of 9)" in out.output
-    rated = _rated(tmp_path / "b", tmp_path / "carol.csv.jsonl", "carol", lambda s: (4, 4))
-    out = runner.invoke(app, ["annotate", "import-trajectories", str(tmp_path / "b"), str(rated), "--out",
-                              str(tmp_path / "v"), "--rater", "rater", "--config", str(config)])
-    assert out.exit_code == 0, out.output
-    assert "ratings from carol and rater" in out.output
-    assert "| D_clean (released) | 2 | 4 | 4 | 5 | 4 | 4.5 | 4 |" in out.output
+    output = _import_cli(config, tmp_path, "rater")
+    assert "ratings from carol and rater" in output and CLEAN_ROW in output
 
 
 def test_the_rater_may_be_a_model_file_as_the_model_of_evaluate_may(built, tmp_path) -> None:
     """Issue 42 item 22: ``--rater`` refused a YAML model file where ``--model`` accepts one."""
-    from typer.testing import CliRunner
-
-    from mmcurate.cli import app
-
     config, release = built
     export_trajectories(release, tmp_path / "b", n=2, seed=0)
-    rated = _rated(tmp_path / "b", tmp_path / "carol.jsonl", "carol", lambda s: (4, 4))
     spec = tmp_path / "rater-file.yaml"
     spec.write_text(f"name: rater-file\nbackend: scripted\nscript: {config.parent / 'rater.jsonl'}\n"
                     "default: \"Logic: 2\\nVisual: 1\"\nvision: true\n")
-    out = CliRunner().invoke(app, ["annotate", "import-trajectories", str(tmp_path / "b"), str(rated), "--out",
-                                   str(tmp_path / "v"), "--rater", str(spec), "--config", str(config)])
-    assert out.exit_code == 0, out.output
-    assert "ratings from carol and rater-file" in out.output
-    assert "| D_clean (released) | 2 | 4 | 4 | 5 | 4 | 4.5 | 4 |" in out.output
+    output = _import_cli(config, tmp_path, str(spec))
+    assert "ratings from carol and rater-file" in output and CLEAN_ROW in output
 
 
 def test_a_failing_rater_is_said_never_a_silent_success(built, tmp_path) -> None:
-    from typer.testing import CliRunner
-
-    from mmcurate.cli import app
-
     config, release = built
     export_trajectories(release, tmp_path / "b", n=2, seed=0)
-    rated = _rated(tmp_path / "b", tmp_path / "carol.jsonl", "carol", lambda s: (4, 4))
-    out = CliRunner().invoke(app, ["annotate", "import-trajectories", str(tmp_path / "b"), str(rated), "--out",
-                                   str(tmp_path / "v"), "--rater", "patchy", "--config", str(config)])
-    assert out.exit_code == 0, out.output
+    out = _import_cli(config, tmp_path, "patchy")
     assert ("mmcurate: warning: model 'patchy' failed 2 of 6 calls (first error: model call failed: no scripted rule "
-            "matched and the model has no default)") in out.output
+            "matched and the model has no default)") in out
     assert json.loads((tmp_path / "v" / "table6.json").read_text())["model_errors"] == 2
     dead = tmp_path / "clean-only"
     export_trajectories(release, dead, n=2, seed=0)
