@@ -33,7 +33,7 @@ def data_files(release: Path) -> dict[str, bytes]:
 
 def test_the_dry_run_on_s3_publishes_the_local_release_byte_for_byte(tmp_path, fixtures_root, prefect_harness,
                                                                        s3_bucket, monkeypatch):
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "scratch"))
     (tmp_path / "local").mkdir()
@@ -70,7 +70,7 @@ def test_a_crash_mid_publication_leaves_no_release_and_the_rerun_publishes_it(tm
     import s3fs
 
     from mmcurate.core.storage import complete_children
-    from mmcurate.flows.deflectionbench import deflectionbench
+    from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "scratch"))
     (tmp_path / "home").mkdir()
