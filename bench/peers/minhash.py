@@ -183,7 +183,7 @@ class Shingled:
         for k, a in enumerate(anchors.tolist(), 1):
             mine = np.unique(self.ids[self.indptr[a]:self.indptr[a + 1]][in_prefix[self.indptr[a]:self.indptr[a + 1]]])
             left, right = np.searchsorted(tokens, mine), np.searchsorted(tokens, mine, side="right")
-            others = np.unique(np.concatenate([holders[l:r] for l, r in zip(left, right)] or [np.zeros(0, int)]))
+            others = np.unique(np.concatenate([holders[lo:hi] for lo, hi in zip(left, right)] or [np.zeros(0, int)]))
             others = others[others != a]
             first.append(np.minimum(others, a))
             second.append(np.maximum(others, a))
