@@ -47,7 +47,7 @@ def distributions(tables: Mapping[str, pa.Table | SpilledTable]) -> dict[str, Di
     }
 
 
-KIND = ReleaseKind(
+KIND = register_part("deflectionbench", "release")(ReleaseKind(
     benchmark="deflectionbench",
     pretty="VLM-DeflectionBench",
     description=(
@@ -58,9 +58,7 @@ KIND = ReleaseKind(
     configs=("test",),
     checks=deflection_checks,
     distributions=distributions,
-    harness=lmms_harness,
-)
-register_part("deflectionbench", "release")(KIND)
+    harness=lmms_harness))
 
 ROW_BATCH = 1024  # rows turned into Python dicts at a time
 RELEASE_PART_ROWS = 50_000  # rows of a spilled release table written at a time

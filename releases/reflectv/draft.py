@@ -70,7 +70,7 @@ def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
     }
 
 
-KIND = ReleaseKind(
+KIND = register_part("reflectv", "release")(ReleaseKind(
     benchmark="reflectv",
     pretty="ReflectV",
     description=(
@@ -83,9 +83,7 @@ KIND = ReleaseKind(
     distributions=distributions,
     split="train",
     exports=write_sft,
-    harness=lmms_harness,
-)
-register_part("reflectv", "release")(KIND)
+    harness=lmms_harness))
 
 
 def _reasons(result: StageResult, check: str) -> dict[str, str]:

@@ -38,7 +38,7 @@ def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
     }
 
 
-KIND = ReleaseKind(
+KIND = register_part("reflvqa", "release")(ReleaseKind(
     benchmark="reflvqa",
     pretty="RefLVQA",
     description=(
@@ -49,9 +49,7 @@ KIND = ReleaseKind(
     configs=("qa", "documents", "knowledge_base"),
     checks=reflvqa_checks,
     distributions=distributions,
-    harness=lmms_harness,
-)
-register_part("reflvqa", "release")(KIND)
+    harness=lmms_harness))
 
 
 def reflvqa_draft(
