@@ -55,7 +55,7 @@ def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
     }
 
 
-KIND = register_part("cragmm", "release")(ReleaseKind(
+KIND = ReleaseKind(
     benchmark="cragmm",
     pretty="CRAG-MM (public sets)",
     description=(
@@ -66,7 +66,9 @@ KIND = register_part("cragmm", "release")(ReleaseKind(
     configs=("turns", "conversations"),
     checks=cragmm_checks,
     distributions=distributions,
-    harness=lmms_harness))
+    harness=lmms_harness,
+)
+register_part("cragmm", "release")(KIND)
 
 
 def turn_rows(samples: pa.Table) -> pa.Table:

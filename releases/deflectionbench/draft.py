@@ -47,7 +47,7 @@ def distributions(tables: Mapping[str, pa.Table | SpilledTable]) -> dict[str, Di
     }
 
 
-KIND = register_part("deflectionbench", "release")(ReleaseKind(
+KIND = ReleaseKind(
     benchmark="deflectionbench",
     pretty="VLM-DeflectionBench",
     description=(
@@ -58,7 +58,9 @@ KIND = register_part("deflectionbench", "release")(ReleaseKind(
     configs=("test",),
     checks=deflection_checks,
     distributions=distributions,
-    harness=lmms_harness))
+    harness=lmms_harness,
+)
+register_part("deflectionbench", "release")(KIND)
 
 ROW_BATCH = 1024  # rows turned into Python dicts at a time
 RELEASE_PART_ROWS = 50_000  # rows of a spilled release table written at a time

@@ -54,7 +54,7 @@ def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
                                              {f"{d}/{s}": counts[(d, s)] for d, s in dataset_splits(rows, PROBE_SPLITS)})}
 
 
-KIND = register_part("pope", "release")(ReleaseKind(
+KIND = ReleaseKind(
     benchmark="pope",
     pretty="POPE",
     description=(
@@ -67,7 +67,9 @@ KIND = register_part("pope", "release")(ReleaseKind(
     configs=("probes",),
     checks=pope_checks,
     distributions=distributions,
-    harness=lmms_harness))
+    harness=lmms_harness,
+)
+register_part("pope", "release")(KIND)
 
 
 def probe_rows(samples: pa.Table) -> pa.Table:

@@ -70,7 +70,7 @@ def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
     }
 
 
-KIND = register_part("reflectv", "release")(ReleaseKind(
+KIND = ReleaseKind(
     benchmark="reflectv",
     pretty="ReflectV",
     description=(
@@ -83,7 +83,9 @@ KIND = register_part("reflectv", "release")(ReleaseKind(
     distributions=distributions,
     split="train",
     exports=write_sft,
-    harness=lmms_harness))
+    harness=lmms_harness,
+)
+register_part("reflectv", "release")(KIND)
 
 
 def _reasons(result: StageResult, check: str) -> dict[str, str]:

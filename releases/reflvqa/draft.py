@@ -38,7 +38,7 @@ def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
     }
 
 
-KIND = register_part("reflvqa", "release")(ReleaseKind(
+KIND = ReleaseKind(
     benchmark="reflvqa",
     pretty="RefLVQA",
     description=(
@@ -49,7 +49,9 @@ KIND = register_part("reflvqa", "release")(ReleaseKind(
     configs=("qa", "documents", "knowledge_base"),
     checks=reflvqa_checks,
     distributions=distributions,
-    harness=lmms_harness))
+    harness=lmms_harness,
+)
+register_part("reflvqa", "release")(KIND)
 
 
 def reflvqa_draft(
