@@ -62,8 +62,7 @@ class EncyclopedicVQASource(SourceAdapter):
     Options = EVQAOptions
     options: EVQAOptions
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def prepare(self) -> None:
         opts = self.options
         self.tables = self.split_files(opts.splits, SPLITS, lambda split: f"{split}.csv")
         self.kb = locate(self.name, self.root, opts.kb, (KB_NAME,), "kb")

@@ -212,8 +212,7 @@ class FIRESource(SourceAdapter):
     Options = FIREOptions
     options: FIREOptions
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def prepare(self) -> None:
         self.files = self.listed_files(self.options.files, ["*.json"])
         self.image_dir = self.images or self.root / "images"
 

@@ -41,8 +41,7 @@ class GQASource(SourceAdapter):
     Options = GQAOptions
     options: GQAOptions
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def prepare(self) -> None:
         self.files = self.listed_files(self.options.files, PATTERNS)
         self.image_dir = self.images or self.root / "images"
 

@@ -142,8 +142,7 @@ class SplitQuestionsSource(SourceAdapter):
     SPLITS: ClassVar[tuple[Split, ...]] = ("train", "val", "test")
     UNLABELLED: ClassVar[tuple[Split, ...]] = ("test",)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def prepare(self) -> None:
         self.files = self.split_files(self.options.splits, self.SPLITS, self.questions_file)
 
     @abstractmethod

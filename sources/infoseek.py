@@ -114,8 +114,7 @@ class InfoSeekSource(SourceAdapter):
     Options = InfoSeekOptions
     options: InfoSeekOptions
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def prepare(self) -> None:
         opts = self.options
         self.questions = self.split_files(opts.splits, SPLITS, question_file)
         self.kb = locate(self.name, self.root, opts.kb, KB_NAMES, "kb")

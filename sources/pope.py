@@ -131,8 +131,7 @@ class PopeSource(SourceAdapter):
     Options = PopeOptions
     options: PopeOptions
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def prepare(self) -> None:
         found = self.listed_files(self.options.files, [f"**/*_pope_{s}.json" for s in SPLITS]
                                   + [f"**/*_pope_seem_{s}.json" for s in SPLITS])
         self.files: dict[Path, tuple[str, str]] = {}

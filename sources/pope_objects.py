@@ -50,7 +50,6 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 
@@ -124,8 +123,7 @@ class PopeObjectsSource(SourceAdapter):
     Options = PopeObjectsOptions
     options: PopeObjectsOptions
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def prepare(self) -> None:
         if self.options.annotations is not None:
             self.annotations = self.require(self.options.annotations)
         else:

@@ -110,8 +110,7 @@ class WebQASource(SourceAdapter):
     Options = WebQAOptions
     options: WebQAOptions
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def prepare(self) -> None:
         self.train_val = self.require(TRAIN_VAL)
         self.test = self.root / TEST if self.options.include_test else None
         if self.test is not None and not self.test.is_file():
