@@ -203,11 +203,6 @@ class SourceAdapter(ABC):
             raise ConfigError(
                 f"{self.name} option {'.'.join(map(str, first['loc']))}: {first['msg']}"
             ) from None
-        self.prepare()
-
-    def prepare(self) -> None:
-        """Where an adapter finds its files and reads its small maps, once the root, store, images
-        and options are set: a missing file is refused here, at construction, before any record."""
 
     @abstractmethod
     def records(self) -> Iterator[Located | Rejected]:

@@ -43,7 +43,8 @@ class ChartQASource(SourceAdapter):
     Options = ChartQAOptions
     options: ChartQAOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         wanted = [(split, subset) for split in (self.options.splits or SPLITS)
                   for subset in dict.fromkeys(self.options.subsets)]
         self.files = {key: self.root / key[0] / f"{key[0]}_{key[1]}.json" for key in wanted}

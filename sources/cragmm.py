@@ -155,7 +155,8 @@ class CragMMSource(SourceAdapter):
     Options = CragMMOptions
     options: CragMMOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.shards = sorted(p for p in self.root.rglob("*.parquet") if CACHE_FOLDER not in p.parts)
         if not self.shards:
             raise SourceError(f"cragmm: no *.parquet shards under {self.root}")

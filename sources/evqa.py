@@ -62,7 +62,8 @@ class EncyclopedicVQASource(SourceAdapter):
     Options = EVQAOptions
     options: EVQAOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         opts = self.options
         self.tables = self.split_files(opts.splits, SPLITS, lambda split: f"{split}.csv")
         self.kb = locate(self.name, self.root, opts.kb, (KB_NAME,), "kb")

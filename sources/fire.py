@@ -212,7 +212,8 @@ class FIRESource(SourceAdapter):
     Options = FIREOptions
     options: FIREOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.files = self.listed_files(self.options.files, ["*.json"])
         self.image_dir = self.images or self.root / "images"
 

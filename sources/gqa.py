@@ -41,7 +41,8 @@ class GQASource(SourceAdapter):
     Options = GQAOptions
     options: GQAOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.files = self.listed_files(self.options.files, PATTERNS)
         self.image_dir = self.images or self.root / "images"
 

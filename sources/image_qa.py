@@ -142,7 +142,8 @@ class SplitQuestionsSource(SourceAdapter):
     SPLITS: ClassVar[tuple[Split, ...]] = ("train", "val", "test")
     UNLABELLED: ClassVar[tuple[Split, ...]] = ("test",)
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.files = self.split_files(self.options.splits, self.SPLITS, self.questions_file)
 
     @abstractmethod

@@ -114,7 +114,8 @@ class InfoSeekSource(SourceAdapter):
     Options = InfoSeekOptions
     options: InfoSeekOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         opts = self.options
         self.questions = self.split_files(opts.splits, SPLITS, question_file)
         self.kb = locate(self.name, self.root, opts.kb, KB_NAMES, "kb")

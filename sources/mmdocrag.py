@@ -59,7 +59,8 @@ class MMDocRAGSource(SourceAdapter):
     Options = MMDocRAGOptions
     options: MMDocRAGOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         folder = self.root / "dataset" if (self.root / "dataset").is_dir() else self.root
         counts = ("15", "20") if self.options.quotes == "both" else (self.options.quotes,)
         variants = [f"{split}_{n}" for split in self.options.splits for n in counts]

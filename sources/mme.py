@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -85,7 +85,8 @@ class MMESource(SourceAdapter):
     Options = MMEOptions
     options: MMEOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.subtask_parts: dict[str, Path] = {}
         for subtask in dict.fromkeys(self.options.subtasks):
             found = [p for p in (self.root / subtask, *sorted(self.root.glob(f"*/{subtask}")),

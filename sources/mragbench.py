@@ -44,7 +44,8 @@ class MRAGBenchSource(SourceAdapter):
     Options = MRAGBenchOptions
     options: MRAGBenchOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.shards = [] if self.options.hf_dataset else sorted(self.root.rglob("*.parquet"))
         if not self.options.hf_dataset and not self.shards:
             raise SourceError(f"mragbench: no *.parquet shards under {self.root}")

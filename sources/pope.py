@@ -131,7 +131,8 @@ class PopeSource(SourceAdapter):
     Options = PopeOptions
     options: PopeOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         found = self.listed_files(self.options.files, [f"**/*_pope_{s}.json" for s in SPLITS]
                                   + [f"**/*_pope_seem_{s}.json" for s in SPLITS])
         self.files: dict[Path, tuple[str, str]] = {}

@@ -50,6 +50,7 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -123,7 +124,8 @@ class PopeObjectsSource(SourceAdapter):
     Options = PopeObjectsOptions
     options: PopeObjectsOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         if self.options.annotations is not None:
             self.annotations = self.require(self.options.annotations)
         else:

@@ -251,7 +251,8 @@ class RedditSource(SourceAdapter):
     name = "reddit"
     Options = RedditOptions
 
-    def prepare(self) -> None:  # self.skipped counts posts that are not candidates
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # self.skipped counts posts that are not candidates
         self.images = self.images or self.root / "images"
         if not self.images.is_dir():
             raise SourceError(f"reddit: image folder {self.images} is not a readable directory")

@@ -80,7 +80,8 @@ class ViQuAESource(SourceAdapter):
     Options = ViQuAEOptions
     options: ViQuAEOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         opts = self.options
         self.questions = self.split_files(opts.splits, SPLITS, lambda split: f"{split}.jsonl")
         self.kb = locate(self.name, self.root, opts.kb, KB_NAMES, "kb")

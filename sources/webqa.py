@@ -110,7 +110,8 @@ class WebQASource(SourceAdapter):
     Options = WebQAOptions
     options: WebQAOptions
 
-    def prepare(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.train_val = self.require(TRAIN_VAL)
         self.test = self.root / TEST if self.options.include_test else None
         if self.test is not None and not self.test.is_file():
