@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .ids import sample_id as make_sample_id
@@ -25,13 +25,7 @@ class Context:
             raise ValueError(f"image context {self.context_id} has no image hash")
 
     def to_row(self) -> dict[str, Any]:
-        return {
-            "context_id": self.context_id,
-            "modality": self.modality,
-            "text": self.text,
-            "image": self.image,
-            "title": self.title,
-        }
+        return asdict(self)  # the fields are CONTEXT's columns, in order
 
 
 @dataclass

@@ -6,6 +6,10 @@ what retrieval searches and citations point to.
 """
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from typing import Any
+
 import pyarrow as pa
 
 CONTEXT = pa.struct(
@@ -81,3 +85,9 @@ SENTENCE = pa.struct(
 )
 
 MODALITIES = ("text", "image")
+
+
+def with_meta(samples: pa.Table) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each row of a ``SAMPLE`` table with its ``meta`` JSON decoded."""
+    for row in samples.to_pylist():
+        yield row, json.loads(row["meta"])

@@ -161,7 +161,10 @@ class ResponseCache:
         latency: float,
         top_logprobs: list[dict[str, float]] | None = None,
     ) -> None:
-        row = _row(key, model, template, text, usage, latency, top_logprobs)
+        self._store(_row(key, model, template, text, usage, latency, top_logprobs))
+
+    def _store(self, row: Row) -> None:
+        """Keeps one answer's row (``_row``): here, in the SQLite table."""
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
 
@@ -329,17 +332,8 @@ class PartsCache(ResponseCache):
             found.update(super().get_many([key for key in wanted if key not in found]))
         return found
 
-    def put(
-        self,
-        key: str,
-        model: str,
-        template: str,
-        text: str,
-        usage: dict[str, Any],
-        latency: float,
-        top_logprobs: list[dict[str, float]] | None = None,
-    ) -> None:
-        row = _row(key, model, template, text, usage, latency, top_logprobs)
+    def _store(self, row: Row) -> None:
+        """Publishes the row as a part of its own, then merges it into the local table."""
         name = f"{self._name}-{next(self._written):08d}"
         self.parts.publish(name, [row])
         with self._merged.lock:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from mmcurate.core.config import ModelSpec, Settings
 from mmcurate.core.errors import ConfigError
@@ -163,6 +163,7 @@ def _with_key(response: ChatResponse, key: str) -> ChatResponse:
     return response if response.key == key else replace(response, key=key)
 
 
+@dataclass(eq=False, repr=False)  # compared and shown as itself, as before
 class ModelPool:
     """Opens clients lazily and keeps them until released.
 
@@ -171,17 +172,13 @@ class ModelPool:
     hold one gating model at a time (plus the judge, if it is a model).
     """
 
-    def __init__(
-        self, settings: Settings, cache: ResponseCache, images: ImageStore | None, counter: CallCounter,
-        secrets: SecretLoader | None = None, progress: Progress | None = None,
-    ) -> None:
-        self.settings = settings
-        self.cache = cache
-        self.images = images
-        self.counter = counter
-        self.secrets = secrets
-        self.progress = progress
-        self._open: dict[str, ModelClient] = {}
+    settings: Settings
+    cache: ResponseCache
+    images: ImageStore | None
+    counter: CallCounter
+    secrets: SecretLoader | None = None
+    progress: Progress | None = None
+    _open: dict[str, ModelClient] = field(default_factory=dict, init=False)
 
     def client(self, name: str) -> ModelClient:
         if name not in self._open:

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import matplotlib
 import pyarrow as pa
@@ -13,6 +14,8 @@ import pyarrow.compute as pc
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.container import BarContainer  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
@@ -38,17 +41,23 @@ def png_bytes(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def _label_counts(ax: Axes, bars: BarContainer, count_axis: Literal["x", "y"], xlabel: str, ylabel: str,
+                  title: str, padding: int = 2) -> None:
+    """Each bar's count written beside it, whole-number ticks on the count axis, the labels and title."""
+    ax.bar_label(bars, padding=padding)
+    (ax.xaxis if count_axis == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+
+
 def funnel_figure(funnel: list[dict]) -> Figure:
     """Samples remaining after each stage, first stage on top."""
     stages = [str(r["stage"]) for r in funnel]
     remaining = [int(r["remaining"]) for r in funnel]
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(stages) + 1.5))
     bars = ax.barh(stages[::-1], remaining[::-1], color="#4C72B0")
-    ax.bar_label(bars, padding=3)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("samples remaining")
-    ax.set_ylabel("stage")
-    ax.set_title("Curation funnel")
+    _label_counts(ax, bars, "x", "samples remaining", "stage", "Curation funnel", padding=3)
     return fig
 
 
@@ -60,14 +69,11 @@ def convergence_figure(convergence: list[dict]) -> Figure:
     retained = [int(r["retained"]) for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4))
     bars = ax.bar(labels, retained, color="#C44E52")
-    ax.bar_label(bars, padding=2)
     if len(rows) > 1:
         ax.plot(labels, retained, color="#444444", marker="o", linewidth=1)
     ax.set_ylim(0, max(retained + [1]) * 1.15)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("gating models applied (and the one added)")
-    ax.set_ylabel("samples retained")
-    ax.set_title("Convergence of parametric gating")
+    _label_counts(ax, bars, "y", "gating models applied (and the one added)", "samples retained",
+                  "Convergence of parametric gating")
     return fig
 
 
@@ -92,11 +98,7 @@ def counts_figure(title: str, counts: Mapping[str, int], xlabel: str, ylabel: st
     keys = list(counts)
     fig, ax = plt.subplots(figsize=(7, 4))
     bars = ax.bar([str(k) for k in keys], [int(counts[k]) for k in keys], color="#55A868")
-    ax.bar_label(bars, padding=2)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    _label_counts(ax, bars, "y", xlabel, ylabel, title)
     ax.tick_params(axis="x", labelrotation=30)
     return fig
 

@@ -36,6 +36,7 @@ from typing import Any
 from mmcurate.benchmarks import Benchmark, get
 from mmcurate.core.config import Settings, load_config
 from mmcurate.core.errors import ConfigError
+from mmcurate.core.images import ImageStore
 from mmcurate.core.ids import new_run_id
 from mmcurate.judging.recorded import RecordedAnswers
 
@@ -65,6 +66,11 @@ class Recuration:
     def parent_record(self) -> dict[str, str]:
         """What the manifest records as the parent: its version and content id."""
         return parent_record(self.parent)
+
+    @property
+    def images(self) -> ImageStore:
+        """The workdir's image store, where the parent's images are read from."""
+        return ImageStore(self.settings.workdir / "images")
 
     @property
     def new_models(self) -> list[str]:

@@ -95,14 +95,15 @@ def write_batch(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: 
     return jsonl, csv_path
 
 
-def read_records(path: Path, required: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
-    """(line, record) of a labelled CSV or JSONL file; a CSV must have the ``required`` columns."""
+def read_records(path: Path, required: Sequence[str], what: str = "labelled") -> list[tuple[int, dict[str, Any]]]:
+    """(line, record) of a labelled CSV or JSONL file; a CSV must have the ``required`` columns;
+    ``what`` names its rows in errors ("labelled", "rated")."""
     if not path.is_file():
         raise MmcurateError(f"{path}: no such file")
     if path.suffix == ".jsonl":
-        return list(jsonl_objects(path, "labelled row"))
+        return list(jsonl_objects(path, f"{what} row"))
     if path.suffix != ".csv":
-        raise MmcurateError(f"{path}: labelled files must be .csv or .jsonl")
+        raise MmcurateError(f"{path}: {what} files must be .csv or .jsonl")
     out: list[tuple[int, dict[str, Any]]] = []
     with path.open(encoding="utf-8-sig", newline="") as handle:  # spreadsheets often save a byte-order mark
         reader = csv.DictReader(handle)

@@ -10,13 +10,13 @@ reason. Nothing else is dropped: a balanced split passes untouched (``pope.balan
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from mmcurate.core.ledger import Decision
+from mmcurate.core.schema import with_meta
 from mmcurate.core.stages import Stage, StageContext, StageResult
 
 STAGE = "balance"
@@ -37,8 +37,7 @@ class BalanceProbes(Stage):
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         rows = samples.to_pylist()
         by: dict[tuple[str, str, str], list[str]] = defaultdict(list)
-        for row in rows:
-            meta = json.loads(row["meta"])
+        for row, meta in with_meta(samples):
             by[(meta["dataset"], meta["split"], row["answers"][0])].append(row["sample_id"])
         dropped: set[str] = set()
         for dataset, split in sorted({(dataset, split) for dataset, split, _ in by}):

@@ -15,7 +15,6 @@ from typing import cast
 
 from mmcurate.annotation.deflectionbench.oracle import OracleCheck
 from mmcurate.benchmarks import register_part
-from mmcurate.core.images import ImageStore
 from mmcurate.gating.elimination import EliminationResult
 from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
@@ -31,7 +30,7 @@ from mmcurate.tasks.stages import run_stage
 @register_part("deflectionbench", "recurate")
 def recurate_deflectionbench(run: Recuration) -> Recurated:
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
-    samples = canonical_samples(parent, ImageStore(settings.workdir / "images"))
+    samples = canonical_samples(parent, run.images)
 
     templates = prompt_set(cfg.prompts)
     gated = run_stage(ParametricGate(cfg.gating, templates, recorded=run.recorded("parametric", GRADES)),

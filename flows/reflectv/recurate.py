@@ -5,15 +5,13 @@ the cost of their calls only.
                original teacher and verifier are not asked again
     recheck    teachers score the released dialogues (the trajectory rules must hold);
                verifiers look at every marked turn (a no collapses the chain); rho again
-    near-dups  and draft, as every re-curation (``tasks.recuration``; ``flows/recurate.py`` runs
-               these steps between opening the release and publishing the next version)
+    near-dups  and draft, as every re-curation (``tasks.recuration``)
 """
 from __future__ import annotations
 
 from mmcurate.annotation.reflectv.recheck import SCORES, RecheckTrajectories, drawn_marks
 from mmcurate.annotation.reflectv.visual import YES_NO
 from mmcurate.benchmarks import register_part
-from mmcurate.core.images import ImageStore
 from mmcurate.core.plural import counted
 from mmcurate.releases.recuration import Recuration
 from mmcurate.releases.reflectv.draft import reflectv_recuration_draft, released_dialogues, trajectory_samples
@@ -24,7 +22,7 @@ from mmcurate.tasks.stages import run_stage
 @register_part("reflectv", "recurate")
 def recurate_reflectv(run: Recuration) -> Recurated:
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
-    store = ImageStore(settings.workdir / "images")
+    store = run.images
 
     recheck = RecheckTrajectories(cfg.recheck_teachers, cfg.recheck_verifiers, released_dialogues(parent),
                                   drawn_marks(parent.ledger), cfg.rho, cfg.seed,

@@ -8,15 +8,13 @@ new models' calls only.
                the original ones' recorded grades count, only the new ones answer
     citations  the new judge decides the citations among the documents the parent judged
                (the release's knowledge base gives their text)
-    near-dups  and draft, as every re-curation (``tasks.recuration``; ``flows/recurate.py`` runs
-               these steps between opening the release and publishing the next version)
+    near-dups  and draft, as every re-curation (``tasks.recuration``)
 """
 from __future__ import annotations
 
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.recheck import RecheckCitations, judged_candidates
 from mmcurate.benchmarks import register_part
-from mmcurate.core.images import ImageStore
 from mmcurate.releases.recuration import Recuration
 from mmcurate.releases.reflvqa.draft import qa_samples, reflvqa_recuration_draft, release_corpus
 from mmcurate.tasks.recuration import Recurated, recheck_near_duplicates
@@ -26,7 +24,7 @@ from mmcurate.tasks.stages import run_stage
 @register_part("reflvqa", "recurate")
 def recurate_reflvqa(run: Recuration) -> Recurated:
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
-    store = ImageStore(settings.workdir / "images")
+    store = run.images
     pairs, corpus = qa_samples(parent, store), release_corpus(parent, store)
 
     evaluator = parent.manifest.components.get("necessity_evaluator")

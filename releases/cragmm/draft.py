@@ -16,7 +16,6 @@ Statistics: turns and conversations per set, per domain and per query category.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 
@@ -26,7 +25,7 @@ from mmcurate.benchmarks.cragmm import CragMMConfig
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
-from mmcurate.core.schema import SAMPLE
+from mmcurate.core.schema import SAMPLE, with_meta
 from mmcurate.evaluation.cragmm.harness import harness as lmms_harness
 from mmcurate.sources.ingest import IngestResult
 
@@ -75,12 +74,9 @@ register_part("cragmm", "release")(KIND)
 
 def turn_rows(samples: pa.Table) -> pa.Table:
     """The ``turns`` config: samples in conversation order with their labels flat."""
-    rows = []
-    for row in samples.to_pylist():
-        meta = json.loads(row["meta"])
-        rows.append({**row, "set": meta["set"], "session_id": meta["session_id"], "turn": meta["turn"],
-                     "n_turns": meta["turns"], **{c: meta[c] for c in LABEL_COLUMNS},
-                     "egocentric": meta["egocentric"]})
+    rows = [{**row, "set": meta["set"], "session_id": meta["session_id"], "turn": meta["turn"],
+             "n_turns": meta["turns"], **{c: meta[c] for c in LABEL_COLUMNS}, "egocentric": meta["egocentric"]}
+            for row, meta in with_meta(samples)]
     rows.sort(key=lambda r: (r["set"], r["session_id"], r["turn"]))
     return pa.Table.from_pylist(rows, schema=TURNS)
 

@@ -13,7 +13,6 @@ dataset's splits apart; per source; the balancing. Its Great Expectations suite 
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +22,7 @@ import pyarrow as pa
 from mmcurate.benchmarks.pope import PopeConfig
 from mmcurate.benchmarks import register_part
 from mmcurate.core.config import Settings
+from mmcurate.core.schema import with_meta
 from mmcurate.core.stages import StageResult
 from mmcurate.evaluation.pope.harness import harness as lmms_harness
 from mmcurate.sources.ingest import IngestResult
@@ -75,13 +75,11 @@ register_part("pope", "release")(KIND)
 
 
 def probe_rows(samples: pa.Table) -> pa.Table:
-    rows = []
-    for row in samples.to_pylist():
-        meta = json.loads(row["meta"])
-        rows.append({"sample_id": row["sample_id"], "source": row["source"], "source_id": row["source_id"],
-                     "dataset": meta["dataset"], "split": meta["split"], "question_id": meta["question_id"],
-                     "question": row["question"], "label": row["answers"][0], "object": meta.get("object"),
-                     "image": row["images"][0], "image_file": meta["image"], "origin": meta["origin"]})
+    rows = [{"sample_id": row["sample_id"], "source": row["source"], "source_id": row["source_id"],
+             "dataset": meta["dataset"], "split": meta["split"], "question_id": meta["question_id"],
+             "question": row["question"], "label": row["answers"][0], "object": meta.get("object"),
+             "image": row["images"][0], "image_file": meta["image"], "origin": meta["origin"]}
+            for row, meta in with_meta(samples)]
     return pa.Table.from_pylist(rows, schema=PROBES)
 
 

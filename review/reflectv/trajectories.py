@@ -55,8 +55,7 @@ from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
 from mmcurate.releases.reader import refuse_inside_release
 from mmcurate.releases.reflectv.schema import DISCARDED
-from mmcurate.review.batches import prepare_batch_folder, refuse_over_results
-from mmcurate.core.plural import counted
+from mmcurate.review.batches import prepare_batch_folder, read_records, refuse_over_results
 
 SUBSETS = ("discarded", "raw", "clean")  # Table 6's D_noise, D_raw, D_clean
 LABELS = {"discarded": "D_noise (discarded)", "raw": "D_raw (unfiltered)", "clean": "D_clean (released)"}
@@ -205,31 +204,12 @@ def _inside(folder: Path, name: object) -> bool:
             and (folder / name).resolve().parent == folder)
 
 
-def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    if not path.is_file():
-        raise MmcurateError(f"{path}: no such file")
-    if path.suffix == ".jsonl":
-        return list(jsonl_objects(path, "rated row"))
-    if path.suffix != ".csv":
-        raise MmcurateError(f"{path}: rated files must be .csv or .jsonl")
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in ("item_id", *CRITERIA) if c not in (reader.fieldnames or [])]
-        if missing:
-            raise MmcurateError(f"{path}:1: missing {counted(len(missing), 'column')}: {', '.join(missing)}")
-        out, start = [], reader.line_num + 1
-        for record in reader:
-            out.append((start, record))
-            start = reader.line_num + 1
-        return out
-
-
 def read_ratings(path: Path | str, known: set[str]) -> tuple[str, dict[str, tuple[int, int]]]:
     """(annotator, {item_id: (logic, visual)}) of one rated file; raise on any bad row."""
     path = Path(path)
     ratings: dict[str, tuple[int, int]] = {}
     names: set[str] = set()
-    for line, record in _records(path):
+    for line, record in read_records(path, ("item_id", *CRITERIA), "rated"):
         where = f"{path}:{line}"
         item = str(record.get("item_id") or "").strip()
         if item not in known:

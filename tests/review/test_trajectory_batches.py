@@ -14,6 +14,7 @@ from mmcurate.review.reflectv.trajectories import (
     import_trajectory_ratings,
     parse_rating,
     read_key,
+    read_ratings,
     release_items,
 )
 from mmcurate.annotation.reflectv.dialogue import BuildDialogues
@@ -271,3 +272,14 @@ def test_a_failing_rater_is_said_never_a_silent_success(built, tmp_path) -> None
         import_trajectory_ratings(dead, [], tmp_path / "v2", ModelRater(models.pool, "patchy", store))
     assert str(refused.value).startswith("the rater rated no item: model 'patchy' failed 2 of 2 calls (first error: ")
     assert not (tmp_path / "v2").exists()
+
+
+def test_a_rated_csv_saved_with_a_byte_order_mark_reads_as_a_labelled_one_does(tmp_path) -> None:
+    """Rated files are read by review.batches.read_records, as labelled files are: a spreadsheet's
+    byte-order mark is no part of the first column's name, and the errors name rated rows."""
+    rated = tmp_path / "rated.csv"
+    rated.write_text("item_id,logic,visual,annotator\na,4,2,ann\n", encoding="utf-8-sig")
+    assert read_ratings(rated, {"a"}) == ("ann", {"a": (4, 2)})
+    (tmp_path / "rated.txt").write_text("")
+    with pytest.raises(MmcurateError, match=r"rated\.txt: rated files must be \.csv or \.jsonl"):
+        read_ratings(tmp_path / "rated.txt", {"a"})
