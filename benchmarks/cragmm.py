@@ -18,7 +18,6 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from mmcurate.core.config import BenchmarkSection, Section, Sources, StrictModel
-from mmcurate.core.errors import ConfigError
 from mmcurate.core.specs import CutoffSpec, Descriptor, ImageEncoderSpec, KBSpec, MadCutoff, MiniLM, RerankerSpec, TextEncoderSpec
 
 from .benchmark import Benchmark, Evaluation
@@ -114,10 +113,7 @@ class CruiseConfig(Section):
     def read_files(self, where: str) -> None:
         """Read the summary-prompt file (after its path is resolved)."""
         if self.summary_prompt is not None:
-            try:
-                self.summary_prompt = self.summary_prompt.read()
-            except ConfigError as exc:
-                raise ConfigError(f"{where}.summary_prompt: {exc}") from None
+            self.summary_prompt = self.summary_prompt.read_at(f"{where}.summary_prompt")
 
 
 BENCHMARK = Benchmark(

@@ -247,10 +247,7 @@ class DeflectionBenchConfig(BenchmarkSection):
     def read_files(self, where: str) -> None:
         """Read the prompt-template file (after its path is resolved)."""
         if self.prompts is not None:
-            try:
-                self.prompts = self.prompts.read()
-            except ConfigError as exc:
-                raise ConfigError(f"{where}.prompts: {exc}") from None
+            self.prompts = self.prompts.read_at(f"{where}.prompts")
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
         return [("gating", name) for name in self.gating.pool] + ([("judge", judge)] if judge else [])

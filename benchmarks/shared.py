@@ -45,6 +45,13 @@ class PromptFile(StrictModel):
             raise ValueError(f"empty prompt {'template' if len(empty) == 1 else 'templates'} {empty}")
         return value
 
+    def read_at(self, where: str) -> Self:
+        """``read``, its one-line error naming the setting ``where`` (``deflectionbench.prompts``)."""
+        try:
+            return self.read()
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
     def read(self) -> Self:
         """This spec with the file's templates and sha256 (unchanged if they are already here)."""
         if self.templates is not None:
