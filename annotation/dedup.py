@@ -37,6 +37,7 @@ same item asked again) are dropped with verdict ``drop``; the rest stay flagged.
 that shares only an image with another is common and legitimate (several questions about
 one picture), so an image match alone never drops anything.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,9 +51,9 @@ from typing import Any
 import imagehash
 import numpy as np
 import pyarrow as pa
-from scipy.sparse import csr_matrix
 from datasketch import MinHash, MinHashLSH
 from PIL import Image
+from scipy.sparse import csr_matrix
 
 from mmcurate.core.config import DedupConfig
 from mmcurate.core.errors import MmcurateError
@@ -113,7 +114,7 @@ def pair_keys(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 def shingles(question: str) -> frozenset[str]:
     text = normalize(question)
-    return frozenset(text[i:i + SHINGLE] for i in range(max(1, len(text) - SHINGLE + 1))) if text else frozenset()
+    return frozenset(text[i : i + SHINGLE] for i in range(max(1, len(text) - SHINGLE + 1))) if text else frozenset()
 
 
 def image_hash(data: bytes) -> int | None:
@@ -147,9 +148,12 @@ def items(chunks: Iterable[tuple[pa.Array, pa.Array, Iterable[Iterable[bytes]]]]
 def concat(parts: list[Items]) -> Items:
     """The rows of ``parts`` one after the other."""
     offsets = np.cumsum([0, *map(len, parts)])[:-1]
-    return Items(_concat([p.sample_ids for p in parts]), _concat([p.questions for p in parts]),
-                 np.concatenate([p.hash_rows + o for p, o in zip(parts, offsets)] or [np.zeros(0, np.int64)]),
-                 np.concatenate([p.hash_values for p in parts] or [np.zeros(0, np.uint64)]))
+    return Items(
+        _concat([p.sample_ids for p in parts]),
+        _concat([p.questions for p in parts]),
+        np.concatenate([p.hash_rows + o for p, o in zip(parts, offsets)] or [np.zeros(0, np.int64)]),
+        np.concatenate([p.hash_values for p in parts] or [np.zeros(0, np.uint64)]),
+    )
 
 
 def _concat(arrays: list[pa.Array]) -> pa.Array:
@@ -166,8 +170,9 @@ def _runs(values: np.ndarray) -> Iterator[np.ndarray]:
         yield np.sort(order[start:end])
 
 
-def _unique_pairs(first: list[np.ndarray], second: list[np.ndarray], values: list[np.ndarray], smallest: bool,
-                  dtype: type) -> Pairs:
+def _unique_pairs(
+    first: list[np.ndarray], second: list[np.ndarray], values: list[np.ndarray], smallest: bool, dtype: type
+) -> Pairs:
     """The pairs found (a pair may be found in several bands), each once, sorted; with ``smallest``
     the pair's smallest value, else its first."""
     if not first:
@@ -234,15 +239,18 @@ def _group_pairs(members: np.ndarray, questions: pa.Array, threshold: float) -> 
     vocabulary: dict[str, int] = {}
     columns = [vocabulary.setdefault(g, len(vocabulary)) for gs in grams for g in gs]
     sizes = np.array([len(gs) for gs in grams], dtype=np.int64)
-    incidence = csr_matrix((np.ones(len(columns), dtype=np.int64), columns, np.r_[0, np.cumsum(sizes)]),
-                           shape=(len(members), len(vocabulary)))
+    incidence = csr_matrix(
+        (np.ones(len(columns), dtype=np.int64), columns, np.r_[0, np.cumsum(sizes)]),
+        shape=(len(members), len(vocabulary)),
+    )
     out_i, out_j, out_s = [], [], []
     block = max(1, GROUP_CELLS // len(members))
     for start in range(0, len(members), block):
-        shared = (incidence[start:start + block] @ incidence.T).toarray()
-        scores = shared / (sizes[start:start + block, None] + sizes[None, :] - shared)
-        rows, cols = np.nonzero((scores >= threshold) & (np.arange(len(members))[None, :] > start
-                                                         + np.arange(shared.shape[0])[:, None]))
+        shared = (incidence[start : start + block] @ incidence.T).toarray()
+        scores = shared / (sizes[start : start + block, None] + sizes[None, :] - shared)
+        rows, cols = np.nonzero(
+            (scores >= threshold) & (np.arange(len(members))[None, :] > start + np.arange(shared.shape[0])[:, None])
+        )
         out_i.append(members[start + rows])
         out_j.append(members[cols])
         out_s.append(scores[rows, cols])
@@ -275,8 +283,9 @@ def _small_groups_scored(groups: list[np.ndarray], questions: pa.Array, threshol
         grams = shingles(question)
         columns += [vocabulary.setdefault(g, len(vocabulary)) for g in grams]
         sizes[k] = len(grams)
-    incidence = csr_matrix((np.ones(len(columns), dtype=np.int64), columns, np.r_[0, np.cumsum(sizes)]),
-                           shape=(len(rows), len(vocabulary)))
+    incidence = csr_matrix(
+        (np.ones(len(columns), dtype=np.int64), columns, np.r_[0, np.cumsum(sizes)]), shape=(len(rows), len(vocabulary))
+    )
     lengths = np.array([len(g) for g in groups])
     starts = np.r_[0, np.cumsum(lengths)[:-1]]
     out_i, out_j, out_s = [], [], []
@@ -285,7 +294,7 @@ def _small_groups_scored(groups: list[np.ndarray], questions: pa.Array, threshol
         base = starts[lengths == size][:, None]
         left, right = local[(base + a).ravel()], local[(base + b).ravel()]
         for start in range(0, len(left), SMALL_PAIRS):
-            i, j = left[start:start + SMALL_PAIRS], right[start:start + SMALL_PAIRS]
+            i, j = left[start : start + SMALL_PAIRS], right[start : start + SMALL_PAIRS]
             shared = np.asarray(incidence[i].multiply(incidence[j]).sum(axis=1)).ravel()
             scores = shared / (sizes[i] + sizes[j] - shared)
             keep = scores >= threshold
@@ -308,8 +317,13 @@ def question_pairs(questions: pa.Array, threshold: float, num_perm: int) -> Pair
         small = [bucket for bucket in buckets if len(bucket) <= SMALL_BUCKET]
         pairs = [_group_pairs(bucket, questions, threshold) for bucket in buckets if len(bucket) > SMALL_BUCKET]
         pairs += [_small_group_pairs(small, questions, threshold)] if small else []
-        found = _unique_pairs([found.first, *(p[0] for p in pairs)], [found.second, *(p[1] for p in pairs)],
-                              [found.values, *(p[2] for p in pairs)], False, np.float64)
+        found = _unique_pairs(
+            [found.first, *(p[0] for p in pairs)],
+            [found.second, *(p[1] for p in pairs)],
+            [found.values, *(p[2] for p in pairs)],
+            False,
+            np.float64,
+        )
     return found
 
 
@@ -337,8 +351,10 @@ class NearDuplicates(Stage):
             for value in batch.column(column).to_pylist():
                 yield [ctx.store.read(sha) for sha in _shas(value) if sha in ctx.store]
 
-        ours = items((batch.column("sample_id"), batch.column("question"), images(batch))
-                     for batch in samples.select(self.reads(samples.schema)).to_batches(max_chunksize=4096))
+        ours = items(
+            (batch.column("sample_id"), batch.column("question"), images(batch))
+            for batch in samples.select(self.reads(samples.schema)).to_batches(max_chunksize=4096)
+        )
         n = len(ours)
         parts = [ours, *(ref.items for ref in self.references)]
         everything = concat(parts)
@@ -355,42 +371,70 @@ class NearDuplicates(Stage):
         spilled: list[Path] = []  # the decisions spilled LEDGER_CHUNK at a time (a million flags stay on disk)
         decisions: list[Decision] = []
         for start in range(0, len(keys), LEDGER_CHUNK):
-            chunk = keys[start:start + LEDGER_CHUNK]
+            chunk = keys[start : start + LEDGER_CHUNK]
             first, second = chunk >> 32, chunk & 0xFFFFFFFF
             distances = _values_at(image_keys, images_found.values, chunk)
             jaccards = _values_at(question_keys, questions_found.values, chunk)
             first_ids = everything.sample_ids.take(pa.array(first)).to_pylist()
             second_ids = everything.sample_ids.take(pa.array(second)).to_pylist()
             wheres = [names[w] for w in np.searchsorted(ends, second, side="right").tolist()]
-            for i, j, a, b, where, d, score in zip(first.tolist(), second.tolist(), first_ids, second_ids, wheres,
-                                                   distances.tolist(), jaccards.tolist()):
+            for i, j, a, b, where, d, score in zip(
+                first.tolist(), second.tolist(), first_ids, second_ids, wheres, distances.tolist(), jaccards.tolist()
+            ):
                 if where != WITHIN and a == b:
                     continue  # the same item in an earlier version
                 row, flagged_id, other, other_where = (j, b, a, WITHIN) if where == WITHIN else (i, a, b, where)
-                evidence = {**({"image_distance": int(d)} if d >= 0 else {}),
-                            **({"question_jaccard": round(score, 4)} if score >= 0 else {})}
+                evidence = {
+                    **({"image_distance": int(d)} if d >= 0 else {}),
+                    **({"question_jaccard": round(score, 4)} if score >= 0 else {}),
+                }
                 kind = "both" if len(evidence) == 2 else "image" if d >= 0 else "question"
                 drop = self.config.drop and kind == "both"
                 dropped[row] |= drop
                 flagged[row] = True
                 summary[(other_where, kind)] += 1
-                decisions.append(Decision(flagged_id, STAGE, f"dedup.{kind}", "drop" if drop else "flagged",
-                                          context_id=other, detail={
-                                              "of": other, "in": other_where, "kind": kind, **evidence,
-                                              "reason": f"near-duplicate ({kind}) of {other} in {other_where}"}))
+                decisions.append(
+                    Decision(
+                        flagged_id,
+                        STAGE,
+                        f"dedup.{kind}",
+                        "drop" if drop else "flagged",
+                        context_id=other,
+                        detail={
+                            "of": other,
+                            "in": other_where,
+                            "kind": kind,
+                            **evidence,
+                            "reason": f"near-duplicate ({kind}) of {other} in {other_where}",
+                        },
+                    )
+                )
                 if len(decisions) == LEDGER_CHUNK:
                     part = ctx.ledger_dir / f"{STAGE}-flags-{len(spilled):05d}.parquet"
                     spilled.append(Ledger([ledger_table(decisions, ctx.run_id)]).write(part))
                     decisions = []
         kept = samples.filter(pa.array(~dropped))
-        table = [{"against": where, "kind": kind, "flagged": summary[(where, kind)]} for where in names for kind in KINDS]
+        table = [
+            {"against": where, "kind": kind, "flagged": summary[(where, kind)]} for where in names for kind in KINDS
+        ]
         counts = {"input": n, "kept": kept.num_rows, "dropped": int(dropped.sum()), "flagged": int(flagged.sum())}
-        return StageResult(stage=STAGE, kept=kept, decisions=decisions, ledger_parts=spilled, run_id=ctx.run_id,
-                           counts=counts,
-                           extra={"near_duplicates": table, "references": [r.name for r in self.references],
-                                  "settings": self.config.model_dump(mode="json", exclude={"against"})},
-                           components={"near_duplicates": f"phash<= {self.config.image_distance}, minhash char-"
-                                                          f"{SHINGLE}gram jaccard>={self.config.question_threshold}"})
+        return StageResult(
+            stage=STAGE,
+            kept=kept,
+            decisions=decisions,
+            ledger_parts=spilled,
+            run_id=ctx.run_id,
+            counts=counts,
+            extra={
+                "near_duplicates": table,
+                "references": [r.name for r in self.references],
+                "settings": self.config.model_dump(mode="json", exclude={"against"}),
+            },
+            components={
+                "near_duplicates": f"phash<= {self.config.image_distance}, minhash char-"
+                f"{SHINGLE}gram jaccard>={self.config.question_threshold}"
+            },
+        )
 
 
 def _values_at(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:

@@ -30,6 +30,7 @@ github.com/facebookresearch/sam2 (``README.md``, "Image prediction"):
 ``SAM2ImagePredictor(build_sam2(config, checkpoint))``, ``set_image``, then ``predict`` with
 ``point_coords``, ``point_labels`` and ``multimask_output``.
 """
+
 from __future__ import annotations
 
 import io
@@ -45,12 +46,12 @@ from scipy import ndimage
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
-from mmcurate.core.specs import Boxes, Detector, GroundingSpec, Pointing, Sam2, Saliency, coerce
+from mmcurate.core.specs import Boxes, Detector, GroundingSpec, Pointing, Saliency, Sam2, coerce
 from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import jsonl_objects
 from mmcurate.core.text import content_tokens
-from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
+from mmcurate.models.requests import ChatRequest
 
 Point = tuple[float, float]
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels
@@ -109,9 +110,16 @@ def load_regions(path: Path) -> dict[str, list[tuple[str, Box]]]:
     for file in files:
         for line, record in jsonl_objects(file, "region"):
             box, label, sha = record.get("box"), record.get("label"), record.get("sha256")
-            if not (isinstance(sha, str) and isinstance(label, str) and label.strip() and isinstance(box, list)
-                    and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)
-                    and box[0] < box[2] and box[1] < box[3]):
+            if not (
+                isinstance(sha, str)
+                and isinstance(label, str)
+                and label.strip()
+                and isinstance(box, list)
+                and len(box) == 4
+                and all(isinstance(v, (int, float)) for v in box)
+                and box[0] < box[2]
+                and box[1] < box[3]
+            ):
                 raise MmcurateError(f"{file}:{line}: a region needs sha256, label and box [x0, y0, x1, y1]")
             regions[sha].append((label.strip(), tuple(float(v) for v in box)))  # type: ignore[arg-type]
     return dict(regions)
@@ -130,12 +138,20 @@ class BoxesGrounder:
         out = []
         for query in queries:
             wanted = content_tokens(query.keyword)
-            scored = [(len(wanted & content_tokens(label)), label, box) for label, box in self.regions.get(query.image, [])]
+            scored = [
+                (len(wanted & content_tokens(label)), label, box) for label, box in self.regions.get(query.image, [])
+            ]
             best = max((s for s, _, _ in scored), default=0)
             chosen = [(label, box) for s, label, box in scored if best and s == best]
-            out.append(Grounding([Instance(box_center(box), box, score=self.scores.get((query.image, label, box)))
-                                  for label, box in chosen],
-                                 {"regions": [label for label, _ in chosen], "overlap": best}))
+            out.append(
+                Grounding(
+                    [
+                        Instance(box_center(box), box, score=self.scores.get((query.image, label, box)))
+                        for label, box in chosen
+                    ],
+                    {"regions": [label for label, _ in chosen], "overlap": best},
+                )
+            )
         return out
 
 
@@ -154,14 +170,28 @@ class ScriptedDetector(BoxesGrounder):
         for line, record in jsonl_objects(path, "detection"):
             sha, label, stated, box = record.get("sha256"), record.get("label"), record.get("stated"), record.get("box")
             score = record.get("score")
-            boxed = isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box) \
-                and box[0] < box[2] and box[1] < box[3]
-            scored = score is None or (isinstance(score, (int, float)) and not isinstance(score, bool)
-                                       and 0 <= score <= 1 and stated != "miss")
-            if not (isinstance(sha, str) and isinstance(label, str) and label.strip() and stated in STATED
-                    and (boxed if stated != "miss" else box is None) and scored):
-                raise MmcurateError(f"{path}:{line}: a detection needs sha256, label, stated (hit, false alarm or "
-                                    "miss) and, unless a miss, a box [x0, y0, x1, y1] and optionally a score in [0, 1]")
+            boxed = (
+                isinstance(box, list)
+                and len(box) == 4
+                and all(isinstance(v, (int, float)) for v in box)
+                and box[0] < box[2]
+                and box[1] < box[3]
+            )
+            scored = score is None or (
+                isinstance(score, (int, float)) and not isinstance(score, bool) and 0 <= score <= 1 and stated != "miss"
+            )
+            if not (
+                isinstance(sha, str)
+                and isinstance(label, str)
+                and label.strip()
+                and stated in STATED
+                and (boxed if stated != "miss" else box is None)
+                and scored
+            ):
+                raise MmcurateError(
+                    f"{path}:{line}: a detection needs sha256, label, stated (hit, false alarm or "
+                    "miss) and, unless a miss, a box [x0, y0, x1, y1] and optionally a score in [0, 1]"
+                )
             self.stated[stated].append(label.strip())
             if stated != "miss":
                 assert isinstance(box, list)  # boxed, checked above
@@ -177,10 +207,12 @@ class ScriptedDetector(BoxesGrounder):
     def describe(self) -> str:
         """What the detector is, for the notes: its detections, stated false alarms and misses."""
         alarms, misses = self.stated["false alarm"], self.stated["miss"]
-        return (f"a scripted detector ({len(self.stated['hit']) + len(alarms)} detections written as rules "
-                f"over the images' content; stated false alarms: {', '.join(sorted(set(alarms))) or 'none'}; "
-                f"stated misses: {', '.join(sorted(set(misses))) or 'none'}), standing in for SAM3; it reads no "
-                "label file")
+        return (
+            f"a scripted detector ({len(self.stated['hit']) + len(alarms)} detections written as rules "
+            f"over the images' content; stated false alarms: {', '.join(sorted(set(alarms))) or 'none'}; "
+            f"stated misses: {', '.join(sorted(set(misses))) or 'none'}), standing in for SAM3; it reads no "
+            "label file"
+        )
 
 
 # ---------------------------------------------------------------------------- saliency
@@ -188,8 +220,9 @@ def saliency_box(image: Image.Image, side: int = 64) -> tuple[Point, Box]:
     """Peak and box of the largest salient blob (spectral residual), in image pixels."""
     gray = image.convert("L")
     scale = side / max(gray.size)
-    small = np.asarray(gray.resize((max(1, round(gray.width * scale)), max(1, round(gray.height * scale)))),
-                       dtype=np.float64)
+    small = np.asarray(
+        gray.resize((max(1, round(gray.width * scale)), max(1, round(gray.height * scale)))), dtype=np.float64
+    )
     spectrum = np.fft.fft2(small)
     log_amplitude = np.log(np.abs(spectrum) + 1e-9)
     residual = log_amplitude - ndimage.uniform_filter(log_amplitude, size=3)
@@ -230,9 +263,20 @@ def parse_points(text: str) -> list[Point] | None:
 
 
 def point_request(query: Query) -> ChatRequest:
-    return ChatRequest(query.key, [{"role": "user", "content": [
-        {"type": "image", "sha256": query.image}, {"type": "text", "text": f"Point to the {query.keyword}."}]}],
-        POINT_TEMPLATE, max_tokens=POINT_MAX_TOKENS)
+    return ChatRequest(
+        query.key,
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image", "sha256": query.image},
+                    {"type": "text", "text": f"Point to the {query.keyword}."},
+                ],
+            }
+        ],
+        POINT_TEMPLATE,
+        max_tokens=POINT_MAX_TOKENS,
+    )
 
 
 class PointingGrounder:
@@ -246,8 +290,14 @@ class PointingGrounder:
         if not ctx.pool.settings.model(self.model).vision:
             raise MmcurateError(f"pointing model {self.model!r} cannot see images (vision: false)")
         try:
-            replies = ask_parsed(ctx.pool.client(self.model), [point_request(q) for q in queries],
-                                 [parse_points] * len(queries), POINT_REMINDER, "grounding", "Molmo point tags")
+            replies = ask_parsed(
+                ctx.pool.client(self.model),
+                [point_request(q) for q in queries],
+                [parse_points] * len(queries),
+                POINT_REMINDER,
+                "grounding",
+                "Molmo point tags",
+            )
         finally:
             ctx.pool.release(self.model)
         out = []
@@ -301,13 +351,22 @@ class Sam2Segmenter:
         predictor.set_image(np.asarray(image.convert("RGB")))
         out = []
         for instance in instances:
-            masks, _, _ = predictor.predict(point_coords=np.array([instance.point], dtype=np.float32),
-                                            point_labels=np.array([1]), multimask_output=False)
+            masks, _, _ = predictor.predict(
+                point_coords=np.array([instance.point], dtype=np.float32),
+                point_labels=np.array([1]),
+                multimask_output=False,
+            )
             mask = np.asarray(masks[0]).astype(bool)
             if not mask.any():
                 out.append(instance)
                 continue
             rows, cols = np.nonzero(mask)
-            out.append(Instance(instance.point, (float(cols.min()), float(rows.min()), float(cols.max() + 1),
-                                                 float(rows.max() + 1)), mask, instance.score))
+            out.append(
+                Instance(
+                    instance.point,
+                    (float(cols.min()), float(rows.min()), float(cols.max() + 1), float(rows.max() + 1)),
+                    mask,
+                    instance.score,
+                )
+            )
         return out

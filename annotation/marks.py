@@ -14,6 +14,7 @@ scale with the image. A point-only instance (a pointing model without SAM 2) get
 - ``mask``: the instance's mask (SAM 2), or the box's ellipse without one, tinted at 45% with
   a solid outline.
 """
+
 from __future__ import annotations
 
 import io
@@ -65,8 +66,9 @@ def _arrow(draw: ImageDraw.ImageDraw, box: Box, color: tuple[int, int, int], siz
         tip, direction = (min(box[2] + stroke, width - 1 - head), y), -1
     tail = (tip[0] - direction * length, y)
     draw.line((tail, (tip[0] - direction * head, y)), fill=color, width=stroke)
-    draw.polygon([tip, (tip[0] - direction * head, y - head * 0.6), (tip[0] - direction * head, y + head * 0.6)],
-                 fill=color)
+    draw.polygon(
+        [tip, (tip[0] - direction * head, y - head * 0.6), (tip[0] - direction * head, y + head * 0.6)], fill=color
+    )
 
 
 def _mask(image: Image.Image, instance: Instance, box: Box, color: tuple[int, int, int]) -> Image.Image:

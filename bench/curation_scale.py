@@ -29,6 +29,7 @@ and 1M (the issue's sizes; 1M is 18M requests, hours on a loaded 2-core machine)
 
     python bench/curation_scale.py [--sizes 2000 20000 100000 | --million] [--keep DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -113,8 +114,12 @@ def _jpeg(index: int) -> bytes:
 
 def _image_fact(line: int) -> dict:
     image_id = BASE_ID + line
-    return {"image_id": image_id, "title": f"Photo {line}", "caption": f"A small photograph, number {line}.",
-            "url": f"https://example.org/{image_id}.jpg"}
+    return {
+        "image_id": image_id,
+        "title": f"Photo {line}",
+        "caption": f"A small photograph, number {line}.",
+        "url": f"https://example.org/{image_id}.jpg",
+    }
 
 
 def _text_fact(guid: str, k: int, title: str, text: str) -> dict:
@@ -139,12 +144,19 @@ def _record(n: int) -> tuple[str, dict]:
     negatives = []
     for k in range(NEGATIVE_TEXTS):
         other = THINGS[(n + k + 1) % len(THINGS)]
-        text = (f"A {other} in listing {n + k + 1} is painted {colour} as well." if k < leaks
-                else f"Listing {n} also shows a {other}, sold in week {k + 1}.")
+        text = (
+            f"A {other} in listing {n + k + 1} is painted {colour} as well."
+            if k < leaks
+            else f"Listing {n} also shows a {other}, sold in week {k + 1}."
+        )
         negatives.append(_text_fact(guid, 10 + k, f"Listing {n + k + 1}", text))
     gold_line = n % IMAGE_POOL
     record = {
-        "Guid": guid, "Q": f'"{question}"', "A": [f'"{colour}"'], "Qcate": "color", "topic": "objects",
+        "Guid": guid,
+        "Q": f'"{question}"',
+        "A": [f'"{colour}"'],
+        "Qcate": "color",
+        "topic": "objects",
         "split": "train",
         "txt_posFacts": [_text_fact(guid, 0, f"Listing {n}", gold_text)],
         "img_posFacts": [_image_fact(gold_line)] if n % 3 == 0 else [],
@@ -186,8 +198,13 @@ def scripts(folder: Path) -> dict[str, dict]:
     for name, lines in rules.items():
         path = folder / f"{name}.jsonl"
         path.write_text("".join(json.dumps(rule) + "\n" for rule in lines))
-        models[name] = {"backend": "scripted", "script": str(path), "default": "Atlantis", "revision": "bench-1",
-                        "vision": name != "llm-guesser"}
+        models[name] = {
+            "backend": "scripted",
+            "script": str(path),
+            "default": "Atlantis",
+            "revision": "bench-1",
+            "vision": name != "llm-guesser",
+        }
     return models
 
 
@@ -213,10 +230,16 @@ def write_config(folder: Path, data: Path, topics: str) -> Path:
 
 
 def run_flow(config: Path) -> dict:
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
-           "HF_HUB_OFFLINE": "1", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180"}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(config)], capture_output=True, text=True, env=env,
-                          check=False)
+    env = {
+        **os.environ,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "HF_HUB_OFFLINE": "1",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(config)], capture_output=True, text=True, env=env, check=False
+    )
     if done.returncode != 0:
         sys.exit(f"flow subprocess failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -227,16 +250,24 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 20_000, 100_000])
     parser.add_argument("--million", action="store_true", help="sizes 2,000, 100,000 and 1,000,000")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
-    parser.add_argument("--topics", choices=["bertopic", "source_fields"], default="bertopic",
-                        help="topics.reading: source_fields leaves out BERTopic's embedding of every question "
-                             "(the curation framework alone)")
+    parser.add_argument(
+        "--topics",
+        choices=["bertopic", "source_fields"],
+        default="bertopic",
+        help="topics.reading: source_fields leaves out BERTopic's embedding of every question "
+        "(the curation framework alone)",
+    )
     args = parser.parse_args()
     sizes = [2_000, 100_000, 1_000_000] if args.million else args.sizes
     with tempfile.TemporaryDirectory(prefix="bench_curation_") as tmp:
         work = (args.keep or Path(tmp)).resolve()  # the config names its folders absolutely
         rows = []
-        print(f"topics.reading {args.topics}" + (f", fit_sample {FIT_SAMPLE:,}" if args.topics == "bertopic" else "")
-              + f"; shard_size {SHARD_SIZE:,}", flush=True)
+        print(
+            f"topics.reading {args.topics}"
+            + (f", fit_sample {FIT_SAMPLE:,}" if args.topics == "bertopic" else "")
+            + f"; shard_size {SHARD_SIZE:,}",
+            flush=True,
+        )
         for size in sizes:
             folder = work / f"n{size}"
             t0 = time.perf_counter()
@@ -246,18 +277,26 @@ def main() -> None:
             per_k = 1000 * stats["seconds"] / max(stats["requests"], 1)
             rss = max([stats["maxrss_kb"]] + [step["peak_kb"] for step in stats["stages"]]) / 1024
             rows.append((size, per_k, rss))
-            print(f"{size:>9,} samples: {stats['requests']:>10,} requests, {stats['released']:,} released, "
-                  f"flow {stats['seconds']:.1f} s (data written in {made:.1f} s); "
-                  f"{per_k:.2f} s per 1k requests; peak RSS {rss:.0f} MB", flush=True)
+            print(
+                f"{size:>9,} samples: {stats['requests']:>10,} requests, {stats['released']:,} released, "
+                f"flow {stats['seconds']:.1f} s (data written in {made:.1f} s); "
+                f"{per_k:.2f} s per 1k requests; peak RSS {rss:.0f} MB",
+                flush=True,
+            )
             for step in stats["stages"]:
-                print(f"    {step['step']:<18} {step['seconds']:>8.1f} s   RSS {step['rss_before_kb'] / 1024:>6.0f} -> "
-                      f"{step['rss_after_kb'] / 1024:>6.0f} MB, peak {step['peak_kb'] / 1024:>6.0f} MB", flush=True)
+                print(
+                    f"    {step['step']:<18} {step['seconds']:>8.1f} s   RSS {step['rss_before_kb'] / 1024:>6.0f} -> "
+                    f"{step['rss_after_kb'] / 1024:>6.0f} MB, peak {step['peak_kb'] / 1024:>6.0f} MB",
+                    flush=True,
+                )
         (small, small_t, _), (large, large_t, large_rss) = rows[0], rows[-1]
         print(f"time per 1k requests: {large:,} / {small:,} samples = {large_t / small_t:.2f} (goal <= 1.25)")
         if len(rows) > 1:
             before, before_rss = rows[-2][0], rows[-2][2]
-            print(f"peak RSS: {large:,} / {before:,} samples = {large_rss / before_rss:.2f} (goal <= 1.5); "
-                  f"at {large:,}: {large_rss / 1024:.2f} GB (goal < 4)")
+            print(
+                f"peak RSS: {large:,} / {before:,} samples = {large_rss / before_rss:.2f} (goal <= 1.5); "
+                f"at {large:,}: {large_rss / 1024:.2f} GB (goal < 4)"
+            )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ is the one a fresh clone makes; without it a rerun answers from the caches. ``--
 puts them under DIR instead of this checkout (``MMCURATE_WORKDIR``, ``MMCURATE_RELEASES_ROOT``
 and the Makefile's ``DEMO_RELEASES`` / ``DEMO_WORKDIR``), e.g. to run a second demo beside one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,13 @@ def demo_commands(variables: list[str]) -> tuple[list[str], bool]:
     """The demo target's commands as make would run them (set-up and fixtures not remade), and
     whether the demo runs them under one shared Prefect API (``tasks/shared_api.py``; make -n
     prints the wrapper, then the commands of the target it runs)."""
-    out = subprocess.run(["make", "-s", "-n", "-o", "setup", "-o", "fixtures", "demo", *variables], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["make", "-s", "-n", "-o", "setup", "-o", "fixtures", "demo", *variables],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     lines = [line.strip() for line in out.replace("\\\n", " ").splitlines() if line.strip()]
     shared = bool(lines) and SHARED_API in lines[0]
     return lines[1:] if shared else lines, shared
@@ -94,8 +100,10 @@ def where(stacks: Path, top: int = 3) -> str:
         if any(idle in frames[-1] for idle in IDLE):
             continue
         process = next((frame for frame in reversed(frames) if frame.startswith("process ")), "")  # the innermost
-        kind = next((label for label, command, frame in KINDS
-                     if (command is None or command in process) and frame in stack), "other")
+        kind = next(
+            (label for label, command, frame in KINDS if (command is None or command in process) and frame in stack),
+            "other",
+        )
         counts[kind] = counts.get(kind, 0) + int(n)
     total = sum(counts.values()) or 1
     ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
@@ -108,9 +116,28 @@ def run_one(command: str, env: dict[str, str], log: Path, py_spy: str | None) ->
     collapsed stacks of the command and its children), which are not the demo's."""
     with log.open("w") as handle:
         proc = subprocess.Popen(shlex.split(command), cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
-    spy = subprocess.Popen([py_spy, "record", "--pid", str(proc.pid), "--subprocesses", "--nonblocking",
-                            "--rate", "20", "--format", "raw", "--output", str(log.with_suffix(".stacks"))],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if py_spy else None
+    spy = (
+        subprocess.Popen(
+            [
+                py_spy,
+                "record",
+                "--pid",
+                str(proc.pid),
+                "--subprocesses",
+                "--nonblocking",
+                "--rate",
+                "20",
+                "--format",
+                "raw",
+                "--output",
+                str(log.with_suffix(".stacks")),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if py_spy
+        else None
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     reaped = cpu_of_children()
@@ -130,11 +157,18 @@ def run_steps(commands: list[str], extra: dict[str, str], out: Path, py_spy: str
         load, wall0 = os.getloadavg()[0], time.monotonic()
         code, cpu, spy = run_one(command, env, log, py_spy)
         spied += spy
-        row = {"step": name, "wall": time.monotonic() - wall0, "cpu": cpu, "load": load,
-               "where": where(log.with_suffix(".stacks")) if py_spy else ""}
+        row = {
+            "step": name,
+            "wall": time.monotonic() - wall0,
+            "cpu": cpu,
+            "load": load,
+            "where": where(log.with_suffix(".stacks")) if py_spy else "",
+        }
         rows.append(row)
-        print(f"{number:>2} {name:<60} {row['wall']:>7.1f} s wall {row['cpu']:>7.1f} s CPU "
-              f"load {row['load']:.1f}", flush=True)
+        print(
+            f"{number:>2} {name:<60} {row['wall']:>7.1f} s wall {row['cpu']:>7.1f} s CPU load {row['load']:.1f}",
+            flush=True,
+        )
         if code != 0:
             sys.exit(f"demo_profile: step {number} ({command}) exited {code}; see {log}")
     return rows, spied
@@ -142,8 +176,12 @@ def run_steps(commands: list[str], extra: dict[str, str], out: Path, py_spy: str
 
 def table(rows: list[dict]) -> str:
     lines = ["| step | wall s | CPU s | load before | py-spy samples |", "|---|---:|---:|---:|---|"]
-    lines += [f"| `{r['step']}` | {r['wall']:.1f} | {r['cpu']:.1f} | {r['load']:.1f} | {r['where']} |"
-              if r["wall"] is not None else f"| {r['step']} | | {r['cpu']:.1f} | | |" for r in rows]
+    lines += [
+        f"| `{r['step']}` | {r['wall']:.1f} | {r['cpu']:.1f} | {r['load']:.1f} | {r['where']} |"
+        if r["wall"] is not None
+        else f"| {r['step']} | | {r['cpu']:.1f} | | |"
+        for r in rows
+    ]
     wall, cpu = sum(r["wall"] or 0.0 for r in rows), sum(r["cpu"] for r in rows)
     lines.append(f"| total | {wall:.1f} ({wall / 60:.1f} min) | {cpu:.1f} ({cpu / 60:.1f} min) | | |")
     return "\n".join(lines)
@@ -152,8 +190,12 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clean", action="store_true", help="remove ROOT's .mmcurate/ and releases_out/ first")
-    parser.add_argument("--root", type=Path, default=ROOT,
-                        help="write the demo's workdir and releases under ROOT (default: this checkout, as make demo)")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=ROOT,
+        help="write the demo's workdir and releases under ROOT (default: this checkout, as make demo)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "demo-profile")
     parser.add_argument("--py-spy", metavar="PROGRAM", help="sample every step with py-spy (its CPU is not counted)")
     args = parser.parse_args()
@@ -175,8 +217,15 @@ def main() -> None:
         with temporary_api():
             rows, spied = run_steps(commands, extra, args.out, args.py_spy)
         api = cpu_of_children() - before - sum(r["cpu"] for r in rows) - spied
-        rows.append({"step": "the shared Prefect API (tasks/shared_api.py)", "wall": None, "cpu": api, "load": None,
-                     "where": ""})
+        rows.append(
+            {
+                "step": "the shared Prefect API (tasks/shared_api.py)",
+                "wall": None,
+                "cpu": api,
+                "load": None,
+                "where": "",
+            }
+        )
     else:
         rows, _ = run_steps(commands, extra, args.out, args.py_spy)
     text = table(rows)

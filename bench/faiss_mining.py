@@ -10,6 +10,7 @@ queries/s over exact queries/s) and recall@10 against the exact top 10.
 
     python bench/faiss_mining.py [--n 1000000] [--queries 1000] [--dim 512]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,9 @@ COMPONENTS = 5_000
 CHUNK = 100_000
 
 
-def mixture(n: int, dim: int, centres: np.ndarray, weights: np.ndarray, spread: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def mixture(
+    n: int, dim: int, centres: np.ndarray, weights: np.ndarray, spread: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
     """``n`` normalised draws from the mixture, generated in chunks to bound temporary memory."""
     out = np.empty((n, dim), dtype=np.float32)
     for start in range(0, n, CHUNK):
@@ -60,7 +63,9 @@ def main() -> None:
     t0 = time.perf_counter()
     base = mixture(args.n, args.dim, centres, weights, spread, rng)
     queries = mixture(args.queries, args.dim, centres, weights, spread, rng)
-    print(f"data: {args.n:,} x {args.dim} database, {args.queries:,} queries, generated in {time.perf_counter() - t0:.1f}s")
+    print(
+        f"data: {args.n:,} x {args.dim} database, {args.queries:,} queries, generated in {time.perf_counter() - t0:.1f}s"
+    )
 
     kind = choose_kind(args.n)
     t0 = time.perf_counter()

@@ -10,6 +10,7 @@
 
 Usage: python bench/gating_throughput.py [--prompts 12] [--rounds 2] [--concurrency 4]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,9 @@ def stub_server() -> Iterator[str]:
 
 def prompts(n: int, salt: str) -> list[ChatRequest]:
     return [
-        ChatRequest(f"p{i}", [{"role": "user", "content": f"Name one {TOPICS[i % len(TOPICS)]}. ({salt}{i})"}],
-                    "bench.v1")
+        ChatRequest(
+            f"p{i}", [{"role": "user", "content": f"Name one {TOPICS[i % len(TOPICS)]}. ({salt}{i})"}], "bench.v1"
+        )
         for i in range(n)
     ]
 
@@ -86,8 +88,12 @@ async def bare_run(base_url: str, spec: ModelSpec, requests: list[ChatRequest], 
     async def one(request: ChatRequest) -> str | None:
         async with gate:
             reply = await client.chat.completions.create(
-                model=model, messages=request.messages, max_tokens=spec.max_tokens,  # type: ignore[arg-type]
-                temperature=spec.temperature, top_p=spec.top_p, seed=spec.seed,
+                model=model,
+                messages=request.messages,
+                max_tokens=spec.max_tokens,  # type: ignore[arg-type]
+                temperature=spec.temperature,
+                top_p=spec.top_p,
+                seed=spec.seed,
                 extra_body={"repeat_penalty": spec.repetition_penalty},
             )
             return reply.choices[0].message.content
@@ -100,8 +106,9 @@ async def bare_run(base_url: str, spec: ModelSpec, requests: list[ChatRequest], 
         await client.close()
 
 
-def ours_run(spec: ModelSpec, base_url: str, model: str, requests: list[ChatRequest], cache: ResponseCache,
-             counter: CallCounter) -> tuple[float, list[ChatResponse]]:
+def ours_run(
+    spec: ModelSpec, base_url: str, model: str, requests: list[ChatRequest], cache: ResponseCache, counter: CallCounter
+) -> tuple[float, list[ChatResponse]]:
     """Seconds for our layer to answer ``requests``, and its answers (every one must succeed)."""
     client = ModelClient(spec, OpenAICompatBackend(spec, None, base_url, None, model, "repeat_penalty"), cache, counter)
     try:
@@ -121,7 +128,7 @@ def compare(spec: ModelSpec, base_url: str, model: str, n: int, rounds: int, wor
     ours_time = bare_time = 0.0
     for r in range(rounds):
         requests = prompts(n, f"r{r}-")
-        for first in (("bare", "ours") if r % 2 == 0 else ("ours", "bare")):
+        for first in ("bare", "ours") if r % 2 == 0 else ("ours", "bare"):
             if first == "bare":
                 bare_time += asyncio.run(bare_run(base_url, spec, requests, model))
             else:
@@ -147,10 +154,14 @@ def main() -> None:
             with ResponseCache(workdir / "warm.sqlite") as cache:
                 ours_run(spec, server.base_url, "smollm2", prompts(4, "warm"), cache, CallCounter())
             ours_rps, bare_rps = compare(spec, server.base_url, "smollm2", args.prompts, args.rounds, workdir)
-            print(f"(a) llama.cpp server, concurrency {spec.concurrency}, {args.prompts} prompts x {args.rounds} "
-                  f"rounds, max_tokens {spec.max_tokens}")
-            print(f"    ours {ours_rps:.2f} req/s, bare AsyncOpenAI {bare_rps:.2f} req/s, "
-                  f"ratio {ours_rps / bare_rps:.3f} (goal >= 0.9)")
+            print(
+                f"(a) llama.cpp server, concurrency {spec.concurrency}, {args.prompts} prompts x {args.rounds} "
+                f"rounds, max_tokens {spec.max_tokens}"
+            )
+            print(
+                f"    ours {ours_rps:.2f} req/s, bare AsyncOpenAI {bare_rps:.2f} req/s, "
+                f"ratio {ours_rps / bare_rps:.3f} (goal >= 0.9)"
+            )
 
             requests = prompts(args.prompts, "cache-")
             with ResponseCache(workdir / "rerun.sqlite") as cache:
@@ -158,17 +169,21 @@ def main() -> None:
                 rerun_counter = CallCounter()
                 rerun, _ = ours_run(spec, server.base_url, "smollm2", requests, cache, rerun_counter)
             totals = rerun_counter.totals
-            print(f"(b) first run {first:.3f}s, cached rerun {rerun * 1000:.1f}ms, ratio {rerun / first:.4f} "
-                  f"(goal <= 0.05); rerun calls {totals['calls']}, cache hits {totals['cache_hits']}")
+            print(
+                f"(b) first run {first:.3f}s, cached rerun {rerun * 1000:.1f}ms, ratio {rerun / first:.4f} "
+                f"(goal <= 0.05); rerun calls {totals['calls']}, cache hits {totals['cache_hits']}"
+            )
         finally:
             server.stop()
 
         with stub_server() as url:
             stub_spec = spec.model_copy(update={"concurrency": 8})
             ours_rps, bare_rps = compare(stub_spec, url, "stub", 300, 2, workdir)
-            print(f"(c) client overhead vs an instant stub server, concurrency 8: httpx-based layer "
-                  f"{ours_rps:.0f} req/s (incl. cache writes), AsyncOpenAI {bare_rps:.0f} req/s, "
-                  f"ratio {ours_rps / bare_rps:.2f}")
+            print(
+                f"(c) client overhead vs an instant stub server, concurrency 8: httpx-based layer "
+                f"{ours_rps:.0f} req/s (incl. cache writes), AsyncOpenAI {bare_rps:.0f} req/s, "
+                f"ratio {ours_rps / bare_rps:.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ measurement behind ``index_plan.OPQ_DEFAULT``. The store is deleted at the end u
     nice python bench/kb_scale.py [--n 6000000] [--dim 768] [--queries 1000] [--memory-gb 4]
                                   [--threads 2] [--dir DIR] [--keep] [--opq] [--real] [--scaled-plan]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -174,16 +175,23 @@ def phase_generate_real(args) -> dict:
         else:
             passages += [{"doc_id": f"{doc['doc_id']}#{k}", "title": "", "text": p} for k, p in enumerate(cut)]
     encoder = text_encoder(cfg.text_encoder)
-    source = (f"{cfg.kb} pages[:{args.pages}] passages ({cfg.chunk_size} {cfg.chunk_unit}, overlap {cfg.chunk_overlap}), "
-              f"every {HOLD_EVERY}th page held out")
+    source = (
+        f"{cfg.kb} pages[:{args.pages}] passages ({cfg.chunk_size} {cfg.chunk_unit}, overlap {cfg.chunk_overlap}), "
+        f"every {HOLD_EVERY}th page held out"
+    )
     store = open_store(Path(args.dir) / "store", encoder.name, encoder.dim, source, shard_rows=REAL_SHARD_ROWS)
     write_records(store, passages)
     embed_store(store, encoder.encode_text, progress=_quiet(args), batch=256)
     questions = fixture_questions()
     texts = (questions + held)[: args.queries]
     np.save(Path(args.dir) / "queries.npy", encoder.encode_text(texts))
-    return {"seconds": time.perf_counter() - started, "n": len(store), "dim": store.dim,
-            "questions": min(len(questions), len(texts)), "held_out": max(0, len(texts) - len(questions))}
+    return {
+        "seconds": time.perf_counter() - started,
+        "n": len(store),
+        "dim": store.dim,
+        "questions": min(len(questions), len(texts)),
+        "held_out": max(0, len(texts) - len(questions)),
+    }
 
 
 def cold(store) -> None:
@@ -279,6 +287,7 @@ def _quiet(args):
         if time.monotonic() - last[0] >= 30 or not line.startswith(("adding", "shard")):
             last[0] = time.monotonic()
             print(f"  [{args.phase}] {line}", file=sys.stderr, flush=True)
+
     return say
 
 
@@ -289,9 +298,26 @@ def child(args) -> None:
 
 
 def run_phase(args, phase: str, variant: str = "pq") -> dict:
-    command = [sys.executable, __file__, "--phase", phase, "--variant", variant, "--n", str(args.n),
-               "--dim", str(args.dim), "--queries", str(args.queries), "--memory-gb", str(args.memory_gb),
-               "--threads", str(args.threads), "--dir", str(args.dir)]
+    command = [
+        sys.executable,
+        __file__,
+        "--phase",
+        phase,
+        "--variant",
+        variant,
+        "--n",
+        str(args.n),
+        "--dim",
+        str(args.dim),
+        "--queries",
+        str(args.queries),
+        "--memory-gb",
+        str(args.memory_gb),
+        "--threads",
+        str(args.threads),
+        "--dir",
+        str(args.dir),
+    ]
     command += ["--real"] * args.real + ["--scaled-plan"] * args.scaled_plan
     command += ["--pages", str(args.pages)] if args.pages else []
     env = {**os.environ, **{name: str(args.threads) for name in THREADS_ENV}}
@@ -320,35 +346,61 @@ def main() -> None:
         child(args)
         return
     if not args.real and (kind := bench_plan(args, args.n, args.dim).kind) != "ivfpq":
-        parser.error(f"{args.n:,} x {args.dim} fits --memory-gb {args.memory_gb} in memory ({kind}); "
-                     "lower --memory-gb or pass --scaled-plan to measure the compressed index")
+        parser.error(
+            f"{args.n:,} x {args.dim} fits --memory-gb {args.memory_gb} in memory ({kind}); "
+            "lower --memory-gb or pass --scaled-plan to measure the compressed index"
+        )
     args.dir.mkdir(parents=True, exist_ok=True)
     try:
         generated = run_phase(args, "generate")
         args.n, args.dim = generated.get("n", args.n), generated.get("dim", args.dim)
-        what = (f"real passages, queries: {generated['questions']} fixture questions + {generated['held_out']} "
-                f"held-out passages' first sentences" if args.real else f"synthetic, {args.queries:,} queries")
-        print(f"data: {args.n:,} x {args.dim} ({what}) in a store of {_disk_gb(args.dir):.1f} GB, "
-              f"generated in {generated['seconds']:.0f}s (peak RSS {generated['peak_rss_mb']:,.0f} MB)", flush=True)
+        what = (
+            f"real passages, queries: {generated['questions']} fixture questions + {generated['held_out']} "
+            f"held-out passages' first sentences"
+            if args.real
+            else f"synthetic, {args.queries:,} queries"
+        )
+        print(
+            f"data: {args.n:,} x {args.dim} ({what}) in a store of {_disk_gb(args.dir):.1f} GB, "
+            f"generated in {generated['seconds']:.0f}s (peak RSS {generated['peak_rss_mb']:,.0f} MB)",
+            flush=True,
+        )
         if args.scaled_plan:
-            print(f"plan: {bench_plan(args, args.n, args.dim).describe()} (the {PAPER_N:,} x {PAPER_DIM} plan at "
-                  f"{args.memory_gb} GB, same code bytes per dimension)", flush=True)
+            print(
+                f"plan: {bench_plan(args, args.n, args.dim).describe()} (the {PAPER_N:,} x {PAPER_DIM} plan at "
+                f"{args.memory_gb} GB, same code bytes per dimension)",
+                flush=True,
+            )
         exact = run_phase(args, "exact")
-        print(f"exact (streamed faiss knn): {exact['qps']:,.2f} queries/s ({exact['seconds']:.0f}s), "
-              f"peak RSS {exact['peak_rss_mb']:,.0f} MB", flush=True)
+        print(
+            f"exact (streamed faiss knn): {exact['qps']:,.2f} queries/s ({exact['seconds']:.0f}s), "
+            f"peak RSS {exact['peak_rss_mb']:,.0f} MB",
+            flush=True,
+        )
         for variant in ("pq", "opq") if args.opq else ("pq",):
             build = run_phase(args, "build", variant)
             search = run_phase(args, "search", variant)
             meta = build["meta"]
-            print(f"index {meta['factory']} ({build['plan']}), nprobe {meta['params']['nprobe']}, "
-                  f"candidates {meta['params']['candidates_per_result']}x", flush=True)
-            print(f"  build: {build['seconds']:.0f}s, peak RSS {build['peak_rss_mb']:,.0f} MB, measured recall@10 "
-                  f"{meta['recall_at_10']:.3f} on {meta['calibration_queries']} held-out rows", flush=True)
-            print(f"  search: {search['qps']:,.1f} queries/s ({search['seconds']:.1f}s), peak RSS "
-                  f"{search['peak_rss_mb']:,.0f} MB", flush=True)
-            print(f"  recall@{K}: {search['recall']:.4f}   speed-up: {search['qps'] / exact['qps']:.1f}x   "
-                  f"peak RSS build/search: {build['peak_rss_mb'] / 1024:.2f} / {search['peak_rss_mb'] / 1024:.2f} GB",
-                  flush=True)
+            print(
+                f"index {meta['factory']} ({build['plan']}), nprobe {meta['params']['nprobe']}, "
+                f"candidates {meta['params']['candidates_per_result']}x",
+                flush=True,
+            )
+            print(
+                f"  build: {build['seconds']:.0f}s, peak RSS {build['peak_rss_mb']:,.0f} MB, measured recall@10 "
+                f"{meta['recall_at_10']:.3f} on {meta['calibration_queries']} held-out rows",
+                flush=True,
+            )
+            print(
+                f"  search: {search['qps']:,.1f} queries/s ({search['seconds']:.1f}s), peak RSS "
+                f"{search['peak_rss_mb']:,.0f} MB",
+                flush=True,
+            )
+            print(
+                f"  recall@{K}: {search['recall']:.4f}   speed-up: {search['qps'] / exact['qps']:.1f}x   "
+                f"peak RSS build/search: {build['peak_rss_mb'] / 1024:.2f} / {search['peak_rss_mb'] / 1024:.2f} GB",
+                flush=True,
+            )
     finally:
         if not args.keep:
             shutil.rmtree(args.dir, ignore_errors=True)

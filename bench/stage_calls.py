@@ -10,6 +10,7 @@ a request counts once whether it reached the model or, on a rerun, the response 
 
     python bench/stage_calls.py [RELEASE]
 """
+
 from __future__ import annotations
 
 import json

@@ -18,6 +18,7 @@ each run (the machine is shared: compare ratios taken in the same run).
 ``memory://`` is left out: an in-memory store lives in one process, and every run here is
 its own process.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,14 @@ def timed_run(config: Path, env: dict[str, str], log: Path) -> tuple[float, floa
     load = os.getloadavg()[0]
     start = time.perf_counter()
     with log.open("w") as out:
-        subprocess.run([str(Path(sys.executable).parent / "mmcurate"), "run", "deflectionbench", "--config", str(config)],
-                       env=env, stdout=out, stderr=subprocess.STDOUT, check=True, cwd=config.parent)
+        subprocess.run(
+            [str(Path(sys.executable).parent / "mmcurate"), "run", "deflectionbench", "--config", str(config)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=True,
+            cwd=config.parent,
+        )
     return time.perf_counter() - start, load
 
 
@@ -67,13 +74,21 @@ def main() -> None:
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="storage-overhead-"))
     env = {**os.environ, "MMCURATE_SCRATCH": str(out / "scratch"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    variants = {"path": lambda home: (str(home / "work"), str(home / "releases")),
-                "file://": lambda home: (f"file://{home}/work", f"file://{home}/releases")}
+    variants = {
+        "path": lambda home: (str(home / "work"), str(home / "releases")),
+        "file://": lambda home: (f"file://{home}/work", f"file://{home}/releases"),
+    }
     server = None
     if args.s3:
         endpoint, server = s3_endpoint()
-        env.update({"FSSPEC_S3_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                    "AWS_DEFAULT_REGION": "us-east-1"})
+        env.update(
+            {
+                "FSSPEC_S3_ENDPOINT_URL": endpoint,
+                "AWS_ACCESS_KEY_ID": "bench",
+                "AWS_SECRET_ACCESS_KEY": "bench",
+                "AWS_DEFAULT_REGION": "us-east-1",
+            }
+        )
         variants["s3://"] = lambda home: (f"s3://bench/{home.name}/work", f"s3://bench/{home.name}/releases")
     rows = []
     try:
@@ -90,12 +105,16 @@ def main() -> None:
         if server is not None:
             server.stop()
     base_first, base_rerun = rows[0][1], rows[0][2]
-    print("\n| workdir, releases_root | first run (s) | cached rerun (s) | rerun / first | first vs path | rerun vs path "
-          "| load before (first, rerun) |")
+    print(
+        "\n| workdir, releases_root | first run (s) | cached rerun (s) | rerun / first | first vs path | rerun vs path "
+        "| load before (first, rerun) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, first, rerun, load_first, load_rerun in rows:
-        print(f"| {name} | {first:.1f} | {rerun:.1f} | {rerun / first:.2f} | {first / base_first:.2f} "
-              f"| {rerun / base_rerun:.2f} | {load_first:.2f}, {load_rerun:.2f} |")
+        print(
+            f"| {name} | {first:.1f} | {rerun:.1f} | {rerun / first:.2f} | {first / base_first:.2f} "
+            f"| {rerun / base_rerun:.2f} | {load_first:.2f}, {load_rerun:.2f} |"
+        )
     print(f"\nruns and logs: {out}")
 
 

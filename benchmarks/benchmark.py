@@ -13,6 +13,7 @@ evaluation steps, planners, judge review) sit in the layers that own them, which
 (``parts.register_part``); the methods below answer them once the asking layer has imported
 the owning layer's ``builtin`` module (see ``parts``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -45,12 +46,15 @@ class Evaluation:
         foreign = [flags.get(name, name) for name in given if name not in self.options]
         if foreign:
             takes = ", ".join(flags.get(name, name) for name in self.options) or "none"
-            raise MmcurateError(f"{', '.join(foreign)}: not an option of the {benchmark} evaluation "
-                                f"(its options: {takes})")
+            raise MmcurateError(
+                f"{', '.join(foreign)}: not an option of the {benchmark} evaluation (its options: {takes})"
+            )
         check = registered_part(benchmark, "evaluation_check")
         return check(dict(given)) if check else dict(given)
 
-    def refuse_unrunnable(self, benchmark: str, settings: CoreSettings, model: str, arguments: Mapping[str, Any]) -> None:
+    def refuse_unrunnable(
+        self, benchmark: str, settings: CoreSettings, model: str, arguments: Mapping[str, Any]
+    ) -> None:
         refuse = registered_part(benchmark, "evaluation_refuse")
         if refuse:
             refuse(settings, model, arguments)

@@ -10,6 +10,7 @@ Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this l
 - ``releases/cragmm/``: ``draft.py`` (an ingest as a release), ``checks.py``
 - ``flows/cragmm/``: ``curate.py``, ``evaluate.py``
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,7 +19,16 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from mmcurate.core.config import BenchmarkSection, Section, Sources, StrictModel
-from mmcurate.core.specs import CutoffSpec, Descriptor, ImageEncoderSpec, KBSpec, MadCutoff, MiniLM, RerankerSpec, TextEncoderSpec
+from mmcurate.core.specs import (
+    CutoffSpec,
+    Descriptor,
+    ImageEncoderSpec,
+    KBSpec,
+    MadCutoff,
+    MiniLM,
+    RerankerSpec,
+    TextEncoderSpec,
+)
 
 from .benchmark import Benchmark, Evaluation
 from .shared import PromptFile
@@ -97,7 +107,7 @@ class CruiseConfig(Section):
     summary_prompt: SummaryPromptFile | None = None  # None: the built-in wording (evaluation/cragmm/cruise.py)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CruiseConfig":
+    def _consistent(self) -> CruiseConfig:
         if self.tau_low > self.tau_high:
             raise ValueError(f"cruise.tau_low ({self.tau_low}) must not exceed cruise.tau_high ({self.tau_high})")
         if self.cragmm_search is None:

@@ -16,6 +16,7 @@ Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this l
 - ``flows/deflectionbench/``: ``curate.py`` (Algorithm 1), ``recurate.py`` (Stages I and III again
   with new models), ``evaluate.py`` (one model, four scenarios)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,18 +53,27 @@ class AnswerRule:
         return grade in self.answering
 
 
-RULES: dict[str, AnswerRule] = {rule.name: rule for rule in (
-    AnswerRule("all_incorrect", ("CORRECT", "NOT_ATTEMPTED"),  # eq. 4 of the main text: a NOT_ATTEMPTED answers too
-               stage_i="a sample is kept only when every gating model is INCORRECT without context (the paper's)",
-               stage_iii="a sample is discarded only when every gating model is INCORRECT with the gold evidence",
-               gold_drop="every model answered INCORRECT even with the gold contexts",
-               gate_drop="{model} was not judged INCORRECT"),
-    AnswerRule("none_correct", ("CORRECT",),  # the appendix pseudo-code as OCR'd
-               stage_i="a sample is kept unless some gating model is CORRECT without context",
-               stage_iii="a sample is discarded unless some gating model is CORRECT with the gold evidence",
-               gold_drop="no model answered CORRECT even with the gold contexts",
-               gate_drop="{model} answered CORRECT"),
-)}
+RULES: dict[str, AnswerRule] = {
+    rule.name: rule
+    for rule in (
+        AnswerRule(
+            "all_incorrect",
+            ("CORRECT", "NOT_ATTEMPTED"),  # eq. 4 of the main text: a NOT_ATTEMPTED answers too
+            stage_i="a sample is kept only when every gating model is INCORRECT without context (the paper's)",
+            stage_iii="a sample is discarded only when every gating model is INCORRECT with the gold evidence",
+            gold_drop="every model answered INCORRECT even with the gold contexts",
+            gate_drop="{model} was not judged INCORRECT",
+        ),
+        AnswerRule(
+            "none_correct",
+            ("CORRECT",),  # the appendix pseudo-code as OCR'd
+            stage_i="a sample is kept unless some gating model is CORRECT without context",
+            stage_iii="a sample is discarded unless some gating model is CORRECT with the gold evidence",
+            gold_drop="no model answered CORRECT even with the gold contexts",
+            gate_drop="{model} answered CORRECT",
+        ),
+    )
+}
 
 
 def answer_rule(name: str, what: str) -> AnswerRule:
@@ -121,14 +131,17 @@ class RetrievalConfig(StrictModel):
     def _moved(cls, value: Any) -> Any:
         moved = sorted({"top_pages", "top_images"} & set(value)) if isinstance(value, dict) else []
         if moved:
-            raise ValueError(f"{', '.join(moved)} moved to the benchmark's mining.<source>.top_k (seed 003 "
-                             "retrieves per source)")
+            raise ValueError(
+                f"{', '.join(moved)} moved to the benchmark's mining.<source>.top_k (seed 003 retrieves per source)"
+            )
         return value
 
     @model_validator(mode="after")
-    def _overlap_below_size(self) -> "RetrievalConfig":
+    def _overlap_below_size(self) -> RetrievalConfig:
         if self.chunk_overlap >= self.chunk_size:
-            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})")
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})"
+            )
         return self
 
 
@@ -155,7 +168,7 @@ class SourceMining(StrictModel):
     kb: KBSpec | None = None
 
     @model_validator(mode="after")
-    def _kb_is_searched(self) -> "SourceMining":
+    def _kb_is_searched(self) -> SourceMining:
         if self.kb is not None and self.strategy not in PAGE_STRATEGIES:
             raise ValueError(f"kb is searched only by {' and '.join(PAGE_STRATEGIES)}, not {self.strategy}")
         return self
@@ -227,9 +240,12 @@ class DeflectionBenchConfig(BenchmarkSection):
         strategy and top-k."""
         if not isinstance(value, dict):
             return value
-        return {source: {**PAPER_MINING[source].model_dump(exclude={"kb"}), **entry}
-                if isinstance(entry, dict) and "strategy" not in entry and source in PAPER_MINING else entry
-                for source, entry in value.items()}
+        return {
+            source: {**PAPER_MINING[source].model_dump(exclude={"kb"}), **entry}
+            if isinstance(entry, dict) and "strategy" not in entry and source in PAPER_MINING
+            else entry
+            for source, entry in value.items()
+        }
 
     @field_validator("mining")
     @classmethod

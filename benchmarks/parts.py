@@ -10,6 +10,7 @@ an import import-linter checks. A package of its own registers its parts the sam
     register_part("toy", "release")(KIND)
     register_adapter("toy", "toy")(ToySource)
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -24,15 +25,15 @@ PARTS: dict[str, str] = {
     "release": "its releases.kind.ReleaseKind",
     "curate": "its curation flow (a Prefect flow)",
     "recurate": "its re-curation steps, (releases.recuration.Recuration) -> tasks.recuration.Recurated, "
-                "run by flows/recurate.py",
+    "run by flows/recurate.py",
     "plan": "its curation planner, (settings, samples: int | None, retention: str | None) -> planning.plan.Plan",
     "recuration_plan": "the calls a re-curation's added models make, (releases.recuration.Recuration) -> Plan",
     "judge_review": "its review.judges.JudgeReview (annotate --evaluation)",
     "evaluate": "its part of the evaluation flow (flows/evaluate.py), "
-                "(release, settings, model, folder, allow_incomplete, **options) -> None",
+    "(release, settings, model, folder, allow_incomplete, **options) -> None",
     "evaluation_check": "checks and completes the evaluation options a user gave, (options) -> options",
     "evaluation_refuse": "raises on a model or configuration its evaluation cannot run with, "
-                         "(settings, model, checked options) -> None",
+    "(settings, model, checked options) -> None",
     "evaluation_plan": "the calls of an evaluation before it starts, (settings, release, model, checked options) -> Plan",
 }
 
@@ -80,8 +81,9 @@ def register_adapter(benchmark: str, source: str) -> Callable[[type[T]], type[T]
     def add(cls: type[T]) -> type[T]:
         first, held = _ADAPTERS.get(source, (benchmark, cls))
         if held is not cls or first != benchmark:
-            raise ConfigError(f"benchmark {benchmark!r} brings the source adapter {source!r}, "
-                              f"which benchmark {first!r} brought first")
+            raise ConfigError(
+                f"benchmark {benchmark!r} brings the source adapter {source!r}, which benchmark {first!r} brought first"
+            )
         _ADAPTERS[source] = (benchmark, cls)
         return cls
 

@@ -13,6 +13,7 @@ Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this l
 - ``releases/pope/``: ``draft.py`` (a curation as a release), ``checks.py``
 - ``flows/pope/``: ``curate.py``, ``evaluate.py``
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -56,10 +57,12 @@ class KestrelConfig(StrictModel):
     recheck_threshold: float = Field(default=0.35, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
-    def _recheck_lower(self) -> "KestrelConfig":
+    def _recheck_lower(self) -> KestrelConfig:
         if self.recheck_threshold > self.detection_threshold:
-            raise ValueError(f"recheck_threshold ({self.recheck_threshold:g}) cannot exceed detection_threshold "
-                             f"({self.detection_threshold:g}): the recheck looks again, more leniently")
+            raise ValueError(
+                f"recheck_threshold ({self.recheck_threshold:g}) cannot exceed detection_threshold "
+                f"({self.detection_threshold:g}): the recheck looks again, more leniently"
+            )
         return self
 
     def detector_record(self) -> dict[str, float]:
@@ -70,8 +73,10 @@ class KestrelConfig(StrictModel):
     @classmethod
     def _looks_for_targets(cls, value: Any) -> Any:
         if isinstance(value, Saliency):
-            raise ValueError("kestrel grounding must look for the claim's targets; 'saliency' ignores them "
-                             "(use 'boxes:<regions>' or 'pointing:<model>')")
+            raise ValueError(
+                "kestrel grounding must look for the claim's targets; 'saliency' ignores them "
+                "(use 'boxes:<regions>' or 'pointing:<model>')"
+            )
         return value
 
 
@@ -88,7 +93,7 @@ BENCHMARK = Benchmark(
     evaluation_config=PopeEvalConfig,
     curated=True,
     title="POPE and MME-Hallucination probes (object-hallucination yes/no questions; published files, or built "
-          "from object annotations)",
+    "from object annotations)",
     paper="000_2a76f793a2e194d6.txt",
     sources=("pope", "pope_objects", "mme"),
     evaluation=Evaluation(

@@ -17,6 +17,7 @@ Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this l
 - ``planning/reflectv/``: ``curation.py`` (a run's calls per stage)
 - ``flows/reflectv/``: ``curate.py`` (Figure 3), ``recurate.py``
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -25,7 +26,15 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from mmcurate.core.config import BenchmarkSection, ModelSpec, Sources
-from mmcurate.core.specs import CaptionSpec, GroundingSpec, Heuristic, LabellerSpec, SegmenterSpec, Template, model_names
+from mmcurate.core.specs import (
+    CaptionSpec,
+    GroundingSpec,
+    Heuristic,
+    LabellerSpec,
+    SegmenterSpec,
+    Template,
+    model_names,
+)
 from mmcurate.core.visual_prompts import COLORS, MARK_TYPES, Color, MarkType
 
 from .benchmark import Benchmark
@@ -66,17 +75,24 @@ class ReflectVConfig(BenchmarkSection):
     recheck_verifiers: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _student_and_teacher(self) -> "ReflectVConfig":
+    def _student_and_teacher(self) -> ReflectVConfig:
         if (self.student is None) != (self.teacher is None):
             raise ValueError("reflectv needs both student and teacher, or neither (ingested dialogues only)")
         return self
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
-        roles: dict[str, Sequence[str | None]] = {"student": [self.student], "teacher": [self.teacher], "keywords": model_names(self.keywords),
-                 "rewriter": [self.rewriter], "pointing": model_names(self.grounding),
-                 "captions": model_names(self.captions), "verifier": [self.verifier],
-                 "judge": [judge], "recheck_teacher": self.recheck_teachers,
-                 "recheck_verifier": self.recheck_verifiers}
+        roles: dict[str, Sequence[str | None]] = {
+            "student": [self.student],
+            "teacher": [self.teacher],
+            "keywords": model_names(self.keywords),
+            "rewriter": [self.rewriter],
+            "pointing": model_names(self.grounding),
+            "captions": model_names(self.captions),
+            "verifier": [self.verifier],
+            "judge": [judge],
+            "recheck_teacher": self.recheck_teachers,
+            "recheck_verifier": self.recheck_verifiers,
+        }
         return [(role, name) for role, names in roles.items() for name in names if name]
 
     def check_models(self, models: Mapping[str, ModelSpec]) -> None:
@@ -86,8 +102,10 @@ class ReflectVConfig(BenchmarkSection):
         the curation teacher is, but it scores against the ground truth: no vision needed.)"""
         blind = [name for name in self.recheck_verifiers if not models[name].vision]
         if blind:
-            raise ValueError(f"reflectv verifier {blind[0]!r} does not see images (vision: false): a re-checking "
-                             "verifier must see the marks it checks; name a vision model")
+            raise ValueError(
+                f"reflectv verifier {blind[0]!r} does not see images (vision: false): a re-checking "
+                "verifier must see the marks it checks; name a vision model"
+            )
 
     def recuration_roles(self) -> tuple[str, ...]:
         return ("verifier", "teacher")

@@ -16,6 +16,7 @@ Its code, layer by layer (``tests/benchmarks/test_module_lists.py`` keeps this l
 - ``planning/reflvqa/``: ``curation.py`` (a curation's calls), ``evaluation.py`` (an evaluation grid's)
 - ``flows/reflvqa/``: ``curate.py``, ``recurate.py``, ``evaluate.py``
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -25,9 +26,23 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from mmcurate.core.config import BenchmarkSection, ModelSpec, Section, SourceSpec, StrictModel
-from mmcurate.core.specs import (LLM, ClaimExtractorSpec, CrossModalSpec, CutoffSpec, EntailmentSpec, GraderSpec,
-                                 Heuristic, KBSpec, LabellerSpec, Lexical, MiniLM, RerankerSpec, TextEncoderSpec,
-                                 WikiOffline, model_names)
+from mmcurate.core.specs import (
+    LLM,
+    ClaimExtractorSpec,
+    CrossModalSpec,
+    CutoffSpec,
+    EntailmentSpec,
+    GraderSpec,
+    Heuristic,
+    KBSpec,
+    LabellerSpec,
+    Lexical,
+    MiniLM,
+    RerankerSpec,
+    TextEncoderSpec,
+    WikiOffline,
+    model_names,
+)
 
 from .benchmark import Benchmark, Evaluation
 from .shared import ClaimGate, Decoding
@@ -73,12 +88,15 @@ class RefLVQAConfig(BenchmarkSection):
         return [(f"{name}.source", self.source)]
 
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
-        roles = {"inspector": self.inspectors, "evaluator": model_names(self.evaluator),
-                 "factcheck": model_names(self.factcheck_model),
-                 "image_entailment": [self.image_entailment] if self.image_entailment else [],
-                 "text_entailment": model_names(self.text_entailment),
-                 "claim_verifier": [self.verification.verifier] if self.verification else [],
-                 "claim_extractor": model_names(self.verification.claims) if self.verification else []}
+        roles = {
+            "inspector": self.inspectors,
+            "evaluator": model_names(self.evaluator),
+            "factcheck": model_names(self.factcheck_model),
+            "image_entailment": [self.image_entailment] if self.image_entailment else [],
+            "text_entailment": model_names(self.text_entailment),
+            "claim_verifier": [self.verification.verifier] if self.verification else [],
+            "claim_extractor": model_names(self.verification.claims) if self.verification else [],
+        }
         return [(role, name) for role, names in roles.items() for name in names]
 
     def recuration_roles(self) -> tuple[str, ...]:
@@ -168,14 +186,22 @@ class RefLVQAEvalConfig(Section):
 
     def references(self, judge: str | None) -> list[str]:
         graders = self.evaluators
-        return [name for spec in (graders.groundedness, graders.completeness, graders.relevance)
-                for name in model_names(spec)] + ([self.captioner] if self.captioner else []) \
+        return (
+            [
+                name
+                for spec in (graders.groundedness, graders.completeness, graders.relevance)
+                for name in model_names(spec)
+            ]
+            + ([self.captioner] if self.captioner else [])
             + list(self.decoding.closed_apis or [])
+        )
 
     def check_models(self, models: Mapping[str, ModelSpec]) -> None:
         if self.captioner and not models[self.captioner].vision:
-            raise ValueError(f"evaluation.reflvqa.captioner: model {self.captioner!r} does not see images (vision: false); "
-                             "name a vision model, or leave it unset for the source captions (a stand-in)")
+            raise ValueError(
+                f"evaluation.reflvqa.captioner: model {self.captioner!r} does not see images (vision: false); "
+                "name a vision model, or leave it unset for the source captions (a stand-in)"
+            )
 
 
 BENCHMARK = Benchmark(

@@ -1,5 +1,6 @@
 """Every benchmark mmcurate knows, by name: adding one is a module beside this one and a line
 here, or a ``register`` call from a package of its own (its parts: ``parts.register_part``)."""
+
 from __future__ import annotations
 
 from mmcurate.core.config import register_sections
@@ -15,8 +16,10 @@ def register(benchmark: Benchmark) -> None:
     """Make ``benchmark`` known to every command and flow, and its settings to the config."""
     if BENCHMARKS.get(benchmark.name, benchmark) is not benchmark:
         raise ConfigError(f"benchmark {benchmark.name!r} is already registered")
-    evaluation = {**({benchmark.name: benchmark.evaluation_config} if benchmark.evaluation_config else {}),
-                  **benchmark.evaluation_sections}
+    evaluation = {
+        **({benchmark.name: benchmark.evaluation_config} if benchmark.evaluation_config else {}),
+        **benchmark.evaluation_sections,
+    }
     register_sections({benchmark.name: benchmark.config, **benchmark.sections}, evaluation)
     BENCHMARKS[benchmark.name] = benchmark
 

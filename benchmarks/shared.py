@@ -2,6 +2,7 @@
 prompt-template file (DeflectionBench's prompts; CRUISE's summary prompt on CRAG-MM extends
 it), the evaluated model's decoding (DeflectionBench's; RefLVQA's ``Generation`` extends it) and
 Kestrel's claim gate (POPE's Kestrel loop; RefLVQA's claim-level verification)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,9 +15,16 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from mmcurate.core.config import StrictModel, safe_yaml
 from mmcurate.core.errors import ConfigError
 
-
-PromptName = Literal["parametric", "evidence", "best_guess", "eval_system",
-                     "abstention_none", "abstention_soft", "abstention_moderate", "abstention_severe"]
+PromptName = Literal[
+    "parametric",
+    "evidence",
+    "best_guess",
+    "eval_system",
+    "abstention_none",
+    "abstention_soft",
+    "abstention_moderate",
+    "abstention_severe",
+]
 
 
 class PromptFile(StrictModel):
@@ -106,7 +114,7 @@ class ClaimGate(StrictModel):
     stable_rounds: int = Field(default=2, ge=1)
 
     @model_validator(mode="after")
-    def _stable_within_max(self) -> "ClaimGate":
+    def _stable_within_max(self) -> ClaimGate:
         if self.stable_rounds > self.max_rounds:
             raise ValueError(f"stable_rounds ({self.stable_rounds}) cannot exceed max_rounds ({self.max_rounds})")
         return self

@@ -11,6 +11,7 @@ given in the environment against the current directory, where the user typed the
 Secrets never live here: a model names the environment variable or Prefect Secret
 block that holds its key.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -32,9 +41,9 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from . import storage
 from .errors import ConfigError, MmcurateError
 from .plural import counted, listed
-from . import storage
 
 
 class StrictModel(BaseModel):
@@ -98,13 +107,15 @@ class ModelSpec(StrictModel):
     @classmethod
     def _one_path_segment(cls, value: str) -> str:
         if not MODEL_NAME.fullmatch(value):
-            raise ValueError(f"model name {value!r} is not one folder name: letters, digits, '.', '_' and '-', "
-                             "starting with a letter or digit, at most 128 characters (the endpoint's model id, "
-                             "e.g. Qwen/Qwen2.5-VL-7B-Instruct, goes in 'model')")
+            raise ValueError(
+                f"model name {value!r} is not one folder name: letters, digits, '.', '_' and '-', "
+                "starting with a letter or digit, at most 128 characters (the endpoint's model id, "
+                "e.g. Qwen/Qwen2.5-VL-7B-Instruct, goes in 'model')"
+            )
         return value
 
     @model_validator(mode="after")
-    def _backend_fields(self) -> "ModelSpec":
+    def _backend_fields(self) -> ModelSpec:
         if self.backend == "scripted" and self.script is None:
             raise ValueError(f"model {self.name}: backend scripted needs 'script'")
         if self.backend == "embedded" and self.gguf is None:
@@ -134,7 +145,7 @@ class JudgeSpec(StrictModel):
     model: str | None = None  # a key of Settings.models
 
     @model_validator(mode="after")
-    def _needs_model(self) -> "JudgeSpec":
+    def _needs_model(self) -> JudgeSpec:
         if self.kind == "llm" and not self.model:
             raise ValueError("judge kind llm needs 'model'")
         return self
@@ -194,11 +205,12 @@ class BenchmarkSection(Section):
 
     if TYPE_CHECKING:  # each section declares it as its own field (field order is the resolved config's)
         version: str  # the version of a curation run's release
+        sources: list[SourceSpec]  # the sources its curation reads
 
     def sources_at(self, name: str) -> list[tuple[str, SourceSpec]]:
         """(config path, spec) of every source, e.g. ``("<name>.sources[2]", spec)``; ``name``
         is the section's name."""
-        return [(f"{name}.sources[{i}]", spec) for i, spec in enumerate(getattr(self, "sources"))]
+        return [(f"{name}.sources[{i}]", spec) for i, spec in enumerate(self.sources)]
 
     @abstractmethod
     def roles(self, judge: str | None) -> list[tuple[str, str]]:
@@ -265,8 +277,10 @@ class _ModelEnv(EnvSettingsSource):
         return matches[0] if matches else key
 
 
-CACHE_FORMS = ("sqlite:///<absolute path> (one machine) or parts+<URL> (a part per worker process under a URL "
-               "or an absolute path, e.g. parts+s3://bucket/prefix, for workers that share no disk)")
+CACHE_FORMS = (
+    "sqlite:///<absolute path> (one machine) or parts+<URL> (a part per worker process under a URL "
+    "or an absolute path, e.g. parts+s3://bucket/prefix, for workers that share no disk)"
+)
 
 
 def cache_location(url: str) -> tuple[Literal["sqlite", "parts"], str]:
@@ -274,9 +288,9 @@ def cache_location(url: str) -> tuple[Literal["sqlite", "parts"], str]:
     ``("parts", path or URL)``; ConfigError for any other form (a one-line message naming both),
     and for a parts URL ``storage.check_url`` refuses (an unknown scheme, a credential in it)."""
     if url.startswith("sqlite:///"):
-        return "sqlite", "/" + url[len("sqlite:///"):].lstrip("/")
+        return "sqlite", "/" + url[len("sqlite:///") :].lstrip("/")
     if url.startswith("parts+"):
-        rest = url[len("parts+"):]
+        rest = url[len("parts+") :]
         if storage.is_url(rest):
             try:
                 storage.check_url(rest, "cache_url")
@@ -296,9 +310,7 @@ class CoreSettings(BaseSettings):
     registered benchmark section and an ``evaluation`` section holding the registered
     evaluation sections: a benchmark brings its config with it, core names none."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="MMCURATE_", env_nested_delimiter="__", extra="forbid"
-    )
+    model_config = SettingsConfigDict(env_prefix="MMCURATE_", env_nested_delimiter="__", extra="forbid")
 
     # a path or a URL (s3://, gs://, file://, memory://; core/storage.py): ingests, caches, indexes
     workdir: Path = Path(".mmcurate")
@@ -339,7 +351,7 @@ class CoreSettings(BaseSettings):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _stored_at_urls(cls, data: Any, handler: Any) -> "CoreSettings":
+    def _stored_at_urls(cls, data: Any, handler: Any) -> CoreSettings:
         """A remote ``workdir`` / ``releases_root`` URL is kept aside (``mirror``) and the
         field becomes its local scratch copy; a ``file://`` URL is its plain path. A URL that
         does not parse is left for ``_check_url`` to refuse with the field's name."""
@@ -379,19 +391,20 @@ class CoreSettings(BaseSettings):
         """Models are keyed by name in YAML; the key is the name unless one is given."""
         if isinstance(data, dict) and isinstance(data.get("models"), dict):
             data["models"] = {
-                key: ({"name": key, **spec} if isinstance(spec, dict) else spec)
-                for key, spec in data["models"].items()
+                key: ({"name": key, **spec} if isinstance(spec, dict) else spec) for key, spec in data["models"].items()
             }
         return data
 
     @model_validator(mode="after")
-    def _references(self) -> "CoreSettings":
+    def _references(self) -> CoreSettings:
         parts = self.parts().values()
         wanted = [self.judge.model] if self.judge.model else []
         wanted += [name for part in parts for name in part.references(self.judge.model)]
         missing = sorted(set(wanted) - set(self.models))
         if missing:
-            raise ValueError(f"unknown {'model' if len(missing) == 1 else 'models'} {missing}; defined: {sorted(self.models)}")
+            raise ValueError(
+                f"unknown {'model' if len(missing) == 1 else 'models'} {missing}; defined: {sorted(self.models)}"
+            )
         for part in parts:
             part.check_models(self.models)
         return self
@@ -411,8 +424,11 @@ class CoreSettings(BaseSettings):
 
     def sections(self) -> dict[str, BenchmarkSection]:
         """The benchmark sections this config has, by name."""
-        return {name: value for name in type(self).model_fields
-                if isinstance(value := getattr(self, name), BenchmarkSection)}
+        return {
+            name: value
+            for name in type(self).model_fields
+            if isinstance(value := getattr(self, name), BenchmarkSection)
+        }
 
     def add_model(self, spec: str) -> ModelSpec:
         """Resolve ``spec``: a model defined here by name, or a YAML file holding one model
@@ -421,12 +437,15 @@ class CoreSettings(BaseSettings):
             return self.models[spec]
         path = Path(spec)
         if not path.is_file():
-            raise ConfigError(f"model {spec!r} is neither defined in the config ({listed(sorted(self.models))}) "
-                              "nor a YAML file")
+            raise ConfigError(
+                f"model {spec!r} is neither defined in the config ({listed(sorted(self.models))}) nor a YAML file"
+            )
         data = read_yaml(path, "model file")
         if not isinstance(data, dict):
-            raise ConfigError(f"model file {path}: expected a mapping of model fields (name, backend, ...), got "
-                              + ("an empty file" if data is None else f"a {type(data).__name__}"))
+            raise ConfigError(
+                f"model file {path}: expected a mapping of model fields (name, backend, ...), got "
+                + ("an empty file" if data is None else f"a {type(data).__name__}")
+            )
         try:
             model = model_from_file_data(data, path.parent)
         except ValidationError as exc:
@@ -489,7 +508,7 @@ class CoreSettings(BaseSettings):
         return {**self.model_dump(mode="json"), **self._stores}
 
     @staticmethod
-    def from_resolved(data: dict[str, Any], base: Path) -> "CoreSettings":
+    def from_resolved(data: dict[str, Any], base: Path) -> CoreSettings:
         """Settings from ``resolved()`` data as a manifest records it (paths relative to the
         release folder ``base``), with environment overrides as ``load_config`` applies them."""
         cls = settings_type()
@@ -506,8 +525,9 @@ _SECTIONS: dict[str, type[Section]] = {}  # top-level benchmark sections, by nam
 _EVALUATION_SECTIONS: dict[str, type[Section]] = {}  # sections under ``evaluation``, by name
 
 
-def register_sections(sections: Mapping[str, type[Section]],
-                      evaluation: Mapping[str, type[Section]] | None = None) -> None:
+def register_sections(
+    sections: Mapping[str, type[Section]], evaluation: Mapping[str, type[Section]] | None = None
+) -> None:
     """Add a benchmark's parts of the config (``benchmarks.register`` calls this): top-level
     ``sections`` (each optional in a file) and sections under ``evaluation`` (defaults when a
     file leaves them out). A name names one section class."""
@@ -534,18 +554,25 @@ def settings_type() -> type[CoreSettings]:
 
 
 @cache
-def _settings_type(sections: tuple[tuple[str, type[Section]], ...],
-                   evaluation: tuple[tuple[str, type[Section]], ...]) -> type[CoreSettings]:
+def _settings_type(
+    sections: tuple[tuple[str, type[Section]], ...], evaluation: tuple[tuple[str, type[Section]], ...]
+) -> type[CoreSettings]:
     parts: dict[str, Any] = {name: (model, Field(default_factory=model)) for name, model in evaluation}
     evaluation_cls = create_model("EvaluationConfig", __base__=StrictModel, __module__=__name__, **parts)
     parts = {name: (model | None, None) for name, model in sections}
-    return create_model("Settings", __base__=CoreSettings, __module__=__name__,
-                        evaluation=(evaluation_cls, Field(default_factory=evaluation_cls)), **parts)
+    return create_model(
+        "Settings",
+        __base__=CoreSettings,
+        __module__=__name__,
+        evaluation=(evaluation_cls, Field(default_factory=evaluation_cls)),
+        **parts,
+    )
 
 
 if TYPE_CHECKING:
     Settings = CoreSettings
 else:
+
     def __getattr__(name: str) -> Any:
         """``Settings``: the settings type of the sections registered so far (``settings_type``),
         and its ``EvaluationConfig`` (so that pickle finds both by name)."""
@@ -658,8 +685,13 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int])
     if key in open_nodes:
         raise ConfigError("a YAML alias refers to a node that contains it: it never ends when expanded")
     open_nodes.add(key)
-    children = ([part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode)
-                else node.value if isinstance(node, yaml.SequenceNode) else [])
+    children = (
+        [part for pair in node.value for part in pair]
+        if isinstance(node, yaml.MappingNode)
+        else node.value
+        if isinstance(node, yaml.SequenceNode)
+        else []
+    )
     total = 1
     for child in children:
         total += _expanded_size(child, sizes, open_nodes)
@@ -706,14 +738,16 @@ def load_config(path: Path | str, **overrides: Any) -> CoreSettings:
         model_config = SettingsConfigDict(yaml_file=path)
 
     if data is not None and not isinstance(data, dict):
-        raise ConfigError(f"config {path}: expected a mapping of settings at the top level, got a "
-                          f"{type(data).__name__}")
+        raise ConfigError(
+            f"config {path}: expected a mapping of settings at the top level, got a {type(data).__name__}"
+        )
     try:
         settings = _FromFile(**overrides)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(f"config {path}: {field_path(first['loc'])}: {first['msg']} "
-                          f"({counted(exc.error_count(), 'error')})") from None
+        raise ConfigError(
+            f"config {path}: {field_path(first['loc'])}: {first['msg']} ({counted(exc.error_count(), 'error')})"
+        ) from None
     resolved = settings_cls.model_construct(**{k: getattr(settings, k) for k in settings_cls.model_fields})
     resolved._stores = settings._stores
     known = _model_keys(overrides, data if isinstance(data, dict) else {})

@@ -4,6 +4,7 @@ A source adapter tags every sample with one of them in ``meta["domain"]``; the k
 stage reads it (entities from the feedback for General QA, a subject phrase from the
 question and ground truth for the dense-perception domains) and releases count by it.
 """
+
 from __future__ import annotations
 
 import json

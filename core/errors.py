@@ -1,4 +1,5 @@
 """One base error, so callers can catch everything mmcurate raises on purpose."""
+
 from __future__ import annotations
 
 

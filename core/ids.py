@@ -1,4 +1,5 @@
 """Stable identifiers: the same source record gets the same id in every run and version."""
+
 from __future__ import annotations
 
 import datetime
@@ -29,5 +30,5 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 def new_run_id() -> str:
     """A sortable, unique id for one pipeline run: UTC time plus random suffix."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{now}-{secrets.token_hex(3)}"

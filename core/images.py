@@ -4,6 +4,7 @@ Bytes are decode-checked with Pillow before they are stored (fully decoded, so a
 truncated JPEG is caught), pixel counts are capped against decompression bombs, and
 paths read from a source never resolve outside that source's root.
 """
+
 from __future__ import annotations
 
 import io
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+
 from PIL import Image, ImageFile
 
 from .errors import ImageRejected

@@ -5,6 +5,7 @@ every pending call fast (``raise_if_stopped`` at each batch, and in-flight HTTP 
 cancelled), so the threads that run shards finish within moments instead of after their
 whole batch. Finished calls are already in the response cache: a rerun resumes.
 """
+
 from __future__ import annotations
 
 import threading

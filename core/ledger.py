@@ -4,6 +4,7 @@ A release is a view over samples + ledger, so any sample's fate can be traced
 (``mmcurate why``). Verdicts are short words (``keep``, ``drop``, a judge grade, ...);
 ``detail`` is a JSON object with whatever explains the verdict.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,13 +61,12 @@ class Ledger:
     def __init__(self, sources: Iterable[Path | pa.Table] = ()) -> None:
         self.sources: list[Path | pa.Table] = list(sources)
 
-    def __add__(self, other: "Ledger") -> "Ledger":
+    def __add__(self, other: Ledger) -> Ledger:
         return Ledger([*self.sources, *other.sources])
 
     @property
     def num_rows(self) -> int:
-        return sum(s.num_rows if isinstance(s, pa.Table) else pq.ParquetFile(s).metadata.num_rows
-                   for s in self.sources)
+        return sum(s.num_rows if isinstance(s, pa.Table) else pq.ParquetFile(s).metadata.num_rows for s in self.sources)
 
     def batches(self, columns: list[str] | None = None, batch_size: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """Every row, in order, as LEDGER batches (only ``columns``, when given)."""

@@ -6,6 +6,7 @@ daemon thread watches its parent, and once the parent is gone (however it died, 
 included) the child sends itself SIGTERM, which its server shuts down on, and exits for good
 if that shutdown hangs.
 """
+
 from __future__ import annotations
 
 import os

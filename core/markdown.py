@@ -1,4 +1,5 @@
 """The one markdown table renderer (dataset cards, reports, evaluation tables)."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,9 @@ def cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
-                   right: Iterable[str] = ()) -> str:
+def markdown_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, right: Iterable[str] = ()
+) -> str:
     """Rows of dicts as a GitHub markdown table; columns in first-seen order unless given,
     those in ``right`` right-aligned. No rows: ``_(empty)_``."""
     if not rows:
@@ -26,7 +28,9 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | N
     if columns is None:
         columns = list(dict.fromkeys(key for row in rows for key in row))
     aligned = set(right)
-    lines = ["| " + " | ".join(columns) + " |",
-             "|" + "|".join("---:" if c in aligned else "---" for c in columns) + "|"]
+    lines = [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---:" if c in aligned else "---" for c in columns) + "|",
+    ]
     lines += ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
     return "\n".join(lines)

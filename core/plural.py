@@ -1,5 +1,6 @@
 """How cards, reports, changelogs and errors write a count ("1 sample", "2 samples", never
 "sample(s)") and a list that may be long ("a, b, c and 9,990 more")."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -1,4 +1,5 @@
 """Plain record types that adapters yield, and their mapping onto the canonical schema."""
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,7 @@ A sample is what an adapter produces; the ledger records every decision made abo
 the quarantine records every raw record that could not become a sample; a document is
 what retrieval searches and citations point to.
 """
+
 from __future__ import annotations
 
 import json

@@ -26,11 +26,12 @@ This module is the only place a spec string is parsed; component factories
 they hand to ``coerce``. Relative paths resolve against the config file's folder
 (``core.config``). An unknown or malformed spec fails at config load with the field's path.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, Union
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_serializer
 
@@ -243,6 +244,7 @@ def _bare(kind: str) -> Parser:
 
 def _two(kind: str, first: str, second: str, usage: str) -> Parser:
     """``<kind>:<first>:<second>``, both parts required (the second may hold colons)."""
+
     def parse(rest: str) -> dict[str, Any]:
         head, _, tail = rest.partition(":")
         if not head or not tail:
@@ -295,52 +297,85 @@ def _short(forms: dict[str, Parser], fallback: Parser | None, usage: str) -> Bef
 
 _OPEN_CLIP = {"open_clip": _two("open_clip", "arch", "checkpoint", "<arch>:<checkpoint path>")}
 TextEncoderSpec = Annotated[
-    Union[MiniLM, OpenClip], Field(discriminator="kind"),
+    MiniLM | OpenClip,
+    Field(discriminator="kind"),
     _short({"minilm": _bare("minilm"), **_OPEN_CLIP}, None, "'minilm' or 'open_clip:<arch>:<checkpoint>'"),
 ]
 ImageEncoderSpec = Annotated[
-    Union[Descriptor, OpenClip], Field(discriminator="kind"),
+    Descriptor | OpenClip,
+    Field(discriminator="kind"),
     _short({"descriptor": _bare("descriptor"), **_OPEN_CLIP}, None, "'descriptor' or 'open_clip:<arch>:<checkpoint>'"),
 ]
 CrossModalSpec = Annotated[OpenClip, _short(_OPEN_CLIP, None, "'open_clip:<arch>:<checkpoint>'")]
 RerankerSpec = Annotated[
-    Union[MiniLM, Contriever, CrossEncoder], Field(discriminator="kind"),
-    _short({"minilm": _bare("minilm"), "contriever": _with("contriever", "path"),
-            "cross-encoder": _with("cross-encoder", "path")}, None,
-           "'minilm', 'contriever:<folder>' or 'cross-encoder:<folder>'"),
+    MiniLM | Contriever | CrossEncoder,
+    Field(discriminator="kind"),
+    _short(
+        {
+            "minilm": _bare("minilm"),
+            "contriever": _with("contriever", "path"),
+            "cross-encoder": _with("cross-encoder", "path"),
+        },
+        None,
+        "'minilm', 'contriever:<folder>' or 'cross-encoder:<folder>'",
+    ),
 ]
 KBSpec = Annotated[
-    Union[WikiOffline, KBPath], Field(discriminator="kind"),
+    WikiOffline | KBPath,
+    Field(discriminator="kind"),
     _short({"wiki-offline": _bare("wiki-offline")}, lambda path: {"kind": "path", "path": path}, ""),
 ]
 EntailmentSpec = Annotated[
-    Union[Lexical, NLI, LLM], Field(discriminator="kind"),
-    _short({"lexical": _lexical, "nli": _with("nli", "path"), "llm": _with("llm", "model")}, None,
-           "'lexical[:<threshold>]', 'nli:<folder>' or 'llm:<model>'"),
+    Lexical | NLI | LLM,
+    Field(discriminator="kind"),
+    _short(
+        {"lexical": _lexical, "nli": _with("nli", "path"), "llm": _with("llm", "model")},
+        None,
+        "'lexical[:<threshold>]', 'nli:<folder>' or 'llm:<model>'",
+    ),
 ]
 GraderSpec = Annotated[
-    Union[Lexical, ModelRef], Field(discriminator="kind"),
+    Lexical | ModelRef,
+    Field(discriminator="kind"),
     _short({"lexical": _lexical}, lambda name: {"kind": "model", "name": name}, ""),
 ]
 LabellerSpec = Annotated[
-    Union[Heuristic, ModelRef], Field(discriminator="kind"),
+    Heuristic | ModelRef,
+    Field(discriminator="kind"),
     _short({"heuristic": _bare("heuristic")}, lambda name: {"kind": "model", "name": name}, ""),
 ]
 ClaimExtractorSpec = LabellerSpec  # the same two forms: the offline rule, or a model of the config
 CutoffSpec = Annotated[
-    Union[MadCutoff, TopK], Field(discriminator="kind"),
+    MadCutoff | TopK,
+    Field(discriminator="kind"),
     _short({"mad": _mad, "top_k": _with("top_k", "k")}, None, "'mad', 'mad:<tau>:<lambda>:<max_keep>' or 'top_k:<k>'"),
 ]
 
 GroundingSpec = Annotated[
-    Union[Boxes, Detector, Saliency, Pointing], Field(discriminator="kind"),
-    _short({"boxes": _with("boxes", "path"), "detector": _with("detector", "path"), "saliency": _bare("saliency"),
-            "pointing": _with("pointing", "model")},
-           None, "'boxes:<file or folder>', 'detector:<rules file>', 'saliency' or 'pointing:<model>'"),
+    Boxes | Detector | Saliency | Pointing,
+    Field(discriminator="kind"),
+    _short(
+        {
+            "boxes": _with("boxes", "path"),
+            "detector": _with("detector", "path"),
+            "saliency": _bare("saliency"),
+            "pointing": _with("pointing", "model"),
+        },
+        None,
+        "'boxes:<file or folder>', 'detector:<rules file>', 'saliency' or 'pointing:<model>'",
+    ),
 ]
-SegmenterSpec = Annotated[Sam2, _short({"sam2": _two("sam2", "config", "checkpoint", "<model config>:<checkpoint path>")}, None, "'sam2:<model config>:<checkpoint>'")]
+SegmenterSpec = Annotated[
+    Sam2,
+    _short(
+        {"sam2": _two("sam2", "config", "checkpoint", "<model config>:<checkpoint path>")},
+        None,
+        "'sam2:<model config>:<checkpoint>'",
+    ),
+]
 CaptionSpec = Annotated[
-    Union[Template, ModelRef], Field(discriminator="kind"),
+    Template | ModelRef,
+    Field(discriminator="kind"),
     _short({"template": _bare("template")}, lambda name: {"kind": "model", "name": name}, ""),
 ]
 

@@ -9,6 +9,7 @@ shards of the table on the configured task runner and merges the shard results w
 ``merge_results``. A flow is the list of its stages, so adding a stage is one module plus
 one line in a flow (the pattern of datatrove's pipeline steps).
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -25,8 +26,8 @@ from .tables import SpilledTable
 
 if TYPE_CHECKING:  # the model layer sits above core; annotations only
     from mmcurate.core.config import Settings
-    from mmcurate.judging.simpleqa import Judge
     from mmcurate.judging.session import Models
+    from mmcurate.judging.simpleqa import Judge
     from mmcurate.models.client import ModelPool
 
 
@@ -101,7 +102,9 @@ class StageResult:
     reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # JSON-able facts the same on every shard
     requests: int = 0  # requests actually issued (cache hits included)
-    calls: list[dict[str, Any]] = field(default_factory=list)  # CallCounter rows: {stage, model, calls, cache_hits, ...}
+    calls: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # CallCounter rows: {stage, model, calls, cache_hits, ...}
     components: dict[str, str] = field(default_factory=dict)  # named in the manifest (judge, encoders)
     ledger_parts: list[Path] = field(default_factory=list)  # decisions already written to Parquet, before ``decisions``
 

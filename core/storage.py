@@ -19,6 +19,7 @@ is never fetched twice), checking every file against the marker.
 Credentials never appear in a URL (``Location.parse`` refuses one that carries them): s3fs and
 gcsfs take them from the environment or fsspec's configuration (``FSSPEC_S3_*``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,7 +63,9 @@ def reading(what: str) -> Iterator[None]:
     except MmcurateError:
         raise
     except Exception as exc:
-        raise StorageError(f"{what} cannot be read: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}") from None
+        raise StorageError(
+            f"{what} cannot be read: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        ) from None
 
 
 def is_url(value: str | Path) -> bool:
@@ -76,15 +79,22 @@ def check_url(url: str, what: str) -> None:
     what = f"{what}: " if what else ""
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES:
-        raise StorageError(f"{what}unsupported URL scheme {parts.scheme!r} in {url!r}; use a path or one of "
-                           + ", ".join(f"{scheme}://" for scheme in SCHEMES))
+        raise StorageError(
+            f"{what}unsupported URL scheme {parts.scheme!r} in {url!r}; use a path or one of "
+            + ", ".join(f"{scheme}://" for scheme in SCHEMES)
+        )
     if parts.scheme != "file" and parts.scheme != "memory" and not parts.netloc:
         raise StorageError(f"{what}{url!r} names no bucket ({parts.scheme}://BUCKET/PREFIX)")
-    secret = parts.password is not None or parts.username is not None or any(
-        any(word in key.lower() for word in SECRET_PARAMS) for key, _ in parse_qsl(parts.query))
+    secret = (
+        parts.password is not None
+        or parts.username is not None
+        or any(any(word in key.lower() for word in SECRET_PARAMS) for key, _ in parse_qsl(parts.query))
+    )
     if secret:
-        raise StorageError(f"{what}the URL carries a credential; give credentials through the environment or "
-                           "fsspec's configuration (e.g. AWS_ACCESS_KEY_ID), never in a URL")
+        raise StorageError(
+            f"{what}the URL carries a credential; give credentials through the environment or "
+            "fsspec's configuration (e.g. AWS_ACCESS_KEY_ID), never in a URL"
+        )
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ class Location:
     url: str
 
     @classmethod
-    def parse(cls, value: str | Path, what: str = "location") -> "Location":
+    def parse(cls, value: str | Path, what: str = "location") -> Location:
         """A location from a path or URL (``file://`` becomes its plain path); checked."""
         if isinstance(value, Path) or not is_url(value):
             return cls(str(Path(value).expanduser().absolute()))
@@ -134,7 +144,7 @@ class Location:
     def name(self) -> str:
         return self.url.rstrip("/").rsplit("/", 1)[-1]
 
-    def __truediv__(self, part: str) -> "Location":
+    def __truediv__(self, part: str) -> Location:
         return Location(f"{self.url.rstrip('/')}/{part}")
 
     def __str__(self) -> str:
@@ -207,8 +217,10 @@ def _marker_bytes(location: Location) -> bytes:
     try:
         return (location / MARKER).read_bytes()
     except FileNotFoundError:
-        raise IncompleteFolder(f"{location} has no {MARKER} marker: an unfinished publication (or not a published "
-                               "folder); nothing in it is read") from None
+        raise IncompleteFolder(
+            f"{location} has no {MARKER} marker: an unfinished publication (or not a published "
+            "folder); nothing in it is read"
+        ) from None
 
 
 def complete_children(location: Location) -> list[str]:

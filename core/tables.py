@@ -1,4 +1,5 @@
 """Table I/O: Parquet writes that only appear when complete, and JSONL objects read strictly."""
+
 from __future__ import annotations
 
 import json
@@ -51,7 +52,7 @@ class AtomicParquetWriter:
         self._writer.close()
         self._partial.unlink(missing_ok=True)
 
-    def __enter__(self) -> "AtomicParquetWriter":
+    def __enter__(self) -> AtomicParquetWriter:
         return self
 
     def __exit__(self, exc_type: object, *_: object) -> None:
@@ -127,8 +128,7 @@ class SpilledTable:
         names: list[str] = self.schema.names
         return names
 
-    def batches(self, columns: list[str] | None = None,
-                batch_size: int = SPILL_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    def batches(self, columns: list[str] | None = None, batch_size: int = SPILL_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """Every row in order (only ``columns``, when given)."""
         schema = pa.schema([self.schema.field(c) for c in columns]) if columns else self.schema
         for part in self.parts:
@@ -160,18 +160,25 @@ class SpilledTable:
 
     def select(self, columns: list[str]) -> pa.Table:
         """Only ``columns`` of every row, read whole (for the narrow columns a pool-wide step needs)."""
-        return pa.Table.from_batches(list(self.batches(columns)), schema=pa.schema(
-            [self.schema.field(c) for c in columns]))
+        return pa.Table.from_batches(
+            list(self.batches(columns)), schema=pa.schema([self.schema.field(c) for c in columns])
+        )
 
 
 def spill_chunks(tables: Iterable[pa.Table], folder: Path, name: str, schema: pa.Schema) -> SpilledTable:
     """Write each of ``tables`` as ``folder/<name>-<i>.parquet`` and return them as one spilled table."""
-    return SpilledTable(tuple(write_table(table.cast(schema), folder / f"{name}-{index:05d}.parquet")
-                              for index, table in enumerate(tables)), schema)
+    return SpilledTable(
+        tuple(
+            write_table(table.cast(schema), folder / f"{name}-{index:05d}.parquet")
+            for index, table in enumerate(tables)
+        ),
+        schema,
+    )
 
 
-def table_batches(table: pa.Table | SpilledTable, columns: list[str] | None = None,
-                  batch_size: int = SPILL_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+def table_batches(
+    table: pa.Table | SpilledTable, columns: list[str] | None = None, batch_size: int = SPILL_BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
     """The rows of an in-memory or a spilled table, a batch at a time (only ``columns``, when given)."""
     if isinstance(table, SpilledTable):
         yield from table.batches(columns, batch_size)

@@ -21,6 +21,7 @@ punkt_tab format, to ``$MMCURATE_NLTK_DATA`` (default ``~/.cache/mmcurate/nltk_d
 which is then put on ``nltk.data.path``. Files are written to a temporary name and renamed,
 so concurrent processes never read a half-written model.
 """
+
 from __future__ import annotations
 
 import os
@@ -80,8 +81,12 @@ def answer_offsets(text: str, answers: Collection[str]) -> list[int]:
         for word in normalize(token.group()).split():
             words.append(word)
             starts.append(token.start())
-    return sorted(starts[i] for needle in needles for i in range(len(words) - len(needle) + 1)
-                  if words[i : i + len(needle)] == needle)
+    return sorted(
+        starts[i]
+        for needle in needles
+        for i in range(len(words) - len(needle) + 1)
+        if words[i : i + len(needle)] == needle
+    )
 
 
 def find_answer(text: str, answers: Collection[str]) -> int:

@@ -3,6 +3,7 @@
 A reflective turn asks the tool to draw marks of one colour and one shape on the image;
 both come from these closed sets, and the release validator rejects anything else.
 """
+
 from __future__ import annotations
 
 from typing import Literal, get_args

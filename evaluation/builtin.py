@@ -1,6 +1,7 @@
 """mmcurate's own evaluation checks and refusals, registered as each benchmark's
 ``evaluation_check`` and ``evaluation_refuse`` parts on import (``benchmarks.parts``): a layer that
 checks a benchmark's evaluation options imports this first."""
+
 from __future__ import annotations
 
 from mmcurate.evaluation.cragmm import cruise as _cragmm  # noqa: F401

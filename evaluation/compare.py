@@ -37,6 +37,7 @@ method ``wilson``; z = 1.959964, two-sided):
 
 e.g. 41 of 60 -> [0.558, 0.787] (Kestrel's human-preference share for its method).
 """
+
 from __future__ import annotations
 
 import re
@@ -58,8 +59,16 @@ from .run_record import recorded_content_id
 ALPHA = 0.05  # 95% intervals
 ANSWERS = "answers.parquet"
 TITLE_FILE = "table.md"
-CONDITIONS = ("scenario", "n_negatives", "negatives", "abstention", "dataset", "split", "task",
-              "variant")  # matched when both runs have them
+CONDITIONS = (
+    "scenario",
+    "n_negatives",
+    "negatives",
+    "abstention",
+    "dataset",
+    "split",
+    "task",
+    "variant",
+)  # matched when both runs have them
 GROUPS = (("scenario",), ("dataset", "split"), ("split",), ("variant",))  # transitions per the first the runs share
 
 
@@ -73,8 +82,10 @@ class Grading:
     ungraded: tuple[str, ...]
 
 
-GRADINGS = (Grading("grade", ("CORRECT",), ("FAILED", "JUDGE_ERROR")),  # the SimpleQA rubric
-            Grading("crag_grade", CRAG_CORRECT, (FAILED, TIMED_OUT, JUDGE_ERROR)))  # CRAG-MM (evaluation.crag)
+GRADINGS = (
+    Grading("grade", ("CORRECT",), ("FAILED", "JUDGE_ERROR")),  # the SimpleQA rubric
+    Grading("crag_grade", CRAG_CORRECT, (FAILED, TIMED_OUT, JUDGE_ERROR)),
+)  # CRAG-MM (evaluation.crag)
 TRANSITIONS = ("kept correct", "corrected", "broken", "kept wrong")
 _TITLE = re.compile(r"^# .+ on (\S+) (\S+) \(.*\)\s*$")
 
@@ -119,8 +130,10 @@ def read_run(folder: Path | str) -> Run:
     first = title.read_text(encoding="utf-8").splitlines()[0] if title.is_file() else ""
     match = _TITLE.match(first)
     if match is None:
-        raise CompareError(f"cannot tell which release {folder} evaluated: {title} has no "
-                           "'# <model> on <benchmark> <version> (...)' title")
+        raise CompareError(
+            f"cannot tell which release {folder} evaluated: {title} has no "
+            "'# <model> on <benchmark> <version> (...)' title"
+        )
     try:
         answers = pq.read_table(folder / ANSWERS)
     except Exception as exc:  # pyarrow raises several types for unreadable files
@@ -178,14 +191,20 @@ def compare_runs(a: Path | str, b: Path | str) -> Comparison:
     """Compare run ``a`` with run ``b`` item by item (see the module docstring)."""
     run_a, run_b = read_run(a), read_run(b)
     if run_a.release != run_b.release:
-        raise CompareError(f"the runs evaluate different releases: {run_a.release} ({run_a.folder}) and "
-                           f"{run_b.release} ({run_b.folder})")
+        raise CompareError(
+            f"the runs evaluate different releases: {run_a.release} ({run_a.folder}) and "
+            f"{run_b.release} ({run_b.folder})"
+        )
     if run_a.content_id is not None and run_b.content_id is not None and run_a.content_id != run_b.content_id:
-        raise CompareError(f"the runs evaluate two different releases named {run_a.release}: content "
-                           f"{run_a.content_id[:12]} ({run_a.folder}) and {run_b.content_id[:12]} ({run_b.folder})")
+        raise CompareError(
+            f"the runs evaluate two different releases named {run_a.release}: content "
+            f"{run_a.content_id[:12]} ({run_a.folder}) and {run_b.content_id[:12]} ({run_b.folder})"
+        )
     if run_a.grading != run_b.grading:
-        raise CompareError(f"the runs are graded differently: {run_a.grading.column} ({run_a.folder}) and "
-                           f"{run_b.grading.column} ({run_b.folder})")
+        raise CompareError(
+            f"the runs are graded differently: {run_a.grading.column} ({run_a.folder}) and "
+            f"{run_b.grading.column} ({run_b.folder})"
+        )
     grading = run_a.grading
     key = ["sample_id", *(c for c in CONDITIONS if c in run_a.answers.column_names and c in run_b.answers.column_names)]
     items_a, items_b = _items(run_a, key), _items(run_b, key)
@@ -206,22 +225,53 @@ def compare_runs(a: Path | str, b: Path | str) -> Comparison:
     rows = []
     for group in groups:
         total = sum(counts[(group, t)] for t in TRANSITIONS)
-        rows += [{"scenario": group, "transition": t, "count": counts[(group, t)],
-                  "share": counts[(group, t)] / total} for t in TRANSITIONS]
+        rows += [
+            {"scenario": group, "transition": t, "count": counts[(group, t)], "share": counts[(group, t)] / total}
+            for t in TRANSITIONS
+        ]
     n = len(graded)
     corrected, broken = counts[("all", "corrected")], counts[("all", "broken")]
     wins = []
-    for outcome, k, trials in (("B better", corrected, n), ("A better", broken, n), ("tie", n - corrected - broken, n),
-                               ("B preferred among decided", corrected, corrected + broken)):
+    for outcome, k, trials in (
+        ("B better", corrected, n),
+        ("A better", broken, n),
+        ("tie", n - corrected - broken, n),
+        ("B preferred among decided", corrected, corrected + broken),
+    ):
         interval = wilson(k, trials)
-        wins.append({"outcome": outcome, "count": k, "n": trials, "share": k / trials if trials else None,
-                     "low": interval[0] if interval else None, "high": interval[1] if interval else None})
+        wins.append(
+            {
+                "outcome": outcome,
+                "count": k,
+                "n": trials,
+                "share": k / trials if trials else None,
+                "low": interval[0] if interval else None,
+                "high": interval[1] if interval else None,
+            }
+        )
     return Comparison(
-        release=run_a.release, a=run_a.folder, b=run_b.folder, key=key, compared=n, left_out=len(common) - n,
-        only_in_a=len(items_a) - len(common), only_in_b=len(items_b) - len(common),
-        transitions=pa.Table.from_pylist(rows), wins=pa.Table.from_pylist(wins, schema=pa.schema([
-            ("outcome", pa.string()), ("count", pa.int64()), ("n", pa.int64()), ("share", pa.float64()),
-            ("low", pa.float64()), ("high", pa.float64())])),
+        release=run_a.release,
+        a=run_a.folder,
+        b=run_b.folder,
+        key=key,
+        compared=n,
+        left_out=len(common) - n,
+        only_in_a=len(items_a) - len(common),
+        only_in_b=len(items_b) - len(common),
+        transitions=pa.Table.from_pylist(rows),
+        wins=pa.Table.from_pylist(
+            wins,
+            schema=pa.schema(
+                [
+                    ("outcome", pa.string()),
+                    ("count", pa.int64()),
+                    ("n", pa.int64()),
+                    ("share", pa.float64()),
+                    ("low", pa.float64()),
+                    ("high", pa.float64()),
+                ]
+            ),
+        ),
     )
 
 
@@ -232,14 +282,24 @@ def _pct(value: float | None) -> str:
 def comparison_markdown(result: Comparison) -> str:
     """The transitions (overall, then per scenario) and the win shares as markdown."""
     by = " / ".join(c.capitalize() for c in _group_columns(result.key) or ("scenario",))
-    table = [{by: r["scenario"], "Transition": r["transition"], "Count": str(r["count"]),
-              "Share (%)": _pct(r["share"])} for r in result.transitions.to_pylist()]
-    wins = [{"Outcome": r["outcome"], "Count": f"{r['count']}/{r['n']}", "Share (%)": _pct(r["share"]),
-             "95% Wilson (%)": "–" if r["low"] is None else f"[{_pct(r['low'])}, {_pct(r['high'])}]"}
-            for r in result.wins.to_pylist()]
-    return (f"# {result.a} (A) vs {result.b} (B) on {result.release}\n\n"
-            f"{counted(result.compared, 'item')} compared (matched on {', '.join(result.key)}); left out: "
-            f"{result.left_out} without a grade in both runs, {result.only_in_a} only in A, {result.only_in_b} only in B.\n\n"
-            f"## Transitions from A to B\n\n"
-            f"{markdown_table(table, right=['Count', 'Share (%)'])}\n\n"
-            f"## Win shares\n\n{markdown_table(wins, right=['Count', 'Share (%)'])}\n")
+    table = [
+        {by: r["scenario"], "Transition": r["transition"], "Count": str(r["count"]), "Share (%)": _pct(r["share"])}
+        for r in result.transitions.to_pylist()
+    ]
+    wins = [
+        {
+            "Outcome": r["outcome"],
+            "Count": f"{r['count']}/{r['n']}",
+            "Share (%)": _pct(r["share"]),
+            "95% Wilson (%)": "–" if r["low"] is None else f"[{_pct(r['low'])}, {_pct(r['high'])}]",
+        }
+        for r in result.wins.to_pylist()
+    ]
+    return (
+        f"# {result.a} (A) vs {result.b} (B) on {result.release}\n\n"
+        f"{counted(result.compared, 'item')} compared (matched on {', '.join(result.key)}); left out: "
+        f"{result.left_out} without a grade in both runs, {result.only_in_a} only in A, {result.only_in_b} only in B.\n\n"
+        f"## Transitions from A to B\n\n"
+        f"{markdown_table(table, right=['Count', 'Share (%)'])}\n\n"
+        f"## Win shares\n\n{markdown_table(wins, right=['Count', 'Share (%)'])}\n"
+    )

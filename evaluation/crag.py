@@ -42,6 +42,7 @@ its SimpleQA grades are mapped: CORRECT -> perfect, NOT_ATTEMPTED -> missing, IN
 incorrect; ``acceptable`` then never occurs and the CRAG truthfulness equals the
 DeflectionBench truthfulness of the truncated answers.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -59,9 +60,9 @@ from mmcurate.core.markdown import markdown_table
 from mmcurate.core.plural import counted
 from mmcurate.judging.answers import numeric_ranges
 from mmcurate.judging.grades import Grade, JudgeItem
+from mmcurate.judging.prejudge import prejudged
 from mmcurate.judging.simpleqa import Judge, LexicalJudge
 from mmcurate.models.labels import ask_labels
-from mmcurate.judging.prejudge import prejudged
 from mmcurate.models.requests import ChatRequest
 from mmcurate.retrieval.encoders import minilm_path
 
@@ -71,13 +72,16 @@ SCORES = {"perfect": 1.0, "acceptable": 0.5, "missing": 0.0, "incorrect": -1.0}
 JUDGE_ERROR = "judge_error"
 FAILED = "failed"  # the answering call failed: no answer to grade
 TIMED_OUT = "timed_out"  # the turn went over its time budget: a failure, no answer to grade
-FROM_SIMPLEQA = {Grade.CORRECT: "perfect", Grade.NOT_ATTEMPTED: "missing", Grade.INCORRECT: "incorrect",
-                 Grade.JUDGE_ERROR: JUDGE_ERROR}
+FROM_SIMPLEQA = {
+    Grade.CORRECT: "perfect",
+    Grade.NOT_ATTEMPTED: "missing",
+    Grade.INCORRECT: "incorrect",
+    Grade.JUDGE_ERROR: JUDGE_ERROR,
+}
 STAGE = "evaluate"
 TEMPLATE = "judge.crag.v1"
 JUDGE_MAX_TOKENS = 10
-SPELLINGS = {"a": "perfect", "b": "acceptable", "c": "missing", "d": "incorrect",
-             **{grade: grade for grade in GRADES}}
+SPELLINGS = {"a": "perfect", "b": "acceptable", "c": "missing", "d": "incorrect", **{grade: grade for grade in GRADES}}
 PROMPT = """Grade one answer to a question against its reference answer(s).
 
 Question: {question}
@@ -118,7 +122,7 @@ class TokenizerCounter:
         offsets = self.tokenizer.encode(text, add_special_tokens=False).offsets
         if len(offsets) <= limit:
             return text, len(offsets)
-        return text[:offsets[limit - 1][1]], len(offsets)
+        return text[: offsets[limit - 1][1]], len(offsets)
 
 
 def tokenizer_file(path: Path) -> TokenizerCounter:
@@ -133,8 +137,9 @@ def tokenizer_file(path: Path) -> TokenizerCounter:
 @cache
 def wordpiece() -> TokenizerCounter:
     """The word-piece rule: BERT uncased WordPiece as shipped with all-MiniLM-L6-v2."""
-    return TokenizerCounter(Tokenizer.from_file(str(minilm_path() / "tokenizer.json")),
-                            "wordpiece:bert-base-uncased (all-MiniLM-L6-v2)")
+    return TokenizerCounter(
+        Tokenizer.from_file(str(minilm_path() / "tokenizer.json")), "wordpiece:bert-base-uncased (all-MiniLM-L6-v2)"
+    )
 
 
 def token_counter(settings: Settings) -> TokenCounter:
@@ -185,13 +190,29 @@ class LLMCragJudge:
         out: list[CragJudgement | None] = [None] * len(items)
         for index, (grade, rule) in settled.items():
             out[index] = CragJudgement(items[index].key, FROM_SIMPLEQA[grade], rule)
-        asks = [ChatRequest(items[i].key, [{"role": "user", "content": PROMPT.format(
-            question=items[i].question, gold=" | ".join(items[i].gold) or "(none given)", answer=items[i].answer)}],
-            TEMPLATE, max_tokens=JUDGE_MAX_TOKENS) for i in rest]
+        asks = [
+            ChatRequest(
+                items[i].key,
+                [
+                    {
+                        "role": "user",
+                        "content": PROMPT.format(
+                            question=items[i].question,
+                            gold=" | ".join(items[i].gold) or "(none given)",
+                            answer=items[i].answer,
+                        ),
+                    }
+                ],
+                TEMPLATE,
+                max_tokens=JUDGE_MAX_TOKENS,
+            )
+            for i in rest
+        ]
         labels = ask_labels(self.pool.client(self.model), asks, SPELLINGS, REMINDER, stage) if asks else []
         for i, label in zip(rest, labels):
-            out[i] = CragJudgement(items[i].key, label.label if label.ok else JUDGE_ERROR, f"llm:{self.model}",
-                                   label.raw[-1])
+            out[i] = CragJudgement(
+                items[i].key, label.label if label.ok else JUDGE_ERROR, f"llm:{self.model}", label.raw[-1]
+            )
         return out  # type: ignore[return-value]
 
 
@@ -213,13 +234,20 @@ CRAG_COLUMNS = [
 ]
 
 
-def crag_score(results: pa.Table, samples: pa.Table, judge: CragJudge, counter: TokenCounter,
-               stage: str = STAGE, limit: int = MAX_TOKENS) -> pa.Table:
+def crag_score(
+    results: pa.Table,
+    samples: pa.Table,
+    judge: CragJudge,
+    counter: TokenCounter,
+    stage: str = STAGE,
+    limit: int = MAX_TOKENS,
+) -> pa.Table:
     """``results`` (evaluation answers: ``sample_id``, ``answer``; None = failed call; a true
     ``timed_out``, when the column is there, a turn over its budget, graded ``timed_out`` and not
     judged) with the CRAG columns added; gold answers and questions come from ``samples``."""
-    by_id: dict[str, Mapping[str, Any]] = {r["sample_id"]: r for r in samples.select(
-        ["sample_id", "question", "answers", "meta"]).to_pylist()}
+    by_id: dict[str, Mapping[str, Any]] = {
+        r["sample_id"]: r for r in samples.select(["sample_id", "question", "answers", "meta"]).to_pylist()
+    }
     late = results.column("timed_out").to_pylist() if "timed_out" in results.column_names else []
     answers = [None if n < len(late) and late[n] else a for n, a in enumerate(results.column("answer").to_pylist())]
     ids = results.column("sample_id").to_pylist()
@@ -227,28 +255,49 @@ def crag_score(results: pa.Table, samples: pa.Table, judge: CragJudge, counter: 
     if unknown:
         raise ConfigError(f"{counted(len(unknown), 'evaluated sample')} not in the release, e.g. {unknown[0]!r}")
     cut: list[tuple[str, int] | None] = [None if a is None else counter.cut(a, limit) for a in answers]
-    items = [JudgeItem(str(n), by_id[sid]["question"], list(by_id[sid]["answers"]), c[0],
-                       numeric_ranges(by_id[sid]["meta"]))
-             for n, (sid, c) in enumerate(zip(ids, cut)) if c is not None]
+    items = [
+        JudgeItem(str(n), by_id[sid]["question"], list(by_id[sid]["answers"]), c[0], numeric_ranges(by_id[sid]["meta"]))
+        for n, (sid, c) in enumerate(zip(ids, cut))
+        if c is not None
+    ]
     judged = {j.key: j for j in judge.grade(items, stage)} if items else {}
     rows = []
     for n, c in enumerate(cut):
         j = judged.get(str(n))
         grade = (TIMED_OUT if n < len(late) and late[n] else FAILED) if j is None else j.grade
-        rows.append({"judged_answer": c[0] if c else None, "answer_tokens": c[1] if c else None,
-                     "truncated": c[1] > limit if c else None, "crag_grade": grade, "crag_score": SCORES.get(grade),
-                     "crag_judged_by": j.by if j else None})
+        rows.append(
+            {
+                "judged_answer": c[0] if c else None,
+                "answer_tokens": c[1] if c else None,
+                "truncated": c[1] > limit if c else None,
+                "crag_grade": grade,
+                "crag_score": SCORES.get(grade),
+                "crag_judged_by": j.by if j else None,
+            }
+        )
     out = results
     for f in CRAG_COLUMNS:
         out = out.append_column(f, pa.array([r[f.name] for r in rows], type=f.type))
     return out
 
 
-COUNTS = {"perfect": "n_perfect", "acceptable": "n_acceptable", "missing": "n_missing", "incorrect": "n_incorrect",
-          JUDGE_ERROR: "n_judge_errors", FAILED: "n_failed", TIMED_OUT: "n_timed_out"}
+COUNTS = {
+    "perfect": "n_perfect",
+    "acceptable": "n_acceptable",
+    "missing": "n_missing",
+    "incorrect": "n_incorrect",
+    JUDGE_ERROR: "n_judge_errors",
+    FAILED: "n_failed",
+    TIMED_OUT: "n_timed_out",
+}
 RATES = ("accuracy", "missing", "hallucination", "truthfulness", "mean_score")
-RATE_NAMES = {"accuracy": "Accuracy", "missing": "Missing", "hallucination": "Hallucination",
-              "truthfulness": "Truthfulness", "mean_score": "Mean score (1 / 0.5 / 0 / -1)"}
+RATE_NAMES = {
+    "accuracy": "Accuracy",
+    "missing": "Missing",
+    "hallucination": "Hallucination",
+    "truthfulness": "Truthfulness",
+    "mean_score": "Mean score (1 / 0.5 / 0 / -1)",
+}
 
 
 def crag_rates(counts: Mapping[str, int]) -> dict[str, float | None]:
@@ -260,9 +309,13 @@ def crag_rates(counts: Mapping[str, int]) -> dict[str, float | None]:
     accuracy = (counts["n_perfect"] + counts["n_acceptable"]) / n
     hallucination = counts["n_incorrect"] / n
     missing = (counts["n_missing"] + counts["n_failed"] + counts.get("n_timed_out", 0) + counts["n_judge_errors"]) / n
-    return {"accuracy": accuracy, "missing": missing, "hallucination": hallucination,
-            "truthfulness": accuracy - hallucination,
-            "mean_score": (counts["n_perfect"] + 0.5 * counts["n_acceptable"] - counts["n_incorrect"]) / n}
+    return {
+        "accuracy": accuracy,
+        "missing": missing,
+        "hallucination": hallucination,
+        "truthfulness": accuracy - hallucination,
+        "mean_score": (counts["n_perfect"] + 0.5 * counts["n_acceptable"] - counts["n_incorrect"]) / n,
+    }
 
 
 def crag_metrics(scored: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.Table:
@@ -279,9 +332,11 @@ def crag_metrics(scored: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.Tabl
         c = groups[key]
         graded = c["n_perfect"] + c["n_acceptable"] + c["n_missing"] + c["n_incorrect"]
         rows.append({**dict(zip(by, key)), **c, "graded": graded, **crag_rates(c)})
-    schema = pa.schema([scored.schema.field(c) for c in by]
-                       + [pa.field(name, pa.int64()) for name in ("n", *COUNTS.values(), "graded")]
-                       + [pa.field(rate, pa.float64()) for rate in RATES])
+    schema = pa.schema(
+        [scored.schema.field(c) for c in by]
+        + [pa.field(name, pa.int64()) for name in ("n", *COUNTS.values(), "graded")]
+        + [pa.field(rate, pa.float64()) for rate in RATES]
+    )
     return pa.Table.from_pylist(rows, schema=schema)
 
 
@@ -295,11 +350,17 @@ def crag_markdown(metrics: pa.Table, keys: Sequence[str] = ("scenario",), timed:
     turns over their time budget (CRAG-MM)."""
     heads = {k: k.replace("_", " ").capitalize() for k in keys}
     rates = {r: f"{RATE_NAMES[r]} (%)" for r in RATES}
-    rows = [{**{heads[k]: str(row[k]) for k in keys},
-             **{rates[r]: "–" if row[r] is None else f"{100 * row[r]:.2f}" for r in RATES},
-             "Queries": str(row["n"]), "Acceptable": str(row["n_acceptable"]),
-             UNANSWERED: f"{row['n_failed']} / {row['n_judge_errors']}", TIMED: str(row["n_timed_out"])}
-            for row in metrics.to_pylist()]
+    rows = [
+        {
+            **{heads[k]: str(row[k]) for k in keys},
+            **{rates[r]: "–" if row[r] is None else f"{100 * row[r]:.2f}" for r in RATES},
+            "Queries": str(row["n"]),
+            "Acceptable": str(row["n_acceptable"]),
+            UNANSWERED: f"{row['n_failed']} / {row['n_judge_errors']}",
+            TIMED: str(row["n_timed_out"]),
+        }
+        for row in metrics.to_pylist()
+    ]
     counts = ["Queries", "Acceptable", UNANSWERED, *([TIMED] if timed else [])]
     columns = [*heads.values(), *rates.values(), *counts]
     return markdown_table(rows, columns, right=[*rates.values(), *counts]) + "\n"
@@ -308,12 +369,16 @@ def crag_markdown(metrics: pa.Table, keys: Sequence[str] = ("scenario",), timed:
 def crag_note(judge: CragJudge, counter: TokenCounter, limit: int = MAX_TOKENS) -> str:
     """Which judge graded and which tokenizer cut the answers (and, for the mapped SimpleQA
     judge, that its grades stand in for CRAG's)."""
-    note = (f"CRAG judge: {judge.name}; each answer judged on its first {limit} tokens ({counter.name}). "
-            "Rates are over all queries: a failed call, a turn over its time budget or a judge error counts as "
-            "missing; an acceptable answer counts in accuracy (so accuracy + missing + hallucination = 100 and "
-            "truthfulness = accuracy - hallucination, as CRUISE's Table 1); the mean score is the four-level "
-            "score (perfect 1, acceptable 0.5, missing 0, incorrect -1) over all queries.")
+    note = (
+        f"CRAG judge: {judge.name}; each answer judged on its first {limit} tokens ({counter.name}). "
+        "Rates are over all queries: a failed call, a turn over its time budget or a judge error counts as "
+        "missing; an acceptable answer counts in accuracy (so accuracy + missing + hallucination = 100 and "
+        "truthfulness = accuracy - hallucination, as CRUISE's Table 1); the mean score is the four-level "
+        "score (perfect 1, acceptable 0.5, missing 0, incorrect -1) over all queries."
+    )
     if isinstance(judge, MappedJudge):
-        note += (" Stand-in: the SimpleQA grades are mapped (CORRECT -> perfect, NOT_ATTEMPTED -> missing, "
-                 "INCORRECT -> incorrect), so 'acceptable' never occurs; configure an LLM judge for CRAG's rubric.")
+        note += (
+            " Stand-in: the SimpleQA grades are mapped (CORRECT -> perfect, NOT_ATTEMPTED -> missing, "
+            "INCORRECT -> incorrect), so 'acceptable' never occurs; configure an LLM judge for CRAG's rubric."
+        )
     return note

@@ -17,20 +17,28 @@ way: the override never sets its sampling. Each run records which of the three r
 scripted model does not sample; a model without vision is sent no image to rescale), in
 ``release.json`` and the table's notes.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-from mmcurate.core.config import ModelSpec
 from mmcurate.benchmarks.shared import Decoding
+from mmcurate.core.config import ModelSpec
 from mmcurate.models.client import unapplied_sampling
 
-NAMES = {"temperature": "temperature", "top_p": "top-p", "repetition_penalty": "repetition penalty",
-         "image_max_side": "longest image side (px)"}
-DEFLECTIONBENCH = ("evaluation.deflectionbench.decoding (seed 003, 4.1: top-p 1.0, repetition penalty 1.05, "
-                   "temperature 0.2)")
-REFLVQA = ("evaluation.reflvqa.decoding (seed 004, C.2: nucleus sampling with temperature 0.7 and top-p 0.95, "
-           "images at most 512 px; it names no repetition penalty: 1.0, none)")
+NAMES = {
+    "temperature": "temperature",
+    "top_p": "top-p",
+    "repetition_penalty": "repetition penalty",
+    "image_max_side": "longest image side (px)",
+}
+DEFLECTIONBENCH = (
+    "evaluation.deflectionbench.decoding (seed 003, 4.1: top-p 1.0, repetition penalty 1.05, temperature 0.2)"
+)
+REFLVQA = (
+    "evaluation.reflvqa.decoding (seed 004, C.2: nucleus sampling with temperature 0.7 and top-p 0.95, "
+    "images at most 512 px; it names no repetition penalty: 1.0, none)"
+)
 
 
 def _fields(decoding: Decoding) -> list[str]:
@@ -70,18 +78,23 @@ def decoding_record(spec: ModelSpec, decoding: Decoding) -> dict[str, Any]:
             not_applied["image_max_side"] = "it sees no images (vision: false), so none is sent to rescale"
         elif spec.backend == "scripted":
             not_applied["image_max_side"] = "a scripted model answers by its rules and reads no pixels"
-    return {"reading": reading(spec, decoding), **{name: getattr(spec, name) for name in fields},
-            "not_applied": not_applied}
+    return {
+        "reading": reading(spec, decoding),
+        **{name: getattr(spec, name) for name in fields},
+        "not_applied": not_applied,
+    }
 
 
 def decoding_note(model: str, record: dict[str, Any], source: str = DEFLECTIONBENCH) -> str:
     """One line of the table's notes: the values, where they came from (``source``, the
     evaluation's settings; the model spec; or a closed API's own), what was not applied."""
     values = ", ".join(f"{label} {record[name]}" for name, label in NAMES.items() if name in record)
-    origin = {"evaluation": source,
-              "model": f"{model}'s model spec (decoding.override: false)",
-              "closed_api": f"{model}'s model spec: a closed API, queried with its default decoding settings "
-                            "(seed 003, 4.1), whatever decoding.override says"}[record["reading"]]
+    origin = {
+        "evaluation": source,
+        "model": f"{model}'s model spec (decoding.override: false)",
+        "closed_api": f"{model}'s model spec: a closed API, queried with its default decoding settings "
+        "(seed 003, 4.1), whatever decoding.override says",
+    }[record["reading"]]
     note = f"Decoding: {values}, from {origin}."
     unset: dict[str, list[str]] = {}
     for name, why in record["not_applied"].items():

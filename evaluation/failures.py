@@ -7,6 +7,7 @@ run, and then the table says so at the top and counts the failures (CRAG scoring
 them as missing). A run in which every call failed is never summarised. Answers received
 are cached, so a rerun resumes and asks only what failed.
 """
+
 from __future__ import annotations
 
 from mmcurate.core.errors import MmcurateError
@@ -17,8 +18,9 @@ class EvaluationError(MmcurateError):
     """An evaluation asked for something the protocol does not have, or could not run."""
 
 
-def check_failures(model: str, failed: int, total: int, first_error: str | None,
-                   allow_incomplete: bool = False) -> str | None:
+def check_failures(
+    model: str, failed: int, total: int, first_error: str | None, allow_incomplete: bool = False
+) -> str | None:
     """None for a complete run; the table's note for an allowed incomplete one; else raise."""
     if failed == 0:
         return None
@@ -26,6 +28,7 @@ def check_failures(model: str, failed: int, total: int, first_error: str | None,
     if failed == total:
         raise EvaluationError(f"every answer call failed: {what}; nothing written")
     if not allow_incomplete:
-        raise EvaluationError(f"{what}; nothing was summarised; rerun to resume (answers received are cached), "
-                              "or pass --allow-incomplete")
+        raise EvaluationError(
+            f"{what}; nothing was summarised; rerun to resume (answers received are cached), or pass --allow-incomplete"
+        )
     return f"Incomplete run: {what}."

@@ -1,5 +1,6 @@
 """Evaluation figures as PNG files drawn on matplotlib's Agg canvas: no pyplot, no display,
 whatever pyplot's backend is."""
+
 from __future__ import annotations
 
 from pathlib import Path

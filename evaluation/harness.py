@@ -24,6 +24,7 @@ documents' sample ids). A failed call is the server's trouble, not the model's a
 counts as neither a wrong answer nor an abstention (as ``metrics.compute_metrics`` leaves
 failed calls out of DeflectionBench's rates).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -136,8 +137,12 @@ class Bound:
         return self._messages(doc, self.text_only)
 
     def doc_to_visual(self, doc: Doc) -> list[Any]:
-        return [part["url"] for message in self.doc_to_messages(doc) for part in message["content"]
-                if part["type"] == "image"]
+        return [
+            part["url"]
+            for message in self.doc_to_messages(doc)
+            for part in message["content"]
+            if part["type"] == "image"
+        ]
 
     def doc_to_text(self, doc: Doc, lmms_eval_specific_kwargs: Any = None) -> str:
         """The text of every message, in order (system prompt first), images left out."""
@@ -148,8 +153,11 @@ class Bound:
 
     def process_results(self, doc: Doc, results: Sequence[Any]) -> dict[str, dict[str, Any]]:
         reply = _text(results[0]) if results else ""
-        record = ({"sample_id": doc.get("sample_id"), FAILED: reply} if reply.startswith(FAILED_REPLY)
-                  else self.task.record(doc, reply))
+        record = (
+            {"sample_id": doc.get("sample_id"), FAILED: reply}
+            if reply.startswith(FAILED_REPLY)
+            else self.task.record(doc, reply)
+        )
         return {name: record for name in metric_names(self.task)}
 
     def process_docs(self, dataset: Any) -> Any:
@@ -170,6 +178,7 @@ class Bound:
         def aggregate(records: Records) -> float | None:
             graded = [r for r in records if FAILED not in r]
             return rate(graded) if graded else None
+
         return aggregate
 
 

@@ -16,6 +16,7 @@ fall with the rank, so ties never reorder it; a document ranked twice counts onc
 averaged over the questions that have at least one relevant document; the others cannot be
 scored and are counted apart.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
@@ -25,7 +26,6 @@ import ir_measures
 from ir_measures import R, nDCG
 
 from .figures import new_axes, save_png
-
 
 HIT_KS = tuple(range(1, 11))
 

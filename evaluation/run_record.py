@@ -3,6 +3,7 @@ and content id (``Release.content_id``), so two releases that share a name are n
 as one run of the same release (``evaluation.compare``); the model and answering system, so a
 run never merges its rows into another model's folder (``evaluation.runs``); and what the run was
 asked with (a DeflectionBench run's decoding settings, ``evaluation.decoding``)."""
+
 from __future__ import annotations
 
 import json
@@ -14,12 +15,25 @@ from mmcurate.core.errors import MmcurateError
 RELEASE_FILE = "release.json"
 
 
-def record_release(out: Path, benchmark: str, version: str, content_id: str, model: str | None = None,
-                   system: str | None = None, **run: Any) -> Path:
+def record_release(
+    out: Path,
+    benchmark: str,
+    version: str,
+    content_id: str,
+    model: str | None = None,
+    system: str | None = None,
+    **run: Any,
+) -> Path:
     """Write ``out/release.json``; ``run``: what else the run records (e.g. its ``decoding``)."""
     path = out / RELEASE_FILE
-    record = {"benchmark": benchmark, "version": version, "content_id": content_id, "model": model, "system": system,
-              **run}
+    record = {
+        "benchmark": benchmark,
+        "version": version,
+        "content_id": content_id,
+        "model": model,
+        "system": system,
+        **run,
+    }
     path.write_text(json.dumps({k: v for k, v in record.items() if v is not None}, indent=2) + "\n")
     return path
 

@@ -11,6 +11,7 @@ rebuilt from all the rows (``RunFolder.merge``). Each run writes the whole folde
 sibling and swaps it into place (``updating``), so a reader never sees a half-written folder;
 runs of the same folder wait for each other (a lock file beside it).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -35,8 +36,9 @@ from .run_record import RELEASE_FILE, record_release, recorded_run
 PLAIN = "plain"  # the model answering alone; any other system's runs carry its name
 
 
-def evaluation_folder(settings: Settings, benchmark: str, version: str, model: str, out: str | Path | None,
-                      system: str = PLAIN) -> Path:
+def evaluation_folder(
+    settings: Settings, benchmark: str, version: str, model: str, out: str | Path | None, system: str = PLAIN
+) -> Path:
     """``out``, or ``<workdir>/evaluations/<benchmark>-<version>/<model>[-<system>]``: one folder
     per model and answering system; within it, runs add cells (module docstring)."""
     if out:
@@ -69,8 +71,9 @@ def merge_cells(prior: pa.Table | None, rows: pa.Table, keys: Sequence[str]) -> 
         if key not in prior.column_names:
             prior = prior.append_column(key, pa.nulls(prior.num_rows, rows.schema.field(key).type))
     new = {tuple(c.values()) for c in cells_of(rows, present)}
-    cells = [tuple(r[k] for k in present) for r in prior.select(present).to_pylist()] if present else \
-        [()] * prior.num_rows
+    cells = (
+        [tuple(r[k] for k in present) for r in prior.select(present).to_pylist()] if present else [()] * prior.num_rows
+    )
     keep = pa.array([cell not in new for cell in cells], pa.bool_())
     kept = prior.filter(keep)
     before = cells_of(prior, present)
@@ -79,8 +82,10 @@ def merge_cells(prior: pa.Table | None, rows: pa.Table, keys: Sequence[str]) -> 
     try:
         merged = pa.concat_tables([kept, rows], promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise MmcurateError(f"the folder's earlier rows cannot be merged with this run's ({str(exc).splitlines()[0]}); "
-                            "write this run elsewhere with --out DIR") from None
+        raise MmcurateError(
+            f"the folder's earlier rows cannot be merged with this run's ({str(exc).splitlines()[0]}); "
+            "write this run elsewhere with --out DIR"
+        ) from None
     return merged, survived, replaced
 
 
@@ -111,19 +116,25 @@ class RunFolder:
         """What the run did to the folder's earlier cells (for stderr)."""
         out = []
         if self.replaced:
-            out.append(f"{self.target}: this run replaces the earlier {counted(len(self.replaced), 'cell')} "
-                       f"{listed(cell_name(c) for c in self.replaced)}")
+            out.append(
+                f"{self.target}: this run replaces the earlier {counted(len(self.replaced), 'cell')} "
+                f"{listed(cell_name(c) for c in self.replaced)}"
+            )
         if self.kept:
-            out.append(f"{self.target}: keeps the earlier {counted(len(self.kept), 'cell')} "
-                       f"{listed(cell_name(c) for c in self.kept)}")
+            out.append(
+                f"{self.target}: keeps the earlier {counted(len(self.kept), 'cell')} "
+                f"{listed(cell_name(c) for c in self.kept)}"
+            )
         return out
 
     def note(self) -> str | None:
         """A line for the table when it shows cells of earlier runs."""
         if not self.kept:
             return None
-        return (f"Also shown: {counted(len(self.kept), 'cell')} of earlier runs into this folder "
-                f"({listed(cell_name(c) for c in self.kept)}); each row names its run (run_id).")
+        return (
+            f"Also shown: {counted(len(self.kept), 'cell')} of earlier runs into this folder "
+            f"({listed(cell_name(c) for c in self.kept)}); each row names its run (run_id)."
+        )
 
 
 def _recover(target: Path) -> None:
@@ -147,21 +158,39 @@ def _differences(recorded: Mapping[str, Any], record: Mapping[str, Any]) -> list
         if old is None or old == value:
             continue
         if isinstance(old, dict) and isinstance(value, dict):
-            out += [f"{key} {sub} {old.get(sub)} -> {value.get(sub)}" for sub in dict.fromkeys([*old, *value])
-                    if old.get(sub) != value.get(sub)]
+            out += [
+                f"{key} {sub} {old.get(sub)} -> {value.get(sub)}"
+                for sub in dict.fromkeys([*old, *value])
+                if old.get(sub) != value.get(sub)
+            ]
         else:
             out.append(f"{key} {old} -> {value}")
     return out
 
 
-def check_folder(target: Path, benchmark: str, version: str, content_id: str, model: str, system: str = PLAIN,
-                 extra: Mapping[str, Any] | None = None, population: str | None = None) -> dict[str, Any]:
+def check_folder(
+    target: Path,
+    benchmark: str,
+    version: str,
+    content_id: str,
+    model: str,
+    system: str = PLAIN,
+    extra: Mapping[str, Any] | None = None,
+    population: str | None = None,
+) -> dict[str, Any]:
     """Refuse to add to a folder that holds runs of another release, model, system, population
     or anything else the run records (``extra``: a DeflectionBench run's decoding, so that one
     table's Decoding line is true of every cell); returns what the run records. ``updating``
     checks again under the folder's lock; a flow may check first, before any model call."""
-    record = {"benchmark": benchmark, "version": version, "content_id": content_id, "model": model, "system": system,
-              **({"population": population} if population else {}), **(extra or {})}
+    record = {
+        "benchmark": benchmark,
+        "version": version,
+        "content_id": content_id,
+        "model": model,
+        "system": system,
+        **({"population": population} if population else {}),
+        **(extra or {}),
+    }
     if not target.exists():
         return record
     if any(target.iterdir()) and not (target / RELEASE_FILE).is_file() and not (target / "answers.parquet").is_file():
@@ -169,15 +198,24 @@ def check_folder(target: Path, benchmark: str, version: str, content_id: str, mo
     differ = _differences(recorded_run(target), record)
     if differ:
         kinds = ", ".join(dict.fromkeys(d.split()[0] for d in differ))
-        raise MmcurateError(f"{target} holds evaluation runs of another {kinds} ({'; '.join(differ)}): its rows "
-                            "cannot be merged; write this run elsewhere with --out DIR")
+        raise MmcurateError(
+            f"{target} holds evaluation runs of another {kinds} ({'; '.join(differ)}): its rows "
+            "cannot be merged; write this run elsewhere with --out DIR"
+        )
     return record
 
 
 @contextmanager
-def updating(target: Path, benchmark: str, version: str, content_id: str, model: str,
-             system: str = PLAIN, extra: Mapping[str, Any] | None = None,
-             population: str | None = None) -> Iterator[RunFolder]:
+def updating(
+    target: Path,
+    benchmark: str,
+    version: str,
+    content_id: str,
+    model: str,
+    system: str = PLAIN,
+    extra: Mapping[str, Any] | None = None,
+    population: str | None = None,
+) -> Iterator[RunFolder]:
     """A ``RunFolder`` for a run of ``model`` (``system``) on the release; on success its
     staging folder, with ``release.json`` (``extra``: what else the run records, e.g. its
     decoding, the same for every run of a folder: ``check_folder``), replaces ``target``
@@ -201,4 +239,3 @@ def updating(target: Path, benchmark: str, version: str, content_id: str, model:
             shutil.rmtree(aside, ignore_errors=True)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-

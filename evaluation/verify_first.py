@@ -47,12 +47,12 @@ summary, the retrieval and the turn budget between them: each step takes the pen
 its item's ``seconds``. A conversation's earlier turns (``Item.history``) go before the
 question in the answering calls.
 """
+
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -86,8 +86,9 @@ ROUTER_ASK = (
     "answer changes over time?\n"
     "Reply in exactly two lines, yes or no on each:\nOUTSIDE KNOWLEDGE: yes or no\nTIME-SENSITIVE: yes or no"
 )
-ROUTER_REMINDER = ("Your reply could not be read. Reply in exactly two lines:\nOUTSIDE KNOWLEDGE: yes or no\n"
-                   "TIME-SENSITIVE: yes or no")
+ROUTER_REMINDER = (
+    "Your reply could not be read. Reply in exactly two lines:\nOUTSIDE KNOWLEDGE: yes or no\nTIME-SENSITIVE: yes or no"
+)
 CONSISTENCY_SYSTEM = "You are an impartial judge. Reply with exactly one word: yes or no."
 COV_SYSTEM = "You are a verification expert. Follow the output format strictly."
 COV_ASK = (
@@ -108,16 +109,18 @@ COV_REMINDER = "Your reply could not be read. Start with one line exactly like '
 _CONFIDENCE = re.compile(r"confidence\s*:\s*(\d+(?:\.\d+)?|\.\d+)", re.IGNORECASE)
 _ROUTER_LINES = [re.compile(rf"(?:\d[.)]\s*)?{name}\s*:\s*(yes|no)\.?", re.IGNORECASE) for _, name in ROUTER_FLAGS]
 
-ANSWERS = pa.schema([
-    pa.field("key", pa.string(), nullable=False),
-    pa.field("sample_id", pa.string(), nullable=False),
-    pa.field("answer", pa.string()),  # the final answer (IDK when abstaining); None: the answering call failed
-    pa.field("error", pa.string()),  # why the answering call failed
-    pa.field("abstained", pa.bool_()),
-    pa.field("reason", pa.string()),  # why it answered or abstained
-    pa.field("gate_error", pa.string()),  # a check that could not be read (the system abstained)
-    pa.field("trace", pa.string(), nullable=False),  # JSON: every check that ran, its reply, the decision
-])
+ANSWERS = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("sample_id", pa.string(), nullable=False),
+        pa.field("answer", pa.string()),  # the final answer (IDK when abstaining); None: the answering call failed
+        pa.field("error", pa.string()),  # why the answering call failed
+        pa.field("abstained", pa.bool_()),
+        pa.field("reason", pa.string()),  # why it answered or abstained
+        pa.field("gate_error", pa.string()),  # a check that could not be read (the system abstained)
+        pa.field("trace", pa.string(), nullable=False),  # JSON: every check that ran, its reply, the decision
+    ]
+)
 TAU_RET = 0.5  # our tau_ret (the paper names it without a value): the reranker's even odds
 LEXICAL = "lexical"  # the offline verifier stand-in (module docstring)
 RetrievalGate = Literal["score", "context"]
@@ -161,8 +164,13 @@ def lexical_confidence(answer: str, context: Sequence[Mapping[str, Any]], questi
     return round(len(words & shown) / len(words), 2) if words and shown else 0.0
 
 
-def weak_retrieval(time_sensitive: bool, has_context: bool, retrieval_score: float | None = None,
-                   tau_ret: float = TAU_RET, reading: RetrievalGate = "score") -> str | None:
+def weak_retrieval(
+    time_sensitive: bool,
+    has_context: bool,
+    retrieval_score: float | None = None,
+    tau_ret: float = TAU_RET,
+    reading: RetrievalGate = "score",
+) -> str | None:
     """Algorithm 1's first line: why a time-sensitive question's retrieval is too weak to answer
     from, or None (see the module docstring, step 2)."""
     if not time_sensitive:
@@ -174,9 +182,17 @@ def weak_retrieval(time_sensitive: bool, has_context: bool, retrieval_score: flo
     return None if has_context else "time-sensitive question and no retrieved context"
 
 
-def gate(time_sensitive: bool, has_context: bool, consistent: bool, confidence: float,
-         with_context: float = 0.9, without_context: float = 1.0, retrieval_score: float | None = None,
-         tau_ret: float = TAU_RET, reading: RetrievalGate = "score") -> tuple[bool, str]:
+def gate(
+    time_sensitive: bool,
+    has_context: bool,
+    consistent: bool,
+    confidence: float,
+    with_context: float = 0.9,
+    without_context: float = 1.0,
+    retrieval_score: float | None = None,
+    tau_ret: float = TAU_RET,
+    reading: RetrievalGate = "score",
+) -> tuple[bool, str]:
     """Algorithm 1's decision: (answer?, why)."""
     weak = weak_retrieval(time_sensitive, has_context, retrieval_score, tau_ret, reading)
     if weak:
@@ -219,13 +235,27 @@ class Item:
     seconds: float = 0.0  # time spent on this question so far (model latencies, local work)
     done: dict[str, Any] | None = None  # the output row, once decided
 
-    def finish(self, answer: str | None, reason: str, abstained: bool | None, error: str | None = None,
-               gate_error: str | None = None) -> None:
-        self.trace.update(decision="abstain" if abstained else ("answer" if abstained is False else "failed"),
-                          reason=reason)
-        self.done = {"key": self.key, "sample_id": self.row["sample_id"], "answer": answer, "error": error,
-                     "abstained": abstained, "reason": reason, "gate_error": gate_error,
-                     "trace": json.dumps(self.trace, ensure_ascii=False, sort_keys=True)}
+    def finish(
+        self,
+        answer: str | None,
+        reason: str,
+        abstained: bool | None,
+        error: str | None = None,
+        gate_error: str | None = None,
+    ) -> None:
+        self.trace.update(
+            decision="abstain" if abstained else ("answer" if abstained is False else "failed"), reason=reason
+        )
+        self.done = {
+            "key": self.key,
+            "sample_id": self.row["sample_id"],
+            "answer": answer,
+            "error": error,
+            "abstained": abstained,
+            "reason": reason,
+            "gate_error": gate_error,
+            "trace": json.dumps(self.trace, ensure_ascii=False, sort_keys=True),
+        }
 
     def abstain(self, reason: str, gate_error: str | None = None) -> None:
         self.finish(IDK, reason, True, gate_error=gate_error)
@@ -278,18 +308,34 @@ def parse_router(text: str) -> tuple[str, str] | None:
 
 def route(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
     """The router's two flags from one call (unreadable: abstain, naming the check)."""
-    asks = [ChatRequest(f"{i.key}/router", [
-        {"role": "system", "content": ROUTER_SYSTEM},
-        {"role": "user", "content": f"Question: {i.row['question'].strip()}\n{ROUTER_ASK}"},
-    ], ROUTER, max_tokens=ROUTER_MAX_TOKENS) for i in items]
-    labels = ask_parsed(pool.client(system.router_model), asks, parse_router, ROUTER_REMINDER, stage,
-                        "two lines 'OUTSIDE KNOWLEDGE: yes|no' and 'TIME-SENSITIVE: yes|no'")
+    asks = [
+        ChatRequest(
+            f"{i.key}/router",
+            [
+                {"role": "system", "content": ROUTER_SYSTEM},
+                {"role": "user", "content": f"Question: {i.row['question'].strip()}\n{ROUTER_ASK}"},
+            ],
+            ROUTER,
+            max_tokens=ROUTER_MAX_TOKENS,
+        )
+        for i in items
+    ]
+    labels = ask_parsed(
+        pool.client(system.router_model),
+        asks,
+        parse_router,
+        ROUTER_REMINDER,
+        stage,
+        "two lines 'OUTSIDE KNOWLEDGE: yes|no' and 'TIME-SENSITIVE: yes|no'",
+    )
     for item, label in zip(items, labels):
         item.seconds += label.seconds
         item.trace["checks"] = ["router"]
         flags = label.label or (None, None)
-        item.trace["router"] = {"model": system.router_model, **{
-            name: _label_trace(Label(flag, label.raw, label.error)) for (name, _), flag in zip(ROUTER_FLAGS, flags)}}
+        item.trace["router"] = {
+            "model": system.router_model,
+            **{name: _label_trace(Label(flag, label.raw, label.error)) for (name, _), flag in zip(ROUTER_FLAGS, flags)},
+        }
         if not label.ok:
             item.abstain("router flags could not be read", f"router: {label.error}")
             continue
@@ -301,8 +347,11 @@ def given_evidence(items: list[Item], pool: Any, system: VerifyFirst, stage: str
     knowledge, nothing otherwise; no retrieval score (the evidence was given, not ranked)."""
     for item in items:
         item.context = item.available if item.needs_retrieval else []
-        item.trace["context"] = {"available": len(item.available), "used": len(item.context),
-                                 "retrieval": "yes" if item.needs_retrieval else "skipped by the router"}
+        item.trace["context"] = {
+            "available": len(item.available),
+            "used": len(item.context),
+            "retrieval": "yes" if item.needs_retrieval else "skipped by the router",
+        }
 
 
 def retrieval_check(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
@@ -310,8 +359,9 @@ def retrieval_check(items: list[Item], pool: Any, system: VerifyFirst, stage: st
     for item in items:
         reading = system.retrieval_gate if item.retrieval_score is not None else "context"
         item.trace["retrieval_gate"] = {"reading": reading, "score": item.retrieval_score, "tau_ret": system.tau_ret}
-        weak = weak_retrieval(item.time_sensitive, bool(item.context), item.retrieval_score, system.tau_ret,
-                              system.retrieval_gate)
+        weak = weak_retrieval(
+            item.time_sensitive, bool(item.context), item.retrieval_score, system.tau_ret, system.retrieval_gate
+        )
         if weak:
             item.abstain(weak)
 
@@ -322,10 +372,18 @@ def answer(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> Non
     requests = []
     for item in items:
         question, images, history = item.row["question"], item.row["images"], item.history
-        requests.append(ChatRequest(f"{item.key}/with", prompts.build_messages(
-            template, question, images, item.context, history), template.id))
-        requests.append(ChatRequest(f"{item.key}/without", prompts.build_messages(
-            template, question, images, None, history), template.id))
+        requests.append(
+            ChatRequest(
+                f"{item.key}/with",
+                prompts.build_messages(template, question, images, item.context, history),
+                template.id,
+            )
+        )
+        requests.append(
+            ChatRequest(
+                f"{item.key}/without", prompts.build_messages(template, question, images, None, history), template.id
+            )
+        )
     responses = pool.client(system.model).chat(requests, stage)
     for n, item in enumerate(items):
         with_ctx, without = responses[2 * n], responses[2 * n + 1]
@@ -342,35 +400,65 @@ def answer(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> Non
 def consistency(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
     if system.verifier == LEXICAL:
         agree = [lexical_consistent(i.answers[1] or "", i.answers[0] or "", i.row["question"]) for i in items]
-        labels = [Label("yes" if ok else "no", [f"{LEXICAL}: {'a' if ok else 'no'} shared content word beyond the "
-                                                 "question's"], None) for ok in agree]
+        labels = [
+            Label(
+                "yes" if ok else "no",
+                [f"{LEXICAL}: {'a' if ok else 'no'} shared content word beyond the question's"],
+                None,
+            )
+            for ok in agree
+        ]
     else:
         labels = _judged_consistent(items, pool, system, stage)
     for item, label in zip(items, labels):
-        if item.checked("consistency", "consistency", label, "the consistency judge could not be read") \
-                and label.label == "no":
+        if (
+            item.checked("consistency", "consistency", label, "the consistency judge could not be read")
+            and label.label == "no"
+        ):
             item.abstain(gate(False, bool(item.context), False, 1.0)[1])
 
 
 def _judged_consistent(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> list[Label]:
-    asks = [label_request(f"{i.key}/consistent", CONSISTENCY_SYSTEM, _parts(i, (
-        f"Question: {i.row['question'].strip()}\nProposed answer 1: {i.answers[1]}\nProposed answer 2: {i.answers[0]}\n"
-        "Are the two answers consistent with each other and with the evidence and the image given? "
-        "Reply with exactly one word: yes or no."), bool(i.context)), CONSISTENCY) for i in items]
+    asks = [
+        label_request(
+            f"{i.key}/consistent",
+            CONSISTENCY_SYSTEM,
+            _parts(
+                i,
+                (
+                    f"Question: {i.row['question'].strip()}\nProposed answer 1: {i.answers[1]}\nProposed answer 2: {i.answers[0]}\n"
+                    "Are the two answers consistent with each other and with the evidence and the image given? "
+                    "Reply with exactly one word: yes or no."
+                ),
+                bool(i.context),
+            ),
+            CONSISTENCY,
+        )
+        for i in items
+    ]
     return ask_labels(pool.client(system.verifier_model), asks, YES_NO, YES_NO_REMINDER, stage, _yes_no)
 
 
 def verify(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
     if system.verifier == LEXICAL:
-        labels = [Label(lexical_confidence(i.answers[0] or "", i.context, i.row["question"]),
-                        [f"{LEXICAL}: share of the answer's new content words in the evidence"], None) for i in items]
+        labels = [
+            Label(
+                lexical_confidence(i.answers[0] or "", i.context, i.row["question"]),
+                [f"{LEXICAL}: share of the answer's new content words in the evidence"],
+                None,
+            )
+            for i in items
+        ]
     else:
         labels = _verified(items, pool, system, stage)
     for item, label in zip(items, labels):
-        if not item.checked("chain_of_verification", "confidence", label, "the verifier's confidence could not be read"):
+        if not item.checked(
+            "chain_of_verification", "confidence", label, "the verifier's confidence could not be read"
+        ):
             continue
-        answered, reason = gate(False, bool(item.context), True, label.label,
-                                system.with_context, system.without_context)
+        answered, reason = gate(
+            False, bool(item.context), True, label.label, system.with_context, system.without_context
+        )
         item.trace["confidence"]["threshold"] = system.with_context if item.context else system.without_context
         if answered:
             item.finish(item.answers[0], reason, False)
@@ -379,21 +467,46 @@ def verify(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> Non
 
 
 def _verified(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> list[Label]:
-    asks = [ChatRequest(f"{i.key}/cov", [
-        {"role": "system", "content": COV_SYSTEM},
-        {"role": "user", "content": _parts(i, f"{COV_ASK}\n\nQuestion: {i.row['question'].strip()}\n"
-                                              f"Proposed answer: {i.answers[0]}", bool(i.context))},
-    ], COV, max_tokens=COV_MAX_TOKENS) for i in items]
-    return ask_parsed(pool.client(system.verifier_model), asks, parse_confidence, COV_REMINDER, stage,
-                      "a first line 'CONFIDENCE: <0.0-1.0>'")
+    asks = [
+        ChatRequest(
+            f"{i.key}/cov",
+            [
+                {"role": "system", "content": COV_SYSTEM},
+                {
+                    "role": "user",
+                    "content": _parts(
+                        i,
+                        f"{COV_ASK}\n\nQuestion: {i.row['question'].strip()}\nProposed answer: {i.answers[0]}",
+                        bool(i.context),
+                    ),
+                },
+            ],
+            COV,
+            max_tokens=COV_MAX_TOKENS,
+        )
+        for i in items
+    ]
+    return ask_parsed(
+        pool.client(system.verifier_model),
+        asks,
+        parse_confidence,
+        COV_REMINDER,
+        stage,
+        "a first line 'CONFIDENCE: <0.0-1.0>'",
+    )
 
 
 System = TypeVar("System", bound=VerifyFirst)
 
 
-def run_steps(items: list[Item], steps: Sequence[Callable[[list[Item], Any, System, str], None]], pool: Any,
-              system: System, stage: str,
-              after: Callable[[str, list[Item]], None] | None = None) -> None:
+def run_steps(
+    items: list[Item],
+    steps: Sequence[Callable[[list[Item], Any, System, str], None]],
+    pool: Any,
+    system: System,
+    stage: str,
+    after: Callable[[str, list[Item]], None] | None = None,
+) -> None:
     """Each step on the items still undecided (one batch per model, cache first); ``after(step
     name, those items)`` runs after each step (CRUISE's budget check)."""
     for step in steps:
@@ -425,8 +538,10 @@ def verify_first_answers(
     if len(contexts) != len(rows) or (keys is not None and len(keys) != len(rows)):
         raise ValueError("verify_first_answers needs one context list (and one key) per row")
     prompts.eval_template(system.abstention)  # a bad level fails before any call
-    items = [Item(keys[n] if keys is not None else row["sample_id"], row, [dict(c) for c in contexts[n] or []])
-             for n, row in enumerate(rows)]
+    items = [
+        Item(keys[n] if keys is not None else row["sample_id"], row, [dict(c) for c in contexts[n] or []])
+        for n, row in enumerate(rows)
+    ]
     try:
         run_steps(items, VERIFY_FIRST_STEPS, pool, system, stage)
     finally:
@@ -441,10 +556,12 @@ def verify_first_notes(settings: Settings, model: str, router: str | None, verif
     notes = []
     for role, name in (("router", router or model), ("verifier", verifier or model)):
         if name == LEXICAL:
-            notes.append("verifier: the lexical stand-in (consistent when the two answers share a content word the "
-                         "question does not hold; confidence = the share of the answer's content words beyond the "
-                         "question's found in the evidence shown, 0.0 without evidence) checks in place of a model "
-                         "that can verify.")
+            notes.append(
+                "verifier: the lexical stand-in (consistent when the two answers share a content word the "
+                "question does not hold; confidence = the share of the answer's content words beyond the "
+                "question's found in the evidence shown, 0.0 without evidence) checks in place of a model "
+                "that can verify."
+            )
             continue
         spec = settings.model(name)
         if spec.backend == "scripted" and spec.script is not None:  # a scripted model names its rules

@@ -5,6 +5,7 @@ against the thresholds, the verdict, the gate and the update (``evaluation.pope.
 verify-first or CRUISE run, every check that ran in its order (router flags, image summary,
 context, retrieval gate, the two answers, consistency, confidence, the time budget) and the
 decision with its reason (``evaluation.verify_first``, ``evaluation.cragmm.cruise``)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,20 @@ from mmcurate.core.errors import MmcurateError
 ANSWERS = "answers.parquet"
 # the columns of an answer row printed, those saying which condition (and, with CRUISE's ablations, which
 # variant) first: an item answered under several shows one block per row, each named
-SHOWN = ("task", "variant", "split", "scenario", "n_negatives", "label", "answer", "grade", "crag_grade", "system",
-         "stopped", "error")
+SHOWN = (
+    "task",
+    "variant",
+    "split",
+    "scenario",
+    "n_negatives",
+    "label",
+    "answer",
+    "grade",
+    "crag_grade",
+    "system",
+    "stopped",
+    "error",
+)
 
 
 def is_run(folder: Path | str) -> bool:
@@ -28,7 +41,7 @@ def is_run(folder: Path | str) -> bool:
 
 
 def _claim(c: dict[str, Any]) -> str:
-    return f"claim {c['id']} ({c['type']}) \"{c['text']}\" targets {', '.join(c['targets']) or '-'}"
+    return f'claim {c["id"]} ({c["type"]}) "{c["text"]}" targets {", ".join(c["targets"]) or "-"}'
 
 
 def kestrel_lines(trace: dict[str, Any]) -> list[str]:
@@ -38,23 +51,33 @@ def kestrel_lines(trace: dict[str, Any]) -> list[str]:
     lines = [f"initial: {initial['answer']}; " + "; ".join(_claim(c) for c in initial["claims"])]
     guard = trace.get("yes_guard")
     if guard:
-        lines.append(f"yes-guard: {guard.get('answer')} ({guard.get('confidence')}): {guard.get('reason')}"
-                     + (" -> answer No" if guard.get("changed") else "") + (f"; error: {guard['error']}" if guard.get("error") else ""))
+        lines.append(
+            f"yes-guard: {guard.get('answer')} ({guard.get('confidence')}): {guard.get('reason')}"
+            + (" -> answer No" if guard.get("changed") else "")
+            + (f"; error: {guard['error']}" if guard.get("error") else "")
+        )
     thresholds = trace.get("thresholds") or {}
     for r in trace.get("rounds", []):
         lines.append(f"round {r['round']}: " + "; ".join(_claim(c) for c in r["claims"]))
-        lines += [f"  {e['id']}{' [image ' + e['image'][:12] + ']' if e.get('image') else ''}: {e['text']}"
-                  for e in r["evidence"]]
+        lines += [
+            f"  {e['id']}{' [image ' + e['image'][:12] + ']' if e.get('image') else ''}: {e['text']}"
+            for e in r["evidence"]
+        ]
         types = {c["id"]: c["type"] for c in r["claims"]}
         for check in (r["record"] or {}).get("checked", []):
             kind = types.get(check["claim_id"], "")
-            lines.append(f"  verifier: {check['claim_id']} {check['status']}, confidence {check['confidence']:.2f} "
-                         f"({kind} threshold {thresholds.get(kind, float('nan')):.2f}); cites "
-                         f"{', '.join(check['citations']) or 'nothing'}; why: {check['why']}")
+            lines.append(
+                f"  verifier: {check['claim_id']} {check['status']}, confidence {check['confidence']:.2f} "
+                f"({kind} threshold {thresholds.get(kind, float('nan')):.2f}); cites "
+                f"{', '.join(check['citations']) or 'nothing'}; why: {check['why']}"
+            )
         if r.get("error"):
             lines.append(f"  verifier error: {r['error']}")
-        update = (f"proposed {r['proposed']}: {r['answer_before']} -> {r['answer_after']}" if "proposed" in r
-                  else f"no update ({r.get('refine_error') or 'the round had no record'})")
+        update = (
+            f"proposed {r['proposed']}: {r['answer_before']} -> {r['answer_after']}"
+            if "proposed" in r
+            else f"no update ({r.get('refine_error') or 'the round had no record'})"
+        )
         lines.append(f"  verdict {r['verdict']}, gate {'open' if r['gated'] else 'closed'}; {update}")
     lines.append(f"stopped: {trace.get('stopped')}; final: {trace.get('final')}")
     return lines
@@ -72,21 +95,27 @@ def gate_lines(trace: dict[str, Any]) -> list[str]:
     lines = []
     router = trace.get("router")
     if router:
-        lines.append(f"router ({router.get('model')}): needs outside knowledge "
-                     f"{_label(router.get('needs_outside_knowledge') or {})}, time-sensitive "
-                     f"{_label(router.get('time_sensitive') or {})}")
+        lines.append(
+            f"router ({router.get('model')}): needs outside knowledge "
+            f"{_label(router.get('needs_outside_knowledge') or {})}, time-sensitive "
+            f"{_label(router.get('time_sensitive') or {})}"
+        )
     summary = trace.get("summary")
     if summary:
-        lines.append(f"image summary ({summary.get('model')}): "
-                     + (summary["text"] if summary.get("text") is not None else f"failed ({summary.get('error')})"))
+        lines.append(
+            f"image summary ({summary.get('model')}): "
+            + (summary["text"] if summary.get("text") is not None else f"failed ({summary.get('error')})")
+        )
     context = trace.get("context")
     if context:
         lines.append("context: " + ", ".join(f"{k} {v}" for k, v in context.items()))
     retrieval = trace.get("retrieval_gate")
     if retrieval:
         score = retrieval.get("score")
-        lines.append(f"retrieval gate ({retrieval.get('reading')} reading): score "
-                     f"{'none (evidence given)' if score is None else f'{score:g}'}, tau_ret {retrieval.get('tau_ret')}")
+        lines.append(
+            f"retrieval gate ({retrieval.get('reading')} reading): score "
+            f"{'none (evidence given)' if score is None else f'{score:g}'}, tau_ret {retrieval.get('tau_ret')}"
+        )
     answers = trace.get("answers")
     if answers:
         lines.append(f"answer with context: {answers.get('with_context')}")
@@ -95,13 +124,18 @@ def gate_lines(trace: dict[str, Any]) -> list[str]:
         lines.append(f"consistent: {_label(trace['consistency'])}")
     confidence = trace.get("confidence")
     if confidence:
-        lines.append(f"confidence: {_label(confidence)}"
-                     + (f" (threshold {confidence['threshold']:g})" if "threshold" in confidence else ""))
+        lines.append(
+            f"confidence: {_label(confidence)}"
+            + (f" (threshold {confidence['threshold']:g})" if "threshold" in confidence else "")
+        )
     timed = trace.get("timed_out")
     if timed:
-        lines.append(f"time budget: over after {timed.get('after')} ({timed.get('seconds')} s of {timed.get('limit')} s)")
-    lines.append(f"decision: {trace.get('decision', 'none recorded')}"
-                 + (f": {trace['reason']}" if trace.get("reason") else ""))
+        lines.append(
+            f"time budget: over after {timed.get('after')} ({timed.get('seconds')} s of {timed.get('limit')} s)"
+        )
+    lines.append(
+        f"decision: {trace.get('decision', 'none recorded')}" + (f": {trace['reason']}" if trace.get("reason") else "")
+    )
     return lines
 
 

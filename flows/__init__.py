@@ -3,6 +3,7 @@
 evaluation steps beside it (``<benchmark>/recurate.py``, ``<benchmark>/evaluate.py``); the one
 re-curation flow (``recurate``: next version with new models), the one evaluation flow
 (``evaluate``) and ``watch``; ``builtin`` registers every benchmark's flows and steps."""
+
 from mmcurate.core.config import bundled_config
 
 DEMO_CONFIG = bundled_config("demo.yaml")  # every flow's default configuration

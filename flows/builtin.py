@@ -1,6 +1,7 @@
 """mmcurate's own flows and steps, registered as each benchmark's ``curate``, ``recurate`` and
 ``evaluate`` parts on import (``benchmarks.parts``): a layer that asks a benchmark for them imports
 this first."""
+
 from __future__ import annotations
 
 from mmcurate.flows.cragmm import curate as _cragmm_curate  # noqa: F401

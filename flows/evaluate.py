@@ -14,6 +14,7 @@
 The command line checks the same options before Prefect starts; a deployment run has only
 this flow before it.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,8 +31,14 @@ from mmcurate.releases.reader import open_release
 
 
 @flow(name="evaluate", log_prints=True)
-def evaluate_release(release: str, model: str, config: str = str(DEMO_CONFIG), out: str | None = None,
-                     allow_incomplete: bool = False, options: dict[str, Any] | None = None) -> str:
+def evaluate_release(
+    release: str,
+    model: str,
+    config: str = str(DEMO_CONFIG),
+    out: str | None = None,
+    allow_incomplete: bool = False,
+    options: dict[str, Any] | None = None,
+) -> str:
     """Evaluate ``model`` on ``release`` with the options of its benchmark's evaluation
     (parameter names, e.g. ``{"scenarios": ["oracle"]}``); returns the output folder."""
     bench = open_release(release)
@@ -39,7 +46,7 @@ def evaluate_release(release: str, model: str, config: str = str(DEMO_CONFIG), o
     arguments = evaluation.arguments(bench.benchmark, options or {}, {})
     settings = load_config(config)
     name = settings.add_model(model).name
-    evaluation.refuse_unrunnable(bench.benchmark, settings, name, arguments)                                     # before any call
+    evaluation.refuse_unrunnable(bench.benchmark, settings, name, arguments)  # before any call
     target = evaluation_folder(settings, bench.benchmark, bench.version, name, out, arguments.get("system", PLAIN))
     evaluation.steps_function(bench.benchmark)(bench, settings, name, target, allow_incomplete, **arguments)
     return str(target)

@@ -13,6 +13,7 @@ cost of the new models' calls only.
     publish    the next minor version beside the release: removal stamps, CHANGELOG.md, the
                parent recorded by version and content id; the plan beside what was spent
 """
+
 from __future__ import annotations
 
 from prefect import flow
@@ -22,13 +23,21 @@ from mmcurate.tasks.recuration import open_recuration, publish_recuration
 
 
 @flow(name="recurate-release", log_prints=True)
-def recurate_release(release: str, add_model: list[str], config: str | None = None, version: str | None = None,
-                     allow_incomplete: bool = False, max_calls: int | None = None,
-                     max_cost: float | None = None) -> str:
+def recurate_release(
+    release: str,
+    add_model: list[str],
+    config: str | None = None,
+    version: str | None = None,
+    allow_incomplete: bool = False,
+    max_calls: int | None = None,
+    max_cost: float | None = None,
+) -> str:
     """Re-curate ``release`` with the models ``add_model`` names (SPEC or ROLE=SPEC)."""
-    run, bill = open_recuration(release, config, add_model, version, max_calls, max_cost)   # before any model call
+    run, bill = open_recuration(release, config, add_model, version, max_calls, max_cost)  # before any model call
     recurated = run.benchmark.recuration_steps()(run)
     path = publish_recuration(run, recurated.draft, allow_incomplete, bill, recurated.calls)
-    print(f"recurated {run.parent.benchmark} {run.parent.version} -> {recurated.draft.version} with "
-          f"{', '.join(run.new_models)}: {recurated.summary()} -> {path}")
+    print(
+        f"recurated {run.parent.benchmark} {run.parent.version} -> {recurated.draft.version} with "
+        f"{', '.join(run.new_models)}: {recurated.summary()} -> {path}"
+    )
     return str(path)

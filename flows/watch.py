@@ -13,6 +13,7 @@
 Deployed on a schedule (prefect.yaml, ``watch/watch``), it keeps a benchmark current
 without anyone editing model names: the maintainers edit the catalog in git.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -32,11 +33,24 @@ from mmcurate.tasks.notify import report_outcome
 
 
 @flow(name="watch", log_prints=True)
-def watch(release: str, catalog: str, config: str | None = None, run: bool = False, max_calls: int | None = None,
-          max_cost: float | None = None, target_dir: str | None = None, repo_id: str | None = None,
-          notify_block: str | None = None) -> dict[str, Any]:
-    outcome: dict[str, Any] = {"release": release, "catalog": catalog, "new_models": [], "recurated": None,
-                               "published": None}
+def watch(
+    release: str,
+    catalog: str,
+    config: str | None = None,
+    run: bool = False,
+    max_calls: int | None = None,
+    max_cost: float | None = None,
+    target_dir: str | None = None,
+    repo_id: str | None = None,
+    notify_block: str | None = None,
+) -> dict[str, Any]:
+    outcome: dict[str, Any] = {
+        "release": release,
+        "catalog": catalog,
+        "new_models": [],
+        "recurated": None,
+        "published": None,
+    }
     block = notify_block
     with tempfile.TemporaryDirectory(prefix="mmcurate-watch-") as specs:
         try:
@@ -45,16 +59,24 @@ def watch(release: str, catalog: str, config: str | None = None, run: bool = Fal
             print(proposal.render(hint=not run))  # a run needs no hint to run it
             outcome["new_models"] = [m.spec.name for m in proposal.new]
             if run and proposal.run is not None:
-                path = recurate_release(release=release, add_model=proposal.add_models, config=config,
-                                        max_calls=max_calls, max_cost=max_cost)
+                path = recurate_release(
+                    release=release,
+                    add_model=proposal.add_models,
+                    config=config,
+                    max_calls=max_calls,
+                    max_cost=max_cost,
+                )
                 outcome["recurated"] = path
                 verified = verify_release(path)
                 if not verified.ok:
-                    raise ReleaseError(f"{path} does not verify, not published: {listed(verified.problems(), sep='; ')}")
+                    raise ReleaseError(
+                        f"{path} does not verify, not published: {listed(verified.problems(), sep='; ')}"
+                    )
                 if target_dir or repo_id:
                     benchmark = proposal.release.benchmark
-                    outcome["published"] = publish(path, repo_id or f"local/{benchmark}",
-                                                   Path(target_dir) if target_dir else None)
+                    outcome["published"] = publish(
+                        path, repo_id or f"local/{benchmark}", Path(target_dir) if target_dir else None
+                    )
         except MmcurateError as exc:
             report_outcome(_key(release), f"watch {release}: failed", _markdown(outcome, str(exc)), block)
             raise
@@ -72,13 +94,20 @@ def _summary(outcome: dict[str, Any]) -> str:
         return "no new model"
     if outcome["recurated"] is None:
         return f"{counted(len(outcome['new_models']), 'new model')} proposed"
-    return f"re-curated as {outcome['recurated']}" + (f", published to {outcome['published']}"
-                                                       if outcome["published"] else "")
+    return f"re-curated as {outcome['recurated']}" + (
+        f", published to {outcome['published']}" if outcome["published"] else ""
+    )
 
 
 def _markdown(outcome: dict[str, Any], error: str | None = None) -> str:
-    lines = [f"# Watch of `{outcome['release']}`", "", f"Catalog: `{outcome['catalog']}`", "",
-             f"New models: {', '.join(f'`{m}`' for m in outcome['new_models']) or 'none'}", ""]
+    lines = [
+        f"# Watch of `{outcome['release']}`",
+        "",
+        f"Catalog: `{outcome['catalog']}`",
+        "",
+        f"New models: {', '.join(f'`{m}`' for m in outcome['new_models']) or 'none'}",
+        "",
+    ]
     if outcome["recurated"]:
         lines += [f"Re-curated and verified: `{outcome['recurated']}`", ""]
     if outcome["published"]:

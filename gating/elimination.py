@@ -3,6 +3,7 @@ alone: Stage I (``parametric``) and Stage III (``annotation.deflectionbench.orac
 models one after another and stop asking about a sample once it is settled, so their results
 also carry the calls the naive algorithm would have made and, for Stage I, how many samples
 remain as models are added (the card's calls table and convergence figure)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields

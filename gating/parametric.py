@@ -27,6 +27,7 @@ Ledger rows (stage ``parametric``): ``gate.precondition`` for samples that canno
 ``error``) and ``gate.verdict`` per gated sample (``keep``/``drop``/``error``) naming the
 deciding model.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -40,7 +41,6 @@ from mmcurate.core.config import ModelSpec
 from mmcurate.core.ledger import Decision
 from mmcurate.core.stages import StageContext
 from mmcurate.core.tables import rows_to_table
-
 from mmcurate.gating import prompts
 from mmcurate.gating.elimination import EliminationResult, EliminationStage
 from mmcurate.judging.answers import ERROR, JUDGE_ERROR, GradedAnswers, check_models, precondition
@@ -51,8 +51,9 @@ from mmcurate.models.schedule import model_major
 STAGE = "parametric"
 
 
-def parametric_request(row: Mapping[str, Any], spec: ModelSpec | None = None,
-                       template: prompts.Template = prompts.PARAMETRIC) -> ChatRequest:
+def parametric_request(
+    row: Mapping[str, Any], spec: ModelSpec | None = None, template: prompts.Template = prompts.PARAMETRIC
+) -> ChatRequest:
     """Question + the question's images, no evidence (the client drops images for non-vision models)."""
     return ChatRequest(
         key=row["sample_id"],
@@ -85,7 +86,9 @@ class ParametricGate(EliminationStage):
             if reason is None:
                 eligible.append(row)
             else:
-                decisions.append(Decision(row["sample_id"], STAGE, "gate.precondition", "drop", detail={"reason": reason}))
+                decisions.append(
+                    Decision(row["sample_id"], STAGE, "gate.precondition", "drop", detail={"reason": reason})
+                )
 
         dropped_by: dict[str, str] = {}  # sample_id -> model whose answer dropped it
         failed: dict[str, list[str]] = {}  # sample_id -> models whose call/grade failed
@@ -117,21 +120,50 @@ class ParametricGate(EliminationStage):
             sid = row["sample_id"]
             if sid in dropped_by:
                 model = dropped_by[sid]
-                decisions.append(Decision(sid, STAGE, "gate.verdict", "drop", detail={
-                    "deciding_model": model, "rule": gating.rule,
-                    "reason": rule.gate_drop.format(model=model),
-                }))
+                decisions.append(
+                    Decision(
+                        sid,
+                        STAGE,
+                        "gate.verdict",
+                        "drop",
+                        detail={
+                            "deciding_model": model,
+                            "rule": gating.rule,
+                            "reason": rule.gate_drop.format(model=model),
+                        },
+                    )
+                )
             elif sid in failed:
-                decisions.append(Decision(sid, STAGE, "gate.verdict", ERROR, detail={
-                    "deciding_model": failed[sid][0], "failed_models": failed[sid], "rule": gating.rule,
-                    "reason": "no answer or no grade from some model; kept out pending a rerun",
-                }))
+                decisions.append(
+                    Decision(
+                        sid,
+                        STAGE,
+                        "gate.verdict",
+                        ERROR,
+                        detail={
+                            "deciding_model": failed[sid][0],
+                            "failed_models": failed[sid],
+                            "rule": gating.rule,
+                            "reason": "no answer or no grade from some model; kept out pending a rerun",
+                        },
+                    )
+                )
             else:
                 kept_rows.append(row)
-                decisions.append(Decision(sid, STAGE, "gate.verdict", "keep", detail={
-                    "deciding_model": models[-1], "models": asked.get(sid, []), "rule": gating.rule,
-                    "reason": "no model answered from parametric knowledge",
-                }))
+                decisions.append(
+                    Decision(
+                        sid,
+                        STAGE,
+                        "gate.verdict",
+                        "keep",
+                        detail={
+                            "deciding_model": models[-1],
+                            "models": asked.get(sid, []),
+                            "rule": gating.rule,
+                            "reason": "no model answered from parametric knowledge",
+                        },
+                    )
+                )
 
         order = {m: i for i, m in enumerate(models)}
         drop_index = [order[m] for m in dropped_by.values()]
@@ -149,4 +181,3 @@ class ParametricGate(EliminationStage):
             run_id=run_id,
             components={"judge": judge.name, "stage_i_prompt": template.id},
         )
-

@@ -32,6 +32,7 @@ output names the set (``PromptSet.source``).
 Contexts are passed as plain dicts in the canonical ``CONTEXT`` shape (``context_id``,
 ``modality``, ``text``, ``image``, ``title``), as they come out of an Arrow row.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -73,8 +74,7 @@ BUILT_IN_TEXTS: dict[str, str] = {
     ),
     "abstention_none": "Answer:",
     "abstention_soft": (
-        "Use the information you have to answer the question; you may decline to answer if "
-        "you need to. Answer:"
+        "Use the information you have to answer the question; you may decline to answer if you need to. Answer:"
     ),
     "abstention_moderate": (
         "Give an answer only if you are confident that it is accurate. If you are unsure, or "
@@ -88,9 +88,13 @@ BUILT_IN_TEXTS: dict[str, str] = {
     ),
 }
 # the built-in ids: the forced-guess wording is the one every release before it was made with
-BUILT_IN_IDS = {"parametric": "gate.parametric.v2", "parametric+guess": "gate.parametric.v1",
-                "evidence": "oracle.evidence.v2", "evidence+guess": "oracle.evidence.v1",
-                **{f"eval.{level}": f"eval.{level}.v2" for level in STRICTNESS_LEVELS}}
+BUILT_IN_IDS = {
+    "parametric": "gate.parametric.v2",
+    "parametric+guess": "gate.parametric.v1",
+    "evidence": "oracle.evidence.v2",
+    "evidence+guess": "oracle.evidence.v1",
+    **{f"eval.{level}": f"eval.{level}.v2" for level in STRICTNESS_LEVELS},
+}
 
 
 def check_abstention(abstention: str) -> None:
@@ -113,7 +117,7 @@ class PromptSet:
         used = [*system, *([instruction] if instruction else [])]
         if all(self.texts[name] == BUILT_IN_TEXTS[name] for name in used):
             return Template(BUILT_IN_IDS[kind], text, tail)
-        digest = hashlib.sha256(f"{text}\x00{tail}".encode("utf-8")).hexdigest()[:12]
+        digest = hashlib.sha256(f"{text}\x00{tail}".encode()).hexdigest()[:12]
         return Template(f"{BUILT_IN_IDS[kind].rsplit('.', 1)[0]}.custom-{digest}", text, tail)
 
     def parametric(self, force_guess: bool = False) -> Template:
@@ -191,8 +195,11 @@ def build_messages(
     (parametric); an empty list says explicitly that no evidence was found. ``history``: the
     earlier turns of a conversation, (question, the answer given), as user / assistant
     messages before this one (as CRAG-MM's evaluator hands them to an agent)."""
-    earlier = [{"role": role, "content": text} for question, answer in history
-               for role, text in (("user", question), ("assistant", answer))]
+    earlier = [
+        {"role": role, "content": text}
+        for question, answer in history
+        for role, text in (("user", question), ("assistant", answer))
+    ]
     parts: list[dict] = []
     if contexts is not None:
         parts.extend(evidence_parts(contexts))

@@ -3,6 +3,7 @@
 Failures are never grades: a call that failed after retries (``text is None``) or an
 answer the judge could not grade (JUDGE_ERROR) gets the verdict ``error``.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.ledger import Decision
-
 from mmcurate.judging.simpleqa import Judge, JudgeItem, Judgement
 from mmcurate.models.requests import ChatResponse
 
@@ -105,9 +105,17 @@ def record_answers(
     for index, (row, resp) in enumerate(zip(rows, responses)):
         judgement = graded.get(resp.key)
         verdict = answer_verdict(resp, judgement)
-        decisions.append(Decision(row["sample_id"], stage, check, verdict, model=model,
-                                  context_id=context_ids[index] if context_ids else None,
-                                  detail=answer_detail(resp, judgement)))
+        decisions.append(
+            Decision(
+                row["sample_id"],
+                stage,
+                check,
+                verdict,
+                model=model,
+                context_id=context_ids[index] if context_ids else None,
+                detail=answer_detail(resp, judgement),
+            )
+        )
         verdicts.append(verdict)
     return verdicts
 
@@ -141,8 +149,10 @@ def regrade_answers(
 ) -> list[str]:
     """Grade answers ``model`` gave in an earlier release (``judging.recorded``) with this run's
     judge, without asking ``model`` again: one ledger decision per answer, as ``record_answers``."""
-    responses = [ChatResponse(key=str(index), model=model, text=answer, error=None, cached=True, latency=0.0)
-                 for index, (_, answer) in enumerate(answered)]
+    responses = [
+        ChatResponse(key=str(index), model=model, text=answer, error=None, cached=True, latency=0.0)
+        for index, (_, answer) in enumerate(answered)
+    ]
     return record_answers(judge, model, [row for row, _ in answered], responses, stage, check, decisions, context_ids)
 
 
@@ -168,8 +178,20 @@ class GradedAnswers(Generic[T]):
         self.requests += len(answered)
         items = [item for item, _ in answered]
         rows, contexts = self._located(items)
-        self.settle(model, items, record_answers(self.judge, model, rows, [resp for _, resp in answered], self.stage,
-                                                 self.check, self.decisions, contexts))
+        self.settle(
+            model,
+            items,
+            record_answers(
+                self.judge,
+                model,
+                rows,
+                [resp for _, resp in answered],
+                self.stage,
+                self.check,
+                self.decisions,
+                contexts,
+            ),
+        )
 
     @property
     def replay(self) -> Callable[[str, list[T]], list[T]] | None:
@@ -178,15 +200,23 @@ class GradedAnswers(Generic[T]):
 
     def _replay(self, model: str, pending: list[T]) -> list[T]:
         assert self.recorded is not None
-        settled, rest = self.recorded.replay(model, pending, self._where, self.check, self.decisions,
-                                             self.judge.name, self._regrade)
+        settled, rest = self.recorded.replay(
+            model, pending, self._where, self.check, self.decisions, self.judge.name, self._regrade
+        )
         self.settle(model, [item for item, _ in settled], [verdict for _, verdict in settled])
         return rest
 
     def _regrade(self, model: str, answered: list[tuple[T, str]]) -> list[str]:
         rows, contexts = self._located([item for item, _ in answered])
-        return regrade_answers(self.judge, model, [(row, text) for row, (_, text) in zip(rows, answered)],
-                               self.stage, self.check, self.decisions, contexts)
+        return regrade_answers(
+            self.judge,
+            model,
+            [(row, text) for row, (_, text) in zip(rows, answered)],
+            self.stage,
+            self.check,
+            self.decisions,
+            contexts,
+        )
 
     def _where(self, item: T) -> tuple[str, str | None]:
         row, context_id = self.locate(item)

@@ -15,6 +15,7 @@ Two extractors (``core.specs.ClaimExtractorSpec``):
   ``existence``, the catch-all for "what the statement says is so". It cannot split a
   statement into several claims and finds no targets.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,9 @@ from typing import Any
 
 from mmcurate.benchmarks.shared import ClaimType
 from mmcurate.core.specs import ClaimExtractorSpec, Heuristic, coerce
-
 from mmcurate.judging.claims import CLAIM_TYPES, Claim
 from mmcurate.models.json_replies import json_object
-from mmcurate.models.labels import RecordError, ask_parsed
-from mmcurate.models.labels import Label
+from mmcurate.models.labels import Label, RecordError, ask_parsed
 from mmcurate.models.requests import ChatRequest
 
 HEURISTIC_NAME = "heuristic-claims-v1"
@@ -46,15 +45,21 @@ REMINDER = "Your reply could not be used. Reply with the JSON object only, in ex
 MAX_TOKENS = 256
 
 _NUMBER = r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozens?|hundreds?|thousands?)"
-_UNITS = (r"(?:metres|meters|feet|inches|miles|kilometres|kilometers|centimetres|centimeters|years|months|days|"
-          r"hours|minutes|seconds|tons|tonnes|kilograms|grams|pounds|degrees|percent|dollars|euros)")
+_UNITS = (
+    r"(?:metres|meters|feet|inches|miles|kilometres|kilometers|centimetres|centimeters|years|months|days|"
+    r"hours|minutes|seconds|tons|tonnes|kilograms|grams|pounds|degrees|percent|dollars|euros)"
+)
 _COUNT = re.compile(rf"\b{_NUMBER}\s+(?!{_UNITS}\b)(?:[a-z]+\s+)?(?!{_UNITS}\b)[a-z]+s\b", re.IGNORECASE)
 _COLOUR = re.compile(
     r"\b(?:red|orange|yellow|green|blue|purple|violet|pink|brown|black|white|gr[ae]y|silver|golden|beige|"
-    r"teal|cyan|magenta|maroon|navy|turquoise|colou?red)\b", re.IGNORECASE)
+    r"teal|cyan|magenta|maroon|navy|turquoise|colou?red)\b",
+    re.IGNORECASE,
+)
 _POSITION = re.compile(
     r"\b(?:left of|right of|above|below|beneath|underneath|under|behind|in front of|next to|beside|"
-    r"on top of|between|inside|outside|north of|south of|east of|west of|near)\b", re.IGNORECASE)
+    r"on top of|between|inside|outside|north of|south of|east of|west of|near)\b",
+    re.IGNORECASE,
+)
 
 
 def heuristic_type(statement: str) -> ClaimType:
@@ -75,8 +80,10 @@ def claim_of(raw: Any, optional: frozenset[str] = frozenset()) -> Claim:
     """One claim record ``{"id", "type", "text", "targets"}`` (plus any ``optional`` keys,
     which are read past), validated; RecordError says what is wrong."""
     if not isinstance(raw, dict) or not CLAIM_KEYS <= set(raw) <= CLAIM_KEYS | optional:
-        raise RecordError(f"each claim needs exactly the keys {sorted(CLAIM_KEYS)}"
-                          + (f" (and may have {sorted(optional)})" if optional else ""))
+        raise RecordError(
+            f"each claim needs exactly the keys {sorted(CLAIM_KEYS)}"
+            + (f" (and may have {sorted(optional)})" if optional else "")
+        )
     if not isinstance(raw["id"], str) or not raw["id"].strip():
         raise RecordError("a claim id is not a non-empty string")
     if raw["type"] not in CLAIM_TYPES:
@@ -104,10 +111,15 @@ def parse_claims(text: str) -> list[Claim]:
 
 def extract_request(key: str, statement: str, context: str | None = None) -> ChatRequest:
     about = f"The statement comes from an answer to this question: {context}\n" if context else ""
-    return ChatRequest(key=key, messages=[
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": f"{about}Statement: {statement}\nReply with the JSON object only."},
-    ], template=TEMPLATE, max_tokens=MAX_TOKENS)
+    return ChatRequest(
+        key=key,
+        messages=[
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"{about}Statement: {statement}\nReply with the JSON object only."},
+        ],
+        template=TEMPLATE,
+        max_tokens=MAX_TOKENS,
+    )
 
 
 def extractor_name(spec: ClaimExtractorSpec | str) -> str:
@@ -115,8 +127,12 @@ def extractor_name(spec: ClaimExtractorSpec | str) -> str:
     return HEURISTIC_NAME if isinstance(extractor, Heuristic) else f"llm:{extractor.name}"
 
 
-def extract_claims(spec: ClaimExtractorSpec | str, statements: list[tuple[str, str, str | None]],
-                   pool: Any = None, stage: str = "claims") -> list[Label]:
+def extract_claims(
+    spec: ClaimExtractorSpec | str,
+    statements: list[tuple[str, str, str | None]],
+    pool: Any = None,
+    stage: str = "claims",
+) -> list[Label]:
     """Claims of each ``(key, statement, context)``: a ``Label`` whose value is the claim list,
     or an error. ``pool`` (a ``models.client.ModelPool``) is needed for a model extractor."""
     extractor: ClaimExtractorSpec = coerce(ClaimExtractorSpec, spec)

@@ -8,6 +8,7 @@ reconsider it (Kestrel's stateful rounds; with a deterministic model and the res
 a repeated identical request could only repeat its answer). Rounds stop as
 ``judging.claims.stop_reason`` says.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,6 @@ from functools import partial
 from typing import Any
 
 from mmcurate.benchmarks.shared import ClaimGate
-
 from mmcurate.judging.claim_extraction import claims_json
 from mmcurate.judging.claims import Claim, Evidence, Outcome, Round, judge_round, parse_record, stop_reason
 from mmcurate.models.labels import ask_parsed
@@ -55,12 +55,16 @@ def verify_request(task: ClaimTask, previous: Round | None = None) -> ChatReques
     lines = [f"Statement: {task.statement}", f"Claims: {claims_json(task.claims)}", "Evidence:"]
     lines += [f"[{e.id}] {e.text[:EVIDENCE_CHARS]}" for e in task.evidence]
     if previous is not None and previous.record is not None:
-        lines.append(f"Previous verdict (round {previous.number}): "
-                     f"{json.dumps(previous.record.as_json(), ensure_ascii=False)}")
+        lines.append(
+            f"Previous verdict (round {previous.number}): {json.dumps(previous.record.as_json(), ensure_ascii=False)}"
+        )
     lines.append("Reply with the JSON record only.")
-    return ChatRequest(key=task.key, messages=[{"role": "system", "content": SYSTEM},
-                                               {"role": "user", "content": "\n".join(lines)}],
-                       template=TEMPLATE, max_tokens=MAX_TOKENS)
+    return ChatRequest(
+        key=task.key,
+        messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}],
+        template=TEMPLATE,
+        max_tokens=MAX_TOKENS,
+    )
 
 
 def verify_claims(client: Any, tasks: list[ClaimTask], gate: ClaimGate, stage: str) -> list[Outcome]:
@@ -75,7 +79,9 @@ def verify_claims(client: Any, tasks: list[ClaimTask], gate: ClaimGate, stage: s
         labels = ask_parsed(client, requests, validators, REMINDER, stage, "a verifier record")
         still: list[int] = []
         for i, label in zip(open_, labels):
-            rounds[i].append(judge_round(len(rounds[i]) + 1, label.label, tasks[i].claims, gate, label.raw, label.error))
+            rounds[i].append(
+                judge_round(len(rounds[i]) + 1, label.label, tasks[i].claims, gate, label.raw, label.error)
+            )
             if stop_reason(rounds[i], gate) is None:
                 still.append(i)
         open_ = still

@@ -33,6 +33,7 @@ a row (with what the caller holds unchanged over them, when the caller tracks it
 answer is stable with two consecutive supported verdicts", 4.1), on an error, or after
 ``max_rounds``.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mmcurate.benchmarks.shared import ClaimGate, ClaimType
-
 from mmcurate.models.json_replies import json_object
 from mmcurate.models.labels import RecordError
 
@@ -89,9 +89,19 @@ class VerifierRecord:
         return next(c for c in self.checked if c.claim_id == claim_id)
 
     def as_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "checked": [
-            {"claim_id": c.claim_id, "status": c.status, "confidence": c.confidence, "why": c.why,
-             "citations": list(c.citations)} for c in self.checked]}
+        return {
+            "verdict": self.verdict,
+            "checked": [
+                {
+                    "claim_id": c.claim_id,
+                    "status": c.status,
+                    "confidence": c.confidence,
+                    "why": c.why,
+                    "citations": list(c.citations),
+                }
+                for c in self.checked
+            ],
+        }
 
 
 def _status(value: Any, where: str) -> str:
@@ -107,8 +117,12 @@ def _check(raw: Any, claims: dict[str, Claim], evidence: set[str]) -> ClaimCheck
     if not isinstance(claim_id, str) or claim_id not in claims:
         raise RecordError(f"unknown claim id {claim_id!r}")
     confidence = raw["confidence"]
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not math.isfinite(confidence) \
-            or not 0.0 <= confidence <= 1.0:
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float))
+        or not math.isfinite(confidence)
+        or not 0.0 <= confidence <= 1.0
+    ):
         raise RecordError(f"claim {claim_id}: confidence {confidence!r} is not a number in [0, 1]")
     if not isinstance(raw["why"], str):
         raise RecordError(f"claim {claim_id}: 'why' is not a string")
@@ -118,8 +132,13 @@ def _check(raw: Any, claims: dict[str, Claim], evidence: set[str]) -> ClaimCheck
     unknown = [c for c in citations if c not in evidence]
     if unknown:
         raise RecordError(f"claim {claim_id} cites unknown evidence id {unknown[0]!r}")
-    return ClaimCheck(claim_id, _status(raw["status"], f"claim {claim_id}: status"), float(confidence), raw["why"],
-                      tuple(dict.fromkeys(citations)))
+    return ClaimCheck(
+        claim_id,
+        _status(raw["status"], f"claim {claim_id}: status"),
+        float(confidence),
+        raw["why"],
+        tuple(dict.fromkeys(citations)),
+    )
 
 
 def parse_record(text: str, claims: list[Claim], evidence: list[Evidence]) -> VerifierRecord:
@@ -165,8 +184,13 @@ def gated(record: VerifierRecord, claims: list[Claim], gate: ClaimGate) -> bool:
 
 def refuting(record: VerifierRecord, claims: list[Claim], gate: ClaimGate) -> list[str]:
     """The evidence ids cited by the claims the record confidently contradicts, in order."""
-    ids = [e for claim in claims for c in [record.of(claim.id)]
-           if c.status == "contradicted" and confident(c, claim, gate) for e in c.citations]
+    ids = [
+        e
+        for claim in claims
+        for c in [record.of(claim.id)]
+        if c.status == "contradicted" and confident(c, claim, gate)
+        for e in c.citations
+    ]
     return list(dict.fromkeys(ids))
 
 
@@ -182,8 +206,14 @@ class Round:
     error: str | None = None
 
 
-def judge_round(number: int, record: VerifierRecord | None, claims: list[Claim], gate: ClaimGate,
-                raw: list[str | None], error: str | None = None) -> Round:
+def judge_round(
+    number: int,
+    record: VerifierRecord | None,
+    claims: list[Claim],
+    gate: ClaimGate,
+    raw: list[str | None],
+    error: str | None = None,
+) -> Round:
     if record is None:
         return Round(number, None, ERROR, False, raw, error)
     return Round(number, record, verdict(record, claims, gate), gated(record, claims, gate), raw)
@@ -199,7 +229,7 @@ def stop_reason(rounds: list[Round], gate: ClaimGate, held: list[Any] | None = N
         return "error"
     n = gate.stable_rounds
     recent = rounds[-n:]
-    unchanged = held is None or all(h == held[-1] for h in held[-n - 1:])
+    unchanged = held is None or all(h == held[-1] for h in held[-n - 1 :])
     if len(recent) == n and all(r.verdict == "supported" for r in recent) and unchanged:
         return "stable"
     if len(rounds) >= gate.max_rounds:
@@ -207,8 +237,12 @@ def stop_reason(rounds: list[Round], gate: ClaimGate, held: list[Any] | None = N
     return None
 
 
-def stronger_evidence(before: list[tuple[str, str]], now: list[tuple[str, str]], before_record: VerifierRecord | None,
-                      now_record: VerifierRecord | None) -> bool:
+def stronger_evidence(
+    before: list[tuple[str, str]],
+    now: list[tuple[str, str]],
+    before_record: VerifierRecord | None,
+    now_record: VerifierRecord | None,
+) -> bool:
     """Whether a round yields stronger evidence than the round before (Kestrel 3.4: the loop stops
     early "when additional iterations no longer yield stronger evidence"). The paper does not say
     what makes evidence stronger; our reading: the round shows an evidence item (id and text) the

@@ -17,6 +17,7 @@ Every judge answers ``judge(premises, hypotheses, keys) -> list[Support]`` with 
 
 ``image_support`` asks a vision model the same yes/no question about an image document.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,6 @@ from typing import Any, Protocol, runtime_checkable
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import LLM, NLI, EntailmentSpec, Lexical, coerce
 from mmcurate.core.text import content_tokens
-
 from mmcurate.models.client import ModelPool
 from mmcurate.models.labels import Label, ask_labels, first_token_label, label_request
 from mmcurate.models.requests import ChatRequest
@@ -152,18 +152,30 @@ def _yes_no(response: Any) -> tuple[str, float] | None:
 
 def text_support_request(key: str, premise: str, hypothesis: str) -> ChatRequest:
     """Does a document (cut to ``DOC_CHARS``) support a statement? A yes/no label request."""
-    return label_request(key, TEXT_SYSTEM, f"Document: {premise[:DOC_CHARS]}\n\nStatement: {hypothesis}\n"
-                         "Does the document support the statement? Reply with exactly one word: yes or no.",
-                         TEXT_TEMPLATE)
+    return label_request(
+        key,
+        TEXT_SYSTEM,
+        f"Document: {premise[:DOC_CHARS]}\n\nStatement: {hypothesis}\n"
+        "Does the document support the statement? Reply with exactly one word: yes or no.",
+        TEXT_TEMPLATE,
+    )
 
 
 def image_support_request(key: str, sha: str, hypothesis: str) -> ChatRequest:
     """Does an image support a statement? A yes/no label request for a vision model."""
-    return label_request(key, IMAGE_SYSTEM, [
-        {"type": "image", "sha256": sha},
-        {"type": "text", "text": f"Statement: {hypothesis}\n"
-                                 "Does the image support the statement? Reply with exactly one word: yes or no."},
-    ], IMAGE_TEMPLATE)
+    return label_request(
+        key,
+        IMAGE_SYSTEM,
+        [
+            {"type": "image", "sha256": sha},
+            {
+                "type": "text",
+                "text": f"Statement: {hypothesis}\n"
+                "Does the image support the statement? Reply with exactly one word: yes or no.",
+            },
+        ],
+        IMAGE_TEMPLATE,
+    )
 
 
 class LLMEntailment:
@@ -177,8 +189,10 @@ class LLMEntailment:
 
     def judge(self, premises: list[str], hypotheses: list[str], keys: list[str]) -> list[Support]:
         _check_pairs(premises, hypotheses)
-        requests = [text_support_request(key, premise, hypothesis)
-                    for key, premise, hypothesis in zip(keys, premises, hypotheses)]
+        requests = [
+            text_support_request(key, premise, hypothesis)
+            for key, premise, hypothesis in zip(keys, premises, hypotheses)
+        ]
         labels = ask_labels(self.pool.client(self.model), requests, YES_NO, REMINDER, self.stage, _yes_no)
         return [_support(label) for label in labels]
 
@@ -202,8 +216,9 @@ def entailment_judge(spec: EntailmentSpec | str | EntailmentJudge, pool: ModelPo
     return LLMEntailment(pool, judge.model)
 
 
-def image_support(pool: ModelPool, model: str, shas: list[str], hypotheses: list[str], keys: list[str],
-                  stage: str = "citation") -> list[Support]:
+def image_support(
+    pool: ModelPool, model: str, shas: list[str], hypotheses: list[str], keys: list[str], stage: str = "citation"
+) -> list[Support]:
     """A vision model's yes/no on whether each image shows what its statement says."""
     requests = [image_support_request(key, sha, hypothesis) for key, sha, hypothesis in zip(keys, shas, hypotheses)]
     labels = ask_labels(pool.client(model), requests, YES_NO, REMINDER, stage, _yes_no)

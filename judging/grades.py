@@ -1,4 +1,5 @@
 """Judge vocabulary shared by the pre-judge and the judges (re-exported by ``judge``)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

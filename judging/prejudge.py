@@ -25,13 +25,13 @@ INCORRECT. It cannot see contradictions ("not
 Paris" contains "Paris") or paraphrases; it stands in when no judge model is available
 and the release manifest names it ("lexical-v1").
 """
+
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
 from mmcurate.core.text import content_tokens, normalize, word_set
-
 from mmcurate.judging.grades import Grade, JudgeItem
 
 _REFUSALS = [

@@ -16,6 +16,7 @@ settles nothing: that one item is asked again, as a rerun would.
 Replayed ledger rows repeat the recorded verdict and detail, plus ``recorded_in`` (the
 parent's version), so ``mmcurate why`` shows where a verdict came from.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,16 @@ class RecordedAnswers:
     It holds paths and names only and reads the ledger in the process that uses it, so it
     travels cheaply to task-runner workers."""
 
-    def __init__(self, ledger: Path, stage: str, models: Sequence[str], judge: str | None, release: str,
-                 verdicts: Sequence[str], part: str | None = None) -> None:
+    def __init__(
+        self,
+        ledger: Path,
+        stage: str,
+        models: Sequence[str],
+        judge: str | None,
+        release: str,
+        verdicts: Sequence[str],
+        part: str | None = None,
+    ) -> None:
         self.ledger = Path(ledger)
         self.stage = stage
         self.models = tuple(models)  # models whose recorded identity matches this run's spec
@@ -58,20 +67,38 @@ class RecordedAnswers:
 
     def _load(self) -> dict[Key, Found]:
         if self._rows is None:
-            table = pq.read_table(self.ledger, columns=["sample_id", "stage", "check", "model", "context_id",
-                                                        "verdict", "detail"])
-            mask = pc.and_(pc.equal(table["stage"], self.stage), pc.is_in(table["model"], value_set=pa.array(self.models, pa.string())))
+            table = pq.read_table(
+                self.ledger, columns=["sample_id", "stage", "check", "model", "context_id", "verdict", "detail"]
+            )
+            mask = pc.and_(
+                pc.equal(table["stage"], self.stage),
+                pc.is_in(table["model"], value_set=pa.array(self.models, pa.string())),
+            )
             rows: dict[Key, Found] = {}
             for row in table.filter(mask).to_pylist():  # the last row of a key wins
                 detail = json.loads(row["detail"] or "{}")
-                rows[(row["check"], row["model"], row["sample_id"], row["context_id"],
-                      detail.get(self.part) if self.part else None)] = (row["verdict"], detail)
+                rows[
+                    (
+                        row["check"],
+                        row["model"],
+                        row["sample_id"],
+                        row["context_id"],
+                        detail.get(self.part) if self.part else None,
+                    )
+                ] = (row["verdict"], detail)
             self._rows = rows
         return self._rows
 
-    def replay(self, model: str, items: list[T], where: Callable[[T], Where], check: str,
-               decisions: list[Decision], judge: str | None = None, regrade: Regrade | None = None,
-               ) -> tuple[list[tuple[T, str]], list[T]]:
+    def replay(
+        self,
+        model: str,
+        items: list[T],
+        where: Callable[[T], Where],
+        check: str,
+        decisions: list[Decision],
+        judge: str | None = None,
+        regrade: Regrade | None = None,
+    ) -> tuple[list[tuple[T, str]], list[T]]:
         """Split ``items`` into those ``model``'s recorded answers settle, with their verdicts
         (a ledger row appended for each), and those still to ask. ``where(item)`` is its
         (sample_id, context_id), and its ``part`` when answers are told apart by one. ``regrade`` grades recorded answer texts when ``judge``
@@ -94,8 +121,17 @@ class RecordedAnswers:
         settled = []
         for item, (verdict, detail) in found:
             sample_id, context_id = where(item)[:2]
-            decisions.append(Decision(sample_id, self.stage, check, verdict, model=model, context_id=context_id,
-                                      detail={**detail, "recorded_in": self.release}))
+            decisions.append(
+                Decision(
+                    sample_id,
+                    self.stage,
+                    check,
+                    verdict,
+                    model=model,
+                    context_id=context_id,
+                    detail={**detail, "recorded_in": self.release},
+                )
+            )
             settled.append((item, verdict))
         return settled, rest
 
@@ -108,4 +144,3 @@ class RecordedAnswers:
 
     def _key(self, check: str, model: str, where: Where) -> Key:
         return (check, model, where[0], where[1], where[2] if len(where) > 2 else None)
-

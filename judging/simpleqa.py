@@ -5,17 +5,17 @@ letter anywhere in the reply, so "CORRECT" reads as C (NOT_ATTEMPTED) there. Her
 that is not exactly one grade gets one retry with a reminder, then ``Grade.JUDGE_ERROR``,
 which is counted in ``Judge.stats`` and never mapped to a label.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter
 
 from mmcurate.core.config import Settings
-
-from mmcurate.models.client import ModelPool
 from mmcurate.judging.grades import Grade, JudgeItem, Judgement
-from mmcurate.models.labels import ask_labels, strict_label
 from mmcurate.judging.prejudge import lexical_grade, prejudged
+from mmcurate.models.client import ModelPool
+from mmcurate.models.labels import ask_labels, strict_label
 from mmcurate.models.requests import ChatRequest
 
 __all__ = ["Grade", "JudgeItem", "Judgement", "Judge", "LexicalJudge", "LLMJudge", "make_judge", "parse_grade"]
@@ -23,8 +23,15 @@ __all__ = ["Grade", "JudgeItem", "Judgement", "Judge", "LexicalJudge", "LLMJudge
 TEMPLATE = "judge.simpleqa.v1"
 JUDGE_MAX_TOKENS = 10
 # accepted spellings of a grade: the letters of the prompt and the grade names
-SPELLINGS = {"a": "CORRECT", "b": "INCORRECT", "c": "NOT_ATTEMPTED", "correct": "CORRECT",
-             "incorrect": "INCORRECT", "not_attempted": "NOT_ATTEMPTED", "not attempted": "NOT_ATTEMPTED"}
+SPELLINGS = {
+    "a": "CORRECT",
+    "b": "INCORRECT",
+    "c": "NOT_ATTEMPTED",
+    "correct": "CORRECT",
+    "incorrect": "INCORRECT",
+    "not_attempted": "NOT_ATTEMPTED",
+    "not attempted": "NOT_ATTEMPTED",
+}
 
 PROMPT = """Grade one answer to a question against its reference answer(s).
 

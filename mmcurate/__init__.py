@@ -1,4 +1,5 @@
 """mmcurate: curate and maintain retrieval-dependent multimodal benchmarks."""
+
 from importlib.metadata import version
 
 import mmcurate.benchmarks  # noqa: F401  registers the built-in benchmarks and their config sections first

@@ -10,6 +10,7 @@ a failed one is neither. A fully cached rerun therefore shows ``calls == 0``. ``
 cost nothing), over the ``usage_calls`` calls that reported any (the scripted backend
 reports none).
 """
+
 from __future__ import annotations
 
 import threading
@@ -41,8 +42,7 @@ class CallCounter:
     def rows(self) -> list[dict]:
         with self._lock:
             return [
-                {"stage": stage, "model": model, **counts}
-                for (stage, model), counts in sorted(self._counts.items())
+                {"stage": stage, "model": model, **counts} for (stage, model), counts in sorted(self._counts.items())
             ]
 
     @property

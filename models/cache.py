@@ -19,6 +19,7 @@ Measured with ``bench/gating_throughput.py`` (docs/figures.md): a fully cached r
 takes 0.0001 of the first run's time, and the layer with it serves 1.17 times the requests
 per second of bare ``AsyncOpenAI``.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -35,9 +36,10 @@ import sqlite3
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import fsspec
 import polars as pl
@@ -46,7 +48,6 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.config import ModelSpec, cache_location
 from mmcurate.core.errors import MmcurateError
-
 from mmcurate.models.requests import ChatRequest, sampling
 
 _SCHEMA = """
@@ -88,10 +89,25 @@ def _enter_wal(db: sqlite3.Connection, pause: Callable[[float], None] = time.sle
 Row = tuple[str, str, str, str, str, float, float, str | None]  # the columns of ``responses``, in order
 
 
-def _row(key: str, model: str, template: str, text: str, usage: dict[str, Any], latency: float,
-         top_logprobs: list[dict[str, float]] | None) -> Row:
-    return (key, model, template, text, json.dumps(usage), latency, time.time(),
-            json.dumps(top_logprobs) if top_logprobs is not None else None)
+def _row(
+    key: str,
+    model: str,
+    template: str,
+    text: str,
+    usage: dict[str, Any],
+    latency: float,
+    top_logprobs: list[dict[str, float]] | None,
+) -> Row:
+    return (
+        key,
+        model,
+        template,
+        text,
+        json.dumps(usage),
+        latency,
+        time.time(),
+        json.dumps(top_logprobs) if top_logprobs is not None else None,
+    )
 
 
 def cache_key(spec: ModelSpec, request: ChatRequest, extra_identity: dict[str, Any] | None = None) -> str:
@@ -128,7 +144,7 @@ class ResponseCache:
         self._db.execute(_SCHEMA)
 
     @staticmethod
-    def open(url: str) -> "ResponseCache":
+    def open(url: str) -> ResponseCache:
         """Open the cache ``url`` names (``core.config.cache_location``): ``sqlite:///abs/path.sqlite``
         (created if missing) or ``parts+<URL>`` (a ``PartsCache``)."""
         kind, where = cache_location(url)
@@ -178,7 +194,7 @@ class ResponseCache:
         with self._lock:
             self._db.close()
 
-    def __enter__(self) -> "ResponseCache":
+    def __enter__(self) -> ResponseCache:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -186,16 +202,26 @@ class ResponseCache:
 
 
 _COLUMNS = ("key", "model", "template", "text", "usage", "latency", "created", "top_logprobs")
-_PART_SCHEMA = pa.schema([
-    ("key", pa.string()), ("model", pa.string()), ("template", pa.string()), ("text", pa.string()),
-    ("usage", pa.string()), ("latency", pa.float64()), ("created", pa.float64()), ("top_logprobs", pa.string()),
-])
+_PART_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("model", pa.string()),
+        ("template", pa.string()),
+        ("text", pa.string()),
+        ("usage", pa.string()),
+        ("latency", pa.float64()),
+        ("created", pa.float64()),
+        ("top_logprobs", pa.string()),
+    ]
+)
 # Among parts, one row per key: the earliest answer (then the smallest text), whatever order the
 # parts are read in, so every worker, and the compacted cache, answers a key alike.
-_MERGE = ("INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
-          "model = excluded.model, template = excluded.template, text = excluded.text, usage = excluded.usage, "
-          "latency = excluded.latency, created = excluded.created, top_logprobs = excluded.top_logprobs "
-          "WHERE (excluded.created, excluded.text) < (responses.created, responses.text)")
+_MERGE = (
+    "INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+    "model = excluded.model, template = excluded.template, text = excluded.text, usage = excluded.usage, "
+    "latency = excluded.latency, created = excluded.created, top_logprobs = excluded.top_logprobs "
+    "WHERE (excluded.created, excluded.text) < (responses.created, responses.text)"
+)
 
 
 @dataclass
@@ -364,8 +390,11 @@ def compact_parts(url: str) -> Compaction:
     rows = sum(table.num_rows for table in tables)
     if len(names) <= 1:
         return Compaction(len(names), rows, rows)
-    merged = (pl.DataFrame(pa.concat_tables(tables)).sort(["key", "created", "text"])
-              .unique("key", keep="first", maintain_order=True))
+    merged = (
+        pl.DataFrame(pa.concat_tables(tables))
+        .sort(["key", "created", "text"])
+        .unique("key", keep="first", maintain_order=True)
+    )
     parts.publish(f"compact-{_writer()}", list(merged.iter_rows()))
     parts.remove(names)
     return Compaction(len(names), rows, merged.height)

@@ -19,11 +19,12 @@ Two kinds:
   (seconds since the epoch), when given, is its release date. A server that cannot be
   reached, or answers anything but that shape, is one line.
 """
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +80,9 @@ def file_catalog(path: Path) -> list[CatalogModel]:
             raise ConfigError(f"{where}{'.' + field if field else ''}: {first['msg']}") from None
         if role is not None and not isinstance(role, str):
             raise ConfigError(f"{where}.role: a role name is expected, got {role!r}")
-        out.append(CatalogModel(spec, _date(released, f"{where}.released"), role, str(note or ""),
-                                f"{where} ({spec.name})"))
+        out.append(
+            CatalogModel(spec, _date(released, f"{where}.released"), role, str(note or ""), f"{where} ({spec.name})")
+        )
     return _unique(out, f"catalog {path}")
 
 
@@ -118,31 +120,53 @@ def server_catalog(root: str) -> list[CatalogModel]:
     except httpx.InvalidURL as exc:
         raise ConfigError(f"catalog {root}: not a server URL ({exc}); expected http://host:port/v1") from None
     except httpx.HTTPError as exc:
-        raise ConfigError(f"catalog {root}: the server cannot be reached ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})") from None
+        raise ConfigError(
+            f"catalog {root}: the server cannot be reached ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"
+        ) from None
     except json.JSONDecodeError:
         raise ConfigError(f"catalog {root}: GET /models did not answer JSON") from None
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("id"), str) for i in items):
-        raise ConfigError(f"catalog {root}: GET /models did not answer an OpenAI model list "
-                          '({"object": "list", "data": [{"id": ...}]})')
-    return _unique([CatalogModel(ModelSpec(name=safe_model_name(item["id"]), backend="openai", model=item["id"],
-                                           base_url=root, revision=f"served:{root}"), _created(item), None,
-                                 f"served by {root}" + (f", owned by {item['owned_by']}" if item.get("owned_by") else ""),
-                                 f"catalog {root}: model {item['id']}")
-                    for item in items], f"catalog {root}")
+        raise ConfigError(
+            f"catalog {root}: GET /models did not answer an OpenAI model list "
+            '({"object": "list", "data": [{"id": ...}]})'
+        )
+    return _unique(
+        [
+            CatalogModel(
+                ModelSpec(
+                    name=safe_model_name(item["id"]),
+                    backend="openai",
+                    model=item["id"],
+                    base_url=root,
+                    revision=f"served:{root}",
+                ),
+                _created(item),
+                None,
+                f"served by {root}" + (f", owned by {item['owned_by']}" if item.get("owned_by") else ""),
+                f"catalog {root}: model {item['id']}",
+            )
+            for item in items
+        ],
+        f"catalog {root}",
+    )
 
 
 def _created(item: dict[str, Any]) -> date | None:
     created = item.get("created")
-    return datetime.fromtimestamp(created, timezone.utc).date() if isinstance(created, (int, float)) else None
+    return datetime.fromtimestamp(created, UTC).date() if isinstance(created, (int, float)) else None
 
 
 def spec_file(model: CatalogModel, folder: Path) -> Path:
     """The model's spec as a YAML file in ``folder`` (what ``--add-model`` takes)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{model.spec.name}.yaml"  # a name is one safe path segment (core.config.MODEL_NAME)
-    path.write_text(yaml.safe_dump(model.spec.model_dump(mode="json", exclude_defaults=True) | {"name": model.spec.name,
-                                                                                              "backend": model.spec.backend},
-                                   sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            model.spec.model_dump(mode="json", exclude_defaults=True)
+            | {"name": model.spec.name, "backend": model.spec.backend},
+            sort_keys=False,
+        )
+    )
     return path

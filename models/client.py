@@ -7,6 +7,7 @@ answered from the cached answer), so every answered request is a call or a cache
 ``progress`` callback hears how many of a batch's requests are answered (at the start, then in
 about ten steps), for long stages.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,7 +19,6 @@ from mmcurate.core.config import ModelSpec, Settings
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.interrupt import raise_if_stopped
-
 from mmcurate.models.accounting import CallCounter
 from mmcurate.models.backends.base import Backend
 from mmcurate.models.backends.embedded import EmbeddedBackend
@@ -47,8 +47,10 @@ def resolve_api_key(spec: ModelSpec, secrets: SecretLoader | None = None) -> str
         return key
     if spec.api_key_block:
         if secrets is None:
-            raise ConfigError(f"model {spec.name}: secret block {spec.api_key_block!r} needs a secret loader "
-                              "(run it through a flow, or set api_key_env)")
+            raise ConfigError(
+                f"model {spec.name}: secret block {spec.api_key_block!r} needs a secret loader "
+                "(run it through a flow, or set api_key_env)"
+            )
         try:
             return secrets(spec.api_key_block)
         except KeyError:
@@ -77,7 +79,11 @@ def unapplied_sampling(spec: ModelSpec) -> dict[str, str]:
 def make_backend(spec: ModelSpec, images: ImageStore | None, secrets: SecretLoader | None = None) -> Backend:
     if spec.backend == "openai":
         return OpenAICompatBackend(
-            spec, images, spec.base_url or OPENAI_URL, resolve_api_key(spec, secrets), spec.model,
+            spec,
+            images,
+            spec.base_url or OPENAI_URL,
+            resolve_api_key(spec, secrets),
+            spec.model,
             penalty_field=penalty_field(spec),
         )
     if spec.backend == "embedded":
@@ -88,8 +94,14 @@ def make_backend(spec: ModelSpec, images: ImageStore | None, secrets: SecretLoad
 
 
 class ModelClient:
-    def __init__(self, spec: ModelSpec, backend: Backend, cache: ResponseCache, counter: CallCounter,
-                 progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        backend: Backend,
+        cache: ResponseCache,
+        counter: CallCounter,
+        progress: Progress | None = None,
+    ) -> None:
         self.spec = spec
         self.backend = backend
         self.cache = cache
@@ -108,8 +120,14 @@ class ModelClient:
             hit = hits.get(key)
             if hit is not None:
                 results[position] = ChatResponse(
-                    key=request.key, model=self.spec.name, text=hit.text, error=None, cached=True,
-                    latency=hit.latency, usage=hit.usage, top_logprobs=hit.top_logprobs,
+                    key=request.key,
+                    model=self.spec.name,
+                    text=hit.text,
+                    error=None,
+                    cached=True,
+                    latency=hit.latency,
+                    usage=hit.usage,
+                    top_logprobs=hit.top_logprobs,
                     images_dropped=self._images_dropped(request),
                 )
                 self.counter.record(stage, self.spec.name, cached=True, failed=False)
@@ -129,11 +147,15 @@ class ModelClient:
             key = miss_keys[index]
             if response.text is not None:
                 self.cache.put(
-                    key, self.spec.name, misses[index].template, response.text,
-                    response.usage, response.latency, response.top_logprobs,
+                    key,
+                    self.spec.name,
+                    misses[index].template,
+                    response.text,
+                    response.usage,
+                    response.latency,
+                    response.top_logprobs,
                 )
-            self.counter.record(stage, self.spec.name, cached=False, failed=response.text is None,
-                                usage=response.usage)
+            self.counter.record(stage, self.spec.name, cached=False, failed=response.text is None, usage=response.usage)
             if response.text is not None:  # the identical requests of the batch: answered from what was just cached
                 for _ in waiting[key][1:]:
                     self.counter.record(stage, self.spec.name, cached=True, failed=False)
@@ -151,8 +173,11 @@ class ModelClient:
         if self.spec.vision:
             return 0
         return sum(
-            1 for m in request.messages if isinstance(m.get("content"), list)
-            for p in m["content"] if p.get("type") == "image"
+            1
+            for m in request.messages
+            if isinstance(m.get("content"), list)
+            for p in m["content"]
+            if p.get("type") == "image"
         )
 
     def close(self) -> None:
@@ -186,8 +211,9 @@ class ModelPool:
             if spec.backend == "vllm":
                 for other in [n for n, c in self._open.items() if c.spec.backend == "vllm"]:
                     self.release(other)
-            self._open[name] = ModelClient(spec, make_backend(spec, self.images, self.secrets), self.cache,
-                                           self.counter, self.progress)
+            self._open[name] = ModelClient(
+                spec, make_backend(spec, self.images, self.secrets), self.cache, self.counter, self.progress
+            )
         return self._open[name]
 
     @property
@@ -203,7 +229,7 @@ class ModelPool:
         for name in list(self._open):
             self.release(name)
 
-    def __enter__(self) -> "ModelPool":
+    def __enter__(self) -> ModelPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

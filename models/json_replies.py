@@ -6,6 +6,7 @@ value or raises ``RecordError`` with the reason; an invalid first reply gets one
 reminder that names the reason; a second invalid reply, or a failed call, is an error
 (``Label.error``), counted by the caller and never repaired into a value.
 """
+
 from __future__ import annotations
 
 import json

@@ -18,6 +18,7 @@ right/wrong, fact-checkable yes/no) goes through ``ask_labels``:
 rating, an answer whose citations must name shown documents): ``parse(text)`` returns the
 value or None, never a guess; ``ask_labels`` is ``ask_parsed`` with ``strict_label``.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mmcurate.core.errors import MmcurateError
-
 from mmcurate.models.requests import ChatRequest, ChatResponse
 
 RETRY_SUFFIX = "+retry1"
@@ -109,8 +109,9 @@ def ask_labels(
     ``decide(response)`` may settle a first reply before its text is parsed (e.g. from
     token logprobs); returning None falls back to the text."""
     names = list(dict.fromkeys(_spellings(labels).values()))
-    return ask_parsed(client, requests, lambda text: strict_label(text, labels), reminder, stage,
-                      "/".join(names), decide)
+    return ask_parsed(
+        client, requests, lambda text: strict_label(text, labels), reminder, stage, "/".join(names), decide
+    )
 
 
 class RecordError(MmcurateError):
@@ -162,9 +163,15 @@ def ask_parsed(
             else:
                 retry.append((i, problem))
     if retry:
-        second = client.chat([_retry_request(requests[i], first[i].text,
-                                             reminder if problem is None else f"{reminder} (Problem: {problem}.)")
-                              for i, problem in retry], stage)
+        second = client.chat(
+            [
+                _retry_request(
+                    requests[i], first[i].text, reminder if problem is None else f"{reminder} (Problem: {problem}.)"
+                )
+                for i, problem in retry
+            ],
+            stage,
+        )
         for (i, _), response in zip(retry, second):
             raw = [first[i].text, response.text]
             seconds = first[i].latency + response.latency
@@ -183,7 +190,11 @@ def ask_parsed(
 
 def _retry_request(request: ChatRequest, answer: str | None, reminder: str) -> ChatRequest:
     """``request`` continued with the unreadable ``answer`` and a ``reminder`` (its own cache key)."""
-    messages = [*request.messages, {"role": "assistant", "content": answer or ""}, {"role": "user", "content": reminder}]
+    messages = [
+        *request.messages,
+        {"role": "assistant", "content": answer or ""},
+        {"role": "user", "content": reminder},
+    ]
     return replace(request, messages=messages, template=request.template + RETRY_SUFFIX)
 
 
@@ -192,5 +203,7 @@ def label_request(key: str, system: str, user: str | list[dict], template: str, 
     return ChatRequest(
         key=key,
         messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-        template=template, max_tokens=LABEL_MAX_TOKENS, logprobs=LABEL_LOGPROBS if logprobs else None,
+        template=template,
+        max_tokens=LABEL_MAX_TOKENS,
+        logprobs=LABEL_LOGPROBS if logprobs else None,
     )

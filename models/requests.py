@@ -5,6 +5,7 @@ of parts: ``{"type": "text", "text": ...}`` or ``{"type": "image", "sha256": <he
 Images are named by their sha256 in the ImageStore, so requests stay small, hash
 stably for the response cache and carry no bytes until a backend resolves them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ def text_of(messages: list[dict]) -> str:
     return "\n".join(chunks)
 
 
-def sampling(spec: "ModelSpec", request: ChatRequest) -> dict[str, Any]:
+def sampling(spec: ModelSpec, request: ChatRequest) -> dict[str, Any]:
     """The sampling parameters of one call: the spec's, with the request's overrides."""
     return {
         "temperature": spec.temperature,

@@ -7,13 +7,14 @@ settled item is never sent to a later model. ``replay`` (a re-curation's recorde
 ``judging.recorded``) settles what a model already answered in an earlier release before
 anything is sent: it returns the items still to ask.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from mmcurate.core.config import ModelSpec
-
 from mmcurate.models.client import ModelPool
 from mmcurate.models.requests import ChatRequest, ChatResponse
 

@@ -7,6 +7,7 @@ Release notes, cards and evaluation tables say which stand-ins ran, each in one 
 names the role, the model and what it replaced; the scripted model by its rules file's name
 (the path is the builder's, as in ``ModelSpec.identity``).
 """
+
 from __future__ import annotations
 
 from mmcurate.core.config import ModelSpec

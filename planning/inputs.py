@@ -9,6 +9,7 @@ covers the counted sources and says which are left out. Rows for the token estim
 ``SAMPLE_ROWS`` ingested samples of each source; with no ingest at all there are none, and
 the benchmark's planner builds its requests from rows shaped like the paper's samples.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -50,8 +51,7 @@ def _raw_count(spec: SourceSpec) -> int | None:
     """The source's raw record count, or None when its layout has no cheap count."""
     with tempfile.TemporaryDirectory() as scratch:  # adapters want a store; counting writes nothing to it
         try:
-            adapter = adapter_class(spec.name)(spec.root, ImageStore(scratch), images=spec.images,
-                                               options=spec.options)
+            adapter = adapter_class(spec.name)(spec.root, ImageStore(scratch), images=spec.images, options=spec.options)
         except SourceError as exc:
             raise SourceError(f"{exc}; pass --samples N to plan without counting") from None
         return adapter.count_records()
@@ -65,8 +65,11 @@ def plan_input(settings: Settings, sources: list[SourceSpec], samples: int | Non
     uncounted: list[str] = []
     count: int | None
     for spec in sources:
-        done = load_ingest(ingest_folder(settings.workdir, spec.name, spec.root, spec.options)) \
-            if spec.root.is_dir() else None
+        done = (
+            load_ingest(ingest_folder(settings.workdir, spec.name, spec.root, spec.options))
+            if spec.root.is_dir()
+            else None
+        )
         if done is not None:
             count, found = done.samples, "ingest"
             rows += _first_rows(done.samples_path, min(SAMPLE_ROWS, spec.limit or SAMPLE_ROWS))

@@ -11,6 +11,7 @@ float32 vectors (pages x dim x 4 bytes), and, when the KB needs the on-disk stor
 this is an upper bound for uncompressed sources). The index is what ``plan_index`` picks for
 the pages and ``retrieval.memory_gb``.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,9 @@ class KBPlan:
 
     @property
     def hours(self) -> float | None:
-        return None if self.pages is None or self.pages_per_second is None else self.pages / self.pages_per_second / 3600
+        return (
+            None if self.pages is None or self.pages_per_second is None else self.pages / self.pages_per_second / 3600
+        )
 
     def render(self) -> list[str]:
         if self.pages is None:
@@ -54,12 +57,18 @@ class KBPlan:
         vectors = self.pages * self.dim * 4
         on_disk = index.kind == "ivfpq"
         hours = "-" if self.hours is None else f"{self.hours:,.1f} h"
-        records = f"<= {self.source_bytes / GIB:,.2f} GB" if self.source_bytes else "about the KB's size (not found here)"
-        disk = f"vectors {vectors / GIB:,.2f} GB" + (f" + records {records} in an on-disk store"
-                                                    if on_disk else " (in memory and the index cache)")
-        return [f"knowledge base {self.kb}: {self.pages:,} pages ({self.pages_from}), {self.dim}-d {self.encoder}",
-                f"  embedding: {hours} at {self.pages_per_second or '?'} pages/s ({self.throughput_from})",
-                f"  disk: {disk}", f"  index: {index.describe()} within retrieval.memory_gb = {self.memory_gb}"]
+        records = (
+            f"<= {self.source_bytes / GIB:,.2f} GB" if self.source_bytes else "about the KB's size (not found here)"
+        )
+        disk = f"vectors {vectors / GIB:,.2f} GB" + (
+            f" + records {records} in an on-disk store" if on_disk else " (in memory and the index cache)"
+        )
+        return [
+            f"knowledge base {self.kb}: {self.pages:,} pages ({self.pages_from}), {self.dim}-d {self.encoder}",
+            f"  embedding: {hours} at {self.pages_per_second or '?'} pages/s ({self.throughput_from})",
+            f"  disk: {disk}",
+            f"  index: {index.describe()} within retrieval.memory_gb = {self.memory_gb}",
+        ]
 
 
 def plan_kb(cfg: RetrievalConfig, pages: int | None = None) -> KBPlan:

@@ -35,6 +35,7 @@ the two filters is not reported (Figure 5b's values are not in the text): each k
 square root (82.8%). Nor is the depth of a dialogue (Figure 5c): the plan takes every built
 dialogue to ``max_turns`` turns, an upper bound, unless a release measured the depth.
 """
+
 from __future__ import annotations
 
 import math
@@ -114,7 +115,7 @@ def equal_share(total: float, models: int) -> float:
 def halving_drops(retention: float, models: int) -> tuple[float, ...]:
     """Per-model conditional drop rates when model i drops ``2**-i`` as many samples as the first
     and all together keep ``retention``."""
-    weights = [2.0 ** -i for i in range(models)]
+    weights = [2.0**-i for i in range(models)]
     dropped = 1 - retention
     remaining, drops = 1.0, []
     for weight in weights:
@@ -131,8 +132,10 @@ def paper_deflection(models: int, offered_negatives: int) -> DeflectionRates:
     stage1 = PAPER_RELEASED / PAPER_CANDIDATES / (PAPER_GOLD_PASS * PAPER_KMIN_PASS)
     survive = min(1.0, PAPER_MEAN_NEGATIVES / offered) if offered else 1.0
     return DeflectionRates(
-        source=(f"paper funnel ({PAPER_CANDIDATES:,} -> {PAPER_RELEASED:,}; Stage I keeps {stage1:.1%}, "
-                f"gold check {PAPER_GOLD_PASS:.0%}, k_min {PAPER_KMIN_PASS:.0%}: assumed split)"),
+        source=(
+            f"paper funnel ({PAPER_CANDIDATES:,} -> {PAPER_RELEASED:,}; Stage I keeps {stage1:.1%}, "
+            f"gold check {PAPER_GOLD_PASS:.0%}, k_min {PAPER_KMIN_PASS:.0%}: assumed split)"
+        ),
         eligible=1.0,
         stage1_drop=halving_drops(stage1, models),
         pairing=1.0,
@@ -165,26 +168,36 @@ def paper_reflvqa(inspectors: int, max_right: int) -> RefLVQARates:
         mid = (low + high) / 2
         low, high = (mid, high) if keep_share((mid,), inspectors, max_right) > each else (low, mid)
     return RefLVQARates(
-        source=(f"paper funnel ({PAPER_REFLVQA_POSTS:,} posts -> {PAPER_REFLVQA_QUESTIONS:,} questions; "
-                f"relevance and necessity keep {each:.1%} each: assumed split)"),
-        relevance=each, inspector_right=(low,) if inspectors else (), factcheckable=1.0)
+        source=(
+            f"paper funnel ({PAPER_REFLVQA_POSTS:,} posts -> {PAPER_REFLVQA_QUESTIONS:,} questions; "
+            f"relevance and necessity keep {each:.1%} each: assumed split)"
+        ),
+        relevance=each,
+        inspector_right=(low,) if inspectors else (),
+        factcheckable=1.0,
+    )
 
 
 def paper_reflectv() -> ReflectVRates:
     """The paper's funnel (see the module docstring)."""
     each = math.sqrt(PAPER_REFLECTV_CHAINS / PAPER_REFLECTV_RAW)
     return ReflectVRates(
-        source=(f"paper funnel (~{PAPER_REFLECTV_RAW:,} dialogues -> ~{PAPER_REFLECTV_CHAINS:,} verified chains; "
-                f"trajectory filter and visual verification keep {each:.1%} each: assumed split)"),
-        trajectory=each, visual=each)
+        source=(
+            f"paper funnel (~{PAPER_REFLECTV_RAW:,} dialogues -> ~{PAPER_REFLECTV_CHAINS:,} verified chains; "
+            f"trajectory filter and visual verification keep {each:.1%} each: assumed split)"
+        ),
+        trajectory=each,
+        visual=each,
+    )
 
 
 # ---------------------------------------------------------------------------- from a release
 def _release_of(path: Path | str, benchmark: str):
     release = open_release(path)
     if release.benchmark != benchmark:
-        raise MmcurateError(f"release {path} is a {release.benchmark} release; a {benchmark} plan needs "
-                            f"a {benchmark} release")
+        raise MmcurateError(
+            f"release {path} is a {release.benchmark} release; a {benchmark} plan needs a {benchmark} release"
+        )
     return release
 
 
@@ -264,8 +277,7 @@ def release_deflection(path: Path | str, oracle_rule: str) -> DeflectionRates:
         negatives=_share(len(distractors), len(k_min), 0.0),
         leak=_per_model(distractor_answers, pool, lambda v: v == "CORRECT"),
         kmin_pass=_share(sum(r["verdict"] == "pass" for r in k_min), len(k_min)),
-        prejudge=_prejudge(ledger, {"gate.answer": PARAMETRIC, "oracle.gold": GOLD,
-                                    "oracle.distractor": DISTRACTOR}),
+        prejudge=_prejudge(ledger, {"gate.answer": PARAMETRIC, "oracle.gold": GOLD, "oracle.distractor": DISTRACTOR}),
         completion=_measured_completion(stats.get("calls") or []),
     )
 
@@ -278,8 +290,11 @@ def release_reflvqa(path: Path | str) -> RefLVQARates:
     funnel = {row["stage"]: row["remaining"] for row in stats.get("funnel") or []}
     candidates = next(iter(funnel.values()), 0)
     inspectors = list(release.manifest.config["reflvqa"]["inspectors"])
-    rows = ledger.filter(pc.is_in(ledger["stage"], value_set=pa.array(["necessity", "factcheck"]))) \
-        .select(["check", "model", "verdict"]).to_pylist()
+    rows = (
+        ledger.filter(pc.is_in(ledger["stage"], value_set=pa.array(["necessity", "factcheck"])))
+        .select(["check", "model", "verdict"])
+        .to_pylist()
+    )
     answers = [r for r in rows if r["check"] == "necessity.inspector.v1"]
     sentences = [r for r in rows if r["check"] == "factcheck.sentence.v1"]
     labelled = sum(1 for r in rows if r["check"] == "factcheck.sample.v1")
@@ -303,6 +318,9 @@ def release_reflectv(path: Path | str) -> ReflectVRates:
     original, gt_filtered, chains = funnel[0], funnel[2], funnel[3]
     dialogues = release.table("dialogues").select(["origin", "dialogue"]).to_pylist()
     built = [len(row["dialogue"]) for row in dialogues if row["origin"] == "built" and row["dialogue"]]
-    return ReflectVRates(source=f"release {release.benchmark} {release.version} ({Path(path)})",
-                         trajectory=_share(gt_filtered, original), visual=_share(chains, gt_filtered),
-                         turns=sum(built) / len(built) if built else None)
+    return ReflectVRates(
+        source=f"release {release.benchmark} {release.version} ({Path(path)})",
+        trajectory=_share(gt_filtered, original),
+        visual=_share(chains, gt_filtered),
+        turns=sum(built) / len(built) if built else None,
+    )

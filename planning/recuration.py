@@ -19,6 +19,7 @@ is not sent to the next, nor to the later stages) is not modelled. Tokens, devic
 and cost come from ``planning.plan`` and each model's throughput and prices
 (``planning.throughput``). An LLM judge adds one request per answer it grades.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -70,19 +71,26 @@ class Budget:
         """One line when ``plan`` needs more than this budget (before anything is called)."""
         total = plan.total()
         if self.max_calls is not None and total.requests > self.max_calls:
-            raise ReleaseError(f"re-curating {plan.benchmark} needs about {total.requests:,.0f} model calls, over "
-                               f"--max-calls {self.max_calls:,}: nothing was called")
+            raise ReleaseError(
+                f"re-curating {plan.benchmark} needs about {total.requests:,.0f} model calls, over "
+                f"--max-calls {self.max_calls:,}: nothing was called"
+            )
         if self.max_cost is not None and total.cost is None:
-            raise ReleaseError(f"re-curating {plan.benchmark}: {UNKNOWN_COST} for {listed(plan.unpriced())}, so "
-                               f"--max-cost ${self.max_cost:,.2f} cannot be checked; set their price_input_per_mtok "
-                               "and price_output_per_mtok: nothing was called")
+            raise ReleaseError(
+                f"re-curating {plan.benchmark}: {UNKNOWN_COST} for {listed(plan.unpriced())}, so "
+                f"--max-cost ${self.max_cost:,.2f} cannot be checked; set their price_input_per_mtok "
+                "and price_output_per_mtok: nothing was called"
+            )
         if self.max_cost is not None and total.cost is not None and total.cost > self.max_cost:
-            raise ReleaseError(f"re-curating {plan.benchmark} costs about ${total.cost:,.2f}, over --max-cost "
-                               f"${self.max_cost:,.2f}: nothing was called")
+            raise ReleaseError(
+                f"re-curating {plan.benchmark} costs about ${total.cost:,.2f}, over --max-cost "
+                f"${self.max_cost:,.2f}: nothing was called"
+            )
 
 
 def sha_images(row: dict[str, Any]) -> dict[str, Any]:
     """A release row with embedded images as their sha256 (the store's names), as requests hold them."""
+
     def sha(image: Any) -> Any:
         return str(image["path"]).split(".")[0] if isinstance(image, dict) else image
 
@@ -106,12 +114,17 @@ def judged(run: Recuration, stage: str, step: str, requests: float, rows: list[d
 
 def plan_of(run: Recuration, rows: list[PlanRow], samples: int, notes: list[str]) -> Plan:
     return Plan(
-        benchmark=run.parent.benchmark, samples=samples, samples_from=f"release {run.parent.version}",
+        benchmark=run.parent.benchmark,
+        samples=samples,
+        samples_from=f"release {run.parent.version}",
         rates_from="re-curation: only the added models are asked (upper bound: their own early elimination "
-                   "is not modelled)",
-        funnel=[(f"in {run.parent.version}", samples)], rows=rows,
-        notes=[f"added: {', '.join(run.new_models)}; answers reused from the ledger: "
-               f"{', '.join(run.reusable) or 'none'}", *notes],
+        "is not modelled)",
+        funnel=[(f"in {run.parent.version}", samples)],
+        rows=rows,
+        notes=[
+            f"added: {', '.join(run.new_models)}; answers reused from the ledger: {', '.join(run.reusable) or 'none'}",
+            *notes,
+        ],
         sources=throughput_sources(run.settings, rows),
     )
 
@@ -130,23 +143,40 @@ def deflection_recuration(run: Recuration) -> Plan:
     out: list[PlanRow] = []
     for name in run.added.get("gating", []):
         spec = run.settings.model(name)
-        steps = [("I", "parametric", len(rows), [parametric_request(r) for r in rows]),
-                 ("III", "oracle.gold", len(unsettled), [gold_request(r) for r in unsettled or rows]),
-                 ("III", "oracle.distractor", negatives,
-                  [distractor_request(r, n) for r in rows for n in r["negative_contexts"]])]
+        steps = [
+            ("I", "parametric", len(rows), [parametric_request(r) for r in rows]),
+            ("III", "oracle.gold", len(unsettled), [gold_request(r) for r in unsettled or rows]),
+            (
+                "III",
+                "oracle.distractor",
+                negatives,
+                [distractor_request(r, n) for r in rows for n in r["negative_contexts"]],
+            ),
+        ]
         for stage, step, requests, examples in steps:
             if requests and examples:
                 out.append(plan_row(stage, step, spec, requests, examples))
                 out += judged(run, stage, step, requests, rows)
-    return plan_of(run, out, len(rows), [f"{counted(len(unsettled), 'sample')} whose gold check no recorded answer settles; "
-                                         f"{counted(negatives, 'released negative')}"])
+    return plan_of(
+        run,
+        out,
+        len(rows),
+        [
+            f"{counted(len(unsettled), 'sample')} whose gold check no recorded answer settles; "
+            f"{counted(negatives, 'released negative')}"
+        ],
+    )
 
 
-def _settled_gold(recorded: RecordedAnswers, model: str, rows: list[dict[str, Any]],
-                  keeps: Callable[[str], bool]) -> set[str]:
+def _settled_gold(
+    recorded: RecordedAnswers, model: str, rows: list[dict[str, Any]], keeps: Callable[[str], bool]
+) -> set[str]:
     """Samples whose gold check ``model``'s recorded answer settles."""
-    return {r["sample_id"] for r in rows
-            if (hit := recorded.lookup("oracle.gold", model, (r["sample_id"], None))) and keeps(hit[0])}
+    return {
+        r["sample_id"]
+        for r in rows
+        if (hit := recorded.lookup("oracle.gold", model, (r["sample_id"], None))) and keeps(hit[0])
+    }
 
 
 @register_part("reflvqa", "recuration_plan")
@@ -163,34 +193,60 @@ def reflvqa_recuration(run: Recuration) -> Plan:
             out.append(plan_row(NECESSITY, NECESSITY, settings.model(cfg.evaluator.name), len(rows), answers))
     pairs = sum(len(docs) for docs in judged_candidates(run.parent.ledger).values())
     if run.added.get("text_entailment") and isinstance(cfg.text_entailment, LLM) and pairs:
-        sentences = [(r, s) for r in rows for s in r["sentences"] if s["fact_checkable"]] or \
-            [(rows[0], {"index": 0, "text": rows[0]["answer"]})]
+        sentences = [(r, s) for r in rows for s in r["sentences"] if s["fact_checkable"]] or [
+            (rows[0], {"index": 0, "text": rows[0]["answer"]})
+        ]
         premise = words(DOC_CHARS / 5)
-        out.append(plan_row(CITATION, CITATION, settings.model(cfg.text_entailment.model), pairs,
-                            [text_support_request(f"{r['sample_id']}/s{s['index']}", premise, s["text"])
-                             for r, s in sentences]))
+        out.append(
+            plan_row(
+                CITATION,
+                CITATION,
+                settings.model(cfg.text_entailment.model),
+                pairs,
+                [text_support_request(f"{r['sample_id']}/s{s['index']}", premise, s["text"]) for r, s in sentences],
+            )
+        )
     return plan_of(run, out, len(rows), [f"{pairs} (sentence, document) pairs {run.parent.version} judged"])
 
 
 @register_part("reflectv", "recuration_plan")
 def reflectv_recuration(run: Recuration) -> Plan:
     """ReflectV (see the module docstring)."""
-    rows = [{**r, "image": sha_images({"images": [r["image"]]})["images"][0]}
-            for r in run.parent.table("trajectories").to_pylist()]
+    rows = [
+        {**r, "image": sha_images({"images": [r["image"]]})["images"][0]}
+        for r in run.parent.table("trajectories").to_pylist()
+    ]
     dialogues = {r["sample_id"]: r["dialogue"] for r in run.parent.table("dialogues").to_pylist()}
     turns = sum(len(dialogues[r["sample_id"]]) for r in rows)
     marked = sum(len(r["conversation"]) - 1 for r in rows if r["format"] == "multi_turn")
     out: list[PlanRow] = []
     for name in run.added.get("teacher", []):
-        examples = [ChatRequest(r["sample_id"], teacher_messages(r["question"], r["answers"], r["image"],
-                                                                 dialogues[r["sample_id"]][:-1],
-                                                                 dialogues[r["sample_id"]][-1]["answer"]),
-                                TEACHER_TEMPLATE) for r in rows]
+        examples = [
+            ChatRequest(
+                r["sample_id"],
+                teacher_messages(
+                    r["question"],
+                    r["answers"],
+                    r["image"],
+                    dialogues[r["sample_id"]][:-1],
+                    dialogues[r["sample_id"]][-1]["answer"],
+                ),
+                TEACHER_TEMPLATE,
+            )
+            for r in rows
+        ]
         out.append(plan_row("recheck", "recheck", run.settings.model(name), turns, examples))
     for name in run.added.get("verifier", []):
         prompt = verify_prompt("a question", "a reflection", "an anchor", "red", "point", 1)
-        examples = [label_request(r["sample_id"], SYSTEM, [{"type": "image", "sha256": r["image"]},
-                                                           {"type": "text", "text": prompt}], TEMPLATE) for r in rows]
+        examples = [
+            label_request(
+                r["sample_id"],
+                SYSTEM,
+                [{"type": "image", "sha256": r["image"]}, {"type": "text", "text": prompt}],
+                TEMPLATE,
+            )
+            for r in rows
+        ]
         if marked:
             out.append(plan_row("recheck", "recheck", run.settings.model(name), marked, examples))
     return plan_of(run, out, len(rows), [f"{turns} dialogue turns to score, {marked} marked turns to check"])

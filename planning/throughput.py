@@ -35,6 +35,7 @@ encoder_pages_per_second`` wins when set. Otherwise:
   Wikipedia-text pages of 245 word pieces, batch 32, torch on 2 threads); the hours are CPU-hours.
 - ``open_clip``: no default (the rate depends on the architecture and the device): set it.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,9 +43,8 @@ import re
 from ipaddress import ip_address
 from urllib.parse import urlsplit
 
-from mmcurate.core.config import ModelSpec
-
 from mmcurate.benchmarks.deflectionbench import RetrievalConfig
+from mmcurate.core.config import ModelSpec
 from mmcurate.core.specs import MiniLM
 
 # (parameters in billions, output tokens/s per H100): Lambda, vLLM 0.5.4, September 2024

@@ -14,6 +14,7 @@ No tokenizer is needed, so the count works for every model, offline. The rule:
 Completion tokens are the request's budget (``max_tokens`` of the request, else of the
 model spec): an upper bound, used unless a release measured what the model really wrote.
 """
+
 from __future__ import annotations
 
 from mmcurate.core.config import ModelSpec
@@ -23,8 +24,10 @@ CHARS_PER_TOKEN = 4
 MESSAGE_TOKENS = 3
 REPLY_TOKENS = 3
 # the rule above as a plan's note says it (each plan adds how it sizes completions)
-TOKEN_NOTE = (f"tokens: ~{CHARS_PER_TOKEN} characters per token, {MESSAGE_TOKENS} per message + {REPLY_TOKENS} "
-              "for the reply, image_tokens per image (vision models)")
+TOKEN_NOTE = (
+    f"tokens: ~{CHARS_PER_TOKEN} characters per token, {MESSAGE_TOKENS} per message + {REPLY_TOKENS} "
+    "for the reply, image_tokens per image (vision models)"
+)
 
 
 def text_tokens(text: str) -> int:

@@ -12,6 +12,7 @@ benchmark's, naming the catalog entry) or the benchmark's default re-curation ro
 is the re-curation's (``planning.recuration``): calls, tokens, device-hours and cost of the
 new models only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,27 +48,41 @@ class Proposal:
         it is being run)."""
         parent = self.release
         used = ", ".join(f"{m.name} ({m.role or 'model'})" for m in parent.manifest.models)
-        lines = [f"{parent.benchmark} {parent.version} was curated with: {used or 'no model'}",
-                 f"catalog {self.catalog}: {counted(len(self.models), 'model')}, {len(self.new)} new"]
+        lines = [
+            f"{parent.benchmark} {parent.version} was curated with: {used or 'no model'}",
+            f"catalog {self.catalog}: {counted(len(self.models), 'model')}, {len(self.new)} new",
+        ]
         for model in self.new[:SHOWN]:
             spec = model.spec
-            lines.append(f"  + {spec.name}: {spec.backend} {spec.model or spec.gguf or ''} @ {spec.revision}, "
-                         f"released {model.released or 'unknown'}, role {model.role or self._default_role()}"
-                         + (f" ({model.note})" if model.note else ""))
+            lines.append(
+                f"  + {spec.name}: {spec.backend} {spec.model or spec.gguf or ''} @ {spec.revision}, "
+                f"released {model.released or 'unknown'}, role {model.role or self._default_role()}"
+                + (f" ({model.note})" if model.note else "")
+            )
             if spec.name in self.renamed:
-                lines.append(f"    not the release's {spec.name}: {self.renamed[spec.name]}; ledgers and caches know "
-                             "a model by its name: give it its own name in the catalog to re-curate with it")
+                lines.append(
+                    f"    not the release's {spec.name}: {self.renamed[spec.name]}; ledgers and caches know "
+                    "a model by its name: give it its own name in the catalog to re-curate with it"
+                )
         if len(self.new) > SHOWN:
             lines.append(f"  and {len(self.new) - SHOWN:,} more")
         if self.run is None or self.plan is None:
-            lines.append("nothing to re-curate: " + ("the new models need names of their own" if self.new else
-                                                     "the release was curated with every model of the catalog"))
+            lines.append(
+                "nothing to re-curate: "
+                + (
+                    "the new models need names of their own"
+                    if self.new
+                    else "the release was curated with every model of the catalog"
+                )
+            )
             return "\n".join(lines) + "\n"
         lines += ["", f"re-curation {parent.version} -> {self.run.version} with the new models:", self.plan.render()]
         config = f" --config {self.config}" if self.config else ""
         if hint:
-            lines.append(f"run it: mmcurate watch {parent.path} --catalog {self.catalog}{config} --run "
-                         "[--max-calls N] [--max-cost USD] [--target-dir DIR | --repo-id ORG/NAME]")
+            lines.append(
+                f"run it: mmcurate watch {parent.path} --catalog {self.catalog}{config} --run "
+                "[--max-calls N] [--max-cost USD] [--target-dir DIR | --repo-id ORG/NAME]"
+            )
         return "\n".join(lines) + "\n"
 
     def _default_role(self) -> str:
@@ -88,8 +103,10 @@ def check_roles(models: list[CatalogModel], benchmark: str, roles: tuple[str, ..
     """A catalog role the benchmark's re-curation does not take: one line naming the catalog entry."""
     for model in models:
         if model.role is not None and model.role not in roles:
-            raise ConfigError(f"{model.where}: role {model.role!r} is not one of {benchmark}'s re-curation roles "
-                              f"({', '.join(roles) or 'none: its releases are not re-curated'})")
+            raise ConfigError(
+                f"{model.where}: role {model.role!r} is not one of {benchmark}'s re-curation roles "
+                f"({', '.join(roles) or 'none: its releases are not re-curated'})"
+            )
 
 
 def propose(release: Path | str, catalog: str, config: Path | str | None, specs: Path) -> Proposal:
@@ -99,8 +116,11 @@ def propose(release: Path | str, catalog: str, config: Path | str | None, specs:
     models = read_catalog(catalog)
     recorded = {m.name: m.identity() for m in parent.manifest.models}
     differ = {m.spec.name: identity_differences(recorded[m.spec.name], m) for m in models if m.spec.name in recorded}
-    new = sorted((m for m in models if m.spec.name not in recorded or differ[m.spec.name]),
-                 key=lambda m: (m.released or date.min, m.spec.name), reverse=True)
+    new = sorted(
+        (m for m in models if m.spec.name not in recorded or differ[m.spec.name]),
+        key=lambda m: (m.released or date.min, m.spec.name),
+        reverse=True,
+    )
     renamed = {name: ", ".join(fields) for name, fields in differ.items() if fields}
     proposal = Proposal(parent, catalog, config, models, new, renamed)
     added = [m for m in new if m.spec.name not in renamed]
@@ -110,9 +130,12 @@ def propose(release: Path | str, catalog: str, config: Path | str | None, specs:
     check_roles(added, parent.benchmark, settings.section(parent.benchmark).recuration_roles())
     proposal.add_models = [f"{m.role}={spec_file(m, specs)}" if m.role else str(spec_file(m, specs)) for m in added]
     newest = (list_versions(settings.releases_root, parent.benchmark) or [parent.version])[-1]
-    remedy = (f"watch the newest release instead: mmcurate watch {settings.releases_root / parent.benchmark / newest} "
-              f"--catalog {catalog}" if newest != parent.version else "give watch --config a config whose "
-              "releases_root holds no other re-curation of this release")
+    remedy = (
+        f"watch the newest release instead: mmcurate watch {settings.releases_root / parent.benchmark / newest} "
+        f"--catalog {catalog}"
+        if newest != parent.version
+        else "give watch --config a config whose releases_root holds no other re-curation of this release"
+    )
     proposal.run = begin_recuration(release, config, proposal.add_models, remedy=remedy)
     proposal.plan = proposal.run.benchmark.recuration_planner()(proposal.run)
     return proposal

@@ -1,5 +1,6 @@
 """mmcurate's own release kinds, registered as each benchmark's ``release`` part on import
 (``benchmarks.parts``): a layer that asks a benchmark for its release kind imports this first."""
+
 from __future__ import annotations
 
 from mmcurate.releases.cragmm import draft as _cragmm  # noqa: F401

@@ -1,4 +1,5 @@
 """README.md in the Hugging Face dataset-card format: YAML header, then explanation."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,38 +19,64 @@ TEMPLATES = Path(__file__).parent / "templates"
 # without a licence id is one whose terms mmcurate could not check from here: the card says
 # so and points at the source's own page rather than guessing.
 SOURCE_LICENSES: dict[str, dict[str, str | None]] = {
-    "evqa": {"license": "cc-by-4.0", "where": "https://github.com/google-research/google-research/tree/master/encyclopedic_vqa",
-             "note": "annotations; images come from iNaturalist 2021 and Google Landmarks v2 under their own terms"},
-    "infoseek": {"license": None, "where": "https://github.com/open-vision-language/infoseek",
-                 "note": "images are the OVEN snapshot, whose Hugging Face page asks users to accept its conditions"},
+    "evqa": {
+        "license": "cc-by-4.0",
+        "where": "https://github.com/google-research/google-research/tree/master/encyclopedic_vqa",
+        "note": "annotations; images come from iNaturalist 2021 and Google Landmarks v2 under their own terms",
+    },
+    "infoseek": {
+        "license": None,
+        "where": "https://github.com/open-vision-language/infoseek",
+        "note": "images are the OVEN snapshot, whose Hugging Face page asks users to accept its conditions",
+    },
     "webqa": {"license": None, "where": "https://github.com/WebQnA/WebQA", "note": "web images and snippets"},
     "mmdocrag": {"license": None, "where": "https://github.com/MMDocRAG/MMDocRAG", "note": "pages of public documents"},
     "mragbench": {"license": None, "where": "https://huggingface.co/datasets/uclanlp/MRAG-Bench", "note": ""},
-    "viquae": {"license": None, "where": "https://github.com/PaulLerner/ViQuAE",
-               "note": "images from Wikimedia Commons under their own licences"},
-    "gqa": {"license": "cc-by-4.0", "where": "https://cs.stanford.edu/people/dorarad/gqa/about.html",
-            "note": "questions; images from Visual Genome"},
-    "textvqa": {"license": "cc-by-4.0", "where": "https://textvqa.org/dataset/",
-                "note": "annotations; images from Open Images under their own licences"},
+    "viquae": {
+        "license": None,
+        "where": "https://github.com/PaulLerner/ViQuAE",
+        "note": "images from Wikimedia Commons under their own licences",
+    },
+    "gqa": {
+        "license": "cc-by-4.0",
+        "where": "https://cs.stanford.edu/people/dorarad/gqa/about.html",
+        "note": "questions; images from Visual Genome",
+    },
+    "textvqa": {
+        "license": "cc-by-4.0",
+        "where": "https://textvqa.org/dataset/",
+        "note": "annotations; images from Open Images under their own licences",
+    },
     "docvqa": {"license": None, "where": "https://rrc.cvc.uab.es/?ch=17", "note": "download after registration"},
     "chartqa": {"license": None, "where": "https://github.com/vis-nlp/ChartQA", "note": "charts from public websites"},
     "fire": {"license": None, "where": "https://huggingface.co/datasets/PengxiangLi/FIRE", "note": ""},
-    "pope": {"license": "mit", "where": "https://github.com/RUCAIBox/POPE",
-             "note": "the question files; images from COCO val2014, GQA or A-OKVQA under their own terms"},
-    "pope_objects": {"license": None, "where": "",
-                     "note": "probes built from the object annotations given (COCO's annotations are CC BY 4.0, "
-                             "its images under Flickr terms)"},
-    "reddit": {"license": None, "where": "https://www.redditinc.com/policies/user-agreement",
-               "note": "posts and comments belong to their authors and are used under Reddit's User Agreement; "
-                       "no open licence covers them"},
+    "pope": {
+        "license": "mit",
+        "where": "https://github.com/RUCAIBox/POPE",
+        "note": "the question files; images from COCO val2014, GQA or A-OKVQA under their own terms",
+    },
+    "pope_objects": {
+        "license": None,
+        "where": "",
+        "note": "probes built from the object annotations given (COCO's annotations are CC BY 4.0, "
+        "its images under Flickr terms)",
+    },
+    "reddit": {
+        "license": None,
+        "where": "https://www.redditinc.com/policies/user-agreement",
+        "note": "posts and comments belong to their authors and are used under Reddit's User Agreement; "
+        "no open licence covers them",
+    },
 }
 
 
 def source_licenses(manifest: dict) -> list[dict]:
     """One row per source of the release: its stated licence (or none checked) and where."""
     sources = sorted((manifest.get("counts") or {}).get("per_source") or {})
-    return [{"source": s, **SOURCE_LICENSES.get(s, {"license": None, "where": "", "note": "unknown source"})}
-            for s in sources]
+    return [
+        {"source": s, **SOURCE_LICENSES.get(s, {"license": None, "where": "", "note": "unknown source"})}
+        for s in sources
+    ]
 
 
 def card_license(licenses: list[dict]) -> dict:
@@ -57,17 +84,18 @@ def card_license(licenses: list[dict]) -> dict:
     ids = {row["license"] for row in licenses}
     if len(ids) == 1 and None not in ids:
         return {"license": ids.pop()}
-    return {"license": "other", "license_name": "per-source terms",
-            "license_link": "README.md#license"}
+    return {"license": "other", "license_name": "per-source terms", "license_link": "README.md#license"}
 
 
 def built_with_scripted_models(manifest: dict) -> bool:
     return any(model.get("backend") == "scripted" for model in manifest.get("models") or [])
 
 
-SCRIPTED_BANNER = ("> **Built with scripted models.** The models that curated this release answer from fixed rules\n"
-                   "> (a dry run of the pipeline), not from model weights: its samples show what the pipeline\n"
-                   "> does, not what any model knows.")
+SCRIPTED_BANNER = (
+    "> **Built with scripted models.** The models that curated this release answer from fixed rules\n"
+    "> (a dry run of the pipeline), not from model weights: its samples show what the pipeline\n"
+    "> does, not what any model knows."
+)
 
 
 def banners(manifest: dict) -> list[str]:
@@ -76,11 +104,14 @@ def banners(manifest: dict) -> list[str]:
     out = [SCRIPTED_BANNER] if built_with_scripted_models(manifest) else []
     incomplete = manifest.get("incomplete")
     if incomplete:
-        failed = ", ".join(f"{model}: {n['failed']} of {n['calls']} calls"
-                           for model, n in incomplete.get("failed_calls", {}).items())
-        out.append(f"> **Incomplete release.** Model calls failed while it was curated\n> ({failed});\n"
-                   f"> {counted(incomplete.get('held_out', 0), 'sample')} held out by those errors, not curated away. "
-                   "Rerunning the\n> same configuration completes it.")
+        failed = ", ".join(
+            f"{model}: {n['failed']} of {n['calls']} calls" for model, n in incomplete.get("failed_calls", {}).items()
+        )
+        out.append(
+            f"> **Incomplete release.** Model calls failed while it was curated\n> ({failed});\n"
+            f"> {counted(incomplete.get('held_out', 0), 'sample')} held out by those errors, not curated away. "
+            "Rerunning the\n> same configuration completes it."
+        )
     return out
 
 
@@ -105,8 +136,14 @@ def yaml_header(manifest: dict, features: dict, kind: ReleaseKind) -> str:
     card = DatasetCardData(
         pretty_name=f"{kind.pretty} {manifest['version']}",
         **licence,
-        configs=[{"config_name": c, "data_files": [{"split": split, "path": f"data/{c}-*.parquet"}],
-                  **({"default": True} if i == 0 else {})} for i, c in enumerate(features)],
+        configs=[
+            {
+                "config_name": c,
+                "data_files": [{"split": split, "path": f"data/{c}-*.parquet"}],
+                **({"default": True} if i == 0 else {}),
+            }
+            for i, c in enumerate(features)
+        ],
         dataset_info=[
             {
                 "config_name": c,
@@ -127,8 +164,9 @@ def config_highlights(manifest: dict) -> dict:
     return {k: v for k, v in bench.items() if not isinstance(v, (dict, list)) or k in ("gating", "source_mix")}
 
 
-def render_card(manifest: dict, features: dict, plots: dict[str, str], kind: ReleaseKind,
-                changelog: str | None = None) -> str:
+def render_card(
+    manifest: dict, features: dict, plots: dict[str, str], kind: ReleaseKind, changelog: str | None = None
+) -> str:
     """The card; a re-curation's ``changelog`` (CHANGELOG.md) becomes its "Changes" section."""
     template = environment().get_template("card.md.j2")
     return template.render(

@@ -9,6 +9,7 @@ shortfall in its manifest and says so at the top of its card. A draft with no ro
 published; its ledger, the only explanation of where every sample went, is written to
 ``<workdir>/refused/<benchmark>-<version>/ledger.parquet`` and the refusal names that file.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,16 +33,21 @@ class Shortfall:
     errors: dict[str, str] = field(default_factory=dict)  # model -> the first error its failed calls recorded
 
     def describe(self) -> str:
-        parts = [failed_calls(model, failed, made, self.errors.get(model))
-                 for model, (failed, made) in sorted(self.failures.items())]
+        parts = [
+            failed_calls(model, failed, made, self.errors.get(model))
+            for model, (failed, made) in sorted(self.failures.items())
+        ]
         parts.append(f"{counted(self.held_out, 'sample')} held out by errors")
         return "; ".join(parts)
 
     def record(self) -> dict:
-        return {"held_out": self.held_out,
-                "failed_calls": {m: {"failed": f, "calls": c, **({"first_error": self.errors[m]} if m in self.errors
-                                                                  else {})}
-                                 for m, (f, c) in sorted(self.failures.items())}}
+        return {
+            "held_out": self.held_out,
+            "failed_calls": {
+                m: {"failed": f, "calls": c, **({"first_error": self.errors[m]} if m in self.errors else {})}
+                for m, (f, c) in sorted(self.failures.items())
+            },
+        }
 
 
 def shortfall(draft: ReleaseDraft) -> Shortfall | None:
@@ -49,7 +55,9 @@ def shortfall(draft: ReleaseDraft) -> Shortfall | None:
     run_id = draft.counts.get("run_id")
     held: set[str] = set()
     errors: dict[str, str] = {}
-    for batch in draft.ledger.batches(["sample_id", "model", "verdict", "detail", "run_id"]):  # streamed: it may be large
+    for batch in draft.ledger.batches(
+        ["sample_id", "model", "verdict", "detail", "run_id"]
+    ):  # streamed: it may be large
         wanted = pc.equal(batch["verdict"], "error")
         if run_id is not None:
             wanted = pc.and_(wanted, pc.equal(batch["run_id"], run_id))
@@ -92,15 +100,22 @@ def check_complete(draft: ReleaseDraft, allow_incomplete: bool = False) -> None:
     short = shortfall(draft)
     name = f"{draft.benchmark} {draft.version}"
     if draft.tables[config].num_rows == 0:
-        cause = (f"{short.describe()}; rerun the same command to resume (finished calls are cached)" if short
-                 else "every sample was removed")
+        cause = (
+            f"{short.describe()}; rerun the same command to resume (finished calls are cached)"
+            if short
+            else "every sample was removed"
+        )
         ledger = refused_ledger(draft)
-        raise ReleaseIncomplete(f"refusing to publish {name}: no sample remains: {cause}; the ledger of the run "
-                                f"({counted(draft.ledger.num_rows, 'decision')}) is at {ledger}")
+        raise ReleaseIncomplete(
+            f"refusing to publish {name}: no sample remains: {cause}; the ledger of the run "
+            f"({counted(draft.ledger.num_rows, 'decision')}) is at {ledger}"
+        )
     if short is None:
         return
     if not allow_incomplete:
-        raise ReleaseIncomplete(f"refusing to publish {name} as complete: {short.describe()}; rerun the same "
-                                "command to resume (finished calls are cached), or pass --allow-incomplete")
+        raise ReleaseIncomplete(
+            f"refusing to publish {name} as complete: {short.describe()}; rerun the same "
+            "command to resume (finished calls are cached), or pass --allow-incomplete"
+        )
     draft.incomplete = short.record()
     draft.notes.insert(0, f"Incomplete release: {short.describe()}.")

@@ -8,6 +8,7 @@ difference). The command line calls it before Prefect starts, and the flow calls
 as its first step (a deployment run has no command line before it). It sits with
 ``recuration.begin_recuration``, above the registry it asks and the sources it checks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,7 @@ class Curation:
 def check_source_names(benchmark: Benchmark, settings: Settings) -> None:
     for where, source in settings.sources_of(benchmark.name):
         if source.name not in benchmark.sources:
-            raise ConfigError(f"{where}: source {source.name!r}: {benchmark.name} reads "
-                              f"{', '.join(benchmark.sources)}")
+            raise ConfigError(f"{where}: source {source.name!r}: {benchmark.name} reads {', '.join(benchmark.sources)}")
         check_source(source.name, source.options, where)
 
 

@@ -1,6 +1,7 @@
 """What changed between two releases: samples added, removed (and why each was dropped) and
 changed (in both, with other content: a distractor removed, a citation dropped, a chain
 collapsed; and why, from the new release's ledger)."""
+
 from __future__ import annotations
 
 import json
@@ -106,8 +107,10 @@ def run_changes(ledger: Ledger, run_id: str) -> dict[str, list[dict]]:
     """Decisions of run ``run_id`` that altered a sample it kept (``CHANGE_VERDICTS``), per sample."""
     out: dict[str, list[dict]] = {}
     for batch in ledger.batches():
-        mask = pc.and_(pc.equal(batch.column("run_id"), run_id),
-                       pc.is_in(batch.column("verdict"), value_set=pa.array(CHANGE_VERDICTS)))
+        mask = pc.and_(
+            pc.equal(batch.column("run_id"), run_id),
+            pc.is_in(batch.column("verdict"), value_set=pa.array(CHANGE_VERDICTS)),
+        )
         for row in batch.filter(mask).to_pylist():
             out.setdefault(row["sample_id"], []).append(row)
     return out
@@ -127,10 +130,14 @@ def _side(release: Release | ReleaseDraft | Path | str) -> _Side:
         release = open_release(release)
     if isinstance(release, ReleaseDraft):
         table = release.tables[release.kind.samples_config]
-        return _Side(release.benchmark, release.version, _rows(table), release.ledger,
-                     release.counts.get("run_id"))
-    return _Side(release.benchmark, release.version, _rows(release.table(release.samples_config)),
-                 Ledger([release.path / LEDGER_FILE]), release.manifest.counts.run_id)
+        return _Side(release.benchmark, release.version, _rows(table), release.ledger, release.counts.get("run_id"))
+    return _Side(
+        release.benchmark,
+        release.version,
+        _rows(release.table(release.samples_config)),
+        Ledger([release.path / LEDGER_FILE]),
+        release.manifest.counts.run_id,
+    )
 
 
 def _rows(table: pa.Table) -> dict[str, dict]:
@@ -142,22 +149,40 @@ def diff_releases(old: Release | Path | str, new: Release | ReleaseDraft | Path 
     ``removed`` and its changelog before it is written."""
     a, b = _side(old), _side(new)
     if a.benchmark != b.benchmark:
-        raise ReleaseError(f"cannot diff {a.benchmark} {a.version} against {b.benchmark} {b.version}: "
-                           "releases of different benchmarks share no samples")
+        raise ReleaseError(
+            f"cannot diff {a.benchmark} {a.version} against {b.benchmark} {b.version}: "
+            "releases of different benchmarks share no samples"
+        )
     drops = latest_drops(b.ledger)
     changes = run_changes(b.ledger, b.run_id) if b.run_id else {}
     sources = {sid: str(source) for side in (a, b) for sid, row in side.rows.items() if (source := row.get("source"))}
     removed = [
-        Removal(sid, drop_reason(drops[sid], b.version) if sid in drops else NOT_IN_LEDGER, b.version,
-                deciding_model(drops[sid]) if sid in drops else None, sources.get(sid))
-        for sid in a.rows if sid not in b.rows
+        Removal(
+            sid,
+            drop_reason(drops[sid], b.version) if sid in drops else NOT_IN_LEDGER,
+            b.version,
+            deciding_model(drops[sid]) if sid in drops else None,
+            sources.get(sid),
+        )
+        for sid in a.rows
+        if sid not in b.rows
     ]
     changed = []
     for sid, row in b.rows.items():
         if sid in a.rows and a.rows[sid] != row:
             why = changes.get(sid, [])
-            reason = "; ".join(drop_reason(d, b.version) for d in why) or "other content (no decision of this run says why)"
+            reason = (
+                "; ".join(drop_reason(d, b.version) for d in why) or "other content (no decision of this run says why)"
+            )
             fields = [k for k in dict.fromkeys([*a.rows[sid], *row]) if a.rows[sid].get(k) != row.get(k)]
-            changed.append(Change(sid, reason, sorted({m for d in why if (m := deciding_model(d))}), sources.get(sid),
-                                  fields, list(dict.fromkeys(d["stage"] for d in why))))
+            changed.append(
+                Change(
+                    sid,
+                    reason,
+                    sorted({m for d in why if (m := deciding_model(d))}),
+                    sources.get(sid),
+                    fields,
+                    list(dict.fromkeys(d["stage"] for d in why)),
+                )
+            )
     return ReleaseDiff(a.version, b.version, [sid for sid in b.rows if sid not in a.rows], removed, changed, sources)

@@ -1,4 +1,5 @@
 """What a flow hands to the release writer: tables plus everything needed to explain them."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -6,6 +6,7 @@ Image struct ``{bytes: binary, path: "<sha256>.<ext>"}``. The matching ``dataset
 features (with ``Image()`` in those places) are derived from the resulting schema and
 stored in the Parquet metadata and the dataset card, so ``datasets`` decodes PIL images.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Errors the release commands raise on purpose (all print as one line in the CLI)."""
+
 from __future__ import annotations
 
 from mmcurate.core.errors import MmcurateError

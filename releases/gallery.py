@@ -8,6 +8,7 @@ holds what it released), so it is looked up, in this order, in the benchmark's o
 beside the release and in the run's ingest under the workdir the release records; where none
 of them holds it the item says so and shows the ledger's record alone.
 """
+
 from __future__ import annotations
 
 import base64
@@ -99,16 +100,22 @@ def _from_release(release: Release, ids: set[str]) -> dict[str, Shown]:
         return {}
     paths = release.shard_paths(release.samples_config)
     names = set(pq.read_schema(paths[0]).names) if paths else set()
-    columns = [c for c in ("sample_id", "source", "question", "query", "answers", "answer", "images", "image",
-                           "gold_contexts") if c in names]
+    columns = [
+        c
+        for c in ("sample_id", "source", "question", "query", "answers", "answer", "images", "image", "gold_contexts")
+        if c in names
+    ]
     table = ds.dataset([str(p) for p in paths], format="parquet").to_table(
-        columns=columns, filter=pc.field("sample_id").isin(sorted(ids)))  # only the rows shown are read whole
+        columns=columns, filter=pc.field("sample_id").isin(sorted(ids))
+    )  # only the rows shown are read whole
     where = f"{release.benchmark} {release.version}"
     out = {}
     for row in table.to_pylist():
         image = _first_bytes(row.get("images", row.get("image"))) or _context_bytes(row.get("gold_contexts"))
         question = row.get("question", row.get("query"))
-        out[row["sample_id"]] = Shown(row["sample_id"], question, _answer(row), row.get("source"), thumbnail(image), where)
+        out[row["sample_id"]] = Shown(
+            row["sample_id"], question, _answer(row), row.get("source"), thumbnail(image), where
+        )
     return out
 
 
@@ -117,13 +124,22 @@ def _from_ingest(workdir: Path, ids: set[str]) -> dict[str, Shown]:
     store = ImageStore(workdir / "images")
     out = {}
     for part in sorted((workdir / "ingest").glob("*/samples.parquet")):
-        table = pq.read_table(part, columns=["sample_id", "source", "question", "answers", "images", "gold_contexts"],
-                              filters=pc.field("sample_id").isin(sorted(ids)))
+        table = pq.read_table(
+            part,
+            columns=["sample_id", "source", "question", "answers", "images", "gold_contexts"],
+            filters=pc.field("sample_id").isin(sorted(ids)),
+        )
         for row in table.to_pylist():
             shas = [*(row["images"] or []), *(c["image"] for c in row["gold_contexts"] or [] if c.get("image"))]
             path = next((p for sha in shas if (p := store.find(sha)) is not None), None)
-            out[row["sample_id"]] = Shown(row["sample_id"], row["question"], _answer(row), row["source"],
-                                          thumbnail(path.read_bytes() if path else None), "the run's ingest (workdir)")
+            out[row["sample_id"]] = Shown(
+                row["sample_id"],
+                row["question"],
+                _answer(row),
+                row["source"],
+                thumbnail(path.read_bytes() if path else None),
+                "the run's ingest (workdir)",
+            )
     return out
 
 
@@ -149,8 +165,12 @@ def lookup(release: Release, ids: Iterable[str]) -> dict[str, Shown]:
 def _decisions(release: Release) -> dict[str, dict[str, list[dict]]]:
     """Per stage, per verdict (keep, drop): the sample-level rows of the run that made the release."""
     ledger = release.ledger
-    rows = ledger.filter(pc.and_(pc.equal(ledger["run_id"], release.manifest.counts.run_id or ""),
-                                 pc.is_in(ledger["verdict"], value_set=pa.array(VERDICTS)))).to_pylist()
+    rows = ledger.filter(
+        pc.and_(
+            pc.equal(ledger["run_id"], release.manifest.counts.run_id or ""),
+            pc.is_in(ledger["verdict"], value_set=pa.array(VERDICTS)),
+        )
+    ).to_pylist()
     out: dict[str, dict[str, list[dict]]] = {}
     for row in rows:
         out.setdefault(row["stage"], {}).setdefault(row["verdict"], []).append(row)
@@ -171,8 +191,10 @@ def gallery(release: Release, per_stage: int = PER_STAGE) -> dict[str, list[Gall
         if chosen:
             picked[stage] = chosen
     shown = lookup(release, {row["sample_id"] for rows in picked.values() for row, _ in rows})
-    return {stage: [GalleryItem(shown[row["sample_id"]], fate, drop_reason(row, release.version))
-                    for row, fate in rows] for stage, rows in picked.items()}
+    return {
+        stage: [GalleryItem(shown[row["sample_id"]], fate, drop_reason(row, release.version)) for row, fate in rows]
+        for stage, rows in picked.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -212,8 +234,12 @@ def near_duplicate_pairs(release: Release, limit: int = MAX_PAIRS) -> list[Pair]
     pairs = []
     for row in rows:
         reference = _reference(release, row["in"])
-        other = lookup(reference, {row["of"]})[row["of"]] if reference is not None and row["of"] else Shown(str(row["of"]))
-        pairs.append(Pair(mine[row["sample_id"]], other, str(row["in"]), str(row["kind"]), _scores(row), row["verdict"]))
+        other = (
+            lookup(reference, {row["of"]})[row["of"]] if reference is not None and row["of"] else Shown(str(row["of"]))
+        )
+        pairs.append(
+            Pair(mine[row["sample_id"]], other, str(row["in"]), str(row["kind"]), _scores(row), row["verdict"])
+        )
     return pairs
 
 

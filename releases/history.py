@@ -21,6 +21,7 @@ correct: CORRECT, or CRAG's perfect and acceptable), hallucination (INCORRECT) a
 (NOT_ATTEMPTED) over the graded answers, each with its 95% Wilson interval; answers without a
 grade (failed calls, timeouts, judge errors) are left out and counted.
 """
+
 from __future__ import annotations
 
 import base64
@@ -106,28 +107,39 @@ def _saturation(release: Release) -> list[SaturationPoint]:
     """The gating models' parametric answers recorded by the run that made ``release``."""
     ledger = release.ledger
     run_id = release.manifest.counts.run_id or ""
-    mask = pc.and_(pc.and_(pc.equal(ledger["stage"], GATING[0]), pc.equal(ledger["check"], GATING[1])),
-                   pc.equal(ledger["run_id"], run_id))
+    mask = pc.and_(
+        pc.and_(pc.equal(ledger["stage"], GATING[0]), pc.equal(ledger["check"], GATING[1])),
+        pc.equal(ledger["run_id"], run_id),
+    )
     rows = ledger.filter(mask).select(["model", "verdict"]).to_pylist()
     asked: Counter[str] = Counter(r["model"] for r in rows if r["model"])
     correct: Counter[str] = Counter(r["model"] for r in rows if r["model"] and r["verdict"] == "CORRECT")
-    return [SaturationPoint(model, release.version, release.manifest.created, correct[model], n)
-            for model, n in sorted(asked.items())]
+    return [
+        SaturationPoint(model, release.version, release.manifest.created, correct[model], n)
+        for model, n in sorted(asked.items())
+    ]
 
 
 def _version(release: Release, parent: Release | None) -> Version:
     removals: list[dict] = []
     if parent is not None:
         diff = diff_releases(parent, release)
-        removals = [{"sample_id": r.sample_id, "source": r.source, "reason": r.reason, "model": r.model}
-                    for r in diff.removed]
+        removals = [
+            {"sample_id": r.sample_id, "source": r.source, "reason": r.reason, "model": r.model} for r in diff.removed
+        ]
     parent_models = {m.name for m in parent.manifest.models} if parent is not None else set()
     return Version(
-        version=release.version, created=release.manifest.created, samples=len(release.sample_ids),
-        parent=_parent_version(release), models=_models(release),
+        version=release.version,
+        created=release.manifest.created,
+        samples=len(release.sample_ids),
+        parent=_parent_version(release),
+        models=_models(release),
         added_models=[m.name for m in release.manifest.models if parent is not None and m.name not in parent_models],
-        candidates=_candidates(release), removed=len(removals),
-        removed_by=dict(Counter(r["model"] or BY_RULE for r in removals).most_common()), removals=removals)
+        candidates=_candidates(release),
+        removed=len(removals),
+        removed_by=dict(Counter(r["model"] or BY_RULE for r in removals).most_common()),
+        removals=removals,
+    )
 
 
 def _rates(folder: Path) -> list[dict]:
@@ -146,8 +158,14 @@ def _rates(folder: Path) -> list[dict]:
     rows = []
     for group, items in groups.items():
         graded = [grades[i] for i in items if grades[i] is not None and grades[i] not in grading.ungraded]
-        row: dict = {"model": model, "run": folder.name, "release": run.release, "condition": group,
-                     "graded": len(graded), "left out": len(items) - len(graded)}
+        row: dict = {
+            "model": model,
+            "run": folder.name,
+            "release": run.release,
+            "condition": group,
+            "graded": len(graded),
+            "left out": len(items) - len(graded),
+        }
         for metric, kinds in HEADLINE.items():
             k = sum(g in (grading.correct if metric == "accuracy" else kinds) for g in graded)
             interval = wilson(k, len(graded))
@@ -179,8 +197,12 @@ def benchmark_history(folder: Path | str, evaluations: list[Path] | None = None)
         parent_version = _parent_version(release)
         entries.append(_version(release, releases.get(parent_version) if parent_version else None))
         saturation += _saturation(release)
-    history = History(benchmark=benchmarks.pop(), pretty_name=releases[versions[-1]].pretty_name,
-                      versions=entries, saturation=saturation)
+    history = History(
+        benchmark=benchmarks.pop(),
+        pretty_name=releases[versions[-1]].pretty_name,
+        versions=entries,
+        saturation=saturation,
+    )
     for run in evaluations or []:
         rows = _rates(Path(run))
         if rows[0]["release"].split(" ")[0] != history.benchmark:
@@ -194,25 +216,48 @@ def _pct(value: float | None) -> str:
 
 
 def version_rows(history: History) -> list[dict]:
-    return [{"version": v.version, "created": (v.created or "")[:10], "samples": v.samples,
-             "from": v.parent or (f"{v.candidates} candidates" if v.candidates is not None else "–"),
-             "removed": v.removed,
-             "removed by": ", ".join(f"{m} ({n})" for m, n in v.removed_by.items()) or "–",
-             "models added": ", ".join(v.added_models) or "–"} for v in history.versions]
+    return [
+        {
+            "version": v.version,
+            "created": (v.created or "")[:10],
+            "samples": v.samples,
+            "from": v.parent or (f"{v.candidates} candidates" if v.candidates is not None else "–"),
+            "removed": v.removed,
+            "removed by": ", ".join(f"{m} ({n})" for m, n in v.removed_by.items()) or "–",
+            "models added": ", ".join(v.added_models) or "–",
+        }
+        for v in history.versions
+    ]
 
 
 def saturation_rows(history: History) -> list[dict]:
-    return [{"version": p.version, "created": (p.created or "")[:10], "model": p.model,
-             "answered correctly": p.correct, "asked": p.asked, "share (%)": _pct(p.share)} for p in history.saturation]
+    return [
+        {
+            "version": p.version,
+            "created": (p.created or "")[:10],
+            "model": p.model,
+            "answered correctly": p.correct,
+            "asked": p.asked,
+            "share (%)": _pct(p.share),
+        }
+        for p in history.saturation
+    ]
 
 
 def leaderboard_rows(history: History) -> list[dict]:
     out = []
     for r in history.leaderboard:
-        row = {"run": r["run"], "model": r["model"], "release": r["release"], "condition": r["condition"],
-               "graded": r["graded"]}
+        row = {
+            "run": r["run"],
+            "model": r["model"],
+            "release": r["release"],
+            "condition": r["condition"],
+            "graded": r["graded"],
+        }
         for metric in HEADLINE:
-            interval = "" if r[f"{metric} low"] is None else f" [{_pct(r[f'{metric} low'])}, {_pct(r[f'{metric} high'])}]"
+            interval = (
+                "" if r[f"{metric} low"] is None else f" [{_pct(r[f'{metric} low'])}, {_pct(r[f'{metric} high'])}]"
+            )
             row[f"{metric} (%)"] = _pct(r[metric]) + interval
         out.append(row)
     return out
@@ -220,10 +265,17 @@ def leaderboard_rows(history: History) -> list[dict]:
 
 def history_markdown(history: History) -> str:
     """The history as Markdown (for a dataset card)."""
-    lines = [f"# {history.pretty_name}: history", "",
-             f"{counted(len(history.versions), 'version')}; the latest, {history.versions[-1].version}, holds "
-             f"{counted(history.versions[-1].samples, 'sample')}.", "", "## Versions", "",
-             markdown_table(version_rows(history), right=["samples", "removed"]), ""]
+    lines = [
+        f"# {history.pretty_name}: history",
+        "",
+        f"{counted(len(history.versions), 'version')}; the latest, {history.versions[-1].version}, holds "
+        f"{counted(history.versions[-1].samples, 'sample')}.",
+        "",
+        "## Versions",
+        "",
+        markdown_table(version_rows(history), right=["samples", "removed"]),
+        "",
+    ]
     for v in history.versions:
         if v.removals:
             lines += [f"### Removed in {v.version}", ""]
@@ -233,18 +285,28 @@ def history_markdown(history: History) -> str:
     if history.saturation:
         lines += [markdown_table(saturation_rows(history), right=["answered correctly", "asked", "share (%)"]), ""]
     if history.leaderboard:
-        lines += ["## Leaderboard", "", "Shares of the graded answers, 95% Wilson intervals in brackets.", "",
-                  markdown_table(leaderboard_rows(history)), ""]
+        lines += [
+            "## Leaderboard",
+            "",
+            "Shares of the graded answers, 95% Wilson intervals in brackets.",
+            "",
+            markdown_table(leaderboard_rows(history)),
+            "",
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def saturation_note(history: History) -> str:
     if not history.saturation:
-        return (f"{history.pretty_name}'s curation records no parametric answers (no `gate.answer` rows), "
-                "so there is no saturation curve to draw.")
-    return ("For each gating model, the share of the samples it was asked that it answered correctly "
-            "without retrieval, by the version whose run asked it (a first version asks the ingested pool, "
-            "a re-curation its parent's released samples).")
+        return (
+            f"{history.pretty_name}'s curation records no parametric answers (no `gate.answer` rows), "
+            "so there is no saturation curve to draw."
+        )
+    return (
+        "For each gating model, the share of the samples it was asked that it answered correctly "
+        "without retrieval, by the version whose run asked it (a first version asks the ingested pool, "
+        "a re-curation its parent's released samples)."
+    )
 
 
 def _inline(data: bytes | None) -> str | None:
@@ -261,9 +323,14 @@ def render_history(history: History) -> str:
         for metric in HEADLINE:
             boards.append((metric, _inline(png_bytes(leaderboard_figure(metric, history.leaderboard)))))
     return env.get_template("history.html.j2").render(
-        h=history, versions=version_rows(history), saturation=saturation_rows(history),
-        saturation_note=saturation_note(history), saturation_png=saturation_png,
-        leaderboard=leaderboard_rows(history), boards=boards)
+        h=history,
+        versions=version_rows(history),
+        saturation=saturation_rows(history),
+        saturation_note=saturation_note(history),
+        saturation_png=saturation_png,
+        leaderboard=leaderboard_rows(history),
+        boards=boards,
+    )
 
 
 def _when(created: str | None, version: str) -> datetime | str:
@@ -286,4 +353,3 @@ def write_history(folder: Path | str, out: Path | str | None = None, evaluations
     page.write_text(render_history(history), encoding="utf-8")
     (target / HISTORY_MD).write_text(history_markdown(history), encoding="utf-8")
     return page
-

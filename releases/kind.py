@@ -7,6 +7,7 @@ names it for commands that start from a release on disk (``validate``). A writte
 describes itself: its manifest records the benchmark, the pretty name, the split, and the
 configs in order, the first of which holds one row per sample.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping

@@ -12,6 +12,7 @@ folder, so lmms-eval is run from there; ``mmcurate export lmms-eval RELEASE --ou
 writes absolute paths, for a folder anywhere. ``text_only`` drops the images from what the
 model is sent (a text-only model), and the README and every YAML say so.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-from mmcurate.evaluation.harness import (FAILED_REPLY, FAILED_REQUESTS, FAILED_SAMPLES, GRADED, Harness, HarnessTask,
-                                         metric_names)
+from mmcurate.evaluation.harness import (
+    FAILED_REPLY,
+    FAILED_REQUESTS,
+    FAILED_SAMPLES,
+    GRADED,
+    Harness,
+    HarnessTask,
+    metric_names,
+)
 
 from .errors import ReleaseError
 from .reader import DATA_DIR, read_parquet, read_schema
@@ -38,15 +46,23 @@ FUNCTIONS = ("doc_to_messages", "doc_to_visual", "doc_to_text", "doc_to_target",
 # score (POPE's yes ratio, the share of "yes" replies, says how biased the model is either way;
 # the counts say what the rates are over)
 HIGHER_IS_BETTER: dict[str, bool | None] = {
-    "deflection": False, "hallucination": False, "missing": False, "yes_ratio": None,
-    GRADED: None, FAILED_REQUESTS: False, FAILED_SAMPLES: None}
+    "deflection": False,
+    "hallucination": False,
+    "missing": False,
+    "yes_ratio": None,
+    GRADED: None,
+    FAILED_REQUESTS: False,
+    FAILED_SAMPLES: None,
+}
 
 
 class _Function(str):
     """A YAML scalar written with lmms-eval's ``!function`` tag."""
 
 
-yaml.SafeDumper.add_representer(_Function, lambda dumper, value: dumper.represent_scalar("!function", str(value), style=""))
+yaml.SafeDumper.add_representer(
+    _Function, lambda dumper, value: dumper.represent_scalar("!function", str(value), style="")
+)
 
 
 def group_name(benchmark: str, version: str) -> str:
@@ -66,20 +82,30 @@ def _task_yaml(group: str, task: HarnessTask, data_files: str, text_only: bool) 
         **({"process_docs": _Function(f"utils.{ident}_process_docs")} if task.keep else {}),
         **{name: _Function(f"utils.{ident}_{name}") for name in FUNCTIONS},
         "generation_kwargs": dict(task.generation),
-        "metric_list": [{"metric": metric, "aggregation": _Function(f"utils.{ident}_{metric}"),
-                         "higher_is_better": HIGHER_IS_BETTER.get(metric, True)}
-                        for metric in metric_names(task)],
+        "metric_list": [
+            {
+                "metric": metric,
+                "aggregation": _Function(f"utils.{ident}_{metric}"),
+                "higher_is_better": HIGHER_IS_BETTER.get(metric, True),
+            }
+            for metric in metric_names(task)
+        ],
         "metadata": {"version": 1.0, "description": task.description, "text_only": text_only},
     }
     return config
 
 
 def _utils(harness: Harness) -> str:
-    lines = ['"""lmms-eval functions of the tasks beside this file, each one of mmcurate\'s own rules',
-             '(mmcurate.evaluation.harness): lmms-eval must run where mmcurate is importable."""',
-             "from pathlib import Path", "",
-             "from mmcurate.evaluation.harness import load_harness", "",
-             f'_TASKS = load_harness(Path(__file__).with_name("{SETTINGS}"))', ""]
+    lines = [
+        '"""lmms-eval functions of the tasks beside this file, each one of mmcurate\'s own rules',
+        '(mmcurate.evaluation.harness): lmms-eval must run where mmcurate is importable."""',
+        "from pathlib import Path",
+        "",
+        "from mmcurate.evaluation.harness import load_harness",
+        "",
+        f'_TASKS = load_harness(Path(__file__).with_name("{SETTINGS}"))',
+        "",
+    ]
     for task in harness.tasks:
         ident = task.name
         if task.keep:
@@ -91,30 +117,71 @@ def _utils(harness: Harness) -> str:
 
 
 def _readme(group: str, harness: Harness, tasks: list[str], relative: bool, text_only: bool) -> str:
-    where = ("from the release folder (the data paths are relative to it)" if relative
-             else "from anywhere (the data paths are absolute)")
-    run = (f"lmms-eval --model openai --model_args model_version=MODEL,base_url=http://HOST:PORT/v1 "
-           f"--tasks {group} --include_path {FOLDER if relative else 'THIS_FOLDER'}")
-    return "\n".join([
-        f"# lmms-eval tasks: {group}", "",
-        harness.note, "",
-        *([f"Tasks: {', '.join(f'`{t}`' for t in tasks)} (group `{group}`).", "",
-           f"Run {where}, in an environment where mmcurate and lmms-eval are installed:", "",
-           f"    {run}", ""] if tasks else []),
-        *(["**Text only**: every image is dropped from what the model is sent (exported for a text-only "
-           "model), so the numbers are not the benchmark's multimodal ones.", ""] if text_only else []),
-        *([f"**Failed requests**: a request lmms-eval gave up on (its reply starts `{FAILED_REPLY}`) is never "
-           f"graded. Every rate is over the task's `{GRADED}` documents; `{FAILED_REQUESTS}` counts the others "
-           f"and `{FAILED_SAMPLES}` names them (sample ids). A run whose `{FAILED_REQUESTS}` is not 0 did not "
-           "measure the model on every document.", "",
-           "With mmcurate's embedded llama.cpp server, start it as `python -m mmcurate.models.backends.llama_launch "
-           "--model GGUF --host 127.0.0.1 --port PORT` (llama-cpp-python's own `python -m llama_cpp.server` "
-           "refuses the content lists lmms-eval sends: every request fails).", ""] if tasks else []),
-    ])
+    where = (
+        "from the release folder (the data paths are relative to it)"
+        if relative
+        else "from anywhere (the data paths are absolute)"
+    )
+    run = (
+        f"lmms-eval --model openai --model_args model_version=MODEL,base_url=http://HOST:PORT/v1 "
+        f"--tasks {group} --include_path {FOLDER if relative else 'THIS_FOLDER'}"
+    )
+    return "\n".join(
+        [
+            f"# lmms-eval tasks: {group}",
+            "",
+            harness.note,
+            "",
+            *(
+                [
+                    f"Tasks: {', '.join(f'`{t}`' for t in tasks)} (group `{group}`).",
+                    "",
+                    f"Run {where}, in an environment where mmcurate and lmms-eval are installed:",
+                    "",
+                    f"    {run}",
+                    "",
+                ]
+                if tasks
+                else []
+            ),
+            *(
+                [
+                    "**Text only**: every image is dropped from what the model is sent (exported for a text-only "
+                    "model), so the numbers are not the benchmark's multimodal ones.",
+                    "",
+                ]
+                if text_only
+                else []
+            ),
+            *(
+                [
+                    f"**Failed requests**: a request lmms-eval gave up on (its reply starts `{FAILED_REPLY}`) is never "
+                    f"graded. Every rate is over the task's `{GRADED}` documents; `{FAILED_REQUESTS}` counts the others "
+                    f"and `{FAILED_SAMPLES}` names them (sample ids). A run whose `{FAILED_REQUESTS}` is not 0 did not "
+                    "measure the model on every document.",
+                    "",
+                    "With mmcurate's embedded llama.cpp server, start it as `python -m mmcurate.models.backends.llama_launch "
+                    "--model GGUF --host 127.0.0.1 --port PORT` (llama-cpp-python's own `python -m llama_cpp.server` "
+                    "refuses the content lists lmms-eval sends: every request fails).",
+                    "",
+                ]
+                if tasks
+                else []
+            ),
+        ]
+    )
 
 
-def write_lmms_tasks(harness: Harness, factory: str, values: Mapping[str, Any], benchmark: str, version: str,
-                     out: Path, data: Path | None = None, text_only: bool = False) -> dict[str, Any]:
+def write_lmms_tasks(
+    harness: Harness,
+    factory: str,
+    values: Mapping[str, Any],
+    benchmark: str,
+    version: str,
+    out: Path,
+    data: Path | None = None,
+    text_only: bool = False,
+) -> dict[str, Any]:
     """Write the task folder into ``out`` (created; it must not hold files): ``data`` is the
     release folder for absolute data paths, None for paths relative to the release folder.
     Returns what the manifest records (group, tasks, note, text_only)."""
@@ -125,23 +192,34 @@ def write_lmms_tasks(harness: Harness, factory: str, values: Mapping[str, Any], 
     for task in harness.tasks:
         files = (base / f"{task.config}-*.parquet").as_posix()
         (out / f"{group}_{task.name}.yaml").write_text(
-            yaml.safe_dump(_task_yaml(group, task, files, text_only), sort_keys=False, allow_unicode=True))
+            yaml.safe_dump(_task_yaml(group, task, files, text_only), sort_keys=False, allow_unicode=True)
+        )
     if tasks:
         (out / f"{group}.yaml").write_text(yaml.safe_dump({"group": group, "task": tasks}, sort_keys=False))
         (out / "utils.py").write_text(_utils(harness))
-        (out / SETTINGS).write_text(json.dumps({"harness": factory, "release": dict(values), "text_only": text_only},
-                                               indent=2, sort_keys=True) + "\n")
+        (out / SETTINGS).write_text(
+            json.dumps({"harness": factory, "release": dict(values), "text_only": text_only}, indent=2, sort_keys=True)
+            + "\n"
+        )
     (out / "README.md").write_text(_readme(group, harness, tasks, data is None, text_only))
-    return {"folder": FOLDER, "group": group if tasks else None, "tasks": tasks, "note": harness.note,
-            "text_only": text_only}
+    return {
+        "folder": FOLDER,
+        "group": group if tasks else None,
+        "tasks": tasks,
+        "note": harness.note,
+        "text_only": text_only,
+    }
 
 
 def harness_values(benchmark: str, version: str, seed: int | None, first: pa.Table) -> dict[str, Any]:
     """The release values a harness reads, as ``harness.json`` keeps them: the evaluation's seed
     and, when the first table has ``dataset`` and ``split`` columns (POPE's probes), its
     (dataset, split) pairs, for benchmarks that report each pair apart."""
-    pairs = (sorted({(d, s) for d, s in zip(first["dataset"].to_pylist(), first["split"].to_pylist())})
-             if {"dataset", "split"} <= set(first.column_names) else [])
+    pairs = (
+        sorted({(d, s) for d, s in zip(first["dataset"].to_pylist(), first["split"].to_pylist())})
+        if {"dataset", "split"} <= set(first.column_names)
+        else []
+    )
     return {"benchmark": benchmark, "version": version, "seed": seed or 0, "pairs": [list(p) for p in pairs]}
 
 
@@ -158,11 +236,15 @@ def export_release(release: Any, kind: Any, out: Path, text_only: bool = False) 
     out = Path(out)
     try:
         if out.resolve().is_relative_to(Path(release.path).resolve()):
-            raise ReleaseError(f"--out {out} is inside the release: a release is never written into; pick another folder")
+            raise ReleaseError(
+                f"--out {out} is inside the release: a release is never written into; pick another folder"
+            )
         if out.exists() and not out.is_dir():
             raise ReleaseError(f"--out {out} is a file, not a folder: give a new or empty folder")
         if out.exists() and any(out.iterdir()):
-            raise ReleaseError(f"--out {out} is a folder holding files: refusing to overwrite; give a new or empty folder")
+            raise ReleaseError(
+                f"--out {out} is a folder holding files: refusing to overwrite; give a new or empty folder"
+            )
     except OSError as exc:
         raise ReleaseError(f"--out {out}: {exc.strerror or exc}") from None
     shards = release.shard_paths(release.configs[0])
@@ -173,8 +255,16 @@ def export_release(release: Any, kind: Any, out: Path, text_only: bool = False) 
     staging = out.resolve().with_name(f".{out.resolve().name}.tmp-{os.getpid()}")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        written = write_lmms_tasks(harness, kind.harness_factory, values, release.benchmark, release.version, staging,
-                                   data=Path(release.path), text_only=text_only)
+        written = write_lmms_tasks(
+            harness,
+            kind.harness_factory,
+            values,
+            release.benchmark,
+            release.version,
+            staging,
+            data=Path(release.path),
+            text_only=text_only,
+        )
         os.replace(staging, out)  # onto an absent or empty folder
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)

@@ -17,6 +17,7 @@ listed in ``quality/checksums.json``, which every such command rewrites; that li
 name post-seal files only, and never a sealed one. ``verify`` checks both lists, reports
 any file in neither, and checks the manifest's row counts against the shards.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,7 +25,7 @@ import json
 import os
 import re
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,11 @@ def input_digests(benchmark: str, config: dict[str, Any], models: list[dict[str,
     """sha256 of every local file named by the parts of a resolved config that identify a
     release (the benchmark's section, the judge, the models by role), by config field path."""
     specs = config.get("models") or {}
-    parts = {benchmark: config.get(benchmark) or {}, "judge": config.get("judge"),
-             "models": {m["name"]: specs.get(m["name"]) for m in models}}
+    parts = {
+        benchmark: config.get(benchmark) or {},
+        "judge": config.get("judge"),
+        "models": {m["name"]: specs.get(m["name"]) for m in models},
+    }
     return {at: sha256_file(path) for at, path in sorted(_files(parts, "").items())}
 
 
@@ -128,8 +132,9 @@ def is_post_seal(relative: str) -> bool:
 def release_files(release_dir: Path) -> list[str]:
     """Every regular file below ``release_dir`` as a sorted POSIX path relative to it (symbolic
     links are no release's files: ``release_links``)."""
-    return sorted(p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*")
-                  if p.is_file() and not p.is_symlink())
+    return sorted(
+        p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*") if p.is_file() and not p.is_symlink()
+    )
 
 
 def release_links(release_dir: Path) -> dict[str, str]:
@@ -145,35 +150,39 @@ def release_links(release_dir: Path) -> dict[str, str]:
     return dict(sorted(links.items()))
 
 
-def build_manifest(draft: ReleaseDraft, rows: dict[str, int], sizes: dict[str, int], shards: dict[str, list[str]],
-                   target: Path) -> dict:
+def build_manifest(
+    draft: ReleaseDraft, rows: dict[str, int], sizes: dict[str, int], shards: dict[str, list[str]], target: Path
+) -> dict:
     """Everything but ``files``, which ``seal`` adds once all other files are written; paths
     relative to ``target``, the folder the release is published as."""
-    return portable({
-        "format": MANIFEST_FORMAT,
-        "benchmark": draft.benchmark,
-        "pretty_name": draft.kind.pretty,
-        "split": draft.kind.split,
-        "version": draft.version,
-        "parent": draft.parent,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "code_version": code_version(),
-        "config": draft.config,
-        "models": draft.models,
-        "judge": draft.judge,
-        "components": draft.components,
-        "indexes": draft.indexes,
-        "source_files": source_file_entries(draft.source_files),
-        "inputs": input_digests(draft.benchmark, draft.config, draft.models),
-        "counts": {**draft.counts, "rows": rows, "bytes": sizes},
-        "statistics": draft.statistics,
-        "removed": draft.removed,
-        "seed": draft.seed,
-        "k_min": draft.k_min,
-        "notes": draft.notes,
-        "incomplete": draft.incomplete,
-        "shards": shards,
-    }, target.resolve())
+    return portable(
+        {
+            "format": MANIFEST_FORMAT,
+            "benchmark": draft.benchmark,
+            "pretty_name": draft.kind.pretty,
+            "split": draft.kind.split,
+            "version": draft.version,
+            "parent": draft.parent,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "code_version": code_version(),
+            "config": draft.config,
+            "models": draft.models,
+            "judge": draft.judge,
+            "components": draft.components,
+            "indexes": draft.indexes,
+            "source_files": source_file_entries(draft.source_files),
+            "inputs": input_digests(draft.benchmark, draft.config, draft.models),
+            "counts": {**draft.counts, "rows": rows, "bytes": sizes},
+            "statistics": draft.statistics,
+            "removed": draft.removed,
+            "seed": draft.seed,
+            "k_min": draft.k_min,
+            "notes": draft.notes,
+            "incomplete": draft.incomplete,
+            "shards": shards,
+        },
+        target.resolve(),
+    )
 
 
 def sealed_digest(files: Any) -> str:
@@ -191,11 +200,15 @@ def seal(release_dir: Path, manifest: dict) -> dict:
     """Write the manifest's JSON Schema, checksum every file written so far, seal the manifest's
     body and write manifest.json last."""
     (release_dir / SCHEMA_FILE).write_text(schema_text())
-    files = {rel: file_entry(release_dir / rel) for rel in release_files(release_dir)
-             if rel != MANIFEST and not is_post_seal(rel)}
+    files = {
+        rel: file_entry(release_dir / rel)
+        for rel in release_files(release_dir)
+        if rel != MANIFEST and not is_post_seal(rel)
+    }
     # as it will be read back (tuples as lists, paths and dates as text), so the digests match
-    manifest = json.loads(json.dumps({**manifest, "files": files, "sealed": sealed_digest(files)},
-                                     ensure_ascii=False, default=str))
+    manifest = json.loads(
+        json.dumps({**manifest, "files": files, "sealed": sealed_digest(files)}, ensure_ascii=False, default=str)
+    )
     manifest[BODY_SEAL] = body_digests(manifest)
     write_json(release_dir / MANIFEST, manifest)
     return manifest
@@ -235,8 +248,10 @@ def typed_manifest(path: Path, manifest: dict[str, Any]) -> Manifest:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"])) or "(top)"
-        raise ReleaseError(f"{path} is not a release manifest: {where}: {first['msg'].lower()} "
-                           f"({exc.error_count()} problem{'s' if exc.error_count() > 1 else ''})") from None
+        raise ReleaseError(
+            f"{path} is not a release manifest: {where}: {first['msg'].lower()} "
+            f"({exc.error_count()} problem{'s' if exc.error_count() > 1 else ''})"
+        ) from None
 
 
 def load_manifest(release_dir: Path) -> Manifest:

@@ -7,6 +7,7 @@ every field a format-1 manifest lacks has a default, and entries this model does
 are kept (``extra="allow"``), as are the entries of the records inside it (a model's identity,
 a source file's checksums). Statistics tables that vary per benchmark stay loosely typed.
 """
+
 from __future__ import annotations
 
 import json
@@ -110,8 +111,11 @@ class Manifest(Record):
 
 def manifest_schema() -> dict[str, Any]:
     """The JSON Schema of the manifest this code writes (format ``MANIFEST_FORMAT``)."""
-    return {**Manifest.model_json_schema(), "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "title": f"mmcurate release manifest, format {MANIFEST_FORMAT}"}
+    return {
+        **Manifest.model_json_schema(),
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"mmcurate release manifest, format {MANIFEST_FORMAT}",
+    }
 
 
 def schema_text() -> str:

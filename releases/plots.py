@@ -1,4 +1,5 @@
 """PNG plots for the dataset card and the report (matplotlib, Agg backend, no display)."""
+
 from __future__ import annotations
 
 import io
@@ -22,7 +23,6 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 # counts of samples are whole numbers: every count axis uses MaxNLocator(integer=True)
 
 
-
 def value_counts(column: pa.ChunkedArray | pa.Array) -> Counter:
     """How often each value occurs in an Arrow column (the data of a distribution bar chart)."""
     return Counter({row["values"]: row["counts"] for row in pc.value_counts(column).to_pylist()})
@@ -31,6 +31,7 @@ def value_counts(column: pa.ChunkedArray | pa.Array) -> Counter:
 def sorted_counts(counts: Counter) -> dict[str, int]:
     """Counts keyed by their value as text, in the value's order (numbers in numeric order)."""
     return {str(key): counts[key] for key in sorted(counts)}
+
 
 def png_bytes(fig: Figure) -> bytes:
     """The figure as PNG bytes (closed afterwards)."""
@@ -41,8 +42,9 @@ def png_bytes(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _label_counts(ax: Axes, bars: BarContainer, count_axis: Literal["x", "y"], xlabel: str, ylabel: str,
-                  title: str, padding: int = 2) -> None:
+def _label_counts(
+    ax: Axes, bars: BarContainer, count_axis: Literal["x", "y"], xlabel: str, ylabel: str, title: str, padding: int = 2
+) -> None:
     """Each bar's count written beside it, whole-number ticks on the count axis, the labels and title."""
     ax.bar_label(bars, padding=padding)
     (ax.xaxis if count_axis == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
@@ -72,8 +74,14 @@ def convergence_figure(convergence: list[dict]) -> Figure:
     if len(rows) > 1:
         ax.plot(labels, retained, color="#444444", marker="o", linewidth=1)
     ax.set_ylim(0, max(retained + [1]) * 1.15)
-    _label_counts(ax, bars, "y", "gating models applied (and the one added)", "samples retained",
-                  "Convergence of parametric gating")
+    _label_counts(
+        ax,
+        bars,
+        "y",
+        "gating models applied (and the one added)",
+        "samples retained",
+        "Convergence of parametric gating",
+    )
     return fig
 
 
@@ -112,8 +120,12 @@ def retention_figure(per_source: Mapping[str, tuple[int, int]]) -> Figure:
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(names) + 1.6))
     ax.barh(list(ys), entered, color="#C8C8C8", label="entered")
     bars = ax.barh(list(ys), kept, color="#4C72B0", label="released")
-    ax.bar_label(bars, labels=[f"{k} of {e} ({100 * k / e:.0f}%)" if e else "0" for k, e in zip(kept, entered)],
-                 padding=3, fontsize=8)
+    ax.bar_label(
+        bars,
+        labels=[f"{k} of {e} ({100 * k / e:.0f}%)" if e else "0" for k, e in zip(kept, entered)],
+        padding=3,
+        fontsize=8,
+    )
     ax.set_yticks(list(ys), names)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("samples")
@@ -143,8 +155,8 @@ def saturation_figure(points: Sequence[tuple[str, datetime | str, float, str]]) 
     fig, ax = plt.subplots(figsize=(7, 4))
     for model in dict.fromkeys(p[0] for p in points):
         mine = [p for p in points if p[0] == model]
-        ax.plot([p[1] for p in mine], [100 * p[2] for p in mine], marker="o",  # type: ignore[arg-type]  # dates or version names: matplotlib's stubs take numbers
-                label=model)
+        dates = [p[1] for p in mine]  # dates or version names: matplotlib's stubs take numbers
+        ax.plot(dates, [100 * p[2] for p in mine], marker="o", label=model)  # type: ignore[arg-type]
         for _, when, share, version in mine:
             ax.annotate(version, (when, 100 * share), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.set_ylim(0, 100)
@@ -172,8 +184,9 @@ def leaderboard_figure(metric: str, rows: list[dict]) -> Figure:
     return fig
 
 
-def write_plots(statistics: dict[str, list[dict]], distributions: dict[str, tuple[str, str, dict[str, int]]],
-                out: Path) -> dict[str, str]:
+def write_plots(
+    statistics: dict[str, list[dict]], distributions: dict[str, tuple[str, str, dict[str, int]]], out: Path
+) -> dict[str, str]:
     """Write every plot the data allows into ``out``; return {title: file name}.
     ``distributions``: title -> (x label, y label, counts)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -183,7 +196,10 @@ def write_plots(statistics: dict[str, list[dict]], distributions: dict[str, tupl
     if len(statistics.get("convergence") or []) > 1:  # one model: no convergence to draw
         pngs["Convergence of gating"] = ("convergence.png", png_bytes(convergence_figure(statistics["convergence"])))
     if statistics.get("topics"):
-        pngs["Topic distribution before and after curation"] = ("topics.png", png_bytes(topics_figure(statistics["topics"])))
+        pngs["Topic distribution before and after curation"] = (
+            "topics.png",
+            png_bytes(topics_figure(statistics["topics"])),
+        )
     for i, (title, (xlabel, ylabel, counts)) in enumerate(distributions.items()):
         if counts:
             figure = counts_figure(title.capitalize(), counts, xlabel, ylabel)

@@ -5,6 +5,7 @@ checked without a network. The token comes from ``HF_TOKEN`` (or the token saved
 ``hf auth login``) and is only handed to ``HfApi``: it is never printed or written. No token,
 offline mode or a Hub that cannot be reached are one-line errors.
 """
+
 from __future__ import annotations
 
 import re
@@ -70,7 +71,9 @@ def check_publishable(path: Path) -> None:
     if validation is None:
         raise ReleaseError(f"release {path} has no validation results in quality/: run `mmcurate validate` first")
     if not validation.get("success"):
-        raise ReleaseError(f"release {path} failed validation ({len(validation.get('failures', []))} failing expectations)")
+        raise ReleaseError(
+            f"release {path} failed validation ({len(validation.get('failures', []))} failing expectations)"
+        )
 
 
 def upload_plan(path: Path | str, repo_id: str) -> UploadPlan:
@@ -115,16 +118,20 @@ def upload(plan: UploadPlan) -> str:
     """Create the dataset repo if needed, upload the files, tag the version; return the commit URL."""
     token = get_token()
     if not token:
-        raise ReleaseError("publishing to the Hub needs a token: set HF_TOKEN (or run `hf auth login`), "
-                           "or copy the release with --target-dir")
+        raise ReleaseError(
+            "publishing to the Hub needs a token: set HF_TOKEN (or run `hf auth login`), "
+            "or copy the release with --target-dir"
+        )
     api = HfApi(token=token)
     try:
         api.create_repo(**plan.create_repo_kwargs())
         commit = api.upload_folder(**plan.upload_folder_kwargs())
         api.create_tag(**plan.create_tag_kwargs())
     except OfflineModeIsEnabled:
-        raise ReleaseError("cannot publish to the Hub in offline mode (HF_HUB_OFFLINE is set); "
-                           "unset it, or copy the release with --target-dir") from None
+        raise ReleaseError(
+            "cannot publish to the Hub in offline mode (HF_HUB_OFFLINE is set); "
+            "unset it, or copy the release with --target-dir"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - the Hub's and its HTTP library's errors, whatever the version
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ReleaseError(f"upload of {plan.repo_id} failed: {reason}") from None

@@ -4,6 +4,7 @@ GE expectations work on columns, so every rule about nested data (contexts, cita
 embedded images) is first reduced to one scalar per row here: ``n_negatives``,
 ``gold_in_negatives``, ``n_duplicate_contexts``, ``images_decode``, ...
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,14 +19,27 @@ from mmcurate.core.errors import ImageRejected
 from mmcurate.core.images import check_image
 
 DEFLECTION_COLUMNS = [
-    "sample_id", "source", "source_id", "question", "answers", "images",
-    "gold_contexts", "negative_contexts", "meta", "shuffle_seed",
+    "sample_id",
+    "source",
+    "source_id",
+    "question",
+    "answers",
+    "images",
+    "gold_contexts",
+    "negative_contexts",
+    "meta",
+    "shuffle_seed",
 ]
 QA_COLUMNS = ["sample_id", "source_id", "question", "images", "answer", "sentences", "meta"]
 DOCUMENT_COLUMNS = ["doc_id", "modality", "text", "image", "title", "provenance"]
 KB_COLUMNS = ["doc_id", "modality", "text", "image", "title"]
 DEFLECTION_DERIVED = [
-    "question_chars", "n_answers", "n_negatives", "gold_in_negatives", "n_duplicate_contexts", "images_decode",
+    "question_chars",
+    "n_answers",
+    "n_negatives",
+    "gold_in_negatives",
+    "n_duplicate_contexts",
+    "images_decode",
 ]
 QA_DERIVED = ["question_chars", "answer_chars", "n_missing_cited_docs", "n_unsupported_sentences", "images_decode"]
 DOCUMENT_DERIVED = ["images_decode"]
@@ -125,8 +139,15 @@ def source_mix_frame(sources: list[str], bounds: dict[str, tuple[float, float]])
     for name in names:
         low, high = bounds.get(name, (0.0, 0.0))  # an unconfigured source may not appear
         fraction = counts.get(name, 0) / total
-        rows.append({"source": name, "fraction": fraction, "min_frac": float(low), "max_frac": float(high),
-                     "in_bounds": bool(low - 1e-9 <= fraction <= high + 1e-9)})
+        rows.append(
+            {
+                "source": name,
+                "fraction": fraction,
+                "min_frac": float(low),
+                "max_frac": float(high),
+                "in_bounds": bool(low - 1e-9 <= fraction <= high + 1e-9),
+            }
+        )
     return pd.DataFrame(rows, columns=["source", "fraction", "min_frac", "max_frac", "in_bounds"])
 
 
@@ -139,10 +160,15 @@ def qa_frame(qa: pa.Table, documents: pa.Table) -> pd.DataFrame:
         sentences = r.get("sentences") or []
         cited = [d for s in sentences for d in (s.get("text_citations") or []) + (s.get("image_citations") or [])]
         missing.append(sum(1 for d in cited if d not in doc_ids))
-        unsupported.append(sum(
-            1 for s in sentences
-            if s.get("fact_checkable") and not (s.get("text_citations") or s.get("image_citations")) and not s.get("flagged")
-        ))
+        unsupported.append(
+            sum(
+                1
+                for s in sentences
+                if s.get("fact_checkable")
+                and not (s.get("text_citations") or s.get("image_citations"))
+                and not s.get("flagged")
+            )
+        )
     frame["question_chars"] = [_chars(r.get("question")) for r in rows]
     frame["answer_chars"] = [_chars(r.get("answer")) for r in rows]
     frame["n_missing_cited_docs"] = missing

@@ -3,6 +3,7 @@
 Only directories named by a semantic version are releases; ``.tmp-*`` directories are
 writes in progress (or left by a crash) and are never listed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -97,8 +98,10 @@ class Release:
         root = self.path.resolve()
         for name in names:
             if not (self.path / name).resolve().is_relative_to(root):
-                raise ReleaseError(f"{self.path / MANIFEST} names the shard {name!r} of config {config!r}, outside "
-                                   "the release: a release reads only its own files")
+                raise ReleaseError(
+                    f"{self.path / MANIFEST} names the shard {name!r} of config {config!r}, outside "
+                    "the release: a release reads only its own files"
+                )
         return [self.path / name for name in names]
 
     def table(self, config: str) -> pa.Table:

@@ -27,6 +27,7 @@ starts:
 The flow then plans the added models' calls (``planning.recuration``) and refuses a plan
 over its budget before any model is called.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,8 +37,8 @@ from typing import Any
 from mmcurate.benchmarks import Benchmark, get
 from mmcurate.core.config import Settings, load_config
 from mmcurate.core.errors import ConfigError
-from mmcurate.core.images import ImageStore
 from mmcurate.core.ids import new_run_id
+from mmcurate.core.images import ImageStore
 from mmcurate.judging.recorded import RecordedAnswers
 
 from .changelog import render_changelog
@@ -76,15 +77,26 @@ class Recuration:
     def new_models(self) -> list[str]:
         return [name for names in self.added.values() for name in names]
 
-    def recorded(self, stage: str, verdicts: tuple[str, ...], models: list[str | None] | None = None,
-                 judge: str | None = None, part: str | None = None) -> RecordedAnswers:
+    def recorded(
+        self,
+        stage: str,
+        verdicts: tuple[str, ...],
+        models: list[str | None] | None = None,
+        judge: str | None = None,
+        part: str | None = None,
+    ) -> RecordedAnswers:
         """The parent's answers of ``stage`` that settle an item (``verdicts``): of the reusable
         models unless ``models`` names others (a judge recorded under its component name);
         ``judge``: what graded them (default: the parent's judge); ``part``: see RecordedAnswers."""
-        return RecordedAnswers(self.parent.path / LEDGER_FILE, stage,
-                               [m for m in (self.reusable if models is None else models) if m],
-                               judge or self.parent.manifest.judge_name, self.parent.version,
-                               verdicts, part)
+        return RecordedAnswers(
+            self.parent.path / LEDGER_FILE,
+            stage,
+            [m for m in (self.reusable if models is None else models) if m],
+            judge or self.parent.manifest.judge_name,
+            self.parent.version,
+            verdicts,
+            part,
+        )
 
 
 def content_id(release: Release) -> str:
@@ -124,13 +136,16 @@ def _recorded_settings(parent: Release) -> Settings:
     recorded = parent.manifest.config.get("workdir")
     from_record = recorded is not None and (parent.path / recorded).resolve() == settings.workdir.resolve()
     if from_record and not settings.workdir.is_dir():
-        raise ConfigError(f"{parent.path}: its recorded workdir {recorded} resolves to {settings.workdir}, which does "
-                          "not exist here (was the release moved?); pass --config FILE or set MMCURATE_WORKDIR")
+        raise ConfigError(
+            f"{parent.path}: its recorded workdir {recorded} resolves to {settings.workdir}, which does "
+            "not exist here (was the release moved?); pass --config FILE or set MMCURATE_WORKDIR"
+        )
     return settings
 
 
-def recuration_settings(parent: Release, config: Path | str | None,
-                        add_models: list[str]) -> tuple[Settings, dict[str, list[str]]]:
+def recuration_settings(
+    parent: Release, config: Path | str | None, add_models: list[str]
+) -> tuple[Settings, dict[str, list[str]]]:
     """The settings of re-curating ``parent`` with ``add_models`` and the names added per role."""
     settings = load_config(config) if config else _recorded_settings(parent)
     section = settings.section(parent.benchmark)
@@ -168,13 +183,20 @@ def check_parent_beside(folder: Path, parent: Release) -> None:
     if (sibling / MANIFEST).is_file() and sibling.resolve() != parent.path.resolve():
         there = open_release(sibling)
         if there.manifest.sealed != parent.manifest.sealed:
-            raise ReleaseError(f"{sibling} is another {parent.benchmark} {parent.version} than {parent.path} "
-                               "(their content ids differ): a re-curation is written beside the release it "
-                               "re-curates; use that release's folder, or a config whose releases_root has it")
+            raise ReleaseError(
+                f"{sibling} is another {parent.benchmark} {parent.version} than {parent.path} "
+                "(their content ids differ): a re-curation is written beside the release it "
+                "re-curates; use that release's folder, or a config whose releases_root has it"
+            )
 
 
-def begin_recuration(release: Path | str, config: Path | str | None, add_models: list[str],
-                     version: str | None = None, remedy: str = NEW_VERSION) -> Recuration:
+def begin_recuration(
+    release: Path | str,
+    config: Path | str | None,
+    add_models: list[str],
+    version: str | None = None,
+    remedy: str = NEW_VERSION,
+) -> Recuration:
     """The checked opening of a re-curation of ``release`` (see the module docstring);
     ``remedy``: what a refusal of a changed version tells the user to do, in the command's options."""
     parent = open_release(release)
@@ -186,8 +208,17 @@ def begin_recuration(release: Path | str, config: Path | str | None, add_models:
     folder = versions_folder(parent, config, settings)
     check_parent_beside(folder, parent)
     refuse_changed_version(settings, parent.benchmark, version, remedy, folder)
-    return Recuration(parent, benchmark, settings, settings.section(parent.benchmark), added, version, new_run_id(),
-                      folder, reusable_models(parent, settings))
+    return Recuration(
+        parent,
+        benchmark,
+        settings,
+        settings.section(parent.benchmark),
+        added,
+        version,
+        new_run_id(),
+        folder,
+        reusable_models(parent, settings),
+    )
 
 
 def describe_changes(run: Recuration, draft: ReleaseDraft) -> ReleaseDraft:
@@ -195,6 +226,7 @@ def describe_changes(run: Recuration, draft: ReleaseDraft) -> ReleaseDraft:
     diff = diff_releases(run.parent, draft)
     draft.removed = diff.removed_records()
     new_ids = draft.tables[draft.kind.samples_config].column("sample_id").to_pylist()
-    draft.changelog = render_changelog(run.parent, diff, new_ids, run.added, run.reusable, run.settings.workdir,
-                                       content_id(run.parent))
+    draft.changelog = render_changelog(
+        run.parent, diff, new_ids, run.added, run.reusable, run.settings.workdir, content_id(run.parent)
+    )
     return draft

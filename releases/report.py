@@ -9,6 +9,7 @@ errors, a ReflectV, POPE or CRAG-MM release none of them, so its report has no s
 (empty or not). Each table is shown once: those with a section of their own (``OWN_SECTIONS``)
 are not repeated among the others.
 """
+
 from __future__ import annotations
 
 import base64
@@ -20,11 +21,10 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from mmcurate.core.plural import counted
 
 from .card import TEMPLATES
-from .manifest import REPORT, record_artifacts, recorded_validation
 from .gallery import gallery, near_duplicate_pairs, reason_counts
+from .manifest import REPORT, record_artifacts, recorded_validation
 from .plots import png_bytes, reasons_figure, retention_figure
 from .reader import Release, open_release
-
 
 # statistics tables the report template gives a section of their own (with a plot or a note)
 OWN_SECTIONS = ("funnel", "per_source", "global", "topics", "convergence", "calls", "judge_errors", "near_duplicates")
@@ -43,8 +43,14 @@ def retention(release: Release) -> dict[str, tuple[int, int]]:
     if rows and all("ingested" in r and "retained" in r for r in rows):
         return {str(r["source"]): (int(r["ingested"]), int(r["retained"])) for r in rows}
     counts = release.manifest.counts.per_source
-    return {str(source): (int(entry.get("ingested", 0)), int(entry["released"] if "released" in entry else entry.get("retained", 0)))
-            for source, entry in counts.items() if isinstance(entry, dict) and "ingested" in entry}
+    return {
+        str(source): (
+            int(entry.get("ingested", 0)),
+            int(entry["released"] if "released" in entry else entry.get("retained", 0)),
+        )
+        for source, entry in counts.items()
+        if isinstance(entry, dict) and "ingested" in entry
+    }
 
 
 def summary_line(release: Release) -> str:
@@ -77,7 +83,11 @@ def validation_status(release: Release) -> str:
     recorded = recorded_validation(release.path)
     if recorded is None:
         return "not validated (run `mmcurate validate`)"
-    outcome = "passed" if recorded.get("success") else f"FAILED ({counted(len(recorded.get('failures') or []), 'expectation')})"
+    outcome = (
+        "passed"
+        if recorded.get("success")
+        else f"FAILED ({counted(len(recorded.get('failures') or []), 'expectation')})"
+    )
     return f"{outcome}, {recorded.get('validated_at', 'at an unknown time')}"
 
 
@@ -100,7 +110,8 @@ def render_report(release: Release) -> str:
         retention_png=_figure(retention_figure(kept_by_source)) if kept_by_source else None,
         removal_png=_figure(reasons_figure("Samples removed, by reason", removed)) if removed else None,
         quarantine_png=_figure(reasons_figure("Records quarantined, by reason", dict(by_reason.most_common())))
-        if by_reason else None,
+        if by_reason
+        else None,
         gallery=gallery(release),
         pairs=near_duplicate_pairs(release),
         pretty=release.pretty_name,
@@ -108,8 +119,9 @@ def render_report(release: Release) -> str:
         funnel_png=_inline_png(release, "funnel.png" if "funnel.png" in by_file else None),
         convergence_png=_inline_png(release, "convergence.png" if "convergence.png" in by_file else None),
         topics_png=_inline_png(release, "topics.png" if "topics.png" in by_file else None),
-        distributions=[(t, png) for t, f in plots.items()
-                       if f.startswith("distribution-") and (png := _inline_png(release, f))],
+        distributions=[
+            (t, png) for t, f in plots.items() if f.startswith("distribution-") and (png := _inline_png(release, f))
+        ],
         own=OWN_SECTIONS,
         quarantine=quarantine,
         validation=validation_status(release),

@@ -14,6 +14,7 @@ on a Dask cluster or another machine.
 ``refuse_changed_version`` compares the configuration before any work is done, so a run
 whose settings differ from the release of its version stops before the pipeline starts.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,17 +25,21 @@ import pyarrow as pa
 
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
-from mmcurate.core.plural import listed
+from mmcurate.core.plural import counted, listed
 from mmcurate.core.tables import SpilledTable, table_batches
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.errors import ReleaseExists
 from mmcurate.releases.manifest import MANIFEST, input_digests, portable, source_digests, source_file_entries
 from mmcurate.releases.reader import Release, open_release
-from mmcurate.core.plural import counted
 
 SECTION_EXECUTION = ("version", "shard_size")  # a section's version, and how a streamed run cuts its samples
 MODEL_EXECUTION = ("concurrency", "timeout", "max_retries", "base_url", "api_key_env", "api_key_block", "engine_args")
-MODEL_PLANNING = ("tokens_per_second", "image_tokens", "price_input_per_mtok", "price_output_per_mtok")  # the bill's only
+MODEL_PLANNING = (
+    "tokens_per_second",
+    "image_tokens",
+    "price_input_per_mtok",
+    "price_output_per_mtok",
+)  # the bill's only
 SHOWN = 3  # differences named in the one-line error
 
 
@@ -77,8 +82,11 @@ def input_differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[s
     """``key: old -> new`` for inputs whose content changed; nothing when ``old`` was not recorded."""
     if old is None:
         return []
-    return [f"input {key}: content {str(old.get(key))[:12]} -> {str(new.get(key))[:12]}"
-            for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+    return [
+        f"input {key}: content {str(old.get(key))[:12]} -> {str(new.get(key))[:12]}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key)
+    ]
 
 
 def identity(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]]) -> dict[str, Any]:
@@ -88,9 +96,12 @@ def identity(benchmark: str, config: dict[str, Any], models: list[dict[str, Any]
     return {
         benchmark: {k: v for k, v in (config.get(benchmark) or {}).items() if k not in SECTION_EXECUTION},
         "judge": config.get("judge"),
-        "models": {f"{m['role']}:{m['name']}": {k: v for k, v in (specs.get(m["name"]) or m).items()
-                                                if k not in MODEL_EXECUTION + MODEL_PLANNING}
-                   for m in models},
+        "models": {
+            f"{m['role']}:{m['name']}": {
+                k: v for k, v in (specs.get(m["name"]) or m).items() if k not in MODEL_EXECUTION + MODEL_PLANNING
+            }
+            for m in models
+        },
     }
 
 
@@ -98,8 +109,10 @@ def _fill_absent(recorded: Any, current: Any) -> Any:
     """``recorded`` with the keys only ``current`` has added from it, at every depth."""
     if not isinstance(recorded, dict) or not isinstance(current, dict):
         return recorded
-    return {**{k: v for k, v in current.items() if k not in recorded},
-            **{k: _fill_absent(v, current.get(k)) for k, v in recorded.items()}}
+    return {
+        **{k: v for k, v in current.items() if k not in recorded},
+        **{k: _fill_absent(v, current.get(k)) for k, v in recorded.items()},
+    }
 
 
 def recorded_config(release: Release) -> dict[str, Any]:
@@ -118,14 +131,20 @@ def recorded_config(release: Release) -> dict[str, Any]:
 
 
 def release_identity(release: Release) -> dict[str, Any]:
-    return identity(release.benchmark, portable(recorded_config(release), release.path.resolve()),
-                    [model.recorded() for model in release.manifest.models])
+    return identity(
+        release.benchmark,
+        portable(recorded_config(release), release.path.resolve()),
+        [model.recorded() for model in release.manifest.models],
+    )
 
 
 def settings_identity(settings: Settings, benchmark: str, target: Path) -> dict[str, Any]:
     """The identity a run of ``settings`` would give the release at ``target``."""
-    return identity(benchmark, portable(settings.resolved(), target.resolve()),
-                    [{"role": role, "name": name} for role, name in settings.roles(benchmark)])
+    return identity(
+        benchmark,
+        portable(settings.resolved(), target.resolve()),
+        [{"role": role, "name": name} for role, name in settings.roles(benchmark)],
+    )
 
 
 def _flat(value: Any, at: str = "") -> dict[str, Any]:
@@ -146,8 +165,11 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             return f"[{listed((json.dumps(v, sort_keys=True) for v in value), SHOWN)}]"
         return json.dumps(value, sort_keys=True)
 
-    return [f"{key}: {show(a.get(key, missing))} -> {show(b.get(key, missing))}"
-            for key in sorted(a.keys() | b.keys()) if a.get(key, missing) != b.get(key, missing)]
+    return [
+        f"{key}: {show(a.get(key, missing))} -> {show(b.get(key, missing))}"
+        for key in sorted(a.keys() | b.keys())
+        if a.get(key, missing) != b.get(key, missing)
+    ]
 
 
 NEW_VERSION = "publish under a new version (--version)"  # what `run` and `recurate` offer
@@ -155,8 +177,9 @@ NEW_VERSION = "publish under a new version (--version)"  # what `run` and `recur
 
 def refusal(benchmark: str, version: str, diffs: list[str], remedy: str = NEW_VERSION) -> ReleaseExists:
     """One line naming the first differences and what to do (``remedy``, in the command's own options)."""
-    return ReleaseExists(f"{benchmark} {version} exists and this run differs from it: "
-                         f"{listed(diffs, SHOWN, '; ')}; {remedy}")
+    return ReleaseExists(
+        f"{benchmark} {version} exists and this run differs from it: {listed(diffs, SHOWN, '; ')}; {remedy}"
+    )
 
 
 def draft_differences(existing: Release, draft: ReleaseDraft) -> list[str]:
@@ -185,8 +208,9 @@ def published_rerun(draft: ReleaseDraft, releases_root: Path, folder: Path | Non
     return existing
 
 
-def refuse_changed_version(settings: Settings, benchmark: str, version: str, remedy: str = NEW_VERSION,
-                           folder: Path | None = None) -> None:
+def refuse_changed_version(
+    settings: Settings, benchmark: str, version: str, remedy: str = NEW_VERSION, folder: Path | None = None
+) -> None:
     """Before a run: refuse when ``version`` is published with another configuration, models or
     model and configuration inputs (the sources' content is compared when the run publishes);
     ``folder``: where the benchmark's versions are, when not ``releases_root/<benchmark>``."""
@@ -195,7 +219,6 @@ def refuse_changed_version(settings: Settings, benchmark: str, version: str, rem
         existing = open_release(target)
         roles = [{"role": role, "name": name} for role, name in settings.roles(benchmark)]
         diffs = differences(release_identity(existing), settings_identity(settings, benchmark, target))
-        diffs += input_differences(existing.manifest.inputs,
-                                   input_digests(benchmark, settings.resolved(), roles))
+        diffs += input_differences(existing.manifest.inputs, input_digests(benchmark, settings.resolved(), roles))
         if diffs:
             raise refusal(benchmark, version, diffs, remedy)

@@ -4,6 +4,7 @@ RefLVQA QA pairs and knowledge-base documents.
 Shards embed images as ``{bytes, path}`` structs; evaluation and re-curation work on
 sha256 references into an image store, so the bytes go back into a store.
 """
+
 from __future__ import annotations
 
 from typing import Any

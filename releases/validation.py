@@ -5,18 +5,20 @@ expectations on them; this module runs them through checkpoints.
 ``validate_release`` writes ``quality/validation.json`` (results and failures) and the
 Data Docs HTML site ``quality/data_docs/``, then refreshes ``quality/checksums.json``.
 """
+
 from __future__ import annotations
 
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import great_expectations as gx
 import great_expectations.expectations as gxe
 from great_expectations.data_context.types.base import ProgressBarsConfig
+
 from mmcurate.core.plural import counted
 
 from .errors import ReleaseError
@@ -96,20 +98,26 @@ def run_checks(name: str, checks: list[FrameCheck], docs_dir: Path | None) -> Va
         result_format: dict[str, Any] = {"result_format": "COMPLETE"}
         if check.id_column:
             result_format["unexpected_index_column_names"] = [check.id_column]
-        checkpoint = context.checkpoints.add(gx.Checkpoint(
-            name=key, validation_definitions=[definition], result_format=result_format
-        ))
+        checkpoint = context.checkpoints.add(
+            gx.Checkpoint(name=key, validation_definitions=[definition], result_format=result_format)
+        )
         outcome = checkpoint.run(batch_parameters={"dataframe": check.frame})
         for suite_result in outcome.run_results.values():
             results[check.name] = suite_result.to_json_dict()
             failures += [_describe_failure(check, r) for r in suite_result.results if not r.success]
     if docs_dir is not None:
         site = f"{name}-{run}"
-        context.add_data_docs_site(site_name=site, site_config={
-            "class_name": "SiteBuilder",
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir.resolve())},
-        })
+        context.add_data_docs_site(
+            site_name=site,
+            site_config={
+                "class_name": "SiteBuilder",
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+                "store_backend": {
+                    "class_name": "TupleFilesystemStoreBackend",
+                    "base_directory": str(docs_dir.resolve()),
+                },
+            },
+        )
         context.build_data_docs(site_names=[site])
     return ValidationOutcome(success=not failures, failures=failures, results=results)
 
@@ -123,15 +131,18 @@ def validate_release(path: Path | str, kind: ReleaseKind) -> ValidationOutcome:
     docs_dir = release.path / DATA_DOCS_DIR
     outcome = run_checks(f"{release.benchmark}-{release.version}", checks, docs_dir)
     outcome.notes = notes
-    write_json(release.path / VALIDATION_FILE, {
-        "benchmark": release.benchmark,
-        "version": release.version,
-        "success": outcome.success,
-        "validated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "great_expectations": gx.__version__,
-        "failures": outcome.failures,
-        "notes": notes,
-        "results": outcome.results,
-    })
+    write_json(
+        release.path / VALIDATION_FILE,
+        {
+            "benchmark": release.benchmark,
+            "version": release.version,
+            "success": outcome.success,
+            "validated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "great_expectations": gx.__version__,
+            "failures": outcome.failures,
+            "notes": notes,
+            "results": outcome.results,
+        },
+    )
     record_artifacts(release.path)
     return outcome

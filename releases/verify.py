@@ -11,6 +11,7 @@ source (``counts.per_source``) what the data holds per source. A re-curated rele
 version is beside it, must have the content id the release records. A manifest of format 3 or
 later must validate against the JSON Schema sealed beside it (``manifest.schema.json``).
 """
+
 from __future__ import annotations
 
 import json
@@ -72,7 +73,10 @@ def _check_entries(release_dir: Path, entries: dict[str, dict], present: set[str
             continue
         result.checked += 1
         actual = file_entry(release_dir / rel)
-        if not isinstance(entry, dict) or (actual["size"], actual["sha256"]) != (entry.get("size"), entry.get("sha256")):
+        if not isinstance(entry, dict) or (actual["size"], actual["sha256"]) != (
+            entry.get("size"),
+            entry.get("sha256"),
+        ):
             result.mismatched.append(rel)
 
 
@@ -90,15 +94,19 @@ def _check_counts(release_dir: Path, manifest: Manifest, result: VerifyResult) -
                 result.invalid.append(f"shard {rel} is unreadable: {str(exc).splitlines()[0]}")
                 return
         if rows.get(config) != total:
-            result.invalid.append(f"config {config}: the manifest counts {counted(rows.get(config) or 0, 'row')}, its shards hold {total}")
+            result.invalid.append(
+                f"config {config}: the manifest counts {counted(rows.get(config) or 0, 'row')}, its shards hold {total}"
+            )
 
 
 def _check_body(raw: dict[str, Any], manifest: Manifest, result: VerifyResult) -> None:
     """The manifest's body as written (``raw``) against its seal, naming every entry that changed."""
     recorded = manifest.sealed_body
     if manifest.format < 2 and recorded is None:
-        result.notes.append(f"{MANIFEST} is format {manifest.format}: its files are sealed, its own "
-                            "entries (config, counts, notes, ...) are not")
+        result.notes.append(
+            f"{MANIFEST} is format {manifest.format}: its files are sealed, its own "
+            "entries (config, counts, notes, ...) are not"
+        )
         return
     if recorded is None:
         result.invalid.append(f"{MANIFEST}: no {BODY_SEAL} for its own entries")
@@ -111,12 +119,15 @@ def _check_body(raw: dict[str, Any], manifest: Manifest, result: VerifyResult) -
             result.invalid.append(f"{MANIFEST}: {', '.join(keys)} {what} after sealing")
 
 
-def _check_schema(raw: dict[str, Any], manifest: Manifest, present: set[str], release_dir: Path,
-                  result: VerifyResult) -> None:
+def _check_schema(
+    raw: dict[str, Any], manifest: Manifest, present: set[str], release_dir: Path, result: VerifyResult
+) -> None:
     """Since format 3: the manifest as written against the JSON Schema sealed beside it."""
     if manifest.format < 3:
-        result.notes.append(f"{MANIFEST} is format {manifest.format}: written before releases carried the "
-                            f"manifest's schema ({SCHEMA_FILE})")
+        result.notes.append(
+            f"{MANIFEST} is format {manifest.format}: written before releases carried the "
+            f"manifest's schema ({SCHEMA_FILE})"
+        )
         return
     if SCHEMA_FILE not in manifest.files or SCHEMA_FILE not in present:
         result.invalid.append(f"{MANIFEST} is format {manifest.format}: its schema {SCHEMA_FILE} is not a sealed file")
@@ -160,8 +171,10 @@ def _check_per_source(release_dir: Path, manifest: Manifest, result: VerifyResul
             return  # unreadable shards are reported by the row count check
     for source in sorted(set(stated) | set(held)):
         if stated.get(source, 0) != held.get(source, 0):
-            result.invalid.append(f"counts.per_source: the manifest counts {stated.get(source, 0)} released {source} "
-                                  f"samples, the data holds {held.get(source, 0)}")
+            result.invalid.append(
+                f"counts.per_source: the manifest counts {stated.get(source, 0)} released {source} "
+                f"samples, the data holds {held.get(source, 0)}"
+            )
 
 
 def _check_parent(release_dir: Path, manifest: Manifest, result: VerifyResult) -> None:
@@ -174,8 +187,10 @@ def _check_parent(release_dir: Path, manifest: Manifest, result: VerifyResult) -
     if (sibling / MANIFEST).is_file():
         there = load_manifest(sibling).sealed
         if there != parent.content_id:
-            result.invalid.append(f"parent {parent.version} beside it has content id {str(there)[:16]}, "
-                                  f"not {str(parent.content_id)[:16]} it was made from")
+            result.invalid.append(
+                f"parent {parent.version} beside it has content id {str(there)[:16]}, "
+                f"not {str(parent.content_id)[:16]} it was made from"
+            )
 
 
 def verify_release(path: Path | str) -> VerifyResult:
@@ -200,8 +215,10 @@ def verify_release(path: Path | str) -> VerifyResult:
         elif not is_post_seal(rel):
             result.invalid.append(f"{ARTIFACT_CHECKSUMS} lists {rel}, which is not a post-seal file")
     later = {rel: entry for rel, entry in later.items() if rel not in sealed and is_post_seal(rel)}
-    result.invalid += [f"symbolic link {rel} -> {target}: a release holds no links"
-                       for rel, target in release_links(release_dir).items()]
+    result.invalid += [
+        f"symbolic link {rel} -> {target}: a release holds no links"
+        for rel, target in release_links(release_dir).items()
+    ]
     present = set(release_files(release_dir)) - {MANIFEST, ARTIFACT_CHECKSUMS}
     result.extra = sorted(present - set(sealed) - set(later))
     _check_entries(release_dir, sealed, present, result)

@@ -1,5 +1,6 @@
 """Semantic versions of releases (``MAJOR.MINOR.PATCH``, nothing else), ordered as
 ``packaging.version.Version`` orders them."""
+
 from __future__ import annotations
 
 import re

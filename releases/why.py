@@ -6,6 +6,7 @@ header, then its detail. Claim-level verification rows (``verify.claim``,
 (claim, round, confidence against its threshold, cited evidence and documents; how the
 rounds ended and what changed; what the cutoff kept); every other row shows its detail JSON.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.compute as pc
+
 from mmcurate.core.plural import counted
 
 from .errors import ReleaseError
@@ -34,7 +36,9 @@ def trace_sample(release: Release, sample_id: str) -> Trace:
     rows = ledger.filter(pc.equal(ledger.column("sample_id"), sample_id)).select(list(TRACE_COLUMNS)).to_pylist()
     in_release = sample_id in set(release.sample_ids)
     if not rows and not in_release:
-        raise ReleaseError(f"unknown sample id {sample_id!r}: not in {release.benchmark} {release.version} or its ledger")
+        raise ReleaseError(
+            f"unknown sample id {sample_id!r}: not in {release.benchmark} {release.version} or its ledger"
+        )
     return Trace(sample_id=sample_id, in_release=in_release, decisions=rows)
 
 
@@ -45,30 +49,39 @@ def _cited(ids: list[str], documents: list[str]) -> str:
 def _claim(d: dict[str, Any]) -> str:
     passes = ">=" if d["confident"] else "<"
     state = "confident" if d["confident"] else "not confident"
-    return (f"round {d['round']}, {d['type']} claim {d['claim']} \"{d['text']}\": confidence {d['confidence']:.2f} "
-            f"{passes} {d['threshold']:.2f} ({state}); cites {_cited(d['citations'], d['documents'])}; why: {d['why']}")
+    return (
+        f'round {d["round"]}, {d["type"]} claim {d["claim"]} "{d["text"]}": confidence {d["confidence"]:.2f} '
+        f"{passes} {d['threshold']:.2f} ({state}); cites {_cited(d['citations'], d['documents'])}; why: {d['why']}"
+    )
 
 
 def _sentence(d: dict[str, Any]) -> str:
     before, after = d["before"], d["after"]
-    change = (f"citations {before['text_citations']} -> {after['text_citations']}, "
-              f"flagged {before['flagged']} -> {after['flagged']}")
+    change = (
+        f"citations {before['text_citations']} -> {after['text_citations']}, "
+        f"flagged {before['flagged']} -> {after['flagged']}"
+    )
     if "rounds" not in d:
-        return f"sentence {d['sentence']} \"{d['text']}\": {d.get('reason') or d.get('error')}; {change}"
+        return f'sentence {d["sentence"]} "{d["text"]}": {d.get("reason") or d.get("error")}; {change}'
     ended = f"{counted(d['rounds'], 'round')} {'/'.join(d['round_verdicts'])}, stopped: {d['stopped']}"
     gate = "gate open" if d["gated"] else "gate closed"
     error = f"; error: {d['error']}" if d.get("error") else ""
-    return f"sentence {d['sentence']} \"{d['text']}\" ({d['claims_by']}): {ended}; {gate}: {change}{error}"
+    return f'sentence {d["sentence"]} "{d["text"]}" ({d["claims_by"]}): {ended}; {gate}: {change}{error}'
 
 
 def _cutoff(d: dict[str, Any]) -> str:
     theta = "" if d.get("theta") is None else f" (theta {d['theta']:.3f})"
-    return (f"sentence {d['sentence']}: {d['cutoff']} kept {d['kept']} of {d['retrieved']}{theta}: "
-            f"{', '.join(d['kept_ids']) or 'none'}; cut: {', '.join(d['cut_ids']) or 'none'}")
+    return (
+        f"sentence {d['sentence']}: {d['cutoff']} kept {d['kept']} of {d['retrieved']}{theta}: "
+        f"{', '.join(d['kept_ids']) or 'none'}; cut: {', '.join(d['cut_ids']) or 'none'}"
+    )
 
 
 READABLE: dict[str, Callable[[dict[str, Any]], str]] = {
-    "verify.claim": _claim, "verify.sentence": _sentence, "citation.cutoff": _cutoff}
+    "verify.claim": _claim,
+    "verify.sentence": _sentence,
+    "citation.cutoff": _cutoff,
+}
 
 
 def format_decision(row: dict[str, Any]) -> str:

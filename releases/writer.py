@@ -8,6 +8,7 @@ process dies, ``kill -9`` included, so the next write into the benchmark's folde
 staging folders no writer holds any more and says so (a warning naming them), and never one
 a live writer is filling.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -31,10 +32,10 @@ from .changelog import CHANGELOG
 from .draft import ReleaseDraft
 from .embed_images import embed_images, hf_features, with_hf_metadata
 from .errors import ReleaseError, ReleaseExists, ReleaseInvalid
-from .manifest import build_manifest, seal
-from .plots import write_plots
 from .lmms_export import FOLDER as LMMS_FOLDER
 from .lmms_export import harness_values, write_lmms_tasks
+from .manifest import build_manifest, seal
+from .plots import write_plots
 from .reader import DATA_DIR, LEDGER_FILE, QUARANTINE_FILE, shard_name
 from .validation import validate_release
 from .versions import check_successor
@@ -50,14 +51,17 @@ def _check_draft(draft: ReleaseDraft, target: Path) -> None:
     if set(draft.tables) != expected:
         raise ReleaseError(f"{draft.benchmark} release needs tables {sorted(expected)}, got {sorted(draft.tables)}")
     if target.exists():
-        raise ReleaseExists(f"release {draft.benchmark} {draft.version} already exists at {target}; releases are immutable")
+        raise ReleaseExists(
+            f"release {draft.benchmark} {draft.version} already exists at {target}; releases are immutable"
+        )
     config = draft.kind.samples_config
     if draft.tables[config].num_rows == 0:
         raise ReleaseError(f"release {draft.benchmark} {draft.version} has no rows in {config!r}; nothing to publish")
 
 
-def write_shards(table: pa.Table | SpilledTable, folder: Path, config: str, max_rows: int,
-                 store: ImageStore) -> tuple[list[str], Features, int]:
+def write_shards(
+    table: pa.Table | SpilledTable, folder: Path, config: str, max_rows: int, store: ImageStore
+) -> tuple[list[str], Features, int]:
     """Write ``table`` as ``<config>-0000i-of-0000N.parquet`` with its images embedded, one
     shard at a time (so only one shard's image bytes are in memory); return the paths
     relative to the release, the ``datasets`` features and the embedded rows' bytes in
@@ -85,18 +89,28 @@ def _build(draft: ReleaseDraft, folder: Path, target: Path, store: ImageStore, m
     features = {}
     for config in draft.kind.configs:
         shards[config], features[config], sizes[config] = write_shards(
-            draft.tables[config], folder / DATA_DIR, config, max_rows, store)
+            draft.tables[config], folder / DATA_DIR, config, max_rows, store
+        )
         rows[config] = draft.tables[config].num_rows
     draft.ledger.write(folder / LEDGER_FILE)
     write_table(draft.quarantine, folder / QUARANTINE_FILE)
     plots = write_plots(draft.statistics, draft.kind.distributions(draft.tables), folder / "plots")
     exports = draft.kind.exports(draft.tables, folder, store) if draft.kind.exports else {}
-    manifest = {**build_manifest(draft, rows, sizes, shards, target), "plots": plots,
-                **({"exports": exports} if exports else {})}
+    manifest = {
+        **build_manifest(draft, rows, sizes, shards, target),
+        "plots": plots,
+        **({"exports": exports} if exports else {}),
+    }
     if draft.kind.harness:
         values = harness_values(draft.benchmark, draft.version, draft.seed, draft.tables[draft.kind.samples_config])
-        manifest["lmms_eval"] = write_lmms_tasks(draft.kind.harness(values), draft.kind.harness_factory, values,
-                                                 draft.benchmark, draft.version, folder / LMMS_FOLDER)
+        manifest["lmms_eval"] = write_lmms_tasks(
+            draft.kind.harness(values),
+            draft.kind.harness_factory,
+            values,
+            draft.benchmark,
+            draft.version,
+            folder / LMMS_FOLDER,
+        )
     if draft.changelog:
         (folder / CHANGELOG).write_text(draft.changelog)
     (folder / "README.md").write_text(render_card(manifest, features, plots, draft.kind, draft.changelog))
@@ -140,7 +154,10 @@ def _staging(folder: Path, version: str) -> tuple[Path, int]:
 
 
 def write_release(
-    draft: ReleaseDraft, root: Path, store: ImageStore, max_rows_per_shard: int = DEFAULT_SHARD_ROWS,
+    draft: ReleaseDraft,
+    root: Path,
+    store: ImageStore,
+    max_rows_per_shard: int = DEFAULT_SHARD_ROWS,
     folder: Path | None = None,
 ) -> Path:
     """Write, validate and publish ``draft`` as ``root/<benchmark>/<version>/`` (``folder``: the
@@ -154,8 +171,10 @@ def write_release(
     if target.parent.is_dir():
         stale = clear_stale_staging(target.parent)
         if stale:
-            log.warning(f"{target.parent}: removed {counted(len(stale), 'staging folder')} left by a killed "
-                        f"write: {', '.join(stale)}")
+            log.warning(
+                f"{target.parent}: removed {counted(len(stale), 'staging folder')} left by a killed "
+                f"write: {', '.join(stale)}"
+            )
     temp, handle = _staging(target.parent, draft.version)
     try:
         _build(draft, temp, target, store, max_rows_per_shard)

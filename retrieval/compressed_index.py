@@ -30,6 +30,7 @@ only serves Hamming-filtered search and took minutes even on 1,000 training rows
 ``extract_index_ivf`` are as documented in the faiss wiki ("The index factory", "Faster
 search", github.com/facebookresearch/faiss/wiki).
 """
+
 from __future__ import annotations
 
 import json
@@ -110,15 +111,17 @@ class CompressedIndex:
         (folder / "meta.json").write_text(json.dumps(self.meta, sort_keys=True), encoding="utf-8")
 
     @classmethod
-    def load(cls, folder: Path, store: VectorStore) -> "CompressedIndex":
+    def load(cls, folder: Path, store: VectorStore) -> CompressedIndex:
         try:
             meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
             index = faiss.read_index(str(folder / "index.faiss"))
         except (OSError, ValueError, RuntimeError) as exc:
             raise MmcurateError(f"compressed index at {folder} is unreadable: {exc}") from None
         if (meta["encoder"], meta["count"]) != (store.encoder, len(store)):
-            raise MmcurateError(f"compressed index at {folder} was built over {meta['count']:,} {meta['encoder']} "
-                                f"vectors; the store holds {len(store):,} {store.encoder} vectors")
+            raise MmcurateError(
+                f"compressed index at {folder} was built over {meta['count']:,} {meta['encoder']} "
+                f"vectors; the store holds {len(store):,} {store.encoder} vectors"
+            )
         return cls(index, store, meta)
 
 
@@ -138,8 +141,10 @@ def build_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = t
     params: dict[str, Any] = dict(plan.params)
     least = max(int(params["nlist"]), 2 ** int(params["nbits"]))  # k-means needs a row per centroid
     if n < least:
-        raise MmcurateError(f"an {factory_string(dim, params)} index needs at least {least:,} rows to train; "
-                            f"the store at {store.root} holds {n:,}")
+        raise MmcurateError(
+            f"an {factory_string(dim, params)} index needs at least {least:,} rows to train; "
+            f"the store at {store.root} holds {n:,}"
+        )
     rng = np.random.default_rng(SEED)
     train_rows, held_out = _samples(n, params["nlist"] * TRAIN_PER_LIST, CALIBRATION_QUERIES, least, rng)
     index = faiss.index_factory(dim, factory_string(dim, params), faiss.METRIC_INNER_PRODUCT)
@@ -150,8 +155,10 @@ def build_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = t
     train = store.gather(train_rows)
     index.train(train)
     del train
-    progress(f"trained {factory_string(dim, params)} on {counted(len(train_rows), 'row', grouped=True)} in "
-             f"{time.monotonic() - started:.0f}s")
+    progress(
+        f"trained {factory_string(dim, params)} on {counted(len(train_rows), 'row', grouped=True)} in "
+        f"{time.monotonic() - started:.0f}s"
+    )
     queries = store.gather(held_out)
     truth = _TopK(len(held_out), CALIBRATION_K + 1)
     added = 0
@@ -162,12 +169,27 @@ def build_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = t
         truth.push(queries @ chunk.T, ids)
         added += len(chunk)
         progress(eta_line(added, n, time.monotonic() - adding, "adding"))
-    built = CompressedIndex(index, store, {"kind": "ivfpq", "params": params, "count": n, "dim": dim,
-                                           "encoder": store.encoder, "factory": factory_string(dim, params)})
+    built = CompressedIndex(
+        index,
+        store,
+        {
+            "kind": "ivfpq",
+            "params": params,
+            "count": n,
+            "dim": dim,
+            "encoder": store.encoder,
+            "factory": factory_string(dim, params),
+        },
+    )
     nprobe, recall = _calibrate(built, queries, held_out, truth.rows(exclude=held_out))
     built.set_nprobe(nprobe)
-    built.meta.update({"recall_at_10": round(recall, 4), "calibration_queries": len(held_out),
-                       "build_seconds": round(time.monotonic() - started, 1)})
+    built.meta.update(
+        {
+            "recall_at_10": round(recall, 4),
+            "calibration_queries": len(held_out),
+            "build_seconds": round(time.monotonic() - started, 1),
+        }
+    )
     progress(f"nprobe {nprobe}: recall@{CALIBRATION_K} {recall:.3f} after re-scoring on {len(held_out)} held-out rows")
     return built
 
@@ -183,8 +205,7 @@ def cached_compressed(store: VectorStore, plan: IndexPlan, progress: Progress = 
     return place_built(built, folder, lambda found: CompressedIndex.load(found, store))
 
 
-def _samples(n: int, train: int, queries: int, least: int,
-             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _samples(n: int, train: int, queries: int, least: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Sorted training rows and held-out query rows, disjoint when ``n`` allows it: when fewer
     than ``least`` rows (what k-means needs) would be left beside the held-out ones, training
     draws from all rows."""
@@ -204,8 +225,11 @@ class _TopK:
 
     def push(self, scores: np.ndarray, ids: np.ndarray) -> None:
         keep = min(self.k, scores.shape[1])
-        part = np.argpartition(-scores, keep - 1, axis=1)[:, :keep] if keep < scores.shape[1] else \
-            np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
+        part = (
+            np.argpartition(-scores, keep - 1, axis=1)[:, :keep]
+            if keep < scores.shape[1]
+            else np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
+        )
         merged_scores = np.concatenate([self.scores, np.take_along_axis(scores, part, 1)], axis=1)
         merged_ids = np.concatenate([self.ids, ids[part]], axis=1)
         best = np.lexsort((merged_ids, -merged_scores), axis=1)[:, : self.k]
@@ -227,7 +251,9 @@ def recall(found: np.ndarray, truth: list[set[int]], exclude: np.ndarray, k: int
     return hits / max(total, 1)
 
 
-def _calibrate(index: CompressedIndex, queries: np.ndarray, own: np.ndarray, truth: list[set[int]]) -> tuple[int, float]:
+def _calibrate(
+    index: CompressedIndex, queries: np.ndarray, own: np.ndarray, truth: list[set[int]]
+) -> tuple[int, float]:
     nlist = int(index.params["nlist"])
     nprobe = max(1, nlist // 256)
     while True:

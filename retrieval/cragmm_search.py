@@ -25,6 +25,7 @@ Search backends:
   ``{index, score, page_name, page_snippet, page_url}``. An optional extra
   (``mmcurate[cragmm-search]``): its index is a Hub dataset it downloads itself.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -103,13 +104,22 @@ class ImageKG:
             raise MmcurateError(f"image knowledge graph {path} is empty")
         fingerprint = hashlib.sha256(b"".join(hashlib.sha256(i).digest() for i in images)).hexdigest()
         self.encoder = encoder
-        self.index = cached_index(index_dir, "cragmm-image-kg", encoder.name, fingerprint,
-                                  [str(n) for n in range(len(self.items))], lambda: encoder.encode_images(images))
+        self.index = cached_index(
+            index_dir,
+            "cragmm-image-kg",
+            encoder.name,
+            fingerprint,
+            [str(n) for n in range(len(self.items))],
+            lambda: encoder.encode_images(images),
+        )
 
     def search(self, image: bytes, k: int) -> list[Found]:
         scores, rows = self.index.search(self.encoder.encode_images([image]), min(k, len(self.items)))
-        return [Found(self.items[r]["id"], "image", float(s), self.items[r]["title"], self.items[r]["texts"])
-                for r, s in zip(rows[0], scores[0]) if r >= 0]
+        return [
+            Found(self.items[r]["id"], "image", float(s), self.items[r]["title"], self.items[r]["texts"])
+            for r, s in zip(rows[0], scores[0])
+            if r >= 0
+        ]
 
 
 class WebIndex:
@@ -121,14 +131,22 @@ class WebIndex:
             raise MmcurateError(f"web index {kb} holds no page with text")
         self.pages = table.select(["doc_id", "title", "text"]).to_pylist()
         self.encoder = encoder
-        self.index = cached_index(index_dir, "cragmm-web", encoder.name, kb_fingerprint(table),
-                                  [p["doc_id"] for p in self.pages],
-                                  lambda: encoder.encode_text([f"{p['title']}. {p['text']}" for p in self.pages]))
+        self.index = cached_index(
+            index_dir,
+            "cragmm-web",
+            encoder.name,
+            kb_fingerprint(table),
+            [p["doc_id"] for p in self.pages],
+            lambda: encoder.encode_text([f"{p['title']}. {p['text']}" for p in self.pages]),
+        )
 
     def search(self, query: str, k: int) -> list[Found]:
         scores, rows = self.index.search(self.encoder.encode_text([query]), min(k, len(self.pages)))
-        return [Found(self.pages[r]["doc_id"], "web", float(s), self.pages[r]["title"], (self.pages[r]["text"],))
-                for r, s in zip(rows[0], scores[0]) if r >= 0]
+        return [
+            Found(self.pages[r]["doc_id"], "web", float(s), self.pages[r]["title"], (self.pages[r]["text"],))
+            for r, s in zip(rows[0], scores[0])
+            if r >= 0
+        ]
 
 
 class ProjectSearch:
@@ -136,7 +154,10 @@ class ProjectSearch:
 
     def __init__(self, image_kg: ImageKG | None, web_index: WebIndex | None) -> None:
         self.image_kg, self.web_index = image_kg, web_index
-        parts = [f"image-kg:{image_kg.encoder.name}" if image_kg else "", f"web:{web_index.encoder.name}" if web_index else ""]
+        parts = [
+            f"image-kg:{image_kg.encoder.name}" if image_kg else "",
+            f"web:{web_index.encoder.name}" if web_index else "",
+        ]
         self.name = " + ".join(p for p in parts if p)
 
     def images(self, image: bytes, k: int) -> list[Found]:
@@ -155,15 +176,26 @@ class CragmmSearchPipeline:
         self.name = name
 
     @classmethod
-    def load(cls, image_model_name: str, image_hf_dataset_id: str, text_model_name: str | None,
-             web_hf_dataset_id: str | None, fields: Sequence[str]) -> "CragmmSearchPipeline":
+    def load(
+        cls,
+        image_model_name: str,
+        image_hf_dataset_id: str,
+        text_model_name: str | None,
+        web_hf_dataset_id: str | None,
+        fields: Sequence[str],
+    ) -> CragmmSearchPipeline:
         try:
             from cragmm_search.search import UnifiedSearchPipeline
         except ImportError:
-            raise MmcurateError("cruise.cragmm_search needs the competition's search package: "
-                                "pip install 'mmcurate[cragmm-search]'") from None
-        pipeline = UnifiedSearchPipeline(image_model_name=image_model_name, image_hf_dataset_id=image_hf_dataset_id,
-                                         text_model_name=text_model_name, web_hf_dataset_id=web_hf_dataset_id)
+            raise MmcurateError(
+                "cruise.cragmm_search needs the competition's search package: pip install 'mmcurate[cragmm-search]'"
+            ) from None
+        pipeline = UnifiedSearchPipeline(
+            image_model_name=image_model_name,
+            image_hf_dataset_id=image_hf_dataset_id,
+            text_model_name=text_model_name,
+            web_hf_dataset_id=web_hf_dataset_id,
+        )
         return cls(pipeline, fields, f"cragmm-search-pipeline:{image_hf_dataset_id}")
 
     def images(self, image: bytes, k: int) -> list[Found]:
@@ -179,8 +211,16 @@ class CragmmSearchPipeline:
 
     def web(self, query: str, k: int) -> list[Found]:
         results = self.pipeline(query, k=k) or []
-        return [Found(str(r.get("page_url") or r.get("index")), "web", float(r.get("score", 0.0)),
-                      str(r.get("page_name") or ""), (str(r.get("page_snippet") or ""),)) for r in results]
+        return [
+            Found(
+                str(r.get("page_url") or r.get("index")),
+                "web",
+                float(r.get("score", 0.0)),
+                str(r.get("page_name") or ""),
+                (str(r.get("page_snippet") or ""),),
+            )
+            for r in results
+        ]
 
 
 def paragraphs(found: Sequence[Found]) -> list[tuple[Found, str]]:
@@ -213,8 +253,12 @@ class Retriever:
 
     @property
     def components(self) -> dict[str, str]:
-        return {"search": self.search.name, "reranker": self.reranker.name, "cutoff": str(self.cutoff),
-                "search_branch": self.branch}
+        return {
+            "search": self.search.name,
+            "reranker": self.reranker.name,
+            "cutoff": str(self.cutoff),
+            "search_branch": self.branch,
+        }
 
     def retrieve(self, question: str, summary: str | None, image: bytes | None) -> Retrieved:
         expanded = f"{question.strip()} {summary.strip()}" if summary and summary.strip() else question.strip()
@@ -225,11 +269,17 @@ class Retriever:
             found += self.search.web(expanded, self.k_recall)
         chunks = paragraphs(found)
         scores = self.reranker.scores(expanded, [text for _, text in chunks]) if chunks else []
-        cut = apply_cutoff([((item, text), score) for (item, text), score in zip(chunks, scores)], self.cutoff,
-                           self.scale)
-        context = [{"context_id": f"{item.item_id}#{n}", "modality": "text", "text": text,
-                    "title": f"Info {n}", "image": None} for n, ((item, text), _) in enumerate(cut.kept, 1)]
-        detail = {"query": expanded, "found": len(found), "chunks": len(chunks), **{k: v for k, v in cut.detail.items()
-                                                                                     if k not in ("retrieved",)}}
+        cut = apply_cutoff(
+            [((item, text), score) for (item, text), score in zip(chunks, scores)], self.cutoff, self.scale
+        )
+        context = [
+            {"context_id": f"{item.item_id}#{n}", "modality": "text", "text": text, "title": f"Info {n}", "image": None}
+            for n, ((item, text), _) in enumerate(cut.kept, 1)
+        ]
+        detail = {
+            "query": expanded,
+            "found": len(found),
+            "chunks": len(chunks),
+            **{k: v for k, v in cut.detail.items() if k not in ("retrieved",)},
+        }
         return Retrieved(context, retrieval_score(cut), detail)
-

@@ -34,6 +34,7 @@ its scores are (``scale``):
 the [0, 1] scale, kept or cut, 0 when nothing was retrieved. Algorithm 1 compares it with
 ``tau_ret`` on its own, apart from what the cutoff kept (``evaluation.verify_first``).
 """
+
 from __future__ import annotations
 
 import math
@@ -64,14 +65,18 @@ def unit_scores(scores: Sequence[float], scale: Scale) -> list[float]:
     if scale == "unit":
         bad = [s for s in scores if not 0.0 <= s <= 1.0]
         if bad:
-            raise MmcurateError(f"cutoff scores must be in [0, 1] for scale 'unit', got {bad[0]!r}; "
-                                "say scale='cosine' or 'logit' for other scores")
+            raise MmcurateError(
+                f"cutoff scores must be in [0, 1] for scale 'unit', got {bad[0]!r}; "
+                "say scale='cosine' or 'logit' for other scores"
+            )
         return [float(s) for s in scores]
     if scale == "cosine":
         return [min(1.0, max(0.0, float(s))) for s in scores]
     if scale == "logit":
-        return [1.0 / (1.0 + math.exp(-float(s))) if s >= 0 else math.exp(float(s)) / (1.0 + math.exp(float(s)))
-                for s in scores]
+        return [
+            1.0 / (1.0 + math.exp(-float(s))) if s >= 0 else math.exp(float(s)) / (1.0 + math.exp(float(s)))
+            for s in scores
+        ]
     raise MmcurateError(f"unknown score scale {scale!r}; use 'unit', 'cosine' or 'logit'")
 
 
@@ -90,12 +95,12 @@ def apply_cutoff(ranked: Sequence[tuple[T, float]], spec: CutoffSpec | str, scal
     order = sorted(range(len(ranked)), key=lambda i: -scores[i])  # stable: ties keep their rank
     detail: dict[str, Any] = {"cutoff": str(spec), "scale": scale, "retrieved": len(ranked)}
     if isinstance(spec, TopK):
-        chosen = order[:spec.k]
+        chosen = order[: spec.k]
     else:
         assert isinstance(spec, MadCutoff)
         if ranked:
             theta, median, mad = mad_threshold(scores, spec.tau, spec.lam)
-            chosen = [i for i in order if scores[i] >= theta][:spec.max_keep]
+            chosen = [i for i in order if scores[i] >= theta][: spec.max_keep]
             detail.update(theta=theta, median=median, mad=mad)
         else:
             chosen = []

@@ -15,6 +15,7 @@ Encoders are cached per spec within a process: loading MiniLM or CLIP takes seco
 ``name`` is what manifests and index caches record; for OpenCLIP it carries a hash of the
 checkpoint bytes, so different weights never share a cached index.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -102,14 +103,14 @@ class MiniLMEncoder:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"  # a worker with a GPU embeds on it
         self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
-        self.dim = int(self._model.encode(["dimension probe"], convert_to_numpy=True,
-                                          show_progress_bar=False).shape[1])
+        self.dim = int(self._model.encode(["dimension probe"], convert_to_numpy=True, show_progress_bar=False).shape[1])
 
     def encode_text(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        out = self._model.encode(list(texts), batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True,
-                                 show_progress_bar=False)
+        out = self._model.encode(
+            list(texts), batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
         return normalise(out)
 
 
@@ -148,7 +149,9 @@ class DescriptorEncoder:
             with Image.open(io.BytesIO(data)) as img:
                 rgb = img.convert("RGB").resize((self.SIDE, self.SIDE), Image.Resampling.BILINEAR)
         except Exception as exc:  # Pillow raises many types for corrupt data
-            raise MmcurateError(f"cannot decode image for the descriptor encoder: {type(exc).__name__}: {exc}") from None
+            raise MmcurateError(
+                f"cannot decode image for the descriptor encoder: {type(exc).__name__}: {exc}"
+            ) from None
         hsv = np.asarray(rgb.convert("HSV"), dtype=np.int32)
         h, s, v = hsv[..., 0] * 8 // 256, hsv[..., 1] * 4 // 256, hsv[..., 2] * 4 // 256
         colour = np.bincount((h * 16 + s * 4 + v).ravel(), minlength=128).astype(np.float64)
@@ -190,11 +193,15 @@ class OpenClipEncoder:
         if config.is_file():
             open_clip.add_model_config(config)
         if arch not in open_clip.list_models():
-            raise MmcurateError(f"open_clip does not know architecture {arch!r} and no {config.name} lies beside the checkpoint")
+            raise MmcurateError(
+                f"open_clip does not know architecture {arch!r} and no {config.name} lies beside the checkpoint"
+            )
         try:
             model, _, preprocess = open_clip.create_model_and_transforms(arch, pretrained=str(checkpoint), device="cpu")
         except (RuntimeError, KeyError) as exc:  # shape mismatches and missing keys
-            raise MmcurateError(f"checkpoint {checkpoint} does not fit open_clip {arch}: {str(exc).splitlines()[0]}") from None
+            raise MmcurateError(
+                f"checkpoint {checkpoint} does not fit open_clip {arch}: {str(exc).splitlines()[0]}"
+            ) from None
         self._torch = torch
         self._model = model.eval()
         self._preprocess = preprocess

@@ -31,6 +31,7 @@ At 200k x 768 the rotation took 2.4 times as long to train (1,842 s against 777 
 measured recall@10 after re-scoring of 0.998 against 0.999 (docs/figures.md,
 "bench/kb_scale.py"): it does not pay once candidates are re-scored, so ``OPQ_DEFAULT`` is off.
 """
+
 from __future__ import annotations
 
 import math
@@ -93,8 +94,10 @@ def plan_index(n: int, dim: int, memory_gb: float, opq: bool = OPQ_DEFAULT) -> I
         if plan.memory_bytes <= budget:
             return plan
     need = plan.memory_bytes
-    raise MmcurateError(f"a knowledge base of {n:,} x {dim} vectors needs at least {need / GIB:.1f} GB for its "
-                        f"compressed index ({sizes[-1]} code bytes per vector); retrieval.memory_gb is {memory_gb}")
+    raise MmcurateError(
+        f"a knowledge base of {n:,} x {dim} vectors needs at least {need / GIB:.1f} GB for its "
+        f"compressed index ({sizes[-1]} code bytes per vector); retrieval.memory_gb is {memory_gb}"
+    )
 
 
 def ivfpq_plan(n: int, dim: int, m: int, opq: bool = OPQ_DEFAULT) -> IndexPlan:
@@ -104,8 +107,11 @@ def ivfpq_plan(n: int, dim: int, m: int, opq: bool = OPQ_DEFAULT) -> IndexPlan:
     if m < 1 or dim % m:
         raise MmcurateError(f"an ivfpq code of {m} bytes needs to divide the dimension {dim}")
     nlist = ivfpq_nlist(n)
-    return IndexPlan("ivfpq", {"nlist": nlist, "m": m, "nbits": 8, "opq": opq,
-                               "candidates_per_result": CANDIDATES_PER_RESULT}, ivfpq_bytes(n, dim, nlist, m, opq))
+    return IndexPlan(
+        "ivfpq",
+        {"nlist": nlist, "m": m, "nbits": 8, "opq": opq, "candidates_per_result": CANDIDATES_PER_RESULT},
+        ivfpq_bytes(n, dim, nlist, m, opq),
+    )
 
 
 def code_sizes(dim: int) -> list[int]:

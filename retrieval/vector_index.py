@@ -14,6 +14,7 @@ Kinds and when :func:`choose_kind` picks them:
 - ``hnsw`` (``IndexHNSWFlat``, M=32, efConstruction=80, efSearch=128) only on request: on 2
   cores it builds several times slower than IVF at the same recall.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,8 +63,14 @@ def ivf_nlist(n: int) -> int:
 class VectorIndex:
     """A faiss index, the string id of every row, and the search parameters it was tuned to."""
 
-    def __init__(self, index: faiss.Index, ids: list[str], kind: str, params: dict[str, int | float],
-                 build_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        index: faiss.Index,
+        ids: list[str],
+        kind: str,
+        params: dict[str, int | float],
+        build_seconds: float | None = None,
+    ) -> None:
         if index.ntotal != len(ids):
             raise ValueError(f"index holds {index.ntotal} vectors but {len(ids)} ids were given")
         self.index = index
@@ -92,19 +99,28 @@ class VectorIndex:
 
     def vectors(self, rows: list[int] | np.ndarray) -> np.ndarray:
         """The stored vectors at ``rows`` (exact: all kinds here store full vectors)."""
-        return np.stack([self.index.reconstruct(int(r)) for r in rows]) if len(rows) else np.zeros((0, self.dim), np.float32)
+        return (
+            np.stack([self.index.reconstruct(int(r)) for r in rows])
+            if len(rows)
+            else np.zeros((0, self.dim), np.float32)
+        )
 
     def save(self, folder: Path) -> None:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         faiss.write_index(self.index, str(folder / "index.faiss"))
         (folder / "ids.json").write_text(json.dumps(self.ids), encoding="utf-8")
-        meta = {"kind": self.kind, "params": self.params, "dim": self.dim, "count": len(self),
-                "build_seconds": self.build_seconds}
+        meta = {
+            "kind": self.kind,
+            "params": self.params,
+            "dim": self.dim,
+            "count": len(self),
+            "build_seconds": self.build_seconds,
+        }
         (folder / "meta.json").write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
 
     @classmethod
-    def load(cls, folder: Path) -> "VectorIndex":
+    def load(cls, folder: Path) -> VectorIndex:
         folder = Path(folder)
         try:
             meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
@@ -157,7 +173,11 @@ def _build_ivf(vectors: np.ndarray, ids: list[str]) -> VectorIndex:
     index.cp.seed = SEED
     index.cp.max_points_per_centroid = TRAIN_POINTS_PER_LIST
     rng = np.random.default_rng(SEED)
-    train = vectors if n <= nlist * TRAIN_POINTS_PER_LIST else vectors[np.sort(rng.choice(n, nlist * TRAIN_POINTS_PER_LIST, replace=False))]
+    train = (
+        vectors
+        if n <= nlist * TRAIN_POINTS_PER_LIST
+        else vectors[np.sort(rng.choice(n, nlist * TRAIN_POINTS_PER_LIST, replace=False))]
+    )
     index.train(train)
     index.add(vectors)
     index.make_direct_map()

@@ -27,6 +27,7 @@ The ``.npy`` format (a header then the raw C-order array) is NumPy's own
 (numpy.org/doc/stable/reference/generated/numpy.lib.format.html); ``open_memmap`` writes a
 shard batch by batch without holding it in memory.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,8 @@ import os
 import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -201,7 +202,9 @@ class VectorStore:
         path = self.vectors_path(number)
         with path.open("rb") as handle:
             version = np.lib.format.read_magic(handle)
-            header_of = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            header_of = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
             shape, fortran, dtype = header_of(handle)
             header = handle.tell()
         if dtype != np.float32 or fortran or len(shape) != 2 or shape[1] != self.dim:
@@ -229,8 +232,10 @@ class VectorStore:
 
     def _require_complete(self) -> None:
         if not self.complete():
-            raise MmcurateError(f"the vector store at {self.root} is not complete: "
-                                f"{len(self.pending())} shards still to embed, records complete: {self.records_complete()}")
+            raise MmcurateError(
+                f"the vector store at {self.root} is not complete: "
+                f"{len(self.pending())} shards still to embed, records complete: {self.records_complete()}"
+            )
 
 
 def load_store(root: Path) -> VectorStore:
@@ -241,14 +246,21 @@ def load_store(root: Path) -> VectorStore:
     return VectorStore(Path(root), meta)
 
 
-def open_store(root: Path, encoder: str, dim: int, source: str, shard_rows: int = SHARD_ROWS,
-               rebuild: bool = False) -> VectorStore:
+def open_store(
+    root: Path, encoder: str, dim: int, source: str, shard_rows: int = SHARD_ROWS, rebuild: bool = False
+) -> VectorStore:
     """The store at ``root`` for vectors of ``encoder`` (``dim``) over the records of ``source``;
     created when missing. Another encoder or dimension is refused unless ``rebuild`` (its
     vectors are dropped); another source or shard size is always refused."""
     root = Path(root)
-    meta = {"format": FORMAT, "encoder": encoder, "dim": int(dim), "dtype": "float32", "source": source,
-            "shard_rows": int(shard_rows)}
+    meta = {
+        "format": FORMAT,
+        "encoder": encoder,
+        "dim": int(dim),
+        "dtype": "float32",
+        "source": source,
+        "shard_rows": int(shard_rows),
+    }
     found = _read_json(root / "store.json")
     if found is None:
         (root / "records").mkdir(parents=True, exist_ok=True)
@@ -257,12 +269,15 @@ def open_store(root: Path, encoder: str, dim: int, source: str, shard_rows: int 
         return VectorStore(root, meta)
     for key in ("source", "shard_rows", "format"):
         if found.get(key) != meta[key]:
-            raise MmcurateError(f"the vector store at {root} holds {key} {found.get(key)!r}, not {meta[key]!r}; "
-                                "use another folder")
+            raise MmcurateError(
+                f"the vector store at {root} holds {key} {found.get(key)!r}, not {meta[key]!r}; use another folder"
+            )
     if (found["encoder"], found["dim"]) != (encoder, dim):
         if not rebuild:
-            raise MmcurateError(f"the vector store at {root} was embedded with {found['encoder']} ({found['dim']}-d), "
-                                f"not {encoder} ({dim}-d); rebuild it or use another folder")
+            raise MmcurateError(
+                f"the vector store at {root} was embedded with {found['encoder']} ({found['dim']}-d), "
+                f"not {encoder} ({dim}-d); rebuild it or use another folder"
+            )
         shutil.rmtree(root / "vectors")
         (root / "vectors").mkdir()
         _write_json(root / "store.json", meta)
@@ -306,8 +321,10 @@ def embed_shard(store: VectorStore, number: int, encode: Encode, batch: int = BA
     for start in range(0, len(texts), batch):
         vectors = np.asarray(encode(texts[start : start + batch]), dtype=np.float32)
         if vectors.shape != (len(texts[start : start + batch]), store.dim):
-            raise MmcurateError(f"encoder {store.encoder} returned shape {vectors.shape} for "
-                                f"{len(texts[start : start + batch])} texts; the store is {store.dim}-d")
+            raise MmcurateError(
+                f"encoder {store.encoder} returned shape {vectors.shape} for "
+                f"{len(texts[start : start + batch])} texts; the store is {store.dim}-d"
+            )
         out[start : start + len(vectors)] = vectors
     out.flush()
     del out

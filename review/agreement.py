@@ -15,6 +15,7 @@ When p_e (P_e) == 1 (everybody used one and the same label) kappa is undefined: 
 reported as null. Raw agreement is the share of items on which all annotators gave the same
 label. Pearson's r is undefined (NaN) when either sequence is constant.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,11 +28,18 @@ from typing import Any
 import polars as pl
 
 from mmcurate.core.errors import MmcurateError
-from mmcurate.judging.grades import Grade
 from mmcurate.core.plural import counted
+from mmcurate.judging.grades import Grade
 
-__all__ = ["Agreement", "agreement_summary", "cohen_kappa", "fleiss_kappa", "judge_agreement", "pearson",
-           "raw_agreement"]
+__all__ = [
+    "Agreement",
+    "agreement_summary",
+    "cohen_kappa",
+    "fleiss_kappa",
+    "judge_agreement",
+    "pearson",
+    "raw_agreement",
+]
 
 
 def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float:
@@ -87,7 +95,13 @@ def agreement_summary(labels: Mapping[str, Mapping[str, str]]) -> dict[str, Any]
     """
     annotators = sorted(labels)
     common = sorted(set.intersection(*(set(labels[a]) for a in annotators))) if annotators else []
-    out: dict[str, Any] = {"annotators": len(annotators), "items": len(common), "measure": None, "kappa": None, "raw": None}
+    out: dict[str, Any] = {
+        "annotators": len(annotators),
+        "items": len(common),
+        "measure": None,
+        "kappa": None,
+        "raw": None,
+    }
     if len(annotators) < 2 or not common:
         return out
     ratings = [[labels[a][item] for a in annotators] for item in common]
@@ -128,8 +142,10 @@ def _grades(path: Path) -> pl.DataFrame:
     known = [g.value for g in Grade]
     bad = frame.filter(pl.col("grade").is_null() | ~pl.col("grade").is_in(known))
     if bad.height:
-        raise MmcurateError(f"{path}: key {bad['key'][0]!r} has grade {bad['grade'][0]!r}, not one of "
-                            f"{', '.join(known)} ({counted(bad.height, 'such row')})")
+        raise MmcurateError(
+            f"{path}: key {bad['key'][0]!r} has grade {bad['grade'][0]!r}, not one of "
+            f"{', '.join(known)} ({counted(bad.height, 'such row')})"
+        )
     return frame
 
 

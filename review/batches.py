@@ -1,5 +1,6 @@
 """Labelling batch files: written twice (JSONL and CSV, the same rows), read back with line
 numbers so every bad label can be named as ``file:line``."""
+
 from __future__ import annotations
 
 import csv
@@ -9,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.plural import counted
 from mmcurate.core.tables import jsonl_objects
 from mmcurate.releases.reader import refuse_inside_release
-from mmcurate.core.plural import counted
 
 LIST_SEP = ";"  # how a list cell (document ids) is written in the CSV
 
@@ -38,11 +39,14 @@ def refuse_inside_source(out: Path) -> None:
     resolved = out.resolve()
     for folder in (resolved, *resolved.parents):
         if (folder / "__init__.py").is_file():
-            raise MmcurateError(f"--out {out} lies inside the Python package {folder} (source code); write the batch "
-                                "to a folder of its own, e.g. review-work/")
+            raise MmcurateError(
+                f"--out {out} lies inside the Python package {folder} (source code); write the batch "
+                "to a folder of its own, e.g. review-work/"
+            )
     if (resolved / "pyproject.toml").is_file() or (resolved / ".git").exists():
-        raise MmcurateError(f"--out {out} is the root of a source checkout; write the batch to a folder of its own, "
-                            "e.g. review-work/")
+        raise MmcurateError(
+            f"--out {out} is the root of a source checkout; write the batch to a folder of its own, e.g. review-work/"
+        )
 
 
 def prepare_batch_folder(release: Path, out: Path, labels: Sequence[str], force: bool = False) -> None:
@@ -53,8 +57,10 @@ def prepare_batch_folder(release: Path, out: Path, labels: Sequence[str], force:
     refuse_inside_source(out)
     filled = labels_in(out, labels) if out.is_dir() else 0
     if filled and not force:
-        raise MmcurateError(f"{out} holds a batch with {counted(filled, 'labelled row')} (batch.csv / batch.jsonl); "
-                            "export to another --out, or pass --force to replace it")
+        raise MmcurateError(
+            f"{out} holds a batch with {counted(filled, 'labelled row')} (batch.csv / batch.jsonl); "
+            "export to another --out, or pass --force to replace it"
+        )
 
 
 def refuse_over_results(out: Path, results: Sequence[str], force: bool = False) -> None:
@@ -63,12 +69,15 @@ def refuse_over_results(out: Path, results: Sequence[str], force: bool = False) 
     without a word loses it."""
     found = [name for name in results if (out / name).exists()]
     if found and not force:
-        raise MmcurateError(f"{out} holds an earlier import ({', '.join(found)}); imports are not merged: import "
-                            "every annotator's labels at once to another --out, or pass --force to replace it")
+        raise MmcurateError(
+            f"{out} holds an earlier import ({', '.join(found)}); imports are not merged: import "
+            "every annotator's labels at once to another --out, or pass --force to replace it"
+        )
 
 
-def labels_import(release: Path | str, files: Sequence[Path | str], out: Path | str, results: Sequence[str],
-                  force: bool = False) -> tuple[Path, Path]:
+def labels_import(
+    release: Path | str, files: Sequence[Path | str], out: Path | str, results: Sequence[str], force: bool = False
+) -> tuple[Path, Path]:
     """The release and the output folder of an import of labelled ``files``, refused before any
     file is read: none given, an ``out`` inside the release, or an ``out`` holding an earlier
     import's ``results`` (unless ``force``)."""
@@ -84,8 +93,9 @@ def write_batch(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: 
     """``out/batch.jsonl`` and ``out/batch.csv`` with ``columns`` (lists joined by ``;`` in the CSV)."""
     out.mkdir(parents=True, exist_ok=True)
     jsonl = out / "batch.jsonl"
-    jsonl.write_text("".join(json.dumps({c: r[c] for c in columns}, ensure_ascii=False) + "\n" for r in rows),
-                     encoding="utf-8")
+    jsonl.write_text(
+        "".join(json.dumps({c: r[c] for c in columns}, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
     csv_path = out / "batch.csv"
     with csv_path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(columns))

@@ -15,6 +15,7 @@ folders, the blind batch, reading labelled files, and the output.
 Several annotators (one file each) also get their agreement with each other (Cohen or
 Fleiss kappa, ``agreement.agreement_summary``).
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,6 @@ from typing import Any, ClassVar
 import polars as pl
 
 from mmcurate.core.errors import MmcurateError
-
 from mmcurate.releases.manifest import load_manifest
 from mmcurate.review.batches import labels_import, prepare_batch_folder, read_records, write_batch
 
@@ -153,8 +153,15 @@ class JudgeReview(ABC):
             raise MmcurateError("the evaluation folders hold no graded decision")
         return Decisions(items)
 
-    def export(self, release: Path | str, folders: Sequence[Path | str], out: Path | str, n: int = 100,
-               seed: int = 0, force: bool = False) -> JudgeExport:
+    def export(
+        self,
+        release: Path | str,
+        folders: Sequence[Path | str],
+        out: Path | str,
+        n: int = 100,
+        seed: int = 0,
+        force: bool = False,
+    ) -> JudgeExport:
         """``n`` units per model into ``out/batch.{jsonl,csv}``, blind (refused over a batch people
         already labelled, unless ``force``)."""
         if n < 1:
@@ -196,8 +203,14 @@ class JudgeReview(ABC):
             raise MmcurateError(f"{path}: one file per annotator, found annotators {sorted(names)}")
         return (names.pop() if names else path.stem), labels
 
-    def import_labels(self, release: Path | str, folders: Sequence[Path | str], files: Sequence[Path | str],
-                      out: Path | str, force: bool = False) -> JudgeImport:
+    def import_labels(
+        self,
+        release: Path | str,
+        folders: Sequence[Path | str],
+        files: Sequence[Path | str],
+        out: Path | str,
+        force: bool = False,
+    ) -> JudgeImport:
         """Validate labelled files against the evaluations' decisions; write ``out/judge_agreement.{json,md}``
         (refused over an earlier import's unless ``force``)."""
         release, out = labels_import(release, files, out, RESULTS, force)
@@ -215,10 +228,23 @@ class JudgeReview(ABC):
         text = self.markdown(report)
         out.mkdir(parents=True, exist_ok=True)
         path = out / RESULTS[0]
-        path.write_text(json.dumps({"release": str(release), "benchmark": self.benchmark,
-                                    "evaluations": [str(f) for f in folders], "annotators": sorted(labels),
-                                    "items": len(labelled), "agreement": report, "between_annotators": between},
-                                   indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        path.write_text(
+            json.dumps(
+                {
+                    "release": str(release),
+                    "benchmark": self.benchmark,
+                    "evaluations": [str(f) for f in folders],
+                    "annotators": sorted(labels),
+                    "items": len(labelled),
+                    "agreement": report,
+                    "between_annotators": between,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
         (out / RESULTS[1]).write_text(text, encoding="utf-8")
         return JudgeImport(self.benchmark, sorted(labels), len(labelled), report, text, path)
 

@@ -46,6 +46,7 @@ installs it):
   (a list of tasks), ``GET /api/projects/{id}/export?exportType=JSON``, token auth
   ``Authorization: Token <key>``.
 """
+
 from __future__ import annotations
 
 import json
@@ -85,8 +86,10 @@ def refuse_over_server_data(out: Path, force: bool) -> None:
     unless ``force``; called before anything is written (``write_project`` then removes it)."""
     data = out / SERVER_DATA
     if data.exists() and not force:
-        raise MmcurateError(f"{out} holds a Label Studio project people may have labelled ({data}); export to "
-                            "another --out, or pass --force to replace it")
+        raise MmcurateError(
+            f"{out} holds a Label Studio project people may have labelled ({data}); export to "
+            "another --out, or pass --force to replace it"
+        )
 
 
 def write_images(out: Path, images: Mapping[str, Mapping[str, Any] | None]) -> dict[str, str]:
@@ -118,8 +121,10 @@ def project_config(out: Path | str) -> Path:
     """The labeling config of an exported project folder."""
     configs = sorted(Path(out).glob("*.xml"))
     if len(configs) != 1 or not (Path(out) / TASKS).is_file():
-        raise MmcurateError(f"{out}: not a Label Studio project folder (expected {TASKS} and one labeling config "
-                            "*.xml, as `mmcurate annotate export --format label-studio` writes)")
+        raise MmcurateError(
+            f"{out}: not a Label Studio project folder (expected {TASKS} and one labeling config "
+            "*.xml, as `mmcurate annotate export --format label-studio` writes)"
+        )
     return configs[0]
 
 
@@ -173,8 +178,9 @@ def field(where: str, value: Any, name: str, kind: type) -> Any:
     """``value`` (``name`` of the export at ``where``) when it is a ``kind`` (list, Mapping,
     str); else the one-line error naming the task and the field."""
     if not isinstance(value, kind):
-        raise MmcurateError(f"{where}: {name} is {_kind(value)}; expected {_KINDS[kind]} (a Label Studio JSON export's "
-                            "task format)")
+        raise MmcurateError(
+            f"{where}: {name} is {_kind(value)}; expected {_KINDS[kind]} (a Label Studio JSON export's task format)"
+        )
     return value
 
 
@@ -193,8 +199,9 @@ def _annotator(annotation: Mapping[str, Any], where: str) -> str:
         return next((w for w in reversed(words) if "@" in w), words[-1] if words else f"annotator-{who}")
     if isinstance(who, (int, str)) and not isinstance(who, bool) and str(who).strip():
         return f"annotator-{who}"
-    raise MmcurateError(f"{where}: completed_by is {_kind(who)}; expected the annotator (a user id or "
-                        '{"id", "email"})')
+    raise MmcurateError(
+        f'{where}: completed_by is {_kind(who)}; expected the annotator (a user id or {{"id", "email"}})'
+    )
 
 
 def read_export(path: Path) -> list[dict[str, Any]]:
@@ -251,8 +258,10 @@ def single_choice(annotation: Annotation, name: str, allowed: Collection[str]) -
     choices = field(annotation.where, choices, f"{name}'s value.choices", list)
     expected = f"expected one of {', '.join(allowed)}"
     if len(choices) != 1:
-        raise MmcurateError(f"{annotation.where}: {name} has {len(choices)} choices ({', '.join(map(str, choices))}); "
-                            f"{expected}, exactly one")
+        raise MmcurateError(
+            f"{annotation.where}: {name} has {len(choices)} choices ({', '.join(map(str, choices))}); "
+            f"{expected}, exactly one"
+        )
     if str(choices[0]) not in allowed:
         raise MmcurateError(f"{annotation.where}: {name} is {choices!r}; {expected}")
     return str(choices[0])
@@ -276,8 +285,9 @@ def remove_stale_temporaries() -> list[Path]:
 
 
 @contextmanager
-def labelled_files(exports: Iterable[Path | str], known: Collection[str], what: str,
-                   row: Callable[[Annotation], dict[str, Any]]) -> Iterator[list[Path]]:
+def labelled_files(
+    exports: Iterable[Path | str], known: Collection[str], what: str, row: Callable[[Annotation], dict[str, Any]]
+) -> Iterator[list[Path]]:
     """One JSONL file per annotator (``row`` of each annotation, with its ``annotator``) of the
     Label Studio ``exports``, in a temporary folder while the block runs: what the CSV path's
     import reads. An error of that import naming ``file:line`` of one of these files is raised
@@ -325,10 +335,17 @@ def server_env(review: Path, token: str, password: str, data: Path | None = None
     """Label Studio's environment serving ``review``'s local files: its user (created, or its
     password reset, on start), the API token, SQLite in ``data`` (default ``review/.label-studio``)."""
     review = review.resolve()
-    return {**os.environ, "LABEL_STUDIO_USERNAME": USERNAME, "LABEL_STUDIO_PASSWORD": password,
-            "LABEL_STUDIO_USER_TOKEN": token, "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
-            "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true", "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(review),
-            "LABEL_STUDIO_BASE_DATA_DIR": str(data or review / SERVER_DATA), "SENTRY_DSN": ""}
+    return {
+        **os.environ,
+        "LABEL_STUDIO_USERNAME": USERNAME,
+        "LABEL_STUDIO_PASSWORD": password,
+        "LABEL_STUDIO_USER_TOKEN": token,
+        "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+        "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",
+        "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(review),
+        "LABEL_STUDIO_BASE_DATA_DIR": str(data or review / SERVER_DATA),
+        "SENTRY_DSN": "",
+    }
 
 
 def secret(path: Path) -> tuple[str, bool]:
@@ -346,8 +363,9 @@ def secret(path: Path) -> tuple[str, bool]:
     return value, True
 
 
-def serve(review: Path | str, binary: Path | str, port: int, wait: float = 1800.0,
-          say: Callable[[str], None] = print) -> int:
+def serve(
+    review: Path | str, binary: Path | str, port: int, wait: float = 1800.0, say: Callable[[str], None] = print
+) -> int:
     """Run Label Studio on ``127.0.0.1:port`` serving ``review`` (``server_command``,
     ``server_env``), push its project, ``say`` how to log in, and wait until it exits (its exit
     status) or this process is interrupted (it is stopped). The API token is
@@ -372,8 +390,10 @@ def serve(review: Path | str, binary: Path | str, port: int, wait: float = 1800.
     process = subprocess.Popen(server_command(binary, port), env=server_env(review, token, password))
     try:
         project = push_project(review, url, token, wait=wait, server_pid=process.pid)
-        say(f"project {project}: log in at {url}/projects/{project}/data as {USERNAME} with {where}; "
-            "Ctrl-C stops Label Studio")
+        say(
+            f"project {project}: log in at {url}/projects/{project}/data as {USERNAME} with {where}; "
+            "Ctrl-C stops Label Studio"
+        )
         return process.wait()
     finally:
         if process.poll() is None:
@@ -423,11 +443,14 @@ def wait_for_server(client: Any, url: str, wait: float, server_pid: int | None =
             last = f"it answers {status}"
         except httpx.ConnectError as exc:
             if server_pid is None:
-                raise MmcurateError(f"nothing listens at {url} ({exc}): start Label Studio first "
-                                    "(make review-ui REVIEW=<folder>), or give its --url") from None
+                raise MmcurateError(
+                    f"nothing listens at {url} ({exc}): start Label Studio first "
+                    "(make review-ui REVIEW=<folder>), or give its --url"
+                ) from None
             if not _alive(server_pid):
-                raise MmcurateError(f"Label Studio (process {server_pid}) exited before it listened at {url}; "
-                                    "see its log") from None
+                raise MmcurateError(
+                    f"Label Studio (process {server_pid}) exited before it listened at {url}; see its log"
+                ) from None
             last = "it is still starting (nothing listens yet)"
         except httpx.TransportError as exc:
             last = f"{type(exc).__name__}: {exc}"
@@ -453,15 +476,19 @@ class _Api:
         except httpx.HTTPError as exc:
             raise MmcurateError(f"Label Studio at {self.url}: {type(exc).__name__}: {exc}") from None
         if reply.status_code >= 400:
-            raise MmcurateError(f"Label Studio at {self.url}: {method} {path} -> {reply.status_code} "
-                                f"{reply.text[:200]}")
+            raise MmcurateError(
+                f"Label Studio at {self.url}: {method} {path} -> {reply.status_code} {reply.text[:200]}"
+            )
         return reply.json()
 
     def project(self, out: Path) -> tuple[str, int | None]:
         """The title of ``out``'s project (it names the review and the folder) and its id, if pushed."""
         title = TITLE.format(review=project_config(out).stem, folder=out.resolve().name)
-        found = [p for p in self("GET", "/api/projects", params={"title": title}).get("results", [])
-                 if p.get("title") == title]
+        found = [
+            p
+            for p in self("GET", "/api/projects", params={"title": title}).get("results", [])
+            if p.get("title") == title
+        ]
         return title, int(found[0]["id"]) if found else None
 
 
@@ -497,8 +524,9 @@ def pull_export(out: Path | str, url: str, token: str, target: Path | str) -> tu
         wait_for_server(api.client, url, 60.0)
         _, project = api.project(out)
         if project is None:
-            raise MmcurateError(f"Label Studio at {api.url} has no project of {out} (push it first: "
-                                f"make review-ui REVIEW={out})")
+            raise MmcurateError(
+                f"Label Studio at {api.url} has no project of {out} (push it first: make review-ui REVIEW={out})"
+            )
         tasks = api("GET", f"/api/projects/{project}/export", params={"exportType": "JSON"})
         users = api("GET", "/api/users/")
     emails = {u["id"]: u["email"] for u in (users.get("results", []) if isinstance(users, Mapping) else users)}
@@ -511,6 +539,10 @@ def pull_export(out: Path | str, url: str, token: str, target: Path | str) -> tu
     partial = target.with_name(target.name + ".partial")
     partial.write_text(json.dumps(tasks, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     partial.replace(target)
-    named = {a["completed_by"].get("email") for t in tasks for a in t.get("annotations") or []
-             if isinstance(a.get("completed_by"), Mapping)}
+    named = {
+        a["completed_by"].get("email")
+        for t in tasks
+        for a in t.get("annotations") or []
+        if isinstance(a.get("completed_by"), Mapping)
+    }
     return project, sorted(filter(None, named))

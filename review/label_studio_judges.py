@@ -14,6 +14,7 @@ as the CSV column (``label`` or ``rating``).
 Import: each annotation becomes the annotator's batch row and ``JudgeReview.import_labels``
 computes agreement and kappa (Table 7) or Pearson and kappa by the CSV path's rule.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -24,17 +25,37 @@ from xml.sax.saxutils import escape
 import polars as pl
 
 from .judges import LABEL_COLUMNS, JudgeExport, JudgeImport, JudgeReview
-from .label_studio import Annotation, choices_xml, dynamic_choices, image_xml, labelled_files, \
-    refuse_over_server_data, single_choice, write_images, write_project
+from .label_studio import (
+    Annotation,
+    choices_xml,
+    dynamic_choices,
+    image_xml,
+    labelled_files,
+    refuse_over_server_data,
+    single_choice,
+    write_images,
+    write_project,
+)
 
 CONFIG = "judges"
 # (header, batch column) shown per benchmark, then the question's image after the question
 FIELDS = {
-    "deflectionbench": (("Model", "model"), ("Scenario", "scenario"), ("Question", "question"),
-                        ("Gold answers", "gold_answers"), ("The model's answer", "answer")),
-    "reflvqa": (("Model + setting", "model"), ("Question", "question"), ("Answer", "answer"),
-                ("Metric", "metric"), ("Statement to rate", "statement"), ("Documents it cites", "documents"),
-                ("Scale", "scale")),
+    "deflectionbench": (
+        ("Model", "model"),
+        ("Scenario", "scenario"),
+        ("Question", "question"),
+        ("Gold answers", "gold_answers"),
+        ("The model's answer", "answer"),
+    ),
+    "reflvqa": (
+        ("Model + setting", "model"),
+        ("Question", "question"),
+        ("Answer", "answer"),
+        ("Metric", "metric"),
+        ("Statement to rate", "statement"),
+        ("Documents it cites", "documents"),
+        ("Scale", "scale"),
+    ),
 }
 ASK = {
     "deflectionbench": "Grade the model's answer against the gold answers (SimpleQA rubric)",
@@ -49,7 +70,7 @@ def labeling_config(review: JudgeReview) -> str:
         lines.append(f'  <Text name="{field}" value="${field}"/>')
         if field == "question":
             lines.append(f"  {image_xml('image', '$image')}")
-    lines += [f'  <Header value="{escape(ASK[review.benchmark])}"/>', f'  {choices_xml(review.field, "answer")}']
+    lines += [f'  <Header value="{escape(ASK[review.benchmark])}"/>', f"  {choices_xml(review.field, 'answer')}"]
     return "<View>\n" + "\n".join(lines) + "\n</View>\n"
 
 
@@ -63,22 +84,43 @@ def _images(release: Path, config: str, samples: set[str]) -> dict[str, dict[str
     return {r["sample_id"]: (r["images"] or [None])[0] for r in table.to_dicts()}
 
 
-def export_project(review: JudgeReview, release: Path | str, folders: Sequence[Path | str], out: Path | str,
-                   n: int = 100, seed: int = 0, force: bool = False) -> JudgeExport:
+def export_project(
+    review: JudgeReview,
+    release: Path | str,
+    folders: Sequence[Path | str],
+    out: Path | str,
+    n: int = 100,
+    seed: int = 0,
+    force: bool = False,
+) -> JudgeExport:
     """The blind batch (``review.export``, same refusals) and its Label Studio project in ``out``."""
     release, out = Path(release), Path(out)
     refuse_over_server_data(out, force)
     batch = review.export(release, folders, out, n=n, seed=seed, force=force)
     urls = write_images(out, _images(release, review.samples, {r["sample_id"] for r in batch.rows}))
     shown = [c for c in review.columns if c not in LABEL_COLUMNS]
-    tasks = [{"data": {**{c: row[c] for c in shown}, "image": urls.get(row["sample_id"], ""),
-                       "choices": dynamic_choices(review.choices(row))}} for row in batch.rows]
+    tasks = [
+        {
+            "data": {
+                **{c: row[c] for c in shown},
+                "image": urls.get(row["sample_id"], ""),
+                "choices": dynamic_choices(review.choices(row)),
+            }
+        }
+        for row in batch.rows
+    ]
     write_project(out, CONFIG, labeling_config(review), tasks)
     return batch
 
 
-def import_project(review: JudgeReview, release: Path | str, folders: Sequence[Path | str],
-                   exports: Sequence[Path | str], out: Path | str, force: bool = False) -> JudgeImport:
+def import_project(
+    review: JudgeReview,
+    release: Path | str,
+    folders: Sequence[Path | str],
+    exports: Sequence[Path | str],
+    out: Path | str,
+    force: bool = False,
+) -> JudgeImport:
     """Label Studio JSON exports -> ``review.import_labels`` (one JSONL file per annotator)."""
     decisions = review.read_decisions(release, folders).items
 

@@ -1,8 +1,8 @@
 """Raw-source adapters, each mapping one published format onto the canonical schema."""
+
 from __future__ import annotations
 
 from importlib import import_module
-
 from typing import Any
 
 import yaml
@@ -46,8 +46,10 @@ def _brought() -> dict[str, tuple[str, type]]:
     brought = registered_adapters()
     for name, (benchmark, _) in brought.items():
         if name in ADAPTERS:
-            raise ConfigError(f"benchmark {benchmark!r} brings a source adapter {name!r}, a name "
-                              "mmcurate's own adapters use: give it another name")
+            raise ConfigError(
+                f"benchmark {benchmark!r} brings a source adapter {name!r}, a name "
+                "mmcurate's own adapters use: give it another name"
+            )
     return brought
 
 

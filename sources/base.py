@@ -23,6 +23,7 @@ published without answers (``skip_unlabelled``: counted under ``skipped`` as
 Images go to the store through ``ImageStore.put`` / ``put_file``, whose rejection reasons
 read the same in every run.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -145,7 +146,9 @@ def _bounded_lines(handle: IO[str], limit: int) -> Iterator[tuple[str | None, in
 
 
 def jsonl_records(
-    path: Path, what: str = "malformed record", keep: Callable[[str], bool] | None = None,
+    path: Path,
+    what: str = "malformed record",
+    keep: Callable[[str], bool] | None = None,
     max_chars: int = MAX_RECORD_CHARS,
 ) -> Generator[JsonLine | Rejected, None, None]:
     """Every non-blank line of a (gzipped) JSONL file as a JSON object, or a rejection
@@ -200,9 +203,7 @@ class SourceAdapter(ABC):
             self.options = self.Options(**(options or {}))
         except ValidationError as exc:
             first = exc.errors()[0]
-            raise ConfigError(
-                f"{self.name} option {'.'.join(map(str, first['loc']))}: {first['msg']}"
-            ) from None
+            raise ConfigError(f"{self.name} option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
     @abstractmethod
     def records(self) -> Iterator[Located | Rejected]:
@@ -223,6 +224,7 @@ class SourceAdapter(ABC):
         """How the files were read where an install can differ (the Reddit reader's line
         picker: ``{"line_picker": "c"}``), for ``ingest.json``; the output does not differ."""
         return {}
+
     def skip_unlabelled(self, split: str) -> None:
         """Count one record of ``split``, a split published without answers, as skipped
         (``no_answers``): not curatable, and not bad input."""

@@ -14,6 +14,7 @@ Records have no id of their own: a sample's source id is ``<split>/<subset>/<ind
 the file>``, stable as long as the published file is. Option ``subsets`` picks human,
 augmented or both.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -45,15 +46,20 @@ class ChartQASource(SourceAdapter):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        wanted = [(split, subset) for split in (self.options.splits or SPLITS)
-                  for subset in dict.fromkeys(self.options.subsets)]
+        wanted = [
+            (split, subset)
+            for split in (self.options.splits or SPLITS)
+            for subset in dict.fromkeys(self.options.subsets)
+        ]
         self.files = {key: self.root / key[0] / f"{key[0]}_{key[1]}.json" for key in wanted}
         if self.options.splits is None:
             self.files = {key: path for key, path in self.files.items() if path.is_file()}
         missing = [str(p.relative_to(self.root)) for p in self.files.values() if not p.is_file()]
         if missing or not self.files:
-            raise SourceError(f"chartqa: {', '.join(missing) or 'no <split>/<split>_human.json or _augmented.json'} "
-                              f"missing under {self.root}")
+            raise SourceError(
+                f"chartqa: {', '.join(missing) or 'no <split>/<split>_human.json or _augmented.json'} "
+                f"missing under {self.root}"
+            )
 
     def count_records(self) -> int:
         return sum(count_objects(array_records(path)) for path in self.files.values())
@@ -68,7 +74,7 @@ class ChartQASource(SourceAdapter):
                     yield item
                 else:
                     locator, record = item
-                    index = locator[len(path.name) + 1:]
+                    index = locator[len(path.name) + 1 :]
                     yield guarded(locator, record, self._sample, split, subset, index, record)
 
     def _sample(self, split: str, subset: str, index: str, record: dict[str, Any]) -> Sample:
@@ -76,5 +82,14 @@ class ChartQASource(SourceAdapter):
         question = text_field(record, "query")
         label = text_field(record, "label", numbers=True)  # numbers are answers too ("label": 35)
         meta = {"split": split, "subset": subset}
-        return image_qa_sample(self.store, self.name, f"{split}/{subset}/{index}", question, [label],
-                               self.images or self.root / split / "png", image, CHART, meta)
+        return image_qa_sample(
+            self.store,
+            self.name,
+            f"{split}/{subset}/{index}",
+            question,
+            [label],
+            self.images or self.root / split / "png",
+            image,
+            CHART,
+            meta,
+        )

@@ -49,6 +49,7 @@ no image_quality on the turn or the conversation, its image unusable) the whole 
 quarantined with the reason, since a later turn is asked with the earlier ones in context and
 the multi-turn score reads them in order.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -61,15 +62,27 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mmcurate.core.errors import ImageRejected, SourceError
-from mmcurate.core.records import Rejected, Sample
 from mmcurate.core.plural import counted
+from mmcurate.core.records import Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter
 
 SINGLE, MULTI = "single_turn", "multi_turn"
-DOMAINS = ("animal", "other", "shopping", "book", "general object recognition", "local", "vehicle",
-           "plants and gardening", "style and fashion", "food", "text understanding", "sports and games",
-           "math and science")
+DOMAINS = (
+    "animal",
+    "other",
+    "shopping",
+    "book",
+    "general object recognition",
+    "local",
+    "vehicle",
+    "plants and gardening",
+    "style and fashion",
+    "food",
+    "text understanding",
+    "sports and games",
+    "math and science",
+)
 CATEGORIES = ("reasoning", "simple-knowledge", "comparison", "simple-recognition", "multi-hop", "aggregation")
 DYNAMISMS = ("fast-changing", "static", "slow-changing", "real-time")
 QUALITIES = ("rotated", "truncated", "occluded", "low light", "blurred", "normal")
@@ -145,8 +158,9 @@ def _label(value: Any, field: str, names: tuple[str, ...]) -> str:
     if isinstance(value, str) and value.strip() in names:
         return value.strip()
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(names):
-        raise ValueError(f"{field} {'code ' if not isinstance(value, str) else ''}{value!r} is not one of the "
-                         f"{len(names)} labels")
+        raise ValueError(
+            f"{field} {'code ' if not isinstance(value, str) else ''}{value!r} is not one of the {len(names)} labels"
+        )
     return names[value]
 
 
@@ -162,9 +176,11 @@ class CragMMSource(SourceAdapter):
             raise SourceError(f"cragmm: no *.parquet shards under {self.root}")
         unknown = [str(p.relative_to(self.root)) for p in self.shards if shard_set(p, self.options.set) is None]
         if unknown:
-            raise SourceError(f"cragmm: cannot tell whether {unknown[0]} is single- or multi-turn: "
-                              "keep the Hub folder names (crag-mm-single-turn-public, ...) or give option set "
-                              "(ingest --option set=single_turn|multi_turn; in a config, options: {set: ...})")
+            raise SourceError(
+                f"cragmm: cannot tell whether {unknown[0]} is single- or multi-turn: "
+                "keep the Hub folder names (crag-mm-single-turn-public, ...) or give option set "
+                "(ingest --option set=single_turn|multi_turn; in a config, options: {set: ...})"
+            )
         self.cache = self.images or self.root / CACHE_FOLDER
 
     def source_files(self) -> list[Path]:
@@ -187,17 +203,19 @@ class CragMMSource(SourceAdapter):
                 for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
                     missing = [c for c in REQUIRED if c not in batch.schema.names]
                     if missing:
-                        yield Rejected(label, f"shard skipped: it lacks {counted(len(missing), 'column')}: {', '.join(missing)}")
+                        yield Rejected(
+                            label, f"shard skipped: it lacks {counted(len(missing), 'column')}: {', '.join(missing)}"
+                        )
                         break
                     for row in batch.to_pylist():
-                        yield from self._conversation(f"{label}:{row_number}", row, which, split_of(shard), seen,
-                                                      names)
+                        yield from self._conversation(f"{label}:{row_number}", row, which, split_of(shard), seen, names)
                         row_number += 1
             except (pa.ArrowException, OSError) as exc:
                 yield Rejected(f"{label}:{row_number}", f"unreadable Parquet data, rest of shard skipped: {exc}")
 
-    def _conversation(self, locator: str, row: dict[str, Any], which: str, split: str,
-                      seen: set[str], names: Names) -> Iterator[Located | Rejected]:
+    def _conversation(
+        self, locator: str, row: dict[str, Any], which: str, split: str, seen: set[str], names: Names
+    ) -> Iterator[Located | Rejected]:
         raw = _describe(row)
         session = row.get("session_id")
         if not isinstance(session, str) or not session.strip():
@@ -225,16 +243,32 @@ class CragMMSource(SourceAdapter):
             yield Rejected(locator, f"conversation {session}: {exc}", raw)
             return
         for n, (interaction, query, answer, labels) in enumerate(parsed):
-            yield Located(f"{locator}/turn{n}", Sample(
-                source=self.name, source_id=interaction, question=query, answers=[answer], images=[image],
-                meta={"set": which, "session_id": session, "turn": n, "turns": len(parsed),
-                      "interaction_id": interaction, **labels, "egocentric": url is None, "image_url": url,
-                      "split": split},
-            ))
+            yield Located(
+                f"{locator}/turn{n}",
+                Sample(
+                    source=self.name,
+                    source_id=interaction,
+                    question=query,
+                    answers=[answer],
+                    images=[image],
+                    meta={
+                        "set": which,
+                        "session_id": session,
+                        "turn": n,
+                        "turns": len(parsed),
+                        "interaction_id": interaction,
+                        **labels,
+                        "egocentric": url is None,
+                        "image_url": url,
+                        "split": split,
+                    },
+                ),
+            )
 
     @staticmethod
-    def _turn(n: int, turn: dict[str, Any], answers: dict[Any, Any], names: Names,
-              conversation_quality: Any) -> tuple[str, str, str, dict[str, str]]:
+    def _turn(
+        n: int, turn: dict[str, Any], answers: dict[Any, Any], names: Names, conversation_quality: Any
+    ) -> tuple[str, str, str, dict[str, str]]:
         interaction = turn.get("interaction_id")
         if not isinstance(interaction, str) or not interaction.strip():
             raise ValueError(f"turn {n} has no interaction_id")
@@ -249,8 +283,12 @@ class CragMMSource(SourceAdapter):
             values["image_quality"] = conversation_quality
         if values["image_quality"] is None:
             raise ValueError(f"turn {n} ({interaction}) has no image_quality, nor has its conversation")
-        return interaction, query.strip(), answer.strip(), {field: _label(values[field], field, names[field])
-                                                            for field in LABELS}
+        return (
+            interaction,
+            query.strip(),
+            answer.strip(),
+            {field: _label(values[field], field, names[field]) for field in LABELS},
+        )
 
     def _image(self, value: Any, url: str | None) -> str:
         """The conversation's image: embedded bytes, else the cached download of its URL."""
@@ -273,13 +311,19 @@ class CragMMSource(SourceAdapter):
 def _cache_names(url: str) -> list[str]:
     """Where the starter kit's two image loaders cache a URL's download (see the module docstring)."""
     ext = Path(url.split("?")[0]).suffix or ".jpg"
-    return [f"{hashlib.md5(url.encode()).hexdigest()}{ext}",
-            f"{hashlib.sha256(url.encode()).hexdigest()}.{url.split('.')[-1].lower()}"]
+    return [
+        f"{hashlib.md5(url.encode()).hexdigest()}{ext}",
+        f"{hashlib.sha256(url.encode()).hexdigest()}.{url.split('.')[-1].lower()}",
+    ]
 
 
 def _describe(row: dict[str, Any]) -> str:
     """The conversation for quarantine, image bytes replaced by their length."""
     image = row.get("image")
-    shown = {**row, "image": {"bytes": f"<{len(image['bytes'] or b'')} bytes>", "path": image.get("path")}
-                     if isinstance(image, dict) else image}
+    shown = {
+        **row,
+        "image": {"bytes": f"<{len(image['bytes'] or b'')} bytes>", "path": image.get("path")}
+        if isinstance(image, dict)
+        else image,
+    }
     return json.dumps(shown, ensure_ascii=False, default=str)

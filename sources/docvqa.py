@@ -13,6 +13,7 @@ Both as read by github.com/chu0802/MLLM-playground, ``src/datasets/vqa/doc_vqa.p
 published without answers: its records are counted under ``skipped`` as unlabelled
 (``image_qa``), not quarantined.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,7 +38,21 @@ class DocVQASource(SplitQuestionsSource):
         raw = required(record, "answers")
         if not isinstance(raw, list):
             raise ValueError("answers is not a list")
-        meta = {"split": split, "doc_id": record.get("docId"), "ucsf_document_id": record.get("ucsf_document_id"),
-                "page": record.get("ucsf_document_page_no"), "question_types": record.get("question_types")}
-        return image_qa_sample(self.store, self.name, question_id, question, answers_by_frequency(raw),
-                               self.images or self.root / split, image, DOCUMENT, meta)
+        meta = {
+            "split": split,
+            "doc_id": record.get("docId"),
+            "ucsf_document_id": record.get("ucsf_document_id"),
+            "page": record.get("ucsf_document_page_no"),
+            "question_types": record.get("question_types"),
+        }
+        return image_qa_sample(
+            self.store,
+            self.name,
+            question_id,
+            question,
+            answers_by_frequency(raw),
+            self.images or self.root / split,
+            image,
+            DOCUMENT,
+            meta,
+        )

@@ -16,6 +16,7 @@ Rows carry no id, so ``source_id`` is ``"<split>:<row>"`` with the 0-based data-
 stable. Gold is the article section at ``evidence_section_id``; templated rows fall back
 to their ``evidence`` text when the KB lacks the article.
 """
+
 from __future__ import annotations
 
 import csv
@@ -79,7 +80,9 @@ class EncyclopedicVQASource(SourceAdapter):
 
     def _rows(self, path: Path) -> Iterator[tuple[int, str, dict[str, Any] | Rejected]]:
         """``(row index, locator, row or rejection)``; the locator's line is where the row ends."""
-        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:  # bad bytes: quarantined at ingest
+        with open(
+            path, encoding="utf-8-sig", errors="surrogateescape", newline=""
+        ) as handle:  # bad bytes: quarantined at ingest
             reader = csv.DictReader(handle)
             index = 0
             while True:
@@ -147,8 +150,14 @@ class EncyclopedicVQASource(SourceAdapter):
             raise ImageRejected(f"iNaturalist image {image_id} not in the id map ({where})")
         return inat[image_id]
 
-    def _sample(self, split: str, index: int, row: dict[str, str],
-                articles: dict[str, EncyclopedicArticle], inat: dict[str, str]) -> Sample:
+    def _sample(
+        self,
+        split: str,
+        index: int,
+        row: dict[str, str],
+        articles: dict[str, EncyclopedicArticle],
+        inat: dict[str, str],
+    ) -> Sample:
         question = text_field(row, "question")
         annotators = list(dict.fromkeys(_multi(required(row, "answer"))))
         if not annotators:
@@ -191,15 +200,26 @@ class EncyclopedicVQASource(SourceAdapter):
         gold = self._gold(urls, sections, annotators, articles, meta)
         if not gold and meta["question_type"] == "templated" and (row.get("evidence") or "").strip():
             section = sections[0] if sections else ""
-            gold = [Context(f"evqa:{urls[0] if urls else ''}#{section}:evidence", "text",
-                            text=row["evidence"].strip(), title=titles[0] if titles else None)]
+            gold = [
+                Context(
+                    f"evqa:{urls[0] if urls else ''}#{section}:evidence",
+                    "text",
+                    text=row["evidence"].strip(),
+                    title=titles[0] if titles else None,
+                )
+            ]
             meta["gold_from"] = "evidence"
             meta.pop("gold_missing", None)
-        return Sample(self.name, f"{split}:{index}", question, annotators, images=images,
-                      gold_contexts=gold, meta=meta)
+        return Sample(self.name, f"{split}:{index}", question, annotators, images=images, gold_contexts=gold, meta=meta)
 
-    def _gold(self, urls: list[str], sections: list[int], annotators: list[str],
-              articles: dict[str, EncyclopedicArticle], meta: dict[str, Any]) -> list[Context]:
+    def _gold(
+        self,
+        urls: list[str],
+        sections: list[int],
+        annotators: list[str],
+        articles: dict[str, EncyclopedicArticle],
+        meta: dict[str, Any],
+    ) -> list[Context]:
         """One section per url: the i-th section id goes with the i-th url (2_hop rows list
         two of each). A url without a section id (its count is unconfirmed for 2_hop rows)
         contributes the sections that contain an answer or one of its ``&&`` parts."""

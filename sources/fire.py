@@ -65,6 +65,7 @@ reply (its feedback is empty). FIRE draws on 27 source sets; option ``domain`` t
 (default General QA). Images default to ``ROOT/images`` (FIRE's loaders join ``image`` to
 their image root).
 """
+
 from __future__ import annotations
 
 import re
@@ -99,7 +100,7 @@ def teacher_reply(text: str) -> tuple[int | None, str]:
         raise ValueError(f"teacher reply scores {score}, outside 0..{PERFECT}: {text[:80]!r}")
     at = text.find(FEEDBACK)
     if at >= 0:
-        return score, text[at + len(FEEDBACK):].strip()
+        return score, text[at + len(FEEDBACK) :].strip()
     return score, "\n".join(lines[1:]).strip() if match else text.strip()
 
 
@@ -110,8 +111,8 @@ def split_response(text: str) -> tuple[str | None, str]:
     if at < 0:
         return None, text.strip()
     thought = text[:at].strip()
-    thought = thought[len(THOUGHT):].strip() if thought.startswith(THOUGHT) else thought
-    return thought or None, text[at + len(ANSWER):].strip()
+    thought = thought[len(THOUGHT) :].strip() if thought.startswith(THOUGHT) else thought
+    return thought or None, text[at + len(ANSWER) :].strip()
 
 
 def _speakers(conversations: Any) -> list[tuple[str, str]]:
@@ -125,11 +126,15 @@ def _speakers(conversations: Any) -> list[tuple[str, str]]:
         raise ValueError("every conversation turn needs a non-empty value")
     if all("role" in turn for turn in conversations):
         speakers = [turn["role"] for turn in conversations]
-        bad = [turn for turn in conversations if turn["role"] not in TYPES
-               or turn.get("type", TYPES.get(turn["role"])) != TYPES.get(turn["role"])]
+        bad = [
+            turn
+            for turn in conversations
+            if turn["role"] not in TYPES or turn.get("type", TYPES.get(turn["role"])) != TYPES.get(turn["role"])
+        ]
         if bad:
-            raise ValueError(f"turn {bad[0].get('role')!r}/{bad[0].get('type')!r} is neither a student response "
-                             "nor teacher feedback")
+            raise ValueError(
+                f"turn {bad[0].get('role')!r}/{bad[0].get('type')!r} is neither a student response nor teacher feedback"
+            )
         return list(zip(speakers, values))
     roles = [turn.get("from") for turn in conversations]
     if any(role not in FROM_ROLES for role in roles) or roles[0] != "human":
@@ -149,8 +154,10 @@ def dialogue_turns(conversations: Any, scores: Any = None) -> tuple[str | None, 
     for position, (speaker, text) in enumerate(speakers):
         expected = STUDENT if position % 2 == 0 else TEACHER
         if speaker != expected:
-            raise ValueError(f"conversations must alternate student answers and teacher replies (turn {position + 2} "
-                             f"is a {speaker} turn)")
+            raise ValueError(
+                f"conversations must alternate student answers and teacher replies (turn {position + 2} "
+                f"is a {speaker} turn)"
+            )
         if speaker == STUDENT:
             thought, answer = split_response(text)
             if not answer:
@@ -168,11 +175,17 @@ def _fill_scores(turns: list[dict[str, Any]], scores: Any) -> str:
     from_replies = all(t["score"] is not None for t in turns)
     if scores is None:
         return "reply" if from_replies else "none"
-    if not isinstance(scores, list) or len(scores) != len(turns) or not all(
-            isinstance(s, (int, float)) and not isinstance(s, bool) and float(s).is_integer()
-            and 0 <= s <= PERFECT for s in scores):
-        raise ValueError(f"scores must list one score in 0..{PERFECT} per student answer ({len(turns)}), "
-                         f"got {scores!r}"[:200])
+    if (
+        not isinstance(scores, list)
+        or len(scores) != len(turns)
+        or not all(
+            isinstance(s, (int, float)) and not isinstance(s, bool) and float(s).is_integer() and 0 <= s <= PERFECT
+            for s in scores
+        )
+    ):
+        raise ValueError(
+            f"scores must list one score in 0..{PERFECT} per student answer ({len(turns)}), got {scores!r}"[:200]
+        )
     for number, (turn, score) in enumerate(zip(turns, scores), start=1):
         if turn["score"] is not None and turn["score"] != int(score):
             raise ValueError(f"scores[{number - 1}] = {score} contradicts the reply's Score: {turn['score']}")
@@ -198,8 +211,10 @@ def ground_truth(record: dict[str, Any], turns: list[dict[str, Any]]) -> tuple[s
         return truth, GIVEN
     if turns[-1]["score"] == PERFECT:
         return turns[-1]["answer"], ACCEPTED
-    raise ValueError(f"no ground truth (raw.groundtruth.value or groundtruth), and the teacher's final turn does "
-                     f"not accept the final answer (Score: {PERFECT})")
+    raise ValueError(
+        f"no ground truth (raw.groundtruth.value or groundtruth), and the teacher's final turn does "
+        f"not accept the final answer (Score: {PERFECT})"
+    )
 
 
 class FIREOptions(AdapterOptions):
@@ -245,5 +260,6 @@ class FIRESource(SourceAdapter):
         meta = {"file": file, "dialogue": turns, "scores_from": scored, "truth_from": truth_from}
         if isinstance(record.get("source"), str):
             meta["fire_source"] = record["source"]
-        return image_qa_sample(self.store, self.name, ident, question, [truth], self.image_dir,
-                               image, self.options.domain, meta)
+        return image_qa_sample(
+            self.store, self.name, ident, question, [truth], self.image_dir, image, self.options.domain, meta
+        )

@@ -16,6 +16,7 @@ page's ``questions1.2.zip`` lists them as questions only): their records are cou
 ``skipped`` as unlabelled (``image_qa``), not quarantined; a record without an answer in
 any other split is quarantined (``missing field answer``). Every sample is tagged General QA.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -63,7 +64,7 @@ class GQASource(SourceAdapter):
                     if unlabelled(record, "answer", split, UNLABELLED):
                         self.skip_unlabelled(split)
                         continue
-                    key = locator[len(path.name) + 1:]
+                    key = locator[len(path.name) + 1 :]
                     yield guarded(locator, record, self._sample, split, key, record)
 
     def _sample(self, split: str, key: str, record: dict[str, Any]) -> Sample:
@@ -71,5 +72,6 @@ class GQASource(SourceAdapter):
         question = text_field(record, "question")
         answer = text_field(record, "answer", numbers=True)
         meta = {"split": split, "image_id": image_id, "full_answer": record.get("fullAnswer")}
-        return image_qa_sample(self.store, self.name, key, question, [answer], self.image_dir,
-                               f"{image_id}.jpg", GENERAL_QA, meta)
+        return image_qa_sample(
+            self.store, self.name, key, question, [answer], self.image_dir, f"{image_id}.jpg", GENERAL_QA, meta
+        )

@@ -19,6 +19,7 @@ challenge questions, TextVQA's and DocVQA's test splits) is ``unlabelled``: the 
 counts it under ``skipped`` (``SourceAdapter.skip_unlabelled``), the one rule InfoSeek's
 test split follows too, instead of quarantining each record.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,7 @@ def image_qa_sample(
     if not answers:
         raise ValueError("answers are empty")
     sha = store.put_file(image_root, image)
-    return Sample(source, source_id, question, answers, images=[sha],
-                  meta={**meta, "domain": domain, "image": image})
+    return Sample(source, source_id, question, answers, images=[sha], meta={**meta, "domain": domain, "image": image})
 
 
 def guarded(locator: str, raw: Any, make: Callable[..., Sample], *args: Any) -> Located | Rejected:
@@ -98,8 +98,9 @@ def _objects(path: Path, items: Iterable[tuple[str, Any]]) -> Iterator[Record | 
             elif isinstance(value, Unreadable):
                 yield Rejected(locator, f"malformed record: {value.reason}")
             else:
-                yield Rejected(locator, f"malformed record: expected a JSON object, got {type(value).__name__}",
-                               _raw(value))
+                yield Rejected(
+                    locator, f"malformed record: expected a JSON object, got {type(value).__name__}", _raw(value)
+                )
     except NotContainer as exc:  # nothing of the file is readable: the whole file is the locator
         yield Rejected(path.name, f"file unreadable: {exc}")
     except JsonMembersError as exc:

@@ -23,6 +23,7 @@ Format facts relied on, and where they are published:
   not curatable and are counted under ``skipped`` (``SourceAdapter.skip_unlabelled``, the
   rule every source with an unlabelled split follows), not quarantined.
 """
+
 from __future__ import annotations
 
 import math
@@ -148,8 +149,9 @@ class InfoSeekSource(SourceAdapter):
                         image_ids.add(item.record["image_id"])
         return data_ids, image_ids
 
-    def _read_map(self, path: Path, key: str, fields: tuple[str, ...], wanted: set[str],
-                  problems: list[Rejected]) -> dict[str, tuple[str, ...]]:
+    def _read_map(
+        self, path: Path, key: str, fields: tuple[str, ...], wanted: set[str], problems: list[Rejected]
+    ) -> dict[str, tuple[str, ...]]:
         """``{record[key]: record[fields]}`` of a JSONL file, for wanted keys only."""
         found: dict[str, tuple[str, ...]] = {}
         for item in jsonl_records(path, "malformed line"):
@@ -164,8 +166,9 @@ class InfoSeekSource(SourceAdapter):
                 continue
             values = tuple(record.get(f) for f in fields)
             if not all(isinstance(v, str) and v for v in values):
-                problems.append(Rejected(item.locator, f"malformed line: {' / '.join(fields)} missing or not strings",
-                                         item.raw))
+                problems.append(
+                    Rejected(item.locator, f"malformed line: {' / '.join(fields)} missing or not strings", item.raw)
+                )
                 continue
             found[record[key]] = values  # type: ignore[assignment]
         return found
@@ -202,8 +205,14 @@ class InfoSeekSource(SourceAdapter):
                 except (ValueError, KeyError) as exc:
                     yield Rejected(item.locator, f"malformed record: {exc}", item.raw)
 
-    def _sample(self, split: str, record: dict[str, Any], links: dict[str, tuple[str, ...]],
-                mapped: dict[str, str], entities: dict[str, Wiki6MEntity]) -> Sample:
+    def _sample(
+        self,
+        split: str,
+        record: dict[str, Any],
+        links: dict[str, tuple[str, ...]],
+        mapped: dict[str, str],
+        entities: dict[str, Wiki6MEntity],
+    ) -> Sample:
         for name in ("data_id", "image_id", "question"):
             text_field(record, name)
         answers, ranges = _answers(record)
@@ -225,8 +234,15 @@ class InfoSeekSource(SourceAdapter):
                 meta["gold_missing"] = f"entity {link[0]} not in the KB"
             else:
                 gold = self._gold(entities[link[0]], answers, meta)
-        return Sample(self.name, record["data_id"], record["question"].strip(), answers,
-                      images=[image], gold_contexts=gold, meta=meta)
+        return Sample(
+            self.name,
+            record["data_id"],
+            record["question"].strip(),
+            answers,
+            images=[image],
+            gold_contexts=gold,
+            meta=meta,
+        )
 
     def _gold(self, entity: Wiki6MEntity, answers: list[str], meta: dict[str, Any]) -> list[Context]:
         """The content passage holding an answer, else the summary; notes which in ``meta``."""

@@ -12,6 +12,7 @@ and at most ``MAX_SAMPLE_BYTES`` (a 20 MB question is bad input, not a sample); 
 it is quarantined at its locator with the raw record. Quarantine text keeps undecodable
 bytes as ``\\xNN`` escapes, so the raw record shows what the file held.
 """
+
 from __future__ import annotations
 
 import gc
@@ -29,8 +30,8 @@ import pyarrow.parquet as pq
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import stable_id
-from mmcurate.core.plural import counted, listed
 from mmcurate.core.images import ImageStore
+from mmcurate.core.plural import counted, listed
 from mmcurate.core.records import Rejected, Sample
 from mmcurate.core.schema import QUARANTINE, SAMPLE
 from mmcurate.core.tables import AtomicParquetWriter
@@ -41,11 +42,14 @@ from .base import TOO_DEEP, Located
 Progress = Callable[[int, int], None]
 MAX_SAMPLE_BYTES = 1 << 20  # a stored sample row (UTF-8 JSON, images by hash) larger than this is quarantined
 # what ``mmcurate ingest``'s line says of a reading (``SourceAdapter.reading``; ``ingest.json`` keeps the values)
-READINGS = {("line_picker", "c"): "lines picked by the compiled C scanner",
-            ("line_picker", "python"): "lines picked in pure Python (same output, slower: no C scanner built, "
-                                       "or MMCURATE_PURE_PICKER=1)"}
-LOCATORS = pa.schema([pa.field("sample_id", pa.string(), nullable=False),
-                      pa.field("locator", pa.string(), nullable=False)])
+READINGS = {
+    ("line_picker", "c"): "lines picked by the compiled C scanner",
+    ("line_picker", "python"): "lines picked in pure Python (same output, slower: no C scanner built, "
+    "or MMCURATE_PURE_PICKER=1)",
+}
+LOCATORS = pa.schema(
+    [pa.field("sample_id", pa.string(), nullable=False), pa.field("locator", pa.string(), nullable=False)]
+)
 
 
 @dataclass(frozen=True)
@@ -60,12 +64,16 @@ class IngestResult:
 
     def summary(self) -> str:
         """One line for the console: what went where, and every skip with its reason."""
-        line = (f"{self.source}: {counted(self.samples, 'sample')} -> {self.samples_path}; "
-                f"{self.quarantined} quarantined -> {self.quarantine_path}")
+        line = (
+            f"{self.source}: {counted(self.samples, 'sample')} -> {self.samples_path}; "
+            f"{self.quarantined} quarantined -> {self.quarantine_path}"
+        )
         skipped = {reason: count for reason, count in self.skipped.items() if count}
         if skipped:
             line += "; skipped: " + ", ".join(f"{count} ({reason})" for reason, count in skipped.items())
-        return line + "".join(f"; {READINGS.get((key, value), f'{key}: {value}')}" for key, value in self.reader.items())
+        return line + "".join(
+            f"; {READINGS.get((key, value), f'{key}: {value}')}" for key, value in self.reader.items()
+        )
 
     @property
     def samples_path(self) -> Path:
@@ -103,7 +111,9 @@ def _collector_spares_older_objects() -> Iterator[None]:
         gc.unfreeze()
 
 
-def source_parts(source: str, root: Path | str, options: dict[str, Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
+def source_parts(
+    source: str, root: Path | str, options: dict[str, Any] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
     """The parts of a source root to ingest apart (``SourceAdapter.parts``); [] for one ingest."""
     return adapter_class(source).parts(Path(root), options or {})
 
@@ -129,8 +139,10 @@ def ingest(
     out = Path(out)
     earlier = load_ingest(out) if out.is_dir() else None
     if earlier is not None and earlier.source != source:
-        raise MmcurateError(f"{out} holds an ingest of {earlier.source} ({counted(earlier.samples, 'sample')}): "
-                            f"write the {source} ingest to another --out, or remove {out} first")
+        raise MmcurateError(
+            f"{out} holds an ingest of {earlier.source} ({counted(earlier.samples, 'sample')}): "
+            f"write the {source} ingest to another --out, or remove {out} first"
+        )
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -144,8 +156,15 @@ def ingest(
         raise
 
 
-def _ingest_into(source: str, root: Path | str, out: Path, images: Path | str | None, options: dict[str, Any] | None,
-                 progress: Progress | None, store: ImageStore) -> IngestResult:
+def _ingest_into(
+    source: str,
+    root: Path | str,
+    out: Path,
+    images: Path | str | None,
+    options: dict[str, Any] | None,
+    progress: Progress | None,
+    store: ImageStore,
+) -> IngestResult:
     adapter = adapter_class(source)(root, store, images=images, options=options)
     seen: set[str] = set()
     kept = rejected = 0
@@ -168,7 +187,9 @@ def _ingest_into(source: str, root: Path | str, out: Path, images: Path | str | 
                     locators.write({"sample_id": sample.sample_id, "locator": record.locator})
                     kept += 1
                 else:
-                    record = Rejected(record.locator, problem, record.raw if record.raw is not None else sample.source_id)
+                    record = Rejected(
+                        record.locator, problem, record.raw if record.raw is not None else sample.source_id
+                    )
             if isinstance(record, Rejected):
                 quarantine.write(_storable(record.to_row(source)))
                 rejected += 1
@@ -177,8 +198,9 @@ def _ingest_into(source: str, root: Path | str, out: Path, images: Path | str | 
     if progress is not None:
         progress(kept, rejected)
     files = [str(p) for p in adapter.source_files()]
-    return _finish(out, source, str(Path(root).resolve()), kept, rejected, dict(adapter.skipped), files,
-                   adapter.reading())
+    return _finish(
+        out, source, str(Path(root).resolve()), kept, rejected, dict(adapter.skipped), files, adapter.reading()
+    )
 
 
 def merge_ingests(parts: Sequence[IngestResult], out: Path | str) -> IngestResult:
@@ -213,8 +235,14 @@ def merge_ingests(parts: Sequence[IngestResult], out: Path | str) -> IngestResul
                 rejected += 1
             for row, where in zip(_rows(part.samples_path), _rows(part.locators_path), strict=True):
                 if row["sample_id"] in seen:
-                    quarantine.write({"source": source, "locator": where["locator"],
-                                      "reason": "duplicate source_id", "raw": row["source_id"]})
+                    quarantine.write(
+                        {
+                            "source": source,
+                            "locator": where["locator"],
+                            "reason": "duplicate source_id",
+                            "raw": row["source_id"],
+                        }
+                    )
                     rejected += 1
                 else:
                     seen.add(row["sample_id"])
@@ -226,17 +254,34 @@ def merge_ingests(parts: Sequence[IngestResult], out: Path | str) -> IngestResul
             _link_images(part.images_dir, out / "images")
     root = json.loads((parts[0].out / "ingest.json").read_text())["root"]
     files = [f for part in parts for f in part.source_files]
-    reader = {key: "+".join(sorted({part.reader[key] for part in parts if key in part.reader}))
-              for key in sorted({key for part in parts for key in part.reader})}  # "c+python" if workers differed
+    reader = {
+        key: "+".join(sorted({part.reader[key] for part in parts if key in part.reader}))
+        for key in sorted({key for part in parts for key in part.reader})
+    }  # "c+python" if workers differed
     return _finish(out, source, root, kept, rejected, skipped, files, reader)
 
 
-def _finish(out: Path, source: str, root: str, kept: int, rejected: int, skipped: dict[str, int],
-            files: list[str], reader: dict[str, str]) -> IngestResult:
+def _finish(
+    out: Path,
+    source: str,
+    root: str,
+    kept: int,
+    rejected: int,
+    skipped: dict[str, int],
+    files: list[str],
+    reader: dict[str, str],
+) -> IngestResult:
     """Write ``ingest.json``, the mark of a complete output, and describe the output."""
     skipped = {reason: count for reason, count in sorted(skipped.items()) if count}  # a reason met 0 times: none
-    summary = {"source": source, "root": root, "samples": kept, "quarantined": rejected, "skipped": skipped,
-               "source_files": files, "reader": reader}
+    summary = {
+        "source": source,
+        "root": root,
+        "samples": kept,
+        "quarantined": rejected,
+        "skipped": skipped,
+        "source_files": files,
+        "reader": reader,
+    }
     (out / "ingest.json").write_text(json.dumps(summary, indent=2))
     return IngestResult(source, out, kept, rejected, files, skipped, reader)
 
@@ -324,5 +369,12 @@ def load_ingest(out: Path | str) -> IngestResult | None:
     if not marker.is_file():
         return None
     data = json.loads(marker.read_text())
-    return IngestResult(data["source"], Path(out), data["samples"], data["quarantined"],
-                        data["source_files"], data.get("skipped", {}), data.get("reader", {}))
+    return IngestResult(
+        data["source"],
+        Path(out),
+        data["samples"],
+        data["quarantined"],
+        data["source_files"],
+        data.get("skipped", {}),
+        data.get("reader", {}),
+    )

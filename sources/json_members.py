@@ -17,6 +17,7 @@ by a bracket scan and yielded as ``Unreadable``, so one such record is quarantin
 rest of the file is still read. A file whose top level is not the expected container (empty,
 or an array where an object is expected) raises ``NotContainer``: a problem of the whole file.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -170,7 +171,6 @@ class _Buffer:
                 raise JsonMembersError(f"one value exceeds {self._max_member} characters", self.offset())
             self.more()
 
-
     def skip_container(self) -> None:
         """Move ``pos`` past the array or object starting at ``pos`` without decoding it."""
         while True:
@@ -224,9 +224,7 @@ def _end(buf: _Buffer, what: str) -> None:
         raise JsonMembersError(f"unexpected data after the top-level {what}", buf.offset())
 
 
-def iter_members(
-    path: Path | str, chunk: int = CHUNK, max_member: int = MAX_MEMBER
-) -> Iterator[tuple[str, Any]]:
+def iter_members(path: Path | str, chunk: int = CHUNK, max_member: int = MAX_MEMBER) -> Iterator[tuple[str, Any]]:
     """Yield ``(key, value)`` for each member of the top-level JSON object in ``path``
     (UTF-8, a leading BOM dropped; ``*.gz`` is gunzipped on the fly).
 
@@ -260,8 +258,9 @@ def iter_items(path: Path | str, chunk: int = CHUNK, max_member: int = MAX_MEMBE
         buf.close()
 
 
-def iter_member_items(path: Path | str, member: str, chunk: int = CHUNK,
-                      max_member: int = MAX_MEMBER) -> Iterator[tuple[int, Any]]:
+def iter_member_items(
+    path: Path | str, member: str, chunk: int = CHUNK, max_member: int = MAX_MEMBER
+) -> Iterator[tuple[int, Any]]:
     """Yield ``(index, value)`` for each item of the array that is member ``member`` of the
     top-level object in ``path`` (``{..., "data": [...]}``), item by item, with the guarantees
     and errors of ``iter_members``; the other members are read and dropped. ``NotContainer``

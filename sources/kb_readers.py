@@ -7,6 +7,7 @@ KB lines that mention a wanted id but cannot be read are reported as ``Rejected`
 (locator ``file:line``) so the adapter can quarantine them; they never stop the read.
 Lines about entries nobody asked for are not parsed at all.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,9 @@ def _scan_jsonl(
     """
     result: KBLoad[T] = KBLoad()
     remaining = set(wanted)
-    lines = jsonl_records(path, "unreadable KB entry", keep=lambda line: bool(candidate_ids(line) & remaining),
-                          max_chars=KB_MAX_CHARS)
+    lines = jsonl_records(
+        path, "unreadable KB entry", keep=lambda line: bool(candidate_ids(line) & remaining), max_chars=KB_MAX_CHARS
+    )
     while remaining:
         item = next(lines, None)
         if item is None:
@@ -244,7 +246,9 @@ def read_encyclopedic_kb(path: Path, wanted: Collection[str]) -> KBLoad[Encyclop
                 section_texts=tuple(texts),
             )
         except ValueError as exc:
-            result.problems.append(Rejected(f"{path.name}:{url}", f"unreadable KB entry: {exc}", json.dumps(value)[:2000]))
+            result.problems.append(
+                Rejected(f"{path.name}:{url}", f"unreadable KB entry: {exc}", json.dumps(value)[:2000])
+            )
     return result
 
 

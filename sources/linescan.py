@@ -12,6 +12,7 @@ pass decides each line from its raw bytes while they are in the cache. Measured 
 ``bench/ingest_reddit.py`` (docs/figures.md): ingest / raw decompression 0.25-0.31 with
 the C picker against 0.09-0.15 with the same picker in Python, outputs byte-identical.
 """
+
 from __future__ import annotations
 
 import os

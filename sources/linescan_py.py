@@ -10,6 +10,7 @@ line it starts in, and ``line.find`` sees the same occurrences (overlapping ones
 It is several times slower (docs/commands/ingest.md, "Reddit at dump scale"); tests/sources/test_linescan_pure.py checks
 it against the C pass.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,7 +47,7 @@ def _lines(data: bytes, start: int, end: int) -> list[bytes]:
     """The lines of ``data[start:end]``, newlines left off."""
     if start < 0 or end <= start or end > len(data) or data[end - 1] != 0x0A:
         raise ValueError("linescan: data[start:end] must be non-empty and end with a newline")
-    return data[start:end - 1].split(b"\n")
+    return data[start : end - 1].split(b"\n")
 
 
 def pick_lines(data: bytes, start: int, end: int, first: int) -> Result:
@@ -59,13 +60,21 @@ def _title_rules_out(line: bytes, after: int, questions: frozenset[bytes], windo
     """Whether the title starting at ``line[after]`` surely is no question: its first
     ``window`` bytes open (after spaces) with an ASCII word that ends inside them and is,
     lowercased, none of ``questions``."""
-    head = line[after:after + window]
+    head = line[after : after + window]
     word = _TITLE_WORD.match(head)
     return word is not None and word.end() < len(head) and word[1].lower() not in questions
 
 
-def pick_posts(data: bytes, start: int, end: int, first: int, markers: tuple[bytes, ...], title_key: bytes,
-               questions: tuple[bytes, ...], window: int) -> Result:
+def pick_posts(
+    data: bytes,
+    start: int,
+    end: int,
+    first: int,
+    markers: tuple[bytes, ...],
+    title_key: bytes,
+    questions: tuple[bytes, ...],
+    window: int,
+) -> Result:
     """The lines holding any of ``markers`` whose raw title does not rule out a question
     (tag 0); counts: (unmarked non-empty lines, marked lines whose title rules it out)."""
     if not 1 <= len(markers) <= MAX_MARKERS or len(questions) > MAX_QUESTIONS or not 1 <= window <= MAX_WINDOW:
@@ -86,8 +95,7 @@ def pick_posts(data: bytes, start: int, end: int, first: int, markers: tuple[byt
             unmarked += bool(line)
             continue
         at = line.find(title_key)
-        if (at >= 0 and line.find(title_key, at + 1) < 0
-                and _title_rules_out(line, at + len(title_key), known, window)):
+        if at >= 0 and line.find(title_key, at + 1) < 0 and _title_rules_out(line, at + len(title_key), known, window):
             ruled_out += 1
         else:
             picks.append((first + n, 0, line))

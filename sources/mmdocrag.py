@@ -26,6 +26,7 @@ types (``q_id`` int, ``answer_short`` string, quote ``page_id``/``layout_id`` in
 ``train.jsonl`` in OpenAI message format): MMDocRAG/MMDocRAG ``dataset/README.md``
 (commit 0bd6a1b). The exact ``img_path`` shape is not documented there.
 """
+
 from __future__ import annotations
 
 import ast
@@ -93,7 +94,11 @@ class MMDocRAGSource(SourceAdapter):
         gold_ids = record["gold_quotes"]
         unknown = [g for g in gold_ids if g not in quotes]
         if unknown:
-            yield Rejected(locator, f"gold {'quote' if len(unknown) == 1 else 'quotes'} {', '.join(unknown)} not among the candidate quotes", line)
+            yield Rejected(
+                locator,
+                f"gold {'quote' if len(unknown) == 1 else 'quotes'} {', '.join(unknown)} not among the candidate quotes",
+                line,
+            )
             return
 
         kept: dict[str, Context] = {}
@@ -112,23 +117,27 @@ class MMDocRAGSource(SourceAdapter):
                 continue
             kept[quote_id] = context
         yield from dropped
-        yield Located(locator, Sample(
-            source=self.name,
-            source_id=f"{variant}:{record['q_id']}",
-            question=record["question"],
-            answers=short_answers(record["answer_short"]),
-            gold_contexts=[kept[g] for g in gold_ids],
-            negative_contexts=[c for q, c in kept.items() if q not in gold_ids],
-            meta={
-                "q_id": record["q_id"],
-                "doc_name": record["doc_name"],
-                "domain": record.get("domain"),
-                "question_type": record.get("question_type"),
-                "evidence_modality_type": record.get("evidence_modality_type"),
-                "answer_interleaved": record.get("answer_interleaved"),
-                "quote_ids": {q: c.context_id for q, c in kept.items()},
-            },
-        ), line)
+        yield Located(
+            locator,
+            Sample(
+                source=self.name,
+                source_id=f"{variant}:{record['q_id']}",
+                question=record["question"],
+                answers=short_answers(record["answer_short"]),
+                gold_contexts=[kept[g] for g in gold_ids],
+                negative_contexts=[c for q, c in kept.items() if q not in gold_ids],
+                meta={
+                    "q_id": record["q_id"],
+                    "doc_name": record["doc_name"],
+                    "domain": record.get("domain"),
+                    "question_type": record.get("question_type"),
+                    "evidence_modality_type": record.get("evidence_modality_type"),
+                    "answer_interleaved": record.get("answer_interleaved"),
+                    "quote_ids": {q: c.context_id for q, c in kept.items()},
+                },
+            ),
+            line,
+        )
 
     def _context(self, doc_name: str, q_id: Any, modality: str, quote: dict[str, Any]) -> Context:
         context_id = f"mmdocrag:{doc_name}:{_element(q_id, modality, quote)}"
@@ -177,7 +186,9 @@ def short_answers(answer: str) -> list[str]:
         value = ast.literal_eval(answer)  # a literal only: never evaluates code
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return [answer]
-    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+    if not isinstance(value, list) or not all(
+        isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value
+    ):
         return [answer]
     answers = list(dict.fromkeys(str(v).strip() for v in value if str(v).strip()))
     return answers or [answer]

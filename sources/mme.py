@@ -42,6 +42,7 @@ Quarantined with their locator (``file:line``): a line that is not ``question<TA
 and both questions of an image whose questions are not one "yes" and one "no" (MME scores an
 image by its pair: a question without its partner cannot be scored).
 """
+
 from __future__ import annotations
 
 import re
@@ -62,8 +63,19 @@ from .pope import PUBLISHED, SPLITS, probe_sample, read_label
 DATASET = "mme"
 HALLUCINATION = ("existence", "count", "position", "color")  # Kestrel's MME-Hallucination (seed 000, Table 2)
 PROBE_SPLITS = (*SPLITS, *HALLUCINATION)  # the order a release's and an evaluation's rows are shown in
-SUBTASKS = (*HALLUCINATION, "posters", "celebrity", "scene", "landmark", "artwork", "OCR",  # calculation.py's
-            "commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning")  # eval_type_dict
+SUBTASKS = (
+    *HALLUCINATION,
+    "posters",
+    "celebrity",
+    "scene",
+    "landmark",
+    "artwork",
+    "OCR",  # calculation.py's
+    "commonsense_reasoning",
+    "numerical_calculation",
+    "text_translation",
+    "code_reasoning",
+)  # eval_type_dict
 IMAGE_SUFFIXES = (".jpg", ".png", ".jpeg", ".JPG", ".PNG")
 _OBJECT = re.compile(r"^Is there an? (?P<object>.+?) in (?:the|this) (?:image|picture)\?", re.IGNORECASE)
 Line = tuple[str, str, str, str]  # locator, image file, question, answer as written
@@ -77,7 +89,8 @@ def mme_object(question: str) -> str | None:
 
 class MMEOptions(AdapterOptions):
     subtasks: list[Literal[SUBTASKS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(HALLUCINATION), min_length=1)
+        default_factory=lambda: list(HALLUCINATION), min_length=1
+    )
 
 
 class MMESource(SourceAdapter):
@@ -89,8 +102,11 @@ class MMESource(SourceAdapter):
         super().__init__(*args, **kwargs)
         self.subtask_parts: dict[str, Path] = {}
         for subtask in dict.fromkeys(self.options.subtasks):
-            found = [p for p in (self.root / subtask, *sorted(self.root.glob(f"*/{subtask}")),
-                                 self.root / f"{subtask}.txt") if p.exists()]
+            found = [
+                p
+                for p in (self.root / subtask, *sorted(self.root.glob(f"*/{subtask}")), self.root / f"{subtask}.txt")
+                if p.exists()
+            ]
             if not found:
                 raise SourceError(f"mme: no folder {subtask}/ or file {subtask}.txt under {self.root}")
             self.subtask_parts[subtask] = found[0]
@@ -121,23 +137,45 @@ class MMESource(SourceAdapter):
                 for image, pair in pairs.items():
                     labels = sorted(answer.strip().lower() for *_, answer in pair)
                     if labels != ["no", "yes"]:
-                        why = (f"image {image} has {counted(len(pair), 'question')} answered {', '.join(labels) or 'nothing'}: "
-                               "MME scores an image by its two questions, one yes and one no")
-                        yield from (Rejected(locator, why, f"{question}\t{answer}")
-                                    for locator, _, question, answer in pair)
+                        why = (
+                            f"image {image} has {counted(len(pair), 'question')} answered {', '.join(labels) or 'nothing'}: "
+                            "MME scores an image by its two questions, one yes and one no"
+                        )
+                        yield from (
+                            Rejected(locator, why, f"{question}\t{answer}") for locator, _, question, answer in pair
+                        )
                         continue
                     for locator, _, question, answer in pair:
                         number += 1
-                        yield guarded(locator, {"question": question, "answer": answer},
-                                      self._sample, subtask, number, image_dir, image, question, answer)
+                        yield guarded(
+                            locator,
+                            {"question": question, "answer": answer},
+                            self._sample,
+                            subtask,
+                            number,
+                            image_dir,
+                            image,
+                            question,
+                            answer,
+                        )
 
     def _lines(self, path: Path) -> tuple[list[Line], list[Rejected]]:
         """The question lines of one file, and the lines that are not questions. A release
         question file names no image: its image is the file's stem with an image suffix."""
         tool = self.subtask_parts.get(path.stem) == path  # the evaluation tool's <subtask>.txt
-        image = None if tool else next((path.stem + s for s in IMAGE_SUFFIXES
-                                        if (path.parent.parent / "images" / (path.stem + s)).is_file()
-                                        or (path.parent / (path.stem + s)).is_file()), path.stem + ".jpg")
+        image = (
+            None
+            if tool
+            else next(
+                (
+                    path.stem + s
+                    for s in IMAGE_SUFFIXES
+                    if (path.parent.parent / "images" / (path.stem + s)).is_file()
+                    or (path.parent / (path.stem + s)).is_file()
+                ),
+                path.stem + ".jpg",
+            )
+        )
         lines: list[Line] = []
         bad: list[Rejected] = []
         with open_text(path) as handle:
@@ -158,7 +196,8 @@ class MMESource(SourceAdapter):
     def _sample(self, subtask: str, number: int, image_dir: Path, image: str, question: str, answer: str):
         if not question:
             raise ValueError("question is empty")
-        sample = probe_sample(self.store, self.name, DATASET, subtask, number, image_dir, image, question,
-                              read_label(answer), PUBLISHED)
+        sample = probe_sample(
+            self.store, self.name, DATASET, subtask, number, image_dir, image, question, read_label(answer), PUBLISHED
+        )
         sample.meta["object"] = mme_object(question)
         return sample

@@ -13,6 +13,7 @@ benchmark's ``retrieved_images`` are retriever output, not labelled negatives: t
 stored and listed by sha256 in ``meta["retrieved_images"]``; an unusable one is left out
 with a quarantine row. ``negative_contexts`` stay empty: negatives are mined later.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mmcurate.core.errors import ImageRejected, SourceError
-from mmcurate.core.records import Context, Rejected, Sample
 from mmcurate.core.plural import counted
+from mmcurate.core.records import Context, Rejected, Sample
 
 from .base import AdapterOptions, Located, SourceAdapter, required, text_field
 
@@ -72,7 +73,9 @@ class MRAGBenchSource(SourceAdapter):
                     break
                 missing = [c for c in REQUIRED if c not in batch.schema.names]
                 if missing:
-                    yield Rejected(label, f"shard skipped: it lacks {counted(len(missing), 'column')}: {', '.join(missing)}")
+                    yield Rejected(
+                        label, f"shard skipped: it lacks {counted(len(missing), 'column')}: {', '.join(missing)}"
+                    )
                     break
                 for row in batch.to_pylist():
                     yield from self._row(f"{label}:{row_number}", row)
@@ -120,24 +123,27 @@ class MRAGBenchSource(SourceAdapter):
         chosen = choices.get(row["answer_choice"].strip())
         if isinstance(chosen, str) and chosen.strip() and chosen.strip() != answer:
             answers.append(chosen.strip())
-        yield Located(locator, Sample(
-            source=self.name,
-            source_id=sample_key,
-            question=row["question"],
-            answers=answers,
-            images=[query],
-            gold_contexts=gold,
-            negative_contexts=[],
-            meta={
-                "aspect": row.get("aspect"),
-                "scenario": row.get("scenario"),
-                "image_type": row.get("image_type"),
-                "source": row.get("source"),
-                "choices": choices,
-                "answer_choice": row["answer_choice"],
-                "retrieved_images": retrieved,
-            },
-        ))
+        yield Located(
+            locator,
+            Sample(
+                source=self.name,
+                source_id=sample_key,
+                question=row["question"],
+                answers=answers,
+                images=[query],
+                gold_contexts=gold,
+                negative_contexts=[],
+                meta={
+                    "aspect": row.get("aspect"),
+                    "scenario": row.get("scenario"),
+                    "image_type": row.get("image_type"),
+                    "source": row.get("source"),
+                    "choices": choices,
+                    "answer_choice": row["answer_choice"],
+                    "retrieved_images": retrieved,
+                },
+            ),
+        )
 
     def _image(self, value: Any, field: str) -> str:
         """Store one ``{bytes, path}`` image struct; ImageRejected names the field."""

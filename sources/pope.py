@@ -41,6 +41,7 @@ question id, image or question, a question id that is not a whole number, a labe
 yes/no, a missing or undecodable image, a question id repeated within its (dataset, split)
 (``duplicate source_id``).
 """
+
 from __future__ import annotations
 
 import re
@@ -95,14 +96,30 @@ def read_question_id(record: dict[str, Any]) -> int:
     return value
 
 
-def probe_sample(store: ImageStore, source: str, dataset: str, split: str, question_id: int, image_root: Path,
-                 image: str, text: str, label: str, origin: str) -> Sample:
+def probe_sample(
+    store: ImageStore,
+    source: str,
+    dataset: str,
+    split: str,
+    question_id: int,
+    image_root: Path,
+    image: str,
+    text: str,
+    label: str,
+    origin: str,
+) -> Sample:
     """One probe: the question, its label as the answer, the stored image, and its place in POPE."""
     if label not in LABELS:
         raise ValueError(f"label {label!r} is not yes or no")
     sha = store.put_file(image_root, image)
-    meta = {"split": split, "dataset": dataset, "question_id": question_id, "image": image,
-            "object": probe_object(text), "origin": origin}
+    meta = {
+        "split": split,
+        "dataset": dataset,
+        "question_id": question_id,
+        "image": image,
+        "object": probe_object(text),
+        "origin": origin,
+    }
     return Sample(source, f"{dataset}/{split}/{question_id}", text, [label], images=[sha], meta=meta)
 
 
@@ -133,14 +150,16 @@ class PopeSource(SourceAdapter):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        found = self.listed_files(self.options.files, [f"**/*_pope_{s}.json" for s in SPLITS]
-                                  + [f"**/*_pope_seem_{s}.json" for s in SPLITS])
+        found = self.listed_files(
+            self.options.files, [f"**/*_pope_{s}.json" for s in SPLITS] + [f"**/*_pope_seem_{s}.json" for s in SPLITS]
+        )
         self.files: dict[Path, tuple[str, str]] = {}
         for path in found:
             named = split_of(path)
             if named is None:
-                raise SourceError(f"pope: {path.name} is not named <dataset>_pope_<split>.json "
-                                  f"(split one of {', '.join(SPLITS)})")
+                raise SourceError(
+                    f"pope: {path.name} is not named <dataset>_pope_<split>.json (split one of {', '.join(SPLITS)})"
+                )
             if self.options.splits is None or named[1] in self.options.splits:
                 self.files[path] = named
         if not self.files:
@@ -151,8 +170,9 @@ class PopeSource(SourceAdapter):
         return list(self.files)
 
     def count_records(self) -> int:
-        return sum(count_lines(path) if not _is_array(path) else sum(1 for _ in array_records(path))
-                   for path in self.files)
+        return sum(
+            count_lines(path) if not _is_array(path) else sum(1 for _ in array_records(path)) for path in self.files
+        )
 
     def records(self) -> Iterator[Located | Rejected]:
         for path, (dataset, split) in self.files.items():
@@ -165,9 +185,18 @@ class PopeSource(SourceAdapter):
                 yield guarded(locator, record, self._sample, dataset, split, record)
 
     def _sample(self, dataset: str, split: str, record: dict[str, Any]) -> Sample:
-        return probe_sample(self.store, self.name, dataset, split, read_question_id(record), self.image_dir,
-                            text_field(record, "image"), text_field(record, "text"),
-                            read_label(text_field(record, "label")), PUBLISHED)
+        return probe_sample(
+            self.store,
+            self.name,
+            dataset,
+            split,
+            read_question_id(record),
+            self.image_dir,
+            text_field(record, "image"),
+            text_field(record, "text"),
+            read_label(text_field(record, "label")),
+            PUBLISHED,
+        )
 
 
 def _is_array(path: Path) -> bool:

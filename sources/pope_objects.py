@@ -43,6 +43,7 @@ bare file: an ingest of it never ends in a silent 0). Skipped and counted (``ing
 the console line): images with fewer than ``sample_num`` objects, positives with no object
 left to ask about.
 """
+
 from __future__ import annotations
 
 import json
@@ -85,8 +86,9 @@ def negatives_by(split: str, positive: str, frequency: Counter[str], together: d
 Probe = tuple[int, str, str, str]  # question id, image, object, label
 
 
-def build_probes(objects: Objects, sample_num: int, images: int | None, seed: int,
-                 splits: Sequence[str]) -> tuple[dict[str, list[Probe]], Counter[str]]:
+def build_probes(
+    objects: Objects, sample_num: int, images: int | None, seed: int, splits: Sequence[str]
+) -> tuple[dict[str, list[Probe]], Counter[str]]:
     """split -> [(question id, image, object, label)] by POPE's rules (module docstring), and
     per split the positives left unasked because no object was left to ask about."""
     rng = random.Random(seed)
@@ -129,8 +131,11 @@ class PopeObjectsSource(SourceAdapter):
         if self.options.annotations is not None:
             self.annotations = self.require(self.options.annotations)
         else:
-            found = [self.root / "objects.jsonl"] if (self.root / "objects.jsonl").is_file() else \
-                sorted(self.root.glob("instances*.json"))
+            found = (
+                [self.root / "objects.jsonl"]
+                if (self.root / "objects.jsonl").is_file()
+                else sorted(self.root.glob("instances*.json"))
+            )
             if not found:
                 raise SourceError(f"pope_objects: no objects.jsonl or instances*.json under {self.root}")
             self.annotations = found[0]
@@ -170,8 +175,18 @@ class PopeObjectsSource(SourceAdapter):
             self.skipped[f"{split}: positive with no object left to ask about"] += count
         for split, probes in built.items():
             for question_id, image, name, label in probes:
-                sample = probe_sample(self.store, self.name, opts.dataset, split, question_id, self.image_dir, image,
-                                      probe_question(name), label, BUILT)
+                sample = probe_sample(
+                    self.store,
+                    self.name,
+                    opts.dataset,
+                    split,
+                    question_id,
+                    self.image_dir,
+                    image,
+                    probe_question(name),
+                    label,
+                    BUILT,
+                )
                 yield Located(f"{self.annotations.name}:{split}/{question_id}", sample)
 
     def _pope(self) -> Iterator[tuple[str, list[str]] | Rejected]:
@@ -180,8 +195,12 @@ class PopeObjectsSource(SourceAdapter):
                 yield item
                 continue
             image, found = item.record.get("image"), item.record.get("objects")
-            if not (isinstance(image, str) and image.strip() and isinstance(found, list)
-                    and all(isinstance(o, str) and o.strip() for o in found)):
+            if not (
+                isinstance(image, str)
+                and image.strip()
+                and isinstance(found, list)
+                and all(isinstance(o, str) and o.strip() for o in found)
+            ):
                 yield Rejected(item.locator, "malformed annotation: needs image and a list of objects", item.raw)
                 continue
             yield image.strip(), [o.strip() for o in found]
@@ -192,8 +211,9 @@ class PopeObjectsSource(SourceAdapter):
             data = json.loads(self.annotations.read_text(encoding="utf-8-sig"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise SourceError(f"pope_objects: {name} is not a JSON file: {exc}") from None
-        if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("images", "annotations",
-                                                                                         "categories")):
+        if not isinstance(data, dict) or not all(
+            isinstance(data.get(k), list) for k in ("images", "annotations", "categories")
+        ):
             raise SourceError(f"pope_objects: {name} is not a COCO instances file (images, annotations, categories)")
         files = {i.get("id"): i.get("file_name") for i in data["images"] if isinstance(i, dict)}
         names = {c.get("id"): c.get("name") for c in data["categories"] if isinstance(c, dict)}
@@ -202,10 +222,15 @@ class PopeObjectsSource(SourceAdapter):
             ann = ann if isinstance(ann, dict) else {}
             image, category = files.get(ann.get("image_id")), names.get(ann.get("category_id"))
             if not isinstance(image, str) or not isinstance(category, str):
-                yield Rejected(f"{name}:annotations[{index}]", "annotation names an unknown image or category",
-                               json.dumps(ann)[:500])
+                yield Rejected(
+                    f"{name}:annotations[{index}]",
+                    "annotation names an unknown image or category",
+                    json.dumps(ann)[:500],
+                )
                 continue
             size = ann.get("area")
-            area[image][category] += float(size) if isinstance(size, (int, float)) and not isinstance(size, bool) else 0.0
+            area[image][category] += (
+                float(size) if isinstance(size, (int, float)) and not isinstance(size, bool) else 0.0
+            )
         for image, by_category in sorted(area.items()):
             yield image, sorted(by_category, key=lambda c: (-by_category[c], c))

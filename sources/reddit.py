@@ -49,6 +49,7 @@ Format facts relied on, and where they are published (besides shared/SOURCES.md)
 - flags written as text (``"false"``, ``"null"``) are not documented in a published schema:
   they are read tolerantly because some dump generations have them.
 """
+
 from __future__ import annotations
 
 import html
@@ -64,10 +65,10 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import Field
 
-from mmcurate.core.text import has_sentences
 from mmcurate.core.errors import ImageRejected, SourceError
 from mmcurate.core.plural import listed
 from mmcurate.core.records import Rejected, Sample
+from mmcurate.core.text import has_sentences
 
 from .base import AdapterOptions, Located, SourceAdapter
 from .linescan import line_scanner
@@ -82,10 +83,20 @@ MIME_EXT = {"jpg": "jpg", "jpeg": "jpg", "png": "png", "webp": "webp"}
 
 class RedditOptions(AdapterOptions):
     question_words: list[str] = Field(
-        default_factory=lambda: ["what", "when", "where", "which", "who", "whom", "whose", "why", "how"])
-    survey_phrases: list[str] = Field(default_factory=lambda: [
-        "do you", "what is your", "what's your", "what are your", "have you ever", "would you",
-        "your favorite", "your favourite"])
+        default_factory=lambda: ["what", "when", "where", "which", "who", "whom", "whose", "why", "how"]
+    )
+    survey_phrases: list[str] = Field(
+        default_factory=lambda: [
+            "do you",
+            "what is your",
+            "what's your",
+            "what are your",
+            "have you ever",
+            "would you",
+            "your favorite",
+            "your favourite",
+        ]
+    )
     image_hosts: list[str] = Field(default_factory=lambda: ["i.redd.it"])
     image_extensions: list[str] = Field(default_factory=lambda: [".jpg", ".jpeg", ".png", ".webp"])
     min_answer_words: int = Field(default=50, ge=0)  # an answer needs strictly more words than this
@@ -160,6 +171,7 @@ class Candidate:
 
 
 # --- rules -------------------------------------------------------------------------------
+
 
 def clean(text: str) -> str:
     return html.unescape(text).strip()
@@ -247,6 +259,7 @@ def as_int(value: Any) -> int:
 
 # --- adapter -----------------------------------------------------------------------------
 
+
 class RedditSource(SourceAdapter):
     name = "reddit"
     Options = RedditOptions
@@ -261,14 +274,19 @@ class RedditSource(SourceAdapter):
         self.comments_skipped: Counter[str] = Counter()  # comments on candidates, by reason
         self.picker, self._scanner = line_scanner()
         try:
-            self._posts = PostLines((*(h.encode() for h in self.options.image_hosts), b'"is_gallery"'),
-                                    self.options.question_words, self._scanner)
+            self._posts = PostLines(
+                (*(h.encode() for h in self.options.image_hosts), b'"is_gallery"'),
+                self.options.question_words,
+                self._scanner,
+            )
         except ValueError as exc:
             raise SourceError(f"reddit: {exc}") from None
         self.pairs = dump_pairs(self.root)
         if not self.pairs:
-            raise SourceError(f"reddit: no RS_YYYY-MM.zst/RC_YYYY-MM.zst or <subreddit>_submissions.zst/"
-                              f"<subreddit>_comments.zst files under {self.root}")
+            raise SourceError(
+                f"reddit: no RS_YYYY-MM.zst/RC_YYYY-MM.zst or <subreddit>_submissions.zst/"
+                f"<subreddit>_comments.zst files under {self.root}"
+            )
         if self.options.pairs is not None:
             known = {pair.key: pair for pair in self.pairs}
             unknown = [key for key in self.options.pairs if key not in known]
@@ -323,7 +341,9 @@ class RedditSource(SourceAdapter):
                 else:
                     self.skipped[outcome] += 1
 
-    def _candidate(self, post: dict[str, Any] | Rejected, locator: str, month: str | None) -> Candidate | Rejected | str:
+    def _candidate(
+        self, post: dict[str, Any] | Rejected, locator: str, month: str | None
+    ) -> Candidate | Rejected | str:
         """A candidate, a rejection, or the reason the post is skipped."""
         if isinstance(post, Rejected):
             return post
@@ -352,9 +372,14 @@ class RedditSource(SourceAdapter):
         except (OverflowError, OSError, ValueError):
             return Rejected(locator, f"post {post_id}: created_utc {created} is not a time")
         meta = {
-            "subreddit": post.get("subreddit"), "post_id": post_id, "created_utc": created,
-            "post_score": post.get("score"), "num_comments": post.get("num_comments"),
-            "image_urls": [ref.url for ref in refs], "over_18": flag(post.get("over_18")), "month": month,
+            "subreddit": post.get("subreddit"),
+            "post_id": post_id,
+            "created_utc": created,
+            "post_score": post.get("score"),
+            "num_comments": post.get("num_comments"),
+            "image_urls": [ref.url for ref in refs],
+            "over_18": flag(post.get("over_18")),
+            "month": month,
         }
         preview = _preview_url(post)
         if preview:
@@ -401,7 +426,9 @@ class RedditSource(SourceAdapter):
         meta = {**post.meta, "comment_id": comment_id, "comment_score": comment.get("score")}
         if isinstance(comment.get("permalink"), str):
             meta["permalink"] = comment["permalink"]
-        yield Located(locator, Sample(self.name, f"{post.post_id}/{comment_id}", post.title, [body], list(post.images), meta=meta))
+        yield Located(
+            locator, Sample(self.name, f"{post.post_id}/{comment_id}", post.title, [body], list(post.images), meta=meta)
+        )
 
 
 def _preview_url(post: dict[str, Any]) -> str | None:

@@ -7,6 +7,7 @@ the C pass ``_linescan``, or the same in pure Python) over a run of complete lin
 line whose bytes it cannot judge that way (rare: an escaped or over-long id, two titles)
 is picked to be parsed, or left to the line-by-line regex (``links_to``), never guessed.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,8 +47,10 @@ class PostLines:
         self.scanner = scanner
         limits = scanner.MAX_MARKERS, scanner.MAX_QUESTIONS
         if len(self.markers) > limits[0] or len(self.questions) > limits[1]:
-            raise ValueError(f"at most {limits[0] - 1} image hosts and {limits[1]} question words "
-                             f"(got {len(self.markers) - 1} and {len(self.questions)})")
+            raise ValueError(
+                f"at most {limits[0] - 1} image hosts and {limits[1]} question words "
+                f"(got {len(self.markers) - 1} and {len(self.questions)})"
+            )
 
     def __call__(self, data: bytes, start: int, end: int, first: int) -> tuple[int, list[Pick], tuple[int, ...]]:
         return self.scanner.pick_posts(data, start, end, first, self.markers, TITLE_KEY, self.questions, TITLE_WINDOW)

@@ -15,6 +15,7 @@ The ten answers become one gold list, the most frequent first (``answers_by_freq
 the raw list stays in meta). The test split is published without answers: its records are
 counted under ``skipped`` as unlabelled (``image_qa``), not quarantined.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -46,5 +47,14 @@ class TextVQASource(SplitQuestionsSource):
         if not isinstance(raw, list):
             raise ValueError("answers is not a list")
         meta = {"split": split, "image_id": image_id, "annotator_answers": raw}
-        return image_qa_sample(self.store, self.name, question_id, question, answers_by_frequency(raw),
-                               self.image_dir(split), f"{image_id}.jpg", SCENE_TEXT, meta)
+        return image_qa_sample(
+            self.store,
+            self.name,
+            question_id,
+            question,
+            answers_by_frequency(raw),
+            self.image_dir(split),
+            f"{image_id}.jpg",
+            SCENE_TEXT,
+            meta,
+        )

@@ -13,6 +13,7 @@ and ``meta.gold_missing``: the record itself is valid, a trimmed KB is a normal 
 and the pipeline's gold check later drops such samples with a ledger entry instead of them
 vanishing at ingest.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -49,7 +50,9 @@ def _provenance(record: dict[str, Any]) -> list[dict[str, str]]:
         if not isinstance(item, dict):
             raise ValueError(f"provenance item {item!r} is not an object")
         wid, title = item.get("wikipedia_id"), item.get("title")
-        found.append({"wikipedia_id": "" if wid is None else str(wid), "title": title if isinstance(title, str) else ""})
+        found.append(
+            {"wikipedia_id": "" if wid is None else str(wid), "title": title if isinstance(title, str) else ""}
+        )
     return found
 
 
@@ -141,11 +144,15 @@ class ViQuAESource(SourceAdapter):
         if record.get("meta") is not None:
             meta["viquae_meta"] = record["meta"]
         gold = self._gold(provenance, answers, articles, meta)
-        return Sample(self.name, ident, record["input"].strip(), answers,
-                      images=[image], gold_contexts=gold, meta=meta)
+        return Sample(self.name, ident, record["input"].strip(), answers, images=[image], gold_contexts=gold, meta=meta)
 
-    def _gold(self, provenance: list[dict[str, str]], answers: list[str],
-              articles: dict[str, KiltArticle], meta: dict[str, Any]) -> list[Context]:
+    def _gold(
+        self,
+        provenance: list[dict[str, str]],
+        answers: list[str],
+        articles: dict[str, KiltArticle],
+        meta: dict[str, Any],
+    ) -> list[Context]:
         if not provenance:
             meta["gold_missing"] = "no provenance"
             return []
@@ -156,7 +163,8 @@ class ViQuAESource(SourceAdapter):
         notes: list[str] = []
         for item in provenance:
             article = articles.get(item["wikipedia_id"]) or (
-                articles.get(title_key(item["title"])) if item["title"] else None)
+                articles.get(title_key(item["title"])) if item["title"] else None
+            )
             if article is None:
                 notes.append(f"provenance article {item['wikipedia_id'] or item['title']!r} not in the KB")
                 continue

@@ -13,6 +13,7 @@ a sample lost evidence. A sample left with no gold fact is quarantined whole.
 unless ``include_test`` is set, and then its samples have no answers, no gold and no
 negatives; their candidate facts are listed in ``meta["candidate_contexts"]``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -129,7 +130,9 @@ class WebQASource(SourceAdapter):
         count = 0
         try:
             for _, record in iter_members(self.train_val):
-                count += not isinstance(record, dict) or not isinstance(record.get("split"), str) or self._wanted(record)
+                count += (
+                    not isinstance(record, dict) or not isinstance(record.get("split"), str) or self._wanted(record)
+                )
         except JsonMembersError:
             pass  # the ingest quarantines the unreadable rest; the count stops there too
         return count
@@ -236,16 +239,19 @@ class WebQASource(SourceAdapter):
         else:
             gold, negatives = [], []
             meta["candidate_contexts"] = [c.to_row() for c in groups["txt_Facts"] + groups["img_Facts"]]
-        yield Located(locator, Sample(
-            source=self.name,
-            source_id=guid,
-            question=question,
-            answers=answers,
-            images=[],
-            gold_contexts=gold,
-            negative_contexts=negatives,
-            meta=meta,
-        ))
+        yield Located(
+            locator,
+            Sample(
+                source=self.name,
+                source_id=guid,
+                question=question,
+                answers=answers,
+                images=[],
+                gold_contexts=gold,
+                negative_contexts=negatives,
+                meta=meta,
+            ),
+        )
 
     def _fact(self, key: str, fact: Any, images: ImageTable) -> Context:
         if not isinstance(fact, dict):

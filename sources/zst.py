@@ -11,6 +11,7 @@ multi-byte UTF-8 character: 0x0A never occurs inside one) is joined before it is
 A cut-off download is detected by checking that the last frame really ended:
 ``stream_reader`` would just stop there silently.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,8 @@ import zstandard
 
 from mmcurate.core.records import Rejected
 
-from .linescan import line_scanner
 from .base import TOO_DEEP
+from .linescan import line_scanner
 
 _END = object()  # the last item of a background reader
 MAX_WINDOW = 2**31
@@ -77,7 +78,7 @@ def _blocks(path: Path, chunk_bytes: int) -> Iterator[bytes | str | zstandard.Zs
                 fed = True
                 view = memoryview(piece)
                 for at in range(0, len(piece), chunk_bytes):
-                    if block := frames.feed(view[at:at + chunk_bytes]):
+                    if block := frames.feed(view[at : at + chunk_bytes]):
                         yield block
     except zstandard.ZstdError as exc:
         yield exc
@@ -174,8 +175,12 @@ def read_lines(
     """
     picker = picker or line_scanner()[1].pick_lines
     handover = _Handover(HANDOVER_BYTES)
-    worker = threading.Thread(target=_produce, daemon=True, name=f"zst-{Path(path).name}",
-                              args=(Path(path), picker, max_line_bytes, chunk_bytes, handover))
+    worker = threading.Thread(
+        target=_produce,
+        daemon=True,
+        name=f"zst-{Path(path).name}",
+        args=(Path(path), picker, max_line_bytes, chunk_bytes, handover),
+    )
     worker.start()
     try:
         while (item := handover.get()) is not _END:
@@ -247,12 +252,12 @@ def _batches(path: Path, picker: Picker, max_line_bytes: int, chunk_bytes: int) 
                 yield Rejected(f"{name}:{lineno}", f"line longer than {max_line_bytes} bytes")
                 discarding = False
             elif pending:
-                head = pending + block[:first + 1]
+                head = pending + block[: first + 1]
                 yield from cut(head, 0, len(head))
             start, last = (first + 1 if continued else 0), block.rfind(b"\n")
             if last >= start:
                 yield from cut(block, start, last + 1)
-            pending = block[last + 1:]
+            pending = block[last + 1 :]
         if len(pending) > max_line_bytes:
             discarding = True
             pending = b""

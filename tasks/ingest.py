@@ -6,6 +6,7 @@ runner (threads, Dask or Ray workers, like the curation stages), each into its o
 then merged in the parts' order: the same result, byte for byte, whichever worker finished
 first. A finished part is not ingested again after a crash.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,14 +25,16 @@ from mmcurate.sources.ingest import IngestResult, ingest, ingest_folder, load_in
 
 @task(name="ingest-source", cache_policy=NO_CACHE, task_run_name="ingest-{spec.name}")
 def ingest_whole(spec: SourceSpec, out: Path, workdir: Path) -> IngestResult:
-    return ingest(spec.name, spec.root, out, images=spec.images, options=spec.options,
-                  store=ImageStore(workdir / "images"))
+    return ingest(
+        spec.name, spec.root, out, images=spec.images, options=spec.options, store=ImageStore(workdir / "images")
+    )
 
 
 @task(name="ingest-part", cache_policy=NO_CACHE, task_run_name="ingest-{spec.name}-{key}")
 def ingest_part(spec: SourceSpec, key: str, options: dict[str, Any], out: Path, workdir: Path) -> IngestResult:
-    return load_ingest(out) or ingest(spec.name, spec.root, out, images=spec.images, options=options,
-                                      store=ImageStore(workdir / "images"))
+    return load_ingest(out) or ingest(
+        spec.name, spec.root, out, images=spec.images, options=options, store=ImageStore(workdir / "images")
+    )
 
 
 @task(name="merge-ingests", cache_policy=NO_CACHE)
@@ -51,8 +54,9 @@ def ingest_source(spec: SourceSpec, workdir: Path) -> IngestResult:
         else:
             keys = [key for key, _ in parts]
             folders = [out / "parts" / key.replace("/", "_") for key in keys]
-            futures = ingest_part.map(unmapped(spec), keys, [options for _, options in parts], folders,
-                                      unmapped(workdir))
+            futures = ingest_part.map(
+                unmapped(spec), keys, [options for _, options in parts], folders, unmapped(workdir)
+            )
             result = merge_parts(futures.result(), out)
     get_run_logger().info(result.summary())
     return result
@@ -89,5 +93,8 @@ def spill_samples(results: list[IngestResult], limits: list[int | None], folder:
 
 def load_quarantine(results: list[IngestResult]) -> pa.Table:
     """All quarantine rows, concatenated in source order."""
-    return (pa.concat_tables([read_table(r.quarantine_path, QUARANTINE) for r in results])
-            if results else QUARANTINE.empty_table())
+    return (
+        pa.concat_tables([read_table(r.quarantine_path, QUARANTINE) for r in results])
+        if results
+        else QUARANTINE.empty_table()
+    )

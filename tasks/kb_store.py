@@ -9,6 +9,7 @@ MiniLM runs on the worker's GPU when it has one), a thin wrapper over ``retrieva
 shards are skipped, so a rerun after a crash embeds only what is left; Stage II then finds the
 store complete. A KB that fits in memory needs none of this: nothing is submitted.
 """
+
 from __future__ import annotations
 
 import time
@@ -19,8 +20,7 @@ import pyarrow.compute as pc
 from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
-from mmcurate.benchmarks.deflectionbench import PAGE_STRATEGIES, DeflectionBenchConfig
-from mmcurate.benchmarks.deflectionbench import RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import PAGE_STRATEGIES, DeflectionBenchConfig, RetrievalConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.specs import TextEncoderSpec
@@ -45,12 +45,14 @@ def embed_kb_shard(root: str, number: int, encoder: TextEncoderSpec) -> int:
 def prepare_kb(settings: Settings, section: DeflectionBenchConfig, samples: pa.Table | SpilledTable) -> None:
     """Fill the vector store of each KB ``section`` searches (a source's own, ``mining.<source>.kb``,
     or the shared ``retrieval.kb``) on the task runner when Stage II will need it (module docstring)."""
-    searched = pa.array([source for source, mining in section.mining.items() if mining.strategy in PAGE_STRATEGIES],
-                        pa.string())
+    searched = pa.array(
+        [source for source, mining in section.mining.items() if mining.strategy in PAGE_STRATEGIES], pa.string()
+    )
     mined: set[str] = set()  # the sources with a sample whose strategy searches a KB's pages
     for batch in table_batches(samples, ["source", "negative_contexts"]):
-        needs = pc.and_(pc.equal(pc.list_value_length(batch["negative_contexts"]), 0),
-                        pc.is_in(batch["source"], value_set=searched))
+        needs = pc.and_(
+            pc.equal(pc.list_value_length(batch["negative_contexts"]), 0), pc.is_in(batch["source"], value_set=searched)
+        )
         mined.update(pc.unique(pc.filter(batch["source"], needs)).to_pylist())
     searching = (section.mining[source].retrieval(section.retrieval) for source in sorted(mined))
     kbs = {str(cfg.kb): cfg for cfg in searching}  # each KB once, whichever sources search it
@@ -71,7 +73,8 @@ def _prepare(settings: Settings, cfg: RetrievalConfig) -> None:
     pending = store.pending()
     total = sum(s.rows for s in pending)
     futures = embed_kb_shard.with_options(task_run_name="kb-shard-{number}").map(
-        unmapped(str(store.root)), [s.number for s in pending], unmapped(cfg.text_encoder))
+        unmapped(str(store.root)), [s.number for s in pending], unmapped(cfg.text_encoder)
+    )
     started, done = time.monotonic(), 0
     for future in futures:
         done += future.result()

@@ -1,4 +1,5 @@
 """Secrets for the model layer, from Prefect Secret blocks (the only place they are read)."""
+
 from __future__ import annotations
 
 from prefect.blocks.system import Secret

@@ -1,6 +1,7 @@
 """Telling people what an unattended run did: a Prefect markdown artifact, and a message
 through a Prefect notification block (Slack, e-mail, Apprise, ... configured in Prefect)
 when one is named, e.g. ``slack-webhook/curation`` (block type slug / block name)."""
+
 from __future__ import annotations
 
 from prefect import task
@@ -20,8 +21,9 @@ def report_outcome(key: str, subject: str, markdown: str, block: str | None = No
     try:
         notifier = Block.load(block)
     except ValueError:
-        raise ConfigError(f"notification block {block!r} not found (give its type slug and name, "
-                          "e.g. slack-webhook/curation)") from None
+        raise ConfigError(
+            f"notification block {block!r} not found (give its type slug and name, e.g. slack-webhook/curation)"
+        ) from None
     if not callable(getattr(notifier, "notify", None)):
         raise ConfigError(f"block {block!r} is not a notification block")
     notifier.notify(body=markdown, subject=subject)  # type: ignore[union-attr]  # sync_compatible, as Block.load

@@ -1,5 +1,6 @@
 """The plan of a flow run as Prefect artifacts: before any model is called, and beside what
 the run spent once it is done."""
+
 from __future__ import annotations
 
 from prefect import get_run_logger, task
@@ -10,11 +11,11 @@ import mmcurate.planning.builtin  # noqa: F401  registers each benchmark's plann
 from mmcurate.benchmarks import Benchmark
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.plural import counted
 from mmcurate.planning.plan import Plan
 from mmcurate.planning.recuration import Budget
-from mmcurate.releases.recuration import Recuration
 from mmcurate.releases.reader import list_versions
-from mmcurate.core.plural import counted
+from mmcurate.releases.recuration import Recuration
 
 
 @task(name="plan", cache_policy=NO_CACHE)
@@ -35,9 +36,12 @@ def plan_run(settings: Settings, benchmark: Benchmark, samples: int) -> Plan | N
             raise
         get_run_logger().warning(f"plan: no rates from {retention} ({exc}); using the paper's funnel")
         plan = planner(settings, samples, None)
-    create_table_artifact(key=f"{benchmark.name}-plan", table=plan.table(),
-                          description=f"{benchmark.name}: planned requests, tokens, GPU-hours and cost for "
-                                      f"{counted(samples, 'sample', grouped=True)}; retention: {plan.rates_from}")
+    create_table_artifact(
+        key=f"{benchmark.name}-plan",
+        table=plan.table(),
+        description=f"{benchmark.name}: planned requests, tokens, GPU-hours and cost for "
+        f"{counted(samples, 'sample', grouped=True)}; retention: {plan.rates_from}",
+    )
     return plan
 
 
@@ -47,8 +51,11 @@ def report_spent(plan: Plan | None, calls: list[dict]) -> list[dict]:
     if plan is None:
         return []
     rows = plan.against(calls)
-    create_table_artifact(key=f"{plan.benchmark}-plan-vs-spent", table=rows,
-                          description=f"{plan.benchmark}: planned vs spent per step and model")
+    create_table_artifact(
+        key=f"{plan.benchmark}-plan-vs-spent",
+        table=rows,
+        description=f"{plan.benchmark}: planned vs spent per step and model",
+    )
     return rows
 
 
@@ -57,8 +64,11 @@ def plan_recuration(run: Recuration, budget: Budget) -> Plan:
     """The bill of a re-curation's added models (``planning.recuration``), recorded before any
     model call; refused (one line) when it is over ``budget``."""
     plan = run.benchmark.recuration_planner()(run)
-    create_table_artifact(key=f"{plan.benchmark}-recuration-plan", table=plan.table(),
-                          description=f"{plan.benchmark} {run.parent.version} -> {run.version}: requests, tokens, "
-                                      f"GPU-hours and cost of the added models ({', '.join(run.new_models)})")
+    create_table_artifact(
+        key=f"{plan.benchmark}-recuration-plan",
+        table=plan.table(),
+        description=f"{plan.benchmark} {run.parent.version} -> {run.version}: requests, tokens, "
+        f"GPU-hours and cost of the added models ({', '.join(run.new_models)})",
+    )
     budget.refuse_over(plan)
     return plan

@@ -16,6 +16,7 @@ own instead (``temporary_api``):
 Nothing is started when a Prefect API is configured already (a server, Prefect Cloud, the
 test harness). The server itself runs as ``python -m mmcurate.tasks.prefect_api PORT``.
 """
+
 from __future__ import annotations
 
 import json
@@ -130,15 +131,26 @@ def start_server(folder: Path | None = None, attempts: int = 3) -> ApiServer:
     folder = folder or registry()
     folder.mkdir(parents=True, exist_ok=True)
     timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180"))
-    env = {**child_environment(), "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-           "PREFECT__SERVER_FINAL": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = {
+        **child_environment(),
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
     last = "no output"
     for _ in range(attempts):  # a port taken between choosing and binding it: try another
         port = _free_port()
         log = folder / f"prefect-api-{os.getpid()}.log"
         with log.open("wb") as out:
-            process = subprocess.Popen([sys.executable, "-m", MODULE, str(port)], env=env, start_new_session=True,
-                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [sys.executable, "-m", MODULE, str(port)],
+                env=env,
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         record = folder / f"prefect-api-{os.getpid()}.json"
         record.write_text(json.dumps({"owner": os.getpid(), "server": process.pid, "port": port}))
         server = ApiServer(process, f"http://127.0.0.1:{port}/api", record, log)
@@ -155,8 +167,9 @@ def start_server(folder: Path | None = None, attempts: int = 3) -> ApiServer:
         if time.monotonic() >= deadline:
             last = f"no answer within {timeout:.0f}s"
             break
-    raise MmcurateError(f"the temporary Prefect API did not start ({last}); "
-                        "set PREFECT_API_URL to a running Prefect server")
+    raise MmcurateError(
+        f"the temporary Prefect API did not start ({last}); set PREFECT_API_URL to a running Prefect server"
+    )
 
 
 def _drain_prefect_workers() -> None:
@@ -193,8 +206,14 @@ def temporary_api() -> Iterator[ApiServer | None]:
 def serve(port: int) -> None:
     """Run Prefect's API app on 127.0.0.1:``port`` until SIGTERM (or the parent's death)."""
     exit_with_parent()
-    uvicorn.run("prefect.server.api.server:create_app", factory=True, host="127.0.0.1", port=port,
-                log_level="error", lifespan="on")
+    uvicorn.run(
+        "prefect.server.api.server:create_app",
+        factory=True,
+        host="127.0.0.1",
+        port=port,
+        log_level="error",
+        lifespan="on",
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 before any model is asked; its last stage, near-duplicates within the release and against the
 earlier versions beside it (``recheck_near_duplicates``); publish the next version with what
 changed and report what the run spent beside the plan."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,14 @@ class Recurated:
         return ", ".join([f"{len(self.draft.removed)} removed", *self.changed, f"{self.kept} kept"])
 
 
-def open_recuration(release: str, config: str | None, add_model: list[str], version: str | None,
-                    max_calls: int | None, max_cost: float | None) -> tuple[Recuration, Plan]:
+def open_recuration(
+    release: str,
+    config: str | None,
+    add_model: list[str],
+    version: str | None,
+    max_calls: int | None,
+    max_cost: float | None,
+) -> tuple[Recuration, Plan]:
     """The re-curation of ``release`` with ``add_model`` (checked before any work) and the
     bill of the added models (refused over the budget before any model call)."""
     run = begin_recuration(release, config, add_model, version)
@@ -52,11 +59,17 @@ def recheck_near_duplicates(run: Recuration, kept: pa.Table | SpilledTable) -> S
     return run_stage(near, kept, run.settings, run.run_id)
 
 
-def publish_recuration(run: Recuration, draft: ReleaseDraft, allow_incomplete: bool, bill: Plan,
-                       calls: list[dict]) -> Path:
+def publish_recuration(
+    run: Recuration, draft: ReleaseDraft, allow_incomplete: bool, bill: Plan, calls: list[dict]
+) -> Path:
     """Publish ``draft`` as the next version with its removals and changes described
     (CHANGELOG.md), then the plan beside the ``calls`` the run made."""
-    path = publish_release(describe_changes(run, draft), run.settings.mirror("releases_root"), run.settings.workdir / "images",
-                           allow_incomplete, folder=run.folder)
+    path = publish_release(
+        describe_changes(run, draft),
+        run.settings.mirror("releases_root"),
+        run.settings.workdir / "images",
+        allow_incomplete,
+        folder=run.folder,
+    )
     report_spent(bill, calls)
     return path

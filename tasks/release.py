@@ -1,5 +1,6 @@
 """Publishing tasks: write the release draft (validated) and report it, or return the release
 it reruns."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ from mmcurate.releases.writer import write_release
 
 
 @task(name="publish-release", cache_policy=NO_CACHE)
-def publish_release(draft: ReleaseDraft, releases: Mirror, images: Path, allow_incomplete: bool = False,
-                    folder: Path | None = None) -> Path:
+def publish_release(
+    draft: ReleaseDraft, releases: Mirror, images: Path, allow_incomplete: bool = False, folder: Path | None = None
+) -> Path:
     """Write the release (into ``folder`` when the benchmark's versions are not under
     ``releases_root/<benchmark>``: a re-curation's, beside its parent); the writer validates it
     and refuses to publish a failing one, and a releases root in an object store gets it by the
@@ -37,8 +39,11 @@ def publish_release(draft: ReleaseDraft, releases: Mirror, images: Path, allow_i
         return existing
     for name, rows in draft.statistics.items():
         if rows:
-            create_table_artifact(key=f"{draft.benchmark}-{name.replace('_', '-')}", table=rows,
-                                  description=f"{draft.benchmark} {draft.version}: {name}")
+            create_table_artifact(
+                key=f"{draft.benchmark}-{name.replace('_', '-')}",
+                table=rows,
+                description=f"{draft.benchmark} {draft.version}: {name}",
+            )
     path = write_release(draft, releases.local, ImageStore(images), folder=folder)
     _share(path, releases)
     create_markdown_artifact(key=f"{draft.benchmark}-release", markdown=release_summary(path, draft.notes))
@@ -58,5 +63,6 @@ def release_summary(path: Path, notes: list[str]) -> str:
     release), then where it was written and its notes."""
     manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
     warnings = "".join(f"{banner}\n\n" for banner in banners(manifest))
-    return (f"# {manifest['benchmark']} {manifest['version']}\n\n{warnings}Written to `{path}`.\n\n"
-            + "\n".join(f"- {note}" for note in notes))
+    return f"# {manifest['benchmark']} {manifest['version']}\n\n{warnings}Written to `{path}`.\n\n" + "\n".join(
+        f"- {note}" for note in notes
+    )

@@ -1,4 +1,5 @@
 """Task runners from configuration: threads on one machine, Dask or Ray beyond it."""
+
 from __future__ import annotations
 
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -16,8 +17,14 @@ def make_task_runner(cfg: TaskRunnerConfig):
     if cfg.kind == "dask":
         if cfg.address:
             return DaskTaskRunner(address=cfg.address)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
-                                              "processes": True, "dashboard_address": None})
+        return DaskTaskRunner(
+            cluster_kwargs={
+                "n_workers": cfg.workers,
+                "threads_per_worker": 1,
+                "processes": True,
+                "dashboard_address": None,
+            }
+        )
     try:
         from prefect_ray import RayTaskRunner
     except ImportError:

@@ -10,6 +10,7 @@ With ``PREFECT_API_URL`` already set, COMMAND runs against that API and nothing 
 Ctrl-C reaches COMMAND's processes (the terminal's process group); this process ignores it
 and waits for them, so their flows record how they ended before the API stops.
 """
+
 from __future__ import annotations
 
 import signal

@@ -16,6 +16,7 @@ then picked from the full rows by sample id). Model calls are made resumable by 
 response cache, not by Prefect result caching: a rerun after a crash re-enters the stage
 and every finished call is a cache hit.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -57,7 +58,8 @@ def _run_shards(stage: Stage, samples: pa.Table, settings: Settings, run_id: str
     """``stage`` on ``samples``, cut into task-runner shards numbered from ``first``, merged."""
     parts = shards(samples, settings.task_runner.shard_size) if stage.shardable else [samples]
     futures = run_shard.with_options(task_run_name=f"{stage.name}-{{index}}").map(
-        unmapped(stage), parts, list(range(first, first + len(parts))), unmapped(settings), unmapped(run_id))
+        unmapped(stage), parts, list(range(first, first + len(parts))), unmapped(settings), unmapped(run_id)
+    )
     try:
         done = futures.result()
     except Exception:
@@ -97,8 +99,9 @@ def _streamed(stage: Stage, samples: SpilledTable, settings: Settings, run_id: s
     return replace(merged, kept=SpilledTable(tuple(paths), schema or samples.schema))
 
 
-def run_stage(stage: Stage, samples: pa.Table | SpilledTable, settings: Settings, run_id: str,
-              rows: int | None = None) -> StageResult:
+def run_stage(
+    stage: Stage, samples: pa.Table | SpilledTable, settings: Settings, run_id: str, rows: int | None = None
+) -> StageResult:
     """Run ``stage`` per shard on the flow's task runner and merge (see the module docstring); a
     spilled table is streamed ``rows`` samples at a time (``_streamed``)."""
     if isinstance(samples, SpilledTable):
@@ -106,10 +109,15 @@ def run_stage(stage: Stage, samples: pa.Table | SpilledTable, settings: Settings
     else:
         result = _run_shards(stage, samples, settings, run_id, 0)
     if result.calls:
-        create_table_artifact(key=f"{stage.name}-calls", table=result.calls,
-                              description=f"{stage.name}: model calls made and cache hits, per model")
+        create_table_artifact(
+            key=f"{stage.name}-calls",
+            table=result.calls,
+            description=f"{stage.name}: model calls made and cache hits, per model",
+        )
         logger = get_run_logger()
         for row in result.calls:  # the rows the card's calls table is made of
-            logger.info(f"{row['stage']} {row['model']}: {counted(row['calls'], 'model call')}, "
-                        f"{counted(row['cache_hits'], 'cache hit')}, {row['failures']} failed")
+            logger.info(
+                f"{row['stage']} {row['model']}: {counted(row['calls'], 'model call')}, "
+                f"{counted(row['cache_hits'], 'cache hit')}, {row['failures']} failed"
+            )
     return result

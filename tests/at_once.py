@@ -1,8 +1,10 @@
 """Run one function on several threads released together, for the races of shared files."""
+
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def run_at_once(work: Callable[[], Any], threads: int) -> tuple[list[Any], list[BaseException]]:

@@ -5,13 +5,15 @@ a scripted model world for stage tests.
 records every request key each model was sent (``world.sent[model]`` -> [(stage, key)]);
 ``world.ctx()`` is a stage context over that pool and the config's judge.
 """
+
 from __future__ import annotations
 
 import json
 import os
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["tests.model_servers", "tests.s3_server"]  # model servers and the local S3 server, for every folder
@@ -28,11 +30,11 @@ from mmcurate.core.images import ImageStore  # noqa: E402
 from mmcurate.core.records import Context, Sample  # noqa: E402
 from mmcurate.core.schema import SAMPLE  # noqa: E402
 from mmcurate.core.stages import StageContext  # noqa: E402
+from mmcurate.judging.session import Models  # noqa: E402
+from mmcurate.judging.simpleqa import make_judge  # noqa: E402
 from mmcurate.models.accounting import CallCounter  # noqa: E402
 from mmcurate.models.cache import ResponseCache  # noqa: E402
 from mmcurate.models.client import ModelPool  # noqa: E402
-from mmcurate.judging.simpleqa import make_judge  # noqa: E402
-from mmcurate.judging.session import Models  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -75,8 +77,11 @@ def _listing(folder: Path) -> dict[str, tuple[int, int]]:
     """Everything under ``folder`` with its size and modification time (empty when absent)."""
     if not folder.is_dir():
         return {}
-    return {str(path.relative_to(folder)): (stat.st_size, stat.st_mtime_ns)
-            for path in folder.rglob("*") for stat in [path.lstat()]}
+    return {
+        str(path.relative_to(folder)): (stat.st_size, stat.st_mtime_ns)
+        for path in folder.rglob("*")
+        for stat in [path.lstat()]
+    }
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -88,8 +93,11 @@ def checkout_unchanged() -> Iterator[None]:
     changes = []
     for folder, was in before.items():
         now = _listing(folder)
-        for what, names in (("added", now.keys() - was.keys()), ("removed", was.keys() - now.keys()),
-                            ("changed", {n for n in now.keys() & was.keys() if now[n] != was[n]})):
+        for what, names in (
+            ("added", now.keys() - was.keys()),
+            ("removed", was.keys() - now.keys()),
+            ("changed", {n for n in now.keys() & was.keys() if now[n] != was[n]}),
+        ):
             if names:
                 changes.append(f"{folder}: {what} {len(names)}, e.g. {', '.join(sorted(names)[:3])}")
     assert not changes, "the tests wrote into the checkout: " + "; ".join(changes)
@@ -147,12 +155,14 @@ class World:
         """A stage context over this world's pool and judge (images in ``store``)."""
         pool = self.pool
         settings = pool.settings
-        return StageContext(settings, run_id, store or ImageStore(self.root / "images"),
-                            Models(pool, self.judge, self.counter))
+        return StageContext(
+            settings, run_id, store or ImageStore(self.root / "images"), Models(pool, self.judge, self.counter)
+        )
 
     def calls(self, stage: str, model: str) -> int:
-        return sum(r["calls"] + r["cache_hits"] for r in self.counter.rows()
-                   if r["stage"] == stage and r["model"] == model)
+        return sum(
+            r["calls"] + r["cache_hits"] for r in self.counter.rows() if r["stage"] == stage and r["model"] == model
+        )
 
 
 @pytest.fixture
@@ -172,14 +182,27 @@ def image(cid: str, sha: str, title: str | None = None) -> Context:
     return Context(context_id=cid, modality="image", image=sha, title=title)
 
 
-def sample(source_id: str, question: str, answers: list[str], gold: list[Context] | None = None,
-           negatives: list[Context] | None = None, source: str = "infoseek", images: list[str] | None = None,
-           meta: dict | None = None) -> dict:
+def sample(
+    source_id: str,
+    question: str,
+    answers: list[str],
+    gold: list[Context] | None = None,
+    negatives: list[Context] | None = None,
+    source: str = "infoseek",
+    images: list[str] | None = None,
+    meta: dict | None = None,
+) -> dict:
     return Sample(
-        source=source, source_id=source_id, question=question, answers=answers,
+        source=source,
+        source_id=source_id,
+        question=question,
+        answers=answers,
         images=images if images is not None else ["ab" * 32],
-        gold_contexts=gold if gold is not None else [text(f"{source_id}-g", f"GOLD-{source_id} says {answers[0] if answers else ''}", "Gold")],
-        negative_contexts=negatives or [], meta=meta or {},
+        gold_contexts=gold
+        if gold is not None
+        else [text(f"{source_id}-g", f"GOLD-{source_id} says {answers[0] if answers else ''}", "Gold")],
+        negative_contexts=negatives or [],
+        meta=meta or {},
     ).to_row()
 
 

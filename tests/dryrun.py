@@ -1,5 +1,6 @@
 """The dry run's config (configs/dryrun.yaml: two scripted models) pointed at this checkout's
 scripts and the bundled fixtures, for the tests and the benches that curate it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,10 +10,18 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
-def dryrun_config(home: Path, fixtures: Path, *, releases: str = "releases", oracle_rule: str | None = None,
-                  sources: tuple[str, ...] | None = None, reader_script: Path | None = None,
-                  leakage_filter: str | None = None, workdir: str | None = None,
-                  releases_root: str | None = None) -> Path:
+def dryrun_config(
+    home: Path,
+    fixtures: Path,
+    *,
+    releases: str = "releases",
+    oracle_rule: str | None = None,
+    sources: tuple[str, ...] | None = None,
+    reader_script: Path | None = None,
+    leakage_filter: str | None = None,
+    workdir: str | None = None,
+    releases_root: str | None = None,
+) -> Path:
     """Writes ``home/dryrun-<releases>.yaml``: workdir ``home/work`` and releases root
     ``home/<releases>`` unless ``workdir`` / ``releases_root`` (paths or URLs) are given."""
     config = yaml.safe_load((REPO / "configs" / "dryrun.yaml").read_text())

@@ -10,6 +10,7 @@ connection closes without a response); ``hangs`` holds every attempt, so only th
 timeout ends them, whatever its length; ``admit = N`` answers N requests and then holds the
 rest until ``released``.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,10 @@ import socket
 import struct
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -31,8 +33,16 @@ from mmcurate.models.requests import text_of
 
 # kind -> how many first attempts misbehave (None: every attempt)
 FAULTS: dict[str, int | None] = {
-    "ok": 0, "500x2": 2, "429": 1, "hang": 1, "malformed": 1, "empty": 1, "reset": 1,
-    "always500": None, "401": None, "hangs": None,
+    "ok": 0,
+    "500x2": 2,
+    "429": 1,
+    "hang": 1,
+    "malformed": 1,
+    "empty": 1,
+    "reset": 1,
+    "always500": None,
+    "401": None,
+    "hangs": None,
 }
 
 
@@ -95,7 +105,7 @@ class HoldingServer(ThreadingHTTPServer):
 
 
 class _Handler(JsonHandler):
-    server: "FaultServer"
+    server: FaultServer
     models = b'{"object": "list", "data": [{"id": "fault", "object": "model"}]}'
 
     def do_POST(self) -> None:
@@ -131,8 +141,9 @@ class _Handler(JsonHandler):
             return
         reply = {
             "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer {ident}"},
-                         "finish_reason": "stop"}],
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": f"answer {ident}"}, "finish_reason": "stop"}
+            ],
             "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
         }
         self._send(200, json.dumps(reply).encode())
@@ -191,8 +202,15 @@ def fault_spec(fault_server: FaultServer) -> Callable[..., ModelSpec]:
     the timeout matters only for a request it holds)."""
 
     def make(**overrides: Any) -> ModelSpec:
-        fields = dict(name="faulty", backend="openai", model="fault-model", base_url=fault_server.base_url,
-                      timeout=30.0, max_retries=3, concurrency=4)
+        fields = dict(
+            name="faulty",
+            backend="openai",
+            model="fault-model",
+            base_url=fault_server.base_url,
+            timeout=30.0,
+            max_retries=3,
+            concurrency=4,
+        )
         return ModelSpec(**{**fields, **overrides})
 
     return make

@@ -10,12 +10,13 @@ fsspec already). ``s3_bucket`` (per test) creates a fresh, empty bucket and retu
 
 A pytest plugin of tests/conftest.py: every test folder can ask for these fixtures.
 """
+
 from __future__ import annotations
 
 import itertools
 import logging
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -2,6 +2,7 @@
 console errors and uncaught exceptions it raised, the answer of a DOM probe (a JavaScript
 expression returning JSON) once the document has loaded, and a full-page screenshot kept in
 ``artifacts`` (pytest keeps its temporary folders after the run)."""
+
 from __future__ import annotations
 
 import base64
@@ -18,9 +19,17 @@ import httpx
 from websockets.sync.client import connect
 
 CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--window-size=1280,1600"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,1600",
+]
 STARTUP = 60.0  # seconds Chromium may take to start, bounded (a deadline, not a timing window)
 
 
@@ -36,8 +45,11 @@ def render(page: Path, probe: str, artifacts: Path) -> Rendered:
     expression evaluating to a JSON string) and screenshot the whole page into ``artifacts``."""
     artifacts.mkdir(parents=True, exist_ok=True)
     profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=artifacts))
-    browser = subprocess.Popen([str(CHROMIUM), *FLAGS, "--remote-debugging-port=0", f"--user-data-dir={profile}",
-                                "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    browser = subprocess.Popen(
+        [str(CHROMIUM), *FLAGS, "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         active = profile / "DevToolsActivePort"
         deadline = time.monotonic() + STARTUP
@@ -49,6 +61,7 @@ def render(page: Path, probe: str, artifacts: Path) -> Rendered:
         ids = itertools.count(1)
         errors: list[str] = []
         with connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
+
             def wait(number: int | None = None, event: str | None = None) -> dict:
                 """Read messages until the reply to ``number`` or the event ``event``, noting errors."""
                 while True:
@@ -79,9 +92,16 @@ def render(page: Path, probe: str, artifacts: Path) -> Rendered:
             answer = call("Runtime.evaluate", expression=probe, returnByValue=True)["result"]["value"]
             metrics = call("Page.getLayoutMetrics")["cssContentSize"]
             shot = artifacts / f"{page.stem}.png"
-            shot.write_bytes(base64.b64decode(call(
-                "Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                clip={"x": 0, "y": 0, "width": metrics["width"], "height": metrics["height"], "scale": 1})["data"]))
+            shot.write_bytes(
+                base64.b64decode(
+                    call(
+                        "Page.captureScreenshot",
+                        format="png",
+                        captureBeyondViewport=True,
+                        clip={"x": 0, "y": 0, "width": metrics["width"], "height": metrics["height"], "scale": 1},
+                    )["data"]
+                )
+            )
             return Rendered(errors, json.loads(answer), shot)
     finally:
         browser.kill()

@@ -5,6 +5,7 @@ Tools that find modules by walking the folder of the top package, as import-lint
 and ``farm-studio look`` do, see only ``mmcurate/`` in a checkout; they read this copy
 instead. Every subfolder comes along, so a package missing from the ``packages`` list is
 still seen. Usage: ``python tools/stage_tree.py DEST`` (DEST is emptied first)."""
+
 from __future__ import annotations
 
 import shutil
@@ -20,8 +21,12 @@ def stage(dest: Path) -> Path:
     mapping = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
     shutil.rmtree(dest, ignore_errors=True)
     for package, folder in sorted(mapping.items()):  # "mmcurate" before "mmcurate.core"
-        shutil.copytree(REPO / folder, dest.joinpath(*package.split(".")), dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+        shutil.copytree(
+            REPO / folder,
+            dest.joinpath(*package.split(".")),
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.so"),
+        )
     return dest
 
 

@@ -41,6 +41,7 @@ leaks the answer is left to the distractor-validity check of Stage III (eq. 5:
 CORRECT with it alone. ``answer`` and ``answer_or_overlap`` are stricter readings that
 remove likely leaks before any model sees them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -99,7 +100,10 @@ class _GoldText:
 
 RULES = ("gold", "answer", "overlap")  # in the order they are tried
 LEAKAGE_RULES: dict[str, tuple[str, ...]] = {
-    "none": ("gold",), "answer": ("gold", "answer"), "answer_or_overlap": ("gold", "answer", "overlap")}
+    "none": ("gold",),
+    "answer": ("gold", "answer"),
+    "answer_or_overlap": ("gold", "answer", "overlap"),
+}
 
 
 class DistractorFilter:
@@ -109,7 +113,9 @@ class DistractorFilter:
         self.rules = LEAKAGE_RULES[leakage_filter]
         self.answers = list(sample["answers"])
         self.gold_ids = {c["context_id"] for c in sample["gold_contexts"]}
-        self.gold_texts = [_GoldText(c["text"]) for c in sample["gold_contexts"] if c["modality"] == "text" and c["text"]]
+        self.gold_texts = [
+            _GoldText(c["text"]) for c in sample["gold_contexts"] if c["modality"] == "text" and c["text"]
+        ]
 
     def removes(self, passage: str, context_id: str) -> str | None:
         norm = normalize(passage)
@@ -155,8 +161,10 @@ def query_kind(cfg: RetrievalConfig) -> str:
     """What ``image_to_text`` queries the KB with under ``cfg``'s text encoder."""
     if isinstance(cfg.text_encoder, OpenClip):
         return "the query image (the text encoder's image tower; the question for a sample without one)"
-    return (f"the question text: {text_encoder(cfg.text_encoder).name} embeds no images, a stand-in for the "
-            "paper's image-to-text retrieval (set retrieval.text_encoder: open_clip:...)")
+    return (
+        f"the question text: {text_encoder(cfg.text_encoder).name} embeds no images, a stand-in for the "
+        "paper's image-to-text retrieval (set retrieval.text_encoder: open_clip:...)"
+    )
 
 
 def mine_page_image_negatives(
@@ -176,14 +184,27 @@ def mine_page_image_negatives(
     encoder = image_encoder(cfg.image_encoder)
     ids = [doc["doc_id"] for doc in page_docs]
     stats = "\n".join(f"{d['doc_id']}\x1f{d['image']}\x1f{_file_stamp(d['image'])}" for d in page_docs)
-    index = cached_index(Path(cache_dir), "kb-page-images", encoder.name, hashlib.sha256(stats.encode()).hexdigest(),
-                         ids, lambda: _encode_files(encoder, [d["image"] for d in page_docs]))
+    index = cached_index(
+        Path(cache_dir),
+        "kb-page-images",
+        encoder.name,
+        hashlib.sha256(stats.encode()).hexdigest(),
+        ids,
+        lambda: _encode_files(encoder, [d["image"] for d in page_docs]),
+    )
     queried = [i for i, row in enumerate(rows) if row["images"]]
     hits = np.full((len(rows), top_pages), -1, dtype=np.int64)
     if queried:
-        queries = np.stack([normalise(encoder.encode_images(
-            [_read(store, sha, rows[i]["sample_id"]) for sha in rows[i]["images"]]).mean(axis=0, keepdims=True))[0]
-            for i in queried])
+        queries = np.stack(
+            [
+                normalise(
+                    encoder.encode_images([_read(store, sha, rows[i]["sample_id"]) for sha in rows[i]["images"]]).mean(
+                        axis=0, keepdims=True
+                    )
+                )[0]
+                for i in queried
+            ]
+        )
         found = index.search(queries, min(top_pages, len(page_docs)))[1]
         hits[queried, : found.shape[1]] = found
     pages = {i: (doc["doc_id"], doc["title"], doc["text"]) for i, doc in enumerate(page_docs)}
@@ -199,8 +220,10 @@ def _file_stamp(path: Path) -> str:
 
 
 def _encode_files(encoder: ImageEncoder, paths: list[Path]) -> np.ndarray:
-    parts = [encoder.encode_images([Path(p).read_bytes() for p in paths[i : i + IMAGE_BATCH]])
-             for i in range(0, len(paths), IMAGE_BATCH)]
+    parts = [
+        encoder.encode_images([Path(p).read_bytes() for p in paths[i : i + IMAGE_BATCH]])
+        for i in range(0, len(paths), IMAGE_BATCH)
+    ]
     return np.concatenate(parts)
 
 
@@ -209,8 +232,9 @@ def _no_pages(rows: list[dict[str, Any]]) -> MinedText:
     return MinedText({row["sample_id"]: [] for row in rows}, {row["sample_id"]: dict(empty) for row in rows})
 
 
-def _passage_negatives(rows: list[dict[str, Any]], hits: np.ndarray, pages: dict[int, tuple[str, str, str]],
-                       cfg: RetrievalConfig) -> MinedText:
+def _passage_negatives(
+    rows: list[dict[str, Any]], hits: np.ndarray, pages: dict[int, tuple[str, str, str]], cfg: RetrievalConfig
+) -> MinedText:
     """Each row's retrieved pages (``hits``, -1: none) cut into passages, the leakage rules
     applied, the rest reranked against the question; the best ``cfg.max_text_negatives`` kept."""
     empty = {rule: 0 for rule in ("candidates", *RULES)}
@@ -244,7 +268,9 @@ def _passage_negatives(rows: list[dict[str, Any]], hits: np.ndarray, pages: dict
     return mined
 
 
-def _text_queries(rows: list[dict[str, Any]], encoder: TextEncoder, cfg: RetrievalConfig, store: ImageStore) -> np.ndarray:
+def _text_queries(
+    rows: list[dict[str, Any]], encoder: TextEncoder, cfg: RetrievalConfig, store: ImageStore
+) -> np.ndarray:
     queries = encoder.encode_text([row["question"] for row in rows])
     if isinstance(cfg.text_encoder, OpenClip):
         cross = cross_modal_encoder(cfg.text_encoder)
@@ -279,7 +305,9 @@ def mine_image_negatives(
             _require(store, sha, row["sample_id"])
     encoder = image_encoder(cfg.image_encoder)
     fingerprint = hashlib.sha256("\n".join(pool).encode()).hexdigest()
-    index = cached_index(Path(cache_dir), "image-pool", encoder.name, fingerprint, pool, lambda: _encode_pool(encoder, store, pool))
+    index = cached_index(
+        Path(cache_dir), "image-pool", encoder.name, fingerprint, pool, lambda: _encode_pool(encoder, store, pool)
+    )
     position = {sha: i for i, sha in enumerate(pool)}
     queried = [sid for sid in mined if own[sid] or gold[sid]]
     if not queried:
@@ -299,7 +327,10 @@ def _mean_vector(index: VectorIndex, rows: list[int]) -> np.ndarray:
 
 
 def _encode_pool(encoder: ImageEncoder, store: ImageStore, pool: list[str]) -> np.ndarray:
-    parts = [encoder.encode_images([store.read(sha) for sha in pool[i : i + IMAGE_BATCH]]) for i in range(0, len(pool), IMAGE_BATCH)]
+    parts = [
+        encoder.encode_images([store.read(sha) for sha in pool[i : i + IMAGE_BATCH]])
+        for i in range(0, len(pool), IMAGE_BATCH)
+    ]
     return np.concatenate(parts)
 
 
@@ -311,4 +342,3 @@ def _require(store: ImageStore, sha: str, sample_id: str) -> None:
 def _read(store: ImageStore, sha: str, sample_id: str) -> bytes:
     _require(store, sha, sample_id)
     return store.read(sha)
-

@@ -35,6 +35,7 @@ model answer with ``context_id`` and, with no model, one row per distractor
 (``keep``/``remove``/``error``); ``oracle.k_min`` per sample reaching (c); and
 ``oracle.verdict`` (``keep``/``drop``/``error``) for every sample that had gold.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -68,8 +69,12 @@ STAGE = "oracle"
 Pair = tuple[str, int]  # (sample_id, index into the sample's negative_contexts)
 
 
-def evidence_request(key: str, row: Mapping[str, Any], contexts: list[Mapping[str, Any]],
-                     template: prompts.Template = prompts.WITH_EVIDENCE) -> ChatRequest:
+def evidence_request(
+    key: str,
+    row: Mapping[str, Any],
+    contexts: list[Mapping[str, Any]],
+    template: prompts.Template = prompts.WITH_EVIDENCE,
+) -> ChatRequest:
     return ChatRequest(
         key=key,
         messages=prompts.build_messages(template, row["question"], row["images"], contexts),
@@ -77,13 +82,15 @@ def evidence_request(key: str, row: Mapping[str, Any], contexts: list[Mapping[st
     )
 
 
-def gold_request(row: Mapping[str, Any], spec: ModelSpec | None = None,
-                 template: prompts.Template = prompts.WITH_EVIDENCE) -> ChatRequest:
+def gold_request(
+    row: Mapping[str, Any], spec: ModelSpec | None = None, template: prompts.Template = prompts.WITH_EVIDENCE
+) -> ChatRequest:
     return evidence_request(row["sample_id"], row, row["gold_contexts"], template)
 
 
-def distractor_request(row: Mapping[str, Any], negative: Mapping[str, Any],
-                       template: prompts.Template = prompts.WITH_EVIDENCE) -> ChatRequest:
+def distractor_request(
+    row: Mapping[str, Any], negative: Mapping[str, Any], template: prompts.Template = prompts.WITH_EVIDENCE
+) -> ChatRequest:
     return evidence_request(f"{row['sample_id']}/{negative['context_id']}", row, [negative], template)
 
 
@@ -114,7 +121,9 @@ class OracleCheck(EliminationStage):
             if reason is None:
                 rows[row["sample_id"]] = row
             else:
-                decisions.append(Decision(row["sample_id"], STAGE, "oracle.precondition", "drop", detail={"reason": reason}))
+                decisions.append(
+                    Decision(row["sample_id"], STAGE, "oracle.precondition", "drop", detail={"reason": reason})
+                )
 
         # (a) gold check -----------------------------------------------------------------
         settled_by: dict[str, tuple[str, str]] = {}  # sample_id -> (model, grade) that kept it
@@ -129,22 +138,42 @@ class OracleCheck(EliminationStage):
                     settled_by.setdefault(sid, (model, verdict))
 
         gold = GradedAnswers(judge, STAGE, "oracle.gold", decisions, settle_gold, self.recorded)
-        model_major(pool, models, list(rows.values()), build=lambda row, spec: gold_request(row, spec, template),
-                    on_answers=gold.on_answers,
-                    eliminated=lambda row: row["sample_id"] in settled_by, stage="oracle.gold",
-                    replay=gold.replay)
+        model_major(
+            pool,
+            models,
+            list(rows.values()),
+            build=lambda row, spec: gold_request(row, spec, template),
+            on_answers=gold.on_answers,
+            eliminated=lambda row: row["sample_id"] in settled_by,
+            stage="oracle.gold",
+            replay=gold.replay,
+        )
 
         final: dict[str, Decision] = {}
         for sid in rows:
             if sid in settled_by:
                 continue
             if sid in gold_failed:
-                final[sid] = Decision(sid, STAGE, "oracle.verdict", ERROR, detail={
-                    "step": "gold", "rule": self.rule, "failed_models": gold_failed[sid],
-                    "reason": "no model kept the sample with gold and some failed; kept out pending a rerun"})
+                final[sid] = Decision(
+                    sid,
+                    STAGE,
+                    "oracle.verdict",
+                    ERROR,
+                    detail={
+                        "step": "gold",
+                        "rule": self.rule,
+                        "failed_models": gold_failed[sid],
+                        "reason": "no model kept the sample with gold and some failed; kept out pending a rerun",
+                    },
+                )
             else:
-                final[sid] = Decision(sid, STAGE, "oracle.verdict", "drop", detail={
-                    "step": "gold", "rule": self.rule, "reason": rule.gold_drop})
+                final[sid] = Decision(
+                    sid,
+                    STAGE,
+                    "oracle.verdict",
+                    "drop",
+                    detail={"step": "gold", "rule": self.rule, "reason": rule.gold_drop},
+                )
 
         # (b) distractor check -----------------------------------------------------------
         passing = [sid for sid in rows if sid in settled_by]
@@ -162,12 +191,25 @@ class OracleCheck(EliminationStage):
                 elif verdict in (ERROR, JUDGE_ERROR):
                     distractor_failed.setdefault(pair, []).append(model)
 
-        distractors = GradedAnswers(judge, STAGE, "oracle.distractor", decisions, settle_distractors, self.recorded,
-                                    locate=lambda pair: (rows[pair[0]], negative_of(pair)["context_id"]))
-        model_major(pool, models, pairs,
-                    build=lambda pair, spec: distractor_request(rows[pair[0]], negative_of(pair), template),
-                    on_answers=distractors.on_answers, eliminated=lambda pair: pair in leaked_by,
-                    stage="oracle.distractor", replay=distractors.replay)
+        distractors = GradedAnswers(
+            judge,
+            STAGE,
+            "oracle.distractor",
+            decisions,
+            settle_distractors,
+            self.recorded,
+            locate=lambda pair: (rows[pair[0]], negative_of(pair)["context_id"]),
+        )
+        model_major(
+            pool,
+            models,
+            pairs,
+            build=lambda pair, spec: distractor_request(rows[pair[0]], negative_of(pair), template),
+            on_answers=distractors.on_answers,
+            eliminated=lambda pair: pair in leaked_by,
+            stage="oracle.distractor",
+            replay=distractors.replay,
+        )
 
         # (c) prune, k_min ---------------------------------------------------------------
         kept_rows: list[dict[str, Any]] = []
@@ -179,40 +221,92 @@ class OracleCheck(EliminationStage):
                 pair, cid = (sid, i), negative["context_id"]
                 if pair in leaked_by:
                     removed.append(cid)
-                    decisions.append(Decision(sid, STAGE, "oracle.distractor", "remove", context_id=cid,
-                                              detail={"deciding_model": leaked_by[pair],
-                                                      "reason": "answered CORRECT with this distractor alone"}))
+                    decisions.append(
+                        Decision(
+                            sid,
+                            STAGE,
+                            "oracle.distractor",
+                            "remove",
+                            context_id=cid,
+                            detail={
+                                "deciding_model": leaked_by[pair],
+                                "reason": "answered CORRECT with this distractor alone",
+                            },
+                        )
+                    )
                 elif pair in distractor_failed:
                     errored.append(cid)
-                    decisions.append(Decision(sid, STAGE, "oracle.distractor", ERROR, context_id=cid,
-                                              detail={"failed_models": distractor_failed[pair],
-                                                      "reason": "not certified clean; removed pending a rerun"}))
+                    decisions.append(
+                        Decision(
+                            sid,
+                            STAGE,
+                            "oracle.distractor",
+                            ERROR,
+                            context_id=cid,
+                            detail={
+                                "failed_models": distractor_failed[pair],
+                                "reason": "not certified clean; removed pending a rerun",
+                            },
+                        )
+                    )
                 else:
                     clean.append(negative)
-                    decisions.append(Decision(sid, STAGE, "oracle.distractor", "keep", context_id=cid,
-                                              detail={"models": models}))
+                    decisions.append(
+                        Decision(sid, STAGE, "oracle.distractor", "keep", context_id=cid, detail={"models": models})
+                    )
             enough = len(clean) >= k_min
             k_verdict = "pass" if enough else (ERROR if errored else "drop")
-            decisions.append(Decision(sid, STAGE, "oracle.k_min", k_verdict, detail={
-                "negatives": len(clean), "k_min": k_min, "removed": removed, "errored": errored}))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    "oracle.k_min",
+                    k_verdict,
+                    detail={"negatives": len(clean), "k_min": k_min, "removed": removed, "errored": errored},
+                )
+            )
             if enough:
                 row["negative_contexts"] = clean
                 kept_rows.append(row)
                 model, grade = settled_by[sid]
-                final[sid] = Decision(sid, STAGE, "oracle.verdict", "keep", detail={
-                    "step": "k_min", "rule": self.rule, "gold_settled_by": model, "gold_grade": grade,
-                    "negatives": len(clean)})
+                final[sid] = Decision(
+                    sid,
+                    STAGE,
+                    "oracle.verdict",
+                    "keep",
+                    detail={
+                        "step": "k_min",
+                        "rule": self.rule,
+                        "gold_settled_by": model,
+                        "gold_grade": grade,
+                        "negatives": len(clean),
+                    },
+                )
             else:
                 # the models whose answers removed distractors decided the drop (none: too few to begin with)
-                removers = sorted({leaked_by[(sid, i)] for i in range(len(row["negative_contexts"]))
-                                   if (sid, i) in leaked_by})
-                final[sid] = Decision(sid, STAGE, "oracle.verdict", k_verdict, detail={
-                    "step": "k_min", "negatives": len(clean), "k_min": k_min,
-                    **({"deciding_model": ", ".join(removers)} if removers else {}),
-                    "reason": f"{len(clean)} clean negatives < k_min {k_min}"
-                    + (f": {', '.join(removers)} answered correctly from {counted(len(removed), 'distractor')} "
-                       "alone, removed" if removers else f" (the sample had {len(row['negative_contexts'])})")
-                    + (f" ({len(errored)} unchecked after failures; pending a rerun)" if errored else "")})
+                removers = sorted(
+                    {leaked_by[(sid, i)] for i in range(len(row["negative_contexts"])) if (sid, i) in leaked_by}
+                )
+                final[sid] = Decision(
+                    sid,
+                    STAGE,
+                    "oracle.verdict",
+                    k_verdict,
+                    detail={
+                        "step": "k_min",
+                        "negatives": len(clean),
+                        "k_min": k_min,
+                        **({"deciding_model": ", ".join(removers)} if removers else {}),
+                        "reason": f"{len(clean)} clean negatives < k_min {k_min}"
+                        + (
+                            f": {', '.join(removers)} answered correctly from {counted(len(removed), 'distractor')} "
+                            "alone, removed"
+                            if removers
+                            else f" (the sample had {len(row['negative_contexts'])})"
+                        )
+                        + (f" ({len(errored)} unchecked after failures; pending a rerun)" if errored else ""),
+                    },
+                )
 
         decisions.extend(final[sid] for sid in rows)
         return EliminationResult(
@@ -224,4 +318,3 @@ class OracleCheck(EliminationStage):
             run_id=run_id,
             components={"judge": judge.name, "stage_iii_prompt": template.id},
         )
-

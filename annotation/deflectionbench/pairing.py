@@ -21,6 +21,7 @@ of its rules (gold, answer, overlap) removed. The stage's counts sum those over 
 (``mined_candidates``, ``mined_removed_<rule>``). Samples are never dropped here: Stage
 III's ``k_min`` check decides about too few negatives.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -32,8 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmcurate.benchmarks.deflectionbench import RetrievalConfig
-from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, PAPER_MINING, SourceMining
+from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, PAPER_MINING, RetrievalConfig, SourceMining
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.plural import counted
@@ -113,8 +113,9 @@ class PairKnowledge(Stage):
         """Only ``image_to_image`` mining searches a pool (the source's own images, eq. 3): a run
         with such a source pairs all its samples at once; every other strategy pairs each sample
         on its own, so a streamed run pairs shard by shard."""
-        return not self.sources or any(self.mining[s].strategy == "image_to_image"
-                                       for s in self.sources if s in self.mining)
+        return not self.sources or any(
+            self.mining[s].strategy == "image_to_image" for s in self.sources if s in self.mining
+        )
 
     def merge(self, results: list[StageResult]) -> StageResult:
         """The shards' results with their ``mining`` rows summed per source (what a source's
@@ -144,13 +145,16 @@ class PairKnowledge(Stage):
         present = sorted(set(samples["source"].to_pylist()))
         unknown = [source for source in present if source not in self.mining]
         if unknown:
-            raise MmcurateError(f"no mining strategy for {counted(len(unknown), 'source')} {unknown} "
-                                f"(deflectionbench.mining)")
-        mined = [source for source in sorted(set(needs["source"].to_pylist()))
-                 if self.mining[source].strategy != "source"]
+            raise MmcurateError(
+                f"no mining strategy for {counted(len(unknown), 'source')} {unknown} (deflectionbench.mining)"
+            )
+        mined = [
+            source for source in sorted(set(needs["source"].to_pylist())) if self.mining[source].strategy != "source"
+        ]
         if not mined:  # every sample brings its source's negatives (or its source provides none): nothing loads
-            result = pair_knowledge(samples, MinedText(), {}, ctx.run_id, self.max_negatives,
-                                    unmined=self._unmined(present))
+            result = pair_knowledge(
+                samples, MinedText(), {}, ctx.run_id, self.max_negatives, unmined=self._unmined(present)
+            )
             result.components = {"negatives": "source-provided for every sample; nothing was mined"}
             result.extra = {"mining": [self._plan(source, needs, {}) for source in present]}
             return result
@@ -160,8 +164,10 @@ class PairKnowledge(Stage):
         mined_text, mined_images = MinedText(), {}
         ran: dict[str, str] = {}  # source -> what its strategy ran as
         images = image_encoder(cfg.image_encoder).name + (
-            " (a classical descriptor standing in for the paper's EVA-CLIP)" if isinstance(cfg.image_encoder, Descriptor)
-            else "")
+            " (a classical descriptor standing in for the paper's EVA-CLIP)"
+            if isinstance(cfg.image_encoder, Descriptor)
+            else ""
+        )
         for source in mined:
             group = needs.filter(pc.equal(needs["source"], source))
             mining = self.mining[source]
@@ -175,10 +181,11 @@ class PairKnowledge(Stage):
                 if strategy == "image_to_image_pages" and name not in page_docs:
                     page_docs[name] = page_image_documents(searched.kb, searched.kb_limit)
                 if strategy == "image_to_image_pages" and page_docs[name]:
-                    found = mine_page_image_negatives(group, page_docs[name], searched, ctx.store, ctx.index_dir,
-                                                      top_k)
-                    ran[source] = (f"image-to-image against the first image of "
-                                   f"{counted(len(page_docs[name]), 'KB page')}, by {images}")
+                    found = mine_page_image_negatives(group, page_docs[name], searched, ctx.store, ctx.index_dir, top_k)
+                    ran[source] = (
+                        f"image-to-image against the first image of "
+                        f"{counted(len(page_docs[name]), 'KB page')}, by {images}"
+                    )
                 else:
                     if name not in kbs:
                         kbs[name] = open_kb_pages(searched, ctx.index_dir)
@@ -191,8 +198,15 @@ class PairKnowledge(Stage):
                     ran[source] += f"; over its own knowledge base {name}"
                 mined_text.negatives.update(found.negatives)
                 mined_text.filtered.update(found.filtered)
-        result = pair_knowledge(samples, mined_text, mined_images, ctx.run_id, self.max_negatives, cfg.leakage_filter,
-                                self._unmined(present))
+        result = pair_knowledge(
+            samples,
+            mined_text,
+            mined_images,
+            ctx.run_id,
+            self.max_negatives,
+            cfg.leakage_filter,
+            self._unmined(present),
+        )
         result.components = {
             "text_encoder": text_encoder(cfg.text_encoder).name,
             "image_encoder": image_encoder(cfg.image_encoder).name,
@@ -202,8 +216,10 @@ class PairKnowledge(Stage):
             "leakage_filter": cfg.leakage_filter,
         }
         # kind, parameters, measured recall, build time of the KB index searched
-        result.extra = {"indexes": [kb.record() for kb in kbs.values() if len(kb)],
-                        "mining": [self._plan(source, needs, ran) for source in present]}
+        result.extra = {
+            "indexes": [kb.record() for kb in kbs.values() if len(kb)],
+            "mining": [self._plan(source, needs, ran) for source in present],
+        }
         return result
 
     def _unmined(self, sources: list[str]) -> frozenset[str]:
@@ -220,9 +236,13 @@ class PairKnowledge(Stage):
             ran_as = "no retrieval: the negatives the source provides"
         else:
             ran_as = "nothing to mine: every sample came with its source's negatives"
-        return {"source": source, "strategy": strategy.strategy,
-                "top_k": None if strategy.strategy == "source" else strategy.top_k,
-                "samples_without_negatives": without, "ran_as": ran_as}
+        return {
+            "source": source,
+            "strategy": strategy.strategy,
+            "top_k": None if strategy.strategy == "source" else strategy.top_k,
+            "samples_without_negatives": without,
+            "ran_as": ran_as,
+        }
 
 
 def pair_knowledge(
@@ -243,17 +263,34 @@ def pair_knowledge(
     paired: list[pa.Table] = []
     counts: Counter[str] = Counter()
     for batch in samples.to_batches(max_chunksize=ROW_BATCH):  # Python rows for one batch at a time
-        out = [_pair(row, mined_text, mined_images, max_negatives, leakage_filter, decisions, counts,
-                     row["source"] in unmined)
-               for row in batch.to_pylist()]
+        out = [
+            _pair(
+                row,
+                mined_text,
+                mined_images,
+                max_negatives,
+                leakage_filter,
+                decisions,
+                counts,
+                row["source"] in unmined,
+            )
+            for row in batch.to_pylist()
+        ]
         paired.append(rows_to_table(out, samples.schema))
     kept = pa.concat_tables(paired) if paired else samples.schema.empty_table()
     return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=run_id, counts=dict(counts))
 
 
-def _pair(row: dict[str, Any], mined_text: MinedText, mined_images: dict[str, list[Context]],
-          max_negatives: int, leakage_filter: str | None, decisions: list[Decision],
-          counts: Counter[str], unmined: bool) -> dict[str, Any]:
+def _pair(
+    row: dict[str, Any],
+    mined_text: MinedText,
+    mined_images: dict[str, list[Context]],
+    max_negatives: int,
+    leakage_filter: str | None,
+    decisions: list[Decision],
+    counts: Counter[str],
+    unmined: bool,
+) -> dict[str, Any]:
     """``row`` with its negatives; its ledger decision is appended to ``decisions``, its
     mining counts added to ``counts``."""
     sid = row["sample_id"]
@@ -269,8 +306,11 @@ def _pair(row: dict[str, Any], mined_text: MinedText, mined_images: dict[str, li
         offered = {"text": len(text), "image": len(image)}
         if sid in mined_text.filtered:
             filtered = mined_text.filtered[sid]
-            mining = {"leakage_filter": leakage_filter, "candidates": filtered["candidates"],
-                      "removed": {rule: n for rule, n in filtered.items() if rule != "candidates"}}
+            mining = {
+                "leakage_filter": leakage_filter,
+                "candidates": filtered["candidates"],
+                "removed": {rule: n for rule, n in filtered.items() if rule != "candidates"},
+            }
             counts["mined_candidates"] += filtered["candidates"]
             counts.update({f"mined_removed_{rule}": n for rule, n in mining["removed"].items()})
     negatives, removed = select_negatives(row["gold_contexts"] or [], candidates, max_negatives)

@@ -7,6 +7,7 @@ come out unbalanced; then the surplus of the larger label in that (dataset, spli
 probes chosen by a seeded order (sha256 of the seed and the sample id), each with a ledger
 reason. Nothing else is dropped: a balanced split passes untouched (``pope.balance.v1``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,7 @@ SURPLUS = "surplus probe: its split has more of this label than of the other"
 
 
 def _order(seed: int, sample_id: str) -> str:
-    return hashlib.sha256(f"{seed}\x1f{sample_id}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{seed}\x1f{sample_id}".encode()).hexdigest()
 
 
 @dataclass
@@ -45,9 +46,21 @@ class BalanceProbes(Stage):
             larger = yes if len(yes) > len(no) else no
             surplus = abs(len(yes) - len(no))
             dropped |= set(sorted(larger, key=lambda sid: _order(self.seed, sid))[:surplus])
-        decisions = [Decision(row["sample_id"], STAGE, CHECK, "drop" if row["sample_id"] in dropped else "keep",
-                              detail={"reason": SURPLUS} if row["sample_id"] in dropped else {})
-                     for row in rows]
+        decisions = [
+            Decision(
+                row["sample_id"],
+                STAGE,
+                CHECK,
+                "drop" if row["sample_id"] in dropped else "keep",
+                detail={"reason": SURPLUS} if row["sample_id"] in dropped else {},
+            )
+            for row in rows
+        ]
         keep = pa.array([row["sample_id"] not in dropped for row in rows], type=pa.bool_())
-        return StageResult(stage=STAGE, kept=samples.filter(keep), decisions=decisions, run_id=ctx.run_id,
-                           counts={"input": len(rows), "kept": len(rows) - len(dropped), "dropped": len(dropped)})
+        return StageResult(
+            stage=STAGE,
+            kept=samples.filter(keep),
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts={"input": len(rows), "kept": len(rows) - len(dropped), "dropped": len(dropped)},
+        )

@@ -12,6 +12,7 @@ stage that cannot do its part (no keyword, nothing found in the image, marks the
 rejects, ...) writes why there, later stages skip the sample, and formatting collapses it to
 a QA pair. Its final answer has already passed the trajectory filter, so it stays usable.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,12 +74,13 @@ def with_columns(table: pa.Table, columns: dict[str, pa.Array]) -> pa.Table:
 
 
 def with_chains(table: pa.Table, turns: list[list[dict[str, Any]]], issues: list[str | None]) -> pa.Table:
-    return with_columns(table, {TURNS: pa.array(turns, type=pa.list_(TURN)),
-                                ISSUE: pa.array(issues, type=pa.string())})
+    return with_columns(table, {TURNS: pa.array(turns, type=pa.list_(TURN)), ISSUE: pa.array(issues, type=pa.string())})
 
 
 def require_chains(table: pa.Table, stage: str) -> None:
     missing = [c for c in (TURNS, ISSUE) if c not in table.column_names]
     if missing:
-        raise MmcurateError(f"the {stage} stage needs the dialogue stage's output (missing {counted(len(missing), 'column')}: "
-                            f"{', '.join(missing)})")
+        raise MmcurateError(
+            f"the {stage} stage needs the dialogue stage's output (missing {counted(len(missing), 'column')}: "
+            f"{', '.join(missing)})"
+        )

@@ -20,6 +20,7 @@ without them: ``sources/fire.py``) is dropped with reason ``unscored``: the traj
 needs s_t for every turn, and no score is guessed. Output: the samples with their ``turns``
 and ``origin`` (``chains``).
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,8 @@ from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
 from mmcurate.core.plural import counted
 from mmcurate.core.stages import Stage, StageContext, StageResult
-from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
+from mmcurate.models.requests import ChatRequest
 
 from .chains import BUILT, INGESTED, ORIGIN, meta_of, new_turn, with_chains, with_columns
 
@@ -55,8 +56,10 @@ TEACHER_SYSTEM = (
     "Feedback: <which parts of the answer are wrong or missing, and where in the image to look; "
     "never state the ground truth itself>"
 )
-TEACHER_REMINDER = ("Your reply could not be read. Reply in exactly this form and nothing else:\n"
-                    "Score: <integer from 0 to 10>\nFeedback: <your feedback>")
+TEACHER_REMINDER = (
+    "Your reply could not be read. Reply in exactly this form and nothing else:\n"
+    "Score: <integer from 0 to 10>\nFeedback: <your feedback>"
+)
 TEACHER_SHAPE = "'Score: <0-10>' then 'Feedback: <text>'"
 PERFECT = 10
 _REPLY = re.compile(
@@ -75,25 +78,30 @@ def parse_teacher(text: str) -> tuple[int, str] | None:
 
 
 def student_messages(question: str, image: str, turns: list[dict[str, Any]]) -> list[dict]:
-    messages: list[dict] = [{"role": "system", "content": STUDENT_SYSTEM},
-                            {"role": "user", "content": [{"type": "image", "sha256": image},
-                                                         {"type": "text", "text": f"Question: {question}"}]}]
+    messages: list[dict] = [
+        {"role": "system", "content": STUDENT_SYSTEM},
+        {
+            "role": "user",
+            "content": [{"type": "image", "sha256": image}, {"type": "text", "text": f"Question: {question}"}],
+        },
+    ]
     for turn in turns:
         messages.append({"role": "assistant", "content": turn["answer"]})
-        messages.append({"role": "user", "content": f"Teacher: {turn['feedback']}\n"
-                                                    "Please answer the question again."})
+        messages.append({"role": "user", "content": f"Teacher: {turn['feedback']}\nPlease answer the question again."})
     return messages
 
 
-def teacher_messages(question: str, truths: list[str], image: str, turns: list[dict[str, Any]],
-                     answer: str) -> list[dict]:
+def teacher_messages(
+    question: str, truths: list[str], image: str, turns: list[dict[str, Any]], answer: str
+) -> list[dict]:
     """The teacher's conversation so far, ending with the student's newest ``answer``."""
     messages: list[dict] = [{"role": "system", "content": TEACHER_SYSTEM}]
     for index, said in enumerate([*(t["answer"] for t in turns), answer]):
         if index == 0:
             text = f"Question: {question}\nGround truth: {' | '.join(truths)}\nStudent answer: {said}"
-            messages.append({"role": "user", "content": [{"type": "image", "sha256": image},
-                                                         {"type": "text", "text": text}]})
+            messages.append(
+                {"role": "user", "content": [{"type": "image", "sha256": image}, {"type": "text", "text": text}]}
+            )
         else:
             messages.append({"role": "user", "content": f"Student answer: {said}"})
         if index < len(turns):
@@ -114,15 +122,24 @@ def ingested_turns(meta: dict[str, Any]) -> list[dict[str, Any]] | None:
         return None
     if not isinstance(raw, list) or not raw:
         raise ValueError("meta.dialogue is not a non-empty list")
-    missing = [number for number, turn in enumerate(raw, start=1) if isinstance(turn, dict) and turn.get("score") is None]
+    missing = [
+        number for number, turn in enumerate(raw, start=1) if isinstance(turn, dict) and turn.get("score") is None
+    ]
     if missing:
-        raise Unscored(f"{UNSCORED}: no teacher score for {'turn' if len(missing) == 1 else 'turns'} {', '.join(map(str, missing))} "
-                       "(the trajectory filter needs one per turn)")
+        raise Unscored(
+            f"{UNSCORED}: no teacher score for {'turn' if len(missing) == 1 else 'turns'} {', '.join(map(str, missing))} "
+            "(the trajectory filter needs one per turn)"
+        )
     turns = []
     for turn in raw:
         score = turn.get("score") if isinstance(turn, dict) else None
-        if not isinstance(score, int) or isinstance(score, bool) or not 0 <= score <= PERFECT \
-                or not isinstance(turn.get("answer"), str) or not isinstance(turn.get("feedback"), str):
+        if (
+            not isinstance(score, int)
+            or isinstance(score, bool)
+            or not 0 <= score <= PERFECT
+            or not isinstance(turn.get("answer"), str)
+            or not isinstance(turn.get("feedback"), str)
+        ):
             raise ValueError(f"meta.dialogue turn {turn!r} needs answer, score 0-10 and feedback")
         turns.append(new_turn(turn["answer"], score, turn["feedback"]))
     return turns
@@ -167,11 +184,23 @@ class BuildDialogues(Stage):
                 to_build.append(row)
         if to_build:
             if self.student is None or self.teacher is None:
-                raise MmcurateError(f"{counted(len(to_build), 'sample')} without a ready-made dialogue: "
-                                    "reflectv.student and reflectv.teacher must name models")
+                raise MmcurateError(
+                    f"{counted(len(to_build), 'sample')} without a ready-made dialogue: "
+                    "reflectv.student and reflectv.teacher must name models"
+                )
             self._build(ctx, to_build, turns, failed, decisions)
-        keep_mask, counts = [], {"input": len(rows), "kept": 0, "dropped": 0, "built": 0, "ingested": 0, "turns": 0,
-                                 "unscored": sum(r.startswith(UNSCORED) for r in failed.values())}
+        keep_mask, counts = (
+            [],
+            {
+                "input": len(rows),
+                "kept": 0,
+                "dropped": 0,
+                "built": 0,
+                "ingested": 0,
+                "turns": 0,
+                "unscored": sum(r.startswith(UNSCORED) for r in failed.values()),
+            },
+        )
         for row in rows:
             sid = row["sample_id"]
             reason = failed.get(sid)
@@ -181,60 +210,130 @@ class BuildDialogues(Stage):
                 counts[origin[sid]] += 1
                 counts["turns"] += len(turns[sid])
                 if origin[sid] == INGESTED:
-                    decisions += [Decision(sid, STAGE, CHECK_TURN, str(t["score"]), context_id=f"t{i + 1}",
-                                           detail={"answer": t["answer"], "feedback": t["feedback"], "origin": INGESTED})
-                                  for i, t in enumerate(turns[sid])]
+                    decisions += [
+                        Decision(
+                            sid,
+                            STAGE,
+                            CHECK_TURN,
+                            str(t["score"]),
+                            context_id=f"t{i + 1}",
+                            detail={"answer": t["answer"], "feedback": t["feedback"], "origin": INGESTED},
+                        )
+                        for i, t in enumerate(turns[sid])
+                    ]
             else:
                 counts["dropped"] += 1
-            decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "keep" if reason is None else "drop",
-                                      model=self.teacher if origin.get(sid) == BUILT else None,
-                                      detail={"origin": origin.get(sid), "turns": len(turns.get(sid, [])),
-                                              "reason": reason or "dialogue complete"}))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_SAMPLE,
+                    "keep" if reason is None else "drop",
+                    model=self.teacher if origin.get(sid) == BUILT else None,
+                    detail={
+                        "origin": origin.get(sid),
+                        "turns": len(turns.get(sid, [])),
+                        "reason": reason or "dialogue complete",
+                    },
+                )
+            )
         kept_rows = [row for row, keep in zip(rows, keep_mask) if keep]
         kept = samples.filter(pa.array(keep_mask, type=pa.bool_()))
         kept = with_chains(kept, [turns[r["sample_id"]] for r in kept_rows], [None] * len(kept_rows))
         kept = with_columns(kept, {ORIGIN: pa.array([origin[r["sample_id"]] for r in kept_rows], type=pa.string())})
-        return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=ctx.run_id, counts=counts,
-                           extra={"student": self.student, "teacher": self.teacher, "max_turns": self.max_turns},
-                           components={"student": self.student or "none", "teacher": self.teacher or "none"})
+        return StageResult(
+            stage=STAGE,
+            kept=kept,
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts=counts,
+            extra={"student": self.student, "teacher": self.teacher, "max_turns": self.max_turns},
+            components={"student": self.student or "none", "teacher": self.teacher or "none"},
+        )
 
-    def _build(self, ctx: StageContext, rows: list[dict], turns: dict[str, list[dict[str, Any]]],
-               failed: dict[str, str], decisions: list[Decision]) -> None:
+    def _build(
+        self,
+        ctx: StageContext,
+        rows: list[dict],
+        turns: dict[str, list[dict[str, Any]]],
+        failed: dict[str, str],
+        decisions: list[Decision],
+    ) -> None:
         assert self.student is not None and self.teacher is not None
         student, teacher = ctx.pool.client(self.student), ctx.pool.client(self.teacher)
         active = list(rows)
         for number in range(1, self.max_turns + 1):
             if not active:
                 break
-            asked = student.chat([ChatRequest(f"{r['sample_id']}/s{number}",
-                                              student_messages(r["question"], r["images"][0], turns[r["sample_id"]]),
-                                              STUDENT_TEMPLATE) for r in active], STAGE)
+            asked = student.chat(
+                [
+                    ChatRequest(
+                        f"{r['sample_id']}/s{number}",
+                        student_messages(r["question"], r["images"][0], turns[r["sample_id"]]),
+                        STUDENT_TEMPLATE,
+                    )
+                    for r in active
+                ],
+                STAGE,
+            )
             answered = []
             for row, response in zip(active, asked):
                 if response.text is None:
                     failed[row["sample_id"]] = f"undetermined: student call failed at turn {number}"
-                    decisions.append(Decision(row["sample_id"], STAGE, CHECK_TURN, "error", model=self.student,
-                                              context_id=f"t{number}", detail={"error": response.error}))
+                    decisions.append(
+                        Decision(
+                            row["sample_id"],
+                            STAGE,
+                            CHECK_TURN,
+                            "error",
+                            model=self.student,
+                            context_id=f"t{number}",
+                            detail={"error": response.error},
+                        )
+                    )
                 else:
                     answered.append((row, response.text.strip()))
-            requests = [ChatRequest(f"{r['sample_id']}/t{number}",
-                                    teacher_messages(r["question"], r["answers"], r["images"][0],
-                                                     turns[r["sample_id"]], answer), TEACHER_TEMPLATE)
-                        for r, answer in answered]
-            replies = ask_parsed(teacher, requests, [parse_teacher] * len(requests), TEACHER_REMINDER, STAGE,
-                                 TEACHER_SHAPE)
+            requests = [
+                ChatRequest(
+                    f"{r['sample_id']}/t{number}",
+                    teacher_messages(r["question"], r["answers"], r["images"][0], turns[r["sample_id"]], answer),
+                    TEACHER_TEMPLATE,
+                )
+                for r, answer in answered
+            ]
+            replies = ask_parsed(
+                teacher, requests, [parse_teacher] * len(requests), TEACHER_REMINDER, STAGE, TEACHER_SHAPE
+            )
             active = []
             for (row, answer), reply in zip(answered, replies):
                 sid = row["sample_id"]
                 detail: dict[str, Any] = {"answer": answer, "student": self.student, "raw": reply.raw}
                 if not reply.ok:
                     failed[sid] = f"undetermined: teacher reply unreadable at turn {number}"
-                    decisions.append(Decision(sid, STAGE, CHECK_TURN, "error", model=self.teacher,
-                                              context_id=f"t{number}", detail={**detail, "error": reply.error}))
+                    decisions.append(
+                        Decision(
+                            sid,
+                            STAGE,
+                            CHECK_TURN,
+                            "error",
+                            model=self.teacher,
+                            context_id=f"t{number}",
+                            detail={**detail, "error": reply.error},
+                        )
+                    )
                     continue
                 score, feedback = reply.label
                 turns[sid].append(new_turn(answer, score, feedback))
-                decisions.append(Decision(sid, STAGE, CHECK_TURN, str(score), model=self.teacher,
-                                          context_id=f"t{number}", detail={**detail, "feedback": feedback}))
+                decisions.append(
+                    Decision(
+                        sid,
+                        STAGE,
+                        CHECK_TURN,
+                        str(score),
+                        model=self.teacher,
+                        context_id=f"t{number}",
+                        detail={**detail, "feedback": feedback},
+                    )
+                )
                 if score < PERFECT:
                     active.append(row)

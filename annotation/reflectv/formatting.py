@@ -36,6 +36,7 @@ QA pair 0.
 The final turn's ``<think>`` is one of a few fixed first-person confirmations (the paper's
 final turns read the same way), chosen by the seed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,16 +61,24 @@ CHECK_SHARE = "format.rho.v1"
 CHECK_VALID = "format.validate.v1"
 CHECK_SAMPLE = "format.sample.v1"
 MULTI, SINGLE = "multi_turn", "single_turn"
-CHAIN_KEPT, REDUNDANT, SURPLUS = "verified multi-turn chain", "redundant chain: rho reached", "surplus QA pair: rho reached"
+CHAIN_KEPT, REDUNDANT, SURPLUS = (
+    "verified multi-turn chain",
+    "redundant chain: rho reached",
+    "surplus QA pair: rho reached",
+)
 FORMAT_DEFECTS = "format defects"
 FINAL_THINKS = (
     "My answer now agrees with what the image shows; I see nothing left to correct.",
     "Looking at the image once more, my answer is consistent with the visual evidence.",
     "I have checked my answer against the details of the image and it holds up.",
 )
-CONVERSATION_TURN = pa.struct([pa.field("turn", pa.int32(), nullable=False),
-                               pa.field("image", pa.string(), nullable=False),  # sha256 of the image this turn sees
-                               pa.field("text", pa.string(), nullable=False)])
+CONVERSATION_TURN = pa.struct(
+    [
+        pa.field("turn", pa.int32(), nullable=False),
+        pa.field("image", pa.string(), nullable=False),  # sha256 of the image this turn sees
+        pa.field("text", pa.string(), nullable=False),
+    ]
+)
 SAMPLE_FIELDS = [  # what a trajectory and a released dialogue say of their sample
     pa.field("sample_id", pa.string(), nullable=False),
     pa.field("source", pa.string(), nullable=False),
@@ -91,14 +100,15 @@ TRAJECTORY = pa.schema(
 
 
 def _order(seed: int, sample_id: str) -> str:
-    return hashlib.sha256(f"{seed}\x1f{sample_id}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{seed}\x1f{sample_id}".encode()).hexdigest()
 
 
 RHO_RULES = ("collapse", "collapse_or_drop")  # how rho is reached (module docstring); the first is the paper's
 
 
-def rho_split(chains: list[str], pairs: list[str], rho: float, seed: int,
-              rule: str = RHO_RULES[0]) -> tuple[list[str], list[str], list[str]]:
+def rho_split(
+    chains: list[str], pairs: list[str], rho: float, seed: int, rule: str = RHO_RULES[0]
+) -> tuple[list[str], list[str], list[str]]:
     """(chains kept, chains collapsed to pairs, pairs dropped) by ``rule`` (module docstring)."""
     if rule not in RHO_RULES:
         raise ValueError(f"unknown rho rule {rule!r}; known: {', '.join(RHO_RULES)}")
@@ -177,33 +187,72 @@ class FormatTrajectories(Stage):
             if len(turns[sid]) >= 2 and issues[sid] is None:
                 conversation = render_turns(image, turns[sid], final)
                 defects = _defects(conversation, truths)
-                decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if defects else "pass",
-                                          detail={"format": MULTI, "defects": defects}))
+                decisions.append(
+                    Decision(
+                        sid,
+                        STAGE,
+                        CHECK_VALID,
+                        "fail" if defects else "pass",
+                        detail={"format": MULTI, "defects": defects},
+                    )
+                )
                 if defects:
                     issues[sid] = f"{FORMAT_DEFECTS}: {', '.join(defects)}"
                 else:
                     chains[sid] = conversation
         candidates = [sid for sid in rows if sid not in chains]
         for sid in candidates:
-            decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if pair_defects[sid] else "pass",
-                                      detail={"format": SINGLE, "defects": pair_defects[sid]}))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_VALID,
+                    "fail" if pair_defects[sid] else "pass",
+                    detail={"format": SINGLE, "defects": pair_defects[sid]},
+                )
+            )
         pair_ids = [sid for sid in candidates if not pair_defects[sid]]
         split = rho_split(list(chains), pair_ids, self.rho, self.seed, self.rho_rule)
         kept_chains, collapsed, dropped = (set(ids) for ids in split)
         for sid in collapsed:
-            decisions.append(Decision(sid, STAGE, CHECK_VALID, "fail" if pair_defects[sid] else "pass",
-                                      detail={"format": SINGLE, "defects": pair_defects[sid]}))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_VALID,
+                    "fail" if pair_defects[sid] else "pass",
+                    detail={"format": SINGLE, "defects": pair_defects[sid]},
+                )
+            )
         out: list[dict[str, Any]] = []
         for sid, row in rows.items():
             if sid in candidates and pair_defects[sid]:
                 decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": FORMAT_DEFECTS}))
                 continue
-            verdict = ("chain" if sid in kept_chains else "collapse" if sid in collapsed
-                       else "drop" if sid in dropped else "pair")
-            reason = {"chain": CHAIN_KEPT, "collapse": REDUNDANT, "drop": SURPLUS,
-                      "pair": issues[sid] or "single-turn dialogue"}[verdict]
-            decisions.append(Decision(sid, STAGE, CHECK_SHARE, verdict,
-                                      detail={"rho": self.rho, "rho_rule": self.rho_rule, "reason": reason}))
+            verdict = (
+                "chain"
+                if sid in kept_chains
+                else "collapse"
+                if sid in collapsed
+                else "drop"
+                if sid in dropped
+                else "pair"
+            )
+            reason = {
+                "chain": CHAIN_KEPT,
+                "collapse": REDUNDANT,
+                "drop": SURPLUS,
+                "pair": issues[sid] or "single-turn dialogue",
+            }[verdict]
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_SHARE,
+                    verdict,
+                    detail={"rho": self.rho, "rho_rule": self.rho_rule, "reason": reason},
+                )
+            )
             if verdict == "drop" or (verdict == "collapse" and pair_defects[sid]):
                 reason = SURPLUS if verdict == "drop" else FORMAT_DEFECTS
                 decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "drop", detail={"reason": reason}))
@@ -211,16 +260,40 @@ class FormatTrajectories(Stage):
             form = MULTI if verdict == "chain" else SINGLE
             conversation = chains[sid] if form == MULTI else pairs[sid]
             decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "keep", detail={"format": form}))
-            out.append({"sample_id": sid, "source": row["source"], "source_id": row["source_id"],
-                        "domain": domain_of(row["meta"]), "question": row["question"], "answers": row["answers"],
-                        "image": row["images"][0], "format": form, "depth": len(conversation) - 1,
-                        "conversation": conversation, "meta": row["meta"]})
+            out.append(
+                {
+                    "sample_id": sid,
+                    "source": row["source"],
+                    "source_id": row["source_id"],
+                    "domain": domain_of(row["meta"]),
+                    "question": row["question"],
+                    "answers": row["answers"],
+                    "image": row["images"][0],
+                    "format": form,
+                    "depth": len(conversation) - 1,
+                    "conversation": conversation,
+                    "meta": row["meta"],
+                }
+            )
         multi = sum(r["format"] == MULTI for r in out)
-        counts = {"input": len(rows), "chains": len(chains), "pairs": len(pair_ids), "multi_turn": multi,
-                  "single_turn": len(out) - multi, "collapsed_for_rho": len(collapsed), "dropped_for_rho": len(dropped),
-                  "dropped_for_format": sum(d.check == CHECK_SAMPLE and (d.detail or {}).get("reason") == FORMAT_DEFECTS
-                                            for d in decisions), "kept": len(out)}
-        return StageResult(stage=STAGE, kept=pa.Table.from_pylist(out, schema=TRAJECTORY), decisions=decisions,
-                           run_id=ctx.run_id, counts=counts,
-                           extra={"rho": self.rho, "rho_rule": self.rho_rule,
-                                  "share": round(multi / len(out), 4) if out else None})
+        counts = {
+            "input": len(rows),
+            "chains": len(chains),
+            "pairs": len(pair_ids),
+            "multi_turn": multi,
+            "single_turn": len(out) - multi,
+            "collapsed_for_rho": len(collapsed),
+            "dropped_for_rho": len(dropped),
+            "dropped_for_format": sum(
+                d.check == CHECK_SAMPLE and (d.detail or {}).get("reason") == FORMAT_DEFECTS for d in decisions
+            ),
+            "kept": len(out),
+        }
+        return StageResult(
+            stage=STAGE,
+            kept=pa.Table.from_pylist(out, schema=TRAJECTORY),
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts=counts,
+            extra={"rho": self.rho, "rho_rule": self.rho_rule, "share": round(multi / len(out), 4) if out else None},
+        )

@@ -21,6 +21,7 @@ Nothing located, a grounder error, or an insertion or rewrite that stays unusabl
 sample's way to a chain (``chain_issue``); every locate, drawing, insertion and rewrite is a
 ledger row (an insertion's row records that it was checked not to state the ground truth).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,13 +37,20 @@ from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.visual_prompts import COLORS, MARK_TYPES
 from mmcurate.models.labels import ask_parsed
 
-from .chains import eligible, issues_of, require_chains, turns_of, with_chains
 from ..grounders import Grounding, Instance, Query, Sam2Segmenter, make_grounder, open_image
 from ..marks import draw_marks, png_bytes
+from .chains import eligible, issues_of, require_chains, turns_of, with_chains
 from .reflection import REWRITE_REMINDER, rewrite_parser, rewrite_request
 from .wording import (
-    INSERT_FEEDBACK_REMINDER, INSERT_REMINDER, SENTENCES, TEMPLATE_NAME, grounded_reflection, insertion_parser,
-    insertion_request, mentions, seeded_index,
+    INSERT_FEEDBACK_REMINDER,
+    INSERT_REMINDER,
+    SENTENCES,
+    TEMPLATE_NAME,
+    grounded_reflection,
+    insertion_parser,
+    insertion_request,
+    mentions,
+    seeded_index,
 )
 
 STAGE = "grounding"
@@ -54,8 +62,14 @@ CHECK_SAMPLE = "grounding.sample.v1"
 
 
 def _rounded(instances: list[Instance]) -> list[dict[str, Any]]:
-    return [{"point": [round(v, 1) for v in i.point], **({"box": [round(v, 1) for v in i.box]} if i.box else {}),
-             **({"mask_pixels": int(i.mask.sum())} if i.mask is not None else {})} for i in instances]
+    return [
+        {
+            "point": [round(v, 1) for v in i.point],
+            **({"box": [round(v, 1) for v in i.box]} if i.box else {}),
+            **({"mask_pixels": int(i.mask.sum())} if i.mask is not None else {}),
+        }
+        for i in instances
+    ]
 
 
 def locate_phrase(keyword: str, domain: str, answers: list[str]) -> str:
@@ -93,11 +107,20 @@ class GroundAndMark(Stage):
         rows, all_turns, issues = samples.to_pylist(), turns_of(samples), issues_of(samples)
         grounder = make_grounder(self.grounding)
         segmenter = Sam2Segmenter(self.segmenter) if self.segmenter is not None else None
-        places = [(i, n) for i, (turns, issue) in enumerate(zip(all_turns, issues)) if eligible(turns, issue)
-                  for n in range(len(turns) - 1)]
-        queries = [Query(f"{rows[i]['sample_id']}/t{n + 1}", rows[i]["images"][0],
-                         locate_phrase(all_turns[i][n]["keyword"], domain_of(rows[i]["meta"]), rows[i]["answers"]))
-                   for i, n in places]
+        places = [
+            (i, n)
+            for i, (turns, issue) in enumerate(zip(all_turns, issues))
+            if eligible(turns, issue)
+            for n in range(len(turns) - 1)
+        ]
+        queries = [
+            Query(
+                f"{rows[i]['sample_id']}/t{n + 1}",
+                rows[i]["images"][0],
+                locate_phrase(all_turns[i][n]["keyword"], domain_of(rows[i]["meta"]), rows[i]["answers"]),
+            )
+            for i, n in places
+        ]
         found = grounder.locate(queries, ctx) if queries else []
         decisions: list[Decision] = []
         marked = 0
@@ -107,13 +130,28 @@ class GroundAndMark(Stage):
             sid, turn = rows[i]["sample_id"], all_turns[i][n]
             result = self._refined(ctx, query, result, segmenter)
             verdict = "error" if result.error else "found" if result.instances else "none"
-            decisions.append(Decision(sid, STAGE, CHECK_LOCATE, verdict, model=grounder.name, context_id=f"t{n + 1}",
-                                      detail={"keyword": turn["keyword"], "located": query.keyword,
-                                              "instances": _rounded(result.instances),
-                                              **result.detail, **({"error": result.error} if result.error else {})}))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_LOCATE,
+                    verdict,
+                    model=grounder.name,
+                    context_id=f"t{n + 1}",
+                    detail={
+                        "keyword": turn["keyword"],
+                        "located": query.keyword,
+                        "instances": _rounded(result.instances),
+                        **result.detail,
+                        **({"error": result.error} if result.error else {}),
+                    },
+                )
+            )
             if verdict != "found":
-                issues[i] = (f"grounding: {'undetermined' if result.error else 'nothing located'} for "
-                             f"{turn['keyword']!r} (turn {n + 1})")
+                issues[i] = (
+                    f"grounding: {'undetermined' if result.error else 'nothing located'} for "
+                    f"{turn['keyword']!r} (turn {n + 1})"
+                )
                 continue
             color = self.colors[seeded_index(self.seed, sid, str(n), "color", modulo=len(self.colors))]
             mark_type = self.mark_types[seeded_index(self.seed, sid, str(n), "mark", modulo=len(self.mark_types))]
@@ -121,52 +159,117 @@ class GroundAndMark(Stage):
             sha = ctx.store.put(png_bytes(image))
             turn.update(color=color, mark_type=mark_type, marks=len(result.instances), marked_image=sha)
             marked += 1
-            decisions.append(Decision(sid, STAGE, CHECK_MARKS, "drawn", context_id=f"t{n + 1}", detail={
-                "color": color, "mark_type": mark_type, "marks": len(result.instances), "image": sha}))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_MARKS,
+                    "drawn",
+                    context_id=f"t{n + 1}",
+                    detail={"color": color, "mark_type": mark_type, "marks": len(result.instances), "image": sha},
+                )
+            )
         inserted = [(i, n) for i, n in places if issues[i] is None]
         self._insert(ctx, rows, all_turns, issues, inserted, decisions)
         if self.rewriter is not None:
             self._rewrite(ctx, rows, all_turns, issues, [(i, n) for i, n in inserted if issues[i] is None], decisions)
         grounded = sorted({i for i, _ in places})
         for i in grounded:
-            decisions.append(Decision(rows[i]["sample_id"], STAGE, CHECK_SAMPLE, "chain" if issues[i] is None else "collapse",
-                                      detail={"reason": issues[i] or "every reflective turn is marked"}))
-        counts = {"input": len(rows), "turns": len(queries), "marked": marked,
-                  "captions_unusable": sum(d.check == CHECK_CAPTION and d.verdict != "ok" for d in decisions),
-                  "rewrites_unusable": sum(d.check == CHECK_REWRITE and d.verdict != "ok" for d in decisions),
-                  "chains": sum(issues[i] is None for i in grounded)}
-        components = {"grounding": grounder.name, "captions": self.inserter,
-                      **({"segmenter": segmenter.name} if segmenter else {}),
-                      **({"rewriter": self.rewriter} if self.rewriter else {})}
-        return StageResult(stage=STAGE, kept=with_chains(samples, all_turns, issues), decisions=decisions,
-                           run_id=ctx.run_id, counts=counts, components=components)
+            decisions.append(
+                Decision(
+                    rows[i]["sample_id"],
+                    STAGE,
+                    CHECK_SAMPLE,
+                    "chain" if issues[i] is None else "collapse",
+                    detail={"reason": issues[i] or "every reflective turn is marked"},
+                )
+            )
+        counts = {
+            "input": len(rows),
+            "turns": len(queries),
+            "marked": marked,
+            "captions_unusable": sum(d.check == CHECK_CAPTION and d.verdict != "ok" for d in decisions),
+            "rewrites_unusable": sum(d.check == CHECK_REWRITE and d.verdict != "ok" for d in decisions),
+            "chains": sum(issues[i] is None for i in grounded),
+        }
+        components = {
+            "grounding": grounder.name,
+            "captions": self.inserter,
+            **({"segmenter": segmenter.name} if segmenter else {}),
+            **({"rewriter": self.rewriter} if self.rewriter else {}),
+        }
+        return StageResult(
+            stage=STAGE,
+            kept=with_chains(samples, all_turns, issues),
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts=counts,
+            components=components,
+        )
 
-    def _insert(self, ctx: StageContext, rows: list[dict[str, Any]], all_turns: list[list[dict[str, Any]]],
-                issues: list[str | None], places: list[tuple[int, int]], decisions: list[Decision]) -> None:
+    def _insert(
+        self,
+        ctx: StageContext,
+        rows: list[dict[str, Any]],
+        all_turns: list[list[dict[str, Any]]],
+        issues: list[str | None],
+        places: list[tuple[int, int]],
+        decisions: list[Decision],
+    ) -> None:
         """Give every marked turn of ``places`` its text with the caption and the marks inserted
         (see the module docstring): the think text, or, before the rewrite, the feedback to rewrite."""
         turns = [all_turns[i][n] for i, n in places]
         first_person = self.rewriter is None
         texts = [t["reflection"] if first_person else t["feedback"] for t in turns]
         if any(text is None for text in texts):
-            raise MmcurateError("the grounding stage inserts captions into the reflection stage's rewrites; with "
-                                "caption_order before_rewrite it needs the rewriter instead")
+            raise MmcurateError(
+                "the grounding stage inserts captions into the reflection stage's rewrites; with "
+                "caption_order before_rewrite it needs the rewriter instead"
+            )
         if isinstance(self.captions, Template):
             replies: list[Any] = [None] * len(places)
-            thinks = [grounded_reflection(text, t["keyword"], t["color"], t["mark_type"], t["marks"],
-                                          seeded_index(self.seed, rows[i]["sample_id"], str(n), "sentence",
-                                                       modulo=len(SENTENCES)), first_person)
-                      for (i, n), t, text in zip(places, turns, texts)]
+            thinks = [
+                grounded_reflection(
+                    text,
+                    t["keyword"],
+                    t["color"],
+                    t["mark_type"],
+                    t["marks"],
+                    seeded_index(self.seed, rows[i]["sample_id"], str(n), "sentence", modulo=len(SENTENCES)),
+                    first_person,
+                )
+                for (i, n), t, text in zip(places, turns, texts)
+            ]
         else:
-            requests = [insertion_request(f"{rows[i]['sample_id']}/t{n + 1}", text, t["keyword"], t["color"],
-                                          t["mark_type"], t["marks"], first_person)
-                        for (i, n), t, text in zip(places, turns, texts)]
-            parsers = [insertion_parser(text, t["keyword"], t["color"], t["mark_type"], rows[i]["answers"], first_person)
-                       for (i, n), t, text in zip(places, turns, texts)]
+            requests = [
+                insertion_request(
+                    f"{rows[i]['sample_id']}/t{n + 1}",
+                    text,
+                    t["keyword"],
+                    t["color"],
+                    t["mark_type"],
+                    t["marks"],
+                    first_person,
+                )
+                for (i, n), t, text in zip(places, turns, texts)
+            ]
+            parsers = [
+                insertion_parser(text, t["keyword"], t["color"], t["mark_type"], rows[i]["answers"], first_person)
+                for (i, n), t, text in zip(places, turns, texts)
+            ]
             try:
-                replies = ask_parsed(ctx.pool.client(self.captions.name), requests, parsers,
-                                     INSERT_REMINDER if first_person else INSERT_FEEDBACK_REMINDER, STAGE,
-                                     "the text with the caption and marks") if requests else []
+                replies = (
+                    ask_parsed(
+                        ctx.pool.client(self.captions.name),
+                        requests,
+                        parsers,
+                        INSERT_REMINDER if first_person else INSERT_FEEDBACK_REMINDER,
+                        STAGE,
+                        "the text with the caption and marks",
+                    )
+                    if requests
+                    else []
+                )
             finally:
                 ctx.pool.release(self.captions.name)
             thinks = [reply.label for reply in replies]
@@ -174,40 +277,81 @@ class GroundAndMark(Stage):
         for (i, n), turn, text, think, reply in zip(places, turns, texts, thinks, replies):
             truths = rows[i]["answers"]
             verdict = "ok" if think else "error" if reply.raw and reply.raw[-1] is None else "unusable"
-            detail: dict[str, Any] = {"by": self.inserter, "into": into, "caption": turn["keyword"], "text": think,
-                                      "answer_mentions": {into: mentions(text, truths),
-                                                          "caption": mentions(turn["keyword"], truths),
-                                                          "text": mentions(think, truths) if think else None}}
+            detail: dict[str, Any] = {
+                "by": self.inserter,
+                "into": into,
+                "caption": turn["keyword"],
+                "text": think,
+                "answer_mentions": {
+                    into: mentions(text, truths),
+                    "caption": mentions(turn["keyword"], truths),
+                    "text": mentions(think, truths) if think else None,
+                },
+            }
             if reply is not None:
                 detail.update(raw=reply.raw, **({"error": reply.error} if reply.error else {}))
-            decisions.append(Decision(rows[i]["sample_id"], STAGE, CHECK_CAPTION, verdict,
-                                      model=None if reply is None or isinstance(self.captions, Template) else self.captions.name,
-                                      context_id=f"t{n + 1}", detail=detail))
+            decisions.append(
+                Decision(
+                    rows[i]["sample_id"],
+                    STAGE,
+                    CHECK_CAPTION,
+                    verdict,
+                    model=None if reply is None or isinstance(self.captions, Template) else self.captions.name,
+                    context_id=f"t{n + 1}",
+                    detail=detail,
+                )
+            )
             if think:
                 turn["think"] = think
             elif issues[i] is None:
                 issues[i] = f"grounding: caption insertion {verdict} (turn {n + 1})"
 
-    def _rewrite(self, ctx: StageContext, rows: list[dict[str, Any]], all_turns: list[list[dict[str, Any]]],
-                 issues: list[str | None], places: list[tuple[int, int]], decisions: list[Decision]) -> None:
+    def _rewrite(
+        self,
+        ctx: StageContext,
+        rows: list[dict[str, Any]],
+        all_turns: list[list[dict[str, Any]]],
+        issues: list[str | None],
+        places: list[tuple[int, int]],
+        decisions: list[Decision],
+    ) -> None:
         """Figure 12 after Figure 11: the feedback with its caption and marks, rewritten in the
         first person; the rewrite must still name the caption, the colour and the mark."""
         assert self.rewriter is not None
         turns = [all_turns[i][n] for i, n in places]
         requests = [rewrite_request(f"{rows[i]['sample_id']}/t{n + 1}", t["think"]) for (i, n), t in zip(places, turns)]
-        parsers = [rewrite_parser(t["think"], rows[i]["answers"], (t["keyword"], t["color"], t["mark_type"]))
-                   for (i, _), t in zip(places, turns)]
+        parsers = [
+            rewrite_parser(t["think"], rows[i]["answers"], (t["keyword"], t["color"], t["mark_type"]))
+            for (i, _), t in zip(places, turns)
+        ]
         try:
-            replies = ask_parsed(ctx.pool.client(self.rewriter), requests, parsers, REWRITE_REMINDER, STAGE,
-                                 "a first-person rewrite") if requests else []
+            replies = (
+                ask_parsed(
+                    ctx.pool.client(self.rewriter), requests, parsers, REWRITE_REMINDER, STAGE, "a first-person rewrite"
+                )
+                if requests
+                else []
+            )
         finally:
             ctx.pool.release(self.rewriter)
         for (i, n), turn, reply in zip(places, turns, replies):
             verdict = "ok" if reply.ok else "error" if reply.raw and reply.raw[-1] is None else "unusable"
-            decisions.append(Decision(rows[i]["sample_id"], STAGE, CHECK_REWRITE, verdict, model=self.rewriter,
-                                      context_id=f"t{n + 1}", detail={"feedback": turn["think"], "reflection": reply.label,
-                                                                      "raw": reply.raw,
-                                                                      **({"error": reply.error} if reply.error else {})}))
+            decisions.append(
+                Decision(
+                    rows[i]["sample_id"],
+                    STAGE,
+                    CHECK_REWRITE,
+                    verdict,
+                    model=self.rewriter,
+                    context_id=f"t{n + 1}",
+                    detail={
+                        "feedback": turn["think"],
+                        "reflection": reply.label,
+                        "raw": reply.raw,
+                        **({"error": reply.error} if reply.error else {}),
+                    },
+                )
+            )
             turn["think"] = turn["reflection"] = reply.label
             if not reply.ok and issues[i] is None:
                 issues[i] = f"grounding: rewrite {verdict} (turn {n + 1})"

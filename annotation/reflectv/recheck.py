@@ -18,6 +18,7 @@ Each recorded answer of a re-checking model in the parent's ledger (an earlier
 re-curation's) is reused; the original teacher and verifier are never asked. The stage sees
 the whole release at once (the rho rule is a share of it).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -73,8 +74,9 @@ class RecheckTrajectories(Stage):
         decisions: list[Decision] = []
         removed: dict[str, str] = {}
         for teacher in self.teachers:
-            for sid, reason in self._teacher(ctx, teacher, [r for s, r in rows.items() if s not in removed],
-                                             decisions).items():
+            for sid, reason in self._teacher(
+                ctx, teacher, [r for s, r in rows.items() if s not in removed], decisions
+            ).items():
                 removed[sid] = reason
         collapsed: dict[str, str] = {}
         for verifier in self.verifiers:
@@ -84,8 +86,9 @@ class RecheckTrajectories(Stage):
             rows[sid] = collapse(rows[sid])
         left = [sid for sid in rows if sid not in removed]
         chains = [sid for sid in left if rows[sid]["format"] == MULTI]
-        kept_chains, redundant, surplus = rho_split(chains, [s for s in left if rows[s]["format"] == SINGLE],
-                                                    self.rho, self.seed, self.rho_rule)
+        kept_chains, redundant, surplus = rho_split(
+            chains, [s for s in left if rows[s]["format"] == SINGLE], self.rho, self.seed, self.rho_rule
+        )
         share = {"rho": self.rho, "rho_rule": self.rho_rule}
         for sid in redundant:
             rows[sid] = collapse(rows[sid])
@@ -94,16 +97,31 @@ class RecheckTrajectories(Stage):
             removed[sid] = SURPLUS
             decisions.append(Decision(sid, STAGE, CHECK_SHARE, "drop", detail={**share, "reason": SURPLUS}))
         kept = [rows[sid] for sid in rows if sid not in removed]
-        counts = {"input": len(rows), "removed_by_teachers": len(removed) - len(surplus), "collapsed": len(collapsed),
-                  "collapsed_for_rho": len(redundant), "dropped_for_rho": len(surplus), "kept": len(kept),
-                  "multi_turn": sum(r["format"] == MULTI for r in kept)}
-        return StageResult(stage=STAGE, kept=pa.Table.from_pylist(kept, schema=TRAJECTORY), decisions=decisions,
-                           run_id=ctx.run_id, counts=counts, extra={"removed": removed, "collapsed": collapsed},
-                           components={**{f"recheck_teacher:{t}": t for t in self.teachers},
-                                       **{f"recheck_verifier:{v}": v for v in self.verifiers}})
+        counts = {
+            "input": len(rows),
+            "removed_by_teachers": len(removed) - len(surplus),
+            "collapsed": len(collapsed),
+            "collapsed_for_rho": len(redundant),
+            "dropped_for_rho": len(surplus),
+            "kept": len(kept),
+            "multi_turn": sum(r["format"] == MULTI for r in kept),
+        }
+        return StageResult(
+            stage=STAGE,
+            kept=pa.Table.from_pylist(kept, schema=TRAJECTORY),
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts=counts,
+            extra={"removed": removed, "collapsed": collapsed},
+            components={
+                **{f"recheck_teacher:{t}": t for t in self.teachers},
+                **{f"recheck_verifier:{v}": v for v in self.verifiers},
+            },
+        )
 
-    def _teacher(self, ctx: StageContext, teacher: str, rows: list[dict[str, Any]],
-                 decisions: list[Decision]) -> dict[str, str]:
+    def _teacher(
+        self, ctx: StageContext, teacher: str, rows: list[dict[str, Any]], decisions: list[Decision]
+    ) -> dict[str, str]:
         """Score every released dialogue with ``teacher``, turn by turn in lockstep; the samples
         whose scores break the rules, with why."""
         replies: dict[str, list[dict[str, Any]]] = {r["sample_id"]: [] for r in rows}
@@ -119,29 +137,68 @@ class RecheckTrajectories(Stage):
                 hit = self.recorded.lookup(CHECK_TEACHER_TURN, teacher, (sid, f"t{number}")) if self.recorded else None
                 if hit is not None and self.recorded:
                     replies[sid].append({"answer": answer, "score": int(hit[0]), "feedback": hit[1]["feedback"]})
-                    decisions.append(Decision(sid, STAGE, CHECK_TEACHER_TURN, hit[0], model=teacher,
-                                              context_id=f"t{number}",
-                                              detail={**hit[1], "recorded_in": self.recorded.release}))
+                    decisions.append(
+                        Decision(
+                            sid,
+                            STAGE,
+                            CHECK_TEACHER_TURN,
+                            hit[0],
+                            model=teacher,
+                            context_id=f"t{number}",
+                            detail={**hit[1], "recorded_in": self.recorded.release},
+                        )
+                    )
                     continue
-                asking.append((row, ChatRequest(f"{sid}/t{number}", teacher_messages(
-                    row["question"], row["answers"], row["image"], replies[sid], answer), TEACHER_TEMPLATE)))
+                asking.append(
+                    (
+                        row,
+                        ChatRequest(
+                            f"{sid}/t{number}",
+                            teacher_messages(row["question"], row["answers"], row["image"], replies[sid], answer),
+                            TEACHER_TEMPLATE,
+                        ),
+                    )
+                )
             if not asking:
                 continue
             client = client or ctx.pool.client(teacher)
-            labels = ask_parsed(client, [request for _, request in asking], [parse_teacher] * len(asking),
-                                TEACHER_REMINDER, STAGE, TEACHER_SHAPE)
+            labels = ask_parsed(
+                client,
+                [request for _, request in asking],
+                [parse_teacher] * len(asking),
+                TEACHER_REMINDER,
+                STAGE,
+                TEACHER_SHAPE,
+            )
             for (row, _), label in zip(asking, labels):
                 sid, answer = row["sample_id"], self.dialogues[row["sample_id"]][number - 1]["answer"]
                 if not label.ok:
                     failed[sid] = f"undetermined: {teacher}'s reply unreadable at turn {number}"
-                    decisions.append(Decision(sid, STAGE, CHECK_TEACHER_TURN, "error", model=teacher,
-                                              context_id=f"t{number}", detail={"raw": label.raw, "error": label.error}))
+                    decisions.append(
+                        Decision(
+                            sid,
+                            STAGE,
+                            CHECK_TEACHER_TURN,
+                            "error",
+                            model=teacher,
+                            context_id=f"t{number}",
+                            detail={"raw": label.raw, "error": label.error},
+                        )
+                    )
                     continue
                 score, feedback = label.label
                 replies[sid].append({"answer": answer, "score": score, "feedback": feedback})
-                decisions.append(Decision(sid, STAGE, CHECK_TEACHER_TURN, str(score), model=teacher,
-                                          context_id=f"t{number}", detail={"answer": answer, "feedback": feedback,
-                                                                           "raw": label.raw}))
+                decisions.append(
+                    Decision(
+                        sid,
+                        STAGE,
+                        CHECK_TEACHER_TURN,
+                        str(score),
+                        model=teacher,
+                        context_id=f"t{number}",
+                        detail={"answer": answer, "feedback": feedback, "raw": label.raw},
+                    )
+                )
         if client is not None:
             ctx.pool.release(teacher)
         out: dict[str, str] = {}
@@ -150,13 +207,25 @@ class RecheckTrajectories(Stage):
             broken = failed.get(sid) or score_rule([t["score"] for t in replies[sid]])
             if broken:
                 out[sid] = f"{teacher}: {broken}"
-            decisions.append(Decision(sid, STAGE, CHECK_TEACHER_RULE, "drop" if broken else "pass", model=teacher,
-                                      detail={"scores": [t["score"] for t in replies[sid]], "deciding_model": teacher,
-                                              "reason": broken or "strictly ascending, ends at 10"}))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_TEACHER_RULE,
+                    "drop" if broken else "pass",
+                    model=teacher,
+                    detail={
+                        "scores": [t["score"] for t in replies[sid]],
+                        "deciding_model": teacher,
+                        "reason": broken or "strictly ascending, ends at 10",
+                    },
+                )
+            )
         return out
 
-    def _verifier(self, ctx: StageContext, verifier: str, chains: list[dict[str, Any]],
-                  decisions: list[Decision]) -> dict[str, str]:
+    def _verifier(
+        self, ctx: StageContext, verifier: str, chains: list[dict[str, Any]], decisions: list[Decision]
+    ) -> dict[str, str]:
         """Ask ``verifier`` about every marked turn of ``chains``; the chains to collapse, with why."""
         places: list[tuple[dict[str, Any], int, Any]] = []  # (row, turn number, parsed turn)
         for row in chains:
@@ -172,37 +241,88 @@ class RecheckTrajectories(Stage):
             hit = self.recorded.lookup(CHECK_MARKS_TURN, verifier, (sid, f"t{number}")) if self.recorded else None
             if hit is not None and self.recorded:
                 verdicts[(sid, number)] = hit[0]
-                decisions.append(Decision(sid, STAGE, CHECK_MARKS_TURN, hit[0], model=verifier, context_id=f"t{number}",
-                                          detail={**hit[1], "recorded_in": self.recorded.release}))
+                decisions.append(
+                    Decision(
+                        sid,
+                        STAGE,
+                        CHECK_MARKS_TURN,
+                        hit[0],
+                        model=verifier,
+                        context_id=f"t{number}",
+                        detail={**hit[1], "recorded_in": self.recorded.release},
+                    )
+                )
                 continue
             args = turn.arguments
-            prompt = verify_prompt(row["question"], turn.think, args["anchor"], args["color"], args["mark_type"],
-                                   self.marks.get((sid, number), 1))
-            asking.append(((sid, number, args["anchor"]), label_request(f"{sid}/t{number}", SYSTEM, [
-                {"type": "image", "sha256": row["conversation"][number]["image"]}, {"type": "text", "text": prompt}],
-                TEMPLATE)))
+            prompt = verify_prompt(
+                row["question"],
+                turn.think,
+                args["anchor"],
+                args["color"],
+                args["mark_type"],
+                self.marks.get((sid, number), 1),
+            )
+            asking.append(
+                (
+                    (sid, number, args["anchor"]),
+                    label_request(
+                        f"{sid}/t{number}",
+                        SYSTEM,
+                        [
+                            {"type": "image", "sha256": row["conversation"][number]["image"]},
+                            {"type": "text", "text": prompt},
+                        ],
+                        TEMPLATE,
+                    ),
+                )
+            )
         if asking:
             try:
-                labels = ask_labels(ctx.pool.client(verifier), [r for _, r in asking], YES_NO, REMINDER, STAGE,
-                                    lambda response: first_token_label(response, YES_NO))
+                labels = ask_labels(
+                    ctx.pool.client(verifier),
+                    [r for _, r in asking],
+                    YES_NO,
+                    REMINDER,
+                    STAGE,
+                    lambda response: first_token_label(response, YES_NO),
+                )
             finally:
                 ctx.pool.release(verifier)
             for ((sid, number, anchor), _), label in zip(asking, labels):
                 verdict = label.label if label.ok else "error"
                 verdicts[(sid, number)] = verdict
-                decisions.append(Decision(sid, STAGE, CHECK_MARKS_TURN, verdict, model=verifier,
-                                          context_id=f"t{number}", detail={"raw": label.raw, "anchor": anchor,
-                                                                           **({"error": label.error} if label.error else {})}))
+                decisions.append(
+                    Decision(
+                        sid,
+                        STAGE,
+                        CHECK_MARKS_TURN,
+                        verdict,
+                        model=verifier,
+                        context_id=f"t{number}",
+                        detail={"raw": label.raw, "anchor": anchor, **({"error": label.error} if label.error else {})},
+                    )
+                )
         out: dict[str, str] = {}
         for row in chains:
             sid = row["sample_id"]
             bad = [(n, v) for (s, n), v in sorted(verdicts.items()) if s == sid and v != "yes"]
             if bad:
                 number, verdict = bad[0]
-                out[sid] = (f"{verifier}: the marks do not show what turn {number} names" if verdict == "no"
-                            else f"{verifier}: undetermined at turn {number}")
-            decisions.append(Decision(sid, STAGE, CHECK_MARKS, "collapse" if bad else "verified", model=verifier,
-                                      detail={"deciding_model": verifier, "reason": out.get(sid, "every mark confirmed")}))
+                out[sid] = (
+                    f"{verifier}: the marks do not show what turn {number} names"
+                    if verdict == "no"
+                    else f"{verifier}: undetermined at turn {number}"
+                )
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_MARKS,
+                    "collapse" if bad else "verified",
+                    model=verifier,
+                    detail={"deciding_model": verifier, "reason": out.get(sid, "every mark confirmed")},
+                )
+            )
         return out
 
 
@@ -223,5 +343,7 @@ def drawn_marks(ledger: pa.Table) -> dict[tuple[str, int], int]:
     from .grounding import STAGE as GROUNDING
 
     rows = ledger.filter(pc.and_(pc.equal(ledger["stage"], GROUNDING), pc.equal(ledger["check"], DRAWN)))
-    return {(r["sample_id"], int(r["context_id"][1:])): int(json.loads(r["detail"] or "{}").get("marks", 1))
-            for r in rows.select(["sample_id", "context_id", "detail"]).to_pylist()}
+    return {
+        (r["sample_id"], int(r["context_id"][1:])): int(json.loads(r["detail"] or "{}").get("marks", 1))
+        for r in rows.select(["sample_id", "context_id", "detail"]).to_pylist()
+    }

@@ -37,6 +37,7 @@ rewrite must drop the answer (a turn that still states it fails the validator an
 becomes a QA pair); with ``reflectv.collapse_revealing_feedback: true`` it collapses to a QA
 pair at once (``collapse``). Keywords never state the answer in either reading.
 """
+
 from __future__ import annotations
 
 import re
@@ -52,8 +53,8 @@ from mmcurate.core.ledger import Decision
 from mmcurate.core.specs import Heuristic, LabellerSpec, coerce
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.core.text import STOPWORDS, content_tokens, find_answer
-from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
+from mmcurate.models.requests import ChatRequest
 
 from .chains import eligible, issues_of, require_chains, turns_of, with_chains
 from .wording import names_marks
@@ -97,26 +98,37 @@ REWRITE_SYSTEM = (
 # worked examples, sent as earlier turns of the conversation (a small model follows them far
 # better than instructions alone)
 REWRITE_EXAMPLES = (
-    ("Your answer is wrong. Check the blue bars again.",
-     "Wait, I think my answer is wrong. I should check the blue bars again."),
-    ("The man is not holding a phone. Look at the object in his left hand.",
-     "Hmm, I don't think the man is holding a phone. I need to look at the object in his left hand."),
-    ("Partly right, but the title has more words. Read the whole title.",
-     "I was partly right, but I missed some words of the title. I should read the whole title."),
+    (
+        "Your answer is wrong. Check the blue bars again.",
+        "Wait, I think my answer is wrong. I should check the blue bars again.",
+    ),
+    (
+        "The man is not holding a phone. Look at the object in his left hand.",
+        "Hmm, I don't think the man is holding a phone. I need to look at the object in his left hand.",
+    ),
+    (
+        "Partly right, but the title has more words. Read the whole title.",
+        "I was partly right, but I missed some words of the title. I should read the whole title.",
+    ),
 )
 MIN_HINT_SHARE = 0.5  # a rewrite keeps at least half of the feedback's content words
 META_WORDS = re.compile(r"\b(rewrit\w*|sentence|here's|here is|original)\b", re.IGNORECASE)
 KEYWORD_REMINDER = "Your reply could not be used. Reply with the phrase only, on one line, without the answer."
 OBJECTS_REMINDER = "Your reply could not be used. Reply with the objects only, separated by '|', on one line."
-REWRITE_REMINDER = ("Your reply could not be used. Reply with the rewritten text only, in the first person "
-                    "(I, my), without labels and without stating the correct answer.")
+REWRITE_REMINDER = (
+    "Your reply could not be used. Reply with the rewritten text only, in the first person "
+    "(I, my), without labels and without stating the correct answer."
+)
 
 QUESTION_WORDS = frozenset("what which who whom whose when where why how many much".split())
-AUXILIARIES = frozenset("is are was were be been do does did has have had can could would will shall should "
-                        "there s".split())
-LOOKING = frozenset("""look looking closer again carefully check consider notice see think read count compare
+AUXILIARIES = frozenset(
+    "is are was were be been do does did has have had can could would will shall should there s".split()
+)
+LOOKING = frozenset(
+    """look looking closer again carefully check consider notice see think read count compare
     answer answers image picture photo correct incorrect right wrong partly try once further off more many
-    close almost still first whole line kind different""".split())
+    close almost still first whole line kind different""".split()
+)
 FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|my|me|myself|we|our|us)\b")
 _MARKUP = re.compile(r"[<>{}\[\]*`#|\\]")
 _WORD = re.compile(r"[A-Za-z0-9][\w'$,.-]*[\w$]|[A-Za-z0-9]")
@@ -148,9 +160,14 @@ def question_keyword(question: str, truths: list[str]) -> str | None:
     words, auxiliaries and articles (Figure 9's examples), and without the words of ``truths``."""
     drop = _answer_words(truths)
     articles = {"a", "an", "the"}  # "A" inside a question is a name ("Company A"), not an article
-    kept = [w for i, w in enumerate(_words(question))
-            if w.lower() not in QUESTION_WORDS | AUXILIARIES and w not in articles
-            and not (i == 0 and w.lower() in articles) and not (content_tokens(w) & drop)]
+    kept = [
+        w
+        for i, w in enumerate(_words(question))
+        if w.lower() not in QUESTION_WORDS | AUXILIARIES
+        and w not in articles
+        and not (i == 0 and w.lower() in articles)
+        and not (content_tokens(w) & drop)
+    ]
     while kept and kept[0].lower() in STOPWORDS:
         kept.pop(0)
     return " ".join(kept[:MAX_KEYWORD_WORDS]) or None
@@ -166,6 +183,7 @@ def _one_line(text: str) -> str | None:
 def keyword_parser(truths: list[str], min_words: int = 1) -> Callable[[str], str | None]:
     """Read a keyword reply: one plain line of ``min_words``..10 words, no question word, none
     of ``truths``."""
+
     def parse(text: str) -> str | None:
         line = _one_line(text)
         if line is None or not min_words <= len(line.split()) <= MAX_KEYWORD_WORDS or find_answer(line, truths) >= 0:
@@ -179,13 +197,15 @@ def keyword_parser(truths: list[str], min_words: int = 1) -> Callable[[str], str
 
 def objects_parser(truths: list[str]) -> Callable[[str], list[str] | None]:
     """Read ``object1|object2|...``: one line, 1-8 objects of at most 6 words, no label, no answer."""
+
     def parse(text: str) -> list[str] | None:
         line = text.strip().strip("\"'").strip().rstrip(".")
         if not line or "\n" in line:
             return None
         objects = [o.strip() for o in line.split("|")]
-        if not 1 <= len(objects) <= 8 or any(not o or len(o.split()) > 6 or ":" in o or _MARKUP.search(o)
-                                             for o in objects):
+        if not 1 <= len(objects) <= 8 or any(
+            not o or len(o.split()) > 6 or ":" in o or _MARKUP.search(o) for o in objects
+        ):
             return None
         return None if any(find_answer(o, truths) >= 0 for o in objects) else objects
 
@@ -194,24 +214,36 @@ def objects_parser(truths: list[str]) -> Callable[[str], list[str] | None]:
 
 def objects_request(key: str, question: str, answer: str, feedback: str) -> ChatRequest:
     """General QA, first step: the entities the feedback names, as ``object1|object2``."""
-    return ChatRequest(key, [{"role": "system", "content": OBJECTS_SYSTEM},
-                             {"role": "user", "content": f"Question: {question}\nAnswer: {answer}\nFeedback: {feedback}"}],
-                       OBJECTS_TEMPLATE)
+    return ChatRequest(
+        key,
+        [
+            {"role": "system", "content": OBJECTS_SYSTEM},
+            {"role": "user", "content": f"Question: {question}\nAnswer: {answer}\nFeedback: {feedback}"},
+        ],
+        OBJECTS_TEMPLATE,
+    )
 
 
 def caption_request(key: str, objects: list[str]) -> ChatRequest:
     """General QA, second step: the entities merged into one short caption."""
-    return ChatRequest(key, [{"role": "system", "content": CAPTION_SYSTEM}, {"role": "user", "content": "|".join(objects)}],
-                       CAPTION_TEMPLATE)
+    return ChatRequest(
+        key,
+        [{"role": "system", "content": CAPTION_SYSTEM}, {"role": "user", "content": "|".join(objects)}],
+        CAPTION_TEMPLATE,
+    )
 
 
 def subject_request(key: str, question: str, truths: list[str]) -> ChatRequest:
     """Scene text, documents, charts: the subject phrase of the question (Figure 9), which must
     not state the ground truth."""
-    return ChatRequest(key, [{"role": "system", "content": SUBJECT_SYSTEM},
-                             {"role": "user", "content": f"Question: {question}\n"
-                                                         f"Answer (do not repeat it): {' | '.join(truths)}"}],
-                       SUBJECT_TEMPLATE)
+    return ChatRequest(
+        key,
+        [
+            {"role": "system", "content": SUBJECT_SYSTEM},
+            {"role": "user", "content": f"Question: {question}\nAnswer (do not repeat it): {' | '.join(truths)}"},
+        ],
+        SUBJECT_TEMPLATE,
+    )
 
 
 def rewrite_request(key: str, feedback: str) -> ChatRequest:
@@ -225,8 +257,9 @@ def rewrite_messages(feedback: str) -> list[dict]:
     return [*messages, {"role": "user", "content": feedback}]
 
 
-def rewrite_parser(feedback: str, truths: list[str],
-                   keeps: tuple[str, str, str] | None = None) -> Callable[[str], str | None]:
+def rewrite_parser(
+    feedback: str, truths: list[str], keeps: tuple[str, str, str] | None = None
+) -> Callable[[str], str | None]:
     """Read a first-person rewrite of ``feedback`` (see the module docstring); ``keeps``: the
     (caption, colour, mark type) inserted into it, which the rewrite must still name."""
     hints = content_tokens(feedback)
@@ -235,7 +268,11 @@ def rewrite_parser(feedback: str, truths: list[str],
         rewrite = " ".join(text.split()).strip("\"'").strip()
         if not rewrite or re.search(r"\b(score|feedback)\s*:", rewrite, re.IGNORECASE) or _MARKUP.search(rewrite):
             return None
-        if FIRST_PERSON.search(rewrite) is None or META_WORDS.search(rewrite) or len(rewrite) > max(400, 3 * len(feedback)):
+        if (
+            FIRST_PERSON.search(rewrite) is None
+            or META_WORDS.search(rewrite)
+            or len(rewrite) > max(400, 3 * len(feedback))
+        ):
             return None
         if hints and len(hints & content_tokens(rewrite)) < MIN_HINT_SHARE * len(hints):
             return None
@@ -248,13 +285,13 @@ def rewrite_parser(feedback: str, truths: list[str],
     return parse
 
 
-
 def _unread(raw: list | None) -> str:
     """The verdict of a turn left without a keyword or reflection: ``error`` when its model
     call failed for good (the run is incomplete; a rerun resumes it), ``unusable`` when the
     model replied and the reply stayed unusable after its retry (the chain collapses to a QA
     pair, as the validator would make it; a rerun repeats the cached reply)."""
     return "error" if raw and raw[-1] is None else "unusable"
+
 
 @dataclass
 class _Turn:
@@ -287,8 +324,11 @@ class WriteReflections(Stage):
 
     @property
     def _complete(self) -> str:
-        return ("every reflective turn has a keyword and a reflection" if self.caption_order == "after_rewrite"
-                else "every reflective turn has a keyword")
+        return (
+            "every reflective turn has a keyword and a reflection"
+            if self.caption_order == "after_rewrite"
+            else "every reflective turn has a keyword"
+        )
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         require_chains(samples, STAGE)
@@ -304,9 +344,15 @@ class WriteReflections(Stage):
                 raise MmcurateError(f"sample {row['sample_id']}: {exc}") from None
             leaked = [n + 1 for n, t in enumerate(turns[:-1]) if find_answer(t["feedback"], row["answers"]) >= 0]
             if leaked:
-                decisions.append(Decision(row["sample_id"], STAGE, CHECK_LEAK,
-                                          "collapse" if self.collapse_revealing else "keep",
-                                          detail={"turns": leaked, "collapse_revealing_feedback": self.collapse_revealing}))
+                decisions.append(
+                    Decision(
+                        row["sample_id"],
+                        STAGE,
+                        CHECK_LEAK,
+                        "collapse" if self.collapse_revealing else "keep",
+                        detail={"turns": leaked, "collapse_revealing_feedback": self.collapse_revealing},
+                    )
+                )
                 if self.collapse_revealing:
                     issues[i] = f"reflection: the teacher's feedback gives the answer away (turn {leaked[0]})"
                     continue
@@ -316,17 +362,40 @@ class WriteReflections(Stage):
         for item, (keyword, detail) in zip(pending, keywords):
             item.turn["keyword"] = keyword
             verdict = "ok" if keyword else _unread(detail.get("raw") or detail.get("objects_raw"))
-            decisions.append(Decision(item.row["sample_id"], STAGE, CHECK_KEYWORD, verdict,
-                                      model=str(self.keywords), context_id=f"t{item.index + 1}", detail=detail))
+            decisions.append(
+                Decision(
+                    item.row["sample_id"],
+                    STAGE,
+                    CHECK_KEYWORD,
+                    verdict,
+                    model=str(self.keywords),
+                    context_id=f"t{item.index + 1}",
+                    detail=detail,
+                )
+            )
             if keyword is None:
                 failed.setdefault(item.row["sample_id"], f"reflection: no usable keyword (turn {item.index + 1})")
-        to_rewrite = [item for item in pending if item.row["sample_id"] not in failed
-                      and self.caption_order == "after_rewrite"]
+        to_rewrite = [
+            item for item in pending if item.row["sample_id"] not in failed and self.caption_order == "after_rewrite"
+        ]
         for item, parsed in zip(to_rewrite, self._rewrites(ctx, to_rewrite)):
             item.turn["reflection"] = parsed.label
-            detail = {"reflection": parsed.label, "raw": parsed.raw, **({"error": parsed.error} if parsed.error else {})}
-            decisions.append(Decision(item.row["sample_id"], STAGE, CHECK_REWRITE, "ok" if parsed.ok else _unread(parsed.raw),
-                                      model=self.rewriter, context_id=f"t{item.index + 1}", detail=detail))
+            detail = {
+                "reflection": parsed.label,
+                "raw": parsed.raw,
+                **({"error": parsed.error} if parsed.error else {}),
+            }
+            decisions.append(
+                Decision(
+                    item.row["sample_id"],
+                    STAGE,
+                    CHECK_REWRITE,
+                    "ok" if parsed.ok else _unread(parsed.raw),
+                    model=self.rewriter,
+                    context_id=f"t{item.index + 1}",
+                    detail=detail,
+                )
+            )
             if not parsed.ok:
                 failed.setdefault(item.row["sample_id"], f"reflection: rewrite unusable (turn {item.index + 1})")
         for i, row in enumerate(rows):
@@ -335,15 +404,33 @@ class WriteReflections(Stage):
         for row, turns, issue in zip(rows, all_turns, issues):
             if len(turns) >= 2:
                 chains += issue is None
-                decisions.append(Decision(row["sample_id"], STAGE, CHECK_SAMPLE, "chain" if issue is None else "collapse",
-                                          detail={"reason": issue or self._complete}))
-        counts = {"input": len(rows), "reflective_turns": len(pending), "chains": chains,
-                  "keyword_errors": sum(1 for k, _ in keywords if k is None),
-                  "rewrite_errors": sum(1 for d in decisions if d.check == CHECK_REWRITE and d.verdict != "ok")}
-        return StageResult(stage=STAGE, kept=with_chains(samples, all_turns, issues), decisions=decisions,
-                           run_id=ctx.run_id, counts=counts,
-                           components={"keywords": str(self.keywords),
-                                       **({"rewriter": self.rewriter} if self.caption_order == "after_rewrite" else {})})
+                decisions.append(
+                    Decision(
+                        row["sample_id"],
+                        STAGE,
+                        CHECK_SAMPLE,
+                        "chain" if issue is None else "collapse",
+                        detail={"reason": issue or self._complete},
+                    )
+                )
+        counts = {
+            "input": len(rows),
+            "reflective_turns": len(pending),
+            "chains": chains,
+            "keyword_errors": sum(1 for k, _ in keywords if k is None),
+            "rewrite_errors": sum(1 for d in decisions if d.check == CHECK_REWRITE and d.verdict != "ok"),
+        }
+        return StageResult(
+            stage=STAGE,
+            kept=with_chains(samples, all_turns, issues),
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts=counts,
+            components={
+                "keywords": str(self.keywords),
+                **({"rewriter": self.rewriter} if self.caption_order == "after_rewrite" else {}),
+            },
+        )
 
     # ------------------------------------------------------------------------ keywords
     def _keywords(self, ctx: StageContext, pending: list[_Turn]) -> list[tuple[str | None, dict[str, Any]]]:
@@ -362,30 +449,59 @@ class WriteReflections(Stage):
         finally:
             ctx.pool.release(self.keywords.name)
 
-    def _model_keywords(self, ctx: StageContext, pending: list[_Turn],
-                        model: str) -> list[tuple[str | None, dict[str, Any]]]:
+    def _model_keywords(
+        self, ctx: StageContext, pending: list[_Turn], model: str
+    ) -> list[tuple[str | None, dict[str, Any]]]:
         client = ctx.pool.client(model)
         general = [item for item in pending if item.domain == GENERAL_QA]
         dense = [item for item in pending if item.domain in DENSE_PERCEPTION]
         found: dict[str, tuple[str | None, dict[str, Any]]] = {}
-        objects = ask_parsed(client, [objects_request(item.key, item.row["question"], item.turn["answer"],
-                                                      item.turn["feedback"]) for item in general],
-            [objects_parser(item.row["answers"]) for item in general], OBJECTS_REMINDER, STAGE, "object1|object2|...")
+        objects = ask_parsed(
+            client,
+            [
+                objects_request(item.key, item.row["question"], item.turn["answer"], item.turn["feedback"])
+                for item in general
+            ],
+            [objects_parser(item.row["answers"]) for item in general],
+            OBJECTS_REMINDER,
+            STAGE,
+            "object1|object2|...",
+        )
         listed = [(item, parsed) for item, parsed in zip(general, objects) if parsed.ok]
         for item, parsed in zip(general, objects):
             if not parsed.ok:
                 found[item.key] = (None, {"from": "feedback", "objects_raw": parsed.raw, "error": parsed.error})
-        captions = ask_parsed(client, [caption_request(item.key, parsed.label) for item, parsed in listed],
-            [keyword_parser(item.row["answers"]) for item, _ in listed], KEYWORD_REMINDER, STAGE, "a caption")
+        captions = ask_parsed(
+            client,
+            [caption_request(item.key, parsed.label) for item, parsed in listed],
+            [keyword_parser(item.row["answers"]) for item, _ in listed],
+            KEYWORD_REMINDER,
+            STAGE,
+            "a caption",
+        )
         for (item, objects_parsed), parsed in zip(listed, captions):
-            found[item.key] = (parsed.label, {"from": "feedback", "objects": objects_parsed.label, "raw": parsed.raw,
-                                              **({"error": parsed.error} if parsed.error else {})})
-        subjects = ask_parsed(client, [subject_request(item.key, item.row["question"], item.row["answers"])
-                                       for item in dense],
-            [keyword_parser(item.row["answers"], min_words=2) for item in dense], KEYWORD_REMINDER, STAGE, "a phrase")
+            found[item.key] = (
+                parsed.label,
+                {
+                    "from": "feedback",
+                    "objects": objects_parsed.label,
+                    "raw": parsed.raw,
+                    **({"error": parsed.error} if parsed.error else {}),
+                },
+            )
+        subjects = ask_parsed(
+            client,
+            [subject_request(item.key, item.row["question"], item.row["answers"]) for item in dense],
+            [keyword_parser(item.row["answers"], min_words=2) for item in dense],
+            KEYWORD_REMINDER,
+            STAGE,
+            "a phrase",
+        )
         for item, parsed in zip(dense, subjects):
-            found[item.key] = (parsed.label, {"from": "question", "raw": parsed.raw,
-                                              **({"error": parsed.error} if parsed.error else {})})
+            found[item.key] = (
+                parsed.label,
+                {"from": "question", "raw": parsed.raw, **({"error": parsed.error} if parsed.error else {})},
+            )
         return [found[item.key] for item in pending]
 
     # ------------------------------------------------------------------------ rewrite
@@ -395,7 +511,8 @@ class WriteReflections(Stage):
         try:
             requests = [rewrite_request(item.key, item.turn["feedback"]) for item in items]
             parsers = [rewrite_parser(item.turn["feedback"], item.row["answers"]) for item in items]
-            return ask_parsed(ctx.pool.client(self.rewriter), requests, parsers, REWRITE_REMINDER, STAGE,
-                              "a first-person rewrite")
+            return ask_parsed(
+                ctx.pool.client(self.rewriter), requests, parsers, REWRITE_REMINDER, STAGE, "a first-person rewrite"
+            )
         finally:
             ctx.pool.release(self.rewriter)

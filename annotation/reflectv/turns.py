@@ -23,6 +23,7 @@ the expectations of the release's Great Expectations suite (``RULES``):
   Figure 11: the rewritten feedback must not show the ground truth; section 4.3 takes only
   the marks' place from it, ``grounding.locate_phrase``).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,22 @@ from .wording import NOUNS, says
 
 TAGS = ("answer", "think", "tool_call")
 ARGUMENTS = ("flag", "anchor", "color", "mark_type")
-RULES = ("structure", "tool_call", "flag", "final_none", "color_enum", "mark_type_enum", "anchor_markup",
-         "anchor_in_think", "color_in_think", "mark_in_think", "reveals_answer")
-_TURN = re.compile(r"<answer>(?P<answer>.*?)</answer><think>(?P<think>.*?)</think><tool_call>(?P<tool>.*?)</tool_call>",
-                   re.DOTALL)
+RULES = (
+    "structure",
+    "tool_call",
+    "flag",
+    "final_none",
+    "color_enum",
+    "mark_type_enum",
+    "anchor_markup",
+    "anchor_in_think",
+    "color_in_think",
+    "mark_in_think",
+    "reveals_answer",
+)
+_TURN = re.compile(
+    r"<answer>(?P<answer>.*?)</answer><think>(?P<think>.*?)</think><tool_call>(?P<tool>.*?)</tool_call>", re.DOTALL
+)
 _MARKUP = re.compile(r"[<>{}\[\]*`#|\\]")
 
 
@@ -75,8 +88,12 @@ def parse_turn(text: str) -> tuple[Turn | None, str | None]:
     except ValueError:
         return None, "tool_call"
     arguments = call.get("arguments") if isinstance(call, dict) else None
-    if (not isinstance(arguments, dict) or set(call) != {"name", "arguments"} or call["name"] != TOOL_NAME
-            or set(arguments) != set(ARGUMENTS)):
+    if (
+        not isinstance(arguments, dict)
+        or set(call) != {"name", "arguments"}
+        or call["name"] != TOOL_NAME
+        or set(arguments) != set(ARGUMENTS)
+    ):
         return None, "tool_call"
     return Turn(answer, think, arguments), None
 
@@ -97,10 +114,21 @@ def turn_defects(turn: Turn, last: bool, truths: list[str]) -> list[str]:
         defects.append("color_enum")
     if mark_type not in MARK_TYPES:
         defects.append("mark_type_enum")
-    reveals = ["reveals_answer"] if any(find_answer(text, truths) >= 0 for text in (
-        turn.answer, turn.think, anchor if isinstance(anchor, str) else "")) else []
-    if not isinstance(anchor, str) or not anchor.strip() or "\n" in anchor or _MARKUP.search(anchor) \
-            or anchor.strip() == NONE:
+    reveals = (
+        ["reveals_answer"]
+        if any(
+            find_answer(text, truths) >= 0
+            for text in (turn.answer, turn.think, anchor if isinstance(anchor, str) else "")
+        )
+        else []
+    )
+    if (
+        not isinstance(anchor, str)
+        or not anchor.strip()
+        or "\n" in anchor
+        or _MARKUP.search(anchor)
+        or anchor.strip() == NONE
+    ):
         return [*defects, "anchor_markup", *reveals]
     if not content_tokens(anchor) <= content_tokens(turn.think):
         defects.append("anchor_in_think")

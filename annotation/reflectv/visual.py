@@ -7,6 +7,7 @@ a yes for the sample to stay a multi-turn chain; a no is an inconsistent visuali
 an unreadable reply is undetermined: either way the sample will be a QA pair
 (``chain_issue``), with the verdict of every turn in the ledger.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,15 +39,18 @@ YES_NO = ("yes", "no")
 
 def verify_prompt(question: str, think: str, anchor: str, color: str, mark_type: str, marks: int) -> str:
     noun = NOUNS[mark_type][0 if marks == 1 else 1]
-    return (f"Question: {question}\nReflection: {think}\nThe {color} {noun} should show: {anchor}\n"
-            "Do the marks show it? Reply with exactly one word: yes or no.")
+    return (
+        f"Question: {question}\nReflection: {think}\nThe {color} {noun} should show: {anchor}\n"
+        "Do the marks show it? Reply with exactly one word: yes or no."
+    )
 
 
 def verify_request(key: str, question: str, turn: dict) -> ChatRequest:
     """Ask the verifier whether a marked turn's marks show what its reflection names."""
     prompt = verify_prompt(question, turn["think"], turn["keyword"], turn["color"], turn["mark_type"], turn["marks"])
-    return label_request(key, SYSTEM, [{"type": "image", "sha256": turn["marked_image"]},
-                                       {"type": "text", "text": prompt}], TEMPLATE)
+    return label_request(
+        key, SYSTEM, [{"type": "image", "sha256": turn["marked_image"]}, {"type": "text", "text": prompt}], TEMPLATE
+    )
 
 
 @dataclass
@@ -61,33 +65,80 @@ class VisualCheck(Stage):
         if not ctx.pool.settings.model(self.verifier).vision:
             raise MmcurateError(f"visual verifier {self.verifier!r} cannot see images (vision: false)")
         rows, all_turns, issues = samples.to_pylist(), turns_of(samples), issues_of(samples)
-        places = [(i, n) for i, (turns, issue) in enumerate(zip(all_turns, issues)) if eligible(turns, issue)
-                  for n in range(len(turns) - 1)]
+        places = [
+            (i, n)
+            for i, (turns, issue) in enumerate(zip(all_turns, issues))
+            if eligible(turns, issue)
+            for n in range(len(turns) - 1)
+        ]
         requests = []
         for i, n in places:
             turn = all_turns[i][n]
             requests.append(verify_request(f"{rows[i]['sample_id']}/t{n + 1}", rows[i]["question"], turn))
         try:
-            labels = ask_labels(ctx.pool.client(self.verifier), requests, YES_NO, REMINDER, STAGE,
-                                lambda response: first_token_label(response, YES_NO)) if requests else []
+            labels = (
+                ask_labels(
+                    ctx.pool.client(self.verifier),
+                    requests,
+                    YES_NO,
+                    REMINDER,
+                    STAGE,
+                    lambda response: first_token_label(response, YES_NO),
+                )
+                if requests
+                else []
+            )
         finally:
             ctx.pool.release(self.verifier)
         decisions: list[Decision] = []
         for (i, n), label in zip(places, labels):
             sid, turn = rows[i]["sample_id"], all_turns[i][n]
             turn["verified"] = label.label == "yes" if label.ok else None
-            decisions.append(Decision(sid, STAGE, CHECK_TURN, label.label if label.ok else "error", model=self.verifier,
-                                      context_id=f"t{n + 1}", detail={"raw": label.raw, "anchor": turn["keyword"],
-                                                                      **({"error": label.error} if label.error else {})}))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_TURN,
+                    label.label if label.ok else "error",
+                    model=self.verifier,
+                    context_id=f"t{n + 1}",
+                    detail={
+                        "raw": label.raw,
+                        "anchor": turn["keyword"],
+                        **({"error": label.error} if label.error else {}),
+                    },
+                )
+            )
             if issues[i] is None and not turn["verified"]:
-                issues[i] = (f"visual: the marks do not show {turn['keyword']!r} (turn {n + 1})" if label.ok
-                             else f"visual: undetermined (turn {n + 1})")
+                issues[i] = (
+                    f"visual: the marks do not show {turn['keyword']!r} (turn {n + 1})"
+                    if label.ok
+                    else f"visual: undetermined (turn {n + 1})"
+                )
         checked = sorted({i for i, _ in places})
         for i in checked:
-            decisions.append(Decision(rows[i]["sample_id"], STAGE, CHECK_SAMPLE,
-                                      "verified" if issues[i] is None else "collapse",
-                                      model=self.verifier, detail={"reason": issues[i] or "every mark confirmed"}))
-        counts = {"input": len(rows), "checked": len(checked), "verified": sum(issues[i] is None for i in checked),
-                  "turns": len(places), "errors": sum(not label.ok for label in labels)}
-        return StageResult(stage=STAGE, kept=with_chains(samples, all_turns, issues), decisions=decisions,
-                           run_id=ctx.run_id, counts=counts, components={"visual_verifier": self.verifier})
+            decisions.append(
+                Decision(
+                    rows[i]["sample_id"],
+                    STAGE,
+                    CHECK_SAMPLE,
+                    "verified" if issues[i] is None else "collapse",
+                    model=self.verifier,
+                    detail={"reason": issues[i] or "every mark confirmed"},
+                )
+            )
+        counts = {
+            "input": len(rows),
+            "checked": len(checked),
+            "verified": sum(issues[i] is None for i in checked),
+            "turns": len(places),
+            "errors": sum(not label.ok for label in labels),
+        }
+        return StageResult(
+            stage=STAGE,
+            kept=with_chains(samples, all_turns, issues),
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts=counts,
+            components={"visual_verifier": self.verifier},
+        )

@@ -30,6 +30,7 @@ Two ways to insert it (``reflectv.captions``, named in the manifest):
   it). It never drops the mark and adds nothing of the ground truth (the caption never holds
   it); it cannot take out an answer the text states, which the validator then refuses.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -64,7 +65,7 @@ FEEDBACK_SENTENCES = (  # appended to the teacher's feedback (before_rewrite; Fi
 
 
 def mark_phrase(color: str, mark_type: str, count: int, definite: bool = False) -> str:
-    """"a red point" / "the red point" for one mark ("an orange point"), "red points" / "the red
+    """ "a red point" / "the red point" for one mark ("an orange point"), "red points" / "the red
     points" for several."""
     if count < 1:
         raise ValueError(f"a mark phrase needs at least one mark, got {count}")
@@ -81,8 +82,9 @@ def seeded_index(seed: int, *parts: str, modulo: int) -> int:
     return int.from_bytes(digest[:8], "big") % modulo
 
 
-def grounded_reflection(reflection: str, anchor: str, color: str, mark_type: str, count: int, variant: int,
-                        first_person: bool = True) -> str:
+def grounded_reflection(
+    reflection: str, anchor: str, color: str, mark_type: str, count: int, variant: int, first_person: bool = True
+) -> str:
     """The text (a first-person reflection, or else the teacher's feedback) followed by the
     sentence that points at the marks."""
     sentences = SENTENCES if first_person else FEEDBACK_SENTENCES
@@ -94,8 +96,11 @@ def grounded_reflection(reflection: str, anchor: str, color: str, mark_type: str
 def names_marks(text: str, anchor: str, color: str, mark_type: str) -> bool:
     """Whether ``text`` names every content word of the anchor, the colour and the mark type
     (singular or plural): what the validator asks of a turn's ``<think>``."""
-    return (content_tokens(anchor) <= content_tokens(text) and says(text, color)
-            and any(says(text, noun) for noun in NOUNS[mark_type]))
+    return (
+        content_tokens(anchor) <= content_tokens(text)
+        and says(text, color)
+        and any(says(text, noun) for noun in NOUNS[mark_type])
+    )
 
 
 # ---------------------------------------------------------------------------- a model's insertion
@@ -113,12 +118,19 @@ INSERT_SYSTEM = (
 )
 # worked examples, sent as earlier turns (the paper's Figure 11 shows four variants of one)
 INSERT_EXAMPLES = (
-    (("I think the flower is not red. I should look at the petals again and think of another bright colour.",
-      "a green point", "petals"),
-     "I think the flower is not red. I should look at the petals again, highlighted by a green point in the "
-     "image, and think of another bright colour."),
-    (("My count was off. I need to count the bikes in 2018 once more.", "blue bounding boxes", "bikes in 2018"),
-     "My count was off. I need to count the bikes in 2018 once more, marked by the blue bounding boxes in the image."),
+    (
+        (
+            "I think the flower is not red. I should look at the petals again and think of another bright colour.",
+            "a green point",
+            "petals",
+        ),
+        "I think the flower is not red. I should look at the petals again, highlighted by a green point in the "
+        "image, and think of another bright colour.",
+    ),
+    (
+        ("My count was off. I need to count the bikes in 2018 once more.", "blue bounding boxes", "bikes in 2018"),
+        "My count was off. I need to count the bikes in 2018 once more, marked by the blue bounding boxes in the image.",
+    ),
 )
 INSERT_FEEDBACK_SYSTEM = (
     "You are given a teacher's feedback on a student's answer about an image, marks drawn on the image "
@@ -130,19 +142,30 @@ INSERT_FEEDBACK_SYSTEM = (
 )
 # Figure 11's own example, and one of several marks
 INSERT_FEEDBACK_EXAMPLES = (
-    (("Your observation that the flower is vibrant is partly right. However, the flower is not red. Take a "
-      "closer look at the petals and think if there is another bright color that more accurately describes it.",
-      "a green point", "petals"),
-     "Your observation that the flower is vibrant is partly right. However, the flower is not red. Take a "
-     "closer look at the petals, as indicated by the green point in the image, and think if there is another "
-     "bright color that more accurately describes it."),
-    (("Your count is off. Count the bikes in 2018 once more.", "blue bounding boxes", "bikes in 2018"),
-     "Your count is off. Count the bikes in 2018 once more, marked by the blue bounding boxes in the image."),
+    (
+        (
+            "Your observation that the flower is vibrant is partly right. However, the flower is not red. Take a "
+            "closer look at the petals and think if there is another bright color that more accurately describes it.",
+            "a green point",
+            "petals",
+        ),
+        "Your observation that the flower is vibrant is partly right. However, the flower is not red. Take a "
+        "closer look at the petals, as indicated by the green point in the image, and think if there is another "
+        "bright color that more accurately describes it.",
+    ),
+    (
+        ("Your count is off. Count the bikes in 2018 once more.", "blue bounding boxes", "bikes in 2018"),
+        "Your count is off. Count the bikes in 2018 once more, marked by the blue bounding boxes in the image.",
+    ),
 )
-INSERT_REMINDER = ("Your reply could not be used. Reply with the reflection only, in the first person, naming the "
-                   "caption and the marks exactly as given, without stating the answer.")
-INSERT_FEEDBACK_REMINDER = ("Your reply could not be used. Reply with the feedback only, naming the caption and the "
-                            "marks exactly as given, without stating the answer.")
+INSERT_REMINDER = (
+    "Your reply could not be used. Reply with the reflection only, in the first person, naming the "
+    "caption and the marks exactly as given, without stating the answer."
+)
+INSERT_FEEDBACK_REMINDER = (
+    "Your reply could not be used. Reply with the feedback only, naming the caption and the "
+    "marks exactly as given, without stating the answer."
+)
 MIN_KEPT_SHARE = 0.5  # an insertion keeps at least half of the reflection's content words
 _FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|my|me|myself|we|our|us)\b")
 _MARKUP = re.compile(r"[<>{}\[\]*`#|\\]")
@@ -165,22 +188,28 @@ def insertion_messages(text: str, marks: str, caption: str, first_person: bool =
     def ask(text: str, marks: str, caption: str) -> str:
         return f"{label}: {text}\nMarks: {marks}\nCaption: {caption}"
 
-    system, examples = (INSERT_SYSTEM, INSERT_EXAMPLES) if first_person else (INSERT_FEEDBACK_SYSTEM,
-                                                                            INSERT_FEEDBACK_EXAMPLES)
+    system, examples = (
+        (INSERT_SYSTEM, INSERT_EXAMPLES) if first_person else (INSERT_FEEDBACK_SYSTEM, INSERT_FEEDBACK_EXAMPLES)
+    )
     messages: list[dict] = [{"role": "system", "content": system}]
     for question, answer in examples:
         messages += [{"role": "user", "content": ask(*question)}, {"role": "assistant", "content": answer}]
     return [*messages, {"role": "user", "content": ask(text, marks, caption)}]
 
 
-def insertion_request(key: str, text: str, anchor: str, color: str, mark_type: str, count: int,
-                      first_person: bool = True) -> ChatRequest:
-    return ChatRequest(key, insertion_messages(text, mark_phrase(color, mark_type, count), anchor, first_person),
-                       INSERT_TEMPLATE if first_person else INSERT_FEEDBACK_TEMPLATE)
+def insertion_request(
+    key: str, text: str, anchor: str, color: str, mark_type: str, count: int, first_person: bool = True
+) -> ChatRequest:
+    return ChatRequest(
+        key,
+        insertion_messages(text, mark_phrase(color, mark_type, count), anchor, first_person),
+        INSERT_TEMPLATE if first_person else INSERT_FEEDBACK_TEMPLATE,
+    )
 
 
-def insertion_parser(text: str, anchor: str, color: str, mark_type: str, truths: list[str],
-                     first_person: bool = True) -> Callable[[str], str | None]:
+def insertion_parser(
+    text: str, anchor: str, color: str, mark_type: str, truths: list[str], first_person: bool = True
+) -> Callable[[str], str | None]:
     """Read a model's insertion into ``text`` (see the module docstring); None when it is unusable."""
     kept = content_tokens(text)
 

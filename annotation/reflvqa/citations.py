@@ -31,6 +31,7 @@ the text documents it was judged against (what a later claim-level verification 
 evidence; releases do not ship it). The whole retrieval corpus (text and image documents), which a
 release ships as its knowledge base, is ``knowledge_base(...)``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -65,16 +66,24 @@ CHECK_FLAG = "citation.flag"
 CHECK_SAMPLE = "citation.sample"
 CHECK_CUTOFF = "citation.cutoff"
 IMAGE_CORPUS = "post-images"
-RETRIEVED = pa.list_(pa.struct([pa.field("index", pa.int32(), nullable=False),
-                                pa.field("doc_ids", pa.list_(pa.string()), nullable=False)]))
+RETRIEVED = pa.list_(
+    pa.struct(
+        [pa.field("index", pa.int32(), nullable=False), pa.field("doc_ids", pa.list_(pa.string()), nullable=False)]
+    )
+)
 
 
 def images_fingerprint(shas: list[str]) -> str:
     return hashlib.sha256("\n".join(shas).encode("ascii")).hexdigest()
 
 
-def knowledge_base(corpora: list[KBSpec], limit: int | None, images: list[str],
-                   titles: Mapping[str, str] | None = None, image_corpus: str = IMAGE_CORPUS) -> pa.Table:
+def knowledge_base(
+    corpora: list[KBSpec],
+    limit: int | None,
+    images: list[str],
+    titles: Mapping[str, str] | None = None,
+    image_corpus: str = IMAGE_CORPUS,
+) -> pa.Table:
     """The retrieval corpus a release ships: the text documents, then the image documents
     (``titles``: the title each image's source gives it, ``post_titles``)."""
     return pa.concat_tables([load_corpora(corpora, limit), image_documents(images, image_corpus, titles)])
@@ -95,8 +104,9 @@ def image_corpus(folder: Path | None, store: ImageStore, candidates: pa.Table) -
     """The image documents (sha256s in ``store``) and the quarantine rows of unusable files:
     every image under ``folder``, or without one the candidate posts' own images."""
     if folder is None:
-        return sorted({sha for shas in candidates["images"].to_pylist() for sha in shas if sha in store}), \
-            QUARANTINE.empty_table()
+        return sorted(
+            {sha for shas in candidates["images"].to_pylist() for sha in shas if sha in store}
+        ), QUARANTINE.empty_table()
     images, rejected = store_folder(store, folder)
     return images, rows_to_table([r.to_row("image_corpus") for r in rejected], QUARANTINE)
 
@@ -127,8 +137,14 @@ class CiteDocuments(Stage):
         wanted: list[Wanted] = [(r, s["index"], s["text"]) for r in rows for s in r["sentences"] if s["fact_checkable"]]
         judge = entailment_judge(self.text_entailment, ctx.models.pool if ctx.models else None)
         decisions: list[Decision] = []
-        counts = {"input": len(rows), "kept": len(rows), "sentences": len(wanted), "flagged": 0,
-                  "text_citations": 0, "image_citations": 0}
+        counts = {
+            "input": len(rows),
+            "kept": len(rows),
+            "sentences": len(wanted),
+            "flagged": 0,
+            "text_citations": 0,
+            "image_citations": 0,
+        }
         try:
             text_cites, judged, encoder = self._cite_text(ctx, wanted, judge, decisions, counts)
         finally:
@@ -145,37 +161,88 @@ class CiteDocuments(Stage):
                 key = (sid, s["index"])
                 t, im = text_cites.get(key, []), image_cites.get(key, [])
                 flagged = bool(s["fact_checkable"]) and not t and not im
-                entries.append({"index": s["index"], "text": s["text"], "fact_checkable": bool(s["fact_checkable"]),
-                                "text_citations": t, "image_citations": im, "flagged": flagged})
+                entries.append(
+                    {
+                        "index": s["index"],
+                        "text": s["text"],
+                        "fact_checkable": bool(s["fact_checkable"]),
+                        "text_citations": t,
+                        "image_citations": im,
+                        "flagged": flagged,
+                    }
+                )
                 counts["text_citations"] += len(t)
                 counts["image_citations"] += len(im)
                 if flagged:
                     counts["flagged"] += 1
-                    decisions.append(Decision(sid, STAGE, CHECK_FLAG, "flagged", context_id=f"s{s['index']}",
-                                              detail={"sentence": s["index"], "reason": "no supporting document"}))
+                    decisions.append(
+                        Decision(
+                            sid,
+                            STAGE,
+                            CHECK_FLAG,
+                            "flagged",
+                            context_id=f"s{s['index']}",
+                            detail={"sentence": s["index"], "reason": "no supporting document"},
+                        )
+                    )
             column.append(entries)
-            decisions.append(Decision(sid, STAGE, CHECK_SAMPLE, "keep", model=judge.name, detail={
-                "flagged": sum(e["flagged"] for e in entries),
-                "cited_sentences": sum(bool(e["text_citations"] or e["image_citations"]) for e in entries),
-                "image_citations": "skipped: " + skipped if skipped else "made",
-            }))
-        retrieved = [[{"index": s["index"], "doc_ids": judged.get((row["sample_id"], s["index"]), [])}
-                      for s in row["sentences"] if s["fact_checkable"]] for row in rows]
-        kept = (samples.drop_columns([c for c in ("sentences", "retrieved_text") if c in samples.column_names])
-                .append_column("sentences", pa.array(column, type=pa.list_(SENTENCE)))
-                .append_column("retrieved_text", pa.array(retrieved, type=RETRIEVED)))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_SAMPLE,
+                    "keep",
+                    model=judge.name,
+                    detail={
+                        "flagged": sum(e["flagged"] for e in entries),
+                        "cited_sentences": sum(bool(e["text_citations"] or e["image_citations"]) for e in entries),
+                        "image_citations": "skipped: " + skipped if skipped else "made",
+                    },
+                )
+            )
+        retrieved = [
+            [
+                {"index": s["index"], "doc_ids": judged.get((row["sample_id"], s["index"]), [])}
+                for s in row["sentences"]
+                if s["fact_checkable"]
+            ]
+            for row in rows
+        ]
+        kept = (
+            samples.drop_columns([c for c in ("sentences", "retrieved_text") if c in samples.column_names])
+            .append_column("sentences", pa.array(column, type=pa.list_(SENTENCE)))
+            .append_column("retrieved_text", pa.array(retrieved, type=RETRIEVED))
+        )
         image_judge = self.image_entailment if skipped is None else None
         cutoff = str(self.cutoff) if self.cutoff is not None else None
         return StageResult(
-            stage=STAGE, kept=kept, decisions=decisions, run_id=ctx.run_id, counts=counts,
-            extra={"text_judge": judge.name, "image_judge": image_judge, "image_skipped": skipped,
-                   "text_cutoff": cutoff},
-            components={"text_retriever": encoder, "text_cutoff": cutoff or "none", "text_entailment": judge.name,
-                        "image_entailment": image_judge or "none"},
+            stage=STAGE,
+            kept=kept,
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts=counts,
+            extra={
+                "text_judge": judge.name,
+                "image_judge": image_judge,
+                "image_skipped": skipped,
+                "text_cutoff": cutoff,
+            },
+            components={
+                "text_retriever": encoder,
+                "text_cutoff": cutoff or "none",
+                "text_entailment": judge.name,
+                "image_entailment": image_judge or "none",
+            },
         )
 
-    def _cut(self, wanted: list[Wanted], hits: list[list[tuple[int, float]]], doc_ids: list[str],
-             decisions: list[Decision], counts: dict[str, int]) -> list[list[tuple[int, float]]]:
+    def _cut(
+        self,
+        wanted: list[Wanted],
+        hits: list[list[tuple[int, float]]],
+        doc_ids: list[str],
+        decisions: list[Decision],
+        counts: dict[str, int],
+    ) -> list[list[tuple[int, float]]]:
         """Each sentence's hits after the cutoff, with one ledger row per sentence."""
         if self.cutoff is None:
             return hits
@@ -186,16 +253,31 @@ class CiteDocuments(Stage):
             out.append([(pos, score) for pos, score in found if pos in kept])
             for name, value in (("retrieved", len(found)), ("kept", len(cut.kept)), ("cut", len(cut.cut))):
                 counts[f"cutoff_{name}"] = counts.get(f"cutoff_{name}", 0) + value
-            decisions.append(Decision(
-                row["sample_id"], STAGE, CHECK_CUTOFF, "cut" if cut.cut else "keep", context_id=f"s{i}",
-                detail={"sentence": i, **cut.detail, "kept_ids": [doc_ids[p] for p, _ in cut.kept],
-                        "cut_ids": [doc_ids[p] for p, _ in cut.cut]},
-            ))
+            decisions.append(
+                Decision(
+                    row["sample_id"],
+                    STAGE,
+                    CHECK_CUTOFF,
+                    "cut" if cut.cut else "keep",
+                    context_id=f"s{i}",
+                    detail={
+                        "sentence": i,
+                        **cut.detail,
+                        "kept_ids": [doc_ids[p] for p, _ in cut.kept],
+                        "cut_ids": [doc_ids[p] for p, _ in cut.cut],
+                    },
+                )
+            )
         return out
 
-    def _cite_text(self, ctx: StageContext, wanted: list[Wanted], judge: EntailmentJudge,
-                   decisions: list[Decision], counts: dict[str, int],
-                   ) -> tuple[dict[tuple[str, int], list[str]], dict[tuple[str, int], list[str]], str]:
+    def _cite_text(
+        self,
+        ctx: StageContext,
+        wanted: list[Wanted],
+        judge: EntailmentJudge,
+        decisions: list[Decision],
+        counts: dict[str, int],
+    ) -> tuple[dict[tuple[str, int], list[str]], dict[tuple[str, int], list[str]], str]:
         """Citations per (sample, sentence), the documents judged per sentence, the encoder name."""
         encoder = self.text_encoder if isinstance(self.text_encoder, TextEncoder) else text_encoder(self.text_encoder)
         kb = load_corpora(self.corpora, self.corpus_limit)
@@ -205,28 +287,56 @@ class CiteDocuments(Stage):
         if not (wanted and doc_ids and self.top_text > 0):
             return cites, judged, encoder.name
         index = resumable_index(
-            ctx.index_dir, "reflvqa-text", encoder.name, encoder.dim, kb_fingerprint(kb), doc_ids,
-            [passage(t, x) for t, x in zip(titles, texts)], encoder.encode_text,
+            ctx.index_dir,
+            "reflvqa-text",
+            encoder.name,
+            encoder.dim,
+            kb_fingerprint(kb),
+            doc_ids,
+            [passage(t, x) for t, x in zip(titles, texts)],
+            encoder.encode_text,
         )
-        hits = self._cut(wanted, top_hits(index, encoder.encode_text([w[2] for w in wanted]), self.top_text),
-                         doc_ids, decisions, counts)
+        hits = self._cut(
+            wanted,
+            top_hits(index, encoder.encode_text([w[2] for w in wanted]), self.top_text),
+            doc_ids,
+            decisions,
+            counts,
+        )
         for (row, i, _), found in zip(wanted, hits):
             judged[(row["sample_id"], i)] = [doc_ids[pos] for pos, _ in found]
         pairs = [(w, rank, pos, score) for w, found in zip(wanted, hits) for rank, (pos, score) in enumerate(found, 1)]
-        supports = judge.judge(
-            [passage(titles[p], texts[p]) for _, _, p, _ in pairs],
-            [w[2] for w, _, _, _ in pairs],
-            [f"{w[0]['sample_id']}/s{w[1]}/{doc_ids[p]}" for w, _, p, _ in pairs],
-        ) if pairs else []
+        supports = (
+            judge.judge(
+                [passage(titles[p], texts[p]) for _, _, p, _ in pairs],
+                [w[2] for w, _, _, _ in pairs],
+                [f"{w[0]['sample_id']}/s{w[1]}/{doc_ids[p]}" for w, _, p, _ in pairs],
+            )
+            if pairs
+            else []
+        )
         for (w, rank, pos, retrieval), support in zip(pairs, supports):
             row, i, _ = w
             if support.verdict == "entail":
                 cites.setdefault((row["sample_id"], i), []).append(doc_ids[pos])
-            decisions.append(Decision(
-                row["sample_id"], STAGE, CHECK_TEXT, support.verdict, model=judge.name, context_id=doc_ids[pos],
-                detail={"sentence": i, "score": support.score, "rank": rank, "retrieval_score": retrieval,
-                        "encoder": encoder.name, **support.detail},
-            ))
+            decisions.append(
+                Decision(
+                    row["sample_id"],
+                    STAGE,
+                    CHECK_TEXT,
+                    support.verdict,
+                    model=judge.name,
+                    context_id=doc_ids[pos],
+                    detail={
+                        "sentence": i,
+                        "score": support.score,
+                        "rank": rank,
+                        "retrieval_score": retrieval,
+                        "encoder": encoder.name,
+                        **support.detail,
+                    },
+                )
+            )
         return cites, judged, encoder.name
 
     def _image_skip_reason(self, ctx: StageContext) -> str | None:
@@ -241,8 +351,9 @@ class CiteDocuments(Stage):
             raise MmcurateError(f"image entailment model {self.image_entailment!r} cannot see images (vision: false)")
         return None
 
-    def _cite_images(self, ctx: StageContext, wanted: list[Wanted],
-                     decisions: list[Decision]) -> dict[tuple[str, int], list[str]]:
+    def _cite_images(
+        self, ctx: StageContext, wanted: list[Wanted], decisions: list[Decision]
+    ) -> dict[tuple[str, int], list[str]]:
         assert self.image_entailment is not None
         image_ids = sorted({sha for sha in self.images if sha in ctx.store})
         cites: dict[tuple[str, int], list[str]] = {}
@@ -250,16 +361,30 @@ class CiteDocuments(Stage):
             return cites
         encoder = resolve_cross_modal(self.cross_modal)
         index = resumable_index(
-            ctx.index_dir, "reflvqa-images", encoder.name, encoder.dim, images_fingerprint(image_ids), image_ids,
-            image_ids, lambda batch: encoder.encode_images([ctx.store.read(sha) for sha in batch]),
+            ctx.index_dir,
+            "reflvqa-images",
+            encoder.name,
+            encoder.dim,
+            images_fingerprint(image_ids),
+            image_ids,
+            image_ids,
+            lambda batch: encoder.encode_images([ctx.store.read(sha) for sha in batch]),
         )
         hits = top_hits(index, encoder.encode_text([w[2] for w in wanted]), self.top_images)
         pairs = [(w, rank, pos, score) for w, found in zip(wanted, hits) for rank, (pos, score) in enumerate(found, 1)]
         try:
-            supports: list[Support] = image_support(
-                ctx.pool, self.image_entailment, [image_ids[p] for _, _, p, _ in pairs], [w[2] for w, _, _, _ in pairs],
-                [f"{w[0]['sample_id']}/s{w[1]}/{image_doc_id(image_ids[p])}" for w, _, p, _ in pairs], STAGE,
-            ) if pairs else []
+            supports: list[Support] = (
+                image_support(
+                    ctx.pool,
+                    self.image_entailment,
+                    [image_ids[p] for _, _, p, _ in pairs],
+                    [w[2] for w, _, _, _ in pairs],
+                    [f"{w[0]['sample_id']}/s{w[1]}/{image_doc_id(image_ids[p])}" for w, _, p, _ in pairs],
+                    STAGE,
+                )
+                if pairs
+                else []
+            )
         finally:
             ctx.pool.release(self.image_entailment)
         for (w, rank, pos, retrieval), support in zip(pairs, supports):
@@ -267,9 +392,22 @@ class CiteDocuments(Stage):
             doc = image_doc_id(image_ids[pos])
             if support.verdict == "entail":
                 cites.setdefault((row["sample_id"], i), []).append(doc)
-            decisions.append(Decision(
-                row["sample_id"], STAGE, CHECK_IMAGE, support.verdict, model=self.image_entailment, context_id=doc,
-                detail={"sentence": i, "score": support.score, "rank": rank, "retrieval_score": retrieval,
-                        "encoder": encoder.name, **support.detail},
-            ))
+            decisions.append(
+                Decision(
+                    row["sample_id"],
+                    STAGE,
+                    CHECK_IMAGE,
+                    support.verdict,
+                    model=self.image_entailment,
+                    context_id=doc,
+                    detail={
+                        "sentence": i,
+                        "score": support.score,
+                        "rank": rank,
+                        "retrieval_score": retrieval,
+                        "encoder": encoder.name,
+                        **support.detail,
+                    },
+                )
+            )
         return cites

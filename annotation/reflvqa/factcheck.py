@@ -14,6 +14,7 @@ ledger verdict ``error``; its sample is held out of ``kept`` (verdict ``drop``, 
 the failures (the response cache stores successes only). A sample whose answer has no
 sentence is dropped too.
 """
+
 from __future__ import annotations
 
 import re
@@ -49,9 +50,11 @@ YES_NO = ("yes", "no")
 
 
 def factcheck_prompt(question: str, sentence: str) -> str:
-    return (f"The sentence comes from an answer to this question: {question}\n"
-            f"Sentence: {sentence}\n"
-            "Is the sentence fact-checkable? Reply with exactly one word: yes or no.")
+    return (
+        f"The sentence comes from an answer to this question: {question}\n"
+        f"Sentence: {sentence}\n"
+        "Is the sentence fact-checkable? Reply with exactly one word: yes or no."
+    )
 
 
 def sentence_request(row: dict[str, Any], index: int, sentence: str) -> ChatRequest:
@@ -96,8 +99,14 @@ class FactCheckable(Stage):
             return [heuristic_label(s) for sentences in split for s in sentences]
         requests = [sentence_request(r, i, s) for r, sentences in zip(rows, split) for i, s in enumerate(sentences)]
         try:
-            return ask_labels(ctx.pool.client(self.labeller.name), requests, YES_NO, REMINDER, STAGE,
-                              lambda response: first_token_label(response, YES_NO))
+            return ask_labels(
+                ctx.pool.client(self.labeller.name),
+                requests,
+                YES_NO,
+                REMINDER,
+                STAGE,
+                lambda response: first_token_label(response, YES_NO),
+            )
         finally:
             ctx.pool.release(self.labeller.name)
 
@@ -121,12 +130,27 @@ class FactCheckable(Stage):
                 detail: dict[str, Any] = {"raw": label.raw}
                 if label.error:
                     detail["error"] = label.error
-                decisions.append(Decision(
-                    sid, STAGE, CHECK_SENTENCE, label.label if label.ok else "error",
-                    model=model, context_id=f"s{i}", detail=detail,
-                ))
-                entries.append({"index": i, "text": text, "fact_checkable": value, "text_citations": [],
-                                "image_citations": [], "flagged": False})
+                decisions.append(
+                    Decision(
+                        sid,
+                        STAGE,
+                        CHECK_SENTENCE,
+                        label.label if label.ok else "error",
+                        model=model,
+                        context_id=f"s{i}",
+                        detail=detail,
+                    )
+                )
+                entries.append(
+                    {
+                        "index": i,
+                        "text": text,
+                        "fact_checkable": value,
+                        "text_citations": [],
+                        "image_citations": [],
+                        "flagged": False,
+                    }
+                )
             errors = sum(e["fact_checkable"] is None for e in entries)
             n_fc = sum(e["fact_checkable"] is True for e in entries)
             if not entries:
@@ -141,14 +165,27 @@ class FactCheckable(Stage):
             counts["kept" if verdict == "keep" else "dropped"] += 1
             keep_mask.append(verdict == "keep")
             column.append(entries)
-            decisions.append(Decision(
-                sid, STAGE, CHECK_SAMPLE, verdict, model=model,
-                detail={"reason": reason, "sentences": len(entries), "fact_checkable": n_fc, "errors": errors},
-            ))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_SAMPLE,
+                    verdict,
+                    model=model,
+                    detail={"reason": reason, "sentences": len(entries), "fact_checkable": n_fc, "errors": errors},
+                )
+            )
         annotated = _with_column(samples, "sentences", pa.array(column, type=pa.list_(SENTENCE)))
         kept = annotated.filter(pa.array(keep_mask, type=pa.bool_()))
-        return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=ctx.run_id, counts=counts,
-                           extra={"model": model}, components={"factcheck": model})
+        return StageResult(
+            stage=STAGE,
+            kept=kept,
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts=counts,
+            extra={"model": model},
+            components={"factcheck": model},
+        )
 
 
 def _with_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:

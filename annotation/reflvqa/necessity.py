@@ -22,6 +22,7 @@ words (``LexicalEntailment``, reference as premise). Tiny local chat models grad
 right/wrong no better than chance; the stand-in is at least deterministic, and the manifest
 names it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -69,8 +70,10 @@ def inspector_messages(question: str) -> list[dict]:
 
 
 def grade_prompt(question: str, reference: str, candidate: str) -> str:
-    return (f"Question: {question}\nReference answer: {reference}\nCandidate answer: {candidate}\n"
-            "Is the candidate answer right or wrong? Reply with exactly one word: right or wrong.")
+    return (
+        f"Question: {question}\nReference answer: {reference}\nCandidate answer: {candidate}\n"
+        "Is the candidate answer right or wrong? Reply with exactly one word: right or wrong."
+    )
 
 
 def inspector_request(row: dict[str, Any]) -> ChatRequest:
@@ -80,16 +83,22 @@ def inspector_request(row: dict[str, Any]) -> ChatRequest:
 
 def grade_request(row: dict[str, Any], inspector: str, answer: str) -> ChatRequest:
     """The evaluator grades one inspector answer against the Reddit answer."""
-    return label_request(f"{row['sample_id']}/{inspector}", GRADE_SYSTEM,
-                         grade_prompt(row["question"], row["answers"][0], answer), GRADE_TEMPLATE)
+    return label_request(
+        f"{row['sample_id']}/{inspector}",
+        GRADE_SYSTEM,
+        grade_prompt(row["question"], row["answers"][0], answer),
+        GRADE_TEMPLATE,
+    )
 
 
 # ---------------------------------------------------------------------------- lexical grading
 def lexical_grades(references: list[str], answers: list[str], threshold: float | None = None) -> list[Label]:
     """The offline stand-in evaluator (see the module docstring)."""
     judge = LexicalEntailment(LEXICAL_THRESHOLD if threshold is None else threshold)
-    return [Label("right" if ok else "wrong", [None], None, False, score)
-            for ok, score in judge.entails(references, answers)]
+    return [
+        Label("right" if ok else "wrong", [None], None, False, score)
+        for ok, score in judge.entails(references, answers)
+    ]
 
 
 # ---------------------------------------------------------------------------- stage
@@ -130,10 +139,16 @@ class ImageNecessity(Stage):
                 asked[row["sample_id"]].append(model)
                 if resp.text is None:
                     tally[row["sample_id"]]["error"] += 1
-                    decisions.append(Decision(
-                        row["sample_id"], STAGE, CHECK_INSPECTOR, "error", model=model,
-                        detail={"error": f"inspector call failed: {resp.error}", "evaluator": evaluator},
-                    ))
+                    decisions.append(
+                        Decision(
+                            row["sample_id"],
+                            STAGE,
+                            CHECK_INSPECTOR,
+                            "error",
+                            model=model,
+                            detail={"error": f"inspector call failed: {resp.error}", "evaluator": evaluator},
+                        )
+                    )
             to_grade = [(row, resp.text) for row, resp in answered if resp.text is not None]
             graded(model, to_grade)
 
@@ -147,15 +162,17 @@ class ImageNecessity(Stage):
                 detail: dict[str, Any] = {"answer": text, "evaluator": evaluator, "grade_raw": grade.raw}
                 if grade.error:
                     detail["error"] = grade.error
-                decisions.append(Decision(row["sample_id"], STAGE, CHECK_INSPECTOR, verdict, model=model,
-                                          detail=detail))
+                decisions.append(
+                    Decision(row["sample_id"], STAGE, CHECK_INSPECTOR, verdict, model=model, detail=detail)
+                )
                 verdicts.append(verdict)
             return verdicts
 
         def replay(model: str, pending: list[dict]) -> list[dict]:
             assert self.recorded is not None
-            settled, rest = self.recorded.replay(model, pending, lambda row: (row["sample_id"], None), CHECK_INSPECTOR,
-                                                 decisions, evaluator, graded)
+            settled, rest = self.recorded.replay(
+                model, pending, lambda row: (row["sample_id"], None), CHECK_INSPECTOR, decisions, evaluator, graded
+            )
             regraded = self.recorded.judge != evaluator  # ``graded`` counted those already
             for row, verdict in settled:
                 asked[row["sample_id"]].append(model)
@@ -169,8 +186,16 @@ class ImageNecessity(Stage):
             return tally[row["sample_id"]]["right"] > max_right
 
         try:
-            model_major(ctx.pool, list(self.inspectors), rows, lambda row, spec: inspector_request(row), on_answers,
-                        eliminated, STAGE, replay if self.recorded is not None else None)
+            model_major(
+                ctx.pool,
+                list(self.inspectors),
+                rows,
+                lambda row, spec: inspector_request(row),
+                on_answers,
+                eliminated,
+                STAGE,
+                replay if self.recorded is not None else None,
+            )
         finally:
             if not isinstance(self.evaluator, Lexical):
                 ctx.pool.release(self.evaluator.name)
@@ -191,16 +216,34 @@ class ImageNecessity(Stage):
             counts["kept" if verdict == "keep" else "dropped"] += 1
             counts["undetermined"] += reason == "undetermined"
             counts["eliminated_early"] += bool(not_asked)
-            decisions.append(Decision(
-                sid, STAGE, CHECK_RULE, verdict, model=evaluator,
-                detail={**t, "max_right": max_right, "reason": reason, "inspectors": list(self.inspectors),
-                        "not_asked": not_asked, "right_by": right_by[sid],
-                        **({"deciding_model": right_by[sid][-1]} if verdict == "drop" and right_by[sid] else {})},
-            ))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_RULE,
+                    verdict,
+                    model=evaluator,
+                    detail={
+                        **t,
+                        "max_right": max_right,
+                        "reason": reason,
+                        "inspectors": list(self.inspectors),
+                        "not_asked": not_asked,
+                        "right_by": right_by[sid],
+                        **({"deciding_model": right_by[sid][-1]} if verdict == "drop" and right_by[sid] else {}),
+                    },
+                )
+            )
         kept = samples.filter(pa.array(keep_mask, type=pa.bool_()))
-        return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=ctx.run_id, counts=counts,
-                           extra={"inspectors": list(self.inspectors), "evaluator": evaluator},
-                           components={"necessity_evaluator": evaluator})
+        return StageResult(
+            stage=STAGE,
+            kept=kept,
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts=counts,
+            extra={"inspectors": list(self.inspectors), "evaluator": evaluator},
+            components={"necessity_evaluator": evaluator},
+        )
 
     def _grade(self, ctx: StageContext, model: str, answered: list[tuple[dict, str]]) -> list[Label]:
         """right/wrong for each answered (row, inspector answer)."""
@@ -210,5 +253,11 @@ class ImageNecessity(Stage):
         if isinstance(self.evaluator, Lexical):
             return lexical_grades(references, [text for _, text in answered], self.evaluator.threshold)
         requests = [grade_request(row, model, text) for row, text in answered]
-        return ask_labels(ctx.pool.client(self.evaluator.name), requests, GRADES, GRADE_REMINDER, STAGE,
-                          lambda response: first_token_label(response, GRADES))
+        return ask_labels(
+            ctx.pool.client(self.evaluator.name),
+            requests,
+            GRADES,
+            GRADE_REMINDER,
+            STAGE,
+            lambda response: first_token_label(response, GRADES),
+        )

@@ -13,6 +13,7 @@ parent's ledger) is not judged again. Ledger rows: ``citation.text`` per judged 
 citation stage writes them), and ``citation.recheck`` per QA pair (``changed`` when any
 sentence's citations or flag changed, else ``keep``), naming the judge and what changed.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,6 @@ from mmcurate.core.specs import EntailmentSpec
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.judging.entailment import LLMEntailment, entailment_judge
 from mmcurate.judging.recorded import RecordedAnswers
-
 from mmcurate.retrieval.rag import passage
 
 from .citations import CHECK_TEXT, STAGE
@@ -50,8 +50,13 @@ class RecheckCitations(Stage):
         judge = entailment_judge(self.judge, ctx.models.pool if ctx.models else None)
         rows = samples.to_pylist()
         sentences = {(r["sample_id"], s["index"]): s for r in rows for s in r["sentences"]}
-        pairs: list[Pair] = [(sid, index, doc) for (sid, index), s in sentences.items() if s["fact_checkable"]
-                             for doc in self.candidates.get((sid, index), []) if doc in self.documents]
+        pairs: list[Pair] = [
+            (sid, index, doc)
+            for (sid, index), s in sentences.items()
+            if s["fact_checkable"]
+            for doc in self.candidates.get((sid, index), [])
+            if doc in self.documents
+        ]
         decisions: list[Decision] = []
         verdicts: dict[Pair, str] = {}
         rest = pairs
@@ -59,39 +64,81 @@ class RecheckCitations(Stage):
             settled, rest = self.recorded.replay(judge.name, pairs, lambda p: (p[0], p[2], p[1]), CHECK_TEXT, decisions)
             verdicts.update(settled)
         try:
-            supports = judge.judge([passage(*self.documents[doc]) for _, _, doc in rest],
-                                   [sentences[(sid, index)]["text"] for sid, index, _ in rest],
-                                   [f"{sid}/s{index}/{doc}" for sid, index, doc in rest]) if rest else []
+            supports = (
+                judge.judge(
+                    [passage(*self.documents[doc]) for _, _, doc in rest],
+                    [sentences[(sid, index)]["text"] for sid, index, _ in rest],
+                    [f"{sid}/s{index}/{doc}" for sid, index, doc in rest],
+                )
+                if rest
+                else []
+            )
         finally:
             if isinstance(judge, LLMEntailment):
                 judge.close()
         for (sid, index, doc), support in zip(rest, supports):
             verdicts[(sid, index, doc)] = support.verdict
-            decisions.append(Decision(sid, STAGE, CHECK_TEXT, support.verdict, model=judge.name, context_id=doc,
-                                      detail={"sentence": index, "score": support.score, "recheck": True,
-                                              **support.detail}))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_TEXT,
+                    support.verdict,
+                    model=judge.name,
+                    context_id=doc,
+                    detail={"sentence": index, "score": support.score, "recheck": True, **support.detail},
+                )
+            )
         column: list[list[dict[str, Any]]] = []
-        counts = {"input": len(rows), "kept": len(rows), "pairs": len(pairs), "judged": len(rest), "changed": 0,
-                  "errors": sum(v == "error" for v in verdicts.values())}
+        counts = {
+            "input": len(rows),
+            "kept": len(rows),
+            "pairs": len(pairs),
+            "judged": len(rest),
+            "changed": 0,
+            "errors": sum(v == "error" for v in verdicts.values()),
+        }
         for row in rows:
             sid, entries, changes = row["sample_id"], [], []
             for s in row["sentences"]:
-                cited = [doc for doc in self.candidates.get((sid, s["index"]), [])
-                         if verdicts.get((sid, s["index"], doc)) == "entail"] if s["fact_checkable"] \
+                cited = (
+                    [
+                        doc
+                        for doc in self.candidates.get((sid, s["index"]), [])
+                        if verdicts.get((sid, s["index"], doc)) == "entail"
+                    ]
+                    if s["fact_checkable"]
                     else list(s["text_citations"])
+                )
                 flagged = bool(s["fact_checkable"]) and not cited and not s["image_citations"]
                 if cited != list(s["text_citations"]) or flagged != s["flagged"]:
-                    changes.append(f"sentence {s['index']}: text citations {list(s['text_citations'])} -> {cited}"
-                                   + (f", flagged {s['flagged']} -> {flagged}" if flagged != s["flagged"] else ""))
+                    changes.append(
+                        f"sentence {s['index']}: text citations {list(s['text_citations'])} -> {cited}"
+                        + (f", flagged {s['flagged']} -> {flagged}" if flagged != s["flagged"] else "")
+                    )
                 entries.append({**s, "text_citations": cited, "flagged": flagged})
             column.append(entries)
             counts["changed"] += bool(changes)
-            decisions.append(Decision(sid, STAGE, CHECK_RECHECK, "changed" if changes else "keep", model=judge.name,
-                                      detail={"reason": "; ".join(changes) or "citations unchanged",
-                                              "deciding_model": judge.name}))
+            decisions.append(
+                Decision(
+                    sid,
+                    STAGE,
+                    CHECK_RECHECK,
+                    "changed" if changes else "keep",
+                    model=judge.name,
+                    detail={"reason": "; ".join(changes) or "citations unchanged", "deciding_model": judge.name},
+                )
+            )
         kept = samples.drop_columns(["sentences"]).append_column("sentences", pa.array(column, type=pa.list_(SENTENCE)))
-        return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=ctx.run_id, counts=counts,
-                           extra={"text_judge": judge.name}, components={"text_entailment": judge.name})
+        return StageResult(
+            stage=STAGE,
+            kept=kept,
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts=counts,
+            extra={"text_judge": judge.name},
+            components={"text_entailment": judge.name},
+        )
 
 
 def judged_candidates(ledger: pa.Table) -> dict[tuple[str, int], list[str]]:

@@ -10,6 +10,7 @@ Without a cross-modal encoder the stage is skipped, never faked: every sample pa
 a ledger row verdict ``skipped`` and the result says ``skipped=True`` and why, so the
 manifest and report can state that images were not relevance-filtered.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,10 +24,10 @@ import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ledger import Decision
+from mmcurate.core.plural import counted
 from mmcurate.core.specs import CrossModalSpec, OpenClip
 from mmcurate.core.stages import Stage, StageContext, StageResult
 from mmcurate.retrieval.encoders import CrossModalEncoder, cross_modal_encoder, normalise
-from mmcurate.core.plural import counted
 
 STAGE = "relevance"
 CHECK = "relevance.cross_modal_rank.v1"
@@ -70,15 +71,27 @@ class ImageRelevance(Stage):
 
     def run(self, samples: pa.Table, ctx: StageContext) -> StageResult:
         encoder_spec, store, n_distractors, top_k, seed, run_id = (
-            self.encoder, ctx.store, self.n_distractors, self.top_k, self.seed, ctx.run_id)
+            self.encoder,
+            ctx.store,
+            self.n_distractors,
+            self.top_k,
+            self.seed,
+            ctx.run_id,
+        )
         rows = samples.to_pylist()
         if encoder_spec is None:
-            skipped = [
-                Decision(r["sample_id"], STAGE, CHECK, "skipped", detail={"reason": SKIP_REASON}) for r in rows
-            ]
+            skipped = [Decision(r["sample_id"], STAGE, CHECK, "skipped", detail={"reason": SKIP_REASON}) for r in rows]
             counts = {"input": len(rows), "kept": len(rows), "dropped": 0, "skipped": len(rows)}
-            return StageResult(stage=STAGE, kept=samples, decisions=skipped, run_id=run_id, counts=counts,
-                               skipped=True, reason=SKIP_REASON, components={"cross_modal_encoder": "none"})
+            return StageResult(
+                stage=STAGE,
+                kept=samples,
+                decisions=skipped,
+                run_id=run_id,
+                counts=counts,
+                skipped=True,
+                reason=SKIP_REASON,
+                components={"cross_modal_encoder": "none"},
+            )
         if top_k < 1 or n_distractors < 0:
             raise MmcurateError(f"relevance needs top_k >= 1 and n_distractors >= 0 (got {top_k}, {n_distractors})")
         encoder = resolve_cross_modal(encoder_spec)
@@ -99,7 +112,10 @@ class ImageRelevance(Stage):
                 verdicts[key] = ("drop", {"reason": "post has no image"})
                 continue
             if missing:
-                verdicts[key] = ("error", {"reason": f"{counted(len(missing), 'image')} missing from the store", "missing": missing})
+                verdicts[key] = (
+                    "error",
+                    {"reason": f"{counted(len(missing), 'image')} missing from the store", "missing": missing},
+                )
                 continue
             others = sorted(available - set(own))
             rng = random.Random(f"{seed}\x1f{key}")
@@ -143,6 +159,12 @@ class ImageRelevance(Stage):
             "error": sum(1 for d in decisions if d.verdict == "error"),
             "posts": len(posts),
         }
-        return StageResult(stage=STAGE, kept=kept, decisions=decisions, run_id=run_id, counts=counts,
-                           extra={"encoder": encoder.name}, components={"cross_modal_encoder": encoder.name})
-
+        return StageResult(
+            stage=STAGE,
+            kept=kept,
+            decisions=decisions,
+            run_id=run_id,
+            counts=counts,
+            extra={"encoder": encoder.name},
+            components={"cross_modal_encoder": encoder.name},
+        )

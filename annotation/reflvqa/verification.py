@@ -26,6 +26,7 @@ evidence, rounds, why it stopped, the revisions of each gated round, citations b
 ``verify.sample`` per sample. ``mmcurate why`` renders the claim rows as a trace.
 No sample is dropped: the stage annotates.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -45,13 +46,23 @@ from mmcurate.judging.claims import Evidence, Outcome, refuting
 from mmcurate.retrieval.kb import load_corpora
 from mmcurate.retrieval.rag import passage
 
-
 STAGE = "verification"
 CHECK_CLAIM = "verify.claim"
 CHECK_SENTENCE = "verify.sentence"
 CHECK_SAMPLE = "verify.sample"
-COUNTS = ("sentences", "verified", "supported", "contradicted", "insufficient", "errors", "no_evidence",
-          "changed", "citations_added", "citations_removed", "rounds")
+COUNTS = (
+    "sentences",
+    "verified",
+    "supported",
+    "contradicted",
+    "insufficient",
+    "errors",
+    "no_evidence",
+    "changed",
+    "citations_added",
+    "citations_removed",
+    "rounds",
+)
 
 Key = tuple[str, int]  # (sample_id, sentence index)
 
@@ -73,19 +84,39 @@ class VerifySentences(Stage):
         evidence = self._evidence(rows)
         wanted = [(row, s) for row in rows for s in row["sentences"] if s["fact_checkable"]]
         with_evidence = [(row, s) for row, s in wanted if evidence.get((row["sample_id"], s["index"]))]
-        claims = extract_claims(self.config.claims,
-                                [(f"{r['sample_id']}/s{s['index']}", s["text"], r["question"]) for r, s in with_evidence],
-                                ctx.pool, STAGE)
-        tasks = {(r["sample_id"], s["index"]): ClaimTask(f"{r['sample_id']}/s{s['index']}", s["text"], label.label,
-                                                          evidence[(r["sample_id"], s["index"])])
-                 for (r, s), label in zip(with_evidence, claims) if label.ok and label.label}
+        claims = extract_claims(
+            self.config.claims,
+            [(f"{r['sample_id']}/s{s['index']}", s["text"], r["question"]) for r, s in with_evidence],
+            ctx.pool,
+            STAGE,
+        )
+        tasks = {
+            (r["sample_id"], s["index"]): ClaimTask(
+                f"{r['sample_id']}/s{s['index']}", s["text"], label.label, evidence[(r["sample_id"], s["index"])]
+            )
+            for (r, s), label in zip(with_evidence, claims)
+            if label.ok and label.label
+        }
         try:
-            outcomes = dict(zip(tasks, verify_claims(ctx.pool.client(self.config.verifier), list(tasks.values()),
-                                                     self.config.gate, STAGE))) if tasks else {}
+            outcomes = (
+                dict(
+                    zip(
+                        tasks,
+                        verify_claims(
+                            ctx.pool.client(self.config.verifier), list(tasks.values()), self.config.gate, STAGE
+                        ),
+                    )
+                )
+                if tasks
+                else {}
+            )
         finally:
             ctx.pool.release(self.config.verifier)
-        problems = {(r["sample_id"], s["index"]): label.error or "no claim"
-                    for (r, s), label in zip(with_evidence, claims) if not (label.ok and label.label)}
+        problems = {
+            (r["sample_id"], s["index"]): label.error or "no claim"
+            for (r, s), label in zip(with_evidence, claims)
+            if not (label.ok and label.label)
+        }
 
         decisions: list[Decision] = []
         counts = dict.fromkeys(COUNTS, 0)
@@ -96,18 +127,39 @@ class VerifySentences(Stage):
                 key = (row["sample_id"], s["index"])
                 entry = dict(s)
                 if s["fact_checkable"]:
-                    entry = self._judge(row, s, evidence.get(key, []), tasks.get(key), outcomes.get(key), problems.get(key),
-                                        decisions, counts)
+                    entry = self._judge(
+                        row,
+                        s,
+                        evidence.get(key, []),
+                        tasks.get(key),
+                        outcomes.get(key),
+                        problems.get(key),
+                        decisions,
+                        counts,
+                    )
                 entries.append(entry)
             column.append(entries)
-            decisions.append(Decision(row["sample_id"], STAGE, CHECK_SAMPLE, "keep", model=self.config.verifier, detail={
-                "flagged": sum(e["flagged"] for e in entries),
-                "cited_sentences": sum(bool(e["text_citations"] or e["image_citations"]) for e in entries)}))
+            decisions.append(
+                Decision(
+                    row["sample_id"],
+                    STAGE,
+                    CHECK_SAMPLE,
+                    "keep",
+                    model=self.config.verifier,
+                    detail={
+                        "flagged": sum(e["flagged"] for e in entries),
+                        "cited_sentences": sum(bool(e["text_citations"] or e["image_citations"]) for e in entries),
+                    },
+                )
+            )
         kept = samples.drop_columns(["sentences"]).append_column("sentences", pa.array(column, type=pa.list_(SENTENCE)))
         claims_by = extractor_name(self.config.claims)
         return StageResult(
-            stage=STAGE, kept=kept, decisions=decisions, run_id=ctx.run_id, counts={"input": len(rows),
-                                                                                    "kept": len(rows), **counts},
+            stage=STAGE,
+            kept=kept,
+            decisions=decisions,
+            run_id=ctx.run_id,
+            counts={"input": len(rows), "kept": len(rows), **counts},
             extra={"verifier": self.config.verifier, "claims": claims_by},
             components={"claim_extractor": claims_by, "claim_verifier": f"llm:{self.config.verifier}"},
         )
@@ -127,20 +179,33 @@ class VerifySentences(Stage):
         out: dict[Key, list[Evidence]] = {}
         for row in rows:
             for r in row["retrieved_text"]:
-                out[(row["sample_id"], r["index"])] = [Evidence(f"e{n}", texts[doc], doc)
-                                                        for n, doc in enumerate(r["doc_ids"], 1)]
+                out[(row["sample_id"], r["index"])] = [
+                    Evidence(f"e{n}", texts[doc], doc) for n, doc in enumerate(r["doc_ids"], 1)
+                ]
         return out
 
-    def _judge(self, row: dict[str, Any], sentence: dict[str, Any], evidence: list[Evidence], task: ClaimTask | None,
-               outcome: Outcome | None, problem: str | None, decisions: list[Decision],
-               counts: dict[str, int]) -> dict[str, Any]:
+    def _judge(
+        self,
+        row: dict[str, Any],
+        sentence: dict[str, Any],
+        evidence: list[Evidence],
+        task: ClaimTask | None,
+        outcome: Outcome | None,
+        problem: str | None,
+        decisions: list[Decision],
+        counts: dict[str, int],
+    ) -> dict[str, Any]:
         """The sentence after verification, with its ledger rows."""
         sid, index = row["sample_id"], sentence["index"]
         counts["sentences"] += 1
         before = {"text_citations": list(sentence["text_citations"]), "flagged": bool(sentence["flagged"])}
-        detail: dict[str, Any] = {"sentence": index, "text": sentence["text"],
-                                  "claims_by": extractor_name(self.config.claims),
-                                  "evidence": {e.id: e.source for e in evidence}, "before": before}
+        detail: dict[str, Any] = {
+            "sentence": index,
+            "text": sentence["text"],
+            "claims_by": extractor_name(self.config.claims),
+            "evidence": {e.id: e.source for e in evidence},
+            "before": before,
+        }
         entry = dict(sentence)
         if not evidence:
             counts["no_evidence"] += 1
@@ -152,10 +217,14 @@ class VerifySentences(Stage):
             counts["verified"] += 1
             counts["rounds"] += len(outcome.rounds)
             verdict = outcome.verdict
-            detail.update(claims=[c.as_json() for c in task.claims], rounds=len(outcome.rounds),
-                          stopped=outcome.stopped, gated=outcome.gated,
-                          round_verdicts=[r.verdict for r in outcome.rounds],
-                          stated_verdicts=[r.record.verdict if r.record else None for r in outcome.rounds])
+            detail.update(
+                claims=[c.as_json() for c in task.claims],
+                rounds=len(outcome.rounds),
+                stopped=outcome.stopped,
+                gated=outcome.gated,
+                round_verdicts=[r.verdict for r in outcome.rounds],
+                stated_verdicts=[r.record.verdict if r.record else None for r in outcome.rounds],
+            )
             if outcome.verdict == "error":
                 counts["errors"] += 1
                 last = outcome.rounds[-1]
@@ -165,8 +234,11 @@ class VerifySentences(Stage):
         if verdict in ("supported", "contradicted", "insufficient"):
             counts[verdict] += 1
         detail["after"] = {"text_citations": list(entry["text_citations"]), "flagged": bool(entry["flagged"])}
-        decisions.append(Decision(sid, STAGE, CHECK_SENTENCE, verdict, model=self.config.verifier,
-                                  context_id=f"s{index}", detail=detail))
+        decisions.append(
+            Decision(
+                sid, STAGE, CHECK_SENTENCE, verdict, model=self.config.verifier, context_id=f"s{index}", detail=detail
+            )
+        )
         return entry
 
     def _claim_rows(self, sid: str, index: int, task: ClaimTask, outcome: Outcome, decisions: list[Decision]) -> None:
@@ -177,16 +249,33 @@ class VerifySentences(Stage):
             for claim in task.claims:
                 check = round_.record.of(claim.id)
                 threshold = self.config.gate.thresholds[claim.type]
-                decisions.append(Decision(sid, STAGE, CHECK_CLAIM, check.status, model=self.config.verifier,
-                                          context_id=f"s{index}/{claim.id}", detail={
-                    "sentence": index, "round": round_.number, "claim": claim.id, "type": claim.type,
-                    "text": claim.text, "confidence": check.confidence, "threshold": threshold,
-                    "confident": check.confidence >= threshold, "why": check.why,
-                    "citations": list(check.citations), "documents": [source[c] for c in check.citations],
-                }))
+                decisions.append(
+                    Decision(
+                        sid,
+                        STAGE,
+                        CHECK_CLAIM,
+                        check.status,
+                        model=self.config.verifier,
+                        context_id=f"s{index}/{claim.id}",
+                        detail={
+                            "sentence": index,
+                            "round": round_.number,
+                            "claim": claim.id,
+                            "type": claim.type,
+                            "text": claim.text,
+                            "confidence": check.confidence,
+                            "threshold": threshold,
+                            "confident": check.confidence >= threshold,
+                            "why": check.why,
+                            "citations": list(check.citations),
+                            "documents": [source[c] for c in check.citations],
+                        },
+                    )
+                )
 
-    def _change(self, entry: dict[str, Any], task: ClaimTask, outcome: Outcome,
-                counts: dict[str, int]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def _change(
+        self, entry: dict[str, Any], task: ClaimTask, outcome: Outcome, counts: dict[str, int]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Apply every gated round to the sentence in order (see the module docstring); the
         sentence after them and what each gated round changed."""
         source = {e.id: e.source for e in task.evidence}
@@ -205,8 +294,15 @@ class VerifySentences(Stage):
                 refuted = {source[e] for e in refuting(record, task.claims, self.config.gate)}
                 new = [doc for doc in cites if doc not in refuted]
                 flagged = True
-            revisions.append({"round": round_.number, "verdict": round_.verdict, "flagged": flagged,
-                              "added": [d for d in new if d not in cites], "removed": [d for d in cites if d not in new]})
+            revisions.append(
+                {
+                    "round": round_.number,
+                    "verdict": round_.verdict,
+                    "flagged": flagged,
+                    "added": [d for d in new if d not in cites],
+                    "removed": [d for d in cites if d not in new],
+                }
+            )
             cites = new
         if cites != old or flagged != was_flagged:
             counts["changed"] += 1

@@ -38,6 +38,7 @@ build time and peak RSS of build and search, each as mmcurate / autofaiss and th
     python bench/peers/autofaiss_index.py [--quick] [--data real synthetic] [--n 1000000] [--dim 768]
         [--pages N] [--memory-gb 4] [--peer-budget memory|index] [--peer-timeout 600] [--dir DIR] [--keep]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,8 @@ import sys
 import time
 from pathlib import Path
 
-from provenance import stamp
-
 import kb_scale  # bench/, put on sys.path by provenance
+from provenance import stamp
 
 K = kb_scale.K
 BUDGETS = ("memory", "index")
@@ -62,9 +62,18 @@ BUDGETS = ("memory", "index")
 def kb_args(args: argparse.Namespace, data: str) -> argparse.Namespace:
     """The namespace ``kb_scale.run_phase`` takes, for one data set in its own folder."""
     real = data == "real"
-    return argparse.Namespace(n=args.n, dim=args.dim, queries=args.queries, memory_gb=args.memory_gb,
-                              threads=args.threads, dir=args.dir / data, real=real,
-                              scaled_plan=real or args.scaled_plan, pages=args.pages if real else None, variant="pq")
+    return argparse.Namespace(
+        n=args.n,
+        dim=args.dim,
+        queries=args.queries,
+        memory_gb=args.memory_gb,
+        threads=args.threads,
+        dir=args.dir / data,
+        real=real,
+        scaled_plan=real or args.scaled_plan,
+        pages=args.pages if real else None,
+        variant="pq",
+    )
 
 
 def peer_budget_bytes(args: argparse.Namespace, n: int, dim: int) -> int:
@@ -94,17 +103,27 @@ def phase_peer_build(args: argparse.Namespace) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     budget = peer_budget_bytes(args, len(store), store.dim)
     started = time.perf_counter()
-    index, infos = build_index(embeddings=str(store.root / "vectors"), save_on_disk=False, file_format="npy",
-                               max_index_memory_usage=f"{max(budget // 2**20, 1)}M",
-                               current_memory_available=f"{max(int(args.memory_gb * 1024), 1)}M",
-                               metric_type="ip", nb_cores=args.threads, verbose=logging.WARNING)
+    index, infos = build_index(
+        embeddings=str(store.root / "vectors"),
+        save_on_disk=False,
+        file_format="npy",
+        max_index_memory_usage=f"{max(budget // 2**20, 1)}M",
+        current_memory_available=f"{max(int(args.memory_gb * 1024), 1)}M",
+        metric_type="ip",
+        nb_cores=args.threads,
+        verbose=logging.WARNING,
+    )
     seconds = time.perf_counter() - started
     if index is None or infos is None:
         raise SystemExit("autofaiss did not build an index (its error is above)")
     faiss.write_index(index, str(folder / "knn.index"))
     (folder / "infos.json").write_text(json.dumps(infos, default=float), encoding="utf-8")
-    return {"seconds": seconds, "budget_mb": budget / 2**20, "index_key": infos["index_key"],
-            "index_param": infos["index_param"]}
+    return {
+        "seconds": seconds,
+        "budget_mb": budget / 2**20,
+        "index_key": infos["index_key"],
+        "index_param": infos["index_param"],
+    }
 
 
 def phase_peer_search(args: argparse.Namespace) -> dict:
@@ -122,8 +141,12 @@ def phase_peer_search(args: argparse.Namespace) -> dict:
     _, found = index.search(queries, K)
     seconds = time.perf_counter() - started
     recall = float(np.mean([len(set(t) & set(f)) / K for t, f in zip(truth.tolist(), found.tolist())]))
-    return {"seconds": seconds, "qps": len(queries) / seconds, "recall": recall,
-            "index_bytes": (folder / "autofaiss" / "knn.index").stat().st_size}
+    return {
+        "seconds": seconds,
+        "qps": len(queries) / seconds,
+        "recall": recall,
+        "index_bytes": (folder / "autofaiss" / "knn.index").stat().st_size,
+    }
 
 
 PHASES = {"peer-build": phase_peer_build, "peer-search": phase_peer_search}
@@ -131,14 +154,34 @@ PHASES = {"peer-build": phase_peer_build, "peer-search": phase_peer_search}
 
 def run_peer(args: argparse.Namespace, data: str, phase: str) -> dict | None:
     """One autofaiss phase in a child process; None when it ran past ``--peer-timeout``."""
-    command = [sys.executable, __file__, "--phase", phase, "--data-name", data, "--n", str(args.n),
-               "--dim", str(args.dim), "--queries", str(args.queries), "--memory-gb", str(args.memory_gb),
-               "--threads", str(args.threads), "--dir", str(args.dir), "--peer-budget", args.peer_budget]
+    command = [
+        sys.executable,
+        __file__,
+        "--phase",
+        phase,
+        "--data-name",
+        data,
+        "--n",
+        str(args.n),
+        "--dim",
+        str(args.dim),
+        "--queries",
+        str(args.queries),
+        "--memory-gb",
+        str(args.memory_gb),
+        "--threads",
+        str(args.threads),
+        "--dir",
+        str(args.dir),
+        "--peer-budget",
+        args.peer_budget,
+    ]
     command += ["--scaled-plan"] * args.scaled_plan + (["--pages", str(args.pages)] if args.pages else [])
     env = {**os.environ, "TQDM_DISABLE": "1", **{name: str(args.threads) for name in kb_scale.THREADS_ENV}}
     try:
-        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, check=True,
-                              timeout=args.peer_timeout)
+        done = subprocess.run(
+            command, stdout=subprocess.PIPE, text=True, env=env, check=True, timeout=args.peer_timeout
+        )
     except subprocess.TimeoutExpired:
         return None
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -152,10 +195,16 @@ def compare(args: argparse.Namespace, data: str) -> None:
     kb.n, kb.dim = generated.get("n", kb.n), generated.get("dim", kb.dim)
     plan = kb_scale.bench_plan(kb, kb.n, kb.dim)
     if plan.kind != "ivfpq":
-        raise SystemExit(f"{kb.n:,} x {kb.dim} fits --memory-gb {args.memory_gb} in memory ({plan.kind}); lower "
-                         "--memory-gb or pass --scaled-plan to compare the compressed index")
-    what = (f"real MiniLM passages, {generated['questions']} fixture questions + {generated['held_out']} held-out "
-            f"first sentences as queries" if kb.real else f"synthetic mixture, {args.queries:,} queries")
+        raise SystemExit(
+            f"{kb.n:,} x {kb.dim} fits --memory-gb {args.memory_gb} in memory ({plan.kind}); lower "
+            "--memory-gb or pass --scaled-plan to compare the compressed index"
+        )
+    what = (
+        f"real MiniLM passages, {generated['questions']} fixture questions + {generated['held_out']} held-out "
+        f"first sentences as queries"
+        if kb.real
+        else f"synthetic mixture, {args.queries:,} queries"
+    )
     print(f"\n[{data}] {kb.n:,} x {kb.dim} {what}; generated in {generated['seconds']:.0f}s", flush=True)
     exact = kb_scale.run_phase(kb, "exact")
     print(f"  exact search (the truth): {exact['qps']:,.1f} queries/s", flush=True)
@@ -163,25 +212,50 @@ def compare(args: argparse.Namespace, data: str) -> None:
         shutil.rmtree(kept)
     build = kb_scale.run_phase(kb, "build")
     search = kb_scale.run_phase(kb, "search")
-    print(f"  mmcurate: {build['meta']['factory']}, nprobe {build['meta']['params']['nprobe']}, "
-          f"{plan.describe()}", flush=True)
+    print(
+        f"  mmcurate: {build['meta']['factory']}, nprobe {build['meta']['params']['nprobe']}, {plan.describe()}",
+        flush=True,
+    )
     peer_build = run_peer(args, data, "peer-build")
     if peer_build is None:
-        print(f"  autofaiss: build stopped after --peer-timeout {args.peer_timeout:.0f}s "
-              f"(mmcurate built in {build['seconds']:.0f}s: build-time ratio > {args.peer_timeout / build['seconds']:.2f})",
-              flush=True)
+        print(
+            f"  autofaiss: build stopped after --peer-timeout {args.peer_timeout:.0f}s "
+            f"(mmcurate built in {build['seconds']:.0f}s: build-time ratio > {args.peer_timeout / build['seconds']:.2f})",
+            flush=True,
+        )
         return
     peer_search = run_peer(args, data, "peer-search")
-    print(f"  autofaiss: {peer_build['index_key']} ({peer_build['index_param']}), max_index_memory_usage "
-          f"{peer_build['budget_mb']:,.0f} MB (--peer-budget {args.peer_budget}), index file "
-          f"{peer_search['index_bytes'] / 2**20:,.1f} MB", flush=True)
-    rows = [("recall@10 vs exact", search["recall"], peer_search["recall"], search["recall"] / peer_search["recall"], "{:.4f}"),
-            ("queries/s", search["qps"], peer_search["qps"], search["qps"] / peer_search["qps"], "{:,.1f}"),
-            ("build s", build["seconds"], peer_build["seconds"], peer_build["seconds"] / build["seconds"], "{:,.1f}"),
-            ("peak RSS build MB", build["peak_rss_mb"], peer_build["peak_rss_mb"],
-             peer_build["peak_rss_mb"] / build["peak_rss_mb"], "{:,.0f}"),
-            ("peak RSS search MB", search["peak_rss_mb"], peer_search["peak_rss_mb"],
-             peer_search["peak_rss_mb"] / search["peak_rss_mb"], "{:,.0f}")]
+    print(
+        f"  autofaiss: {peer_build['index_key']} ({peer_build['index_param']}), max_index_memory_usage "
+        f"{peer_build['budget_mb']:,.0f} MB (--peer-budget {args.peer_budget}), index file "
+        f"{peer_search['index_bytes'] / 2**20:,.1f} MB",
+        flush=True,
+    )
+    rows = [
+        (
+            "recall@10 vs exact",
+            search["recall"],
+            peer_search["recall"],
+            search["recall"] / peer_search["recall"],
+            "{:.4f}",
+        ),
+        ("queries/s", search["qps"], peer_search["qps"], search["qps"] / peer_search["qps"], "{:,.1f}"),
+        ("build s", build["seconds"], peer_build["seconds"], peer_build["seconds"] / build["seconds"], "{:,.1f}"),
+        (
+            "peak RSS build MB",
+            build["peak_rss_mb"],
+            peer_build["peak_rss_mb"],
+            peer_build["peak_rss_mb"] / build["peak_rss_mb"],
+            "{:,.0f}",
+        ),
+        (
+            "peak RSS search MB",
+            search["peak_rss_mb"],
+            peer_search["peak_rss_mb"],
+            peer_search["peak_rss_mb"] / search["peak_rss_mb"],
+            "{:,.0f}",
+        ),
+    ]
     print(f"  {'':20} {'mmcurate':>12} {'autofaiss':>12} {'ratio':>7}")
     for name, mine, peer, ratio, form in rows:
         print(f"  {name:20} {form.format(mine):>12} {form.format(peer):>12} {ratio:7.3f}", flush=True)

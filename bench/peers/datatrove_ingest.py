@@ -32,6 +32,7 @@ full sample rows to Parquet; datatrove writes the kept comments as JSON lines.
 
     python bench/peers/datatrove_ingest.py [--quick] [--mb 200] [--months 2] [--tries 2] [--keep DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,6 +57,7 @@ SAMPLE_MS = 50  # how often the parent samples its child's process tree
 
 # --- the datatrove pipelines ---------------------------------------------------------------------
 
+
 def _month(path: str) -> str:
     """``RS_2022-01.zst`` / ``RC_2022-01.zst`` -> ``2022-01``."""
     return Path(path).name[3:].removesuffix(".zst")
@@ -63,13 +65,19 @@ def _month(path: str) -> str:
 
 def _post_adapter(self, data: dict, path: str, id_in_file: int) -> dict:
     """A submission line as a Document: its title the text, everything else metadata."""
-    return {"text": data.pop("title", ""), "id": data.pop("id", f"{path}/{id_in_file}"),
-            "metadata": {**data, "month": _month(path)}}
+    return {
+        "text": data.pop("title", ""),
+        "id": data.pop("id", f"{path}/{id_in_file}"),
+        "metadata": {**data, "month": _month(path)},
+    }
 
 
 def _comment_adapter(self, data: dict, path: str, id_in_file: int) -> dict:
-    return {"text": data.pop("body", ""), "id": data.pop("id", f"{path}/{id_in_file}"),
-            "metadata": {**data, "month": _month(path)}}
+    return {
+        "text": data.pop("body", ""),
+        "id": data.pop("id", f"{path}/{id_in_file}"),
+        "metadata": {**data, "month": _month(path)},
+    }
 
 
 def _candidate_row(self, document) -> dict:
@@ -86,6 +94,7 @@ def datatrove_pipelines(root: Path, work: Path, tasks: int) -> tuple:
     from datatrove.pipeline.filters.base_filter import BaseFilter
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
+
     from mmcurate.sources.reddit import (
         RedditOptions,
         answer_skip_reason,
@@ -154,22 +163,34 @@ def datatrove_pipelines(root: Path, work: Path, tasks: int) -> tuple:
             return (False, reason) if reason else True
 
     posts = LocalPipelineExecutor(
-        pipeline=[PushshiftReader(str(root), glob_pattern="RS_*.zst", compression="zstd", adapter=_post_adapter),
-                  CandidatePost(),
-                  JsonlWriter(str(work / "candidates"), output_filename="${rank}.jsonl", compression=None,
-                              adapter=_candidate_row)],
-        tasks=tasks, workers=tasks, logging_dir=str(work / "logs_posts"))
+        pipeline=[
+            PushshiftReader(str(root), glob_pattern="RS_*.zst", compression="zstd", adapter=_post_adapter),
+            CandidatePost(),
+            JsonlWriter(
+                str(work / "candidates"), output_filename="${rank}.jsonl", compression=None, adapter=_candidate_row
+            ),
+        ],
+        tasks=tasks,
+        workers=tasks,
+        logging_dir=str(work / "logs_posts"),
+    )
     comments = LocalPipelineExecutor(
-        pipeline=[PushshiftReader(str(root), glob_pattern="RC_*.zst", compression="zstd", adapter=_comment_adapter),
-                  LongAnswer(work / "candidates"),
-                  JsonlWriter(str(work / "answers"), output_filename="${rank}.jsonl", compression=None,
-                              adapter=_answer_row)],
-        tasks=tasks, workers=tasks, logging_dir=str(work / "logs_comments"), depends=posts)
+        pipeline=[
+            PushshiftReader(str(root), glob_pattern="RC_*.zst", compression="zstd", adapter=_comment_adapter),
+            LongAnswer(work / "candidates"),
+            JsonlWriter(str(work / "answers"), output_filename="${rank}.jsonl", compression=None, adapter=_answer_row),
+        ],
+        tasks=tasks,
+        workers=tasks,
+        logging_dir=str(work / "logs_comments"),
+        depends=posts,
+    )
     return posts, comments
 
 
 def run_datatrove(root: Path, work: Path, tasks: int) -> tuple[float, list[str]]:
     from loguru import logger
+
     from mmcurate.core.text import split_sentences
 
     logger.remove()  # datatrove logs every step to stderr; its log files stay under work/
@@ -178,12 +199,16 @@ def run_datatrove(root: Path, work: Path, tasks: int) -> tuple[float, list[str]]
     start = time.perf_counter()
     comments.run()  # runs its dependency, the posts pipeline, first
     seconds = time.perf_counter() - start
-    ids = [json.loads(line)["id"] for path in sorted((work / "answers").glob("*.jsonl"))
-           for line in path.read_text(encoding="utf-8").splitlines()]
+    ids = [
+        json.loads(line)["id"]
+        for path in sorted((work / "answers").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
     return seconds, ids
 
 
 # --- mmcurate ------------------------------------------------------------------------------------
+
 
 def run_mmcurate(root: Path, work: Path, parts: int) -> tuple[float, list[str]]:
     """1: one ingest of the whole folder; 2: the flow's ingest (``tasks/ingest.py`` on its default
@@ -191,6 +216,7 @@ def run_mmcurate(root: Path, work: Path, parts: int) -> tuple[float, list[str]]:
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow.parquet as pq
+
     from mmcurate.core.images import ImageStore
     from mmcurate.core.text import split_sentences
     from mmcurate.sources.ingest import ingest, merge_ingests, source_parts
@@ -216,21 +242,27 @@ def run_mmcurate(root: Path, work: Path, parts: int) -> tuple[float, list[str]]:
 def child(side: str, root: Path, work: Path, ways: int) -> None:
     seconds, ids = (run_mmcurate if side == "mmcurate" else run_datatrove)(root, work, ways)
     (work / "kept_ids.json").write_text(json.dumps(ids))
-    largest = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    largest = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    )
     print(json.dumps({"seconds": seconds, "kept": len(ids), "largest_rss_kb": largest}))
 
 
 # --- the parent ----------------------------------------------------------------------------------
+
 
 def measured(side: str, root: Path, work: Path, ways: int) -> dict:
     """Run one side in a fresh subprocess; its figures, the tree's sampled peak RSS and its kept ids."""
     import psutil
 
     work.mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, __file__, "--child", side, str(root), str(work), str(ways)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", side, str(root), str(work), str(ways)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"},
+    )
     peak = 0
     top = psutil.Process(proc.pid)
     while proc.poll() is None:
@@ -260,8 +292,10 @@ def dump_lines(root: Path) -> int:
 
     lines = 0
     for path in sorted(root.glob("R[SC]_*.zst")):
-        with open(path, "rb") as fh, zstandard.ZstdDecompressor(max_window_size=2**31).stream_reader(
-                fh, read_across_frames=True) as reader:
+        with (
+            open(path, "rb") as fh,
+            zstandard.ZstdDecompressor(max_window_size=2**31).stream_reader(fh, read_across_frames=True) as reader,
+        ):
             while chunk := reader.read(1 << 24):
                 lines += chunk.count(b"\n")
     return lines
@@ -271,9 +305,11 @@ def differences(ours: list[str], theirs: list[str]) -> str:
     if sorted(ours) == sorted(theirs):
         return f"equal ({len(ours)} ids)"
     a, b = set(ours), set(theirs)
-    return (f"UNEQUAL: {len(ours)} vs {len(theirs)} ids; only mmcurate's: {sorted(a - b)[:5]}; "
-            f"only datatrove's: {sorted(b - a)[:5]}" + ("; repeated ids" if len(a) < len(ours) or len(b) < len(theirs)
-                                                       else ""))
+    return (
+        f"UNEQUAL: {len(ours)} vs {len(theirs)} ids; only mmcurate's: {sorted(a - b)[:5]}; "
+        f"only datatrove's: {sorted(b - a)[:5]}"
+        + ("; repeated ids" if len(a) < len(ours) or len(b) < len(theirs) else "")
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -281,8 +317,12 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="a small run: 2 months of 10 MB")
     parser.add_argument("--mb", type=float, default=200.0, help="uncompressed MB of NDJSON per month")
     parser.add_argument("--months", type=_positive, default=2, help="months of dumps (one part each)")
-    parser.add_argument("--tries", type=_positive, default=2,
-                        help="runs of each side, interleaved; the fastest counts (the largest RSS is printed)")
+    parser.add_argument(
+        "--tries",
+        type=_positive,
+        default=2,
+        help="runs of each side, interleaved; the fastest counts (the largest RSS is printed)",
+    )
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     parser.add_argument("--child", nargs=4, metavar=("SIDE", "ROOT", "WORK", "WAYS"), help=argparse.SUPPRESS)
     return parser
@@ -303,19 +343,25 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         size = sum(generate(root, mb, seed=20 + i, month=f"2022-{i + 1:02d}") for i in range(args.months))
         records = dump_lines(root)
-        print(f"{args.months} months, {size / 1e6:.0f} MB NDJSON, {records:,} records "
-              f"({sum(p.stat().st_size for p in root.glob('*.zst')) / 1e6:.0f} MB zstd; written in "
-              f"{time.perf_counter() - t0:.0f} s)", flush=True)
+        print(
+            f"{args.months} months, {size / 1e6:.0f} MB NDJSON, {records:,} records "
+            f"({sum(p.stat().st_size for p in root.glob('*.zst')) / 1e6:.0f} MB zstd; written in "
+            f"{time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
         best: dict[tuple[str, int], dict] = {}
         for n in range(tries):
             for ways in (1, 2):
                 for side in ("mmcurate", "datatrove"):
                     stats = measured(side, root, work / f"{side}{ways}_{n}", ways)
                     label = f"{side} {ways} {'part' if side == 'mmcurate' else 'task'}{'s' if ways > 1 else ''}"
-                    print(f"    try {n + 1}: {label:<18} {stats['seconds']:7.2f} s, {records / stats['seconds']:>10,.0f} "
-                          f"records/s, peak RSS {stats['tree_rss_mb']:.0f} MB (tree), "
-                          f"{stats['largest_rss_kb'] / 1024:.0f} MB (largest process), {stats['kept']} kept; "
-                          f"load {load()}", flush=True)
+                    print(
+                        f"    try {n + 1}: {label:<18} {stats['seconds']:7.2f} s, {records / stats['seconds']:>10,.0f} "
+                        f"records/s, peak RSS {stats['tree_rss_mb']:.0f} MB (tree), "
+                        f"{stats['largest_rss_kb'] / 1024:.0f} MB (largest process), {stats['kept']} kept; "
+                        f"load {load()}",
+                        flush=True,
+                    )
                     kept = best.get((side, ways))
                     if kept is None or stats["seconds"] < kept["seconds"]:
                         stats["tree_rss_mb"] = max(stats["tree_rss_mb"], kept["tree_rss_mb"] if kept else 0)
@@ -324,14 +370,18 @@ def main(argv: list[str] | None = None) -> None:
                         kept["tree_rss_mb"] = max(stats["tree_rss_mb"], kept["tree_rss_mb"])
         for ways in (1, 2):
             ours, theirs = best[("mmcurate", ways)], best[("datatrove", ways)]
-            print(f"{ways} {'way ' if ways == 1 else 'ways'}: mmcurate {records / ours['seconds']:,.0f} records/s, "
-                  f"datatrove {records / theirs['seconds']:,.0f} records/s: ratio "
-                  f"{theirs['seconds'] / ours['seconds']:.2f} (best of {tries}); peak RSS mmcurate "
-                  f"{ours['tree_rss_mb']:.0f} MB, datatrove {theirs['tree_rss_mb']:.0f} MB; kept ids "
-                  f"{differences(ours['ids'], theirs['ids'])}")
+            print(
+                f"{ways} {'way ' if ways == 1 else 'ways'}: mmcurate {records / ours['seconds']:,.0f} records/s, "
+                f"datatrove {records / theirs['seconds']:,.0f} records/s: ratio "
+                f"{theirs['seconds'] / ours['seconds']:.2f} (best of {tries}); peak RSS mmcurate "
+                f"{ours['tree_rss_mb']:.0f} MB, datatrove {theirs['tree_rss_mb']:.0f} MB; kept ids "
+                f"{differences(ours['ids'], theirs['ids'])}"
+            )
         ids = [best[key]["ids"] for key in sorted(best)]
-        print(f"all four runs keep the same ids: {all(sorted(i) == sorted(ids[0]) for i in ids)}; "
-              f"load {load()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+        print(
+            f"all four runs keep the same ids: {all(sorted(i) == sorted(ids[0]) for i in ids)}; "
+            f"load {load()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+        )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ answers are equal (same text for the same request), and the date, commit and loa
 
     python bench/peers/distilabel_gating.py [--quick] [--prompts 48] [--rounds 2] [--concurrency 4]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,9 @@ import time
 import warnings
 from pathlib import Path
 
+from gating_throughput import ours_run, prompts, stub_server  # bench/, put on sys.path by provenance
 from provenance import stamp
 
-from gating_throughput import ours_run, prompts, stub_server  # bench/, put on sys.path by provenance
 from mmcurate.core.config import ModelSpec
 from mmcurate.models.accounting import CallCounter
 from mmcurate.models.backends.embedded import LlamaServer, find_gguf
@@ -45,11 +46,14 @@ from mmcurate.models.requests import ChatRequest
 MODEL = "smollm2"
 
 
-async def distilabel_run(spec: ModelSpec, base_url: str, requests: list[ChatRequest],
-                         model: str = MODEL) -> tuple[float, list[str | None]]:
+async def distilabel_run(
+    spec: ModelSpec, base_url: str, requests: list[ChatRequest], model: str = MODEL
+) -> tuple[float, list[str | None]]:
     """Seconds for distilabel's ``OpenAILLM`` to answer ``requests`` ``spec.concurrency`` at a time,
     and its answers in request order."""
-    warnings.filterwarnings("ignore", message="The 'default' attribute")  # distilabel 1.5.3's models under pydantic 2.12
+    warnings.filterwarnings(
+        "ignore", message="The 'default' attribute"
+    )  # distilabel 1.5.3's models under pydantic 2.12
     from distilabel.models.llms import OpenAILLM
 
     llm = OpenAILLM(model=model, base_url=base_url, api_key="unused", max_retries=0, timeout=int(spec.timeout))
@@ -59,8 +63,13 @@ async def distilabel_run(spec: ModelSpec, base_url: str, requests: list[ChatRequ
 
     async def one(request: ChatRequest) -> str | None:
         async with gate:
-            output = await llm.agenerate(input=request.messages, max_new_tokens=spec.max_tokens,
-                                         temperature=spec.temperature, top_p=spec.top_p, extra_body=extra)
+            output = await llm.agenerate(
+                input=request.messages,
+                max_new_tokens=spec.max_tokens,
+                temperature=spec.temperature,
+                top_p=spec.top_p,
+                extra_body=extra,
+            )
         return output["generations"][0]
 
     try:
@@ -92,8 +101,12 @@ def compare(spec: ModelSpec, base_url: str, n: int, rounds: int, workdir: Path, 
             equal += peer == mine
             if peer != mine and len(differ) < 3:
                 differ.append(f"{request.key}: distilabel {peer!r} / mmcurate {mine!r}")
-    return {"rps": {side: n * rounds / seconds for side, seconds in times.items()}, "equal": equal,
-            "total": total, "differ": differ}
+    return {
+        "rps": {side: n * rounds / seconds for side, seconds in times.items()},
+        "equal": equal,
+        "total": total,
+        "differ": differ,
+    }
 
 
 def main() -> None:
@@ -109,8 +122,14 @@ def main() -> None:
     if args.prompts < 1 or args.rounds < 1 or args.concurrency < 1 or args.max_tokens < 1:
         parser.error("--prompts, --rounds, --concurrency and --max-tokens must be at least 1")
     logging.getLogger("distilabel").setLevel(logging.WARNING)
-    spec = ModelSpec(name=MODEL, backend="embedded", temperature=0.0, max_tokens=args.max_tokens,
-                     concurrency=args.concurrency, timeout=120)
+    spec = ModelSpec(
+        name=MODEL,
+        backend="embedded",
+        temperature=0.0,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        timeout=120,
+    )
     print(stamp("start"), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -125,16 +144,24 @@ def main() -> None:
         with stub_server() as url:
             stub = compare(spec.model_copy(update={"concurrency": 8}), url, 300, 2, workdir, "stub")
     rps = result["rps"]
-    print(f"llama.cpp server ({MODEL}), {args.prompts} prompts x {args.rounds} rounds, concurrency "
-          f"{spec.concurrency}, temperature {spec.temperature}, max_tokens {spec.max_tokens}")
-    print(f"  mmcurate gating layer {rps['mmcurate']:.2f} req/s, distilabel OpenAILLM.agenerate "
-          f"{rps['distilabel']:.2f} req/s, ratio {rps['mmcurate'] / rps['distilabel']:.3f} (>= 1.0: mmcurate ahead)")
-    print(f"  answers equal: {result['equal']} of {result['total']}"
-          + "".join(f"\n    differs: {line}" for line in result["differ"]))
+    print(
+        f"llama.cpp server ({MODEL}), {args.prompts} prompts x {args.rounds} rounds, concurrency "
+        f"{spec.concurrency}, temperature {spec.temperature}, max_tokens {spec.max_tokens}"
+    )
+    print(
+        f"  mmcurate gating layer {rps['mmcurate']:.2f} req/s, distilabel OpenAILLM.agenerate "
+        f"{rps['distilabel']:.2f} req/s, ratio {rps['mmcurate'] / rps['distilabel']:.3f} (>= 1.0: mmcurate ahead)"
+    )
+    print(
+        f"  answers equal: {result['equal']} of {result['total']}"
+        + "".join(f"\n    differs: {line}" for line in result["differ"])
+    )
     stub_rps = stub["rps"]
-    print(f"client layers alone, against an instant stub server, 300 requests x 2 rounds, concurrency 8:\n"
-          f"  mmcurate {stub_rps['mmcurate']:.0f} req/s (incl. cache writes), distilabel {stub_rps['distilabel']:.0f} "
-          f"req/s, ratio {stub_rps['mmcurate'] / stub_rps['distilabel']:.2f}; answers equal: {stub['equal']} of {stub['total']}")
+    print(
+        f"client layers alone, against an instant stub server, 300 requests x 2 rounds, concurrency 8:\n"
+        f"  mmcurate {stub_rps['mmcurate']:.0f} req/s (incl. cache writes), distilabel {stub_rps['distilabel']:.0f} "
+        f"req/s, ratio {stub_rps['mmcurate'] / stub_rps['distilabel']:.2f}; answers equal: {stub['equal']} of {stub['total']}"
+    )
     print(stamp("end"), flush=True)
     if result["equal"] != result["total"]:
         sys.exit(1)

@@ -33,6 +33,7 @@ filtering, not by either side's LSH) of ``--sample`` seeded anchor questions.
 
     python bench/peers/minhash.py [--quick] [--sizes 100000 1000000] [--sample 2000] [--keep DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,6 +73,7 @@ def _vm_rss_kb() -> int:
 
 def run_mmcurate(questions: list[str], threshold: float, num_perm: int) -> dict:
     import pyarrow as pa
+
     from mmcurate.annotation.dedup import question_pairs
 
     column = pa.array(questions, pa.large_string())  # as the stage holds them (``Items``)
@@ -85,6 +87,7 @@ def run_mmcurate(questions: list[str], threshold: float, num_perm: int) -> dict:
 
 def run_datasketch(questions: list[str], threshold: float, num_perm: int) -> dict:
     from datasketch import MinHash, MinHashLSH
+
     from mmcurate.annotation.dedup import pair_keys, shingles
 
     before = _vm_rss_kb()
@@ -94,8 +97,9 @@ def run_datasketch(questions: list[str], threshold: float, num_perm: int) -> dic
     first: list[int] = []
     second: list[int] = []
     rows = [i for i, s in enumerate(sets) if s]  # a question without shingles has nothing to compare
-    for i, signature in zip(rows, MinHash.generator(([g.encode("utf-8") for g in sets[i]] for i in rows),
-                                                     num_perm=num_perm)):
+    for i, signature in zip(
+        rows, MinHash.generator(([g.encode("utf-8") for g in sets[i]] for i in rows), num_perm=num_perm)
+    ):
         for j in lsh.query(signature):  # the questions before i agreeing with it on a band
             first.append(j)
             second.append(i)
@@ -105,8 +109,15 @@ def run_datasketch(questions: list[str], threshold: float, num_perm: int) -> dic
     seconds = time.perf_counter() - start
     candidates = np.sort(pair_keys(np.array(first, dtype=np.int64), np.array(second, dtype=np.int64)))
     verified = np.sort(pair_keys(np.array(first, dtype=np.int64)[keep], np.array(second, dtype=np.int64)[keep]))
-    return {"seconds": seconds, "cpu_seconds": time.process_time() - cpu, "candidates_seconds": candidates_seconds,
-            "candidates_cpu_seconds": candidates_cpu, "before_kb": before, "pairs": verified, "candidates": candidates}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": time.process_time() - cpu,
+        "candidates_seconds": candidates_seconds,
+        "candidates_cpu_seconds": candidates_cpu,
+        "before_kb": before,
+        "pairs": verified,
+        "candidates": candidates,
+    }
 
 
 def child(side: str, pool: Path, work: Path, threshold: float, num_perm: int) -> None:
@@ -120,8 +131,12 @@ def child(side: str, pool: Path, work: Path, threshold: float, num_perm: int) ->
 
 
 def measured(side: str, pool: Path, work: Path, threshold: float, num_perm: int) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", side, str(pool), str(work), str(threshold),
-                           str(num_perm)], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", side, str(pool), str(work), str(threshold), str(num_perm)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         sys.exit(f"{side} subprocess failed:\n{done.stderr[-4000:]}")
     stats = json.loads(done.stdout.strip().splitlines()[-1])
@@ -136,25 +151,27 @@ class Shingled:
     a pool of 593k is about a hundred megabytes this way, where Python sets would take gigabytes."""
 
     def __init__(self, questions: list[str]) -> None:
-        from mmcurate.annotation.dedup import shingles
         from scipy.sparse import csr_matrix
+
+        from mmcurate.annotation.dedup import shingles
 
         vocabulary: dict[str, int] = {}
         rows = [sorted({vocabulary.setdefault(g, len(vocabulary)) for g in shingles(q)}) for q in questions]
         self.indptr = np.r_[0, np.cumsum([len(r) for r in rows])]
         self.ids = np.fromiter((i for r in rows for i in r), dtype=np.int32, count=int(self.indptr[-1]))
         self.sizes = np.diff(self.indptr)
-        self.incidence = csr_matrix((np.ones(len(self.ids), dtype=np.int64), self.ids, self.indptr),
-                                    shape=(len(rows), len(vocabulary)))
+        self.incidence = csr_matrix(
+            (np.ones(len(self.ids), dtype=np.int64), self.ids, self.indptr), shape=(len(rows), len(vocabulary))
+        )
 
     def jaccard(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
         """The exact Jaccard similarity of each pair (first[k], second[k]), 65,536 pairs at a time."""
         out = np.zeros(len(first))
         for start in range(0, len(first), 1 << 16):
-            i, j = first[start:start + (1 << 16)], second[start:start + (1 << 16)]
+            i, j = first[start : start + (1 << 16)], second[start : start + (1 << 16)]
             shared = np.asarray(self.incidence[i].multiply(self.incidence[j]).sum(axis=1)).ravel()
             union = self.sizes[i] + self.sizes[j] - shared
-            out[start:start + len(i)] = np.where(union > 0, shared / np.maximum(union, 1), 0.0)
+            out[start : start + len(i)] = np.where(union > 0, shared / np.maximum(union, 1), 0.0)
         return out
 
     def similar(self, anchors: np.ndarray, threshold: float) -> np.ndarray:
@@ -181,7 +198,9 @@ class Shingled:
         second: list[np.ndarray] = []
         held = 0
         for k, a in enumerate(anchors.tolist(), 1):
-            mine = np.unique(self.ids[self.indptr[a]:self.indptr[a + 1]][in_prefix[self.indptr[a]:self.indptr[a + 1]]])
+            mine = np.unique(
+                self.ids[self.indptr[a] : self.indptr[a + 1]][in_prefix[self.indptr[a] : self.indptr[a + 1]]]
+            )
             left, right = np.searchsorted(tokens, mine), np.searchsorted(tokens, mine, side="right")
             others = np.unique(np.concatenate([holders[lo:hi] for lo, hi in zip(left, right)] or [np.zeros(0, int)]))
             others = others[others != a]
@@ -195,8 +214,9 @@ class Shingled:
         return np.unique(np.concatenate(found or [np.zeros(0, np.int64)]))
 
 
-def sample_scores(questions: list[str], flagged: dict[str, np.ndarray], threshold: float, size: int,
-                  seed: int) -> dict[str, tuple[float, float, int, int]]:
+def sample_scores(
+    questions: list[str], flagged: dict[str, np.ndarray], threshold: float, size: int, seed: int
+) -> dict[str, tuple[float, float, int, int]]:
     """Per side: precision over a seeded sample of ``size`` of the pairs it flagged, and recall
     over every pair with Jaccard >= threshold that involves one of ``size`` seeded anchor questions
     (found exactly, ``Shingled.similar``), both against exact Jaccard; with the number of pairs each
@@ -210,22 +230,36 @@ def sample_scores(questions: list[str], flagged: dict[str, np.ndarray], threshol
         drawn = keys[rng.choice(len(keys), min(size, len(keys)), replace=False)]
         truth = shingled.jaccard(drawn >> 32, drawn & 0xFFFFFFFF) >= threshold
         found = np.isin(true_pairs, keys)
-        scores[name] = (float(truth.mean()) if len(drawn) else float("nan"),
-                        float(found.mean()) if len(found) else float("nan"), len(drawn), len(true_pairs))
+        scores[name] = (
+            float(truth.mean()) if len(drawn) else float("nan"),
+            float(found.mean()) if len(found) else float("nan"),
+            len(drawn),
+            len(true_pairs),
+        )
     return scores
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one small pool: the questions released of 10,000 samples")
-    parser.add_argument("--sizes", type=_positive, nargs="+", default=[100_000, 1_000_000],
-                        help="curation bench sample counts whose released questions are compared")
-    parser.add_argument("--sample", type=_positive, default=2_000,
-                        help="flagged pairs of the precision sample, and anchor questions of the recall sample")
+    parser.add_argument(
+        "--sizes",
+        type=_positive,
+        nargs="+",
+        default=[100_000, 1_000_000],
+        help="curation bench sample counts whose released questions are compared",
+    )
+    parser.add_argument(
+        "--sample",
+        type=_positive,
+        default=2_000,
+        help="flagged pairs of the precision sample, and anchor questions of the recall sample",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the precision / recall samples")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
-    parser.add_argument("--child", nargs=5, metavar=("SIDE", "POOL", "WORK", "THRESHOLD", "NUM_PERM"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", nargs=5, metavar=("SIDE", "POOL", "WORK", "THRESHOLD", "NUM_PERM"), help=argparse.SUPPRESS
+    )
     return parser
 
 
@@ -236,14 +270,18 @@ def main(argv: list[str] | None = None) -> None:
         child(side, Path(pool), Path(work), float(threshold), int(num_perm))
         return
     from datasketch import MinHashLSH
+
     from mmcurate.core.config import DedupConfig
 
     config = DedupConfig()  # the stage's defaults: the settings a release's card names
     threshold, num_perm = config.question_threshold, config.num_perm
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     sizes = [10_000] if args.quick else args.sizes
-    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}, load {load()}; character 5-grams, "
-          f"num_perm {num_perm}, {lsh.b} bands x {lsh.r} rows, Jaccard >= {threshold}", flush=True)
+    print(
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}, load {load()}; character 5-grams, "
+        f"num_perm {num_perm}, {lsh.b} bands x {lsh.r} rows, Jaccard >= {threshold}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="bench_peers_minhash_") as tmp:
         work = (args.keep or Path(tmp)).resolve()
         for size in sizes:
@@ -256,31 +294,54 @@ def main(argv: list[str] | None = None) -> None:
             theirs = measured("datasketch", pool, folder, threshold, num_perm)
             print(f"{len(questions):,} questions (released of {size:,} samples); load {load()}", flush=True)
             for name, stats in (("mmcurate question_pairs", ours), ("datasketch MinHashLSH", theirs)):
-                extra = (f" (candidates alone {stats['candidates_seconds']:.1f} s, CPU "
-                         f"{stats['candidates_cpu_seconds']:.1f} s)" if "candidates_seconds" in stats else "")
-                print(f"    {name:<24} {stats['seconds']:7.1f} s, CPU {stats['cpu_seconds']:.1f} s{extra}; peak RSS "
-                      f"{stats['peak_kb'] / 1024:.0f} MB (+{(stats['peak_kb'] - stats['before_kb']) / 1024:.0f} MB over "
-                      "the questions loaded)")
+                extra = (
+                    f" (candidates alone {stats['candidates_seconds']:.1f} s, CPU "
+                    f"{stats['candidates_cpu_seconds']:.1f} s)"
+                    if "candidates_seconds" in stats
+                    else ""
+                )
+                print(
+                    f"    {name:<24} {stats['seconds']:7.1f} s, CPU {stats['cpu_seconds']:.1f} s{extra}; peak RSS "
+                    f"{stats['peak_kb'] / 1024:.0f} MB (+{(stats['peak_kb'] - stats['before_kb']) / 1024:.0f} MB over "
+                    "the questions loaded)"
+                )
             same = np.array_equal(ours["pairs"], theirs["pairs"])
             extra_ours = np.setdiff1d(ours["pairs"], theirs["pairs"])
             extra_theirs = np.setdiff1d(theirs["pairs"], ours["pairs"])
-            print(f"    ratio {theirs['seconds'] / ours['seconds']:.2f} (datasketch with its exact check / mmcurate; "
-                  f"against its candidates alone {theirs['candidates_seconds'] / ours['seconds']:.2f}); in CPU time "
-                  f"{theirs['cpu_seconds'] / ours['cpu_seconds']:.2f} and "
-                  f"{theirs['candidates_cpu_seconds'] / ours['cpu_seconds']:.2f}; peak RSS mmcurate / datasketch "
-                  f"{ours['peak_kb'] / theirs['peak_kb']:.2f}")
-            print(f"    flagged pairs: mmcurate {len(ours['pairs']):,}; datasketch candidates "
-                  f"{len(theirs['candidates']):,}, after the exact check {len(theirs['pairs']):,}: "
-                  + ("equal to mmcurate's" if same else
-                     f"UNEQUAL (only mmcurate's {len(extra_ours)}, e.g. {[(k >> 32, k & 0xFFFFFFFF) for k in extra_ours[:3].tolist()]}; "
-                     f"only datasketch's {len(extra_theirs)}, e.g. "
-                     f"{[(k >> 32, k & 0xFFFFFFFF) for k in extra_theirs[:3].tolist()]})"))
-            scores = sample_scores(questions, {"mmcurate": ours["pairs"], "datasketch candidates": theirs["candidates"],
-                                               "datasketch + exact check": theirs["pairs"]},
-                                   threshold, args.sample, args.seed)
+            print(
+                f"    ratio {theirs['seconds'] / ours['seconds']:.2f} (datasketch with its exact check / mmcurate; "
+                f"against its candidates alone {theirs['candidates_seconds'] / ours['seconds']:.2f}); in CPU time "
+                f"{theirs['cpu_seconds'] / ours['cpu_seconds']:.2f} and "
+                f"{theirs['candidates_cpu_seconds'] / ours['cpu_seconds']:.2f}; peak RSS mmcurate / datasketch "
+                f"{ours['peak_kb'] / theirs['peak_kb']:.2f}"
+            )
+            print(
+                f"    flagged pairs: mmcurate {len(ours['pairs']):,}; datasketch candidates "
+                f"{len(theirs['candidates']):,}, after the exact check {len(theirs['pairs']):,}: "
+                + (
+                    "equal to mmcurate's"
+                    if same
+                    else f"UNEQUAL (only mmcurate's {len(extra_ours)}, e.g. {[(k >> 32, k & 0xFFFFFFFF) for k in extra_ours[:3].tolist()]}; "
+                    f"only datasketch's {len(extra_theirs)}, e.g. "
+                    f"{[(k >> 32, k & 0xFFFFFFFF) for k in extra_theirs[:3].tolist()]})"
+                )
+            )
+            scores = sample_scores(
+                questions,
+                {
+                    "mmcurate": ours["pairs"],
+                    "datasketch candidates": theirs["candidates"],
+                    "datasketch + exact check": theirs["pairs"],
+                },
+                threshold,
+                args.sample,
+                args.seed,
+            )
             for name, (precision, recall, said, true) in scores.items():
-                print(f"    {name:<26} precision {precision:.4f} (of {said:,} sampled flags), recall {recall:.4f} "
-                      f"(of {true:,} pairs with Jaccard >= {threshold} of the sampled anchors)")
+                print(
+                    f"    {name:<26} precision {precision:.4f} (of {said:,} sampled flags), recall {recall:.4f} "
+                    f"(of {true:,} pairs with Jaccard >= {threshold} of the sampled anchors)"
+                )
         print(f"load {load()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
 
 

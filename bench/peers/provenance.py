@@ -1,5 +1,6 @@
 """When, where and on what load a peer bench ran: the line each ``bench/peers`` script prints
 first and last, so a figure copied into the README carries its date, commit and load."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,12 @@ if str(BENCH) not in sys.path:  # the scripts of bench/ (gating_throughput, kb_s
 
 def commit() -> str:
     """The checkout's short commit, ``+dirty`` when it has uncommitted changes."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False
+        ).stdout.strip()
+
     head = git("rev-parse", "--short", "HEAD") or "unknown"
     return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 

@@ -30,6 +30,7 @@ system is the paper's "vision only" baseline: one answer from the model with the
 the earlier turns, no retrieval, under the same budget, asked with no abstention instruction (it
 "attempts to answer all questions", L274). Table 1's ablations: ``ABLATIONS``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,8 +42,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.benchmarks.cragmm import QUERY, CruiseConfig, SummaryPromptFile
 from mmcurate.benchmarks import register_part
+from mmcurate.benchmarks.cragmm import QUERY, CruiseConfig, SummaryPromptFile
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.core.text import normalize
@@ -54,7 +55,17 @@ from mmcurate.retrieval.cragmm_search import Retriever
 
 from ..runs import PLAIN
 from ..verify_first import (
-    ANSWERS, IDK, Item, Step, VerifyFirst, answer, consistency, retrieval_check, route, run_steps, verify,
+    ANSWERS,
+    IDK,
+    Item,
+    Step,
+    VerifyFirst,
+    answer,
+    consistency,
+    retrieval_check,
+    route,
+    run_steps,
+    verify,
 )
 
 SYSTEM_NAME = "cruise"
@@ -66,23 +77,27 @@ SYSTEMS = (PLAIN, SYSTEM_NAME)
 # answers through (L227). So a removed check takes away a way in, not a gate (``ABLATION_READING``).
 ABLATIONS = {
     "no-cov": "w/o CoV: no verifier confidence, so nothing admits an answer the evidence does not carry: the answer "
-              "with context is returned when the context C is non-empty and the consistency judge finds the two "
-              "answers consistent, else I don't know (no answer without context: only CoV's 1.0 admits one)",
+    "with context is returned when the context C is non-empty and the consistency judge finds the two "
+    "answers consistent, else I don't know (no answer without context: only CoV's 1.0 admits one)",
     "no-cov-no-consistency": "w/o CoV & Self-Consistency: no judge either: the answer with context is returned only "
-                             "when C is non-empty and the two answers are the same after normalisation (full "
-                             "agreement), else I don't know",
+    "when C is non-empty and the two answers are the same after normalisation (full "
+    "agreement), else I don't know",
     "rag-agent": "RAG Agent: the image summary, retrieval for every turn (no router) and the answer with "
-                 "context, returned unverified (no Algorithm 1)",
+    "context, returned unverified (no Algorithm 1)",
 }
-ABLATION_READING = ("a removed check takes away what admits an answer (seed 001 L211, L227; Table 1: w/o CoV "
-                    "answers less than CRUISE), it does not drop a gate of Algorithm 1")
+ABLATION_READING = (
+    "a removed check takes away what admits an answer (seed 001 L211, L227; Table 1: w/o CoV "
+    "answers less than CRUISE), it does not drop a gate of Algorithm 1"
+)
 TASKS = {"1": ("single_turn", "image"), "2": ("single_turn", "both"), "3": ("multi_turn", "both")}
 # Eq. 1's request (appendix A.2's purpose, in our words; the paper's wording is loadable from a
 # template file, ``cruise.summary_prompt``): {query} is the question.
 SUMMARY_TEXTS = {
     "summary_system": "You describe photos briefly, picking out what bears on the question asked about them.",
-    "summary_request": ("Question about this photo: '{query}'\nDescribe the photo in a single sentence: the "
-                        "objects, any writing and other details that could help answer the question."),
+    "summary_request": (
+        "Question about this photo: '{query}'\nDescribe the photo in a single sentence: the "
+        "objects, any writing and other details that could help answer the question."
+    ),
 }
 SUMMARY = "cruise.summary.v2"
 STAGE = "evaluate"
@@ -109,8 +124,12 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
     limit = given.get("limit")
     if limit is not None and int(limit) < 1:
         raise MmcurateError(f"--limit must be at least 1 (the first N conversations of each set), got {limit}")
-    return {"system": system, "ablations": ablations, "task": None if task is None else str(task),
-            "limit": None if limit is None else int(limit)}
+    return {
+        "system": system,
+        "ablations": ablations,
+        "task": None if task is None else str(task),
+        "limit": None if limit is None else int(limit),
+    }
 
 
 @register_part("cragmm", "evaluation_refuse")
@@ -145,9 +164,13 @@ def summary_prompt(spec: SummaryPromptFile | None) -> SummaryPrompt:
     if spec.templates is None or spec.sha256 is None:
         raise MmcurateError(f"summary prompt {spec.file} was not read (load the config with load_config)")
     texts: dict[str, str] = {**SUMMARY_TEXTS, **spec.templates}  # type: ignore[dict-item]  # template names are str keys
-    digest = hashlib.sha256(f"{texts['summary_system']}\x00{texts['summary_request']}".encode("utf-8")).hexdigest()
-    return SummaryPrompt(f"cruise.summary.custom-{digest[:12]}", texts["summary_system"], texts["summary_request"],
-                         f"{spec.file.name} (sha256 {spec.sha256})")
+    digest = hashlib.sha256(f"{texts['summary_system']}\x00{texts['summary_request']}".encode()).hexdigest()
+    return SummaryPrompt(
+        f"cruise.summary.custom-{digest[:12]}",
+        texts["summary_system"],
+        texts["summary_request"],
+        f"{spec.file.name} (sha256 {spec.sha256})",
+    )
 
 
 @dataclass(frozen=True)
@@ -172,16 +195,32 @@ def summarise(items: list[Item], pool: Any, system: Cruise, stage: str) -> None:
     failed call leaves the summary empty (the retrieval query is then the question alone)."""
     wanted = [i for i in items if i.needs_retrieval]
     prompt = system.summary
-    requests = [ChatRequest(f"{i.key}/summary", [
-        {"role": "system", "content": prompt.system},
-        {"role": "user", "content": [*({"type": "image", "sha256": sha} for sha in i.row["images"]),
-                                     {"type": "text", "text": prompt.ask(i.row["question"].strip())}]},
-    ], prompt.id, max_tokens=system.summary_max_tokens) for i in wanted]
+    requests = [
+        ChatRequest(
+            f"{i.key}/summary",
+            [
+                {"role": "system", "content": prompt.system},
+                {
+                    "role": "user",
+                    "content": [
+                        *({"type": "image", "sha256": sha} for sha in i.row["images"]),
+                        {"type": "text", "text": prompt.ask(i.row["question"].strip())},
+                    ],
+                },
+            ],
+            prompt.id,
+            max_tokens=system.summary_max_tokens,
+        )
+        for i in wanted
+    ]
     responses = pool.client(system.summariser_model).chat(requests, stage) if requests else []
     for item, response in zip(wanted, responses):
         item.seconds += response.latency
-        item.trace["summary"] = {"model": system.summariser_model, "text": response.text,
-                                 **({"error": response.error} if response.text is None else {})}
+        item.trace["summary"] = {
+            "model": system.summariser_model,
+            "text": response.text,
+            **({"error": response.error} if response.text is None else {}),
+        }
 
 
 def retrieval_step(retriever: Retriever, read_image: Callable[[str], bytes], clock: Clock) -> Step:
@@ -198,8 +237,12 @@ def retrieval_step(retriever: Retriever, read_image: Callable[[str], bytes], clo
             found = retriever.retrieve(item.row["question"], (item.trace.get("summary") or {}).get("text"), image)
             item.seconds += clock() - started
             item.context, item.retrieval_score = found.context, found.score
-            item.trace["context"] = {"retrieval": "yes", "used": len(found.context), "score": found.score,
-                                     **found.detail}
+            item.trace["context"] = {
+                "retrieval": "yes",
+                "used": len(found.context),
+                "score": found.score,
+                **found.detail,
+            }
 
     return retrieve
 
@@ -216,8 +259,9 @@ def budget_check(limit: float | None) -> Callable[[str, list[Item]], None]:
             late = item.seconds > limit and not item.trace.get("timed_out")
             if late and (item.done is None or item.done["answer"] is not None):
                 item.trace["timed_out"] = {"after": step, "seconds": round(item.seconds, 3), "limit": limit}
-                item.finish(None, f"over the {limit:g} s turn budget after {step} ({item.seconds:.2f} s): a failure",
-                            None)
+                item.finish(
+                    None, f"over the {limit:g} s turn budget after {step} ({item.seconds:.2f} s): a failure", None
+                )
 
     return check
 
@@ -230,8 +274,17 @@ VISION_ONLY = prompts.eval_template("none")
 def plain_answer(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
     """The vision-only baseline: one answer with the image and the earlier turns."""
     template = VISION_ONLY
-    responses = pool.client(system.model).chat([ChatRequest(f"{i.key}/without", prompts.build_messages(
-        template, i.row["question"], i.row["images"], None, i.history), template.id) for i in items], stage)
+    responses = pool.client(system.model).chat(
+        [
+            ChatRequest(
+                f"{i.key}/without",
+                prompts.build_messages(template, i.row["question"], i.row["images"], None, i.history),
+                template.id,
+            )
+            for i in items
+        ],
+        stage,
+    )
     for item, response in zip(items, responses):
         item.seconds += response.latency
         item.trace["checks"] = ["answer"]
@@ -258,11 +311,17 @@ def fully_agreed(items: list[Item], pool: Any, system: VerifyFirst, stage: str) 
         with_context, without = (normalize(a or "") for a in item.answers)
         same = bool(with_context) and with_context == without and not is_refusal(with_context)
         if item.context and same:
-            item.finish(item.answers[0], "the same answer with and without context, with context "
-                                         "(ablation no-cov-no-consistency: no judge, no verifier)", False)
+            item.finish(
+                item.answers[0],
+                "the same answer with and without context, with context "
+                "(ablation no-cov-no-consistency: no judge, no verifier)",
+                False,
+            )
         else:
-            item.abstain(("the answers with and without context differ" if not same else "no context")
-                         + " (ablation no-cov-no-consistency: no judge, no verifier)")
+            item.abstain(
+                ("the answers with and without context differ" if not same else "no context")
+                + " (ablation no-cov-no-consistency: no judge, no verifier)"
+            )
 
 
 def unverified(ablation: str) -> Step:
@@ -285,8 +344,17 @@ def retrieve_every_turn(items: list[Item], pool: Any, system: VerifyFirst, stage
 def answer_with_context(items: list[Item], pool: Any, system: VerifyFirst, stage: str) -> None:
     """The RAG agent's one answer: with ``C`` (the very request of the dual path's first answer)."""
     template = prompts.eval_template(system.abstention)
-    responses = pool.client(system.model).chat([ChatRequest(f"{i.key}/with", prompts.build_messages(
-        template, i.row["question"], i.row["images"], i.context, i.history), template.id) for i in items], stage)
+    responses = pool.client(system.model).chat(
+        [
+            ChatRequest(
+                f"{i.key}/with",
+                prompts.build_messages(template, i.row["question"], i.row["images"], i.context, i.history),
+                template.id,
+            )
+            for i in items
+        ],
+        stage,
+    )
     for item, response in zip(items, responses):
         item.seconds += response.latency
         item.trace["checks"].append("answer")
@@ -297,8 +365,13 @@ def answer_with_context(items: list[Item], pool: Any, system: VerifyFirst, stage
             item.answers = (response.text, None)
 
 
-def cruise_steps(system: str, retriever: Retriever | None, read_image: Callable[[str], bytes],
-                 clock: Clock, ablation: str | None = None) -> tuple[CruiseStep, ...]:
+def cruise_steps(
+    system: str,
+    retriever: Retriever | None,
+    read_image: Callable[[str], bytes],
+    clock: Clock,
+    ablation: str | None = None,
+) -> tuple[CruiseStep, ...]:
     """The steps of ``system`` (with one of ``ABLATIONS`` removing what Table 1's row removes)."""
     if system == PLAIN:
         return (plain_answer,)
@@ -320,9 +393,15 @@ def variants(system: str, ablations: Sequence[str]) -> list[str]:
     return [system, *ablations] if system == SYSTEM_NAME else [system]
 
 
-TURNS = pa.schema([*ANSWERS, pa.field("timed_out", pa.bool_(), nullable=False),
-                   pa.field("seconds", pa.float64(), nullable=False), pa.field("retrieval_score", pa.float64()),
-                   pa.field("n_context", pa.int32(), nullable=False)])
+TURNS = pa.schema(
+    [
+        *ANSWERS,
+        pa.field("timed_out", pa.bool_(), nullable=False),
+        pa.field("seconds", pa.float64(), nullable=False),
+        pa.field("retrieval_score", pa.float64()),
+        pa.field("n_context", pa.int32(), nullable=False),
+    ]
+)
 
 
 def answer_conversations(
@@ -342,9 +421,11 @@ def answer_conversations(
             batch = [item for item in items if int(item.row["turn"]) == depth]
             for item in batch:
                 session = item.row["session_id"]
-                item.history = [(prior.row["question"], given[(session, int(prior.row["turn"]))])
-                                for prior in items if prior.row["session_id"] == session
-                                and int(prior.row["turn"]) < depth]
+                item.history = [
+                    (prior.row["question"], given[(session, int(prior.row["turn"]))])
+                    for prior in items
+                    if prior.row["session_id"] == session and int(prior.row["turn"]) < depth
+                ]
             run_steps(batch, steps, pool, system, stage, after=budget_check(system.turn_seconds))
             for item in batch:
                 assert item.done is not None  # every step path ends in finish()
@@ -355,14 +436,29 @@ def answer_conversations(
     rows = []
     for item in items:
         assert item.done is not None
-        rows.append({**item.done, "timed_out": bool(item.trace.get("timed_out")), "seconds": item.seconds,
-                     "retrieval_score": item.retrieval_score, "n_context": len(item.context),
-                     "trace": json.dumps(item.trace, ensure_ascii=False, sort_keys=True)})
+        rows.append(
+            {
+                **item.done,
+                "timed_out": bool(item.trace.get("timed_out")),
+                "seconds": item.seconds,
+                "retrieval_score": item.retrieval_score,
+                "n_context": len(item.context),
+                "trace": json.dumps(item.trace, ensure_ascii=False, sort_keys=True),
+            }
+        )
     return pa.Table.from_pylist(rows, schema=TURNS)
 
 
-def answer_variants(turns: Sequence[Mapping[str, Any]], pool: Any, system: Cruise, name: str, ablations: Sequence[str],
-                    retriever: Retriever | None, read_image: Callable[[str], bytes], clock: Clock) -> pa.Table:
+def answer_variants(
+    turns: Sequence[Mapping[str, Any]],
+    pool: Any,
+    system: Cruise,
+    name: str,
+    ablations: Sequence[str],
+    retriever: Retriever | None,
+    read_image: Callable[[str], bytes],
+    clock: Clock,
+) -> pa.Table:
     """Every turn answered by the system ``name`` and by each of its ``ablations`` (Table 1's
     rows): ``TURNS`` rows after a ``variant`` column, one block per variant in that order."""
     tables = []
@@ -380,10 +476,18 @@ def default_clock() -> float:
 def cruise_system(settings: Settings, model: str) -> Cruise:
     """The system's settings from the config's ``cruise`` section (its defaults when absent)."""
     cfg = CruiseConfig.find(settings) or CruiseConfig.model_construct()
-    return Cruise(model, router=cfg.router, with_context=cfg.tau_low, without_context=cfg.tau_high,
-                  tau_ret=cfg.tau_ret, retrieval_gate=cfg.retrieval_gate, summariser=cfg.summariser,
-                  summary_max_tokens=cfg.summary_max_tokens, summary=summary_prompt(cfg.summary_prompt),
-                  turn_seconds=cfg.turn_seconds)
+    return Cruise(
+        model,
+        router=cfg.router,
+        with_context=cfg.tau_low,
+        without_context=cfg.tau_high,
+        tau_ret=cfg.tau_ret,
+        retrieval_gate=cfg.retrieval_gate,
+        summariser=cfg.summariser,
+        summary_max_tokens=cfg.summary_max_tokens,
+        summary=summary_prompt(cfg.summary_prompt),
+        turn_seconds=cfg.turn_seconds,
+    )
 
 
 def search_branch(settings: Settings, task: str | None) -> str:
@@ -403,8 +507,9 @@ def build_retriever(settings: Settings, task: str | None) -> Retriever:
     branch = search_branch(settings, task)
     if cfg.cragmm_search is not None:
         spec = cfg.cragmm_search
-        search: Any = CragmmSearchPipeline.load(spec.image_model_name, spec.image_hf_dataset_id,
-                                                spec.text_model_name, spec.web_hf_dataset_id, cfg.kg_fields)
+        search: Any = CragmmSearchPipeline.load(
+            spec.image_model_name, spec.image_hf_dataset_id, spec.text_model_name, spec.web_hf_dataset_id, cfg.kg_fields
+        )
     else:
         for needed, value, what in (("image", cfg.image_index, "image_index"), ("web", cfg.web_index, "web_index")):
             if branch in (needed, "both") and value is None:
@@ -440,8 +545,9 @@ def select_turns(rows: Sequence[Mapping[str, Any]], task: str | None, limit: int
     return out
 
 
-def stand_in_notes(settings: Settings, model: str, system: str, components: Mapping[str, str],
-                   ablations: Sequence[str] = ()) -> list[str]:
+def stand_in_notes(
+    settings: Settings, model: str, system: str, components: Mapping[str, str], ablations: Sequence[str] = ()
+) -> list[str]:
     """One line per stand-in and per reading this run used (named in every output)."""
     notes = []
     names = [("answering model", model)]
@@ -456,15 +562,23 @@ def stand_in_notes(settings: Settings, model: str, system: str, components: Mapp
         notes.append(f"Table 1's rows: the paper names them only; our reading: {ABLATION_READING}.")
     if system == SYSTEM_NAME:
         cfg = CruiseConfig.of(settings)
-        notes.append(f"retrieval: {components.get('search')} ({components.get('search_branch')} branch of eq. 3), "
-                     f"reranked by {components.get('reranker')}, cutoff {components.get('cutoff')}"
-                     + (" (a bi-encoder stands in for bge-reranker-v2-m3)" if components.get("reranker", "")
-                        .startswith("bi-encoder") else "") + ".")
+        notes.append(
+            f"retrieval: {components.get('search')} ({components.get('search_branch')} branch of eq. 3), "
+            f"reranked by {components.get('reranker')}, cutoff {components.get('cutoff')}"
+            + (
+                " (a bi-encoder stands in for bge-reranker-v2-m3)"
+                if components.get("reranker", "").startswith("bi-encoder")
+                else ""
+            )
+            + "."
+        )
         summary = summary_prompt(cfg.summary_prompt)
         notes.append(f"image summary (eq. 1): prompt {summary.id}, {summary.source}.")
-        notes.append(f"Algorithm 1: time-sensitive questions need S_ret >= tau_ret {cfg.tau_ret:g} "
-                     f"(reading '{cfg.retrieval_gate}'); confidence >= {cfg.tau_low:g} with context, "
-                     f">= {cfg.tau_high:g} without.")
+        notes.append(
+            f"Algorithm 1: time-sensitive questions need S_ret >= tau_ret {cfg.tau_ret:g} "
+            f"(reading '{cfg.retrieval_gate}'); confidence >= {cfg.tau_low:g} with context, "
+            f">= {cfg.tau_high:g} without."
+        )
     cruise = CruiseConfig.find(settings)
     budget = cruise.turn_seconds if cruise else 10.0
     notes.append("per-turn budget: " + ("none" if budget is None else f"{budget:g} s (model latencies + local work)"))

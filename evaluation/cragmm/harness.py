@@ -5,6 +5,7 @@ abstention (the baseline "attempts to answer all questions", L274), as ``mmcurat
 (the word-piece rule) graded perfect / acceptable / missing / incorrect by the CRAG judge of the offline
 configuration (the lexical SimpleQA judge, its grades mapped), and CRAG's accuracy,
 missing, hallucination and truthfulness computed by ``crag.crag_metrics``."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -17,8 +18,8 @@ from mmcurate.judging.answers import numeric_ranges
 from mmcurate.judging.simpleqa import JudgeItem, LexicalJudge
 
 from ..crag import MAX_TOKENS, RATES, MappedJudge, crag_metrics, wordpiece
-from .cruise import VISION_ONLY
 from ..harness import Doc, Harness, HarnessTask, Records
+from .cruise import VISION_ONLY
 
 STAGE = "harness"
 GENERATION = {"max_new_tokens": 128, "temperature": 0.0, "do_sample": False}
@@ -32,26 +33,43 @@ def _record(doc: Doc, answer: str) -> dict[str, Any]:
     cut, tokens = wordpiece().cut(answer, MAX_TOKENS)
     item = JudgeItem(doc["sample_id"], doc["question"], list(doc["answers"]), cut, numeric_ranges(doc.get("meta")))
     judgement = MappedJudge(LexicalJudge()).grade([item], STAGE)[0]
-    return {"sample_id": doc["sample_id"], "answer": answer, "judged_answer": cut, "answer_tokens": tokens,
-            "crag_grade": judgement.grade}
+    return {
+        "sample_id": doc["sample_id"],
+        "answer": answer,
+        "judged_answer": cut,
+        "answer_tokens": tokens,
+        "crag_grade": judgement.grade,
+    }
 
 
 def rate(name: str) -> Any:
     def aggregate(records: Records) -> float | None:
         rows = crag_metrics(pa.Table.from_pylist([{"crag_grade": r["crag_grade"]} for r in records]), by=()).to_pylist()
         return rows[0][name] if rows else None
+
     aggregate.__name__ = name
     return aggregate
 
 
 def harness(manifest: Mapping[str, Any]) -> Harness:
-    task = HarnessTask(name="single_turn", config="turns", request=_request,
-                       target=lambda doc: " | ".join(doc["answers"]), record=_record,
-                       metrics={name: rate(name) for name in RATES}, keep=lambda doc: doc["set"] == "single_turn",
-                       generation=GENERATION, description="CRAG-MM single-turn conversations, vision-only baseline")
-    return Harness((task,), note=(
-        "CRAG-MM's single-turn conversations answered from the image and the question (the vision-only baseline "
-        f"of Table 1); the first {MAX_TOKENS} tokens (BERT WordPiece) graded by the lexical SimpleQA judge with its "
-        "grades mapped to CRAG's (never acceptable), rates over all queries as `mmcurate evaluate` computes them. "
-        "CRUISE's verification-first system retrieves and asks several checks per turn: run it with "
-        "`mmcurate evaluate --system cruise`."))
+    task = HarnessTask(
+        name="single_turn",
+        config="turns",
+        request=_request,
+        target=lambda doc: " | ".join(doc["answers"]),
+        record=_record,
+        metrics={name: rate(name) for name in RATES},
+        keep=lambda doc: doc["set"] == "single_turn",
+        generation=GENERATION,
+        description="CRAG-MM single-turn conversations, vision-only baseline",
+    )
+    return Harness(
+        (task,),
+        note=(
+            "CRAG-MM's single-turn conversations answered from the image and the question (the vision-only baseline "
+            f"of Table 1); the first {MAX_TOKENS} tokens (BERT WordPiece) graded by the lexical SimpleQA judge with its "
+            "grades mapped to CRAG's (never acceptable), rates over all queries as `mmcurate evaluate` computes them. "
+            "CRUISE's verification-first system retrieves and asks several checks per turn: run it with "
+            "`mmcurate evaluate --system cruise`."
+        ),
+    )

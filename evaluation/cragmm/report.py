@@ -16,6 +16,7 @@ The two published scripts differ on one point, a named switch (``cruise.multi_tu
 turns count as missing in every rate; ``conversation`` (the later facebookresearch/CRAG-MM
 release): the rates read every turn's own grade and only the conversation score stops.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,15 +33,18 @@ from ..crag import crag_markdown, crag_metrics
 
 CORRECT = ("perfect", "acceptable")
 ALL_TURNS = "all"  # the task column of a run over every turn (no --task)
-CELL = ("task", "variant")  # what a run chooses (the task; the system or one of its ablations) (``evaluation.runs``); a column a run lacks is no key
+CELL = (
+    "task",
+    "variant",
+)  # what a run chooses (the task; the system or one of its ablations) (``evaluation.runs``); a column a run lacks is no key
 ANSWERS_FILE = "answers.parquet"
 STOPPED = "missing"
 EGO = "ego"  # the egocentric turns (images without a URL), which CRAG-MM's evaluator reports as a set of their own
 READINGS = {
     "competition": "turns after two consecutive misses or errors count as missing in every rate (KDD Cup 2025 "
-                   "local_evaluation.py)",
+    "local_evaluation.py)",
     "conversation": "every turn keeps its own grade in the rates; only the conversation score stops after two "
-                    "consecutive misses or errors (facebookresearch/CRAG-MM evaluation_utils.py)",
+    "consecutive misses or errors (facebookresearch/CRAG-MM evaluation_utils.py)",
 }
 
 
@@ -108,10 +112,25 @@ def conversation_scores(ruled: pa.Table) -> pa.Table:
     for key, grades in sorted(groups.items(), key=lambda item: tuple(map(str, item[0]))):
         correct = sum(g in CORRECT for g in grades)
         wrong = sum(g == "incorrect" for g in grades)
-        rows.append({**dict(zip([*keys, "session_id"], key)), "turns": len(grades), "correct": correct,
-                     "hallucinated": wrong, "score": (correct - wrong) / len(grades)})
-    schema = pa.schema([*(ruled.schema.field(k) for k in keys), ("session_id", pa.string()), ("turns", pa.int64()),
-                        ("correct", pa.int64()), ("hallucinated", pa.int64()), ("score", pa.float64())])
+        rows.append(
+            {
+                **dict(zip([*keys, "session_id"], key)),
+                "turns": len(grades),
+                "correct": correct,
+                "hallucinated": wrong,
+                "score": (correct - wrong) / len(grades),
+            }
+        )
+    schema = pa.schema(
+        [
+            *(ruled.schema.field(k) for k in keys),
+            ("session_id", pa.string()),
+            ("turns", pa.int64()),
+            ("correct", pa.int64()),
+            ("hallucinated", pa.int64()),
+            ("score", pa.float64()),
+        ]
+    )
     return pa.Table.from_pylist(rows, schema=schema)
 
 
@@ -122,8 +141,14 @@ def with_ego_set(ruled: pa.Table) -> pa.Table:
         return ruled
     ego = ruled.filter(pc.equal(ruled.column("egocentric"), True))
     where = ruled.schema.get_field_index("set")
-    return pa.concat_tables([ruled, ego.set_column(where, ruled.schema.field(where),
-                                                   pa.array([EGO] * ego.num_rows, ruled.schema.field(where).type))])
+    return pa.concat_tables(
+        [
+            ruled,
+            ego.set_column(
+                where, ruled.schema.field(where), pa.array([EGO] * ego.num_rows, ruled.schema.field(where).type)
+            ),
+        ]
+    )
 
 
 def write_cragmm_evaluation(ruled: pa.Table, out: Path, title: str, notes: Sequence[str], reading: str) -> str:
@@ -132,33 +157,44 @@ def write_cragmm_evaluation(ruled: pa.Table, out: Path, title: str, notes: Seque
     table per set, per domain and per query category, timed-out turns, and the multi-turn score."""
     out.mkdir(parents=True, exist_ok=True)
     write_table(ruled, out / ANSWERS_FILE)
-    sections = [f"# {title}", "\n".join(f"- {note}" for note in [*notes, f"Multi-turn rule ({reading}): "
-                                                                          f"{READINGS[reading]}."])]
+    sections = [
+        f"# {title}",
+        "\n".join(f"- {note}" for note in [*notes, f"Multi-turn rule ({reading}): {READINGS[reading]}."]),
+    ]
     if "variant" in ruled.column_names:
         order = list(dict.fromkeys(ruled.column("variant").to_pylist()))
         if len(order) > 1:
             table_1 = crag_metrics(ruled, by=("variant",))
             table_1 = table_1.take([table_1.column("variant").to_pylist().index(v) for v in order])
             write_table(table_1, out / "crag_by_variant.parquet")
-            sections.append(f"## Table 1: the system and its ablations (all turns)\n\n"
-                            f"{crag_markdown(table_1, ('variant',), timed=True)}")
+            sections.append(
+                f"## Table 1: the system and its ablations (all turns)\n\n"
+                f"{crag_markdown(table_1, ('variant',), timed=True)}"
+            )
         ruled = ruled.filter(pc.equal(ruled.column("variant"), order[0]))
     first = cells(ruled)
-    for key, heading in (("set", "Per set (ego: the egocentric turns of both)"), ("domain", "Per domain"),
-                         ("query_category", "Per query category")):
+    for key, heading in (
+        ("set", "Per set (ego: the egocentric turns of both)"),
+        ("domain", "Per domain"),
+        ("query_category", "Per query category"),
+    ):
         metrics = crag_metrics(with_ego_set(ruled) if key == "set" else ruled, by=(*first, key))
         write_table(metrics, out / f"crag_by_{key}.parquet")
         sections.append(f"## {heading}\n\n{crag_markdown(metrics, (*first, key), timed=True)}")
     timed = [r for r in ruled.select(["set", "timed_out"]).to_pylist() if r["timed_out"]]
-    sections.append(f"## Time budget\n\n{len(timed)} of {counted(ruled.num_rows, 'turn')} went over the per-turn "
-                    "budget: failures (no answer), counted in the timed-out column and in missing.")
+    sections.append(
+        f"## Time budget\n\n{len(timed)} of {counted(ruled.num_rows, 'turn')} went over the per-turn "
+        "budget: failures (no answer), counted in the timed-out column and in missing."
+    )
     conversations = conversation_scores(ruled)
     if conversations.num_rows:
         write_table(conversations, out / "conversations.parquet")
         scores: list[Any] = conversations.column("score").to_pylist()
         stopped = sum(ruled.column("stopped").to_pylist())
-        sections.append(f"## Multi-turn\n\n{counted(conversations.num_rows, 'conversation')}, mean conversation score "
-                        f"{100 * sum(scores) / len(scores):.1f} %; {counted(stopped, 'turn')} stopped by the rule.")
+        sections.append(
+            f"## Multi-turn\n\n{counted(conversations.num_rows, 'conversation')}, mean conversation score "
+            f"{100 * sum(scores) / len(scores):.1f} %; {counted(stopped, 'turn')} stopped by the rule."
+        )
     text = "\n\n".join(sections) + "\n"
     (out / "table.md").write_text(text)
     return text

@@ -13,6 +13,7 @@ excluded from every denominator: they say nothing about the model's behaviour, a
 counting them as wrong (or as abstentions) would mix infrastructure trouble into the
 scores. A group with no graded answer has null rates.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -23,23 +24,35 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmcurate.core.markdown import markdown_table
-
-from mmcurate.gating.prompts import STRICTNESS_LEVELS
 from mmcurate.core.plural import counted
+from mmcurate.gating.prompts import STRICTNESS_LEVELS
 
 from ..figures import new_axes, save_png
 from .scenarios import FAILED, GOLD_MODALITIES, NEGATIVE_MODALITIES, SCENARIOS
 
 RATES = ("accuracy", "deflection", "hallucination", "truthfulness")
-LABELS = {"accuracy": "Accuracy", "deflection": "Deflection", "hallucination": "Hallucination",
-          "truthfulness": "Truthfulness"}
-_COUNTS = {"CORRECT": "correct", "INCORRECT": "incorrect", "NOT_ATTEMPTED": "not_attempted",
-           "JUDGE_ERROR": "judge_errors", FAILED: "failed"}
+LABELS = {
+    "accuracy": "Accuracy",
+    "deflection": "Deflection",
+    "hallucination": "Hallucination",
+    "truthfulness": "Truthfulness",
+}
+_COUNTS = {
+    "CORRECT": "correct",
+    "INCORRECT": "incorrect",
+    "NOT_ATTEMPTED": "not_attempted",
+    "JUDGE_ERROR": "judge_errors",
+    FAILED: "failed",
+}
 
 
 # protocol order of the columns that have one; other columns sort by value
-_ORDERS: dict[str, Sequence[str]] = {"scenario": SCENARIOS, "abstention": STRICTNESS_LEVELS,
-                                     "negatives": ("ranked", *NEGATIVE_MODALITIES), "gold_modality": GOLD_MODALITIES}
+_ORDERS: dict[str, Sequence[str]] = {
+    "scenario": SCENARIOS,
+    "abstention": STRICTNESS_LEVELS,
+    "negatives": ("ranked", *NEGATIVE_MODALITIES),
+    "gold_modality": GOLD_MODALITIES,
+}
 
 
 def _order(key: tuple, by: Sequence[str]) -> tuple:
@@ -78,7 +91,9 @@ def compute_metrics(results: pa.Table, by: Sequence[str] = ("scenario",)) -> pa.
             rates["deflection"] = c["not_attempted"] / graded
             rates["hallucination"] = hallucination
             rates["truthfulness"] = accuracy - hallucination
-        rows.append({**dict(zip(by, key)), "n": c["n"], "graded": graded, **{k: c[k] for k in _COUNTS.values()}, **rates})
+        rows.append(
+            {**dict(zip(by, key)), "n": c["n"], "graded": graded, **{k: c[k] for k in _COUNTS.values()}, **rates}
+        )
     schema = pa.schema(
         [results.schema.field(c) for c in by]
         + [pa.field(name, pa.int64()) for name in ("n", "graded", *_COUNTS.values())]
@@ -98,9 +113,15 @@ def metrics_markdown(metrics: pa.Table, keys: Sequence[str] | None = None) -> st
         keys = [c for c in metrics.column_names if c not in ("n", "graded", *_COUNTS.values(), *RATES)]
     heads = {k: k.replace("_", " ").capitalize() for k in keys}
     rates = {r: f"{LABELS[r]} (%)" for r in RATES}
-    rows = [{**{heads[k]: str(row[k]) for k in keys}, **{rates[r]: percent(row[r]) for r in RATES},
-             "Graded": str(row["graded"]), "Excluded": str(row["judge_errors"] + row["failed"])}
-            for row in metrics.to_pylist()]
+    rows = [
+        {
+            **{heads[k]: str(row[k]) for k in keys},
+            **{rates[r]: percent(row[r]) for r in RATES},
+            "Graded": str(row["graded"]),
+            "Excluded": str(row["judge_errors"] + row["failed"]),
+        }
+        for row in metrics.to_pylist()
+    ]
     columns = [*heads.values(), *rates.values(), "Graded", "Excluded"]
     return markdown_table(rows, columns, right=[*rates.values(), "Graded", "Excluded"]) + "\n"
 

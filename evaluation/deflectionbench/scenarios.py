@@ -39,6 +39,7 @@ same rows, graded by the same judge; verify-first fills the gate columns (router
 consistency, confidence, why, the check that could not be read, the whole trace as JSON),
 which stay null for plain.
 """
+
 from __future__ import annotations
 
 import json
@@ -101,8 +102,16 @@ RESULTS = pa.schema(
         pa.field("trace", pa.string()),  # JSON: every check that ran, its reply, the decision
     ]
 )
-GATE_COLUMNS = ("needs_outside_knowledge", "time_sensitive", "consistent", "confidence", "abstained",
-                "gate_reason", "gate_error", "trace")
+GATE_COLUMNS = (
+    "needs_outside_knowledge",
+    "time_sensitive",
+    "consistent",
+    "confidence",
+    "abstained",
+    "gate_reason",
+    "gate_error",
+    "trace",
+)
 
 
 def check_scenario(scenario: str) -> None:
@@ -142,18 +151,23 @@ def _negatives(row: Mapping[str, Any], n: int, negatives: str) -> list[dict[str,
         return text[:n]
     if negatives == "image":
         return image[:n]
-    return text[:n - n // 2] + image[:n // 2]
+    return text[: n - n // 2] + image[: n // 2]
 
 
 def scenario_contexts(
-    row: Mapping[str, Any], scenario: str, n_negatives: int = DEFAULT_NEGATIVES, seed: int = 0,
+    row: Mapping[str, Any],
+    scenario: str,
+    n_negatives: int = DEFAULT_NEGATIVES,
+    seed: int = 0,
     negatives: str = RANKED,
 ) -> list[dict[str, Any]] | None:
     """The evidence shown in ``scenario`` (None for parametric), in its shuffled order."""
     check_scenario(scenario)
     if negatives != RANKED and (scenario != "realistic" or negatives not in NEGATIVE_MODALITIES):
-        raise EvaluationError(f"negatives {negatives!r}: the modality analysis runs the realistic scenario with "
-                              f"{', '.join(NEGATIVE_MODALITIES)} negatives")
+        raise EvaluationError(
+            f"negatives {negatives!r}: the modality analysis runs the realistic scenario with "
+            f"{', '.join(NEGATIVE_MODALITIES)} negatives"
+        )
     if scenario == "parametric":
         return None
     gold = list(row["gold_contexts"] or [])
@@ -212,8 +226,11 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
     options: dict[str, Any] = {
         "scenarios": list(given.get("scenarios") or SCENARIOS),
         "n_negatives": list(given.get("n_negatives") or DEFAULT_NEGATIVE_COUNTS),
-        "abstention": (list(prompts.STRICTNESS_LEVELS) if given.get("strictness_sweep")
-                       else list(given.get("abstention") or [prompts.DEFAULT_ABSTENTION])),
+        "abstention": (
+            list(prompts.STRICTNESS_LEVELS)
+            if given.get("strictness_sweep")
+            else list(given.get("abstention") or [prompts.DEFAULT_ABSTENTION])
+        ),
         "modality_analysis": bool(given.get("modality_analysis")),
         "system": given.get("system") or PLAIN,
     }
@@ -265,20 +282,28 @@ def _gate_columns(answer: Mapping[str, Any]) -> dict[str, Any]:
     trace = json.loads(answer["trace"])
     router = trace.get("router", {})
     confidence = trace.get("confidence", {})
-    return {"needs_outside_knowledge": _flag(router.get("needs_outside_knowledge")),
-            "time_sensitive": _flag(router.get("time_sensitive")), "consistent": _flag(trace.get("consistency")),
-            "confidence": None if confidence.get("error") else confidence.get("label"),
-            "abstained": answer["abstained"], "gate_reason": answer["reason"], "gate_error": answer["gate_error"],
-            "trace": answer["trace"]}
+    return {
+        "needs_outside_knowledge": _flag(router.get("needs_outside_knowledge")),
+        "time_sensitive": _flag(router.get("time_sensitive")),
+        "consistent": _flag(trace.get("consistency")),
+        "confidence": None if confidence.get("error") else confidence.get("label"),
+        "abstained": answer["abstained"],
+        "gate_reason": answer["reason"],
+        "gate_error": answer["gate_error"],
+        "trace": answer["trace"],
+    }
 
 
 Asked = tuple[dict[str, Any], Job, int, list[dict[str, Any]] | None]  # row, job, n asked, contexts shown
 
 
-def _plain(asked: list[Asked], pool: Any, model: str, seed: int,
-           templates: prompts.PromptSet) -> list[tuple[ChatResponse, dict[str, Any]]]:
-    requests = [scenario_request(row, job.scenario, n, job.abstention, seed, job.negatives, templates)
-                for row, job, n, _ in asked]
+def _plain(
+    asked: list[Asked], pool: Any, model: str, seed: int, templates: prompts.PromptSet
+) -> list[tuple[ChatResponse, dict[str, Any]]]:
+    requests = [
+        scenario_request(row, job.scenario, n, job.abstention, seed, job.negatives, templates)
+        for row, job, n, _ in asked
+    ]
     try:
         responses = pool.client(model).chat(requests, STAGE)
     finally:
@@ -286,20 +311,28 @@ def _plain(asked: list[Asked], pool: Any, model: str, seed: int,
     return [(resp, dict.fromkeys(GATE_COLUMNS)) for resp in responses]
 
 
-def _verify_first(asked: list[Asked], pool: Any, model: str,
-                  system: VerifyFirst | None = None) -> list[tuple[ChatResponse, dict[str, Any]]]:
+def _verify_first(
+    asked: list[Asked], pool: Any, model: str, system: VerifyFirst | None = None
+) -> list[tuple[ChatResponse, dict[str, Any]]]:
     """Verify-first's answer to each item, the evidence it may use being the scenario's
     contexts; one system run per abstention level (the answering prompt's); ``system`` gives
     the router and the verifier (default: the model itself)."""
     out: list[tuple[ChatResponse, dict[str, Any]] | None] = [None] * len(asked)
     for level in dict.fromkeys(job.abstention for _, job, _, _ in asked):
         mine = [i for i, (_, job, _, _) in enumerate(asked) if job.abstention == level]
-        answers = verify_first_answers([asked[i][0] for i in mine], [asked[i][3] for i in mine], pool,
-                                       replace(system or VerifyFirst(model), model=model, abstention=level),
-                                       keys=[asked[i][1].key(asked[i][0]["sample_id"]) for i in mine], stage=STAGE)
+        answers = verify_first_answers(
+            [asked[i][0] for i in mine],
+            [asked[i][3] for i in mine],
+            pool,
+            replace(system or VerifyFirst(model), model=model, abstention=level),
+            keys=[asked[i][1].key(asked[i][0]["sample_id"]) for i in mine],
+            stage=STAGE,
+        )
         for i, answer in zip(mine, answers.to_pylist()):
-            out[i] = (ChatResponse(answer["key"], model, answer["answer"], answer["error"], cached=False, latency=0.0),
-                      _gate_columns(answer))
+            out[i] = (
+                ChatResponse(answer["key"], model, answer["answer"], answer["error"], cached=False, latency=0.0),
+                _gate_columns(answer),
+            )
     return out  # type: ignore[return-value]
 
 
@@ -328,10 +361,13 @@ def evaluate(
     """
     check_system(system)
     jobs = plan_jobs(scenarios, n_negatives, abstention, modality_analysis)
-    if system != PLAIN and any(templates.evaluation(job.abstention) != prompts.BUILT_IN.evaluation(job.abstention)
-                               for job in jobs):
-        raise EvaluationError(f"--system {system} answers with the built-in prompt templates; "
-                              f"the config's prompt templates ({templates.source}) apply to the plain system only")
+    if system != PLAIN and any(
+        templates.evaluation(job.abstention) != prompts.BUILT_IN.evaluation(job.abstention) for job in jobs
+    ):
+        raise EvaluationError(
+            f"--system {system} answers with the built-in prompt templates; "
+            f"the config's prompt templates ({templates.source}) apply to the plain system only"
+        )
     asked: list[Asked] = []
     for row in samples.to_pylist():
         eligible = modality_eligible(row)
@@ -342,19 +378,33 @@ def evaluate(
             asked.append((row, job, n, scenario_contexts(row, job.scenario, n, seed, job.negatives)))
     if not asked:
         return RESULTS.empty_table()
-    answered = _plain(asked, pool, model, seed, templates) if system == PLAIN else \
-        _verify_first(asked, pool, model, verify_first)
+    answered = (
+        _plain(asked, pool, model, seed, templates)
+        if system == PLAIN
+        else _verify_first(asked, pool, model, verify_first)
+    )
     graded = grade_responses(judge, [(row, resp) for (row, _, _, _), (resp, _) in zip(asked, answered)], STAGE)
     out: list[dict[str, Any]] = []
     for (row, job, _, shown), (resp, gate) in zip(asked, answered):
         judgement = graded.get(resp.key)
-        out.append({
-            "sample_id": row["sample_id"], "source": row["source"], "scenario": job.scenario,
-            "n_negatives": job.n, "n_contexts": len(shown or []), "negatives": job.negatives,
-            "gold_modality": gold_modality(row), "model": model, "abstention": job.abstention,
-            "answer": resp.text,
-            "grade": grade_name(judgement.grade) if (resp.text is not None and judgement) else FAILED,
-            "judged_by": judgement.by if judgement else None,
-            "error": resp.error, "run_id": run_id, "system": system, **gate,
-        })
+        out.append(
+            {
+                "sample_id": row["sample_id"],
+                "source": row["source"],
+                "scenario": job.scenario,
+                "n_negatives": job.n,
+                "n_contexts": len(shown or []),
+                "negatives": job.negatives,
+                "gold_modality": gold_modality(row),
+                "model": model,
+                "abstention": job.abstention,
+                "answer": resp.text,
+                "grade": grade_name(judgement.grade) if (resp.text is not None and judgement) else FAILED,
+                "judged_by": judgement.by if judgement else None,
+                "error": resp.error,
+                "run_id": run_id,
+                "system": system,
+                **gate,
+            }
+        )
     return pa.Table.from_pylist(out, schema=RESULTS)

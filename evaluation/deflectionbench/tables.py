@@ -20,6 +20,7 @@ Both are long tables (``metrics.compute_metrics`` rows); ``wide_markdown`` lays 
 as the paper does, one row per level (or per gold/negative pair), the rates of each
 scenario side by side.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -29,10 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmcurate.core.markdown import markdown_table
-
 from mmcurate.gating.prompts import STRICTNESS_LEVELS
 
-from .metrics import LABELS, percent, compute_metrics
+from .metrics import LABELS, compute_metrics, percent
 from .scenarios import DEFAULT_NEGATIVES, NEGATIVE_MODALITIES, RANKED, SCENARIOS
 
 NEGATIVE_SCENARIOS = ("realistic", "adversarial")  # the scenarios that show negatives
@@ -64,8 +64,9 @@ def table4_rows(results: pa.Table, n: int = DEFAULT_NEGATIVES) -> pa.Table:
 
 def missing_negatives(results: pa.Table, n: int = DEFAULT_NEGATIVES) -> dict[str, list[int]]:
     """The scenarios with negatives that ran, but not at ``n``: scenario -> the n they ran at."""
-    return {scenario: sorted(counts) for scenario, counts in _negative_counts(ranked(results)).items()
-            if n not in counts}
+    return {
+        scenario: sorted(counts) for scenario, counts in _negative_counts(ranked(results)).items() if n not in counts
+    }
 
 
 def empty_rows(metrics: pa.Table, scenarios: Sequence[str], levels: Sequence[str] | None) -> pa.Table:
@@ -73,8 +74,11 @@ def empty_rows(metrics: pa.Table, scenarios: Sequence[str], levels: Sequence[str
     level when ``levels`` is given), in protocol order: Table 4's rows for a scenario that has
     no answer at its n."""
     blank = {name: 0 for name in metrics.column_names if metrics.schema.field(name).type == pa.int64()}
-    extra = [{**blank, "scenario": scenario, **({"abstention": level} if levels else {})}
-             for level in (levels or (None,)) for scenario in scenarios]
+    extra = [
+        {**blank, "scenario": scenario, **({"abstention": level} if levels else {})}
+        for level in (levels or (None,))
+        for scenario in scenarios
+    ]
     rows = metrics.to_pylist() + extra
     keys = [name for name in ("abstention", "scenario") if name in metrics.column_names]
     rows.sort(key=lambda r: tuple((STRICTNESS_LEVELS if k == "abstention" else SCENARIOS).index(r[k]) for k in keys))
@@ -116,8 +120,9 @@ def _column(group: str | None, rate: str) -> str:
     return f"{group.capitalize()} {SHORT[rate]} (%)" if group else f"{LABELS[rate]} (%)"
 
 
-def wide_markdown(metrics: pa.Table, rows_by: Sequence[str], columns_by: str | None,
-                  rates: Sequence[str] = TABLE_RATES) -> str:
+def wide_markdown(
+    metrics: pa.Table, rows_by: Sequence[str], columns_by: str | None, rates: Sequence[str] = TABLE_RATES
+) -> str:
     """One markdown row per value of ``rows_by``; for each value of ``columns_by`` (or once,
     when None) the ``rates`` in percent; then the graded and excluded counts summed over the row."""
     records = metrics.to_pylist()
@@ -127,10 +132,11 @@ def wide_markdown(metrics: pa.Table, rows_by: Sequence[str], columns_by: str | N
     table: dict[tuple[Any, ...], dict[str, Any]] = {}  # markdown cells, and the two counts summed
     for r in records:
         key = tuple(r[name] for name in rows_by)
-        row = table.setdefault(key, {**dict.fromkeys(columns, "–"), **{h: str(v) for h, v in zip(heads, key)},
-                                     "Graded": 0, "Excluded": 0})
+        row = table.setdefault(
+            key, {**dict.fromkeys(columns, "–"), **{h: str(v) for h, v in zip(heads, key)}, "Graded": 0, "Excluded": 0}
+        )
         row["Graded"] += r["graded"]
         row["Excluded"] += r["judge_errors"] + r["failed"]
         for rate in rates:
             row[_column(r[columns_by] if columns_by else None, rate)] = percent(r[rate])
-    return markdown_table(list(table.values()), columns, right=columns[len(heads):]) + "\n"
+    return markdown_table(list(table.values()), columns, right=columns[len(heads) :]) + "\n"

@@ -50,6 +50,7 @@ existence claim left with no instance is looked at again at the recheck threshol
 ``found`` says so). Grounders that give no score (annotated boxes, a pointing model) keep every
 instance. The run records both thresholds (``release.json``'s ``detector``).
 """
+
 from __future__ import annotations
 
 import json
@@ -64,16 +65,25 @@ from PIL import Image
 from mmcurate.annotation.grounders import Grounder, Instance, Query, Sam2Segmenter, open_image
 from mmcurate.annotation.marks import box_of, draw_marks, png_bytes
 from mmcurate.benchmarks.pope import KestrelConfig
+from mmcurate.core.plural import counted
 from mmcurate.core.stages import StageContext
 from mmcurate.judging.claim_extraction import MAX_CLAIMS, claim_of, claims_json
-from mmcurate.judging.claim_verification import REMINDER as VERIFY_REMINDER, SYSTEM as VERIFY_SYSTEM
+from mmcurate.judging.claim_verification import REMINDER as VERIFY_REMINDER
+from mmcurate.judging.claim_verification import SYSTEM as VERIFY_SYSTEM
 from mmcurate.judging.claims import (
-    ERROR, Claim, Evidence, Round, VerifierRecord, judge_round, parse_record, stop_reason, stronger_evidence,
+    ERROR,
+    Claim,
+    Evidence,
+    Round,
+    VerifierRecord,
+    judge_round,
+    parse_record,
+    stop_reason,
+    stronger_evidence,
 )
 from mmcurate.models.json_replies import json_object
 from mmcurate.models.labels import Label, RecordError, ask_parsed
 from mmcurate.models.requests import ChatRequest
-from mmcurate.core.plural import counted
 
 STAGE = "kestrel"
 YES, NO = "Yes", "No"
@@ -87,18 +97,18 @@ CROP_MAX_SIDE = 1024
 
 INIT_SYSTEM = (
     "You are given an image and a Yes/No question. Decide the answer and state one claim that can be checked "
-    "in the image and decides the question. The answer is exactly \"Yes\" or \"No\". The claim has an id, a "
+    'in the image and decides the question. The answer is exactly "Yes" or "No". The claim has an id, a '
     "type, a text and its targets; its type is the one asked for; its text is concrete and visually checkable; "
     "its targets are, for position, one or two short object phrases ([subject, anchor] for a relation between "
     "two objects), otherwise exactly one object noun from the question, without colour, number or position "
-    "words. Reply with JSON only: {\"answer\": \"Yes|No\", \"verifiable_claims\": [{\"id\": \"c1\", \"type\": "
-    "\"...\", \"text\": \"...\", \"targets\": [\"...\"]}]}"
+    'words. Reply with JSON only: {"answer": "Yes|No", "verifiable_claims": [{"id": "c1", "type": '
+    '"...", "text": "...", "targets": ["..."]}]}'
 )
 GUARD_SYSTEM = (
     "Check whether the Yes/No question is true in this image, from the image only, and be conservative when "
     "the evidence is weak: yes when clearly true, no when clearly false, otherwise unclear. Reply with JSON "
-    "only: {\"answer\": \"yes|no|unclear\", \"confidence\": \"high|medium|low\", \"reason\": \"one short "
-    "sentence\"}"
+    'only: {"answer": "yes|no|unclear", "confidence": "high|medium|low", "reason": "one short '
+    'sentence"}'
 )
 REFINE_SYSTEM = (
     "You are a cautious VQA assistant deciding the final Yes/No answer to a question about the image. Use "
@@ -107,8 +117,8 @@ REFINE_SYSTEM = (
     "round: it must directly verify the question's Yes/No, mention an entity, attribute or relation of the "
     "question, have the type asked for, and follow the target rules (position: one or two short object "
     "phrases, [subject, anchor] for a relation; otherwise exactly one object noun without colour, number, "
-    "position or quantity words). Reply with JSON only: {\"new_claims\": [{\"id\": \"c1\", \"type\": \"...\", "
-    "\"text\": \"...\", \"targets\": [\"...\"], \"priority\": 1}], \"Answer\": \"Yes|No\"}"
+    'position or quantity words). Reply with JSON only: {"new_claims": [{"id": "c1", "type": "...", '
+    '"text": "...", "targets": ["..."], "priority": 1}], "Answer": "Yes|No"}'
 )
 VERIFY_IDS = (
     " Evidence ids say what they hold: e_seg_<target> an overlay of the target's instances, e_crop_<target> a "
@@ -117,15 +127,23 @@ VERIFY_IDS = (
     "that count against the number claimed, e_color_<target> a colour "
     "observation, e_pos_<target> where the target is, e_posrel_<claim> how two targets lie to each other."
 )
-COLOUR_SYSTEM = ("Name the main colour of the object in the first image, a crop of the second. Reply with the "
-                 "colour only, in one to three words.")
+COLOUR_SYSTEM = (
+    "Name the main colour of the object in the first image, a crop of the second. Reply with the "
+    "colour only, in one to three words."
+)
 JSON_REMINDER = "Your reply could not be used. Reply with the JSON object only, in exactly the format asked for"
 COLOUR_REMINDER = "Your reply could not be used. Reply with the colour only, in one to three words."
-COUNT_SYSTEM = ("Count the instances of the object in the image (the ones a detector found, if any, are outlined in "
-                "red; count what you see). Reply with a whole number only.")
+COUNT_SYSTEM = (
+    "Count the instances of the object in the image (the ones a detector found, if any, are outlined in "
+    "red; count what you see). Reply with a whole number only."
+)
 COUNT_REMINDER = "Your reply could not be used. Reply with a whole number only, such as 0, 1 or 3."
-NUMBER_WORDS = {w: n for n, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
-                                             "nine", "ten", "eleven", "twelve"))}
+NUMBER_WORDS = {
+    w: n
+    for n, w in enumerate(
+        ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+    )
+}
 _MARKUP = re.compile(r"[<>{}\[\]*`#|\\]")
 
 
@@ -238,8 +256,11 @@ def relation(a: tuple[float, float, float, float], b: tuple[float, float, float,
     """How box ``a`` lies to box ``b`` by their centres, the larger offset first: "left of and above", ..."""
     dx = (a[0] + a[2]) / 2 - (b[0] + b[2]) / 2
     dy = (a[1] + a[3]) / 2 - (b[1] + b[3]) / 2
-    parts = [(abs(d), word) for d, word in ((dx, "left of" if dx < 0 else "right of"), (dy, "above" if dy < 0 else "below"))
-             if d]
+    parts = [
+        (abs(d), word)
+        for d, word in ((dx, "left of" if dx < 0 else "right of"), (dy, "above" if dy < 0 else "below"))
+        if d
+    ]
     return " and ".join(word for _, word in sorted(parts, key=lambda p: -p[0])) or "centred on"
 
 
@@ -255,11 +276,17 @@ class Found:
 
 def crop_zoom(image: Image.Image, box: tuple[float, float, float, float], zoom: float) -> Image.Image:
     pad_x, pad_y = CROP_PAD * (box[2] - box[0]), CROP_PAD * (box[3] - box[1])
-    area = (max(0, int(box[0] - pad_x)), max(0, int(box[1] - pad_y)),
-            min(image.width, int(box[2] + pad_x) + 1), min(image.height, int(box[3] + pad_y) + 1))
+    area = (
+        max(0, int(box[0] - pad_x)),
+        max(0, int(box[1] - pad_y)),
+        min(image.width, int(box[2] + pad_x) + 1),
+        min(image.height, int(box[3] + pad_y) + 1),
+    )
     crop = image.crop(area)
     scale = min(zoom, CROP_MAX_SIDE / max(crop.size))
-    return crop.resize((max(1, round(crop.width * scale)), max(1, round(crop.height * scale))), Image.Resampling.LANCZOS)
+    return crop.resize(
+        (max(1, round(crop.width * scale)), max(1, round(crop.height * scale))), Image.Resampling.LANCZOS
+    )
 
 
 # ---------------------------------------------------------------------------- the loop
@@ -292,15 +319,22 @@ class KestrelItem:
 class Kestrel:
     """The loop of the module docstring, batched: each step asks for every open item at once."""
 
-    def __init__(self, ctx: StageContext, model: str, config: KestrelConfig, grounder: Grounder,
-                 segmenter: Sam2Segmenter | None = None) -> None:
+    def __init__(
+        self,
+        ctx: StageContext,
+        model: str,
+        config: KestrelConfig,
+        grounder: Grounder,
+        segmenter: Sam2Segmenter | None = None,
+    ) -> None:
         self.ctx, self.model, self.config = ctx, model, config
         self.verifier = config.verifier or model
         self.grounder, self.segmenter = grounder, segmenter
 
     # -- asking
-    def _ask(self, model: str, requests: list[ChatRequest], parsers: list[Callable[[str], Any]], reminder: str,
-             expected: str) -> list[Label]:
+    def _ask(
+        self, model: str, requests: list[ChatRequest], parsers: list[Callable[[str], Any]], reminder: str, expected: str
+    ) -> list[Label]:
         if not requests:
             return []
         try:
@@ -322,16 +356,38 @@ class Kestrel:
         return items
 
     def _initialise(self, items: list[KestrelItem]) -> None:
-        requests = [ChatRequest(f"{i.key}/init", [{"role": "system", "content": INIT_SYSTEM}, {"role": "user", "content": [
-            {"type": "image", "sha256": i.image},
-            {"type": "text", "text": f"Claim type: {i.claim_type}\nExample targets: [\"{i.hint}\"]\n"
-                                     f"Question: {i.question}\nReply with the JSON object only."}]}],
-            INIT_TEMPLATE, max_tokens=MAX_TOKENS) for i in items]
-        labels = self._ask(self.model, requests, [parse_initial(i.claim_type) for i in items], JSON_REMINDER,
-                           "an answer and one claim")
+        requests = [
+            ChatRequest(
+                f"{i.key}/init",
+                [
+                    {"role": "system", "content": INIT_SYSTEM},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image", "sha256": i.image},
+                            {
+                                "type": "text",
+                                "text": f'Claim type: {i.claim_type}\nExample targets: ["{i.hint}"]\n'
+                                f"Question: {i.question}\nReply with the JSON object only.",
+                            },
+                        ],
+                    },
+                ],
+                INIT_TEMPLATE,
+                max_tokens=MAX_TOKENS,
+            )
+            for i in items
+        ]
+        labels = self._ask(
+            self.model, requests, [parse_initial(i.claim_type) for i in items], JSON_REMINDER, "an answer and one claim"
+        )
         for item, label in zip(items, labels):
-            item.trace = {"system": "kestrel", "claim_type": item.claim_type, "thresholds": dict(self.config.gate.thresholds),
-                          "initial": {"raw": label.raw}}
+            item.trace = {
+                "system": "kestrel",
+                "claim_type": item.claim_type,
+                "thresholds": dict(self.config.gate.thresholds),
+                "initial": {"raw": label.raw},
+            }
             if not label.ok:
                 item.error, item.stopped = f"initialization: {label.error}", ERROR
                 continue
@@ -340,16 +396,40 @@ class Kestrel:
             item.trace["initial"].update(answer=item.answer, claims=[c.as_json() for c in item.claims])
 
     def _yes_guard(self, items: list[KestrelItem]) -> None:
-        requests = [ChatRequest(f"{i.key}/guard", [{"role": "system", "content": GUARD_SYSTEM}, {"role": "user", "content": [
-            {"type": "image", "sha256": i.image},
-            {"type": "text", "text": f"Question: {i.question}\nTarget hint: {i.hint}\nReply with the JSON object only."}]}],
-            GUARD_TEMPLATE, max_tokens=MAX_TOKENS) for i in items if i.open]
+        requests = [
+            ChatRequest(
+                f"{i.key}/guard",
+                [
+                    {"role": "system", "content": GUARD_SYSTEM},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image", "sha256": i.image},
+                            {
+                                "type": "text",
+                                "text": f"Question: {i.question}\nTarget hint: {i.hint}\nReply with the JSON object only.",
+                            },
+                        ],
+                    },
+                ],
+                GUARD_TEMPLATE,
+                max_tokens=MAX_TOKENS,
+            )
+            for i in items
+            if i.open
+        ]
         guarded = [i for i in items if i.open]
-        for item, label in zip(guarded, self._ask(self.model, requests, [parse_guard] * len(requests), JSON_REMINDER,
-                                                   "the Yes-guard's JSON")):
+        for item, label in zip(
+            guarded,
+            self._ask(self.model, requests, [parse_guard] * len(requests), JSON_REMINDER, "the Yes-guard's JSON"),
+        ):
             turned = label.ok and label.label["answer"] == "no" and label.label["confidence"] == "high"
-            item.trace["yes_guard"] = {**(label.label or {}), "raw": label.raw, "error": label.error,
-                                       "changed": bool(turned)}
+            item.trace["yes_guard"] = {
+                **(label.label or {}),
+                "raw": label.raw,
+                "error": label.error,
+                "changed": bool(turned),
+            }
             if turned:
                 item.answer = NO
 
@@ -365,7 +445,7 @@ class Kestrel:
 
     @staticmethod
     def _weaker(item: KestrelItem) -> str | None:
-        """"no_stronger_evidence" when this round yields nothing stronger than the one before."""
+        """ "no_stronger_evidence" when this round yields nothing stronger than the one before."""
         if len(item.rounds) < 2:
             return None
         before, now = ([(e["id"], e["text"]) for e in r["evidence"]] for r in item.trace["rounds"][-2:])
@@ -387,8 +467,9 @@ class Kestrel:
             out[(key, target)] = Found(target, instances, detail, result.error)
         return out
 
-    def _confident(self, instances: list[Instance], existence: bool,
-                   detail: dict[str, Any]) -> tuple[list[Instance], dict[str, Any]]:
+    def _confident(
+        self, instances: list[Instance], existence: bool, detail: dict[str, Any]
+    ) -> tuple[list[Instance], dict[str, Any]]:
         """The instances at SAM3's detection threshold, or at its recheck threshold for an existence
         target that has none (module docstring); the detail says what the thresholds left out."""
         threshold = self.config.detection_threshold
@@ -398,8 +479,10 @@ class Kestrel:
             kept = [i for i in instances if i.score is None or i.score >= threshold]
             detail = {**detail, "recheck_threshold": threshold}
         if len(kept) < len(instances):
-            detail = {**detail, "below_threshold": [round(i.score, 3) for i in instances
-                                                      if i.score is not None and i not in kept]}
+            detail = {
+                **detail,
+                "below_threshold": [round(i.score, 3) for i in instances if i.score is not None and i not in kept],
+            }
         return kept, detail
 
     def _evidence(self, items: list[KestrelItem], found: dict[tuple[str, str], Found]) -> dict[str, list[Evidence]]:
@@ -416,29 +499,45 @@ class Kestrel:
                     hit, key = found[(item.key, target)], target_key(target)
                     n = len(hit.instances)
                     if hit.error:
-                        made.setdefault(f"e_count_{key}", Evidence(
-                            f"e_count_{key}", f"The grounding agent could not look for '{target}': {hit.error}"))
+                        made.setdefault(
+                            f"e_count_{key}",
+                            Evidence(
+                                f"e_count_{key}", f"The grounding agent could not look for '{target}': {hit.error}"
+                            ),
+                        )
                         continue
                     if n and f"e_seg_{key}" not in made:
                         kind = "mask" if any(i.mask is not None for i in hit.instances) else "bbox"
-                        overlay = self.ctx.store.put(png_bytes(draw_marks(picture, hit.instances, OVERLAY_COLOUR, kind)))
+                        overlay = self.ctx.store.put(
+                            png_bytes(draw_marks(picture, hit.instances, OVERLAY_COLOUR, kind))
+                        )
                         made[f"e_seg_{key}"] = Evidence(
-                            f"e_seg_{key}", f"(image) the {counted(n, 'instance')} of '{target}' found, "
-                                            f"{'segmented' if kind == 'mask' else 'boxed'} in {OVERLAY_COLOUR}", overlay)
+                            f"e_seg_{key}",
+                            f"(image) the {counted(n, 'instance')} of '{target}' found, "
+                            f"{'segmented' if kind == 'mask' else 'boxed'} in {OVERLAY_COLOUR}",
+                            overlay,
+                        )
                         box = union_box(hit.instances, width, height)
                         crop = self.ctx.store.put(png_bytes(crop_zoom(picture, box, self.config.zoom)))
                         made[f"e_crop_{key}"] = Evidence(
-                            f"e_crop_{key}", f"(image) crop-and-zoom ({self.config.zoom:g}x) of '{target}'", crop)
+                            f"e_crop_{key}", f"(image) crop-and-zoom ({self.config.zoom:g}x) of '{target}'", crop
+                        )
                     if claim.type in ("existence", "count"):
-                        made[f"e_count_{key}"] = Evidence(f"e_count_{key}", (
-                            f"The grounding agent found {counted(n, 'instance')} of '{target}': '{target}' is present in "
-                            f"the image." if n else
-                            f"The grounding agent found 0 instances of '{target}': no '{target}' was found in the image."))
+                        made[f"e_count_{key}"] = Evidence(
+                            f"e_count_{key}",
+                            (
+                                f"The grounding agent found {counted(n, 'instance')} of '{target}': '{target}' is present in "
+                                f"the image."
+                                if n
+                                else f"The grounding agent found 0 instances of '{target}': no '{target}' was found in the image."
+                            ),
+                        )
                     if claim.type == "count":
                         claimed = claimed_count(claim.text)
                         if claimed is not None:
-                            made[f"e_countcmp_{key}"] = Evidence(f"e_countcmp_{key}", compared(
-                                "The grounding agent found", target, n, claimed))
+                            made[f"e_countcmp_{key}"] = Evidence(
+                                f"e_countcmp_{key}", compared("The grounding agent found", target, n, claimed)
+                            )
                         shown = made[f"e_seg_{key}"].source if f"e_seg_{key}" in made else item.image
                         count_asks.append((item, target, shown or item.image, key, claimed))
                     elif claim.type == "colour":
@@ -447,50 +546,100 @@ class Kestrel:
                         else:
                             made[f"e_color_{key}"] = Evidence(f"e_color_{key}", f"No '{target}' was found to look at.")
                     elif claim.type == "position":
-                        made[f"e_pos_{key}"] = Evidence(f"e_pos_{key}", (
-                            f"The {counted(n, 'instance')} of '{target}' {'lies' if n == 1 else 'lie'} in "
-                            f"{where(union_box(hit.instances, width, height), width, height)} "
-                            f"of the image." if n else f"No '{target}' was found, so it has no position."))
+                        made[f"e_pos_{key}"] = Evidence(
+                            f"e_pos_{key}",
+                            (
+                                f"The {counted(n, 'instance')} of '{target}' {'lies' if n == 1 else 'lie'} in "
+                                f"{where(union_box(hit.instances, width, height), width, height)} "
+                                f"of the image."
+                                if n
+                                else f"No '{target}' was found, so it has no position."
+                            ),
+                        )
                 if claim.type == "position" and len(claim.targets) == 2:
                     a, b = (found[(item.key, t)] for t in claim.targets)
-                    text = (f"'{a.target}' is {relation(union_box(a.instances, width, height), union_box(b.instances, width, height))} "
-                            f"'{b.target}' (by the centres of their boxes)." if a.instances and b.instances else
-                            f"The relation cannot be read: '{a.target if not a.instances else b.target}' was not found.")
+                    text = (
+                        f"'{a.target}' is {relation(union_box(a.instances, width, height), union_box(b.instances, width, height))} "
+                        f"'{b.target}' (by the centres of their boxes)."
+                        if a.instances and b.instances
+                        else f"The relation cannot be read: '{a.target if not a.instances else b.target}' was not found."
+                    )
                     made[f"e_posrel_{claim.id}"] = Evidence(f"e_posrel_{claim.id}", text)
             out[item.key] = list(made.values())
         self._colours(colour_asks, out)
         self._counts(count_asks, out)
         return out
 
-    def _counts(self, asks: list[tuple[KestrelItem, str, str, str, int | None]], out: dict[str, list[Evidence]]) -> None:
+    def _counts(
+        self, asks: list[tuple[KestrelItem, str, str, str, int | None]], out: dict[str, list[Evidence]]
+    ) -> None:
         """Count-vision evidence: the model counts the target itself (and against the claim's number)."""
-        requests = [ChatRequest(f"{item.key}/e_countvis_{key}/r{len(item.rounds) + 1}", [
-            {"role": "system", "content": COUNT_SYSTEM}, {"role": "user", "content": [
-                {"type": "image", "sha256": image}, {"type": "text", "text": f"Object: {target}\nReply with a number only."}]}],
-            COUNT_TEMPLATE, max_tokens=8) for item, target, image, key, _ in asks]
+        requests = [
+            ChatRequest(
+                f"{item.key}/e_countvis_{key}/r{len(item.rounds) + 1}",
+                [
+                    {"role": "system", "content": COUNT_SYSTEM},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image", "sha256": image},
+                            {"type": "text", "text": f"Object: {target}\nReply with a number only."},
+                        ],
+                    },
+                ],
+                COUNT_TEMPLATE,
+                max_tokens=8,
+            )
+            for item, target, image, key, _ in asks
+        ]
         labels = self._ask(self.model, requests, [parse_count] * len(asks), COUNT_REMINDER, "a whole number")
         for (item, target, _, key, claimed), label in zip(asks, labels):
             if not label.ok:
-                out[item.key].append(Evidence(f"e_countvis_{key}", f"No count could be read for '{target}' ({label.error})."))
+                out[item.key].append(
+                    Evidence(f"e_countvis_{key}", f"No count could be read for '{target}' ({label.error}).")
+                )
                 continue
-            out[item.key].append(Evidence(f"e_countvis_{key}", f"The model counts {label.label} '{target}' in the image."))
+            out[item.key].append(
+                Evidence(f"e_countvis_{key}", f"The model counts {label.label} '{target}' in the image.")
+            )
             if claimed is not None:
-                out[item.key].append(Evidence(f"e_countviscmp_{key}", compared("The model counts", target, label.label,
-                                                                              claimed)))
+                out[item.key].append(
+                    Evidence(f"e_countviscmp_{key}", compared("The model counts", target, label.label, claimed))
+                )
 
     def _colours(self, asks: list[tuple[KestrelItem, str, str, str]], out: dict[str, list[Evidence]]) -> None:
-        requests = [ChatRequest(f"{item.key}/{eid}", [{"role": "system", "content": COLOUR_SYSTEM}, {"role": "user", "content": [
-            {"type": "image", "sha256": crop}, {"type": "image", "sha256": item.image},
-            {"type": "text", "text": f"Object: {target}\nReply with the colour only."}]}], COLOUR_TEMPLATE, max_tokens=16)
-            for item, target, crop, eid in asks]
-        for (item, target, _, eid), label in zip(asks, self._ask(self.model, requests, [parse_colour] * len(asks),
-                                                                COLOUR_REMINDER, "a colour")):
-            text = (f"The model sees the '{target}' crop as {label.label}." if label.ok else
-                    f"No colour could be read for '{target}' ({label.error}).")
+        requests = [
+            ChatRequest(
+                f"{item.key}/{eid}",
+                [
+                    {"role": "system", "content": COLOUR_SYSTEM},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image", "sha256": crop},
+                            {"type": "image", "sha256": item.image},
+                            {"type": "text", "text": f"Object: {target}\nReply with the colour only."},
+                        ],
+                    },
+                ],
+                COLOUR_TEMPLATE,
+                max_tokens=16,
+            )
+            for item, target, crop, eid in asks
+        ]
+        for (item, target, _, eid), label in zip(
+            asks, self._ask(self.model, requests, [parse_colour] * len(asks), COLOUR_REMINDER, "a colour")
+        ):
+            text = (
+                f"The model sees the '{target}' crop as {label.label}."
+                if label.ok
+                else f"No colour could be read for '{target}' ({label.error})."
+            )
             out[item.key].append(Evidence(eid, text))
 
-    def _verify(self, items: list[KestrelItem], evidence: dict[str, list[Evidence]],
-                found: dict[tuple[str, str], Found]) -> None:
+    def _verify(
+        self, items: list[KestrelItem], evidence: dict[str, list[Evidence]], found: dict[tuple[str, str], Found]
+    ) -> None:
         requests: list[ChatRequest] = []
         parsers: list[Callable[[str], Any]] = []
         for item in items:
@@ -498,27 +647,49 @@ class Kestrel:
             lines = [f"Question: {item.question}", f"Claims: {claims_json(item.claims)}", "Evidence:"]
             lines += [f"[{e.id}] {e.text}" for e in shown]
             if item.rounds and item.rounds[-1].record is not None:
-                lines.append(f"Previous verdict (round {item.rounds[-1].number}): "
-                             f"{json.dumps(item.rounds[-1].record.as_json(), ensure_ascii=False)}")
+                lines.append(
+                    f"Previous verdict (round {item.rounds[-1].number}): "
+                    f"{json.dumps(item.rounds[-1].record.as_json(), ensure_ascii=False)}"
+                )
             lines.append("Reply with the JSON record only.")
-            parts = [{"type": "text", "text": "\n".join(lines)},
-                     *({"type": "image", "sha256": e.source} for e in shown if e.source)]
-            requests.append(ChatRequest(f"{item.key}/r{len(item.rounds) + 1}", [
-                {"role": "system", "content": VERIFY_SYSTEM + VERIFY_IDS}, {"role": "user", "content": parts}],
-                VERIFY_TEMPLATE, max_tokens=MAX_TOKENS))
+            parts = [
+                {"type": "text", "text": "\n".join(lines)},
+                *({"type": "image", "sha256": e.source} for e in shown if e.source),
+            ]
+            requests.append(
+                ChatRequest(
+                    f"{item.key}/r{len(item.rounds) + 1}",
+                    [{"role": "system", "content": VERIFY_SYSTEM + VERIFY_IDS}, {"role": "user", "content": parts}],
+                    VERIFY_TEMPLATE,
+                    max_tokens=MAX_TOKENS,
+                )
+            )
             parsers.append(partial(_parse_shown, item.claims, shown))
         labels = self._ask(self.verifier, requests, parsers, VERIFY_REMINDER, "a verifier record")
         for item, label in zip(items, labels):
-            judged = judge_round(len(item.rounds) + 1, label.label, item.claims, self.config.gate, label.raw, label.error)
+            judged = judge_round(
+                len(item.rounds) + 1, label.label, item.claims, self.config.gate, label.raw, label.error
+            )
             item.rounds.append(judged)
-            item.trace["rounds"].append({
-                "round": judged.number, "claims": [c.as_json() for c in item.claims],
-                "found": {t: {"instances": len(f.instances), **f.detail} for (k, t), f in found.items() if k == item.key},
-                "evidence": [{"id": e.id, "text": e.text, **({"image": e.source} if e.source else {})}
-                             for e in evidence[item.key]],
-                "record": judged.record.as_json() if judged.record else None, "verdict": judged.verdict,
-                "gated": judged.gated, "answer_before": item.answer, "raw": label.raw,
-                **({"error": label.error} if label.error else {})})
+            item.trace["rounds"].append(
+                {
+                    "round": judged.number,
+                    "claims": [c.as_json() for c in item.claims],
+                    "found": {
+                        t: {"instances": len(f.instances), **f.detail} for (k, t), f in found.items() if k == item.key
+                    },
+                    "evidence": [
+                        {"id": e.id, "text": e.text, **({"image": e.source} if e.source else {})}
+                        for e in evidence[item.key]
+                    ],
+                    "record": judged.record.as_json() if judged.record else None,
+                    "verdict": judged.verdict,
+                    "gated": judged.gated,
+                    "answer_before": item.answer,
+                    "raw": label.raw,
+                    **({"error": label.error} if label.error else {}),
+                }
+            )
             if judged.verdict == ERROR:
                 item.held.append(item.answer or "")
 
@@ -526,21 +697,48 @@ class Kestrel:
         requests = []
         for item in items:
             now = item.trace["rounds"][-1]
-            history = [{"round": r["round"], "claims": r["claims"], "evidence": {e["id"]: e["text"] for e in r["evidence"]},
-                        "verdict": r["verdict"], "answer": r.get("answer_after", r["answer_before"])}
-                       for r in item.trace["rounds"][:-1]]
-            current = {"claims": now["claims"], "evidence": {e["id"]: e["text"] for e in now["evidence"]},
-                       "verification": now["record"]}
-            text = (f"Question: {item.question}\nClaim type: {item.claim_type}\nExample targets: [\"{item.hint}\"]\n"
-                    f"Current answer: {item.answer}\nRound history: {json.dumps(history, ensure_ascii=False)}\n"
-                    f"This round: {json.dumps(current, ensure_ascii=False)}\n"
-                    f"This round's verdict: {now['verdict']}\nReply with the JSON object only.")
-            requests.append(ChatRequest(f"{item.key}/r{now['round']}/refine", [
-                {"role": "system", "content": REFINE_SYSTEM}, {"role": "user", "content": [
-                    {"type": "image", "sha256": item.image}, {"type": "text", "text": text}]}],
-                REFINE_TEMPLATE, max_tokens=MAX_TOKENS))
-        labels = self._ask(self.model, requests, [parse_refined(i.claim_type) for i in items], JSON_REMINDER,
-                           "new claims and an answer")
+            history = [
+                {
+                    "round": r["round"],
+                    "claims": r["claims"],
+                    "evidence": {e["id"]: e["text"] for e in r["evidence"]},
+                    "verdict": r["verdict"],
+                    "answer": r.get("answer_after", r["answer_before"]),
+                }
+                for r in item.trace["rounds"][:-1]
+            ]
+            current = {
+                "claims": now["claims"],
+                "evidence": {e["id"]: e["text"] for e in now["evidence"]},
+                "verification": now["record"],
+            }
+            text = (
+                f'Question: {item.question}\nClaim type: {item.claim_type}\nExample targets: ["{item.hint}"]\n'
+                f"Current answer: {item.answer}\nRound history: {json.dumps(history, ensure_ascii=False)}\n"
+                f"This round: {json.dumps(current, ensure_ascii=False)}\n"
+                f"This round's verdict: {now['verdict']}\nReply with the JSON object only."
+            )
+            requests.append(
+                ChatRequest(
+                    f"{item.key}/r{now['round']}/refine",
+                    [
+                        {"role": "system", "content": REFINE_SYSTEM},
+                        {
+                            "role": "user",
+                            "content": [{"type": "image", "sha256": item.image}, {"type": "text", "text": text}],
+                        },
+                    ],
+                    REFINE_TEMPLATE,
+                    max_tokens=MAX_TOKENS,
+                )
+            )
+        labels = self._ask(
+            self.model,
+            requests,
+            [parse_refined(i.claim_type) for i in items],
+            JSON_REMINDER,
+            "new claims and an answer",
+        )
         for item, label in zip(items, labels):
             now, judged = item.trace["rounds"][-1], item.rounds[-1]
             now["refine_raw"] = label.raw
@@ -551,8 +749,12 @@ class Kestrel:
                 continue
             proposed, claims = label.label
             changed = judged.gated and proposed != item.answer
-            now.update(proposed=proposed, changed=changed, new_claims=[c.as_json() for c in claims],
-                       answer_after=proposed if changed else item.answer)
+            now.update(
+                proposed=proposed,
+                changed=changed,
+                new_claims=[c.as_json() for c in claims],
+                answer_after=proposed if changed else item.answer,
+            )
             if changed:
                 item.answer = proposed
             item.held.append(item.answer or "")

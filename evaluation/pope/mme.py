@@ -16,6 +16,7 @@ A Kestrel run is scored on its final answers and, beside them, on its initial an
 model's own answer before any refinement: the plain system's answer, as the POPE flow test
 pins), with the difference, as Table 2 shows each method beside the baseline.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -62,23 +63,38 @@ def mme_scores(rows: list[dict[str, Any]], answers: tuple[str, ...] = ("answer",
     """One row per MME subtask present (Table 2's order first), then the total ``MME score``:
     for each column of ``answers``, accuracy and accuracy+ in % and the score."""
     mme = [r for r in rows if is_mme(r)]
-    subtasks = sorted({r["split"] for r in mme}, key=lambda s: (HALLUCINATION.index(s) if s in HALLUCINATION
-                                                                else len(HALLUCINATION), s))
+    subtasks = sorted(
+        {r["split"] for r in mme},
+        key=lambda s: (HALLUCINATION.index(s) if s in HALLUCINATION else len(HALLUCINATION), s),
+    )
     out = []
     for subtask in subtasks:
         part = [r for r in mme if r["split"] == subtask]
         row: dict[str, Any] = {"subtask": subtask}
         for answer in answers:
             accuracy, plus, row["questions"], row["images"] = _score(part, answer)
-            row.update({f"{answer}_accuracy": 100 * accuracy, f"{answer}_accuracy_plus": 100 * plus,
-                        f"{answer}_score": 100 * (accuracy + plus)})
+            row.update(
+                {
+                    f"{answer}_accuracy": 100 * accuracy,
+                    f"{answer}_accuracy_plus": 100 * plus,
+                    f"{answer}_score": 100 * (accuracy + plus),
+                }
+            )
         out.append(row)
     if out:
-        total: dict[str, Any] = {"subtask": "MME score", "questions": sum(r["questions"] for r in out),
-                                 "images": sum(r["images"] for r in out)}
+        total: dict[str, Any] = {
+            "subtask": "MME score",
+            "questions": sum(r["questions"] for r in out),
+            "images": sum(r["images"] for r in out),
+        }
         for answer in answers:
-            total.update({f"{answer}_accuracy": None, f"{answer}_accuracy_plus": None,
-                          f"{answer}_score": sum(r[f"{answer}_score"] for r in out)})
+            total.update(
+                {
+                    f"{answer}_accuracy": None,
+                    f"{answer}_accuracy_plus": None,
+                    f"{answer}_score": sum(r[f"{answer}_score"] for r in out),
+                }
+            )
         out.append(total)
     return out
 
@@ -95,19 +111,43 @@ def mme_section(rows: list[dict[str, Any]], kestrel: bool) -> tuple[list[dict[st
     if not scores:
         return [], []
     if kestrel:
-        shown = [{"Subtask": r["subtask"], "Questions": str(r["questions"]), "Images": str(r["images"]),
-                  "Initial acc": _num(r["initial_accuracy"]), "Initial acc+": _num(r["initial_accuracy_plus"]),
-                  "Initial score": _num(r["initial_score"]), "Kestrel acc": _num(r["answer_accuracy"]),
-                  "Kestrel acc+": _num(r["answer_accuracy_plus"]), "Kestrel score": _num(r["answer_score"]),
-                  "Δ score": f"{r['answer_score'] - r['initial_score']:+.2f}"} for r in scores]
+        shown = [
+            {
+                "Subtask": r["subtask"],
+                "Questions": str(r["questions"]),
+                "Images": str(r["images"]),
+                "Initial acc": _num(r["initial_accuracy"]),
+                "Initial acc+": _num(r["initial_accuracy_plus"]),
+                "Initial score": _num(r["initial_score"]),
+                "Kestrel acc": _num(r["answer_accuracy"]),
+                "Kestrel acc+": _num(r["answer_accuracy_plus"]),
+                "Kestrel score": _num(r["answer_score"]),
+                "Δ score": f"{r['answer_score'] - r['initial_score']:+.2f}",
+            }
+            for r in scores
+        ]
     else:
-        shown = [{"Subtask": r["subtask"], "Questions": str(r["questions"]), "Images": str(r["images"]),
-                  "Accuracy": _num(r["answer_accuracy"]), "Accuracy+": _num(r["answer_accuracy_plus"]),
-                  "Score": _num(r["answer_score"])} for r in scores]
+        shown = [
+            {
+                "Subtask": r["subtask"],
+                "Questions": str(r["questions"]),
+                "Images": str(r["images"]),
+                "Accuracy": _num(r["answer_accuracy"]),
+                "Accuracy+": _num(r["answer_accuracy_plus"]),
+                "Score": _num(r["answer_score"]),
+            }
+            for r in scores
+        ]
     right = [k for k in shown[0] if k != "Subtask"]
-    text = ["", "## MME-Hallucination (MME score)", "", markdown_table(shown, right=right), "",
-            "Per subtask, score = accuracy + accuracy+ (both in %; accuracy+: images whose two questions are both "
-            "right), at most 200; the MME score is their sum (MME's eval_tool/calculation.py). Replies read by MME's "
-            "rule (exactly yes/no, else 'yes' or 'no' in the first four characters, else wrong)."
-            + (" Initial: the model's answer before Kestrel's refinement (the plain answer)." if kestrel else "")]
+    text = [
+        "",
+        "## MME-Hallucination (MME score)",
+        "",
+        markdown_table(shown, right=right),
+        "",
+        "Per subtask, score = accuracy + accuracy+ (both in %; accuracy+: images whose two questions are both "
+        "right), at most 200; the MME score is their sum (MME's eval_tool/calculation.py). Replies read by MME's "
+        "rule (exactly yes/no, else 'yes' or 'no' in the first four characters, else wrong)."
+        + (" Initial: the model's answer before Kestrel's refinement (the plain answer)." if kestrel else ""),
+    ]
     return scores, text

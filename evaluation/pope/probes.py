@@ -31,19 +31,20 @@ item failed), ``grade`` (CORRECT / INCORRECT / FAILED), ``error``; for Kestrel a
 ``initial``, ``rounds``, ``stopped``, ``changed`` and ``trace`` (JSON; ``mmcurate why RUN
 SAMPLE`` prints it).
 """
+
 from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.benchmarks.pope import KestrelConfig, PopeEvalConfig
 from mmcurate.annotation.grounders import Grounder, Sam2Segmenter, make_grounder
 from mmcurate.benchmarks import register_part
+from mmcurate.benchmarks.pope import KestrelConfig, PopeEvalConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_file
@@ -57,10 +58,10 @@ from mmcurate.models.stand_ins import stand_in_note
 from mmcurate.sources.mme import PROBE_SPLITS
 from mmcurate.sources.pope import dataset_splits
 
+from ..failures import EvaluationError
+from ..runs import PLAIN
 from . import mme
 from .kestrel import Kestrel, KestrelItem
-from ..runs import PLAIN
-from ..failures import EvaluationError
 
 KESTREL = "kestrel"
 SYSTEMS = (PLAIN, KESTREL)
@@ -68,16 +69,28 @@ FAILED = "FAILED"
 PLAIN_TEMPLATE = "pope.plain.v1"
 PLAIN_MAX_TOKENS = 32
 TRANSITIONS = ("kept correct", "corrected", "broken", "kept wrong")  # Figure 4, initial -> final
-ANSWERS = pa.schema([
-    pa.field("sample_id", pa.string(), nullable=False), pa.field("dataset", pa.string(), nullable=False),
-    pa.field("split", pa.string(), nullable=False), pa.field("question_id", pa.int64(), nullable=False),
-    pa.field("object", pa.string()), pa.field("image_file", pa.string(), nullable=False),
-    pa.field("question", pa.string(), nullable=False), pa.field("label", pa.string(), nullable=False),
-    pa.field("system", pa.string(), nullable=False), pa.field("reply", pa.string()), pa.field("answer", pa.string()),
-    pa.field("grade", pa.string(), nullable=False), pa.field("error", pa.string()),
-    pa.field("initial", pa.string()), pa.field("rounds", pa.int32()), pa.field("stopped", pa.string()),
-    pa.field("changed", pa.bool_()), pa.field("trace", pa.string()),
-])
+ANSWERS = pa.schema(
+    [
+        pa.field("sample_id", pa.string(), nullable=False),
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),
+        pa.field("question_id", pa.int64(), nullable=False),
+        pa.field("object", pa.string()),
+        pa.field("image_file", pa.string(), nullable=False),
+        pa.field("question", pa.string(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("system", pa.string(), nullable=False),
+        pa.field("reply", pa.string()),
+        pa.field("answer", pa.string()),
+        pa.field("grade", pa.string(), nullable=False),
+        pa.field("error", pa.string()),
+        pa.field("initial", pa.string()),
+        pa.field("rounds", pa.int32()),
+        pa.field("stopped", pa.string()),
+        pa.field("changed", pa.bool_()),
+        pa.field("trace", pa.string()),
+    ]
+)
 ANSWERS_FILE = "answers.parquet"
 CELL = ("dataset", "split")  # what a run's rows are keyed by in its folder (``evaluation.runs``)
 
@@ -131,9 +144,11 @@ def refuse_oracle_grounding(settings: Settings, release: Any, allowed: bool) -> 
     grounder = make_grounder(spec)
     why = oracle_source(getattr(grounder, "files", []), release)
     if why and not allowed:
-        raise EvaluationError(f"grounding agent {grounder.name} reads the annotations the POPE labels come from "
-                              f"({why}): its answers would measure the labels; give --oracle-grounding to run it "
-                              "as an upper bound, or ground with a detector that does not read them")
+        raise EvaluationError(
+            f"grounding agent {grounder.name} reads the annotations the POPE labels come from "
+            f"({why}): its answers would measure the labels; give --oracle-grounding to run it "
+            "as an upper bound, or ground with a detector that does not read them"
+        )
     return why is not None
 
 
@@ -144,8 +159,10 @@ def refuse_unrunnable(settings: Settings, model: str, options: dict[str, Any]) -
     if not settings.model(model).vision:
         raise EvaluationError(f"POPE asks about images: model {model!r} cannot see them (vision: false)")
     if options["system"] == KESTREL and PopeEvalConfig.of(settings).kestrel.grounding is None:
-        raise EvaluationError("--system kestrel needs a grounding agent: set evaluation.pope.kestrel.grounding "
-                              "('boxes:<regions>' or 'pointing:<model>')")
+        raise EvaluationError(
+            "--system kestrel needs a grounding agent: set evaluation.pope.kestrel.grounding "
+            "('boxes:<regions>' or 'pointing:<model>')"
+        )
 
 
 NO_WORDS = frozenset({"No", "no", "not"})  # what POPE's rule reads as "no"
@@ -169,18 +186,38 @@ def read_by_default(text: str) -> bool:
 
 
 def plain_requests(probes: Sequence[Mapping[str, Any]]) -> list[ChatRequest]:
-    return [ChatRequest(p["sample_id"], [{"role": "user", "content": [
-        {"type": "image", "sha256": p["image"]}, {"type": "text", "text": p["question"]}]}],
-        PLAIN_TEMPLATE, max_tokens=PLAIN_MAX_TOKENS) for p in probes]
+    return [
+        ChatRequest(
+            p["sample_id"],
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "image", "sha256": p["image"]}, {"type": "text", "text": p["question"]}],
+                }
+            ],
+            PLAIN_TEMPLATE,
+            max_tokens=PLAIN_MAX_TOKENS,
+        )
+        for p in probes
+    ]
 
 
 def answer_row(probe: dict[str, Any], system: str, answer: str | None, **extra: Any) -> dict[str, Any]:
     grade = FAILED if answer is None else "CORRECT" if answer == probe["label"] else "INCORRECT"
-    return {"sample_id": probe["sample_id"], "dataset": probe["dataset"], "split": probe["split"],
-            "question_id": probe["question_id"], "object": probe["object"],
-            "image_file": probe.get("image_file") or probe["image"],  # releases before issue 33 hold no file name
-            "question": probe["question"], "label": probe["label"], "system": system,
-            "answer": answer, "grade": grade, **extra}
+    return {
+        "sample_id": probe["sample_id"],
+        "dataset": probe["dataset"],
+        "split": probe["split"],
+        "question_id": probe["question_id"],
+        "object": probe["object"],
+        "image_file": probe.get("image_file") or probe["image"],  # releases before issue 33 hold no file name
+        "question": probe["question"],
+        "label": probe["label"],
+        "system": system,
+        "answer": answer,
+        "grade": grade,
+        **extra,
+    }
 
 
 def reader(probe: Mapping[str, Any]) -> Any:
@@ -191,8 +228,10 @@ def reader(probe: Mapping[str, Any]) -> Any:
 def plain_answers(probes: list[dict[str, Any]], client: Any, stage: str = "pope") -> list[dict[str, Any]]:
     """Ask each probe once and read the reply by its benchmark's rule (a failed call: FAILED)."""
     responses = client.chat(plain_requests(probes), stage) if probes else []
-    return [answer_row(p, PLAIN, reader(p)(r.text) if r.text is not None else None, reply=r.text, error=r.error)
-            for p, r in zip(probes, responses)]
+    return [
+        answer_row(p, PLAIN, reader(p)(r.text) if r.text is not None else None, reply=r.text, error=r.error)
+        for p, r in zip(probes, responses)
+    ]
 
 
 def _ratio(a: int, b: int) -> float | None:
@@ -223,13 +262,33 @@ def metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         tn = sum(r["answer"] == "no" and r["label"] == "no" for r in done)
         fn = sum(r["answer"] == "no" and r["label"] == "yes" for r in done)
         precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
-        f1 = None if precision is None or recall is None else \
-            2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        out.append({"dataset": dataset, "split": split, "n": len(done), "failed": len(part) - len(done), "tp": tp,
-                    "fp": fp, "tn": tn, "fn": fn, "accuracy": _ratio(tp + tn, len(done)), "precision": precision,
-                    "recall": recall, "f1": f1, "yes_ratio": _ratio(tp + fp, len(done)),
-                    "unread": sum(r.get("reply") is not None and not mme.is_mme(r) and read_by_default(r["reply"])
-                                  for r in done)})
+        f1 = (
+            None
+            if precision is None or recall is None
+            else 2 * precision * recall / (precision + recall)
+            if precision + recall
+            else 0.0
+        )
+        out.append(
+            {
+                "dataset": dataset,
+                "split": split,
+                "n": len(done),
+                "failed": len(part) - len(done),
+                "tp": tp,
+                "fp": fp,
+                "tn": tn,
+                "fn": fn,
+                "accuracy": _ratio(tp + tn, len(done)),
+                "precision": precision,
+                "recall": recall,
+                "f1": f1,
+                "yes_ratio": _ratio(tp + fp, len(done)),
+                "unread": sum(
+                    r.get("reply") is not None and not mme.is_mme(r) and read_by_default(r["reply"]) for r in done
+                ),
+            }
+        )
     return out
 
 
@@ -244,11 +303,21 @@ def kestrel_tables(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     done = [r for r in rows if r["answer"] is not None and r["initial"] is not None]
     moves = []
     for dataset, split in groups(done):
-        counts = Counter(transition(r["initial"].lower() == r["label"], r["grade"] == "CORRECT") for r in done
-                         if in_group(r, dataset, split))
+        counts = Counter(
+            transition(r["initial"].lower() == r["label"], r["grade"] == "CORRECT")
+            for r in done
+            if in_group(r, dataset, split)
+        )
         for t in TRANSITIONS:
-            moves.append({"dataset": dataset, "split": split, "transition": t, "count": counts[t],
-                          "share": _ratio(counts[t], sum(counts.values()))})
+            moves.append(
+                {
+                    "dataset": dataset,
+                    "split": split,
+                    "transition": t,
+                    "count": counts[t],
+                    "share": _ratio(counts[t], sum(counts.values())),
+                }
+            )
     reached = Counter(n for r in done for n in range(1, (r["rounds"] or 0) + 1))
     stops = Counter(r["stopped"] for r in done)
     rounds: list[dict[str, Any]] = [{"round": n, "items": reached[n]} for n in sorted(reached)]
@@ -273,14 +342,28 @@ def write_pope_evaluation(rows: list[dict[str, Any]], out: Path, title: str, not
     write_table(answers, out / ANSWERS_FILE)
     table = metrics(full)
     write_table(pa.Table.from_pylist(table), out / "metrics.parquet")
-    shown = [{"Dataset": r["dataset"], "Split": r["split"], "n": str(r["n"]),
-              **{k: _fmt(r[k]) for k in ("accuracy", "precision", "recall", "f1", "yes_ratio")}} for r in table]
-    text = [f"# {title}", "", markdown_table(shown, right=["n", "accuracy", "precision", "recall", "f1", "yes_ratio"]),
-            "", "Accuracy, precision, recall, F1 and yes ratio in %, 'yes' the positive class (POPE's evaluate.py)."]
+    shown = [
+        {
+            "Dataset": r["dataset"],
+            "Split": r["split"],
+            "n": str(r["n"]),
+            **{k: _fmt(r[k]) for k in ("accuracy", "precision", "recall", "f1", "yes_ratio")},
+        }
+        for r in table
+    ]
+    text = [
+        f"# {title}",
+        "",
+        markdown_table(shown, right=["n", "accuracy", "precision", "recall", "f1", "yes_ratio"]),
+        "",
+        "Accuracy, precision, recall, F1 and yes ratio in %, 'yes' the positive class (POPE's evaluate.py).",
+    ]
     unread = sum(r["unread"] for r in table if r["dataset"] == "all")
     if unread:
-        text.append(f"{unread} repl{'y' if unread == 1 else 'ies'} held none of POPE's words (No, no, not, Yes, yes "
-                    "in the first sentence, as written) and POPE's rule read them as 'yes'.")
+        text.append(
+            f"{unread} repl{'y' if unread == 1 else 'ies'} held none of POPE's words (No, no, not, Yes, yes "
+            "in the first sentence, as written) and POPE's rule read them as 'yes'."
+        )
     if any(mme.is_mme(r) for r in full) and any(not mme.is_mme(r) for r in full):
         text.append("The 'all' row pools POPE's probes only; MME's are scored by MME's score below.")
     kestrel = any(r["system"] == KESTREL for r in full)
@@ -291,12 +374,28 @@ def write_pope_evaluation(rows: list[dict[str, Any]], out: Path, title: str, not
     if kestrel:
         moves, rounds = kestrel_tables(full)
         write_table(pa.Table.from_pylist(moves), out / "transitions.parquet")
-        text += ["", "## Initial -> final answer (Figure 4)", "",
-                 markdown_table([{"Dataset": m["dataset"], "Split": m["split"], "Transition": m["transition"],
-                                  "Count": str(m["count"]), "Share (%)": _fmt(m["share"])} for m in moves],
-                                right=["Count", "Share (%)"]),
-                 "", "## Rounds (Table 3's checked cases)", "",
-                 markdown_table([{"Round": str(r["round"]), "Items": str(r["items"])} for r in rounds], right=["Items"])]
+        text += [
+            "",
+            "## Initial -> final answer (Figure 4)",
+            "",
+            markdown_table(
+                [
+                    {
+                        "Dataset": m["dataset"],
+                        "Split": m["split"],
+                        "Transition": m["transition"],
+                        "Count": str(m["count"]),
+                        "Share (%)": _fmt(m["share"]),
+                    }
+                    for m in moves
+                ],
+                right=["Count", "Share (%)"],
+            ),
+            "",
+            "## Rounds (Table 3's checked cases)",
+            "",
+            markdown_table([{"Round": str(r["round"]), "Items": str(r["items"])} for r in rounds], right=["Items"]),
+        ]
     if notes:
         text += ["", *(f"- {note}" for note in notes)]
     markdown = "\n".join(text) + "\n"
@@ -316,13 +415,23 @@ def kestrel_row(probe: dict[str, Any], item: Any) -> dict[str, Any]:
     errors = [item.error, *(r.get("error") or r.get("refine_error") for r in item.trace.get("rounds", []))]
     error = next((e for e in errors if e), None)
     answer = None if item.answer is None or any(map(failed_call, errors)) else item.answer.lower()
-    return answer_row(probe, KESTREL, answer, reply=None, error=error, initial=item.initial, rounds=len(item.rounds),
-                      stopped=item.stopped, changed=bool(item.initial and item.answer != item.initial),
-                      trace=json.dumps(item.trace, ensure_ascii=False))
+    return answer_row(
+        probe,
+        KESTREL,
+        answer,
+        reply=None,
+        error=error,
+        initial=item.initial,
+        rounds=len(item.rounds),
+        stopped=item.stopped,
+        changed=bool(item.initial and item.answer != item.initial),
+        trace=json.dumps(item.trace, ensure_ascii=False),
+    )
 
 
-def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
-                 system: str) -> tuple[list[dict[str, Any]], list[str]]:
+def pope_answers(
+    probes: list[dict[str, Any]], ctx: StageContext, model: str, system: str
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Every probe answered by ``model`` through ``system``; the rows and the notes naming what
     stood in for what (module docstring)."""
     refuse_unrunnable(ctx.settings, model, {"system": system})
@@ -337,11 +446,20 @@ def pope_answers(probes: list[dict[str, Any]], ctx: StageContext, model: str,
     assert cfg.grounding is not None  # refuse_unrunnable
     grounder = make_grounder(cfg.grounding)
     segmenter = Sam2Segmenter(cfg.segmenter) if cfg.segmenter is not None else None
-    items = [KestrelItem(p["sample_id"], p["image"], p["question"], mme.claim_type(p) or heuristic_type(p["question"]),
-                         p["object"] or "object") for p in probes]
+    items = [
+        KestrelItem(
+            p["sample_id"],
+            p["image"],
+            p["question"],
+            mme.claim_type(p) or heuristic_type(p["question"]),
+            p["object"] or "object",
+        )
+        for p in probes
+    ]
     Kestrel(ctx, model, cfg, grounder, segmenter).run(items)
-    return [kestrel_row(p, item) for p, item in zip(probes, items)], \
-        notes + kestrel_notes(ctx.settings, model, cfg, grounder)
+    return [kestrel_row(p, item) for p, item in zip(probes, items)], notes + kestrel_notes(
+        ctx.settings, model, cfg, grounder
+    )
 
 
 def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig, grounder: Grounder | None = None) -> list[str]:
@@ -349,19 +467,23 @@ def kestrel_notes(settings: Settings, model: str, cfg: KestrelConfig, grounder: 
     verifier = cfg.verifier or model
     gate = cfg.gate
     described = getattr(grounder, "describe", None)
-    notes = [f"Kestrel: grounding agent {cfg.grounding}"
-             + (" (annotated regions stand in for SAM3)" if isinstance(cfg.grounding, Boxes) else "")
-             + (f": {described()}" if described else "")
-             + (f", masks by {cfg.segmenter}" if cfg.segmenter else "; no segmenter: overlays are boxes, not masks")
-             + f"; verifier {verifier}" + (" (the model judges its own evidence, as in the paper)" if verifier == model else "")
-             + f"; SAM3's thresholds (4.1): detection {cfg.detection_threshold:g}, existence recheck "
-             + f"{cfg.recheck_threshold:g}, applied to the instances the grounder scores"
-             + ("" if getattr(grounder, "scores", None) else " (this one scores none, so they leave nothing out)")
-             + ".",
-             f"Kestrel: at most {gate.max_rounds} rounds, stop after {gate.stable_rounds} supported rounds with the "
-             f"answer unchanged or after a round with no stronger evidence than the one before (our reading of 3.4: "
-             f"no evidence item it did not show, no claim checked more confidently); an answer changes only through the gate (thresholds "
-             + ", ".join(f"{k} {v:g}" for k, v in gate.thresholds.items()) + "); a contradiction does not stop the rounds.",
-             f"Kestrel: Yes-guard {'on (the appendix option)' if cfg.yes_guard else 'off (the main text)'}."]
+    notes = [
+        f"Kestrel: grounding agent {cfg.grounding}"
+        + (" (annotated regions stand in for SAM3)" if isinstance(cfg.grounding, Boxes) else "")
+        + (f": {described()}" if described else "")
+        + (f", masks by {cfg.segmenter}" if cfg.segmenter else "; no segmenter: overlays are boxes, not masks")
+        + f"; verifier {verifier}"
+        + (" (the model judges its own evidence, as in the paper)" if verifier == model else "")
+        + f"; SAM3's thresholds (4.1): detection {cfg.detection_threshold:g}, existence recheck "
+        + f"{cfg.recheck_threshold:g}, applied to the instances the grounder scores"
+        + ("" if getattr(grounder, "scores", None) else " (this one scores none, so they leave nothing out)")
+        + ".",
+        f"Kestrel: at most {gate.max_rounds} rounds, stop after {gate.stable_rounds} supported rounds with the "
+        f"answer unchanged or after a round with no stronger evidence than the one before (our reading of 3.4: "
+        f"no evidence item it did not show, no claim checked more confidently); an answer changes only through the gate (thresholds "
+        + ", ".join(f"{k} {v:g}" for k, v in gate.thresholds.items())
+        + "); a contradiction does not stop the rounds.",
+        f"Kestrel: Yes-guard {'on (the appendix option)' if cfg.yes_guard else 'off (the main text)'}.",
+    ]
     note = stand_in_note("verifier", settings.model(verifier), "the verifier", sees=True) if verifier != model else None
     return notes + ([note] if note else [])

@@ -28,6 +28,7 @@ were never asked for: their question's search queries could not be read). An ans
 metric is left out of that metric only (``<metric>_errors``); an answer with no supported
 fact-checkable sentence has no completeness score (``no_statements``).
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -48,9 +49,15 @@ AVERAGES = (PER_ANSWER, POOLED)
 SHORT = {"groundedness": "Grd", "completeness": "Com", "relevance": "Rel"}
 
 METRICS_SCHEMA = pa.schema(
-    [pa.field("model", pa.string()), pa.field("setting", pa.string()), pa.field("n_queries", pa.int64()),
-     pa.field("answers", pa.int64()), pa.field("answered", pa.int64()), pa.field("failed", pa.int64()),
-     pa.field("excluded_at_queries", pa.int64())]
+    [
+        pa.field("model", pa.string()),
+        pa.field("setting", pa.string()),
+        pa.field("n_queries", pa.int64()),
+        pa.field("answers", pa.int64()),
+        pa.field("answered", pa.int64()),
+        pa.field("failed", pa.int64()),
+        pa.field("excluded_at_queries", pa.int64()),
+    ]
     + [pa.field(f"{m}_{part}", pa.float64()) for m in SENTENCE_METRICS for part in ("mean", "at_1", "at_05")]
     + [pa.field("relevance_mean", pa.float64())]
     + [pa.field(f"{m}_errors", pa.int64()) for m in METRICS]
@@ -101,8 +108,11 @@ def _summary(per_answer: Sequence[Sequence[float]], average: str) -> tuple[float
         parts = [[g for p in parts for g in p]] if parts else []
     if not parts:
         return None, None, None
-    return (fmean(fmean(p) for p in parts), fmean(sum(g >= 1.0 for g in p) / len(p) for p in parts),
-            fmean(sum(g >= 0.5 for g in p) / len(p) for p in parts))
+    return (
+        fmean(fmean(p) for p in parts),
+        fmean(sum(g >= 1.0 for g in p) / len(p) for p in parts),
+        fmean(sum(g >= 0.5 for g in p) / len(p) for p in parts),
+    )
 
 
 def compute_answer_metrics(answers: pa.Table, grades: pa.Table, average: str = PER_ANSWER) -> pa.Table:
@@ -117,9 +127,15 @@ def compute_answer_metrics(answers: pa.Table, grades: pa.Table, average: str = P
     rows = []
     for run, items in by_run.items():
         answered = [r for r in items if r["status"] == ANSWERED]
-        out: dict[str, Any] = {"model": run[0], "setting": run[1], "n_queries": run[2], "answers": len(items),
-                               "answered": len(answered), "failed": len(items) - len(answered),
-                               "excluded_at_queries": sum(not r["queries"] for r in items)}
+        out: dict[str, Any] = {
+            "model": run[0],
+            "setting": run[1],
+            "n_queries": run[2],
+            "answers": len(items),
+            "answered": len(answered),
+            "failed": len(items) - len(answered),
+            "excluded_at_queries": sum(not r["queries"] for r in items),
+        }
         per_answer = [scores.get((run, r["sample_id"]), {}) for r in answered]
         for metric in METRICS:
             out[f"{metric}_errors"] = sum(1 for s in per_answer if s.get(f"{metric}_error"))
@@ -133,8 +149,9 @@ def compute_answer_metrics(answers: pa.Table, grades: pa.Table, average: str = P
         searched = [r for r in items if r["queries"]]
         used = [_used(r) for r in answered]
         for modality in ("text", "image"):
-            out[f"retrieved_{modality}"] = _mean([sum(d["modality"] == modality for d in r["retrieved"])
-                                                  for r in searched])
+            out[f"retrieved_{modality}"] = _mean(
+                [sum(d["modality"] == modality for d in r["retrieved"]) for r in searched]
+            )
             out[f"used_{modality}"] = _mean([sum(kind == modality for kind in cited.values()) for cited in used])
         rows.append(out)
     return pa.Table.from_pylist(rows, schema=METRICS_SCHEMA)
@@ -146,15 +163,29 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 def answer_metrics_markdown(metrics: pa.Table) -> str:
     """The paper's Table 5 shape: one row per model, RAG setting and N."""
-    columns = ["Model", *(f"{SHORT[m]} {part}" for m in SENTENCE_METRICS for part in ("Mean", "@1.0", "@0.5")),
-               "Rel (1-7)", "Retrieved text", "Retrieved image", "Used text", "Used image", "Answered",
-               "Invalid citations", "Excluded (queries)", "Excluded (answer)"]
+    columns = [
+        "Model",
+        *(f"{SHORT[m]} {part}" for m in SENTENCE_METRICS for part in ("Mean", "@1.0", "@0.5")),
+        "Rel (1-7)",
+        "Retrieved text",
+        "Retrieved image",
+        "Used text",
+        "Used image",
+        "Answered",
+        "Invalid citations",
+        "Excluded (queries)",
+        "Excluded (answer)",
+    ]
     rows = []
     for r in metrics.to_pylist():
-        row = {"Model": f"{r['model']} + {row_name(r['setting'], r['n_queries'])}", "Rel (1-7)": _num(r["relevance_mean"]),
-               "Answered": str(r["answered"]), "Invalid citations": str(r["invalid_citations"]),
-               "Excluded (queries)": str(r["excluded_at_queries"]),
-               "Excluded (answer)": str(r["failed"] - r["excluded_at_queries"])}
+        row = {
+            "Model": f"{r['model']} + {row_name(r['setting'], r['n_queries'])}",
+            "Rel (1-7)": _num(r["relevance_mean"]),
+            "Answered": str(r["answered"]),
+            "Invalid citations": str(r["invalid_citations"]),
+            "Excluded (queries)": str(r["excluded_at_queries"]),
+            "Excluded (answer)": str(r["failed"] - r["excluded_at_queries"]),
+        }
         for m in SENTENCE_METRICS:
             row[f"{SHORT[m]} Mean"] = _num(r[f"{m}_mean"])
             row[f"{SHORT[m]} @1.0"] = _num(r[f"{m}_at_1"])

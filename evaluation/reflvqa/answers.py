@@ -15,6 +15,7 @@ Every reply is read strictly (``cited_answers``), with one retry and then a coun
 an answer is ``failed`` when a call failed for good, ``unreadable`` when a reply stayed
 unreadable, naming the step.
 """
+
 from __future__ import annotations
 
 import re
@@ -72,18 +73,30 @@ class Answering:
 
 
 def answer_request(row: Mapping[str, Any], documents: Sequence[Mapping[str, Any]], max_tokens: int) -> ChatRequest:
-    return ChatRequest(key=row["sample_id"], template=ANSWER_TEMPLATE, max_tokens=max_tokens,
-                       messages=answer_messages(row["question"], row["images"], documents))
+    return ChatRequest(
+        key=row["sample_id"],
+        template=ANSWER_TEMPLATE,
+        max_tokens=max_tokens,
+        messages=answer_messages(row["question"], row["images"], documents),
+    )
 
 
 def caption_request(row: Mapping[str, Any], doc_id: str, image: str, max_tokens: int) -> ChatRequest:
-    return ChatRequest(key=f"{row['sample_id']}/{doc_id}", template=CAPTION_TEMPLATE, max_tokens=max_tokens,
-                       messages=caption_messages(row["question"], image))
+    return ChatRequest(
+        key=f"{row['sample_id']}/{doc_id}",
+        template=CAPTION_TEMPLATE,
+        max_tokens=max_tokens,
+        messages=caption_messages(row["question"], image),
+    )
 
 
 def merge_request(row: Mapping[str, Any], from_text: str, from_images: str, max_tokens: int) -> ChatRequest:
-    return ChatRequest(key=row["sample_id"], template=MERGE_TEMPLATE, max_tokens=max_tokens,
-                       messages=merge_messages(row["question"], from_text, from_images))
+    return ChatRequest(
+        key=row["sample_id"],
+        template=MERGE_TEMPLATE,
+        max_tokens=max_tokens,
+        messages=merge_messages(row["question"], from_text, from_images),
+    )
 
 
 def shown(answering: Answering, hits: Sequence[Hit], captions: Mapping[str, str | None] | None = None) -> list[dict]:
@@ -92,8 +105,13 @@ def shown(answering: Answering, hits: Sequence[Hit], captions: Mapping[str, str 
     out = []
     for hit in hits:
         doc = answering.documents[hit.doc_id]
-        item = {"context_id": hit.doc_id, "modality": doc["modality"], "text": (doc.get("text") or "")[
-            :answering.doc_chars] or None, "image": doc.get("image"), "title": doc.get("title")}
+        item = {
+            "context_id": hit.doc_id,
+            "modality": doc["modality"],
+            "text": (doc.get("text") or "")[: answering.doc_chars] or None,
+            "image": doc.get("image"),
+            "title": doc.get("title"),
+        }
         if captions is not None and doc["modality"] == "image":
             item["caption"] = captions.get(hit.doc_id)
         out.append(item)
@@ -104,9 +122,15 @@ def _read_with(reader: Callable[[str, int], Any], count: int, text: str) -> Any:
     return reader(text, count)
 
 
-def ask_per_count(answering: Answering, requests: Sequence[ChatRequest], counts: Sequence[int],
-                  reader: Callable[[str, int], Any], reminder: Callable[[int], str], stage: str,
-                  expected: Callable[[int], str]) -> list[Label]:
+def ask_per_count(
+    answering: Answering,
+    requests: Sequence[ChatRequest],
+    counts: Sequence[int],
+    reader: Callable[[str, int], Any],
+    reminder: Callable[[int], str],
+    stage: str,
+    expected: Callable[[int], str],
+) -> list[Label]:
     """``requests`` asked, each read by ``reader(text, the number of documents it shows)``;
     one batch per number, so a retry's reminder and an error name the documents' range."""
     by_count: dict[int, list[int]] = defaultdict(list)
@@ -115,8 +139,14 @@ def ask_per_count(answering: Answering, requests: Sequence[ChatRequest], counts:
     out: list[Any] = [None] * len(requests)
     client = answering.pool.client(answering.model)
     for count, positions in by_count.items():
-        replies = ask_parsed(client, [requests[i] for i in positions], partial(_read_with, reader, count),
-                             reminder(count), stage, expected(count))
+        replies = ask_parsed(
+            client,
+            [requests[i] for i in positions],
+            partial(_read_with, reader, count),
+            reminder(count),
+            stage,
+            expected(count),
+        )
         for i, reply in zip(positions, replies):
             out[i] = reply
     return out
@@ -124,17 +154,25 @@ def ask_per_count(answering: Answering, requests: Sequence[ChatRequest], counts:
 
 def ask_cited(answering: Answering, asks: Sequence[tuple[Mapping[str, Any], list[dict]]], stage: str) -> list[Label]:
     """Each (QA row, documents shown) asked for an answer citing them, read against their number."""
-    return ask_per_count(answering, [answer_request(row, docs, answering.max_tokens) for row, docs in asks],
-                         [len(docs) for _, docs in asks], parse_cited_answer, answer_reminder, stage,
-                         lambda n: f"citations of documents 1-{n}")
+    return ask_per_count(
+        answering,
+        [answer_request(row, docs, answering.max_tokens) for row, docs in asks],
+        [len(docs) for _, docs in asks],
+        parse_cited_answer,
+        answer_reminder,
+        stage,
+        lambda n: f"citations of documents 1-{n}",
+    )
 
 
-def cited_ids(sentences: Sequence[CitedSentence], hits: Sequence[Hit],
-           offset: int = 0) -> list[tuple[str, list[str], list[int]]]:
+def cited_ids(
+    sentences: Sequence[CitedSentence], hits: Sequence[Hit], offset: int = 0
+) -> list[tuple[str, list[str], list[int]]]:
     """(text, cited doc ids, invalid numbers): two numbers of one document (a document two
     queries found) are one citation."""
-    return [(s.text, list(dict.fromkeys(hits[offset + n - 1].doc_id for n in s.cites)), list(s.invalid))
-            for s in sentences]
+    return [
+        (s.text, list(dict.fromkeys(hits[offset + n - 1].doc_id for n in s.cites)), list(s.invalid)) for s in sentences
+    ]
 
 
 def failure_of(label: Label, step: str) -> tuple[str, str]:
@@ -155,17 +193,21 @@ def answer_once(answering: Answering, rows: Sequence[Mapping[str, Any]], hits: S
     return out
 
 
-def captions_of(answering: Answering, rows: Sequence[Mapping[str, Any]],
-                images: Sequence[list[Hit]]) -> list[tuple[dict[str, str | None], str | None]]:
+def captions_of(
+    answering: Answering, rows: Sequence[Mapping[str, Any]], images: Sequence[list[Hit]]
+) -> list[tuple[dict[str, str | None], str | None]]:
     """Per question its image documents' captions and the first caption call that failed:
     the captioner's, written for the question, or the source's (a stand-in)."""
     if answering.captioner is None:
         return [({h.doc_id: source_caption(answering.documents[h.doc_id]) for h in hits}, None) for hits in images]
     wanted = [(i, h.doc_id) for i, hits in enumerate(images) for h in hits]
-    requests = [caption_request(rows[i], doc, answering.documents[doc]["image"], answering.caption_max_tokens)
-                for i, doc in wanted]
-    replies = answering.pool.client(answering.captioner).chat(requests, f"{answering.stage}.caption") \
-        if requests else []
+    requests = [
+        caption_request(rows[i], doc, answering.documents[doc]["image"], answering.caption_max_tokens)
+        for i, doc in wanted
+    ]
+    replies = (
+        answering.pool.client(answering.captioner).chat(requests, f"{answering.stage}.caption") if requests else []
+    )
     out: list[tuple[dict[str, str | None], str | None]] = [({}, None) for _ in images]
     for (i, doc), reply in zip(wanted, replies):
         captions, error = out[i]
@@ -184,7 +226,7 @@ def _with_citations(sentences: Sequence[CitedSentence], offset: int) -> str:
             continue
         cites = f" [{', '.join(str(n + offset) for n in s.cites)}]"
         end = _END.search(s.text)
-        parts.append(s.text[:end.start()] + cites + end.group(0) if end else s.text + cites)
+        parts.append(s.text[: end.start()] + cites + end.group(0) if end else s.text + cites)
     return " ".join(parts)
 
 
@@ -200,27 +242,57 @@ def read_combined(text: str, shown_count: int, allowed: set[int]) -> list[CitedS
     return sentences
 
 
-def answer_two_step(answering: Answering, rows: Sequence[Mapping[str, Any]], text: Sequence[list[Hit]],
-                    images: Sequence[list[Hit]]) -> list[Answer]:
+def answer_two_step(
+    answering: Answering, rows: Sequence[Mapping[str, Any]], text: Sequence[list[Hit]], images: Sequence[list[Hit]]
+) -> list[Answer]:
     """Two-step MultiRAG over each question's text and image documents (see the module docstring)."""
     captions = captions_of(answering, rows, images)
     text_asks = [i for i in range(len(rows)) if text[i] or not images[i]]
     image_asks = [i for i in range(len(rows)) if images[i] and captions[i][1] is None]
-    text_labels = dict(zip(text_asks, ask_cited(answering, [(rows[i], shown(answering, text[i])) for i in text_asks],
-                                                f"{answering.stage}.text")))
-    image_labels = dict(zip(image_asks, ask_cited(answering, [(rows[i], shown(answering, images[i], captions[i][0]))
-                                                              for i in image_asks], f"{answering.stage}.image")))
+    text_labels = dict(
+        zip(
+            text_asks,
+            ask_cited(answering, [(rows[i], shown(answering, text[i])) for i in text_asks], f"{answering.stage}.text"),
+        )
+    )
+    image_labels = dict(
+        zip(
+            image_asks,
+            ask_cited(
+                answering,
+                [(rows[i], shown(answering, images[i], captions[i][0])) for i in image_asks],
+                f"{answering.stage}.image",
+            ),
+        )
+    )
     both = [i for i in text_asks if i in image_labels and text_labels[i].ok and image_labels[i].ok]
-    merged = dict(zip(both, _combine(answering, [(rows[i], text_labels[i].label, image_labels[i].label, len(text[i]),
-                                                  len(text[i]) + len(images[i])) for i in both])))
+    merged = dict(
+        zip(
+            both,
+            _combine(
+                answering,
+                [
+                    (rows[i], text_labels[i].label, image_labels[i].label, len(text[i]), len(text[i]) + len(images[i]))
+                    for i in both
+                ],
+            ),
+        )
+    )
     out = []
     for i in range(len(rows)):
         hits = text[i] + images[i]
-        steps = [{"step": step, "answer": labels[i].raw[-1], "error": labels[i].error}
-                 for step, labels in (("text", text_labels), ("image", image_labels)) if i in labels]
+        steps = [
+            {"step": step, "answer": labels[i].raw[-1], "error": labels[i].error}
+            for step, labels in (("text", text_labels), ("image", image_labels))
+            if i in labels
+        ]
         answer = Answer(hits, None, None, ANSWERED, None, captions[i][0], steps)
-        failed = [(label, step) for step, labels in (("text", text_labels), ("image", image_labels))
-                  for label in [labels.get(i)] if label is not None and not label.ok]
+        failed = [
+            (label, step)
+            for step, labels in (("text", text_labels), ("image", image_labels))
+            for label in [labels.get(i)]
+            if label is not None and not label.ok
+        ]
         if captions[i][1] is not None:
             answer.status, answer.error = FAILED, captions[i][1]
         elif failed:
@@ -239,17 +311,27 @@ def answer_two_step(answering: Answering, rows: Sequence[Mapping[str, Any]], tex
     return out
 
 
-def _combine(answering: Answering,
-             asks: Sequence[tuple[Mapping[str, Any], list[CitedSentence], list[CitedSentence], int, int]]) -> list[Label]:
+def _combine(
+    answering: Answering, asks: Sequence[tuple[Mapping[str, Any], list[CitedSentence], list[CitedSentence], int, int]]
+) -> list[Label]:
     """The combined answers: per (QA row, text answer, image answer, text documents, all
     documents), read against the question's renumbered documents."""
     requests, parsers = [], []
     for row, from_text, from_images, offset, total in asks:
         allowed = {n for s in from_text for n in s.cites} | {n + offset for s in from_images for n in s.cites}
-        requests.append(merge_request(row, _with_citations(from_text, 0), _with_citations(from_images, offset),
-                                      answering.max_tokens))
+        requests.append(
+            merge_request(
+                row, _with_citations(from_text, 0), _with_citations(from_images, offset), answering.max_tokens
+            )
+        )
         parsers.append(lambda text, total=total, allowed=allowed: read_combined(text, total, allowed))
     if not requests:
         return []
-    return ask_parsed(answering.pool.client(answering.model), requests, parsers, MERGE_REMINDER,
-                      f"{answering.stage}.merge", "citations of the two answers")
+    return ask_parsed(
+        answering.pool.client(answering.model),
+        requests,
+        parsers,
+        MERGE_REMINDER,
+        f"{answering.stage}.merge",
+        "citations of the two answers",
+    )

@@ -15,6 +15,7 @@ scores 0 and its valid ones count. Brackets without digits are plain text. An em
 is unreadable too; an answer with no citation at all is readable (each of its sentences
 cites nothing).
 """
+
 from __future__ import annotations
 
 import re
@@ -70,9 +71,12 @@ def parse_cited_answer(text: str, shown: int) -> list[CitedSentence] | None:
         if lead and sentences:  # "... large. [1] It is old." splits before the [1]: it ends the sentence before
             last = sentences[-1]
             extra, bad = _citations(lead.group(0), shown) or ([], [])
-            sentences[-1] = CitedSentence(last.text, last.cites + tuple(n for n in extra if n not in last.cites),
-                                          last.invalid + tuple(n for n in bad if n not in last.invalid))
-            piece = piece[lead.end():]
+            sentences[-1] = CitedSentence(
+                last.text,
+                last.cites + tuple(n for n in extra if n not in last.cites),
+                last.invalid + tuple(n for n in bad if n not in last.invalid),
+            )
+            piece = piece[lead.end() :]
         bare = _strip(piece)
         if any(c.isalnum() for c in bare):
             cites, bad = _citations(piece, shown) or ([], [])

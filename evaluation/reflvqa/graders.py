@@ -21,6 +21,7 @@ the question's content words found in the answer, rounded. Image documents carry
 so for it an image citation supports nothing. Its name, ``lexical-grader-v1``, goes into
 every output so nobody takes its numbers for an evaluator model's.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -141,10 +142,20 @@ class ModelGrader:
         try:
             if self.metric in REASONED:
                 names = "/".join(dict.fromkeys(labels.values()))
-                replies = ask_parsed(self.pool.client(self.model), requests, lambda t: P.reasoned_label(t, labels),
-                                     reminder, self.stage, f"an explanation, then 'Answer: ' and one of {names}")
-                return [UnitGrade(float(r.label[0]), self.name, r.raw[-1], None, r.label[1]) if r.ok else
-                        UnitGrade(None, self.name, r.raw[-1], r.error) for r in replies]
+                replies = ask_parsed(
+                    self.pool.client(self.model),
+                    requests,
+                    lambda t: P.reasoned_label(t, labels),
+                    reminder,
+                    self.stage,
+                    f"an explanation, then 'Answer: ' and one of {names}",
+                )
+                return [
+                    UnitGrade(float(r.label[0]), self.name, r.raw[-1], None, r.label[1])
+                    if r.ok
+                    else UnitGrade(None, self.name, r.raw[-1], r.error)
+                    for r in replies
+                ]
             replies = ask_labels(self.pool.client(self.model), requests, labels, reminder, self.stage)
         finally:
             self.pool.release(self.model)

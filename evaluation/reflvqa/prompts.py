@@ -11,6 +11,7 @@ strictly (``reasoned_label``: the label line must be the reply's last line and t
 the explanation before it must say something; one retry, then an error). The relevance
 evaluator gives the rating alone, as Table 13's form asks ("scores ONLY").
 """
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,10 @@ ANSWER_SYSTEM = (
 
 
 def answer_reminder(shown: int) -> str:
-    return (f"Your answer could not be read. Cite documents only by their numbers, 1 to {shown}, in square "
-            "brackets at the end of each sentence, like [1] or [1, 2]. Write the whole answer again.")
+    return (
+        f"Your answer could not be read. Cite documents only by their numbers, 1 to {shown}, in square "
+        "brackets at the end of each sentence, like [1] or [1, 2]. Write the whole answer again."
+    )
 
 
 NO_CAPTION = "Caption: none; neither a captioning model nor the image's source gives one."
@@ -71,15 +74,22 @@ QUERIES_SYSTEM = (
 
 
 def _how_many(n: int) -> str:
-    return ("Write exactly one search query on a single line, with nothing before or after it." if n == 1 else
-            f"Write exactly {n} different search queries, one per line, with nothing before or after them.")
+    return (
+        "Write exactly one search query on a single line, with nothing before or after it."
+        if n == 1
+        else f"Write exactly {n} different search queries, one per line, with nothing before or after them."
+    )
 
 
 def queries_messages(question: str, images: Sequence[str], n: int) -> list[dict]:
     """System prompt, then the question's images, how many queries, and the question."""
     parts: list[dict] = [{"type": "image", "sha256": sha} for sha in images]
-    parts.append({"type": "text", "text": f"{_how_many(n)}\nQuestion: {question.strip()}\n"
-                                          f"Search {'query' if n == 1 else 'queries'}:"})
+    parts.append(
+        {
+            "type": "text",
+            "text": f"{_how_many(n)}\nQuestion: {question.strip()}\nSearch {'query' if n == 1 else 'queries'}:",
+        }
+    )
     return [{"role": "system", "content": QUERIES_SYSTEM}, {"role": "user", "content": parts}]
 
 
@@ -101,9 +111,16 @@ CAPTION_SYSTEM = (
 def caption_messages(question: str, image: str) -> list[dict]:
     """The image document, then the question it is described for (the paper's captioning
     prompt carries the question)."""
-    return [{"role": "system", "content": CAPTION_SYSTEM},
-            {"role": "user", "content": [{"type": "image", "sha256": image},
-                                         {"type": "text", "text": f"Question: {question.strip()}\nDescription:"}]}]
+    return [
+        {"role": "system", "content": CAPTION_SYSTEM},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "sha256": image},
+                {"type": "text", "text": f"Question: {question.strip()}\nDescription:"},
+            ],
+        },
+    ]
 
 
 MERGE_TEMPLATE = "reflvqa.eval.merge.v1"
@@ -114,14 +131,18 @@ MERGE_SYSTEM = (
     "both, like [1, 4]. Keep every other sentence with its numbers. Use only what the two "
     "answers say, and no number they do not cite. Write clearly and without repetition."
 )
-MERGE_REMINDER = ("Your combined answer could not be read. End each sentence with the numbers the two answers "
-                  "cite for it, in square brackets, like [1] or [1, 4], and cite no other number. Write the whole "
-                  "answer again.")
+MERGE_REMINDER = (
+    "Your combined answer could not be read. End each sentence with the numbers the two answers "
+    "cite for it, in square brackets, like [1] or [1, 4], and cite no other number. Write the whole "
+    "answer again."
+)
 
 
 def merge_messages(question: str, from_text: str, from_images: str) -> list[dict]:
-    user = (f"Question: {question.strip()}\n\nAnswer from the text documents: {from_text}\n\n"
-            f"Answer from the image documents: {from_images}\n\nCombined answer:")
+    user = (
+        f"Question: {question.strip()}\n\nAnswer from the text documents: {from_text}\n\n"
+        f"Answer from the image documents: {from_images}\n\nCombined answer:"
+    )
     return [{"role": "system", "content": MERGE_SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -133,16 +154,24 @@ GROUNDEDNESS_SYSTEM = (
     "documents back every claim, the label is: fully supported. If they back some claims but "
     "not all, the label is: partially supported. If they back none, the label is: not "
     "supported. Explain your choice briefly first; then end with one last line that begins "
-    "with \"Answer: \" followed by exactly one of: fully supported, partially supported, not supported."
+    'with "Answer: " followed by exactly one of: fully supported, partially supported, not supported.'
 )
 GROUNDEDNESS_LABELS = {
-    "fully supported": "1", "fully support": "1", "fully": "1",
-    "partially supported": "0.5", "partially support": "0.5", "partially": "0.5",
-    "not supported": "0", "not support": "0", "unsupported": "0",
+    "fully supported": "1",
+    "fully support": "1",
+    "fully": "1",
+    "partially supported": "0.5",
+    "partially support": "0.5",
+    "partially": "0.5",
+    "not supported": "0",
+    "not support": "0",
+    "unsupported": "0",
 }
-GROUNDEDNESS_REMINDER = ("Your reply could not be read. Explain briefly, then end with one last line that "
-                         "begins with \"Answer: \" followed by exactly one of: fully supported, partially "
-                         "supported, not supported.")
+GROUNDEDNESS_REMINDER = (
+    "Your reply could not be read. Explain briefly, then end with one last line that "
+    'begins with "Answer: " followed by exactly one of: fully supported, partially '
+    "supported, not supported."
+)
 
 COMPLETENESS_TEMPLATE = "reflvqa.eval.completeness.v2"
 COMPLETENESS_SYSTEM = (
@@ -151,17 +180,23 @@ COMPLETENESS_SYSTEM = (
     "response addresses every claim directly and clearly, the label is: fully complete. If it "
     "addresses only some claims, or only mentions or implies them, the label is: partially "
     "complete. If it addresses none of them, the label is: not complete. Explain your choice "
-    "briefly first; then end with one last line that begins with \"Answer: \" followed by "
+    'briefly first; then end with one last line that begins with "Answer: " followed by '
     "exactly one of: fully complete, partially complete, not complete."
 )
 COMPLETENESS_LABELS = {
-    "fully complete": "1", "fully": "1", "complete": "1",
-    "partially complete": "0.5", "partially": "0.5",
-    "not complete": "0", "incomplete": "0",
+    "fully complete": "1",
+    "fully": "1",
+    "complete": "1",
+    "partially complete": "0.5",
+    "partially": "0.5",
+    "not complete": "0",
+    "incomplete": "0",
 }
-COMPLETENESS_REMINDER = ("Your reply could not be read. Explain briefly, then end with one last line that "
-                         "begins with \"Answer: \" followed by exactly one of: fully complete, partially "
-                         "complete, not complete.")
+COMPLETENESS_REMINDER = (
+    "Your reply could not be read. Explain briefly, then end with one last line that "
+    'begins with "Answer: " followed by exactly one of: fully complete, partially '
+    "complete, not complete."
+)
 
 RELEVANCE_TEMPLATE = "reflvqa.eval.relevance.v1"
 RELEVANCE_SYSTEM = (
@@ -179,16 +214,23 @@ RELEVANCE_REMINDER = "Your reply could not be read. Reply with a single digit fr
 def groundedness_prompt(statement: str, documents: Sequence[Mapping[str, Any]]) -> list[dict]:
     """The statement with its cited documents (image documents as image parts)."""
     parts = [*evidence_parts(documents)]
-    parts.append({"type": "text", "text": f"Statement: {statement}\nHow well do the documents support the "
-                                          "statement? Explain briefly, then give the last line as \"Answer: \" "
-                                          "and one of: fully supported, partially supported, not supported."})
+    parts.append(
+        {
+            "type": "text",
+            "text": f"Statement: {statement}\nHow well do the documents support the "
+            'statement? Explain briefly, then give the last line as "Answer: " '
+            "and one of: fully supported, partially supported, not supported.",
+        }
+    )
     return parts
 
 
 def completeness_prompt(statement: str, response: str) -> str:
-    return (f"Response: {response}\n\nStatement: {statement}\n"
-            "How completely does the response cover the statement? Explain briefly, then give the last line "
-            "as \"Answer: \" and one of: fully complete, partially complete, not complete.")
+    return (
+        f"Response: {response}\n\nStatement: {statement}\n"
+        "How completely does the response cover the statement? Explain briefly, then give the last line "
+        'as "Answer: " and one of: fully complete, partially complete, not complete.'
+    )
 
 
 _ANSWER_LINE = re.compile(r"^[\s*_#>`-]*answer[\s*_`]*:(.*)$", re.IGNORECASE)
@@ -221,9 +263,11 @@ COT_INSTRUCTION = (  # added after the answer instruction (004 appendix C.1, zer
     "First, think carefully step by step about what documents are needed to answer the question. Put your "
     "thinking between <thinking> and </thinking> tags, then write the answer after them."
 )
-COT_REMINDER = ("Your reply could not be read. Put your thinking between <thinking> and </thinking> once, then "
-                "write the answer after it, ending every sentence with the numbers of the documents that support "
-                "it in square brackets, like [1] or [1, 2].")
+COT_REMINDER = (
+    "Your reply could not be read. Put your thinking between <thinking> and </thinking> once, then "
+    "write the answer after it, ending every sentence with the numbers of the documents that support "
+    "it in square brackets, like [1] or [1, 2]."
+)
 
 
 def cot_messages(question: str, images: Sequence[str], documents: Sequence[Mapping[str, Any]]) -> list[dict]:
@@ -246,9 +290,13 @@ FEEDBACK_PROMPT = (  # 004 Table 18, appended to the chat after the answer
     "Read the documents and your answer again, evaluate each trait, then write the combined score between "
     "<total score> and </total score>."
 )
-FEEDBACK_REMINDER = ("Your feedback could not be read. Evaluate the three traits, then write the combined score "
-                     "(0 to 9) once, between <total score> and </total score>.")
+FEEDBACK_REMINDER = (
+    "Your feedback could not be read. Evaluate the three traits, then write the combined score "
+    "(0 to 9) once, between <total score> and </total score>."
+)
 REFINE_TEMPLATE = "reflvqa.eval.self-refine.v1"
-REFINE_PROMPT = ("Using this feedback, write an improved answer to the question. End every sentence with the "
-                 "numbers of the documents that support it in square brackets, like [1] or [2, 3], and leave out "
-                 "any sentence that no document supports.\nAnswer:")
+REFINE_PROMPT = (
+    "Using this feedback, write an improved answer to the question. End every sentence with the "
+    "numbers of the documents that support it in square brackets, like [1] or [2, 3], and leave out "
+    "any sentence that no document supports.\nAnswer:"
+)

@@ -8,6 +8,7 @@ every query must hold a letter or a digit. Anything else (a preamble line, N - 1
 queries, an empty reply) is unreadable: one retry with a reminder, then a counted error
 (``models.labels.ask_parsed``), never a guessed query.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,13 +43,22 @@ def parse_queries(text: str, n: int) -> tuple[str, ...] | None:
 
 def queries_request(row: Mapping[str, Any], n: int, max_tokens: int) -> ChatRequest:
     """The request for ``n`` queries of one question (``max_tokens`` per query)."""
-    return ChatRequest(key=f"{row['sample_id']}/queries/{n}", template=QUERIES_TEMPLATE, max_tokens=max_tokens * n,
-                       messages=queries_messages(row["question"], row["images"], n))
+    return ChatRequest(
+        key=f"{row['sample_id']}/queries/{n}",
+        template=QUERIES_TEMPLATE,
+        max_tokens=max_tokens * n,
+        messages=queries_messages(row["question"], row["images"], n),
+    )
 
 
 def write_queries(qa: Sequence[Mapping[str, Any]], n: int, pool: Any, model: str, max_tokens: int) -> list[Label]:
     """Per question its ``n`` queries (``Label.label``, a tuple) or the error, one batch
     (counted under ``evaluate.reflvqa.queries.n<N>``)."""
-    return ask_parsed(pool.client(model), [queries_request(row, n, max_tokens) for row in qa],
-                      lambda text: parse_queries(text, n), queries_reminder(n), f"{STAGE}.n{n}",
-                      f"exactly {n} search quer{'y' if n == 1 else 'ies'}")
+    return ask_parsed(
+        pool.client(model),
+        [queries_request(row, n, max_tokens) for row in qa],
+        lambda text: parse_queries(text, n),
+        queries_reminder(n),
+        f"{STAGE}.n{n}",
+        f"exactly {n} search quer{'y' if n == 1 else 'ies'}",
+    )

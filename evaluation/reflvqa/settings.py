@@ -17,6 +17,7 @@ reading (``two_step_documents``): ``shared`` splits MultiRAG's list by modality 
 reports the same documents retrieved for both: 3.48 text and 1.51 image per question for
 Qwen2.5VL), ``per_modality`` takes the TextRAG and ImageRAG lists.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -26,17 +27,23 @@ from mmcurate.benchmarks import register_part
 from mmcurate.core.plural import listed
 from mmcurate.retrieval.rag import BOTH, IMAGE, TEXT, Hit
 
-from .subset import SUBSETS
 from ..failures import EvaluationError
+from .subset import SUBSETS
 
 TEXT_RAG, IMAGE_RAG, MULTI_RAG, TWO_STEP = "text", "image", "multi", "two-step"
 IMAGE_COT, IMAGE_SELF_REFINE, IMAGE_CAPTION = "image-cot", "image-self-refine", "image-caption"
 GRID = (TEXT_RAG, IMAGE_RAG, MULTI_RAG, TWO_STEP)  # Table 5: the default settings
 IMAGE_GROUNDING = (IMAGE_COT, IMAGE_SELF_REFINE, IMAGE_CAPTION)  # Table 7 (section 6.2), on ImageRAG's documents
 SETTINGS = GRID + IMAGE_GROUNDING
-PAPER_NAMES = {TEXT_RAG: "TextRAG", IMAGE_RAG: "ImageRAG", MULTI_RAG: "MultiRAG", TWO_STEP: "Two-step MultiRAG",
-               IMAGE_COT: "ImageRAG + CoT", IMAGE_SELF_REFINE: "ImageRAG + Self-Refine",
-               IMAGE_CAPTION: "ImageRAG + Captioning"}
+PAPER_NAMES = {
+    TEXT_RAG: "TextRAG",
+    IMAGE_RAG: "ImageRAG",
+    MULTI_RAG: "MultiRAG",
+    TWO_STEP: "Two-step MultiRAG",
+    IMAGE_COT: "ImageRAG + CoT",
+    IMAGE_SELF_REFINE: "ImageRAG + Self-Refine",
+    IMAGE_CAPTION: "ImageRAG + Captioning",
+}
 QUERY_COUNTS = range(1, 11)  # N; the paper runs 1 and 4
 DEFAULT_QUERIES = (1,)  # "If N is not specified, the single retrieval setting (N = 1) is assumed" (Table 5)
 
@@ -83,12 +90,15 @@ def run_options(given: dict[str, Any]) -> dict[str, Any]:
     queries = list(dict.fromkeys(given.get("queries") or DEFAULT_QUERIES))
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
-        raise EvaluationError(f"unknown RefLVQA {'setting' if len(unknown) == 1 else 'settings'} {listed(unknown)}; "
-                              f"known: {', '.join(SETTINGS)}")
+        raise EvaluationError(
+            f"unknown RefLVQA {'setting' if len(unknown) == 1 else 'settings'} {listed(unknown)}; "
+            f"known: {', '.join(SETTINGS)}"
+        )
     bad = [n for n in queries if not isinstance(n, int) or n not in QUERY_COUNTS]
     if bad:
-        raise EvaluationError(f"--queries must be between {QUERY_COUNTS[0]} and {QUERY_COUNTS[-1]}, got "
-                              f"{', '.join(map(str, bad))}")
+        raise EvaluationError(
+            f"--queries must be between {QUERY_COUNTS[0]} and {QUERY_COUNTS[-1]}, got {', '.join(map(str, bad))}"
+        )
     subset = given.get("subset")
     if subset is not None and subset not in SUBSETS:
         raise EvaluationError(f"--subset must be one of {', '.join(SUBSETS)}, got {subset}")

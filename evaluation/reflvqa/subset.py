@@ -14,6 +14,7 @@ holding it). ``subset``:
   labels is refused before any flow starts.
 - ``all``: every pair of the release, completeness over every fact-checkable, supported sentence.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -22,9 +23,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.config import Settings
-from mmcurate.benchmarks import register_part
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_file
 from mmcurate.core.plural import counted
@@ -46,8 +47,10 @@ def read_verified(path: Path) -> dict[str, set[int]]:
     try:
         rows = pq.read_table(file, columns=["sample_id", "sentence_index", "human_verified"]).to_pylist()
     except (OSError, ValueError, KeyError) as exc:
-        raise MmcurateError(f"evaluation.reflvqa.verified_labels: {file} is not an imported labels file "
-                            f"(mmcurate annotate import writes {LABELS_FILE}): {exc}") from None
+        raise MmcurateError(
+            f"evaluation.reflvqa.verified_labels: {file} is not an imported labels file "
+            f"(mmcurate annotate import writes {LABELS_FILE}): {exc}"
+        ) from None
     verified: dict[str, set[int]] = {}
     for row in rows:
         if row["human_verified"]:
@@ -55,29 +58,34 @@ def read_verified(path: Path) -> dict[str, set[int]]:
     return verified
 
 
-def choose_pairs(qa: Sequence[Mapping[str, Any]], labels: Path | None,
-                 subset: str) -> tuple[list[dict[str, Any]], str]:
+def choose_pairs(qa: Sequence[Mapping[str, Any]], labels: Path | None, subset: str) -> tuple[list[dict[str, Any]], str]:
     """The QA rows an evaluation reads and the note saying which and how many."""
     if subset not in SUBSETS:
         raise MmcurateError(f"unknown subset {subset!r}; known: {', '.join(SUBSETS)}")
     if subset == ALL:
         return [dict(r) for r in qa], f"subset: all ({len(qa)} QA pairs, every pair of the release)"
     if labels is None:
-        return [dict(r) for r in qa], (f"subset: all ({len(qa)} QA pairs): the release has no imported verification "
-                                       "labels (evaluation.reflvqa.verified_labels unset), so the paper's "
-                                       "human-verified subset cannot be read")
+        return [dict(r) for r in qa], (
+            f"subset: all ({len(qa)} QA pairs): the release has no imported verification "
+            "labels (evaluation.reflvqa.verified_labels unset), so the paper's "
+            "human-verified subset cannot be read"
+        )
     verified = read_verified(labels)
     known = {r["sample_id"] for r in qa}
     foreign = sorted(set(verified) - known)
     if foreign:
-        raise MmcurateError(f"evaluation.reflvqa.verified_labels: {labels_path(labels)} labels "
-                            f"{counted(len(foreign), 'QA pair')} this release does not hold (first: {foreign[0]}); "
-                            "were they imported for another release?")
+        raise MmcurateError(
+            f"evaluation.reflvqa.verified_labels: {labels_path(labels)} labels "
+            f"{counted(len(foreign), 'QA pair')} this release does not hold (first: {foreign[0]}); "
+            "were they imported for another release?"
+        )
     rows = [{**r, VERIFIED_SENTENCES: sorted(verified[r["sample_id"]])} for r in qa if r["sample_id"] in verified]
     sentences = sum(len(r[VERIFIED_SENTENCES]) for r in rows)
-    return rows, (f"subset: verified ({len(rows)} of {counted(len(qa), 'QA pair')}, with "
-                  f"{counted(sentences, 'human-verified sentence')}, "
-                  f"labels {labels_path(labels)}; completeness over those sentences)")
+    return rows, (
+        f"subset: verified ({len(rows)} of {counted(len(qa), 'QA pair')}, with "
+        f"{counted(sentences, 'human-verified sentence')}, "
+        f"labels {labels_path(labels)}; completeness over those sentences)"
+    )
 
 
 def population(labels: Path | None, subset: str) -> str:
@@ -93,8 +101,10 @@ def refuse_unrunnable(settings: Settings, model: str, options: Mapping[str, Any]
     """``--subset verified`` asked for with no labels configured: one line, before any flow starts."""
     cfg = RefLVQAEvalConfig.of(settings)
     if options.get("subset") == VERIFIED and cfg.verified_labels is None:
-        raise MmcurateError("--subset verified: no verification labels configured; import them with mmcurate "
-                            "annotate import and name the human_verified.parquet it writes in "
-                            "evaluation.reflvqa.verified_labels, or give --subset all")
+        raise MmcurateError(
+            "--subset verified: no verification labels configured; import them with mmcurate "
+            "annotate import and name the human_verified.parquet it writes in "
+            "evaluation.reflvqa.verified_labels, or give --subset all"
+        )
     if cfg.verified_labels is not None and not labels_path(cfg.verified_labels).is_file():
         raise MmcurateError(f"evaluation.reflvqa.verified_labels: {labels_path(cfg.verified_labels)} does not exist")

@@ -8,6 +8,7 @@ between opening the release and publishing the next version).
     near-dups  as every re-curation (``tasks.recuration``)
     draft      the next version, with the contexts as mined then
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -20,8 +21,8 @@ from mmcurate.gating.parametric import ParametricGate
 from mmcurate.gating.prompts import prompt_set
 from mmcurate.planning.recuration import GRADES
 from mmcurate.releases.deflectionbench.draft import deflection_draft, inherited_ingest
-from mmcurate.releases.recuration import Recuration
 from mmcurate.releases.deflectionbench.topics import inherited_topics
+from mmcurate.releases.recuration import Recuration
 from mmcurate.releases.unembed import canonical_samples
 from mmcurate.tasks.recuration import Recurated, recheck_near_duplicates
 from mmcurate.tasks.stages import run_stage
@@ -33,20 +34,37 @@ def recurate_deflectionbench(run: Recuration) -> Recurated:
     samples = canonical_samples(parent, run.images)
 
     templates = prompt_set(cfg.prompts)
-    gated = run_stage(ParametricGate(cfg.gating, templates, recorded=run.recorded("parametric", GRADES)),
-                      samples, settings, run_id)                                                # Stage I
-    oracle = OracleCheck(cfg.gating.pool, cfg.k_min, cfg.gating.oracle_rule, cfg.gating.force_guess, templates,
-                         recorded=run.recorded("oracle", GRADES))
+    gated = run_stage(
+        ParametricGate(cfg.gating, templates, recorded=run.recorded("parametric", GRADES)), samples, settings, run_id
+    )  # Stage I
+    oracle = OracleCheck(
+        cfg.gating.pool,
+        cfg.k_min,
+        cfg.gating.oracle_rule,
+        cfg.gating.force_guess,
+        templates,
+        recorded=run.recorded("oracle", GRADES),
+    )
     checked = run_stage(oracle, gated.kept, settings, run_id)  # Stage III
     deduped = recheck_near_duplicates(run, checked.kept)
 
     draft = deflection_draft(
-        settings, run.version, run_id, pairing=None,
+        settings,
+        run.version,
+        run_id,
+        pairing=None,
         # run_stage returns what the stage's merge made: an elimination stage's own result
-        gating=cast(EliminationResult, gated), oracle=cast(EliminationResult, checked),
-        ingested=inherited_ingest(parent.manifest), carried=dict(Counter(samples["source"].to_pylist())),
-        quarantine=parent.quarantine, source_files=[entry.recorded() for entry in parent.manifest.source_files],
-        components=cast(dict[str, str], parent.manifest.components),  # deflection_draft wrote strings parent=run.parent_record, history=parent.ledger,
-        topics=inherited_topics(parent.manifest, parent.ledger, samples), dedup=deduped,
-        indexes=parent.manifest.indexes)  # contexts as mined then
+        gating=cast(EliminationResult, gated),
+        oracle=cast(EliminationResult, checked),
+        ingested=inherited_ingest(parent.manifest),
+        carried=dict(Counter(samples["source"].to_pylist())),
+        quarantine=parent.quarantine,
+        source_files=[entry.recorded() for entry in parent.manifest.source_files],
+        components=cast(
+            dict[str, str], parent.manifest.components
+        ),  # deflection_draft wrote strings parent=run.parent_record, history=parent.ledger,
+        topics=inherited_topics(parent.manifest, parent.ledger, samples),
+        dedup=deduped,
+        indexes=parent.manifest.indexes,
+    )  # contexts as mined then
     return Recurated(draft, gated.calls + checked.calls, draft.tables["test"].num_rows)

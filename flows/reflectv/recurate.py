@@ -7,6 +7,7 @@ the cost of their calls only.
                verifiers look at every marked turn (a no collapses the chain); rho again
     near-dups  and draft, as every re-curation (``tasks.recuration``)
 """
+
 from __future__ import annotations
 
 from mmcurate.annotation.reflectv.recheck import SCORES, RecheckTrajectories, drawn_marks
@@ -24,12 +25,20 @@ def recurate_reflectv(run: Recuration) -> Recurated:
     parent, settings, cfg, run_id = run.parent, run.settings, run.section, run.run_id
     store = run.images
 
-    recheck = RecheckTrajectories(cfg.recheck_teachers, cfg.recheck_verifiers, released_dialogues(parent),
-                                  drawn_marks(parent.ledger), cfg.rho, cfg.seed,
-                                  run.recorded("recheck", (*SCORES, *YES_NO)), cfg.rho_rule)
+    recheck = RecheckTrajectories(
+        cfg.recheck_teachers,
+        cfg.recheck_verifiers,
+        released_dialogues(parent),
+        drawn_marks(parent.ledger),
+        cfg.rho,
+        cfg.seed,
+        run.recorded("recheck", (*SCORES, *YES_NO)),
+        cfg.rho_rule,
+    )
     checked = run_stage(recheck, trajectory_samples(parent, store), settings, run_id)
     deduped = recheck_near_duplicates(run, checked.kept)
 
     draft = reflectv_recuration_draft(settings, run.version, run_id, parent, run.parent_record, checked, deduped, store)
-    return Recurated(draft, checked.calls, checked.kept.num_rows,
-                     (f"{counted(checked.counts['collapsed'], 'chain')} collapsed",))
+    return Recurated(
+        draft, checked.calls, checked.kept.num_rows, (f"{counted(checked.counts['collapsed'], 'chain')} collapsed",)
+    )

@@ -10,6 +10,7 @@ new models' calls only.
                (the release's knowledge base gives their text)
     near-dups  and draft, as every re-curation (``tasks.recuration``)
 """
+
 from __future__ import annotations
 
 from mmcurate.annotation.reflvqa.necessity import ImageNecessity
@@ -28,17 +29,38 @@ def recurate_reflvqa(run: Recuration) -> Recurated:
     pairs, corpus = qa_samples(parent, store), release_corpus(parent, store)
 
     evaluator = parent.manifest.components.get("necessity_evaluator")
-    necessary = run_stage(ImageNecessity(cfg.inspectors, cfg.evaluator, cfg.max_right_inspectors,
-                                         run.recorded("necessity", ("right", "wrong"), judge=evaluator)),
-                          pairs, settings, run_id)
+    necessary = run_stage(
+        ImageNecessity(
+            cfg.inspectors,
+            cfg.evaluator,
+            cfg.max_right_inspectors,
+            run.recorded("necessity", ("right", "wrong"), judge=evaluator),
+        ),
+        pairs,
+        settings,
+        run_id,
+    )
     documents = {r["doc_id"]: (r["title"], r["text"]) for r in corpus.to_pylist() if r["modality"] == "text"}
     judges = [f"llm:{name}" for name in run.reusable] + [parent.manifest.judge_name]
-    cited = run_stage(RecheckCitations(cfg.text_entailment, documents, judged_candidates(parent.ledger),
-                                       run.recorded("citation", ("entail", "reject"), models=judges, part="sentence")),
-                      necessary.kept, settings, run_id)
+    cited = run_stage(
+        RecheckCitations(
+            cfg.text_entailment,
+            documents,
+            judged_candidates(parent.ledger),
+            run.recorded("citation", ("entail", "reject"), models=judges, part="sentence"),
+        ),
+        necessary.kept,
+        settings,
+        run_id,
+    )
     deduped = recheck_near_duplicates(run, cited.kept)
 
-    draft = reflvqa_recuration_draft(settings, run.version, run_id, parent, run.parent_record,
-                                     [necessary, cited, deduped], corpus)
-    return Recurated(draft, necessary.calls + cited.calls, draft.tables["qa"].num_rows,
-                     (f"{cited.counts['changed']} with other citations",))
+    draft = reflvqa_recuration_draft(
+        settings, run.version, run_id, parent, run.parent_record, [necessary, cited, deduped], corpus
+    )
+    return Recurated(
+        draft,
+        necessary.calls + cited.calls,
+        draft.tables["qa"].num_rows,
+        (f"{cited.counts['changed']} with other citations",),
+    )

@@ -5,14 +5,15 @@ exit codes are Click's. Commands import flows and heavy libraries (Prefect, torc
 Expectations) inside their functions, so that ``mmcurate --help`` and a usage error answer
 at once instead of after seconds of imports.
 """
+
 from __future__ import annotations
 
 import sys
 
 from mmcurate.core.errors import MmcurateError
 
-from .app import app
 from . import annotate, cache, compare, export, ingest, judge, plan, releases, run, watch  # noqa: F401  (register commands)
+from .app import app
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
 """The one Typer application every command module registers on."""
+
 from __future__ import annotations
 
 import typer

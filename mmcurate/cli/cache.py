@@ -1,4 +1,5 @@
 """``mmcurate cache compact CONFIG``: merge the parts of a shared response cache into one."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +14,9 @@ app.add_typer(cache_app, name="cache")
 
 
 @cache_app.command("compact")
-def compact(config: Annotated[Path, typer.Argument(help="pipeline config (YAML) naming the cache (cache_url)")]) -> None:
+def compact(
+    config: Annotated[Path, typer.Argument(help="pipeline config (YAML) naming the cache (cache_url)")],
+) -> None:
     """Merge the parts of a ``parts+<URL>`` cache into one part, one row per call (safe while workers write)."""
     from mmcurate.core.config import cache_location, load_config
     from mmcurate.models.cache import compact_parts

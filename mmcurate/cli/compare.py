@@ -1,4 +1,5 @@
 """``mmcurate compare-evals A B``: two evaluation runs of one release, item by item."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """``mmcurate export``: a release in the layout another tool reads (lmms-eval's tasks)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,9 @@ app.add_typer(export_app, name="export")
 def lmms_eval(
     release: Annotated[Path, typer.Argument(help="a release folder: ROOT/<benchmark>/<version>")],
     out: Annotated[Path, typer.Option(help="an empty (or new) folder for the task folder")],
-    text_only: Annotated[bool, typer.Option(help="drop every image from what the model is sent (a text-only "
-                                                 "model); the tasks say so")] = False,
+    text_only: Annotated[
+        bool, typer.Option(help="drop every image from what the model is sent (a text-only model); the tasks say so")
+    ] = False,
 ) -> None:
     """The release's evaluation as lmms-eval tasks (a YAML per task, the group, utils.py calling
     mmcurate's own rules), reading the release's Parquet files by absolute path."""
@@ -31,7 +33,9 @@ def lmms_eval(
     written = export_release(opened, get(opened.benchmark).release_kind(), out, text_only)
     if written["tasks"]:
         typer.echo(f"{len(written['tasks'])} lmms-eval tasks (group {written['group']}) -> {out}")
-        typer.echo(f"run: lmms-eval --model openai --model_args model_version=MODEL,base_url=URL "
-                   f"--tasks {written['group']} --include_path {out}")
+        typer.echo(
+            f"run: lmms-eval --model openai --model_args model_version=MODEL,base_url=URL "
+            f"--tasks {written['group']} --include_path {out}"
+        )
     else:
         typer.echo(f"no lmms-eval task: {written['note']}")

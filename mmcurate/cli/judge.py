@@ -1,4 +1,5 @@
 """``mmcurate judge-agreement A.parquet B.parquet``: how well two graders agree."""
+
 from __future__ import annotations
 
 import math

@@ -1,10 +1,11 @@
 """``mmcurate plan CONFIG``: the bill before the run, computed without calling any model; with
 ``--evaluate RELEASE --model M``, the bill of an evaluation."""
+
 from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,19 +16,37 @@ from .run import FLAGS, QueriesOpt, SettingOpt
 @app.command("plan")
 def plan(
     config: Annotated[Path, typer.Argument(help="pipeline config (YAML)")],
-    samples: Annotated[Optional[int], typer.Option("--samples", help="plan for N samples (default: the ingests "
-                                                   "in the workdir, else the sources' raw record counts)")] = None,
-    retention: Annotated[Optional[str], typer.Option("--retention", help="'paper' (default) or an earlier "
-                                                     "release folder (a dry run's, too) to take retention from")] = None,
-    benchmark: Annotated[Optional[str], typer.Option("--benchmark", help="a benchmark of the config "
-                                                     "(default: every section of the config)")] = None,
-    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="plan the evaluation of --model on this "
-                                                     "release instead of a curation")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="with --evaluate: the model evaluated")] = None,
+    samples: Annotated[
+        int | None,
+        typer.Option(
+            "--samples",
+            help="plan for N samples (default: the ingests in the workdir, else the sources' raw record counts)",
+        ),
+    ] = None,
+    retention: Annotated[
+        str | None,
+        typer.Option(
+            "--retention",
+            help="'paper' (default) or an earlier release folder (a dry run's, too) to take retention from",
+        ),
+    ] = None,
+    benchmark: Annotated[
+        str | None, typer.Option("--benchmark", help="a benchmark of the config (default: every section of the config)")
+    ] = None,
+    evaluate: Annotated[
+        Path | None,
+        typer.Option("--evaluate", help="plan the evaluation of --model on this release instead of a curation"),
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", help="with --evaluate: the model evaluated")] = None,
     setting: SettingOpt = None,
     queries: QueriesOpt = None,
-    kb_pages: Annotated[Optional[int], typer.Option("--kb-pages", help="plan embedding a knowledge base of N pages "
-                                                    "(default: counted or estimated from the configured KB)")] = None,
+    kb_pages: Annotated[
+        int | None,
+        typer.Option(
+            "--kb-pages",
+            help="plan embedding a knowledge base of N pages (default: counted or estimated from the configured KB)",
+        ),
+    ] = None,
 ) -> None:
     """Expected requests, prompt and completion tokens, GPU-hours and judge cost per stage and model."""
     import mmcurate.evaluation.builtin  # noqa: F401  registers the option checks

@@ -1,8 +1,9 @@
 """Release commands: ``verify``, ``why``, ``diff``, ``validate``, ``report``, ``history``, ``publish``."""
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,7 +17,9 @@ from .app import app
 
 # a path or a URL (s3://, gs://, file://): a URL's release is fetched, checked against its marker
 # (``local_folder``, in the command, so a refusal prints as one line)
-ReleaseArg = Annotated[str, typer.Argument(metavar="RELEASE", help="a release folder: ROOT/<benchmark>/<version>, a path or URL")]
+ReleaseArg = Annotated[
+    str, typer.Argument(metavar="RELEASE", help="a release folder: ROOT/<benchmark>/<version>, a path or URL")
+]
 
 
 @app.command()
@@ -33,9 +36,12 @@ def verify(release: ReleaseArg) -> None:
 
 
 @app.command()
-def why(where: Annotated[str, typer.Argument(metavar="RELEASE",
-                                             help="a release folder, or an evaluation run's folder (a path or URL)")],
-        sample_id: Annotated[str, typer.Argument(help="sample id")]) -> None:
+def why(
+    where: Annotated[
+        str, typer.Argument(metavar="RELEASE", help="a release folder, or an evaluation run's folder (a path or URL)")
+    ],
+    sample_id: Annotated[str, typer.Argument(help="sample id")],
+) -> None:
     """Print the decision trace of one sample and whether it is in the release; for an evaluation
     run, the item's answers and (Kestrel) the trace of every round."""
     from mmcurate.evaluation.why import is_run, item_lines
@@ -50,7 +56,9 @@ def why(where: Annotated[str, typer.Argument(metavar="RELEASE",
     opened = open_release(release)
     trace = trace_sample(opened, sample_id)
     state = "IN" if trace.in_release else "NOT in"
-    typer.echo(f"{sample_id} is {state} {opened.benchmark} {opened.version}; {counted(len(trace.decisions), 'decision')}:")
+    typer.echo(
+        f"{sample_id} is {state} {opened.benchmark} {opened.version}; {counted(len(trace.decisions), 'decision')}:"
+    )
     for d in trace.decisions:
         typer.echo(f"  {format_decision(d)}")
 
@@ -60,8 +68,10 @@ def diff(old: ReleaseArg, new: ReleaseArg) -> None:
     """Samples added, removed and changed between two releases: each removal's reason, each
     change's fields and the stage (and decision) that made it."""
     result = diff_releases(local_folder(old), local_folder(new))
-    typer.echo(f"{result.old_version} -> {result.new_version}: +{len(result.added)} added, -{len(result.removed)} removed, "
-               f"~{len(result.changed)} changed")
+    typer.echo(
+        f"{result.old_version} -> {result.new_version}: +{len(result.added)} added, -{len(result.removed)} removed, "
+        f"~{len(result.changed)} changed"
+    )
     for sid in result.added:
         typer.echo(f"+ {sid}")
     for removal in result.removed:
@@ -100,10 +110,17 @@ def report(release: ReleaseArg) -> None:
 @app.command()
 def history(
     benchmark: Annotated[str, typer.Argument(help="a benchmark's folder of versions: ROOT/<benchmark>, a path or URL")],
-    evaluations: Annotated[Optional[list[Path]], typer.Option(
-        "--evaluations", "-e", help="an evaluation run folder (as `mmcurate evaluate` writes it) for the "
-        "leaderboard; repeatable")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="folder for history.html and HISTORY.md (default: BENCHMARK)")] = None,
+    evaluations: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--evaluations",
+            "-e",
+            help="an evaluation run folder (as `mmcurate evaluate` writes it) for the leaderboard; repeatable",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="folder for history.html and HISTORY.md (default: BENCHMARK)")
+    ] = None,
 ) -> None:
     """Write the benchmark's history: every version, what each re-curation removed and whose answers removed it,
     the saturation curve, and a leaderboard of the given evaluation runs (history.html, HISTORY.md)."""
@@ -116,7 +133,7 @@ def history(
 def publish(
     release: ReleaseArg,
     repo_id: Annotated[str, typer.Option("--repo-id", help="Hub dataset repo ORG/NAME")],
-    target_dir: Annotated[Optional[Path], typer.Option("--target-dir", help="copy here instead of uploading")] = None,
+    target_dir: Annotated[Path | None, typer.Option("--target-dir", help="copy here instead of uploading")] = None,
 ) -> None:
     """Upload a verified, validated release to the Hugging Face Hub (token from HF_TOKEN)."""
     from mmcurate.releases.publish import publish as run_publish

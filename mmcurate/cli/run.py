@@ -5,11 +5,12 @@ once; the flow then runs through ``session.run_flow`` (its own temporary Prefect
 prompt interrupts, exit codes). The benchmarks, their flows and their evaluation options
 come from the registry (``mmcurate.benchmarks``).
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -22,28 +23,58 @@ from .session import run_flow
 run_app = typer.Typer(help="Run a curation flow (a real Prefect flow run).", no_args_is_help=True)
 app.add_typer(run_app, name="run")
 
-ConfigOpt = Annotated[Optional[Path], typer.Option(
-    "--config", help="pipeline config (YAML); default: the bundled demo.yaml (reads a checkout's fixtures) with "
-                     "the workdir ./.mmcurate and the releases root ./releases_out of the current directory")]
-VersionOpt = Annotated[Optional[str], typer.Option("--version", help="release version (default: the config's)")]
-IncompleteOpt = Annotated[bool, typer.Option(
-    "--allow-incomplete", help="publish even if failed model calls held samples out (the card says so)")]
-MaxCallsOpt = Annotated[Optional[int], typer.Option(
-    "--max-calls", help="refuse, before any call, a re-curation planned to make more model calls")]
-MaxCostOpt = Annotated[Optional[float], typer.Option(
-    "--max-cost", help="refuse, before any call, a re-curation planned to cost more (USD)")]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="pipeline config (YAML); default: the bundled demo.yaml (reads a checkout's fixtures) with "
+        "the workdir ./.mmcurate and the releases root ./releases_out of the current directory",
+    ),
+]
+VersionOpt = Annotated[str | None, typer.Option("--version", help="release version (default: the config's)")]
+IncompleteOpt = Annotated[
+    bool,
+    typer.Option("--allow-incomplete", help="publish even if failed model calls held samples out (the card says so)"),
+]
+MaxCallsOpt = Annotated[
+    int | None,
+    typer.Option("--max-calls", help="refuse, before any call, a re-curation planned to make more model calls"),
+]
+MaxCostOpt = Annotated[
+    float | None, typer.Option("--max-cost", help="refuse, before any call, a re-curation planned to cost more (USD)")
+]
 # an evaluation option as the flows name it -> as the user types it
-FLAGS = {"scenarios": "--scenario", "n_negatives": "--negatives", "abstention": "--abstention",
-         "strictness_sweep": "--strictness-sweep", "modality_analysis": "--modality-analysis", "system": "--system",
-         "task": "--task", "limit": "--limit", "settings": "--setting", "queries": "--queries", "subset": "--subset",
-         "oracle_grounding": "--oracle-grounding", "ablations": "--ablation"}
-SettingOpt = Annotated[Optional[list[str]], typer.Option(
-    "--setting", help="RefLVQA: text, image, multi or two-step; repeat (default: all four)")]
-QueriesOpt = Annotated[Optional[list[int]], typer.Option(
-    "--queries", help="RefLVQA: N search queries the model writes (1-10); repeat (default: 1)")]
-SubsetOpt = Annotated[Optional[str], typer.Option(
-    "--subset", help="RefLVQA: verified (the pairs with imported human-verified sentences; the default when "
-                     "evaluation.reflvqa.verified_labels is set) or all")]
+FLAGS = {
+    "scenarios": "--scenario",
+    "n_negatives": "--negatives",
+    "abstention": "--abstention",
+    "strictness_sweep": "--strictness-sweep",
+    "modality_analysis": "--modality-analysis",
+    "system": "--system",
+    "task": "--task",
+    "limit": "--limit",
+    "settings": "--setting",
+    "queries": "--queries",
+    "subset": "--subset",
+    "oracle_grounding": "--oracle-grounding",
+    "ablations": "--ablation",
+}
+SettingOpt = Annotated[
+    list[str] | None,
+    typer.Option("--setting", help="RefLVQA: text, image, multi or two-step; repeat (default: all four)"),
+]
+QueriesOpt = Annotated[
+    list[int] | None,
+    typer.Option("--queries", help="RefLVQA: N search queries the model writes (1-10); repeat (default: 1)"),
+]
+SubsetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--subset",
+        help="RefLVQA: verified (the pairs with imported human-verified sentences; the default when "
+        "evaluation.reflvqa.verified_labels is set) or all",
+    ),
+]
 
 
 def _prefect_defaults() -> None:
@@ -76,8 +107,10 @@ def config_or_demo(config: Path | None) -> Path:
         given = os.environ.get(variable)
         if given is None:
             os.environ[variable] = str(Path.cwd() / folder)
-        said.append(f"{variable.removeprefix('MMCURATE_').lower()} {os.environ[variable]}"
-                    + (f" ({variable})" if given is not None else ""))
+        said.append(
+            f"{variable.removeprefix('MMCURATE_').lower()} {os.environ[variable]}"
+            + (f" ({variable})" if given is not None else "")
+        )
     typer.echo(f"mmcurate: no --config: the bundled {demo} with {' and '.join(said)}", err=True)
     return demo
 
@@ -97,8 +130,7 @@ def _curate(benchmark: Benchmark, config: Path | None, version: str | None, allo
 
 
 def _curation_command(benchmark: Benchmark) -> None:
-    def command(config: ConfigOpt = None, version: VersionOpt = None,
-                allow_incomplete: IncompleteOpt = False) -> None:
+    def command(config: ConfigOpt = None, version: VersionOpt = None, allow_incomplete: IncompleteOpt = False) -> None:
         _curate(benchmark, config, version, allow_incomplete)
 
     command.__doc__ = f"Curate {benchmark.title}."
@@ -112,36 +144,75 @@ for _benchmark in curated():
 @app.command("evaluate")
 def evaluate(
     where: Annotated[str, typer.Argument(metavar="RELEASE", help="a release folder (a path or URL)")],
-    model: Annotated[str, typer.Option("--model", help="a model name from --config, or a YAML file with one model spec")],
+    model: Annotated[
+        str, typer.Option("--model", help="a model name from --config, or a YAML file with one model spec")
+    ],
     config: ConfigOpt = None,
-    scenario: Annotated[Optional[list[str]], typer.Option("--scenario", help="DeflectionBench: repeat; default: all four")] = None,
-    negatives: Annotated[Optional[list[int]], typer.Option(
-        "--negatives", help="DeflectionBench: n for realistic and adversarial (1-20: MAX_NEGATIVES); repeat")] = None,
-    abstention: Annotated[Optional[list[str]], typer.Option(
-        "--abstention", help="DeflectionBench: none, soft, moderate or severe; repeat for a strictness table")] = None,
-    strictness_sweep: Annotated[bool, typer.Option(
-        "--strictness-sweep", help="DeflectionBench: all four abstention levels and the table across them")] = False,
-    modality_analysis: Annotated[bool, typer.Option(
-        "--modality-analysis", help="DeflectionBench: also realistic with text / image / multimodal negatives")] = False,
-    system: Annotated[Optional[str], typer.Option(
-        "--system", help="answering system: plain; verify-first (CRUISE's gate; DeflectionBench); cruise (CRAG-MM); "
-                         "kestrel (grounded self-refinement; POPE)")] = None,
-    ablation: Annotated[Optional[list[str]], typer.Option(
-        "--ablation", help="CRAG-MM with --system cruise: Table 1's rows beside CRUISE: no-cov, "
-                           "no-cov-no-consistency or rag-agent; repeat")] = None,
-    task: Annotated[Optional[str], typer.Option(
-        "--task", help="CRAG-MM: the competition's task 1, 2 or 3 (default: every turn)")] = None,
-    limit: Annotated[Optional[int], typer.Option(
-        "--limit", help="CRAG-MM: the first N conversations of each set")] = None,
+    scenario: Annotated[
+        list[str] | None, typer.Option("--scenario", help="DeflectionBench: repeat; default: all four")
+    ] = None,
+    negatives: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--negatives", help="DeflectionBench: n for realistic and adversarial (1-20: MAX_NEGATIVES); repeat"
+        ),
+    ] = None,
+    abstention: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--abstention", help="DeflectionBench: none, soft, moderate or severe; repeat for a strictness table"
+        ),
+    ] = None,
+    strictness_sweep: Annotated[
+        bool,
+        typer.Option(
+            "--strictness-sweep", help="DeflectionBench: all four abstention levels and the table across them"
+        ),
+    ] = False,
+    modality_analysis: Annotated[
+        bool,
+        typer.Option(
+            "--modality-analysis", help="DeflectionBench: also realistic with text / image / multimodal negatives"
+        ),
+    ] = False,
+    system: Annotated[
+        str | None,
+        typer.Option(
+            "--system",
+            help="answering system: plain; verify-first (CRUISE's gate; DeflectionBench); cruise (CRAG-MM); "
+            "kestrel (grounded self-refinement; POPE)",
+        ),
+    ] = None,
+    ablation: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ablation",
+            help="CRAG-MM with --system cruise: Table 1's rows beside CRUISE: no-cov, "
+            "no-cov-no-consistency or rag-agent; repeat",
+        ),
+    ] = None,
+    task: Annotated[
+        str | None, typer.Option("--task", help="CRAG-MM: the competition's task 1, 2 or 3 (default: every turn)")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="CRAG-MM: the first N conversations of each set")] = None,
     setting: SettingOpt = None,
     queries: QueriesOpt = None,
     subset: SubsetOpt = None,
-    oracle_grounding: Annotated[bool, typer.Option(
-        "--oracle-grounding", help="POPE with Kestrel: allow a grounding agent that reads the annotations the "
-                                   "labels come from (the table says: oracle grounding, an upper bound)")] = False,
-    out: Annotated[Optional[Path], typer.Option(help="output folder (default under the workdir)")] = None,
-    allow_incomplete: Annotated[bool, typer.Option(
-        "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)")] = False,
+    oracle_grounding: Annotated[
+        bool,
+        typer.Option(
+            "--oracle-grounding",
+            help="POPE with Kestrel: allow a grounding agent that reads the annotations the "
+            "labels come from (the table says: oracle grounding, an upper bound)",
+        ),
+    ] = False,
+    out: Annotated[Path | None, typer.Option(help="output folder (default under the workdir)")] = None,
+    allow_incomplete: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incomplete", help="write the tables even if some answer calls failed for good (they say so)"
+        ),
+    ] = False,
 ) -> None:
     """Evaluate one model on a release, as its benchmark's paper does (the options a benchmark takes
     are its own; see its page in docs/benchmarks/)."""
@@ -159,11 +230,21 @@ def evaluate(
     config = config_or_demo(config)
     settings = load_config(config)
     name = settings.add_model(model).name
-    given: dict[str, Any] = {"scenarios": scenario, "n_negatives": negatives, "abstention": abstention,
-                             "strictness_sweep": strictness_sweep, "modality_analysis": modality_analysis,
-                             "system": system, "task": task, "limit": limit, "settings": setting,
-                             "queries": queries, "subset": subset, "oracle_grounding": oracle_grounding,
-                             "ablations": ablation}
+    given: dict[str, Any] = {
+        "scenarios": scenario,
+        "n_negatives": negatives,
+        "abstention": abstention,
+        "strictness_sweep": strictness_sweep,
+        "modality_analysis": modality_analysis,
+        "system": system,
+        "task": task,
+        "limit": limit,
+        "settings": setting,
+        "queries": queries,
+        "subset": subset,
+        "oracle_grounding": oracle_grounding,
+        "ablations": ablation,
+    }
     # what the user set: a 0 (``--limit 0``) is set, and checked, not taken for "not given"
     set_by_user = {k: v for k, v in given.items() if v is not None and v is not False}
     arguments = evaluation.arguments(benchmark.name, set_by_user, FLAGS)
@@ -172,9 +253,18 @@ def evaluate(
     _prefect_defaults()
     from mmcurate.flows.evaluate import evaluate_release  # Prefect loads once every input is checked
 
-    folder = Path(run_flow(lambda: evaluate_release(
-        release=str(release.resolve()), model=model, config=str(config.resolve()),
-        out=str(out.resolve()) if out else None, allow_incomplete=allow_incomplete, options=arguments)))
+    folder = Path(
+        run_flow(
+            lambda: evaluate_release(
+                release=str(release.resolve()),
+                model=model,
+                config=str(config.resolve()),
+                out=str(out.resolve()) if out else None,
+                allow_incomplete=allow_incomplete,
+                options=arguments,
+            )
+        )
+    )
     typer.echo((folder / "table.md").read_text(), nl=False)  # the table alone on stdout: `> table.md` works
     typer.echo(f"evaluation: {folder}", err=True)
 
@@ -182,9 +272,11 @@ def evaluate(
 @app.command("recurate")
 def recurate(
     where: Annotated[str, typer.Argument(metavar="RELEASE", help="the release to re-curate (a path or URL)")],
-    add_model: Annotated[list[str], typer.Option(
-        "--add-model", help="SPEC or ROLE=SPEC: a model name of the config or a YAML spec file; repeat")],
-    config: Annotated[Optional[Path], typer.Option("--config", help="default: the release's own config")] = None,
+    add_model: Annotated[
+        list[str],
+        typer.Option("--add-model", help="SPEC or ROLE=SPEC: a model name of the config or a YAML spec file; repeat"),
+    ],
+    config: Annotated[Path | None, typer.Option("--config", help="default: the release's own config")] = None,
     version: VersionOpt = None,
     allow_incomplete: IncompleteOpt = False,
     max_calls: MaxCallsOpt = None,
@@ -200,6 +292,16 @@ def recurate(
     Budget(max_calls, max_cost)
     release = local_folder(where)
     begin_recuration(release, config, add_model, version)  # every check, before Prefect starts
-    typer.echo(run_flow(lambda: recurate_release(
-        release=str(release.resolve()), add_model=add_model, config=str(config.resolve()) if config else None,
-        version=version, allow_incomplete=allow_incomplete, max_calls=max_calls, max_cost=max_cost)))
+    typer.echo(
+        run_flow(
+            lambda: recurate_release(
+                release=str(release.resolve()),
+                add_model=add_model,
+                config=str(config.resolve()) if config else None,
+                version=version,
+                allow_incomplete=allow_incomplete,
+                max_calls=max_calls,
+                max_cost=max_cost,
+            )
+        )
+    )

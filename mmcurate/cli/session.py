@@ -12,6 +12,7 @@ the command is gone (``core.lifeline``). Finished model calls are cached: a reru
 Errors mmcurate raises on purpose (``MmcurateError``) reach the user as one line; Prefect's
 console log of the failed run keeps its one-line summary but not a traceback.
 """
+
 from __future__ import annotations
 
 import logging

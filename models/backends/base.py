@@ -1,11 +1,12 @@
 """The backend interface: run a batch, report each result as soon as it is known."""
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from mmcurate.core.errors import MmcurateError
-
 from mmcurate.models.requests import ChatRequest, ChatResponse
 
 OnResult = Callable[[int, ChatResponse], None]  # (index in the batch, response)

@@ -7,6 +7,7 @@ first batch with a cache miss. The chat template stored in the GGUF is used (no
 ``--chat_format``). The server is stopped on ``close()`` and, failing that, at
 interpreter exit; it also stops by itself when this process dies (``core.lifeline``).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -17,8 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import httpx
 import psutil
@@ -27,10 +28,9 @@ from mmcurate.core.config import ModelSpec
 from mmcurate.core.images import ImageStore
 from mmcurate.core.interrupt import raise_if_stopped
 from mmcurate.core.lifeline import child_environment
-
-from mmcurate.models.requests import ChatRequest
 from mmcurate.models.backends.base import Backend, BackendError, OnResult
 from mmcurate.models.backends.openai_compat import Backoff, OpenAICompatBackend
+from mmcurate.models.requests import ChatRequest
 
 # gguf name -> the package that ships it as a chat model (the stages ask chat questions; a
 # base model such as the packaged Gemma-3-270M answers plain completions only)
@@ -83,8 +83,10 @@ class LlamaServer:
                 tail = self.log_tail()
                 self.stop()
                 if attempt == PORT_ATTEMPTS:
-                    raise BackendError(f"llama.cpp server: {PORT_ATTEMPTS} free ports were taken by another process "
-                                       f"before it could listen; log tail:\n{tail}") from None
+                    raise BackendError(
+                        f"llama.cpp server: {PORT_ATTEMPTS} free ports were taken by another process "
+                        f"before it could listen; log tail:\n{tail}"
+                    ) from None
             except BaseException:
                 self.stop()  # the error already carries the log tail
                 raise
@@ -95,10 +97,21 @@ class LlamaServer:
         handle, log_name = tempfile.mkstemp(prefix="mmcurate-llama-", suffix=".log")
         self.log_path = Path(log_name)
         command = [
-            sys.executable, "-m", "mmcurate.models.backends.llama_launch",
-            "--model", str(gguf), "--model_alias", self.alias,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--n_ctx", str(n_ctx), "--n_threads", str(N_THREADS),
+            sys.executable,
+            "-m",
+            "mmcurate.models.backends.llama_launch",
+            "--model",
+            str(gguf),
+            "--model_alias",
+            self.alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(n_ctx),
+            "--n_threads",
+            str(N_THREADS),
         ]
         with os.fdopen(handle, "wb") as log:
             self.process = subprocess.Popen(
@@ -132,8 +145,10 @@ class LlamaServer:
     def _listens(self) -> bool:
         """Whether this server's process (not another that took the port) listens on ``port``."""
         try:
-            return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == self.port
-                       for c in psutil.Process(self.process.pid).net_connections(kind="tcp"))
+            return any(
+                c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == self.port
+                for c in psutil.Process(self.process.pid).net_connections(kind="tcp")
+            )
         except psutil.Error:
             return False
 
@@ -175,8 +190,13 @@ class EmbeddedBackend(Backend):
         if self._server is None:
             self._server = LlamaServer(self.gguf, self.spec.n_ctx, alias=self.spec.name)
             self._http = OpenAICompatBackend(
-                self.spec, self.images, self._server.base_url, api_key=None, model_id=self.spec.name,
-                penalty_field="repeat_penalty", backoff=self.backoff,
+                self.spec,
+                self.images,
+                self._server.base_url,
+                api_key=None,
+                model_id=self.spec.name,
+                penalty_field="repeat_penalty",
+                backoff=self.backoff,
             )
         return self._server
 

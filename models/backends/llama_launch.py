@@ -17,6 +17,7 @@ Runs llama-cpp-python's OpenAI-compatible server with two changes:
 
 The server stops when the process that started it dies (``core.lifeline``).
 """
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 threads, CLIs, notebooks that already run a loop) can drive async HTTP clients and keep their
 connection pools alive between batches. A waiting caller notices an interrupted run
 (``core.interrupt``) and cancels what is in flight."""
+
 from __future__ import annotations
 
 import concurrent.futures

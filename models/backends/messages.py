@@ -6,6 +6,7 @@ downscaled to it first (aspect kept; ``ModelSpec.image_max_side``). For a model 
 vision they are dropped and counted; a message left with text parts only is sent as a plain
 string, which text-only chat templates expect.
 """
+
 from __future__ import annotations
 
 import base64
@@ -14,12 +15,15 @@ import io
 from PIL import Image
 
 from mmcurate.core.images import ImageStore
-
 from mmcurate.models.backends.base import RequestError
 
 MIME = {
-    "jpg": "image/jpeg", "png": "image/png", "webp": "image/webp",
-    "gif": "image/gif", "bmp": "image/bmp", "tif": "image/tiff",
+    "jpg": "image/jpeg",
+    "png": "image/png",
+    "webp": "image/webp",
+    "gif": "image/gif",
+    "bmp": "image/bmp",
+    "tif": "image/tiff",
 }
 
 
@@ -44,8 +48,9 @@ def downscaled(data: bytes, ext: str, max_side: int) -> tuple[bytes, str]:
         img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
         jpeg = ext == "jpg"
         out = io.BytesIO()
-        (img.convert("RGB") if jpeg and img.mode != "RGB" else img).save(out, format="JPEG" if jpeg else "PNG",
-                                                                         **({"quality": 95} if jpeg else {}))
+        (img.convert("RGB") if jpeg and img.mode != "RGB" else img).save(
+            out, format="JPEG" if jpeg else "PNG", **({"quality": 95} if jpeg else {})
+        )
     return out.getvalue(), "jpg" if jpeg else "png"
 
 

@@ -13,13 +13,15 @@ request that never succeeds becomes ``ChatResponse(text=None, error=...)``.
 The API key lives only in the client's Authorization header; it is scrubbed from any
 error text built from a server reply.
 """
+
 from __future__ import annotations
 
 import asyncio
 import email.utils
 import json
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
@@ -27,11 +29,10 @@ from tenacity.wait import wait_exponential, wait_random_exponential
 
 from mmcurate.core.config import ModelSpec
 from mmcurate.core.images import ImageStore
-
-from mmcurate.models.requests import ChatRequest, ChatResponse, sampling
 from mmcurate.models.backends.base import Backend, OnResult, RequestError
 from mmcurate.models.backends.loop import LoopThread
 from mmcurate.models.backends.messages import to_openai_messages
+from mmcurate.models.requests import ChatRequest, ChatResponse, sampling
 
 OPENAI_URL = "https://api.openai.com/v1"
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
@@ -56,8 +57,9 @@ class Backoff:
 
     def __init__(self, base: float = 0.5, cap: float = 30.0, retry_after_cap: float = 120.0) -> None:
         self.base, self.cap, self.retry_after_cap = base, cap, retry_after_cap
-        self._jittered = (wait_exponential(multiplier=base / 2, max=cap / 2)
-                          + wait_random_exponential(multiplier=base / 2, max=cap / 2))
+        self._jittered = wait_exponential(multiplier=base / 2, max=cap / 2) + wait_random_exponential(
+            multiplier=base / 2, max=cap / 2
+        )
 
     def wait(self, state: RetryCallState) -> float:
         """The wait after the attempt ``state`` ended: the server's Retry-After when it gave one."""
@@ -179,21 +181,32 @@ class OpenAICompatBackend(Backend):
 
     def _failed(self, request: ChatRequest, error: str, started: float, dropped: int = 0) -> ChatResponse:
         return ChatResponse(
-            key=request.key, model=self.spec.name, text=None, error=self._scrub(error),
-            cached=False, latency=time.perf_counter() - started, images_dropped=dropped,
+            key=request.key,
+            model=self.spec.name,
+            text=None,
+            error=self._scrub(error),
+            cached=False,
+            latency=time.perf_counter() - started,
+            images_dropped=dropped,
         )
 
     async def _call(self, client: httpx.AsyncClient, request: ChatRequest) -> ChatResponse:
         started = time.perf_counter()
         try:
-            messages, dropped = to_openai_messages(request.messages, self.images, self.spec.vision,
-                                                   self.spec.image_max_side)
+            messages, dropped = to_openai_messages(
+                request.messages, self.images, self.spec.vision, self.spec.image_max_side
+            )
         except RequestError as exc:
             return self._failed(request, str(exc), started)
         body = self.body(request, messages)
         attempts = self.spec.max_retries + 1
-        retrying = AsyncRetrying(stop=stop_after_attempt(attempts), wait=self.backoff.wait,
-                                 sleep=self.backoff.pause, retry=retry_if_exception_type(_Retryable), reraise=True)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(attempts),
+            wait=self.backoff.wait,
+            sleep=self.backoff.pause,
+            retry=retry_if_exception_type(_Retryable),
+            reraise=True,
+        )
         try:
             async for attempt in retrying:
                 with attempt:
@@ -202,8 +215,9 @@ class OpenAICompatBackend(Backend):
             return self._failed(request, f"{exc} (gave up after {attempts} attempts)", started, dropped)
         return response
 
-    async def _attempt(self, client: httpx.AsyncClient, request: ChatRequest, body: dict[str, Any], started: float,
-                       dropped: int) -> ChatResponse:
+    async def _attempt(
+        self, client: httpx.AsyncClient, request: ChatRequest, body: dict[str, Any], started: float, dropped: int
+    ) -> ChatResponse:
         """One attempt: the answer, a failure that is not worth retrying, or ``_Retryable``."""
         try:
             reply = await client.post("/chat/completions", json=body)
@@ -222,8 +236,15 @@ class OpenAICompatBackend(Backend):
         except _BadBody as exc:
             raise _Retryable(str(exc)) from None
         return ChatResponse(
-            key=request.key, model=self.spec.name, text=text, error=None, cached=False,
-            latency=time.perf_counter() - started, usage=usage, images_dropped=dropped, top_logprobs=top,
+            key=request.key,
+            model=self.spec.name,
+            text=text,
+            error=None,
+            cached=False,
+            latency=time.perf_counter() - started,
+            usage=usage,
+            images_dropped=dropped,
+            top_logprobs=top,
         )
 
     def close(self) -> None:
@@ -231,4 +252,3 @@ class OpenAICompatBackend(Backend):
             self._loop.run(self._client.aclose)
             self._client = None
         self._loop.stop()
-

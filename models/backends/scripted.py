@@ -10,19 +10,19 @@ A rule may say how long its answer "takes" (``"seconds": 4.0``): the response re
 latency instead of the microseconds a script really takes, so a time budget (CRUISE's
 10-second turn) can be tested deterministically, without sleeping.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from mmcurate.core.config import ModelSpec
-
-from mmcurate.models.requests import ChatRequest, ChatResponse, sampling, text_of
 from mmcurate.models.backends.base import Backend, BackendError, OnResult
+from mmcurate.models.requests import ChatRequest, ChatResponse, sampling, text_of
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,13 @@ def load_rules(path: Path) -> list[Rule]:
             if not all(isinstance(s, str) for s in [*when_all, *when_none]):
                 raise ValueError("when_all/when_none must be lists of strings")
             seconds = raw.get("seconds")
-            if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
-                                        or seconds < 0):
+            if seconds is not None and (
+                isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0
+            ):
                 raise ValueError("seconds must be a number >= 0")
-            rules.append(Rule(raw["answer"], tuple(when_all), tuple(when_none),
-                              None if seconds is None else float(seconds)))
+            rules.append(
+                Rule(raw["answer"], tuple(when_all), tuple(when_none), None if seconds is None else float(seconds))
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise BackendError(f"{path}:{number}: bad rule: {exc}") from None
     return rules
@@ -89,8 +91,14 @@ class ScriptedBackend(Backend):
             rule = self.rule(request)
             answer = rule.answer if rule is not None else self.spec.default
             seconds = rule.seconds if rule is not None and rule.seconds is not None else None
-            on_result(index, ChatResponse(
-                key=request.key, model=self.spec.name, text=answer,
-                error=None if answer is not None else "no scripted rule matched and the model has no default",
-                cached=False, latency=time.perf_counter() - started if seconds is None else seconds,
-            ))
+            on_result(
+                index,
+                ChatResponse(
+                    key=request.key,
+                    model=self.spec.name,
+                    text=answer,
+                    error=None if answer is not None else "no scripted rule matched and the model has no default",
+                    cached=False,
+                    latency=time.perf_counter() - started if seconds is None else seconds,
+                ),
+            )

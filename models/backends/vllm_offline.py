@@ -9,20 +9,21 @@ holds the current one, so model-major shards running in parallel never put two e
 one GPU. A prompt that fails (too long, say) fails its own request only: the batch is then
 retried one request at a time. vLLM is an optional extra.
 """
+
 from __future__ import annotations
 
 import gc
 import json
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mmcurate.core.config import ModelSpec
 from mmcurate.core.images import ImageStore
-
-from mmcurate.models.requests import ChatRequest, ChatResponse, sampling
 from mmcurate.models.backends.base import Backend, BackendError, OnResult, RequestError
 from mmcurate.models.backends.messages import to_openai_messages
+from mmcurate.models.requests import ChatRequest, ChatResponse, sampling
 
 
 def import_vllm() -> Any:
@@ -124,8 +125,9 @@ class VLLMOfflineBackend(Backend):
         batch: list[tuple[int, list[dict], int]] = []
         for index, request in enumerate(requests):
             try:
-                conversation, dropped = to_openai_messages(request.messages, self.images, self.spec.vision,
-                                                           self.spec.image_max_side)
+                conversation, dropped = to_openai_messages(
+                    request.messages, self.images, self.spec.vision, self.spec.image_max_side
+                )
             except RequestError as exc:
                 on_result(index, ChatResponse(request.key, self.spec.name, None, str(exc), False, 0.0))
                 continue
@@ -147,20 +149,36 @@ class VLLMOfflineBackend(Backend):
         for (index, _, dropped), output in zip(batch, outputs):
             request = requests[index]
             if isinstance(output, Exception):
-                on_result(index, ChatResponse(request.key, self.spec.name, None,
-                                              f"vLLM failed on this prompt: {type(output).__name__}: {output}",
-                                              False, latency))
+                on_result(
+                    index,
+                    ChatResponse(
+                        request.key,
+                        self.spec.name,
+                        None,
+                        f"vLLM failed on this prompt: {type(output).__name__}: {output}",
+                        False,
+                        latency,
+                    ),
+                )
                 continue
             completion = output.outputs[0]
-            on_result(index, ChatResponse(
-                key=request.key, model=self.spec.name, text=completion.text, error=None,
-                cached=False, latency=latency,
-                usage={
-                    "prompt_tokens": len(output.prompt_token_ids or []),
-                    "completion_tokens": len(completion.token_ids),
-                },
-                images_dropped=dropped, top_logprobs=top_logprobs(completion.logprobs),
-            ))
+            on_result(
+                index,
+                ChatResponse(
+                    key=request.key,
+                    model=self.spec.name,
+                    text=completion.text,
+                    error=None,
+                    cached=False,
+                    latency=latency,
+                    usage={
+                        "prompt_tokens": len(output.prompt_token_ids or []),
+                        "completion_tokens": len(completion.token_ids),
+                    },
+                    images_dropped=dropped,
+                    top_logprobs=top_logprobs(completion.logprobs),
+                ),
+            )
 
     def close(self) -> None:
         if self._llm is not None:

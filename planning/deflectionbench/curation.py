@@ -16,6 +16,7 @@ Per model, in pool order (``planning.plan.elimination``):
 
 Requests are sized by building them with the stages' own builders on sample rows.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,10 +24,10 @@ from typing import Any
 from mmcurate.annotation.deflectionbench.oracle import distractor_request, gold_request
 from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES, PAGE_STRATEGIES, DeflectionBenchConfig
 from mmcurate.core.config import Settings
-from mmcurate.judging.answers import precondition
-from mmcurate.judging.simpleqa import JudgeItem, judge_request
 from mmcurate.gating.parametric import parametric_request
 from mmcurate.gating.prompts import prompt_set
+from mmcurate.judging.answers import precondition
+from mmcurate.judging.simpleqa import JudgeItem, judge_request
 
 from .. import throughput
 from ..inputs import PlanInput
@@ -56,17 +57,30 @@ def paper_rows(section: DeflectionBenchConfig) -> list[dict[str, Any]]:
     offered = offered_negatives(section)
     texts = min(offered, retrieval.max_text_negatives)
     negatives = [context("text", i) for i in range(texts)] + [context("image", i) for i in range(offered - texts)]
-    return [{"sample_id": f"paper-{n}", "source": "paper", "source_id": str(n),
-             "question": words(PAPER_QUESTION_WORDS) + "?", "answers": [PAPER_ANSWER], "images": [f"{0:064x}"],
-             "gold_contexts": [context("text", 100 + g) for g in range(1 if n == 0 else 2)],
-             "negative_contexts": negatives, "meta": "{}"} for n in range(10)]
+    return [
+        {
+            "sample_id": f"paper-{n}",
+            "source": "paper",
+            "source_id": str(n),
+            "question": words(PAPER_QUESTION_WORDS) + "?",
+            "answers": [PAPER_ANSWER],
+            "images": [f"{0:064x}"],
+            "gold_contexts": [context("text", 100 + g) for g in range(1 if n == 0 else 2)],
+            "negative_contexts": negatives,
+            "meta": "{}",
+        }
+        for n in range(10)
+    ]
 
 
 def offered_negatives(section: DeflectionBenchConfig) -> int:
     """Negatives Stage II offers a sample it mines for: the most any source's strategy offers
     (passages of the KB's pages, or images of its own pool), capped as Stage II caps them."""
-    offers = [section.retrieval.max_text_negatives if mining.strategy in PAGE_STRATEGIES else mining.top_k
-              for mining in section.mining.values() if mining.strategy != "source"]
+    offers = [
+        section.retrieval.max_text_negatives if mining.strategy in PAGE_STRATEGIES else mining.top_k
+        for mining in section.mining.values()
+        if mining.strategy != "source"
+    ]
     return min(MAX_NEGATIVES, max(offers, default=0))
 
 
@@ -80,7 +94,9 @@ def plan_deflectionbench(settings: Settings, given: PlanInput, rates: Deflection
     pool = [settings.model(name) for name in cfg.gating.pool]
     k = len(pool)
     rows = [r for r in given.rows if precondition(r) is None] or paper_rows(cfg)
-    how = given.how if given.rows else given.how + "; no ingest in the workdir: requests shaped like the paper's samples"
+    how = (
+        given.how if given.rows else given.how + "; no ingest in the workdir: requests shaped like the paper's samples"
+    )
     negatives = rates.negatives if rates.negatives is not None else offered_negatives(cfg)
 
     gated = given.samples * rates.eligible
@@ -101,27 +117,47 @@ def plan_deflectionbench(settings: Settings, given: PlanInput, rates: Deflection
         DISTRACTOR: lambda: [distractor_request(r, n, evidence) for r in rows for n in _negatives(r, cfg)],
     }
     judge = settings.model(settings.judge.model) if settings.judge.kind == "llm" and settings.judge.model else None
-    judged = [judge_request(JudgeItem(r["sample_id"], r["question"], list(r["answers"]), r["answers"][0]))
-              for r in rows]  # the judged answer sized as the gold answer: the stages ask for short answers
+    judged = [
+        judge_request(JudgeItem(r["sample_id"], r["question"], list(r["answers"]), r["answers"][0])) for r in rows
+    ]  # the judged answer sized as the gold answer: the stages ask for short answers
     plan_rows: list[PlanRow] = []
     for step, per_model in asked.items():
         built = examples[step]()
         for spec, requests in zip(pool, per_model):
-            plan_rows.append(plan_row(STAGE_OF[step], step, spec, requests, built,
-                                      rates.completion.get(f"{step}/{spec.name}")))
+            plan_rows.append(
+                plan_row(STAGE_OF[step], step, spec, requests, built, rates.completion.get(f"{step}/{spec.name}"))
+            )
         if judge is not None:
-            plan_rows.append(plan_row(STAGE_OF[step], step, judge, sum(per_model) * (1 - rates.prejudge.get(step, 0.0)),
-                                      judged, rates.completion.get(f"{step}/{judge.name}")))
+            plan_rows.append(
+                plan_row(
+                    STAGE_OF[step],
+                    step,
+                    judge,
+                    sum(per_model) * (1 - rates.prejudge.get(step, 0.0)),
+                    judged,
+                    rates.completion.get(f"{step}/{judge.name}"),
+                )
+            )
     notes = [f"oracle rule: {oracle_rule}; negatives per sample at the distractor check: {negatives:.1f}"]
     if judge is not None:
         shares = ", ".join(f"{step} {share:.0%}" for step, share in rates.prejudge.items()) or "none measured"
-        notes.append(f"judge: {judge.name} on what the pre-judge does not settle (pre-judge share: {shares}); "
-                     "the judged answer is sized as the sample's gold answer; unparsable-reply retries are not counted")
+        notes.append(
+            f"judge: {judge.name} on what the pre-judge does not settle (pre-judge share: {shares}); "
+            "the judged answer is sized as the sample's gold answer; unparsable-reply retries are not counted"
+        )
     notes.append(f"{TOKEN_NOTE}; completion = max_tokens unless a release measured it")
     return Plan(
-        benchmark="deflectionbench", samples=given.samples, samples_from=how, rates_from=rates.source,
-        funnel=[("candidates", given.samples), ("after Stage I", after_i), ("after Stage II", after_ii),
-                ("released", passing * rates.kmin_pass)],
-        rows=plan_rows, notes=notes,
+        benchmark="deflectionbench",
+        samples=given.samples,
+        samples_from=how,
+        rates_from=rates.source,
+        funnel=[
+            ("candidates", given.samples),
+            ("after Stage I", after_i),
+            ("after Stage II", after_ii),
+            ("released", passing * rates.kmin_pass),
+        ],
+        rows=plan_rows,
+        notes=notes,
         sources={spec.name: throughput.throughput(spec)[1] for spec in [*pool, *([judge] if judge else [])]},
     )

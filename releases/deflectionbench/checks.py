@@ -1,6 +1,7 @@
 """DeflectionBench's Great Expectations suite: every sample with its question, answers, decodable
 images, gold contexts never among its negatives, no duplicate context, the seeded shuffle,
 at least K_min negatives, and the configured source mix."""
+
 from __future__ import annotations
 
 import great_expectations.expectations as gxe
@@ -29,9 +30,16 @@ def deflection_checks(release: WrittenRelease) -> tuple[list[FrameCheck], list[s
     bounds = (manifest.config.get("deflectionbench") or {}).get("source_mix") or {}
     if bounds:
         mix = qf.source_mix_frame(frame["source"].tolist(), {k: tuple(v) for k, v in bounds.items()})
-        checks.append(FrameCheck("source_mix", mix, "source", [
-            gxe.ExpectColumnValuesToBeInSet(column="in_bounds", value_set=[True]),
-        ]))
+        checks.append(
+            FrameCheck(
+                "source_mix",
+                mix,
+                "source",
+                [
+                    gxe.ExpectColumnValuesToBeInSet(column="in_bounds", value_set=[True]),
+                ],
+            )
+        )
     else:
         notes.append("deflectionbench.source_mix not configured: source-mix check skipped")
     return checks, notes

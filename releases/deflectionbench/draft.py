@@ -1,4 +1,5 @@
 """A DeflectionBench run as a release draft: the paper's Tables 2 and 3, funnel, calls."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -12,36 +13,36 @@ from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.deflectionbench import RULES, DeflectionBenchConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.ledger import Ledger
-from mmcurate.evaluation.deflectionbench.harness import harness as lmms_harness
-from mmcurate.models.accounting import COUNTS
 from mmcurate.core.specs import is_lexical
 from mmcurate.core.stages import StageResult
-from mmcurate.gating.elimination import EliminationResult
 from mmcurate.core.tables import SpilledTable, spill_chunks, table_batches
 from mmcurate.core.text import normalize
+from mmcurate.evaluation.deflectionbench.harness import harness as lmms_harness
+from mmcurate.gating.elimination import EliminationResult
 from mmcurate.gating.prompts import prompt_set
+from mmcurate.models.accounting import COUNTS
 
-from .checks import deflection_checks
 from ..draft import ReleaseDraft
-from ..near_duplicates import near_duplicate_note
 from ..kind import Distribution, ReleaseKind
 from ..manifest_model import Manifest
+from ..near_duplicates import near_duplicate_note
 from ..plots import sorted_counts, value_counts
+from .checks import deflection_checks
 from .topics import TopicReading
-
 
 GUESS_TEXT = {
     False: "the Stage I and III prompts ask for the answer only, as the paper does: a model that declines is "
-           "NOT_ATTEMPTED",
+    "NOT_ATTEMPTED",
     True: "the Stage I and III prompts also ask for a best guess when unsure (not the paper's): abstentions, which "
-          "drop a Stage I sample, become answers, most of them INCORRECT, which keep it",
+    "drop a Stage I sample, become answers, most of them INCORRECT, which keep it",
 }
 
 
 def distributions(tables: Mapping[str, pa.Table | SpilledTable]) -> dict[str, Distribution]:
     test = tables["test"]
-    negatives = pa.chunked_array([pc.list_value_length(batch.column(0))
-                                  for batch in table_batches(test, ["negative_contexts"])], pa.int32())
+    negatives = pa.chunked_array(
+        [pc.list_value_length(batch.column(0)) for batch in table_batches(test, ["negative_contexts"])], pa.int32()
+    )
     return {
         "samples per source": ("source", "samples", dict(value_counts(test.column("source")).most_common())),
         "negative contexts per sample": ("negative contexts", "samples", sorted_counts(value_counts(negatives))),
@@ -55,7 +56,8 @@ KIND = ReleaseKind(
         "VLM-DeflectionBench is a retrieval-dependent multimodal benchmark: samples that strong models "
         "answer from parametric memory alone are removed, so answering needs the retrieved context, and each "
         "sample carries gold contexts and hard negative contexts (distractors) for the four evaluation "
-        "scenarios (parametric, oracle, realistic, adversarial)."),
+        "scenarios (parametric, oracle, realistic, adversarial)."
+    ),
     configs=("test",),
     checks=deflection_checks,
     distributions=distributions,
@@ -78,8 +80,12 @@ def _rows(table: pa.Table | SpilledTable, columns: list[str] | None = None) -> I
         yield from batch.to_pylist()
 
 
-def per_source_table(ingested: dict[str, int | None], kept: pa.Table | SpilledTable, carried: dict[str, int] | None = None,
-                     parent: str | None = None) -> list[dict]:
+def per_source_table(
+    ingested: dict[str, int | None],
+    kept: pa.Table | SpilledTable,
+    carried: dict[str, int] | None = None,
+    parent: str | None = None,
+) -> list[dict]:
     """Retained samples per source, retention % of the ingested, query and context modality
     (Table 2); a re-curation adds the samples ``carried`` over from its ``parent`` version
     (column ``in <parent>``) after the ingested ones it inherits."""
@@ -171,15 +177,14 @@ def funnel(entered: int, after_gating: int, after_pairing: int, released: int, p
 
 LEAKAGE_TEXT = {
     "none": "only the gold contexts were removed from the mined passages (the paper's eq. 2); passages that leak "
-            "the answer were left to the Stage III distractor check (eq. 5)",
+    "the answer were left to the Stage III distractor check (eq. 5)",
     "answer": "the gold contexts and every passage holding a gold answer were removed from the mined passages "
-              "before reranking (stricter than the paper's eq. 2)",
+    "before reranking (stricter than the paper's eq. 2)",
     "answer_or_overlap": "the gold contexts, every passage holding a gold answer and every passage overlapping a "
-                         "gold text were removed from the mined passages before reranking (stricter than the "
-                         "paper's eq. 2)",
+    "gold text were removed from the mined passages before reranking (stricter than the "
+    "paper's eq. 2)",
 }
-MINING_RULES = {"gold": "is a gold context (eq. 2)", "answer": "holds a gold answer",
-                "overlap": "overlaps a gold text"}
+MINING_RULES = {"gold": "is a gold context (eq. 2)", "answer": "holds a gold answer", "overlap": "overlaps a gold text"}
 
 
 def mining_table(counts: Mapping[str, int]) -> list[dict]:
@@ -187,34 +192,58 @@ def mining_table(counts: Mapping[str, int]) -> list[dict]:
     empty when nothing was mined."""
     if not counts.get("mined_candidates"):
         return []
-    return [{"rule": "candidate passages from the top pages", "passages": counts["mined_candidates"]},
-            *({"rule": f"removed: {text}", "passages": counts.get(f"mined_removed_{rule}", 0)}
-              for rule, text in MINING_RULES.items())]
+    return [
+        {"rule": "candidate passages from the top pages", "passages": counts["mined_candidates"]},
+        *(
+            {"rule": f"removed: {text}", "passages": counts.get(f"mined_removed_{rule}", 0)}
+            for rule, text in MINING_RULES.items()
+        ),
+    ]
 
 
-def readings_table(cfg: DeflectionBenchConfig, components: Mapping[str, str], prompts_used: str,
-                   topics: TopicReading | None = None) -> list[dict]:
+def readings_table(
+    cfg: DeflectionBenchConfig, components: Mapping[str, str], prompts_used: str, topics: TopicReading | None = None
+) -> list[dict]:
     """The choices the paper leaves open or this run made differently, each with the setting
     used and what it means (``prompts_used``: ``PromptSet.describe`` of the templates used;
     ``topics``: the reading the topic table was made with)."""
     rows = [
         {"setting": "gating.rule", "value": cfg.gating.rule, "reading": RULES[cfg.gating.rule].stage_i},
-        {"setting": "gating.oracle_rule", "value": cfg.gating.oracle_rule,
-         "reading": RULES[cfg.gating.oracle_rule].stage_iii},
-        {"setting": "gating.force_guess", "value": str(cfg.gating.force_guess).lower(),
-         "reading": GUESS_TEXT[cfg.gating.force_guess]},
-        {"setting": "prompts", "value": "built-in" if cfg.prompts is None else cfg.prompts.file.name,
-         "reading": prompts_used},
+        {
+            "setting": "gating.oracle_rule",
+            "value": cfg.gating.oracle_rule,
+            "reading": RULES[cfg.gating.oracle_rule].stage_iii,
+        },
+        {
+            "setting": "gating.force_guess",
+            "value": str(cfg.gating.force_guess).lower(),
+            "reading": GUESS_TEXT[cfg.gating.force_guess],
+        },
+        {
+            "setting": "prompts",
+            "value": "built-in" if cfg.prompts is None else cfg.prompts.file.name,
+            "reading": prompts_used,
+        },
     ]
     if topics is not None:
         rows.append({"setting": "topics", "value": topics.reading, "reading": topics.note})
     if "leakage_filter" in components:
-        rows.append({"setting": "retrieval.leakage_filter", "value": components["leakage_filter"],
-                     "reading": LEAKAGE_TEXT[components["leakage_filter"]]})
+        rows.append(
+            {
+                "setting": "retrieval.leakage_filter",
+                "value": components["leakage_filter"],
+                "reading": LEAKAGE_TEXT[components["leakage_filter"]],
+            }
+        )
     if "reranker" in components:
         paper = "contriever" in components["reranker"]
-        rows.append({"setting": "retrieval.reranker", "value": components["reranker"],
-                     "reading": "the paper's Contriever" if paper else "a stand-in for the paper's Contriever"})
+        rows.append(
+            {
+                "setting": "retrieval.reranker",
+                "value": components["reranker"],
+                "reading": "the paper's Contriever" if paper else "a stand-in for the paper's Contriever",
+            }
+        )
     return rows
 
 
@@ -225,11 +254,24 @@ def calls_table(stage_rows: dict[str, list[dict]], naive: dict[str, int]) -> lis
     rows = []
     for stage, counted in stage_rows.items():
         for r in counted:
-            rows.append({"stage": stage, "step": r["stage"], "model": r["model"],
-                         **{name: r.get(name, 0) for name in COUNTS}, "naive": None})
-        rows.append({"stage": stage, "step": "total", "model": "all",
-                     **{name: sum(r.get(name, 0) for r in counted) for name in COUNTS},
-                     "naive": naive.get(stage, 0)})
+            rows.append(
+                {
+                    "stage": stage,
+                    "step": r["stage"],
+                    "model": r["model"],
+                    **{name: r.get(name, 0) for name in COUNTS},
+                    "naive": None,
+                }
+            )
+        rows.append(
+            {
+                "stage": stage,
+                "step": "total",
+                "model": "all",
+                **{name: sum(r.get(name, 0) for r in counted) for name in COUNTS},
+                "naive": naive.get(stage, 0),
+            }
+        )
     return rows
 
 
@@ -248,8 +290,10 @@ def release_table(kept: pa.Table | SpilledTable, seed: int) -> pa.Table | Spille
     if isinstance(kept, pa.Table):
         return kept.append_column("shuffle_seed", pa.array([seed] * kept.num_rows, pa.int64()))
     schema = kept.schema.append(pa.field("shuffle_seed", pa.int64()))
-    parts = (part.append_column("shuffle_seed", pa.array([seed] * part.num_rows, pa.int64()))
-             for part in kept.chunks(RELEASE_PART_ROWS))
+    parts = (
+        part.append_column("shuffle_seed", pa.array([seed] * part.num_rows, pa.int64()))
+        for part in kept.chunks(RELEASE_PART_ROWS)
+    )
     return spill_chunks(parts, kept.parts[0].parent, "release", schema)
 
 
@@ -299,31 +343,48 @@ def deflection_draft(
     statistics = {
         "per_source": per_source_table(ingested, kept, carried, parent_version),
         "global": global_table(kept),
-        "funnel": funnel(entered, gating.kept.num_rows, after_pairing, kept.num_rows,
-                         parent_version if carried is not None else None),
-        "calls": calls_table({"I": gating.calls, "III": oracle.calls},
-                             {"I": gating.naive_calls, "III": oracle.naive_calls}),
+        "funnel": funnel(
+            entered, gating.kept.num_rows, after_pairing, kept.num_rows, parent_version if carried is not None else None
+        ),
+        "calls": calls_table(
+            {"I": gating.calls, "III": oracle.calls}, {"I": gating.naive_calls, "III": oracle.naive_calls}
+        ),
         "convergence": gating.convergence,
         "judge_errors": judge_errors(ledger),
         "topics": topics.table(kept["sample_id"].to_pylist()) if topics is not None else [],
         "mining": mining_table(pairing.counts) if pairing else [],
         "mining_per_source": pairing.extra.get("mining", []) if pairing else [],
-        "readings": readings_table(cfg, components, prompt_set(cfg.prompts).describe(
-            [t for t in (gating.components.get("stage_i_prompt"), oracle.components.get("stage_iii_prompt")) if t]),
-            topics),
+        "readings": readings_table(
+            cfg,
+            components,
+            prompt_set(cfg.prompts).describe(
+                [t for t in (gating.components.get("stage_i_prompt"), oracle.components.get("stage_iii_prompt")) if t]
+            ),
+            topics,
+        ),
         "near_duplicates": dedup.extra["near_duplicates"] if dedup else [],
     }
-    retrieval = (f"Retrieval: {components['text_encoder']} (text), {components['image_encoder']} (images)."
-                 if "text_encoder" in components else "Retrieval: none; every sample came with its source's negatives.")
-    notes = [retrieval, f"Judged by {judge}.",
-             f"Rules: Stage I gating {cfg.gating.rule}, Stage III solvability {cfg.gating.oracle_rule} "
-             f"({RULES[cfg.gating.oracle_rule].stage_iii})."]
+    retrieval = (
+        f"Retrieval: {components['text_encoder']} (text), {components['image_encoder']} (images)."
+        if "text_encoder" in components
+        else "Retrieval: none; every sample came with its source's negatives."
+    )
+    notes = [
+        retrieval,
+        f"Judged by {judge}.",
+        f"Rules: Stage I gating {cfg.gating.rule}, Stage III solvability {cfg.gating.oracle_rule} "
+        f"({RULES[cfg.gating.oracle_rule].stage_iii}).",
+    ]
     if "reranker" in components and "contriever" not in components["reranker"]:
-        notes.append(f"Mined passages were reranked with {components['reranker']}, a stand-in for the paper's "
-                     "Contriever (set retrieval.reranker: contriever:<folder>).")
+        notes.append(
+            f"Mined passages were reranked with {components['reranker']}, a stand-in for the paper's "
+            "Contriever (set retrieval.reranker: contriever:<folder>)."
+        )
     if "descriptor" in components.get("image_encoder", ""):
-        notes.append("Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
-                     "they are visually similar, not semantically similar.")
+        notes.append(
+            "Image negatives were mined with a classical colour/gradient descriptor, not CLIP: "
+            "they are visually similar, not semantically similar."
+        )
     if topics is None:
         notes.append("Topic distribution before curation is unknown (the parent release does not record it).")
     if is_lexical(judge):
@@ -345,8 +406,10 @@ def deflection_draft(
         counts={
             "per_stage": {row["stage"]: row["remaining"] for row in statistics["funnel"]},
             "quarantined": quarantine.num_rows,
-            "per_source": {row["source"]: {"ingested": row["ingested"], "retained": row["retained"]}
-                           for row in statistics["per_source"]},
+            "per_source": {
+                row["source"]: {"ingested": row["ingested"], "retained": row["retained"]}
+                for row in statistics["per_source"]
+            },
             "run_id": run_id,
         },
         statistics=statistics,

@@ -20,6 +20,7 @@ for the subsample, and every other question is embedded and assigned ``ASSIGN_BA
 by BERTopic's ``transform`` (UMAP's transform, HDBSCAN's approximate prediction and, with
 ``outliers: probabilities``, its membership vectors), so the pool is never embedded at once.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -33,8 +34,11 @@ from mmcurate.core.errors import MmcurateError
 
 def adapted(n: int, cfg: TopicsConfig) -> dict[str, int]:
     """UMAP and HDBSCAN sizes for ``n`` questions (module docstring)."""
-    return {"n_neighbors": min(cfg.n_neighbors, n - 1), "n_components": min(cfg.n_components, n - 2),
-            "min_cluster_size": min(cfg.min_cluster_size, max(2, n // 10))}
+    return {
+        "n_neighbors": min(cfg.n_neighbors, n - 1),
+        "n_components": min(cfg.n_components, n - 2),
+        "min_cluster_size": min(cfg.min_cluster_size, max(2, n // 10)),
+    }
 
 
 ASSIGN_BATCH = 8192  # questions embedded and assigned at a time after a fit on a subsample
@@ -48,15 +52,30 @@ def _model(n: int, cfg: TopicsConfig, seed: int) -> tuple[Any, dict[str, int]]:
         from sklearn.feature_extraction.text import CountVectorizer
         from umap import UMAP
     except ImportError as exc:
-        raise MmcurateError(f"topics: bertopic needs the packages bertopic, umap-learn and hdbscan ({exc.name} is "
-                            "missing; run `make setup`), or set deflectionbench.topics.reading: source_fields") from None
+        raise MmcurateError(
+            f"topics: bertopic needs the packages bertopic, umap-learn and hdbscan ({exc.name} is "
+            "missing; run `make setup`), or set deflectionbench.topics.reading: source_fields"
+        ) from None
     sizes = adapted(n, cfg)
-    umap = UMAP(n_neighbors=sizes["n_neighbors"], n_components=sizes["n_components"], min_dist=0.0,
-                metric="cosine", random_state=seed)
-    hdbscan = HDBSCAN(min_cluster_size=sizes["min_cluster_size"], metric="euclidean",
-                      cluster_selection_method="eom", prediction_data=True)
-    model = BERTopic(umap_model=umap, hdbscan_model=hdbscan, vectorizer_model=CountVectorizer(stop_words="english"),
-                     calculate_probabilities=cfg.outliers == "probabilities")
+    umap = UMAP(
+        n_neighbors=sizes["n_neighbors"],
+        n_components=sizes["n_components"],
+        min_dist=0.0,
+        metric="cosine",
+        random_state=seed,
+    )
+    hdbscan = HDBSCAN(
+        min_cluster_size=sizes["min_cluster_size"],
+        metric="euclidean",
+        cluster_selection_method="eom",
+        prediction_data=True,
+    )
+    model = BERTopic(
+        umap_model=umap,
+        hdbscan_model=hdbscan,
+        vectorizer_model=CountVectorizer(stop_words="english"),
+        calculate_probabilities=cfg.outliers == "probabilities",
+    )
     return model, sizes
 
 
@@ -69,8 +88,9 @@ def _names(model: Any, questions: Sequence[str], ids: Any, probabilities: Any, c
     return [names[int(i)] for i in ids]
 
 
-def bertopic_topics(questions: Sequence[str], embeddings: np.ndarray, cfg: TopicsConfig,
-                    seed: int) -> tuple[list[str], dict[str, Any]]:
+def bertopic_topics(
+    questions: Sequence[str], embeddings: np.ndarray, cfg: TopicsConfig, seed: int
+) -> tuple[list[str], dict[str, Any]]:
     """The topic of each question, and the parameters that made them (for the card)."""
     model, sizes = _model(len(questions), cfg, seed)
     ids, probabilities = model.fit_transform(list(questions), np.asarray(embeddings, dtype=np.float32))
@@ -78,8 +98,13 @@ def bertopic_topics(questions: Sequence[str], embeddings: np.ndarray, cfg: Topic
     return _names(model, questions, ids, probabilities, cfg), params
 
 
-def fitted_topics(questions: Sequence[str], encode: Callable[[list[str]], np.ndarray], fit: Sequence[int],
-                  cfg: TopicsConfig, seed: int) -> tuple[list[str], dict[str, Any]]:
+def fitted_topics(
+    questions: Sequence[str],
+    encode: Callable[[list[str]], np.ndarray],
+    fit: Sequence[int],
+    cfg: TopicsConfig,
+    seed: int,
+) -> tuple[list[str], dict[str, Any]]:
     """The topic of each question from a BERTopic fitted on the questions at positions ``fit``
     (``topics.fit_sample``), the others embedded by ``encode`` and assigned to its clusters
     ``ASSIGN_BATCH`` at a time (BERTopic's ``transform``); and the parameters (for the card)."""
@@ -89,7 +114,7 @@ def fitted_topics(questions: Sequence[str], encode: Callable[[list[str]], np.nda
     topics = dict(zip(fit, _names(model, sample, ids, probabilities, cfg)))
     rest = [i for i in range(len(questions)) if i not in topics]
     for start in range(0, len(rest), ASSIGN_BATCH):
-        rows = rest[start:start + ASSIGN_BATCH]
+        rows = rest[start : start + ASSIGN_BATCH]
         batch = [questions[i] for i in rows]
         ids, probabilities = model.transform(batch, np.asarray(encode(batch), dtype=np.float32))
         topics.update(zip(rows, _names(model, batch, ids, probabilities, cfg)))

@@ -24,6 +24,7 @@ verdict the topic), so ``mmcurate why`` shows it and a re-curation counts its ke
 in the parent's clusters without clustering again (``inherited_topics``). Nothing drops out
 of the totals.
 """
+
 from __future__ import annotations
 
 import json
@@ -87,20 +88,30 @@ class TopicReading:
     @property
     def decisions(self) -> list[Decision]:
         """The ledger rows this run adds, as decisions (``ledger`` builds the same rows as a table)."""
-        return [Decision(sid, STAGE, f"topic.{self.reading}", topic) for sid, topic in self.of.items()] \
-            if self.recorded else []
+        return (
+            [Decision(sid, STAGE, f"topic.{self.reading}", topic) for sid, topic in self.of.items()]
+            if self.recorded
+            else []
+        )
 
     def ledger(self, run_id: str) -> pa.Table:
         """The rows of ``decisions`` as a LEDGER table, made column by column (a million samples
         never become Python objects twice)."""
         n = len(self.of) if self.recorded else 0
         ids = pa.array(list(self.of) if n else [], pa.string())
-        return pa.table({"sample_id": ids, "stage": pa.array([STAGE] * n, pa.string()),
-                         "check": pa.array([f"topic.{self.reading}"] * n, pa.string()),
-                         "model": pa.nulls(n, pa.string()), "context_id": pa.nulls(n, pa.string()),
-                         "verdict": pa.array(list(self.of.values()) if n else [], pa.string()),
-                         "detail": pa.array(["{}"] * n, pa.string()), "run_id": pa.array([run_id] * n, pa.string())},
-                        schema=LEDGER)
+        return pa.table(
+            {
+                "sample_id": ids,
+                "stage": pa.array([STAGE] * n, pa.string()),
+                "check": pa.array([f"topic.{self.reading}"] * n, pa.string()),
+                "model": pa.nulls(n, pa.string()),
+                "context_id": pa.nulls(n, pa.string()),
+                "verdict": pa.array(list(self.of.values()) if n else [], pa.string()),
+                "detail": pa.array(["{}"] * n, pa.string()),
+                "run_id": pa.array([run_id] * n, pa.string()),
+            },
+            schema=LEDGER,
+        )
 
     def after(self, sample_ids: Sequence[str]) -> dict[str, int]:
         """Samples per topic among ``sample_ids``, most frequent first."""
@@ -121,39 +132,56 @@ def _reading(reading: str, of: dict[str, str], note: str) -> TopicReading:
 
 def source_field_topics(samples: pa.Table) -> dict[str, str]:
     """sample id -> its source fields' topic."""
-    return {sid: topic_of(source, meta) for sid, source, meta in
-            zip(samples["sample_id"].to_pylist(), samples["source"].to_pylist(), samples["meta"].to_pylist())}
+    return {
+        sid: topic_of(source, meta)
+        for sid, source, meta in zip(
+            samples["sample_id"].to_pylist(), samples["source"].to_pylist(), samples["meta"].to_pylist()
+        )
+    }
 
 
-SOURCE_FIELDS_NOTE = "each source's own category field (releases/deflectionbench/topics.py), not the paper's BERTopic clusters"
+SOURCE_FIELDS_NOTE = (
+    "each source's own category field (releases/deflectionbench/topics.py), not the paper's BERTopic clusters"
+)
 
 
 def assign_topics(samples: pa.Table, cfg: TopicsConfig, seed: int) -> TopicReading:
     """The topics of the pool ``samples`` in the configured reading (module docstring)."""
     n = samples.num_rows
     if cfg.reading == "source_fields":
-        return _reading("source_fields", source_field_topics(samples),
-                        f"topics.reading source_fields: {SOURCE_FIELDS_NOTE}")
+        return _reading(
+            "source_fields", source_field_topics(samples), f"topics.reading source_fields: {SOURCE_FIELDS_NOTE}"
+        )
     if n < cfg.min_samples:
-        return _reading("source_fields", source_field_topics(samples),
-                        f"topics.reading bertopic asked, but {counted(n, 'question')} are fewer than topics.min_samples "
-                        f"({cfg.min_samples}) to cluster, so the source fields were read: {SOURCE_FIELDS_NOTE}")
+        return _reading(
+            "source_fields",
+            source_field_topics(samples),
+            f"topics.reading bertopic asked, but {counted(n, 'question')} are fewer than topics.min_samples "
+            f"({cfg.min_samples}) to cluster, so the source fields were read: {SOURCE_FIELDS_NOTE}",
+        )
     encoder = text_encoder(cfg.text_encoder)
     questions = samples["question"].to_pylist()
     if cfg.fit_sample is None or n <= cfg.fit_sample:
         topics, params = bertopic_topics(questions, encoder.encode_text(questions), cfg, seed)
-        fitted = (f"BERTopic over {counted(n, 'question')}" if cfg.fit_sample is None else
-                  f"BERTopic over {counted(n, 'question')} (topics.fit_sample {cfg.fit_sample:,}: all of them)")
+        fitted = (
+            f"BERTopic over {counted(n, 'question')}"
+            if cfg.fit_sample is None
+            else f"BERTopic over {counted(n, 'question')} (topics.fit_sample {cfg.fit_sample:,}: all of them)"
+        )
     else:
         fit = sorted(random.Random(seed).sample(range(n), cfg.fit_sample))
         topics, params = fitted_topics(questions, encoder.encode_text, fit, cfg, seed)
-        fitted = (f"BERTopic fitted on a seeded subsample of {counted(cfg.fit_sample, 'question')} "
-                  f"(topics.fit_sample, seed {seed}; not the paper's, which clusters the whole pool), the other "
-                  f"{n - cfg.fit_sample:,} of {n:,} assigned to its clusters by BERTopic's transform")
+        fitted = (
+            f"BERTopic fitted on a seeded subsample of {counted(cfg.fit_sample, 'question')} "
+            f"(topics.fit_sample, seed {seed}; not the paper's, which clusters the whole pool), the other "
+            f"{n - cfg.fit_sample:,} of {n:,} assigned to its clusters by BERTopic's transform"
+        )
     sizes = ", ".join(f"{k} {v}" for k, v in params.items())
-    note = (f"topics.reading bertopic: {fitted}, embedded with {encoder.name} "
-            f"(a stand-in for the paper's text-embedding-3-large; {sizes}); each topic is named by its "
-            "c-TF-IDF keywords, not by GPT-4o as in the paper")
+    note = (
+        f"topics.reading bertopic: {fitted}, embedded with {encoder.name} "
+        f"(a stand-in for the paper's text-embedding-3-large; {sizes}); each topic is named by its "
+        "c-TF-IDF keywords, not by GPT-4o as in the paper"
+    )
     return _reading("bertopic", dict(zip(samples["sample_id"].to_pylist(), topics)), note)
 
 
@@ -163,11 +191,16 @@ def topic_table(before: Mapping[str, int], after: Mapping[str, int]) -> list[dic
     rows = []
     for topic in sorted(set(before) | set(after), key=lambda t: (-before.get(t, 0), -after.get(t, 0), t)):
         b, a = before.get(topic, 0), after.get(topic, 0)
-        rows.append({
-            "topic": topic, "before": b, "before_pct": round(100.0 * b / total_before, 2) if total_before else 0.0,
-            "after": a, "after_pct": round(100.0 * a / total_after, 2) if total_after else 0.0,
-            "retained_pct": round(100.0 * a / b, 2) if b else None,
-        })
+        rows.append(
+            {
+                "topic": topic,
+                "before": b,
+                "before_pct": round(100.0 * b / total_before, 2) if total_before else 0.0,
+                "after": a,
+                "after_pct": round(100.0 * a / total_after, 2) if total_after else 0.0,
+                "retained_pct": round(100.0 * a / b, 2) if b else None,
+            }
+        )
     return rows
 
 

@@ -1,6 +1,7 @@
 """POPE's Great Expectations suite: every probe a question with a yes/no label, a known split
 (POPE's, or an MME subtask) and a decodable image, unique ids, and every (dataset, split)
 balanced (as many yes as no)."""
+
 from __future__ import annotations
 
 import great_expectations.expectations as gxe
@@ -8,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 
 from mmcurate.sources.mme import SUBTASKS
-from mmcurate.sources.pope import LABELS, PUBLISHED, BUILT, SPLITS
+from mmcurate.sources.pope import BUILT, LABELS, PUBLISHED, SPLITS
 
 from ..kind import FrameCheck, WrittenRelease
 from ..quality_frames import image_decodes
@@ -42,14 +43,24 @@ def pope_checks(release: WrittenRelease) -> tuple[list[FrameCheck], list[str]]:
     probes = release.table("probes")
     columns = [c for c in probes.column_names if c != "image"]
     return [
-        FrameCheck("probes", probe_frame(probes), "sample_id", [
-            *sample_rules(columns, DERIVED, ("question_chars", "label_chars")),
-            gxe.ExpectColumnValuesToBeInSet(column="label", value_set=list(LABELS)),
-            gxe.ExpectColumnValuesToBeInSet(column="split", value_set=[*SPLITS, *SUBTASKS]),
-            gxe.ExpectColumnValuesToBeInSet(column="origin", value_set=[PUBLISHED, BUILT]),
-            gxe.ExpectColumnValuesToBeUnique(column="source_id"),
-        ]),
-        FrameCheck("balance", balance_frame(probes), "split", [
-            gxe.ExpectColumnValuesToBeInSet(column="balanced", value_set=[True]),
-        ]),
+        FrameCheck(
+            "probes",
+            probe_frame(probes),
+            "sample_id",
+            [
+                *sample_rules(columns, DERIVED, ("question_chars", "label_chars")),
+                gxe.ExpectColumnValuesToBeInSet(column="label", value_set=list(LABELS)),
+                gxe.ExpectColumnValuesToBeInSet(column="split", value_set=[*SPLITS, *SUBTASKS]),
+                gxe.ExpectColumnValuesToBeInSet(column="origin", value_set=[PUBLISHED, BUILT]),
+                gxe.ExpectColumnValuesToBeUnique(column="source_id"),
+            ],
+        ),
+        FrameCheck(
+            "balance",
+            balance_frame(probes),
+            "split",
+            [
+                gxe.ExpectColumnValuesToBeInSet(column="balanced", value_set=[True]),
+            ],
+        ),
     ], []

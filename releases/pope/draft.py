@@ -11,6 +11,7 @@ annotations by POPE's rules). Statistics: per (dataset, split) and label, as POP
 dataset's splits apart; per source; the balancing. Its Great Expectations suite is
 ``releases.pope.checks``.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -19,8 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from mmcurate.benchmarks.pope import PopeConfig
 from mmcurate.benchmarks import register_part
+from mmcurate.benchmarks.pope import PopeConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.schema import with_meta
 from mmcurate.core.stages import StageResult
@@ -33,27 +34,34 @@ from ..draft import ReleaseDraft
 from ..kind import Distribution, ReleaseKind
 from .checks import pope_checks
 
-PROBES = pa.schema([
-    pa.field("sample_id", pa.string(), nullable=False),
-    pa.field("source", pa.string(), nullable=False),
-    pa.field("source_id", pa.string(), nullable=False),
-    pa.field("dataset", pa.string(), nullable=False),
-    pa.field("split", pa.string(), nullable=False),
-    pa.field("question_id", pa.int64(), nullable=False),
-    pa.field("question", pa.string(), nullable=False),
-    pa.field("label", pa.string(), nullable=False),
-    pa.field("object", pa.string()),
-    pa.field("image", pa.string(), nullable=False),
-    pa.field("image_file", pa.string(), nullable=False),
-    pa.field("origin", pa.string(), nullable=False),
-])
+PROBES = pa.schema(
+    [
+        pa.field("sample_id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("source_id", pa.string(), nullable=False),
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),
+        pa.field("question_id", pa.int64(), nullable=False),
+        pa.field("question", pa.string(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("object", pa.string()),
+        pa.field("image", pa.string(), nullable=False),
+        pa.field("image_file", pa.string(), nullable=False),
+        pa.field("origin", pa.string(), nullable=False),
+    ]
+)
 
 
 def distributions(tables: Mapping[str, pa.Table]) -> dict[str, Distribution]:
     rows = tables["probes"].select(["dataset", "split"]).to_pylist()
     counts = Counter((r["dataset"], r["split"]) for r in rows)
-    return {"probes per dataset and split": ("dataset/split", "probes",
-                                             {f"{d}/{s}": counts[(d, s)] for d, s in dataset_splits(rows, PROBE_SPLITS)})}
+    return {
+        "probes per dataset and split": (
+            "dataset/split",
+            "probes",
+            {f"{d}/{s}": counts[(d, s)] for d, s in dataset_splits(rows, PROBE_SPLITS)},
+        )
+    }
 
 
 KIND = ReleaseKind(
@@ -65,7 +73,8 @@ KIND = ReleaseKind(
         "objects (popular) or among those that most often appear with the image's objects (adversarial), per "
         "dataset (COCO, A-OKVQA, GQA in POPE's files). MME's hallucination subtasks (existence, count, position, "
         "color: two yes/no questions per image) may stand beside them as dataset 'mme'. Kestrel reports its "
-        "self-refinement on both."),
+        "self-refinement on both."
+    ),
     configs=("probes",),
     checks=pope_checks,
     distributions=distributions,
@@ -75,39 +84,77 @@ register_part("pope", "release")(KIND)
 
 
 def probe_rows(samples: pa.Table) -> pa.Table:
-    rows = [{"sample_id": row["sample_id"], "source": row["source"], "source_id": row["source_id"],
-             "dataset": meta["dataset"], "split": meta["split"], "question_id": meta["question_id"],
-             "question": row["question"], "label": row["answers"][0], "object": meta.get("object"),
-             "image": row["images"][0], "image_file": meta["image"], "origin": meta["origin"]}
-            for row, meta in with_meta(samples)]
+    rows = [
+        {
+            "sample_id": row["sample_id"],
+            "source": row["source"],
+            "source_id": row["source_id"],
+            "dataset": meta["dataset"],
+            "split": meta["split"],
+            "question_id": meta["question_id"],
+            "question": row["question"],
+            "label": row["answers"][0],
+            "object": meta.get("object"),
+            "image": row["images"][0],
+            "image_file": meta["image"],
+            "origin": meta["origin"],
+        }
+        for row, meta in with_meta(samples)
+    ]
     return pa.Table.from_pylist(rows, schema=PROBES)
 
 
-def pope_draft(settings: Settings, version: str, run_id: str, ingested: list[IngestResult], samples: pa.Table,
-               quarantine: pa.Table, balanced: StageResult) -> ReleaseDraft:
+def pope_draft(
+    settings: Settings,
+    version: str,
+    run_id: str,
+    ingested: list[IngestResult],
+    samples: pa.Table,
+    quarantine: pa.Table,
+    balanced: StageResult,
+) -> ReleaseDraft:
     probes = probe_rows(balanced.kept)
     rows = probes.to_pylist()
     counts = Counter((r["dataset"], r["split"], r["label"]) for r in rows)
-    per_split = [{"dataset": d, "split": s, "probes": counts[(d, s, "yes")] + counts[(d, s, "no")],
-                  "yes": counts[(d, s, "yes")], "no": counts[(d, s, "no")],
-                  "images": len({r["image"] for r in rows if (r["dataset"], r["split"]) == (d, s)})}
-                 for d, s in dataset_splits(rows, PROBE_SPLITS)]
-    per_source: dict[str, dict[str, Any]] = {r.source: {"ingested": r.samples, "quarantined": r.quarantined, "skipped": r.skipped}
-                  for r in ingested}
+    per_split = [
+        {
+            "dataset": d,
+            "split": s,
+            "probes": counts[(d, s, "yes")] + counts[(d, s, "no")],
+            "yes": counts[(d, s, "yes")],
+            "no": counts[(d, s, "no")],
+            "images": len({r["image"] for r in rows if (r["dataset"], r["split"]) == (d, s)}),
+        }
+        for d, s in dataset_splits(rows, PROBE_SPLITS)
+    ]
+    per_source: dict[str, dict[str, Any]] = {
+        r.source: {"ingested": r.samples, "quarantined": r.quarantined, "skipped": r.skipped} for r in ingested
+    }
     for row in rows:
         per_source[row["source"]]["released"] = per_source[row["source"]].get("released", 0) + 1
     origins = sorted({r["origin"] for r in rows})
     return ReleaseDraft(
-        kind=KIND, version=version, parent=None, tables={"probes": probes},
+        kind=KIND,
+        version=version,
+        parent=None,
+        tables={"probes": probes},
         ledger=balanced.decision_log(),
-        quarantine=quarantine, config=settings.resolved(), models=[], judge={"name": "none"},
+        quarantine=quarantine,
+        config=settings.resolved(),
+        models=[],
+        judge={"name": "none"},
         components={"probes": "+".join(origins)},
         source_files=sorted({f for r in ingested for f in r.source_files}),
-        counts={"per_stage": {balanced.stage: balanced.counts}, "per_source": per_source,
-                "ingested": samples.num_rows, "run_id": run_id},
-        statistics={"splits": per_split,
-                    "balance": [{"stage": balanced.stage, **balanced.counts}]},
+        counts={
+            "per_stage": {balanced.stage: balanced.counts},
+            "per_source": per_source,
+            "ingested": samples.num_rows,
+            "run_id": run_id,
+        },
+        statistics={"splits": per_split, "balance": [{"stage": balanced.stage, **balanced.counts}]},
         seed=PopeConfig.of(settings).seed,
-        notes=[f"probes {'built from object annotations by POPE rules' if o == 'built' else 'read from POPE files'} "
-               f"({o})" for o in origins],
+        notes=[
+            f"probes {'built from object annotations by POPE rules' if o == 'built' else 'read from POPE files'} ({o})"
+            for o in origins
+        ],
     )

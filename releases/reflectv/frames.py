@@ -7,6 +7,7 @@ the first turn sees the original image, ``depth`` counts the reflective rounds (
 last), every embedded image decodes, and the dialogues table's scores are in 0..10 with one
 per turn and its rendered trajectory has one entry per turn.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,16 @@ from mmcurate.annotation.reflectv.turns import RULES, defect_counts
 from ..quality_frames import image_decodes
 from .sft import CONVERSATIONS, SFT_DIR, SHAREGPT, read_records, record_defects
 
-TRAJECTORY_DERIVED = ["question_chars", "n_answers", "n_turns", "turns_match_format", "first_turn_original",
-                      "depth_is_reflective_rounds", "images_decode", *(f"turns_breaking_{rule}" for rule in RULES)]
+TRAJECTORY_DERIVED = [
+    "question_chars",
+    "n_answers",
+    "n_turns",
+    "turns_match_format",
+    "first_turn_original",
+    "depth_is_reflective_rounds",
+    "images_decode",
+    *(f"turns_breaking_{rule}" for rule in RULES),
+]
 DIALOGUE_DERIVED = ["n_scores_match_turns", "trajectory_matches_turns", "min_score", "max_score", "images_decode"]
 
 
@@ -43,8 +52,9 @@ def trajectory_frame(table: pa.Table) -> pd.DataFrame:
         derived["question_chars"].append(len((row["question"] or "").strip()))
         derived["n_answers"].append(sum(1 for a in row["answers"] or [] if a and a.strip()))
         derived["n_turns"].append(len(turns))
-        derived["turns_match_format"].append((row["format"] == MULTI and len(turns) >= 2)
-                                             or (row["format"] == SINGLE and len(turns) == 1))
+        derived["turns_match_format"].append(
+            (row["format"] == MULTI and len(turns) >= 2) or (row["format"] == SINGLE and len(turns) == 1)
+        )
         derived["first_turn_original"].append(bool(turns) and _digest(turns[0]["image"]) == _digest(row["image"]))
         derived["depth_is_reflective_rounds"].append(row["depth"] == len(turns) - 1)  # Figure 5c
         derived["images_decode"].append(image_decodes(row["image"]) and all(image_decodes(t["image"]) for t in turns))
@@ -64,10 +74,14 @@ def composition_frame(table: pa.Table, rho: float, rule: str) -> pd.DataFrame:
     formats = table.column("format").to_pylist()
     multi = sum(f == MULTI for f in formats)
     share = multi / len(formats) if formats else 0.0
-    meets = (multi <= math.ceil(Fraction(str(rho)) * len(formats)) if rule == "collapse"
-             else multi == 0 or share >= rho - 1e-9)
-    return pd.DataFrame([{"rho": rho, "rho_rule": rule, "multi_turn": multi, "total": len(formats), "share": share,
-                          "meets_rho": meets}])
+    meets = (
+        multi <= math.ceil(Fraction(str(rho)) * len(formats))
+        if rule == "collapse"
+        else multi == 0 or share >= rho - 1e-9
+    )
+    return pd.DataFrame(
+        [{"rho": rho, "rho_rule": rule, "multi_turn": multi, "total": len(formats), "share": share, "meets_rho": meets}]
+    )
 
 
 def dialogue_frame(table: pa.Table) -> pd.DataFrame:
@@ -78,8 +92,9 @@ def dialogue_frame(table: pa.Table) -> pd.DataFrame:
     frame["trajectory_matches_turns"] = [len(row["trajectory"] or []) == row["student_turns"] for row in rows]
     frame["min_score"] = [min(s) if s else -1 for s in scores]
     frame["max_score"] = [max(s) if s else -1 for s in scores]
-    frame["images_decode"] = [image_decodes(row["image"]) and all(image_decodes(t["image"]) for t in row["trajectory"] or [])
-                               for row in rows]
+    frame["images_decode"] = [
+        image_decodes(row["image"]) and all(image_decodes(t["image"]) for t in row["trajectory"] or []) for row in rows
+    ]
     return frame
 
 
@@ -93,7 +108,9 @@ def sft_frame(release: Path, trajectories: pa.Table) -> pd.DataFrame:
     for record in read_records(release, CONVERSATIONS):
         other = shared.pop(record["id"], None)
         defects = record_defects(record, folder)
-        defects += ["no sharegpt record"] if other is None else [f"sharegpt: {d}" for d in record_defects(other, folder, True)]
+        defects += (
+            ["no sharegpt record"] if other is None else [f"sharegpt: {d}" for d in record_defects(other, folder, True)]
+        )
         rows.append({"id": record["id"], "defects": "; ".join(defects), "in_release": record["id"] in ids})
     rows += [{"id": sid, "defects": "no conversations record", "in_release": sid in ids} for sid in shared]
     return pd.DataFrame(rows, columns=["id", "defects", "in_release"])

@@ -1,13 +1,18 @@
 """The ``dialogues`` config of a ReflectV release: every dialogue with its fate."""
+
 from __future__ import annotations
 
 import pyarrow as pa
 
 from mmcurate.annotation.reflectv.formatting import CONVERSATION_TURN, MULTI, SAMPLE_FIELDS, SINGLE
 
-DIALOGUE_TURN = pa.struct([pa.field("answer", pa.string(), nullable=False),
-                           pa.field("score", pa.int32(), nullable=False),
-                           pa.field("feedback", pa.string(), nullable=False)])
+DIALOGUE_TURN = pa.struct(
+    [
+        pa.field("answer", pa.string(), nullable=False),
+        pa.field("score", pa.int32(), nullable=False),
+        pa.field("feedback", pa.string(), nullable=False),
+    ]
+)
 DIALOGUE = pa.schema(
     [
         *SAMPLE_FIELDS,

@@ -27,6 +27,7 @@ reminder (Figure 14); assistant message k is turn k's ``<answer>/<think>/<tool_c
 user message after it shows the image the tool call produced (turn k's marks, I_k = G(I_0,
 v_k)). A QA pair is one user and one assistant message.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,10 +54,12 @@ SYSTEM = (
     f"{TOOL_NAME} with the arguments flag (true when the answer needs checking or correcting, false "
     "only when it is right and verified), anchor (the region as your think names it), color (one of "
     f"{', '.join(COLORS)}) and mark_type (one of {', '.join(MARK_TYPES)}); with flag false the other "
-    "three are \"None\"</tool_call>. After a call with flag true you are shown the image with the "
+    'three are "None"</tool_call>. After a call with flag true you are shown the image with the '
     "marks drawn; look again and answer anew."
 )
-USER_FORMAT = "Answer first, then think, then call the tool: <answer>...</answer><think>...</think><tool_call>...</tool_call>"
+USER_FORMAT = (
+    "Answer first, then think, then call the tool: <answer>...</answer><think>...</think><tool_call>...</tool_call>"
+)
 MARKED = "The image with the marks your tool call asked for."
 
 
@@ -77,13 +80,16 @@ def conversation(row: Mapping[str, Any], images: list[str]) -> list[dict[str, An
     messages: list[dict[str, Any]] = [{"role": "system", "content": [{"type": "text", "text": SYSTEM}]}]
     for k, (turn, image) in enumerate(zip(row["conversation"], images)):
         text = f"{row['question']}\n{USER_FORMAT}" if k == 0 else MARKED
-        messages.append({"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": text}]})
+        messages.append(
+            {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": text}]}
+        )
         messages.append({"role": "assistant", "content": [{"type": "text", "text": turn["text"]}]})
     return messages
 
 
 def sharegpt(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:
     """(system, messages) in LLaMA-Factory's layout: content strings, an ``<image>`` tag for each image."""
+
     def flat(parts: list[dict[str, Any]]) -> str:
         return "".join(IMAGE_TAG if p["type"] == "image" else p["text"] for p in parts)
 
@@ -104,16 +110,26 @@ def write_sft(tables: Mapping[str, pa.Table], folder: Path, store: ImageStore) -
         shared.append({"id": row["sample_id"], "system": system, "messages": flat, "images": images})
     for name, records in ((CONVERSATIONS, parts), (SHAREGPT, shared)):
         (out / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    info = {DATASET_NAME: {"file_name": SHAREGPT, "formatting": "sharegpt",
-                           "columns": {"messages": "messages", "images": "images", "system": "system"},
-                           "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
-                                    "assistant_tag": "assistant"}}}
+    info = {
+        DATASET_NAME: {
+            "file_name": SHAREGPT,
+            "formatting": "sharegpt",
+            "columns": {"messages": "messages", "images": "images", "system": "system"},
+            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+        }
+    }
     (out / DATASET_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    return {"sft": {"records": len(parts), "images": len(list((out / "images").iterdir())),
-                    "conversations": f"{SFT_DIR}/{CONVERSATIONS}", "sharegpt": f"{SFT_DIR}/{SHAREGPT}",
-                    "dataset_info": f"{SFT_DIR}/{DATASET_INFO}",
-                    "layout": "messages with typed image/text parts (HF chat templates, TRL); LLaMA-Factory "
-                              "sharegpt with <image> tags; image paths relative to sft/"}}
+    return {
+        "sft": {
+            "records": len(parts),
+            "images": len(list((out / "images").iterdir())),
+            "conversations": f"{SFT_DIR}/{CONVERSATIONS}",
+            "sharegpt": f"{SFT_DIR}/{SHAREGPT}",
+            "dataset_info": f"{SFT_DIR}/{DATASET_INFO}",
+            "layout": "messages with typed image/text parts (HF chat templates, TRL); LLaMA-Factory "
+            "sharegpt with <image> tags; image paths relative to sft/",
+        }
+    }
 
 
 def read_records(release: Path | str, name: str = CONVERSATIONS) -> list[dict[str, Any]]:

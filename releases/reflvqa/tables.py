@@ -10,6 +10,7 @@
 
 ``reflvqa_statistics`` gives the numbers of the paper's Table 1 row.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,8 +18,8 @@ from typing import Any
 import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
-from mmcurate.core.schema import DOCUMENT, SENTENCE
 from mmcurate.core.plural import counted
+from mmcurate.core.schema import DOCUMENT, SENTENCE
 
 QA = pa.schema(
     [
@@ -45,22 +46,26 @@ def reflvqa_tables(cited: pa.Table, knowledge_base: pa.Table) -> dict[str, pa.Ta
     rows = cited.select(["sample_id", "source_id", "question", "images", "answers", "sentences", "meta"]).to_pylist()
     qa_rows = [
         {
-            "sample_id": r["sample_id"], "source_id": r["source_id"], "question": r["question"],
-            "images": r["images"], "answer": r["answers"][0] if r["answers"] else "",
-            "sentences": r["sentences"], "meta": r["meta"],
+            "sample_id": r["sample_id"],
+            "source_id": r["source_id"],
+            "question": r["question"],
+            "images": r["images"],
+            "answer": r["answers"][0] if r["answers"] else "",
+            "sentences": r["sentences"],
+            "meta": r["meta"],
         }
         for r in rows
     ]
     qa = pa.Table.from_pylist(qa_rows, schema=QA)
     corpus = knowledge_base.cast(DOCUMENT)
-    cited_ids = {
-        doc for r in rows for s in r["sentences"] for doc in (*s["text_citations"], *s["image_citations"])
-    }
+    cited_ids = {doc for r in rows for s in r["sentences"] for doc in (*s["text_citations"], *s["image_citations"])}
     known = set(corpus["doc_id"].to_pylist())
     missing = sorted(cited_ids - known)
     if missing:
-        raise MmcurateError(f"{counted(len(missing), 'cited document')} {'is' if len(missing) == 1 else 'are'} not in the "
-                            f"knowledge base, e.g. {missing[0]!r}")
+        raise MmcurateError(
+            f"{counted(len(missing), 'cited document')} {'is' if len(missing) == 1 else 'are'} not in the "
+            f"knowledge base, e.g. {missing[0]!r}"
+        )
     mask = pa.array([d in cited_ids for d in corpus["doc_id"].to_pylist()], type=pa.bool_())
     documents = corpus.filter(mask)
     kb = corpus.select(KNOWLEDGE_BASE.names).cast(KNOWLEDGE_BASE)

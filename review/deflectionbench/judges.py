@@ -7,6 +7,7 @@ and Cohen's kappa between the human label and the judge's grade, and their avera
 models. With several annotators an item's human label is their strict majority (ties left
 out and counted).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,12 @@ from ..agreement import agreement_summary, cohen_kappa
 from ..judges import SEP, Decisions, JudgeReview, add_item, answers_of, balanced, number, release_rows
 
 GRADES = ("CORRECT", "INCORRECT", "NOT_ATTEMPTED")
-SPELLINGS = {"correct": "CORRECT", "incorrect": "INCORRECT", "not_attempted": "NOT_ATTEMPTED",
-             "not attempted": "NOT_ATTEMPTED"}
+SPELLINGS = {
+    "correct": "CORRECT",
+    "incorrect": "INCORRECT",
+    "not_attempted": "NOT_ATTEMPTED",
+    "not attempted": "NOT_ATTEMPTED",
+}
 
 
 def _nan_to_none(value: float) -> float | None:
@@ -49,12 +54,31 @@ class DeflectionJudgeReview(JudgeReview):
                 sample = samples.get(r["sample_id"])
                 if sample is None:
                     raise MmcurateError(f"{folder}: sample {r['sample_id']} is not in the release {release}")
-                key = SEP.join([r["model"], r["sample_id"], r["scenario"], str(r["n_negatives"]),
-                                r.get("negatives") or "ranked", r["abstention"]])
-                add_item(items, {"item_id": key, "model": r["model"], "scenario": r["scenario"],
-                                 "group": r["scenario"], "sample_id": r["sample_id"], "question": sample["question"],
-                                 "gold_answers": " | ".join(sample["answers"]), "answer": r["answer"],
-                                 "decision": r["grade"]}, folder)
+                key = SEP.join(
+                    [
+                        r["model"],
+                        r["sample_id"],
+                        r["scenario"],
+                        str(r["n_negatives"]),
+                        r.get("negatives") or "ranked",
+                        r["abstention"],
+                    ]
+                )
+                add_item(
+                    items,
+                    {
+                        "item_id": key,
+                        "model": r["model"],
+                        "scenario": r["scenario"],
+                        "group": r["scenario"],
+                        "sample_id": r["sample_id"],
+                        "question": sample["question"],
+                        "gold_answers": " | ".join(sample["answers"]),
+                        "answer": r["answer"],
+                        "decision": r["grade"],
+                    },
+                    folder,
+                )
         return items
 
     def choose(self, groups: Mapping[str, list[str]], n: int, rng: random.Random) -> tuple[list[str], int]:
@@ -87,26 +111,48 @@ class DeflectionJudgeReview(JudgeReview):
             mine = [i for i in per_item if decisions.items[i]["model"] == model]
             human = [per_item[i] for i in mine]
             judge = [decisions.items[i]["decision"] for i in mine]
-            rows.append({"model": model, "items": len(mine),
-                         "agreement": sum(h == j for h, j in zip(human, judge)) / len(mine),
-                         "kappa": _nan_to_none(cohen_kappa(human, judge))})
+            rows.append(
+                {
+                    "model": model,
+                    "items": len(mine),
+                    "agreement": sum(h == j for h, j in zip(human, judge)) / len(mine),
+                    "kappa": _nan_to_none(cohen_kappa(human, judge)),
+                }
+            )
         kappas = [r["kappa"] for r in rows if r["kappa"] is not None]
-        average = {"model": "Average", "items": sum(r["items"] for r in rows),
-                   "agreement": fmean(r["agreement"] for r in rows) if rows else None,
-                   "kappa": fmean(kappas) if kappas else None}
+        average = {
+            "model": "Average",
+            "items": sum(r["items"] for r in rows),
+            "agreement": fmean(r["agreement"] for r in rows) if rows else None,
+            "kappa": fmean(kappas) if kappas else None,
+        }
         return {"per_model": rows, "average": average, "ties": ties}, agreement_summary(labels)
 
     def markdown(self, report: Mapping[str, Any]) -> str:
-        rows = [{"Model": r["model"], "Items": str(r["items"]), "Agreement (%)": number(
-            None if r["agreement"] is None else 100 * r["agreement"], 1), "Cohen's kappa": number(r["kappa"], 2)}
-            for r in [*report["per_model"], report["average"]]]
-        text = markdown_table(rows, ["Model", "Items", "Agreement (%)", "Cohen's kappa"],
-                              right=["Items", "Agreement (%)", "Cohen's kappa"]) + "\n"
+        rows = [
+            {
+                "Model": r["model"],
+                "Items": str(r["items"]),
+                "Agreement (%)": number(None if r["agreement"] is None else 100 * r["agreement"], 1),
+                "Cohen's kappa": number(r["kappa"], 2),
+            }
+            for r in [*report["per_model"], report["average"]]
+        ]
+        text = (
+            markdown_table(
+                rows,
+                ["Model", "Items", "Agreement (%)", "Cohen's kappa"],
+                right=["Items", "Agreement (%)", "Cohen's kappa"],
+            )
+            + "\n"
+        )
         ties = report.get("ties", 0)
         if ties:  # the table counts the items with a majority label only: say what became of the others
             labelled = report["average"]["items"] + ties
-            text += (f"\nItems counts the labelled items with a strict majority label; {ties} of {labelled} are left "
-                     "out: their annotators tie.\n")
+            text += (
+                f"\nItems counts the labelled items with a strict majority label; {ties} of {labelled} are left "
+                "out: their annotators tie.\n"
+            )
         return text
 
 

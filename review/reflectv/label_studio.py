@@ -12,6 +12,7 @@ Import: each annotation becomes the annotator's rated row and
 ``review.reflectv.trajectories.import_trajectory_ratings`` (with the model rater when given) writes
 the ratings and Table 6 by the CSV path's rule.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,24 +21,40 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from ..label_studio import Annotation, choices_xml, image_xml, labelled_files, local_file, \
-    refuse_over_server_data, single_choice, write_project
-from .trajectories import CRITERIA, ModelRater, TrajectoryExport, TrajectoryImport, export_trajectories, read_key, \
-    import_trajectory_ratings
+from ..label_studio import (
+    Annotation,
+    choices_xml,
+    image_xml,
+    labelled_files,
+    local_file,
+    refuse_over_server_data,
+    single_choice,
+    write_project,
+)
+from .trajectories import (
+    CRITERIA,
+    ModelRater,
+    TrajectoryExport,
+    TrajectoryImport,
+    export_trajectories,
+    import_trajectory_ratings,
+    read_key,
+)
 
 CONFIG = "trajectories"
 SCORES = ("1", "2", "3", "4", "5")
 PROMPTS = {
     "logic": "Logical coherence, 1 (very poor) to 5 (excellent): is the reasoning coherent, does each step follow "
-             "from the one before, does it end at the ground truth?",
+    "from the one before, does it end at the ground truth?",
     "visual": "Visual validity, 1 (very poor) to 5 (excellent): do the reflections point at the right parts of the "
-              "image, and do the marks show them?",
+    "image, and do the marks show them?",
 }
 
 
 def labeling_config() -> str:
-    scores = "\n".join(f'  <Header value="{escape(PROMPTS[c])}"/>\n  {choices_xml(c, "trajectory", SCORES)}'
-                       for c in CRITERIA)
+    scores = "\n".join(
+        f'  <Header value="{escape(PROMPTS[c])}"/>\n  {choices_xml(c, "trajectory", SCORES)}' for c in CRITERIA
+    )
     return f"""<View>
   <Header value="Question"/>
   <Text name="question" value="$question"/>
@@ -49,7 +66,7 @@ def labeling_config() -> str:
   <Repeater on="$images" indexFlag="{{{{idx}}}}">
     <View>
       <Text name="image_label_{{{{idx}}}}" value="$images[{{{{idx}}}}].label"/>
-      {image_xml('image_{{idx}}', '$images[{{idx}}].image')}
+      {image_xml("image_{{idx}}", "$images[{{idx}}].image")}
     </View>
   </Repeater>
 {scores}
@@ -57,17 +74,28 @@ def labeling_config() -> str:
 """
 
 
-def export_project(release: Path | str, out: Path | str, n: int = 100, seed: int = 0,
-                   force: bool = False) -> TrajectoryExport:
+def export_project(
+    release: Path | str, out: Path | str, n: int = 100, seed: int = 0, force: bool = False
+) -> TrajectoryExport:
     """The blind batch (``export_trajectories``, same refusals) and its Label Studio project in ``out``."""
     out = Path(out)
     refuse_over_server_data(out, force)
     batch = export_trajectories(release, out, n=n, seed=seed, force=force)
     rows = [json.loads(line) for line in batch.jsonl.read_text(encoding="utf-8").splitlines() if line]
-    tasks = [{"data": {"item_id": r["item_id"], "question": r["question"], "ground_truth": r["ground_truth"],
-                       "trajectory": r["trajectory"],
-                       "images": [{"label": f"Image {k}", "image": local_file(name)}
-                                  for k, name in enumerate(r["images"], start=1)]}} for r in rows]
+    tasks = [
+        {
+            "data": {
+                "item_id": r["item_id"],
+                "question": r["question"],
+                "ground_truth": r["ground_truth"],
+                "trajectory": r["trajectory"],
+                "images": [
+                    {"label": f"Image {k}", "image": local_file(name)} for k, name in enumerate(r["images"], start=1)
+                ],
+            }
+        }
+        for r in rows
+    ]
     write_project(out, CONFIG, labeling_config(), tasks)
     return batch
 
@@ -76,8 +104,13 @@ def _row(annotation: Annotation) -> dict[str, Any]:
     return {"item_id": annotation.item, **{c: single_choice(annotation, c, SCORES) for c in CRITERIA}}
 
 
-def import_project(batch: Path | str, exports: Sequence[Path | str], out: Path | str,
-                   rater: ModelRater | None = None, force: bool = False) -> TrajectoryImport:
+def import_project(
+    batch: Path | str,
+    exports: Sequence[Path | str],
+    out: Path | str,
+    rater: ModelRater | None = None,
+    force: bool = False,
+) -> TrajectoryImport:
     """Label Studio JSON exports -> ``import_trajectory_ratings`` (one JSONL file per annotator)."""
     key = read_key(batch)
     with labelled_files(exports, key.keys(), "an item of this batch", _row) as files:

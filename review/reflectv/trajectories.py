@@ -28,6 +28,7 @@ retry-then-error rule). It writes ``ratings.parquet`` (one row per rater and ite
 item's subsets) and the Table 6 rows (``table6.json``): per subset, the mean human and model
 logic and visual scores over the items drawn for it, and their average.
 """
+
 from __future__ import annotations
 
 import csv
@@ -35,9 +36,9 @@ import json
 import random
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -51,8 +52,8 @@ from mmcurate.core.markdown import markdown_table
 from mmcurate.core.tables import jsonl_objects, write_table
 from mmcurate.models.accounting import failed_calls
 from mmcurate.models.client import ModelPool
-from mmcurate.models.requests import ChatRequest
 from mmcurate.models.labels import ask_parsed
+from mmcurate.models.requests import ChatRequest
 from mmcurate.releases.reader import refuse_inside_release
 from mmcurate.releases.reflectv.schema import DISCARDED
 from mmcurate.review.batches import prepare_batch_folder, read_records, refuse_over_results
@@ -62,11 +63,17 @@ LABELS = {"discarded": "D_noise (discarded)", "raw": "D_raw (unfiltered)", "clea
 CRITERIA = ("logic", "visual")
 RESULTS = ("ratings.parquet", "table6.json", "table6.md")  # what an import writes to its --out
 COLUMNS = ("item_id", "question", "ground_truth", "trajectory", "images", *CRITERIA, "annotator")
-RATINGS = pa.schema([pa.field("item_id", pa.string(), nullable=False),
-                     pa.field("subsets", pa.list_(pa.string()), nullable=False),  # those it was drawn for
-                     pa.field("sample_id", pa.string(), nullable=False), pa.field("rater", pa.string(), nullable=False),
-                     pa.field("kind", pa.string(), nullable=False),  # human | model
-                     pa.field("logic", pa.int32(), nullable=False), pa.field("visual", pa.int32(), nullable=False)])
+RATINGS = pa.schema(
+    [
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("subsets", pa.list_(pa.string()), nullable=False),  # those it was drawn for
+        pa.field("sample_id", pa.string(), nullable=False),
+        pa.field("rater", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # human | model
+        pa.field("logic", pa.int32(), nullable=False),
+        pa.field("visual", pa.int32(), nullable=False),
+    ]
+)
 RATE_TEMPLATE = "reflectv.quality.rate.v1"
 RATE_SYSTEM = (
     "You rate training examples for a vision-language model that reflects on its own answers. An "
@@ -105,17 +112,26 @@ def release_items(release: Path | str) -> dict[str, list[dict[str, Any]]]:
     """Every candidate item of each subset, in a stable order (by sample id), all in one form."""
     frame = _frame(Path(release), "dialogues")
     if "trajectory" not in frame.columns:
-        raise MmcurateError(f"{release}: its dialogues have no rendered trajectory (a release made before Table 6 "
-                            "was blind); re-curate it to rate it")
+        raise MmcurateError(
+            f"{release}: its dialogues have no rendered trajectory (a release made before Table 6 "
+            "was blind); re-curate it to rate it"
+        )
     dialogues = frame.to_dicts()
 
     def shown(row: dict[str, Any]) -> dict[str, Any]:
-        return {"sample_id": row["sample_id"], "question": row["question"], "ground_truth": " | ".join(row["answers"]),
-                "trajectory": "\n".join(f"Turn {t['turn']}: {t['text']}" for t in row["trajectory"]),
-                "images": [t["image"] for t in row["trajectory"]]}
+        return {
+            "sample_id": row["sample_id"],
+            "question": row["question"],
+            "ground_truth": " | ".join(row["answers"]),
+            "trajectory": "\n".join(f"Turn {t['turn']}: {t['text']}" for t in row["trajectory"]),
+            "images": [t["image"] for t in row["trajectory"]],
+        }
 
-    items = {"discarded": [shown(r) for r in dialogues if _noise(r)], "raw": [shown(r) for r in dialogues],
-             "clean": [shown(r) for r in dialogues if r["fate"] == MULTI]}
+    items = {
+        "discarded": [shown(r) for r in dialogues if _noise(r)],
+        "raw": [shown(r) for r in dialogues],
+        "clean": [shown(r) for r in dialogues if r["fate"] == MULTI],
+    }
     return {subset: sorted(rows, key=lambda r: r["sample_id"]) for subset, rows in items.items()}
 
 
@@ -138,8 +154,9 @@ def _image_file(folder: Path, image: dict[str, Any]) -> str:
     return name
 
 
-def export_trajectories(release: Path | str, out: Path | str, n: int = 100, seed: int = 0,
-                        force: bool = False) -> TrajectoryExport:
+def export_trajectories(
+    release: Path | str, out: Path | str, n: int = 100, seed: int = 0, force: bool = False
+) -> TrajectoryExport:
     """Sample ``n`` items per subset (seeded) into ``out`` (see the module docstring); refused over
     a batch people already rated, unless ``force``."""
     if n < 1:
@@ -155,14 +172,25 @@ def export_trajectories(release: Path | str, out: Path | str, n: int = 100, seed
     for subset in SUBSETS:
         pool = candidates[subset]
         for item in rng.sample(pool, min(n, len(pool))):
-            entry = drawn.setdefault(item["sample_id"], {**item, "subsets": [],
-                                                         "item_id": stable_id("reflectv-quality", item["sample_id"])})
+            entry = drawn.setdefault(
+                item["sample_id"], {**item, "subsets": [], "item_id": stable_id("reflectv-quality", item["sample_id"])}
+            )
             entry["subsets"].append(subset)
     chosen = list(drawn.values())
     rng.shuffle(chosen)
-    rows = [{"item_id": c["item_id"], "question": c["question"], "ground_truth": c["ground_truth"],
-             "trajectory": c["trajectory"], "images": [_image_file(out / "images", i) for i in c["images"]],
-             "logic": "", "visual": "", "annotator": ""} for c in chosen]
+    rows = [
+        {
+            "item_id": c["item_id"],
+            "question": c["question"],
+            "ground_truth": c["ground_truth"],
+            "trajectory": c["trajectory"],
+            "images": [_image_file(out / "images", i) for i in c["images"]],
+            "logic": "",
+            "visual": "",
+            "annotator": "",
+        }
+        for c in chosen
+    ]
     jsonl = out / "batch.jsonl"
     jsonl.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     csv_path = out / "batch.csv"
@@ -172,10 +200,25 @@ def export_trajectories(release: Path | str, out: Path | str, n: int = 100, seed
         for r in rows:
             writer.writerow({**r, "images": ";".join(r["images"])})
     key = out / "key.jsonl"
-    key.write_text("".join(json.dumps({"item_id": c["item_id"], "subsets": c["subsets"], "sample_id": c["sample_id"],
-                                       "images": row["images"], "question": c["question"],
-                                       "ground_truth": c["ground_truth"], "trajectory": c["trajectory"]},
-                                      ensure_ascii=False) + "\n" for c, row in zip(chosen, rows)), encoding="utf-8")
+    key.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "item_id": c["item_id"],
+                    "subsets": c["subsets"],
+                    "sample_id": c["sample_id"],
+                    "images": row["images"],
+                    "question": c["question"],
+                    "ground_truth": c["ground_truth"],
+                    "trajectory": c["trajectory"],
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+            for c, row in zip(chosen, rows)
+        ),
+        encoding="utf-8",
+    )
     counts = {s: sum(s in c["subsets"] for c in chosen) for s in SUBSETS}
     return TrajectoryExport(len(chosen), counts, {s: len(candidates[s]) for s in SUBSETS}, jsonl, csv_path, key)
 
@@ -192,16 +235,23 @@ def read_key(batch: Path | str) -> dict[str, dict[str, Any]]:
     for line, record in jsonl_objects(path, "key row"):
         names = record.get("images")
         if not isinstance(names, list) or not all(_inside(images, name) for name in names):
-            raise MmcurateError(f"{path}:{line}: images must name files of {images} (the export's images/), got "
-                                f"{names!r}; nothing outside the batch folder is read")
+            raise MmcurateError(
+                f"{path}:{line}: images must name files of {images} (the export's images/), got "
+                f"{names!r}; nothing outside the batch folder is read"
+            )
         key[record["item_id"]] = {**record, "subsets": record.get("subsets") or [record["subset"]]}
     return key
 
 
 def _inside(folder: Path, name: object) -> bool:
     """Whether ``name`` is a plain file name in ``folder`` (no path, nor a link out of it)."""
-    return (isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name and "\\" not in name
-            and (folder / name).resolve().parent == folder)
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and Path(name).name == name
+        and "\\" not in name
+        and (folder / name).resolve().parent == folder
+    )
 
 
 def read_ratings(path: Path | str, known: set[str]) -> tuple[str, dict[str, tuple[int, int]]]:
@@ -245,15 +295,27 @@ class ModelRater:
         requests = []
         for item in items:
             shas = [self.store.put((batch / "images" / name).read_bytes()) for name in item["images"]]
-            text = (f"Question: {item['question']}\nGround truth: {item['ground_truth']}\n"
-                    f"Trajectory:\n{item['trajectory']}")
+            text = (
+                f"Question: {item['question']}\nGround truth: {item['ground_truth']}\nTrajectory:\n{item['trajectory']}"
+            )
             parts = [*({"type": "image", "sha256": sha} for sha in shas), {"type": "text", "text": text}]
-            requests.append(ChatRequest(item["item_id"], [{"role": "system", "content": RATE_SYSTEM},
-                                                          {"role": "user", "content": parts}], RATE_TEMPLATE,
-                                        max_tokens=16))
+            requests.append(
+                ChatRequest(
+                    item["item_id"],
+                    [{"role": "system", "content": RATE_SYSTEM}, {"role": "user", "content": parts}],
+                    RATE_TEMPLATE,
+                    max_tokens=16,
+                )
+            )
         try:
-            replies = ask_parsed(self.pool.client(self.model), requests, [parse_rating] * len(requests),
-                                 RATE_REMINDER, "quality", "'Logic: N' and 'Visual: N'")
+            replies = ask_parsed(
+                self.pool.client(self.model),
+                requests,
+                [parse_rating] * len(requests),
+                RATE_REMINDER,
+                "quality",
+                "'Logic: N' and 'Visual: N'",
+            )
         finally:
             self.pool.release(self.model)
         rated = {item["item_id"]: reply.label for item, reply in zip(items, replies) if reply.ok}
@@ -288,14 +350,21 @@ def table6(key: dict[str, dict[str, Any]], ratings: list[dict[str, Any]]) -> lis
             for criterion in CRITERIA:
                 row[f"{kind}_{criterion}"] = _mean(by[(subset, kind, criterion)])
         for criterion in CRITERIA:
-            means = [row[f"{kind}_{criterion}"] for kind in ("human", "model") if row[f"{kind}_{criterion}"] is not None]
+            means = [
+                row[f"{kind}_{criterion}"] for kind in ("human", "model") if row[f"{kind}_{criterion}"] is not None
+            ]
             row[f"average_{criterion}"] = round(sum(means) / len(means), 2) if means else None
         rows.append(row)
     return rows
 
 
-def import_trajectory_ratings(batch: Path | str, files: Sequence[Path | str], out: Path | str,
-                              rater: ModelRater | None = None, force: bool = False) -> TrajectoryImport:
+def import_trajectory_ratings(
+    batch: Path | str,
+    files: Sequence[Path | str],
+    out: Path | str,
+    rater: ModelRater | None = None,
+    force: bool = False,
+) -> TrajectoryImport:
     """Validate rated files (and ask the model rater), write ratings and the Table 6 rows
     (refused over an earlier import's unless ``force``)."""
     batch, out = Path(batch), Path(out)
@@ -311,8 +380,18 @@ def import_trajectory_ratings(batch: Path | str, files: Sequence[Path | str], ou
         if name in annotators:
             raise MmcurateError(f"{file}: annotator {name!r} already given by another file")
         annotators.append(name)
-        rows += [{"item_id": item, "subsets": key[item]["subsets"], "sample_id": key[item]["sample_id"], "rater": name,
-                  "kind": "human", "logic": logic, "visual": visual} for item, (logic, visual) in ratings.items()]
+        rows += [
+            {
+                "item_id": item,
+                "subsets": key[item]["subsets"],
+                "sample_id": key[item]["sample_id"],
+                "rater": name,
+                "kind": "human",
+                "logic": logic,
+                "visual": visual,
+            }
+            for item, (logic, visual) in ratings.items()
+        ]
     errors: list[str] = []
     problem = None
     if rater is not None:
@@ -320,11 +399,21 @@ def import_trajectory_ratings(batch: Path | str, files: Sequence[Path | str], ou
         if errors:
             problem = failed_calls(rater.model, len(errors), len(key), errors[0])
             if not rated:
-                raise MmcurateError(f"the rater rated no item: {problem}; nothing written (rerun: rated items are "
-                                    "cached)")
-        rows += [{"item_id": item, "subsets": key[item]["subsets"], "sample_id": key[item]["sample_id"],
-                  "rater": rater.model, "kind": "model", "logic": logic, "visual": visual}
-                 for item, (logic, visual) in sorted(rated.items())]
+                raise MmcurateError(
+                    f"the rater rated no item: {problem}; nothing written (rerun: rated items are cached)"
+                )
+        rows += [
+            {
+                "item_id": item,
+                "subsets": key[item]["subsets"],
+                "sample_id": key[item]["sample_id"],
+                "rater": rater.model,
+                "kind": "model",
+                "logic": logic,
+                "visual": visual,
+            }
+            for item, (logic, visual) in sorted(rated.items())
+        ]
     if not rows:
         raise MmcurateError("no rated item in the given files")
     out.mkdir(parents=True, exist_ok=True)
@@ -332,8 +421,20 @@ def import_trajectory_ratings(batch: Path | str, files: Sequence[Path | str], ou
     table = table6(key, rows)
     markdown = markdown_table(table)
     table_path = out / RESULTS[1]
-    table_path.write_text(json.dumps({"batch": str(batch), "annotators": annotators,
-                                      "model": rater.model if rater else None, "model_errors": len(errors),
-                                      "model_problem": problem, "table": table}, indent=2) + "\n", encoding="utf-8")
+    table_path.write_text(
+        json.dumps(
+            {
+                "batch": str(batch),
+                "annotators": annotators,
+                "model": rater.model if rater else None,
+                "model_errors": len(errors),
+                "model_problem": problem,
+                "table": table,
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     (out / RESULTS[2]).write_text(markdown + "\n", encoding="utf-8")
     return TrajectoryImport(annotators, table, markdown, ratings_path, table_path, problem)

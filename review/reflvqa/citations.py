@@ -45,6 +45,7 @@ support labels, per document modality (seed 004, Table 2): a cited document is t
 "supports", an uncited judged one its "does not support"; the counts are weighted as above
 and ``sampling`` says how the batch was drawn.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,23 +60,35 @@ import polars as pl
 import pyarrow as pa
 
 from mmcurate.core.errors import MmcurateError
-from mmcurate.core.tables import write_table
-
-from mmcurate.review.agreement import agreement_summary
-from mmcurate.releases.manifest import MANIFEST, load_manifest
-from mmcurate.review.batches import cell_list, labels_import, prepare_batch_folder, read_records, write_batch
 from mmcurate.core.plural import counted
+from mmcurate.core.tables import write_table
+from mmcurate.releases.manifest import MANIFEST, load_manifest
+from mmcurate.review.agreement import agreement_summary
+from mmcurate.review.batches import cell_list, labels_import, prepare_batch_folder, read_records, write_batch
 
 QUESTIONS = ("needs_verification", "documents_support", "sentence_grounded")
 LABELS = ("yes", "no")
 COLUMNS = (
-    "item_id", "sample_id", "sentence_index", "question", "answer", "sentence",
-    "document_ids", "documents", "rejected_ids", "rejected_documents", *QUESTIONS, "document_support", "annotator",
+    "item_id",
+    "sample_id",
+    "sentence_index",
+    "question",
+    "answer",
+    "sentence",
+    "document_ids",
+    "documents",
+    "rejected_ids",
+    "rejected_documents",
+    *QUESTIONS,
+    "document_support",
+    "annotator",
 )
-SAMPLING = ("sentences drawn uniformly from every sentence with a cited or judged document; each labelled "
-            "(sentence, document) pair weighted by the inverse of its inclusion probability (1 when every judged "
-            "document of the sentence was shown): precision, recall and F1 are ratios of the weighted counts, which "
-            "estimate the counts over every judged pair without bias")
+SAMPLING = (
+    "sentences drawn uniformly from every sentence with a cited or judged document; each labelled "
+    "(sentence, document) pair weighted by the inverse of its inclusion probability (1 when every judged "
+    "document of the sentence was shown): precision, recall and F1 are ratios of the weighted counts, which "
+    "estimate the counts over every judged pair without bias"
+)
 JUDGED = ("citation.text", "citation.image")  # ledger checks of the citation stage (annotation.reflvqa.citations)
 DECIDED = ("entail", "reject")  # the judge's verdicts (an ``error`` decided nothing)
 DOC_SEP = "\n\n"
@@ -109,12 +122,14 @@ def _judged(release: Path) -> dict[tuple[str, int], list[str]]:
     if not path.is_file():
         raise MmcurateError(f"{release}: no ledger.parquet (is this a RefLVQA release folder?)")
     ledger = pl.read_parquet(path, columns=["sample_id", "check", "context_id", "verdict", "detail"]).filter(
-        pl.col("check").is_in(list(JUDGED)) & pl.col("verdict").is_in(list(DECIDED)))
+        pl.col("check").is_in(list(JUDGED)) & pl.col("verdict").is_in(list(DECIDED))
+    )
     found: dict[tuple[str, int], list[tuple[int, str]]] = {}
     for row in ledger.to_dicts():
         detail = json.loads(row["detail"] or "{}")
         found.setdefault((row["sample_id"], int(detail["sentence"])), []).append(
-            (int(detail.get("rank") or 0), row["context_id"]))
+            (int(detail.get("rank") or 0), row["context_id"])
+        )
     return {key: list(dict.fromkeys(doc for _, doc in sorted(docs))) for key, docs in found.items()}
 
 
@@ -147,14 +162,21 @@ def release_items(release: Path | str) -> list[dict[str, Any]]:
             missing = [d for d in cited if d not in by_id]
             if missing:
                 raise MmcurateError(f"{release}: cited document {missing[0]!r} is not in the documents table")
-            items.append({
-                "item_id": item_id(row["sample_id"], s["index"]), "sample_id": row["sample_id"],
-                "sentence_index": int(s["index"]), "question": row["question"], "answer": row["answer"],
-                "sentence": s["text"], "document_ids": cited,
-                "documents": DOC_SEP.join(_render(by_id[d]) for d in cited), "rejected_ids": others,
-                "modality": {d: by_id[d]["modality"] for d in [*cited, *others]},
-                "rendered": {d: _render(by_id[d]) for d in others},
-            })
+            items.append(
+                {
+                    "item_id": item_id(row["sample_id"], s["index"]),
+                    "sample_id": row["sample_id"],
+                    "sentence_index": int(s["index"]),
+                    "question": row["question"],
+                    "answer": row["answer"],
+                    "sentence": s["text"],
+                    "document_ids": cited,
+                    "documents": DOC_SEP.join(_render(by_id[d]) for d in cited),
+                    "rejected_ids": others,
+                    "modality": {d: by_id[d]["modality"] for d in [*cited, *others]},
+                    "rendered": {d: _render(by_id[d]) for d in others},
+                }
+            )
     return items
 
 
@@ -176,15 +198,20 @@ class ExportResult:
 
 def sampling_note(rejected: int | None) -> str:
     if rejected is None:
-        return ("sentences drawn uniformly, uncited ones included, each with every document the judge decided on: "
-                "every labelled pair has weight 1")
-    return (f"sentences drawn uniformly, uncited ones included, each with its cited documents and at most {rejected} "
-            "of its uncited judged documents drawn uniformly: the import weights those by the inverse of their "
-            "inclusion probability")
+        return (
+            "sentences drawn uniformly, uncited ones included, each with every document the judge decided on: "
+            "every labelled pair has weight 1"
+        )
+    return (
+        f"sentences drawn uniformly, uncited ones included, each with its cited documents and at most {rejected} "
+        "of its uncited judged documents drawn uniformly: the import weights those by the inverse of their "
+        "inclusion probability"
+    )
 
 
-def export_batch(release: Path | str, n: int, out: Path | str, seed: int = 0,
-                 rejected: int | None = None, force: bool = False) -> ExportResult:
+def export_batch(
+    release: Path | str, n: int, out: Path | str, seed: int = 0, rejected: int | None = None, force: bool = False
+) -> ExportResult:
     """Sample ``n`` items (all if fewer exist), seeded, into ``out/batch.{jsonl,csv}``; each shows
     its cited documents and every uncited judged one, or at most ``rejected`` of those drawn at
     random (see the module docstring). Refused over a batch people already labelled, unless
@@ -204,9 +231,16 @@ def export_batch(release: Path | str, n: int, out: Path | str, seed: int = 0,
         if rejected is not None and len(others) > rejected:
             drawn = set(random.Random(f"{seed}:{item['item_id']}").sample(others, rejected))
             others = [d for d in others if d in drawn]
-        rows.append({**item, "rejected_ids": others,
-                     "rejected_documents": DOC_SEP.join(item["rendered"][d] for d in others),
-                     **{q: "" for q in QUESTIONS}, "document_support": "", "annotator": ""})
+        rows.append(
+            {
+                **item,
+                "rejected_ids": others,
+                "rejected_documents": DOC_SEP.join(item["rendered"][d] for d in others),
+                **{q: "" for q in QUESTIONS},
+                "document_support": "",
+                "annotator": "",
+            }
+        )
     jsonl, csv_path = write_batch(rows, COLUMNS, Path(out))
     return ExportResult(len(rows), len(items), jsonl, csv_path, sampling_note(rejected))
 
@@ -221,15 +255,17 @@ class Labelled:
     documents: dict[str, str]
 
 
-def read_labels(path: Path | str, known: Mapping[str, dict[str, Any]] | set[str] | None = None
-                ) -> tuple[str, dict[str, dict[str, str]]]:
+def read_labels(
+    path: Path | str, known: Mapping[str, dict[str, Any]] | set[str] | None = None
+) -> tuple[str, dict[str, dict[str, str]]]:
     """(annotator, {item_id: {question: yes/no}}) of one labelled file; raise on any bad row."""
     name, labelled = read_labelled(path, known)
     return name, {item: label.answers for item, label in labelled.items()}
 
 
-def read_labelled(path: Path | str, known: Mapping[str, dict[str, Any]] | set[str] | None = None
-                  ) -> tuple[str, dict[str, Labelled]]:
+def read_labelled(
+    path: Path | str, known: Mapping[str, dict[str, Any]] | set[str] | None = None
+) -> tuple[str, dict[str, Labelled]]:
     """(annotator, {item_id: Labelled}) of one labelled file; raise on any bad row. ``known``:
     the release's items (checks item ids, and the rejected documents shown)."""
     path = Path(path)
@@ -261,16 +297,19 @@ def read_labelled(path: Path | str, known: Mapping[str, dict[str, Any]] | set[st
     return (names.pop() if names else path.stem), labels
 
 
-def _document_labels(record: Mapping[str, Any], where: str, item: str,
-                     known: Mapping[str, dict[str, Any]] | set[str] | None) -> dict[str, str]:
+def _document_labels(
+    record: Mapping[str, Any], where: str, item: str, known: Mapping[str, dict[str, Any]] | set[str] | None
+) -> dict[str, str]:
     """doc id -> yes/no from ``document_support`` (empty: not labelled per document)."""
     support = [v.lower() for v in cell_list(record.get("document_support"))]
     if not support:
         return {}
     shown = [*cell_list(record.get("document_ids")), *cell_list(record.get("rejected_ids"))]
     if len(support) != len(shown):
-        raise MmcurateError(f"{where}: document_support has {counted(len(support), 'label')} for "
-                                 f"{counted(len(shown), 'shown document')}")
+        raise MmcurateError(
+            f"{where}: document_support has {counted(len(support), 'label')} for "
+            f"{counted(len(shown), 'shown document')}"
+        )
     bad = [v for v in support if v not in LABELS]
     if bad:
         raise MmcurateError(f"{where}: document_support holds {bad[0]!r}; expected yes or no per document")
@@ -314,8 +353,9 @@ def _weights(item: Mapping[str, Any], shown: set[str]) -> dict[str, float]:
     return {d: 1.0 if d in item["document_ids"] else weight for d in shown}
 
 
-def human_support(items: Mapping[str, dict[str, Any]], per_annotator: Mapping[str, Mapping[str, Labelled]],
-                  judges: Mapping[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def human_support(
+    items: Mapping[str, dict[str, Any]], per_annotator: Mapping[str, Mapping[str, Labelled]], judges: Mapping[str, str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(Table 3 rows, entailment rows) from the majority labels (see the module docstring)."""
     labelled = sorted({i for labels in per_annotator.values() for i in labels})
     needs, grounded = [], []
@@ -337,9 +377,14 @@ def human_support(items: Mapping[str, dict[str, Any]], per_annotator: Mapping[st
                 pairs.append((items[item]["modality"][doc], doc in cited, label, weights[doc]))
     table3 = [
         {"criterion": "statements requiring verification", "share": _share(needs), "n": len(needs)},
-        *({"criterion": f"{modality} documents supporting statements",
-           "share": _share([h for m, c, h, _ in pairs if m == modality and c]),
-           "n": sum(1 for m, c, _, _ in pairs if m == modality and c)} for modality in ("image", "text")),
+        *(
+            {
+                "criterion": f"{modality} documents supporting statements",
+                "share": _share([h for m, c, h, _ in pairs if m == modality and c]),
+                "n": sum(1 for m, c, _, _ in pairs if m == modality and c),
+            }
+            for modality in ("image", "text")
+        ),
         {"criterion": "supported statements", "share": _share(grounded), "n": len(grounded)},
     ]
     entailment = []
@@ -351,12 +396,23 @@ def human_support(items: Mapping[str, dict[str, Any]], per_annotator: Mapping[st
         tn = sum(w for c, h, w in mine if not c and h == "no")
         precision = tp / (tp + fp) if tp + fp else None
         recall = tp / (tp + fn) if tp + fn else None
-        f1 = (2 * precision * recall / (precision + recall)
-              if precision is not None and recall is not None and precision + recall else None)
-        entailment.append({"modality": modality, "judge": judges.get(modality, "+".join(sorted(set(judges.values())))),
-                           "pairs": len(mine), "weighted": any(w != 1.0 for _, _, w in mine),
-                           **{name: round(value, 6) for name, value in (("tp", tp), ("fp", fp), ("fn", fn), ("tn", tn))},
-                           "precision": precision, "recall": recall, "f1": f1})
+        f1 = (
+            2 * precision * recall / (precision + recall)
+            if precision is not None and recall is not None and precision + recall
+            else None
+        )
+        entailment.append(
+            {
+                "modality": modality,
+                "judge": judges.get(modality, "+".join(sorted(set(judges.values())))),
+                "pairs": len(mine),
+                "weighted": any(w != 1.0 for _, _, w in mine),
+                **{name: round(value, 6) for name, value in (("tp", tp), ("fp", fp), ("fn", fn), ("tn", tn))},
+                "precision": precision,
+                "recall": recall,
+                "f1": f1,
+            }
+        )
     return table3, entailment
 
 
@@ -366,7 +422,9 @@ def _judges(release: Path) -> dict[str, str]:
     return {"text": (judge and judge.name) or "unknown", "image": (judge and judge.image) or "none"}
 
 
-def import_labels(release: Path | str, files: Sequence[Path | str], out: Path | str, force: bool = False) -> ImportResult:
+def import_labels(
+    release: Path | str, files: Sequence[Path | str], out: Path | str, force: bool = False
+) -> ImportResult:
     """Validate labelled files, write ``out/human_verified.parquet`` and ``out/agreement.json``
     (refused over an earlier import's unless ``force``)."""
     release, out = labels_import(release, files, out, RESULTS, force)
@@ -386,13 +444,21 @@ def import_labels(release: Path | str, files: Sequence[Path | str], out: Path | 
         votes = [labels[item] for labels in answers.values() if item in labels]
         yes = {q: sum(v[q] == "yes" for v in votes) for q in QUESTIONS}
         majority = len(votes) / 2
-        verified = (bool(items[item]["document_ids"]) and yes["documents_support"] > majority
-                    and yes["sentence_grounded"] > majority)
-        rows.append({
-            "item_id": item, "sample_id": items[item]["sample_id"],
-            "sentence_index": items[item]["sentence_index"], "annotators": len(votes),
-            **{f"{q}_yes": yes[q] for q in QUESTIONS}, "human_verified": verified,
-        })
+        verified = (
+            bool(items[item]["document_ids"])
+            and yes["documents_support"] > majority
+            and yes["sentence_grounded"] > majority
+        )
+        rows.append(
+            {
+                "item_id": item,
+                "sample_id": items[item]["sample_id"],
+                "sentence_index": items[item]["sentence_index"],
+                "annotators": len(votes),
+                **{f"{q}_yes": yes[q] for q in QUESTIONS},
+                "human_verified": verified,
+            }
+        )
     agreement = {
         q: agreement_summary({a: {i: v[q] for i, v in labels.items()} for a, labels in answers.items()})
         for q in QUESTIONS
@@ -401,7 +467,9 @@ def import_labels(release: Path | str, files: Sequence[Path | str], out: Path | 
     out.mkdir(parents=True, exist_ok=True)
     path = write_table(pa.Table.from_pylist(rows, schema=HUMAN_VERIFIED), out / RESULTS[0])
     report = {
-        "release": str(release), "annotators": sorted(per_annotator), "items": len(rows),
+        "release": str(release),
+        "annotators": sorted(per_annotator),
+        "items": len(rows),
         "human_verified": sum(r["human_verified"] for r in rows),
         "rule": "a cited sentence whose strict majority says documents_support=yes and sentence_grounded=yes",
         "sampling": SAMPLING,
@@ -412,5 +480,6 @@ def import_labels(release: Path | str, files: Sequence[Path | str], out: Path | 
     }
     agreement_path = out / RESULTS[1]
     agreement_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return ImportResult(sorted(per_annotator), len(rows), report["human_verified"], agreement, path, agreement_path,
-                        table3, entailment)
+    return ImportResult(
+        sorted(per_annotator), len(rows), report["human_verified"], agreement, path, agreement_path, table3, entailment
+    )

@@ -11,6 +11,7 @@ their scores, as the paper does), the mean scores per model (the paper's Table 6
 Cohen's kappa between each annotator's unit ratings and the evaluator's, averaged over
 annotators, with relevance binned 1-3 / 4-5 / 6-7.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,6 @@ import polars as pl
 from mmcurate.benchmarks import register_part
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.markdown import markdown_table
-
 from mmcurate.evaluation.reflvqa.graders import BY_RULE
 from mmcurate.evaluation.reflvqa.settings import row_name
 
@@ -60,8 +60,18 @@ def _answer_key(row: Mapping[str, Any]) -> tuple[str, str, int, str]:
 
 class RefLVQAJudgeReview(JudgeReview):
     benchmark = "reflvqa"
-    columns = ("item_id", "model", "metric", "question", "answer", "statement", "documents", "scale", "rating",
-               "annotator")
+    columns = (
+        "item_id",
+        "model",
+        "metric",
+        "question",
+        "answer",
+        "statement",
+        "documents",
+        "scale",
+        "rating",
+        "annotator",
+    )
     field = "rating"
     unit = "answers"
     samples = "qa"
@@ -69,8 +79,12 @@ class RefLVQAJudgeReview(JudgeReview):
     def items(self, release: Path, folders: Sequence[Path]) -> dict[str, dict[str, Any]]:
         qa = release_rows(release, "qa", ["sample_id", "question"])
         kb_paths = sorted((release / "data").glob("knowledge_base-*.parquet"))
-        docs = {d["doc_id"]: d for d in pl.read_parquet([str(p) for p in kb_paths],
-                                                      columns=["doc_id", "modality", "text", "title"]).to_dicts()}
+        docs = {
+            d["doc_id"]: d
+            for d in pl.read_parquet(
+                [str(p) for p in kb_paths], columns=["doc_id", "modality", "text", "title"]
+            ).to_dicts()
+        }
         items: dict[str, dict[str, Any]] = {}
         for folder in folders:
             answers_table = answers_of(folder)
@@ -79,8 +93,10 @@ class RefLVQAJudgeReview(JudgeReview):
                 raise MmcurateError(f"{folder}: no grades.parquet (is this a RefLVQA evaluation folder?)")
             grades_table = pl.read_parquet(path)
             if not {"setting", "n_queries"} <= set(answers_table.columns) & set(grades_table.columns):
-                raise MmcurateError(f"{folder}: written before the RefLVQA grid (no setting / n_queries columns); "
-                                    "run mmcurate evaluate again to review it")
+                raise MmcurateError(
+                    f"{folder}: written before the RefLVQA grid (no setting / n_queries columns); "
+                    "run mmcurate evaluate again to review it"
+                )
             answers = {_answer_key(r): r for r in answers_table.to_dicts() if r["status"] == "answered"}
             grades = grades_table.to_dicts()
             failed = {_answer_key(g) for g in grades if g["grade"] is None}
@@ -90,15 +106,24 @@ class RefLVQAJudgeReview(JudgeReview):
                 if answer is None or key in failed:
                     continue  # only fully graded answers: their scores compare
                 model, setting, n, sid = key
-                add_item(items, {
-                    "item_id": SEP.join([model, setting, str(n), sid, g["metric"], str(g["unit"])]),
-                    "model": f"{model} + {row_name(setting, n)}", "metric": g["metric"], "group": sid, "sample_id": sid,
-                    "question": qa[g["sample_id"]]["question"],
-                    "answer": " ".join(s["text"] for s in answer["sentences"]),
-                    "statement": g["statement"], "documents": "\n\n".join(_render(docs[d]) for d in g["documents"]),
-                    "scale": "1-7" if g["metric"] == "relevance" else "1 / 0.5 / 0", "decision": g["grade"],
-                    "by_rule": g["evaluator"] in BY_RULE,
-                }, folder)
+                add_item(
+                    items,
+                    {
+                        "item_id": SEP.join([model, setting, str(n), sid, g["metric"], str(g["unit"])]),
+                        "model": f"{model} + {row_name(setting, n)}",
+                        "metric": g["metric"],
+                        "group": sid,
+                        "sample_id": sid,
+                        "question": qa[g["sample_id"]]["question"],
+                        "answer": " ".join(s["text"] for s in answer["sentences"]),
+                        "statement": g["statement"],
+                        "documents": "\n\n".join(_render(docs[d]) for d in g["documents"]),
+                        "scale": "1-7" if g["metric"] == "relevance" else "1 / 0.5 / 0",
+                        "decision": g["grade"],
+                        "by_rule": g["evaluator"] in BY_RULE,
+                    },
+                    folder,
+                )
         return items
 
     def choose(self, groups: Mapping[str, list[str]], n: int, rng: random.Random) -> tuple[list[str], int]:
@@ -147,28 +172,48 @@ class RefLVQAJudgeReview(JudgeReview):
             for ls in labels.values():
                 rated = sorted(i for i in units if i in ls)
                 if rated:
-                    k = cohen_kappa([_category(metric, ls[i]) for i in rated],
-                                    [_category(metric, items[i]["decision"]) for i in rated])
+                    k = cohen_kappa(
+                        [_category(metric, ls[i]) for i in rated],
+                        [_category(metric, items[i]["decision"]) for i in rated],
+                    )
                     if not math.isnan(k):
                         kappas.append(k)
-            means = [{"model": m, "answers": models.count(m),
-                      "human": fmean(h for h, mm in zip(human_scores, models) if mm == m),
-                      "evaluator": fmean(j for j, mm in zip(judge_scores, models) if mm == m)}
-                     for m in sorted(set(models))]
+            means = [
+                {
+                    "model": m,
+                    "answers": models.count(m),
+                    "human": fmean(h for h, mm in zip(human_scores, models) if mm == m),
+                    "evaluator": fmean(j for j, mm in zip(judge_scores, models) if mm == m),
+                }
+                for m in sorted(set(models))
+            ]
             r = pearson(human_scores, judge_scores) if len(human_scores) >= 2 else math.nan
-            out[metric] = {"answers": len(human_scores), "pearson": None if math.isnan(r) else r,
-                           "kappa": fmean(kappas) if kappas else None, "per_model": means}
-        between = agreement_summary({a: {i: _category(items[i]["metric"], v) for i, v in ls.items()}
-                                     for a, ls in labels.items()})
+            out[metric] = {
+                "answers": len(human_scores),
+                "pearson": None if math.isnan(r) else r,
+                "kappa": fmean(kappas) if kappas else None,
+                "per_model": means,
+            }
+        between = agreement_summary(
+            {a: {i: _category(items[i]["metric"], v) for i, v in ls.items()} for a, ls in labels.items()}
+        )
         return out, between
 
     def markdown(self, report: Mapping[str, Any]) -> str:
         rows = []
         for metric, r in report.items():
             for m in r["per_model"]:
-                rows.append({"Metric": metric, "Model": m["model"], "Answers": str(m["answers"]),
-                             "Human": number(m["human"]), "Evaluator": number(m["evaluator"]),
-                             "Pearson (metric)": number(r["pearson"]), "Kappa (metric)": number(r["kappa"])})
+                rows.append(
+                    {
+                        "Metric": metric,
+                        "Model": m["model"],
+                        "Answers": str(m["answers"]),
+                        "Human": number(m["human"]),
+                        "Evaluator": number(m["evaluator"]),
+                        "Pearson (metric)": number(r["pearson"]),
+                        "Kappa (metric)": number(r["kappa"]),
+                    }
+                )
         columns = ["Metric", "Model", "Answers", "Human", "Evaluator", "Pearson (metric)", "Kappa (metric)"]
         return markdown_table(rows, columns, right=columns[2:]) + "\n"
 

@@ -10,6 +10,7 @@ question images and every image document.
 Import: each annotation becomes the annotator's batch row and ``review.reflvqa.citations.import_labels``
 computes agreement, kappa, Table 3 and the judge's F1 by the CSV path's rule.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,18 @@ from xml.sax.saxutils import escape
 import polars as pl
 
 from ..batches import cell_list
+from ..label_studio import (
+    Annotation,
+    choices_xml,
+    field,
+    image_xml,
+    labelled_files,
+    refuse_over_server_data,
+    single_choice,
+    write_images,
+    write_project,
+)
 from .citations import LABELS, QUESTIONS, ExportResult, ImportResult, export_batch, import_labels, release_items
-from ..label_studio import Annotation, choices_xml, field, image_xml, labelled_files, refuse_over_server_data, \
-    single_choice, write_images, write_project
 
 CONFIG = "citations"
 PROMPTS = {
@@ -36,13 +46,14 @@ PROMPTS = {
 def labeling_config() -> str:
     """The sentence in its context, the three questions, then each shown document (a Repeater
     over the task's ``documents``) with its own yes/no."""
-    questions = "\n".join(f'  <Header value="{escape(PROMPTS[q])}"/>\n  {choices_xml(q, "sentence", LABELS)}'
-                          for q in QUESTIONS)
+    questions = "\n".join(
+        f'  <Header value="{escape(PROMPTS[q])}"/>\n  {choices_xml(q, "sentence", LABELS)}' for q in QUESTIONS
+    )
     support = choices_xml("document_support_{{idx}}", "document_{{idx}}", LABELS, required=False)
     return f"""<View>
   <Header value="Question"/>
   <Text name="question" value="$question"/>
-  {image_xml('image', '$image')}
+  {image_xml("image", "$image")}
   <Header value="Answer"/>
   <Text name="answer" value="$answer"/>
   <Header value="Sentence to verify"/>
@@ -52,7 +63,7 @@ def labeling_config() -> str:
   <Repeater on="$documents" indexFlag="{{{{idx}}}}">
     <View>
       <Text name="document_{{{{idx}}}}" value="$documents[{{{{idx}}}}].label"/>
-      {image_xml('document_image_{{idx}}', '$documents[{{idx}}].image')}
+      {image_xml("document_image_{{idx}}", "$documents[{{idx}}].image")}
       {support}
     </View>
   </Repeater>
@@ -75,18 +86,34 @@ def _images(release: Path, shown: set[str]) -> dict[str, dict[str, Any] | None]:
 
 def _task(item: dict[str, Any], urls: dict[str, str]) -> dict[str, Any]:
     cited, others = cell_list(item["document_ids"]), cell_list(item["rejected_ids"])
-    texts = [*filter(None, str(item["documents"]).split("\n\n")),
-             *filter(None, str(item["rejected_documents"]).split("\n\n"))]
-    documents = [{"doc_id": doc, "cited": index < len(cited),
-                  "label": f"{'cited' if index < len(cited) else 'not cited'}: {text}",
-                  "image": urls.get(doc, "")}
-                 for index, (doc, text) in enumerate(zip([*cited, *others], texts))]
-    return {"data": {"item_id": item["item_id"], "question": item["question"], "image": urls.get(item["sample_id"], ""),
-                     "answer": item["answer"], "sentence": item["sentence"], "documents": documents}}
+    texts = [
+        *filter(None, str(item["documents"]).split("\n\n")),
+        *filter(None, str(item["rejected_documents"]).split("\n\n")),
+    ]
+    documents = [
+        {
+            "doc_id": doc,
+            "cited": index < len(cited),
+            "label": f"{'cited' if index < len(cited) else 'not cited'}: {text}",
+            "image": urls.get(doc, ""),
+        }
+        for index, (doc, text) in enumerate(zip([*cited, *others], texts))
+    ]
+    return {
+        "data": {
+            "item_id": item["item_id"],
+            "question": item["question"],
+            "image": urls.get(item["sample_id"], ""),
+            "answer": item["answer"],
+            "sentence": item["sentence"],
+            "documents": documents,
+        }
+    }
 
 
-def export_project(release: Path | str, n: int, out: Path | str, seed: int = 0, rejected: int | None = None,
-                   force: bool = False) -> ExportResult:
+def export_project(
+    release: Path | str, n: int, out: Path | str, seed: int = 0, rejected: int | None = None, force: bool = False
+) -> ExportResult:
     """The batch (``export_batch``, same refusals) and its Label Studio project files in ``out``."""
     release, out = Path(release), Path(out)
     refuse_over_server_data(out, force)
@@ -100,17 +127,25 @@ def export_project(release: Path | str, n: int, out: Path | str, seed: int = 0, 
 def _row(annotation: Annotation) -> dict[str, Any]:
     documents = field(annotation.where, annotation.data.get("documents", []), "data.documents", list)
     for n, document in enumerate(documents):
-        field(annotation.where, field(annotation.where, document, f"data.documents[{n}]", Mapping).get("doc_id"),
-              f"data.documents[{n}].doc_id", str)
+        field(
+            annotation.where,
+            field(annotation.where, document, f"data.documents[{n}]", Mapping).get("doc_id"),
+            f"data.documents[{n}].doc_id",
+            str,
+        )
     support = [single_choice(annotation, f"document_support_{i}", LABELS) for i in range(len(documents))]
-    return {"item_id": annotation.item, **{q: single_choice(annotation, q, LABELS) for q in QUESTIONS},
-            "document_ids": [d["doc_id"] for d in documents if d.get("cited")],
-            "rejected_ids": [d["doc_id"] for d in documents if not d.get("cited")],
-            "document_support": support if all(support) else []}
+    return {
+        "item_id": annotation.item,
+        **{q: single_choice(annotation, q, LABELS) for q in QUESTIONS},
+        "document_ids": [d["doc_id"] for d in documents if d.get("cited")],
+        "rejected_ids": [d["doc_id"] for d in documents if not d.get("cited")],
+        "document_support": support if all(support) else [],
+    }
 
 
-def import_project(release: Path | str, exports: list[Path | str], out: Path | str,
-                   force: bool = False) -> ImportResult:
+def import_project(
+    release: Path | str, exports: list[Path | str], out: Path | str, force: bool = False
+) -> ImportResult:
     """Label Studio JSON exports -> ``import_labels`` (one JSONL file per annotator)."""
     known = {item["item_id"] for item in release_items(release)}
     with labelled_files(exports, known, "a sentence of this release's citations", _row) as files:

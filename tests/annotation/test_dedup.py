@@ -1,6 +1,7 @@
 """Near-duplicates and leakage (annotation/dedup.py): perceptual hashes for images, MinHash
 with an exact Jaccard check for questions, within a release and against references; flags
 are ledger rows, and only a question-and-image match is dropped when asked."""
+
 from __future__ import annotations
 
 import io
@@ -39,8 +40,13 @@ def store(tmp_path) -> ImageStore:
 
 
 def run(store: ImageStore, rows: list[tuple[str, str, bytes]], config: DedupConfig, references=()):
-    table = pa.table({"sample_id": [r[0] for r in rows], "question": [r[1] for r in rows],
-                      "images": [[store.put(r[2])] for r in rows]})
+    table = pa.table(
+        {
+            "sample_id": [r[0] for r in rows],
+            "question": [r[1] for r in rows],
+            "images": [[store.put(r[2])] for r in rows],
+        }
+    )
     ctx = StageContext(Settings(), "run", store)
     return NearDuplicates(config, list(references)).run(table, ctx)
 
@@ -50,13 +56,18 @@ def flags(result) -> set[tuple[str, str, str, str]]:
 
 
 def test_within_a_release_the_later_sample_is_flagged_by_kind(store):
-    rows = [("a", HUBBLE, picture(1)),
-            ("b", HUBBLE.replace("Space Telescope", "space telescope").rstrip("?"), picture(1, shift=6)),
-            ("c", "What colour is the bird on the branch?", picture(1)),
-            ("d", "Which river flows through the old town?", picture(2))]
+    rows = [
+        ("a", HUBBLE, picture(1)),
+        ("b", HUBBLE.replace("Space Telescope", "space telescope").rstrip("?"), picture(1, shift=6)),
+        ("c", "What colour is the bird on the branch?", picture(1)),
+        ("d", "Which river flows through the old town?", picture(2)),
+    ]
     result = run(store, rows, DedupConfig())
-    assert flags(result) == {("b", "dedup.both", "flagged", "a"), ("c", "dedup.image", "flagged", "a"),
-                             ("c", "dedup.image", "flagged", "b")}  # one row per pair
+    assert flags(result) == {
+        ("b", "dedup.both", "flagged", "a"),
+        ("c", "dedup.image", "flagged", "a"),
+        ("c", "dedup.image", "flagged", "b"),
+    }  # one row per pair
     assert result.kept.num_rows == 4 and result.counts["flagged"] == 2
     detail = json.loads(result.ledger().to_pylist()[0]["detail"])
     assert detail["in"] == "this release" and detail["question_jaccard"] == 1.0 and detail["image_distance"] <= 4
@@ -73,8 +84,10 @@ def test_drop_removes_only_question_and_image_matches(store):
 
 
 def test_leakage_against_a_reference_but_not_the_same_item(store):
-    training = Reference("reflectv 1.0.0", items([(pa.array(["t1", "a"]), pa.array([HUBBLE.lower(), "Who painted the ceiling?"]),
-                                                   [[], [picture(3)]])]))
+    training = Reference(
+        "reflectv 1.0.0",
+        items([(pa.array(["t1", "a"]), pa.array([HUBBLE.lower(), "Who painted the ceiling?"]), [[], [picture(3)]])]),
+    )
     rows = [("x", HUBBLE, picture(4)), ("a", "Who painted the ceiling?", picture(3))]
     result = run(store, rows, DedupConfig(), [training])
     assert flags(result) == {("x", "dedup.question", "flagged", "t1")}  # "a" is the same item: not a duplicate
@@ -90,10 +103,17 @@ def test_a_different_question_is_not_a_near_duplicate(store):
 def test_banded_image_candidates_find_every_pair_within_the_distance(distance):
     rng = random.Random(distance)
     bases = [rng.getrandbits(64) for _ in range(40)]
-    hashes = [(base ^ sum(1 << rng.randrange(64) for _ in range(rng.randrange(0, 10)))) & (2**64 - 1)
-              for base in bases for _ in range(5)]
-    brute = {(i, j): bin(hashes[i] ^ hashes[j]).count("1") for i in range(len(hashes)) for j in range(i + 1, len(hashes))
-             if bin(hashes[i] ^ hashes[j]).count("1") <= distance}
+    hashes = [
+        (base ^ sum(1 << rng.randrange(64) for _ in range(rng.randrange(0, 10)))) & (2**64 - 1)
+        for base in bases
+        for _ in range(5)
+    ]
+    brute = {
+        (i, j): bin(hashes[i] ^ hashes[j]).count("1")
+        for i in range(len(hashes))
+        for j in range(i + 1, len(hashes))
+        if bin(hashes[i] ^ hashes[j]).count("1") <= distance
+    }
     pairs = image_pairs(np.arange(len(hashes)), np.array(hashes, dtype=np.uint64), distance)
     assert dict(zip(zip(pairs.first.tolist(), pairs.second.tolist()), pairs.values.tolist())) == brute
 

@@ -1,14 +1,14 @@
 """Near-duplicate questions from numpy LSH bands (issue 36 item 2): the pairs are exactly those
 datasketch's MinHashLSH index finds and the exact Jaccard confirms, with no MinHash object or
 byte key held per question."""
+
 from __future__ import annotations
 
 import random
 
+import pyarrow as pa
 import pytest
 from datasketch import MinHash, MinHashLSH
-
-import pyarrow as pa
 
 from mmcurate.annotation import dedup
 from mmcurate.annotation.dedup import lsh_bands, question_pairs, shingles
@@ -59,8 +59,9 @@ def _questions(n: int) -> list[str]:
 @pytest.mark.parametrize("cells", [dedup.GROUP_CELLS, 7])  # 7: a bucket is scored a row or two at a time
 # (small bucket, rows, pairs): every bucket alone; the defaults; every bucket with the others, a few rows
 # and pairs at a time
-@pytest.mark.parametrize("small", [(0, 1, 1), (dedup.SMALL_BUCKET, dedup.SMALL_ROWS, dedup.SMALL_PAIRS),
-                                   (10_000, 5, 3)])
+@pytest.mark.parametrize(
+    "small", [(0, 1, 1), (dedup.SMALL_BUCKET, dedup.SMALL_ROWS, dedup.SMALL_PAIRS), (10_000, 5, 3)]
+)
 def test_band_pairs_are_the_index_pairs(threshold: float, cells: int, small: tuple[int, int, int], monkeypatch):
     monkeypatch.setattr(dedup, "GROUP_CELLS", cells)
     for name, value in zip(("SMALL_BUCKET", "SMALL_ROWS", "SMALL_PAIRS"), small):
@@ -114,4 +115,6 @@ def test_flags_spilled_as_ledger_parts_are_the_same_rows(tmp_path, monkeypatch):
     assert chunked.ledger().to_pylist() == whole.ledger().to_pylist() and whole.ledger().num_rows > 2
     assert chunked.counts == whole.counts
     spilled = chunked.spill(tmp_path / "dedup-00000.parquet")
-    assert spilled.ledger_parts[:-1] == chunked.ledger_parts and spilled.ledger().to_pylist() == whole.ledger().to_pylist()
+    assert (
+        spilled.ledger_parts[:-1] == chunked.ledger_parts and spilled.ledger().to_pylist() == whole.ledger().to_pylist()
+    )

@@ -1,6 +1,7 @@
 """bench/peers/ (issue 47): the scripts' arguments and the parts of the benches that decide what they
 print, without any peer package (datatrove, distilabel, autofaiss are a bench-only extra; the benches
 themselves are not tests)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -78,7 +79,9 @@ def test_minhash_exact_pairs_of_anchors_are_every_similar_pair(minhash: ModuleTy
     questions = minhash.question_pool(2_000)
     shingled = minhash.Shingled(questions)
     n = len(questions)
-    incidence = csr_matrix((np.ones(len(shingled.ids)), shingled.ids, shingled.indptr), shape=(n, shingled.ids.max() + 1))
+    incidence = csr_matrix(
+        (np.ones(len(shingled.ids)), shingled.ids, shingled.indptr), shape=(n, shingled.ids.max() + 1)
+    )
     shared = (incidence @ incidence.T).toarray()
     sizes = np.diff(shingled.indptr)
     first, second = np.nonzero(np.triu(shared / (sizes[:, None] + sizes[None, :] - shared) >= threshold, 1))

@@ -1,6 +1,7 @@
 """DeflectionBench's two rules that read the gating models' grades (Stage I ``gating.rule``,
 Stage III ``gating.oracle_rule``) are one typed object each, asked by every stage, plan and
 card: no other module spells their meaning."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,6 +33,8 @@ def test_which_grades_count_as_answering():
 def test_a_rule_means_what_it_says_in_one_place(name):
     rule = RULES[name]
     texts = [rule.stage_i, rule.stage_iii, rule.gold_drop]
-    library = [p for p in REPO.glob("*/**/*.py") if p.parts[len(REPO.parts)] not in ("tests", "bench", ".venv", "build")]
+    library = [
+        p for p in REPO.glob("*/**/*.py") if p.parts[len(REPO.parts)] not in ("tests", "bench", ".venv", "build")
+    ]
     found = [f"{p.relative_to(REPO)}: {text}" for p in library if p != HOME for text in texts if text in p.read_text()]
     assert found == []

@@ -1,6 +1,7 @@
 """Every number a config can set has its range checked at load: each numeric field of the
 settings (core's and every registered benchmark's sections, nested models included) carries
 a bound, or a validator of its own; and a value out of range is one line naming its path."""
+
 from __future__ import annotations
 
 import typing
@@ -46,8 +47,11 @@ def _unbounded() -> list[str]:
         if model in seen:
             continue
         seen.add(model)
-        validated = {field for decorator in model.__pydantic_decorators__.field_validators.values()
-                     for field in decorator.info.fields}
+        validated = {
+            field
+            for decorator in model.__pydantic_decorators__.field_validators.values()
+            for field in decorator.info.fields
+        }
         for name, field in model.model_fields.items():
             bounded = any(isinstance(m, BOUNDS) for m in field.metadata) or name in validated
             if _numbers(field.annotation) and not bounded:

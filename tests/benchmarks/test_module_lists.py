@@ -2,6 +2,7 @@
 layer: the page a newcomer reads first. The list names exactly the modules of the benchmark's
 subpackages (``<layer>/<name>/*.py``), so a module added, moved or removed fails here until the
 list says so."""
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,12 @@ def listed(doc: str, name: str) -> set[str]:
 
 
 def on_disk(name: str) -> set[str]:
-    return {f"{layer}/{name}/{path.name}" for layer in LAYERS for path in (REPO / layer / name).glob("*.py")
-            if path.name != "__init__.py"}
+    return {
+        f"{layer}/{name}/{path.name}"
+        for layer in LAYERS
+        for path in (REPO / layer / name).glob("*.py")
+        if path.name != "__init__.py"
+    }
 
 
 @pytest.mark.parametrize("name", list(BENCHMARKS))
@@ -43,4 +48,6 @@ def test_the_benchmark_module_lists_its_code_layer_by_layer(name):
 
 def test_a_module_left_out_of_the_list_is_seen():
     doc = sys.modules[BENCHMARKS["pope"].config.__module__].__doc__
-    assert listed(doc.replace("``kestrel.py``", "``kestrel``"), "pope") == on_disk("pope") - {"evaluation/pope/kestrel.py"}
+    assert listed(doc.replace("``kestrel.py``", "``kestrel``"), "pope") == on_disk("pope") - {
+        "evaluation/pope/kestrel.py"
+    }

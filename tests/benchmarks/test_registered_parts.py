@@ -2,6 +2,7 @@
 never an import path resolved at run time, which import-linter could not see: the registry names
 no code by string, each part sits in the layer its kind belongs to, and the registry itself
 imports only core."""
+
 from __future__ import annotations
 
 import ast
@@ -67,8 +68,11 @@ def test_the_registry_names_no_code_by_string():
             found += [f"{benchmark.name}.{name}: {v}" for v in values if resolves_to_code(v)]
     for (name, part), value in registered_parts().items():  # a part, and the fields of one that is a dataclass
         inner = _fields(value) if dataclasses.is_dataclass(value) else []
-        found += [f"{name}.{part}{'.' + field if field else ''}: {v}" for field, v in [("", value), *inner]
-                  if resolves_to_code(v)]
+        found += [
+            f"{name}.{part}{'.' + field if field else ''}: {v}"
+            for field, v in [("", value), *inner]
+            if resolves_to_code(v)
+        ]
     found += [f"adapter {name}: {cls}" for name, (_, cls) in registered_adapters().items() if resolves_to_code(cls)]
     assert found == []
 
@@ -86,8 +90,11 @@ def test_every_registered_part_sits_in_its_layer(benchmark, part):
     if part == "curate":  # a Prefect flow: where its function is defined
         module = value.fn.__module__
     if part in ("release", "judge_review"):  # an instance: the module that registered it holds it
-        module = next(m for m in list(importlib.sys.modules.values())
-                      if getattr(m, "__name__", "").startswith(LAYERS[part]) and value in vars(m).values())
+        module = next(
+            m
+            for m in list(importlib.sys.modules.values())
+            if getattr(m, "__name__", "").startswith(LAYERS[part]) and value in vars(m).values()
+        )
         module = module.__name__
     assert module.startswith(f"{LAYERS[part]}."), f"{benchmark}.{part} is defined in {module}, not {LAYERS[part]}"
 
@@ -97,7 +104,9 @@ def test_every_built_in_benchmark_has_its_parts():
         parts = {part for (b, part) in registered_parts() if b == name}
         assert "release" in parts and ("curate" in parts) == benchmark.curated
         assert ("evaluate" in parts) == (benchmark.evaluation is not None)
-        assert isinstance(benchmark, Benchmark) and (benchmark.evaluation is None or isinstance(benchmark.evaluation, Evaluation))
+        assert isinstance(benchmark, Benchmark) and (
+            benchmark.evaluation is None or isinstance(benchmark.evaluation, Evaluation)
+        )
 
 
 def test_the_registry_imports_only_core_not_even_for_annotations():

@@ -1,5 +1,6 @@
 """The benchmark registry: every benchmark's parts load, commands and checks come from it, and
 no library code decides by comparing benchmark names."""
+
 from __future__ import annotations
 
 import re
@@ -15,13 +16,16 @@ import mmcurate.planning.builtin  # noqa: F401
 import mmcurate.releases.builtin  # noqa: F401
 import mmcurate.review.builtin  # noqa: F401
 from mmcurate.benchmarks import BENCHMARKS, get, registered_part
-from mmcurate.releases.curation import begin_curation
 from mmcurate.core.errors import ConfigError, MmcurateError
+from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.errors import ReleaseError
 
 REPO = Path(__file__).resolve().parents[2]
-LIBRARY = [p for p in REPO.glob("*/**/*.py")
-           if p.parts[len(REPO.parts)] not in ("tests", "bench", "benchmarks", ".venv", "build")]
+LIBRARY = [
+    p
+    for p in REPO.glob("*/**/*.py")
+    if p.parts[len(REPO.parts)] not in ("tests", "bench", "benchmarks", ".venv", "build")
+]
 
 
 @pytest.mark.parametrize("name", list(BENCHMARKS))
@@ -48,7 +52,9 @@ def test_every_part_of_every_benchmark_loads(name):
 
 
 def test_unknown_benchmark_and_missing_parts_are_one_line():
-    with pytest.raises(ConfigError, match="unknown benchmark .mme.; known: deflectionbench, reflvqa, reflectv, cragmm, pope"):
+    with pytest.raises(
+        ConfigError, match="unknown benchmark .mme.; known: deflectionbench, reflvqa, reflectv, cragmm, pope"
+    ):
         get("mme")
     with pytest.raises(MmcurateError, match="reflectv has no review of its evaluation's judge in mmcurate"):
         get("reflectv").judges()
@@ -56,11 +62,16 @@ def test_unknown_benchmark_and_missing_parts_are_one_line():
 
 def test_evaluation_options_are_checked_against_the_benchmark():
     flags = mmcurate.cli.run.FLAGS
-    with pytest.raises(MmcurateError, match=r"^--scenario, --system: not an option of the reflvqa evaluation "
-                                            r"\(its options: --setting, --queries, --subset\)$"):
+    with pytest.raises(
+        MmcurateError,
+        match=r"^--scenario, --system: not an option of the reflvqa evaluation "
+        r"\(its options: --setting, --queries, --subset\)$",
+    ):
         get("reflvqa").evaluation.arguments("reflvqa", {"scenarios": ["oracle"], "system": "plain"}, flags)
     assert get("reflvqa").evaluation.arguments("reflvqa", {"queries": [4]}, flags) == {
-        "settings": ["text", "image", "multi", "two-step"], "queries": [4]}
+        "settings": ["text", "image", "multi", "two-step"],
+        "queries": [4],
+    }
     with pytest.raises(MmcurateError, match="unknown RefLVQA setting"):
         get("reflvqa").evaluation.arguments("reflvqa", {"settings": ["oracle"]}, flags)
     with pytest.raises(MmcurateError, match="^--setting: not an option of the deflectionbench"):
@@ -68,8 +79,9 @@ def test_evaluation_options_are_checked_against_the_benchmark():
     options = get("deflectionbench").evaluation.arguments("deflectionbench", {"strictness_sweep": True}, flags)
     assert options["abstention"] == ["none", "soft", "moderate", "severe"] and options["system"] == "plain"
     with pytest.raises(MmcurateError, match="not both"):
-        get("deflectionbench").evaluation.arguments("deflectionbench", {"strictness_sweep": True,
-                                                                        "abstention": ["soft"]}, flags)
+        get("deflectionbench").evaluation.arguments(
+            "deflectionbench", {"strictness_sweep": True, "abstention": ["soft"]}, flags
+        )
 
 
 @pytest.mark.parametrize("name", [name for name, b in BENCHMARKS.items() if b.evaluation])
@@ -94,8 +106,11 @@ def test_one_evaluation_flow_and_one_recuration_flow():
     flows, demo = set(), set()
     for info in pkgutil.walk_packages(mmcurate.flows.__path__, "mmcurate.flows."):  # each benchmark's subpackage too
         module = importlib.import_module(info.name)
-        flows |= {value.name for value in vars(module).values()
-                  if isinstance(value, Flow) and value.fn.__module__ == module.__name__}
+        flows |= {
+            value.name
+            for value in vars(module).values()
+            if isinstance(value, Flow) and value.fn.__module__ == module.__name__
+        }
         demo |= {id(module.DEMO_CONFIG)} if hasattr(module, "DEMO_CONFIG") else set()
     assert flows == {b.name for b in BENCHMARKS.values() if b.curated} | {"evaluate", "recurate-release", "watch"}
     assert demo == {id(mmcurate.flows.DEMO_CONFIG)}
@@ -125,7 +140,9 @@ def _config(tmp_path: Path, source: str) -> Path:
 
 
 def test_a_curation_refuses_what_it_can_before_any_work(tmp_path):
-    with pytest.raises(ConfigError, match=r"deflectionbench.sources\[0\]: source 'reddit': deflectionbench reads infoseek, evqa"):
+    with pytest.raises(
+        ConfigError, match=r"deflectionbench.sources\[0\]: source 'reddit': deflectionbench reads infoseek, evqa"
+    ):
         begin_curation(_config(tmp_path, "reddit"), "deflectionbench")
     with pytest.raises(ReleaseError, match="release version '1.0' is not a semantic version"):
         begin_curation(_config(tmp_path, "webqa"), "deflectionbench", "1.0")
@@ -138,8 +155,11 @@ def test_cli_refuses_a_bad_version_before_prefect_starts(tmp_path, monkeypatch, 
         raise AssertionError("the command started a flow run")
 
     monkeypatch.setattr(mmcurate.cli.run, "run_flow", refuse)
-    monkeypatch.setattr(sys, "argv", ["mmcurate", "run", "deflectionbench", "--config",
-                                      str(_config(tmp_path, "webqa")), "--version", "1.0"])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["mmcurate", "run", "deflectionbench", "--config", str(_config(tmp_path, "webqa")), "--version", "1.0"],
+    )
     from mmcurate.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
@@ -148,7 +168,9 @@ def test_cli_refuses_a_bad_version_before_prefect_starts(tmp_path, monkeypatch, 
     assert exit_info.value.code == 2 and err.count("\n") == 1 and "is not a semantic version" in err
 
 
-COMPARISON = re.compile(r"""(==|!=)\s*["'](?P<a>[a-z-]+)["']|["'](?P<b>[a-z-]+)["']\s*(==|!=)|\bin\s*\(\s*["'](?P<c>[a-z-]+)["']""")
+COMPARISON = re.compile(
+    r"""(==|!=)\s*["'](?P<a>[a-z-]+)["']|["'](?P<b>[a-z-]+)["']\s*(==|!=)|\bin\s*\(\s*["'](?P<c>[a-z-]+)["']"""
+)
 
 
 def test_no_library_code_compares_benchmark_names():

@@ -1,6 +1,7 @@
 """The streamed curation's settings (issue 36 item 2), range-checked at load with one line
 naming the field: ``deflectionbench.shard_size`` and ``deflectionbench.topics.fit_sample``;
 the shard size is how a run is cut, not what it decides, so it is no part of a release's identity."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,6 @@ from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
 from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.core.errors import ConfigError
 from mmcurate.releases.rerun import identity
-
 from tests.core.test_config_ranges import BASE, load_text
 
 
@@ -17,12 +17,15 @@ def _load(tmp_path, extra: str):
     return load_text(tmp_path, BASE + extra)
 
 
-@pytest.mark.parametrize("extra, field", [
-    ("  shard_size: 0\n", "deflectionbench.shard_size"),
-    ("  shard_size: 1000001\n", "deflectionbench.shard_size"),
-    ("  topics: {fit_sample: 99}\n", "deflectionbench.topics.fit_sample"),
-    ("  topics: {fit_sample: 1000001}\n", "deflectionbench.topics.fit_sample"),
-])
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        ("  shard_size: 0\n", "deflectionbench.shard_size"),
+        ("  shard_size: 1000001\n", "deflectionbench.shard_size"),
+        ("  topics: {fit_sample: 99}\n", "deflectionbench.topics.fit_sample"),
+        ("  topics: {fit_sample: 1000001}\n", "deflectionbench.topics.fit_sample"),
+    ],
+)
 def test_out_of_range_is_refused_in_one_line(tmp_path, extra: str, field: str):
     with pytest.raises(ConfigError) as err:
         _load(tmp_path, extra)

@@ -9,6 +9,7 @@ the field path, environment overrides, paths resolved against the file), begins 
 adapter (a bad record quarantined with its locator), runs its stage, writes and validates a
 release of its kind and reads it back through the registry.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,10 +29,10 @@ from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import QUARANTINE
 from mmcurate.core.stages import StageContext
+from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.draft import ReleaseDraft
 from mmcurate.releases.manifest import VALIDATION_FILE
 from mmcurate.releases.reader import open_release
-from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.writer import write_release
 from mmcurate.sources import adapter_class, adapter_paths
 from mmcurate.sources.ingest import ingest
@@ -136,15 +137,20 @@ def toybench(tmp_path, monkeypatch):
 
 def _config(tmp_path, min_chars: int) -> str:
     path = tmp_path / "toy.yaml"
-    path.write_text(f"workdir: work\nreleases_root: releases\n"
-                    f"toy:\n  sources: [{{name: toy, root: raw}}]\n  min_chars: {min_chars}\n  glossary: words.txt\n")
+    path.write_text(
+        f"workdir: work\nreleases_root: releases\n"
+        f"toy:\n  sources: [{{name: toy, root: raw}}]\n  min_chars: {min_chars}\n  glossary: words.txt\n"
+    )
     return str(path)
 
 
 def test_a_toy_benchmark_registers_loads_runs_and_releases(tmp_path, toybench, monkeypatch):
     assert get("toy").config is toybench.ToyConfig
-    with pytest.raises(ConfigError, match=r"^config .*toy.yaml: toy.min_chars: Input should be less than or "
-                                          r"equal to 100 \(1 error\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^config .*toy.yaml: toy.min_chars: Input should be less than or "
+        r"equal to 100 \(1 error\)$",
+    ):
         load_config(_config(tmp_path, 101))
     monkeypatch.setenv("MMCURATE_TOY__MIN_CHARS", "6")
     settings = load_config(_config(tmp_path, 4))
@@ -157,7 +163,9 @@ def test_a_toy_benchmark_registers_loads_runs_and_releases(tmp_path, toybench, m
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "questions.jsonl").write_text(
         "".join(json.dumps({"id": i, "q": q, "a": "blue"}) + "\n" for i, q in enumerate(questions))
-        + json.dumps({"id": 9, "a": "no question"}) + "\n")
+        + json.dumps({"id": 9, "a": "no question"})
+        + "\n"
+    )
     curation = begin_curation(_config(tmp_path, 4), "toy")  # its source checked against its own adapter
     assert curation.benchmark is get("toy") and "toy" in adapter_paths()
     spec = settings.sources_of("toy")[0][1]
@@ -172,10 +180,21 @@ def test_a_toy_benchmark_registers_loads_runs_and_releases(tmp_path, toybench, m
     assert [d.verdict for d in result.decisions] == ["drop", "keep", "keep"]
 
     draft = ReleaseDraft(
-        kind=get("toy").release_kind(), version=section.version, parent=None,
-        tables={"questions": result.kept}, ledger=result.ledger(), quarantine=QUARANTINE.empty_table(),
-        config=settings.resolved(), models=[], judge={"name": "none"}, components={}, source_files=[],
-        counts={"per_stage": {result.stage: result.counts}}, statistics={}, seed=0)
+        kind=get("toy").release_kind(),
+        version=section.version,
+        parent=None,
+        tables={"questions": result.kept},
+        ledger=result.ledger(),
+        quarantine=QUARANTINE.empty_table(),
+        config=settings.resolved(),
+        models=[],
+        judge={"name": "none"},
+        components={},
+        source_files=[],
+        counts={"per_stage": {result.stage: result.counts}},
+        statistics={},
+        seed=0,
+    )
     release = open_release(write_release(draft, settings.releases_root, store))
     assert release.benchmark == "toy" and release.table("questions").num_rows == 2
     assert json.loads((release.path / VALIDATION_FILE).read_text())["success"] is True

@@ -83,12 +83,15 @@ def test_demo_and_paper_configs_load():
 
 
 def test_spec_strings_with_paths_resolve_against_the_file(tmp_path):
-    text = BASE + """  retrieval: {kb: kb/docs.jsonl, text_encoder: "open_clip:ViT-B-32:ckpt/model.pt", image_encoder: descriptor}
+    text = (
+        BASE
+        + """  retrieval: {kb: kb/docs.jsonl, text_encoder: "open_clip:ViT-B-32:ckpt/model.pt", image_encoder: descriptor}
 reflvqa:
   source: {name: reddit, root: dumps}
   text_corpus: wiki-offline
   text_entailment: nli:models/nli
 """
+    )
     cfg = load_config(_write(tmp_path, text))
     r = cfg.deflectionbench.retrieval
     assert r.kb == KBPath(path=(tmp_path / "kb/docs.jsonl").resolve())
@@ -98,26 +101,35 @@ reflvqa:
     assert cfg.reflvqa.text_entailment == NLI(path=(tmp_path / "models/nli").resolve())
     # specs serialise to their short forms, and those validate back into the same specs
     dumped = cfg.resolved()
-    assert dumped["deflectionbench"]["retrieval"]["text_encoder"] == f"open_clip:ViT-B-32:{(tmp_path / 'ckpt/model.pt').resolve()}"
+    assert (
+        dumped["deflectionbench"]["retrieval"]["text_encoder"]
+        == f"open_clip:ViT-B-32:{(tmp_path / 'ckpt/model.pt').resolve()}"
+    )
     assert Settings(**dumped).deflectionbench.retrieval == r
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("text_encoder", "descriptor", "deflectionbench.retrieval.text_encoder"),
-    ("image_encoder", "open_clip:ViT-B-32", "deflectionbench.retrieval.image_encoder"),
-    ("reranker", "bm25", "deflectionbench.retrieval.reranker"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("text_encoder", "descriptor", "deflectionbench.retrieval.text_encoder"),
+        ("image_encoder", "open_clip:ViT-B-32", "deflectionbench.retrieval.image_encoder"),
+        ("reranker", "bm25", "deflectionbench.retrieval.reranker"),
+    ],
+)
 def test_invalid_specs_fail_at_load_with_the_field_path(tmp_path, field, value, message):
-    text = BASE + f"  retrieval: {{{field}: \"{value}\"}}\n"
+    text = BASE + f'  retrieval: {{{field}: "{value}"}}\n'
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
         load_config(_write(tmp_path, text))
 
 
 def test_lexical_spec_with_threshold_is_not_a_path(tmp_path):
-    text = BASE + """reflvqa:
+    text = (
+        BASE
+        + """reflvqa:
   source: {name: reddit, root: dumps}
   text_entailment: "lexical:0.6"
 """
+    )
     assert load_config(_write(tmp_path, text)).reflvqa.text_entailment == Lexical(threshold=0.6)
 
 
@@ -131,8 +143,13 @@ deflectionbench:
 """
 
 
-@pytest.mark.parametrize("variable", ["MMCURATE_MODELS__SMOLLM2_WARM__MAX_TOKENS",  # what a shell can export
-                                      "MMCURATE_MODELS__SMOLLM2-WARM__MAX_TOKENS"])  # what env(1) can pass
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "MMCURATE_MODELS__SMOLLM2_WARM__MAX_TOKENS",  # what a shell can export
+        "MMCURATE_MODELS__SMOLLM2-WARM__MAX_TOKENS",
+    ],
+)  # what env(1) can pass
 def test_environment_overrides_reach_models_with_hyphens(tmp_path, monkeypatch, variable):
     monkeypatch.setenv(variable, "8")
     monkeypatch.setenv("MMCURATE_MODELS__QWEN2_5_VL__TEMPERATURE", "0.0")

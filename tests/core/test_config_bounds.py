@@ -1,5 +1,6 @@
 """Issue 42 items 5, 6 and 22: YAML bounded by size and alias expansion, model names that are
 one safe folder name, and a model file that is no mapping: each one line."""
+
 from __future__ import annotations
 
 import textwrap
@@ -36,14 +37,22 @@ def test_an_alias_bomb_in_engine_args_is_one_line(tmp_path: Path) -> None:
     """Item 5: nine levels of ten aliases took 88 s and 3.4 GB, then a MemoryError traceback.
     Six levels (10^6 values) loaded, slowly, before the bound; now they are refused in one line."""
     config = tmp_path / "cfg.yaml"
-    config.write_text(BASE + "  v:\n    backend: vllm\n    model: org/m\n    engine_args:\n" + _bomb(6).replace(
-        "    l", "      l") + "\n")
+    config.write_text(
+        BASE
+        + "  v:\n    backend: vllm\n    model: org/m\n    engine_args:\n"
+        + _bomb(6).replace("    l", "      l")
+        + "\n"
+    )
     with pytest.raises(ConfigError) as caught:
         load_config(config)
     _one_line(caught, f"config {config}: ", f"more than {MAX_YAML_VALUES:,} values")
     nine = tmp_path / "nine.yaml"
-    nine.write_text(BASE + "  v:\n    backend: vllm\n    model: org/m\n    engine_args:\n" + _bomb(9).replace(
-        "    l", "      l") + "\n")
+    nine.write_text(
+        BASE
+        + "  v:\n    backend: vllm\n    model: org/m\n    engine_args:\n"
+        + _bomb(9).replace("    l", "      l")
+        + "\n"
+    )
     with pytest.raises(ConfigError) as caught:
         load_config(nine)
     _one_line(caught, "alias bomb")
@@ -59,8 +68,11 @@ def test_a_model_file_and_a_catalog_are_bounded_too(tmp_path: Path) -> None:
         settings.add_model(str(model))
     _one_line(caught, f"model file {model}: ", "alias bomb")
     catalog = tmp_path / "catalog.yaml"
-    catalog.write_text("models:\n  - name: v\n    backend: vllm\n    model: org/m\n    engine_args:\n"
-                       + _bomb(6).replace("    l", "      l") + "\n")
+    catalog.write_text(
+        "models:\n  - name: v\n    backend: vllm\n    model: org/m\n    engine_args:\n"
+        + _bomb(6).replace("    l", "      l")
+        + "\n"
+    )
     with pytest.raises(ConfigError) as caught:
         read_catalog(catalog)
     _one_line(caught, f"catalog {catalog}: ", "alias bomb")
@@ -84,13 +96,15 @@ def test_a_file_over_the_size_bound_is_refused_unread(tmp_path: Path) -> None:
 
 
 def test_aliases_of_a_real_config_still_load(tmp_path: Path) -> None:
-    config = _write(tmp_path, BASE + "  b: &shared {backend: scripted, script: rules.jsonl, default: x}\n"
-                                     "  c: *shared\n")
+    config = _write(
+        tmp_path, BASE + "  b: &shared {backend: scripted, script: rules.jsonl, default: x}\n  c: *shared\n"
+    )
     assert load_config(config).model("c").default == "x"
 
 
-@pytest.mark.parametrize("name", ["../../../sec/EVILNAME", "org/model", "..", ".hidden", "-flag", "a b", "",
-                                  "x" * 129, "a\\b"])
+@pytest.mark.parametrize(
+    "name", ["../../../sec/EVILNAME", "org/model", "..", ".hidden", "-flag", "a b", "", "x" * 129, "a\\b"]
+)
 def test_a_model_name_is_one_safe_folder_name(tmp_path: Path, name: str) -> None:
     """Item 6: a model named ``../../../sec/EVILNAME`` made evaluate write outside the workdir."""
     with pytest.raises(ValueError, match="is not one folder name"):
@@ -113,8 +127,12 @@ def test_a_model_file_named_out_of_the_workdir_is_refused(tmp_path: Path) -> Non
 
 def test_an_org_model_id_is_the_model_not_the_name(tmp_path: Path) -> None:
     """``org/model`` stays usable as the endpoint's model id; the evaluation folder is the name's."""
-    settings = Settings(workdir=tmp_path / "work", models={
-        "qwen2.5-vl-7b": {"backend": "openai", "model": "Qwen/Qwen2.5-VL-7B-Instruct", "base_url": "http://h:1/v1"}})
+    settings = Settings(
+        workdir=tmp_path / "work",
+        models={
+            "qwen2.5-vl-7b": {"backend": "openai", "model": "Qwen/Qwen2.5-VL-7B-Instruct", "base_url": "http://h:1/v1"}
+        },
+    )
     spec = settings.model("qwen2.5-vl-7b")
     assert spec.model == "Qwen/Qwen2.5-VL-7B-Instruct"
     folder = evaluation_folder(settings, "deflectionbench", "1.0.0", spec.name, None)
@@ -128,15 +146,19 @@ def test_a_served_model_id_becomes_a_safe_name(monkeypatch: pytest.MonkeyPatch) 
     from mmcurate.models import catalog
 
     answer = {"object": "list", "data": [{"id": "Qwen/Qwen2.5-VL-7B-Instruct"}, {"id": "../../etc"}]}
-    monkeypatch.setattr(catalog.httpx, "get", lambda url, timeout: httpx.Response(
-        200, json=answer, request=httpx.Request("GET", url)))
+    monkeypatch.setattr(
+        catalog.httpx, "get", lambda url, timeout: httpx.Response(200, json=answer, request=httpx.Request("GET", url))
+    )
     models = catalog.read_catalog("http://127.0.0.1:9/v1")
     assert [(m.spec.name, m.spec.model) for m in models] == [
-        ("Qwen_Qwen2.5-VL-7B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct"), ("etc", "../../etc")]
+        ("Qwen_Qwen2.5-VL-7B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct"),
+        ("etc", "../../etc"),
+    ]
 
 
-@pytest.mark.parametrize("text, said", [("", "got an empty file"), ("- a\n- b\n", "got a list"),
-                                        ("just words\n", "got a str")])
+@pytest.mark.parametrize(
+    "text, said", [("", "got an empty file"), ("- a\n- b\n", "got a list"), ("just words\n", "got a str")]
+)
 def test_a_model_file_that_is_no_mapping_is_one_clear_line(tmp_path: Path, text: str, said: str) -> None:
     """Item 22: an empty model file said "ModelSpec() argument after ** must be a mapping"."""
     settings = load_config(_write(tmp_path, BASE))

@@ -85,7 +85,9 @@ def test_put_file_reports_missing_files(tmp_path):
 
 
 def test_stable_text_drops_addresses_and_the_folder(tmp_path: Path) -> None:
-    text = "undecodable image: UnidentifiedImageError: cannot identify image file <_io.BytesIO object at 0x7f3a9c2b1d60>"
+    text = (
+        "undecodable image: UnidentifiedImageError: cannot identify image file <_io.BytesIO object at 0x7f3a9c2b1d60>"
+    )
     assert stable_text(text) == "undecodable image: UnidentifiedImageError: cannot identify image file"
     path = f"OSError: [Errno 36] File name too long: '{tmp_path.resolve()}/images/x.jpg'"
     assert stable_text(path, tmp_path) == "OSError: [Errno 36] File name too long: 'images/x.jpg'"
@@ -94,8 +96,11 @@ def test_stable_text_drops_addresses_and_the_folder(tmp_path: Path) -> None:
 def test_rejection_reasons_are_the_same_in_every_run(tmp_path: Path) -> None:
     store = ImageStore(tmp_path / "store")
     (tmp_path / "junk.jpg").write_bytes(b"not an image at all")
-    for put in (lambda: store.put(b"not an image at all"), lambda: store.put_file(tmp_path, "junk.jpg"),
-                lambda: store.put_file(tmp_path, "x" * 300 + ".jpg")):
+    for put in (
+        lambda: store.put(b"not an image at all"),
+        lambda: store.put_file(tmp_path, "junk.jpg"),
+        lambda: store.put_file(tmp_path, "x" * 300 + ".jpg"),
+    ):
         reasons = set()
         for _ in range(2):
             with pytest.raises(ImageRejected) as caught:

@@ -1,5 +1,6 @@
 """One helper writes every count in cards and reports ("1 sample", "2 samples") and one caps every
 long list in errors ("and 9,990 more")."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,15 +9,18 @@ from mmcurate.core.config import ConfigError, Settings
 from mmcurate.core.plural import counted, listed
 
 
-@pytest.mark.parametrize("n, noun, plural, text", [
-    (0, "sample", None, "0 samples"),
-    (1, "sample", None, "1 sample"),
-    (2, "sample", None, "2 samples"),
-    (1, "QA pair", None, "1 QA pair"),
-    (3, "chain", None, "3 chains"),
-    (1, "query", "queries", "1 query"),
-    (2, "query", "queries", "2 queries"),
-])
+@pytest.mark.parametrize(
+    "n, noun, plural, text",
+    [
+        (0, "sample", None, "0 samples"),
+        (1, "sample", None, "1 sample"),
+        (2, "sample", None, "2 samples"),
+        (1, "QA pair", None, "1 QA pair"),
+        (3, "chain", None, "3 chains"),
+        (1, "query", "queries", "1 query"),
+        (2, "query", "queries", "2 queries"),
+    ],
+)
 def test_counted(n, noun, plural, text):
     assert counted(n, noun, plural) == text
 
@@ -29,7 +33,9 @@ def test_listed_caps_a_long_list_in_one_line():
 
 
 def test_an_unknown_model_among_many_is_one_short_line(tmp_path):
-    settings = Settings(workdir=tmp_path, models={f"m{i}": {"name": f"m{i}", "backend": "embedded"} for i in range(10_000)})
+    settings = Settings(
+        workdir=tmp_path, models={f"m{i}": {"name": f"m{i}", "backend": "embedded"} for i in range(10_000)}
+    )
     with pytest.raises(ConfigError) as refused:
         settings.add_model("nobody")
     assert len(str(refused.value)) < 200 and "and 9,990 more" in str(refused.value)
@@ -58,7 +64,9 @@ def test_a_failed_calls_line_counts_in_agreement() -> None:
 
 
 def test_the_plan_groups_thousands_and_agrees() -> None:
-    assert counted(12000, "sample", grouped=True) == "12,000 samples" and counted(1, "sample", grouped=True) == "1 sample"
+    assert (
+        counted(12000, "sample", grouped=True) == "12,000 samples" and counted(1, "sample", grouped=True) == "1 sample"
+    )
 
 
 def test_no_message_in_the_tree_writes_a_plural_with_parentheses() -> None:
@@ -81,15 +89,21 @@ def test_no_message_in_the_tree_writes_a_plural_with_parentheses() -> None:
 
 
 def test_no_message_puts_a_row_count_before_a_plural_noun() -> None:
-    """"1 turns" (CRAG-MM's run and evaluation lines), "1 samples": a count of rows or of a list
+    """ "1 turns" (CRAG-MM's run and evaluation lines), "1 samples": a count of rows or of a list
     is written with core.plural.counted, never before a fixed plural."""
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    pattern = re.compile(r"\{[^{}]*(num_rows|len\(|height)[^{}]*\} (turns|samples|models|rows|items|probes|calls"
-                         r"|questions|files|chains|pairs|dialogues|instances|documents|answers)\b")
-    found = [f"{path.relative_to(root)}:{n}"
-             for path in root.rglob("*.py") if path.relative_to(root).parts[0] not in {"tests", ".venv", "bench"}
-             for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    pattern = re.compile(
+        r"\{[^{}]*(num_rows|len\(|height)[^{}]*\} (turns|samples|models|rows|items|probes|calls"
+        r"|questions|files|chains|pairs|dialogues|instances|documents|answers)\b"
+    )
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for path in root.rglob("*.py")
+        if path.relative_to(root).parts[0] not in {"tests", ".venv", "bench"}
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert found == []

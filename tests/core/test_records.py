@@ -14,7 +14,10 @@ from mmcurate.core.tables import AtomicParquetWriter
 
 def _sample(i: int) -> Sample:
     return Sample(
-        source="webqa", source_id=f"q{i}", question="Which city?", answers=["Paris"],
+        source="webqa",
+        source_id=f"q{i}",
+        question="Which city?",
+        answers=["Paris"],
         gold_contexts=[Context("webqa:txt:1", "text", text="Paris is in France.", title="Paris")],
         negative_contexts=[Context("webqa:img:2", "image", image="ab" * 32)],
         meta={"split": "val"},
@@ -63,7 +66,8 @@ def test_atomic_writer_only_publishes_complete_files(tmp_path):
 
 
 def test_ledger_rows():
-    table = ledger_table([Decision("s1", "parametric", "gate.answer", "INCORRECT", model="m",
-                                   detail={"answer": "Lyon"})], run_id="r1")
+    table = ledger_table(
+        [Decision("s1", "parametric", "gate.answer", "INCORRECT", model="m", detail={"answer": "Lyon"})], run_id="r1"
+    )
     assert table.schema == LEDGER
     assert json.loads(table.column("detail")[0].as_py()) == {"answer": "Lyon"}

@@ -1,4 +1,5 @@
 """The ReflectV config section: the paper's settings load, specs parse, bad values fail at load."""
+
 from __future__ import annotations
 
 import textwrap
@@ -8,7 +9,7 @@ import pytest
 
 from mmcurate.core.config import load_config
 from mmcurate.core.errors import ConfigError
-from mmcurate.core.specs import Boxes, Heuristic, ModelRef, Pointing, Sam2, Saliency, Template
+from mmcurate.core.specs import Boxes, Heuristic, ModelRef, Pointing, Saliency, Sam2, Template
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 BASE = """
@@ -40,7 +41,13 @@ def test_paper_settings_load() -> None:
     assert cfg.grounding == Pointing(model="molmo-7b") and paper.model("molmo-7b").model == "allenai/Molmo-7B-D-0924"
     assert isinstance(cfg.segmenter, Sam2) and cfg.segmenter.checkpoint.name == "sam2.1_hiera_large.pt"
     assert paper.model(cfg.verifier).model == "Qwen/Qwen2.5-VL-7B-Instruct" and cfg.rho == 0.75
-    assert paper.judge.kind == "llm" and {s.name for s in cfg.sources} == {"gqa", "textvqa", "docvqa", "chartqa", "fire"}
+    assert paper.judge.kind == "llm" and {s.name for s in cfg.sources} == {
+        "gqa",
+        "textvqa",
+        "docvqa",
+        "chartqa",
+        "fire",
+    }
     assert cfg.captions == ModelRef(name="qwen2.5-7b") and ("captions", "qwen2.5-7b") in paper.roles("reflectv")
     assert cfg.collapse_revealing_feedback is False
 
@@ -54,7 +61,9 @@ def test_demo_section_loads() -> None:
 def test_specs_short_forms_and_relative_paths(tmp_path) -> None:
     cfg = load_config(_write(tmp_path, BASE)).reflectv
     assert cfg.grounding == Boxes(path=(tmp_path / "regions").resolve()) and str(cfg.grounding).startswith("boxes:")
-    cfg = load_config(_write(tmp_path, BASE.replace("boxes:regions", "saliency") + "  segmenter: sam2:cfg.yaml:w/sam.pt\n")).reflectv
+    cfg = load_config(
+        _write(tmp_path, BASE.replace("boxes:regions", "saliency") + "  segmenter: sam2:cfg.yaml:w/sam.pt\n")
+    ).reflectv
     assert cfg.grounding == Saliency() and cfg.segmenter.checkpoint == (tmp_path / "w/sam.pt").resolve()
     assert cfg.colors[0] == "red" and len(cfg.mark_types) == 7
     assert cfg.captions == Template() and str(cfg.captions) == "template"
@@ -62,18 +71,26 @@ def test_specs_short_forms_and_relative_paths(tmp_path) -> None:
     assert cfg.captions == ModelRef(name="llm") and cfg.collapse_revealing_feedback is True
 
 
-@pytest.mark.parametrize("change, message", [
-    (("rewriter: llm", "rewriter: gone"), "unknown model ['gone']"),
-    (("grounding: boxes:regions", "grounding: pointing:molmo"), "unknown model ['molmo']"),
-    (("  teacher: vlm\n", ""), "both student and teacher, or neither"),
-    (("grounding: boxes:regions", "grounding: sonar"), "grounding"),
-    (("grounding: boxes:regions", "grounding: boxes:regions\n  segmenter: sam2:only-config"), "sam2 spec must look like"),
-    (("grounding: boxes:regions", "grounding: boxes:regions\n  rho: 1.5"), "reflectv.rho"),
-    (("grounding: boxes:regions", "grounding: boxes:regions\n  colors: [crimson]"), "reflectv.colors"),
-    (("grounding: boxes:regions", "grounding: boxes:regions\n  captions: writer"), "unknown model ['writer']"),
-    (("grounding: boxes:regions", "grounding: boxes:regions\n  collapse_revealing_feedback: maybe"),
-     "reflectv.collapse_revealing_feedback"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("rewriter: llm", "rewriter: gone"), "unknown model ['gone']"),
+        (("grounding: boxes:regions", "grounding: pointing:molmo"), "unknown model ['molmo']"),
+        (("  teacher: vlm\n", ""), "both student and teacher, or neither"),
+        (("grounding: boxes:regions", "grounding: sonar"), "grounding"),
+        (
+            ("grounding: boxes:regions", "grounding: boxes:regions\n  segmenter: sam2:only-config"),
+            "sam2 spec must look like",
+        ),
+        (("grounding: boxes:regions", "grounding: boxes:regions\n  rho: 1.5"), "reflectv.rho"),
+        (("grounding: boxes:regions", "grounding: boxes:regions\n  colors: [crimson]"), "reflectv.colors"),
+        (("grounding: boxes:regions", "grounding: boxes:regions\n  captions: writer"), "unknown model ['writer']"),
+        (
+            ("grounding: boxes:regions", "grounding: boxes:regions\n  collapse_revealing_feedback: maybe"),
+            "reflectv.collapse_revealing_feedback",
+        ),
+    ],
+)
 def test_bad_values_fail_at_load(tmp_path, change, message) -> None:
     with pytest.raises(ConfigError) as error:
         load_config(_write(tmp_path, BASE.replace(*change)))

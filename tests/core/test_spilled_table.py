@@ -1,18 +1,26 @@
 """A spilled table (issue 36 item 2): Parquet parts read back a shard or a batch at a time, the
 same rows in the same order as the table they were cut from, whatever the part boundaries."""
+
 from __future__ import annotations
 
 import pyarrow as pa
 
 from mmcurate.core.tables import SpilledTable, spill_chunks, table_batches, table_chunks
 
-SCHEMA = pa.schema([pa.field("sample_id", pa.string()), pa.field("n", pa.int64()),
-                    pa.field("tags", pa.list_(pa.string()))])
+SCHEMA = pa.schema(
+    [pa.field("sample_id", pa.string()), pa.field("n", pa.int64()), pa.field("tags", pa.list_(pa.string()))]
+)
 
 
 def _table(start: int, stop: int) -> pa.Table:
-    return pa.table({"sample_id": [f"s{i}" for i in range(start, stop)], "n": list(range(start, stop)),
-                     "tags": [[f"t{i}"] * (i % 3) for i in range(start, stop)]}, schema=SCHEMA)
+    return pa.table(
+        {
+            "sample_id": [f"s{i}" for i in range(start, stop)],
+            "n": list(range(start, stop)),
+            "tags": [[f"t{i}"] * (i % 3) for i in range(start, stop)],
+        },
+        schema=SCHEMA,
+    )
 
 
 def test_chunks_cross_part_boundaries_and_keep_the_order(tmp_path):

@@ -1,4 +1,5 @@
 """core/storage.py: locations at a path or a URL, and the marker rule of publication."""
+
 from __future__ import annotations
 
 import json
@@ -38,12 +39,15 @@ def test_paths_and_file_urls_are_local_and_urls_keep_their_scheme(tmp_path):
     assert not remote.is_local and remote.url == "s3://bucket/prefix" and (remote / "a").url == "s3://bucket/prefix/a"
 
 
-@pytest.mark.parametrize("url, words", [
-    ("ftp://host/x", "unsupported URL scheme 'ftp'"),
-    ("s3://AKIA:wJalr@bucket/x", "carries a credential"),
-    ("s3://bucket/x?aws_secret_access_key=abc", "carries a credential"),
-    ("s3:///x", "names no bucket"),
-])
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        ("ftp://host/x", "unsupported URL scheme 'ftp'"),
+        ("s3://AKIA:wJalr@bucket/x", "carries a credential"),
+        ("s3://bucket/x?aws_secret_access_key=abc", "carries a credential"),
+        ("s3:///x", "names no bucket"),
+    ],
+)
 def test_bad_urls_are_refused_in_one_line(url, words):
     with pytest.raises(StorageError, match=words) as caught:
         Location.parse(url, "workdir")
@@ -109,7 +113,9 @@ def test_local_publication_renames_a_temp_folder_into_place(tmp_path):
     target = Location.parse(f"file://{tmp_path}/out/v1")
     storage.publish_folder(folder(tmp_path), target)
     assert (tmp_path / "out" / "v1" / "data" / "a.bin").read_bytes() == b"aaa"
-    assert not (tmp_path / "out" / "v1" / MARKER).exists() and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["v1"]
+    assert not (tmp_path / "out" / "v1" / MARKER).exists() and sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "v1"
+    ]
     assert storage.fetch_folder(target) == tmp_path / "out" / "v1"
 
 
@@ -127,14 +133,19 @@ def test_workdir_and_releases_root_take_a_url_and_manifests_record_it(tmp_path, 
     assert settings.releases_root == tmp_path / "rel" and settings.mirror("releases_root").remote is None
     assert settings.resolved()["workdir"] == "s3://bucket/work"
     assert settings.mirror("workdir") == storage.Mirror(settings.workdir, Location("s3://bucket/work"))
-    relative = load_config(write_config(tmp_path, workdir="work"))  # a plain relative path: against the config, as before
+    relative = load_config(
+        write_config(tmp_path, workdir="work")
+    )  # a plain relative path: against the config, as before
     assert relative.mirror("workdir") == storage.Mirror(tmp_path / "work")
 
 
-@pytest.mark.parametrize("value, words", [
-    ("ftp://host/work", "workdir: Value error, unsupported URL scheme 'ftp'"),
-    ("s3://AKIAX:hunter2@bucket/work", "workdir: Value error, the URL carries a credential"),
-])
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("ftp://host/work", "workdir: Value error, unsupported URL scheme 'ftp'"),
+        ("s3://AKIAX:hunter2@bucket/work", "workdir: Value error, the URL carries a credential"),
+    ],
+)
 def test_a_bad_workdir_url_is_one_line_and_never_echoes_a_secret(tmp_path, value, words):
     from mmcurate.core.config import load_config
     from mmcurate.core.errors import ConfigError
@@ -149,6 +160,8 @@ def test_a_store_clients_own_error_is_one_line(memory, monkeypatch):
         raise PermissionError("Unable to locate credentials\nmore detail")
 
     monkeypatch.setattr(type(memory.fs), "cat_file", no_credentials)
-    with pytest.raises(StorageError, match=r"^s3://b/1.0.0 cannot be read: PermissionError: Unable to locate credentials$"):
+    with pytest.raises(
+        StorageError, match=r"^s3://b/1.0.0 cannot be read: PermissionError: Unable to locate credentials$"
+    ):
         with storage.reading("s3://b/1.0.0"):
             storage.fetch_folder(memory / "v1")

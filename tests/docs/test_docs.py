@@ -1,6 +1,7 @@
 """The documentation cannot go stale (issue 44 item 5): every repository path that docs/ and
 README.md mention exists, every ``mmcurate`` command and ``make`` target they show is real, every
 ``mmcurate.<module>`` they name imports, and the site builds with warnings as errors and offline."""
+
 from __future__ import annotations
 
 import functools
@@ -22,8 +23,15 @@ from mmcurate.cli import app
 REPO = Path(__file__).resolve().parents[2]
 PAGES = sorted((REPO / "docs").rglob("*.md")) + [REPO / "README.md"]
 # the folders of the checkout a page may name: the packages' folders and the ones beside them
-FOLDERS = sorted({*tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values(),
-                  "bench", "docs", "tests", "tools"})
+FOLDERS = sorted(
+    {
+        *tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values(),
+        "bench",
+        "docs",
+        "tests",
+        "tools",
+    }
+)
 # a path starts a word (not inside a value such as ``nli:models/nli`` or ``../tests/...``, which are
 # the user's paths or relative to a config file, nor inside ``releases_out/...``)
 FOLDER = "|".join(map(re.escape, FOLDERS))
@@ -65,8 +73,7 @@ def missing_paths(snippet: str) -> list[str]:
             continue
         pattern = re.sub(r"<[^>]*>", "*", path)
         choices = re.search(r"\{([^}]*)\}", pattern)
-        patterns = ([pattern.replace(choices.group(0), c) for c in choices.group(1).split(",")]
-                    if choices else [pattern])
+        patterns = [pattern.replace(choices.group(0), c) for c in choices.group(1).split(",")] if choices else [pattern]
         if not all(glob.glob(p, root_dir=REPO) for p in patterns):
             missing.append(path)
     return missing
@@ -118,8 +125,12 @@ def unknown_modules(snippet: str) -> list[str]:
 
 
 def stale(check) -> list[str]:
-    return [f"{page.relative_to(REPO)}: {name}" for page in PAGES for snippet in code(page.read_text())
-            for name in check(snippet)]
+    return [
+        f"{page.relative_to(REPO)}: {name}"
+        for page in PAGES
+        for snippet in code(page.read_text())
+        for name in check(snippet)
+    ]
 
 
 def test_the_checks_see_a_stale_name():
@@ -135,7 +146,11 @@ def test_the_checks_see_a_stale_name():
     assert unknown_targets("make demo && make docs && make deploy") == ["make deploy"]
     assert unknown_modules("python -m mmcurate.tasks.shared_api, mmcurate.benchmarks.register(B)") == []
     assert unknown_modules("mmcurate.evaluation.no_such") == ["mmcurate.evaluation.no_such"]
-    assert list(code("a `b\n c` d\n```yaml\nx: `e`\n```\n```bash\nmmcurate run\n```\n`f`\n")) == ["mmcurate run\n", "b c", "f"]
+    assert list(code("a `b\n c` d\n```yaml\nx: `e`\n```\n```bash\nmmcurate run\n```\n`f`\n")) == [
+        "mmcurate run\n",
+        "b c",
+        "f",
+    ]
 
 
 def test_every_repository_path_the_docs_mention_exists():
@@ -165,8 +180,13 @@ def test_the_site_builds_strictly_and_offline(tmp_path):
     or stylesheet (material's bundle fetches mermaid from unpkg only for a mermaid block: none)."""
     pytest.importorskip("material")
     site = tmp_path / "site"
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                          cwd=REPO, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert done.returncode == 0, done.stderr
     pages = list(site.rglob("*.html"))
     assert len(pages) >= len(PAGES) - 1  # every docs page (README.md is not one)

@@ -1,4 +1,5 @@
 """RefLVQA arithmetic pinned on hand-computed tables: citations, answer metrics, retrieval metrics."""
+
 from __future__ import annotations
 
 import math
@@ -18,11 +19,16 @@ from mmcurate.evaluation.retrieval_metrics import first_hit, hit_at_k, ndcg_at_k
 
 def test_citations_are_read_per_sentence():
     got = parse_cited_answer("Paris is the capital [1]. It has 2 million people [2, 3]. Nice city.", 3)
-    assert got == [CitedSentence("Paris is the capital.", (1,)), CitedSentence("It has 2 million people.", (2, 3)),
-                   CitedSentence("Nice city.", ())]
+    assert got == [
+        CitedSentence("Paris is the capital.", (1,)),
+        CitedSentence("It has 2 million people.", (2, 3)),
+        CitedSentence("Nice city.", ()),
+    ]
     # a citation that opens the next split piece ends the sentence before it; adjacent brackets add up
     assert parse_cited_answer("Paris is large. [1] It is old.[2][3]", 3) == [
-        CitedSentence("Paris is large.", (1,)), CitedSentence("It is old.", (2, 3))]
+        CitedSentence("Paris is large.", (1,)),
+        CitedSentence("It is old.", (2, 3)),
+    ]
     assert parse_cited_answer("A robin [sic] sings [2].", 2) == [CitedSentence("A robin [sic] sings.", (2,))]
     assert parse_cited_answer("No documents help here.", 5) == [CitedSentence("No documents help here.", ())]
 
@@ -36,47 +42,86 @@ def test_a_citation_of_no_shown_document_is_read_apart_not_unreadable():
     """004 section 4.2: "Not supported means there is no evidence or no cited documents": an
     answer citing [6] of five documents is read and scored, its bad number kept apart."""
     assert parse_cited_answer("Paris is big [6]. It is old [2, 7]. Nice [0].", 5) == [
-        CitedSentence("Paris is big.", (), (6,)), CitedSentence("It is old.", (2,), (7,)),
-        CitedSentence("Nice.", (), (0,))]
+        CitedSentence("Paris is big.", (), (6,)),
+        CitedSentence("It is old.", (2,), (7,)),
+        CitedSentence("Nice.", (), (0,)),
+    ]
     assert parse_cited_answer("Paris is large. [9] It is old.", 5) == [
-        CitedSentence("Paris is large.", (), (9,)), CitedSentence("It is old.", ())]
+        CitedSentence("Paris is large.", (), (9,)),
+        CitedSentence("It is old.", ()),
+    ]
 
 
 def test_lexical_grader_levels():
     g = LexicalGrader("groundedness")
     docs = ({"context_id": "d", "modality": "text", "title": "Tower", "text": "The tower is 300 metres tall."},)
-    units = [Unit("a", "groundedness", "The tower is 300 metres tall.", documents=docs),  # 4/4 content words
-             Unit("b", "groundedness", "The tower is 300 metres tall and red and old.", documents=docs),  # 4/6
-             Unit("c", "groundedness", "The tower is red, old, blue and famous.", documents=docs),  # 1/5
-             Unit("d", "groundedness", "The tower is 300 metres tall.",
-                  documents=({"context_id": "i", "modality": "image", "title": None, "text": None},))]
+    units = [
+        Unit("a", "groundedness", "The tower is 300 metres tall.", documents=docs),  # 4/4 content words
+        Unit("b", "groundedness", "The tower is 300 metres tall and red and old.", documents=docs),  # 4/6
+        Unit("c", "groundedness", "The tower is red, old, blue and famous.", documents=docs),  # 1/5
+        Unit(
+            "d",
+            "groundedness",
+            "The tower is 300 metres tall.",
+            documents=({"context_id": "i", "modality": "image", "title": None, "text": None},),
+        ),
+    ]
     assert [r.value for r in g.grade(units)] == [1.0, 1.0, 0.0, 0.0]
     assert [r.value for r in LexicalGrader("groundedness", 0.9).grade(units[:2])] == [1.0, 0.5]
-    rel = LexicalGrader("relevance").grade([Unit("r", "relevance", "How tall is the tower?", response="It is tall."),
-                                            Unit("s", "relevance", "How tall is the tower?", response="No idea.")])
+    rel = LexicalGrader("relevance").grade(
+        [
+            Unit("r", "relevance", "How tall is the tower?", response="It is tall."),
+            Unit("s", "relevance", "How tall is the tower?", response="No idea."),
+        ]
+    )
     assert [r.value for r in rel] == [4.0, 1.0]  # 1 + 6 x 1/2 (tall, not tower); 1 + 0
     assert all(r.by == "lexical-grader-v1" for r in rel)
 
 
 def _answer(sid, retrieved, sentences, status="answered", model="m", setting="text", n=1):
-    return {"sample_id": sid, "model": model, "setting": setting, "n_queries": n, "top_k": 5,
-            "queries": ["q"] * n, "retrieved": [{"doc_id": d, "modality": m, "score": 1.0} for d, m in retrieved],
-            "answer": "x", "steps": [],
-            "sentences": [{"index": i, "text": f"s{i}", "citations": c} for i, c in enumerate(sentences)],
-            "status": status, "error": None, "run_id": "r"}
+    return {
+        "sample_id": sid,
+        "model": model,
+        "setting": setting,
+        "n_queries": n,
+        "top_k": 5,
+        "queries": ["q"] * n,
+        "retrieved": [{"doc_id": d, "modality": m, "score": 1.0} for d, m in retrieved],
+        "answer": "x",
+        "steps": [],
+        "sentences": [{"index": i, "text": f"s{i}", "citations": c} for i, c in enumerate(sentences)],
+        "status": status,
+        "error": None,
+        "run_id": "r",
+    }
 
 
 def _grade(sid, metric, unit, grade, model="m", setting="text", n=1):
-    return {"sample_id": sid, "model": model, "setting": setting, "n_queries": n, "metric": metric, "unit": unit,
-            "statement": "x", "documents": [], "grade": grade, "evaluator": "scripted", "raw": None, "error": None,
-            "run_id": "r"}
+    return {
+        "sample_id": sid,
+        "model": model,
+        "setting": setting,
+        "n_queries": n,
+        "metric": metric,
+        "unit": unit,
+        "statement": "x",
+        "documents": [],
+        "grade": grade,
+        "evaluator": "scripted",
+        "raw": None,
+        "error": None,
+        "run_id": "r",
+    }
 
 
 def test_the_issues_example_one_answer():
-    answers = pa.Table.from_pylist([_answer("a", [("t1", "text"), ("i1", "image")], [["t1"], ["i1"], []])],
-                                   schema=ANSWERS)
-    grades = pa.Table.from_pylist([_grade("a", "groundedness", i, g) for i, g in enumerate([1.0, 0.5, 0.0])]
-                                  + [_grade("a", "relevance", 0, 6.0)], schema=GRADES)
+    answers = pa.Table.from_pylist(
+        [_answer("a", [("t1", "text"), ("i1", "image")], [["t1"], ["i1"], []])], schema=ANSWERS
+    )
+    grades = pa.Table.from_pylist(
+        [_grade("a", "groundedness", i, g) for i, g in enumerate([1.0, 0.5, 0.0])] + [_grade("a", "relevance", 0, 6.0)],
+        schema=GRADES,
+    )
     [m] = compute_answer_metrics(answers, grades).to_pylist()
     assert m["groundedness_mean"] == pytest.approx(0.5)
     assert m["groundedness_at_1"] == pytest.approx(1 / 3) and m["groundedness_at_05"] == pytest.approx(2 / 3)
@@ -89,13 +134,16 @@ def test_per_answer_then_the_mean_over_answers_unless_pooled():
     g(a_i, D) over all sentences in A"; the row is the mean over answers. A long answer of four
     sentences (1, 0, 0, 0) and a short one of one (1): per answer (0.25 + 1) / 2 = 0.625, pooled
     2 / 5 = 0.4."""
-    answers = pa.Table.from_pylist([_answer("long", [("t1", "text")], [["t1"]] * 4),
-                                    _answer("short", [("t1", "text")], [["t1"]])], schema=ANSWERS)
+    answers = pa.Table.from_pylist(
+        [_answer("long", [("t1", "text")], [["t1"]] * 4), _answer("short", [("t1", "text")], [["t1"]])], schema=ANSWERS
+    )
     grades = pa.Table.from_pylist(
         [_grade("long", "groundedness", i, g) for i, g in enumerate([1.0, 0.0, 0.0, 0.0])]
         + [_grade("short", "groundedness", 0, 1.0)]
         + [_grade("long", "completeness", i, g) for i, g in enumerate([0.5, 0.5, 0.0])]  # 1/3: @0.5 2/3, @1 0
-        + [_grade("short", "completeness", 0, 1.0)], schema=GRADES)
+        + [_grade("short", "completeness", 0, 1.0)],
+        schema=GRADES,
+    )
     [m] = compute_answer_metrics(answers, grades).to_pylist()
     assert m["groundedness_mean"] == pytest.approx(0.625)
     assert m["groundedness_at_1"] == pytest.approx((1 / 4 + 1) / 2) and m["groundedness_at_05"] == pytest.approx(0.625)
@@ -107,26 +155,35 @@ def test_per_answer_then_the_mean_over_answers_unless_pooled():
     for row in (m, p):
         for metric in ("groundedness", "completeness"):
             assert row[f"{metric}_mean"] == pytest.approx(
-                row[f"{metric}_at_1"] + 0.5 * (row[f"{metric}_at_05"] - row[f"{metric}_at_1"]))
+                row[f"{metric}_at_1"] + 0.5 * (row[f"{metric}_at_05"] - row[f"{metric}_at_1"])
+            )
     with pytest.raises(ValueError, match="unknown score average 'mean'"):
         compute_answer_metrics(answers, grades, "mean")
 
 
 def test_mean_and_at_thresholds_pool_the_sentences():
-    answers = pa.Table.from_pylist([
-        _answer("a", [("t1", "text"), ("t2", "text")], [["t1"], ["t1", "t2"], ["t2"], ["t2"]]),
-        _answer("b", [("t1", "text"), ("i1", "image")], [["i1"]]),
-        _answer("c", [("t1", "text")], [], status="unreadable"),
-        _answer("d", [("t1", "text")], [["t1"]]),
-    ], schema=ANSWERS)
+    answers = pa.Table.from_pylist(
+        [
+            _answer("a", [("t1", "text"), ("t2", "text")], [["t1"], ["t1", "t2"], ["t2"], ["t2"]]),
+            _answer("b", [("t1", "text"), ("i1", "image")], [["i1"]]),
+            _answer("c", [("t1", "text")], [], status="unreadable"),
+            _answer("d", [("t1", "text")], [["t1"]]),
+        ],
+        schema=ANSWERS,
+    )
     grades = pa.Table.from_pylist(
         [_grade("a", "groundedness", i, g) for i, g in enumerate([1.0, 1.0, 0.0, 0.0])]  # answer a: 0.5
         + [_grade("b", "groundedness", 0, 1.0)]  # answer b: 1.0
         + [_grade("d", "groundedness", 0, None)]  # an evaluator error: d leaves groundedness only
-        + [_grade("a", "completeness", 0, 0.5), _grade("a", "completeness", 1, 1.0),  # a: 0.75
-           _grade("b", "completeness", 0, 0.0), _grade("d", "completeness", 0, 1.0)]  # b: 0, d: 1
+        + [
+            _grade("a", "completeness", 0, 0.5),
+            _grade("a", "completeness", 1, 1.0),  # a: 0.75
+            _grade("b", "completeness", 0, 0.0),
+            _grade("d", "completeness", 0, 1.0),
+        ]  # b: 0, d: 1
         + [_grade(s, "relevance", 0, r) for s, r in (("a", 7.0), ("b", 4.0), ("d", 1.0))],
-        schema=GRADES)
+        schema=GRADES,
+    )
     [m] = compute_answer_metrics(answers, grades, "pooled").to_pylist()
     assert (m["answers"], m["answered"], m["failed"], m["groundedness_errors"]) == (4, 3, 1, 1)
     assert m["groundedness_mean"] == pytest.approx(3 / 5)  # pooled 1, 1, 0, 0, 1 (per answer: (0.5 + 1) / 2)
@@ -153,25 +210,38 @@ def test_mean_is_the_papers_identity_of_the_at_columns(seed, average):
     for a in range(6):  # answers of different lengths: a per-answer mean would weigh them differently
         sid, count = f"a{a}", rng.randint(1, 6)
         answers.append(_answer(sid, [("t1", "text")], [["t1"]] * count))
-        grades += [_grade(sid, metric, i, rng.choice([0.0, 0.5, 1.0]))
-                   for metric in ("groundedness", "completeness") for i in range(count)]
-    [m] = compute_answer_metrics(pa.Table.from_pylist(answers, schema=ANSWERS),
-                                 pa.Table.from_pylist(grades, schema=GRADES), average).to_pylist()
+        grades += [
+            _grade(sid, metric, i, rng.choice([0.0, 0.5, 1.0]))
+            for metric in ("groundedness", "completeness")
+            for i in range(count)
+        ]
+    [m] = compute_answer_metrics(
+        pa.Table.from_pylist(answers, schema=ANSWERS), pa.Table.from_pylist(grades, schema=GRADES), average
+    ).to_pylist()
     for metric in ("groundedness", "completeness"):
-        assert m[f"{metric}_mean"] == pytest.approx(m[f"{metric}_at_1"] + 0.5 * (m[f"{metric}_at_05"] - m[f"{metric}_at_1"]))
+        assert m[f"{metric}_mean"] == pytest.approx(
+            m[f"{metric}_at_1"] + 0.5 * (m[f"{metric}_at_05"] - m[f"{metric}_at_1"])
+        )
 
 
 def test_one_row_per_model_setting_and_n():
-    answers = pa.Table.from_pylist([
-        _answer("a", [("t1", "text")], [["t1"]]),
-        _answer("a", [("t1", "text"), ("t2", "text"), ("i1", "image")], [["t2", "i1"]], setting="two-step", n=4),
-        _answer("b", [], [], status="unreadable", setting="two-step", n=4) | {"queries": []},
-    ], schema=ANSWERS)
-    grades = pa.Table.from_pylist([_grade("a", "groundedness", 0, 1.0),
-                                   _grade("a", "groundedness", 0, 0.5, setting="two-step", n=4)], schema=GRADES)
+    answers = pa.Table.from_pylist(
+        [
+            _answer("a", [("t1", "text")], [["t1"]]),
+            _answer("a", [("t1", "text"), ("t2", "text"), ("i1", "image")], [["t2", "i1"]], setting="two-step", n=4),
+            _answer("b", [], [], status="unreadable", setting="two-step", n=4) | {"queries": []},
+        ],
+        schema=ANSWERS,
+    )
+    grades = pa.Table.from_pylist(
+        [_grade("a", "groundedness", 0, 1.0), _grade("a", "groundedness", 0, 0.5, setting="two-step", n=4)],
+        schema=GRADES,
+    )
     rows = compute_answer_metrics(answers, grades).to_pylist()
     assert [(r["setting"], r["n_queries"], r["answered"], r["failed"]) for r in rows] == [
-        ("text", 1, 1, 0), ("two-step", 4, 1, 1)]
+        ("text", 1, 1, 0),
+        ("two-step", 4, 1, 1),
+    ]
     assert [r["groundedness_mean"] for r in rows] == [1.0, 0.5]  # each run its own grades
     # retrieved: over the questions whose queries were read (b's were not); used: over the answered
     assert (rows[1]["retrieved_text"], rows[1]["retrieved_image"], rows[1]["used_image"]) == (2.0, 1.0, 1.0)
@@ -212,8 +282,11 @@ DOCS = st.sampled_from([f"d{i}" for i in range(30)])
 
 
 @settings(max_examples=300, deadline=None)
-@given(ranking=st.lists(DOCS, max_size=25, unique=True), relevant=st.sets(DOCS, min_size=1, max_size=8),
-       k=st.integers(1, 30))
+@given(
+    ranking=st.lists(DOCS, max_size=25, unique=True),
+    relevant=st.sets(DOCS, min_size=1, max_size=8),
+    k=st.integers(1, 30),
+)
 def test_trec_eval_measures_are_the_numbers_computed_by_hand_before(ranking, relevant, k):
     assert ndcg_at_k(ranking, relevant, k) == pytest.approx(hand_ndcg(ranking, relevant, k), abs=1e-12)
     assert recall_at_k(ranking, relevant, k) == pytest.approx(hand_recall(ranking, relevant, k), abs=1e-12)

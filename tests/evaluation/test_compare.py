@@ -1,4 +1,5 @@
 """compare-evals: transitions and win shares of two hand-made runs; Wilson intervals by hand."""
+
 from __future__ import annotations
 
 import math
@@ -9,17 +10,19 @@ import pyarrow.parquet as pq
 import pytest
 
 from mmcurate.evaluation.compare import CompareError, compare_runs, wilson
-
 from tests.releases.cli_helpers import run_cli
 
 
-@pytest.mark.parametrize("k, n, low, high", [
-    (41, 60, 0.558, 0.787),  # Kestrel's preference share
-    (8, 60, 0.069, 0.242),
-    (0, 10, 0.0, 0.278),
-    (10, 10, 0.722, 1.0),
-    (1, 2, 0.095, 0.905),
-])
+@pytest.mark.parametrize(
+    "k, n, low, high",
+    [
+        (41, 60, 0.558, 0.787),  # Kestrel's preference share
+        (8, 60, 0.069, 0.242),
+        (0, 10, 0.0, 0.278),
+        (10, 10, 0.722, 1.0),
+        (1, 2, 0.095, 0.905),
+    ],
+)
 def test_wilson_against_hand_computed_values(k, n, low, high):
     interval = wilson(k, n)
     assert interval == pytest.approx((low, high), abs=5e-4)
@@ -41,23 +44,55 @@ def test_wilson_edge_cases():
         wilson(3, 2)
 
 
-def write_run(folder: Path, grades: dict[tuple[str, str, int], str], release="deflectionbench 1.0.0",
-              model="m", extra: dict | None = None) -> Path:
+def write_run(
+    folder: Path,
+    grades: dict[tuple[str, str, int], str],
+    release="deflectionbench 1.0.0",
+    model="m",
+    extra: dict | None = None,
+) -> Path:
     folder.mkdir(parents=True)
-    rows = [{"sample_id": sid, "source": "infoseek", "scenario": scenario, "n_negatives": n, "model": model,
-             "answer": "x", "grade": grade, **(extra or {})} for (sid, scenario, n), grade in grades.items()]
+    rows = [
+        {
+            "sample_id": sid,
+            "source": "infoseek",
+            "scenario": scenario,
+            "n_negatives": n,
+            "model": model,
+            "answer": "x",
+            "grade": grade,
+            **(extra or {}),
+        }
+        for (sid, scenario, n), grade in grades.items()
+    ]
     pq.write_table(pa.Table.from_pylist(rows), folder / "answers.parquet")
     (folder / "table.md").write_text(f"# {model} on {release} (moderate abstention)\n\n## Per scenario\n")
     return folder
 
 
 C, X, N = "CORRECT", "INCORRECT", "NOT_ATTEMPTED"
-A_GRADES = {("s1", "oracle", 0): C, ("s2", "oracle", 0): C, ("s3", "oracle", 0): X, ("s4", "oracle", 0): N,
-            ("s1", "realistic", 2): C, ("s2", "realistic", 2): X, ("s3", "realistic", 2): X,
-            ("s4", "realistic", 2): "FAILED", ("s5", "oracle", 0): C}
-B_GRADES = {("s1", "oracle", 0): C, ("s2", "oracle", 0): N, ("s3", "oracle", 0): C, ("s4", "oracle", 0): C,
-            ("s1", "realistic", 2): C, ("s2", "realistic", 2): C, ("s3", "realistic", 2): N,
-            ("s4", "realistic", 2): C, ("s6", "oracle", 0): C}
+A_GRADES = {
+    ("s1", "oracle", 0): C,
+    ("s2", "oracle", 0): C,
+    ("s3", "oracle", 0): X,
+    ("s4", "oracle", 0): N,
+    ("s1", "realistic", 2): C,
+    ("s2", "realistic", 2): X,
+    ("s3", "realistic", 2): X,
+    ("s4", "realistic", 2): "FAILED",
+    ("s5", "oracle", 0): C,
+}
+B_GRADES = {
+    ("s1", "oracle", 0): C,
+    ("s2", "oracle", 0): N,
+    ("s3", "oracle", 0): C,
+    ("s4", "oracle", 0): C,
+    ("s1", "realistic", 2): C,
+    ("s2", "realistic", 2): C,
+    ("s3", "realistic", 2): N,
+    ("s4", "realistic", 2): C,
+    ("s6", "oracle", 0): C,
+}
 
 
 @pytest.fixture
@@ -70,9 +105,15 @@ def test_transitions_and_win_shares(runs):
     assert result.release == "deflectionbench 1.0.0"
     assert (result.compared, result.left_out, result.only_in_a, result.only_in_b) == (7, 1, 1, 1)
     assert result.key == ["sample_id", "scenario", "n_negatives"]
-    overall = {r["transition"]: (r["count"], r["share"]) for r in result.transitions.to_pylist() if r["scenario"] == "all"}
-    assert overall == {"kept correct": (2, 2 / 7), "corrected": (3, 3 / 7), "broken": (1, 1 / 7),
-                       "kept wrong": (1, 1 / 7)}
+    overall = {
+        r["transition"]: (r["count"], r["share"]) for r in result.transitions.to_pylist() if r["scenario"] == "all"
+    }
+    assert overall == {
+        "kept correct": (2, 2 / 7),
+        "corrected": (3, 3 / 7),
+        "broken": (1, 1 / 7),
+        "kept wrong": (1, 1 / 7),
+    }
     per = {(r["scenario"], r["transition"]): r["count"] for r in result.transitions.to_pylist()}
     assert [per[("oracle", t)] for t in ("kept correct", "corrected", "broken", "kept wrong")] == [1, 2, 1, 0]
     assert [per[("realistic", t)] for t in ("kept correct", "corrected", "broken", "kept wrong")] == [1, 1, 0, 1]
@@ -145,16 +186,16 @@ def test_pope_datasets_are_never_pooled_into_one_split(tmp_path):
 
     def pope_run(folder, grades):
         folder.mkdir()
-        rows = [{"sample_id": sid, "dataset": dataset, "split": split, "grade": grade}
-                for (sid, dataset, split), grade in grades.items()]
+        rows = [
+            {"sample_id": sid, "dataset": dataset, "split": split, "grade": grade}
+            for (sid, dataset, split), grade in grades.items()
+        ]
         pq.write_table(pa.Table.from_pylist(rows), folder / "answers.parquet")
         (folder / "table.md").write_text("# m on pope 1.0.0 (plain system)\n")
         return folder
 
-    a = pope_run(tmp_path / "a", {("p1", "coco", "random"): X, ("p1", "gqa", "random"): C,
-                                  ("p2", "gqa", "random"): X})
-    b = pope_run(tmp_path / "b", {("p1", "coco", "random"): C, ("p1", "gqa", "random"): X,
-                                  ("p2", "gqa", "random"): C})
+    a = pope_run(tmp_path / "a", {("p1", "coco", "random"): X, ("p1", "gqa", "random"): C, ("p2", "gqa", "random"): X})
+    b = pope_run(tmp_path / "b", {("p1", "coco", "random"): C, ("p1", "gqa", "random"): X, ("p2", "gqa", "random"): C})
     result = compare_runs(a, b)
     assert result.key == ["sample_id", "dataset", "split"] and result.compared == 3
     per = {(r["scenario"], r["transition"]): r["count"] for r in result.transitions.to_pylist()}
@@ -167,18 +208,35 @@ def test_pope_datasets_are_never_pooled_into_one_split(tmp_path):
 def test_cragmm_runs_compare_on_their_crag_grade(tmp_path):
     """CRAG-MM rows carry ``crag_grade`` (perfect / acceptable correct), not ``grade``; items are
     matched per variant and the transitions counted per variant (issue 42 item 18)."""
+
     def cragmm_run(folder, grades):
         folder.mkdir()
-        rows = [{"sample_id": sid, "task": "all", "variant": variant, "crag_grade": grade, "turn_grade": grade}
-                for (sid, variant), grade in grades.items()]
+        rows = [
+            {"sample_id": sid, "task": "all", "variant": variant, "crag_grade": grade, "turn_grade": grade}
+            for (sid, variant), grade in grades.items()
+        ]
         pq.write_table(pa.Table.from_pylist(rows), folder / "answers.parquet")
         (folder / "table.md").write_text("# m on cragmm 1.0.0 (cruise)\n")
         return folder
 
-    a = cragmm_run(tmp_path / "a", {("t1", "cruise"): "perfect", ("t2", "cruise"): "missing",
-                                    ("t1", "no-cov"): "incorrect", ("t2", "no-cov"): "timed_out"})
-    b = cragmm_run(tmp_path / "b", {("t1", "cruise"): "acceptable", ("t2", "cruise"): "perfect",
-                                    ("t1", "no-cov"): "perfect", ("t2", "no-cov"): "perfect"})
+    a = cragmm_run(
+        tmp_path / "a",
+        {
+            ("t1", "cruise"): "perfect",
+            ("t2", "cruise"): "missing",
+            ("t1", "no-cov"): "incorrect",
+            ("t2", "no-cov"): "timed_out",
+        },
+    )
+    b = cragmm_run(
+        tmp_path / "b",
+        {
+            ("t1", "cruise"): "acceptable",
+            ("t2", "cruise"): "perfect",
+            ("t1", "no-cov"): "perfect",
+            ("t2", "no-cov"): "perfect",
+        },
+    )
     result = compare_runs(a, b)
     assert result.key == ["sample_id", "task", "variant"] and (result.compared, result.left_out) == (3, 1)
     per = {(r["scenario"], r["transition"]): r["count"] for r in result.transitions.to_pylist()}

@@ -1,4 +1,5 @@
 """compare-evals matches the evaluated release by content, not only by name (issue 22, item 11)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,10 @@ GRADES = {("s1", "oracle", 0): "CORRECT", ("s2", "oracle", 0): "INCORRECT"}
 
 def run(folder: Path, content_id: str | None) -> Path:
     folder.mkdir(parents=True)
-    rows = [{"sample_id": sid, "scenario": scenario, "n_negatives": n, "grade": grade}
-            for (sid, scenario, n), grade in GRADES.items()]
+    rows = [
+        {"sample_id": sid, "scenario": scenario, "n_negatives": n, "grade": grade}
+        for (sid, scenario, n), grade in GRADES.items()
+    ]
     pq.write_table(pa.Table.from_pylist(rows), folder / "answers.parquet")
     (folder / "table.md").write_text("# m on deflectionbench 1.0.0 (moderate abstention)\n")
     if content_id is not None:

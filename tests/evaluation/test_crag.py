@@ -1,4 +1,5 @@
 """CRAG scoring on a hand-made answer set: grades, 75-token truncation, the four rates."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -7,7 +8,13 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from mmcurate.core.config import JudgeSpec, ModelSpec, Settings
 from mmcurate.evaluation.crag import (
-    MappedJudge, crag_judge, crag_markdown, crag_metrics, crag_score, token_counter, wordpiece,
+    MappedJudge,
+    crag_judge,
+    crag_markdown,
+    crag_metrics,
+    crag_score,
+    token_counter,
+    wordpiece,
 )
 from mmcurate.judging.simpleqa import LexicalJudge
 
@@ -21,25 +28,36 @@ def table(make, rows):
 def answers(samples, rows):
     """Evaluation rows by source id: (source_id, scenario, answer)."""
     ids = dict(zip(samples["source_id"].to_pylist(), samples["sample_id"].to_pylist()))
-    return pa.Table.from_pylist([{"sample_id": ids[sid], "scenario": scenario, "answer": answer}
-                                 for sid, scenario, answer in rows])
+    return pa.Table.from_pylist(
+        [{"sample_id": ids[sid], "scenario": scenario, "answer": answer} for sid, scenario, answer in rows]
+    )
 
 
 @pytest.fixture
 def samples(make):
-    return table(make, [("s1", "Capital of France?", ["Paris"]), ("s2", "Who built it?", ["Gustave Eiffel"]),
-                        ("s3", "Year?", ["1889"]), ("s4", "Which river?", ["Seine"])])
+    return table(
+        make,
+        [
+            ("s1", "Capital of France?", ["Paris"]),
+            ("s2", "Who built it?", ["Gustave Eiffel"]),
+            ("s3", "Year?", ["1889"]),
+            ("s4", "Which river?", ["Seine"]),
+        ],
+    )
 
 
 def test_lexical_mode_maps_simpleqa_grades_and_truncates(samples):
-    results = answers(samples, [
-        ("s1", "oracle", "Paris"),                                 # exact: perfect
-        ("s2", "oracle", "I don't know"),                          # refusal: missing
-        ("s3", "oracle", "It was finished in 1901."),              # wrong: incorrect
-        ("s4", "oracle", f"The Seine. {FILLER}"),                  # the gold is in the first 75 tokens: perfect
-        ("s4", "realistic", f"{FILLER} The Seine."),               # the gold only after token 75: incorrect
-        ("s1", "realistic", None),                                 # a failed call
-    ])
+    results = answers(
+        samples,
+        [
+            ("s1", "oracle", "Paris"),  # exact: perfect
+            ("s2", "oracle", "I don't know"),  # refusal: missing
+            ("s3", "oracle", "It was finished in 1901."),  # wrong: incorrect
+            ("s4", "oracle", f"The Seine. {FILLER}"),  # the gold is in the first 75 tokens: perfect
+            ("s4", "realistic", f"{FILLER} The Seine."),  # the gold only after token 75: incorrect
+            ("s1", "realistic", None),  # a failed call
+        ],
+    )
     scored = crag_score(results, samples, MappedJudge(LexicalJudge()), wordpiece())
     rows = scored.to_pylist()
     assert [r["crag_grade"] for r in rows] == ["perfect", "missing", "incorrect", "perfect", "incorrect", "failed"]
@@ -66,17 +84,29 @@ def test_lexical_mode_maps_simpleqa_grades_and_truncates(samples):
 
 
 def test_llm_judge_grades_acceptable_and_errors_strictly(world, samples, tmp_path):
-    world.add("grader", [
-        {"when_all": ["Answer to grade: Eiffel"], "answer": "B"},            # acceptable
-        {"when_all": ["Answer to grade: the Seine river"], "answer": "**A**"},
-        {"when_all": ["Answer to grade: 1890", "could not be read"], "answer": "D."},
-        {"when_all": ["Answer to grade: 1890"], "answer": "D) because it is wrong"},
-        {"when_all": ["Answer to grade: no clue really"], "answer": "it is missing"},
-    ], default=None)
+    world.add(
+        "grader",
+        [
+            {"when_all": ["Answer to grade: Eiffel"], "answer": "B"},  # acceptable
+            {"when_all": ["Answer to grade: the Seine river"], "answer": "**A**"},
+            {"when_all": ["Answer to grade: 1890", "could not be read"], "answer": "D."},
+            {"when_all": ["Answer to grade: 1890"], "answer": "D) because it is wrong"},
+            {"when_all": ["Answer to grade: no clue really"], "answer": "it is missing"},
+        ],
+        default=None,
+    )
     settings = Settings(models=world.specs, judge=JudgeSpec(kind="llm", model="grader"))
     judge = crag_judge(settings, world.pool)
-    results = answers(samples, [("s1", "oracle", "Paris"), ("s2", "oracle", "Eiffel"), ("s3", "oracle", "1890"),
-                       ("s4", "oracle", "the Seine river"), ("s2", "oracle", "no clue really")])
+    results = answers(
+        samples,
+        [
+            ("s1", "oracle", "Paris"),
+            ("s2", "oracle", "Eiffel"),
+            ("s3", "oracle", "1890"),
+            ("s4", "oracle", "the Seine river"),
+            ("s2", "oracle", "no clue really"),
+        ],
+    )
     scored = crag_score(results, samples, judge, token_counter(settings))
     assert scored["crag_grade"].to_pylist() == ["perfect", "acceptable", "incorrect", "perfect", "judge_error"]
     assert scored["crag_judged_by"].to_pylist() == ["prejudge.exact"] + ["llm:grader"] * 4
@@ -108,8 +138,12 @@ GRADES_104 = {  # scripted grades over 104 queries that give each row; some corr
 def test_crag_accounting_reconstructs_cruise_table_1():
     """Issue 32 item 12: an acceptable answer counts in accuracy, so every row of Table 1 sums to 100
     and truthfulness = accuracy - hallucination; the four-level mean score is its own column."""
-    rows = [{"system": system, "crag_grade": grade} for system, grades in GRADES_104.items()
-            for grade, k in grades.items() for _ in range(k)]
+    rows = [
+        {"system": system, "crag_grade": grade}
+        for system, grades in GRADES_104.items()
+        for grade, k in grades.items()
+        for _ in range(k)
+    ]
     metrics = {r["system"]: r for r in crag_metrics(pa.Table.from_pylist(rows), by=("system",)).to_pylist()}
     for system, cells in TABLE_1.items():
         row = metrics[system]
@@ -137,8 +171,16 @@ def test_a_timed_out_turn_is_not_judged_and_counts_as_missing(samples):
 
 def test_rates_add_up_to_100_over_all_queries(samples):
     """CRUISE's Table 1 rows sum to 100: failed calls and judge errors stay in the denominator."""
-    results = answers(samples, [("s1", "oracle", "Paris"), ("s2", "oracle", None), ("s3", "oracle", "1901"),
-                                ("s4", "oracle", "I don't know"), ("s1", "oracle", None)])
+    results = answers(
+        samples,
+        [
+            ("s1", "oracle", "Paris"),
+            ("s2", "oracle", None),
+            ("s3", "oracle", "1901"),
+            ("s4", "oracle", "I don't know"),
+            ("s1", "oracle", None),
+        ],
+    )
     scored = crag_score(results, samples, MappedJudge(LexicalJudge()), wordpiece())
     row = crag_metrics(scored).to_pylist()[0]
     assert row["n"] == 5 and row["n_failed"] == 2

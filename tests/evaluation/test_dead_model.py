@@ -2,14 +2,14 @@
 failed) and count them; one policy (``evaluation.failures``) decides for every benchmark what
 may be written: a complete run, or an incomplete one the user allowed; never a run in which
 every call failed."""
+
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
 
 from mmcurate.core.config import ModelSpec, Settings
-from mmcurate.evaluation.failures import check_failures
-from mmcurate.evaluation.failures import EvaluationError
+from mmcurate.evaluation.failures import EvaluationError, check_failures
 from mmcurate.releases.reflvqa.tables import KNOWLEDGE_BASE
 from mmcurate.tasks.evaluate import answer_reflvqa, answer_scenarios
 
@@ -17,19 +17,28 @@ from mmcurate.tasks.evaluate import answer_reflvqa, answer_scenarios
 def settings(tmp_path, default):
     script = tmp_path / "dead.jsonl"
     script.write_text('{"when_all": ["Q-ALIVE"], "answer": "Paris"}\n')
-    return Settings(workdir=tmp_path / "work", models={"dead": ModelSpec(name="dead", backend="scripted", script=script,
-                                                                          default=default)})
+    return Settings(
+        workdir=tmp_path / "work",
+        models={"dead": ModelSpec(name="dead", backend="scripted", script=script, default=default)},
+    )
 
 
 def test_the_policy_for_every_benchmark():
     assert check_failures("m", 0, 4, None) is None
-    with pytest.raises(EvaluationError, match=r"^model 'm' failed 1 of 4 calls \(first error: boom\); nothing was "
-                                              r"summarised; .*--allow-incomplete$"):
+    with pytest.raises(
+        EvaluationError,
+        match=r"^model 'm' failed 1 of 4 calls \(first error: boom\); nothing was "
+        r"summarised; .*--allow-incomplete$",
+    ):
         check_failures("m", 1, 4, "boom")
     assert check_failures("m", 1, 4, "boom", allow_incomplete=True) == (
-        "Incomplete run: model 'm' failed 1 of 4 calls (first error: boom).")
-    with pytest.raises(EvaluationError, match=r"^every answer call failed: model 'm' failed 4 of 4 calls \(first "
-                                              r"error: boom\); nothing written$"):
+        "Incomplete run: model 'm' failed 1 of 4 calls (first error: boom)."
+    )
+    with pytest.raises(
+        EvaluationError,
+        match=r"^every answer call failed: model 'm' failed 4 of 4 calls \(first "
+        r"error: boom\); nothing written$",
+    ):
         check_failures("m", 4, 4, "boom", allow_incomplete=True)
 
 
@@ -41,11 +50,28 @@ def test_deflectionbench_failures_are_recorded_and_counted(tmp_path, make):
 
 
 def test_reflvqa_failures_are_recorded_and_counted(tmp_path):
-    qa = [{"sample_id": "q", "question": "Q-DEAD?", "images": [], "answer": "x",
-           "sentences": [{"index": 0, "text": "x", "fact_checkable": True, "text_citations": ["d"],
-                          "image_citations": [], "flagged": False}]}]
-    kb = pa.Table.from_pylist([{"doc_id": "d", "modality": "text", "text": "Q-DEAD answer", "image": None,
-                                "title": "D"}], schema=KNOWLEDGE_BASE)
+    qa = [
+        {
+            "sample_id": "q",
+            "question": "Q-DEAD?",
+            "images": [],
+            "answer": "x",
+            "sentences": [
+                {
+                    "index": 0,
+                    "text": "x",
+                    "fact_checkable": True,
+                    "text_citations": ["d"],
+                    "image_citations": [],
+                    "flagged": False,
+                }
+            ],
+        }
+    ]
+    kb = pa.Table.from_pylist(
+        [{"doc_id": "d", "modality": "text", "text": "Q-DEAD answer", "image": None, "title": "D"}],
+        schema=KNOWLEDGE_BASE,
+    )
     run, _, _, calls = answer_reflvqa.fn(qa, kb, settings(tmp_path, None), "dead", "r", ["text", "two-step"])
     assert run.answers["status"].to_pylist() == ["failed", "failed"]
     # the question is excluded at the query step: no answer was asked for (issue 31 item 12)

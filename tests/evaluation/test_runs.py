@@ -1,6 +1,7 @@
 """An evaluation folder that several runs write (issue 31 item 2): a run adds its cells to
 the folder's rows, replaces only a cell it ran again, never drops another run's rows, and
 swaps the folder in whole; a folder of another model or release is refused in one line."""
+
 from __future__ import annotations
 
 import json

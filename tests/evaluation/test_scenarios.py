@@ -1,15 +1,22 @@
 """The four evaluation scenarios: which evidence is shown, deterministic order, abstention prompts."""
+
 from __future__ import annotations
 
 import pytest
 
 from mmcurate.benchmarks.deflectionbench import MAX_NEGATIVES
-from mmcurate.gating import prompts
-from mmcurate.models.requests import text_of
 from mmcurate.core.errors import MmcurateError
 from mmcurate.evaluation.deflectionbench.scenarios import (
-    RESULTS, evaluate, gold_modality, modality_eligible, plan_jobs, scenario_contexts, scenario_request,
+    RESULTS,
+    evaluate,
+    gold_modality,
+    modality_eligible,
+    plan_jobs,
+    scenario_contexts,
+    scenario_request,
 )
+from mmcurate.gating import prompts
+from mmcurate.models.requests import text_of
 
 
 def ids(contexts):
@@ -52,7 +59,9 @@ def test_shuffle_is_deterministic_and_seeded(row):
     assert first == ids(scenario_contexts(row, "realistic", 6, seed=7))
     orders = {tuple(ids(scenario_contexts(row, "realistic", 6, seed=s))) for s in range(10)}
     assert len(orders) > 1
-    assert scenario_request(row, "realistic", 6, seed=7).messages == scenario_request(row, "realistic", 6, seed=7).messages
+    assert (
+        scenario_request(row, "realistic", 6, seed=7).messages == scenario_request(row, "realistic", 6, seed=7).messages
+    )
 
 
 def test_abstention_levels_follow_the_papers_prompts(row):
@@ -78,14 +87,27 @@ def test_abstention_levels_follow_the_papers_prompts(row):
 def test_evaluate_grades_every_answer(world, make, row):
     other = make.sample("t", "Q-T?", ["Rome"], source="webqa", negatives=[make.text("m0", "NEG-x")])
     # answers with gold evidence, abstains without it; fails on Q-T in the adversarial setting
-    m = world.add("m", [
-        {"when_all": ["GOLD-1"], "answer": "Paris"},
-        {"when_all": ["GOLD-t"], "answer": "Rome"},
-        {"when_all": ["Q-T", "NEG-x"], "when_none": ["GOLD-t"], "answer": "FAIL-SENTINEL"},
-        {"when_all": ["NEG-"], "answer": "Berlin"},
-    ], default="I don't know")
-    out = evaluate(make.table([row, other]), world.pool, world.judge, m,
-                   ["parametric", "oracle", "realistic", "adversarial"], [1, 2], "severe", seed=0, run_id="e")
+    m = world.add(
+        "m",
+        [
+            {"when_all": ["GOLD-1"], "answer": "Paris"},
+            {"when_all": ["GOLD-t"], "answer": "Rome"},
+            {"when_all": ["Q-T", "NEG-x"], "when_none": ["GOLD-t"], "answer": "FAIL-SENTINEL"},
+            {"when_all": ["NEG-"], "answer": "Berlin"},
+        ],
+        default="I don't know",
+    )
+    out = evaluate(
+        make.table([row, other]),
+        world.pool,
+        world.judge,
+        m,
+        ["parametric", "oracle", "realistic", "adversarial"],
+        [1, 2],
+        "severe",
+        seed=0,
+        run_id="e",
+    )
     assert out.schema == RESULTS
     got = {(r["sample_id"], r["scenario"], r["n_negatives"]): r["grade"] for r in out.to_pylist()}
     s, t = row["sample_id"], other["sample_id"]
@@ -114,8 +136,13 @@ def test_evaluate_keeps_failed_calls_as_rows(world, make, row):
 @pytest.fixture
 def mixed(make):
     """Text gold; negatives ranked text, image, text, image, text."""
-    negatives = [make.text("t0", "NEG-T0"), make.image("i0", "e0" * 32), make.text("t1", "NEG-T1"),
-                 make.image("i1", "e1" * 32), make.text("t2", "NEG-T2")]
+    negatives = [
+        make.text("t0", "NEG-T0"),
+        make.image("i0", "e0" * 32),
+        make.text("t1", "NEG-T1"),
+        make.image("i1", "e1" * 32),
+        make.text("t2", "NEG-T2"),
+    ]
     return make.sample("mx", "Q-MX?", ["Oslo"], gold=[make.text("g", "GOLD-MX Oslo")], negatives=negatives)
 
 
@@ -129,7 +156,9 @@ def test_negative_modality_settings(mixed, make):
     assert shown("multimodal", 3) == ["g", "i0", "t0", "t1"]  # ceil(n/2) text, floor(n/2) image
     with pytest.raises(MmcurateError):
         scenario_contexts(mixed, "adversarial", 2, 0, "text")  # the analysis is realistic only
-    one_image = make.sample("x", "Q?", ["a"], negatives=[make.text("t", "x"), make.text("u", "y"), make.image("i", "e0" * 32)])
+    one_image = make.sample(
+        "x", "Q?", ["a"], negatives=[make.text("t", "x"), make.text("u", "y"), make.image("i", "e0" * 32)]
+    )
     assert not modality_eligible(one_image)  # needs 2 of each modality
     both = make.sample("y", "Q?", ["a"], gold=[make.text("g", "x"), make.image("h", "e0" * 32)])
     assert gold_modality(both) == "mixed" and gold_modality(make.sample("z", "Q?", ["a"], gold=[])) == "none"
@@ -138,23 +167,52 @@ def test_negative_modality_settings(mixed, make):
 def test_plan_validates_before_any_call():
     jobs = plan_jobs(["oracle", "realistic"], [1, 2], ["none", "severe"], modality_analysis=True)
     assert [(j.abstention, j.scenario, j.n, j.negatives) for j in jobs] == [
-        ("none", "oracle", 0, "ranked"), ("none", "realistic", 1, "ranked"), ("none", "realistic", 2, "ranked"),
-        ("none", "realistic", 2, "text"), ("none", "realistic", 2, "image"), ("none", "realistic", 2, "multimodal"),
-        ("severe", "oracle", 0, "ranked"), ("severe", "realistic", 1, "ranked"), ("severe", "realistic", 2, "ranked"),
-        ("severe", "realistic", 2, "text"), ("severe", "realistic", 2, "image"), ("severe", "realistic", 2, "multimodal"),
+        ("none", "oracle", 0, "ranked"),
+        ("none", "realistic", 1, "ranked"),
+        ("none", "realistic", 2, "ranked"),
+        ("none", "realistic", 2, "text"),
+        ("none", "realistic", 2, "image"),
+        ("none", "realistic", 2, "multimodal"),
+        ("severe", "oracle", 0, "ranked"),
+        ("severe", "realistic", 1, "ranked"),
+        ("severe", "realistic", 2, "ranked"),
+        ("severe", "realistic", 2, "text"),
+        ("severe", "realistic", 2, "image"),
+        ("severe", "realistic", 2, "multimodal"),
     ]
-    for bad in ({"scenarios": ["closed-book"]}, {"n_negatives": [0]}, {"abstentions": ["extreme"]},
-                {"abstentions": []}, {"n_negatives": []}):
+    for bad in (
+        {"scenarios": ["closed-book"]},
+        {"n_negatives": [0]},
+        {"abstentions": ["extreme"]},
+        {"abstentions": []},
+        {"n_negatives": []},
+    ):
         args = {"scenarios": ["oracle"], "n_negatives": [2], "abstentions": ["moderate"], **bad}
         with pytest.raises(MmcurateError):
             plan_jobs(**args)
 
 
 def test_sweep_and_modality_runs_are_kept_apart(world, make, row, mixed):
-    m = world.add("m", [{"when_all": ["GOLD-MX"], "when_none": ["NEG-T"], "answer": "Oslo"},
-                        {"when_all": ["GOLD-1"], "answer": "Paris"}], default="Bergen")
-    out = evaluate(make.table([row, mixed]), world.pool, world.judge, m, ["oracle", "realistic"], [2],
-                   ["none", "moderate"], seed=0, run_id="e", modality_analysis=True)
+    m = world.add(
+        "m",
+        [
+            {"when_all": ["GOLD-MX"], "when_none": ["NEG-T"], "answer": "Oslo"},
+            {"when_all": ["GOLD-1"], "answer": "Paris"},
+        ],
+        default="Bergen",
+    )
+    out = evaluate(
+        make.table([row, mixed]),
+        world.pool,
+        world.judge,
+        m,
+        ["oracle", "realistic"],
+        [2],
+        ["none", "moderate"],
+        seed=0,
+        run_id="e",
+        modality_analysis=True,
+    )
     keys = [(r["sample_id"], r["scenario"], r["n_negatives"], r["negatives"], r["abstention"]) for r in out.to_pylist()]
     assert len(keys) == len(set(keys))  # one row per item key
     modality = [r for r in out.to_pylist() if r["negatives"] != "ranked"]

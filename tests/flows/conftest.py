@@ -1,11 +1,11 @@
 """Flow tests import their shared helpers (flowkit, release_fingerprint) from this folder;
 ``asked`` counts the requests each model is sent."""
+
 from __future__ import annotations
 
 from collections import Counter
 
 import pytest
-
 
 
 @pytest.fixture

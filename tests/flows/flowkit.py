@@ -6,6 +6,7 @@ Every model here is deterministic: the dry run's scripted models, or the stub se
 answering by the same scripts, so what a test checks never depends on what a small model
 happens to answer (the one embedded smoke test is test_deflectionbench_flow.py).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,14 +36,30 @@ from tests.model_servers import HoldingServer, JsonHandler
 REPO = Path(__file__).resolve().parents[2]
 DRYRUN = REPO / "configs" / "dryrun"
 # the dry run's scripted models (configs/dryrun.yaml): deterministic answers, no server
-READER = {"backend": "scripted", "script": str(DRYRUN / "vlm-reader.jsonl"), "default": "Atlantis",
-          "revision": "dryrun-1", "vision": True}
-GUESSER = {"backend": "scripted", "script": str(DRYRUN / "llm-guesser.jsonl"), "default": "Zanzibar",
-           "revision": "dryrun-1"}
+READER = {
+    "backend": "scripted",
+    "script": str(DRYRUN / "vlm-reader.jsonl"),
+    "default": "Atlantis",
+    "revision": "dryrun-1",
+    "vision": True,
+}
+GUESSER = {
+    "backend": "scripted",
+    "script": str(DRYRUN / "llm-guesser.jsonl"),
+    "default": "Zanzibar",
+    "revision": "dryrun-1",
+}
 
 
-def scripted_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, Any]] | None = None,
-                    pool: list[str] | None = None, name: str = "config.yaml", **fields: Any) -> Path:
+def scripted_config(
+    home: Path,
+    fixtures: Path,
+    *,
+    models: dict[str, dict[str, Any]] | None = None,
+    pool: list[str] | None = None,
+    name: str = "config.yaml",
+    **fields: Any,
+) -> Path:
     """A DeflectionBench config over the WebQA and MMDocRAG fixtures (source-provided negatives,
     no mining) gated by the dry run's scripted reader: it releases four samples."""
     models = models or {"vlm-reader": READER}
@@ -52,8 +69,10 @@ def scripted_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, A
         "models": models,
         "judge": {"kind": "lexical"},
         "deflectionbench": {
-            "sources": [{"name": "webqa", "root": str(fixtures / "webqa")},
-                        {"name": "mmdocrag", "root": str(fixtures / "mmdocrag")}],
+            "sources": [
+                {"name": "webqa", "root": str(fixtures / "webqa")},
+                {"name": "mmdocrag", "root": str(fixtures / "mmdocrag")},
+            ],
             "gating": {"pool": pool or list(models)},
             "retrieval": {"kb": str(fixtures / "kb" / "kb.jsonl"), "max_text_negatives": 5},
             "k_min": 3,
@@ -75,8 +94,14 @@ def write_config(home: Path, name: str, data: dict[str, Any]) -> Path:
 REFLECTV_SOURCES = ("gqa", "textvqa", "docvqa", "chartqa", "fire")
 
 
-def reflectv_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, Any]] | None = None,
-                    name: str = "config.yaml", **fields: Any) -> Path:
+def reflectv_config(
+    home: Path,
+    fixtures: Path,
+    *,
+    models: dict[str, dict[str, Any]] | None = None,
+    name: str = "config.yaml",
+    **fields: Any,
+) -> Path:
     """A ReflectV config over the five bundled ReflectV sources, played by the fixture's scripted
     student, teacher, rewriter and verifier (``models`` adds more), boxes grounding, 3 turns."""
     scripts = fixtures / "reflectv_models"
@@ -87,14 +112,21 @@ def reflectv_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, A
             "student": {"backend": "scripted", "script": str(scripts / "student.jsonl"), "vision": True},
             "teacher": {"backend": "scripted", "script": str(scripts / "teacher.jsonl"), "vision": True},
             "rewriter": {"backend": "scripted", "script": str(scripts / "rewriter.jsonl")},
-            "verifier": {"backend": "scripted", "script": str(scripts / "verifier.jsonl"), "default": "yes",
-                         "vision": True},
+            "verifier": {
+                "backend": "scripted",
+                "script": str(scripts / "verifier.jsonl"),
+                "default": "yes",
+                "vision": True,
+            },
             **(models or {}),
         },
         "judge": {"kind": "lexical"},
         "reflectv": {
             "sources": [{"name": source, "root": str(fixtures / source)} for source in REFLECTV_SOURCES],
-            "student": "student", "teacher": "teacher", "rewriter": "rewriter", "verifier": "verifier",
+            "student": "student",
+            "teacher": "teacher",
+            "rewriter": "rewriter",
+            "verifier": "verifier",
             "grounding": f"boxes:{fixtures}",
             "max_turns": 3,
             "seed": 7,
@@ -107,8 +139,16 @@ def reflectv_config(home: Path, fixtures: Path, *, models: dict[str, dict[str, A
     return write_config(home, name, data)
 
 
-def reflvqa_config(home: Path, fixtures: Path, models: dict[str, dict[str, Any]], *, limit: int = 6,
-                   reflvqa: dict[str, Any] | None = None, name: str = "config.yaml", **fields: Any) -> Path:
+def reflvqa_config(
+    home: Path,
+    fixtures: Path,
+    models: dict[str, dict[str, Any]],
+    *,
+    limit: int = 6,
+    reflvqa: dict[str, Any] | None = None,
+    name: str = "config.yaml",
+    **fields: Any,
+) -> Path:
     """A RefLVQA config over ``limit`` bundled Reddit threads and the fixture KB, the model
     ``inspector`` (in ``models``) as the only inspector, lexical grading and entailment, version
     1.0.0; ``reflvqa`` adds or replaces settings of that section."""
@@ -136,8 +176,7 @@ def fingerprint(path: Path) -> dict[str, Any]:
     """What two runs of the same config must agree on: sample ids, the sha256 of every data
     shard, and the ledger verdict per (sample_id, check, model, context_id)."""
     release = open_release(path)
-    shards = {rel: entry.sha256 for rel, entry in release.manifest.files.items()
-              if rel.startswith(f"{DATA_DIR}/")}
+    shards = {rel: entry.sha256 for rel, entry in release.manifest.files.items() if rel.startswith(f"{DATA_DIR}/")}
     verdicts = Counter(
         (r["sample_id"], r["check"], r["model"], r["context_id"], r["verdict"])
         for r in release.ledger.select(["sample_id", "check", "model", "context_id", "verdict"]).to_pylist()
@@ -146,8 +185,12 @@ def fingerprint(path: Path) -> dict[str, Any]:
 
 
 # report sections only a DeflectionBench release has (releases/templates/report.html.j2)
-DEFLECTION_SECTIONS = ("Per-source statistics", "Topic distribution before and after curation",
-                       "Convergence of gating models", "Judge errors")
+DEFLECTION_SECTIONS = (
+    "Per-source statistics",
+    "Topic distribution before and after curation",
+    "Convergence of gating models",
+    "Judge errors",
+)
 
 
 def report_sections(path: Path) -> list[str]:
@@ -183,8 +226,9 @@ def calls(path: Path, stage: str, step: str | None = None) -> list[dict]:
 _RUNS: dict[str, Any] = {}  # one run of each kind per test session, shared by the test files
 
 
-def run_flow(config: Path, task_runner: Any = None, version: str | None = None,
-             allow_incomplete: bool = False) -> tuple[Path, Any]:
+def run_flow(
+    config: Path, task_runner: Any = None, version: str | None = None, allow_incomplete: bool = False
+) -> tuple[Path, Any]:
     """Run the DeflectionBench flow in-process (needs the Prefect harness); (release, flow run id)."""
     from mmcurate.flows.deflectionbench.curate import deflectionbench
 
@@ -203,8 +247,15 @@ def baseline(tmp_path_factory: Any, fixtures: Path) -> tuple[Path, Path]:
     return _RUNS["baseline"]
 
 
-def pope_runs(tmp_path_factory: Any, name: str, *, lvlm: Path, grounding: str, pope: dict[str, Any],
-              models: dict[str, dict[str, Any]] | None = None) -> tuple[Path, Path, Path, dict[str, Path]]:
+def pope_runs(
+    tmp_path_factory: Any,
+    name: str,
+    *,
+    lvlm: Path,
+    grounding: str,
+    pope: dict[str, Any],
+    models: dict[str, dict[str, Any]] | None = None,
+) -> tuple[Path, Path, Path, dict[str, Path]]:
     """A pope release curated in-process (section ``pope`` of the config), then evaluated with
     the scripted vision model ``lvlm`` plain and through Kestrel on ``grounding``: (home, config,
     release, runs by system)."""
@@ -212,19 +263,30 @@ def pope_runs(tmp_path_factory: Any, name: str, *, lvlm: Path, grounding: str, p
     from mmcurate.flows.pope.curate import pope as curate
 
     home = tmp_path_factory.mktemp(name)
-    config = write_config(home, "config.yaml", {
-        "workdir": "work", "releases_root": "releases",
-        "models": {"lvlm": {"backend": "scripted", "script": str(lvlm), "vision": True}, **(models or {})},
-        "evaluation": {"pope": {"kestrel": {"grounding": grounding}}}, "pope": pope})
+    config = write_config(
+        home,
+        "config.yaml",
+        {
+            "workdir": "work",
+            "releases_root": "releases",
+            "models": {"lvlm": {"backend": "scripted", "script": str(lvlm), "vision": True}, **(models or {})},
+            "evaluation": {"pope": {"kestrel": {"grounding": grounding}}},
+            "pope": pope,
+        },
+    )
     release = Path(curate(config=str(config)))
-    runs = {system: Path(evaluate_release(release=str(release), model="lvlm", config=str(config),
-                                          options={"system": system}))
-            for system in ("plain", "kestrel")}
+    runs = {
+        system: Path(
+            evaluate_release(release=str(release), model="lvlm", config=str(config), options={"system": system})
+        )
+        for system in ("plain", "kestrel")
+    }
     return home, config, release, runs
 
 
-def recurate_base(tmp_path_factory: Any, name: str, curate: Any, config: Any,
-                  models: dict[str, dict[str, Any]]) -> tuple[Path, Path, Path]:
+def recurate_base(
+    tmp_path_factory: Any, name: str, curate: Any, config: Any, models: dict[str, dict[str, Any]]
+) -> tuple[Path, Path, Path]:
     """The release a re-curation test starts from: each of ``models``' scripts starts empty (the
     test writes the rules it needs later), ``config(home, models)`` writes the config and the
     flow ``curate`` releases from it: (home, config, release)."""
@@ -269,20 +331,33 @@ def forget(cache: Path, where: str) -> int:
 
 # fault -> the attempts (1-based) on which a request misbehaves; "always" fails every attempt
 FAULT_ATTEMPTS: dict[str, tuple[int, ...]] = {
-    "5xx": (1, 2), "429": (1,), "reset": (1,), "hang": (1,), "malformed": (1,), "empty": (1,),
+    "5xx": (1, 2),
+    "429": (1,),
+    "reset": (1,),
+    "hang": (1,),
+    "malformed": (1,),
+    "empty": (1,),
 }
 FAULT_PLAN = ["always", "5xx", "429", "reset", "hang", "malformed", "empty"]
 
 
-def stub_spec(server: "StubModel", **fields: Any) -> dict[str, Any]:
+def stub_spec(server: StubModel, **fields: Any) -> dict[str, Any]:
     """An ``openai``-backend model spec aimed at ``server``, one request at a time (requests
     arrive in batch order, so a fault plan always hits the same requests)."""
-    return {"backend": "openai", "model": "stub", "base_url": server.base_url, "revision": "stub-1",
-            "concurrency": 1, "timeout": 10, "max_retries": 3, **fields}
+    return {
+        "backend": "openai",
+        "model": "stub",
+        "base_url": server.base_url,
+        "revision": "stub-1",
+        "concurrency": 1,
+        "timeout": 10,
+        "max_retries": 3,
+        **fields,
+    }
 
 
 class _StubHandler(JsonHandler):
-    server: "StubModel"
+    server: StubModel
 
     def do_POST(self) -> None:
         body = self._read_json()
@@ -312,9 +387,17 @@ class _StubHandler(JsonHandler):
             self.server.released.wait()
             self.close_connection = True
             return
-        reply = {"object": "chat.completion", "usage": {"prompt_tokens": 1, "completion_tokens": 1},
-                 "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": self.server.answer(body["messages"])}}]}
+        reply = {
+            "object": "chat.completion",
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": self.server.answer(body["messages"])},
+                }
+            ],
+        }
         self._send(200, json.dumps(reply).encode())
 
 
@@ -330,8 +413,9 @@ class StubModel(HoldingServer):
 
     Attempts per request and every Authorization header are recorded."""
 
-    def __init__(self, script: Path, default: str | None, plan: list[str] | None = None,
-                 admit: int | None = None) -> None:
+    def __init__(
+        self, script: Path, default: str | None, plan: list[str] | None = None, admit: int | None = None
+    ) -> None:
         super().__init__(_StubHandler, admit)
         self.rules, self.default = load_rules(script), default
         self.plan = list(plan or [])
@@ -356,7 +440,7 @@ class StubModel(HoldingServer):
         with self.lock:
             return Counter(self.attempts)
 
-    def __enter__(self) -> "StubModel":
+    def __enter__(self) -> StubModel:
         self._thread.start()
         return self
 
@@ -435,8 +519,19 @@ def fault_run(tmp_path_factory: Any, fixtures: Path) -> FaultRun:
                     lg.setLevel(level)
             assert again == release
             _RUNS["faults"] = FaultRun(
-                home, release, key, "proxied", retries, dict(stub.faults), first, stub.snapshot() - first,
-                set(stub.authorizations), [first_id, second_id], collect.lines, (rows_first, rows_second))
+                home,
+                release,
+                key,
+                "proxied",
+                retries,
+                dict(stub.faults),
+                first,
+                stub.snapshot() - first,
+                set(stub.authorizations),
+                [first_id, second_id],
+                collect.lines,
+                (rows_first, rows_second),
+            )
     finally:
         os.environ.pop("MMCURATE_TEST_KEY", None)
     return _RUNS["faults"]
@@ -462,7 +557,7 @@ def wait_for(condition, what: str) -> None:
         time.sleep(0.05)
 
 
-def kill9_after_admitted(config: Path, home: Path, stub: "StubModel", admitted: int) -> int:
+def kill9_after_admitted(config: Path, home: Path, stub: StubModel, admitted: int) -> int:
     """Run ``mmcurate run deflectionbench`` as a child process against the harness's Prefect
     API, wait until ``stub`` holds a request and ``admitted`` answers are cached, then SIGKILL
     the flow and everything it started; returns the child's exit code."""
@@ -472,13 +567,22 @@ def kill9_after_admitted(config: Path, home: Path, stub: "StubModel", admitted: 
 
     from prefect.settings import get_current_settings
 
-    env = {**os.environ, "PREFECT_API_URL": str(get_current_settings().api.url),  # the harness's API
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": str(get_current_settings().api.url),  # the harness's API
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "HF_HUB_OFFLINE": "1",
+    }
     mmcurate = Path(sys.executable).parent / "mmcurate"
     log = home / "crashed.log"
-    child = subprocess.Popen([str(mmcurate), "run", "deflectionbench", "--config", str(config)],
-                             cwd=home, env=env, start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    child = subprocess.Popen(
+        [str(mmcurate), "run", "deflectionbench", "--config", str(config)],
+        cwd=home,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
     try:
         wait_for(lambda: stub.arrived.is_set() or child.poll() is not None, "the held request")
         assert child.poll() is None, log.read_text()[-3000:]

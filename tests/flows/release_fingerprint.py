@@ -8,6 +8,7 @@ are counted but their labels left out, since a topic's words come from UMAP and 
 numerics that differ with the installed numba, pynndescent and scikit-learn (the same seeded
 run labels its clusters otherwise under other versions). Two runs on one machine compare
 everything (the default)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -42,7 +43,10 @@ def content_fingerprint(release: Path, portable: bool = False) -> dict[str, Any]
     configs = {}
     for config, shards in sorted(manifest["shards"].items()):
         rows = [row for rel in shards for row in pq.read_table(release / rel).to_pylist()]
-        configs[config] = {"rows": len(rows), "sha256": _digest([json.dumps(_canonical(r), sort_keys=True) for r in rows])}
+        configs[config] = {
+            "rows": len(rows),
+            "sha256": _digest([json.dumps(_canonical(r), sort_keys=True) for r in rows]),
+        }
     ledger = pq.read_table(release / "ledger.parquet", columns=list(VERDICT)).to_pylist()
     out: dict[str, Any] = {"configs": configs, "ledger_rows": len(ledger)}
     if portable:

@@ -10,6 +10,7 @@ the rerun publishes the release, and asks none of the calls the killed run finis
 cache keys, from the logs of both runs), and the release it publishes has the data files of
 today's single-machine run of the same slice, byte for byte; ``verify`` passes on the S3 copy.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,8 @@ from mmcurate.core.storage import MARKER, Location, complete_children
 from mmcurate.models.backends.scripted import ScriptedBackend
 from mmcurate.models.cache import cache_key
 from mmcurate.tasks.runners import make_task_runner
-from tests.flows import flowkit
 from tests.dryrun import dryrun_config
+from tests.flows import flowkit
 from tests.releases.cli_helpers import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # one local run, a killed and a rerun on a cluster
@@ -104,7 +105,9 @@ def stored_data_files(url: str) -> dict[str, bytes]:
     """The data files the release's marker names, read from the store."""
     stored = Location.parse(url)
     names = json.loads((stored / MARKER).read_bytes())["files"]
-    return {name: (stored / name).read_bytes() for name in names if name.startswith("data/") and name.endswith(".parquet")}
+    return {
+        name: (stored / name).read_bytes() for name in names if name.startswith("data/") and name.endswith(".parquet")
+    }
 
 
 def calls_logged(base: Path) -> Counter[str]:
@@ -134,7 +137,8 @@ def cluster(tmp_path: Path):
 
 
 def test_a_cluster_sharing_only_s3_survives_a_killed_worker_and_publishes_the_local_release(
-        tmp_path, fixtures_root, prefect_harness, s3_bucket, cluster, monkeypatch, capsys):
+    tmp_path, fixtures_root, prefect_harness, s3_bucket, cluster, monkeypatch, capsys
+):
     from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     # today's single-machine run (threads, plain paths) of the same slice: the reference release

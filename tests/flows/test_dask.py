@@ -7,6 +7,7 @@ what is tested. The Stage I answers are deleted from the cache first, so the Das
 answer those again (the scripted reader, in each worker process; shards of 4 samples) and
 must reach the same verdicts; Stage III is then answered from the shared cache.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,6 @@ from mmcurate.core.config import TaskRunnerConfig
 from mmcurate.gating.prompts import PARAMETRIC
 from mmcurate.releases.reader import open_release
 from mmcurate.tasks.runners import make_task_runner
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
@@ -31,8 +31,9 @@ def test_dask_release_equals_the_thread_release(tmp_path_factory, fixtures_root,
     redo = flowkit.forget(flowkit.cache_path(home), f"template = '{PARAMETRIC.id}'")
     assert redo > 0
     runner = TaskRunnerConfig(kind="dask", workers=2, shard_size=SHARD)
-    config = flowkit.scripted_config(home, fixtures_root, releases_root="releases-dask",
-                                     task_runner=runner.model_dump(), name="dask.yaml")
+    config = flowkit.scripted_config(
+        home, fixtures_root, releases_root="releases-dask", task_runner=runner.model_dump(), name="dask.yaml"
+    )
 
     on_dask, flow_run_id = flowkit.run_flow(config, make_task_runner(runner))
 
@@ -47,8 +48,12 @@ def test_dask_release_equals_the_thread_release(tmp_path_factory, fixtures_root,
     (stage_iii,) = flowkit.calls(on_dask, "III", "total")
     assert stage_iii["calls"] == 0 and stage_iii["cache_hits"] > 0
     # Stage I and III really ran as shards
-    funnel = {row["stage"]: row["remaining"] for row in
-              json.loads((on_dask / "manifest.json").read_text())["statistics"]["funnel"]}
-    wanted = {"parametric-": math.ceil(funnel["ingested"] / SHARD),
-              "oracle-": math.ceil(funnel["II knowledge pairing"] / SHARD)}
+    funnel = {
+        row["stage"]: row["remaining"]
+        for row in json.loads((on_dask / "manifest.json").read_text())["statistics"]["funnel"]
+    }
+    wanted = {
+        "parametric-": math.ceil(funnel["ingested"] / SHARD),
+        "oracle-": math.ceil(funnel["II knowledge pairing"] / SHARD),
+    }
     assert flowkit.shard_runs(flow_run_id, wanted) == wanted

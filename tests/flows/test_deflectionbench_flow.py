@@ -14,6 +14,7 @@ years" in: the Tycho sample is released whatever SmolLM2 says. Each check is an 
 every sample has its verdicts, what is released passed all three stages with enough
 negatives and matches the ledger, the calls table adds up, and a rerun makes no model call.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,6 @@ import yaml
 from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
@@ -77,8 +77,11 @@ def test_flow_writes_a_valid_explained_release(run, scripted):
     assert set(asked["sample_id"].to_list()) == set(verdicts["sample_id"].to_list())
     # the scripted release's samples stay, but for those SmolLM2 answered without their evidence
     # (a sample, or a distractor it then loses); more may join where SmolLM2 read the gold
-    knew = ledger.filter((pl.col("model") == "smollm2") & (pl.col("verdict") == "CORRECT")
-                         & pl.col("check").is_in(["gate.answer", "oracle.distractor"]))
+    knew = ledger.filter(
+        (pl.col("model") == "smollm2")
+        & (pl.col("verdict") == "CORRECT")
+        & pl.col("check").is_in(["gate.answer", "oracle.distractor"])
+    )
     assert set(open_release(scripted).sample_ids) - set(knew["sample_id"].to_list()) <= set(release.sample_ids)
     kept = ledger.filter((pl.col("check") == "oracle.verdict") & (pl.col("verdict") == "keep"))
     assert sorted(kept["sample_id"].to_list()) == sorted(release.sample_ids)

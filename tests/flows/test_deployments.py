@@ -10,6 +10,7 @@ Nothing is timed: the test waits for events (the server answers its health check
 one-shot worker exits after its run) and then checks states. HANG_GUARD only stops a wait
 that would otherwise never end; a slow machine never reaches it.
 """
+
 from __future__ import annotations
 
 import json
@@ -81,8 +82,9 @@ class Server:
         self.api, self.env, self.logs = api, env, logs
 
     def cli(self, *args: str, cwd: Path = REPO, timeout: float = HANG_GUARD) -> str:
-        done = subprocess.run([_prefect(), *args], cwd=cwd, env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            [_prefect(), *args], cwd=cwd, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         output = done.stdout + done.stderr
         assert done.returncode == 0, f"prefect {' '.join(args)} failed ({done.returncode}):\n{output[-4000:]}"
         return output
@@ -117,8 +119,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     env.pop("PREFECT_PROFILE", None)
     log = home / "server.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([_prefect(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [_prefect(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         while True:  # until it answers (or dies); the module's timeout guards a hang
             assert proc.poll() is None, f"prefect server exited with {proc.returncode}:\n{_tail(log)}"
@@ -179,8 +186,14 @@ def test_dryrun_deployment_runs_on_a_process_worker(server: Server, deployed: di
     outside = tmp_path / "elsewhere"  # not the checkout: the pull step must get the run there
     outside.mkdir()
     with log.open("w") as out:
-        worker = subprocess.Popen([_prefect(), "worker", "start", "--pool", POOL, "--run-once", "--limit", "1"],
-                                  cwd=outside, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        worker = subprocess.Popen(
+            [_prefect(), "worker", "start", "--pool", POOL, "--run-once", "--limit", "1"],
+            cwd=outside,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         worker.wait(timeout=HANG_GUARD)  # --run-once: it exits once the run has ended
     finally:

@@ -17,6 +17,7 @@ The default rule (``all_incorrect``, eq. 4) changes exactly the samples it shoul
 no model answered CORRECT with the gold evidence but some model declined (NOT_ATTEMPTED).
 The dry-run scripts never decline with evidence, so that test adds two declines.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,13 @@ def test_dryrun_release_content_is_unchanged(tmp_path, fixtures_root, prefect_ha
     assert content_fingerprint(release, portable=True) == json.loads(GOLDEN.read_text())
     statistics = json.loads((release / "manifest.json").read_text())["statistics"]
     assert {r["source"]: r["strategy"] for r in statistics["mining_per_source"]} == {
-        "infoseek": "image_to_text", "viquae": "image_to_text", "evqa": "image_to_image_pages",
-        "mragbench": "image_to_image", "webqa": "source", "mmdocrag": "source"}
+        "infoseek": "image_to_text",
+        "viquae": "image_to_text",
+        "evqa": "image_to_image_pages",
+        "mragbench": "image_to_image",
+        "webqa": "source",
+        "mmdocrag": "source",
+    }
     card = (release / "README.md").read_text()
     assert "topics.reading bertopic: BERTopic over 80 questions" in card and "### Mining per source" in card
 
@@ -55,20 +61,30 @@ def test_default_rule_keeps_exactly_the_samples_a_model_declined(tmp_path, fixtu
     from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     reader = tmp_path / "vlm-reader.jsonl"  # declines two questions when shown any evidence
-    reader.write_text("".join(json.dumps({"when_all": [q, "Evidence:"], "answer": "I don't know"}) + "\n"
-                              for q in DECLINED) + (REPO / "configs" / "dryrun" / "vlm-reader.jsonl").read_text())
+    reader.write_text(
+        "".join(json.dumps({"when_all": [q, "Evidence:"], "answer": "I don't know"}) + "\n" for q in DECLINED)
+        + (REPO / "configs" / "dryrun" / "vlm-reader.jsonl").read_text()
+    )
     runs = {}
     for rule in ("none_correct", None):  # None: the config says nothing, the default applies
-        config = dryrun_config(tmp_path, fixtures_root, releases=f"releases-{rule or 'default'}", oracle_rule=rule,
-                               sources=("webqa", "mmdocrag"), reader_script=reader)
+        config = dryrun_config(
+            tmp_path,
+            fixtures_root,
+            releases=f"releases-{rule or 'default'}",
+            oracle_rule=rule,
+            sources=("webqa", "mmdocrag"),
+            reader_script=reader,
+        )
         runs[rule or "all_incorrect"] = Path(deflectionbench(config=str(config)))
     strict, paper = (_verdicts(runs[r]) for r in ("none_correct", "all_incorrect"))
     assert open_release(runs["all_incorrect"]).manifest.config["deflectionbench"]["gating"]["oracle_rule"] == (
-        "all_incorrect")
+        "all_incorrect"
+    )
 
     gold = strict.filter(pl.col("check") == "oracle.gold")
     declined_only = set(gold.filter(pl.col("verdict") == "NOT_ATTEMPTED")["sample_id"]) - set(
-        gold.filter(pl.col("verdict") == "CORRECT")["sample_id"])
+        gold.filter(pl.col("verdict") == "CORRECT")["sample_id"]
+    )
     assert len(declined_only) == len(DECLINED)
 
     def final(frame: pl.DataFrame) -> dict[str, str]:
@@ -103,8 +119,13 @@ def test_default_leakage_filter_leaves_leaking_distractors_to_eq5(tmp_path, fixt
 
     runs = {}
     for leakage in ("answer_or_overlap", None):  # None: the config says nothing, the default applies
-        config = dryrun_config(tmp_path, fixtures_root, releases=f"releases-{leakage or 'default'}",
-                               sources=("infoseek", "evqa", "viquae", "mragbench"), leakage_filter=leakage)
+        config = dryrun_config(
+            tmp_path,
+            fixtures_root,
+            releases=f"releases-{leakage or 'default'}",
+            sources=("infoseek", "evqa", "viquae", "mragbench"),
+            leakage_filter=leakage,
+        )
         runs[leakage or "none"] = open_release(Path(deflectionbench(config=str(config))))
 
     def mining(release) -> list[dict]:  # the text miner's counts (MRAG-Bench mines images only: it has none)
@@ -113,17 +134,21 @@ def test_default_leakage_filter_leaves_leaking_distractors_to_eq5(tmp_path, fixt
 
     paper, strict = mining(runs["none"]), mining(runs["answer_or_overlap"])
     assert {m["leakage_filter"] for m in paper} == {"none"} and {m["leakage_filter"] for m in strict} == {
-        "answer_or_overlap"}
+        "answer_or_overlap"
+    }
     assert all(m["removed"]["answer"] == m["removed"]["overlap"] == 0 for m in paper)
     assert sum(m["removed"]["answer"] for m in strict) > 0
     assert sum(m["candidates"] for m in paper) == sum(m["candidates"] for m in strict)
 
     # eq. 5 removed mined passages that hold the answer the gating model gave with them alone
     ledger = pl.from_arrow(runs["none"].ledger).filter(pl.col("check") == "oracle.distractor")
-    removed = ledger.filter(pl.col("model").is_null() & (pl.col("verdict") == "remove")
-                            & pl.col("context_id").str.starts_with("kb:"))
-    answered = {(r["sample_id"], r["context_id"]): json.loads(r["detail"])["answer"]
-                for r in ledger.filter(pl.col("verdict") == "CORRECT").to_dicts()}
+    removed = ledger.filter(
+        pl.col("model").is_null() & (pl.col("verdict") == "remove") & pl.col("context_id").str.starts_with("kb:")
+    )
+    answered = {
+        (r["sample_id"], r["context_id"]): json.loads(r["detail"])["answer"]
+        for r in ledger.filter(pl.col("verdict") == "CORRECT").to_dicts()
+    }
     kb = load_kb(str(fixtures_root / "kb" / "kb.jsonl"))
     pages = dict(zip(kb["doc_id"].to_pylist(), kb["text"].to_pylist()))
     cfg = RetrievalConfig()

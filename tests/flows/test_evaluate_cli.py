@@ -1,6 +1,7 @@
 """``mmcurate evaluate`` end to end on the dry-run release (scripted models, no model server):
 the strictness sweep and the negative-modality analysis from one command, and bad options
 refused in one line before any flow starts."""
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,23 @@ def test_sweep_and_modality_analysis_in_one_run(dryrun):
 
     home, config, release = dryrun
     out = home / "eval"
-    result = CliRunner().invoke(app, ["evaluate", str(release), "--model", "vlm-reader", "--config", str(config),
-                                      "--negatives", "2", "--strictness-sweep", "--modality-analysis",
-                                      "--out", str(out)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            str(release),
+            "--model",
+            "vlm-reader",
+            "--config",
+            str(config),
+            "--negatives",
+            "2",
+            "--strictness-sweep",
+            "--modality-analysis",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     answers = pl.read_parquet(out / "answers.parquet")
     assert set(answers["abstention"].to_list()) == {"none", "soft", "moderate", "severe"}
@@ -38,8 +53,12 @@ def test_sweep_and_modality_analysis_in_one_run(dryrun):
     table = (out / "table.md").read_text()
     assert "## Strictness sweep (realistic and adversarial at 2 negatives)" in table
     sweep = pl.read_parquet(out / "metrics_strictness.parquet")
-    assert sweep.height == 4 * 4 and set(sweep["scenario"].to_list()) == {"parametric", "oracle", "realistic",
-                                                                          "adversarial"}
+    assert sweep.height == 4 * 4 and set(sweep["scenario"].to_list()) == {
+        "parametric",
+        "oracle",
+        "realistic",
+        "adversarial",
+    }
     # the dry-run release (scripted, golden content): 3 samples with text gold and 1 with image gold
     # have two negatives of each modality (since Stage II mines per source, issue 32, the text-mined
     # sources get no image negatives); each runs with text, image and multimodal negatives
@@ -51,18 +70,33 @@ def test_sweep_and_modality_analysis_in_one_run(dryrun):
     assert "| moderate | text | image | 100.0 | 0.0 | 0.0 | 3 | 0 |" in table
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--negatives", "21"], "number of negatives must be in 1..20, got 21"),
-    (["--scenario", "closed-book"], "unknown scenario 'closed-book'"),
-    (["--abstention", "extreme"], "unknown abstention level 'extreme'"),
-    (["--abstention", "soft", "--strictness-sweep"], "not both"),
-    (["--model", "nobody"], "model 'nobody' is neither defined"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--negatives", "21"], "number of negatives must be in 1..20, got 21"),
+        (["--scenario", "closed-book"], "unknown scenario 'closed-book'"),
+        (["--abstention", "extreme"], "unknown abstention level 'extreme'"),
+        (["--abstention", "soft", "--strictness-sweep"], "not both"),
+        (["--model", "nobody"], "model 'nobody' is neither defined"),
+    ],
+)
 def test_bad_options_fail_in_one_line_before_prefect(dryrun, args, message):
     home, config, release = dryrun
     model = [] if "--model" in args else ["--model", "vlm-reader"]
-    proc = subprocess.run([str(Path(sys.executable).parent / "mmcurate"), "evaluate", str(release),
-                           *model, "--config", str(config), *args], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "mmcurate"),
+            "evaluate",
+            str(release),
+            *model,
+            "--config",
+            str(config),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("mmcurate: error: ") and message in line
@@ -77,8 +111,20 @@ def test_runs_with_other_negatives_and_abstention_add_their_cells_to_one_folder(
     out = home / "work" / "evaluations" / "deflectionbench-1.0.0" / "vlm-reader"
 
     def evaluate(*options: str) -> str:
-        result = CliRunner().invoke(app, ["evaluate", str(release), "--model", "vlm-reader", "--config", str(config),
-                                          "--scenario", "realistic", *options])
+        result = CliRunner().invoke(
+            app,
+            [
+                "evaluate",
+                str(release),
+                "--model",
+                "vlm-reader",
+                "--config",
+                str(config),
+                "--scenario",
+                "realistic",
+                *options,
+            ],
+        )
         assert result.exit_code == 0, result.output
         return caplog.text
 
@@ -96,12 +142,15 @@ def test_runs_with_other_negatives_and_abstention_add_their_cells_to_one_folder(
     assert pl.read_parquet(out / "crag.parquet").height == answers.height
     caplog.clear()
     logged = evaluate("--negatives", "1")
-    assert "replaces the earlier 1 cell scenario realistic, n_negatives 1, negatives ranked, abstention moderate" \
-        in logged
+    assert (
+        "replaces the earlier 1 cell scenario realistic, n_negatives 1, negatives ranked, abstention moderate" in logged
+    )
     again = pl.read_parquet(out / "answers.parquet")
     assert again.height == answers.height
-    assert again.filter(pl.col("n_negatives") == 2)["run_id"].to_list() == \
-        answers.filter(pl.col("n_negatives") == 2)["run_id"].to_list()  # the other run's cell untouched
+    assert (
+        again.filter(pl.col("n_negatives") == 2)["run_id"].to_list()
+        == answers.filter(pl.col("n_negatives") == 2)["run_id"].to_list()
+    )  # the other run's cell untouched
     assert again.filter(pl.col("n_negatives") == 1)["run_id"].n_unique() == 1
     assert again.filter(pl.col("n_negatives") == 1)["run_id"][0] not in set(cells["run_id"].to_list())
 
@@ -132,12 +181,14 @@ def test_without_config_the_workdir_is_the_current_directorys_and_said_first(dry
     here = tmp_path / "elsewhere"
     here.mkdir()
     monkeypatch.chdir(here)
-    result = CliRunner().invoke(app, ["evaluate", str(release), "--model", str(model), "--scenario", "oracle"],
-                                env=UNSET_PLACES)
+    result = CliRunner().invoke(
+        app, ["evaluate", str(release), "--model", str(model), "--scenario", "oracle"], env=UNSET_PLACES
+    )
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == (
         f"mmcurate: no --config: the bundled {bundled_config('demo.yaml')} with workdir {here / '.mmcurate'} "
-        f"and releases_root {here / 'releases_out'}")
+        f"and releases_root {here / 'releases_out'}"
+    )
     assert (here / ".mmcurate" / "evaluations" / "deflectionbench-1.0.0" / "vlm-reader" / "table.md").is_file()
 
 
@@ -150,19 +201,32 @@ def test_a_folder_of_one_decoding_refuses_a_run_at_another_before_any_call(dryru
 
     home, config, release = dryrun
     out = tmp_path / "eval"
-    args = ["evaluate", str(release), "--model", "vlm-reader", "--config", str(config), "--scenario", "oracle",
-            "--out", str(out)]
+    args = [
+        "evaluate",
+        str(release),
+        "--model",
+        "vlm-reader",
+        "--config",
+        str(config),
+        "--scenario",
+        "oracle",
+        "--out",
+        str(out),
+    ]
     assert CliRunner().invoke(app, args).exit_code == 0
     before = {path.name: path.read_bytes() for path in out.iterdir()}
     assert json.loads((out / "release.json").read_text())["decoding"]["temperature"] == 0.2
     called: list[str] = []
     real = ModelClient.chat
-    monkeypatch.setattr(ModelClient, "chat", lambda self, requests, stage: called.append(stage) or real(
-        self, requests, stage))
+    monkeypatch.setattr(
+        ModelClient, "chat", lambda self, requests, stage: called.append(stage) or real(self, requests, stage)
+    )
     hot = CliRunner().invoke(app, args, env={"MMCURATE_EVALUATION__DEFLECTIONBENCH__DECODING__TEMPERATURE": "1.5"})
     assert hot.exit_code != 0
-    assert ("holds evaluation runs of another decoding (decoding temperature 0.2 -> 1.5): its rows cannot be "
-            "merged; write this run elsewhere with --out DIR") in str(hot.exception) + hot.output
+    assert (
+        "holds evaluation runs of another decoding (decoding temperature 0.2 -> 1.5): its rows cannot be "
+        "merged; write this run elsewhere with --out DIR"
+    ) in str(hot.exception) + hot.output
     assert called == [] and {path.name: path.read_bytes() for path in out.iterdir()} == before
     same = CliRunner().invoke(app, args + ["--scenario", "parametric"])  # the same decoding still adds its cells
     assert same.exit_code == 0, same.output
@@ -175,8 +239,18 @@ def test_stdout_holds_the_table_alone(dryrun):
 
     home, config, release = dryrun
     out = home / "stdout-only"
-    code, stdout, stderr = run_process("evaluate", str(release), "--model", "vlm-reader", "--config", str(config),
-                                       "--scenario", "oracle", "--out", str(out))
+    code, stdout, stderr = run_process(
+        "evaluate",
+        str(release),
+        "--model",
+        "vlm-reader",
+        "--config",
+        str(config),
+        "--scenario",
+        "oracle",
+        "--out",
+        str(out),
+    )
     assert code == 0, stderr
     assert stdout == (out / "table.md").read_text()
     assert f"evaluation: {out}" in stderr

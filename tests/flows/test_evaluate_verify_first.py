@@ -12,6 +12,7 @@ answers and breaks 2; in the parametric scenario it is never confident enough (0
 without context; the two questions above abstain for their own reasons) and abstains on
 every question, which the plain reader gets wrong.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,6 @@ from mmcurate.evaluation.verify_first import IDK
 from mmcurate.judging.grades import Grade, JudgeItem
 from mmcurate.judging.simpleqa import LexicalJudge
 from mmcurate.releases.reader import open_release
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
@@ -49,16 +49,33 @@ def runs(tmp_path_factory, fixtures_root, prefect_harness):
         {"when_all": ["Proposed answer:"], "answer": "CONFIDENCE: 0.95\nREASONING: the evidence says so"},
     ]
     script = here / "gated-reader.jsonl"
-    script.write_text("".join(json.dumps(rule) + "\n" for rule in gate)
-                      + (flowkit.DRYRUN / "vlm-reader.jsonl").read_text())
+    script.write_text(
+        "".join(json.dumps(rule) + "\n" for rule in gate) + (flowkit.DRYRUN / "vlm-reader.jsonl").read_text()
+    )
     spec = here / "gated-reader.yaml"
     spec.write_text(yaml.safe_dump({**flowkit.READER, "name": "gated-reader", "script": str(script)}))
     outs = {}
     for system in ("plain", "verify-first"):
         outs[system] = here / system
-        result = CliRunner().invoke(app, ["evaluate", str(release), "--model", str(spec), "--config",
-                                          str(home / "config.yaml"), "--scenario", "oracle", "--scenario",
-                                          "parametric", "--system", system, "--out", str(outs[system])])
+        result = CliRunner().invoke(
+            app,
+            [
+                "evaluate",
+                str(release),
+                "--model",
+                str(spec),
+                "--config",
+                str(home / "config.yaml"),
+                "--scenario",
+                "oracle",
+                "--scenario",
+                "parametric",
+                "--system",
+                system,
+                "--out",
+                str(outs[system]),
+            ],
+        )
         assert result.exit_code == 0, result.output
     return outs, len(questions), low, unreadable
 
@@ -70,8 +87,7 @@ def test_verify_first_answers_carry_the_gate_trace(runs):
     assert answers["needs_outside_knowledge"].to_list() == [True] * 2 * n
     assert answers["time_sensitive"].to_list() == [False] * 2 * n
     oracle = answers.filter(pl.col("scenario") == "oracle")
-    low_row = oracle.filter(pl.col("answer") == IDK).join(
-        pl.DataFrame({"confidence": [0.5]}), on="confidence")
+    low_row = oracle.filter(pl.col("answer") == IDK).join(pl.DataFrame({"confidence": [0.5]}), on="confidence")
     assert low_row.height == 1 and low_row["gate_reason"][0] == "confidence 0.5 below 0.9 (with context)"
     errs = oracle.filter(pl.col("gate_error").is_not_null())
     assert errs.height == 1 and errs["gate_error"][0].startswith("consistency:")
@@ -81,7 +97,8 @@ def test_verify_first_answers_carry_the_gate_trace(runs):
     assert parametric["abstained"].to_list() == [True] * n
     assert sorted(parametric["gate_reason"].to_list()) == sorted(
         ["confidence 0.5 below 1 (without context)", "the consistency judge could not be read"]
-        + ["confidence 0.95 below 1 (without context)"] * (n - 2))
+        + ["confidence 0.95 below 1 (without context)"] * (n - 2)
+    )
     trace = json.loads(parametric["trace"][0])
     assert trace["checks"] == ["router", "answers", "consistency", "chain_of_verification"]
     # an abstention is graded as the judge grades "I don't know"
@@ -124,15 +141,21 @@ def test_compare_plain_with_verify_first(runs):
     assert result.exit_code == 0, result.output
     text = result.output
     assert f"{2 * n} items compared" in text
-    for scenario, transition, count in [("all", "kept correct", n - 2), ("all", "broken", 2),
-                                        ("all", "kept wrong", n), ("all", "corrected", 0),
-                                        ("oracle", "kept correct", n - 2), ("oracle", "broken", 2),
-                                        ("parametric", "kept wrong", n)]:
+    for scenario, transition, count in [
+        ("all", "kept correct", n - 2),
+        ("all", "broken", 2),
+        ("all", "kept wrong", n),
+        ("all", "corrected", 0),
+        ("oracle", "kept correct", n - 2),
+        ("oracle", "broken", 2),
+        ("parametric", "kept wrong", n),
+    ]:
         assert f"| {scenario} | {transition} | {count} |" in text, (scenario, transition, text)
 
 
-def test_the_demos_stand_ins_keep_some_answers_and_abstain_on_others(tmp_path_factory, fixtures_root, capsys,
-                                                                    monkeypatch):
+def test_the_demos_stand_ins_keep_some_answers_and_abstain_on_others(
+    tmp_path_factory, fixtures_root, capsys, monkeypatch
+):
     """Issue 37 on the demo's set-up: a scripted router (configs/dryrun/verify-router.jsonl) and the
     lexical verifier around an answering model. The reader answers every oracle question from its
     gold evidence; without evidence it knows half of them. Consistent answers that the evidence
@@ -147,8 +170,10 @@ def test_the_demos_stand_ins_keep_some_answers_and_abstain_on_others(tmp_path_fa
     rules = []
     for n, row in enumerate(sorted(rows, key=lambda r: r["question"])):
         asked, gold = f"Question: {row['question'].strip()}", row["answers"][0]
-        rules += [{"when_all": [asked, "Evidence:"], "answer": gold},
-                  {"when_all": [asked], "when_none": ["Evidence:"], "answer": gold if n % 2 else "Atlantis"}]
+        rules += [
+            {"when_all": [asked, "Evidence:"], "answer": gold},
+            {"when_all": [asked], "when_none": ["Evidence:"], "answer": gold if n % 2 else "Atlantis"},
+        ]
     (here / "reader.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rules))
     config = yaml.safe_load((home / "config.yaml").read_text())
     config["models"]["demo-reader"] = {**flowkit.READER, "script": str(here / "reader.jsonl")}
@@ -158,9 +183,23 @@ def test_the_demos_stand_ins_keep_some_answers_and_abstain_on_others(tmp_path_fa
     outs = {}
     for system in ("plain", "verify-first"):
         outs[system] = here / system
-        result = CliRunner().invoke(app, ["evaluate", str(release), "--model", "demo-reader", "--config",
-                                          str(here / "config.yaml"), "--scenario", "oracle", "--system", system,
-                                          "--out", str(outs[system])])
+        result = CliRunner().invoke(
+            app,
+            [
+                "evaluate",
+                str(release),
+                "--model",
+                "demo-reader",
+                "--config",
+                str(here / "config.yaml"),
+                "--scenario",
+                "oracle",
+                "--system",
+                system,
+                "--out",
+                str(outs[system]),
+            ],
+        )
         assert result.exit_code == 0, result.output
     answers = pl.read_parquet(outs["verify-first"] / "answers.parquet")
     kept, abstained = answers.filter(~pl.col("abstained")), answers.filter(pl.col("abstained"))

@@ -9,6 +9,7 @@ everything else is answered at once. The model is an ``openai``-backend spec aim
 requests). The always-failing request holds its sample out, so the runs allow an incomplete
 release. One run plus its rerun is shared with test_secrets.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,6 @@ import pytest
 
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
@@ -57,7 +57,8 @@ def test_release_is_written_and_the_hopeless_request_is_an_error_not_a_grade(run
     assert rows[0]["calls"] + stage_iii["calls"] == len(run.faults)  # each call reached the server
     failed = release.manifest.incomplete["failed_calls"][run.model]
     assert release.manifest.incomplete["held_out"] == 1 and list(release.manifest.incomplete["failed_calls"]) == [
-        run.model]
+        run.model
+    ]
     assert (failed["failed"], failed["calls"]) == (1, rows[0]["calls"] + stage_iii["calls"])
     assert failed["first_error"].startswith("HTTP 500") and "***" in failed["first_error"]  # why, with the key hidden
 

@@ -5,6 +5,7 @@ whose samples were held out by errors is refused with one line naming the model 
 failures, unless ``allow_incomplete``, which then says so at the top of its card; a run that
 leaves no sample is never published; an evaluation against a dead model fails with its count.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,6 @@ import pytest
 from mmcurate.core.errors import MmcurateError
 from mmcurate.releases.errors import ReleaseIncomplete
 from mmcurate.releases.reader import list_versions, open_release
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
@@ -31,8 +31,13 @@ def closed_port() -> int:
 
 
 def dead_model() -> dict:
-    return {"backend": "openai", "model": "dead", "base_url": f"http://127.0.0.1:{closed_port()}/v1",
-            "max_retries": 0, "timeout": 5}
+    return {
+        "backend": "openai",
+        "model": "dead",
+        "base_url": f"http://127.0.0.1:{closed_port()}/v1",
+        "max_retries": 0,
+        "timeout": 5,
+    }
 
 
 @pytest.fixture
@@ -51,8 +56,11 @@ def test_held_out_samples_refuse_the_release_unless_allowed(tmp_path, fixtures_r
         deflectionbench(config=str(config))
     message = str(refused.value)
     assert "\n" not in message and "refusing to publish deflectionbench 1.0.0 as complete" in message
-    failed = re.search(r"model 'flaky' failed (\d+) of \d+ calls \(first error: .+?\); (\d+) samples? held out "
-                       r"by errors", message)
+    failed = re.search(
+        r"model 'flaky' failed (\d+) of \d+ calls \(first error: .+?\); (\d+) samples? held out "
+        r"by errors",
+        message,
+    )
     assert failed and int(failed[1]) >= 1 and int(failed[2]) >= 1
     assert "rerun the same command to resume" in message and "--allow-incomplete" in message
     assert list_versions(tmp_path / "releases", "deflectionbench") == []
@@ -74,7 +82,9 @@ def test_an_unreachable_model_never_publishes_zero_rows(tmp_path, fixtures_root,
         with pytest.raises(ReleaseIncomplete) as refused:
             deflectionbench(config=str(config), allow_incomplete=allow)
         message = str(refused.value)
-        assert "no sample remains" in message and re.search(r"model 'dead' failed (\d+) of \1 calls \(first error: ", message)
+        assert "no sample remains" in message and re.search(
+            r"model 'dead' failed (\d+) of \1 calls \(first error: ", message
+        )
     assert list_versions(tmp_path / "releases", "deflectionbench") == []
 
 
@@ -87,8 +97,13 @@ def test_an_always_abstaining_model_leaves_its_ledger_and_says_where(tmp_path, f
 
     script = tmp_path / "abstainer.jsonl"
     script.write_text("")
-    abstainer = {"backend": "scripted", "script": str(script), "default": "I don't know", "revision": "abstain-1",
-                 "vision": True}
+    abstainer = {
+        "backend": "scripted",
+        "script": str(script),
+        "default": "I don't know",
+        "revision": "abstain-1",
+        "vision": True,
+    }
     config = flowkit.scripted_config(tmp_path, fixtures_root, models={"abstainer": abstainer})
     with pytest.raises(ReleaseIncomplete) as refused:
         deflectionbench(config=str(config))
@@ -105,11 +120,14 @@ def test_evaluating_a_dead_model_fails_with_the_count(tmp_path, fixtures_root, p
     from mmcurate.flows.deflectionbench.curate import deflectionbench
     from mmcurate.flows.evaluate import evaluate_release
 
-    config = flowkit.scripted_config(tmp_path, fixtures_root, models={"vlm-reader": flowkit.READER,
-                                                                      "dead": dead_model()}, pool=["vlm-reader"])
+    config = flowkit.scripted_config(
+        tmp_path, fixtures_root, models={"vlm-reader": flowkit.READER, "dead": dead_model()}, pool=["vlm-reader"]
+    )
     release = Path(deflectionbench(config=str(config)))
     n = len(open_release(release).sample_ids)
     with pytest.raises(MmcurateError) as failed:
         evaluate_release(release=str(release), model="dead", config=str(config), options={"scenarios": ["oracle"]})
-    assert str(failed.value).startswith(f"every answer call failed: model 'dead' failed {n} of {n} calls (first error: ")
+    assert str(failed.value).startswith(
+        f"every answer call failed: model 'dead' failed {n} of {n} calls (first error: "
+    )
     assert not (tmp_path / "work" / "evaluations").exists()

@@ -1,5 +1,6 @@
 """A Reddit dump folder is ingested one month per task on a Dask cluster of two worker
 processes, and the merged result is byte-identical to one sequential ingest."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +15,9 @@ from mmcurate.sources.reddit import dump_pairs
 from mmcurate.tasks.ingest import ingest_source
 
 
-def test_months_on_two_dask_workers_equal_one_sequential_ingest(tmp_path: Path, fixtures_root: Path,
-                                                                  prefect_harness) -> None:
+def test_months_on_two_dask_workers_equal_one_sequential_ingest(
+    tmp_path: Path, fixtures_root: Path, prefect_harness
+) -> None:
     root = fixtures_root / "reddit"
     assert len(dump_pairs(root)) >= 2  # the fixture has two months
     sequential = ingest("reddit", root, tmp_path / "sequential", store=ImageStore(tmp_path / "seq-images"))

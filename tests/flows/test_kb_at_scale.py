@@ -3,6 +3,7 @@ the KB's vector store is embedded shard by shard on the task runner before Stage
 searches the compressed index with exact re-scoring, and the release is the one the in-memory
 index makes (every page is a candidate here, so re-scoring ranks them all exactly); the
 manifest records the index it searched."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,8 @@ from pathlib import Path
 from mmcurate.releases.reader import open_release
 from mmcurate.retrieval import kb_pages, vector_store
 from mmcurate.retrieval.index_plan import IndexPlan
-
-from tests.flows.release_fingerprint import content_fingerprint
 from tests.dryrun import dryrun_config
+from tests.flows.release_fingerprint import content_fingerprint
 from tests.flows.test_dryrun_equivalence import GOLDEN
 
 PLAN = IndexPlan("ivfpq", {"nlist": 1, "m": 8, "nbits": 4, "opq": False, "candidates_per_result": 10})
@@ -51,11 +51,16 @@ def test_each_kb_a_source_searches_gets_its_store_once(make, monkeypatch, tmp_pa
     monkeypatch.setattr(kb_store, "_prepare", lambda settings, cfg: prepared.append(str(cfg.kb)))
     section = DeflectionBenchConfig(
         sources=[{"name": name, "root": "."} for name in ("infoseek", "viquae", "evqa", "webqa")],
-        gating={"pool": ["m"]}, retrieval={"kb": str(tmp_path / "shared.jsonl")},
-        mining={"evqa": {"kb": str(tmp_path / "evqa.jsonl")}})
-    rows = [make.sample("i", "Q?", ["A"], source="infoseek"), make.sample("v", "Q?", ["A"], source="viquae"),
-            make.sample("e", "Q?", ["A"], source="evqa"),
-            make.sample("w", "Q?", ["A"], source="webqa", negatives=[make.text("n", "its own negative")])]
+        gating={"pool": ["m"]},
+        retrieval={"kb": str(tmp_path / "shared.jsonl")},
+        mining={"evqa": {"kb": str(tmp_path / "evqa.jsonl")}},
+    )
+    rows = [
+        make.sample("i", "Q?", ["A"], source="infoseek"),
+        make.sample("v", "Q?", ["A"], source="viquae"),
+        make.sample("e", "Q?", ["A"], source="evqa"),
+        make.sample("w", "Q?", ["A"], source="webqa", negatives=[make.text("n", "its own negative")]),
+    ]
     kb_store.prepare_kb(None, section, make.table(rows))
     assert sorted(prepared) == sorted([str(tmp_path / "shared.jsonl"), str(tmp_path / "evqa.jsonl")])
     prepared.clear()

@@ -4,6 +4,7 @@ then evaluated plain and through Kestrel with the MME fixtures' scripted model, 
 see and says Yes to everything: plain it gets one question of each image right (50 per
 subtask); Kestrel's grounder (the POPE fixtures' boxes) and the model's verification correct
 every wrong Yes, so each subtask scores 200, beside the initial answers' 50."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ import polars as pl
 import pytest
 
 from mmcurate.releases.reader import open_release
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
@@ -23,9 +23,12 @@ SUBTASKS = ["existence", "count", "position", "color"]
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
     _, _, release, runs = flowkit.pope_runs(
-        tmp_path_factory, "mme", lvlm=fixtures_root / "mme/kestrel_models/lvlm.jsonl",
+        tmp_path_factory,
+        "mme",
+        lvlm=fixtures_root / "mme/kestrel_models/lvlm.jsonl",
         grounding=f"boxes:{fixtures_root}/pope/objects",
-        pope={"sources": [{"name": "mme", "root": str(fixtures_root / "mme/MME_Benchmark_release_version")}]})
+        pope={"sources": [{"name": "mme", "root": str(fixtures_root / "mme/MME_Benchmark_release_version")}]},
+    )
     return release, runs
 
 

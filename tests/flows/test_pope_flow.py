@@ -10,6 +10,7 @@ absent object and every wrong No about a present flag or tower, breaks the right
 the tripod it cannot find and keeps the wrong Yes about the camera it imagines. Grounding from
 the annotated boxes the probes were built from is refused unless asked for as an upper bound
 (issue 32 item 15)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -23,23 +24,33 @@ import yaml
 from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.flows import flowkit
 from tests.releases.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
 
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, fixtures_root, prefect_harness):
     fx = fixtures_root / "pope"
     return flowkit.pope_runs(
-        tmp_path_factory, "pope", lvlm=fx / "kestrel_models/lvlm.jsonl",
+        tmp_path_factory,
+        "pope",
+        lvlm=fx / "kestrel_models/lvlm.jsonl",
         grounding=f"detector:{fx}/detector/rules.jsonl",
         models={"blind": {"backend": "scripted", "script": str(fx / "kestrel_models/plain.jsonl")}},
-        pope={"sources": [{"name": "pope", "root": str(fx / "published")},
-                          {"name": "pope_objects", "root": str(fx / "objects"),
-                           "options": {"dataset": "built", "sample_num": 2, "seed": 13}}],
-              "seed": 5})
+        pope={
+            "sources": [
+                {"name": "pope", "root": str(fx / "published")},
+                {
+                    "name": "pope_objects",
+                    "root": str(fx / "objects"),
+                    "options": {"dataset": "built", "sample_num": 2, "seed": 13},
+                },
+            ],
+            "seed": 5,
+        },
+    )
 
 
 def test_release_is_valid_balanced_and_explains_itself(run) -> None:
@@ -49,20 +60,39 @@ def test_release_is_valid_balanced_and_explains_itself(run) -> None:
     probes = release.frame("probes")
     counts = probes.group_by(["split", "label"]).len().sort(["split", "label"]).rows()
     # built: 8 + 8 per split; published: random 3 + 3 (one "no" dropped to balance), adversarial 2 + 2
-    assert counts == [("adversarial", "no", 10), ("adversarial", "yes", 10), ("popular", "no", 8),
-                      ("popular", "yes", 8), ("random", "no", 11), ("random", "yes", 11)]
+    assert counts == [
+        ("adversarial", "no", 10),
+        ("adversarial", "yes", 10),
+        ("popular", "no", 8),
+        ("popular", "yes", 8),
+        ("random", "no", 11),
+        ("random", "yes", 11),
+    ]
     assert set(probes["origin"]) == {"published", "built"}
     ledger = pl.from_arrow(release.ledger)
     assert ledger.filter(pl.col("verdict") == "drop")["check"].to_list() == ["pope.balance.v1"]
     quarantine = pl.read_parquet(str(path / "quarantine.parquet"))
-    assert quarantine.height == 5 and "malformed record: label 'maybe' is not yes or no" in quarantine["reason"].to_list()
+    assert (
+        quarantine.height == 5 and "malformed record: label 'maybe' is not yes or no" in quarantine["reason"].to_list()
+    )
     # one row per (dataset, split), as POPE reports them: the repository clone's coco and aokvqa files
     # (output/coco/, output/seem/aokvqa/) and the built probes, never pooled
     splits = {(r["dataset"], r["split"]): r for r in release.manifest.statistics["splits"]}
-    assert sorted(splits) == [("aokvqa", "adversarial"), ("built", "adversarial"), ("built", "popular"),
-                              ("built", "random"), ("coco", "random")]
-    assert splits[("coco", "random")] == {"dataset": "coco", "split": "random", "probes": 6, "yes": 3, "no": 3,
-                                          "images": 2}
+    assert sorted(splits) == [
+        ("aokvqa", "adversarial"),
+        ("built", "adversarial"),
+        ("built", "popular"),
+        ("built", "random"),
+        ("coco", "random"),
+    ]
+    assert splits[("coco", "random")] == {
+        "dataset": "coco",
+        "split": "random",
+        "probes": 6,
+        "yes": 3,
+        "no": 3,
+        "images": 2,
+    }
     assert probes.filter(pl.col("source_id") == "coco/random/8")["image_file"].to_list() == ["COCO_fixture_000002.jpg"]
     assert set(probes.filter(pl.col("source") == "pope")["dataset"]) == {"coco", "aokvqa"}
     assert "POPE probes object hallucination" in (path / "README.md").read_text()
@@ -99,8 +129,13 @@ def test_kestrel_corrects_hallucinations_and_names_its_stand_ins(run) -> None:
     assert "detector" not in json.loads((runs["plain"] / "release.json").read_text())
     metrics = pl.read_parquet(str(runs["kestrel"] / "metrics.parquet"))
     assert sorted(metrics.select("dataset", "split").rows()) == [
-        ("all", "all"), ("aokvqa", "adversarial"), ("built", "adversarial"), ("built", "popular"),
-        ("built", "random"), ("coco", "random")]
+        ("all", "all"),
+        ("aokvqa", "adversarial"),
+        ("built", "adversarial"),
+        ("built", "popular"),
+        ("built", "random"),
+        ("coco", "random"),
+    ]
     assert "| Dataset | Split |" in table and "| coco | random |" in table
     for name in ("plain", "kestrel"):
         row = pl.read_parquet(str(runs[name] / "metrics.parquet")).filter(pl.col("split") == "all").row(0, named=True)
@@ -120,13 +155,28 @@ def test_grounding_from_the_probes_own_annotations_is_oracle_grounding(run, tmp_
     oracle["evaluation"]["pope"]["kestrel"]["grounding"] = f"boxes:{fixtures_root}/pope/objects"
     (tmp_path / "oracle.yaml").write_text(yaml.safe_dump(oracle))
     with pytest.raises(EvaluationError, match="reads the annotations the POPE labels come from"):
-        evaluate_release(release=str(release), model="lvlm", config=str(tmp_path / "oracle.yaml"),
-                         options={"system": "kestrel"}, out=str(tmp_path / "refused"))
+        evaluate_release(
+            release=str(release),
+            model="lvlm",
+            config=str(tmp_path / "oracle.yaml"),
+            options={"system": "kestrel"},
+            out=str(tmp_path / "refused"),
+        )
     assert not (tmp_path / "refused").exists()
-    out = Path(evaluate_release(release=str(release), model="lvlm", config=str(tmp_path / "oracle.yaml"),
-                                options={"system": "kestrel", "oracle_grounding": True}, out=str(tmp_path / "upper")))
-    assert (out / "table.md").read_text().startswith("# lvlm on pope 1.0.0 (kestrel system, oracle grounding (upper "
-                                                     "bound))")
+    out = Path(
+        evaluate_release(
+            release=str(release),
+            model="lvlm",
+            config=str(tmp_path / "oracle.yaml"),
+            options={"system": "kestrel", "oracle_grounding": True},
+            out=str(tmp_path / "upper"),
+        )
+    )
+    assert (
+        (out / "table.md")
+        .read_text()
+        .startswith("# lvlm on pope 1.0.0 (kestrel system, oracle grounding (upper bound))")
+    )
 
 
 def test_compare_evals_shows_corrected_and_broken(run, capsys, monkeypatch) -> None:
@@ -156,7 +206,6 @@ def test_why_prints_a_kestrel_items_rounds(run, capsys, monkeypatch) -> None:
     assert code == 2 and "unknown item 'nope'" in err and out == ""  # no heading before the error (issue 31.21)
 
 
-
 def test_a_rerun_returns_the_release(run) -> None:
     from mmcurate.flows.pope.curate import pope
 
@@ -174,9 +223,13 @@ def test_a_run_it_cannot_make_is_refused_before_any_flow(run, capsys, monkeypatc
     ungrounded = yaml.safe_load(config.read_text())
     del ungrounded["evaluation"]
     (tmp_path / "ungrounded.yaml").write_text(yaml.safe_dump(ungrounded))
-    for extra, message in (((str(config), "--model", "blind"), "model 'blind' cannot see them (vision: false)"),
-                           ((str(tmp_path / "ungrounded.yaml"), "--model", "lvlm", "--system", "kestrel"),
-                            "--system kestrel needs a grounding agent")):
+    for extra, message in (
+        ((str(config), "--model", "blind"), "model 'blind' cannot see them (vision: false)"),
+        (
+            (str(tmp_path / "ungrounded.yaml"), "--model", "lvlm", "--system", "kestrel"),
+            "--system kestrel needs a grounding agent",
+        ),
+    ):
         code, _, err = run_cli(capsys, monkeypatch, "evaluate", str(release), "--config", *extra)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
@@ -189,7 +242,6 @@ def test_lmms_eval_tasks_give_the_plain_runs_numbers(run, tmp_path) -> None:
     from mmcurate.evaluation.pope.harness import POPE_METRICS
     from mmcurate.releases.lmms_export import export_release, group_name
     from mmcurate.releases.pope.draft import KIND
-
     from tests.releases.lmms_helpers import harness_numbers
 
     _, _, release, runs = run
@@ -198,8 +250,11 @@ def test_lmms_eval_tasks_give_the_plain_runs_numbers(run, tmp_path) -> None:
     replies = dict(pl.read_parquet(str(runs["plain"] / "answers.parquet")).select("sample_id", "reply").iter_rows())
     group = group_name("pope", opened.version)
     numbers = harness_numbers(tmp_path / "tasks", group, {"*": replies}, tmp_path)
-    expected = {(row["dataset"], row["split"]): row
-                for row in pl.read_parquet(str(runs["plain"] / "metrics.parquet")).to_dicts() if row["dataset"] != "all"}
+    expected = {
+        (row["dataset"], row["split"]): row
+        for row in pl.read_parquet(str(runs["plain"] / "metrics.parquet")).to_dicts()
+        if row["dataset"] != "all"
+    }
     assert len(expected) > 3 and set(numbers) == {f"{group}_{d}_{s}" for d, s in expected}  # several datasets
     for (dataset, split), row in expected.items():
         for metric in POPE_METRICS:

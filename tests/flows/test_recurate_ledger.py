@@ -8,6 +8,7 @@
 - The new version carries CHANGELOG.md (sealed, in the card) naming the removal and its model.
 - Over a budget, nothing is called.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,7 @@ from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.manifest import load_manifest, seal
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.flows import flowkit
-
 from tests.releases.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
@@ -43,9 +42,15 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     home.mkdir()
     knower = home / "knower.jsonl"
     knower.write_text(json.dumps({"when_all": [HUBBLE], "when_none": ["Evidence:"], "answer": "1990"}) + "\n")
-    config = flowkit.scripted_config(home, fixtures_root, pool=["vlm-reader"], models={
-        "vlm-reader": flowkit.READER,
-        "knower": {"backend": "scripted", "script": str(knower), "default": "Atlantis", "revision": "knower-1"}})
+    config = flowkit.scripted_config(
+        home,
+        fixtures_root,
+        pool=["vlm-reader"],
+        models={
+            "vlm-reader": flowkit.READER,
+            "knower": {"backend": "scripted", "script": str(knower), "default": "Atlantis", "revision": "knower-1"},
+        },
+    )
     release = Path(deflectionbench(config=str(config)))
     return home, config, release, Path(recurate_release(release=str(release), add_model=["knower"], config=str(config)))
 
@@ -69,10 +74,10 @@ def test_without_the_cache_only_the_new_model_is_asked(built, tmp_path, asked, c
     assert set(asked) == {"knower"} and asked["knower"] > 0  # no request reached vlm-reader
     # the calls the run log states are the card's, and its requests are those calls and cache hits
     card = [r for r in open_release(new).manifest.statistics["calls"] if r["step"] != "total"]
-    assert flowkit.logged_calls(caplog.text) == {(r["step"], r["model"]): (r["calls"], r["cache_hits"], r["failures"])
-                                                 for r in card}
-    assert flowkit.logged_requests(caplog.text) == {(r["step"], r["model"]): r["calls"] + r["cache_hits"]
-                                                    for r in card}
+    assert flowkit.logged_calls(caplog.text) == {
+        (r["step"], r["model"]): (r["calls"], r["cache_hits"], r["failures"]) for r in card
+    }
+    assert flowkit.logged_requests(caplog.text) == {(r["step"], r["model"]): r["calls"] + r["cache_hits"] for r in card}
     assert open_release(new).sample_ids == open_release(cached).sample_ids
     ledger = open_release(new).ledger.to_pylist()
     reused = [r for r in ledger if r["model"] == "vlm-reader" and "recorded_in" in json.loads(r["detail"])]
@@ -97,19 +102,34 @@ def test_the_parent_is_recorded_by_content_id_and_checked(built, tmp_path):
     from mmcurate.flows.recurate import recurate_release
 
     home, config, release, cached = built
-    assert open_release(cached).manifest.parent.recorded() == {"version": "1.0.0",
-                                                                "content_id": open_release(release).manifest.sealed}
+    assert open_release(cached).manifest.parent.recorded() == {
+        "version": "1.0.0",
+        "content_id": open_release(release).manifest.sealed,
+    }
     # another config whose releases_root holds another 1.0.0 (other content, so another content id)
-    other = flowkit.scripted_config(tmp_path / "other", flowkit.REPO / "tests" / "fixtures" / "generated",
-                                    pool=["vlm-reader"], models={"vlm-reader": flowkit.READER})
+    other = flowkit.scripted_config(
+        tmp_path / "other",
+        flowkit.REPO / "tests" / "fixtures" / "generated",
+        pool=["vlm-reader"],
+        models={"vlm-reader": flowkit.READER},
+    )
     sibling = tmp_path / "other" / "releases" / "deflectionbench" / "1.0.0"
     shutil.copytree(release, sibling)
     (sibling / "README.md").write_text("another card\n")
     seal(sibling, {k: v for k, v in load_manifest(sibling).recorded().items() if k not in ("files", "sealed")})
     assert verify_release(sibling).ok
     spec = tmp_path / "knower.yaml"  # the knower as a model file: the other config does not define it
-    spec.write_text(json.dumps({"name": "knower", "backend": "scripted", "script": str(home / "knower.jsonl"),
-                                "default": "Atlantis", "revision": "knower-1"}))
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "knower",
+                "backend": "scripted",
+                "script": str(home / "knower.jsonl"),
+                "default": "Atlantis",
+                "revision": "knower-1",
+            }
+        )
+    )
     with pytest.raises(ReleaseError) as refused:
         recurate_release(release=str(release), add_model=[str(spec)], config=str(other))
     assert "\n" not in str(refused.value) and "content ids differ" in str(refused.value)
@@ -169,8 +189,9 @@ def test_over_budget_nothing_is_called(built, tmp_path, monkeypatch):
 
 def test_the_command_checks_before_prefect_starts(built, tmp_path, capsys, monkeypatch):
     home, config, release, _ = built
-    code, _, err = run_cli(capsys, monkeypatch, "recurate", str(release), "--add-model", "teacher=knower",
-                           "--config", str(config))
+    code, _, err = run_cli(
+        capsys, monkeypatch, "recurate", str(release), "--add-model", "teacher=knower", "--config", str(config)
+    )
     assert code == 2 and err.count("\n") == 1 and "deflectionbench takes the roles gating" in err
     moved = tmp_path / "shallow" / "1.0.0"
     shutil.copytree(release, moved)
@@ -179,7 +200,7 @@ def test_the_command_checks_before_prefect_starts(built, tmp_path, capsys, monke
 
 
 def test_ingested_means_one_thing_in_both_cards(built):
-    """"ingested" is what was read from the raw sources, in the first release and in its
+    """ "ingested" is what was read from the raw sources, in the first release and in its
     re-curation alike (which inherits it); the re-curation's input, the parent's samples, is
     "in 1.0.0", as in its CHANGELOG."""
     _, _, release, cached = built

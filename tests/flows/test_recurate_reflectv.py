@@ -2,6 +2,7 @@
 dialogues again (a trajectory whose scores break the rules is removed), a new verifier
 checks the marks again (a no collapses the chain), rho is kept; the original teacher and
 verifier are never asked."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ import pytest
 from mmcurate.releases.manifest import recorded_validation
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
@@ -23,13 +23,22 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     from mmcurate.flows.reflectv.curate import reflectv
 
     return flowkit.recurate_base(
-        tmp_path_factory, "recurate-reflectv", reflectv,
-        lambda home, models: flowkit.reflectv_config(home, fixtures_root, models=models), {
+        tmp_path_factory,
+        "recurate-reflectv",
+        reflectv,
+        lambda home, models: flowkit.reflectv_config(home, fixtures_root, models=models),
+        {
             "strict": {"backend": "scripted", "script": "strict.jsonl", "vision": True, "revision": "strict-1"},
-            "critic": {"backend": "scripted", "script": "critic.jsonl", "default": "yes", "vision": True,
-                       "revision": "critic-1"},
-            "nay": {"backend": "scripted", "script": "nay.jsonl", "default": "no", "vision": True,
-                    "revision": "nay-1"}})
+            "critic": {
+                "backend": "scripted",
+                "script": "critic.jsonl",
+                "default": "yes",
+                "vision": True,
+                "revision": "critic-1",
+            },
+            "nay": {"backend": "scripted", "script": "nay.jsonl", "default": "no", "vision": True, "revision": "nay-1"},
+        },
+    )
 
 
 def teacher_rules(dialogues: list[dict], plateau: str) -> list[dict]:
@@ -39,8 +48,12 @@ def teacher_rules(dialogues: list[dict], plateau: str) -> list[dict]:
     for row in dialogues:
         for turn in reversed(row["dialogue"]):
             score = 5 if row["sample_id"] == plateau else turn["score"]
-            rules.append({"when_all": [row["question"], f"Student answer: {turn['answer']}"],
-                          "answer": f"Score: {score}\nFeedback: {turn['feedback']}"})
+            rules.append(
+                {
+                    "when_all": [row["question"], f"Student answer: {turn['answer']}"],
+                    "answer": f"Score: {score}\nFeedback: {turn['feedback']}",
+                }
+            )
     return rules
 
 
@@ -54,12 +67,15 @@ def test_new_teacher_and_verifier_recheck_the_trajectories(built, asked):
     dropped, doubted = chains[0], chains[1]
     released = {r["sample_id"] for r in trajectories}
     dialogues = [r for r in parent.table("dialogues").to_pylist() if r["sample_id"] in released]
-    (home / "strict.jsonl").write_text("".join(json.dumps(r) + "\n" for r in teacher_rules(dialogues,
-                                                                                          dropped["sample_id"])))
-    (home / "critic.jsonl").write_text(json.dumps({"when_all": [f"Question: {doubted['question']}"],
-                                                   "answer": "no"}) + "\n")
-    new = Path(recurate_release(release=str(release), add_model=["teacher=strict", "verifier=critic"],
-                                config=str(config)))
+    (home / "strict.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in teacher_rules(dialogues, dropped["sample_id"]))
+    )
+    (home / "critic.jsonl").write_text(
+        json.dumps({"when_all": [f"Question: {doubted['question']}"], "answer": "no"}) + "\n"
+    )
+    new = Path(
+        recurate_release(release=str(release), add_model=["teacher=strict", "verifier=critic"], config=str(config))
+    )
     assert set(asked) == {"strict", "critic"}  # the original teacher and verifier were not asked
     assert asked["strict"] == sum(len(r["dialogue"]) for r in dialogues)
     assert new == release.parent / "1.1.0" and verify_release(new).ok and recorded_validation(new)["success"]
@@ -93,8 +109,7 @@ def test_a_verifier_that_rejects_every_mark_collapses_every_chain_into_a_valid_r
 
     home, config, release = built
     parent = open_release(release).table("trajectories").to_pylist()
-    new = Path(recurate_release(release=str(release), add_model=["verifier=nay"], config=str(config),
-                                version="1.2.0"))
+    new = Path(recurate_release(release=str(release), add_model=["verifier=nay"], config=str(config), version="1.2.0"))
     assert verify_release(new).ok and recorded_validation(new)["success"]
     rows = open_release(new).table("trajectories").to_pylist()
     assert rows and {(r["format"], r["depth"], len(r["conversation"])) for r in rows} == {("single_turn", 0, 1)}

@@ -2,6 +2,7 @@
 necessity filter and a new entailment judge decides the citations again; the original
 inspector is never asked (its graded answers come from the ledger), only new calls are made.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ import pytest
 
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
@@ -22,10 +22,15 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     from mmcurate.flows.reflvqa.curate import reflvqa
 
     return flowkit.recurate_base(
-        tmp_path_factory, "recurate-reflvqa", reflvqa,
-        lambda home, models: flowkit.reflvqa_config(home, fixtures_root, models), {
+        tmp_path_factory,
+        "recurate-reflvqa",
+        reflvqa,
+        lambda home, models: flowkit.reflvqa_config(home, fixtures_root, models),
+        {
             name: {"backend": "scripted", "script": f"{name}.jsonl", "default": default, "revision": f"{name}-1"}
-            for name, default in (("inspector", "I am not sure."), ("sage", "I am not sure."), ("skeptic", "no"))})
+            for name, default in (("inspector", "I am not sure."), ("sage", "I am not sure."), ("skeptic", "no"))
+        },
+    )
 
 
 def test_new_inspector_and_judge_are_the_only_calls(built, asked):
@@ -36,8 +41,9 @@ def test_new_inspector_and_judge_are_the_only_calls(built, asked):
     qa = parent.table("qa").to_pylist()
     known = qa[0]  # the sage answers this question with the Reddit answer itself: no image needed
     (home / "sage.jsonl").write_text(json.dumps({"when_all": [known["question"]], "answer": known["answer"]}) + "\n")
-    new = Path(recurate_release(release=str(release), add_model=["sage", "text_entailment=skeptic"],
-                                config=str(config)))
+    new = Path(
+        recurate_release(release=str(release), add_model=["sage", "text_entailment=skeptic"], config=str(config))
+    )
     assert new == release.parent / "1.1.0" and verify_release(new).ok
     assert set(asked) == {"sage", "skeptic"} and asked["sage"] == len(qa)  # the inspector was not asked
     recurated = open_release(new)
@@ -51,8 +57,9 @@ def test_new_inspector_and_judge_are_the_only_calls(built, asked):
     changelog = (new / "CHANGELOG.md").read_text()
     assert f"`{known['sample_id']}` (reddit)" in changelog and "[model `sage`]" in changelog
     cited_before = [r["sample_id"] for r in qa[1:] if any(s["text_citations"] for s in r["sentences"])]
-    assert cited_before and all(f"`{sid}` (reddit): citation/citation.recheck: changed" in changelog
-                                for sid in cited_before)
+    assert cited_before and all(
+        f"`{sid}` (reddit): citation/citation.recheck: changed" in changelog for sid in cited_before
+    )
     assert recurated.manifest.parent.version == "1.0.0" and recurated.manifest.judge_name == "llm:skeptic"
 
 

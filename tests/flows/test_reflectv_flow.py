@@ -1,6 +1,7 @@
 """The ReflectV flow end to end on scripted models (student, teacher, rewriter, verifier) and the
 bundled fixtures: the release, its Figure 5 statistics, loading it with datasets and polars, a
 rerun that makes no model call."""
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,9 @@ from datasets import load_dataset
 from mmcurate.annotation.reflectv.turns import conversation_defects
 from mmcurate.core.text import find_answer
 from mmcurate.models.cache import ResponseCache
-from mmcurate.releases.reader import open_release
 from mmcurate.releases.manifest import recorded_validation
+from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
@@ -39,20 +39,31 @@ def test_release_is_valid_and_explains_itself(run) -> None:
     stats = release.manifest.statistics
     assert [r["remaining"] for r in stats["funnel"]] == [17, 13, 12, 9, 12]
     assert {r["domain"]: (r["original"], r["released"]) for r in stats["domains"]} == {
-        "General QA": (8, 6), "Scene text": (3, 2), "Document": (3, 1), "Chart": (3, 3)}
+        "General QA": (8, 6),
+        "Scene text": (3, 2),
+        "Document": (3, 1),
+        "Chart": (3, 3),
+    }
     # Figure 5c: reflective rounds (a QA pair has none, a chain of n answers n - 1)
-    assert stats["depth"] == [{"depth": 0, "multi_turn": 0, "single_turn": 3},
-                              {"depth": 1, "multi_turn": 6, "single_turn": 0},
-                              {"depth": 2, "multi_turn": 3, "single_turn": 0}]
-    assert stats["composition"] == [{"rho": 0.75, "rho_rule": "collapse", "multi_turn": 9, "single_turn": 3,
-                                     "share": 0.75}]
+    assert stats["depth"] == [
+        {"depth": 0, "multi_turn": 0, "single_turn": 3},
+        {"depth": 1, "multi_turn": 6, "single_turn": 0},
+        {"depth": 2, "multi_turn": 3, "single_turn": 0},
+    ]
+    assert stats["composition"] == [
+        {"rho": 0.75, "rho_rule": "collapse", "multi_turn": 9, "single_turn": 3, "share": 0.75}
+    ]
     notes = " ".join(release.manifest.notes)
     assert "scripted model 'student'" in notes and "annotated regions" in notes and "lexical judge" in notes
     assert "captions: fixed sentences (template-v1) stand in" in notes
     readings = {r["setting"]: r["value"] for r in stats["readings"]}
-    assert readings == {"collapse_revealing_feedback": "false", "rho_rule": "collapse (rho 0.75)",
-                        "dense-perception keywords": "question phrase", "caption_order": "after_rewrite",
-                        "depth": "reflective rounds"}
+    assert readings == {
+        "collapse_revealing_feedback": "false",
+        "rho_rule": "collapse (rho 0.75)",
+        "dense-perception keywords": "question phrase",
+        "caption_order": "after_rewrite",
+        "depth": "reflective rounds",
+    }
     assert release.manifest.components["captions"] == "template-v1"
     assert release.manifest.exports["sft"]["records"] == 12
     assert release.manifest.components["grounding"].startswith("boxes:")

@@ -3,6 +3,7 @@ inspector (it never knows the answer, so the lexical grader finds every image ne
 a valid, non-empty release that says what it skipped; a rerun that calls no model; and the
 flow honouring the configured task runner and shard size (a Dask LocalCluster, shards of two
 samples) with the same release content as the thread runner."""
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,8 @@ from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 from mmcurate.tasks.runners import make_task_runner
 from tests.fixtures.builders.reddit import QUESTIONS
-from tests.flows.release_fingerprint import content_fingerprint
-
 from tests.flows import flowkit
+from tests.flows.release_fingerprint import content_fingerprint
 
 pytestmark = pytest.mark.slow
 SHARD = 2
@@ -29,14 +29,26 @@ SHARD = 2
 def config(home: Path, fixtures: Path, runner: str, releases: str) -> Path:
     # asked for one search query, the inspector writes the question itself (so each question has its
     # own query); everything else it is not sure of
-    (home / "inspector.jsonl").write_text("".join(
-        json.dumps({"when_all": ["Search query:", title], "answer": title}) + "\n" for _, _, title, *_ in QUESTIONS))
-    inspector = {"backend": "scripted", "script": "inspector.jsonl", "default": "I am not sure.",
-                 "revision": "inspector-1"}
+    (home / "inspector.jsonl").write_text(
+        "".join(
+            json.dumps({"when_all": ["Search query:", title], "answer": title}) + "\n" for _, _, title, *_ in QUESTIONS
+        )
+    )
+    inspector = {
+        "backend": "scripted",
+        "script": "inspector.jsonl",
+        "default": "I am not sure.",
+        "revision": "inspector-1",
+    }
     return flowkit.reflvqa_config(
-        home, fixtures, {"inspector": inspector}, name=f"{runner}.yaml", releases_root=releases,
+        home,
+        fixtures,
+        {"inspector": inspector},
+        name=f"{runner}.yaml",
+        releases_root=releases,
         task_runner={"kind": runner, "workers": 2, "shard_size": SHARD},
-        evaluation={"reflvqa": {"top_k": 3, "doc_chars": 300, "answer_max_tokens": 40, "evaluators": "lexical"}})
+        evaluation={"reflvqa": {"top_k": 3, "doc_chars": 300, "answer_max_tokens": 40, "evaluators": "lexical"}},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -132,12 +144,19 @@ def test_evaluation_runs_the_grid_over_the_release_and_writes_table_5(run):
     assert "a stand-in finds them by the caption their source gives them" in table  # image retrieval, said so
     assert "fusion: rerank (one reranking stage scores text and image candidates on one scale" in table
     # seed 004, C.2's generation settings, recorded and named with what the scripted model cannot apply
-    assert "Decoding: temperature 0.7, top-p 0.95, repetition penalty 1.0, longest image side (px) 512, from " \
-           "evaluation.reflvqa.decoding (seed 004, C.2" in table
+    assert (
+        "Decoding: temperature 0.7, top-p 0.95, repetition penalty 1.0, longest image side (px) 512, from "
+        "evaluation.reflvqa.decoding (seed 004, C.2" in table
+    )
     assert "Answers: at most 40 new tokens (evaluation.reflvqa.answer_max_tokens; seed 004, C.2: 2,048)." in table
     decoding = json.loads((out / "release.json").read_text())["decoding"]
     assert {k: decoding[k] for k in ("reading", "temperature", "top_p", "image_max_side", "max_new_tokens")} == {
-        "reading": "evaluation", "temperature": 0.7, "top_p": 0.95, "image_max_side": 512, "max_new_tokens": 40}
+        "reading": "evaluation",
+        "temperature": 0.7,
+        "top_p": 0.95,
+        "image_max_side": 512,
+        "max_new_tokens": 40,
+    }
     assert set(decoding["not_applied"]) == {"temperature", "top_p", "repetition_penalty", "image_max_side"}
     assert "readings: the model writes N search queries" in table and "two_step_documents: shared" in table
     # the paper's readings by default, each named (issue 32 items 6, 8, 9)
@@ -161,11 +180,16 @@ def test_the_configured_task_runner_and_shards_give_the_same_release(run, fixtur
     on_dask = Path(state.result())
     assert on_dask == home / "releases-dask" / "reflvqa" / "1.0.0"
     assert content_fingerprint(on_dask) == content_fingerprint(threads)
-    funnel = {row["stage"]: row["remaining"]
-              for row in json.loads((on_dask / "manifest.json").read_text())["statistics"]["funnel"]}
+    funnel = {
+        row["stage"]: row["remaining"]
+        for row in json.loads((on_dask / "manifest.json").read_text())["statistics"]["funnel"]
+    }
     candidates = funnel["candidate QA pairs (ingest)"]
-    wanted = {"relevance-": 1,  # compares posts across the table: one shard
-              "necessity-": math.ceil(candidates / SHARD), "factcheck-": math.ceil(funnel["necessity"] / SHARD)}
+    wanted = {
+        "relevance-": 1,  # compares posts across the table: one shard
+        "necessity-": math.ceil(candidates / SHARD),
+        "factcheck-": math.ceil(funnel["necessity"] / SHARD),
+    }
     assert wanted["necessity-"] > 1 and flowkit.shard_runs(state.state_details.flow_run_id, wanted) == wanted
 
 
@@ -180,15 +204,19 @@ def test_a_second_evaluation_adds_its_settings_to_the_folder(run, tmp_path):
     evaluate_release(release=str(release_path), model="inspector", config=str(path), out=str(out), options=first)
     before = pl.read_parquet(out / "answers.parquet")
     grades_before = pl.read_parquet(out / "grades.parquet")
-    evaluate_release(release=str(release_path), model="inspector", config=str(path), out=str(out),
-                     options={"settings": ["text"]})
+    evaluate_release(
+        release=str(release_path), model="inspector", config=str(path), out=str(out), options={"settings": ["text"]}
+    )
     answers = pl.read_parquet(out / "answers.parquet")
     questions = open_release(release_path).frame("qa").height
     cells = sorted(answers.select(["setting", "n_queries"]).unique().rows())
     assert cells == [("image", 1), ("image", 2), ("text", 1), ("two-step", 1), ("two-step", 2)]
     assert answers.height == 5 * questions
-    assert answers.filter(pl.col("setting") != "text").sort(["setting", "n_queries", "sample_id"]).equals(
-        before.sort(["setting", "n_queries", "sample_id"]))  # the first run's rows, untouched
+    assert (
+        answers.filter(pl.col("setting") != "text")
+        .sort(["setting", "n_queries", "sample_id"])
+        .equals(before.sort(["setting", "n_queries", "sample_id"]))
+    )  # the first run's rows, untouched
     grades = pl.read_parquet(out / "grades.parquet")
     assert grades.filter(pl.col("setting") != "text").height == grades_before.height
     metrics = pl.read_parquet(out / "metrics.parquet")
@@ -198,9 +226,15 @@ def test_a_second_evaluation_adds_its_settings_to_the_folder(run, tmp_path):
         assert f"| inspector + {row} |" in table
     assert "TextRAG, ImageRAG, Two-step MultiRAG with N = 1, 2 search queries" in table.splitlines()[0]
     assert "Also shown: 4 cells of earlier runs" in table
-    counts = dict(line.strip("| ").split(" | ") for line in table.split("## Counts")[1].split("##")[0].splitlines()
-                  if line.startswith("| ") and "count" not in line)
+    counts = dict(
+        line.strip("| ").split(" | ")
+        for line in table.split("## Counts")[1].split("##")[0].splitlines()
+        if line.startswith("| ") and "count" not in line
+    )
     requested = answers.filter(pl.col("queries").list.len() > 0)  # N = 2: one scripted line is no 2 queries
-    assert counts["answers requested"] == str(requested.height) and set(requested["setting"]) == {"text", "image",
-                                                                                                   "two-step"}
+    assert counts["answers requested"] == str(requested.height) and set(requested["setting"]) == {
+        "text",
+        "image",
+        "two-step",
+    }
     assert set(pl.read_parquet(out / "retrieval.parquet")["searched"].to_list()) == {"text", "image", "text+image"}

@@ -1,5 +1,6 @@
 """The RefLVQA flow with the MAD cutoff and Kestrel sentence verification, on scripted models,
 and ``mmcurate why`` showing the claim trace."""
+
 from __future__ import annotations
 
 import json
@@ -10,21 +11,33 @@ import pytest
 
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 
 
 def record(status, confidence, citations):
-    return json.dumps({"verdict": status, "checked": [
-        {"claim_id": "c1", "status": status, "confidence": confidence, "why": f"{status} (scripted)",
-         "citations": citations}]})
+    return json.dumps(
+        {
+            "verdict": status,
+            "checked": [
+                {
+                    "claim_id": "c1",
+                    "status": status,
+                    "confidence": confidence,
+                    "why": f"{status} (scripted)",
+                    "citations": citations,
+                }
+            ],
+        }
+    )
 
 
 # sentences starting "She " (the fixture's astronaut answer) are contradicted; the rest are supported twice
-VERIFIER = [{"when_all": ["Statement: She "], "answer": record("contradicted", 0.95, ["e1"])},
-            {"when_all": ["Statement: ", "Previous verdict"], "answer": record("supported", 0.95, ["e1"])}]
+VERIFIER = [
+    {"when_all": ["Statement: She "], "answer": record("contradicted", 0.95, ["e1"])},
+    {"when_all": ["Statement: ", "Previous verdict"], "answer": record("supported", 0.95, ["e1"])},
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +47,24 @@ def run(tmp_path_factory, fixtures_root, prefect_harness):
     home = tmp_path_factory.mktemp("reflvqa-verify")
     (home / "inspector.jsonl").write_text("")
     (home / "verifier.jsonl").write_text("".join(json.dumps(r) + "\n" for r in VERIFIER))
-    config = flowkit.reflvqa_config(home, fixtures_root, {
-        "inspector": {"backend": "scripted", "script": "inspector.jsonl", "default": "no idea"},
-        "verifier": {"backend": "scripted", "script": "verifier.jsonl",
-                     "default": record("supported", 0.95, ["e1"])},
-    }, limit=4, reflvqa={
-        "top_text": 10,
-        "cutoff": {"kind": "mad", "tau": 0.1, "lambda": 1.5, "max_keep": 3},
-        "verification": {"verifier": "verifier", "claims": "heuristic", "gate": {"thresholds": {"count": 0.88}}},
-    })
+    config = flowkit.reflvqa_config(
+        home,
+        fixtures_root,
+        {
+            "inspector": {"backend": "scripted", "script": "inspector.jsonl", "default": "no idea"},
+            "verifier": {
+                "backend": "scripted",
+                "script": "verifier.jsonl",
+                "default": record("supported", 0.95, ["e1"]),
+            },
+        },
+        limit=4,
+        reflvqa={
+            "top_text": 10,
+            "cutoff": {"kind": "mad", "tau": 0.1, "lambda": 1.5, "max_keep": 3},
+            "verification": {"verifier": "verifier", "claims": "heuristic", "gate": {"thresholds": {"count": 0.88}}},
+        },
+    )
     return home, Path(reflvqa(config=str(config)))
 
 
@@ -83,8 +105,10 @@ def test_release_cites_through_the_cutoff_and_records_verification(run):
         if row["verdict"] == "supported":
             assert detail["rounds"] == 2 and detail["stopped"] == "stable" and not detail["after"]["flagged"]
     # the release's sentences are the verified ones
-    by_id = {(r["sample_id"], json.loads(r["detail"])["sentence"]): json.loads(r["detail"])["after"]
-             for r in sentences.iter_rows(named=True)}
+    by_id = {
+        (r["sample_id"], json.loads(r["detail"])["sentence"]): json.loads(r["detail"])["after"]
+        for r in sentences.iter_rows(named=True)
+    }
     for row in qa.iter_rows(named=True):
         for s in row["sentences"]:
             if (row["sample_id"], s["index"]) in by_id:
@@ -107,4 +131,4 @@ def test_why_shows_the_claim_trace(run, capsys, monkeypatch):
     assert "existence claim c1" in out or "count claim c1" in out
     assert "confidence 0.95 >= " in out and "(confident); cites e1 (" in out
     assert "stopped: " in out and "citation/citation.cutoff" in out and "mad kept " in out
-    assert "claim c1 \"She " in out and "contradicted" in out and "gate" in out
+    assert 'claim c1 "She ' in out and "contradicted" in out and "gate" in out

@@ -6,6 +6,7 @@ another model) differ from the release of its version is refused with one line n
 difference, before the pipeline starts. Manifests and cards name no directory of the
 machine that built them, so a release copied elsewhere re-curates beside itself.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,15 @@ from mmcurate.releases.errors import ReleaseExists
 from mmcurate.releases.manifest import ABSOLUTE_PATH
 from mmcurate.releases.reader import list_versions, open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
-PARROT = {"backend": "scripted", "script": str(flowkit.DRYRUN / "llm-guesser.jsonl"), "default": "Atlantis",
-          "revision": "parrot-1"}  # another model, for a re-curation under a version taken already
+PARROT = {
+    "backend": "scripted",
+    "script": str(flowkit.DRYRUN / "llm-guesser.jsonl"),
+    "default": "Atlantis",
+    "revision": "parrot-1",
+}  # another model, for a re-curation under a version taken already
 
 
 HUBBLE = "Question: In what year was the Hubble Space Telescope launched?"
@@ -39,9 +43,16 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     home.mkdir()
     knower = home / "knower.jsonl"
     knower.write_text(json.dumps({"when_all": [HUBBLE], "when_none": ["Evidence:"], "answer": "1990"}) + "\n")
-    config = flowkit.scripted_config(home, fixtures_root, pool=["vlm-reader"], models={
-        "vlm-reader": flowkit.READER, "parrot": PARROT,
-        "knower": {"backend": "scripted", "script": str(knower), "default": "Atlantis", "revision": "knower-1"}})
+    config = flowkit.scripted_config(
+        home,
+        fixtures_root,
+        pool=["vlm-reader"],
+        models={
+            "vlm-reader": flowkit.READER,
+            "parrot": PARROT,
+            "knower": {"backend": "scripted", "script": str(knower), "default": "Atlantis", "revision": "knower-1"},
+        },
+    )
     return home, config, Path(deflectionbench(config=str(config)))
 
 
@@ -78,7 +89,9 @@ def test_recuration_calls_only_the_new_model_and_explains_removals(built):
         reader_answers = cache.count("vlm-reader")
     new = Path(recurate_release(release=str(release), add_model=["knower"], config=str(config)))
     assert new.name == "1.1.0" and open_release(new).manifest.parent.recorded() == {
-        "version": "1.0.0", "content_id": open_release(release).manifest.sealed}
+        "version": "1.0.0",
+        "content_id": open_release(release).manifest.sealed,
+    }
     assert verify_release(new).ok  # its sealed body and its counts per source, against its data
     with ResponseCache.open(f"sqlite:///{flowkit.cache_path(home)}") as cache:
         assert cache.count("vlm-reader") == reader_answers  # the earlier model: cache hits only

@@ -8,6 +8,7 @@ cache, then kills the whole process group: exactly ``ADMIT`` Stage I calls were 
 The rerun goes through the same stub, no longer holding anything. The uninterrupted run is
 the shared baseline on the scripted backend, which answers by the same script.
 """
+
 from __future__ import annotations
 
 import signal
@@ -16,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from mmcurate.releases.reader import list_versions
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
@@ -28,9 +28,11 @@ def _half_written(root: Path) -> list[str]:
     folder = root / "deflectionbench"
     if not folder.is_dir():
         return []
-    return [p.name for p in folder.iterdir()
-            if p.is_dir() and not p.name.startswith(".tmp-") and not (p / "manifest.json").is_file()]
-
+    return [
+        p.name
+        for p in folder.iterdir()
+        if p.is_dir() and not p.name.startswith(".tmp-") and not (p / "manifest.json").is_file()
+    ]
 
 
 def test_kill9_mid_stage_i_then_resume(tmp_path, fixtures_root, tmp_path_factory, prefect_harness):

@@ -2,6 +2,7 @@
 (a local moto S3 server, s3fs as the client: tests/s3_server.py), against the same run on
 plain paths: the release's data files are the same bytes, ``verify`` passes on the S3 copy,
 and only what a ``_COMPLETE`` marker names is ever read as a release."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ import pytest
 import yaml
 
 from mmcurate.core.storage import MARKER, Location
-from tests.flows.release_fingerprint import content_fingerprint
 from tests.dryrun import dryrun_config
+from tests.flows.release_fingerprint import content_fingerprint
 from tests.releases.cli_helpers import one_line, run_process
 
 pytestmark = pytest.mark.slow
@@ -31,8 +32,9 @@ def data_files(release: Path) -> dict[str, bytes]:
     return {p.relative_to(release).as_posix(): p.read_bytes() for p in sorted((release / "data").rglob("*.parquet"))}
 
 
-def test_the_dry_run_on_s3_publishes_the_local_release_byte_for_byte(tmp_path, fixtures_root, prefect_harness,
-                                                                       s3_bucket, monkeypatch):
+def test_the_dry_run_on_s3_publishes_the_local_release_byte_for_byte(
+    tmp_path, fixtures_root, prefect_harness, s3_bucket, monkeypatch
+):
     from mmcurate.flows.deflectionbench.curate import deflectionbench
 
     monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "scratch"))
@@ -54,6 +56,7 @@ def test_the_dry_run_on_s3_publishes_the_local_release_byte_for_byte(tmp_path, f
     assert code == 0 and out.strip().endswith("verified"), (out, err)
     # the S3 copy read back through the release reader is the local release's content
     from mmcurate.releases.reader import local_folder
+
     assert content_fingerprint(local_folder(url)) == content_fingerprint(local_release)
 
     stored_marker = (stored / MARKER).read_bytes()
@@ -64,9 +67,9 @@ def test_the_dry_run_on_s3_publishes_the_local_release_byte_for_byte(tmp_path, f
     (stored / MARKER).write_bytes(stored_marker)
 
 
-def test_a_crash_mid_publication_leaves_no_release_and_the_rerun_publishes_it(tmp_path, fixtures_root,
-                                                                              prefect_harness, s3_bucket,
-                                                                              monkeypatch):
+def test_a_crash_mid_publication_leaves_no_release_and_the_rerun_publishes_it(
+    tmp_path, fixtures_root, prefect_harness, s3_bucket, monkeypatch
+):
     import s3fs
 
     from mmcurate.core.storage import complete_children

@@ -6,6 +6,7 @@ Shares its flow run (and rerun) with test_faults.py: the model is an ``openai``-
 spec whose ``api_key_env`` names a random ``sk-test-...`` key, and one request hits a
 server that echoes the credential back in its error body, which must be scrubbed.
 """
+
 from __future__ import annotations
 
 import json

@@ -11,6 +11,7 @@ server stops by itself, and a later command stops any server whose owner is gone
 with its grace period (``session.GRACE``, after which it exits regardless) set to an hour, so it can only
 end before the hang guard by stopping the held call and the flow at once.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,14 +25,12 @@ from pathlib import Path
 import pytest
 
 from mmcurate.tasks.prefect_api import MODULE, _alive, reap_stale
-
 from tests.flows import flowkit
 
 pytestmark = pytest.mark.slow
 PATIENCE = 300.0  # seconds: only ever waited in full if something is broken
 # ``mmcurate`` with the grace period of an interrupted run far beyond PATIENCE
-COMMAND = ("import sys; from mmcurate.cli import main, session; session.GRACE = 3600.0; "
-           "sys.argv[0] = 'mmcurate'; main()")
+COMMAND = "import sys; from mmcurate.cli import main, session; session.GRACE = 3600.0; sys.argv[0] = 'mmcurate'; main()"
 
 
 def _wait(condition, what: str) -> None:
@@ -46,11 +45,19 @@ def _run_until_held(tmp_path: Path, fixtures: Path, stub: flowkit.StubModel) -> 
     config = flowkit.scripted_config(tmp_path, fixtures, models={"vlm-reader": flowkit.stub_spec(stub, timeout=600)})
     (tmp_path / "tmp").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env.update(TMPDIR=str(tmp_path / "tmp"), PREFECT_HOME=str(tmp_path / "prefect"),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", HF_HUB_OFFLINE="1")
-    child = subprocess.Popen([sys.executable, "-c", COMMAND, "run", "deflectionbench", "--config",
-                              str(config)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                             stderr=(tmp_path / "stderr.log").open("wb"))
+    env.update(
+        TMPDIR=str(tmp_path / "tmp"),
+        PREFECT_HOME=str(tmp_path / "prefect"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        HF_HUB_OFFLINE="1",
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", COMMAND, "run", "deflectionbench", "--config", str(config)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "stderr.log").open("wb"),
+    )
     _wait(lambda: stub.arrived.is_set() or child.poll() is not None, "the held model call")
     assert child.poll() is None, (tmp_path / "stderr.log").read_text()[-3000:]
     registry = tmp_path / "tmp" / f"mmcurate-{os.getuid()}"
@@ -59,14 +66,17 @@ def _run_until_held(tmp_path: Path, fixtures: Path, stub: flowkit.StubModel) -> 
     return child, record["server"], registry
 
 
-@pytest.mark.parametrize("signum, code, said", [(signal.SIGINT, 130, "interrupted (Ctrl-C)"),
-                                                (signal.SIGTERM, 143, "stopped by SIGTERM")])
+@pytest.mark.parametrize(
+    "signum, code, said", [(signal.SIGINT, 130, "interrupted (Ctrl-C)"), (signal.SIGTERM, 143, "stopped by SIGTERM")]
+)
 def test_interrupt_stops_the_run_with_one_line_and_its_api_server(tmp_path, fixtures_root, signum, code, said):
     with flowkit.StubModel(flowkit.DRYRUN / "vlm-reader.jsonl", "Atlantis", admit=2) as stub:
         child, server, registry = _run_until_held(tmp_path, fixtures_root, stub)
         child.send_signal(signum)
         try:
-            child.wait(timeout=PATIENCE)  # the held call never returns and the grace is an hour: only a prompt stop ends it
+            child.wait(
+                timeout=PATIENCE
+            )  # the held call never returns and the grace is an hour: only a prompt stop ends it
         finally:
             if child.poll() is None:  # it hung: leave nothing behind
                 child.kill()
@@ -74,7 +84,8 @@ def test_interrupt_stops_the_run_with_one_line_and_its_api_server(tmp_path, fixt
     stderr = (tmp_path / "stderr.log").read_text()
     assert child.returncode == code, stderr[-3000:]
     assert stderr.strip().splitlines()[-1] == (
-        f"mmcurate: {said}; finished model calls are cached: rerun the same command to resume")
+        f"mmcurate: {said}; finished model calls are cached: rerun the same command to resume"
+    )
     assert "Traceback" not in stderr
     _wait(lambda: not _alive(server), "the API server to stop")
     assert list(registry.glob("prefect-api-*.json")) == []

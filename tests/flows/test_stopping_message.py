@@ -1,5 +1,6 @@
 """Ctrl-C says ``stopping...`` the moment it arrives, then the one closing line; a second
 Ctrl-C stops at once (issue 22, item 12). The signal handler is called directly: no timing."""
+
 from __future__ import annotations
 
 import signal

@@ -7,6 +7,7 @@ ledger verdicts, the same statistics. A kill -9 in the middle of a later shard, 
 one, then a rerun: no finished model call is made again and the release is still that one.
 No timing window: the stub model holds a request after ``ADMIT`` answers (tests/flows/flowkit.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 
 from tests.flows import flowkit
 from tests.flows.release_fingerprint import content_fingerprint
@@ -49,13 +49,14 @@ def test_shards_of_seven_give_the_release_of_one_shard(tmp_path, fixtures_root, 
     assert content_fingerprint(streamed) == content_fingerprint(whole)
     ours, theirs = _manifest(streamed), _manifest(whole)
     assert ours["statistics"] == theirs["statistics"]
-    assert {k: v for k, v in ours["counts"].items() if k != "run_id"} == \
-        {k: v for k, v in theirs["counts"].items() if k != "run_id"}
+    assert {k: v for k, v in ours["counts"].items() if k != "run_id"} == {
+        k: v for k, v in theirs["counts"].items() if k != "run_id"
+    }
 
 
-
-def test_kill9_mid_shard_then_resume_repeats_no_finished_call(tmp_path, fixtures_root, tmp_path_factory,
-                                                               prefect_harness):
+def test_kill9_mid_shard_then_resume_repeats_no_finished_call(
+    tmp_path, fixtures_root, tmp_path_factory, prefect_harness
+):
     _, base_release = flowkit.baseline(tmp_path_factory, fixtures_root)
     (base_i,) = flowkit.calls(base_release, "I", "parametric")
     total_i = base_i["calls"] + base_i["cache_hits"]
@@ -63,8 +64,9 @@ def test_kill9_mid_shard_then_resume_repeats_no_finished_call(tmp_path, fixtures
     with flowkit.StubModel(flowkit.DRYRUN / "vlm-reader.jsonl", flowkit.READER["default"], admit=ADMIT) as stub:
         # one Stage I request per sample: shards of 3 finish the first shard, then hold the third
         # request of the second
-        config = _sharded(flowkit.scripted_config(tmp_path, fixtures_root,
-                                                  models={"vlm-reader": flowkit.stub_spec(stub)}), 3)
+        config = _sharded(
+            flowkit.scripted_config(tmp_path, fixtures_root, models={"vlm-reader": flowkit.stub_spec(stub)}), 3
+        )
         assert flowkit.kill9_after_admitted(config, tmp_path, stub, ADMIT) == -signal.SIGKILL
         crashed = _kept_parts(tmp_path, "parametric")
         assert [p.name for p in crashed] == ["parametric-00000.parquet"]  # the first shard was finished and spilled

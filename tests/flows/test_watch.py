@@ -5,6 +5,7 @@ server is one line. The plan names only the new models; ``--run`` refuses over b
 before any call, re-curates, verifies and publishes to a folder, and a Prefect notification
 block hears the outcome, success or failure.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,6 @@ from mmcurate.planning.watch import propose
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.reader import list_versions, open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.flows import flowkit
 from tests.releases.cli_helpers import run_cli
 
@@ -36,13 +36,14 @@ def built(tmp_path_factory, fixtures_root, prefect_harness) -> tuple[Path, Path,
     home = tmp_path_factory.mktemp("watch") / "home"
     home.mkdir()
     (home / "knower.jsonl").write_text(
-        json.dumps({"when_all": [HUBBLE], "when_none": ["Evidence:"], "answer": "1990"}) + "\n")
+        json.dumps({"when_all": [HUBBLE], "when_none": ["Evidence:"], "answer": "1990"}) + "\n"
+    )
     config = flowkit.scripted_config(home, fixtures_root, models={"vlm-reader": flowkit.READER})
     catalog = home / "catalog.yaml"
     catalog.write_text(f"""models:
   - name: vlm-reader
     backend: scripted
-    script: {flowkit.READER['script']}
+    script: {flowkit.READER["script"]}
     default: Atlantis
     revision: dryrun-1
     vision: true
@@ -77,8 +78,9 @@ def test_a_yaml_catalog_proposes_the_new_model_and_its_plan(built, tmp_path):
 
 def test_the_llama_server_model_list_is_a_catalog(built, llama_server, tmp_path):
     models = read_catalog(llama_server.base_url)
-    assert [(m.spec.name, m.spec.backend, m.spec.base_url) for m in models] == \
-        [("smollm2", "openai", llama_server.base_url)]
+    assert [(m.spec.name, m.spec.backend, m.spec.base_url) for m in models] == [
+        ("smollm2", "openai", llama_server.base_url)
+    ]
     proposal = propose(built[2], llama_server.base_url, None, tmp_path)
     assert [m.spec.name for m in proposal.new] == ["smollm2"]
     assert {row.model for row in proposal.plan.rows} == {"smollm2"} and proposal.plan.total().requests > 0
@@ -103,8 +105,15 @@ def test_a_catalog_url_that_is_no_address_is_one_line(capsys, monkeypatch, built
 
 
 def entry(name: str, revision: str = "dryrun-1", **more: str) -> str:
-    lines = [f"  - name: {name}", "    backend: scripted", f"    script: {flowkit.READER['script']}",
-             "    default: Atlantis", f"    revision: {revision}", "    vision: true", "    released: 2026-01-01"]
+    lines = [
+        f"  - name: {name}",
+        "    backend: scripted",
+        f"    script: {flowkit.READER['script']}",
+        "    default: Atlantis",
+        f"    revision: {revision}",
+        "    vision: true",
+        "    released: 2026-01-01",
+    ]
     return "\n".join(lines + [f"    {k}: {v}" for k, v in more.items()]) + "\n"
 
 
@@ -130,8 +139,10 @@ def test_a_bad_catalog_role_names_the_catalog_entry(capsys, monkeypatch, built):
     catalog.write_text("models:\n" + entry("w0", "w0-1") + entry("w1", "w1-1", role="judge"))
     code, out, err = run_cli(capsys, monkeypatch, "watch", str(release), "--catalog", str(catalog))
     assert code == 2 and err.count("\n") == 1
-    assert err == (f"mmcurate: error: catalog {catalog}: models[1] (w1): role 'judge' is not one of deflectionbench's "
-                   "re-curation roles (gating)\n")
+    assert err == (
+        f"mmcurate: error: catalog {catalog}: models[1] (w1): role 'judge' is not one of deflectionbench's "
+        "re-curation roles (gating)\n"
+    )
     assert "--add-model" not in err and "mmcurate-watch-" not in err
 
 
@@ -166,9 +177,11 @@ def test_run_refuses_over_budget_before_any_call_and_says_so(built, notifier, mo
     monkeypatch.setattr(ModelClient, "chat", lambda self, requests, stage: called.append(self.spec.name))
     notifier.clear()
     with pytest.raises(ReleaseError, match="over --max-calls 1"):
-        watch(release=str(release), catalog=str(catalog), run=True, max_calls=1, notify_block="test-notebook/watch-test")
+        watch(
+            release=str(release), catalog=str(catalog), run=True, max_calls=1, notify_block="test-notebook/watch-test"
+        )
     assert called == [] and list_versions(release.parent.parent, "deflectionbench") == ["1.0.0"]
-    (subject, body), = notifier
+    ((subject, body),) = notifier
     assert "failed" in subject and "over --max-calls 1" in body
 
 
@@ -205,14 +218,20 @@ def test_run_recurates_verifies_publishes_and_notifies(built, notifier, tmp_path
     home, catalog, release = built
     notifier.clear()
     caplog.clear()
-    outcome = watch(release=str(release), catalog=str(catalog), run=True, max_calls=1000,
-                    target_dir=str(tmp_path / "published"), notify_block="test-notebook/watch-test")
+    outcome = watch(
+        release=str(release),
+        catalog=str(catalog),
+        run=True,
+        max_calls=1000,
+        target_dir=str(tmp_path / "published"),
+        notify_block="test-notebook/watch-test",
+    )
     new = Path(outcome["recurated"])
     assert new == release.parent / "1.1.0" and verify_release(new).ok
     assert [m.name for m in open_release(new).manifest.models] == ["vlm-reader", "knower"]
     assert outcome["published"] == str(tmp_path / "published")
     assert verify_release(tmp_path / "published").ok and (tmp_path / "published" / "CHANGELOG.md").is_file()
-    (subject, body), = notifier
+    ((subject, body),) = notifier
     assert "re-curated as" in subject and "`knower`" in body and "Published" in body
     assert "1.0.0 -> 1.1.0" in caplog.text and "run it:" not in caplog.text  # what the flow printed
 

@@ -1,5 +1,6 @@
 """Early elimination's counts (the convergence rows and the naive call count) are DeflectionBench's:
 they live on its stages' results, not on every stage's, and merge over shards as before."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,15 +20,23 @@ class Shards(EliminationStage):
 
 
 def _shard(ids: list[str], retained: list[int], naive: int) -> EliminationResult:
-    return EliminationResult(stage="parametric", kept=pa.table({"sample_id": ids}), naive_calls=naive,
-                             convergence=[{"n_models": i + 1, "model": m, "retained": r}
-                                          for i, (m, r) in enumerate(zip(("a", "b"), retained))])
+    return EliminationResult(
+        stage="parametric",
+        kept=pa.table({"sample_id": ids}),
+        naive_calls=naive,
+        convergence=[
+            {"n_models": i + 1, "model": m, "retained": r} for i, (m, r) in enumerate(zip(("a", "b"), retained))
+        ],
+    )
 
 
 def test_shards_merge_their_convergence_and_naive_calls():
     merged = Shards().merge([_shard(["s1", "s2"], [2, 1], 4), _shard(["s3"], [1, 0], 2)])
     assert isinstance(merged, EliminationResult) and merged.kept.num_rows == 3
-    assert merged.convergence == [{"n_models": 1, "model": "a", "retained": 3}, {"n_models": 2, "model": "b", "retained": 1}]
+    assert merged.convergence == [
+        {"n_models": 1, "model": "a", "retained": 3},
+        {"n_models": 2, "model": "b", "retained": 1},
+    ]
     assert merged.naive_calls == 6
 
 

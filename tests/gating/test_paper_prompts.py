@@ -7,6 +7,7 @@ quotes, an abstention instruction ending in "Answer:"); what is pinned is that e
 scripted backend, and the body an OpenAI-compatible server would receive, unchanged: the
 evaluation's system prompt and the end of its user turn, and Stage I's and Stage III's system prompts.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,18 +25,20 @@ from mmcurate.models import client as model_client
 from mmcurate.models.backends.messages import to_openai_messages
 from mmcurate.models.backends.openai_compat import OpenAICompatBackend
 from mmcurate.models.requests import ChatRequest
-
 from tests.gating.test_prompts import config
 
-FIGURE_6 = ("You stand for the system prompt of Figure 6 in a RAG test.\n"
-            "You may receive:\n\n"
-            "- Textual information from documents\n"
-            "- Visual information from images\n"
-            "- Content that combines both  \n")  # two trailing spaces and a newline: kept
+FIGURE_6 = (
+    "You stand for the system prompt of Figure 6 in a RAG test.\n"
+    "You may receive:\n\n"
+    "- Textual information from documents\n"
+    "- Visual information from images\n"
+    "- Content that combines both  \n"
+)  # two trailing spaces and a newline: kept
 FIGURES_7_TO_9 = {
     "abstention_soft": "Stand-in for Figure 7: answer from what you have; you may abstain. Answer:",
-    "abstention_moderate": ("Stand-in for Figure 8: answer only when confident.\n"
-                            "If unsure, abstain rather than guess. Answer:"),
+    "abstention_moderate": (
+        "Stand-in for Figure 8: answer only when confident.\nIf unsure, abstain rather than guess. Answer:"
+    ),
     "abstention_severe": "Stand-in for Figure 9: if in ANY doubt state \u201cI cannot answer this question.\u201d Answer:",
 }
 STAGE_I = "Stand-in Stage I prompt:\tanswer from the image alone."
@@ -78,8 +81,18 @@ def wire(messages: list[dict]) -> list[dict]:
 def test_the_evaluation_sends_the_figures_text_byte_for_byte(world, make, paper_templates, backends, level):
     m = world.add("m", [], default="Paris")
     sample = make.sample("s", "Which city?", ["Paris"], images=[], negatives=[make.text("n1", "Rome is in Italy.")])
-    evaluate(make.table([sample]), world.pool, world.judge, m, ["oracle", "realistic"], 2, level, 0, "e",
-             templates=paper_templates)
+    evaluate(
+        make.table([sample]),
+        world.pool,
+        world.judge,
+        m,
+        ["oracle", "realistic"],
+        2,
+        level,
+        0,
+        "e",
+        templates=paper_templates,
+    )
     sent = asked(backends)
     assert len(sent) == 2
     for messages in sent:
@@ -92,8 +105,7 @@ def test_the_evaluation_sends_the_figures_text_byte_for_byte(world, make, paper_
 
 def test_stages_one_and_three_send_the_files_system_prompts_byte_for_byte(world, make, paper_templates, backends):
     m = world.add("m", [], default="Rome")  # INCORRECT without context: Stage I keeps the sample
-    sample = make.sample("s", "Which city?", ["Paris"], images=[],
-                         negatives=[make.text("n1", "Rome is in Italy.")])
+    sample = make.sample("s", "Which city?", ["Paris"], images=[], negatives=[make.text("n1", "Rome is in Italy.")])
     ParametricGate(GatingConfig(pool=[m]), paper_templates).run(make.table([sample]), world.ctx())
     OracleCheck([m], k_min=1, templates=paper_templates).run(make.table([sample]), world.ctx())
     systems = [messages[0]["content"] for messages in asked(backends)]

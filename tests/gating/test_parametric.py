@@ -1,4 +1,5 @@
 """Stage I: each gating rule pinned on scripted answers, graded by the lexical judge."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,11 @@ def test_correct_by_first_model_drops_and_is_never_sent_to_the_second(world, mak
     ]
     assert result.naive_calls == 4 and result.requests == 3
     answers = [(d.sample_id, d.model, d.verdict) for d in rows_of(result, "gate.answer")]
-    assert answers == [(a["sample_id"], "m1", "CORRECT"), (b["sample_id"], "m1", "INCORRECT"),
-                       (b["sample_id"], "m2", "INCORRECT")]
+    assert answers == [
+        (a["sample_id"], "m1", "CORRECT"),
+        (b["sample_id"], "m1", "INCORRECT"),
+        (b["sample_id"], "m2", "INCORRECT"),
+    ]
     ledger = result.ledger()
     assert set(ledger.column("stage").to_pylist()) == {"parametric"}
     assert set(ledger.column("run_id").to_pylist()) == {"run1"}

@@ -1,14 +1,33 @@
 """Entailment: an NLI model loaded from a tiny saved checkpoint, and the lexical stand-in."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from mmcurate.judging.entailment import LexicalEntailment, NliEntailment, entailment_judge
 from mmcurate.core.errors import MmcurateError
+from mmcurate.judging.entailment import LexicalEntailment, NliEntailment, entailment_judge
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "moon", "is", "on", "sofa", "sleeps", "not", "orbits", "earth", "."]
+VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "a",
+    "cat",
+    "moon",
+    "is",
+    "on",
+    "sofa",
+    "sleeps",
+    "not",
+    "orbits",
+    "earth",
+    ".",
+]
 
 
 def tiny_nli(folder: Path, id2label: dict[int, str]) -> Path:
@@ -19,13 +38,23 @@ def tiny_nli(folder: Path, id2label: dict[int, str]) -> Path:
     (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
     BertTokenizer(str(folder / "vocab.txt")).save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64, num_labels=len(id2label),
-                        id2label=id2label, label2id={v: k for k, v in id2label.items()})
+    config = BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=len(id2label),
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+    )
     model = BertForSequenceClassification(config)
     with torch.no_grad():  # make the entailment logit dominate, so the verdict is known
         model.classifier.weight.zero_()
-        model.classifier.bias.copy_(torch.tensor([5.0 if "entail" in id2label[i].lower() else 0.0 for i in range(len(id2label))]))
+        model.classifier.bias.copy_(
+            torch.tensor([5.0 if "entail" in id2label[i].lower() else 0.0 for i in range(len(id2label))])
+        )
     model.save_pretrained(folder)
     return folder
 
@@ -41,7 +70,9 @@ def test_nli_model_finds_entailment_label_and_scores_pairs(tmp_path: Path) -> No
     assert verdict is True and isinstance(score, float)
     assert score == pytest.approx(1 / (1 + 2 * 2.718281828**-5), rel=1e-4)  # softmax of (0, 0, 5)
     strict = NliEntailment(path, threshold=0.999)
-    assert strict.entails(["the moon orbits the earth ."], ["the cat sleeps ."]) == [(False, pytest.approx(score, rel=1e-4))]
+    assert strict.entails(["the moon orbits the earth ."], ["the cat sleeps ."]) == [
+        (False, pytest.approx(score, rel=1e-4))
+    ]
 
 
 def test_nli_label_detection_rejects_models_without_entailment(tmp_path: Path) -> None:
@@ -60,7 +91,14 @@ def test_lexical_stand_in() -> None:
     model = LexicalEntailment()
     assert model.name == "lexical-overlap-v1"
     premise = "The Saturn V rocket launched the Apollo 11 astronauts to the Moon in July 1969."
-    out = model.entails([premise] * 3, ["Apollo 11 launched on a Saturn V rocket.", "The Moon landing happened in 1969.", "Coffee beans are roasted seeds."])
+    out = model.entails(
+        [premise] * 3,
+        [
+            "Apollo 11 launched on a Saturn V rocket.",
+            "The Moon landing happened in 1969.",
+            "Coffee beans are roasted seeds.",
+        ],
+    )
     assert [v for v, _ in out] == [True, False, False]
     assert out[0][1] == 1.0
     assert out[1][1] == pytest.approx(2 / 4)  # moon, 1969 found; landing, happened missing

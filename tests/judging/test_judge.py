@@ -1,4 +1,5 @@
 """Judge: strict reply parsing, deterministic pre-judge, lexical rule, LLM judge with retry."""
+
 from __future__ import annotations
 
 import json
@@ -6,38 +7,41 @@ import json
 import pytest
 
 from mmcurate.core.config import JudgeSpec, ModelSpec, Settings
-from mmcurate.models.client import ModelPool
-from mmcurate.judging.simpleqa import Grade, JudgeItem, LexicalJudge, LLMJudge, make_judge, parse_grade
 from mmcurate.judging.prejudge import prejudge
+from mmcurate.judging.simpleqa import Grade, JudgeItem, LexicalJudge, LLMJudge, make_judge, parse_grade
+from mmcurate.models.client import ModelPool
 
 
-@pytest.mark.parametrize("reply, grade", [
-    ("CORRECT", Grade.CORRECT),
-    ("correct", Grade.CORRECT),
-    ("INCORRECT", Grade.INCORRECT),
-    ("NOT ATTEMPTED", Grade.NOT_ATTEMPTED),
-    ("not_attempted", Grade.NOT_ATTEMPTED),
-    ("A", Grade.CORRECT),
-    ("B", Grade.INCORRECT),
-    ("b", Grade.INCORRECT),
-    ("c", Grade.NOT_ATTEMPTED),
-    ("  A.\n", Grade.CORRECT),
-    ("**B**", Grade.INCORRECT),
-    ('"C"', Grade.NOT_ATTEMPTED),
-    ('"A".', Grade.CORRECT),
-    ("'Incorrect.'", Grade.INCORRECT),
-    ("b)", None),  # a list marker, not a grade: retried with a reminder
-    ("(B)", None),
-    ("The answer is A", None),
-    ("A or B", None),
-    ("A B", None),
-    ("", None),
-    ("   ", None),
-    ("A..", None),
-    ("D", None),
-    ("CORRECTLY", None),
-    ("NOTATTEMPTED", None),
-])
+@pytest.mark.parametrize(
+    "reply, grade",
+    [
+        ("CORRECT", Grade.CORRECT),
+        ("correct", Grade.CORRECT),
+        ("INCORRECT", Grade.INCORRECT),
+        ("NOT ATTEMPTED", Grade.NOT_ATTEMPTED),
+        ("not_attempted", Grade.NOT_ATTEMPTED),
+        ("A", Grade.CORRECT),
+        ("B", Grade.INCORRECT),
+        ("b", Grade.INCORRECT),
+        ("c", Grade.NOT_ATTEMPTED),
+        ("  A.\n", Grade.CORRECT),
+        ("**B**", Grade.INCORRECT),
+        ('"C"', Grade.NOT_ATTEMPTED),
+        ('"A".', Grade.CORRECT),
+        ("'Incorrect.'", Grade.INCORRECT),
+        ("b)", None),  # a list marker, not a grade: retried with a reminder
+        ("(B)", None),
+        ("The answer is A", None),
+        ("A or B", None),
+        ("A B", None),
+        ("", None),
+        ("   ", None),
+        ("A..", None),
+        ("D", None),
+        ("CORRECTLY", None),
+        ("NOTATTEMPTED", None),
+    ],
+)
 def test_parse_grade(reply, grade):
     assert parse_grade(reply) is grade
 
@@ -46,24 +50,27 @@ def item(answer: str, gold=("Paris",), ranges=(), key="k") -> JudgeItem:
     return JudgeItem(key, "What is the capital of France?", list(gold), answer, list(ranges))
 
 
-@pytest.mark.parametrize("answer, gold, ranges, expected", [
-    ("paris.", ["Paris"], [], (Grade.CORRECT, "prejudge.exact")),
-    ("The Eiffel-Tower", ["Eiffel Tower", "tour Eiffel"], [], (Grade.CORRECT, "prejudge.exact")),
-    ("Tour  Eiffel!", ["Eiffel Tower", "tour Eiffel"], [], (Grade.CORRECT, "prejudge.exact")),
-    ("I don't know.", ["Paris"], [], (Grade.NOT_ATTEMPTED, "prejudge.refusal")),
-    ("I cannot answer this question", ["Paris"], [], (Grade.NOT_ATTEMPTED, "prejudge.refusal")),
-    ("Unsure", ["Paris"], [], (Grade.NOT_ATTEMPTED, "prejudge.refusal")),
-    ("I’m not sure", ["Paris"], [], (Grade.NOT_ATTEMPTED, "prejudge.refusal")),
-    ("", ["Paris"], [], (Grade.NOT_ATTEMPTED, "prejudge.refusal")),
-    ("I'm not sure, maybe Lyon", ["Paris"], [], None),  # a guess is for the judge
-    ("It is about 1,250 metres tall", ["1200"], [(1100.0, 1300.0)], (Grade.CORRECT, "prejudge.numeric")),
-    ("Roughly 3.5 km", ["1200"], [(1100.0, 1300.0)], (Grade.INCORRECT, "prejudge.numeric")),
-    ("-40 degrees", ["-40"], [(-45.0, -35.0)], (Grade.CORRECT, "prejudge.numeric")),
-    ("-40", ["-40"], [], (Grade.CORRECT, "prejudge.exact")),
-    ("40", ["-40"], [], None),  # the sign survives normalization
-    ("minus forty", ["-40"], [(-45.0, -35.0)], None),
-    ("The capital is Paris", ["Paris"], [], None),
-])
+@pytest.mark.parametrize(
+    "answer, gold, ranges, expected",
+    [
+        ("paris.", ["Paris"], [], (Grade.CORRECT, "prejudge.exact")),
+        ("The Eiffel-Tower", ["Eiffel Tower", "tour Eiffel"], [], (Grade.CORRECT, "prejudge.exact")),
+        ("Tour  Eiffel!", ["Eiffel Tower", "tour Eiffel"], [], (Grade.CORRECT, "prejudge.exact")),
+        ("I don't know.", ["Paris"], [], (Grade.NOT_ATTEMPTED, "prejudge.refusal")),
+        ("I cannot answer this question", ["Paris"], [], (Grade.NOT_ATTEMPTED, "prejudge.refusal")),
+        ("Unsure", ["Paris"], [], (Grade.NOT_ATTEMPTED, "prejudge.refusal")),
+        ("I’m not sure", ["Paris"], [], (Grade.NOT_ATTEMPTED, "prejudge.refusal")),
+        ("", ["Paris"], [], (Grade.NOT_ATTEMPTED, "prejudge.refusal")),
+        ("I'm not sure, maybe Lyon", ["Paris"], [], None),  # a guess is for the judge
+        ("It is about 1,250 metres tall", ["1200"], [(1100.0, 1300.0)], (Grade.CORRECT, "prejudge.numeric")),
+        ("Roughly 3.5 km", ["1200"], [(1100.0, 1300.0)], (Grade.INCORRECT, "prejudge.numeric")),
+        ("-40 degrees", ["-40"], [(-45.0, -35.0)], (Grade.CORRECT, "prejudge.numeric")),
+        ("-40", ["-40"], [], (Grade.CORRECT, "prejudge.exact")),
+        ("40", ["-40"], [], None),  # the sign survives normalization
+        ("minus forty", ["-40"], [(-45.0, -35.0)], None),
+        ("The capital is Paris", ["Paris"], [], None),
+    ],
+)
 def test_prejudge(answer, gold, ranges, expected):
     assert prejudge(item(answer, gold, ranges)) == expected
 

@@ -4,6 +4,7 @@ SQLite refuses the switch to WAL with "database is locked", without waiting on t
 timeout, while another connection is writing the file (here: creating the table); CI saw it
 once in test_reflectv_flow. Every opener must get a working cache.
 """
+
 from __future__ import annotations
 
 import sqlite3

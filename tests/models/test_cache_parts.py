@@ -3,6 +3,7 @@
 Writers are separate processes (as cluster workers are); the parts folder is the only thing they
 share. A reader in this process is made fresh by forgetting the process's merged copies.
 """
+
 from __future__ import annotations
 
 import json
@@ -169,12 +170,15 @@ def test_cache_compact_command(tmp_path, fresh):
     assert result.exit_code == 0 and "one SQLite file, nothing to compact" in result.output
 
 
-@pytest.mark.parametrize(("url", "says"), [
-    ("postgresql://db/cache", "unsupported cache_url 'postgresql://db/cache': expected sqlite:///"),
-    ("parts+nosuch://bucket/cache", "unsupported URL scheme 'nosuch'"),
-    ("parts+relative/cache", "a local parts folder must be an absolute path"),
-    ("parts+s3://user:secret@bucket/cache", "the URL carries a credential"),
-])
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("postgresql://db/cache", "unsupported cache_url 'postgresql://db/cache': expected sqlite:///"),
+        ("parts+nosuch://bucket/cache", "unsupported URL scheme 'nosuch'"),
+        ("parts+relative/cache", "a local parts folder must be an absolute path"),
+        ("parts+s3://user:secret@bucket/cache", "the URL carries a credential"),
+    ],
+)
 def test_cache_url_is_checked_at_load(tmp_path, url, says):
     config = tmp_path / "config.yaml"
     config.write_text(json.dumps({"cache_url": url}))

@@ -1,5 +1,6 @@
 """Reading a catalog of models (``mmcurate watch --catalog``; issue 31 items 4, 8, 11): a name
 listed twice, a bad URL and a bad date are one line each; a quoted date is a date."""
+
 from __future__ import annotations
 
 from datetime import date
@@ -38,12 +39,19 @@ def test_a_bad_date_is_one_line_naming_the_entry(tmp_path, released):
 
 
 def test_duplicate_names_are_refused_in_one_line_naming_them(tmp_path):
-    entries = [("dup", "2026-11-01"), ("solo", "2026-11-01"), ("dup", "2026-10-01"), ("twice", "2026-01-01"),
-               ("twice", "2026-01-02")]
+    entries = [
+        ("dup", "2026-11-01"),
+        ("solo", "2026-11-01"),
+        ("dup", "2026-10-01"),
+        ("twice", "2026-01-01"),
+        ("twice", "2026-01-02"),
+    ]
     with pytest.raises(ConfigError) as refused:
         read_catalog(catalog(tmp_path, *entries))
-    assert str(refused.value) == f"catalog {tmp_path / 'catalog.yaml'}: model names must be unique; listed more " \
-                                 "than once: dup, twice"
+    assert (
+        str(refused.value) == f"catalog {tmp_path / 'catalog.yaml'}: model names must be unique; listed more "
+        "than once: dup, twice"
+    )
 
 
 def test_many_duplicates_are_capped(tmp_path):

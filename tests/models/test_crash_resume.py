@@ -4,6 +4,7 @@ No timing window: the fault server answers ``ADMIT`` requests and holds the rest
 waits (generously) until a request is held and the answers before it are cached, then kills
 the child. Exactly ``ADMIT`` calls were finished.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """The embedded default: a real llama.cpp server with SmolLM2-135M answering over HTTP."""
+
 from __future__ import annotations
 
 import httpx
@@ -107,10 +108,18 @@ def test_the_server_takes_content_lists_of_text_parts(llama_server):
     """Issue 42 item 1: OpenAI clients such as lmms-eval send every content as a list of parts;
     llama-cpp-python's server refused a system message's list (HTTP 500, "Input should be a
     valid string"), so every lmms-eval request failed. Started through ``llama_launch`` it answers."""
-    body = {"model": "smollm2", "max_tokens": 4, "temperature": 0.0, "messages": [
-        {"role": "system", "content": [{"type": "text", "text": "Answer in a few words."}]},
-        {"role": "user", "content": [{"type": "text", "text": "What is the capital"}, {"type": "text", "text": "of France?"}]},
-    ]}
+    body = {
+        "model": "smollm2",
+        "max_tokens": 4,
+        "temperature": 0.0,
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "Answer in a few words."}]},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "What is the capital"}, {"type": "text", "text": "of France?"}],
+            },
+        ],
+    }
     reply = httpx.post(f"{llama_server.base_url}/chat/completions", json=body, timeout=120)
     assert reply.status_code == 200, reply.text
     assert isinstance(reply.json()["choices"][0]["message"]["content"], str)

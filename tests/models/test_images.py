@@ -1,4 +1,5 @@
 """Image parts: a data URL for vision models, dropped (and counted) for text-only ones."""
+
 from __future__ import annotations
 
 import base64
@@ -22,11 +23,20 @@ def store(tmp_path) -> tuple[ImageStore, str, bytes]:
 
 
 def ask(ident: str, sha: str) -> ChatRequest:
-    return ChatRequest(ident, [{"role": "user", "content": [
-        {"type": "text", "text": f"id={ident} fault=ok"},
-        {"type": "image", "sha256": sha},
-        {"type": "text", "text": "What is shown?"},
-    ]}], "vision.v1")
+    return ChatRequest(
+        ident,
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": f"id={ident} fault=ok"},
+                    {"type": "image", "sha256": sha},
+                    {"type": "text", "text": "What is shown?"},
+                ],
+            }
+        ],
+        "vision.v1",
+    )
 
 
 def run(spec, images, cache, request):

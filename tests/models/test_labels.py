@@ -1,4 +1,5 @@
 """The one label parser: strict reading, first-token logprobs, one retry then an error."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,19 @@ from mmcurate.models.requests import ChatResponse
 
 @pytest.mark.parametrize(
     "text, label",
-    [("right", "right"), (" Right.\n", "right"), ("**WRONG**", "wrong"), ("'wrong'", "wrong"), ("wrong!", "wrong"),
-     ("right, because", None), ("rightly", None), ("", None), (None, None), ("right wrong", None), ("right..", None)],
+    [
+        ("right", "right"),
+        (" Right.\n", "right"),
+        ("**WRONG**", "wrong"),
+        ("'wrong'", "wrong"),
+        ("wrong!", "wrong"),
+        ("right, because", None),
+        ("rightly", None),
+        ("", None),
+        (None, None),
+        ("right wrong", None),
+        ("right..", None),
+    ],
 )
 def test_strict_label(text, label):
     assert strict_label(text, ("right", "wrong")) == label
@@ -40,8 +52,9 @@ def test_first_token_label_sums_case_and_space_variants():
     def response(top):
         return ChatResponse("k", "m", "whatever", None, False, 0.0, top_logprobs=top)
 
-    decided = first_token_label(response([{"Yes": math.log(0.5), " yes": math.log(0.1), "No": math.log(0.3)}]),
-                                ("yes", "no"))
+    decided = first_token_label(
+        response([{"Yes": math.log(0.5), " yes": math.log(0.1), "No": math.log(0.3)}]), ("yes", "no")
+    )
     assert decided[0] == "yes" and decided[1] == pytest.approx(0.6 / 0.9)
     assert first_token_label(response([{"no": math.log(0.7), "yes": math.log(0.2)}]), ("yes", "no"))[0] == "no"
     assert first_token_label(response([{"Maybe": -0.1}]), ("yes", "no")) is None  # falls back to the text

@@ -2,6 +2,7 @@
 cleanly. Nothing waits on a clock: a held request is let go by the test once it arrived, a
 request that is never answered ends by the client's timeout whatever its length, and the
 waits between attempts are recorded instead of slept."""
+
 from __future__ import annotations
 
 import asyncio
@@ -39,8 +40,9 @@ def waits(monkeypatch) -> list[float]:
 def test_faults_are_retried_within_limits(fault_server, fault_spec, cache, counter, waits):
     # the timeout only guards against a hang: the held request is let go once it has arrived
     spec = fault_spec(max_retries=3, timeout=PATIENCE, concurrency=len(KINDS))
-    backend = OpenAICompatBackend(spec, None, spec.base_url, None, spec.model, "repetition_penalty",
-                                  backoff=Backoff(base=0.05, cap=0.2))
+    backend = OpenAICompatBackend(
+        spec, None, spec.base_url, None, spec.model, "repetition_penalty", backoff=Backoff(base=0.05, cap=0.2)
+    )
     client = ModelClient(spec, backend, cache, counter)
     try:
         with ThreadPoolExecutor(1) as pool:
@@ -53,8 +55,17 @@ def test_faults_are_retried_within_limits(fault_server, fault_spec, cache, count
     by_key = {r.key: r for r in responses}
     assert [r.key for r in responses] == KINDS  # same order as the requests
     hits = fault_server.hits()
-    expected_hits = {"ok": 1, "500x2": 3, "429": 2, "hang": 2, "malformed": 2, "empty": 2, "reset": 2,
-                     "always500": 4, "401": 1}
+    expected_hits = {
+        "ok": 1,
+        "500x2": 3,
+        "429": 2,
+        "hang": 2,
+        "malformed": 2,
+        "empty": 2,
+        "reset": 2,
+        "always500": 4,
+        "401": 1,
+    }
     assert dict(hits) == expected_hits
     for kind in ["ok", "500x2", "429", "hang", "malformed", "empty", "reset"]:
         assert by_key[kind].text == f"answer {kind}" and by_key[kind].error is None, kind
@@ -65,13 +76,22 @@ def test_faults_are_retried_within_limits(fault_server, fault_spec, cache, count
     assert "HTTP 500" in by_key["always500"].error and "4 attempts" in by_key["always500"].error
     assert by_key["401"].text is None and by_key["401"].error.startswith("HTTP 401")  # not retried
     # the seven answered calls report the stub's usage (3 prompt, 2 completion tokens each)
-    assert counter.rows() == [{"stage": "test", "model": "faulty", "calls": 9, "cache_hits": 0, "failures": 2,
-                               "usage_calls": 7, "prompt_tokens": 21, "completion_tokens": 14}]
+    assert counter.rows() == [
+        {
+            "stage": "test",
+            "model": "faulty",
+            "calls": 9,
+            "cache_hits": 0,
+            "failures": 2,
+            "usage_calls": 7,
+            "prompt_tokens": 21,
+            "completion_tokens": 14,
+        }
+    ]
     assert cache.count() == 7  # failures are never cached
 
 
-def test_a_request_never_answered_ends_by_the_timeout_and_is_retried(fault_server, fault_spec, cache, counter,
-                                                                      waits):
+def test_a_request_never_answered_ends_by_the_timeout_and_is_retried(fault_server, fault_spec, cache, counter, waits):
     """Every attempt is held until the test ends, so the timeout ends each one, however short
     it is and however slow the machine: two attempts, then a clean failure."""
     spec = fault_spec(max_retries=1, timeout=1.0)
@@ -109,7 +129,9 @@ def test_request_body_carries_sampling_parameters(fault_server, fault_spec, cach
     backend = OpenAICompatBackend(spec, None, spec.base_url, None, spec.model, "repetition_penalty")
     client = ModelClient(spec, backend, cache, counter)
     try:
-        client.chat([ChatRequest("x", [{"role": "user", "content": "id=x fault=ok"}], "t", max_tokens=5, logprobs=2)], "s")
+        client.chat(
+            [ChatRequest("x", [{"role": "user", "content": "id=x fault=ok"}], "t", max_tokens=5, logprobs=2)], "s"
+        )
     finally:
         client.close()
     body = fault_server.received[0][1]

@@ -1,4 +1,5 @@
 """Model-major runs: eliminated items skip later models; a new model is the only one called."""
+
 from __future__ import annotations
 
 import json
@@ -31,9 +32,13 @@ def run(pool, names):
         solved.update(item for item, response in pairs if response.text == "right")
 
     model_major(
-        pool, names, ITEMS,
+        pool,
+        names,
+        ITEMS,
         build=lambda q, spec: ChatRequest(q, [{"role": "user", "content": f"Answer [{q}]"}], "gate.v1"),
-        on_answers=on_answers, eliminated=lambda q: q in solved, stage="gate",
+        on_answers=on_answers,
+        eliminated=lambda q: q in solved,
+        stage="gate",
     )
     return seen, solved
 

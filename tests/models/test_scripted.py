@@ -1,5 +1,6 @@
 """Scripted backend: first matching rule wins, else the default, else an error; and the
 progress a client reports while it answers a batch."""
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,9 @@ def test_a_batch_reports_its_progress_in_about_ten_steps(tmp_path):
     heard: list[tuple[str, str, int, int]] = []
     batch = [ChatRequest(f"k{i}", [{"role": "user", "content": f"question {i}"}], "t") for i in range(40)]
     with ResponseCache.open(f"sqlite:///{tmp_path / 'cache.sqlite'}") as cache:
-        with ModelPool(Settings(models={"m": spec}), cache, None, CallCounter(),
-                       progress=lambda *event: heard.append(event)) as pool:
+        with ModelPool(
+            Settings(models={"m": spec}), cache, None, CallCounter(), progress=lambda *event: heard.append(event)
+        ) as pool:
             pool.client("m").chat(batch[:10], "stage")  # ten of them answered before
             heard.clear()
             pool.client("m").chat(batch, "stage")

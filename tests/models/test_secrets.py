@@ -1,4 +1,5 @@
 """An API key from the environment is sent to the server and nowhere else."""
+
 from __future__ import annotations
 
 import logging
@@ -13,11 +14,15 @@ from mmcurate.models.requests import ChatRequest
 SECRET = "sk-test-SECRET-d41d8cd98f00b204"
 
 
-def test_api_key_never_reaches_logs_cache_or_errors(fault_server, fault_spec, cache, counter, monkeypatch, caplog, tmp_path):
+def test_api_key_never_reaches_logs_cache_or_errors(
+    fault_server, fault_spec, cache, counter, monkeypatch, caplog, tmp_path
+):
     monkeypatch.setenv("MMCURATE_TEST_API_KEY", SECRET)
     spec = fault_spec(name="keyed", api_key_env="MMCURATE_TEST_API_KEY", max_retries=1)
     caplog.set_level(logging.DEBUG)
-    batch = [ChatRequest(k, [{"role": "user", "content": f"id={k} fault={k}"}], "t") for k in ("ok", "401", "always500")]
+    batch = [
+        ChatRequest(k, [{"role": "user", "content": f"id={k} fault={k}"}], "t") for k in ("ok", "401", "always500")
+    ]
     with ModelPool(Settings(models={"keyed": spec}), cache, None, counter) as pool:
         responses = pool.client("keyed").chat(batch, "s")
     assert all(h["Authorization"] == f"Bearer {SECRET}" for _, _, h in fault_server.received)

@@ -1,5 +1,6 @@
 """vLLM offline without vLLM: the import guard, engine/sampling arguments, chat inputs, and
 run/close on a fake ``vllm`` module that records what the backend asks of it."""
+
 from __future__ import annotations
 
 import base64
@@ -21,14 +22,25 @@ from mmcurate.models.backends import vllm_offline
 from mmcurate.models.backends.base import BackendError
 from mmcurate.models.backends.messages import to_openai_messages
 from mmcurate.models.backends.vllm_offline import (
-    VLLMOfflineBackend, engine_kwargs, sampling_kwargs, top_logprobs,
+    VLLMOfflineBackend,
+    engine_kwargs,
+    sampling_kwargs,
+    top_logprobs,
 )
 from mmcurate.models.requests import ChatRequest, text_of
 
 PATIENCE = 60.0  # seconds: only ever waited in full if something is broken
-SPEC = ModelSpec(name="qwen", backend="vllm", model="Qwen/Qwen2.5-VL-7B-Instruct", revision="abc123",
-                 vision=True, temperature=0.0, max_tokens=64, seed=7,
-                 engine_args={"max_model_len": 4096, "limit_mm_per_prompt": {"image": 2}})
+SPEC = ModelSpec(
+    name="qwen",
+    backend="vllm",
+    model="Qwen/Qwen2.5-VL-7B-Instruct",
+    revision="abc123",
+    vision=True,
+    temperature=0.0,
+    max_tokens=64,
+    seed=7,
+    engine_args={"max_model_len": 4096, "limit_mm_per_prompt": {"image": 2}},
+)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
@@ -38,16 +50,31 @@ def test_missing_vllm_names_the_fix():
 
 
 def test_engine_and_sampling_arguments():
-    assert engine_kwargs(SPEC) == {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "seed": 7, "revision": "abc123",
-                                   "max_model_len": 4096, "limit_mm_per_prompt": {"image": 2}}
+    assert engine_kwargs(SPEC) == {
+        "model": "Qwen/Qwen2.5-VL-7B-Instruct",
+        "seed": 7,
+        "revision": "abc123",
+        "max_model_len": 4096,
+        "limit_mm_per_prompt": {"image": 2},
+    }
     unversioned = SPEC.model_copy(update={"revision": "unversioned", "seed": None})
     assert "revision" not in engine_kwargs(unversioned) and engine_kwargs(unversioned)["seed"] == 0
     request = ChatRequest("k", [{"role": "user", "content": "hi"}], "t", max_tokens=8, logprobs=5)
-    assert sampling_kwargs(SPEC, request) == {"temperature": 0.0, "top_p": 1.0, "repetition_penalty": 1.05,
-                                              "max_tokens": 8, "seed": 7, "logprobs": 5}
+    assert sampling_kwargs(SPEC, request) == {
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "repetition_penalty": 1.05,
+        "max_tokens": 8,
+        "seed": 7,
+        "logprobs": 5,
+    }
     plain = ChatRequest("k", [{"role": "user", "content": "hi"}], "t")
     assert sampling_kwargs(SPEC.model_copy(update={"seed": None}), plain) == {
-        "temperature": 0.0, "top_p": 1.0, "repetition_penalty": 1.05, "max_tokens": 64}
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "repetition_penalty": 1.05,
+        "max_tokens": 64,
+    }
 
 
 def test_conversation_with_images(tmp_path):
@@ -69,9 +96,14 @@ def test_conversation_with_images(tmp_path):
     assert dropped == 1 and text_only[1] == {"role": "user", "content": "What is it?"}
 
 
-@pytest.mark.parametrize("fmt, size, sent_as, sent_size", [
-    ("JPEG", (1024, 600), "jpeg", (512, 300)), ("PNG", (300, 900), "png", (171, 512)),
-    ("JPEG", (400, 300), "jpeg", (400, 300))])
+@pytest.mark.parametrize(
+    "fmt, size, sent_as, sent_size",
+    [
+        ("JPEG", (1024, 600), "jpeg", (512, 300)),
+        ("PNG", (300, 900), "png", (171, 512)),
+        ("JPEG", (400, 300), "jpeg", (400, 300)),
+    ],
+)
 def test_images_longer_than_the_max_side_are_downscaled_before_they_are_sent(tmp_path, fmt, size, sent_as, sent_size):
     # RefLVQA (seed 004, C.2): "rescaled such that the maximum dimension ... did not exceed 512 pixels"
     buffer = io.BytesIO()
@@ -101,6 +133,7 @@ def test_logprobs_are_keyed_by_decoded_token():
 
 # ---------------------------------------------------------------- run/close on a recording fake vllm
 
+
 class FakeVLLM:
     """Stands in for the ``vllm`` package: records engines built, chat calls and teardown."""
 
@@ -120,8 +153,15 @@ class FakeVLLM:
                 texts = [text_of(c) for c in conversations]
                 if any("FAIL" in t for t in texts):
                     raise ValueError("prompt is longer than max_model_len")
-                return [SimpleNamespace(prompt_token_ids=[1, 2, 3], outputs=[SimpleNamespace(
-                    text=f"{self.model} says {t.split()[-1]}", token_ids=[7, 8], logprobs=None)]) for t in texts]
+                return [
+                    SimpleNamespace(
+                        prompt_token_ids=[1, 2, 3],
+                        outputs=[
+                            SimpleNamespace(text=f"{self.model} says {t.split()[-1]}", token_ids=[7, 8], logprobs=None)
+                        ],
+                    )
+                    for t in texts
+                ]
 
         class SamplingParams:
             def __init__(self, **kwargs: object) -> None:
@@ -155,8 +195,15 @@ def ask(key: str, text: str, image: str | None = None) -> ChatRequest:
 def test_one_failed_prompt_fails_only_its_own_request(fake_vllm, tmp_path):
     backend = VLLMOfflineBackend(SPEC, ImageStore(tmp_path))
     results: dict[int, object] = {}
-    backend.run([ask("a", "hello alpha"), ask("b", "FAIL beta"), ask("c", "hello gamma"),
-                 ask("d", "with picture", image="00" * 32)], lambda i, r: results.__setitem__(i, r))
+    backend.run(
+        [
+            ask("a", "hello alpha"),
+            ask("b", "FAIL beta"),
+            ask("c", "hello gamma"),
+            ask("d", "with picture", image="00" * 32),
+        ],
+        lambda i, r: results.__setitem__(i, r),
+    )
     assert results[0].text == f"{SPEC.model} says alpha" and results[2].text == f"{SPEC.model} says gamma"
     assert results[0].usage == {"prompt_tokens": 3, "completion_tokens": 2}
     assert results[1].text is None and "vLLM failed on this prompt: ValueError" in results[1].error
@@ -198,5 +245,9 @@ def test_shards_share_one_engine_per_model_and_another_model_waits_for_it(fake_v
     waiting.join(timeout=PATIENCE)
     assert not waiting.is_alive()
     builds = [e for e in fake_vllm.events if e[0] in ("build", "destroy_model_parallel")]
-    assert builds == [("build", SPEC.model), ("destroy_model_parallel",), ("build", "Other/Model"),
-                      ("destroy_model_parallel",)]
+    assert builds == [
+        ("build", SPEC.model),
+        ("destroy_model_parallel",),
+        ("build", "Other/Model"),
+        ("destroy_model_parallel",),
+    ]

@@ -2,6 +2,7 @@
 planned at the retention its release measured; the planned Stage I and III requests must
 come within 15% of the requests the run made. The flow run carries the plan and the
 plan-vs-spent table as artifacts."""
+
 from __future__ import annotations
 
 import json

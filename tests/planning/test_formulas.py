@@ -1,4 +1,5 @@
 """Every formula of the plan, pinned on a hand-computed example."""
+
 from __future__ import annotations
 
 import math
@@ -33,11 +34,20 @@ def spec(name: str = "m", **fields) -> ModelSpec:
 
 
 def test_prompt_tokens_follow_the_documented_rule():
-    request = ChatRequest("k", [
-        {"role": "system", "content": "x" * 8},                                  # 8 chars -> 2 tokens
-        {"role": "user", "content": [{"type": "text", "text": "y" * 5},          # 5 chars -> 2 tokens (ceil)
-                                     {"type": "image", "sha256": SHA}]},
-    ], "t")
+    request = ChatRequest(
+        "k",
+        [
+            {"role": "system", "content": "x" * 8},  # 8 chars -> 2 tokens
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "y" * 5},  # 5 chars -> 2 tokens (ceil)
+                    {"type": "image", "sha256": SHA},
+                ],
+            },
+        ],
+        "t",
+    )
     # 3 for the reply + (3 + 2) + (3 + 2 + image)
     assert prompt_tokens(request, spec(vision=True, image_tokens=100)) == 3 + 5 + 5 + 100
     assert prompt_tokens(request, spec(vision=False, image_tokens=100)) == 3 + 5 + 5  # the client drops images
@@ -99,37 +109,74 @@ def test_reach_of_inspectors():
 
 
 def _row(make) -> dict:
-    return make.sample("s1", "Which colour is the door?", ["red"], images=[SHA],
-                       negatives=[make.text("n1", "A blue door.")])
+    return make.sample(
+        "s1", "Which colour is the door?", ["red"], images=[SHA], negatives=[make.text("n1", "A blue door.")]
+    )
 
 
 def test_deflectionbench_plan_on_a_hand_example(tmp_path, make):
     settings = Settings(
         workdir=tmp_path,
-        models={"big": {"name": "big", "backend": "openai", "base_url": "http://gpu:8000/v1", "model": "org/m-70B",
-                        "vision": True, "max_tokens": 64, "price_input_per_mtok": 0, "price_output_per_mtok": 0},
-                "small": {"name": "small", "backend": "vllm", "model": "org/s", "tokens_per_second": 1000,
-                          "max_tokens": 32},
-                "judge": {"name": "judge", "backend": "openai", "model": "gpt-4o", "price_input_per_mtok": 2.5,
-                          "price_output_per_mtok": 10}},
+        models={
+            "big": {
+                "name": "big",
+                "backend": "openai",
+                "base_url": "http://gpu:8000/v1",
+                "model": "org/m-70B",
+                "vision": True,
+                "max_tokens": 64,
+                "price_input_per_mtok": 0,
+                "price_output_per_mtok": 0,
+            },
+            "small": {
+                "name": "small",
+                "backend": "vllm",
+                "model": "org/s",
+                "tokens_per_second": 1000,
+                "max_tokens": 32,
+            },
+            "judge": {
+                "name": "judge",
+                "backend": "openai",
+                "model": "gpt-4o",
+                "price_input_per_mtok": 2.5,
+                "price_output_per_mtok": 10,
+            },
+        },
         judge={"kind": "llm", "model": "judge"},
         deflectionbench={"sources": [{"name": "webqa", "root": str(tmp_path)}], "gating": {"pool": ["big", "small"]}},
     )
-    rates = DeflectionRates(source="hand", eligible=1.0, stage1_drop=(0.5, 0.2), pairing=0.5, gold_eligible=1.0,
-                            gold_settle=(0.5, 0.5), negatives=4.0, leak=(0.25, 0.0), kmin_pass=0.5,
-                            prejudge={"parametric": 0.5})
+    rates = DeflectionRates(
+        source="hand",
+        eligible=1.0,
+        stage1_drop=(0.5, 0.2),
+        pairing=0.5,
+        gold_eligible=1.0,
+        gold_settle=(0.5, 0.5),
+        negatives=4.0,
+        leak=(0.25, 0.0),
+        kmin_pass=0.5,
+        prejudge={"parametric": 0.5},
+    )
     plan = plan_deflectionbench(settings, PlanInput(1000, [_row(make)], "given"), rates, "none_correct")
     requests = {(r.step, r.model): r.requests for r in plan.rows}
-    assert requests == pytest.approx({
-        ("parametric", "big"): 1000, ("parametric", "small"): 500,     # Stage I: the first drops half
-        ("oracle.gold", "big"): 200, ("oracle.gold", "small"): 100,    # 400 survive, pairing keeps 200
-        ("oracle.distractor", "big"): 600, ("oracle.distractor", "small"): 450,  # 150 pass x 4 negatives
-        ("parametric", "judge"): 750,        # (1000 + 500) answers, half settled by the pre-judge
-        ("oracle.gold", "judge"): 300, ("oracle.distractor", "judge"): 1050,
-    })
+    assert requests == pytest.approx(
+        {
+            ("parametric", "big"): 1000,
+            ("parametric", "small"): 500,  # Stage I: the first drops half
+            ("oracle.gold", "big"): 200,
+            ("oracle.gold", "small"): 100,  # 400 survive, pairing keeps 200
+            ("oracle.distractor", "big"): 600,
+            ("oracle.distractor", "small"): 450,  # 150 pass x 4 negatives
+            ("parametric", "judge"): 750,  # (1000 + 500) answers, half settled by the pre-judge
+            ("oracle.gold", "judge"): 300,
+            ("oracle.distractor", "judge"): 1050,
+        }
+    )
     assert [round(n) for _, n in plan.funnel] == [1000, 400, 200, 75]
     from mmcurate.annotation.deflectionbench.oracle import distractor_request
     from mmcurate.gating.parametric import parametric_request
+
     big, small, judge = (settings.model(n) for n in ("big", "small", "judge"))
     row = _row(make)
     first = next(r for r in plan.rows if (r.step, r.model) == ("parametric", "big"))
@@ -149,11 +196,23 @@ def test_deflectionbench_plan_on_a_hand_example(tmp_path, make):
 
 
 def test_reflvqa_plan_on_a_hand_example(tmp_path, make):
-    models = {n: {"name": n, "backend": "vllm", "model": f"org/{n}-8B", "max_tokens": 16}
-              for n in ("i1", "i2", "ev", "fc", "te")}
-    settings = Settings(workdir=tmp_path, models=models, reflvqa={
-        "source": {"name": "reddit", "root": str(tmp_path)}, "inspectors": ["i1", "i2"], "evaluator": "ev",
-        "max_right_inspectors": 0, "factcheck_model": "fc", "text_entailment": "llm:te", "top_text": 2})
+    models = {
+        n: {"name": n, "backend": "vllm", "model": f"org/{n}-8B", "max_tokens": 16}
+        for n in ("i1", "i2", "ev", "fc", "te")
+    }
+    settings = Settings(
+        workdir=tmp_path,
+        models=models,
+        reflvqa={
+            "source": {"name": "reddit", "root": str(tmp_path)},
+            "inspectors": ["i1", "i2"],
+            "evaluator": "ev",
+            "max_right_inspectors": 0,
+            "factcheck_model": "fc",
+            "text_entailment": "llm:te",
+            "top_text": 2,
+        },
+    )
     rates = RefLVQARates(source="hand", relevance=0.5, inspector_right=(0.5,), factcheckable=0.5, sentences=4.0)
     row = make.sample("p1", "What is this?", ["It is a lamp. It was made in 1950. It glows."])
     plan = plan_reflvqa(settings, PlanInput(100, [row], "given"), rates)
@@ -171,8 +230,10 @@ def test_an_unset_price_of_a_billed_model_is_an_unknown_cost_never_zero():
 
     hosted = spec("gpt-4o", backend="openai", model="gpt-4o")
     assert throughput.cost(1_000_000, 1_000_000, hosted) is None
-    assert throughput.cost(1_000_000, 1_000_000, spec("half", backend="openai", model="gpt-4o",
-                                                      price_input_per_mtok=2.5)) is None
+    assert (
+        throughput.cost(1_000_000, 1_000_000, spec("half", backend="openai", model="gpt-4o", price_input_per_mtok=2.5))
+        is None
+    )
     assert throughput.cost(1_000_000, 0, spec("local", backend="embedded")) == 0.0  # GPU-hours, not money
     served = spec("served", backend="openai", model="org/m-7B", base_url="http://gpu:8000/v1")
     assert throughput.cost(1_000_000, 0, served) is None  # ours or a hosted API's: the URL cannot say
@@ -185,8 +246,11 @@ def test_an_unset_price_of_a_billed_model_is_an_unknown_cost_never_zero():
     plan = Plan("deflectionbench", 10, "--samples", "paper", [], rows)
     assert plan.total().cost is None and plan.unpriced() == ["gpt-4o"]
     text = plan.render()
-    assert [line.split()[-1] for line in text.splitlines() if line.startswith(("I ", "total"))] == \
-        ["unknown", "0.00", "unknown"]
+    assert [line.split()[-1] for line in text.splitlines() if line.startswith(("I ", "total"))] == [
+        "unknown",
+        "0.00",
+        "unknown",
+    ]
     assert "price not set: cost unknown for gpt-4o" in text
     assert plan.table()[0]["cost"] is None
     with pytest.raises(MmcurateError) as refused:
@@ -202,8 +266,9 @@ def test_an_unpriced_model_at_a_hosted_base_url_is_unknown_and_refused_by_max_co
     from mmcurate.planning.plan import Plan, plan_row
     from mmcurate.planning.recuration import Budget
 
-    hosted = spec("together-vlm", backend="openai", model="Qwen/Qwen2.5-VL-72B-Instruct",
-                  base_url="https://api.together.xyz/v1")
+    hosted = spec(
+        "together-vlm", backend="openai", model="Qwen/Qwen2.5-VL-72B-Instruct", base_url="https://api.together.xyz/v1"
+    )
     request = ChatRequest("k", [{"role": "user", "content": "x" * 40}], "t")
     plan = Plan("deflectionbench", 20, "--samples", "paper", [], [plan_row("I", "parametric", hosted, 20, [request])])
     assert plan.total().cost is None and plan.unpriced() == ["together-vlm"]

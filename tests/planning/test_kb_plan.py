@@ -1,5 +1,6 @@
 """The knowledge base in a plan: pages (counted, from Parquet metadata, estimated, or given),
 embedding hours at the encoder's throughput, disk, and the index the budget allows."""
+
 from __future__ import annotations
 
 import json
@@ -13,14 +14,14 @@ from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.planning import throughput
 from mmcurate.planning.kb import SAMPLE_ROWS, plan_kb
-
 from tests.planning.test_inputs_cli import PAPER
 from tests.releases.cli_helpers import run_cli
 
 
 def jsonl(path: Path, rows: int) -> Path:
-    path.write_text("".join(json.dumps({"doc_id": f"d{i}", "title": "T", "text": f"page {i:06d}"}) + "\n"
-                            for i in range(rows)))
+    path.write_text(
+        "".join(json.dumps({"doc_id": f"d{i}", "title": "T", "text": f"page {i:06d}"}) + "\n" for i in range(rows))
+    )
     return path
 
 

@@ -1,4 +1,5 @@
 """Run the real ``mmcurate`` entry point in-process and capture what it prints."""
+
 from __future__ import annotations
 
 import os
@@ -35,6 +36,12 @@ def run_process(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
     from prefect.settings import get_current_settings
 
     env = {**os.environ, "PREFECT_API_URL": str(get_current_settings().api.url)}
-    done = subprocess.run([str(Path(sys.executable).parent / "mmcurate"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "mmcurate"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return done.returncode, done.stdout, done.stderr

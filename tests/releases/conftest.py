@@ -1,4 +1,5 @@
 """Shared releases, written once per session (writing runs the Great Expectations suite)."""
+
 from __future__ import annotations
 
 import os
@@ -11,7 +12,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 from mmcurate.releases.writer import write_release  # noqa: E402  (the environment above first)
-
 from tests.releases import release_builders as b  # noqa: E402
 
 

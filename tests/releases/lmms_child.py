@@ -4,6 +4,7 @@ give the documents, the messages and the numbers; the answer goes to a JSON file
 
     python -m tests.releases.lmms_child numbers|documents INCLUDE GROUP IN.json OUT.json
 """
+
 from __future__ import annotations
 
 import json
@@ -41,12 +42,20 @@ def documents(tasks: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         rows = []
         for doc in task.test_docs():
             sent = task.doc_to_messages(doc)
-            rows.append({
-                "sample_id": doc["sample_id"],
-                "messages": [{"role": m["role"], "texts": [p["text"] for p in m["content"] if p["type"] == "text"],
-                              "images": [list(p["url"].size) for p in m["content"] if p["type"] == "image"]}
-                             for m in sent],
-                "visual": [list(image.size) for image in task.doc_to_visual(doc)]})
+            rows.append(
+                {
+                    "sample_id": doc["sample_id"],
+                    "messages": [
+                        {
+                            "role": m["role"],
+                            "texts": [p["text"] for p in m["content"] if p["type"] == "text"],
+                            "images": [list(p["url"].size) for p in m["content"] if p["type"] == "image"],
+                        }
+                        for m in sent
+                    ],
+                    "visual": [list(image.size) for image in task.doc_to_visual(doc)],
+                }
+            )
         out[name] = rows
     return out
 

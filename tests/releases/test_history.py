@@ -1,6 +1,7 @@
 """A benchmark's history (issue 45 item 3, 4): versions, what each re-curation removed and whose
 answers removed it, the saturation curve and a leaderboard with Wilson intervals; the page
 rendered in headless Chromium."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -14,7 +15,6 @@ from mmcurate.core.ledger import Decision, ledger_table
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.history import HISTORY_HTML, HISTORY_MD, benchmark_history, write_history
 from mmcurate.releases.writer import write_release
-
 from tests import static_page
 from tests.releases import release_builders as b
 from tests.releases.cli_helpers import run_cli
@@ -25,15 +25,27 @@ def _gate(sid: str, model: str, grade: str) -> Decision:
 
 
 def _verdict(sid: str, keep: bool, model: str) -> Decision:
-    return Decision(sid, "parametric", "gate.verdict", "keep" if keep else "drop", detail={
-        "deciding_model": model, "reason": "no model answered from parametric knowledge" if keep
-        else f"{model} answered from parametric knowledge"})
+    return Decision(
+        sid,
+        "parametric",
+        "gate.verdict",
+        "keep" if keep else "drop",
+        detail={
+            "deciding_model": model,
+            "reason": "no model answered from parametric knowledge"
+            if keep
+            else f"{model} answered from parametric knowledge",
+        },
+    )
 
 
 def _draft(rows: list[dict], version: str, decisions: list[Decision], parent: str | None = None):
     draft = b.deflection_draft(rows, version=version, parent=parent)
-    return replace(draft, ledger=ledger_table(decisions, run_id=f"run-{version}"),
-                   counts={**draft.counts, "run_id": f"run-{version}"})
+    return replace(
+        draft,
+        ledger=ledger_table(decisions, run_id=f"run-{version}"),
+        counts={**draft.counts, "run_id": f"run-{version}"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +63,10 @@ def benchmark(tmp_path_factory, store_and_shas) -> Path:
     second = [_gate(s, "gemma", "CORRECT" if s in ids[4:] else "INCORRECT") for s in ids]
     second += [_verdict(s, s not in ids[4:], "gemma") for s in ids]
     inherited = ledger_table(first, run_id="run-1.0.0")  # a re-curation's ledger carries its parent's
-    draft = replace(_draft(rows[:4], "1.1.0", [], parent="1.0.0"),
-                    ledger=pa.concat_tables([inherited, ledger_table(second, run_id="run-1.1.0")]))
+    draft = replace(
+        _draft(rows[:4], "1.1.0", [], parent="1.0.0"),
+        ledger=pa.concat_tables([inherited, ledger_table(second, run_id="run-1.1.0")]),
+    )
     draft.models.append({"role": "gating", "name": "gemma", "backend": "scripted", "model": "gemma", "revision": "g1"})
     write_release(draft, root, store)
     return root / "deflectionbench"
@@ -61,8 +75,10 @@ def benchmark(tmp_path_factory, store_and_shas) -> Path:
 def _run(folder: Path, model: str, grades: list[tuple[str, str, str]]) -> Path:
     """An evaluation run folder as `mmcurate evaluate` writes it: answers.parquet and table.md."""
     folder.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist([{"sample_id": s, "scenario": c, "grade": g} for s, c, g in grades]),
-                   folder / "answers.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([{"sample_id": s, "scenario": c, "grade": g} for s, c, g in grades]),
+        folder / "answers.parquet",
+    )
     (folder / "table.md").write_text(f"# {model} on deflectionbench 1.1.0 (n = {len(grades)})\n")
     return folder
 
@@ -102,8 +118,9 @@ def test_an_evaluation_of_another_benchmark_is_refused(benchmark, tmp_path):
         benchmark_history(benchmark, [run])
 
 
-def test_cli_writes_page_and_markdown_beside_the_versions_and_refuses_bad_folders(benchmark, tmp_path, capsys,
-                                                                              monkeypatch):
+def test_cli_writes_page_and_markdown_beside_the_versions_and_refuses_bad_folders(
+    benchmark, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "site"
     code, stdout, err = run_cli(capsys, monkeypatch, "history", str(benchmark), "--out", str(out))
     assert code == 0, err
@@ -121,8 +138,10 @@ def test_history_of_a_benchmark_without_gating_says_there_is_no_curve(tmp_path, 
     root.mkdir(parents=True)
     (root / "1.0.0").symlink_to(reflvqa_release, target_is_directory=True)
     history = benchmark_history(root)
-    assert history.saturation == [] and "no saturation curve" in write_history(root, tmp_path / "o").with_name(
-        HISTORY_MD).read_text()
+    assert (
+        history.saturation == []
+        and "no saturation curve" in write_history(root, tmp_path / "o").with_name(HISTORY_MD).read_text()
+    )
 
 
 PROBE = """JSON.stringify({
@@ -136,8 +155,10 @@ PROBE = """JSON.stringify({
 
 @pytest.mark.skipif(not static_page.CHROMIUM.exists(), reason="headless render needs Debian's chromium")
 def test_history_page_renders_in_chromium_with_its_plots(benchmark, tmp_path, tmp_path_factory):
-    runs = [_run(tmp_path / m, m, [(f"s{i}", "oracle", "CORRECT" if i < k else "INCORRECT") for i in range(10)])
-            for m, k in (("smollm2", 3), ("gemma", 7))]
+    runs = [
+        _run(tmp_path / m, m, [(f"s{i}", "oracle", "CORRECT" if i < k else "INCORRECT") for i in range(10)])
+        for m, k in (("smollm2", 3), ("gemma", 7))
+    ]
     page = write_history(benchmark, tmp_path / "site", runs)
     shown = static_page.render(page, PROBE, tmp_path_factory.getbasetemp() / "artifacts" / "history")
     assert shown.errors == []

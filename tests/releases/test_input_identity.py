@@ -1,25 +1,32 @@
 """A release's identity includes the content of its inputs (issue 22, item 7): a scripted
 model's rules file or a raw source file that changed under the same name makes another
 release, never "identical content: unchanged"."""
+
 from __future__ import annotations
 
 from dataclasses import replace
 
 import pytest
-from tests.releases import release_builders as b
 
 from mmcurate.core.config import Settings
 from mmcurate.releases.errors import ReleaseExists
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.rerun import draft_differences, refuse_changed_version
 from mmcurate.releases.writer import write_release
+from tests.releases import release_builders as b
 
 
 def settings_of(tmp_path, rules) -> Settings:
-    return Settings(releases_root=tmp_path / "releases",
-                    models={"reader": {"name": "reader", "backend": "scripted", "script": rules, "revision": "r1"}},
-                    deflectionbench={"sources": [{"name": "webqa", "root": tmp_path}], "gating": {"pool": ["reader"]},
-                                     "k_min": b.K_MIN, "seed": b.SEED})
+    return Settings(
+        releases_root=tmp_path / "releases",
+        models={"reader": {"name": "reader", "backend": "scripted", "script": rules, "revision": "r1"}},
+        deflectionbench={
+            "sources": [{"name": "webqa", "root": tmp_path}],
+            "gating": {"pool": ["reader"]},
+            "k_min": b.K_MIN,
+            "seed": b.SEED,
+        },
+    )
 
 
 @pytest.fixture
@@ -31,8 +38,12 @@ def inputs(tmp_path):
     source.write_text('{"id": 1}\n')
     settings = settings_of(tmp_path, rules)
     store, shas = b.make_store(tmp_path / "images")
-    draft = replace(b.deflection_draft(b.deflection_rows(shas)), config=settings.resolved(),
-                    models=[{"role": "gating", **settings.model("reader").identity()}], source_files=[str(source)])
+    draft = replace(
+        b.deflection_draft(b.deflection_rows(shas)),
+        config=settings.resolved(),
+        models=[{"role": "gating", **settings.model("reader").identity()}],
+        source_files=[str(source)],
+    )
     release = write_release(draft, tmp_path / "releases", store)
     return rules, source, draft, release
 
@@ -55,7 +66,8 @@ def test_a_changed_source_file_is_another_release(inputs):
     _, source, draft, release = inputs
     source.write_text('{"id": 2}\n')
     assert draft_differences(open_release(release), draft) == [
-        "source files: their content differs from the 1 the release recorded"]
+        "source files: their content differs from the 1 the release recorded"
+    ]
 
 
 def test_a_run_with_a_changed_rules_file_is_refused_before_it_starts(inputs, tmp_path):
@@ -83,7 +95,14 @@ def test_a_setting_added_since_the_release_is_read_at_its_default(inputs, tmp_pa
     older = _written_before(release, "topics", "fit_sample")
     assert "fit_sample" not in older.manifest.config["deflectionbench"]["topics"]
     assert draft_differences(older, draft) == []
-    settings = Settings(**{**draft.config, "deflectionbench": {
-        **draft.config["deflectionbench"], "topics": {**draft.config["deflectionbench"]["topics"], "fit_sample": 500}}})
+    settings = Settings(
+        **{
+            **draft.config,
+            "deflectionbench": {
+                **draft.config["deflectionbench"],
+                "topics": {**draft.config["deflectionbench"]["topics"], "fit_sample": 500},
+            },
+        }
+    )
     other = replace(draft, config=settings.resolved())
     assert draft_differences(older, other) == ["deflectionbench.topics.fit_sample: null -> 500"]

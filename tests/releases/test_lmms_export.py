@@ -2,6 +2,7 @@
 called as lmms-eval calls them (``process_results`` per document, then each metric's
 aggregation named in the task YAML), a failed request is never graded in any exported task;
 the export's refusals are one line each, and a failed write leaves no folder."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,7 +19,6 @@ from mmcurate.evaluation.harness import COUNTS, harness_of
 from mmcurate.releases.lmms_export import group_name, write_lmms_tasks
 from mmcurate.releases.manifest import MANIFEST
 from mmcurate.sources.mme import DATASET as MME
-
 from tests.releases.cli_helpers import one_line, run_cli
 from tests.releases.release_builders import reseal
 
@@ -49,38 +49,83 @@ def _numbers(folder: Path, task: str, docs: list[dict[str, Any]], replies: list[
     for doc, reply in zip(docs, replies):
         for metric, record in getattr(utils, config["process_results"].split(".")[1])(doc, [reply]).items():
             records.setdefault(metric, []).append(record)
-    return {m["metric"]: getattr(utils, m["aggregation"].split(".")[1])(records[m["metric"]])
-            for m in config["metric_list"]}
+    return {
+        m["metric"]: getattr(utils, m["aggregation"].split(".")[1])(records[m["metric"]]) for m in config["metric_list"]
+    }
 
 
 def _pope(dataset: str, split: str) -> list[dict[str, Any]]:
-    return [{"sample_id": f"{dataset}-{i}", "dataset": dataset, "split": split, "label": label,
-             "image_file": f"img{i // 2}.jpg", "question": "Is there a dog in the image?", "image": None}
-            for i, label in enumerate(("yes", "no", "yes", "no"))]
+    return [
+        {
+            "sample_id": f"{dataset}-{i}",
+            "dataset": dataset,
+            "split": split,
+            "label": label,
+            "image_file": f"img{i // 2}.jpg",
+            "question": "Is there a dog in the image?",
+            "image": None,
+        }
+        for i, label in enumerate(("yes", "no", "yes", "no"))
+    ]
 
 
 def _qa(n: int) -> list[dict[str, Any]]:
-    return [{"sample_id": f"q{i}", "source": "webqa", "question": f"What is shown in picture {i}?",
-             "answers": [f"answer {i}"], "meta": None, "images": [], "set": "single_turn", "turn": 0}
-            for i in range(n)]
+    return [
+        {
+            "sample_id": f"q{i}",
+            "source": "webqa",
+            "question": f"What is shown in picture {i}?",
+            "answers": [f"answer {i}"],
+            "meta": None,
+            "images": [],
+            "set": "single_turn",
+            "turn": 0,
+        }
+        for i in range(n)
+    ]
 
 
 # (benchmark, harness factory, release values, task, documents, replies: the last two failed)
 CASES = [
-    ("pope", "mmcurate.evaluation.pope.harness:harness", {"pairs": [["coco", "random"]]}, "coco_random",
-     _pope("coco", "random"), ["Yes, there is a dog.", "No, there is not.", FAILED, FAILED]),
-    ("mme", "mmcurate.evaluation.pope.harness:harness", {"pairs": [[MME, "existence"]]}, f"{MME}_existence",
-     _pope(MME, "existence"), ["Yes", "No", FAILED, FAILED]),
-    ("deflectionbench", "mmcurate.evaluation.deflectionbench.harness:harness", {"seed": 3}, "oracle",
-     _qa(4), ["answer 0", "I don't know", FAILED, FAILED]),
-    ("cragmm", "mmcurate.evaluation.cragmm.harness:harness", {"seed": 3}, "single_turn",
-     _qa(4), ["answer 0", "answer 7", FAILED, FAILED]),
+    (
+        "pope",
+        "mmcurate.evaluation.pope.harness:harness",
+        {"pairs": [["coco", "random"]]},
+        "coco_random",
+        _pope("coco", "random"),
+        ["Yes, there is a dog.", "No, there is not.", FAILED, FAILED],
+    ),
+    (
+        "mme",
+        "mmcurate.evaluation.pope.harness:harness",
+        {"pairs": [[MME, "existence"]]},
+        f"{MME}_existence",
+        _pope(MME, "existence"),
+        ["Yes", "No", FAILED, FAILED],
+    ),
+    (
+        "deflectionbench",
+        "mmcurate.evaluation.deflectionbench.harness:harness",
+        {"seed": 3},
+        "oracle",
+        _qa(4),
+        ["answer 0", "I don't know", FAILED, FAILED],
+    ),
+    (
+        "cragmm",
+        "mmcurate.evaluation.cragmm.harness:harness",
+        {"seed": 3},
+        "single_turn",
+        _qa(4),
+        ["answer 0", "answer 7", FAILED, FAILED],
+    ),
 ]
 
 
 @pytest.mark.parametrize("benchmark, factory, values, task, docs, replies", CASES, ids=[c[0] for c in CASES])
-def test_a_failed_request_is_never_graded_and_is_counted_and_named(tmp_path, benchmark, factory, values, task, docs,
-                                                                   replies):
+def test_a_failed_request_is_never_graded_and_is_counted_and_named(
+    tmp_path, benchmark, factory, values, task, docs, replies
+):
     """Issue 42 item 1: lmms-eval's failed-request marker read by POPE's rule said "yes", by the
     judge a wrong answer. Every exported task leaves it out of its rates (the rates equal those
     of the answered documents alone), counts it and names its document."""
@@ -108,8 +153,15 @@ def test_higher_is_better_says_what_each_metric_is(tmp_path):
     write_lmms_tasks(harness_of(factory, values), factory, values, "pope", "1.0.0", tmp_path / "t")
     config = yaml.load((tmp_path / "t" / "pope_v1_0_0_coco_random.yaml").read_text(), Loader=_TaskLoader)
     assert {m["metric"]: m["higher_is_better"] for m in config["metric_list"]} == {
-        "accuracy": True, "precision": True, "recall": True, "f1": True, "yes_ratio": None,
-        "graded": None, "failed_requests": False, "failed_samples": None}
+        "accuracy": True,
+        "precision": True,
+        "recall": True,
+        "f1": True,
+        "yes_ratio": None,
+        "graded": None,
+        "failed_requests": False,
+        "failed_samples": None,
+    }
 
 
 # ---------------------------------------------------------------------------- item 17: refusals
@@ -148,6 +200,7 @@ def resealed(tmp_path, deflection_release):
     def edit(**entries: Any) -> Path:
         reseal(target, {**json.loads((target / MANIFEST).read_text()), **entries})
         return target
+
     return edit
 
 

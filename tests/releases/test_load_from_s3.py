@@ -1,5 +1,6 @@
 """``datasets.load_dataset`` reads a release's shards from an object store, with the call the
 README's "Loading a release" shows (the local S3 server of tests/s3_server.py)."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -18,12 +19,18 @@ def test_load_dataset_reads_a_published_release_from_s3(tmp_path, s3_bucket, s3_
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
     (tmp_path / "release" / "data").mkdir(parents=True)
     for index in range(2):
-        pq.write_table(pa.table({"sample_id": [f"s{index}a", f"s{index}b"], "question": ["q", "q"]}),
-                       tmp_path / "release" / "data" / f"test-0000{index}-of-00002.parquet")
+        pq.write_table(
+            pa.table({"sample_id": [f"s{index}a", f"s{index}b"], "question": ["q", "q"]}),
+            tmp_path / "release" / "data" / f"test-0000{index}-of-00002.parquet",
+        )
     url = f"{s3_bucket}/releases/deflectionbench/1.0.0"
     publish_folder(tmp_path / "release", Location.parse(url))
     assert fetch_folder(Location.parse(url)).is_dir()  # published by the marker rule
 
-    ds = load_dataset("parquet", data_files={"test": f"{url}/data/*.parquet"}, split="test",
-                      storage_options={"endpoint_url": s3_server, "key": "testing", "secret": "testing"})
+    ds = load_dataset(
+        "parquet",
+        data_files={"test": f"{url}/data/*.parquet"},
+        split="test",
+        storage_options={"endpoint_url": s3_server, "key": "testing", "secret": "testing"},
+    )
     assert sorted(ds["sample_id"]) == ["s0a", "s0b", "s1a", "s1b"]

@@ -5,6 +5,7 @@ sealed into every release and checked by ``verify``; releases of the previous fo
 (commit 3dced4f: manifest format 2, no schema file): the sealed files of the session's
 DeflectionBench test release (``release_builders.deflection_draft``), its post-seal files left out.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,6 @@ from mmcurate.releases.manifest import MANIFEST, load_manifest
 from mmcurate.releases.manifest_model import MANIFEST_FORMAT, SCHEMA_FILE, Manifest, schema_text
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
-
 from tests.releases.release_builders import reseal
 
 FORMAT2 = Path(__file__).parent / "data" / "format2" / "deflectionbench" / "1.0.0"
@@ -37,8 +37,13 @@ def test_a_release_of_the_previous_format_reads_typed_and_verifies(old):
     assert (manifest.benchmark, manifest.version, manifest.parent) == ("deflectionbench", "1.0.0", None)
     assert manifest.counts.rows == {"test": 6} and manifest.counts.per_source == {"infoseek": 3, "webqa": 3}
     assert [m.name for m in manifest.models] == ["smollm2"] and manifest.models[0].role == "gating"
-    assert manifest.models[0].identity() == {"name": "smollm2", "backend": "embedded", "model": "smollm2",
-                                             "revision": "q8", "vision": False}
+    assert manifest.models[0].identity() == {
+        "name": "smollm2",
+        "backend": "embedded",
+        "model": "smollm2",
+        "revision": "q8",
+        "vision": False,
+    }
     assert manifest.judge_name == "lexical" and manifest.components["entailment"] == "lexical-overlap-v1"
     assert manifest.seed == 7 and manifest.k_min == 3 and manifest.config["deflectionbench"]["k_min"] == 3
     assert set(manifest.files) >= {"README.md", "ledger.parquet", *manifest.shards["test"]}
@@ -48,8 +53,9 @@ def test_a_release_of_the_previous_format_reads_typed_and_verifies(old):
     assert release.table("test").num_rows == 6
     result = verify_release(old)
     assert result.ok, result.problems()
-    assert result.notes == [f"{MANIFEST} is format 2: written before releases carried the manifest's schema "
-                            f"({SCHEMA_FILE})"]
+    assert result.notes == [
+        f"{MANIFEST} is format 2: written before releases carried the manifest's schema ({SCHEMA_FILE})"
+    ]
 
 
 def test_a_new_release_seals_its_schema_and_verify_checks_it(copy):

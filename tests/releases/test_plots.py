@@ -1,5 +1,6 @@
 """Plots read as counts: whole numbers on every count axis, every axis labelled, and a
 convergence plot that says something with one gating model."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -19,7 +20,9 @@ def close_figures():
 
 
 def test_funnel_counts_are_whole_and_labelled():
-    ax = funnel_figure([{"stage": "ingested", "remaining": 3}, {"stage": "I parametric gating", "remaining": 2}]).axes[0]
+    ax = funnel_figure([{"stage": "ingested", "remaining": 3}, {"stage": "I parametric gating", "remaining": 2}]).axes[
+        0
+    ]
     assert _ticks_are_whole(ax.get_xticks())  # not 0.5, 1.0, 1.5 ... for three samples
     assert ax.get_xlabel() == "samples remaining" and ax.get_ylabel() == "stage"
 

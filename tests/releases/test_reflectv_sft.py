@@ -1,4 +1,5 @@
 """ReflectV's training export: conversation records fine-tuning tools read, loaded back."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,6 @@ from mmcurate.annotation.reflectv.turns import render_turn, tool_call
 from mmcurate.releases.reflectv.sft import IMAGE_TAG, read_records, record_defects
 from mmcurate.releases.verify import verify_release
 from mmcurate.releases.writer import write_release
-
 from tests.releases import release_builders as b
 from tests.releases.test_reflectv_validation import THINK, _draft
 
@@ -34,8 +34,10 @@ def test_export_loads_back_with_datasets(tmp_path) -> None:
         assert [p["image"] for p in parts] == record["images"] and len(record["images"]) == 2
         assert all((path / "sft" / image).is_file() for image in record["images"])
         assistant = [m["content"][0]["text"] for m in record["messages"] if m["role"] == "assistant"]
-        assert assistant[0].startswith("<answer>a dog</answer><think>") and "What animal is shown?" in \
-            record["messages"][1]["content"][1]["text"]
+        assert (
+            assistant[0].startswith("<answer>a dog</answer><think>")
+            and "What animal is shown?" in record["messages"][1]["content"][1]["text"]
+        )
     # the second user turn shows the marked image the first turn's tool call produced
     images = sorted((path / "sft" / "images").iterdir())
     assert {p.stem for p in images} == set(shas[:2])
@@ -57,8 +59,9 @@ def test_llamafactory_layout(tmp_path) -> None:
 def test_defects_are_named(tmp_path) -> None:
     path, _ = _release(tmp_path)
     [record, *_] = read_records(path)
-    swapped = dict(record, messages=[record["messages"][0], record["messages"][2], record["messages"][1],
-                                     *record["messages"][3:]])
+    swapped = dict(
+        record, messages=[record["messages"][0], record["messages"][2], record["messages"][1], *record["messages"][3:]]
+    )
     assert "roles do not alternate user/assistant" in record_defects(swapped, path / "sft")
     missing = dict(record, images=[*record["images"][:1], "images/nowhere.png"])
     assert "an image file is missing" in record_defects(missing, path / "sft")

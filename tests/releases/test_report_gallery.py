@@ -2,6 +2,7 @@
 contents, retention and reason plots, a seeded gallery of kept and removed samples with the
 ledger's reasons, near-duplicate pairs side by side; rendered in headless Chromium. Also the
 card's default config and licence for ``datasets`` and the release artifact's banner."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,6 @@ from mmcurate.releases.gallery import gallery, near_duplicate_pairs
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.report import render_report, summary_line, write_report
 from mmcurate.releases.writer import write_release
-
 from tests import static_page
 from tests.releases import release_builders as b
 
@@ -30,18 +30,49 @@ def curated(tmp_path_factory, store_and_shas) -> Path:
     rows = b.deflection_rows(shas, n=9)
     write_release(b.deflection_draft(rows, version="1.0.0"), root, store)
     kept, dropped = rows[:6], rows[6:]
-    decisions = [Decision(r["sample_id"], "parametric", "gate.verdict", "keep", detail={
-        "deciding_model": "smollm2", "reason": "no model answered from parametric knowledge"}) for r in kept]
-    decisions += [Decision(r["sample_id"], "oracle", "oracle.verdict", "drop", detail={
-        "reason": "every model answered INCORRECT even with the gold contexts"}) for r in dropped]
-    decisions.append(Decision(kept[1]["sample_id"], "dedup", "dedup.question", "flagged",
-                              context_id=kept[0]["sample_id"], detail={
-                                  "of": kept[0]["sample_id"], "in": "this release", "kind": "question",
-                                  "question_jaccard": 0.91, "reason": "near-duplicate"}))
+    decisions = [
+        Decision(
+            r["sample_id"],
+            "parametric",
+            "gate.verdict",
+            "keep",
+            detail={"deciding_model": "smollm2", "reason": "no model answered from parametric knowledge"},
+        )
+        for r in kept
+    ]
+    decisions += [
+        Decision(
+            r["sample_id"],
+            "oracle",
+            "oracle.verdict",
+            "drop",
+            detail={"reason": "every model answered INCORRECT even with the gold contexts"},
+        )
+        for r in dropped
+    ]
+    decisions.append(
+        Decision(
+            kept[1]["sample_id"],
+            "dedup",
+            "dedup.question",
+            "flagged",
+            context_id=kept[0]["sample_id"],
+            detail={
+                "of": kept[0]["sample_id"],
+                "in": "this release",
+                "kind": "question",
+                "question_jaccard": 0.91,
+                "reason": "near-duplicate",
+            },
+        )
+    )
     draft = b.deflection_draft(kept, version="1.1.0", parent="1.0.0")
-    draft = replace(draft, ledger=ledger_table(decisions, run_id="run-1.1.0"),
-                    counts={**draft.counts, "run_id": "run-1.1.0"},
-                    components={**draft.components, "near_duplicates": "minhash char-5gram jaccard>=0.8"})
+    draft = replace(
+        draft,
+        ledger=ledger_table(decisions, run_id="run-1.1.0"),
+        counts={**draft.counts, "run_id": "run-1.1.0"},
+        components={**draft.components, "near_duplicates": "minhash char-5gram jaccard>=0.8"},
+    )
     return write_release(draft, root, store)
 
 
@@ -49,7 +80,9 @@ def test_gallery_draws_kept_and_removed_per_stage_with_reasons_seeded(curated):
     release = open_release(curated)
     drawn = gallery(release)
     assert list(drawn) == ["parametric", "oracle"]
-    assert [i.fate for i in drawn["parametric"]] == ["kept"] * 3 and [i.fate for i in drawn["oracle"]] == ["removed"] * 3
+    assert [i.fate for i in drawn["parametric"]] == ["kept"] * 3 and [i.fate for i in drawn["oracle"]] == [
+        "removed"
+    ] * 3
     removed = drawn["oracle"]
     # a removed sample's content is read from the version beside it; its reason is the ledger's
     assert all(i.shown.found_in == "deflectionbench 1.0.0" and i.shown.question and i.shown.thumbnail for i in removed)
@@ -71,7 +104,9 @@ def test_a_removed_sample_held_nowhere_is_said_so(curated, tmp_path):
 
 def test_near_duplicate_pairs_show_both_samples_with_the_rule(curated):
     (pair,) = near_duplicate_pairs(open_release(curated))
-    assert pair.flagged.question == "What is shown in picture 1?" and pair.other.question == "What is shown in picture 0?"
+    assert (
+        pair.flagged.question == "What is shown in picture 1?" and pair.other.question == "What is shown in picture 0?"
+    )
     assert pair.flagged.thumbnail and pair.other.thumbnail
     assert (pair.kind, pair.scores, pair.other_in) == ("question", "question Jaccard 0.91", "this release")
 
@@ -151,8 +186,9 @@ def test_a_licence_every_source_states_is_the_tables_licence(tmp_path, store_and
 
 
 def test_the_release_artifact_carries_the_cards_scripted_banner(curated, tmp_path):
-    from mmcurate.tasks.release import release_summary
     import shutil
+
+    from mmcurate.tasks.release import release_summary
 
     copy = tmp_path / "r"
     shutil.copytree(curated, copy)

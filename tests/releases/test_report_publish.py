@@ -1,4 +1,5 @@
 """The HTML report (rendered in headless Chromium) and publishing."""
+
 from __future__ import annotations
 
 import re
@@ -12,13 +13,12 @@ import pytest
 from huggingface_hub.errors import HfHubHTTPError
 
 from mmcurate.releases import publish as publish_module
+from mmcurate.releases.deflectionbench.topics import topic_table
 from mmcurate.releases.errors import ReleaseError
 from mmcurate.releases.publish import publish, upload_plan
 from mmcurate.releases.report import write_report
-from mmcurate.releases.deflectionbench.topics import topic_table
 from mmcurate.releases.verify import verify_release
 from mmcurate.releases.writer import write_release
-
 from tests.releases import release_builders as b
 from tests.releases.cli_helpers import run_cli
 
@@ -29,8 +29,13 @@ def test_report_has_sections_and_inline_plots(capsys, monkeypatch, copy):
     code, out, _ = run_cli(capsys, monkeypatch, "report", str(copy))
     assert code == 0
     html = (copy / "report.html").read_text()
-    for section in ("Stage funnel", "Per-source statistics", "Convergence of gating models", "Judge errors",
-                    "Quarantine by reason"):
+    for section in (
+        "Stage funnel",
+        "Per-source statistics",
+        "Convergence of gating models",
+        "Judge errors",
+        "Quarantine by reason",
+    ):
         assert f">{section}</h2>" in html
     assert html.count("data:image/png;base64,") >= 3
     assert "<td>missing answer</td>" in html and "<td>2</td>" in html
@@ -57,11 +62,24 @@ def test_report_renders_in_headless_chromium(tmp_path, copy):
     page = write_report(copy)
     shot = tmp_path / "report.png"
     subprocess.run(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,2400", f"--screenshot={shot}",
-         page.resolve().as_uri()],
-        check=True, capture_output=True, timeout=120,
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1200,2400",
+            f"--screenshot={shot}",
+            page.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     from PIL import Image
 
@@ -76,8 +94,9 @@ def test_publish_refuses_unvalidated_release(capsys, monkeypatch, tmp_path, copy
     assert verify_release(copy).ok
     with pytest.raises(ReleaseError, match="no validation results"):
         publish(copy, "org/bench", target_dir=tmp_path / "out")
-    code, _, err = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "org/bench",
-                           "--target-dir", str(tmp_path / "out"))
+    code, _, err = run_cli(
+        capsys, monkeypatch, "publish", str(copy), "--repo-id", "org/bench", "--target-dir", str(tmp_path / "out")
+    )
     assert code == 2 and "run `mmcurate validate` first" in err
     assert not (tmp_path / "out").exists()
 
@@ -90,8 +109,9 @@ def test_publish_refuses_release_that_does_not_verify(tmp_path, copy):
 
 def test_publish_to_target_dir_copies_a_verifiable_release(capsys, monkeypatch, tmp_path, copy):
     target = tmp_path / "out"
-    code, out, _ = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "org/bench",
-                           "--target-dir", str(target))
+    code, out, _ = run_cli(
+        capsys, monkeypatch, "publish", str(copy), "--repo-id", "org/bench", "--target-dir", str(target)
+    )
     assert code == 0 and out.strip() == str(target)
     copied = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
     assert copied == sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file())
@@ -104,7 +124,9 @@ def test_upload_plan_for_the_hub(copy, monkeypatch):
     assert plan.create_repo_kwargs() == {"repo_id": "my-org/deflectionbench", "repo_type": "dataset", "exist_ok": True}
     kwargs = plan.upload_folder_kwargs()
     assert kwargs["repo_type"] == "dataset" and kwargs["folder_path"] == str(copy.resolve())
-    assert "manifest.json" in kwargs["allow_patterns"] and "data/test-00000-of-00002.parquet" in kwargs["allow_patterns"]
+    assert (
+        "manifest.json" in kwargs["allow_patterns"] and "data/test-00000-of-00002.parquet" in kwargs["allow_patterns"]
+    )
     assert "quality/validation.json" in kwargs["allow_patterns"]
     assert kwargs["commit_message"] == "deflectionbench 1.0.0"
     assert plan.create_tag_kwargs()["tag"] == "v1.0.0"
@@ -144,7 +166,10 @@ def test_publish_uploads_the_verified_files_and_tags_the_version(capsys, monkeyp
     assert [name for name, _ in RecordingHub.calls] == ["create_repo", "upload_folder", "create_tag"]
     plan = upload_plan(copy, "my-org/bench")
     assert [kwargs for _, kwargs in RecordingHub.calls] == [
-        plan.create_repo_kwargs(), plan.upload_folder_kwargs(), plan.create_tag_kwargs()]
+        plan.create_repo_kwargs(),
+        plan.upload_folder_kwargs(),
+        plan.create_tag_kwargs(),
+    ]
     uploaded = set(RecordingHub.calls[1][1]["allow_patterns"])
     assert uploaded == {p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()}  # all, verified
     assert "hf_secret_value" not in out + err
@@ -154,17 +179,25 @@ def test_a_hub_that_refuses_the_upload_is_one_line(capsys, monkeypatch, copy):
     class Refusing(RecordingHub):
         def create_repo(self, **kwargs):
             request = httpx.Request("POST", "https://hub.example/api/repos/create")
-            raise HfHubHTTPError("403 Forbidden: you cannot write to my-org",
-                                 response=httpx.Response(403, request=request))
+            raise HfHubHTTPError(
+                "403 Forbidden: you cannot write to my-org", response=httpx.Response(403, request=request)
+            )
 
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
     monkeypatch.setattr(publish_module, "HfApi", Refusing)
     code, _, err = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "my-org/bench")
-    assert code == 2 and err == "mmcurate: error: upload of my-org/bench failed: 403 Forbidden: you cannot write to my-org\n"
+    assert (
+        code == 2
+        and err == "mmcurate: error: upload of my-org/bench failed: 403 Forbidden: you cannot write to my-org\n"
+    )
 
 
-DEFLECTION_SECTIONS = ("Per-source statistics", "Topic distribution before and after curation",
-                       "Convergence of gating models", "Judge errors")
+DEFLECTION_SECTIONS = (
+    "Per-source statistics",
+    "Topic distribution before and after curation",
+    "Convergence of gating models",
+    "Judge errors",
+)
 
 
 def _sections(html: str) -> list[str]:
@@ -175,8 +208,11 @@ def test_a_report_shows_each_section_once(tmp_path, store_and_shas):
     """The topic table is in its own section (with its plot), not again among the other tables."""
     store, shas = store_and_shas
     draft = b.deflection_draft(b.deflection_rows(shas))
-    draft.statistics = {**draft.statistics, "topics": topic_table({"webqa/space": 4}, {"webqa/space": 3}),
-                        "near_duplicates": [{"against": "this release", "kind": "image", "flagged": 0}]}
+    draft.statistics = {
+        **draft.statistics,
+        "topics": topic_table({"webqa/space": 4}, {"webqa/space": 3}),
+        "near_duplicates": [{"against": "this release", "kind": "image", "flagged": 0}],
+    }
     sections = _sections(write_report(write_release(draft, tmp_path, store)).read_text())
     assert len(sections) == len(set(sections)), sections
     assert set(DEFLECTION_SECTIONS) <= set(sections) and "Topics" not in sections and "Near duplicates" not in sections
@@ -191,8 +227,9 @@ def test_a_report_shows_only_the_sections_its_release_has(reflvqa_release, tmp_p
 
 
 @pytest.mark.parametrize("which", ["deflection", "reflvqa"])
-def test_a_published_folder_loads_every_config_with_datasets(which, capsys, monkeypatch, tmp_path, deflection_release,
-                                                             reflvqa_release):
+def test_a_published_folder_loads_every_config_with_datasets(
+    which, capsys, monkeypatch, tmp_path, deflection_release, reflvqa_release
+):
     """The card's header, written through huggingface_hub's DatasetCardData, names a config per
     table: ``datasets.load_dataset(DIR, config)`` reads each from a ``publish --target-dir`` copy."""
     from datasets import load_dataset
@@ -202,12 +239,15 @@ def test_a_published_folder_loads_every_config_with_datasets(which, capsys, monk
 
     release = {"deflection": deflection_release, "reflvqa": reflvqa_release}[which]
     target = tmp_path / "out"
-    assert run_cli(capsys, monkeypatch, "publish", str(release), "--repo-id", "org/bench",
-                   "--target-dir", str(target))[0] == 0
+    assert (
+        run_cli(capsys, monkeypatch, "publish", str(release), "--repo-id", "org/bench", "--target-dir", str(target))[0]
+        == 0
+    )
     opened = open_release(target)
     card = DatasetCard.load(target / "README.md")
     assert [c["config_name"] for c in card.data.configs] == opened.configs
     for config in opened.configs:
-        loaded = load_dataset(str(target), config, split=opened.manifest.split or "test",
-                              cache_dir=str(tmp_path / "hf"))
+        loaded = load_dataset(
+            str(target), config, split=opened.manifest.split or "test", cache_dir=str(tmp_path / "hf")
+        )
         assert loaded.num_rows == opened.manifest.counts.rows[config], config

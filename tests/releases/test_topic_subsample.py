@@ -1,6 +1,7 @@
 """BERTopic fitted on a seeded subsample (``topics.fit_sample``, issue 36 item 2): every question
 still gets a topic (the others assigned by BERTopic's transform), two runs agree, the card says
 which reading ran; a pool no larger than the subsample is fitted whole, as without the switch."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,18 +9,29 @@ import pytest
 from mmcurate.benchmarks.deflectionbench import TopicsConfig
 from mmcurate.releases.deflectionbench.topics import assign_topics
 
-SUBJECTS = {"bird": ["species", "nest", "diet", "migration", "eggs"],
-            "rocket": ["launch", "agency", "fuel", "stages", "payload"],
-            "church": ["architect", "style", "spire", "bells", "organ"]}
+SUBJECTS = {
+    "bird": ["species", "nest", "diet", "migration", "eggs"],
+    "rocket": ["launch", "agency", "fuel", "stages", "payload"],
+    "church": ["architect", "style", "spire", "bells", "organ"],
+}
 
 
 @pytest.fixture(scope="module")
 def pool():
     from tests.conftest import sample, table
 
-    rows = [sample(f"{theme}{aspect}{i}", f"What is the {aspect} of this {theme}, number {i}?", ["x"],
-                   source="webqa", meta={"topic": theme})
-            for theme, aspects in SUBJECTS.items() for aspect in aspects for i in range(10)]
+    rows = [
+        sample(
+            f"{theme}{aspect}{i}",
+            f"What is the {aspect} of this {theme}, number {i}?",
+            ["x"],
+            source="webqa",
+            meta={"topic": theme},
+        )
+        for theme, aspects in SUBJECTS.items()
+        for aspect in aspects
+        for i in range(10)
+    ]
     return table(rows)
 
 

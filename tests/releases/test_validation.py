@@ -1,4 +1,5 @@
 """The Great Expectations suites: good releases pass, each rule fails on a crafted bad release."""
+
 from __future__ import annotations
 
 import copy
@@ -6,12 +7,12 @@ import json
 from dataclasses import replace
 
 import pytest
-from tests.releases import release_builders as b
-from tests.releases.cli_helpers import run_cli
 
 from mmcurate.releases.errors import ReleaseInvalid
 from mmcurate.releases.verify import verify_release
 from mmcurate.releases.writer import write_release
+from tests.releases import release_builders as b
+from tests.releases.cli_helpers import run_cli
 
 
 def test_good_releases_pass_and_write_quality(deflection_release, reflvqa_release):
@@ -25,7 +26,9 @@ def test_good_releases_pass_and_write_quality(deflection_release, reflvqa_releas
     assert set(deflection["results"]) == {"test", "source_mix"}
 
 
-def test_validate_command_rewrites_quality_and_release_still_verifies(capsys, monkeypatch, tmp_path, deflection_release):
+def test_validate_command_rewrites_quality_and_release_still_verifies(
+    capsys, monkeypatch, tmp_path, deflection_release
+):
     import shutil
 
     release = tmp_path / "1.0.0"
@@ -50,13 +53,17 @@ def _set(row, key, value):
 CASES = {
     "too few negatives": (lambda r: _set(r[1], "negative_contexts", r[1]["negative_contexts"][:2]), "n_negatives"),
     "gold among negatives by id": (
-        lambda r: r[2]["negative_contexts"].append(dict(r[2]["gold_contexts"][0])), "gold_in_negatives"),
+        lambda r: r[2]["negative_contexts"].append(dict(r[2]["gold_contexts"][0])),
+        "gold_in_negatives",
+    ),
     "gold among negatives by text": (
         lambda r: r[2]["negative_contexts"].append(b.ctx("other-id", text=r[2]["gold_contexts"][0]["text"].upper())),
-        "gold_in_negatives"),
+        "gold_in_negatives",
+    ),
     "duplicate context": (
         lambda r: r[3]["negative_contexts"].append(dict(r[3]["negative_contexts"][0], context_id="copy")),
-        "n_duplicate_contexts"),
+        "n_duplicate_contexts",
+    ),
     "duplicate sample_id": (lambda r: _set(r[4], "sample_id", r[0]["sample_id"]), "expect_column_values_to_be_unique"),
     "empty question": (lambda r: _set(r[0], "question", "  "), "question_chars"),
     "no answers": (lambda r: _set(r[0], "answers", [""]), "n_answers"),
@@ -107,9 +114,13 @@ def test_unset_k_min_and_source_mix_are_skipped_with_notes(tmp_path, store_and_s
 
 REFLVQA_CASES = {
     "citation of unknown document": (
-        lambda t: t["qa"][0]["sentences"][0]["text_citations"].append("d-missing"), "n_missing_cited_docs"),
+        lambda t: t["qa"][0]["sentences"][0]["text_citations"].append("d-missing"),
+        "n_missing_cited_docs",
+    ),
     "fact-checkable sentence without citation": (
-        lambda t: _set(t["qa"][1]["sentences"][0], "flagged", False), "n_unsupported_sentences"),
+        lambda t: _set(t["qa"][1]["sentences"][0], "flagged", False),
+        "n_unsupported_sentences",
+    ),
     "duplicate sample_id": (lambda t: _set(t["qa"][1], "sample_id", t["qa"][0]["sample_id"]), "sample_id"),
     "empty answer": (lambda t: _set(t["qa"][1], "answer", ""), "answer_chars"),
 }

@@ -1,12 +1,12 @@
 """What verify reports (issue 22, items 6 and 11): a damaged checksums list is a failed
 verification (exit 1) naming the file, never a usage error."""
+
 from __future__ import annotations
 
-
 import pytest
-from tests.releases.cli_helpers import run_cli
 
 from mmcurate.releases.verify import verify_release
+from tests.releases.cli_helpers import run_cli
 
 
 def test_a_corrupt_checksums_file_fails_verification(capsys, monkeypatch, copy):
@@ -17,14 +17,17 @@ def test_a_corrupt_checksums_file_fails_verification(capsys, monkeypatch, copy):
     assert code == 1 and "quality/checksums.json is not valid JSON" in out and "Traceback" not in err
 
 
-@pytest.mark.parametrize("entry, edit", [
-    ("models", lambda m: m["models"][0].update(name="a-stronger-model")),
-    ("incomplete", lambda m: m.update(incomplete=None if m["incomplete"] else {"held_out": 0})),
-    ("notes", lambda m: m["notes"].clear()),
-    ("config", lambda m: m["config"]["deflectionbench"].update(k_min=1)),
-    ("counts", lambda m: m["counts"]["per_stage"].update(ingest=10**6)),
-    ("statistics", lambda m: m["statistics"]["global"][0].update(samples=999)),
-])
+@pytest.mark.parametrize(
+    "entry, edit",
+    [
+        ("models", lambda m: m["models"][0].update(name="a-stronger-model")),
+        ("incomplete", lambda m: m.update(incomplete=None if m["incomplete"] else {"held_out": 0})),
+        ("notes", lambda m: m["notes"].clear()),
+        ("config", lambda m: m["config"]["deflectionbench"].update(k_min=1)),
+        ("counts", lambda m: m["counts"]["per_stage"].update(ingest=10**6)),
+        ("statistics", lambda m: m["statistics"]["global"][0].update(samples=999)),
+    ],
+)
 def test_an_edited_manifest_entry_fails_verification_and_publishing(capsys, monkeypatch, copy, tmp_path, entry, edit):
     import json
 
@@ -36,8 +39,9 @@ def test_an_edited_manifest_entry_fails_verification_and_publishing(capsys, monk
     assert f"manifest.json: {entry} edited after sealing" in result.invalid
     code, out, _ = run_cli(capsys, monkeypatch, "verify", str(copy))
     assert code == 1 and f"manifest.json: {entry} edited after sealing" in out
-    code, _, err = run_cli(capsys, monkeypatch, "publish", str(copy), "--repo-id", "org/b",
-                           "--target-dir", str(tmp_path / "out"))
+    code, _, err = run_cli(
+        capsys, monkeypatch, "publish", str(copy), "--repo-id", "org/b", "--target-dir", str(tmp_path / "out")
+    )
     assert code == 2 and "does not verify" in err and not (tmp_path / "out").exists()
 
 
@@ -49,8 +53,10 @@ def test_added_and_removed_entries_are_named(copy):
     manifest["approved_by"] = "nobody"
     del manifest["removed"]
     path.write_text(json.dumps(manifest))
-    assert verify_release(copy).invalid == ["manifest.json: approved_by added after sealing",
-                                            "manifest.json: removed removed after sealing"]
+    assert verify_release(copy).invalid == [
+        "manifest.json: approved_by added after sealing",
+        "manifest.json: removed removed after sealing",
+    ]
 
 
 def test_counts_are_checked_against_the_data_even_when_the_seal_is_redone(copy):
@@ -85,9 +91,9 @@ def test_a_format_1_manifest_verifies_its_files_and_says_its_body_is_not_sealed(
     manifest["format"] = 1
     path.write_text(json.dumps(manifest))
     result = verify_release(copy)
-    assert result.ok and result.notes == ["manifest.json is format 1: its files are sealed, its own entries "
-                                          "(config, counts, notes, ...) are not",
-                                          "manifest.json is format 1: written before releases carried the "
-                                          "manifest's schema (manifest.schema.json)"]
+    assert result.ok and result.notes == [
+        "manifest.json is format 1: its files are sealed, its own entries (config, counts, notes, ...) are not",
+        "manifest.json is format 1: written before releases carried the manifest's schema (manifest.schema.json)",
+    ]
     code, out, _ = run_cli(capsys, monkeypatch, "verify", str(copy))
     assert code == 0 and out.startswith("note: manifest.json is format 1")

@@ -1,12 +1,11 @@
 """verify, why and diff on written releases."""
+
 from __future__ import annotations
 
 import json
 
 import pyarrow.parquet as pq
 import pytest
-from tests.releases import release_builders as b
-from tests.releases.cli_helpers import run_cli
 
 from mmcurate.core.ids import sha256_file
 from mmcurate.core.ledger import Decision
@@ -16,6 +15,8 @@ from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
 from mmcurate.releases.why import trace_sample
 from mmcurate.releases.writer import write_release
+from tests.releases import release_builders as b
+from tests.releases.cli_helpers import run_cli
 
 
 def test_untouched_release_verifies(capsys, monkeypatch, deflection_release):
@@ -81,7 +82,8 @@ def test_post_seal_list_cannot_vouch_for_a_cut_shard(copy):
     assert not result.ok
     assert result.mismatched == ["data/test-00000-of-00002.parquet"]
     assert "quality/checksums.json lists sealed file data/test-00000-of-00002.parquet; only the manifest pins it" in (
-        result.invalid)
+        result.invalid
+    )
     assert "config test: the manifest counts 6 rows, its shards hold 4" in result.invalid
 
 
@@ -124,7 +126,9 @@ def test_why_prints_trace(capsys, monkeypatch, deflection_release):
     trace = trace_sample(release, sid)
     assert trace.in_release
     assert [(d["stage"], d["check"], d["model"], d["verdict"]) for d in trace.decisions] == [
-        ("ingest", "schema_v1", None, "keep"), ("gating", "parametric_v1", "smollm2", "keep")]
+        ("ingest", "schema_v1", None, "keep"),
+        ("gating", "parametric_v1", "smollm2", "keep"),
+    ]
     code, out, _ = run_cli(capsys, monkeypatch, "why", str(deflection_release), sid)
     assert code == 0
     assert f"{sid} is IN deflectionbench 1.0.0" in out and "gating/parametric_v1 model=smollm2: keep" in out
@@ -147,8 +151,11 @@ def test_diff_lists_added_and_removed_with_reasons(capsys, monkeypatch, tmp_path
 
     from_draft = diff_releases(deflection_release, draft)
     assert from_draft.removed_records() == [
-        {"sample_id": dropped, "reason": "gating/parametric_v1: drop by qwen2.5-vl in v1.1.0 (answered correctly)",
-         "removed_in": "1.1.0"},
+        {
+            "sample_id": dropped,
+            "reason": "gating/parametric_v1: drop by qwen2.5-vl in v1.1.0 (answered correctly)",
+            "removed_in": "1.1.0",
+        },
         {"sample_id": silent, "reason": NOT_IN_LEDGER, "removed_in": "1.1.0"},
     ]
     draft.removed = from_draft.removed_records()
@@ -164,8 +171,9 @@ def test_diff_lists_added_and_removed_with_reasons(capsys, monkeypatch, tmp_path
     assert f"- {silent}: {NOT_IN_LEDGER}" in out
 
 
-def test_diff_shows_changed_samples_and_names_the_deciding_model(capsys, monkeypatch, tmp_path, deflection_release,
-                                                                  store_and_shas):
+def test_diff_shows_changed_samples_and_names_the_deciding_model(
+    capsys, monkeypatch, tmp_path, deflection_release, store_and_shas
+):
     """Issue 31 items 16 and 19: ``diff`` said "+0 added, -1 removed" while the CHANGELOG listed
     samples whose negatives changed; it now shows each changed sample, its fields and the stage
     that changed it. A drop decided by one model and graded by another names the deciding model
@@ -177,25 +185,51 @@ def test_diff_shows_changed_samples_and_names_the_deciding_model(capsys, monkeyp
     changed = {**old_rows[3], "negative_contexts": old_rows[3]["negative_contexts"][1:]}
     new_rows = [*old_rows[1:3], changed, *old_rows[4:]]
     dropped, touched = old_rows[0]["sample_id"], changed["sample_id"]
-    decisions = [*b.decisions_for(new_rows),
-                 Decision(dropped, "necessity", "necessity.rule.v1", "drop", model="lexical",
-                          detail={"reason": "answerable without the image", "deciding_model": "smollm2-warm"}),
-                 Decision(touched, "oracle", "oracle.distractor.v1", "remove", model="qwen2.5-vl",
-                          context_id=old_rows[3]["negative_contexts"][0]["context_id"],
-                          detail={"reason": "answered with it alone"})]
+    decisions = [
+        *b.decisions_for(new_rows),
+        Decision(
+            dropped,
+            "necessity",
+            "necessity.rule.v1",
+            "drop",
+            model="lexical",
+            detail={"reason": "answerable without the image", "deciding_model": "smollm2-warm"},
+        ),
+        Decision(
+            touched,
+            "oracle",
+            "oracle.distractor.v1",
+            "remove",
+            model="qwen2.5-vl",
+            context_id=old_rows[3]["negative_contexts"][0]["context_id"],
+            detail={"reason": "answered with it alone"},
+        ),
+    ]
     draft = b.deflection_draft(new_rows, version="1.1.0", parent="1.0.0", decisions=decisions)
     draft = replace(draft, counts={**draft.counts, "run_id": "run-1.1.0"})
     result = diff_releases(deflection_release, draft)
     [removal] = result.removed
-    assert removal.reason == ("necessity/necessity.rule.v1: drop by smollm2-warm (graded by lexical) in v1.1.0 "
-                              "(answerable without the image)") and removal.model == "smollm2-warm"
+    assert (
+        removal.reason
+        == (
+            "necessity/necessity.rule.v1: drop by smollm2-warm (graded by lexical) in v1.1.0 "
+            "(answerable without the image)"
+        )
+        and removal.model == "smollm2-warm"
+    )
     [change] = result.changed
     assert (change.sample_id, change.fields, change.stages, change.models) == (
-        touched, ["negative_contexts"], ["oracle"], ["qwen2.5-vl"])
+        touched,
+        ["negative_contexts"],
+        ["oracle"],
+        ["qwen2.5-vl"],
+    )
     draft.removed = result.removed_records()
     new = write_release(draft, tmp_path, store)
     code, out, _ = run_cli(capsys, monkeypatch, "diff", str(deflection_release), str(new))
     assert code == 0 and "1.0.0 -> 1.1.0: +0 added, -1 removed, ~1 changed" in out
-    assert (f"~ {touched}: negative_contexts (changed by oracle); oracle/oracle.distractor.v1: remove by qwen2.5-vl "
-            f"on context neg-3-0 in v1.1.0 (answered with it alone)") in out
+    assert (
+        f"~ {touched}: negative_contexts (changed by oracle); oracle/oracle.distractor.v1: remove by qwen2.5-vl "
+        f"on context neg-3-0 in v1.1.0 (answered with it alone)"
+    ) in out
     assert f"- {dropped}: necessity/necessity.rule.v1: drop by smollm2-warm (graded by lexical)" in out

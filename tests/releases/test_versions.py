@@ -1,4 +1,5 @@
 """Release versions: only MAJOR.MINOR.PATCH, ordered by number (1.10.0 after 1.9.0)."""
+
 from __future__ import annotations
 
 import pytest

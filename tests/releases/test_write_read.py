@@ -1,4 +1,5 @@
 """Writing releases and reading them back with datasets and polars."""
+
 from __future__ import annotations
 
 import json
@@ -19,17 +20,32 @@ from mmcurate.releases.near_duplicates import near_duplicate_note
 from mmcurate.releases.reader import list_versions, open_release
 from mmcurate.releases.report import write_report
 from mmcurate.releases.writer import write_release
-
 from tests.releases import release_builders as b
 
 
 def test_layout_manifest_and_shards(deflection_release):
     names = {p.relative_to(deflection_release).as_posix() for p in deflection_release.rglob("*") if p.is_file()}
-    assert {"data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet", "ledger.parquet",
-            "quarantine.parquet", "manifest.json", "README.md", "plots/funnel.png", "plots/convergence.png",
-            "quality/validation.json", "quality/checksums.json", "quality/data_docs/index.html"} <= names
+    assert {
+        "data/test-00000-of-00002.parquet",
+        "data/test-00001-of-00002.parquet",
+        "ledger.parquet",
+        "quarantine.parquet",
+        "manifest.json",
+        "README.md",
+        "plots/funnel.png",
+        "plots/convergence.png",
+        "quality/validation.json",
+        "quality/checksums.json",
+        "quality/data_docs/index.html",
+    } <= names
     m = json.loads((deflection_release / "manifest.json").read_text())
-    assert (m["benchmark"], m["version"], m["parent"], m["seed"], m["k_min"]) == ("deflectionbench", "1.0.0", None, 7, 3)
+    assert (m["benchmark"], m["version"], m["parent"], m["seed"], m["k_min"]) == (
+        "deflectionbench",
+        "1.0.0",
+        None,
+        7,
+        3,
+    )
     assert m["created"].endswith("+00:00")
     assert m["code_version"]["git_commit"]
     assert m["counts"]["rows"] == {"test": 6}
@@ -43,8 +59,9 @@ def test_card_declares_configs_and_image_features(deflection_release):
     card = (deflection_release / "README.md").read_text()
     header = card.split("---")[1]
     meta = yaml.safe_load(header)
-    assert meta["configs"] == [{"config_name": "test", "data_files": [{"split": "test", "path": "data/test-*.parquet"}],
-                               "default": True}]
+    assert meta["configs"] == [
+        {"config_name": "test", "data_files": [{"split": "test", "path": "data/test-*.parquet"}], "default": True}
+    ]
     features = {f["name"]: f for f in meta["dataset_info"][0]["features"]}
     assert features["images"]["list"] == "image"
     assert "## Limitations" in card and "descriptor stand-in" in card
@@ -85,12 +102,20 @@ def test_polars_reads_shards(deflection_release, store_and_shas):
 def test_reflvqa_configs_load_with_datasets_and_polars(reflvqa_release, tmp_path):
     from datasets import load_dataset
 
-    docs = load_dataset("parquet", data_files={"test": str(reflvqa_release / "data" / "documents-*.parquet")},
-                        cache_dir=str(tmp_path), split="test")
+    docs = load_dataset(
+        "parquet",
+        data_files={"test": str(reflvqa_release / "data" / "documents-*.parquet")},
+        cache_dir=str(tmp_path),
+        split="test",
+    )
     assert docs["doc_id"] == ["d-text-1", "d-img-1"]
     assert docs[0]["image"] is None and isinstance(docs[1]["image"], Image.Image)
-    qa = load_dataset("parquet", data_files={"test": str(reflvqa_release / "data" / "qa-*.parquet")},
-                      cache_dir=str(tmp_path), split="test")
+    qa = load_dataset(
+        "parquet",
+        data_files={"test": str(reflvqa_release / "data" / "qa-*.parquet")},
+        cache_dir=str(tmp_path),
+        split="test",
+    )
     assert qa[0]["sentences"][0]["text_citations"] == ["d-text-1"]
     assert isinstance(qa[0]["images"][0], Image.Image)
     kb = pl.read_parquet(str(reflvqa_release / "data" / "knowledge_base-*.parquet"))
@@ -138,7 +163,6 @@ def test_staging_left_by_a_killed_writer_is_removed_by_the_next_write_and_said(t
     import fcntl
     import logging
     import os
-
     import signal
     import subprocess
     import sys
@@ -146,10 +170,20 @@ def test_staging_left_by_a_killed_writer_is_removed_by_the_next_write_and_said(t
     store, shas = store_and_shas
     folder = tmp_path / "deflectionbench"
     # a writer that holds its staging folder, killed with SIGKILL once it says where it writes
-    child = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from mmcurate.releases.writer import _staging; "
-        "temp, _ = _staging(Path(sys.argv[1]), '1.1.0'); (temp / 'data').mkdir(); print(temp.name, flush=True); "
-        "time.sleep(600)"), str(folder)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from pathlib import Path; from mmcurate.releases.writer import _staging; "
+                "temp, _ = _staging(Path(sys.argv[1]), '1.1.0'); (temp / 'data').mkdir(); print(temp.name, flush=True); "
+                "time.sleep(600)"
+            ),
+            str(folder),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     killed = child.stdout.readline().strip()
     child.send_signal(signal.SIGKILL)
     assert child.wait() == -signal.SIGKILL and killed.startswith(".tmp-1.1.0-")
@@ -199,7 +233,10 @@ def test_license_comes_from_the_sources(deflection_release, tmp_path, store_and_
     header = _header(deflection_release)  # infoseek and webqa: terms not checked, so per source
     assert (header["license"], header["license_name"]) == ("other", "per-source terms")
     card = (deflection_release / "README.md").read_text()
-    assert "- infoseek: terms not checked by mmcurate, as stated at <https://github.com/open-vision-language/infoseek>" in card
+    assert (
+        "- infoseek: terms not checked by mmcurate, as stated at <https://github.com/open-vision-language/infoseek>"
+        in card
+    )
     store, shas = store_and_shas
     draft = b.deflection_draft(b.deflection_rows(shas, sources=("evqa",)))
     draft.counts = {**draft.counts, "per_source": {"evqa": 6}}
@@ -217,15 +254,20 @@ def test_a_release_of_scripted_models_says_so_at_the_top(deflection_release, tmp
 
 
 def test_counts_of_one_are_singular(tmp_path, store_and_shas):
-    """"1 sample", never "1 samples" or "1 sample(s)" (one helper: core.plural.counted)."""
+    """ "1 sample", never "1 samples" or "1 sample(s)" (one helper: core.plural.counted)."""
     store, shas = store_and_shas
     rows = b.deflection_rows(shas)
     draft = b.deflection_draft(rows, version="1.1.0", parent="1.0.0")
     draft.k_min = 1
     draft.removed = [{"sample_id": "gone", "reason": "drop in v1.1.0", "removed_in": "1.1.0"}]
     draft.incomplete = {"held_out": 1, "failed_calls": {"smollm2": {"failed": 1, "calls": 4}}}
-    dedup = StageResult(stage="dedup", kept=pa.table({"x": [1]}), counts={"flagged": 1, "dropped": 1},
-                        extra={"settings": {"drop": True}}, components={"near_duplicates": "phash"})
+    dedup = StageResult(
+        stage="dedup",
+        kept=pa.table({"x": [1]}),
+        counts={"flagged": 1, "dropped": 1},
+        extra={"settings": {"drop": True}},
+        components={"near_duplicates": "phash"},
+    )
     draft.notes = [near_duplicate_note(dedup), Shortfall(1, {"smollm2": (1, 4)}).describe()]
     path = write_release(draft, tmp_path, store)
     card = (path / "README.md").read_text()

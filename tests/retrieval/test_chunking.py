@@ -1,12 +1,13 @@
 """Passages pack whole sentences, carry an overlap, and split only over-long sentences."""
+
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from mmcurate.retrieval.chunking import chunk_text
 from mmcurate.core.errors import MmcurateError
+from mmcurate.retrieval.chunking import chunk_text
 
 # Twelve sentences of exactly ten words each (numbered, so each is recognisable).
 SENTENCES = [f"Sentence {i} has exactly ten words for counting purposes here." for i in range(12)]

@@ -1,5 +1,6 @@
 """IVF-PQ over the on-disk store: candidates are re-scored exactly, recall is measured at build
 time and recorded, and the saved index refuses a store it was not built over."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """CRUISE's MAD dynamic cutoff and the fixed top-K, on the worked examples of METHODS.md."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,7 @@ from mmcurate.core.errors import ConfigError, MmcurateError
 from mmcurate.core.specs import CutoffSpec, MadCutoff, TopK, coerce
 from mmcurate.retrieval.cutoffs import apply_cutoff, mad_threshold, unit_scores
 
-EXAMPLE = [.95, .9, .4, .3, .2, .1, .05, .04, .03, .02]
+EXAMPLE = [0.95, 0.9, 0.4, 0.3, 0.2, 0.1, 0.05, 0.04, 0.03, 0.02]
 
 
 def ranked(scores):
@@ -26,13 +27,13 @@ def test_worked_example_keeps_the_three_best():
 
 
 def test_everything_below_tau_keeps_nothing():
-    cut = apply_cutoff(ranked([.09, .08, .05, .01]), "mad")
+    cut = apply_cutoff(ranked([0.09, 0.08, 0.05, 0.01]), "mad")
     assert cut.kept == [] and len(cut.cut) == 4
 
 
 def test_mad_threshold_above_tau_and_max_keep():
     # median .725, MAD .15 -> theta = .725 - .225 = .5: six pass, at most 3 kept
-    scores = [.9, .85, .8, .8, .75, .7, .3, .2, .1, .05]
+    scores = [0.9, 0.85, 0.8, 0.8, 0.75, 0.7, 0.3, 0.2, 0.1, 0.05]
     theta, median, mad = mad_threshold(scores, 0.1, 1.5)
     assert (median, mad) == pytest.approx((0.725, 0.15)) and theta == pytest.approx(0.5)
     cut = apply_cutoff(ranked(scores), "mad")
@@ -44,16 +45,16 @@ def test_mad_threshold_above_tau_and_max_keep():
 
 def test_statistics_use_the_top_ten_only():
     # twenty scores: the ten zeros after the top ten do not lower the median
-    scores = [.9, .85, .8, .8, .75, .7, .7, .65, .6, .6] + [0.0] * 10
+    scores = [0.9, 0.85, 0.8, 0.8, 0.75, 0.7, 0.7, 0.65, 0.6, 0.6] + [0.0] * 10
     theta, median, _ = mad_threshold(scores, 0.1, 1.5)
     assert median == pytest.approx(0.725) and theta > 0.5
 
 
 def test_ties_keep_retrieval_order_and_unsorted_input_is_ranked():
-    cut = apply_cutoff([("a", .5), ("b", .5), ("c", .5), ("d", .5)], "mad")
+    cut = apply_cutoff([("a", 0.5), ("b", 0.5), ("c", 0.5), ("d", 0.5)], "mad")
     assert [i for i, _ in cut.kept] == ["a", "b", "c"]  # all equal: MAD 0, theta .5, first three
-    assert cut.detail["mad"] == 0 and cut.detail["theta"] == .5
-    shuffled = apply_cutoff([("low", .2), ("top", .95), ("mid", .9)], "mad:0.1:1.5:2")
+    assert cut.detail["mad"] == 0 and cut.detail["theta"] == 0.5
+    shuffled = apply_cutoff([("low", 0.2), ("top", 0.95), ("mid", 0.9)], "mad:0.1:1.5:2")
     assert [i for i, _ in shuffled.kept] == ["top", "mid"]
 
 
@@ -61,8 +62,8 @@ def test_empty_and_single_lists():
     empty = apply_cutoff([], "mad")
     assert empty.kept == [] and empty.cut == [] and empty.detail["theta"] is None
     assert apply_cutoff([], "top_k:3").kept == []
-    assert [i for i, _ in apply_cutoff([("only", .4)], "mad").kept] == ["only"]
-    assert apply_cutoff([("only", .05)], "mad").kept == []
+    assert [i for i, _ in apply_cutoff([("only", 0.4)], "mad").kept] == ["only"]
+    assert apply_cutoff([("only", 0.05)], "mad").kept == []
 
 
 def test_top_k():
@@ -86,8 +87,12 @@ def test_spec_forms_round_trip():
     custom = coerce(CutoffSpec, {"kind": "mad", "tau": 0.2, "lambda": 1, "max_keep": 2})
     assert str(custom) == "mad:0.2:1:2" and coerce(CutoffSpec, str(custom)) == custom
     assert coerce(CutoffSpec, "top_k:5") == TopK(k=5) and str(TopK(k=5)) == "top_k:5"
-    for bad, message in [("mad:1", "mad:<tau>"), ("top_k:0", "greater than or equal to 1"),
-                         ("median", "unknown spec"), ("mad:2:1:1", "less than or equal to 1")]:
+    for bad, message in [
+        ("mad:1", "mad:<tau>"),
+        ("top_k:0", "greater than or equal to 1"),
+        ("median", "unknown spec"),
+        ("mad:2:1:1", "less than or equal to 1"),
+    ]:
         with pytest.raises(ConfigError, match=message):
             coerce(CutoffSpec, bad)
 

@@ -1,4 +1,5 @@
 """Encoders: MiniLM offline, the classical image descriptor, and OpenCLIP loaded from a tiny checkpoint."""
+
 from __future__ import annotations
 
 import io
@@ -12,9 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from mmcurate.retrieval.encoders import cross_modal_encoder, image_encoder, text_encoder
 from mmcurate.core.errors import MmcurateError
-
+from mmcurate.retrieval.encoders import cross_modal_encoder, image_encoder, text_encoder
 from tests.fixtures.builders import images as fixture_images
 
 TINY_CLIP = {
@@ -54,7 +54,13 @@ def test_minilm_offline_similarity_ordering() -> None:
     encoder = text_encoder("minilm")
     assert encoder is text_encoder("minilm")  # cached per spec
     assert encoder.name == "sentence-transformers/all-MiniLM-L6-v2" and encoder.dim == 384
-    x = encoder.encode_text(["A cat sleeps on the sofa.", "A kitten is napping on the couch.", "The rocket launched a satellite into orbit."])
+    x = encoder.encode_text(
+        [
+            "A cat sleeps on the sofa.",
+            "A kitten is napping on the couch.",
+            "The rocket launched a satellite into orbit.",
+        ]
+    )
     assert_unit_rows(x, 3, 384)
     assert x[0] @ x[1] > x[0] @ x[2] + 0.3
     assert encoder.encode_text([]).shape == (0, 384)
@@ -62,7 +68,15 @@ def test_minilm_offline_similarity_ordering() -> None:
 
 def test_descriptor_ranks_a_flipped_copy_above_other_images() -> None:
     images = fixture_images
-    names = ["skimage_astronaut", "skimage_coffee", "skimage_chelsea", "skimage_rocket", "skimage_horse", "sklearn_china", "sklearn_flower"]
+    names = [
+        "skimage_astronaut",
+        "skimage_coffee",
+        "skimage_chelsea",
+        "skimage_rocket",
+        "skimage_horse",
+        "sklearn_china",
+        "sklearn_flower",
+    ]
     originals = [images.encode(name) for name in names]
     encoder = image_encoder("descriptor")
     assert encoder.name.startswith("descriptor:")
@@ -130,8 +144,10 @@ def test_loading_and_encoding_print_no_progress_bars(tmp_path: Path) -> None:
     """A run's output shows mmcurate's progress, not the libraries' weight-loading or batch bars
     (in a fresh process: the encoder is loaded once per process)."""
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
-    code = ("import logging; logging.basicConfig(level=logging.INFO); "
-            "from mmcurate.retrieval.encoders import text_encoder; text_encoder('minilm').encode_text(['a', 'b'])")
+    code = (
+        "import logging; logging.basicConfig(level=logging.INFO); "
+        "from mmcurate.retrieval.encoders import text_encoder; text_encoder('minilm').encode_text(['a', 'b'])"
+    )
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Loading weights" not in done.stderr and "Batches" not in done.stderr and "it/s]" not in done.stderr

@@ -1,4 +1,5 @@
 """The index a KB gets from its size and the memory budget, pinned at the boundaries."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Knowledge bases load from the fixture JSONL, Parquet, C4/Pyserini rows and wiki-offline."""
+
 from __future__ import annotations
 
 import json
@@ -8,9 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mmcurate.retrieval.kb import kb_fingerprint, load_kb
 from mmcurate.core.errors import MmcurateError
-
+from mmcurate.retrieval.kb import kb_fingerprint, load_kb
 from tests.fixtures.builders import kb
 
 
@@ -42,21 +42,29 @@ def test_limit_and_folder_and_fingerprint(tmp_path: Path) -> None:
     assert first["doc_id"].to_pylist() == full["doc_id"].to_pylist()[:10]
     assert kb_fingerprint(full) == kb_fingerprint(load_kb(str(path)))
     assert kb_fingerprint(full) != kb_fingerprint(first)
-    edited = full.set_column(2, "text", pa.array([t + "!" if i == 5 else t for i, t in enumerate(full["text"].to_pylist())]))
+    edited = full.set_column(
+        2, "text", pa.array([t + "!" if i == 5 else t for i, t in enumerate(full["text"].to_pylist())])
+    )
     assert kb_fingerprint(edited) != kb_fingerprint(full)
 
 
 def test_parquet_and_alternative_row_shapes(tmp_path: Path) -> None:
-    pq.write_table(pa.table({"id": ["a", "b"], "contents": ["alpha text", "beta text"], "extra": [1, 2]}), tmp_path / "p.parquet")
+    pq.write_table(
+        pa.table({"id": ["a", "b"], "contents": ["alpha text", "beta text"], "extra": [1, 2]}), tmp_path / "p.parquet"
+    )
     kb = load_kb(str(tmp_path / "p.parquet"))
     assert kb.select(["doc_id", "title", "text"]).to_pylist() == [
         {"doc_id": "a", "title": "", "text": "alpha text"},
         {"doc_id": "b", "title": "", "text": "beta text"},
     ]
     assert json.loads(kb["provenance"][0].as_py()) == {"corpus": str(tmp_path / "p.parquet"), "id": "a"}
-    c4 = write_jsonl(tmp_path / "c4.jsonl", [{"url": "https://x.org/1", "text": "web page", "timestamp": "2019"}, {"url": "https://x.org/2", "text": ""}])
+    c4 = write_jsonl(
+        tmp_path / "c4.jsonl",
+        [{"url": "https://x.org/1", "text": "web page", "timestamp": "2019"}, {"url": "https://x.org/2", "text": ""}],
+    )
     assert load_kb(str(c4)).select(["doc_id", "title", "text"]).to_pylist() == [
-        {"doc_id": "https://x.org/1", "title": "", "text": "web page"}]
+        {"doc_id": "https://x.org/1", "title": "", "text": "web page"}
+    ]
 
 
 @pytest.mark.parametrize(
@@ -94,8 +102,8 @@ def test_wiki_offline_has_10033_summaries() -> None:
 def test_several_corpora_search_as_one_and_ids_must_not_clash(tmp_path):
     import json
 
-    from mmcurate.retrieval.kb import load_corpora
     from mmcurate.core.errors import MmcurateError
+    from mmcurate.retrieval.kb import load_corpora
 
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text(json.dumps({"doc_id": "x", "title": "X", "text": "Ex."}) + "\n")

@@ -2,6 +2,7 @@
 images through a cross-modal encoder or (the stand-in) their source captions, the averaged
 query embedding, one reranking stage over text and image candidates (or, the other reading,
 the two rankings fused by reciprocal rank)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,14 +50,21 @@ class Shortest:
 
 def corpus_table(with_images: bool = False) -> pa.Table:
     rows = [
-        {"doc_id": "d1", "modality": "text", "text": "The tower in Paris is tall, a tall tall tower.", "image": None,
-         "title": "Eiffel"},
+        {
+            "doc_id": "d1",
+            "modality": "text",
+            "text": "The tower in Paris is tall, a tall tall tower.",
+            "image": None,
+            "title": "Eiffel",
+        },
         {"doc_id": "d2", "modality": "text", "text": "Tower of London.", "image": None, "title": ""},
         {"doc_id": "d3", "modality": "text", "text": "Banana is yellow.", "image": None, "title": "Fruit"},
     ]
     if with_images:
-        rows += [{"doc_id": "image:r", "modality": "image", "text": None, "image": "r", "title": None},
-                 {"doc_id": "image:g", "modality": "image", "text": None, "image": "g", "title": None}]
+        rows += [
+            {"doc_id": "image:r", "modality": "image", "text": None, "image": "r", "title": None},
+            {"doc_id": "image:g", "modality": "image", "text": None, "image": "g", "title": None},
+        ]
     return pa.Table.from_pylist(rows, schema=KNOWLEDGE_BASE)
 
 
@@ -73,8 +81,10 @@ def test_first_stage_rerank_and_cutoff(tmp_path):
     assert retrieve(["tall tower in paris"], corpus, 1) == [[ranked[0]]]
     assert [h.doc_id for h in corpus.first_stage(["tall tower in paris"], k=100)[0]] == ["d1", "d2", "d3"]
     assert corpus.components["image_retriever"] == "none"
-    assert corpus.notes == ["text documents searched with the query text alone (stub-words embeds no images, so no "
-                            "averaged query embedding)"]
+    assert corpus.notes == [
+        "text documents searched with the query text alone (stub-words embeds no images, so no "
+        "averaged query embedding)"
+    ]
 
 
 def test_a_bi_encoder_over_the_retrieval_encoder_keeps_the_first_stage_order(tmp_path):
@@ -86,14 +96,18 @@ def test_a_bi_encoder_over_the_retrieval_encoder_keeps_the_first_stage_order(tmp
 
 def test_without_a_cross_modal_encoder_images_are_found_by_their_source_captions(tmp_path):
     table = corpus_table(with_images=True)
-    titled = pa.Table.from_pylist([{**r, "title": "A red tower"} if r["doc_id"] == "image:r" else r
-                                   for r in table.to_pylist()], schema=KNOWLEDGE_BASE)
+    titled = pa.Table.from_pylist(
+        [{**r, "title": "A red tower"} if r["doc_id"] == "image:r" else r for r in table.to_pylist()],
+        schema=KNOWLEDGE_BASE,
+    )
     corpus = RagCorpus(titled, tmp_path, Words(), Shortest())
     assert [h.doc_id for h in corpus.rank(["red tower"], ("image",))[0]] == ["image:r"]  # image:g has no caption
     assert corpus.components["image_retriever"] == "captions:stub-words"
-    assert corpus.notes[0] == ("image documents: no cross-modal encoder configured; a stand-in finds them by the "
-                               "caption their source gives them (title, alt text) with stub-words; 1 of 2 image "
-                               "documents carry no caption and cannot be retrieved")
+    assert corpus.notes[0] == (
+        "image documents: no cross-modal encoder configured; a stand-in finds them by the "
+        "caption their source gives them (title, alt text) with stub-words; 1 of 2 image "
+        "documents carry no caption and cannot be retrieved"
+    )
     bare = RagCorpus(table, tmp_path, Words(), Shortest())
     assert bare.rank(["red tower"], ("image",)) == [[]] and "2 of 2 image documents" in bare.notes[0]
     assert {h.modality for h in bare.rank(["red tower"])[0]} == {"text"}
@@ -102,20 +116,38 @@ def test_without_a_cross_modal_encoder_images_are_found_by_their_source_captions
 
 
 def test_each_setting_searches_its_own_modalities(tmp_path):
-    corpus = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), IMAGES.__getitem__,
-                       query_embedding="text", fusion="rrf")
+    corpus = RagCorpus(
+        corpus_table(with_images=True),
+        tmp_path,
+        Words(),
+        Shortest(),
+        Colours(),
+        IMAGES.__getitem__,
+        query_embedding="text",
+        fusion="rrf",
+    )
     assert {h.modality for h in corpus.rank(["red tower"], ("text",))[0]} == {"text"}
     assert [h.doc_id for h in corpus.rank(["red tower"], ("image",))[0]] == ["image:r", "image:g"]
     assert {h.modality for h in corpus.rank(["red tower"])[0]} == {"text", "image"}
-    assert (corpus.score_scale(("text",)), corpus.score_scale(("image",)), corpus.score_scale()) == \
-        ("cosine", "cosine", None)
+    assert (corpus.score_scale(("text",)), corpus.score_scale(("image",)), corpus.score_scale()) == (
+        "cosine",
+        "cosine",
+        None,
+    )
 
 
 def test_the_averaged_query_embedding_brings_in_the_question_image(tmp_path):
     images = {**IMAGES, "q": b"green green banana"}
     average = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), images.__getitem__)
-    text = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), images.__getitem__,
-                     query_embedding="text")
+    text = RagCorpus(
+        corpus_table(with_images=True),
+        tmp_path,
+        Words(),
+        Shortest(),
+        Colours(),
+        images.__getitem__,
+        query_embedding="text",
+    )
     # the query text says "red"; the question's image is green: averaged, the green image ranks first
     assert [h.doc_id for h in text.first_stage(["red"], ("image",), [["q"]])[0]] == ["image:r", "image:g"]
     assert [h.doc_id for h in average.first_stage(["red"], ("image",), [["q"]])[0]] == ["image:g", "image:r"]
@@ -125,8 +157,9 @@ def test_the_averaged_query_embedding_brings_in_the_question_image(tmp_path):
 
 
 def test_text_and_image_rankings_fuse_by_reciprocal_rank(tmp_path):
-    corpus = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), IMAGES.__getitem__,
-                       fusion="rrf")
+    corpus = RagCorpus(
+        corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), IMAGES.__getitem__, fusion="rrf"
+    )
     [ranked] = corpus.rank(["red tower"])
     # text (reranked): d2, d3, d1; images: image:r, image:g. Equal ranks tie on score; ties go by doc id.
     assert [h.doc_id for h in ranked] == ["d2", "image:r", "d3", "image:g", "d1"]
@@ -144,8 +177,9 @@ def test_a_cutoff_takes_the_fixed_ks_place(tmp_path):
     assert retrieve(query, corpus, 5, TopK(k=1)) == retrieve(query, corpus, 1) == [[ranked[0]]]
     assert retrieve(query, corpus, 5, MadCutoff(tau=0.999)) == [[]]  # no cosine reaches the floor
     assert retrieve(query, corpus, 5, MadCutoff(tau=0.0, max_keep=1)) == [[ranked[0]]]
-    fused = RagCorpus(corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), IMAGES.__getitem__,
-                      fusion="rrf")
+    fused = RagCorpus(
+        corpus_table(with_images=True), tmp_path, Words(), Shortest(), Colours(), IMAGES.__getitem__, fusion="rrf"
+    )
     assert fused.score_scale() is None
     with pytest.raises(MmcurateError, match="no score scale"):
         retrieve(query, fused, 5, MadCutoff())
@@ -158,8 +192,10 @@ class Overlap:
 
     def scores(self, query, passages):
         wanted = set(query.split())
-        return [sum(w in wanted for w in words) / len(words)
-                for words in (p.lower().replace(".", " ").replace(",", " ").split() for p in passages)]
+        return [
+            sum(w in wanted for w in words) / len(words)
+            for words in (p.lower().replace(".", " ").replace(",", " ").split() for p in passages)
+        ]
 
 
 def captioned_table() -> pa.Table:
@@ -177,8 +213,9 @@ def split(hits):
 def test_one_reranking_stage_scores_text_and_image_documents_on_one_scale(tmp_path):
     # seed 004, 5.1: the retriever's top 100, from which one multimodal reranker selects the top K
     images = {**IMAGES, "b": b"red banana"}
-    corpus = RagCorpus(captioned_table(), tmp_path, Words(), Overlap(), Colours(), images.__getitem__,
-                       query_embedding="text")
+    corpus = RagCorpus(
+        captioned_table(), tmp_path, Words(), Overlap(), Colours(), images.__getitem__, query_embedding="text"
+    )
     queries = ["red green", "london tower", "tall paris"]
     shown = retrieve(queries, corpus, 2)
     assert [split(hits) for hits in shown] == [(0, 2), (1, 1), (2, 0)]  # the split follows the scores, per query
@@ -187,13 +224,22 @@ def test_one_reranking_stage_scores_text_and_image_documents_on_one_scale(tmp_pa
     assert all(h.doc_id != "image:b" for ranking in corpus.rank(queries) for h in ranking)
     assert {h.doc_id for h in corpus.rank(["red green"], ("image",))[0]} == {"image:r", "image:g"}
     assert corpus.notes[-1].startswith("fusion: rerank: one reranking stage (stub-overlap) scores")
-    assert corpus.notes[-1].endswith("1 of 3 image documents carry no caption, so the reranker cannot score them "
-                                     "and no ranking shows them")
+    assert corpus.notes[-1].endswith(
+        "1 of 3 image documents carry no caption, so the reranker cannot score them and no ranking shows them"
+    )
     assert corpus.score_scale() == "cosine"  # one scale: a cutoff can cut MultiRAG's ranking too
     assert [split(hits) for hits in retrieve(["red green"], corpus, 5, MadCutoff(tau=0.3))] == [(0, 2)]
     # the other reading: reciprocal-rank fusion gives every top 2 the same split (one of each)
-    rrf = RagCorpus(captioned_table(), tmp_path, Words(), Overlap(), Colours(), images.__getitem__,
-                    query_embedding="text", fusion="rrf")
+    rrf = RagCorpus(
+        captioned_table(),
+        tmp_path,
+        Words(),
+        Overlap(),
+        Colours(),
+        images.__getitem__,
+        query_embedding="text",
+        fusion="rrf",
+    )
     assert [split(hits) for hits in retrieve(queries, rrf, 2)] == [(1, 1)] * 3
 
 

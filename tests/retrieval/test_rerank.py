@@ -1,14 +1,36 @@
 """Rerankers: the MiniLM bi-encoder default, and Contriever and a CrossEncoder loaded from tiny saved models."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from mmcurate.retrieval.rerank import reranker
 from mmcurate.core.errors import MmcurateError
+from mmcurate.retrieval.rerank import reranker
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "moon", "rocket", "coffee", "is", "on", "sleeps", "sofa", "what", "where", "launched", ".", "?"]
+VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "a",
+    "cat",
+    "moon",
+    "rocket",
+    "coffee",
+    "is",
+    "on",
+    "sleeps",
+    "sofa",
+    "what",
+    "where",
+    "launched",
+    ".",
+    "?",
+]
 
 
 def tiny_bert(folder: Path, num_labels: int) -> Path:
@@ -19,8 +41,15 @@ def tiny_bert(folder: Path, num_labels: int) -> Path:
     (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
     BertTokenizer(str(folder / "vocab.txt")).save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64, num_labels=num_labels)
+    config = BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=num_labels,
+    )
     BertForSequenceClassification(config).save_pretrained(folder)
     return folder
 
@@ -34,8 +63,14 @@ def tiny_encoder(folder: Path) -> Path:
     (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
     BertTokenizer(str(folder / "vocab.txt")).save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64)
+    config = BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
     BertModel(config, add_pooling_layer=False).save_pretrained(folder)
     return folder
 

@@ -1,6 +1,7 @@
 """Issue 31 item 13: the knowledge-base index of a RefLVQA evaluation embeds through a
 resumable on-disk store and says how far it is: an interrupted embedding resumes without
 embedding a finished row again."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,20 @@ class Stub:
 
 
 def build(tmp_path, encoder, lines):
-    return resumable_index(tmp_path, "kb", encoder.name, encoder.dim, "fp", IDS, TEXTS, encoder.encode_text,
-                           lines.append, shard_rows=4, batch=2, every=0.0)
+    return resumable_index(
+        tmp_path,
+        "kb",
+        encoder.name,
+        encoder.dim,
+        "fp",
+        IDS,
+        TEXTS,
+        encoder.encode_text,
+        lines.append,
+        shard_rows=4,
+        batch=2,
+        every=0.0,
+    )
 
 
 def test_an_interrupted_embedding_resumes_without_embedding_finished_rows(tmp_path):
@@ -57,8 +70,20 @@ def test_an_interrupted_embedding_resumes_without_embedding_finished_rows(tmp_pa
 
 def test_progress_lines_come_at_a_bounded_rate(tmp_path):
     lines: list[str] = []
-    resumable_index(tmp_path, "kb", "stub-onehot", 10, "fp", IDS, TEXTS, Stub().encode_text, lines.append,
-                    shard_rows=2, batch=2, every=3600.0)
+    resumable_index(
+        tmp_path,
+        "kb",
+        "stub-onehot",
+        10,
+        "fp",
+        IDS,
+        TEXTS,
+        Stub().encode_text,
+        lines.append,
+        shard_rows=2,
+        batch=2,
+        every=3600.0,
+    )
     embedding = [line for line in lines if "embedding" in line]
     assert [line.split(" rows", 1)[0] for line in embedding] == ["kb: embedding: 2/10", "kb: embedding: 10/10"]
 
@@ -100,4 +125,5 @@ def test_two_builders_of_one_index_at_once_both_get_it(tmp_path):
     assert first.seen == TEXTS  # the first embedded every row once
     for index in results.values():
         assert len(index) == 10 and [hits[0][0] for hits in top_hits(index, np.eye(10, dtype=np.float32), 1)] == list(
-            range(10))
+            range(10)
+        )

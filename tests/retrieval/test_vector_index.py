@@ -1,4 +1,5 @@
 """Index kinds agree with exact search; cached indexes are built once and reused across processes."""
+
 from __future__ import annotations
 
 import subprocess
@@ -8,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmcurate.retrieval.vector_index import VectorIndex, build_index, cached_index, choose_kind, ivf_nlist
 from mmcurate.core.errors import MmcurateError
+from mmcurate.retrieval.vector_index import VectorIndex, build_index, cached_index, choose_kind, ivf_nlist
 
 
 def clustered(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:

@@ -1,5 +1,6 @@
 """The on-disk vector store: a run killed mid-shard resumes at the last finished shard and ends
 with the same vectors as an uninterrupted run; a store is never mixed across encoders."""
+
 from __future__ import annotations
 
 import hashlib
@@ -104,7 +105,9 @@ def test_rows_are_read_back_across_shards(tmp_path: Path) -> None:
     write_records(store, DOCS)
     embed_store(store, Encoder(), quiet, batch=16)
     rows = np.array([129, 0, 50, 49, 50])
-    expected = np.stack([vector(f"{d['title']}\n{d['text']}" if d["title"] else d["text"]) for d in (DOCS[r] for r in rows)])
+    expected = np.stack(
+        [vector(f"{d['title']}\n{d['text']}" if d["title"] else d["text"]) for d in (DOCS[r] for r in rows)]
+    )
     np.testing.assert_array_equal(store.gather(rows), expected)
     assert store.records([129, 49]) == {129: DOCS[129], 49: DOCS[49]}
     starts = [offset for offset, _ in store.chunks(size=40)]

@@ -1,5 +1,6 @@
 """Shared by the review tests: ``write_labels`` saves filled-in batch rows the way annotators
 hand them back (JSONL or CSV)."""
+
 from __future__ import annotations
 
 import csv

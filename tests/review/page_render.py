@@ -2,6 +2,7 @@
 Django login form: the session cookie goes to Chromium through the DevTools protocol, the page
 is polled until it has drawn (bounded), then its text, loaded images, radio buttons (single
 choices) and a screenshot."""
+
 from __future__ import annotations
 
 import base64
@@ -17,9 +18,17 @@ from typing import Any
 import httpx
 from websockets.sync.client import connect
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--window-size=1400,1800"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1800",
+]
 PROBE = """(() => {
   const images = [...document.images].filter(i => i.complete && i.naturalWidth > 0 && !i.src.startsWith('data:'));
   return JSON.stringify({text: document.body ? document.body.innerText : '', images_loaded: images.length,
@@ -33,19 +42,33 @@ def session_cookie(base: str, email: str, password: str) -> dict[str, str]:
         form = client.get("/user/login/")
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)
         assert token, form.text[:500]
-        client.post("/user/login/", data={"csrfmiddlewaretoken": token.group(1), "email": email, "password": password},
-                    headers={"Referer": f"{base}/user/login/"})
+        client.post(
+            "/user/login/",
+            data={"csrfmiddlewaretoken": token.group(1), "email": email, "password": password},
+            headers={"Referer": f"{base}/user/login/"},
+        )
         cookies = dict(client.cookies)
     assert "sessionid" in cookies, "login failed"
     return cookies
 
 
-def logged_in_page(chromium: Path, base: str, email: str, password: str, path: str, work: Path,
-                   ready: str = "Does the sentence", seconds: float = 120.0) -> dict[str, Any]:
+def logged_in_page(
+    chromium: Path,
+    base: str,
+    email: str,
+    password: str,
+    path: str,
+    work: Path,
+    ready: str = "Does the sentence",
+    seconds: float = 120.0,
+) -> dict[str, Any]:
     cookies = session_cookie(base, email, password)
     port_file = Path(tempfile.mkdtemp(dir=work)) / "profile"
-    browser = subprocess.Popen([str(chromium), *FLAGS, "--remote-debugging-port=0", f"--user-data-dir={port_file}",
-                                "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    browser = subprocess.Popen(
+        [str(chromium), *FLAGS, "--remote-debugging-port=0", f"--user-data-dir={port_file}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         active = port_file / "DevToolsActivePort"
         deadline = time.monotonic() + 60
@@ -56,6 +79,7 @@ def logged_in_page(chromium: Path, base: str, email: str, password: str, path: s
         pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["type"] == "page"]
         ids = itertools.count(1)
         with connect(pages[0]["webSocketDebuggerUrl"], max_size=None) as ws:
+
             def call(method: str, **params: Any) -> dict:
                 number = next(ids)
                 ws.send(json.dumps({"id": number, "method": method, "params": params}))

@@ -1,4 +1,5 @@
 """Cohen's kappa on a hand-computed table, and the judge-agreement command."""
+
 from __future__ import annotations
 
 import math
@@ -25,10 +26,12 @@ def test_kappa_known_table():
 def test_judge_agreement_command(tmp_path):
     keys = [f"k{i}" for i in range(50)]
     names = {"C": "CORRECT", "I": "INCORRECT"}
-    pl.DataFrame({"key": keys + ["only_a", "err"], "grade": [names[g] for g in A] + ["CORRECT", "JUDGE_ERROR"]}) \
-        .write_parquet(tmp_path / "a.parquet")
-    pl.DataFrame({"key": keys + ["err"], "grade": [names[g] for g in B] + ["CORRECT"]}) \
-        .write_parquet(tmp_path / "b.parquet")
+    pl.DataFrame(
+        {"key": keys + ["only_a", "err"], "grade": [names[g] for g in A] + ["CORRECT", "JUDGE_ERROR"]}
+    ).write_parquet(tmp_path / "a.parquet")
+    pl.DataFrame({"key": keys + ["err"], "grade": [names[g] for g in B] + ["CORRECT"]}).write_parquet(
+        tmp_path / "b.parquet"
+    )
     result = CliRunner().invoke(app, ["judge-agreement", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")])
     assert result.exit_code == 0, result.output
     assert "compared: 50" in result.output

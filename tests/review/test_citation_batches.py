@@ -1,4 +1,5 @@
 """Human verification: kappas on hand-computed tables, export/import round trip, CLI."""
+
 from __future__ import annotations
 
 import csv
@@ -10,16 +11,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mmcurate.review.agreement import agreement_summary, cohen_kappa, fleiss_kappa, raw_agreement
-from mmcurate.review.reflvqa.citations import QUESTIONS, export_batch, import_labels, read_labels
+from mmcurate.core.errors import MmcurateError
 from mmcurate.core.schema import LEDGER
 from mmcurate.releases.reflvqa.tables import DOCUMENTS, KNOWLEDGE_BASE, QA
-from mmcurate.core.errors import MmcurateError
+from mmcurate.review.agreement import agreement_summary, cohen_kappa, fleiss_kappa, raw_agreement
+from mmcurate.review.reflvqa.citations import QUESTIONS, export_batch, import_labels, read_labels
 
 # Wikipedia's worked Fleiss example: 10 items, 14 raters, 5 categories -> kappa 0.20993
 WIKI = [
-    [0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
-    [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7],
+    [0, 0, 0, 0, 14],
+    [0, 2, 6, 4, 2],
+    [0, 0, 3, 5, 6],
+    [0, 3, 9, 2, 0],
+    [2, 2, 8, 1, 1],
+    [7, 7, 0, 0, 0],
+    [3, 2, 6, 3, 0],
+    [2, 5, 3, 2, 2],
+    [6, 5, 2, 1, 0],
+    [0, 2, 2, 3, 7],
 ]
 # 3 annotators x 4 items, by hand: P_i = 1, 1/3, 1, 1/3 -> P = 2/3; p_yes = p_no = 1/2 -> P_e = 1/2
 THREE = [["yes", "yes", "yes"], ["yes", "yes", "no"], ["no", "no", "no"], ["yes", "no", "no"]]
@@ -51,42 +60,93 @@ def test_agreement_summary_uses_common_items():
 @pytest.fixture
 def release(tmp_path):
     """A RefLVQA release folder as releases/ writes it: data/<config>-00000-of-00001.parquet."""
+
     def sentence(i, text, cites=(), images=()):
-        return {"index": i, "text": text, "fact_checkable": bool(cites or images), "text_citations": list(cites),
-                "image_citations": list(images), "flagged": False}
+        return {
+            "index": i,
+            "text": text,
+            "fact_checkable": bool(cites or images),
+            "text_citations": list(cites),
+            "image_citations": list(images),
+            "flagged": False,
+        }
 
     qa = [
-        {"sample_id": "s1", "source_id": "p1/c1", "question": "Q1?", "images": ["aa" * 32], "answer": "A. B. C.",
-         "sentences": [sentence(0, "A.", ["d1"]), sentence(1, "B."), sentence(2, "C.", ["d2"], ["image:" + "bb" * 32])],
-         "meta": "{}"},
-        {"sample_id": "s2", "source_id": "p2/c1", "question": "Q2?", "images": ["aa" * 32], "answer": "D. E.",
-         "sentences": [sentence(0, "D.", ["d1"]), sentence(1, "E.", ["d2"])], "meta": "{}"},
-        {"sample_id": "s3", "source_id": "p3/c1", "question": "Q3?", "images": ["cc" * 32], "answer": "F.",
-         "sentences": [sentence(0, "F.", ["d3"])], "meta": "{}"},
+        {
+            "sample_id": "s1",
+            "source_id": "p1/c1",
+            "question": "Q1?",
+            "images": ["aa" * 32],
+            "answer": "A. B. C.",
+            "sentences": [
+                sentence(0, "A.", ["d1"]),
+                sentence(1, "B."),
+                sentence(2, "C.", ["d2"], ["image:" + "bb" * 32]),
+            ],
+            "meta": "{}",
+        },
+        {
+            "sample_id": "s2",
+            "source_id": "p2/c1",
+            "question": "Q2?",
+            "images": ["aa" * 32],
+            "answer": "D. E.",
+            "sentences": [sentence(0, "D.", ["d1"]), sentence(1, "E.", ["d2"])],
+            "meta": "{}",
+        },
+        {
+            "sample_id": "s3",
+            "source_id": "p3/c1",
+            "question": "Q3?",
+            "images": ["cc" * 32],
+            "answer": "F.",
+            "sentences": [sentence(0, "F.", ["d3"])],
+            "meta": "{}",
+        },
     ]
     docs = [
         {"doc_id": "d1", "modality": "text", "text": "Doc one.", "image": None, "title": "One", "provenance": "{}"},
         {"doc_id": "d2", "modality": "text", "text": "Doc two.", "image": None, "title": "", "provenance": "{}"},
         {"doc_id": "d3", "modality": "text", "text": "Doc three.", "image": None, "title": "Three", "provenance": "{}"},
-        {"doc_id": "image:" + "bb" * 32, "modality": "image", "text": None, "image": "bb" * 32, "title": None,
-         "provenance": "{}"},
+        {
+            "doc_id": "image:" + "bb" * 32,
+            "modality": "image",
+            "text": None,
+            "image": "bb" * 32,
+            "title": None,
+            "provenance": "{}",
+        },
     ]
     kb = [{k: v for k, v in d.items() if k != "provenance"} for d in docs]
     kb.append({"doc_id": "d9", "modality": "text", "text": "Doc nine, never cited.", "image": None, "title": "Nine"})
     # the entailment judge's rejections (what the citation stage writes): s1's sentence 0 and s2's sentence 1
     ledger = [
-        {"sample_id": sid, "stage": "citation", "check": "citation.text", "model": "lexical-overlap-v1",
-         "context_id": doc, "verdict": verdict, "detail": json.dumps({"sentence": sentence, "rank": rank}),
-         "run_id": "r"}
+        {
+            "sample_id": sid,
+            "stage": "citation",
+            "check": "citation.text",
+            "model": "lexical-overlap-v1",
+            "context_id": doc,
+            "verdict": verdict,
+            "detail": json.dumps({"sentence": sentence, "rank": rank}),
+            "run_id": "r",
+        }
         for sid, sentence, doc, verdict, rank in [
-            ("s1", 0, "d1", "entail", 1), ("s1", 0, "d9", "reject", 3), ("s1", 0, "d3", "reject", 2),
-            ("s2", 1, "d9", "reject", 1), ("s2", 1, "d2", "entail", 2), ("s3", 0, "d1", "error", 1)]
+            ("s1", 0, "d1", "entail", 1),
+            ("s1", 0, "d9", "reject", 3),
+            ("s1", 0, "d3", "reject", 2),
+            ("s2", 1, "d9", "reject", 1),
+            ("s2", 1, "d2", "entail", 2),
+            ("s3", 0, "d1", "error", 1),
+        ]
     ]
     root = tmp_path / "release"
     (root / "data").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(qa, schema=QA), root / "data" / "qa-00000-of-00001.parquet")
     pq.write_table(pa.Table.from_pylist(docs, schema=DOCUMENTS), root / "data" / "documents-00000-of-00001.parquet")
-    pq.write_table(pa.Table.from_pylist(kb, schema=KNOWLEDGE_BASE), root / "data" / "knowledge_base-00000-of-00001.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(kb, schema=KNOWLEDGE_BASE), root / "data" / "knowledge_base-00000-of-00001.parquet"
+    )
     pq.write_table(pa.Table.from_pylist(ledger, schema=LEDGER), root / "ledger.parquet")
     write_manifest(root)
     return root
@@ -118,8 +178,11 @@ def test_export_samples_cited_sentences(release, tmp_path):
         assert [r["item_id"] for r in csv.DictReader(handle)] == ids
     again = export_batch(release, 4, tmp_path / "batch2", seed=1)
     assert again.jsonl.read_text() == result.jsonl.read_text()  # seeded
-    c = next(r for r in [json.loads(x) for x in export_batch(release, 5, tmp_path / "all").jsonl.read_text().splitlines()]
-             if r["item_id"] == "s1:2")
+    c = next(
+        r
+        for r in [json.loads(x) for x in export_batch(release, 5, tmp_path / "all").jsonl.read_text().splitlines()]
+        if r["item_id"] == "s1:2"
+    )
     assert c["document_ids"] == ["d2", "image:" + "bb" * 32] and "[d2] Doc two." in c["documents"]
 
 
@@ -145,8 +208,10 @@ def test_round_trip_two_annotators_cohen(release, tmp_path, labelled_copy):
 
 def test_round_trip_three_annotators_fleiss(release, tmp_path, labelled_copy):
     batch = export_batch(release, 4, tmp_path / "batch", seed=0).jsonl
-    files = [labelled_copy(batch, tmp_path / f"{name}.csv", name, [THREE[i][k] for i in range(4)])
-             for k, name in enumerate(["ann1", "ann2", "ann3"])]
+    files = [
+        labelled_copy(batch, tmp_path / f"{name}.csv", name, [THREE[i][k] for i in range(4)])
+        for k, name in enumerate(["ann1", "ann2", "ann3"])
+    ]
     result = import_labels(release, files, tmp_path / "verified")
     support = result.agreement["documents_support"]
     assert support["measure"] == "fleiss"
@@ -178,7 +243,9 @@ def test_cli_export_and_import(release, tmp_path, labelled_copy):
     from mmcurate.cli import app
 
     runner = CliRunner()
-    out = runner.invoke(app, ["annotate", "export", str(release), "--n", "4", "--seed", "0", "--out", str(tmp_path / "b")])
+    out = runner.invoke(
+        app, ["annotate", "export", str(release), "--n", "4", "--seed", "0", "--out", str(tmp_path / "b")]
+    )
     assert out.exit_code == 0, out.output
     assert "exported 4 items" in out.output
     batch = tmp_path / "b" / "batch.jsonl"
@@ -201,17 +268,27 @@ ALICE = {
 
 
 def test_rejected_documents_are_shown_from_the_ledger(release, tmp_path):
-    rows = {r["item_id"]: r for r in map(json.loads, export_batch(release, 5, tmp_path / "b").jsonl.read_text().splitlines())}
+    rows = {
+        r["item_id"]: r
+        for r in map(json.loads, export_batch(release, 5, tmp_path / "b").jsonl.read_text().splitlines())
+    }
     assert rows["s1:0"]["rejected_ids"] == ["d3", "d9"]  # best-ranked rejection first
     assert "[d9] Nine: Doc nine, never cited." in rows["s1:0"]["rejected_documents"]  # from the knowledge base
     assert rows["s2:1"]["rejected_ids"] == ["d9"] and rows["s3:0"]["rejected_ids"] == []  # an error is no rejection
     assert all(r["document_support"] == "" for r in rows.values())
-    one = {r["item_id"]: r for r in map(json.loads, export_batch(release, 5, tmp_path / "c", rejected=1)
-                                        .jsonl.read_text().splitlines())}
+    one = {
+        r["item_id"]: r
+        for r in map(json.loads, export_batch(release, 5, tmp_path / "c", rejected=1).jsonl.read_text().splitlines())
+    }
     assert len(one["s1:0"]["rejected_ids"]) == 1 and set(one["s1:0"]["rejected_ids"]) <= {"d3", "d9"}
-    drawn = {tuple(json.loads(line)["rejected_ids"]) for seed in range(12)
-             for line in export_batch(release, 5, tmp_path / f"s{seed}", seed=seed, rejected=1).jsonl.read_text()
-             .splitlines() if json.loads(line)["item_id"] == "s1:0"}
+    drawn = {
+        tuple(json.loads(line)["rejected_ids"])
+        for seed in range(12)
+        for line in export_batch(release, 5, tmp_path / f"s{seed}", seed=seed, rejected=1)
+        .jsonl.read_text()
+        .splitlines()
+        if json.loads(line)["item_id"] == "s1:0"
+    }
     assert drawn == {("d3",), ("d9",)}  # drawn at random, not the best-ranked one
 
 
@@ -221,14 +298,23 @@ def test_table3_and_entailment_f1_by_hand(release, tmp_path):
     for row in rows:
         needs, grounded, docs = ALICE[row["item_id"]]
         shown = row["document_ids"] + row["rejected_ids"]
-        row.update(needs_verification=needs, sentence_grounded=grounded, documents_support="yes", annotator="alice",
-                   document_support=";".join(docs[d] for d in shown))
+        row.update(
+            needs_verification=needs,
+            sentence_grounded=grounded,
+            documents_support="yes",
+            annotator="alice",
+            document_support=";".join(docs[d] for d in shown),
+        )
     labelled = tmp_path / "alice.jsonl"
     labelled.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = import_labels(release, [labelled], tmp_path / "v")
     table3 = {r["criterion"]: (r["share"], r["n"]) for r in result.table3}
-    assert table3 == {"statements requiring verification": (0.8, 5), "image documents supporting statements": (1.0, 1),
-                      "text documents supporting statements": (0.8, 5), "supported statements": (0.8, 5)}
+    assert table3 == {
+        "statements requiring verification": (0.8, 5),
+        "image documents supporting statements": (1.0, 1),
+        "text documents supporting statements": (0.8, 5),
+        "supported statements": (0.8, 5),
+    }
     f1 = {r["modality"]: r for r in result.entailment}
     # text: cited d1 yes, d2 no, d1 yes, d2 yes, d3 yes (TP 4, FP 1); rejected d3 no, d9 yes, d9 no (FN 1, TN 2)
     assert (f1["text"]["tp"], f1["text"]["fp"], f1["text"]["fn"], f1["text"]["tn"]) == (4, 1, 1, 2)
@@ -259,20 +345,53 @@ def write_release(root, sentences, ledger):
     """A one-question RefLVQA release: ``sentences`` are (text, cited ids); ``ledger`` is
     (sentence index, doc, verdict, rank) rows of the text entailment judge."""
     docs = sorted({d for _, cited in sentences for d in cited} | {d for _, d, _, _ in ledger})
-    qa = [{"sample_id": "q", "source_id": "p/c", "question": "Q?", "images": ["aa" * 32], "answer": "...",
-           "sentences": [{"index": i, "text": text, "fact_checkable": True, "text_citations": list(cited),
-                          "image_citations": [], "flagged": not cited} for i, (text, cited) in enumerate(sentences)],
-           "meta": "{}"}]
-    documents = [{"doc_id": d, "modality": "text", "text": f"Doc {d}.", "image": None, "title": d, "provenance": "{}"}
-                 for d in docs]
-    rows = [{"sample_id": "q", "stage": "citation", "check": "citation.text", "model": "lexical-overlap-v1",
-             "context_id": doc, "verdict": verdict, "detail": json.dumps({"sentence": i, "rank": rank}), "run_id": "r"}
-            for i, doc, verdict, rank in ledger]
+    qa = [
+        {
+            "sample_id": "q",
+            "source_id": "p/c",
+            "question": "Q?",
+            "images": ["aa" * 32],
+            "answer": "...",
+            "sentences": [
+                {
+                    "index": i,
+                    "text": text,
+                    "fact_checkable": True,
+                    "text_citations": list(cited),
+                    "image_citations": [],
+                    "flagged": not cited,
+                }
+                for i, (text, cited) in enumerate(sentences)
+            ],
+            "meta": "{}",
+        }
+    ]
+    documents = [
+        {"doc_id": d, "modality": "text", "text": f"Doc {d}.", "image": None, "title": d, "provenance": "{}"}
+        for d in docs
+    ]
+    rows = [
+        {
+            "sample_id": "q",
+            "stage": "citation",
+            "check": "citation.text",
+            "model": "lexical-overlap-v1",
+            "context_id": doc,
+            "verdict": verdict,
+            "detail": json.dumps({"sentence": i, "rank": rank}),
+            "run_id": "r",
+        }
+        for i, doc, verdict, rank in ledger
+    ]
     (root / "data").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(qa, schema=QA), root / "data" / "qa-00000-of-00001.parquet")
-    pq.write_table(pa.Table.from_pylist(documents, schema=DOCUMENTS), root / "data" / "documents-00000-of-00001.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(documents, schema=DOCUMENTS), root / "data" / "documents-00000-of-00001.parquet"
+    )
     kb = [{k: v for k, v in d.items() if k != "provenance"} for d in documents]
-    pq.write_table(pa.Table.from_pylist(kb, schema=KNOWLEDGE_BASE), root / "data" / "knowledge_base-00000-of-00001.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(kb, schema=KNOWLEDGE_BASE), root / "data" / "knowledge_base-00000-of-00001.parquet"
+    )
     pq.write_table(pa.Table.from_pylist(rows, schema=LEDGER), root / "ledger.parquet")
     write_manifest(root)
     return root
@@ -282,9 +401,18 @@ def write_manifest(root) -> None:
     """What the export and import read of a release's manifest (its judges), in a manifest that
     holds what every release manifest holds."""
     shards = {c: [f"data/{c}-00000-of-00001.parquet"] for c in ("qa", "documents", "knowledge_base")}
-    (root / "manifest.json").write_text(json.dumps({
-        "benchmark": "reflvqa", "version": "1.0.0", "shards": shards, "files": {}, "counts": {},
-        "judge": {"name": "lexical-overlap-v1", "image": None}}))
+    (root / "manifest.json").write_text(
+        json.dumps(
+            {
+                "benchmark": "reflvqa",
+                "version": "1.0.0",
+                "shards": shards,
+                "files": {},
+                "counts": {},
+                "judge": {"name": "lexical-overlap-v1", "image": None},
+            }
+        )
+    )
 
 
 def label_everything(batch, path, truth):
@@ -292,8 +420,11 @@ def label_everything(batch, path, truth):
     rows = [json.loads(line) for line in batch.read_text().splitlines()]
     for row in rows:
         shown = row["document_ids"] + row["rejected_ids"]
-        row.update({q: "yes" for q in QUESTIONS}, annotator="alice",
-                   document_support=";".join(truth[(row["item_id"], d)] for d in shown))
+        row.update(
+            {q: "yes" for q in QUESTIONS},
+            annotator="alice",
+            document_support=";".join(truth[(row["item_id"], d)] for d in shown),
+        )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -308,11 +439,26 @@ def test_entailment_f1_estimates_every_judged_pair_without_bias(tmp_path):
     Labelling only cited sentences and their two best-ranked rejections (the old batches) misses
     every false negative of an uncited sentence and of a lower-ranked rejection: here it would
     report F1 1.0 where the population's is 0.5. The batch now holds every judged pair."""
-    release = write_release(tmp_path / "release", [("Cited.", ["c1"]), ("Uncited.", [])], [
-        (0, "c1", "entail", 1), (0, "r1", "reject", 2), (0, "r2", "reject", 3), (0, "r3", "reject", 4),
-        (1, "x1", "reject", 1), (1, "x2", "reject", 2)])
-    truth = {("q:0", "c1"): "yes", ("q:0", "r1"): "no", ("q:0", "r2"): "no", ("q:0", "r3"): "yes",
-             ("q:1", "x1"): "yes", ("q:1", "x2"): "no"}
+    release = write_release(
+        tmp_path / "release",
+        [("Cited.", ["c1"]), ("Uncited.", [])],
+        [
+            (0, "c1", "entail", 1),
+            (0, "r1", "reject", 2),
+            (0, "r2", "reject", 3),
+            (0, "r3", "reject", 4),
+            (1, "x1", "reject", 1),
+            (1, "x2", "reject", 2),
+        ],
+    )
+    truth = {
+        ("q:0", "c1"): "yes",
+        ("q:0", "r1"): "no",
+        ("q:0", "r2"): "no",
+        ("q:0", "r3"): "yes",
+        ("q:1", "x1"): "yes",
+        ("q:1", "x2"): "no",
+    }
     population = f1_of(tp=1, fp=0, fn=2)  # c1 right; r3 and x1 missed
     old_design = f1_of(tp=1, fp=0, fn=0)  # q:1 never shown, r3 ranked below the first two rejections
     assert (population, old_design) == (0.5, 1.0)
@@ -332,18 +478,32 @@ def test_entailment_f1_estimates_every_judged_pair_without_bias(tmp_path):
 
 def test_a_capped_batch_is_weighted_back_to_the_population(tmp_path):
     """--rejected K draws K of a sentence's R uncited documents at random; each counts R/K."""
-    release = write_release(tmp_path / "release", [("Cited.", ["c1"]), ("Uncited.", [])], [
-        (0, "c1", "entail", 1), (0, "r1", "reject", 2), (0, "r2", "reject", 3), (0, "r3", "reject", 4),
-        (1, "x1", "reject", 1), (1, "x2", "reject", 2)])
+    release = write_release(
+        tmp_path / "release",
+        [("Cited.", ["c1"]), ("Uncited.", [])],
+        [
+            (0, "c1", "entail", 1),
+            (0, "r1", "reject", 2),
+            (0, "r2", "reject", 3),
+            (0, "r3", "reject", 4),
+            (1, "x1", "reject", 1),
+            (1, "x2", "reject", 2),
+        ],
+    )
     # uncited documents labelled alike within a sentence, so any draw gives the population's counts
-    truth = {("q:0", "c1"): "yes", **{("q:0", d): "no" for d in ("r1", "r2", "r3")},
-             ("q:1", "x1"): "yes", ("q:1", "x2"): "yes"}
+    truth = {
+        ("q:0", "c1"): "yes",
+        **{("q:0", d): "no" for d in ("r1", "r2", "r3")},
+        ("q:1", "x1"): "yes",
+        ("q:1", "x2"): "yes",
+    }
     for seed in range(3):
         batch = export_batch(release, 10, tmp_path / f"b{seed}", seed=seed, rejected=1)
         shown = [json.loads(line)["rejected_ids"] for line in batch.jsonl.read_text().splitlines()]
         assert sorted(len(r) for r in shown) == [1, 1]
-        result = import_labels(release, [label_everything(batch.jsonl, tmp_path / f"a{seed}.jsonl", truth)],
-                               tmp_path / f"v{seed}")
+        result = import_labels(
+            release, [label_everything(batch.jsonl, tmp_path / f"a{seed}.jsonl", truth)], tmp_path / f"v{seed}"
+        )
         text = next(r for r in result.entailment if r["modality"] == "text")
         assert (text["tp"], text["fp"], text["fn"], text["tn"]) == (1, 0, 2, 3) and text["weighted"]
         assert text["f1"] == pytest.approx(f1_of(tp=1, fp=0, fn=2))

@@ -1,6 +1,7 @@
 """Judges checked against people: balanced export of judge decisions from evaluation runs,
 and the agreement tables (DeflectionBench Table 7, RefLVQA Pearson / kappa) reproduced on
 labelled fixtures built here, against hand-computed values."""
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mmcurate.core.errors import MmcurateError
+from mmcurate.evaluation.deflectionbench.scenarios import RESULTS
+from mmcurate.evaluation.reflvqa.grid import ANSWERS, GRADES
 from mmcurate.review.deflectionbench.judges import REVIEW as DEFLECTION
 from mmcurate.review.judges import balanced
-from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA, relevance_bin
-from mmcurate.core.errors import MmcurateError
-from mmcurate.evaluation.reflvqa.grid import ANSWERS, GRADES
-from mmcurate.evaluation.deflectionbench.scenarios import RESULTS
+from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
+from mmcurate.review.reflvqa.judges import relevance_bin
 
 SCENARIOS = ("parametric", "oracle", "realistic", "adversarial")
 # model A, 8 decisions (2 per scenario): judge vs the human, by hand
@@ -32,22 +34,38 @@ def write_release(root: Path, benchmark: str, tables: dict[str, list[dict]]) -> 
     (root / "data").mkdir(parents=True)
     for config, rows in tables.items():
         pq.write_table(pa.Table.from_pylist(rows), root / "data" / f"{config}-00000-of-00001.parquet")
-    (root / "manifest.json").write_text(json.dumps({"benchmark": benchmark, "version": "1.0.0", "files": {},
-                                                    "counts": {}, "shards": {c: [] for c in tables}}))
+    (root / "manifest.json").write_text(
+        json.dumps(
+            {"benchmark": benchmark, "version": "1.0.0", "files": {}, "counts": {}, "shards": {c: [] for c in tables}}
+        )
+    )
     return root
 
 
 def result(sample, scenario, grade, model, n=0):
-    return {"sample_id": sample, "source": "webqa", "scenario": scenario, "n_negatives": n, "n_contexts": n,
-            "negatives": "ranked", "gold_modality": "text", "model": model, "abstention": "moderate",
-            "answer": f"answer of {model} to {sample}", "grade": grade, "judged_by": "lexical", "error": None,
-            "run_id": "r"}
+    return {
+        "sample_id": sample,
+        "source": "webqa",
+        "scenario": scenario,
+        "n_negatives": n,
+        "n_contexts": n,
+        "negatives": "ranked",
+        "gold_modality": "text",
+        "model": model,
+        "abstention": "moderate",
+        "answer": f"answer of {model} to {sample}",
+        "grade": grade,
+        "judged_by": "lexical",
+        "error": None,
+        "run_id": "r",
+    }
 
 
 @pytest.fixture
 def deflection(tmp_path):
-    samples = [{"sample_id": f"s{i}", "question": f"Question {i}?", "answers": [f"gold {i}", f"alias {i}"]}
-               for i in range(12)]
+    samples = [
+        {"sample_id": f"s{i}", "question": f"Question {i}?", "answers": [f"gold {i}", f"alias {i}"]} for i in range(12)
+    ]
     release = write_release(tmp_path / "release", "deflectionbench", {"test": samples})
     runs = {}
     for model, grades in (("A", JUDGE_A), ("B", JUDGE_B)):
@@ -130,8 +148,9 @@ def test_two_raters_majority_and_their_own_agreement(deflection, tmp_path, label
     # the two agree only where rater one says INCORRECT (3 items): the rest are ties, left out
     assert result.report["ties"] == 5 and result.report["per_model"][0]["items"] == 3
     # the markdown says so too, not only the JSON (issue 42 item 21)
-    assert result.markdown.endswith("\nItems counts the labelled items with a strict majority label; 5 of 8 are "
-                                    "left out: their annotators tie.\n")
+    assert result.markdown.endswith(
+        "\nItems counts the labelled items with a strict majority label; 5 of 8 are left out: their annotators tie.\n"
+    )
     between = json.loads(result.path.read_text())["between_annotators"]
     assert between["measure"] == "cohen" and between["raw"] == pytest.approx(3 / 8)
 
@@ -143,7 +162,9 @@ def test_bad_judge_labels_name_file_and_line(deflection, tmp_path, label):
     with pytest.raises(MmcurateError, match=r"bad\.jsonl:1: label is 'MAYBE'; expected CORRECT, INCORRECT"):
         DEFLECTION.import_labels(release, [runs["A"]], [bad], tmp_path / "out")
     with pytest.raises(MmcurateError, match=r"is not a decision of the given evaluations"):
-        DEFLECTION.import_labels(release, [runs["B"]], [label(batch, tmp_path / "ok.jsonl", "x", human_a)], tmp_path / "o")
+        DEFLECTION.import_labels(
+            release, [runs["B"]], [label(batch, tmp_path / "ok.jsonl", "x", human_a)], tmp_path / "o"
+        )
     with pytest.raises(MmcurateError, match="no answers.parquet"):
         DEFLECTION.export(release, [tmp_path], tmp_path / "b2")
     with pytest.raises(MmcurateError, match="immutable"):
@@ -152,17 +173,39 @@ def test_bad_judge_labels_name_file_and_line(deflection, tmp_path, label):
 
 # ---------------------------------------------------------------------------- RefLVQA evaluators
 def answer(sample, sentences, setting="text"):
-    return {"sample_id": sample, "model": "M", "setting": setting, "n_queries": 1, "top_k": 2, "queries": ["q"],
-            "retrieved": [{"doc_id": "d1", "modality": "text", "score": 1.0}], "answer": "x", "steps": [],
-            "sentences": [{"index": i, "text": t, "citations": c} for i, (t, c) in enumerate(sentences)],
-            "status": "answered", "error": None, "run_id": "r"}
+    return {
+        "sample_id": sample,
+        "model": "M",
+        "setting": setting,
+        "n_queries": 1,
+        "top_k": 2,
+        "queries": ["q"],
+        "retrieved": [{"doc_id": "d1", "modality": "text", "score": 1.0}],
+        "answer": "x",
+        "steps": [],
+        "sentences": [{"index": i, "text": t, "citations": c} for i, (t, c) in enumerate(sentences)],
+        "status": "answered",
+        "error": None,
+        "run_id": "r",
+    }
 
 
 def grade(sample, metric, unit, value, evaluator="llm:judge", setting="text"):
-    return {"sample_id": sample, "model": "M", "setting": setting, "n_queries": 1, "metric": metric, "unit": unit,
-            "statement": f"{sample}-{metric}-{unit}",
-            "documents": ["d1"] if metric == "groundedness" and evaluator != "rule:no-citation" else [],
-            "grade": value, "evaluator": evaluator, "raw": None, "error": None, "run_id": "r"}
+    return {
+        "sample_id": sample,
+        "model": "M",
+        "setting": setting,
+        "n_queries": 1,
+        "metric": metric,
+        "unit": unit,
+        "statement": f"{sample}-{metric}-{unit}",
+        "documents": ["d1"] if metric == "groundedness" and evaluator != "rule:no-citation" else [],
+        "grade": value,
+        "evaluator": evaluator,
+        "raw": None,
+        "error": None,
+        "run_id": "r",
+    }
 
 
 # evaluator vs human, by hand
@@ -171,29 +214,58 @@ def grade(sample, metric, unit, value, evaluator="llm:judge", setting="text"):
 #     kappa of the 5 rated units: human 1 0 .5 1 1 vs evaluator 1 .5 0 1 1: p_o 3/5, p_e 11/25 -> 2/7
 #   relevance: human 7 4 5 vs evaluator 6 3 5: Pearson 13/14; binned relevant/partial/partial vs
 #     relevant/not/partial: p_o 2/3, p_e 1/3 -> kappa 1/2
-HUMAN = {("a1", "groundedness", 0): 1.0, ("a1", "groundedness", 1): 0.0, ("a2", "groundedness", 0): 0.5,
-         ("a3", "groundedness", 0): 1.0, ("a3", "groundedness", 1): 1.0,
-         ("a1", "relevance", 0): 7.0, ("a2", "relevance", 0): 4.0, ("a3", "relevance", 0): 5.0}
+HUMAN = {
+    ("a1", "groundedness", 0): 1.0,
+    ("a1", "groundedness", 1): 0.0,
+    ("a2", "groundedness", 0): 0.5,
+    ("a3", "groundedness", 0): 1.0,
+    ("a3", "groundedness", 1): 1.0,
+    ("a1", "relevance", 0): 7.0,
+    ("a2", "relevance", 0): 4.0,
+    ("a3", "relevance", 0): 5.0,
+}
 
 
 def reflvqa_evaluation(root: Path) -> tuple[Path, Path]:
     """A RefLVQA release (questions with images) and one evaluation folder of model M, graded as above."""
     from tests.releases.release_builders import image_bytes
 
-    release = write_release(root / "release", "reflvqa", {
-        "qa": [{"sample_id": s, "question": f"What about {s}?", "images": [{"bytes": image_bytes(i), "path": f"{s}.png"}]}
-               for i, s in enumerate(("a1", "a2", "a3", "a4"))],
-        "knowledge_base": [{"doc_id": "d1", "modality": "text", "text": "Doc one.", "title": "One"}],
-    })
+    release = write_release(
+        root / "release",
+        "reflvqa",
+        {
+            "qa": [
+                {
+                    "sample_id": s,
+                    "question": f"What about {s}?",
+                    "images": [{"bytes": image_bytes(i), "path": f"{s}.png"}],
+                }
+                for i, s in enumerate(("a1", "a2", "a3", "a4"))
+            ],
+            "knowledge_base": [{"doc_id": "d1", "modality": "text", "text": "Doc one.", "title": "One"}],
+        },
+    )
     folder = root / "eval"
     folder.mkdir()
-    answers = [answer("a1", [("s0", ["d1"]), ("s1", ["d1"]), ("s2", [])]), answer("a2", [("s0", ["d1"])]),
-               answer("a3", [("s0", ["d1"]), ("s1", ["d1"])]), answer("a4", [("s0", ["d1"])])]
-    grades = [grade("a1", "groundedness", 0, 1.0), grade("a1", "groundedness", 1, 0.5),
-              grade("a1", "groundedness", 2, 0.0, "rule:no-citation"), grade("a2", "groundedness", 0, 0.0),
-              grade("a3", "groundedness", 0, 1.0), grade("a3", "groundedness", 1, 1.0),
-              grade("a1", "relevance", 0, 6.0), grade("a2", "relevance", 0, 3.0), grade("a3", "relevance", 0, 5.0),
-              grade("a4", "groundedness", 0, None), grade("a4", "relevance", 0, 2.0)]  # a4: an evaluator error
+    answers = [
+        answer("a1", [("s0", ["d1"]), ("s1", ["d1"]), ("s2", [])]),
+        answer("a2", [("s0", ["d1"])]),
+        answer("a3", [("s0", ["d1"]), ("s1", ["d1"])]),
+        answer("a4", [("s0", ["d1"])]),
+    ]
+    grades = [
+        grade("a1", "groundedness", 0, 1.0),
+        grade("a1", "groundedness", 1, 0.5),
+        grade("a1", "groundedness", 2, 0.0, "rule:no-citation"),
+        grade("a2", "groundedness", 0, 0.0),
+        grade("a3", "groundedness", 0, 1.0),
+        grade("a3", "groundedness", 1, 1.0),
+        grade("a1", "relevance", 0, 6.0),
+        grade("a2", "relevance", 0, 3.0),
+        grade("a3", "relevance", 0, 5.0),
+        grade("a4", "groundedness", 0, None),
+        grade("a4", "relevance", 0, 2.0),
+    ]  # a4: an evaluator error
     pq.write_table(pa.Table.from_pylist(answers, schema=ANSWERS), folder / "answers.parquet")
     pq.write_table(pa.Table.from_pylist(grades, schema=GRADES), folder / "grades.parquet")
     return release, folder
@@ -230,8 +302,14 @@ def test_reflvqa_pearson_and_kappa_by_hand(reflvqa, tmp_path, label):
     g, r, c = (result.report[m] for m in ("groundedness", "relevance", "completeness"))
     assert g["answers"] == 3 and g["pearson"] == pytest.approx(0.72058, abs=1e-5)
     assert g["kappa"] == pytest.approx(2 / 7)
-    assert g["per_model"] == [{"model": "M + TextRAG", "answers": 3, "human": pytest.approx((1 / 3 + 0.5 + 1) / 3),
-                               "evaluator": pytest.approx(0.5)}]
+    assert g["per_model"] == [
+        {
+            "model": "M + TextRAG",
+            "answers": 3,
+            "human": pytest.approx((1 / 3 + 0.5 + 1) / 3),
+            "evaluator": pytest.approx(0.5),
+        }
+    ]
     assert r["pearson"] == pytest.approx(13 / 14) and r["kappa"] == pytest.approx(0.5)
     assert c["answers"] == 0 and c["pearson"] is None
     assert "| groundedness | M + TextRAG | 3 | 0.611 | 0.500 | 0.721 | 0.286 |" in result.markdown
@@ -243,7 +321,9 @@ def test_reflvqa_review_keeps_each_setting_apart(reflvqa, tmp_path):
     release, folder = reflvqa
     answers = pl.read_parquet(folder / "answers.parquet").to_dicts() + [answer("a1", [("s0", ["d1"])], "two-step")]
     grades = pl.read_parquet(folder / "grades.parquet").to_dicts() + [
-        grade("a1", "groundedness", 0, 1.0, setting="two-step"), grade("a1", "relevance", 0, 7.0, setting="two-step")]
+        grade("a1", "groundedness", 0, 1.0, setting="two-step"),
+        grade("a1", "relevance", 0, 7.0, setting="two-step"),
+    ]
     pq.write_table(pa.Table.from_pylist(answers, schema=ANSWERS), folder / "answers.parquet")
     pq.write_table(pa.Table.from_pylist(grades, schema=GRADES), folder / "grades.parquet")
     result = REFLVQA.export(release, [folder], tmp_path / "batch", n=5, seed=0)
@@ -256,7 +336,9 @@ def test_reflvqa_ratings_are_checked(reflvqa, tmp_path, label):
     bad = label(batch, tmp_path / "bad.jsonl", "h", lambda row: "0.7" if "|groundedness|" in row["item_id"] else "8")
     with pytest.raises(MmcurateError, match=r"bad\.jsonl:1: rating is '0\.7'; expected 1, 0\.5 or 0 for groundedness"):
         REFLVQA.import_labels(release, [folder], [bad], tmp_path / "out")
-    assert [relevance_bin(v) for v in (1, 3, 4, 5, 6, 7)] == ["not relevant"] * 2 + ["partially relevant"] * 2 + ["relevant"] * 2
+    assert [relevance_bin(v) for v in (1, 3, 4, 5, 6, 7)] == ["not relevant"] * 2 + ["partially relevant"] * 2 + [
+        "relevant"
+    ] * 2
 
 
 def test_cli_round_trip(deflection, tmp_path, label):
@@ -266,13 +348,38 @@ def test_cli_round_trip(deflection, tmp_path, label):
 
     release, runs = deflection
     runner = CliRunner()
-    out = runner.invoke(app, ["annotate", "export", str(release), "--out", str(tmp_path / "b"),
-                              "--evaluation", str(runs["A"]), "--evaluation", str(runs["B"])])
+    out = runner.invoke(
+        app,
+        [
+            "annotate",
+            "export",
+            str(release),
+            "--out",
+            str(tmp_path / "b"),
+            "--evaluation",
+            str(runs["A"]),
+            "--evaluation",
+            str(runs["B"]),
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "exported 12 deflectionbench judge items (decisions per model: A: 8, B: 4)" in out.output
     labelled = label(tmp_path / "b" / "batch.jsonl", tmp_path / "r.jsonl", "rater", human_a)
-    out = runner.invoke(app, ["annotate", "import", str(release), str(labelled), "--out", str(tmp_path / "v"),
-                              "--evaluation", str(runs["A"]), "--evaluation", str(runs["B"])])
+    out = runner.invoke(
+        app,
+        [
+            "annotate",
+            "import",
+            str(release),
+            str(labelled),
+            "--out",
+            str(tmp_path / "v"),
+            "--evaluation",
+            str(runs["A"]),
+            "--evaluation",
+            str(runs["B"]),
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "| Average | 12 | 87.5 | 0.80 |" in out.output
     assert pl.read_parquet(runs["A"] / "answers.parquet").height == 10  # the evaluation is untouched
@@ -280,7 +387,8 @@ def test_cli_round_trip(deflection, tmp_path, label):
 
 def test_a_reflvqa_evaluation_from_before_the_grid_is_one_line(reflvqa, tmp_path):
     release, folder = reflvqa
-    pq.write_table(pq.read_table(folder / "answers.parquet").drop_columns(["setting", "n_queries"]),
-                   folder / "answers.parquet")
+    pq.write_table(
+        pq.read_table(folder / "answers.parquet").drop_columns(["setting", "n_queries"]), folder / "answers.parquet"
+    )
     with pytest.raises(MmcurateError, match="written before the RefLVQA grid"):
         REFLVQA.export(release, [folder], tmp_path / "batch")

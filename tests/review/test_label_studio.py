@@ -1,6 +1,7 @@
 """RefLVQA citation review in Label Studio: the exported project (labeling config, tasks,
 images served as Label Studio serves local files), and Label Studio's JSON export read back
 into the same labels the CSV path reads: agreement, kappa and Table 3 come out identical."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,9 @@ import pytest
 
 from mmcurate.core.errors import MmcurateError
 from mmcurate.releases.writer import write_release
-from mmcurate.review.reflvqa.citations import QUESTIONS, import_labels
 from mmcurate.review.label_studio import LOCAL_FILES, TASKS
+from mmcurate.review.reflvqa.citations import QUESTIONS, import_labels
 from mmcurate.review.reflvqa.label_studio import CONFIG, export_project, import_project
-
 from tests.releases import release_builders as b
 
 
@@ -31,9 +31,11 @@ def labels_for(tasks: list[dict], who: str) -> dict[str, dict]:
     for n, task in enumerate(tasks):
         flip = (n + len(who)) % 2 == 0
         out[task["data"]["item_id"]] = {
-            "needs_verification": "yes", "documents_support": "yes" if flip else "no",
+            "needs_verification": "yes",
+            "documents_support": "yes" if flip else "no",
             "sentence_grounded": "yes" if flip or who == "bob@example.org" else "no",
-            "document_support": ["yes" if (i + n) % 2 == 0 else "no" for i in range(len(task["data"]["documents"]))]}
+            "document_support": ["yes" if (i + n) % 2 == 0 else "no" for i in range(len(task["data"]["documents"]))],
+        }
     return out
 
 
@@ -44,12 +46,27 @@ def ls_export(tasks: list[dict], people: dict[int, str]) -> list[dict]:
         annotations = []
         for user, email in people.items():
             labels = labels_for(tasks, email)[task["data"]["item_id"]]
-            result = [{"from_name": q, "to_name": "sentence", "type": "choices", "value": {"choices": [labels[q]]}}
-                      for q in QUESTIONS]
-            result += [{"from_name": f"document_support_{i}", "to_name": f"document_{i}", "type": "choices",
-                        "value": {"choices": [v]}} for i, v in enumerate(labels["document_support"])]
-            annotations.append({"id": 100 * number + user, "completed_by": {"id": user, "email": email},
-                                "result": result, "was_cancelled": False})
+            result = [
+                {"from_name": q, "to_name": "sentence", "type": "choices", "value": {"choices": [labels[q]]}}
+                for q in QUESTIONS
+            ]
+            result += [
+                {
+                    "from_name": f"document_support_{i}",
+                    "to_name": f"document_{i}",
+                    "type": "choices",
+                    "value": {"choices": [v]},
+                }
+                for i, v in enumerate(labels["document_support"])
+            ]
+            annotations.append(
+                {
+                    "id": 100 * number + user,
+                    "completed_by": {"id": user, "email": email},
+                    "result": result,
+                    "was_cancelled": False,
+                }
+            )
         out.append({"id": number, "data": task["data"], "annotations": annotations})
     return out
 
@@ -88,8 +105,9 @@ def test_label_studio_labels_give_the_csv_paths_numbers(release, tmp_path):
     assert via_ls.entailment == via_csv.entailment and via_ls.annotators == sorted(people.values())
     ls_report, csv_report = (json.loads((tmp_path / d / "agreement.json").read_text()) for d in ("ls", "csv"))
     assert ls_report == csv_report
-    assert (tmp_path / "ls" / "human_verified.parquet").read_bytes() == \
-        (tmp_path / "csv" / "human_verified.parquet").read_bytes()
+    assert (tmp_path / "ls" / "human_verified.parquet").read_bytes() == (
+        tmp_path / "csv" / "human_verified.parquet"
+    ).read_bytes()
 
 
 def test_a_choice_written_as_a_string_is_that_choice_and_two_choices_say_so(release, tmp_path):
@@ -106,8 +124,9 @@ def test_a_choice_written_as_a_string_is_that_choice_and_two_choices_say_so(rele
     for name, export in (("listed", listed), ("strings", strings)):
         (tmp_path / f"{name}.json").write_text(json.dumps(export))
         import_project(release, [tmp_path / f"{name}.json"], tmp_path / name)
-    assert (tmp_path / "listed" / "human_verified.parquet").read_bytes() == \
-        (tmp_path / "strings" / "human_verified.parquet").read_bytes()
+    assert (tmp_path / "listed" / "human_verified.parquet").read_bytes() == (
+        tmp_path / "strings" / "human_verified.parquet"
+    ).read_bytes()
     assert (tmp_path / "listed" / "agreement.json").read_text() == (tmp_path / "strings" / "agreement.json").read_text()
     both = json.loads(json.dumps(listed))
     both[0]["annotations"][0]["result"][0]["value"]["choices"] = ["yes", "no"]

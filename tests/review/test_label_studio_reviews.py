@@ -2,6 +2,7 @@
 Table 6 as Label Studio projects, file level (no server): the exported tasks and configs, the
 same labels given through Label Studio's JSON export and through the CSV path giving the same
 outputs, the CSV path's refusals, and push failing fast where nothing listens."""
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,12 @@ import pytest
 from mmcurate.cli.app import app
 from mmcurate.core.errors import MmcurateError
 from mmcurate.review import label_studio_judges as judges_ls
-from mmcurate.review.reflectv import label_studio as trajectories_ls
-from mmcurate.review.deflectionbench.judges import GRADES, REVIEW as DEFLECTION
+from mmcurate.review.deflectionbench.judges import GRADES
+from mmcurate.review.deflectionbench.judges import REVIEW as DEFLECTION
 from mmcurate.review.label_studio import LOCAL_FILES, SERVER_DATA, TASKS, push_project
-from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
+from mmcurate.review.reflectv import label_studio as trajectories_ls
 from mmcurate.review.reflectv.trajectories import CRITERIA, import_trajectory_ratings, read_key
-
+from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
 from tests.releases.release_builders import image_bytes
 from tests.review.test_judge_batches import JUDGE_A, JUDGE_B, SCENARIOS, reflvqa, result, write_release  # noqa: F401
 from tests.review.test_trajectory_batches import built  # noqa: F401  (the ReflectV release fixture)
@@ -36,11 +37,18 @@ def ls_export(tasks: list[dict], choose) -> list[dict]:
     ``choose(task data, e-mail)`` -> {control name: choice}."""
     out = []
     for number, task in enumerate(tasks, start=1):
-        annotations = [{"id": 100 * number + user, "completed_by": {"id": user, "email": email},
-                        "was_cancelled": False,
-                        "result": [{"from_name": name, "to_name": "x", "type": "choices", "value": {"choices": [v]}}
-                                   for name, v in choose(task["data"], email).items()]}
-                       for user, email in PEOPLE.items()]
+        annotations = [
+            {
+                "id": 100 * number + user,
+                "completed_by": {"id": user, "email": email},
+                "was_cancelled": False,
+                "result": [
+                    {"from_name": name, "to_name": "x", "type": "choices", "value": {"choices": [v]}}
+                    for name, v in choose(task["data"], email).items()
+                ],
+            }
+            for user, email in PEOPLE.items()
+        ]
         out.append({"id": number, "data": task["data"], "annotations": annotations})
     return out
 
@@ -84,10 +92,18 @@ def deflection_release(root: Path) -> tuple[Path, list[Path]]:
     """A DeflectionBench release whose questions have images, and model A's and B's evaluations."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from mmcurate.evaluation.deflectionbench.scenarios import RESULTS
 
-    samples = [{"sample_id": f"s{i}", "question": f"Question {i}?", "answers": [f"gold {i}"],
-                "images": [{"bytes": image_bytes(i), "path": f"img{i}.png"}]} for i in range(12)]
+    samples = [
+        {
+            "sample_id": f"s{i}",
+            "question": f"Question {i}?",
+            "answers": [f"gold {i}"],
+            "images": [{"bytes": image_bytes(i), "path": f"img{i}.png"}],
+        }
+        for i in range(12)
+    ]
     release = write_release(root / "release", "deflectionbench", {"test": samples})
     runs = []
     for model, grades in (("A", JUDGE_A), ("B", JUDGE_B)):
@@ -123,7 +139,7 @@ def test_judge_project_shows_the_question_image_gold_and_answer_with_the_csv_lab
     assert shown == {"$model", "$scenario", "$question", "$gold_answers", "$answer", "$image"}
     data = tasks[0]["data"]
     assert [c["value"] for c in data["choices"]] == list(GRADES)  # the CSV path's vocabulary
-    assert data["image"].startswith(LOCAL_FILES + "images/") and (out / data["image"][len(LOCAL_FILES):]).is_file()
+    assert data["image"].startswith(LOCAL_FILES + "images/") and (out / data["image"][len(LOCAL_FILES) :]).is_file()
     assert not {"decision", "grade", "by_rule", "group"} & set(data)  # blind to the judge
     batch_ids = [json.loads(line)["item_id"] for line in (out / "batch.jsonl").read_text().splitlines()]
     assert [t["data"]["item_id"] for t in tasks] == batch_ids
@@ -136,11 +152,14 @@ def test_table7_from_label_studio_is_the_csv_paths(deflection, tmp_path):
     tasks = json.loads((out / TASKS).read_text())
     export = save(tmp_path / "export.json", ls_export(tasks, grade_by))
     via_ls = judges_ls.import_project(DEFLECTION, release, runs, [export], tmp_path / "ls")
-    via_csv = DEFLECTION.import_labels(release, runs, csv_files(out, tmp_path / "csv-in", grade_by, ("label",)),
-                                       tmp_path / "csv")
+    via_csv = DEFLECTION.import_labels(
+        release, runs, csv_files(out, tmp_path / "csv-in", grade_by, ("label",)), tmp_path / "csv"
+    )
     assert via_ls.annotators == sorted(PEOPLE.values()) and via_ls.items == 12
     assert via_ls.report == via_csv.report and via_ls.markdown == via_csv.markdown
-    assert (tmp_path / "ls" / "judge_agreement.json").read_text() == (tmp_path / "csv" / "judge_agreement.json").read_text()
+    assert (tmp_path / "ls" / "judge_agreement.json").read_text() == (
+        tmp_path / "csv" / "judge_agreement.json"
+    ).read_text()
     assert via_ls.report["ties"] == 3 and len(via_ls.report["per_model"]) == 2  # A s0, s4 and B s0 split the two
 
 
@@ -160,11 +179,14 @@ def test_reflvqa_evaluator_check_from_label_studio_is_the_csv_paths(reflvqa, tmp
     assert scales == {"groundedness": ["1", "0.5", "0"], "relevance": ["1", "2", "3", "4", "5", "6", "7"]}
     export = save(tmp_path / "export.json", ls_export(tasks, rate_by))
     via_ls = judges_ls.import_project(REFLVQA, release, [folder], [export], tmp_path / "ls")
-    via_csv = REFLVQA.import_labels(release, [folder], csv_files(out, tmp_path / "csv-in", rate_by, ("rating",)),
-                                    tmp_path / "csv")
+    via_csv = REFLVQA.import_labels(
+        release, [folder], csv_files(out, tmp_path / "csv-in", rate_by, ("rating",)), tmp_path / "csv"
+    )
     assert via_ls.report == via_csv.report and via_ls.markdown == via_csv.markdown
     assert via_ls.report["groundedness"]["answers"] == 3
-    assert (tmp_path / "ls" / "judge_agreement.json").read_text() == (tmp_path / "csv" / "judge_agreement.json").read_text()
+    assert (tmp_path / "ls" / "judge_agreement.json").read_text() == (
+        tmp_path / "csv" / "judge_agreement.json"
+    ).read_text()
 
 
 def test_judge_project_refuses_what_the_csv_path_refuses(deflection, tmp_path):
@@ -175,8 +197,9 @@ def test_judge_project_refuses_what_the_csv_path_refuses(deflection, tmp_path):
     good = ls_export(tasks, grade_by)
 
     def importing(export: list[dict]):
-        return lambda: judges_ls.import_project(DEFLECTION, release, runs, [save(tmp_path / "bad.json", export)],
-                                                tmp_path / "out")
+        return lambda: judges_ls.import_project(
+            DEFLECTION, release, runs, [save(tmp_path / "bad.json", export)], tmp_path / "out"
+        )
 
     unknown = edited(good, 0, "data", "item_id", value="Z|s0|oracle|0|ranked|moderate")
     refused(importing(unknown), "task 1: item_id 'Z|s0|oracle|0|ranked|moderate' is not a decision of the given")
@@ -185,8 +208,12 @@ def test_judge_project_refuses_what_the_csv_path_refuses(deflection, tmp_path):
     refused(importing(twice), "annotated twice by alice@example.org")
     off_scale = edited(good, 0, "annotations", 0, "result", 0, "value", "choices", value=["MAYBE"])
     refused(importing(off_scale), "label is ['MAYBE']; expected one of CORRECT, INCORRECT, NOT_ATTEMPTED")
-    refused(lambda: judges_ls.import_project(DEFLECTION, release, runs, [save(tmp_path / "ok.json", good)],
-                                             release / "inside"), "immutable")
+    refused(
+        lambda: judges_ls.import_project(
+            DEFLECTION, release, runs, [save(tmp_path / "ok.json", good)], release / "inside"
+        ),
+        "immutable",
+    )
     refused(lambda: judges_ls.export_project(DEFLECTION, release, runs, release / "review"), "immutable")
     # labelled work: a filled-in batch, or a Label Studio that ran on the folder
     rows = (out / "batch.jsonl").read_text().replace('"label": ""', '"label": "CORRECT"')
@@ -209,13 +236,26 @@ def test_cli_judge_project_round_trip(deflection, tmp_path):
     release, runs = deflection
     out = tmp_path / "review"
     evals = [a for run in runs for a in ("--evaluation", str(run))]
-    done = CliRunner().invoke(app, ["annotate", "export", str(release), *evals, "--out", str(out),
-                                    "--format", "label-studio"])
+    done = CliRunner().invoke(
+        app, ["annotate", "export", str(release), *evals, "--out", str(out), "--format", "label-studio"]
+    )
     assert done.exit_code == 0, done.output
     assert "judges.xml (labeling config)" in done.output
     export = save(tmp_path / "export.json", ls_export(json.loads((out / TASKS).read_text()), grade_by))
-    done = CliRunner().invoke(app, ["annotate", "import", str(release), str(export), *evals, "--out",
-                                    str(tmp_path / "agreement"), "--format", "label-studio"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "annotate",
+            "import",
+            str(release),
+            str(export),
+            *evals,
+            "--out",
+            str(tmp_path / "agreement"),
+            "--format",
+            "label-studio",
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert "12 items from 2 annotators (alice@example.org, bob@example.org)" in done.output
     assert "| Average | 9 |" in done.output  # 3 of the 12 split the two people
@@ -239,7 +279,7 @@ def test_trajectory_project_is_blind_and_in_the_batch_order(built, tmp_path):  #
     hidden = [v for k in key.values() for v in (k["sample_id"], *k["subsets"])]
     assert not any(f'"{v}"' in (out / TASKS).read_text() for v in hidden)  # no sample id, no subset
     images = [i for t in tasks for i in t["data"]["images"]]
-    assert images and all((out / i["image"][len(LOCAL_FILES):]).is_file() for i in images)
+    assert images and all((out / i["image"][len(LOCAL_FILES) :]).is_file() for i in images)
     assert [i["image"].rsplit("/", 1)[1] for i in tasks[0]["data"]["images"]] == rows[0]["images"]  # turn order
     config = ET.fromstring((out / "trajectories.xml").read_text())
     scales = {c.get("name"): [x.get("value") for x in c.iter("Choice")] for c in config.iter("Choices")}
@@ -256,8 +296,11 @@ def test_table6_from_label_studio_is_the_csv_paths(built, tmp_path):  # noqa: F8
     via_csv = import_trajectory_ratings(out, csv_files(out, tmp_path / "csv-in", score_by, CRITERIA), tmp_path / "csv")
     assert sorted(via_ls.annotators) == sorted(via_csv.annotators) == sorted(PEOPLE.values())
     assert via_ls.table == via_csv.table and via_ls.markdown == via_csv.markdown
-    assert pl.read_parquet(via_ls.ratings_path).sort("item_id", "rater").equals(
-        pl.read_parquet(via_csv.ratings_path).sort("item_id", "rater"))
+    assert (
+        pl.read_parquet(via_ls.ratings_path)
+        .sort("item_id", "rater")
+        .equals(pl.read_parquet(via_csv.ratings_path).sort("item_id", "rater"))
+    )
     assert via_ls.table[0]["human_logic"] is not None
 
 
@@ -289,19 +332,34 @@ def test_cli_trajectory_project_round_trip(built, tmp_path):  # noqa: F811
     from typer.testing import CliRunner
 
     out = tmp_path / "review"
-    done = CliRunner().invoke(app, ["annotate", "export-trajectories", str(built[1]), "--out", str(out), "--n", "2",
-                                    "--format", "label-studio"])
+    done = CliRunner().invoke(
+        app,
+        ["annotate", "export-trajectories", str(built[1]), "--out", str(out), "--n", "2", "--format", "label-studio"],
+    )
     assert done.exit_code == 0, done.output
     assert "trajectories.xml (labeling config)" in done.output
     export = save(tmp_path / "export.json", ls_export(json.loads((out / TASKS).read_text()), score_by))
-    done = CliRunner().invoke(app, ["annotate", "import-trajectories", str(out), str(export), "--out",
-                                    str(tmp_path / "rated"), "--format", "label-studio"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "annotate",
+            "import-trajectories",
+            str(out),
+            str(export),
+            "--out",
+            str(tmp_path / "rated"),
+            "--format",
+            "label-studio",
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert "ratings from alice@example.org, bob@example.org" in done.output and "D_clean (released)" in done.output
-    done = CliRunner().invoke(app, ["annotate", "export-trajectories", str(built[1]), "--out", str(out),
-                                    "--format", "excel"])
+    done = CliRunner().invoke(
+        app, ["annotate", "export-trajectories", str(built[1]), "--out", str(out), "--format", "excel"]
+    )
     assert isinstance(done.exception, MmcurateError) and "--format 'excel': one of csv, label-studio" in str(
-        done.exception)
+        done.exception
+    )
 
 
 def test_two_exports_may_not_both_hold_one_annotator(built, tmp_path):  # noqa: F811
@@ -309,8 +367,10 @@ def test_two_exports_may_not_both_hold_one_annotator(built, tmp_path):  # noqa: 
     trajectories_ls.export_project(built[1], out, n=2, seed=0)
     export = ls_export(json.loads((out / TASKS).read_text()), score_by)
     first, second = save(tmp_path / "one.json", export), save(tmp_path / "two.json", export)
-    refused(lambda: trajectories_ls.import_project(out, [first, second], tmp_path / "x"),
-            "annotator 'alice@example.org' already given by another export")
+    refused(
+        lambda: trajectories_ls.import_project(out, [first, second], tmp_path / "x"),
+        "annotator 'alice@example.org' already given by another export",
+    )
 
 
 # ---------------------------------------------------------------------------- push
@@ -361,12 +421,16 @@ def test_push_waits_for_a_starting_server_only_while_it_runs(project, tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     url = f"http://127.0.0.1:{_closed_port()}"
-    refused(lambda: push_project(project, url, "token", wait=600, server_pid=gone.pid),
-            f"Label Studio (process {gone.pid}) exited before it listened")
+    refused(
+        lambda: push_project(project, url, "token", wait=600, server_pid=gone.pid),
+        f"Label Studio (process {gone.pid}) exited before it listened",
+    )
     starting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        refused(lambda: push_project(project, url, "token", wait=0.1, server_pid=starting.pid),
-                "was not ready within 0.1 s (it is still starting")
+        refused(
+            lambda: push_project(project, url, "token", wait=0.1, server_pid=starting.pid),
+            "was not ready within 0.1 s (it is still starting",
+        )
     finally:
         starting.kill()
         starting.wait()

@@ -3,6 +3,7 @@ with a random password kept 0600 (item 2), no export into the source tree (3), n
 from outside the batch folder (7), no import silently replacing an earlier one (10), no
 temporary folder left by a killed import (11), one line for a malformed export (16), the
 annotators named by e-mail and a labeling page that fits one screen (23)."""
+
 from __future__ import annotations
 
 import json
@@ -23,15 +24,15 @@ from typer.testing import CliRunner
 import mmcurate.review
 from mmcurate.cli.app import app
 from mmcurate.core.errors import MmcurateError
-from mmcurate.review import label_studio as ls, label_studio_judges as judges_ls
-from mmcurate.review.reflvqa import label_studio as citations_ls
-from mmcurate.review.reflectv import label_studio as trajectories_ls
-from mmcurate.review.reflvqa.citations import import_labels
+from mmcurate.review import label_studio as ls
+from mmcurate.review import label_studio_judges as judges_ls
 from mmcurate.review.deflectionbench.judges import REVIEW as DEFLECTION
 from mmcurate.review.label_studio import SERVER_DATA, TASKS
-from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
+from mmcurate.review.reflectv import label_studio as trajectories_ls
 from mmcurate.review.reflectv.trajectories import import_trajectory_ratings
-
+from mmcurate.review.reflvqa import label_studio as citations_ls
+from mmcurate.review.reflvqa.citations import import_labels
+from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
 from tests.review.test_label_studio import ls_export, release  # noqa: F401  (the RefLVQA release fixture)
 from tests.review.test_label_studio_reviews import deflection_release
 
@@ -78,10 +79,12 @@ def test_a_malformed_export_is_one_line_naming_the_task_and_the_field(release, p
         "annotations[0].result is a string": broken(lambda t: t["annotations"][0].update(result="yes")),
         "annotations[0].result[0] is a number": broken(lambda t: t["annotations"][0].update(result=[3])),
         "needs_verification's value is a list": broken(
-            lambda t: t["annotations"][0]["result"][0].update(value=["yes"])),
+            lambda t: t["annotations"][0]["result"][0].update(value=["yes"])
+        ),
         # (value.choices written as a lone string is read as that choice: test_label_studio.py)
         "needs_verification's value.choices is a number": broken(
-            lambda t: t["annotations"][0]["result"][0].update(value={"choices": 3})),
+            lambda t: t["annotations"][0]["result"][0].update(value={"choices": 3})
+        ),
         "data.documents is a string": broken(lambda t: t["data"].update(documents="doc-1")),
         "data.documents[0] is a string": broken(lambda t: t["data"].update(documents=["doc-1"])),
         "completed_by is a list": broken(lambda t: t["annotations"][0].update(completed_by=[1])),
@@ -90,8 +93,9 @@ def test_a_malformed_export_is_one_line_naming_the_task_and_the_field(release, p
         bad = save(tmp_path / "bad.json", export)
         message = one_line(citations_ls.import_project, release, [bad], tmp_path / "out")
         assert "bad.json: task 1" in message and needle in message, (needle, message)
-    deep = one_line(lambda: citations_ls.import_project(release, [save(tmp_path / "deep.json", "[" * 100_000)],
-                                                        tmp_path / "out"))
+    deep = one_line(
+        lambda: citations_ls.import_project(release, [save(tmp_path / "deep.json", "[" * 100_000)], tmp_path / "out")
+    )
     assert "deep.json: not a Label Studio JSON export (nested too deeply" in deep
     assert not (tmp_path / "out").exists()
 
@@ -110,11 +114,13 @@ def test_an_import_over_an_earlier_one_is_refused_unless_forced(release, project
     csv = tmp_path / "alice.jsonl"
     csv.write_text("")
     one_line(lambda: import_labels(release, [csv], out))  # the CSV path refuses the same way
-    done = CliRunner().invoke(app, ["annotate", "import", str(release), str(alone), "--out", str(out),
-                                    "--format", "label-studio"])
+    done = CliRunner().invoke(
+        app, ["annotate", "import", str(release), str(alone), "--out", str(out), "--format", "label-studio"]
+    )
     assert isinstance(done.exception, MmcurateError) and "holds an earlier import" in str(done.exception)
-    done = CliRunner().invoke(app, ["annotate", "import", str(release), str(alone), "--out", str(out),
-                                    "--format", "label-studio", "--force"])
+    done = CliRunner().invoke(
+        app, ["annotate", "import", str(release), str(alone), "--out", str(out), "--format", "label-studio", "--force"]
+    )
     assert done.exit_code == 0, done.output
     assert json.loads((out / "agreement.json").read_text())["annotators"] == ["alice@example.org"]
 
@@ -163,7 +169,7 @@ def test_an_export_inside_the_source_tree_is_refused(release, tmp_path):  # noqa
 
 def test_the_docs_review_in_a_folder_that_is_no_package():
     page = (REPO / "docs" / "commands" / "annotate.md").read_text()  # the README's section moved there (issue 44)
-    section = page[page.index("## Reviewing in Label Studio"):]
+    section = page[page.index("## Reviewing in Label Studio") :]
     section = section.split("\n## ", 1)[0]
     assert "--out review/" not in section and "REVIEW=review/" not in section
     assert "--out review-work/" in section and "make review-ui REVIEW=review-work/" in section
@@ -192,15 +198,40 @@ def test_key_images_outside_the_batch_folder_are_never_read(tmp_path, image):
     (tmp_path / "s.png").write_bytes(b"secret")
     (batch / "images" / "link.png").symlink_to(tmp_path / "s.png")
     item = "reflectv-quality-1"
-    (batch / "key.jsonl").write_text(json.dumps({"item_id": item, "subsets": ["raw"], "sample_id": "s1",
-                                                 "images": [image], "question": "q", "ground_truth": "g",
-                                                 "trajectory": "t"}) + "\n")
+    (batch / "key.jsonl").write_text(
+        json.dumps(
+            {
+                "item_id": item,
+                "subsets": ["raw"],
+                "sample_id": "s1",
+                "images": [image],
+                "question": "q",
+                "ground_truth": "g",
+                "trajectory": "t",
+            }
+        )
+        + "\n"
+    )
     (batch / TASKS).write_text("[]")
     (batch / "trajectories.xml").write_text("<View/>")
-    export = save(tmp_path / "export.json", [{"id": 1, "data": {"item_id": item}, "annotations": [
-        {"completed_by": {"id": 1, "email": "alice@example.org"}, "result": [
-            {"from_name": c, "to_name": "trajectory", "type": "choices", "value": {"choices": ["3"]}}
-            for c in ("logic", "visual")]}]}])
+    export = save(
+        tmp_path / "export.json",
+        [
+            {
+                "id": 1,
+                "data": {"item_id": item},
+                "annotations": [
+                    {
+                        "completed_by": {"id": 1, "email": "alice@example.org"},
+                        "result": [
+                            {"from_name": c, "to_name": "trajectory", "type": "choices", "value": {"choices": ["3"]}}
+                            for c in ("logic", "visual")
+                        ],
+                    }
+                ],
+            }
+        ],
+    )
     rater = Recorder()
     message = one_line(lambda: trajectories_ls.import_project(batch, [export], tmp_path / "rated", rater))
     assert "key.jsonl:1: images must name files of" in message and "nothing outside the batch folder" in message
@@ -220,8 +251,19 @@ def test_a_killed_imports_temporary_folder_goes_on_the_next_run(release, project
     other = temporary / f"{ls.TEMPORARY}xyz"  # not named by a process: not ours to judge
     other.mkdir()
     export = save(tmp_path / "export.json", ls_export(project[1], {1: "alice@example.org"}))
-    done = CliRunner().invoke(app, ["annotate", "import", str(release), str(export), "--out",
-                                        str(tmp_path / "agreement"), "--format", "label-studio"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "annotate",
+            "import",
+            str(release),
+            str(export),
+            "--out",
+            str(tmp_path / "agreement"),
+            "--format",
+            "label-studio",
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert f"removed {stale}, the temporary folder of a Label Studio import that was killed" in done.stderr
     assert not stale.exists() and running.is_dir() and other.is_dir()
@@ -231,8 +273,12 @@ def test_a_killed_imports_temporary_folder_goes_on_the_next_run(release, project
 def test_an_imports_temporary_folder_is_named_by_its_process(release, project, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     seen = []
-    with ls.labelled_files([save(tmp_path / "e.json", ls_export(project[1], {1: "a@b.c"}))],
-                           {t["data"]["item_id"] for t in project[1]}, "x", lambda a: {"item_id": a.item}) as files:
+    with ls.labelled_files(
+        [save(tmp_path / "e.json", ls_export(project[1], {1: "a@b.c"}))],
+        {t["data"]["item_id"] for t in project[1]},
+        "x",
+        lambda a: {"item_id": a.item},
+    ) as files:
         seen = [f.parent for f in files]
         assert ls.remove_stale_temporaries() == [] and all(f.is_file() for f in files)  # alive: kept
     assert seen and re.fullmatch(rf"{ls.TEMPORARY}{os.getpid()}-.+", seen[0].name) and not seen[0].exists()
@@ -240,8 +286,12 @@ def test_an_imports_temporary_folder_is_named_by_its_process(release, project, t
 
 # ---------------------------------------------------------------------------- item 23
 def test_every_labeling_page_caps_its_images(tmp_path):
-    configs = [citations_ls.labeling_config(), trajectories_ls.labeling_config(),
-               judges_ls.labeling_config(DEFLECTION), judges_ls.labeling_config(REFLVQA)]
+    configs = [
+        citations_ls.labeling_config(),
+        trajectories_ls.labeling_config(),
+        judges_ls.labeling_config(DEFLECTION),
+        judges_ls.labeling_config(REFLVQA),
+    ]
     for config in configs:
         images = list(ET.fromstring(config).iter("Image"))
         assert images and all(int(i.get("maxWidth").removesuffix("px")) <= 320 for i in images), config
@@ -262,9 +312,11 @@ class FakeLabelStudio(BaseHTTPRequestHandler):
     export: list = []
 
     def do_GET(self):  # noqa: N802
-        routes = {"/api/projects": {"results": [{"id": 7, "title": self.server.title}]},
-                  "/api/projects/7/export": self.export,
-                  "/api/users/": [{"id": 1, "email": "alice@example.org"}, {"id": 2, "email": "bob@example.org"}]}
+        routes = {
+            "/api/projects": {"results": [{"id": 7, "title": self.server.title}]},
+            "/api/projects/7/export": self.export,
+            "/api/users/": [{"id": 1, "email": "alice@example.org"}, {"id": 2, "email": "bob@example.org"}],
+        }
         body = routes.get(self.path.split("?")[0])
         self.send_response(200 if body is not None else 404)
         self.send_header("Content-Type", "application/json")
@@ -281,8 +333,9 @@ def test_pulled_exports_name_annotators_by_email(release, project, tmp_path, mon
     for task in export:
         for annotation in task["annotations"]:
             annotation["completed_by"] = annotation["completed_by"]["id"]  # what Label Studio's export holds
-    assert citations_ls.import_project(release, [save(tmp_path / "ids.json", export)], tmp_path / "by-id"
-                                       ).annotators == ["annotator-1", "annotator-2"]
+    assert citations_ls.import_project(
+        release, [save(tmp_path / "ids.json", export)], tmp_path / "by-id"
+    ).annotators == ["annotator-1", "annotator-2"]
     FakeLabelStudio.export = export
     server = HTTPServer(("127.0.0.1", 0), FakeLabelStudio)
     server.title = ls.TITLE.format(review="citations", folder=out.name)
@@ -290,8 +343,18 @@ def test_pulled_exports_name_annotators_by_email(release, project, tmp_path, mon
     try:
         monkeypatch.setenv("LABEL_STUDIO_API_KEY", "token")
         pulled = tmp_path / "pulled.json"
-        done = CliRunner().invoke(app, ["annotate", "pull-label-studio", str(out), "--out", str(pulled),
-                                        "--url", f"http://127.0.0.1:{server.server_address[1]}"])
+        done = CliRunner().invoke(
+            app,
+            [
+                "annotate",
+                "pull-label-studio",
+                str(out),
+                "--out",
+                str(pulled),
+                "--url",
+                f"http://127.0.0.1:{server.server_address[1]}",
+            ],
+        )
     finally:
         server.shutdown()
     assert done.exit_code == 0, done.output
@@ -365,8 +428,20 @@ def test_the_launcher_makes_a_random_password_shown_once_and_keeps_secrets_0600(
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        done = CliRunner().invoke(app, ["annotate", "serve-label-studio", str(out), "--label-studio", str(fake),
-                                        "--port", str(port), "--wait", "60"])
+        done = CliRunner().invoke(
+            app,
+            [
+                "annotate",
+                "serve-label-studio",
+                str(out),
+                "--label-studio",
+                str(fake),
+                "--port",
+                str(port),
+                "--wait",
+                "60",
+            ],
+        )
         assert done.exit_code == 0, done.output
         runs.append(done.output)
     started = [json.loads(line) for line in record.read_text().splitlines()]

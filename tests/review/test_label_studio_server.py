@@ -8,6 +8,7 @@ labels; each labeling page renders its image and its choices in headless Chromiu
 Label Studio serves local files below one document root, the review folder, so one server
 runs per review folder in turn, all on one database (migrated once, on the first start).
 Skipped, with the reason, where Label Studio is not installed."""
+
 from __future__ import annotations
 
 import json
@@ -26,16 +27,14 @@ import httpx
 import pytest
 
 from mmcurate.releases.writer import write_release
-from mmcurate.review.reflvqa import label_studio as citations_ls
 from mmcurate.review import label_studio_judges as judges_ls
-from mmcurate.review.reflectv import label_studio as trajectories_ls
-from mmcurate.review.reflvqa.citations import QUESTIONS, import_labels
 from mmcurate.review.deflectionbench.judges import REVIEW as DEFLECTION
-from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
-from mmcurate.review.label_studio import TASKS, project_config, pull_export, push_project, server_command, \
-    server_env
+from mmcurate.review.label_studio import TASKS, project_config, pull_export, push_project, server_command, server_env
+from mmcurate.review.reflectv import label_studio as trajectories_ls
 from mmcurate.review.reflectv.trajectories import CRITERIA, import_trajectory_ratings
-
+from mmcurate.review.reflvqa import label_studio as citations_ls
+from mmcurate.review.reflvqa.citations import QUESTIONS, import_labels
+from mmcurate.review.reflvqa.judges import REVIEW as REFLVQA
 from tests.releases import release_builders as b
 from tests.review.page_render import logged_in_page
 from tests.review.test_judge_batches import reflvqa_evaluation
@@ -43,11 +42,18 @@ from tests.review.test_label_studio_reviews import PEOPLE, deflection_release, g
 from tests.review.test_trajectory_batches import built  # noqa: F401  (the ReflectV release fixture)
 
 REPO = Path(__file__).resolve().parents[2]
-FOUND = [Path(p) for p in (os.environ.get("MMCURATE_LABEL_STUDIO", ""), REPO / ".venv-review" / "bin" / "label-studio")
-         if p and Path(p).is_file()]
+FOUND = [
+    Path(p)
+    for p in (os.environ.get("MMCURATE_LABEL_STUDIO", ""), REPO / ".venv-review" / "bin" / "label-studio")
+    if p and Path(p).is_file()
+]
 CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not FOUND, reason="Label Studio is not installed: `make review-setup` (or set MMCURATE_LABEL_STUDIO)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not FOUND, reason="Label Studio is not installed: `make review-setup` (or set MMCURATE_LABEL_STUDIO)"
+    ),
+]
 ALICE, PASSWORD = "alice@localhost", "alice-review-1"
 
 
@@ -76,8 +82,13 @@ class LabelStudio:
         port = _free_port()
         env = {**server_env(review, self.token, PASSWORD, self.root / "data"), "LABEL_STUDIO_USERNAME": ALICE}
         log = (self.root / f"ls-{review.name}.log").open("w")
-        self.process = subprocess.Popen(server_command(FOUND[0], port), env=env, stdout=log,  # what review-ui runs
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            server_command(FOUND[0], port),
+            env=env,
+            stdout=log,  # what review-ui runs
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.url, self.review = f"http://127.0.0.1:{port}", review
         self.project = push_project(review, self.url, self.token, wait=1800, server_pid=self.process.pid)
         return self
@@ -114,15 +125,35 @@ def reviews(tmp_path_factory, built) -> dict[str, dict[str, Any]]:  # noqa: F811
     judges_ls.export_project(REFLVQA, evaluated, [evaluation], root / "reflvqa-judges")
     trajectories_ls.export_project(built[1], root / "trajectories", n=3, seed=1)
     return {  # "choices": shown on the page; "radios": at least so many single-choice buttons
-        "citations": {"review": root / "citations", "release": reflvqa, "ready": "Does the sentence need fact "
-                      "verification?", "choices": ["yes", "no"], "radios": 6},
-        "judges": {"review": root / "judges", "release": deflection, "runs": runs,
-                   "ready": "Grade the model's answer", "choices": ["CORRECT", "INCORRECT", "NOT_ATTEMPTED"],
-                   "radios": 3},
-        "reflvqa-judges": {"review": root / "reflvqa-judges", "release": evaluated, "runs": [evaluation],
-                           "ready": "Rate the statement", "choices": ["Statement to rate"], "radios": 3},
-        "trajectories": {"review": root / "trajectories", "ready": "Logical coherence",
-                         "choices": ["Visual validity", "5"], "radios": 10},
+        "citations": {
+            "review": root / "citations",
+            "release": reflvqa,
+            "ready": "Does the sentence need fact verification?",
+            "choices": ["yes", "no"],
+            "radios": 6,
+        },
+        "judges": {
+            "review": root / "judges",
+            "release": deflection,
+            "runs": runs,
+            "ready": "Grade the model's answer",
+            "choices": ["CORRECT", "INCORRECT", "NOT_ATTEMPTED"],
+            "radios": 3,
+        },
+        "reflvqa-judges": {
+            "review": root / "reflvqa-judges",
+            "release": evaluated,
+            "runs": [evaluation],
+            "ready": "Rate the statement",
+            "choices": ["Statement to rate"],
+            "radios": 3,
+        },
+        "trajectories": {
+            "review": root / "trajectories",
+            "ready": "Logical coherence",
+            "choices": ["Visual validity", "5"],
+            "radios": 10,
+        },
     }
 
 
@@ -134,15 +165,17 @@ def test_label_studio_listens_on_loopback_only(label_studio, reviews):
     server = label_studio.serve(reviews["citations"]["review"])
     root = psutil.Process(server.process.pid)
     pids = {p.pid for p in (root, *root.children(recursive=True))}
-    listening = [c for c in psutil.net_connections(kind="inet")
-                 if c.status == psutil.CONN_LISTEN and c.pid in pids]
+    listening = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids]
     assert listening and all(c.laddr.ip == "127.0.0.1" for c in listening), listening
 
 
 def _citation_labels(data: dict, email: str) -> dict[str, str]:
     n, who = len(data["sentence"]), email == PEOPLE[2]
-    labels = {"needs_verification": "yes", "documents_support": "yes" if (n + who) % 2 else "no",
-              "sentence_grounded": "yes" if who or n % 2 else "no"}
+    labels = {
+        "needs_verification": "yes",
+        "documents_support": "yes" if (n + who) % 2 else "no",
+        "sentence_grounded": "yes" if who or n % 2 else "no",
+    }
     labels.update({f"document_support_{d}": "yes" if (d + who) % 2 else "no" for d in range(len(data["documents"]))})
     return labels
 
@@ -163,18 +196,27 @@ def _annotate(server: LabelStudio, choose: Callable[[dict, str], dict[str, str]]
     with server.client() as client:
         users = {u["email"]: u["id"] for u in client.get("/api/users/").json()}
         if PEOPLE[2] not in users:
-            users[PEOPLE[2]] = client.post("/api/users/", json={"email": PEOPLE[2], "username": "bob",
-                                                                "password": "bob-review-1"}).json()["id"]
+            users[PEOPLE[2]] = client.post(
+                "/api/users/", json={"email": PEOPLE[2], "username": "bob", "password": "bob-review-1"}
+            ).json()["id"]
         me = client.get("/api/current-user/whoami").json()["id"]
         tasks = client.get("/api/tasks", params={"project": server.project, "page_size": 1000}).json()["tasks"]
         assert len(tasks) == len(json.loads((server.review / TASKS).read_text()))
         config = ET.fromstring(project_config(server.review).read_text())
         for task in tasks:
             for user, email in ((me, PEOPLE[1]), (users[PEOPLE[2]], PEOPLE[2])):
-                result = [{"from_name": name, "to_name": _to_name(config, name), "type": "choices",
-                           "value": {"choices": [value]}}
-                          for name, value in choose(task["data"], email).items()]
-                done = client.post(f"/api/tasks/{task['id']}/annotations/", json={"result": result, "completed_by": user})
+                result = [
+                    {
+                        "from_name": name,
+                        "to_name": _to_name(config, name),
+                        "type": "choices",
+                        "value": {"choices": [value]},
+                    }
+                    for name, value in choose(task["data"], email).items()
+                ]
+                done = client.post(
+                    f"/api/tasks/{task['id']}/annotations/", json={"result": result, "completed_by": user}
+                )
                 assert done.status_code == 201, done.text
     path = server.root / f"export-{server.review.name}.json"
     project, emails = pull_export(server.review, server.url, server.token, path)
@@ -201,33 +243,42 @@ def test_citations_made_in_label_studio_give_the_csv_paths_numbers(label_studio,
     def row(data: dict, email: str) -> dict:
         labels = _citation_labels(data, email)
         docs = data["documents"]
-        return {"item_id": data["item_id"], **{q: labels[q] for q in QUESTIONS},
-                "document_support": [labels[f"document_support_{d}"] for d in range(len(docs))],
-                "document_ids": [d["doc_id"] for d in docs if d["cited"]],
-                "rejected_ids": [d["doc_id"] for d in docs if not d["cited"]]}
+        return {
+            "item_id": data["item_id"],
+            **{q: labels[q] for q in QUESTIONS},
+            "document_support": [labels[f"document_support_{d}"] for d in range(len(docs))],
+            "document_ids": [d["doc_id"] for d in docs if d["cited"]],
+            "rejected_ids": [d["doc_id"] for d in docs if not d["cited"]],
+        }
 
     via_csv = import_labels(release, _csv_files(tmp_path / "csv-in", tasks, names, row), tmp_path / "csv")
     assert via_ls.annotators == via_csv.annotators and len(via_ls.annotators) == 2
     assert via_ls.agreement == via_csv.agreement and via_ls.table3 == via_csv.table3
     assert via_ls.entailment == via_csv.entailment
-    assert json.loads((tmp_path / "ls" / "agreement.json").read_text()) == \
-        json.loads((tmp_path / "csv" / "agreement.json").read_text())
+    assert json.loads((tmp_path / "ls" / "agreement.json").read_text()) == json.loads(
+        (tmp_path / "csv" / "agreement.json").read_text()
+    )
 
 
-@pytest.mark.parametrize(("kind", "review", "choose", "figure"), [
-    ("judges", DEFLECTION, grade_by, ("average", "items", 9)),  # Table 7: 3 of the 12 split the two people
-    ("reflvqa-judges", REFLVQA, rate_by, ("relevance", "answers", 3)),
-])
-def test_judge_labels_made_in_label_studio_give_the_csv_paths_numbers(label_studio, reviews, tmp_path, kind, review,
-                                                                      choose, figure):
+@pytest.mark.parametrize(
+    ("kind", "review", "choose", "figure"),
+    [
+        ("judges", DEFLECTION, grade_by, ("average", "items", 9)),  # Table 7: 3 of the 12 split the two people
+        ("reflvqa-judges", REFLVQA, rate_by, ("relevance", "answers", 3)),
+    ],
+)
+def test_judge_labels_made_in_label_studio_give_the_csv_paths_numbers(
+    label_studio, reviews, tmp_path, kind, review, choose, figure
+):
     """DeflectionBench's judge labels (Table 7) and RefLVQA's evaluator ratings (two scales, 1 / 0.5 / 0
     and relevance 1-7, loaded per task as dynamic choices)."""
     server = label_studio.serve(reviews[kind]["review"])
     export, names, tasks = _annotate(server, choose)
     release, runs = reviews[kind]["release"], reviews[kind]["runs"]
     via_ls = judges_ls.import_project(review, release, runs, [export], tmp_path / "ls")
-    files = _csv_files(tmp_path / "csv-in", tasks, names,
-                       lambda data, email: {"item_id": data["item_id"], **choose(data, email)})
+    files = _csv_files(
+        tmp_path / "csv-in", tasks, names, lambda data, email: {"item_id": data["item_id"], **choose(data, email)}
+    )
     via_csv = review.import_labels(release, runs, files, tmp_path / "csv")
     assert len(via_ls.annotators) == 2 and via_ls.report == via_csv.report and via_ls.markdown == via_csv.markdown
     section, key, value = figure
@@ -239,8 +290,9 @@ def test_trajectory_ratings_made_in_label_studio_give_the_csv_paths_table6(label
     export, names, tasks = _annotate(server, score_by)
     batch = reviews["trajectories"]["review"]
     via_ls = trajectories_ls.import_project(batch, [export], tmp_path / "ls")
-    files = _csv_files(tmp_path / "csv-in", tasks, names,
-                       lambda data, email: {"item_id": data["item_id"], **score_by(data, email)})
+    files = _csv_files(
+        tmp_path / "csv-in", tasks, names, lambda data, email: {"item_id": data["item_id"], **score_by(data, email)}
+    )
     via_csv = import_trajectory_ratings(batch, files, tmp_path / "csv")
     assert len(via_ls.annotators) == 2 and via_ls.table == via_csv.table and via_ls.markdown == via_csv.markdown
     assert all(row[f"human_{c}"] is not None for row in via_ls.table for c in CRITERIA if row["items"])
@@ -257,8 +309,15 @@ def test_the_labeling_page_shows_the_image_and_the_choices(label_studio, reviews
     server = label_studio.serve(review["review"])
     with server.client() as client:
         task = client.get("/api/tasks", params={"project": server.project}).json()["tasks"][0]
-    page = logged_in_page(CHROMIUM, server.url, ALICE, PASSWORD, f"/projects/{server.project}/data?task={task['id']}",
-                          tmp_path, ready=review["ready"])
+    page = logged_in_page(
+        CHROMIUM,
+        server.url,
+        ALICE,
+        PASSWORD,
+        f"/projects/{server.project}/data?task={task['id']}",
+        tmp_path,
+        ready=review["ready"],
+    )
     assert page["images_loaded"] >= 1, page
     assert review["ready"] in page["text"], page["text"][:2000]
     assert all(choice in page["text"] for choice in review["choices"]), page["text"][:2000]

@@ -1,5 +1,6 @@
 """Table 6 of MIRROR on a ReflectV release: blind batches from discarded, raw and clean,
 ratings imported back, a model rater beside the people, the table printed."""
+
 from __future__ import annotations
 
 import json
@@ -8,15 +9,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from mmcurate.review.reflectv.trajectories import (
-    ModelRater,
-    export_trajectories,
-    import_trajectory_ratings,
-    parse_rating,
-    read_key,
-    read_ratings,
-    release_items,
-)
 from mmcurate.annotation.reflectv.dialogue import BuildDialogues
 from mmcurate.annotation.reflectv.formatting import FormatTrajectories
 from mmcurate.annotation.reflectv.grounding import GroundAndMark
@@ -30,6 +22,15 @@ from mmcurate.core.stages import StageContext
 from mmcurate.judging.session import open_models
 from mmcurate.releases.reflectv.draft import reflectv_draft
 from mmcurate.releases.writer import write_release
+from mmcurate.review.reflectv.trajectories import (
+    ModelRater,
+    export_trajectories,
+    import_trajectory_ratings,
+    parse_rating,
+    read_key,
+    read_ratings,
+    release_items,
+)
 from mmcurate.sources.ingest import ingest
 from mmcurate.tasks.ingest import load_samples
 
@@ -58,7 +59,9 @@ reflectv:
 def built(tmp_path_factory, fixtures_root) -> tuple[Path, Path]:
     """(config, release): the fixtures curated stage by stage, without an orchestrator."""
     home = tmp_path_factory.mktemp("quality")
-    sources = ", ".join(f"{{name: {n}, root: {fixtures_root / n}}}" for n in ("gqa", "textvqa", "docvqa", "chartqa", "fire"))
+    sources = ", ".join(
+        f"{{name: {n}, root: {fixtures_root / n}}}" for n in ("gqa", "textvqa", "docvqa", "chartqa", "fire")
+    )
     config = home / "config.yaml"
     config.write_text(CONFIG.format(home=home, fx=fixtures_root, sources=sources))
     settings = load_config(config)
@@ -68,25 +71,42 @@ def built(tmp_path_factory, fixtures_root) -> tuple[Path, Path]:
     results, table = [], samples
     with open_models(settings, store) as models:
         ctx = StageContext(settings, "r", store, models)
-        for stage in (BuildDialogues(cfg.student, cfg.teacher, cfg.max_turns), TrajectoryFilter(),
-                      WriteReflections(cfg.keywords, cfg.rewriter, caption_order=cfg.caption_order),
-                      GroundAndMark(cfg.grounding, seed=cfg.seed), VisualCheck(cfg.verifier),
-                      FormatTrajectories(cfg.rho, cfg.seed)):
+        for stage in (
+            BuildDialogues(cfg.student, cfg.teacher, cfg.max_turns),
+            TrajectoryFilter(),
+            WriteReflections(cfg.keywords, cfg.rewriter, caption_order=cfg.caption_order),
+            GroundAndMark(cfg.grounding, seed=cfg.seed),
+            VisualCheck(cfg.verifier),
+            FormatTrajectories(cfg.rho, cfg.seed),
+        ):
             results.append(stage.run(table, ctx))
             table = results[-1].kept
     draft = reflectv_draft(settings, "1.0.0", "r", ingested, samples, quarantine, results)
     release = write_release(draft, settings.releases_root, store)
     # the model rater likes exactly the released chains (it reads the text; the subset is hidden)
     items = release_items(release)
-    (home / "rater.jsonl").write_text("".join(
-        json.dumps({"when_all": [f"Question: {item['question']}\n", item["trajectory"]], "answer": "Logic: 5\nVisual: 4"})
-        + "\n" for item in items["clean"]))
+    (home / "rater.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"when_all": [f"Question: {item['question']}\n", item["trajectory"]], "answer": "Logic: 5\nVisual: 4"}
+            )
+            + "\n"
+            for item in items["clean"]
+        )
+    )
     # rates only what is not clean (no default): every clean item is a failed call
     clean = {(item["question"], item["trajectory"]) for item in items["clean"]}
-    (home / "patchy.jsonl").write_text("".join(
-        json.dumps({"when_all": [f"Question: {item['question']}\n", item["trajectory"]], "answer": "Logic: 3\nVisual: 3"})
-        + "\n" for subset in ("raw", "discarded") for item in items[subset]
-        if (item["question"], item["trajectory"]) not in clean))
+    (home / "patchy.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"when_all": [f"Question: {item['question']}\n", item["trajectory"]], "answer": "Logic: 3\nVisual: 3"}
+            )
+            + "\n"
+            for subset in ("raw", "discarded")
+            for item in items[subset]
+            if (item["question"], item["trajectory"]) not in clean
+        )
+    )
     return config, release
 
 
@@ -99,7 +119,9 @@ def test_subsets_are_shown_in_one_form(built) -> None:
     for rows in items.values():
         for item in rows:
             turns = item["trajectory"].split("\n")
-            assert all(t.startswith(f"Turn {k}: <answer>") and t.endswith("</tool_call>") for k, t in enumerate(turns, 1))
+            assert all(
+                t.startswith(f"Turn {k}: <answer>") and t.endswith("</tool_call>") for k, t in enumerate(turns, 1)
+            )
             assert len(item["images"]) == len(turns) and "teacher (score" not in item["trajectory"]
     raw = {r["sample_id"]: r for r in items["raw"]}
     released = pl.read_parquet(str(built[1] / "data" / "trajectories-*.parquet")).to_dicts()
@@ -107,6 +129,7 @@ def test_subsets_are_shown_in_one_form(built) -> None:
         [row] = [r for r in released if r["sample_id"] == clean["sample_id"]]
         assert clean["trajectory"] == "\n".join(f"Turn {t['turn']}: {t['text']}" for t in row["conversation"])
         assert raw[clean["sample_id"]] == clean
+
     # a chain rejected after its marks were drawn shows its marked image, as a clean one does
     def distinct(item):
         return len({image["path"] for image in item["images"]})
@@ -120,7 +143,16 @@ def test_export_is_seeded_blind_and_capped(built, tmp_path) -> None:
     assert first.drawn == {"discarded": 4, "raw": 4, "clean": 4}
     assert first.jsonl.read_text() == again.jsonl.read_text()
     rows = [json.loads(line) for line in first.jsonl.read_text().splitlines()]
-    assert set(rows[0]) == {"item_id", "question", "ground_truth", "trajectory", "images", "logic", "visual", "annotator"}
+    assert set(rows[0]) == {
+        "item_id",
+        "question",
+        "ground_truth",
+        "trajectory",
+        "images",
+        "logic",
+        "visual",
+        "annotator",
+    }
     assert all((tmp_path / "a" / "images" / name).is_file() for row in rows for name in row["images"])
     assert "subset" not in first.jsonl.read_text()  # the key says which subsets, raters do not see it
     key = read_key(tmp_path / "a")
@@ -162,8 +194,9 @@ def test_import_prints_table6_with_people_and_a_model(built, tmp_path) -> None:
     settings = load_config(config)
     store = ImageStore(settings.workdir / "images")
     with open_models(settings, store) as models:
-        result = import_trajectory_ratings(tmp_path / "batch", [alice, bob], tmp_path / "out",
-                                           ModelRater(models.pool, "rater", store))
+        result = import_trajectory_ratings(
+            tmp_path / "batch", [alice, bob], tmp_path / "out", ModelRater(models.pool, "rater", store)
+        )
     table = {row["subset"]: row for row in result.table}
     clean, noise = table["D_clean (released)"], table["D_noise (discarded)"]
     assert (clean["human_logic"], clean["human_visual"], clean["model_logic"], clean["model_visual"]) == (4.5, 5, 5, 4)
@@ -183,8 +216,10 @@ def test_table6_counts_an_item_in_every_subset_it_was_drawn_for() -> None:
     from mmcurate.review.reflectv.trajectories import table6
 
     key = {"a": {"subsets": ["raw", "clean"]}, "b": {"subsets": ["raw"]}, "c": {"subsets": ["discarded", "raw"]}}
-    ratings = [{"item_id": i, "subsets": key[i]["subsets"], "kind": "human", "logic": logic, "visual": logic}
-               for i, logic in (("a", 5), ("b", 3), ("c", 1))]
+    ratings = [
+        {"item_id": i, "subsets": key[i]["subsets"], "kind": "human", "logic": logic, "visual": logic}
+        for i, logic in (("a", 5), ("b", 3), ("c", 1))
+    ]
     rows = {r["subset"]: (r["items"], r["human_logic"]) for r in table6(key, ratings)}
     assert rows == {"D_noise (discarded)": (1, 1), "D_raw (unfiltered)": (3, 3), "D_clean (released)": (1, 5)}
 
@@ -193,7 +228,9 @@ def test_bad_ratings_fail_with_their_place(built, tmp_path) -> None:
     export_trajectories(built[1], tmp_path / "batch", n=2, seed=0)
     rows = [json.loads(line) for line in (tmp_path / "batch" / "batch.jsonl").read_text().splitlines()]
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("".join(json.dumps({**r, "logic": 6 if i == 1 else 3, "visual": 2}) + "\n" for i, r in enumerate(rows)))
+    bad.write_text(
+        "".join(json.dumps({**r, "logic": 6 if i == 1 else 3, "visual": 2}) + "\n" for i, r in enumerate(rows))
+    )
     with pytest.raises(MmcurateError, match=r"bad\.jsonl:2: logic is 6; expected an integer from 1 to 5"):
         import_trajectory_ratings(tmp_path / "batch", [bad], tmp_path / "out")
     half = tmp_path / "half.jsonl"
@@ -223,8 +260,21 @@ def _import_cli(config: Path, tmp_path: Path, rater: str) -> str:
     from mmcurate.cli import app
 
     rated = _rated(tmp_path / "b", tmp_path / "carol.jsonl", "carol", lambda s: (4, 4))
-    out = CliRunner().invoke(app, ["annotate", "import-trajectories", str(tmp_path / "b"), str(rated), "--out",
-                                   str(tmp_path / "v"), "--rater", rater, "--config", str(config)])
+    out = CliRunner().invoke(
+        app,
+        [
+            "annotate",
+            "import-trajectories",
+            str(tmp_path / "b"),
+            str(rated),
+            "--out",
+            str(tmp_path / "v"),
+            "--rater",
+            rater,
+            "--config",
+            str(config),
+        ],
+    )
     assert out.exit_code == 0, out.output
     return out.output
 
@@ -235,8 +285,9 @@ def test_cli_round_trip(built, tmp_path) -> None:
     from mmcurate.cli import app
 
     config, release = built
-    out = CliRunner().invoke(app, ["annotate", "export-trajectories", str(release), "--out", str(tmp_path / "b"),
-                                   "--n", "2"])
+    out = CliRunner().invoke(
+        app, ["annotate", "export-trajectories", str(release), "--out", str(tmp_path / "b"), "--n", "2"]
+    )
     assert out.exit_code == 0, out.output
     assert "each dialogue once (drawn: discarded 2 of 6, raw 2 of 17, clean 2 of 9)" in out.output
     output = _import_cli(config, tmp_path, "rater")
@@ -248,8 +299,10 @@ def test_the_rater_may_be_a_model_file_as_the_model_of_evaluate_may(built, tmp_p
     config, release = built
     export_trajectories(release, tmp_path / "b", n=2, seed=0)
     spec = tmp_path / "rater-file.yaml"
-    spec.write_text(f"name: rater-file\nbackend: scripted\nscript: {config.parent / 'rater.jsonl'}\n"
-                    "default: \"Logic: 2\\nVisual: 1\"\nvision: true\n")
+    spec.write_text(
+        f"name: rater-file\nbackend: scripted\nscript: {config.parent / 'rater.jsonl'}\n"
+        'default: "Logic: 2\\nVisual: 1"\nvision: true\n'
+    )
     output = _import_cli(config, tmp_path, str(spec))
     assert "ratings from carol and rater-file" in output and CLEAN_ROW in output
 
@@ -258,14 +311,21 @@ def test_a_failing_rater_is_said_never_a_silent_success(built, tmp_path) -> None
     config, release = built
     export_trajectories(release, tmp_path / "b", n=2, seed=0)
     out = _import_cli(config, tmp_path, "patchy")
-    assert ("mmcurate: warning: model 'patchy' failed 2 of 6 calls (first error: model call failed: no scripted rule "
-            "matched and the model has no default)") in out
+    assert (
+        "mmcurate: warning: model 'patchy' failed 2 of 6 calls (first error: model call failed: no scripted rule "
+        "matched and the model has no default)"
+    ) in out
     assert json.loads((tmp_path / "v" / "table6.json").read_text())["model_errors"] == 2
     dead = tmp_path / "clean-only"
     export_trajectories(release, dead, n=2, seed=0)
     key = read_key(dead)
-    (dead / "key.jsonl").write_text("".join(json.dumps(item) + "\n" for item in key.values()
-                                            if item["subsets"] == ["clean"] or "clean" in item["subsets"]))
+    (dead / "key.jsonl").write_text(
+        "".join(
+            json.dumps(item) + "\n"
+            for item in key.values()
+            if item["subsets"] == ["clean"] or "clean" in item["subsets"]
+        )
+    )
     settings = load_config(config)
     store = ImageStore(settings.workdir / "images")
     with open_models(settings, store) as models, pytest.raises(MmcurateError) as refused:

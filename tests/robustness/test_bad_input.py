@@ -31,6 +31,7 @@ Written here: the oversized Reddit line with the rest of the month intact (the e
 option test only checks the reason), and regressions for bugs the fuzz tests found: each
 used to raise out of ``ingest`` (or, for a repeated Reddit post, lose a record silently).
 """
+
 from __future__ import annotations
 
 import io
@@ -45,9 +46,11 @@ from PIL import Image
 
 from mmcurate.sources.ingest import IngestResult, ingest
 
-ANSWER = ("The carving shows a heron standing in reeds. It was made in the late period. Similar pieces are kept in "
-          "several museums today, and they were often given as gifts. The style matches the workshops of the river "
-          "towns, which used soft stone. Experts date it by the tool marks and the pigment traces left on it.")
+ANSWER = (
+    "The carving shows a heron standing in reeds. It was made in the late period. Similar pieces are kept in "
+    "several museums today, and they were often given as gifts. The style matches the workshops of the river "
+    "towns, which used soft stone. Experts date it by the tool marks and the pigment traces left on it."
+)
 
 
 def jpeg(color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
@@ -80,11 +83,22 @@ def run(name: str, root: Path, out: Path, **kwargs) -> tuple[list[str], dict[str
     return samples, quarantine, result
 
 
-@pytest.mark.parametrize("source, options", [
-    ("reddit", {}), ("reddit", {"prefilter": False}), ("infoseek", {}), ("evqa", {}), ("webqa", {"include_test": True}),
-    ("mmdocrag", {"quotes": "both"}), ("mragbench", {}), ("viquae", {})])
+@pytest.mark.parametrize(
+    "source, options",
+    [
+        ("reddit", {}),
+        ("reddit", {"prefilter": False}),
+        ("infoseek", {}),
+        ("evqa", {}),
+        ("webqa", {"include_test": True}),
+        ("mmdocrag", {"quotes": "both"}),
+        ("mragbench", {}),
+        ("viquae", {}),
+    ],
+)
 def test_every_fixture_quarantine_row_is_located_in_a_source_file(
-        fixtures_root: Path, tmp_path: Path, source: str, options: dict) -> None:
+    fixtures_root: Path, tmp_path: Path, source: str, options: dict
+) -> None:
     result = ingest(source, fixtures_root / source, tmp_path / "out", options=options)
     assert result.quarantined > 0
     assert_located(result)
@@ -92,25 +106,42 @@ def test_every_fixture_quarantine_row_is_located_in_a_source_file(
 
 # ---------------------------------------------------------------------------- reddit
 
+
 def reddit_root(root: Path, posts: list[bytes], comments: list[dict]) -> Path:
     (root / "images").mkdir(parents=True)
     (root / "images" / "good.jpg").write_bytes(jpeg())
-    rc = [json.dumps({"link_id": f"t3_{c['post']}", "parent_id": f"t3_{c['post']}", "id": c["id"], "body": ANSWER,
-                      "author": "someone"}).encode() for c in comments]
+    rc = [
+        json.dumps(
+            {
+                "link_id": f"t3_{c['post']}",
+                "parent_id": f"t3_{c['post']}",
+                "id": c["id"],
+                "body": ANSWER,
+                "author": "someone",
+            }
+        ).encode()
+        for c in comments
+    ]
     for name, lines in (("RS_2023-01.zst", posts), ("RC_2023-01.zst", rc)):
         (root / name).write_bytes(zstandard.ZstdCompressor().compress(b"\n".join(lines) + b"\n"))
     return root
 
 
-def post(post_id: str, title: str = "What is this carving?", url: str = "https://i.redd.it/good.jpg",
-         created: object = 1672531200, **extra: object) -> bytes:
+def post(
+    post_id: str,
+    title: str = "What is this carving?",
+    url: str = "https://i.redd.it/good.jpg",
+    created: object = 1672531200,
+    **extra: object,
+) -> bytes:
     return json.dumps({"id": post_id, "title": title, "url": url, "created_utc": created, **extra}).encode()
 
 
 def test_reddit_oversized_line_is_quarantined_and_the_month_goes_on(tmp_path: Path) -> None:
     huge = post("p2", selftext="x" * 5000)
-    root = reddit_root(tmp_path / "raw", [post("p1"), huge, post("p3")],
-                       [{"post": p, "id": f"c{p}"} for p in ("p1", "p2", "p3")])
+    root = reddit_root(
+        tmp_path / "raw", [post("p1"), huge, post("p3")], [{"post": p, "id": f"c{p}"} for p in ("p1", "p2", "p3")]
+    )
     samples, quarantine, _ = run("reddit", root, tmp_path / "out", options={"max_line_bytes": 2000})
     assert quarantine == {"RS_2023-01.zst:2": f"line longer than 2000 bytes ({len(huge)})"}
     assert sorted(samples) == ["p1/cp1", "p3/cp3"]
@@ -142,20 +173,27 @@ def test_reddit_bad_fields_never_escape(tmp_path: Path) -> None:
 def test_reddit_line_nested_too_deeply_is_quarantined(tmp_path: Path) -> None:
     deep = b'{"a":' * 1200 + b"1" + b"}" * 1200
     posts = [post("p1"), post("p2")[:-1] + b', "extra": ' + deep + b"}"]
-    samples, quarantine, _ = run("reddit", reddit_root(tmp_path / "raw", posts, [{"post": "p1", "id": "c1"}]),
-                                 tmp_path / "out")
-    assert samples == ["p1/c1"] and quarantine == {"RS_2023-01.zst:2": "malformed JSON: JSON nested too deeply to parse"}
+    samples, quarantine, _ = run(
+        "reddit", reddit_root(tmp_path / "raw", posts, [{"post": "p1", "id": "c1"}]), tmp_path / "out"
+    )
+    assert samples == ["p1/c1"] and quarantine == {
+        "RS_2023-01.zst:2": "malformed JSON: JSON nested too deeply to parse"
+    }
 
 
 def test_reddit_unterminated_string_reason_reads_once(tmp_path: Path) -> None:
     cut = b'{"id": "p2", "url": "https://i.redd.it/good.jpg", "title": "What is this?'
     posts = [post("p1"), cut]
-    samples, quarantine, _ = run("reddit", reddit_root(tmp_path / "raw", posts, [{"post": "p1", "id": "c1"}]),
-                                 tmp_path / "out")
-    assert quarantine == {"RS_2023-01.zst:2": f"malformed JSON: Unterminated string starting at column {cut.index(b'What')}"}
+    samples, quarantine, _ = run(
+        "reddit", reddit_root(tmp_path / "raw", posts, [{"post": "p1", "id": "c1"}]), tmp_path / "out"
+    )
+    assert quarantine == {
+        "RS_2023-01.zst:2": f"malformed JSON: Unterminated string starting at column {cut.index(b'What')}"
+    }
 
 
 # ---------------------------------------------------------------------------- JSONL sources
+
 
 def test_invalid_utf8_line_in_a_jsonl_source_is_quarantined(tmp_path: Path) -> None:
     root = tmp_path / "raw"
@@ -163,8 +201,9 @@ def test_invalid_utf8_line_in_a_jsonl_source_is_quarantined(tmp_path: Path) -> N
     (root / "images" / "good.jpg").write_bytes(jpeg())
 
     def line(ident: str, question: str = "Who is this?") -> bytes:
-        return json.dumps({"id": ident, "image": "good.jpg", "input": question,
-                           "output": {"answer": ["Paris"]}}).encode()
+        return json.dumps(
+            {"id": ident, "image": "good.jpg", "input": question, "output": {"answer": ["Paris"]}}
+        ).encode()
 
     bad_in_text = line("v2").replace(b"Who", b"Wh\xff")  # inside a string: the sample cannot be stored
     bad_outside = b"\xff" + line("v3")  # outside any string: the line is not JSON
@@ -179,8 +218,10 @@ def test_viquae_image_name_too_long_for_the_file_system(tmp_path: Path) -> None:
     root = tmp_path / "raw"
     (root / "images").mkdir(parents=True)
     (root / "images" / "good.jpg").write_bytes(jpeg())
-    rows = [{"id": i, "image": name, "input": "Who?", "output": {"answer": ["Paris"]}}
-            for i, name in (("v1", "x" * 300 + ".jpg"), ("v2", "good.jpg"))]
+    rows = [
+        {"id": i, "image": name, "input": "Who?", "output": {"answer": ["Paris"]}}
+        for i, name in (("v1", "x" * 300 + ".jpg"), ("v2", "good.jpg"))
+    ]
     (root / "validation.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     samples, quarantine, _ = run("viquae", root, tmp_path / "out")
     assert samples == ["v2"]
@@ -194,10 +235,17 @@ def test_mmdocrag_img_path_with_nul_byte(tmp_path: Path) -> None:
     (root / "dataset").mkdir()
 
     def question(q_id: int, img_path: str) -> str:
-        return json.dumps({"q_id": q_id, "doc_name": "doc", "question": "What?", "answer_short": "A",
-                           "text_quotes": [{"quote_id": "text1", "text": "A.", "page_id": 1, "layout_id": 1}],
-                           "img_quotes": [{"quote_id": "image1", "img_path": img_path, "page_id": 1, "layout_id": 2}],
-                           "gold_quotes": ["image1"]})
+        return json.dumps(
+            {
+                "q_id": q_id,
+                "doc_name": "doc",
+                "question": "What?",
+                "answer_short": "A",
+                "text_quotes": [{"quote_id": "text1", "text": "A.", "page_id": 1, "layout_id": 1}],
+                "img_quotes": [{"quote_id": "image1", "img_path": img_path, "page_id": 1, "layout_id": 2}],
+                "gold_quotes": ["image1"],
+            }
+        )
 
     (root / "dataset" / "dev_20.jsonl").write_text(question(1, "a\x00b.jpg") + "\n" + question(2, "good.jpg"))
     (root / "dataset" / "evaluation_20.jsonl").write_text("")
@@ -208,19 +256,25 @@ def test_mmdocrag_img_path_with_nul_byte(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- evqa, webqa, mragbench
 
+
 def test_evqa_infinite_section_id(tmp_path: Path) -> None:
     root = tmp_path / "raw"
     image = root / "GLD" / "a" / "b" / "c" / "abc.jpg"
     image.parent.mkdir(parents=True)
     image.write_bytes(jpeg())
     header = "question,answer,dataset_image_ids,dataset_name,question_type,wikipedia_url,evidence_section_id\n"
-    rows = ["Where?,Paris,abc,landmarks,automatic,u1,inf", "Where?,Paris,abc,landmarks,automatic,u1,1e999",
-            "Where?,Paris,abc,landmarks,automatic,u1,0"]
+    rows = [
+        "Where?,Paris,abc,landmarks,automatic,u1,inf",
+        "Where?,Paris,abc,landmarks,automatic,u1,1e999",
+        "Where?,Paris,abc,landmarks,automatic,u1,0",
+    ]
     (root / "val.csv").write_text(header + "\n".join(rows) + "\n")
     samples, quarantine, _ = run("evqa", root, tmp_path / "out")
     assert samples == ["val:2"]
-    assert quarantine == {"val.csv:2": "evidence_section_id 'inf' is not an integer",
-                          "val.csv:3": "evidence_section_id '1e999' is not an integer"}
+    assert quarantine == {
+        "val.csv:2": "evidence_section_id 'inf' is not an integer",
+        "val.csv:3": "evidence_section_id '1e999' is not an integer",
+    }
 
 
 def webqa_root(root: Path, train_val: bytes) -> Path:
@@ -235,15 +289,23 @@ def webqa_root(root: Path, train_val: bytes) -> Path:
 
 
 def webqa_record(img_facts: list[dict]) -> dict:
-    return {"Q": '"What?"', "A": ['"Paris"'], "split": "train", "Qcate": "text",
-            "txt_posFacts": [{"fact": "Paris.", "snippet_id": "s1"}], "img_negFacts": img_facts}
+    return {
+        "Q": '"What?"',
+        "A": ['"Paris"'],
+        "split": "train",
+        "Qcate": "text",
+        "txt_posFacts": [{"fact": "Paris.", "snippet_id": "s1"}],
+        "img_negFacts": img_facts,
+    }
 
 
 def test_webqa_infinite_image_id_drops_only_that_fact(tmp_path: Path) -> None:
     records = {"g1": webqa_record([{"image_id": float("inf")}, {"image_id": 30000000}])}
     samples, quarantine, _ = run("webqa", webqa_root(tmp_path / "raw", json.dumps(records).encode()), tmp_path / "out")
     assert samples == ["g1"]
-    assert quarantine == {"WebQA_train_val.json:g1": "dropped img_negFacts[0]: image fact with image_id inf, not an integer"}
+    assert quarantine == {
+        "WebQA_train_val.json:g1": "dropped img_negFacts[0]: image fact with image_id inf, not an integer"
+    }
 
 
 def test_webqa_invalid_utf8_keeps_the_records_before_it(tmp_path: Path) -> None:
@@ -258,13 +320,33 @@ def test_webqa_invalid_utf8_keeps_the_records_before_it(tmp_path: Path) -> None:
 
 def test_mragbench_image_path_too_long(tmp_path: Path) -> None:
     struct = pa.struct([pa.field("bytes", pa.binary()), pa.field("path", pa.string())])
-    schema = pa.schema([("id", pa.int64()), ("image", struct), ("gt_images", pa.list_(struct)),
-                        ("question", pa.string()), ("answer", pa.string()), ("answer_choice", pa.string()),
-                        *[(c, pa.string()) for c in "ABCD"]])
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("image", struct),
+            ("gt_images", pa.list_(struct)),
+            ("question", pa.string()),
+            ("answer", pa.string()),
+            ("answer_choice", pa.string()),
+            *[(c, pa.string()) for c in "ABCD"],
+        ]
+    )
     good = {"bytes": jpeg(), "path": None}
-    rows = [{"id": i, "image": good, "gt_images": [gold], "question": "Which?", "answer": "x", "answer_choice": "A",
-             "A": "x", "B": "y", "C": "z", "D": "w"}
-            for i, gold in ((1, {"bytes": None, "path": "y" * 300 + ".png"}), (2, good))]
+    rows = [
+        {
+            "id": i,
+            "image": good,
+            "gt_images": [gold],
+            "question": "Which?",
+            "answer": "x",
+            "answer_choice": "A",
+            "A": "x",
+            "B": "y",
+            "C": "z",
+            "D": "w",
+        }
+        for i, gold in ((1, {"bytes": None, "path": "y" * 300 + ".png"}), (2, good))
+    ]
     root = tmp_path / "raw"
     root.mkdir()
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), root / "test.parquet")

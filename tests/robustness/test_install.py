@@ -10,6 +10,7 @@ the test environment, an import the wheel does not declare would still work ther
 top-level import name of the installed code must belong to a distribution the wheel declares
 (``importlib.metadata.packages_distributions``).
 """
+
 from __future__ import annotations
 
 import json
@@ -90,8 +91,12 @@ def _venv_over_test_env(venv: Path) -> None:
     packages: a path line in a .pth file (a path line adds the folder only; the folder's own
     .pth files, such as the checkout's editable finder, stay unread)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    purelib = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     ours = [p for p in site.getsitepackages() if Path(p).resolve() != BASE_SITE.resolve()]
     (Path(purelib) / "test-environment.pth").write_text("".join(f"{p}\n" for p in ours))
 
@@ -100,32 +105,61 @@ def _install(work: Path, compiler: str | None) -> Path:
     """A fresh environment with the wheel built from a copy of the tree; its bin folder."""
     tree = _tree_copy(work / "tree")
     env = {**os.environ, **({"CC": compiler} if compiler else {})}
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-w", str(work / "wheel"), str(tree)], check=True, env=env, cwd=work, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(work / "wheel"),
+            str(tree),
+        ],
+        check=True,
+        env=env,
+        cwd=work,
+        capture_output=True,
+    )
     _venv_over_test_env(work / "venv")
     wheel = next((work / "wheel").glob("mmcurate-*.whl"))
-    subprocess.run([str(work / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    str(wheel)], check=True, cwd=work, capture_output=True)
+    subprocess.run(
+        [str(work / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        cwd=work,
+        capture_output=True,
+    )
     return work / "venv" / "bin"
 
 
 @pytest.fixture(scope="module")
 def installs(tmp_path_factory) -> dict[str, Path]:
-    return {name: _install(tmp_path_factory.mktemp(name), compiler)
-            for name, compiler in (("c", None), ("no-compiler", "/bin/false"))}
+    return {
+        name: _install(tmp_path_factory.mktemp(name), compiler)
+        for name, compiler in (("c", None), ("no-compiler", "/bin/false"))
+    }
 
 
 def _run(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MMCURATE_PURE_PICKER")}
-    return subprocess.run([str(bin_dir / args[0]), *args[1:]], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=300)
+    return subprocess.run(
+        [str(bin_dir / args[0]), *args[1:]], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
 
 
 def test_the_environment_sees_the_test_environment_not_the_base_interpreter(installs, tmp_path):
     """What the base interpreter holds (nothing on a clean machine, anything on another) must not
     decide whether the install works: its site-packages is not on the new environment's path."""
-    seen = _run(installs["c"], "python", "-c", "import json, sys, typer; print(json.dumps([sys.path, typer.__file__]))",
-                cwd=tmp_path)
+    seen = _run(
+        installs["c"],
+        "python",
+        "-c",
+        "import json, sys, typer; print(json.dumps([sys.path, typer.__file__]))",
+        cwd=tmp_path,
+    )
     assert seen.returncode == 0, seen.stderr
     path, typer_file = json.loads(seen.stdout)
     assert str(BASE_SITE) not in path and BASE_SITE.resolve() not in {Path(p).resolve() for p in path if p}
@@ -134,8 +168,14 @@ def test_the_environment_sees_the_test_environment_not_the_base_interpreter(inst
 
 def test_an_installed_wheel_finds_its_configs_outside_a_checkout(installs, tmp_path):
     bin_dir = installs["c"]
-    found = _run(bin_dir, "python", "-c", "from mmcurate.core.config import bundled_config as b; "
-                 "print(b('demo.yaml')); print(b('dryrun.yaml').parent / 'dryrun' / 'vlm-reader.jsonl')", cwd=tmp_path)
+    found = _run(
+        bin_dir,
+        "python",
+        "-c",
+        "from mmcurate.core.config import bundled_config as b; "
+        "print(b('demo.yaml')); print(b('dryrun.yaml').parent / 'dryrun' / 'vlm-reader.jsonl')",
+        cwd=tmp_path,
+    )
     assert found.returncode == 0, found.stderr
     demo, script = map(Path, found.stdout.split())
     assert demo.is_file() and script.is_file() and bin_dir.parent in demo.parents  # from the install, not REPO
@@ -148,24 +188,31 @@ def test_an_installed_wheel_finds_its_configs_outside_a_checkout(installs, tmp_p
         f"mmcurate: no --config: the bundled {demo} with workdir {tmp_path / '.mmcurate'} and releases_root "
         f"{tmp_path / 'releases_out'}",
         f"mmcurate: error: deflectionbench.sources[0] (infoseek): root "
-        f"{demo.parent.parent / 'tests' / 'fixtures' / 'generated' / 'infoseek'} is not a readable directory"]
+        f"{demo.parent.parent / 'tests' / 'fixtures' / 'generated' / 'infoseek'} is not a readable directory",
+    ]
 
 
 def test_without_a_compiler_the_install_works_and_ingests_reddit_identically(installs, fixtures_root, tmp_path):
     said = {}
     for name, bin_dir in installs.items():
-        done = _run(bin_dir, "mmcurate", "ingest", "reddit", str(fixtures_root / "reddit"), "--out", name,
-                    cwd=tmp_path)
+        done = _run(bin_dir, "mmcurate", "ingest", "reddit", str(fixtures_root / "reddit"), "--out", name, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         said[name] = done.stdout.strip().rpartition("; ")[2]
-    assert said == {"c": "lines picked by the compiled C scanner", "no-compiler": "lines picked in pure Python (same "
-                    "output, slower: no C scanner built, or MMCURATE_PURE_PICKER=1)"}
+    assert said == {
+        "c": "lines picked by the compiled C scanner",
+        "no-compiler": "lines picked in pure Python (same "
+        "output, slower: no C scanner built, or MMCURATE_PURE_PICKER=1)",
+    }
     for name in OUTPUTS:
         assert (tmp_path / "c" / name).read_bytes() == (tmp_path / "no-compiler" / name).read_bytes(), name
-    images = {p.relative_to(tmp_path / "c"): p.read_bytes() for p in (tmp_path / "c" / "images").rglob("*")
-              if p.is_file()}
-    assert images and images == {p.relative_to(tmp_path / "no-compiler"): p.read_bytes()
-                                 for p in (tmp_path / "no-compiler" / "images").rglob("*") if p.is_file()}
+    images = {
+        p.relative_to(tmp_path / "c"): p.read_bytes() for p in (tmp_path / "c" / "images").rglob("*") if p.is_file()
+    }
+    assert images and images == {
+        p.relative_to(tmp_path / "no-compiler"): p.read_bytes()
+        for p in (tmp_path / "no-compiler" / "images").rglob("*")
+        if p.is_file()
+    }
     reports = [json.loads((tmp_path / name / "ingest.json").read_text()) for name in ("c", "no-compiler")]
     assert [r.pop("reader") for r in reports] == [{"line_picker": "c"}, {"line_picker": "python"}]
     assert reports[0] == reports[1]
@@ -185,8 +232,11 @@ def test_every_module_imports_and_every_import_is_declared(installs, tmp_path):
 def test_an_undeclared_import_is_found(installs, tmp_path):
     """The check above fails on an import the wheel does not declare, though the package is there."""
     bin_dir = installs["c"]
-    site_packages = Path(_run(bin_dir, "python", "-c", "import mmcurate, os; print(os.path.dirname(mmcurate.__file__))",
-                              cwd=tmp_path).stdout.strip())
+    site_packages = Path(
+        _run(
+            bin_dir, "python", "-c", "import mmcurate, os; print(os.path.dirname(mmcurate.__file__))", cwd=tmp_path
+        ).stdout.strip()
+    )
     probe = site_packages / "core" / "_undeclared_probe.py"
     probe.write_text("import hypothesis  # a test dependency: present here, never declared for users\n")
     try:

@@ -1,5 +1,6 @@
 """A record nested deeper than the JSON parser can recurse, or far too large, is one
 quarantine row at its locator; the rest of its file still ingests (issue 22, item 1)."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,10 @@ def _ingest(source: str, root: Path, out: Path) -> tuple[int, dict[str, str]]:
     return result.samples, {r["locator"]: r["reason"] for r in pq.read_table(result.quarantine_path).to_pylist()}
 
 
-@pytest.mark.parametrize("source, file", [("infoseek", "infoseek_val.jsonl"), ("viquae", "validation.jsonl"),
-                                          ("mmdocrag", "dataset/dev_20.jsonl")])
+@pytest.mark.parametrize(
+    "source, file",
+    [("infoseek", "infoseek_val.jsonl"), ("viquae", "validation.jsonl"), ("mmdocrag", "dataset/dev_20.jsonl")],
+)
 def test_deep_jsonl_line(fixtures_root: Path, tmp_path: Path, source: str, file: str) -> None:
     root = _copy(fixtures_root, source, tmp_path)
     before, _ = _ingest(source, root, tmp_path / "before")
@@ -41,8 +44,17 @@ def test_deep_jsonl_line(fixtures_root: Path, tmp_path: Path, source: str, file:
     assert quarantine[f"{Path(file).name}:{lines + 1}"].endswith(TOO_DEEP)
 
 
-@pytest.mark.parametrize("source, shape", [("webqa", "member"), ("gqa", "member"), ("fire", "item"),
-                                           ("chartqa", "item"), ("textvqa", "data"), ("docvqa", "data")])
+@pytest.mark.parametrize(
+    "source, shape",
+    [
+        ("webqa", "member"),
+        ("gqa", "member"),
+        ("fire", "item"),
+        ("chartqa", "item"),
+        ("textvqa", "data"),
+        ("docvqa", "data"),
+    ],
+)
 def test_deep_record_in_a_one_object_json_file(fixtures_root: Path, tmp_path: Path, source: str, shape: str) -> None:
     root = _copy(fixtures_root, source, tmp_path)
     before, _ = _ingest(source, root, tmp_path / "before")

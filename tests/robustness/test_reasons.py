@@ -1,4 +1,5 @@
 """Quarantine reasons say what is wrong, where, with what the file held (issue 22, item 14)."""
+
 from __future__ import annotations
 
 import io
@@ -33,8 +34,9 @@ def viquae_root(tmp_path: Path, lines: list[bytes]) -> Path:
 
 
 def record(ident: str, **fields: object) -> bytes:
-    return json.dumps({"id": ident, "image": "good.jpg", "input": "Who is this?", "output": {"answer": ["Paris"]},
-                       **fields}).encode()
+    return json.dumps(
+        {"id": ident, "image": "good.jpg", "input": "Who is this?", "output": {"answer": ["Paris"]}, **fields}
+    ).encode()
 
 
 def test_a_numeric_question_is_not_a_string_and_a_missing_answer_is_a_missing_field(tmp_path: Path) -> None:
@@ -76,15 +78,28 @@ def test_an_oversize_csv_row_is_located_at_its_own_line(fixtures_root: Path, tmp
     assert rows["val.csv:3"]["reason"] == "malformed CSV row: field larger than field limit (131072)"
 
 
-@pytest.mark.parametrize("source, file, text, reason", [
-    ("gqa", "val_balanced_questions.json", "", "file unreadable: expected '{' at character 0, found end of file"),
-    ("chartqa", "test/test_human.json", '{"a": 1}', "file unreadable: expected '[' at character 0, found '{'"),
-    ("textvqa", "TextVQA_0.5.1_train.json", '{"data": 5}', "file unreadable: member data is not a list at character 9"),
-    ("webqa", "WebQA_train_val.json", "[]",
-     "malformed JSON, file unreadable: expected '{' at character 0, found '['"),
-])
-def test_a_problem_of_the_whole_file_is_located_at_the_bare_file(fixtures_root: Path, tmp_path: Path, source: str,
-                                                                  file: str, text: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    "source, file, text, reason",
+    [
+        ("gqa", "val_balanced_questions.json", "", "file unreadable: expected '{' at character 0, found end of file"),
+        ("chartqa", "test/test_human.json", '{"a": 1}', "file unreadable: expected '[' at character 0, found '{'"),
+        (
+            "textvqa",
+            "TextVQA_0.5.1_train.json",
+            '{"data": 5}',
+            "file unreadable: member data is not a list at character 9",
+        ),
+        (
+            "webqa",
+            "WebQA_train_val.json",
+            "[]",
+            "malformed JSON, file unreadable: expected '{' at character 0, found '['",
+        ),
+    ],
+)
+def test_a_problem_of_the_whole_file_is_located_at_the_bare_file(
+    fixtures_root: Path, tmp_path: Path, source: str, file: str, text: str, reason: str
+) -> None:
     root = tmp_path / source
     shutil.copytree(fixtures_root / source, root)
     (root / file).write_text(text)

@@ -5,6 +5,7 @@ fixture ``builder`` (tests/fixtures/builders/<SOURCE>.py), the raw folder it bui
 (``root``) and the ingest of that folder (``result``). The reader fixtures turn any
 ingest result into plain Python rows.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mmcurate.sources.ingest import IngestResult, ingest
+
 
 def load_builder(name: str) -> ModuleType:
     return importlib.import_module(f"tests.fixtures.builders.{name}")

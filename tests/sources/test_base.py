@@ -1,4 +1,5 @@
 """The adapter base: split discovery, the JSONL reader and image-store reasons."""
+
 from __future__ import annotations
 
 import gzip
@@ -40,7 +41,9 @@ def test_split_files_present_chosen_and_missing(tmp_path: Path) -> None:
     adapter = Bare(tmp_path, ImageStore(tmp_path / "s"))
     name = "{}.jsonl".format
     assert adapter.split_files(None, ("train", "val", "test"), name) == {
-        "val": tmp_path / "val.jsonl", "test": tmp_path / "test.jsonl"}
+        "val": tmp_path / "val.jsonl",
+        "test": tmp_path / "test.jsonl",
+    }
     assert list(adapter.split_files(["test", "val", "test"], ("train", "val", "test"), name)) == ["test", "val"]
     with pytest.raises(SourceError, match="bare: train.jsonl missing under"):
         adapter.split_files(["train", "val"], ("train", "val", "test"), name)
@@ -67,8 +70,10 @@ def test_two_ingests_of_unreadable_images_write_the_same_quarantine(tmp_path: Pa
     (root / "images").mkdir(parents=True)
     (root / "images" / "junk.jpg").write_bytes(b"not an image at all")
     (root / "images" / "good.jpg").write_bytes(jpeg())
-    rows = [{"id": i, "image": image, "input": "Who is this?", "output": {"answer": ["Paris"]}}
-            for i, image in (("v1", "junk.jpg"), ("v2", "good.jpg"), ("v3", "x" * 300 + ".jpg"))]
+    rows = [
+        {"id": i, "image": image, "input": "Who is this?", "output": {"answer": ["Paris"]}}
+        for i, image in (("v1", "junk.jpg"), ("v2", "good.jpg"), ("v3", "x" * 300 + ".jpg"))
+    ]
     (root / "validation.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     first = ingest("viquae", root, tmp_path / "a")
     second = ingest("viquae", root, tmp_path / "b")

@@ -1,4 +1,5 @@
 """ChartQA adapter over its bundled fixture: one JSON array per split and subset."""
+
 from __future__ import annotations
 
 from pathlib import Path

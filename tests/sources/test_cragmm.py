@@ -1,5 +1,6 @@
 """CRAG-MM adapter on the bundled fixture in the Hub layout: one sample per turn, the labels
 by name, images embedded or from the download cache, bad conversations quarantined whole."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,12 +18,27 @@ def test_turns_become_samples_with_their_labels(result, rows) -> None:
     assert (result.samples, result.quarantined) == (6 + 7, 5)
     cat = got["st-cat-t0"]
     assert cat["question"] == "what animal is this?" and cat["answers"] == ["This is a tabby cat."]
-    assert cat["meta"] == {"set": "single_turn", "session_id": "st-cat", "turn": 0, "turns": 1,
-                           "interaction_id": "st-cat-t0", "domain": "animal", "query_category": "simple-recognition",
-                           "dynamism": "static", "image_quality": "normal", "egocentric": True, "image_url": None,
-                           "split": "validation"}
+    assert cat["meta"] == {
+        "set": "single_turn",
+        "session_id": "st-cat",
+        "turn": 0,
+        "turns": 1,
+        "interaction_id": "st-cat-t0",
+        "domain": "animal",
+        "query_category": "simple-recognition",
+        "dynamism": "static",
+        "image_quality": "normal",
+        "egocentric": True,
+        "image_url": None,
+        "split": "validation",
+    }
     second = got["mt-astronaut-t1"]["meta"]
-    assert (second["set"], second["turn"], second["turns"], second["domain"]) == ("multi_turn", 1, 3, "math and science")
+    assert (second["set"], second["turn"], second["turns"], second["domain"]) == (
+        "multi_turn",
+        1,
+        3,
+        "math and science",
+    )
     assert got["mt-astronaut-t0"]["images"] == got["mt-astronaut-t2"]["images"]  # one image per conversation
     assert got["st-coins-t0"]["meta"]["dynamism"] == "real-time"
 
@@ -67,7 +83,8 @@ def test_a_shard_of_unknown_set_needs_the_option(tmp_path: Path, root: Path) -> 
     raw = tmp_path / "raw" / "data"
     raw.mkdir(parents=True)
     (raw / "validation-00000-of-00001.parquet").write_bytes(
-        (root / "crag-mm-multi-turn-public/data/validation-00000-of-00001.parquet").read_bytes())
+        (root / "crag-mm-multi-turn-public/data/validation-00000-of-00001.parquet").read_bytes()
+    )
     with pytest.raises(SourceError, match="single- or multi-turn"):
         ingest(SOURCE, tmp_path / "raw", tmp_path / "out")
     out = ingest(SOURCE, tmp_path / "raw", tmp_path / "out2", options={"set": "multi_turn"})
@@ -84,7 +101,9 @@ def test_label_names_come_from_the_shards_class_labels(tmp_path: Path, builder, 
     assert got["st-rocket-t0"]["meta"]["domain"] == "vehicle" and got["st-cat-t0"]["meta"]["domain"] == "animal"
     assert got["st-rocket-t0"]["meta"]["image_quality"] == "blurred"  # the other labels' names, from the shard too
     label = "crag-mm-single-turn-public/data/validation-00000-of-00001.parquet"
-    assert dict(quarantine_of(out)) == {f"{label}:2": "conversation st-past: domain code 13 is not one of the 13 labels"}
+    assert dict(quarantine_of(out)) == {
+        f"{label}:2": "conversation st-past: domain code 13 is not one of the 13 labels"
+    }
 
 
 def test_the_published_names_serve_a_shard_without_features(builder) -> None:

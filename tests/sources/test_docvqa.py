@@ -1,4 +1,5 @@
 """DocVQA adapter over its bundled fixture: ``data`` list, page images under the split folder."""
+
 from __future__ import annotations
 
 from mmcurate.sources.ingest import IngestResult

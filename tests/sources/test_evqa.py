@@ -1,4 +1,5 @@
 """Encyclopedic-VQA adapter over its bundled fixture, ingested end to end."""
+
 from __future__ import annotations
 
 import hashlib
@@ -31,13 +32,23 @@ def test_every_sample_has_an_answer_in_its_gold(result: IngestResult, rows) -> N
 def test_gold_is_the_kb_section_at_evidence_section_id(result: IngestResult, builder, rows) -> None:
     pagoda = builder.ARTICLES["china"]
     sample = rows(result)["val:0"]
-    assert sample["gold_contexts"] == [{
-        "context_id": f"evqa:{pagoda.url}#1", "modality": "text", "text": pagoda.sections[1][1],
-        "title": "Pagoda", "image": None}]
+    assert sample["gold_contexts"] == [
+        {
+            "context_id": f"evqa:{pagoda.url}#1",
+            "modality": "text",
+            "text": pagoda.sections[1][1],
+            "title": "Pagoda",
+            "image": None,
+        }
+    ]
     assert sample["answers"] == ["stupa", "a stupa"]
     meta = sample["meta"]
     assert (meta["split"], meta["question_type"], meta["dataset_name"], meta["gold_from"]) == (
-        "val", "templated", "landmarks", "kb")
+        "val",
+        "templated",
+        "landmarks",
+        "kb",
+    )
     assert meta["evidence_section_title"] == "History" and meta["wikipedia_urls"] == [pagoda.url]
 
 
@@ -82,10 +93,12 @@ def test_quarantine_reasons_and_locators(result: IngestResult, builder, rejected
     assert set(bad) == {"val.csv:15", "val.csv:16", "val.csv:17", "val.csv:18", "val.csv:19"}
     gone = builder.landmark_id("nowhere1")
     assert bad["val.csv:15"].startswith(
-        f"no usable image: {gone}: image file missing: GLD/{gone[0]}/{gone[1]}/{gone[2]}/{gone}.jpg; ")
+        f"no usable image: {gone}: image file missing: GLD/{gone[0]}/{gone[1]}/{gone[2]}/{gone}.jpg; "
+    )
     assert bad["val.csv:16"] == (
         f"no usable image: {builder.inat_id('unmapped')}: iNaturalist image {builder.inat_id('unmapped')} "
-        "not in the id map (inat_id2name.json)")
+        "not in the id map (inat_id2name.json)"
+    )
     assert "undecodable image" in bad["val.csv:17"]
     assert bad["val.csv:18"] == "evidence_section_id 'History' is not an integer"
     assert bad["val.csv:19"] == "malformed CSV row: 3 fields, header has 13"
@@ -103,6 +116,10 @@ def test_without_kb_only_templated_rows_have_gold(root: Path, tmp_path: Path, bu
 
 def test_source_files_and_missing_split(result: IngestResult, root: Path, tmp_path: Path) -> None:
     assert [Path(p).name for p in result.source_files] == [
-        "train.csv", "val.csv", "encyclopedic_kb_wiki.json", "inat_id2name.json"]
+        "train.csv",
+        "val.csv",
+        "encyclopedic_kb_wiki.json",
+        "inat_id2name.json",
+    ]
     with pytest.raises(SourceError, match="test.csv"):
         ingest("evqa", root, tmp_path, options={"splits": ["test"]})

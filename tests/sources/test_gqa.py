@@ -1,4 +1,5 @@
 """GQA adapter over its bundled fixture: one keyed JSON object, images by imageId."""
+
 from __future__ import annotations
 
 from pathlib import Path

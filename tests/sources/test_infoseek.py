@@ -1,4 +1,5 @@
 """InfoSeek adapter over its bundled fixture, ingested end to end."""
+
 from __future__ import annotations
 
 import hashlib
@@ -78,8 +79,14 @@ def test_entity_absent_from_kb_keeps_sample_without_gold(result: IngestResult, r
 def test_quarantine_reasons_and_locators(result: IngestResult, rows, rejected) -> None:
     bad = rejected(result)
     assert set(bad) == {
-        "Wiki6M_ver_1_0.jsonl.gz:8", "infoseek_val.jsonl:11", "infoseek_val.jsonl:12", "infoseek_val.jsonl:13",
-        "infoseek_val.jsonl:14", "infoseek_val.jsonl:15", "infoseek_val.jsonl:17", "infoseek_val.jsonl:16",
+        "Wiki6M_ver_1_0.jsonl.gz:8",
+        "infoseek_val.jsonl:11",
+        "infoseek_val.jsonl:12",
+        "infoseek_val.jsonl:13",
+        "infoseek_val.jsonl:14",
+        "infoseek_val.jsonl:15",
+        "infoseek_val.jsonl:17",
+        "infoseek_val.jsonl:16",
     }
     assert bad["Wiki6M_ver_1_0.jsonl.gz:8"].startswith("unreadable KB entry")
     assert bad["infoseek_val.jsonl:11"].startswith("malformed record: Unterminated string")
@@ -130,13 +137,19 @@ def test_options_and_unusable_roots(root: Path, tmp_path: Path) -> None:
 
 def test_source_files(result: IngestResult, root: Path) -> None:
     assert [Path(p).name for p in result.source_files] == [
-        "infoseek_train.jsonl", "infoseek_val.jsonl", "infoseek_train_withkb.jsonl",
-        "infoseek_val_withkb.jsonl", "id2image.jsonl", "Wiki6M_ver_1_0.jsonl.gz"]
+        "infoseek_train.jsonl",
+        "infoseek_val.jsonl",
+        "infoseek_train_withkb.jsonl",
+        "infoseek_val_withkb.jsonl",
+        "id2image.jsonl",
+        "Wiki6M_ver_1_0.jsonl.gz",
+    ]
 
 
 def test_parquet_round_trip_with_datasets_and_polars(result: IngestResult, tmp_path: Path) -> None:
-    hf = datasets.load_dataset("parquet", data_files=str(result.samples_path), split="train",
-                               cache_dir=str(tmp_path / "hf"))
+    hf = datasets.load_dataset(
+        "parquet", data_files=str(result.samples_path), split="train", cache_dir=str(tmp_path / "hf")
+    )
     frame = pl.read_parquet(result.samples_path)
     assert hf.num_rows == frame.height == 15
     assert hf["source_id"] == frame["source_id"].to_list()
@@ -146,8 +159,9 @@ def test_parquet_round_trip_with_datasets_and_polars(result: IngestResult, tmp_p
 
 def test_cli_ingest(root: Path, tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("mmcurate")
-    done = subprocess.run([str(exe), "ingest", "infoseek", str(root), "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(exe), "ingest", "infoseek", str(root), "--out", str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert "infoseek: 15 samples" in done.stdout and "8 quarantined" in done.stdout
     assert pl.read_parquet(tmp_path / "samples.parquet").height == 15
@@ -161,10 +175,29 @@ def _question_root(tmp_path: Path, root: Path, split: str, records: list[dict]) 
 
 
 def test_test_split_without_answers_is_counted_once_not_quarantined(root: Path, tmp_path: Path) -> None:
-    questions = [{"data_id": f"infoseek_test_{i:08d}", "image_id": "oven_02200001", "question": "Who is this?",
-                  "data_split": "test_unseen_entity"} for i in range(4)]
-    raw = _question_root(tmp_path, root, "test", [*questions, {"data_id": "infoseek_test_9", "image_id": "oven_02200001",
-                                                              "question": "Who?", "answer": ["Eileen Collins"]}])
+    questions = [
+        {
+            "data_id": f"infoseek_test_{i:08d}",
+            "image_id": "oven_02200001",
+            "question": "Who is this?",
+            "data_split": "test_unseen_entity",
+        }
+        for i in range(4)
+    ]
+    raw = _question_root(
+        tmp_path,
+        root,
+        "test",
+        [
+            *questions,
+            {
+                "data_id": "infoseek_test_9",
+                "image_id": "oven_02200001",
+                "question": "Who?",
+                "answer": ["Eileen Collins"],
+            },
+        ],
+    )
     out = ingest("infoseek", raw, tmp_path / "out")
     assert (out.samples, out.quarantined) == (1, 0)
     assert out.skipped == {"test: no answers in this split: not curatable": 4}
@@ -186,4 +219,5 @@ def test_answer_eval_as_one_object_and_with_bare_numbers(root: Path, tmp_path: P
     assert samples["v2"]["answers"] == ["1999", "1998", "12.5", "nineteen ninety-nine"]
     assert rejected(out) == {
         "infoseek_val.jsonl:3": "malformed record: answer_eval item True is neither a string, a number nor a numeric range",
-        "infoseek_val.jsonl:4": "malformed record: answer_eval is neither a list nor an object"}
+        "infoseek_val.jsonl:4": "malformed record: answer_eval is neither a list nor an object",
+    }

@@ -1,4 +1,5 @@
 """The ingest driver and its command line: unusable output and image folders are one-line errors."""
+
 from __future__ import annotations
 
 import json
@@ -39,10 +40,14 @@ def test_output_onto_a_file_is_an_error(fixtures_root: Path, tmp_path: Path) -> 
 def test_cli_prints_one_line_and_fails(fixtures_root: Path, tmp_path: Path) -> None:
     (tmp_path / "taken").write_text("not a folder")
     for args, message in (
-        (["viquae", str(fixtures_root / "viquae"), "--out", str(tmp_path / "o"), "--images", "/nonexistent"],
-         "mmcurate: error: viquae: image folder /nonexistent is not a readable directory"),
-        (["viquae", str(fixtures_root / "viquae"), "--out", str(tmp_path / "taken")],
-         f"mmcurate: error: cannot use {tmp_path / 'taken'} as the output folder: File exists"),
+        (
+            ["viquae", str(fixtures_root / "viquae"), "--out", str(tmp_path / "o"), "--images", "/nonexistent"],
+            "mmcurate: error: viquae: image folder /nonexistent is not a readable directory",
+        ),
+        (
+            ["viquae", str(fixtures_root / "viquae"), "--out", str(tmp_path / "taken")],
+            f"mmcurate: error: cannot use {tmp_path / 'taken'} as the output folder: File exists",
+        ),
     ):
         done = cli(*args)
         assert done.returncode == 2
@@ -50,19 +55,24 @@ def test_cli_prints_one_line_and_fails(fixtures_root: Path, tmp_path: Path) -> N
         assert not (tmp_path / "o" / "quarantine.parquet").exists()
 
 
-def test_an_out_holding_another_sources_ingest_is_refused(fixtures_root: Path, tmp_path: Path, capsys,
-                                                          monkeypatch) -> None:
+def test_an_out_holding_another_sources_ingest_is_refused(
+    fixtures_root: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     """``ingest infoseek SRC --out ing/viquae`` would replace the ViQuAE samples and leave its
     images among the new ones: refused, the earlier ingest untouched (issue 42 item 9)."""
     out = tmp_path / "ing" / "viquae"
     first = ingest("viquae", fixtures_root / "viquae", out)
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    with pytest.raises(MmcurateError, match=f"{out} holds an ingest of viquae .*: write the infoseek ingest "
-                                            "to another --out, or remove"):
+    with pytest.raises(
+        MmcurateError,
+        match=f"{out} holds an ingest of viquae .*: write the infoseek ingest to another --out, or remove",
+    ):
         ingest("infoseek", fixtures_root / "infoseek", out)
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert json.loads((out / "ingest.json").read_text())["samples"] == first.samples
-    code, _, err = run_cli(capsys, monkeypatch, "ingest", "infoseek", str(fixtures_root / "infoseek"), "--out", str(out))
+    code, _, err = run_cli(
+        capsys, monkeypatch, "ingest", "infoseek", str(fixtures_root / "infoseek"), "--out", str(out)
+    )
     one_line(code, err, f"{out} holds an ingest of viquae")
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert ingest("viquae", fixtures_root / "viquae", out).samples == first.samples  # the same source: redone

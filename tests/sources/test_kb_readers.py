@@ -1,4 +1,5 @@
 """Streaming KB readers: the incremental JSON member reader, Wiki6M, KILT, passages."""
+
 from __future__ import annotations
 
 import gzip
@@ -20,7 +21,10 @@ from mmcurate.sources.kb_readers import (
 )
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
     max_leaves=12,
@@ -28,8 +32,11 @@ JSON_VALUES = st.recursive(
 
 
 @settings(max_examples=60, deadline=None)
-@given(obj=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=6),
-       chunk=st.integers(1, 40), indent=st.sampled_from([None, 1]))
+@given(
+    obj=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=6),
+    chunk=st.integers(1, 40),
+    indent=st.sampled_from([None, 1]),
+)
 def test_members_equal_json_load_at_any_chunk_size(tmp_path_factory, obj, chunk, indent) -> None:
     path = tmp_path_factory.mktemp("members") / "obj.json"
     path.write_text(json.dumps(obj, indent=indent, ensure_ascii=bool(chunk % 2)), encoding="utf-8")
@@ -76,11 +83,20 @@ def test_value_size_cap(tmp_path: Path) -> None:
 
 def test_encyclopedic_kb_entries_and_bad_entry(tmp_path: Path) -> None:
     path = tmp_path / "encyclopedic_kb_wiki.json"
-    path.write_text(json.dumps({
-        "u1": {"title": "One", "section_titles": ["One", "History"], "section_texts": ["lead", "past"], "url": "u1"},
-        "u2": {"title": "Two", "section_texts": "not a list"},
-        "u3": {"title": "Three", "section_titles": [], "section_texts": []},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "u1": {
+                    "title": "One",
+                    "section_titles": ["One", "History"],
+                    "section_texts": ["lead", "past"],
+                    "url": "u1",
+                },
+                "u2": {"title": "Two", "section_texts": "not a list"},
+                "u3": {"title": "Three", "section_titles": [], "section_texts": []},
+            }
+        )
+    )
     load = read_encyclopedic_kb(path, {"u1", "u2"})
     assert list(load.entries) == ["u1"]
     assert load.entries["u1"].section_texts == ("lead", "past") and load.entries["u1"].title == "One"
@@ -92,8 +108,14 @@ def test_encyclopedic_kb_entries_and_bad_entry(tmp_path: Path) -> None:
 def test_wiki6m_gz_reads_only_wanted_entities(tmp_path: Path) -> None:
     path = tmp_path / "Wiki6M_ver_1_0.jsonl.gz"
     lines = [
-        json.dumps({"wikidata_id": "Q1", "wikipedia_title": "Universe", "wikipedia_content": "All of space.",
-                    "wikipedia_summary": "Everything."}),
+        json.dumps(
+            {
+                "wikidata_id": "Q1",
+                "wikipedia_title": "Universe",
+                "wikipedia_content": "All of space.",
+                "wikipedia_summary": "Everything.",
+            }
+        ),
         '{"wikidata_id": "Q2", "wikipedia_title": "Cut',
         '{"wikidata_id": "Q3", "this line is broken but nobody wants Q3',
         "",
@@ -105,14 +127,20 @@ def test_wiki6m_gz_reads_only_wanted_entities(tmp_path: Path) -> None:
     assert list(load.entries) == ["Q2"]
     assert load.entries["Q2"].summary is None and load.entries["Q2"].content == "Text."
     assert [(p.locator, p.reason.split(":")[0]) for p in load.problems] == [
-        ("Wiki6M_ver_1_0.jsonl.gz:2", "unreadable KB entry")]
+        ("Wiki6M_ver_1_0.jsonl.gz:2", "unreadable KB entry")
+    ]
 
 
 def test_kilt_both_text_shapes_ids_and_titles(tmp_path: Path) -> None:
     path = tmp_path / "kb.jsonl"
     anchor = {"wikipedia_id": "7", "wikipedia_title": "Seven"}
     rows = [
-        {"wikipedia_id": "5", "wikipedia_title": "Five", "text": ["Five\n", "Five is a number.\n"], "anchors": [anchor]},
+        {
+            "wikipedia_id": "5",
+            "wikipedia_title": "Five",
+            "text": ["Five\n", "Five is a number.\n"],
+            "anchors": [anchor],
+        },
         {"kilt_id": "6", "wikipedia_id": "6", "wikipedia_title": "Six", "text": {"paragraph": ["Six\n", "Six."]}},
         {"wikipedia_id": "7", "wikipedia_title": "Seven", "text": "not paragraphs"},
     ]

@@ -2,6 +2,7 @@
 byte for byte, on arbitrary bytes, on dumps built to be hard (UTF-8 characters and markers
 cut by block boundaries, very long lines), and on the bundled Reddit fixture end to end;
 and which of the two an ingest runs and reports."""
+
 from __future__ import annotations
 
 import json
@@ -35,27 +36,58 @@ def run_of(lines: list[bytes], lead: bytes) -> tuple[bytes, int, int]:
     return data, len(lead), len(data)
 
 
-PIECES = [b'"title":"', b'"title":"title":"', LINK_KEY, b" ", b"What", b"why", b"Cat", b"i.redd.it", b"i.redd.i",
-          b'"is_gallery"', b"abc", b"x_1", b'"', b"\\u00e9", b"\xc3", b"\xa9", b"\xe6\xbc\xa2", b"\x00", b"\xff",
-          b"z" * 63, b"z" * 64, b"?", b"{", b"}"]
-LINES = st.lists(st.lists(st.sampled_from(PIECES) | st.binary(max_size=6).map(lambda b: b.replace(b"\n", b"")),
-                          max_size=14).map(b"".join), min_size=1, max_size=25)
+PIECES = [
+    b'"title":"',
+    b'"title":"title":"',
+    LINK_KEY,
+    b" ",
+    b"What",
+    b"why",
+    b"Cat",
+    b"i.redd.it",
+    b"i.redd.i",
+    b'"is_gallery"',
+    b"abc",
+    b"x_1",
+    b'"',
+    b"\\u00e9",
+    b"\xc3",
+    b"\xa9",
+    b"\xe6\xbc\xa2",
+    b"\x00",
+    b"\xff",
+    b"z" * 63,
+    b"z" * 64,
+    b"?",
+    b"{",
+    b"}",
+]
+LINES = st.lists(
+    st.lists(st.sampled_from(PIECES) | st.binary(max_size=6).map(lambda b: b.replace(b"\n", b"")), max_size=14).map(
+        b"".join
+    ),
+    min_size=1,
+    max_size=25,
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(lines=LINES, lead=st.binary(max_size=20).map(lambda b: b.replace(b"\n", b"") + b"\n"),
-       first=st.integers(1, 2**40))
+@given(
+    lines=LINES, lead=st.binary(max_size=20).map(lambda b: b.replace(b"\n", b"") + b"\n"), first=st.integers(1, 2**40)
+)
 def test_the_pure_picker_equals_the_c_pass_on_any_lines(lines: list[bytes], lead: bytes, first: int) -> None:
     data, start, end = run_of(lines, lead)
     assert linescan_py.pick_lines(data, start, end, first) == _linescan.pick_lines(data, start, end, first)
     rules = (MARKERS, TITLE_KEY, question_keys(WORDS), TITLE_WINDOW)
-    assert (linescan_py.pick_posts(data, start, end, first, *rules)
-            == _linescan.pick_posts(data, start, end, first, *rules))
+    assert linescan_py.pick_posts(data, start, end, first, *rules) == _linescan.pick_posts(
+        data, start, end, first, *rules
+    )
     for candidates in ({b"abc", b"x_1", b"z" * 64}, set()):
         keys = CommentLines(candidates, _linescan).keys
         assert keys == CommentLines(candidates, linescan_py).keys
-        assert (linescan_py.pick_comments(data, start, end, first, LINK_KEY, keys)
-                == _linescan.pick_comments(data, start, end, first, LINK_KEY, keys))
+        assert linescan_py.pick_comments(data, start, end, first, LINK_KEY, keys) == _linescan.pick_comments(
+            data, start, end, first, LINK_KEY, keys
+        )
 
 
 def hard_dump(seed: int) -> bytes:
@@ -64,12 +96,24 @@ def hard_dump(seed: int) -> bytes:
     rng = random.Random(seed)
     lines = []
     for n in range(400):
-        title = rng.choice(["What is this \u00e9t\u00e9 thing?", "My \u6f22\u5b57 cat", "  why?", "Cat", "\u00bfQu\u00e9?"])
+        title = rng.choice(
+            ["What is this \u00e9t\u00e9 thing?", "My \u6f22\u5b57 cat", "  why?", "Cat", "\u00bfQu\u00e9?"]
+        )
         host = rng.choice(["i.redd.it", "example.com", "i.redd.it/" + "\u00e9" * rng.randrange(40)])
         link = rng.choice(["abc", "x_1", "q" + str(n), "a-b", "z" * 70])
         body = "\U0001f431 " * rng.choice([0, 3, 50, 3000])  # 3000: 15 kB, over the 4 kB limit below
-        lines.append(json.dumps({"id": f"p{n}", "title": title, "url": f"https://{host}/{n}.jpg",
-                                 "link_id": f"t3_{link}", "body": body}, ensure_ascii=False).encode())
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"p{n}",
+                    "title": title,
+                    "url": f"https://{host}/{n}.jpg",
+                    "link_id": f"t3_{link}",
+                    "body": body,
+                },
+                ensure_ascii=False,
+            ).encode()
+        )
         if rng.random() < 0.05:
             lines.append(b"")
     return b"\n".join(lines) + rng.choice([b"\n", b""])
@@ -86,8 +130,11 @@ def test_the_pure_picker_reads_hard_dumps_as_the_c_pass_does(tmp_path: Path, chu
     def read(scanner, picker) -> list:
         return list(read_lines(path, picker(scanner), max_line_bytes=4096, chunk_bytes=chunk))
 
-    pickers = [lambda s: PostLines(MARKERS, WORDS, s), lambda s: CommentLines([b"abc", b"x_1", b"q7"], s),
-               lambda s: s.pick_lines]
+    pickers = [
+        lambda s: PostLines(MARKERS, WORDS, s),
+        lambda s: CommentLines([b"abc", b"x_1", b"q7"], s),
+        lambda s: s.pick_lines,
+    ]
     for picker in pickers:
         c = read(_linescan, picker)
         assert c == read(linescan_py, picker)
@@ -133,11 +180,14 @@ def test_the_scanner_is_chosen_by_what_is_built_and_the_switch(monkeypatch: pyte
     assert line_scanner() == ("python", linescan_py)
 
 
-def test_the_ingest_command_says_which_picker_ran(fixtures_root: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_ingest_command_says_which_picker_ran(
+    fixtures_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 42 item 22: the line ended "line picker: c", a name only the code knows; it says what ran."""
-    said = {"python": "; lines picked in pure Python (same output, slower: no C scanner built, or "
-                      "MMCURATE_PURE_PICKER=1)", "c": "; lines picked by the compiled C scanner"}
+    said = {
+        "python": "; lines picked in pure Python (same output, slower: no C scanner built, or MMCURATE_PURE_PICKER=1)",
+        "c": "; lines picked by the compiled C scanner",
+    }
     for pure, name in (("1", "python"), ("0", "c")):
         monkeypatch.setenv(PURE_ENV, pure)
         out = tmp_path / name

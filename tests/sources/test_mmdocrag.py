@@ -1,4 +1,5 @@
 """MMDocRAG adapter on the bundled fixture (published dataset/ + images/ layout)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,7 +20,8 @@ MUSEUM = "City_Museum_Collection_Catalogue"
 def test_default_reads_the_20_quote_files(result, samples_of) -> None:
     assert (result.samples, result.quarantined) == (12, 4)
     assert set(samples_of(result)) == {f"dev_20:{q}" for q in range(101, 107)} | {
-        f"evaluation_20:{q}" for q in range(201, 207)}
+        f"evaluation_20:{q}" for q in range(201, 207)
+    }
     assert [Path(f).name for f in result.source_files] == ["dev_20.jsonl", "evaluation_20.jsonl"]
 
 
@@ -28,8 +30,10 @@ def test_quarantine_rows(result, quarantine_of) -> None:
     assert rows[0] == ("dev_20.jsonl:3", "dropped quote image3: image file missing: not_unzipped.jpg")
     assert rows[1] == ("dev_20.jsonl:7", "gold quote image1 unusable: image file missing: not_unzipped.jpg")
     assert rows[2][0] == "evaluation_20.jsonl:3" and rows[2][1].startswith("malformed JSON: Unterminated string")
-    assert rows[3] == ("evaluation_20.jsonl:6",
-                       "dropped quote image3: image path '../../etc/passwd' escapes the source root")
+    assert rows[3] == (
+        "evaluation_20.jsonl:6",
+        "dropped quote image3: image path '../../etc/passwd' escapes the source root",
+    )
 
 
 def test_missing_non_gold_image_drops_only_that_quote(result, samples_of) -> None:
@@ -45,9 +49,15 @@ def test_text_gold_and_candidate_negatives(result, samples_of) -> None:
     assert sample["question"] == "By how much did net revenue grow in fiscal 2022?"
     assert sample["answers"] == ["12%"]
     assert sample["images"] == []
-    assert sample["gold_contexts"] == [{
-        "context_id": f"mmdocrag:{COFFEE}:p2:l4", "modality": "text", "image": None, "title": None,
-        "text": "Net revenue grew 12% to 4.8 billion dollars in fiscal 2022, driven by new stores in Asia."}]
+    assert sample["gold_contexts"] == [
+        {
+            "context_id": f"mmdocrag:{COFFEE}:p2:l4",
+            "modality": "text",
+            "image": None,
+            "title": None,
+            "text": "Net revenue grew 12% to 4.8 billion dollars in fiscal 2022, driven by new stores in Asia.",
+        }
+    ]
     negatives = sample["negative_contexts"]
     assert [c["modality"] for c in negatives] == ["text"] * 6 + ["image"] * 3
     assert f"mmdocrag:{COFFEE}:p2:l4" not in {c["context_id"] for c in negatives}
@@ -60,9 +70,13 @@ def test_image_quotes_resolve_both_path_shapes(result, root: Path, samples_of) -
     assert paths[0].startswith("images/") and not paths[1].startswith("images/")
     (gold,) = sample["gold_contexts"]
     cover = (root / "images" / f"{COFFEE}_cover_coffee.jpg").read_bytes()
-    assert gold == {"context_id": f"mmdocrag:{COFFEE}:p1:l1", "modality": "image", "title": None,
-                    "image": hashlib.sha256(cover).hexdigest(),
-                    "text": "The report cover shows a cup of black coffee on a white saucer with a silver spoon."}
+    assert gold == {
+        "context_id": f"mmdocrag:{COFFEE}:p1:l1",
+        "modality": "image",
+        "title": None,
+        "image": hashlib.sha256(cover).hexdigest(),
+        "text": "The report cover shows a cup of black coffee on a white saucer with a silver spoon.",
+    }
     farm = (root / "images" / f"{COFFEE}_farm_map.jpg").read_bytes()
     assert hashlib.sha256(farm).hexdigest() in {c["image"] for c in sample["negative_contexts"]}
 
@@ -79,10 +93,14 @@ def test_context_ids_name_the_layout_element_not_the_quote_number(result, sample
 def test_meta(result, samples_of) -> None:
     meta = json.loads(samples_of(result)["evaluation_20:206"]["meta"])
     assert meta == {
-        "q_id": 206, "doc_name": MUSEUM, "domain": "Brochure", "question_type": "Descriptive",
+        "q_id": 206,
+        "doc_name": MUSEUM,
+        "domain": "Brochure",
+        "question_type": "Descriptive",
         "evidence_modality_type": ["Figure"],
         "answer_interleaved": "The answer is garden pavilion, as the document states [text1] ![](image1).",
-        "quote_ids": meta["quote_ids"]}
+        "quote_ids": meta["quote_ids"],
+    }
     assert len(meta["quote_ids"]) == 10
 
 
@@ -140,28 +158,44 @@ def _copy(tmp_path: Path, root: Path, questions: list[dict]) -> Path:
 
 
 def _question(q_id: int, answer: str, **quote_fields) -> dict:
-    return {"q_id": q_id, "doc_name": COFFEE, "question": "Which values?", "answer_short": answer,
-            "text_quotes": [{"quote_id": "text1", "type": "text", "text": "Values 46, 27 and 64.", **quote_fields}],
-            "img_quotes": [{"quote_id": "image1", "type": "image", "img_path": f"images/{COFFEE}_cover_coffee.jpg",
-                            "img_description": "A cup.", **quote_fields}],
-            "gold_quotes": ["text1"]}
+    return {
+        "q_id": q_id,
+        "doc_name": COFFEE,
+        "question": "Which values?",
+        "answer_short": answer,
+        "text_quotes": [{"quote_id": "text1", "type": "text", "text": "Values 46, 27 and 64.", **quote_fields}],
+        "img_quotes": [
+            {
+                "quote_id": "image1",
+                "type": "image",
+                "img_path": f"images/{COFFEE}_cover_coffee.jpg",
+                "img_description": "A cup.",
+                **quote_fields,
+            }
+        ],
+        "gold_quotes": ["text1"],
+    }
 
 
-@pytest.mark.parametrize("answer, answers", [
-    ("['46', '27', '64']", ["46", "27", "64"]),
-    ('["12%", 7, 2.5]', ["12%", "7", "2.5"]),
-    ("12%", ["12%"]),
-    ("[46, 27] or so", ["[46, 27] or so"]),
-    ("[__import__('os')]", ["[__import__('os')]"]),  # not a list of scalars: one literal answer
-    ("[['a']]", ["[['a']]"]),
-])
+@pytest.mark.parametrize(
+    "answer, answers",
+    [
+        ("['46', '27', '64']", ["46", "27", "64"]),
+        ('["12%", 7, 2.5]', ["12%", "7", "2.5"]),
+        ("12%", ["12%"]),
+        ("[46, 27] or so", ["[46, 27] or so"]),
+        ("[__import__('os')]", ["[__import__('os')]"]),  # not a list of scalars: one literal answer
+        ("[['a']]", ["[['a']]"]),
+    ],
+)
 def test_answer_short_written_as_a_python_list(root: Path, tmp_path: Path, samples_of, answer, answers) -> None:
     result = ingest("mmdocrag", _copy(tmp_path, root, [_question(1, answer, page_id=1, layout_id=2)]), tmp_path / "out")
     assert samples_of(result)["dev_20:1"]["answers"] == answers
 
 
-def test_quotes_without_page_or_layout_fall_back_to_image_path_or_quote_id(root: Path, tmp_path: Path,
-                                                                         samples_of, quarantine_of) -> None:
+def test_quotes_without_page_or_layout_fall_back_to_image_path_or_quote_id(
+    root: Path, tmp_path: Path, samples_of, quarantine_of
+) -> None:
     result = ingest("mmdocrag", _copy(tmp_path, root, [_question(1, "46"), _question(2, "46")]), tmp_path / "out")
     assert quarantine_of(result) == []
     first, second = samples_of(result)["dev_20:1"], samples_of(result)["dev_20:2"]

@@ -1,6 +1,7 @@
 """MME: the four hallucination subtasks in MME's published layouts (the release folder, with
 images beside their question files or in images/ + questions_answers_YN/, and the evaluation
 tool's image<TAB>question<TAB>answer files), read as probes (dataset mme, the subtask as split)."""
+
 from __future__ import annotations
 
 import json
@@ -25,12 +26,22 @@ def _samples(result: IngestResult) -> dict[str, dict]:
 def test_the_release_folders_four_subtasks(root: Path, tmp_path: Path) -> None:
     result = ingest("mme", root / RELEASE, tmp_path / "out")  # found one level down, in MME_Benchmark/
     samples = _samples(result)
-    assert sorted({sid.rsplit("/", 1)[0] for sid in samples}) == ["mme/color", "mme/count", "mme/existence",
-                                                                  "mme/position"]
+    assert sorted({sid.rsplit("/", 1)[0] for sid in samples}) == [
+        "mme/color",
+        "mme/count",
+        "mme/existence",
+        "mme/position",
+    ]
     cup = samples["mme/existence/1"]
     assert cup["question"] == "Is there a cup in this image? Please answer yes or no." and cup["answers"] == ["yes"]
-    assert cup["meta"] == {"split": "existence", "dataset": "mme", "question_id": 1, "object": "cup",
-                           "image": "000000000001.jpg", "origin": "published"}
+    assert cup["meta"] == {
+        "split": "existence",
+        "dataset": "mme",
+        "question_id": 1,
+        "object": "cup",
+        "image": "000000000001.jpg",
+        "origin": "published",
+    }
     assert samples["mme/existence/2"]["answers"] == ["no"]  # "No" read case-insensitively
     assert samples["mme/count/2"]["meta"]["object"] is None  # "Are there two rockets ...": no POPE-like object
     # every image kept has its pair: one yes, one no
@@ -42,23 +53,34 @@ def test_the_release_folders_four_subtasks(root: Path, tmp_path: Path) -> None:
         ("existence/000000000003.txt:1", "image file missing: 000000000003.jpg"),
         ("existence/000000000003.txt:2", "image file missing: 000000000003.jpg"),
         ("position/000000000003.txt:2", "malformed line: not question<TAB>answer"),
-        ("position/000000000003.txt:1", "image 000000000003.jpg has 1 question answered yes: MME scores an "
-                                        "image by its two questions, one yes and one no"),
+        (
+            "position/000000000003.txt:1",
+            "image 000000000003.jpg has 1 question answered yes: MME scores an "
+            "image by its two questions, one yes and one no",
+        ),
     ]
 
 
 def test_the_split_layout_of_the_other_subtasks(root: Path, tmp_path: Path) -> None:
     # scene/images/000000000004.jpg and scene/questions_answers_YN/000000000004.txt
     samples = _samples(ingest("mme", root / RELEASE, tmp_path / "out", options={"subtasks": ["scene"]}))
-    assert [(s["meta"]["image"], s["answers"]) for s in samples.values()] == [("000000000004.jpg", ["yes"]),
-                                                                              ("000000000004.jpg", ["no"])]
+    assert [(s["meta"]["image"], s["answers"]) for s in samples.values()] == [
+        ("000000000004.jpg", ["yes"]),
+        ("000000000004.jpg", ["no"]),
+    ]
 
 
 def test_the_evaluation_tools_files(root: Path, tmp_path: Path) -> None:
     release = root / RELEASE / "MME_Benchmark"
-    tool = ingest("mme", root / "eval_tool" / "Your_Results", tmp_path / "tool", images=release,
-                  options={"subtasks": ["existence"]})
+    tool = ingest(
+        "mme",
+        root / "eval_tool" / "Your_Results",
+        tmp_path / "tool",
+        images=release,
+        options={"subtasks": ["existence"]},
+    )
     folder = ingest("mme", root / RELEASE, tmp_path / "folder", options={"subtasks": ["existence"]})
+
     def strip(result):
         return [(r["question"], r["answers"], r["images"], r["meta"]) for r in _samples(result).values()]
 

@@ -1,4 +1,5 @@
 """MRAG-Bench adapter on the bundled Parquet fixture (two shards, small row groups)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -55,17 +56,31 @@ def test_sample_fields(result, root: Path, samples_of) -> None:
     assert sample["answers"] == ["tabby cat"]
     assert sample["images"] == [sha(raw["image"]["bytes"])]
     assert sample["gold_contexts"] == [
-        {"context_id": f"mragbench:0:gt{k}", "modality": "image", "text": None, "title": None,
-         "image": sha(img["bytes"])} for k, img in enumerate(raw["gt_images"])]
+        {
+            "context_id": f"mragbench:0:gt{k}",
+            "modality": "image",
+            "text": None,
+            "title": None,
+            "image": sha(img["bytes"]),
+        }
+        for k, img in enumerate(raw["gt_images"])
+    ]
     assert sample["negative_contexts"] == []
     meta = json.loads(sample["meta"])
-    assert meta == {"aspect": "Perspective", "scenario": "Angle", "image_type": "animal", "source": "ImageNet",
-                    "choices": {"A": "Egyptian cat", "B": "Persian cat", "C": "tabby cat", "D": "lynx"},
-                    "answer_choice": "C",
-                    "retrieved_images": [sha(img["bytes"]) for img in raw["retrieved_images"]]}
+    assert meta == {
+        "aspect": "Perspective",
+        "scenario": "Angle",
+        "image_type": "animal",
+        "source": "ImageNet",
+        "choices": {"A": "Egyptian cat", "B": "Persian cat", "C": "tabby cat", "D": "lynx"},
+        "answer_choice": "C",
+        "retrieved_images": [sha(img["bytes"]) for img in raw["retrieved_images"]],
+    }
     for digest in [*sample["images"], *meta["retrieved_images"]]:
         assert next((result.images_dir / digest[:2]).glob(f"{digest}.*")).read_bytes() in {
-            raw["image"]["bytes"], *(img["bytes"] for img in raw["retrieved_images"])}
+            raw["image"]["bytes"],
+            *(img["bytes"] for img in raw["retrieved_images"]),
+        }
 
 
 def test_option_text_added_when_it_differs_from_answer(result, samples_of) -> None:
@@ -86,8 +101,10 @@ def test_shard_without_required_columns_is_quarantined(root: Path, tmp_path: Pat
     pq.write_table(pa.table({"id": [1], "question": ["q"]}), mixed / "data" / "extra.parquet")
     result = ingest("mragbench", mixed, tmp_path / "out")
     assert result.samples == 7
-    assert ("data/extra.parquet", "shard skipped: it lacks 8 columns: answer, answer_choice, image, "
-            "gt_images, A, B, C, D") in quarantine_of(result)
+    assert (
+        "data/extra.parquet",
+        "shard skipped: it lacks 8 columns: answer, answer_choice, image, gt_images, A, B, C, D",
+    ) in quarantine_of(result)
 
 
 def test_no_shards_is_a_source_error(tmp_path: Path) -> None:
@@ -95,8 +112,9 @@ def test_no_shards_is_a_source_error(tmp_path: Path) -> None:
         ingest("mragbench", tmp_path, tmp_path / "out")
 
 
-def test_hf_dataset_option_reads_a_local_datasets_folder(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         samples_of, quarantine_of) -> None:
+def test_hf_dataset_option_reads_a_local_datasets_folder(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, samples_of, quarantine_of
+) -> None:
     """Exercises the ``load_dataset(name, split="test")`` path with a local dataset folder
     written by ``datasets`` itself (Image features). A hub name resolved from the local HF
     cache goes through the same call, but is not exercised here: that needs a populated cache."""
@@ -105,13 +123,22 @@ def test_hf_dataset_option_reads_a_local_datasets_folder(root: Path, tmp_path: P
     import datasets
 
     rows = sorted(raw_rows(root).values(), key=lambda r: r["id"])[:4]
-    features = datasets.Features({
-        "id": datasets.Value("int64"), "aspect": datasets.Value("string"), "scenario": datasets.Value("string"),
-        "image": datasets.Image(), "gt_images": [datasets.Image()], "question": datasets.Value("string"),
-        **{c: datasets.Value("string") for c in "ABCD"}, "answer_choice": datasets.Value("string"),
-        "answer": datasets.Value("string"), "image_type": datasets.Value("string"),
-        "source": datasets.Value("string"), "retrieved_images": [datasets.Image()],
-    })
+    features = datasets.Features(
+        {
+            "id": datasets.Value("int64"),
+            "aspect": datasets.Value("string"),
+            "scenario": datasets.Value("string"),
+            "image": datasets.Image(),
+            "gt_images": [datasets.Image()],
+            "question": datasets.Value("string"),
+            **{c: datasets.Value("string") for c in "ABCD"},
+            "answer_choice": datasets.Value("string"),
+            "answer": datasets.Value("string"),
+            "image_type": datasets.Value("string"),
+            "source": datasets.Value("string"),
+            "retrieved_images": [datasets.Image()],
+        }
+    )
     local = tmp_path / "MRAG-Bench"
     (local / "data").mkdir(parents=True)
     datasets.Dataset.from_list(rows, features=features).to_parquet(str(local / "data" / "test-00000-of-00001.parquet"))

@@ -1,4 +1,5 @@
 """The Reddit (RefLVQA) adapter: each rule alone, then the bundled fixture end to end."""
+
 from __future__ import annotations
 
 import json
@@ -20,22 +21,46 @@ from mmcurate.core.records import Rejected, Sample
 from mmcurate.sources.base import Located
 from mmcurate.sources.ingest import ingest, merge_ingests
 from mmcurate.sources.reddit import (
-    RedditOptions, RedditSource, answer_skip_reason, as_int, flag, image_refs, is_question, is_survey,
+    RedditOptions,
+    RedditSource,
+    answer_skip_reason,
+    as_int,
+    flag,
+    image_refs,
+    is_question,
+    is_survey,
     post_skip_reason,
 )
-
 from tests.fixtures.builders import reddit as reddit_builder
 
 OPTS = RedditOptions()
 MMCURATE = Path(sys.executable).with_name("mmcurate")
 
-EXPECTED_IDS = sorted([
-    "10a001/j3c001", "10a002/j3c002", "10a003/j3c003", "10a003/j3c004", "10a004/j3c005",
-    "10a005/j3c006", "10a006/j3c007", "10a007/j3c008", "10a007/j3c009", "10a008/j3c010",
-    "10a009/j3c011", "10a010/j3c012", "10a011/j3c013", "10a012/j3c014", "10a013/j3c015",
-    "10a013/j3c016", "10a014/j3c017", "10a015/j3c018", "10a016/j3c019", "10a017/j3c020",
-    "10e001/n1",
-])
+EXPECTED_IDS = sorted(
+    [
+        "10a001/j3c001",
+        "10a002/j3c002",
+        "10a003/j3c003",
+        "10a003/j3c004",
+        "10a004/j3c005",
+        "10a005/j3c006",
+        "10a006/j3c007",
+        "10a007/j3c008",
+        "10a007/j3c009",
+        "10a008/j3c010",
+        "10a009/j3c011",
+        "10a010/j3c012",
+        "10a011/j3c013",
+        "10a012/j3c014",
+        "10a013/j3c015",
+        "10a013/j3c016",
+        "10a014/j3c017",
+        "10a015/j3c018",
+        "10a016/j3c019",
+        "10a017/j3c020",
+        "10e001/n1",
+    ]
+)
 EXPECTED_QUARANTINE = [  # (locator, start of reason), in file order
     ("RS_2023-01.zst:28", "post 10c001: image file missing: missing01.jpg"),
     ("RS_2023-01.zst:29", "post 10c002: undecodable image"),
@@ -46,8 +71,14 @@ EXPECTED_QUARANTINE = [  # (locator, start of reason), in file order
     ("RC_2023-02.zst", "truncated zstd stream after line 1"),
 ]
 SKIPPED = {"no_image": 3, "not_question": 3, "survey": 2, "removed": 1, "no_qualifying_comment": 2}
-COMMENTS_SKIPPED = {"deleted_body": 2, "deleted_author": 1, "excluded_author": 2, "too_short": 1,
-                    "few_sentences": 1, "not_top_level": 1}
+COMMENTS_SKIPPED = {
+    "deleted_body": 2,
+    "deleted_author": 1,
+    "excluded_author": 2,
+    "too_short": 1,
+    "few_sentences": 1,
+    "not_top_level": 1,
+}
 
 
 def build_fixture(out: Path) -> Path:
@@ -68,40 +99,61 @@ def result(root: Path, tmp_path_factory: pytest.TempPathFactory):
 def run_adapter(root: Path, store_dir: Path, **options) -> tuple[RedditSource, list[Sample], list[Rejected]]:
     adapter = RedditSource(root, ImageStore(store_dir), options=options)
     records = list(adapter.records())
-    return (adapter, [r.sample for r in records if isinstance(r, Located)],
-            [r for r in records if isinstance(r, Rejected)])
+    return (
+        adapter,
+        [r.sample for r in records if isinstance(r, Located)],
+        [r for r in records if isinstance(r, Rejected)],
+    )
 
 
 # --- rules -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("title, expected", [
-    ("What bird is this?", True),
-    ("WHO built this bridge?", True),
-    ("how's this tool used?", True),
-    ("Whose coin is this?", True),
-    ("What bird is this", False),  # no question mark
-    ("Whatever happened to this camera?", False),  # not the whole word
-    ("Is this a hawk?", False),
-    ("My cat, why?", False),  # the question word must come first
-])
+
+@pytest.mark.parametrize(
+    "title, expected",
+    [
+        ("What bird is this?", True),
+        ("WHO built this bridge?", True),
+        ("how's this tool used?", True),
+        ("Whose coin is this?", True),
+        ("What bird is this", False),  # no question mark
+        ("Whatever happened to this camera?", False),  # not the whole word
+        ("Is this a hawk?", False),
+        ("My cat, why?", False),  # the question word must come first
+    ],
+)
 def test_is_question(title: str, expected: bool) -> None:
     assert is_question(title, OPTS.question_words) is expected
 
 
-@pytest.mark.parametrize("title, expected", [
-    ("What is your favorite lens?", True),
-    ("Which one would you buy?", True),
-    ("What\u2019s your go-to brew?", True),  # typographic apostrophe
-    ("How many of you have ever seen this?", False),
-    ("Why do YOU think the moon is grey?", True),
-    ("Why is the moon grey?", False),
-])
+@pytest.mark.parametrize(
+    "title, expected",
+    [
+        ("What is your favorite lens?", True),
+        ("Which one would you buy?", True),
+        ("What\u2019s your go-to brew?", True),  # typographic apostrophe
+        ("How many of you have ever seen this?", False),
+        ("Why do YOU think the moon is grey?", True),
+        ("Why is the moon grey?", False),
+    ],
+)
 def test_is_survey(title: str, expected: bool) -> None:
     assert is_survey(title, OPTS.survey_phrases) is expected
 
 
-@pytest.mark.parametrize("phrase", ["do you", "what is your", "what's your", "what are your", "have you ever",
-                                    "would you", "your favorite", "your favourite"])
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "do you",
+        "what is your",
+        "what's your",
+        "what are your",
+        "have you ever",
+        "would you",
+        "your favorite",
+        "your favourite",
+    ],
+)
 def test_every_survey_phrase_of_the_rule_is_a_default(phrase: str) -> None:
     assert is_survey(f"Why {phrase.upper()} like this one?", OPTS.survey_phrases)
 
@@ -117,7 +169,8 @@ def test_image_refs_single_url() -> None:
 
 def test_image_refs_gallery_order_mime_and_animation() -> None:
     post = {
-        "url": "https://www.reddit.com/gallery/x", "is_gallery": True,
+        "url": "https://www.reddit.com/gallery/x",
+        "is_gallery": True,
         "gallery_data": {"items": [{"media_id": "b"}, {"media_id": "gif"}, {"media_id": "a"}, {"media_id": "c"}]},
         "media_metadata": {
             "a": {"e": "Image", "m": "image/png", "s": {"u": "https://preview.redd.it/a.png?s=1&amp;t=2"}},
@@ -141,20 +194,25 @@ def test_post_skip_reason_order() -> None:
     assert post_skip_reason({"removed_by_category": ""}, "What is this?", OPTS) is None
 
 
-LONG = ("The first sentence explains the object in plain words for everyone. " * 4
-        + "It has enough words to pass the fifty word threshold easily without any trouble at all today.")
+LONG = (
+    "The first sentence explains the object in plain words for everyone. " * 4
+    + "It has enough words to pass the fifty word threshold easily without any trouble at all today."
+)
 
 
-@pytest.mark.parametrize("changes, body, reason", [
-    ({}, LONG, None),
-    ({"parent_id": "t1_c0"}, LONG, "not_top_level"),
-    ({}, "[deleted]", "deleted_body"),
-    ({}, "[removed]", "deleted_body"),
-    ({"author": "[deleted]"}, LONG, "deleted_author"),
-    ({"author": "AUTOMODERATOR"}, LONG, "excluded_author"),
-    ({}, "Short. Three. Sentences.", "too_short"),
-    ({}, " ".join(["word"] * 60) + ". And two.", "few_sentences"),
-])
+@pytest.mark.parametrize(
+    "changes, body, reason",
+    [
+        ({}, LONG, None),
+        ({"parent_id": "t1_c0"}, LONG, "not_top_level"),
+        ({}, "[deleted]", "deleted_body"),
+        ({}, "[removed]", "deleted_body"),
+        ({"author": "[deleted]"}, LONG, "deleted_author"),
+        ({"author": "AUTOMODERATOR"}, LONG, "excluded_author"),
+        ({}, "Short. Three. Sentences.", "too_short"),
+        ({}, " ".join(["word"] * 60) + ". And two.", "few_sentences"),
+    ],
+)
 def test_answer_skip_reason(changes: dict, body: str, reason: str | None) -> None:
     comment = {"link_id": "t3_p", "parent_id": "t3_p", "author": "someone", **changes}
     assert answer_skip_reason(comment, body, OPTS) == reason
@@ -174,6 +232,7 @@ def test_as_int() -> None:
 
 
 # --- the fixture end to end --------------------------------------------------------------
+
 
 def test_ingest_samples_exact(result) -> None:
     samples = pl.read_parquet(result.samples_path)
@@ -212,9 +271,17 @@ def test_meta_and_images_of_plain_sample(root: Path, result) -> None:
     assert row["question"] == "What breed is this orange tabby cat?"
     meta = json.loads(row["meta"])
     assert meta == {
-        "subreddit": "cats", "post_id": "10a003", "comment_id": "j3c004", "created_utc": 1672531200 + 4 * 3600,
-        "post_score": 120, "comment_score": 17, "num_comments": 4, "over_18": False, "month": "2023-01",
-        "image_urls": ["https://i.redd.it/10a003img.jpg"], "permalink": "/r/pics/comments/10a003/_/j3c004/",
+        "subreddit": "cats",
+        "post_id": "10a003",
+        "comment_id": "j3c004",
+        "created_utc": 1672531200 + 4 * 3600,
+        "post_score": 120,
+        "comment_score": 17,
+        "num_comments": 4,
+        "over_18": False,
+        "month": "2023-01",
+        "image_urls": ["https://i.redd.it/10a003img.jpg"],
+        "permalink": "/r/pics/comments/10a003/_/j3c004/",
         "post_permalink": "/r/cats/comments/10a003/",
     }
     assert row["images"] == [sha256_file(root / "images" / "10a003img.jpg")]
@@ -224,8 +291,10 @@ def test_meta_and_images_of_plain_sample(root: Path, result) -> None:
 def test_gallery_images_in_gallery_order(root: Path, result) -> None:
     samples = pl.read_parquet(result.samples_path)
     row = samples.filter(pl.col("source_id") == "10a016/j3c019").row(0, named=True)
-    assert row["images"] == [sha256_file(root / "images" / "gal1brick.jpg"),
-                             sha256_file(root / "images" / "gal2gravel.png")]
+    assert row["images"] == [
+        sha256_file(root / "images" / "gal1brick.jpg"),
+        sha256_file(root / "images" / "gal2gravel.png"),
+    ]
     store = ImageStore(result.images_dir)
     assert [store.path(s).suffix for s in row["images"]] == [".jpg", ".png"]
     assert json.loads(row["meta"])["image_urls"][1] == "https://preview.redd.it/gal2gravel.png?width=160&s=b2"
@@ -309,25 +378,52 @@ def test_parquet_round_trip_through_datasets_and_polars(result, tmp_path: Path) 
 
 def test_cli_ingest(root: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    done = subprocess.run([str(MMCURATE), "ingest", "reddit", str(root), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [str(MMCURATE), "ingest", "reddit", str(root), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert f"reddit: {len(EXPECTED_IDS)} samples" in done.stdout
     assert f"{len(EXPECTED_QUARANTINE)} quarantined" in done.stdout
     assert pl.read_parquet(tmp_path / "o" / "quarantine.parquet").height == len(EXPECTED_QUARANTINE)
 
-    missing = subprocess.run([str(MMCURATE), "ingest", "reddit", str(tmp_path / "nope"), "--out", str(tmp_path / "p")],
-                             capture_output=True, text=True, env=env, timeout=300)
+    missing = subprocess.run(
+        [str(MMCURATE), "ingest", "reddit", str(tmp_path / "nope"), "--out", str(tmp_path / "p")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert missing.returncode == 2
     assert missing.stderr.strip().count("\n") == 0
-    assert missing.stderr.startswith("mmcurate: error: reddit: source root") and "not a readable directory" in missing.stderr
+    assert (
+        missing.stderr.startswith("mmcurate: error: reddit: source root")
+        and "not a readable directory" in missing.stderr
+    )
 
 
-@pytest.mark.parametrize("value, expected", [
-    (True, True), (False, False), (None, False), ("true", True), ("True", True), ("false", False),
-    ("null", False), ("None", False), ("", False), ("0", False), (0, False), (1, True), ("moderator", True),
-    ("deleted", True),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (True, True),
+        (False, False),
+        (None, False),
+        ("true", True),
+        ("True", True),
+        ("false", False),
+        ("null", False),
+        ("None", False),
+        ("", False),
+        ("0", False),
+        (0, False),
+        (1, True),
+        ("moderator", True),
+        ("deleted", True),
+    ],
+)
 def test_flags_written_as_text_read_like_json(value, expected: bool) -> None:
     assert flag(value) is expected
 
@@ -347,12 +443,29 @@ def _dump(path: Path, records: list[dict]) -> None:
 def test_per_subreddit_dumps_with_flags_as_text(root: Path, tmp_path: Path) -> None:
     raw = tmp_path / "raw"
     shutil.copytree(root / "images", raw / "images")
-    posts = [{"id": "p1", "title": "What breed is this orange tabby cat?", "url": "https://i.redd.it/10a003img.jpg",
-              "created_utc": "1388534400", "over_18": "false", "removed_by_category": "null", "subreddit": "cats"},
-             {"id": "p2", "title": "Why is this cat so fluffy?", "url": "https://i.redd.it/10a003img.jpg",
-              "created_utc": 1388534500, "over_18": "true", "removed_by_category": "moderator"}]
-    comments = [{"id": f"c{p}", "link_id": f"t3_{p}", "parent_id": f"t3_{p}", "author": "someone", "body": LONG}
-                for p in ("p1", "p2")]
+    posts = [
+        {
+            "id": "p1",
+            "title": "What breed is this orange tabby cat?",
+            "url": "https://i.redd.it/10a003img.jpg",
+            "created_utc": "1388534400",
+            "over_18": "false",
+            "removed_by_category": "null",
+            "subreddit": "cats",
+        },
+        {
+            "id": "p2",
+            "title": "Why is this cat so fluffy?",
+            "url": "https://i.redd.it/10a003img.jpg",
+            "created_utc": 1388534500,
+            "over_18": "true",
+            "removed_by_category": "moderator",
+        },
+    ]
+    comments = [
+        {"id": f"c{p}", "link_id": f"t3_{p}", "parent_id": f"t3_{p}", "author": "someone", "body": LONG}
+        for p in ("p1", "p2")
+    ]
     _dump(raw / "cats_submissions.zst", posts)
     _dump(raw / "cats_comments.zst", comments)
     _dump(raw / "dogs_submissions.zst", posts)
@@ -362,7 +475,8 @@ def test_per_subreddit_dumps_with_flags_as_text(root: Path, tmp_path: Path) -> N
     assert samples[0].meta["over_18"] is False and samples[0].meta["month"] == "2014-01"
     assert adapter.skipped["removed"] == 1
     assert [(r.locator, r.reason) for r in rejected] == [
-        ("dogs_submissions.zst", "no dogs_comments.zst beside it: subreddit cannot be joined")]
+        ("dogs_submissions.zst", "no dogs_comments.zst beside it: subreddit cannot be joined")
+    ]
 
 
 def ingest_pair(root: Path, key: str, out: Path):
@@ -371,17 +485,23 @@ def ingest_pair(root: Path, key: str, out: Path):
 
 def test_months_ingested_apart_and_merged_equal_one_ingest(root: Path, result, tmp_path: Path) -> None:
     assert [(key, options) for key, options in RedditSource.parts(root, {})] == [
-        ("2023-01", {"pairs": ["2023-01"]}), ("2023-02", {"pairs": ["2023-02"]})]
+        ("2023-01", {"pairs": ["2023-01"]}),
+        ("2023-02", {"pairs": ["2023-02"]}),
+    ]
     assert RedditSource.parts(root, {"pairs": ["2023-01"]}) == []  # already one part
     parts = [ingest_pair(root, key, tmp_path / key) for key in ("2023-01", "2023-02")]
-    assert [p.source_files for p in parts] == [[str(root / "RS_2023-01.zst"), str(root / "RC_2023-01.zst")],
-                                               [str(root / "RS_2023-02.zst"), str(root / "RC_2023-02.zst")]]
+    assert [p.source_files for p in parts] == [
+        [str(root / "RS_2023-01.zst"), str(root / "RC_2023-01.zst")],
+        [str(root / "RS_2023-02.zst"), str(root / "RC_2023-02.zst")],
+    ]
     merged = merge_ingests(parts, tmp_path / "merged")
     again = merge_ingests(parts, tmp_path / "again")
     for name in ("samples.parquet", "quarantine.parquet", "locators.parquet"):
         assert (merged.out / name).read_bytes() == (result.out / name).read_bytes() == (again.out / name).read_bytes()
     assert (merged.samples, merged.quarantined, merged.skipped) == (result.samples, result.quarantined, result.skipped)
-    assert sorted(p.name for p in merged.images_dir.rglob("*.*")) == sorted(p.name for p in result.images_dir.rglob("*.*"))
+    assert sorted(p.name for p in merged.images_dir.rglob("*.*")) == sorted(
+        p.name for p in result.images_dir.rglob("*.*")
+    )
     assert json.loads((merged.out / "ingest.json").read_text())["samples"] == len(EXPECTED_IDS)
 
 
@@ -390,7 +510,8 @@ def test_merge_quarantines_a_sample_repeated_across_parts(root: Path, tmp_path: 
     merged = merge_ingests([first, second], tmp_path / "merged")
     rows = pl.read_parquet(merged.quarantine_path).select("locator", "reason", "raw").rows()
     assert rows == [("RC_2023-02.zst", "truncated zstd stream after line 1", None)] * 2 + [
-        ("RC_2023-02.zst:1", "duplicate source_id", "10e001/n1")]
+        ("RC_2023-02.zst:1", "duplicate source_id", "10e001/n1")
+    ]
     assert (merged.samples, merged.quarantined, merged.skipped) == (1, 3, {"no_qualifying_comment": 2})
     with pytest.raises(SourceError, match="no dump pair 2023-03"):
         ingest_pair(root, "2023-03", tmp_path / "c")
@@ -398,8 +519,10 @@ def test_merge_quarantines_a_sample_repeated_across_parts(root: Path, tmp_path: 
 
 def test_the_flows_import_no_reddit_code_until_reddit_is_read() -> None:
     """Reddit's reader and its line picker load only when a Reddit dump is ingested."""
-    code = ("import json, sys, mmcurate.cli.app, mmcurate.flows.deflectionbench.curate, mmcurate.flows.reflvqa.curate\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('mmcurate.sources.'))))")
+    code = (
+        "import json, sys, mmcurate.cli.app, mmcurate.flows.deflectionbench.curate, mmcurate.flows.reflvqa.curate\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('mmcurate.sources.'))))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(done.stdout)
     assert loaded and not [m for m in loaded if "reddit" in m or "linescan" in m or m.endswith(".zst")], loaded

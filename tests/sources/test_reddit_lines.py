@@ -6,6 +6,7 @@ broken ids, empty lines, lines cut at the window's edge), and every check is mad
 pass: the C scanner's vector pass and its plain byte loop (where it is built), and the
 pure-Python scanner.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,17 @@ from hypothesis import strategies as st
 from mmcurate.sources import linescan_py
 from mmcurate.sources.reddit import RedditOptions
 from mmcurate.sources.reddit_lines import (
-    LINK_ID, LINK_KEY, NO_LINK, TITLE_KEY, TITLE_WINDOW, UNSURE_LINK, CommentLines, PostLines, candidate_keys,
-    links_to, question_keys,
+    LINK_ID,
+    LINK_KEY,
+    NO_LINK,
+    TITLE_KEY,
+    TITLE_WINDOW,
+    UNSURE_LINK,
+    CommentLines,
+    PostLines,
+    candidate_keys,
+    links_to,
+    question_keys,
 )
 
 try:
@@ -57,16 +67,18 @@ def run_of(lines: list[bytes], lead: bytes = b"") -> tuple[bytes, int, int]:
 
 def posts(lines: list[bytes], scan: Pass, lead: bytes = b"", words: list[str] = WORDS) -> tuple:
     """What the post picker gives for the lines: (picked line indices, counts)."""
-    count, picks, counts = scan.pick_posts(*run_of(lines, lead), FIRST, MARKERS, TITLE_KEY, question_keys(words),
-                                           TITLE_WINDOW)
+    count, picks, counts = scan.pick_posts(
+        *run_of(lines, lead), FIRST, MARKERS, TITLE_KEY, question_keys(words), TITLE_WINDOW
+    )
     assert count == len(lines) and all(lines[n - FIRST] == line and tag == 0 for n, tag, line in picks)
     return [n - FIRST for n, _, _ in picks], counts
 
 
 def comments(lines: list[bytes], candidates: set[bytes], scan: Pass, lead: bytes = b"") -> list[int]:
     """The comment picker's lines, each decided as the reader does (``links_to``)."""
-    count, picks, counts = scan.pick_comments(*run_of(lines, lead), FIRST, LINK_KEY,
-                                              candidate_keys(candidates, scan.word_hash).tobytes())
+    count, picks, counts = scan.pick_comments(
+        *run_of(lines, lead), FIRST, LINK_KEY, candidate_keys(candidates, scan.word_hash).tobytes()
+    )
     assert count == len(lines) and counts == (0, 0)
     assert all(lines[n - FIRST] == line and tag in (NO_LINK, UNSURE_LINK) for n, tag, line in picks)
     assert all(LINK_KEY not in line for _, tag, line in picks if tag == NO_LINK)
@@ -77,7 +89,7 @@ def title_oracle(line: bytes, words: list[str]) -> bool:
     start = line.find(TITLE_KEY)
     if start < 0 or line.find(TITLE_KEY, start + 1) >= 0:
         return False
-    head = line[start + len(TITLE_KEY):start + len(TITLE_KEY) + 24].lstrip(b" ")
+    head = line[start + len(TITLE_KEY) : start + len(TITLE_KEY) + 24].lstrip(b" ")
     word = re.match(rb"[A-Za-z]+", head)
     if word is None or word.end() == len(head):
         return False
@@ -89,22 +101,25 @@ def comment_oracle(line: bytes, candidates: set[bytes]) -> bool:
     return bool(line) and not (link and link[1] not in candidates)
 
 
-@pytest.mark.parametrize("line, ruled_out", [
-    (b'{"id":"a","title":"My cat in the sun","url":"u"}', True),
-    (b'{"id":"a","title":"  Look at this?","url":"u"}', True),
-    (b'{"id":"a","title":"What is this?","url":"u"}', False),
-    (b'{"id":"a","title":"whose coin?","url":"u"}', False),
-    (b'{"id":"a","title":"WHY?","url":"u"}', False),
-    (b'{"id":"a","title":"&quot;What&quot; is this?","url":"u"}', False),  # entity: parse to know
-    (b'{"id":"a","title":"\\u00bfWhat?","url":"u"}', False),  # escape: parse to know
-    (b'{"id":"a","title":"Whatever","url":"u"}', True),
-    (b'{"id":"a","title":"Who","url":"u"}', False),
-    (b'{"id":"a","title":"Incomprehensibilitiesxyz and more"}', False),  # the word outruns the window
-    (b'{"title":"Nested post","crosspost_parent_list":[{"title":"What?"}]}', False),  # two titles
-    (b'{"id":"a","url":"u"}', False),
-    (b'{"id":"a","title":"Cat', False),  # the word runs into the line's end
-    (b'{"id":"a","title":"                         Cat"}', False),  # only spaces in the window
-])
+@pytest.mark.parametrize(
+    "line, ruled_out",
+    [
+        (b'{"id":"a","title":"My cat in the sun","url":"u"}', True),
+        (b'{"id":"a","title":"  Look at this?","url":"u"}', True),
+        (b'{"id":"a","title":"What is this?","url":"u"}', False),
+        (b'{"id":"a","title":"whose coin?","url":"u"}', False),
+        (b'{"id":"a","title":"WHY?","url":"u"}', False),
+        (b'{"id":"a","title":"&quot;What&quot; is this?","url":"u"}', False),  # entity: parse to know
+        (b'{"id":"a","title":"\\u00bfWhat?","url":"u"}', False),  # escape: parse to know
+        (b'{"id":"a","title":"Whatever","url":"u"}', True),
+        (b'{"id":"a","title":"Who","url":"u"}', False),
+        (b'{"id":"a","title":"Incomprehensibilitiesxyz and more"}', False),  # the word outruns the window
+        (b'{"title":"Nested post","crosspost_parent_list":[{"title":"What?"}]}', False),  # two titles
+        (b'{"id":"a","url":"u"}', False),
+        (b'{"id":"a","title":"Cat', False),  # the word runs into the line's end
+        (b'{"id":"a","title":"                         Cat"}', False),  # only spaces in the window
+    ],
+)
 @pytest.mark.parametrize("scan", PASSES, ids=repr)
 def test_raw_title_test_is_conservative(line: bytes, ruled_out: bool, scan: Pass) -> None:
     assert title_oracle(line, WORDS) is ruled_out
@@ -114,8 +129,12 @@ def test_raw_title_test_is_conservative(line: bytes, ruled_out: bool, scan: Pass
 @pytest.mark.parametrize("scan", PASSES, ids=repr)
 def test_question_words_are_compared_in_any_case_and_odd_words_never_match(scan: Pass) -> None:
     assert question_keys(["How", "wHo", "¿qué", "what's", "x" * 30]) == (b"how", b"who")
-    lines = [b'i.redd.it {"title":"how so?"}', b'i.redd.it {"title":"Who?"}', b'i.redd.it {"title":"que?"}',
-             b'i.redd.it {"title":"what s"}']
+    lines = [
+        b'i.redd.it {"title":"how so?"}',
+        b'i.redd.it {"title":"Who?"}',
+        b'i.redd.it {"title":"que?"}',
+        b'i.redd.it {"title":"what s"}',
+    ]
     assert posts(lines, scan, words=["How", "wHo", "¿qué", "what's"]) == ([0, 1], (0, 2))
     assert posts(lines, scan, words=[]) == ([], (0, 4))
 
@@ -144,15 +163,15 @@ def test_posts_without_a_marker_are_counted_unless_empty(scan: Pass) -> None:
 def test_comment_lines_read_the_first_quoted_link_and_fall_back_to_the_regex(scan: Pass) -> None:
     candidates = {b"abc", b"x_1"}
     lines = [
-        b'{"link_id":"t3_abc","id":"c1"}',            # a candidate
-        b'{"link_id":"t3_zzz","id":"c2"}',            # another post
-        b'',                                          # empty: nothing to parse
-        b'{"id":"c3","body":"no link"}',              # no link: parsed (and checked)
+        b'{"link_id":"t3_abc","id":"c1"}',  # a candidate
+        b'{"link_id":"t3_zzz","id":"c2"}',  # another post
+        b"",  # empty: nothing to parse
+        b'{"id":"c3","body":"no link"}',  # no link: parsed (and checked)
         b'{"link_id":"t3_a-b","x":"k_id\\":\\"t3_abc\\""}',  # first link unreadable, no other
         b'{"link_id":"t3_","parent_id":"t3_abc","k_id":"t3_abc"}',  # regex looks on to a candidate
-        b'{"link_id":"t3_' + b"a" * 70 + b'"}',       # too long to hash in C: the regex reads it
-        b'{"link_id":"t3_x_1"}',                      # underscore is a word byte
-        b'{"link_id":"t3_abc',                        # cut off before the quote
+        b'{"link_id":"t3_' + b"a" * 70 + b'"}',  # too long to hash in C: the regex reads it
+        b'{"link_id":"t3_x_1"}',  # underscore is a word byte
+        b'{"link_id":"t3_abc',  # cut off before the quote
     ]
     expected = [i for i, line in enumerate(lines) if comment_oracle(line, candidates)]
     assert expected == [0, 3, 4, 5, 7, 8]
@@ -162,12 +181,26 @@ def test_comment_lines_read_the_first_quoted_link_and_fall_back_to_the_regex(sca
 
 @pytest.mark.parametrize("scan", PASSES, ids=repr)
 def test_the_comment_picker_hashes_the_quoted_word_after_the_first_key(scan: Pass) -> None:
-    lines = [b'k_id":"t3_abc"', b'no key', b'k_id":"t3_"', b'k_id":"t3_' + b"z" * 64 + b'"',
-             b'k_id":"t3_' + b"z" * 65 + b'"', b'k_id":"t3_ab', b'k_id":"t3_a-b" k_id":"t3_c"']
+    lines = [
+        b'k_id":"t3_abc"',
+        b"no key",
+        b'k_id":"t3_"',
+        b'k_id":"t3_' + b"z" * 64 + b'"',
+        b'k_id":"t3_' + b"z" * 65 + b'"',
+        b'k_id":"t3_ab',
+        b'k_id":"t3_a-b" k_id":"t3_c"',
+    ]
     keys = candidate_keys([b"abc", b"z" * 64], scan.word_hash).tobytes()
     _, picks, _ = scan.pick_comments(*run_of(lines), 1, LINK_KEY, keys)
-    assert [(n, tag) for n, tag, _ in picks] == [(1, UNSURE_LINK), (2, NO_LINK), (3, UNSURE_LINK), (4, UNSURE_LINK),
-                                                 (5, UNSURE_LINK), (6, UNSURE_LINK), (7, UNSURE_LINK)]
+    assert [(n, tag) for n, tag, _ in picks] == [
+        (1, UNSURE_LINK),
+        (2, NO_LINK),
+        (3, UNSURE_LINK),
+        (4, UNSURE_LINK),
+        (5, UNSURE_LINK),
+        (6, UNSURE_LINK),
+        (7, UNSURE_LINK),
+    ]
     _, picks, _ = scan.pick_comments(*run_of(lines), 1, LINK_KEY, b"")
     assert [n for n, _, _ in picks] == [2, 3, 5, 6, 7]  # hashed words that name no candidate are left out
 
@@ -207,16 +240,44 @@ def test_the_pickers_check_what_they_are_given(scanner) -> None:
 def test_the_picker_classes_call_the_scanner_with_their_rules(scanner) -> None:
     data, start, end = run_of([b'{"title":"Cat","url":"i.redd.it"}', b'{"title":"Why?","url":"i.redd.it"}', b"x"])
     assert PostLines(MARKERS, WORDS, scanner)(data, start, end, 1) == (
-        3, [(2, 0, b'{"title":"Why?","url":"i.redd.it"}')], (1, 1))
+        3,
+        [(2, 0, b'{"title":"Why?","url":"i.redd.it"}')],
+        (1, 1),
+    )
     data, start, end = run_of([b'{"link_id":"t3_abc"}', b'{"link_id":"t3_abd"}'])
     assert CommentLines([b"abc"], scanner)(data, start, end, 1) == (
-        2, [(1, UNSURE_LINK, b'{"link_id":"t3_abc"}')], (0, 0))
+        2,
+        [(1, UNSURE_LINK, b'{"link_id":"t3_abc"}')],
+        (0, 0),
+    )
     assert PostLines.SKIPPED == ("no_image", "not_question") and CommentLines.SKIPPED == ()
 
 
-PIECES = [b'"title":"', b'k_id":"t3_', b" ", b"   ", b"What", b"how", b"Cat", b"i.redd.it", b'"is_gallery"',
-          b"abc", b"x_1", b"zz9", b'"', b"\\u00e9", b"&amp;", b"-", b"{", b"}", b",", b"\xc3\xa9", b"\x00",
-          b"verylongwordthatrunsonandon", b"?"]
+PIECES = [
+    b'"title":"',
+    b'k_id":"t3_',
+    b" ",
+    b"   ",
+    b"What",
+    b"how",
+    b"Cat",
+    b"i.redd.it",
+    b'"is_gallery"',
+    b"abc",
+    b"x_1",
+    b"zz9",
+    b'"',
+    b"\\u00e9",
+    b"&amp;",
+    b"-",
+    b"{",
+    b"}",
+    b",",
+    b"\xc3\xa9",
+    b"\x00",
+    b"verylongwordthatrunsonandon",
+    b"?",
+]
 LINES = st.lists(st.lists(st.sampled_from(PIECES), max_size=12).map(b"".join), min_size=1, max_size=30)
 
 
@@ -234,17 +295,22 @@ def test_the_pickers_equal_the_line_by_line_rules(lines: list[bytes], lead: byte
 
 @pytest.mark.skipif(_linescan is None, reason="the C scanner is not built here")
 @settings(max_examples=200, deadline=None)
-@given(lines=st.lists(st.binary(max_size=90).map(lambda b: b.replace(b"\n", b"ab")), min_size=1, max_size=20),
-       lead=st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"") + b"\n"))
+@given(
+    lines=st.lists(st.binary(max_size=90).map(lambda b: b.replace(b"\n", b"ab")), min_size=1, max_size=20),
+    lead=st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"") + b"\n"),
+)
 def test_the_vector_pass_equals_the_byte_loop_on_any_bytes(lines: list[bytes], lead: bytes) -> None:
     """Arbitrary bytes (markers and keys cut anywhere, at every distance from a 16- or
     32-byte step's edge): both passes give the same picks and counts."""
     for candidates in ({b"ab"}, set()):
         keys = candidate_keys(candidates, _linescan.word_hash).tobytes()
-        assert (_linescan.pick_comments(*run_of(lines, lead), 1, LINK_KEY, keys, vector=True)
-                == _linescan.pick_comments(*run_of(lines, lead), 1, LINK_KEY, keys, vector=False))
+        assert _linescan.pick_comments(*run_of(lines, lead), 1, LINK_KEY, keys, vector=True) == _linescan.pick_comments(
+            *run_of(lines, lead), 1, LINK_KEY, keys, vector=False
+        )
     rules = (MARKERS, TITLE_KEY, question_keys(WORDS), TITLE_WINDOW)
-    assert (_linescan.pick_posts(*run_of(lines, lead), 1, *rules, vector=True)
-            == _linescan.pick_posts(*run_of(lines, lead), 1, *rules, vector=False))
-    assert (_linescan.pick_lines(*run_of(lines, lead), 1, vector=True)
-            == _linescan.pick_lines(*run_of(lines, lead), 1, vector=False))
+    assert _linescan.pick_posts(*run_of(lines, lead), 1, *rules, vector=True) == _linescan.pick_posts(
+        *run_of(lines, lead), 1, *rules, vector=False
+    )
+    assert _linescan.pick_lines(*run_of(lines, lead), 1, vector=True) == _linescan.pick_lines(
+        *run_of(lines, lead), 1, vector=False
+    )

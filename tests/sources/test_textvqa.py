@@ -1,4 +1,5 @@
 """TextVQA adapter over its bundled fixture: ``data`` list, ten annotator answers."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """ViQuAE adapter over its bundled fixture, ingested end to end."""
+
 from __future__ import annotations
 
 import hashlib
@@ -35,9 +36,15 @@ def test_gold_is_the_answer_paragraphs_of_the_provenance_article(result: IngestR
 def test_exact_gold_for_list_and_nested_paragraph_shapes(result: IngestResult, builder, rows) -> None:
     samples = rows(result)
     moon = builder.ARTICLES["moon"]  # KILT list shape; paragraphs: title, lead, header, Exploration, ...
-    assert samples["tc_1005"]["gold_contexts"] == [{
-        "context_id": f"kilt:{builder.KILT_ID['moon']}#3", "modality": "text",
-        "text": moon.sections[1][1], "title": "Moon", "image": None}]
+    assert samples["tc_1005"]["gold_contexts"] == [
+        {
+            "context_id": f"kilt:{builder.KILT_ID['moon']}#3",
+            "modality": "text",
+            "text": moon.sections[1][1],
+            "title": "Moon",
+            "image": None,
+        }
+    ]
     rocket = samples["tc_1002"]  # {"paragraph": [...]} shape
     assert [c["context_id"] for c in rocket["gold_contexts"]] == [f"kilt:{builder.KILT_ID['rocket']}#3"]
 
@@ -58,8 +65,14 @@ def test_missing_provenance_article_keeps_sample_without_gold(result: IngestResu
 
 def test_quarantine_reasons_and_locators(result: IngestResult, rejected) -> None:
     bad = rejected(result)
-    assert set(bad) == {"kb.jsonl:7", "validation.jsonl:9", "validation.jsonl:10", "validation.jsonl:11",
-                        "validation.jsonl:12", "validation.jsonl:13"}
+    assert set(bad) == {
+        "kb.jsonl:7",
+        "validation.jsonl:9",
+        "validation.jsonl:10",
+        "validation.jsonl:11",
+        "validation.jsonl:12",
+        "validation.jsonl:13",
+    }
     assert bad["kb.jsonl:7"].startswith("unreadable KB entry")
     assert bad["validation.jsonl:9"].startswith("malformed record: Unterminated string")
     assert bad["validation.jsonl:10"] == "image file missing: 512px-Not_Downloaded.jpg"

@@ -1,4 +1,5 @@
 """WebQA adapter and the streaming JSON-object reader, on the bundled fixture format."""
+
 from __future__ import annotations
 
 import base64
@@ -44,16 +45,18 @@ def tsv_jpeg(root: Path, image_id: int) -> bytes:
 # ---- json_members -------------------------------------------------------------------
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
     max_leaves=12,
 )
 
 
 @settings(max_examples=60, deadline=None)
-@given(obj=st.dictionaries(st.text(max_size=8), json_values, max_size=6), chunk=st.integers(1, 40),
-       indent=st.sampled_from([None, 1]))
+@given(
+    obj=st.dictionaries(st.text(max_size=8), json_values, max_size=6),
+    chunk=st.integers(1, 40),
+    indent=st.sampled_from([None, 1]),
+)
 def test_members_match_json_load_for_any_chunk_size(tmp_path_factory, obj, chunk, indent) -> None:
     path = tmp_path_factory.mktemp("json") / "obj.json"
     path.write_text(json.dumps(obj, indent=indent, ensure_ascii=False), encoding="utf-8")
@@ -76,12 +79,15 @@ def test_members_before_a_malformed_value_are_yielded_then_error(tmp_path: Path)
     assert err.value.offset == 30
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[1, 2]", "expected '{'"),
-    ('{"a": 1 "b": 2}', "expected ',' or '}'"),
-    ('{"a": 1} {"b": 2}', "unexpected data after"),
-    ('{"a": 1, ', "expected a member name"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[1, 2]", "expected '{'"),
+        ('{"a": 1 "b": 2}', "expected ',' or '}'"),
+        ('{"a": 1} {"b": 2}', "unexpected data after"),
+        ('{"a": 1, ', "expected a member name"),
+    ],
+)
 def test_members_reject_non_objects(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "obj.json"
     path.write_text(text)
@@ -96,6 +102,7 @@ def test_members_of_empty_object(tmp_path: Path) -> None:
 
 
 # ---- adapter ------------------------------------------------------------------------
+
 
 def test_strip_quotes() -> None:
     assert strip_quotes('"What is it?"') == "What is it?"
@@ -115,12 +122,17 @@ def test_quarantine_rows_name_fact_and_reason(result, root: Path, guid) -> None:
     got = [(r["locator"], r["reason"]) for r in rows]
     size = (root / "imgs.tsv").stat().st_size
     offsets = [int(x) for x in (root / "imgs.lineidx").read_text().split()]
-    assert got[0] == (f"{FILE}:{guid[0]}", f"dropped img_negFacts[3]: imgs.lineidx offset {size + 4096} for "
-                      f"image_id 30000020 points past imgs.tsv ({size} bytes)")
+    assert got[0] == (
+        f"{FILE}:{guid[0]}",
+        f"dropped img_negFacts[3]: imgs.lineidx offset {size + 4096} for "
+        f"image_id 30000020 points past imgs.tsv ({size} bytes)",
+    )
     assert got[1][0] == f"{FILE}:{guid[1]}"
     assert got[1][1].startswith("dropped img_negFacts[3]: image_id 30000021: undecodable image")
-    assert got[2] == (f"{FILE}:{guid[2]}", f"dropped img_negFacts[3]: imgs.tsv row at offset {offsets[23]} "
-                      "holds image_id 30000023, expected 30000022")
+    assert got[2] == (
+        f"{FILE}:{guid[2]}",
+        f"dropped img_negFacts[3]: imgs.tsv row at offset {offsets[23]} holds image_id 30000023, expected 30000022",
+    )
     assert got[3][0] == f"{FILE}:{guid[20]}"
     assert got[3][1].startswith("dropped img_posFacts[0]: image_id 30000021: undecodable image")
     assert got[4] == (f"{FILE}:{guid[20]}", "no usable gold fact (txt_posFacts/img_posFacts)")
@@ -144,19 +156,28 @@ def test_image_gold_context_decoded_from_tsv(result, root: Path, samples_of, gui
     first = samples_of(result)[guid[0]]
     (gold,) = first["gold_contexts"]
     jpeg = tsv_jpeg(root, 30000000)
-    assert gold == {"context_id": "webqa:img:30000000", "modality": "image",
-                    "text": "Astronaut Eileen Collins poses in a white spacesuit beside the American flag.",
-                    "image": hashlib.sha256(jpeg).hexdigest(), "title": "Eileen Collins official portrait"}
+    assert gold == {
+        "context_id": "webqa:img:30000000",
+        "modality": "image",
+        "text": "Astronaut Eileen Collins poses in a white spacesuit beside the American flag.",
+        "image": hashlib.sha256(jpeg).hexdigest(),
+        "title": "Eileen Collins official portrait",
+    }
     stored = next((result.images_dir / gold["image"][:2]).glob(f"{gold['image']}.*"))
     assert stored.read_bytes() == jpeg
 
 
 def test_text_gold_and_negatives(result, samples_of, guid) -> None:
     hubble = samples_of(result)[guid[3]]
-    assert hubble["gold_contexts"] == [{
-        "context_id": f"webqa:txt:{guid[3][:24]}_0", "modality": "text", "image": None,
-        "text": "The Hubble Space Telescope was launched into low Earth orbit in 1990 and remains in operation.",
-        "title": "Hubble Space Telescope"}]
+    assert hubble["gold_contexts"] == [
+        {
+            "context_id": f"webqa:txt:{guid[3][:24]}_0",
+            "modality": "text",
+            "image": None,
+            "text": "The Hubble Space Telescope was launched into low Earth orbit in 1990 and remains in operation.",
+            "title": "Hubble Space Telescope",
+        }
+    ]
     negatives = hubble["negative_contexts"]
     assert [c["modality"] for c in negatives] == ["text"] * 4 + ["image"] * 3
     assert all(c["context_id"].startswith("webqa:txt:") for c in negatives[:4])
@@ -180,24 +201,31 @@ def test_every_good_sample_has_six_negatives_and_answer_in_gold(result, samples_
 
 def test_meta(result, samples_of, guid) -> None:
     samples = samples_of(result)
-    assert json.loads(samples[guid[0]]["meta"]) == {"Qcate": "color", "topic": "space", "split": "train",
-                                                   "Keywords_A": "white"}
+    assert json.loads(samples[guid[0]]["meta"]) == {
+        "Qcate": "color",
+        "topic": "space",
+        "split": "train",
+        "Keywords_A": "white",
+    }
     assert json.loads(samples[guid[3]]["meta"])["split"] == "val"
 
 
 NOT_OBJECT = (22, "record is a str, not an object")
 
 
-@pytest.mark.parametrize("options, expected, quarantined", [
-    ({"splits": ["val"]}, {3, 11}, [NOT_OBJECT]),
-    ({"qcate": ["number"]}, {3, 10}, [20, 20, NOT_OBJECT]),  # guid[20] is a number question too
-])
-def test_split_and_qcate_filters(root: Path, tmp_path: Path, options: dict, expected: set, quarantined: list,
-                                 guid, samples_of, quarantine_of) -> None:
+@pytest.mark.parametrize(
+    "options, expected, quarantined",
+    [
+        ({"splits": ["val"]}, {3, 11}, [NOT_OBJECT]),
+        ({"qcate": ["number"]}, {3, 10}, [20, 20, NOT_OBJECT]),  # guid[20] is a number question too
+    ],
+)
+def test_split_and_qcate_filters(
+    root: Path, tmp_path: Path, options: dict, expected: set, quarantined: list, guid, samples_of, quarantine_of
+) -> None:
     """Records are named by guid index; a bare index checks the locator only, a pair the reason too."""
     expected = {guid[n] for n in expected}
-    quarantined = [(f"{FILE}:{guid[q[0]]}", q[1]) if isinstance(q, tuple) else f"{FILE}:{guid[q]}"
-                   for q in quarantined]
+    quarantined = [(f"{FILE}:{guid[q[0]]}", q[1]) if isinstance(q, tuple) else f"{FILE}:{guid[q]}" for q in quarantined]
     result = ingest("webqa", root, tmp_path, options=options)
     assert set(samples_of(result)) == expected
     # records outside the filters are out of scope, not quarantined; bad records in scope are
@@ -216,7 +244,10 @@ def test_include_test_ingests_unlabelled_samples(root: Path, tmp_path: Path, sam
     meta = json.loads(test["meta"])
     assert meta["split"] == "test"
     assert [c["context_id"] for c in meta["candidate_contexts"]] == [
-        f"webqa:txt:{guid[30][:24]}_0", "webqa:img:30000011", "webqa:img:30000003"]
+        f"webqa:txt:{guid[30][:24]}_0",
+        "webqa:img:30000011",
+        "webqa:img:30000003",
+    ]
     assert str(root / "WebQA_test.json") in result.source_files
 
 
@@ -248,8 +279,9 @@ def test_samples_round_trip_through_datasets_and_polars(result, monkeypatch: pyt
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     import datasets
 
-    loaded = datasets.load_dataset("parquet", data_files=str(result.samples_path), split="train",
-                                   cache_dir=str(result.out / "hf_cache"))
+    loaded = datasets.load_dataset(
+        "parquet", data_files=str(result.samples_path), split="train", cache_dir=str(result.out / "hf_cache")
+    )
     frame = pl.read_parquet(result.samples_path)
     assert len(loaded) == frame.height == 12
     first = frame.filter(pl.col("source_id") == guid[0]).row(0, named=True)
@@ -262,8 +294,13 @@ def test_samples_round_trip_through_datasets_and_polars(result, monkeypatch: pyt
 def test_cli_ingest(root: Path, tmp_path: Path) -> None:
     cli = Path(sys.executable).with_name("mmcurate")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([str(cli), "ingest", "webqa", str(root), "--out", str(tmp_path)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [str(cli), "ingest", "webqa", str(root), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "webqa: 12 samples" in done.stdout and "7 quarantined" in done.stdout
     assert pq.read_table(tmp_path / "samples.parquet").num_rows == 12

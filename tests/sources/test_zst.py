@@ -1,4 +1,5 @@
 """The streaming zstd NDJSON reader: chunk boundaries, bad lines, truncation."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,8 @@ import zstandard
 
 from mmcurate.core.records import Rejected
 from mmcurate.sources import zst
-from mmcurate.sources.zst import Batch, _Handover, parse_object, read_lines as read_batches
+from mmcurate.sources.zst import Batch, _Handover, parse_object
+from mmcurate.sources.zst import read_lines as read_batches
 
 
 def write(path: Path, data: bytes, *, frames: int = 1) -> Path:
@@ -19,7 +21,7 @@ def write(path: Path, data: bytes, *, frames: int = 1) -> Path:
     comp = zstandard.ZstdCompressor(level=3)
     lines = data.split(b"\n")
     step = -(-len(lines) // frames)
-    parts = [b"\n".join(lines[i:i + step]) for i in range(0, len(lines), step)]
+    parts = [b"\n".join(lines[i : i + step]) for i in range(0, len(lines), step)]
     payload = [p + (b"\n" if i < len(parts) - 1 else b"") for i, p in enumerate(parts)]
     path.write_bytes(b"".join(comp.compress(p) for p in payload))
     return path
@@ -40,8 +42,10 @@ def picked_lines(path: Path, **kwargs) -> list:
 
 def ndjson(n: int) -> bytes:
     # multi-byte characters everywhere, so tiny chunks split them
-    return b"".join(json.dumps({"i": i, "t": "caf\u00e9 \u6f22\u5b57 \U0001f431"}, ensure_ascii=False).encode()
-                    + b"\n" for i in range(n))
+    return b"".join(
+        json.dumps({"i": i, "t": "caf\u00e9 \u6f22\u5b57 \U0001f431"}, ensure_ascii=False).encode() + b"\n"
+        for i in range(n)
+    )
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
@@ -120,9 +124,13 @@ def test_parse_object() -> None:
 def test_lines_keep_their_numbers_around_rejected_ones(tmp_path: Path) -> None:
     path = write(tmp_path / "RC.zst", b'{"a":1}\n\n' + b"z" * 50 + b'\n{"a":2}\n' + b"y" * 21 + b"\n" + b"x" * 20)
     items = [b if isinstance(b, Rejected) else b.picks for b in read_batches(path, max_line_bytes=20)]
-    assert items == [[(1, 0, b'{"a":1}')], Rejected("RC.zst:3", "line longer than 20 bytes (50)", "z" * 50),
-                     [(4, 0, b'{"a":2}')], Rejected("RC.zst:5", "line longer than 20 bytes (21)", "y" * 21),
-                     [(6, 0, b"x" * 20)]]
+    assert items == [
+        [(1, 0, b'{"a":1}')],
+        Rejected("RC.zst:3", "line longer than 20 bytes (50)", "z" * 50),
+        [(4, 0, b'{"a":2}')],
+        Rejected("RC.zst:5", "line longer than 20 bytes (21)", "y" * 21),
+        [(6, 0, b"x" * 20)],
+    ]
 
 
 def test_a_picker_sees_complete_lines_numbered_across_blocks(tmp_path: Path) -> None:
@@ -184,7 +192,8 @@ def test_every_overlong_line_is_found_wherever_it_sits(tmp_path: Path, limit: in
     rejected = {i.locator for i in items if isinstance(i, Rejected)}
     assert rejected == {f"RC.zst:{n}" for n, line in enumerate(lines, 1) if len(line) > limit}
     assert [n for n, _ in (i for i in items if not isinstance(i, Rejected))] == [
-        n for n, line in enumerate(lines, 1) if line and len(line) <= limit]
+        n for n, line in enumerate(lines, 1) if line and len(line) <= limit
+    ]
 
 
 def test_parse_object_accepts_what_json_accepts() -> None:

@@ -1,5 +1,6 @@
 """Negative mining over the fixture KB and an image pool: the gold contexts never become distractors; the
 leakage filter decides what else goes before reranking (the paper: nothing, eq. 5 removes leaks later)."""
+
 from __future__ import annotations
 
 import importlib
@@ -13,17 +14,17 @@ import pyarrow as pa
 import pytest
 from PIL import Image, ImageOps
 
-from mmcurate.retrieval.chunking import chunk_text
-from mmcurate.retrieval.encoders import text_encoder
-from mmcurate.retrieval.kb import load_kb
-from mmcurate.retrieval.kb_pages import TablePages
 from mmcurate.annotation.deflectionbench.mining import DistractorFilter, mine_image_negatives, mine_text_negatives
-from mmcurate.core.text import normalize
 from mmcurate.benchmarks.deflectionbench import RetrievalConfig
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Context, Sample
 from mmcurate.core.schema import SAMPLE
+from mmcurate.core.text import normalize
+from mmcurate.retrieval.chunking import chunk_text
+from mmcurate.retrieval.encoders import text_encoder
+from mmcurate.retrieval.kb import load_kb
+from mmcurate.retrieval.kb_pages import TablePages
 
 BUILDERS = Path(__file__).parents[2] / "fixtures" / "builders"
 CFG = RetrievalConfig(chunk_size=100, chunk_overlap=16, max_text_negatives=8)
@@ -67,8 +68,9 @@ def passage_text(kb: pa.Table, context_id: str) -> str:
     return chunk_text(text, CFG.chunk_unit, CFG.chunk_size, CFG.chunk_overlap)[int(number)]
 
 
-def test_the_paper_removes_only_gold_and_counts_what_each_rule_removes(kb: pa.Table, store: ImageStore,
-                                                                         cache: Path) -> None:
+def test_the_paper_removes_only_gold_and_counts_what_each_rule_removes(
+    kb: pa.Table, store: ImageStore, cache: Path
+) -> None:
     """eq. 2 of seed 003 removes the gold contexts only: a passage that holds the answer stays a
     candidate (the eq. 5 oracle check removes it if a model answers with it); the stricter
     filters remove it before reranking, and each rule's removals are counted."""
@@ -94,14 +96,19 @@ def test_the_paper_removes_only_gold_and_counts_what_each_rule_removes(kb: pa.Ta
     assert any(c.context_id.startswith(("kb:moon#", "kb:saturn-v#", "kb:apollo-program#")) for c in negatives[:3])
 
 
-def test_gold_passages_always_go_near_copies_under_the_overlap_rule(kb: pa.Table, store: ImageStore,
-                                                                     cache: Path) -> None:
+def test_gold_passages_always_go_near_copies_under_the_overlap_rule(
+    kb: pa.Table, store: ImageStore, cache: Path
+) -> None:
     control = Sample("test", "cat-control", CAT_Q, answers=[])
     top = mine_text_negatives(table([control]), pages(kb, cache), CFG, store, PAGES).negatives[control.sample_id]
     first, second = top[0], top[1]
     edited = first.text.replace("Cats", "Domestic cats", 1).replace(".", ";", 1)  # a lightly edited copy
-    same_id = Sample("test", "by-id", CAT_Q, answers=[], gold_contexts=[Context(second.context_id, "text", text="unrelated words")])
-    same_text = Sample("test", "by-copy", CAT_Q, answers=[], gold_contexts=[Context("gold:0", "text", text=f" {first.text.upper()} ")])
+    same_id = Sample(
+        "test", "by-id", CAT_Q, answers=[], gold_contexts=[Context(second.context_id, "text", text="unrelated words")]
+    )
+    same_text = Sample(
+        "test", "by-copy", CAT_Q, answers=[], gold_contexts=[Context("gold:0", "text", text=f" {first.text.upper()} ")]
+    )
     near_copy = Sample("test", "by-text", CAT_Q, answers=[], gold_contexts=[Context("gold:1", "text", text=edited)])
     paper = mine_text_negatives(table([same_id, same_text, near_copy]), pages(kb, cache), CFG, store, PAGES)
     strict = mine_text_negatives(table([same_id, same_text, near_copy]), pages(kb, cache), STRICT, store, PAGES)
@@ -118,7 +125,10 @@ def test_gold_passages_always_go_near_copies_under_the_overlap_rule(kb: pa.Table
 
 def test_distractor_filter_definition() -> None:
     words = " ".join(f"word{i}" for i in range(40))
-    gold = {"answers": ["Neil Armstrong"], "gold_contexts": [{"context_id": "g", "modality": "text", "text": words, "image": None, "title": None}]}
+    gold = {
+        "answers": ["Neil Armstrong"],
+        "gold_contexts": [{"context_id": "g", "modality": "text", "text": words, "image": None, "title": None}],
+    }
     removes = DistractorFilter(gold, "answer_or_overlap").removes
     assert removes("It was NEIL armstrong's step.", "kb:x#0") == "answer"  # answer, any case/punctuation
     assert removes("Armstrong-Neil is not the answer order.", "kb:x#0") is None
@@ -141,7 +151,12 @@ def test_distractor_filter_definition() -> None:
 
 
 def test_mining_is_deterministic_and_reuses_the_cached_index(kb: pa.Table, store: ImageStore, cache: Path) -> None:
-    samples = table([Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]), Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"])])
+    samples = table(
+        [
+            Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]),
+            Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"]),
+        ]
+    )
     first = mine_text_negatives(samples, pages(kb, cache), CFG, store, PAGES)
     folders = sorted(p.name for p in cache.iterdir())
     again = mine_text_negatives(samples, pages(kb, cache), CFG, store, PAGES)
@@ -154,7 +169,8 @@ def test_mining_is_deterministic_and_reuses_the_cached_index(kb: pa.Table, store
 
 
 def test_a_kb_beyond_the_memory_budget_is_mined_the_same_through_the_store(
-        kb: pa.Table, store: ImageStore, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kb: pa.Table, store: ImageStore, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The fixture KB forced onto the on-disk path (its store, IVF-PQ and re-scoring): with 15
     candidates per result, a top 4 re-scores all 60 pages, so the mining must match the in-memory
     index exactly, reading page texts back from the store's records."""
@@ -162,15 +178,26 @@ def test_a_kb_beyond_the_memory_budget_is_mined_the_same_through_the_store(
     from mmcurate.retrieval.index_plan import IndexPlan
 
     source = tmp_path / "kb.jsonl"
-    source.write_text("".join(json.dumps({"doc_id": d, "title": t, "text": x}) + "\n" for d, t, x in
-                              zip(kb["doc_id"].to_pylist(), kb["title"].to_pylist(), kb["text"].to_pylist())))
+    source.write_text(
+        "".join(
+            json.dumps({"doc_id": d, "title": t, "text": x}) + "\n"
+            for d, t, x in zip(kb["doc_id"].to_pylist(), kb["title"].to_pylist(), kb["text"].to_pylist())
+        )
+    )
     cfg = RetrievalConfig(**{**CFG.model_dump(), "kb": str(source)})
     plan = IndexPlan("ivfpq", {"nlist": 1, "m": 8, "nbits": 4, "opq": False, "candidates_per_result": 15})
     monkeypatch.setattr(kb_pages, "plan_index", lambda n, dim, memory_gb: plan)
     on_disk = kb_pages.open_kb_pages(cfg, tmp_path / "indexes", progress=lambda line: None)
     assert isinstance(on_disk, kb_pages.StorePages) and on_disk.index.store.complete()
-    samples = table([Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]), Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"])])
-    assert mine_text_negatives(samples, on_disk, cfg, store, PAGES) == mine_text_negatives(samples, pages(kb, cache), CFG, store, PAGES)
+    samples = table(
+        [
+            Sample("test", "apollo", MOON_Q, answers=["Apollo 11"]),
+            Sample("test", "cat", CAT_Q, answers=["tapetum lucidum"]),
+        ]
+    )
+    assert mine_text_negatives(samples, on_disk, cfg, store, PAGES) == mine_text_negatives(
+        samples, pages(kb, cache), CFG, store, PAGES
+    )
     record = on_disk.record()
     assert (record["kind"], record["count"], record["factory"]) == ("ivfpq", 60, "IVF1,PQ8x4np")
     assert record["recall_at_10"] == 1.0 and record["build_seconds"] >= 0
@@ -184,13 +211,37 @@ def flipped(data: bytes) -> bytes:
 
 def test_image_negatives_exclude_own_and_gold_images(store: ImageStore, tmp_path: Path) -> None:
     images = builder("images")
-    sha = {name: store.put(images.encode(name)) for name in ["skimage_coffee", "skimage_chelsea", "skimage_astronaut", "skimage_rocket", "sklearn_china", "sklearn_flower"]}
+    sha = {
+        name: store.put(images.encode(name))
+        for name in [
+            "skimage_coffee",
+            "skimage_chelsea",
+            "skimage_astronaut",
+            "skimage_rocket",
+            "sklearn_china",
+            "sklearn_flower",
+        ]
+    }
     cat_mirror = store.put(flipped(images.encode("skimage_chelsea")))
     coffee_mirror = store.put(flipped(images.encode("skimage_coffee")))
     gold = lambda h: Context(f"gold:{h[:8]}", "image", image=h)  # noqa: E731
-    coffee = Sample("test", "coffee", "What drink is this?", ["coffee"], images=[sha["skimage_coffee"]], gold_contexts=[gold(coffee_mirror)])
+    coffee = Sample(
+        "test",
+        "coffee",
+        "What drink is this?",
+        ["coffee"],
+        images=[sha["skimage_coffee"]],
+        gold_contexts=[gold(coffee_mirror)],
+    )
     cat = Sample("test", "cat", "What animal is this?", ["cat"], images=[sha["skimage_chelsea"]])
-    space = Sample("test", "space", "Who is this?", ["astronaut"], images=[sha["skimage_astronaut"]], gold_contexts=[gold(cat_mirror), gold(sha["skimage_rocket"])])
+    space = Sample(
+        "test",
+        "space",
+        "Who is this?",
+        ["astronaut"],
+        images=[sha["skimage_astronaut"]],
+        gold_contexts=[gold(cat_mirror), gold(sha["skimage_rocket"])],
+    )
     text_only = Sample("test", "text", "Which temple?", ["pagoda"], gold_contexts=[gold(sha["sklearn_china"])])
     nothing = Sample("test", "none", "What?", ["x"])
     other = Sample("test", "flower", "Which flower?", ["rose"], images=[sha["sklearn_flower"]])
@@ -198,7 +249,10 @@ def test_image_negatives_exclude_own_and_gold_images(store: ImageStore, tmp_path
     mined = mine_image_negatives(samples, store, CFG, tmp_path, IMAGES)
 
     assert mined[nothing.sample_id] == []
-    excluded = {coffee.sample_id: {sha["skimage_coffee"], coffee_mirror}, space.sample_id: {sha["skimage_astronaut"], cat_mirror, sha["skimage_rocket"]}}
+    excluded = {
+        coffee.sample_id: {sha["skimage_coffee"], coffee_mirror},
+        space.sample_id: {sha["skimage_astronaut"], cat_mirror, sha["skimage_rocket"]},
+    }
     for sid, shas in excluded.items():
         assert len(mined[sid]) == IMAGES
         assert not {c.image for c in mined[sid]} & shas
@@ -236,8 +290,8 @@ def tiny_clip_spec(folder: Path) -> str:
 
 
 def test_open_clip_text_encoder_queries_with_the_image(kb: pa.Table, store: ImageStore, tmp_path: Path) -> None:
-    from mmcurate.retrieval.encoders import cross_modal_encoder
     from mmcurate.annotation.deflectionbench.mining import _text_queries
+    from mmcurate.retrieval.encoders import cross_modal_encoder
 
     spec = tiny_clip_spec(tmp_path / "clip")
     cfg = RetrievalConfig(**{**CFG.model_dump(), "text_encoder": spec})
@@ -250,7 +304,9 @@ def test_open_clip_text_encoder_queries_with_the_image(kb: pa.Table, store: Imag
     np.testing.assert_allclose(queries[0], clip.encode_images([store.read(image)])[0], atol=1e-5)  # image-to-text
     np.testing.assert_allclose(queries[1], clip.encode_text([MOON_Q])[0], atol=1e-5)
     cfg = RetrievalConfig(**{**cfg.model_dump(), "leakage_filter": "answer"})
-    mined = mine_text_negatives(table([with_image, text_only]), pages(kb, tmp_path / "cache", cfg), cfg, store, PAGES).negatives
+    mined = mine_text_negatives(
+        table([with_image, text_only]), pages(kb, tmp_path / "cache", cfg), cfg, store, PAGES
+    ).negatives
     assert 0 < len(mined[with_image.sample_id]) <= CFG.max_text_negatives
     assert not any("saturn v" in normalize(c.text) for c in mined[with_image.sample_id])
     assert not any("apollo 11" in normalize(c.text) for c in mined[text_only.sample_id])

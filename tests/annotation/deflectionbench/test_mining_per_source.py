@@ -3,6 +3,7 @@ ViQuAE image-to-text over the KB's pages (top 10), Encyclopedic-VQA image-to-ima
 image of each page (top 5), MRAG-Bench image-to-image over its own images (top 20, gold excluded),
 WebQA and MMDocRAG the negatives their sources provide. Small built data; the offline encoders
 (MiniLM, the classical descriptor) stand in for EVA-CLIP and the manifest's rows say so."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -14,21 +15,30 @@ import yaml
 
 from mmcurate.annotation.deflectionbench.mining import mine_page_image_negatives
 from mmcurate.annotation.deflectionbench.pairing import PairKnowledge
-from mmcurate.benchmarks.deflectionbench import RetrievalConfig
+from mmcurate.benchmarks.deflectionbench import PAPER_MINING, DeflectionBenchConfig, RetrievalConfig, SourceMining
 from mmcurate.core.config import load_config
-from mmcurate.benchmarks.deflectionbench import PAPER_MINING, DeflectionBenchConfig, SourceMining
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.images import ImageStore
 from mmcurate.retrieval.kb import page_image_documents
 
 BUILDERS = Path(__file__).parents[2] / "fixtures" / "builders"
 PAGES = {  # doc id -> (title, text, the page's first image)
-    "cat": ("Domestic cat", "The domestic cat is a small carnivorous mammal. Cats groom themselves often. "
-            "A cat sleeps for most of the day.", "skimage_chelsea"),
-    "coffee": ("Coffee", "Coffee is a drink brewed from roasted coffee beans. It is served hot in a cup.",
-               "skimage_coffee"),
-    "rocket": ("Saturn V", "Saturn V was a rocket used by NASA for the Apollo program. It had three stages.",
-               "skimage_rocket"),
+    "cat": (
+        "Domestic cat",
+        "The domestic cat is a small carnivorous mammal. Cats groom themselves often. "
+        "A cat sleeps for most of the day.",
+        "skimage_chelsea",
+    ),
+    "coffee": (
+        "Coffee",
+        "Coffee is a drink brewed from roasted coffee beans. It is served hot in a cup.",
+        "skimage_coffee",
+    ),
+    "rocket": (
+        "Saturn V",
+        "Saturn V was a rocket used by NASA for the Apollo program. It had three stages.",
+        "skimage_rocket",
+    ),
 }
 
 
@@ -53,8 +63,11 @@ def write_kb(folder: Path, with_images: bool = True, pages: dict[str, tuple[str,
 
 
 def test_the_papers_strategies_are_the_default():
-    section = DeflectionBenchConfig(sources=[{"name": "webqa", "root": "."}], gating={"pool": ["m"]},
-                                    mining={"mragbench": {"strategy": "image_to_image", "top_k": 4}})
+    section = DeflectionBenchConfig(
+        sources=[{"name": "webqa", "root": "."}],
+        gating={"pool": ["m"]},
+        mining={"mragbench": {"strategy": "image_to_image", "top_k": 4}},
+    )
     plan = {source: (m.strategy, m.top_k) for source, m in section.mining.items()}
     assert plan["infoseek"] == plan["viquae"] == ("image_to_text", 10)
     assert plan["evqa"] == ("image_to_image_pages", 5)
@@ -81,14 +94,19 @@ def test_image_to_image_pages_finds_the_page_by_its_first_image(tmp_path, make):
 def test_pairing_runs_each_sources_strategy_and_says_what_ran(world, make, tmp_path):
     images_ = images()
     store = ImageStore(tmp_path / "images")
-    sha = {name: store.put(images_.encode(name)) for name in
-           ["skimage_chelsea", "skimage_coffee", "skimage_astronaut", "skimage_rocket", "sklearn_flower"]}
+    sha = {
+        name: store.put(images_.encode(name))
+        for name in ["skimage_chelsea", "skimage_coffee", "skimage_astronaut", "skimage_rocket", "sklearn_flower"]
+    }
     kb = write_kb(tmp_path / "kb")
-    info = make.sample("i", "What drink is brewed from roasted beans?", ["tea"], source="infoseek",
-                       images=[sha["skimage_coffee"]])
+    info = make.sample(
+        "i", "What drink is brewed from roasted beans?", ["tea"], source="infoseek", images=[sha["skimage_coffee"]]
+    )
     evqa = make.sample("e", "What animal is this?", ["x"], source="evqa", images=[sha["skimage_chelsea"]])
-    mrag = [make.sample(f"m{i}", "Which object?", ["x"], source="mragbench", images=[sha[name]])
-            for i, name in enumerate(["skimage_astronaut", "skimage_rocket", "sklearn_flower", "skimage_coffee"])]
+    mrag = [
+        make.sample(f"m{i}", "Which object?", ["x"], source="mragbench", images=[sha[name]])
+        for i, name in enumerate(["skimage_astronaut", "skimage_rocket", "sklearn_flower", "skimage_coffee"])
+    ]
     web = make.sample("w", "Q?", ["A"], source="webqa")  # the source gave no negatives: none are mined for it
     samples = make.table([info, evqa, *mrag, web])
     cfg = RetrievalConfig(kb=str(kb), chunk_size=40, chunk_overlap=8, max_text_negatives=3)
@@ -98,19 +116,24 @@ def test_pairing_runs_each_sources_strategy_and_says_what_ran(world, make, tmp_p
     assert negatives["i"] and all(c["modality"] == "text" for c in negatives["i"])  # no image negatives
     assert {c["context_id"].split("#")[0] for c in negatives["e"]} <= {"kb:cat", "kb:coffee", "kb:rocket"}
     assert negatives["e"][0]["context_id"].startswith("kb:cat#")  # the page whose image is the query's
-    assert all(len(negatives[f"m{i}"]) == 2 and {c["modality"] for c in negatives[f"m{i}"]} == {"image"}
-               for i in range(4))
+    assert all(
+        len(negatives[f"m{i}"]) == 2 and {c["modality"] for c in negatives[f"m{i}"]} == {"image"} for i in range(4)
+    )
     assert negatives["w"] == []
     checks = {d.sample_id: d.check for d in result.decisions}
     assert checks[web["sample_id"]] == "negatives.source" and checks[info["sample_id"]] == "negatives.mined"
     rows = {r["source"]: r for r in result.extra["mining"]}
-    assert rows["infoseek"]["ran_as"].startswith("image-to-text, queried with the question text: "
-                                                 "sentence-transformers/all-MiniLM-L6-v2 embeds no images")
+    assert rows["infoseek"]["ran_as"].startswith(
+        "image-to-text, queried with the question text: sentence-transformers/all-MiniLM-L6-v2 embeds no images"
+    )
     assert rows["evqa"]["ran_as"].startswith("image-to-image against the first image of 3 KB pages")
     assert "classical descriptor standing in for the paper's EVA-CLIP" in rows["mragbench"]["ran_as"]
     assert (rows["mragbench"]["strategy"], rows["mragbench"]["top_k"]) == ("image_to_image", 2)
     assert (rows["webqa"]["strategy"], rows["webqa"]["top_k"], rows["webqa"]["samples_without_negatives"]) == (
-        "source", None, 1)
+        "source",
+        None,
+        1,
+    )
 
 
 def test_evqa_without_page_images_is_searched_image_to_text_and_says_so(world, make, tmp_path):
@@ -142,18 +165,29 @@ def test_page_images_are_read_from_parquet_kbs_and_rows_without_one_are_left_out
 
     folder = tmp_path / "kb"
     folder.mkdir()
-    pq.write_table(pa.table({"doc_id": ["a", "b"], "title": ["A", "B"], "text": ["page a", "page b"],
-                             "image": ["imgs/a.jpg", None]}), folder / "pages.parquet")
+    pq.write_table(
+        pa.table(
+            {"doc_id": ["a", "b"], "title": ["A", "B"], "text": ["page a", "page b"], "image": ["imgs/a.jpg", None]}
+        ),
+        folder / "pages.parquet",
+    )
     assert page_image_documents(str(folder)) == [
-        {"doc_id": "a", "title": "A", "text": "page a", "image": folder / "imgs" / "a.jpg"}]
+        {"doc_id": "a", "title": "A", "text": "page a", "image": folder / "imgs" / "a.jpg"}
+    ]
     assert page_image_documents("wiki-offline") == []
 
 
 EVQA_PAGES = {  # E-VQA's own KB: other pages than the shared one's (seed 003, L1403-1408)
-    "evqa-cat": ("Felis catus", "Felis catus is the cat of the encyclopedic KB. It hunts mice at night.",
-                 "skimage_chelsea"),
-    "evqa-rocket": ("Apollo program", "The Apollo program landed the first people on the Moon in 1969.",
-                    "skimage_rocket"),
+    "evqa-cat": (
+        "Felis catus",
+        "Felis catus is the cat of the encyclopedic KB. It hunts mice at night.",
+        "skimage_chelsea",
+    ),
+    "evqa-rocket": (
+        "Apollo program",
+        "The Apollo program landed the first people on the Moon in 1969.",
+        "skimage_rocket",
+    ),
 }
 
 
@@ -168,12 +202,14 @@ def test_each_source_mines_its_own_kb_and_the_shared_one_is_the_fallback(world, 
     info = make.sample("i", "What drink is brewed from roasted beans?", ["tea"], source="infoseek", images=[coffee])
     evqa = make.sample("e", "What animal is this?", ["x"], source="evqa", images=[cat])
     cfg = RetrievalConfig(kb=str(shared), chunk_size=40, chunk_overlap=8, max_text_negatives=3)
-    section = DeflectionBenchConfig(sources=[{"name": "evqa", "root": "."}], gating={"pool": ["m"]},
-                                    mining={"evqa": {"kb": str(own)}})
+    section = DeflectionBenchConfig(
+        sources=[{"name": "evqa", "root": "."}], gating={"pool": ["m"]}, mining={"evqa": {"kb": str(own)}}
+    )
     assert (section.mining["evqa"].strategy, section.mining["evqa"].top_k) == ("image_to_image_pages", 5)
     result = PairKnowledge(cfg, section.mining).run(make.table([info, evqa]), world.ctx(store=store))
-    negatives = {r["source_id"]: {c["context_id"].split("#")[0] for c in r["negative_contexts"]}
-                 for r in result.kept.to_pylist()}
+    negatives = {
+        r["source_id"]: {c["context_id"].split("#")[0] for c in r["negative_contexts"]} for r in result.kept.to_pylist()
+    }
     assert negatives["e"] and negatives["e"] <= {"kb:evqa-cat", "kb:evqa-rocket"}
     assert negatives["i"] and negatives["i"] <= {"kb:cat", "kb:coffee", "kb:rocket"}
     rows = {r["source"]: r for r in result.extra["mining"]}
@@ -184,10 +220,21 @@ def test_each_source_mines_its_own_kb_and_the_shared_one_is_the_fallback(world, 
 
 def test_a_source_kb_is_refused_where_no_kb_is_searched(tmp_path):
     path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump({"deflectionbench": {
-        "sources": [{"name": "mragbench", "root": "."}], "gating": {"pool": ["m"]},
-        "mining": {"mragbench": {"kb": "wiki-offline"}}},
-        "models": {"m": {"backend": "scripted", "script": "s.jsonl"}}}))
-    with pytest.raises(ConfigError, match=r"deflectionbench\.mining\.mragbench.*kb is searched only by "
-                                          r"image_to_text and image_to_image_pages, not image_to_image"):
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "deflectionbench": {
+                    "sources": [{"name": "mragbench", "root": "."}],
+                    "gating": {"pool": ["m"]},
+                    "mining": {"mragbench": {"kb": "wiki-offline"}},
+                },
+                "models": {"m": {"backend": "scripted", "script": "s.jsonl"}},
+            }
+        )
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"deflectionbench\.mining\.mragbench.*kb is searched only by "
+        r"image_to_text and image_to_image_pages, not image_to_image",
+    ):
         load_config(path)

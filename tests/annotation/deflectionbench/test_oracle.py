@@ -1,4 +1,5 @@
 """Stage III: gold check, distractor pruning with early stop, k_min; on scripted answers."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,10 @@ def test_none_correct_discards_when_no_model_is_correct_and_stops_at_first_corre
     bad = make.sample("bad", "Q-BAD?", ["Rome"], negatives=[make.text("n2", "noise two")])
     idk = make.sample("idk", "Q-IDK?", ["Oslo"])
     # m1 answers from the gold passage of "good" only; everyone else wrong or refusing
-    m1 = world.add("m1", [{"when_all": ["GOLD-good", "Q-GOOD"], "answer": "Paris"},
-                          {"when_all": ["Q-IDK"], "answer": "I don't know"}])
+    m1 = world.add(
+        "m1",
+        [{"when_all": ["GOLD-good", "Q-GOOD"], "answer": "Paris"}, {"when_all": ["Q-IDK"], "answer": "I don't know"}],
+    )
     m2 = world.add("m2", [{"when_all": ["Q-IDK"], "answer": "I don't know"}])
     result = OracleCheck([m1, m2], k_min=1, rule="none_correct").run(make.table([good, bad, idk]), world.ctx())
     v = final(result)
@@ -60,7 +63,9 @@ def test_all_incorrect_is_the_default_and_keeps_what_one_model_declines(world, m
     assert "every model answered INCORRECT" in v[wrong["sample_id"]].detail["reason"]
     assert v[declined["sample_id"]].verdict == "keep"
     assert (v[declined["sample_id"]].detail["gold_settled_by"], v[declined["sample_id"]].detail["gold_grade"]) == (
-        "m1", "NOT_ATTEMPTED")
+        "m1",
+        "NOT_ATTEMPTED",
+    )
     assert v[late["sample_id"]].verdict == "keep" and v[late["sample_id"]].detail["gold_settled_by"] == "m2"
     # m1's NOT_ATTEMPTED settled "declined": m2 was asked only the other two gold questions
     assert sorted(keys(world, "m2", "oracle.gold")) == sorted([wrong["sample_id"], late["sample_id"]])
@@ -69,12 +74,18 @@ def test_all_incorrect_is_the_default_and_keeps_what_one_model_declines(world, m
 
 
 def test_the_two_rules_differ_exactly_on_samples_without_a_correct_answer_and_with_a_decline(world, make):
-    rows = [make.sample(name, f"Q-{name.upper()}?", ["Paris"], negatives=[make.text(f"{name}-n", "noise")])
-            for name in ("correct", "declined", "wrong")]
-    m1 = world.add("m1", [{"when_all": ["GOLD-correct"], "answer": "Paris"},
-                          {"when_all": ["GOLD-declined"], "answer": "I don't know"}])
-    by_rule = {rule: final(OracleCheck([m1], k_min=1, rule=rule).run(make.table(rows), world.ctx()))
-               for rule in ("all_incorrect", "none_correct")}
+    rows = [
+        make.sample(name, f"Q-{name.upper()}?", ["Paris"], negatives=[make.text(f"{name}-n", "noise")])
+        for name in ("correct", "declined", "wrong")
+    ]
+    m1 = world.add(
+        "m1",
+        [{"when_all": ["GOLD-correct"], "answer": "Paris"}, {"when_all": ["GOLD-declined"], "answer": "I don't know"}],
+    )
+    by_rule = {
+        rule: final(OracleCheck([m1], k_min=1, rule=rule).run(make.table(rows), world.ctx()))
+        for rule in ("all_incorrect", "none_correct")
+    }
     changed = {sid for sid, d in by_rule["all_incorrect"].items() if d.verdict != by_rule["none_correct"][sid].verdict}
     assert changed == {rows[1]["sample_id"]}
 
@@ -86,21 +97,34 @@ def test_unknown_oracle_rule_is_a_config_error(world, make):
 
 
 def test_leaking_distractor_is_removed_and_not_asked_to_later_models(world, make):
-    s = make.sample("s", "Q-S?", ["Paris"], negatives=[
-        make.text("leak", "LEAK1 the city is Paris"), make.text("late", "LEAK2 hint"),
-        make.text("ok1", "harmless one"), make.text("ok2", "harmless two")])
-    m1 = world.add("m1", [{"when_all": ["GOLD-s"], "answer": "Paris"},
-                          {"when_all": ["LEAK1"], "answer": "Paris"}])
+    s = make.sample(
+        "s",
+        "Q-S?",
+        ["Paris"],
+        negatives=[
+            make.text("leak", "LEAK1 the city is Paris"),
+            make.text("late", "LEAK2 hint"),
+            make.text("ok1", "harmless one"),
+            make.text("ok2", "harmless two"),
+        ],
+    )
+    m1 = world.add("m1", [{"when_all": ["GOLD-s"], "answer": "Paris"}, {"when_all": ["LEAK1"], "answer": "Paris"}])
     m2 = world.add("m2", [{"when_all": ["LEAK2"], "answer": "Paris"}])
     result = OracleCheck([m1, m2], k_min=2).run(make.table([s]), world.ctx())
     sid = s["sample_id"]
     assert keys(world, "m2", "oracle.distractor") == [f"{sid}/late", f"{sid}/ok1", f"{sid}/ok2"]
     assert [c["context_id"] for c in result.kept.column("negative_contexts")[0].as_py()] == ["ok1", "ok2"]
     summary = {d.context_id: d for d in result.decisions if d.check == "oracle.distractor" and d.model is None}
-    assert {c: d.verdict for c, d in summary.items()} == {"leak": "remove", "late": "remove", "ok1": "keep", "ok2": "keep"}
+    assert {c: d.verdict for c, d in summary.items()} == {
+        "leak": "remove",
+        "late": "remove",
+        "ok1": "keep",
+        "ok2": "keep",
+    }
     assert summary["leak"].detail["deciding_model"] == "m1" and summary["late"].detail["deciding_model"] == "m2"
-    per_model = [(d.model, d.context_id, d.verdict) for d in result.decisions
-                 if d.check == "oracle.distractor" and d.model]
+    per_model = [
+        (d.model, d.context_id, d.verdict) for d in result.decisions if d.check == "oracle.distractor" and d.model
+    ]
     assert ("m1", "leak", "CORRECT") in per_model and ("m2", "leak", "CORRECT") not in per_model
     k = [d for d in result.decisions if d.check == "oracle.k_min"][0]
     assert k.verdict == "pass" and k.detail["removed"] == ["leak", "late"]
@@ -118,8 +142,9 @@ def test_k_min_discards_samples_with_too_few_negatives(world, make):
     # the drop names the model whose answers removed the distractors (issue 42 item 21)
     assert v.detail["deciding_model"] == "m1"
     assert v.detail["reason"] == "1 clean negatives < k_min 2: m1 answered correctly from 1 distractor alone, removed"
-    short = OracleCheck([m1], k_min=3).run(make.table([make.sample("s", "Q-S?", ["Paris"], negatives=[
-        make.text("ok", "harmless")])]), world.ctx())
+    short = OracleCheck([m1], k_min=3).run(
+        make.table([make.sample("s", "Q-S?", ["Paris"], negatives=[make.text("ok", "harmless")])]), world.ctx()
+    )
     v = final(short)[s["sample_id"]]
     assert "deciding_model" not in v.detail and v.detail["reason"] == "1 clean negatives < k_min 3 (the sample had 1)"
 
@@ -128,8 +153,11 @@ def test_failures_are_conservative(world, make):
     gold_fail = make.sample("gf", "Q-GF?", ["Paris"], negatives=[make.text("x", "CLEAN-CTX")])
     dist_fail = make.sample("df", "Q-DF?", ["Paris"], negatives=[make.text("y", "FAILME"), make.text("z", "CLEAN-CTX")])
     # no default: anything not matched fails (the gold of "gf" is never answered)
-    m1 = world.add("m1", [{"when_all": ["GOLD-df"], "answer": "Paris"},
-                          {"when_all": ["CLEAN-CTX"], "answer": "Berlin"}], default=None)
+    m1 = world.add(
+        "m1",
+        [{"when_all": ["GOLD-df"], "answer": "Paris"}, {"when_all": ["CLEAN-CTX"], "answer": "Berlin"}],
+        default=None,
+    )
     result = OracleCheck([m1], k_min=2).run(make.table([gold_fail, dist_fail]), world.ctx())
     v = final(result)
     assert v[gold_fail["sample_id"]].verdict == "error" and v[gold_fail["sample_id"]].detail["step"] == "gold"
@@ -147,6 +175,11 @@ def test_the_evidence_prompt_forces_no_guess_unless_configured(world, make):
     s = make.sample("s", "Q-S?", ["Paris"], negatives=[make.text("n", "noise")])
     m1 = world.add("m1", [{"when_all": ["best guess"], "answer": "Rome"}], default="I don't know")
     paper = OracleCheck([m1], k_min=1).run(make.table([s]), world.ctx())
-    assert final(paper)[s["sample_id"]].verdict == "keep" and paper.components["stage_iii_prompt"] == "oracle.evidence.v2"
+    assert (
+        final(paper)[s["sample_id"]].verdict == "keep" and paper.components["stage_iii_prompt"] == "oracle.evidence.v2"
+    )
     guessed = OracleCheck([m1], k_min=1, force_guess=True).run(make.table([s]), world.ctx())
-    assert final(guessed)[s["sample_id"]].verdict == "drop" and guessed.components["stage_iii_prompt"] == "oracle.evidence.v1"
+    assert (
+        final(guessed)[s["sample_id"]].verdict == "drop"
+        and guessed.components["stage_iii_prompt"] == "oracle.evidence.v1"
+    )

@@ -1,4 +1,5 @@
 """Stage II: negatives from the source when it has them, else mined; deduplicated, capped."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,9 @@ def negs(table):
 
 
 def test_source_negatives_win_over_mined(make):
-    s = make.sample("w", "Q?", ["A"], source="webqa",
-                    negatives=[make.text("n1", "neg one"), make.text("n2", "neg two")])
+    s = make.sample(
+        "w", "Q?", ["A"], source="webqa", negatives=[make.text("n1", "neg one"), make.text("n2", "neg two")]
+    )
     mined = MinedText({s["sample_id"]: [make.text("m1", "mined one")]})
     result = pair_knowledge(make.table([s]), mined, {}, "r")
     assert negs(result.kept) == {"w": ["n1", "n2"]}
@@ -28,14 +30,19 @@ def test_mined_are_interleaved_deduplicated_and_never_gold(make):
     gold = [make.text("g", "The gold passage."), make.image("gi", "cd" * 32)]
     s = make.sample("i", "Q?", ["A"], gold=gold)
     sid = s["sample_id"]
-    mined_text = MinedText({sid: [
-        make.text("t1", "first passage"),
-        make.text("g", "other text but the gold id"),          # gold id
-        make.text("t2", "  THE gold   passage. "),               # gold content (normalised)
-        make.text("t3", "First   Passage"),                      # duplicate content of t1
-        make.text("t1", "again t1 id"),                          # duplicate id
-        make.text("t4", "fourth passage"),
-    ]}, {sid: {"candidates": 9, "gold": 1, "answer": 0, "overlap": 0}})
+    mined_text = MinedText(
+        {
+            sid: [
+                make.text("t1", "first passage"),
+                make.text("g", "other text but the gold id"),  # gold id
+                make.text("t2", "  THE gold   passage. "),  # gold content (normalised)
+                make.text("t3", "First   Passage"),  # duplicate content of t1
+                make.text("t1", "again t1 id"),  # duplicate id
+                make.text("t4", "fourth passage"),
+            ]
+        },
+        {sid: {"candidates": 9, "gold": 1, "answer": 0, "overlap": 0}},
+    )
     mined_images = {sid: [make.image("i1", "11" * 32), make.image("i2", "cd" * 32), make.image("i3", "33" * 32)]}
     result = pair_knowledge(make.table([s]), mined_text, mined_images, "r", leakage_filter="none")
     # interleaved text/image: t1, i1, g(x), i2(x gold image), t2(x), i3, t3(x), t1(x), t4
@@ -45,10 +52,17 @@ def test_mined_are_interleaved_deduplicated_and_never_gold(make):
     assert d.detail["removed"] == {"equals_gold": ["g", "i2", "t2"], "duplicate": ["t3", "t1"]}
     assert d.detail["offered"] == {"text": 6, "image": 3}
     # what the miner removed before reranking, by rule, under the leakage filter it used
-    assert d.detail["mining"] == {"leakage_filter": "none", "candidates": 9,
-                                  "removed": {"gold": 1, "answer": 0, "overlap": 0}}
-    assert result.counts == {"mined_candidates": 9, "mined_removed_gold": 1, "mined_removed_answer": 0,
-                             "mined_removed_overlap": 0}
+    assert d.detail["mining"] == {
+        "leakage_filter": "none",
+        "candidates": 9,
+        "removed": {"gold": 1, "answer": 0, "overlap": 0},
+    }
+    assert result.counts == {
+        "mined_candidates": 9,
+        "mined_removed_gold": 1,
+        "mined_removed_answer": 0,
+        "mined_removed_overlap": 0,
+    }
 
 
 def test_cap_and_empty(make):

@@ -1,11 +1,13 @@
 """ReflectV stage fixtures: a ``lab`` with scripted models (vision or not), an image store,
 samples tagged with a domain, and sample tables carrying dialogue turns."""
+
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -17,11 +19,11 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Sample
 from mmcurate.core.schema import SAMPLE
 from mmcurate.core.stages import StageContext
+from mmcurate.judging.session import Models
+from mmcurate.judging.simpleqa import LexicalJudge
 from mmcurate.models.accounting import CallCounter
 from mmcurate.models.cache import ResponseCache
 from mmcurate.models.client import ModelPool
-from mmcurate.judging.simpleqa import LexicalJudge
-from mmcurate.judging.session import Models
 
 
 def png(rgb: tuple[int, int, int] = (40, 40, 40), size: tuple[int, int] = (120, 90)) -> bytes:
@@ -65,20 +67,33 @@ class Lab:
     def image(self, data: bytes | None = None) -> str:
         return self.store.put(data or png())
 
-    def sample(self, source_id: str, question: str, truth: str, domain: str = "General QA",
-               image: str | None = None, **meta: Any) -> dict[str, Any]:
-        return Sample("test", source_id, question, [truth], [image or self.image()],
-                      meta={"domain": domain, **meta}).to_row()
+    def sample(
+        self,
+        source_id: str,
+        question: str,
+        truth: str,
+        domain: str = "General QA",
+        image: str | None = None,
+        **meta: Any,
+    ) -> dict[str, Any]:
+        return Sample(
+            "test", source_id, question, [truth], [image or self.image()], meta={"domain": domain, **meta}
+        ).to_row()
 
     @staticmethod
     def table(rows: list[dict[str, Any]]) -> pa.Table:
         return pa.Table.from_pylist(rows, schema=SAMPLE)
 
-    def chains(self, rows: list[dict[str, Any]], turns: list[list[tuple[str, int, str]]],
-               issues: list[str | None] | None = None) -> pa.Table:
+    def chains(
+        self,
+        rows: list[dict[str, Any]],
+        turns: list[list[tuple[str, int, str]]],
+        issues: list[str | None] | None = None,
+    ) -> pa.Table:
         """Samples that came out of the dialogue stage: ``turns`` as (answer, score, feedback)."""
-        table = with_chains(self.table(rows), [[new_turn(*t) for t in ts] for ts in turns],
-                            issues or [None] * len(rows))
+        table = with_chains(
+            self.table(rows), [[new_turn(*t) for t in ts] for ts in turns], issues or [None] * len(rows)
+        )
         return with_columns(table, {ORIGIN: pa.array([BUILT] * len(rows), type=pa.string())})
 
     def close(self) -> None:

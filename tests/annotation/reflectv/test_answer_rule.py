@@ -1,5 +1,6 @@
 """Issue 32 item 21: ReflectV asks "does this text state the answer?" through the one rule of
 ``core.text`` (``find_answer`` / ``answer_offsets``), never a re-implementation of its own."""
+
 from __future__ import annotations
 
 import inspect
@@ -30,6 +31,8 @@ def test_a_text_states_each_answer_as_often_as_the_one_rule_finds_it() -> None:
 def test_keywords_and_anchors_use_the_one_rule(text, found) -> None:
     assert (keyword_parser(["cat"])(text) is None) == found == (find_answer(text, ["cat"]) >= 0)
     think = f"I should look again at the {text}, as indicated by a red point in the image."
-    conversation = [render_turn("a dog", think, tool_call(True, text, "red", "point")),
-                    render_turn("a cat", "It holds.", tool_call(False))]
+    conversation = [
+        render_turn("a dog", think, tool_call(True, text, "red", "point")),
+        render_turn("a cat", "It holds.", tool_call(False)),
+    ]
     assert ((0, "reveals_answer") in conversation_defects(conversation, ["cat"])) == found

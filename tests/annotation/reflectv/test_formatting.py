@@ -1,4 +1,5 @@
 """The hybrid composition at rho, the rendered turns, and the validator of the turn format."""
+
 from __future__ import annotations
 
 import json
@@ -14,18 +15,21 @@ def _ids(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{i}" for i in range(n)]
 
 
-@pytest.mark.parametrize("chains, pairs, rho, kept, collapsed, dropped", [
-    (10, 2, 0.75, 9, 1, 0),   # too many chains: ceil(0.75 * 12) = 9 stay chains
-    (9, 3, 0.75, 9, 0, 0),    # exactly rho
-    (10, 0, 0.75, 8, 2, 0),   # ceil(7.5) = 8
-    (3, 5, 0.75, 3, 0, 4),    # too few chains: floor(3 * 0.25 / 0.75) = 1 pair stays
-    (5, 5, 0.75, 5, 0, 4),    # floor(5 / 3) = 1: share 5/6, never below rho
-    (6, 2, 0.75, 6, 0, 0),
-    (0, 4, 0.75, 0, 0, 0),    # no chain at all: rho cannot be reached, nothing is dropped
-    (4, 4, 1.0, 4, 0, 4),
-    (4, 4, 0.0, 0, 4, 0),
-    (7, 3, 0.6, 6, 1, 0),     # 0.6 is exact: ceil(6) = 6, not 7
-])
+@pytest.mark.parametrize(
+    "chains, pairs, rho, kept, collapsed, dropped",
+    [
+        (10, 2, 0.75, 9, 1, 0),  # too many chains: ceil(0.75 * 12) = 9 stay chains
+        (9, 3, 0.75, 9, 0, 0),  # exactly rho
+        (10, 0, 0.75, 8, 2, 0),  # ceil(7.5) = 8
+        (3, 5, 0.75, 3, 0, 4),  # too few chains: floor(3 * 0.25 / 0.75) = 1 pair stays
+        (5, 5, 0.75, 5, 0, 4),  # floor(5 / 3) = 1: share 5/6, never below rho
+        (6, 2, 0.75, 6, 0, 0),
+        (0, 4, 0.75, 0, 0, 0),  # no chain at all: rho cannot be reached, nothing is dropped
+        (4, 4, 1.0, 4, 0, 4),
+        (4, 4, 0.0, 0, 4, 0),
+        (7, 3, 0.6, 6, 1, 0),  # 0.6 is exact: ceil(6) = 6, not 7
+    ],
+)
 def test_rho_counts_when_pairs_may_drop(chains, pairs, rho, kept, collapsed, dropped) -> None:
     """``rho_rule: collapse_or_drop``, the reading that also drops surplus QA pairs."""
     k, c, d = rho_split(_ids("c", chains), _ids("p", pairs), rho, seed=0, rule="collapse_or_drop")
@@ -33,14 +37,17 @@ def test_rho_counts_when_pairs_may_drop(chains, pairs, rho, kept, collapsed, dro
     assert set(k) | set(c) == set(_ids("c", chains)) and set(d) <= set(_ids("p", pairs))
 
 
-@pytest.mark.parametrize("chains, pairs, rho, kept, collapsed", [
-    (10, 2, 0.75, 9, 1),   # too many chains: ceil(0.75 * 12) = 9 stay chains
-    (10, 0, 0.75, 8, 2),
-    (3, 5, 0.75, 3, 0),    # too few chains: every QA pair stays, the share (3/8) is below rho
-    (5, 5, 0.75, 5, 0),
-    (4, 4, 1.0, 4, 0),
-    (4, 4, 0.0, 0, 4),
-])
+@pytest.mark.parametrize(
+    "chains, pairs, rho, kept, collapsed",
+    [
+        (10, 2, 0.75, 9, 1),  # too many chains: ceil(0.75 * 12) = 9 stay chains
+        (10, 0, 0.75, 8, 2),
+        (3, 5, 0.75, 3, 0),  # too few chains: every QA pair stays, the share (3/8) is below rho
+        (5, 5, 0.75, 5, 0),
+        (4, 4, 1.0, 4, 0),
+        (4, 4, 0.0, 0, 4),
+    ],
+)
 def test_rho_is_reached_by_collapsing_chains_only(chains, pairs, rho, kept, collapsed) -> None:
     """Issue 32 item 19, the paper's reading (002 section 4.5: "Truncated QA collapses failed or
     redundant sequences into QA pairs"): rho is reached by collapsing chains; no QA pair is dropped."""
@@ -65,30 +72,40 @@ GOOD = render_turn("a dog", THINK, tool_call(True, "long whiskers", "red", "poin
 LAST = render_turn("a cat", "My answer holds up.", tool_call(False))
 
 
-@pytest.mark.parametrize("first, last, rule", [
-    (GOOD.replace("<think>", "<think><think>"), LAST, "structure"),
-    ("<answer>a dog</answer><tool_call>{}</tool_call><think>x</think>", LAST, "structure"),
-    (GOOD.replace("<answer>a dog", "<answer> "), LAST, "structure"),
-    (GOOD + " trailing", LAST, "structure"),
-    (render_turn("a dog", THINK, "{not json"), LAST, "tool_call"),
-    (render_turn("a dog", THINK, json.dumps({"name": "zoom", "arguments": {}})), LAST, "tool_call"),
-    (render_turn("a dog", THINK, _call().replace('"mark_type": "point"', '"shape": "point"')), LAST, "tool_call"),
-    (render_turn("a dog", THINK, _call(flag="yes")), LAST, "flag"),
-    (render_turn("a dog", THINK, _call(flag=False)), LAST, "flag"),
-    (GOOD, render_turn("a cat", "Fine.", tool_call(True, "cat", "red", "point")), "flag"),
-    (GOOD, render_turn("a cat", "Fine.", _call(flag=False, anchor="cat")), "final_none"),
-    (render_turn("a dog", THINK.replace("red", "crimson"), _call(color="crimson")), LAST, "color_enum"),
-    (render_turn("a dog", THINK, _call(mark_type="star")), LAST, "mark_type_enum"),
-    (render_turn("a dog", THINK, _call(anchor="long\nwhiskers")), LAST, "anchor_markup"),
-    (render_turn("a dog", THINK, _call(anchor="<b>whiskers</b>")), LAST, "anchor_markup"),
-    (render_turn("a dog", THINK, _call(anchor="None")), LAST, "anchor_markup"),
-    (render_turn("a dog", THINK, _call(anchor="pointed ears")), LAST, "anchor_in_think"),
-    (render_turn("a dog", THINK, _call(color="blue")), LAST, "color_in_think"),
-    (render_turn("a dog", THINK, _call(mark_type="arrow")), LAST, "mark_in_think"),
-    (render_turn("a dog", THINK.replace("long whiskers", "cat whiskers"), _call(anchor="cat whiskers")), LAST,
-     "reveals_answer"),
-    (render_turn("a dog", THINK + " It is a cat.", _call()), LAST, "reveals_answer"),  # issue 43 item 2: the think text
-])
+@pytest.mark.parametrize(
+    "first, last, rule",
+    [
+        (GOOD.replace("<think>", "<think><think>"), LAST, "structure"),
+        ("<answer>a dog</answer><tool_call>{}</tool_call><think>x</think>", LAST, "structure"),
+        (GOOD.replace("<answer>a dog", "<answer> "), LAST, "structure"),
+        (GOOD + " trailing", LAST, "structure"),
+        (render_turn("a dog", THINK, "{not json"), LAST, "tool_call"),
+        (render_turn("a dog", THINK, json.dumps({"name": "zoom", "arguments": {}})), LAST, "tool_call"),
+        (render_turn("a dog", THINK, _call().replace('"mark_type": "point"', '"shape": "point"')), LAST, "tool_call"),
+        (render_turn("a dog", THINK, _call(flag="yes")), LAST, "flag"),
+        (render_turn("a dog", THINK, _call(flag=False)), LAST, "flag"),
+        (GOOD, render_turn("a cat", "Fine.", tool_call(True, "cat", "red", "point")), "flag"),
+        (GOOD, render_turn("a cat", "Fine.", _call(flag=False, anchor="cat")), "final_none"),
+        (render_turn("a dog", THINK.replace("red", "crimson"), _call(color="crimson")), LAST, "color_enum"),
+        (render_turn("a dog", THINK, _call(mark_type="star")), LAST, "mark_type_enum"),
+        (render_turn("a dog", THINK, _call(anchor="long\nwhiskers")), LAST, "anchor_markup"),
+        (render_turn("a dog", THINK, _call(anchor="<b>whiskers</b>")), LAST, "anchor_markup"),
+        (render_turn("a dog", THINK, _call(anchor="None")), LAST, "anchor_markup"),
+        (render_turn("a dog", THINK, _call(anchor="pointed ears")), LAST, "anchor_in_think"),
+        (render_turn("a dog", THINK, _call(color="blue")), LAST, "color_in_think"),
+        (render_turn("a dog", THINK, _call(mark_type="arrow")), LAST, "mark_in_think"),
+        (
+            render_turn("a dog", THINK.replace("long whiskers", "cat whiskers"), _call(anchor="cat whiskers")),
+            LAST,
+            "reveals_answer",
+        ),
+        (
+            render_turn("a dog", THINK + " It is a cat.", _call()),
+            LAST,
+            "reveals_answer",
+        ),  # issue 43 item 2: the think text
+    ],
+)
 def test_validator_rejections(first, last, rule) -> None:
     found = conversation_defects([first, last], ["cat"])
     assert rule in {r for _, r in found}, found
@@ -97,7 +114,9 @@ def test_validator_rejections(first, last, rule) -> None:
 def test_a_valid_conversation_and_counts() -> None:
     assert conversation_defects([GOOD, LAST], ["cat"]) == []
     assert conversation_defects([LAST], ["cat"]) == []
-    plural = render_turn("a dog", THINK.replace("a red point", "red points"), tool_call(True, "long whiskers", "red", "point"))
+    plural = render_turn(
+        "a dog", THINK.replace("a red point", "red points"), tool_call(True, "long whiskers", "red", "point")
+    )
     assert conversation_defects([plural, LAST], ["cat"]) == []
     counts = defect_counts([GOOD, GOOD], ["cat"])
     assert set(counts) == set(RULES) and counts["flag"] == 1 and counts["final_none"] == 1
@@ -108,18 +127,26 @@ def test_stage_renders_chains_and_pairs(lab) -> None:
     q = "What animal is in the picture?"
     rows = [lab.sample(f"s{i}", q, "cat") for i in range(4)]
     dialogue = [("a dog", 3, "No."), ("a cat", 10, "Yes.")]
-    table = lab.chains(rows, [dialogue, dialogue, dialogue, [("a cat", 10, "Yes.")]],
-                       [None, None, "visual: the marks do not show 'x' (turn 1)", None])
+    table = lab.chains(
+        rows,
+        [dialogue, dialogue, dialogue, [("a cat", 10, "Yes.")]],
+        [None, None, "visual: the marks do not show 'x' (turn 1)", None],
+    )
     turns = turns_of(table)
     marked = lab.image()
     for sample_turns in turns[:2]:
-        sample_turns[0].update(keyword="long whiskers", color="red", mark_type="point", marks=1, marked_image=marked,
-                               think=THINK)
+        sample_turns[0].update(
+            keyword="long whiskers", color="red", mark_type="point", marks=1, marked_image=marked, think=THINK
+        )
     table = with_chains(table, turns, [None, None, "visual: the marks do not show 'x' (turn 1)", None])
     result = FormatTrajectories(rho=0.5, seed=0).run(table, lab.ctx())
     out = {r["source_id"]: r for r in result.kept.to_pylist()}
-    assert {k: v["format"] for k, v in out.items()} == {"s0": "multi_turn", "s1": "multi_turn", "s2": "single_turn",
-                                                         "s3": "single_turn"}
+    assert {k: v["format"] for k, v in out.items()} == {
+        "s0": "multi_turn",
+        "s1": "multi_turn",
+        "s2": "single_turn",
+        "s3": "single_turn",
+    }
     chain = out["s0"]["conversation"]
     assert [t["turn"] for t in chain] == [1, 2] and chain[0]["image"] == rows[0]["images"][0]
     assert chain[1]["image"] == marked and chain[0]["text"] == GOOD
@@ -138,8 +165,14 @@ def test_a_chain_that_fails_the_validator_is_collapsed(lab) -> None:
     rows = [lab.sample("s0", "What animal?", "cat")]
     table = lab.chains(rows, [[("a dog", 3, "No."), ("a cat", 10, "Yes.")]])
     turns = turns_of(table)
-    turns[0][0].update(keyword="cat face", color="red", mark_type="point", marks=1, marked_image=lab.image(),
-                       think="I should look again at the cat face, as indicated by a red point in the image.")
+    turns[0][0].update(
+        keyword="cat face",
+        color="red",
+        mark_type="point",
+        marks=1,
+        marked_image=lab.image(),
+        think="I should look again at the cat face, as indicated by a red point in the image.",
+    )
     result = FormatTrajectories(rho=0.75).run(with_chains(table, turns, [None]), lab.ctx())
     [row] = result.kept.to_pylist()
     assert row["format"] == "single_turn"  # the anchor gives the answer away
@@ -155,21 +188,35 @@ def test_no_turn_before_the_last_states_a_charts_answer(lab) -> None:
     rows = [lab.sample(name, question, "2019", domain="Chart") for name in ("anchor", "think", "clean")]
     table = lab.chains(rows, [[("2020", 4, "That bar is not the tallest one."), ("2019", 10, "Correct.")]] * 3)
     turns = turns_of(table)
-    for sample_turns, keyword, think in zip(turns, ["year highest sales (2019)", "year highest sales", "year highest sales"], [
+    for sample_turns, keyword, think in zip(
+        turns,
+        ["year highest sales (2019)", "year highest sales", "year highest sales"],
+        [
             "I should compare the year highest sales (2019), as indicated by a red point in the image.",
             "The tallest bar is 2019; I should compare the year highest sales, as indicated by a red point in the image.",
-            "I should compare the year highest sales, as indicated by a red point in the image."]):
-        sample_turns[0].update(keyword=keyword, color="red", mark_type="point", marks=1, marked_image=lab.image(),
-                               think=think)
+            "I should compare the year highest sales, as indicated by a red point in the image.",
+        ],
+    ):
+        sample_turns[0].update(
+            keyword=keyword, color="red", mark_type="point", marks=1, marked_image=lab.image(), think=think
+        )
     result = FormatTrajectories(rho=1.0).run(with_chains(table, turns, [None] * 3), lab.ctx())
     formats = {r["source_id"]: r["format"] for r in result.kept.to_pylist()}
     assert formats == {"anchor": "single_turn", "think": "single_turn", "clean": "multi_turn"}
-    checks = {d.sample_id: d.detail["defects"] for d in result.decisions
-              if d.check == "format.validate.v1" and d.detail["format"] == "multi_turn"}
-    assert checks == {rows[0]["sample_id"]: ["turn 1: reveals_answer"], rows[1]["sample_id"]: ["turn 1: reveals_answer"],
-                      rows[2]["sample_id"]: []}
+    checks = {
+        d.sample_id: d.detail["defects"]
+        for d in result.decisions
+        if d.check == "format.validate.v1" and d.detail["format"] == "multi_turn"
+    }
+    assert checks == {
+        rows[0]["sample_id"]: ["turn 1: reveals_answer"],
+        rows[1]["sample_id"]: ["turn 1: reveals_answer"],
+        rows[2]["sample_id"]: [],
+    }
     [chain] = [r for r in result.kept.to_pylist() if r["format"] == "multi_turn"]
-    assert "2019" not in chain["conversation"][0]["text"] and "<answer>2019</answer>" in chain["conversation"][1]["text"]
+    assert (
+        "2019" not in chain["conversation"][0]["text"] and "<answer>2019</answer>" in chain["conversation"][1]["text"]
+    )
 
 
 def test_rho_is_met_after_validation_when_pairs_may_drop(lab) -> None:
@@ -181,10 +228,17 @@ def test_rho_is_met_after_validation_when_pairs_may_drop(lab) -> None:
     turns = turns_of(table)
     for n, sample_turns in enumerate(turns):
         keyword = "cat face" if n < 2 else "long whiskers"  # the first two anchors give the answer away
-        sample_turns[0].update(keyword=keyword, color="red", mark_type="point", marks=1, marked_image=lab.image(),
-                               think=f"I should look again at the {keyword}, as indicated by a red point in the image.")
-    result = FormatTrajectories(rho=0.75, seed=0, rho_rule="collapse_or_drop").run(with_chains(table, turns, [None] * 4),
-                                                                                 lab.ctx())
+        sample_turns[0].update(
+            keyword=keyword,
+            color="red",
+            mark_type="point",
+            marks=1,
+            marked_image=lab.image(),
+            think=f"I should look again at the {keyword}, as indicated by a red point in the image.",
+        )
+    result = FormatTrajectories(rho=0.75, seed=0, rho_rule="collapse_or_drop").run(
+        with_chains(table, turns, [None] * 4), lab.ctx()
+    )
     formats = [r["format"] for r in result.kept.to_pylist()]
     assert formats.count("multi_turn") / len(formats) >= 0.75
     assert formats.count("multi_turn") == 2 and result.counts["dropped_for_rho"] == 2
@@ -202,8 +256,14 @@ def test_by_default_no_qa_pair_is_dropped_for_rho(lab) -> None:
     turns = turns_of(table)
     for n, sample_turns in enumerate(turns):
         keyword = "cat face" if n < 2 else "long whiskers"  # the first two anchors give the answer away
-        sample_turns[0].update(keyword=keyword, color="red", mark_type="point", marks=1, marked_image=lab.image(),
-                               think=f"I should look again at the {keyword}, as indicated by a red point in the image.")
+        sample_turns[0].update(
+            keyword=keyword,
+            color="red",
+            mark_type="point",
+            marks=1,
+            marked_image=lab.image(),
+            think=f"I should look again at the {keyword}, as indicated by a red point in the image.",
+        )
     result = FormatTrajectories(rho=0.75, seed=0).run(with_chains(table, turns, [None] * 4), lab.ctx())
     assert sorted(r["format"] for r in result.kept.to_pylist()) == ["multi_turn"] * 2 + ["single_turn"] * 2
     assert result.counts["dropped_for_rho"] == 0 and result.extra["rho_rule"] == "collapse"

@@ -1,4 +1,5 @@
 """Marks drawn in the named colour and shape, and the words that name them."""
+
 from __future__ import annotations
 
 import io
@@ -32,12 +33,15 @@ def test_a_point_carries_the_named_colour(color) -> None:
     assert _canvas().getpixel((100, 70)) == GREY
 
 
-@pytest.mark.parametrize("mark_type, where", [
-    ("bbox", [(60, 70), (139, 70), (100, 40)]),  # the outline, on three sides
-    ("ellipse", [(60, 70), (100, 40)]),  # leftmost and topmost points of the inscribed ellipse
-    ("line", [(100, 104)]),  # just below the box
-    ("arrow", [(58, 70), (40, 70)]),  # the head touches the box from the left, the shaft runs left
-])
+@pytest.mark.parametrize(
+    "mark_type, where",
+    [
+        ("bbox", [(60, 70), (139, 70), (100, 40)]),  # the outline, on three sides
+        ("ellipse", [(60, 70), (100, 40)]),  # leftmost and topmost points of the inscribed ellipse
+        ("line", [(100, 104)]),  # just below the box
+        ("arrow", [(58, 70), (40, 70)]),  # the head touches the box from the left, the shaft runs left
+    ],
+)
 def test_each_mark_type_draws_in_the_named_colour_where_expected(mark_type, where) -> None:
     marked = _pixels(draw_marks(_canvas(), [Instance((100.0, 70.0), BOX)], "magenta", mark_type))
     for x, y in where:
@@ -86,7 +90,9 @@ def test_mark_wording() -> None:
     assert mark_phrase("cyan", "bbox", 2, definite=True) == "the cyan bounding boxes"
     assert mark_phrase("gold", "ellipse", 2) == "gold ellipses"
     text = grounded_reflection("I was wrong about the animal.", "long whiskers", "red", "point", 2, 0)
-    assert text == ("I was wrong about the animal. I should look again at the long whiskers, "
-                    "as indicated by red points in the image.")
+    assert text == (
+        "I was wrong about the animal. I should look again at the long whiskers, "
+        "as indicated by red points in the image."
+    )
     with pytest.raises(ValueError):
         mark_phrase("red", "point", 0)

@@ -1,4 +1,5 @@
 """Keywords (domain-dependent) and first-person reflections of the reflective turns."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,11 +23,17 @@ CHART_TURNS = [("$3M", 4, "Too low. Read the bar for 2021 again."), ("$5M", 10, 
 
 def _rewriter(lab, **overrides):
     rules = [{"when_all": [feedback], "answer": answer} for feedback, answer in overrides.items()]
-    return lab.model("rewriter", rules + [
-        {"when_all": [CAT_TURNS[0][2]], "answer": "Wait, I think it is not a dog. I should look at the long "
-                                                  "whiskers and the pointed ears."},
-        {"when_all": [CHART_TURNS[0][2]], "answer": "My answer is too low. I should read the bar for 2021 again."},
-    ])
+    return lab.model(
+        "rewriter",
+        rules
+        + [
+            {
+                "when_all": [CAT_TURNS[0][2]],
+                "answer": "Wait, I think it is not a dog. I should look at the long whiskers and the pointed ears.",
+            },
+            {"when_all": [CHART_TURNS[0][2]], "answer": "My answer is too low. I should read the bar for 2021 again."},
+        ],
+    )
 
 
 def test_heuristic_keywords_depend_on_the_domain(lab) -> None:
@@ -51,19 +58,31 @@ def test_heuristic_keywords_never_hold_the_answer() -> None:
 
 
 def test_model_keywords_two_steps_for_general_qa_one_for_charts(lab) -> None:
-    keywords = lab.model("kw", [
-        {"when_all": ["List the physical objects", "could not be used"], "answer": "long whiskers|pointed ears"},
-        {"when_all": ["List the physical objects"], "answer": "Objects: whiskers, ears, and so on"},
-        {"when_all": ["combine a list of objects", "long whiskers|pointed ears"], "answer": "long whiskers and pointed ears."},
-        {"when_all": ["short phrase naming where", CHART], "answer": "total revenue of Company A in 2021"},
-    ])
+    keywords = lab.model(
+        "kw",
+        [
+            {"when_all": ["List the physical objects", "could not be used"], "answer": "long whiskers|pointed ears"},
+            {"when_all": ["List the physical objects"], "answer": "Objects: whiskers, ears, and so on"},
+            {
+                "when_all": ["combine a list of objects", "long whiskers|pointed ears"],
+                "answer": "long whiskers and pointed ears.",
+            },
+            {"when_all": ["short phrase naming where", CHART], "answer": "total revenue of Company A in 2021"},
+        ],
+    )
     rows = [lab.sample("cat", CAT, "cat"), lab.sample("chart", CHART, "$5M", domain="Chart")]
     stage = WriteReflections(keywords, _rewriter(lab))
     result = stage.run(lab.chains(rows, [CAT_TURNS, CHART_TURNS]), lab.ctx())
     cat, chart = turns_of(result.kept)
-    assert cat[0]["keyword"] == "long whiskers and pointed ears" and chart[0]["keyword"] == "total revenue of Company A in 2021"
-    [cat_row] = [d for d in result.decisions if d.check == "reflection.keyword.v1" and d.context_id == "t1"
-                 and d.detail["from"] == "feedback"]
+    assert (
+        cat[0]["keyword"] == "long whiskers and pointed ears"
+        and chart[0]["keyword"] == "total revenue of Company A in 2021"
+    )
+    [cat_row] = [
+        d
+        for d in result.decisions
+        if d.check == "reflection.keyword.v1" and d.context_id == "t1" and d.detail["from"] == "feedback"
+    ]
     assert cat_row.detail["objects"] == ["long whiskers", "pointed ears"]
 
 
@@ -82,10 +101,13 @@ def test_dense_perception_keywords_never_state_the_ground_truth(lab) -> None:
     """Issue 43 item 2: a Chart keyword is the question's subject phrase (002 Figure 9), never the
     ground truth (Figure 11), by the model and by the heuristic: a model phrase that states the
     answer is refused, retried once, then the chain collapses; the model is not asked to state it."""
-    keywords = lab.model("kw", [
-        {"when_all": ["short phrase naming where", "could not be used"], "answer": "revenue of Company A in 2021"},
-        {"when_all": ["short phrase naming where", CHART], "answer": "revenue of Company A in 2021 ($5M)"},
-    ])
+    keywords = lab.model(
+        "kw",
+        [
+            {"when_all": ["short phrase naming where", "could not be used"], "answer": "revenue of Company A in 2021"},
+            {"when_all": ["short phrase naming where", CHART], "answer": "revenue of Company A in 2021 ($5M)"},
+        ],
+    )
     rows = [lab.sample("chart", CHART, "$5M", domain="Chart")]
     result = WriteReflections(keywords, _rewriter(lab)).run(lab.chains(rows, [CHART_TURNS]), lab.ctx())
     assert turns_of(result.kept)[0][0]["keyword"] == "revenue of Company A in 2021"
@@ -106,12 +128,19 @@ def test_feedback_that_gives_the_answer_away_keeps_the_chain_by_default(lab) -> 
     feedback stated it; the keyword never does, nor the rewrite (issue 43 item 2, Figure 11: "DO
     NOT show the <groundtruth>"): a rewrite that keeps the answer is refused and asked again."""
     rows = [lab.sample("cat", CAT, "cat")]
-    rewriter = lab.model("rewriter", [
-        {"when_all": [LEAKY[0][2], "could not be used"],
-         "answer": "Wait, I think it is not a dog. I should look at the long whiskers."},
-        {"when_all": [LEAKY[0][2]], "answer": "Wait, I think it is a cat. I should look at the long whiskers."}])
-    result = WriteReflections("heuristic", rewriter, caption_order="after_rewrite").run(lab.chains(rows, [LEAKY]),
-                                                                                       lab.ctx())
+    rewriter = lab.model(
+        "rewriter",
+        [
+            {
+                "when_all": [LEAKY[0][2], "could not be used"],
+                "answer": "Wait, I think it is not a dog. I should look at the long whiskers.",
+            },
+            {"when_all": [LEAKY[0][2]], "answer": "Wait, I think it is a cat. I should look at the long whiskers."},
+        ],
+    )
+    result = WriteReflections("heuristic", rewriter, caption_order="after_rewrite").run(
+        lab.chains(rows, [LEAKY]), lab.ctx()
+    )
     assert issues_of(result.kept) == [None]
     [turn, _] = turns_of(result.kept)[0]
     assert turn["keyword"] == "long whiskers" and turn["reflection"].startswith("Wait, I think it is not a dog")
@@ -148,15 +177,18 @@ def test_skips_single_turns_and_collapsed_chains(lab) -> None:
     assert issues_of(result.kept) == [None, "grounding: nothing located"] and lab.counter.rows() == []
 
 
-@pytest.mark.parametrize("reply, ok", [
-    ("Wait, I think it is not a dog. I should look at the long whiskers and the pointed ears.", True),
-    ("It is not a dog. Look at the long whiskers and the pointed ears.", False),  # not first person
-    ("Feedback: I see it is not a dog; the long whiskers and pointed ears matter.", False),  # label kept
-    ("Here is the rewritten text: I should look at the long whiskers and pointed ears.", False),  # meta talk
-    ("I think I was wrong.", False),  # lost the hints
-    ("I think it is a cat: I see long whiskers and pointed ears.", False),  # states the answer
-    ("<think>I should look at the long whiskers and the pointed ears.</think>", False),  # markup
-])
+@pytest.mark.parametrize(
+    "reply, ok",
+    [
+        ("Wait, I think it is not a dog. I should look at the long whiskers and the pointed ears.", True),
+        ("It is not a dog. Look at the long whiskers and the pointed ears.", False),  # not first person
+        ("Feedback: I see it is not a dog; the long whiskers and pointed ears matter.", False),  # label kept
+        ("Here is the rewritten text: I should look at the long whiskers and pointed ears.", False),  # meta talk
+        ("I think I was wrong.", False),  # lost the hints
+        ("I think it is a cat: I see long whiskers and pointed ears.", False),  # states the answer
+        ("<think>I should look at the long whiskers and the pointed ears.</think>", False),  # markup
+    ],
+)
 def test_rewrite_parser(reply, ok) -> None:
     parse = rewrite_parser(CAT_TURNS[0][2], ["cat"])
     assert (parse(reply) is not None) == ok

@@ -1,10 +1,11 @@
 """The trajectory filter: strictly ascending scores, a final 10, a final answer the judge accepts."""
+
 from __future__ import annotations
 
 from mmcurate.annotation.reflectv.trajectory import TrajectoryFilter, ascending_failure
 from mmcurate.core.stages import StageContext
-from mmcurate.judging.simpleqa import LLMJudge
 from mmcurate.judging.session import Models
+from mmcurate.judging.simpleqa import LLMJudge
 
 Q = "What animal is in the picture?"
 CASES = {  # sample -> dialogue (answer, score, feedback)
@@ -33,7 +34,8 @@ def test_each_rule_and_its_ledger_reason(lab) -> None:
     assert sorted(result.kept.column("source_id").to_pylist()) == ["ascending", "single"]
     reasons = {name: d["trajectory.rule.v1"].detail["reasons"] for name, d in decisions.items()}
     assert reasons == {
-        "ascending": [], "single": [],
+        "ascending": [],
+        "single": [],
         "plateau": ["scores not strictly ascending (plateau at turn 2)"],
         "dip": ["scores not strictly ascending (dip at turn 2)"],
         "not_ten": ["final score is not 10 (9)"],
@@ -41,7 +43,11 @@ def test_each_rule_and_its_ledger_reason(lab) -> None:
         "dip_and_not_ten": ["scores not strictly ascending (dip at turn 2)", "final score is not 10 (2)"],
     }
     assert decisions["plateau"]["trajectory.ascending.v1"].detail["failure"] == {
-        "kind": "plateau", "turn": 2, "from": 4, "to": 4}
+        "kind": "plateau",
+        "turn": 2,
+        "from": 4,
+        "to": 4,
+    }
     assert decisions["dip"]["trajectory.final_score.v1"].verdict == "pass"  # both score rules are recorded
     assert "trajectory.ground_truth.v1" not in decisions["dip"]  # the judge sees only what passed them
     assert decisions["mismatch"]["trajectory.ground_truth.v1"].verdict == "fail"
@@ -50,8 +56,16 @@ def test_each_rule_and_its_ledger_reason(lab) -> None:
 
 def test_counts_make_the_funnel(lab) -> None:
     result, _ = _run(lab)
-    assert result.counts == {"input": 7, "response_filtered": 3, "kept": 2, "dropped": 5, "not_ascending": 3,
-                             "final_not_10": 2, "ground_truth_mismatch": 1, "undetermined": 0}
+    assert result.counts == {
+        "input": 7,
+        "response_filtered": 3,
+        "kept": 2,
+        "dropped": 5,
+        "not_ascending": 3,
+        "final_not_10": 2,
+        "ground_truth_mismatch": 1,
+        "undetermined": 0,
+    }
 
 
 def test_ascending_failure_finds_the_first_break() -> None:

@@ -1,4 +1,5 @@
 """Visual consistency: every marked turn needs the verifier's yes."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,19 +17,33 @@ def _marked(lab, names: list[str]):
     turns = turns_of(table)
     for name, sample_turns in zip(names, turns):
         for n, turn in enumerate(sample_turns[:-1]):
-            turn.update(keyword=f"{name} part {n}", color="red", mark_type="bbox", marks=1,
-                        marked_image=lab.image(), think=f"I should look again at the {name} part {n}.")
+            turn.update(
+                keyword=f"{name} part {n}",
+                color="red",
+                mark_type="bbox",
+                marks=1,
+                marked_image=lab.image(),
+                think=f"I should look again at the {name} part {n}.",
+            )
     return with_chains(table, turns, [None] * len(rows))
 
 
 def test_every_turn_must_be_confirmed(lab) -> None:
-    verifier = lab.model("verifier", [
-        {"when_all": ["should show: fox part 1"], "answer": "No"},
-        {"when_all": ["should show: owl part 0"], "answer": "maybe, the marks are close"},
-    ], default="yes", vision=True)
+    verifier = lab.model(
+        "verifier",
+        [
+            {"when_all": ["should show: fox part 1"], "answer": "No"},
+            {"when_all": ["should show: owl part 0"], "answer": "maybe, the marks are close"},
+        ],
+        default="yes",
+        vision=True,
+    )
     result = VisualCheck(verifier).run(_marked(lab, ["cat", "fox", "owl"]), lab.ctx())
-    assert issues_of(result.kept) == [None, "visual: the marks do not show 'fox part 1' (turn 2)",
-                                      "visual: undetermined (turn 1)"]
+    assert issues_of(result.kept) == [
+        None,
+        "visual: the marks do not show 'fox part 1' (turn 2)",
+        "visual: undetermined (turn 1)",
+    ]
     cat, fox, _ = turns_of(result.kept)
     assert [t["verified"] for t in cat] == [True, True, None] and [t["verified"] for t in fox[:2]] == [True, False]
     verdicts = [(d.context_id, d.verdict) for d in result.decisions if d.check == "visual.marks.v1"]

@@ -1,10 +1,12 @@
 """RefLVQA stage fixtures: canonical Reddit-like samples, scripted model pools, tiny images."""
+
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -15,11 +17,11 @@ from mmcurate.core.images import ImageStore
 from mmcurate.core.records import Sample
 from mmcurate.core.schema import SAMPLE
 from mmcurate.core.stages import StageContext
+from mmcurate.judging.session import Models
+from mmcurate.judging.simpleqa import LexicalJudge
 from mmcurate.models.accounting import CallCounter
 from mmcurate.models.cache import ResponseCache
 from mmcurate.models.client import ModelPool
-from mmcurate.judging.simpleqa import LexicalJudge
-from mmcurate.judging.session import Models
 
 
 def png(rgb: tuple[int, int, int], size: int = 8) -> bytes:
@@ -44,8 +46,14 @@ def make_samples() -> Callable[..., pa.Table]:
 
     def make(rows: list[tuple[str, str, str, str, list[str]]]) -> pa.Table:
         samples = [
-            Sample("reddit", f"{post}/{comment}", question, [answer], list(images),
-                   meta={"subreddit": "whatisthisthing", "post_id": post, "comment_id": comment})
+            Sample(
+                "reddit",
+                f"{post}/{comment}",
+                question,
+                [answer],
+                list(images),
+                meta={"subreddit": "whatisthisthing", "post_id": post, "comment_id": comment},
+            )
             for post, comment, question, answer, images in rows
         ]
         return pa.Table.from_pylist([s.to_row() for s in samples], schema=SAMPLE)

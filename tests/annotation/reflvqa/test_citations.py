@@ -1,4 +1,5 @@
 """Stage 4: retrieval + entailment filtering of citations; release tables and statistics."""
+
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +12,13 @@ import pyarrow.compute as pc
 import pytest
 
 from mmcurate.annotation.reflvqa.citations import (
-    CHECK_CUTOFF, CHECK_FLAG, CHECK_IMAGE, CHECK_TEXT, CiteDocuments, knowledge_base, post_titles,
+    CHECK_CUTOFF,
+    CHECK_FLAG,
+    CHECK_IMAGE,
+    CHECK_TEXT,
+    CiteDocuments,
+    knowledge_base,
+    post_titles,
 )
 from mmcurate.core.errors import MmcurateError
 from mmcurate.core.ids import sha256_bytes
@@ -21,8 +28,16 @@ from mmcurate.releases.reflvqa.tables import reflvqa_statistics, reflvqa_tables
 from mmcurate.retrieval.kb import image_doc_id
 
 DOCS = [
-    {"doc_id": "eiffel", "title": "Eiffel Tower", "text": "The Eiffel Tower in Paris was completed in 1889 for the World's Fair."},
-    {"doc_id": "bridge", "title": "Tower Bridge", "text": "Tower Bridge crosses the Thames in London and opened in 1894."},
+    {
+        "doc_id": "eiffel",
+        "title": "Eiffel Tower",
+        "text": "The Eiffel Tower in Paris was completed in 1889 for the World's Fair.",
+    },
+    {
+        "doc_id": "bridge",
+        "title": "Tower Bridge",
+        "text": "Tower Bridge crosses the Thames in London and opened in 1894.",
+    },
     {"doc_id": "cat", "title": "Cat", "text": "Domestic cats are small carnivorous mammals kept as pets."},
     {"doc_id": "paris", "title": "Paris", "text": "Paris is the capital of France with many museums."},
 ]
@@ -62,8 +77,9 @@ class ColourClip(BagOfWords):
         return np.array([[float(c in t.lower()) + 1e-3 for c in self.COLOURS] for t in texts], dtype=np.float32)
 
     def encode_images(self, images):
-        return np.array([[float(self.shas[sha256_bytes(b)] == c) + 1e-3 for c in self.COLOURS] for b in images],
-                        dtype=np.float32)
+        return np.array(
+            [[float(self.shas[sha256_bytes(b)] == c) + 1e-3 for c in self.COLOURS] for b in images], dtype=np.float32
+        )
 
 
 @pytest.fixture
@@ -74,8 +90,14 @@ def corpus(tmp_path):
 
 
 def sentence(index, text, fact_checkable):
-    return {"index": index, "text": text, "fact_checkable": fact_checkable, "text_citations": [],
-            "image_citations": [], "flagged": False}
+    return {
+        "index": index,
+        "text": text,
+        "fact_checkable": fact_checkable,
+        "text_citations": [],
+        "image_citations": [],
+        "flagged": False,
+    }
 
 
 @pytest.fixture
@@ -100,7 +122,10 @@ def test_lexical_entailment_filters_citations(labelled, corpus, tmp_path, stage_
     judged = [d for d in result.decisions if d.check == CHECK_TEXT]
     assert len(judged) == 3 * 2  # 3 fact-checkable sentences x top 2 documents
     assert {d.model for d in judged} == {"lexical-overlap-v1"}
-    assert {(d.detail["sentence"], d.context_id) for d in judged if d.verdict == "entail"} == {(0, "eiffel"), (2, "bridge")}
+    assert {(d.detail["sentence"], d.context_id) for d in judged if d.verdict == "entail"} == {
+        (0, "eiffel"),
+        (2, "bridge"),
+    }
     assert all(d.verdict in ("entail", "reject") and isinstance(d.detail["score"], float) for d in judged)
     flags = [d for d in result.decisions if d.check == CHECK_FLAG]
     assert [(d.context_id, d.verdict) for d in flags] == [("s3", "flagged")]
@@ -121,20 +146,29 @@ def test_embedding_the_corpus_prints_progress_as_the_evaluation_does(labelled, c
     printed = capsys.readouterr()
     lines = printed.err.splitlines()
     assert printed.out == ""
-    assert any(re.fullmatch(rf"reflvqa-text: embedding: {len(DOCS)}/{len(DOCS)} rows \(100%\), .* rows/s, ETA .*", line)
-               for line in lines), lines
+    assert any(
+        re.fullmatch(rf"reflvqa-text: embedding: {len(DOCS)}/{len(DOCS)} rows \(100%\), .* rows/s, ETA .*", line)
+        for line in lines
+    ), lines
     assert lines[-1].startswith("reflvqa-text: index ready (")
     run(labelled, corpus, stage_ctx, text_entailment="lexical")
     assert capsys.readouterr() == ("", "")  # the index is on disk: nothing embedded, nothing said
 
 
 def test_llm_entailment_with_scripted_yes_no(labelled, corpus, make_pool, stage_ctx):
-    judge = ([
-        {"when_all": ["Document: Eiffel Tower.", "Statement: The Eiffel Tower was completed"], "answer": "Yes"},
-        {"when_all": ["Document: Tower Bridge crosses", "Statement: Tower Bridge", "could not be read"], "answer": "no"},
-        {"when_all": ["Document: Tower Bridge crosses", "Statement: Tower Bridge"], "answer": "I believe so"},
-        {"when_all": ["Document: Paris.", "Statement: The Eiffel"], "answer": "perhaps"},
-    ], "no", False)
+    judge = (
+        [
+            {"when_all": ["Document: Eiffel Tower.", "Statement: The Eiffel Tower was completed"], "answer": "Yes"},
+            {
+                "when_all": ["Document: Tower Bridge crosses", "Statement: Tower Bridge", "could not be read"],
+                "answer": "no",
+            },
+            {"when_all": ["Document: Tower Bridge crosses", "Statement: Tower Bridge"], "answer": "I believe so"},
+            {"when_all": ["Document: Paris.", "Statement: The Eiffel"], "answer": "perhaps"},
+        ],
+        "no",
+        False,
+    )
     pool = make_pool({"judge": judge})
     result = run(labelled, corpus, stage_ctx, pool, text_entailment="llm:judge")
     sentences = result.kept["sentences"].to_pylist()[0]
@@ -154,13 +188,26 @@ def test_image_citations_with_cross_modal_encoder_and_vlm(labelled, corpus, make
     colours = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
     shas = {store.put(png(rgb)): name for name, rgb in colours.items()}
     red = next(s for s, c in shas.items() if c == "red")
-    table = labelled.drop_columns(["sentences"]).append_column("sentences", pa.array(
-        [[sentence(0, "The red bus is a Routemaster.", True), sentence(1, "The blue door is closed.", True)]],
-        type=pa.list_(SENTENCE)))
+    table = labelled.drop_columns(["sentences"]).append_column(
+        "sentences",
+        pa.array(
+            [[sentence(0, "The red bus is a Routemaster.", True), sentence(1, "The blue door is closed.", True)]],
+            type=pa.list_(SENTENCE),
+        ),
+    )
     vlm = ([{"when_all": ["Statement: The red bus"], "answer": "yes"}], "no", True)
     pool = make_pool({"vlm": vlm})
-    result = run(table, corpus, stage_ctx, pool, shas, text_entailment="lexical", cross_modal=ColourClip(shas),
-                 top_images=1, image_entailment="vlm")
+    result = run(
+        table,
+        corpus,
+        stage_ctx,
+        pool,
+        shas,
+        text_entailment="lexical",
+        cross_modal=ColourClip(shas),
+        top_images=1,
+        image_entailment="vlm",
+    )
     sentences = result.kept["sentences"].to_pylist()[0]
     assert sentences[0]["image_citations"] == [image_doc_id(red)]
     assert sentences[1]["image_citations"] == [] and sentences[1]["flagged"]
@@ -179,16 +226,26 @@ def test_image_citations_with_cross_modal_encoder_and_vlm(labelled, corpus, make
 def test_release_tables_schema_and_statistics(labelled, corpus, stage_ctx):
     result = run(labelled, corpus, stage_ctx, text_entailment="lexical")
     tables = reflvqa_tables(result.kept, knowledge_base([corpus], None, []))
-    sentence = pa.struct([
-        pa.field("index", pa.int32(), nullable=False), pa.field("text", pa.string(), nullable=False),
-        pa.field("fact_checkable", pa.bool_()),
-        pa.field("text_citations", pa.list_(pa.string()), nullable=False),
-        pa.field("image_citations", pa.list_(pa.string()), nullable=False),
-        pa.field("flagged", pa.bool_(), nullable=False),
-    ])
+    sentence = pa.struct(
+        [
+            pa.field("index", pa.int32(), nullable=False),
+            pa.field("text", pa.string(), nullable=False),
+            pa.field("fact_checkable", pa.bool_()),
+            pa.field("text_citations", pa.list_(pa.string()), nullable=False),
+            pa.field("image_citations", pa.list_(pa.string()), nullable=False),
+            pa.field("flagged", pa.bool_(), nullable=False),
+        ]
+    )
     assert tables["qa"].schema.names == ["sample_id", "source_id", "question", "images", "answer", "sentences", "meta"]
     assert [f.type for f in tables["qa"].schema] == [
-        pa.string(), pa.string(), pa.string(), pa.list_(pa.string()), pa.string(), pa.list_(sentence), pa.string()]
+        pa.string(),
+        pa.string(),
+        pa.string(),
+        pa.list_(pa.string()),
+        pa.string(),
+        pa.list_(sentence),
+        pa.string(),
+    ]
     assert tables["documents"].schema.names == ["doc_id", "modality", "text", "image", "title", "provenance"]
     assert tables["knowledge_base"].schema.names == ["doc_id", "modality", "text", "image", "title"]
     assert sorted(tables["documents"]["doc_id"].to_pylist()) == ["bridge", "eiffel"]  # cited only
@@ -211,7 +268,6 @@ def test_lexical_threshold_in_the_spec_is_named():
         entailment_judge("lexical:most")
 
 
-
 def test_mad_cutoff_before_entailment(labelled, corpus, stage_ctx):
     """Over the whole 4-document corpus, MAD cuts the documents scoring below 0.1 (the floor
     wins: median - 1.5 MAD is lower); only the kept ones are judged."""
@@ -223,16 +279,23 @@ def test_mad_cutoff_before_entailment(labelled, corpus, stage_ctx):
         "s2": ("cut", ["bridge", "eiffel", "cat"], ["paris"]),
         "s3": ("cut", ["cat", "bridge"], ["paris", "eiffel"]),
     }
-    assert all(d.detail["cutoff"] == "mad" and d.detail["theta"] == 0.1 and d.detail["scale"] == "cosine"
-               for d in cuts.values())
+    assert all(
+        d.detail["cutoff"] == "mad" and d.detail["theta"] == 0.1 and d.detail["scale"] == "cosine"
+        for d in cuts.values()
+    )
     judged = [(d.detail["sentence"], d.context_id) for d in result.decisions if d.check == CHECK_TEXT]
     assert len(judged) == 7 and (0, "cat") not in judged
     assert {k: result.counts[k] for k in ("cutoff_retrieved", "cutoff_kept", "cutoff_cut")} == {
-        "cutoff_retrieved": 12, "cutoff_kept": 7, "cutoff_cut": 5}
+        "cutoff_retrieved": 12,
+        "cutoff_kept": 7,
+        "cutoff_cut": 5,
+    }
     assert [s["text_citations"] for s in result.kept["sentences"].to_pylist()[0]] == [["eiffel"], [], ["bridge"], []]
     assert result.kept["retrieved_text"].to_pylist()[0] == [
-        {"index": 0, "doc_ids": ["eiffel", "bridge"]}, {"index": 2, "doc_ids": ["bridge", "eiffel", "cat"]},
-        {"index": 3, "doc_ids": ["cat", "bridge"]}]
+        {"index": 0, "doc_ids": ["eiffel", "bridge"]},
+        {"index": 2, "doc_ids": ["bridge", "eiffel", "cat"]},
+        {"index": 3, "doc_ids": ["cat", "bridge"]},
+    ]
     assert result.extra["text_cutoff"] == "mad" and result.components["text_cutoff"] == "mad"
     fixed = run(labelled, corpus, stage_ctx, text_entailment="lexical", cutoff="top_k:1", top_text=4)
     assert fixed.counts["cutoff_kept"] == 3 and fixed.counts["cutoff_cut"] == 9
@@ -244,11 +307,18 @@ def test_mad_cutoff_before_entailment(labelled, corpus, stage_ctx):
 def test_a_posts_images_carry_its_title_as_their_caption(corpus):
     """Issue 43 item 3: the image documents of the posts' own images are titled with the first
     post showing them, which the evaluation's caption stand-ins (retrieval and reranking) read."""
-    candidates = pa.table({"question": ["What breed is this cat?", "Which rocket is this?", "Same cat again?"],
-                           "images": [["aa", "bb"], ["cc"], ["aa"]]})
+    candidates = pa.table(
+        {
+            "question": ["What breed is this cat?", "Which rocket is this?", "Same cat again?"],
+            "images": [["aa", "bb"], ["cc"], ["aa"]],
+        }
+    )
     titles = post_titles(candidates)
     assert titles == {"aa": "What breed is this cat?", "bb": "What breed is this cat?", "cc": "Which rocket is this?"}
     kb = knowledge_base([corpus], None, ["aa", "cc", "dd"], titles)
     images = kb.filter(pc.equal(kb["modality"], "image")).select(["image", "title"]).to_pylist()
-    assert images == [{"image": "aa", "title": "What breed is this cat?"},
-                      {"image": "cc", "title": "Which rocket is this?"}, {"image": "dd", "title": None}]
+    assert images == [
+        {"image": "aa", "title": "What breed is this cat?"},
+        {"image": "cc", "title": "Which rocket is this?"},
+        {"image": "dd", "title": None},
+    ]

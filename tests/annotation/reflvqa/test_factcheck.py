@@ -1,13 +1,13 @@
 """Stage 3: sentences and fact-checkability, strict yes/no parse with one retry."""
+
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
-import pyarrow as pa
-
 from mmcurate.annotation.reflvqa.factcheck import CHECK_SAMPLE, CHECK_SENTENCE, FactCheckable, heuristic_label
-from mmcurate.core.schema import SENTENCE
 from mmcurate.core.errors import MmcurateError
+from mmcurate.core.schema import SENTENCE
 
 CHECKER = (
     [
@@ -29,11 +29,13 @@ def split(text):
 
 @pytest.fixture
 def samples(make_samples):
-    return make_samples([
-        ("p0", "c0", "What tower is this?", "The Eiffel Tower is in Paris. I love it. Maybe it is tall.", []),
-        ("p1", "c0", "What is this?", "It was built in 1889. Weird question.", []),
-        ("p2", "c0", "Empty?", "   ", []),
-    ])
+    return make_samples(
+        [
+            ("p0", "c0", "What tower is this?", "The Eiffel Tower is in Paris. I love it. Maybe it is tall.", []),
+            ("p1", "c0", "What is this?", "It was built in 1889. Weird question.", []),
+            ("p2", "c0", "Empty?", "   ", []),
+        ]
+    )
 
 
 def test_labels_parse_retry_and_error(samples, make_pool, stage_ctx):
@@ -61,20 +63,25 @@ def test_labeller_is_required():
 
 
 def test_default_splitter_is_punkt(make_samples, make_pool, stage_ctx):
-    samples = make_samples([("p0", "c0", "Q?", "The Eiffel Tower is in Paris. It was built in 1889 by Mr. Eiffel's firm.", [])])
+    samples = make_samples(
+        [("p0", "c0", "Q?", "The Eiffel Tower is in Paris. It was built in 1889 by Mr. Eiffel's firm.", [])]
+    )
     result = FactCheckable("fc").run(samples, stage_ctx(make_pool({"fc": CHECKER})))
     texts = [s["text"] for s in result.kept["sentences"].to_pylist()[0]]
     assert texts == ["The Eiffel Tower is in Paris.", "It was built in 1889 by Mr. Eiffel's firm."]
 
 
-@pytest.mark.parametrize("sentence, checkable", [
-    ("She was the first woman to pilot the Space Shuttle, on STS-63 in 1995.", True),
-    ("The Saturn V stood 110 metres tall on the launch pad.", True),
-    ("I really love how this picture turned out for me.", False),   # about the writer
-    ("Is that the Eiffel Tower in the background there?", False),   # a question
-    ("Nice shot.", False),                                          # too short
-    ("it looks pretty old and probably worth keeping around", False),  # names nothing
-])
+@pytest.mark.parametrize(
+    "sentence, checkable",
+    [
+        ("She was the first woman to pilot the Space Shuttle, on STS-63 in 1995.", True),
+        ("The Saturn V stood 110 metres tall on the launch pad.", True),
+        ("I really love how this picture turned out for me.", False),  # about the writer
+        ("Is that the Eiffel Tower in the background there?", False),  # a question
+        ("Nice shot.", False),  # too short
+        ("it looks pretty old and probably worth keeping around", False),  # names nothing
+    ],
+)
 def test_heuristic_stand_in(sentence, checkable):
     assert heuristic_label(sentence).label == ("yes" if checkable else "no")
 

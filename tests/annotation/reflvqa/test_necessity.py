@@ -1,4 +1,5 @@
 """Stage 2: image necessity with scripted inspectors and a scripted evaluator."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,8 +31,9 @@ EVALUATOR = (
 
 @pytest.fixture
 def samples(make_samples):
-    return make_samples([(f"p{i}", "c", f"What is this thing [q{i}]?", f"It is thing number {i}.", ["ab" * 32])
-                         for i in range(5)])
+    return make_samples(
+        [(f"p{i}", "c", f"What is this thing [q{i}]?", f"It is thing number {i}.", ["ab" * 32]) for i in range(5)]
+    )
 
 
 def verdicts(result, check):
@@ -47,7 +49,13 @@ def test_zero_one_two_right_inspectors(samples, make_pool, stage_ctx):
     pool = make_pool({"a": inspector("a"), "b": inspector("b"), "c": inspector("c"), "judge": EVALUATOR})
     result = ImageNecessity(["a", "b", "c"], "judge", max_right=1).run(samples, stage_ctx(pool, "r1"))
     rules = rule_by_tag(result, samples)
-    assert {t: d.verdict for t, d in rules.items()} == {"q0": "keep", "q1": "keep", "q2": "drop", "q3": "keep", "q4": "keep"}
+    assert {t: d.verdict for t, d in rules.items()} == {
+        "q0": "keep",
+        "q1": "keep",
+        "q2": "drop",
+        "q3": "keep",
+        "q4": "keep",
+    }
     assert (rules["q0"].detail["right"], rules["q1"].detail["right"], rules["q2"].detail["right"]) == (0, 1, 2)
     assert rules["q2"].detail["reason"] == "answerable without the image"
     assert result.kept.num_rows == 4 and result.counts["dropped"] == 1

@@ -1,4 +1,5 @@
 """Stage 1: irrelevant-image filter. Skip path, rank rule on a hand-made encoder, tiny OpenCLIP."""
+
 from __future__ import annotations
 
 import json
