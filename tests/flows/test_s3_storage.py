@@ -17,9 +17,6 @@ from tests.flows.release_fingerprint import content_fingerprint
 from tests.releases.cli_helpers import one_line, run_process
 
 pytestmark = pytest.mark.slow
-# a slice of the dry run (every stage, fewer samples): the whole run's content is pinned on plain paths by
-# test_dryrun_equivalence.py; here what matters is that the store holds the same bytes
-SLICE = ("infoseek", "webqa")
 
 
 def on_s3(config: Path, bucket: str) -> Path:
@@ -42,7 +39,7 @@ def test_the_dry_run_on_s3_publishes_the_local_release_byte_for_byte(
 
     monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "scratch"))
     (tmp_path / "local").mkdir()
-    local = dryrun_config(tmp_path / "local", fixtures_root, sources=SLICE)
+    local = dryrun_config(tmp_path / "local", fixtures_root)
     local_release = Path(deflectionbench(config=str(local)))
     deflectionbench(config=str(on_s3(local, s3_bucket)))
 
@@ -80,7 +77,7 @@ def test_a_crash_mid_publication_leaves_no_release_and_the_rerun_publishes_it(
 
     monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "scratch"))
     (tmp_path / "home").mkdir()
-    config = on_s3(dryrun_config(tmp_path / "home", fixtures_root, sources=SLICE), s3_bucket)
+    config = on_s3(dryrun_config(tmp_path / "home", fixtures_root, sources=("infoseek", "webqa")), s3_bucket)
     real_put = s3fs.S3FileSystem.put_file
     uploads = []
 
