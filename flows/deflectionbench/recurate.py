@@ -60,9 +60,9 @@ def recurate_deflectionbench(run: Recuration) -> Recurated:
         carried=dict(Counter(samples["source"].to_pylist())),
         quarantine=parent.quarantine,
         source_files=[entry.recorded() for entry in parent.manifest.source_files],
-        components=cast(
-            dict[str, str], parent.manifest.components
-        ),  # deflection_draft wrote strings parent=run.parent_record, history=parent.ledger,
+        components=cast(dict[str, str], parent.manifest.components),  # deflection_draft wrote strings
+        parent=run.parent_record,
+        history=parent.ledger,
         topics=inherited_topics(parent.manifest, parent.ledger, samples),
         dedup=deduped,
         indexes=parent.manifest.indexes,
