@@ -87,6 +87,9 @@ def test_a_crash_mid_publication_leaves_no_release_and_the_rerun_publishes_it(
             raise ConnectionResetError("injected: the connection to the store dropped")
         return real_put(self, *args, **kwargs)
 
+    # an instance made before the patch (an earlier test's, from fsspec's instance cache) holds its own
+    # sync put_file (fsspec mirrors the async methods onto each instance), which the patch would miss
+    s3fs.S3FileSystem.clear_instance_cache()
     monkeypatch.setattr(s3fs.S3FileSystem, "put_file", dies_on_the_third_upload)
     with pytest.raises(ConnectionResetError):
         deflectionbench(config=str(config))
