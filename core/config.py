@@ -43,6 +43,7 @@ from pydantic_settings import (
 
 from . import storage
 from .errors import ConfigError, MmcurateError
+from .images import ImageStore
 from .plural import counted, listed
 
 
@@ -384,6 +385,20 @@ class CoreSettings(BaseSettings):
         object store behind it when the setting is a URL."""
         url = self._stores.get(name)
         return storage.Mirror(getattr(self, name), storage.Location(url) if url else None)
+
+    def image_store(self) -> ImageStore:
+        """The run's image store, ``workdir/images``: with a workdir in an object store, this
+        machine's copy of the store's ``images/`` (``ImageStore``'s ``remote``)."""
+        workdir = self.mirror("workdir")
+        return ImageStore(workdir.local / "images", remote=workdir.remote / "images" if workdir.remote else None)
+
+    def on_this_machine(self) -> Self:
+        """These settings as another process uses them (a Dask or Ray worker, which unpickles
+        the flow's): each setting stored at a URL gets its working copy in this process's
+        scratch folder (``storage.scratch_for``), not in the folder of the process that read the
+        config, which another machine does not have."""
+        moved = {name: storage.scratch_for(storage.Location(url), name) for name, url in self._stores.items()}
+        return self.model_copy(update=moved) if moved else self
 
     @model_validator(mode="before")
     @classmethod

@@ -22,6 +22,7 @@ from PIL import Image, ImageFile
 from .errors import ImageRejected
 from .ids import sha256_bytes
 from .records import Rejected
+from .storage import Location
 
 MAX_PIXELS = 50_000_000  # ~7000x7000; larger images are rejected, not resized
 FORMAT_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}
@@ -95,16 +96,24 @@ def resolve_inside(root: Path, relative: str) -> Path:
 
 
 class ImageStore:
-    """A directory of decode-checked images named by the sha256 of their bytes."""
+    """A directory of decode-checked images named by the sha256 of their bytes.
 
-    def __init__(self, root: Path | str, max_pixels: int = MAX_PIXELS) -> None:
+    With a ``remote`` (the workdir in an object store, ``Settings.image_store``), the directory is
+    this machine's copy of the shared store: an image put here is uploaded (one object, whole or
+    absent) before it appears under its local name, so a local image is always in the store too;
+    one missing here is fetched from the store when asked for (a worker reads what the ingest on
+    another machine stored)."""
+
+    def __init__(self, root: Path | str, max_pixels: int = MAX_PIXELS, remote: Location | None = None) -> None:
         self.root = Path(root)
         self.max_pixels = max_pixels
+        self.remote = remote
 
     def put(self, data: bytes) -> str:
         """Check and store ``data``; return its sha256. Idempotent."""
         sha = sha256_bytes(data)
-        if self.find(sha) is not None:
+        # only this copy is looked at: uploading the same bytes again costs less than a listing
+        if self._local(sha) is not None:
             return sha
         ext = check_image(data, self.max_pixels)
         path = self.root / sha[:2] / f"{sha}.{ext}"
@@ -112,6 +121,10 @@ class ImageStore:
         # a name per writer: two threads of one ingest (parts of a dump) can store one image at once
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
+        if self.remote is not None:
+            target = self.remote / f"{sha[:2]}/{path.name}"
+            target.fs.makedirs(target.fs._parent(target.path), exist_ok=True)
+            target.fs.put_file(str(tmp), target.path)
         os.replace(tmp, path)  # never a half-written image under its final name
         return sha
 
@@ -133,12 +146,35 @@ class ImageStore:
     def find(self, sha: str) -> Path | None:
         """The stored file of ``sha``, or None: one stat per known extension (a folder of the
         store holds 1/256 of all images, far too many to list on every lookup)."""
+        found = self._local(sha)
+        if found is None and self.remote is not None:
+            found = self._fetch(sha)
+        return found
+
+    def _local(self, sha: str) -> Path | None:
         folder = self.root / sha[:2]
         for ext in FORMAT_EXT.values():
             candidate = folder / f"{sha}.{ext}"
             if candidate.is_file():
                 return candidate
         return None
+
+    def _fetch(self, sha: str) -> Path | None:
+        """The image ``sha`` downloaded from the remote store into this copy (one listing), or None."""
+        assert self.remote is not None
+        folder = self.remote / sha[:2]
+        names = [name for name in folder.children() if name.rsplit(".", 1)[0] == sha]
+        if not names:
+            return None
+        path = self.root / sha[:2] / names[0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            folder.fs.get_file((folder / names[0]).path, str(tmp))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path
 
     def path(self, sha: str) -> Path:
         found = self.find(sha)

@@ -231,12 +231,13 @@ def complete_children(location: Location) -> list[str]:
     return [name for name in location.children() if (location / name / MARKER).exists()]
 
 
-def publish_folder(source: Path, target: Location) -> None:
+def publish_folder(source: Path, target: Location, exclude: tuple[str, ...] = ()) -> None:
     """Publish the local folder ``source`` as ``target``, all or nothing to a reader.
 
     Local target: copied into a hidden temp folder beside it, then renamed into place. Object
     store: every file written at its key, then the marker naming each file's sha256, last. A
-    target already complete is refused (published folders are immutable)."""
+    target already complete is refused (published folders are immutable). ``exclude`` names
+    top-level entries of ``source`` left out (in a local target too)."""
     if is_complete(target):
         raise StorageError(f"{target} is already published; published folders are immutable")
     if target.is_local:
@@ -244,7 +245,7 @@ def publish_folder(source: Path, target: Location) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         temp = dest.parent / f".tmp-{dest.name}-{secrets.token_hex(4)}"
         try:
-            shutil.copytree(source, temp)
+            shutil.copytree(source, temp, ignore=lambda folder, names: exclude if Path(folder) == source else ())
             os.rename(temp, dest)
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
@@ -252,6 +253,8 @@ def publish_folder(source: Path, target: Location) -> None:
         return
     files = {}
     for relative in _files(source):
+        if relative.split("/", 1)[0] in exclude:
+            continue
         files[relative] = sha256_file(source / relative)
         target.fs.put_file(str(source / relative), (target / relative).path)
     (target / MARKER).write_bytes(json.dumps({"files": files}, indent=1, sort_keys=True).encode())
@@ -314,7 +317,33 @@ class Mirror:
             for name in complete_children(self.remote / relative if relative else self.remote):
                 self.pull(f"{relative}/{name}" if relative else name)
 
-    def push(self, relative: str) -> None:
-        """Publish ``local/relative`` as ``remote/relative`` unless the store has it already."""
+    def push(self, relative: str, exclude: tuple[str, ...] = ()) -> None:
+        """Publish ``local/relative`` (without its top-level entries named in ``exclude``) as
+        ``remote/relative`` unless the store has it already."""
         if self.remote is not None and not is_complete(self.remote / relative):
-            publish_folder(self.local / relative, self.remote / relative)
+            publish_folder(self.local / relative, self.remote / relative, exclude)
+
+    def push_file(self, relative: str) -> None:
+        """Upload the one file ``local/relative`` to ``remote/relative``. One object needs no
+        marker: an object store shows a PUT (multipart ones included) whole or not at all.
+        For files that never change once written (named by their content or their run)."""
+        if self.remote is not None:
+            target = self.remote / relative
+            target.fs.makedirs(target.fs._parent(target.path), exist_ok=True)
+            target.fs.put_file(str(self.local / relative), target.path)
+
+    def pull_file(self, relative: str) -> Path:
+        """``local/relative``, downloaded from ``remote/relative`` when only the store has it
+        (FileNotFoundError when neither has it); never left half-written under its name."""
+        dest = self.local / relative
+        if self.remote is None or dest.exists():
+            return dest
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        temp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            source = self.remote / relative
+            source.fs.get_file(source.path, str(temp))
+            os.replace(temp, dest)
+        finally:
+            temp.unlink(missing_ok=True)
+        return dest

@@ -71,7 +71,7 @@ class Recuration:
     @property
     def images(self) -> ImageStore:
         """The workdir's image store, where the parent's images are read from."""
-        return ImageStore(self.settings.workdir / "images")
+        return self.settings.image_store()
 
     @property
     def new_models(self) -> list[str]:

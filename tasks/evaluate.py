@@ -15,7 +15,6 @@ from prefect.cache_policies import NO_CACHE
 from mmcurate.benchmarks.deflectionbench import VerifyFirstConfig
 from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.config import Settings
-from mmcurate.core.images import ImageStore
 from mmcurate.core.plural import counted
 from mmcurate.core.specs import is_lexical
 from mmcurate.core.stages import StageContext
@@ -64,7 +63,7 @@ def answer_scenarios(
     templates: PromptSet = BUILT_IN,
 ) -> tuple[pa.Table, list[dict]]:
     gate = VerifyFirstConfig.of(settings)
-    with open_models(settings, ImageStore(settings.workdir / "images"), prefect_secret) as models:
+    with open_models(settings, settings.image_store(), prefect_secret) as models:
         results = evaluate(
             samples,
             models.pool,
@@ -88,7 +87,7 @@ def answer_scenarios(
 def score_crag(results: pa.Table, samples: pa.Table, settings: Settings) -> tuple[pa.Table, str, list[dict]]:
     """The answers CRAG-scored (first 75 tokens, four grades) by the configured judge through the
     model pool (cached); the note naming the judge and the token counter; the call counts."""
-    with open_models(settings, ImageStore(settings.workdir / "images"), prefect_secret) as models:
+    with open_models(settings, settings.image_store(), prefect_secret) as models:
         judge, counter = crag_judge(settings, models.pool), token_counter(settings)
         scored = crag_score(results, samples, judge, counter)
         calls = models.counter.rows()
@@ -144,7 +143,7 @@ def answer_reflvqa(
     reranker, evaluators), notes on the readings and on what could not be done, and the call counts."""
     cfg = RefLVQAEvalConfig.of(settings)
     options = run_options({"settings": grid, "queries": queries})
-    store = ImageStore(settings.workdir / "images")
+    store = settings.image_store()
     corpus = RagCorpus(
         documents,
         settings.workdir / "indexes",
@@ -192,7 +191,7 @@ def answer_cragmm(
 ) -> tuple[pa.Table, dict[str, str], list[dict]]:
     """Every turn answered by ``system`` (plain or cruise, and each of Table 1's ``ablations``),
     conversations in turn order; the components used and the call counts."""
-    store = ImageStore(settings.workdir / "images")
+    store = settings.image_store()
     retriever = build_retriever(settings, task) if system == CRUISE else None
     with open_models(settings, store, prefect_secret) as models:
         answers = answer_variants(
@@ -222,7 +221,7 @@ def answer_pope(
     probes: list[dict], settings: Settings, model: str, system: str, run_id: str
 ) -> tuple[list[dict], list[str], list[dict]]:
     """Every POPE probe answered plain or through Kestrel; the rows, the notes, the call counts."""
-    store = ImageStore(settings.workdir / "images")
+    store = settings.image_store()
     with open_models(settings, store, prefect_secret) as models:
         rows, notes = pope_answers(probes, StageContext(settings, run_id, store, models), model, system)
         calls = models.counter.rows()

@@ -16,25 +16,34 @@ import pyarrow as pa
 from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
-from mmcurate.core.config import SourceSpec
+from mmcurate.core.config import Settings, SourceSpec
+from mmcurate.core.errors import MmcurateError
 from mmcurate.core.images import ImageStore
 from mmcurate.core.schema import QUARANTINE, SAMPLE
+from mmcurate.core.storage import Mirror
 from mmcurate.core.tables import SpilledTable, read_table, write_table
 from mmcurate.sources.ingest import IngestResult, ingest, ingest_folder, load_ingest, merge_ingests, source_parts
 
+PARTS = "parts"  # a split source's part folders, inside its ingest folder
+
 
 @task(name="ingest-source", cache_policy=NO_CACHE, task_run_name="ingest-{spec.name}")
-def ingest_whole(spec: SourceSpec, out: Path, workdir: Path) -> IngestResult:
-    return ingest(
-        spec.name, spec.root, out, images=spec.images, options=spec.options, store=ImageStore(workdir / "images")
-    )
+def ingest_whole(spec: SourceSpec, out: Path, store: ImageStore) -> IngestResult:
+    return ingest(spec.name, spec.root, out, images=spec.images, options=spec.options, store=store)
 
 
 @task(name="ingest-part", cache_policy=NO_CACHE, task_run_name="ingest-{spec.name}-{key}")
-def ingest_part(spec: SourceSpec, key: str, options: dict[str, Any], out: Path, workdir: Path) -> IngestResult:
-    return load_ingest(out) or ingest(
-        spec.name, spec.root, out, images=spec.images, options=options, store=ImageStore(workdir / "images")
-    )
+def ingest_part(spec: SourceSpec, key: str, options: dict[str, Any], relative: str, settings: Settings) -> str:
+    """Ingest one part into ``workdir/relative`` where the task runs (a worker's own copy of the
+    workdir), then publish it to the workdir's store, if any; a part published by an earlier
+    run is fetched, not ingested again."""
+    settings = settings.on_this_machine()
+    workdir = settings.mirror("workdir")
+    out = workdir.local / relative
+    if not workdir.pull(relative) or load_ingest(out) is None:
+        ingest(spec.name, spec.root, out, images=spec.images, options=options, store=settings.image_store())
+    workdir.push(relative)
+    return relative
 
 
 @task(name="merge-ingests", cache_policy=NO_CACHE)
@@ -42,22 +51,41 @@ def merge_parts(parts: list[IngestResult], out: Path) -> IngestResult:
     return merge_ingests(parts, out)
 
 
-def ingest_source(spec: SourceSpec, workdir: Path) -> IngestResult:
-    """The source's ingest, from an earlier run when the same root and options were ingested;
-    its one-line summary (samples, quarantine, skipped splits and records) goes to the run's log."""
-    out = ingest_folder(workdir, spec.name, spec.root, spec.options)
+def _finished(workdir: Mirror, relative: str) -> IngestResult:
+    """The part a task ingested at ``workdir/relative``, fetched from the store if a worker made it."""
+    workdir.pull(relative)
+    part = load_ingest(workdir.local / relative)
+    if part is None:
+        raise MmcurateError(f"the ingest part {relative} finished, but neither the workdir nor its store holds it")
+    return part
+
+
+def ingest_source(spec: SourceSpec, settings: Settings) -> IngestResult:
+    """The source's ingest, from an earlier run when the same root and options were ingested
+    (here, or published to the workdir's object store by a run on another machine); its
+    one-line summary (samples, quarantine, skipped splits and records) goes to the run's log.
+    With a workdir in an object store the finished ingest is published there (without its
+    parts' folders: the merged files hold them)."""
+    workdir = settings.mirror("workdir")
+    out = ingest_folder(workdir.local, spec.name, spec.root, spec.options)
+    relative = out.relative_to(workdir.local).as_posix()
+    workdir.pull(relative)
     result = load_ingest(out)
     if result is None:
         parts = source_parts(spec.name, spec.root, spec.options)
         if len(parts) < 2:
-            result = ingest_whole(spec, out, workdir)
+            result = ingest_whole(spec, out, settings.image_store())
         else:
-            keys = [key for key, _ in parts]
-            folders = [out / "parts" / key.replace("/", "_") for key in keys]
+            folders = [f"{relative}/{PARTS}/{key.replace('/', '_')}" for key, _ in parts]
             futures = ingest_part.map(
-                unmapped(spec), keys, [options for _, options in parts], folders, unmapped(workdir)
+                unmapped(spec),
+                [key for key, _ in parts],
+                [options for _, options in parts],
+                folders,
+                unmapped(settings),
             )
-            result = merge_parts(futures.result(), out)
+            result = merge_parts([_finished(workdir, folder) for folder in futures.result()], out)
+        workdir.push(relative, exclude=(PARTS,))
     get_run_logger().info(result.summary())
     return result
 

@@ -67,7 +67,7 @@ def publish_recuration(
     path = publish_release(
         describe_changes(run, draft),
         run.settings.mirror("releases_root"),
-        run.settings.workdir / "images",
+        run.settings.image_store(),
         allow_incomplete,
         folder=run.folder,
     )

@@ -22,7 +22,11 @@ from mmcurate.releases.writer import write_release
 
 @task(name="publish-release", cache_policy=NO_CACHE)
 def publish_release(
-    draft: ReleaseDraft, releases: Mirror, images: Path, allow_incomplete: bool = False, folder: Path | None = None
+    draft: ReleaseDraft,
+    releases: Mirror,
+    images: ImageStore,
+    allow_incomplete: bool = False,
+    folder: Path | None = None,
 ) -> Path:
     """Write the release (into ``folder`` when the benchmark's versions are not under
     ``releases_root/<benchmark>``: a re-curation's, beside its parent); the writer validates it
@@ -44,7 +48,7 @@ def publish_release(
                 table=rows,
                 description=f"{draft.benchmark} {draft.version}: {name}",
             )
-    path = write_release(draft, releases.local, ImageStore(images), folder=folder)
+    path = write_release(draft, releases.local, images, folder=folder)
     _share(path, releases)
     create_markdown_artifact(key=f"{draft.benchmark}-release", markdown=release_summary(path, draft.notes))
     return path

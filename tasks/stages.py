@@ -29,7 +29,6 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from mmcurate.core.config import Settings
-from mmcurate.core.images import ImageStore
 from mmcurate.core.interrupt import request_stop
 from mmcurate.core.plural import counted
 from mmcurate.core.stages import Stage, StageContext, StageResult, shards
@@ -41,7 +40,12 @@ from .models import prefect_secret
 
 @task(name="stage-shard", cache_policy=NO_CACHE)
 def run_shard(stage: Stage, samples: pa.Table, index: int, settings: Settings, run_id: str) -> StageResult:
-    store = ImageStore(settings.workdir / "images")
+    """``stage`` on one shard, where the runner puts it (this process, or a worker with its own
+    copy of the workdir). Its decisions are spilled to a ledger part; with a workdir in an
+    object store the part is uploaded there and named relative to the workdir, for the flow
+    to fetch (``_fetched``)."""
+    settings = settings.on_this_machine()
+    store = settings.image_store()
     logger = get_run_logger()  # bound to this task run: usable from the model layer's threads
 
     def progress(step: str, model: str, answered: int, planned: int) -> None:
@@ -51,7 +55,24 @@ def run_shard(stage: Stage, samples: pa.Table, index: int, settings: Settings, r
         ctx = StageContext(settings, run_id, store, models)
         result = stage.run(samples, ctx)
         result.calls = models.counter.rows()
-    return result.spill(ctx.ledger_dir / f"{stage.name}-{index:05d}.parquet")
+    spilled = result.spill(ctx.ledger_dir / f"{stage.name}-{index:05d}.parquet")
+    workdir = settings.mirror("workdir")
+    if workdir.remote is None:
+        return spilled
+    shared = [part.relative_to(workdir.local) for part in spilled.ledger_parts]
+    for part in shared:
+        workdir.push_file(part.as_posix())
+    return replace(spilled, ledger_parts=shared)
+
+
+def _fetched(result: StageResult, settings: Settings) -> StageResult:
+    """``result`` with its ledger parts local to this process: a part a worker uploaded (named
+    relative to the workdir) fetched from the workdir's store."""
+    workdir = settings.mirror("workdir")
+    if all(part.is_absolute() for part in result.ledger_parts):
+        return result
+    parts = [part if part.is_absolute() else workdir.pull_file(part.as_posix()) for part in result.ledger_parts]
+    return replace(result, ledger_parts=parts)
 
 
 def _run_shards(stage: Stage, samples: pa.Table, settings: Settings, run_id: str, first: int) -> StageResult:
@@ -67,7 +88,7 @@ def _run_shards(stage: Stage, samples: pa.Table, settings: Settings, run_id: str
     except BaseException:  # Ctrl-C or SIGTERM while shards run: their model calls stop at once
         request_stop()
         raise
-    return stage.merge(done)
+    return stage.merge([_fetched(result, settings) for result in done])
 
 
 def _streamed(stage: Stage, samples: SpilledTable, settings: Settings, run_id: str, rows: int) -> StageResult:

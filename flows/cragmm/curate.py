@@ -24,11 +24,11 @@ from mmcurate.tasks.release import publish_release
 def cragmm(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incomplete: bool = False) -> str:
     run = begin_curation(config, "cragmm", version)  # before any work
     settings, cfg = run.settings, run.section
-    ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
+    ingested = [ingest_source(source, settings) for source in cfg.sources]
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
     plan_run(settings, run.benchmark, samples.num_rows)  # no model: logged
     draft = cragmm_draft(settings, run.version, run.run_id, ingested, samples, quarantine)
-    release = publish_release(draft, settings.mirror("releases_root"), settings.workdir / "images", allow_incomplete)
+    release = publish_release(draft, settings.mirror("releases_root"), settings.image_store(), allow_incomplete)
     print(
         f"cragmm {draft.version}: {counted(samples.num_rows, 'turn')}, {quarantine.num_rows} quarantined -> {release}"
     )

@@ -18,7 +18,6 @@ import pyarrow as pa
 from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.cragmm import CruiseConfig
 from mmcurate.core.config import Settings
-from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.cragmm.cruise import PLAIN, select_turns, stand_in_notes
 from mmcurate.evaluation.cragmm.report import ALL_TURNS, ANSWERS_FILE, CELL, apply_multi_turn_rule, run_title
 from mmcurate.evaluation.failures import check_failures
@@ -42,7 +41,7 @@ def evaluate_cragmm(
     limit: int | None = None,
     ablations: list[str] | None = None,
 ) -> None:
-    samples = canonical_samples(bench, ImageStore(settings.workdir / "images"), "turns")
+    samples = canonical_samples(bench, settings.image_store(), "turns")
     labels = bench.table("turns").select(TURN_COLUMNS).to_pylist()
     by_id = {row["sample_id"]: row for row in samples.to_pylist()}
     turns = [{**by_id[row["sample_id"]], **row} for row in select_turns(labels, task, limit)]

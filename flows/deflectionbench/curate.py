@@ -49,7 +49,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None, 
     settings, cfg, run_id = run.settings, run.section, run.run_id
     near = near_duplicate_stage(settings, "deflectionbench", run.version)  # its references read
 
-    ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
+    ingested = [ingest_source(source, settings) for source in cfg.sources]
     samples = spill_samples(ingested, [source.limit for source in cfg.sources], settings.workdir / "runs" / run_id)
     quarantine = load_quarantine(ingested)
     bill = plan_run(settings, run.benchmark, samples.num_rows)  # before any model call
@@ -83,7 +83,7 @@ def deflectionbench(config: str = str(DEMO_CONFIG), version: str | None = None, 
         dedup=deduped,
         indexes=paired.extra.get("indexes"),
     )
-    release = publish_release(draft, settings.mirror("releases_root"), settings.workdir / "images", allow_incomplete)
+    release = publish_release(draft, settings.mirror("releases_root"), settings.image_store(), allow_incomplete)
     report_spent(bill, gated.calls + checked.calls)
     print(f"deflectionbench {draft.version}: {counted(checked.kept.num_rows, 'sample')} -> {release}")
     return str(release)

@@ -26,7 +26,6 @@ from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.deflectionbench import DeflectionBenchConfig, DeflectionEvalConfig, VerifyFirstConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
-from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.decoding import decoded_spec, decoding_note, decoding_record
 from mmcurate.evaluation.deflectionbench.report import ANSWERS_FILE, CELL, CRAG_FILE
 from mmcurate.evaluation.deflectionbench.scenarios import DEFAULT_NEGATIVE_COUNTS, FAILED, PLAIN, SCENARIOS
@@ -56,7 +55,7 @@ def evaluate_deflectionbench(
     settings.models[name] = decoded_spec(settings.model(name), evaluation.decoding)  # seed 003, 4.1
     decoding = decoding_record(settings.model(name), evaluation.decoding)
     check_folder(target, bench.benchmark, bench.version, bench.content_id, name, system, {"decoding": decoding})
-    samples = canonical_samples(bench, ImageStore(settings.workdir / "images"))
+    samples = canonical_samples(bench, settings.image_store())
     seed = bench.manifest.seed or 0
     section = DeflectionBenchConfig.find(settings)
     templates = prompt_set(section.prompts if section else None)

@@ -29,13 +29,13 @@ def pope(config: str = str(DEMO_CONFIG), version: str | None = None, allow_incom
     run = begin_curation(config, "pope", version)  # before any work
     settings, cfg, run_id = run.settings, run.section, run.run_id
 
-    ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
+    ingested = [ingest_source(source, settings) for source in cfg.sources]
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
     plan_run(settings, run.benchmark, samples.num_rows)  # no planner: a log line
     balanced = run_stage(BalanceProbes(cfg.seed), samples, settings, run_id)
 
     draft = pope_draft(settings, run.version, run_id, ingested, samples, quarantine, balanced)
-    release = publish_release(draft, settings.mirror("releases_root"), settings.workdir / "images", allow_incomplete)
+    release = publish_release(draft, settings.mirror("releases_root"), settings.image_store(), allow_incomplete)
     print(
         f"pope {draft.version}: {counted(balanced.kept.num_rows, 'probe')} ({balanced.counts['dropped']} dropped to balance) "
         f"-> {release}"

@@ -20,7 +20,6 @@ from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.pope import PopeEvalConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
-from mmcurate.core.images import ImageStore
 from mmcurate.evaluation.failures import check_failures
 from mmcurate.evaluation.pope.probes import (
     ANSWERS_FILE,
@@ -49,7 +48,7 @@ def evaluate_pope(
     oracle_grounding: bool = False,
 ) -> None:
     oracle = system == KESTREL and refuse_oracle_grounding(settings, bench, oracle_grounding)  # before any call
-    probes = canonical_rows(bench, ImageStore(settings.workdir / "images"), "probes")
+    probes = canonical_rows(bench, settings.image_store(), "probes")
     rows, notes, calls = answer_pope(probes, settings, name, system, new_run_id())
     failed = [row["error"] for row in rows if row["grade"] == FAILED]
     incomplete = check_failures(name, len(failed), len(rows), failed[0] if failed else None, allow_incomplete)

@@ -48,7 +48,7 @@ def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_i
             "(re-checks of a release); a curation run uses `teacher` and `verifier`"
         )
 
-    ingested = [ingest_source(source, settings.workdir) for source in cfg.sources]
+    ingested = [ingest_source(source, settings) for source in cfg.sources]
     samples, quarantine = load_samples(ingested, [source.limit for source in cfg.sources])
     bill = plan_run(settings, run.benchmark, samples.num_rows)  # before any model call
 
@@ -74,7 +74,7 @@ def reflectv(config: str = str(DEMO_CONFIG), version: str | None = None, allow_i
 
     stages = [dialogues, filtered, reflected, grounded, verified, formatted, deduped]
     draft = reflectv_draft(settings, run.version, run_id, ingested, samples, quarantine, stages)
-    release = publish_release(draft, settings.mirror("releases_root"), settings.workdir / "images", allow_incomplete)
+    release = publish_release(draft, settings.mirror("releases_root"), settings.image_store(), allow_incomplete)
     report_spent(bill, [row for stage in stages for row in stage.calls])
     print(
         f"reflectv {draft.version}: {formatted.counts['multi_turn']} multi-turn trajectories and "

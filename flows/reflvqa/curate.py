@@ -21,7 +21,6 @@ from mmcurate.annotation.reflvqa.necessity import ImageNecessity
 from mmcurate.annotation.reflvqa.relevance import ImageRelevance
 from mmcurate.annotation.reflvqa.verification import VerifySentences
 from mmcurate.benchmarks import register_part
-from mmcurate.core.images import ImageStore
 from mmcurate.flows import DEMO_CONFIG
 from mmcurate.releases.curation import begin_curation
 from mmcurate.releases.near_duplicates import near_duplicate_stage
@@ -39,9 +38,9 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_in
     settings, cfg, run_id = run.settings, run.section, run.run_id
     near = near_duplicate_stage(settings, "reflvqa", run.version)  # its references read
 
-    ingested = ingest_source(cfg.source, settings.workdir)
+    ingested = ingest_source(cfg.source, settings)
     candidates, quarantine = load_samples([ingested], [cfg.source.limit])
-    images, unusable = image_corpus(cfg.image_corpus, ImageStore(settings.workdir / "images"), candidates)
+    images, unusable = image_corpus(cfg.image_corpus, settings.image_store(), candidates)
     quarantine = pa.concat_tables([quarantine, unusable])
 
     bill = plan_run(settings, run.benchmark, candidates.num_rows)  # before any model call
@@ -83,7 +82,7 @@ def reflvqa(config: str = str(DEMO_CONFIG), version: str | None = None, allow_in
     titles = post_titles(candidates) if cfg.image_corpus is None else None  # a post's title captions its images
     corpus = knowledge_base(cfg.text_corpus, cfg.text_corpus_limit, images, titles)
     draft = reflvqa_draft(settings, run.version, run_id, ingested, candidates, quarantine, stages, corpus)
-    release = publish_release(draft, settings.mirror("releases_root"), settings.workdir / "images", allow_incomplete)
+    release = publish_release(draft, settings.mirror("releases_root"), settings.image_store(), allow_incomplete)
     report_spent(bill, [row for stage in stages for row in stage.calls])
     print(f"reflvqa {draft.version}: {draft.tables['qa'].num_rows} QA pairs -> {release}")
     return str(release)

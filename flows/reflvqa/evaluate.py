@@ -22,7 +22,6 @@ from mmcurate.benchmarks import register_part
 from mmcurate.benchmarks.reflvqa import RefLVQAEvalConfig
 from mmcurate.core.config import Settings
 from mmcurate.core.ids import new_run_id
-from mmcurate.core.images import ImageStore
 from mmcurate.core.specs import is_lexical
 from mmcurate.evaluation.decoding import REFLVQA, decoded_spec, decoding_note, decoding_record
 from mmcurate.evaluation.failures import check_failures
@@ -55,7 +54,7 @@ def evaluate_reflvqa(
     cfg = RefLVQAEvalConfig.of(conf)
     conf.models[name] = decoded_spec(conf.model(name), cfg.decoding)  # seed 004, C.2
     decoding = {**decoding_record(conf.model(name), cfg.decoding), "max_new_tokens": cfg.answer_max_tokens}
-    store = ImageStore(conf.workdir / "images")
+    store = conf.image_store()
     subset = subset or cfg.subset
     qa, subset_note = choose_pairs(canonical_rows(bench, store, "qa"), cfg.verified_labels, subset)
     documents = pa.Table.from_pylist(canonical_rows(bench, store, "knowledge_base"), schema=KNOWLEDGE_BASE)

@@ -334,7 +334,6 @@ def import_trajectories(
 ) -> None:
     """Validate ratings, add the model's, write them and print Table 6 (human, model, average)."""
     from mmcurate.core.config import load_config
-    from mmcurate.core.images import ImageStore
     from mmcurate.judging.session import open_models
     from mmcurate.review.reflectv import label_studio as label_studio_trajectories
     from mmcurate.review.reflectv.trajectories import ModelRater, import_trajectory_ratings
@@ -346,7 +345,7 @@ def import_trajectories(
     else:
         settings = load_config(config_or_demo(config))
         rater = settings.add_model(rater).name  # a model file is named by the model it defines
-        store = ImageStore(settings.workdir / "images")
+        store = settings.image_store()
         with open_models(settings, store) as models:
             result = read(batch, list(ratings or []), out, ModelRater(models.pool, rater, store), force=force)
     who = ", ".join(result.annotators) or "no annotator"

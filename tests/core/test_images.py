@@ -122,3 +122,17 @@ def test_threads_storing_the_same_image_at_once_all_succeed(tmp_path: Path) -> N
         stored = store.find(shas[0])
         assert stored is not None and stored.read_bytes() == data
         assert [p.name for p in stored.parent.iterdir()] == [stored.name]  # no temporary left behind
+
+
+def test_a_store_behind_an_object_store_shares_images_between_machines(tmp_path):
+    import secrets
+
+    from mmcurate.core.storage import Location
+
+    remote = Location.parse(f"memory://images-{secrets.token_hex(4)}")
+    here = ImageStore(tmp_path / "here", remote=remote)
+    sha = here.put(_png())
+    assert (remote / sha[:2] / f"{sha}.png").read_bytes() == _png()  # uploaded before it is stored here
+    there = ImageStore(tmp_path / "there", remote=remote)  # another machine's empty copy
+    assert sha in there and there.read(sha) == _png() and there.path(sha).is_relative_to(tmp_path / "there")
+    assert ImageStore(tmp_path / "alone").find(sha) is None and there.find("0" * 64) is None

@@ -165,3 +165,41 @@ def test_a_store_clients_own_error_is_one_line(memory, monkeypatch):
     ):
         with storage.reading("s3://b/1.0.0"):
             storage.fetch_folder(memory / "v1")
+
+
+def test_single_files_go_to_the_store_and_come_back_whole(tmp_path, memory):
+    writer = storage.Mirror(tmp_path / "w1", memory)
+    (writer.local / "runs" / "r").mkdir(parents=True)
+    (writer.local / "runs" / "r" / "part.parquet").write_bytes(b"decisions")
+    writer.push_file("runs/r/part.parquet")
+    reader = storage.Mirror(tmp_path / "w2", memory)  # another machine: an empty copy of the workdir
+    got = reader.pull_file("runs/r/part.parquet")
+    assert got == tmp_path / "w2" / "runs" / "r" / "part.parquet" and got.read_bytes() == b"decisions"
+    with pytest.raises(FileNotFoundError):
+        reader.pull_file("runs/r/missing.parquet")
+    assert sorted(p.name for p in got.parent.iterdir()) == ["part.parquet"]  # no temp file left behind
+
+
+def test_a_folder_is_published_without_the_entries_it_excludes(tmp_path, memory):
+    src = folder(tmp_path)
+    (src / "parts" / "2024-01").mkdir(parents=True)
+    (src / "parts" / "2024-01" / "samples.parquet").write_bytes(b"part")
+    storage.publish_folder(src, memory / "ingest", exclude=("parts",))
+    assert sorted(json.loads((memory / "ingest" / MARKER).read_bytes())["files"]) == ["data/a.bin", "manifest.json"]
+    storage.publish_folder(src, Location.parse(tmp_path / "copy"), exclude=("parts",))
+    assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["data", "manifest.json"]
+
+
+def test_on_another_machine_a_stored_workdir_has_that_machines_copy(tmp_path, monkeypatch):
+    import pickle
+
+    from mmcurate.core.config import load_config
+
+    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "flow"))
+    settings = load_config(write_config(tmp_path, workdir="s3://bucket/work"))
+    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "worker"))  # the worker that unpickles them
+    there = pickle.loads(pickle.dumps(settings)).on_this_machine()
+    assert settings.workdir.is_relative_to(tmp_path / "flow") and there.workdir.is_relative_to(tmp_path / "worker")
+    assert there.mirror("workdir").remote == Location("s3://bucket/work") and there.resolved() == settings.resolved()
+    local = load_config(write_config(tmp_path, workdir=str(tmp_path / "work")))
+    assert local.on_this_machine() is local  # a plain path is the same folder everywhere it is used

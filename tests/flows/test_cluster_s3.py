@@ -1,5 +1,6 @@
-"""The dry-run DeflectionBench curation as a cluster runs it (issue 46 item 3): a Dask LocalCluster
-of two worker processes (one thread each), each with its own empty local working folder, and
+"""The dry-run DeflectionBench curation as a cluster runs it (issue 46 item 3): a Dask cluster
+of two worker processes (one thread each), each with its own empty local working folder and
+unable to see the flow's folders (its own mount namespace: tests/cluster.py), and
 only the object store in common (the local moto S3 server, tests/s3_server.py): ``workdir``,
 ``releases_root`` and the response cache (``cache_url: parts+s3://...``) are in one bucket.
 
@@ -18,6 +19,7 @@ import os
 import signal
 import tempfile
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from mmcurate.core.storage import MARKER, Location, complete_children
 from mmcurate.models.backends.scripted import ScriptedBackend
 from mmcurate.models.cache import cache_key
 from mmcurate.tasks.runners import make_task_runner
+from tests.cluster import isolated_cluster
 from tests.dryrun import dryrun_config
 from tests.flows import flowkit
 from tests.releases.cli_helpers import run_cli
@@ -115,25 +118,18 @@ def calls_logged(base: Path) -> Counter[str]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path):
-    """Start a LocalCluster of two worker processes, one thread each, that retries no task whose
-    worker died (so a killed worker fails the run, and the rerun is the user's)."""
-    import dask
-    from distributed import LocalCluster
+def cluster():
+    """Start a cluster whose workers cannot see ``hidden`` (tests/cluster.py), each worker in its
+    own folder under ``base`` (``OwnFolder``); closed when the test ends."""
+    with ExitStack() as stack:
 
-    def start(base: Path, armed: Path | None = None) -> Any:
-        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-            started = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(started)
-        client.register_plugin(OwnFolder(str(base), str(armed) if armed else None))
-        opened.append((client, started))
-        return started
+        def start(hidden: Path, base: Path, armed: Path) -> Any:
+            workers = stack.enter_context(isolated_cluster(hidden))
+            with Client(workers) as client:
+                client.register_plugin(OwnFolder(str(base), str(armed)))
+            return workers
 
-    opened: list[tuple[Any, Any]] = []
-    yield start
-    for client, started in opened:
-        client.close()
-        started.close()
+        yield start
 
 
 def test_a_cluster_sharing_only_s3_survives_a_killed_worker_and_publishes_the_local_release(
@@ -141,18 +137,19 @@ def test_a_cluster_sharing_only_s3_survives_a_killed_worker_and_publishes_the_lo
 ):
     from mmcurate.flows.deflectionbench.curate import deflectionbench
 
-    # today's single-machine run (threads, plain paths) of the same slice: the reference release
-    (tmp_path / "local").mkdir()
-    local = dryrun_config(tmp_path / "local", fixtures_root, sources=SOURCES)
+    # today's single-machine run (threads, plain paths) of the same slice: the reference release;
+    # everything of the flow's side is under flow/, which no worker can see (tests/cluster.py)
+    flow = tmp_path / "flow"
+    (flow / "local").mkdir(parents=True)
+    local = dryrun_config(flow / "local", fixtures_root, sources=SOURCES)
     release = Path(deflectionbench(config=str(local)))
 
-    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "flow-scratch"))  # the flow's own folder
+    monkeypatch.setenv("MMCURATE_SCRATCH", str(flow / "scratch"))  # the flow's own folder
     armed = tmp_path / "armed"
     armed.touch()
-    (tmp_path / "flow").mkdir()
     monkeypatch.setattr(ScriptedBackend, "run", ScriptedBackend.run)  # the real one is back after the test
-    log_scripted_calls(tmp_path / "flow" / "calls.log")  # the calls the flow process answers itself
-    workers = cluster(tmp_path / "workers", armed)
+    log_scripted_calls(flow / "calls.log")  # the calls the flow process answers itself
+    workers = cluster(flow, tmp_path / "workers", armed)
     config = cluster_config(local, s3_bucket, workers.scheduler_address, "cluster")
     runner = make_task_runner(TaskRunnerConfig(kind="dask", address=workers.scheduler_address, shard_size=SHARD))
     with pytest.raises(Exception, match="(?i)killed|worker"):

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from mmcurate.core.config import TaskRunnerConfig
+from mmcurate.core.storage import MARKER, Location
 from mmcurate.models.cache import ResponseCache
 from mmcurate.releases.reader import open_release
 from mmcurate.releases.verify import verify_release
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.slow
 SHARD = 2
 
 
-def config(home: Path, fixtures: Path, runner: str, releases: str) -> Path:
+def config(home: Path, fixtures: Path, runner: str, releases: str, workdir: str = "work") -> Path:
     # asked for one search query, the inspector writes the question itself (so each question has its
     # own query); everything else it is not sure of
     (home / "inspector.jsonl").write_text(
@@ -46,6 +47,7 @@ def config(home: Path, fixtures: Path, runner: str, releases: str) -> Path:
         {"inspector": inspector},
         name=f"{runner}.yaml",
         releases_root=releases,
+        workdir=workdir,
         task_runner={"kind": runner, "workers": 2, "shard_size": SHARD},
         evaluation={"reflvqa": {"top_k": 3, "doc_chars": 300, "answer_max_tokens": 40, "evaluators": "lexical"}},
     )
@@ -170,16 +172,34 @@ def test_evaluation_runs_the_grid_over_the_release_and_writes_table_5(run):
     assert {a.key for a in found} == wanted
 
 
-def test_the_configured_task_runner_and_shards_give_the_same_release(run, fixtures_root):
+def test_on_a_cluster_sharing_only_s3_the_shards_give_the_same_release(
+    run, fixtures_root, s3_bucket, monkeypatch, capsys
+):
+    """The configured task runner and shard size, on a cluster as issue 46 runs one: two Dask
+    workers that cannot see the flow's folders (tests/cluster.py), the workdir (ingest parts,
+    images, ledger parts), the releases and the response cache in the local S3 server. The
+    release's data files are the thread runner's, byte for byte, and ``verify`` passes on the
+    S3 copy."""
     from mmcurate.flows.reflvqa.curate import reflvqa
+    from tests.cluster import isolated_cluster
+    from tests.releases.cli_helpers import run_cli
 
     home, _, threads = run
-    path = config(home, fixtures_root, "dask", "releases-dask")
-    runner = make_task_runner(TaskRunnerConfig(kind="dask", workers=2, shard_size=SHARD))
-    state = reflvqa.with_options(task_runner=runner)(config=str(path), return_state=True)
-    on_dask = Path(state.result())
-    assert on_dask == home / "releases-dask" / "reflvqa" / "1.0.0"
-    assert content_fingerprint(on_dask) == content_fingerprint(threads)
+    path = config(home, fixtures_root, "dask", f"{s3_bucket}/releases", workdir=f"{s3_bucket}/work")
+    flow_side = home / "flow-scratch"  # the flow's copies of the workdir and releases: no worker sees them
+    monkeypatch.setenv("MMCURATE_SCRATCH", str(flow_side))
+    with isolated_cluster(flow_side) as cluster:
+        runner = make_task_runner(TaskRunnerConfig(kind="dask", address=cluster.scheduler_address, shard_size=SHARD))
+        state = reflvqa.with_options(task_runner=runner)(config=str(path), return_state=True)
+        on_dask = Path(state.result())
+    assert on_dask.is_relative_to(flow_side) and content_fingerprint(on_dask) == content_fingerprint(threads)
+    stored = Location.parse(f"{s3_bucket}/releases/reflvqa/1.0.0")
+    names = sorted(json.loads((stored / MARKER).read_bytes())["files"])
+    data = [name for name in names if name.startswith("data/")]
+    assert data and data == sorted(p.relative_to(threads).as_posix() for p in (threads / "data").rglob("*.parquet"))
+    assert all((stored / name).read_bytes() == (threads / name).read_bytes() for name in data)
+    code, out, err = run_cli(capsys, monkeypatch, "verify", stored.url)
+    assert code == 0 and out.strip().endswith("verified"), (out, err)
     funnel = {
         row["stage"]: row["remaining"]
         for row in json.loads((on_dask / "manifest.json").read_text())["statistics"]["funnel"]

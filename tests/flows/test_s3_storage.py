@@ -82,6 +82,8 @@ def test_a_crash_mid_publication_leaves_no_release_and_the_rerun_publishes_it(
     uploads = []
 
     def dies_on_the_third_upload(self, *args, **kwargs):
+        if "/releases/" not in args[1]:  # the ingests and images go to the store too
+            return real_put(self, *args, **kwargs)
         uploads.append(args)
         if len(uploads) == 3:
             raise ConnectionResetError("injected: the connection to the store dropped")
