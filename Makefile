@@ -81,8 +81,11 @@ demo-others:
 	$(MM) run pope --config configs/demo.yaml
 	$(MM) evaluate $(DEMO_RELEASES)/pope/1.0.0 --model kestrel-lvlm --system kestrel --config configs/demo.yaml
 
+# the suite in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them (its
+# module fixtures and order kept); TEST_WORKERS=0 runs it in this process
+TEST_WORKERS ?= 2
 test: setup fixtures lint docs
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # ruff (lint, then the formatter's check) and mypy, as [tool.ruff] and [tool.mypy] in pyproject.toml
 # set them, then the import layers. mypy reads the package as installed (tools/stage_tree.py, as
