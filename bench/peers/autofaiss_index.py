@@ -52,7 +52,9 @@ import sys
 import time
 from pathlib import Path
 
-import kb_scale  # bench/, put on sys.path by provenance
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]  # bench/, provenance
+
+import kb_scale
 from provenance import stamp
 
 K = kb_scale.K
@@ -85,6 +87,13 @@ def peer_budget_bytes(args: argparse.Namespace, n: int, dim: int) -> int:
     return n * (int(params["m"]) + 8) + int(params["nlist"]) * dim * 4  # index_plan.ivfpq_bytes without the working set
 
 
+def peer_plan_key(dim: int, params: dict) -> str:
+    """mmcurate's IVF-PQ plan as an autofaiss ``index_key``: autofaiss builds inner-product IVF-PQ only
+    in its own forms (``indices/index_factory.py`` refuses ``IVFn,PQm``), of which ``Pad<d>,IVF<n>_HNSW32,
+    PQ<m>x<b>`` is the same index without a rotation (its coarse centroids searched by HNSW)."""
+    return f"Pad{dim},IVF{params['nlist']}_HNSW32,PQ{params['m']}x{params['nbits']}"
+
+
 def _opq_keywords() -> None:
     """autofaiss 2.18 calls ``faiss.OPQMatrix(d, M=.., d2=..)``; faiss 1.15 takes them positionally."""
     import faiss
@@ -98,15 +107,18 @@ def phase_peer_build(args: argparse.Namespace) -> dict:
     import faiss
     from autofaiss import build_index
 
-    store = kb_scale.open_bench_store(kb_args(args, args.data_name))
+    kb = kb_args(args, args.data_name)
+    store = kb_scale.open_bench_store(kb)
     folder = args.dir / args.data_name / "autofaiss"
     folder.mkdir(parents=True, exist_ok=True)
     budget = peer_budget_bytes(args, len(store), store.dim)
+    plan = kb_scale.bench_plan(kb, len(store), store.dim)
     started = time.perf_counter()
     index, infos = build_index(
         embeddings=str(store.root / "vectors"),
         save_on_disk=False,
         file_format="npy",
+        index_key=peer_plan_key(store.dim, plan.params) if args.peer_index == "plan" else None,
         max_index_memory_usage=f"{max(budget // 2**20, 1)}M",
         current_memory_available=f"{max(int(args.memory_gb * 1024), 1)}M",
         metric_type="ip",
@@ -140,20 +152,54 @@ def phase_peer_search(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     _, found = index.search(queries, K)
     seconds = time.perf_counter() - started
-    recall = float(np.mean([len(set(t) & set(f)) / K for t, f in zip(truth.tolist(), found.tolist())]))
     return {
         "seconds": seconds,
         "qps": len(queries) / seconds,
-        "recall": recall,
+        "recall": recall_at_k(truth, found),
         "index_bytes": (folder / "autofaiss" / "knn.index").stat().st_size,
     }
 
 
-PHASES = {"peer-build": phase_peer_build, "peer-search": phase_peer_search}
+def recall_at_k(truth, found) -> float:
+    """Mean share of each query's exact top ``K`` among its ``K`` found rows (as ``kb_scale``'s search)."""
+    return sum(len(set(t) & set(f)) / K for t, f in zip(truth.tolist(), found.tolist())) / len(truth)
 
 
-def run_peer(args: argparse.Namespace, data: str, phase: str) -> dict | None:
-    """One autofaiss phase in a child process; None when it ran past ``--peer-timeout``."""
+def phase_equal_recall(args: argparse.Namespace) -> dict:
+    """mmcurate's built index at ``--target-recall`` (autofaiss's): nprobe raised from its calibrated
+    value a quarter at a time until recall@10 on the bench's queries reaches the target or nprobe
+    reaches nlist; each search from a cold page cache, as ``kb_scale``'s search phase. The queries
+    choose the nprobe here (a recall / queries-per-second curve, as ANN benchmarks draw them), so this
+    row compares speed at equal recall, not the calibration that ships."""
+    import faiss
+    import numpy as np
+
+    from mmcurate.retrieval.compressed_index import cached_compressed
+
+    faiss.omp_set_num_threads(args.threads)
+    kb = kb_args(args, args.data_name)
+    store = kb_scale.open_bench_store(kb)
+    index = cached_compressed(store, kb_scale.bench_plan(kb, len(store), store.dim))
+    queries = np.load(kb.dir / "queries.npy")
+    truth = np.load(kb.dir / "truth.npy")
+    nlist, nprobe = int(index.params["nlist"]), int(index.params["nprobe"])
+    while True:
+        nprobe = min(nlist, nprobe + max(1, nprobe // 4))
+        index.set_nprobe(nprobe)
+        kb_scale.cold(store)
+        started = time.perf_counter()
+        _, found = index.search(queries, K)
+        seconds = time.perf_counter() - started
+        recall = recall_at_k(truth, found)
+        if recall >= args.target_recall or nprobe >= nlist:
+            return {"nprobe": nprobe, "nlist": nlist, "recall": recall, "qps": len(queries) / seconds}
+
+
+PHASES = {"peer-build": phase_peer_build, "peer-search": phase_peer_search, "equal-recall": phase_equal_recall}
+
+
+def run_peer(args: argparse.Namespace, data: str, phase: str, *extra: str) -> dict | None:
+    """One phase of this bench (``PHASES``) in a child process; None when it ran past ``--peer-timeout``."""
     command = [
         sys.executable,
         __file__,
@@ -175,6 +221,9 @@ def run_peer(args: argparse.Namespace, data: str, phase: str) -> dict | None:
         str(args.dir),
         "--peer-budget",
         args.peer_budget,
+        "--peer-index",
+        args.peer_index,
+        *extra,
     ]
     command += ["--scaled-plan"] * args.scaled_plan + (["--pages", str(args.pages)] if args.pages else [])
     env = {**os.environ, "TQDM_DISABLE": "1", **{name: str(args.threads) for name in kb_scale.THREADS_ENV}}
@@ -194,11 +243,10 @@ def compare(args: argparse.Namespace, data: str) -> None:
     generated = kb_scale.run_phase(kb, "generate")
     kb.n, kb.dim = generated.get("n", kb.n), generated.get("dim", kb.dim)
     plan = kb_scale.bench_plan(kb, kb.n, kb.dim)
-    if plan.kind != "ivfpq":
-        raise SystemExit(
-            f"{kb.n:,} x {kb.dim} fits --memory-gb {args.memory_gb} in memory ({plan.kind}); lower "
-            "--memory-gb or pass --scaled-plan to compare the compressed index"
-        )
+    fits = "" if plan.kind == "ivfpq" else plan.kind
+    if fits:  # the compressed index is what is compared: the 6M x 768 plan at this n and dim
+        kb.scaled_plan = args.scaled_plan = True
+        plan = kb_scale.bench_plan(kb, kb.n, kb.dim)
     what = (
         f"real MiniLM passages, {generated['questions']} fixture questions + {generated['held_out']} held-out "
         f"first sentences as queries"
@@ -206,6 +254,12 @@ def compare(args: argparse.Namespace, data: str) -> None:
         else f"synthetic mixture, {args.queries:,} queries"
     )
     print(f"\n[{data}] {kb.n:,} x {kb.dim} {what}; generated in {generated['seconds']:.0f}s", flush=True)
+    if fits:
+        print(
+            f"  {kb.n:,} x {kb.dim} fits --memory-gb {args.memory_gb} in memory (plan_index: {fits}); the "
+            "index compared is the 6M x 768 plan at this n and dim (--scaled-plan)",
+            flush=True,
+        )
     exact = kb_scale.run_phase(kb, "exact")
     print(f"  exact search (the truth): {exact['qps']:,.1f} queries/s", flush=True)
     for kept in (kb.dir / "store").glob("index-*"):  # a kept store's index would be loaded, not built
@@ -216,6 +270,16 @@ def compare(args: argparse.Namespace, data: str) -> None:
         f"  mmcurate: {build['meta']['factory']}, nprobe {build['meta']['params']['nprobe']}, {plan.describe()}",
         flush=True,
     )
+    if args.peer_index == "plan":
+        from autofaiss.external.optimize import get_optimal_index_keys_v2
+
+        budget = peer_budget_bytes(args, kb.n, kb.dim)
+        print(
+            f"  autofaiss is given mmcurate's index (--peer-index plan, index_key {peer_plan_key(kb.dim, plan.params)}); "
+            f"its own pick at max_index_memory_usage {budget / 2**20:,.0f} MB would be "
+            f"{get_optimal_index_keys_v2(kb.n, kb.dim, f'{budget // 2**20}M')[0]}",
+            flush=True,
+        )
     peer_build = run_peer(args, data, "peer-build")
     if peer_build is None:
         print(
@@ -256,9 +320,29 @@ def compare(args: argparse.Namespace, data: str) -> None:
             "{:,.0f}",
         ),
     ]
-    print(f"  {'':20} {'mmcurate':>12} {'autofaiss':>12} {'ratio':>7}")
+    if search["recall"] < peer_search["recall"]:
+        equal = run_peer(args, data, "equal-recall", "--target-recall", repr(peer_search["recall"]))
+        assert equal is not None  # searches only: well inside --peer-timeout
+        rows.insert(
+            2,
+            (
+                f"queries/s, nprobe {equal['nprobe']}",
+                equal["qps"],
+                peer_search["qps"],
+                equal["qps"] / peer_search["qps"],
+                "{:,.1f}",
+            ),
+        )
+        reached = "reaches" if equal["recall"] >= peer_search["recall"] else "stays below"
+        print(
+            f"  mmcurate's calibrated nprobe {build['meta']['params']['nprobe']} stops below autofaiss's recall; at nprobe "
+            f"{equal['nprobe']} of {equal['nlist']} it {reached} it: recall@10 {equal['recall']:.4f} (chosen on these "
+            "queries; the row 'queries/s, nprobe N' is the equal-recall comparison)",
+            flush=True,
+        )
+    print(f"  {'':24} {'mmcurate':>12} {'autofaiss':>12} {'ratio':>7}")
     for name, mine, peer, ratio, form in rows:
-        print(f"  {name:20} {form.format(mine):>12} {form.format(peer):>12} {ratio:7.3f}", flush=True)
+        print(f"  {name:24} {form.format(mine):>12} {form.format(peer):>12} {ratio:7.3f}", flush=True)
 
 
 def main() -> None:
@@ -271,6 +355,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1_000)
     parser.add_argument("--memory-gb", type=float, default=4.0)
     parser.add_argument("--peer-budget", choices=BUDGETS, default="memory")
+    parser.add_argument(
+        "--peer-index",
+        choices=("auto", "plan"),
+        default="auto",
+        help="auto: autofaiss picks its index for the budget; plan: it builds mmcurate's plan's index (index_key)",
+    )
     parser.add_argument("--peer-timeout", type=float, default=600.0, help="seconds before autofaiss's build is stopped")
     parser.add_argument("--scaled-plan", action="store_true", help="synthetic: the 6M x 768 plan at this n and dim")
     parser.add_argument("--threads", type=int, default=2)
@@ -278,6 +368,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the stores, queries and indexes")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--data-name", choices=("real", "synthetic"), help=argparse.SUPPRESS)
+    parser.add_argument("--target-recall", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.pages, args.n, args.dim, args.scaled_plan = args.pages or 300, 20_000, 384, True
