@@ -9,14 +9,26 @@ scored against.
 
 - mmcurate: ``kb_scale``'s ``build`` and ``search`` phases: the index ``plan_index`` picks for
   the KB at ``--memory-gb`` (IVF-PQ, candidates re-scored exactly from the on-disk store,
-  nprobe calibrated to recall 0.97 on held-out rows). A KB of a few thousand rows fits memory
-  at any budget (an exact flat index), so on ``--data real`` and with ``--scaled-plan`` the index
-  is the 6M x 768 plan at the same code bytes per dimension, as ``kb_scale --real`` builds it.
+  nprobe calibrated to recall 0.97 on held-out rows). A KB that fits memory at the budget gets a
+  flat or IVF index from ``plan_index``, with nothing compressed to compare; so on ``--data real``,
+  with ``--scaled-plan``, and whenever the plan is not IVF-PQ (the output says so), the index is
+  the 6M x 768 plan at the same code bytes per dimension, as ``kb_scale --real`` builds it.
 - autofaiss: ``autofaiss.build_index`` over the store's own vector files (the ``.npy`` shards,
   read in name order, i.e. row order) with the same budget (``--peer-budget``), inner product,
   the same threads; it picks the index and its search parameters (``index_param``), which the
   search phase sets with ``faiss.ParameterSpace``. Its build is stopped after ``--peer-timeout``
-  seconds (then only a bound on the build time is printed).
+  seconds (then only a bound on the build time is printed). ``--peer-index plan`` gives it
+  mmcurate's index instead (``index_key``), in the form autofaiss builds for inner product
+  (``Pad<d>,IVF<nlist>_HNSW32,PQ<m>x8``: the same IVF-PQ, its coarse centroids searched by HNSW,
+  no exact re-scoring), still tuned by autofaiss; the output names autofaiss's own pick beside it.
+  At 1M x 768 and 4 GB its pick is HNSW32 over the raw vectors, whose build on this 2-core machine
+  takes far beyond 15 minutes (30k x 768 alone took 108 s), so that size runs with ``plan``.
+
+Equal recall: mmcurate's nprobe is calibrated to recall@10 0.97 on held-out rows
+(``compressed_index.CALIBRATION_RECALL``), autofaiss tunes to a query time, so their recalls
+differ. When autofaiss's is higher, mmcurate's index is searched again with nprobe raised a
+quarter at a time until its recall on the bench's queries reaches autofaiss's (``equal-recall``
+phase), and that row (``queries/s, nprobe N``) is the queries/s ratio at equal recall.
 
 autofaiss's ``current_memory_available`` is ``--memory-gb`` (mmcurate's ``retrieval.memory_gb``:
 the memory building and searching may use). Its ``max_index_memory_usage`` (``--peer-budget``):
@@ -31,12 +43,16 @@ Its own saving (``save_on_disk``) fails under numpy 2 (``json.dump`` of a float3
 the bench takes the built index from ``build_index`` and writes it with ``faiss.write_index``
 (after the timed build).
 
+The default run (real: the whole wiki-offline KB; synthetic: 100k x 384) fits 15 minutes here;
+1M x 768 is its own command (``--data synthetic --n 1000000 --dim 768 --peer-index plan``).
+
 Printed per data set: recall@10 against exact search, queries/s (the queries in one batch),
 build time and peak RSS of build and search, each as mmcurate / autofaiss and the ratio
 (>= 1.0: mmcurate ahead; for build time, RSS: peer / mmcurate), with the date, commit and load.
 
-    python bench/peers/autofaiss_index.py [--quick] [--data real synthetic] [--n 1000000] [--dim 768]
-        [--pages N] [--memory-gb 4] [--peer-budget memory|index] [--peer-timeout 600] [--dir DIR] [--keep]
+    python bench/peers/autofaiss_index.py [--quick] [--data real synthetic] [--n 100000] [--dim 384]
+        [--pages N] [--memory-gb 4] [--peer-budget memory|index] [--peer-index auto|plan]
+        [--peer-timeout 600] [--dir DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -349,8 +365,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="real: 300 pages; synthetic: 20,000 x 384, scaled plan")
     parser.add_argument("--data", nargs="+", choices=("real", "synthetic"), default=["real", "synthetic"])
-    parser.add_argument("--n", type=int, default=1_000_000, help="synthetic rows")
-    parser.add_argument("--dim", type=int, default=768, help="synthetic dimension")
+    parser.add_argument("--n", type=int, default=100_000, help="synthetic rows")
+    parser.add_argument("--dim", type=int, default=384, help="synthetic dimension")
     parser.add_argument("--pages", type=int, help="real: only the first PAGES wiki pages")
     parser.add_argument("--queries", type=int, default=1_000)
     parser.add_argument("--memory-gb", type=float, default=4.0)
