@@ -22,7 +22,7 @@ scored against.
   (``Pad<d>,IVF<nlist>_HNSW32,PQ<m>x8``: the same IVF-PQ, its coarse centroids searched by HNSW,
   no exact re-scoring), still tuned by autofaiss; the output names autofaiss's own pick beside it.
   At 1M x 768 and 4 GB its pick is HNSW32 over the raw vectors, whose build on this 2-core machine
-  takes far beyond 15 minutes (30k x 768 alone took 108 s), so that size runs with ``plan``.
+  would take over an hour by our estimate (30k x 768 alone took 108 s), so that size runs with ``plan``.
 
 Equal recall: mmcurate's nprobe is calibrated to recall@10 0.97 on held-out rows
 (``compressed_index.CALIBRATION_RECALL``), autofaiss tunes to a query time, so their recalls
@@ -43,8 +43,9 @@ Its own saving (``save_on_disk``) fails under numpy 2 (``json.dump`` of a float3
 the bench takes the built index from ``build_index`` and writes it with ``faiss.write_index``
 (after the timed build).
 
-The default run (real: the whole wiki-offline KB; synthetic: 100k x 384) fits 15 minutes here;
-1M x 768 is its own command (``--data synthetic --n 1000000 --dim 768 --peer-index plan``).
+The default run (real: the whole wiki-offline KB; synthetic: 100k x 384) takes about 16 CPU-minutes,
+most of it MiniLM embedding the KB: within 15 minutes on a quiet 2-core machine (38 minutes at load
+5-9). 1M x 768 is its own command (``--data synthetic --n 1000000 --dim 768 --peer-index plan``).
 
 Printed per data set: recall@10 against exact search, queries/s (the queries in one batch),
 build time and peak RSS of build and search, each as mmcurate / autofaiss and the ratio
