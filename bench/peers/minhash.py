@@ -34,7 +34,7 @@ filtering, not by either side's LSH) of ``--sample`` seeded anchor questions.
 The default run is the 593k pool (``--sizes 1000000``) and fits 15 minutes on this 2-core machine
 because datasketch's side is stopped after ``--peer-timeout`` (360 s): the pool is templated
 questions (``What colour is the kite in listing N (code X)?``), so the LSH candidates grow with
-the square of the pool (3.2 million at 59k, about 300 million at 593k, precision about 0.0005),
+the square of the pool (3.2 million at 59k, 196 million at 593k, precision about 0.0005),
 and datasketch hands each one back as a Python object whose exact check is a Python set
 intersection: its candidates alone take about as long as mmcurate's whole stage, the check of
 them over half an hour. A stopped run prints its candidate count and time (written by the child
