@@ -9,14 +9,26 @@ scored against.
 
 - mmcurate: ``kb_scale``'s ``build`` and ``search`` phases: the index ``plan_index`` picks for
   the KB at ``--memory-gb`` (IVF-PQ, candidates re-scored exactly from the on-disk store,
-  nprobe calibrated to recall 0.97 on held-out rows). A KB of a few thousand rows fits memory
-  at any budget (an exact flat index), so on ``--data real`` and with ``--scaled-plan`` the index
-  is the 6M x 768 plan at the same code bytes per dimension, as ``kb_scale --real`` builds it.
+  nprobe calibrated to recall 0.97 on held-out rows). A KB that fits memory at the budget gets a
+  flat or IVF index from ``plan_index``, with nothing compressed to compare; so on ``--data real``,
+  with ``--scaled-plan``, and whenever the plan is not IVF-PQ (the output says so), the index is
+  the 6M x 768 plan at the same code bytes per dimension, as ``kb_scale --real`` builds it.
 - autofaiss: ``autofaiss.build_index`` over the store's own vector files (the ``.npy`` shards,
   read in name order, i.e. row order) with the same budget (``--peer-budget``), inner product,
   the same threads; it picks the index and its search parameters (``index_param``), which the
   search phase sets with ``faiss.ParameterSpace``. Its build is stopped after ``--peer-timeout``
-  seconds (then only a bound on the build time is printed).
+  seconds (then only a bound on the build time is printed). ``--peer-index plan`` gives it
+  mmcurate's index instead (``index_key``), in the form autofaiss builds for inner product
+  (``Pad<d>,IVF<nlist>_HNSW32,PQ<m>x8``: the same IVF-PQ, its coarse centroids searched by HNSW,
+  no exact re-scoring), still tuned by autofaiss; the output names autofaiss's own pick beside it.
+  At 1M x 768 and 4 GB its pick is HNSW32 over the raw vectors, whose build on this 2-core machine
+  would take over an hour by our estimate (30k x 768 alone took 108 s), so that size runs with ``plan``.
+
+Equal recall: mmcurate's nprobe is calibrated to recall@10 0.97 on held-out rows
+(``compressed_index.CALIBRATION_RECALL``), autofaiss tunes to a query time, so their recalls
+differ. When autofaiss's is higher, mmcurate's index is searched again with nprobe raised a
+quarter at a time until its recall on the bench's queries reaches autofaiss's (``equal-recall``
+phase), and that row (``queries/s, nprobe N``) is the queries/s ratio at equal recall.
 
 autofaiss's ``current_memory_available`` is ``--memory-gb`` (mmcurate's ``retrieval.memory_gb``:
 the memory building and searching may use). Its ``max_index_memory_usage`` (``--peer-budget``):
@@ -31,12 +43,17 @@ Its own saving (``save_on_disk``) fails under numpy 2 (``json.dump`` of a float3
 the bench takes the built index from ``build_index`` and writes it with ``faiss.write_index``
 (after the timed build).
 
+The default run (real: the whole wiki-offline KB; synthetic: 100k x 384) takes about 16 CPU-minutes,
+most of it MiniLM embedding the KB: within 15 minutes on a quiet 2-core machine (38 minutes at load
+5-9). 1M x 768 is its own command (``--data synthetic --n 1000000 --dim 768 --peer-index plan``).
+
 Printed per data set: recall@10 against exact search, queries/s (the queries in one batch),
 build time and peak RSS of build and search, each as mmcurate / autofaiss and the ratio
 (>= 1.0: mmcurate ahead; for build time, RSS: peer / mmcurate), with the date, commit and load.
 
-    python bench/peers/autofaiss_index.py [--quick] [--data real synthetic] [--n 1000000] [--dim 768]
-        [--pages N] [--memory-gb 4] [--peer-budget memory|index] [--peer-timeout 600] [--dir DIR] [--keep]
+    python bench/peers/autofaiss_index.py [--quick] [--data real synthetic] [--n 100000] [--dim 384]
+        [--pages N] [--memory-gb 4] [--peer-budget memory|index] [--peer-index auto|plan]
+        [--peer-timeout 600] [--dir DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -52,7 +69,9 @@ import sys
 import time
 from pathlib import Path
 
-import kb_scale  # bench/, put on sys.path by provenance
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]  # bench/, provenance
+
+import kb_scale
 from provenance import stamp
 
 K = kb_scale.K
@@ -85,6 +104,13 @@ def peer_budget_bytes(args: argparse.Namespace, n: int, dim: int) -> int:
     return n * (int(params["m"]) + 8) + int(params["nlist"]) * dim * 4  # index_plan.ivfpq_bytes without the working set
 
 
+def peer_plan_key(dim: int, params: dict) -> str:
+    """mmcurate's IVF-PQ plan as an autofaiss ``index_key``: autofaiss builds inner-product IVF-PQ only
+    in its own forms (``indices/index_factory.py`` refuses ``IVFn,PQm``), of which ``Pad<d>,IVF<n>_HNSW32,
+    PQ<m>x<b>`` is the same index without a rotation (its coarse centroids searched by HNSW)."""
+    return f"Pad{dim},IVF{params['nlist']}_HNSW32,PQ{params['m']}x{params['nbits']}"
+
+
 def _opq_keywords() -> None:
     """autofaiss 2.18 calls ``faiss.OPQMatrix(d, M=.., d2=..)``; faiss 1.15 takes them positionally."""
     import faiss
@@ -98,15 +124,18 @@ def phase_peer_build(args: argparse.Namespace) -> dict:
     import faiss
     from autofaiss import build_index
 
-    store = kb_scale.open_bench_store(kb_args(args, args.data_name))
+    kb = kb_args(args, args.data_name)
+    store = kb_scale.open_bench_store(kb)
     folder = args.dir / args.data_name / "autofaiss"
     folder.mkdir(parents=True, exist_ok=True)
     budget = peer_budget_bytes(args, len(store), store.dim)
+    plan = kb_scale.bench_plan(kb, len(store), store.dim)
     started = time.perf_counter()
     index, infos = build_index(
         embeddings=str(store.root / "vectors"),
         save_on_disk=False,
         file_format="npy",
+        index_key=peer_plan_key(store.dim, plan.params) if args.peer_index == "plan" else None,
         max_index_memory_usage=f"{max(budget // 2**20, 1)}M",
         current_memory_available=f"{max(int(args.memory_gb * 1024), 1)}M",
         metric_type="ip",
@@ -140,20 +169,54 @@ def phase_peer_search(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     _, found = index.search(queries, K)
     seconds = time.perf_counter() - started
-    recall = float(np.mean([len(set(t) & set(f)) / K for t, f in zip(truth.tolist(), found.tolist())]))
     return {
         "seconds": seconds,
         "qps": len(queries) / seconds,
-        "recall": recall,
+        "recall": recall_at_k(truth, found),
         "index_bytes": (folder / "autofaiss" / "knn.index").stat().st_size,
     }
 
 
-PHASES = {"peer-build": phase_peer_build, "peer-search": phase_peer_search}
+def recall_at_k(truth, found) -> float:
+    """Mean share of each query's exact top ``K`` among its ``K`` found rows (as ``kb_scale``'s search)."""
+    return sum(len(set(t) & set(f)) / K for t, f in zip(truth.tolist(), found.tolist())) / len(truth)
 
 
-def run_peer(args: argparse.Namespace, data: str, phase: str) -> dict | None:
-    """One autofaiss phase in a child process; None when it ran past ``--peer-timeout``."""
+def phase_equal_recall(args: argparse.Namespace) -> dict:
+    """mmcurate's built index at ``--target-recall`` (autofaiss's): nprobe raised from its calibrated
+    value a quarter at a time until recall@10 on the bench's queries reaches the target or nprobe
+    reaches nlist; each search from a cold page cache, as ``kb_scale``'s search phase. The queries
+    choose the nprobe here (a recall / queries-per-second curve, as ANN benchmarks draw them), so this
+    row compares speed at equal recall, not the calibration that ships."""
+    import faiss
+    import numpy as np
+
+    from mmcurate.retrieval.compressed_index import cached_compressed
+
+    faiss.omp_set_num_threads(args.threads)
+    kb = kb_args(args, args.data_name)
+    store = kb_scale.open_bench_store(kb)
+    index = cached_compressed(store, kb_scale.bench_plan(kb, len(store), store.dim))
+    queries = np.load(kb.dir / "queries.npy")
+    truth = np.load(kb.dir / "truth.npy")
+    nlist, nprobe = int(index.params["nlist"]), int(index.params["nprobe"])
+    while True:
+        nprobe = min(nlist, nprobe + max(1, nprobe // 4))
+        index.set_nprobe(nprobe)
+        kb_scale.cold(store)
+        started = time.perf_counter()
+        _, found = index.search(queries, K)
+        seconds = time.perf_counter() - started
+        recall = recall_at_k(truth, found)
+        if recall >= args.target_recall or nprobe >= nlist:
+            return {"nprobe": nprobe, "nlist": nlist, "recall": recall, "qps": len(queries) / seconds}
+
+
+PHASES = {"peer-build": phase_peer_build, "peer-search": phase_peer_search, "equal-recall": phase_equal_recall}
+
+
+def run_peer(args: argparse.Namespace, data: str, phase: str, *extra: str) -> dict | None:
+    """One phase of this bench (``PHASES``) in a child process; None when it ran past ``--peer-timeout``."""
     command = [
         sys.executable,
         __file__,
@@ -175,6 +238,9 @@ def run_peer(args: argparse.Namespace, data: str, phase: str) -> dict | None:
         str(args.dir),
         "--peer-budget",
         args.peer_budget,
+        "--peer-index",
+        args.peer_index,
+        *extra,
     ]
     command += ["--scaled-plan"] * args.scaled_plan + (["--pages", str(args.pages)] if args.pages else [])
     env = {**os.environ, "TQDM_DISABLE": "1", **{name: str(args.threads) for name in kb_scale.THREADS_ENV}}
@@ -194,11 +260,10 @@ def compare(args: argparse.Namespace, data: str) -> None:
     generated = kb_scale.run_phase(kb, "generate")
     kb.n, kb.dim = generated.get("n", kb.n), generated.get("dim", kb.dim)
     plan = kb_scale.bench_plan(kb, kb.n, kb.dim)
-    if plan.kind != "ivfpq":
-        raise SystemExit(
-            f"{kb.n:,} x {kb.dim} fits --memory-gb {args.memory_gb} in memory ({plan.kind}); lower "
-            "--memory-gb or pass --scaled-plan to compare the compressed index"
-        )
+    fits = "" if plan.kind == "ivfpq" else plan.kind
+    if fits:  # the compressed index is what is compared: the 6M x 768 plan at this n and dim
+        kb.scaled_plan = args.scaled_plan = True
+        plan = kb_scale.bench_plan(kb, kb.n, kb.dim)
     what = (
         f"real MiniLM passages, {generated['questions']} fixture questions + {generated['held_out']} held-out "
         f"first sentences as queries"
@@ -206,6 +271,12 @@ def compare(args: argparse.Namespace, data: str) -> None:
         else f"synthetic mixture, {args.queries:,} queries"
     )
     print(f"\n[{data}] {kb.n:,} x {kb.dim} {what}; generated in {generated['seconds']:.0f}s", flush=True)
+    if fits:
+        print(
+            f"  {kb.n:,} x {kb.dim} fits --memory-gb {args.memory_gb} in memory (plan_index: {fits}); the "
+            "index compared is the 6M x 768 plan at this n and dim (--scaled-plan)",
+            flush=True,
+        )
     exact = kb_scale.run_phase(kb, "exact")
     print(f"  exact search (the truth): {exact['qps']:,.1f} queries/s", flush=True)
     for kept in (kb.dir / "store").glob("index-*"):  # a kept store's index would be loaded, not built
@@ -216,6 +287,16 @@ def compare(args: argparse.Namespace, data: str) -> None:
         f"  mmcurate: {build['meta']['factory']}, nprobe {build['meta']['params']['nprobe']}, {plan.describe()}",
         flush=True,
     )
+    if args.peer_index == "plan":
+        from autofaiss.external.optimize import get_optimal_index_keys_v2
+
+        budget = peer_budget_bytes(args, kb.n, kb.dim)
+        print(
+            f"  autofaiss is given mmcurate's index (--peer-index plan, index_key {peer_plan_key(kb.dim, plan.params)}); "
+            f"its own pick at max_index_memory_usage {budget / 2**20:,.0f} MB would be "
+            f"{get_optimal_index_keys_v2(kb.n, kb.dim, f'{budget // 2**20}M')[0]}",
+            flush=True,
+        )
     peer_build = run_peer(args, data, "peer-build")
     if peer_build is None:
         print(
@@ -256,21 +337,47 @@ def compare(args: argparse.Namespace, data: str) -> None:
             "{:,.0f}",
         ),
     ]
-    print(f"  {'':20} {'mmcurate':>12} {'autofaiss':>12} {'ratio':>7}")
+    if search["recall"] < peer_search["recall"]:
+        equal = run_peer(args, data, "equal-recall", "--target-recall", repr(peer_search["recall"]))
+        assert equal is not None  # searches only: well inside --peer-timeout
+        rows.insert(
+            2,
+            (
+                f"queries/s, nprobe {equal['nprobe']}",
+                equal["qps"],
+                peer_search["qps"],
+                equal["qps"] / peer_search["qps"],
+                "{:,.1f}",
+            ),
+        )
+        reached = "reaches" if equal["recall"] >= peer_search["recall"] else "stays below"
+        print(
+            f"  mmcurate's calibrated nprobe {build['meta']['params']['nprobe']} stops below autofaiss's recall; at nprobe "
+            f"{equal['nprobe']} of {equal['nlist']} it {reached} it: recall@10 {equal['recall']:.4f} (chosen on these "
+            "queries; the row 'queries/s, nprobe N' is the equal-recall comparison)",
+            flush=True,
+        )
+    print(f"  {'':24} {'mmcurate':>12} {'autofaiss':>12} {'ratio':>7}")
     for name, mine, peer, ratio, form in rows:
-        print(f"  {name:20} {form.format(mine):>12} {form.format(peer):>12} {ratio:7.3f}", flush=True)
+        print(f"  {name:24} {form.format(mine):>12} {form.format(peer):>12} {ratio:7.3f}", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="real: 300 pages; synthetic: 20,000 x 384, scaled plan")
     parser.add_argument("--data", nargs="+", choices=("real", "synthetic"), default=["real", "synthetic"])
-    parser.add_argument("--n", type=int, default=1_000_000, help="synthetic rows")
-    parser.add_argument("--dim", type=int, default=768, help="synthetic dimension")
+    parser.add_argument("--n", type=int, default=100_000, help="synthetic rows")
+    parser.add_argument("--dim", type=int, default=384, help="synthetic dimension")
     parser.add_argument("--pages", type=int, help="real: only the first PAGES wiki pages")
     parser.add_argument("--queries", type=int, default=1_000)
     parser.add_argument("--memory-gb", type=float, default=4.0)
     parser.add_argument("--peer-budget", choices=BUDGETS, default="memory")
+    parser.add_argument(
+        "--peer-index",
+        choices=("auto", "plan"),
+        default="auto",
+        help="auto: autofaiss picks its index for the budget; plan: it builds mmcurate's plan's index (index_key)",
+    )
     parser.add_argument("--peer-timeout", type=float, default=600.0, help="seconds before autofaiss's build is stopped")
     parser.add_argument("--scaled-plan", action="store_true", help="synthetic: the 6M x 768 plan at this n and dim")
     parser.add_argument("--threads", type=int, default=2)
@@ -278,6 +385,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the stores, queries and indexes")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--data-name", choices=("real", "synthetic"), help=argparse.SUPPRESS)
+    parser.add_argument("--target-recall", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.pages, args.n, args.dim, args.scaled_plan = args.pages or 300, 20_000, 384, True

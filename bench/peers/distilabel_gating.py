@@ -34,7 +34,9 @@ import time
 import warnings
 from pathlib import Path
 
-from gating_throughput import ours_run, prompts, stub_server  # bench/, put on sys.path by provenance
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]  # bench/, provenance
+
+from gating_throughput import ours_run, prompts, stub_server
 from provenance import stamp
 
 from mmcurate.core.config import ModelSpec

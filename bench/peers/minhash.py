@@ -31,7 +31,18 @@ Jaccard on a seeded sample: precision over up to ``--sample`` pairs drawn from t
 flagged, recall over every truly similar pair (Jaccard >= threshold, found exactly by prefix
 filtering, not by either side's LSH) of ``--sample`` seeded anchor questions.
 
-    python bench/peers/minhash.py [--quick] [--sizes 100000 1000000] [--sample 2000] [--keep DIR]
+The default run is the 593k pool (``--sizes 1000000``) and fits 15 minutes on this 2-core machine
+because datasketch's side is stopped after ``--peer-timeout`` (360 s): the pool is templated
+questions (``What colour is the kite in listing N (code X)?``), so the LSH candidates grow with
+the square of the pool (3.2 million at 59k, 196 million at 593k, precision about 0.0005),
+and datasketch hands each one back as a Python object whose exact check is a Python set
+intersection: its candidates alone take about as long as mmcurate's whole stage, the check of
+them over half an hour. A stopped run prints its candidate count and time (written by the child
+before the check) and a bound on the ratio. ``--sizes 100000`` (59k questions) runs both sides
+to the end in a few minutes.
+
+    python bench/peers/minhash.py [--quick] [--sizes 100000 1000000] [--sample 2000] [--peer-timeout 360]
+        [--keep DIR]
 """
 
 from __future__ import annotations
@@ -49,6 +60,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
+PEER_TIMEOUT = 360.0  # seconds: the default run (the 593k pool) within 15 minutes on a quiet machine (module docstring)
 sys.path[:0] = [str(REPO / "bench"), str(REPO / "bench" / "peers")]  # the benches and provenance
 
 from curation_scale import _record
@@ -85,7 +97,7 @@ def run_mmcurate(questions: list[str], threshold: float, num_perm: int) -> dict:
     return {"seconds": seconds, "cpu_seconds": time.process_time() - cpu, "before_kb": before, "pairs": pairs.keys}
 
 
-def run_datasketch(questions: list[str], threshold: float, num_perm: int) -> dict:
+def run_datasketch(questions: list[str], threshold: float, num_perm: int, work: Path) -> dict:
     from datasketch import MinHash, MinHashLSH
 
     from mmcurate.annotation.dedup import pair_keys, shingles
@@ -105,6 +117,12 @@ def run_datasketch(questions: list[str], threshold: float, num_perm: int) -> dic
             second.append(i)
         lsh.insert(i, signature, check_duplication=False)
     candidates_seconds, candidates_cpu = time.perf_counter() - start, time.process_time() - cpu
+    (work / "datasketch-candidates.json").write_text(  # what a run stopped during the check still reports
+        json.dumps(
+            {"candidates_seconds": candidates_seconds, "candidates_cpu_seconds": candidates_cpu, "count": len(first)}
+        ),
+        encoding="utf-8",
+    )
     keep = [len(sets[j] & sets[i]) / len(sets[j] | sets[i]) >= threshold for j, i in zip(first, second)]
     seconds = time.perf_counter() - start
     candidates = np.sort(pair_keys(np.array(first, dtype=np.int64), np.array(second, dtype=np.int64)))
@@ -122,7 +140,11 @@ def run_datasketch(questions: list[str], threshold: float, num_perm: int) -> dic
 
 def child(side: str, pool: Path, work: Path, threshold: float, num_perm: int) -> None:
     questions = json.loads(pool.read_text(encoding="utf-8"))
-    stats = (run_mmcurate if side == "mmcurate" else run_datasketch)(questions, threshold, num_perm)
+    stats = (
+        run_mmcurate(questions, threshold, num_perm)
+        if side == "mmcurate"
+        else run_datasketch(questions, threshold, num_perm, work)
+    )
     for name in ("pairs", "candidates"):
         if name in stats:
             np.save(work / f"{side}-{name}.npy", stats.pop(name))
@@ -130,13 +152,20 @@ def child(side: str, pool: Path, work: Path, threshold: float, num_perm: int) ->
     print(json.dumps(stats))
 
 
-def measured(side: str, pool: Path, work: Path, threshold: float, num_perm: int) -> dict:
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", side, str(pool), str(work), str(threshold), str(num_perm)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def measured(side: str, pool: Path, work: Path, threshold: float, num_perm: int, timeout: float | None) -> dict:
+    """One side's run in a fresh subprocess; when it runs past ``timeout`` seconds it is stopped and the
+    answer is ``{"stopped": True}`` with datasketch's candidate figures if it got that far."""
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", side, str(pool), str(work), str(threshold), str(num_perm)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        partial = work / f"{side}-candidates.json"
+        return {"stopped": True, **(json.loads(partial.read_text(encoding="utf-8")) if partial.exists() else {})}
     if done.returncode != 0:
         sys.exit(f"{side} subprocess failed:\n{done.stderr[-4000:]}")
     stats = json.loads(done.stdout.strip().splitlines()[-1])
@@ -246,7 +275,7 @@ def parser() -> argparse.ArgumentParser:
         "--sizes",
         type=_positive,
         nargs="+",
-        default=[100_000, 1_000_000],
+        default=[1_000_000],
         help="curation bench sample counts whose released questions are compared",
     )
     parser.add_argument(
@@ -257,6 +286,12 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the precision / recall samples")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    parser.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=PEER_TIMEOUT,
+        help="seconds before datasketch's side is stopped (then only a bound on the ratio is printed)",
+    )
     parser.add_argument(
         "--child", nargs=5, metavar=("SIDE", "POOL", "WORK", "THRESHOLD", "NUM_PERM"), help=argparse.SUPPRESS
     )
@@ -290,10 +325,24 @@ def main(argv: list[str] | None = None) -> None:
             questions = question_pool(size)
             pool = folder / "questions.json"
             pool.write_text(json.dumps(questions), encoding="utf-8")
-            ours = measured("mmcurate", pool, folder, threshold, num_perm)
-            theirs = measured("datasketch", pool, folder, threshold, num_perm)
+            ours = measured("mmcurate", pool, folder, threshold, num_perm, None)
+            theirs = measured("datasketch", pool, folder, threshold, num_perm, args.peer_timeout)
             print(f"{len(questions):,} questions (released of {size:,} samples); load {load()}", flush=True)
             for name, stats in (("mmcurate question_pairs", ours), ("datasketch MinHashLSH", theirs)):
+                if stats.get("stopped"):
+                    got = (
+                        f"its {stats['count']:,} candidates took {stats['candidates_seconds']:.1f} s (CPU "
+                        f"{stats['candidates_cpu_seconds']:.1f} s: ratio against the candidates alone "
+                        f"{stats['candidates_seconds'] / ours['seconds']:.2f}, in CPU time "
+                        f"{stats['candidates_cpu_seconds'] / ours['cpu_seconds']:.2f}), the exact check did not end"
+                        if "count" in stats
+                        else "during its candidates"
+                    )
+                    print(
+                        f"    {name:<24} stopped after --peer-timeout {args.peer_timeout:g} s, {got}: time ratio "
+                        f"with the exact check > {args.peer_timeout / ours['seconds']:.2f} (wall)"
+                    )
+                    continue
                 extra = (
                     f" (candidates alone {stats['candidates_seconds']:.1f} s, CPU "
                     f"{stats['candidates_cpu_seconds']:.1f} s)"
@@ -305,38 +354,33 @@ def main(argv: list[str] | None = None) -> None:
                     f"{stats['peak_kb'] / 1024:.0f} MB (+{(stats['peak_kb'] - stats['before_kb']) / 1024:.0f} MB over "
                     "the questions loaded)"
                 )
-            same = np.array_equal(ours["pairs"], theirs["pairs"])
-            extra_ours = np.setdiff1d(ours["pairs"], theirs["pairs"])
-            extra_theirs = np.setdiff1d(theirs["pairs"], ours["pairs"])
-            print(
-                f"    ratio {theirs['seconds'] / ours['seconds']:.2f} (datasketch with its exact check / mmcurate; "
-                f"against its candidates alone {theirs['candidates_seconds'] / ours['seconds']:.2f}); in CPU time "
-                f"{theirs['cpu_seconds'] / ours['cpu_seconds']:.2f} and "
-                f"{theirs['candidates_cpu_seconds'] / ours['cpu_seconds']:.2f}; peak RSS mmcurate / datasketch "
-                f"{ours['peak_kb'] / theirs['peak_kb']:.2f}"
-            )
-            print(
-                f"    flagged pairs: mmcurate {len(ours['pairs']):,}; datasketch candidates "
-                f"{len(theirs['candidates']):,}, after the exact check {len(theirs['pairs']):,}: "
-                + (
-                    "equal to mmcurate's"
-                    if same
-                    else f"UNEQUAL (only mmcurate's {len(extra_ours)}, e.g. {[(k >> 32, k & 0xFFFFFFFF) for k in extra_ours[:3].tolist()]}; "
-                    f"only datasketch's {len(extra_theirs)}, e.g. "
-                    f"{[(k >> 32, k & 0xFFFFFFFF) for k in extra_theirs[:3].tolist()]})"
+            flagged = {"mmcurate": ours["pairs"]}
+            if theirs.get("stopped"):
+                print(f"    flagged pairs: mmcurate {len(ours['pairs']):,}; datasketch's not compared (stopped)")
+            else:
+                same = np.array_equal(ours["pairs"], theirs["pairs"])
+                extra_ours = np.setdiff1d(ours["pairs"], theirs["pairs"])
+                extra_theirs = np.setdiff1d(theirs["pairs"], ours["pairs"])
+                print(
+                    f"    ratio {theirs['seconds'] / ours['seconds']:.2f} (datasketch with its exact check / mmcurate; "
+                    f"against its candidates alone {theirs['candidates_seconds'] / ours['seconds']:.2f}); in CPU time "
+                    f"{theirs['cpu_seconds'] / ours['cpu_seconds']:.2f} and "
+                    f"{theirs['candidates_cpu_seconds'] / ours['cpu_seconds']:.2f}; peak RSS mmcurate / datasketch "
+                    f"{ours['peak_kb'] / theirs['peak_kb']:.2f}"
                 )
-            )
-            scores = sample_scores(
-                questions,
-                {
-                    "mmcurate": ours["pairs"],
-                    "datasketch candidates": theirs["candidates"],
-                    "datasketch + exact check": theirs["pairs"],
-                },
-                threshold,
-                args.sample,
-                args.seed,
-            )
+                print(
+                    f"    flagged pairs: mmcurate {len(ours['pairs']):,}; datasketch candidates "
+                    f"{len(theirs['candidates']):,}, after the exact check {len(theirs['pairs']):,}: "
+                    + (
+                        "equal to mmcurate's"
+                        if same
+                        else f"UNEQUAL (only mmcurate's {len(extra_ours)}, e.g. {[(k >> 32, k & 0xFFFFFFFF) for k in extra_ours[:3].tolist()]}; "
+                        f"only datasketch's {len(extra_theirs)}, e.g. "
+                        f"{[(k >> 32, k & 0xFFFFFFFF) for k in extra_theirs[:3].tolist()]})"
+                    )
+                )
+                flagged |= {"datasketch candidates": theirs["candidates"], "datasketch + exact check": theirs["pairs"]}
+            scores = sample_scores(questions, flagged, threshold, args.sample, args.seed)
             for name, (precision, recall, said, true) in scores.items():
                 print(
                     f"    {name:<26} precision {precision:.4f} (of {said:,} sampled flags), recall {recall:.4f} "
