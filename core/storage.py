@@ -231,13 +231,18 @@ def complete_children(location: Location) -> list[str]:
     return [name for name in location.children() if (location / name / MARKER).exists()]
 
 
-def publish_folder(source: Path, target: Location, exclude: tuple[str, ...] = ()) -> None:
+def publish_folder(source: Path, target: Location, exclude: tuple[str, ...] = (), racing: bool = False) -> None:
     """Publish the local folder ``source`` as ``target``, all or nothing to a reader.
 
     Local target: copied into a hidden temp folder beside it, then renamed into place. Object
     store: every file written at its key, then the marker naming each file's sha256, last. A
     target already complete is refused (published folders are immutable). ``exclude`` names
-    top-level entries of ``source`` left out (in a local target too)."""
+    top-level entries of ``source`` left out (in a local target too).
+
+    ``racing``: several writers may publish the same target at once (a cache each can build,
+    such as a vector index, whose bytes need not be identical between two builds). Each writer's
+    files then go under a folder of its own, ``g-<random>/``, which its marker names
+    (``under``): whichever marker is written last names one writer's complete set, never a mix."""
     if is_complete(target):
         raise StorageError(f"{target} is already published; published folders are immutable")
     if target.is_local:
@@ -251,13 +256,17 @@ def publish_folder(source: Path, target: Location, exclude: tuple[str, ...] = ()
             shutil.rmtree(temp, ignore_errors=True)
             raise
         return
-    files = {}
+    marker: dict[str, Any] = {"files": {}}
+    into = target
+    if racing:
+        marker["under"] = f"g-{secrets.token_hex(8)}"
+        into = target / marker["under"]
     for relative in _files(source):
         if relative.split("/", 1)[0] in exclude:
             continue
-        files[relative] = sha256_file(source / relative)
-        target.fs.put_file(str(source / relative), (target / relative).path)
-    (target / MARKER).write_bytes(json.dumps({"files": files}, indent=1, sort_keys=True).encode())
+        marker["files"][relative] = sha256_file(source / relative)
+        target.fs.put_file(str(source / relative), (into / relative).path)
+    (target / MARKER).write_bytes(json.dumps(marker, indent=1, sort_keys=True).encode())
 
 
 def fetch_folder(location: Location, dest: Path | None = None) -> Path:
@@ -267,7 +276,8 @@ def fetch_folder(location: Location, dest: Path | None = None) -> Path:
     if location.is_local:
         return location.local_path
     raw = _marker_bytes(location)
-    files = json.loads(raw)["files"]
+    marker = json.loads(raw)
+    files, under = marker["files"], location / marker["under"] if "under" in marker else location
     dest = dest or scratch_root() / "fetched" / hashlib.sha256(raw).hexdigest()[:16] / location.name
     if dest.is_dir():
         return dest
@@ -277,9 +287,9 @@ def fetch_folder(location: Location, dest: Path | None = None) -> Path:
         for relative, sha in files.items():
             local = temp / relative
             local.parent.mkdir(parents=True, exist_ok=True)
-            location.fs.get_file((location / relative).path, str(local))
+            location.fs.get_file((under / relative).path, str(local))
             if sha256_file(local) != sha:
-                raise StorageError(f"{location / relative} does not match the sha256 its {MARKER} marker names")
+                raise StorageError(f"{under / relative} does not match the sha256 its {MARKER} marker names")
         temp.mkdir(parents=True, exist_ok=True)
         try:
             os.rename(temp, dest)
@@ -317,11 +327,11 @@ class Mirror:
             for name in complete_children(self.remote / relative if relative else self.remote):
                 self.pull(f"{relative}/{name}" if relative else name)
 
-    def push(self, relative: str, exclude: tuple[str, ...] = ()) -> None:
+    def push(self, relative: str, exclude: tuple[str, ...] = (), racing: bool = False) -> None:
         """Publish ``local/relative`` (without its top-level entries named in ``exclude``) as
-        ``remote/relative`` unless the store has it already."""
+        ``remote/relative`` unless the store has it already (``publish_folder``'s ``racing``)."""
         if self.remote is not None and not is_complete(self.remote / relative):
-            publish_folder(self.local / relative, self.remote / relative, exclude)
+            publish_folder(self.local / relative, self.remote / relative, exclude, racing)
 
     def push_file(self, relative: str) -> None:
         """Upload the one file ``local/relative`` to ``remote/relative``. One object needs no

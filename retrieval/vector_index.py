@@ -248,6 +248,12 @@ def top_hits(index: VectorIndex, queries: np.ndarray, k: int) -> list[list[tuple
     return [[(int(r), float(s)) for r, s in zip(rs, ss) if r >= 0] for rs, ss in zip(rows, scores)]
 
 
+def built_indexes(cache_dir: Path) -> list[str]:
+    """The names of the finished index folders directly in ``cache_dir``: those ``place_built``
+    renamed into place (a ``meta.json`` inside; a build's temporary folder starts with a dot)."""
+    return sorted(p.parent.name for p in Path(cache_dir).glob("*/meta.json") if not p.parent.name.startswith("."))
+
+
 def place_built(built: Built, folder: Path, load: Callable[[Path], Built]) -> Built:
     """``built`` saved into a temporary folder beside ``folder`` and renamed into place, so a
     killed build leaves nothing half-made; when another process renamed its copy first, its

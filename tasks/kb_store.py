@@ -66,6 +66,12 @@ def _prepare(settings: Settings, cfg: RetrievalConfig) -> None:
     n, plan = kb_plan(cfg, encoder)
     if plan.kind != "ivfpq":
         return
+    if settings.task_runner.kind != "threads" and settings.mirror("workdir").remote is not None:
+        raise MmcurateError(
+            f"the knowledge base {cfg.kb} ({n:,} pages) outgrows retrieval.memory_gb, and its sharded vector store "
+            "is not shared through an object-store workdir yet: run on task_runner kind 'threads', or give "
+            "workdir as a path every worker mounts"
+        )
     logger = get_run_logger()
     store = kb_store(cfg, settings.index_dir, encoder)
     logger.info(f"knowledge base {cfg.kb}: {n:,} pages, index {plan.describe()}; store {store.root}")

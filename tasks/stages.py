@@ -41,10 +41,14 @@ from .models import prefect_secret
 @task(name="stage-shard", cache_policy=NO_CACHE)
 def run_shard(stage: Stage, samples: pa.Table, index: int, settings: Settings, run_id: str) -> StageResult:
     """``stage`` on one shard, where the runner puts it (this process, or a worker with its own
-    copy of the workdir). Its decisions are spilled to a ledger part; with a workdir in an
-    object store the part is uploaded there and named relative to the workdir, for the flow
-    to fetch (``_fetched``)."""
+    copy of the workdir). Its decisions are spilled to a ledger part. With a workdir in an
+    object store, the vector indexes published there are fetched first, the ones this shard
+    built are published after, and the part is uploaded and named relative to the workdir,
+    for the flow to fetch (``_fetched``)."""
     settings = settings.on_this_machine()
+    workdir = settings.mirror("workdir")
+    indexes = settings.index_dir.relative_to(workdir.local).as_posix()
+    workdir.pull_children(indexes)  # the indexes other workers built: fetched, not built again
     store = settings.image_store()
     logger = get_run_logger()  # bound to this task run: usable from the model layer's threads
 
@@ -56,9 +60,12 @@ def run_shard(stage: Stage, samples: pa.Table, index: int, settings: Settings, r
         result = stage.run(samples, ctx)
         result.calls = models.counter.rows()
     spilled = result.spill(ctx.ledger_dir / f"{stage.name}-{index:05d}.parquet")
-    workdir = settings.mirror("workdir")
     if workdir.remote is None:
         return spilled
+    from mmcurate.retrieval.vector_index import built_indexes  # faiss: only where indexes are shared
+
+    for name in built_indexes(settings.index_dir):
+        workdir.push(f"{indexes}/{name}", racing=True)  # two workers may have built it at once
     shared = [part.relative_to(workdir.local) for part in spilled.ledger_parts]
     for part in shared:
         workdir.push_file(part.as_posix())

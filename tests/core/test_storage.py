@@ -203,3 +203,23 @@ def test_on_another_machine_a_stored_workdir_has_that_machines_copy(tmp_path, mo
     assert there.mirror("workdir").remote == Location("s3://bucket/work") and there.resolved() == settings.resolved()
     local = load_config(write_config(tmp_path, workdir=str(tmp_path / "work")))
     assert local.on_this_machine() is local  # a plain path is the same folder everywhere it is used
+
+
+def test_racing_writers_of_one_folder_leave_one_writers_files_never_a_mix(tmp_path, memory, scratch):
+    first, second = tmp_path / "one", tmp_path / "two"
+    for src, text in ((first, b"built by one"), (second, b"built by two")):  # two builds of one index
+        (src / "sub").mkdir(parents=True)
+        (src / "index.faiss").write_bytes(text)
+        (src / "sub" / "meta.json").write_bytes(text + b" meta")
+    target = memory / "indexes" / "kb-1"
+    storage.publish_folder(first, target, racing=True)
+    marker_one = (target / MARKER).read_bytes()
+    target.fs.rm((target / MARKER).path)  # the second writer checked before the first's marker landed
+    storage.publish_folder(second, target, racing=True)
+    fetched = storage.fetch_folder(target, tmp_path / "copy")
+    assert (fetched / "index.faiss").read_bytes() == b"built by two"
+    assert (fetched / "sub" / "meta.json").read_bytes() == b"built by two meta"
+    (target / MARKER).write_bytes(marker_one)  # the first writer's marker written last instead
+    again = storage.fetch_folder(target, tmp_path / "copy-2")
+    assert (again / "index.faiss").read_bytes() == b"built by one"
+    assert (again / "sub" / "meta.json").read_bytes() == b"built by one meta"

@@ -169,5 +169,7 @@ def test_a_cluster_sharing_only_s3_survives_a_killed_worker_and_publishes_the_lo
     assert rerun  # the rerun answered what the killed run had not
     assert sorted(set(killed_run) & set(rerun)) == []  # and asked no call the killed run finished
     assert stored_data_files(url) == data_files(release)  # the local run's release, byte for byte
+    work = Location.parse(f"{s3_bucket}/cluster/work")
+    assert complete_children(work / "ingest") and complete_children(work / "indexes")  # shared, not per worker
     code, out, err = run_cli(capsys, monkeypatch, "verify", url)
     assert code == 0 and out.strip().endswith("verified"), (out, err)

@@ -66,3 +66,29 @@ def test_each_kb_a_source_searches_gets_its_store_once(make, monkeypatch, tmp_pa
     prepared.clear()
     kb_store.prepare_kb(None, section, make.table(rows[3:]))  # WebQA brings its negatives: nothing is searched
     assert prepared == []
+
+
+def test_a_store_workers_cannot_share_is_refused_in_one_line(tmp_path, monkeypatch):
+    """Issue 46: a KB beyond the budget is embedded into a sharded store on the workers' disks,
+    which an object-store workdir does not share yet: on Dask or Ray that is one line before
+    any work, not a worker failing on a store it cannot see; on threads it runs (one machine)."""
+    import pytest
+
+    from mmcurate.benchmarks.deflectionbench import RetrievalConfig
+    from mmcurate.core.config import Settings
+    from mmcurate.core.errors import MmcurateError
+    from mmcurate.tasks import kb_store
+
+    monkeypatch.setenv("MMCURATE_SCRATCH", str(tmp_path / "scratch"))
+    monkeypatch.setattr(kb_store, "text_encoder", lambda spec: None)
+    monkeypatch.setattr(kb_store, "kb_plan", lambda cfg, encoder: (6_000_000, PLAN))
+    cfg = RetrievalConfig(kb=str(tmp_path / "kb.jsonl"))
+    on_dask = Settings(workdir="s3://bucket/work", task_runner={"kind": "dask"})
+    with pytest.raises(MmcurateError, match="6,000,000 pages.*not shared through an object-store workdir") as caught:
+        kb_store._prepare(on_dask, cfg)
+    assert "\n" not in str(caught.value)
+    started = []
+    monkeypatch.setattr(kb_store, "get_run_logger", lambda: started.append(True) or pytest.fail("stop here"))
+    with pytest.raises(pytest.fail.Exception):
+        kb_store._prepare(Settings(workdir="s3://bucket/work"), cfg)  # threads: past the check
+    assert started
