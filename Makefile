@@ -117,6 +117,7 @@ bench: setup fixtures
 	$(PY) bench/faiss_mining.py
 	$(PY) bench/stage_calls.py
 	$(PY) bench/curation_scale.py
+	$(PY) bench/storage_overhead.py --s3
 
 # mmcurate against the tools a user would pick instead (issue 47), each bench printing both figures and their
 # ratio. The peers are the bench-only extra `peers`, never runtime dependencies. autofaiss 2.18 pins numpy<2

@@ -13,7 +13,12 @@ answers from the response cache and finds its release published). Prints wall se
 rerun/first ratio and each variant's ratio to the plain paths, with the load average before
 each run (the machine is shared: compare ratios taken in the same run).
 
-    python bench/storage_overhead.py [--s3] [--out DIR]
+``--baseline REV`` adds the plain paths with the code of git revision ``REV`` (``git archive``
+of it built with pip into a temporary folder, put first on ``PYTHONPATH``), run first: the
+single-machine speed before a change, beside it. ``--rounds N`` repeats every variant N times,
+round by round, and prints each variant's median.
+
+    python bench/storage_overhead.py [--s3] [--baseline REV] [--rounds N] [--out DIR]
 
 ``memory://`` is left out: an in-memory store lives in one process, and every run here is
 its own process.
@@ -28,7 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "generated"
@@ -53,6 +60,21 @@ def timed_run(config: Path, env: dict[str, str], log: Path) -> tuple[float, floa
     return time.perf_counter() - start, load
 
 
+def baseline_env(rev: str, out: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the package as it was at ``rev`` first on ``PYTHONPATH``: the revision's files
+    (``git archive``) built and installed with pip into a folder of ``out``, offline."""
+    source, site = out / f"baseline-{rev}" / "source", out / f"baseline-{rev}" / "site"
+    source.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+        + ["--target", str(site), str(source)],
+        check=True,
+    )
+    return {**env, "PYTHONPATH": str(site)}
+
+
 def s3_endpoint() -> tuple[str, object]:
     """A moto S3 server on loopback with one bucket; its endpoint and the server (to stop)."""
     import s3fs
@@ -70,44 +92,60 @@ def s3_endpoint() -> tuple[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--s3", action="store_true", help="also run on a local moto S3 server")
+    parser.add_argument("--baseline", metavar="REV", help="also plain paths with the code of git revision REV")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every variant, round by round (medians)")
     parser.add_argument("--out", type=Path, default=None, help="folder for the runs (default: a temp folder)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     out = args.out or Path(tempfile.mkdtemp(prefix="storage-overhead-"))
     env = {**os.environ, "MMCURATE_SCRATCH": str(out / "scratch"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    variants = {
-        "path": lambda home: (str(home / "work"), str(home / "releases")),
-        "file://": lambda home: (f"file://{home}/work", f"file://{home}/releases"),
-    }
+
+    def at_paths(home: Path) -> tuple[str, str]:
+        return str(home / "work"), str(home / "releases")
+
+    variants: dict[str, tuple[Callable[[Path], tuple[str, str]], dict[str, str]]] = {}
+    if args.baseline:
+        variants[f"path @ {args.baseline}"] = (at_paths, baseline_env(args.baseline, out, env))
+    variants["path"] = (at_paths, env)
+    variants["file://"] = (lambda home: (f"file://{home}/work", f"file://{home}/releases"), env)
     server = None
     if args.s3:
         endpoint, server = s3_endpoint()
-        env.update(
-            {
-                "FSSPEC_S3_ENDPOINT_URL": endpoint,
-                "AWS_ACCESS_KEY_ID": "bench",
-                "AWS_SECRET_ACCESS_KEY": "bench",
-                "AWS_DEFAULT_REGION": "us-east-1",
-            }
+        s3_env = {
+            **env,
+            "FSSPEC_S3_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+        variants["s3://"] = (
+            lambda home: (
+                f"s3://bench/{home.parent.name}-{home.name}/work",
+                f"s3://bench/{home.parent.name}-{home.name}/releases",
+            ),
+            s3_env,
         )
-        variants["s3://"] = lambda home: (f"s3://bench/{home.name}/work", f"s3://bench/{home.name}/releases")
-    rows = []
+    times: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in variants}
     try:
-        for name, where in variants.items():
-            home = out / name.strip(":/").replace("/", "") / "run"
-            home.mkdir(parents=True)
-            workdir, releases_root = where(home)
-            config = dryrun_config(home, FIXTURES, workdir=workdir, releases_root=releases_root)
-            first, load_first = timed_run(config, env, home / "first.log")
-            rerun, load_rerun = timed_run(config, env, home / "rerun.log")
-            rows.append((name, first, rerun, load_first, load_rerun))
-            print(f"{name}: first {first:.1f}s, cached rerun {rerun:.1f}s", flush=True)
+        for round_ in range(args.rounds):
+            for name, (where, variant_env) in variants.items():
+                home = out / "".join(c if c.isalnum() else "-" for c in name).strip("-") / f"round-{round_}"
+                home.mkdir(parents=True)
+                workdir, releases_root = where(home)
+                config = dryrun_config(home, FIXTURES, workdir=workdir, releases_root=releases_root)
+                first, load_first = timed_run(config, variant_env, home / "first.log")
+                rerun, load_rerun = timed_run(config, variant_env, home / "rerun.log")
+                times[name].append((first, rerun, load_first, load_rerun))
+                print(f"{name}: first {first:.1f}s, cached rerun {rerun:.1f}s", flush=True)
     finally:
         if server is not None:
             server.stop()
-    base_first, base_rerun = rows[0][1], rows[0][2]
+    rows = [(name, *(median(run[i] for run in runs) for i in range(4))) for name, runs in times.items()]
+    base_first, base_rerun = next((r[1], r[2]) for r in rows if r[0] == "path")
     print(
-        "\n| workdir, releases_root | first run (s) | cached rerun (s) | rerun / first | first vs path | rerun vs path "
-        "| load before (first, rerun) |"
+        f"\n| workdir, releases_root | first run (s) | cached rerun (s) | rerun / first | first vs path | rerun vs path "
+        f"| load before (first, rerun) |   (medians of {args.rounds} round(s))"
     )
     print("|---|---|---|---|---|---|---|")
     for name, first, rerun, load_first, load_rerun in rows:
