@@ -65,7 +65,10 @@ def baseline_env(rev: str, out: Path, env: dict[str, str]) -> dict[str, str]:
     (``git archive``) built and installed with pip into a folder of ``out``, offline."""
     source, site = out / f"baseline-{rev}" / "source", out / f"baseline-{rev}" / "site"
     source.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    found = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True)
+    if found.returncode:
+        sys.exit(f"storage_overhead.py: --baseline {rev}: {found.stderr.decode().strip().splitlines()[-1]}")
+    archive = found.stdout
     subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]

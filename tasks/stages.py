@@ -76,8 +76,6 @@ def _fetched(result: StageResult, settings: Settings) -> StageResult:
     """``result`` with its ledger parts local to this process: a part a worker uploaded (named
     relative to the workdir) fetched from the workdir's store."""
     workdir = settings.mirror("workdir")
-    if all(part.is_absolute() for part in result.ledger_parts):
-        return result
     parts = [part if part.is_absolute() else workdir.pull_file(part.as_posix()) for part in result.ledger_parts]
     return replace(result, ledger_parts=parts)
 
