@@ -9,19 +9,21 @@ last, on the rows a release will hold.
   ``image_distance + 1`` bands (by the pigeonhole principle a pair within the distance agrees
   on one band), so no step compares every pair.
 - Questions: MinHash over character 5-grams of the normalised question (``core.text.
-  normalize``) with locality-sensitive hashing (``datasketch.MinHash``; the bands and rows
-  ``datasketch.MinHashLSH`` picks for the threshold; github.com/ekzhu/datasketch) for
+  normalize``) with locality-sensitive hashing (``datasketch.MinHash``'s signature; the bands and
+  rows ``datasketch.MinHashLSH`` picks for the threshold; github.com/ekzhu/datasketch) for
   candidates, each confirmed by the exact Jaccard similarity of the two 5-gram sets >=
-  ``question_threshold``. Each question's signature is cut into the LSH bands and each band
-  kept as one 64-bit digest in a numpy array (``lsh_bands``), not as a MinHash object or an
-  index of byte keys per sample: a million questions hold a few dozen megabytes, and two
-  questions are candidates exactly when ``MinHashLSH`` would find them (they agree on a
-  band), but for 64-bit digest collisions, which only add a candidate the exact check
-  then judges. Shingles are made again for the candidates only, and a large bucket's pairs are
-  scored a block at a time (a sparse product of its shingle incidence, at most ``GROUP_CELLS`` pairs
-  a block: a bucket grows with the pool), not pair by pair; a band's small buckets (at most
-  ``SMALL_BUCKET`` questions: most hold two or three) are scored together, one incidence matrix for
-  ``SMALL_ROWS`` of their questions and every pair within a bucket listed.
+  ``question_threshold``. Each question is normalised and shingled once (``shingled``): its
+  shingles become a row of one sparse incidence matrix of the pool (a column per distinct
+  shingle), and its signature is datasketch's, computed for ``SIGNATURE_ROWS`` questions at a time
+  (each distinct shingle hashed once, not once per question holding it). Each band of the
+  signature is kept as one 64-bit digest in a numpy array, not as a MinHash object or an index of
+  byte keys per sample: a million questions hold a few dozen megabytes, and two questions are
+  candidates exactly when ``MinHashLSH`` would find them (they agree on a band), but for 64-bit
+  digest collisions, which only add a candidate the exact check then judges. A large bucket's
+  pairs are scored a block at a time (a sparse product of its rows of the incidence, at most
+  ``GROUP_CELLS`` pairs a block: a bucket grows with the pool), not pair by pair; a band's small
+  buckets (at most ``SMALL_BUCKET`` questions: most hold two or three) are scored together, every
+  pair within a bucket listed and ``SMALL_PAIRS`` scored at a time.
 - Memory: the rows are held column by column (``Items``: Arrow strings for ids and questions,
   numpy arrays for image hashes) and the pairs found as numpy arrays (``Pairs``), not as an
   object or a dictionary entry per row or pair, so a pool of a million stays a few hundred
@@ -40,8 +42,8 @@ one picture), so an image match alone never drops anything.
 
 from __future__ import annotations
 
-import hashlib
 import io
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -52,6 +54,7 @@ import imagehash
 import numpy as np
 import pyarrow as pa
 from datasketch import MinHash, MinHashLSH
+from datasketch.hashfunc import sha1_hash32
 from PIL import Image
 from scipy.sparse import csr_matrix
 
@@ -68,8 +71,8 @@ KINDS = ("image", "question", "both")
 LEDGER_CHUNK = 65_536  # flags held as Decision objects before they are spilled as a ledger part
 GROUP_CELLS = 1 << 20  # question pairs of one LSH bucket scored at a time (a block of rows against the bucket)
 SMALL_BUCKET = 64  # LSH buckets of at most this many questions are scored together, their pairs listed
-SMALL_ROWS = 1 << 16  # questions of small buckets whose shingles are held at a time
 SMALL_PAIRS = 1 << 16  # pairs of small buckets scored at a time (their rows' shingle incidence taken twice)
+SIGNATURE_ROWS = 2048  # questions whose MinHash signatures are computed at a time (their shingles x num_perm held)
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,12 @@ def pair_keys(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 
 def shingles(question: str) -> frozenset[str]:
-    text = normalize(question)
+    """The shingles of a question: ``grams`` of its normalised form."""
+    return grams(normalize(question))
+
+
+def grams(text: str) -> frozenset[str]:
+    """The character ``SHINGLE``-grams of a normalised text (a shorter one is its own gram)."""
     return frozenset(text[i : i + SHINGLE] for i in range(max(1, len(text) - SHINGLE + 1))) if text else frozenset()
 
 
@@ -208,41 +216,113 @@ def image_pairs(rows: np.ndarray, hashes: np.ndarray, distance: int) -> Pairs:
     return _unique_pairs(found_i, found_j, found_d, True, np.int64)
 
 
-def lsh_bands(questions: Iterable[str], n: int, threshold: float, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
-    """(n x bands) uint64 digests of each of the ``n`` questions' MinHash bands, and which
-    questions have shingles at all (module docstring)."""
+@dataclass(frozen=True)
+class Shingled:
+    """Texts as the question check reads them: each text's MinHash LSH band digests (``n x bands``
+    uint64) and its shingles as one row of a sparse incidence matrix (``n x distinct shingles``, int32
+    ones), made once for the candidates' exact check in every band."""
+
+    bands: np.ndarray
+    incidence: csr_matrix
+    sizes: np.ndarray  # int64: shingles per text (0: nothing to compare)
+
+
+def shingled(texts: Iterable[str], n: int, threshold: float, num_perm: int) -> Shingled:
+    """``Shingled`` of the ``n`` normalised ``texts``. The signatures are datasketch's (its
+    ``affine32`` scheme: ``sha1_hash32`` of each shingle, the MurmurHash3 finalizer, then ``a * h + b``
+    mod 2^32 with ``MinHash(num_perm).permutations``, the minimum over the shingles), computed
+    ``SIGNATURE_ROWS`` texts at a time: each distinct shingle is hashed once in all, permuted once per
+    batch it occurs in, and each text takes one minimum over its rows."""
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)  # only its choice of bands and rows
-    signature = MinHash(num_perm=num_perm)
+    a, b = _permutations(num_perm)
     bands = np.zeros((n, len(lsh.hashranges)), dtype=np.uint64)
-    present = np.zeros(n, dtype=bool)
-    for index, question in enumerate(questions):
-        grams = shingles(question)
-        if not grams:
+    vocabulary: dict[str, int] = {}  # each distinct shingle's column
+    hashed = array("I")  # sha1_hash32 of each column's shingle
+    columns: list[np.ndarray] = []
+    sizes = np.zeros(n, dtype=np.int64)
+    batch: list[str] = []
+    for index, text in enumerate(texts, 1):
+        batch.append(text)
+        if len(batch) < SIGNATURE_ROWS and index < n:
             continue
-        signature.clear()
-        signature.update_batch([s.encode("utf-8") for s in grams])
-        values = signature.hashvalues
-        for band, (start, end) in enumerate(lsh.hashranges):
-            digest = hashlib.blake2b(values[start:end].tobytes(), digest_size=8).digest()
-            bands[index, band] = int.from_bytes(digest, "little")
-        present[index] = True
-    return bands, present
+        sets = [grams(t) for t in batch]
+        first, counts = index - len(batch), np.array([len(s) for s in sets], dtype=np.int64)
+        batch = []
+        local: dict[str, int] = {}
+        codes = np.array([local.setdefault(g, len(local)) for s in sets for g in s], dtype=np.int64)
+        column = np.empty(len(local), dtype=np.int64)
+        for k, gram in enumerate(local):
+            if (code := vocabulary.get(gram)) is None:
+                code = vocabulary[gram] = len(vocabulary)
+                hashed.append(sha1_hash32(gram.encode("utf-8")))
+            column[k] = code
+        sizes[first:index] = counts
+        columns.append(column[codes].astype(np.int32))
+        if not len(codes):
+            continue
+        values = np.frombuffer(hashed, dtype=np.uint32)[column]
+        permuted = _fmix32(values)[:, None] * a[None, :] + b[None, :]
+        signatures = np.minimum.reduceat(permuted[codes], np.r_[0, np.cumsum(counts)[:-1]][counts > 0], axis=0)
+        bands[first + np.flatnonzero(counts > 0)] = _digests(signatures, lsh.hashranges)
+    indices = np.concatenate(columns) if columns else np.zeros(0, np.int32)
+    incidence = csr_matrix(
+        (np.ones(len(indices), dtype=np.int32), indices, np.r_[0, np.cumsum(sizes)]), shape=(n, len(vocabulary))
+    )
+    return Shingled(bands, incidence, sizes)
 
 
-def _group_pairs(members: np.ndarray, questions: pa.Array, threshold: float) -> tuple[np.ndarray, ...]:
+def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    signature = MinHash(num_perm=num_perm)
+    if signature.scheme != "affine32":
+        raise MmcurateError(
+            f"datasketch's default MinHash scheme is {signature.scheme!r}, not 'affine32': "
+            "the near-duplicate stage needs datasketch 2.x"
+        )
+    a, b = signature.permutations
+    return a.astype(np.uint32), b.astype(np.uint32)
+
+
+def _fmix32(values: np.ndarray) -> np.ndarray:
+    """The MurmurHash3 32-bit finalizer (datasketch's pre-mix of each shingle's hash)."""
+    values = values ^ (values >> np.uint32(16))
+    values = values * np.uint32(0x85EBCA6B)
+    values = values ^ (values >> np.uint32(13))
+    values = values * np.uint32(0xC2B2AE35)
+    return values ^ (values >> np.uint32(16))
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _digests(signatures: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """One 64-bit digest per row and band of uint32 ``signatures``: the band's values folded in
+    order (xor, multiply by an odd constant, shift-xor) and then the MurmurHash3 64-bit finalizer;
+    rows equal on a band have equal digests, and unequal rows rarely do (a collision only adds a
+    candidate the exact check judges)."""
+    out = np.empty((len(signatures), len(ranges)), dtype=np.uint64)
+    for band, (start, end) in enumerate(ranges):
+        digest = np.full(len(signatures), band + 1, dtype=np.uint64) * _GOLDEN
+        for column in range(start, end):
+            digest = (digest ^ signatures[:, column].astype(np.uint64)) * np.uint64(0x100000001B3)
+            digest ^= digest >> np.uint64(29)
+        digest ^= digest >> np.uint64(33)
+        digest *= np.uint64(0xFF51AFD7ED558CCD)
+        digest ^= digest >> np.uint64(33)
+        digest *= np.uint64(0xC4CEB9FE1A85EC53)
+        out[:, band] = digest ^ (digest >> np.uint64(33))
+    return out
+
+
+def _group_pairs(members: np.ndarray, pool: Shingled, threshold: float) -> tuple[np.ndarray, ...]:
     """The pairs of ``members`` whose shingle sets' Jaccard similarity is >= threshold, with it:
     intersections as a sparse product of the members' shingle incidence, a block of rows against the
     whole bucket at a time, at most ``GROUP_CELLS`` pairs per block (buckets grow with the pool, the
     block's dense scores must not) (exact integer counts, so each score is the same float as
     |A & B| / |A | B|)."""
-    grams = [shingles(q) for q in questions.take(pa.array(members)).to_pylist()]
-    vocabulary: dict[str, int] = {}
-    columns = [vocabulary.setdefault(g, len(vocabulary)) for gs in grams for g in gs]
-    sizes = np.array([len(gs) for gs in grams], dtype=np.int64)
-    incidence = csr_matrix(
-        (np.ones(len(columns), dtype=np.int64), columns, np.r_[0, np.cumsum(sizes)]),
-        shape=(len(members), len(vocabulary)),
-    )
+    rows = pool.incidence[members]
+    used, columns = np.unique(rows.indices, return_inverse=True)  # the bucket's own shingles: a product's cost
+    incidence = csr_matrix((rows.data, columns, rows.indptr), shape=(len(members), len(used)))  # grows with them
+    sizes = pool.sizes[members]
     out_i, out_j, out_s = [], [], []
     block = max(1, GROUP_CELLS // len(members))
     for start in range(0, len(members), block):
@@ -257,49 +337,26 @@ def _group_pairs(members: np.ndarray, questions: pa.Array, threshold: float) -> 
     return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_s)
 
 
-def _small_group_pairs(groups: list[np.ndarray], questions: pa.Array, threshold: float) -> tuple[np.ndarray, ...]:
-    """``_group_pairs`` of many small ``groups`` (each sorted), taken ``SMALL_ROWS`` rows at a time."""
-    out: list[tuple[np.ndarray, ...]] = []
-    taken, held = 0, 0
-    for end, group in enumerate(groups, 1):
-        held += len(group)
-        if held >= SMALL_ROWS or end == len(groups):
-            out.append(_small_groups_scored(groups[taken:end], questions, threshold))
-            taken, held = end, 0
-    return tuple(np.concatenate([part[k] for part in out]) for k in range(3))
-
-
-def _small_groups_scored(groups: list[np.ndarray], questions: pa.Array, threshold: float) -> tuple[np.ndarray, ...]:
-    """The pairs of ``groups`` scored at once: each row's shingles made once, one sparse incidence
-    for all their rows, every pair within a group listed (groups of the same size together) and scored
-    ``SMALL_PAIRS`` at a time as the row-wise product of its two rows' incidence. Most LSH buckets
-    hold two or three questions, and scoring each alone (its own vocabulary, matrix and product) cost
-    more than the scores; these are the same floats (exact integer counts)."""
-    rows, local = np.unique(np.concatenate(groups), return_inverse=True)
-    vocabulary: dict[str, int] = {}
-    columns: list[int] = []
-    sizes = np.zeros(len(rows), dtype=np.int64)
-    for k, question in enumerate(questions.take(pa.array(rows)).to_pylist()):
-        grams = shingles(question)
-        columns += [vocabulary.setdefault(g, len(vocabulary)) for g in grams]
-        sizes[k] = len(grams)
-    incidence = csr_matrix(
-        (np.ones(len(columns), dtype=np.int64), columns, np.r_[0, np.cumsum(sizes)]), shape=(len(rows), len(vocabulary))
-    )
+def _small_group_pairs(groups: list[np.ndarray], pool: Shingled, threshold: float) -> tuple[np.ndarray, ...]:
+    """``_group_pairs`` of many small ``groups`` (each sorted) at once: every pair within a group listed
+    (groups of the same size together) and scored ``SMALL_PAIRS`` at a time as the row-wise product of
+    its two rows' incidence. Most LSH buckets hold two or three questions, and scoring each alone (its
+    own matrix and product) cost more than the scores; these are the same floats (exact integer counts)."""
+    members = np.concatenate(groups)
     lengths = np.array([len(g) for g in groups])
     starts = np.r_[0, np.cumsum(lengths)[:-1]]
     out_i, out_j, out_s = [], [], []
     for size in np.unique(lengths).tolist():
         a, b = np.triu_indices(size, 1)
         base = starts[lengths == size][:, None]
-        left, right = local[(base + a).ravel()], local[(base + b).ravel()]
+        left, right = members[(base + a).ravel()], members[(base + b).ravel()]
         for start in range(0, len(left), SMALL_PAIRS):
             i, j = left[start : start + SMALL_PAIRS], right[start : start + SMALL_PAIRS]
-            shared = np.asarray(incidence[i].multiply(incidence[j]).sum(axis=1)).ravel()
-            scores = shared / (sizes[i] + sizes[j] - shared)
+            shared = np.asarray(pool.incidence[i].multiply(pool.incidence[j]).sum(axis=1)).ravel()
+            scores = shared / (pool.sizes[i] + pool.sizes[j] - shared)
             keep = scores >= threshold
-            out_i.append(rows[i[keep]])
-            out_j.append(rows[j[keep]])
+            out_i.append(i[keep])
+            out_j.append(j[keep])
             out_s.append(scores[keep])
     return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_s)
 
@@ -309,14 +366,15 @@ def question_pairs(questions: pa.Array, threshold: float, num_perm: int) -> Pair
     (candidates: the questions that agree on an LSH band; a band's buckets of at most ``SMALL_BUCKET``
     questions scored together, a larger one on its own; the pairs found are made unique band by
     band, so a pair found in every band is held once)."""
-    bands, present = lsh_bands(_strings(questions), len(questions), threshold, num_perm)
-    rows = np.flatnonzero(present)
+    texts = (normalize(q) for q in _strings(questions))
+    pool = shingled(texts, len(questions), threshold, num_perm)
+    rows = np.flatnonzero(pool.sizes > 0)
     found = _unique_pairs([], [], [], False, np.float64)
-    for band in range(bands.shape[1]):
-        buckets = [rows[members] for members in _runs(bands[rows, band])]
+    for band in range(pool.bands.shape[1]):
+        buckets = [rows[members] for members in _runs(pool.bands[rows, band])]
         small = [bucket for bucket in buckets if len(bucket) <= SMALL_BUCKET]
-        pairs = [_group_pairs(bucket, questions, threshold) for bucket in buckets if len(bucket) > SMALL_BUCKET]
-        pairs += [_small_group_pairs(small, questions, threshold)] if small else []
+        pairs = [_group_pairs(bucket, pool, threshold) for bucket in buckets if len(bucket) > SMALL_BUCKET]
+        pairs += [_small_group_pairs(small, pool, threshold)] if small else []
         found = _unique_pairs(
             [found.first, *(p[0] for p in pairs)],
             [found.second, *(p[1] for p in pairs)],

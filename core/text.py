@@ -53,12 +53,29 @@ DEFAULT_NLTK_DATA = Path.home() / ".cache" / "mmcurate" / "nltk_data"
 PUNKT_FILES = ("abbrev_types.txt", "collocations.tab", "sent_starters.txt", "ortho_context.tab")
 
 
+class _Punctuation(dict[int, str]):
+    """``str.translate``'s table of punctuation to a space, filled a character at a time as texts meet
+    them: a punctuation character (Unicode category P*) or one of ``SYMBOLS`` becomes a space, any
+    other character itself (the same string a per-character test gives, at a dictionary lookup a
+    character, not a Unicode category lookup)."""
+
+    SYMBOLS = "`^$+<=>|~"
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        self[code] = value = " " if unicodedata.category(char).startswith("P") or char in self.SYMBOLS else char
+        return value
+
+
+_PUNCTUATION = _Punctuation()
+
+
 def normalize(text: str) -> str:
     """The comparison form of ``text`` (see the module docstring)."""
     text = _POSSESSIVE.sub(" s", unicodedata.normalize("NFKC", text).lower())  # "armstrong's" -> "armstrong s"
     text = text.replace("'", "").replace("\u2019", "")  # "don't" -> "dont"
     text = _SIGN.sub("\x00", text)  # a leading minus is part of a number, not punctuation
-    text = "".join(" " if unicodedata.category(c).startswith("P") or c in "`^$+<=>|~" else c for c in text)
+    text = text.translate(_PUNCTUATION)
     text = text.replace("\x00", "-")
     return " ".join(w for w in text.split() if w not in ARTICLES)
 

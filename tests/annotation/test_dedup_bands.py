@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from datasketch import MinHash, MinHashLSH
 
 from mmcurate.annotation import dedup
-from mmcurate.annotation.dedup import lsh_bands, question_pairs, shingles
+from mmcurate.annotation.dedup import question_pairs, shingled, shingles
+from mmcurate.core.text import normalize
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -57,14 +59,14 @@ def _questions(n: int) -> list[str]:
 
 @pytest.mark.parametrize("threshold", [0.5, 0.8])
 @pytest.mark.parametrize("cells", [dedup.GROUP_CELLS, 7])  # 7: a bucket is scored a row or two at a time
-# (small bucket, rows, pairs): every bucket alone; the defaults; every bucket with the others, a few rows
-# and pairs at a time
+# (small bucket, pairs, signature rows): every bucket alone; the defaults; every bucket with the others, a
+# few pairs and signatures at a time
 @pytest.mark.parametrize(
-    "small", [(0, 1, 1), (dedup.SMALL_BUCKET, dedup.SMALL_ROWS, dedup.SMALL_PAIRS), (10_000, 5, 3)]
+    "small", [(0, 1, 7), (dedup.SMALL_BUCKET, dedup.SMALL_PAIRS, dedup.SIGNATURE_ROWS), (10_000, 3, 7)]
 )
 def test_band_pairs_are_the_index_pairs(threshold: float, cells: int, small: tuple[int, int, int], monkeypatch):
     monkeypatch.setattr(dedup, "GROUP_CELLS", cells)
-    for name, value in zip(("SMALL_BUCKET", "SMALL_ROWS", "SMALL_PAIRS"), small):
+    for name, value in zip(("SMALL_BUCKET", "SMALL_PAIRS", "SIGNATURE_ROWS"), small):
         monkeypatch.setattr(dedup, name, value)
     questions = _questions(1500)
     expected = _index_pairs(questions, threshold, 128)
@@ -73,25 +75,54 @@ def test_band_pairs_are_the_index_pairs(threshold: float, cells: int, small: tup
     assert dict(zip(zip(pairs.first.tolist(), pairs.second.tolist()), pairs.values.tolist())) == expected
 
 
-def test_small_buckets_are_scored_together(monkeypatch):
-    """Issue 47 item 2: most LSH buckets hold two or three questions; scoring each alone (its own
-    vocabulary and sparse matrix) made mmcurate's stage slower than datasketch's index on the curation
-    bench's pool. A band's small buckets now share one incidence matrix (a few while the pool is large)."""
-    built = []
-    real = dedup.csr_matrix
-    monkeypatch.setattr(dedup, "csr_matrix", lambda *args, **kwargs: built.append(1) or real(*args, **kwargs))
+def test_each_question_is_shingled_once_and_scored_from_one_incidence(monkeypatch):
+    """Issue 47 item 2: the exact check made each question's shingles again in every band it had a
+    candidate in (3.4 times a question on the curation bench's pool, most of the stage's time), and
+    scored each bucket from its own vocabulary. Now each question is normalised and shingled once, and
+    every band's buckets are scored from one incidence matrix of the pool."""
+    calls = {"grams": 0, "csr": 0}
+    real_grams, real_csr = dedup.grams, dedup.csr_matrix
+
+    def counted_grams(text: str) -> frozenset[str]:
+        calls["grams"] += 1
+        return real_grams(text)
+
+    def counted_csr(*args, **kwargs):
+        calls["csr"] += 1
+        return real_csr(*args, **kwargs)
+
+    monkeypatch.setattr(dedup, "grams", counted_grams)
+    monkeypatch.setattr(dedup, "csr_matrix", counted_csr)
     questions = [f"What colour is the kite in listing {n} (code U{n % 97})?" for n in range(400)]
-    bands, present = lsh_bands(questions, len(questions), 0.8, 128)
-    buckets = sum(len(list(dedup._runs(bands[:, band]))) for band in range(bands.shape[1]))
-    assert buckets > 4 * bands.shape[1]  # many small buckets per band
     pairs = question_pairs(pa.array(questions), 0.8, 128)
-    assert len(pairs.first) and len(built) <= bands.shape[1]
+    assert len(pairs.first) and calls == {"grams": 400, "csr": 1}
+
+
+def test_signatures_are_datasketchs():
+    """The bands are cut from the MinHash signature datasketch computes for the same shingles (its
+    default scheme, the same permutations), batch or no batch."""
+    texts = [normalize(q) for q in _questions(300)]
+    lsh = MinHashLSH(threshold=0.8, num_perm=128)
+    expected = []
+    for text in texts:
+        signature = MinHash(num_perm=128)
+        signature.update_batch([g.encode("utf-8") for g in dedup.grams(text)])
+        expected.append(signature.hashvalues)
+    digests = dedup._digests(np.array(expected, dtype=np.uint32), lsh.hashranges)
+    present = np.array([bool(t) for t in texts])
+    for rows in (dedup.SIGNATURE_ROWS, 7):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(dedup, "SIGNATURE_ROWS", rows)
+            found = shingled(iter(texts), len(texts), 0.8, 128)
+        assert (found.sizes > 0).tolist() == present.tolist() and not present.all()
+        assert (found.bands[present] == digests[present]).all() and not found.bands[~present].any()
+        assert found.incidence.sum(axis=1).A1.tolist() == [len(dedup.grams(t)) for t in texts]
 
 
 def test_bands_are_a_small_array_per_question():
-    bands, present = lsh_bands(["What colour is the kite?", "", "What colour is the kite?"], 3, 0.8, 128)
-    assert bands.shape == (3, MinHashLSH(threshold=0.8, num_perm=128).b) and bands.dtype.name == "uint64"
-    assert present.tolist() == [True, False, True] and (bands[0] == bands[2]).all()
+    found = shingled(["what colour is kite", "", "what colour is kite"], 3, 0.8, 128)
+    assert found.bands.shape == (3, MinHashLSH(threshold=0.8, num_perm=128).b) and found.bands.dtype.name == "uint64"
+    assert (found.sizes > 0).tolist() == [True, False, True] and (found.bands[0] == found.bands[2]).all()
 
 
 def test_flags_spilled_as_ledger_parts_are_the_same_rows(tmp_path, monkeypatch):
