@@ -23,7 +23,8 @@ Search (``CompressedIndex.search``): the PQ index proposes ``candidates_per_resu
 rows per query (100 for a top 10); their float32 vectors are read from the store (only those
 rows, ``VectorStore.gather``) and re-scored with the exact inner product, ties broken by row.
 So the ranking of what is found is exact, and recall is limited only by what the quantized
-search proposes.
+search proposes: ``set_nprobe`` widens the lists searched, ``set_candidates_per_result`` the
+candidates re-scored (past every list, the PQ codes' ranking is what bounds recall).
 
 faiss factory strings (``OPQ96,IVF2048,PQ96x8np``; ``np``: no polysemous training, which
 only serves Hamming-filtered search and took minutes even on 1,000 training rows), ``add_with_ids`` on IVF indexes and
@@ -80,6 +81,13 @@ class CompressedIndex:
     def set_nprobe(self, nprobe: int) -> None:
         faiss.extract_index_ivf(self.index).nprobe = nprobe
         self.meta["params"]["nprobe"] = nprobe
+
+    def set_candidates_per_result(self, candidates: int) -> None:
+        """Re-score ``candidates * k`` vectors for a top ``k``: recall beyond what every list gives
+        (the PQ codes' ranking bounds it), at the cost of reading more vectors from the store."""
+        if candidates < 1:
+            raise MmcurateError(f"candidates per result must be at least 1, got {candidates}")
+        self.meta["params"]["candidates_per_result"] = candidates
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Exact inner products and global store rows of the top ``k`` among the candidates, best

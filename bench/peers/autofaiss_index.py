@@ -27,8 +27,10 @@ scored against.
 Equal recall: mmcurate's nprobe is calibrated to recall@10 0.97 on held-out rows
 (``compressed_index.CALIBRATION_RECALL``), autofaiss tunes to a query time, so their recalls
 differ. When autofaiss's is higher, mmcurate's index is searched again with nprobe raised a
-quarter at a time until its recall on the bench's queries reaches autofaiss's (``equal-recall``
-phase), and that row (``queries/s, nprobe N``) is the queries/s ratio at equal recall.
+quarter at a time, and at every list the candidates re-scored per result raised by half at a time
+(up to ``MAX_CANDIDATES_PER_RESULT``), until its recall on the bench's queries reaches autofaiss's
+(``equal-recall`` phase); that row (``queries/s, nprobe N, C per result``) is the queries/s ratio
+at equal recall.
 
 autofaiss's ``current_memory_available`` is ``--memory-gb`` (mmcurate's ``retrieval.memory_gb``:
 the memory building and searching may use). Its ``max_index_memory_usage`` (``--peer-budget``):
@@ -76,6 +78,7 @@ from provenance import stamp
 
 K = kb_scale.K
 BUDGETS = ("memory", "index")
+MAX_CANDIDATES_PER_RESULT = 100  # the equal-recall sweep's last setting: 1,000 vectors re-scored for a top 10
 
 
 def kb_args(args: argparse.Namespace, data: str) -> argparse.Namespace:
@@ -185,9 +188,11 @@ def recall_at_k(truth, found) -> float:
 def phase_equal_recall(args: argparse.Namespace) -> dict:
     """mmcurate's built index at ``--target-recall`` (autofaiss's): nprobe raised from its calibrated
     value a quarter at a time until recall@10 on the bench's queries reaches the target or nprobe
-    reaches nlist; each search from a cold page cache, as ``kb_scale``'s search phase. The queries
-    choose the nprobe here (a recall / queries-per-second curve, as ANN benchmarks draw them), so this
-    row compares speed at equal recall, not the calibration that ships."""
+    reaches nlist, then the candidates re-scored per result (``candidates_per_result``, the plan's
+    other recall knob) raised by half at a time up to ``MAX_CANDIDATES_PER_RESULT``; each search from a
+    cold page cache, as ``kb_scale``'s search phase. The queries choose the setting here (a recall /
+    queries-per-second curve, as ANN benchmarks draw them), so this row compares speed at equal
+    recall, not the calibration that ships."""
     import faiss
     import numpy as np
 
@@ -200,16 +205,27 @@ def phase_equal_recall(args: argparse.Namespace) -> dict:
     queries = np.load(kb.dir / "queries.npy")
     truth = np.load(kb.dir / "truth.npy")
     nlist, nprobe = int(index.params["nlist"]), int(index.params["nprobe"])
+    candidates = int(index.params["candidates_per_result"])
     while True:
-        nprobe = min(nlist, nprobe + max(1, nprobe // 4))
-        index.set_nprobe(nprobe)
+        if nprobe < nlist:
+            nprobe = min(nlist, nprobe + max(1, nprobe // 4))
+            index.set_nprobe(nprobe)
+        else:
+            candidates = min(MAX_CANDIDATES_PER_RESULT, candidates + max(1, candidates // 2))
+            index.set_candidates_per_result(candidates)
         kb_scale.cold(store)
         started = time.perf_counter()
         _, found = index.search(queries, K)
         seconds = time.perf_counter() - started
         recall = recall_at_k(truth, found)
-        if recall >= args.target_recall or nprobe >= nlist:
-            return {"nprobe": nprobe, "nlist": nlist, "recall": recall, "qps": len(queries) / seconds}
+        if recall >= args.target_recall or candidates >= MAX_CANDIDATES_PER_RESULT:
+            return {
+                "nprobe": nprobe,
+                "nlist": nlist,
+                "candidates_per_result": candidates,
+                "recall": recall,
+                "qps": len(queries) / seconds,
+            }
 
 
 PHASES = {"peer-build": phase_peer_build, "peer-search": phase_peer_search, "equal-recall": phase_equal_recall}
@@ -340,21 +356,17 @@ def compare(args: argparse.Namespace, data: str) -> None:
     if search["recall"] < peer_search["recall"]:
         equal = run_peer(args, data, "equal-recall", "--target-recall", repr(peer_search["recall"]))
         assert equal is not None  # searches only: well inside --peer-timeout
+        setting = f"nprobe {equal['nprobe']}, {equal['candidates_per_result']} per result"
         rows.insert(
             2,
-            (
-                f"queries/s, nprobe {equal['nprobe']}",
-                equal["qps"],
-                peer_search["qps"],
-                equal["qps"] / peer_search["qps"],
-                "{:,.1f}",
-            ),
+            (f"queries/s, {setting}", equal["qps"], peer_search["qps"], equal["qps"] / peer_search["qps"], "{:,.1f}"),
         )
         reached = "reaches" if equal["recall"] >= peer_search["recall"] else "stays below"
         print(
-            f"  mmcurate's calibrated nprobe {build['meta']['params']['nprobe']} stops below autofaiss's recall; at nprobe "
-            f"{equal['nprobe']} of {equal['nlist']} it {reached} it: recall@10 {equal['recall']:.4f} (chosen on these "
-            "queries; the row 'queries/s, nprobe N' is the equal-recall comparison)",
+            f"  mmcurate's calibrated nprobe {build['meta']['params']['nprobe']} stops below autofaiss's recall; at "
+            f"nprobe {equal['nprobe']} of {equal['nlist']} re-scoring {equal['candidates_per_result']} candidates per "
+            f"result it {reached} it: recall@10 {equal['recall']:.4f} (chosen on these queries; the row "
+            "'queries/s, nprobe N, C per result' is the equal-recall comparison)",
             flush=True,
         )
     print(f"  {'':24} {'mmcurate':>12} {'autofaiss':>12} {'ratio':>7}")
