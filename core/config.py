@@ -88,6 +88,9 @@ class ModelSpec(StrictModel):
     # one a package ships is SmolLM2-135M-Instruct)
     gguf: Literal["smollm2"] | None = None
     n_ctx: int = Field(default=2048, ge=1)
+    # the llama.cpp server's threads; with two servers answering at once on 2 cores (make demo's
+    # two chains) 1 each generated SmolLM2's tokens 1.35x as fast as 2 each (bench/llama_threads.py)
+    n_threads: int = Field(default=2, ge=1, le=1024)
     # scripted: JSONL rules and the fallback answer
     script: Path | None = None
     default: str | None = None

