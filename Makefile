@@ -44,8 +44,10 @@ DEMO_EVALS := $(DEMO_WORKDIR)/evaluations/deflectionbench-1.0.0
 # core busy, RefLVQA's MiniLM embedding of the 10k summaries the other); the two chains' lines
 # interleave as they come. `make demo-steps` alone runs the chains one after the other, each command
 # with its own API
+# the two chains side by side get a core each: OpenMP (torch's MiniLM, faiss) one thread per process, as
+# configs/demo.yaml gives each llama.cpp server one (bench/llama_threads.py)
 demo: setup fixtures
-	$(PY) -m mmcurate.tasks.shared_api $(MAKE) --no-print-directory -j2 demo-steps
+	OMP_NUM_THREADS=1 $(PY) -m mmcurate.tasks.shared_api $(MAKE) --no-print-directory -j2 demo-steps
 
 demo-steps: demo-deflectionbench demo-others
 
@@ -114,6 +116,7 @@ docs: setup
 bench: setup fixtures
 	$(PY) bench/ingest_reddit.py
 	$(PY) bench/gating_throughput.py
+	$(PY) bench/llama_threads.py
 	$(PY) bench/faiss_mining.py
 	$(PY) bench/stage_calls.py
 	$(PY) bench/curation_scale.py

@@ -26,11 +26,12 @@ scored against.
 
 Equal recall: mmcurate's nprobe is calibrated to recall@10 0.97 on held-out rows
 (``compressed_index.CALIBRATION_RECALL``), autofaiss tunes to a query time, so their recalls
-differ. When autofaiss's is higher, mmcurate's index is searched again with nprobe raised a
-quarter at a time, and at every list the candidates re-scored per result raised by half at a time
-(up to ``MAX_CANDIDATES_PER_RESULT``), until its recall on the bench's queries reaches autofaiss's
-(``equal-recall`` phase); that row (``queries/s, nprobe N, C per result``) is the queries/s ratio
-at equal recall.
+differ. So mmcurate's index is searched again at autofaiss's recall on the bench's queries
+(``equal-recall`` phase): when autofaiss's is higher, with nprobe raised a quarter at a time and, at
+every list, the candidates re-scored per result raised by half at a time (up to
+``MAX_CANDIDATES_PER_RESULT``) until it is reached; when it is lower, with the candidates halved and
+then nprobe lowered while recall stays at or above it (the cheapest setting that holds it). That
+row (``queries/s, nprobe N, C per result``) is the queries/s ratio at equal recall.
 
 autofaiss's ``current_memory_available`` is ``--memory-gb`` (mmcurate's ``retrieval.memory_gb``:
 the memory building and searching may use). Its ``max_index_memory_usage`` (``--peer-budget``):
@@ -186,11 +187,13 @@ def recall_at_k(truth, found) -> float:
 
 
 def phase_equal_recall(args: argparse.Namespace) -> dict:
-    """mmcurate's built index at ``--target-recall`` (autofaiss's): nprobe raised from its calibrated
-    value a quarter at a time until recall@10 on the bench's queries reaches the target or nprobe
-    reaches nlist, then the candidates re-scored per result (``candidates_per_result``, the plan's
-    other recall knob) raised by half at a time up to ``MAX_CANDIDATES_PER_RESULT``; each search from a
-    cold page cache, as ``kb_scale``'s search phase. The queries choose the setting here (a recall /
+    """mmcurate's built index at ``--target-recall`` (autofaiss's), each search from a cold page cache
+    as ``kb_scale``'s search phase. Below the target at its calibrated setting: nprobe raised a quarter
+    at a time until recall@10 on the bench's queries reaches it or nprobe reaches nlist, then the
+    candidates re-scored per result (``candidates_per_result``, the plan's other recall knob) raised by
+    half at a time up to ``MAX_CANDIDATES_PER_RESULT``. Above it: the candidates per result halved
+    (down to 1), then nprobe lowered a quarter at a time, while recall stays at or above the target;
+    the last setting that holds it is the row. The queries choose the setting here (a recall /
     queries-per-second curve, as ANN benchmarks draw them), so this row compares speed at equal
     recall, not the calibration that ships."""
     import faiss
@@ -204,28 +207,41 @@ def phase_equal_recall(args: argparse.Namespace) -> dict:
     index = cached_compressed(store, kb_scale.bench_plan(kb, len(store), store.dim))
     queries = np.load(kb.dir / "queries.npy")
     truth = np.load(kb.dir / "truth.npy")
-    nlist, nprobe = int(index.params["nlist"]), int(index.params["nprobe"])
-    candidates = int(index.params["candidates_per_result"])
-    while True:
-        if nprobe < nlist:
-            nprobe = min(nlist, nprobe + max(1, nprobe // 4))
-            index.set_nprobe(nprobe)
-        else:
-            candidates = min(MAX_CANDIDATES_PER_RESULT, candidates + max(1, candidates // 2))
-            index.set_candidates_per_result(candidates)
+    nlist = int(index.params["nlist"])
+
+    def measured() -> dict:
         kb_scale.cold(store)
         started = time.perf_counter()
         _, found = index.search(queries, K)
         seconds = time.perf_counter() - started
-        recall = recall_at_k(truth, found)
-        if recall >= args.target_recall or candidates >= MAX_CANDIDATES_PER_RESULT:
-            return {
-                "nprobe": nprobe,
-                "nlist": nlist,
-                "candidates_per_result": candidates,
-                "recall": recall,
-                "qps": len(queries) / seconds,
-            }
+        return {
+            "nprobe": int(index.params["nprobe"]),
+            "nlist": nlist,
+            "candidates_per_result": int(index.params["candidates_per_result"]),
+            "recall": recall_at_k(truth, found),
+            "qps": len(queries) / seconds,
+        }
+
+    point = measured()
+    if point["recall"] < args.target_recall:
+        while point["recall"] < args.target_recall and point["candidates_per_result"] < MAX_CANDIDATES_PER_RESULT:
+            if point["nprobe"] < nlist:
+                index.set_nprobe(min(nlist, point["nprobe"] + max(1, point["nprobe"] // 4)))
+            else:
+                candidates = point["candidates_per_result"]
+                index.set_candidates_per_result(min(MAX_CANDIDATES_PER_RESULT, candidates + max(1, candidates // 2)))
+            point = measured()
+        return point
+    while point["candidates_per_result"] > 1 or point["nprobe"] > 1:
+        if point["candidates_per_result"] > 1:
+            index.set_candidates_per_result(point["candidates_per_result"] // 2)
+        else:
+            index.set_nprobe(point["nprobe"] - max(1, point["nprobe"] // 4))
+        cheaper = measured()
+        if cheaper["recall"] < args.target_recall:
+            break
+        point = cheaper
+    return point
 
 
 PHASES = {"peer-build": phase_peer_build, "peer-search": phase_peer_search, "equal-recall": phase_equal_recall}
@@ -353,7 +369,7 @@ def compare(args: argparse.Namespace, data: str) -> None:
             "{:,.0f}",
         ),
     ]
-    if search["recall"] < peer_search["recall"]:
+    if search["recall"] != peer_search["recall"]:
         equal = run_peer(args, data, "equal-recall", "--target-recall", repr(peer_search["recall"]))
         assert equal is not None  # searches only: well inside --peer-timeout
         setting = f"nprobe {equal['nprobe']}, {equal['candidates_per_result']} per result"
@@ -361,12 +377,13 @@ def compare(args: argparse.Namespace, data: str) -> None:
             2,
             (f"queries/s, {setting}", equal["qps"], peer_search["qps"], equal["qps"] / peer_search["qps"], "{:,.1f}"),
         )
+        side = "below" if search["recall"] < peer_search["recall"] else "above"
         reached = "reaches" if equal["recall"] >= peer_search["recall"] else "stays below"
         print(
-            f"  mmcurate's calibrated nprobe {build['meta']['params']['nprobe']} stops below autofaiss's recall; at "
-            f"nprobe {equal['nprobe']} of {equal['nlist']} re-scoring {equal['candidates_per_result']} candidates per "
-            f"result it {reached} it: recall@10 {equal['recall']:.4f} (chosen on these queries; the row "
-            "'queries/s, nprobe N, C per result' is the equal-recall comparison)",
+            f"  mmcurate's calibrated setting (nprobe {build['meta']['params']['nprobe']}) is {side} autofaiss's "
+            f"recall; at nprobe {equal['nprobe']} of {equal['nlist']} re-scoring {equal['candidates_per_result']} "
+            f"candidates per result it {reached} it: recall@10 {equal['recall']:.4f} (chosen on these queries; the "
+            "row 'queries/s, nprobe N, C per result' is the equal-recall comparison)",
             flush=True,
         )
     print(f"  {'':24} {'mmcurate':>12} {'autofaiss':>12} {'ratio':>7}")
