@@ -26,8 +26,10 @@ last, on the rows a release will hold.
   pair within a bucket listed and ``SMALL_PAIRS`` scored at a time.
 - Memory: the rows are held column by column (``Items``: Arrow strings for ids and questions,
   numpy arrays for image hashes) and the pairs found as numpy arrays (``Pairs``), not as an
-  object or a dictionary entry per row or pair, so a pool of a million stays a few hundred
-  megabytes; the flags are spilled to the run's ledger parts ``LEDGER_CHUNK`` at a time.
+  object or a dictionary entry per row or pair, so a pool of a million stays within about a
+  gigabyte, most of it the question check's incidence matrix and shingle vocabulary (402 MB over
+  593k questions: ``bench/peers/minhash.py``); the flags are spilled to the run's ledger parts
+  ``LEDGER_CHUNK`` at a time.
 
 A pair is recorded once, on the later sample (release order) for pairs within the release,
 on the release's sample for pairs with a reference; a reference row with the same sample id
