@@ -20,6 +20,7 @@ import time
 
 import httpx
 import psutil
+from ingest_reddit import _positive
 
 from mmcurate.models.backends.embedded import LlamaServer, find_gguf
 
@@ -75,9 +76,9 @@ def measure(threads: int, servers: int, prompts: int, max_tokens: int) -> tuple[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=int, default=8, help="completions per server per round")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds per setting (medians printed)")
-    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--prompts", type=_positive, default=8, help="completions per server per round")
+    parser.add_argument("--rounds", type=_positive, default=2, help="rounds per setting (medians printed)")
+    parser.add_argument("--max-tokens", type=_positive, default=96)
     args = parser.parse_args()
     print(
         f"load {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs; SmolLM2 (llama.cpp), greedy, {args.max_tokens} tokens"
