@@ -60,7 +60,7 @@ demo-deflectionbench:
 	  --system verify-first --scenario oracle --out $(DEMO_EVALS)/smollm2-verify-first-oracle
 	$(MM) compare-evals $(DEMO_EVALS)/smollm2 $(DEMO_EVALS)/smollm2-verify-first-oracle
 	$(MM) watch $(DEMO_RELEASES)/deflectionbench/1.0.0 --catalog configs/catalog.yaml --config configs/demo.yaml
-	$(MM) recurate $(DEMO_RELEASES)/deflectionbench/1.0.0 --add-model smollm2-warm --config configs/demo.yaml
+	$(MM) recurate $(DEMO_RELEASES)/deflectionbench/1.0.0 --add-model 'configs/catalog.yaml#smollm2-warm' --config configs/demo.yaml
 	$(MM) diff $(DEMO_RELEASES)/deflectionbench/1.0.0 $(DEMO_RELEASES)/deflectionbench/1.1.0
 	$(MM) history $(DEMO_RELEASES)/deflectionbench \
 	  --evaluations $(DEMO_EVALS)/smollm2 --evaluations $(DEMO_EVALS)/smollm2-verify-first-oracle

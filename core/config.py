@@ -5,7 +5,7 @@ Precedence, highest first: keyword overrides, ``MMCURATE_*`` environment variabl
 then the YAML file.
 A model is named in a variable by its name with every character other than a letter or a
 digit written as ``_`` (shells allow no ``-`` in a variable name), in any case:
-``MMCURATE_MODELS__SMOLLM2_WARM__MAX_TOKENS=16`` reaches the model ``smollm2-warm``.
+``MMCURATE_MODELS__SMOLLM2_REWRITER__MAX_TOKENS=64`` reaches the model ``smollm2-rewriter``.
 Relative paths in the file are resolved against the file's own directory; relative paths
 given in the environment against the current directory, where the user typed them.
 Secrets never live here: a model names the environment variable or Prefect Secret
@@ -450,7 +450,8 @@ class CoreSettings(BaseSettings):
 
     def add_model(self, spec: str) -> ModelSpec:
         """Resolve ``spec``: a model defined here by name, or a YAML file holding one model
-        spec (which is added under its name). Used by ``--model`` / ``--add-model``."""
+        spec (which is added under its name). Used by ``--model`` / ``--add-model`` (which
+        also takes a catalog's model: ``releases.recuration.resolve_added``)."""
         if spec in self.models:
             return self.models[spec]
         path = Path(spec)
@@ -474,8 +475,13 @@ class CoreSettings(BaseSettings):
             raise ConfigError(f"model file {path}: {exc}") from None
         except RecursionError:
             raise ConfigError(f"model file {path}: nested too deeply to read") from None
+        return self.register_model(model, f"model file {path}")
+
+    def register_model(self, model: ModelSpec, origin: str) -> ModelSpec:
+        """Add ``model`` (read from ``origin``: a model file, a catalog entry) under its name;
+        refused when the config already defines that name otherwise."""
         if model.name in self.models and self.models[model.name] != model:
-            raise ConfigError(f"model file {path} redefines model {model.name!r}")
+            raise ConfigError(f"{origin} redefines model {model.name!r}")
         self.models[model.name] = model
         return model
 

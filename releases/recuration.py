@@ -14,7 +14,9 @@ starts:
   created there: pass ``--config`` or set ``MMCURATE_WORKDIR``;
 - the new models and their roles: ``--add-model SPEC`` gives the benchmark's default role
   (DeflectionBench: a gating model; RefLVQA: an inspector; ReflectV: a verifier),
-  ``--add-model ROLE=SPEC`` another one (``BenchmarkSection.recuration_roles``);
+  ``--add-model ROLE=SPEC`` another one (``BenchmarkSection.recuration_roles``). SPEC is a
+  model name of the config, a YAML model file, or ``CATALOG#NAME``: the model NAME of a
+  catalog (``models.catalog``), with the role the catalog gives it unless ROLE= says another;
 - the parent's identity: ``{version, content_id}``, the content id being the manifest's
   ``sealed`` digest (the checksum of every sealed file's checksum). A re-curation writes
   beside its parent: if the target folder already holds another release under the
@@ -35,11 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from mmcurate.benchmarks import Benchmark, get
-from mmcurate.core.config import Settings, load_config
+from mmcurate.core.config import ModelSpec, Settings, load_config
 from mmcurate.core.errors import ConfigError
 from mmcurate.core.ids import new_run_id
 from mmcurate.core.images import ImageStore
+from mmcurate.core.plural import listed
 from mmcurate.judging.recorded import RecordedAnswers
+from mmcurate.models.catalog import CatalogModel, read_catalog
 
 from .changelog import render_changelog
 from .diff import diff_releases
@@ -111,13 +115,17 @@ def parent_record(release: Release) -> dict[str, str]:
     return {"version": release.version, "content_id": content_id(release)}
 
 
-def added_models(benchmark: str, roles: tuple[str, ...], specs: list[str]) -> list[tuple[str, str]]:
-    """(role, spec) of each ``--add-model`` value: ``ROLE=SPEC`` or ``SPEC`` (the default role)."""
+CATALOG_ENTRY = "#"  # --add-model CATALOG#NAME: the model NAME of a catalog file or server
+
+
+def added_models(benchmark: str, roles: tuple[str, ...], specs: list[str]) -> list[tuple[str | None, str]]:
+    """(role, spec) of each ``--add-model`` value: ``ROLE=SPEC``, or ``SPEC`` (role None: the
+    catalog entry's role or the benchmark's default)."""
     if not roles:
         raise ConfigError(f"{benchmark} releases are not re-curated by mmcurate")
     if not specs:
         raise ConfigError("name at least one model to add (--add-model SPEC or ROLE=SPEC)")
-    out = []
+    out: list[tuple[str | None, str]] = []
     for spec in specs:
         role, sep, rest = spec.partition("=")
         if sep and role in roles:
@@ -125,8 +133,23 @@ def added_models(benchmark: str, roles: tuple[str, ...], specs: list[str]) -> li
         elif sep and role.isidentifier():
             raise ConfigError(f"--add-model {spec}: {benchmark} takes the roles {', '.join(roles)}")
         else:
-            out.append((roles[0], spec))
+            out.append((None, spec))
     return out
+
+
+def resolve_added(settings: Settings, spec: str) -> tuple[ModelSpec, CatalogModel | None]:
+    """The model ``spec`` names, added to ``settings``, and its catalog entry when it came from
+    one: a model name of the config, a YAML model file, or ``CATALOG#NAME``, the model NAME of a
+    catalog (a YAML file or an OpenAI-compatible server's model list, ``models.catalog``), so a
+    model the maintainers list in their catalog is defined there only."""
+    source, mark, name = spec.rpartition(CATALOG_ENTRY)
+    if not mark or spec in settings.models or Path(spec).is_file():
+        return settings.add_model(spec), None
+    entries = {m.spec.name: m for m in read_catalog(source)}
+    if name not in entries:
+        raise ConfigError(f"--add-model {spec}: catalog {source} has no model {name!r} (it has {listed(entries)})")
+    entry = entries[name]
+    return settings.register_model(entry.spec, entry.where), entry
 
 
 def _recorded_settings(parent: Release) -> Settings:
@@ -149,11 +172,18 @@ def recuration_settings(
     """The settings of re-curating ``parent`` with ``add_models`` and the names added per role."""
     settings = load_config(config) if config else _recorded_settings(parent)
     section = settings.section(parent.benchmark)
+    roles = section.recuration_roles()
     added: dict[str, list[str]] = {}
-    for role, spec in added_models(parent.benchmark, section.recuration_roles(), add_models):
-        name = settings.add_model(spec).name
-        section.add_recuration_model(role, name)
-        added.setdefault(role, []).append(name)
+    for given, spec in added_models(parent.benchmark, roles, add_models):
+        model, entry = resolve_added(settings, spec)
+        role = given or (entry.role if entry else None) or roles[0]
+        if role not in roles:  # only a catalog's role can be another benchmark's
+            raise ConfigError(
+                f"{entry.where if entry else spec}: role {role!r} is not one of {parent.benchmark}'s "
+                f"re-curation roles ({', '.join(roles)})"
+            )
+        section.add_recuration_model(role, model.name)
+        added.setdefault(role, []).append(model.name)
     try:  # a model that cannot serve its role (a verifier of marks without vision): as at config load
         section.check_models(settings.models)
     except ValueError as exc:

@@ -274,7 +274,10 @@ def recurate(
     where: Annotated[str, typer.Argument(metavar="RELEASE", help="the release to re-curate (a path or URL)")],
     add_model: Annotated[
         list[str],
-        typer.Option("--add-model", help="SPEC or ROLE=SPEC: a model name of the config or a YAML spec file; repeat"),
+        typer.Option(
+            "--add-model",
+            help="SPEC or ROLE=SPEC: a model name of the config, a YAML spec file, or CATALOG#NAME (a catalog's model); repeat",
+        ),
     ],
     config: Annotated[Path | None, typer.Option("--config", help="default: the release's own config")] = None,
     version: VersionOpt = None,
