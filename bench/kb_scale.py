@@ -297,27 +297,17 @@ def child(args) -> None:
     print(json.dumps(result))
 
 
+SHARED_OPTIONS = ("n", "dim", "queries", "memory_gb", "threads", "dir")  # a child phase gets its parent's
+
+
+def shared_options(args) -> list[str]:
+    """``--n N --dim D ...``: the options every child phase is given as its parent was (this
+    bench's and ``bench/peers/autofaiss_index.py``'s)."""
+    return [part for name in SHARED_OPTIONS for part in (f"--{name.replace('_', '-')}", str(getattr(args, name)))]
+
+
 def run_phase(args, phase: str, variant: str = "pq") -> dict:
-    command = [
-        sys.executable,
-        __file__,
-        "--phase",
-        phase,
-        "--variant",
-        variant,
-        "--n",
-        str(args.n),
-        "--dim",
-        str(args.dim),
-        "--queries",
-        str(args.queries),
-        "--memory-gb",
-        str(args.memory_gb),
-        "--threads",
-        str(args.threads),
-        "--dir",
-        str(args.dir),
-    ]
+    command = [sys.executable, __file__, "--phase", phase, "--variant", variant, *shared_options(args)]
     command += ["--real"] * args.real + ["--scaled-plan"] * args.scaled_plan
     command += ["--pages", str(args.pages)] if args.pages else []
     env = {**os.environ, **{name: str(args.threads) for name in THREADS_ENV}}

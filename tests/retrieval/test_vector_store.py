@@ -3,7 +3,9 @@ with the same vectors as an uninterrupted run; a store is never mixed across enc
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mmcurate.core.errors import MmcurateError
+from mmcurate.retrieval import vector_store
 from mmcurate.retrieval.vector_store import (
     embed_shard,
     embed_store,
@@ -114,6 +117,47 @@ def test_rows_are_read_back_across_shards(tmp_path: Path) -> None:
     assert starts == [0, 40, 50, 90, 100]
     with pytest.raises(MmcurateError, match="out of range"):
         store.gather(np.array([130]))
+
+
+@pytest.mark.parametrize("cache", ["every other row missed", "partly cached", "flag refused", "flag unknown"])
+def test_rows_the_page_cache_cannot_serve_are_read_again_blocking(tmp_path: Path, monkeypatch, cache: str) -> None:
+    """``gather`` first reads each row with ``RWF_NOWAIT`` in its own thread; a row the page cache
+    lacks (the read fails at once), holds only in part (a short read), or every row where the
+    file system refuses the flag or the platform has none, is read again blocking: the same
+    vectors, and exactly the missed rows read twice."""
+    store = store_at(tmp_path / "s")
+    write_records(store, DOCS)
+    embed_store(store, Encoder(), quiet, batch=16)
+    rows = np.array([129, 0, 50, 49, 50, 7, 88])
+    expected = np.stack(
+        [vector(f"{d['title']}\n{d['text']}" if d["title"] else d["text"]) for d in (DOCS[r] for r in rows)]
+    )
+    real = os.preadv
+    tried: list[int] = []
+    blocking: list[int] = []
+
+    def preadv(fd: int, buffers: list, offset: int, flags: int = 0) -> int:
+        if not flags:
+            blocking.append(offset)
+            return real(fd, buffers, offset)
+        tried.append(offset)
+        if cache == "flag refused":
+            raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+        if len(tried) % 2:
+            return real(fd, buffers, offset)
+        if cache == "partly cached":
+            buffers[0][:4] = b"\xff" * 4
+            return 4
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(vector_store.os, "preadv", preadv)
+    if cache == "flag unknown":
+        monkeypatch.setattr(vector_store, "NOWAIT", None)
+    np.testing.assert_array_equal(store.gather(rows), expected)
+    if cache in ("flag refused", "flag unknown"):
+        assert len(tried) == (cache == "flag refused") and len(blocking) == len(rows)
+    else:
+        assert len(tried) == len(rows) and sorted(blocking) == sorted(tried[1::2])
 
 
 def test_a_store_is_never_mixed_across_encoders(tmp_path: Path) -> None:
