@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from mmcurate.core.config import Settings, load_config
-from mmcurate.core.errors import ConfigError
 from mmcurate.core.plural import SHOWN, counted
 from mmcurate.models.catalog import CatalogModel, read_catalog, spec_file
 from mmcurate.releases.reader import Release, list_versions, open_release
-from mmcurate.releases.recuration import Recuration, begin_recuration
+from mmcurate.releases.recuration import Recuration, begin_recuration, check_roles
 
 from . import builtin  # noqa: F401  registers each benchmark's re-curation planner
 from .plan import Plan
@@ -97,16 +96,6 @@ def identity_differences(recorded: dict[str, Any], model: CatalogModel) -> list[
     """``field recorded -> catalog`` for each identity field of a same-named model that differs."""
     mine = model.spec.identity()
     return [f"{key} {recorded.get(key)} -> {mine[key]}" for key in IDENTITY if recorded.get(key) != mine[key]]
-
-
-def check_roles(models: list[CatalogModel], benchmark: str, roles: tuple[str, ...]) -> None:
-    """A catalog role the benchmark's re-curation does not take: one line naming the catalog entry."""
-    for model in models:
-        if model.role is not None and model.role not in roles:
-            raise ConfigError(
-                f"{model.where}: role {model.role!r} is not one of {benchmark}'s re-curation roles "
-                f"({', '.join(roles) or 'none: its releases are not re-curated'})"
-            )
 
 
 def propose(release: Path | str, catalog: str, config: Path | str | None, specs: Path) -> Proposal:

@@ -137,19 +137,38 @@ def added_models(benchmark: str, roles: tuple[str, ...], specs: list[str]) -> li
     return out
 
 
-def resolve_added(settings: Settings, spec: str) -> tuple[ModelSpec, CatalogModel | None]:
+def resolve_added(
+    settings: Settings, spec: str, catalogs: dict[str, dict[str, CatalogModel]]
+) -> tuple[ModelSpec, CatalogModel | None]:
     """The model ``spec`` names, added to ``settings``, and its catalog entry when it came from
     one: a model name of the config, a YAML model file, or ``CATALOG#NAME``, the model NAME of a
     catalog (a YAML file or an OpenAI-compatible server's model list, ``models.catalog``), so a
-    model the maintainers list in their catalog is defined there only."""
+    model the maintainers list in their catalog is defined there only. ``catalogs``: the
+    catalogs read so far by source, each read once however many of its models are added."""
     source, mark, name = spec.rpartition(CATALOG_ENTRY)
     if not mark or spec in settings.models or Path(spec).is_file():
         return settings.add_model(spec), None
-    entries = {m.spec.name: m for m in read_catalog(source)}
+    if not source or not name:
+        raise ConfigError(
+            f"--add-model {spec}: CATALOG#NAME takes a catalog (a YAML file or a server) and a model name"
+        )
+    if source not in catalogs:
+        catalogs[source] = {m.spec.name: m for m in read_catalog(source)}
+    entries = catalogs[source]
     if name not in entries:
         raise ConfigError(f"--add-model {spec}: catalog {source} has no model {name!r} (it has {listed(entries)})")
     entry = entries[name]
     return settings.register_model(entry.spec, entry.where), entry
+
+
+def check_roles(models: list[CatalogModel], benchmark: str, roles: tuple[str, ...]) -> None:
+    """A catalog role the benchmark's re-curation does not take: one line naming the catalog entry."""
+    for model in models:
+        if model.role is not None and model.role not in roles:
+            raise ConfigError(
+                f"{model.where}: role {model.role!r} is not one of {benchmark}'s re-curation roles "
+                f"({', '.join(roles) or 'none: its releases are not re-curated'})"
+            )
 
 
 def _recorded_settings(parent: Release) -> Settings:
@@ -174,14 +193,12 @@ def recuration_settings(
     section = settings.section(parent.benchmark)
     roles = section.recuration_roles()
     added: dict[str, list[str]] = {}
+    catalogs: dict[str, dict[str, CatalogModel]] = {}
     for given, spec in added_models(parent.benchmark, roles, add_models):
-        model, entry = resolve_added(settings, spec)
+        model, entry = resolve_added(settings, spec, catalogs)
+        if entry is not None and given is None:
+            check_roles([entry], parent.benchmark, roles)
         role = given or (entry.role if entry else None) or roles[0]
-        if role not in roles:  # only a catalog's role can be another benchmark's
-            raise ConfigError(
-                f"{entry.where if entry else spec}: role {role!r} is not one of {parent.benchmark}'s "
-                f"re-curation roles ({', '.join(roles)})"
-            )
         section.add_recuration_model(role, model.name)
         added.setdefault(role, []).append(model.name)
     try:  # a model that cannot serve its role (a verifier of marks without vision): as at config load

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from mmcurate.core.errors import ConfigError
+from mmcurate.models.catalog import read_catalog
+from mmcurate.releases import recuration
 from mmcurate.releases.recuration import recuration_settings
 from tests.flows import flowkit
 
@@ -42,8 +44,11 @@ def catalog(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_catalog_model_comes_in_the_role_the_catalog_gives_it(config: Path, catalog: Path) -> None:
+def test_a_catalog_model_comes_in_the_role_the_catalog_gives_it(config: Path, catalog: Path, monkeypatch) -> None:
+    reads: list[str] = []
+    monkeypatch.setattr(recuration, "read_catalog", lambda source: reads.append(source) or read_catalog(source))
     settings, added = recuration_settings(PARENT, config, [f"{catalog}#tutor", f"{catalog}#watcher"])
+    assert reads == [str(catalog)]  # read once for both of its models (a server's list: one request)
     assert added == {"teacher": ["tutor"], "verifier": ["watcher"]}  # watcher: no role listed, the default
     tutor = settings.models["tutor"]
     assert (tutor.revision, tutor.script) == ("tutor-1", catalog.parent / "tutor.jsonl")  # against the catalog's folder
@@ -88,3 +93,13 @@ def test_a_model_file_whose_name_holds_the_mark_is_a_model_file(config: Path, tm
     (tmp_path / "v#2.yaml").write_text("{name: sharp, backend: scripted, script: warm.jsonl, revision: s-1}\n")
     settings, added = recuration_settings(PARENT, config, [f"teacher={tmp_path}/v#2.yaml"])
     assert added == {"teacher": ["sharp"]} and settings.models["sharp"].revision == "s-1"
+
+
+@pytest.mark.parametrize("spec", ["#tutor", "CATALOG#"])
+def test_a_catalog_mark_without_a_catalog_or_a_name_is_one_line(config: Path, catalog: Path, spec: str) -> None:
+    spec = spec.replace("CATALOG", str(catalog))
+    with pytest.raises(ConfigError) as refused:
+        recuration_settings(PARENT, config, [spec])
+    assert str(refused.value) == (
+        f"--add-model {spec}: CATALOG#NAME takes a catalog (a YAML file or a server) and a model name"
+    )
