@@ -118,6 +118,7 @@ bench: setup fixtures
 	$(PY) bench/gating_throughput.py
 	$(PY) bench/llama_threads.py
 	$(PY) bench/faiss_mining.py
+	$(PY) bench/store_gather.py
 	$(PY) bench/stage_calls.py
 	$(PY) bench/curation_scale.py
 	$(PY) bench/storage_overhead.py --s3
