@@ -192,7 +192,7 @@ class VectorStore:
         this thread with ``RWF_NOWAIT`` (Linux): what the page cache holds is copied at once, and
         a row it lacks fails without waiting but has its pages' reads started, so the
         ``GATHER_THREADS`` threads that then read the missed rows wait on I/O already under way
-        rather than issue it 8 at a time (``bench/peers/autofaiss_index.py``'s equal-recall row).
+        rather than issue it 8 at a time (``bench/store_gather.py``).
         Nothing stays mapped, so a search's resident memory is its candidates, not the store."""
         rows = np.asarray(rows, dtype=np.int64)
         out = np.empty((len(rows), self.dim), dtype=np.float32)
